@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs every dependency from Debian's packages (only those missing, so it is idempotent)
+# and configures + builds a Release tree in build/. Both README commands call it first.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+PACKAGES=(
+  cmake ninja-build g++ make pkg-config git ca-certificates
+  libopenmpi-dev openmpi-bin libdnnl-dev libopenblas-dev
+  nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev libsentencepiece-dev
+  libgtest-dev libgmock-dev libbenchmark-dev clang-format nodejs npm
+)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+BUILD="${MEGATRON_BUILD_DIR:-$ROOT/build}"
+cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$BUILD" -j "$(nproc)"

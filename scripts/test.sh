@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The README's test command: set up, build, run every test (unit, dist under mpirun, e2e).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+"$ROOT/scripts/setup.sh"
+cd "${MEGATRON_BUILD_DIR:-$ROOT/build}"
+ctest --output-on-failure -j 2 --timeout 900

@@ -1,0 +1,10 @@
+// The subcommands of the `megatron` binary, one file each in cli/. Each receives the
+// arguments after the subcommand name and returns the process exit code; errors are thrown
+// as megatron::Error and reported by main().
+#pragma once
+
+namespace megatron::cli {
+
+int run_bench(int argc, char** argv);
+
+}  // namespace megatron::cli

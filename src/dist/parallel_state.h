@@ -1,0 +1,31 @@
+// ParallelState: the rank grid and its groups, with Megatron's layout
+//   tp_rank = rank % t,  dp_rank = (rank / t) % d,  pp_rank = rank / (t·d),  d = world / (t·p).
+// TP groups are consecutive ranks (fastest-varying, so on one node); DP groups share
+// (tp_rank, pp_rank); PP groups share (tp_rank, dp_rank); the model-parallel group is the
+// t·p ranks that together hold one model replica (same dp_rank).
+#pragma once
+
+#include <memory>
+
+#include "dist/communicator.h"
+
+namespace megatron {
+
+struct ParallelState {
+  // Throws Error when t·p does not divide the world size or a size is < 1.
+  static ParallelState create(std::shared_ptr<Communicator> world, int tensor_parallel,
+                              int pipeline_parallel);
+
+  int world_size = 1, rank = 0;
+  int tp_size = 1, tp_rank = 0;
+  int dp_size = 1, dp_rank = 0;
+  int pp_size = 1, pp_rank = 0;
+
+  std::shared_ptr<Communicator> world;
+  std::shared_ptr<Communicator> tp;  // tensor-model-parallel group
+  std::shared_ptr<Communicator> dp;  // data-parallel group
+  std::shared_ptr<Communicator> pp;  // pipeline group
+  std::shared_ptr<Communicator> mp;  // model-parallel group (tp × pp)
+};
+
+}  // namespace megatron

@@ -1,0 +1,90 @@
+#include "parallel/parameter.h"
+
+#include "core/philox.h"
+#include "kernels/elementwise.h"
+
+namespace megatron {
+
+size_t ParameterStore::add(const ParamSpec& spec) {
+  MT_CHECK(!flat_values_.defined(), "parameter '", spec.name, "' registered after allocate()");
+  MT_CHECK(index_.count(spec.name) == 0, "parameter '", spec.name, "' registered twice");
+  Parameter p;
+  p.spec = spec;
+  p.local_shape = spec.full_shape;
+  if (spec.partition_dim >= 0) {
+    MT_CHECK(spec.partition_dim < int(spec.full_shape.size()), "parameter '", spec.name,
+             "': partition dim ", spec.partition_dim, " out of range for shape ",
+             shape_str(spec.full_shape));
+    int64_t full = spec.full_shape[spec.partition_dim];
+    MT_CHECK(full % tp_size_ == 0, "parameter '", spec.name, "': dimension ",
+             spec.partition_dim, " of size ", full,
+             " is not divisible by the tensor-model-parallel size ", tp_size_);
+    p.local_shape[spec.partition_dim] = full / tp_size_;
+    p.local_start = int64_t(tp_rank_) * (full / tp_size_);
+  }
+  params_.push_back(std::move(p));
+  index_[spec.name] = params_.size() - 1;
+  return params_.size() - 1;
+}
+
+void ParameterStore::allocate() {
+  MT_CHECK(!flat_values_.defined(), "ParameterStore::allocate() called twice");
+  int64_t total = 0;
+  for (Parameter& p : params_) {
+    p.flat_offset = total;
+    total += shape_numel(p.local_shape);
+  }
+  flat_values_ = Tensor::zeros({total}, DType::F32);
+  flat_grads_ = Tensor::zeros({total}, DType::F32);
+  for (Parameter& p : params_) {
+    int64_t n = shape_numel(p.local_shape);
+    p.value = flat_values_.slice(0, p.flat_offset, p.flat_offset + n).view(p.local_shape);
+    p.grad = flat_grads_.slice(0, p.flat_offset, p.flat_offset + n).view(p.local_shape);
+  }
+}
+
+Parameter& ParameterStore::get(const std::string& name) {
+  auto it = index_.find(name);
+  MT_CHECK(it != index_.end(), "no parameter named '", name, "'");
+  return params_[it->second];
+}
+
+const Parameter& ParameterStore::get(const std::string& name) const {
+  auto it = index_.find(name);
+  MT_CHECK(it != index_.end(), "no parameter named '", name, "'");
+  return params_[it->second];
+}
+
+void ParameterStore::zero_grads() { kernels::fill(flat_grads_, 0.0f); }
+
+int64_t full_element_index(const Parameter& p, int64_t local) {
+  const Shape& ls = p.local_shape;
+  const Shape& fs = p.spec.full_shape;
+  int64_t full = 0, stride = 1;
+  for (int64_t d = int64_t(ls.size()) - 1; d >= 0; --d) {
+    int64_t i = local % ls[d];
+    local /= ls[d];
+    if (d == p.spec.partition_dim) i += p.local_start;
+    full += i * stride;
+    stride *= fs[d];
+  }
+  return full;
+}
+
+uint64_t parameter_stream_key(const std::string& name) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a: a stable id from the logical name
+  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
+  return philox_key({h});
+}
+
+void init_normal(Parameter& p, uint64_t seed, float std) {
+  PhiloxStream stream(seed, parameter_stream_key(p.spec.name));
+  float* v = p.value.data<float>();
+  const int64_t n = p.value.numel();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) v[i] = std * stream.normal(uint64_t(full_element_index(p, i)));
+}
+
+void init_constant(Parameter& p, float value) { kernels::fill(p.value, value); }
+
+}  // namespace megatron

@@ -1,0 +1,79 @@
+// Parameters that know how they are split across the tensor-parallel group.
+//
+// Every parameter is registered once with its logical name, its *full* (unsplit) shape, the
+// dimension it is partitioned along (or replicated) and whether it gets weight decay. That
+// record is the single source of truth for init, gradient norms (replicated parameters are
+// counted once), checkpoint save/load, resharding and HF import/export.
+//
+// Values and gradients live in two flat f32 buffers (one data-parallel all-reduce, one fused
+// optimizer pass, one write per checkpoint shard); each Parameter's `value` and `grad` are
+// views into them, valid after ParameterStore::allocate().
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace megatron {
+
+struct ParamSpec {
+  std::string name;        // e.g. "layers.3.self_attention.query_key_value.weight"
+  Shape full_shape;        // as if unsplit
+  int partition_dim = -1;  // -1: replicated on every TP rank
+  bool weight_decay = true;
+};
+
+struct Parameter {
+  ParamSpec spec;
+  Shape local_shape;        // this rank's slice
+  int64_t local_start = 0;  // first index of the slice along partition_dim (0 if replicated)
+  int64_t flat_offset = 0;  // element offset in the flat buffers
+  Tensor value;             // f32 [local_shape], view into the flat value buffer
+  Tensor grad;              // f32 [local_shape], view into the flat gradient buffer
+
+  bool replicated() const { return spec.partition_dim < 0; }
+};
+
+class ParameterStore {
+ public:
+  ParameterStore(int tp_rank, int tp_size) : tp_rank_(tp_rank), tp_size_(tp_size) {}
+
+  // Registers a parameter; a partitioned dimension must be divisible by the TP size.
+  // Returns its index. Names must be unique. Not allowed after allocate().
+  size_t add(const ParamSpec& spec);
+  // Carves the flat buffers (values and gradients zeroed) and binds every view.
+  void allocate();
+
+  Parameter& get(const std::string& name);
+  const Parameter& get(const std::string& name) const;
+  bool contains(const std::string& name) const { return index_.count(name) > 0; }
+  std::vector<Parameter>& params() { return params_; }
+  const std::vector<Parameter>& params() const { return params_; }
+
+  Tensor& flat_values() { return flat_values_; }  // f32 [total local elements]
+  Tensor& flat_grads() { return flat_grads_; }
+  void zero_grads();
+  int tp_rank() const { return tp_rank_; }
+  int tp_size() const { return tp_size_; }
+
+ private:
+  int tp_rank_, tp_size_;
+  std::vector<Parameter> params_;
+  std::map<std::string, size_t> index_;
+  Tensor flat_values_, flat_grads_;
+};
+
+// Index of a local element in the full tensor: the local multi-index shifted by local_start
+// along the partition dimension, linearised row-major in the full shape.
+int64_t full_element_index(const Parameter& p, int64_t local_linear_index);
+
+// TP-invariant initialisation: element i of the full weight is
+// std · normal(PhiloxStream(seed, parameter_stream_key(name)), i); each rank draws its slice.
+void init_normal(Parameter& p, uint64_t seed, float std);
+void init_constant(Parameter& p, float value);
+uint64_t parameter_stream_key(const std::string& name);
+
+}  // namespace megatron
