@@ -81,7 +81,15 @@ TEST(BertWordPieceTokenizer, LowerCasesAndStripsAccents) {
   EXPECT_EQ(tokens_of(uncased(), "caf\u00e9 na\u00efve"), (Tokens{"cafe", "naive"}));
   EXPECT_EQ(tokens_of(uncased(), "cafe\u0301"), (Tokens{"cafe"}));  // combining acute
   // str.lower() maps U+0130 to "i" + U+0307, and the mark is then stripped.
-  EXPECT_EQ(tokens_of(uncased(), "\u0130stanbul"), tokens_of(uncased(), "istanbul"));
+  EXPECT_EQ(tokens_of(uncased(), "\u0130stanbul"), (Tokens{"istanbul"}));
+  // str.lower()'s final sigma: capital sigma ending a word is "\u03c2", else "\u03c3". The
+  // expected tokens are Python's (tools/reference/bert_reference_ids.py).
+  EXPECT_EQ(tokens_of(uncased(), "\u039f\u0394\u039f\u03a3"),
+            (Tokens{"\u03bf", "##\u03b4", "##\u03bf\u03c2"}));
+  EXPECT_EQ(tokens_of(uncased(), "\u03a3\u039f\u03a6\u039f\u03a3."),
+            (Tokens{"\u03c3", "##\u03bf", "##\u03c6", "##\u03bf\u03c2", "."}));
+  EXPECT_EQ(tokens_of(uncased(), "\u03a3"), (Tokens{"\u03c3"}));
+  EXPECT_EQ(tokens_of(uncased(), "\u0391\u03a3'"), (Tokens{"\u03b1", "##\u03c2", "'"}));
 }
 
 TEST(BertWordPieceTokenizer, SplitsPunctuation) {
