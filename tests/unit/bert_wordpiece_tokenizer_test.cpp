@@ -8,6 +8,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "core/error.h"
 #include "tokenizer_test_files.h"
@@ -65,6 +66,31 @@ TEST(BertWordPieceTokenizer, MatchesPythonReferenceOnGoldenText) {
                   << "'";
   }
   EXPECT_EQ(ids.size(), expected.size());
+}
+
+TEST(BertWordPieceTokenizer, ConcurrentEncodesAgreeWithSequential) {
+  // A fresh tokenizer so four threads fill its word cache concurrently, from different starts.
+  const BertWordPieceTokenizer tokenizer(fetched_file("bert-base-uncased-vocab.txt"), true);
+  std::ifstream in(source_file("tests/data/bpe_golden.txt"), std::ios::binary);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  constexpr size_t kThreads = 4;
+  const auto line_of = [&](size_t t, size_t i) -> const std::string& {
+    return lines[(i + t * lines.size() / kThreads) % lines.size()];
+  };
+  std::vector<std::vector<std::vector<int32_t>>> results(kThreads);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (size_t i = 0; i < lines.size(); ++i)
+        results[t].push_back(tokenizer.encode(line_of(t, i)));
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (size_t t = 0; t < kThreads; ++t) {
+    for (size_t i = 0; i < lines.size(); ++i)
+      ASSERT_EQ(results[t][i], uncased().encode(line_of(t, i)));
+  }
 }
 
 TEST(BertWordPieceTokenizer, GreedyLongestMatch) {
