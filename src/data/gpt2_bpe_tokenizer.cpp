@@ -12,7 +12,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
-#include "data/bpe_cache.h"
+#include "data/piece_cache.h"
 #include "data/read_file.h"
 #include "data/string_hash.h"
 #include "data/utf8.h"
@@ -97,7 +97,7 @@ struct GPT2BPETokenizer::State {
   std::unordered_map<uint64_t, Merge> merges;  // (first id, second id) -> merge
   int32_t eod = -1;
   std::unique_ptr<pcre2_code, CodeDeleter> pattern;
-  mutable BpeCache cache;  // thread-safe, so encode() can stay const
+  mutable PieceCache cache;  // thread-safe, so encode() can stay const
 
   // Appends the BPE ids of one piece (raw bytes) to out.
   void bpe(std::string_view piece, std::vector<int32_t>& out) const;

@@ -1,6 +1,6 @@
-// BpeCache: what is inserted is found (appended to the caller's ids); misses say so; many
+// PieceCache: what is inserted is found (appended to the caller's ids); misses say so; many
 // threads inserting and finding at once see only complete entries.
-#include "data/bpe_cache.h"
+#include "data/piece_cache.h"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +9,8 @@
 namespace megatron {
 namespace {
 
-TEST(BpeCache, FindsWhatWasInsertedAndAppends) {
-  BpeCache cache;
+TEST(PieceCache, FindsWhatWasInsertedAndAppends) {
+  PieceCache cache;
   std::vector<int32_t> out = {7};
   EXPECT_FALSE(cache.find("hello", StringHash{}("hello"), out));
   EXPECT_EQ(out, (std::vector<int32_t>{7}));
@@ -19,12 +19,12 @@ TEST(BpeCache, FindsWhatWasInsertedAndAppends) {
   EXPECT_EQ(out, (std::vector<int32_t>{7, 31373, 1}));
 }
 
-TEST(BpeCache, ConcurrentUseBeyondCapacityStaysConsistent) {
+TEST(PieceCache, ConcurrentUseBeyondCapacityStaysConsistent) {
   // 4 threads insert 5000 distinct keys each, 20000 in all, past a 64 x 64 = 4096-entry
   // capacity (so shards are cleared), while each also reads the keys its neighbour thread
   // inserts; every hit must return exactly the ids stored for its key.
   constexpr int kThreads = 4, kKeysPerThread = 5000, kShardCapacity = 64;
-  BpeCache cache(kShardCapacity);
+  PieceCache cache(kShardCapacity);
   const auto ids_of = [](int key) { return std::vector<int32_t>{key, -key}; };
   std::vector<std::thread> threads;
   std::vector<int> bad(kThreads, 0);
@@ -57,7 +57,7 @@ TEST(BpeCache, ConcurrentUseBeyondCapacityStaysConsistent) {
   }
   // The capacity bounds what is kept.
   EXPECT_GE(evicted,
-            kThreads * kKeysPerThread - static_cast<int>(BpeCache::kShards) * kShardCapacity);
+            kThreads * kKeysPerThread - static_cast<int>(PieceCache::kShards) * kShardCapacity);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// BpeCache: piece (raw bytes) -> token ids, shared by all threads that encode with one
-// GPT2BPETokenizer. encoder.py caches every piece; so do we, in a bounded, thread-safe way.
+// PieceCache: piece (UTF-8 bytes) -> token ids, shared by all threads that encode with one
+// tokenizer: GPT-2's BPE caches each pre-tokenized piece (as encoder.py does), WordPiece each
+// word. Natural text repeats a small set of words, so most pieces are one probe here.
 #pragma once
 
 #include <array>
@@ -15,12 +16,12 @@ namespace megatron {
 
 // Sharded by the piece's hash so threads rarely contend for a mutex; a shard that reaches its
 // capacity is cleared, which bounds memory on unbounded corpora (hot words come back at once).
-class BpeCache {
+class PieceCache {
  public:
   static constexpr size_t kShards = 64;
   static constexpr size_t kDefaultShardCapacity = 8192;  // 512K pieces in all
 
-  explicit BpeCache(size_t shard_capacity = kDefaultShardCapacity)
+  explicit PieceCache(size_t shard_capacity = kDefaultShardCapacity)
       : shard_capacity_(shard_capacity) {}
 
   // Appends the cached ids of piece to out and returns true, or returns false. `hash` is
