@@ -35,6 +35,48 @@ void apply_mask(const T* in, const uint8_t* mask, float keep_scale, T* out, int6
     out[i] = cpu::from_f32<T>(mask[i] ? cpu::to_f32(in[i]) * keep_scale : 0.f);
 }
 
+// y = residual + dropout(x + bias) over rows [N, C]; kMask = false skips dropout. Both are
+// template parameters / always-present operands so the inner loop has no branches.
+template <typename T, bool kMask>
+void bias_dropout_add_rows(const T* x, const T* bias, const T* residual, const uint8_t* mask,
+                           float keep_scale, T* y, int64_t n, int64_t c) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < n; ++r) {
+#pragma omp simd
+    for (int64_t j = 0; j < c; ++j) {
+      const int64_t i = r * c + j;
+      float v = cpu::to_f32(x[i]) + cpu::to_f32(bias[j]);
+      if constexpr (kMask) v = mask[i] ? v * keep_scale : 0.f;
+      y[i] = cpu::from_f32<T>(cpu::to_f32(residual[i]) + v);
+    }
+  }
+}
+
+// dx = dropout'(dy) over rows [N, C], with Σ_rows dx added to dbias (when not null) through
+// per-chunk partial sums [chunks, C] summed in chunk order (deterministic).
+template <typename T, bool kMask>
+void bias_dropout_add_backward_rows(const T* dy, const uint8_t* mask, float keep_scale, T* dx,
+                                    float* dbias, int64_t n, int64_t c) {
+  const int64_t chunks = cpu::reduction_chunks(n);
+  std::vector<float> partial(size_t(chunks * c), 0.f);
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < chunks; ++k) {
+    float* pb = partial.data() + k * c;
+    for (int64_t r = n * k / chunks; r < n * (k + 1) / chunks; ++r) {
+#pragma omp simd
+      for (int64_t j = 0; j < c; ++j) {
+        const int64_t i = r * c + j;
+        float g = cpu::to_f32(dy[i]);
+        if constexpr (kMask) g = mask[i] ? g * keep_scale : 0.f;
+        dx[i] = cpu::from_f32<T>(g);
+        pb[j] += g;
+      }
+    }
+  }
+  for (int64_t k = 0; dbias && k < chunks; ++k)
+    for (int64_t j = 0; j < c; ++j) dbias[j] += partial[size_t(k * c + j)];
+}
+
 }  // namespace
 
 void dropout_mask(uint64_t seed, const std::vector<MaskRow>& rows, float p, Tensor& mask) {
@@ -109,24 +151,15 @@ void bias_dropout_add_forward(const Tensor& x, const Tensor& bias, const Tensor&
     check_p(p, "bias_dropout_add_forward");
     check_mask(mask, x.numel(), "bias_dropout_add_forward mask");
   }
-  const float keep_scale = mask.defined() ? 1.f / (1.f - p) : 1.f;
+  const Tensor b = bias.defined() ? bias : Tensor::zeros({c}, x.dtype());
   cpu::dispatch_float(x.dtype(), "bias_dropout_add_forward x", [&](auto tag) {
     using T = decltype(tag);
-    const T* xp = x.data<T>();                                            // [N, C]
-    const T* bp = bias.defined() ? bias.data<T>() : nullptr;              // [C]
-    const T* rp = residual.data<T>();                                     // [N, C]
-    const uint8_t* mp = mask.defined() ? mask.data<uint8_t>() : nullptr;  // [N, C]
-    T* yp = y.data<T>();                                                  // [N, C]
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < n; ++r) {
-#pragma omp simd
-      for (int64_t j = 0; j < c; ++j) {
-        const int64_t i = r * c + j;
-        float v = cpu::to_f32(xp[i]) + (bp ? cpu::to_f32(bp[j]) : 0.f);
-        if (mp) v = mp[i] ? v * keep_scale : 0.f;
-        yp[i] = cpu::from_f32<T>(cpu::to_f32(rp[i]) + v);
-      }
-    }
+    if (mask.defined())
+      bias_dropout_add_rows<T, true>(x.data<T>(), b.data<T>(), residual.data<T>(),
+                                     mask.data<uint8_t>(), 1.f / (1.f - p), y.data<T>(), n, c);
+    else
+      bias_dropout_add_rows<T, false>(x.data<T>(), b.data<T>(), residual.data<T>(), nullptr, 1.f,
+                                      y.data<T>(), n, c);
   });
 }
 
@@ -146,32 +179,14 @@ void bias_dropout_add_backward(const Tensor& dy, const Tensor& mask, float p, Te
     check_dtype(dbias, DType::F32, "bias_dropout_add_backward dbias");
     check_contiguous(dbias, "bias_dropout_add_backward dbias");
   }
-  const float keep_scale = mask.defined() ? 1.f / (1.f - p) : 1.f;
   cpu::dispatch_float(dy.dtype(), "bias_dropout_add_backward dy", [&](auto tag) {
     using T = decltype(tag);
-    const T* dyp = dy.data<T>();                                          // [N, C]
-    const uint8_t* mp = mask.defined() ? mask.data<uint8_t>() : nullptr;  // [N, C]
-    T* dxp = dx.data<T>();                                                // [N, C]
-    float* db = dbias.defined() ? dbias.data<float>() : nullptr;          // [C]
-    // dbias partial sums per chunk of rows [chunks, C], summed in chunk order.
-    const int64_t chunks = db ? cpu::reduction_chunks(n) : 1;
-    std::vector<float> partial(db ? size_t(chunks * c) : 0, 0.f);
-#pragma omp parallel for schedule(static)
-    for (int64_t k = 0; k < chunks; ++k) {
-      float* pb = db ? partial.data() + k * c : nullptr;
-      for (int64_t r = n * k / chunks; r < n * (k + 1) / chunks; ++r) {
-#pragma omp simd
-        for (int64_t j = 0; j < c; ++j) {
-          const int64_t i = r * c + j;
-          float g = cpu::to_f32(dyp[i]);
-          if (mp) g = mp[i] ? g * keep_scale : 0.f;
-          dxp[i] = cpu::from_f32<T>(g);
-          if (pb) pb[j] += g;
-        }
-      }
-    }
-    for (int64_t k = 0; db && k < chunks; ++k)
-      for (int64_t j = 0; j < c; ++j) db[j] += partial[size_t(k * c + j)];
+    float* db = dbias.defined() ? dbias.data<float>() : nullptr;
+    if (mask.defined())
+      bias_dropout_add_backward_rows<T, true>(dy.data<T>(), mask.data<uint8_t>(), 1.f / (1.f - p),
+                                              dx.data<T>(), db, n, c);
+    else
+      bias_dropout_add_backward_rows<T, false>(dy.data<T>(), nullptr, 1.f, dx.data<T>(), db, n, c);
   });
 }
 
