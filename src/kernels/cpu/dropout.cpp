@@ -2,10 +2,11 @@
 // kernels/dropout.h).
 #include "kernels/dropout.h"
 
+#include <algorithm>
 #include <vector>
 
-#include "core/philox.h"
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/philox_lanes.h"
 
 namespace megatron::kernels {
 
@@ -30,9 +31,14 @@ void check_like(const Tensor& t, const Tensor& like, const char* what) {
 // out[i] = in[i] · mask[i] · keep_scale over n elements.
 template <typename T>
 void apply_mask(const T* in, const uint8_t* mask, float keep_scale, T* out, int64_t n) {
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i)
-    out[i] = cpu::from_f32<T>(mask[i] ? cpu::to_f32(in[i]) * keep_scale : 0.f);
+  constexpr int64_t kBlock = 4096;  // threads take blocks, each block is one vector loop
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < (n + kBlock - 1) / kBlock; ++b) {
+    const int64_t end = std::min(n, (b + 1) * kBlock);
+#pragma omp simd
+    for (int64_t i = b * kBlock; i < end; ++i)
+      out[i] = cpu::from_f32<T>(mask[i] ? cpu::to_f32(in[i]) * keep_scale : 0.f);
+  }
 }
 
 // y = residual + dropout(x + bias) over rows [N, C]; kMask = false skips dropout. Both are
@@ -96,16 +102,19 @@ void dropout_mask(uint64_t seed, const std::vector<MaskRow>& rows, float p, Tens
   if (double(threshold) < scaled) ++threshold;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < n_rows; ++r) {
-    const PhiloxStream stream(seed, rows[size_t(r)].key);
-    const uint64_t base = rows[size_t(r)].counter_base;
+    const uint64_t key = rows[size_t(r)].key, base = rows[size_t(r)].counter_base;
     uint8_t* mr = m + r * cols;  // [cols]
-    int64_t c = 0;
-    while (c < cols) {
-      // One Philox block yields draws 4b..4b+3; use every one of them that falls in the row.
-      const uint64_t i = base + uint64_t(c);
-      const PhiloxCounter w = stream.block(i / 4);
-      for (uint64_t lane = i % 4; lane < 4 && c < cols; ++lane, ++c)
-        mr[c] = uint8_t((w[lane] >> 8) >= threshold);
+    // Draw i = base + c lives in block i / 4, word i % 4; take 8 blocks (32 draws) at a time.
+    constexpr int64_t kDraws = 4 * cpu::kPhiloxLanes;
+    uint32_t words[kDraws];
+    for (uint64_t block = base / 4; block * 4 < base + uint64_t(cols); block += cpu::kPhiloxLanes) {
+      cpu::philox_blocks(seed, key, block, words);
+      const uint64_t first = block * 4;  // draw index of words[0]
+      const int64_t c0 = first > base ? int64_t(first - base) : 0;
+      const int64_t c1 = std::min<int64_t>(cols, int64_t(first + kDraws - base));
+#pragma omp simd
+      for (int64_t c = c0; c < c1; ++c)
+        mr[c] = uint8_t((words[base + uint64_t(c) - first] >> 8) >= threshold);
     }
   }
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/vector_math.h"
@@ -22,33 +23,38 @@ void forward_rows(const T* scores, float scale, bool causal, const uint8_t* pad,
                   int64_t b, int64_t h, int64_t sq, int64_t sk) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const int64_t rows = b * h * sq;
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t bi = r / (h * sq), qi = r % sq;
-    const T* s = scores + r * sk;                             // [Sk]
-    T* p = probs + r * sk;                                    // [Sk]
-    const uint8_t* padr = kHasPad ? pad + bi * sk : nullptr;  // [Sk]
-    const int64_t visible = causal ? std::min(sk, qi + (sk - sq) + 1) : sk;
-    auto logit = [&](int64_t j) {  // scale · score, or −inf where padded
-      const float v = scale * cpu::to_f32(s[j]);
-      if constexpr (kHasPad) return padr[j] ? kNegInf : v;
-      return v;
-    };
-    const float mx = cpu::max_reduce(visible, logit);
-    if (mx == kNegInf) {  // every key masked: all zeros
-      for (int64_t j = 0; j < sk; ++j) p[j] = cpu::from_f32<T>(0.f);
-      continue;
-    }
-    // exp is evaluated twice (sum, then write) instead of stored, so bf16 probs are rounded
-    // exactly once. exp(−inf) is 0, which masks the padded keys.
-    float sum = 0.f;
+#pragma omp parallel
+  {
+    std::vector<float> e(static_cast<size_t>(sk));  // [Sk] this thread's unnormalised exp row
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t bi = r / (h * sq), qi = r % sq;
+      const T* s = scores + r * sk;                             // [Sk]
+      T* p = probs + r * sk;                                    // [Sk]
+      const uint8_t* padr = kHasPad ? pad + bi * sk : nullptr;  // [Sk]
+      const int64_t visible = causal ? std::min(sk, qi + (sk - sq) + 1) : sk;
+      auto logit = [&](int64_t j) {  // scale · score, or −inf where padded
+        const float v = scale * cpu::to_f32(s[j]);
+        if constexpr (kHasPad) return padr[j] ? kNegInf : v;
+        return v;
+      };
+      const float mx = cpu::max_reduce(visible, logit);
+      if (mx == kNegInf) {  // every key masked: all zeros
+        for (int64_t j = 0; j < sk; ++j) p[j] = cpu::from_f32<T>(0.f);
+        continue;
+      }
+      // exp(−inf) = 0 masks the padded keys. The f32 row keeps bf16 probs to one rounding.
+      float sum = 0.f;
 #pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < visible; ++j) sum += cpu::exp_approx(logit(j) - mx);
-    const float inv = 1.f / sum;
+      for (int64_t j = 0; j < visible; ++j) {
+        e[size_t(j)] = cpu::exp_approx(logit(j) - mx);
+        sum += e[size_t(j)];
+      }
+      const float inv = 1.f / sum;
 #pragma omp simd
-    for (int64_t j = 0; j < visible; ++j)
-      p[j] = cpu::from_f32<T>(cpu::exp_approx(logit(j) - mx) * inv);
-    for (int64_t j = visible; j < sk; ++j) p[j] = cpu::from_f32<T>(0.f);
+      for (int64_t j = 0; j < visible; ++j) p[j] = cpu::from_f32<T>(e[size_t(j)] * inv);
+      for (int64_t j = visible; j < sk; ++j) p[j] = cpu::from_f32<T>(0.f);
+    }
   }
 }
 
