@@ -36,8 +36,10 @@ void apply_mask(const T* in, const uint8_t* mask, float keep_scale, T* out, int6
   for (int64_t b = 0; b < (n + kBlock - 1) / kBlock; ++b) {
     const int64_t end = std::min(n, (b + 1) * kBlock);
 #pragma omp simd
-    for (int64_t i = b * kBlock; i < end; ++i)
-      out[i] = cpu::from_f32<T>(mask[i] ? cpu::to_f32(in[i]) * keep_scale : 0.f);
+    for (int64_t i = b * kBlock; i < end; ++i) {
+      const float kept = cpu::to_f32(in[i]) * keep_scale;  // loaded unconditionally: no branch
+      out[i] = cpu::from_f32<T>(mask[i] ? kept : 0.f);
+    }
   }
 }
 
