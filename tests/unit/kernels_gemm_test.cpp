@@ -88,8 +88,7 @@ TEST_P(GemmTest, BatchedPerHeadViews) {
   const int64_t bsz = 2, s = 7, heads = 3, d = 5;
   Tensor q = random_tensor({bsz, s, heads, d}, ab, 6),
          kt = random_tensor({bsz, s, heads, d}, ab, 7);
-  // View [b·heads... ] as 3-D: for each b and head, rows s with stride heads·d.
-  // Use head 1 of every batch as the batch dimension (batch stride s·heads·d).
+  // Head 1 of every sample: a 3-D view with batch stride s·heads·d and row stride heads·d.
   Tensor qv = q.select(2, 1);   // [b, s, d], strides [s·h·d, h·d, 1]
   Tensor kv = kt.select(2, 1);  // [b, s, d]
   Tensor scores = random_tensor({bsz, s, s}, cd, 8);
