@@ -114,6 +114,24 @@ TEST_P(GemmTest, BatchedPerHeadViews) {
   EXPECT_CLOSE(to_double(ctx), expected2, 1e-5, cd == DType::BF16 ? test::kBf16Eps : 1e-5);
 }
 
+TEST_P(GemmTest, BatchedMegatronLayoutBatchStrideBelowRowStride) {
+  // Activations [s, b, heads, d] (Megatron's layout): batch = (b, head) pairs with batch stride
+  // d and row stride b·heads·d, i.e. the transposed view [b·heads, s, d] with no copy.
+  const auto [ab, cd] = GetParam();
+  const int64_t s = 6, bh = 4, d = 3;
+  Tensor q = random_tensor({s, bh, d}, ab, 11), k = random_tensor({s, bh, d}, ab, 12);
+  Tensor qv = q.transpose(0, 1), kv = k.transpose(0, 1);  // [bh, s, d], strides [d, bh·d, 1]
+  Tensor scores = random_tensor({bh, s, s}, cd, 13);
+  std::vector<double> expected;
+  for (int64_t i = 0; i < bh; ++i) {
+    auto e = reference(to_double(qv.select(0, i)), false, to_double(kv.select(0, i)), true,
+                       to_double(scores.select(0, i)), s, s, d, 1.0, 0.5);
+    expected.insert(expected.end(), e.begin(), e.end());
+  }
+  kernels::batched_gemm(qv, false, kv, true, scores, 1.f, 0.5f);
+  EXPECT_CLOSE(to_double(scores), expected, 1e-5, cd == DType::BF16 ? test::kBf16Eps : 1e-5);
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, GemmTest,
                          ::testing::Values(Case{DType::F32, DType::F32},
                                            Case{DType::BF16, DType::F32},
