@@ -132,6 +132,24 @@ TEST_P(GemmTest, BatchedMegatronLayoutBatchStrideBelowRowStride) {
   EXPECT_CLOSE(to_double(scores), expected, 1e-5, cd == DType::BF16 ? test::kBf16Eps : 1e-5);
 }
 
+TEST_P(GemmTest, BatchedBroadcastOperand) {
+  // One B shared by every batch entry through batch stride 0 (oneDNN has only its reference
+  // kernel for that, so this runs the per-entry path when oneDNN is the backend).
+  const auto [ab, cd] = GetParam();
+  const int64_t batch = 3, m = 5, k = 4, n = 6;
+  Tensor a = random_tensor({batch, m, k}, ab, 14);
+  Tensor b2 = random_tensor({k, n}, ab, 15);
+  Tensor b(b2.storage(), 0, {batch, k, n}, {0, n, 1}, ab);
+  Tensor c = random_tensor({batch, m, n}, cd, 16);
+  std::vector<double> expected;
+  for (int64_t i = 0; i < batch; ++i) {
+    auto e = reference(to_double(a.select(0, i)), false, to_double(b2), false, {}, m, n, k, 1, 0);
+    expected.insert(expected.end(), e.begin(), e.end());
+  }
+  kernels::batched_gemm(a, false, b, false, c);
+  EXPECT_CLOSE(to_double(c), expected, 1e-5, cd == DType::BF16 ? test::kBf16Eps : 1e-5);
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, GemmTest,
                          ::testing::Values(Case{DType::F32, DType::F32},
                                            Case{DType::BF16, DType::F32},
