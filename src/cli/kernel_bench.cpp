@@ -13,6 +13,7 @@
 #include "cli/gemm_shapes.h"
 #include "core/error.h"
 #include "core/tensor.h"
+#include "kernels/cpu/gemm_backend.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 
@@ -86,8 +87,12 @@ int run_kernel_bench(const KernelBenchOptions& o) {
     }
     const double after = gemm_gflops(square, dt, o.min_time);
     const double ceiling = std::max(before, after);
-    std::printf("\n%s GEMM ceiling (%lld^3): %.1f GFLOP/s (before %.1f, after %.1f)\n",
-                name.c_str(), (long long)n, ceiling, before, after);
+    kernels::cpu::GemmProblem p;
+    p.m = p.n = p.k = p.lda = p.ldb = p.ldc = n;
+    p.ab_dtype = dt;
+    std::printf("\n%s GEMM ceiling (%lld^3): %.1f GFLOP/s (before %.1f, after %.1f); backend: %s\n",
+                name.c_str(), (long long)n, ceiling, before, after,
+                kernels::cpu::gemm_backend_name(p).c_str());
     std::printf("  %-10s %6s %6s %6s %10s %12s\n", "shape", "M", "N", "K", "GFLOP/s", "% ceiling");
     for (size_t i = 0; i < shapes.size(); ++i) {
       const GemmShape& s = shapes[i];

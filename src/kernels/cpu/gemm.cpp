@@ -7,10 +7,12 @@
 #include "kernels/gemm.h"
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/blas_gemm.h"
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/gemm_backend.h"
 #include "kernels/cpu/onednn_matmul.h"
 
 namespace megatron::kernels {
@@ -166,7 +168,21 @@ GemmProblem make_problem(const Tensor& a, bool trans_a, const Tensor& b, bool tr
   return p;
 }
 
+std::string f32_backend_name(const GemmProblem& p) {
+  if (cpu::blas_usable()) return "OpenBLAS (" + cpu::blas_core_name() + ")";
+  return "oneDNN " + cpu::onednn_matmul_impl(p);
+}
+
 }  // namespace
+
+std::string cpu::gemm_backend_name(const GemmProblem& p) {
+  if (p.ab_dtype == DType::F32) return f32_backend_name(p);
+  const std::string impl = cpu::onednn_matmul_impl(p);
+  if (impl != "none" && impl.rfind("ref", 0) != 0) return "oneDNN " + impl;
+  GemmProblem widened = p;
+  widened.ab_dtype = widened.c_dtype = DType::F32;
+  return "bf16 widened to f32, then " + f32_backend_name(widened);
+}
 
 void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha,
           float beta) {
