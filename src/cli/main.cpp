@@ -34,11 +34,13 @@ void print_usage() {
   for (const Subcommand& s : kSubcommands) std::printf("  %-14s %s\n", s.name, s.help);
 }
 
-// Debian's OpenBLAS 0.3.21 misdetects recent Xeons and runs its f32 GEMM 5-8x slower unless
-// OPENBLAS_CORETYPE is set before the library initialises, i.e. before main(). So the binary
-// re-executes itself once with the variable set; a user's own setting is respected.
+// Debian's OpenBLAS 0.3.21 misdetects recent (AVX-512) Xeons as Prescott and runs its f32
+// GEMM 5-8x slower unless OPENBLAS_CORETYPE is set before the library initialises, i.e. before
+// main(). So on AVX-512 CPUs the binary re-executes itself once with the variable set; a
+// user's own setting is respected. Other CPUs (e.g. AMD Zen, no AVX-512) are detected
+// correctly, and forcing SkylakeX there would crash with SIGILL.
 void ensure_openblas_coretype(char** argv) {
-  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr || !__builtin_cpu_supports("avx512f")) return;
   setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
   execv("/proc/self/exe", argv);
   // execv only returns on failure; carry on with the slower kernel rather than fail.
