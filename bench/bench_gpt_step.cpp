@@ -48,9 +48,11 @@ void BM_GptStep(benchmark::State& state) {
   state.counters["act_MiB"] = double(model.activation_bytes()) / (1 << 20);
 }
 
-// GPT-2 small width, 2 layers, s = 256, b = 2.
+// A small model (quick profile) and GPT-2 small width with 2 layers, s = 256, b = 2.
 BENCHMARK(BM_GptStep)
     ->ArgNames({"L", "h", "heads", "s", "b", "bf16", "recompute"})
+    ->Args({2, 256, 8, 128, 4, 0, 0})
+    ->Args({2, 256, 8, 128, 4, 1, 0})
     ->Args({2, 768, 12, 256, 2, 0, 0})
     ->Args({2, 768, 12, 256, 2, 1, 0})
     ->Args({2, 768, 12, 256, 2, 1, 1})
