@@ -41,8 +41,6 @@ class Transformer {
   // dy [s, b, h] (consumed) → dx [s, b, h].
   Tensor backward(Ctx& ctx, Tensor dy, Arena& arena, Arena& scratch) const;
 
-  const TransformerConfig& config() const { return config_; }
-
  private:
   TransformerConfig config_;
   std::vector<std::unique_ptr<TransformerLayer>> layers_;
