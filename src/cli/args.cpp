@@ -285,6 +285,40 @@ void validate_training_args(Args& a, int world_size) {
   MT_CHECK(!a.finetune || !a.load.empty(), "--finetune needs --load DIR");
 }
 
+LrScheduleConfig lr_schedule_config(const Args& a) {
+  LrScheduleConfig c;
+  c.max_lr = *a.lr;
+  c.min_lr = a.min_lr;
+  c.style = lr_decay_style_from_name(a.lr_decay_style);
+  if (a.train_samples > 0) {
+    c.decay_steps = a.lr_decay_samples > 0 ? a.lr_decay_samples : a.train_samples;
+    c.warmup_steps = a.lr_warmup_samples;
+  } else {
+    c.decay_steps = (a.lr_decay_iters > 0 ? a.lr_decay_iters : a.train_iters) * a.global_batch_size;
+    c.warmup_steps = a.lr_warmup_iters * a.global_batch_size;
+  }
+  if (a.lr_warmup_fraction) c.warmup_steps = int64_t(*a.lr_warmup_fraction * double(c.decay_steps));
+  MT_CHECK(c.style == LrDecayStyle::Constant || c.decay_steps > c.warmup_steps,
+           "the learning-rate warmup (", c.warmup_steps,
+           " samples) must be shorter than the decay (", c.decay_steps,
+           " samples): check --lr-warmup-* against --lr-decay-* / --train-*");
+  return c;
+}
+
+GradScalerConfig grad_scaler_config(const Args& a) {
+  GradScalerConfig c;
+  c.dynamic = a.fp16 && !a.loss_scale;
+  c.initial_scale = !a.fp16 ? 1.0 : a.loss_scale ? *a.loss_scale : a.initial_loss_scale;
+  c.min_scale = a.min_loss_scale;
+  c.growth_interval = a.loss_scale_window;
+  c.hysteresis = a.hysteresis;
+  return c;
+}
+
+AdamWConfig adamw_config(const Args& a) {
+  return {a.adam_beta1, a.adam_beta2, a.adam_eps, a.weight_decay, /*f16_model_weights=*/a.fp16};
+}
+
 int parse_command_line(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(argc, argv);

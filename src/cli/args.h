@@ -16,6 +16,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "train/grad_scaler.h"
+#include "train/lr_schedule.h"
+#include "train/optimizer.h"
+
 namespace CLI {
 class App;
 }
@@ -143,5 +147,12 @@ void validate_training_args(Args& args, int world_size);
 // Parses argv into `app`; returns -1 to continue, else the exit code (0 for --help, non-zero
 // for an unknown flag or bad value, after printing the message).
 int parse_command_line(CLI::App& app, int argc, char** argv);
+
+// The training components' configs from validated arguments, by Megatron's rules: the LR
+// schedule counts samples (iterations × global batch when --train-iters is used); the loss
+// scale is dynamic only for --fp16 without --loss-scale, and 1 without --fp16.
+LrScheduleConfig lr_schedule_config(const Args& args);
+GradScalerConfig grad_scaler_config(const Args& args);
+AdamWConfig adamw_config(const Args& args);
 
 }  // namespace megatron::cli

@@ -18,8 +18,14 @@ void reduce_gradients_over_dp(Tensor& flat_grads, Communicator& dp, double post_
   }
 }
 
-bool found_inf_or_nan_anywhere(const Tensor& flat_grads, Communicator& world) {
-  const double local = kernels::has_inf_or_nan(flat_grads) ? 1.0 : 0.0;
+bool found_overflow_anywhere(const Tensor& flat_grads, Communicator& world, bool f16_range) {
+  bool overflow = kernels::has_inf_or_nan(flat_grads);
+  if (f16_range && !overflow) {
+    Tensor as_f16 = Tensor::empty(flat_grads.shape(), DType::F16);  // f16 [n]
+    kernels::cast(flat_grads, as_f16);  // rounds out-of-range values to ±inf
+    overflow = kernels::has_inf_or_nan(as_f16);
+  }
+  const double local = overflow ? 1.0 : 0.0;
   return world.all_reduce_scalar(local, ReduceOp::MAX) > 0.0;
 }
 

@@ -20,8 +20,10 @@ void reduce_gradients_over_dp(Tensor& flat_grads, Communicator& dp, double post_
                               int64_t bucket_elements = int64_t(1) << 22);
 
 // True on every rank when any rank's gradients hold an inf or NaN (all-reduce MAX over the
-// world), so every rank makes the same skip decision.
-bool found_inf_or_nan_anywhere(const Tensor& flat_grads, Communicator& world);
+// world), so every rank makes the same skip decision. With `f16_range`, a value that does not
+// fit in f16 (|g| > 65504 after rounding) counts as an overflow too: that is what an fp16
+// backward would have produced, and the loss scaler must react to it.
+bool found_overflow_anywhere(const Tensor& flat_grads, Communicator& world, bool f16_range);
 
 // L2 norm of the full (unsplit) model gradient: partitioned parameters' squares are summed
 // over the TP group, replicated ones (identical on every TP rank) are counted once — only TP
