@@ -19,8 +19,13 @@ void MockGptDataset::sample(int64_t index, std::vector<int32_t>& tokens) const {
            " out of range [0, ", num_samples_, ")");
   PhiloxStream stream(seed_, philox_key({uint64_t(index)}));
   tokens.resize(size_t(seq_length_ + 1));
-  for (int64_t j = 0; j <= seq_length_; ++j)
-    tokens[size_t(j)] = int32_t(stream.u32(uint64_t(j)) % uint64_t(vocab_size_));
+  const uint64_t v = uint64_t(vocab_size_);
+  uint64_t t = stream.u32(0) % v;
+  tokens[0] = int32_t(t);
+  for (int64_t j = 1; j <= seq_length_; ++j) {
+    t = (t + 1 + stream.u32(uint64_t(j)) % 3) % v;
+    tokens[size_t(j)] = int32_t(t);
+  }
 }
 
 }  // namespace megatron

@@ -1,6 +1,9 @@
-// MockGptDataset (--mock-data): deterministic random token ids, no files. Token j of sample i
-// is u32 draw j of the Philox stream (seed, philox_key({i})) modulo the vocabulary, so any
-// sample is a pure function of its index — the same on every rank, layout and resume.
+// MockGptDataset (--mock-data): deterministic token ids, no files. With d_j = u32 draw j of
+// the Philox stream (seed, philox_key({i})), sample i is
+//   t_0 = d_0 mod V,   t_j = (t_{j-1} + 1 + d_j mod 3) mod V
+// — a random walk whose next token is one of three, so a model can learn it (the best loss
+// is ln 3) and a falling loss shows that training works. Any sample is a pure function of
+// its index: the same on every rank, layout and resume.
 #pragma once
 
 #include <cstdint>

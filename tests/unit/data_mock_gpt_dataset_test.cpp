@@ -8,7 +8,7 @@
 namespace megatron {
 namespace {
 
-TEST(MockGptDataset, TokensArePhiloxDrawsModuloVocab) {
+TEST(MockGptDataset, TokensAreAPhiloxRandomWalk) {
   MockGptDataset d(100, 16, 50, 7);
   EXPECT_EQ(d.size(), 100);
   EXPECT_EQ(d.seq_length(), 16);
@@ -16,7 +16,12 @@ TEST(MockGptDataset, TokensArePhiloxDrawsModuloVocab) {
   d.sample(42, t);
   ASSERT_EQ(t.size(), 17u);
   PhiloxStream ref(7, philox_key({42}));
-  for (size_t j = 0; j < t.size(); ++j) EXPECT_EQ(t[j], int32_t(ref.u32(j) % 50));
+  EXPECT_EQ(t[0], int32_t(ref.u32(0) % 50));
+  for (size_t j = 1; j < t.size(); ++j) {
+    EXPECT_EQ(t[j], int32_t((t[j - 1] + 1 + ref.u32(j) % 3) % 50)) << j;
+    EXPECT_GE(t[j], 0);
+    EXPECT_LT(t[j], 50);
+  }
 }
 
 TEST(MockGptDataset, DifferentIndicesAndSeedsDiffer) {
