@@ -9,6 +9,7 @@
 #include "cli/subcommands.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "dist/runtime.h"
 
 namespace {
 
@@ -20,6 +21,8 @@ struct Subcommand {
 
 const Subcommand kSubcommands[] = {
     {"bench", megatron::cli::run_bench, "measure kernel and step throughput, TFLOP/s, MFU"},
+    {"pretrain-gpt", megatron::cli::run_pretrain_gpt,
+     "pretrain GPT with tensor x data parallelism (Megatron-LM flags)"},
 };
 
 void print_usage() {
@@ -47,9 +50,18 @@ int main(int argc, char** argv) {
   }
   for (const Subcommand& s : kSubcommands) {
     if (std::strcmp(argv[1], s.name) != 0) continue;
+    // A failure on one rank must end the whole job (abort_job → MPI_Abort), never leave the
+    // other ranks waiting in a collective; so errors are handled while MPI is still up.
     try {
-      return s.run(argc - 1, argv + 1);
-    } catch (const megatron::Error& e) {
+      megatron::DistRuntime runtime(argc, argv);
+      try {
+        return s.run(argc - 1, argv + 1);
+      } catch (const megatron::Error& e) {
+        megatron::abort_job(e.message(), 1);
+      } catch (const std::exception& e) {
+        megatron::abort_job(e.what(), 1);
+      }
+    } catch (const megatron::Error& e) {  // the runtime itself failed to start
       megatron::log_error(e.message());
       return 1;
     }
