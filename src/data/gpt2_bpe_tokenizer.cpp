@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "data/read_file.h"
+#include "data/string_hash.h"
 #include "data/utf8.h"
 
 namespace megatron {
@@ -81,12 +82,6 @@ struct MatchDataDeleter {
   void operator()(pcre2_match_data* data) const { pcre2_match_data_free(data); }
 };
 
-// Transparent hashing so the cache can be probed with a string_view without a copy.
-struct StringHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-
 // Piece -> ids. Sharded by hash so threads rarely share a mutex; a shard that reaches its
 // capacity is cleared, which bounds memory on unbounded corpora while keeping the hot words.
 class BpeCache {
@@ -111,7 +106,7 @@ class BpeCache {
   static constexpr size_t kShardCapacity = 8192;  // 512K pieces in all
   struct alignas(64) Shard {
     std::mutex mutex;
-    std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> map;
+    StringMap<std::vector<int32_t>> map;
   };
   std::array<Shard, kShards> shards_;
 };
