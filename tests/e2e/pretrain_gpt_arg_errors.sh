@@ -35,8 +35,7 @@ expect_error() {
   fi
 }
 
-# The last occurrence of a flag wins in neither CLI11 nor here, so each case replaces the
-# base value by building its own list.
+# CLI11 rejects a flag given twice, so each case builds its own list from BASE.
 with() {  # with FLAG VALUE: BASE with FLAG's value replaced (or appended)
   local flag=$1 value=$2 out=() i=0 found=0
   while (( i < ${#BASE[@]} )); do
@@ -63,8 +62,8 @@ mapfile -t A < <(with --tensor-model-parallel-size 2)
 expect_error "world size 1 (number of processes) must be divisible by --tensor-model-parallel-size 2" -- "${A[@]}"
 mapfile -t A < <(with --tensor-model-parallel-size 4)
 expect_error "world size 2 (number of processes) must be divisible by --tensor-model-parallel-size 4" 2 -- "${A[@]}"
-mapfile -t A < <(with --global-batch-size 6)
-expect_error "--global-batch-size 6 must be a positive multiple of --micro-batch-size 2" -- "${A[@]}"
+mapfile -t A < <(with --global-batch-size 5)
+expect_error "--global-batch-size 5 must be a positive multiple of --micro-batch-size 2" -- "${A[@]}"
 mapfile -t A < <(with --global-batch-size 2)
 expect_error "--global-batch-size 2 must be a positive multiple of --micro-batch-size 2 x data-parallel size 2" 2 -- "${A[@]}"
 expect_error "--no-such-flag" -- "${BASE[@]}" --no-such-flag 3

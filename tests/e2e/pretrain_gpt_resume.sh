@@ -36,9 +36,13 @@ echo "== first half equals the uninterrupted run"
 $CHECK "$WORK/full.jsonl" "$WORK/first_half.jsonl" --from 1 --to 6 --exact
 echo "== resumed run, iterations 7-12, bit for bit"
 $CHECK "$WORK/full.jsonl" "$WORK/resumed.jsonl" --from 7 --to 12 --exact
-if grep -q '"iteration":[1-6],' "$WORK/resumed.jsonl" | grep -q '"type":"train"'; then
-  echo "FAIL: resumed run re-ran iterations <= 6"; exit 1
-fi
+node -e '
+  const r = require("fs").readFileSync(process.argv[1], "utf8").trim().split("\n")
+              .map(JSON.parse).filter(x => x.type === "train");
+  if (r.length !== 6 || r[0].iteration !== 7) {
+    console.error("the resumed run must log exactly iterations 7-12, got",
+                  r.map(x => x.iteration)); process.exit(1);
+  }' "$WORK/resumed.jsonl"
 echo "== resumed at TP 2, iterations 7-12, rtol 1e-5"
 $CHECK "$WORK/full.jsonl" "$WORK/resumed_tp2.jsonl" --from 7 --to 12 --rtol 1e-5
 # The validation losses after resume match too.
