@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -21,7 +20,9 @@ std::string format(const char* fmt, auto... args) {
 }
 
 // Megatron caps the exponent at 20 so a diverged loss prints a finite perplexity.
-double perplexity(double loss) { return std::exp(std::min(20.0, loss)); }
+double perplexity(double loss) {
+  return std::exp(std::min(20.0, loss));
+}
 
 }  // namespace
 
@@ -34,13 +35,13 @@ double gpt_flops_per_iteration(int64_t B, int64_t s, int64_t L, int64_t h, int64
 }
 
 std::string format_iteration_line(const IterationStats& s) {
-  std::string line = format(" iteration %8lld/%8lld |", (long long)s.iteration,
-                            (long long)s.train_iters);
+  std::string line =
+      format(" iteration %8lld/%8lld |", (long long)s.iteration, (long long)s.train_iters);
   line += format(" consumed samples: %12lld |", (long long)s.consumed_samples);
   line += format(" elapsed time per iteration (ms): %.1f |", s.elapsed_ms);
   line += format(" learning rate: %.6E |", s.learning_rate);
   line += format(" global batch size: %5lld |", (long long)s.global_batch);
-  line += format(" lm loss: %.6E |", s.lm_loss);
+  if (s.lm_loss) line += format(" lm loss: %.6E |", *s.lm_loss);
   line += format(" loss scale: %.1f |", s.loss_scale);
   if (s.grad_norm) line += format(" grad norm: %.3f |", *s.grad_norm);
   line += format(" number of skipped iterations: %3lld |", (long long)s.skipped_iterations);
@@ -80,7 +81,7 @@ void TrainingLog::iteration(const IterationStats& s) {
                       {"elapsed_ms", s.elapsed_ms},
                       {"learning_rate", s.learning_rate},
                       {"global_batch_size", s.global_batch},
-                      {"lm_loss", s.lm_loss},
+                      {"lm_loss", s.lm_loss ? nlohmann::json(*s.lm_loss) : nullptr},
                       {"loss_scale", s.loss_scale},
                       {"grad_norm", s.grad_norm ? nlohmann::json(*s.grad_norm) : nullptr},
                       {"skipped_iterations", s.skipped_iterations},
@@ -89,7 +90,7 @@ void TrainingLog::iteration(const IterationStats& s) {
                       {"tflops_per_process", s.tflops_per_process}};
   write_json(j.dump());
   if (tensorboard_) {
-    tensorboard_->add_scalar("lm loss", float(s.lm_loss), s.iteration);
+    if (s.lm_loss) tensorboard_->add_scalar("lm loss", float(*s.lm_loss), s.iteration);
     tensorboard_->add_scalar("learning-rate", float(s.learning_rate), s.iteration);
     tensorboard_->add_scalar("loss-scale", float(s.loss_scale), s.iteration);
     if (s.grad_norm) tensorboard_->add_scalar("grad-norm", float(*s.grad_norm), s.iteration);

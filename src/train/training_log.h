@@ -23,10 +23,10 @@ struct IterationStats {
   int64_t iteration = 0;
   int64_t train_iters = 0;
   int64_t consumed_samples = 0;
-  double elapsed_ms = 0;       // mean wall time per iteration over the interval
+  double elapsed_ms = 0;  // mean wall time per iteration over the interval
   double learning_rate = 0;
   int64_t global_batch = 0;
-  double lm_loss = 0;          // mean over the interval's non-skipped iterations
+  std::optional<double> lm_loss;  // mean over the interval's non-skipped iterations
   double loss_scale = 1;
   std::optional<double> grad_norm;  // none when the last iteration was skipped
   int64_t skipped_iterations = 0;   // in the interval
