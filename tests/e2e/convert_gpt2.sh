@@ -53,7 +53,11 @@ timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 \
   || { cat "$WORK/train.log"; fail "pretrain-gpt --finetune from the import"; }
 grep -q "loaded checkpoint from" "$WORK/train.log" || { cat "$WORK/train.log"; fail "no load"; }
 grep -q "iteration        2/       2" "$WORK/train.log" || { cat "$WORK/train.log"; fail "no step"; }
-# Without --finetune the trainer asks for optimizer state, which an import does not have.
+timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 \
+  "$MEGATRON_BINARY" "${TRAIN[@]}" --no-load-optim --no-load-rng > "$WORK/train3.log" 2>&1 \
+  || { cat "$WORK/train3.log"; fail "pretrain-gpt --no-load-optim --no-load-rng from the import"; }
+grep -q "iteration        2/       2" "$WORK/train3.log" || { cat "$WORK/train3.log"; fail "no step"; }
+# Without either the trainer asks for optimizer state, which an import does not have.
 if timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 \
      "$MEGATRON_BINARY" "${TRAIN[@]}" > "$WORK/train2.log" 2>&1; then
   fail "loading optimizer state from an import should fail"
