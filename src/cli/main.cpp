@@ -22,6 +22,8 @@ struct Subcommand {
 };
 
 const Subcommand kSubcommands[] = {
+    {"preprocess", megatron::cli::run_preprocess,
+     "tokenize loose JSON into an indexed dataset (.bin/.idx)"},
     {"bench", megatron::cli::run_bench, "measure kernel and step throughput, TFLOP/s, MFU"},
     {"pretrain-gpt", megatron::cli::run_pretrain_gpt,
      "pretrain GPT with tensor x data parallelism (Megatron-LM flags)"},

@@ -18,11 +18,16 @@
 
 namespace megatron::testing {
 
-// The source tree, from MEGATRON_SOURCE_DIR (CTest sets it).
+// The source tree: MEGATRON_SOURCE_DIR (CTest sets it), else the path the unit tests were
+// compiled with (so the binary also runs by hand).
 inline std::string source_dir() {
-  const char* env = std::getenv("MEGATRON_SOURCE_DIR");
-  EXPECT_NE(env, nullptr) << "MEGATRON_SOURCE_DIR must name the source tree (CTest sets it)";
-  return env ? env : ".";
+  if (const char* env = std::getenv("MEGATRON_SOURCE_DIR")) return env;
+#ifdef MEGATRON_TEST_SOURCE_DIR
+  return MEGATRON_TEST_SOURCE_DIR;
+#else
+  ADD_FAILURE() << "MEGATRON_SOURCE_DIR must name the source tree (CTest sets it)";
+  return ".";
+#endif
 }
 
 inline std::string gpt2_fixture_dir() { return source_dir() + "/tests/data/gpt2_tiny"; }

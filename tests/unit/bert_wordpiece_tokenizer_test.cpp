@@ -1,9 +1,14 @@
 // BertWordPieceTokenizer against BERT's published tokenization rules (google-research/bert
 // README and tokenization.py) on handcrafted cases, with the real bert-base-uncased
-// vocabulary; the cased variant with a small vocabulary written here.
+// vocabulary; the cased variant with a small vocabulary written here; and on the varied
+// golden text against ids from tools/reference/bert_reference_ids.py (Python's Unicode).
 #include "data/bert_wordpiece_tokenizer.h"
 
 #include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
 
 #include "core/error.h"
 #include "tokenizer_test_files.h"
@@ -14,6 +19,7 @@ namespace {
 using Tokens = std::vector<std::string>;
 using testing::fetched_file;
 using testing::ScratchDir;
+using testing::source_file;
 
 const BertWordPieceTokenizer& uncased() {
   static const BertWordPieceTokenizer tokenizer(fetched_file("bert-base-uncased-vocab.txt"),
@@ -37,6 +43,56 @@ TEST(BertWordPieceTokenizer, UncasedVocabularyAndSpecialIds) {
   EXPECT_EQ(uncased().eod(), -1);
 }
 
+TEST(BertWordPieceTokenizer, MatchesPythonReferenceOnGoldenText) {
+  std::ifstream text_file(source_file("tests/data/bpe_golden.txt"), std::ios::binary);
+  std::ostringstream text;
+  text << text_file.rdbuf();
+  std::ifstream ids_file(source_file("tests/data/wordpiece_golden.ids"));
+  std::vector<int32_t> expected;
+  for (int32_t id; ids_file >> id;) expected.push_back(id);
+  ASSERT_GT(expected.size(), 30000u);
+  const std::vector<int32_t> ids = uncased().encode(text.str());
+  size_t first_diff = 0;
+  while (first_diff < std::min(ids.size(), expected.size()) &&
+         ids[first_diff] == expected[first_diff]) {
+    ++first_diff;
+  }
+  if (first_diff < std::max(ids.size(), expected.size())) {
+    const size_t from = first_diff >= 5 ? first_diff - 5 : 0;
+    ADD_FAILURE() << "first difference at id " << first_diff << " near '"
+                  << uncased().decode(
+                         {expected.begin() + from,
+                          expected.begin() + std::min(first_diff + 5, expected.size())})
+                  << "'";
+  }
+  EXPECT_EQ(ids.size(), expected.size());
+}
+
+TEST(BertWordPieceTokenizer, ConcurrentEncodesAgreeWithSequential) {
+  // A fresh tokenizer so four threads fill its word cache concurrently, from different starts.
+  const BertWordPieceTokenizer tokenizer(fetched_file("bert-base-uncased-vocab.txt"), true);
+  std::ifstream in(source_file("tests/data/bpe_golden.txt"), std::ios::binary);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  constexpr size_t kThreads = 4;
+  const auto line_of = [&](size_t t, size_t i) -> const std::string& {
+    return lines[(i + t * lines.size() / kThreads) % lines.size()];
+  };
+  std::vector<std::vector<std::vector<int32_t>>> results(kThreads);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (size_t i = 0; i < lines.size(); ++i)
+        results[t].push_back(tokenizer.encode(line_of(t, i)));
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (size_t t = 0; t < kThreads; ++t) {
+    for (size_t i = 0; i < lines.size(); ++i)
+      ASSERT_EQ(results[t][i], uncased().encode(line_of(t, i)));
+  }
+}
+
 TEST(BertWordPieceTokenizer, GreedyLongestMatch) {
   // The README's "un ##aff ##able" used another vocabulary: bert-base-uncased has "una" (and
   // no "unaf..."), and greedy longest-match must take the longest prefix in the vocabulary.
@@ -51,7 +107,15 @@ TEST(BertWordPieceTokenizer, LowerCasesAndStripsAccents) {
   EXPECT_EQ(tokens_of(uncased(), "caf\u00e9 na\u00efve"), (Tokens{"cafe", "naive"}));
   EXPECT_EQ(tokens_of(uncased(), "cafe\u0301"), (Tokens{"cafe"}));  // combining acute
   // str.lower() maps U+0130 to "i" + U+0307, and the mark is then stripped.
-  EXPECT_EQ(tokens_of(uncased(), "\u0130stanbul"), tokens_of(uncased(), "istanbul"));
+  EXPECT_EQ(tokens_of(uncased(), "\u0130stanbul"), (Tokens{"istanbul"}));
+  // str.lower()'s final sigma: capital sigma ending a word is "\u03c2", else "\u03c3". The
+  // expected tokens are Python's (tools/reference/bert_reference_ids.py).
+  EXPECT_EQ(tokens_of(uncased(), "\u039f\u0394\u039f\u03a3"),
+            (Tokens{"\u03bf", "##\u03b4", "##\u03bf\u03c2"}));
+  EXPECT_EQ(tokens_of(uncased(), "\u03a3\u039f\u03a6\u039f\u03a3."),
+            (Tokens{"\u03c3", "##\u03bf", "##\u03c6", "##\u03bf\u03c2", "."}));
+  EXPECT_EQ(tokens_of(uncased(), "\u03a3"), (Tokens{"\u03c3"}));
+  EXPECT_EQ(tokens_of(uncased(), "\u0391\u03a3'"), (Tokens{"\u03b1", "##\u03c2", "'"}));
 }
 
 TEST(BertWordPieceTokenizer, SplitsPunctuation) {
