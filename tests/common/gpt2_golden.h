@@ -30,7 +30,9 @@ inline std::string source_dir() {
 #endif
 }
 
-inline std::string gpt2_fixture_dir() { return source_dir() + "/tests/data/gpt2_tiny"; }
+inline std::string gpt2_fixture_dir() {
+  return source_dir() + "/tests/data/gpt2_tiny";
+}
 
 // max |actual - expected| / max |expected|: one number per tensor, scale-aware.
 inline double max_relative_error(const Tensor& actual, const Tensor& expected) {
