@@ -1,17 +1,24 @@
 // `megatron bench`: throughput measurements. Modes are chosen with --mode so each one (kernel
 // GEMM/bandwidth table now, whole training steps later) keeps its own file and flags group.
 #include <CLI/CLI.hpp>
+#include <cstring>
 
+#include "cli/bench_step.h"
 #include "cli/kernel_bench.h"
 #include "cli/subcommands.h"
 
 namespace megatron::cli {
 
 int run_bench(int argc, char** argv) {
+  // `--mode step` takes every pretrain-gpt flag (some share names with the kernel flags), so
+  // it parses its own command line (cli/bench_step.h).
+  for (int i = 1; i + 1 < argc; ++i)
+    if (!std::strcmp(argv[i], "--mode") && !std::strcmp(argv[i + 1], "step"))
+      return run_step_bench(argc, argv);
   CLI::App app{"megatron bench: measure kernel throughput against the machine's own ceilings",
                "megatron bench"};
   std::string mode = "kernels";
-  app.add_option("--mode", mode, "what to measure")
+  app.add_option("--mode", mode, "what to measure (step: whole training steps, own flags)")
       ->check(CLI::IsMember({"kernels"}))
       ->capture_default_str();
   KernelBenchOptions k;

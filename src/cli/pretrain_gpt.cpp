@@ -1,0 +1,35 @@
+// `megatron pretrain-gpt` — Megatron-LM's pretrain_gpt.py: parse and validate the flags,
+// print them, build the tokenizer and datasets (or --mock-data), then run the Trainer.
+#include <CLI/CLI.hpp>
+
+#include "cli/args.h"
+#include "cli/gpt_setup.h"
+#include "cli/subcommands.h"
+#include "core/logging.h"
+#include "dist/runtime.h"
+
+namespace megatron::cli {
+
+int run_pretrain_gpt(int argc, char** argv) {
+  CLI::App app{"Pretrain a GPT model with tensor x data parallelism (Megatron-LM flags)",
+               "megatron pretrain-gpt"};
+  Args args;
+  bool eod_mask_loss = false;
+  ArgTable table(app);
+  add_training_args(table, args);
+  table.add_flag("--eod-mask-loss", eod_mask_loss, "mask the loss of end-of-document labels");
+  if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
+
+  std::shared_ptr<Communicator> world = world_communicator();
+  validate_training_args(args, world->size());
+  log_line(table.format());
+
+  const Vocabulary vocab = build_vocabulary(args);
+  TrainerConfig cfg = gpt_trainer_config(args, vocab, eod_mask_loss, table);
+  GptDatasets data = build_gpt_data(args, vocab);
+  Trainer trainer(std::move(cfg), world, data.train, data.valid);
+  trainer.run();
+  return 0;
+}
+
+}  // namespace megatron::cli
