@@ -34,6 +34,8 @@ void BM_GptStep(benchmark::State& state) {
   for (int64_t i = 0; i < b * s; ++i) tokens[i] = int32_t((i * 7919) % c.vocab_size);
   GptBatch batch{Tensor::from_vector(tokens, {b, s}), Tensor::from_vector(tokens, {b, s}),
                  Tensor::from_vector(std::vector<float>(b * s, 1.0f), {b, s}), 0, 0};
+  // Warm-up: sizes the arenas and creates the oneDNN primitives (JIT), one-time costs.
+  model.forward_backward(batch, 1.0f, 1);
   for (auto _ : state) {
     benchmark::DoNotOptimize(model.forward_backward(batch, 1.0f, 1));
     ++batch.iteration;
