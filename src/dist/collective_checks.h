@@ -1,0 +1,21 @@
+// Argument checks shared by every Communicator implementation, so that a wrong shape or
+// dtype gets the same message whichever communicator runs (and single-process runs catch
+// the bugs multi-process runs would).
+#pragma once
+
+#include "core/tensor.h"
+
+namespace megatron {
+
+// A contiguous CPU tensor of a dtype the communicators carry (everything except none).
+void check_comm_tensor(const Tensor& t, const char* op, const char* what);
+// whole.shape == [group_size · chunk.shape[0], chunk.shape[1:]...] and both have one dtype:
+// the shapes of all_gather (chunk = input, whole = output) and reduce_scatter (the reverse).
+void check_chunked_dim0(const Tensor& chunk, const char* chunk_name, const Tensor& whole,
+                        const char* whole_name, int group_size, const char* op);
+// 0 <= r < size, naming the argument (root, dst, src).
+void check_peer_rank(int r, int size, const char* op, const char* what);
+// split() colors must be non-negative (negative values are reserved by MPI).
+void check_split_color(int color);
+
+}  // namespace megatron

@@ -1,0 +1,13 @@
+// Communicator's non-virtual helpers, shared by every implementation.
+#include "dist/communicator.h"
+
+namespace megatron {
+
+double Communicator::all_reduce_scalar(double value, ReduceOp op) {
+  // A one-element f64 tensor over the caller's stack value: no allocation per call.
+  Tensor t = Tensor::from_blob(&value, {1}, DType::F64);
+  all_reduce(t, op);
+  return value;
+}
+
+}  // namespace megatron

@@ -1,0 +1,47 @@
+// MpiCommunicator: Communicator over OpenMPI for CPU tensors.
+//
+// Each instance owns its own MPI communicator (a duplicate of the one it was built from, or
+// the result of split), freed on destruction, so library traffic never mixes with anyone
+// else's. MPI errors are returned rather than fatal (MPI_ERRORS_RETURN) and rethrown as
+// megatron::Error naming the operation; the CLI then aborts the whole job.
+//
+// bf16 and f16 are moved as 16-bit words; their SUM/MAX reductions are staged through f32
+// (convert, reduce in f32, round once), which is what "sum in f32 semantics" means in the
+// contract and is exact for MAX.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+
+#include "dist/communicator.h"
+
+namespace megatron {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // A communicator over the same processes as `comm` (which the caller keeps owning).
+  static std::unique_ptr<MpiCommunicator> duplicate(MPI_Comm comm);
+  ~MpiCommunicator() override;
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  void all_reduce(Tensor& t, ReduceOp op = ReduceOp::SUM) override;
+  void all_gather(const Tensor& in, Tensor& out) override;
+  void reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op = ReduceOp::SUM) override;
+  void broadcast(Tensor& t, int root) override;
+  void send(const Tensor& t, int dst, int tag = 0) override;
+  void recv(Tensor& t, int src, int tag = 0) override;
+  void barrier() override;
+  std::unique_ptr<Communicator> split(int color, int key) override;
+
+ private:
+  explicit MpiCommunicator(MPI_Comm owned);  // takes ownership of `owned`
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace megatron

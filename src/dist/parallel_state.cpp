@@ -1,0 +1,45 @@
+#include "dist/parallel_state.h"
+
+#include "core/error.h"
+
+namespace megatron {
+
+ParallelState ParallelState::create(std::shared_ptr<Communicator> world, int tensor_parallel,
+                                    int pipeline_parallel) {
+  MT_CHECK(world != nullptr, "ParallelState::create: no world communicator");
+  MT_CHECK(tensor_parallel >= 1, "--tensor-model-parallel-size must be >= 1, got ",
+           tensor_parallel);
+  MT_CHECK(pipeline_parallel >= 1, "--pipeline-model-parallel-size must be >= 1, got ",
+           pipeline_parallel);
+  const int world_size = world->size();
+  const int model_parallel = tensor_parallel * pipeline_parallel;
+  if (world_size % model_parallel != 0) {
+    MT_THROW("the world size ", world_size, " (processes started by mpirun -np) is not divisible",
+             " by --tensor-model-parallel-size ", tensor_parallel,
+             " x --pipeline-model-parallel-size ", pipeline_parallel, " = ", model_parallel,
+             "; choose sizes whose product divides ", world_size);
+  }
+
+  ParallelState s;
+  s.world_size = world_size;
+  s.rank = world->rank();
+  s.tp_size = tensor_parallel;
+  s.pp_size = pipeline_parallel;
+  s.dp_size = world_size / model_parallel;
+  s.tp_rank = s.rank % s.tp_size;
+  s.dp_rank = (s.rank / s.tp_size) % s.dp_size;
+  s.pp_rank = s.rank / (s.tp_size * s.dp_size);
+
+  // Every rank takes part in every split, in the same order (split is collective). Colors
+  // name the coordinates the group members share; keys order members by the coordinate
+  // that varies inside the group, so group rank == that coordinate.
+  const int t = s.tp_size, d = s.dp_size;
+  s.tp = world->split(/*color=*/s.pp_rank * d + s.dp_rank, /*key=*/s.tp_rank);
+  s.dp = world->split(/*color=*/s.pp_rank * t + s.tp_rank, /*key=*/s.dp_rank);
+  s.pp = world->split(/*color=*/s.dp_rank * t + s.tp_rank, /*key=*/s.pp_rank);
+  s.mp = world->split(/*color=*/s.dp_rank, /*key=*/s.pp_rank * t + s.tp_rank);
+  s.world = std::move(world);
+  return s;
+}
+
+}  // namespace megatron

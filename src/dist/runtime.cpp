@@ -1,0 +1,115 @@
+#include "dist/runtime.h"
+
+#include <mpi.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <thread>
+
+#include "core/logging.h"
+#include "dist/mpi_communicator.h"
+#include "dist/solo_communicator.h"
+
+namespace megatron {
+
+namespace {
+
+std::shared_ptr<Communicator> g_world;  // set while a DistRuntime is alive
+std::atomic<bool> g_aborting{false};    // abort_job's message is printed once per process
+
+bool mpi_active() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized && !finalized;
+}
+
+bool env_set(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0';
+}
+
+// An uncaught exception (in main or in a helper thread) must still take the job down with
+// a message, not leave the other ranks hanging.
+[[noreturn]] void terminate_handler() {
+  std::string message = "terminate called without an active exception";
+  if (std::exception_ptr e = std::current_exception()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      message = std::string("uncaught exception: ") + ex.what();
+    } catch (...) {
+      message = "uncaught exception of unknown type";
+    }
+  }
+  abort_job(message, 1);
+}
+
+}  // namespace
+
+bool launched_by_mpi() {
+  // OpenMPI's mpirun sets OMPI_COMM_WORLD_SIZE; PMIx launchers (OpenMPI 5, srun --mpi=pmix)
+  // set PMIX_RANK; MPICH's hydra and srun --mpi=pmi2 set PMI_RANK.
+  if (const char* force = std::getenv("MEGATRON_FORCE_MPI")) return std::string(force) == "1";
+  return env_set("OMPI_COMM_WORLD_SIZE") || env_set("PMIX_RANK") || env_set("PMI_RANK");
+}
+
+DistRuntime::DistRuntime(int& argc, char**& argv) {
+  MT_CHECK(g_world == nullptr, "DistRuntime: only one may exist per process");
+  if (launched_by_mpi()) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      if (MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+        MT_THROW("MPI_Init_thread failed; check the mpirun command line and the MPI install");
+      }
+      owns_mpi_ = true;
+      // FUNNELED is what we strictly need: every MPI call comes from the main thread.
+      MT_CHECK(provided >= MPI_THREAD_FUNNELED, "MPI provides thread level ", provided,
+               ", expected at least MPI_THREAD_FUNNELED");
+    }
+    g_world = std::shared_ptr<Communicator>(MpiCommunicator::duplicate(MPI_COMM_WORLD));
+  } else {
+    g_world = std::make_shared<SoloCommunicator>();
+  }
+  set_log_rank(g_world->rank());
+  std::set_terminate(terminate_handler);
+}
+
+DistRuntime::~DistRuntime() {
+  g_world.reset();
+  if (owns_mpi_ && mpi_active()) MPI_Finalize();
+}
+
+std::shared_ptr<Communicator> world_communicator() {
+  MT_CHECK(g_world != nullptr,
+           "world_communicator: no DistRuntime exists; construct one at the start of main()");
+  return g_world;
+}
+
+void abort_job(const std::string& message, int exit_code) {
+  // A second failure while aborting (e.g. a helper thread failing too) gives the first a
+  // moment to end the job instead of printing again; the bound covers a re-entrant call.
+  if (g_aborting.exchange(true)) {
+    std::this_thread::sleep_for(std::chrono::seconds(10));
+    std::_Exit(exit_code);
+  }
+  log_error(message);
+  std::fflush(nullptr);
+  if (mpi_active()) {
+    int world_size = 1, is_main_thread = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    MPI_Is_thread_main(&is_main_thread);
+    if (world_size > 1 || !is_main_thread) MPI_Abort(MPI_COMM_WORLD, exit_code);
+    // A job of one process ends cleanly, so mpirun reports our exit code without a
+    // "process exited without finalize" warning.
+    MPI_Finalize();
+  }
+  std::_Exit(exit_code);
+}
+
+}  // namespace megatron

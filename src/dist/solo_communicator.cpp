@@ -1,0 +1,47 @@
+#include "dist/solo_communicator.h"
+
+#include "dist/collective_checks.h"
+
+namespace megatron {
+
+void SoloCommunicator::all_reduce(Tensor& t, ReduceOp) {
+  check_comm_tensor(t, "all_reduce", "tensor");
+}
+
+void SoloCommunicator::all_gather(const Tensor& in, Tensor& out) {
+  check_comm_tensor(in, "all_gather", "input");
+  check_comm_tensor(out, "all_gather", "output");
+  check_chunked_dim0(in, "input", out, "output", 1, "all_gather");
+  out.copy_from(in);
+}
+
+void SoloCommunicator::reduce_scatter(const Tensor& in, Tensor& out, ReduceOp) {
+  check_comm_tensor(in, "reduce_scatter", "input");
+  check_comm_tensor(out, "reduce_scatter", "output");
+  check_chunked_dim0(out, "output", in, "input", 1, "reduce_scatter");
+  out.copy_from(in);
+}
+
+void SoloCommunicator::broadcast(Tensor& t, int root) {
+  check_comm_tensor(t, "broadcast", "tensor");
+  check_peer_rank(root, 1, "broadcast", "root");
+}
+
+void SoloCommunicator::send(const Tensor& t, int dst, int) {
+  check_comm_tensor(t, "send", "tensor");
+  MT_THROW("send: a world of one process has no peer ", dst,
+           " (run under mpirun with more processes)");
+}
+
+void SoloCommunicator::recv(Tensor& t, int src, int) {
+  check_comm_tensor(t, "recv", "tensor");
+  MT_THROW("recv: a world of one process has no peer ", src,
+           " (run under mpirun with more processes)");
+}
+
+std::unique_ptr<Communicator> SoloCommunicator::split(int color, int) {
+  check_split_color(color);
+  return std::make_unique<SoloCommunicator>();
+}
+
+}  // namespace megatron

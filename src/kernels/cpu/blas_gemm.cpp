@@ -1,0 +1,38 @@
+// OpenBLAS f32 GEMM backend (see blas_gemm.h).
+#include "kernels/cpu/blas_gemm.h"
+
+#include <cblas.h>
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace megatron::kernels::cpu {
+
+bool blas_usable() {
+  static const bool usable = [] {
+    const char* core = openblas_get_corename();
+    const bool avx512_core =
+        core && (std::strstr(core, "SkylakeX") || std::strstr(core, "Cooperlake") ||
+                 std::strstr(core, "SapphireRapids"));
+    return !avx512_core || __builtin_cpu_supports("avx512f");
+  }();
+  return usable;
+}
+
+void blas_sgemm(const GemmProblem& p) {
+  MT_CHECK(p.ab_dtype == DType::F32 && p.c_dtype == DType::F32,
+           "OpenBLAS GEMM takes f32 operands only");
+  MT_CHECK(blas_usable(), "OpenBLAS core '", openblas_get_corename(),
+           "' cannot run on this CPU (unset OPENBLAS_CORETYPE)");
+  const float* a = static_cast<const float*>(p.a);
+  const float* b = static_cast<const float*>(p.b);
+  float* c = static_cast<float*>(p.c);
+  for (int64_t i = 0; i < p.batch; ++i)
+    cblas_sgemm(CblasRowMajor, p.trans_a ? CblasTrans : CblasNoTrans,
+                p.trans_b ? CblasTrans : CblasNoTrans, blasint(p.m), blasint(p.n), blasint(p.k),
+                p.alpha, a + i * p.batch_a, blasint(p.lda), b + i * p.batch_b, blasint(p.ldb),
+                p.beta, c + i * p.batch_c, blasint(p.ldc));
+}
+
+}  // namespace megatron::kernels::cpu

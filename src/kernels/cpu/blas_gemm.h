@@ -1,0 +1,17 @@
+// f32 GEMM through OpenBLAS (cblas_sgemm).
+#pragma once
+
+#include "kernels/cpu/gemm_problem.h"
+
+namespace megatron::kernels::cpu {
+
+// True when OpenBLAS's selected kernel can run on this CPU. OPENBLAS_CORETYPE forces a core
+// (the project sets SkylakeX because Debian's 0.3.21 misdetects recent Xeons), and a forced
+// AVX-512 core on a CPU without AVX-512 (e.g. an AMD EPYC VM) dies with SIGILL inside sgemm.
+bool blas_usable();
+
+// Runs an f32 problem (ab_dtype = c_dtype = F32) one batch entry after another. Requires
+// blas_usable().
+void blas_sgemm(const GemmProblem& p);
+
+}  // namespace megatron::kernels::cpu

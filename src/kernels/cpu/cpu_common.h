@@ -1,0 +1,70 @@
+// Helpers shared by the CPU kernels (internal to src/kernels/cpu): device and argument checks,
+// and f32 <-> bf16 element access written so the compiler can vectorise it.
+//
+// Every kernel reads its 16-bit inputs into f32, computes in f32 (or f64 where the header says
+// so) and rounds once on store, which is what "bf16 with f32 statistics" means in the headers.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+
+#include "core/dtype.h"
+#include "core/tensor.h"
+
+namespace megatron::kernels::cpu {
+
+// Throws "<kernel>: <what> is a CUDA tensor, which needs a CUDA build" for device tensors, so a
+// CPU-only build fails loudly instead of dereferencing device memory.
+void require_cpu(const char* kernel, std::initializer_list<const Tensor*> tensors);
+
+// Throws unless t is defined, contiguous and of dtype f32 or bf16.
+void check_float_contiguous(const Tensor& t, const char* what);
+
+// Element access for the two activation dtypes. float passes through; bf16 widens by a shift
+// and narrows with round-to-nearest-even (quiet NaN kept), bit-identical to bf16::from_float.
+inline float to_f32(float x) {
+  return x;
+}
+inline float to_f32(bf16 x) {
+  uint32_t u = uint32_t(x.bits) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+template <typename T>
+inline T from_f32(float f);
+template <>
+inline float from_f32<float>(float f) {
+  return f;
+}
+template <>
+inline bf16 from_f32<bf16>(float f) {
+  bf16 r;
+  r.bits = bf16::from_float(f);
+  return r;
+}
+
+// Calls fn(T{}) with T = float or bf16 according to dtype; anything else is an Error naming
+// the kernel and operand.
+template <typename Fn>
+void dispatch_float(DType dtype, const char* what, Fn&& fn) {
+  switch (dtype) {
+    case DType::F32:
+      fn(float{});
+      return;
+    case DType::BF16:
+      fn(bf16{});
+      return;
+    default:
+      MT_THROW(what, " has dtype ", dtype_name(dtype), ", expected f32 or bf16");
+  }
+}
+
+// Rows are split into a number of chunks that depends only on the row count, never on the
+// thread count, so reductions over rows (dbias, dgamma) sum in the same order on any machine
+// and give bit-identical results from run to run.
+int64_t reduction_chunks(int64_t rows);
+
+}  // namespace megatron::kernels::cpu

@@ -1,0 +1,115 @@
+// Scaled, masked softmax forward/backward on CPU (contract: kernels/softmax.h). One row
+// (batch, head, query) per OpenMP iteration, statistics in f32.
+#include "kernels/softmax.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kernels/cpu/cpu_common.h"
+
+namespace megatron::kernels {
+
+namespace {
+
+// probs row = softmax(scale · scores + mask). Keys [0, visible) that pad[] does not mark are
+// unmasked; with causal, query i sees keys j <= i + (Sk − Sq) (the last Sq queries of an
+// Sk-long sequence, which is Sq == Sk for training and Sq < Sk when decoding with a cache).
+template <typename T>
+void forward_rows(const T* scores, float scale, bool causal, const uint8_t* pad, T* probs,
+                  int64_t b, int64_t h, int64_t sq, int64_t sk) {
+  const int64_t rows = b * h * sq;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t bi = r / (h * sq), qi = r % sq;
+    const T* s = scores + r * sk;                         // [Sk]
+    T* p = probs + r * sk;                                // [Sk]
+    const uint8_t* padr = pad ? pad + bi * sk : nullptr;  // [Sk]
+    const int64_t visible = causal ? std::min(sk, qi + (sk - sq) + 1) : sk;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < visible; ++j)
+      if (!padr || !padr[j]) mx = std::max(mx, scale * cpu::to_f32(s[j]));
+    if (mx == -std::numeric_limits<float>::infinity()) {  // every key masked: all zeros
+      for (int64_t j = 0; j < sk; ++j) p[j] = cpu::from_f32<T>(0.f);
+      continue;
+    }
+    float sum = 0.f;
+    // exp is evaluated twice (sum, then write) instead of stored, so bf16 probs are rounded
+    // exactly once.
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < visible; ++j) {
+      const bool masked = padr && padr[j];
+      sum += masked ? 0.f : std::exp(scale * cpu::to_f32(s[j]) - mx);
+    }
+    const float inv = 1.f / sum;
+#pragma omp simd
+    for (int64_t j = 0; j < visible; ++j) {
+      const bool masked = padr && padr[j];
+      p[j] = cpu::from_f32<T>(masked ? 0.f : std::exp(scale * cpu::to_f32(s[j]) - mx) * inv);
+    }
+    for (int64_t j = visible; j < sk; ++j) p[j] = cpu::from_f32<T>(0.f);
+  }
+}
+
+template <typename T>
+void backward_rows(const T* dprobs, const T* probs, float scale, T* dscores, int64_t rows,
+                   int64_t sk) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* dp = dprobs + r * sk;  // [Sk]
+    const T* p = probs + r * sk;    // [Sk]
+    T* ds = dscores + r * sk;       // [Sk], may alias dp: each element is read before written
+    float dot = 0.f;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t j = 0; j < sk; ++j) dot += cpu::to_f32(dp[j]) * cpu::to_f32(p[j]);
+#pragma omp simd
+    for (int64_t j = 0; j < sk; ++j)
+      ds[j] = cpu::from_f32<T>(scale * cpu::to_f32(p[j]) * (cpu::to_f32(dp[j]) - dot));
+  }
+}
+
+}  // namespace
+
+void scaled_masked_softmax_forward(const Tensor& scores, float scale, bool causal,
+                                   const Tensor& pad_mask, Tensor& probs) {
+  cpu::require_cpu("scaled_masked_softmax_forward", {&scores, &pad_mask, &probs});
+  cpu::check_float_contiguous(scores, "softmax scores");
+  MT_CHECK(scores.dim() == 4, "softmax scores must be [B, H, Sq, Sk], got ", scores.describe());
+  const int64_t b = scores.size(0), h = scores.size(1), sq = scores.size(2), sk = scores.size(3);
+  MT_CHECK(!causal || sq <= sk, "causal softmax needs Sq <= Sk, got scores ", scores.describe());
+  check_shape(probs, scores.shape(), "softmax probs");
+  check_dtype(probs, scores.dtype(), "softmax probs");
+  check_contiguous(probs, "softmax probs");
+  if (pad_mask.defined()) {
+    check_shape(pad_mask, {b, sk}, "softmax pad_mask");
+    check_dtype(pad_mask, DType::U8, "softmax pad_mask");
+    check_contiguous(pad_mask, "softmax pad_mask");
+  }
+  cpu::dispatch_float(scores.dtype(), "softmax scores", [&](auto tag) {
+    using T = decltype(tag);
+    forward_rows<T>(scores.data<T>(), scale, causal,
+                    pad_mask.defined() ? pad_mask.data<uint8_t>() : nullptr, probs.data<T>(), b, h,
+                    sq, sk);
+  });
+}
+
+void scaled_masked_softmax_backward(const Tensor& dprobs, const Tensor& probs, float scale,
+                                    Tensor& dscores) {
+  cpu::require_cpu("scaled_masked_softmax_backward", {&dprobs, &probs, &dscores});
+  cpu::check_float_contiguous(probs, "softmax backward probs");
+  MT_CHECK(probs.dim() >= 1, "softmax backward probs must be [B, H, Sq, Sk], got ",
+           probs.describe());
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&dprobs, &dscores}) {
+    check_shape(*t, probs.shape(), "softmax backward dprobs/dscores");
+    check_dtype(*t, probs.dtype(), "softmax backward dprobs/dscores");
+    check_contiguous(*t, "softmax backward dprobs/dscores");
+  }
+  const int64_t sk = probs.size(-1);
+  const int64_t rows = sk ? probs.numel() / sk : 0;
+  cpu::dispatch_float(probs.dtype(), "softmax backward probs", [&](auto tag) {
+    using T = decltype(tag);
+    backward_rows<T>(dprobs.data<T>(), probs.data<T>(), scale, dscores.data<T>(), rows, sk);
+  });
+}
+
+}  // namespace megatron::kernels

@@ -1,0 +1,94 @@
+// Helpers for the kernel tests: random tensors and conversion to/from double vectors, so
+// that every reference is a plain double-precision loop independent of the kernels.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/tensor.h"
+
+namespace megatron::test {
+
+// Elements of t (f32, bf16, f16, f64) as doubles, in row-major order of its shape.
+inline std::vector<double> to_double(const Tensor& t) {
+  Tensor c = t.is_contiguous() ? t : t.clone();
+  std::vector<double> out(size_t(c.numel()));
+  for (int64_t i = 0; i < c.numel(); ++i) {
+    switch (c.dtype()) {
+      case DType::F32:
+        out[size_t(i)] = c.data<float>()[i];
+        break;
+      case DType::F64:
+        out[size_t(i)] = c.data<double>()[i];
+        break;
+      case DType::BF16:
+        out[size_t(i)] = float(c.data<bf16>()[i]);
+        break;
+      case DType::F16:
+        out[size_t(i)] = float(c.data<f16>()[i]);
+        break;
+      default:
+        ADD_FAILURE() << "to_double: unsupported dtype";
+        break;
+    }
+  }
+  return out;
+}
+
+// A contiguous tensor of dtype holding values (rounded to nearest even for 16-bit types).
+inline Tensor from_double(const std::vector<double>& values, const Shape& shape, DType dtype) {
+  Tensor t = Tensor::empty(shape, dtype);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const float v = float(values[size_t(i)]);
+    switch (dtype) {
+      case DType::F32:
+        t.data<float>()[i] = v;
+        break;
+      case DType::BF16:
+        t.data<bf16>()[i] = bf16(v);
+        break;
+      case DType::F16:
+        t.data<f16>()[i] = f16(v);
+        break;
+      default:
+        ADD_FAILURE() << "from_double: unsupported dtype";
+        break;
+    }
+  }
+  return t;
+}
+
+// Uniform values in [lo, hi), rounded to dtype; deterministic in seed.
+inline Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, double lo = -1.0,
+                            double hi = 1.0) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<double> v(size_t(shape_numel(shape)));
+  for (double& x : v) x = dist(gen);
+  return from_double(v, shape, dtype);
+}
+
+// Largest |a − b| / (atol + rtol·|b|) over the elements; <= 1 means within tolerance.
+inline double worst_ratio(const std::vector<double>& a, const std::vector<double>& b, double atol,
+                          double rtol) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0.0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    const double r = std::abs(a[i] - b[i]) / (atol + rtol * std::abs(b[i]));
+    if (!(r <= worst)) worst = r;  // also catches NaN
+  }
+  return worst;
+}
+
+// bf16 keeps 8 significant bits: one rounding is at most 2^-9 relative.
+constexpr double kBf16Eps = 1.0 / 256.0;
+
+}  // namespace megatron::test
+
+#define EXPECT_CLOSE(actual, expected, atol, rtol) \
+  EXPECT_LE(::megatron::test::worst_ratio((actual), (expected), (atol), (rtol)), 1.0)
