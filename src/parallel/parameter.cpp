@@ -16,9 +16,8 @@ size_t ParameterStore::add(const ParamSpec& spec) {
              "': partition dim ", spec.partition_dim, " out of range for shape ",
              shape_str(spec.full_shape));
     int64_t full = spec.full_shape[spec.partition_dim];
-    MT_CHECK(full % tp_size_ == 0, "parameter '", spec.name, "': dimension ",
-             spec.partition_dim, " of size ", full,
-             " is not divisible by the tensor-model-parallel size ", tp_size_);
+    MT_CHECK(full % tp_size_ == 0, "parameter '", spec.name, "': dimension ", spec.partition_dim,
+             " of size ", full, " is not divisible by the tensor-model-parallel size ", tp_size_);
     p.local_shape[spec.partition_dim] = full / tp_size_;
     p.local_start = int64_t(tp_rank_) * (full / tp_size_);
   }
@@ -55,7 +54,9 @@ const Parameter& ParameterStore::get(const std::string& name) const {
   return params_[it->second];
 }
 
-void ParameterStore::zero_grads() { kernels::fill(flat_grads_, 0.0f); }
+void ParameterStore::zero_grads() {
+  kernels::fill(flat_grads_, 0.0f);
+}
 
 int64_t full_element_index(const Parameter& p, int64_t local) {
   const Shape& ls = p.local_shape;
@@ -85,6 +86,8 @@ void init_normal(Parameter& p, uint64_t seed, float std) {
   for (int64_t i = 0; i < n; ++i) v[i] = std * stream.normal(uint64_t(full_element_index(p, i)));
 }
 
-void init_constant(Parameter& p, float value) { kernels::fill(p.value, value); }
+void init_constant(Parameter& p, float value) {
+  kernels::fill(p.value, value);
+}
 
 }  // namespace megatron

@@ -1,0 +1,94 @@
+// GptModel: GPT-2 with Megatron-LM's tensor parallelism.
+//
+//   tokens i32 [b, s] → (transposed to [s, b]) vocab-parallel word embedding + learned
+//   position embedding → dropout → Transformer (pre-LN, causal, final LayerNorm)
+//   → LM head tied to the word embedding: logits [s·b, V_padded/t] f32, never gathered
+//   → vocab-parallel cross-entropy (padded ids excluded) → Σ(loss·mask)/Σ(mask)
+// Activations are [s, b, h] in the compute dtype; see docs/model.md for layouts, dropout
+// keying, recompute and the bf16 path.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "core/arena.h"
+#include "dist/parallel_state.h"
+#include "model/transformer.h"
+#include "parallel/compute_weights.h"
+#include "parallel/vocab_parallel_cross_entropy.h"
+#include "parallel/vocab_parallel_embedding.h"
+
+namespace megatron {
+
+struct GptConfig {
+  int num_layers = 0, hidden_size = 0, num_attention_heads = 0;
+  int ffn_hidden_size = 0;        // 0 → 4·hidden_size
+  int64_t vocab_size = 0;         // real vocabulary (the tokenizer's size)
+  int64_t padded_vocab_size = 0;  // rows of the word embedding; divisible by the TP size
+  int max_position_embeddings = 0, seq_length = 0;
+  float hidden_dropout = 0.1f, attention_dropout = 0.1f, init_method_std = 0.02f,
+        layernorm_epsilon = 1e-5f;
+  bool recompute_activations = false;
+  DType compute_dtype = DType::F32;  // F32 or BF16
+
+  TransformerConfig transformer_config() const;
+  void validate(int tp_size) const;  // throws Error naming the offending option
+};
+
+struct GptBatch {
+  Tensor tokens;             // i32 [b, s]
+  Tensor labels;             // i32 [b, s] (the next tokens), in [0, vocab_size)
+  Tensor loss_mask;          // f32 [b, s]
+  int64_t first_sample = 0;  // global index of row 0 (keys the dropout masks)
+  int64_t iteration = 0;
+};
+
+class GptModel {
+ public:
+  // Registers every parameter in `store`; the caller then calls store.allocate() and
+  // init_weights() (or loads a checkpoint and calls refresh_compute_weights()).
+  GptModel(const GptConfig& config, const ParallelState& ps, ParameterStore& store);
+  ~GptModel();
+
+  // TP-invariant init (std init_method_std; residual output projections std/√(2L); biases 0;
+  // LayerNorm γ = 1, β = 0), then refresh_compute_weights().
+  void init_weights(uint64_t seed);
+  // Re-derives the bf16 compute copy from the fp32 master values; call after every change of
+  // the store's values (optimizer step, checkpoint load). Cheap no-op for f32.
+  void refresh_compute_weights();
+
+  // One micro-batch: forward + backward with dropout. Gradients ACCUMULATE (+=) into the
+  // store's grads, scaled by grad_scale. Returns Σ(loss·mask)/Σ(mask) (0 when Σ mask = 0),
+  // identical on all TP ranks.
+  float forward_backward(const GptBatch& batch, float grad_scale, uint64_t seed);
+  // Evaluation: the same loss without dropout and without gradients.
+  float forward_loss(const GptBatch& batch);
+  // Full-vocabulary logits f32 [b, s, vocab_size] (gathered over TP, padding dropped), no
+  // dropout. tokens i32 [b, s'] with s' <= max_position_embeddings.
+  Tensor forward_logits(const Tensor& tokens);
+
+  const GptConfig& config() const { return config_; }
+  size_t activation_bytes() const { return arena_.high_water() + scratch_.high_water(); }
+
+ private:
+  struct Ctx;
+  // Embedding → transformer → local logits f32 [s·b, V_padded/t].
+  Tensor forward_to_logits(Ctx& ctx, const Tensor& tokens, const DropoutScope& scope);
+  float forward_loss_from_logits(Ctx& ctx, const GptBatch& batch, const Tensor& logits);
+  void backward(Ctx& ctx, float grad_scale);
+
+  GptConfig config_;
+  ParallelState ps_;
+  ParameterStore& store_;
+  ComputeWeights weights_;
+  VocabParallelEmbedding word_embeddings_;
+  size_t position_embeddings_index_;
+  Transformer transformer_;
+  Arena arena_;    // activations of one micro-batch, reset at the start of each call
+  Arena scratch_;  // per-layer workspace for activation recompute
+};
+
+// Megatron's rule: round the vocabulary up to a multiple of divisible_by · tp_size.
+int64_t padded_vocab_size(int64_t vocab, int make_vocab_size_divisible_by, int tp_size);
+
+}  // namespace megatron

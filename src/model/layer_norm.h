@@ -1,0 +1,39 @@
+// LayerNorm module: y = (x − mean) · rstd · γ + β over the hidden dimension, statistics in
+// f32 (kernels::layernorm_*). γ and β are replicated, f32 in every compute dtype (the kernel
+// reads the master values directly), have no weight decay, and start at γ = 1, β = 0.
+#pragma once
+
+#include <string>
+
+#include "core/arena.h"
+#include "parallel/compute_weights.h"
+
+namespace megatron {
+
+class LayerNorm {
+ public:
+  struct Ctx {
+    Tensor input;       // x [N, h]
+    Tensor mean, rstd;  // f32 [N]
+  };
+
+  // Registers "<name>.weight" and "<name>.bias", [hidden] replicated.
+  LayerNorm(const std::string& name, int64_t hidden, float eps, ParameterStore& store,
+            const ComputeWeights& weights);
+
+  void init_weights(ParameterStore& store) const;
+
+  // x [..., h] (contiguous) → y [..., h], dtype of x.
+  Tensor forward(Ctx& ctx, const Tensor& x, Arena& arena) const;
+  // dy [..., h] → dx (written when beta_dx = 0, accumulated into when beta_dx = 1, so a
+  // residual-stream gradient can be summed in place); accumulates dγ, dβ.
+  void backward(const Ctx& ctx, const Tensor& dy, Tensor& dx, float beta_dx) const;
+
+ private:
+  int64_t hidden_;
+  float eps_;
+  const ComputeWeights& weights_;
+  size_t weight_index_, bias_index_;
+};
+
+}  // namespace megatron

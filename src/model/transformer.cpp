@@ -1,0 +1,70 @@
+#include "model/transformer.h"
+
+namespace megatron {
+
+namespace {
+// A copy of t in `arena` (moves a tensor out of a scratch arena that is about to be reset).
+Tensor copy_into(Arena& arena, const Tensor& t) {
+  Tensor c = arena.alloc(t.shape(), t.dtype());
+  c.copy_from(t);
+  return c;
+}
+}  // namespace
+
+Transformer::Transformer(const TransformerConfig& config, const ParallelState& ps,
+                         ParameterStore& store, const ComputeWeights& weights)
+    : config_(config) {
+  config.validate(ps.tp_size);
+  for (int i = 0; i < config.num_layers; ++i)
+    layers_.push_back(std::make_unique<TransformerLayer>(i, config, ps, store, weights));
+  if (config.final_layernorm)
+    final_ln_ =
+        std::make_unique<LayerNorm>(config.name_prefix + "final_layernorm", config.hidden_size,
+                                    config.layernorm_epsilon, store, weights);
+}
+
+void Transformer::init_weights(ParameterStore& store, uint64_t seed) const {
+  for (const auto& layer : layers_) layer->init_weights(store, seed);
+  if (final_ln_) final_ln_->init_weights(store);
+}
+
+Tensor Transformer::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
+                            const DropoutScope& scope, Arena& arena, Arena& scratch) const {
+  ctx.pad_mask = pad_mask;
+  ctx.scope = scope;
+  ctx.layers.assign(config_.recompute_activations ? 0 : layers_.size(), {});
+  ctx.layer_inputs.assign(config_.recompute_activations ? layers_.size() : 0, {});
+  Tensor h = x;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (config_.recompute_activations) {
+      ctx.layer_inputs[i] = h;
+      scratch.reset();
+      TransformerLayer::Ctx discarded;
+      h = copy_into(arena, layers_[i]->forward(discarded, h, pad_mask, scope, scratch));
+    } else {
+      h = layers_[i]->forward(ctx.layers[i], h, pad_mask, scope, arena);
+    }
+  }
+  return final_ln_ ? final_ln_->forward(ctx.final_ln, h, arena) : h;
+}
+
+Tensor Transformer::backward(Ctx& ctx, Tensor dy, Arena& arena, Arena& scratch) const {
+  if (final_ln_) {
+    Tensor dx = arena.alloc(dy.shape(), dy.dtype());
+    final_ln_->backward(ctx.final_ln, dy, dx, 0.0f);
+    dy = dx;
+  }
+  for (size_t i = layers_.size(); i-- > 0;) {
+    if (config_.recompute_activations) {
+      scratch.reset();
+      TransformerLayer::Ctx layer_ctx;
+      layers_[i]->forward(layer_ctx, ctx.layer_inputs[i], ctx.pad_mask, ctx.scope, scratch);
+      dy = copy_into(arena, layers_[i]->backward(layer_ctx, dy, scratch));
+    } else {
+      dy = layers_[i]->backward(ctx.layers[i], dy, arena);
+    }
+  }
+  return dy;
+}
+
+}  // namespace megatron

@@ -1,0 +1,49 @@
+// Transformer: a stack of TransformerLayers and an optional final LayerNorm, with optional
+// full activation recompute per layer.
+//
+// Recompute: each layer's forward runs in a scratch arena that is reset before the next
+// layer, so only the layer INPUTS stay alive ([s, b, h] per layer). In backward, the layer's
+// forward is re-run from its saved input (same dropout keys → same masks) into the scratch
+// arena, then its backward runs there. Same kernels, same inputs → bit-identical losses and
+// gradients to a run without recompute.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "model/layer_norm.h"
+#include "model/transformer_layer.h"
+
+namespace megatron {
+
+class Transformer {
+ public:
+  struct Ctx {
+    std::vector<TransformerLayer::Ctx> layers;  // without recompute
+    std::vector<Tensor> layer_inputs;           // with recompute: x of each layer [s, b, h]
+    LayerNorm::Ctx final_ln;
+    Tensor pad_mask;
+    DropoutScope scope;
+  };
+
+  Transformer(const TransformerConfig& config, const ParallelState& ps, ParameterStore& store,
+              const ComputeWeights& weights);
+
+  void init_weights(ParameterStore& store, uint64_t seed) const;
+
+  // x [s, b, h] → y [s, b, h]. Saved activations go to `arena`; with recompute the layer
+  // internals use `scratch`, which is reset per layer.
+  Tensor forward(Ctx& ctx, const Tensor& x, const Tensor& pad_mask, const DropoutScope& scope,
+                 Arena& arena, Arena& scratch) const;
+  // dy [s, b, h] (consumed) → dx [s, b, h].
+  Tensor backward(Ctx& ctx, Tensor dy, Arena& arena, Arena& scratch) const;
+
+  const TransformerConfig& config() const { return config_; }
+
+ private:
+  TransformerConfig config_;
+  std::vector<std::unique_ptr<TransformerLayer>> layers_;
+  std::unique_ptr<LayerNorm> final_ln_;  // null without a final LayerNorm
+};
+
+}  // namespace megatron

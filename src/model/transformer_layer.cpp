@@ -1,0 +1,159 @@
+#include "model/transformer_layer.h"
+
+#include "kernels/dropout.h"
+#include "kernels/elementwise.h"
+
+namespace megatron {
+
+namespace {
+
+std::string layer_prefix(const TransformerConfig& c, int i) {
+  return c.name_prefix + "layers." + std::to_string(i) + ".";
+}
+bool pre_ln(const TransformerConfig& c) {
+  return c.layernorm_order == LayerNormOrder::kPreLayerNorm;
+}
+Tensor rows(const Tensor& t) {
+  return t.view({-1, t.size(-1)});
+}  // [..., h] → [N, h]
+
+}  // namespace
+
+TransformerLayer::TransformerLayer(int layer_number, const TransformerConfig& config,
+                                   const ParallelState& ps, ParameterStore& store,
+                                   const ComputeWeights& weights)
+    : layer_number_(layer_number),
+      config_(config),
+      first_ln_(layer_prefix(config, layer_number) +
+                    (pre_ln(config) ? "input_layernorm" : "post_attention_layernorm"),
+                config.hidden_size, config.layernorm_epsilon, store, weights),
+      attention_(layer_prefix(config, layer_number) + "self_attention", layer_number, config, ps,
+                 store, weights),
+      second_ln_(layer_prefix(config, layer_number) +
+                     (pre_ln(config) ? "post_attention_layernorm" : "post_mlp_layernorm"),
+                 config.hidden_size, config.layernorm_epsilon, store, weights),
+      mlp_(layer_prefix(config, layer_number) + "mlp", config, ps, store, weights) {}
+
+void TransformerLayer::init_weights(ParameterStore& store, uint64_t seed) const {
+  first_ln_.init_weights(store);
+  attention_.init_weights(store, seed);
+  second_ln_.init_weights(store);
+  mlp_.init_weights(store, seed);
+}
+
+Tensor TransformerLayer::draw_hidden_mask(DropoutSite site, const Tensor& x,
+                                          const DropoutScope& scope, Arena& arena) const {
+  if (!scope.enabled || config_.hidden_dropout <= 0.0f) return Tensor();
+  const int64_t s = x.size(0), b = x.size(1), h = x.size(2);
+  Tensor mask = arena.alloc({s * b, h}, DType::U8);  // [s·b, h]
+  kernels::dropout_mask(scope.seed, hidden_dropout_rows(scope, layer_number_, site, s, b, h),
+                        config_.hidden_dropout, mask);
+  return mask;
+}
+
+Tensor TransformerLayer::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
+                                 const DropoutScope& scope, Arena& arena) const {
+  MT_CHECK(x.dim() == 3 && x.size(2) == config_.hidden_size, "transformer layer ", layer_number_,
+           ": input must be [s, b, ", config_.hidden_size, "], got ", x.describe());
+  ctx.attention_dropout_mask = draw_hidden_mask(DropoutSite::kAttentionOutput, x, scope, arena);
+  ctx.mlp_dropout_mask = draw_hidden_mask(DropoutSite::kMlpOutput, x, scope, arena);
+  return pre_ln(config_) ? forward_pre_ln(ctx, x, pad_mask, scope, arena)
+                         : forward_post_ln(ctx, x, pad_mask, scope, arena);
+}
+
+Tensor TransformerLayer::backward(const Ctx& ctx, Tensor dy, Arena& arena) const {
+  return pre_ln(config_) ? backward_pre_ln(ctx, dy, arena) : backward_post_ln(ctx, dy, arena);
+}
+
+Tensor TransformerLayer::forward_pre_ln(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
+                                        const DropoutScope& scope, Arena& arena) const {
+  const float p = config_.hidden_dropout;
+  const bool ln_residual = config_.apply_residual_connection_post_layernorm;
+  Tensor ln1 = first_ln_.forward(ctx.first_ln, x, arena);
+  Tensor attn = attention_.forward(ctx.attention, ln1, pad_mask, scope, arena);
+  Tensor h = arena.alloc(x.shape(), x.dtype());  // [s, b, h]
+  Tensor h2 = rows(h);
+  kernels::bias_dropout_add_forward(rows(attn), attention_.dense_bias(),
+                                    rows(ln_residual ? ln1 : x), ctx.attention_dropout_mask, p, h2);
+  Tensor ln2 = second_ln_.forward(ctx.second_ln, h, arena);
+  Tensor mlp = mlp_.forward(ctx.mlp, ln2, arena);
+  Tensor y = arena.alloc(x.shape(), x.dtype());
+  Tensor y2 = rows(y);
+  kernels::bias_dropout_add_forward(rows(mlp), mlp_.output_bias(), rows(ln_residual ? ln2 : h),
+                                    ctx.mlp_dropout_mask, p, y2);
+  return y;
+}
+
+Tensor TransformerLayer::backward_pre_ln(const Ctx& ctx, Tensor dy, Arena& arena) const {
+  const float p = config_.hidden_dropout;
+  const bool ln_residual = config_.apply_residual_connection_post_layernorm;
+  // MLP block: y = r2 + drop(mlp(LN2(h)) + b), r2 = h (or LN2(h)).
+  Tensor dmlp = arena.alloc(dy.shape(), dy.dtype());
+  Tensor dmlp2 = rows(dmlp);
+  kernels::bias_dropout_add_backward(rows(dy), ctx.mlp_dropout_mask, p, dmlp2,
+                                     mlp_.output_bias_grad());
+  Tensor dln2 = mlp_.backward(ctx.mlp, dmlp, arena);
+  Tensor dh;  // [s, b, h]
+  if (ln_residual) {
+    kernels::axpy(1.0f, dy, dln2);
+    dh = arena.alloc(dy.shape(), dy.dtype());
+    second_ln_.backward(ctx.second_ln, dln2, dh, 0.0f);
+  } else {
+    dh = dy;  // the residual's gradient; LN2's input gradient is added in place
+    second_ln_.backward(ctx.second_ln, dln2, dh, 1.0f);
+  }
+  // Attention block: h = r1 + drop(attn(LN1(x)) + b), r1 = x (or LN1(x)).
+  Tensor dattn = arena.alloc(dy.shape(), dy.dtype());
+  Tensor dattn2 = rows(dattn);
+  kernels::bias_dropout_add_backward(rows(dh), ctx.attention_dropout_mask, p, dattn2,
+                                     attention_.dense_bias_grad());
+  Tensor dln1 = attention_.backward(ctx.attention, dattn, arena);
+  if (ln_residual) {
+    kernels::axpy(1.0f, dh, dln1);
+    Tensor dx = arena.alloc(dy.shape(), dy.dtype());
+    first_ln_.backward(ctx.first_ln, dln1, dx, 0.0f);
+    return dx;
+  }
+  first_ln_.backward(ctx.first_ln, dln1, dh, 1.0f);
+  return dh;
+}
+
+Tensor TransformerLayer::forward_post_ln(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
+                                         const DropoutScope& scope, Arena& arena) const {
+  const float p = config_.hidden_dropout;
+  Tensor attn = attention_.forward(ctx.attention, x, pad_mask, scope, arena);
+  Tensor h = arena.alloc(x.shape(), x.dtype());
+  Tensor h2 = rows(h);
+  kernels::bias_dropout_add_forward(rows(attn), attention_.dense_bias(), rows(x),
+                                    ctx.attention_dropout_mask, p, h2);
+  Tensor ln1 = first_ln_.forward(ctx.first_ln, h, arena);
+  Tensor mlp = mlp_.forward(ctx.mlp, ln1, arena);
+  Tensor h_mlp = arena.alloc(x.shape(), x.dtype());
+  Tensor h_mlp2 = rows(h_mlp);
+  kernels::bias_dropout_add_forward(rows(mlp), mlp_.output_bias(), rows(ln1), ctx.mlp_dropout_mask,
+                                    p, h_mlp2);
+  return second_ln_.forward(ctx.second_ln, h_mlp, arena);
+}
+
+Tensor TransformerLayer::backward_post_ln(const Ctx& ctx, Tensor dy, Arena& arena) const {
+  const float p = config_.hidden_dropout;
+  Tensor dh_mlp = arena.alloc(dy.shape(), dy.dtype());
+  second_ln_.backward(ctx.second_ln, dy, dh_mlp, 0.0f);
+  Tensor dmlp = dy;  // dy is dead: reuse its memory
+  Tensor dmlp2 = rows(dmlp);
+  kernels::bias_dropout_add_backward(rows(dh_mlp), ctx.mlp_dropout_mask, p, dmlp2,
+                                     mlp_.output_bias_grad());
+  Tensor dln1 = mlp_.backward(ctx.mlp, dmlp, arena);
+  kernels::axpy(1.0f, dh_mlp, dln1);  // residual from LN1's output
+  Tensor dh = arena.alloc(dy.shape(), dy.dtype());
+  first_ln_.backward(ctx.first_ln, dln1, dh, 0.0f);
+  Tensor dattn = dh_mlp;  // dead after the axpy above: reuse its memory
+  Tensor dattn2 = rows(dattn);
+  kernels::bias_dropout_add_backward(rows(dh), ctx.attention_dropout_mask, p, dattn2,
+                                     attention_.dense_bias_grad());
+  Tensor dx = attention_.backward(ctx.attention, dattn, arena);
+  kernels::axpy(1.0f, dh, dx);  // residual from x
+  return dx;
+}
+
+}  // namespace megatron

@@ -1,0 +1,58 @@
+// TransformerLayer: attention and MLP blocks with residual connections, in one of three
+// orders (TransformerConfig):
+//   pre-LN (GPT-2, Megatron-LM):  h = x + drop(attn(LN1(x)) + b);  y = h + drop(mlp(LN2(h)) + b)
+//     with apply_residual_connection_post_layernorm the residuals are LN1(x) and LN2(h).
+//   post-LN (original BERT):      h = LN1(x + drop(attn(x) + b));  y = LN2(h + drop(mlp(h) + b))
+// Bias + dropout + residual is one fused kernel. Hidden-dropout masks are keyed by
+// (iteration, sample, layer, site) — identical on every TP rank, as the activations are
+// replicated. Parameter names ("<prefix>layers.<i>."):
+//   pre-LN:  input_layernorm, self_attention.*, post_attention_layernorm, mlp.*
+//   post-LN: self_attention.*, post_attention_layernorm, mlp.*, post_mlp_layernorm
+#pragma once
+
+#include "model/attention.h"
+#include "model/layer_norm.h"
+#include "model/mlp.h"
+
+namespace megatron {
+
+class TransformerLayer {
+ public:
+  struct Ctx {
+    LayerNorm::Ctx first_ln, second_ln;
+    ParallelAttention::Ctx attention;
+    ParallelMLP::Ctx mlp;
+    Tensor attention_dropout_mask;  // u8 [s·b, h] or undefined
+    Tensor mlp_dropout_mask;        // u8 [s·b, h] or undefined
+  };
+
+  TransformerLayer(int layer_number, const TransformerConfig& config, const ParallelState& ps,
+                   ParameterStore& store, const ComputeWeights& weights);
+
+  void init_weights(ParameterStore& store, uint64_t seed) const;
+
+  // x [s, b, h] → y [s, b, h]. pad_mask as ParallelAttention::forward.
+  Tensor forward(Ctx& ctx, const Tensor& x, const Tensor& pad_mask, const DropoutScope& scope,
+                 Arena& arena) const;
+  // dy [s, b, h] → dx [s, b, h]. dy is consumed: its memory may be reused for dx.
+  Tensor backward(const Ctx& ctx, Tensor dy, Arena& arena) const;
+
+ private:
+  Tensor draw_hidden_mask(DropoutSite site, const Tensor& x, const DropoutScope& scope,
+                          Arena& arena) const;
+  Tensor forward_pre_ln(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
+                        const DropoutScope& scope, Arena& arena) const;
+  Tensor forward_post_ln(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
+                         const DropoutScope& scope, Arena& arena) const;
+  Tensor backward_pre_ln(const Ctx& ctx, Tensor dy, Arena& arena) const;
+  Tensor backward_post_ln(const Ctx& ctx, Tensor dy, Arena& arena) const;
+
+  int layer_number_;
+  TransformerConfig config_;
+  LayerNorm first_ln_;
+  ParallelAttention attention_;
+  LayerNorm second_ln_;
+  ParallelMLP mlp_;
+};
+
+}  // namespace megatron

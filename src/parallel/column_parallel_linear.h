@@ -1,0 +1,59 @@
+// ColumnParallelLinear: y = x Aᵀ + b with A [out, in] split along its rows (the output
+// dimension) across the tensor-parallel group: rank r holds A_r [out/t, in] and b_r [out/t].
+//
+//   forward   x [..., in] ─f─→ y_r = x A_rᵀ (+ b_r) [..., out/t] ─(gather_output)→ [..., out]
+//   backward  dy ─(split if gathered)→ dA_r += dy_rᵀ x, db_r += Σ dy_r, dx = dy_r A_r ─f'─→
+//             all-reduce of dx over the group
+// skip_bias_add leaves the bias out of the forward (and its gradient out of the backward) so
+// the caller can fuse it into the next kernel (bias+GeLU); bias()/bias_index() give it.
+#pragma once
+
+#include <string>
+
+#include "core/arena.h"
+#include "dist/parallel_state.h"
+#include "parallel/compute_weights.h"
+
+namespace megatron {
+
+struct ColumnParallelLinearConfig {
+  std::string name;  // parameter prefix: "<name>.weight", "<name>.bias"
+  int64_t input_size = 0;
+  int64_t output_size = 0;  // full (unsplit) output size, divisible by the TP size
+  bool bias = true;
+  bool gather_output = false;
+  bool skip_bias_add = false;
+  float init_std = 0.02f;
+};
+
+class ColumnParallelLinear {
+ public:
+  struct Ctx {
+    Tensor input;  // x viewed as [N, in]
+  };
+
+  // Registers "<name>.weight" [out, in] and "<name>.bias" [out], both partition dim 0.
+  ColumnParallelLinear(const ColumnParallelLinearConfig& config, const ParallelState& ps,
+                       ParameterStore& store, const ComputeWeights& weights);
+
+  void init_weights(ParameterStore& store, uint64_t seed) const;
+
+  // x [..., in] (contiguous, compute dtype) → [..., out/t], or [..., out] with gather_output.
+  Tensor forward(Ctx& ctx, const Tensor& x, Arena& arena) const;
+  // dy shaped like the forward output → dx [..., in], already all-reduced over the group.
+  // Accumulates the weight gradient, and the bias gradient unless skip_bias_add.
+  Tensor backward(const Ctx& ctx, const Tensor& dy, Arena& arena) const;
+
+  const Tensor& bias() const;  // compute dtype [out/t]; requires config.bias
+  Tensor& bias_grad() const;   // f32 [out/t]
+  const ColumnParallelLinearConfig& config() const { return config_; }
+  int64_t output_size_per_partition() const { return config_.output_size / tp_->size(); }
+
+ private:
+  ColumnParallelLinearConfig config_;
+  std::shared_ptr<Communicator> tp_;
+  const ComputeWeights& weights_;
+  size_t weight_index_ = 0, bias_index_ = 0;
+};
+
+}  // namespace megatron

@@ -1,0 +1,52 @@
+// Dropout keying: which Philox stream and counter every dropout mask element uses.
+//
+// A mask element is a pure function of its LOGICAL position, never of how the work is split:
+//   key     = philox_key({iteration, global sample, layer, site[, global head]})
+//   counter = global element index inside that (sample, layer, site[, head]) block
+// so the masks are the same at any TP size, DP size or micro-batch split, and activation
+// recompute regenerates them without saved state. Replicated activations (hidden states
+// [s, b, h]) get the same mask on every TP rank; attention probabilities [b, heads, s, s] are
+// sharded by head, and their key includes the global head, so each head (and so each rank)
+// draws its own mask. The seed is passed separately to kernels::dropout_mask.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/dropout.h"
+
+namespace megatron {
+
+// Where in the network a mask is drawn (part of the key; values are fixed forever because
+// changing them changes every mask).
+enum class DropoutSite : uint64_t {
+  kEmbedding = 1,        // after word + position embedding, [s, b, h]
+  kAttentionProbs = 2,   // attention probabilities, [b, heads, s, s]
+  kAttentionOutput = 3,  // after the attention output projection, [s, b, h]
+  kMlpOutput = 4,        // after the MLP output projection, [s, b, h]
+};
+
+// The logical coordinates of a micro-batch: row r of the micro-batch is global sample
+// first_sample + r of iteration `iteration`.
+// enabled = false (evaluation) turns every dropout off.
+struct DropoutScope {
+  bool enabled = false;
+  uint64_t seed = 0;
+  int64_t iteration = 0;
+  int64_t first_sample = 0;
+};
+
+// Rows of a mask over a replicated activation [s, b, h] viewed as [s·b, h] (row = pos·b + r):
+// row (pos, r) uses key (iteration, first_sample + r, layer, site), counter base pos·h.
+std::vector<kernels::MaskRow> hidden_dropout_rows(const DropoutScope& scope, int64_t layer,
+                                                  DropoutSite site, int64_t seq, int64_t batch,
+                                                  int64_t hidden);
+
+// Rows of a mask over attention probabilities [b, heads_local, s, s] viewed as
+// [b·heads_local·s, s]; local head j is global head head_begin + j. Row (r, j, q) uses key
+// (iteration, first_sample + r, layer, kAttentionProbs, head_begin + j), counter base q·s.
+std::vector<kernels::MaskRow> attention_dropout_rows(const DropoutScope& scope, int64_t layer,
+                                                     int64_t batch, int64_t head_begin,
+                                                     int64_t heads_local, int64_t seq);
+
+}  // namespace megatron

@@ -1,0 +1,45 @@
+#include "parallel/vocab_parallel_embedding.h"
+
+#include "kernels/embedding.h"
+#include "parallel/mappings.h"
+
+namespace megatron {
+
+VocabParallelEmbedding::VocabParallelEmbedding(const VocabParallelEmbeddingConfig& config,
+                                               const ParallelState& ps, ParameterStore& store,
+                                               const ComputeWeights& weights)
+    : config_(config), tp_(ps.tp), weights_(weights) {
+  MT_CHECK(config.num_embeddings % ps.tp_size == 0, config.name, ": vocabulary size ",
+           config.num_embeddings, " is not divisible by the tensor-model-parallel size ",
+           ps.tp_size, " (pad it with padded_vocab_size)");
+  weight_index_ =
+      store.add({config.name + ".weight", {config.num_embeddings, config.embedding_dim}, 0});
+  vocab_start_ = int64_t(ps.tp_rank) * (config.num_embeddings / ps.tp_size);
+}
+
+void VocabParallelEmbedding::init_weights(ParameterStore& store, uint64_t seed) const {
+  init_normal(store.params()[weight_index_], seed, config_.init_std);
+}
+
+Tensor VocabParallelEmbedding::forward(Ctx& ctx, const Tensor& ids, Arena& arena) const {
+  check_dtype(ids, DType::I32, "VocabParallelEmbedding ids");
+  ctx.ids = ids.view({ids.numel()});  // [N]
+  const int32_t* p = ctx.ids.data<int32_t>();
+  for (int64_t i = 0; i < ctx.ids.numel(); ++i)
+    MT_CHECK(p[i] >= 0 && p[i] < config_.num_embeddings, config_.name, ": token id ", p[i],
+             " at position ", i, " is outside the vocabulary [0, ", config_.num_embeddings, ")");
+  const Tensor& table = weight();                                                     // [V/t, h]
+  Tensor out = arena.alloc({ctx.ids.numel(), config_.embedding_dim}, table.dtype());  // [N, h]
+  kernels::embedding_forward(ctx.ids, table, vocab_start_, out);
+  ReduceFromTpRegion::forward(*tp_, out);
+  Shape shape = ids.shape();
+  shape.push_back(config_.embedding_dim);
+  return out.view(shape);
+}
+
+void VocabParallelEmbedding::backward(const Ctx& ctx, const Tensor& dout) const {
+  kernels::embedding_backward(dout.view({ctx.ids.numel(), config_.embedding_dim}), ctx.ids,
+                              vocab_start_, weight_grad());
+}
+
+}  // namespace megatron

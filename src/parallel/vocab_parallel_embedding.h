@@ -1,0 +1,52 @@
+// VocabParallelEmbedding: an embedding table [V, h] split along the vocabulary: rank r owns
+// the contiguous rows [r·V/t, (r+1)·V/t). Each rank looks up the ids it owns (others give zero
+// rows) and one all-reduce assembles the full lookup. Backward needs no communication: the
+// output gradient is replicated, so every rank scatters it into its own rows.
+#pragma once
+
+#include <string>
+
+#include "core/arena.h"
+#include "dist/parallel_state.h"
+#include "parallel/compute_weights.h"
+
+namespace megatron {
+
+struct VocabParallelEmbeddingConfig {
+  std::string name;            // parameter "<name>.weight"
+  int64_t num_embeddings = 0;  // V, already padded so that the TP size divides it
+  int64_t embedding_dim = 0;
+  float init_std = 0.02f;
+};
+
+class VocabParallelEmbedding {
+ public:
+  struct Ctx {
+    Tensor ids;  // i32 [N]
+  };
+
+  // Registers "<name>.weight" [V, h] partition dim 0.
+  VocabParallelEmbedding(const VocabParallelEmbeddingConfig& config, const ParallelState& ps,
+                         ParameterStore& store, const ComputeWeights& weights);
+
+  void init_weights(ParameterStore& store, uint64_t seed) const;
+
+  // ids i32 [...] (contiguous, in [0, V)) → [..., h] in the compute dtype, all-reduced.
+  Tensor forward(Ctx& ctx, const Tensor& ids, Arena& arena) const;
+  // dout [..., h] → accumulates the table gradient of the owned rows.
+  void backward(const Ctx& ctx, const Tensor& dout) const;
+
+  const Tensor& weight() const { return weights_.weight(weight_index_); }  // [V/t, h]
+  Tensor& weight_grad() const { return weights_.grad(weight_index_); }     // f32 [V/t, h]
+  int64_t vocab_start() const { return vocab_start_; }
+  int64_t vocab_per_partition() const { return config_.num_embeddings / tp_->size(); }
+
+ private:
+  VocabParallelEmbeddingConfig config_;
+  std::shared_ptr<Communicator> tp_;
+  const ComputeWeights& weights_;
+  size_t weight_index_ = 0;
+  int64_t vocab_start_ = 0;
+};
+
+}  // namespace megatron
