@@ -16,11 +16,10 @@ BertBinaryHead::BertBinaryHead(const BertConfig& config, ParameterStore& store,
                                const ComputeWeights& weights)
     : config_(config),
       weights_(weights),
-      pooler_weight_(store.add(
-          {"pooler.dense.weight", {config.hidden_size, config.hidden_size}, -1, true})),
+      pooler_weight_(
+          store.add({"pooler.dense.weight", {config.hidden_size, config.hidden_size}, -1, true})),
       pooler_bias_(store.add({"pooler.dense.bias", {config.hidden_size}, -1, false})),
-      binary_weight_(
-          store.add({"binary_head.weight", {kClasses, config.hidden_size}, -1, true})),
+      binary_weight_(store.add({"binary_head.weight", {kClasses, config.hidden_size}, -1, true})),
       binary_bias_(store.add({"binary_head.bias", {kClasses}, -1, false})) {}
 
 void BertBinaryHead::init_weights(ParameterStore& store, uint64_t seed) const {
@@ -33,7 +32,7 @@ void BertBinaryHead::init_weights(ParameterStore& store, uint64_t seed) const {
 Tensor BertBinaryHead::forward(Ctx& ctx, const Tensor& hidden, Arena& arena) const {
   const int64_t b = hidden.size(1), h = config_.hidden_size;
   ctx.cls = arena.alloc({b, h}, DType::F32);  // [b, h]
-  const Tensor cls = hidden.select(0, 0);      // [b, h], compute dtype
+  const Tensor cls = hidden.select(0, 0);     // [b, h], compute dtype
   if (cls.dtype() == DType::F32)
     ctx.cls.copy_from(cls);
   else
@@ -58,8 +57,8 @@ float BertBinaryHead::loss(Ctx& ctx, const Tensor& labels, Arena& arena) const {
   ctx.sum_exp = arena.alloc({b}, DType::F32);
   Tensor target_logit = arena.alloc({b}, DType::F32), losses = arena.alloc({b}, DType::F32);
   kernels::cross_entropy_row_max(ctx.logits, kClasses, ctx.row_max);
-  kernels::cross_entropy_sum_exp_target(ctx.logits, labels, 0, kClasses, ctx.row_max,
-                                        ctx.sum_exp, target_logit);
+  kernels::cross_entropy_sum_exp_target(ctx.logits, labels, 0, kClasses, ctx.row_max, ctx.sum_exp,
+                                        target_logit);
   kernels::cross_entropy_loss(ctx.row_max, ctx.sum_exp, target_logit, losses);
   double total = 0;
   for (float l : losses.to_vector<float>()) total += l;

@@ -31,8 +31,7 @@ void BertConfig::validate(int tp_size) const {
            " is not divisible by --tensor-model-parallel-size ", tp_size);
   MT_CHECK(seq_length > 0 && seq_length <= max_position_embeddings, "--seq-length ", seq_length,
            " must be in [1, --max-position-embeddings = ", max_position_embeddings, "]");
-  MT_CHECK(num_tokentypes > 0, "the number of token types must be positive, got ",
-           num_tokentypes);
+  MT_CHECK(num_tokentypes > 0, "the number of token types must be positive, got ", num_tokentypes);
   MT_CHECK(compute_dtype == DType::F32 || compute_dtype == DType::BF16, "compute dtype ",
            dtype_name(compute_dtype), " is not supported by BertModel (expected f32 or bf16)");
 }

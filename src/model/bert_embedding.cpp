@@ -22,9 +22,13 @@ BertEmbedding::BertEmbedding(const BertConfig& config, const ParallelState& ps,
              .init_std = config.init_method_std},
             ps, store, weights),
       position_index_(store.add({"embedding.position_embeddings.weight",
-                                 {config.max_position_embeddings, config.hidden_size}, -1, true})),
+                                 {config.max_position_embeddings, config.hidden_size},
+                                 -1,
+                                 true})),
       tokentype_index_(store.add({"embedding.tokentype_embeddings.weight",
-                                  {config.num_tokentypes, config.hidden_size}, -1, true})) {
+                                  {config.num_tokentypes, config.hidden_size},
+                                  -1,
+                                  true})) {
   if (config.embedding_layernorm())
     layernorm_ = std::make_unique<LayerNorm>("embedding.layernorm", config.hidden_size,
                                              config.layernorm_epsilon, store, weights);

@@ -9,14 +9,13 @@
 namespace megatron {
 
 BertLmHead::BertLmHead(const BertConfig& config, const ParallelState& ps, ParameterStore& store,
-                       const ComputeWeights& weights,
-                       const VocabParallelEmbedding& word_embeddings)
+                       const ComputeWeights& weights, const VocabParallelEmbedding& word_embeddings)
     : config_(config),
       tp_(ps.tp),
       weights_(weights),
       word_(word_embeddings),
-      dense_weight_(store.add(
-          {"lm_head.dense.weight", {config.hidden_size, config.hidden_size}, -1, true})),
+      dense_weight_(
+          store.add({"lm_head.dense.weight", {config.hidden_size, config.hidden_size}, -1, true})),
       dense_bias_(store.add({"lm_head.dense.bias", {config.hidden_size}, -1, false})),
       bias_(store.add({"lm_head.bias", {config.padded_vocab_size}, 0, false})),
       layernorm_("lm_head.layernorm", config.hidden_size, config.layernorm_epsilon, store,
@@ -39,7 +38,7 @@ Tensor BertLmHead::forward(Ctx& ctx, const Tensor& x, Arena& arena) const {
   kernels::bias_gelu_forward(ctx.pre_activation, weights_.weight(dense_bias_), activated);
   ctx.normed = CopyToTpRegion::forward(layernorm_.forward(ctx.layernorm, activated, arena));
 
-  const Tensor& table = word_.weight();                   // [V/t, h]
+  const Tensor& table = word_.weight();                         // [V/t, h]
   Tensor logits = arena.alloc({n, table.size(0)}, DType::F32);  // [n, V/t]
   kernels::gemm(ctx.normed, false, table, true, logits);
   // The bias is added in f32 from the master copy: the logits are f32 for the cross-entropy.

@@ -70,7 +70,9 @@ void BertModel::init_weights(uint64_t seed) {
   refresh_compute_weights();
 }
 
-void BertModel::refresh_compute_weights() { weights_.refresh(); }
+void BertModel::refresh_compute_weights() {
+  weights_.refresh();
+}
 
 Tensor BertModel::forward_hidden(Ctx& ctx, const BertBatch& batch, const DropoutScope& scope) {
   Tensor embedded = embedding_.forward(ctx.embedding, batch.tokens, batch.token_types, scope,
@@ -79,8 +81,7 @@ Tensor BertModel::forward_hidden(Ctx& ctx, const BertBatch& batch, const Dropout
   ctx.batch = ctx.embedding.batch;
   check_shape(batch.pad_mask, {ctx.batch, ctx.seq}, "BERT padding mask");
   check_dtype(batch.pad_mask, DType::U8, "BERT padding mask");
-  return transformer_.forward(ctx.transformer, embedded, batch.pad_mask, scope, arena_,
-                              scratch_);
+  return transformer_.forward(ctx.transformer, embedded, batch.pad_mask, scope, arena_, scratch_);
 }
 
 BertLosses BertModel::forward_losses(Ctx& ctx, const BertBatch& batch, const Tensor& hidden) {
@@ -112,7 +113,7 @@ BertLosses BertModel::forward_losses(Ctx& ctx, const BertBatch& batch, const Ten
   BertLosses losses;
   if (!ctx.scored_rows.empty()) {
     Tensor rows = gather_rows(hidden.view({s * b, h}), ctx.scored_rows, arena_);  // [n, h]
-    Tensor logits = lm_head_.forward(ctx.lm_head, rows, arena_);  // f32 [n, V/t]
+    Tensor logits = lm_head_.forward(ctx.lm_head, rows, arena_);                  // f32 [n, V/t]
     Tensor target_ids = arena_.alloc({int64_t(targets.size())}, DType::I32);
     std::memcpy(target_ids.raw_data(), targets.data(), targets.size() * sizeof(int32_t));
     Tensor token_losses = vocab_parallel_cross_entropy_forward(
@@ -179,9 +180,8 @@ BertOutputs BertModel::forward_logits(const Tensor& tokens, const Tensor& token_
   Tensor full = gather_last_dim(*ps_.tp, local, arena_);  // [s·b, V_padded]
   BertOutputs out;
   out.mlm_logits = Tensor::empty({b, s, config_.vocab_size}, DType::F32);
-  out.mlm_logits.copy_from(full.view({s, b, config_.padded_vocab_size})
-                               .slice(2, 0, config_.vocab_size)
-                               .transpose(0, 1));
+  out.mlm_logits.copy_from(
+      full.view({s, b, config_.padded_vocab_size}).slice(2, 0, config_.vocab_size).transpose(0, 1));
   if (binary_head_) out.sop_logits = binary_head_->forward(ctx.binary, hidden, arena_).clone();
   return out;
 }

@@ -24,12 +24,12 @@
 namespace megatron {
 
 struct BertBatch {
-  Tensor tokens;       // i32 [b, s]
-  Tensor token_types;  // i32 [b, s], 0 for segment A ([CLS] A [SEP]), 1 for B
-  Tensor pad_mask;     // u8 [b, s], 1 = padding (attended by no one)
-  Tensor labels;       // i32 [b, s], MLM targets in [0, vocab) where loss_mask > 0
-  Tensor loss_mask;    // f32 [b, s], 1 at masked positions
-  Tensor sop_labels;   // i32 [b], 1 = segments swapped (ignored without a binary head)
+  Tensor tokens;             // i32 [b, s]
+  Tensor token_types;        // i32 [b, s], 0 for segment A ([CLS] A [SEP]), 1 for B
+  Tensor pad_mask;           // u8 [b, s], 1 = padding (attended by no one)
+  Tensor labels;             // i32 [b, s], MLM targets in [0, vocab) where loss_mask > 0
+  Tensor loss_mask;          // f32 [b, s], 1 at masked positions
+  Tensor sop_labels;         // i32 [b], 1 = segments swapped (ignored without a binary head)
   int64_t first_sample = 0;  // global index of row 0 (keys the dropout masks)
   int64_t iteration = 0;
 };
