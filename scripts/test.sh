@@ -3,5 +3,6 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$ROOT/scripts/setup.sh"
+"$ROOT/scripts/fetch_data.sh"
 cd "${MEGATRON_BUILD_DIR:-$ROOT/build}"
 ctest --output-on-failure -j 2 --timeout 900

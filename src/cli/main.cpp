@@ -4,11 +4,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <optional>
 #include <string>
 
 #include "cli/subcommands.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "dist/runtime.h"
 
 namespace {
 
@@ -20,6 +23,8 @@ struct Subcommand {
 
 const Subcommand kSubcommands[] = {
     {"bench", megatron::cli::run_bench, "measure kernel and step throughput, TFLOP/s, MFU"},
+    {"comm-check", megatron::cli::run_comm_check,
+     "verify collectives and the rank grid on all ranks; all-reduce bandwidth"},
 };
 
 void print_usage() {
@@ -47,11 +52,21 @@ int main(int argc, char** argv) {
   }
   for (const Subcommand& s : kSubcommands) {
     if (std::strcmp(argv[1], s.name) != 0) continue;
+    // The runtime (MPI) must outlive the try block: a failing rank reports and aborts the
+    // job with MPI still running, instead of finalizing while other ranks wait on it.
+    std::optional<megatron::DistRuntime> runtime;
     try {
-      return s.run(argc - 1, argv + 1);
+      runtime.emplace(argc, argv);
     } catch (const megatron::Error& e) {
       megatron::log_error(e.message());
       return 1;
+    }
+    try {
+      return s.run(argc - 1, argv + 1);
+    } catch (const megatron::Error& e) {
+      megatron::abort_job(e.message(), 1);
+    } catch (const std::exception& e) {
+      megatron::abort_job(std::string("unexpected error: ") + e.what(), 1);
     }
   }
   std::fprintf(stderr, "error: unknown subcommand '%s'\n\n", argv[1]);

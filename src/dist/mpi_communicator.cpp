@@ -46,6 +46,9 @@ bool is_half(DType t) {
   return t == DType::BF16 || t == DType::F16;
 }
 
+// Below this many elements a conversion is faster than waking OpenMP's threads.
+constexpr int64_t kParallelConversion = int64_t(1) << 16;
+
 // A contiguous f32 copy of a bf16/f16 tensor, and the rounding back (once, to nearest even).
 Tensor widen_to_f32(const Tensor& t) {
   Tensor wide = Tensor::empty(t.shape(), DType::F32);
@@ -53,9 +56,11 @@ Tensor widen_to_f32(const Tensor& t) {
   const int64_t n = t.numel();
   if (t.dtype() == DType::BF16) {
     const bf16* src = t.data<bf16>();
+#pragma omp parallel for if (n > kParallelConversion)
     for (int64_t i = 0; i < n; ++i) dst[i] = float(src[i]);
   } else {
     const f16* src = t.data<f16>();
+#pragma omp parallel for if (n > kParallelConversion)
     for (int64_t i = 0; i < n; ++i) dst[i] = float(src[i]);
   }
   return wide;
@@ -66,9 +71,11 @@ void narrow_from_f32(const Tensor& wide, Tensor& t) {
   const int64_t n = t.numel();
   if (t.dtype() == DType::BF16) {
     bf16* dst = t.data<bf16>();
+#pragma omp parallel for if (n > kParallelConversion)
     for (int64_t i = 0; i < n; ++i) dst[i] = bf16(src[i]);
   } else {
     f16* dst = t.data<f16>();
+#pragma omp parallel for if (n > kParallelConversion)
     for (int64_t i = 0; i < n; ++i) dst[i] = f16(src[i]);
   }
 }

@@ -1,0 +1,57 @@
+// SentencePieceTokenizer: a thin adapter; all of the algorithm is libsentencepiece's.
+#include "data/sentencepiece_tokenizer.h"
+
+#include <sentencepiece_processor.h>
+
+#include "core/error.h"
+#include "data/read_file.h"
+
+namespace megatron {
+
+SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_file)
+    : processor_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
+  const std::string model = read_file(model_file, "--tokenizer-model");
+  const auto status = processor_->LoadFromSerializedProto(model);
+  MT_CHECK(status.ok(), "--tokenizer-model '", model_file,
+           "' is not a SentencePiece model: ", status.ToString());
+  eod_ = processor_->eos_id();
+  pad_ = processor_->pad_id();
+  cls_ = piece_id({"<CLS>", "[CLS]"});
+  sep_ = piece_id({"<SEP>", "[SEP]"});
+  mask_ = piece_id({"<MASK>", "[MASK]"});
+}
+
+SentencePieceTokenizer::~SentencePieceTokenizer() = default;
+
+int32_t SentencePieceTokenizer::piece_id(std::initializer_list<const char*> pieces) const {
+  for (const char* piece : pieces) {
+    const int id = processor_->PieceToId(piece);
+    if (!processor_->IsUnknown(id)) return id;
+  }
+  return -1;
+}
+
+std::vector<int32_t> SentencePieceTokenizer::encode(std::string_view text) const {
+  std::vector<int> ids;
+  const auto status = processor_->Encode({text.data(), text.size()}, &ids);
+  MT_CHECK(status.ok(), "SentencePiece failed to encode text: ", status.ToString());
+  return {ids.begin(), ids.end()};
+}
+
+std::string SentencePieceTokenizer::decode(const std::vector<int32_t>& ids) const {
+  std::vector<int> pieces(ids.begin(), ids.end());
+  for (int id : pieces) {
+    MT_CHECK(id >= 0 && id < vocab_size(), "token id ", id,
+             " is outside the SentencePiece vocabulary [0, ", vocab_size(), ")");
+  }
+  std::string text;
+  const auto status = processor_->Decode(pieces, &text);
+  MT_CHECK(status.ok(), "SentencePiece failed to decode ids: ", status.ToString());
+  return text;
+}
+
+int64_t SentencePieceTokenizer::vocab_size() const {
+  return processor_->GetPieceSize();
+}
+
+}  // namespace megatron

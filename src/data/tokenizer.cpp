@@ -1,0 +1,48 @@
+// make_tokenizer: Megatron's --tokenizer-type names to implementations, with errors that name
+// the missing flag.
+#include "data/tokenizer.h"
+
+#include "core/error.h"
+#include "data/bert_wordpiece_tokenizer.h"
+#include "data/gpt2_bpe_tokenizer.h"
+#include "data/null_tokenizer.h"
+#include "data/sentencepiece_tokenizer.h"
+
+namespace megatron {
+namespace {
+
+constexpr const char* kTokenizerTypes =
+    "GPT2BPETokenizer, BertWordPieceLowerCase, BertWordPieceCase, SentencePieceTokenizer, "
+    "NullTokenizer";
+
+void require(const std::string& value, const char* flag, const std::string& type) {
+  MT_CHECK(!value.empty(), flag, " is required for --tokenizer-type ", type);
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options) {
+  const std::string& type = options.type;
+  if (type == "GPT2BPETokenizer") {
+    require(options.vocab_file, "--vocab-file", type);
+    require(options.merge_file, "--merge-file", type);
+    return std::make_unique<GPT2BPETokenizer>(options.vocab_file, options.merge_file);
+  }
+  if (type == "BertWordPieceLowerCase" || type == "BertWordPieceCase") {
+    require(options.vocab_file, "--vocab-file", type);
+    return std::make_unique<BertWordPieceTokenizer>(options.vocab_file,
+                                                    type == "BertWordPieceLowerCase");
+  }
+  if (type == "SentencePieceTokenizer") {
+    require(options.model_file, "--tokenizer-model", type);
+    return std::make_unique<SentencePieceTokenizer>(options.model_file);
+  }
+  if (type == "NullTokenizer") {
+    MT_CHECK(options.vocab_size > 0, "--vocab-size (> 0) is required for --tokenizer-type ", type);
+    return std::make_unique<NullTokenizer>(options.vocab_size);
+  }
+  if (type.empty()) MT_THROW("--tokenizer-type is required; expected one of ", kTokenizerTypes);
+  MT_THROW("unknown --tokenizer-type '", type, "'; expected one of ", kTokenizerTypes);
+}
+
+}  // namespace megatron

@@ -1,0 +1,66 @@
+// Where tokenizer tests find their inputs: committed files under tests/data, the files that
+// scripts/fetch_data.sh caches, and scratch files for bad-input tests.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <stdexcept>
+#include <string>
+
+namespace megatron::testing {
+
+// MEGATRON_SOURCE_DIR (set by CTest) / relative; the working directory when run by hand.
+inline std::string source_file(const std::string& relative) {
+  const char* root = std::getenv("MEGATRON_SOURCE_DIR");
+  const std::filesystem::path path = std::filesystem::path(root ? root : ".") / relative;
+  if (!std::filesystem::exists(path)) {
+    throw std::runtime_error(path.string() + " not found; set MEGATRON_SOURCE_DIR to the repo");
+  }
+  return path.string();
+}
+
+// A file fetched by scripts/fetch_data.sh, from the same directory it writes to:
+// $MEGATRON_DATA_DIR (CTest sets it at configure time), else $HOME/.cache/megatron-cpp.
+inline std::string fetched_file(const std::string& name) {
+  const char* dir = std::getenv("MEGATRON_DATA_DIR");
+  const char* home = std::getenv("HOME");
+  const std::filesystem::path base =
+      dir ? std::filesystem::path(dir)
+          : std::filesystem::path(home ? home : "") / ".cache" / "megatron-cpp";
+  const std::filesystem::path path = base / name;
+  if (!std::filesystem::exists(path)) {
+    throw std::runtime_error(path.string() + " not found; run scripts/fetch_data.sh first");
+  }
+  return path.string();
+}
+
+// A scratch directory removed with everything in it when the object goes away.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::random_device rd;
+    path_ = std::filesystem::temp_directory_path() / ("megatron-test-" + std::to_string(rd()));
+    std::filesystem::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+
+  // Writes contents to name inside the directory and returns its path.
+  std::string write(const std::string& name, const std::string& contents) const {
+    const std::filesystem::path path = path_ / name;
+    std::ofstream(path, std::ios::binary) << contents;
+    return path.string();
+  }
+  std::string path(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace megatron::testing
