@@ -25,6 +25,8 @@ const Subcommand kSubcommands[] = {
     {"bench", megatron::cli::run_bench, "measure kernel and step throughput, TFLOP/s, MFU"},
     {"comm-check", megatron::cli::run_comm_check,
      "verify collectives and the rank grid on all ranks; all-reduce bandwidth"},
+    {"pretrain-gpt", megatron::cli::run_pretrain_gpt,
+     "pretrain GPT with tensor x data parallelism (Megatron-LM flags)"},
 };
 
 void print_usage() {

@@ -15,10 +15,10 @@
 namespace megatron {
 
 struct GptMicroBatch {
-  Tensor tokens;        // i32 [b, s]
-  Tensor labels;        // i32 [b, s]
-  Tensor loss_mask;     // f32 [b, s]: 0 where the label is EOD and --eod-mask-loss is set
-  int64_t first_sample; // global index of row 0; row j is sample first_sample + j
+  Tensor tokens;         // i32 [b, s]
+  Tensor labels;         // i32 [b, s]
+  Tensor loss_mask;      // f32 [b, s]: 0 where the label is EOD and --eod-mask-loss is set
+  int64_t first_sample;  // global index of row 0; row j is sample first_sample + j
 };
 
 struct GptDataLoaderOptions {
@@ -29,15 +29,15 @@ struct GptDataLoaderOptions {
   int64_t consumed_samples = 0;  // where to start (resume)
   int32_t eod_token = -1;
   bool eod_mask_loss = false;
-  int prefetch = 2;              // micro-batches prepared ahead on the loader thread
+  int prefetch = 2;  // micro-batches prepared ahead on the loader thread
 };
 
 class GptDataLoader {
  public:
   GptDataLoader(std::shared_ptr<const GptSampleSource> source, GptDataLoaderOptions options);
   ~GptDataLoader();
-  GptMicroBatch next();               // this rank's next micro-batch
-  int64_t consumed_samples() const;   // global samples consumed by completed global batches
+  GptMicroBatch next();              // this rank's next micro-batch
+  int64_t consumed_samples() const;  // global samples consumed by completed global batches
 
  private:
   struct Impl;

@@ -1,0 +1,331 @@
+#include "cli/args.h"
+
+#include <algorithm>
+#include <CLI/CLI.hpp>
+#include <cctype>
+#include <cstdio>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace megatron::cli {
+
+namespace {
+
+// Megatron's attribute name of a flag: "--hidden-size" → "hidden_size".
+std::string attribute_name(const std::string& flag) {
+  std::string name = flag.substr(flag.find_first_not_of('-'));
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
+// Values print as Python prints them in Megatron's argument dump.
+std::string show(const std::string& v) { return v.empty() ? "None" : v; }
+std::string show(bool v) { return v ? "True" : "False"; }
+std::string show(int v) { return std::to_string(v); }
+std::string show(int64_t v) { return std::to_string(v); }
+std::string show(uint64_t v) { return std::to_string(v); }
+std::string show(double v) {
+  std::ostringstream os;
+  os.precision(17);
+  os << v;
+  return os.str();
+}
+std::string show(const std::optional<double>& v) { return v ? show(*v) : "None"; }
+std::string show(const std::vector<std::string>& v) {
+  if (v.empty()) return "None";
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", '" : "'") + v[i] + "'";
+  return s + "]";
+}
+
+nlohmann::json to_json_value(const std::optional<double>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+template <typename T>
+nlohmann::json to_json_value(const T& v) {
+  return nlohmann::json(v);
+}
+
+}  // namespace
+
+template <typename T>
+void ArgTable::add(const std::string& flag, T& field, const std::string& help) {
+  if constexpr (std::is_same_v<T, std::optional<double>>) {
+    app_.add_option_function<double>(flag, [&field](const double& v) { field = v; }, help);
+  } else {
+    app_.add_option(flag, field, help);
+  }
+  const std::string name = attribute_name(flag);
+  printers_.emplace_back(name, [&field] { return show(field); });
+  jsoners_.emplace_back(name, [&field] { return to_json_value(field); });
+}
+
+template void ArgTable::add(const std::string&, int&, const std::string&);
+template void ArgTable::add(const std::string&, int64_t&, const std::string&);
+template void ArgTable::add(const std::string&, uint64_t&, const std::string&);
+template void ArgTable::add(const std::string&, double&, const std::string&);
+template void ArgTable::add(const std::string&, std::string&, const std::string&);
+template void ArgTable::add(const std::string&, std::optional<double>&, const std::string&);
+template void ArgTable::add(const std::string&, std::vector<std::string>&, const std::string&);
+
+void ArgTable::add_flag(const std::string& flag, bool& field, const std::string& help) {
+  app_.add_flag(flag, field, help);
+  const std::string name = attribute_name(flag);
+  printers_.emplace_back(name, [&field] { return show(field); });
+  jsoners_.emplace_back(name, [&field] { return nlohmann::json(field); });
+}
+
+std::string ArgTable::format() const {
+  std::vector<std::string> lines;
+  for (const auto& [name, print] : printers_) {
+    const size_t dots = name.size() < 48 ? 48 - name.size() : 1;
+    lines.push_back("  " + name + " " + std::string(dots, '.') + " " + print());
+  }
+  std::sort(lines.begin(), lines.end(), [](const std::string& a, const std::string& b) {
+    return std::lexicographical_compare(
+        a.begin(), a.end(), b.begin(), b.end(),
+        [](char x, char y) { return std::tolower(x) < std::tolower(y); });
+  });
+  std::string out = "------------------------ arguments ------------------------\n";
+  for (const std::string& l : lines) out += l + "\n";
+  out += "-------------------- end of arguments ---------------------";
+  return out;
+}
+
+nlohmann::json ArgTable::to_json() const {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [name, value] : jsoners_) j[name] = value();
+  return j;
+}
+
+void add_training_args(ArgTable& t, Args& a) {
+  t.add("--num-layers", a.num_layers, "number of transformer layers");
+  t.add("--hidden-size", a.hidden_size, "transformer hidden size");
+  t.add("--num-attention-heads", a.num_attention_heads, "number of attention heads");
+  t.add("--ffn-hidden-size", a.ffn_hidden_size, "MLP hidden size (default 4 x hidden size)");
+  t.add("--seq-length", a.seq_length, "sequence length");
+  t.add("--max-position-embeddings", a.max_position_embeddings,
+        "position embedding table size (default: --seq-length)");
+  t.add("--make-vocab-size-divisible-by", a.make_vocab_size_divisible_by,
+        "pad the vocabulary to a multiple of this times the TP size");
+  t.add("--layernorm-epsilon", a.layernorm_epsilon, "LayerNorm epsilon");
+  t.add("--hidden-dropout", a.hidden_dropout, "dropout on hidden states");
+  t.add("--attention-dropout", a.attention_dropout, "dropout on attention probabilities");
+  t.add("--init-method-std", a.init_method_std, "std of the normal weight init");
+  t.add_flag("--recompute-activations", a.recompute_activations,
+             "recompute each layer's activations in backward (full recompute here)");
+  t.add("--recompute-granularity", a.recompute_granularity, "only 'full' is supported");
+
+  t.add("--micro-batch-size", a.micro_batch_size, "samples per micro-batch per DP rank");
+  t.add("--global-batch-size", a.global_batch_size,
+        "samples per iteration (default micro-batch size x DP size)");
+  t.add("--train-iters", a.train_iters, "iterations to train");
+  t.add("--train-samples", a.train_samples, "samples to train (alternative to --train-iters)");
+  t.add("--exit-interval", a.exit_interval, "exit after the iteration divisible by this");
+  t.add("--seed", a.seed, "random seed (init, dropout)");
+
+  t.add("--lr", a.lr, "peak learning rate");
+  t.add("--min-lr", a.min_lr, "final learning rate of the decay");
+  t.add("--lr-decay-style", a.lr_decay_style, "constant | linear | cosine");
+  t.add("--lr-decay-iters", a.lr_decay_iters, "iterations to decay over (default train iters)");
+  t.add("--lr-decay-samples", a.lr_decay_samples, "samples to decay over (default train samples)");
+  t.add("--lr-warmup-iters", a.lr_warmup_iters, "linear warmup iterations");
+  t.add("--lr-warmup-fraction", a.lr_warmup_fraction, "warmup as a fraction of the decay");
+  t.add("--lr-warmup-samples", a.lr_warmup_samples, "linear warmup samples");
+
+  t.add("--weight-decay", a.weight_decay, "decoupled weight decay (not on biases/LayerNorm)");
+  t.add("--clip-grad", a.clip_grad, "global gradient-norm clip (0: no clipping)");
+  t.add("--adam-beta1", a.adam_beta1, "Adam beta1");
+  t.add("--adam-beta2", a.adam_beta2, "Adam beta2");
+  t.add("--adam-eps", a.adam_eps, "Adam epsilon");
+
+  t.add_flag("--bf16", a.bf16, "bf16 GEMMs, fp32 master weights");
+  t.add_flag("--fp16", a.fp16, "fp16 weights with dynamic loss scaling");
+  t.add("--loss-scale", a.loss_scale, "constant loss scale (fp16; default dynamic)");
+  t.add("--initial-loss-scale", a.initial_loss_scale, "initial dynamic loss scale");
+  t.add("--min-loss-scale", a.min_loss_scale, "floor of the dynamic loss scale");
+  t.add("--loss-scale-window", a.loss_scale_window, "clean steps before doubling the scale");
+  t.add("--hysteresis", a.hysteresis, "overflows tolerated before halving the scale");
+
+  t.add("--tensor-model-parallel-size", a.tensor_model_parallel_size, "TP size");
+  t.add("--pipeline-model-parallel-size", a.pipeline_model_parallel_size,
+        "PP size (only 1 is supported)");
+
+  t.add("--data-path", a.data_path, "PREFIX or W1 PREFIX1 W2 PREFIX2 ...");
+  t.add("--split", a.split, "train,valid,test document split weights");
+  t.add("--vocab-file", a.vocab_file, "tokenizer vocabulary file");
+  t.add("--merge-file", a.merge_file, "BPE merges file");
+  t.add("--tokenizer-type", a.tokenizer_type,
+        "GPT2BPETokenizer | BertWordPieceLowerCase | BertWordPieceCase | "
+        "SentencePieceTokenizer | NullTokenizer");
+  t.add("--tokenizer-model", a.tokenizer_model, "SentencePiece model file");
+  t.add("--vocab-size", a.vocab_size, "vocabulary size for --mock-data / NullTokenizer");
+  t.add_flag("--mock-data", a.mock_data, "train on deterministic random tokens");
+
+  t.add("--save", a.save, "checkpoint directory to save to");
+  t.add("--load", a.load, "checkpoint directory to load from");
+  t.add("--save-interval", a.save_interval, "save every this many iterations");
+  t.add_flag("--no-load-optim", a.no_load_optim, "do not load optimizer state");
+  t.add_flag("--no-load-rng", a.no_load_rng, "do not load the RNG state");
+  t.add_flag("--finetune", a.finetune, "load weights only and start at iteration 0");
+
+  t.add("--log-interval", a.log_interval, "iterations between log lines");
+  t.add("--eval-interval", a.eval_interval, "iterations between validations");
+  t.add("--eval-iters", a.eval_iters, "validation batches per evaluation");
+  t.add("--metrics-file", a.metrics_file, "append one JSON object per logged event");
+  t.add("--tensorboard-dir", a.tensorboard_dir, "write TensorBoard scalars here");
+}
+
+void validate_training_args(Args& a, int world_size) {
+  auto positive = [](int64_t v, const char* flag) {
+    MT_CHECK(v > 0, flag, " must be given and positive, got ", v);
+  };
+  positive(a.num_layers, "--num-layers");
+  positive(a.hidden_size, "--hidden-size");
+  positive(a.num_attention_heads, "--num-attention-heads");
+  positive(a.seq_length, "--seq-length");
+  positive(a.micro_batch_size, "--micro-batch-size");
+  positive(a.tensor_model_parallel_size, "--tensor-model-parallel-size");
+  positive(a.log_interval, "--log-interval");
+  positive(a.eval_interval, "--eval-interval");
+  MT_CHECK(a.eval_iters >= 0, "--eval-iters must be >= 0, got ", a.eval_iters);
+  MT_CHECK(a.ffn_hidden_size >= 0, "--ffn-hidden-size must be positive, got ", a.ffn_hidden_size);
+  MT_CHECK(a.make_vocab_size_divisible_by > 0,
+           "--make-vocab-size-divisible-by must be positive, got ",
+           a.make_vocab_size_divisible_by);
+
+  MT_CHECK(a.pipeline_model_parallel_size == 1,
+           "--pipeline-model-parallel-size ", a.pipeline_model_parallel_size,
+           " is not supported: pipeline parallelism is not implemented yet, use 1");
+  MT_CHECK(a.hidden_size % a.num_attention_heads == 0, "--hidden-size ", a.hidden_size,
+           " must be divisible by --num-attention-heads ", a.num_attention_heads);
+  const int tp = a.tensor_model_parallel_size;
+  MT_CHECK(a.num_attention_heads % tp == 0, "--num-attention-heads ", a.num_attention_heads,
+           " must be divisible by --tensor-model-parallel-size ", tp);
+  MT_CHECK(a.effective_ffn_hidden_size() % tp == 0, "--ffn-hidden-size ",
+           a.effective_ffn_hidden_size(), " must be divisible by --tensor-model-parallel-size ",
+           tp);
+  MT_CHECK(world_size % tp == 0, "the world size ", world_size,
+           " (number of processes) must be divisible by --tensor-model-parallel-size ", tp);
+  a.world_size = world_size;
+  a.data_parallel_size = world_size / tp;
+
+  if (a.max_position_embeddings == 0) a.max_position_embeddings = a.seq_length;
+  MT_CHECK(a.max_position_embeddings >= a.seq_length, "--max-position-embeddings ",
+           a.max_position_embeddings, " must be >= --seq-length ", a.seq_length);
+
+  const int64_t per_step = a.micro_batch_size * a.data_parallel_size;
+  if (a.global_batch_size == 0) a.global_batch_size = per_step;
+  MT_CHECK(a.global_batch_size > 0 && a.global_batch_size % per_step == 0,
+           "--global-batch-size ", a.global_batch_size,
+           " must be a positive multiple of --micro-batch-size ", a.micro_batch_size,
+           " x data-parallel size ", a.data_parallel_size, " (= ", per_step, ")");
+
+  MT_CHECK(a.train_iters >= 0 && a.train_samples >= 0 &&
+               (a.train_iters > 0) != (a.train_samples > 0),
+           "exactly one of --train-iters and --train-samples must be given (positive)");
+  if (a.train_samples > 0) {
+    a.train_iters = a.train_samples / a.global_batch_size;  // Megatron's rule
+    MT_CHECK(a.train_iters > 0, "--train-samples ", a.train_samples,
+             " is less than one --global-batch-size ", a.global_batch_size);
+    MT_CHECK(a.lr_decay_iters == 0 && a.lr_warmup_iters == 0,
+             "with --train-samples use --lr-decay-samples / --lr-warmup-samples, not the "
+             "*-iters flags");
+  } else {
+    MT_CHECK(a.lr_decay_samples == 0 && a.lr_warmup_samples == 0,
+             "with --train-iters use --lr-decay-iters / --lr-warmup-iters, not the *-samples "
+             "flags");
+  }
+  MT_CHECK(a.lr.has_value() && *a.lr >= 0, "--lr must be given (the peak learning rate)");
+  MT_CHECK(a.min_lr >= 0 && a.min_lr <= *a.lr, "--min-lr ", a.min_lr,
+           " must be between 0 and --lr ", *a.lr);
+  MT_CHECK(a.lr_decay_style == "constant" || a.lr_decay_style == "linear" ||
+               a.lr_decay_style == "cosine",
+           "--lr-decay-style must be constant, linear or cosine, got '", a.lr_decay_style, "'");
+  MT_CHECK(!(a.lr_warmup_fraction && (a.lr_warmup_iters > 0 || a.lr_warmup_samples > 0)),
+           "--lr-warmup-fraction cannot be combined with --lr-warmup-iters/--lr-warmup-samples");
+  MT_CHECK(!a.lr_warmup_fraction || (*a.lr_warmup_fraction >= 0 && *a.lr_warmup_fraction <= 1),
+           "--lr-warmup-fraction must be in [0, 1]");
+  MT_CHECK(a.lr_warmup_iters >= 0 && a.lr_warmup_samples >= 0 && a.lr_decay_iters >= 0 &&
+               a.lr_decay_samples >= 0,
+           "--lr-warmup-*/--lr-decay-* must be >= 0");
+  MT_CHECK(a.clip_grad >= 0, "--clip-grad must be >= 0, got ", a.clip_grad);
+  MT_CHECK(a.weight_decay >= 0, "--weight-decay must be >= 0, got ", a.weight_decay);
+
+  MT_CHECK(!(a.bf16 && a.fp16), "--bf16 and --fp16 cannot both be given");
+  MT_CHECK(!a.loss_scale || *a.loss_scale > 0, "--loss-scale must be positive");
+  MT_CHECK(a.initial_loss_scale > 0 && a.min_loss_scale > 0 &&
+               a.min_loss_scale <= a.initial_loss_scale,
+           "--min-loss-scale must be positive and <= --initial-loss-scale");
+  MT_CHECK(a.loss_scale_window > 0, "--loss-scale-window must be positive");
+  MT_CHECK(a.hysteresis > 0, "--hysteresis must be positive");
+
+  MT_CHECK(a.recompute_granularity.empty() || a.recompute_granularity == "full",
+           "--recompute-granularity '", a.recompute_granularity,
+           "' is not supported: only 'full' (selective recompute is not implemented)");
+  MT_CHECK(a.hidden_dropout >= 0 && a.hidden_dropout < 1, "--hidden-dropout must be in [0, 1)");
+  MT_CHECK(a.attention_dropout >= 0 && a.attention_dropout < 1,
+           "--attention-dropout must be in [0, 1)");
+
+  MT_CHECK(a.mock_data || !a.data_path.empty(),
+           "no training data: give --data-path PREFIX (or W1 PREFIX1 W2 PREFIX2 ...) or "
+           "--mock-data");
+  MT_CHECK(!(a.mock_data && !a.data_path.empty()),
+           "--mock-data and --data-path cannot both be given");
+  if (a.mock_data) {
+    MT_CHECK(a.vocab_size > 0 || !a.tokenizer_type.empty(),
+             "--mock-data needs --vocab-size (or a --tokenizer-type to take it from)");
+  } else {
+    MT_CHECK(!a.tokenizer_type.empty(), "--data-path needs --tokenizer-type");
+  }
+  MT_CHECK(a.save_interval >= 0, "--save-interval must be >= 0");
+  MT_CHECK(a.save_interval == 0 || !a.save.empty(), "--save-interval needs --save DIR");
+  MT_CHECK(a.exit_interval >= 0, "--exit-interval must be >= 0");
+  MT_CHECK(!a.finetune || !a.load.empty(), "--finetune needs --load DIR");
+}
+
+LrScheduleConfig lr_schedule_config(const Args& a) {
+  LrScheduleConfig c;
+  c.max_lr = *a.lr;
+  c.min_lr = a.min_lr;
+  c.style = lr_decay_style_from_name(a.lr_decay_style);
+  if (a.train_samples > 0) {
+    c.decay_steps = a.lr_decay_samples > 0 ? a.lr_decay_samples : a.train_samples;
+    c.warmup_steps = a.lr_warmup_samples;
+  } else {
+    c.decay_steps = (a.lr_decay_iters > 0 ? a.lr_decay_iters : a.train_iters) * a.global_batch_size;
+    c.warmup_steps = a.lr_warmup_iters * a.global_batch_size;
+  }
+  if (a.lr_warmup_fraction) c.warmup_steps = int64_t(*a.lr_warmup_fraction * double(c.decay_steps));
+  MT_CHECK(c.style == LrDecayStyle::Constant || c.decay_steps > c.warmup_steps,
+           "the learning-rate warmup (", c.warmup_steps,
+           " samples) must be shorter than the decay (", c.decay_steps,
+           " samples): check --lr-warmup-* against --lr-decay-* / --train-*");
+  return c;
+}
+
+GradScalerConfig grad_scaler_config(const Args& a) {
+  GradScalerConfig c;
+  c.dynamic = a.fp16 && !a.loss_scale;
+  c.initial_scale = !a.fp16 ? 1.0 : a.loss_scale ? *a.loss_scale : a.initial_loss_scale;
+  c.min_scale = a.min_loss_scale;
+  c.growth_interval = a.loss_scale_window;
+  c.hysteresis = a.hysteresis;
+  return c;
+}
+
+AdamWConfig adamw_config(const Args& a) {
+  return {a.adam_beta1, a.adam_beta2, a.adam_eps, a.weight_decay, /*f16_model_weights=*/a.fp16};
+}
+
+int parse_command_line(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return -1;
+}
+
+}  // namespace megatron::cli

@@ -1,0 +1,158 @@
+// Args: the training arguments shared by every `pretrain-*` subcommand, with Megatron-LM's
+// flag names and defaults, their parsing (CLI11), validation and printing.
+//
+// Model-family-specific flags (e.g. GPT's --eod-mask-loss, BERT's --mask-prob) are added by
+// the subcommand on the same CLI::App through an ArgTable, so they are validated, printed and
+// stored in checkpoints exactly like the shared ones. Unset optional values print as "None",
+// as Megatron prints them.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "train/grad_scaler.h"
+#include "train/lr_schedule.h"
+#include "train/optimizer.h"
+
+namespace CLI {
+class App;
+}
+
+namespace megatron::cli {
+
+struct Args {
+  // Model shape.
+  int num_layers = 0;
+  int hidden_size = 0;
+  int num_attention_heads = 0;
+  int ffn_hidden_size = 0;          // 0 → 4 · hidden_size
+  int seq_length = 0;
+  int max_position_embeddings = 0;  // 0 → seq_length
+  int make_vocab_size_divisible_by = 128;
+  double layernorm_epsilon = 1e-5;
+  double hidden_dropout = 0.1;
+  double attention_dropout = 0.1;
+  double init_method_std = 0.02;
+  bool recompute_activations = false;
+  std::string recompute_granularity;  // "" or "full"
+
+  // Batches and length of training.
+  int64_t micro_batch_size = 0;
+  int64_t global_batch_size = 0;  // 0 → micro_batch_size · data_parallel_size
+  int64_t train_iters = 0;        // exactly one of train_iters / train_samples
+  int64_t train_samples = 0;
+  int64_t exit_interval = 0;
+  uint64_t seed = 1234;
+
+  // Learning rate schedule (Megatron's OptimizerParamScheduler).
+  std::optional<double> lr;
+  double min_lr = 0.0;
+  std::string lr_decay_style = "linear";
+  int64_t lr_decay_iters = 0;
+  int64_t lr_decay_samples = 0;
+  int64_t lr_warmup_iters = 0;
+  std::optional<double> lr_warmup_fraction;
+  int64_t lr_warmup_samples = 0;
+
+  // Optimizer.
+  double weight_decay = 0.01;
+  double clip_grad = 1.0;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_eps = 1e-8;
+
+  // Mixed precision.
+  bool bf16 = false;
+  bool fp16 = false;
+  std::optional<double> loss_scale;  // set: constant scale; unset: dynamic (fp16)
+  double initial_loss_scale = 4294967296.0;
+  double min_loss_scale = 1.0;
+  int64_t loss_scale_window = 1000;
+  int64_t hysteresis = 2;
+
+  // Parallelism.
+  int tensor_model_parallel_size = 1;
+  int pipeline_model_parallel_size = 1;
+
+  // Data and tokenizer.
+  std::vector<std::string> data_path;
+  std::string split = "969, 30, 1";
+  std::string vocab_file;
+  std::string merge_file;
+  std::string tokenizer_type;
+  std::string tokenizer_model;
+  int64_t vocab_size = 0;
+  bool mock_data = false;
+
+  // Checkpoints.
+  std::string save;
+  std::string load;
+  int64_t save_interval = 0;
+  bool no_load_optim = false;
+  bool no_load_rng = false;
+  bool finetune = false;
+
+  // Logging and evaluation.
+  int64_t log_interval = 100;
+  int64_t eval_interval = 1000;
+  int64_t eval_iters = 100;
+  std::string metrics_file;
+  std::string tensorboard_dir;
+
+  // Derived by validate_args (printed, not flags).
+  int world_size = 1;
+  int data_parallel_size = 1;
+
+  int effective_ffn_hidden_size() const {
+    return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size;
+  }
+  int64_t num_micro_batches() const {
+    return global_batch_size / (micro_batch_size * data_parallel_size);
+  }
+  bool full_recompute() const { return recompute_activations || recompute_granularity == "full"; }
+};
+
+// The flags registered on an App, each with a way to print its current value. Lets
+// subcommands add their own flags next to the shared ones and print/serialise all of them.
+class ArgTable {
+ public:
+  explicit ArgTable(CLI::App& app) : app_(app) {}
+  template <typename T>
+  void add(const std::string& flag, T& field, const std::string& help);
+  void add_flag(const std::string& flag, bool& field, const std::string& help);
+
+  // Megatron's "arguments" block: `  name ......... value`, sorted by name.
+  std::string format() const;
+  nlohmann::json to_json() const;
+
+ private:
+  CLI::App& app_;
+  std::vector<std::pair<std::string, std::function<std::string()>>> printers_;
+  std::vector<std::pair<std::string, std::function<nlohmann::json()>>> jsoners_;
+};
+
+// Registers every shared flag on `app`, writing into `args`.
+void add_training_args(ArgTable& table, Args& args);
+
+// Fills the derived fields and checks every rule that involves several flags or the world
+// size; throws megatron::Error naming the flag(s) and the rule. Called before any work.
+void validate_training_args(Args& args, int world_size);
+
+// Parses argv into `app`; returns -1 to continue, else the exit code (0 for --help, non-zero
+// for an unknown flag or bad value, after printing the message).
+int parse_command_line(CLI::App& app, int argc, char** argv);
+
+// The training components' configs from validated arguments, by Megatron's rules: the LR
+// schedule counts samples (iterations × global batch when --train-iters is used); the loss
+// scale is dynamic only for --fp16 without --loss-scale, and 1 without --fp16.
+LrScheduleConfig lr_schedule_config(const Args& args);
+GradScalerConfig grad_scaler_config(const Args& args);
+AdamWConfig adamw_config(const Args& args);
+
+}  // namespace megatron::cli

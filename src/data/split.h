@@ -1,0 +1,19 @@
+// Train/valid/test split of a dataset's documents from Megatron's --split string.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+namespace megatron {
+
+// Parses "949,50,1" (or "949/50/1", or fewer parts, missing ones are 0) into three
+// non-negative weights with a positive sum. Throws Error naming the string otherwise.
+std::array<double, 3> parse_split(const std::string& split);
+
+// Megatron's get_train_valid_test_split_: boundaries [0, a, b, size] such that split k is
+// documents [bounds[k], bounds[k+1]). Each part is round(weight / sum · size) with Python's
+// round-half-to-even, accumulated; the rounding excess is taken off every boundary after 0.
+std::array<int64_t, 4> split_boundaries(const std::string& split, int64_t size);
+
+}  // namespace megatron

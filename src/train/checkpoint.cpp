@@ -1,0 +1,219 @@
+#include "train/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <random>
+#include <sstream>
+
+#include "core/durable_file.h"
+#include "train/checkpoint_layout.h"
+
+namespace fs = std::filesystem;
+
+namespace megatron {
+namespace {
+
+// Runs `step` on this rank, then lets every rank know whether any rank failed, so that all
+// of them throw together instead of some waiting forever in the next collective.
+void on_all_ranks(Communicator& world, const char* what, const std::function<void()>& step) {
+  std::string error;
+  try {
+    step();
+  } catch (const Error& e) {
+    error = e.message();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  double failed = world.all_reduce_scalar(error.empty() ? 0.0 : 1.0, ReduceOp::MAX);
+  if (!error.empty()) MT_THROW(what, ": ", error);
+  MT_CHECK(failed == 0.0, what, " failed on another rank (see its error)");
+}
+
+uint64_t random_nonce() {
+  std::random_device rd;
+  return (uint64_t(rd()) << 32) ^ rd() ^ uint64_t(::getpid());
+}
+
+void rename_or_throw(const std::string& from, const std::string& to) {
+  std::error_code ec;
+  fs::rename(from, to, ec);
+  MT_CHECK(!ec, "cannot rename '", from, "' to '", to, "': ", ec.message());
+}
+
+}  // namespace
+
+std::string checkpoint_iteration_dir(const std::string& load_dir, int64_t iteration) {
+  if (iteration < 0) {
+    std::optional<int64_t> latest = read_latest_iteration(load_dir);
+    MT_CHECK(latest.has_value(), "no checkpoint to load in '", load_dir, "': ", kTrackerFileName,
+             " not found");
+    iteration = *latest;
+  }
+  std::string dir = load_dir + "/" + iteration_dir_name(iteration);
+  MT_CHECK(fs::is_directory(dir), "checkpoint directory '", dir, "' does not exist");
+  return dir;
+}
+
+void check_checkpoint_matches(const CheckpointShardReader& reader, const ParameterStore& params,
+                              bool model_is_complete) {
+  std::ostringstream diffs;
+  int count = 0;
+  for (const Parameter& p : params.params()) {
+    if (!reader.contains(p.spec.name)) {
+      diffs << "\n  " << p.spec.name << ": missing in the checkpoint (model shape "
+            << shape_str(p.spec.full_shape) << ")";
+      ++count;
+    } else if (reader.placement(p.spec.name).full_shape != p.spec.full_shape) {
+      diffs << "\n  " << p.spec.name << ": checkpoint shape "
+            << shape_str(reader.placement(p.spec.name).full_shape) << ", model shape "
+            << shape_str(p.spec.full_shape);
+      ++count;
+    }
+  }
+  if (model_is_complete) {
+    for (const std::string& name : reader.names()) {
+      if (params.contains(name)) continue;
+      diffs << "\n  " << name << ": not in the model (checkpoint shape "
+            << shape_str(reader.placement(name).full_shape) << ")";
+      ++count;
+    }
+  }
+  MT_CHECK(count == 0, "checkpoint '", reader.iteration_dir(), "' does not match the model (",
+           count, " difference", count == 1 ? "" : "s", "):", diffs.str());
+}
+
+void read_parameters(const CheckpointShardReader& reader, ParameterStore& params,
+                     std::map<std::string, Tensor>* optimizer_flat_buffers) {
+  if (optimizer_flat_buffers) {
+    std::string stored;  // "exp_avg, exp_avg_sq" for the messages
+    for (const std::string& b : reader.optimizer_buffer_names())
+      stored += (stored.empty() ? "" : ", ") + b;
+    for (const auto& [buffer, flat] : *optimizer_flat_buffers) {
+      const std::vector<std::string>& names = reader.optimizer_buffer_names();
+      MT_CHECK(std::find(names.begin(), names.end(), buffer) != names.end(), "checkpoint '",
+               reader.iteration_dir(), "' holds no optimizer buffer '", buffer,
+               "' (stored: ", stored.empty() ? "none" : stored, ")");
+      MT_CHECK(flat.dtype() == DType::F32 && flat.is_contiguous() &&
+                   flat.numel() == params.flat_values().numel(),
+               "optimizer buffer '", buffer, "' is ", flat.describe(), ", expected f32 [",
+               params.flat_values().numel(), "] laid out like the flat parameter values");
+    }
+  }
+  for (Parameter& p : params.params()) {
+    reader.read_model(p.spec.name, p.value, p.spec.partition_dim, p.local_start);
+    if (!optimizer_flat_buffers) continue;
+    const int64_t n = shape_numel(p.local_shape);
+    for (auto& [buffer, flat] : *optimizer_flat_buffers) {
+      reader.read_optimizer(buffer, p.spec.name,
+                            flat.slice(0, p.flat_offset, p.flat_offset + n).view(p.local_shape),
+                            p.spec.partition_dim, p.local_start);
+    }
+  }
+}
+
+nlohmann::json load_checkpoint(const std::string& load_dir, int64_t iteration,
+                               ParameterStore& params,
+                               std::map<std::string, Tensor>* optimizer_flat_buffers,
+                               const ParallelState& ps) {
+  CheckpointShardReader reader(checkpoint_iteration_dir(load_dir, iteration));
+  check_checkpoint_matches(reader, params, ps.pp_size == 1);
+  read_parameters(reader, params, optimizer_flat_buffers);
+  return reader.state(ps.tp_rank, ps.pp_rank);
+}
+
+// ---- CheckpointTransaction ----
+
+std::string CheckpointTransaction::tmp_dir(const std::string& save_dir, int64_t iteration,
+                                           uint64_t nonce) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(nonce));
+  return save_dir + "/" + iteration_dir_name(iteration) + ".tmp-" + hex;
+}
+
+CheckpointTransaction::CheckpointTransaction(const std::string& save_dir, int64_t iteration,
+                                             uint64_t nonce)
+    : save_dir_(save_dir), tmp_dir_(tmp_dir(save_dir, iteration, nonce)), iteration_(iteration) {
+  std::error_code ec;
+  fs::create_directories(save_dir, ec);
+  MT_CHECK(!ec, "cannot create checkpoint directory '", save_dir, "': ", ec.message());
+  fs::remove_all(tmp_dir_, ec);  // a stale directory of a crashed save with the same nonce
+  fs::create_directory(tmp_dir_, ec);
+  MT_CHECK(!ec, "cannot create checkpoint directory '", tmp_dir_, "': ", ec.message());
+}
+
+CheckpointTransaction::~CheckpointTransaction() {
+  if (committed_) return;
+  std::error_code ec;  // best effort: a leftover is harmless, loaders ignore it
+  fs::remove_all(tmp_dir_, ec);
+}
+
+void CheckpointTransaction::commit() {
+  MT_CHECK(!committed_, "checkpoint '", tmp_dir_, "' committed twice");
+  fsync_directory(tmp_dir_);
+  const std::string final_dir = save_dir_ + "/" + iteration_dir_name(iteration_);
+  if (!fs::exists(final_dir)) {
+    rename_or_throw(tmp_dir_, final_dir);
+  } else if (::renameat2(AT_FDCWD, tmp_dir_.c_str(), AT_FDCWD, final_dir.c_str(),
+                         RENAME_EXCHANGE) == 0) {
+    // Swapped atomically: the old checkpoint now sits at the temporary name.
+    fsync_directory(save_dir_);
+    fs::remove_all(tmp_dir_);
+  } else {
+    // Filesystems without RENAME_EXCHANGE: move the old one aside first. A crash between
+    // the two renames leaves this iteration missing but every other checkpoint intact.
+    const std::string old_dir = tmp_dir_ + ".old";
+    rename_or_throw(final_dir, old_dir);
+    rename_or_throw(tmp_dir_, final_dir);
+    fsync_directory(save_dir_);
+    fs::remove_all(old_dir);
+  }
+  committed_ = true;
+  fsync_directory(save_dir_);
+  write_latest_iteration(save_dir_, iteration_);
+}
+
+void write_checkpoint_rank(const std::string& tmp_iteration_dir, int64_t iteration,
+                           const ParameterStore& params,
+                           const std::map<std::string, Tensor>& optimizer_flat_buffers,
+                           const nlohmann::json& state, const RankCoordinates& coords) {
+  const std::string dir =
+      tmp_iteration_dir + "/" + rank_dir_name(coords.tp_rank, coords.pp_rank, coords.pp_size);
+  std::error_code ec;
+  fs::create_directory(dir, ec);
+  MT_CHECK(!ec, "cannot create checkpoint directory '", dir, "': ", ec.message());
+  write_rank_shards(dir, iteration, params, optimizer_flat_buffers, state, coords);
+  fsync_directory(tmp_iteration_dir);
+}
+
+void save_checkpoint(const std::string& save_dir, int64_t iteration, const ParameterStore& params,
+                     const std::map<std::string, Tensor>& optimizer_flat_buffers,
+                     const nlohmann::json& state, const ParallelState& ps) {
+  MT_CHECK(ps.world != nullptr, "save_checkpoint: ParallelState has no world communicator");
+  Communicator& world = *ps.world;
+  std::unique_ptr<CheckpointTransaction> transaction;  // rank 0 only
+  Tensor nonce = Tensor::zeros({1}, DType::I64);
+  on_all_ranks(world, "creating the checkpoint directory", [&] {
+    if (ps.rank != 0) return;
+    uint64_t n = random_nonce();
+    transaction = std::make_unique<CheckpointTransaction>(save_dir, iteration, n);
+    nonce.data<int64_t>()[0] = int64_t(n);
+  });
+  world.broadcast(nonce, 0);
+  const std::string tmp =
+      CheckpointTransaction::tmp_dir(save_dir, iteration, uint64_t(nonce.data<int64_t>()[0]));
+  on_all_ranks(world, "writing the checkpoint", [&] {
+    if (ps.dp_rank != 0) return;  // data-parallel replicas hold identical values
+    write_checkpoint_rank(tmp, iteration, params, optimizer_flat_buffers, state,
+                          {ps.tp_rank, ps.tp_size, ps.pp_rank, ps.pp_size});
+  });
+  on_all_ranks(world, "committing the checkpoint", [&] {
+    if (ps.rank == 0) transaction->commit();
+  });
+}
+
+}  // namespace megatron

@@ -1,0 +1,84 @@
+#include "train/checkpoint_layout.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+#include <set>
+
+#include "core/durable_file.h"
+#include "core/error.h"
+
+namespace fs = std::filesystem;
+
+namespace megatron {
+
+std::string iteration_dir_name(int64_t iteration) {
+  MT_CHECK(iteration >= 0, "checkpoint iteration must be non-negative, got ", iteration);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "iter_%07lld", static_cast<long long>(iteration));
+  return buf;
+}
+
+std::string rank_dir_name(int tp_rank, int pp_rank, int pp_size) {
+  char buf[32];
+  if (pp_size == 1)
+    std::snprintf(buf, sizeof buf, "mp_rank_%02d", tp_rank);
+  else
+    std::snprintf(buf, sizeof buf, "mp_rank_%02d_%03d", tp_rank, pp_rank);
+  return buf;
+}
+
+std::optional<int64_t> read_latest_iteration(const std::string& save_dir) {
+  std::string path = save_dir + "/" + kTrackerFileName;
+  if (!fs::exists(path)) return std::nullopt;
+  std::string text = read_file(path, "checkpoint tracker file");
+  static const std::regex number(R"(\s*(\d{1,18})\s*)");
+  std::smatch m;
+  MT_CHECK(std::regex_match(text, m, number), "checkpoint tracker file '", path, "' holds '", text,
+           "', expected an iteration number");
+  return std::stoll(m[1].str());
+}
+
+void write_latest_iteration(const std::string& save_dir, int64_t iteration) {
+  std::string path = save_dir + "/" + kTrackerFileName;
+  std::string tmp = path + ".tmp";
+  write_file_durably(tmp, std::to_string(iteration));
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  MT_CHECK(!ec, "cannot rename '", tmp, "' to '", path, "': ", ec.message());
+  fsync_directory(save_dir);
+}
+
+std::vector<RankDir> list_rank_dirs(const std::string& iteration_dir) {
+  MT_CHECK(fs::is_directory(iteration_dir), "checkpoint directory '", iteration_dir,
+           "' does not exist");
+  static const std::regex pattern(R"(mp_rank_(\d{2})(_(\d{3}))?)");
+  std::vector<RankDir> dirs;
+  std::set<bool> styles;  // with or without the pipeline suffix
+  for (const fs::directory_entry& e : fs::directory_iterator(iteration_dir)) {
+    std::string name = e.path().filename().string();
+    std::smatch m;
+    if (!e.is_directory() || !std::regex_match(name, m, pattern)) continue;
+    styles.insert(m[2].matched);
+    dirs.push_back(
+        {std::stoi(m[1].str()), m[2].matched ? std::stoi(m[3].str()) : 0, e.path().string()});
+  }
+  MT_CHECK(!dirs.empty(), "checkpoint directory '", iteration_dir,
+           "' holds no mp_rank_* directories");
+  MT_CHECK(styles.size() == 1, "checkpoint directory '", iteration_dir,
+           "' mixes mp_rank_XX and mp_rank_XX_YYY directories");
+  std::sort(dirs.begin(), dirs.end(), [](const RankDir& a, const RankDir& b) {
+    return a.pp_rank != b.pp_rank ? a.pp_rank < b.pp_rank : a.tp_rank < b.tp_rank;
+  });
+  int tp = 0, pp = 0;
+  for (const RankDir& d : dirs) {
+    tp = std::max(tp, d.tp_rank + 1);
+    pp = std::max(pp, d.pp_rank + 1);
+  }
+  MT_CHECK(int(dirs.size()) == tp * pp, "checkpoint directory '", iteration_dir, "' holds ",
+           dirs.size(), " mp_rank_* directories, expected a complete grid of ", tp, " tensor × ",
+           pp, " pipeline ranks");
+  return dirs;
+}
+
+}  // namespace megatron

@@ -1,0 +1,40 @@
+// Megatron-LM's checkpoint directory layout: names and the "latest" tracker file.
+//
+//   SAVE/latest_checkpointed_iteration.txt      "100" — the newest complete checkpoint
+//   SAVE/iter_0000100/mp_rank_00/               one directory per model-parallel rank:
+//   SAVE/iter_0000100/mp_rank_01/                 mp_rank_{tp:02d}          when PP = 1
+//   SAVE/iter_0000100/mp_rank_00_001/             mp_rank_{tp:02d}_{pp:03d} when PP > 1
+//   SAVE/iter_0000100.tmp-<nonce>/              a save in progress (ignored by loaders)
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace megatron {
+
+inline constexpr const char* kTrackerFileName = "latest_checkpointed_iteration.txt";
+inline constexpr const char* kModelFileName = "model.safetensors";
+inline constexpr const char* kOptimizerFileName = "optimizer.safetensors";
+inline constexpr const char* kStateFileName = "state.json";
+
+std::string iteration_dir_name(int64_t iteration);                 // "iter_0000100"
+std::string rank_dir_name(int tp_rank, int pp_rank, int pp_size);  // "mp_rank_01[_002]"
+
+// The iteration in SAVE's tracker file, or nullopt when there is none. A tracker that does
+// not hold a non-negative integer is an Error naming the file.
+std::optional<int64_t> read_latest_iteration(const std::string& save_dir);
+// Replaces the tracker atomically (temporary file, fsync, rename, fsync of SAVE).
+void write_latest_iteration(const std::string& save_dir, int64_t iteration);
+
+struct RankDir {
+  int tp_rank = 0, pp_rank = 0;
+  std::string path;
+};
+// The mp_rank_* directories of an iteration directory, sorted by (pp_rank, tp_rank).
+// Throws Error when there are none, when both naming styles are mixed, or when the ranks
+// found do not form a complete tp × pp grid.
+std::vector<RankDir> list_rank_dirs(const std::string& iteration_dir);
+
+}  // namespace megatron

@@ -1,0 +1,101 @@
+// The shard files of one checkpoint iteration: writing one rank's files, and reading any
+// slice of any full tensor back from whichever ranks' files hold it (resharding on read).
+//
+// Each mp_rank_* directory holds
+//   model.safetensors      this rank's slice of every parameter, under its logical name
+//   optimizer.safetensors  the same slices of each optimizer flat buffer, as "<buffer>.<name>"
+//                          (e.g. "exp_avg.layers.0.mlp.dense_h_to_4h.weight"); absent when
+//                          the checkpoint carries no optimizer state (e.g. an HF import)
+//   state.json             what the trainer handed over (iteration, scheduler, RNG, args, ...)
+// In both safetensors files the __metadata__ holds, per tensor name, where the stored slice
+// sits in the full tensor — {"full_shape":[3072,768],"partition_dim":0,"slice_start":768}
+// (partition_dim -1: replicated, the whole tensor) — plus the file's own coordinates:
+// format "megatron-cpp", iteration, tensor/pipeline model-parallel size and rank, and for
+// the optimizer file the buffer names ("optimizer_buffers": ["exp_avg","exp_avg_sq"]).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/safetensors.h"
+#include "parallel/parameter.h"
+
+namespace megatron {
+
+// Where a stored tensor sits inside its full (unsplit) tensor.
+struct ShardPlacement {
+  Shape full_shape;
+  int partition_dim = -1;  // -1: the stored tensor is the whole tensor
+  int64_t slice_start = 0;
+};
+
+struct RankCoordinates {
+  int tp_rank = 0, tp_size = 1, pp_rank = 0, pp_size = 1;
+};
+
+// Writes model.safetensors, optimizer.safetensors (unless `optimizer_flat_buffers` is empty)
+// and state.json of one rank into the existing directory `rank_dir`, each fsync'ed.
+// `optimizer_flat_buffers`: name -> f32 [params.flat_values().numel()], same layout as the
+// flat values (each parameter's slice at its flat_offset).
+void write_rank_shards(const std::string& rank_dir, int64_t iteration, const ParameterStore& params,
+                       const std::map<std::string, Tensor>& optimizer_flat_buffers,
+                       const nlohmann::json& state, const RankCoordinates& coords);
+
+class CheckpointShardReader {
+ public:
+  // Indexes every rank directory of `iteration_dir` (maps the files, reads no tensor data).
+  // Throws Error naming the file when one is missing, corrupt or inconsistent with the others.
+  explicit CheckpointShardReader(const std::string& iteration_dir);
+  ~CheckpointShardReader();
+
+  const std::string& iteration_dir() const { return iteration_dir_; }
+  int tensor_parallel_size() const { return tp_size_; }
+  int pipeline_parallel_size() const { return pp_size_; }
+
+  // Model tensors (logical parameter names), sorted.
+  std::vector<std::string> names() const;
+  bool contains(const std::string& name) const { return model_.count(name) > 0; }
+  // Full shape and partition dim as stored (slice_start of the first stored shard).
+  const ShardPlacement& placement(const std::string& name) const;
+
+  // Optimizer buffer names ("exp_avg", ...); empty when the checkpoint has no optimizer state.
+  const std::vector<std::string>& optimizer_buffer_names() const { return optimizer_buffers_; }
+
+  // Fills `dst`, the slice of full tensor `name` that starts at `start` along `partition_dim`
+  // (-1: `dst` is the whole tensor), from every stored shard that overlaps it. The stored
+  // partitioning may differ from the requested one (resharding). Throws Error when the stored
+  // shards do not cover `dst` exactly or dtypes/shapes disagree.
+  void read_model(const std::string& name, Tensor dst, int partition_dim, int64_t start) const;
+  // The same for "<buffer>.<name>" in the optimizer files.
+  void read_optimizer(const std::string& buffer, const std::string& name, Tensor dst,
+                      int partition_dim, int64_t start) const;
+
+  // state.json of the rank directory (tp_rank, pp_rank) when the checkpoint has it, else of
+  // mp_rank_00: the trainer's state is identical on every rank except rank-local fields.
+  nlohmann::json state(int tp_rank, int pp_rank) const;
+
+ private:
+  struct Piece {
+    const SafetensorsReader* file;
+    int64_t slice_start;
+  };
+  struct ShardedTensor {
+    ShardPlacement placement;
+    std::vector<Piece> pieces;
+  };
+  void index_file(const SafetensorsReader& file, std::map<std::string, ShardedTensor>& index);
+  void read(const std::map<std::string, ShardedTensor>& index, const std::string& name, Tensor dst,
+            int partition_dim, int64_t start) const;
+
+  std::string iteration_dir_;
+  int tp_size_ = 1, pp_size_ = 1;
+  std::vector<std::string> rank_dirs_;  // in (pp_rank, tp_rank) order
+  std::vector<std::unique_ptr<SafetensorsReader>> files_;
+  std::map<std::string, ShardedTensor> model_, optimizer_;
+  std::vector<std::string> optimizer_buffers_;
+};
+
+}  // namespace megatron

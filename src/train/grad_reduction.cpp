@@ -1,0 +1,51 @@
+#include "train/grad_reduction.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/elementwise.h"
+
+namespace megatron {
+
+void reduce_gradients_over_dp(Tensor& flat_grads, Communicator& dp, double post_scale,
+                              int64_t bucket_elements) {
+  MT_CHECK(bucket_elements > 0, "gradient bucket size must be positive");
+  const int64_t n = flat_grads.numel();
+  for (int64_t start = 0; start < n; start += bucket_elements) {
+    Tensor bucket = flat_grads.slice(0, start, std::min(n, start + bucket_elements));
+    if (dp.size() > 1) dp.all_reduce(bucket, ReduceOp::SUM);
+    if (post_scale != 1.0) kernels::scale(bucket, float(post_scale));
+  }
+}
+
+bool found_overflow_anywhere(const Tensor& flat_grads, Communicator& world, bool f16_range) {
+  bool overflow = kernels::has_inf_or_nan(flat_grads);
+  if (f16_range && !overflow) {
+    Tensor as_f16 = Tensor::empty(flat_grads.shape(), DType::F16);  // f16 [n]
+    kernels::cast(flat_grads, as_f16);  // rounds out-of-range values to ±inf
+    overflow = kernels::has_inf_or_nan(as_f16);
+  }
+  const double local = overflow ? 1.0 : 0.0;
+  return world.all_reduce_scalar(local, ReduceOp::MAX) > 0.0;
+}
+
+double global_grad_norm(const ParameterStore& store, const ParallelState& ps) {
+  double sum = 0.0;
+  for (const Parameter& p : store.params()) {
+    if (p.replicated() && ps.tp_rank != 0) continue;
+    sum += kernels::sum_squares(p.grad);
+  }
+  if (ps.tp_size > 1) sum = ps.tp->all_reduce_scalar(sum, ReduceOp::SUM);
+  return std::sqrt(sum);
+}
+
+double clip_grad_norm(ParameterStore& store, const ParallelState& ps, double max_norm) {
+  const double norm = global_grad_norm(store, ps);
+  if (max_norm > 0.0) {
+    const double coeff = max_norm / (norm + 1e-6);
+    if (coeff < 1.0) kernels::scale(store.flat_grads(), float(coeff));
+  }
+  return norm;
+}
+
+}  // namespace megatron

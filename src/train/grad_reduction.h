@@ -1,0 +1,37 @@
+// Gradient reduction across ranks after the micro-batches of one iteration: the data-parallel
+// average of the flat gradient buffer, the job-wide inf/NaN check, and the global gradient
+// norm with clipping.
+//
+// The DP all-reduce runs after the whole backward, in fixed-size buckets of the flat buffer
+// (not overlapped with backward: on CPU, MPI progress would steal the cores the GEMMs use).
+#pragma once
+
+#include <cstdint>
+
+#include "dist/communicator.h"
+#include "dist/parallel_state.h"
+#include "parallel/parameter.h"
+
+namespace megatron {
+
+// Sums the flat f32 gradients over the DP group in buckets of `bucket_elements`, then
+// multiplies by `post_scale` (e.g. 1 / (dp_size · loss_scale)) in the same pass.
+void reduce_gradients_over_dp(Tensor& flat_grads, Communicator& dp, double post_scale,
+                              int64_t bucket_elements = int64_t(1) << 22);
+
+// True on every rank when any rank's gradients hold an inf or NaN (all-reduce MAX over the
+// world), so every rank makes the same skip decision. With `f16_range`, a value that does not
+// fit in f16 (|g| > 65504 after rounding) counts as an overflow too: that is what an fp16
+// backward would have produced, and the loss scaler must react to it.
+bool found_overflow_anywhere(const Tensor& flat_grads, Communicator& world, bool f16_range);
+
+// L2 norm of the full (unsplit) model gradient: partitioned parameters' squares are summed
+// over the TP group, replicated ones (identical on every TP rank) are counted once — only TP
+// rank 0 contributes them. Identical on every rank.
+double global_grad_norm(const ParameterStore& store, const ParallelState& ps);
+
+// Megatron's clip_grad_norm: when max_norm > 0 and norm > max_norm, scales every gradient by
+// max_norm / (norm + 1e-6). Returns the norm before clipping.
+double clip_grad_norm(ParameterStore& store, const ParallelState& ps, double max_norm);
+
+}  // namespace megatron

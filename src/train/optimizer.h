@@ -1,0 +1,62 @@
+// AdamW over the ParameterStore's flat buffers. The fp32 master weights are the store's flat
+// values — or, for --fp16, a separate flat f32 buffer of which the store holds the
+// f16-rounded copy the model computes with (Megatron's fp16 params + fp32 main params). The
+// two Adam moments live in flat f32 buffers of the same layout (one element per local
+// parameter element), exposed by name for checkpointing.
+//
+// Weight decay is decoupled (AdamW) and applied only to parameters whose ParamSpec asks for
+// it (not biases, not LayerNorm). Gradients must already be reduced over data parallelism,
+// unscaled and clipped when step() is called.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/tensor.h"
+#include "parallel/parameter.h"
+
+namespace megatron {
+
+struct AdamWConfig {
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.01;
+  bool f16_model_weights = false;  // keep a separate fp32 master; store gets f16-rounded values
+};
+
+class AdamW {
+ public:
+  // Takes the store's current values as the master weights.
+  AdamW(ParameterStore& store, const AdamWConfig& config);
+
+  // One update of every parameter with learning rate `lr`; bias correction uses the number
+  // of steps taken so far (skipped steps do not count).
+  void step(double lr);
+  int64_t steps() const { return steps_; }
+
+  // "exp_avg", "exp_avg_sq" (and "fp32_master" with f16 model weights): f32
+  // [total local elements], laid out as store.flat_values().
+  std::map<std::string, Tensor> flat_buffers() const;
+  nlohmann::json state() const { return {{"steps", steps_}}; }
+  void load_state(const nlohmann::json& state);
+  // After the store's values were replaced without optimizer state (e.g. --no-load-optim):
+  // take them as the master weights again.
+  void reset_master_from_store();
+  // After "fp32_master" was loaded: derive the store's f16-rounded values from it.
+  void write_model_weights();
+
+ private:
+  ParameterStore& store_;
+  AdamWConfig config_;
+  Tensor master_;      // f32 [total local elements]: the store's values, or a separate copy
+  Tensor exp_avg_;     // f32 [total local elements]
+  Tensor exp_avg_sq_;  // f32 [total local elements]
+  Tensor f16_scratch_; // f16 [total local elements], only with f16 model weights
+  int64_t steps_ = 0;
+};
+
+}  // namespace megatron

@@ -1,0 +1,78 @@
+// Trainer: the GPT pretraining loop (Megatron's pretrain()/train()).
+//
+// Builds the rank grid (TP × DP), the model, AdamW, the loss scaler and LR schedule and the
+// data loaders, optionally loads a checkpoint, then runs iterations: the global batch's
+// micro-batches (gradient accumulation) → DP all-reduce of the flat gradients → overflow check
+// (fp16) → clip → AdamW → schedule; logs, evaluates and saves at the configured intervals and
+// exits at --exit-interval. Every decision (skip, clip, save, exit) is taken from values that
+// are identical on all ranks, so no rank ever waits for another.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "data/sample_source.h"
+#include "dist/communicator.h"
+#include "model/gpt_model.h"
+#include "train/grad_scaler.h"
+#include "train/lr_schedule.h"
+#include "train/optimizer.h"
+
+namespace megatron {
+
+struct TrainerConfig {
+  GptConfig model;  // padded_vocab_size already set
+  int tensor_parallel = 1;
+  int64_t micro_batch = 1;
+  int64_t global_batch = 1;
+  int64_t train_iters = 0;
+  int64_t exit_interval = 0;  // 0: never
+  uint64_t seed = 1234;
+  bool fp16 = false;          // f16-rounded weights + dynamic loss scaling (docs/training.md)
+
+  LrScheduleConfig lr;
+  AdamWConfig adam;
+  double clip_grad = 1.0;
+  GradScalerConfig scaler;
+
+  int64_t log_interval = 100;
+  int64_t eval_interval = 1000;
+  int64_t eval_iters = 100;
+  std::string metrics_file;
+  std::string tensorboard_dir;
+
+  std::string save;
+  std::string load;
+  int64_t save_interval = 0;  // 0: only at the end / exit
+  bool no_load_optim = false;
+  bool no_load_rng = false;
+  bool finetune = false;
+
+  int32_t eod_token = -1;
+  bool eod_mask_loss = false;
+  nlohmann::json args;  // every argument, stored in each checkpoint's state.json
+};
+
+struct TrainingResult {
+  int64_t iteration = 0;             // last iteration run
+  double last_validation_loss = -1;  // -1 when no validation ran
+};
+
+class Trainer {
+ public:
+  // `valid` may be null (no evaluation).
+  Trainer(TrainerConfig config, std::shared_ptr<Communicator> world,
+          std::shared_ptr<const GptSampleSource> train,
+          std::shared_ptr<const GptSampleSource> valid);
+  ~Trainer();
+  TrainingResult run();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace megatron

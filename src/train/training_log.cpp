@@ -1,0 +1,122 @@
+#include "train/training_log.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/logging.h"
+
+namespace megatron {
+
+namespace {
+
+std::string format(const char* fmt, auto... args) {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), fmt, args...);
+  return buf;
+}
+
+// Megatron caps the exponent at 20 so a diverged loss prints a finite perplexity.
+double perplexity(double loss) { return std::exp(std::min(20.0, loss)); }
+
+}  // namespace
+
+double gpt_flops_per_iteration(int64_t B, int64_t s, int64_t L, int64_t h, int64_t V,
+                               bool full_recompute) {
+  const double factor = full_recompute ? 96.0 : 72.0;
+  const double dh = double(h), ds = double(s), dL = double(L);
+  return factor * double(B) * ds * dL * dh * dh *
+         (1.0 + ds / (6.0 * dh) + double(V) / (12.0 * dL * dh));
+}
+
+std::string format_iteration_line(const IterationStats& s) {
+  std::string line = format(" iteration %8lld/%8lld |", (long long)s.iteration,
+                            (long long)s.train_iters);
+  line += format(" consumed samples: %12lld |", (long long)s.consumed_samples);
+  line += format(" elapsed time per iteration (ms): %.1f |", s.elapsed_ms);
+  line += format(" learning rate: %.6E |", s.learning_rate);
+  line += format(" global batch size: %5lld |", (long long)s.global_batch);
+  line += format(" lm loss: %.6E |", s.lm_loss);
+  line += format(" loss scale: %.1f |", s.loss_scale);
+  if (s.grad_norm) line += format(" grad norm: %.3f |", *s.grad_norm);
+  line += format(" number of skipped iterations: %3lld |", (long long)s.skipped_iterations);
+  line += format(" number of nan iterations: %3lld |", (long long)s.nan_iterations);
+  line += format(" tokens/s: %.1f |", s.tokens_per_second);
+  line += format(" TFLOP/s: %.3f |", s.tflops_per_process);
+  return line;
+}
+
+std::string format_validation_block(const std::string& prefix, double lm_loss) {
+  const std::string body = " validation loss at " + prefix + " | " +
+                           format("lm loss value: %.6E | ", lm_loss) +
+                           format("lm loss PPL: %.6E | ", perplexity(lm_loss));
+  const std::string rule(body.size() + 1, '-');
+  return rule + "\n" + body + "\n" + rule;
+}
+
+TrainingLog::TrainingLog(bool writer, const std::string& metrics_file,
+                         const std::string& tensorboard_dir)
+    : writer_(writer) {
+  if (!writer_) return;
+  if (!metrics_file.empty()) {
+    const auto parent = std::filesystem::path(metrics_file).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent);
+    metrics_.open(metrics_file, std::ios::app);
+    MT_CHECK(metrics_.good(), "--metrics-file '", metrics_file, "' cannot be opened for writing");
+  }
+  if (!tensorboard_dir.empty()) tensorboard_ = std::make_unique<TensorBoardWriter>(tensorboard_dir);
+}
+
+void TrainingLog::iteration(const IterationStats& s) {
+  log_line(format_iteration_line(s));
+  if (!writer_) return;
+  nlohmann::json j = {{"type", "train"},
+                      {"iteration", s.iteration},
+                      {"consumed_samples", s.consumed_samples},
+                      {"elapsed_ms", s.elapsed_ms},
+                      {"learning_rate", s.learning_rate},
+                      {"global_batch_size", s.global_batch},
+                      {"lm_loss", s.lm_loss},
+                      {"loss_scale", s.loss_scale},
+                      {"grad_norm", s.grad_norm ? nlohmann::json(*s.grad_norm) : nullptr},
+                      {"skipped_iterations", s.skipped_iterations},
+                      {"nan_iterations", s.nan_iterations},
+                      {"tokens_per_second", s.tokens_per_second},
+                      {"tflops_per_process", s.tflops_per_process}};
+  write_json(j.dump());
+  if (tensorboard_) {
+    tensorboard_->add_scalar("lm loss", float(s.lm_loss), s.iteration);
+    tensorboard_->add_scalar("learning-rate", float(s.learning_rate), s.iteration);
+    tensorboard_->add_scalar("loss-scale", float(s.loss_scale), s.iteration);
+    if (s.grad_norm) tensorboard_->add_scalar("grad-norm", float(*s.grad_norm), s.iteration);
+    tensorboard_->add_scalar("tokens-per-second", float(s.tokens_per_second), s.iteration);
+    tensorboard_->flush();
+  }
+}
+
+void TrainingLog::validation(const std::string& prefix, int64_t iteration, double lm_loss) {
+  log_line(format_validation_block(prefix, lm_loss));
+  if (!writer_) return;
+  write_json(nlohmann::json({{"type", "validation"},
+                             {"iteration", iteration},
+                             {"lm_loss", lm_loss},
+                             {"lm_loss_ppl", perplexity(lm_loss)}})
+                 .dump());
+  if (tensorboard_) {
+    tensorboard_->add_scalar("lm loss validation", float(lm_loss), iteration);
+    tensorboard_->add_scalar("lm loss validation ppl", float(perplexity(lm_loss)), iteration);
+    tensorboard_->flush();
+  }
+}
+
+void TrainingLog::write_json(const std::string& line) {
+  if (!metrics_.is_open()) return;
+  metrics_ << line << '\n';
+  metrics_.flush();
+}
+
+}  // namespace megatron

@@ -1,0 +1,56 @@
+// TrainingLog: Megatron's iteration line and validation block on stdout (rank 0), the same
+// numbers as one JSON object per line in --metrics-file, and TensorBoard scalars.
+//
+// FLOPs use Megatron's formula per iteration, 72·B·s·L·h²·(1 + s/(6h) + V/(12·L·h)) (96 instead
+// of 72 with full recompute); TFLOP/s is per process (world-size share), as Megatron reports
+// per GPU.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "train/tensorboard_writer.h"
+
+namespace megatron {
+
+double gpt_flops_per_iteration(int64_t global_batch, int64_t seq_length, int64_t num_layers,
+                               int64_t hidden_size, int64_t padded_vocab, bool full_recompute);
+
+struct IterationStats {
+  int64_t iteration = 0;
+  int64_t train_iters = 0;
+  int64_t consumed_samples = 0;
+  double elapsed_ms = 0;       // mean wall time per iteration over the interval
+  double learning_rate = 0;
+  int64_t global_batch = 0;
+  double lm_loss = 0;          // mean over the interval's non-skipped iterations
+  double loss_scale = 1;
+  std::optional<double> grad_norm;  // none when the last iteration was skipped
+  int64_t skipped_iterations = 0;   // in the interval
+  int64_t nan_iterations = 0;       // in the interval
+  double tokens_per_second = 0;
+  double tflops_per_process = 0;
+};
+
+std::string format_iteration_line(const IterationStats& s);
+// `prefix` is e.g. "iteration 100" or "the end of training for val data".
+std::string format_validation_block(const std::string& prefix, double lm_loss);
+
+class TrainingLog {
+ public:
+  // Files are written only when `writer` is true (rank 0); empty paths disable them.
+  TrainingLog(bool writer, const std::string& metrics_file, const std::string& tensorboard_dir);
+  void iteration(const IterationStats& s);
+  void validation(const std::string& prefix, int64_t iteration, double lm_loss);
+
+ private:
+  void write_json(const std::string& line);
+  bool writer_;
+  std::ofstream metrics_;
+  std::unique_ptr<TensorBoardWriter> tensorboard_;
+};
+
+}  // namespace megatron

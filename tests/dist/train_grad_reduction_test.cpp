@@ -1,0 +1,126 @@
+// Gradient reduction across ranks: the global norm and clipping at TP = world size against a
+// dense double-precision computation over the full tensors, the bucketed DP average, and the
+// job-wide overflow decision when one rank alone sees an inf.
+#include <cmath>
+#include <limits>
+
+#include "dist/parallel_state.h"
+#include "kernels/elementwise.h"
+#include "mpi_test_util.h"
+#include "parallel/parameter.h"
+#include "train/grad_reduction.h"
+#include "train/grad_scaler.h"
+
+namespace megatron {
+namespace {
+
+const std::vector<ParamSpec> kSpecs = {
+    {"column.weight", {8, 5}, 0, true},   // split along rows
+    {"row.weight", {3, 12}, 1, true},     // split along columns
+    {"column.bias", {8}, 0, false},
+    {"row.bias", {3}, -1, false},         // replicated
+    {"layernorm.weight", {7}, -1, false}, // replicated
+};
+
+// The gradient of element `i` of the full tensor `name`: a function of the logical position
+// only, so every TP layout holds slices of the same full gradient.
+double full_grad(const std::string& name, int64_t i) {
+  return std::sin(0.37 * double(i) + double(name.size())) * (1.0 + double(name[0] % 5));
+}
+
+void fill_grads(ParameterStore& store) {
+  for (Parameter& p : store.params()) {
+    float* g = p.grad.data<float>();
+    for (int64_t i = 0; i < p.grad.numel(); ++i)
+      g[i] = float(full_grad(p.spec.name, full_element_index(p, i)));
+  }
+}
+
+double dense_norm() {
+  double sum = 0;
+  for (const ParamSpec& s : kSpecs)
+    for (int64_t i = 0; i < shape_numel(s.full_shape); ++i) {
+      const double g = double(float(full_grad(s.name, i)));
+      sum += g * g;
+    }
+  return std::sqrt(sum);
+}
+
+TEST(GradReduction, GlobalNormCountsReplicatedOnceAtEveryTpSize) {
+  ParallelState ps = ParallelState::create(test::world(), test::world_size(), 1);
+  ParameterStore store(ps.tp_rank, ps.tp_size);
+  for (const ParamSpec& s : kSpecs) store.add(s);
+  store.allocate();
+  fill_grads(store);
+  const double norm = global_grad_norm(store, ps);
+  EXPECT_NEAR(norm, dense_norm(), 1e-12 * dense_norm());
+}
+
+TEST(GradReduction, ClipScalesEveryShardByTheSameCoefficient) {
+  ParallelState ps = ParallelState::create(test::world(), test::world_size(), 1);
+  ParameterStore store(ps.tp_rank, ps.tp_size);
+  for (const ParamSpec& s : kSpecs) store.add(s);
+  store.allocate();
+  fill_grads(store);
+  const double max_norm = dense_norm() / 3.0;
+  const double returned = clip_grad_norm(store, ps, max_norm);
+  const double after = global_grad_norm(store, ps);
+  EXPECT_NEAR(returned, dense_norm(), 1e-12 * dense_norm());
+  const double coeff = max_norm / (dense_norm() + 1e-6);
+  for (const Parameter& p : store.params()) {
+    const float* g = p.grad.data<float>();
+    for (int64_t i = 0; i < p.grad.numel(); ++i) {
+      const double want = double(float(full_grad(p.spec.name, full_element_index(p, i)))) * coeff;
+      EXPECT_NEAR(g[i], want, 1e-6 * std::abs(want) + 1e-7) << p.spec.name << " " << i;
+    }
+  }
+  EXPECT_NEAR(after, max_norm, 1e-5 * max_norm);
+  // Below the threshold nothing changes.
+  fill_grads(store);
+  clip_grad_norm(store, ps, dense_norm() * 2.0);
+  EXPECT_NEAR(global_grad_norm(store, ps), dense_norm(), 1e-12 * dense_norm());
+}
+
+TEST(GradReduction, DataParallelAverageInBuckets) {
+  ParallelState ps = ParallelState::create(test::world(), 1, 1);  // all ranks data-parallel
+  const int64_t n = 37;
+  Tensor grads = Tensor::empty({n}, DType::F32);
+  float* g = grads.data<float>();
+  for (int64_t i = 0; i < n; ++i) g[i] = float(i) + 4.0f * float(ps.dp_rank);
+  reduce_gradients_over_dp(grads, *ps.dp, 1.0 / ps.dp_size, /*bucket_elements=*/5);
+  // mean over ranks of i + 4r = i + 4 · (d − 1) / 2
+  for (int64_t i = 0; i < n; ++i)
+    EXPECT_FLOAT_EQ(g[i], float(i) + 2.0f * float(ps.dp_size - 1)) << i;
+}
+
+TEST(GradReduction, OverflowOnOneRankSkipsOnEveryRank) {
+  auto world = test::world();
+  const int last = world->size() - 1;
+  Tensor grads = Tensor::zeros({16}, DType::F32);
+  const bool clean = found_overflow_anywhere(grads, *world, true);
+  if (world->rank() == last) grads.data<float>()[3] = std::numeric_limits<float>::infinity();
+  const bool inf = found_overflow_anywhere(grads, *world, false);
+  grads.data<float>()[3] = 0.0f;
+  if (world->rank() == last) grads.data<float>()[9] = std::nanf("");
+  const bool nan = found_overflow_anywhere(grads, *world, false);
+  grads.data<float>()[9] = 0.0f;
+  if (world->rank() == 0) grads.data<float>()[0] = 70000.0f;  // beyond f16's 65504
+  const bool beyond_f16 = found_overflow_anywhere(grads, *world, true);
+  const bool beyond_f16_unchecked = found_overflow_anywhere(grads, *world, false);
+  EXPECT_FALSE(clean);
+  EXPECT_TRUE(inf);
+  EXPECT_TRUE(nan);
+  EXPECT_TRUE(beyond_f16);
+  EXPECT_FALSE(beyond_f16_unchecked);
+
+  // Fed the same decision, every rank's scaler ends in the same state.
+  GradScaler scaler({true, 1024, 1, 1000, 1});
+  scaler.update(inf);
+  const double scale = scaler.scale();
+  const double max_scale = world->all_reduce_scalar(scale, ReduceOp::MAX);
+  EXPECT_EQ(scale, 512);
+  EXPECT_EQ(max_scale, scale);
+}
+
+}  // namespace
+}  // namespace megatron

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Every inconsistent or missing argument of `megatron pretrain-gpt` fails before any work:
+# non-zero exit, a message naming the flag and the rule, and no hang (also under mpirun).
+set -uo pipefail
+: "${MEGATRON_BINARY:?}"
+export OMP_NUM_THREADS=1
+BASE=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32
+      --micro-batch-size 2 --global-batch-size 4 --train-iters 1 --lr 1e-3
+      --mock-data --vocab-size 128 --log-interval 1)
+failures=0
+
+# expect_error "EXPECTED SUBSTRING" [NP] -- FLAGS...
+expect_error() {
+  local expected=$1 np=1
+  shift
+  if [[ $1 != -- ]]; then np=$1; shift; fi
+  shift  # --
+  local out status
+  if [[ $np == 1 ]]; then
+    out=$(timeout 60 "$MEGATRON_BINARY" pretrain-gpt "$@" 2>&1)
+  else
+    out=$(timeout 60 mpirun --oversubscribe --allow-run-as-root --bind-to none -np "$np" \
+          "$MEGATRON_BINARY" pretrain-gpt "$@" 2>&1)
+  fi
+  status=$?
+  if [[ $status == 0 || $status == 124 ]]; then
+    echo "FAIL (exit $status, expected an error) for: $*"
+    failures=$((failures + 1))
+  elif [[ $out != *"$expected"* ]]; then
+    echo "FAIL: expected '$expected' in the output for: $*"
+    echo "$out" | tail -5
+    failures=$((failures + 1))
+  else
+    echo "ok: $expected"
+  fi
+}
+
+# CLI11 rejects a flag given twice, so each case builds its own list from BASE.
+with() {  # with FLAG VALUE: BASE with FLAG's value replaced (or appended)
+  local flag=$1 value=$2 out=() i=0 found=0
+  while (( i < ${#BASE[@]} )); do
+    if [[ ${BASE[i]} == "$flag" ]]; then out+=("$flag" "$value"); i=$((i + 2)); found=1
+    else out+=("${BASE[i]}"); i=$((i + 1)); fi
+  done
+  (( found )) || out+=("$flag" "$value")
+  printf '%s\n' "${out[@]}"
+}
+without() {  # without FLAG [TAKES_VALUE]
+  local flag=$1 takes=${2:-1} out=() i=0
+  while (( i < ${#BASE[@]} )); do
+    if [[ ${BASE[i]} == "$flag" ]]; then i=$((i + 1 + takes))
+    else out+=("${BASE[i]}"); i=$((i + 1)); fi
+  done
+  printf '%s\n' "${out[@]}"
+}
+
+mapfile -t A < <(with --hidden-size 66)
+expect_error "--hidden-size 66 must be divisible by --num-attention-heads 4" -- "${A[@]}"
+mapfile -t A < <(with --tensor-model-parallel-size 8)
+expect_error "--num-attention-heads 4 must be divisible by --tensor-model-parallel-size 8" -- "${A[@]}"
+mapfile -t A < <(with --tensor-model-parallel-size 2)
+expect_error "world size 1 (number of processes) must be divisible by --tensor-model-parallel-size 2" -- "${A[@]}"
+mapfile -t A < <(with --tensor-model-parallel-size 4)
+expect_error "world size 2 (number of processes) must be divisible by --tensor-model-parallel-size 4" 2 -- "${A[@]}"
+mapfile -t A < <(with --global-batch-size 5)
+expect_error "--global-batch-size 5 must be a positive multiple of --micro-batch-size 2" -- "${A[@]}"
+mapfile -t A < <(with --global-batch-size 2)
+expect_error "--global-batch-size 2 must be a positive multiple of --micro-batch-size 2 x data-parallel size 2" 2 -- "${A[@]}"
+expect_error "--no-such-flag" -- "${BASE[@]}" --no-such-flag 3
+mapfile -t A < <(without --mock-data 0)
+expect_error "no training data: give --data-path" -- "${A[@]}"
+mapfile -t A < <(with --pipeline-model-parallel-size 2)
+expect_error "--pipeline-model-parallel-size 2 is not supported" -- "${A[@]}"
+mapfile -t A < <(without --lr)
+expect_error "--lr must be given" -- "${A[@]}"
+mapfile -t A < <(without --train-iters)
+expect_error "exactly one of --train-iters and --train-samples" -- "${A[@]}"
+mapfile -t A < <(without --num-layers)
+expect_error "--num-layers must be given and positive" -- "${A[@]}"
+expect_error "--bf16 and --fp16 cannot both be given" -- "${BASE[@]}" --bf16 --fp16
+mapfile -t A < <(with --lr-decay-style exponential)
+expect_error "--lr-decay-style must be constant, linear or cosine" -- "${A[@]}"
+mapfile -t A < <(with --seq-length 64)
+expect_error "--max-position-embeddings 32 must be >= --seq-length 64" -- "${A[@]}" --max-position-embeddings 32
+mapfile -t A < <(without --mock-data 0)
+expect_error "--data-path needs --tokenizer-type" -- "${A[@]}" --data-path /nonexistent/corpus_text_document
+mapfile -t A < <(without --vocab-size)
+expect_error "--mock-data needs --vocab-size" -- "${A[@]}"
+expect_error "--save-interval needs --save DIR" -- "${BASE[@]}" --save-interval 5
+expect_error "--recompute-granularity 'selective' is not supported" -- "${BASE[@]}" --recompute-granularity selective
+expect_error "--lr-warmup-fraction cannot be combined" -- "${BASE[@]}" --lr-warmup-fraction 0.1 --lr-warmup-iters 5
+
+if (( failures )); then echo "$failures argument-error cases failed"; exit 1; fi
+echo "all argument-error cases passed"

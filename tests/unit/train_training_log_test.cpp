@@ -1,0 +1,54 @@
+// Iteration line / validation block formats and Megatron's FLOP count.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "train/training_log.h"
+
+namespace megatron {
+namespace {
+
+TEST(TrainingLog, FlopFormula) {
+  // GPT-2 small, B=8, s=1024: 72·8·1024·12·768²·(1 + 1024/4608 + 50304/110592), by hand.
+  const double expected = 72.0 * 8 * 1024 * 12 * 768.0 * 768.0 *
+                          (1.0 + 1024.0 / 4608.0 + 50304.0 / 110592.0);
+  EXPECT_DOUBLE_EQ(gpt_flops_per_iteration(8, 1024, 12, 768, 50304, false), expected);
+  EXPECT_DOUBLE_EQ(gpt_flops_per_iteration(8, 1024, 12, 768, 50304, true), expected * 96 / 72);
+  // Tiny numbers checked digit by digit: B=1,s=6,L=1,h=1,V=12 → 72·6·(1+1+1) = 1296.
+  EXPECT_DOUBLE_EQ(gpt_flops_per_iteration(1, 6, 1, 1, 12, false), 1296.0);
+}
+
+TEST(TrainingLog, IterationLineMatchesMegatronLayout) {
+  IterationStats s;
+  s.iteration = 10;
+  s.train_iters = 100;
+  s.consumed_samples = 640;
+  s.elapsed_ms = 123.44;
+  s.learning_rate = 1.5e-4;
+  s.global_batch = 64;
+  s.lm_loss = 10.23456;
+  s.loss_scale = 1.0;
+  s.grad_norm = 3.4561;
+  s.tokens_per_second = 1000.0;
+  s.tflops_per_process = 0.5;
+  EXPECT_EQ(format_iteration_line(s),
+            " iteration       10/     100 | consumed samples:          640 |"
+            " elapsed time per iteration (ms): 123.4 | learning rate: 1.500000E-04 |"
+            " global batch size:    64 | lm loss: 1.023456E+01 | loss scale: 1.0 |"
+            " grad norm: 3.456 | number of skipped iterations:   0 |"
+            " number of nan iterations:   0 | tokens/s: 1000.0 | TFLOP/s: 0.500 |");
+  s.grad_norm.reset();
+  EXPECT_EQ(format_iteration_line(s).find("grad norm"), std::string::npos);
+}
+
+TEST(TrainingLog, ValidationBlock) {
+  const std::string block = format_validation_block("iteration 100", 2.0);
+  const std::string body =
+      " validation loss at iteration 100 | lm loss value: 2.000000E+00 | lm loss PPL: "
+      "7.389056E+00 | ";
+  const std::string rule(body.size() + 1, '-');
+  EXPECT_EQ(block, rule + "\n" + body + "\n" + rule);
+}
+
+}  // namespace
+}  // namespace megatron
