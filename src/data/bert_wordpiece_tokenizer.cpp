@@ -5,6 +5,7 @@
 
 #include <utf8proc.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <memory>
 
@@ -210,9 +211,13 @@ std::vector<int32_t> BertWordPieceTokenizer::encode(std::string_view text) const
 void BertWordPieceTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out) const {
   std::string normalized;
   if (lower_case_) {
-    normalized = lower(word);
-    // ASCII has no accents: skip NFD for the common case.
-    if (!is_ascii(normalized)) normalized = strip_accents(normalized);
+    if (is_ascii(word)) {
+      // The common case: ASCII lower-cases byte by byte and has no accents to strip.
+      normalized = word;
+      for (char& c : normalized) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    } else {
+      normalized = strip_accents(lower(word));
+    }
     word = normalized;
   }
   // Split off every punctuation character; the runs between them are WordPiece'd.

@@ -8,17 +8,12 @@
 
 namespace megatron {
 
-namespace {
-
-// Python 3's round(): to nearest, ties to even.
 int64_t round_half_even(double x) {
   double r = std::floor(x);
   double frac = x - r;
   if (frac > 0.5 || (frac == 0.5 && std::fmod(r, 2.0) != 0.0)) r += 1.0;
   return int64_t(r);
 }
-
-}  // namespace
 
 std::array<double, 3> parse_split(const std::string& split) {
   const char sep = split.find(',') != std::string::npos ? ',' : '/';

@@ -16,4 +16,7 @@ std::array<double, 3> parse_split(const std::string& split);
 // round-half-to-even, accumulated; the rounding excess is taken off every boundary after 0.
 std::array<int64_t, 4> split_boundaries(const std::string& split, int64_t size);
 
+// Python 3's round(): to nearest, ties to even (Megatron's arithmetic relies on it).
+int64_t round_half_even(double x);
+
 }  // namespace megatron

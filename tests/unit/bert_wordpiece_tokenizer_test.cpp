@@ -1,9 +1,13 @@
 // BertWordPieceTokenizer against BERT's published tokenization rules (google-research/bert
 // README and tokenization.py) on handcrafted cases, with the real bert-base-uncased
-// vocabulary; the cased variant with a small vocabulary written here.
+// vocabulary; the cased variant with a small vocabulary written here; and on the varied
+// golden text against ids from tools/reference/bert_reference_ids.py (Python's Unicode).
 #include "data/bert_wordpiece_tokenizer.h"
 
 #include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
 
 #include "core/error.h"
 #include "tokenizer_test_files.h"
@@ -14,6 +18,7 @@ namespace {
 using Tokens = std::vector<std::string>;
 using testing::fetched_file;
 using testing::ScratchDir;
+using testing::source_file;
 
 const BertWordPieceTokenizer& uncased() {
   static const BertWordPieceTokenizer tokenizer(fetched_file("bert-base-uncased-vocab.txt"),
@@ -35,6 +40,31 @@ TEST(BertWordPieceTokenizer, UncasedVocabularyAndSpecialIds) {
   EXPECT_EQ(uncased().sep(), 102);
   EXPECT_EQ(uncased().mask(), 103);
   EXPECT_EQ(uncased().eod(), -1);
+}
+
+TEST(BertWordPieceTokenizer, MatchesPythonReferenceOnGoldenText) {
+  std::ifstream text_file(source_file("tests/data/bpe_golden.txt"), std::ios::binary);
+  std::ostringstream text;
+  text << text_file.rdbuf();
+  std::ifstream ids_file(source_file("tests/data/wordpiece_golden.ids"));
+  std::vector<int32_t> expected;
+  for (int32_t id; ids_file >> id;) expected.push_back(id);
+  ASSERT_GT(expected.size(), 30000u);
+  const std::vector<int32_t> ids = uncased().encode(text.str());
+  size_t first_diff = 0;
+  while (first_diff < std::min(ids.size(), expected.size()) &&
+         ids[first_diff] == expected[first_diff]) {
+    ++first_diff;
+  }
+  if (first_diff < std::max(ids.size(), expected.size())) {
+    const size_t from = first_diff >= 5 ? first_diff - 5 : 0;
+    ADD_FAILURE() << "first difference at id " << first_diff << " near '"
+                  << uncased().decode(
+                         {expected.begin() + from,
+                          expected.begin() + std::min(first_diff + 5, expected.size())})
+                  << "'";
+  }
+  EXPECT_EQ(ids.size(), expected.size());
 }
 
 TEST(BertWordPieceTokenizer, GreedyLongestMatch) {

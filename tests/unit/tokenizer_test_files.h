@@ -1,5 +1,5 @@
 // Where tokenizer tests find their inputs: committed files under tests/data, the files that
-// scripts/fetch_data.sh caches, and scratch files for bad-input tests.
+// scripts/fetch_data.sh caches (see data/data_dir.h), and scratch files for bad-input tests.
 #pragma once
 
 #include <cstdlib>
@@ -8,6 +8,8 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+
+#include "data/data_dir.h"
 
 namespace megatron::testing {
 
@@ -21,19 +23,9 @@ inline std::string source_file(const std::string& relative) {
   return path.string();
 }
 
-// A file fetched by scripts/fetch_data.sh, from the same directory it writes to:
-// $MEGATRON_DATA_DIR (CTest sets it at configure time), else $HOME/.cache/megatron-cpp.
+// A file fetched by scripts/fetch_data.sh (CTest sets MEGATRON_DATA_DIR at configure time).
 inline std::string fetched_file(const std::string& name) {
-  const char* dir = std::getenv("MEGATRON_DATA_DIR");
-  const char* home = std::getenv("HOME");
-  const std::filesystem::path base =
-      dir ? std::filesystem::path(dir)
-          : std::filesystem::path(home ? home : "") / ".cache" / "megatron-cpp";
-  const std::filesystem::path path = base / name;
-  if (!std::filesystem::exists(path)) {
-    throw std::runtime_error(path.string() + " not found; run scripts/fetch_data.sh first");
-  }
-  return path.string();
+  return fetched_data_file(name);
 }
 
 // A scratch directory removed with everything in it when the object goes away.
