@@ -27,6 +27,8 @@ const Subcommand kSubcommands[] = {
      "verify collectives and the rank grid on all ranks; all-reduce bandwidth"},
     {"pretrain-gpt", megatron::cli::run_pretrain_gpt,
      "pretrain GPT with tensor x data parallelism (Megatron-LM flags)"},
+    {"pretrain-bert", megatron::cli::run_pretrain_bert,
+     "pretrain BERT (MLM + sentence order) with tensor x data parallelism"},
 };
 
 void print_usage() {

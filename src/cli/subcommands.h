@@ -8,5 +8,6 @@ namespace megatron::cli {
 int run_bench(int argc, char** argv);
 int run_comm_check(int argc, char** argv);
 int run_pretrain_gpt(int argc, char** argv);
+int run_pretrain_bert(int argc, char** argv);
 
 }  // namespace megatron::cli
