@@ -1,7 +1,7 @@
 #include "cli/args.h"
 
-#include <algorithm>
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <sstream>
@@ -20,18 +20,30 @@ std::string attribute_name(const std::string& flag) {
 }
 
 // Values print as Python prints them in Megatron's argument dump.
-std::string show(const std::string& v) { return v.empty() ? "None" : v; }
-std::string show(bool v) { return v ? "True" : "False"; }
-std::string show(int v) { return std::to_string(v); }
-std::string show(int64_t v) { return std::to_string(v); }
-std::string show(uint64_t v) { return std::to_string(v); }
+std::string show(const std::string& v) {
+  return v.empty() ? "None" : v;
+}
+std::string show(bool v) {
+  return v ? "True" : "False";
+}
+std::string show(int v) {
+  return std::to_string(v);
+}
+std::string show(int64_t v) {
+  return std::to_string(v);
+}
+std::string show(uint64_t v) {
+  return std::to_string(v);
+}
 std::string show(double v) {
   std::ostringstream os;
   os.precision(17);
   os << v;
   return os.str();
 }
-std::string show(const std::optional<double>& v) { return v ? show(*v) : "None"; }
+std::string show(const std::optional<double>& v) {
+  return v ? show(*v) : "None";
+}
 std::string show(const std::vector<std::string>& v) {
   if (v.empty()) return "None";
   std::string s = "[";
@@ -52,7 +64,8 @@ nlohmann::json to_json_value(const T& v) {
 template <typename T>
 void ArgTable::add(const std::string& flag, T& field, const std::string& help) {
   if constexpr (std::is_same_v<T, std::optional<double>>) {
-    app_.add_option_function<double>(flag, [&field](const double& v) { field = v; }, help);
+    app_.add_option_function<double>(
+        flag, [&field](const double& v) { field = v; }, help);
   } else {
     app_.add_option(flag, field, help);
   }
@@ -83,9 +96,9 @@ std::string ArgTable::format() const {
     lines.push_back("  " + name + " " + std::string(dots, '.') + " " + print());
   }
   std::sort(lines.begin(), lines.end(), [](const std::string& a, const std::string& b) {
-    return std::lexicographical_compare(
-        a.begin(), a.end(), b.begin(), b.end(),
-        [](char x, char y) { return std::tolower(x) < std::tolower(y); });
+    return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
+      return std::tolower(x) < std::tolower(y);
+    });
   });
   std::string out = "------------------------ arguments ------------------------\n";
   for (const std::string& l : lines) out += l + "\n";
@@ -192,11 +205,10 @@ void validate_training_args(Args& a, int world_size) {
   MT_CHECK(a.eval_iters >= 0, "--eval-iters must be >= 0, got ", a.eval_iters);
   MT_CHECK(a.ffn_hidden_size >= 0, "--ffn-hidden-size must be positive, got ", a.ffn_hidden_size);
   MT_CHECK(a.make_vocab_size_divisible_by > 0,
-           "--make-vocab-size-divisible-by must be positive, got ",
-           a.make_vocab_size_divisible_by);
+           "--make-vocab-size-divisible-by must be positive, got ", a.make_vocab_size_divisible_by);
 
-  MT_CHECK(a.pipeline_model_parallel_size == 1,
-           "--pipeline-model-parallel-size ", a.pipeline_model_parallel_size,
+  MT_CHECK(a.pipeline_model_parallel_size == 1, "--pipeline-model-parallel-size ",
+           a.pipeline_model_parallel_size,
            " is not supported: pipeline parallelism is not implemented yet, use 1");
   MT_CHECK(a.hidden_size % a.num_attention_heads == 0, "--hidden-size ", a.hidden_size,
            " must be divisible by --num-attention-heads ", a.num_attention_heads);
@@ -217,14 +229,14 @@ void validate_training_args(Args& a, int world_size) {
 
   const int64_t per_step = a.micro_batch_size * a.data_parallel_size;
   if (a.global_batch_size == 0) a.global_batch_size = per_step;
-  MT_CHECK(a.global_batch_size > 0 && a.global_batch_size % per_step == 0,
-           "--global-batch-size ", a.global_batch_size,
-           " must be a positive multiple of --micro-batch-size ", a.micro_batch_size,
-           " x data-parallel size ", a.data_parallel_size, " (= ", per_step, ")");
+  MT_CHECK(a.global_batch_size > 0 && a.global_batch_size % per_step == 0, "--global-batch-size ",
+           a.global_batch_size, " must be a positive multiple of --micro-batch-size ",
+           a.micro_batch_size, " x data-parallel size ", a.data_parallel_size, " (= ", per_step,
+           ")");
 
-  MT_CHECK(a.train_iters >= 0 && a.train_samples >= 0 &&
-               (a.train_iters > 0) != (a.train_samples > 0),
-           "exactly one of --train-iters and --train-samples must be given (positive)");
+  MT_CHECK(
+      a.train_iters >= 0 && a.train_samples >= 0 && (a.train_iters > 0) != (a.train_samples > 0),
+      "exactly one of --train-iters and --train-samples must be given (positive)");
   if (a.train_samples > 0) {
     a.train_iters = a.train_samples / a.global_batch_size;  // Megatron's rule
     MT_CHECK(a.train_iters > 0, "--train-samples ", a.train_samples,
@@ -255,9 +267,9 @@ void validate_training_args(Args& a, int world_size) {
 
   MT_CHECK(!(a.bf16 && a.fp16), "--bf16 and --fp16 cannot both be given");
   MT_CHECK(!a.loss_scale || *a.loss_scale > 0, "--loss-scale must be positive");
-  MT_CHECK(a.initial_loss_scale > 0 && a.min_loss_scale > 0 &&
-               a.min_loss_scale <= a.initial_loss_scale,
-           "--min-loss-scale must be positive and <= --initial-loss-scale");
+  MT_CHECK(
+      a.initial_loss_scale > 0 && a.min_loss_scale > 0 && a.min_loss_scale <= a.initial_loss_scale,
+      "--min-loss-scale must be positive and <= --initial-loss-scale");
   MT_CHECK(a.loss_scale_window > 0, "--loss-scale-window must be positive");
   MT_CHECK(a.hysteresis > 0, "--hysteresis must be positive");
 

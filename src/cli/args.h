@@ -9,12 +9,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "train/grad_scaler.h"
 #include "train/lr_schedule.h"
@@ -31,7 +30,7 @@ struct Args {
   int num_layers = 0;
   int hidden_size = 0;
   int num_attention_heads = 0;
-  int ffn_hidden_size = 0;          // 0 → 4 · hidden_size
+  int ffn_hidden_size = 0;  // 0 → 4 · hidden_size
   int seq_length = 0;
   int max_position_embeddings = 0;  // 0 → seq_length
   int make_vocab_size_divisible_by = 128;

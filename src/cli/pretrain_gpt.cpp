@@ -23,8 +23,7 @@ struct Vocabulary {
 
 Vocabulary build_vocabulary(const Args& a) {
   if (a.tokenizer_type.empty()) return {a.vocab_size, -1};  // --mock-data --vocab-size V
-  TokenizerOptions o{a.tokenizer_type, a.vocab_file, a.merge_file, a.tokenizer_model,
-                     a.vocab_size};
+  TokenizerOptions o{a.tokenizer_type, a.vocab_file, a.merge_file, a.tokenizer_model, a.vocab_size};
   std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(o);
   return {tokenizer->vocab_size(), tokenizer->eod()};
 }
@@ -37,9 +36,9 @@ GptDatasets build_datasets(const Args& a, const Vocabulary& vocab) {
   if (a.mock_data) {
     // Distinct seeds give the validation set other samples than the training set.
     return {std::make_shared<MockGptDataset>(train, a.seq_length, vocab.size, a.seed),
-            valid > 0 ? std::make_shared<MockGptDataset>(valid, a.seq_length, vocab.size,
-                                                         a.seed + 1)
-                      : nullptr,
+            valid > 0
+                ? std::make_shared<MockGptDataset>(valid, a.seq_length, vocab.size, a.seed + 1)
+                : nullptr,
             nullptr};
   }
   return build_gpt_datasets(a.data_path, a.split, a.seq_length, a.seed, {train, valid, test});
@@ -88,8 +87,8 @@ int run_pretrain_gpt(int argc, char** argv) {
   TrainerConfig cfg;
   cfg.model = gpt_config(args, vocab);
   log_info(" > padded vocab (size: ", vocab.size, ") with ",
-           cfg.model.padded_vocab_size - vocab.size, " dummy tokens (new size: ",
-           cfg.model.padded_vocab_size, ")");
+           cfg.model.padded_vocab_size - vocab.size,
+           " dummy tokens (new size: ", cfg.model.padded_vocab_size, ")");
   GptDatasets data = build_datasets(args, vocab);
 
   cfg.tensor_parallel = args.tensor_model_parallel_size;

@@ -15,8 +15,8 @@ MockGptDataset::MockGptDataset(int64_t num_samples, int64_t seq_length, int64_t 
 }
 
 void MockGptDataset::sample(int64_t index, std::vector<int32_t>& tokens) const {
-  MT_CHECK(index >= 0 && index < num_samples_, "mock sample index ", index,
-           " out of range [0, ", num_samples_, ")");
+  MT_CHECK(index >= 0 && index < num_samples_, "mock sample index ", index, " out of range [0, ",
+           num_samples_, ")");
   PhiloxStream stream(seed_, philox_key({uint64_t(index)}));
   tokens.resize(size_t(seq_length_ + 1));
   const uint64_t v = uint64_t(vocab_size_);

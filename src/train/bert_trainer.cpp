@@ -248,9 +248,10 @@ struct BertTrainer::Impl {
     s.elapsed_ms = seconds * 1000.0;
     s.learning_rate = schedule.lr();
     s.global_batch = cfg.global_batch;
-    const double n = double(std::max<int64_t>(interval_loss_count, 1));
-    s.lm_loss = interval_lm_sum / n;
-    if (model_config.binary_head) s.sop_loss = interval_sop_sum / n;
+    if (interval_loss_count > 0) {
+      s.lm_loss = interval_lm_sum / double(interval_loss_count);
+      if (model_config.binary_head) s.sop_loss = interval_sop_sum / double(interval_loss_count);
+    }
     s.loss_scale = scaler.scale();
     s.grad_norm = last_grad_norm;
     s.skipped_iterations = interval_skipped;

@@ -9,8 +9,8 @@ namespace megatron {
 GradScaler::GradScaler(const GradScalerConfig& config)
     : config_(config), scale_(config.initial_scale), hysteresis_tracker_(config.hysteresis) {
   MT_CHECK(config.initial_scale > 0, "loss scale must be positive, got ", config.initial_scale);
-  MT_CHECK(!config.dynamic || (config.min_scale > 0 && config.growth_interval > 0 &&
-                               config.hysteresis > 0),
+  MT_CHECK(!config.dynamic ||
+               (config.min_scale > 0 && config.growth_interval > 0 && config.hysteresis > 0),
            "dynamic loss scaler needs --min-loss-scale > 0, --loss-scale-window > 0 and "
            "--hysteresis > 0");
 }

@@ -9,14 +9,13 @@
 #pragma once
 
 #include <cstdint>
-
 #include <nlohmann/json.hpp>
 
 namespace megatron {
 
 struct GradScalerConfig {
   bool dynamic = false;
-  double initial_scale = 1.0;      // the constant scale when !dynamic
+  double initial_scale = 1.0;  // the constant scale when !dynamic
   double min_scale = 1.0;
   int64_t growth_interval = 1000;  // --loss-scale-window
   int64_t hysteresis = 2;

@@ -31,8 +31,7 @@ double LrSchedule::lr() const {
     return c.max_lr * double(num_steps_) / double(c.warmup_steps);
   if (c.style == LrDecayStyle::Constant) return c.max_lr;
   if (num_steps_ > c.decay_steps) return c.min_lr;
-  const double ratio =
-      double(num_steps_ - c.warmup_steps) / double(c.decay_steps - c.warmup_steps);
+  const double ratio = double(num_steps_ - c.warmup_steps) / double(c.decay_steps - c.warmup_steps);
   const double coeff = c.style == LrDecayStyle::Linear
                            ? 1.0 - ratio
                            : 0.5 * (std::cos(std::numbers::pi * ratio) + 1.0);
@@ -40,9 +39,12 @@ double LrSchedule::lr() const {
 }
 
 nlohmann::json LrSchedule::state() const {
-  return {{"num_steps", num_steps_},         {"max_lr", config_.max_lr},
-          {"min_lr", config_.min_lr},        {"warmup_steps", config_.warmup_steps},
-          {"decay_steps", config_.decay_steps}, {"decay_style", int(config_.style)}};
+  return {{"num_steps", num_steps_},
+          {"max_lr", config_.max_lr},
+          {"min_lr", config_.min_lr},
+          {"warmup_steps", config_.warmup_steps},
+          {"decay_steps", config_.decay_steps},
+          {"decay_style", int(config_.style)}};
 }
 
 void LrSchedule::load_state(const nlohmann::json& state) {

@@ -26,9 +26,12 @@ void AdamW::step(double lr) {
     Tensor value = master_.slice(0, p.flat_offset, p.flat_offset + n);
     Tensor m = exp_avg_.slice(0, p.flat_offset, p.flat_offset + n);
     Tensor v = exp_avg_sq_.slice(0, p.flat_offset, p.flat_offset + n);
-    kernels::AdamWHyper h{float(lr),          float(config_.beta1), float(config_.beta2),
+    kernels::AdamWHyper h{float(lr),
+                          float(config_.beta1),
+                          float(config_.beta2),
                           float(config_.eps),
-                          p.spec.weight_decay ? float(config_.weight_decay) : 0.0f, steps_};
+                          p.spec.weight_decay ? float(config_.weight_decay) : 0.0f,
+                          steps_};
     kernels::adamw_update(value, p.grad.flatten(), m, v, h);
   }
   if (config_.f16_model_weights) write_model_weights();

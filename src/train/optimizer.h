@@ -11,9 +11,8 @@
 
 #include <cstdint>
 #include <map>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "core/tensor.h"
 #include "parallel/parameter.h"
@@ -52,10 +51,10 @@ class AdamW {
  private:
   ParameterStore& store_;
   AdamWConfig config_;
-  Tensor master_;      // f32 [total local elements]: the store's values, or a separate copy
-  Tensor exp_avg_;     // f32 [total local elements]
-  Tensor exp_avg_sq_;  // f32 [total local elements]
-  Tensor f16_scratch_; // f16 [total local elements], only with f16 model weights
+  Tensor master_;       // f32 [total local elements]: the store's values, or a separate copy
+  Tensor exp_avg_;      // f32 [total local elements]
+  Tensor exp_avg_sq_;   // f32 [total local elements]
+  Tensor f16_scratch_;  // f16 [total local elements], only with f16 model weights
   int64_t steps_ = 0;
 };
 

@@ -29,7 +29,9 @@ void put_fixed(std::string& out, T v) {  // little-endian host (x86)
 }
 
 // Protobuf field key: (field number << 3) | wire type.
-void put_key(std::string& out, int field, int wire_type) { put_varint(out, uint64_t(field << 3 | wire_type)); }
+void put_key(std::string& out, int field, int wire_type) {
+  put_varint(out, uint64_t(field << 3 | wire_type));
+}
 
 void put_bytes_field(std::string& out, int field, const std::string& bytes) {
   put_key(out, field, 2);
@@ -41,7 +43,7 @@ std::string event_header(double wall_time, int64_t step) {
   std::string e;
   put_key(e, 1, 1);  // wall_time: double, fixed64
   put_fixed(e, wall_time);
-  if (step != 0) {   // proto3 omits default values
+  if (step != 0) {  // proto3 omits default values
     put_key(e, 2, 0);
     put_varint(e, uint64_t(step));
   }
@@ -49,8 +51,7 @@ std::string event_header(double wall_time, int64_t step) {
 }
 
 double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace

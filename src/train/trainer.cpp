@@ -213,7 +213,7 @@ struct Trainer::Impl {
     s.elapsed_ms = seconds * 1000.0;
     s.learning_rate = schedule.lr();
     s.global_batch = cfg.global_batch;
-    s.lm_loss = interval_loss_count ? interval_loss_sum / double(interval_loss_count) : 0.0;
+    if (interval_loss_count > 0) s.lm_loss = interval_loss_sum / double(interval_loss_count);
     s.loss_scale = scaler.scale();
     s.grad_norm = last_grad_norm;
     s.skipped_iterations = interval_skipped;
@@ -298,6 +298,8 @@ Trainer::Trainer(TrainerConfig config, std::shared_ptr<Communicator> world,
 
 Trainer::~Trainer() = default;
 
-TrainingResult Trainer::run() { return impl_->run(); }
+TrainingResult Trainer::run() {
+  return impl_->run();
+}
 
 }  // namespace megatron

@@ -10,9 +10,8 @@
 
 #include <cstdint>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "data/sample_source.h"
 #include "dist/communicator.h"
@@ -31,7 +30,7 @@ struct TrainerConfig {
   int64_t train_iters = 0;
   int64_t exit_interval = 0;  // 0: never
   uint64_t seed = 1234;
-  bool fp16 = false;          // f16-rounded weights + dynamic loss scaling (docs/training.md)
+  bool fp16 = false;  // f16-rounded weights + dynamic loss scaling (docs/training.md)
 
   LrScheduleConfig lr;
   AdamWConfig adam;

@@ -41,7 +41,7 @@ std::string format_iteration_line(const IterationStats& s) {
   line += format(" elapsed time per iteration (ms): %.1f |", s.elapsed_ms);
   line += format(" learning rate: %.6E |", s.learning_rate);
   line += format(" global batch size: %5lld |", (long long)s.global_batch);
-  line += format(" lm loss: %.6E |", s.lm_loss);
+  if (s.lm_loss) line += format(" lm loss: %.6E |", *s.lm_loss);
   if (s.sop_loss) line += format(" sop loss: %.6E |", *s.sop_loss);
   line += format(" loss scale: %.1f |", s.loss_scale);
   if (s.grad_norm) line += format(" grad norm: %.3f |", *s.grad_norm);
@@ -86,7 +86,7 @@ void TrainingLog::iteration(const IterationStats& s) {
                       {"elapsed_ms", s.elapsed_ms},
                       {"learning_rate", s.learning_rate},
                       {"global_batch_size", s.global_batch},
-                      {"lm_loss", s.lm_loss},
+                      {"lm_loss", s.lm_loss ? nlohmann::json(*s.lm_loss) : nullptr},
                       {"loss_scale", s.loss_scale},
                       {"grad_norm", s.grad_norm ? nlohmann::json(*s.grad_norm) : nullptr},
                       {"skipped_iterations", s.skipped_iterations},
@@ -96,7 +96,7 @@ void TrainingLog::iteration(const IterationStats& s) {
   if (s.sop_loss) j["sop_loss"] = *s.sop_loss;
   write_json(j.dump());
   if (tensorboard_) {
-    tensorboard_->add_scalar("lm loss", float(s.lm_loss), s.iteration);
+    if (s.lm_loss) tensorboard_->add_scalar("lm loss", float(*s.lm_loss), s.iteration);
     if (s.sop_loss) tensorboard_->add_scalar("sop loss", float(*s.sop_loss), s.iteration);
     tensorboard_->add_scalar("learning-rate", float(s.learning_rate), s.iteration);
     tensorboard_->add_scalar("loss-scale", float(s.loss_scale), s.iteration);

@@ -15,11 +15,10 @@ namespace megatron {
 namespace {
 
 const std::vector<ParamSpec> kSpecs = {
-    {"column.weight", {8, 5}, 0, true},   // split along rows
-    {"row.weight", {3, 12}, 1, true},     // split along columns
-    {"column.bias", {8}, 0, false},
-    {"row.bias", {3}, -1, false},         // replicated
-    {"layernorm.weight", {7}, -1, false}, // replicated
+    {"column.weight", {8, 5}, 0, true},                                  // split along rows
+    {"row.weight", {3, 12}, 1, true},                                    // split along columns
+    {"column.bias", {8}, 0, false},       {"row.bias", {3}, -1, false},  // replicated
+    {"layernorm.weight", {7}, -1, false},                                // replicated
 };
 
 // The gradient of element `i` of the full tensor `name`: a function of the logical position

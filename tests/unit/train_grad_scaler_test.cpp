@@ -14,21 +14,21 @@ TEST(GradScaler, GrowsAfterWindowAndBacksOffAfterHysteresis) {
   EXPECT_EQ(s.scale(), 1024);
   s.update(false);  // third clean step in a row
   EXPECT_EQ(s.scale(), 2048);
-  s.update(true);   // hysteresis 2 → 1: scale kept
+  s.update(true);  // hysteresis 2 → 1: scale kept
   EXPECT_EQ(s.scale(), 2048);
-  s.update(true);   // hysteresis exhausted: halve
+  s.update(true);  // hysteresis exhausted: halve
   EXPECT_EQ(s.scale(), 1024);
-  s.update(true);   // stays exhausted (only growth refills it): halve again
+  s.update(true);  // stays exhausted (only growth refills it): halve again
   EXPECT_EQ(s.scale(), 512);
   s.update(false);
   s.update(false);
-  s.update(true);   // resets the growth counter
+  s.update(true);  // resets the growth counter
   EXPECT_EQ(s.scale(), 256);
   s.update(false);
   s.update(false);
   s.update(false);
   EXPECT_EQ(s.scale(), 512);
-  s.update(true);   // hysteresis was refilled by the growth: kept
+  s.update(true);  // hysteresis was refilled by the growth: kept
   EXPECT_EQ(s.scale(), 512);
 }
 

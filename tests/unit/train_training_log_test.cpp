@@ -10,8 +10,8 @@ namespace {
 
 TEST(TrainingLog, FlopFormula) {
   // GPT-2 small, B=8, s=1024: 72·8·1024·12·768²·(1 + 1024/4608 + 50304/110592), by hand.
-  const double expected = 72.0 * 8 * 1024 * 12 * 768.0 * 768.0 *
-                          (1.0 + 1024.0 / 4608.0 + 50304.0 / 110592.0);
+  const double expected =
+      72.0 * 8 * 1024 * 12 * 768.0 * 768.0 * (1.0 + 1024.0 / 4608.0 + 50304.0 / 110592.0);
   EXPECT_DOUBLE_EQ(gpt_flops_per_iteration(8, 1024, 12, 768, 50304, false), expected);
   EXPECT_DOUBLE_EQ(gpt_flops_per_iteration(8, 1024, 12, 768, 50304, true), expected * 96 / 72);
   // Tiny numbers checked digit by digit: B=1,s=6,L=1,h=1,V=12 → 72·6·(1+1+1) = 1296.
@@ -38,7 +38,9 @@ TEST(TrainingLog, IterationLineMatchesMegatronLayout) {
             " grad norm: 3.456 | number of skipped iterations:   0 |"
             " number of nan iterations:   0 | tokens/s: 1000.0 | TFLOP/s: 0.500 |");
   s.grad_norm.reset();
+  s.lm_loss.reset();  // an interval of skipped iterations only
   EXPECT_EQ(format_iteration_line(s).find("grad norm"), std::string::npos);
+  EXPECT_EQ(format_iteration_line(s).find("lm loss"), std::string::npos);
 }
 
 TEST(TrainingLog, ValidationBlock) {

@@ -1,0 +1,40 @@
+#include "parallel/full_tensors.h"
+
+#include <sstream>
+
+namespace megatron {
+
+Tensor local_slice(const Parameter& p, const Tensor& full) {
+  MT_CHECK(full.shape() == p.spec.full_shape, "parameter '", p.spec.name, "': full tensor ",
+           full.describe(), ", expected shape ", shape_str(p.spec.full_shape));
+  if (p.replicated()) return full;
+  const int d = p.spec.partition_dim;
+  return full.slice(d, p.local_start, p.local_start + p.local_shape[d]);
+}
+
+void assign_from_full_tensors(const std::map<std::string, Tensor>& full, ParameterStore& store) {
+  std::ostringstream problems;
+  int count = 0;
+  for (const Parameter& p : store.params()) {
+    auto it = full.find(p.spec.name);
+    if (it == full.end()) {
+      problems << "\n  " << p.spec.name << ": missing (model shape " << shape_str(p.spec.full_shape)
+               << ")";
+      ++count;
+    } else if (it->second.shape() != p.spec.full_shape || it->second.dtype() != DType::F32) {
+      problems << "\n  " << p.spec.name << ": given " << it->second.describe()
+               << ", model shape f32" << shape_str(p.spec.full_shape);
+      ++count;
+    }
+  }
+  for (const auto& [name, t] : full) {
+    if (store.contains(name)) continue;
+    problems << "\n  " << name << ": not a model parameter";
+    ++count;
+  }
+  MT_CHECK(count == 0, "weights do not match the model (", count, " problem", count == 1 ? "" : "s",
+           "):", problems.str());
+  for (Parameter& p : store.params()) p.value.copy_from(local_slice(p, full.at(p.spec.name)));
+}
+
+}  // namespace megatron

@@ -1,0 +1,20 @@
+// Full (unsplit) tensors <-> a ParameterStore's local slices: how importers and tests move
+// whole weights into a tensor-parallel rank without knowing how each parameter is split.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "parallel/parameter.h"
+
+namespace megatron {
+
+// This rank's slice of `full` (a view): `full` has p.spec.full_shape.
+Tensor local_slice(const Parameter& p, const Tensor& full);
+
+// Copies each parameter's slice out of `full` (name -> f32 tensor of the full shape). Throws
+// one Error listing every parameter that is missing or has another shape, and every tensor in
+// `full` that is not a parameter.
+void assign_from_full_tensors(const std::map<std::string, Tensor>& full, ParameterStore& store);
+
+}  // namespace megatron

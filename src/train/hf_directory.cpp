@@ -1,0 +1,62 @@
+#include "train/hf_directory.h"
+
+#include <filesystem>
+#include <set>
+
+#include "core/durable_file.h"
+#include "core/safetensors.h"
+
+namespace fs = std::filesystem;
+
+namespace megatron {
+namespace {
+
+nlohmann::json read_json(const std::string& path, const char* what) {
+  try {
+    return nlohmann::json::parse(read_file(path, what));
+  } catch (const nlohmann::json::exception& e) {
+    MT_THROW(what, " '", path, "' is not valid JSON: ", e.what());
+  }
+}
+
+void add_file(const std::string& path, std::map<std::string, Tensor>& tensors) {
+  SafetensorsReader reader(path);
+  for (const std::string& name : reader.names()) {
+    MT_CHECK(tensors.count(name) == 0, "tensor '", name, "' appears twice (again in '", path, "')");
+    tensors[name] = reader.get(name);  // the view keeps the mapping alive
+  }
+}
+
+}  // namespace
+
+HfDirectory read_hf_directory(const std::string& dir) {
+  HfDirectory out;
+  out.config = read_json(dir + "/config.json", "HF config file");
+  const std::string single = dir + "/model.safetensors";
+  const std::string index = dir + "/model.safetensors.index.json";
+  if (fs::exists(single)) {
+    add_file(single, out.tensors);
+  } else {
+    MT_CHECK(fs::exists(index), "HF model directory '", dir,
+             "' has neither model.safetensors nor model.safetensors.index.json (PyTorch .bin "
+             "weights are not supported: convert them to safetensors)");
+    nlohmann::json j = read_json(index, "HF safetensors index");
+    MT_CHECK(j.contains("weight_map") && j["weight_map"].is_object(), "HF safetensors index '",
+             index, "' has no weight_map object");
+    std::set<std::string> files;
+    for (const auto& [name, file] : j["weight_map"].items()) files.insert(file.get<std::string>());
+    for (const std::string& file : files) add_file(dir + "/" + file, out.tensors);
+  }
+  return out;
+}
+
+void write_hf_directory(const std::string& dir, const HfDirectory& model) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  MT_CHECK(!ec, "cannot create directory '", dir, "': ", ec.message());
+  write_file_durably(dir + "/config.json", model.config.dump(2) + "\n");
+  NamedTensors tensors(model.tensors.begin(), model.tensors.end());
+  write_safetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}});
+}
+
+}  // namespace megatron

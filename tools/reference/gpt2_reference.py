@@ -1,0 +1,138 @@
+#!/usr/bin/python3
+"""PyTorch reference for the GPT-2 golden test (tests/unit/gpt2_pytorch_golden_test.cpp).
+
+Builds a tiny GPT-2 from deterministic random weights in HuggingFace's layout (Conv1D weights
+[in, out], fused c_attn columns [Q; K; V], names as in the `gpt2` hub repository, including the
+attn.bias causal-mask buffers real checkpoints carry), runs forward and backward in float64 with
+plain torch (no `transformers`: pre-LN, tanh GeLU "gelu_new", causal attention, LM head tied to
+wte, LayerNorm eps 1e-5, no dropout) and writes
+  OUT/hf/config.json, OUT/hf/model.safetensors   the HF-layout model directory (f32 weights)
+  OUT/golden.safetensors                         input_ids, labels, loss_mask [b, s];
+                                                 logits [b, s, vocab]; loss []; grad.<HF name>
+The loss is Σ(ce · loss_mask) / Σ loss_mask over all tokens, as Megatron's GPT loss.
+
+Usage: /usr/bin/python3 tools/reference/gpt2_reference.py tests/data/gpt2_tiny
+"""
+import json
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_io  # noqa: E402
+
+CONFIG = {
+    "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "activation_function": "gelu_new",
+    "vocab_size": 96, "n_positions": 32, "n_ctx": 32, "n_embd": 32, "n_layer": 2, "n_head": 4,
+    "n_inner": None, "layer_norm_epsilon": 1e-5, "initializer_range": 0.02,
+    "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
+    "bos_token_id": 95, "eos_token_id": 95, "tie_word_embeddings": True,
+}
+BATCH, SEQ = 2, 16
+
+
+def make_weights(gen):
+    """HF GPT-2 weights; std 0.2 (not 0.02) so that every path carries a visible signal."""
+    h, v, p, L = CONFIG["n_embd"], CONFIG["vocab_size"], CONFIG["n_positions"], CONFIG["n_layer"]
+
+    def randn(*shape, std=0.2, mean=0.0):
+        return (mean + std * torch.randn(*shape, generator=gen, dtype=torch.float64))
+
+    w = {"wte.weight": randn(v, h), "wpe.weight": randn(p, h, std=0.1)}
+    for i in range(L):
+        pre = f"h.{i}."
+        w[pre + "ln_1.weight"] = randn(h, std=0.1, mean=1.0)
+        w[pre + "ln_1.bias"] = randn(h, std=0.1)
+        w[pre + "attn.c_attn.weight"] = randn(h, 3 * h)
+        w[pre + "attn.c_attn.bias"] = randn(3 * h, std=0.1)
+        w[pre + "attn.c_proj.weight"] = randn(h, h)
+        w[pre + "attn.c_proj.bias"] = randn(h, std=0.1)
+        w[pre + "ln_2.weight"] = randn(h, std=0.1, mean=1.0)
+        w[pre + "ln_2.bias"] = randn(h, std=0.1)
+        w[pre + "mlp.c_fc.weight"] = randn(h, 4 * h)
+        w[pre + "mlp.c_fc.bias"] = randn(4 * h, std=0.1)
+        w[pre + "mlp.c_proj.weight"] = randn(4 * h, h)
+        w[pre + "mlp.c_proj.bias"] = randn(h, std=0.1)
+    w["ln_f.weight"] = randn(h, std=0.1, mean=1.0)
+    w["ln_f.bias"] = randn(h, std=0.1)
+    # Round to f32 first: the C++ side starts from the f32 file, so both use the same weights.
+    return {k: t.float().double() for k, t in w.items()}
+
+
+def gelu_new(x):
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
+
+
+def layer_norm(x, weight, bias):
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias,
+                                          CONFIG["layer_norm_epsilon"])
+
+
+def forward(w, ids):
+    b, s = ids.shape
+    h, nh = CONFIG["n_embd"], CONFIG["n_head"]
+    hd = h // nh
+    x = w["wte.weight"][ids] + w["wpe.weight"][torch.arange(s)]
+    causal = torch.tril(torch.ones(s, s, dtype=torch.bool))
+    for i in range(CONFIG["n_layer"]):
+        pre = f"h.{i}."
+        a = layer_norm(x, w[pre + "ln_1.weight"], w[pre + "ln_1.bias"])
+        qkv = a @ w[pre + "attn.c_attn.weight"] + w[pre + "attn.c_attn.bias"]
+        q, k, v = qkv.split(h, dim=-1)
+        q, k, v = (t.reshape(b, s, nh, hd).transpose(1, 2) for t in (q, k, v))
+        scores = (q @ k.transpose(-1, -2)) / math.sqrt(hd)
+        scores = scores.masked_fill(~causal, float("-inf"))
+        y = torch.softmax(scores, dim=-1) @ v
+        y = y.transpose(1, 2).reshape(b, s, h)
+        x = x + y @ w[pre + "attn.c_proj.weight"] + w[pre + "attn.c_proj.bias"]
+        m = layer_norm(x, w[pre + "ln_2.weight"], w[pre + "ln_2.bias"])
+        m = gelu_new(m @ w[pre + "mlp.c_fc.weight"] + w[pre + "mlp.c_fc.bias"])
+        x = x + m @ w[pre + "mlp.c_proj.weight"] + w[pre + "mlp.c_proj.bias"]
+    x = layer_norm(x, w["ln_f.weight"], w["ln_f.bias"])
+    return x @ w["wte.weight"].t()
+
+
+def main(out_dir):
+    gen = torch.Generator().manual_seed(20240601)
+    weights = make_weights(gen)
+    ids = torch.randint(0, CONFIG["vocab_size"], (BATCH, SEQ), generator=gen)
+    labels = torch.randint(0, CONFIG["vocab_size"], (BATCH, SEQ), generator=gen)
+    loss_mask = torch.ones(BATCH, SEQ, dtype=torch.float64)
+    loss_mask[0, -3:] = 0.0  # masked tokens must not count
+    loss_mask[1, 5] = 0.0
+
+    params = {k: t.clone().requires_grad_(True) for k, t in weights.items()}
+    logits = forward(params, ids)
+    ce = torch.nn.functional.cross_entropy(logits.reshape(-1, CONFIG["vocab_size"]),
+                                           labels.reshape(-1), reduction="none")
+    loss = (ce * loss_mask.reshape(-1)).sum() / loss_mask.sum()
+    loss.backward()
+
+    os.makedirs(os.path.join(out_dir, "hf"), exist_ok=True)
+    with open(os.path.join(out_dir, "hf", "config.json"), "w") as f:
+        json.dump(CONFIG, f, indent=2)
+    hf = {k: t.float().numpy() for k, t in weights.items()}
+    p = CONFIG["n_positions"]
+    for i in range(CONFIG["n_layer"]):  # the causal-mask buffers real GPT-2 files carry
+        hf[f"h.{i}.attn.bias"] = np.tril(np.ones((p, p), np.float32)).reshape(1, 1, p, p)
+    safetensors_io.save(os.path.join(out_dir, "hf", "model.safetensors"), hf, {"format": "pt"})
+
+    golden = {
+        "input_ids": ids.to(torch.int32).numpy(),
+        "labels": labels.to(torch.int32).numpy(),
+        "loss_mask": loss_mask.float().numpy(),
+        "logits": logits.detach().float().numpy(),
+        "loss": np.array(loss.item(), dtype=np.float64),
+    }
+    for k, t in params.items():
+        golden["grad." + k] = t.grad.float().numpy()
+    safetensors_io.save(os.path.join(out_dir, "golden.safetensors"), golden,
+                        {"generator": "tools/reference/gpt2_reference.py", "torch": torch.__version__})
+    print(f"loss {loss.item():.10f}; wrote {out_dir}/hf and {out_dir}/golden.safetensors")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "tests/data/gpt2_tiny")
