@@ -4,6 +4,8 @@
 
 namespace megatron::cli {
 
-int run_bench(int, char**) { MT_THROW("megatron bench is not built yet"); }
+int run_bench(int, char**) {
+  MT_THROW("megatron bench is not built yet");
+}
 
 }  // namespace megatron::cli

@@ -22,6 +22,8 @@ struct Subcommand {
 };
 
 const Subcommand kSubcommands[] = {
+    {"preprocess", megatron::cli::run_preprocess,
+     "tokenize loose JSON into an indexed dataset (.bin/.idx)"},
     {"bench", megatron::cli::run_bench, "measure kernel and step throughput, TFLOP/s, MFU"},
     {"comm-check", megatron::cli::run_comm_check,
      "verify collectives and the rank grid on all ranks; all-reduce bandwidth"},

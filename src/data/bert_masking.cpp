@@ -19,7 +19,7 @@ MaskedPositions mask_whole_words(std::vector<int32_t>& tokens, int64_t max_num_t
     const int32_t t = tokens[i];
     if (t == opt.cls || t == opt.sep) continue;
     const bool starts = opt.word_start == nullptr || opt.word_start->empty() ||
-                        (size_t(t) < opt.word_start->size() && (*opt.word_start)[size_t(t)]);
+                        (size_t(t) >= opt.word_start->size() || (*opt.word_start)[size_t(t)]);
     if (!words.empty() && !starts) {
       words.back().push_back(int64_t(i));
     } else {

@@ -23,7 +23,8 @@ struct BertMaskingOptions {
   int max_ngrams = 3;
   int32_t cls = -1, sep = -1, mask = -1;
   int64_t vocab_size = 0;
-  // word_start[id] != 0 when piece `id` begins a word; empty: every piece is a word.
+  // word_start[id] != 0 when piece `id` begins a word; empty: every piece is a word; ids
+  // beyond the table begin words.
   const std::vector<uint8_t>* word_start = nullptr;
 };
 

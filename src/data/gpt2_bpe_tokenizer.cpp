@@ -10,6 +10,7 @@
 #include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <queue>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -69,6 +70,9 @@ uint64_t pair_key(int32_t first, int32_t second) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(first)) << 32) |
          static_cast<uint32_t>(second);
 }
+
+// Pieces longer than this are not cached.
+constexpr size_t kMaxCachedPieceBytes = 256;
 
 struct Merge {
   int32_t rank;    // line index in the merges file: lower merges first
@@ -132,37 +136,59 @@ struct GPT2BPETokenizer::State {
 void GPT2BPETokenizer::State::bpe(std::string_view piece, std::vector<int32_t>& out) const {
   const size_t hash = StringHash{}(piece);
   if (cache.find(piece, hash, out)) return;
-  // word: [symbols] ids; starts as one symbol per byte.
-  std::vector<int32_t> word(piece.size());
-  for (size_t i = 0; i < piece.size(); ++i) word[i] = byte_ids[static_cast<uint8_t>(piece[i])];
-  std::vector<int32_t> next;
-  while (word.size() > 1) {
-    // The lowest-ranked adjacent pair; then merge all its non-overlapping occurrences left to
-    // right, exactly as encoder.py does.
-    const Merge* best = nullptr;
-    int32_t first = 0, second = 0;
-    for (size_t i = 0; i + 1 < word.size(); ++i) {
-      auto it = merges.find(pair_key(word[i], word[i + 1]));
-      if (it != merges.end() && (best == nullptr || it->second.rank < best->rank)) {
-        best = &it->second;
-        first = word[i];
-        second = word[i + 1];
-      }
-    }
-    if (best == nullptr) break;
-    next.clear();
-    for (size_t i = 0; i < word.size(); ++i) {
-      if (word[i] == first && i + 1 < word.size() && word[i + 1] == second) {
-        next.push_back(best->merged);
-        ++i;
-      } else {
-        next.push_back(word[i]);
-      }
-    }
-    word.swap(next);
+  // encoder.py repeatedly takes the lowest-ranked adjacent pair and merges all its
+  // non-overlapping occurrences left to right: O(n^2) per piece, which stalls on long runs of
+  // letters (DNA, base64, "aaaa..."). A heap ordered by (rank, position) pops the same merges
+  // in the same order in O(n log n): a merge never recreates the pair just merged (the merged
+  // token is longer than either part), so all occurrences of one rank are popped left to right
+  // before any higher rank, and an occurrence that overlaps a merged one is found stale.
+  const auto n = static_cast<int32_t>(piece.size());
+  if (n == 0) return;
+  struct Symbol {
+    int32_t id;    // token id; -1 once merged into its left neighbour
+    int32_t prev;  // index of the previous live symbol, -1 at the start
+    int32_t next;  // index of the next live symbol, -1 at the end
+  };
+  // symbols: [n] one per byte at first, a doubly linked list of the live ones.
+  std::vector<Symbol> symbols(n);
+  for (int32_t i = 0; i < n; ++i) {
+    symbols[i] = {byte_ids[static_cast<uint8_t>(piece[i])], i - 1, i + 1 < n ? i + 1 : -1};
   }
-  out.insert(out.end(), word.begin(), word.end());
-  cache.insert(piece, hash, std::move(word));
+  struct Candidate {
+    int32_t rank, left, left_id, right_id, merged;
+    bool operator>(const Candidate& o) const {
+      return rank != o.rank ? rank > o.rank : left > o.left;
+    }
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> candidates;
+  const auto consider = [&](int32_t left) {
+    const int32_t right = symbols[left].next;
+    if (right < 0) return;
+    auto it = merges.find(pair_key(symbols[left].id, symbols[right].id));
+    if (it == merges.end()) return;
+    candidates.push(
+        {it->second.rank, left, symbols[left].id, symbols[right].id, it->second.merged});
+  };
+  for (int32_t i = 0; i + 1 < n; ++i) consider(i);
+  while (!candidates.empty()) {
+    const Candidate c = candidates.top();
+    candidates.pop();
+    Symbol& left = symbols[c.left];
+    // Stale when either symbol has changed since the pair was seen.
+    if (left.id != c.left_id || left.next < 0 || symbols[left.next].id != c.right_id) continue;
+    Symbol& right = symbols[left.next];
+    left.id = c.merged;
+    left.next = right.next;
+    if (right.next >= 0) symbols[right.next].prev = c.left;
+    right.id = -1;
+    if (left.prev >= 0) consider(left.prev);
+    consider(c.left);
+  }
+  std::vector<int32_t> ids;
+  for (int32_t i = 0; i >= 0; i = symbols[i].next) ids.push_back(symbols[i].id);
+  out.insert(out.end(), ids.begin(), ids.end());
+  // Long pieces are rare and would crowd the cache out; they are fast to redo anyway.
+  if (piece.size() <= kMaxCachedPieceBytes) cache.insert(piece, hash, std::move(ids));
 }
 
 GPT2BPETokenizer::GPT2BPETokenizer(const std::string& vocab_file, const std::string& merge_file)

@@ -60,6 +60,15 @@ std::vector<std::pair<double, std::string>> parse_data_path(
   return out;
 }
 
+std::array<int64_t, 3> train_valid_test_num_samples(int64_t train_iters, int64_t global_batch,
+                                                    int64_t eval_interval, int64_t eval_iters) {
+  MT_CHECK(train_iters >= 0 && global_batch >= 1 && eval_interval >= 1 && eval_iters >= 0,
+           "sample counts need --train-iters >= 0, --global-batch-size >= 1, "
+           "--eval-interval >= 1 and --eval-iters >= 0");
+  return {train_iters * global_batch, (train_iters / eval_interval + 1) * eval_iters * global_batch,
+          eval_iters * global_batch};
+}
+
 GptDatasets build_gpt_datasets(const std::vector<std::string>& data_path, const std::string& split,
                                int64_t seq_length, uint64_t seed,
                                std::array<int64_t, 3> num_samples) {

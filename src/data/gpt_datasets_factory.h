@@ -31,6 +31,11 @@ GptDatasets build_gpt_datasets(const std::vector<std::string>& data_path, const 
                                int64_t seq_length, uint64_t seed,
                                std::array<int64_t, 3> num_samples);
 
+// Megatron's train_valid_test_num_samples: {train_iters·G, (train_iters / eval_interval + 1)
+// · eval_iters · G, eval_iters · G} with G = --global-batch-size.
+std::array<int64_t, 3> train_valid_test_num_samples(int64_t train_iters, int64_t global_batch,
+                                                    int64_t eval_interval, int64_t eval_iters);
+
 // Parses --data-path into (weight, prefix) pairs; a single prefix gets weight 1.
 std::vector<std::pair<double, std::string>> parse_data_path(
     const std::vector<std::string>& data_path);

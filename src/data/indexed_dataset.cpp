@@ -15,6 +15,12 @@ T load(const uint8_t* p) {
   return v;
 }
 
+// dst[k] = the k-th T stored at src (unaligned), for k < n.
+template <typename T>
+void widen(const uint8_t* src, int64_t n, int32_t* dst) {
+  for (int64_t k = 0; k < n; ++k) dst[k] = int32_t(load<T>(src + size_t(k) * sizeof(T)));
+}
+
 bool valid_dtype_code(uint8_t code) {
   return code >= 1 && code <= 8;
 }
@@ -160,34 +166,32 @@ void IndexedDataset::read(int64_t seq, int64_t offset, int64_t length,
   MT_CHECK(offset >= 0 && length >= 0 && offset + length <= len, "tokens [", offset, ", ",
            offset + length, ") out of range for sequence ", seq, " of length ", len, " in '",
            prefix_, "'");
-  const size_t item = index_dtype_size(dtype_);
-  const uint8_t* src = bin_.data() + sequence_pointer(seq) + size_t(offset) * item;
-  size_t base = out.size();
+  const uint8_t* src =
+      bin_.data() + sequence_pointer(seq) + size_t(offset) * index_dtype_size(dtype_);
+  const size_t base = out.size();
   out.resize(base + size_t(length));
   int32_t* dst = out.data() + base;
-  for (int64_t k = 0; k < length; ++k, src += item) {
-    switch (dtype_) {
-      case IndexDType::U8:
-        dst[k] = src[0];
-        break;
-      case IndexDType::I8:
-        dst[k] = int8_t(src[0]);
-        break;
-      case IndexDType::I16:
-        dst[k] = load<int16_t>(src);
-        break;
-      case IndexDType::U16:
-        dst[k] = load<uint16_t>(src);
-        break;
-      case IndexDType::I32:
-        dst[k] = load<int32_t>(src);
-        break;
-      case IndexDType::I64:
-        dst[k] = int32_t(load<int64_t>(src));
-        break;
-      default:
-        MT_THROW("unreachable dtype ", index_dtype_name(dtype_));
-    }
+  switch (dtype_) {
+    case IndexDType::U8:
+      widen<uint8_t>(src, length, dst);
+      break;
+    case IndexDType::I8:
+      widen<int8_t>(src, length, dst);
+      break;
+    case IndexDType::I16:
+      widen<int16_t>(src, length, dst);
+      break;
+    case IndexDType::U16:
+      widen<uint16_t>(src, length, dst);
+      break;
+    case IndexDType::I32:
+      widen<int32_t>(src, length, dst);
+      break;
+    case IndexDType::I64:
+      widen<int64_t>(src, length, dst);
+      break;
+    default:
+      MT_THROW("unreachable dtype ", index_dtype_name(dtype_));
   }
 }
 

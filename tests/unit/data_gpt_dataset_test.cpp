@@ -167,6 +167,13 @@ TEST(DataGptDataset, IndexIsCachedAndRebuiltWhenTheDataChanges) {
   EXPECT_NE(other_seed.cache_path(), changed.cache_path());
 }
 
+TEST(DataGptDataset, MegatronSampleCounts) {
+  // 1000 iterations of 32, evaluating 10 iterations every 100: 11 evaluations.
+  EXPECT_EQ(train_valid_test_num_samples(1000, 32, 100, 10),
+            (std::array<int64_t, 3>{32000, 11 * 10 * 32, 320}));
+  EXPECT_THROW(train_valid_test_num_samples(10, 0, 1, 1), Error);
+}
+
 TEST(DataGptDataset, FactoryBuildsSplitsAndBlends) {
   TempDir dir;
   std::vector<int32_t> lengths(100);

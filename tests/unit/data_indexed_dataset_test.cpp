@@ -98,6 +98,26 @@ TEST(DataIndexedDataset, Int32RoundTripAndDtypeRange) {
   }
 }
 
+TEST(DataIndexedDataset, EveryIntegerDtypeRoundTrips) {
+  TempDir dir;
+  const std::vector<int32_t> tokens{0, 1, 100, 127};
+  for (IndexDType dtype : {IndexDType::U8, IndexDType::I8, IndexDType::I16, IndexDType::U16,
+                           IndexDType::I32, IndexDType::I64}) {
+    const std::string prefix = dir.file(index_dtype_name(dtype));
+    IndexedDatasetBuilder b(prefix, dtype);
+    b.add_item(tokens);
+    b.add_item(std::vector<int32_t>{5});
+    b.end_document();
+    b.finalize();
+    IndexedDataset ds(prefix);
+    EXPECT_EQ(ds.dtype(), dtype);
+    EXPECT_EQ(ds.get(0), tokens) << index_dtype_name(dtype);
+    EXPECT_EQ(ds.get(1), (std::vector<int32_t>{5}));
+    EXPECT_EQ(ds.sequence_pointer(1), int64_t(4 * index_dtype_size(dtype)));
+  }
+  EXPECT_THROW(IndexedDatasetBuilder(dir.file("f"), IndexDType::F32), Error);
+}
+
 TEST(DataIndexedDataset, UnfinalizedBuilderLeavesNoFiles) {
   TempDir dir;
   {

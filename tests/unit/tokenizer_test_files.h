@@ -13,18 +13,27 @@
 
 namespace megatron::testing {
 
-// MEGATRON_SOURCE_DIR (set by CTest) / relative; the working directory when run by hand.
+// $MEGATRON_SOURCE_DIR / relative; the source tree CMake configured when the variable is unset.
 inline std::string source_file(const std::string& relative) {
   const char* root = std::getenv("MEGATRON_SOURCE_DIR");
-  const std::filesystem::path path = std::filesystem::path(root ? root : ".") / relative;
+  const std::filesystem::path path =
+      std::filesystem::path(root ? root : MEGATRON_TEST_SOURCE_DIR) / relative;
   if (!std::filesystem::exists(path)) {
     throw std::runtime_error(path.string() + " not found; set MEGATRON_SOURCE_DIR to the repo");
   }
   return path.string();
 }
 
-// A file fetched by scripts/fetch_data.sh (CTest sets MEGATRON_DATA_DIR at configure time).
+// A file fetched by scripts/fetch_data.sh: from $MEGATRON_DATA_DIR, else from the directory
+// fixed when CMake configured the tests (so a different HOME at test time does not matter).
 inline std::string fetched_file(const std::string& name) {
+  if (std::getenv("MEGATRON_DATA_DIR") == nullptr) {
+    const std::filesystem::path path = std::filesystem::path(MEGATRON_TEST_DATA_DIR) / name;
+    if (!std::filesystem::exists(path)) {
+      throw std::runtime_error(path.string() + " not found; run scripts/fetch_data.sh first");
+    }
+    return path.string();
+  }
   return fetched_data_file(name);
 }
 

@@ -158,8 +158,17 @@ while (size < 120000) {
   size += Buffer.byteLength(b, 'utf8');
   blocks.push(pick(['\n', '\n\n', '\n', ' ', '\n\n\n', '  \n', '\n \n']));
 }
+// Long single pieces (DNA, base64-like letters, repeated letters and digits): BPE cost grows
+// with piece length, and the C++ side uses a different (heap) order of work for them.
+const runs = [];
+for (const [alphabet, length] of [['ACGT', 3000], ['abcdefghijklmnopqrstuvwxyzABCDEFGHIJ', 1500],
+                                  ['a', 2000], ['ab', 1200], ['7', 1000], ['é', 600]]) {
+  let run = '';
+  for (let i = 0; i < length; ++i) run += pick(alphabet.split(''));
+  runs.push(run);
+}
 // End on a whitespace run so the \s+(?!\S) rule is exercised at the very end of the text.
-const text = blocks.join('') + '   \n\n  ';
+const text = blocks.join('') + runs.join(' ') + '\n' + '   \n\n  ';
 if (/[\u0085\ufeff]/.test(text)) throw new Error('text must avoid U+0085 and U+FEFF');
 
 // --- golden files ----------------------------------------------------------------------------

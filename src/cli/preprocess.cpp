@@ -1,0 +1,60 @@
+// `megatron preprocess` — loose JSON -> indexed dataset, with Megatron's
+// tools/preprocess_data.py flags. The work is done by data/preprocess.h.
+#include "data/preprocess.h"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "cli/subcommands.h"
+#include "core/timer.h"
+#include "data/tokenizer.h"
+
+namespace megatron::cli {
+
+int run_preprocess(int argc, char** argv) {
+  CLI::App app{"Tokenize loose JSON (one document per line) into Megatron indexed datasets",
+               "megatron preprocess"};
+  PreprocessOptions opt;
+  TokenizerOptions tok;
+  app.add_option("--input", opt.input, "input file: one JSON object per line")->required();
+  app.add_option("--json-keys", opt.json_keys, "keys to extract from each JSON object")
+      ->default_str("text");
+  app.add_option("--tokenizer-type", tok.type,
+                 "GPT2BPETokenizer | BertWordPieceLowerCase | BertWordPieceCase | "
+                 "SentencePieceTokenizer | NullTokenizer")
+      ->required();
+  app.add_option("--vocab-file", tok.vocab_file, "vocabulary file");
+  app.add_option("--merge-file", tok.merge_file, "BPE merge file (GPT-2)");
+  app.add_option("--tokenizer-model", tok.model_file, "SentencePiece model");
+  app.add_option("--vocab-size", tok.vocab_size, "vocabulary size (NullTokenizer)");
+  app.add_flag("--append-eod", opt.append_eod, "append the end-of-document token");
+  app.add_flag("--split-sentences", opt.split_sentences,
+               "one sequence per sentence (rule-based English splitter)");
+  app.add_option("--output-prefix", opt.output_prefix,
+                 "writes PREFIX_{key}_{document|sentence}.bin/.idx")
+      ->required();
+  app.add_option("--workers", opt.workers, "tokenizer threads (output does not depend on it)")
+      ->default_val(1);
+  app.add_flag("--keep-going", opt.keep_going,
+               "skip (and count) malformed lines instead of stopping");
+  app.add_option("--log-interval", opt.log_interval, "report progress every N documents")
+      ->default_val(10000);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(tok);
+  Timer timer;
+  timer.start();
+  PreprocessResult r = preprocess(opt, *tokenizer);
+  const double s = timer.seconds();
+  std::fprintf(stderr, "Done: %lld documents, %lld skipped lines, %.2f MB in %.2f s (%.2f MB/s).\n",
+               static_cast<long long>(r.documents), static_cast<long long>(r.skipped_lines),
+               double(r.bytes) / 1e6, s, double(r.bytes) / 1e6 / s);
+  for (const std::string& p : r.output_prefixes)
+    std::printf("%s.bin %s.idx\n", p.c_str(), p.c_str());
+  return 0;
+}
+
+}  // namespace megatron::cli
