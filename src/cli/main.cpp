@@ -25,6 +25,8 @@ const Subcommand kSubcommands[] = {
     {"preprocess", megatron::cli::run_preprocess,
      "tokenize loose JSON into an indexed dataset (.bin/.idx)"},
     {"bench", megatron::cli::run_bench, "measure kernel and step throughput, TFLOP/s, MFU"},
+    {"convert", megatron::cli::run_convert,
+     "import/export HF GPT-2, change the tensor-parallel size of a checkpoint"},
     {"comm-check", megatron::cli::run_comm_check,
      "verify collectives and the rank grid on all ranks; all-reduce bandwidth"},
     {"pretrain-gpt", megatron::cli::run_pretrain_gpt,

@@ -47,13 +47,16 @@ void rename_or_throw(const std::string& from, const std::string& to) {
 
 }  // namespace
 
+int64_t resolve_checkpoint_iteration(const std::string& load_dir, int64_t iteration) {
+  if (iteration >= 0) return iteration;
+  std::optional<int64_t> latest = read_latest_iteration(load_dir);
+  MT_CHECK(latest.has_value(), "no checkpoint to load in '", load_dir, "': ", kTrackerFileName,
+           " not found");
+  return *latest;
+}
+
 std::string checkpoint_iteration_dir(const std::string& load_dir, int64_t iteration) {
-  if (iteration < 0) {
-    std::optional<int64_t> latest = read_latest_iteration(load_dir);
-    MT_CHECK(latest.has_value(), "no checkpoint to load in '", load_dir, "': ", kTrackerFileName,
-             " not found");
-    iteration = *latest;
-  }
+  iteration = resolve_checkpoint_iteration(load_dir, iteration);
   std::string dir = load_dir + "/" + iteration_dir_name(iteration);
   MT_CHECK(fs::is_directory(dir), "checkpoint directory '", dir, "' does not exist");
   return dir;

@@ -53,8 +53,10 @@ nlohmann::json load_checkpoint(const std::string& load_dir, int64_t iteration,
 
 // ---- Building blocks, shared with offline tools (megatron convert) ----
 
-// Resolves `iteration` (-1: the tracker's) to SAVE/iter_XXXXXXX; throws Error naming the
-// directory and the tracker file when there is nothing to load.
+// Resolves `iteration` (-1: the tracker's); throws Error naming the directory and the
+// tracker file when there is no tracker.
+int64_t resolve_checkpoint_iteration(const std::string& load_dir, int64_t iteration);
+// LOAD/iter_XXXXXXX for `iteration` (-1: the tracker's); throws Error when it does not exist.
 std::string checkpoint_iteration_dir(const std::string& load_dir, int64_t iteration);
 
 // Throws Error listing every difference between the checkpoint's parameters and `params`

@@ -1,5 +1,7 @@
 #include "train/checkpoint_shards.h"
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 
 #include "core/durable_file.h"
@@ -79,6 +81,32 @@ Shape slice_origin(size_t ndim, int partition_dim, int64_t start) {
   return origin;
 }
 
+// dst = src (same shape); rows along the last dimension are contiguous in both (slices of
+// contiguous tensors), so copy them whole instead of element by element.
+void copy_rows(Tensor& dst, const Tensor& src) {
+  const int64_t nd = dst.dim();
+  if (nd == 0 || dst.stride(nd - 1) != 1 || src.stride(nd - 1) != 1 ||
+      (dst.is_contiguous() && src.is_contiguous())) {
+    dst.copy_from(src);
+    return;
+  }
+  const int64_t row = dst.size(nd - 1), rows = dst.numel() / std::max<int64_t>(row, 1);
+  const size_t bytes = size_t(row) * dtype_size(dst.dtype());
+  char* d = static_cast<char*>(dst.raw_data());
+  const char* s = static_cast<const char*>(src.raw_data());
+  const int64_t esize = int64_t(dtype_size(dst.dtype()));
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t od = 0, os = 0;
+    for (int64_t k = nd - 2, rem = r; k >= 0; --k) {
+      const int64_t i = rem % dst.size(k);
+      rem /= dst.size(k);
+      od += i * dst.stride(k);
+      os += i * src.stride(k);
+    }
+    std::memcpy(d + od * esize, s + os * esize, bytes);
+  }
+}
+
 // Copies the part of `src` (placed at `src_origin`) that overlaps `dst` (placed at
 // `dst_origin`) and returns the number of elements copied.
 int64_t copy_overlap(const Tensor& src, const Shape& src_origin, Tensor& dst,
@@ -91,7 +119,7 @@ int64_t copy_overlap(const Tensor& src, const Shape& src_origin, Tensor& dst,
     s = s.slice(k, lo - src_origin[k], hi - src_origin[k]);
     d = d.slice(k, lo - dst_origin[k], hi - dst_origin[k]);
   }
-  d.copy_from(s);
+  copy_rows(d, s);
   return d.numel();
 }
 

@@ -28,6 +28,15 @@ inline std::vector<ParamSpec> fixture_specs() {
   };
 }
 
+// The position of parameter `name` in fixture_specs() (stable when a store holds a subset).
+inline size_t fixture_id(const std::string& name) {
+  const std::vector<ParamSpec> specs = fixture_specs();
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (specs[i].name == name) return i;
+  ADD_FAILURE() << "not a fixture parameter: " << name;
+  return 0;
+}
+
 // The value of element `full_index` of parameter number `param` (and of optimizer buffer
 // number `buffer`, 0 = the parameter itself): distinct everywhere, exactly representable.
 inline float fixture_value(size_t param, int64_t full_index, int buffer = 0) {
@@ -45,10 +54,10 @@ inline ParameterStore make_fixture_store(int tp_rank, int tp_size,
 // Fills a flat f32 buffer laid out like the store's values with fixture_value(..., buffer).
 inline void fill_fixture(const ParameterStore& store, Tensor flat, int buffer) {
   float* v = flat.data<float>();
-  for (size_t i = 0; i < store.params().size(); ++i) {
-    const Parameter& p = store.params()[i];
+  for (const Parameter& p : store.params()) {
+    const size_t id = fixture_id(p.spec.name);
     for (int64_t k = 0; k < shape_numel(p.local_shape); ++k)
-      v[p.flat_offset + k] = fixture_value(i, full_element_index(p, k), buffer);
+      v[p.flat_offset + k] = fixture_value(id, full_element_index(p, k), buffer);
   }
 }
 
@@ -57,10 +66,10 @@ inline int64_t count_fixture_mismatches(const ParameterStore& store, const Tenso
                                         int buffer) {
   const float* v = flat.data<float>();
   int64_t bad = 0;
-  for (size_t i = 0; i < store.params().size(); ++i) {
-    const Parameter& p = store.params()[i];
+  for (const Parameter& p : store.params()) {
+    const size_t id = fixture_id(p.spec.name);
     for (int64_t k = 0; k < shape_numel(p.local_shape); ++k)
-      bad += v[p.flat_offset + k] != fixture_value(i, full_element_index(p, k), buffer);
+      bad += v[p.flat_offset + k] != fixture_value(id, full_element_index(p, k), buffer);
   }
   return bad;
 }

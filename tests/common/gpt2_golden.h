@@ -18,11 +18,19 @@
 
 namespace megatron::testing {
 
-inline std::string gpt2_fixture_dir() {
-  const char* src = std::getenv("MEGATRON_SOURCE_DIR");
-  EXPECT_NE(src, nullptr) << "MEGATRON_SOURCE_DIR must name the source tree (CTest sets it)";
-  return std::string(src ? src : ".") + "/tests/data/gpt2_tiny";
+// The source tree: MEGATRON_SOURCE_DIR (CTest sets it for dist tests), else the path the
+// unit tests were compiled with.
+inline std::string source_dir() {
+  if (const char* env = std::getenv("MEGATRON_SOURCE_DIR")) return env;
+#ifdef MEGATRON_TEST_SOURCE_DIR
+  return MEGATRON_TEST_SOURCE_DIR;
+#else
+  ADD_FAILURE() << "MEGATRON_SOURCE_DIR must name the source tree";
+  return ".";
+#endif
 }
+
+inline std::string gpt2_fixture_dir() { return source_dir() + "/tests/data/gpt2_tiny"; }
 
 // max |actual - expected| / max |expected|: one number per tensor, scale-aware.
 inline double max_relative_error(const Tensor& actual, const Tensor& expected) {

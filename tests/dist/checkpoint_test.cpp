@@ -130,5 +130,45 @@ TEST(CheckpointDist, FailureOnOneRankFailsEveryRankAndKeepsThePreviousCheckpoint
   EXPECT_EQ(got.value_mismatches, 0);
 }
 
+// The fixture's parameters split over two pipeline stages: embeddings and the QKV projection
+// on stage 0, the rest on stage 1.
+std::vector<ParamSpec> stage_specs(int pp_rank) {
+  std::vector<ParamSpec> out;
+  for (const ParamSpec& s : fixture_specs()) {
+    const bool first =
+        s.name.rfind("embedding.", 0) == 0 || s.name.find("query_key_value") != std::string::npos;
+    if (first == (pp_rank == 0)) out.push_back(s);
+  }
+  return out;
+}
+
+TEST(CheckpointDist, PipelineLayoutSavesPerStageAndLoadsIntoTheWholeModel) {
+  SKIP_UNLESS_WORLD_SIZE(4);
+  SharedTempDir dir;
+  {
+    ParallelState ps = ParallelState::create(test::world(), 2, 2);
+    ParameterStore store = make_fixture_store(ps.tp_rank, 2, stage_specs(ps.pp_rank));
+    fill_fixture(store, store.flat_values(), 0);
+    save_checkpoint(dir.path(), 2, store, {}, {{"pp_rank", ps.pp_rank}}, ps);
+  }
+  std::vector<RankDir> dirs = list_rank_dirs(dir.path() + "/iter_0000002");
+  ASSERT_EQ(dirs.size(), 4u);
+  EXPECT_EQ(fs::path(dirs[3].path).filename(), "mp_rank_01_001");
+  EXPECT_EQ(dirs[3].tp_rank, 1);
+  EXPECT_EQ(dirs[3].pp_rank, 1);
+
+  // Back into the same stages (other stages' parameters are not "extra" there) ...
+  ParallelState pp2 = ParallelState::create(test::world(), 2, 2);
+  ParameterStore stage = make_fixture_store(pp2.tp_rank, 2, stage_specs(pp2.pp_rank));
+  nlohmann::json state = load_checkpoint(dir.path(), -1, stage, nullptr, pp2);
+  EXPECT_EQ(count_fixture_mismatches(stage, stage.flat_values(), 0), 0);
+  EXPECT_EQ(state["pp_rank"], pp2.pp_rank);
+  // ... and into the whole model at TP 4, PP 1.
+  ParallelState tp4 = ParallelState::create(test::world(), 4, 1);
+  ParameterStore whole = make_fixture_store(tp4.tp_rank, 4);
+  load_checkpoint(dir.path(), -1, whole, nullptr, tp4);
+  EXPECT_EQ(count_fixture_mismatches(whole, whole.flat_values(), 0), 0);
+}
+
 }  // namespace
 }  // namespace megatron

@@ -1,0 +1,65 @@
+// `megatron convert` — Megatron-LM's tools/checkpoint/convert.py: import/export HuggingFace
+// GPT-2 checkpoints and change the tensor-parallel size of our checkpoints offline.
+//
+//   megatron convert --model-type gpt --from hf --load HF_DIR --save CKPT
+//                    --target-tensor-parallel-size T
+//   megatron convert --model-type gpt --from megatron --to hf --load CKPT --save HF_DIR
+//   megatron convert --model-type gpt --load CKPT --save CKPT2 --target-tensor-parallel-size T
+#include <CLI/CLI.hpp>
+#include <filesystem>
+
+#include "cli/args.h"
+#include "cli/subcommands.h"
+#include "core/logging.h"
+#include "train/checkpoint_convert.h"
+
+namespace megatron::cli {
+
+int run_convert(int argc, char** argv) {
+  CLI::App app{"Convert checkpoints: HF GPT-2 <-> megatron-cpp, or change the TP size"};
+  app.name("megatron convert");
+  std::string model_type, from = "megatron", to = "megatron", load, save;
+  int target_tp = 1, target_pp = 1, divisible_by = 128;
+  int64_t load_iteration = -1, vocab_size = 0;
+  app.add_option("--model-type", model_type, "model family (gpt)")->required();
+  app.add_option("--from", from, "format of --load: hf or megatron")
+      ->check(CLI::IsMember({"hf", "megatron"}));
+  app.add_option("--to", to, "format of --save: megatron or hf")
+      ->check(CLI::IsMember({"hf", "megatron"}));
+  app.add_option("--load", load, "directory to read (HF model directory or checkpoint)")
+      ->required();
+  app.add_option("--save", save, "directory to write")->required();
+  app.add_option("--target-tensor-parallel-size", target_tp,
+                 "tensor-parallel size of the written checkpoint");
+  app.add_option("--target-pipeline-parallel-size", target_pp,
+                 "pipeline-parallel size of the written checkpoint (only 1)");
+  app.add_option("--make-vocab-size-divisible-by", divisible_by,
+                 "HF import: pad the vocabulary to a multiple of this x TP size");
+  app.add_option("--load-iteration", load_iteration,
+                 "checkpoint iteration to read (default: the latest)");
+  app.add_option("--vocab-size", vocab_size,
+                 "HF export: real vocabulary size when state.json does not record it");
+  if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
+
+  MT_CHECK(model_type == "gpt", "--model-type ", model_type,
+           " is not supported by convert (expected gpt)");
+  MT_CHECK(target_pp == 1, "--target-pipeline-parallel-size ", target_pp,
+           " is not supported (pipeline parallelism is not implemented; use 1)");
+  MT_CHECK(from == "megatron" || to == "megatron", "--from hf --to hf is not a conversion");
+  MT_CHECK(std::filesystem::weakly_canonical(load) != std::filesystem::weakly_canonical(save),
+           "--load and --save are both '", load, "': write the conversion elsewhere");
+  if (from == "hf") {
+    import_hf_gpt2(load, save, target_tp, divisible_by);
+    log_info("converted HF GPT-2 ", load, " into checkpoint ", save,
+             " (iteration 0, tensor-parallel size ", target_tp, ")");
+  } else if (to == "hf") {
+    export_hf_gpt2(load, load_iteration, save, vocab_size);
+    log_info("exported checkpoint ", load, " as HF GPT-2 ", save);
+  } else {
+    reshard_checkpoint(load, load_iteration, save, target_tp);
+    log_info("resharded checkpoint ", load, " into ", save, " at tensor-parallel size ", target_tp);
+  }
+  return 0;
+}
+
+}  // namespace megatron::cli

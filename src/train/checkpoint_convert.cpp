@@ -1,0 +1,138 @@
+#include "train/checkpoint_convert.h"
+
+#include <random>
+
+#include "model/hf_gpt2.h"
+#include "parallel/full_tensors.h"
+#include "train/checkpoint.h"
+#include "train/hf_directory.h"
+
+namespace megatron {
+namespace {
+
+// The parameters GptModel registers for TP rank `rank` of `size`, allocated (zeros). The
+// model is built only for its registrations: no communicator is needed or used.
+ParameterStore gpt_parameter_store(const GptConfig& config, int rank, int size) {
+  ParallelState ps;
+  ps.tp_rank = rank;
+  ps.tp_size = size;
+  ParameterStore store(rank, size);
+  GptModel model(config, ps, store);
+  store.allocate();
+  return store;
+}
+
+uint64_t nonce() {
+  return (uint64_t(std::random_device{}()) << 32) | std::random_device{}();
+}
+
+template <typename T>
+T state_field(const nlohmann::json& state, const char* section, const char* key,
+              const std::string& dir) {
+  MT_CHECK(state.contains(section) && state[section].contains(key), "checkpoint '", dir,
+           "': state.json has no ", section, ".", key, " (needed to export the model)");
+  return state[section][key].get<T>();
+}
+
+}  // namespace
+
+nlohmann::json gpt_model_shape_json(const GptConfig& c) {
+  return {{"num_layers", c.num_layers},
+          {"hidden_size", c.hidden_size},
+          {"num_attention_heads", c.num_attention_heads},
+          {"ffn_hidden_size", c.ffn_hidden_size > 0 ? c.ffn_hidden_size : 4 * c.hidden_size},
+          {"padded_vocab_size", c.padded_vocab_size},
+          {"max_position_embeddings", c.max_position_embeddings},
+          {"vocab_size", c.vocab_size}};
+}
+
+void import_hf_gpt2(const std::string& hf_dir, const std::string& save_dir, int target_tp,
+                    int make_vocab_size_divisible_by) {
+  MT_CHECK(target_tp >= 1, "--target-tensor-parallel-size must be >= 1, got ", target_tp);
+  HfDirectory hf = read_hf_directory(hf_dir);
+  const int64_t real_vocab = hf.config.value("vocab_size", int64_t(0));
+  GptConfig config = gpt_config_from_hf(
+      hf.config, padded_vocab_size(real_vocab, make_vocab_size_divisible_by, target_tp));
+  const TensorMap full = gpt_tensors_from_hf(hf.tensors, config);
+
+  nlohmann::json args = gpt_model_shape_json(config);
+  args["seq_length"] = config.seq_length;
+  args["layernorm_epsilon"] = config.layernorm_epsilon;
+  args["make_vocab_size_divisible_by"] = make_vocab_size_divisible_by;
+  args["tensor_model_parallel_size"] = target_tp;
+  const nlohmann::json state = {{"iteration", 0},
+                                {"consumed_train_samples", 0},
+                                {"consumed_valid_samples", 0},
+                                {"model", gpt_model_shape_json(config)},
+                                {"args", args},
+                                {"converted_from", {{"format", "hf-gpt2"}, {"path", hf_dir}}}};
+  CheckpointTransaction transaction(save_dir, 0, nonce());
+  for (int rank = 0; rank < target_tp; ++rank) {
+    ParameterStore store = gpt_parameter_store(config, rank, target_tp);
+    assign_from_full_tensors(full, store);
+    write_checkpoint_rank(transaction.path(), 0, store, {}, state, {rank, target_tp, 0, 1});
+  }
+  transaction.commit();
+}
+
+void export_hf_gpt2(const std::string& load_dir, int64_t iteration, const std::string& hf_dir,
+                    int64_t vocab_size) {
+  CheckpointShardReader reader(checkpoint_iteration_dir(load_dir, iteration));
+  const nlohmann::json state = reader.state(0, 0);
+  const std::string& dir = reader.iteration_dir();
+  GptConfig c;
+  c.num_layers = state_field<int>(state, "model", "num_layers", dir);
+  c.hidden_size = state_field<int>(state, "model", "hidden_size", dir);
+  c.num_attention_heads = state_field<int>(state, "model", "num_attention_heads", dir);
+  c.ffn_hidden_size = state_field<int>(state, "model", "ffn_hidden_size", dir);
+  c.max_position_embeddings = state_field<int>(state, "model", "max_position_embeddings", dir);
+  c.padded_vocab_size = state_field<int64_t>(state, "model", "padded_vocab_size", dir);
+  c.seq_length = c.max_position_embeddings;
+  const nlohmann::json args = state.value("args", nlohmann::json::object());
+  c.layernorm_epsilon = args.value("layernorm_epsilon", 1e-5f);
+  c.vocab_size = vocab_size > 0 ? vocab_size
+                 : state["model"].contains("vocab_size")
+                     ? state["model"]["vocab_size"].get<int64_t>()
+                     : args.value("vocab_size", int64_t(0));
+  MT_CHECK(c.vocab_size > 0 && c.vocab_size <= c.padded_vocab_size, "checkpoint '", dir,
+           "': the real vocabulary size is unknown or larger than the padded ", c.padded_vocab_size,
+           " (got ", c.vocab_size, "); pass --vocab-size");
+
+  // The checkpoint's shapes must be this model's (e.g. heads cannot be read off the shapes).
+  ParameterStore expected = gpt_parameter_store(c, 0, 1);
+  check_checkpoint_matches(reader, expected, true);
+  TensorMap full;
+  for (const std::string& name : reader.names()) {
+    Tensor t = Tensor::empty(reader.placement(name).full_shape, DType::F32);
+    reader.read_model(name, t, -1, 0);
+    full[name] = t;
+  }
+  write_hf_directory(hf_dir, {hf_config_from_gpt(c), hf_tensors_from_gpt(full, c)});
+}
+
+void reshard_checkpoint(const std::string& load_dir, int64_t iteration, const std::string& save_dir,
+                        int target_tp) {
+  MT_CHECK(target_tp >= 1, "--target-tensor-parallel-size must be >= 1, got ", target_tp);
+  const int64_t it = resolve_checkpoint_iteration(load_dir, iteration);
+  CheckpointShardReader reader(checkpoint_iteration_dir(load_dir, it));
+  nlohmann::json state = reader.state(0, 0);
+  if (state.contains("args") && state["args"].is_object())
+    state["args"]["tensor_model_parallel_size"] = target_tp;
+  CheckpointTransaction transaction(save_dir, it, nonce());
+  for (int rank = 0; rank < target_tp; ++rank) {
+    ParameterStore store(rank, target_tp);
+    for (const std::string& name : reader.names()) {
+      const ShardPlacement& p = reader.placement(name);
+      store.add({name, p.full_shape, p.partition_dim, true});
+    }
+    store.allocate();
+    std::map<std::string, Tensor> optimizer;
+    for (const std::string& buffer : reader.optimizer_buffer_names())
+      optimizer[buffer] = Tensor::zeros({store.flat_values().numel()}, DType::F32);
+    read_parameters(reader, store, &optimizer);
+    write_checkpoint_rank(transaction.path(), it, store, optimizer, state, {rank, target_tp, 0, 1});
+  }
+  transaction.commit();
+}
+
+}  // namespace megatron

@@ -1,0 +1,37 @@
+// Offline checkpoint conversions behind `megatron convert` (one process, no MPI):
+// HF GPT-2 -> our checkpoint at any TP size, our checkpoint -> HF GPT-2, and resharding our
+// checkpoints to another TP size. Each writes its output atomically, as save_checkpoint does.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "model/gpt_model.h"
+
+namespace megatron {
+
+// Reads the HF GPT-2 directory `hf_dir` (config.json + safetensors) and saves it to `save_dir`
+// as iteration 0 at `target_tp` tensor-parallel ranks, the word embedding padded to Megatron's
+// padded vocabulary (multiple of divisible_by × target_tp). No optimizer state; state.json
+// holds iteration 0, zero consumed samples, the model shape and the model arguments.
+void import_hf_gpt2(const std::string& hf_dir, const std::string& save_dir, int target_tp,
+                    int make_vocab_size_divisible_by);
+
+// Gathers iteration `iteration` (-1: latest) of our checkpoint in `load_dir` into full
+// tensors and writes an HF GPT-2 directory (config.json + model.safetensors) to `hf_dir`.
+// The model shape comes from state.json ("model", "args"); the real vocabulary size from
+// `vocab_size` when > 0, else from state.json (model.vocab_size or args.vocab_size).
+void export_hf_gpt2(const std::string& load_dir, int64_t iteration, const std::string& hf_dir,
+                    int64_t vocab_size);
+
+// Rewrites iteration `iteration` (-1: latest) of `load_dir` at `target_tp` tensor-parallel
+// ranks into `save_dir` (same iteration), parameters and optimizer state alike; state.json of
+// each new rank is the source's rank 0 state with args.tensor_model_parallel_size updated.
+void reshard_checkpoint(const std::string& load_dir, int64_t iteration, const std::string& save_dir,
+                        int target_tp);
+
+// The model-shape record the trainer compares on load (state.json "model").
+nlohmann::json gpt_model_shape_json(const GptConfig& config);
+
+}  // namespace megatron
