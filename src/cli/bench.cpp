@@ -1,11 +1,38 @@
-// `megatron bench` — implemented by the kernels work (issue 2); see docs/kernels.md.
+// `megatron bench`: throughput measurements. Modes are chosen with --mode so each one (kernel
+// GEMM/bandwidth table now, whole training steps later) keeps its own file and flags group.
+#include <CLI/CLI.hpp>
+#include <cstring>
+
+#include "cli/bench_step.h"
+#include "cli/kernel_bench.h"
 #include "cli/subcommands.h"
-#include "core/error.h"
 
 namespace megatron::cli {
 
-int run_bench(int, char**) {
-  MT_THROW("megatron bench is not built yet");
+int run_bench(int argc, char** argv) {
+  // `--mode step` takes every pretrain-gpt flag (some share names with the kernel flags), so
+  // it parses its own command line (cli/bench_step.h).
+  for (int i = 1; i + 1 < argc; ++i)
+    if (!std::strcmp(argv[i], "--mode") && !std::strcmp(argv[i + 1], "step"))
+      return run_step_bench(argc, argv);
+  CLI::App app{"megatron bench: measure kernel throughput against the machine's own ceilings",
+               "megatron bench"};
+  std::string mode = "kernels";
+  app.add_option("--mode", mode, "what to measure (step: whole training steps, own flags)")
+      ->check(CLI::IsMember({"kernels"}))
+      ->capture_default_str();
+  KernelBenchOptions k;
+  auto* kg = app.add_option_group("kernels", "--mode kernels");
+  kg->add_option("--tokens", k.tokens, "GEMM rows, b·s")->capture_default_str();
+  kg->add_option("--hidden-size", k.hidden, "h")->capture_default_str();
+  kg->add_option("--ffn-hidden-size", k.ffn, "MLP width (4h)")->capture_default_str();
+  kg->add_option("--ceiling-size", k.ceiling_size, "size of the square ceiling GEMM")
+      ->capture_default_str();
+  kg->add_option("--copy-mb", k.copy_mb, "memcpy size for copy bandwidth")->capture_default_str();
+  kg->add_option("--min-time", k.min_time, "seconds per measurement")->capture_default_str();
+  kg->add_option("--dtype", k.dtypes, "GEMM input dtypes (f32, bf16)")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  return run_kernel_bench(k);
 }
 
 }  // namespace megatron::cli

@@ -209,6 +209,18 @@ std::vector<int32_t> BertWordPieceTokenizer::encode(std::string_view text) const
 }
 
 void BertWordPieceTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out) const {
+  // Long words are rare and would crowd the cache out.
+  constexpr size_t kMaxCachedWordBytes = 256;
+  if (word.size() > kMaxCachedWordBytes) return tokenize_word(word, out);
+  const size_t hash = StringHash{}(word);
+  if (cache_.find(word, hash, out)) return;
+  std::vector<int32_t> ids;
+  tokenize_word(word, ids);
+  out.insert(out.end(), ids.begin(), ids.end());
+  cache_.insert(word, hash, std::move(ids));
+}
+
+void BertWordPieceTokenizer::tokenize_word(std::string_view word, std::vector<int32_t>& out) const {
   std::string normalized;
   if (lower_case_) {
     if (is_ascii(word)) {

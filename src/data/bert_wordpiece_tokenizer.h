@@ -11,6 +11,7 @@
 //   4. every punctuation character (P* categories and all non-alphanumeric ASCII) is a word;
 //   5. greedy longest-match WordPiece per word, continuations prefixed "##"; a word with no
 //      segmentation, or longer than kMaxWordChars code points, becomes [UNK].
+// Each word's ids are cached (words repeat), and encode() is safe to call from many threads.
 // decode joins tokens with spaces, glues "##" continuations and applies
 // clean_up_tokenization (" ." -> ".", " n't" -> "n't", ...), as Megatron's decode does.
 #pragma once
@@ -19,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "data/piece_cache.h"
 #include "data/string_hash.h"
 #include "data/tokenizer.h"
 
@@ -46,8 +48,10 @@ class BertWordPieceTokenizer final : public Tokenizer {
   const std::string& token(int32_t id) const;
 
  private:
-  // Steps 3-5 for one whitespace/CJK-delimited word (UTF-8), appending ids to out.
+  // Steps 3-5 for one whitespace/CJK-delimited word (UTF-8), appending ids to out; cached.
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
+  // encode_word without the cache.
+  void tokenize_word(std::string_view word, std::vector<int32_t>& out) const;
   // Step 5 for one punctuation-free piece.
   void wordpiece(std::string_view piece, std::vector<int32_t>& out) const;
   int32_t required_id(const std::string& token, const std::string& vocab_file) const;
@@ -57,6 +61,7 @@ class BertWordPieceTokenizer final : public Tokenizer {
   StringMap<int32_t> ids_;           // entry -> id
   size_t max_token_chars_ = 0;       // longest entry in code points, "##" excluded
   int32_t unk_ = -1, cls_ = -1, sep_ = -1, mask_ = -1, pad_ = -1;
+  mutable PieceCache cache_;  // word -> ids; thread-safe, so encode() can stay const
 };
 
 }  // namespace megatron

@@ -7,13 +7,12 @@
 
 #include <array>
 #include <cstdint>
-#include <limits>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <queue>
 #include <unordered_map>
 
 #include "core/error.h"
+#include "data/piece_cache.h"
 #include "data/read_file.h"
 #include "data/string_hash.h"
 #include "data/utf8.h"
@@ -86,35 +85,6 @@ struct MatchDataDeleter {
   void operator()(pcre2_match_data* data) const { pcre2_match_data_free(data); }
 };
 
-// Piece -> ids. Sharded by hash so threads rarely share a mutex; a shard that reaches its
-// capacity is cleared, which bounds memory on unbounded corpora while keeping the hot words.
-class BpeCache {
- public:
-  bool find(std::string_view piece, size_t hash, std::vector<int32_t>& out) {
-    Shard& shard = shards_[hash % kShards];
-    std::lock_guard lock(shard.mutex);
-    auto it = shard.map.find(piece);
-    if (it == shard.map.end()) return false;
-    out.insert(out.end(), it->second.begin(), it->second.end());
-    return true;
-  }
-  void insert(std::string_view piece, size_t hash, std::vector<int32_t> ids) {
-    Shard& shard = shards_[hash % kShards];
-    std::lock_guard lock(shard.mutex);
-    if (shard.map.size() >= kShardCapacity) shard.map.clear();
-    shard.map.emplace(std::string(piece), std::move(ids));
-  }
-
- private:
-  static constexpr size_t kShards = 64;
-  static constexpr size_t kShardCapacity = 8192;  // 512K pieces in all
-  struct alignas(64) Shard {
-    std::mutex mutex;
-    StringMap<std::vector<int32_t>> map;
-  };
-  std::array<Shard, kShards> shards_;
-};
-
 }  // namespace
 
 char32_t gpt2_byte_to_unicode(uint8_t byte) {
@@ -127,7 +97,7 @@ struct GPT2BPETokenizer::State {
   std::unordered_map<uint64_t, Merge> merges;  // (first id, second id) -> merge
   int32_t eod = -1;
   std::unique_ptr<pcre2_code, CodeDeleter> pattern;
-  mutable BpeCache cache;
+  mutable PieceCache cache;  // thread-safe, so encode() can stay const
 
   // Appends the BPE ids of one piece (raw bytes) to out.
   void bpe(std::string_view piece, std::vector<int32_t>& out) const;

@@ -80,21 +80,6 @@ void narrow_from_f32(const Tensor& wide, Tensor& t) {
   }
 }
 
-// MPI counts are int. Operations whose chunks are independent (all_reduce, broadcast,
-// send/recv) run in pieces of at most this many elements so tensors of any size work.
-// An empty tensor makes no MPI call; every member passes the same size, so all skip alike.
-constexpr int64_t kMaxChunkElements = int64_t(1) << 30;
-
-template <typename Fn>
-void for_each_chunk(const Tensor& t, Fn&& fn) {
-  char* base = static_cast<char*>(t.raw_data());
-  const size_t element = dtype_size(t.dtype());
-  const int64_t n = t.numel();
-  for (int64_t start = 0; start < n; start += kMaxChunkElements) {
-    fn(base + size_t(start) * element, int(std::min(kMaxChunkElements, n - start)));
-  }
-}
-
 // all_gather / reduce_scatter move one block per rank; each must fit an int count.
 int block_count(const Tensor& chunk, const char* op) {
   MT_CHECK(chunk.numel() <= INT_MAX, op, ": per-rank block of ", chunk.numel(),
@@ -104,13 +89,18 @@ int block_count(const Tensor& chunk, const char* op) {
 
 }  // namespace
 
-std::unique_ptr<MpiCommunicator> MpiCommunicator::duplicate(MPI_Comm comm) {
+std::unique_ptr<MpiCommunicator> MpiCommunicator::duplicate(MPI_Comm comm,
+                                                            int64_t max_chunk_elements) {
+  MT_CHECK(max_chunk_elements >= 1 && max_chunk_elements <= INT_MAX,
+           "MpiCommunicator: max_chunk_elements must be in 1..", INT_MAX, ", got ",
+           max_chunk_elements);
   MPI_Comm dup = MPI_COMM_NULL;
   mpi_check(MPI_Comm_dup(comm, &dup), "MPI_Comm_dup");
-  return std::unique_ptr<MpiCommunicator>(new MpiCommunicator(dup));
+  return std::unique_ptr<MpiCommunicator>(new MpiCommunicator(dup, max_chunk_elements));
 }
 
-MpiCommunicator::MpiCommunicator(MPI_Comm owned) : comm_(owned) {
+MpiCommunicator::MpiCommunicator(MPI_Comm owned, int64_t max_chunk_elements)
+    : comm_(owned), max_chunk_elements_(max_chunk_elements) {
   // Errors come back as codes so they become megatron::Error (and then a clean job abort
   // with a message) instead of MPI's default abort without context.
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
@@ -123,6 +113,18 @@ MpiCommunicator::~MpiCommunicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+// Calls fn(pointer, count) for consecutive pieces of t. An empty tensor makes no call: every
+// member passes the same size, so all skip alike.
+template <typename Fn>
+void MpiCommunicator::for_each_chunk(const Tensor& t, Fn&& fn) const {
+  char* base = static_cast<char*>(t.raw_data());
+  const size_t element = dtype_size(t.dtype());
+  const int64_t n = t.numel();
+  for (int64_t start = 0; start < n; start += max_chunk_elements_) {
+    fn(base + size_t(start) * element, int(std::min(max_chunk_elements_, n - start)));
+  }
 }
 
 void MpiCommunicator::all_reduce(Tensor& t, ReduceOp op) {
@@ -210,7 +212,7 @@ std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
   check_split_color(color);
   MPI_Comm sub = MPI_COMM_NULL;
   mpi_check(MPI_Comm_split(comm_, color, key, &sub), "split");
-  return std::unique_ptr<MpiCommunicator>(new MpiCommunicator(sub));
+  return std::unique_ptr<MpiCommunicator>(new MpiCommunicator(sub, max_chunk_elements_));
 }
 
 }  // namespace megatron

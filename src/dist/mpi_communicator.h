@@ -12,6 +12,7 @@
 
 #include <mpi.h>
 
+#include <cstdint>
 #include <memory>
 
 #include "dist/communicator.h"
@@ -20,8 +21,16 @@ namespace megatron {
 
 class MpiCommunicator final : public Communicator {
  public:
+  // MPI counts are int, so all_reduce, broadcast, send and recv move tensors in pieces of at
+  // most this many elements (the pieces are independent). all_gather/reduce_scatter blocks
+  // must fit one int count.
+  static constexpr int64_t kDefaultMaxChunkElements = int64_t(1) << 30;
+
   // A communicator over the same processes as `comm` (which the caller keeps owning).
-  static std::unique_ptr<MpiCommunicator> duplicate(MPI_Comm comm);
+  // Groups made by split() inherit `max_chunk_elements` (tests make it small to exercise
+  // the piecewise path on small tensors).
+  static std::unique_ptr<MpiCommunicator> duplicate(
+      MPI_Comm comm, int64_t max_chunk_elements = kDefaultMaxChunkElements);
   ~MpiCommunicator() override;
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
@@ -39,8 +48,12 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<Communicator> split(int color, int key) override;
 
  private:
-  explicit MpiCommunicator(MPI_Comm owned);  // takes ownership of `owned`
+  MpiCommunicator(MPI_Comm owned, int64_t max_chunk_elements);  // takes ownership of `owned`
+  template <typename Fn>
+  void for_each_chunk(const Tensor& t, Fn&& fn) const;
+
   MPI_Comm comm_;
+  int64_t max_chunk_elements_;
   int rank_ = 0, size_ = 1;
 };
 

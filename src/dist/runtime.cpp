@@ -77,10 +77,11 @@ DistRuntime::DistRuntime(int& argc, char**& argv) {
     g_world = std::make_shared<SoloCommunicator>();
   }
   set_log_rank(g_world->rank());
-  std::set_terminate(terminate_handler);
+  previous_terminate_ = std::set_terminate(terminate_handler);
 }
 
 DistRuntime::~DistRuntime() {
+  std::set_terminate(previous_terminate_);
   g_world.reset();
   if (owns_mpi_ && mpi_active()) MPI_Finalize();
 }

@@ -13,6 +13,7 @@
 // collective the failed rank will never join.
 #pragma once
 
+#include <exception>
 #include <memory>
 #include <string>
 
@@ -27,12 +28,15 @@ class DistRuntime {
   // logging rank, and installs a terminate handler that aborts the job on an uncaught
   // exception in any thread. Only one DistRuntime may exist at a time.
   DistRuntime(int& argc, char**& argv);
-  ~DistRuntime();  // releases the world communicator, then MPI_Finalize if it initialised MPI
+  // Releases the world communicator, MPI_Finalize if it initialised MPI, and restores the
+  // previous terminate handler.
+  ~DistRuntime();
   DistRuntime(const DistRuntime&) = delete;
   DistRuntime& operator=(const DistRuntime&) = delete;
 
  private:
   bool owns_mpi_ = false;
+  std::terminate_handler previous_terminate_ = nullptr;
 };
 
 // True when the environment shows an MPI launcher started this process (or

@@ -54,15 +54,17 @@ Tensor Transformer::backward(Ctx& ctx, Tensor dy, Arena& arena, Arena& scratch) 
     final_ln_->backward(ctx.final_ln, dy, dx, 0.0f);
     dy = dx;
   }
+  // Each layer's backward temporaries live in the scratch arena, reset per layer, so the
+  // backward adds one layer's worth of memory to the saved activations, not L layers' worth;
+  // only the input gradient is copied out.
   for (size_t i = layers_.size(); i-- > 0;) {
-    if (config_.recompute_activations) {
-      scratch.reset();
-      TransformerLayer::Ctx layer_ctx;
-      layers_[i]->forward(layer_ctx, ctx.layer_inputs[i], ctx.pad_mask, ctx.scope, scratch);
-      dy = copy_into(arena, layers_[i]->backward(layer_ctx, dy, scratch));
-    } else {
-      dy = layers_[i]->backward(ctx.layers[i], dy, arena);
-    }
+    scratch.reset();
+    TransformerLayer::Ctx recomputed;
+    if (config_.recompute_activations)
+      layers_[i]->forward(recomputed, ctx.layer_inputs[i], ctx.pad_mask, ctx.scope, scratch);
+    const TransformerLayer::Ctx& layer_ctx =
+        config_.recompute_activations ? recomputed : ctx.layers[i];
+    dy = copy_into(arena, layers_[i]->backward(layer_ctx, dy, scratch));
   }
   return dy;
 }

@@ -6,6 +6,9 @@
 // forward is re-run from its saved input (same dropout keys → same masks) into the scratch
 // arena, then its backward runs there. Same kernels, same inputs → bit-identical losses and
 // gradients to a run without recompute.
+//
+// Backward: whether or not it recomputes, each layer's backward temporaries go to the scratch
+// arena (reset per layer) and only the layer's input gradient is copied to `arena`.
 #pragma once
 
 #include <memory>
@@ -37,8 +40,6 @@ class Transformer {
                  Arena& arena, Arena& scratch) const;
   // dy [s, b, h] (consumed) → dx [s, b, h].
   Tensor backward(Ctx& ctx, Tensor dy, Arena& arena, Arena& scratch) const;
-
-  const TransformerConfig& config() const { return config_; }
 
  private:
   TransformerConfig config_;

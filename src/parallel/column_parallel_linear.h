@@ -46,8 +46,6 @@ class ColumnParallelLinear {
 
   const Tensor& bias() const;  // compute dtype [out/t]; requires config.bias
   Tensor& bias_grad() const;   // f32 [out/t]
-  const ColumnParallelLinearConfig& config() const { return config_; }
-  int64_t output_size_per_partition() const { return config_.output_size / tp_->size(); }
 
  private:
   ColumnParallelLinearConfig config_;

@@ -46,7 +46,6 @@ class RowParallelLinear {
 
   const Tensor& bias() const;  // compute dtype [out]; requires config.bias
   Tensor& bias_grad() const;   // f32 [out]
-  const RowParallelLinearConfig& config() const { return config_; }
 
  private:
   RowParallelLinearConfig config_;

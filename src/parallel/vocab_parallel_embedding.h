@@ -38,8 +38,6 @@ class VocabParallelEmbedding {
 
   const Tensor& weight() const { return weights_.weight(weight_index_); }  // [V/t, h]
   Tensor& weight_grad() const { return weights_.grad(weight_index_); }     // f32 [V/t, h]
-  int64_t vocab_start() const { return vocab_start_; }
-  int64_t vocab_per_partition() const { return config_.num_embeddings / tp_->size(); }
 
  private:
   VocabParallelEmbeddingConfig config_;

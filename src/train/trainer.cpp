@@ -246,6 +246,8 @@ struct Trainer::Impl {
     int64_t last_saved = -1;
     log_info("training ...");
     interval_timer.start();
+    Timer training_time;
+    training_time.start();
     while (iteration < cfg.train_iters) {
       ++iteration;
       double loss = 0;
@@ -261,6 +263,7 @@ struct Trainer::Impl {
         ++interval_loss_count;
       }
       last_grad_norm = grad_norm;
+      if (cfg.on_iteration_end) cfg.on_iteration_end(iteration);
 
       if (iteration % cfg.log_interval == 0) log_interval_stats();
       if (do_valid() && iteration % cfg.eval_interval == 0) {
@@ -277,6 +280,15 @@ struct Trainer::Impl {
         log_info("exiting program at iteration ", iteration);
         result.iteration = iteration;
         return result;
+      }
+      if (cfg.exit_duration_seconds > 0) {
+        // Clocks differ between ranks: rank decisions are merged (MAX) so all stop together.
+        const double over = training_time.seconds() > cfg.exit_duration_seconds ? 1.0 : 0.0;
+        if (ps.world->all_reduce_scalar(over, ReduceOp::MAX) > 0.0) {
+          log_info("exiting training after ", cfg.exit_duration_seconds / 60.0,
+                   " minutes at iteration ", iteration);
+          break;
+        }
       }
     }
     if (!cfg.save.empty() && iteration > 0 && last_saved != iteration) save();

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -28,7 +29,8 @@ struct TrainerConfig {
   int64_t micro_batch = 1;
   int64_t global_batch = 1;
   int64_t train_iters = 0;
-  int64_t exit_interval = 0;  // 0: never
+  int64_t exit_interval = 0;         // 0: never
+  double exit_duration_seconds = 0;  // 0: never; else stop training after this wall time
   uint64_t seed = 1234;
   bool fp16 = false;  // f16-rounded weights + dynamic loss scaling (docs/training.md)
 
@@ -53,6 +55,8 @@ struct TrainerConfig {
   int32_t eod_token = -1;
   bool eod_mask_loss = false;
   nlohmann::json args;  // every argument, stored in each checkpoint's state.json
+  // Called on every rank after each iteration's optimizer step (e.g. by the step benchmark).
+  std::function<void(int64_t iteration)> on_iteration_end;
 };
 
 struct TrainingResult {

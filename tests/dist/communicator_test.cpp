@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "dist/mpi_communicator.h"
 #include "mpi_test_util.h"
 
 namespace megatron {
@@ -162,6 +163,55 @@ TYPED_TEST(CommunicatorDtypeTest, SendRecvAroundARing) {
     EXPECT_EQ(got[size_t(i)], Elem<T>::to(Elem<T>::from(Elem<T>::value(prev, i))))
         << "element " << i << " from rank " << prev;
   }
+}
+
+// all_reduce, broadcast and send/recv move large tensors in pieces of at most
+// max_chunk_elements; a limit of 4 makes a 13-element tensor take 4 pieces (4+4+4+1).
+TEST(CommunicatorTest, PiecewiseTransfersGiveTheSameResults) {
+  if (!launched_by_mpi()) GTEST_SKIP() << "needs MPI (run under mpirun)";
+  auto world = test::world();
+  const int n = world->size(), me = world->rank();
+  std::unique_ptr<Communicator> pieces = MpiCommunicator::duplicate(MPI_COMM_WORLD, 4);
+  std::unique_ptr<Communicator> group = pieces->split(0, me);  // inherits the limit
+
+  Tensor sum = rank_tensor<float>(me, {13});
+  pieces->all_reduce(sum);
+  Tensor half_max = rank_tensor<bf16>(me, {13});
+  group->all_reduce(half_max, ReduceOp::MAX);
+  Tensor b = rank_tensor<int64_t>(me, {13});
+  pieces->broadcast(b, n - 1);
+  Tensor received = Tensor::zeros({13}, DType::F64);
+  if (n > 1) {
+    if (me == 0) pieces->send(rank_tensor<double>(me, {13}), 1, /*tag=*/5);
+    if (me == 1) pieces->recv(received, 0, /*tag=*/5);
+  }
+  const std::vector<float> got_sum = sum.to_vector<float>();
+  const std::vector<double> got_max = as_doubles<bf16>(half_max);
+  const std::vector<int64_t> got_b = b.to_vector<int64_t>();
+  const std::vector<double> got_received = received.to_vector<double>();
+  for (int64_t i = 0; i < 13; ++i) {
+    EXPECT_EQ(got_sum[size_t(i)], expected_reduce<float>(n, i, ReduceOp::SUM)) << i;
+    EXPECT_EQ(got_max[size_t(i)], Elem<bf16>::to(expected_reduce<bf16>(n, i, ReduceOp::MAX))) << i;
+    EXPECT_EQ(got_b[size_t(i)], int64_t(Elem<int64_t>::value(n - 1, i))) << i;
+    if (n > 1 && me == 1) {
+      EXPECT_EQ(got_received[size_t(i)], Elem<double>::value(0, i)) << i;
+    }
+  }
+  EXPECT_THROW(MpiCommunicator::duplicate(MPI_COMM_WORLD, 0), Error);
+}
+
+// Above the threshold the bf16 staging converts with OpenMP threads; same results.
+TEST(CommunicatorTest, LargeBf16AllReduce) {
+  auto world = test::world();
+  const int n = world->size(), me = world->rank();
+  const int64_t count = (int64_t(1) << 16) + 3;
+  Tensor t = rank_tensor<bf16>(me, {count});
+  world->all_reduce(t);
+  const std::vector<double> got = as_doubles<bf16>(t);
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < count; ++i)
+    wrong += got[size_t(i)] != Elem<bf16>::to(expected_reduce<bf16>(n, i, ReduceOp::SUM));
+  EXPECT_EQ(wrong, 0);
 }
 
 TEST(CommunicatorTest, AllGatherInPlaceWhenInputIsOwnBlockOfOutput) {

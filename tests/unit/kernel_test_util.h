@@ -85,6 +85,28 @@ inline double worst_ratio(const std::vector<double>& a, const std::vector<double
   return worst;
 }
 
+// Central finite differences of a double function: grad[i] = (f(x + h·e_i) − f(x − h·e_i)) / 2h.
+template <typename Fn>
+std::vector<double> numeric_grad(Fn&& f, std::vector<double> x, double h = 1e-6) {
+  std::vector<double> g(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double keep = x[i];
+    x[i] = keep + h;
+    const double up = f(x);
+    x[i] = keep - h;
+    const double down = f(x);
+    x[i] = keep;
+    g[i] = (up - down) / (2 * h);
+  }
+  return g;
+}
+
+inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
 // bf16 keeps 8 significant bits: one rounding is at most 2^-9 relative.
 constexpr double kBf16Eps = 1.0 / 256.0;
 

@@ -178,12 +178,13 @@ TEST(ModelGpt, Bf16ComputeTracksF32) {
   const GptBatch batch = make_batch(c, 2, 0, 0);
   const float lf = f32.model.forward_backward(batch, 1.0f, 9);
   const float lb = bf.model.forward_backward(batch, 1.0f, 9);
-  // bf16 has an 8-bit mantissa: the loss agrees to ~1e-2 relative, the gradients to a few %.
-  EXPECT_NEAR(lb, lf, 1e-2 * lf);
-  EXPECT_LE(
-      test::relative_error(vec<float>(bf.store.flat_grads()), vec<float>(f32.store.flat_grads())),
-      5e-2);
-  EXPECT_NE(lb, lf);  // the bf16 path really ran in bf16
+  const double grad_error =
+      test::relative_error(vec<float>(bf.store.flat_grads()), vec<float>(f32.store.flat_grads()));
+  // bf16 keeps 8 significant bits (relative precision 2^-8 ≈ 3.9e-3); statistics stay in f32.
+  // Bounds: loss 1e-3 relative, gradients 2e-2 (about 5 bf16 ulps).
+  EXPECT_NEAR(lb, lf, 1e-3 * lf);
+  EXPECT_LE(grad_error, 2e-2);
+  EXPECT_GT(grad_error, 1e-5);  // the bf16 path really ran in bf16
 }
 
 TEST(ModelGpt, PaddedVocabSizeFollowsMegatron) {

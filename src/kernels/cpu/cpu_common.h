@@ -41,8 +41,14 @@ inline float from_f32<float>(float f) {
 }
 template <>
 inline bf16 from_f32<bf16>(float f) {
+  // bf16::from_float's arithmetic with its NaN test as a select instead of an early return,
+  // so loops that store bf16 still vectorise.
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t quiet_nan = (u >> 16) | 0x40u;
   bf16 r;
-  r.bits = bf16::from_float(f);
+  r.bits = uint16_t((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
   return r;
 }
 

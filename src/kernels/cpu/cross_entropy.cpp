@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/vector_math.h"
 
 namespace megatron::kernels {
 
@@ -46,9 +47,8 @@ void cross_entropy_row_max(const Tensor& logits, int64_t valid_cols, Tensor& row
     float* mx = row_max.data<float>();  // [N]
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < n; ++r) {
-      float m = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : m)
-      for (int64_t j = 0; j < valid_cols; ++j) m = std::max(m, cpu::to_f32(l[r * v + j]));
+      const T* lr = l + r * v;
+      const float m = cpu::max_reduce(valid_cols, [&](int64_t j) { return cpu::to_f32(lr[j]); });
       mx[r] = m;
     }
   });
@@ -80,7 +80,7 @@ void cross_entropy_sum_exp_target(const Tensor& logits, const Tensor& targets, i
       const float m = mx[r];
       float s = 0.f;
 #pragma omp simd reduction(+ : s)
-      for (int64_t j = 0; j < valid_cols; ++j) s += std::exp(cpu::to_f32(lr[j]) - m);
+      for (int64_t j = 0; j < valid_cols; ++j) s += cpu::exp_approx(cpu::to_f32(lr[j]) - m);
       se[r] = s;
       const int64_t local = int64_t(tg[r]) - vocab_start;
       tl[r] = (local >= 0 && local < valid_cols) ? cpu::to_f32(lr[local]) : 0.f;
@@ -135,7 +135,8 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, int64_t
       const int64_t local = int64_t(tg[r]) - vocab_start;
 #pragma omp simd
       for (int64_t j = 0; j < valid_cols; ++j)
-        dr[j] = cpu::from_f32<T>(std::exp(cpu::to_f32(lr[j]) - m) * scale - (j == local ? d : 0.f));
+        dr[j] = cpu::from_f32<T>(cpu::exp_approx(cpu::to_f32(lr[j]) - m) * scale -
+                                 (j == local ? d : 0.f));
       for (int64_t j = valid_cols; j < v; ++j) dr[j] = cpu::from_f32<T>(0.f);
     }
   });

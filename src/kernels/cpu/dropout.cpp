@@ -2,10 +2,11 @@
 // kernels/dropout.h).
 #include "kernels/dropout.h"
 
+#include <algorithm>
 #include <vector>
 
-#include "core/philox.h"
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/philox_lanes.h"
 
 namespace megatron::kernels {
 
@@ -30,9 +31,58 @@ void check_like(const Tensor& t, const Tensor& like, const char* what) {
 // out[i] = in[i] · mask[i] · keep_scale over n elements.
 template <typename T>
 void apply_mask(const T* in, const uint8_t* mask, float keep_scale, T* out, int64_t n) {
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i)
-    out[i] = cpu::from_f32<T>(mask[i] ? cpu::to_f32(in[i]) * keep_scale : 0.f);
+  constexpr int64_t kBlock = 4096;  // threads take blocks, each block is one vector loop
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < (n + kBlock - 1) / kBlock; ++b) {
+    const int64_t end = std::min(n, (b + 1) * kBlock);
+#pragma omp simd
+    for (int64_t i = b * kBlock; i < end; ++i) {
+      const float kept = cpu::to_f32(in[i]) * keep_scale;  // loaded unconditionally: no branch
+      out[i] = cpu::from_f32<T>(mask[i] ? kept : 0.f);
+    }
+  }
+}
+
+// y = residual + dropout(x + bias) over rows [N, C]; kMask = false skips dropout. Both are
+// template parameters / always-present operands so the inner loop has no branches.
+template <typename T, bool kMask>
+void bias_dropout_add_rows(const T* x, const T* bias, const T* residual, const uint8_t* mask,
+                           float keep_scale, T* y, int64_t n, int64_t c) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < n; ++r) {
+#pragma omp simd
+    for (int64_t j = 0; j < c; ++j) {
+      const int64_t i = r * c + j;
+      float v = cpu::to_f32(x[i]) + cpu::to_f32(bias[j]);
+      if constexpr (kMask) v = mask[i] ? v * keep_scale : 0.f;
+      y[i] = cpu::from_f32<T>(cpu::to_f32(residual[i]) + v);
+    }
+  }
+}
+
+// dx = dropout'(dy) over rows [N, C], with Σ_rows dx added to dbias (when not null) through
+// per-chunk partial sums [chunks, C] summed in chunk order (deterministic).
+template <typename T, bool kMask>
+void bias_dropout_add_backward_rows(const T* dy, const uint8_t* mask, float keep_scale, T* dx,
+                                    float* dbias, int64_t n, int64_t c) {
+  const int64_t chunks = cpu::reduction_chunks(n);
+  std::vector<float> partial(size_t(chunks * c), 0.f);
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < chunks; ++k) {
+    float* pb = partial.data() + k * c;
+    for (int64_t r = n * k / chunks; r < n * (k + 1) / chunks; ++r) {
+#pragma omp simd
+      for (int64_t j = 0; j < c; ++j) {
+        const int64_t i = r * c + j;
+        float g = cpu::to_f32(dy[i]);
+        if constexpr (kMask) g = mask[i] ? g * keep_scale : 0.f;
+        dx[i] = cpu::from_f32<T>(g);
+        pb[j] += g;
+      }
+    }
+  }
+  for (int64_t k = 0; dbias && k < chunks; ++k)
+    for (int64_t j = 0; j < c; ++j) dbias[j] += partial[size_t(k * c + j)];
 }
 
 }  // namespace
@@ -54,16 +104,19 @@ void dropout_mask(uint64_t seed, const std::vector<MaskRow>& rows, float p, Tens
   if (double(threshold) < scaled) ++threshold;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < n_rows; ++r) {
-    const PhiloxStream stream(seed, rows[size_t(r)].key);
-    const uint64_t base = rows[size_t(r)].counter_base;
+    const uint64_t key = rows[size_t(r)].key, base = rows[size_t(r)].counter_base;
     uint8_t* mr = m + r * cols;  // [cols]
-    int64_t c = 0;
-    while (c < cols) {
-      // One Philox block yields draws 4b..4b+3; use every one of them that falls in the row.
-      const uint64_t i = base + uint64_t(c);
-      const PhiloxCounter w = stream.block(i / 4);
-      for (uint64_t lane = i % 4; lane < 4 && c < cols; ++lane, ++c)
-        mr[c] = uint8_t((w[lane] >> 8) >= threshold);
+    // Draw i = base + c lives in block i / 4, word i % 4; take 8 blocks (32 draws) at a time.
+    constexpr int64_t kDraws = 4 * cpu::kPhiloxLanes;
+    uint32_t words[kDraws];
+    for (uint64_t block = base / 4; block * 4 < base + uint64_t(cols); block += cpu::kPhiloxLanes) {
+      cpu::philox_blocks(seed, key, block, words);
+      const uint64_t first = block * 4;  // draw index of words[0]
+      const int64_t c0 = first > base ? int64_t(first - base) : 0;
+      const int64_t c1 = std::min<int64_t>(cols, int64_t(first + kDraws - base));
+#pragma omp simd
+      for (int64_t c = c0; c < c1; ++c)
+        mr[c] = uint8_t((words[base + uint64_t(c) - first] >> 8) >= threshold);
     }
   }
 }
@@ -109,24 +162,15 @@ void bias_dropout_add_forward(const Tensor& x, const Tensor& bias, const Tensor&
     check_p(p, "bias_dropout_add_forward");
     check_mask(mask, x.numel(), "bias_dropout_add_forward mask");
   }
-  const float keep_scale = mask.defined() ? 1.f / (1.f - p) : 1.f;
+  const Tensor b = bias.defined() ? bias : Tensor::zeros({c}, x.dtype());
   cpu::dispatch_float(x.dtype(), "bias_dropout_add_forward x", [&](auto tag) {
     using T = decltype(tag);
-    const T* xp = x.data<T>();                                            // [N, C]
-    const T* bp = bias.defined() ? bias.data<T>() : nullptr;              // [C]
-    const T* rp = residual.data<T>();                                     // [N, C]
-    const uint8_t* mp = mask.defined() ? mask.data<uint8_t>() : nullptr;  // [N, C]
-    T* yp = y.data<T>();                                                  // [N, C]
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < n; ++r) {
-#pragma omp simd
-      for (int64_t j = 0; j < c; ++j) {
-        const int64_t i = r * c + j;
-        float v = cpu::to_f32(xp[i]) + (bp ? cpu::to_f32(bp[j]) : 0.f);
-        if (mp) v = mp[i] ? v * keep_scale : 0.f;
-        yp[i] = cpu::from_f32<T>(cpu::to_f32(rp[i]) + v);
-      }
-    }
+    if (mask.defined())
+      bias_dropout_add_rows<T, true>(x.data<T>(), b.data<T>(), residual.data<T>(),
+                                     mask.data<uint8_t>(), 1.f / (1.f - p), y.data<T>(), n, c);
+    else
+      bias_dropout_add_rows<T, false>(x.data<T>(), b.data<T>(), residual.data<T>(), nullptr, 1.f,
+                                      y.data<T>(), n, c);
   });
 }
 
@@ -146,32 +190,14 @@ void bias_dropout_add_backward(const Tensor& dy, const Tensor& mask, float p, Te
     check_dtype(dbias, DType::F32, "bias_dropout_add_backward dbias");
     check_contiguous(dbias, "bias_dropout_add_backward dbias");
   }
-  const float keep_scale = mask.defined() ? 1.f / (1.f - p) : 1.f;
   cpu::dispatch_float(dy.dtype(), "bias_dropout_add_backward dy", [&](auto tag) {
     using T = decltype(tag);
-    const T* dyp = dy.data<T>();                                          // [N, C]
-    const uint8_t* mp = mask.defined() ? mask.data<uint8_t>() : nullptr;  // [N, C]
-    T* dxp = dx.data<T>();                                                // [N, C]
-    float* db = dbias.defined() ? dbias.data<float>() : nullptr;          // [C]
-    // dbias partial sums per chunk of rows [chunks, C], summed in chunk order.
-    const int64_t chunks = db ? cpu::reduction_chunks(n) : 1;
-    std::vector<float> partial(db ? size_t(chunks * c) : 0, 0.f);
-#pragma omp parallel for schedule(static)
-    for (int64_t k = 0; k < chunks; ++k) {
-      float* pb = db ? partial.data() + k * c : nullptr;
-      for (int64_t r = n * k / chunks; r < n * (k + 1) / chunks; ++r) {
-#pragma omp simd
-        for (int64_t j = 0; j < c; ++j) {
-          const int64_t i = r * c + j;
-          float g = cpu::to_f32(dyp[i]);
-          if (mp) g = mp[i] ? g * keep_scale : 0.f;
-          dxp[i] = cpu::from_f32<T>(g);
-          if (pb) pb[j] += g;
-        }
-      }
-    }
-    for (int64_t k = 0; db && k < chunks; ++k)
-      for (int64_t j = 0; j < c; ++j) db[j] += partial[size_t(k * c + j)];
+    float* db = dbias.defined() ? dbias.data<float>() : nullptr;
+    if (mask.defined())
+      bias_dropout_add_backward_rows<T, true>(dy.data<T>(), mask.data<uint8_t>(), 1.f / (1.f - p),
+                                              dx.data<T>(), db, n, c);
+    else
+      bias_dropout_add_backward_rows<T, false>(dy.data<T>(), nullptr, 1.f, dx.data<T>(), db, n, c);
   });
 }
 

@@ -1,19 +1,15 @@
 // Bias + GeLU (tanh approximation) forward/backward on CPU (contract: kernels/gelu.h).
 #include "kernels/gelu.h"
 
-#include <cmath>
 #include <vector>
 
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/vector_math.h"
 
 namespace megatron::kernels {
 
 namespace {
 
-constexpr float kSqrt2OverPi = 0.7978845608028654f;
-constexpr float kCubic = 0.044715f;
-
-// bias may be null (no bias).
 template <typename T>
 void forward_rows(const T* x, const T* bias, T* y, int64_t n, int64_t c) {
 #pragma omp parallel for schedule(static)
@@ -22,36 +18,33 @@ void forward_rows(const T* x, const T* bias, T* y, int64_t n, int64_t c) {
     T* yr = y + r * c;        // [C]
 #pragma omp simd
     for (int64_t j = 0; j < c; ++j) {
-      const float u = cpu::to_f32(xr[j]) + (bias ? cpu::to_f32(bias[j]) : 0.f);
-      const float t = std::tanh(kSqrt2OverPi * (u + kCubic * u * u * u));
-      yr[j] = cpu::from_f32<T>(0.5f * u * (1.f + t));
+      const float u = cpu::to_f32(xr[j]) + cpu::to_f32(bias[j]);
+      yr[j] = cpu::from_f32<T>(cpu::gelu(u));
     }
   }
 }
 
-// gelu'(u) = ½(1 + t) + ½·u·(1 − t²)·√(2/π)·(1 + 3·0.044715·u²), t = tanh(√(2/π)(u + 0.044715u³)).
 // dbias partial sums per chunk of rows [chunks, C], summed in chunk order (deterministic).
 template <typename T>
 void backward_rows(const T* dy, const T* x, const T* bias, T* dx, float* dbias, int64_t n,
                    int64_t c) {
-  const int64_t chunks = dbias ? cpu::reduction_chunks(n) : 1;
-  std::vector<float> partial(dbias ? size_t(chunks * c) : 0, 0.f);  // [chunks, C]
+  // Summed even without dbias: a conditional store would stop vectorisation.
+  const int64_t chunks = cpu::reduction_chunks(n);
+  std::vector<float> partial(size_t(chunks * c), 0.f);  // [chunks, C]
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < chunks; ++k) {
-    float* pb = dbias ? partial.data() + k * c : nullptr;
+    float* pb = partial.data() + k * c;
     for (int64_t r = n * k / chunks; r < n * (k + 1) / chunks; ++r) {
       const T* dyr = dy + r * c;
       const T* xr = x + r * c;
       T* dxr = dx + r * c;
 #pragma omp simd
       for (int64_t j = 0; j < c; ++j) {
-        const float u = cpu::to_f32(xr[j]) + (bias ? cpu::to_f32(bias[j]) : 0.f);
-        const float t = std::tanh(kSqrt2OverPi * (u + kCubic * u * u * u));
-        const float dgelu = 0.5f * (1.f + t) +
-                            0.5f * u * (1.f - t * t) * kSqrt2OverPi * (1.f + 3.f * kCubic * u * u);
+        const float u = cpu::to_f32(xr[j]) + cpu::to_f32(bias[j]);
+        const float dgelu = cpu::gelu_grad(u);
         const float g = cpu::to_f32(dyr[j]) * dgelu;
         dxr[j] = cpu::from_f32<T>(g);
-        if (pb) pb[j] += g;
+        pb[j] += g;
       }
     }
   }
@@ -71,6 +64,12 @@ std::pair<int64_t, int64_t> check_x_bias(const Tensor& x, const Tensor& bias, co
   return {x.size(0), x.size(1)};
 }
 
+// The bias, or zeros [C] when there is none: one loop shape for both (a conditional load per
+// element would stop vectorisation).
+Tensor bias_or_zeros(const Tensor& bias, DType dtype, int64_t c) {
+  return bias.defined() ? bias : Tensor::zeros({c}, dtype);
+}
+
 void check_like_x(const Tensor& t, const Tensor& x, const char* what) {
   check_shape(t, x.shape(), what);
   check_dtype(t, x.dtype(), what);
@@ -83,9 +82,10 @@ void bias_gelu_forward(const Tensor& x, const Tensor& bias, Tensor& y) {
   cpu::require_cpu("bias_gelu_forward", {&x, &bias, &y});
   auto [n, c] = check_x_bias(x, bias, "bias_gelu_forward x");
   check_like_x(y, x, "bias_gelu_forward y");
+  const Tensor b = bias_or_zeros(bias, x.dtype(), c);
   cpu::dispatch_float(x.dtype(), "bias_gelu_forward x", [&](auto tag) {
     using T = decltype(tag);
-    forward_rows<T>(x.data<T>(), bias.defined() ? bias.data<T>() : nullptr, y.data<T>(), n, c);
+    forward_rows<T>(x.data<T>(), b.data<T>(), y.data<T>(), n, c);
   });
 }
 
@@ -100,10 +100,11 @@ void bias_gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& bias, T
     check_dtype(dbias, DType::F32, "bias_gelu_backward dbias");
     check_contiguous(dbias, "bias_gelu_backward dbias");
   }
+  const Tensor b = bias_or_zeros(bias, x.dtype(), c);
   cpu::dispatch_float(x.dtype(), "bias_gelu_backward x", [&](auto tag) {
     using T = decltype(tag);
-    backward_rows<T>(dy.data<T>(), x.data<T>(), bias.defined() ? bias.data<T>() : nullptr,
-                     dx.data<T>(), dbias.defined() ? dbias.data<float>() : nullptr, n, c);
+    backward_rows<T>(dy.data<T>(), x.data<T>(), b.data<T>(), dx.data<T>(),
+                     dbias.defined() ? dbias.data<float>() : nullptr, n, c);
   });
 }
 

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/vector_math.h"
 
 namespace megatron::kernels {
 
@@ -15,39 +17,44 @@ namespace {
 // probs row = softmax(scale · scores + mask). Keys [0, visible) that pad[] does not mark are
 // unmasked; with causal, query i sees keys j <= i + (Sk − Sq) (the last Sq queries of an
 // Sk-long sequence, which is Sq == Sk for training and Sq < Sk when decoding with a cache).
-template <typename T>
+// kHasPad is a template parameter so the unpadded loops carry no mask loads at all.
+template <typename T, bool kHasPad>
 void forward_rows(const T* scores, float scale, bool causal, const uint8_t* pad, T* probs,
                   int64_t b, int64_t h, int64_t sq, int64_t sk) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const int64_t rows = b * h * sq;
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t bi = r / (h * sq), qi = r % sq;
-    const T* s = scores + r * sk;                         // [Sk]
-    T* p = probs + r * sk;                                // [Sk]
-    const uint8_t* padr = pad ? pad + bi * sk : nullptr;  // [Sk]
-    const int64_t visible = causal ? std::min(sk, qi + (sk - sq) + 1) : sk;
-    float mx = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < visible; ++j)
-      if (!padr || !padr[j]) mx = std::max(mx, scale * cpu::to_f32(s[j]));
-    if (mx == -std::numeric_limits<float>::infinity()) {  // every key masked: all zeros
-      for (int64_t j = 0; j < sk; ++j) p[j] = cpu::from_f32<T>(0.f);
-      continue;
-    }
-    float sum = 0.f;
-    // exp is evaluated twice (sum, then write) instead of stored, so bf16 probs are rounded
-    // exactly once.
+#pragma omp parallel
+  {
+    std::vector<float> e(static_cast<size_t>(sk));  // [Sk] this thread's unnormalised exp row
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t bi = r / (h * sq), qi = r % sq;
+      const T* s = scores + r * sk;                             // [Sk]
+      T* p = probs + r * sk;                                    // [Sk]
+      const uint8_t* padr = kHasPad ? pad + bi * sk : nullptr;  // [Sk]
+      const int64_t visible = causal ? std::min(sk, qi + (sk - sq) + 1) : sk;
+      auto logit = [&](int64_t j) {  // scale · score, or −inf where padded
+        const float v = scale * cpu::to_f32(s[j]);
+        if constexpr (kHasPad) return padr[j] ? kNegInf : v;
+        return v;
+      };
+      const float mx = cpu::max_reduce(visible, logit);
+      if (mx == kNegInf) {  // every key masked: all zeros
+        for (int64_t j = 0; j < sk; ++j) p[j] = cpu::from_f32<T>(0.f);
+        continue;
+      }
+      // exp(−inf) = 0 masks the padded keys. The f32 row keeps bf16 probs to one rounding.
+      float sum = 0.f;
 #pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < visible; ++j) {
-      const bool masked = padr && padr[j];
-      sum += masked ? 0.f : std::exp(scale * cpu::to_f32(s[j]) - mx);
-    }
-    const float inv = 1.f / sum;
+      for (int64_t j = 0; j < visible; ++j) {
+        e[size_t(j)] = cpu::exp_approx(logit(j) - mx);
+        sum += e[size_t(j)];
+      }
+      const float inv = 1.f / sum;
 #pragma omp simd
-    for (int64_t j = 0; j < visible; ++j) {
-      const bool masked = padr && padr[j];
-      p[j] = cpu::from_f32<T>(masked ? 0.f : std::exp(scale * cpu::to_f32(s[j]) - mx) * inv);
+      for (int64_t j = 0; j < visible; ++j) p[j] = cpu::from_f32<T>(e[size_t(j)] * inv);
+      for (int64_t j = visible; j < sk; ++j) p[j] = cpu::from_f32<T>(0.f);
     }
-    for (int64_t j = visible; j < sk; ++j) p[j] = cpu::from_f32<T>(0.f);
   }
 }
 
@@ -87,9 +94,12 @@ void scaled_masked_softmax_forward(const Tensor& scores, float scale, bool causa
   }
   cpu::dispatch_float(scores.dtype(), "softmax scores", [&](auto tag) {
     using T = decltype(tag);
-    forward_rows<T>(scores.data<T>(), scale, causal,
-                    pad_mask.defined() ? pad_mask.data<uint8_t>() : nullptr, probs.data<T>(), b, h,
-                    sq, sk);
+    if (pad_mask.defined())
+      forward_rows<T, true>(scores.data<T>(), scale, causal, pad_mask.data<uint8_t>(),
+                            probs.data<T>(), b, h, sq, sk);
+    else
+      forward_rows<T, false>(scores.data<T>(), scale, causal, nullptr, probs.data<T>(), b, h, sq,
+                             sk);
   });
 }
 

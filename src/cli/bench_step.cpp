@@ -1,0 +1,123 @@
+#include "cli/bench_step.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "cli/args.h"
+#include "cli/gpt_setup.h"
+#include "core/logging.h"
+#include "dist/runtime.h"
+#include "dist/timing_communicator.h"
+#include "kernels/elementwise.h"
+#include "kernels/gemm.h"
+#include "train/training_log.h"
+
+namespace megatron::cli {
+
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The ceiling: FLOP/s of one process on a large square GEMM in the compute dtype (f32 output,
+// as the model's GEMMs), measured while every rank runs it at once — the same sharing of cores
+// the training step sees. Best of `reps`.
+double gemm_ceiling_flops(DType dtype, Communicator& world, int64_t n = 2048, int reps = 3) {
+  Tensor a = Tensor::empty({n, n}, dtype), b = Tensor::empty({n, n}, dtype);  // [n, n]
+  Tensor c = Tensor::empty({n, n}, DType::F32);                               // [n, n]
+  kernels::fill(a, 0.01f);
+  kernels::fill(b, 0.02f);
+  kernels::gemm(a, false, b, true, c);  // warm the primitive cache
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    world.barrier();
+    const double t0 = now_seconds();
+    kernels::gemm(a, false, b, true, c);
+    best = std::min(best, now_seconds() - t0);
+  }
+  return 2.0 * double(n) * double(n) * double(n) / best;
+}
+
+}  // namespace
+
+int run_step_bench(int argc, char** argv) {
+  CLI::App app{"Whole GPT training steps on mock data: tokens/s, TFLOP/s, MFU, comm share",
+               "megatron bench --mode step"};
+  Args args;
+  // A small GPT by default, so the benchmark finishes in a minute on 2 cores.
+  args.num_layers = 4;
+  args.hidden_size = 256;
+  args.num_attention_heads = 8;
+  args.seq_length = 256;
+  args.micro_batch_size = 4;
+  args.lr = 1e-4;
+  args.mock_data = true;
+  args.vocab_size = 50257;
+  args.eval_iters = 0;
+  std::string mode = "step";
+  int64_t warmup_iters = 2, timed_iters = 5;
+  ArgTable table(app);
+  add_training_args(table, args);
+  app.add_option("--mode", mode, "benchmark mode (this one: step)");
+  app.add_option("--warmup-iters", warmup_iters, "untimed iterations first");
+  app.add_option("--timed-iters", timed_iters, "timed iterations");
+  if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
+  MT_CHECK(mode == "step", "--mode ", mode, " is not the step benchmark");
+  MT_CHECK(warmup_iters >= 1 && timed_iters >= 1, "--warmup-iters and --timed-iters must be >= 1");
+  MT_CHECK(args.mock_data, "the step benchmark runs on --mock-data");
+  args.train_iters = warmup_iters + timed_iters;
+  args.log_interval = args.train_iters;
+
+  auto timing = std::make_shared<TimingCommunicator>(world_communicator());
+  validate_training_args(args, timing->size());
+  const DType dtype = args.bf16 ? DType::BF16 : DType::F32;
+  const double ceiling = gemm_ceiling_flops(dtype, *timing);
+
+  const Vocabulary vocab = build_vocabulary(args);
+  TrainerConfig cfg = gpt_trainer_config(args, vocab, false, table);
+  double t0 = 0, t1 = 0, comm0 = 0, comm1 = 0;
+  cfg.on_iteration_end = [&](int64_t it) {
+    if (it == warmup_iters) {
+      timing->barrier();  // start the clock together
+      t0 = now_seconds();
+      comm0 = timing->seconds();
+    } else if (it == args.train_iters) {
+      t1 = now_seconds();
+      comm1 = timing->seconds();
+    }
+  };
+  const GptConfig model = cfg.model;
+  GptDatasets data = build_gpt_data(args, vocab);
+  Trainer(std::move(cfg), timing, data.train, nullptr).run();
+
+  const double step = (t1 - t0) / double(timed_iters);
+  const double world = double(timing->size());
+  const double comm_share = (comm1 - comm0) / (t1 - t0);
+  const double mean_comm_share = timing->all_reduce_scalar(comm_share) / world;
+  const double max_step = timing->all_reduce_scalar(step, ReduceOp::MAX);
+  const double flops =
+      gpt_flops_per_iteration(args.global_batch_size, args.seq_length, args.num_layers,
+                              args.hidden_size, model.padded_vocab_size, args.full_recompute());
+  const double tflops = flops / max_step / world / 1e12;
+  const double ceiling_tflops = timing->all_reduce_scalar(ceiling) / world / 1e12;
+  log_info("step benchmark: GPT L=", args.num_layers, " h=", args.hidden_size,
+           " heads=", args.num_attention_heads, " s=", args.seq_length,
+           " global batch=", args.global_batch_size, " TP=", args.tensor_model_parallel_size,
+           " DP=", args.data_parallel_size, " dtype=", dtype_name(dtype),
+           args.full_recompute() ? " recompute=full" : "");
+  char line[512];
+  std::snprintf(line, sizeof(line),
+                "  step time (ms): %.1f | tokens/s: %.1f | TFLOP/s per process: %.4f | "
+                "GEMM ceiling per process (TFLOP/s, %s): %.4f | MFU: %.1f%% | "
+                "communication share: %.1f%%",
+                max_step * 1e3, double(args.global_batch_size * args.seq_length) / max_step, tflops,
+                std::string(dtype_name(dtype)).c_str(), ceiling_tflops,
+                100.0 * tflops / ceiling_tflops, 100.0 * mean_comm_share);
+  log_line(line);
+  return 0;
+}
+
+}  // namespace megatron::cli

@@ -1,0 +1,98 @@
+#include "cli/gpt_setup.h"
+
+#include "core/logging.h"
+#include "data/mock_gpt_dataset.h"
+#include "data/tokenizer.h"
+#include "model/gpt_model.h"
+
+namespace megatron::cli {
+
+Vocabulary build_vocabulary(const Args& a) {
+  if (a.tokenizer_type.empty()) return {a.vocab_size, -1};  // --mock-data --vocab-size V
+  TokenizerOptions o{a.tokenizer_type, a.vocab_file, a.merge_file, a.tokenizer_model, a.vocab_size};
+  std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(o);
+  MT_CHECK(tokenizer->vocab_size() > 0, "--tokenizer-type ", a.tokenizer_type,
+           " gave an empty vocabulary");
+  return {tokenizer->vocab_size(), tokenizer->eod()};
+}
+
+GptDatasets build_gpt_data(const Args& a, const Vocabulary& vocab) {
+  const int64_t gb = a.global_batch_size;
+  const int64_t train = a.train_iters * gb;
+  const int64_t valid = (a.train_iters / a.eval_interval + 1) * a.eval_iters * gb;
+  const int64_t test = a.eval_iters * gb;
+  if (a.mock_data) {
+    // Distinct seeds give the validation set other samples than the training set.
+    return {std::make_shared<MockGptDataset>(train, a.seq_length, vocab.size, a.seed),
+            valid > 0
+                ? std::make_shared<MockGptDataset>(valid, a.seq_length, vocab.size, a.seed + 1)
+                : nullptr,
+            nullptr};
+  }
+  return build_gpt_datasets(a.data_path, a.split, a.seq_length, a.seed, {train, valid, test});
+}
+
+namespace {
+
+GptConfig gpt_config(const Args& a, const Vocabulary& vocab) {
+  GptConfig c;
+  c.num_layers = a.num_layers;
+  c.hidden_size = a.hidden_size;
+  c.num_attention_heads = a.num_attention_heads;
+  c.ffn_hidden_size = a.effective_ffn_hidden_size();
+  c.vocab_size = vocab.size;
+  c.padded_vocab_size =
+      padded_vocab_size(vocab.size, a.make_vocab_size_divisible_by, a.tensor_model_parallel_size);
+  c.max_position_embeddings = a.max_position_embeddings;
+  c.seq_length = a.seq_length;
+  c.hidden_dropout = float(a.hidden_dropout);
+  c.attention_dropout = float(a.attention_dropout);
+  c.init_method_std = float(a.init_method_std);
+  c.layernorm_epsilon = float(a.layernorm_epsilon);
+  c.recompute_activations = a.full_recompute();
+  c.compute_dtype = a.bf16 ? DType::BF16 : DType::F32;  // --fp16: f32 math, f16 weights
+  return c;
+}
+
+}  // namespace
+
+TrainerConfig gpt_trainer_config(const Args& a, const Vocabulary& vocab, bool eod_mask_loss,
+                                 const ArgTable& table) {
+  MT_CHECK(vocab.size > 0, "the vocabulary is empty: give --vocab-size or a tokenizer");
+  MT_CHECK(!eod_mask_loss || vocab.eod >= 0,
+           "--eod-mask-loss needs a tokenizer with an end-of-document token (--tokenizer-type)");
+  TrainerConfig cfg;
+  cfg.model = gpt_config(a, vocab);
+  log_info(" > padded vocab (size: ", vocab.size, ") with ",
+           cfg.model.padded_vocab_size - vocab.size,
+           " dummy tokens (new size: ", cfg.model.padded_vocab_size, ")");
+  cfg.tensor_parallel = a.tensor_model_parallel_size;
+  cfg.micro_batch = a.micro_batch_size;
+  cfg.global_batch = a.global_batch_size;
+  cfg.train_iters = a.train_iters;
+  cfg.exit_interval = a.exit_interval;
+  cfg.exit_duration_seconds = double(a.exit_duration_in_mins) * 60.0;
+  cfg.seed = a.seed;
+  cfg.fp16 = a.fp16;
+  cfg.lr = lr_schedule_config(a);
+  cfg.adam = adamw_config(a);
+  cfg.clip_grad = a.clip_grad;
+  cfg.scaler = grad_scaler_config(a);
+  cfg.log_interval = a.log_interval;
+  cfg.eval_interval = a.eval_interval;
+  cfg.eval_iters = a.eval_iters;
+  cfg.metrics_file = a.metrics_file;
+  cfg.tensorboard_dir = a.tensorboard_dir;
+  cfg.save = a.save;
+  cfg.load = a.load;
+  cfg.save_interval = a.save_interval;
+  cfg.no_load_optim = a.no_load_optim;
+  cfg.no_load_rng = a.no_load_rng;
+  cfg.finetune = a.finetune;
+  cfg.eod_token = vocab.eod;
+  cfg.eod_mask_loss = eod_mask_loss;
+  cfg.args = table.to_json();
+  return cfg;
+}
+
+}  // namespace megatron::cli

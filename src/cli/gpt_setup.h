@@ -1,0 +1,27 @@
+// The GPT pieces that `pretrain-gpt` and `bench --mode step` both build from validated Args:
+// the vocabulary (tokenizer or --vocab-size), the sample sources (indexed datasets or
+// --mock-data) and the Trainer's configuration.
+#pragma once
+
+#include <cstdint>
+
+#include "cli/args.h"
+#include "data/gpt_datasets_factory.h"
+#include "train/trainer.h"
+
+namespace megatron::cli {
+
+struct Vocabulary {
+  int64_t size = 0;  // real entries, before padding
+  int32_t eod = -1;  // -1: none
+};
+
+Vocabulary build_vocabulary(const Args& args);
+
+// Train / valid / test sources with Megatron's sample counts for these arguments.
+GptDatasets build_gpt_data(const Args& args, const Vocabulary& vocab);
+
+TrainerConfig gpt_trainer_config(const Args& args, const Vocabulary& vocab, bool eod_mask_loss,
+                                 const ArgTable& table);
+
+}  // namespace megatron::cli

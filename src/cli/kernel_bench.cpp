@@ -1,0 +1,91 @@
+// `megatron bench --mode kernels` (see kernel_bench.h). Each figure is the mean rate over
+// repeated calls after one warm-up call (which also builds oneDNN's cached primitive).
+#include "cli/kernel_bench.h"
+
+#include <omp.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+
+#include "cli/gemm_shapes.h"
+#include "core/error.h"
+#include "core/tensor.h"
+#include "kernels/elementwise.h"
+#include "kernels/gemm.h"
+
+namespace megatron::cli {
+
+namespace {
+
+// Mean seconds per call of fn, calling it until min_time has passed (and at least twice).
+double seconds_per_call(const std::function<void()>& fn, double min_time) {
+  using Clock = std::chrono::steady_clock;
+  fn();  // warm-up
+  int calls = 0;
+  const Clock::time_point start = Clock::now();
+  double elapsed = 0;
+  do {
+    fn();
+    ++calls;
+    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  } while (calls < 2 || elapsed < min_time);
+  return elapsed / calls;
+}
+
+// GFLOP/s of kernels::gemm on shape s with A, B of dtype ab and an f32 C.
+double gemm_gflops(const GemmShape& s, DType ab, double min_time) {
+  Tensor a = Tensor::empty(s.trans_a ? Shape{s.k, s.m} : Shape{s.m, s.k}, ab);
+  Tensor b = Tensor::empty(s.trans_b ? Shape{s.n, s.k} : Shape{s.k, s.n}, ab);
+  Tensor c = Tensor::zeros({s.m, s.n}, DType::F32);
+  kernels::fill(a, 0.5f);
+  kernels::fill(b, 0.5f);
+  const double t =
+      seconds_per_call([&] { kernels::gemm(a, s.trans_a, b, s.trans_b, c); }, min_time);
+  return s.flops() / t * 1e-9;
+}
+
+double copy_gbps(int64_t mb, double min_time) {
+  const size_t bytes = size_t(mb) << 20;
+  Tensor src = Tensor::zeros({int64_t(bytes)}, DType::U8);
+  Tensor dst = Tensor::zeros({int64_t(bytes)}, DType::U8);
+  const double t =
+      seconds_per_call([&] { std::memcpy(dst.raw_data(), src.raw_data(), bytes); }, min_time);
+  return 2.0 * double(bytes) / t * 1e-9;  // read + write
+}
+
+}  // namespace
+
+int run_kernel_bench(const KernelBenchOptions& o) {
+  MT_CHECK(o.tokens > 0 && o.hidden > 0 && o.ffn > 0 && o.ceiling_size > 0 && o.copy_mb > 0,
+           "bench sizes must be positive");
+  std::printf(
+      "megatron bench --mode kernels: %d OpenMP threads, tokens %lld, hidden %lld, ffn %lld\n",
+      omp_get_max_threads(), (long long)o.tokens, (long long)o.hidden, (long long)o.ffn);
+  std::printf("copy bandwidth (memcpy %lld MB, read + write): %.1f GB/s\n", (long long)o.copy_mb,
+              copy_gbps(o.copy_mb, o.min_time));
+  const std::vector<GemmShape> shapes = gpt_layer_gemm_shapes(o.tokens, o.hidden, o.ffn);
+  for (const std::string& name : o.dtypes) {
+    const DType dt = dtype_from_name(name);
+    MT_CHECK(dt == DType::F32 || dt == DType::BF16, "bench --dtype '", name,
+             "': expected f32 or bf16");
+    const int64_t n = o.ceiling_size;
+    const double ceiling = gemm_gflops({"ceiling", n, n, n, false, false}, dt, o.min_time);
+    std::printf("\n%s GEMM ceiling (%lld^3): %.1f GFLOP/s\n", name.c_str(), (long long)n, ceiling);
+    std::printf("  %-10s %6s %6s %6s %10s %12s\n", "shape", "M", "N", "K", "GFLOP/s", "% ceiling");
+    double flops = 0, seconds = 0;
+    for (const GemmShape& s : shapes) {
+      const double g = gemm_gflops(s, dt, o.min_time);
+      flops += s.flops();
+      seconds += s.flops() / (g * 1e9);
+      std::printf("  %-10s %6lld %6lld %6lld %10.1f %11.0f%%\n", s.name.c_str(), (long long)s.m,
+                  (long long)s.n, (long long)s.k, g, 100.0 * g / ceiling);
+    }
+    const double layer = flops / seconds * 1e-9;
+    std::printf("  %-10s %27.1f %11.0f%%\n", "layer", layer, 100.0 * layer / ceiling);
+  }
+  return 0;
+}
+
+}  // namespace megatron::cli

@@ -1,0 +1,24 @@
+// `megatron bench --mode kernels`: GEMM throughput at one transformer layer's shapes against
+// the machine's measured GEMM ceiling per dtype, and copy bandwidth.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace megatron::cli {
+
+struct KernelBenchOptions {
+  int64_t tokens = 2048;        // rows of the activations, b·s
+  int64_t hidden = 768;         // h
+  int64_t ffn = 3072;           // 4h in GPT-2
+  int64_t ceiling_size = 4096;  // the ceiling is a square GEMM of this size
+  int64_t copy_mb = 256;        // memcpy size for the bandwidth figure (beyond the L3 cache)
+  double min_time = 0.5;        // seconds each measurement runs for (at least 2 calls)
+  std::vector<std::string> dtypes = {"f32", "bf16"};
+};
+
+// Measures and prints the table; returns the process exit code.
+int run_kernel_bench(const KernelBenchOptions& options);
+
+}  // namespace megatron::cli

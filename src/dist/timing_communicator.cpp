@@ -1,0 +1,51 @@
+#include "dist/timing_communicator.h"
+
+namespace megatron {
+
+TimingCommunicator::TimingCommunicator(std::shared_ptr<Communicator> inner,
+                                       std::shared_ptr<Timer> clock)
+    : inner_(std::move(inner)), clock_(std::move(clock)) {
+  MT_CHECK(inner_ != nullptr, "TimingCommunicator needs a communicator to wrap");
+}
+
+void TimingCommunicator::all_reduce(Tensor& t, ReduceOp op) {
+  ScopedTimer timed(*clock_);
+  inner_->all_reduce(t, op);
+}
+
+void TimingCommunicator::all_gather(const Tensor& in, Tensor& out) {
+  ScopedTimer timed(*clock_);
+  inner_->all_gather(in, out);
+}
+
+void TimingCommunicator::reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) {
+  ScopedTimer timed(*clock_);
+  inner_->reduce_scatter(in, out, op);
+}
+
+void TimingCommunicator::broadcast(Tensor& t, int root) {
+  ScopedTimer timed(*clock_);
+  inner_->broadcast(t, root);
+}
+
+void TimingCommunicator::send(const Tensor& t, int dst, int tag) {
+  ScopedTimer timed(*clock_);
+  inner_->send(t, dst, tag);
+}
+
+void TimingCommunicator::recv(Tensor& t, int src, int tag) {
+  ScopedTimer timed(*clock_);
+  inner_->recv(t, src, tag);
+}
+
+void TimingCommunicator::barrier() {
+  ScopedTimer timed(*clock_);
+  inner_->barrier();
+}
+
+std::unique_ptr<Communicator> TimingCommunicator::split(int color, int key) {
+  return std::make_unique<TimingCommunicator>(
+      std::shared_ptr<Communicator>(inner_->split(color, key)), clock_);
+}
+
+}  // namespace megatron

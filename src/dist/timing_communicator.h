@@ -1,0 +1,37 @@
+// TimingCommunicator: a Communicator decorator that forwards every operation and adds its wall
+// time to a clock shared with every group split from it, so a whole job's communication time
+// (TP and DP collectives alike) can be read off one counter. Used by `megatron bench --mode
+// step` to report the communication share of a training step.
+#pragma once
+
+#include <memory>
+
+#include "core/timer.h"
+#include "dist/communicator.h"
+
+namespace megatron {
+
+class TimingCommunicator final : public Communicator {
+ public:
+  explicit TimingCommunicator(std::shared_ptr<Communicator> inner,
+                              std::shared_ptr<Timer> clock = std::make_shared<Timer>());
+  // Seconds spent inside operations of this communicator and of every group split from it.
+  double seconds() const { return clock_->seconds(); }
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  void all_reduce(Tensor& t, ReduceOp op = ReduceOp::SUM) override;
+  void all_gather(const Tensor& in, Tensor& out) override;
+  void reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op = ReduceOp::SUM) override;
+  void broadcast(Tensor& t, int root) override;
+  void send(const Tensor& t, int dst, int tag = 0) override;
+  void recv(Tensor& t, int src, int tag = 0) override;
+  void barrier() override;
+  std::unique_ptr<Communicator> split(int color, int key) override;
+
+ private:
+  std::shared_ptr<Communicator> inner_;
+  std::shared_ptr<Timer> clock_;
+};
+
+}  // namespace megatron

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# `megatron bench --mode kernels` runs end to end on tiny sizes and prints every GEMM row for
+# both dtypes; a bad --dtype is rejected with a message naming it and a non-zero exit.
+set -euo pipefail
+out=$("$MEGATRON_BINARY" bench --mode kernels --min-time 0.01 --ceiling-size 64 --tokens 16 \
+  --hidden-size 8 --ffn-hidden-size 32 --copy-mb 1)
+echo "$out"
+for row in "copy bandwidth" "f32 GEMM ceiling" "bf16 GEMM ceiling" qkv.fwd proj.dX fc1.dW fc2.fwd; do
+  grep -q "$row" <<<"$out" || { echo "missing row: $row"; exit 1; }
+done
+[[ $(grep -c "^  layer" <<<"$out") == 2 ]] || { echo "expected one layer row per dtype"; exit 1; }
+if err=$("$MEGATRON_BINARY" bench --dtype f16 --ceiling-size 64 --tokens 16 --hidden-size 8 \
+  --ffn-hidden-size 32 --copy-mb 1 --min-time 0.01 2>&1); then
+  echo "bench --dtype f16 should fail"; exit 1
+fi
+grep -q "'f16'" <<<"$err" || { echo "error does not name the dtype: $err"; exit 1; }
+echo PASS

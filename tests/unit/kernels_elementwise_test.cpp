@@ -1,0 +1,187 @@
+// cast / fill / scale / axpy / sum_squares / has_inf_or_nan. Casts are checked bit for bit:
+// bf16 against hand-derived encodings (ties to even, NaN, inf, subnormals), f16 against the
+// F16C hardware instructions as an independent reference.
+#include <gtest/gtest.h>
+#include <immintrin.h>
+
+#include <bit>
+#include <random>
+
+#include "kernel_test_util.h"
+#include "kernels/elementwise.h"
+
+namespace megatron {
+namespace {
+
+using test::from_double;
+using test::random_tensor;
+using test::to_double;
+
+float bits_to_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+std::vector<uint16_t> cast_bits(const std::vector<float>& in, DType to) {
+  Tensor src = Tensor::from_vector(in, {int64_t(in.size())});
+  Tensor dst = Tensor::empty({int64_t(in.size())}, to);
+  kernels::cast(src, dst);
+  const auto raw = dst.as_dtype(DType::BF16).to_vector<bf16>();  // any 16-bit type: raw bits
+  std::vector<uint16_t> bits;
+  for (bf16 b : raw) bits.push_back(b.bits);
+  return bits;
+}
+
+TEST(Cast, F32ToBf16RoundsToNearestEven) {
+  const std::vector<std::pair<uint32_t, uint16_t>> cases = {
+      {0x3f800000u, 0x3f80},  // 1.0 exact
+      {0x3f808000u, 0x3f80},  // 1 + 2^-8: tie, even neighbour is 1.0
+      {0x3f818000u, 0x3f82},  // 1 + 3·2^-8: tie, even neighbour is up
+      {0x3f808001u, 0x3f81},  // just above the tie
+      {0xbf80ffffu, 0xbf81},  // negative, rounds up in magnitude
+      {0x7f7fffffu, 0x7f80},  // FLT_MAX rounds to +inf
+      {0x7f800000u, 0x7f80},  // +inf
+      {0xff800000u, 0xff80},  // -inf
+      {0x00000001u, 0x0000},  // smallest subnormal rounds to +0
+      {0x00018000u, 0x0002},  // subnormal tie, rounds to even
+      {0x80000000u, 0x8000},  // -0
+  };
+  std::vector<float> in;
+  for (auto [f, b] : cases) in.push_back(bits_to_float(f));
+  const auto out = cast_bits(in, DType::BF16);
+  for (size_t i = 0; i < cases.size(); ++i)
+    EXPECT_EQ(out[i], cases[i].second) << std::hex << "input 0x" << cases[i].first;
+}
+
+TEST(Cast, NaNStaysNaN) {
+  const std::vector<float> in = {bits_to_float(0x7fc00000u), bits_to_float(0x7f800001u),
+                                 bits_to_float(0xffffffffu)};
+  for (DType to : {DType::BF16, DType::F16}) {
+    Tensor dst = Tensor::empty({3}, to);
+    kernels::cast(Tensor::from_vector(in, {3}), dst);
+    for (double v : to_double(dst)) EXPECT_TRUE(std::isnan(v)) << dtype_name(to);
+    Tensor back = Tensor::empty({3}, DType::F32);
+    kernels::cast(dst, back);
+    for (float v : back.to_vector<float>()) EXPECT_TRUE(std::isnan(v));
+  }
+}
+
+__attribute__((target("f16c"))) uint16_t hw_f32_to_f16(float f) {
+  return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+}
+__attribute__((target("f16c"))) float hw_f16_to_f32(uint16_t h) {
+  return _cvtsh_ss(h);
+}
+
+TEST(Cast, F16MatchesF16CInstructions) {
+  if (!__builtin_cpu_supports("f16c")) GTEST_SKIP() << "CPU without F16C";
+  // Every f16 encoding widens exactly as the hardware does (NaNs: both NaN).
+  Tensor h = Tensor::empty({65536}, DType::F16);
+  for (uint32_t i = 0; i < 65536; ++i) h.data<f16>()[i].bits = uint16_t(i);
+  Tensor w = Tensor::empty({65536}, DType::F32);
+  kernels::cast(h, w);
+  const auto wide = w.to_vector<float>();
+  for (uint32_t i = 0; i < 65536; ++i) {
+    const float ref = hw_f16_to_f32(uint16_t(i));
+    if (std::isnan(ref))
+      EXPECT_TRUE(std::isnan(wide[i])) << i;
+    else
+      EXPECT_EQ(wide[i], ref) << "f16 bits " << i;
+  }
+  // Narrowing: random bit patterns over the whole f32 range, plus every f16 midpoint (ties)
+  // and the subnormal / overflow boundaries.
+  std::vector<float> in;
+  std::mt19937 gen(7);
+  for (int i = 0; i < 200000; ++i) in.push_back(bits_to_float(gen()));
+  for (uint32_t i = 0; i < 0x7c00; ++i) {
+    const float lo = hw_f16_to_f32(uint16_t(i)), hi = hw_f16_to_f32(uint16_t(i + 1));
+    in.push_back((lo + hi) / 2);  // exact in f32: the tie between neighbours
+    in.push_back(-(lo + hi) / 2);
+  }
+  for (float f : {65504.f, 65519.f, 65520.f, 1e-8f, 2.98e-8f, 2.9802322e-8f, 6.1035156e-5f})
+    in.push_back(f);
+  const auto out = cast_bits(in, DType::F16);
+  size_t mismatches = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const uint16_t ref = hw_f32_to_f16(in[i]);
+    const bool both_nan = (ref & 0x7c00) == 0x7c00 && (ref & 0x3ff) &&
+                          (out[i] & 0x7c00) == 0x7c00 && (out[i] & 0x3ff);
+    if (out[i] != ref && !both_nan && ++mismatches < 10)
+      ADD_FAILURE() << std::hex << "f32 0x" << std::bit_cast<uint32_t>(in[i]) << ": got 0x"
+                    << out[i] << ", F16C 0x" << ref;
+  }
+  EXPECT_EQ(mismatches, 0u);
+}
+
+TEST(Cast, Bf16AndF16RoundTripThroughF32) {
+  // bf16 -> f16 -> f32 equals rounding the bf16 value to f16 once.
+  Tensor b = random_tensor({37}, DType::BF16, 3, -100.0, 100.0);
+  Tensor h = Tensor::empty({37}, DType::F16), f = Tensor::empty({37}, DType::F32);
+  kernels::cast(b, h);
+  kernels::cast(h, f);
+  const auto bd = to_double(b);
+  const auto fd = to_double(f);
+  for (size_t i = 0; i < bd.size(); ++i) EXPECT_EQ(fd[i], double(float(f16(float(bd[i]))))) << i;
+  Tensor wrong = Tensor::empty({36}, DType::F16);
+  EXPECT_THROW(kernels::cast(b, wrong), Error);
+}
+
+class ElementwiseTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(ElementwiseTest, FillScaleAxpy) {
+  const DType dt = GetParam();
+  const double rtol = dt == DType::F32 ? 1e-7 : dt == DType::BF16 ? test::kBf16Eps : 1.0 / 2048;
+  Tensor t = Tensor::empty({5, 3}, dt);
+  kernels::fill(t, 1.5f);
+  EXPECT_EQ(to_double(t), std::vector<double>(15, 1.5));
+  Tensor x = random_tensor({5, 3}, dt, 1);
+  const auto xd = to_double(x);
+  kernels::scale(x, -3.f);
+  std::vector<double> expected(xd.size());
+  for (size_t i = 0; i < xd.size(); ++i) expected[i] = -3 * xd[i];
+  EXPECT_CLOSE(to_double(x), expected, 0.0 + 1e-30, rtol);
+  // axpy into every destination dtype (e.g. bf16 gradients into f32 main gradients).
+  for (DType yt : {DType::F32, DType::BF16, DType::F16}) {
+    Tensor y = random_tensor({5, 3}, yt, 2);
+    const auto yd = to_double(y), x2 = to_double(x);
+    kernels::axpy(0.5f, x, y);
+    std::vector<double> e(yd.size());
+    for (size_t i = 0; i < yd.size(); ++i) e[i] = yd[i] + 0.5 * x2[i];
+    const double yrtol = yt == DType::F32 ? 1e-6 : yt == DType::BF16 ? test::kBf16Eps : 1.0 / 2048;
+    EXPECT_CLOSE(to_double(y), e, 1e-6, yrtol) << dtype_name(yt);
+  }
+}
+
+TEST_P(ElementwiseTest, SumSquaresAndInfNaN) {
+  const DType dt = GetParam();
+  const int64_t n = 100000 + 17;  // several reduction chunks
+  Tensor x = random_tensor({n}, dt, 5, -2.0, 2.0);
+  double expected = 0;
+  for (double v : to_double(x)) expected += v * v;
+  EXPECT_NEAR(kernels::sum_squares(x), expected, 1e-9 * expected);
+  EXPECT_FALSE(kernels::has_inf_or_nan(x));
+  const auto xd = to_double(x);
+  for (double bad : {double(INFINITY), -double(INFINITY), std::nan("")}) {
+    auto v = xd;
+    v[n - 3] = bad;
+    EXPECT_TRUE(kernels::has_inf_or_nan(from_double(v, {n}, dt))) << bad;
+  }
+  // Large finite values are not inf.
+  auto big = xd;
+  big[0] = dt == DType::F16 ? 65504.0 : 3e38;
+  EXPECT_FALSE(kernels::has_inf_or_nan(from_double(big, {n}, dt)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, ElementwiseTest,
+                         ::testing::Values(DType::F32, DType::BF16, DType::F16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(Elementwise, RejectsIntegerTensors) {
+  Tensor i = Tensor::zeros({3}, DType::I32);
+  EXPECT_THROW(kernels::fill(i, 1.f), Error);
+  EXPECT_THROW(kernels::sum_squares(i), Error);
+}
+
+}  // namespace
+}  // namespace megatron

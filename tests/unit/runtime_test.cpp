@@ -1,0 +1,79 @@
+// DistRuntime without a launcher (a world of one, MPI untouched) and job-wide failure:
+// abort_job's message and exit code, and the terminate handler that turns an uncaught
+// exception in any thread into the same clean abort. Death tests run in a child process.
+#include "dist/runtime.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <stdexcept>
+#include <thread>
+
+#include "core/logging.h"
+
+namespace megatron {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A runtime that ignores any launcher variables the test process may have inherited.
+class SoloRuntimeTest : public ::testing::Test {
+ protected:
+  void SetUp() override { setenv("MEGATRON_FORCE_MPI", "0", 1); }
+  void TearDown() override { unsetenv("MEGATRON_FORCE_MPI"); }
+  int argc_ = 1;
+  char arg0_[9] = "megatron";
+  char* argv0_[2] = {arg0_, nullptr};
+  char** argv_ = argv0_;
+};
+
+TEST_F(SoloRuntimeTest, WorldIsOneProcessWithoutALauncher) {
+  EXPECT_FALSE(launched_by_mpi());
+  DistRuntime runtime(argc_, argv_);
+  auto world = world_communicator();
+  EXPECT_EQ(world->size(), 1);
+  EXPECT_EQ(world->rank(), 0);
+  EXPECT_EQ(log_rank(), 0);
+  EXPECT_EQ(world->all_reduce_scalar(2.5), 2.5);
+}
+
+TEST_F(SoloRuntimeTest, WorldCommunicatorNeedsARuntime) {
+  try {
+    world_communicator();
+    ADD_FAILURE() << "world_communicator() without a DistRuntime";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), HasSubstr("no DistRuntime exists"));
+  }
+}
+
+TEST_F(SoloRuntimeTest, OnlyOneRuntimeAtATime) {
+  DistRuntime runtime(argc_, argv_);
+  EXPECT_THROW(DistRuntime second(argc_, argv_), Error);
+}
+
+TEST_F(SoloRuntimeTest, ForceVariableDecidesLauncherDetection) {
+  setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+  EXPECT_FALSE(launched_by_mpi());  // MEGATRON_FORCE_MPI=0 wins
+  unsetenv("MEGATRON_FORCE_MPI");
+  EXPECT_TRUE(launched_by_mpi());
+  unsetenv("OMPI_COMM_WORLD_SIZE");
+}
+
+TEST_F(SoloRuntimeTest, AbortJobPrintsTheMessageAndExitsWithTheCode) {
+  EXPECT_EXIT(abort_job("the data file x.bin is missing", 7), ::testing::ExitedWithCode(7),
+              "^error: the data file x.bin is missing\n$");
+}
+
+TEST_F(SoloRuntimeTest, UncaughtExceptionInAThreadAbortsTheJob) {
+  EXPECT_EXIT(
+      {
+        DistRuntime runtime(argc_, argv_);
+        std::thread worker([] { throw std::runtime_error("loader failed"); });
+        worker.join();
+      },
+      ::testing::ExitedWithCode(1), "error: uncaught exception: loader failed");
+}
+
+}  // namespace
+}  // namespace megatron
