@@ -11,24 +11,13 @@
 #include "kernels/elementwise.h"
 #include "model/bert_model.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_convert_bert.h"
 #include "train/grad_reduction.h"
 #include "train/training_log.h"
 
 namespace megatron {
 
 namespace {
-
-// The model-shape arguments a checkpoint must agree with beyond the tensor shapes.
-nlohmann::json model_shape_json(const BertConfig& c) {
-  return {{"num_layers", c.num_layers},
-          {"hidden_size", c.hidden_size},
-          {"num_attention_heads", c.num_attention_heads},
-          {"ffn_hidden_size", c.ffn_hidden_size > 0 ? c.ffn_hidden_size : 4 * c.hidden_size},
-          {"padded_vocab_size", c.padded_vocab_size},
-          {"max_position_embeddings", c.max_position_embeddings},
-          {"layernorm_order", c.post_layernorm() ? "post" : "pre"},
-          {"binary_head", c.binary_head}};
-}
 
 // The BERT loader's micro-batch as the model's batch: Megatron's padding mask is 1 on real
 // tokens, the attention kernel's is 1 on padding.
@@ -107,7 +96,7 @@ struct BertTrainer::Impl {
             {"grad_scaler", scaler.state()},
             {"optimizer", optimizer->state()},
             {"rng", {{"seed", seed}, {"iteration", iteration}}},
-            {"model", model_shape_json(model_config)},
+            {"model", bert_model_shape_json(model_config)},
             {"args", cfg.args}};
   }
 
@@ -151,7 +140,7 @@ struct BertTrainer::Impl {
 
   void check_model_shape(const nlohmann::json& state) const {
     if (!state.contains("model")) return;
-    const nlohmann::json want = model_shape_json(model_config);
+    const nlohmann::json want = bert_model_shape_json(model_config);
     std::string differences;
     for (const auto& [key, value] : want.items()) {
       if (!state["model"].contains(key)) continue;  // e.g. fields an importer does not write
