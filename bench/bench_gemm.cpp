@@ -89,8 +89,10 @@ void register_all() {
                   {"bf16_onednn", DType::BF16, Backend::OneDnn}};
   std::vector<cli::GemmShape> shapes = {ceiling};
   for (const auto& s : cli::gpt_layer_gemm_shapes(2048, 768, 3072)) shapes.push_back(s);
-  for (const auto& v : variants)
-    for (const auto& s : shapes)
+  // Shape-major order: the variants of one shape run back to back, so they see the same load
+  // on a shared machine and their ratio is meaningful.
+  for (const auto& s : shapes)
+    for (const auto& v : variants)
       benchmark::RegisterBenchmark(("gemm/" + std::string(v.name) + "/" + s.name).c_str(), run_gemm,
                                    s, v.dtype, v.backend)
           ->Unit(benchmark::kMillisecond)

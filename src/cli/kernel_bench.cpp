@@ -4,6 +4,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include "cli/gemm_shapes.h"
 #include "core/error.h"
 #include "core/tensor.h"
+#include "kernels/cpu/gemm_backend.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 
@@ -70,17 +72,32 @@ int run_kernel_bench(const KernelBenchOptions& o) {
     const DType dt = dtype_from_name(name);
     MT_CHECK(dt == DType::F32 || dt == DType::BF16, "bench --dtype '", name,
              "': expected f32 or bf16");
+    // The ceiling is measured before and after the shapes and the better figure kept: on a
+    // shared machine the load changes during the run, and a ceiling is what the machine can
+    // do, not what it did once.
     const int64_t n = o.ceiling_size;
-    const double ceiling = gemm_gflops({"ceiling", n, n, n, false, false}, dt, o.min_time);
-    std::printf("\n%s GEMM ceiling (%lld^3): %.1f GFLOP/s\n", name.c_str(), (long long)n, ceiling);
-    std::printf("  %-10s %6s %6s %6s %10s %12s\n", "shape", "M", "N", "K", "GFLOP/s", "% ceiling");
+    const GemmShape square{"ceiling", n, n, n, false, false};
+    const double before = gemm_gflops(square, dt, o.min_time);
+    std::vector<double> rates;
     double flops = 0, seconds = 0;
     for (const GemmShape& s : shapes) {
-      const double g = gemm_gflops(s, dt, o.min_time);
+      rates.push_back(gemm_gflops(s, dt, o.min_time));
       flops += s.flops();
-      seconds += s.flops() / (g * 1e9);
+      seconds += s.flops() / (rates.back() * 1e9);
+    }
+    const double after = gemm_gflops(square, dt, o.min_time);
+    const double ceiling = std::max(before, after);
+    kernels::cpu::GemmProblem p;
+    p.m = p.n = p.k = p.lda = p.ldb = p.ldc = n;
+    p.ab_dtype = dt;
+    std::printf("\n%s GEMM ceiling (%lld^3): %.1f GFLOP/s (before %.1f, after %.1f); backend: %s\n",
+                name.c_str(), (long long)n, ceiling, before, after,
+                kernels::cpu::gemm_backend_name(p).c_str());
+    std::printf("  %-10s %6s %6s %6s %10s %12s\n", "shape", "M", "N", "K", "GFLOP/s", "% ceiling");
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const GemmShape& s = shapes[i];
       std::printf("  %-10s %6lld %6lld %6lld %10.1f %11.0f%%\n", s.name.c_str(), (long long)s.m,
-                  (long long)s.n, (long long)s.k, g, 100.0 * g / ceiling);
+                  (long long)s.n, (long long)s.k, rates[i], 100.0 * rates[i] / ceiling);
     }
     const double layer = flops / seconds * 1e-9;
     std::printf("  %-10s %27.1f %11.0f%%\n", "layer", layer, 100.0 * layer / ceiling);

@@ -88,8 +88,7 @@ TEST_P(GemmTest, BatchedPerHeadViews) {
   const int64_t bsz = 2, s = 7, heads = 3, d = 5;
   Tensor q = random_tensor({bsz, s, heads, d}, ab, 6),
          kt = random_tensor({bsz, s, heads, d}, ab, 7);
-  // View [b·heads... ] as 3-D: for each b and head, rows s with stride heads·d.
-  // Use head 1 of every batch as the batch dimension (batch stride s·heads·d).
+  // Head 1 of every sample: a 3-D view with batch stride s·heads·d and row stride heads·d.
   Tensor qv = q.select(2, 1);   // [b, s, d], strides [s·h·d, h·d, 1]
   Tensor kv = kt.select(2, 1);  // [b, s, d]
   Tensor scores = random_tensor({bsz, s, s}, cd, 8);
@@ -113,6 +112,42 @@ TEST_P(GemmTest, BatchedPerHeadViews) {
   }
   kernels::batched_gemm(probs, true, kv, false, ctx, 1.f, 1.f);
   EXPECT_CLOSE(to_double(ctx), expected2, 1e-5, cd == DType::BF16 ? test::kBf16Eps : 1e-5);
+}
+
+TEST_P(GemmTest, BatchedMegatronLayoutBatchStrideBelowRowStride) {
+  // Activations [s, b, heads, d] (Megatron's layout): batch = (b, head) pairs with batch stride
+  // d and row stride b·heads·d, i.e. the transposed view [b·heads, s, d] with no copy.
+  const auto [ab, cd] = GetParam();
+  const int64_t s = 6, bh = 4, d = 3;
+  Tensor q = random_tensor({s, bh, d}, ab, 11), k = random_tensor({s, bh, d}, ab, 12);
+  Tensor qv = q.transpose(0, 1), kv = k.transpose(0, 1);  // [bh, s, d], strides [d, bh·d, 1]
+  Tensor scores = random_tensor({bh, s, s}, cd, 13);
+  std::vector<double> expected;
+  for (int64_t i = 0; i < bh; ++i) {
+    auto e = reference(to_double(qv.select(0, i)), false, to_double(kv.select(0, i)), true,
+                       to_double(scores.select(0, i)), s, s, d, 1.0, 0.5);
+    expected.insert(expected.end(), e.begin(), e.end());
+  }
+  kernels::batched_gemm(qv, false, kv, true, scores, 1.f, 0.5f);
+  EXPECT_CLOSE(to_double(scores), expected, 1e-5, cd == DType::BF16 ? test::kBf16Eps : 1e-5);
+}
+
+TEST_P(GemmTest, BatchedBroadcastOperand) {
+  // One B shared by every batch entry through batch stride 0 (oneDNN has only its reference
+  // kernel for that, so this runs the per-entry path when oneDNN is the backend).
+  const auto [ab, cd] = GetParam();
+  const int64_t batch = 3, m = 5, k = 4, n = 6;
+  Tensor a = random_tensor({batch, m, k}, ab, 14);
+  Tensor b2 = random_tensor({k, n}, ab, 15);
+  Tensor b(b2.storage(), 0, {batch, k, n}, {0, n, 1}, ab);
+  Tensor c = random_tensor({batch, m, n}, cd, 16);
+  std::vector<double> expected;
+  for (int64_t i = 0; i < batch; ++i) {
+    auto e = reference(to_double(a.select(0, i)), false, to_double(b2), false, {}, m, n, k, 1, 0);
+    expected.insert(expected.end(), e.begin(), e.end());
+  }
+  kernels::batched_gemm(a, false, b, false, c);
+  EXPECT_CLOSE(to_double(c), expected, 1e-5, cd == DType::BF16 ? test::kBf16Eps : 1e-5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GemmTest,

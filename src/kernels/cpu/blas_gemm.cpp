@@ -20,6 +20,10 @@ bool blas_usable() {
   return usable;
 }
 
+std::string blas_core_name() {
+  return openblas_get_corename();
+}
+
 void blas_sgemm(const GemmProblem& p) {
   MT_CHECK(p.ab_dtype == DType::F32 && p.c_dtype == DType::F32,
            "OpenBLAS GEMM takes f32 operands only");

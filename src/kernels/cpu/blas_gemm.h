@@ -1,6 +1,8 @@
 // f32 GEMM through OpenBLAS (cblas_sgemm).
 #pragma once
 
+#include <string>
+
 #include "kernels/cpu/gemm_problem.h"
 
 namespace megatron::kernels::cpu {
@@ -9,6 +11,9 @@ namespace megatron::kernels::cpu {
 // (the project sets SkylakeX because Debian's 0.3.21 misdetects recent Xeons), and a forced
 // AVX-512 core on a CPU without AVX-512 (e.g. an AMD EPYC VM) dies with SIGILL inside sgemm.
 bool blas_usable();
+
+// The OpenBLAS core in use ("Haswell", "Zen", "SkylakeX", ...).
+std::string blas_core_name();
 
 // Runs an f32 problem (ab_dtype = c_dtype = F32) one batch entry after another. Requires
 // blas_usable().

@@ -7,10 +7,12 @@
 #include "kernels/gemm.h"
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/blas_gemm.h"
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/gemm_backend.h"
 #include "kernels/cpu/onednn_matmul.h"
 
 namespace megatron::kernels {
@@ -19,24 +21,31 @@ namespace {
 
 using cpu::GemmProblem;
 
-// Batch entry i of an f32 problem as a problem of its own.
-GemmProblem f32_entry(const GemmProblem& p, int64_t i) {
+// Batch entry i of a problem as a problem of its own.
+GemmProblem entry(const GemmProblem& p, int64_t i) {
+  const size_t ab = dtype_size(p.ab_dtype), cs = dtype_size(p.c_dtype);
   GemmProblem q = p;
   q.batch = 1;
-  q.a = static_cast<const float*>(p.a) + i * p.batch_a;
-  q.b = static_cast<const float*>(p.b) + i * p.batch_b;
-  q.c = static_cast<float*>(p.c) + i * p.batch_c;
+  q.a = static_cast<const char*>(p.a) + i * p.batch_a * int64_t(ab);
+  q.b = static_cast<const char*>(p.b) + i * p.batch_b * int64_t(ab);
+  q.c = static_cast<char*>(p.c) + i * p.batch_c * int64_t(cs);
   return q;
+}
+
+// oneDNN in one batched call or, where it only has its reference kernel for the batch strides
+// (e.g. a broadcast operand), one 2-D call per entry. Entries share one signature, so the first
+// answers for all. False (nothing written) when oneDNN has no JIT kernel at all.
+bool run_onednn(const GemmProblem& p) {
+  if (cpu::onednn_matmul(p)) return true;
+  if (p.batch == 1 || !cpu::onednn_matmul(entry(p, 0))) return false;
+  for (int64_t i = 1; i < p.batch; ++i) cpu::onednn_matmul(entry(p, i));
+  return true;
 }
 
 void run_f32(const GemmProblem& p) {
   if (cpu::blas_usable()) return cpu::blas_sgemm(p);
-  if (cpu::onednn_matmul(p)) return;
-  // oneDNN only has its reference kernel for some batch-stride patterns (e.g. a broadcast
-  // operand); one 2-D call per entry always has a JIT kernel.
-  for (int64_t i = 0; i < p.batch; ++i)
-    MT_CHECK(cpu::onednn_matmul(f32_entry(p, i)), "oneDNN has no f32 matmul kernel for [", p.m,
-             ", ", p.k, "] x [", p.k, ", ", p.n, "] on this CPU");
+  MT_CHECK(run_onednn(p), "oneDNN has no f32 matmul kernel for [", p.m, ", ", p.k, "] x [", p.k,
+           ", ", p.n, "] on this CPU");
 }
 
 // Copies a bf16 matrix [rows, cols] with row stride ld into a contiguous f32 one.
@@ -99,7 +108,7 @@ void run(const GemmProblem& p) {
   if (p.batch == 0 || p.m == 0 || p.n == 0) return;
   if (p.k == 0) return scale_c_only(p);
   if (p.ab_dtype == DType::F32) return run_f32(p);
-  if (!cpu::onednn_matmul(p)) run_bf16_widened(p);
+  if (!run_onednn(p)) run_bf16_widened(p);
 }
 
 // Row stride of the trailing 2 dims of t (rows = size(-2), cols = size(-1)), checking the
@@ -159,7 +168,21 @@ GemmProblem make_problem(const Tensor& a, bool trans_a, const Tensor& b, bool tr
   return p;
 }
 
+std::string f32_backend_name(const GemmProblem& p) {
+  if (cpu::blas_usable()) return "OpenBLAS (" + cpu::blas_core_name() + ")";
+  return "oneDNN " + cpu::onednn_matmul_impl(p);
+}
+
 }  // namespace
+
+std::string cpu::gemm_backend_name(const GemmProblem& p) {
+  if (p.ab_dtype == DType::F32) return f32_backend_name(p);
+  const std::string impl = cpu::onednn_matmul_impl(p);
+  if (impl != "none" && impl.rfind("ref", 0) != 0) return "oneDNN " + impl;
+  GemmProblem widened = p;
+  widened.ab_dtype = widened.c_dtype = DType::F32;
+  return "bf16 widened to f32, then " + f32_backend_name(widened);
+}
 
 void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha,
           float beta) {

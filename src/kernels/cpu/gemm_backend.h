@@ -1,0 +1,15 @@
+// Which backend kernels::gemm runs for a problem, in words, for `megatron bench` and the
+// benchmarks (e.g. to confirm that bf16 reaches oneDNN's AMX kernel on Sapphire Rapids).
+#pragma once
+
+#include <string>
+
+#include "kernels/cpu/gemm_problem.h"
+
+namespace megatron::kernels::cpu {
+
+// "OpenBLAS (Haswell)", "oneDNN gemm:jit", "oneDNN brg:avx512_core_amx_bf16",
+// "bf16 widened to f32, then OpenBLAS (Zen)", ...
+std::string gemm_backend_name(const GemmProblem& p);
+
+}  // namespace megatron::kernels::cpu
