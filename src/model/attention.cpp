@@ -47,8 +47,15 @@ void ParallelAttention::init_weights(ParameterStore& store, uint64_t seed) const
   dense_.init_weights(store, seed);
 }
 
+Tensor ParallelAttention::dropped_probs(const Ctx& ctx, Arena& arena) const {
+  if (!ctx.dropout_mask.defined()) return ctx.probs;
+  Tensor dropped = arena.alloc(ctx.probs.shape(), ctx.probs.dtype());
+  kernels::dropout_forward(ctx.probs, ctx.dropout_mask, dropout_p_, dropped);
+  return dropped;
+}
+
 Tensor ParallelAttention::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
-                                  const DropoutScope& scope, Arena& arena) const {
+                                  const DropoutScope& scope, Arena& arena, Arena& workspace) const {
   MT_CHECK(x.dim() == 3, "attention input must be [s, b, h], got ", x.describe());
   const int64_t s = x.size(0), b = x.size(1), hl = heads_local_, d = head_dim_, bh = b * hl;
   if (mask_type_ == AttnMaskType::kPadding) {
@@ -64,25 +71,23 @@ Tensor ParallelAttention::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_m
   Tensor k = head_view(ctx.qkv, d, bh, s, d, 3 * d, qkv_row);
   Tensor v = head_view(ctx.qkv, 2 * d, bh, s, d, 3 * d, qkv_row);
 
-  Tensor scores = arena.alloc({bh, s, s}, x.dtype());  // [b·hl, s, s]
+  Tensor scores = workspace.alloc({bh, s, s}, x.dtype());  // [b·hl, s, s]
   kernels::batched_gemm(q, false, k, true, scores);
   ctx.probs = arena.alloc({b, hl, s, s}, x.dtype());
   kernels::scaled_masked_softmax_forward(scores.view({b, hl, s, s}), 1.0f / std::sqrt(float(d)),
                                          mask_type_ == AttnMaskType::kCausal, pad_mask, ctx.probs);
   ctx.dropout_mask = Tensor();
-  ctx.probs_dropped = ctx.probs;
   if (scope.enabled && dropout_p_ > 0.0f) {
     ctx.dropout_mask = arena.alloc({bh * s, s}, DType::U8);
     kernels::dropout_mask(scope.seed,
                           attention_dropout_rows(scope, layer_number_, b, head_begin_, hl, s),
                           dropout_p_, ctx.dropout_mask);
-    ctx.probs_dropped = arena.alloc({b, hl, s, s}, x.dtype());
-    kernels::dropout_forward(ctx.probs, ctx.dropout_mask, dropout_p_, ctx.probs_dropped);
   }
+  Tensor probs_dropped = dropped_probs(ctx, workspace);  // [b, hl, s, s]
 
   Tensor context = arena.alloc({s, b, hl * d}, x.dtype());  // [s, b, hl·d]
   Tensor context_heads = head_view(context, 0, bh, s, d, d, bh * d);
-  kernels::batched_gemm(ctx.probs_dropped.view({bh, s, s}), false, v, false, context_heads);
+  kernels::batched_gemm(probs_dropped.view({bh, s, s}), false, v, false, context_heads);
   return dense_.forward(ctx.dense, context, arena);
 }
 
@@ -102,7 +107,8 @@ Tensor ParallelAttention::backward(const Ctx& ctx, const Tensor& dout, Arena& ar
   Tensor dk = head_view(dqkv, d, bh, s, d, 3 * d, qkv_row);
   Tensor dv = head_view(dqkv, 2 * d, bh, s, d, 3 * d, qkv_row);
 
-  kernels::batched_gemm(ctx.probs_dropped.view({bh, s, s}), true, dcontext_heads, false, dv);
+  Tensor probs_dropped = dropped_probs(ctx, arena);
+  kernels::batched_gemm(probs_dropped.view({bh, s, s}), true, dcontext_heads, false, dv);
   Tensor dprobs = arena.alloc({b, hl, s, s}, dout.dtype());
   Tensor dprobs_heads = dprobs.view({bh, s, s});
   kernels::batched_gemm(dcontext_heads, false, v, true, dprobs_heads);

@@ -24,11 +24,10 @@ class ParallelAttention {
  public:
   struct Ctx {
     ColumnParallelLinear::Ctx qkv_linear;
-    Tensor qkv;            // [s, b, heads/t, 3, d]
-    Tensor pad_mask;       // u8 [b, s] or undefined
-    Tensor probs;          // [b, heads/t, s, s] before dropout
-    Tensor dropout_mask;   // u8 [b·heads/t·s, s] or undefined (no dropout)
-    Tensor probs_dropped;  // [b, heads/t, s, s] (= probs without dropout)
+    Tensor qkv;           // [s, b, heads/t, 3, d]
+    Tensor pad_mask;      // u8 [b, s] or undefined
+    Tensor probs;         // [b, heads/t, s, s] before dropout
+    Tensor dropout_mask;  // u8 [b·heads/t·s, s] or undefined (no dropout)
     RowParallelLinear::Ctx dense;
   };
 
@@ -39,9 +38,13 @@ class ParallelAttention {
   void init_weights(ParameterStore& store, uint64_t seed) const;
 
   // x [s, b, h]; pad_mask u8 [b, s] (1 = padding key) for AttnMaskType::kPadding, else
-  // undefined → out [s, b, h] without the dense bias.
+  // undefined → out [s, b, h] without the dense bias. What backward needs goes to `arena`;
+  // the raw scores and the dropped-out probabilities, dead when forward returns, go to
+  // `workspace` (may be the same arena). Backward re-derives the dropped-out probabilities
+  // from the saved probabilities and mask (one element-wise pass), which saves two
+  // [b, heads/t, s, s] buffers per layer.
   Tensor forward(Ctx& ctx, const Tensor& x, const Tensor& pad_mask, const DropoutScope& scope,
-                 Arena& arena) const;
+                 Arena& arena, Arena& workspace) const;
   // dout [s, b, h] → dx [s, b, h]; accumulates the QKV and dense weight gradients (the dense
   // bias gradient is the caller's, via dense_bias_grad()).
   Tensor backward(const Ctx& ctx, const Tensor& dout, Arena& arena) const;
@@ -50,6 +53,9 @@ class ParallelAttention {
   Tensor& dense_bias_grad() const { return dense_.bias_grad(); }
 
  private:
+  // probs ⊙ mask / (1 − p), in `arena` (probs itself without dropout).
+  Tensor dropped_probs(const Ctx& ctx, Arena& arena) const;
+
   int layer_number_;
   int64_t heads_local_, head_dim_, head_begin_;
   float dropout_p_;

@@ -40,9 +40,10 @@ Tensor Transformer::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
       ctx.layer_inputs[i] = h;
       scratch.reset();
       TransformerLayer::Ctx discarded;
-      h = copy_into(arena, layers_[i]->forward(discarded, h, pad_mask, scope, scratch));
+      h = copy_into(arena, layers_[i]->forward(discarded, h, pad_mask, scope, scratch, scratch));
     } else {
-      h = layers_[i]->forward(ctx.layers[i], h, pad_mask, scope, arena);
+      scratch.reset();  // the previous layer's forward temporaries are dead
+      h = layers_[i]->forward(ctx.layers[i], h, pad_mask, scope, arena, scratch);
     }
   }
   return final_ln_ ? final_ln_->forward(ctx.final_ln, h, arena) : h;
@@ -61,7 +62,8 @@ Tensor Transformer::backward(Ctx& ctx, Tensor dy, Arena& arena, Arena& scratch) 
     scratch.reset();
     TransformerLayer::Ctx recomputed;
     if (config_.recompute_activations)
-      layers_[i]->forward(recomputed, ctx.layer_inputs[i], ctx.pad_mask, ctx.scope, scratch);
+      layers_[i]->forward(recomputed, ctx.layer_inputs[i], ctx.pad_mask, ctx.scope, scratch,
+                          scratch);
     const TransformerLayer::Ctx& layer_ctx =
         config_.recompute_activations ? recomputed : ctx.layers[i];
     dy = copy_into(arena, layers_[i]->backward(layer_ctx, dy, scratch));

@@ -52,13 +52,13 @@ Tensor TransformerLayer::draw_hidden_mask(DropoutSite site, const Tensor& x,
 }
 
 Tensor TransformerLayer::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
-                                 const DropoutScope& scope, Arena& arena) const {
+                                 const DropoutScope& scope, Arena& arena, Arena& workspace) const {
   MT_CHECK(x.dim() == 3 && x.size(2) == config_.hidden_size, "transformer layer ", layer_number_,
            ": input must be [s, b, ", config_.hidden_size, "], got ", x.describe());
   ctx.attention_dropout_mask = draw_hidden_mask(DropoutSite::kAttentionOutput, x, scope, arena);
   ctx.mlp_dropout_mask = draw_hidden_mask(DropoutSite::kMlpOutput, x, scope, arena);
-  return pre_ln(config_) ? forward_pre_ln(ctx, x, pad_mask, scope, arena)
-                         : forward_post_ln(ctx, x, pad_mask, scope, arena);
+  return pre_ln(config_) ? forward_pre_ln(ctx, x, pad_mask, scope, arena, workspace)
+                         : forward_post_ln(ctx, x, pad_mask, scope, arena, workspace);
 }
 
 Tensor TransformerLayer::backward(const Ctx& ctx, Tensor dy, Arena& arena) const {
@@ -66,11 +66,12 @@ Tensor TransformerLayer::backward(const Ctx& ctx, Tensor dy, Arena& arena) const
 }
 
 Tensor TransformerLayer::forward_pre_ln(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
-                                        const DropoutScope& scope, Arena& arena) const {
+                                        const DropoutScope& scope, Arena& arena,
+                                        Arena& workspace) const {
   const float p = config_.hidden_dropout;
   const bool ln_residual = config_.apply_residual_connection_post_layernorm;
   Tensor ln1 = first_ln_.forward(ctx.first_ln, x, arena);
-  Tensor attn = attention_.forward(ctx.attention, ln1, pad_mask, scope, arena);
+  Tensor attn = attention_.forward(ctx.attention, ln1, pad_mask, scope, arena, workspace);
   Tensor h = arena.alloc(x.shape(), x.dtype());  // [s, b, h]
   Tensor h2 = rows(h);
   kernels::bias_dropout_add_forward(rows(attn), attention_.dense_bias(),
@@ -119,9 +120,10 @@ Tensor TransformerLayer::backward_pre_ln(const Ctx& ctx, Tensor dy, Arena& arena
 }
 
 Tensor TransformerLayer::forward_post_ln(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
-                                         const DropoutScope& scope, Arena& arena) const {
+                                         const DropoutScope& scope, Arena& arena,
+                                         Arena& workspace) const {
   const float p = config_.hidden_dropout;
-  Tensor attn = attention_.forward(ctx.attention, x, pad_mask, scope, arena);
+  Tensor attn = attention_.forward(ctx.attention, x, pad_mask, scope, arena, workspace);
   Tensor h = arena.alloc(x.shape(), x.dtype());
   Tensor h2 = rows(h);
   kernels::bias_dropout_add_forward(rows(attn), attention_.dense_bias(), rows(x),

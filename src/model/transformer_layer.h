@@ -31,9 +31,9 @@ class TransformerLayer {
 
   void init_weights(ParameterStore& store, uint64_t seed) const;
 
-  // x [s, b, h] → y [s, b, h]. pad_mask as ParallelAttention::forward.
+  // x [s, b, h] → y [s, b, h]. pad_mask and workspace as ParallelAttention::forward.
   Tensor forward(Ctx& ctx, const Tensor& x, const Tensor& pad_mask, const DropoutScope& scope,
-                 Arena& arena) const;
+                 Arena& arena, Arena& workspace) const;
   // dy [s, b, h] → dx [s, b, h]. dy is consumed: its memory may be reused for dx.
   Tensor backward(const Ctx& ctx, Tensor dy, Arena& arena) const;
 
@@ -41,9 +41,9 @@ class TransformerLayer {
   Tensor draw_hidden_mask(DropoutSite site, const Tensor& x, const DropoutScope& scope,
                           Arena& arena) const;
   Tensor forward_pre_ln(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
-                        const DropoutScope& scope, Arena& arena) const;
+                        const DropoutScope& scope, Arena& arena, Arena& workspace) const;
   Tensor forward_post_ln(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
-                         const DropoutScope& scope, Arena& arena) const;
+                         const DropoutScope& scope, Arena& arena, Arena& workspace) const;
   Tensor backward_pre_ln(const Ctx& ctx, Tensor dy, Arena& arena) const;
   Tensor backward_post_ln(const Ctx& ctx, Tensor dy, Arena& arena) const;
 

@@ -54,7 +54,7 @@ void check_layer(const LayerCase& lc) {
 
   Arena arena;
   TransformerLayer::Ctx ctx;
-  Tensor y = layer.forward(ctx, x, pad_mask, scope, arena);
+  Tensor y = layer.forward(ctx, x, pad_mask, scope, arena, arena);
   Tensor dy = r.clone();
   Tensor dx = layer.backward(ctx, dy, arena);
 

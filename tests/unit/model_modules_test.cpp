@@ -89,7 +89,8 @@ TEST(ModelModules, CausalAttentionWithDropoutMatchesReference) {
   const test::RefDropout drop{true, 77, 4, 12, 0.0, 0.25};
   ParallelAttention::Ctx ctx;
   check_module(
-      f.store, [&](const Tensor& x) { return attn.forward(ctx, x, Tensor(), scope, f.arena); },
+      f.store,
+      [&](const Tensor& x) { return attn.forward(ctx, x, Tensor(), scope, f.arena, f.arena); },
       [&](Tensor dy) { return attn.backward(ctx, dy, f.arena); },
       [&](const test::RefParams& p, const test::Act& x) {
         return test::ref_attention({kS, kB, kH, kHeads, kFfn}, p, "attn.", 2, x, true, {}, drop);
