@@ -18,19 +18,21 @@
 
 namespace megatron::testing {
 
-// The source tree: MEGATRON_SOURCE_DIR (CTest sets it for dist tests), else the path the
-// unit tests were compiled with.
+// The source tree: MEGATRON_SOURCE_DIR (CTest sets it), else the path the unit tests were
+// compiled with (so the binary also runs by hand).
 inline std::string source_dir() {
   if (const char* env = std::getenv("MEGATRON_SOURCE_DIR")) return env;
 #ifdef MEGATRON_TEST_SOURCE_DIR
   return MEGATRON_TEST_SOURCE_DIR;
 #else
-  ADD_FAILURE() << "MEGATRON_SOURCE_DIR must name the source tree";
+  ADD_FAILURE() << "MEGATRON_SOURCE_DIR must name the source tree (CTest sets it)";
   return ".";
 #endif
 }
 
-inline std::string gpt2_fixture_dir() { return source_dir() + "/tests/data/gpt2_tiny"; }
+inline std::string gpt2_fixture_dir() {
+  return source_dir() + "/tests/data/gpt2_tiny";
+}
 
 // max |actual - expected| / max |expected|: one number per tensor, scale-aware.
 inline double max_relative_error(const Tensor& actual, const Tensor& expected) {

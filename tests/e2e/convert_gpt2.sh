@@ -49,10 +49,18 @@ TRAIN=(pretrain-gpt --num-layers 2 --hidden-size 32 --num-attention-heads 4 --se
        --micro-batch-size 2 --global-batch-size 2 --train-iters 2 --lr 1e-4 --log-interval 1
        --eval-interval 1000 --eval-iters 1 --tensor-model-parallel-size 2 --load "$WORK/tp2")
 timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 \
-  "$MEGATRON_BINARY" "${TRAIN[@]}" --finetune > "$WORK/train.log" 2>&1 \
+  "$MEGATRON_BINARY" "${TRAIN[@]}" --finetune --save "$WORK/trained" --save-interval 2 \
+  > "$WORK/train.log" 2>&1 \
   || { cat "$WORK/train.log"; fail "pretrain-gpt --finetune from the import"; }
 grep -q "loaded checkpoint from" "$WORK/train.log" || { cat "$WORK/train.log"; fail "no load"; }
 grep -q "iteration        2/       2" "$WORK/train.log" || { cat "$WORK/train.log"; fail "no step"; }
+echo "== a trained checkpoint (TP 2, with optimizer state) exports and reshards"
+convert --from megatron --to hf --load "$WORK/trained" --save "$WORK/hf_trained"
+grep -q '"n_layer": 2' "$WORK/hf_trained/config.json" || fail "exported config.json"
+grep -q '"vocab_size": 96' "$WORK/hf_trained/config.json" || fail "exported vocabulary"
+convert --load "$WORK/trained" --save "$WORK/trained_tp1" --target-tensor-parallel-size 1
+[[ $(cat "$WORK/trained_tp1/latest_checkpointed_iteration.txt") == 2 ]] || fail "iteration kept"
+[[ -s $WORK/trained_tp1/iter_0000002/mp_rank_00/optimizer.safetensors ]] || fail "optimizer kept"
 timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 \
   "$MEGATRON_BINARY" "${TRAIN[@]}" --no-load-optim --no-load-rng > "$WORK/train3.log" 2>&1 \
   || { cat "$WORK/train3.log"; fail "pretrain-gpt --no-load-optim --no-load-rng from the import"; }

@@ -84,7 +84,14 @@ mapfile -t A < <(with --seq-length 64)
 expect_error "--max-position-embeddings 32 must be >= --seq-length 64" -- "${A[@]}" --max-position-embeddings 32
 mapfile -t A < <(without --mock-data 0)
 expect_error "--data-path needs --tokenizer-type" -- "${A[@]}" --data-path /nonexistent/corpus_text_document
+mapfile -t A < <(without --mock-data 0)
+expect_error "cannot open '/nonexistent/corpus_text_document.idx'" -- "${A[@]}" \
+  --data-path /nonexistent/corpus_text_document --tokenizer-type NullTokenizer
+expect_error "cannot open '/nonexistent/corpus_text_document.idx'" 2 -- "${A[@]}" \
+  --data-path /nonexistent/corpus_text_document --tokenizer-type NullTokenizer
 mapfile -t A < <(without --vocab-size)
+expect_error "--vocab-file '/nonexistent/vocab.json' cannot be read" -- "${A[@]}" \
+  --tokenizer-type GPT2BPETokenizer --vocab-file /nonexistent/vocab.json --merge-file /nonexistent/merges.txt
 expect_error "--mock-data needs --vocab-size" -- "${A[@]}"
 expect_error "--save-interval needs --save DIR" -- "${BASE[@]}" --save-interval 5
 expect_error "--recompute-granularity 'selective' is not supported" -- "${BASE[@]}" --recompute-granularity selective

@@ -10,8 +10,8 @@ export OMP_NUM_THREADS=1
 DATA_DIR="${MEGATRON_DATA_DIR:-$HOME/.cache/megatron-cpp}"
 "$MEGATRON_SOURCE_DIR/scripts/fetch_data.sh" > /dev/null
 
-head -n 40 "$DATA_DIR/sotu.jsonl" > "$WORK/sotu40.jsonl"
-timeout 300 "$MEGATRON_BINARY" preprocess --input "$WORK/sotu40.jsonl" \
+head -n 20 "$DATA_DIR/sotu.jsonl" > "$WORK/sotu20.jsonl"
+timeout 300 "$MEGATRON_BINARY" preprocess --input "$WORK/sotu20.jsonl" \
   --output-prefix "$WORK/sotu" --tokenizer-type GPT2BPETokenizer \
   --vocab-file "$DATA_DIR/gpt2-vocab.json" --merge-file "$DATA_DIR/gpt2-merges.txt" \
   --append-eod --workers 2 > "$WORK/preprocess.log" 2>&1 ||
@@ -20,13 +20,13 @@ timeout 300 "$MEGATRON_BINARY" preprocess --input "$WORK/sotu40.jsonl" \
 timeout 600 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 \
   "$MEGATRON_BINARY" pretrain-gpt \
   --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 \
-  --max-position-embeddings 64 --micro-batch-size 8 --global-batch-size 16 \
-  --train-iters 60 --lr 3e-3 --min-lr 3e-4 --lr-decay-style cosine --lr-warmup-iters 5 \
+  --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 8 \
+  --train-iters 40 --lr 3e-3 --min-lr 3e-4 --lr-decay-style cosine --lr-warmup-iters 5 \
   --weight-decay 0.01 --clip-grad 1.0 --bf16 --tensor-model-parallel-size 2 \
   --data-path "$WORK/sotu_text_document" --split 949,50,1 \
   --tokenizer-type GPT2BPETokenizer --vocab-file "$DATA_DIR/gpt2-vocab.json" \
   --merge-file "$DATA_DIR/gpt2-merges.txt" --eod-mask-loss \
-  --log-interval 10 --eval-interval 20 --eval-iters 4 --seed 1234 \
+  --log-interval 10 --eval-interval 10 --eval-iters 2 --seed 1234 \
   --metrics-file "$WORK/metrics.jsonl" > "$WORK/train.log" 2>&1 ||
   { cat "$WORK/train.log"; echo "FAIL: pretrain-gpt"; exit 1; }
 grep "validation loss" "$WORK/train.log"

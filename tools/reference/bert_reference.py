@@ -151,12 +151,23 @@ def main(out_dir):
     ids, token_types, attention_mask, mlm_labels, sop_labels = make_inputs(gen)
 
     params = {k: t.clone().requires_grad_(True) for k, t in weights.items()}
-    mlm_logits, sop_logits = forward(params, ids, token_types, attention_mask)
-    mlm_loss = torch.nn.functional.cross_entropy(
-        mlm_logits.reshape(-1, CONFIG["vocab_size"]), mlm_labels.reshape(-1), ignore_index=-100)
-    sop_loss = torch.nn.functional.cross_entropy(sop_logits, sop_labels)
-    loss = mlm_loss + sop_loss
+
+    def compute():
+        mlm_logits, sop_logits = forward(params, ids, token_types, attention_mask)
+        mlm_loss = torch.nn.functional.cross_entropy(
+            mlm_logits.reshape(-1, CONFIG["vocab_size"]), mlm_labels.reshape(-1),
+            ignore_index=-100)
+        sop_loss = torch.nn.functional.cross_entropy(sop_logits, sop_labels)
+        return mlm_logits, sop_logits, mlm_loss, sop_loss, mlm_loss + sop_loss
+
+    mlm_logits, sop_logits, mlm_loss, sop_loss, loss = compute()
     loss.backward()
+    # Autograd against finite differences, so the golden gradients are trusted independently.
+    safetensors_io.check_gradients(
+        lambda: compute()[4], params,
+        ["bert.embeddings.word_embeddings.weight", "bert.encoder.layer.0.attention.self.key.weight",
+         "bert.encoder.layer.1.output.LayerNorm.weight", "bert.pooler.dense.weight",
+         "cls.predictions.bias", "cls.seq_relationship.bias"], torch.Generator().manual_seed(7))
 
     os.makedirs(os.path.join(out_dir, "hf"), exist_ok=True)
     with open(os.path.join(out_dir, "hf", "config.json"), "w") as f:

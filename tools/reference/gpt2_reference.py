@@ -105,11 +105,19 @@ def main(out_dir):
     loss_mask[1, 5] = 0.0
 
     params = {k: t.clone().requires_grad_(True) for k, t in weights.items()}
-    logits = forward(params, ids)
-    ce = torch.nn.functional.cross_entropy(logits.reshape(-1, CONFIG["vocab_size"]),
-                                           labels.reshape(-1), reduction="none")
-    loss = (ce * loss_mask.reshape(-1)).sum() / loss_mask.sum()
+
+    def compute():
+        logits = forward(params, ids)
+        ce = torch.nn.functional.cross_entropy(logits.reshape(-1, CONFIG["vocab_size"]),
+                                               labels.reshape(-1), reduction="none")
+        return logits, (ce * loss_mask.reshape(-1)).sum() / loss_mask.sum()
+
+    logits, loss = compute()
     loss.backward()
+    # Autograd against finite differences, so the golden gradients are trusted independently.
+    safetensors_io.check_gradients(lambda: compute()[1], params,
+                                   ["wte.weight", "h.0.attn.c_attn.weight", "h.1.mlp.c_fc.bias",
+                                    "h.1.ln_2.weight", "ln_f.bias"], torch.Generator().manual_seed(7))
 
     os.makedirs(os.path.join(out_dir, "hf"), exist_ok=True)
     with open(os.path.join(out_dir, "hf", "config.json"), "w") as f:

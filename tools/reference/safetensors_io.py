@@ -49,3 +49,24 @@ def load(path):
         b, e = info["data_offsets"]
         out[name] = np.frombuffer(data[b:e], dtype=_NUMPY[info["dtype"]]).reshape(info["shape"])
     return out, metadata
+
+
+def check_gradients(loss_fn, params, names, gen, samples=3, eps=1e-6):
+    """Asserts that autograd's gradients (already in params[name].grad) match central finite
+    differences of loss_fn() in float64 at a few random elements of each named parameter."""
+    import torch
+    for name in names:
+        p = params[name]
+        flat = p.detach().view(-1)
+        for _ in range(samples):
+            i = int(torch.randint(0, flat.numel(), (1,), generator=gen))
+            with torch.no_grad():
+                old = flat[i].item()
+                flat[i] = old + eps
+                up = loss_fn().item()
+                flat[i] = old - eps
+                down = loss_fn().item()
+                flat[i] = old
+            numeric = (up - down) / (2 * eps)
+            analytic = p.grad.view(-1)[i].item()
+            assert abs(numeric - analytic) <= 1e-6 + 1e-5 * abs(analytic), (name, i, numeric, analytic)
