@@ -12,6 +12,7 @@
 #include "cli/subcommands.h"
 #include "core/logging.h"
 #include "train/checkpoint_convert.h"
+#include "train/checkpoint_convert_bert.h"
 
 namespace megatron::cli {
 
@@ -21,7 +22,7 @@ int run_convert(int argc, char** argv) {
   std::string model_type, from = "megatron", to = "megatron", load, save;
   int target_tp = 1, target_pp = 1, divisible_by = 128;
   int64_t load_iteration = -1, vocab_size = 0;
-  app.add_option("--model-type", model_type, "model family (gpt)")->required();
+  app.add_option("--model-type", model_type, "model family (gpt or bert)")->required();
   app.add_option("--from", from, "format of --load: hf or megatron")
       ->check(CLI::IsMember({"hf", "megatron"}));
   app.add_option("--to", to, "format of --save: megatron or hf")
@@ -41,14 +42,21 @@ int run_convert(int argc, char** argv) {
                  "HF export: real vocabulary size when state.json does not record it");
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
 
-  MT_CHECK(model_type == "gpt", "--model-type ", model_type,
-           " is not supported by convert (expected gpt)");
+  MT_CHECK(model_type == "gpt" || model_type == "bert", "--model-type ", model_type,
+           " is not supported by convert (expected gpt or bert)");
   MT_CHECK(target_pp == 1, "--target-pipeline-parallel-size ", target_pp,
            " is not supported (pipeline parallelism is not implemented; use 1)");
   MT_CHECK(from == "megatron" || to == "megatron", "--from hf --to hf is not a conversion");
   MT_CHECK(std::filesystem::weakly_canonical(load) != std::filesystem::weakly_canonical(save),
            "--load and --save are both '", load, "': write the conversion elsewhere");
-  if (from == "hf") {
+  if (model_type == "bert" && from == "hf") {
+    import_hf_bert(load, save, target_tp, divisible_by);
+    log_info("converted HF BERT ", load, " into checkpoint ", save,
+             " (iteration 0, tensor-parallel size ", target_tp, ")");
+  } else if (model_type == "bert" && to == "hf") {
+    export_hf_bert(load, load_iteration, save);
+    log_info("exported checkpoint ", load, " as HF BERT ", save);
+  } else if (from == "hf") {
     import_hf_gpt2(load, save, target_tp, divisible_by);
     log_info("converted HF GPT-2 ", load, " into checkpoint ", save,
              " (iteration 0, tensor-parallel size ", target_tp, ")");

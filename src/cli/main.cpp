@@ -25,12 +25,14 @@ const Subcommand kSubcommands[] = {
     {"preprocess", megatron::cli::run_preprocess,
      "tokenize loose JSON into an indexed dataset (.bin/.idx)"},
     {"bench", megatron::cli::run_bench, "measure kernel and step throughput, TFLOP/s, MFU"},
-    {"pretrain-gpt", megatron::cli::run_pretrain_gpt,
-     "pretrain GPT with tensor x data parallelism (Megatron-LM flags)"},
     {"convert", megatron::cli::run_convert,
      "import/export HF GPT-2, change the tensor-parallel size of a checkpoint"},
     {"comm-check", megatron::cli::run_comm_check,
      "verify collectives and the rank grid on all ranks; all-reduce bandwidth"},
+    {"pretrain-gpt", megatron::cli::run_pretrain_gpt,
+     "pretrain GPT with tensor x data parallelism (Megatron-LM flags)"},
+    {"pretrain-bert", megatron::cli::run_pretrain_bert,
+     "pretrain BERT (MLM + sentence order) with tensor x data parallelism"},
 };
 
 void print_usage() {

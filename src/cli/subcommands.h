@@ -8,6 +8,7 @@ namespace megatron::cli {
 int run_bench(int argc, char** argv);
 int run_comm_check(int argc, char** argv);
 int run_pretrain_gpt(int argc, char** argv);
+int run_pretrain_bert(int argc, char** argv);
 int run_preprocess(int argc, char** argv);
 int run_convert(int argc, char** argv);
 

@@ -42,6 +42,7 @@ std::string format_iteration_line(const IterationStats& s) {
   line += format(" learning rate: %.6E |", s.learning_rate);
   line += format(" global batch size: %5lld |", (long long)s.global_batch);
   if (s.lm_loss) line += format(" lm loss: %.6E |", *s.lm_loss);
+  if (s.sop_loss) line += format(" sop loss: %.6E |", *s.sop_loss);
   line += format(" loss scale: %.1f |", s.loss_scale);
   if (s.grad_norm) line += format(" grad norm: %.3f |", *s.grad_norm);
   line += format(" number of skipped iterations: %3lld |", (long long)s.skipped_iterations);
@@ -51,10 +52,14 @@ std::string format_iteration_line(const IterationStats& s) {
   return line;
 }
 
-std::string format_validation_block(const std::string& prefix, double lm_loss) {
-  const std::string body = " validation loss at " + prefix + " | " +
-                           format("lm loss value: %.6E | ", lm_loss) +
-                           format("lm loss PPL: %.6E | ", perplexity(lm_loss));
+std::string format_validation_block(const std::string& prefix, double lm_loss,
+                                    std::optional<double> sop_loss) {
+  std::string body = " validation loss at " + prefix + " | " +
+                     format("lm loss value: %.6E | ", lm_loss) +
+                     format("lm loss PPL: %.6E | ", perplexity(lm_loss));
+  if (sop_loss)
+    body += format("sop loss value: %.6E | ", *sop_loss) +
+            format("sop loss PPL: %.6E | ", perplexity(*sop_loss));
   const std::string rule(body.size() + 1, '-');
   return rule + "\n" + body + "\n" + rule;
 }
@@ -88,9 +93,11 @@ void TrainingLog::iteration(const IterationStats& s) {
                       {"nan_iterations", s.nan_iterations},
                       {"tokens_per_second", s.tokens_per_second},
                       {"tflops_per_process", s.tflops_per_process}};
+  if (s.sop_loss) j["sop_loss"] = *s.sop_loss;
   write_json(j.dump());
   if (tensorboard_) {
     if (s.lm_loss) tensorboard_->add_scalar("lm loss", float(*s.lm_loss), s.iteration);
+    if (s.sop_loss) tensorboard_->add_scalar("sop loss", float(*s.sop_loss), s.iteration);
     tensorboard_->add_scalar("learning-rate", float(s.learning_rate), s.iteration);
     tensorboard_->add_scalar("loss-scale", float(s.loss_scale), s.iteration);
     if (s.grad_norm) tensorboard_->add_scalar("grad-norm", float(*s.grad_norm), s.iteration);
@@ -99,17 +106,20 @@ void TrainingLog::iteration(const IterationStats& s) {
   }
 }
 
-void TrainingLog::validation(const std::string& prefix, int64_t iteration, double lm_loss) {
-  log_line(format_validation_block(prefix, lm_loss));
+void TrainingLog::validation(const std::string& prefix, int64_t iteration, double lm_loss,
+                             std::optional<double> sop_loss) {
+  log_line(format_validation_block(prefix, lm_loss, sop_loss));
   if (!writer_) return;
-  write_json(nlohmann::json({{"type", "validation"},
-                             {"iteration", iteration},
-                             {"lm_loss", lm_loss},
-                             {"lm_loss_ppl", perplexity(lm_loss)}})
-                 .dump());
+  nlohmann::json j = {{"type", "validation"},
+                      {"iteration", iteration},
+                      {"lm_loss", lm_loss},
+                      {"lm_loss_ppl", perplexity(lm_loss)}};
+  if (sop_loss) j["sop_loss"] = *sop_loss;
+  write_json(j.dump());
   if (tensorboard_) {
     tensorboard_->add_scalar("lm loss validation", float(lm_loss), iteration);
     tensorboard_->add_scalar("lm loss validation ppl", float(perplexity(lm_loss)), iteration);
+    if (sop_loss) tensorboard_->add_scalar("sop loss validation", float(*sop_loss), iteration);
     tensorboard_->flush();
   }
 }

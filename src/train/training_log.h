@@ -27,6 +27,7 @@ struct IterationStats {
   double learning_rate = 0;
   int64_t global_batch = 0;
   std::optional<double> lm_loss;  // mean over the interval's non-skipped iterations
+  std::optional<double> sop_loss;  // BERT's sentence-order loss (same mean), when it has one
   double loss_scale = 1;
   std::optional<double> grad_norm;  // none when the last iteration was skipped
   int64_t skipped_iterations = 0;   // in the interval
@@ -37,14 +38,17 @@ struct IterationStats {
 
 std::string format_iteration_line(const IterationStats& s);
 // `prefix` is e.g. "iteration 100" or "the end of training for val data".
-std::string format_validation_block(const std::string& prefix, double lm_loss);
+// sop_loss: BERT's sentence-order loss, printed after the lm loss when given.
+std::string format_validation_block(const std::string& prefix, double lm_loss,
+                                    std::optional<double> sop_loss = std::nullopt);
 
 class TrainingLog {
  public:
   // Files are written only when `writer` is true (rank 0); empty paths disable them.
   TrainingLog(bool writer, const std::string& metrics_file, const std::string& tensorboard_dir);
   void iteration(const IterationStats& s);
-  void validation(const std::string& prefix, int64_t iteration, double lm_loss);
+  void validation(const std::string& prefix, int64_t iteration, double lm_loss,
+                  std::optional<double> sop_loss = std::nullopt);
 
  private:
   void write_json(const std::string& line);

@@ -1,0 +1,156 @@
+// `megatron pretrain-bert` — Megatron-LM's pretrain_bert.py: parse and validate the flags,
+// print them, build the WordPiece tokenizer and the sentence-level BERT datasets, then run
+// the BertTrainer (logs `lm loss` and `sop loss`).
+#include <CLI/CLI.hpp>
+
+#include "cli/args.h"
+#include "cli/subcommands.h"
+#include "core/logging.h"
+#include "data/bert_datasets_factory.h"
+#include "data/bert_masking.h"
+#include "data/tokenizer.h"
+#include "dist/runtime.h"
+#include "model/gpt_model.h"
+#include "train/bert_trainer.h"
+
+namespace megatron::cli {
+
+namespace {
+
+struct BertFlags {
+  double mask_prob = 0.15;
+  double short_seq_prob = 0.1;
+  bool no_binary_head = false;
+  bool post_layernorm = false;
+  bool residual_post_layernorm = false;
+};
+
+BertConfig bert_config(const Args& a, const BertFlags& f, int64_t vocab) {
+  BertConfig c;
+  c.num_layers = a.num_layers;
+  c.hidden_size = a.hidden_size;
+  c.num_attention_heads = a.num_attention_heads;
+  c.ffn_hidden_size = a.effective_ffn_hidden_size();
+  c.vocab_size = vocab;
+  c.padded_vocab_size =
+      padded_vocab_size(vocab, a.make_vocab_size_divisible_by, a.tensor_model_parallel_size);
+  c.max_position_embeddings = a.max_position_embeddings;
+  c.seq_length = a.seq_length;
+  c.hidden_dropout = float(a.hidden_dropout);
+  c.attention_dropout = float(a.attention_dropout);
+  c.init_method_std = float(a.init_method_std);
+  c.layernorm_epsilon = float(a.layernorm_epsilon);
+  c.layernorm_order =
+      f.post_layernorm ? LayerNormOrder::kPostLayerNorm : LayerNormOrder::kPreLayerNorm;
+  c.apply_residual_connection_post_layernorm = f.residual_post_layernorm;
+  c.binary_head = !f.no_binary_head;
+  c.recompute_activations = a.full_recompute();
+  c.compute_dtype = a.bf16 ? DType::BF16 : DType::F32;
+  return c;
+}
+
+TrainerConfig training_config(const Args& a, const ArgTable& table) {
+  TrainerConfig cfg;
+  cfg.tensor_parallel = a.tensor_model_parallel_size;
+  cfg.micro_batch = a.micro_batch_size;
+  cfg.global_batch = a.global_batch_size;
+  cfg.train_iters = a.train_iters;
+  cfg.exit_interval = a.exit_interval;
+  cfg.seed = a.seed;
+  cfg.fp16 = a.fp16;
+  cfg.lr = lr_schedule_config(a);
+  cfg.adam = adamw_config(a);
+  cfg.clip_grad = a.clip_grad;
+  cfg.scaler = grad_scaler_config(a);
+  cfg.log_interval = a.log_interval;
+  cfg.eval_interval = a.eval_interval;
+  cfg.eval_iters = a.eval_iters;
+  cfg.metrics_file = a.metrics_file;
+  cfg.tensorboard_dir = a.tensorboard_dir;
+  cfg.save = a.save;
+  cfg.load = a.load;
+  cfg.save_interval = a.save_interval;
+  cfg.no_load_optim = a.no_load_optim;
+  cfg.no_load_rng = a.no_load_rng;
+  cfg.finetune = a.finetune;
+  cfg.args = table.to_json();
+  return cfg;
+}
+
+}  // namespace
+
+int run_pretrain_bert(int argc, char** argv) {
+  CLI::App app{"Pretrain a BERT model with tensor x data parallelism (Megatron-LM flags)",
+               "megatron pretrain-bert"};
+  Args args;
+  args.seq_length = 512;  // pretrain_bert.py's default
+  args.tokenizer_type = "BertWordPieceLowerCase";
+  BertFlags flags;
+  ArgTable table(app);
+  add_training_args(table, args);
+  table.add("--mask-prob", flags.mask_prob, "probability of masking a token (whole words)");
+  table.add("--short-seq-prob", flags.short_seq_prob,
+            "probability of a sample shorter than --seq-length");
+  table.add_flag("--bert-no-binary-head", flags.no_binary_head,
+                 "no pooler and no sentence-order-prediction head/loss");
+  table.add_flag("--post-layernorm", flags.post_layernorm,
+                 "the original BERT LayerNorm order (x -> attn -> +x -> LN -> MLP -> + -> LN, "
+                 "embedding LayerNorm, no final LayerNorm); default: pre-LN");
+  table.add_flag("--apply-residual-connection-post-layernorm", flags.residual_post_layernorm,
+                 "pre-LN layers whose residuals start from the LayerNorm outputs (Megatron)");
+  if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
+
+  std::shared_ptr<Communicator> world = world_communicator();
+  validate_training_args(args, world->size());
+  MT_CHECK(!args.mock_data, "--mock-data is not supported by pretrain-bert: give --data-path");
+  MT_CHECK(!args.data_path.empty(),
+           "pretrain-bert needs --data-path (a sentence-level prefix "
+           "from `megatron preprocess --split-sentences`)");
+  MT_CHECK(flags.mask_prob > 0 && flags.mask_prob < 1, "--mask-prob must be in (0, 1), got ",
+           flags.mask_prob);
+  MT_CHECK(flags.short_seq_prob >= 0 && flags.short_seq_prob <= 1,
+           "--short-seq-prob must be in [0, 1], got ", flags.short_seq_prob);
+  MT_CHECK(!(flags.post_layernorm && flags.residual_post_layernorm),
+           "--apply-residual-connection-post-layernorm applies to the pre-LayerNorm order only; "
+           "drop it or --post-layernorm");
+  log_line(table.format());
+
+  TokenizerOptions o{args.tokenizer_type, args.vocab_file, args.merge_file, args.tokenizer_model,
+                     args.vocab_size};
+  std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(o);
+  MT_CHECK(tokenizer->cls() >= 0 && tokenizer->sep() >= 0 && tokenizer->mask() >= 0 &&
+               tokenizer->pad() >= 0,
+           "--tokenizer-type ", args.tokenizer_type,
+           " has no [CLS]/[SEP]/[MASK]/[PAD] tokens; BERT needs BertWordPieceLowerCase or "
+           "BertWordPieceCase");
+
+  BertTrainerConfig cfg;
+  cfg.model = bert_config(args, flags, tokenizer->vocab_size());
+  log_info(" > padded vocab (size: ", tokenizer->vocab_size(), ") with ",
+           cfg.model.padded_vocab_size - tokenizer->vocab_size(),
+           " dummy tokens (new size: ", cfg.model.padded_vocab_size, ")");
+  cfg.training = training_config(args, table);
+
+  BertDatasetOptions d;
+  d.max_seq_length = args.seq_length;
+  d.short_seq_prob = flags.short_seq_prob;
+  d.mask_prob = flags.mask_prob;
+  d.seed = args.seed;
+  d.cls = tokenizer->cls();
+  d.sep = tokenizer->sep();
+  d.mask = tokenizer->mask();
+  d.pad = tokenizer->pad();
+  d.vocab_size = tokenizer->vocab_size();
+  d.word_start = word_starts_from_vocab_file(args.vocab_file);
+  const int64_t gb = args.global_batch_size;
+  const int64_t train = args.train_iters * gb;
+  const int64_t valid = (args.train_iters / args.eval_interval + 1) * args.eval_iters * gb;
+  BertDatasets data =
+      build_bert_datasets(args.data_path, args.split, d, {train, valid, args.eval_iters * gb});
+
+  BertTrainer trainer(std::move(cfg), world, data.train, data.valid);
+  trainer.run();
+  return 0;
+}
+
+}  // namespace megatron::cli

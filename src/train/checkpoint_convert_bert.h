@@ -1,0 +1,25 @@
+// HF BERT (BertForPreTraining) <-> our BERT checkpoints, offline (`megatron convert
+// --model-type bert`): the BERT counterparts of import_hf_gpt2 / export_hf_gpt2.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "model/bert_config.h"
+
+namespace megatron {
+
+// Reads an HF BERT directory and writes a post-LN checkpoint (iteration 0, no optimizer
+// state) at tensor-parallel size target_tp that `pretrain-bert --post-layernorm --load` can
+// continue from.
+void import_hf_bert(const std::string& hf_dir, const std::string& save_dir, int target_tp,
+                    int make_vocab_size_divisible_by);
+// Gathers a (post-LN) BERT checkpoint's shards and writes an HF BertForPreTraining directory.
+void export_hf_bert(const std::string& load_dir, int64_t iteration, const std::string& hf_dir);
+
+// The "model" record of a BERT checkpoint's state.json: the shape a loader must agree with
+// and what an exporter needs to rebuild the config.
+nlohmann::json bert_model_shape_json(const BertConfig& config);
+
+}  // namespace megatron
