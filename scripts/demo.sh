@@ -6,7 +6,7 @@
 # once the build is done.
 #
 # Environment: MEGATRON_DATA_DIR (data cache, default ~/.cache/megatron-cpp),
-# MEGATRON_BUILD_DIR (default build/), DEMO_MINUTES (training time, default 4), DEMO_ITERS
+# MEGATRON_BUILD_DIR (default build/), DEMO_MINUTES (training time, default 6), DEMO_ITERS
 # (iterations at most, default 400), DEMO_OUT (run directory,
 # default demo_run/ — checkpoints, metrics.jsonl, TensorBoard events).
 set -euo pipefail

@@ -73,7 +73,7 @@ fi
 grep -q "holds no optimizer buffer" "$WORK/train2.log" || { cat "$WORK/train2.log"; fail "message"; }
 
 echo "== errors"
-expect_error "--model-type bert is not supported" --model-type bert --load "$HF" --save "$WORK/x"
+expect_error "--model-type t5 is not supported" --model-type t5 --load "$HF" --save "$WORK/x"
 expect_error "--target-pipeline-parallel-size 2 is not supported" --model-type gpt --load \
   "$WORK/tp2" --save "$WORK/x" --target-pipeline-parallel-size 2
 expect_error "is not divisible by the tensor-model-parallel size 3" --model-type gpt \
