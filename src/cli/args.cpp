@@ -112,6 +112,17 @@ nlohmann::json ArgTable::to_json() const {
   return j;
 }
 
+void add_tokenizer_args(ArgTable& t, std::string& type, std::string& vocab_file,
+                        std::string& merge_file, std::string& model_file, int64_t& vocab_size) {
+  t.add("--vocab-file", vocab_file, "tokenizer vocabulary file");
+  t.add("--merge-file", merge_file, "BPE merges file");
+  t.add("--tokenizer-type", type,
+        "GPT2BPETokenizer | BertWordPieceLowerCase | BertWordPieceCase | "
+        "SentencePieceTokenizer | NullTokenizer");
+  t.add("--tokenizer-model", model_file, "SentencePiece model file");
+  t.add("--vocab-size", vocab_size, "vocabulary size for --mock-data / NullTokenizer");
+}
+
 void add_training_args(ArgTable& t, Args& a) {
   t.add("--num-layers", a.num_layers, "number of transformer layers");
   t.add("--hidden-size", a.hidden_size, "transformer hidden size");
@@ -169,13 +180,8 @@ void add_training_args(ArgTable& t, Args& a) {
 
   t.add("--data-path", a.data_path, "PREFIX or W1 PREFIX1 W2 PREFIX2 ...");
   t.add("--split", a.split, "train,valid,test document split weights");
-  t.add("--vocab-file", a.vocab_file, "tokenizer vocabulary file");
-  t.add("--merge-file", a.merge_file, "BPE merges file");
-  t.add("--tokenizer-type", a.tokenizer_type,
-        "GPT2BPETokenizer | BertWordPieceLowerCase | BertWordPieceCase | "
-        "SentencePieceTokenizer | NullTokenizer");
-  t.add("--tokenizer-model", a.tokenizer_model, "SentencePiece model file");
-  t.add("--vocab-size", a.vocab_size, "vocabulary size for --mock-data / NullTokenizer");
+  add_tokenizer_args(t, a.tokenizer_type, a.vocab_file, a.merge_file, a.tokenizer_model,
+                     a.vocab_size);
   t.add_flag("--mock-data", a.mock_data, "train on deterministic random tokens");
 
   t.add("--save", a.save, "checkpoint directory to save to");

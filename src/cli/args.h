@@ -137,6 +137,11 @@ class ArgTable {
   std::vector<std::pair<std::string, std::function<nlohmann::json()>>> jsoners_;
 };
 
+// Registers the tokenizer flags (--tokenizer-type, --vocab-file, --merge-file,
+// --tokenizer-model, --vocab-size), shared by training and `preprocess`.
+void add_tokenizer_args(ArgTable& table, std::string& type, std::string& vocab_file,
+                        std::string& merge_file, std::string& model_file, int64_t& vocab_size);
+
 // Registers every shared flag on `app`, writing into `args`.
 void add_training_args(ArgTable& table, Args& args);
 

@@ -182,17 +182,23 @@ struct Trainer::Impl {
     return true;
   }
 
-  double evaluate() {
+  // This rank's loader over the data-parallel slices, resuming after `consumed_samples`.
+  GptDataLoaderOptions loader_options(int64_t consumed_samples) const {
     GptDataLoaderOptions o;
     o.micro_batch = cfg.micro_batch;
     o.global_batch = cfg.global_batch;
     o.dp_rank = ps.dp_rank;
     o.dp_size = ps.dp_size;
+    o.consumed_samples = consumed_samples;
     o.eod_token = cfg.eod_token;
     o.eod_mask_loss = cfg.eod_mask_loss;
+    return o;
+  }
+
+  double evaluate() {
     // Every evaluation scores the same first eval_iters global batches of the validation
     // set, so successive validation losses are comparable.
-    GptDataLoader loader(valid_source, o);
+    GptDataLoader loader(valid_source, loader_options(/*consumed_samples=*/0));
     double local = 0;
     for (int64_t i = 0; i < cfg.eval_iters * num_micro_batches; ++i)
       local += model->forward_loss(to_batch(loader.next()));
@@ -232,15 +238,7 @@ struct Trainer::Impl {
 
   TrainingResult run() {
     if (!cfg.load.empty()) load();
-    GptDataLoaderOptions o;
-    o.micro_batch = cfg.micro_batch;
-    o.global_batch = cfg.global_batch;
-    o.dp_rank = ps.dp_rank;
-    o.dp_size = ps.dp_size;
-    o.consumed_samples = consumed_train_samples;
-    o.eod_token = cfg.eod_token;
-    o.eod_mask_loss = cfg.eod_mask_loss;
-    GptDataLoader loader(train_source, o);
+    GptDataLoader loader(train_source, loader_options(consumed_train_samples));
 
     TrainingResult result;
     int64_t last_saved = -1;
