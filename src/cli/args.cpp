@@ -340,6 +340,35 @@ AdamWConfig adamw_config(const Args& a) {
   return {a.adam_beta1, a.adam_beta2, a.adam_eps, a.weight_decay, /*f16_model_weights=*/a.fp16};
 }
 
+TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
+  TrainerConfig cfg;
+  cfg.tensor_parallel = a.tensor_model_parallel_size;
+  cfg.micro_batch = a.micro_batch_size;
+  cfg.global_batch = a.global_batch_size;
+  cfg.train_iters = a.train_iters;
+  cfg.exit_interval = a.exit_interval;
+  cfg.exit_duration_seconds = double(a.exit_duration_in_mins) * 60.0;
+  cfg.seed = a.seed;
+  cfg.fp16 = a.fp16;
+  cfg.lr = lr_schedule_config(a);
+  cfg.adam = adamw_config(a);
+  cfg.clip_grad = a.clip_grad;
+  cfg.scaler = grad_scaler_config(a);
+  cfg.log_interval = a.log_interval;
+  cfg.eval_interval = a.eval_interval;
+  cfg.eval_iters = a.eval_iters;
+  cfg.metrics_file = a.metrics_file;
+  cfg.tensorboard_dir = a.tensorboard_dir;
+  cfg.save = a.save;
+  cfg.load = a.load;
+  cfg.save_interval = a.save_interval;
+  cfg.no_load_optim = a.no_load_optim;
+  cfg.no_load_rng = a.no_load_rng;
+  cfg.finetune = a.finetune;
+  cfg.args = table.to_json();
+  return cfg;
+}
+
 int parse_command_line(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(argc, argv);

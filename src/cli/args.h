@@ -18,6 +18,7 @@
 #include "train/grad_scaler.h"
 #include "train/lr_schedule.h"
 #include "train/optimizer.h"
+#include "train/trainer.h"
 
 namespace CLI {
 class App;
@@ -159,5 +160,8 @@ int parse_command_line(CLI::App& app, int argc, char** argv);
 LrScheduleConfig lr_schedule_config(const Args& args);
 GradScalerConfig grad_scaler_config(const Args& args);
 AdamWConfig adamw_config(const Args& args);
+// Every loop option (parallel sizes, batches, intervals, checkpoints, logging); `table`'s
+// values are stored in each checkpoint.
+TrainerConfig trainer_config(const Args& args, const ArgTable& table);
 
 }  // namespace megatron::cli
