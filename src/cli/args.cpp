@@ -120,7 +120,8 @@ void add_tokenizer_args(ArgTable& t, std::string& type, std::string& vocab_file,
         "GPT2BPETokenizer | BertWordPieceLowerCase | BertWordPieceCase | "
         "SentencePieceTokenizer | NullTokenizer");
   t.add("--tokenizer-model", model_file, "SentencePiece model file");
-  t.add("--vocab-size", vocab_size, "vocabulary size for --mock-data / NullTokenizer");
+  t.add("--vocab-size", vocab_size,
+        "vocabulary size for NullTokenizer (training: also --mock-data)");
 }
 
 void add_training_args(ArgTable& t, Args& a) {
