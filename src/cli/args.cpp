@@ -112,6 +112,18 @@ nlohmann::json ArgTable::to_json() const {
   return j;
 }
 
+void add_tokenizer_args(ArgTable& t, std::string& type, std::string& vocab_file,
+                        std::string& merge_file, std::string& model_file, int64_t& vocab_size) {
+  t.add("--vocab-file", vocab_file, "tokenizer vocabulary file");
+  t.add("--merge-file", merge_file, "BPE merges file");
+  t.add("--tokenizer-type", type,
+        "GPT2BPETokenizer | BertWordPieceLowerCase | BertWordPieceCase | "
+        "SentencePieceTokenizer | NullTokenizer");
+  t.add("--tokenizer-model", model_file, "SentencePiece model file");
+  t.add("--vocab-size", vocab_size,
+        "vocabulary size for NullTokenizer (training: also --mock-data)");
+}
+
 void add_training_args(ArgTable& t, Args& a) {
   t.add("--num-layers", a.num_layers, "number of transformer layers");
   t.add("--hidden-size", a.hidden_size, "transformer hidden size");
@@ -169,13 +181,8 @@ void add_training_args(ArgTable& t, Args& a) {
 
   t.add("--data-path", a.data_path, "PREFIX or W1 PREFIX1 W2 PREFIX2 ...");
   t.add("--split", a.split, "train,valid,test document split weights");
-  t.add("--vocab-file", a.vocab_file, "tokenizer vocabulary file");
-  t.add("--merge-file", a.merge_file, "BPE merges file");
-  t.add("--tokenizer-type", a.tokenizer_type,
-        "GPT2BPETokenizer | BertWordPieceLowerCase | BertWordPieceCase | "
-        "SentencePieceTokenizer | NullTokenizer");
-  t.add("--tokenizer-model", a.tokenizer_model, "SentencePiece model file");
-  t.add("--vocab-size", a.vocab_size, "vocabulary size for --mock-data / NullTokenizer");
+  add_tokenizer_args(t, a.tokenizer_type, a.vocab_file, a.merge_file, a.tokenizer_model,
+                     a.vocab_size);
   t.add_flag("--mock-data", a.mock_data, "train on deterministic random tokens");
 
   t.add("--save", a.save, "checkpoint directory to save to");
@@ -332,6 +339,35 @@ GradScalerConfig grad_scaler_config(const Args& a) {
 
 AdamWConfig adamw_config(const Args& a) {
   return {a.adam_beta1, a.adam_beta2, a.adam_eps, a.weight_decay, /*f16_model_weights=*/a.fp16};
+}
+
+TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
+  TrainerConfig cfg;
+  cfg.tensor_parallel = a.tensor_model_parallel_size;
+  cfg.micro_batch = a.micro_batch_size;
+  cfg.global_batch = a.global_batch_size;
+  cfg.train_iters = a.train_iters;
+  cfg.exit_interval = a.exit_interval;
+  cfg.exit_duration_seconds = double(a.exit_duration_in_mins) * 60.0;
+  cfg.seed = a.seed;
+  cfg.fp16 = a.fp16;
+  cfg.lr = lr_schedule_config(a);
+  cfg.adam = adamw_config(a);
+  cfg.clip_grad = a.clip_grad;
+  cfg.scaler = grad_scaler_config(a);
+  cfg.log_interval = a.log_interval;
+  cfg.eval_interval = a.eval_interval;
+  cfg.eval_iters = a.eval_iters;
+  cfg.metrics_file = a.metrics_file;
+  cfg.tensorboard_dir = a.tensorboard_dir;
+  cfg.save = a.save;
+  cfg.load = a.load;
+  cfg.save_interval = a.save_interval;
+  cfg.no_load_optim = a.no_load_optim;
+  cfg.no_load_rng = a.no_load_rng;
+  cfg.finetune = a.finetune;
+  cfg.args = table.to_json();
+  return cfg;
 }
 
 int parse_command_line(CLI::App& app, int argc, char** argv) {

@@ -18,6 +18,7 @@
 #include "train/grad_scaler.h"
 #include "train/lr_schedule.h"
 #include "train/optimizer.h"
+#include "train/trainer.h"
 
 namespace CLI {
 class App;
@@ -137,6 +138,11 @@ class ArgTable {
   std::vector<std::pair<std::string, std::function<nlohmann::json()>>> jsoners_;
 };
 
+// Registers the tokenizer flags (--tokenizer-type, --vocab-file, --merge-file,
+// --tokenizer-model, --vocab-size), shared by training and `preprocess`.
+void add_tokenizer_args(ArgTable& table, std::string& type, std::string& vocab_file,
+                        std::string& merge_file, std::string& model_file, int64_t& vocab_size);
+
 // Registers every shared flag on `app`, writing into `args`.
 void add_training_args(ArgTable& table, Args& args);
 
@@ -154,5 +160,8 @@ int parse_command_line(CLI::App& app, int argc, char** argv);
 LrScheduleConfig lr_schedule_config(const Args& args);
 GradScalerConfig grad_scaler_config(const Args& args);
 AdamWConfig adamw_config(const Args& args);
+// Every loop option (parallel sizes, batches, intervals, checkpoints, logging); `table`'s
+// values are stored in each checkpoint.
+TrainerConfig trainer_config(const Args& args, const ArgTable& table);
 
 }  // namespace megatron::cli

@@ -77,7 +77,8 @@ int run_step_bench(int argc, char** argv) {
   const double ceiling = gemm_ceiling_flops(dtype, *timing);
 
   const Vocabulary vocab = build_vocabulary(args);
-  TrainerConfig cfg = gpt_trainer_config(args, vocab, false, table);
+  const GptStepConfig gpt = gpt_step_config(args, vocab, false);
+  TrainerConfig cfg = trainer_config(args, table);
   double t0 = 0, t1 = 0, comm0 = 0, comm1 = 0;
   cfg.on_iteration_end = [&](int64_t it) {
     if (it == warmup_iters) {
@@ -89,9 +90,9 @@ int run_step_bench(int argc, char** argv) {
       comm1 = timing->seconds();
     }
   };
-  const GptConfig model = cfg.model;
+  const GptConfig& model = gpt.model;
   GptDatasets data = build_gpt_data(args, vocab);
-  Trainer(std::move(cfg), timing, data.train, nullptr).run();
+  Trainer(std::move(cfg), timing, gpt_step_factory(gpt, data.train, nullptr)).run();
 
   const double step = (t1 - t0) / double(timed_iters);
   const double world = double(timing->size());

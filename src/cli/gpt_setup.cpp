@@ -56,42 +56,17 @@ GptConfig gpt_config(const Args& a, const Vocabulary& vocab) {
 
 }  // namespace
 
-TrainerConfig gpt_trainer_config(const Args& a, const Vocabulary& vocab, bool eod_mask_loss,
-                                 const ArgTable& table) {
+GptStepConfig gpt_step_config(const Args& a, const Vocabulary& vocab, bool eod_mask_loss) {
   MT_CHECK(vocab.size > 0, "the vocabulary is empty: give --vocab-size or a tokenizer");
   MT_CHECK(!eod_mask_loss || vocab.eod >= 0,
            "--eod-mask-loss needs a tokenizer with an end-of-document token (--tokenizer-type)");
-  TrainerConfig cfg;
+  GptStepConfig cfg;
   cfg.model = gpt_config(a, vocab);
   log_info(" > padded vocab (size: ", vocab.size, ") with ",
            cfg.model.padded_vocab_size - vocab.size,
            " dummy tokens (new size: ", cfg.model.padded_vocab_size, ")");
-  cfg.tensor_parallel = a.tensor_model_parallel_size;
-  cfg.micro_batch = a.micro_batch_size;
-  cfg.global_batch = a.global_batch_size;
-  cfg.train_iters = a.train_iters;
-  cfg.exit_interval = a.exit_interval;
-  cfg.exit_duration_seconds = double(a.exit_duration_in_mins) * 60.0;
-  cfg.seed = a.seed;
-  cfg.fp16 = a.fp16;
-  cfg.lr = lr_schedule_config(a);
-  cfg.adam = adamw_config(a);
-  cfg.clip_grad = a.clip_grad;
-  cfg.scaler = grad_scaler_config(a);
-  cfg.log_interval = a.log_interval;
-  cfg.eval_interval = a.eval_interval;
-  cfg.eval_iters = a.eval_iters;
-  cfg.metrics_file = a.metrics_file;
-  cfg.tensorboard_dir = a.tensorboard_dir;
-  cfg.save = a.save;
-  cfg.load = a.load;
-  cfg.save_interval = a.save_interval;
-  cfg.no_load_optim = a.no_load_optim;
-  cfg.no_load_rng = a.no_load_rng;
-  cfg.finetune = a.finetune;
   cfg.eod_token = vocab.eod;
   cfg.eod_mask_loss = eod_mask_loss;
-  cfg.args = table.to_json();
   return cfg;
 }
 

@@ -1,13 +1,13 @@
 // The GPT pieces that `pretrain-gpt` and `bench --mode step` both build from validated Args:
 // the vocabulary (tokenizer or --vocab-size), the sample sources (indexed datasets or
-// --mock-data) and the Trainer's configuration.
+// --mock-data) and the GPT model step's configuration.
 #pragma once
 
 #include <cstdint>
 
 #include "cli/args.h"
 #include "data/gpt_datasets_factory.h"
-#include "train/trainer.h"
+#include "train/gpt_step.h"
 
 namespace megatron::cli {
 
@@ -21,7 +21,7 @@ Vocabulary build_vocabulary(const Args& args);
 // Train / valid / test sources with Megatron's sample counts for these arguments.
 GptDatasets build_gpt_data(const Args& args, const Vocabulary& vocab);
 
-TrainerConfig gpt_trainer_config(const Args& args, const Vocabulary& vocab, bool eod_mask_loss,
-                                 const ArgTable& table);
+// The model and its data options (the loop's are trainer_config(), args.h).
+GptStepConfig gpt_step_config(const Args& args, const Vocabulary& vocab, bool eod_mask_loss);
 
 }  // namespace megatron::cli

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "cli/args.h"
 #include "cli/subcommands.h"
 #include "core/timer.h"
 #include "data/tokenizer.h"
@@ -19,14 +20,10 @@ int run_preprocess(int argc, char** argv) {
   app.add_option("--input", opt.input, "input file: one JSON object per line")->required();
   app.add_option("--json-keys", opt.json_keys, "keys to extract from each JSON object")
       ->default_str("text");
-  app.add_option("--tokenizer-type", tok.type,
-                 "GPT2BPETokenizer | BertWordPieceLowerCase | BertWordPieceCase | "
-                 "SentencePieceTokenizer | NullTokenizer")
-      ->required();
-  app.add_option("--vocab-file", tok.vocab_file, "vocabulary file");
-  app.add_option("--merge-file", tok.merge_file, "BPE merge file (GPT-2)");
-  app.add_option("--tokenizer-model", tok.model_file, "SentencePiece model");
-  app.add_option("--vocab-size", tok.vocab_size, "vocabulary size (NullTokenizer)");
+  ArgTable tokenizer_args(app);
+  add_tokenizer_args(tokenizer_args, tok.type, tok.vocab_file, tok.merge_file, tok.model_file,
+                     tok.vocab_size);
+  app.get_option("--tokenizer-type")->required();
   app.add_flag("--append-eod", opt.append_eod, "append the end-of-document token");
   app.add_flag("--split-sentences", opt.split_sentences,
                "one sequence per sentence (rule-based English splitter)");
@@ -39,11 +36,7 @@ int run_preprocess(int argc, char** argv) {
                "skip (and count) malformed lines instead of stopping");
   app.add_option("--log-interval", opt.log_interval, "report progress every N documents")
       ->default_val(10000);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
   std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(tok);
   Timer timer;
   timer.start();

@@ -1,6 +1,6 @@
 // `megatron pretrain-bert` — Megatron-LM's pretrain_bert.py: parse and validate the flags,
 // print them, build the WordPiece tokenizer and the sentence-level BERT datasets, then run
-// the BertTrainer (logs `lm loss` and `sop loss`).
+// the Trainer with the BERT model step (logs `lm loss` and `sop loss`).
 #include <CLI/CLI.hpp>
 
 #include "cli/args.h"
@@ -11,7 +11,8 @@
 #include "data/tokenizer.h"
 #include "dist/runtime.h"
 #include "model/gpt_model.h"
-#include "train/bert_trainer.h"
+#include "train/bert_step.h"
+#include "train/trainer.h"
 
 namespace megatron::cli {
 
@@ -47,34 +48,6 @@ BertConfig bert_config(const Args& a, const BertFlags& f, int64_t vocab) {
   c.recompute_activations = a.full_recompute();
   c.compute_dtype = a.bf16 ? DType::BF16 : DType::F32;
   return c;
-}
-
-TrainerConfig training_config(const Args& a, const ArgTable& table) {
-  TrainerConfig cfg;
-  cfg.tensor_parallel = a.tensor_model_parallel_size;
-  cfg.micro_batch = a.micro_batch_size;
-  cfg.global_batch = a.global_batch_size;
-  cfg.train_iters = a.train_iters;
-  cfg.exit_interval = a.exit_interval;
-  cfg.seed = a.seed;
-  cfg.fp16 = a.fp16;
-  cfg.lr = lr_schedule_config(a);
-  cfg.adam = adamw_config(a);
-  cfg.clip_grad = a.clip_grad;
-  cfg.scaler = grad_scaler_config(a);
-  cfg.log_interval = a.log_interval;
-  cfg.eval_interval = a.eval_interval;
-  cfg.eval_iters = a.eval_iters;
-  cfg.metrics_file = a.metrics_file;
-  cfg.tensorboard_dir = a.tensorboard_dir;
-  cfg.save = a.save;
-  cfg.load = a.load;
-  cfg.save_interval = a.save_interval;
-  cfg.no_load_optim = a.no_load_optim;
-  cfg.no_load_rng = a.no_load_rng;
-  cfg.finetune = a.finetune;
-  cfg.args = table.to_json();
-  return cfg;
 }
 
 }  // namespace
@@ -124,12 +97,10 @@ int run_pretrain_bert(int argc, char** argv) {
            " has no [CLS]/[SEP]/[MASK]/[PAD] tokens; BERT needs BertWordPieceLowerCase or "
            "BertWordPieceCase");
 
-  BertTrainerConfig cfg;
-  cfg.model = bert_config(args, flags, tokenizer->vocab_size());
+  BertConfig model = bert_config(args, flags, tokenizer->vocab_size());
   log_info(" > padded vocab (size: ", tokenizer->vocab_size(), ") with ",
-           cfg.model.padded_vocab_size - tokenizer->vocab_size(),
-           " dummy tokens (new size: ", cfg.model.padded_vocab_size, ")");
-  cfg.training = training_config(args, table);
+           model.padded_vocab_size - tokenizer->vocab_size(),
+           " dummy tokens (new size: ", model.padded_vocab_size, ")");
 
   BertDatasetOptions d;
   d.max_seq_length = args.seq_length;
@@ -148,7 +119,8 @@ int run_pretrain_bert(int argc, char** argv) {
   BertDatasets data =
       build_bert_datasets(args.data_path, args.split, d, {train, valid, args.eval_iters * gb});
 
-  BertTrainer trainer(std::move(cfg), world, data.train, data.valid);
+  Trainer trainer(trainer_config(args, table), world,
+                  bert_step_factory(std::move(model), data.train, data.valid));
   trainer.run();
   return 0;
 }

@@ -25,9 +25,10 @@ int run_pretrain_gpt(int argc, char** argv) {
   log_line(table.format());
 
   const Vocabulary vocab = build_vocabulary(args);
-  TrainerConfig cfg = gpt_trainer_config(args, vocab, eod_mask_loss, table);
+  GptStepConfig model = gpt_step_config(args, vocab, eod_mask_loss);
   GptDatasets data = build_gpt_data(args, vocab);
-  Trainer trainer(std::move(cfg), world, data.train, data.valid);
+  Trainer trainer(trainer_config(args, table), world,
+                  gpt_step_factory(std::move(model), data.train, data.valid));
   trainer.run();
   return 0;
 }

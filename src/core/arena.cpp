@@ -7,7 +7,9 @@ namespace megatron {
 
 namespace {
 constexpr size_t kAlign = 64;
-size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+size_t align_up(size_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
 }  // namespace
 
 Arena::Arena(size_t initial_bytes) {

@@ -6,33 +6,47 @@ namespace megatron {
 
 size_t dtype_size(DType t) {
   switch (t) {
-    case DType::F32: return 4;
-    case DType::F64: return 8;
-    case DType::BF16: return 2;
-    case DType::F16: return 2;
-    case DType::I32: return 4;
-    case DType::I64: return 8;
-    case DType::U8: return 1;
+    case DType::F32:
+      return 4;
+    case DType::F64:
+      return 8;
+    case DType::BF16:
+      return 2;
+    case DType::F16:
+      return 2;
+    case DType::I32:
+      return 4;
+    case DType::I64:
+      return 8;
+    case DType::U8:
+      return 1;
   }
   MT_THROW("unknown dtype code ", int(t));
 }
 
 std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::F32: return "f32";
-    case DType::F64: return "f64";
-    case DType::BF16: return "bf16";
-    case DType::F16: return "f16";
-    case DType::I32: return "i32";
-    case DType::I64: return "i64";
-    case DType::U8: return "u8";
+    case DType::F32:
+      return "f32";
+    case DType::F64:
+      return "f64";
+    case DType::BF16:
+      return "bf16";
+    case DType::F16:
+      return "f16";
+    case DType::I32:
+      return "i32";
+    case DType::I64:
+      return "i64";
+    case DType::U8:
+      return "u8";
   }
   MT_THROW("unknown dtype code ", int(t));
 }
 
 DType dtype_from_name(std::string_view name) {
-  for (DType t : {DType::F32, DType::F64, DType::BF16, DType::F16, DType::I32, DType::I64,
-                  DType::U8})
+  for (DType t :
+       {DType::F32, DType::F64, DType::BF16, DType::F16, DType::I32, DType::I64, DType::U8})
     if (dtype_name(t) == name) return t;
   MT_THROW("unknown dtype '", name, "' (expected f32, f64, bf16, f16, i32, i64 or u8)");
 }
@@ -45,8 +59,8 @@ uint16_t f16::from_float(float f) {
   uint32_t abs = x & 0x7fffffffu;
   if (abs >= 0x7f800000u) return uint16_t(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0));
   if (abs >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to >= 65520: inf
-  if (abs < 0x38800000u) {                                   // subnormal or zero in f16
-    if (abs < 0x33000000u) return uint16_t(sign);            // below half the smallest
+  if (abs < 0x38800000u) {                                  // subnormal or zero in f16
+    if (abs < 0x33000000u) return uint16_t(sign);           // below half the smallest
     uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
     int shift = 126 - int(abs >> 23);  // bits to drop so that 2^-24 is the unit
     uint32_t half = 1u << (shift - 1);

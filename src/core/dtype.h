@@ -14,7 +14,7 @@ enum class DType : uint8_t { F32, F64, BF16, F16, I32, I64, U8 };
 enum class Device : uint8_t { CPU, CUDA };
 
 size_t dtype_size(DType t);
-std::string_view dtype_name(DType t);   // "f32", "bf16", ... (also the CLI spelling)
+std::string_view dtype_name(DType t);          // "f32", "bf16", ... (also the CLI spelling)
 DType dtype_from_name(std::string_view name);  // throws Error on an unknown name
 
 struct bf16 {
@@ -47,12 +47,33 @@ struct f16 {
 
 template <typename T>
 constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::F32; }
-template <> constexpr DType dtype_of<double>() { return DType::F64; }
-template <> constexpr DType dtype_of<bf16>() { return DType::BF16; }
-template <> constexpr DType dtype_of<f16>() { return DType::F16; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::I32; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::I64; }
-template <> constexpr DType dtype_of<uint8_t>() { return DType::U8; }
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::F32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::F64;
+}
+template <>
+constexpr DType dtype_of<bf16>() {
+  return DType::BF16;
+}
+template <>
+constexpr DType dtype_of<f16>() {
+  return DType::F16;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return DType::I32;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::I64;
+}
+template <>
+constexpr DType dtype_of<uint8_t>() {
+  return DType::U8;
+}
 
 }  // namespace megatron

@@ -41,9 +41,9 @@ std::string concat(const Args&... args) {
   throw ::megatron::Error(::megatron::detail::concat(__VA_ARGS__), __FILE__, __LINE__)
 
 // MT_CHECK(cond, "message parts"...) — throws megatron::Error naming the failed condition.
-#define MT_CHECK(cond, ...)                                                            \
-  do {                                                                                 \
-    if (!(cond)) [[unlikely]]                                                          \
-      MT_THROW(__VA_OPT__(::megatron::detail::concat(__VA_ARGS__), " ", ) "(check `", \
-               #cond, "` failed)");                                                    \
+#define MT_CHECK(cond, ...)                                                                  \
+  do {                                                                                       \
+    if (!(cond)) [[unlikely]]                                                                \
+      MT_THROW(__VA_OPT__(::megatron::detail::concat(__VA_ARGS__), " ", ) "(check `", #cond, \
+               "` failed)");                                                                 \
   } while (0)

@@ -17,8 +17,12 @@ void write(FILE* f, const std::string& s) {
 }
 }  // namespace
 
-void set_log_rank(int rank) { g_rank = rank; }
-int log_rank() { return g_rank; }
+void set_log_rank(int rank) {
+  g_rank = rank;
+}
+int log_rank() {
+  return g_rank;
+}
 
 void log_line(const std::string& line) {
   if (g_rank == 0) write(stdout, line);
@@ -32,6 +36,8 @@ void log_warning(const std::string& line) {
   if (g_rank == 0) write(stderr, "WARNING: " + line);
 }
 
-void log_error(const std::string& line) { write(stderr, "error: " + line); }
+void log_error(const std::string& line) {
+  write(stderr, "error: " + line);
+}
 
 }  // namespace megatron

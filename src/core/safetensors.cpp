@@ -1,16 +1,11 @@
 #include "core/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "core/durable_file.h"
+#include "core/mapped_file.h"
 
 namespace megatron {
 namespace {
@@ -39,46 +34,9 @@ DType dtype_from_safetensors_name(const std::string& name) {
            "' (expected F32, F64, BF16, F16, I32, I64 or U8)");
 }
 
-// A read-only file mapped MAP_PRIVATE with write permission: tensors may be modified in
-// memory (copy-on-write) without ever changing the file.
-class SafetensorsReader::Mapping {
- public:
-  explicit Mapping(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    MT_CHECK(fd >= 0, "cannot open safetensors file '", path, "': ", std::strerror(errno));
-    struct stat st;
-    if (::fstat(fd, &st) != 0) {
-      int e = errno;
-      ::close(fd);
-      MT_THROW("cannot stat safetensors file '", path, "': ", std::strerror(e));
-    }
-    size_ = size_t(st.st_size);
-    if (size_ > 0) {
-      void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-      int e = errno;
-      ::close(fd);
-      MT_CHECK(p != MAP_FAILED, "cannot map safetensors file '", path, "': ", std::strerror(e));
-      data_ = static_cast<char*>(p);
-    } else {
-      ::close(fd);
-    }
-  }
-  ~Mapping() {
-    if (data_) ::munmap(data_, size_);
-  }
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-
-  char* data() const { return data_; }
-  size_t size() const { return size_; }
-
- private:
-  char* data_ = nullptr;
-  size_t size_ = 0;
-};
-
 SafetensorsReader::SafetensorsReader(const std::string& path)
-    : path_(path), mapping_(std::make_shared<Mapping>(path)) {
+    // Copy-on-write: tensors may be modified in memory without ever changing the file.
+    : path_(path), mapping_(std::make_shared<MappedFile>(path, MappedFile::Access::kCopyOnWrite)) {
   const size_t file_size = mapping_->size();
   MT_CHECK(file_size >= 8, "safetensors file '", path, "' is ", file_size,
            " bytes, too short for the 8-byte header length");
@@ -88,10 +46,10 @@ SafetensorsReader::SafetensorsReader(const std::string& path)
            header_len, " exceeds the limit of ", kMaxHeaderBytes, " bytes");
   MT_CHECK(header_len <= file_size - 8, "safetensors file '", path, "': header length ", header_len,
            " exceeds the ", file_size - 8, " bytes after the length field");
-  const char* header = mapping_->data() + 8;
+  const char* header = reinterpret_cast<const char*>(mapping_->data()) + 8;
   MT_CHECK(header_len > 0 && header[0] == '{', "safetensors file '", path,
            "': header does not start with '{'");
-  data_ = header + header_len;
+  data_ = mapping_->writable_data() + 8 + header_len;
   const uint64_t data_size = file_size - 8 - header_len;
 
   nlohmann::json j;
@@ -187,7 +145,7 @@ const SafetensorsTensorInfo& SafetensorsReader::info(const std::string& name) co
 
 Tensor SafetensorsReader::get(const std::string& name) const {
   const SafetensorsTensorInfo& i = info(name);
-  char* p = const_cast<char*>(data_) + i.begin;  // the mapping is private and writable
+  uint8_t* p = data_ + i.begin;
   Tensor view(Storage::borrow(p, i.end - i.begin, Device::CPU, mapping_), 0, i.shape,
               contiguous_strides(i.shape), i.dtype);
   // Files from other writers may leave a tensor misaligned for its element type.

@@ -27,6 +27,8 @@
 
 namespace megatron {
 
+class MappedFile;
+
 // The safetensors spelling of a dtype ("F32", "BF16", ...) and back.
 std::string safetensors_dtype_name(DType dtype);
 DType dtype_from_safetensors_name(const std::string& name);  // throws on unsupported names
@@ -53,10 +55,9 @@ class SafetensorsReader {
   Tensor get(const std::string& name) const;
 
  private:
-  class Mapping;
   std::string path_;
-  std::shared_ptr<Mapping> mapping_;
-  const char* data_ = nullptr;  // start of the data section inside the mapping
+  std::shared_ptr<MappedFile> mapping_;  // copy-on-write
+  uint8_t* data_ = nullptr;              // start of the data section inside the mapping
   std::map<std::string, SafetensorsTensorInfo> infos_;
   std::map<std::string, std::string> metadata_;
 };

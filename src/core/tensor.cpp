@@ -49,14 +49,13 @@ std::shared_ptr<Storage> Storage::allocate(size_t bytes, Device device) {
   size_t rounded = (bytes + 63) / 64 * 64;
   void* p = rounded ? std::aligned_alloc(64, rounded) : nullptr;
   MT_CHECK(p != nullptr || rounded == 0, "out of memory allocating ", bytes, " bytes");
-  return std::shared_ptr<Storage>(new Storage(p, bytes, device, [](void* q) { std::free(q); },
-                                              nullptr));
+  return std::shared_ptr<Storage>(new Storage(
+      p, bytes, device, [](void* q) { std::free(q); }, nullptr));
 }
 
 std::shared_ptr<Storage> Storage::borrow(void* data, size_t bytes, Device device,
                                          std::shared_ptr<void> keep_alive) {
-  return std::shared_ptr<Storage>(new Storage(data, bytes, device, nullptr,
-                                              std::move(keep_alive)));
+  return std::shared_ptr<Storage>(new Storage(data, bytes, device, nullptr, std::move(keep_alive)));
 }
 
 // ---- Tensor ----
@@ -128,8 +127,8 @@ Tensor Tensor::view(const Shape& shape) const {
     }
   }
   if (infer >= 0) {
-    MT_CHECK(known > 0 && numel() % known == 0, "view: cannot infer ", shape_str(shape),
-             " from ", describe());
+    MT_CHECK(known > 0 && numel() % known == 0, "view: cannot infer ", shape_str(shape), " from ",
+             describe());
     s[infer] = numel() / known;
   }
   MT_CHECK(shape_numel(s) == numel(), "view: ", shape_str(shape), " has ", shape_numel(s),
@@ -182,8 +181,8 @@ Tensor Tensor::clone() const {
 }
 
 void Tensor::copy_from(const Tensor& src) {
-  MT_CHECK(src.shape_ == shape_ && src.dtype_ == dtype_, "copy_from: ", src.describe(),
-           " into ", describe());
+  MT_CHECK(src.shape_ == shape_ && src.dtype_ == dtype_, "copy_from: ", src.describe(), " into ",
+           describe());
   MT_CHECK(device() == Device::CPU && src.device() == Device::CPU,
            "copy_from: CUDA tensors need a CUDA build");
   const size_t esize = dtype_size(dtype_);

@@ -51,15 +51,13 @@ class Storage {
 class Tensor {
  public:
   Tensor() = default;  // an undefined tensor: defined() is false
-  Tensor(std::shared_ptr<Storage> storage, int64_t offset, Shape shape, Shape strides,
-         DType dtype);
+  Tensor(std::shared_ptr<Storage> storage, int64_t offset, Shape shape, Shape strides, DType dtype);
 
   // New contiguous CPU tensors. empty() leaves memory uninitialised (64-byte aligned).
   static Tensor empty(const Shape& shape, DType dtype, Device device = Device::CPU);
   static Tensor zeros(const Shape& shape, DType dtype, Device device = Device::CPU);
   // A contiguous tensor over memory someone else owns (not freed by the tensor).
-  static Tensor from_blob(void* data, const Shape& shape, DType dtype,
-                          Device device = Device::CPU);
+  static Tensor from_blob(void* data, const Shape& shape, DType dtype, Device device = Device::CPU);
   // A contiguous f32/i32/... tensor holding a copy of `values`.
   template <typename T>
   static Tensor from_vector(const std::vector<T>& values, const Shape& shape);
@@ -81,8 +79,8 @@ class Tensor {
   void* raw_data() const;  // address of element 0 of this view
   template <typename T>
   T* data() const {
-    MT_CHECK(dtype_of<T>() == dtype_, "tensor has dtype ", dtype_name(dtype_),
-             ", accessed as ", dtype_name(dtype_of<T>()));
+    MT_CHECK(dtype_of<T>() == dtype_, "tensor has dtype ", dtype_name(dtype_), ", accessed as ",
+             dtype_name(dtype_of<T>()));
     return static_cast<T*>(raw_data());
   }
 
@@ -95,10 +93,10 @@ class Tensor {
   Tensor as_dtype(DType dtype) const;  // reinterpret same-sized elements (e.g. bf16 <-> u16)
 
   // Copies.
-  Tensor clone() const;                 // contiguous copy, same dtype
-  void copy_from(const Tensor& src);    // same shape and dtype, any strides
+  Tensor clone() const;               // contiguous copy, same dtype
+  void copy_from(const Tensor& src);  // same shape and dtype, any strides
   template <typename T>
-  std::vector<T> to_vector() const;     // contiguous copy of the elements, same dtype
+  std::vector<T> to_vector() const;  // contiguous copy of the elements, same dtype
 
   std::string describe() const;  // "f32[2, 3] (contiguous)"
 

@@ -8,12 +8,18 @@ namespace megatron {
 class Timer {
  public:
   using Clock = std::chrono::steady_clock;
-  void start() { started_ = Clock::now(); running_ = true; }
+  void start() {
+    started_ = Clock::now();
+    running_ = true;
+  }
   void stop() {
     if (running_) total_ += Clock::now() - started_;
     running_ = false;
   }
-  void reset() { total_ = Clock::duration::zero(); running_ = false; }
+  void reset() {
+    total_ = Clock::duration::zero();
+    running_ = false;
+  }
   double seconds() const {
     auto t = total_;
     if (running_) t += Clock::now() - started_;

@@ -3,8 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "data/micro_batch_schedule.h"
-#include "data/prefetcher.h"
+#include "data/scheduled_loader.h"
 
 namespace megatron {
 
@@ -42,17 +41,16 @@ BertMicroBatch make_micro_batch(const BertSampleSource& source, int64_t b, int64
 struct BertDataLoader::Impl {
   Impl(std::shared_ptr<const BertSampleSource> src, const BertDataLoaderOptions& opt)
       : source(std::move(src)),
-        schedule(opt.micro_batch, opt.global_batch, opt.dp_rank, opt.dp_size, opt.consumed_samples),
-        prefetcher(
-            [this](int64_t n) {
-              return make_micro_batch(*source, schedule.micro_batch(), schedule.first_sample(n));
+        loader(
+            MicroBatchSchedule(opt.micro_batch, opt.global_batch, opt.dp_rank, opt.dp_size,
+                               opt.consumed_samples),
+            [this, b = opt.micro_batch](int64_t first) {
+              return make_micro_batch(*source, b, first);
             },
             opt.prefetch) {}
 
   std::shared_ptr<const BertSampleSource> source;
-  MicroBatchSchedule schedule;
-  int64_t served = 0;
-  Prefetcher<BertMicroBatch> prefetcher;  // last: its thread uses the members above
+  ScheduledLoader<BertMicroBatch> loader;  // last: its thread uses the members above
 };
 
 BertDataLoader::BertDataLoader(std::shared_ptr<const BertSampleSource> source,
@@ -65,13 +63,11 @@ BertDataLoader::BertDataLoader(std::shared_ptr<const BertSampleSource> source,
 BertDataLoader::~BertDataLoader() = default;
 
 BertMicroBatch BertDataLoader::next() {
-  BertMicroBatch mb = impl_->prefetcher.next();
-  ++impl_->served;
-  return mb;
+  return impl_->loader.next();
 }
 
 int64_t BertDataLoader::consumed_samples() const {
-  return impl_->schedule.consumed_after(impl_->served);
+  return impl_->loader.consumed_samples();
 }
 
 }  // namespace megatron

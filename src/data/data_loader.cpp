@@ -1,8 +1,7 @@
 #include "data/data_loader.h"
 
 #include "core/error.h"
-#include "data/micro_batch_schedule.h"
-#include "data/prefetcher.h"
+#include "data/scheduled_loader.h"
 
 namespace megatron {
 
@@ -42,18 +41,15 @@ struct GptDataLoader::Impl {
   Impl(std::shared_ptr<const GptSampleSource> src, GptDataLoaderOptions opt)
       : source(std::move(src)),
         options(opt),
-        schedule(opt.micro_batch, opt.global_batch, opt.dp_rank, opt.dp_size, opt.consumed_samples),
-        prefetcher(
-            [this](int64_t n) {
-              return make_micro_batch(*source, options, schedule.first_sample(n));
-            },
+        loader(
+            MicroBatchSchedule(opt.micro_batch, opt.global_batch, opt.dp_rank, opt.dp_size,
+                               opt.consumed_samples),
+            [this](int64_t first) { return make_micro_batch(*source, options, first); },
             opt.prefetch) {}
 
   std::shared_ptr<const GptSampleSource> source;
   GptDataLoaderOptions options;
-  MicroBatchSchedule schedule;
-  int64_t served = 0;
-  Prefetcher<GptMicroBatch> prefetcher;  // last: its thread uses the members above
+  ScheduledLoader<GptMicroBatch> loader;  // last: its thread uses the members above
 };
 
 GptDataLoader::GptDataLoader(std::shared_ptr<const GptSampleSource> source,
@@ -68,13 +64,11 @@ GptDataLoader::GptDataLoader(std::shared_ptr<const GptSampleSource> source,
 GptDataLoader::~GptDataLoader() = default;
 
 GptMicroBatch GptDataLoader::next() {
-  GptMicroBatch mb = impl_->prefetcher.next();
-  ++impl_->served;
-  return mb;
+  return impl_->loader.next();
 }
 
 int64_t GptDataLoader::consumed_samples() const {
-  return impl_->schedule.consumed_after(impl_->served);
+  return impl_->loader.consumed_samples();
 }
 
 }  // namespace megatron

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "data/index_dtype_dispatch.h"
 
 namespace megatron {
 
@@ -171,28 +172,7 @@ void IndexedDataset::read(int64_t seq, int64_t offset, int64_t length,
   const size_t base = out.size();
   out.resize(base + size_t(length));
   int32_t* dst = out.data() + base;
-  switch (dtype_) {
-    case IndexDType::U8:
-      widen<uint8_t>(src, length, dst);
-      break;
-    case IndexDType::I8:
-      widen<int8_t>(src, length, dst);
-      break;
-    case IndexDType::I16:
-      widen<int16_t>(src, length, dst);
-      break;
-    case IndexDType::U16:
-      widen<uint16_t>(src, length, dst);
-      break;
-    case IndexDType::I32:
-      widen<int32_t>(src, length, dst);
-      break;
-    case IndexDType::I64:
-      widen<int64_t>(src, length, dst);
-      break;
-    default:
-      MT_THROW("unreachable dtype ", index_dtype_name(dtype_));
-  }
+  dispatch_integer_index_dtype(dtype_, [&](auto tag) { widen<decltype(tag)>(src, length, dst); });
 }
 
 std::vector<int32_t> IndexedDataset::get(int64_t seq) const {

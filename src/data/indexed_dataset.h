@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "data/mapped_file.h"
+#include "core/mapped_file.h"
 
 namespace megatron {
 

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "data/index_dtype_dispatch.h"
 
 namespace megatron {
 
@@ -31,28 +32,8 @@ IndexedDatasetBuilder::IndexedDatasetBuilder(const std::string& prefix, IndexDTy
 }
 
 void IndexedDatasetBuilder::add_item(std::span<const int32_t> tokens) {
-  switch (dtype_) {
-    case IndexDType::U8:
-      encode_as<uint8_t>(tokens, dtype_, scratch_);
-      break;
-    case IndexDType::I8:
-      encode_as<int8_t>(tokens, dtype_, scratch_);
-      break;
-    case IndexDType::I16:
-      encode_as<int16_t>(tokens, dtype_, scratch_);
-      break;
-    case IndexDType::U16:
-      encode_as<uint16_t>(tokens, dtype_, scratch_);
-      break;
-    case IndexDType::I32:
-      encode_as<int32_t>(tokens, dtype_, scratch_);
-      break;
-    case IndexDType::I64:
-      encode_as<int64_t>(tokens, dtype_, scratch_);
-      break;
-    default:
-      MT_THROW("unreachable dtype ", index_dtype_name(dtype_));
-  }
+  dispatch_integer_index_dtype(
+      dtype_, [&](auto tag) { encode_as<decltype(tag)>(tokens, dtype_, scratch_); });
   bin_.write(scratch_.data(), scratch_.size());
   lengths_.push_back(int32_t(tokens.size()));
 }

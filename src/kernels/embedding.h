@@ -7,10 +7,8 @@
 
 namespace megatron::kernels {
 
-void embedding_forward(const Tensor& ids, const Tensor& table, int64_t vocab_start,
-                       Tensor& out);
+void embedding_forward(const Tensor& ids, const Tensor& table, int64_t vocab_start, Tensor& out);
 // dtable[ids[n] − vocab_start] += dout[n] for owned ids (f32 dtable; deterministic order).
-void embedding_backward(const Tensor& dout, const Tensor& ids, int64_t vocab_start,
-                        Tensor& dtable);
+void embedding_backward(const Tensor& dout, const Tensor& ids, int64_t vocab_start, Tensor& dtable);
 
 }  // namespace megatron::kernels

@@ -12,8 +12,8 @@ void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
 
 // dx [N, C] is written (beta_dx = 0) or accumulated into (beta_dx = 1: dx += ...), so the
 // residual-stream gradient can be summed in place. dgamma, dbeta [C] f32 are accumulated (+=).
-void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
-                        const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dgamma,
-                        Tensor& dbeta, float beta_dx = 0.0f);
+void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                        const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
+                        float beta_dx = 0.0f);
 
 }  // namespace megatron::kernels

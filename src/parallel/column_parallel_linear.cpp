@@ -1,18 +1,10 @@
 #include "parallel/column_parallel_linear.h"
 
 #include "kernels/bias_add.h"
-#include "kernels/gemm.h"
+#include "parallel/local_linear.h"
 #include "parallel/mappings.h"
 
 namespace megatron {
-
-namespace {
-Shape with_last(const Shape& shape, int64_t last) {
-  Shape s = shape;
-  s.back() = last;
-  return s;
-}
-}  // namespace
 
 ColumnParallelLinear::ColumnParallelLinear(const ColumnParallelLinearConfig& config,
                                            const ParallelState& ps, ParameterStore& store,
@@ -34,8 +26,7 @@ Tensor ColumnParallelLinear::forward(Ctx& ctx, const Tensor& x, Arena& arena) co
            " must have last dimension ", config_.input_size);
   const Tensor& w = weights_.weight(weight_index_);                       // [out/t, in]
   ctx.input = CopyToTpRegion::forward(x).view({-1, config_.input_size});  // [N, in]
-  Tensor y = arena.alloc({ctx.input.size(0), w.size(0)}, x.dtype());      // [N, out/t]
-  kernels::gemm(ctx.input, false, w, true, y);
+  Tensor y = local_linear_forward(ctx.input, w, arena);                   // [N, out/t]
   if (config_.bias && !config_.skip_bias_add) kernels::bias_add_forward(y, bias());
   y = y.view(with_last(x.shape(), w.size(0)));
   return config_.gather_output ? GatherFromTpRegion::forward(*tp_, y, arena) : y;
@@ -46,9 +37,7 @@ Tensor ColumnParallelLinear::backward(const Ctx& ctx, const Tensor& dy, Arena& a
   Tensor dy_local = config_.gather_output ? GatherFromTpRegion::backward(*tp_, dy, arena) : dy;
   Tensor dy2 = dy_local.view({-1, w.size(0)});  // [N, out/t]
   if (config_.bias && !config_.skip_bias_add) kernels::bias_add_backward(dy2, bias_grad());
-  kernels::gemm(dy2, true, ctx.input, false, weights_.grad(weight_index_), 1.0f, 1.0f);
-  Tensor dx = arena.alloc({dy2.size(0), config_.input_size}, dy.dtype());  // [N, in]
-  kernels::gemm(dy2, false, w, false, dx);
+  Tensor dx = local_linear_backward(dy2, ctx.input, w, weights_.grad(weight_index_), arena);
   CopyToTpRegion::backward(*tp_, dx);
   return dx.view(with_last(dy.shape(), config_.input_size));
 }

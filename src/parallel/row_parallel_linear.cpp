@@ -1,7 +1,7 @@
 #include "parallel/row_parallel_linear.h"
 
 #include "kernels/bias_add.h"
-#include "kernels/gemm.h"
+#include "parallel/local_linear.h"
 #include "parallel/mappings.h"
 
 namespace megatron {
@@ -28,26 +28,19 @@ Tensor RowParallelLinear::forward(Ctx& ctx, const Tensor& x, Arena& arena) const
            ": input ", x.describe(), " has the wrong last dimension (expected ",
            config_.input_is_parallel ? in_local : config_.input_size, ")");
   Tensor x_local = config_.input_is_parallel ? x : ScatterToTpRegion::forward(*tp_, x, arena);
-  ctx.input = x_local.view({-1, in_local});                                     // [N, in/t]
-  Tensor y = arena.alloc({ctx.input.size(0), config_.output_size}, x.dtype());  // [N, out]
-  kernels::gemm(ctx.input, false, w, true, y);
+  ctx.input = x_local.view({-1, in_local});              // [N, in/t]
+  Tensor y = local_linear_forward(ctx.input, w, arena);  // [N, out]
   ReduceFromTpRegion::forward(*tp_, y);
   if (config_.bias && !config_.skip_bias_add) kernels::bias_add_forward(y, bias());
-  Shape shape = x.shape();
-  shape.back() = config_.output_size;
-  return y.view(shape);
+  return y.view(with_last(x.shape(), config_.output_size));
 }
 
 Tensor RowParallelLinear::backward(const Ctx& ctx, const Tensor& dy, Arena& arena) const {
   const Tensor& w = weights_.weight(weight_index_);                               // [out, in/t]
   Tensor dy2 = ReduceFromTpRegion::backward(dy).view({-1, config_.output_size});  // [N, out]
   if (config_.bias && !config_.skip_bias_add) kernels::bias_add_backward(dy2, bias_grad());
-  kernels::gemm(dy2, true, ctx.input, false, weights_.grad(weight_index_), 1.0f, 1.0f);
-  Tensor dx = arena.alloc({dy2.size(0), w.size(1)}, dy.dtype());  // [N, in/t]
-  kernels::gemm(dy2, false, w, false, dx);
-  Shape shape = dy.shape();
-  shape.back() = w.size(1);
-  dx = dx.view(shape);
+  Tensor dx = local_linear_backward(dy2, ctx.input, w, weights_.grad(weight_index_), arena)
+                  .view(with_last(dy.shape(), w.size(1)));  // [..., in/t]
   return config_.input_is_parallel ? dx : ScatterToTpRegion::backward(*tp_, dx, arena);
 }
 

@@ -6,7 +6,6 @@
 
 #include "core/logging.h"
 #include "core/timer.h"
-#include "data/data_loader.h"
 #include "dist/parallel_state.h"
 #include "kernels/elementwise.h"
 #include "train/checkpoint.h"
@@ -16,18 +15,6 @@
 namespace megatron {
 
 namespace {
-
-// The model-shape arguments a checkpoint must agree with (beyond the tensor shapes, which
-// load_checkpoint checks): a different head count or sequence length loads without a shape
-// error but computes another function.
-nlohmann::json model_shape_json(const GptConfig& c) {
-  return {{"num_layers", c.num_layers},
-          {"hidden_size", c.hidden_size},
-          {"num_attention_heads", c.num_attention_heads},
-          {"ffn_hidden_size", c.ffn_hidden_size > 0 ? c.ffn_hidden_size : 4 * c.hidden_size},
-          {"padded_vocab_size", c.padded_vocab_size},
-          {"max_position_embeddings", c.max_position_embeddings}};
-}
 
 bool tracker_exists(const std::string& dir) {
   return std::filesystem::exists(std::filesystem::path(dir) / "latest_checkpointed_iteration.txt");
@@ -39,11 +26,10 @@ struct Trainer::Impl {
   TrainerConfig cfg;
   ParallelState ps;
   ParameterStore store;
-  std::unique_ptr<GptModel> model;
+  std::unique_ptr<ModelStep> model;
   std::unique_ptr<AdamW> optimizer;
   GradScaler scaler;
   LrSchedule schedule;
-  std::shared_ptr<const GptSampleSource> train_source, valid_source;
   TrainingLog log;
   int64_t num_micro_batches;
 
@@ -55,28 +41,23 @@ struct Trainer::Impl {
   // Accumulated between two log lines.
   Timer interval_timer;
   int64_t interval_iterations = 0;
-  double interval_loss_sum = 0;
+  LossTerms interval_loss_sum;
   int64_t interval_loss_count = 0, interval_skipped = 0, interval_nans = 0;
   std::optional<double> last_grad_norm;
 
-  Impl(TrainerConfig c, std::shared_ptr<Communicator> world,
-       std::shared_ptr<const GptSampleSource> train, std::shared_ptr<const GptSampleSource> valid)
+  Impl(TrainerConfig c, std::shared_ptr<Communicator> world, const ModelStepFactory& make_model)
       : cfg(std::move(c)),
         ps(ParallelState::create(std::move(world), cfg.tensor_parallel, 1)),
         store(ps.tp_rank, ps.tp_size),
         scaler(cfg.scaler),
         schedule(cfg.lr),
-        train_source(std::move(train)),
-        valid_source(std::move(valid)),
         log(ps.rank == 0, cfg.metrics_file, cfg.tensorboard_dir),
         seed(cfg.seed) {
-    MT_CHECK(train_source != nullptr, "no training data");
     const int64_t per_step = cfg.micro_batch * ps.dp_size;
     MT_CHECK(cfg.global_batch % per_step == 0, "--global-batch-size ", cfg.global_batch,
              " must be a multiple of --micro-batch-size x data-parallel size (", per_step, ")");
     num_micro_batches = cfg.global_batch / per_step;
-    cfg.model.validate(ps.tp_size);
-    model = std::make_unique<GptModel>(cfg.model, ps, store);
+    model = make_model(ps, store);
     store.allocate();
     model->init_weights(cfg.seed);
     optimizer = std::make_unique<AdamW>(store, cfg.adam);
@@ -93,7 +74,7 @@ struct Trainer::Impl {
             {"grad_scaler", scaler.state()},
             {"optimizer", optimizer->state()},
             {"rng", {{"seed", seed}, {"iteration", iteration}}},
-            {"model", model_shape_json(cfg.model)},
+            {"model", model->shape_json()},
             {"args", cfg.args}};
   }
 
@@ -113,7 +94,8 @@ struct Trainer::Impl {
     const nlohmann::json state =
         load_checkpoint(cfg.load, -1, store, load_optim ? &buffers : nullptr, ps);
     check_model_shape(state);
-    if (load_optim) {
+    // An imported HF checkpoint has no optimizer state: start the optimizer afresh.
+    if (load_optim && state.contains("optimizer")) {
       optimizer->load_state(state.at("optimizer"));
       schedule.load_state(state.at("scheduler"));
       scaler.load_state(state.at("grad_scaler"));
@@ -123,43 +105,58 @@ struct Trainer::Impl {
     }
     if (!cfg.finetune) {
       iteration = state.at("iteration").get<int64_t>();
-      consumed_train_samples = state.at("consumed_train_samples").get<int64_t>();
+      consumed_train_samples = state.value("consumed_train_samples", int64_t(0));
       consumed_valid_samples = state.value("consumed_valid_samples", int64_t(0));
-      if (!cfg.no_load_rng) seed = state.at("rng").at("seed").get<uint64_t>();
+      if (!cfg.no_load_rng && state.contains("rng"))
+        seed = state.at("rng").at("seed").get<uint64_t>();
     }
     model->refresh_compute_weights();
     log_info("  loaded checkpoint from ", cfg.load, " at iteration ",
              state.at("iteration").get<int64_t>(), cfg.finetune ? " (finetune: weights only)" : "");
   }
 
+  // Fields the checkpoint does not record (e.g. an importer's) cannot be checked.
   void check_model_shape(const nlohmann::json& state) const {
-    if (!state.contains("model")) return;  // e.g. an imported HF checkpoint without it
-    const nlohmann::json want = model_shape_json(cfg.model);
+    if (!state.contains("model")) return;
+    const nlohmann::json want = model->shape_json();
     std::string differences;
     for (const auto& [key, value] : want.items()) {
-      if (!state["model"].contains(key) || state["model"][key] != value)
-        differences += "\n  " + key + ": checkpoint " +
-                       (state["model"].contains(key) ? state["model"][key].dump() : "missing") +
-                       ", flags " + value.dump();
+      if (!state["model"].contains(key)) continue;
+      if (state["model"][key] != value)
+        differences +=
+            "\n  " + key + ": checkpoint " + state["model"][key].dump() + ", flags " + value.dump();
     }
     MT_CHECK(differences.empty(), "the checkpoint in --load ", cfg.load,
              " has another model shape than the flags:", differences);
   }
 
-  GptBatch to_batch(const GptMicroBatch& mb) const {
-    return {mb.tokens, mb.labels, mb.loss_mask, mb.first_sample, iteration};
+  // This rank's place in Megatron's sample order, resuming after `consumed_samples`.
+  LoaderPlacement placement(int64_t consumed_samples) const {
+    return {cfg.micro_batch, cfg.global_batch, ps.dp_rank, ps.dp_size, consumed_samples};
+  }
+
+  // Mean of per-rank sums of `micro_batches_per_rank` micro-batches' losses over all DP
+  // ranks, identical on every rank.
+  LossTerms average_over_dp(const LossTerms& sum, int64_t micro_batches_per_rank) const {
+    Tensor sums = Tensor::from_vector(std::vector<double>{sum.lm, sum.sop}, {2});  // f64 [2]
+    ps.dp->all_reduce(sums);
+    const double n = double(micro_batches_per_rank * ps.dp_size);
+    return {sums.data<double>()[0] / n, sums.data<double>()[1] / n};
   }
 
   // One iteration; returns false when the step was skipped (overflow).
-  bool train_step(GptDataLoader& loader, double& loss, std::optional<double>& grad_norm) {
+  bool train_step(LossTerms& loss, std::optional<double>& grad_norm) {
     store.zero_grads();
     const double loss_scale = scaler.scale();
     // Each micro-batch's loss is a mean; Megatron averages them over the global batch.
     const float grad_scale = float(loss_scale / double(num_micro_batches));
-    double local_loss = 0;
-    for (int64_t m = 0; m < num_micro_batches; ++m)
-      local_loss += model->forward_backward(to_batch(loader.next()), grad_scale, seed);
-    loss = ps.dp->all_reduce_scalar(local_loss) / double(num_micro_batches * ps.dp_size);
+    LossTerms local;
+    for (int64_t m = 0; m < num_micro_batches; ++m) {
+      const LossTerms l = model->train_micro_batch(grad_scale, seed, iteration);
+      local.lm += l.lm;
+      local.sop += l.sop;
+    }
+    loss = average_over_dp(local, num_micro_batches);
 
     // fp16 checks for overflow while the gradients are still scaled (as fp16 gradients would
     // be), then unscales; otherwise the loss scale is 1 and the average is one pass.
@@ -182,26 +179,29 @@ struct Trainer::Impl {
     return true;
   }
 
-  double evaluate() {
-    GptDataLoaderOptions o;
-    o.micro_batch = cfg.micro_batch;
-    o.global_batch = cfg.global_batch;
-    o.dp_rank = ps.dp_rank;
-    o.dp_size = ps.dp_size;
-    o.eod_token = cfg.eod_token;
-    o.eod_mask_loss = cfg.eod_mask_loss;
+  LossTerms evaluate() {
     // Every evaluation scores the same first eval_iters global batches of the validation
     // set, so successive validation losses are comparable.
-    GptDataLoader loader(valid_source, o);
-    double local = 0;
-    for (int64_t i = 0; i < cfg.eval_iters * num_micro_batches; ++i)
-      local += model->forward_loss(to_batch(loader.next()));
+    model->start_validation_data(placement(/*consumed_samples=*/0));
+    LossTerms local;
+    const int64_t micro_batches = cfg.eval_iters * num_micro_batches;
+    for (int64_t i = 0; i < micro_batches; ++i) {
+      const LossTerms l = model->valid_micro_batch(iteration);
+      local.lm += l.lm;
+      local.sop += l.sop;
+    }
     consumed_valid_samples += cfg.eval_iters * cfg.global_batch;
-    return ps.dp->all_reduce_scalar(local) /
-           double(cfg.eval_iters * num_micro_batches * ps.dp_size);
+    return average_over_dp(local, micro_batches);
   }
 
-  bool do_valid() const { return valid_source != nullptr && cfg.eval_iters > 0; }
+  void log_validation(const std::string& prefix, TrainingResult& result) {
+    const LossTerms loss = evaluate();
+    result.last_validation_loss = loss.lm;
+    log.validation(prefix, iteration, loss.lm,
+                   model->has_sop_loss() ? std::optional<double>(loss.sop) : std::nullopt);
+  }
+
+  bool do_valid() const { return model->has_validation_data() && cfg.eval_iters > 0; }
 
   void log_interval_stats() {
     interval_timer.stop();
@@ -213,34 +213,27 @@ struct Trainer::Impl {
     s.elapsed_ms = seconds * 1000.0;
     s.learning_rate = schedule.lr();
     s.global_batch = cfg.global_batch;
-    if (interval_loss_count > 0) s.lm_loss = interval_loss_sum / double(interval_loss_count);
+    if (interval_loss_count > 0) {
+      s.lm_loss = interval_loss_sum.lm / double(interval_loss_count);
+      if (model->has_sop_loss()) s.sop_loss = interval_loss_sum.sop / double(interval_loss_count);
+    }
     s.loss_scale = scaler.scale();
     s.grad_norm = last_grad_norm;
     s.skipped_iterations = interval_skipped;
     s.nan_iterations = interval_nans;
-    s.tokens_per_second = double(cfg.global_batch * cfg.model.seq_length) / seconds;
-    const double flops = gpt_flops_per_iteration(
-        cfg.global_batch, cfg.model.seq_length, cfg.model.num_layers, cfg.model.hidden_size,
-        cfg.model.padded_vocab_size, cfg.model.recompute_activations);
-    s.tflops_per_process = flops / seconds / double(ps.world_size) / 1e12;
+    s.tokens_per_second = double(cfg.global_batch * model->seq_length()) / seconds;
+    s.tflops_per_process =
+        model->flops_per_iteration(cfg.global_batch) / seconds / double(ps.world_size) / 1e12;
     log.iteration(s);
     interval_timer.reset();
     interval_iterations = interval_loss_count = interval_skipped = interval_nans = 0;
-    interval_loss_sum = 0;
+    interval_loss_sum = {};
     interval_timer.start();
   }
 
   TrainingResult run() {
     if (!cfg.load.empty()) load();
-    GptDataLoaderOptions o;
-    o.micro_batch = cfg.micro_batch;
-    o.global_batch = cfg.global_batch;
-    o.dp_rank = ps.dp_rank;
-    o.dp_size = ps.dp_size;
-    o.consumed_samples = consumed_train_samples;
-    o.eod_token = cfg.eod_token;
-    o.eod_mask_loss = cfg.eod_mask_loss;
-    GptDataLoader loader(train_source, o);
+    model->start_training_data(placement(consumed_train_samples));
 
     TrainingResult result;
     int64_t last_saved = -1;
@@ -250,27 +243,25 @@ struct Trainer::Impl {
     training_time.start();
     while (iteration < cfg.train_iters) {
       ++iteration;
-      double loss = 0;
+      LossTerms loss;
       std::optional<double> grad_norm;
-      const bool stepped = train_step(loader, loss, grad_norm);
+      const bool stepped = train_step(loss, grad_norm);
       consumed_train_samples += cfg.global_batch;
       ++interval_iterations;
       if (!stepped) ++interval_skipped;
-      if (!std::isfinite(loss)) {
+      if (!std::isfinite(loss.lm + loss.sop)) {
         ++interval_nans;
       } else if (stepped) {
-        interval_loss_sum += loss;
+        interval_loss_sum.lm += loss.lm;
+        interval_loss_sum.sop += loss.sop;
         ++interval_loss_count;
       }
       last_grad_norm = grad_norm;
       if (cfg.on_iteration_end) cfg.on_iteration_end(iteration);
 
       if (iteration % cfg.log_interval == 0) log_interval_stats();
-      if (do_valid() && iteration % cfg.eval_interval == 0) {
-        result.last_validation_loss = evaluate();
-        log.validation("iteration " + std::to_string(iteration), iteration,
-                       result.last_validation_loss);
-      }
+      if (do_valid() && iteration % cfg.eval_interval == 0)
+        log_validation("iteration " + std::to_string(iteration), result);
       if (!cfg.save.empty() && cfg.save_interval > 0 && iteration % cfg.save_interval == 0) {
         save();
         last_saved = iteration;
@@ -292,21 +283,16 @@ struct Trainer::Impl {
       }
     }
     if (!cfg.save.empty() && iteration > 0 && last_saved != iteration) save();
-    if (do_valid() && iteration > 0) {
-      result.last_validation_loss = evaluate();
-      log.validation("iteration " + std::to_string(iteration) + " on validation set", iteration,
-                     result.last_validation_loss);
-    }
+    if (do_valid() && iteration > 0)
+      log_validation("iteration " + std::to_string(iteration) + " on validation set", result);
     result.iteration = iteration;
     return result;
   }
 };
 
 Trainer::Trainer(TrainerConfig config, std::shared_ptr<Communicator> world,
-                 std::shared_ptr<const GptSampleSource> train,
-                 std::shared_ptr<const GptSampleSource> valid)
-    : impl_(std::make_unique<Impl>(std::move(config), std::move(world), std::move(train),
-                                   std::move(valid))) {}
+                 ModelStepFactory make_model)
+    : impl_(std::make_unique<Impl>(std::move(config), std::move(world), make_model)) {}
 
 Trainer::~Trainer() = default;
 

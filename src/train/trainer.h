@@ -1,11 +1,12 @@
-// Trainer: the GPT pretraining loop (Megatron's pretrain()/train()).
+// Trainer: the pretraining loop (Megatron's pretrain()/train()), the same for every model.
 //
-// Builds the rank grid (TP × DP), the model, AdamW, the loss scaler and LR schedule and the
-// data loaders, optionally loads a checkpoint, then runs iterations: the global batch's
-// micro-batches (gradient accumulation) → DP all-reduce of the flat gradients → overflow check
-// (fp16) → clip → AdamW → schedule; logs, evaluates and saves at the configured intervals and
-// exits at --exit-interval. Every decision (skip, clip, save, exit) is taken from values that
-// are identical on all ranks, so no rank ever waits for another.
+// Builds the rank grid (TP × DP), the model (a ModelStep: GPT or BERT, model_step.h), AdamW,
+// the loss scaler and LR schedule and the data loaders, optionally loads a checkpoint, then
+// runs iterations: the global batch's micro-batches (gradient accumulation) → DP all-reduce of
+// the flat gradients → overflow check (fp16) → clip → AdamW → schedule; logs `lm loss` (and
+// BERT's `sop loss`), evaluates and saves at the configured intervals and exits at
+// --exit-interval / --exit-duration-in-mins. Every decision (skip, clip, save, exit) is taken
+// from values that are identical on all ranks, so no rank ever waits for another.
 #pragma once
 
 #include <cstdint>
@@ -14,17 +15,15 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "data/sample_source.h"
 #include "dist/communicator.h"
-#include "model/gpt_model.h"
 #include "train/grad_scaler.h"
 #include "train/lr_schedule.h"
+#include "train/model_step.h"
 #include "train/optimizer.h"
 
 namespace megatron {
 
 struct TrainerConfig {
-  GptConfig model;  // padded_vocab_size already set
   int tensor_parallel = 1;
   int64_t micro_batch = 1;
   int64_t global_batch = 1;
@@ -52,8 +51,6 @@ struct TrainerConfig {
   bool no_load_rng = false;
   bool finetune = false;
 
-  int32_t eod_token = -1;
-  bool eod_mask_loss = false;
   nlohmann::json args;  // every argument, stored in each checkpoint's state.json
   // Called on every rank after each iteration's optimizer step (e.g. by the step benchmark).
   std::function<void(int64_t iteration)> on_iteration_end;
@@ -66,10 +63,9 @@ struct TrainingResult {
 
 class Trainer {
  public:
-  // `valid` may be null (no evaluation).
-  Trainer(TrainerConfig config, std::shared_ptr<Communicator> world,
-          std::shared_ptr<const GptSampleSource> train,
-          std::shared_ptr<const GptSampleSource> valid);
+  // `make_model` builds the model once the rank grid and parameter store exist
+  // (gpt_step_factory, bert_step_factory).
+  Trainer(TrainerConfig config, std::shared_ptr<Communicator> world, ModelStepFactory make_model);
   ~Trainer();
   TrainingResult run();
 

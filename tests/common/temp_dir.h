@@ -29,6 +29,12 @@ class TempDir {
 
   const std::string& path() const { return path_; }
   std::string file(const std::string& name) const { return path_ + "/" + name; }
+  // Writes `contents` to `name` inside the directory and returns its path.
+  std::string write(const std::string& name, const std::string& contents) const {
+    const std::string path = file(name);
+    std::ofstream(path, std::ios::binary) << contents;
+    return path;
+  }
 
  private:
   std::string path_;

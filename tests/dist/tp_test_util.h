@@ -8,8 +8,8 @@
 #include <random>
 #include <vector>
 
+#include "../unit/model_test_util.h"
 #include "dist/parallel_state.h"
-#include "dist/solo_communicator.h"
 #include "mpi_test_util.h"
 #include "parallel/parameter.h"
 
@@ -20,7 +20,7 @@ inline ParallelState tp_world_state() {
   return ParallelState::create(world(), world_size(), 1);
 }
 inline ParallelState dense_state() {
-  return ParallelState::create(std::make_shared<SoloCommunicator>(), 1, 1);
+  return solo_parallel_state();
 }
 
 // Deterministic f32 values in [-scale, scale), the same on every rank.
@@ -39,15 +39,12 @@ inline Tensor shard_of(const Parameter& shard, const Tensor& full) {
   return full.slice(d, shard.local_start, shard.local_start + shard.local_shape[d]);
 }
 
-// Randomizes the dense store and copies each full parameter's slice into the TP store.
+// Randomizes the dense store (as randomize_parameters) and copies each full parameter's slice into
+// the TP store.
 inline void copy_dense_into_shards(ParameterStore& dense, ParameterStore& sharded, uint64_t seed,
                                    double scale) {
-  std::mt19937_64 gen(seed);
-  std::uniform_real_distribution<double> dist(-scale, scale);
-  for (Parameter& p : dense.params()) {
-    const bool gamma = p.spec.name.find("layernorm.weight") != std::string::npos;
-    float* v = p.value.data<float>();
-    for (int64_t i = 0; i < p.value.numel(); ++i) v[i] = float((gamma ? 1.0 : 0.0) + dist(gen));
+  randomize_parameters(dense, seed, scale);
+  for (const Parameter& p : dense.params()) {
     Parameter& s = sharded.get(p.spec.name);
     s.value.copy_from(shard_of(s, p.value));
   }

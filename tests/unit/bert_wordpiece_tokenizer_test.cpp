@@ -18,8 +18,8 @@ namespace {
 
 using Tokens = std::vector<std::string>;
 using testing::fetched_file;
-using testing::ScratchDir;
 using testing::source_file;
+using testing::TempDir;
 
 const BertWordPieceTokenizer& uncased() {
   static const BertWordPieceTokenizer tokenizer(fetched_file("bert-base-uncased-vocab.txt"),
@@ -160,7 +160,7 @@ TEST(BertWordPieceTokenizer, DecodeJoinsPiecesAndCleansUp) {
 }
 
 TEST(BertWordPieceTokenizer, CasedKeepsCaseAndAccents) {
-  ScratchDir dir;
+  TempDir dir;
   const std::string vocab = dir.write(
       "vocab.txt",
       "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nH\u00e9llo\nhello\nWorld\n##s\n!\n\u4e2d\nun\n##aff\n"
@@ -175,7 +175,7 @@ TEST(BertWordPieceTokenizer, CasedKeepsCaseAndAccents) {
 }
 
 TEST(BertWordPieceTokenizer, BadVocabularyFiles) {
-  ScratchDir dir;
+  TempDir dir;
   const auto message_of = [](const std::string& path) {
     try {
       BertWordPieceTokenizer tokenizer(path, true);
@@ -189,7 +189,7 @@ TEST(BertWordPieceTokenizer, BadVocabularyFiles) {
   EXPECT_NE(message_of(dir.write("b.txt", "[PAD]\nx\nx\n")).find("line 3 repeats token 'x'"),
             std::string::npos);
   EXPECT_NE(message_of(dir.write("c.txt", "")).find("is empty"), std::string::npos);
-  EXPECT_NE(message_of(dir.path("none.txt")).find("--vocab-file"), std::string::npos);
+  EXPECT_NE(message_of(dir.file("none.txt")).find("--vocab-file"), std::string::npos);
 }
 
 }  // namespace

@@ -1,7 +1,5 @@
-// Helpers shared by the data tests: a self-deleting temporary directory and raw file I/O.
+// Helpers shared by the data tests: the common TempDir and raw byte-vector file I/O.
 #pragma once
-
-#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
@@ -11,23 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "../common/temp_dir.h"
+
 namespace megatron::test {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "mt_data_XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using testing::TempDir;
 
 inline std::vector<uint8_t> read_bytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

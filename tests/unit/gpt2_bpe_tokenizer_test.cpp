@@ -16,8 +16,8 @@ namespace megatron {
 namespace {
 
 using testing::fetched_file;
-using testing::ScratchDir;
 using testing::source_file;
+using testing::TempDir;
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -143,7 +143,7 @@ TEST(GPT2BPETokenizer, ConcurrentEncodesAgreeWithSequential) {
 }
 
 TEST(GPT2BPETokenizer, BadFilesNameTheFileAndProblem) {
-  ScratchDir dir;
+  TempDir dir;
   const std::string vocab = fetched_file("gpt2-vocab.json");
   const std::string merges = fetched_file("gpt2-merges.txt");
   const auto message_of = [](const std::string& v, const std::string& m) {
@@ -154,7 +154,7 @@ TEST(GPT2BPETokenizer, BadFilesNameTheFileAndProblem) {
     }
     return std::string("no error");
   };
-  const std::string missing = dir.path("missing.json");
+  const std::string missing = dir.file("missing.json");
   EXPECT_NE(message_of(missing, merges).find("--vocab-file '" + missing + "' cannot be read"),
             std::string::npos);
   EXPECT_NE(

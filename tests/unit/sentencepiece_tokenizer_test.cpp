@@ -15,8 +15,8 @@
 namespace megatron {
 namespace {
 
-using testing::ScratchDir;
 using testing::source_file;
+using testing::TempDir;
 
 std::string golden_text() {
   std::ifstream in(source_file("tests/data/bpe_golden.txt"), std::ios::binary);
@@ -29,10 +29,10 @@ constexpr int kVocabSize = 700;
 
 // Path of the trained model, trained once per test process.
 const std::string& model_path() {
-  static ScratchDir dir;
+  static TempDir dir;
   static const std::string path = [] {
     const std::string input = dir.write("train.txt", golden_text());
-    const std::string prefix = dir.path("tiny");
+    const std::string prefix = dir.file("tiny");
     const auto status = sentencepiece::SentencePieceTrainer::Train(
         "--input=" + input + " --model_prefix=" + prefix +
         " --vocab_size=" + std::to_string(kVocabSize) +
@@ -74,7 +74,7 @@ TEST(SentencePieceTokenizer, RoundTripsTextExactly) {
 }
 
 TEST(SentencePieceTokenizer, BadModelFiles) {
-  ScratchDir dir;
+  TempDir dir;
   try {
     SentencePieceTokenizer tokenizer(dir.write("bad.model", "not a protobuf"));
     FAIL() << "a garbage model was accepted";
@@ -82,7 +82,7 @@ TEST(SentencePieceTokenizer, BadModelFiles) {
     EXPECT_NE(e.message().find("is not a SentencePiece model"), std::string::npos) << e.message();
   }
   try {
-    SentencePieceTokenizer tokenizer(dir.path("missing.model"));
+    SentencePieceTokenizer tokenizer(dir.file("missing.model"));
     FAIL() << "a missing model was accepted";
   } catch (const Error& e) {
     EXPECT_NE(e.message().find("--tokenizer-model"), std::string::npos) << e.message();

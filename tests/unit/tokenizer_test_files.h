@@ -1,14 +1,14 @@
 // Where tokenizer tests find their inputs: committed files under tests/data, the files that
-// scripts/fetch_data.sh caches (see data/data_dir.h), and scratch files for bad-input tests.
+// scripts/fetch_data.sh caches (see data/data_dir.h), and (via TempDir) scratch files for
+// bad-input tests.
 #pragma once
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <random>
 #include <stdexcept>
 #include <string>
 
+#include "../common/temp_dir.h"
 #include "data/data_dir.h"
 
 namespace megatron::testing {
@@ -36,32 +36,5 @@ inline std::string fetched_file(const std::string& name) {
   }
   return fetched_data_file(name);
 }
-
-// A scratch directory removed with everything in it when the object goes away.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::random_device rd;
-    path_ = std::filesystem::temp_directory_path() / ("megatron-test-" + std::to_string(rd()));
-    std::filesystem::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-
-  // Writes contents to name inside the directory and returns its path.
-  std::string write(const std::string& name, const std::string& contents) const {
-    const std::filesystem::path path = path_ / name;
-    std::ofstream(path, std::ios::binary) << contents;
-    return path.string();
-  }
-  std::string path(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
 
 }  // namespace megatron::testing

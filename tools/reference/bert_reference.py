@@ -21,7 +21,6 @@ whose label is not -100; SOP loss: mean cross-entropy over the batch. No dropout
 
 Usage: /usr/bin/python3 tools/reference/bert_reference.py tests/data/bert_tiny
 """
-import json
 import math
 import os
 import sys
@@ -31,6 +30,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_io  # noqa: E402
+from reference_common import gelu_new, normal_sampler, write_outputs  # noqa: E402
 
 CONFIG = {
     "architectures": ["BertForPreTraining"], "model_type": "bert", "vocab_size": 100,
@@ -48,8 +48,7 @@ def make_weights(gen):
     h, v = CONFIG["hidden_size"], CONFIG["vocab_size"]
     f, L = CONFIG["intermediate_size"], CONFIG["num_hidden_layers"]
 
-    def randn(*shape, std=0.2, mean=0.0):
-        return mean + std * torch.randn(*shape, generator=gen, dtype=torch.float64)
+    randn = normal_sampler(gen)
 
     def ln(prefix):
         return {prefix + ".weight": randn(h, std=0.1, mean=1.0), prefix + ".bias": randn(h, std=0.1)}
@@ -79,10 +78,6 @@ def make_weights(gen):
     w["cls.predictions.bias"] = randn(v, std=0.1)
     w.update(linear("cls.seq_relationship", 2, h))
     return {k: t.float().double() for k, t in w.items()}  # the f32 file's values
-
-
-def gelu_new(x):
-    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
 
 
 def layer_norm(x, w, prefix):
@@ -169,14 +164,9 @@ def main(out_dir):
          "bert.encoder.layer.1.output.LayerNorm.weight", "bert.pooler.dense.weight",
          "cls.predictions.bias", "cls.seq_relationship.bias"], torch.Generator().manual_seed(7))
 
-    os.makedirs(os.path.join(out_dir, "hf"), exist_ok=True)
-    with open(os.path.join(out_dir, "hf", "config.json"), "w") as f:
-        json.dump(CONFIG, f, indent=2)
     hf = {k: t.float().numpy() for k, t in weights.items()}
     hf["bert.embeddings.position_ids"] = np.arange(CONFIG["max_position_embeddings"],
                                                    dtype=np.int64).reshape(1, -1)
-    safetensors_io.save(os.path.join(out_dir, "hf", "model.safetensors"), hf, {"format": "pt"})
-
     golden = {
         "input_ids": ids.to(torch.int32).numpy(),
         "token_type_ids": token_types.to(torch.int32).numpy(),
@@ -189,10 +179,7 @@ def main(out_dir):
         "sop_loss": np.array(sop_loss.item(), dtype=np.float64),
         "loss": np.array(loss.item(), dtype=np.float64),
     }
-    for k, t in params.items():
-        golden["grad." + k] = t.grad.float().numpy()
-    safetensors_io.save(os.path.join(out_dir, "golden.safetensors"), golden,
-                        {"generator": "tools/reference/bert_reference.py", "torch": torch.__version__})
+    write_outputs(out_dir, CONFIG, hf, golden, params, "tools/reference/bert_reference.py")
     print(f"mlm loss {mlm_loss.item():.10f} sop loss {sop_loss.item():.10f}; wrote {out_dir}")
 
 

@@ -13,7 +13,6 @@ The loss is Σ(ce · loss_mask) / Σ loss_mask over all tokens, as Megatron's GP
 
 Usage: /usr/bin/python3 tools/reference/gpt2_reference.py tests/data/gpt2_tiny
 """
-import json
 import math
 import os
 import sys
@@ -23,6 +22,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_io  # noqa: E402
+from reference_common import gelu_new, normal_sampler, write_outputs  # noqa: E402
 
 CONFIG = {
     "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "activation_function": "gelu_new",
@@ -38,8 +38,7 @@ def make_weights(gen):
     """HF GPT-2 weights; std 0.2 (not 0.02) so that every path carries a visible signal."""
     h, v, p, L = CONFIG["n_embd"], CONFIG["vocab_size"], CONFIG["n_positions"], CONFIG["n_layer"]
 
-    def randn(*shape, std=0.2, mean=0.0):
-        return (mean + std * torch.randn(*shape, generator=gen, dtype=torch.float64))
+    randn = normal_sampler(gen)
 
     w = {"wte.weight": randn(v, h), "wpe.weight": randn(p, h, std=0.1)}
     for i in range(L):
@@ -60,10 +59,6 @@ def make_weights(gen):
     w["ln_f.bias"] = randn(h, std=0.1)
     # Round to f32 first: the C++ side starts from the f32 file, so both use the same weights.
     return {k: t.float().double() for k, t in w.items()}
-
-
-def gelu_new(x):
-    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
 
 
 def layer_norm(x, weight, bias):
@@ -119,15 +114,10 @@ def main(out_dir):
                                    ["wte.weight", "h.0.attn.c_attn.weight", "h.1.mlp.c_fc.bias",
                                     "h.1.ln_2.weight", "ln_f.bias"], torch.Generator().manual_seed(7))
 
-    os.makedirs(os.path.join(out_dir, "hf"), exist_ok=True)
-    with open(os.path.join(out_dir, "hf", "config.json"), "w") as f:
-        json.dump(CONFIG, f, indent=2)
     hf = {k: t.float().numpy() for k, t in weights.items()}
     p = CONFIG["n_positions"]
     for i in range(CONFIG["n_layer"]):  # the causal-mask buffers real GPT-2 files carry
         hf[f"h.{i}.attn.bias"] = np.tril(np.ones((p, p), np.float32)).reshape(1, 1, p, p)
-    safetensors_io.save(os.path.join(out_dir, "hf", "model.safetensors"), hf, {"format": "pt"})
-
     golden = {
         "input_ids": ids.to(torch.int32).numpy(),
         "labels": labels.to(torch.int32).numpy(),
@@ -135,10 +125,7 @@ def main(out_dir):
         "logits": logits.detach().float().numpy(),
         "loss": np.array(loss.item(), dtype=np.float64),
     }
-    for k, t in params.items():
-        golden["grad." + k] = t.grad.float().numpy()
-    safetensors_io.save(os.path.join(out_dir, "golden.safetensors"), golden,
-                        {"generator": "tools/reference/gpt2_reference.py", "torch": torch.__version__})
+    write_outputs(out_dir, CONFIG, hf, golden, params, "tools/reference/gpt2_reference.py")
     print(f"loss {loss.item():.10f}; wrote {out_dir}/hf and {out_dir}/golden.safetensors")
 
 

@@ -8,6 +8,9 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <string>
+#include <string_view>
+#include <utility>
 
 #include "core/dtype.h"
 #include "core/tensor.h"
@@ -52,20 +55,25 @@ inline bf16 from_f32<bf16>(float f) {
   return r;
 }
 
-// Calls fn(T{}) with T = float or bf16 according to dtype; anything else is an Error naming
-// the kernel and operand.
+// Calls fn(T{}) with the T among Ts whose dtype_of<T>() is `dtype`; anything else is an Error
+// naming the kernel operand and the accepted dtypes ("expected f32, bf16 or f16").
+template <typename... Ts, typename Fn>
+void dispatch_dtype(DType dtype, const char* what, Fn&& fn) {
+  if (((dtype == dtype_of<Ts>() ? (fn(Ts{}), true) : false) || ...)) return;
+  const std::string_view names[] = {dtype_name(dtype_of<Ts>())...};
+  std::string expected;
+  for (size_t i = 0; i < sizeof...(Ts); ++i)
+    expected += std::string(i == 0                   ? ""
+                            : i + 1 == sizeof...(Ts) ? " or "
+                                                     : ", ") +
+                std::string(names[i]);
+  MT_THROW(what, " has dtype ", dtype_name(dtype), ", expected ", expected);
+}
+
+// The activation dtypes: T = float or bf16.
 template <typename Fn>
 void dispatch_float(DType dtype, const char* what, Fn&& fn) {
-  switch (dtype) {
-    case DType::F32:
-      fn(float{});
-      return;
-    case DType::BF16:
-      fn(bf16{});
-      return;
-    default:
-      MT_THROW(what, " has dtype ", dtype_name(dtype), ", expected f32 or bf16");
-  }
+  dispatch_dtype<float, bf16>(dtype, what, std::forward<Fn>(fn));
 }
 
 // Rows are split into a number of chunks that depends only on the row count, never on the

@@ -37,19 +37,7 @@ template <typename Fn>
 void dispatch_any_float(const Tensor& t, const char* what, Fn&& fn) {
   MT_CHECK(t.defined(), what, " is undefined");
   check_contiguous(t, what);
-  switch (t.dtype()) {
-    case DType::F32:
-      fn(float{});
-      return;
-    case DType::BF16:
-      fn(bf16{});
-      return;
-    case DType::F16:
-      fn(f16{});
-      return;
-    default:
-      MT_THROW(what, " has dtype ", dtype_name(t.dtype()), ", expected f32, bf16 or f16");
-  }
+  cpu::dispatch_dtype<float, bf16, f16>(t.dtype(), what, std::forward<Fn>(fn));
 }
 
 // Fixed-size chunks for reductions: the summation order depends on the length only, so the

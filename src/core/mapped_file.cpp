@@ -1,4 +1,4 @@
-#include "data/mapped_file.h"
+#include "core/mapped_file.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -12,7 +12,7 @@
 
 namespace megatron {
 
-MappedFile::MappedFile(const std::string& path) : path_(path) {
+MappedFile::MappedFile(const std::string& path, Access access) : path_(path), access_(access) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) MT_THROW("cannot open '", path, "': ", std::strerror(errno));
   struct stat st {};
@@ -23,19 +23,27 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   }
   size_ = size_t(st.st_size);
   if (size_ > 0) {
-    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
+    const bool cow = access == Access::kCopyOnWrite;
+    void* p = ::mmap(nullptr, size_, cow ? PROT_READ | PROT_WRITE : PROT_READ,
+                     cow ? MAP_PRIVATE : MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
       int err = errno;
       ::close(fd);
       MT_THROW("cannot memory-map '", path, "': ", std::strerror(err));
     }
-    data_ = static_cast<const uint8_t*>(p);
+    data_ = static_cast<uint8_t*>(p);
   }
   ::close(fd);  // the mapping stays valid without the descriptor
 }
 
 MappedFile::~MappedFile() {
-  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (data_ != nullptr) ::munmap(data_, size_);
+}
+
+uint8_t* MappedFile::writable_data() const {
+  MT_CHECK(access_ == Access::kCopyOnWrite, "'", path_,
+           "' is mapped read-only; writable_data() needs Access::kCopyOnWrite");
+  return data_;
 }
 
 }  // namespace megatron

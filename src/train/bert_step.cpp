@@ -1,0 +1,102 @@
+#include "train/bert_step.h"
+
+#include <optional>
+
+#include "data/bert_data_loader.h"
+#include "model/bert_model.h"
+#include "train/checkpoint_convert_bert.h"
+#include "train/training_log.h"
+
+namespace megatron {
+
+namespace {
+
+// The BERT loader's micro-batch as the model's batch: Megatron's padding mask is 1 on real
+// tokens, the attention kernel's is 1 on padding.
+BertBatch to_batch(const BertMicroBatch& mb, int64_t iteration) {
+  BertBatch b;
+  b.tokens = mb.tokens;
+  b.token_types = mb.token_types;
+  b.pad_mask = Tensor::empty(mb.padding_mask.shape(), DType::U8);  // u8 [b, s]
+  const float* real = mb.padding_mask.data<float>();
+  uint8_t* pad = b.pad_mask.data<uint8_t>();
+  for (int64_t i = 0; i < b.pad_mask.numel(); ++i) pad[i] = real[i] == 0.0f ? 1 : 0;
+  b.labels = mb.labels;
+  b.loss_mask = mb.loss_mask;
+  b.sop_labels = mb.sop_labels;
+  b.first_sample = mb.first_sample;
+  b.iteration = iteration;
+  return b;
+}
+
+BertDataLoaderOptions loader_options(const LoaderPlacement& p) {
+  BertDataLoaderOptions o;
+  o.micro_batch = p.micro_batch;
+  o.global_batch = p.global_batch;
+  o.dp_rank = p.dp_rank;
+  o.dp_size = p.dp_size;
+  o.consumed_samples = p.consumed_samples;
+  return o;
+}
+
+LossTerms terms(const BertLosses& l) {
+  return {l.lm, l.sop};
+}
+
+class BertStep final : public ModelStep {
+ public:
+  BertStep(BertConfig config, std::shared_ptr<const BertSampleSource> train,
+           std::shared_ptr<const BertSampleSource> valid, const ParallelState& ps,
+           ParameterStore& store)
+      : cfg_(std::move(config)),
+        train_source_(std::move(train)),
+        valid_source_(std::move(valid)),
+        model_(cfg_, ps, store) {}
+
+  void init_weights(uint64_t seed) override { model_.init_weights(seed); }
+  void refresh_compute_weights() override { model_.refresh_compute_weights(); }
+
+  nlohmann::json shape_json() const override { return bert_model_shape_json(cfg_); }
+  bool has_sop_loss() const override { return cfg_.binary_head; }
+  int64_t seq_length() const override { return cfg_.seq_length; }
+  // Megatron's transformer FLOP formula; the MLM head scores only masked rows, so its
+  // vocabulary term overstates BERT's work a little.
+  double flops_per_iteration(int64_t global_batch) const override {
+    return gpt_flops_per_iteration(global_batch, cfg_.seq_length, cfg_.num_layers, cfg_.hidden_size,
+                                   cfg_.padded_vocab_size, cfg_.recompute_activations);
+  }
+
+  bool has_validation_data() const override { return valid_source_ != nullptr; }
+  void start_training_data(const LoaderPlacement& p) override {
+    train_.emplace(train_source_, loader_options(p));
+  }
+  void start_validation_data(const LoaderPlacement& p) override {
+    valid_.emplace(valid_source_, loader_options(p));
+  }
+
+  LossTerms train_micro_batch(float grad_scale, uint64_t seed, int64_t iteration) override {
+    return terms(model_.forward_backward(to_batch(train_->next(), iteration), grad_scale, seed));
+  }
+  LossTerms valid_micro_batch(int64_t iteration) override {
+    return terms(model_.forward_loss(to_batch(valid_->next(), iteration)));
+  }
+
+ private:
+  BertConfig cfg_;
+  std::shared_ptr<const BertSampleSource> train_source_, valid_source_;
+  BertModel model_;
+  std::optional<BertDataLoader> train_, valid_;
+};
+
+}  // namespace
+
+ModelStepFactory bert_step_factory(BertConfig config, std::shared_ptr<const BertSampleSource> train,
+                                   std::shared_ptr<const BertSampleSource> valid) {
+  return [config = std::move(config), train = std::move(train), valid = std::move(valid)](
+             const ParallelState& ps, ParameterStore& store) -> std::unique_ptr<ModelStep> {
+    MT_CHECK(train != nullptr, "no training data");
+    return std::make_unique<BertStep>(config, train, valid, ps, store);
+  };
+}
+
+}  // namespace megatron

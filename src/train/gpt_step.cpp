@@ -1,0 +1,97 @@
+#include "train/gpt_step.h"
+
+#include <optional>
+
+#include "data/data_loader.h"
+#include "train/training_log.h"
+
+namespace megatron {
+
+namespace {
+
+const GptConfig& validated(const GptConfig& config, int tp_size) {
+  config.validate(tp_size);
+  return config;
+}
+
+class GptStep final : public ModelStep {
+ public:
+  GptStep(GptStepConfig config, std::shared_ptr<const GptSampleSource> train,
+          std::shared_ptr<const GptSampleSource> valid, const ParallelState& ps,
+          ParameterStore& store)
+      : cfg_(std::move(config)),
+        train_source_(std::move(train)),
+        valid_source_(std::move(valid)),
+        model_(validated(cfg_.model, ps.tp_size), ps, store) {}
+
+  void init_weights(uint64_t seed) override { model_.init_weights(seed); }
+  void refresh_compute_weights() override { model_.refresh_compute_weights(); }
+
+  nlohmann::json shape_json() const override {
+    const GptConfig& c = cfg_.model;
+    return {{"num_layers", c.num_layers},
+            {"hidden_size", c.hidden_size},
+            {"num_attention_heads", c.num_attention_heads},
+            {"ffn_hidden_size", c.ffn_hidden_size > 0 ? c.ffn_hidden_size : 4 * c.hidden_size},
+            {"padded_vocab_size", c.padded_vocab_size},
+            {"max_position_embeddings", c.max_position_embeddings}};
+  }
+  bool has_sop_loss() const override { return false; }
+  int64_t seq_length() const override { return cfg_.model.seq_length; }
+  double flops_per_iteration(int64_t global_batch) const override {
+    const GptConfig& c = cfg_.model;
+    return gpt_flops_per_iteration(global_batch, c.seq_length, c.num_layers, c.hidden_size,
+                                   c.padded_vocab_size, c.recompute_activations);
+  }
+
+  bool has_validation_data() const override { return valid_source_ != nullptr; }
+  void start_training_data(const LoaderPlacement& p) override {
+    train_.emplace(train_source_, loader_options(p));
+  }
+  void start_validation_data(const LoaderPlacement& p) override {
+    valid_.emplace(valid_source_, loader_options(p));
+  }
+
+  LossTerms train_micro_batch(float grad_scale, uint64_t seed, int64_t iteration) override {
+    return {model_.forward_backward(to_batch(train_->next(), iteration), grad_scale, seed)};
+  }
+  LossTerms valid_micro_batch(int64_t iteration) override {
+    return {model_.forward_loss(to_batch(valid_->next(), iteration))};
+  }
+
+ private:
+  GptDataLoaderOptions loader_options(const LoaderPlacement& p) const {
+    GptDataLoaderOptions o;
+    o.micro_batch = p.micro_batch;
+    o.global_batch = p.global_batch;
+    o.dp_rank = p.dp_rank;
+    o.dp_size = p.dp_size;
+    o.consumed_samples = p.consumed_samples;
+    o.eod_token = cfg_.eod_token;
+    o.eod_mask_loss = cfg_.eod_mask_loss;
+    return o;
+  }
+
+  static GptBatch to_batch(const GptMicroBatch& mb, int64_t iteration) {
+    return {mb.tokens, mb.labels, mb.loss_mask, mb.first_sample, iteration};
+  }
+
+  GptStepConfig cfg_;
+  std::shared_ptr<const GptSampleSource> train_source_, valid_source_;
+  GptModel model_;
+  std::optional<GptDataLoader> train_, valid_;
+};
+
+}  // namespace
+
+ModelStepFactory gpt_step_factory(GptStepConfig config,
+                                  std::shared_ptr<const GptSampleSource> train,
+                                  std::shared_ptr<const GptSampleSource> valid) {
+  return [config = std::move(config), train = std::move(train), valid = std::move(valid)](
+             const ParallelState& ps, ParameterStore& store) -> std::unique_ptr<ModelStep> {
+    MT_CHECK(train != nullptr, "no training data");
+    return std::make_unique<GptStep>(config, train, valid, ps, store);
+  };
+}
+
+}  // namespace megatron

@@ -1,0 +1,68 @@
+// ModelStep: what the Trainer's loop needs from a model family (GPT, BERT) — its weights'
+// initialisation and compute copies, its data loaders and one micro-batch's forward(+backward),
+// returning the loss terms Megatron logs. Everything else (accumulation, DP reduction, fp16
+// overflow skip, clipping, AdamW, LR schedule, logging, evaluation, checkpoints, exit) is the
+// Trainer's and identical for every model.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "dist/parallel_state.h"
+#include "parallel/parameter.h"
+
+namespace megatron {
+
+// One micro-batch's losses, or a mean of them: Megatron's `lm loss` and, for a BERT with a
+// sentence-order head, `sop loss` (0 otherwise). The optimizer minimises their sum.
+struct LossTerms {
+  double lm = 0;
+  double sop = 0;
+};
+
+// Where this data-parallel rank reads: Megatron's sampler order over global batches of
+// `global_batch` samples, split into micro-batches of `micro_batch` per rank.
+struct LoaderPlacement {
+  int64_t micro_batch = 1;
+  int64_t global_batch = 1;
+  int dp_rank = 0;
+  int dp_size = 1;
+  int64_t consumed_samples = 0;  // where to start (resume)
+};
+
+class ModelStep {
+ public:
+  virtual ~ModelStep() = default;
+
+  // Fills the (allocated) parameter store from `seed`, then refresh_compute_weights().
+  virtual void init_weights(uint64_t seed) = 0;
+  // Rebuilds the compute-dtype copies after the store's values changed (step, load).
+  virtual void refresh_compute_weights() = 0;
+
+  // The model-shape arguments a checkpoint must agree with: a different head count or
+  // sequence length loads without a tensor-shape error but computes another function.
+  virtual nlohmann::json shape_json() const = 0;
+  virtual bool has_sop_loss() const = 0;
+  virtual int64_t seq_length() const = 0;
+  // Megatron's FLOP count of one iteration over `global_batch` samples.
+  virtual double flops_per_iteration(int64_t global_batch) const = 0;
+
+  virtual bool has_validation_data() const = 0;
+  // (Re)starts this rank's training / validation loader at `placement`.
+  virtual void start_training_data(const LoaderPlacement& placement) = 0;
+  virtual void start_validation_data(const LoaderPlacement& placement) = 0;
+
+  // Next training micro-batch: forward + backward, gradients (scaled by `grad_scale`)
+  // accumulated into the store; `seed` and `iteration` key the dropout masks.
+  virtual LossTerms train_micro_batch(float grad_scale, uint64_t seed, int64_t iteration) = 0;
+  // Next validation micro-batch: forward only.
+  virtual LossTerms valid_micro_batch(int64_t iteration) = 0;
+};
+
+// Builds the model's parameters into `store` (still unallocated) for this rank's TP slice.
+using ModelStepFactory =
+    std::function<std::unique_ptr<ModelStep>(const ParallelState& ps, ParameterStore& store)>;
+
+}  // namespace megatron
