@@ -26,7 +26,7 @@ struct IterationStats {
   double elapsed_ms = 0;  // mean wall time per iteration over the interval
   double learning_rate = 0;
   int64_t global_batch = 0;
-  std::optional<double> lm_loss;  // mean over the interval's non-skipped iterations
+  std::optional<double> lm_loss;   // mean over the interval's non-skipped iterations
   std::optional<double> sop_loss;  // BERT's sentence-order loss (same mean), when it has one
   double loss_scale = 1;
   std::optional<double> grad_norm;  // none when the last iteration was skipped
