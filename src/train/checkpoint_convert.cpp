@@ -1,40 +1,11 @@
 #include "train/checkpoint_convert.h"
 
-#include <random>
-
 #include "model/hf_gpt2.h"
-#include "parallel/full_tensors.h"
 #include "train/checkpoint.h"
+#include "train/convert_common.h"
 #include "train/hf_directory.h"
 
 namespace megatron {
-namespace {
-
-// The parameters GptModel registers for TP rank `rank` of `size`, allocated (zeros). The
-// model is built only for its registrations: no communicator is needed or used.
-ParameterStore gpt_parameter_store(const GptConfig& config, int rank, int size) {
-  ParallelState ps;
-  ps.tp_rank = rank;
-  ps.tp_size = size;
-  ParameterStore store(rank, size);
-  GptModel model(config, ps, store);
-  store.allocate();
-  return store;
-}
-
-uint64_t nonce() {
-  return (uint64_t(std::random_device{}()) << 32) | std::random_device{}();
-}
-
-template <typename T>
-T state_field(const nlohmann::json& state, const char* section, const char* key,
-              const std::string& dir) {
-  MT_CHECK(state.contains(section) && state[section].contains(key), "checkpoint '", dir,
-           "': state.json has no ", section, ".", key, " (needed to export the model)");
-  return state[section][key].get<T>();
-}
-
-}  // namespace
 
 nlohmann::json gpt_model_shape_json(const GptConfig& c) {
   return {{"num_layers", c.num_layers},
@@ -58,21 +29,11 @@ void import_hf_gpt2(const std::string& hf_dir, const std::string& save_dir, int 
   nlohmann::json args = gpt_model_shape_json(config);
   args["seq_length"] = config.seq_length;
   args["layernorm_epsilon"] = config.layernorm_epsilon;
-  args["make_vocab_size_divisible_by"] = make_vocab_size_divisible_by;
-  args["tensor_model_parallel_size"] = target_tp;
-  const nlohmann::json state = {{"iteration", 0},
-                                {"consumed_train_samples", 0},
-                                {"consumed_valid_samples", 0},
-                                {"model", gpt_model_shape_json(config)},
-                                {"args", args},
-                                {"converted_from", {{"format", "hf-gpt2"}, {"path", hf_dir}}}};
-  CheckpointTransaction transaction(save_dir, 0, nonce());
-  for (int rank = 0; rank < target_tp; ++rank) {
-    ParameterStore store = gpt_parameter_store(config, rank, target_tp);
-    assign_from_full_tensors(full, store);
-    write_checkpoint_rank(transaction.path(), 0, store, {}, state, {rank, target_tp, 0, 1});
-  }
-  transaction.commit();
+  write_imported_checkpoint<GptModel>(
+      save_dir, config, full,
+      imported_checkpoint_state(gpt_model_shape_json(config), args, make_vocab_size_divisible_by,
+                                target_tp, "hf-gpt2", hf_dir),
+      target_tp);
 }
 
 void export_hf_gpt2(const std::string& load_dir, int64_t iteration, const std::string& hf_dir,
@@ -98,15 +59,8 @@ void export_hf_gpt2(const std::string& load_dir, int64_t iteration, const std::s
            "': the real vocabulary size is unknown or larger than the padded ", c.padded_vocab_size,
            " (got ", c.vocab_size, "); pass --vocab-size");
 
-  // The checkpoint's shapes must be this model's (e.g. heads cannot be read off the shapes).
-  ParameterStore expected = gpt_parameter_store(c, 0, 1);
-  check_checkpoint_matches(reader, expected, true);
-  TensorMap full;
-  for (const std::string& name : reader.names()) {
-    Tensor t = Tensor::empty(reader.placement(name).full_shape, DType::F32);
-    reader.read_model(name, t, -1, 0);
-    full[name] = t;
-  }
+  const TensorMap full =
+      read_full_model_tensors(reader, registered_parameter_store<GptModel>(c, 0, 1));
   write_hf_directory(hf_dir, {hf_config_from_gpt(c), hf_tensors_from_gpt(full, c)});
 }
 
@@ -118,7 +72,7 @@ void reshard_checkpoint(const std::string& load_dir, int64_t iteration, const st
   nlohmann::json state = reader.state(0, 0);
   if (state.contains("args") && state["args"].is_object())
     state["args"]["tensor_model_parallel_size"] = target_tp;
-  CheckpointTransaction transaction(save_dir, it, nonce());
+  CheckpointTransaction transaction(save_dir, it, conversion_nonce());
   for (int rank = 0; rank < target_tp; ++rank) {
     ParameterStore store(rank, target_tp);
     for (const std::string& name : reader.names()) {

@@ -1,34 +1,13 @@
 #include "train/checkpoint_convert_bert.h"
 
-#include <random>
-
 #include "model/bert_model.h"
 #include "model/gpt_model.h"  // padded_vocab_size
 #include "model/hf_bert.h"
-#include "parallel/full_tensors.h"
 #include "train/checkpoint.h"
+#include "train/convert_common.h"
 #include "train/hf_directory.h"
 
 namespace megatron {
-namespace {
-
-// The parameters BertModel registers for TP rank `rank` of `size`, allocated (zeros). The
-// model is built only for its registrations: no communicator is used.
-ParameterStore bert_parameter_store(const BertConfig& config, int rank, int size) {
-  ParallelState ps;
-  ps.tp_rank = rank;
-  ps.tp_size = size;
-  ParameterStore store(rank, size);
-  BertModel model(config, ps, store);
-  store.allocate();
-  return store;
-}
-
-uint64_t nonce() {
-  return (uint64_t(std::random_device{}()) << 32) | std::random_device{}();
-}
-
-}  // namespace
 
 nlohmann::json bert_model_shape_json(const BertConfig& c) {
   return {{"num_layers", c.num_layers},
@@ -53,22 +32,12 @@ void import_hf_bert(const std::string& hf_dir, const std::string& save_dir, int 
       hf.config, padded_vocab_size(real_vocab, make_vocab_size_divisible_by, target_tp),
       hf_bert_has_binary_head(hf.tensors));
   const TensorMap full = bert_tensors_from_hf(hf.tensors, config);
-  nlohmann::json args = bert_model_shape_json(config);
-  args["make_vocab_size_divisible_by"] = make_vocab_size_divisible_by;
-  args["tensor_model_parallel_size"] = target_tp;
-  const nlohmann::json state = {{"iteration", 0},
-                                {"consumed_train_samples", 0},
-                                {"consumed_valid_samples", 0},
-                                {"model", bert_model_shape_json(config)},
-                                {"args", args},
-                                {"converted_from", {{"format", "hf-bert"}, {"path", hf_dir}}}};
-  CheckpointTransaction transaction(save_dir, 0, nonce());
-  for (int rank = 0; rank < target_tp; ++rank) {
-    ParameterStore store = bert_parameter_store(config, rank, target_tp);
-    assign_from_full_tensors(full, store);
-    write_checkpoint_rank(transaction.path(), 0, store, {}, state, {rank, target_tp, 0, 1});
-  }
-  transaction.commit();
+  const nlohmann::json shape = bert_model_shape_json(config);
+  write_imported_checkpoint<BertModel>(
+      save_dir, config, full,
+      imported_checkpoint_state(shape, shape, make_vocab_size_divisible_by, target_tp, "hf-bert",
+                                hf_dir),
+      target_tp);
 }
 
 void export_hf_bert(const std::string& load_dir, int64_t iteration, const std::string& hf_dir) {
@@ -77,11 +46,8 @@ void export_hf_bert(const std::string& load_dir, int64_t iteration, const std::s
   const std::string& dir = reader.iteration_dir();
   MT_CHECK(state.contains("model"), "checkpoint '", dir,
            "': state.json has no model record (not a BERT checkpoint of this program?)");
-  const nlohmann::json& m = state["model"];
-  auto field = [&](const char* key) -> const nlohmann::json& {
-    MT_CHECK(m.contains(key), "checkpoint '", dir, "': state.json has no model.", key,
-             " (needed to export the model)");
-    return m[key];
+  auto field = [&](const char* key) {
+    return state_field<nlohmann::json>(state, "model", key, dir);
   };
   BertConfig c;
   c.num_layers = field("num_layers").get<int>();
@@ -100,14 +66,8 @@ void export_hf_bert(const std::string& load_dir, int64_t iteration, const std::s
   c.binary_head = field("binary_head").get<bool>();
   const nlohmann::json hf_config = hf_config_from_bert(c);  // rejects pre-LN models
 
-  ParameterStore expected = bert_parameter_store(c, 0, 1);
-  check_checkpoint_matches(reader, expected, true);
-  TensorMap full;
-  for (const std::string& name : reader.names()) {
-    Tensor t = Tensor::empty(reader.placement(name).full_shape, DType::F32);
-    reader.read_model(name, t, -1, 0);
-    full[name] = t;
-  }
+  const TensorMap full =
+      read_full_model_tensors(reader, registered_parameter_store<BertModel>(c, 0, 1));
   write_hf_directory(hf_dir, {hf_config, hf_tensors_from_bert(full, c)});
 }
 

@@ -1,0 +1,70 @@
+// Pieces shared by the offline GPT and BERT checkpoint conversions (checkpoint_convert.cpp,
+// checkpoint_convert_bert.cpp): a model's parameter registrations without a communicator, the
+// iteration-0 checkpoint an HF import writes, and gathering a checkpoint into full tensors.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/error.h"
+#include "dist/parallel_state.h"
+#include "model/hf_gpt2.h"  // TensorMap
+#include "parallel/full_tensors.h"
+#include "parallel/parameter.h"
+#include "train/checkpoint.h"
+
+namespace megatron {
+
+// The parameters ModelT registers for TP rank `rank` of `size`, allocated (zeros). The model
+// is built only for its registrations: no communicator is needed or used.
+template <typename ModelT, typename ConfigT>
+ParameterStore registered_parameter_store(const ConfigT& config, int rank, int size) {
+  ParallelState ps;
+  ps.tp_rank = rank;
+  ps.tp_size = size;
+  ParameterStore store(rank, size);
+  ModelT model(config, ps, store);
+  store.allocate();
+  return store;
+}
+
+// A random nonce for a conversion's CheckpointTransaction (one process, nothing to agree on).
+uint64_t conversion_nonce();
+
+// state[section][key] of the checkpoint in `dir`, or an Error naming the missing field.
+template <typename T>
+T state_field(const nlohmann::json& state, const char* section, const char* key,
+              const std::string& dir) {
+  MT_CHECK(state.contains(section) && state[section].contains(key), "checkpoint '", dir,
+           "': state.json has no ", section, ".", key, " (needed to export the model)");
+  return state[section][key].get<T>();
+}
+
+// state.json of a model imported from the HF directory `hf_dir` (format "hf-gpt2"/"hf-bert"):
+// iteration 0, nothing consumed, `model_shape` as "model", and `args` with the vocabulary
+// divisor and target TP size added.
+nlohmann::json imported_checkpoint_state(const nlohmann::json& model_shape, nlohmann::json args,
+                                         int make_vocab_size_divisible_by, int target_tp,
+                                         const std::string& format, const std::string& hf_dir);
+
+// Writes the full tensors `full` of ModelT(config) as iteration 0 of `save_dir` at `target_tp`
+// tensor-parallel ranks (no optimizer state), atomically.
+template <typename ModelT, typename ConfigT>
+void write_imported_checkpoint(const std::string& save_dir, const ConfigT& config,
+                               const TensorMap& full, const nlohmann::json& state, int target_tp) {
+  CheckpointTransaction transaction(save_dir, 0, conversion_nonce());
+  for (int rank = 0; rank < target_tp; ++rank) {
+    ParameterStore store = registered_parameter_store<ModelT>(config, rank, target_tp);
+    assign_from_full_tensors(full, store);
+    write_checkpoint_rank(transaction.path(), 0, store, {}, state, {rank, target_tp, 0, 1});
+  }
+  transaction.commit();
+}
+
+// Every model tensor of the checkpoint `reader` indexes, gathered to its full shape (f32),
+// after checking the checkpoint's shapes are those `expected` (ModelT at TP 1) registers.
+TensorMap read_full_model_tensors(const CheckpointShardReader& reader,
+                                  const ParameterStore& expected);
+
+}  // namespace megatron
