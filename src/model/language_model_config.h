@@ -1,0 +1,49 @@
+// What GptConfig and BertConfig have in common, written once: both name the transformer
+// shape, the vocabulary (real and TP-padded), the sequence length and the compute dtype
+// alike, so the TransformerConfig fields they share and the checks on them are templates
+// over the config type.
+#pragma once
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "model/transformer_config.h"
+
+namespace megatron {
+
+// The TransformerConfig fields a language-model config carries under the same names; the
+// caller sets the model-specific ones (mask type, LayerNorm order, final LayerNorm, ...).
+template <typename ModelConfig>
+TransformerConfig shared_transformer_config(const ModelConfig& c) {
+  TransformerConfig t;
+  t.num_layers = c.num_layers;
+  t.hidden_size = c.hidden_size;
+  t.num_attention_heads = c.num_attention_heads;
+  t.ffn_hidden_size = c.ffn_hidden_size;
+  t.hidden_dropout = c.hidden_dropout;
+  t.attention_dropout = c.attention_dropout;
+  t.init_method_std = c.init_method_std;
+  t.layernorm_epsilon = c.layernorm_epsilon;
+  t.recompute_activations = c.recompute_activations;
+  return t;
+}
+
+// Throws Error naming the offending option when the transformer shape, the vocabulary, its
+// padding for `tp_size` ranks, the sequence length or the compute dtype (f32 or bf16) of `c`
+// is invalid; `model_name` (e.g. "GptModel") names the model in the dtype message.
+template <typename ModelConfig>
+void validate_language_model_config(const ModelConfig& c, int tp_size, const char* model_name) {
+  c.transformer_config().validate(tp_size);
+  MT_CHECK(c.vocab_size > 0, "vocabulary size must be positive, got ", c.vocab_size);
+  MT_CHECK(c.padded_vocab_size >= c.vocab_size, "padded vocabulary size ", c.padded_vocab_size,
+           " is smaller than the vocabulary size ", c.vocab_size);
+  MT_CHECK(c.padded_vocab_size % tp_size == 0, "padded vocabulary size ", c.padded_vocab_size,
+           " is not divisible by --tensor-model-parallel-size ", tp_size);
+  MT_CHECK(c.seq_length > 0 && c.seq_length <= c.max_position_embeddings, "--seq-length ",
+           c.seq_length, " must be in [1, --max-position-embeddings = ", c.max_position_embeddings,
+           "]");
+  MT_CHECK(c.compute_dtype == DType::F32 || c.compute_dtype == DType::BF16, "compute dtype ",
+           dtype_name(c.compute_dtype), " is not supported by ", model_name,
+           " (expected f32 or bf16)");
+}
+
+}  // namespace megatron
