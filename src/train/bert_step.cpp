@@ -5,7 +5,7 @@
 #include "data/bert_data_loader.h"
 #include "model/bert_model.h"
 #include "train/checkpoint_convert_bert.h"
-#include "train/training_log.h"
+#include "train/model_step_common.h"
 
 namespace megatron {
 
@@ -27,16 +27,6 @@ BertBatch to_batch(const BertMicroBatch& mb, int64_t iteration) {
   b.first_sample = mb.first_sample;
   b.iteration = iteration;
   return b;
-}
-
-BertDataLoaderOptions loader_options(const LoaderPlacement& p) {
-  BertDataLoaderOptions o;
-  o.micro_batch = p.micro_batch;
-  o.global_batch = p.global_batch;
-  o.dp_rank = p.dp_rank;
-  o.dp_size = p.dp_size;
-  o.consumed_samples = p.consumed_samples;
-  return o;
 }
 
 LossTerms terms(const BertLosses& l) {
@@ -62,16 +52,15 @@ class BertStep final : public ModelStep {
   // Megatron's transformer FLOP formula; the MLM head scores only masked rows, so its
   // vocabulary term overstates BERT's work a little.
   double flops_per_iteration(int64_t global_batch) const override {
-    return gpt_flops_per_iteration(global_batch, cfg_.seq_length, cfg_.num_layers, cfg_.hidden_size,
-                                   cfg_.padded_vocab_size, cfg_.recompute_activations);
+    return config_flops_per_iteration(cfg_, global_batch);
   }
 
   bool has_validation_data() const override { return valid_source_ != nullptr; }
   void start_training_data(const LoaderPlacement& p) override {
-    train_.emplace(train_source_, loader_options(p));
+    train_.emplace(train_source_, placed_loader_options<BertDataLoaderOptions>(p));
   }
   void start_validation_data(const LoaderPlacement& p) override {
-    valid_.emplace(valid_source_, loader_options(p));
+    valid_.emplace(valid_source_, placed_loader_options<BertDataLoaderOptions>(p));
   }
 
   LossTerms train_micro_batch(float grad_scale, uint64_t seed, int64_t iteration) override {
@@ -92,11 +81,7 @@ class BertStep final : public ModelStep {
 
 ModelStepFactory bert_step_factory(BertConfig config, std::shared_ptr<const BertSampleSource> train,
                                    std::shared_ptr<const BertSampleSource> valid) {
-  return [config = std::move(config), train = std::move(train), valid = std::move(valid)](
-             const ParallelState& ps, ParameterStore& store) -> std::unique_ptr<ModelStep> {
-    MT_CHECK(train != nullptr, "no training data");
-    return std::make_unique<BertStep>(config, train, valid, ps, store);
-  };
+  return model_step_factory<BertStep>(std::move(config), std::move(train), std::move(valid));
 }
 
 }  // namespace megatron

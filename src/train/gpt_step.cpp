@@ -3,7 +3,7 @@
 #include <optional>
 
 #include "data/data_loader.h"
-#include "train/training_log.h"
+#include "train/model_step_common.h"
 
 namespace megatron {
 
@@ -39,9 +39,7 @@ class GptStep final : public ModelStep {
   bool has_sop_loss() const override { return false; }
   int64_t seq_length() const override { return cfg_.model.seq_length; }
   double flops_per_iteration(int64_t global_batch) const override {
-    const GptConfig& c = cfg_.model;
-    return gpt_flops_per_iteration(global_batch, c.seq_length, c.num_layers, c.hidden_size,
-                                   c.padded_vocab_size, c.recompute_activations);
+    return config_flops_per_iteration(cfg_.model, global_batch);
   }
 
   bool has_validation_data() const override { return valid_source_ != nullptr; }
@@ -61,12 +59,7 @@ class GptStep final : public ModelStep {
 
  private:
   GptDataLoaderOptions loader_options(const LoaderPlacement& p) const {
-    GptDataLoaderOptions o;
-    o.micro_batch = p.micro_batch;
-    o.global_batch = p.global_batch;
-    o.dp_rank = p.dp_rank;
-    o.dp_size = p.dp_size;
-    o.consumed_samples = p.consumed_samples;
+    auto o = placed_loader_options<GptDataLoaderOptions>(p);
     o.eod_token = cfg_.eod_token;
     o.eod_mask_loss = cfg_.eod_mask_loss;
     return o;
@@ -87,11 +80,7 @@ class GptStep final : public ModelStep {
 ModelStepFactory gpt_step_factory(GptStepConfig config,
                                   std::shared_ptr<const GptSampleSource> train,
                                   std::shared_ptr<const GptSampleSource> valid) {
-  return [config = std::move(config), train = std::move(train), valid = std::move(valid)](
-             const ParallelState& ps, ParameterStore& store) -> std::unique_ptr<ModelStep> {
-    MT_CHECK(train != nullptr, "no training data");
-    return std::make_unique<GptStep>(config, train, valid, ps, store);
-  };
+  return model_step_factory<GptStep>(std::move(config), std::move(train), std::move(valid));
 }
 
 }  // namespace megatron

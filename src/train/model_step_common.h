@@ -1,0 +1,49 @@
+// What GptStep and BertStep (the ModelSteps of GPT and BERT pretraining) share, written once
+// as templates over the model family's types: the loader options for a LoaderPlacement,
+// Megatron's FLOP count from a model config, and the factory the Trainer calls.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+
+#include "core/error.h"
+#include "train/model_step.h"
+#include "train/training_log.h"
+
+namespace megatron {
+
+// A data loader's options (GptDataLoaderOptions, BertDataLoaderOptions) placed at `p`; the
+// model-specific options keep their defaults for the caller to set.
+template <typename LoaderOptions>
+LoaderOptions placed_loader_options(const LoaderPlacement& p) {
+  LoaderOptions o;
+  o.micro_batch = p.micro_batch;
+  o.global_batch = p.global_batch;
+  o.dp_rank = p.dp_rank;
+  o.dp_size = p.dp_size;
+  o.consumed_samples = p.consumed_samples;
+  return o;
+}
+
+// Megatron's transformer FLOP formula (gpt_flops_per_iteration) for a model config
+// (GptConfig, BertConfig) over `global_batch` samples.
+template <typename ModelConfig>
+double config_flops_per_iteration(const ModelConfig& c, int64_t global_batch) {
+  return gpt_flops_per_iteration(global_batch, c.seq_length, c.num_layers, c.hidden_size,
+                                 c.padded_vocab_size, c.recompute_activations);
+}
+
+// The factory of Step (constructed as Step(config, train, valid, ps, store)); `train` must
+// not be null, `valid` may be (no evaluation).
+template <typename Step, typename StepConfig, typename Source>
+ModelStepFactory model_step_factory(StepConfig config, std::shared_ptr<const Source> train,
+                                    std::shared_ptr<const Source> valid) {
+  return [config = std::move(config), train = std::move(train), valid = std::move(valid)](
+             const ParallelState& ps, ParameterStore& store) -> std::unique_ptr<ModelStep> {
+    MT_CHECK(train != nullptr, "no training data");
+    return std::make_unique<Step>(config, train, valid, ps, store);
+  };
+}
+
+}  // namespace megatron
