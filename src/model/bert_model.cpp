@@ -11,7 +11,7 @@ namespace megatron {
 
 struct BertModel::Ctx {
   int64_t seq = 0, batch = 0;
-  BertEmbedding::Ctx embedding;
+  InputEmbedding::Ctx embedding;
   Transformer::Ctx transformer;
   std::vector<int64_t> scored_rows;  // rows of the [s·b, h] hidden states the MLM head scores
   BertLmHead::Ctx lm_head;
@@ -22,6 +22,18 @@ struct BertModel::Ctx {
 };
 
 namespace {
+
+InputEmbeddingConfig input_embedding_config(const BertConfig& c) {
+  return {.model_name = "BERT",
+          .padded_vocab_size = c.padded_vocab_size,
+          .hidden_size = c.hidden_size,
+          .max_position_embeddings = c.max_position_embeddings,
+          .num_tokentypes = c.num_tokentypes,
+          .init_method_std = c.init_method_std,
+          .hidden_dropout = c.hidden_dropout,
+          .layernorm = c.embedding_layernorm(),
+          .layernorm_epsilon = c.layernorm_epsilon};
+}
 
 // out [rows.size(), h] = x[rows] for x [N, h] (contiguous).
 Tensor gather_rows(const Tensor& x, const std::vector<int64_t>& rows, Arena& arena) {
@@ -51,7 +63,7 @@ BertModel::BertModel(const BertConfig& config, const ParallelState& ps, Paramete
       ps_(ps),
       store_(store),
       weights_((config.validate(ps.tp_size), store), config.compute_dtype),
-      embedding_(config, ps, store, weights_),
+      embedding_(input_embedding_config(config), ps, store, weights_),
       transformer_(config.transformer_config(), ps, store, weights_),
       lm_head_(config, ps, store, weights_, embedding_.word_embeddings()) {
   MT_CHECK(store.tp_size() == ps.tp_size && store.tp_rank() == ps.tp_rank,

@@ -1,6 +1,6 @@
 // BertModel: BERT with Megatron-LM's tensor parallelism (Megatron-LM's BertModel).
 //
-//   tokens, token types i32 [b, s] → BertEmbedding [s, b, h] → Transformer (bidirectional,
+//   tokens, token types i32 [b, s] → InputEmbedding [s, b, h] → Transformer (bidirectional,
 //   key-padding mask; pre-LN + final LayerNorm, or post-LN as the original BERT)
 //   → MLM head on the masked positions only: logits [n_masked, V_padded/t] f32, never gathered
 //     → vocab-parallel cross-entropy → lm loss = Σ(loss·mask)/Σ(mask)
@@ -16,8 +16,8 @@
 #include "dist/parallel_state.h"
 #include "model/bert_binary_head.h"
 #include "model/bert_config.h"
-#include "model/bert_embedding.h"
 #include "model/bert_lm_head.h"
+#include "model/input_embedding.h"
 #include "model/transformer.h"
 #include "parallel/compute_weights.h"
 
@@ -80,7 +80,7 @@ class BertModel {
   ParallelState ps_;
   ParameterStore& store_;
   ComputeWeights weights_;
-  BertEmbedding embedding_;
+  InputEmbedding embedding_;
   Transformer transformer_;
   BertLmHead lm_head_;
   std::unique_ptr<BertBinaryHead> binary_head_;  // null with --bert-no-binary-head

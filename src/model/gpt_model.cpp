@@ -1,8 +1,6 @@
 #include "model/gpt_model.h"
 
-#include "kernels/dropout.h"
 #include "kernels/elementwise.h"
-#include "kernels/embedding.h"
 #include "kernels/gemm.h"
 #include "model/language_model_config.h"
 #include "parallel/mappings.h"
@@ -11,9 +9,7 @@ namespace megatron {
 
 struct GptModel::Ctx {
   int64_t seq = 0, batch = 0;
-  VocabParallelEmbedding::Ctx word;
-  Tensor position_ids;            // i32 [s·b]
-  Tensor embedding_dropout_mask;  // u8 [s·b, h] or undefined
+  InputEmbedding::Ctx embedding;
   Transformer::Ctx transformer;
   Tensor hidden;  // LM head input [s·b, h]
   VocabParallelCrossEntropyCtx cross_entropy;
@@ -23,11 +19,16 @@ struct GptModel::Ctx {
 
 namespace {
 
-// A [b, s] tensor as a contiguous [s, b] one (activations are sequence-major).
-Tensor to_seq_major(const Tensor& t, Arena& arena) {
-  Tensor out = arena.alloc({t.size(1), t.size(0)}, t.dtype());
-  out.copy_from(t.transpose(0, 1));
-  return out;
+InputEmbeddingConfig input_embedding_config(const GptConfig& c) {
+  return {.model_name = "GPT",
+          .padded_vocab_size = c.padded_vocab_size,
+          .hidden_size = c.hidden_size,
+          .max_position_embeddings = c.max_position_embeddings,
+          .num_tokentypes = 0,
+          .init_method_std = c.init_method_std,
+          .hidden_dropout = c.hidden_dropout,
+          .layernorm = false,
+          .layernorm_epsilon = c.layernorm_epsilon};
 }
 
 }  // namespace
@@ -49,15 +50,7 @@ GptModel::GptModel(const GptConfig& config, const ParallelState& ps, ParameterSt
       ps_(ps),
       store_(store),
       weights_((config.validate(ps.tp_size), store), config.compute_dtype),
-      word_embeddings_({.name = "embedding.word_embeddings",
-                        .num_embeddings = config.padded_vocab_size,
-                        .embedding_dim = config.hidden_size,
-                        .init_std = config.init_method_std},
-                       ps, store, weights_),
-      position_embeddings_index_(store.add({"embedding.position_embeddings.weight",
-                                            {config.max_position_embeddings, config.hidden_size},
-                                            -1,
-                                            true})),
+      embedding_(input_embedding_config(config), ps, store, weights_),
       transformer_(config.transformer_config(), ps, store, weights_) {
   MT_CHECK(store.tp_size() == ps.tp_size && store.tp_rank() == ps.tp_rank,
            "the ParameterStore was made for TP rank ", store.tp_rank(), " of ", store.tp_size(),
@@ -67,8 +60,7 @@ GptModel::GptModel(const GptConfig& config, const ParallelState& ps, ParameterSt
 GptModel::~GptModel() = default;
 
 void GptModel::init_weights(uint64_t seed) {
-  word_embeddings_.init_weights(store_, seed);
-  init_normal(store_.params()[position_embeddings_index_], seed, config_.init_method_std);
+  embedding_.init_weights(store_, seed);
   transformer_.init_weights(store_, seed);
   refresh_compute_weights();
 }
@@ -78,41 +70,17 @@ void GptModel::refresh_compute_weights() {
 }
 
 Tensor GptModel::forward_to_logits(Ctx& ctx, const Tensor& tokens, const DropoutScope& scope) {
-  check_dtype(tokens, DType::I32, "GPT tokens");
-  MT_CHECK(tokens.dim() == 2, "GPT tokens must be [b, s], got ", tokens.describe());
-  const int64_t b = tokens.size(0), s = tokens.size(1), h = config_.hidden_size;
-  MT_CHECK(s >= 1 && s <= config_.max_position_embeddings, "sequence length ", s,
-           " must be in [1, --max-position-embeddings = ", config_.max_position_embeddings, "]");
+  Tensor embedded = embedding_.forward(ctx.embedding, tokens, Tensor(), scope, arena_);
+  const int64_t s = ctx.embedding.seq, b = ctx.embedding.batch, h = config_.hidden_size;
   ctx.seq = s;
   ctx.batch = b;
 
-  Tensor embedded = word_embeddings_.forward(ctx.word, to_seq_major(tokens, arena_), arena_)
-                        .view({s * b, h});  // [s·b, h]
-  ctx.position_ids = arena_.alloc({s * b}, DType::I32);
-  int32_t* pos = ctx.position_ids.data<int32_t>();
-  for (int64_t i = 0; i < s * b; ++i) pos[i] = int32_t(i / b);
-  Tensor positions = arena_.alloc({s * b, h}, embedded.dtype());  // [s·b, h]
-  kernels::embedding_forward(ctx.position_ids, weights_.weight(position_embeddings_index_), 0,
-                             positions);
-  kernels::axpy(1.0f, positions, embedded);
-
-  ctx.embedding_dropout_mask = Tensor();
-  if (scope.enabled && config_.hidden_dropout > 0.0f) {
-    ctx.embedding_dropout_mask = arena_.alloc({s * b, h}, DType::U8);
-    kernels::dropout_mask(scope.seed,
-                          hidden_dropout_rows(scope, 0, DropoutSite::kEmbedding, s, b, h),
-                          config_.hidden_dropout, ctx.embedding_dropout_mask);
-    Tensor dropped = arena_.alloc({s * b, h}, embedded.dtype());
-    kernels::dropout_forward(embedded, ctx.embedding_dropout_mask, config_.hidden_dropout, dropped);
-    embedded = dropped;
-  }
-
-  Tensor hidden = transformer_.forward(ctx.transformer, embedded.view({s, b, h}), Tensor(), scope,
-                                       arena_, scratch_);
+  Tensor hidden =
+      transformer_.forward(ctx.transformer, embedded, Tensor(), scope, arena_, scratch_);
   // LM head, tied to the word embedding: the input is copied to the TP region (f), each rank
   // computes its vocabulary shard of the logits, in f32 for the cross-entropy.
   ctx.hidden = CopyToTpRegion::forward(hidden).view({s * b, h});
-  const Tensor& table = word_embeddings_.weight();                   // [V/t, h]
+  const Tensor& table = embedding_.word_embeddings().weight();       // [V/t, h]
   Tensor logits = arena_.alloc({s * b, table.size(0)}, DType::F32);  // [s·b, V/t]
   kernels::gemm(ctx.hidden, false, table, true, logits);
   return logits;
@@ -153,8 +121,9 @@ void GptModel::backward(Ctx& ctx, float grad_scale) {
     dlogits = cast;
   }
 
-  const Tensor& table = word_embeddings_.weight();  // [V/t, h]
-  kernels::gemm(dlogits, true, ctx.hidden, false, word_embeddings_.weight_grad(), 1.0f, 1.0f);
+  const VocabParallelEmbedding& word = embedding_.word_embeddings();
+  const Tensor& table = word.weight();  // [V/t, h]
+  kernels::gemm(dlogits, true, ctx.hidden, false, word.weight_grad(), 1.0f, 1.0f);
   Tensor dhidden = arena_.alloc({n, h}, weights_.dtype());  // [s·b, h]
   kernels::gemm(dlogits, false, table, false, dhidden);
   CopyToTpRegion::backward(*ps_.tp, dhidden);
@@ -163,15 +132,7 @@ void GptModel::backward(Ctx& ctx, float grad_scale) {
       transformer_
           .backward(ctx.transformer, dhidden.view({ctx.seq, ctx.batch, h}), arena_, scratch_)
           .view({n, h});
-  if (ctx.embedding_dropout_mask.defined()) {
-    Tensor undropped = arena_.alloc({n, h}, dembedded.dtype());
-    kernels::dropout_backward(dembedded, ctx.embedding_dropout_mask, config_.hidden_dropout,
-                              undropped);
-    dembedded = undropped;
-  }
-  word_embeddings_.backward(ctx.word, dembedded);
-  kernels::embedding_backward(dembedded, ctx.position_ids, 0,
-                              weights_.grad(position_embeddings_index_));
+  embedding_.backward(ctx.embedding, dembedded, arena_);
 }
 
 float GptModel::forward_backward(const GptBatch& batch, float grad_scale, uint64_t seed) {

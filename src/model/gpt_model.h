@@ -13,10 +13,10 @@
 
 #include "core/arena.h"
 #include "dist/parallel_state.h"
+#include "model/input_embedding.h"
 #include "model/transformer.h"
 #include "parallel/compute_weights.h"
 #include "parallel/vocab_parallel_cross_entropy.h"
-#include "parallel/vocab_parallel_embedding.h"
 
 namespace megatron {
 
@@ -81,8 +81,7 @@ class GptModel {
   ParallelState ps_;
   ParameterStore& store_;
   ComputeWeights weights_;
-  VocabParallelEmbedding word_embeddings_;
-  size_t position_embeddings_index_;
+  InputEmbedding embedding_;
   Transformer transformer_;
   Arena arena_;    // activations of one micro-batch, reset at the start of each call
   Arena scratch_;  // per-layer workspace for activation recompute

@@ -1,4 +1,6 @@
-#include "model/bert_embedding.h"
+#include "model/input_embedding.h"
+
+#include <string>
 
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
@@ -12,8 +14,8 @@ Tensor to_seq_major(const Tensor& t, Arena& arena) {
   return out;
 }
 
-BertEmbedding::BertEmbedding(const BertConfig& config, const ParallelState& ps,
-                             ParameterStore& store, const ComputeWeights& weights)
+InputEmbedding::InputEmbedding(const InputEmbeddingConfig& config, const ParallelState& ps,
+                               ParameterStore& store, const ComputeWeights& weights)
     : config_(config),
       weights_(weights),
       word_({.name = "embedding.word_embeddings",
@@ -24,29 +26,34 @@ BertEmbedding::BertEmbedding(const BertConfig& config, const ParallelState& ps,
       position_index_(store.add({"embedding.position_embeddings.weight",
                                  {config.max_position_embeddings, config.hidden_size},
                                  -1,
-                                 true})),
-      tokentype_index_(store.add({"embedding.tokentype_embeddings.weight",
+                                 true})) {
+  if (config.num_tokentypes > 0)
+    tokentype_index_ = store.add({"embedding.tokentype_embeddings.weight",
                                   {config.num_tokentypes, config.hidden_size},
                                   -1,
-                                  true})) {
-  if (config.embedding_layernorm())
+                                  true});
+  if (config.layernorm)
     layernorm_ = std::make_unique<LayerNorm>("embedding.layernorm", config.hidden_size,
                                              config.layernorm_epsilon, store, weights);
 }
 
-void BertEmbedding::init_weights(ParameterStore& store, uint64_t seed) const {
+void InputEmbedding::init_weights(ParameterStore& store, uint64_t seed) const {
   word_.init_weights(store, seed);
   init_normal(store.params()[position_index_], seed, config_.init_method_std);
-  init_normal(store.params()[tokentype_index_], seed, config_.init_method_std);
+  if (tokentype_index_)
+    init_normal(store.params()[*tokentype_index_], seed, config_.init_method_std);
   if (layernorm_) layernorm_->init_weights(store);
 }
 
-Tensor BertEmbedding::forward(Ctx& ctx, const Tensor& tokens, const Tensor& token_types,
-                              const DropoutScope& scope, Arena& arena) const {
-  check_dtype(tokens, DType::I32, "BERT tokens");
-  MT_CHECK(tokens.dim() == 2, "BERT tokens must be [b, s], got ", tokens.describe());
-  check_shape(token_types, tokens.shape(), "BERT token types");
-  check_dtype(token_types, DType::I32, "BERT token types");
+Tensor InputEmbedding::forward(Ctx& ctx, const Tensor& tokens, const Tensor& token_types,
+                               const DropoutScope& scope, Arena& arena) const {
+  const std::string model = config_.model_name;
+  check_dtype(tokens, DType::I32, (model + " tokens").c_str());
+  MT_CHECK(tokens.dim() == 2, model, " tokens must be [b, s], got ", tokens.describe());
+  if (tokentype_index_) {
+    check_shape(token_types, tokens.shape(), (model + " token types").c_str());
+    check_dtype(token_types, DType::I32, (model + " token types").c_str());
+  }
   const int64_t b = tokens.size(0), s = tokens.size(1), h = config_.hidden_size;
   MT_CHECK(s >= 1 && s <= config_.max_position_embeddings, "sequence length ", s,
            " must be in [1, --max-position-embeddings = ", config_.max_position_embeddings, "]");
@@ -57,17 +64,20 @@ Tensor BertEmbedding::forward(Ctx& ctx, const Tensor& tokens, const Tensor& toke
   ctx.position_ids = arena.alloc({s * b}, DType::I32);
   int32_t* pos = ctx.position_ids.data<int32_t>();
   for (int64_t i = 0; i < s * b; ++i) pos[i] = int32_t(i / b);
-  ctx.tokentype_ids = to_seq_major(token_types, arena).view({s * b});
-  const int32_t* types = ctx.tokentype_ids.data<int32_t>();
-  for (int64_t i = 0; i < s * b; ++i)
-    MT_CHECK(types[i] >= 0 && types[i] < config_.num_tokentypes, "BERT token type ", types[i],
-             " is outside [0, ", config_.num_tokentypes, ")");
-
   Tensor table_rows = arena.alloc({s * b, h}, embedded.dtype());  // [s·b, h]
   kernels::embedding_forward(ctx.position_ids, weights_.weight(position_index_), 0, table_rows);
   kernels::axpy(1.0f, table_rows, embedded);
-  kernels::embedding_forward(ctx.tokentype_ids, weights_.weight(tokentype_index_), 0, table_rows);
-  kernels::axpy(1.0f, table_rows, embedded);
+  ctx.tokentype_ids = Tensor();
+  if (tokentype_index_) {
+    ctx.tokentype_ids = to_seq_major(token_types, arena).view({s * b});
+    const int32_t* types = ctx.tokentype_ids.data<int32_t>();
+    for (int64_t i = 0; i < s * b; ++i)
+      MT_CHECK(types[i] >= 0 && types[i] < config_.num_tokentypes, model, " token type ", types[i],
+               " is outside [0, ", config_.num_tokentypes, ")");
+    kernels::embedding_forward(ctx.tokentype_ids, weights_.weight(*tokentype_index_), 0,
+                               table_rows);
+    kernels::axpy(1.0f, table_rows, embedded);
+  }
 
   if (layernorm_) embedded = layernorm_->forward(ctx.layernorm, embedded, arena);
 
@@ -84,7 +94,7 @@ Tensor BertEmbedding::forward(Ctx& ctx, const Tensor& tokens, const Tensor& toke
   return embedded.view({s, b, h});
 }
 
-void BertEmbedding::backward(const Ctx& ctx, const Tensor& dout, Arena& arena) const {
+void InputEmbedding::backward(const Ctx& ctx, const Tensor& dout, Arena& arena) const {
   const int64_t n = ctx.seq * ctx.batch, h = config_.hidden_size;
   Tensor d = dout.view({n, h});
   if (ctx.dropout_mask.defined()) {
@@ -99,7 +109,8 @@ void BertEmbedding::backward(const Ctx& ctx, const Tensor& dout, Arena& arena) c
   }
   word_.backward(ctx.word, d);
   kernels::embedding_backward(d, ctx.position_ids, 0, weights_.grad(position_index_));
-  kernels::embedding_backward(d, ctx.tokentype_ids, 0, weights_.grad(tokentype_index_));
+  if (tokentype_index_)
+    kernels::embedding_backward(d, ctx.tokentype_ids, 0, weights_.grad(*tokentype_index_));
 }
 
 }  // namespace megatron

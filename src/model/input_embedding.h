@@ -1,0 +1,71 @@
+// InputEmbedding: the input layer of GPT and BERT (Megatron-LM's Embedding).
+//   tokens i32 [b, s] (and, with a token-type table, token types i32 [b, s]) → (transposed
+//   to [s, b]) vocab-parallel word embedding + learned position embedding (position = index
+//   in the sequence) [+ token-type embedding] [→ LayerNorm] → dropout → [s, b, h] in the
+//   compute dtype.
+// Parameters: "embedding.word_embeddings.weight" [V_padded, h] partition 0,
+// "embedding.position_embeddings.weight" [max_pos, h], "embedding.tokentype_embeddings.weight"
+// [types, h] when num_tokentypes > 0 (BERT), "embedding.layernorm.{weight,bias}" [h] when
+// enabled (post-LN BERT) — Megatron's names, registered in this order.
+// The dropout mask is keyed by (layer 0, DropoutSite::kEmbedding).
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "core/arena.h"
+#include "dist/parallel_state.h"
+#include "model/layer_norm.h"
+#include "parallel/random.h"
+#include "parallel/vocab_parallel_embedding.h"
+
+namespace megatron {
+
+struct InputEmbeddingConfig {
+  const char* model_name = "";  // "GPT", "BERT": names the inputs in error messages
+  int64_t padded_vocab_size = 0;
+  int hidden_size = 0, max_position_embeddings = 0;
+  int num_tokentypes = 0;  // 0: no token-type table (GPT)
+  float init_method_std = 0.02f, hidden_dropout = 0.1f;
+  bool layernorm = false;  // LayerNorm before the dropout (post-LN BERT)
+  float layernorm_epsilon = 1e-5f;
+};
+
+class InputEmbedding {
+ public:
+  struct Ctx {
+    int64_t seq = 0, batch = 0;
+    VocabParallelEmbedding::Ctx word;
+    Tensor position_ids;   // i32 [s·b]
+    Tensor tokentype_ids;  // i32 [s·b] or undefined (no token-type table)
+    LayerNorm::Ctx layernorm;
+    Tensor dropout_mask;  // u8 [s·b, h] or undefined
+  };
+
+  InputEmbedding(const InputEmbeddingConfig& config, const ParallelState& ps, ParameterStore& store,
+                 const ComputeWeights& weights);
+
+  void init_weights(ParameterStore& store, uint64_t seed) const;
+
+  // tokens i32 [b, s] (ids in [0, V)), token_types i32 [b, s] (types in [0, num_tokentypes);
+  // undefined when there is no token-type table) → [s, b, h].
+  Tensor forward(Ctx& ctx, const Tensor& tokens, const Tensor& token_types,
+                 const DropoutScope& scope, Arena& arena) const;
+  // dout [s, b, h] → accumulates the tables' (and the LayerNorm's) gradients.
+  void backward(const Ctx& ctx, const Tensor& dout, Arena& arena) const;
+
+  const VocabParallelEmbedding& word_embeddings() const { return word_; }
+
+ private:
+  InputEmbeddingConfig config_;
+  const ComputeWeights& weights_;
+  VocabParallelEmbedding word_;
+  size_t position_index_;
+  std::optional<size_t> tokentype_index_;  // none without a token-type table
+  std::unique_ptr<LayerNorm> layernorm_;   // null unless config.layernorm
+};
+
+// A [b, s] tensor as a contiguous [s, b] one (activations are sequence-major).
+Tensor to_seq_major(const Tensor& t, Arena& arena);
+
+}  // namespace megatron
