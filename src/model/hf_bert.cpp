@@ -4,7 +4,7 @@
 #include <set>
 
 #include "core/logging.h"
-#include "kernels/elementwise.h"
+#include "model/hf_tensor.h"
 
 namespace megatron {
 namespace {
@@ -17,23 +17,6 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 bool starts_with(const std::string& s, const std::string& prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
-}
-
-Tensor to_f32(const Tensor& t) {
-  Tensor src = t.is_contiguous() ? t : t.clone();
-  Tensor out = Tensor::empty(src.shape(), DType::F32);
-  if (src.dtype() == DType::F32) {
-    out.copy_from(src);
-  } else if (src.dtype() == DType::F64) {
-    const double* s = src.data<double>();
-    float* d = out.data<float>();
-    for (int64_t i = 0; i < src.numel(); ++i) d[i] = float(s[i]);
-  } else {
-    MT_CHECK(src.dtype() == DType::BF16 || src.dtype() == DType::F16, "HF BERT tensor of dtype ",
-             dtype_name(src.dtype()), " (expected a float dtype: F32, F16, BF16 or F64)");
-    kernels::cast(src, out);
-  }
-  return out;
 }
 
 // One-to-one tensors; `padded` ones get zero rows up to the padded vocabulary.
@@ -106,7 +89,8 @@ std::string canonical_name(const std::string& name) {
 
 bool same_values(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() &&
-         std::memcmp(to_f32(a).raw_data(), to_f32(b).raw_data(), a.numel() * sizeof(float)) == 0;
+         std::memcmp(hf_tensor_to_f32(a, "BERT").raw_data(), hf_tensor_to_f32(b, "BERT").raw_data(),
+                     a.numel() * sizeof(float)) == 0;
 }
 
 }  // namespace
@@ -196,7 +180,7 @@ TensorMap bert_tensors_from_hf(const TensorMap& hf_in, const BertConfig& c) {
                 shape_str(shape);
       return Tensor();
     }
-    return to_f32(it->second);
+    return hf_tensor_to_f32(it->second, "BERT");
   };
 
   TensorMap ours;

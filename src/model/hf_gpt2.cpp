@@ -3,7 +3,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "kernels/elementwise.h"
+#include "model/hf_tensor.h"
 
 namespace megatron {
 namespace {
@@ -14,22 +14,6 @@ const char* const kTanhGelu[] = {"gelu_new", "gelu_pytorch_tanh", "gelu_fast"};
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-Tensor to_f32(const Tensor& t) {
-  Tensor src = t.is_contiguous() ? t : t.clone();
-  if (src.dtype() == DType::F32) return src.clone();
-  Tensor out = Tensor::empty(src.shape(), DType::F32);
-  if (src.dtype() == DType::F64) {
-    const double* s = src.data<double>();
-    float* d = out.data<float>();
-    for (int64_t i = 0; i < src.numel(); ++i) d[i] = float(s[i]);
-  } else {
-    MT_CHECK(src.dtype() == DType::BF16 || src.dtype() == DType::F16, "HF GPT-2 tensor of dtype ",
-             dtype_name(src.dtype()), " (expected a float dtype: F32, F16, BF16 or F64)");
-    kernels::cast(src, out);
-  }
-  return out;
 }
 
 Tensor transposed(const Tensor& t) {
@@ -194,7 +178,7 @@ TensorMap gpt_tensors_from_hf(const TensorMap& hf_in, const GptConfig& c) {
       hf.erase(it);
       continue;
     }
-    Tensor t = to_f32(it->second);
+    Tensor t = hf_tensor_to_f32(it->second, "GPT-2");
     hf.erase(it);
     switch (m.kind) {
       case Mapping::kCopy:
@@ -215,7 +199,8 @@ TensorMap gpt_tensors_from_hf(const TensorMap& hf_in, const GptConfig& c) {
         ours[m.ours] = padded;
         if (lm_head.defined()) {
           bool tied = lm_head.shape() == t.shape() &&
-                      std::memcmp(to_f32(lm_head).raw_data(), t.raw_data(), t.nbytes()) == 0;
+                      std::memcmp(hf_tensor_to_f32(lm_head, "GPT-2").raw_data(), t.raw_data(),
+                                  t.nbytes()) == 0;
           MT_CHECK(tied,
                    "HF GPT-2 lm_head.weight differs from wte.weight: untied LM heads are "
                    "not supported");

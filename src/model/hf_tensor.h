@@ -1,0 +1,13 @@
+// hf_tensor_to_f32: an HuggingFace checkpoint tensor (F32, F16, BF16 or F64, any strides) as a
+// fresh contiguous f32 tensor — the one dtype conversion the HF GPT-2 and BERT importers share.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace megatron {
+
+// A contiguous f32 copy of `t` (same shape); `model_name` ("GPT-2", "BERT") names the model in
+// the Error thrown for a non-float dtype.
+Tensor hf_tensor_to_f32(const Tensor& t, const char* model_name);
+
+}  // namespace megatron
