@@ -56,22 +56,31 @@ void widen(const bf16* src, int64_t rows, int64_t cols, int64_t ld, float* dst) 
     for (int64_t j = 0; j < cols; ++j) dst[r * cols + j] = cpu::to_f32(src[r * ld + j]);
 }
 
+// A per-thread f32 buffer of at least n elements. GEMMs run on every layer of every step:
+// growing a buffer that lives across calls avoids allocating (and zero-filling) the widened
+// operands each time.
+float* scratch(std::vector<float>& buffer, int64_t n) {
+  if (buffer.size() < size_t(n)) buffer.resize(size_t(n));
+  return buffer.data();
+}
+
 // bf16 operands without a oneDNN JIT kernel: widen each batch entry to f32 and use run_f32.
 void run_bf16_widened(const GemmProblem& p) {
   const int64_t a_rows = p.trans_a ? p.k : p.m, a_cols = p.trans_a ? p.m : p.k;
   const int64_t b_rows = p.trans_b ? p.n : p.k, b_cols = p.trans_b ? p.k : p.n;
-  std::vector<float> a(size_t(a_rows * a_cols));  // op(A) storage, contiguous
-  std::vector<float> b(size_t(b_rows * b_cols));  // op(B) storage, contiguous
-  std::vector<float> c(p.c_dtype == DType::BF16 ? size_t(p.m * p.n) : 0);  // [M, N]
+  thread_local std::vector<float> a_buffer, b_buffer, c_buffer;
+  float* a = scratch(a_buffer, a_rows * a_cols);  // op(A) storage, contiguous
+  float* b = scratch(b_buffer, b_rows * b_cols);  // op(B) storage, contiguous
+  float* c = p.c_dtype == DType::BF16 ? scratch(c_buffer, p.m * p.n) : nullptr;  // [M, N]
   for (int64_t i = 0; i < p.batch; ++i) {
-    widen(static_cast<const bf16*>(p.a) + i * p.batch_a, a_rows, a_cols, p.lda, a.data());
-    widen(static_cast<const bf16*>(p.b) + i * p.batch_b, b_rows, b_cols, p.ldb, b.data());
+    widen(static_cast<const bf16*>(p.a) + i * p.batch_a, a_rows, a_cols, p.lda, a);
+    widen(static_cast<const bf16*>(p.b) + i * p.batch_b, b_rows, b_cols, p.ldb, b);
     GemmProblem q = p;
     q.batch = 1;
     q.ab_dtype = DType::F32;
     q.c_dtype = DType::F32;
-    q.a = a.data();
-    q.b = b.data();
+    q.a = a;
+    q.b = b;
     q.lda = a_cols;
     q.ldb = b_cols;
     if (p.c_dtype == DType::F32) {
@@ -80,8 +89,8 @@ void run_bf16_widened(const GemmProblem& p) {
       continue;
     }
     bf16* cb = static_cast<bf16*>(p.c) + i * p.batch_c;
-    if (p.beta != 0.f) widen(cb, p.m, p.n, p.ldc, c.data());
-    q.c = c.data();
+    if (p.beta != 0.f) widen(cb, p.m, p.n, p.ldc, c);
+    q.c = c;
     q.ldc = p.n;
     run_f32(q);
 #pragma omp parallel for schedule(static)
