@@ -34,8 +34,8 @@ struct Operands {
   }
 };
 
-kernels::cpu::GemmProblem problem(const cli::GemmShape& s, Operands& o) {
-  kernels::cpu::GemmProblem p;
+kernels::GemmProblem problem(const cli::GemmShape& s, Operands& o) {
+  kernels::GemmProblem p;
   p.m = s.m, p.n = s.n, p.k = s.k, p.trans_a = s.trans_a, p.trans_b = s.trans_b;
   p.a = o.a.raw_data(), p.b = o.b.raw_data(), p.c = o.c.raw_data();
   p.lda = o.a.size(1), p.ldb = o.b.size(1), p.ldc = o.c.size(1);
@@ -45,7 +45,7 @@ kernels::cpu::GemmProblem problem(const cli::GemmShape& s, Operands& o) {
 
 void run_gemm(benchmark::State& state, cli::GemmShape s, DType ab, Backend backend) {
   Operands o(s, ab, DType::F32);
-  const kernels::cpu::GemmProblem p = problem(s, o);
+  const kernels::GemmProblem p = problem(s, o);
   if (backend == Backend::OpenBlas && !kernels::cpu::blas_usable()) {
     state.SkipWithError("OpenBLAS core cannot run on this CPU (OPENBLAS_CORETYPE)");
     return;

@@ -6,8 +6,8 @@
 
 #include <memory>
 
-#include "dist/parallel_state.h"
-#include "dist/solo_communicator.h"
+#include "distributed/parallel_state.h"
+#include "distributed/solo_communicator.h"
 #include "model/gpt_model.h"
 
 namespace megatron {

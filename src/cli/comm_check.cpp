@@ -3,14 +3,14 @@
 // given parallel sizes, and prints the bandwidth of a large all-reduce. `--fail-rank N`
 // makes rank N fail on purpose, to check that a failing rank takes the whole job down
 // with its message instead of leaving the others waiting (tests/e2e/rank_failure.sh).
-#include "dist/comm_check.h"
+#include "distributed/comm_check.h"
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "cli/subcommands.h"
 #include "core/logging.h"
-#include "dist/runtime.h"
+#include "distributed/runtime.h"
 
 namespace megatron::cli {
 

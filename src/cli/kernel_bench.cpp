@@ -87,7 +87,7 @@ int run_kernel_bench(const KernelBenchOptions& o) {
     }
     const double after = gemm_gflops(square, dt, o.min_time);
     const double ceiling = std::max(before, after);
-    kernels::cpu::GemmProblem p;
+    kernels::GemmProblem p;
     p.m = p.n = p.k = p.lda = p.ldb = p.ldc = n;
     p.ab_dtype = dt;
     std::printf("\n%s GEMM ceiling (%lld^3): %.1f GFLOP/s (before %.1f, after %.1f); backend: %s\n",

@@ -11,7 +11,7 @@
 #include "cli/subcommands.h"
 #include "core/error.h"
 #include "core/logging.h"
-#include "dist/runtime.h"
+#include "distributed/runtime.h"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include "data/bert_datasets_factory.h"
 #include "data/bert_masking.h"
 #include "data/tokenizer.h"
-#include "dist/runtime.h"
+#include "distributed/runtime.h"
 #include "model/gpt_model.h"
 #include "train/bert_step.h"
 #include "train/trainer.h"

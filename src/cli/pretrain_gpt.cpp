@@ -6,7 +6,7 @@
 #include "cli/gpt_setup.h"
 #include "cli/subcommands.h"
 #include "core/logging.h"
-#include "dist/runtime.h"
+#include "distributed/runtime.h"
 
 namespace megatron::cli {
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/device_runtime.h"
+
 namespace megatron {
 
 namespace {
@@ -12,12 +14,12 @@ size_t align_up(size_t n) {
 }
 }  // namespace
 
-Arena::Arena(size_t initial_bytes) {
+Arena::Arena(Device device, size_t initial_bytes) : device_(device) {
   if (initial_bytes) add_block(initial_bytes);
 }
 
 void Arena::add_block(size_t bytes) {
-  blocks_.push_back({Storage::allocate(align_up(bytes)), 0});
+  blocks_.push_back({Storage::allocate(align_up(bytes), device_), 0});
 }
 
 size_t Arena::capacity() const {
@@ -36,13 +38,13 @@ Tensor Arena::alloc(const Shape& shape, DType dtype) {
   used_total_ += bytes;
   high_water_ = std::max(high_water_, used_total_);
   // The view pins its block (keep_alive), so the block outlives every tensor carved from it.
-  auto storage = Storage::borrow(base, bytes, Device::CPU, b.storage);
+  auto storage = Storage::borrow(base, bytes, device_, b.storage);
   return Tensor(std::move(storage), 0, shape, contiguous_strides(shape), dtype);
 }
 
 Tensor Arena::zeros(const Shape& shape, DType dtype) {
   Tensor t = alloc(shape, dtype);
-  std::memset(t.raw_data(), 0, t.nbytes());
+  zero_bytes(t.raw_data(), device_, t.nbytes());
   return t;
 }
 

@@ -6,6 +6,7 @@
 // the high-water size, so from the second step on a step costs no allocation at all.
 // Tensors keep their block alive, so a tensor that outlives reset() stays valid memory (but
 // its bytes will be overwritten by the next step — do not keep activations across reset).
+// An arena lives on one device; on a GPU its blocks come from the caching allocator.
 #pragma once
 
 #include <memory>
@@ -17,7 +18,8 @@ namespace megatron {
 
 class Arena {
  public:
-  explicit Arena(size_t initial_bytes = 0);
+  explicit Arena(Device device = Device::CPU, size_t initial_bytes = 0);
+  Device device() const { return device_; }
   Tensor alloc(const Shape& shape, DType dtype);
   Tensor zeros(const Shape& shape, DType dtype);
   void reset();
@@ -31,6 +33,7 @@ class Arena {
     size_t used = 0;
   };
   void add_block(size_t bytes);
+  Device device_;
   std::vector<Block> blocks_;
   size_t used_total_ = 0;
   size_t high_water_ = 0;

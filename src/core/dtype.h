@@ -1,4 +1,4 @@
-// DType and Device tags, and the 16-bit float storage types bf16 and f16.
+// DType tags, and the 16-bit float storage types bf16 and f16.
 //
 // bf16/f16 are plain 16-bit storage; arithmetic is always done in f32. Conversion from f32
 // rounds to nearest even (NaN stays NaN), matching PyTorch and the hardware instructions.
@@ -11,7 +11,6 @@
 namespace megatron {
 
 enum class DType : uint8_t { F32, F64, BF16, F16, I32, I64, U8 };
-enum class Device : uint8_t { CPU, CUDA };
 
 size_t dtype_size(DType t);
 std::string_view dtype_name(DType t);          // "f32", "bf16", ... (also the CLI spelling)

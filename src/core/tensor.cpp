@@ -1,7 +1,10 @@
 #include "core/tensor.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
+
+#include "core/device_runtime.h"
 
 namespace megatron {
 
@@ -44,13 +47,9 @@ Storage::~Storage() {
 }
 
 std::shared_ptr<Storage> Storage::allocate(size_t bytes, Device device) {
-  MT_CHECK(device == Device::CPU, "Storage::allocate: CUDA memory needs a CUDA build");
-  // 64-byte alignment: one cache line, and what AVX-512 loads and oneDNN prefer.
-  size_t rounded = (bytes + 63) / 64 * 64;
-  void* p = rounded ? std::aligned_alloc(64, rounded) : nullptr;
-  MT_CHECK(p != nullptr || rounded == 0, "out of memory allocating ", bytes, " bytes");
+  void* p = device_allocate(bytes, device);
   return std::shared_ptr<Storage>(new Storage(
-      p, bytes, device, [](void* q) { std::free(q); }, nullptr));
+      p, bytes, device, [device](void* q) { device_free(q, device); }, nullptr));
 }
 
 std::shared_ptr<Storage> Storage::borrow(void* data, size_t bytes, Device device,
@@ -79,7 +78,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
-  std::memset(t.raw_data(), 0, t.nbytes());
+  zero_bytes(t.raw_data(), device, t.nbytes());
   return t;
 }
 
@@ -183,13 +182,15 @@ Tensor Tensor::clone() const {
 void Tensor::copy_from(const Tensor& src) {
   MT_CHECK(src.shape_ == shape_ && src.dtype_ == dtype_, "copy_from: ", src.describe(), " into ",
            describe());
-  MT_CHECK(device() == Device::CPU && src.device() == Device::CPU,
-           "copy_from: CUDA tensors need a CUDA build");
-  const size_t esize = dtype_size(dtype_);
   if (is_contiguous() && src.is_contiguous()) {
-    std::memmove(raw_data(), src.raw_data(), nbytes());
+    copy_bytes(raw_data(), device(), src.raw_data(), src.device(), nbytes());
     return;
   }
+  MT_CHECK(device().is_cpu() && src.device().is_cpu(), "copy_from: ", src.describe(), " on ",
+           src.device().str(), " into ", describe(), " on ", device().str(),
+           ": copies that involve a GPU need contiguous tensors (use kernels::copy for strided "
+           "copies on one device)");
+  const size_t esize = dtype_size(dtype_);
   // General strided copy: walk the index space in row-major order.
   const int64_t n = numel(), nd = dim();
   std::vector<int64_t> idx(nd, 0);
@@ -207,6 +208,14 @@ void Tensor::copy_from(const Tensor& src) {
       idx[k] = 0;
     }
   }
+}
+
+Tensor Tensor::to(Device target) const {
+  if (!defined() || device() == target) return *this;
+  const Tensor src = is_contiguous() ? *this : clone();
+  Tensor out = empty(shape_, dtype_, target);
+  out.copy_from(src);
+  return out;
 }
 
 std::string Tensor::describe() const {

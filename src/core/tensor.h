@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"
 
@@ -22,9 +23,9 @@ using Shape = std::vector<int64_t>;
 int64_t shape_numel(const Shape& shape);
 std::string shape_str(const Shape& shape);  // "[2, 3, 4]"
 
-// A block of device memory. Either owned (freed with its deleter) or borrowed (no deleter:
-// the memory outlives every Storage pointing at it, e.g. an mmap or an arena block that
-// `keep_alive` pins).
+// A block of memory on one device (core/device_runtime.h allocates it). Either owned (freed
+// with its deleter) or borrowed (no deleter: the memory outlives every Storage pointing at it,
+// e.g. an mmap or an arena block that `keep_alive` pins).
 class Storage {
  public:
   static std::shared_ptr<Storage> allocate(size_t bytes, Device device = Device::CPU);
@@ -53,7 +54,7 @@ class Tensor {
   Tensor() = default;  // an undefined tensor: defined() is false
   Tensor(std::shared_ptr<Storage> storage, int64_t offset, Shape shape, Shape strides, DType dtype);
 
-  // New contiguous CPU tensors. empty() leaves memory uninitialised (64-byte aligned).
+  // New contiguous tensors on `device`. empty() leaves memory uninitialised (64-byte aligned).
   static Tensor empty(const Shape& shape, DType dtype, Device device = Device::CPU);
   static Tensor zeros(const Shape& shape, DType dtype, Device device = Device::CPU);
   // A contiguous tensor over memory someone else owns (not freed by the tensor).
@@ -76,7 +77,9 @@ class Tensor {
   bool is_contiguous() const;
   const std::shared_ptr<Storage>& storage() const { return storage_; }
 
-  void* raw_data() const;  // address of element 0 of this view
+  // Address of element 0 of this view, on the tensor's device: only kernels of that device
+  // may dereference it.
+  void* raw_data() const;
   template <typename T>
   T* data() const {
     MT_CHECK(dtype_of<T>() == dtype_, "tensor has dtype ", dtype_name(dtype_), ", accessed as ",
@@ -93,10 +96,14 @@ class Tensor {
   Tensor as_dtype(DType dtype) const;  // reinterpret same-sized elements (e.g. bf16 <-> u16)
 
   // Copies.
-  Tensor clone() const;               // contiguous copy, same dtype
-  void copy_from(const Tensor& src);  // same shape and dtype, any strides
+  Tensor clone() const;  // contiguous copy, same dtype and device
+  // Same shape and dtype. Host to host: any strides. Whenever a GPU is involved both tensors
+  // must be contiguous (kernels::copy does strided copies on any device).
+  void copy_from(const Tensor& src);
+  // This tensor on `device`: itself when it is there already, else a contiguous copy.
+  Tensor to(Device device) const;
   template <typename T>
-  std::vector<T> to_vector() const;  // contiguous copy of the elements, same dtype
+  std::vector<T> to_vector() const;  // contiguous host copy of the elements, same dtype
 
   std::string describe() const;  // "f32[2, 3] (contiguous)"
 
@@ -126,7 +133,8 @@ Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape) {
 
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
-  Tensor c = is_contiguous() ? *this : clone();
+  Tensor c = to(Device::CPU);
+  if (!c.is_contiguous()) c = c.clone();
   const T* p = c.data<T>();
   return std::vector<T>(p, p + numel());
 }

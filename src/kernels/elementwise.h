@@ -1,4 +1,5 @@
-// Small whole-buffer kernels: cast, fill, scale, axpy, sum of squares, inf/NaN check.
+// Small whole-buffer kernels: cast, copy, fill, scale, axpy, sum of squares, weighted sum,
+// inf/NaN check.
 #pragma once
 
 #include "core/tensor.h"
@@ -7,11 +8,23 @@ namespace megatron::kernels {
 
 // dst = src converted (f32 <-> bf16 <-> f16, round to nearest even). Same shape, contiguous.
 void cast(const Tensor& src, Tensor& dst);
+// dst = src, same shape and dtype (any dtype), any strides on either side: the strided copy of
+// every device (Tensor::copy_from copies contiguous bytes between devices).
+void copy(const Tensor& src, Tensor& dst);
 void fill(Tensor& t, float value);                   // f32 / bf16 / f16
 void scale(Tensor& t, float factor);                 // t *= factor
 void axpy(float alpha, const Tensor& x, Tensor& y);  // y += alpha·x (same shape)
 // Σ x² accumulated in f64 (the caller takes sqrt after reducing across ranks).
 double sum_squares(const Tensor& t);
 bool has_inf_or_nan(const Tensor& t);
+
+// values [N] f32, weights [N] f32 (e.g. per-token losses and the loss mask):
+// (Σ values·weights, Σ weights), accumulated in f64 in an order that depends only on N, so the
+// result is bit-identical from run to run and between thread counts.
+struct WeightedSum {
+  double weighted = 0.0;
+  double weights = 0.0;
+};
+WeightedSum weighted_sum(const Tensor& values, const Tensor& weights);
 
 }  // namespace megatron::kernels

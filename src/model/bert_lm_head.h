@@ -10,7 +10,7 @@
 #pragma once
 
 #include "core/arena.h"
-#include "dist/parallel_state.h"
+#include "distributed/parallel_state.h"
 #include "model/bert_config.h"
 #include "model/layer_norm.h"
 #include "parallel/vocab_parallel_embedding.h"

@@ -13,7 +13,7 @@
 #include <cstdint>
 
 #include "core/arena.h"
-#include "dist/parallel_state.h"
+#include "distributed/parallel_state.h"
 #include "model/bert_binary_head.h"
 #include "model/bert_config.h"
 #include "model/bert_lm_head.h"

@@ -12,7 +12,7 @@
 #include <memory>
 
 #include "core/arena.h"
-#include "dist/parallel_state.h"
+#include "distributed/parallel_state.h"
 #include "model/input_embedding.h"
 #include "model/transformer.h"
 #include "parallel/compute_weights.h"

@@ -14,7 +14,7 @@
 #include <optional>
 
 #include "core/arena.h"
-#include "dist/parallel_state.h"
+#include "distributed/parallel_state.h"
 #include "model/layer_norm.h"
 #include "parallel/random.h"
 #include "parallel/vocab_parallel_embedding.h"

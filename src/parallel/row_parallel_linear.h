@@ -12,7 +12,7 @@
 #include <string>
 
 #include "core/arena.h"
-#include "dist/parallel_state.h"
+#include "distributed/parallel_state.h"
 #include "parallel/compute_weights.h"
 
 namespace megatron {

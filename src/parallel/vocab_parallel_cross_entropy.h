@@ -9,7 +9,7 @@
 #pragma once
 
 #include "core/arena.h"
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 
 namespace megatron {
 

@@ -18,7 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "dist/parallel_state.h"
+#include "distributed/parallel_state.h"
 #include "parallel/parameter.h"
 #include "train/checkpoint_shards.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "dist/parallel_state.h"
+#include "distributed/parallel_state.h"
 #include "model/hf_gpt2.h"  // TensorMap
 #include "parallel/full_tensors.h"
 #include "parallel/parameter.h"

@@ -8,8 +8,8 @@
 
 #include <cstdint>
 
-#include "dist/communicator.h"
-#include "dist/parallel_state.h"
+#include "distributed/communicator.h"
+#include "distributed/parallel_state.h"
 #include "parallel/parameter.h"
 
 namespace megatron {

@@ -10,7 +10,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "dist/parallel_state.h"
+#include "distributed/parallel_state.h"
 #include "parallel/parameter.h"
 
 namespace megatron {

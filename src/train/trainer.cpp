@@ -6,7 +6,7 @@
 
 #include "core/logging.h"
 #include "core/timer.h"
-#include "dist/parallel_state.h"
+#include "distributed/parallel_state.h"
 #include "kernels/elementwise.h"
 #include "train/checkpoint.h"
 #include "train/grad_reduction.h"

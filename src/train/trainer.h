@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "train/grad_scaler.h"
 #include "train/lr_schedule.h"
 #include "train/model_step.h"

@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "../common/checkpoint_fixture.h"
-#include "dist/parallel_state.h"
+#include "distributed/parallel_state.h"
 #include "mpi_test_util.h"
 #include "train/checkpoint_layout.h"
 

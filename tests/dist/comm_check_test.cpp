@@ -1,6 +1,6 @@
 // The `megatron comm-check` verifications over real MPI communicators: the world, groups
 // made by split, and the rank grids of every parallel layout this world size allows.
-#include "dist/comm_check.h"
+#include "distributed/comm_check.h"
 
 #include <gtest/gtest.h>
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "dist/mpi_communicator.h"
+#include "distributed/mpi_communicator.h"
 #include "mpi_test_util.h"
 
 namespace megatron {

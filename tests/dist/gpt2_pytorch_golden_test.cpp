@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "../common/gpt2_golden.h"
-#include "dist/parallel_state.h"
+#include "distributed/parallel_state.h"
 #include "mpi_test_util.h"
 
 namespace megatron {

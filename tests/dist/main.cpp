@@ -20,7 +20,7 @@
 #include <string>
 #include <thread>
 
-#include "dist/runtime.h"
+#include "distributed/runtime.h"
 
 namespace {
 

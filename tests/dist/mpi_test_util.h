@@ -16,8 +16,8 @@
 
 #include <memory>
 
-#include "dist/communicator.h"
-#include "dist/runtime.h"
+#include "distributed/communicator.h"
+#include "distributed/runtime.h"
 
 namespace megatron::test {
 

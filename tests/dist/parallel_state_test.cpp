@@ -1,7 +1,7 @@
 // ParallelState against the Megatron rank grid enumerated independently: world ranks are
 // laid out by nested loops (pp outermost, then dp, then tp), and every rank checks its
 // coordinates and that each of its groups holds exactly the expected world ranks, in order.
-#include "dist/parallel_state.h"
+#include "distributed/parallel_state.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

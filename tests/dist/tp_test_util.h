@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "../unit/model_test_util.h"
-#include "dist/parallel_state.h"
+#include "distributed/parallel_state.h"
 #include "mpi_test_util.h"
 #include "parallel/parameter.h"
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "dist/parallel_state.h"
+#include "distributed/parallel_state.h"
 #include "kernels/elementwise.h"
 #include "mpi_test_util.h"
 #include "parallel/parameter.h"

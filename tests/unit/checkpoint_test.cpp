@@ -11,7 +11,7 @@
 
 #include "../common/checkpoint_fixture.h"
 #include "../common/temp_dir.h"
-#include "dist/solo_communicator.h"
+#include "distributed/solo_communicator.h"
 #include "train/checkpoint_layout.h"
 
 namespace megatron {

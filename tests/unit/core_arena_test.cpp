@@ -7,7 +7,7 @@ namespace megatron {
 namespace {
 
 TEST(Arena, AllocationsAreAlignedAndDisjoint) {
-  Arena arena(1024);
+  Arena arena(Device::CPU, 1024);
   Tensor a = arena.alloc({3}, DType::F32);  // 12 bytes -> one 64-byte slot
   Tensor b = arena.alloc({5, 5}, DType::BF16);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(a.raw_data()) % 64, 0u);
@@ -19,7 +19,7 @@ TEST(Arena, AllocationsAreAlignedAndDisjoint) {
 }
 
 TEST(Arena, GrowsThenMergesToHighWaterOnReset) {
-  Arena arena(256);
+  Arena arena(Device::CPU, 256);
   for (int i = 0; i < 10; ++i) arena.alloc({64}, DType::F32);  // 256 bytes each
   EXPECT_EQ(arena.high_water(), 2560u);
   EXPECT_GE(arena.capacity(), 2560u);
@@ -37,7 +37,7 @@ TEST(Arena, GrowsThenMergesToHighWaterOnReset) {
 TEST(Arena, TensorKeepsItsBlockAliveAfterReset) {
   Tensor kept;
   {
-    Arena arena(64);
+    Arena arena(Device::CPU, 64);
     kept = arena.alloc({16}, DType::F32);
     arena.alloc({1000}, DType::F32);  // forces a second block
     arena.reset();                    // drops both blocks from the arena

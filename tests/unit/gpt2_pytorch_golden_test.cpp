@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "../common/gpt2_golden.h"
-#include "dist/solo_communicator.h"
+#include "distributed/solo_communicator.h"
 
 namespace megatron {
 namespace {

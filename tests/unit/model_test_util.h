@@ -4,8 +4,8 @@
 #include <memory>
 #include <random>
 
-#include "dist/parallel_state.h"
-#include "dist/solo_communicator.h"
+#include "distributed/parallel_state.h"
+#include "distributed/solo_communicator.h"
 #include "parallel/parameter.h"
 
 namespace megatron::test {

@@ -1,7 +1,7 @@
 // DistRuntime without a launcher (a world of one, MPI untouched) and job-wide failure:
 // abort_job's message and exit code, and the terminate handler that turns an uncaught
 // exception in any thread into the same clean abort. Death tests run in a child process.
-#include "dist/runtime.h"
+#include "distributed/runtime.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,13 +1,13 @@
 // SoloCommunicator (a world of one) and the single-process paths built on it: identities
 // for collectives, the same argument checks as MPI, no peers for send/recv, and
 // ParallelState / comm_check over it.
-#include "dist/solo_communicator.h"
+#include "distributed/solo_communicator.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "dist/comm_check.h"
-#include "dist/parallel_state.h"
+#include "distributed/comm_check.h"
+#include "distributed/parallel_state.h"
 
 namespace megatron {
 namespace {

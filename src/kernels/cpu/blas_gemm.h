@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "kernels/cpu/gemm_problem.h"
+#include "kernels/gemm_problem.h"
 
 namespace megatron::kernels::cpu {
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "kernels/cpu/gemm_problem.h"
+#include "kernels/gemm_problem.h"
 
 namespace megatron::kernels::cpu {
 

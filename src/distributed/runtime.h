@@ -17,7 +17,7 @@
 #include <memory>
 #include <string>
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 
 namespace megatron {
 

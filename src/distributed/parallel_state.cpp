@@ -1,4 +1,4 @@
-#include "dist/parallel_state.h"
+#include "distributed/parallel_state.h"
 
 #include "core/error.h"
 

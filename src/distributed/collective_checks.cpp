@@ -1,4 +1,4 @@
-#include "dist/collective_checks.h"
+#include "distributed/collective_checks.h"
 
 namespace megatron {
 

@@ -1,5 +1,7 @@
 // GemmProblem: one (possibly batched) row-major GEMM described by raw pointers and strides,
-// the common currency of the CPU GEMM backends (oneDNN, OpenBLAS) behind kernels::gemm.
+// the common currency of the GEMM backends (CPU: oneDNN, OpenBLAS; CUDA: cuBLASLt) behind
+// kernels::gemm. kernels/gemm.cpp builds it from validated tensors; the pointers are on the
+// device the backend runs on.
 //   C[b] (M×N, row stride ldc) = alpha · op(A[b]) · op(B[b]) + beta · C[b],  b < batch
 //   A[b] is M×K (K×M when trans_a) with row stride lda; B[b] is K×N (N×K when trans_b).
 #pragma once
@@ -8,7 +10,7 @@
 
 #include "core/dtype.h"
 
-namespace megatron::kernels::cpu {
+namespace megatron::kernels {
 
 struct GemmProblem {
   int64_t batch = 1, m = 0, n = 0, k = 0;
@@ -22,4 +24,4 @@ struct GemmProblem {
   float alpha = 1.f, beta = 0.f;
 };
 
-}  // namespace megatron::kernels::cpu
+}  // namespace megatron::kernels

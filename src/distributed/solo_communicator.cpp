@@ -1,6 +1,6 @@
-#include "dist/solo_communicator.h"
+#include "distributed/solo_communicator.h"
 
-#include "dist/collective_checks.h"
+#include "distributed/collective_checks.h"
 
 namespace megatron {
 

@@ -9,8 +9,8 @@
 
 #include <cstdint>
 
-#include "dist/communicator.h"
-#include "dist/parallel_state.h"
+#include "distributed/communicator.h"
+#include "distributed/parallel_state.h"
 
 namespace megatron {
 

@@ -7,7 +7,7 @@
 
 #include <memory>
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 
 namespace megatron {
 

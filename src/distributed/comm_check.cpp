@@ -1,4 +1,4 @@
-#include "dist/comm_check.h"
+#include "distributed/comm_check.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,9 +1,9 @@
-#include "dist/mpi_communicator.h"
+#include "distributed/mpi_communicator.h"
 
 #include <algorithm>
 #include <climits>
 
-#include "dist/collective_checks.h"
+#include "distributed/collective_checks.h"
 
 namespace megatron {
 

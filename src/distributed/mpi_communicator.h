@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 
 namespace megatron {
 

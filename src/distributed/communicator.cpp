@@ -1,5 +1,5 @@
 // Communicator's non-virtual helpers, shared by every implementation.
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 
 namespace megatron {
 

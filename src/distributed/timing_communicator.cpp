@@ -1,4 +1,4 @@
-#include "dist/timing_communicator.h"
+#include "distributed/timing_communicator.h"
 
 namespace megatron {
 

@@ -6,7 +6,7 @@
 // them, so a shape bug shows up in single-process tests too.
 #pragma once
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 
 namespace megatron {
 

@@ -1,4 +1,4 @@
-#include "dist/runtime.h"
+#include "distributed/runtime.h"
 
 #include <mpi.h>
 
@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "core/logging.h"
-#include "dist/mpi_communicator.h"
-#include "dist/solo_communicator.h"
+#include "distributed/mpi_communicator.h"
+#include "distributed/solo_communicator.h"
 
 namespace megatron {
 

@@ -1,0 +1,105 @@
+#include "core/cuda/cuda_context.h"
+
+#include <mutex>
+
+namespace megatron::cuda {
+
+namespace {
+
+struct Context {
+  int device = -1;
+  cudaStream_t compute = nullptr;
+  cudaStream_t communication = nullptr;
+  cudaEvent_t compute_done = nullptr;
+  cudaEvent_t communication_done = nullptr;
+};
+
+Context& context() {
+  static Context c;
+  return c;
+}
+
+std::mutex& bind_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+Context& bound() {
+  Context& c = context();
+  if (c.device < 0) bind_device(0);
+  return c;
+}
+
+}  // namespace
+
+int visible_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky "no driver / no device" status
+    return 0;
+  }
+  return n;
+}
+
+void bind_device(int index) {
+  std::lock_guard<std::mutex> lock(bind_mutex());
+  Context& c = context();
+  if (c.device == index) return;
+  MT_CHECK(c.device < 0, "this process already drives GPU ", c.device,
+           "; one process drives one GPU (launch one rank per GPU)");
+  const int n = visible_device_count();
+  MT_CHECK(index >= 0 && index < n, "GPU ", index, " requested, but this process sees ", n,
+           " GPU(s); check CUDA_VISIBLE_DEVICES and the number of ranks per node");
+  MT_CUDA_CHECK(cudaSetDevice(index));
+  MT_CUDA_CHECK(cudaStreamCreateWithFlags(&c.compute, cudaStreamNonBlocking));
+  MT_CUDA_CHECK(cudaStreamCreateWithFlags(&c.communication, cudaStreamNonBlocking));
+  MT_CUDA_CHECK(cudaEventCreateWithFlags(&c.compute_done, cudaEventDisableTiming));
+  MT_CUDA_CHECK(cudaEventCreateWithFlags(&c.communication_done, cudaEventDisableTiming));
+  c.device = index;
+}
+
+int bound_device() {
+  return bound().device;
+}
+
+cudaStream_t compute_stream() {
+  return bound().compute;
+}
+
+cudaStream_t communication_stream() {
+  return bound().communication;
+}
+
+void communication_begins() {
+  Context& c = bound();
+  MT_CUDA_CHECK(cudaEventRecord(c.compute_done, c.compute));
+  MT_CUDA_CHECK(cudaStreamWaitEvent(c.communication, c.compute_done, 0));
+}
+
+void communication_ends() {
+  Context& c = bound();
+  MT_CUDA_CHECK(cudaEventRecord(c.communication_done, c.communication));
+  MT_CUDA_CHECK(cudaStreamWaitEvent(c.compute, c.communication_done, 0));
+}
+
+void copy_async(void* dst, const void* src, size_t bytes, bool host_involved) {
+  Context& c = bound();
+  MT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, c.compute));
+  if (host_involved) MT_CUDA_CHECK(cudaStreamSynchronize(c.compute));
+}
+
+void zero_async(void* p, size_t bytes) {
+  MT_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, bound().compute));
+}
+
+void synchronize_compute() {
+  MT_CUDA_CHECK(cudaStreamSynchronize(bound().compute));
+}
+
+void check_launch(const char* kernel) {
+  const cudaError_t status = cudaGetLastError();
+  MT_CHECK(status == cudaSuccess, "CUDA kernel ", kernel, " failed to launch: ",
+           cudaGetErrorString(status));
+}
+
+}  // namespace megatron::cuda

@@ -1,0 +1,46 @@
+// The process's CUDA context: which GPU it drives, its compute stream and its communication
+// stream, and the events that order one after the other. Built only with MEGATRON_CUDA.
+//
+// One rank drives one GPU (DESIGN.md §3). Every kernel and every copy goes on the compute
+// stream, so program order on the host is execution order on the GPU and a freed block can be
+// reused at once by the next allocation (see caching_allocator.h). Collectives run on the
+// communication stream: communication_begins() makes it wait for the compute work queued so
+// far, communication_ends() makes the compute stream wait for the collective.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+#include "core/error.h"
+
+// MT_CUDA_CHECK(cudaMemcpyAsync(...)) — an Error naming the call and CUDA's message.
+#define MT_CUDA_CHECK(expr)                                                                  \
+  do {                                                                                       \
+    const cudaError_t mt_cuda_status_ = (expr);                                              \
+    if (mt_cuda_status_ != cudaSuccess) [[unlikely]]                                         \
+      MT_THROW("CUDA call `", #expr, "` failed: ", cudaGetErrorString(mt_cuda_status_), " (", \
+               cudaGetErrorName(mt_cuda_status_), ")");                                      \
+  } while (0)
+
+namespace megatron::cuda {
+
+int visible_device_count();  // 0 when the driver sees no GPU (never throws)
+void bind_device(int index);  // cudaSetDevice + stream creation; idempotent for one index
+int bound_device();           // the GPU bound by bind_device (binds GPU 0 on first use)
+
+cudaStream_t compute_stream();
+cudaStream_t communication_stream();
+void communication_begins();  // communication stream waits for the compute stream
+void communication_ends();    // compute stream waits for the communication stream
+
+// Copies on the compute stream. With host_involved the call returns when the copy is done, so
+// pageable host memory may be reused (cudaMemcpyAsync is synchronous for it anyway).
+void copy_async(void* dst, const void* src, size_t bytes, bool host_involved);
+void zero_async(void* p, size_t bytes);
+void synchronize_compute();
+
+// Checks the last kernel launch (cudaGetLastError) and names the kernel in the Error.
+void check_launch(const char* kernel);
+
+}  // namespace megatron::cuda

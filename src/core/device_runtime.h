@@ -1,0 +1,38 @@
+// Device memory and copies, one interface for every device, so that core/ (Storage, Tensor,
+// Arena) and the layers above never name CUDA.
+//
+// On the CPU these are aligned_alloc/free/memcpy/memset. On a CUDA device (built with
+// MEGATRON_CUDA) memory comes from the caching allocator (core/cuda/caching_allocator.h) and
+// copies and fills are queued on this process's compute stream; a copy that reads or writes
+// host memory returns only when the host side is safe to use. In a build without CUDA every
+// CUDA request is an Error that says how to get a CUDA build.
+#pragma once
+
+#include <cstddef>
+
+#include "core/device.h"
+
+namespace megatron {
+
+bool cuda_built();         // this binary was compiled with MEGATRON_CUDA
+int cuda_device_count();   // GPUs this process can use; 0 without a CUDA build or a GPU
+
+// The device a process computes on when the user did not say: cuda:<local rank mod GPUs> when
+// the build has CUDA and a GPU is visible, else the CPU.
+Device default_device(int local_rank);
+
+// Binds this process to `device` (cudaSetDevice and stream creation for CUDA; nothing for the
+// CPU). Call once, before the first CUDA allocation.
+void use_device(Device device);
+
+void* device_allocate(size_t bytes, Device device);  // 64-byte aligned; nullptr for 0 bytes
+void device_free(void* p, Device device);
+
+// Copies `bytes` from src (on src_device) to dst (on dst_device); any direction.
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+void zero_bytes(void* p, Device device, size_t bytes);
+
+// Waits until every operation queued on the device's compute stream has finished.
+void synchronize(Device device);
+
+}  // namespace megatron

@@ -1,0 +1,42 @@
+// The kernel dispatch seam: how every kernels/<concept>.cpp hands validated work to a backend.
+//
+// A kernel's contract header (kernels/<concept>.h) is device-free. Its kernels/<concept>.cpp
+// checks shapes and dtypes once, asks operand_device() which device all operands live on, and
+// calls the backend twin of the same name and signature:
+//   kernels::cpu::<fn>   declared in kernels/cpu/cpu_kernels.h,   built always;
+//   kernels::cuda::<fn>  declared in kernels/cuda/cuda_kernels.h, built with MEGATRON_CUDA.
+// Backends may assume their arguments were validated. In a build without CUDA a CUDA operand is
+// an Error naming the kernel and the fix, never a dereference of device memory.
+#pragma once
+
+#include <initializer_list>
+
+#include "core/device.h"
+#include "core/tensor.h"
+#include "kernels/cpu/cpu_kernels.h"
+#ifdef MEGATRON_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
+
+namespace megatron::kernels {
+
+// The device shared by every defined operand (the CPU when none is defined); an Error naming
+// `kernel` and both devices when two operands live on different devices.
+Device operand_device(const char* kernel, std::initializer_list<const Tensor*> operands);
+
+// "<kernel>: the operands are CUDA tensors, but this binary was built without CUDA ...".
+[[noreturn]] void throw_cuda_not_built(const char* kernel);
+
+}  // namespace megatron::kernels
+
+// return MT_DISPATCH(device, fn, args...): cpu::fn(args...) or cuda::fn(args...).
+#ifdef MEGATRON_CUDA
+#define MT_DISPATCH(device, fn, ...)                               \
+  ((device).is_cuda() ? ::megatron::kernels::cuda::fn(__VA_ARGS__) \
+                      : ::megatron::kernels::cpu::fn(__VA_ARGS__))
+#else
+#define MT_DISPATCH(device, fn, ...)                                                   \
+  ((device).is_cuda()                                                                  \
+       ? (::megatron::kernels::throw_cuda_not_built(#fn), ::megatron::kernels::cpu::fn(__VA_ARGS__)) \
+       : ::megatron::kernels::cpu::fn(__VA_ARGS__))
+#endif
