@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "cli/device_setup.h"
 #include "core/error.h"
 
 namespace megatron::cli {
@@ -175,6 +176,9 @@ void add_training_args(ArgTable& t, Args& a) {
   t.add("--loss-scale-window", a.loss_scale_window, "clean steps before doubling the scale");
   t.add("--hysteresis", a.hysteresis, "overflows tolerated before halving the scale");
 
+  t.add("--device", a.device,
+        "cpu | cuda | cuda:N (default: cuda when built with CUDA and a GPU is visible, one rank "
+        "per GPU by local rank; else cpu)");
   t.add("--tensor-model-parallel-size", a.tensor_model_parallel_size, "TP size");
   t.add("--pipeline-model-parallel-size", a.pipeline_model_parallel_size,
         "PP size (only 1 is supported)");
@@ -341,8 +345,14 @@ AdamWConfig adamw_config(const Args& a) {
   return {a.adam_beta1, a.adam_beta2, a.adam_eps, a.weight_decay, /*f16_model_weights=*/a.fp16};
 }
 
+void select_training_device(Args& a) {
+  a.compute_device = select_device(a.device);
+  a.device = a.compute_device.str();
+}
+
 TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   TrainerConfig cfg;
+  cfg.device = a.compute_device;
   cfg.tensor_parallel = a.tensor_model_parallel_size;
   cfg.micro_batch = a.micro_batch_size;
   cfg.global_batch = a.global_batch_size;

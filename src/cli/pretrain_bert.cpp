@@ -72,6 +72,7 @@ int run_pretrain_bert(int argc, char** argv) {
   table.add_flag("--apply-residual-connection-post-layernorm", flags.residual_post_layernorm,
                  "pre-LN layers whose residuals start from the LayerNorm outputs (Megatron)");
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
+  select_training_device(args);
 
   std::shared_ptr<Communicator> world = world_communicator();
   validate_training_args(args, world->size());

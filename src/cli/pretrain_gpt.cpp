@@ -19,6 +19,7 @@ int run_pretrain_gpt(int argc, char** argv) {
   add_training_args(table, args);
   table.add_flag("--eod-mask-loss", eod_mask_loss, "mask the loss of end-of-document labels");
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
+  select_training_device(args);
 
   std::shared_ptr<Communicator> world = world_communicator();
   validate_training_args(args, world->size());
