@@ -66,12 +66,13 @@ inline BertGolden load_bert_golden(int64_t padded_vocab) {
   return g;
 }
 
-// A BertModel on this rank holding the fixture's weights (dropout off).
+// A BertModel on this rank holding the fixture's weights (dropout off), on `device`.
 struct LoadedBert {
   ParameterStore store;
   std::unique_ptr<BertModel> model;
 
-  LoadedBert(const BertGolden& g, const ParallelState& ps) : store(ps.tp_rank, ps.tp_size) {
+  LoadedBert(const BertGolden& g, const ParallelState& ps, Device device = Device::CPU)
+      : store(ps.tp_rank, ps.tp_size, device) {
     BertConfig c = g.config;
     c.hidden_dropout = 0.0f;
     c.attention_dropout = 0.0f;
