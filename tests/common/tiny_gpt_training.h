@@ -24,12 +24,21 @@ namespace megatron::testing {
 
 struct TinyGptRun {
   Device device = Device::CPU;
-  int64_t train_iters = 10;
-  int64_t exit_interval = 0;
-  int64_t save_interval = 0;
-  std::string save, load;
   std::string metrics_file;  // required: the metrics are read back from it
+  int64_t train_iters = 10;
+  int64_t exit_interval = 0;  // 0: never
+  std::string save, load;     // checkpoint directories ("": none)
 };
+
+// A run of `train_iters` iterations on `device`; set exit_interval, save, load as needed.
+inline TinyGptRun tiny_run(Device device, const std::string& metrics_file,
+                           int64_t train_iters = 10) {
+  TinyGptRun r;
+  r.device = device;
+  r.metrics_file = metrics_file;
+  r.train_iters = train_iters;
+  return r;
+}
 
 struct TrainMetrics {
   double lm_loss = 0;
@@ -86,7 +95,6 @@ inline std::map<int64_t, TrainMetrics> run_tiny_gpt(const TinyGptRun& run) {
   c.metrics_file = run.metrics_file;
   c.save = run.save;
   c.load = run.load;
-  c.save_interval = run.save_interval;
 
   auto train = std::make_shared<MockGptDataset>(kTotalIters * kGlobal, kSeq, kVocab, 42);
   Trainer trainer(std::move(c), std::make_shared<SoloCommunicator>(),
@@ -100,8 +108,9 @@ inline std::map<int64_t, TrainMetrics> run_tiny_gpt(const TinyGptRun& run) {
 // from either; -1 when the two files do not hold the same tensor names.
 inline int64_t checkpoint_tensors_differing(const std::string& dir_a, const std::string& dir_b,
                                             int64_t iteration, const std::string& file) {
-  const std::string rel = "/" + iteration_dir_name(iteration) + "/" + rank_dir_name(0, 0, 1) + "/" +
-                          file;
+  std::string rel = "/";  // appended piecewise: GCC 12 warns (-Wrestrict) on "/" + string
+  rel.append(iteration_dir_name(iteration)).append("/").append(rank_dir_name(0, 0, 1));
+  rel.append("/").append(file);
   SafetensorsReader a(dir_a + rel), b(dir_b + rel);
   if (a.names() != b.names()) return -1;
   int64_t differing = 0;

@@ -3,7 +3,8 @@
 //   - the same run on cuda:0 and on the CPU logs the same losses (relative <= 1e-4);
 //   - checkpoints are device-independent: a checkpoint saved on the GPU, loaded on the CPU and
 //     saved again (and the other way round) holds bit-identical tensors, and a run resumed on
-//     the other device continues with the same losses (relative <= 1e-4).
+//     the other device continues with the same losses (relative <= 1e-4);
+//   - a GPU run resumed on the GPU repeats the uninterrupted one bit for bit.
 // Skipped where no GPU is visible.
 #include <gtest/gtest.h>
 
@@ -38,71 +39,72 @@ void expect_close(const std::map<int64_t, TrainMetrics>& want,
 TEST(TrainGpu, TenIterationsOnGpuGiveTheCpuLosses) {
   SKIP_WITHOUT_GPU();
   TempDir dir;
-  const auto cpu = run_tiny_gpt({.device = Device::CPU, .metrics_file = dir.file("cpu.jsonl")});
-  const auto gpu =
-      run_tiny_gpt({.device = Device::cuda(0), .metrics_file = dir.file("gpu.jsonl")});
+  const auto cpu = run_tiny_gpt(tiny_run(Device::CPU, dir.file("cpu.jsonl")));
+  const auto gpu = run_tiny_gpt(tiny_run(Device::cuda(0), dir.file("gpu.jsonl")));
   ASSERT_EQ(cpu.size(), 10u);
   ASSERT_EQ(gpu.size(), 10u);
   expect_close(cpu, gpu, 1, 10);
   EXPECT_LT(gpu.at(10).lm_loss, gpu.at(1).lm_loss);  // the comparison could fail
 }
 
+// `from` trains iterations 1-6 and saves at 6; `to` loads that checkpoint and saves it again
+// at once: the two checkpoints must hold bit-identical tensors. Then iterations 7-12 resumed
+// from the first checkpoint on `to` must match `reference` (iterations 7-12 on `from`, or an
+// uninterrupted run).
+void check_cross_device_resume(Device from, Device to) {
+  TempDir dir;
+  const auto reference = run_tiny_gpt(tiny_run(from, dir.file("reference.jsonl"), 12));
+
+  TinyGptRun first = tiny_run(from, dir.file("first.jsonl"), 12);
+  first.exit_interval = 6;
+  first.save = dir.file("ckpt");
+  run_tiny_gpt(first);
+
+  TinyGptRun copy = tiny_run(to, dir.file("copy.jsonl"), 6);
+  copy.load = dir.file("ckpt");
+  copy.save = dir.file("copy");
+  run_tiny_gpt(copy);
+  for (const char* file : {"model.safetensors", "optimizer.safetensors"})
+    EXPECT_EQ(checkpoint_tensors_differing(dir.file("ckpt"), dir.file("copy"), 6, file), 0)
+        << file << " changed on the way " << from.str() << " -> " << to.str();
+
+  TinyGptRun resume = tiny_run(to, dir.file("resumed.jsonl"), 12);
+  resume.load = dir.file("ckpt");
+  const auto resumed = run_tiny_gpt(resume);
+  ASSERT_EQ(resumed.size(), 6u);
+  ASSERT_EQ(resumed.begin()->first, 7);
+  expect_close(reference, resumed, 7, 12);
+}
+
 TEST(TrainGpu, GpuCheckpointReloadsOnCpuBitForBitAndResumes) {
   SKIP_WITHOUT_GPU();
-  TempDir dir;
-  const std::string gpu_ckpt = dir.file("gpu_ckpt"), cpu_copy = dir.file("cpu_copy");
-  // GPU: iterations 1-6, save at 6 and exit.
-  run_tiny_gpt({.device = Device::cuda(0),
-                .train_iters = 12,
-                .exit_interval = 6,
-                .save = gpu_ckpt,
-                .metrics_file = dir.file("gpu_first.jsonl")});
-  // CPU: load it and save it again at once (train_iters = the loaded iteration).
-  run_tiny_gpt({.device = Device::CPU,
-                .train_iters = 6,
-                .save = cpu_copy,
-                .load = gpu_ckpt,
-                .metrics_file = dir.file("cpu_copy.jsonl")});
-  EXPECT_EQ(checkpoint_tensors_differing(gpu_ckpt, cpu_copy, 6, "model.safetensors"), 0);
-  EXPECT_EQ(checkpoint_tensors_differing(gpu_ckpt, cpu_copy, 6, "optimizer.safetensors"), 0);
-
-  // Iterations 7-12 resumed from the GPU checkpoint: on the CPU, and on the GPU.
-  const auto on_cpu = run_tiny_gpt({.device = Device::CPU,
-                                    .train_iters = 12,
-                                    .load = gpu_ckpt,
-                                    .metrics_file = dir.file("resumed_cpu.jsonl")});
-  const auto on_gpu = run_tiny_gpt({.device = Device::cuda(0),
-                                    .train_iters = 12,
-                                    .load = gpu_ckpt,
-                                    .metrics_file = dir.file("resumed_gpu.jsonl")});
-  ASSERT_EQ(on_cpu.begin()->first, 7);
-  expect_close(on_gpu, on_cpu, 7, 12);
+  check_cross_device_resume(Device::cuda(0), Device::CPU);
 }
 
 TEST(TrainGpu, CpuCheckpointReloadsOnGpuBitForBitAndResumes) {
   SKIP_WITHOUT_GPU();
+  check_cross_device_resume(Device::CPU, Device::cuda(0));
+}
+
+TEST(TrainGpu, GpuResumeOnGpuIsExact) {
+  SKIP_WITHOUT_GPU();
+  // Our CUDA kernels and GEMM settings are deterministic, so a GPU run resumed on the GPU
+  // repeats the uninterrupted GPU run bit for bit, as on the CPU.
   TempDir dir;
-  const std::string cpu_ckpt = dir.file("cpu_ckpt"), gpu_copy = dir.file("gpu_copy");
-  const auto full = run_tiny_gpt(
-      {.device = Device::CPU, .train_iters = 12, .metrics_file = dir.file("full.jsonl")});
-  run_tiny_gpt({.device = Device::CPU,
-                .train_iters = 12,
-                .exit_interval = 6,
-                .save = cpu_ckpt,
-                .metrics_file = dir.file("cpu_first.jsonl")});
-  run_tiny_gpt({.device = Device::cuda(0),
-                .train_iters = 6,
-                .save = gpu_copy,
-                .load = cpu_ckpt,
-                .metrics_file = dir.file("gpu_copy.jsonl")});
-  EXPECT_EQ(checkpoint_tensors_differing(cpu_ckpt, gpu_copy, 6, "model.safetensors"), 0);
-  EXPECT_EQ(checkpoint_tensors_differing(cpu_ckpt, gpu_copy, 6, "optimizer.safetensors"), 0);
-  const auto resumed = run_tiny_gpt({.device = Device::cuda(0),
-                                     .train_iters = 12,
-                                     .load = cpu_ckpt,
-                                     .metrics_file = dir.file("resumed_gpu.jsonl")});
-  ASSERT_EQ(resumed.begin()->first, 7);
-  expect_close(full, resumed, 7, 12);
+  const Device gpu = Device::cuda(0);
+  const auto full = run_tiny_gpt(tiny_run(gpu, dir.file("full.jsonl"), 12));
+  TinyGptRun first = tiny_run(gpu, dir.file("first.jsonl"), 12);
+  first.exit_interval = 6;
+  first.save = dir.file("ckpt");
+  run_tiny_gpt(first);
+  TinyGptRun resume = tiny_run(gpu, dir.file("resumed.jsonl"), 12);
+  resume.load = dir.file("ckpt");
+  const auto resumed = run_tiny_gpt(resume);
+  ASSERT_EQ(resumed.size(), 6u);
+  for (int64_t it = 7; it <= 12; ++it) {
+    EXPECT_EQ(resumed.at(it).lm_loss, full.at(it).lm_loss) << it;
+    EXPECT_EQ(resumed.at(it).grad_norm, full.at(it).grad_norm) << it;
+  }
 }
 
 }  // namespace

@@ -282,7 +282,9 @@ TEST(DataBertDataset, FactoryAndLoaderServeTheRanksSamples) {
   ASSERT_EQ(labels.size(), rows.size());
   ASSERT_EQ(weights.size(), rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
-    if (i > 0) EXPECT_LT(rows[i - 1], rows[i]);
+    if (i > 0) {
+      EXPECT_LT(rows[i - 1], rows[i]);
+    }
     const int64_t pos = rows[i] / 2, j = rows[i] % 2;
     EXPECT_EQ(mb.loss_mask.data<float>()[j * 32 + pos], weights[i]);
     EXPECT_EQ(mb.labels.data<int32_t>()[j * 32 + pos], labels[i]);

@@ -89,30 +89,26 @@ TEST(ParameterStoreNormRanges, CountReplicatedParametersOnTpRankZeroOnly) {
 
 TEST(TrainOnDevice, ExplicitCpuRunResumesExactlyAndResavesBitForBit) {
   TempDir dir;
-  const auto full =
-      run_tiny_gpt({.device = Device::CPU, .train_iters = 12, .metrics_file = dir.file("a.jsonl")});
+  const auto full = run_tiny_gpt(tiny_run(Device::CPU, dir.file("full.jsonl"), 12));
   ASSERT_EQ(full.size(), 12u);
   EXPECT_LT(full.at(12).lm_loss, full.at(1).lm_loss);
-  run_tiny_gpt({.device = Device::CPU,
-                .train_iters = 12,
-                .exit_interval = 6,
-                .save = dir.file("ckpt"),
-                .metrics_file = dir.file("b.jsonl")});
-  run_tiny_gpt({.device = Device::CPU,
-                .train_iters = 6,
-                .save = dir.file("copy"),
-                .load = dir.file("ckpt"),
-                .metrics_file = dir.file("c.jsonl")});
-  EXPECT_EQ(checkpoint_tensors_differing(dir.file("ckpt"), dir.file("copy"), 6,
-                                         "model.safetensors"),
-            0);
-  EXPECT_EQ(checkpoint_tensors_differing(dir.file("ckpt"), dir.file("copy"), 6,
-                                         "optimizer.safetensors"),
-            0);
-  const auto resumed = run_tiny_gpt({.device = Device::CPU,
-                                     .train_iters = 12,
-                                     .load = dir.file("ckpt"),
-                                     .metrics_file = dir.file("d.jsonl")});
+
+  TinyGptRun first = tiny_run(Device::CPU, dir.file("first.jsonl"), 12);
+  first.exit_interval = 6;  // saves at 6 and exits
+  first.save = dir.file("ckpt");
+  run_tiny_gpt(first);
+
+  TinyGptRun copy = tiny_run(Device::CPU, dir.file("copy.jsonl"), 6);  // load, save at once
+  copy.load = dir.file("ckpt");
+  copy.save = dir.file("copy");
+  run_tiny_gpt(copy);
+  for (const char* file : {"model.safetensors", "optimizer.safetensors"})
+    EXPECT_EQ(checkpoint_tensors_differing(dir.file("ckpt"), dir.file("copy"), 6, file), 0)
+        << file;
+
+  TinyGptRun resume = tiny_run(Device::CPU, dir.file("resumed.jsonl"), 12);
+  resume.load = dir.file("ckpt");
+  const auto resumed = run_tiny_gpt(resume);
   ASSERT_EQ(resumed.size(), 6u);
   for (int64_t it = 7; it <= 12; ++it) {
     EXPECT_EQ(resumed.at(it).lm_loss, full.at(it).lm_loss) << it;
