@@ -28,8 +28,8 @@ double now_seconds() {
 // the same sharing of cores (or GPU) the training step sees. Best of `reps`.
 double gemm_ceiling_flops(DType dtype, Device device, Communicator& world, int64_t n = 2048,
                           int reps = 3) {
-  Tensor a = Tensor::empty({n, n}, dtype, device);  // [n, n]
-  Tensor b = Tensor::empty({n, n}, dtype, device);  // [n, n]
+  Tensor a = Tensor::empty({n, n}, dtype, device);       // [n, n]
+  Tensor b = Tensor::empty({n, n}, dtype, device);       // [n, n]
   Tensor c = Tensor::empty({n, n}, DType::F32, device);  // [n, n]
   kernels::fill(a, 0.01f);
   kernels::fill(b, 0.02f);

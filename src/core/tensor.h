@@ -138,8 +138,7 @@ Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape) {
 
 template <typename T>
 T element_value(const Tensor& t, int64_t index) {
-  MT_CHECK(index >= 0 && index < t.numel(), "element ", index, " out of range for ",
-           t.describe());
+  MT_CHECK(index >= 0 && index < t.numel(), "element ", index, " out of range for ", t.describe());
   return t.flatten().slice(0, index, index + 1).to_vector<T>()[0];
 }
 

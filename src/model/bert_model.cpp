@@ -96,7 +96,8 @@ BertLosses BertModel::forward_losses(Ctx& ctx, const BertBatch& batch, const Ten
     const int64_t bad_row = kernels::first_out_of_range(batch.masked_rows, 0, s * b);
     MT_CHECK(bad_row < 0, "BERT masked row ", element_value<int32_t>(batch.masked_rows, bad_row),
              " is outside the ", s * b, " rows (seq ", s, " x batch ", b, ") of the micro-batch");
-    const int64_t bad_label = kernels::first_out_of_range(batch.masked_labels, 0, config_.vocab_size);
+    const int64_t bad_label =
+        kernels::first_out_of_range(batch.masked_labels, 0, config_.vocab_size);
     MT_CHECK(bad_label < 0, "BERT MLM label ",
              element_value<int32_t>(batch.masked_labels, bad_label),
              " at a masked position is outside the vocabulary [0, ", config_.vocab_size, ")");

@@ -30,14 +30,14 @@ namespace megatron {
 // rows with kernels. The tensors may live on the host or on the model's device; host tensors
 // are uploaded in one transfer per call.
 struct BertBatch {
-  Tensor tokens;          // i32 [b, s]
-  Tensor token_types;     // i32 [b, s], 0 for segment A ([CLS] A [SEP]), 1 for B
-  Tensor pad_mask;        // u8 [b, s], 1 = padding (attended by no one)
-  Tensor masked_rows;     // i32 [n], ascending: rows pos·b + sample of the sequence-major
-                          // [s·b] activations that carry MLM loss (n may be 0)
-  Tensor masked_labels;   // i32 [n], MLM targets in [0, vocab)
-  Tensor masked_weights;  // f32 [n], loss-mask weight of each row (1 for Megatron's masking)
-  Tensor sop_labels;      // i32 [b], 1 = segments swapped (ignored without a binary head)
+  Tensor tokens;             // i32 [b, s]
+  Tensor token_types;        // i32 [b, s], 0 for segment A ([CLS] A [SEP]), 1 for B
+  Tensor pad_mask;           // u8 [b, s], 1 = padding (attended by no one)
+  Tensor masked_rows;        // i32 [n], ascending: rows pos·b + sample of the sequence-major
+                             // [s·b] activations that carry MLM loss (n may be 0)
+  Tensor masked_labels;      // i32 [n], MLM targets in [0, vocab)
+  Tensor masked_weights;     // f32 [n], loss-mask weight of each row (1 for Megatron's masking)
+  Tensor sop_labels;         // i32 [b], 1 = segments swapped (ignored without a binary head)
   int64_t first_sample = 0;  // global index of row 0 (keys the dropout masks)
   int64_t iteration = 0;
 };

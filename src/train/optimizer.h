@@ -5,8 +5,8 @@
 // parameter element), exposed by name for checkpointing.
 //
 // Weight decay is decoupled (AdamW) and applied only to parameters whose ParamSpec asks for
-// it (not biases, not LayerNorm). Every buffer lives on the store's device. Gradients must already be reduced over data parallelism,
-// unscaled and clipped when step() is called.
+// it (not biases, not LayerNorm). Every buffer lives on the store's device. Gradients must already
+// be reduced over data parallelism, unscaled and clipped when step() is called.
 #pragma once
 
 #include <cstdint>

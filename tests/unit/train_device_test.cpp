@@ -74,11 +74,11 @@ TEST(Upload, OnTheCpuHandsBackTheSameTensors) {
 TEST(ParameterStoreNormRanges, CountReplicatedParametersOnTpRankZeroOnly) {
   auto make = [](int rank) {
     ParameterStore s(rank, 2);
-    s.add({"a", {4, 2}, 0});   // partitioned: 4 local elements
-    s.add({"b", {3}, -1});     // replicated: 3
-    s.add({"c", {2, 4}, 1});   // partitioned: 4
-    s.add({"d", {6}, 0});      // partitioned: 3
-    s.add({"e", {5}, -1});     // replicated: 5
+    s.add({"a", {4, 2}, 0});  // partitioned: 4 local elements
+    s.add({"b", {3}, -1});    // replicated: 3
+    s.add({"c", {2, 4}, 1});  // partitioned: 4
+    s.add({"d", {6}, 0});     // partitioned: 3
+    s.add({"e", {5}, -1});    // replicated: 5
     s.allocate();
     return s.norm_ranges();
   };
@@ -103,8 +103,7 @@ TEST(TrainOnDevice, ExplicitCpuRunResumesExactlyAndResavesBitForBit) {
   copy.save = dir.file("copy");
   run_tiny_gpt(copy);
   for (const char* file : {"model.safetensors", "optimizer.safetensors"})
-    EXPECT_EQ(checkpoint_tensors_differing(dir.file("ckpt"), dir.file("copy"), 6, file), 0)
-        << file;
+    EXPECT_EQ(checkpoint_tensors_differing(dir.file("ckpt"), dir.file("copy"), 6, file), 0) << file;
 
   TinyGptRun resume = tiny_run(Device::CPU, dir.file("resumed.jsonl"), 12);
   resume.load = dir.file("ckpt");
