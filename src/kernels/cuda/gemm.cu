@@ -14,9 +14,9 @@
 //
 // Numerics: every product accumulates in f32 (CUBLAS_COMPUTE_32F, f32 alpha/beta); f32
 // inputs multiply in full f32 unless kernels::set_allow_tf32(true) (then
-// CUBLAS_COMPUTE_32F_FAST_TF32). For a 16-bit C the chosen algorithm never reduces split-K
-// partial sums in C's type (reduction schemes INPLACE / OUTPUT_TYPE are skipped), so C is
-// rounded once, as on the CPU.
+// CUBLAS_COMPUTE_32F_FAST_TF32). For a 16-bit C the algorithm is the heuristic's fastest that
+// does not reduce split-K partial sums in C's type (reduction schemes INPLACE / OUTPUT_TYPE are
+// passed over while another of its candidates qualifies), so C is rounded once, as on the CPU.
 //
 // Determinism: one algorithm per problem signature, chosen once by the heuristic and cached,
 // and one fixed workspace, so the same problem gives the same bits on every call (cuBLASLt's
@@ -222,15 +222,18 @@ Plan make_plan(State& s, const GemmProblem& p, const Key& key) {
     MT_CHECK(status == CUBLAS_STATUS_SUCCESS || status == CUBLAS_STATUS_NOT_SUPPORTED,
              "cuBLASLt heuristic query failed for ", describe(p), ": ",
              cublasLtGetStatusString(status));
-    // Results come fastest first; take the first that rounds a 16-bit C only once.
-    int chosen = -1;
+    // Results come fastest first; take the first that rounds a 16-bit C only once, else (not
+    // expected: unsplit algorithms qualify) the fastest usable one rather than no GEMM at all.
+    int chosen = -1, usable = -1;
     for (int i = 0; i < found && status == CUBLAS_STATUS_SUCCESS; ++i) {
       if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
       if (results[i].workspaceSize > kWorkspaceBytes) continue;
+      if (usable < 0) usable = i;
       if (p.c_dtype != DType::F32 && !reduces_in_f32(results[i].algo)) continue;
       chosen = i;
       break;
     }
+    if (chosen < 0) chosen = usable;
     MT_CHECK(chosen >= 0, "cuBLASLt has no algorithm for ", describe(p),
              " (alignments A/B/C: ", key.align_a, "/", key.align_b, "/", key.align_c, " bytes)");
     plan.algo = results[chosen].algo;
