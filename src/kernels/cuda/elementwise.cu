@@ -1,10 +1,11 @@
 // Whole-buffer kernels on CUDA (contract: kernels/elementwise.h): cast, strided copy, fill,
 // scale, axpy, and the reductions sum_squares, has_inf_or_nan, weighted_sum.
 //
-// Bits: cast converts on the bits exactly as the host does (float_bits.cuh), NaN payloads
-// included; fill stores the host's encoding of the value. scale is one f32 multiply and axpy
-// one fused multiply-add (y + alpha·x rounded once, what GCC emits for the CPU loop on FMA
-// hardware), each rounded once to the output dtype.
+// Bits: every 16-bit load and store converts on the bits exactly as the host does
+// (float_bits.cuh: NaN payloads included, no reliance on how the hardware conversions treat
+// subnormals), and fill stores the host's encoding of the value. So cast, fill and scale (one
+// f32 multiply) give the CPU's bits; axpy is one fused multiply-add (y + alpha·x rounded once,
+// what GCC emits for the CPU loop on FMA hardware), rounded once to y's dtype.
 //
 // Reductions are deterministic: f64 partial sums over a grid whose size depends only on the
 // element count (never on the GPU's SM count), each block summing its threads in a fixed tree,
@@ -118,13 +119,13 @@ __global__ void fill_kernel(Bits* p, int64_t n, Bits value) {
 template <typename T>
 __global__ void scale_kernel(T* p, int64_t n, float factor) {
   for (int64_t i = global_thread(); i < n; i += grid_threads())
-    p[i] = from_f32<T>(__fmul_rn(to_f32(p[i]), factor));
+    p[i] = exact_from_f32<T>(__fmul_rn(exact_to_f32(p[i]), factor));
 }
 
 template <typename X, typename Y>
 __global__ void axpy_kernel(float alpha, const X* x, Y* y, int64_t n) {
   for (int64_t i = global_thread(); i < n; i += grid_threads())
-    y[i] = from_f32<Y>(__fmaf_rn(alpha, to_f32(x[i]), to_f32(y[i])));
+    y[i] = exact_from_f32<Y>(__fmaf_rn(alpha, exact_to_f32(x[i]), exact_to_f32(y[i])));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -195,7 +196,7 @@ template <typename T>
 struct SquareTerms {
   const T* p;
   __device__ void operator()(int64_t i, double (&acc)[1]) const {
-    const double v = to_f32(p[i]);
+    const double v = exact_to_f32(p[i]);
     acc[0] += v * v;
   }
 };
@@ -205,8 +206,8 @@ struct WeightedTerms {
   const V* values;
   const W* weights;
   __device__ void operator()(int64_t i, double (&acc)[2]) const {
-    const double w = to_f32(weights[i]);
-    acc[0] += double(to_f32(values[i])) * w;  // exact: a product of two f32 fits in f64
+    const double w = exact_to_f32(weights[i]);
+    acc[0] += double(exact_to_f32(values[i])) * w;  // exact: a product of two f32 fits in f64
     acc[1] += w;
   }
 };

@@ -19,6 +19,7 @@
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/float_bits.cuh"
 
 namespace megatron::kernels::cuda {
 
@@ -69,16 +70,16 @@ __global__ void embedding_backward_kernel(const uint32_t* keys, const uint32_t* 
   int64_t r = first;
   // Loads of four rows in flight, additions strictly in order.
   for (; r + 4 <= end; r += 4) {
-    const float g0 = to_f32(src[int64_t(tokens[r]) * c]);
-    const float g1 = to_f32(src[int64_t(tokens[r + 1]) * c]);
-    const float g2 = to_f32(src[int64_t(tokens[r + 2]) * c]);
-    const float g3 = to_f32(src[int64_t(tokens[r + 3]) * c]);
+    const float g0 = exact_to_f32(src[int64_t(tokens[r]) * c]);
+    const float g1 = exact_to_f32(src[int64_t(tokens[r + 1]) * c]);
+    const float g2 = exact_to_f32(src[int64_t(tokens[r + 2]) * c]);
+    const float g3 = exact_to_f32(src[int64_t(tokens[r + 3]) * c]);
     acc = __fadd_rn(acc, g0);
     acc = __fadd_rn(acc, g1);
     acc = __fadd_rn(acc, g2);
     acc = __fadd_rn(acc, g3);
   }
-  for (; r < end; ++r) acc = __fadd_rn(acc, to_f32(src[int64_t(tokens[r]) * c]));
+  for (; r < end; ++r) acc = __fadd_rn(acc, exact_to_f32(src[int64_t(tokens[r]) * c]));
   *dst = acc;
 }
 

@@ -2,9 +2,11 @@
 // f16::from_float and f16::to_float (core/dtype.h) for every input, NaN payloads included
 // (internal to src/kernels/cuda).
 //
-// The hardware conversions behind cuda_common.cuh's to_f32/from_f32 agree with these on every
-// non-NaN value (round to nearest even, subnormals kept), but turn NaNs into the canonical NaN,
-// while the host keeps sign and payload. kernels::cast promises the CPU's bits, so it uses these.
+// The hardware conversions behind cuda_common.cuh's to_f32/from_f32 round to nearest even too,
+// but turn NaNs into the canonical NaN while the host keeps sign and payload, and whether they
+// keep subnormals is the instruction's business. Kernels that promise the CPU's bits (cast,
+// fill, scale, the K = 0 GEMM, the embedding backward's loads) use these instead: a few integer
+// operations per element of a memory-bound kernel.
 #pragma once
 
 #include <cuda_bf16.h>

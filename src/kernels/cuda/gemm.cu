@@ -35,6 +35,7 @@
 #include "core/device_runtime.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/float_bits.cuh"
 #include "kernels/gemm_options.h"
 
 #define MT_CUBLAS_CHECK(expr)                                                                      \
@@ -142,6 +143,8 @@ State& state() {
 
 cublasLtMatrixLayout_t make_layout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld,
                                    int64_t batch, int64_t batch_stride) {
+  // A single column's leading dimension is never used; cuBLASLt still wants it >= rows.
+  if (cols <= 1 && ld < rows) ld = rows;
   cublasLtMatrixLayout_t layout = nullptr;
   MT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, type, uint64_t(rows), uint64_t(cols), ld));
   if (batch > 1) {
@@ -252,7 +255,7 @@ __global__ void scale_c_kernel(T* c, int64_t batch_c, int64_t ldc, int64_t m, in
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t col = i % n, row = (i / n) % m, entry = i / (n * m);
     T* x = c + entry * batch_c + row * ldc + col;
-    *x = from_f32<T>(beta == 0.f ? 0.f : beta * to_f32(*x));
+    *x = exact_from_f32<T>(beta == 0.f ? 0.f : __fmul_rn(beta, exact_to_f32(*x)));
   }
 }
 
@@ -299,10 +302,9 @@ void gemm(const GemmProblem& p) {
 
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (!s.handle) {
-    MT_CUBLAS_CHECK(cublasLtCreate(&s.handle));
+  if (!s.handle) MT_CUBLAS_CHECK(cublasLtCreate(&s.handle));
+  if (!s.workspace)
     s.workspace = device_allocate(kWorkspaceBytes, Device::cuda(megatron::cuda::bound_device()));
-  }
   auto it = s.plans.find(key);
   if (it == s.plans.end()) {
     if (s.plans.size() >= kMaxCachedProblems) {
