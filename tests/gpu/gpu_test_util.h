@@ -59,7 +59,7 @@ inline double unit_roundoff(DType dtype) {
   }
 }
 
-// Elements of t (any device; f32, f64, bf16, f16, i32, i64) as doubles, in row-major order.
+// Elements of t (any device; f32, f64, bf16, f16, i32, i64, u8) as doubles, in row-major order.
 inline std::vector<double> to_double(const Tensor& t) {
   Tensor c = on_cpu(t);
   if (!c.is_contiguous()) c = c.clone();

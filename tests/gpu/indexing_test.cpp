@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "gpu_test_util.h"
@@ -46,8 +47,9 @@ TEST(GpuFirstOutOfRange, SmallestBadIndex) {
       std::vector<int32_t> v = good.to_vector<int32_t>();
       int64_t smallest = n;
       for (size_t j = 0; j < bad.size(); ++j) {
-        v[size_t(bad[j])] = j % 2 == 0 ? hi : lo - 1 - int32_t(j);  // above and below
-        smallest = std::min(smallest, bad[j]);
+        const int64_t at = std::min(bad[j], n - 1);
+        v[size_t(at)] = j % 2 == 0 ? hi : lo - 1 - int32_t(j);  // above and below the range
+        smallest = std::min(smallest, at);
       }
       const Tensor ids = Tensor::from_vector(v, {n});
       EXPECT_EQ(kernels::first_out_of_range(on_gpu(ids), lo, hi), smallest) << "n " << n;

@@ -79,12 +79,12 @@ CopyGeometry collapse(const Tensor& src, const Tensor& dst) {
     ds[dims] = dst.stride(k);
     ++dims;
   }
-  // Merge dimension k into k+1 (outer into inner) from the inside out.
+  // From the outermost dimension inwards: fold each dimension into the kept one outside it when
+  // that one steps exactly over it on both sides.
   int out = 0;
   int64_t msize[64], mss[64], mds[64];
   for (int k = 0; k < dims; ++k) {
     if (out > 0 && mss[out - 1] == ss[k] * size[k] && mds[out - 1] == ds[k] * size[k]) {
-      // previous (outer) dim steps exactly over this one on both sides
       msize[out - 1] *= size[k];
       mss[out - 1] = ss[k];
       mds[out - 1] = ds[k];

@@ -14,9 +14,10 @@
 //
 // Numerics: every product accumulates in f32 (CUBLAS_COMPUTE_32F, f32 alpha/beta); f32
 // inputs multiply in full f32 unless kernels::set_allow_tf32(true) (then
-// CUBLAS_COMPUTE_32F_FAST_TF32). For a 16-bit C the algorithm is the heuristic's fastest that
-// does not reduce split-K partial sums in C's type (reduction schemes INPLACE / OUTPUT_TYPE are
-// passed over while another of its candidates qualifies), so C is rounded once, as on the CPU.
+// CUBLAS_COMPUTE_32F_FAST_TF32). For a 16-bit C, split-K algorithms that add partial sums in
+// C's type (reduction schemes INPLACE, OUTPUT_TYPE) are excluded from the heuristic's choice
+// (CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, checked again on the result), so C is rounded
+// once, as on the CPU.
 //
 // Determinism: one algorithm per problem signature, chosen once by the heuristic and cached,
 // and one fixed workspace, so the same problem gives the same bits on every call (cuBLASLt's
@@ -217,6 +218,13 @@ Plan make_plan(State& s, const GemmProblem& p, const Key& key) {
       if (status == CUBLAS_STATUS_SUCCESS)
         status = cublasLtMatmulPreferenceSetAttribute(
             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof(align_c));
+      if (status == CUBLAS_STATUS_SUCCESS && p.c_dtype != DType::F32) {
+        // Split-K only with f32 partial sums (or none): C is rounded once.
+        const uint32_t schemes =
+            CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+        status = cublasLtMatmulPreferenceSetAttribute(
+            pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof(schemes));
+      }
       if (status == CUBLAS_STATUS_SUCCESS)
         status = cublasLtMatmulAlgoGetHeuristic(s.handle, plan.op, plan.a, plan.b, plan.c, plan.c,
                                                 pref, kHeuristicResults, results, &found);
