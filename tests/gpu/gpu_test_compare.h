@@ -123,7 +123,9 @@ inline ::testing::AssertionResult close(const Tensor& gpu_result, const Tensor& 
   size_t bad = 0;
   for (size_t i = 0; i < g.size(); ++i) {
     double ratio;
-    if (std::isnan(c[i]) || std::isnan(g[i]))
+    if (g[i] == c[i])  // also 0 == 0 with atol 0, and equal infinities
+      ratio = 0.0;
+    else if (std::isnan(c[i]) || std::isnan(g[i]))
       ratio = std::isnan(c[i]) && std::isnan(g[i]) ? 0.0 : INFINITY;
     else if (std::isinf(c[i]) || std::isinf(g[i]))
       ratio = g[i] == c[i] ? 0.0 : INFINITY;

@@ -15,6 +15,7 @@
 //
 // The apply kernels use keep_scale = 1 / (1 − p) computed in f32 on the host exactly as the CPU
 // does, and the CPU's arithmetic element by element.
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <mutex>
@@ -77,11 +78,11 @@ class RowStaging {
     next_ = (next_ + 1) % slots_.size();
     if (s.pending) MT_CUDA_CHECK(cudaEventSynchronize(s.copied));
     s.pending = false;
-    if (s.capacity < bytes) {
+    if (s.capacity < bytes) {  // grows geometrically: a few reallocations per slot in all
+      const size_t capacity = std::max({bytes, 2 * s.capacity, size_t(64) << 10});
       if (s.host) MT_CUDA_CHECK(cudaFreeHost(s.host));
       s.host = nullptr;
       s.capacity = 0;
-      const size_t capacity = std::max<size_t>(bytes, size_t(64) << 10);
       MT_CUDA_CHECK(cudaMallocHost(&s.host, capacity));
       s.capacity = capacity;
     }
