@@ -112,11 +112,13 @@ DistRuntime::DistRuntime(int& argc, char**& argv) {
       MT_CHECK(provided >= MPI_THREAD_FUNNELED, "MPI provides thread level ", provided,
                ", expected at least MPI_THREAD_FUNNELED");
     }
-    g_world = std::shared_ptr<Communicator>(MpiCommunicator::duplicate(MPI_COMM_WORLD));
     // Every rank takes part in the split (it is collective) whether or not its environment
     // names the local rank, so the ranks never disagree about making the call.
     const int from_mpi = shared_memory_rank();
-    local_rank_ = local_rank_from_environment(g_world->rank()).value_or(from_mpi);
+    int world_rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    local_rank_ = local_rank_from_environment(world_rank).value_or(from_mpi);
+    g_world = std::shared_ptr<Communicator>(MpiCommunicator::duplicate(MPI_COMM_WORLD));
   } else {
     g_world = std::make_shared<SoloCommunicator>();
     local_rank_ = 0;
