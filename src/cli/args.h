@@ -82,6 +82,7 @@ struct Args {
   std::string device;  // --device: "" (automatic), cpu, cuda, cuda:N (cli/device_setup.h)
   int tensor_model_parallel_size = 1;
   int pipeline_model_parallel_size = 1;
+  std::string distributed_backend;  // "nccl", "mpi"; "" → nccl on a GPU, mpi on the CPU
 
   // Data and tokenizer.
   std::vector<std::string> data_path;
