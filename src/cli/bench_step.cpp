@@ -78,9 +78,8 @@ int run_step_bench(int argc, char** argv) {
   args.train_iters = warmup_iters + timed_iters;
   args.log_interval = args.train_iters;
 
-  // The device is the CPU until training moves onto --device (the CUDA backend work).
   auto timing = std::make_shared<TimingCommunicator>(
-      make_world_communicator(args.distributed_backend, Device::CPU));
+      make_world_communicator(args.distributed_backend, args.compute_device));
   validate_training_args(args, timing->size());
   const DType dtype = args.bf16 ? DType::BF16 : DType::F32;
   const Device device = args.compute_device;

@@ -75,9 +75,8 @@ int run_pretrain_bert(int argc, char** argv) {
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
   select_training_device(args);
 
-  // The device is the CPU until training moves onto --device (the CUDA backend work).
   std::shared_ptr<Communicator> world =
-      make_world_communicator(args.distributed_backend, Device::CPU);
+      make_world_communicator(args.distributed_backend, args.compute_device);
   validate_training_args(args, world->size());
   MT_CHECK(!args.mock_data, "--mock-data is not supported by pretrain-bert: give --data-path");
   MT_CHECK(!args.data_path.empty(),
