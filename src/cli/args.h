@@ -72,7 +72,7 @@ struct Args {
   // Mixed precision.
   bool bf16 = false;
   bool fp16 = false;
-  bool tf32 = false;  // f32 GEMMs may use TF32 on GPUs (kernels/gemm_options.h)
+  bool tf32 = false;                 // f32 GEMMs may use TF32 on GPUs (kernels/gemm_options.h)
   std::optional<double> loss_scale;  // set: constant scale; unset: dynamic (fp16)
   double initial_loss_scale = 4294967296.0;
   double min_loss_scale = 1.0;
