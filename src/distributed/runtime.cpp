@@ -1,6 +1,8 @@
 #include "distributed/runtime.h"
 
+#ifdef MEGATRON_HAS_MPI
 #include <mpi.h>
+#endif
 
 #include <atomic>
 #include <chrono>
@@ -10,7 +12,9 @@
 #include <thread>
 
 #include "core/logging.h"
+#ifdef MEGATRON_HAS_MPI
 #include "distributed/mpi_communicator.h"
+#endif
 #include "distributed/solo_communicator.h"
 
 namespace megatron {
@@ -21,10 +25,14 @@ std::shared_ptr<Communicator> g_world;  // set while a DistRuntime is alive
 std::atomic<bool> g_aborting{false};    // abort_job's message is printed once per process
 
 bool mpi_active() {
+#ifdef MEGATRON_HAS_MPI
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   return initialized && !finalized;
+#else
+  return false;
+#endif
 }
 
 bool env_set(const char* name) {
@@ -50,6 +58,14 @@ bool env_set(const char* name) {
 
 }  // namespace
 
+bool mpi_built() {
+#ifdef MEGATRON_HAS_MPI
+  return true;
+#else
+  return false;
+#endif
+}
+
 bool launched_by_mpi() {
   // OpenMPI's mpirun sets OMPI_COMM_WORLD_SIZE; PMIx launchers (OpenMPI 5, srun --mpi=pmix)
   // set PMIX_RANK; MPICH's hydra and srun --mpi=pmi2 set PMI_RANK.
@@ -60,6 +76,13 @@ bool launched_by_mpi() {
 DistRuntime::DistRuntime(int& argc, char**& argv) {
   MT_CHECK(g_world == nullptr, "DistRuntime: only one may exist per process");
   if (launched_by_mpi()) {
+#ifndef MEGATRON_HAS_MPI
+    MT_THROW("this megatron was built without MPI (no MPI was found when it was configured, or "
+             "-DMEGATRON_USE_MPI=OFF), so it runs as a single process only, but it was started "
+             "by an MPI launcher (mpirun, srun). Run it without the launcher, or rebuild with "
+             "OpenMPI (Debian's libopenmpi-dev, or scripts/gpu_bundle.sh on a machine without "
+             "it)");
+#else
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
@@ -73,6 +96,7 @@ DistRuntime::DistRuntime(int& argc, char**& argv) {
                ", expected at least MPI_THREAD_FUNNELED");
     }
     g_world = std::shared_ptr<Communicator>(MpiCommunicator::duplicate(MPI_COMM_WORLD));
+#endif
   } else {
     g_world = std::make_shared<SoloCommunicator>();
   }
@@ -83,7 +107,9 @@ DistRuntime::DistRuntime(int& argc, char**& argv) {
 DistRuntime::~DistRuntime() {
   std::set_terminate(previous_terminate_);
   g_world.reset();
+#ifdef MEGATRON_HAS_MPI
   if (owns_mpi_ && mpi_active()) MPI_Finalize();
+#endif
 }
 
 std::shared_ptr<Communicator> world_communicator() {
@@ -101,6 +127,7 @@ void abort_job(const std::string& message, int exit_code) {
   }
   log_error(message);
   std::fflush(nullptr);
+#ifdef MEGATRON_HAS_MPI
   if (mpi_active()) {
     int world_size = 1, is_main_thread = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &world_size);
@@ -110,6 +137,7 @@ void abort_job(const std::string& message, int exit_code) {
     // "process exited without finalize" warning.
     MPI_Finalize();
   }
+#endif
   std::_Exit(exit_code);
 }
 

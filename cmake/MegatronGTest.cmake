@@ -1,0 +1,49 @@
+# GoogleTest for tests/: the installed package (Debian's libgtest-dev/libgmock-dev) when there is
+# one, else built from sources: Debian's `googletest` package (/usr/src/googletest), or the same
+# package unpacked in the bundle (scripts/gpu_bundle.sh) on machines without it. Either way the
+# targets GTest::gtest (with gmock's headers), GTest::gtest_main, GTest::gmock exist afterwards.
+include_guard(GLOBAL)
+
+find_package(GTest QUIET)
+if(GTest_FOUND AND TARGET GTest::gtest AND TARGET GTest::gtest_main)
+  if(NOT TARGET GTest::gmock)
+    find_library(MEGATRON_GMOCK_LIBRARY gmock)
+    if(MEGATRON_GMOCK_LIBRARY)
+      add_library(GTest::gmock UNKNOWN IMPORTED)
+      set_target_properties(GTest::gmock PROPERTIES IMPORTED_LOCATION "${MEGATRON_GMOCK_LIBRARY}"
+                                                    INTERFACE_LINK_LIBRARIES GTest::gtest)
+    endif()
+  endif()
+  message(STATUS "megatron: GoogleTest installed (${GTest_VERSION})")
+  return()
+endif()
+
+set(_megatron_gtest_sources "")
+foreach(dir "${MEGATRON_BUNDLE_PREFIX}/src/googletest" /usr/src/googletest)
+  if(EXISTS "${dir}/googletest/CMakeLists.txt" AND EXISTS "${dir}/googlemock/CMakeLists.txt")
+    set(_megatron_gtest_sources "${dir}")
+    break()
+  endif()
+endforeach()
+if(NOT _megatron_gtest_sources)
+  message(FATAL_ERROR "megatron: GoogleTest not found: install Debian's libgtest-dev and "
+                      "libgmock-dev or googletest (sources), or run scripts/gpu_bundle.sh, or "
+                      "configure with -DBUILD_TESTING=OFF")
+endif()
+message(STATUS "megatron: GoogleTest built from ${_megatron_gtest_sources}")
+set(BUILD_GMOCK ON CACHE BOOL "" FORCE)
+set(INSTALL_GTEST OFF CACHE BOOL "" FORCE)
+set(gtest_force_shared_crt ON CACHE BOOL "" FORCE)
+# SYSTEM: its headers count as system headers in our targets (no warnings from them).
+add_subdirectory("${_megatron_gtest_sources}" "${CMAKE_BINARY_DIR}/googletest" EXCLUDE_FROM_ALL
+                 SYSTEM)
+add_library(megatron_gtest INTERFACE)
+target_link_libraries(megatron_gtest INTERFACE gtest)
+# Some tests include <gmock/gmock.h> for matchers while linking gtest only, which works where
+# the headers share /usr/include; here the headers are in two trees.
+target_include_directories(megatron_gtest SYSTEM INTERFACE
+                           "${_megatron_gtest_sources}/googlemock/include")
+add_library(GTest::gtest ALIAS megatron_gtest)
+add_library(GTest::gtest_main ALIAS gtest_main)
+add_library(GTest::gmock ALIAS gmock)
+add_library(GTest::gmock_main ALIAS gmock_main)
