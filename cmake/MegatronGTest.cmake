@@ -37,13 +37,12 @@ set(gtest_force_shared_crt ON CACHE BOOL "" FORCE)
 # SYSTEM: its headers count as system headers in our targets (no warnings from them).
 add_subdirectory("${_megatron_gtest_sources}" "${CMAKE_BINARY_DIR}/googletest" EXCLUDE_FROM_ALL
                  SYSTEM)
-add_library(megatron_gtest INTERFACE)
-target_link_libraries(megatron_gtest INTERFACE gtest)
 # Some tests include <gmock/gmock.h> for matchers while linking gtest only, which works where
 # the headers share /usr/include; here the headers are in two trees.
-target_include_directories(megatron_gtest SYSTEM INTERFACE
-                           "${_megatron_gtest_sources}/googlemock/include")
-add_library(GTest::gtest ALIAS megatron_gtest)
-add_library(GTest::gtest_main ALIAS gtest_main)
-add_library(GTest::gmock ALIAS gmock)
-add_library(GTest::gmock_main ALIAS gmock_main)
+target_include_directories(gtest SYSTEM INTERFACE "${_megatron_gtest_sources}/googlemock/include")
+# GoogleTest 1.11+ defines the GTest:: aliases itself; older sources do not.
+foreach(lib gtest gtest_main gmock gmock_main)
+  if(NOT TARGET GTest::${lib})
+    add_library(GTest::${lib} ALIAS ${lib})
+  endif()
+endforeach()
