@@ -24,16 +24,14 @@ namespace {
 std::shared_ptr<Communicator> g_world;  // set while a DistRuntime is alive
 std::atomic<bool> g_aborting{false};    // abort_job's message is printed once per process
 
-bool mpi_active() {
 #ifdef MEGATRON_HAS_MPI
+bool mpi_active() {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   return initialized && !finalized;
-#else
-  return false;
-#endif
 }
+#endif
 
 bool env_set(const char* name) {
   const char* value = std::getenv(name);

@@ -96,24 +96,30 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels.view(-1))
 
 
-def optimizer_for(model):
+def optimizer_for(model, device):
     # Megatron: weight decay on the matrices (embeddings included), none on biases and LayerNorm.
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=1e-4, betas=(0.9, 0.999), eps=1e-8, fused=True)
+    fused = {"fused": True} if device == "cuda" else {}  # fused AdamW is CUDA-only
+    return torch.optim.AdamW(groups, lr=1e-4, betas=(0.9, 0.999), eps=1e-8, **fused)
 
 
-def bench_model(layers, hidden, heads, seq, micro_batch, warmup, iters):
+def synchronize(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def bench_model(layers, hidden, heads, seq, micro_batch, warmup, iters, device="cuda"):
     vocab = padded_vocab(VOCAB)
     torch.manual_seed(1234)
-    model = GPT(layers, hidden, heads, seq, vocab).cuda().train()
-    opt = optimizer_for(model)
-    ids = torch.randint(0, VOCAB, (micro_batch, seq + 1), device="cuda")
+    model = GPT(layers, hidden, heads, seq, vocab).to(device).train()
+    opt = optimizer_for(model, device)
+    ids = torch.randint(0, VOCAB, (micro_batch, seq + 1), device=device)
     inputs, labels = ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
 
     def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast(device, dtype=torch.bfloat16):
             loss = model(inputs, labels)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -121,28 +127,30 @@ def bench_model(layers, hidden, heads, seq, micro_batch, warmup, iters):
         opt.zero_grad(set_to_none=True)
         return loss
 
-    torch.cuda.reset_peak_memory_stats()
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
     for _ in range(warmup):
         loss = step()
     first_loss = float(loss)
-    torch.cuda.synchronize()
+    synchronize(device)
     t0 = time.perf_counter()
     for _ in range(iters):
         loss = step()
-    torch.cuda.synchronize()
+    synchronize(device)
     seconds = (time.perf_counter() - t0) / iters
     tokens = micro_batch * seq
     result = {
         "framework": "pytorch", "layers": layers, "hidden": hidden, "heads": heads, "seq": seq,
         "micro_batch": micro_batch, "step_ms": seconds * 1e3, "tokens_per_s": tokens / seconds,
         "tflops": megatron_flops_per_step(micro_batch, seq, layers, hidden, vocab) / seconds / 1e12,
-        "peak_gib": torch.cuda.max_memory_allocated() / 2 ** 30,
+        "peak_gib": torch.cuda.max_memory_allocated() / 2 ** 30 if device == "cuda" else 0.0,
         "loss_first": first_loss, "loss_last": float(loss),
         "params": sum(p.numel() for p in model.parameters()),
     }
     del model, opt, ids, inputs, labels
     gc.collect()
-    torch.cuda.empty_cache()
+    if device == "cuda":
+        torch.cuda.empty_cache()
     return result
 
 
@@ -171,13 +179,15 @@ def main():
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--ceiling", type=int, default=0, help="also measure an N^3 bf16 GEMM")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--device", default="cuda", help="cuda; cpu only to smoke-test this script")
     args = ap.parse_args()
-    if not torch.cuda.is_available():
+    if args.device == "cuda" and not torch.cuda.is_available():
         print("pytorch: no GPU visible (torch.cuda.is_available() is False)")
         return 1
-    print(f"pytorch {torch.__version__} on {torch.cuda.get_device_name(0)}", flush=True)
+    where = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
+    print(f"pytorch {torch.__version__} on {where}", flush=True)
     results = []
-    if args.ceiling:
+    if args.ceiling and args.device == "cuda":
         tf = gemm_ceiling(args.ceiling)
         results.append({"framework": "pytorch", "ceiling_n": args.ceiling, "ceiling_tflops": tf})
         print(f"pytorch bf16 GEMM ceiling ({args.ceiling}^3): {tf:.1f} TFLOP/s", flush=True)
@@ -186,7 +196,7 @@ def main():
         L, h, heads, s, mb = (int(x) for x in spec.split(","))
         name = f"pytorch GPT L={L} h={h} heads={heads} s={s} micro-batch={mb}"
         try:
-            r = bench_model(L, h, heads, s, mb, args.warmup, args.iters)
+            r = bench_model(L, h, heads, s, mb, args.warmup, args.iters, args.device)
         except torch.cuda.OutOfMemoryError:
             print(f"{name}: out of GPU memory", flush=True)
             gc.collect()
