@@ -2,8 +2,8 @@
 # machines) or, where the toolkit lacks them, in the NVIDIA wheels of the python3 on PATH
 # (site-packages/nvidia/<package>/{lib,include}: the GPU machine's image has NCCL and cuBLAS only
 # there). Wheels ship versioned libraries only (libnccl.so.2), so those names are searched too.
-# Needs find_package(CUDAToolkit) first. Results: NCCL_LIBRARY, NCCL_INCLUDE_DIR, and the target
-# CUDA::cublasLt (made here when FindCUDAToolkit did not make it).
+# Needs find_package(CUDAToolkit) first. Results: NCCL_LIBRARY, NCCL_INCLUDE_DIR, and the targets
+# CUDA::cublasLt and CUDA::cudart (made here when FindCUDAToolkit did not make them).
 include_guard(GLOBAL)
 
 set(MEGATRON_NVIDIA_WHEEL_LIBS "")
@@ -49,6 +49,16 @@ if(NOT TARGET CUDA::cublasLt)
   set_target_properties(CUDA::cublasLt PROPERTIES
     IMPORTED_LOCATION "${MEGATRON_CUBLASLT_LIBRARY}"
     INTERFACE_INCLUDE_DIRECTORIES "${MEGATRON_CUBLASLT_INCLUDE_DIR}")
+endif()
+if(NOT TARGET CUDA::cudart)
+  find_library(MEGATRON_CUDART_LIBRARY NAMES cudart libcudart.so.13 libcudart.so.12
+               HINTS ${MEGATRON_NVIDIA_WHEEL_LIBS})
+  if(NOT MEGATRON_CUDART_LIBRARY)
+    message(FATAL_ERROR "megatron: the CUDA runtime (libcudart) was found neither in the CUDA "
+                        "toolkit nor in python3's site-packages/nvidia/*")
+  endif()
+  add_library(CUDA::cudart UNKNOWN IMPORTED)
+  set_target_properties(CUDA::cudart PROPERTIES IMPORTED_LOCATION "${MEGATRON_CUDART_LIBRARY}")
 endif()
 get_target_property(_megatron_cublaslt CUDA::cublasLt IMPORTED_LOCATION)
 message(STATUS "megatron: NCCL ${NCCL_LIBRARY}, cuBLASLt ${_megatron_cublaslt}")
