@@ -1,6 +1,7 @@
 // SentencePieceTokenizer: a thin adapter; all of the algorithm is libsentencepiece's.
-// In a build without libsentencepiece (MEGATRON_USE_SENTENCEPIECE, cmake/MegatronDependencies.cmake)
-// the constructor throws an Error that says so, and the class is otherwise unusable.
+// In a build without libsentencepiece (MEGATRON_USE_SENTENCEPIECE,
+// cmake/MegatronDependencies.cmake) the constructor throws an Error that says so, and the class is
+// otherwise unusable.
 #include "data/sentencepiece_tokenizer.h"
 
 #ifdef MEGATRON_HAS_SENTENCEPIECE

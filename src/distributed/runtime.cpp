@@ -75,11 +75,12 @@ DistRuntime::DistRuntime(int& argc, char**& argv) {
   MT_CHECK(g_world == nullptr, "DistRuntime: only one may exist per process");
   if (launched_by_mpi()) {
 #ifndef MEGATRON_HAS_MPI
-    MT_THROW("this megatron was built without MPI (no MPI was found when it was configured, or "
-             "-DMEGATRON_USE_MPI=OFF), so it runs as a single process only, but it was started "
-             "by an MPI launcher (mpirun, srun). Run it without the launcher, or rebuild with "
-             "OpenMPI (Debian's libopenmpi-dev, or scripts/gpu_bundle.sh on a machine without "
-             "it)");
+    MT_THROW(
+        "this megatron was built without MPI (no MPI was found when it was configured, or "
+        "-DMEGATRON_USE_MPI=OFF), so it runs as a single process only, but it was started "
+        "by an MPI launcher (mpirun, srun). Run it without the launcher, or rebuild with "
+        "OpenMPI (Debian's libopenmpi-dev, or scripts/gpu_bundle.sh on a machine without "
+        "it)");
 #else
     int initialized = 0;
     MPI_Initialized(&initialized);

@@ -3,14 +3,14 @@
 // against a naive double-precision loop: odd sizes below one micro-tile, sizes past one packed
 // block in every dimension (rows, columns, depth), all transposes, row strides wider than the
 // rows, batches with gaps, alpha/beta, beta = 0 over NaN, and K = 0.
-#include "kernels/cpu/blocked_gemm.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <random>
 #include <vector>
+
+#include "kernels/cpu/blocked_gemm.h"
 
 namespace megatron {
 namespace {
@@ -88,10 +88,12 @@ void check(const Dims& d, bool ta, bool tb, float alpha, float beta, uint32_t se
 
 TEST(BlockedGemm, OddSizesAllTransposesAlphaBeta) {
   uint32_t seed = 1;
-  for (const Dims& d : {Dims{1, 13, 17, 33}, Dims{1, 1, 1, 1}, Dims{1, 7, 3, 5}, Dims{3, 11, 29, 2}})
+  for (const Dims& d :
+       {Dims{1, 13, 17, 33}, Dims{1, 1, 1, 1}, Dims{1, 7, 3, 5}, Dims{3, 11, 29, 2}})
     for (bool ta : {false, true})
       for (bool tb : {false, true})
-        for (auto [alpha, beta] : {std::pair{1.f, 0.f}, std::pair{0.5f, 1.f}, std::pair{-2.f, 0.25f}})
+        for (auto [alpha, beta] :
+             {std::pair{1.f, 0.f}, std::pair{0.5f, 1.f}, std::pair{-2.f, 0.25f}})
           check(d, ta, tb, alpha, beta, seed++);
 }
 

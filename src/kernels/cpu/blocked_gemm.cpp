@@ -122,8 +122,8 @@ void micro_kernel(int64_t kc, const float* __restrict a, const float* __restrict
 }
 
 // C[i0 : i0 + mc, j0 : j0 + nc] of one batch entry, over the whole depth K.
-void tile(const Operands& o, int64_t k, int64_t i0, int64_t mc, int64_t j0, int64_t nc,
-          float alpha, float beta, std::vector<float>& a_pack, std::vector<float>& b_pack) {
+void tile(const Operands& o, int64_t k, int64_t i0, int64_t mc, int64_t j0, int64_t nc, float alpha,
+          float beta, std::vector<float>& a_pack, std::vector<float>& b_pack) {
   const int64_t mc_padded = (mc + kMR - 1) / kMR * kMR, nc_padded = (nc + kNR - 1) / kNR * kNR;
   a_pack.resize(size_t(mc_padded * kKC));
   b_pack.resize(size_t(nc_padded * kKC));
