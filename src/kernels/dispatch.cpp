@@ -14,12 +14,30 @@ Device operand_device(const char* kernel, std::initializer_list<const Tensor*> o
              first->describe(), " on ", first->device().str(), ", ", t->describe(), " on ",
              t->device().str(), "); move them to one device with Tensor::to()");
   }
-  return first ? first->device() : Device::CPU;
+  const Device device = first ? first->device() : Device::CPU;
+#ifndef MEGATRON_CUDA
+  // Here rather than only in MT_DISPATCH, so that early-outs (empty problems) and checks that
+  // read values never touch device memory either.
+  if (device.is_cuda()) throw_cuda_not_built(kernel);
+#endif
+  return device;
 }
 
 void throw_cuda_not_built(const char* kernel) {
-  MT_THROW(kernel, ": the operands are CUDA tensors, but this binary was built without CUDA; "
-                   "rebuild with -DMEGATRON_CUDA=ON (needs nvcc) or run with --device cpu");
+  MT_THROW(kernel,
+           ": the operands are CUDA tensors, but this binary was built without CUDA; "
+           "rebuild with -DMEGATRON_CUDA=ON (needs nvcc) or run with --device cpu");
+}
+
+void check_defined(const Tensor& t, const char* what) {
+  MT_CHECK(t.defined(), what, " is undefined");
+}
+
+void check_float_contiguous(const Tensor& t, const char* what) {
+  MT_CHECK(t.defined(), what, " is undefined, expected an f32 or bf16 tensor");
+  MT_CHECK(t.dtype() == DType::F32 || t.dtype() == DType::BF16, what, " has dtype ",
+           dtype_name(t.dtype()), ", expected f32 or bf16");
+  check_contiguous(t, what);
 }
 
 }  // namespace megatron::kernels

@@ -21,11 +21,19 @@
 namespace megatron::kernels {
 
 // The device shared by every defined operand (the CPU when none is defined); an Error naming
-// `kernel` and both devices when two operands live on different devices.
+// `kernel` and both devices when two operands live on different devices, and (in a build
+// without CUDA) an Error naming `kernel` when it is a CUDA device.
 Device operand_device(const char* kernel, std::initializer_list<const Tensor*> operands);
 
 // "<kernel>: the operands are CUDA tensors, but this binary was built without CUDA ...".
 [[noreturn]] void throw_cuda_not_built(const char* kernel);
+
+// Argument checks shared by the kernels/<concept>.cpp files (core/tensor.h has check_shape,
+// check_dtype and check_contiguous). None of them reads an element, so they are safe on any
+// device.
+void check_defined(const Tensor& t, const char* what);  // "<what> is undefined"
+// Defined, contiguous and of dtype f32 or bf16 (the activation dtypes).
+void check_float_contiguous(const Tensor& t, const char* what);
 
 }  // namespace megatron::kernels
 
@@ -35,8 +43,8 @@ Device operand_device(const char* kernel, std::initializer_list<const Tensor*> o
   ((device).is_cuda() ? ::megatron::kernels::cuda::fn(__VA_ARGS__) \
                       : ::megatron::kernels::cpu::fn(__VA_ARGS__))
 #else
-#define MT_DISPATCH(device, fn, ...)                                                   \
-  ((device).is_cuda()                                                                  \
-       ? (::megatron::kernels::throw_cuda_not_built(#fn), ::megatron::kernels::cpu::fn(__VA_ARGS__)) \
-       : ::megatron::kernels::cpu::fn(__VA_ARGS__))
+#define MT_DISPATCH(device, fn, ...)                                     \
+  ((device).is_cuda() ? (::megatron::kernels::throw_cuda_not_built(#fn), \
+                         ::megatron::kernels::cpu::fn(__VA_ARGS__))      \
+                      : ::megatron::kernels::cpu::fn(__VA_ARGS__))
 #endif

@@ -18,7 +18,8 @@ void axpy(float alpha, const Tensor& x, Tensor& y);  // y += alpha·x (same shap
 double sum_squares(const Tensor& t);
 bool has_inf_or_nan(const Tensor& t);
 
-// values [N] f32, weights [N] f32 (e.g. per-token losses and the loss mask):
+// values [N] f32, weights [N] f32, contiguous, one shape (any, e.g. [s, b]; per-token losses
+// and the loss mask):
 // (Σ values·weights, Σ weights), accumulated in f64 in an order that depends only on N, so the
 // result is bit-identical from run to run and between thread counts.
 struct WeightedSum {

@@ -1,7 +1,8 @@
 // GemmProblem: one (possibly batched) row-major GEMM described by raw pointers and strides,
 // the common currency of the GEMM backends (CPU: oneDNN, OpenBLAS; CUDA: cuBLASLt) behind
 // kernels::gemm. kernels/gemm.cpp builds it from validated tensors; the pointers are on the
-// device the backend runs on.
+// device the backend runs on. Backends only ever get batch, m, n, k >= 1: kernels/gemm.cpp
+// returns early for an empty C and does K = 0 (C = beta · C) itself.
 //   C[b] (M×N, row stride ldc) = alpha · op(A[b]) · op(B[b]) + beta · C[b],  b < batch
 //   A[b] is M×K (K×M when trans_a) with row stride lda; B[b] is K×N (N×K when trans_b).
 #pragma once

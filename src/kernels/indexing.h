@@ -8,8 +8,9 @@
 
 namespace megatron::kernels {
 
-// ids [s·b] i32, a seq-major [s, b] block flattened: ids[i] = start + i / batch.
-// start > 0 continues the positions of a sequence (inference with a KV cache).
+// ids [s·b] i32, a seq-major [s, b] block flattened (or [s, b] itself; any contiguous shape
+// whose numel is a multiple of batch): ids[i] = start + i / batch. start > 0 continues the
+// positions of a sequence (inference with a KV cache); start + s − 1 must fit i32.
 void fill_positions(Tensor& ids, int64_t batch, int64_t start);
 
 // ids [N] i32 (any contiguous shape): the index of the first element outside [lo, hi), or −1

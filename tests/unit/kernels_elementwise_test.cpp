@@ -1,10 +1,14 @@
-// cast / fill / scale / axpy / sum_squares / has_inf_or_nan. Casts are checked bit for bit:
+// cast / copy / fill / scale / axpy / sum_squares / weighted_sum / has_inf_or_nan. Casts are
+// checked bit for bit:
 // bf16 against hand-derived encodings (ties to even, NaN, inf, subnormals), f16 against the
 // F16C hardware instructions as an independent reference.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <immintrin.h>
+#include <omp.h>
 
 #include <bit>
+#include <cstring>
 #include <random>
 
 #include "kernel_test_util.h"
@@ -16,6 +20,7 @@ namespace {
 using test::from_double;
 using test::random_tensor;
 using test::to_double;
+using ::testing::HasSubstr;
 
 float bits_to_float(uint32_t u) {
   float f;
@@ -181,6 +186,187 @@ TEST(Elementwise, RejectsIntegerTensors) {
   Tensor i = Tensor::zeros({3}, DType::I32);
   EXPECT_THROW(kernels::fill(i, 1.f), Error);
   EXPECT_THROW(kernels::sum_squares(i), Error);
+}
+
+// The message of the Error fn throws ("" and a test failure when it throws none).
+template <typename Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.message();
+  }
+  ADD_FAILURE() << "no Error thrown";
+  return "";
+}
+
+// A contiguous tensor of random bytes (any dtype; floats may be NaN patterns, which a copy
+// must move bit for bit all the same).
+Tensor random_bytes(const Shape& shape, DType dtype, uint32_t seed) {
+  Tensor t = Tensor::empty(shape, dtype);
+  std::mt19937 gen(seed);
+  auto* p = static_cast<uint8_t*>(t.raw_data());
+  for (size_t i = 0; i < t.nbytes(); ++i) p[i] = uint8_t(gen());
+  return t;
+}
+
+// Address of element (i, j) of a 2-D view, from its strides: the naive reference.
+const uint8_t* element(const Tensor& t, int64_t i, int64_t j) {
+  return static_cast<const uint8_t*>(t.raw_data()) +
+         (i * t.stride(0) + j * t.stride(1)) * int64_t(dtype_size(t.dtype()));
+}
+
+// Every element of dst equals the one of src at the same index, bit for bit.
+void expect_same_elements(const Tensor& src, const Tensor& dst) {
+  ASSERT_EQ(src.shape(), dst.shape());
+  const size_t es = dtype_size(src.dtype());
+  for (int64_t i = 0; i < src.size(0); ++i)
+    for (int64_t j = 0; j < src.size(1); ++j)
+      ASSERT_EQ(std::memcmp(element(src, i, j), element(dst, i, j), es), 0)
+          << dtype_name(src.dtype()) << " at [" << i << ", " << j << "]";
+}
+
+class CopyTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CopyTest, AnyStridesEitherSide) {
+  const DType dt = GetParam();
+  const Tensor src = random_bytes({13, 17}, dt, 1);
+  // contiguous -> contiguous
+  Tensor dst = Tensor::empty({13, 17}, dt);
+  kernels::copy(src, dst);
+  expect_same_elements(src, dst);
+  // contiguous -> transposed view of a [17, 13] buffer
+  Tensor buffer = Tensor::empty({17, 13}, dt);
+  Tensor dst_t = buffer.transpose(0, 1);  // [13, 17], strides [1, 13]
+  kernels::copy(src, dst_t);
+  expect_same_elements(src, dst_t);
+  // strided column slice -> row-strided slice of a wider buffer
+  const Tensor wide = random_bytes({13, 23}, dt, 2);
+  const Tensor src_s = wide.slice(1, 3, 20);  // [13, 17], row stride 23
+  Tensor big = random_bytes({15, 19}, dt, 3);
+  Tensor dst_s = big.slice(0, 1, 14).slice(1, 2, 19);  // [13, 17], row stride 19
+  const Tensor big_before = big.clone();
+  kernels::copy(src_s, dst_s);
+  expect_same_elements(src_s, dst_s);
+  // Elements of big outside the view are untouched.
+  for (int64_t i = 0; i < 15; ++i)
+    for (int64_t j = 0; j < 19; ++j)
+      if (i < 1 || i >= 14 || j < 2) {
+        ASSERT_EQ(std::memcmp(element(big, i, j), element(big_before, i, j), dtype_size(dt)), 0)
+            << "outside the view at [" << i << ", " << j << "]";
+      }
+  // transposed source -> contiguous
+  const Tensor src_t = random_bytes({17, 13}, dt, 4).transpose(0, 1);
+  Tensor dst_c = Tensor::empty({13, 17}, dt);
+  kernels::copy(src_t, dst_c);
+  expect_same_elements(src_t, dst_c);
+}
+
+TEST_P(CopyTest, ThreeDimensionalPermutedAndEmpty) {
+  const DType dt = GetParam();
+  const Tensor src = random_bytes({3, 5, 7}, dt, 5).transpose(0, 2);  // [7, 5, 3]
+  Tensor dst = Tensor::empty({7, 5, 3}, dt);
+  kernels::copy(src, dst);
+  for (int64_t k = 0; k < 7; ++k) expect_same_elements(src.select(0, k), dst.select(0, k));
+  Tensor empty_src = Tensor::empty({0, 13}, dt), empty_dst = Tensor::empty({0, 13}, dt);
+  kernels::copy(empty_src, empty_dst);  // nothing to do, no error
+}
+
+INSTANTIATE_TEST_SUITE_P(AllDtypes, CopyTest,
+                         ::testing::Values(DType::F32, DType::F64, DType::BF16, DType::F16,
+                                           DType::I32, DType::I64, DType::U8),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(Copy, RejectsMismatchedOperands) {
+  Tensor a = Tensor::zeros({13, 17}, DType::F32);
+  Tensor wrong_dtype = Tensor::zeros({13, 17}, DType::BF16);
+  EXPECT_THAT(error_of([&] { kernels::copy(a, wrong_dtype); }),
+              HasSubstr("copy dst has dtype bf16, expected f32"));
+  Tensor wrong_shape = Tensor::zeros({17, 13}, DType::F32);
+  EXPECT_THAT(error_of([&] { kernels::copy(a, wrong_shape); }),
+              HasSubstr("copy dst has shape [17, 13], expected [13, 17]"));
+  Tensor undefined;
+  EXPECT_THAT(error_of([&] { kernels::copy(undefined, a); }), HasSubstr("copy src is undefined"));
+  EXPECT_THAT(error_of([&] { kernels::copy(a, undefined); }), HasSubstr("copy dst is undefined"));
+}
+
+// (Σ v·w, Σ w) in double, in index order: the naive reference.
+kernels::WeightedSum naive_weighted_sum(const std::vector<float>& v, const std::vector<float>& w) {
+  kernels::WeightedSum s;
+  for (size_t i = 0; i < v.size(); ++i) {
+    s.weighted += double(v[i]) * double(w[i]);
+    s.weights += double(w[i]);
+  }
+  return s;
+}
+
+TEST(WeightedSum, MatchesDoubleLoop) {
+  std::mt19937 gen(11);
+  std::uniform_real_distribution<float> value(-3.f, 7.f), weight(0.f, 1.f);
+  for (int64_t n : {0, 1, 13, 17, 4099, 100003}) {
+    std::vector<float> v(static_cast<size_t>(n)), w(static_cast<size_t>(n));
+    for (float& x : v) x = value(gen);
+    for (float& x : w) x = weight(gen);
+    const auto got =
+        kernels::weighted_sum(Tensor::from_vector(v, {n}), Tensor::from_vector(w, {n}));
+    const auto want = naive_weighted_sum(v, w);
+    // Only the summation order differs: f64 rounding, far below f32's.
+    EXPECT_NEAR(got.weighted, want.weighted, 1e-12 * (1 + std::abs(want.weighted))) << n;
+    EXPECT_NEAR(got.weights, want.weights, 1e-12 * (1 + want.weights)) << n;
+  }
+}
+
+TEST(WeightedSum, ExactForALossMask) {
+  // Integer losses and a 0/1 mask: every partial sum is exact in f64, so any order is exact.
+  const int64_t s = 17, b = 13;
+  std::vector<float> loss(size_t(s * b)), mask(size_t(s * b));
+  for (int64_t i = 0; i < s * b; ++i) {
+    loss[size_t(i)] = float((i * 37) % 201 - 100);
+    mask[size_t(i)] = (i % 3 == 0) ? 0.f : 1.f;
+  }
+  const auto got =
+      kernels::weighted_sum(Tensor::from_vector(loss, {s, b}), Tensor::from_vector(mask, {s, b}));
+  const auto want = naive_weighted_sum(loss, mask);
+  EXPECT_EQ(got.weighted, want.weighted);
+  EXPECT_EQ(got.weights, want.weights);
+}
+
+TEST(WeightedSum, BitIdenticalForAnyThreadCount) {
+  std::mt19937 gen(3);
+  std::uniform_real_distribution<float> value(-1.f, 1.f);
+  const int64_t n = 100003;
+  std::vector<float> v(static_cast<size_t>(n)), w(static_cast<size_t>(n));
+  for (float& x : v) x = value(gen);
+  for (float& x : w) x = value(gen) + 1.f;
+  const Tensor vt = Tensor::from_vector(v, {n}), wt = Tensor::from_vector(w, {n});
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const auto one = kernels::weighted_sum(vt, wt);
+  omp_set_num_threads(3);
+  const auto three = kernels::weighted_sum(vt, wt);
+  omp_set_num_threads(threads);
+  EXPECT_EQ(std::bit_cast<uint64_t>(one.weighted), std::bit_cast<uint64_t>(three.weighted));
+  EXPECT_EQ(std::bit_cast<uint64_t>(one.weights), std::bit_cast<uint64_t>(three.weights));
+}
+
+TEST(WeightedSum, RejectsBadOperands) {
+  Tensor v = Tensor::zeros({13}, DType::F32), w = Tensor::zeros({13}, DType::F32);
+  Tensor vb = Tensor::zeros({13}, DType::BF16);
+  EXPECT_THAT(error_of([&] { kernels::weighted_sum(vb, w); }),
+              HasSubstr("weighted_sum values has dtype bf16, expected f32"));
+  Tensor wi = Tensor::zeros({13}, DType::I32);
+  EXPECT_THAT(error_of([&] { kernels::weighted_sum(v, wi); }),
+              HasSubstr("weighted_sum weights has dtype i32, expected f32"));
+  Tensor w17 = Tensor::zeros({17}, DType::F32);
+  EXPECT_THAT(error_of([&] { kernels::weighted_sum(v, w17); }),
+              HasSubstr("weighted_sum weights has shape [17], expected [13]"));
+  Tensor strided = Tensor::zeros({13, 2}, DType::F32).slice(1, 0, 1);  // [13, 1], row stride 2
+  Tensor w131 = Tensor::zeros({13, 1}, DType::F32);
+  EXPECT_THAT(error_of([&] { kernels::weighted_sum(strided, w131); }),
+              HasSubstr("weighted_sum values must be contiguous"));
+  Tensor undefined;
+  EXPECT_THAT(error_of([&] { kernels::weighted_sum(v, undefined); }),
+              HasSubstr("weighted_sum weights is undefined"));
 }
 
 }  // namespace

@@ -1,24 +1,14 @@
-// Fused AdamW over flat f32 buffers on CPU (contract: kernels/adamw.h), in torch.optim.AdamW's
-// order: decay the old weight, update the moments, step with the bias-corrected moments.
-#include "kernels/adamw.h"
-
+// Fused AdamW over flat f32 buffers on CPU (contract: kernels/adamw.h, checked by
+// kernels/adamw.cpp), in torch.optim.AdamW's order: decay the old weight, update the moments,
+// step with the bias-corrected moments.
 #include <cmath>
 
-#include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/cpu_kernels.h"
 
-namespace megatron::kernels {
+namespace megatron::kernels::cpu {
 
 void adamw_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
                   const AdamWHyper& h) {
-  cpu::require_cpu("adamw_update", {&param, &grad, &exp_avg, &exp_avg_sq});
-  MT_CHECK(h.step >= 1, "adamw_update step must be >= 1, got ", h.step);
-  for (const Tensor* t :
-       std::initializer_list<const Tensor*>{&param, &grad, &exp_avg, &exp_avg_sq}) {
-    check_dtype(*t, DType::F32, "adamw_update param/grad/exp_avg/exp_avg_sq");
-    check_contiguous(*t, "adamw_update param/grad/exp_avg/exp_avg_sq");
-    MT_CHECK(t->numel() == param.numel(), "adamw_update operands differ in size: ", t->describe(),
-             " vs param ", param.describe());
-  }
   // Bias corrections in double: β^step underflows gracefully and 1 − β^step keeps its digits.
   const float bc1 = float(1.0 - std::pow(double(h.beta1), double(h.step)));
   const float bc2_sqrt = float(std::sqrt(1.0 - std::pow(double(h.beta2), double(h.step))));
@@ -41,4 +31,4 @@ void adamw_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& ex
   }
 }
 
-}  // namespace megatron::kernels
+}  // namespace megatron::kernels::cpu

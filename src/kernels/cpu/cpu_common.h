@@ -1,5 +1,6 @@
-// Helpers shared by the CPU kernels (internal to src/kernels/cpu): device and argument checks,
-// and f32 <-> bf16 element access written so the compiler can vectorise it.
+// Helpers shared by the CPU kernels (internal to src/kernels/cpu): f32 <-> bf16 element access
+// written so the compiler can vectorise it, dtype dispatch and the deterministic reduction
+// split. Argument and device checks live in the dispatch layer (kernels/<concept>.cpp).
 //
 // Every kernel reads its 16-bit inputs into f32, computes in f32 (or f64 where the header says
 // so) and rounds once on store, which is what "bf16 with f32 statistics" means in the headers.
@@ -7,7 +8,6 @@
 
 #include <cstdint>
 #include <cstring>
-#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -16,13 +16,6 @@
 #include "core/tensor.h"
 
 namespace megatron::kernels::cpu {
-
-// Throws "<kernel>: <what> is a CUDA tensor, which needs a CUDA build" for device tensors, so a
-// CPU-only build fails loudly instead of dereferencing device memory.
-void require_cpu(const char* kernel, std::initializer_list<const Tensor*> tensors);
-
-// Throws unless t is defined, contiguous and of dtype f32 or bf16.
-void check_float_contiguous(const Tensor& t, const char* what);
 
 // Element access for the two activation dtypes. float passes through; bf16 widens by a shift
 // and narrows with round-to-nearest-even (quiet NaN kept), bit-identical to bf16::from_float.

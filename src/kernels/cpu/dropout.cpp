@@ -1,32 +1,15 @@
 // Dropout masks from Philox and the kernels that apply them, on CPU (contract:
-// kernels/dropout.h).
-#include "kernels/dropout.h"
-
+// kernels/dropout.h, checked by kernels/dropout.cpp).
 #include <algorithm>
 #include <vector>
 
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/philox_lanes.h"
 
-namespace megatron::kernels {
+namespace megatron::kernels::cpu {
 
 namespace {
-
-void check_p(float p, const char* kernel) {
-  MT_CHECK(p >= 0.f && p < 1.f, kernel, ": dropout probability must be in [0, 1), got ", p);
-}
-
-void check_mask(const Tensor& mask, int64_t numel, const char* what) {
-  check_dtype(mask, DType::U8, what);
-  check_contiguous(mask, what);
-  MT_CHECK(mask.numel() == numel, what, " has ", mask.numel(), " elements, expected ", numel);
-}
-
-void check_like(const Tensor& t, const Tensor& like, const char* what) {
-  check_shape(t, like.shape(), what);
-  check_dtype(t, like.dtype(), what);
-  check_contiguous(t, what);
-}
 
 // out[i] = in[i] · mask[i] · keep_scale over n elements.
 template <typename T>
@@ -37,8 +20,8 @@ void apply_mask(const T* in, const uint8_t* mask, float keep_scale, T* out, int6
     const int64_t end = std::min(n, (b + 1) * kBlock);
 #pragma omp simd
     for (int64_t i = b * kBlock; i < end; ++i) {
-      const float kept = cpu::to_f32(in[i]) * keep_scale;  // loaded unconditionally: no branch
-      out[i] = cpu::from_f32<T>(mask[i] ? kept : 0.f);
+      const float kept = to_f32(in[i]) * keep_scale;  // loaded unconditionally: no branch
+      out[i] = from_f32<T>(mask[i] ? kept : 0.f);
     }
   }
 }
@@ -53,9 +36,9 @@ void bias_dropout_add_rows(const T* x, const T* bias, const T* residual, const u
 #pragma omp simd
     for (int64_t j = 0; j < c; ++j) {
       const int64_t i = r * c + j;
-      float v = cpu::to_f32(x[i]) + cpu::to_f32(bias[j]);
+      float v = to_f32(x[i]) + to_f32(bias[j]);
       if constexpr (kMask) v = mask[i] ? v * keep_scale : 0.f;
-      y[i] = cpu::from_f32<T>(cpu::to_f32(residual[i]) + v);
+      y[i] = from_f32<T>(to_f32(residual[i]) + v);
     }
   }
 }
@@ -65,7 +48,7 @@ void bias_dropout_add_rows(const T* x, const T* bias, const T* residual, const u
 template <typename T, bool kMask>
 void bias_dropout_add_backward_rows(const T* dy, const uint8_t* mask, float keep_scale, T* dx,
                                     float* dbias, int64_t n, int64_t c) {
-  const int64_t chunks = cpu::reduction_chunks(n);
+  const int64_t chunks = reduction_chunks(n);
   std::vector<float> partial(size_t(chunks * c), 0.f);
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < chunks; ++k) {
@@ -74,9 +57,9 @@ void bias_dropout_add_backward_rows(const T* dy, const uint8_t* mask, float keep
 #pragma omp simd
       for (int64_t j = 0; j < c; ++j) {
         const int64_t i = r * c + j;
-        float g = cpu::to_f32(dy[i]);
+        float g = to_f32(dy[i]);
         if constexpr (kMask) g = mask[i] ? g * keep_scale : 0.f;
-        dx[i] = cpu::from_f32<T>(g);
+        dx[i] = from_f32<T>(g);
         pb[j] += g;
       }
     }
@@ -88,13 +71,6 @@ void bias_dropout_add_backward_rows(const T* dy, const uint8_t* mask, float keep
 }  // namespace
 
 void dropout_mask(uint64_t seed, const std::vector<MaskRow>& rows, float p, Tensor& mask) {
-  cpu::require_cpu("dropout_mask", {&mask});
-  check_p(p, "dropout_mask");
-  check_dtype(mask, DType::U8, "dropout_mask mask");
-  check_contiguous(mask, "dropout_mask mask");
-  MT_CHECK(mask.dim() == 2, "dropout_mask mask must be [rows, cols], got ", mask.describe());
-  MT_CHECK(int64_t(rows.size()) == mask.size(0), "dropout_mask got ", rows.size(),
-           " row keys for a mask of ", mask.size(0), " rows");
   const int64_t n_rows = mask.size(0), cols = mask.size(1);
   uint8_t* m = mask.data<uint8_t>();
   // Keep iff (u32 >> 8) · 2^-24 >= p, i.e. iff (u32 >> 8) >= ceil(p · 2^24); comparing
@@ -107,10 +83,10 @@ void dropout_mask(uint64_t seed, const std::vector<MaskRow>& rows, float p, Tens
     const uint64_t key = rows[size_t(r)].key, base = rows[size_t(r)].counter_base;
     uint8_t* mr = m + r * cols;  // [cols]
     // Draw i = base + c lives in block i / 4, word i % 4; take 8 blocks (32 draws) at a time.
-    constexpr int64_t kDraws = 4 * cpu::kPhiloxLanes;
+    constexpr int64_t kDraws = 4 * kPhiloxLanes;
     uint32_t words[kDraws];
-    for (uint64_t block = base / 4; block * 4 < base + uint64_t(cols); block += cpu::kPhiloxLanes) {
-      cpu::philox_blocks(seed, key, block, words);
+    for (uint64_t block = base / 4; block * 4 < base + uint64_t(cols); block += kPhiloxLanes) {
+      philox_blocks(seed, key, block, words);
       const uint64_t first = block * 4;  // draw index of words[0]
       const int64_t c0 = first > base ? int64_t(first - base) : 0;
       const int64_t c1 = std::min<int64_t>(cols, int64_t(first + kDraws - base));
@@ -122,24 +98,14 @@ void dropout_mask(uint64_t seed, const std::vector<MaskRow>& rows, float p, Tens
 }
 
 void dropout_forward(const Tensor& x, const Tensor& mask, float p, Tensor& y) {
-  cpu::require_cpu("dropout_forward", {&x, &mask, &y});
-  check_p(p, "dropout_forward");
-  cpu::check_float_contiguous(x, "dropout_forward x");
-  check_like(y, x, "dropout_forward y");
-  check_mask(mask, x.numel(), "dropout_forward mask");
-  cpu::dispatch_float(x.dtype(), "dropout_forward x", [&](auto tag) {
+  dispatch_float(x.dtype(), "dropout_forward x", [&](auto tag) {
     using T = decltype(tag);
     apply_mask<T>(x.data<T>(), mask.data<uint8_t>(), 1.f / (1.f - p), y.data<T>(), x.numel());
   });
 }
 
 void dropout_backward(const Tensor& dy, const Tensor& mask, float p, Tensor& dx) {
-  cpu::require_cpu("dropout_backward", {&dy, &mask, &dx});
-  check_p(p, "dropout_backward");
-  cpu::check_float_contiguous(dy, "dropout_backward dy");
-  check_like(dx, dy, "dropout_backward dx");
-  check_mask(mask, dy.numel(), "dropout_backward mask");
-  cpu::dispatch_float(dy.dtype(), "dropout_backward dy", [&](auto tag) {
+  dispatch_float(dy.dtype(), "dropout_backward dy", [&](auto tag) {
     using T = decltype(tag);
     apply_mask<T>(dy.data<T>(), mask.data<uint8_t>(), 1.f / (1.f - p), dx.data<T>(), dy.numel());
   });
@@ -147,23 +113,9 @@ void dropout_backward(const Tensor& dy, const Tensor& mask, float p, Tensor& dx)
 
 void bias_dropout_add_forward(const Tensor& x, const Tensor& bias, const Tensor& residual,
                               const Tensor& mask, float p, Tensor& y) {
-  cpu::require_cpu("bias_dropout_add_forward", {&x, &bias, &residual, &mask, &y});
-  cpu::check_float_contiguous(x, "bias_dropout_add_forward x");
-  MT_CHECK(x.dim() == 2, "bias_dropout_add_forward x must be [N, C], got ", x.describe());
   const int64_t n = x.size(0), c = x.size(1);
-  check_like(residual, x, "bias_dropout_add_forward residual");
-  check_like(y, x, "bias_dropout_add_forward y");
-  if (bias.defined()) {
-    check_shape(bias, {c}, "bias_dropout_add_forward bias");
-    check_dtype(bias, x.dtype(), "bias_dropout_add_forward bias");
-    check_contiguous(bias, "bias_dropout_add_forward bias");
-  }
-  if (mask.defined()) {
-    check_p(p, "bias_dropout_add_forward");
-    check_mask(mask, x.numel(), "bias_dropout_add_forward mask");
-  }
   const Tensor b = bias.defined() ? bias : Tensor::zeros({c}, x.dtype());
-  cpu::dispatch_float(x.dtype(), "bias_dropout_add_forward x", [&](auto tag) {
+  dispatch_float(x.dtype(), "bias_dropout_add_forward x", [&](auto tag) {
     using T = decltype(tag);
     if (mask.defined())
       bias_dropout_add_rows<T, true>(x.data<T>(), b.data<T>(), residual.data<T>(),
@@ -176,21 +128,8 @@ void bias_dropout_add_forward(const Tensor& x, const Tensor& bias, const Tensor&
 
 void bias_dropout_add_backward(const Tensor& dy, const Tensor& mask, float p, Tensor& dx,
                                Tensor& dbias) {
-  cpu::require_cpu("bias_dropout_add_backward", {&dy, &mask, &dx, &dbias});
-  cpu::check_float_contiguous(dy, "bias_dropout_add_backward dy");
-  MT_CHECK(dy.dim() == 2, "bias_dropout_add_backward dy must be [N, C], got ", dy.describe());
   const int64_t n = dy.size(0), c = dy.size(1);
-  check_like(dx, dy, "bias_dropout_add_backward dx");
-  if (mask.defined()) {
-    check_p(p, "bias_dropout_add_backward");
-    check_mask(mask, dy.numel(), "bias_dropout_add_backward mask");
-  }
-  if (dbias.defined()) {
-    check_shape(dbias, {c}, "bias_dropout_add_backward dbias");
-    check_dtype(dbias, DType::F32, "bias_dropout_add_backward dbias");
-    check_contiguous(dbias, "bias_dropout_add_backward dbias");
-  }
-  cpu::dispatch_float(dy.dtype(), "bias_dropout_add_backward dy", [&](auto tag) {
+  dispatch_float(dy.dtype(), "bias_dropout_add_backward dy", [&](auto tag) {
     using T = decltype(tag);
     float* db = dbias.defined() ? dbias.data<float>() : nullptr;
     if (mask.defined())
@@ -201,4 +140,4 @@ void bias_dropout_add_backward(const Tensor& dy, const Tensor& mask, float p, Te
   });
 }
 
-}  // namespace megatron::kernels
+}  // namespace megatron::kernels::cpu

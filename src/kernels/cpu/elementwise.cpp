@@ -1,13 +1,13 @@
-// Whole-buffer kernels on CPU (contract: kernels/elementwise.h): cast, fill, scale, axpy,
-// sum of squares, inf/NaN check. Each accepts f32, bf16 and f16 buffers (contiguous).
-#include "kernels/elementwise.h"
-
+// Whole-buffer kernels on CPU (contract: kernels/elementwise.h, checked by
+// kernels/elementwise.cpp): cast, copy, fill, scale, axpy, sum of squares, weighted sum,
+// inf/NaN check. The float kernels accept f32, bf16 and f16 buffers (contiguous).
 #include <algorithm>
 #include <vector>
 
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/cpu_kernels.h"
 
-namespace megatron::kernels {
+namespace megatron::kernels::cpu {
 
 namespace {
 
@@ -15,7 +15,7 @@ inline float load(float x) {
   return x;
 }
 inline float load(bf16 x) {
-  return cpu::to_f32(x);
+  return to_f32(x);
 }
 inline float load(f16 x) {
   return f16::to_float(x.bits);
@@ -28,16 +28,14 @@ inline T store(float f) {
     r.bits = f16::from_float(f);
     return r;
   } else {
-    return cpu::from_f32<T>(f);
+    return from_f32<T>(f);
   }
 }
 
 // Calls fn(T{}) with T = float, bf16 or f16.
 template <typename Fn>
 void dispatch_any_float(const Tensor& t, const char* what, Fn&& fn) {
-  MT_CHECK(t.defined(), what, " is undefined");
-  check_contiguous(t, what);
-  cpu::dispatch_dtype<float, bf16, f16>(t.dtype(), what, std::forward<Fn>(fn));
+  dispatch_dtype<float, bf16, f16>(t.dtype(), what, std::forward<Fn>(fn));
 }
 
 // Fixed-size chunks for reductions: the summation order depends on the length only, so the
@@ -47,8 +45,6 @@ constexpr int64_t kReduceChunk = 1 << 16;
 }  // namespace
 
 void cast(const Tensor& src, Tensor& dst) {
-  cpu::require_cpu("cast", {&src, &dst});
-  check_shape(dst, src.shape(), "cast dst");
   dispatch_any_float(src, "cast src", [&](auto src_tag) {
     dispatch_any_float(dst, "cast dst", [&](auto dst_tag) {
       using S = decltype(src_tag);
@@ -63,7 +59,6 @@ void cast(const Tensor& src, Tensor& dst) {
 }
 
 void fill(Tensor& t, float value) {
-  cpu::require_cpu("fill", {&t});
   dispatch_any_float(t, "fill tensor", [&](auto tag) {
     using T = decltype(tag);
     std::fill(t.data<T>(), t.data<T>() + t.numel(), store<T>(value));
@@ -71,7 +66,6 @@ void fill(Tensor& t, float value) {
 }
 
 void scale(Tensor& t, float factor) {
-  cpu::require_cpu("scale", {&t});
   dispatch_any_float(t, "scale tensor", [&](auto tag) {
     using T = decltype(tag);
     T* p = t.data<T>();
@@ -82,8 +76,6 @@ void scale(Tensor& t, float factor) {
 }
 
 void axpy(float alpha, const Tensor& x, Tensor& y) {
-  cpu::require_cpu("axpy", {&x, &y});
-  check_shape(y, x.shape(), "axpy y");
   dispatch_any_float(x, "axpy x", [&](auto x_tag) {
     dispatch_any_float(y, "axpy y", [&](auto y_tag) {
       using X = decltype(x_tag);
@@ -98,7 +90,6 @@ void axpy(float alpha, const Tensor& x, Tensor& y) {
 }
 
 double sum_squares(const Tensor& t) {
-  cpu::require_cpu("sum_squares", {&t});
   double total = 0.0;
   dispatch_any_float(t, "sum_squares tensor", [&](auto tag) {
     using T = decltype(tag);
@@ -123,7 +114,6 @@ double sum_squares(const Tensor& t) {
 }
 
 bool has_inf_or_nan(const Tensor& t) {
-  cpu::require_cpu("has_inf_or_nan", {&t});
   bool found = false;
   dispatch_any_float(t, "has_inf_or_nan tensor", [&](auto tag) {
     using T = decltype(tag);
@@ -142,4 +132,33 @@ bool has_inf_or_nan(const Tensor& t) {
   return found;
 }
 
-}  // namespace megatron::kernels
+void copy(const Tensor& src, Tensor& dst) {
+  dst.copy_from(src);  // the host's strided walk (core/tensor.cpp), any dtype
+}
+
+WeightedSum weighted_sum(const Tensor& values, const Tensor& weights) {
+  const float* v = values.data<float>();   // [N]
+  const float* w = weights.data<float>();  // [N]
+  const int64_t n = values.numel();
+  // Partial sums per chunk, then over chunks in order: the chunk count depends on N only.
+  const int64_t chunks = reduction_chunks(n);
+  std::vector<double> weighted(size_t(chunks), 0.0), total(size_t(chunks), 0.0);  // [chunks]
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < chunks; ++k) {
+    double sw = 0.0, sv = 0.0;
+    for (int64_t i = n * k / chunks; i < n * (k + 1) / chunks; ++i) {
+      sv += double(v[i]) * double(w[i]);
+      sw += double(w[i]);
+    }
+    weighted[size_t(k)] = sv;
+    total[size_t(k)] = sw;
+  }
+  WeightedSum out;
+  for (int64_t k = 0; k < chunks; ++k) {
+    out.weighted += weighted[size_t(k)];
+    out.weights += total[size_t(k)];
+  }
+  return out;
+}
+
+}  // namespace megatron::kernels::cpu

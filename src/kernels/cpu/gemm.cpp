@@ -1,25 +1,22 @@
-// kernels::gemm / batched_gemm on CPU (contract: kernels/gemm.h): argument checks, then one
-// backend per dtype (numbers and reasons in docs/kernels.md):
+// kernels::cpu::gemm (contract: kernels/gemm.h; kernels/gemm.cpp checks the operands, builds the
+// GemmProblem and keeps empty and K = 0 problems away from here): one backend per dtype
+// (numbers and reasons in docs/kernels.md):
 //   f32  → OpenBLAS sgemm when its kernel can run on this CPU, else oneDNN matmul;
 //   bf16 → oneDNN matmul when it has a JIT kernel (AVX-512 / AMX CPUs); otherwise the bf16
 //          operands are widened to f32 (exact) and multiplied by the f32 path, which still
 //          accumulates in f32 and rounds C once.
-#include "kernels/gemm.h"
-
-#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "kernels/cpu/blas_gemm.h"
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_backend.h"
 #include "kernels/cpu/onednn_matmul.h"
 
-namespace megatron::kernels {
+namespace megatron::kernels::cpu {
 
 namespace {
-
-using cpu::GemmProblem;
 
 // Batch entry i of a problem as a problem of its own.
 GemmProblem entry(const GemmProblem& p, int64_t i) {
@@ -36,14 +33,14 @@ GemmProblem entry(const GemmProblem& p, int64_t i) {
 // (e.g. a broadcast operand), one 2-D call per entry. Entries share one signature, so the first
 // answers for all. False (nothing written) when oneDNN has no JIT kernel at all.
 bool run_onednn(const GemmProblem& p) {
-  if (cpu::onednn_matmul(p)) return true;
-  if (p.batch == 1 || !cpu::onednn_matmul(entry(p, 0))) return false;
-  for (int64_t i = 1; i < p.batch; ++i) cpu::onednn_matmul(entry(p, i));
+  if (onednn_matmul(p)) return true;
+  if (p.batch == 1 || !onednn_matmul(entry(p, 0))) return false;
+  for (int64_t i = 1; i < p.batch; ++i) onednn_matmul(entry(p, i));
   return true;
 }
 
 void run_f32(const GemmProblem& p) {
-  if (cpu::blas_usable()) return cpu::blas_sgemm(p);
+  if (blas_usable()) return blas_sgemm(p);
   MT_CHECK(run_onednn(p), "oneDNN has no f32 matmul kernel for [", p.m, ", ", p.k, "] x [", p.k,
            ", ", p.n, "] on this CPU");
 }
@@ -53,7 +50,7 @@ void widen(const bf16* src, int64_t rows, int64_t cols, int64_t ld, float* dst) 
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r)
 #pragma omp simd
-    for (int64_t j = 0; j < cols; ++j) dst[r * cols + j] = cpu::to_f32(src[r * ld + j]);
+    for (int64_t j = 0; j < cols; ++j) dst[r * cols + j] = to_f32(src[r * ld + j]);
 }
 
 // A per-thread f32 buffer of at least n elements. GEMMs run on every layer of every step:
@@ -96,111 +93,29 @@ void run_bf16_widened(const GemmProblem& p) {
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < p.m; ++r)
 #pragma omp simd
-      for (int64_t j = 0; j < p.n; ++j) cb[r * p.ldc + j] = cpu::from_f32<bf16>(c[r * p.n + j]);
+      for (int64_t j = 0; j < p.n; ++j) cb[r * p.ldc + j] = from_f32<bf16>(c[r * p.n + j]);
   }
-}
-
-// C = beta · C when K = 0 (an empty sum); the BLAS interfaces reject K = 0 leading dims.
-void scale_c_only(const GemmProblem& p) {
-  cpu::dispatch_float(p.c_dtype, "gemm c", [&](auto tag) {
-    using T = decltype(tag);
-    for (int64_t i = 0; i < p.batch; ++i)
-      for (int64_t r = 0; r < p.m; ++r) {
-        T* row = static_cast<T*>(p.c) + i * p.batch_c + r * p.ldc;
-        for (int64_t j = 0; j < p.n; ++j)
-          row[j] = cpu::from_f32<T>(p.beta == 0.f ? 0.f : p.beta * cpu::to_f32(row[j]));
-      }
-  });
-}
-
-void run(const GemmProblem& p) {
-  if (p.batch == 0 || p.m == 0 || p.n == 0) return;
-  if (p.k == 0) return scale_c_only(p);
-  if (p.ab_dtype == DType::F32) return run_f32(p);
-  if (!run_onednn(p)) run_bf16_widened(p);
-}
-
-// Row stride of the trailing 2 dims of t (rows = size(-2), cols = size(-1)), checking the
-// inner stride is 1. A single row's stride is meaningless, so it is reported as cols.
-int64_t leading_dim(const Tensor& t, const char* what) {
-  const int64_t rows = t.size(-2), cols = t.size(-1);
-  MT_CHECK(cols <= 1 || t.stride(-1) == 1, "gemm ", what, " needs inner stride 1, got ",
-           t.describe(), " with strides ", shape_str(t.strides()));
-  const int64_t ld = rows <= 1 ? std::max<int64_t>(cols, 1) : t.stride(-2);
-  MT_CHECK(ld >= cols, "gemm ", what, " has row stride ", ld, " smaller than its ", cols,
-           " columns");
-  return ld;
-}
-
-// Fills every field of a problem from the (2-D or 3-D) operands after checking them.
-GemmProblem make_problem(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
-                         float alpha, float beta, int64_t dims) {
-  cpu::require_cpu("gemm", {&a, &b, &c});
-  const char* kind = dims == 2 ? "gemm" : "batched_gemm";
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&a, &b, &c}) {
-    MT_CHECK(t->defined(), kind, ": operand is undefined");
-    MT_CHECK(t->dim() == dims, kind, " operands must be ", dims, "-D, got ", t->describe());
-  }
-  MT_CHECK(a.dtype() == b.dtype() && (a.dtype() == DType::F32 || a.dtype() == DType::BF16), kind,
-           ": A and B must share dtype f32 or bf16, got ", a.describe(), " and ", b.describe());
-  MT_CHECK(c.dtype() == DType::F32 || (a.dtype() == DType::BF16 && c.dtype() == DType::BF16), kind,
-           ": C must be f32 (or bf16 with bf16 inputs), got ", c.describe());
-  GemmProblem p;
-  p.batch = dims == 3 ? a.size(0) : 1;
-  p.m = trans_a ? a.size(-1) : a.size(-2);
-  p.k = trans_a ? a.size(-2) : a.size(-1);
-  const int64_t kb = trans_b ? b.size(-1) : b.size(-2);
-  p.n = trans_b ? b.size(-2) : b.size(-1);
-  MT_CHECK(kb == p.k, kind, ": inner dimensions differ: op(A) is [", p.m, ", ", p.k,
-           "], op(B) is [", kb, ", ", p.n, "] (A ", a.describe(), ", B ", b.describe(), ")");
-  MT_CHECK(c.size(-2) == p.m && c.size(-1) == p.n, kind, ": C is ", c.describe(), ", expected [",
-           p.m, ", ", p.n, "] trailing dims");
-  if (dims == 3) {
-    MT_CHECK(b.size(0) == p.batch && c.size(0) == p.batch, kind, ": batch sizes differ: A ",
-             a.describe(), ", B ", b.describe(), ", C ", c.describe());
-    p.batch_a = a.stride(0);
-    p.batch_b = b.stride(0);
-    p.batch_c = c.stride(0);
-  }
-  p.trans_a = trans_a;
-  p.trans_b = trans_b;
-  p.lda = leading_dim(a, "A");
-  p.ldb = leading_dim(b, "B");
-  p.ldc = leading_dim(c, "C");
-  p.a = a.raw_data();
-  p.b = b.raw_data();
-  p.c = c.raw_data();
-  p.ab_dtype = a.dtype();
-  p.c_dtype = c.dtype();
-  p.alpha = alpha;
-  p.beta = beta;
-  return p;
 }
 
 std::string f32_backend_name(const GemmProblem& p) {
-  if (cpu::blas_usable()) return "OpenBLAS (" + cpu::blas_core_name() + ")";
-  return "oneDNN " + cpu::onednn_matmul_impl(p);
+  if (blas_usable()) return "OpenBLAS (" + blas_core_name() + ")";
+  return "oneDNN " + onednn_matmul_impl(p);
 }
 
 }  // namespace
 
-std::string cpu::gemm_backend_name(const GemmProblem& p) {
+std::string gemm_backend_name(const GemmProblem& p) {
   if (p.ab_dtype == DType::F32) return f32_backend_name(p);
-  const std::string impl = cpu::onednn_matmul_impl(p);
+  const std::string impl = onednn_matmul_impl(p);
   if (impl != "none" && impl.rfind("ref", 0) != 0) return "oneDNN " + impl;
   GemmProblem widened = p;
   widened.ab_dtype = widened.c_dtype = DType::F32;
   return "bf16 widened to f32, then " + f32_backend_name(widened);
 }
 
-void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha,
-          float beta) {
-  run(make_problem(a, trans_a, b, trans_b, c, alpha, beta, 2));
+void gemm(const GemmProblem& p) {
+  if (p.ab_dtype == DType::F32) return run_f32(p);
+  if (!run_onednn(p)) run_bf16_widened(p);
 }
 
-void batched_gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
-                  float alpha, float beta) {
-  run(make_problem(a, trans_a, b, trans_b, c, alpha, beta, 3));
-}
-
-}  // namespace megatron::kernels
+}  // namespace megatron::kernels::cpu

@@ -1,14 +1,13 @@
-// LayerNorm forward/backward on CPU (contract: kernels/layernorm.h). One row per OpenMP
-// iteration; statistics in f32 with a two-pass variance (mean first), which stays accurate
-// when |mean| >> std, unlike E[x²] − E[x]².
-#include "kernels/layernorm.h"
-
+// LayerNorm forward/backward on CPU (contract: kernels/layernorm.h, checked by
+// kernels/layernorm.cpp). One row per OpenMP iteration; statistics in f32 with a two-pass
+// variance (mean first), which stays accurate when |mean| >> std, unlike E[x²] − E[x]².
 #include <cmath>
 #include <vector>
 
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/cpu_kernels.h"
 
-namespace megatron::kernels {
+namespace megatron::kernels::cpu {
 
 namespace {
 
@@ -21,18 +20,18 @@ void forward_rows(const T* x, const float* gamma, const float* beta, float eps, 
     T* yr = y + r * c;        // [C]
     float sum = 0.f;
 #pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < c; ++j) sum += cpu::to_f32(xr[j]);
+    for (int64_t j = 0; j < c; ++j) sum += to_f32(xr[j]);
     const float mu = sum / float(c);
     float sq = 0.f;
 #pragma omp simd reduction(+ : sq)
     for (int64_t j = 0; j < c; ++j) {
-      float d = cpu::to_f32(xr[j]) - mu;
+      float d = to_f32(xr[j]) - mu;
       sq += d * d;
     }
     const float rs = 1.f / std::sqrt(sq / float(c) + eps);
 #pragma omp simd
     for (int64_t j = 0; j < c; ++j)
-      yr[j] = cpu::from_f32<T>((cpu::to_f32(xr[j]) - mu) * rs * gamma[j] + beta[j]);
+      yr[j] = from_f32<T>((to_f32(xr[j]) - mu) * rs * gamma[j] + beta[j]);
     mean[r] = mu;
     rstd[r] = rs;
   }
@@ -45,7 +44,7 @@ template <typename T>
 void backward_rows(const T* dy, const T* x, const float* gamma, const float* mean,
                    const float* rstd, T* dx, float* dgamma, float* dbeta, float beta_dx, int64_t n,
                    int64_t c) {
-  const int64_t chunks = cpu::reduction_chunks(n);
+  const int64_t chunks = reduction_chunks(n);
   std::vector<float> partial(size_t(chunks * 2 * c), 0.f);  // [chunks, 2, C]
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < chunks; ++k) {
@@ -59,8 +58,8 @@ void backward_rows(const T* dy, const T* x, const float* gamma, const float* mea
       float sum_g = 0.f, sum_gx = 0.f;
 #pragma omp simd reduction(+ : sum_g, sum_gx)
       for (int64_t j = 0; j < c; ++j) {
-        const float d = cpu::to_f32(dyr[j]);
-        const float xh = (cpu::to_f32(xr[j]) - mu) * rs;
+        const float d = to_f32(dyr[j]);
+        const float xh = (to_f32(xr[j]) - mu) * rs;
         const float g = d * gamma[j];
         sum_g += g;
         sum_gx += g * xh;
@@ -71,17 +70,16 @@ void backward_rows(const T* dy, const T* x, const float* gamma, const float* mea
       if (beta_dx == 0.f) {
 #pragma omp simd
         for (int64_t j = 0; j < c; ++j) {
-          const float xh = (cpu::to_f32(xr[j]) - mu) * rs;
-          const float g = cpu::to_f32(dyr[j]) * gamma[j];
-          dxr[j] = cpu::from_f32<T>(rs * (g - mean_g - xh * mean_gx));
+          const float xh = (to_f32(xr[j]) - mu) * rs;
+          const float g = to_f32(dyr[j]) * gamma[j];
+          dxr[j] = from_f32<T>(rs * (g - mean_g - xh * mean_gx));
         }
       } else {
 #pragma omp simd
         for (int64_t j = 0; j < c; ++j) {
-          const float xh = (cpu::to_f32(xr[j]) - mu) * rs;
-          const float g = cpu::to_f32(dyr[j]) * gamma[j];
-          dxr[j] =
-              cpu::from_f32<T>(beta_dx * cpu::to_f32(dxr[j]) + rs * (g - mean_g - xh * mean_gx));
+          const float xh = (to_f32(xr[j]) - mu) * rs;
+          const float g = to_f32(dyr[j]) * gamma[j];
+          dxr[j] = from_f32<T>(beta_dx * to_f32(dxr[j]) + rs * (g - mean_g - xh * mean_gx));
         }
       }
     }
@@ -100,24 +98,8 @@ void backward_rows(const T* dy, const T* x, const float* gamma, const float* mea
 
 void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                        Tensor& y, Tensor& mean, Tensor& rstd) {
-  cpu::require_cpu("layernorm_forward", {&x, &gamma, &beta, &y, &mean, &rstd});
-  cpu::check_float_contiguous(x, "layernorm_forward x");
-  MT_CHECK(x.dim() == 2, "layernorm_forward x must be [N, C], got ", x.describe());
   const int64_t n = x.size(0), c = x.size(1);
-  MT_CHECK(c > 0, "layernorm_forward x needs C > 0, got ", x.describe());
-  check_shape(gamma, {c}, "layernorm_forward gamma");
-  check_shape(beta, {c}, "layernorm_forward beta");
-  check_dtype(gamma, DType::F32, "layernorm_forward gamma");
-  check_dtype(beta, DType::F32, "layernorm_forward beta");
-  check_shape(y, {n, c}, "layernorm_forward y");
-  check_dtype(y, x.dtype(), "layernorm_forward y");
-  check_contiguous(y, "layernorm_forward y");
-  for (const Tensor* s : std::initializer_list<const Tensor*>{&mean, &rstd}) {
-    check_shape(*s, {n}, "layernorm_forward mean/rstd");
-    check_dtype(*s, DType::F32, "layernorm_forward mean/rstd");
-    check_contiguous(*s, "layernorm_forward mean/rstd");
-  }
-  cpu::dispatch_float(x.dtype(), "layernorm_forward x", [&](auto tag) {
+  dispatch_float(x.dtype(), "layernorm_forward x", [&](auto tag) {
     using T = decltype(tag);
     forward_rows<T>(x.data<T>(), gamma.data<float>(), beta.data<float>(), eps, y.data<T>(),
                     mean.data<float>(), rstd.data<float>(), n, c);
@@ -127,28 +109,8 @@ void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
                         const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
                         float beta_dx) {
-  cpu::require_cpu("layernorm_backward", {&dy, &x, &gamma, &mean, &rstd, &dx, &dgamma, &dbeta});
-  cpu::check_float_contiguous(x, "layernorm_backward x");
-  MT_CHECK(x.dim() == 2, "layernorm_backward x must be [N, C], got ", x.describe());
-  MT_CHECK(beta_dx == 0.f || beta_dx == 1.f, "layernorm_backward beta_dx must be 0 or 1, got ",
-           beta_dx);
   const int64_t n = x.size(0), c = x.size(1);
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&dy, &dx}) {
-    check_shape(*t, {n, c}, "layernorm_backward dy/dx");
-    check_dtype(*t, x.dtype(), "layernorm_backward dy/dx");
-    check_contiguous(*t, "layernorm_backward dy/dx");
-  }
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&gamma, &dgamma, &dbeta}) {
-    check_shape(*t, {c}, "layernorm_backward gamma/dgamma/dbeta");
-    check_dtype(*t, DType::F32, "layernorm_backward gamma/dgamma/dbeta");
-    check_contiguous(*t, "layernorm_backward gamma/dgamma/dbeta");
-  }
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&mean, &rstd}) {
-    check_shape(*t, {n}, "layernorm_backward mean/rstd");
-    check_dtype(*t, DType::F32, "layernorm_backward mean/rstd");
-    check_contiguous(*t, "layernorm_backward mean/rstd");
-  }
-  cpu::dispatch_float(x.dtype(), "layernorm_backward x", [&](auto tag) {
+  dispatch_float(x.dtype(), "layernorm_backward x", [&](auto tag) {
     using T = decltype(tag);
     backward_rows<T>(dy.data<T>(), x.data<T>(), gamma.data<float>(), mean.data<float>(),
                      rstd.data<float>(), dx.data<T>(), dgamma.data<float>(), dbeta.data<float>(),
@@ -156,4 +118,4 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
   });
 }
 
-}  // namespace megatron::kernels
+}  // namespace megatron::kernels::cpu

@@ -1,16 +1,15 @@
-// Scaled, masked softmax forward/backward on CPU (contract: kernels/softmax.h). One row
-// (batch, head, query) per OpenMP iteration, statistics in f32.
-#include "kernels/softmax.h"
-
+// Scaled, masked softmax forward/backward on CPU (contract: kernels/softmax.h, checked by
+// kernels/softmax.cpp). One row (batch, head, query) per OpenMP iteration, statistics in f32.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/vector_math.h"
 
-namespace megatron::kernels {
+namespace megatron::kernels::cpu {
 
 namespace {
 
@@ -34,26 +33,26 @@ void forward_rows(const T* scores, float scale, bool causal, const uint8_t* pad,
       const uint8_t* padr = kHasPad ? pad + bi * sk : nullptr;  // [Sk]
       const int64_t visible = causal ? std::min(sk, qi + (sk - sq) + 1) : sk;
       auto logit = [&](int64_t j) {  // scale · score, or −inf where padded
-        const float v = scale * cpu::to_f32(s[j]);
+        const float v = scale * to_f32(s[j]);
         if constexpr (kHasPad) return padr[j] ? kNegInf : v;
         return v;
       };
-      const float mx = cpu::max_reduce(visible, logit);
+      const float mx = max_reduce(visible, logit);
       if (mx == kNegInf) {  // every key masked: all zeros
-        for (int64_t j = 0; j < sk; ++j) p[j] = cpu::from_f32<T>(0.f);
+        for (int64_t j = 0; j < sk; ++j) p[j] = from_f32<T>(0.f);
         continue;
       }
       // exp(−inf) = 0 masks the padded keys. The f32 row keeps bf16 probs to one rounding.
       float sum = 0.f;
 #pragma omp simd reduction(+ : sum)
       for (int64_t j = 0; j < visible; ++j) {
-        e[size_t(j)] = cpu::exp_approx(logit(j) - mx);
+        e[size_t(j)] = exp_approx(logit(j) - mx);
         sum += e[size_t(j)];
       }
       const float inv = 1.f / sum;
 #pragma omp simd
-      for (int64_t j = 0; j < visible; ++j) p[j] = cpu::from_f32<T>(e[size_t(j)] * inv);
-      for (int64_t j = visible; j < sk; ++j) p[j] = cpu::from_f32<T>(0.f);
+      for (int64_t j = 0; j < visible; ++j) p[j] = from_f32<T>(e[size_t(j)] * inv);
+      for (int64_t j = visible; j < sk; ++j) p[j] = from_f32<T>(0.f);
     }
   }
 }
@@ -68,10 +67,10 @@ void backward_rows(const T* dprobs, const T* probs, float scale, T* dscores, int
     T* ds = dscores + r * sk;       // [Sk], may alias dp: each element is read before written
     float dot = 0.f;
 #pragma omp simd reduction(+ : dot)
-    for (int64_t j = 0; j < sk; ++j) dot += cpu::to_f32(dp[j]) * cpu::to_f32(p[j]);
+    for (int64_t j = 0; j < sk; ++j) dot += to_f32(dp[j]) * to_f32(p[j]);
 #pragma omp simd
     for (int64_t j = 0; j < sk; ++j)
-      ds[j] = cpu::from_f32<T>(scale * cpu::to_f32(p[j]) * (cpu::to_f32(dp[j]) - dot));
+      ds[j] = from_f32<T>(scale * to_f32(p[j]) * (to_f32(dp[j]) - dot));
   }
 }
 
@@ -79,20 +78,8 @@ void backward_rows(const T* dprobs, const T* probs, float scale, T* dscores, int
 
 void scaled_masked_softmax_forward(const Tensor& scores, float scale, bool causal,
                                    const Tensor& pad_mask, Tensor& probs) {
-  cpu::require_cpu("scaled_masked_softmax_forward", {&scores, &pad_mask, &probs});
-  cpu::check_float_contiguous(scores, "softmax scores");
-  MT_CHECK(scores.dim() == 4, "softmax scores must be [B, H, Sq, Sk], got ", scores.describe());
   const int64_t b = scores.size(0), h = scores.size(1), sq = scores.size(2), sk = scores.size(3);
-  MT_CHECK(!causal || sq <= sk, "causal softmax needs Sq <= Sk, got scores ", scores.describe());
-  check_shape(probs, scores.shape(), "softmax probs");
-  check_dtype(probs, scores.dtype(), "softmax probs");
-  check_contiguous(probs, "softmax probs");
-  if (pad_mask.defined()) {
-    check_shape(pad_mask, {b, sk}, "softmax pad_mask");
-    check_dtype(pad_mask, DType::U8, "softmax pad_mask");
-    check_contiguous(pad_mask, "softmax pad_mask");
-  }
-  cpu::dispatch_float(scores.dtype(), "softmax scores", [&](auto tag) {
+  dispatch_float(scores.dtype(), "softmax scores", [&](auto tag) {
     using T = decltype(tag);
     if (pad_mask.defined())
       forward_rows<T, true>(scores.data<T>(), scale, causal, pad_mask.data<uint8_t>(),
@@ -105,21 +92,12 @@ void scaled_masked_softmax_forward(const Tensor& scores, float scale, bool causa
 
 void scaled_masked_softmax_backward(const Tensor& dprobs, const Tensor& probs, float scale,
                                     Tensor& dscores) {
-  cpu::require_cpu("scaled_masked_softmax_backward", {&dprobs, &probs, &dscores});
-  cpu::check_float_contiguous(probs, "softmax backward probs");
-  MT_CHECK(probs.dim() >= 1, "softmax backward probs must be [B, H, Sq, Sk], got ",
-           probs.describe());
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&dprobs, &dscores}) {
-    check_shape(*t, probs.shape(), "softmax backward dprobs/dscores");
-    check_dtype(*t, probs.dtype(), "softmax backward dprobs/dscores");
-    check_contiguous(*t, "softmax backward dprobs/dscores");
-  }
   const int64_t sk = probs.size(-1);
   const int64_t rows = sk ? probs.numel() / sk : 0;
-  cpu::dispatch_float(probs.dtype(), "softmax backward probs", [&](auto tag) {
+  dispatch_float(probs.dtype(), "softmax backward probs", [&](auto tag) {
     using T = decltype(tag);
     backward_rows<T>(dprobs.data<T>(), probs.data<T>(), scale, dscores.data<T>(), rows, sk);
   });
 }
 
-}  // namespace megatron::kernels
+}  // namespace megatron::kernels::cpu

@@ -1,0 +1,25 @@
+// Fused AdamW (contract: kernels/adamw.h): argument checks, then the device's backend.
+#include "kernels/adamw.h"
+
+#include <initializer_list>
+
+#include "kernels/dispatch.h"
+
+namespace megatron::kernels {
+
+void adamw_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
+                  const AdamWHyper& h) {
+  MT_CHECK(h.step >= 1, "adamw_update step must be >= 1, got ", h.step);
+  for (const Tensor* t :
+       std::initializer_list<const Tensor*>{&param, &grad, &exp_avg, &exp_avg_sq}) {
+    check_defined(*t, "adamw_update param/grad/exp_avg/exp_avg_sq");
+    check_dtype(*t, DType::F32, "adamw_update param/grad/exp_avg/exp_avg_sq");
+    check_contiguous(*t, "adamw_update param/grad/exp_avg/exp_avg_sq");
+    MT_CHECK(t->numel() == param.numel(), "adamw_update operands differ in size: ", t->describe(),
+             " vs param ", param.describe());
+  }
+  const Device device = operand_device("adamw_update", {&param, &grad, &exp_avg, &exp_avg_sq});
+  MT_DISPATCH(device, adamw_update, param, grad, exp_avg, exp_avg_sq, h);
+}
+
+}  // namespace megatron::kernels
