@@ -111,5 +111,19 @@ TEST(BlockedGemm, EmptyDepthScalesC) {
   check({1, 5, 9, 0}, true, true, 1.f, 0.f, 8);
 }
 
+// Backend selection (kernels/cpu/gemm.cpp): a build with neither OpenBLAS nor oneDNN runs f32
+// GEMMs, and bf16 GEMMs after widening, on the blocked GEMM.
+TEST(BlockedGemm, IsTheCpuBackendWithoutBlasLibraries) {
+#if defined(MEGATRON_HAS_OPENBLAS) || defined(MEGATRON_HAS_ONEDNN)
+  GTEST_SKIP() << "this build has OpenBLAS or oneDNN";
+#else
+  GemmProblem p;
+  p.m = p.n = p.k = p.lda = p.ldb = p.ldc = 64;
+  EXPECT_EQ(kernels::cpu::gemm_backend_name(p), "built-in blocked GEMM");
+  p.ab_dtype = DType::BF16;
+  EXPECT_EQ(kernels::cpu::gemm_backend_name(p), "bf16 widened to f32, then built-in blocked GEMM");
+#endif
+}
+
 }  // namespace
 }  // namespace megatron
