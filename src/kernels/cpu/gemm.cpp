@@ -26,6 +26,7 @@ namespace megatron::kernels::cpu {
 
 namespace {
 
+#ifdef MEGATRON_HAS_ONEDNN
 // Batch entry i of a problem as a problem of its own.
 GemmProblem entry(const GemmProblem& p, int64_t i) {
   const size_t ab = dtype_size(p.ab_dtype), cs = dtype_size(p.c_dtype);
@@ -36,6 +37,7 @@ GemmProblem entry(const GemmProblem& p, int64_t i) {
   q.c = static_cast<char*>(p.c) + i * p.batch_c * int64_t(cs);
   return q;
 }
+#endif
 
 // oneDNN in one batched call or, where it only has its reference kernel for the batch strides
 // (e.g. a broadcast operand), one 2-D call per entry. Entries share one signature, so the first
