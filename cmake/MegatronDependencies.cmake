@@ -128,15 +128,27 @@ if(_megatron_try)
                  NO_DEFAULT_PATH)
     if(MEGATRON_BUNDLE_MPI_LIBRARY)
       set(MEGATRON_WITH_MPI ON)
+      # The real file, beside libopen-rte, libopen-pal, libhwloc, ...: its folder becomes the
+      # rpath, where the linker and the loader find those too.
+      get_filename_component(_megatron_libmpi "${MEGATRON_BUNDLE_MPI_LIBRARY}" REALPATH)
       add_library(megatron::bundled_mpi UNKNOWN IMPORTED)
       set_target_properties(megatron::bundled_mpi PROPERTIES
-        IMPORTED_LOCATION "${MEGATRON_BUNDLE_MPI_LIBRARY}"
-        INTERFACE_INCLUDE_DIRECTORIES "${MEGATRON_BUNDLE_LIBDIR}/openmpi/include")
-      target_link_libraries(megatron_deps INTERFACE megatron::bundled_mpi)
-      # DT_RPATH (not RUNPATH) also covers libmpi's own dependencies (libopen-rte, libhwloc,
-      # libevent, ... beside it), so a binary started without mpirun loads without any
-      # environment.
-      target_link_options(megatron_deps INTERFACE "LINKER:--disable-new-dtags")
+        IMPORTED_LOCATION "${_megatron_libmpi}"
+        INTERFACE_INCLUDE_DIRECTORIES "${MEGATRON_BUNDLE_LIBDIR}/openmpi/include"
+        # The C API only: no OpenMPI C++ bindings (FindMPI would link libmpi_cxx for them).
+        INTERFACE_COMPILE_DEFINITIONS "OMPI_SKIP_MPICXX=1")
+      # Debian's libmpi carries a RUNPATH of /usr/...; so that a binary started without mpirun
+      # (and its environment) still loads, the binary itself needs libmpi's dependencies, found
+      # through its own rpath (the bundle's folder): once loaded, they satisfy libmpi too.
+      set(_megatron_mpi_deps "")
+      foreach(soname libopen-rte.so.40 libopen-pal.so.40 libhwloc.so.15 libevent_core-2.1.so.7
+                     libevent_pthreads-2.1.so.7)
+        if(EXISTS "${MEGATRON_BUNDLE_LIBDIR}/${soname}")
+          list(APPEND _megatron_mpi_deps "${MEGATRON_BUNDLE_LIBDIR}/${soname}")
+        endif()
+      endforeach()
+      target_link_libraries(megatron_deps INTERFACE megatron::bundled_mpi
+        "-Wl,--push-state,--no-as-needed" ${_megatron_mpi_deps} "-Wl,--pop-state")
       set(MEGATRON_MPIEXEC "${MEGATRON_BUNDLE_PREFIX}/bin/orterun")
       set(MEGATRON_MPI_RUN_ENV
         "OPAL_PREFIX=${MEGATRON_BUNDLE_PREFIX}"

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cpu/blocked_gemm.h"
+#include "kernels/cpu/gemm_backend.h"
 
 namespace megatron {
 namespace {
