@@ -178,6 +178,8 @@ void add_training_args(ArgTable& t, Args& a) {
   t.add("--tensor-model-parallel-size", a.tensor_model_parallel_size, "TP size");
   t.add("--pipeline-model-parallel-size", a.pipeline_model_parallel_size,
         "PP size (only 1 is supported)");
+  t.add("--distributed-backend", a.distributed_backend,
+        "nccl or mpi (default: nccl when the run's device is a GPU, mpi on the CPU)");
 
   t.add("--data-path", a.data_path, "PREFIX or W1 PREFIX1 W2 PREFIX2 ...");
   t.add("--split", a.split, "train,valid,test document split weights");
@@ -227,6 +229,9 @@ void validate_training_args(Args& a, int world_size) {
   MT_CHECK(a.effective_ffn_hidden_size() % tp == 0, "--ffn-hidden-size ",
            a.effective_ffn_hidden_size(), " must be divisible by --tensor-model-parallel-size ",
            tp);
+  MT_CHECK(a.distributed_backend.empty() || a.distributed_backend == "nccl" ||
+               a.distributed_backend == "mpi",
+           "--distributed-backend must be nccl or mpi, got '", a.distributed_backend, "'");
   MT_CHECK(world_size % tp == 0, "the world size ", world_size,
            " (number of processes) must be divisible by --tensor-model-parallel-size ", tp);
   a.world_size = world_size;

@@ -80,6 +80,7 @@ struct Args {
   // Parallelism.
   int tensor_model_parallel_size = 1;
   int pipeline_model_parallel_size = 1;
+  std::string distributed_backend;  // "nccl", "mpi"; "" → nccl on a GPU, mpi on the CPU
 
   // Data and tokenizer.
   std::vector<std::string> data_path;

@@ -8,6 +8,7 @@
 #include "cli/args.h"
 #include "cli/gpt_setup.h"
 #include "core/logging.h"
+#include "distributed/backend.h"
 #include "distributed/runtime.h"
 #include "distributed/timing_communicator.h"
 #include "kernels/elementwise.h"
@@ -71,7 +72,9 @@ int run_step_bench(int argc, char** argv) {
   args.train_iters = warmup_iters + timed_iters;
   args.log_interval = args.train_iters;
 
-  auto timing = std::make_shared<TimingCommunicator>(world_communicator());
+  // The device is the CPU until training moves onto --device (the CUDA backend work).
+  auto timing = std::make_shared<TimingCommunicator>(
+      make_world_communicator(args.distributed_backend, Device::CPU));
   validate_training_args(args, timing->size());
   const DType dtype = args.bf16 ? DType::BF16 : DType::F32;
   const double ceiling = gemm_ceiling_flops(dtype, *timing);

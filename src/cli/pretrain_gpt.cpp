@@ -6,6 +6,7 @@
 #include "cli/gpt_setup.h"
 #include "cli/subcommands.h"
 #include "core/logging.h"
+#include "distributed/backend.h"
 #include "distributed/runtime.h"
 
 namespace megatron::cli {
@@ -20,7 +21,9 @@ int run_pretrain_gpt(int argc, char** argv) {
   table.add_flag("--eod-mask-loss", eod_mask_loss, "mask the loss of end-of-document labels");
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
 
-  std::shared_ptr<Communicator> world = world_communicator();
+  // The device is the CPU until training moves onto --device (the CUDA backend work).
+  std::shared_ptr<Communicator> world =
+      make_world_communicator(args.distributed_backend, Device::CPU);
   validate_training_args(args, world->size());
   log_line(table.format());
 
