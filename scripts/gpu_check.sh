@@ -152,11 +152,13 @@ export MEGATRON_SOURCE_DIR="$ROOT" MEGATRON_BINARY="$BUILD/megatron"
 # ---- 3. GPU tests ------------------------------------------------------------------------------
 TESTS_SUMMARY="not run"
 if ((BUILT)) && [[ "${GPU_CHECK_SKIP_TESTS:-0}" != 1 ]]; then
-  if [[ -x "$BUILD/gpu_tests" ]]; then
-    stage gpu_tests 180 "$OUT/tests.log" "$BUILD/gpu_tests" --gtest_color=no || FAILED=1
-    passed=$(grep -o '^\[  PASSED  \] [0-9]*' "$OUT/tests.log" | tail -1 | grep -o '[0-9]*$')
-    skipped=$(grep -o '^\[  SKIPPED \] [0-9]*' "$OUT/tests.log" | tail -1 | grep -o '[0-9]*$')
-    failed=$(grep -o '^\[  FAILED  \] [0-9]* test' "$OUT/tests.log" | tail -1 | grep -o '[0-9]*' | head -1)
+  GPU_TESTS="$BUILD/tests/gpu_tests"
+  if [[ -x "$GPU_TESTS" ]]; then
+    stage gpu_tests 180 "$OUT/tests.log" "$GPU_TESTS" --gtest_color=no || FAILED=1
+    count() { grep -o "^\[  $1 *\] [0-9][0-9]* test" "$OUT/tests.log" | tail -1 | grep -o '[0-9][0-9]*'; }
+    passed=$(count PASSED)
+    skipped=$(count SKIPPED)
+    failed=$(count FAILED)
     TESTS_SUMMARY="gpu_tests: ${passed:-0} passed, ${failed:-0} failed, ${skipped:-0} skipped"
   else
     TESTS_SUMMARY="gpu_tests: not built (no tests/gpu/*.cpp)"
