@@ -227,7 +227,9 @@ if ((BUILT)) && [[ -n "$GPU_NAME" && "$CUDA_MODE" == ON ]]; then
     mbs="${MBS[$model]}"
     for attempt in 1 2; do
       : > "$OUT/step.tmp"
-      if stage "megatron_$model" 150 "$OUT/step.tmp" "$BUILD/megatron" bench --mode step --device cuda \
+      label="megatron_$model"
+      ((attempt > 1)) && label+="_mbs$mbs"
+      if stage "$label" 150 "$OUT/step.tmp" "$BUILD/megatron" bench --mode step --device cuda \
            --bf16 --num-layers "$L" --hidden-size "$H" --num-attention-heads "$A" --seq-length "$S" \
            --max-position-embeddings "$S" --micro-batch-size "$mbs" --global-batch-size "$mbs" \
            --warmup-iters "$WARM" --timed-iters "$TIMED"; then
@@ -239,12 +241,12 @@ if ((BUILT)) && [[ -n "$GPU_NAME" && "$CUDA_MODE" == ON ]]; then
         break
       fi
       cat "$OUT/step.tmp" >> "$OUT/bench.log"
-      FAILED=1
       # Out of device memory: one more try at half the micro-batch.
       ((attempt == 1 && mbs > 1)) && grep -qi -e "out of memory" -e "cudaMalloc" "$OUT/step.tmp" || break
       mbs=$((mbs / 2))
-      say "megatron $model failed at micro-batch ${MBS[$model]}: trying $mbs"
+      say "megatron $model ran out of GPU memory at micro-batch ${MBS[$model]}: trying $mbs"
     done
+    [[ -n "${M_TOKS[$model]:-}" ]] || FAILED=1
     if ((USE_TORCH)); then
       pmbs="${M_MBS[$model]:-${MBS[$model]}}"
       : > "$OUT/step.tmp"
@@ -284,7 +286,7 @@ DATE="$(date -u +%Y-%m-%d)"
 SUMMARY="$OUT/summary.md"
 TSV="$OUT/results.tsv"
 printf 'model\tlayers\thidden\theads\tseq\tframework\tmicro_batch\ttokens_per_s\ttflops\tmfu_pct\n' > "$TSV"
-fmt() { awk -v x="$1" -v d="$2" 'BEGIN { if (x == "") print "—"; else printf "%.*f", d, x }'; }
+fmt() { awk -v x="$1" -v d="$2" -v u="${3:-}" 'BEGIN { if (x == "") print "—"; else printf "%.*f%s", d, x, u }'; }
 {
   echo "# scripts/gpu_check.sh — $DATE, commit $COMMIT$DIRTY"
   echo
@@ -319,7 +321,7 @@ fmt() { awk -v x="$1" -v d="$2" 'BEGIN { if (x == "") print "—"; else printf "
     if [[ -n "${M_MBS[$model]:-}" && -n "${P_MBS[$model]:-}" && "${M_MBS[$model]}" != "${P_MBS[$model]}" ]]; then
       mb="${M_MBS[$model]} / ${P_MBS[$model]}"
     fi
-    echo "| GPT $model | $L | $H | $A | $S | $mb | $(fmt "$mt" 0) | $(fmt "$mtf" 1) | $(fmt "$mmfu" 1)% | $(fmt "$pt" 0) | $(fmt "$ptf" 1) | $(fmt "$pmfu" 1)% | $(fmt "$ratio" 2)× |"
+    echo "| GPT $model | $L | $H | $A | $S | $mb | $(fmt "$mt" 0) | $(fmt "$mtf" 1) | $(fmt "$mmfu" 1 %) | $(fmt "$pt" 0) | $(fmt "$ptf" 1) | $(fmt "$pmfu" 1 %) | $(fmt "$ratio" 2 ×) |"
     [[ -n "$mt" ]] && printf '%s\t%s\t%s\t%s\t%s\tmegatron\t%s\t%s\t%s\t%s\n' "$model" "$L" "$H" "$A" "$S" "${M_MBS[$model]}" "$mt" "$mtf" "$mmfu" >> "$TSV"
     [[ -n "$pt" ]] && printf '%s\t%s\t%s\t%s\t%s\tpytorch\t%s\t%s\t%s\t%s\n' "$model" "$L" "$H" "$A" "$S" "${P_MBS[$model]}" "$pt" "$ptf" "$pmfu" >> "$TSV"
   done
