@@ -46,10 +46,14 @@ void print_usage() {
 // user's own setting is respected. Other CPUs (e.g. AMD Zen, no AVX-512) are detected
 // correctly, and forcing SkylakeX there would crash with SIGILL.
 void ensure_openblas_coretype(char** argv) {
+#ifdef MEGATRON_HAS_OPENBLAS
   if (std::getenv("OPENBLAS_CORETYPE") != nullptr || !__builtin_cpu_supports("avx512f")) return;
   setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
   execv("/proc/self/exe", argv);
   // execv only returns on failure; carry on with the slower kernel rather than fail.
+#else
+  (void)argv;  // built without OpenBLAS: nothing to tune
+#endif
 }
 
 }  // namespace
