@@ -184,6 +184,8 @@ TEST(PlanStep, OverlapHidesGradientReductionBehindBackward) {
   Layout l = small_layout();
   l.pipeline_parallel = 1;
   l.data_parallel = 8;
+  l.micro_batch = 8;
+  l.global_batch = 64;  // one micro-batch: its whole backward can hide the reduction
   const StepTime plain = predict_step_time(m, l, mach, Implementation::kMegatronLm);
   EXPECT_DOUBLE_EQ(plain.dp_exposed, plain.dp_comm);
   l.overlap_grad_reduce = true;
@@ -255,8 +257,9 @@ TEST(PlanMachine, ErrorsNameTheField) {
   };
   std::string t = kMachineJson;
   EXPECT_NE(err("{").find("not valid JSON"), std::string::npos);
-  EXPECT_NE(err(std::string(t).replace(t.find("\"memory_gib\""), 12, "\"memory_gb\" "))
-                .find("unknown key 'device.memory_gb'"),
+  EXPECT_NE(err(std::string(t).replace(t.find("\"memory_bandwidth_gbps\""), 23,
+                                       "\"memory_bandwidth_gbps\": 1, \"memory_eficiency\""))
+                .find("unknown key 'device.memory_eficiency'"),
             std::string::npos);
   EXPECT_NE(err(std::string(t).replace(t.find("16,"), 3, "-1,")).find("'device.memory_gib' must be "
                                                                       "positive"),
