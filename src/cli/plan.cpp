@@ -57,7 +57,7 @@ int run_plan(int argc, char** argv) {
   std::string machine_path, implementation = "megatron-cpp", family = "gpt";
   int world_size = 0, data_parallel = 0, search_top = 10;
   bool search = false, as_json = false;
-  double calibrate_tflops = 0;
+  double calibrate_tflops = 0, headroom = 0.05;
   app.add_option("--machine", machine_path,
                  "machine description JSON (examples/machines/*.json, docs/plan.md)")
       ->required();
@@ -73,6 +73,10 @@ int run_plan(int argc, char** argv) {
   app.add_option("--search-top", search_top, "layouts to list with --search")
       ->capture_default_str();
   app.add_flag("--json", as_json, "print JSON instead of text");
+  app.add_option("--memory-headroom", headroom,
+                 "fraction of device memory a layout must leave free to fit (allocator "
+                 "fragmentation, buffers no model counts)")
+      ->capture_default_str();
   app.add_option("--calibrate-tflops", calibrate_tflops,
                  "measured TFLOP/s per device of this layout (recomputed FLOPs counted, as the "
                  "iteration log): set the machine's GEMM efficiency from it first");
@@ -188,11 +192,11 @@ int run_plan(int argc, char** argv) {
     MT_CHECK(calibrate_tflops == 0, "--calibrate-tflops calibrates one layout: run it without "
              "--search first");
     const plan::SearchResult result =
-        plan::search_layouts(model, layout, machine, impl, world_size, search_top);
+        plan::search_layouts(model, layout, machine, impl, world_size, search_top, headroom);
     if (as_json)
       std::cout << plan::search_to_json(model, machine, impl, world_size, result).dump(2) << "\n";
     else
-      std::cout << plan::format_search(model, machine, impl, world_size, result);
+      std::cout << plan::format_search(model, machine, impl, world_size, result, headroom);
     return 0;
   }
   plan::validate_layout(model, layout, impl);
@@ -203,7 +207,7 @@ int run_plan(int argc, char** argv) {
       std::printf("calibrated: GEMM efficiency %.4f of peak reproduces %.4g TFLOP/s per device\n",
                   efficiency, calibrate_tflops);
   }
-  const plan::Plan plan = plan::make_plan(model, layout, machine, impl);
+  const plan::Plan plan = plan::make_plan(model, layout, machine, impl, headroom);
   if (as_json)
     std::cout << plan::plan_to_json(plan).dump(2) << "\n";
   else

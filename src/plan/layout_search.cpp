@@ -24,11 +24,13 @@ bool faster(const Candidate& a, const Candidate& b) {
 }  // namespace
 
 SearchResult search_layouts(const ModelSpec& model, const Layout& base, const Machine& machine,
-                            Implementation impl, int devices, int top) {
+                            Implementation impl, int devices, int top, double headroom) {
   MT_CHECK(devices > 0, "--search needs the number of devices: give --world-size N");
   MT_CHECK(base.global_batch > 0,
            "--search needs --global-batch-size (the batch every layout must reach)");
   MT_CHECK(top > 0, "--search-top must be positive, got ", top);
+  MT_CHECK(headroom >= 0 && headroom < 1, "--memory-headroom must be in [0, 1), got ", headroom);
+  const double usable = machine.memory_bytes * (1.0 - headroom);
   const bool lm = impl == Implementation::kMegatronLm;
   const std::vector<Recompute> recomputes =
       lm ? std::vector<Recompute>{Recompute::kNone, Recompute::kSelective, Recompute::kFull}
@@ -72,7 +74,7 @@ SearchResult search_layouts(const ModelSpec& model, const Layout& base, const Ma
                 c.layout = l;
                 c.memory = estimate_memory(model, l, machine, impl);
                 c.time = predict_step_time(model, l, machine, impl);
-                c.fits = c.memory.peak() <= machine.memory_bytes;
+                c.fits = c.memory.peak() <= usable;
                 ++result.evaluated;
                 if (!have_smallest || c.memory.peak() < result.smallest.memory.peak()) {
                   result.smallest = c;

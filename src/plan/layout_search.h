@@ -22,7 +22,7 @@ struct Candidate {
   Layout layout;
   MemoryEstimate memory;
   StepTime time;
-  bool fits = false;  // peak memory <= the device's
+  bool fits = false;  // peak memory <= the device's, less the headroom
 };
 
 struct SearchResult {
@@ -32,7 +32,9 @@ struct SearchResult {
   int64_t fitting = 0;          // of which fit in memory
 };
 
+// A layout fits when its peak memory leaves `headroom` (a fraction) of the device free: the
+// allocator's fragmentation and buffers no model accounts for need some.
 SearchResult search_layouts(const ModelSpec& model, const Layout& base, const Machine& machine,
-                            Implementation impl, int devices, int top);
+                            Implementation impl, int devices, int top, double headroom = 0.0);
 
 }  // namespace megatron::plan

@@ -129,6 +129,7 @@ Machine machine_from_json_text(const std::string& text, const std::string& origi
   m.reserved_bytes = device.number("reserved_gib", 0, false, false) * kGiB;
   m.memory_bandwidth = device.number("memory_bandwidth_gbps", 0, true) * kGB;
   m.memory_efficiency = device.number("memory_efficiency", 1, false);
+  m.kernel_overhead = device.number("kernel_overhead_us", 0, false, false) * 1e-6;
   m.exp_rate = device.number("exp_gelems_per_s", 0, false, false) * 1e9;
   m.random_rate = device.number("random_gelems_per_s", 0, false, false) * 1e9;
   ObjectReader compute = device.child("compute");
@@ -182,6 +183,7 @@ std::string machine_to_json_text(const Machine& m) {
                  {"memory_bandwidth_gbps", m.memory_bandwidth / kGB},
                  {"memory_efficiency", m.memory_efficiency},
                  {"compute", compute}};
+  if (m.kernel_overhead > 0) device["kernel_overhead_us"] = m.kernel_overhead * 1e6;
   if (m.exp_rate > 0) device["exp_gelems_per_s"] = m.exp_rate / 1e9;
   if (m.random_rate > 0) device["random_gelems_per_s"] = m.random_rate / 1e9;
   json node = {{"devices", m.devices_per_node}};

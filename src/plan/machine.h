@@ -39,6 +39,7 @@ struct Machine {
   double reserved_bytes = 0;         // taken before the model: CUDA context / process baseline
   double memory_bandwidth = 0;       // bytes/s per device
   double memory_efficiency = 1;      // fraction reached by memory-bound kernels
+  double kernel_overhead = 0;        // seconds per element-wise kernel call (launch, fork/join)
   double exp_rate = 0;               // exp/tanh element evaluations per second (0: never limits)
   double random_rate = 0;            // dropout-mask draws per second (0: never limits)
   int devices_per_node = 1;

@@ -41,12 +41,15 @@ class Costing {
     fwd.gemm += gemm_seconds(spec_, M, N, K, batch);
     bwd.gemm += gemm_seconds(spec_, M, K, N, batch) + gemm_seconds(spec_, N, K, M, batch);
   }
-  // A memory-bound kernel moving `bytes`, evaluating `exps` exp/tanh and drawing `randoms`.
-  void memory(ComputeTime& into, double bytes, double exps = 0, double randoms = 0) const {
+  // `calls` memory-bound kernels moving `bytes` together, evaluating `exps` exp/tanh and
+  // drawing `randoms` dropout bits: each call pays the machine's kernel overhead, then the
+  // slowest of its memory traffic, its exp evaluations and its random draws.
+  void memory(ComputeTime& into, double calls, double bytes, double exps = 0,
+              double randoms = 0) const {
     double t = bytes / (m_.memory_bandwidth * m_.memory_efficiency);
     if (m_.exp_rate > 0) t = std::max(t, exps / m_.exp_rate);
     if (m_.random_rate > 0) t = std::max(t, randoms / m_.random_rate);
-    into.memory += t;
+    into.memory += calls * m_.kernel_overhead + t;
   }
 
  private:
@@ -98,61 +101,60 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
   const double dmask = hdrop ? 1.0 : 0.0, amask = adrop ? 1.0 : 0.0;
   switch (impl) {
     case Implementation::kMegatronLm:
-      k.memory(fwd, 2 * Eh * e);                                 // LayerNorm 1
-      k.memory(fwd, 2 * Eh * e);                                 // LayerNorm 2
-      k.memory(fwd, 2 * ((3 * e + dmask) * Eh), 0, 2 * dmask * Eh);  // 2 bias-dropout-add
-      k.memory(fwd, (F1 + F) * e, F);                            // bias-GeLU / SwiGLU
+      k.memory(fwd, 2, 2 * 2 * Eh * e);                             // 2 LayerNorms
+      k.memory(fwd, 2, 2 * (3 * e + dmask) * Eh, 0, 2 * dmask * Eh);  // 2 bias-dropout-add
+      k.memory(fwd, 1, (F1 + F) * e, F);                            // bias-GeLU / SwiGLU
       if (flash) {
-        k.memory(core_fwd, (Q + C) * e);                         // read Q, K, V; write O
-        k.memory(core_bwd, 2 * (Q + C) * e);                     // read Q, K, V, O, dO; write dQKV
+        k.memory(core_fwd, 1, (Q + C) * e);                         // read Q, K, V; write O
+        k.memory(core_bwd, 1, 2 * (Q + C) * e);                     // read Q, K, V, O, dO; write dQKV
       } else {
-        k.memory(core_fwd, 2 * S2 * e, S2);                      // fused scale-mask-softmax
-        k.memory(core_fwd, amask * (2 * e + 1) * S2, 0, amask * S2);  // attention dropout
-        k.memory(core_bwd, 3 * S2 * e);                          // softmax backward
-        k.memory(core_bwd, amask * (2 * e + 1) * S2);            // dropout backward
+        k.memory(core_fwd, 1, 2 * S2 * e, S2);                      // fused scale-mask-softmax
+        k.memory(core_fwd, amask, (2 * e + 1) * S2, 0, S2);         // attention dropout
+        k.memory(core_bwd, 1, 3 * S2 * e);                          // softmax backward
+        k.memory(core_bwd, amask, (2 * e + 1) * S2);                // dropout backward
       }
-      k.memory(bwd, 2 * (2 * e + dmask) * Eh);                   // 2 bias-dropout-add backward
-      k.memory(bwd, 2 * 3 * Eh * e + 2 * 3 * Eh * e);            // 2 LayerNorm backward + residual adds
-      k.memory(bwd, (2 * F1 + F) * e, F);                        // activation backward
+      k.memory(bwd, 2, 2 * (2 * e + dmask) * Eh);                   // 2 bias-dropout-add backward
+      k.memory(bwd, 4, 2 * 3 * Eh * e + 2 * 3 * Eh * e);            // 2 LayerNorm bwd + residual adds
+      k.memory(bwd, 1, (2 * F1 + F) * e, F);                        // activation backward
       break;
     case Implementation::kMegatronLm2019:
-      k.memory(fwd, 2 * 2 * Eh * e);                             // 2 LayerNorms (apex, fused)
-      k.memory(fwd, 2 * Q * e);                                  // QKV addmm: bias broadcast
-      k.memory(fwd, 2 * Q * e);                                  // Q, K, V made contiguous
-      k.memory(core_fwd, 3 * 2 * S2 * e);                        // scale, mask multiply, subtract
-      k.memory(core_fwd, 2 * S2 * e, S2);                        // softmax
-      k.memory(core_fwd, amask * (2 * e + 1) * S2, 0, amask * S2);  // dropout
-      k.memory(fwd, 2 * C * e);                                  // context permute + contiguous
-      k.memory(fwd, 2 * 2 * Eh * e);                             // 2 row-parallel bias adds
-      k.memory(fwd, 2 * (2 * e + dmask) * Eh, 0, 2 * dmask * Eh);  // 2 hidden dropouts
-      k.memory(fwd, 2 * 3 * Eh * e);                             // 2 residual adds
-      k.memory(fwd, 2 * F * e + 2 * F * e, F);                   // fc1 addmm bias, GeLU
-      k.memory(bwd, 2 * 3 * Eh * e);                             // 2 residual gradient adds
-      k.memory(bwd, 2 * (2 * e + dmask) * Eh);                   // 2 dropout backward
-      k.memory(bwd, 2 * Eh * e);                                 // 2 bias gradients
-      k.memory(bwd, 2 * (3 * Eh * e + 3 * Eh * e));              // 2 LayerNorm backward + adds
-      k.memory(bwd, 3 * F * e + F * e, F);                       // GeLU backward, fc1 bias grad
-      k.memory(core_bwd, 3 * S2 * e);                            // softmax backward
-      k.memory(core_bwd, amask * (2 * e + 1) * S2);              // dropout backward
-      k.memory(core_bwd, 2 * 2 * S2 * e);                        // mask multiply, scale backward
-      k.memory(bwd, 2 * C * e + 2 * Q * e + Q * e);              // permute, copies, QKV bias grad
+      k.memory(fwd, 2, 2 * 2 * Eh * e);                             // 2 LayerNorms (apex, fused)
+      k.memory(fwd, 1, 2 * Q * e);                                  // QKV addmm: bias broadcast
+      k.memory(fwd, 3, 2 * Q * e);                                  // Q, K, V made contiguous
+      k.memory(core_fwd, 3, 3 * 2 * S2 * e);                        // scale, mask multiply, subtract
+      k.memory(core_fwd, 1, 2 * S2 * e, S2);                        // softmax
+      k.memory(core_fwd, amask, (2 * e + 1) * S2, 0, S2);           // dropout
+      k.memory(fwd, 1, 2 * C * e);                                  // context permute + contiguous
+      k.memory(fwd, 2, 2 * 2 * Eh * e);                             // 2 row-parallel bias adds
+      k.memory(fwd, 2, 2 * (2 * e + dmask) * Eh, 0, 2 * dmask * Eh);  // 2 hidden dropouts
+      k.memory(fwd, 2, 2 * 3 * Eh * e);                             // 2 residual adds
+      k.memory(fwd, 2, 2 * F * e + 2 * F * e, F);                   // fc1 addmm bias, GeLU
+      k.memory(bwd, 2, 2 * 3 * Eh * e);                             // 2 residual gradient adds
+      k.memory(bwd, 2, 2 * (2 * e + dmask) * Eh);                   // 2 dropout backward
+      k.memory(bwd, 2, 2 * Eh * e);                                 // 2 bias gradients
+      k.memory(bwd, 4, 2 * (3 * Eh * e + 3 * Eh * e));              // 2 LayerNorm backward + adds
+      k.memory(bwd, 2, 3 * F * e + F * e, F);                       // GeLU backward, fc1 bias grad
+      k.memory(core_bwd, 1, 3 * S2 * e);                            // softmax backward
+      k.memory(core_bwd, amask, (2 * e + 1) * S2);                  // dropout backward
+      k.memory(core_bwd, 2, 2 * 2 * S2 * e);                        // mask multiply, scale backward
+      k.memory(bwd, 5, 2 * C * e + 2 * Q * e + Q * e);              // permute, copies, QKV bias grad
       break;
     case Implementation::kMegatronCpp:
-      k.memory(fwd, 2 * dmask * Eh, 0, 2 * dmask * Eh);          // 2 hidden masks (Philox)
-      k.memory(fwd, 2 * 2 * Eh * e);                             // 2 LayerNorms
-      k.memory(fwd, 2 * Q * e);                                  // QKV bias add
-      k.memory(core_fwd, 2 * S2 * e, S2);                        // scaled masked softmax
-      k.memory(core_fwd, amask * S2, 0, amask * S2);             // attention mask (Philox)
-      k.memory(core_fwd, amask * (2 * e + 1) * S2);              // dropout
-      k.memory(fwd, 2 * (3 * e + dmask) * Eh);                   // 2 bias-dropout-add
-      k.memory(fwd, 2 * F * e, F);                               // bias-GeLU
-      k.memory(bwd, 2 * (2 * e + dmask) * Eh);                   // 2 bias-dropout-add backward
-      k.memory(bwd, 3 * F * e, F);                               // bias-GeLU backward
-      k.memory(bwd, 2 * 4 * Eh * e);                             // 2 LayerNorm backward (accumulate)
-      k.memory(core_bwd, 2 * amask * (2 * e + 1) * S2);          // re-derived dropped probs, dropout bwd
-      k.memory(core_bwd, 3 * S2 * e);                            // softmax backward
-      k.memory(bwd, Q * e);                                      // QKV bias gradient
-      k.memory(bwd, 2 * Eh * e);                                 // input gradient out of scratch
+      k.memory(fwd, 2 * dmask, 2 * dmask * Eh, 0, 2 * dmask * Eh);  // 2 hidden masks (Philox)
+      k.memory(fwd, 2, 2 * 2 * Eh * e);                             // 2 LayerNorms
+      k.memory(fwd, 1, 2 * Q * e);                                  // QKV bias add
+      k.memory(core_fwd, 1, 2 * S2 * e, S2);                        // scaled masked softmax
+      k.memory(core_fwd, amask, S2, 0, S2);                         // attention mask (Philox)
+      k.memory(core_fwd, amask, (2 * e + 1) * S2);                  // dropout
+      k.memory(fwd, 2, 2 * (3 * e + dmask) * Eh);                   // 2 bias-dropout-add
+      k.memory(fwd, 1, 2 * F * e, F);                               // bias-GeLU
+      k.memory(bwd, 2, 2 * (2 * e + dmask) * Eh);                   // 2 bias-dropout-add backward
+      k.memory(bwd, 1, 3 * F * e, F);                               // bias-GeLU backward
+      k.memory(bwd, 2, 2 * 4 * Eh * e);                             // 2 LayerNorm bwd (accumulate)
+      k.memory(core_bwd, 2 * amask, 2 * (2 * e + 1) * S2);          // dropped probs again, dropout bwd
+      k.memory(core_bwd, 1, 3 * S2 * e);                            // softmax backward
+      k.memory(bwd, 1, Q * e);                                      // QKV bias gradient
+      k.memory(bwd, 1, 2 * Eh * e);                                 // input gradient out of scratch
       break;
   }
   fwd += core_fwd;
@@ -197,8 +199,9 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
   }
 
   // Embedding: token + position lookups, dropout; its gradient scattered into the tables.
-  k.memory(c.embedding_forward, 8 * N * h * e + dmask * (2 * e + 1) * N * h, 0, dmask * N * h);
-  k.memory(c.embedding_backward, 8 * N * h * e + dmask * (2 * e + 1) * N * h);
+  k.memory(c.embedding_forward, 3 + 2 * dmask, 8 * N * h * e + dmask * (2 * e + 1) * N * h, 0,
+           dmask * N * h);
+  k.memory(c.embedding_backward, 2 + dmask, 8 * N * h * e + dmask * (2 * e + 1) * N * h);
   term(c.embedding_comm, l.sequence_parallel ? "TP reduce-scatter (embedding)"
                                              : "TP all-reduce (embedding)",
        l.sequence_parallel ? Collective::kReduceScatter : Collective::kAllReduce, act, 1);
@@ -207,27 +210,28 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
   const bool bert = model.family == ModelFamily::kBert;
   // megatron-cpp's BERT scores only the masked rows; Megatron-LM computes every position.
   const double rows = bert && impl == Implementation::kMegatronCpp ? N * model.mask_prob : N;
-  k.memory(c.output_forward, 2 * Eh * e);
-  k.memory(c.output_backward, 3 * Eh * e);
+  k.memory(c.output_forward, 1, 2 * Eh * e);   // final LayerNorm
+  k.memory(c.output_backward, 1, 3 * Eh * e);
   if (bert) {
-    k.linear(c.output_forward, c.output_backward, rows, h, h);  // LM-head dense
-    k.memory(c.output_forward, 2 * rows * h * e * 2, rows * h);  // GeLU, LayerNorm
-    k.memory(c.output_backward, 3 * rows * h * e * 2, rows * h);
+    k.linear(c.output_forward, c.output_backward, rows, h, h);      // LM-head dense
+    k.memory(c.output_forward, 2, 2 * rows * h * e * 2, rows * h);  // GeLU, LayerNorm
+    k.memory(c.output_backward, 2, 3 * rows * h * e * 2, rows * h);
   }
   k.linear(c.output_forward, c.output_backward, rows, V / t, h);  // logits
   const double logits = rows * V / t;
   switch (impl) {
     case Implementation::kMegatronCpp:
-      k.memory(c.output_forward, 2 * 4 * logits, logits);       // row max, Σexp (f32)
-      k.memory(c.output_backward, 2 * 4 * logits + (e != 4 ? (4 + e) * logits : 0.0), logits);
+      k.memory(c.output_forward, 3, 2 * 4 * logits, logits);  // row max, Σexp, loss (f32)
+      k.memory(c.output_backward, e != 4 ? 2 : 1,
+               2 * 4 * logits + (e != 4 ? (4 + e) * logits : 0.0), logits);
       break;
     case Implementation::kMegatronLm:
-      k.memory(c.output_forward, (e + 2 * 4) * logits, logits);  // cast to f32, max, Σexp
-      k.memory(c.output_backward, (4 + 4 + e) * logits, logits);
+      k.memory(c.output_forward, 2, (e + 2 * 4) * logits, logits);  // cast to f32, max, Σexp
+      k.memory(c.output_backward, 1, (4 + 4 + e) * logits, logits);
       break;
     case Implementation::kMegatronLm2019:
-      k.memory(c.output_forward, (e + 6 * 4) * logits, logits);  // float(), max, sub, exp, sum, div
-      k.memory(c.output_backward, 4 * 4 * logits + e * logits, logits);
+      k.memory(c.output_forward, 6, (e + 6 * 4) * logits, logits);  // float, max, sub, exp, sum, div
+      k.memory(c.output_backward, 3, 4 * 4 * logits + e * logits, logits);
       break;
   }
   if (l.sequence_parallel) {

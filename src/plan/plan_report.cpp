@@ -3,6 +3,8 @@
 #include <cstdarg>
 #include <cstdio>
 
+#include "core/error.h"
+
 namespace megatron::plan {
 
 namespace {
@@ -126,10 +128,11 @@ std::string layout_short(const Layout& l) {
 }  // namespace
 
 Plan make_plan(const ModelSpec& model, const Layout& layout, const Machine& machine,
-               Implementation impl) {
+               Implementation impl, double headroom) {
   validate_model(model);
   validate_layout(model, layout, impl);
-  Plan p{model, layout, impl, machine, {}, {}};
+  MT_CHECK(headroom >= 0 && headroom < 1, "--memory-headroom must be in [0, 1), got ", headroom);
+  Plan p{model, layout, impl, machine, {}, {}, headroom};
   p.memory = estimate_memory(model, layout, machine, impl);
   p.time = predict_step_time(model, layout, machine, impl);
   return p;
@@ -147,11 +150,14 @@ std::string format_plan(const Plan& p) {
            l.world_size(), (long long)l.num_micro_batches());
 
   const bool two = l.pipeline_parallel > 1;
-  o += two ? "\nmemory per device (GiB)            first stage   last stage\n"
-           : "\nmemory per device (GiB)\n";
+  const bool small = mem.peak() < kGiB;  // small models read better in MiB
+  const double unit = small ? kGiB / 1024 : kGiB;
+  const char* unit_name = small ? "MiB" : "GiB";
+  o += two ? fmt("\nmemory per device (%s)            first stage   last stage\n", unit_name)
+           : fmt("\nmemory per device (%s)\n", unit_name);
   auto row = [&](const char* name, double a, double b) {
-    o += two ? fmt("  %-30s %11.2f  %11.2f\n", name, a / kGiB, b / kGiB)
-             : fmt("  %-30s %11.2f\n", name, a / kGiB);
+    o += two ? fmt("  %-30s %11.2f  %11.2f\n", name, a / unit, b / unit)
+             : fmt("  %-30s %11.2f\n", name, a / unit);
   };
   o += two ? fmt("  %-30s %11s  %11s\n", "parameters on the rank",
                  count(mem.first_stage.parameters).c_str(), count(mem.last_stage.parameters).c_str())
@@ -170,9 +176,10 @@ std::string format_plan(const Plan& p) {
   row("reserved (runtime)", mem.first_stage.reserved, mem.last_stage.reserved);
   row("total", mem.first_stage.total(), mem.last_stage.total());
   const double capacity = p.machine.memory_bytes;
-  o += fmt("  peak %.2f GiB of %.2f GiB (%.0f%%): %s\n", mem.peak() / kGiB, capacity / kGiB,
+  o += fmt("  peak %.2f GiB of %.2f GiB (%.0f%%%s): %s\n", mem.peak() / kGiB, capacity / kGiB,
            100.0 * mem.peak() / capacity,
-           mem.peak() <= capacity ? "fits" : "DOES NOT FIT (see --search for layouts that do)");
+           p.headroom > 0 ? fmt(", keeping %.0f%% free", 100 * p.headroom).c_str() : "",
+           p.fits() ? "fits" : "DOES NOT FIT (see --search for layouts that do)");
   o += fmt("  activations per layer and micro-batch: %s\n",
            bytes(mem.activations.per_layer).c_str());
 
@@ -241,16 +248,19 @@ json plan_to_json(const Plan& p) {
             {"in_flight_micro_batches", p.memory.activations.in_flight},
             {"peak_bytes", p.memory.peak()},
             {"device_bytes", p.machine.memory_bytes},
-            {"fits", p.memory.peak() <= p.machine.memory_bytes}}},
+            {"headroom", p.headroom},
+            {"fits", p.fits()}}},
           {"time", time_json(p.time)}};
 }
 
 std::string format_search(const ModelSpec& model, const Machine& machine, Implementation impl,
-                          int devices, const SearchResult& r) {
+                          int devices, const SearchResult& r, double headroom) {
   std::string o = "megatron plan --search: " + model_line(model, 1) + "\n";
   o += machine_line(machine, impl) + "\n";
-  o += fmt("%d devices: %lld layouts evaluated, %lld fit in %.1f GiB\n", devices,
-           (long long)r.evaluated, (long long)r.fitting, machine.memory_bytes / kGiB);
+  o += fmt("%d devices: %lld layouts evaluated, %lld fit in %.1f GiB%s\n", devices,
+           (long long)r.evaluated, (long long)r.fitting,
+           machine.memory_bytes * (1 - headroom) / kGiB,
+           headroom > 0 ? fmt(" (%.0f%% headroom kept)", 100 * headroom).c_str() : "");
   if (r.best.empty()) {
     o += fmt("no layout fits; the smallest needs %.2f GiB per device: %s\n",
              r.smallest.memory.peak() / kGiB, r.smallest.layout.describe().c_str());

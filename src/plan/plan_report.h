@@ -16,17 +16,19 @@ struct Plan {
   Machine machine;
   MemoryEstimate memory;
   StepTime time;
+  double headroom = 0;  // fraction of device memory to keep free (--memory-headroom)
+  bool fits() const { return memory.peak() <= machine.memory_bytes * (1.0 - headroom); }
 };
 
 // Validates and predicts one layout.
 Plan make_plan(const ModelSpec& model, const Layout& layout, const Machine& machine,
-               Implementation impl);
+               Implementation impl, double headroom = 0.0);
 
 std::string format_plan(const Plan& plan);
 nlohmann::json plan_to_json(const Plan& plan);
 
 std::string format_search(const ModelSpec& model, const Machine& machine, Implementation impl,
-                          int devices, const SearchResult& result);
+                          int devices, const SearchResult& result, double headroom = 0.0);
 nlohmann::json search_to_json(const ModelSpec& model, const Machine& machine,
                               Implementation impl, int devices, const SearchResult& result);
 

@@ -172,7 +172,8 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
                            params.word_embedding / l.tensor_parallel * 4.0, ends);
   }
   r.optimizer = local * optimizer_bytes_per_parameter(l, impl) /
-                (machine.memory_bandwidth * machine.memory_efficiency);
+                    (machine.memory_bandwidth * machine.memory_efficiency) +
+                4 * machine.kernel_overhead;  // zero, norm, update, cast: a few passes
   r.step = r.pipeline + r.dp_exposed + r.embedding_sync + r.optimizer;
 
   r.flops = iteration_flops(model, l);
