@@ -22,7 +22,8 @@ int run_bench(int argc, char** argv) {
   CLI::App app{"megatron bench: measure kernel throughput against the machine's own ceilings",
                "megatron bench"};
   std::string mode = "kernels";
-  app.add_option("--mode", mode, "what to measure (step: whole training steps; machine: a machine file for "
+  app.add_option("--mode", mode,
+                 "what to measure (step: whole training steps; machine: a machine file for "
                  "`megatron plan`; both with their own flags)")
       ->check(CLI::IsMember({"kernels"}))
       ->capture_default_str();

@@ -64,14 +64,16 @@ plan::GemmSample measure_gemm(Communicator& world, const Shape& s, DType dtype, 
     Tensor c = Tensor::zeros({s.m, s.n}, DType::F32);
     kernels::fill(a, 0.5f);
     kernels::fill(b, 0.25f);
-    g.seconds = timed(world, [&] { kernels::gemm(a, false, b, true, c); }, min_time);
+    g.seconds = timed(
+        world, [&] { kernels::gemm(a, false, b, true, c); }, min_time);
   } else {
     Tensor a = Tensor::empty({s.batch, s.m, s.k}, dtype),
            b = Tensor::empty({s.batch, s.n, s.k}, dtype);
     Tensor c = Tensor::zeros({s.batch, s.m, s.n}, dtype);
     kernels::fill(a, 0.5f);
     kernels::fill(b, 0.25f);
-    g.seconds = timed(world, [&] { kernels::batched_gemm(a, false, b, true, c); }, min_time);
+    g.seconds = timed(
+        world, [&] { kernels::batched_gemm(a, false, b, true, c); }, min_time);
   }
   return g;
 }
@@ -84,9 +86,9 @@ std::vector<Shape> layer_shapes(int64_t tokens, int64_t h, int64_t seq) {
     const int64_t f = 4 * h;
     const int64_t lin[4][2] = {{3 * h / t, h}, {h, h / t}, {f / t, h}, {h, f / t}};  // N, K
     for (const auto& nk : lin) {
-      shapes.push_back({tokens, nk[0], nk[1], 1});   // forward
-      shapes.push_back({tokens, nk[1], nk[0], 1});   // input gradient
-      shapes.push_back({nk[0], nk[1], tokens, 1});   // weight gradient
+      shapes.push_back({tokens, nk[0], nk[1], 1});  // forward
+      shapes.push_back({tokens, nk[1], nk[0], 1});  // input gradient
+      shapes.push_back({nk[0], nk[1], tokens, 1});  // weight gradient
     }
     const int64_t heads = h / 64 / t * (tokens / seq);
     shapes.push_back({seq, seq, 64, heads});  // scores
@@ -190,10 +192,10 @@ int run_machine_bench(int argc, char** argv) {
   {
     const int64_t h = hidden, small_rows = token_counts.back(), large_rows = 16384;
     const int64_t copy_bytes = int64_t(256) << 20;
-    Tensor src = Tensor::zeros({copy_bytes}, DType::U8), dst = Tensor::zeros({copy_bytes}, DType::U8);
-    const double copy_s =
-        timed(*world, [&] { std::memcpy(dst.raw_data(), src.raw_data(), size_t(copy_bytes)); },
-              min_time);
+    Tensor src = Tensor::zeros({copy_bytes}, DType::U8),
+           dst = Tensor::zeros({copy_bytes}, DType::U8);
+    const double copy_s = timed(
+        *world, [&] { std::memcpy(dst.raw_data(), src.raw_data(), size_t(copy_bytes)); }, min_time);
     m.memory_bandwidth = 2.0 * double(copy_bytes) / copy_s;
     // Seconds of one LayerNorm + one bias-dropout-add over [rows, h] f32.
     auto pair_seconds = [&](int64_t rows) {
@@ -205,10 +207,13 @@ int run_machine_bench(int argc, char** argv) {
       kernels::fill(x, 0.5f);
       kernels::fill(r, 0.25f);
       kernels::fill(gamma, 1.0f);
-      return timed(*world, [&] {
-        kernels::layernorm_forward(x, gamma, beta, 1e-5f, y, mean, rstd);
-        kernels::bias_dropout_add_forward(x, bias, r, mask, 0.1f, y);
-      }, min_time);
+      return timed(
+          *world,
+          [&] {
+            kernels::layernorm_forward(x, gamma, beta, 1e-5f, y, mean, rstd);
+            kernels::bias_dropout_add_forward(x, bias, r, mask, 0.1f, y);
+          },
+          min_time);
     };
     const double pair_bytes_per_row = double(h) * (2 * 4 + 3 * 4 + 1);
     const double large_s = pair_seconds(large_rows), small_s = pair_seconds(small_rows);
@@ -219,21 +224,23 @@ int run_machine_bench(int argc, char** argv) {
     m.kernel_overhead = std::max(0.0, (small_s - small_bytes_s) / 2.0);
 
     const int64_t rows = large_rows / 4;
-    Tensor u = Tensor::empty({rows, 4 * h}, DType::F32), g = Tensor::empty({rows, 4 * h}, DType::F32);
+    Tensor u = Tensor::empty({rows, 4 * h}, DType::F32),
+           g = Tensor::empty({rows, 4 * h}, DType::F32);
     Tensor b4 = Tensor::zeros({4 * h}, DType::F32);
     kernels::fill(u, 0.3f);
-    const double gelu_s = timed(*world, [&] { kernels::bias_gelu_forward(u, b4, g); }, min_time);
+    const double gelu_s = timed(
+        *world, [&] { kernels::bias_gelu_forward(u, b4, g); }, min_time);
     m.exp_rate = double(rows * 4 * h) / std::max(1e-9, gelu_s - m.kernel_overhead);
     Tensor big_mask = Tensor::zeros({rows * 4, h}, DType::U8);
     std::vector<kernels::MaskRow> mask_rows;
     for (int64_t i = 0; i < rows * 4; ++i) mask_rows.push_back({uint64_t(i), uint64_t(i) * 1000});
-    const double rnd_s =
-        timed(*world, [&] { kernels::dropout_mask(1234, mask_rows, 0.1f, big_mask); }, min_time);
+    const double rnd_s = timed(
+        *world, [&] { kernels::dropout_mask(1234, mask_rows, 0.1f, big_mask); }, min_time);
     m.random_rate = double(rows * 4 * h) / std::max(1e-9, rnd_s - m.kernel_overhead);
     log_info("machine bench: copy ", m.memory_bandwidth / 1e9, " GB/s per process; element-wise ",
              "kernels at ", m.memory_efficiency, " of it plus ", m.kernel_overhead * 1e6,
-             " us per call; GeLU ", m.exp_rate / 1e9, " G elements/s; Philox ",
-             m.random_rate / 1e9, " G draws/s");
+             " us per call; GeLU ", m.exp_rate / 1e9, " G elements/s; Philox ", m.random_rate / 1e9,
+             " G draws/s");
   }
 
   // Collectives between the processes (one node).

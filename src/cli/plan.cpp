@@ -89,8 +89,8 @@ int run_plan(int argc, char** argv) {
   CLI::Option* flash = flag(app, "--use-flash-attn", "Megatron-LM: fused attention");
   CLI::Option* layers_per_virtual =
       option(app, "--num-layers-per-virtual-pipeline-stage", "interleaved schedule chunk size");
-  CLI::Option* virtual_size =
-      option(app, "--virtual-pipeline-model-parallel-size", "interleaved schedule: chunks per rank");
+  CLI::Option* virtual_size = option(app, "--virtual-pipeline-model-parallel-size",
+                                     "interleaved schedule: chunks per rank");
   CLI::Option* swiglu = flag(app, "--swiglu", "Llama: gated MLP");
   CLI::Option* gqa = flag(app, "--group-query-attention", "Llama: grouped-query attention");
   CLI::Option* query_groups = option(app, "--num-query-groups", "Llama: key/value head groups");
@@ -112,7 +112,8 @@ int run_plan(int argc, char** argv) {
   model.max_position_embeddings = args.max_position_embeddings;
   model.make_vocab_size_divisible_by = args.make_vocab_size_divisible_by;
   model.vocab_size = args.vocab_size > 0 ? args.vocab_size : known_vocab_size(args.tokenizer_type);
-  MT_CHECK(model.vocab_size > 0, "the vocabulary size is unknown: give --vocab-size (or a "
+  MT_CHECK(model.vocab_size > 0,
+           "the vocabulary size is unknown: give --vocab-size (or a "
            "--tokenizer-type of known size: GPT2BPETokenizer, BertWordPieceLowerCase, "
            "BertWordPieceCase)");
   model.hidden_dropout = args.hidden_dropout;
@@ -189,7 +190,8 @@ int run_plan(int argc, char** argv) {
 
   if (search) {
     MT_CHECK(world_size > 0, "--search needs --world-size (the number of devices to fill)");
-    MT_CHECK(calibrate_tflops == 0, "--calibrate-tflops calibrates one layout: run it without "
+    MT_CHECK(calibrate_tflops == 0,
+             "--calibrate-tflops calibrates one layout: run it without "
              "--search first");
     const plan::SearchResult result =
         plan::search_layouts(model, layout, machine, impl, world_size, search_top, headroom);

@@ -24,20 +24,20 @@ struct CppShapes {
 
 // TransformerLayer::forward's allocations into `arena` (kept for backward).
 void cpp_layer_forward(const CppShapes& c, Allocations& a) {
-  if (c.hidden_dropout) a.add(c.N * c.h, 2);                        // two u8 hidden masks
-  a.add(c.N * 4, 2);                                                // LN1 mean, rstd
-  a.add(c.N * c.h * c.e);                                           // LN1 output
-  a.add(c.N * c.qkv * c.e);                                         // QKV
-  a.add(c.scores() * c.e);                                          // softmax output
-  if (c.attention_dropout) a.add(c.scores());                       // u8 attention mask
-  a.add(c.N * c.ctx * c.e);                                         // context
-  a.add(c.N * c.h * c.e);                                           // projection output
-  a.add(c.N * c.h * c.e);                                           // h = x + attention
-  a.add(c.N * 4, 2);                                                // LN2 mean, rstd
-  a.add(c.N * c.h * c.e);                                           // LN2 output
-  a.add(c.N * c.ffn * c.e, 2);                                      // fc1 output, GeLU output
-  a.add(c.N * c.h * c.e);                                           // fc2 output
-  a.add(c.N * c.h * c.e);                                           // y = h + mlp
+  if (c.hidden_dropout) a.add(c.N * c.h, 2);   // two u8 hidden masks
+  a.add(c.N * 4, 2);                           // LN1 mean, rstd
+  a.add(c.N * c.h * c.e);                      // LN1 output
+  a.add(c.N * c.qkv * c.e);                    // QKV
+  a.add(c.scores() * c.e);                     // softmax output
+  if (c.attention_dropout) a.add(c.scores());  // u8 attention mask
+  a.add(c.N * c.ctx * c.e);                    // context
+  a.add(c.N * c.h * c.e);                      // projection output
+  a.add(c.N * c.h * c.e);                      // h = x + attention
+  a.add(c.N * 4, 2);                           // LN2 mean, rstd
+  a.add(c.N * c.h * c.e);                      // LN2 output
+  a.add(c.N * c.ffn * c.e, 2);                 // fc1 output, GeLU output
+  a.add(c.N * c.h * c.e);                      // fc2 output
+  a.add(c.N * c.h * c.e);                      // y = h + mlp
 }
 
 // The attention's `workspace` allocations during one layer forward (raw scores, dropped probs).
@@ -48,12 +48,12 @@ void cpp_layer_workspace(const CppShapes& c, Allocations& a) {
 
 // TransformerLayer::backward's allocations (into the scratch arena, reset per layer).
 void cpp_layer_backward(const CppShapes& c, Allocations& a) {
-  a.add(c.N * c.h * c.e);         // d(mlp output) after bias-dropout-add backward
-  a.add(c.N * c.ffn * c.e, 2);    // d(GeLU output), d(fc1 output)
-  a.add(c.N * c.h * c.e);         // fc1 input gradient
-  a.add(c.N * c.h * c.e);         // d(attention output)
-  a.add(c.N * c.ctx * c.e);       // d(context)
-  a.add(c.N * c.qkv * c.e);       // dQKV
+  a.add(c.N * c.h * c.e);       // d(mlp output) after bias-dropout-add backward
+  a.add(c.N * c.ffn * c.e, 2);  // d(GeLU output), d(fc1 output)
+  a.add(c.N * c.h * c.e);       // fc1 input gradient
+  a.add(c.N * c.h * c.e);       // d(attention output)
+  a.add(c.N * c.ctx * c.e);     // d(context)
+  a.add(c.N * c.qkv * c.e);     // dQKV
   if (c.attention_dropout) a.add(c.scores() * c.e);  // dropped probabilities, re-derived
   a.add(c.scores() * c.e);                           // d(dropped probabilities)
   if (c.attention_dropout) a.add(c.scores() * c.e);  // d(probabilities)
@@ -83,10 +83,10 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
   ActivationMemory r;
   // Embedding (InputEmbedding::forward / backward).
   Allocations emb;
-  emb.add(N * 4);      // token ids, sequence-major
-  emb.add(N * h * e);  // word embedding rows
-  emb.add(N * 4);      // position ids
-  emb.add(N * h * e);  // position (and token type) rows
+  emb.add(N * 4);            // token ids, sequence-major
+  emb.add(N * h * e);        // word embedding rows
+  emb.add(N * 4);            // position ids
+  emb.add(N * h * e);        // position (and token type) rows
   if (bert) emb.add(N * 4);  // token types, sequence-major
   if (c.hidden_dropout) {
     emb.add(N * h);      // u8 mask
@@ -110,46 +110,45 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
   out.add(N * h * e);  // backward: final LayerNorm input gradient
   if (!bert) {
     const double V = c.vocab_local;
-    out.add(N * V * 4);                                  // f32 logits (cross-entropy in place)
-    out.add(N * 4, 2);                                   // labels, loss mask
-    out.add(N * 4);                                      // row max
-    out.add(2 * N * 4);                                  // Σexp, target logit
-    out.add(N * 4);                                      // per-token loss
-    out.add(N * 4);                                      // backward: d(loss)
-    if (e != 4) out.add(N * V * e);                      // d(logits) cast to bf16
-    out.add(N * h * e);                                  // d(hidden)
+    out.add(N * V * 4);              // f32 logits (cross-entropy in place)
+    out.add(N * 4, 2);               // labels, loss mask
+    out.add(N * 4);                  // row max
+    out.add(2 * N * 4);              // Σexp, target logit
+    out.add(N * 4);                  // per-token loss
+    out.add(N * 4);                  // backward: d(loss)
+    if (e != 4) out.add(N * V * e);  // d(logits) cast to bf16
+    out.add(N * h * e);              // d(hidden)
   } else {
     const double n = std::round(m.mask_prob * N), V = c.vocab_local, b = c.b;
-    out.add(N * 4, 2);                                   // loss mask, labels
-    out.add(n * h * e);                                  // scored rows
-    out.add(n * h * e, 2);                               // LM head dense output, GeLU output
-    out.add(n * 4, 2);                                   // LM head LayerNorm mean, rstd
-    out.add(n * h * e);                                  // LM head LayerNorm output
-    out.add(n * V * 4);                                  // f32 logits
-    out.add(n * 4);                                      // target ids
-    out.add(n * 4);                                      // row max
-    out.add(2 * n * 4);                                  // Σexp, target logit
-    out.add(n * 4);                                      // per-token loss
+    out.add(N * 4, 2);      // loss mask, labels
+    out.add(n * h * e);     // scored rows
+    out.add(n * h * e, 2);  // LM head dense output, GeLU output
+    out.add(n * 4, 2);      // LM head LayerNorm mean, rstd
+    out.add(n * h * e);     // LM head LayerNorm output
+    out.add(n * V * 4);     // f32 logits
+    out.add(n * 4);         // target ids
+    out.add(n * 4);         // row max
+    out.add(2 * n * 4);     // Σexp, target logit
+    out.add(n * 4);         // per-token loss
     if (m.bert_binary_head) {
-      out.add(b * h * 4, 2);                             // [CLS] rows, pooled (f32)
-      out.add(b * 2 * 4);                                // sentence-order logits
-      out.add(b * 4, 4);                                 // row max, Σexp, target, loss
+      out.add(b * h * 4, 2);  // [CLS] rows, pooled (f32)
+      out.add(b * 2 * 4);     // sentence-order logits
+      out.add(b * 4, 4);      // row max, Σexp, target, loss
     }
-    out.add(N * h * e);                                  // backward: d(hidden), zeroed
-    out.add(n * 4);                                      // d(loss)
-    if (e != 4) out.add(n * V * e);                      // d(logits) cast to bf16
-    out.add(n * h * e, 4);                               // LM head backward
+    out.add(N * h * e);              // backward: d(hidden), zeroed
+    out.add(n * 4);                  // d(loss)
+    if (e != 4) out.add(n * V * e);  // d(logits) cast to bf16
+    out.add(n * h * e, 4);           // LM head backward
     if (m.bert_binary_head) {
-      out.add(b * 4);                                    // d(loss)
-      out.add(b * 2 * 4);                                // d(logits)
-      out.add(b * h * 4, 2);                             // d(pooled), d([CLS])
+      out.add(b * 4);         // d(loss)
+      out.add(b * 2 * 4);     // d(logits)
+      out.add(b * h * 4, 2);  // d(pooled), d([CLS])
     }
   }
   r.output = out.bytes;
 
   r.in_flight = 1;
-  r.first_stage = r.last_stage =
-      r.embedding + double(m.num_layers) * r.per_layer + r.output;
+  r.first_stage = r.last_stage = r.embedding + double(m.num_layers) * r.per_layer + r.output;
 
   // The scratch arena: per layer, forward workspace (with recompute: the whole layer forward)
   // and backward temporaries (with recompute: after the layer's forward again).
@@ -201,9 +200,9 @@ ActivationMemory megatron_lm(const ModelSpec& m, const Layout& l) {
       r.per_layer = replicated + split + (keep_scores ? scores : 0.0);
       break;
   }
-  r.embedding = (8 * s * b + sbh * mask_h) / sp;            // token ids, embedding dropout mask
+  r.embedding = (8 * s * b + sbh * mask_h) / sp;  // token ids, embedding dropout mask
   const double vocab = double(m.padded_vocab(l.tensor_parallel));
-  r.output = 4 * sbh / sp + 4 * s * b * vocab / t;          // output-layer input, fp32 logits
+  r.output = 4 * sbh / sp + 4 * s * b * vocab / t;  // output-layer input, fp32 logits
 
   // In-flight micro-batches on the first stage (Megatron's schedules).
   const double m_count = double(l.num_micro_batches());

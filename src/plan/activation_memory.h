@@ -34,16 +34,14 @@
 namespace megatron::plan {
 
 struct ActivationMemory {
-  double per_layer = 0;   // bytes one layer keeps for backward (one micro-batch, one rank)
-  double embedding = 0;   // bytes the first stage keeps outside its layers (one micro-batch)
-  double output = 0;      // bytes the last stage keeps outside its layers (one micro-batch)
-  double in_flight = 1;   // micro-batches a first-stage rank holds at its peak
-  double first_stage = 0; // kept bytes at the peak of a first-stage rank
-  double last_stage = 0;  // kept bytes at the peak of a last-stage rank
-  double workspace = 0;   // transient bytes on top of the kept ones (recompute, backward scratch)
-  double peak() const {
-    return (first_stage > last_stage ? first_stage : last_stage) + workspace;
-  }
+  double per_layer = 0;    // bytes one layer keeps for backward (one micro-batch, one rank)
+  double embedding = 0;    // bytes the first stage keeps outside its layers (one micro-batch)
+  double output = 0;       // bytes the last stage keeps outside its layers (one micro-batch)
+  double in_flight = 1;    // micro-batches a first-stage rank holds at its peak
+  double first_stage = 0;  // kept bytes at the peak of a first-stage rank
+  double last_stage = 0;   // kept bytes at the peak of a last-stage rank
+  double workspace = 0;    // transient bytes on top of the kept ones (recompute, backward scratch)
+  double peak() const { return (first_stage > last_stage ? first_stage : last_stage) + workspace; }
 };
 
 ActivationMemory activation_memory(const ModelSpec& model, const Layout& layout,

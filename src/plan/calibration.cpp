@@ -20,7 +20,8 @@ double calibrate_gemm_efficiency(Machine& machine, const ModelSpec& model, const
   const double at_peak = predicted(1.0);
   MT_CHECK(at_peak >= tflops_per_device, "cannot calibrate to ", tflops_per_device,
            " TFLOP/s per device: even with GEMMs at the machine's peak the model predicts ",
-           at_peak, " (the rest of the step is communication and memory-bound kernels; check "
+           at_peak,
+           " (the rest of the step is communication and memory-bound kernels; check "
            "the machine's bandwidths)");
   double lo = 1e-4, hi = 1.0;
   for (int i = 0; i < 100; ++i) {

@@ -17,8 +17,8 @@ const char* implementation_name(Implementation impl) {
 }
 
 Implementation implementation_from_name(const std::string& name) {
-  for (Implementation impl : {Implementation::kMegatronCpp, Implementation::kMegatronLm,
-                              Implementation::kMegatronLm2019})
+  for (Implementation impl :
+       {Implementation::kMegatronCpp, Implementation::kMegatronLm, Implementation::kMegatronLm2019})
     if (name == implementation_name(impl)) return impl;
   MT_THROW("--implementation '", name,
            "' is not known: expected megatron-cpp (this project), megatron-lm (NVIDIA "

@@ -53,8 +53,7 @@ void validate_layout(const ModelSpec& m, const Layout& l, Implementation impl) {
   MT_CHECK(p > 0, "--pipeline-model-parallel-size must be positive, got ", p);
   MT_CHECK(d > 0, "the data-parallel size must be positive, got ", d);
   MT_CHECK(v > 0, "the number of virtual pipeline stages must be positive, got ", v);
-  MT_CHECK(l.micro_batch > 0, "--micro-batch-size must be given and positive, got ",
-           l.micro_batch);
+  MT_CHECK(l.micro_batch > 0, "--micro-batch-size must be given and positive, got ", l.micro_batch);
   MT_CHECK(m.heads() % t == 0, "--num-attention-heads ", m.heads(),
            " must be divisible by --tensor-model-parallel-size ", t,
            ": each rank computes whole heads (try a TP size that divides ", m.heads(), ")");

@@ -23,14 +23,14 @@ struct Layout {
   int virtual_stages = 1;     // model chunks per pipeline rank, v (interleaved schedule if > 1)
   int64_t micro_batch = 1;    // --micro-batch-size, b
   int64_t global_batch = 0;   // --global-batch-size, B; 0 → b·d
-  bool sequence_parallel = false;      // --sequence-parallel
+  bool sequence_parallel = false;          // --sequence-parallel
   Recompute recompute = Recompute::kNone;  // --recompute-granularity (or --recompute-activations)
-  bool distributed_optimizer = false;  // --use-distributed-optimizer
+  bool distributed_optimizer = false;      // --use-distributed-optimizer
   Precision precision = Precision::kFp32;  // --bf16 / --fp16
-  bool overlap_grad_reduce = false;    // --overlap-grad-reduce
-  bool overlap_param_gather = false;   // --overlap-param-gather (distributed optimizer)
-  bool tp_comm_overlap = false;        // --tp-comm-overlap
-  bool flash_attention = false;        // --use-flash-attn (no s x s activations)
+  bool overlap_grad_reduce = false;        // --overlap-grad-reduce
+  bool overlap_param_gather = false;       // --overlap-param-gather (distributed optimizer)
+  bool tp_comm_overlap = false;            // --tp-comm-overlap
+  bool flash_attention = false;            // --use-flash-attn (no s x s activations)
 
   int world_size() const { return tensor_parallel * pipeline_parallel * data_parallel; }
   int64_t effective_global_batch() const {

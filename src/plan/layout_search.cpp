@@ -87,8 +87,8 @@ SearchResult search_layouts(const ModelSpec& model, const Layout& base, const Ma
   }
   MT_CHECK(result.evaluated > 0, "no layout of this model fits the rules on ", devices,
            " devices: the TP size must divide the heads (", model.heads(),
-           ") and FFN width, PP the layers (", model.num_layers,
-           "), and DP the global batch (", base.global_batch, ")");
+           ") and FFN width, PP the layers (", model.num_layers, "), and DP the global batch (",
+           base.global_batch, ")");
   result.fitting = int64_t(fitting.size());
   std::sort(fitting.begin(), fitting.end(), faster);
   if (int64_t(fitting.size()) > top) fitting.resize(size_t(top));

@@ -37,8 +37,8 @@ class ObjectReader {
     MT_CHECK(v.is_number(), "machine file ", origin_, ": '", where(key), "' must be a number, got ",
              v.dump());
     const double x = v.get<double>();
-    MT_CHECK(positive ? x > 0 : x >= 0, "machine file ", origin_, ": '", where(key),
-             "' must be ", positive ? "positive" : ">= 0", ", got ", x);
+    MT_CHECK(positive ? x > 0 : x >= 0, "machine file ", origin_, ": '", where(key), "' must be ",
+             positive ? "positive" : ">= 0", ", got ", x);
     return x;
   }
   std::string text(const char* key, bool required) {
@@ -102,8 +102,9 @@ json link_json(const LinkSpec& l) {
 }  // namespace
 
 const ComputeSpec& Machine::compute(Precision precision) const {
-  const ComputeSpec& c =
-      precision == Precision::kFp32 ? fp32 : precision == Precision::kBf16 ? bf16 : fp16;
+  const ComputeSpec& c = precision == Precision::kFp32   ? fp32
+                         : precision == Precision::kBf16 ? bf16
+                                                         : fp16;
   MT_CHECK(c.peak_flops > 0, "machine '", name, "' has no '", precision_name(precision),
            "' entry under device.compute: it cannot plan --", precision_name(precision),
            " (add peak_tflops and gemm_efficiency for it, or choose another precision)");

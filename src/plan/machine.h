@@ -35,16 +35,16 @@ struct Machine {
   std::string name;
   std::string source;  // where the numbers come from (spec sheet, measurement command)
   ComputeSpec fp32, bf16, fp16;
-  double memory_bytes = 0;           // per device
-  double reserved_bytes = 0;         // taken before the model: CUDA context / process baseline
-  double memory_bandwidth = 0;       // bytes/s per device
-  double memory_efficiency = 1;      // fraction reached by memory-bound kernels
-  double kernel_overhead = 0;        // seconds per element-wise kernel call (launch, fork/join)
-  double exp_rate = 0;               // exp/tanh element evaluations per second (0: never limits)
-  double random_rate = 0;            // dropout-mask draws per second (0: never limits)
+  double memory_bytes = 0;       // per device
+  double reserved_bytes = 0;     // taken before the model: CUDA context / process baseline
+  double memory_bandwidth = 0;   // bytes/s per device
+  double memory_efficiency = 1;  // fraction reached by memory-bound kernels
+  double kernel_overhead = 0;    // seconds per element-wise kernel call (launch, fork/join)
+  double exp_rate = 0;           // exp/tanh element evaluations per second (0: never limits)
+  double random_rate = 0;        // dropout-mask draws per second (0: never limits)
   int devices_per_node = 1;
-  LinkSpec intra_node;  // between devices of one node (NVLink/NVSwitch, shared memory)
-  LinkSpec inter_node;  // between nodes, all NICs of a node together
+  LinkSpec intra_node;          // between devices of one node (NVLink/NVSwitch, shared memory)
+  LinkSpec inter_node;          // between nodes, all NICs of a node together
   double overlap_slowdown = 0;  // compute lost per second of communication overlapping it
 
   // The ComputeSpec of the dtype GEMMs run in for this precision; throws naming the file's

@@ -26,8 +26,8 @@ BytesPerParameter bytes_per_parameter(const Layout& l, Implementation impl) {
   return b;
 }
 
-MemoryEstimate estimate_memory(const ModelSpec& model, const Layout& layout,
-                               const Machine& machine, Implementation impl) {
+MemoryEstimate estimate_memory(const ModelSpec& model, const Layout& layout, const Machine& machine,
+                               Implementation impl) {
   MemoryEstimate est;
   est.parameters = count_parameters(model, layout);
   est.activations = activation_memory(model, layout, impl);

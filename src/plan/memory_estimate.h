@@ -20,8 +20,8 @@
 namespace megatron::plan {
 
 struct RankMemory {
-  double parameters = 0;   // count held by this rank
-  double weights = 0;      // bytes
+  double parameters = 0;  // count held by this rank
+  double weights = 0;     // bytes
   double gradients = 0;
   double optimizer = 0;
   double activations = 0;  // kept between forward and backward
@@ -50,7 +50,7 @@ struct MemoryEstimate {
 
 BytesPerParameter bytes_per_parameter(const Layout& layout, Implementation impl);
 
-MemoryEstimate estimate_memory(const ModelSpec& model, const Layout& layout,
-                               const Machine& machine, Implementation impl);
+MemoryEstimate estimate_memory(const ModelSpec& model, const Layout& layout, const Machine& machine,
+                               Implementation impl);
 
 }  // namespace megatron::plan

@@ -11,9 +11,8 @@ double gemm_seconds(const ComputeSpec& c, double m, double n, double k, double b
 }
 
 Precision gemm_precision(const Layout& l, Implementation impl) {
-  return impl == Implementation::kMegatronCpp && l.precision == Precision::kFp16
-             ? Precision::kFp32
-             : l.precision;
+  return impl == Implementation::kMegatronCpp && l.precision == Precision::kFp16 ? Precision::kFp32
+                                                                                 : l.precision;
 }
 
 double MicrobatchCosts::layer_comm_seconds() const {
@@ -70,18 +69,17 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
                f = double(model.ffn());
   const double V = double(model.padded_vocab(l.tensor_parallel));
   // megatron-cpp computes --fp16 runs in f32; the others keep 16-bit activations.
-  const double e =
-      impl == Implementation::kMegatronCpp && l.precision == Precision::kFp16
-          ? 4.0
-          : double(activation_bytes(l.precision));
-  const double N = s * b;                              // tokens of the micro-batch
+  const double e = impl == Implementation::kMegatronCpp && l.precision == Precision::kFp16
+                       ? 4.0
+                       : double(activation_bytes(l.precision));
+  const double N = s * b;  // tokens of the micro-batch
   const double sp = l.sequence_parallel ? t : 1.0;
-  const double Eh = N * h / sp;                        // elements of one replicated [s, b, h]
-  const double Q = N * (a + 2 * g) * d / t;            // QKV output elements
-  const double C = N * a * d / t;                      // context elements
-  const double F = N * f / t;                          // MLP activation output elements
-  const double F1 = F * (model.swiglu ? 2.0 : 1.0);    // fc1 output elements
-  const double S2 = b * (a / t) * s * s;               // attention score elements
+  const double Eh = N * h / sp;                      // elements of one replicated [s, b, h]
+  const double Q = N * (a + 2 * g) * d / t;          // QKV output elements
+  const double C = N * a * d / t;                    // context elements
+  const double F = N * f / t;                        // MLP activation output elements
+  const double F1 = F * (model.swiglu ? 2.0 : 1.0);  // fc1 output elements
+  const double S2 = b * (a / t) * s * s;             // attention score elements
   const bool hdrop = model.hidden_dropout > 0, adrop = model.attention_dropout > 0;
   const bool flash = l.flash_attention;
 
@@ -89,55 +87,55 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
   ComputeTime fwd, bwd, core_fwd, core_bwd;
 
   // GEMMs of one layer (every implementation).
-  k.linear(fwd, bwd, N, (a + 2 * g) * d / t, h);       // QKV
-  k.linear(core_fwd, core_bwd, s, s, d, b * a / t);    // scores = Q Kᵀ
-  k.linear(core_fwd, core_bwd, s, d, s, b * a / t);    // context = P V
-  k.linear(fwd, bwd, N, h, a * d / t);                 // output projection
-  k.linear(fwd, bwd, N, F1 / N, h);                    // fc1 (gate and value with SwiGLU)
-  k.linear(fwd, bwd, N, h, f / t);                     // fc2
+  k.linear(fwd, bwd, N, (a + 2 * g) * d / t, h);     // QKV
+  k.linear(core_fwd, core_bwd, s, s, d, b * a / t);  // scores = Q Kᵀ
+  k.linear(core_fwd, core_bwd, s, d, s, b * a / t);  // context = P V
+  k.linear(fwd, bwd, N, h, a * d / t);               // output projection
+  k.linear(fwd, bwd, N, F1 / N, h);                  // fc1 (gate and value with SwiGLU)
+  k.linear(fwd, bwd, N, h, f / t);                   // fc2
   if (flash) core_bwd.gemm += gemm_seconds(spec, s, s, d, b * a / t);  // scores recomputed
 
   // Element-wise kernels of one layer.
   const double dmask = hdrop ? 1.0 : 0.0, amask = adrop ? 1.0 : 0.0;
   switch (impl) {
     case Implementation::kMegatronLm:
-      k.memory(fwd, 2, 2 * 2 * Eh * e);                             // 2 LayerNorms
+      k.memory(fwd, 2, 2 * 2 * Eh * e);                               // 2 LayerNorms
       k.memory(fwd, 2, 2 * (3 * e + dmask) * Eh, 0, 2 * dmask * Eh);  // 2 bias-dropout-add
-      k.memory(fwd, 1, (F1 + F) * e, F);                            // bias-GeLU / SwiGLU
+      k.memory(fwd, 1, (F1 + F) * e, F);                              // bias-GeLU / SwiGLU
       if (flash) {
-        k.memory(core_fwd, 1, (Q + C) * e);                         // read Q, K, V; write O
-        k.memory(core_bwd, 1, 2 * (Q + C) * e);                     // read Q, K, V, O, dO; write dQKV
+        k.memory(core_fwd, 1, (Q + C) * e);      // read Q, K, V; write O
+        k.memory(core_bwd, 1, 2 * (Q + C) * e);  // read Q, K, V, O, dO; write dQKV
       } else {
-        k.memory(core_fwd, 1, 2 * S2 * e, S2);                      // fused scale-mask-softmax
-        k.memory(core_fwd, amask, (2 * e + 1) * S2, 0, S2);         // attention dropout
-        k.memory(core_bwd, 1, 3 * S2 * e);                          // softmax backward
-        k.memory(core_bwd, amask, (2 * e + 1) * S2);                // dropout backward
+        k.memory(core_fwd, 1, 2 * S2 * e, S2);               // fused scale-mask-softmax
+        k.memory(core_fwd, amask, (2 * e + 1) * S2, 0, S2);  // attention dropout
+        k.memory(core_bwd, 1, 3 * S2 * e);                   // softmax backward
+        k.memory(core_bwd, amask, (2 * e + 1) * S2);         // dropout backward
       }
-      k.memory(bwd, 2, 2 * (2 * e + dmask) * Eh);                   // 2 bias-dropout-add backward
-      k.memory(bwd, 4, 2 * 3 * Eh * e + 2 * 3 * Eh * e);            // 2 LayerNorm bwd + residual adds
-      k.memory(bwd, 1, (2 * F1 + F) * e, F);                        // activation backward
+      k.memory(bwd, 2, 2 * (2 * e + dmask) * Eh);         // 2 bias-dropout-add backward
+      k.memory(bwd, 4, 2 * 3 * Eh * e + 2 * 3 * Eh * e);  // 2 LayerNorm bwd + residual adds
+      k.memory(bwd, 1, (2 * F1 + F) * e, F);              // activation backward
       break;
     case Implementation::kMegatronLm2019:
-      k.memory(fwd, 2, 2 * 2 * Eh * e);                             // 2 LayerNorms (apex, fused)
-      k.memory(fwd, 1, 2 * Q * e);                                  // QKV addmm: bias broadcast
-      k.memory(fwd, 3, 2 * Q * e);                                  // Q, K, V made contiguous
-      k.memory(core_fwd, 3, 3 * 2 * S2 * e);                        // scale, mask multiply, subtract
-      k.memory(core_fwd, 1, 2 * S2 * e, S2);                        // softmax
-      k.memory(core_fwd, amask, (2 * e + 1) * S2, 0, S2);           // dropout
-      k.memory(fwd, 1, 2 * C * e);                                  // context permute + contiguous
-      k.memory(fwd, 2, 2 * 2 * Eh * e);                             // 2 row-parallel bias adds
+      k.memory(fwd, 2, 2 * 2 * Eh * e);                    // 2 LayerNorms (apex, fused)
+      k.memory(fwd, 1, 2 * Q * e);                         // QKV addmm: bias broadcast
+      k.memory(fwd, 3, 2 * Q * e);                         // Q, K, V made contiguous
+      k.memory(core_fwd, 3, 3 * 2 * S2 * e);               // scale, mask multiply, subtract
+      k.memory(core_fwd, 1, 2 * S2 * e, S2);               // softmax
+      k.memory(core_fwd, amask, (2 * e + 1) * S2, 0, S2);  // dropout
+      k.memory(fwd, 1, 2 * C * e);                         // context permute + contiguous
+      k.memory(fwd, 2, 2 * 2 * Eh * e);                    // 2 row-parallel bias adds
       k.memory(fwd, 2, 2 * (2 * e + dmask) * Eh, 0, 2 * dmask * Eh);  // 2 hidden dropouts
-      k.memory(fwd, 2, 2 * 3 * Eh * e);                             // 2 residual adds
-      k.memory(fwd, 2, 2 * F * e + 2 * F * e, F);                   // fc1 addmm bias, GeLU
-      k.memory(bwd, 2, 2 * 3 * Eh * e);                             // 2 residual gradient adds
-      k.memory(bwd, 2, 2 * (2 * e + dmask) * Eh);                   // 2 dropout backward
-      k.memory(bwd, 2, 2 * Eh * e);                                 // 2 bias gradients
-      k.memory(bwd, 4, 2 * (3 * Eh * e + 3 * Eh * e));              // 2 LayerNorm backward + adds
-      k.memory(bwd, 2, 3 * F * e + F * e, F);                       // GeLU backward, fc1 bias grad
-      k.memory(core_bwd, 1, 3 * S2 * e);                            // softmax backward
-      k.memory(core_bwd, amask, (2 * e + 1) * S2);                  // dropout backward
-      k.memory(core_bwd, 2, 2 * 2 * S2 * e);                        // mask multiply, scale backward
-      k.memory(bwd, 5, 2 * C * e + 2 * Q * e + Q * e);              // permute, copies, QKV bias grad
+      k.memory(fwd, 2, 2 * 3 * Eh * e);                               // 2 residual adds
+      k.memory(fwd, 2, 2 * F * e + 2 * F * e, F);                     // fc1 addmm bias, GeLU
+      k.memory(bwd, 2, 2 * 3 * Eh * e);                               // 2 residual gradient adds
+      k.memory(bwd, 2, 2 * (2 * e + dmask) * Eh);                     // 2 dropout backward
+      k.memory(bwd, 2, 2 * Eh * e);                                   // 2 bias gradients
+      k.memory(bwd, 4, 2 * (3 * Eh * e + 3 * Eh * e));                // 2 LayerNorm backward + adds
+      k.memory(bwd, 2, 3 * F * e + F * e, F);           // GeLU backward, fc1 bias grad
+      k.memory(core_bwd, 1, 3 * S2 * e);                // softmax backward
+      k.memory(core_bwd, amask, (2 * e + 1) * S2);      // dropout backward
+      k.memory(core_bwd, 2, 2 * 2 * S2 * e);            // mask multiply, scale backward
+      k.memory(bwd, 5, 2 * C * e + 2 * Q * e + Q * e);  // permute, copies, QKV bias grad
       break;
     case Implementation::kMegatronCpp:
       k.memory(fwd, 2 * dmask, 2 * dmask * Eh, 0, 2 * dmask * Eh);  // 2 hidden masks (Philox)
@@ -151,10 +149,10 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
       k.memory(bwd, 2, 2 * (2 * e + dmask) * Eh);                   // 2 bias-dropout-add backward
       k.memory(bwd, 1, 3 * F * e, F);                               // bias-GeLU backward
       k.memory(bwd, 2, 2 * 4 * Eh * e);                             // 2 LayerNorm bwd (accumulate)
-      k.memory(core_bwd, 2 * amask, 2 * (2 * e + 1) * S2);          // dropped probs again, dropout bwd
-      k.memory(core_bwd, 1, 3 * S2 * e);                            // softmax backward
-      k.memory(bwd, 1, Q * e);                                      // QKV bias gradient
-      k.memory(bwd, 1, 2 * Eh * e);                                 // input gradient out of scratch
+      k.memory(core_bwd, 2 * amask, 2 * (2 * e + 1) * S2);  // dropped probs again, dropout bwd
+      k.memory(core_bwd, 1, 3 * S2 * e);                    // softmax backward
+      k.memory(bwd, 1, Q * e);                              // QKV bias gradient
+      k.memory(bwd, 1, 2 * Eh * e);                         // input gradient out of scratch
       break;
   }
   fwd += core_fwd;
@@ -202,15 +200,15 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
   k.memory(c.embedding_forward, 3 + 2 * dmask, 8 * N * h * e + dmask * (2 * e + 1) * N * h, 0,
            dmask * N * h);
   k.memory(c.embedding_backward, 2 + dmask, 8 * N * h * e + dmask * (2 * e + 1) * N * h);
-  term(c.embedding_comm, l.sequence_parallel ? "TP reduce-scatter (embedding)"
-                                             : "TP all-reduce (embedding)",
+  term(c.embedding_comm,
+       l.sequence_parallel ? "TP reduce-scatter (embedding)" : "TP all-reduce (embedding)",
        l.sequence_parallel ? Collective::kReduceScatter : Collective::kAllReduce, act, 1);
 
   // Output: final norm, (BERT: LM-head transform), logits over V/t, vocab-parallel loss.
   const bool bert = model.family == ModelFamily::kBert;
   // megatron-cpp's BERT scores only the masked rows; Megatron-LM computes every position.
   const double rows = bert && impl == Implementation::kMegatronCpp ? N * model.mask_prob : N;
-  k.memory(c.output_forward, 1, 2 * Eh * e);   // final LayerNorm
+  k.memory(c.output_forward, 1, 2 * Eh * e);  // final LayerNorm
   k.memory(c.output_backward, 1, 3 * Eh * e);
   if (bert) {
     k.linear(c.output_forward, c.output_backward, rows, h, h);      // LM-head dense
@@ -230,7 +228,8 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
       k.memory(c.output_backward, 1, (4 + 4 + e) * logits, logits);
       break;
     case Implementation::kMegatronLm2019:
-      k.memory(c.output_forward, 6, (e + 6 * 4) * logits, logits);  // float, max, sub, exp, sum, div
+      k.memory(c.output_forward, 6, (e + 6 * 4) * logits,
+               logits);  // float, max, sub, exp, sum, div
       k.memory(c.output_backward, 3, 4 * 4 * logits + e * logits, logits);
       break;
   }

@@ -37,7 +37,7 @@ struct ComputeTime {
 
 // One kind of collective a micro-batch issues, with its count and time.
 struct CommTerm {
-  std::string name;       // "TP all-reduce (forward)", ...
+  std::string name;  // "TP all-reduce (forward)", ...
   Collective op = Collective::kAllReduce;
   double bytes = 0;       // per call
   double calls = 0;       // per micro-batch on this rank

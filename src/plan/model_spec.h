@@ -26,12 +26,12 @@ struct ModelSpec {
   int64_t max_position_embeddings = 0;  // 0 → s
   int64_t vocab_size = 0;               // tokenizer vocabulary before padding
   int make_vocab_size_divisible_by = 128;
-  bool swiglu = false;                  // --swiglu: gated MLP, 3 matrices of h x f
+  bool swiglu = false;  // --swiglu: gated MLP, 3 matrices of h x f
   bool untie_embeddings_and_output_weights = false;
-  bool rmsnorm = false;                 // --normalization RMSNorm (no bias)
+  bool rmsnorm = false;                     // --normalization RMSNorm (no bias)
   bool learned_position_embeddings = true;  // false with --position-embedding-type rope
-  bool add_bias_linear = true;          // false with --disable-bias-linear
-  double hidden_dropout = 0.1;          // > 0: dropout masks are kept for backward
+  bool add_bias_linear = true;              // false with --disable-bias-linear
+  double hidden_dropout = 0.1;              // > 0: dropout masks are kept for backward
   double attention_dropout = 0.1;
   // BERT only: masked-LM rows as a fraction of tokens (--mask-prob), token types, heads.
   double mask_prob = 0.15;

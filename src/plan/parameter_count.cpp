@@ -13,9 +13,9 @@ ParameterCounts count_parameters(const ModelSpec& m, const Layout& l) {
   ParameterCounts c;
   // Attention: fused QKV h → (a + 2g)·d, output projection a·d → h; MLP h → f(·2) → h.
   c.layer_sharded = h * (a + 2 * g) * d + bias * (a + 2 * g) * d  // QKV weight, bias
-                    + a * d * h                                     // projection weight
-                    + gated * h * f + bias * gated * f              // fc1 weight, bias
-                    + f * h;                                        // fc2 weight
+                    + a * d * h                                   // projection weight
+                    + gated * h * f + bias * gated * f            // fc1 weight, bias
+                    + f * h;                                      // fc2 weight
   c.layer_replicated = 2 * norm + 2 * bias * h;  // two norms; projection and fc2 biases
   const double vocab = double(m.padded_vocab(l.tensor_parallel));
   c.word_embedding = vocab * h;
@@ -24,14 +24,14 @@ ParameterCounts count_parameters(const ModelSpec& m, const Layout& l) {
   c.output_layer = m.untie_embeddings_and_output_weights ? vocab * h : 0.0;
   c.head_replicated = norm;  // final norm (pre-LN)
   if (m.family == ModelFamily::kBert) {
-    c.head_sharded = vocab;                   // LM-head bias over the vocabulary
-    c.head_replicated += h * h + h + 2 * h;   // LM-head dense + LayerNorm
-    c.head_replicated += h * h + h;           // pooler
+    c.head_sharded = vocab;                  // LM-head bias over the vocabulary
+    c.head_replicated += h * h + h + 2 * h;  // LM-head dense + LayerNorm
+    c.head_replicated += h * h + h;          // pooler
     if (m.bert_binary_head) c.head_replicated += 2 * h + 2;
   }
   const double layers = double(m.num_layers);
-  c.total = layers * (c.layer_sharded + c.layer_replicated) + c.word_embedding +
-            c.other_embedding + c.output_layer + c.head_sharded + c.head_replicated;
+  c.total = layers * (c.layer_sharded + c.layer_replicated) + c.word_embedding + c.other_embedding +
+            c.output_layer + c.head_sharded + c.head_replicated;
 
   const double stage_layers = layers / p * (c.layer_sharded / t + c.layer_replicated);
   const double embedding = c.word_embedding / t + c.other_embedding;

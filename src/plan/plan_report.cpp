@@ -49,16 +49,16 @@ std::string model_line(const ModelSpec& m, int tp) {
 }
 
 std::string machine_line(const Machine& m, Implementation impl) {
-  return fmt("machine: %s (%d device%s per node, %.1f GiB each); implementation %s",
-             m.name.c_str(), m.devices_per_node, m.devices_per_node == 1 ? "" : "s",
-             m.memory_bytes / kGiB, implementation_name(impl));
+  return fmt("machine: %s (%d device%s per node, %.1f GiB each); implementation %s", m.name.c_str(),
+             m.devices_per_node, m.devices_per_node == 1 ? "" : "s", m.memory_bytes / kGiB,
+             implementation_name(impl));
 }
 
 json rank_json(const RankMemory& r) {
-  return {{"parameters", r.parameters}, {"weights_bytes", r.weights},
-          {"gradients_bytes", r.gradients}, {"optimizer_bytes", r.optimizer},
+  return {{"parameters", r.parameters},         {"weights_bytes", r.weights},
+          {"gradients_bytes", r.gradients},     {"optimizer_bytes", r.optimizer},
           {"activations_bytes", r.activations}, {"workspace_bytes", r.workspace},
-          {"reserved_bytes", r.reserved}, {"total_bytes", r.total()}};
+          {"reserved_bytes", r.reserved},       {"total_bytes", r.total()}};
 }
 
 json layout_json(const Layout& l) {
@@ -84,8 +84,12 @@ json time_json(const StepTime& t) {
   json comm = json::array();
   auto add = [&](const std::vector<CommTerm>& terms, const char* where) {
     for (const CommTerm& c : terms)
-      comm.push_back({{"name", c.name}, {"where", where}, {"op", collective_name(c.op)},
-                      {"bytes", c.bytes}, {"calls", c.calls}, {"seconds", c.seconds},
+      comm.push_back({{"name", c.name},
+                      {"where", where},
+                      {"op", collective_name(c.op)},
+                      {"bytes", c.bytes},
+                      {"calls", c.calls},
+                      {"seconds", c.seconds},
                       {"overlapped_seconds", c.overlapped}});
   };
   add(t.microbatch.layer_comm, "per layer");
@@ -159,10 +163,11 @@ std::string format_plan(const Plan& p) {
     o += two ? fmt("  %-30s %11.2f  %11.2f\n", name, a / unit, b / unit)
              : fmt("  %-30s %11.2f\n", name, a / unit);
   };
-  o += two ? fmt("  %-30s %11s  %11s\n", "parameters on the rank",
-                 count(mem.first_stage.parameters).c_str(), count(mem.last_stage.parameters).c_str())
-           : fmt("  %-30s %11s\n", "parameters on the rank",
-                 count(mem.first_stage.parameters).c_str());
+  o +=
+      two ? fmt("  %-30s %11s  %11s\n", "parameters on the rank",
+                count(mem.first_stage.parameters).c_str(), count(mem.last_stage.parameters).c_str())
+          : fmt("  %-30s %11s\n", "parameters on the rank",
+                count(mem.first_stage.parameters).c_str());
   const BytesPerParameter& bpp = mem.bytes_per_parameter;
   row(fmt("weights (%.3g B/param)", bpp.weights).c_str(), mem.first_stage.weights,
       mem.last_stage.weights);
@@ -196,11 +201,9 @@ std::string format_plan(const Plan& p) {
     for (const CommTerm& c : terms)
       o += fmt("      %-44s %5.3g x %9s %10s%s\n", c.name.c_str(), c.calls * per,
                bytes(c.bytes).c_str(), ms(c.seconds * per).c_str(),
-               c.overlapped > 0 ? fmt(" (%s hidden)", ms(c.overlapped * per).c_str()).c_str()
-                                : "");
+               c.overlapped > 0 ? fmt(" (%s hidden)", ms(c.overlapped * per).c_str()).c_str() : "");
   };
-  comm_rows(t.microbatch.layer_comm,
-            double(p.model.num_layers) / l.pipeline_parallel);
+  comm_rows(t.microbatch.layer_comm, double(p.model.num_layers) / l.pipeline_parallel);
   comm_rows(t.microbatch.embedding_comm, 1);
   comm_rows(t.microbatch.output_comm, 1);
   if (l.pipeline_parallel > 1)
@@ -294,8 +297,8 @@ json search_to_json(const ModelSpec& model, const Machine& machine, Implementati
           {"evaluated", r.evaluated},
           {"fitting", r.fitting},
           {"best", best},
-          {"smallest", {{"layout", layout_json(r.smallest.layout)},
-                        {"peak_bytes", r.smallest.memory.peak()}}}};
+          {"smallest",
+           {{"layout", layout_json(r.smallest.layout)}, {"peak_bytes", r.smallest.memory.peak()}}}};
 }
 
 }  // namespace megatron::plan

@@ -29,7 +29,7 @@ nlohmann::json plan_to_json(const Plan& plan);
 
 std::string format_search(const ModelSpec& model, const Machine& machine, Implementation impl,
                           int devices, const SearchResult& result, double headroom = 0.0);
-nlohmann::json search_to_json(const ModelSpec& model, const Machine& machine,
-                              Implementation impl, int devices, const SearchResult& result);
+nlohmann::json search_to_json(const ModelSpec& model, const Machine& machine, Implementation impl,
+                              int devices, const SearchResult& result);
 
 }  // namespace megatron::plan

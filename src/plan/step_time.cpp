@@ -20,7 +20,8 @@ double optimizer_bytes_per_parameter(const Layout& l, Implementation impl) {
   switch (impl) {
     case Implementation::kMegatronCpp:
       // zero gradients (w 4), norm (r 4), AdamW (r p g m v, w p m v = 28); bf16: refresh the
-      // compute copy (r 4, w 2); fp16: overflow check (r 4), master → f16 → store (r 4 w 2 r 2 w 4).
+      // compute copy (r 4, w 2); fp16: overflow check (r 4), master → f16 → store (r 4 w 2 r 2 w
+      // 4).
       return 36 + (l.precision == Precision::kBf16 ? 6 : 0) +
              (l.precision == Precision::kFp16 ? 16 : 0);
     case Implementation::kMegatronLm:
@@ -106,11 +107,10 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
   for (const Stage& s : stages)
     if (s.total() > slowest->total()) slowest = &s;
   // Mean over the p stages (the middle one stands for p − 2 of them).
-  const double mean =
-      p == 1 ? stages[0].total()
-             : (stages.front().total() + stages.back().total() +
-                (p > 2 ? double(p - 2) * stages[1].total() : 0.0)) /
-                   double(p);
+  const double mean = p == 1 ? stages[0].total()
+                             : (stages.front().total() + stages.back().total() +
+                                (p > 2 ? double(p - 2) * stages[1].total() : 0.0)) /
+                                   double(p);
   r.forward = slowest->fwd.total();
   r.backward = slowest->bwd.total();
   r.recompute = slowest->recompute;
@@ -140,9 +140,9 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
   }
   r.dp_comm = reduce + gather;
   // The reduction of a bucket can start once the last micro-batch's backward produced it.
-  const double bucket_elements =
-      impl == Implementation::kMegatronLm2019 ? 25e6 / grad_reduce_bytes(l, impl)
-                                              : std::max(40e6, 1e6 * l.data_parallel);
+  const double bucket_elements = impl == Implementation::kMegatronLm2019
+                                     ? 25e6 / grad_reduce_bytes(l, impl)
+                                     : std::max(40e6, 1e6 * l.data_parallel);
   auto exposed_part = [&](double comm, double window, Collective op, double bucket_bytes) {
     const double tail = std::min(comm, collective_seconds(machine, op, bucket_bytes, dp_group));
     const double hidden = std::min(comm - tail, window);
@@ -167,9 +167,8 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
   if (p > 1 && !model.untie_embeddings_and_output_weights) {
     const GroupPlacement ends =
         place_group(2, (p - 1) * l.tensor_parallel * l.data_parallel, machine.devices_per_node);
-    r.embedding_sync =
-        collective_seconds(machine, Collective::kAllReduce,
-                           params.word_embedding / l.tensor_parallel * 4.0, ends);
+    r.embedding_sync = collective_seconds(machine, Collective::kAllReduce,
+                                          params.word_embedding / l.tensor_parallel * 4.0, ends);
   }
   r.optimizer = local * optimizer_bytes_per_parameter(l, impl) /
                     (machine.memory_bandwidth * machine.memory_efficiency) +

@@ -26,24 +26,24 @@ namespace megatron::plan {
 struct StepTime {
   MicrobatchCosts microbatch;  // the per-op detail of one micro-batch
   // Per micro-batch on the slowest pipeline stage.
-  double forward = 0;          // compute
-  double backward = 0;         // compute, recompute included
-  double recompute = 0;        // the part of `backward` that re-runs forward work
-  double gemm = 0;             // GEMM share of forward + backward
-  double memory_bound = 0;     // element-wise share of forward + backward
-  double tp_comm = 0;          // TP collectives issued
-  double tp_exposed = 0;       // of which not hidden behind compute
-  double pp_p2p = 0;           // pipeline send/recv on the critical path
-  double stage = 0;            // t_s of the slowest stage
+  double forward = 0;       // compute
+  double backward = 0;      // compute, recompute included
+  double recompute = 0;     // the part of `backward` that re-runs forward work
+  double gemm = 0;          // GEMM share of forward + backward
+  double memory_bound = 0;  // element-wise share of forward + backward
+  double tp_comm = 0;       // TP collectives issued
+  double tp_exposed = 0;    // of which not hidden behind compute
+  double pp_p2p = 0;        // pipeline send/recv on the critical path
+  double stage = 0;         // t_s of the slowest stage
   // Per iteration.
   int64_t micro_batches = 0;
-  double pipeline = 0;         // m · max t_s + bubble
+  double pipeline = 0;  // m · max t_s + bubble
   double bubble = 0;
-  double dp_comm = 0;          // gradient reduction (and parameter all-gather) issued
-  double dp_exposed = 0;       // of which on the critical path
+  double dp_comm = 0;     // gradient reduction (and parameter all-gather) issued
+  double dp_exposed = 0;  // of which on the critical path
   double embedding_sync = 0;
   double optimizer = 0;
-  double step = 0;             // seconds per iteration
+  double step = 0;  // seconds per iteration
   IterationFlops flops;
   double tokens_per_second = 0;
   double model_tflops_per_device = 0;     // model FLOPs / step / devices

@@ -171,8 +171,7 @@ TEST(PlanMemory, MatchesMegatronTheoreticalMemoryUsageOtherSchedules) {
   MemoryEstimate est = estimate_memory(m, l, no_reserve(), Implementation::kMegatronLm);
   EXPECT_DOUBLE_EQ(est.activations.first_stage, 7711260672.0);
   const double h = 2048, L = 24, t = 2;
-  EXPECT_DOUBLE_EQ(est.first_stage.parameters,
-                   655691776.0 + L * (7 * h / t + 2 * h) + 2048 * h);
+  EXPECT_DOUBLE_EQ(est.first_stage.parameters, 655691776.0 + L * (7 * h / t + 2 * h) + 2048 * h);
   EXPECT_DOUBLE_EQ(est.bytes_per_parameter.total(), 18.0);
 
   l.pipeline_parallel = 4;

@@ -57,9 +57,9 @@ TEST(PlanFlops, MegatronFormulaAndRecompute) {
   const ModelSpec m = gpt3_175b();
   EXPECT_NEAR(iteration_flops(m, l).model / 3.3861967463873244e18, 1.0, 1e-12);
   EXPECT_DOUBLE_EQ(iteration_flops(m, l).hardware, iteration_flops(m, l).model);
-  EXPECT_NEAR(iteration_flops(m, l).model / gpt_flops_per_iteration(1536, 2048, 96, 12288, 51200,
-                                                                     false),
-              1.0, 1e-12);
+  EXPECT_NEAR(
+      iteration_flops(m, l).model / gpt_flops_per_iteration(1536, 2048, 96, 12288, 51200, false),
+      1.0, 1e-12);
   l.recompute = Recompute::kFull;
   EXPECT_NEAR(iteration_flops(m, l).hardware / 4.5109707533231063e18, 1.0, 1e-12);
   // Selective recompute re-runs the two attention products: 4·B·s²·h·L forward FLOPs.
@@ -84,8 +84,8 @@ TEST(PlanFlops, GroupedQueryAttentionAndSwiglu) {
   Layout l;
   l.global_batch = 3;
   const double h = 64, a = 8, g = 2, d = 8, f = 96, s = 16, V = 128, tokens = 3 * 16;
-  const double per_token_layer = 3 * (2 * h * (a + 2 * g) * d + 2 * a * d * h + 3 * 2 * h * f +
-                                      4 * s * a * d);
+  const double per_token_layer =
+      3 * (2 * h * (a + 2 * g) * d + 2 * a * d * h + 3 * 2 * h * f + 4 * s * a * d);
   EXPECT_NEAR(iteration_flops(m, l).model, tokens * (2 * per_token_layer + 6 * h * V), 1e-3);
 }
 
@@ -113,16 +113,16 @@ TEST(PlanCollectives, RingFormulasByHand) {
   EXPECT_EQ(collective_seconds(m, Collective::kAllReduce, 1e9, place_group(1, 1, 4)), 0.0);
   Machine single = m;
   single.inter_node = {};
-  EXPECT_NE(error_of([&] { collective_seconds(single, Collective::kAllReduce, 1e9, dp); })
-                .find("has no 'network' entry"),
+  EXPECT_NE(error_of([&] {
+              collective_seconds(single, Collective::kAllReduce, 1e9, dp);
+            }).find("has no 'network' entry"),
             std::string::npos);
 }
 
 TEST(PlanGemm, ModelAndFit) {
   // 2·1024³ FLOPs at 100 TFLOP/s x 0.5, with c = 64: x (1 + 3·64/1024).
   const ComputeSpec c{100e12, 0.5, 64};
-  EXPECT_NEAR(gemm_seconds(c, 1024, 1024, 1024), 2.0 * 1024 * 1024 * 1024 / 50e12 * 1.1875,
-              1e-15);
+  EXPECT_NEAR(gemm_seconds(c, 1024, 1024, 1024), 2.0 * 1024 * 1024 * 1024 / 50e12 * 1.1875, 1e-15);
   // The fit recovers η and c from samples the model generated.
   std::vector<GemmSample> samples;
   for (double mnk : {64.0, 128.0, 512.0, 2048.0})
@@ -215,8 +215,8 @@ TEST(PlanCalibration, ReproducesTheTarget) {
   Machine mach = round_machine();
   const ModelSpec m = small_gpt();
   const Layout l = small_layout();
-  const double eff =
-      calibrate_gemm_efficiency(mach, m, l, Implementation::kMegatronLm, 30.0, FlopCounting::kModel);
+  const double eff = calibrate_gemm_efficiency(mach, m, l, Implementation::kMegatronLm, 30.0,
+                                               FlopCounting::kModel);
   EXPECT_DOUBLE_EQ(mach.bf16.gemm_efficiency, eff);
   EXPECT_NEAR(predict_step_time(m, l, mach, Implementation::kMegatronLm).model_tflops_per_device,
               30.0, 1e-6);
@@ -261,8 +261,9 @@ TEST(PlanMachine, ErrorsNameTheField) {
                                        "\"memory_bandwidth_gbps\": 1, \"memory_eficiency\""))
                 .find("unknown key 'device.memory_eficiency'"),
             std::string::npos);
-  EXPECT_NE(err(std::string(t).replace(t.find("16,"), 3, "-1,")).find("'device.memory_gib' must be "
-                                                                      "positive"),
+  EXPECT_NE(err(std::string(t).replace(t.find("16,"), 3, "-1,"))
+                .find("'device.memory_gib' must be "
+                      "positive"),
             std::string::npos);
   EXPECT_NE(err(R"({"name": "x", "node": {"devices": 1}})").find("missing 'device'"),
             std::string::npos);
@@ -275,28 +276,33 @@ TEST(PlanLayout, ErrorsNameTheRule) {
   Layout l;
   l.micro_batch = 1;
   l.tensor_parallel = 3;
-  EXPECT_NE(error_of([&] { validate_layout(m, l, Implementation::kMegatronLm); })
-                .find("--num-attention-heads 32 must be divisible by --tensor-model-parallel-size 3"),
+  EXPECT_NE(error_of([&] {
+              validate_layout(m, l, Implementation::kMegatronLm);
+            }).find("--num-attention-heads 32 must be divisible by --tensor-model-parallel-size 3"),
             std::string::npos);
   l.tensor_parallel = 1;
   l.pipeline_parallel = 5;
-  EXPECT_NE(error_of([&] { validate_layout(m, l, Implementation::kMegatronLm); })
-                .find("--num-layers 32 must be divisible by --pipeline-model-parallel-size 5"),
+  EXPECT_NE(error_of([&] {
+              validate_layout(m, l, Implementation::kMegatronLm);
+            }).find("--num-layers 32 must be divisible by --pipeline-model-parallel-size 5"),
             std::string::npos);
   l.pipeline_parallel = 2;
-  EXPECT_NE(error_of([&] { validate_layout(m, l, Implementation::kMegatronCpp); })
-                .find("megatron-cpp does not implement pipeline parallelism"),
+  EXPECT_NE(error_of([&] {
+              validate_layout(m, l, Implementation::kMegatronCpp);
+            }).find("megatron-cpp does not implement pipeline parallelism"),
             std::string::npos);
   l.pipeline_parallel = 1;
   l.data_parallel = 3;
   l.global_batch = 10;
-  EXPECT_NE(error_of([&] { validate_layout(m, l, Implementation::kMegatronLm); })
-                .find("--global-batch-size 10 must be a positive multiple"),
+  EXPECT_NE(error_of([&] {
+              validate_layout(m, l, Implementation::kMegatronLm);
+            }).find("--global-batch-size 10 must be a positive multiple"),
             std::string::npos);
   l.global_batch = 0;
   l.sequence_parallel = true;
-  EXPECT_NE(error_of([&] { validate_layout(m, l, Implementation::kMegatronLm); })
-                .find("--sequence-parallel needs"),
+  EXPECT_NE(error_of([&] {
+              validate_layout(m, l, Implementation::kMegatronLm);
+            }).find("--sequence-parallel needs"),
             std::string::npos);
 }
 

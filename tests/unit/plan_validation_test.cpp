@@ -69,9 +69,8 @@ struct WeakScaling {
   Machine machine;
   double baseline = 0;  // TFLOP/s per GPU of the 1-GPU run after calibration
   double efficiency(const WeakScalingRow& r, int dp, bool overlap) const {
-    const StepTime t = predict_step_time(weak_scaling_model(r),
-                                         weak_scaling_layout(r, dp, overlap), machine,
-                                         Implementation::kMegatronLm2019);
+    const StepTime t = predict_step_time(weak_scaling_model(r), weak_scaling_layout(r, dp, overlap),
+                                         machine, Implementation::kMegatronLm2019);
     return 100.0 * t.hardware_tflops_per_device / baseline;
   }
 };
@@ -79,8 +78,9 @@ struct WeakScaling {
 WeakScaling calibrated_dgx2h() {
   WeakScaling w{shipped("dgx2h_v100.json")};
   const WeakScalingRow& base = kWeakScaling[0];
-  calibrate_gemm_efficiency(w.machine, weak_scaling_model(base), weak_scaling_layout(base, 1, false),
-                            Implementation::kMegatronLm2019, 39.0, FlopCounting::kHardware);
+  calibrate_gemm_efficiency(w.machine, weak_scaling_model(base),
+                            weak_scaling_layout(base, 1, false), Implementation::kMegatronLm2019,
+                            39.0, FlopCounting::kHardware);
   w.baseline = 39.0;
   return w;
 }
