@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -35,7 +36,7 @@ using Clock = std::chrono::steady_clock;
 // ranks starting together. The best, because on a shared machine the load only ever slows a
 // measurement down.
 double timed(Communicator& world, const std::function<void()>& fn, double min_time,
-             int repeats = 2) {
+             int repeats = 3) {
   fn();  // warm-up (page faults, oneDNN primitive creation)
   double best = 1e30;
   for (int r = 0; r < repeats; ++r) {
@@ -163,7 +164,9 @@ int run_machine_bench(int argc, char** argv) {
   m.devices_per_node = n;
   m.memory_bytes = mem_total_bytes() / n;
 
-  // GEMMs: the ceiling is a large square product; the layer shapes are fitted to the model.
+  // GEMMs: a large square product and the layer's shapes, fitted to the planner's model. The
+  // samples go into the file too ("_gemm_samples": m, n, k, batch, seconds), to refit or check.
+  nlohmann::json gemm_samples = nlohmann::json::object();
   for (const std::string& dt_name : dtypes) {
     const DType dt = dtype_from_name(dt_name);
     MT_CHECK(dt == DType::F32 || dt == DType::BF16, "--dtype ", dt_name, ": expected f32 or bf16");
@@ -179,6 +182,8 @@ int run_machine_bench(int argc, char** argv) {
       peak = std::max(peak, g.batch * 2.0 * g.m * g.n * g.k / g.seconds);
     const plan::ComputeSpec fit = plan::fit_gemm_model(peak, samples);
     (dt == DType::F32 ? m.fp32 : m.bf16) = fit;
+    for (const plan::GemmSample& g : samples)
+      gemm_samples[dt_name].push_back({g.m, g.n, g.k, g.batch, g.seconds});
     log_info("machine bench: ", dt_name, " GEMM best ", peak / 1e9, " GFLOP/s per process; ",
              "fit over ", samples.size(), " shapes: efficiency ", fit.gemm_efficiency,
              ", half dimension ", fit.gemm_half_dim);
@@ -257,7 +262,9 @@ int run_machine_bench(int argc, char** argv) {
   }
   m.reserved_bytes = baseline_rss;
 
-  const std::string text = plan::machine_to_json_text(m);
+  nlohmann::json file = nlohmann::json::parse(plan::machine_to_json_text(m));
+  file["_gemm_samples"] = gemm_samples;
+  const std::string text = file.dump(2) + "\n";
   if (world->rank() == 0) {
     if (!output.empty()) {
       std::ofstream out(output);

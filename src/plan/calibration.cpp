@@ -35,25 +35,31 @@ double calibrate_gemm_efficiency(Machine& machine, const ModelSpec& model, const
 ComputeSpec fit_gemm_model(double peak_flops, const std::vector<GemmSample>& samples) {
   MT_CHECK(peak_flops > 0, "fit_gemm_model: the peak must be positive");
   MT_CHECK(samples.size() >= 2, "fit_gemm_model: needs at least two measured GEMM shapes");
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  // Weighted by FLOPs: a step's time is mostly its large GEMMs, and on a busy machine the small
+  // ones carry the most noise.
+  double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0, flops_sum = 0, seconds_sum = 0;
   for (const GemmSample& g : samples) {
     MT_CHECK(g.m > 0 && g.n > 0 && g.k > 0 && g.batch > 0 && g.seconds > 0,
              "fit_gemm_model: a sample has a non-positive size or time");
-    const double efficiency = g.batch * 2.0 * g.m * g.n * g.k / (g.seconds * peak_flops);
+    const double flops = g.batch * 2.0 * g.m * g.n * g.k;
+    const double efficiency = flops / (g.seconds * peak_flops);
     const double x = 1.0 / g.m + 1.0 / g.n + 1.0 / g.k, y = 1.0 / efficiency;
-    sx += x;
-    sy += y;
-    sxx += x * x;
-    sxy += x * y;
+    sw += flops;
+    sx += flops * x;
+    sy += flops * y;
+    sxx += flops * x * x;
+    sxy += flops * x * y;
+    flops_sum += flops;
+    seconds_sum += g.seconds;
   }
-  const double n = double(samples.size());
-  const double var = sxx - sx * sx / n;
+  const double mx = sx / sw, my = sy / sw;
+  const double var = sxx / sw - mx * mx;
   MT_CHECK(var > 0, "fit_gemm_model: the samples need at least two different shapes");
-  double slope = (sxy - sx * sy / n) / var;
-  double intercept = (sy - slope * sx) / n;
-  if (slope < 0 || intercept <= 0) {  // noise: fall back to one mean efficiency
+  double slope = (sxy / sw - mx * my) / var;
+  double intercept = my - slope * mx;
+  if (slope < 0 || intercept <= 0) {  // noise tilted the line: one aggregate efficiency
     slope = 0;
-    intercept = sy / n;
+    intercept = seconds_sum * peak_flops / flops_sum;
   }
   ComputeSpec c;
   c.peak_flops = peak_flops;
