@@ -123,6 +123,40 @@ double mem_total_bytes() {
   return 0;
 }
 
+// Samples "_gemm_samples": {dtype: [[m, n, k, batch, seconds], ...]} → the fitted ComputeSpec
+// per dtype, the peak being the best rate among them (as the measurement does).
+int refit_machine_file(const std::string& in_path, const std::string& out_path) {
+  plan::load_machine(in_path);  // the file must be a valid machine description
+  std::ifstream in(in_path);
+  nlohmann::json file = nlohmann::json::parse(in);
+  MT_CHECK(file.contains("_gemm_samples") && file["_gemm_samples"].is_object(), "--refit ", in_path,
+           ": no _gemm_samples in it (written by `bench --mode machine`)");
+  for (const auto& [dtype, rows] : file["_gemm_samples"].items()) {
+    std::vector<plan::GemmSample> samples;
+    double peak = 0;
+    for (const auto& r : rows) {
+      MT_CHECK(r.is_array() && r.size() == 5, "--refit ", in_path, ": a _gemm_samples entry of ",
+               dtype, " is not [m, n, k, batch, seconds]");
+      plan::GemmSample g{r[0].get<double>(), r[1].get<double>(), r[2].get<double>(),
+                         r[3].get<double>(), r[4].get<double>()};
+      peak = std::max(peak, g.batch * 2.0 * g.m * g.n * g.k / g.seconds);
+      samples.push_back(g);
+    }
+    const std::string key = dtype == "f32" ? "fp32" : dtype;
+    const plan::ComputeSpec fit = plan::fit_gemm_model(peak, samples);
+    file["device"]["compute"][key] = {{"peak_tflops", fit.peak_flops / 1e12},
+                                      {"gemm_efficiency", fit.gemm_efficiency},
+                                      {"gemm_half_dim", fit.gemm_half_dim}};
+    log_info("machine bench --refit: ", key, ": efficiency ", fit.gemm_efficiency,
+             ", half dimension ", fit.gemm_half_dim, " over ", samples.size(), " shapes");
+  }
+  plan::machine_from_json_text(file.dump(), out_path);  // still a valid machine description
+  std::ofstream out(out_path);
+  MT_CHECK(out.good(), "cannot write the machine file '", out_path, "'");
+  out << file.dump(2) << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int run_machine_bench(int argc, char** argv) {
@@ -143,8 +177,13 @@ int run_machine_bench(int argc, char** argv) {
   app.add_option("--tokens", token_counts, "GEMM row counts (b·s) to measure")
       ->capture_default_str();
   app.add_option("--dtype", dtypes, "GEMM dtypes (f32, bf16)")->capture_default_str();
+  std::string refit;
+  app.add_option("--refit", refit,
+                 "instead of measuring: refit a machine file's GEMM model from its "
+                 "_gemm_samples and write it back (to --output, else in place)");
   CLI11_PARSE(app, argc, argv);
   MT_CHECK(mode == "machine", "--mode ", mode, " is not the machine benchmark");
+  if (!refit.empty()) return refit_machine_file(refit, output.empty() ? refit : output);
   MT_CHECK(min_time > 0 && hidden % 128 == 0 && seq > 0,
            "--min-time must be positive and --hidden-size a multiple of 128");
   for (int64_t t : token_counts)

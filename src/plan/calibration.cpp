@@ -57,7 +57,13 @@ ComputeSpec fit_gemm_model(double peak_flops, const std::vector<GemmSample>& sam
   MT_CHECK(var > 0, "fit_gemm_model: the samples need at least two different shapes");
   double slope = (sxy / sw - mx * my) / var;
   double intercept = my - slope * mx;
-  if (slope < 0 || intercept <= 0) {  // noise tilted the line: one aggregate efficiency
+  if (intercept < 1.0) {
+    // Above the peak at infinite size: the peak is the best rate measured, so hold η = 1 and
+    // fit c alone (least squares of y − 1 = c·x).
+    intercept = 1.0;
+    slope = (sxy - sx) / sxx;
+  }
+  if (slope < 0) {  // noise tilted the line the wrong way: one aggregate efficiency
     slope = 0;
     intercept = seconds_sum * peak_flops / flops_sum;
   }

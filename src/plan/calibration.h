@@ -29,9 +29,9 @@ struct GemmSample {
 // Fits machine.h's GEMM model to measurements: with efficiency_i = flops_i / (seconds_i·peak),
 //     1 / efficiency_i = 1/η + (c/η)·(1/m + 1/n + 1/k)
 // is linear in x = 1/m + 1/n + 1/k, so η and c come from a least-squares line, each sample
-// weighted by its FLOPs (a step's time is mostly its large GEMMs). When noise tilts the line
-// the wrong way, c = 0 and η is the samples' aggregate rate over the peak. Needs two distinct
-// shapes.
+// weighted by its FLOPs (a step's time is mostly its large GEMMs). η is capped at 1 (the peak
+// is the best rate measured; c is then fitted alone); when noise tilts the line the wrong way,
+// c = 0 and η is the samples' aggregate rate over the peak. Needs two distinct shapes.
 ComputeSpec fit_gemm_model(double peak_flops, const std::vector<GemmSample>& samples);
 
 }  // namespace megatron::plan

@@ -131,6 +131,23 @@ TEST(PlanGemm, ModelAndFit) {
   const ComputeSpec fit = fit_gemm_model(100e12, samples);
   EXPECT_NEAR(fit.gemm_efficiency, 0.5, 1e-9);
   EXPECT_NEAR(fit.gemm_half_dim, 64, 1e-6);
+  // Data that would extrapolate above the peak (η 1.02) keeps η = 1 and fits c alone: samples
+  // with 1/eff = (1 + 64·x)/1.02 give c = Σx(y − 1)/Σx² under FLOP weights.
+  std::vector<GemmSample> fast;
+  const ComputeSpec above{100e12, 1.02, 64};
+  for (double mnk : {256.0, 1024.0, 4096.0})
+    fast.push_back({mnk, mnk, mnk, 1, gemm_seconds(above, mnk, mnk, mnk)});
+  double sx = 0, sxx = 0, sxy = 0;
+  for (const GemmSample& g : fast) {
+    const double w = 2 * g.m * g.n * g.k, x = 3 / g.m,
+                 y = g.seconds * 100e12 / w;  // 1 / efficiency
+    sx += w * x;
+    sxx += w * x * x;
+    sxy += w * x * y;
+  }
+  const ComputeSpec capped = fit_gemm_model(100e12, fast);
+  EXPECT_DOUBLE_EQ(capped.gemm_efficiency, 1.0);
+  EXPECT_NEAR(capped.gemm_half_dim, (sxy - sx) / sxx, 1e-9);
   EXPECT_NE(error_of([&] { fit_gemm_model(1e12, {samples[0]}); }).find("at least two"),
             std::string::npos);
 }
