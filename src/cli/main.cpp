@@ -33,6 +33,8 @@ const Subcommand kSubcommands[] = {
      "pretrain GPT with tensor x data parallelism (Megatron-LM flags)"},
     {"pretrain-bert", megatron::cli::run_pretrain_bert,
      "pretrain BERT (MLM + sentence order) with tensor x data parallelism"},
+    {"plan", megatron::cli::run_plan,
+     "predict memory and step time of a model x machine x layout; --search for layouts"},
 };
 
 void print_usage() {
