@@ -1,5 +1,6 @@
 #include "train/checkpoint_convert.h"
 
+#include "core/durable_file.h"
 #include "model/hf_gpt2.h"
 #include "train/checkpoint.h"
 #include "train/convert_common.h"
@@ -37,7 +38,7 @@ void import_hf_gpt2(const std::string& hf_dir, const std::string& save_dir, int 
 }
 
 void export_hf_gpt2(const std::string& load_dir, int64_t iteration, const std::string& hf_dir,
-                    int64_t vocab_size) {
+                    int64_t vocab_size, const TokenizerFileOverrides& tokenizer_files) {
   CheckpointShardReader reader(checkpoint_iteration_dir(load_dir, iteration));
   const nlohmann::json state = reader.state(0, 0);
   const std::string& dir = reader.iteration_dir();
@@ -51,9 +52,15 @@ void export_hf_gpt2(const std::string& load_dir, int64_t iteration, const std::s
   c.seq_length = c.max_position_embeddings;
   const nlohmann::json args = state.value("args", nlohmann::json::object());
   c.layernorm_epsilon = args.value("layernorm_epsilon", 1e-5f);
+  c.hidden_dropout = args.value("hidden_dropout", 0.1f);
+  c.attention_dropout = args.value("attention_dropout", 0.1f);
+  c.init_method_std = args.value("init_method_std", 0.02f);
+  const nlohmann::json tokenizer = checkpoint_tokenizer(state);
   c.vocab_size = vocab_size > 0 ? vocab_size
                  : state["model"].contains("vocab_size")
                      ? state["model"]["vocab_size"].get<int64_t>()
+                 : tokenizer.is_object() && tokenizer.contains("vocab_size")
+                     ? tokenizer["vocab_size"].get<int64_t>()
                      : args.value("vocab_size", int64_t(0));
   MT_CHECK(c.vocab_size > 0 && c.vocab_size <= c.padded_vocab_size, "checkpoint '", dir,
            "': the real vocabulary size is unknown or larger than the padded ", c.padded_vocab_size,
@@ -61,23 +68,55 @@ void export_hf_gpt2(const std::string& load_dir, int64_t iteration, const std::s
 
   const TensorMap full =
       read_full_model_tensors(reader, registered_parameter_store<GptModel>(c, 0, 1));
-  write_hf_directory(hf_dir, {hf_config_from_gpt(c), hf_tensors_from_gpt(full, c)});
+  nlohmann::json config = hf_config_from_gpt(c);
+  nlohmann::json generation = {{"_from_model_config", true}};
+  const int64_t eod = tokenizer.is_object() ? tokenizer.value("eod", int64_t(-1)) : -1;
+  if (eod >= 0) {
+    for (nlohmann::json* j : {&config, &generation}) {
+      (*j)["bos_token_id"] = eod;
+      (*j)["eos_token_id"] = eod;
+    }
+  }
+  write_hf_directory(hf_dir, {config, hf_tensors_from_gpt(full, c)});
+  write_file_durably(hf_dir + "/generation_config.json", generation.dump(2) + "\n");
+  write_hf_tokenizer_files(hf_dir, tokenizer, c.vocab_size, c.max_position_embeddings,
+                           tokenizer_files);
 }
 
 void reshard_checkpoint(const std::string& load_dir, int64_t iteration, const std::string& save_dir,
-                        int target_tp) {
+                        int target_tp, int64_t vocab_size) {
   MT_CHECK(target_tp >= 1, "--target-tensor-parallel-size must be >= 1, got ", target_tp);
   const int64_t it = resolve_checkpoint_iteration(load_dir, iteration);
   CheckpointShardReader reader(checkpoint_iteration_dir(load_dir, it));
   nlohmann::json state = reader.state(0, 0);
   if (state.contains("args") && state["args"].is_object())
     state["args"]["tensor_model_parallel_size"] = target_tp;
+
+  // Megatron pads the vocabulary to a multiple of make-vocab-size-divisible-by x TP: re-pad
+  // the vocabulary tensors (partitioned along dim 0, padded_vocab_size rows) for target_tp.
+  const nlohmann::json model = state.value("model", nlohmann::json::object());
+  const int64_t padded = model.value("padded_vocab_size", int64_t(0));
+  const int64_t real = vocab_size > 0 ? vocab_size : model.value("vocab_size", int64_t(0));
+  int64_t target_padded = padded;
+  if (real > 0 && padded > 0) {
+    const nlohmann::json args = state.value("args", nlohmann::json::object());
+    target_padded =
+        padded_vocab_size(real, args.value("make_vocab_size_divisible_by", 128), target_tp);
+    state["model"]["padded_vocab_size"] = target_padded;
+  }
+  MT_CHECK(padded == 0 || target_padded % target_tp == 0, "checkpoint '", reader.iteration_dir(),
+           "': its padded vocabulary of ", padded, " rows does not split into ", target_tp,
+           " and state.json does not record the real vocabulary size; pass --vocab-size");
+
   CheckpointTransaction transaction(save_dir, it, conversion_nonce());
   for (int rank = 0; rank < target_tp; ++rank) {
     ParameterStore store(rank, target_tp);
     for (const std::string& name : reader.names()) {
       const ShardPlacement& p = reader.placement(name);
-      store.add({name, p.full_shape, p.partition_dim, true});
+      const bool vocab = real > 0 && p.partition_dim == 0 && p.full_shape[0] == padded;
+      Shape shape = p.full_shape;
+      if (vocab) shape[0] = target_padded;
+      store.add({name, shape, p.partition_dim, true, vocab ? real : 0});
     }
     store.allocate();
     std::map<std::string, Tensor> optimizer;
