@@ -39,12 +39,11 @@ std::vector<double> nice_ticks(double lo, double hi, int target) {
   if (!(hi > lo) || target < 1) return {lo};
   const double raw = (hi - lo) / target;
   const int exponent = int(std::floor(std::log10(raw)));
-  int multiple = 10;  // the step is multiple x 10^exponent
-  for (int m : {1, 2, 5}) {
-    if (m * std::pow(10.0, exponent) >= raw) {
+  int multiple = 1;  // the step is multiple x 10^exponent: the one nearest `raw`
+  for (int m : {2, 5, 10}) {
+    if (std::abs(std::log(m * std::pow(10.0, exponent) / raw)) <
+        std::abs(std::log(multiple * std::pow(10.0, exponent) / raw)))
       multiple = m;
-      break;
-    }
   }
   // k x multiple x 10^exponent, computed from integers so that 3 x 0.05 prints as 0.15.
   auto tick = [&](int64_t k) {

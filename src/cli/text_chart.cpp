@@ -59,15 +59,31 @@ std::string render_text(const ChartPanel& panel, int width, int height) {
 
   const std::vector<double> yt = nice_ticks(yr.lo, yr.hi, std::max(2, height / 4));
   const double ystep = yt.size() > 1 ? yt[1] - yt[0] : 1;
-  std::vector<std::string> labels(size_t(height));
+  std::vector<std::string> labels(static_cast<size_t>(height));
   for (double t : yt) labels[size_t(row(t))] = tick_label(t, ystep);
   size_t label_width = 0;
   for (const std::string& l : labels) label_width = std::max(label_width, l.size());
 
-  std::string legend;
-  for (const ChartLine& l : panel.lines)
-    legend += std::string(legend.empty() ? "" : "  ") + mark(l) + " " + l.label;
-  std::string out = panel.title + "   (" + legend + ")\n";
+  // The legend follows the title, wrapped at the chart's width.
+  std::string out = panel.title + "   (";
+  const size_t indent = out.size(), wrap = std::max<size_t>(label_width + 2 + size_t(width), 40);
+  size_t column = indent;
+  for (size_t i = 0; i < panel.lines.size(); ++i) {
+    std::string entry(1, mark(panel.lines[i]));
+    entry += ' ';
+    entry += panel.lines[i].label;
+    if (i > 0 && column + 2 + entry.size() + 1 > wrap) {
+      out += '\n';
+      out.append(indent, ' ');
+      column = indent;
+    } else if (i > 0) {
+      out += "  ";
+      column += 2;
+    }
+    out += entry;
+    column += entry.size();
+  }
+  out += ")\n";
   for (int r = 0; r < height; ++r)
     out += pad_left(labels[size_t(r)], label_width) + " |" + grid[size_t(r)] + "\n";
   out += std::string(label_width + 1, ' ') + "+" + std::string(size_t(width), '-') + "\n";

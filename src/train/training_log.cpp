@@ -112,8 +112,8 @@ void TrainingLog::start_at(int64_t iteration) {
   metrics_.close();
   const int64_t removed = truncate_metrics_file(metrics_path_, iteration);
   if (removed > 0)
-    log_info(" > removed ", removed, " rows past iteration ", iteration, " from --metrics-file ",
-             metrics_path_, " (left by an earlier run)");
+    log_info(" > removed ", removed, removed == 1 ? " row" : " rows", " past iteration ", iteration,
+             " from --metrics-file ", metrics_path_, " (left by an earlier run)");
   metrics_.open(metrics_path_, std::ios::app);
   MT_CHECK(metrics_.good(), "--metrics-file '", metrics_path_, "' cannot be opened for writing");
 }

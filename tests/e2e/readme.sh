@@ -43,7 +43,7 @@ export PATH="$DESTDIR${PREFIX:-/usr/local}/bin:$PATH"
 # extract FILE [SECTION]: the runnable blocks (of one "## SECTION" only, when given), each
 # preceded by an echo naming its line, as one script.
 extract() {
-  awk -v section="$2" '
+  awk -v section="${2:-}" '
     /^## / { in_section = (section == "" || $0 == "## " section) }
     !in_block && /^```bash[[:space:]]*$/ {
       in_block = 1
@@ -84,8 +84,8 @@ const rows = (p) => fs.readFileSync(p, 'utf8').trim().split('\n').map(JSON.parse
 const [tp1, tp2] = process.argv.slice(2).map(rows);
 const train = (r) => r.filter((x) => x.type === 'train');
 const iterations = (r) => JSON.stringify(train(r).map((x) => x.iteration));
-const expected = JSON.stringify([5, 10, 15, 20, 25, 30, 35, 40]);
-for (const [name, r] of [['tp1', tp1], ['tp2 (stopped at 20, resumed)', tp2]]) {
+const expected = JSON.stringify([5, 10, 15, 20]);
+for (const [name, r] of [['tp1', tp1], ['tp2 (stopped at 10, resumed)', tp2]]) {
   if (iterations(r) !== expected) {
     console.error(`FAIL: ${name} logs iterations ${iterations(r)}, expected ${expected} once each`);
     process.exit(1);

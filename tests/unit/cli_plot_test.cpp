@@ -70,7 +70,7 @@ TEST(Plot, LossPanelsHaveTrainAndValidationAgainstIterationsAndTokens) {
 }
 
 TEST(Plot, SvgHasOnePolylinePerLineAndEscapesLabels) {
-  std::vector<Run> runs = {{"a<b>", rows(false)}};
+  std::vector<megatron::cli::Run> runs = {{"a<b>", rows(false)}};
   const std::string svg = render_svg("t & u", loss_panels(runs), 2);
   EXPECT_EQ(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0), 0u);
   EXPECT_THAT(svg, HasSubstr("t &amp; u"));
