@@ -59,16 +59,16 @@ std::vector<double> nice_ticks(double lo, double hi, int target) {
 
 std::string tick_label(double value, double step) {
   char buf[32];
-  const double a = std::abs(value);
+  // One unit per axis, chosen by the step: 2000-apart ticks read "4k 6k 8k 10k".
   const char* suffix = "";
   double scale = 1;
-  if (a >= 1e9) {
+  if (step >= 1e8) {
     suffix = "B";
     scale = 1e9;
-  } else if (a >= 1e6) {
+  } else if (step >= 1e5) {
     suffix = "M";
     scale = 1e6;
-  } else if (a >= 1e4) {
+  } else if (step >= 1e3) {
     suffix = "k";
     scale = 1e3;
   }

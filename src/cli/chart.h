@@ -34,7 +34,8 @@ AxisRange y_range(const ChartPanel& panel);
 // About `target` round tick values (1, 2 or 5 x 10^k apart) inside [lo, hi].
 std::vector<double> nice_ticks(double lo, double hi, int target);
 
-// A tick label: "250", "0.5", "7.25", and for large values "12k", "1.5M", "2B".
+// A tick label of an axis whose ticks are `step` apart: "250", "0.5", "7.25", and for steps
+// of a thousand or more "12k", "1.5M", "2B".
 std::string tick_label(double value, double step);
 
 }  // namespace megatron::cli

@@ -89,7 +89,12 @@ std::string render_text(const ChartPanel& panel, int width, int height) {
   out += std::string(label_width + 1, ' ') + "+" + std::string(size_t(width), '-') + "\n";
   const std::vector<double> xt = nice_ticks(xr.lo, xr.hi, 5);
   const double xstep = xt.size() > 1 ? xt[1] - xt[0] : 1;
-  const std::string lo = tick_label(xr.lo, xstep), hi = tick_label(xr.hi, xstep);
+  // The ends are data, not round ticks: whole numbers as they are, others one digit finer.
+  auto end_label = [&](double v) {
+    return v == std::floor(v) && std::abs(v) < 1e4 ? std::to_string(int64_t(v))
+                                                   : tick_label(v, xstep / 10);
+  };
+  const std::string lo = end_label(xr.lo), hi = end_label(xr.hi);
   std::string axis = std::string(label_width + 2, ' ') + lo;
   const size_t middle = label_width + 2 + size_t(width) / 2 - panel.x_label.size() / 2;
   if (axis.size() + 1 < middle)
