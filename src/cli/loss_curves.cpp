@@ -99,10 +99,16 @@ std::string loss_summary(const Run& run) {
            fixed(train.xy.back().second, 3) + " (iterations " + fixed(train.xy.front().first, 0) +
            "-" + fixed(train.xy.back().first, 0) + ")";
   if (!valid.xy.empty()) {
-    const double loss = valid.xy.back().second;
-    out += std::string(train.xy.empty() ? "" : ";") + " validation lm loss " + fixed(loss, 3) +
-           ", perplexity " + fixed(std::exp(std::min(loss, 20.0)), 1) + " at iteration " +
-           fixed(valid.xy.back().first, 0);
+    auto ppl = [](double loss) { return fixed(std::exp(std::min(loss, 20.0)), 1); };
+    const auto& [first_it, first] = valid.xy.front();
+    const auto& [last_it, last] = valid.xy.back();
+    out += std::string(train.xy.empty() ? "" : ";") + " validation lm loss ";
+    if (valid.xy.size() > 1 && first_it != last_it) {
+      out += fixed(first, 3) + " -> " + fixed(last, 3) + ", perplexity " + ppl(first) + " -> " +
+             ppl(last) + " (iterations " + fixed(first_it, 0) + "-" + fixed(last_it, 0) + ")";
+    } else {
+      out += fixed(last, 3) + ", perplexity " + ppl(last) + " at iteration " + fixed(last_it, 0);
+    }
   }
   return out;
 }

@@ -69,8 +69,11 @@ std::string format_progress_line(const Progress& p) {
   const double to_time_limit = p.time_limit_seconds - p.elapsed_seconds;
   if (p.time_limit_seconds > 0 && to_time_limit < to_last_iteration) {
     // The run stops after the first iteration that ends past the limit.
-    const int64_t stop = std::min<int64_t>(
-        p.train_iters, p.iteration + int64_t(std::max(0.0, to_time_limit) / per_iteration) + 1);
+    const int64_t stop =
+        to_time_limit <= 0
+            ? p.iteration
+            : std::min<int64_t>(p.train_iters,
+                                p.iteration + int64_t(to_time_limit / per_iteration) + 1);
     return " progress: " + format_duration(p.elapsed_seconds) + " of the " +
            format_duration(p.time_limit_seconds) + " time limit, about " +
            format_duration(to_time_limit) + " left (the run stops near iteration " +

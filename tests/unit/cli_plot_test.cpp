@@ -65,8 +65,8 @@ TEST(Plot, LossPanelsHaveTrainAndValidationAgainstIterationsAndTokens) {
   EXPECT_EQ(run_label("runs/own/tp2/metrics.jsonl"), "tp2");
   EXPECT_EQ(run_label("study/small_pre.jsonl"), "small_pre");
   EXPECT_EQ(loss_summary({"a", rows(false)}),
-            "a: train lm loss 10.000 -> 7.000 (iterations 10-40); validation lm loss 7.200, "
-            "perplexity 1339.4 at iteration 40");
+            "a: train lm loss 10.000 -> 7.000 (iterations 10-40); validation lm loss 9.200 -> "
+            "7.200, perplexity 9897.1 -> 1339.4 (iterations 20-40)");
 }
 
 TEST(Plot, SvgHasOnePolylinePerLineAndEscapesLabels) {

@@ -102,6 +102,10 @@ TEST(TrainingLog, ProgressLineGivesTheTimeLeft) {
   EXPECT_EQ(format_progress_line({30, 0, 400, 90.0, 360.0}),
             " progress: 1m30s of the 6m00s time limit, about 4m30s left (the run stops near "
             "iteration 121 of 400)");
+  // Past the limit: this iteration is the last.
+  EXPECT_EQ(format_progress_line({50, 0, 400, 361.0, 360.0}),
+            " progress: 6m01s of the 6m00s time limit, about 0s left (the run stops near "
+            "iteration 50 of 400)");
   // A resumed run counts its own pace: 10 iterations since 20, in 20 s.
   EXPECT_EQ(format_progress_line({30, 20, 40, 20.0, 3600.0}),
             " progress: iteration 30/40, 20s elapsed, about 20s left");
