@@ -40,7 +40,7 @@ int run_convert(int argc, char** argv) {
   app.add_option("--load-iteration", load_iteration,
                  "checkpoint iteration to read (default: the latest)");
   app.add_option("--vocab-size", vocab_size,
-                 "real vocabulary size, for checkpoints whose state.json does not record it");
+                 "HF export: real vocabulary size when state.json does not record it");
   app.add_option("--vocab-file", tokenizer_files.vocab_file,
                  "HF export: the tokenizer's vocabulary, when it moved since training");
   app.add_option("--merge-file", tokenizer_files.merge_file,
@@ -69,7 +69,7 @@ int run_convert(int argc, char** argv) {
     export_hf_gpt2(load, load_iteration, save, vocab_size, tokenizer_files);
     log_info("exported checkpoint ", load, " as HF GPT-2 ", save);
   } else {
-    reshard_checkpoint(load, load_iteration, save, target_tp, vocab_size);
+    reshard_checkpoint(load, load_iteration, save, target_tp);
     log_info("resharded checkpoint ", load, " into ", save, " at tensor-parallel size ", target_tp);
   }
   return 0;

@@ -101,6 +101,11 @@ void check_checkpoint_matches(const CheckpointShardReader& reader, const Paramet
             << shape_str(reader.placement(p.spec.name).full_shape) << ", model shape "
             << shape_str(p.spec.full_shape);
       ++count;
+    } else if (const int64_t rows = reader.placement(p.spec.name).vocab_rows;
+               rows > 0 && p.spec.vocab_rows > 0 && rows != p.spec.vocab_rows) {
+      diffs << "\n  " << p.spec.name << ": checkpoint vocabulary of " << rows
+            << " entries, model vocabulary of " << p.spec.vocab_rows << " (another tokenizer?)";
+      ++count;
     }
   }
   if (model_is_complete) {

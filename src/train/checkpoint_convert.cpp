@@ -84,7 +84,7 @@ void export_hf_gpt2(const std::string& load_dir, int64_t iteration, const std::s
 }
 
 void reshard_checkpoint(const std::string& load_dir, int64_t iteration, const std::string& save_dir,
-                        int target_tp, int64_t vocab_size) {
+                        int target_tp) {
   MT_CHECK(target_tp >= 1, "--target-tensor-parallel-size must be >= 1, got ", target_tp);
   const int64_t it = resolve_checkpoint_iteration(load_dir, iteration);
   CheckpointShardReader reader(checkpoint_iteration_dir(load_dir, it));
@@ -92,31 +92,27 @@ void reshard_checkpoint(const std::string& load_dir, int64_t iteration, const st
   if (state.contains("args") && state["args"].is_object())
     state["args"]["tensor_model_parallel_size"] = target_tp;
 
-  // Megatron pads the vocabulary to a multiple of make-vocab-size-divisible-by x TP: re-pad
-  // the vocabulary tensors (partitioned along dim 0, padded_vocab_size rows) for target_tp.
-  const nlohmann::json model = state.value("model", nlohmann::json::object());
-  const int64_t padded = model.value("padded_vocab_size", int64_t(0));
-  const int64_t real = vocab_size > 0 ? vocab_size : model.value("vocab_size", int64_t(0));
-  int64_t target_padded = padded;
-  if (real > 0 && padded > 0) {
-    const nlohmann::json args = state.value("args", nlohmann::json::object());
-    target_padded =
-        padded_vocab_size(real, args.value("make_vocab_size_divisible_by", 128), target_tp);
-    state["model"]["padded_vocab_size"] = target_padded;
+  // Megatron pads the vocabulary to a multiple of make-vocab-size-divisible-by x TP: the
+  // tensors the checkpoint marks as padded vocabularies are re-padded for target_tp.
+  const int divisible_by =
+      state.value("args", nlohmann::json::object()).value("make_vocab_size_divisible_by", 128);
+  auto target_shape = [&](const ShardPlacement& p) {
+    Shape shape = p.full_shape;
+    if (p.vocab_rows > 0) shape[0] = padded_vocab_size(p.vocab_rows, divisible_by, target_tp);
+    return shape;
+  };
+  for (const std::string& name : reader.names()) {
+    const ShardPlacement& p = reader.placement(name);
+    if (p.vocab_rows > 0 && state.contains("model") && state["model"].is_object())
+      state["model"]["padded_vocab_size"] = target_shape(p)[0];
   }
-  MT_CHECK(padded == 0 || target_padded % target_tp == 0, "checkpoint '", reader.iteration_dir(),
-           "': its padded vocabulary of ", padded, " rows does not split into ", target_tp,
-           " and state.json does not record the real vocabulary size; pass --vocab-size");
 
   CheckpointTransaction transaction(save_dir, it, conversion_nonce());
   for (int rank = 0; rank < target_tp; ++rank) {
     ParameterStore store(rank, target_tp);
     for (const std::string& name : reader.names()) {
       const ShardPlacement& p = reader.placement(name);
-      const bool vocab = real > 0 && p.partition_dim == 0 && p.full_shape[0] == padded;
-      Shape shape = p.full_shape;
-      if (vocab) shape[0] = target_padded;
-      store.add({name, shape, p.partition_dim, true, vocab ? real : 0});
+      store.add({name, target_shape(p), p.partition_dim, true, p.vocab_rows});
     }
     store.allocate();
     std::map<std::string, Tensor> optimizer;

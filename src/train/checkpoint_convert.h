@@ -31,10 +31,11 @@ void export_hf_gpt2(const std::string& load_dir, int64_t iteration, const std::s
 // Rewrites iteration `iteration` (-1: latest) of `load_dir` at `target_tp` tensor-parallel
 // ranks into `save_dir` (same iteration), parameters and optimizer state alike; state.json of
 // each new rank is the source's rank 0 state with args.tensor_model_parallel_size updated.
-// The vocabulary is re-padded to Megatron's padded size for `target_tp` (the real size from
-// `vocab_size` when > 0, else state.json's model.vocab_size), as a run at that size pads it.
+// Tensors stored as padded vocabularies ("vocab_rows" in their placement) are re-padded to
+// Megatron's padded size for `target_tp` (args.make_vocab_size_divisible_by, default 128), as
+// a run at that size pads them, and model.padded_vocab_size is updated.
 void reshard_checkpoint(const std::string& load_dir, int64_t iteration, const std::string& save_dir,
-                        int target_tp, int64_t vocab_size = 0);
+                        int target_tp);
 
 // The model-shape record the trainer compares on load (state.json "model").
 nlohmann::json gpt_model_shape_json(const GptConfig& config);

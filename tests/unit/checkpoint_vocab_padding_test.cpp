@@ -129,7 +129,7 @@ TEST(CheckpointVocabPadding, BertVocabularyAndLmHeadBiasLoadAtEveryTpSize) {
   }
 }
 
-TEST(CheckpointVocabPadding, AnotherRealVocabularyIsStillAShapeError) {
+TEST(CheckpointVocabPadding, AnotherRealVocabularyIsAnError) {
   TempDir dir;
   GptConfig small = gpt2_config();
   small.vocab_size = 50000;  // 50048 rows at TP 1: fewer than GPT-2's 50257 real ones
@@ -144,6 +144,18 @@ TEST(CheckpointVocabPadding, AnotherRealVocabularyIsStillAShapeError) {
   } catch (const Error& e) {
     EXPECT_THAT(e.message(), HasSubstr("embedding.word_embeddings.weight: checkpoint shape "
                                        "[50048, 8], model shape [50304, 8]"));
+  }
+  // Padded alike (50304 rows), but another tokenizer: the placement metadata tells.
+  GptConfig other = gpt2_config();
+  other.vocab_size = 50300;
+  save<GptModel>(dir.file("other"), other, 1);
+  CheckpointShardReader other_reader(checkpoint_iteration_dir(dir.file("other"), -1));
+  try {
+    check_checkpoint_matches(other_reader, store, true);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), HasSubstr("embedding.word_embeddings.weight: checkpoint vocabulary "
+                                       "of 50300 entries, model vocabulary of 50257"));
   }
 }
 
