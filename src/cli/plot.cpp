@@ -51,8 +51,9 @@ int run_plot(int argc, char** argv) {
     output = std::filesystem::path(files.front()).replace_extension(".svg").string();
   const auto parent = std::filesystem::path(output).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
-  // Two columns: iterations on the left, tokens on the right (when the rows record them).
-  const int columns = panels.size() > 1 && panels[1].x_label == "tokens" ? 2 : 1;
+  // Two columns: iterations on the left, tokens on the right (when the rows record them;
+  // else BERT's lm and sop loss side by side).
+  const int columns = panels.size() > 1 ? 2 : 1;
   write_file_durably(output, render_svg(title, panels, columns));
 
   if (!no_text) std::printf("%s\n", render_text(panels.front(), width, height).c_str());

@@ -106,7 +106,8 @@ std::string render_svg(const std::string& title, const std::vector<ChartPanel>& 
     for (const ChartLine& l : p.lines)
       if (seen.insert(l.label + "\n" + std::to_string(l.color) + (l.dashed ? "d" : "s")).second)
         legend.push_back(&l);
-  const int width = columns * kPanelWidth;
+  // Wide enough for the title too (about 9 px per character of the 16 px bold font).
+  const int width = std::max(columns * kPanelWidth, int(title.size()) * 9 + 40);
   const int per_row = std::max(1, width / 240);
   const int legend_rows = (int(legend.size()) + per_row - 1) / per_row;
   const int top = 40 + 20 * legend_rows;
