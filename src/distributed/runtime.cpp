@@ -174,6 +174,16 @@ void abort_job(const std::string& message, int exit_code) {
     std::this_thread::sleep_for(std::chrono::seconds(10));
     std::_Exit(exit_code);
   }
+  // Bad arguments or files usually fail every rank at once. Rank 0 reports and aborts; the
+  // others give it a moment to end the job first, so that the message is printed once and only
+  // one MPI_Abort reaches mpirun (several at once make OpenMPI print its banner more than once
+  // and an ORTE_ERROR_LOG line). A rank that failed alone reports after that moment.
+  if (mpi_active()) {
+    int rank = 0, world_size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    if (rank != 0 && world_size > 1) std::this_thread::sleep_for(std::chrono::seconds(2));
+  }
   log_error(message);
   std::fflush(nullptr);
 #ifdef MEGATRON_HAS_MPI
