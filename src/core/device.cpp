@@ -18,8 +18,7 @@ Device parse_device(const std::string& name) {
     const char* first = name.data() + 5;
     const char* last = name.data() + name.size();
     auto [end, ec] = std::from_chars(first, last, index);
-    if (ec == std::errc() && end == last && first != last && index >= 0)
-      return Device::cuda(index);
+    if (ec == std::errc() && end == last && first != last && index >= 0) return Device::cuda(index);
   }
   MT_THROW("unknown device '", name, "': expected cpu, cuda or cuda:N");
 }

@@ -14,8 +14,8 @@
 
 namespace megatron {
 
-bool cuda_built();         // this binary was compiled with MEGATRON_CUDA
-int cuda_device_count();   // GPUs this process can use; 0 without a CUDA build or a GPU
+bool cuda_built();        // this binary was compiled with MEGATRON_CUDA
+int cuda_device_count();  // GPUs this process can use; 0 without a CUDA build or a GPU
 
 // The device a process computes on when the user did not say: cuda:<local rank mod GPUs> when
 // the build has CUDA and a GPU is visible, else the CPU.

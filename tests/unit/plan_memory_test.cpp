@@ -287,8 +287,8 @@ TEST_P(PlanArena, BertPredictsTheArenasExactly) {
   batch.tokens = Tensor::from_vector(ids, {b, s});
   batch.token_types = Tensor::from_vector(types, {b, s});
   batch.pad_mask = Tensor::from_vector(pad, {b, s});
-  const BertMaskedPositions masked = bert_masked_positions(Tensor::from_vector(ids, {b, s}),
-                                                           Tensor::from_vector(mask, {b, s}));
+  const BertMaskedPositions masked =
+      bert_masked_positions(Tensor::from_vector(ids, {b, s}), Tensor::from_vector(mask, {b, s}));
   batch.masked_rows = masked.rows;
   batch.masked_labels = masked.labels;
   batch.masked_weights = masked.weights;

@@ -27,8 +27,8 @@ class CachingAllocator {
   void empty_cache();  // returns every cached (free) block to the driver
 
   struct Stats {
-    size_t in_use = 0;        // bytes of live blocks (rounded sizes)
-    size_t cached = 0;        // bytes of free blocks kept for reuse
+    size_t in_use = 0;  // bytes of live blocks (rounded sizes)
+    size_t cached = 0;  // bytes of free blocks kept for reuse
     size_t peak_in_use = 0;
     size_t driver_allocations = 0;  // cudaMalloc calls so far
   };

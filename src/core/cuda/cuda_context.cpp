@@ -98,8 +98,8 @@ void synchronize_compute() {
 
 void check_launch(const char* kernel) {
   const cudaError_t status = cudaGetLastError();
-  MT_CHECK(status == cudaSuccess, "CUDA kernel ", kernel, " failed to launch: ",
-           cudaGetErrorString(status));
+  MT_CHECK(status == cudaSuccess, "CUDA kernel ", kernel,
+           " failed to launch: ", cudaGetErrorString(status));
 }
 
 }  // namespace megatron::cuda

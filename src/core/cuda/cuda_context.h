@@ -15,17 +15,17 @@
 #include "core/error.h"
 
 // MT_CUDA_CHECK(cudaMemcpyAsync(...)) — an Error naming the call and CUDA's message.
-#define MT_CUDA_CHECK(expr)                                                                  \
-  do {                                                                                       \
-    const cudaError_t mt_cuda_status_ = (expr);                                              \
-    if (mt_cuda_status_ != cudaSuccess) [[unlikely]]                                         \
+#define MT_CUDA_CHECK(expr)                                                                   \
+  do {                                                                                        \
+    const cudaError_t mt_cuda_status_ = (expr);                                               \
+    if (mt_cuda_status_ != cudaSuccess) [[unlikely]]                                          \
       MT_THROW("CUDA call `", #expr, "` failed: ", cudaGetErrorString(mt_cuda_status_), " (", \
-               cudaGetErrorName(mt_cuda_status_), ")");                                      \
+               cudaGetErrorName(mt_cuda_status_), ")");                                       \
   } while (0)
 
 namespace megatron::cuda {
 
-int visible_device_count();  // 0 when the driver sees no GPU (never throws)
+int visible_device_count();   // 0 when the driver sees no GPU (never throws)
 void bind_device(int index);  // cudaSetDevice + stream creation; idempotent for one index
 int bound_device();           // the GPU bound by bind_device (binds GPU 0 on first use)
 

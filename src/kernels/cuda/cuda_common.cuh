@@ -59,10 +59,14 @@ __device__ __forceinline__ __half from_f32<__half>(float f) {
 template <typename Fn>
 void dispatch_float(DType dtype, const char* what, Fn&& fn) {
   switch (dtype) {
-    case DType::F32: return fn(float{});
-    case DType::BF16: return fn(__nv_bfloat16{});
-    case DType::F16: return fn(__half{});
-    default: MT_THROW(what, " has dtype ", dtype_name(dtype), ", expected f32, bf16 or f16");
+    case DType::F32:
+      return fn(float{});
+    case DType::BF16:
+      return fn(__nv_bfloat16{});
+    case DType::F16:
+      return fn(__half{});
+    default:
+      MT_THROW(what, " has dtype ", dtype_name(dtype), ", expected f32, bf16 or f16");
   }
 }
 
