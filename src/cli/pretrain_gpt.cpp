@@ -6,6 +6,7 @@
 #include "cli/gpt_setup.h"
 #include "cli/subcommands.h"
 #include "core/logging.h"
+#include "distributed/agreement.h"
 #include "distributed/runtime.h"
 
 namespace megatron::cli {
@@ -21,12 +22,17 @@ int run_pretrain_gpt(int argc, char** argv) {
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
 
   std::shared_ptr<Communicator> world = world_communicator();
-  validate_training_args(args, world->size());
-  log_line(table.format());
-
-  const Vocabulary vocab = build_vocabulary(args);
-  GptStepConfig model = gpt_step_config(args, vocab, eod_mask_loss);
-  GptDatasets data = build_gpt_data(args, vocab);
+  // Every rank validates the same flags and opens the same files: a failure is reported once,
+  // by the lowest failing rank, and ends every rank (distributed/agreement.h).
+  GptStepConfig model;
+  GptDatasets data;
+  run_on_all_ranks(*world, "", [&] {
+    validate_training_args(args, world->size());
+    log_line(table.format());
+    const Vocabulary vocab = build_vocabulary(args);
+    model = gpt_step_config(args, vocab, eod_mask_loss);
+    data = build_gpt_data(args, vocab);
+  });
   Trainer trainer(trainer_config(args, table), world,
                   gpt_step_factory(std::move(model), data.train, data.valid));
   trainer.run();

@@ -7,10 +7,10 @@ namespace megatron {
 ParallelState ParallelState::create(std::shared_ptr<Communicator> world, int tensor_parallel,
                                     int pipeline_parallel) {
   MT_CHECK(world != nullptr, "ParallelState::create: no world communicator");
-  MT_CHECK(tensor_parallel >= 1, "--tensor-model-parallel-size must be >= 1, got ",
-           tensor_parallel);
-  MT_CHECK(pipeline_parallel >= 1, "--pipeline-model-parallel-size must be >= 1, got ",
-           pipeline_parallel);
+  MT_REQUIRE(tensor_parallel >= 1, "--tensor-model-parallel-size must be >= 1, got ",
+             tensor_parallel);
+  MT_REQUIRE(pipeline_parallel >= 1, "--pipeline-model-parallel-size must be >= 1, got ",
+             pipeline_parallel);
   const int world_size = world->size();
   const int model_parallel = tensor_parallel * pipeline_parallel;
   if (world_size % model_parallel != 0) {
