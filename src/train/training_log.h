@@ -53,6 +53,7 @@ class TrainingLog {
  private:
   void write_json(const std::string& line);
   bool writer_;
+  std::string metrics_path_;
   std::ofstream metrics_;
   std::unique_ptr<TensorBoardWriter> tensorboard_;
 };
