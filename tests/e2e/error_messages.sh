@@ -51,7 +51,8 @@ expect 1 "error: --train-iters 9223372036854775807 is too large: its samples (x 
 expect 1 "error: --adam-eps must be > 0, got 0 (Adam divides by sqrt(v) + eps)" -- --train-iters 2 --lr 1e-3 --adam-eps 0
 expect 1 "error: --layernorm-epsilon must be > 0, got -1 (LayerNorm divides by sqrt(variance + eps))" \
   -- --train-iters 2 --lr 1e-3 --layernorm-epsilon -1
-expect 1 "error: --hidden-size 64 must be divisible by --num-attention-heads 5" -- --train-iters 2 --lr 1e-3 --num-attention-heads 5
+expect 1 "error: --num-attention-heads 4 must be divisible by --tensor-model-parallel-size 3" \
+  -- --train-iters 2 --lr 1e-3 --tensor-model-parallel-size 3
 # Under mpirun every rank hits the error; one prints it.
 expect 2 "error: --lr must be >= 0, got -0.001" -- --train-iters 2 --lr -1e-3
 expect 2 "--lr: 'nan' is not a finite number" -- --train-iters 2 --lr nan
