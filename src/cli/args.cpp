@@ -9,8 +9,10 @@
 #include <limits>
 #include <sstream>
 
+#include "cli/device_setup.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "kernels/gemm_options.h"
 
 namespace megatron::cli {
 
@@ -218,15 +220,23 @@ void add_training_args(ArgTable& t, Args& a) {
 
   t.add_flag("--bf16", a.bf16, "bf16 GEMMs, fp32 master weights");
   t.add_flag("--fp16", a.fp16, "fp16 weights with dynamic loss scaling");
+  t.add_flag("--tf32", a.tf32,
+             "let f32 GEMMs multiply in TF32 on GPUs that have it (faster, ~1e-3 relative "
+             "error per product; default: full f32). No effect on the CPU or in bf16");
   t.add("--loss-scale", a.loss_scale, "constant loss scale (fp16; default dynamic)");
   t.add("--initial-loss-scale", a.initial_loss_scale, "initial dynamic loss scale");
   t.add("--min-loss-scale", a.min_loss_scale, "floor of the dynamic loss scale");
   t.add("--loss-scale-window", a.loss_scale_window, "clean steps before doubling the scale");
   t.add("--hysteresis", a.hysteresis, "overflows tolerated before halving the scale");
 
+  t.add("--device", a.device,
+        "cpu | cuda | cuda:N (default: cuda when built with CUDA and a GPU is visible, one rank "
+        "per GPU by local rank; else cpu)");
   t.add("--tensor-model-parallel-size", a.tensor_model_parallel_size, "TP size");
   t.add("--pipeline-model-parallel-size", a.pipeline_model_parallel_size,
         "PP size (only 1 is supported)");
+  t.add("--distributed-backend", a.distributed_backend,
+        "nccl or mpi (default: nccl when the run's device is a GPU, mpi on the CPU)");
 
   t.add("--data-path", a.data_path, "PREFIX or W1 PREFIX1 W2 PREFIX2 ...");
   t.add("--split", a.split, "train,valid,test document split weights");
@@ -283,6 +293,9 @@ void validate_training_args(Args& a, int world_size) {
   MT_REQUIRE(a.effective_ffn_hidden_size() % tp == 0, "--ffn-hidden-size ",
              a.effective_ffn_hidden_size(), " must be divisible by --tensor-model-parallel-size ",
              tp);
+  MT_REQUIRE(a.distributed_backend.empty() || a.distributed_backend == "nccl" ||
+                 a.distributed_backend == "mpi",
+             "--distributed-backend must be nccl or mpi, got '", a.distributed_backend, "'");
   MT_REQUIRE(world_size % tp == 0, "the world size ", world_size,
              " (number of processes) must be divisible by --tensor-model-parallel-size ", tp);
   a.world_size = world_size;
@@ -419,8 +432,15 @@ AdamWConfig adamw_config(const Args& a) {
   return {a.adam_beta1, a.adam_beta2, a.adam_eps, a.weight_decay, /*f16_model_weights=*/a.fp16};
 }
 
+void select_training_device(Args& a) {
+  a.compute_device = select_device(a.device);
+  a.device = a.compute_device.str();
+  kernels::set_allow_tf32(a.tf32);
+}
+
 TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   TrainerConfig cfg;
+  cfg.device = a.compute_device;
   cfg.tensor_parallel = a.tensor_model_parallel_size;
   cfg.micro_batch = a.micro_batch_size;
   cfg.global_batch = a.global_batch_size;

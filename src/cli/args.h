@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/device.h"
 #include "train/grad_scaler.h"
 #include "train/lr_schedule.h"
 #include "train/optimizer.h"
@@ -71,15 +72,18 @@ struct Args {
   // Mixed precision.
   bool bf16 = false;
   bool fp16 = false;
+  bool tf32 = false;                 // f32 GEMMs may use TF32 on GPUs (kernels/gemm_options.h)
   std::optional<double> loss_scale;  // set: constant scale; unset: dynamic (fp16)
   double initial_loss_scale = 4294967296.0;
   double min_loss_scale = 1.0;
   int64_t loss_scale_window = 1000;
   int64_t hysteresis = 2;
 
-  // Parallelism.
+  // Device and parallelism.
+  std::string device;  // --device: "" (automatic), cpu, cuda, cuda:N (cli/device_setup.h)
   int tensor_model_parallel_size = 1;
   int pipeline_model_parallel_size = 1;
+  std::string distributed_backend;  // "nccl", "mpi"; "" → nccl on a GPU, mpi on the CPU
 
   // Data and tokenizer.
   std::vector<std::string> data_path;
@@ -113,6 +117,8 @@ struct Args {
   // Derived by validate_args (printed, not flags).
   int world_size = 1;
   int data_parallel_size = 1;
+  // Set by select_training_device (not a flag).
+  Device compute_device = Device::CPU;
 
   int effective_ffn_hidden_size() const {
     return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size;
@@ -156,6 +162,13 @@ void add_training_args(ArgTable& table, Args& args);
 // Fills the derived fields and checks every rule that involves several flags or the world
 // size; throws megatron::Error naming the flag(s) and the rule. Called before any work.
 void validate_training_args(Args& args, int world_size);
+
+// Resolves --device (cli/device_setup.h: default, cpu, cuda, cuda:N), binds this process to
+// the device and records it: args.compute_device, and args.device as its name ("cuda:0") so
+// that the printed arguments and the checkpoints' state.json say where the run computed. Also
+// sets the process's GEMM options (--tf32). Call right after parsing, before any communicator
+// or tensor is created.
+void select_training_device(Args& args);
 
 // Parses argv into `app`; returns -1 to continue, else the exit code (0 for --help, non-zero
 // for an unknown flag or bad value, after printing the message — on rank 0 only: every rank

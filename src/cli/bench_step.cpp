@@ -7,7 +7,9 @@
 
 #include "cli/args.h"
 #include "cli/gpt_setup.h"
+#include "core/device_runtime.h"
 #include "core/logging.h"
+#include "distributed/backend.h"
 #include "distributed/runtime.h"
 #include "distributed/timing_communicator.h"
 #include "kernels/elementwise.h"
@@ -23,19 +25,23 @@ double now_seconds() {
 }
 
 // The ceiling: FLOP/s of one process on a large square GEMM in the compute dtype (f32 output,
-// as the model's GEMMs), measured while every rank runs it at once — the same sharing of cores
-// the training step sees. Best of `reps`.
-double gemm_ceiling_flops(DType dtype, Communicator& world, int64_t n = 2048, int reps = 3) {
-  Tensor a = Tensor::empty({n, n}, dtype), b = Tensor::empty({n, n}, dtype);  // [n, n]
-  Tensor c = Tensor::empty({n, n}, DType::F32);                               // [n, n]
+// as the model's GEMMs) on the training device, measured while every rank runs it at once —
+// the same sharing of cores (or GPU) the training step sees. Best of `reps`.
+double gemm_ceiling_flops(DType dtype, Device device, Communicator& world, int64_t n = 2048,
+                          int reps = 3) {
+  Tensor a = Tensor::empty({n, n}, dtype, device);       // [n, n]
+  Tensor b = Tensor::empty({n, n}, dtype, device);       // [n, n]
+  Tensor c = Tensor::empty({n, n}, DType::F32, device);  // [n, n]
   kernels::fill(a, 0.01f);
   kernels::fill(b, 0.02f);
   kernels::gemm(a, false, b, true, c);  // warm the primitive cache
+  synchronize(device);
   double best = 1e30;
   for (int r = 0; r < reps; ++r) {
     world.barrier();
     const double t0 = now_seconds();
     kernels::gemm(a, false, b, true, c);
+    synchronize(device);
     best = std::min(best, now_seconds() - t0);
   }
   return 2.0 * double(n) * double(n) * double(n) / best;
@@ -65,6 +71,7 @@ int run_step_bench(int argc, char** argv) {
   app.add_option("--warmup-iters", warmup_iters, "untimed iterations first");
   app.add_option("--timed-iters", timed_iters, "timed iterations");
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
+  select_training_device(args);
   MT_CHECK(mode == "step", "--mode ", mode, " is not the step benchmark");
   MT_REQUIRE(warmup_iters >= 1 && timed_iters >= 1,
              "--warmup-iters and --timed-iters must be >= 1");
@@ -72,16 +79,20 @@ int run_step_bench(int argc, char** argv) {
   args.train_iters = warmup_iters + timed_iters;
   args.log_interval = args.train_iters;
 
-  auto timing = std::make_shared<TimingCommunicator>(world_communicator());
+  auto timing = std::make_shared<TimingCommunicator>(
+      make_world_communicator(args.distributed_backend, args.compute_device));
   validate_training_args(args, timing->size());
   const DType dtype = args.bf16 ? DType::BF16 : DType::F32;
-  const double ceiling = gemm_ceiling_flops(dtype, *timing);
+  const Device device = args.compute_device;
+  const double ceiling = gemm_ceiling_flops(dtype, device, *timing);
 
   const Vocabulary vocab = build_vocabulary(args);
   const GptStepConfig gpt = gpt_step_config(args, vocab, false);
   TrainerConfig cfg = trainer_config(args, table);
   double t0 = 0, t1 = 0, comm0 = 0, comm1 = 0;
   cfg.on_iteration_end = [&](int64_t it) {
+    if (it != warmup_iters && it != args.train_iters) return;
+    synchronize(device);  // the GPU may still be working on the step's last kernels
     if (it == warmup_iters) {
       timing->barrier();  // start the clock together
       t0 = now_seconds();
@@ -108,7 +119,7 @@ int run_step_bench(int argc, char** argv) {
   log_info("step benchmark: GPT L=", args.num_layers, " h=", args.hidden_size,
            " heads=", args.num_attention_heads, " s=", args.seq_length,
            " global batch=", args.global_batch_size, " TP=", args.tensor_model_parallel_size,
-           " DP=", args.data_parallel_size, " dtype=", dtype_name(dtype),
+           " DP=", args.data_parallel_size, " dtype=", dtype_name(dtype), " device=", device.str(),
            args.full_recompute() ? " recompute=full" : "");
   char line[512];
   std::snprintf(line, sizeof(line),

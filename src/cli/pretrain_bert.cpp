@@ -10,6 +10,7 @@
 #include "data/bert_masking.h"
 #include "data/tokenizer.h"
 #include "distributed/agreement.h"
+#include "distributed/backend.h"
 #include "distributed/runtime.h"
 #include "model/gpt_model.h"
 #include "train/bert_step.h"
@@ -73,8 +74,10 @@ int run_pretrain_bert(int argc, char** argv) {
   table.add_flag("--apply-residual-connection-post-layernorm", flags.residual_post_layernorm,
                  "pre-LN layers whose residuals start from the LayerNorm outputs (Megatron)");
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
+  select_training_device(args);
 
-  std::shared_ptr<Communicator> world = world_communicator();
+  std::shared_ptr<Communicator> world =
+      make_world_communicator(args.distributed_backend, args.compute_device);
   // Every rank validates the same flags and opens the same files: a failure is reported once,
   // by the lowest failing rank, and ends every rank (distributed/agreement.h).
   BertConfig model;

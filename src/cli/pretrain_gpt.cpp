@@ -7,6 +7,7 @@
 #include "cli/subcommands.h"
 #include "core/logging.h"
 #include "distributed/agreement.h"
+#include "distributed/backend.h"
 #include "distributed/runtime.h"
 
 namespace megatron::cli {
@@ -20,8 +21,10 @@ int run_pretrain_gpt(int argc, char** argv) {
   add_training_args(table, args);
   table.add_flag("--eod-mask-loss", eod_mask_loss, "mask the loss of end-of-document labels");
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
+  select_training_device(args);
 
-  std::shared_ptr<Communicator> world = world_communicator();
+  std::shared_ptr<Communicator> world =
+      make_world_communicator(args.distributed_backend, args.compute_device);
   // Every rank validates the same flags and opens the same files: a failure is reported once,
   // by the lowest failing rank, and ends every rank (distributed/agreement.h).
   GptStepConfig model;

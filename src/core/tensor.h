@@ -117,6 +117,11 @@ class Tensor {
 
 Shape contiguous_strides(const Shape& shape);
 
+// Element `index` of a contiguous tensor (row-major over all dimensions), read back to the
+// host: one element crosses from a GPU. For error messages and logged scalars, not for loops.
+template <typename T>
+T element_value(const Tensor& t, int64_t index);
+
 // MT_CHECK helpers used by every kernel.
 void check_shape(const Tensor& t, const Shape& expected, const char* what);
 void check_dtype(const Tensor& t, DType expected, const char* what);
@@ -129,6 +134,12 @@ Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape) {
   Tensor t = empty(shape, dtype_of<T>());
   std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(T));
   return t;
+}
+
+template <typename T>
+T element_value(const Tensor& t, int64_t index) {
+  MT_CHECK(index >= 0 && index < t.numel(), "element ", index, " out of range for ", t.describe());
+  return t.flatten().slice(0, index, index + 1).to_vector<T>()[0];
 }
 
 template <typename T>

@@ -5,6 +5,7 @@
 #include "kernels/cross_entropy.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
+#include "kernels/indexing.h"
 
 namespace megatron {
 
@@ -50,8 +51,9 @@ float BertBinaryHead::loss(Ctx& ctx, const Tensor& labels, Arena& arena) const {
   const int64_t b = ctx.logits.size(0);
   check_shape(labels, {b}, "BERT sentence-order labels");
   check_dtype(labels, DType::I32, "BERT sentence-order labels");
-  for (int32_t l : labels.to_vector<int32_t>())
-    MT_CHECK(l == 0 || l == 1, "BERT sentence-order label ", l, " is not 0 or 1");
+  const int64_t bad = kernels::first_out_of_range(labels, 0, kClasses);
+  MT_CHECK(bad < 0, "BERT sentence-order label ", element_value<int32_t>(labels, bad),
+           " is not 0 or 1");
   ctx.labels = labels;
   ctx.row_max = arena.alloc({b}, DType::F32);
   ctx.sum_exp = arena.alloc({b}, DType::F32);
@@ -60,9 +62,9 @@ float BertBinaryHead::loss(Ctx& ctx, const Tensor& labels, Arena& arena) const {
   kernels::cross_entropy_sum_exp_target(ctx.logits, labels, 0, kClasses, ctx.row_max, ctx.sum_exp,
                                         target_logit);
   kernels::cross_entropy_loss(ctx.row_max, ctx.sum_exp, target_logit, losses);
-  double total = 0;
-  for (float l : losses.to_vector<float>()) total += l;
-  return float(total / double(b));
+  Tensor ones = arena.alloc({b}, DType::F32);  // [b]
+  kernels::fill(ones, 1.0f);
+  return float(kernels::weighted_sum(losses, ones).weighted / double(b));
 }
 
 void BertBinaryHead::backward(const Ctx& ctx, float grad_scale, Tensor& dhidden,

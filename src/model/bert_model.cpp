@@ -1,9 +1,9 @@
 #include "model/bert_model.h"
 
-#include <cstring>
-#include <vector>
-
+#include "core/upload.h"
 #include "kernels/elementwise.h"
+#include "kernels/embedding.h"
+#include "kernels/indexing.h"
 #include "parallel/mappings.h"
 #include "parallel/vocab_parallel_cross_entropy.h"
 
@@ -13,11 +13,11 @@ struct BertModel::Ctx {
   int64_t seq = 0, batch = 0;
   InputEmbedding::Ctx embedding;
   Transformer::Ctx transformer;
-  std::vector<int64_t> scored_rows;  // rows of the [s·b, h] hidden states the MLM head scores
+  Tensor masked_rows;     // i32 [n]: rows of the [s·b, h] hidden states the MLM head scores
+  Tensor masked_weights;  // f32 [n]: the loss weight of each scored row
   BertLmHead::Ctx lm_head;
   VocabParallelCrossEntropyCtx cross_entropy;
-  std::vector<float> loss_weights;  // loss-mask value of each scored row
-  double mask_sum = 0;
+  double mask_sum = 0;  // Σ masked_weights
   BertBinaryHead::Ctx binary;
 };
 
@@ -35,27 +35,6 @@ InputEmbeddingConfig input_embedding_config(const BertConfig& c) {
           .layernorm_epsilon = c.layernorm_epsilon};
 }
 
-// out [rows.size(), h] = x[rows] for x [N, h] (contiguous).
-Tensor gather_rows(const Tensor& x, const std::vector<int64_t>& rows, Arena& arena) {
-  const int64_t h = x.size(1);
-  const size_t row_bytes = size_t(h) * dtype_size(x.dtype());
-  Tensor out = arena.alloc({int64_t(rows.size()), h}, x.dtype());
-  const char* src = static_cast<const char*>(x.raw_data());
-  char* dst = static_cast<char*>(out.raw_data());
-  for (size_t i = 0; i < rows.size(); ++i)
-    std::memcpy(dst + i * row_bytes, src + size_t(rows[i]) * row_bytes, row_bytes);
-  return out;
-}
-
-// x[rows[i]] = src[i] for x [N, h], src [rows.size(), h] of one dtype (rows are distinct).
-void scatter_rows(const Tensor& src, const std::vector<int64_t>& rows, Tensor& x) {
-  const size_t row_bytes = size_t(x.size(1)) * dtype_size(x.dtype());
-  const char* s = static_cast<const char*>(src.raw_data());
-  char* d = static_cast<char*>(x.raw_data());
-  for (size_t i = 0; i < rows.size(); ++i)
-    std::memcpy(d + size_t(rows[i]) * row_bytes, s + i * row_bytes, row_bytes);
-}
-
 }  // namespace
 
 BertModel::BertModel(const BertConfig& config, const ParallelState& ps, ParameterStore& store)
@@ -65,7 +44,9 @@ BertModel::BertModel(const BertConfig& config, const ParallelState& ps, Paramete
       weights_((config.validate(ps.tp_size), store), config.compute_dtype),
       embedding_(input_embedding_config(config), ps, store, weights_),
       transformer_(config.transformer_config(), ps, store, weights_),
-      lm_head_(config, ps, store, weights_, embedding_.word_embeddings()) {
+      lm_head_(config, ps, store, weights_, embedding_.word_embeddings()),
+      arena_(store.device()),
+      scratch_(store.device()) {
   MT_CHECK(store.tp_size() == ps.tp_size && store.tp_rank() == ps.tp_rank,
            "the ParameterStore was made for TP rank ", store.tp_rank(), " of ", store.tp_size(),
            ", the parallel state is rank ", ps.tp_rank, " of ", ps.tp_size);
@@ -98,42 +79,37 @@ Tensor BertModel::forward_hidden(Ctx& ctx, const BertBatch& batch, const Dropout
 
 BertLosses BertModel::forward_losses(Ctx& ctx, const BertBatch& batch, const Tensor& hidden) {
   const int64_t s = ctx.seq, b = ctx.batch, h = config_.hidden_size;
-  check_shape(batch.labels, {b, s}, "BERT MLM labels");
-  check_dtype(batch.labels, DType::I32, "BERT MLM labels");
-  check_shape(batch.loss_mask, {b, s}, "BERT loss mask");
-  check_dtype(batch.loss_mask, DType::F32, "BERT loss mask");
-
-  // Rows of [s·b] (row = position·b + sample) that carry MLM loss.
-  Tensor mask = to_seq_major(batch.loss_mask, arena_);  // f32 [s, b]
-  Tensor labels = to_seq_major(batch.labels, arena_);   // i32 [s, b]
-  const float* m = mask.data<float>();
-  const int32_t* l = labels.data<int32_t>();
-  std::vector<int32_t> targets;
-  ctx.scored_rows.clear();
-  ctx.loss_weights.clear();
+  MT_CHECK(batch.masked_rows.defined() && batch.masked_rows.dim() == 1,
+           "BERT masked rows must be [n], got ", batch.masked_rows.describe());
+  const int64_t n = batch.masked_rows.numel();
+  check_dtype(batch.masked_rows, DType::I32, "BERT masked rows");
+  check_shape(batch.masked_labels, {n}, "BERT MLM labels");
+  check_dtype(batch.masked_labels, DType::I32, "BERT MLM labels");
+  check_shape(batch.masked_weights, {n}, "BERT MLM loss weights");
+  check_dtype(batch.masked_weights, DType::F32, "BERT MLM loss weights");
+  ctx.masked_rows = batch.masked_rows;
+  ctx.masked_weights = batch.masked_weights;
   ctx.mask_sum = 0;
-  for (int64_t row = 0; row < s * b; ++row) {
-    if (m[row] == 0.0f) continue;
-    MT_CHECK(l[row] >= 0 && l[row] < config_.vocab_size, "BERT MLM label ", l[row],
-             " at a masked position is outside the vocabulary [0, ", config_.vocab_size, ")");
-    ctx.scored_rows.push_back(row);
-    ctx.loss_weights.push_back(m[row]);
-    targets.push_back(l[row]);
-    ctx.mask_sum += double(m[row]);
-  }
 
   BertLosses losses;
-  if (!ctx.scored_rows.empty()) {
-    Tensor rows = gather_rows(hidden.view({s * b, h}), ctx.scored_rows, arena_);  // [n, h]
-    Tensor logits = lm_head_.forward(ctx.lm_head, rows, arena_);                  // f32 [n, V/t]
-    Tensor target_ids = arena_.alloc({int64_t(targets.size())}, DType::I32);
-    std::memcpy(target_ids.raw_data(), targets.data(), targets.size() * sizeof(int32_t));
+  if (n > 0) {
+    const int64_t bad_row = kernels::first_out_of_range(batch.masked_rows, 0, s * b);
+    MT_CHECK(bad_row < 0, "BERT masked row ", element_value<int32_t>(batch.masked_rows, bad_row),
+             " is outside the ", s * b, " rows (seq ", s, " x batch ", b, ") of the micro-batch");
+    const int64_t bad_label =
+        kernels::first_out_of_range(batch.masked_labels, 0, config_.vocab_size);
+    MT_CHECK(bad_label < 0, "BERT MLM label ",
+             element_value<int32_t>(batch.masked_labels, bad_label),
+             " at a masked position is outside the vocabulary [0, ", config_.vocab_size, ")");
+    // The scored rows: a row gather is an embedding lookup with the hidden states as table.
+    Tensor rows = arena_.alloc({n, h}, hidden.dtype());  // [n, h]
+    kernels::embedding_forward(batch.masked_rows, hidden.view({s * b, h}), 0, rows);
+    Tensor logits = lm_head_.forward(ctx.lm_head, rows, arena_);  // f32 [n, V/t]
     Tensor token_losses = vocab_parallel_cross_entropy_forward(
-        ctx.cross_entropy, *ps_.tp, logits, target_ids, config_.vocab_size, arena_);
-    const float* tl = token_losses.data<float>();
-    double weighted = 0;
-    for (size_t i = 0; i < targets.size(); ++i) weighted += double(tl[i]) * ctx.loss_weights[i];
-    losses.lm = ctx.mask_sum != 0 ? float(weighted / ctx.mask_sum) : 0.0f;
+        ctx.cross_entropy, *ps_.tp, logits, batch.masked_labels, config_.vocab_size, arena_);
+    const kernels::WeightedSum sum = kernels::weighted_sum(token_losses, batch.masked_weights);
+    ctx.mask_sum = sum.weights;
+    losses.lm = ctx.mask_sum != 0 ? float(sum.weighted / ctx.mask_sum) : 0.0f;
   }
   if (binary_head_) {
     binary_head_->forward(ctx.binary, hidden, arena_);
@@ -144,16 +120,27 @@ BertLosses BertModel::forward_losses(Ctx& ctx, const BertBatch& batch, const Ten
 
 void BertModel::backward(Ctx& ctx, float grad_scale) {
   const int64_t n = ctx.seq * ctx.batch, h = config_.hidden_size;
-  Tensor dhidden = arena_.zeros({n, h}, weights_.dtype());  // [s·b, h]
-  if (!ctx.scored_rows.empty() && ctx.mask_sum != 0) {
-    const int64_t scored = int64_t(ctx.scored_rows.size());
+  const int64_t scored = ctx.masked_rows.defined() ? ctx.masked_rows.numel() : 0;
+  Tensor dhidden;  // [s·b, h] in the compute dtype
+  if (scored > 0 && ctx.mask_sum != 0) {
+    // dloss = weight · grad_scale / Σ weight (the weighted mean's gradient)
     Tensor dloss = arena_.alloc({scored}, DType::F32);  // [n_scored]
-    float* dl = dloss.data<float>();
-    for (int64_t i = 0; i < scored; ++i)
-      dl[i] = float(double(ctx.loss_weights[size_t(i)]) * double(grad_scale) / ctx.mask_sum);
+    kernels::copy(ctx.masked_weights, dloss);
+    kernels::scale(dloss, float(double(grad_scale) / ctx.mask_sum));
     Tensor dlogits = vocab_parallel_cross_entropy_backward(ctx.cross_entropy, dloss);
     Tensor drows = lm_head_.backward(ctx.lm_head, dlogits, arena_);  // [n_scored, h]
-    scatter_rows(drows, ctx.scored_rows, dhidden);
+    // The rows' gradients go back to their rows, zeros elsewhere: an embedding backward
+    // (scatter-add into an f32 table) with the distinct masked rows as ids, so exact.
+    Tensor scattered = arena_.zeros({n, h}, DType::F32);  // [s·b, h]
+    kernels::embedding_backward(drows, ctx.masked_rows, 0, scattered);
+    if (weights_.dtype() == DType::F32) {
+      dhidden = scattered;
+    } else {
+      dhidden = arena_.alloc({n, h}, weights_.dtype());
+      kernels::cast(scattered, dhidden);
+    }
+  } else {
+    dhidden = arena_.zeros({n, h}, weights_.dtype());
   }
   Tensor dhidden3 = dhidden.view({ctx.seq, ctx.batch, h});
   if (binary_head_) binary_head_->backward(ctx.binary, grad_scale, dhidden3, arena_);
@@ -161,8 +148,26 @@ void BertModel::backward(Ctx& ctx, float grad_scale) {
   embedding_.backward(ctx.embedding, dembedded, arena_);
 }
 
-BertLosses BertModel::forward_backward(const BertBatch& batch, float grad_scale, uint64_t seed) {
+BertBatch BertModel::on_device(const BertBatch& batch) {
+  BertBatch d = batch;
+  std::vector<Tensor> moved =
+      upload({batch.tokens, batch.token_types, batch.pad_mask, batch.masked_rows,
+              batch.masked_labels, batch.masked_weights, batch.sop_labels},
+             arena_);
+  d.tokens = moved[0];
+  d.token_types = moved[1];
+  d.pad_mask = moved[2];
+  d.masked_rows = moved[3];
+  d.masked_labels = moved[4];
+  d.masked_weights = moved[5];
+  d.sop_labels = moved[6];
+  return d;
+}
+
+BertLosses BertModel::forward_backward(const BertBatch& host_batch, float grad_scale,
+                                       uint64_t seed) {
   arena_.reset();
+  const BertBatch batch = on_device(host_batch);
   Ctx ctx;
   const DropoutScope scope{true, seed, batch.iteration, batch.first_sample};
   Tensor hidden = forward_hidden(ctx, batch, scope);
@@ -171,8 +176,9 @@ BertLosses BertModel::forward_backward(const BertBatch& batch, float grad_scale,
   return losses;
 }
 
-BertLosses BertModel::forward_loss(const BertBatch& batch) {
+BertLosses BertModel::forward_loss(const BertBatch& host_batch) {
   arena_.reset();
+  const BertBatch batch = on_device(host_batch);
   Ctx ctx;
   Tensor hidden = forward_hidden(ctx, batch, DropoutScope{});
   return forward_losses(ctx, batch, hidden);
@@ -182,18 +188,20 @@ BertOutputs BertModel::forward_logits(const Tensor& tokens, const Tensor& token_
                                       const Tensor& pad_mask) {
   arena_.reset();
   Ctx ctx;
-  BertBatch batch;
-  batch.tokens = tokens;
-  batch.token_types = token_types;
-  batch.pad_mask = pad_mask;
+  BertBatch host_batch;
+  host_batch.tokens = tokens;
+  host_batch.token_types = token_types;
+  host_batch.pad_mask = pad_mask;
+  const BertBatch batch = on_device(host_batch);
   Tensor hidden = forward_hidden(ctx, batch, DropoutScope{});  // [s, b, h]
   const int64_t s = ctx.seq, b = ctx.batch, h = config_.hidden_size;
   Tensor local = lm_head_.forward(ctx.lm_head, hidden.view({s * b, h}), arena_);  // [s·b, V/t]
   Tensor full = gather_last_dim(*ps_.tp, local, arena_);  // [s·b, V_padded]
   BertOutputs out;
-  out.mlm_logits = Tensor::empty({b, s, config_.vocab_size}, DType::F32);
-  out.mlm_logits.copy_from(
-      full.view({s, b, config_.padded_vocab_size}).slice(2, 0, config_.vocab_size).transpose(0, 1));
+  out.mlm_logits = Tensor::empty({b, s, config_.vocab_size}, DType::F32, store_.device());
+  kernels::copy(
+      full.view({s, b, config_.padded_vocab_size}).slice(2, 0, config_.vocab_size).transpose(0, 1),
+      out.mlm_logits);
   if (binary_head_) out.sop_logits = binary_head_->forward(ctx.binary, hidden, arena_).clone();
   return out;
 }

@@ -3,11 +3,13 @@
 //   tokens, token types i32 [b, s] → InputEmbedding [s, b, h] → Transformer (bidirectional,
 //   key-padding mask; pre-LN + final LayerNorm, or post-LN as the original BERT)
 //   → MLM head on the masked positions only: logits [n_masked, V_padded/t] f32, never gathered
-//     → vocab-parallel cross-entropy → lm loss = Σ(loss·mask)/Σ(mask)
+//     → vocab-parallel cross-entropy → lm loss = Σ(loss·weight)/Σ(weight)
 //   → (binary head) pooler on [CLS] → sentence-order logits [b, 2] → sop loss = mean CE
 //   loss = lm loss + sop loss.
 // Scoring only the masked rows gives exactly Megatron's loss (which scores every position and
-// multiplies by the loss mask) at ~15% of the head's cost: the head is per-position.
+// multiplies by the loss mask) at ~15% of the head's cost: the head is per-position. The rows
+// are gathered from (and their gradients scattered back into) the hidden states by the
+// embedding kernels, which are exactly a row gather and a row scatter-add.
 #pragma once
 
 #include <cstdint>
@@ -23,12 +25,18 @@
 
 namespace megatron {
 
+// Megatron's BERT batch. The masked positions are chosen on the host by the data layer
+// (bert_masked_positions, data/bert_data_loader.h), so the model only gathers and scatters
+// rows with kernels. The tensors may live on the host or on the model's device; host tensors
+// are uploaded in one transfer per call.
 struct BertBatch {
   Tensor tokens;             // i32 [b, s]
   Tensor token_types;        // i32 [b, s], 0 for segment A ([CLS] A [SEP]), 1 for B
   Tensor pad_mask;           // u8 [b, s], 1 = padding (attended by no one)
-  Tensor labels;             // i32 [b, s], MLM targets in [0, vocab) where loss_mask > 0
-  Tensor loss_mask;          // f32 [b, s], 1 at masked positions
+  Tensor masked_rows;        // i32 [n], ascending: rows pos·b + sample of the sequence-major
+                             // [s·b] activations that carry MLM loss (n may be 0)
+  Tensor masked_labels;      // i32 [n], MLM targets in [0, vocab)
+  Tensor masked_weights;     // f32 [n], loss-mask weight of each row (1 for Megatron's masking)
   Tensor sop_labels;         // i32 [b], 1 = segments swapped (ignored without a binary head)
   int64_t first_sample = 0;  // global index of row 0 (keys the dropout masks)
   int64_t iteration = 0;
@@ -48,7 +56,8 @@ struct BertOutputs {
 class BertModel {
  public:
   // Registers every parameter in `store`; the caller then calls store.allocate() and
-  // init_weights() (or loads weights and calls refresh_compute_weights()).
+  // init_weights() (or loads weights and calls refresh_compute_weights()). The model
+  // computes on the store's device: its activations live there too.
   BertModel(const BertConfig& config, const ParallelState& ps, ParameterStore& store);
   ~BertModel();
 
@@ -63,7 +72,8 @@ class BertModel {
   BertLosses forward_backward(const BertBatch& batch, float grad_scale, uint64_t seed);
   // Evaluation: the same losses without dropout and without gradients.
   BertLosses forward_loss(const BertBatch& batch);
-  // Logits at every position, no dropout. tokens, token_types i32 [b, s]; pad_mask u8 [b, s].
+  // Logits at every position, no dropout, on the model's device. tokens, token_types i32
+  // [b, s]; pad_mask u8 [b, s].
   BertOutputs forward_logits(const Tensor& tokens, const Tensor& token_types,
                              const Tensor& pad_mask);
 
@@ -71,6 +81,8 @@ class BertModel {
 
  private:
   struct Ctx;
+  // The batch with its tensors on the model's device (uploaded into arena_ in one copy).
+  BertBatch on_device(const BertBatch& batch);
   // Embedding → transformer: final hidden states [s, b, h].
   Tensor forward_hidden(Ctx& ctx, const BertBatch& batch, const DropoutScope& scope);
   BertLosses forward_losses(Ctx& ctx, const BertBatch& batch, const Tensor& hidden);

@@ -1,5 +1,6 @@
 #include "model/gpt_model.h"
 
+#include "core/upload.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "model/language_model_config.h"
@@ -51,7 +52,9 @@ GptModel::GptModel(const GptConfig& config, const ParallelState& ps, ParameterSt
       store_(store),
       weights_((config.validate(ps.tp_size), store), config.compute_dtype),
       embedding_(input_embedding_config(config), ps, store, weights_),
-      transformer_(config.transformer_config(), ps, store, weights_) {
+      transformer_(config.transformer_config(), ps, store, weights_),
+      arena_(store.device()),
+      scratch_(store.device()) {
   MT_CHECK(store.tp_size() == ps.tp_size && store.tp_rank() == ps.tp_rank,
            "the ParameterStore was made for TP rank ", store.tp_rank(), " of ", store.tp_size(),
            ", the parallel state is rank ", ps.tp_rank, " of ", ps.tp_size);
@@ -96,24 +99,17 @@ float GptModel::forward_loss_from_logits(Ctx& ctx, const GptBatch& batch, const 
   ctx.loss_mask = to_seq_major(batch.loss_mask, arena_).view({ctx.seq * ctx.batch});
   Tensor losses = vocab_parallel_cross_entropy_forward(ctx.cross_entropy, *ps_.tp, logits, labels,
                                                        config_.vocab_size, arena_);
-  const float* l = losses.data<float>();
-  const float* m = ctx.loss_mask.data<float>();
-  double weighted = 0;
-  ctx.mask_sum = 0;
-  for (int64_t i = 0; i < losses.numel(); ++i) {
-    weighted += double(l[i]) * double(m[i]);
-    ctx.mask_sum += double(m[i]);
-  }
-  return ctx.mask_sum > 0 ? float(weighted / ctx.mask_sum) : 0.0f;
+  const kernels::WeightedSum sum = kernels::weighted_sum(losses, ctx.loss_mask);
+  ctx.mask_sum = sum.weights;
+  return ctx.mask_sum > 0 ? float(sum.weighted / ctx.mask_sum) : 0.0f;
 }
 
 void GptModel::backward(Ctx& ctx, float grad_scale) {
   const int64_t n = ctx.seq * ctx.batch, h = config_.hidden_size;
+  // dloss = mask · grad_scale / Σ mask (the mean's gradient)
   Tensor dloss = arena_.alloc({n}, DType::F32);  // [s·b]
-  float* dl = dloss.data<float>();
-  const float* m = ctx.loss_mask.data<float>();
-  const double per_token = ctx.mask_sum > 0 ? double(grad_scale) / ctx.mask_sum : 0.0;
-  for (int64_t i = 0; i < n; ++i) dl[i] = float(double(m[i]) * per_token);
+  kernels::copy(ctx.loss_mask, dloss);
+  kernels::scale(dloss, ctx.mask_sum > 0 ? float(double(grad_scale) / ctx.mask_sum) : 0.0f);
   Tensor dlogits = vocab_parallel_cross_entropy_backward(ctx.cross_entropy, dloss);  // f32
   if (weights_.dtype() != DType::F32) {
     Tensor cast = arena_.alloc(dlogits.shape(), weights_.dtype());
@@ -135,8 +131,18 @@ void GptModel::backward(Ctx& ctx, float grad_scale) {
   embedding_.backward(ctx.embedding, dembedded, arena_);
 }
 
-float GptModel::forward_backward(const GptBatch& batch, float grad_scale, uint64_t seed) {
+GptBatch GptModel::on_device(const GptBatch& batch) {
+  GptBatch b = batch;
+  std::vector<Tensor> moved = upload({batch.tokens, batch.labels, batch.loss_mask}, arena_);
+  b.tokens = moved[0];
+  b.labels = moved[1];
+  b.loss_mask = moved[2];
+  return b;
+}
+
+float GptModel::forward_backward(const GptBatch& host_batch, float grad_scale, uint64_t seed) {
   arena_.reset();
+  const GptBatch batch = on_device(host_batch);
   Ctx ctx;
   const DropoutScope scope{true, seed, batch.iteration, batch.first_sample};
   Tensor logits = forward_to_logits(ctx, batch.tokens, scope);
@@ -145,22 +151,25 @@ float GptModel::forward_backward(const GptBatch& batch, float grad_scale, uint64
   return loss;
 }
 
-float GptModel::forward_loss(const GptBatch& batch) {
+float GptModel::forward_loss(const GptBatch& host_batch) {
   arena_.reset();
+  const GptBatch batch = on_device(host_batch);
   Ctx ctx;
   Tensor logits = forward_to_logits(ctx, batch.tokens, DropoutScope{});
   return forward_loss_from_logits(ctx, batch, logits);
 }
 
-Tensor GptModel::forward_logits(const Tensor& tokens) {
+Tensor GptModel::forward_logits(const Tensor& host_tokens) {
   arena_.reset();
+  const Tensor tokens = upload({host_tokens}, arena_)[0];
   Ctx ctx;
   Tensor local = forward_to_logits(ctx, tokens, DropoutScope{});  // [s·b, V/t]
   Tensor full = gather_last_dim(*ps_.tp, local, arena_);          // [s·b, V_padded]
   const int64_t s = ctx.seq, b = ctx.batch;
-  Tensor out = Tensor::empty({b, s, config_.vocab_size}, DType::F32);
-  out.copy_from(
-      full.view({s, b, config_.padded_vocab_size}).slice(2, 0, config_.vocab_size).transpose(0, 1));
+  Tensor out = Tensor::empty({b, s, config_.vocab_size}, DType::F32, store_.device());
+  kernels::copy(
+      full.view({s, b, config_.padded_vocab_size}).slice(2, 0, config_.vocab_size).transpose(0, 1),
+      out);
   return out;
 }
 

@@ -35,6 +35,8 @@ struct GptConfig {
   void validate(int tp_size) const;  // throws Error naming the offending option
 };
 
+// The tensors may live on the host or on the model's device; host tensors are uploaded in one
+// transfer per call.
 struct GptBatch {
   Tensor tokens;             // i32 [b, s]
   Tensor labels;             // i32 [b, s] (the next tokens), in [0, vocab_size)
@@ -46,7 +48,8 @@ struct GptBatch {
 class GptModel {
  public:
   // Registers every parameter in `store`; the caller then calls store.allocate() and
-  // init_weights() (or loads a checkpoint and calls refresh_compute_weights()).
+  // init_weights() (or loads a checkpoint and calls refresh_compute_weights()). The model
+  // computes on the store's device: its activations live there too.
   GptModel(const GptConfig& config, const ParallelState& ps, ParameterStore& store);
   ~GptModel();
 
@@ -63,8 +66,8 @@ class GptModel {
   float forward_backward(const GptBatch& batch, float grad_scale, uint64_t seed);
   // Evaluation: the same loss without dropout and without gradients.
   float forward_loss(const GptBatch& batch);
-  // Full-vocabulary logits f32 [b, s, vocab_size] (gathered over TP, padding dropped), no
-  // dropout. tokens i32 [b, s'] with s' <= max_position_embeddings.
+  // Full-vocabulary logits f32 [b, s, vocab_size] on the model's device (gathered over TP,
+  // padding dropped), no dropout. tokens i32 [b, s'] with s' <= max_position_embeddings.
   Tensor forward_logits(const Tensor& tokens);
 
   const GptConfig& config() const { return config_; }
@@ -72,6 +75,8 @@ class GptModel {
 
  private:
   struct Ctx;
+  // The batch with its tensors on the model's device (uploaded into arena_ in one copy).
+  GptBatch on_device(const GptBatch& batch);
   // Embedding → transformer → local logits f32 [s·b, V_padded/t].
   Tensor forward_to_logits(Ctx& ctx, const Tensor& tokens, const DropoutScope& scope);
   float forward_loss_from_logits(Ctx& ctx, const GptBatch& batch, const Tensor& logits);

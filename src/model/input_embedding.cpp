@@ -5,12 +5,13 @@
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
+#include "kernels/indexing.h"
 
 namespace megatron {
 
 Tensor to_seq_major(const Tensor& t, Arena& arena) {
   Tensor out = arena.alloc({t.size(1), t.size(0)}, t.dtype());
-  out.copy_from(t.transpose(0, 1));
+  kernels::copy(t.transpose(0, 1), out);
   return out;
 }
 
@@ -61,19 +62,17 @@ Tensor InputEmbedding::forward(Ctx& ctx, const Tensor& tokens, const Tensor& tok
   ctx.batch = b;
 
   Tensor embedded = word_.forward(ctx.word, to_seq_major(tokens, arena), arena).view({s * b, h});
-  ctx.position_ids = arena.alloc({s * b}, DType::I32);
-  int32_t* pos = ctx.position_ids.data<int32_t>();
-  for (int64_t i = 0; i < s * b; ++i) pos[i] = int32_t(i / b);
+  ctx.position_ids = arena.alloc({s * b}, DType::I32);  // position of row i: i / b
+  kernels::fill_positions(ctx.position_ids, b, 0);
   Tensor table_rows = arena.alloc({s * b, h}, embedded.dtype());  // [s·b, h]
   kernels::embedding_forward(ctx.position_ids, weights_.weight(position_index_), 0, table_rows);
   kernels::axpy(1.0f, table_rows, embedded);
   ctx.tokentype_ids = Tensor();
   if (tokentype_index_) {
     ctx.tokentype_ids = to_seq_major(token_types, arena).view({s * b});
-    const int32_t* types = ctx.tokentype_ids.data<int32_t>();
-    for (int64_t i = 0; i < s * b; ++i)
-      MT_CHECK(types[i] >= 0 && types[i] < config_.num_tokentypes, model, " token type ", types[i],
-               " is outside [0, ", config_.num_tokentypes, ")");
+    const int64_t bad = kernels::first_out_of_range(ctx.tokentype_ids, 0, config_.num_tokentypes);
+    MT_CHECK(bad < 0, model, " token type ", element_value<int32_t>(ctx.tokentype_ids, bad),
+             " is outside [0, ", config_.num_tokentypes, ")");
     kernels::embedding_forward(ctx.tokentype_ids, weights_.weight(*tokentype_index_), 0,
                                table_rows);
     kernels::axpy(1.0f, table_rows, embedded);

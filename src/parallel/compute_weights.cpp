@@ -18,8 +18,8 @@ void ComputeWeights::refresh() {
     for (const Parameter& p : params) views_.push_back(p.value);
     return;
   }
-  if (!flat_.defined() || flat_.numel() != master.numel()) {
-    flat_ = Tensor::empty({master.numel()}, dtype_);
+  if (!flat_.defined() || flat_.numel() != master.numel() || flat_.device() != master.device()) {
+    flat_ = Tensor::empty({master.numel()}, dtype_, master.device());
     views_.clear();
     for (const Parameter& p : params) {
       const int64_t n = shape_numel(p.local_shape);

@@ -4,7 +4,8 @@
 // the compute weights ARE those values (no copy). With bf16 the model keeps one flat bf16
 // buffer of the same layout, refreshed by one cast after every change of the master values
 // (init, checkpoint load, optimizer step), so each step casts the weights once, not once per
-// micro-batch. Gradients always go to the f32 master gradient buffer.
+// micro-batch. Gradients always go to the f32 master gradient buffer. The bf16 copy lives on
+// the store's device.
 #pragma once
 
 #include <cstddef>

@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "kernels/elementwise.h"
+
 namespace megatron {
 
 Tensor local_slice(const Parameter& p, const Tensor& full) {
@@ -34,7 +36,13 @@ void assign_from_full_tensors(const std::map<std::string, Tensor>& full, Paramet
   }
   MT_CHECK(count == 0, "weights do not match the model (", count, " problem", count == 1 ? "" : "s",
            "):", problems.str());
-  for (Parameter& p : store.params()) p.value.copy_from(local_slice(p, full.at(p.spec.name)));
+  for (Parameter& p : store.params()) {
+    const Tensor slice = local_slice(p, full.at(p.spec.name));
+    if (slice.device() == p.value.device())
+      kernels::copy(slice, p.value);
+    else  // between devices only contiguous bytes move: gather a strided slice first
+      p.value.copy_from(slice.is_contiguous() ? slice : slice.clone());
+  }
 }
 
 }  // namespace megatron

@@ -1,5 +1,7 @@
 #include "parallel/mappings.h"
 
+#include "kernels/elementwise.h"
+
 namespace megatron {
 
 void CopyToTpRegion::backward(Communicator& tp, Tensor& grad) {
@@ -36,7 +38,7 @@ Tensor split_last_dim(Communicator& tp, const Tensor& x, Arena& arena) {
   Shape shape = x.shape();
   shape.back() = chunk;
   Tensor out = arena.alloc(shape, x.dtype());  // [..., C/t]
-  out.copy_from(x.slice(x.dim() - 1, tp.rank() * chunk, (tp.rank() + 1) * chunk));
+  kernels::copy(x.slice(x.dim() - 1, tp.rank() * chunk, (tp.rank() + 1) * chunk), out);
   return out;
 }
 
@@ -51,7 +53,8 @@ Tensor gather_last_dim(Communicator& tp, const Tensor& x, Arena& arena) {
   shape.back() = t * chunk;
   Tensor out = arena.alloc(shape, x.dtype());  // [..., C]
   // [t, N, C/t] → [N, t, C/t]: chunk r becomes columns [r·C/t, (r+1)·C/t) of every row.
-  out.view({rows, t, chunk}).copy_from(gathered.view({t, rows, chunk}).transpose(0, 1));
+  Tensor out3 = out.view({rows, t, chunk});
+  kernels::copy(gathered.view({t, rows, chunk}).transpose(0, 1), out3);
   return out;
 }
 

@@ -33,8 +33,8 @@ void ParameterStore::allocate() {
     p.flat_offset = total;
     total += shape_numel(p.local_shape);
   }
-  flat_values_ = Tensor::zeros({total}, DType::F32);
-  flat_grads_ = Tensor::zeros({total}, DType::F32);
+  flat_values_ = Tensor::zeros({total}, DType::F32, device_);
+  flat_grads_ = Tensor::zeros({total}, DType::F32, device_);
   for (Parameter& p : params_) {
     int64_t n = shape_numel(p.local_shape);
     p.value = flat_values_.slice(0, p.flat_offset, p.flat_offset + n).view(p.local_shape);
@@ -56,6 +56,20 @@ const Parameter& ParameterStore::get(const std::string& name) const {
 
 void ParameterStore::zero_grads() {
   kernels::fill(flat_grads_, 0.0f);
+}
+
+std::vector<std::pair<int64_t, int64_t>> ParameterStore::norm_ranges() const {
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (const Parameter& p : params_) {
+    if (p.replicated() && tp_rank_ != 0) continue;
+    const int64_t begin = p.flat_offset, end = begin + shape_numel(p.local_shape);
+    if (begin == end) continue;
+    if (!ranges.empty() && ranges.back().second == begin)
+      ranges.back().second = end;
+    else
+      ranges.emplace_back(begin, end);
+  }
+  return ranges;
 }
 
 int64_t full_element_index(const Parameter& p, int64_t local) {
@@ -80,10 +94,14 @@ uint64_t parameter_stream_key(const std::string& name) {
 
 void init_normal(Parameter& p, uint64_t seed, float std) {
   PhiloxStream stream(seed, parameter_stream_key(p.spec.name));
-  float* v = p.value.data<float>();
-  const int64_t n = p.value.numel();
+  // Drawn on the host (in place for a host store), then one copy to the device.
+  const bool on_host = p.value.device().is_cpu();
+  Tensor host = on_host ? p.value : Tensor::empty(p.local_shape, DType::F32);
+  float* v = host.data<float>();
+  const int64_t n = host.numel();
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) v[i] = std * stream.normal(uint64_t(full_element_index(p, i)));
+  if (!on_host) p.value.copy_from(host);
 }
 
 void init_constant(Parameter& p, float value) {

@@ -7,12 +7,15 @@
 //
 // Values and gradients live in two flat f32 buffers (one data-parallel all-reduce, one fused
 // optimizer pass, one write per checkpoint shard); each Parameter's `value` and `grad` are
-// views into them, valid after ParameterStore::allocate().
+// views into them, valid after ParameterStore::allocate(). Both buffers live on the store's
+// device (the CPU, or the GPU this rank drives); the layers that compute with the store take
+// their device from it.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -39,12 +42,13 @@ struct Parameter {
 
 class ParameterStore {
  public:
-  ParameterStore(int tp_rank, int tp_size) : tp_rank_(tp_rank), tp_size_(tp_size) {}
+  ParameterStore(int tp_rank, int tp_size, Device device = Device::CPU)
+      : tp_rank_(tp_rank), tp_size_(tp_size), device_(device) {}
 
   // Registers a parameter; a partitioned dimension must be divisible by the TP size.
   // Returns its index. Names must be unique. Not allowed after allocate().
   size_t add(const ParamSpec& spec);
-  // Carves the flat buffers (values and gradients zeroed) and binds every view.
+  // Carves the flat buffers (values and gradients zeroed, on device()) and binds every view.
   void allocate();
 
   Parameter& get(const std::string& name);
@@ -55,12 +59,22 @@ class ParameterStore {
 
   Tensor& flat_values() { return flat_values_; }  // f32 [total local elements]
   Tensor& flat_grads() { return flat_grads_; }
+  const Tensor& flat_values() const { return flat_values_; }
+  const Tensor& flat_grads() const { return flat_grads_; }
   void zero_grads();
   int tp_rank() const { return tp_rank_; }
   int tp_size() const { return tp_size_; }
+  Device device() const { return device_; }
+
+  // Runs of consecutive parameters, as [begin, end) element ranges of the flat buffers, that
+  // the global gradient norm counts on this TP rank: every parameter on TP rank 0, only the
+  // partitioned ones on the others (replicated parameters are counted once). Adjacent
+  // counted parameters merge into one range.
+  std::vector<std::pair<int64_t, int64_t>> norm_ranges() const;
 
  private:
   int tp_rank_, tp_size_;
+  Device device_;
   std::vector<Parameter> params_;
   std::map<std::string, size_t> index_;
   Tensor flat_values_, flat_grads_;
@@ -72,6 +86,7 @@ int64_t full_element_index(const Parameter& p, int64_t local_linear_index);
 
 // TP-invariant initialisation: element i of the full weight is
 // std · normal(PhiloxStream(seed, parameter_stream_key(name)), i); each rank draws its slice.
+// The values are drawn on the host and copied to the store's device once per parameter.
 void init_normal(Parameter& p, uint64_t seed, float std);
 void init_constant(Parameter& p, float value);
 uint64_t parameter_stream_key(const std::string& name);

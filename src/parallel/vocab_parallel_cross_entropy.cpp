@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/cross_entropy.h"
+#include "kernels/indexing.h"
 
 namespace megatron {
 
@@ -14,10 +15,9 @@ Tensor vocab_parallel_cross_entropy_forward(VocabParallelCrossEntropyCtx& ctx, C
   const int64_t n = logits.size(0), v_local = logits.size(1);
   check_shape(targets, {n}, "vocab-parallel cross entropy targets");
   check_dtype(targets, DType::I32, "vocab-parallel cross entropy targets");
-  const int32_t* t = targets.data<int32_t>();
-  for (int64_t i = 0; i < n; ++i)
-    MT_CHECK(t[i] >= 0 && t[i] < vocab_size, "label ", t[i], " at token ", i,
-             " is outside the vocabulary [0, ", vocab_size, ")");
+  const int64_t bad = kernels::first_out_of_range(targets, 0, vocab_size);
+  MT_CHECK(bad < 0, "label ", element_value<int32_t>(targets, bad), " at token ", bad,
+           " is outside the vocabulary [0, ", vocab_size, ")");
   MT_CHECK(vocab_size <= v_local * tp.size(), "vocabulary size ", vocab_size, " exceeds the ",
            v_local * tp.size(), " logit columns");
 

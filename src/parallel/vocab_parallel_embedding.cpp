@@ -1,6 +1,7 @@
 #include "parallel/vocab_parallel_embedding.h"
 
 #include "kernels/embedding.h"
+#include "kernels/indexing.h"
 #include "parallel/mappings.h"
 
 namespace megatron {
@@ -24,10 +25,9 @@ void VocabParallelEmbedding::init_weights(ParameterStore& store, uint64_t seed) 
 Tensor VocabParallelEmbedding::forward(Ctx& ctx, const Tensor& ids, Arena& arena) const {
   check_dtype(ids, DType::I32, "VocabParallelEmbedding ids");
   ctx.ids = ids.view({ids.numel()});  // [N]
-  const int32_t* p = ctx.ids.data<int32_t>();
-  for (int64_t i = 0; i < ctx.ids.numel(); ++i)
-    MT_CHECK(p[i] >= 0 && p[i] < config_.num_embeddings, config_.name, ": token id ", p[i],
-             " at position ", i, " is outside the vocabulary [0, ", config_.num_embeddings, ")");
+  const int64_t bad = kernels::first_out_of_range(ctx.ids, 0, config_.num_embeddings);
+  MT_CHECK(bad < 0, config_.name, ": token id ", element_value<int32_t>(ctx.ids, bad),
+           " at position ", bad, " is outside the vocabulary [0, ", config_.num_embeddings, ")");
   const Tensor& table = weight();                                                     // [V/t, h]
   Tensor out = arena.alloc({ctx.ids.numel(), config_.embedding_dim}, table.dtype());  // [N, h]
   kernels::embedding_forward(ctx.ids, table, vocab_start_, out);

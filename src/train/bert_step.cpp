@@ -11,18 +11,16 @@ namespace megatron {
 
 namespace {
 
-// The BERT loader's micro-batch as the model's batch: Megatron's padding mask is 1 on real
-// tokens, the attention kernel's is 1 on padding.
+// The BERT loader's micro-batch (host tensors) as the model's batch: the model uploads what
+// it reads in one copy.
 BertBatch to_batch(const BertMicroBatch& mb, int64_t iteration) {
   BertBatch b;
   b.tokens = mb.tokens;
   b.token_types = mb.token_types;
-  b.pad_mask = Tensor::empty(mb.padding_mask.shape(), DType::U8);  // u8 [b, s]
-  const float* real = mb.padding_mask.data<float>();
-  uint8_t* pad = b.pad_mask.data<uint8_t>();
-  for (int64_t i = 0; i < b.pad_mask.numel(); ++i) pad[i] = real[i] == 0.0f ? 1 : 0;
-  b.labels = mb.labels;
-  b.loss_mask = mb.loss_mask;
+  b.pad_mask = mb.pad_mask;
+  b.masked_rows = mb.masked.rows;
+  b.masked_labels = mb.masked.labels;
+  b.masked_weights = mb.masked.weights;
   b.sop_labels = mb.sop_labels;
   b.first_sample = mb.first_sample;
   b.iteration = iteration;

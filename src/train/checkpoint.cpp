@@ -95,15 +95,28 @@ void read_parameters(const CheckpointShardReader& reader, ParameterStore& params
                  params.flat_values().numel(), "] laid out like the flat parameter values");
     }
   }
+  // Checkpoints are device-independent: buffers on a GPU are filled through a host copy
+  // (read shard by shard on the host, then one transfer per flat buffer).
+  auto on_host = [](const Tensor& flat) {
+    return flat.device().is_cpu() ? flat : Tensor::empty(flat.shape(), flat.dtype());
+  };
+  const Tensor host_values = on_host(params.flat_values());
+  std::map<std::string, Tensor> host_buffers;
+  if (optimizer_flat_buffers)
+    for (const auto& [buffer, flat] : *optimizer_flat_buffers) host_buffers[buffer] = on_host(flat);
   for (Parameter& p : params.params()) {
-    reader.read_model(p.spec.name, p.value, p.spec.partition_dim, p.local_start);
-    if (!optimizer_flat_buffers) continue;
     const int64_t n = shape_numel(p.local_shape);
-    for (auto& [buffer, flat] : *optimizer_flat_buffers) {
-      reader.read_optimizer(buffer, p.spec.name,
-                            flat.slice(0, p.flat_offset, p.flat_offset + n).view(p.local_shape),
-                            p.spec.partition_dim, p.local_start);
-    }
+    auto local = [&](const Tensor& flat) {
+      return flat.slice(0, p.flat_offset, p.flat_offset + n).view(p.local_shape);
+    };
+    reader.read_model(p.spec.name, local(host_values), p.spec.partition_dim, p.local_start);
+    for (auto& [buffer, host] : host_buffers)
+      reader.read_optimizer(buffer, p.spec.name, local(host), p.spec.partition_dim, p.local_start);
+  }
+  if (!params.flat_values().device().is_cpu()) params.flat_values().copy_from(host_values);
+  for (auto& [buffer, host] : host_buffers) {
+    Tensor& flat = optimizer_flat_buffers->at(buffer);
+    if (!flat.device().is_cpu()) flat.copy_from(host);
   }
 }
 
@@ -187,16 +200,16 @@ void save_checkpoint(const std::string& save_dir, int64_t iteration, const Param
   MT_CHECK(ps.world != nullptr, "save_checkpoint: ParallelState has no world communicator");
   Communicator& world = *ps.world;
   std::unique_ptr<CheckpointTransaction> transaction;  // rank 0 only
-  Tensor nonce = Tensor::zeros({1}, DType::I64);
+  int64_t nonce = 0;  // rank 0's, broadcast as a host i64 [1] over this variable
+  Tensor nonce_tensor = Tensor::from_blob(&nonce, {1}, DType::I64);
   run_on_all_ranks(world, "creating the checkpoint directory", [&] {
     if (ps.rank != 0) return;
     uint64_t n = random_nonce();
     transaction = std::make_unique<CheckpointTransaction>(save_dir, iteration, n);
-    nonce.data<int64_t>()[0] = int64_t(n);
+    nonce = int64_t(n);
   });
-  world.broadcast(nonce, 0);
-  const std::string tmp =
-      CheckpointTransaction::tmp_dir(save_dir, iteration, uint64_t(nonce.data<int64_t>()[0]));
+  world.broadcast(nonce_tensor, 0);
+  const std::string tmp = CheckpointTransaction::tmp_dir(save_dir, iteration, uint64_t(nonce));
   run_on_all_ranks(world, "writing the checkpoint", [&] {
     if (ps.dp_rank != 0) return;  // data-parallel replicas hold identical values
     check_finite_for_checkpoint(iteration, params, optimizer_flat_buffers);

@@ -11,6 +11,9 @@
 // any point leaves the previous checkpoint and tracker intact; leftover .tmp-* directories are
 // never read. Loading reads, for every local parameter slice, the overlapping slices of all
 // stored shards, so a checkpoint saved at one tensor-parallel size loads at any other.
+// Checkpoints are device-independent: a store (and optimizer buffers) on a GPU is copied to
+// the host to be saved and filled through a host copy on load, so a run saved on a GPU
+// resumes on a CPU and back.
 #pragma once
 
 #include <cstdint>

@@ -149,9 +149,14 @@ void write_rank_shards(const std::string& rank_dir, int64_t iteration, const Par
            "write_rank_shards: parameter store is for tensor rank ", params.tp_rank(), " of ",
            params.tp_size(), ", coordinates say ", coords.tp_rank, " of ", coords.tp_size);
   std::map<std::string, std::string> model_meta = file_metadata(iteration, coords);
+  // Checkpoints are device-independent: a store on a GPU is copied to the host in one transfer
+  // per flat buffer, and the shards are views of the host copy.
+  const Tensor host_values = params.flat_values().to(Device::CPU);
   NamedTensors model;
   for (const Parameter& p : params.params()) {
-    model.emplace_back(p.spec.name, p.value);
+    const int64_t n = shape_numel(p.local_shape);
+    model.emplace_back(p.spec.name,
+                       host_values.slice(0, p.flat_offset, p.flat_offset + n).view(p.local_shape));
     model_meta[p.spec.name] =
         placement_json({p.spec.full_shape, p.spec.partition_dim, p.local_start});
   }
@@ -172,11 +177,12 @@ void write_rank_shards(const std::string& rank_dir, int64_t iteration, const Par
           "optimizer buffer '", buffer, "' is ", flat.describe(), ", expected f32 [", total,
           "] laid out like the flat parameter values");
       buffer_names.push_back(buffer);
+      const Tensor host = flat.to(Device::CPU);
       for (const Parameter& p : params.params()) {
         int64_t n = shape_numel(p.local_shape);
         std::string name = buffer + "." + p.spec.name;
         tensors.emplace_back(name,
-                             flat.slice(0, p.flat_offset, p.flat_offset + n).view(p.local_shape));
+                             host.slice(0, p.flat_offset, p.flat_offset + n).view(p.local_shape));
         meta[name] = placement_json({p.spec.full_shape, p.spec.partition_dim, p.local_start});
       }
     }

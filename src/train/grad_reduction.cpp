@@ -18,10 +18,21 @@ void reduce_gradients_over_dp(Tensor& flat_grads, Communicator& dp, double post_
   }
 }
 
-bool found_overflow_anywhere(const Tensor& flat_grads, Communicator& world, bool f16_range) {
+bool found_overflow_anywhere(const Tensor& flat_grads, Communicator& world, bool f16_range,
+                             Tensor* f16_scratch) {
   bool overflow = kernels::has_inf_or_nan(flat_grads);
   if (f16_range && !overflow) {
-    Tensor as_f16 = Tensor::empty(flat_grads.shape(), DType::F16);  // f16 [n]
+    Tensor as_f16;  // f16 [n]
+    if (f16_scratch != nullptr) {
+      MT_CHECK(f16_scratch->dtype() == DType::F16 && f16_scratch->numel() == flat_grads.numel() &&
+                   f16_scratch->device() == flat_grads.device(),
+               "overflow check: the f16 scratch buffer is ", f16_scratch->describe(), " on ",
+               f16_scratch->device().str(), ", expected f16 [", flat_grads.numel(), "] on ",
+               flat_grads.device().str());
+      as_f16 = f16_scratch->view(flat_grads.shape());
+    } else {
+      as_f16 = Tensor::empty(flat_grads.shape(), DType::F16, flat_grads.device());
+    }
     kernels::cast(flat_grads, as_f16);  // rounds out-of-range values to ±inf
     overflow = kernels::has_inf_or_nan(as_f16);
   }
@@ -30,11 +41,12 @@ bool found_overflow_anywhere(const Tensor& flat_grads, Communicator& world, bool
 }
 
 double global_grad_norm(const ParameterStore& store, const ParallelState& ps) {
+  MT_CHECK(store.tp_rank() == ps.tp_rank, "global_grad_norm: the store is for TP rank ",
+           store.tp_rank(), ", the parallel state is rank ", ps.tp_rank);
   double sum = 0.0;
-  for (const Parameter& p : store.params()) {
-    if (p.replicated() && ps.tp_rank != 0) continue;
-    sum += kernels::sum_squares(p.grad);
-  }
+  const Tensor& flat = store.flat_grads();
+  for (const auto& [begin, end] : store.norm_ranges())
+    sum += kernels::sum_squares(flat.slice(0, begin, end));
   if (ps.tp_size > 1) sum = ps.tp->all_reduce_scalar(sum, ReduceOp::SUM);
   return std::sqrt(sum);
 }

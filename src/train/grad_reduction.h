@@ -22,12 +22,17 @@ void reduce_gradients_over_dp(Tensor& flat_grads, Communicator& dp, double post_
 // True on every rank when any rank's gradients hold an inf or NaN (all-reduce MAX over the
 // world), so every rank makes the same skip decision. With `f16_range`, a value that does not
 // fit in f16 (|g| > 65504 after rounding) counts as an overflow too: that is what an fp16
-// backward would have produced, and the loss scaler must react to it.
-bool found_overflow_anywhere(const Tensor& flat_grads, Communicator& world, bool f16_range);
+// backward would have produced, and the loss scaler must react to it. That test casts the
+// gradients to f16: into `f16_scratch` when given (f16, as many elements as flat_grads, same
+// device — e.g. the optimizer's, free between steps), else into a temporary buffer.
+bool found_overflow_anywhere(const Tensor& flat_grads, Communicator& world, bool f16_range,
+                             Tensor* f16_scratch = nullptr);
 
 // L2 norm of the full (unsplit) model gradient: partitioned parameters' squares are summed
 // over the TP group, replicated ones (identical on every TP rank) are counted once — only TP
-// rank 0 contributes them. Identical on every rank.
+// rank 0 contributes them. One sum-of-squares pass per run of counted parameters in the flat
+// gradient buffer (ParameterStore::norm_ranges: the whole buffer on TP rank 0). Identical on
+// every rank.
 double global_grad_norm(const ParameterStore& store, const ParallelState& ps);
 
 // Megatron's clip_grad_norm: when max_norm > 0 and norm > max_norm, scales every gradient by

@@ -8,11 +8,12 @@ namespace megatron {
 AdamW::AdamW(ParameterStore& store, const AdamWConfig& config) : store_(store), config_(config) {
   MT_CHECK(store.flat_values().defined(), "AdamW needs an allocated ParameterStore");
   const int64_t n = store.flat_values().numel();
-  exp_avg_ = Tensor::zeros({n}, DType::F32);
-  exp_avg_sq_ = Tensor::zeros({n}, DType::F32);
+  const Device device = store.device();
+  exp_avg_ = Tensor::zeros({n}, DType::F32, device);
+  exp_avg_sq_ = Tensor::zeros({n}, DType::F32, device);
   if (config.f16_model_weights) {
     master_ = store.flat_values().clone();
-    f16_scratch_ = Tensor::empty({n}, DType::F16);
+    f16_scratch_ = Tensor::empty({n}, DType::F16, device);
     write_model_weights();
   } else {
     master_ = store.flat_values();
@@ -21,18 +22,27 @@ AdamW::AdamW(ParameterStore& store, const AdamWConfig& config) : store_(store), 
 
 void AdamW::step(double lr) {
   ++steps_;
-  for (Parameter& p : store_.params()) {
-    const int64_t n = p.value.numel();
-    Tensor value = master_.slice(0, p.flat_offset, p.flat_offset + n);
-    Tensor m = exp_avg_.slice(0, p.flat_offset, p.flat_offset + n);
-    Tensor v = exp_avg_sq_.slice(0, p.flat_offset, p.flat_offset + n);
+  // One fused pass per run of consecutive parameters that share a weight decay (the update
+  // is elementwise, so runs give the same result as one call per parameter).
+  const std::vector<Parameter>& params = store_.params();
+  Tensor& grads = store_.flat_grads();
+  for (size_t i = 0; i < params.size();) {
+    const bool decay = params[i].spec.weight_decay;
+    const int64_t begin = params[i].flat_offset;
+    int64_t end = begin;
+    for (; i < params.size() && params[i].spec.weight_decay == decay; ++i)
+      end = params[i].flat_offset + params[i].value.numel();
+    if (end == begin) continue;
+    Tensor value = master_.slice(0, begin, end);
+    Tensor m = exp_avg_.slice(0, begin, end);
+    Tensor v = exp_avg_sq_.slice(0, begin, end);
     kernels::AdamWHyper h{float(lr),
                           float(config_.beta1),
                           float(config_.beta2),
                           float(config_.eps),
-                          p.spec.weight_decay ? float(config_.weight_decay) : 0.0f,
+                          decay ? float(config_.weight_decay) : 0.0f,
                           steps_};
-    kernels::adamw_update(value, p.grad.flatten(), m, v, h);
+    kernels::adamw_update(value, grads.slice(0, begin, end), m, v, h);
   }
   if (config_.f16_model_weights) write_model_weights();
 }

@@ -5,8 +5,8 @@
 // parameter element), exposed by name for checkpointing.
 //
 // Weight decay is decoupled (AdamW) and applied only to parameters whose ParamSpec asks for
-// it (not biases, not LayerNorm). Gradients must already be reduced over data parallelism,
-// unscaled and clipped when step() is called.
+// it (not biases, not LayerNorm). Every buffer lives on the store's device. Gradients must already
+// be reduced over data parallelism, unscaled and clipped when step() is called.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +47,9 @@ class AdamW {
   void reset_master_from_store();
   // After "fp32_master" was loaded: derive the store's f16-rounded values from it.
   void write_model_weights();
+  // f16 [total local elements] with f16 model weights (undefined otherwise): scratch that is
+  // only used inside step(), so the trainer's f16 overflow check may borrow it between steps.
+  Tensor& f16_scratch() { return f16_scratch_; }
 
  private:
   ParameterStore& store_;

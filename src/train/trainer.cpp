@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "core/device_runtime.h"
 #include "core/logging.h"
 #include "core/timer.h"
 #include "distributed/agreement.h"
@@ -17,6 +18,16 @@
 #include "train/training_log.h"
 
 namespace megatron {
+
+namespace {
+
+// `device`, after binding this process to it (before the first allocation there).
+Device bound(Device device) {
+  use_device(device);
+  return device;
+}
+
+}  // namespace
 
 struct Trainer::Impl {
   TrainerConfig cfg;
@@ -51,7 +62,7 @@ struct Trainer::Impl {
   Impl(TrainerConfig c, std::shared_ptr<Communicator> world, const ModelStepFactory& make_model)
       : cfg(std::move(c)),
         ps(ParallelState::create(std::move(world), cfg.tensor_parallel, 1)),
-        store(ps.tp_rank, ps.tp_size),
+        store(ps.tp_rank, ps.tp_size, bound(cfg.device)),
         scaler(cfg.scaler),
         schedule(cfg.lr),
         log(ps.rank == 0, cfg.metrics_file, cfg.tensorboard_dir),
@@ -68,6 +79,7 @@ struct Trainer::Impl {
     if (cfg.fp16) model->refresh_compute_weights();  // the store now holds f16-rounded values
     log_info(" > number of parameters on (tensor, pipeline) model parallel rank (", ps.tp_rank,
              ", 0): ", store.flat_values().numel());
+    log_info(" > training on ", cfg.device.str());
   }
 
   nlohmann::json state_json() const {
@@ -165,10 +177,12 @@ struct Trainer::Impl {
   // Mean of per-rank sums of `micro_batches_per_rank` micro-batches' losses over all DP
   // ranks, identical on every rank.
   LossTerms average_over_dp(const LossTerms& sum, int64_t micro_batches_per_rank) const {
-    Tensor sums = Tensor::from_vector(std::vector<double>{sum.lm, sum.sop}, {2});  // f64 [2]
-    ps.dp->all_reduce(sums);
+    // Logged host scalars: one all-reduce of a host f64 [2] over this stack array.
+    double sums[2] = {sum.lm, sum.sop};
+    Tensor t = Tensor::from_blob(sums, {2}, DType::F64);
+    ps.dp->all_reduce(t);
     const double n = double(micro_batches_per_rank * ps.dp_size);
-    return {sums.data<double>()[0] / n, sums.data<double>()[1] / n};
+    return {sums[0] / n, sums[1] / n};
   }
 
   // One iteration; returns false when the step was skipped (overflow).
@@ -191,7 +205,8 @@ struct Trainer::Impl {
     reduce_gradients_over_dp(store.flat_grads(), *ps.dp,
                              cfg.fp16 ? dp_average : dp_average / loss_scale);
     if (cfg.fp16) {
-      const bool overflow = found_overflow_anywhere(store.flat_grads(), *ps.world, true);
+      const bool overflow =
+          found_overflow_anywhere(store.flat_grads(), *ps.world, true, &optimizer->f16_scratch());
       scaler.update(overflow);
       if (overflow) {
         grad_norm.reset();

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/device.h"
 #include "distributed/communicator.h"
 #include "train/grad_scaler.h"
 #include "train/lr_schedule.h"
@@ -24,6 +25,9 @@
 namespace megatron {
 
 struct TrainerConfig {
+  // Where this rank computes: the parameter store's flat buffers (values, gradients, master
+  // weights, Adam moments) and the activations live there; batches are uploaded to it.
+  Device device = Device::CPU;
   int tensor_parallel = 1;
   int64_t micro_batch = 1;
   int64_t global_batch = 1;

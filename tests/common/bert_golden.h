@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/safetensors.h"
+#include "data/bert_data_loader.h"
 #include "model/bert_model.h"
 #include "model/hf_bert.h"
 #include "parallel/full_tensors.h"
@@ -49,23 +50,29 @@ inline BertGolden load_bert_golden(int64_t padded_vocab) {
   g.batch.pad_mask = Tensor::empty({b, s}, DType::U8);
   const int32_t* real = g.file->get("attention_mask").data<int32_t>();
   for (int64_t i = 0; i < b * s; ++i) g.batch.pad_mask.data<uint8_t>()[i] = real[i] ? 0 : 1;
-  // HF labels are -100 where no loss is taken: our loss mask is 0 there.
-  g.batch.labels = g.file->get("mlm_labels").clone();
-  g.batch.loss_mask = Tensor::empty({b, s}, DType::F32);
+  // HF labels are -100 where no loss is taken: our loss mask is 0 there, and the masked
+  // positions are the others (chosen on the host, as the data loader does).
+  const Tensor labels = g.file->get("mlm_labels").clone();
+  Tensor loss_mask = Tensor::empty({b, s}, DType::F32);
   for (int64_t i = 0; i < b * s; ++i)
-    g.batch.loss_mask.data<float>()[i] = g.batch.labels.data<int32_t>()[i] == -100 ? 0.0f : 1.0f;
+    loss_mask.data<float>()[i] = labels.data<int32_t>()[i] == -100 ? 0.0f : 1.0f;
+  const BertMaskedPositions masked = bert_masked_positions(labels, loss_mask);
+  g.batch.masked_rows = masked.rows;
+  g.batch.masked_labels = masked.labels;
+  g.batch.masked_weights = masked.weights;
   g.batch.sop_labels = g.file->get("sop_labels").clone();
   for (const std::string& name : g.file->names())
     if (name.rfind("grad.", 0) == 0) g.hf_grads[name.substr(5)] = g.file->get(name);
   return g;
 }
 
-// A BertModel on this rank holding the fixture's weights (dropout off).
+// A BertModel on this rank holding the fixture's weights (dropout off), on `device`.
 struct LoadedBert {
   ParameterStore store;
   std::unique_ptr<BertModel> model;
 
-  LoadedBert(const BertGolden& g, const ParallelState& ps) : store(ps.tp_rank, ps.tp_size) {
+  LoadedBert(const BertGolden& g, const ParallelState& ps, Device device = Device::CPU)
+      : store(ps.tp_rank, ps.tp_size, device) {
     BertConfig c = g.config;
     c.hidden_dropout = 0.0f;
     c.attention_dropout = 0.0f;

@@ -80,11 +80,12 @@ inline double golden_loss(const Gpt2Golden& g) {
   return g.file->get("loss").data<double>()[0];
 }
 
-// A GptModel for (ps.tp_rank of ps.tp_size) holding the fixture's weights.
+// A GptModel for (ps.tp_rank of ps.tp_size) holding the fixture's weights, on `device`.
 struct Gpt2FromFixture {
   ParameterStore store;
   std::unique_ptr<GptModel> model;
-  Gpt2FromFixture(const Gpt2Golden& g, const ParallelState& ps) : store(ps.tp_rank, ps.tp_size) {
+  Gpt2FromFixture(const Gpt2Golden& g, const ParallelState& ps, Device device = Device::CPU)
+      : store(ps.tp_rank, ps.tp_size, device) {
     model = std::make_unique<GptModel>(g.config, ps, store);
     store.allocate();
     assign_from_full_tensors(gpt_tensors_from_hf(g.hf.tensors, g.config), store);

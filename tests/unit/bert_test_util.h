@@ -6,6 +6,7 @@
 #include <random>
 
 #include "bert_reference.h"
+#include "data/bert_data_loader.h"
 #include "model/bert_model.h"
 
 namespace megatron::test {
@@ -69,9 +70,13 @@ inline BertBatch to_bert_batch(const RefBertInput& in, int64_t b, int64_t s) {
   batch.token_types =
       Tensor::from_vector(std::vector<int32_t>(in.types.begin(), in.types.end()), {b, s});
   batch.pad_mask = Tensor::from_vector(std::vector<uint8_t>(in.pad.begin(), in.pad.end()), {b, s});
-  batch.labels =
-      Tensor::from_vector(std::vector<int32_t>(in.labels.begin(), in.labels.end()), {b, s});
-  batch.loss_mask = Tensor::from_vector(in.loss_mask, {b, s});
+  // Megatron's masked positions, chosen on the host as the data loader does.
+  const BertMaskedPositions masked = bert_masked_positions(
+      Tensor::from_vector(std::vector<int32_t>(in.labels.begin(), in.labels.end()), {b, s}),
+      Tensor::from_vector(in.loss_mask, {b, s}));
+  batch.masked_rows = masked.rows;
+  batch.masked_labels = masked.labels;
+  batch.masked_weights = masked.weights;
   batch.sop_labels = Tensor::from_vector(std::vector<int32_t>(in.sop.begin(), in.sop.end()), {b});
   batch.first_sample = 5;
   batch.iteration = 3;

@@ -266,9 +266,28 @@ TEST(DataBertDataset, FactoryAndLoaderServeTheRanksSamples) {
       EXPECT_EQ(mb.token_types.data<int32_t>()[j * 32 + k], expected.token_types[size_t(k)]);
       EXPECT_EQ(mb.labels.data<int32_t>()[j * 32 + k], expected.labels[size_t(k)]);
       EXPECT_EQ(mb.loss_mask.data<float>()[j * 32 + k], expected.loss_mask[size_t(k)]);
-      EXPECT_EQ(mb.padding_mask.data<float>()[j * 32 + k], expected.padding_mask[size_t(k)]);
+      EXPECT_EQ(mb.pad_mask.data<uint8_t>()[j * 32 + k], expected.padding_mask[size_t(k)] ? 0 : 1);
     }
     EXPECT_EQ(mb.sop_labels.data<int32_t>()[j], expected.sop_label);
+  }
+  // The masked positions are the loss-masked (sample, position) pairs as sequence-major rows
+  // pos·b + sample, ascending, with their labels and weights.
+  const std::vector<int32_t> rows = mb.masked.rows.to_vector<int32_t>();
+  const std::vector<int32_t> labels = mb.masked.labels.to_vector<int32_t>();
+  const std::vector<float> weights = mb.masked.weights.to_vector<float>();
+  int64_t masked = 0;
+  for (int64_t i = 0; i < 2 * 32; ++i) masked += mb.loss_mask.data<float>()[i] != 0.0f;
+  EXPECT_GT(masked, 0);
+  ASSERT_EQ(int64_t(rows.size()), masked);
+  ASSERT_EQ(labels.size(), rows.size());
+  ASSERT_EQ(weights.size(), rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (i > 0) {
+      EXPECT_LT(rows[i - 1], rows[i]);
+    }
+    const int64_t pos = rows[i] / 2, j = rows[i] % 2;
+    EXPECT_EQ(mb.loss_mask.data<float>()[j * 32 + pos], weights[i]);
+    EXPECT_EQ(mb.labels.data<int32_t>()[j * 32 + pos], labels[i]);
   }
   loader.next();
   EXPECT_EQ(loader.consumed_samples(), 16);

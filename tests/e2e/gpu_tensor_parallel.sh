@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# TP=2 on one GPU: two processes share cuda:0 and talk through the MPI communicator, which
+# stages device tensors through host memory (--distributed-backend mpi). Same seed, same
+# global batch, dropout on, fp32: the 10 iterations must log the lm loss and grad norm of the
+# TP=1 run on the same GPU (relative <= 1e-4). Exits 77 (CTest's skip) when the binary has no
+# CUDA or no GPU is visible.
+set -euo pipefail
+: "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+export OMP_NUM_THREADS=1
+
+FLAGS=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32
+       --max-position-embeddings 32 --mock-data --vocab-size 128 --make-vocab-size-divisible-by 32
+       --micro-batch-size 8 --global-batch-size 8 --lr 1e-3 --lr-warmup-iters 2
+       --lr-decay-style cosine --min-lr 1e-4 --weight-decay 0.1 --clip-grad 1.0 --seed 42
+       --log-interval 1 --eval-interval 1000 --eval-iters 0 --device cuda:0)
+
+# Skip unless this binary can train on a GPU here.
+if ! "$MEGATRON_BINARY" pretrain-gpt "${FLAGS[@]}" --train-iters 1 \
+     > "$WORK/probe.log" 2>&1; then
+  if grep -q -e "built without CUDA" -e "no GPU is visible" "$WORK/probe.log"; then
+    echo "SKIP: no CUDA build or no GPU: $(grep -m1 error "$WORK/probe.log")"
+    exit 77
+  fi
+  cat "$WORK/probe.log"
+  echo "FAIL: the GPU probe run failed"
+  exit 1
+fi
+
+run() {  # run NAME NP TP
+  local name=$1 np=$2 tp=$3
+  timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np "$np" \
+    "$MEGATRON_BINARY" pretrain-gpt "${FLAGS[@]}" --train-iters 10 \
+    --tensor-model-parallel-size "$tp" --distributed-backend mpi \
+    --metrics-file "$WORK/$name.jsonl" \
+    > "$WORK/$name.log" 2>&1 || { cat "$WORK/$name.log"; echo "FAIL: run $name"; exit 1; }
+}
+
+run tp1 1 1
+run tp2 2 2
+grep -q "training on cuda:0" "$WORK/tp2.log" || { cat "$WORK/tp2.log"; echo "FAIL: not on the GPU"; exit 1; }
+
+echo "== TP=1 vs TP=2 on one GPU"
+node "$MEGATRON_SOURCE_DIR/tests/e2e/compare_metrics.js" "$WORK/tp1.jsonl" "$WORK/tp2.jsonl" \
+  --from 1 --to 10 --rtol 1e-4
+node -e '
+  const r = require("fs").readFileSync(process.argv[1], "utf8").trim().split("\n")
+              .map(JSON.parse).filter(x => x.type === "train");
+  if (r.length !== 10 || !(r[9].lm_loss < r[0].lm_loss)) {
+    console.error("loss did not decrease over 10 iterations:", r.map(x => x.lm_loss));
+    process.exit(1);
+  }' "$WORK/tp1.jsonl"
+echo "TP=2 on one GPU: OK"
