@@ -9,6 +9,7 @@
 #include "data/bert_datasets_factory.h"
 #include "data/bert_masking.h"
 #include "data/tokenizer.h"
+#include "data/tokenizer_identity.h"
 #include "distributed/agreement.h"
 #include "distributed/backend.h"
 #include "distributed/runtime.h"
@@ -82,6 +83,7 @@ int run_pretrain_bert(int argc, char** argv) {
   // by the lowest failing rank, and ends every rank (distributed/agreement.h).
   BertConfig model;
   BertDatasets data;
+  nlohmann::json tokenizer_id;
   run_on_all_ranks(*world, "", [&] {
     validate_training_args(args, world->size());
     MT_REQUIRE(!args.mock_data, "--mock-data is not supported by pretrain-bert: give --data-path");
@@ -127,9 +129,12 @@ int run_pretrain_bert(int argc, char** argv) {
     const int64_t train = args.train_iters * gb;
     const int64_t valid = (args.train_iters / args.eval_interval + 1) * args.eval_iters * gb;
     data = build_bert_datasets(args.data_path, args.split, d, {train, valid, args.eval_iters * gb});
+    tokenizer_id = tokenizer_identity(o, *tokenizer);
   });
 
-  Trainer trainer(trainer_config(args, table), world,
+  TrainerConfig config = trainer_config(args, table);
+  config.tokenizer = tokenizer_id;
+  Trainer trainer(std::move(config), world,
                   bert_step_factory(std::move(model), data.train, data.valid));
   trainer.run();
   return 0;

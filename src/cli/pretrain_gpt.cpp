@@ -27,16 +27,19 @@ int run_pretrain_gpt(int argc, char** argv) {
       make_world_communicator(args.distributed_backend, args.compute_device);
   // Every rank validates the same flags and opens the same files: a failure is reported once,
   // by the lowest failing rank, and ends every rank (distributed/agreement.h).
+  Vocabulary vocab;
   GptStepConfig model;
   GptDatasets data;
   run_on_all_ranks(*world, "", [&] {
     validate_training_args(args, world->size());
     log_line(table.format());
-    const Vocabulary vocab = build_vocabulary(args);
+    vocab = build_vocabulary(args);
     model = gpt_step_config(args, vocab, eod_mask_loss);
     data = build_gpt_data(args, vocab);
   });
-  Trainer trainer(trainer_config(args, table), world,
+  TrainerConfig config = trainer_config(args, table);
+  config.tokenizer = vocab.identity;
+  Trainer trainer(std::move(config), world,
                   gpt_step_factory(std::move(model), data.train, data.valid));
   trainer.run();
   return 0;

@@ -9,10 +9,11 @@
 //   state.json             what the trainer handed over (iteration, scheduler, RNG, args, ...)
 // In both safetensors files the __metadata__ holds, per tensor name, where the stored slice
 // sits in the full tensor — {"full_shape":[3072,768],"partition_dim":0,"slice_start":768}
-// (partition_dim -1: replicated, the whole tensor) and "crc32c", the CRC-32C of the stored
-// bytes, verified before any byte of the tensor is used (a mismatch is an Error naming the
-// file and the tensor; checkpoints written before checksums load unverified) — plus the file's
-// own coordinates:
+// (partition_dim -1: replicated, the whole tensor; "vocab_rows": N for a vocabulary padded
+// past N real rows, ParamSpec::vocab_rows) and "crc32c", the CRC-32C of the stored bytes,
+// verified before any byte of the tensor is used (a mismatch is an Error naming the file and
+// the tensor; checkpoints written before checksums load unverified) — plus the file's own
+// coordinates:
 // format "megatron-cpp", iteration, tensor/pipeline model-parallel size and rank, and for
 // the optimizer file the buffer names ("optimizer_buffers": ["exp_avg","exp_avg_sq"]), and
 // for the model file "state_crc32c", the checksum of the rank's state.json.
@@ -36,7 +37,8 @@ struct ShardPlacement {
   Shape full_shape;
   int partition_dim = -1;  // -1: the stored tensor is the whole tensor
   int64_t slice_start = 0;
-  int64_t crc32c = -1;  // CRC-32C of the stored bytes; -1: not recorded (older checkpoints)
+  int64_t vocab_rows = 0;  // > 0: dim 0 is a vocabulary padded past this many real rows
+  int64_t crc32c = -1;     // CRC-32C of the stored bytes; -1: not recorded (older checkpoints)
 };
 
 struct RankCoordinates {
