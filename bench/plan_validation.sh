@@ -30,7 +30,7 @@ MPI=(mpirun --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREAD
 machine() {
   local name="$1" np="$2"
   local flags=(bench --mode machine --output "$OUT/$name.json" --tokens 512 1024
-               --min-time 0.15 --dtype f32)
+               --min-time 0.3 --dtype f32)
   if [[ "$np" == 1 ]]; then
     OMP_NUM_THREADS=2 "$BIN" "${flags[@]}" --name "this machine: 1 process x 2 threads" \
       2>> "$OUT/machine.log"

@@ -151,7 +151,7 @@ size() {
   [[ -d "$DEST" ]] && say "unpacked (.gpu-bundle/root, rebuilt there by scripts/gpu_check.sh): $(du -sh "$DEST" | cut -f1)"
   local tree
   tree=$(cd "$ROOT" && git ls-files -co --exclude-standard -z | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
-  say "working tree that travels besides carried paths: $((tree / 1024 / 1024)) MiB (limit 64 MiB with carried paths)"
+  say "working tree that travels besides carried paths: $(awk -v b="$tree" 'BEGIN { printf "%.1f", b / 1048576 }') MiB (limit 64 MiB with carried paths)"
 }
 
 case "${1:-all}" in

@@ -123,6 +123,14 @@ if [[ "$CUDA_MODE" == ON ]]; then
   # Only this GPU's architecture: half the device code to compile.
   [[ -n "$GPU_ARCH" ]] && CMAKE_ARGS+=(-DCMAKE_CUDA_ARCHITECTURES="$GPU_ARCH")
 fi
+# A bundled OpenMPI that cannot run here (e.g. an image with an older glibc than Debian 12's)
+# would leave megatron unable to start: then build without MPI (single process) instead.
+if [[ -x "$BUNDLE/root/usr/bin/orterun" ]] && ! command -v mpicxx >/dev/null; then
+  if ! (eval "$(bash "$ROOT/scripts/gpu_bundle.sh" env)" && timeout 30 mpirun --version) >/dev/null 2>&1; then
+    say "bundled OpenMPI does not run on this machine: building without MPI (no TP=2 test)"
+    CMAKE_ARGS+=(-DMEGATRON_USE_MPI=OFF)
+  fi
+fi
 BUILT=0
 if stage configure 120 "$OUT/build.log" cmake "${CMAKE_ARGS[@]}"; then
   TARGETS=(megatron)

@@ -119,14 +119,13 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
     if (e != 4) out.add(N * V * e);  // d(logits) cast to bf16
     out.add(N * h * e);              // d(hidden)
   } else {
+    // The masked positions (rows, labels, weights) come with the batch (data layer).
     const double n = std::round(m.mask_prob * N), V = c.vocab_local, b = c.b;
-    out.add(N * 4, 2);      // loss mask, labels
     out.add(n * h * e);     // scored rows
     out.add(n * h * e, 2);  // LM head dense output, GeLU output
     out.add(n * 4, 2);      // LM head LayerNorm mean, rstd
     out.add(n * h * e);     // LM head LayerNorm output
     out.add(n * V * 4);     // f32 logits
-    out.add(n * 4);         // target ids
     out.add(n * 4);         // row max
     out.add(2 * n * 4);     // Σexp, target logit
     out.add(n * 4);         // per-token loss
@@ -134,11 +133,13 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
       out.add(b * h * 4, 2);  // [CLS] rows, pooled (f32)
       out.add(b * 2 * 4);     // sentence-order logits
       out.add(b * 4, 4);      // row max, Σexp, target, loss
+      out.add(b * 4);         // ones: the weights of the mean loss
     }
-    out.add(N * h * e);              // backward: d(hidden), zeroed
-    out.add(n * 4);                  // d(loss)
+    out.add(n * 4);                  // backward: d(loss)
     if (e != 4) out.add(n * V * e);  // d(logits) cast to bf16
     out.add(n * h * e, 4);           // LM head backward
+    out.add(N * h * 4);              // d(hidden): the rows' gradients scattered (f32)
+    if (e != 4) out.add(N * h * e);  // d(hidden) cast to the compute dtype
     if (m.bert_binary_head) {
       out.add(b * 4);         // d(loss)
       out.add(b * 2 * 4);     // d(logits)

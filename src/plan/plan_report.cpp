@@ -197,15 +197,17 @@ std::string format_plan(const Plan& p) {
            ms(t.gemm).c_str(), ms(t.memory_bound).c_str());
   o += fmt("    %-28s %12s  issued, %s exposed\n", "tensor-parallel collectives",
            ms(t.tp_comm).c_str(), ms(t.tp_exposed).c_str());
-  auto comm_rows = [&](const std::vector<CommTerm>& terms, double per) {
+  auto comm_rows = [&](const std::vector<CommTerm>& terms, double per, const char* where) {
     for (const CommTerm& c : terms)
-      o += fmt("      %-44s %5.3g x %9s %10s%s\n", c.name.c_str(), c.calls * per,
+      o += fmt("      %-44s %5.3g x %9s %10s%s%s\n", c.name.c_str(), c.calls * per,
                bytes(c.bytes).c_str(), ms(c.seconds * per).c_str(),
-               c.overlapped > 0 ? fmt(" (%s hidden)", ms(c.overlapped * per).c_str()).c_str() : "");
+               c.overlapped > 0 ? fmt(" (%s hidden)", ms(c.overlapped * per).c_str()).c_str() : "",
+               where);
   };
-  comm_rows(t.microbatch.layer_comm, double(p.model.num_layers) / l.pipeline_parallel);
-  comm_rows(t.microbatch.embedding_comm, 1);
-  comm_rows(t.microbatch.output_comm, 1);
+  const bool pp = l.pipeline_parallel > 1;
+  comm_rows(t.microbatch.layer_comm, double(p.model.num_layers) / l.pipeline_parallel, "");
+  comm_rows(t.microbatch.embedding_comm, 1, pp ? " [first stage]" : "");
+  comm_rows(t.microbatch.output_comm, 1, pp ? " [last stage]" : "");
   if (l.pipeline_parallel > 1)
     o += fmt("    %-28s %12s\n", "pipeline send/recv", ms(t.pp_p2p).c_str());
   o += fmt("    %-28s %12s\n", "stage total", ms(t.stage).c_str());
@@ -291,7 +293,8 @@ json search_to_json(const ModelSpec& model, const Machine& machine, Implementati
     best.push_back({{"layout", layout_json(c.layout)},
                     {"peak_bytes", c.memory.peak()},
                     {"time", time_json(c.time)}});
-  return {{"machine", machine.name},
+  return {{"model", family_name(model.family)},
+          {"machine", machine.name},
           {"implementation", implementation_name(impl)},
           {"devices", devices},
           {"evaluated", r.evaluated},

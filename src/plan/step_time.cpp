@@ -1,6 +1,7 @@
 #include "plan/step_time.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "plan/parameter_count.h"
 
@@ -130,25 +131,33 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
   const GroupPlacement dp_group =
       place_group(l.data_parallel, l.tensor_parallel, machine.devices_per_node);
   const double grad_bytes = local * grad_reduce_bytes(l, impl);
+  // Gradients go in buckets, each its own collective (latency paid per bucket): megatron-cpp
+  // 2^22 elements (train/grad_reduction.h), Megatron-LM max(40M, 1M·d) elements, the 2019
+  // code one flat buffer after the backward or PyTorch DDP's 25 MB buckets when overlapped.
+  double bucket_elements = std::max(40e6, 1e6 * l.data_parallel);
+  if (impl == Implementation::kMegatronCpp) bucket_elements = double(int64_t(1) << 22);
+  if (impl == Implementation::kMegatronLm2019)
+    bucket_elements = l.overlap_grad_reduce ? 25e6 / grad_reduce_bytes(l, impl) : local;
+  const double buckets = std::ceil(local / bucket_elements);
+  auto bucketed = [&](Collective op, double bytes) {
+    return buckets * collective_seconds(machine, op, bytes / buckets, dp_group);
+  };
   double reduce = 0, gather = 0;
   if (l.distributed_optimizer) {
-    reduce = collective_seconds(machine, Collective::kReduceScatter, grad_bytes, dp_group);
-    gather = collective_seconds(machine, Collective::kAllGather,
-                                local * (l.precision == Precision::kFp32 ? 4.0 : 2.0), dp_group);
+    reduce = bucketed(Collective::kReduceScatter, grad_bytes);
+    gather =
+        bucketed(Collective::kAllGather, local * (l.precision == Precision::kFp32 ? 4.0 : 2.0));
   } else {
-    reduce = collective_seconds(machine, Collective::kAllReduce, grad_bytes, dp_group);
+    reduce = bucketed(Collective::kAllReduce, grad_bytes);
   }
   r.dp_comm = reduce + gather;
   // The reduction of a bucket can start once the last micro-batch's backward produced it.
-  const double bucket_elements = impl == Implementation::kMegatronLm2019
-                                     ? 25e6 / grad_reduce_bytes(l, impl)
-                                     : std::max(40e6, 1e6 * l.data_parallel);
   auto exposed_part = [&](double comm, double window, Collective op, double bucket_bytes) {
     const double tail = std::min(comm, collective_seconds(machine, op, bucket_bytes, dp_group));
     const double hidden = std::min(comm - tail, window);
     return comm - hidden + machine.overlap_slowdown * hidden;
   };
-  const double bucket = std::min(local, bucket_elements) * grad_reduce_bytes(l, impl);
+  const double bucket = grad_bytes / buckets;
   double dp_exposed = l.overlap_grad_reduce
                           ? exposed_part(reduce, slowest->bwd.total(),
                                          l.distributed_optimizer ? Collective::kReduceScatter
@@ -158,7 +167,7 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
   if (gather > 0) {
     dp_exposed += l.overlap_param_gather
                       ? exposed_part(gather, slowest->fwd.total(), Collective::kAllGather,
-                                     std::min(local, bucket_elements) * 2.0)
+                                     local * 2.0 / buckets)
                       : gather;
   }
   r.dp_exposed = dp_exposed;

@@ -4,6 +4,7 @@
 // (2022) Table 2, and the arenas of GptModel / BertModel after a real training step.
 #include <gtest/gtest.h>
 
+#include "data/bert_data_loader.h"
 #include "model/bert_model.h"
 #include "model/gpt_model.h"
 #include "model_test_util.h"
@@ -286,8 +287,11 @@ TEST_P(PlanArena, BertPredictsTheArenasExactly) {
   batch.tokens = Tensor::from_vector(ids, {b, s});
   batch.token_types = Tensor::from_vector(types, {b, s});
   batch.pad_mask = Tensor::from_vector(pad, {b, s});
-  batch.labels = Tensor::from_vector(ids, {b, s});
-  batch.loss_mask = Tensor::from_vector(mask, {b, s});
+  const BertMaskedPositions masked = bert_masked_positions(Tensor::from_vector(ids, {b, s}),
+                                                           Tensor::from_vector(mask, {b, s}));
+  batch.masked_rows = masked.rows;
+  batch.masked_labels = masked.labels;
+  batch.masked_weights = masked.weights;
   batch.sop_labels = Tensor::from_vector(std::vector<int32_t>{0, 1}, {b});
   model.forward_backward(batch, 1.0f, 3);
 
