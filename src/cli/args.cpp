@@ -3,11 +3,15 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <sstream>
 
 #include "cli/device_setup.h"
 #include "core/error.h"
+#include "core/logging.h"
 #include "kernels/gemm_options.h"
 
 namespace megatron::cli {
@@ -61,13 +65,50 @@ nlohmann::json to_json_value(const T& v) {
   return nlohmann::json(v);
 }
 
+// CLI11 converts integers with strtoll/strtoull, which saturate out-of-range values, wrap
+// negative ones into unsigned types and read "010" as octal; and it takes "nan" and "inf" as
+// numbers. Values are therefore checked first: a decimal integer that fits the field, or a
+// finite number.
+template <typename T>
+CLI::Validator number_validator() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        if constexpr (std::is_integral_v<T>) {
+          T v{};
+          const char* begin = value.data() + (value.size() > 1 && value[0] == '+');
+          const char* end = value.data() + value.size();
+          const auto [ptr, ec] = std::from_chars(begin, end, v);
+          if (ec == std::errc() && ptr == end) {
+            value = std::to_string(v);  // plain decimal for CLI11 ("010" is not octal)
+            return "";
+          }
+          if (std::is_unsigned_v<T> && !value.empty() && value[0] == '-')
+            return "'" + value + "' is negative, expected a non-negative integer";
+          return "'" + value + "' is not an integer in [" +
+                 std::to_string(std::numeric_limits<T>::min()) + ", " +
+                 std::to_string(std::numeric_limits<T>::max()) + "]";
+        } else {
+          char* end = nullptr;
+          const double v = std::strtod(value.c_str(), &end);
+          if (value.empty() || end != value.c_str() + value.size())
+            return "'" + value + "' is not a number";
+          if (!std::isfinite(v)) return "'" + value + "' is not a finite number";
+          return "";
+        }
+      },
+      std::is_integral_v<T> ? "INT" : "FLOAT", "number");
+}
+
 }  // namespace
 
 template <typename T>
 void ArgTable::add(const std::string& flag, T& field, const std::string& help) {
   if constexpr (std::is_same_v<T, std::optional<double>>) {
     app_.add_option_function<double>(
-        flag, [&field](const double& v) { field = v; }, help);
+            flag, [&field](const double& v) { field = v; }, help)
+        ->transform(number_validator<double>());
+  } else if constexpr (std::is_arithmetic_v<T>) {
+    app_.add_option(flag, field, help)->transform(number_validator<T>());
   } else {
     app_.add_option(flag, field, help);
   }
@@ -86,6 +127,14 @@ template void ArgTable::add(const std::string&, std::vector<std::string>&, const
 
 void ArgTable::add_flag(const std::string& flag, bool& field, const std::string& help) {
   app_.add_flag(flag, field, help);
+  const std::string name = attribute_name(flag);
+  printers_.emplace_back(name, [&field] { return show(field); });
+  jsoners_.emplace_back(name, [&field] { return nlohmann::json(field); });
+}
+
+void ArgTable::add_negatable_flag(const std::string& flag, const std::string& negation, bool& field,
+                                  const std::string& help) {
+  app_.add_flag(flag + ",!" + negation, field, help);
   const std::string name = attribute_name(flag);
   printers_.emplace_back(name, [&field] { return show(field); });
   jsoners_.emplace_back(name, [&field] { return nlohmann::json(field); });
@@ -201,6 +250,12 @@ void add_training_args(ArgTable& t, Args& a) {
   t.add_flag("--no-load-optim", a.no_load_optim, "do not load optimizer state");
   t.add_flag("--no-load-rng", a.no_load_rng, "do not load the RNG state");
   t.add_flag("--finetune", a.finetune, "load weights only and start at iteration 0");
+  t.add_negatable_flag("--check-for-nan-in-loss-and-grad", "--no-check-for-nan-in-loss-and-grad",
+                       a.check_for_nan_in_loss_and_grad,
+                       "stop when the loss, the gradient norm or the weights become inf/NaN "
+                       "(default on)");
+  t.add_flag("--exit-signal-handler", a.exit_signal_handler,
+             "on SIGTERM/SIGINT: finish the iteration, save a checkpoint and exit 0");
 
   t.add("--log-interval", a.log_interval, "iterations between log lines");
   t.add("--eval-interval", a.eval_interval, "iterations between validations");
@@ -211,7 +266,7 @@ void add_training_args(ArgTable& t, Args& a) {
 
 void validate_training_args(Args& a, int world_size) {
   auto positive = [](int64_t v, const char* flag) {
-    MT_CHECK(v > 0, flag, " must be given and positive, got ", v);
+    MT_REQUIRE(v > 0, flag, " must be given and positive, got ", v);
   };
   positive(a.num_layers, "--num-layers");
   positive(a.hidden_size, "--hidden-size");
@@ -221,103 +276,126 @@ void validate_training_args(Args& a, int world_size) {
   positive(a.tensor_model_parallel_size, "--tensor-model-parallel-size");
   positive(a.log_interval, "--log-interval");
   positive(a.eval_interval, "--eval-interval");
-  MT_CHECK(a.eval_iters >= 0, "--eval-iters must be >= 0, got ", a.eval_iters);
-  MT_CHECK(a.ffn_hidden_size >= 0, "--ffn-hidden-size must be positive, got ", a.ffn_hidden_size);
-  MT_CHECK(a.make_vocab_size_divisible_by > 0,
-           "--make-vocab-size-divisible-by must be positive, got ", a.make_vocab_size_divisible_by);
+  MT_REQUIRE(a.eval_iters >= 0, "--eval-iters must be >= 0, got ", a.eval_iters);
+  MT_REQUIRE(a.ffn_hidden_size >= 0, "--ffn-hidden-size must be positive, got ", a.ffn_hidden_size);
+  MT_REQUIRE(a.make_vocab_size_divisible_by > 0,
+             "--make-vocab-size-divisible-by must be positive, got ",
+             a.make_vocab_size_divisible_by);
 
-  MT_CHECK(a.pipeline_model_parallel_size == 1, "--pipeline-model-parallel-size ",
-           a.pipeline_model_parallel_size,
-           " is not supported: pipeline parallelism is not implemented yet, use 1");
-  MT_CHECK(a.hidden_size % a.num_attention_heads == 0, "--hidden-size ", a.hidden_size,
-           " must be divisible by --num-attention-heads ", a.num_attention_heads);
+  MT_REQUIRE(a.pipeline_model_parallel_size == 1, "--pipeline-model-parallel-size ",
+             a.pipeline_model_parallel_size,
+             " is not supported: pipeline parallelism is not implemented yet, use 1");
+  MT_REQUIRE(a.hidden_size % a.num_attention_heads == 0, "--hidden-size ", a.hidden_size,
+             " must be divisible by --num-attention-heads ", a.num_attention_heads);
   const int tp = a.tensor_model_parallel_size;
-  MT_CHECK(a.num_attention_heads % tp == 0, "--num-attention-heads ", a.num_attention_heads,
-           " must be divisible by --tensor-model-parallel-size ", tp);
-  MT_CHECK(a.effective_ffn_hidden_size() % tp == 0, "--ffn-hidden-size ",
-           a.effective_ffn_hidden_size(), " must be divisible by --tensor-model-parallel-size ",
-           tp);
-  MT_CHECK(a.distributed_backend.empty() || a.distributed_backend == "nccl" ||
-               a.distributed_backend == "mpi",
-           "--distributed-backend must be nccl or mpi, got '", a.distributed_backend, "'");
-  MT_CHECK(world_size % tp == 0, "the world size ", world_size,
-           " (number of processes) must be divisible by --tensor-model-parallel-size ", tp);
+  MT_REQUIRE(a.num_attention_heads % tp == 0, "--num-attention-heads ", a.num_attention_heads,
+             " must be divisible by --tensor-model-parallel-size ", tp);
+  MT_REQUIRE(a.effective_ffn_hidden_size() % tp == 0, "--ffn-hidden-size ",
+             a.effective_ffn_hidden_size(), " must be divisible by --tensor-model-parallel-size ",
+             tp);
+  MT_REQUIRE(a.distributed_backend.empty() || a.distributed_backend == "nccl" ||
+                 a.distributed_backend == "mpi",
+             "--distributed-backend must be nccl or mpi, got '", a.distributed_backend, "'");
+  MT_REQUIRE(world_size % tp == 0, "the world size ", world_size,
+             " (number of processes) must be divisible by --tensor-model-parallel-size ", tp);
   a.world_size = world_size;
   a.data_parallel_size = world_size / tp;
 
   if (a.max_position_embeddings == 0) a.max_position_embeddings = a.seq_length;
-  MT_CHECK(a.max_position_embeddings >= a.seq_length, "--max-position-embeddings ",
-           a.max_position_embeddings, " must be >= --seq-length ", a.seq_length);
+  MT_REQUIRE(a.max_position_embeddings >= a.seq_length, "--max-position-embeddings ",
+             a.max_position_embeddings, " must be >= --seq-length ", a.seq_length);
 
   const int64_t per_step = a.micro_batch_size * a.data_parallel_size;
   if (a.global_batch_size == 0) a.global_batch_size = per_step;
-  MT_CHECK(a.global_batch_size > 0 && a.global_batch_size % per_step == 0, "--global-batch-size ",
-           a.global_batch_size, " must be a positive multiple of --micro-batch-size ",
-           a.micro_batch_size, " x data-parallel size ", a.data_parallel_size, " (= ", per_step,
-           ")");
+  MT_REQUIRE(a.global_batch_size > 0 && a.global_batch_size % per_step == 0, "--global-batch-size ",
+             a.global_batch_size, " must be a positive multiple of --micro-batch-size ",
+             a.micro_batch_size, " x data-parallel size ", a.data_parallel_size, " (= ", per_step,
+             ")");
 
-  MT_CHECK(
+  MT_REQUIRE(
       a.train_iters >= 0 && a.train_samples >= 0 && (a.train_iters > 0) != (a.train_samples > 0),
       "exactly one of --train-iters and --train-samples must be given (positive)");
+  // Sample counts (train, and validation: eval_iters per evaluation) must fit in 64 bits.
+  auto fits = [](std::initializer_list<int64_t> factors) {
+    int64_t product = 1;
+    for (int64_t f : factors)
+      if (__builtin_mul_overflow(product, f, &product)) return false;
+    return true;
+  };
+  MT_REQUIRE(fits({a.train_iters, a.global_batch_size, a.seq_length}) &&
+                 fits({a.train_iters / a.eval_interval + 1, a.eval_iters, a.global_batch_size,
+                       a.seq_length}),
+             "--train-iters ", a.train_iters, " is too large: its samples (x --global-batch-size ",
+             a.global_batch_size, ") and tokens do not fit in 64 bits");
   if (a.train_samples > 0) {
     a.train_iters = a.train_samples / a.global_batch_size;  // Megatron's rule
-    MT_CHECK(a.train_iters > 0, "--train-samples ", a.train_samples,
-             " is less than one --global-batch-size ", a.global_batch_size);
-    MT_CHECK(a.lr_decay_iters == 0 && a.lr_warmup_iters == 0,
-             "with --train-samples use --lr-decay-samples / --lr-warmup-samples, not the "
-             "*-iters flags");
+    MT_REQUIRE(a.train_iters > 0, "--train-samples ", a.train_samples,
+               " is less than one --global-batch-size ", a.global_batch_size);
+    MT_REQUIRE(a.lr_decay_iters == 0 && a.lr_warmup_iters == 0,
+               "with --train-samples use --lr-decay-samples / --lr-warmup-samples, not the "
+               "*-iters flags");
   } else {
-    MT_CHECK(a.lr_decay_samples == 0 && a.lr_warmup_samples == 0,
-             "with --train-iters use --lr-decay-iters / --lr-warmup-iters, not the *-samples "
-             "flags");
+    MT_REQUIRE(a.lr_decay_samples == 0 && a.lr_warmup_samples == 0,
+               "with --train-iters use --lr-decay-iters / --lr-warmup-iters, not the *-samples "
+               "flags");
   }
-  MT_CHECK(a.lr.has_value() && *a.lr >= 0, "--lr must be given (the peak learning rate)");
-  MT_CHECK(a.min_lr >= 0 && a.min_lr <= *a.lr, "--min-lr ", a.min_lr,
-           " must be between 0 and --lr ", *a.lr);
-  MT_CHECK(a.lr_decay_style == "constant" || a.lr_decay_style == "linear" ||
-               a.lr_decay_style == "cosine",
-           "--lr-decay-style must be constant, linear or cosine, got '", a.lr_decay_style, "'");
-  MT_CHECK(!(a.lr_warmup_fraction && (a.lr_warmup_iters > 0 || a.lr_warmup_samples > 0)),
-           "--lr-warmup-fraction cannot be combined with --lr-warmup-iters/--lr-warmup-samples");
-  MT_CHECK(!a.lr_warmup_fraction || (*a.lr_warmup_fraction >= 0 && *a.lr_warmup_fraction <= 1),
-           "--lr-warmup-fraction must be in [0, 1]");
-  MT_CHECK(a.lr_warmup_iters >= 0 && a.lr_warmup_samples >= 0 && a.lr_decay_iters >= 0 &&
-               a.lr_decay_samples >= 0,
-           "--lr-warmup-*/--lr-decay-* must be >= 0");
-  MT_CHECK(a.clip_grad >= 0, "--clip-grad must be >= 0, got ", a.clip_grad);
-  MT_CHECK(a.weight_decay >= 0, "--weight-decay must be >= 0, got ", a.weight_decay);
+  MT_REQUIRE(a.lr.has_value(), "--lr must be given (the peak learning rate)");
+  MT_REQUIRE(*a.lr >= 0, "--lr must be >= 0, got ", *a.lr);
+  MT_REQUIRE(a.min_lr >= 0 && a.min_lr <= *a.lr, "--min-lr ", a.min_lr,
+             " must be between 0 and --lr ", *a.lr);
+  MT_REQUIRE(a.lr_decay_style == "constant" || a.lr_decay_style == "linear" ||
+                 a.lr_decay_style == "cosine",
+             "--lr-decay-style must be constant, linear or cosine, got '", a.lr_decay_style, "'");
+  MT_REQUIRE(!(a.lr_warmup_fraction && (a.lr_warmup_iters > 0 || a.lr_warmup_samples > 0)),
+             "--lr-warmup-fraction cannot be combined with --lr-warmup-iters/--lr-warmup-samples");
+  MT_REQUIRE(!a.lr_warmup_fraction || (*a.lr_warmup_fraction >= 0 && *a.lr_warmup_fraction <= 1),
+             "--lr-warmup-fraction must be in [0, 1]");
+  MT_REQUIRE(a.lr_warmup_iters >= 0 && a.lr_warmup_samples >= 0 && a.lr_decay_iters >= 0 &&
+                 a.lr_decay_samples >= 0,
+             "--lr-warmup-*/--lr-decay-* must be >= 0");
+  MT_REQUIRE(a.clip_grad >= 0, "--clip-grad must be >= 0, got ", a.clip_grad);
+  MT_REQUIRE(a.weight_decay >= 0, "--weight-decay must be >= 0, got ", a.weight_decay);
+  MT_REQUIRE(a.adam_beta1 >= 0 && a.adam_beta1 < 1, "--adam-beta1 must be in [0, 1), got ",
+             a.adam_beta1);
+  MT_REQUIRE(a.adam_beta2 >= 0 && a.adam_beta2 < 1, "--adam-beta2 must be in [0, 1), got ",
+             a.adam_beta2);
+  MT_REQUIRE(a.adam_eps > 0, "--adam-eps must be > 0, got ", a.adam_eps,
+             " (Adam divides by sqrt(v) + eps)");
+  MT_REQUIRE(a.layernorm_epsilon > 0, "--layernorm-epsilon must be > 0, got ", a.layernorm_epsilon,
+             " (LayerNorm divides by sqrt(variance + eps))");
+  MT_REQUIRE(a.init_method_std >= 0, "--init-method-std must be >= 0, got ", a.init_method_std);
 
-  MT_CHECK(!(a.bf16 && a.fp16), "--bf16 and --fp16 cannot both be given");
-  MT_CHECK(!a.loss_scale || *a.loss_scale > 0, "--loss-scale must be positive");
-  MT_CHECK(
+  MT_REQUIRE(!(a.bf16 && a.fp16), "--bf16 and --fp16 cannot both be given");
+  MT_REQUIRE(!a.loss_scale || *a.loss_scale > 0, "--loss-scale must be positive");
+  MT_REQUIRE(
       a.initial_loss_scale > 0 && a.min_loss_scale > 0 && a.min_loss_scale <= a.initial_loss_scale,
       "--min-loss-scale must be positive and <= --initial-loss-scale");
-  MT_CHECK(a.loss_scale_window > 0, "--loss-scale-window must be positive");
-  MT_CHECK(a.hysteresis > 0, "--hysteresis must be positive");
+  MT_REQUIRE(a.loss_scale_window > 0, "--loss-scale-window must be positive");
+  MT_REQUIRE(a.hysteresis > 0, "--hysteresis must be positive");
 
-  MT_CHECK(a.recompute_granularity.empty() || a.recompute_granularity == "full",
-           "--recompute-granularity '", a.recompute_granularity,
-           "' is not supported: only 'full' (selective recompute is not implemented)");
-  MT_CHECK(a.hidden_dropout >= 0 && a.hidden_dropout < 1, "--hidden-dropout must be in [0, 1)");
-  MT_CHECK(a.attention_dropout >= 0 && a.attention_dropout < 1,
-           "--attention-dropout must be in [0, 1)");
+  MT_REQUIRE(a.recompute_granularity.empty() || a.recompute_granularity == "full",
+             "--recompute-granularity '", a.recompute_granularity,
+             "' is not supported: only 'full' (selective recompute is not implemented)");
+  MT_REQUIRE(a.hidden_dropout >= 0 && a.hidden_dropout < 1, "--hidden-dropout must be in [0, 1)");
+  MT_REQUIRE(a.attention_dropout >= 0 && a.attention_dropout < 1,
+             "--attention-dropout must be in [0, 1)");
 
-  MT_CHECK(a.mock_data || !a.data_path.empty(),
-           "no training data: give --data-path PREFIX (or W1 PREFIX1 W2 PREFIX2 ...) or "
-           "--mock-data");
-  MT_CHECK(!(a.mock_data && !a.data_path.empty()),
-           "--mock-data and --data-path cannot both be given");
+  MT_REQUIRE(a.mock_data || !a.data_path.empty(),
+             "no training data: give --data-path PREFIX (or W1 PREFIX1 W2 PREFIX2 ...) or "
+             "--mock-data");
+  MT_REQUIRE(!(a.mock_data && !a.data_path.empty()),
+             "--mock-data and --data-path cannot both be given");
   if (a.mock_data) {
-    MT_CHECK(a.vocab_size > 0 || !a.tokenizer_type.empty(),
-             "--mock-data needs --vocab-size (or a --tokenizer-type to take it from)");
+    MT_REQUIRE(a.vocab_size > 0 || !a.tokenizer_type.empty(),
+               "--mock-data needs --vocab-size (or a --tokenizer-type to take it from)");
   } else {
-    MT_CHECK(!a.tokenizer_type.empty(), "--data-path needs --tokenizer-type");
+    MT_REQUIRE(!a.tokenizer_type.empty(), "--data-path needs --tokenizer-type");
   }
-  MT_CHECK(a.save_interval >= 0, "--save-interval must be >= 0");
-  MT_CHECK(a.save_interval == 0 || !a.save.empty(), "--save-interval needs --save DIR");
-  MT_CHECK(a.exit_interval >= 0, "--exit-interval must be >= 0");
-  MT_CHECK(a.exit_duration_in_mins >= 0, "--exit-duration-in-mins must be >= 0");
-  MT_CHECK(!a.finetune || !a.load.empty(), "--finetune needs --load DIR");
+  MT_REQUIRE(a.save_interval >= 0, "--save-interval must be >= 0");
+  MT_REQUIRE(a.save_interval == 0 || !a.save.empty(), "--save-interval needs --save DIR");
+  MT_REQUIRE(a.exit_interval >= 0, "--exit-interval must be >= 0");
+  MT_REQUIRE(a.exit_duration_in_mins >= 0, "--exit-duration-in-mins must be >= 0");
+  MT_REQUIRE(!a.finetune || !a.load.empty(), "--finetune needs --load DIR");
 }
 
 LrScheduleConfig lr_schedule_config(const Args& a) {
@@ -333,10 +411,10 @@ LrScheduleConfig lr_schedule_config(const Args& a) {
     c.warmup_steps = a.lr_warmup_iters * a.global_batch_size;
   }
   if (a.lr_warmup_fraction) c.warmup_steps = int64_t(*a.lr_warmup_fraction * double(c.decay_steps));
-  MT_CHECK(c.style == LrDecayStyle::Constant || c.decay_steps > c.warmup_steps,
-           "the learning-rate warmup (", c.warmup_steps,
-           " samples) must be shorter than the decay (", c.decay_steps,
-           " samples): check --lr-warmup-* against --lr-decay-* / --train-*");
+  MT_REQUIRE(c.style == LrDecayStyle::Constant || c.decay_steps > c.warmup_steps,
+             "the learning-rate warmup (", c.warmup_steps,
+             " samples) must be shorter than the decay (", c.decay_steps,
+             " samples): check --lr-warmup-* against --lr-decay-* / --train-*");
   return c;
 }
 
@@ -386,6 +464,8 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   cfg.no_load_optim = a.no_load_optim;
   cfg.no_load_rng = a.no_load_rng;
   cfg.finetune = a.finetune;
+  cfg.check_for_nan_in_loss_and_grad = a.check_for_nan_in_loss_and_grad;
+  cfg.exit_signal_handler = a.exit_signal_handler;
   cfg.args = table.to_json();
   return cfg;
 }
@@ -394,7 +474,8 @@ int parse_command_line(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // Every rank parses the same command line: one of them prints the help or the error.
+    return log_rank() == 0 ? app.exit(e) : e.get_exit_code();
   }
   return -1;
 }

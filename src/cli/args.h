@@ -103,6 +103,10 @@ struct Args {
   bool no_load_rng = false;
   bool finetune = false;
 
+  // Reliability (docs/reliability.md).
+  bool check_for_nan_in_loss_and_grad = true;  // off: --no-check-for-nan-in-loss-and-grad
+  bool exit_signal_handler = false;
+
   // Logging and evaluation.
   int64_t log_interval = 100;
   int64_t eval_interval = 1000;
@@ -133,6 +137,9 @@ class ArgTable {
   template <typename T>
   void add(const std::string& flag, T& field, const std::string& help);
   void add_flag(const std::string& flag, bool& field, const std::string& help);
+  // `flag` sets `field`, `negation` clears it; printed under `flag`'s name.
+  void add_negatable_flag(const std::string& flag, const std::string& negation, bool& field,
+                          const std::string& help);
 
   // Megatron's "arguments" block: `  name ......... value`, sorted by name.
   std::string format() const;
@@ -164,7 +171,8 @@ void validate_training_args(Args& args, int world_size);
 void select_training_device(Args& args);
 
 // Parses argv into `app`; returns -1 to continue, else the exit code (0 for --help, non-zero
-// for an unknown flag or bad value, after printing the message).
+// for an unknown flag or bad value, after printing the message — on rank 0 only: every rank
+// parses the same command line).
 int parse_command_line(CLI::App& app, int argc, char** argv);
 
 // The training components' configs from validated arguments, by Megatron's rules: the LR

@@ -73,8 +73,9 @@ int run_step_bench(int argc, char** argv) {
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
   select_training_device(args);
   MT_CHECK(mode == "step", "--mode ", mode, " is not the step benchmark");
-  MT_CHECK(warmup_iters >= 1 && timed_iters >= 1, "--warmup-iters and --timed-iters must be >= 1");
-  MT_CHECK(args.mock_data, "the step benchmark runs on --mock-data");
+  MT_REQUIRE(warmup_iters >= 1 && timed_iters >= 1,
+             "--warmup-iters and --timed-iters must be >= 1");
+  MT_REQUIRE(args.mock_data, "the step benchmark runs on --mock-data");
   args.train_iters = warmup_iters + timed_iters;
   args.log_interval = args.train_iters;
 

@@ -10,6 +10,7 @@
 
 #include "cli/subcommands.h"
 #include "core/logging.h"
+#include "distributed/agreement.h"
 #include "distributed/runtime.h"
 
 namespace megatron::cli {
@@ -37,10 +38,14 @@ int run_comm_check(int argc, char** argv) {
 
   auto world = world_communicator();
   const int n = world->size(), me = world->rank();
-  MT_CHECK(fail_rank < n, "--fail-rank ", fail_rank, " is outside the world of ", n,
-           " processes (expected 0..", n - 1, ")");
-  MT_CHECK(bandwidth_mb >= 0, "--bandwidth-mb must be >= 0, got ", bandwidth_mb);
-  MT_CHECK(iterations >= 1, "--bandwidth-iters must be >= 1, got ", iterations);
+  // Every rank checks the same flags: one reports a bad one, and all end cleanly.
+  run_on_all_ranks(*world, "", [&] {
+    MT_REQUIRE(fail_rank < n, "--fail-rank ", fail_rank, " is outside the world of ", n,
+               " processes (expected 0..", n - 1, ")");
+    MT_REQUIRE(bandwidth_mb >= 0, "--bandwidth-mb must be >= 0, got ", bandwidth_mb);
+    MT_REQUIRE(iterations >= 1, "--bandwidth-iters must be >= 1, got ", iterations);
+    check_parallel_sizes(n, tensor_parallel, pipeline_parallel);
+  });
   if (me == fail_rank) MT_THROW("comm-check: failure injected on rank ", me, " by --fail-rank");
 
   verify_collectives(*world);

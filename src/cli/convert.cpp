@@ -47,13 +47,14 @@ int run_convert(int argc, char** argv) {
                  "HF export: the GPT-2 BPE merges, when they moved since training");
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
 
-  MT_CHECK(model_type == "gpt" || model_type == "bert", "--model-type ", model_type,
-           " is not supported by convert (expected gpt or bert)");
-  MT_CHECK(target_pp == 1, "--target-pipeline-parallel-size ", target_pp,
-           " is not supported (pipeline parallelism is not implemented; use 1)");
-  MT_CHECK(from == "megatron" || to == "megatron", "--from hf --to hf is not a conversion");
-  MT_CHECK(std::filesystem::weakly_canonical(load) != std::filesystem::weakly_canonical(save),
-           "--load and --save are both '", load, "': write the conversion elsewhere");
+  MT_REQUIRE(model_type == "gpt" || model_type == "bert", "--model-type ", model_type,
+             " is not supported by convert (expected gpt or bert)");
+  MT_REQUIRE(target_tp >= 1, "--target-tensor-parallel-size must be >= 1, got ", target_tp);
+  MT_REQUIRE(target_pp == 1, "--target-pipeline-parallel-size ", target_pp,
+             " is not supported (pipeline parallelism is not implemented; use 1)");
+  MT_REQUIRE(from == "megatron" || to == "megatron", "--from hf --to hf is not a conversion");
+  MT_REQUIRE(std::filesystem::weakly_canonical(load) != std::filesystem::weakly_canonical(save),
+             "--load and --save are both '", load, "': write the conversion elsewhere");
   if (model_type == "bert" && from == "hf") {
     import_hf_bert(load, save, target_tp, divisible_by);
     log_info("converted HF BERT ", load, " into checkpoint ", save,

@@ -10,16 +10,16 @@ Device resolve_device(const std::string& flag, int local_rank) {
   if (flag.empty()) return default_device(local_rank);
   Device device = parse_device(flag);  // throws on anything but cpu, cuda, cuda:N
   if (device.is_cpu()) return device;
-  MT_CHECK(cuda_built(), "--device ", flag,
-           ": this binary was built without CUDA; rebuild with -DMEGATRON_CUDA=ON (needs nvcc) "
-           "or use --device cpu");
+  MT_REQUIRE(cuda_built(), "--device ", flag,
+             ": this binary was built without CUDA; rebuild with -DMEGATRON_CUDA=ON (needs nvcc) "
+             "or use --device cpu");
   const int gpus = cuda_device_count();
-  MT_CHECK(gpus > 0, "--device ", flag,
-           ": no GPU is visible to this process (check CUDA_VISIBLE_DEVICES and the driver), "
-           "or use --device cpu");
+  MT_REQUIRE(gpus > 0, "--device ", flag,
+             ": no GPU is visible to this process (check CUDA_VISIBLE_DEVICES and the driver), "
+             "or use --device cpu");
   if (flag == "cuda") return Device::cuda(local_rank % gpus);
-  MT_CHECK(device.index < gpus, "--device ", flag, ": this process sees ", gpus, " GPU",
-           gpus == 1 ? "" : "s", " (cuda:0 .. cuda:", gpus - 1, ")");
+  MT_REQUIRE(device.index < gpus, "--device ", flag, ": this process sees ", gpus, " GPU",
+             gpus == 1 ? "" : "s", " (cuda:0 .. cuda:", gpus - 1, ")");
   return device;
 }
 

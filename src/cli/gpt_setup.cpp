@@ -12,8 +12,8 @@ Vocabulary build_vocabulary(const Args& a) {
   if (a.tokenizer_type.empty()) return {a.vocab_size, -1, nullptr};  // --mock-data --vocab-size V
   TokenizerOptions o{a.tokenizer_type, a.vocab_file, a.merge_file, a.tokenizer_model, a.vocab_size};
   std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(o);
-  MT_CHECK(tokenizer->vocab_size() > 0, "--tokenizer-type ", a.tokenizer_type,
-           " gave an empty vocabulary");
+  MT_REQUIRE(tokenizer->vocab_size() > 0, "--tokenizer-type ", a.tokenizer_type,
+             " gave an empty vocabulary");
   return {tokenizer->vocab_size(), tokenizer->eod(), tokenizer_identity(o, *tokenizer)};
 }
 
@@ -58,9 +58,9 @@ GptConfig gpt_config(const Args& a, const Vocabulary& vocab) {
 }  // namespace
 
 GptStepConfig gpt_step_config(const Args& a, const Vocabulary& vocab, bool eod_mask_loss) {
-  MT_CHECK(vocab.size > 0, "the vocabulary is empty: give --vocab-size or a tokenizer");
-  MT_CHECK(!eod_mask_loss || vocab.eod >= 0,
-           "--eod-mask-loss needs a tokenizer with an end-of-document token (--tokenizer-type)");
+  MT_REQUIRE(vocab.size > 0, "the vocabulary is empty: give --vocab-size or a tokenizer");
+  MT_REQUIRE(!eod_mask_loss || vocab.eod >= 0,
+             "--eod-mask-loss needs a tokenizer with an end-of-document token (--tokenizer-type)");
   GptStepConfig cfg;
   cfg.model = gpt_config(a, vocab);
   log_info(" > padded vocab (size: ", vocab.size, ") with ",

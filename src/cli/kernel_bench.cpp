@@ -60,8 +60,8 @@ double copy_gbps(int64_t mb, double min_time) {
 }  // namespace
 
 int run_kernel_bench(const KernelBenchOptions& o) {
-  MT_CHECK(o.tokens > 0 && o.hidden > 0 && o.ffn > 0 && o.ceiling_size > 0 && o.copy_mb > 0,
-           "bench sizes must be positive");
+  MT_REQUIRE(o.tokens > 0 && o.hidden > 0 && o.ffn > 0 && o.ceiling_size > 0 && o.copy_mb > 0,
+             "bench sizes must be positive");
   std::printf(
       "megatron bench --mode kernels: %d OpenMP threads, tokens %lld, hidden %lld, ffn %lld\n",
       omp_get_max_threads(), (long long)o.tokens, (long long)o.hidden, (long long)o.ffn);
@@ -70,8 +70,8 @@ int run_kernel_bench(const KernelBenchOptions& o) {
   const std::vector<GemmShape> shapes = gpt_layer_gemm_shapes(o.tokens, o.hidden, o.ffn);
   for (const std::string& name : o.dtypes) {
     const DType dt = dtype_from_name(name);
-    MT_CHECK(dt == DType::F32 || dt == DType::BF16, "bench --dtype '", name,
-             "': expected f32 or bf16");
+    MT_REQUIRE(dt == DType::F32 || dt == DType::BF16, "bench --dtype '", name,
+               "': expected f32 or bf16");
     // The ceiling is measured before and after the shapes and the better figure kept: on a
     // shared machine the load changes during the run, and a ceiling is what the machine can
     // do, not what it did once.

@@ -129,14 +129,14 @@ int refit_machine_file(const std::string& in_path, const std::string& out_path) 
   plan::load_machine(in_path);  // the file must be a valid machine description
   std::ifstream in(in_path);
   nlohmann::json file = nlohmann::json::parse(in);
-  MT_CHECK(file.contains("_gemm_samples") && file["_gemm_samples"].is_object(), "--refit ", in_path,
-           ": no _gemm_samples in it (written by `bench --mode machine`)");
+  MT_REQUIRE(file.contains("_gemm_samples") && file["_gemm_samples"].is_object(), "--refit ",
+             in_path, ": no _gemm_samples in it (written by `bench --mode machine`)");
   for (const auto& [dtype, rows] : file["_gemm_samples"].items()) {
     std::vector<plan::GemmSample> samples;
     double peak = 0;
     for (const auto& r : rows) {
-      MT_CHECK(r.is_array() && r.size() == 5, "--refit ", in_path, ": a _gemm_samples entry of ",
-               dtype, " is not [m, n, k, batch, seconds]");
+      MT_REQUIRE(r.is_array() && r.size() == 5, "--refit ", in_path, ": a _gemm_samples entry of ",
+                 dtype, " is not [m, n, k, batch, seconds]");
       plan::GemmSample g{r[0].get<double>(), r[1].get<double>(), r[2].get<double>(),
                          r[3].get<double>(), r[4].get<double>()};
       peak = std::max(peak, g.batch * 2.0 * g.m * g.n * g.k / g.seconds);
@@ -152,7 +152,7 @@ int refit_machine_file(const std::string& in_path, const std::string& out_path) 
   }
   plan::machine_from_json_text(file.dump(), out_path);  // still a valid machine description
   std::ofstream out(out_path);
-  MT_CHECK(out.good(), "cannot write the machine file '", out_path, "'");
+  MT_REQUIRE(out.good(), "cannot write the machine file '", out_path, "'");
   out << file.dump(2) << "\n";
   return 0;
 }
@@ -182,13 +182,13 @@ int run_machine_bench(int argc, char** argv) {
                  "instead of measuring: refit a machine file's GEMM model from its "
                  "_gemm_samples and write it back (to --output, else in place)");
   CLI11_PARSE(app, argc, argv);
-  MT_CHECK(mode == "machine", "--mode ", mode, " is not the machine benchmark");
+  MT_REQUIRE(mode == "machine", "--mode ", mode, " is not the machine benchmark");
   if (!refit.empty()) return refit_machine_file(refit, output.empty() ? refit : output);
-  MT_CHECK(min_time > 0 && hidden % 128 == 0 && seq > 0,
-           "--min-time must be positive and --hidden-size a multiple of 128");
+  MT_REQUIRE(min_time > 0 && hidden % 128 == 0 && seq > 0,
+             "--min-time must be positive and --hidden-size a multiple of 128");
   for (int64_t t : token_counts)
-    MT_CHECK(t > 0 && t % seq == 0, "--tokens ", t, " must be a positive multiple of --seq-length ",
-             seq);
+    MT_REQUIRE(t > 0 && t % seq == 0, "--tokens ", t,
+               " must be a positive multiple of --seq-length ", seq);
 
   auto world = world_communicator();
   const int n = world->size(), threads = omp_get_max_threads();
@@ -208,7 +208,8 @@ int run_machine_bench(int argc, char** argv) {
   nlohmann::json gemm_samples = nlohmann::json::object();
   for (const std::string& dt_name : dtypes) {
     const DType dt = dtype_from_name(dt_name);
-    MT_CHECK(dt == DType::F32 || dt == DType::BF16, "--dtype ", dt_name, ": expected f32 or bf16");
+    MT_REQUIRE(dt == DType::F32 || dt == DType::BF16, "--dtype ", dt_name,
+               ": expected f32 or bf16");
     std::vector<plan::GemmSample> samples = {
         measure_gemm(*world, {2048, 2048, 2048, 1}, dt, min_time)};
     for (int64_t tokens : token_counts)
@@ -307,7 +308,7 @@ int run_machine_bench(int argc, char** argv) {
   if (world->rank() == 0) {
     if (!output.empty()) {
       std::ofstream out(output);
-      MT_CHECK(out.good(), "cannot write the machine file '", output, "' (--output)");
+      MT_REQUIRE(out.good(), "cannot write the machine file '", output, "' (--output)");
       out << text;
       log_info("machine bench: wrote ", output);
     } else {

@@ -105,13 +105,19 @@ int main(int argc, char** argv) {
     try {
       runtime.emplace(argc, argv);
     } catch (const megatron::Error& e) {
-      megatron::log_error(e.message());
+      megatron::log_error(e.report());
       return 1;
     }
     try {
       return s.run(argc - 1, argv + 1);
     } catch (const megatron::Error& e) {
-      megatron::abort_job(e.message(), 1);
+      // Every rank raised a collective error together: one of them reports it, and all end
+      // cleanly (MPI_Finalize as `runtime` goes) with the same exit code.
+      if (e.collective()) {
+        if (e.reporting()) megatron::log_error(e.report());
+        return 1;
+      }
+      megatron::abort_job(e.report(), 1);
     } catch (const std::exception& e) {
       megatron::abort_job(std::string("unexpected error: ") + e.what(), 1);
     }

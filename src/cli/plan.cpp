@@ -112,26 +112,26 @@ int run_plan(int argc, char** argv) {
   model.max_position_embeddings = args.max_position_embeddings;
   model.make_vocab_size_divisible_by = args.make_vocab_size_divisible_by;
   model.vocab_size = args.vocab_size > 0 ? args.vocab_size : known_vocab_size(args.tokenizer_type);
-  MT_CHECK(model.vocab_size > 0,
-           "the vocabulary size is unknown: give --vocab-size (or a "
-           "--tokenizer-type of known size: GPT2BPETokenizer, BertWordPieceLowerCase, "
-           "BertWordPieceCase)");
+  MT_REQUIRE(model.vocab_size > 0,
+             "the vocabulary size is unknown: give --vocab-size (or a "
+             "--tokenizer-type of known size: GPT2BPETokenizer, BertWordPieceLowerCase, "
+             "BertWordPieceCase)");
   model.hidden_dropout = args.hidden_dropout;
   model.attention_dropout = args.attention_dropout;
   model.swiglu = given(swiglu);
   if (given(gqa) || given(query_groups)) {
-    MT_CHECK(given(query_groups), "--group-query-attention needs --num-query-groups");
+    MT_REQUIRE(given(query_groups), "--group-query-attention needs --num-query-groups");
     model.num_query_groups = query_groups->as<int64_t>();
   }
   model.kv_channels = value_or<int64_t>(kv_channels, 0);
   model.untie_embeddings_and_output_weights = given(untie);
   const std::string norm = value_or<std::string>(normalization, "LayerNorm");
-  MT_CHECK(norm == "LayerNorm" || norm == "RMSNorm", "--normalization '", norm,
-           "' is not known: expected LayerNorm or RMSNorm");
+  MT_REQUIRE(norm == "LayerNorm" || norm == "RMSNorm", "--normalization '", norm,
+             "' is not known: expected LayerNorm or RMSNorm");
   model.rmsnorm = norm == "RMSNorm";
   const std::string pos = value_or<std::string>(position, "learned_absolute");
-  MT_CHECK(pos == "learned_absolute" || pos == "rope", "--position-embedding-type '", pos,
-           "' is not known: expected learned_absolute or rope");
+  MT_REQUIRE(pos == "learned_absolute" || pos == "rope", "--position-embedding-type '", pos,
+             "' is not known: expected learned_absolute or rope");
   model.learned_position_embeddings = pos == "learned_absolute";
   model.add_bias_linear = !given(no_bias);
   model.mask_prob = value_or<double>(mask_prob, 0.15);
@@ -148,51 +148,52 @@ int run_plan(int argc, char** argv) {
   layout.overlap_param_gather = given(overlap_param);
   layout.tp_comm_overlap = given(tp_overlap);
   layout.flash_attention = given(flash);
-  MT_CHECK(!(args.bf16 && args.fp16), "--bf16 and --fp16 cannot both be given");
+  MT_REQUIRE(!(args.bf16 && args.fp16), "--bf16 and --fp16 cannot both be given");
   layout.precision = args.bf16   ? plan::Precision::kBf16
                      : args.fp16 ? plan::Precision::kFp16
                                  : plan::Precision::kFp32;
   const std::string& granularity = args.recompute_granularity;
-  MT_CHECK(granularity.empty() || granularity == "full" || granularity == "selective",
-           "--recompute-granularity '", granularity, "' is not known: expected full or selective");
+  MT_REQUIRE(granularity.empty() || granularity == "full" || granularity == "selective",
+             "--recompute-granularity '", granularity,
+             "' is not known: expected full or selective");
   layout.recompute = granularity == "selective" ? plan::Recompute::kSelective
                      : (granularity == "full" || args.recompute_activations)
                          ? plan::Recompute::kFull
                          : plan::Recompute::kNone;
-  MT_CHECK(layout.tensor_parallel > 0 && layout.pipeline_parallel > 0,
-           "--tensor-model-parallel-size and --pipeline-model-parallel-size must be positive");
+  MT_REQUIRE(layout.tensor_parallel > 0 && layout.pipeline_parallel > 0,
+             "--tensor-model-parallel-size and --pipeline-model-parallel-size must be positive");
   if (given(virtual_size)) layout.virtual_stages = virtual_size->as<int>();
   if (given(layers_per_virtual)) {
     const int64_t per = layers_per_virtual->as<int64_t>();
-    MT_CHECK(per > 0 && model.num_layers % (per * layout.pipeline_parallel) == 0,
-             "--num-layers-per-virtual-pipeline-stage ", per, " must divide --num-layers ",
-             model.num_layers, " / --pipeline-model-parallel-size ", layout.pipeline_parallel);
+    MT_REQUIRE(per > 0 && model.num_layers % (per * layout.pipeline_parallel) == 0,
+               "--num-layers-per-virtual-pipeline-stage ", per, " must divide --num-layers ",
+               model.num_layers, " / --pipeline-model-parallel-size ", layout.pipeline_parallel);
     layout.virtual_stages = int(model.num_layers / layout.pipeline_parallel / per);
   }
   const int model_parallel = layout.tensor_parallel * layout.pipeline_parallel;
   if (world_size > 0) {
-    MT_CHECK(search || world_size % model_parallel == 0, "--world-size ", world_size,
-             " must be divisible by --tensor-model-parallel-size x "
-             "--pipeline-model-parallel-size = ",
-             model_parallel);
+    MT_REQUIRE(search || world_size % model_parallel == 0, "--world-size ", world_size,
+               " must be divisible by --tensor-model-parallel-size x "
+               "--pipeline-model-parallel-size = ",
+               model_parallel);
     layout.data_parallel = search ? 1 : world_size / model_parallel;
-    MT_CHECK(data_parallel == 0 || search || data_parallel == layout.data_parallel,
-             "--data-parallel-size ", data_parallel, " contradicts --world-size ", world_size,
-             " / (TP x PP = ", model_parallel, ") = ", layout.data_parallel);
+    MT_REQUIRE(data_parallel == 0 || search || data_parallel == layout.data_parallel,
+               "--data-parallel-size ", data_parallel, " contradicts --world-size ", world_size,
+               " / (TP x PP = ", model_parallel, ") = ", layout.data_parallel);
   } else if (data_parallel > 0) {
     layout.data_parallel = data_parallel;
   }
-  MT_CHECK(layout.data_parallel > 0, "--data-parallel-size must be positive, got ",
-           layout.data_parallel);
+  MT_REQUIRE(layout.data_parallel > 0, "--data-parallel-size must be positive, got ",
+             layout.data_parallel);
 
   plan::Machine machine = plan::load_machine(machine_path);
   const plan::Implementation impl = plan::implementation_from_name(implementation);
 
   if (search) {
-    MT_CHECK(world_size > 0, "--search needs --world-size (the number of devices to fill)");
-    MT_CHECK(calibrate_tflops == 0,
-             "--calibrate-tflops calibrates one layout: run it without "
-             "--search first");
+    MT_REQUIRE(world_size > 0, "--search needs --world-size (the number of devices to fill)");
+    MT_REQUIRE(calibrate_tflops == 0,
+               "--calibrate-tflops calibrates one layout: run it without "
+               "--search first");
     const plan::SearchResult result =
         plan::search_layouts(model, layout, machine, impl, world_size, search_top, headroom);
     if (as_json)

@@ -35,17 +35,17 @@ int run_plot(int argc, char** argv) {
   app.add_option("--text-height", height, "rows of the terminal chart")->capture_default_str();
   app.add_flag("--no-text", no_text, "do not print the terminal chart");
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
-  MT_CHECK(labels.empty() || labels.size() == files.size(), "--label was given ", labels.size(),
-           " times for ", files.size(), " metrics files: give one per file, or none");
+  MT_REQUIRE(labels.empty() || labels.size() == files.size(), "--label was given ", labels.size(),
+             " times for ", files.size(), " metrics files: give one per file, or none");
 
   std::vector<Run> runs;
   for (size_t i = 0; i < files.size(); ++i)
     runs.push_back({labels.empty() ? run_label(files[i]) : labels[i], read_metrics_file(files[i])});
   const std::vector<ChartPanel> panels = loss_panels(runs);
-  MT_CHECK(!panels.empty(), "no loss values in ", files.front(),
-           files.size() > 1 ? " or the other files" : "",
-           ": was it written by pretrain-gpt/pretrain-bert --metrics-file, and did a log "
-           "interval (--log-interval) pass?");
+  MT_REQUIRE(!panels.empty(), "no loss values in ", files.front(),
+             files.size() > 1 ? " or the other files" : "",
+             ": was it written by pretrain-gpt/pretrain-bert --metrics-file, and did a log "
+             "interval (--log-interval) pass?");
 
   if (output.empty())
     output = std::filesystem::path(files.front()).replace_extension(".svg").string();

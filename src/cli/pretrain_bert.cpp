@@ -10,6 +10,7 @@
 #include "data/bert_masking.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_identity.h"
+#include "distributed/agreement.h"
 #include "distributed/backend.h"
 #include "distributed/runtime.h"
 #include "model/gpt_model.h"
@@ -78,53 +79,61 @@ int run_pretrain_bert(int argc, char** argv) {
 
   std::shared_ptr<Communicator> world =
       make_world_communicator(args.distributed_backend, args.compute_device);
-  validate_training_args(args, world->size());
-  MT_CHECK(!args.mock_data, "--mock-data is not supported by pretrain-bert: give --data-path");
-  MT_CHECK(!args.data_path.empty(),
-           "pretrain-bert needs --data-path (a sentence-level prefix "
-           "from `megatron preprocess --split-sentences`)");
-  MT_CHECK(flags.mask_prob > 0 && flags.mask_prob < 1, "--mask-prob must be in (0, 1), got ",
-           flags.mask_prob);
-  MT_CHECK(flags.short_seq_prob >= 0 && flags.short_seq_prob <= 1,
-           "--short-seq-prob must be in [0, 1], got ", flags.short_seq_prob);
-  MT_CHECK(!(flags.post_layernorm && flags.residual_post_layernorm),
-           "--apply-residual-connection-post-layernorm applies to the pre-LayerNorm order only; "
-           "drop it or --post-layernorm");
-  log_line(table.format());
+  // Every rank validates the same flags and opens the same files: a failure is reported once,
+  // by the lowest failing rank, and ends every rank (distributed/agreement.h).
+  BertConfig model;
+  BertDatasets data;
+  nlohmann::json tokenizer_id;
+  run_on_all_ranks(*world, "", [&] {
+    validate_training_args(args, world->size());
+    MT_REQUIRE(!args.mock_data, "--mock-data is not supported by pretrain-bert: give --data-path");
+    MT_REQUIRE(!args.data_path.empty(),
+               "pretrain-bert needs --data-path (a sentence-level prefix "
+               "from `megatron preprocess --split-sentences`)");
+    MT_REQUIRE(flags.mask_prob > 0 && flags.mask_prob < 1, "--mask-prob must be in (0, 1), got ",
+               flags.mask_prob);
+    MT_REQUIRE(flags.short_seq_prob >= 0 && flags.short_seq_prob <= 1,
+               "--short-seq-prob must be in [0, 1], got ", flags.short_seq_prob);
+    MT_REQUIRE(
+        !(flags.post_layernorm && flags.residual_post_layernorm),
+        "--apply-residual-connection-post-layernorm applies to the pre-LayerNorm order only; "
+        "drop it or --post-layernorm");
+    log_line(table.format());
 
-  TokenizerOptions o{args.tokenizer_type, args.vocab_file, args.merge_file, args.tokenizer_model,
-                     args.vocab_size};
-  std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(o);
-  MT_CHECK(tokenizer->cls() >= 0 && tokenizer->sep() >= 0 && tokenizer->mask() >= 0 &&
-               tokenizer->pad() >= 0,
-           "--tokenizer-type ", args.tokenizer_type,
-           " has no [CLS]/[SEP]/[MASK]/[PAD] tokens; BERT needs BertWordPieceLowerCase or "
-           "BertWordPieceCase");
+    TokenizerOptions o{args.tokenizer_type, args.vocab_file, args.merge_file, args.tokenizer_model,
+                       args.vocab_size};
+    std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(o);
+    MT_REQUIRE(tokenizer->cls() >= 0 && tokenizer->sep() >= 0 && tokenizer->mask() >= 0 &&
+                   tokenizer->pad() >= 0,
+               "--tokenizer-type ", args.tokenizer_type,
+               " has no [CLS]/[SEP]/[MASK]/[PAD] tokens; BERT needs BertWordPieceLowerCase or "
+               "BertWordPieceCase");
 
-  BertConfig model = bert_config(args, flags, tokenizer->vocab_size());
-  log_info(" > padded vocab (size: ", tokenizer->vocab_size(), ") with ",
-           model.padded_vocab_size - tokenizer->vocab_size(),
-           " dummy tokens (new size: ", model.padded_vocab_size, ")");
+    model = bert_config(args, flags, tokenizer->vocab_size());
+    log_info(" > padded vocab (size: ", tokenizer->vocab_size(), ") with ",
+             model.padded_vocab_size - tokenizer->vocab_size(),
+             " dummy tokens (new size: ", model.padded_vocab_size, ")");
 
-  BertDatasetOptions d;
-  d.max_seq_length = args.seq_length;
-  d.short_seq_prob = flags.short_seq_prob;
-  d.mask_prob = flags.mask_prob;
-  d.seed = args.seed;
-  d.cls = tokenizer->cls();
-  d.sep = tokenizer->sep();
-  d.mask = tokenizer->mask();
-  d.pad = tokenizer->pad();
-  d.vocab_size = tokenizer->vocab_size();
-  d.word_start = word_starts_from_vocab_file(args.vocab_file);
-  const int64_t gb = args.global_batch_size;
-  const int64_t train = args.train_iters * gb;
-  const int64_t valid = (args.train_iters / args.eval_interval + 1) * args.eval_iters * gb;
-  BertDatasets data =
-      build_bert_datasets(args.data_path, args.split, d, {train, valid, args.eval_iters * gb});
+    BertDatasetOptions d;
+    d.max_seq_length = args.seq_length;
+    d.short_seq_prob = flags.short_seq_prob;
+    d.mask_prob = flags.mask_prob;
+    d.seed = args.seed;
+    d.cls = tokenizer->cls();
+    d.sep = tokenizer->sep();
+    d.mask = tokenizer->mask();
+    d.pad = tokenizer->pad();
+    d.vocab_size = tokenizer->vocab_size();
+    d.word_start = word_starts_from_vocab_file(args.vocab_file);
+    const int64_t gb = args.global_batch_size;
+    const int64_t train = args.train_iters * gb;
+    const int64_t valid = (args.train_iters / args.eval_interval + 1) * args.eval_iters * gb;
+    data = build_bert_datasets(args.data_path, args.split, d, {train, valid, args.eval_iters * gb});
+    tokenizer_id = tokenizer_identity(o, *tokenizer);
+  });
 
   TrainerConfig config = trainer_config(args, table);
-  config.tokenizer = tokenizer_identity(o, *tokenizer);
+  config.tokenizer = tokenizer_id;
   Trainer trainer(std::move(config), world,
                   bert_step_factory(std::move(model), data.train, data.valid));
   trainer.run();

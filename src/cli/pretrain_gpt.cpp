@@ -6,6 +6,7 @@
 #include "cli/gpt_setup.h"
 #include "cli/subcommands.h"
 #include "core/logging.h"
+#include "distributed/agreement.h"
 #include "distributed/backend.h"
 #include "distributed/runtime.h"
 
@@ -24,12 +25,18 @@ int run_pretrain_gpt(int argc, char** argv) {
 
   std::shared_ptr<Communicator> world =
       make_world_communicator(args.distributed_backend, args.compute_device);
-  validate_training_args(args, world->size());
-  log_line(table.format());
-
-  const Vocabulary vocab = build_vocabulary(args);
-  GptStepConfig model = gpt_step_config(args, vocab, eod_mask_loss);
-  GptDatasets data = build_gpt_data(args, vocab);
+  // Every rank validates the same flags and opens the same files: a failure is reported once,
+  // by the lowest failing rank, and ends every rank (distributed/agreement.h).
+  Vocabulary vocab;
+  GptStepConfig model;
+  GptDatasets data;
+  run_on_all_ranks(*world, "", [&] {
+    validate_training_args(args, world->size());
+    log_line(table.format());
+    vocab = build_vocabulary(args);
+    model = gpt_step_config(args, vocab, eod_mask_loss);
+    data = build_gpt_data(args, vocab);
+  });
   TrainerConfig config = trainer_config(args, table);
   config.tokenizer = vocab.identity;
   Trainer trainer(std::move(config), world,

@@ -14,7 +14,7 @@ namespace megatron {
 
 DurableFile::DurableFile(const std::string& path) : path_(path) {
   fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  MT_CHECK(fd_ >= 0, "cannot create file '", path, "': ", std::strerror(errno));
+  MT_REQUIRE(fd_ >= 0, "cannot create file '", path, "': ", std::strerror(errno));
 }
 
 DurableFile::~DurableFile() {
@@ -27,7 +27,7 @@ void DurableFile::write(const void* data, size_t bytes) {
   while (bytes > 0) {
     ssize_t n = ::write(fd_, p, bytes);
     if (n < 0 && errno == EINTR) continue;
-    MT_CHECK(n > 0, "cannot write to '", path_, "': ", std::strerror(errno));
+    MT_REQUIRE(n > 0, "cannot write to '", path_, "': ", std::strerror(errno));
     p += n;
     bytes -= size_t(n);
   }
@@ -40,8 +40,8 @@ void DurableFile::close() {
   bool synced = ::fsync(fd) == 0;
   int sync_errno = errno;
   bool closed = ::close(fd) == 0;
-  MT_CHECK(synced, "cannot fsync '", path_, "': ", std::strerror(sync_errno));
-  MT_CHECK(closed, "cannot close '", path_, "': ", std::strerror(errno));
+  MT_REQUIRE(synced, "cannot fsync '", path_, "': ", std::strerror(sync_errno));
+  MT_REQUIRE(closed, "cannot close '", path_, "': ", std::strerror(errno));
 }
 
 void write_file_durably(const std::string& path, std::string_view content) {
@@ -52,19 +52,19 @@ void write_file_durably(const std::string& path, std::string_view content) {
 
 void fsync_directory(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  MT_CHECK(fd >= 0, "cannot open directory '", path, "': ", std::strerror(errno));
+  MT_REQUIRE(fd >= 0, "cannot open directory '", path, "': ", std::strerror(errno));
   bool synced = ::fsync(fd) == 0;
   int sync_errno = errno;
   ::close(fd);
-  MT_CHECK(synced, "cannot fsync directory '", path, "': ", std::strerror(sync_errno));
+  MT_REQUIRE(synced, "cannot fsync directory '", path, "': ", std::strerror(sync_errno));
 }
 
 std::string read_file(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
-  MT_CHECK(in.good(), "cannot open ", what, " '", path, "': ", std::strerror(errno));
+  MT_REQUIRE(in.good(), "cannot open ", what, " '", path, "': ", std::strerror(errno));
   std::ostringstream os;
   os << in.rdbuf();
-  MT_CHECK(!in.bad(), "cannot read ", what, " '", path, "'");
+  MT_REQUIRE(!in.bad(), "cannot read ", what, " '", path, "'");
   return os.str();
 }
 

@@ -1,5 +1,8 @@
 #include "core/logging.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <mutex>
 
@@ -9,11 +12,21 @@ namespace {
 int g_rank = 0;
 std::mutex g_mutex;  // keeps lines from the data-loader thread and the main thread whole
 
+// The line and its newline go out in one write(2), so that lines of processes sharing the
+// stream (mpirun merges every rank's stderr) never run together.
 void write(FILE* f, const std::string& s) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  std::fputs(s.c_str(), f);
-  std::fputc('\n', f);
+  const std::string line = s + "\n";
   std::fflush(f);
+  const char* p = line.data();
+  size_t left = line.size();
+  while (left > 0) {
+    const ssize_t n = ::write(::fileno(f), p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // nowhere left to report to
+    p += n;
+    left -= size_t(n);
+  }
 }
 }  // namespace
 

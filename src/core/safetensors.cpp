@@ -38,17 +38,17 @@ SafetensorsReader::SafetensorsReader(const std::string& path)
     // Copy-on-write: tensors may be modified in memory without ever changing the file.
     : path_(path), mapping_(std::make_shared<MappedFile>(path, MappedFile::Access::kCopyOnWrite)) {
   const size_t file_size = mapping_->size();
-  MT_CHECK(file_size >= 8, "safetensors file '", path, "' is ", file_size,
-           " bytes, too short for the 8-byte header length");
+  MT_REQUIRE(file_size >= 8, "safetensors file '", path, "' is ", file_size,
+             " bytes, too short for the 8-byte header length");
   uint64_t header_len;
   std::memcpy(&header_len, mapping_->data(), 8);  // little-endian host (x86-64, aarch64)
-  MT_CHECK(header_len <= kMaxHeaderBytes, "safetensors file '", path, "': header length ",
-           header_len, " exceeds the limit of ", kMaxHeaderBytes, " bytes");
-  MT_CHECK(header_len <= file_size - 8, "safetensors file '", path, "': header length ", header_len,
-           " exceeds the ", file_size - 8, " bytes after the length field");
+  MT_REQUIRE(header_len <= kMaxHeaderBytes, "safetensors file '", path, "': header length ",
+             header_len, " exceeds the limit of ", kMaxHeaderBytes, " bytes");
+  MT_REQUIRE(header_len <= file_size - 8, "safetensors file '", path, "': header length ",
+             header_len, " exceeds the ", file_size - 8, " bytes after the length field");
   const char* header = reinterpret_cast<const char*>(mapping_->data()) + 8;
-  MT_CHECK(header_len > 0 && header[0] == '{', "safetensors file '", path,
-           "': header does not start with '{'");
+  MT_REQUIRE(header_len > 0 && header[0] == '{', "safetensors file '", path,
+             "': header does not start with '{'");
   data_ = mapping_->writable_data() + 8 + header_len;
   const uint64_t data_size = file_size - 8 - header_len;
 
@@ -58,56 +58,56 @@ SafetensorsReader::SafetensorsReader(const std::string& path)
   } catch (const nlohmann::json::exception& e) {
     MT_THROW("safetensors file '", path, "': header is not valid JSON: ", e.what());
   }
-  MT_CHECK(j.is_object(), "safetensors file '", path, "': header is not a JSON object");
+  MT_REQUIRE(j.is_object(), "safetensors file '", path, "': header is not a JSON object");
 
   std::vector<std::pair<uint64_t, uint64_t>> ranges;  // to check the tiling
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& name = it.key();
     const nlohmann::json& v = it.value();
     if (name == "__metadata__") {
-      MT_CHECK(v.is_object(), "safetensors file '", path, "': __metadata__ is not an object");
+      MT_REQUIRE(v.is_object(), "safetensors file '", path, "': __metadata__ is not an object");
       for (auto m = v.begin(); m != v.end(); ++m) {
-        MT_CHECK(m.value().is_string(), "safetensors file '", path, "': __metadata__ value of '",
-                 m.key(), "' is not a string");
+        MT_REQUIRE(m.value().is_string(), "safetensors file '", path, "': __metadata__ value of '",
+                   m.key(), "' is not a string");
         metadata_[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
     auto where = [&] { return "safetensors file '" + path + "', tensor '" + name + "': "; };
-    MT_CHECK(
+    MT_REQUIRE(
         v.is_object() && v.contains("dtype") && v.contains("shape") && v.contains("data_offsets"),
         where(), "expected an object with dtype, shape and data_offsets");
-    MT_CHECK(v["dtype"].is_string(), where(), "dtype is not a string");
+    MT_REQUIRE(v["dtype"].is_string(), where(), "dtype is not a string");
     SafetensorsTensorInfo info;
     try {
       info.dtype = dtype_from_safetensors_name(v["dtype"].get<std::string>());
     } catch (const Error& e) {
       MT_THROW(where(), e.message());
     }
-    MT_CHECK(v["shape"].is_array(), where(), "shape is not an array");
+    MT_REQUIRE(v["shape"].is_array(), where(), "shape is not an array");
     uint64_t numel = 1;
     for (const nlohmann::json& d : v["shape"]) {
-      MT_CHECK(d.is_number_unsigned(), where(), "shape ", v["shape"].dump(),
-               " has an entry that is not a non-negative integer");
+      MT_REQUIRE(d.is_number_unsigned(), where(), "shape ", v["shape"].dump(),
+                 " has an entry that is not a non-negative integer");
       uint64_t n = d.get<uint64_t>();
-      MT_CHECK(!__builtin_mul_overflow(numel, n, &numel) && numel <= uint64_t(INT64_MAX), where(),
-               "shape ", v["shape"].dump(), " overflows");
+      MT_REQUIRE(!__builtin_mul_overflow(numel, n, &numel) && numel <= uint64_t(INT64_MAX), where(),
+                 "shape ", v["shape"].dump(), " overflows");
       info.shape.push_back(int64_t(n));
     }
     const nlohmann::json& off = v["data_offsets"];
-    MT_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() &&
-                 off[1].is_number_unsigned(),
-             where(), "data_offsets ", off.dump(), " is not [begin, end]");
+    MT_REQUIRE(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() &&
+                   off[1].is_number_unsigned(),
+               where(), "data_offsets ", off.dump(), " is not [begin, end]");
     info.begin = off[0].get<uint64_t>();
     info.end = off[1].get<uint64_t>();
-    MT_CHECK(info.begin <= info.end && info.end <= data_size, where(), "data_offsets [", info.begin,
-             ", ", info.end, "] outside the data section of ", data_size, " bytes");
+    MT_REQUIRE(info.begin <= info.end && info.end <= data_size, where(), "data_offsets [",
+               info.begin, ", ", info.end, "] outside the data section of ", data_size, " bytes");
     uint64_t bytes;
-    MT_CHECK(!__builtin_mul_overflow(numel, uint64_t(dtype_size(info.dtype)), &bytes) &&
-                 bytes == info.end - info.begin,
-             where(), "data_offsets [", info.begin, ", ", info.end, "] hold ",
-             info.end - info.begin, " bytes but ", v["dtype"].get<std::string>(), " ",
-             shape_str(info.shape), " needs ", numel * dtype_size(info.dtype));
+    MT_REQUIRE(!__builtin_mul_overflow(numel, uint64_t(dtype_size(info.dtype)), &bytes) &&
+                   bytes == info.end - info.begin,
+               where(), "data_offsets [", info.begin, ", ", info.end, "] hold ",
+               info.end - info.begin, " bytes but ", v["dtype"].get<std::string>(), " ",
+               shape_str(info.shape), " needs ", numel * dtype_size(info.dtype));
     ranges.emplace_back(info.begin, info.end);
     infos_[name] = std::move(info);
   }
@@ -116,18 +116,19 @@ SafetensorsReader::SafetensorsReader(const std::string& path)
   std::sort(ranges.begin(), ranges.end());
   uint64_t expected = 0;
   for (const auto& [b, e] : ranges) {
-    MT_CHECK(b == expected, "safetensors file '", path, "': tensor data ",
-             b < expected ? "overlaps" : "leaves a gap", " at byte ", std::min(b, expected),
-             " of the data section");
+    MT_REQUIRE(b == expected, "safetensors file '", path, "': tensor data ",
+               b < expected ? "overlaps" : "leaves a gap", " at byte ", std::min(b, expected),
+               " of the data section");
     expected = e;
   }
-  MT_CHECK(expected == data_size, "safetensors file '", path, "': tensors cover ", expected,
-           " bytes but the data section has ", data_size);
+  MT_REQUIRE(expected == data_size, "safetensors file '", path, "': tensors cover ", expected,
+             " bytes but the data section has ", data_size);
 }
 
 const std::string& SafetensorsReader::metadata_value(const std::string& key) const {
   auto it = metadata_.find(key);
-  MT_CHECK(it != metadata_.end(), "safetensors file '", path_, "' has no metadata key '", key, "'");
+  MT_REQUIRE(it != metadata_.end(), "safetensors file '", path_, "' has no metadata key '", key,
+             "'");
   return it->second;
 }
 
@@ -139,7 +140,7 @@ std::vector<std::string> SafetensorsReader::names() const {
 
 const SafetensorsTensorInfo& SafetensorsReader::info(const std::string& name) const {
   auto it = infos_.find(name);
-  MT_CHECK(it != infos_.end(), "safetensors file '", path_, "' has no tensor '", name, "'");
+  MT_REQUIRE(it != infos_.end(), "safetensors file '", path_, "' has no tensor '", name, "'");
   return it->second;
 }
 

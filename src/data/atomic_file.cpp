@@ -1,11 +1,13 @@
 #include "data/atomic_file.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <regex>
 
 #include "core/error.h"
 
@@ -50,6 +52,27 @@ void AtomicFile::commit() {
   if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0)
     MT_THROW("cannot rename '", tmp_path_, "' to '", path_, "': ", std::strerror(errno));
   committed_ = true;
+}
+
+int remove_stale_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const std::string prefix = target.filename().string() + ".tmp.";
+  static const std::regex suffix(R"((\d+)\.\d+)");
+  int removed = 0;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    std::smatch m;
+    const std::string rest = name.size() > prefix.size() ? name.substr(prefix.size()) : "";
+    if (name.compare(0, prefix.size(), prefix) != 0 || !std::regex_match(rest, m, suffix)) continue;
+    const long pid = std::stol(m[1].str());
+    const bool running = pid == ::getpid() || ::kill(pid_t(pid), 0) == 0 || errno != ESRCH;
+    std::error_code remove_ec;
+    if (!running && fs::remove(e.path(), remove_ec)) ++removed;
+  }
+  return removed;
 }
 
 }  // namespace megatron

@@ -38,4 +38,10 @@ class AtomicFile {
   bool committed_ = false;
 };
 
+// Removes the temporary files PATH.tmp.<pid>.<n> that AtomicFiles of `path` left behind when
+// their process was killed (SIGKILL, SIGTERM: no destructor ran): those of processes that no
+// longer run on this machine. Returns how many were removed. Best effort: what cannot be
+// removed stays.
+int remove_stale_temporaries(const std::string& path);
+
 }  // namespace megatron

@@ -36,10 +36,10 @@ BertDataset::BertDataset(std::shared_ptr<const IndexedDataset> data, int64_t fir
                end_document <= data_->num_documents(),
            "documents [", first_document, ", ", end_document, ") of '", data_->prefix(),
            "' are not a non-empty range of its ", data_->num_documents(), " documents");
-  MT_CHECK(options_.cls >= 0 && options_.sep >= 0 && options_.mask >= 0 && options_.pad >= 0,
-           "BERT needs a tokenizer with [CLS], [SEP], [MASK] and [PAD] tokens");
-  MT_CHECK(options_.mask_prob >= 0 && options_.mask_prob <= 1, "--mask-prob ", options_.mask_prob,
-           " is not in [0, 1]");
+  MT_REQUIRE(options_.cls >= 0 && options_.sep >= 0 && options_.mask >= 0 && options_.pad >= 0,
+             "BERT needs a tokenizer with [CLS], [SEP], [MASK] and [PAD] tokens");
+  MT_REQUIRE(options_.mask_prob >= 0 && options_.mask_prob <= 1, "--mask-prob ", options_.mask_prob,
+             " is not in [0, 1]");
   std::vector<int64_t> all = data_->document_indices();
   std::vector<int64_t> doc_idx(all.begin() + first_document, all.begin() + end_document + 1);
   mapping_ = build_bert_samples_mapping(doc_idx, data_->sequence_lengths(), num_samples,

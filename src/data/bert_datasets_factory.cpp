@@ -9,8 +9,8 @@ namespace megatron {
 BertDatasets build_bert_datasets(const std::vector<std::string>& data_path,
                                  const std::string& split, const BertDatasetOptions& options,
                                  std::array<int64_t, 3> num_samples) {
-  MT_CHECK(data_path.size() == 1, "--data-path has ", data_path.size(),
-           " values; BERT pretraining takes exactly one dataset prefix (no blending)");
+  MT_REQUIRE(data_path.size() == 1, "--data-path has ", data_path.size(),
+             " values; BERT pretraining takes exactly one dataset prefix (no blending)");
   auto data = std::make_shared<const IndexedDataset>(data_path[0]);
   const std::array<int64_t, 4> bounds = split_boundaries(split, data->num_documents());
   log_info("BERT dataset '", data_path[0], "': ", data->num_documents(), " documents, ",

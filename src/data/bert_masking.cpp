@@ -84,11 +84,11 @@ MaskedPositions mask_whole_words(std::vector<int32_t>& tokens, int64_t max_num_t
 
 std::vector<uint8_t> word_starts_from_vocab_file(const std::string& path) {
   std::ifstream f(path);
-  MT_CHECK(f.good(), "cannot read vocab file '", path, "'");
+  MT_REQUIRE(f.good(), "cannot read vocab file '", path, "'");
   std::vector<uint8_t> starts;
   std::string line;
   while (std::getline(f, line)) starts.push_back(line.rfind("##", 0) == 0 ? 0 : 1);
-  MT_CHECK(!starts.empty(), "vocab file '", path, "' is empty");
+  MT_REQUIRE(!starts.empty(), "vocab file '", path, "' is empty");
   return starts;
 }
 

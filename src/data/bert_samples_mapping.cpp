@@ -18,10 +18,10 @@ std::vector<BertSampleSpan> build_bert_samples_mapping(std::span<const int64_t> 
                                                        std::span<const int32_t> sizes,
                                                        int64_t num_samples, int64_t max_tokens,
                                                        double short_seq_prob, uint64_t seed) {
-  MT_CHECK(max_tokens >= 2, "BERT needs --seq-length >= 5 (2 tokens + [CLS] and two [SEP])");
-  MT_CHECK(short_seq_prob >= 0 && short_seq_prob <= 1, "--short-seq-prob ", short_seq_prob,
-           " is not in [0, 1]");
-  MT_CHECK(doc_idx.size() >= 2, "the BERT dataset split has no documents");
+  MT_REQUIRE(max_tokens >= 2, "BERT needs --seq-length >= 5 (2 tokens + [CLS] and two [SEP])");
+  MT_REQUIRE(short_seq_prob >= 0 && short_seq_prob <= 1, "--short-seq-prob ", short_seq_prob,
+             " is not in [0, 1]");
+  MT_REQUIRE(doc_idx.size() >= 2, "the BERT dataset split has no documents");
   // Megatron: a short target when draw % round(1 / p) == 0; p = 0 means never.
   const int64_t short_ratio = short_seq_prob > 0 ? round_half_even(1.0 / short_seq_prob) : 0;
   RandomStream targets(seed, kKeyTargets);
@@ -56,9 +56,9 @@ std::vector<BertSampleSpan> build_bert_samples_mapping(std::span<const int64_t> 
         }
       }
     }
-    MT_CHECK(samples.size() > before,
-             "no document of the BERT dataset split has >= 2 sentences of <= 512 tokens; "
-             "was the data preprocessed with --split-sentences?");
+    MT_REQUIRE(samples.size() > before,
+               "no document of the BERT dataset split has >= 2 sentences of <= 512 tokens; "
+               "was the data preprocessed with --split-sentences?");
   }
   RandomStream(seed, kKeyShuffle).shuffle(samples);
   return samples;

@@ -153,14 +153,14 @@ BertWordPieceTokenizer::BertWordPieceTokenizer(const std::string& vocab_file, bo
     line_start = line_end + 1;
     const auto id = static_cast<int32_t>(tokens_.size());
     const auto [it, inserted] = ids_.emplace(std::string(entry), id);
-    MT_CHECK(inserted, "--vocab-file '", vocab_file, "' line ", id + 1, " repeats token '", entry,
-             "' of line ", it->second + 1, "; expected one token per line, each once");
+    MT_REQUIRE(inserted, "--vocab-file '", vocab_file, "' line ", id + 1, " repeats token '", entry,
+               "' of line ", it->second + 1, "; expected one token per line, each once");
     tokens_.emplace_back(entry);
     std::string_view bare = entry;
     if (bare.starts_with("##")) bare.remove_prefix(2);
     max_token_chars_ = std::max(max_token_chars_, count_code_points(bare));
   }
-  MT_CHECK(!tokens_.empty(), "--vocab-file '", vocab_file, "' is empty");
+  MT_REQUIRE(!tokens_.empty(), "--vocab-file '", vocab_file, "' is empty");
   unk_ = required_id("[UNK]", vocab_file);
   cls_ = required_id("[CLS]", vocab_file);
   sep_ = required_id("[SEP]", vocab_file);
@@ -171,8 +171,8 @@ BertWordPieceTokenizer::BertWordPieceTokenizer(const std::string& vocab_file, bo
 int32_t BertWordPieceTokenizer::required_id(const std::string& token,
                                             const std::string& vocab_file) const {
   auto it = ids_.find(token);
-  MT_CHECK(it != ids_.end(), "--vocab-file '", vocab_file, "' has no ", token,
-           " token; a BERT vocab.txt needs [UNK] [CLS] [SEP] [MASK] [PAD]");
+  MT_REQUIRE(it != ids_.end(), "--vocab-file '", vocab_file, "' has no ", token,
+             " token; a BERT vocab.txt needs [UNK] [CLS] [SEP] [MASK] [PAD]");
   return it->second;
 }
 

@@ -7,13 +7,13 @@
 namespace megatron {
 
 BlendingIndex build_blending_index(const std::vector<double>& weights, int64_t size) {
-  MT_CHECK(!weights.empty(), "blending needs at least one dataset");
+  MT_REQUIRE(!weights.empty(), "blending needs at least one dataset");
   double sum = 0;
   for (double w : weights) {
-    MT_CHECK(w >= 0, "blending weight ", w, " is negative, expected >= 0");
+    MT_REQUIRE(w >= 0, "blending weight ", w, " is negative, expected >= 0");
     sum += w;
   }
-  MT_CHECK(sum > 0, "blending weights sum to 0, expected a positive sum");
+  MT_REQUIRE(sum > 0, "blending weights sum to 0, expected a positive sum");
   std::vector<double> w(weights.size());
   for (size_t k = 0; k < w.size(); ++k) w[k] = weights[k] / sum;
 
@@ -45,17 +45,17 @@ BlendedDataset::BlendedDataset(std::vector<std::shared_ptr<const GptSampleSource
            " datasets with ", weights.size(), " weights, expected one each");
   for (const auto& d : datasets_) {
     MT_CHECK(d != nullptr, "blending a missing dataset");
-    MT_CHECK(d->seq_length() == datasets_.front()->seq_length(),
-             "blended datasets have different seq lengths ", d->seq_length(), " and ",
-             datasets_.front()->seq_length());
+    MT_REQUIRE(d->seq_length() == datasets_.front()->seq_length(),
+               "blended datasets have different seq lengths ", d->seq_length(), " and ",
+               datasets_.front()->seq_length());
   }
   index_ = build_blending_index(weights, size);
   std::vector<int64_t> needed(datasets_.size(), 0);
   for (size_t i = 0; i < index_.dataset.size(); ++i)
     needed[size_t(index_.dataset[i])] = index_.dataset_sample[i] + 1;
   for (size_t k = 0; k < datasets_.size(); ++k) {
-    MT_CHECK(needed[k] <= datasets_[k]->size(), "blended dataset ", k, " has ",
-             datasets_[k]->size(), " samples, the blend needs ", needed[k]);
+    MT_REQUIRE(needed[k] <= datasets_[k]->size(), "blended dataset ", k, " has ",
+               datasets_[k]->size(), " samples, the blend needs ", needed[k]);
   }
 }
 

@@ -56,8 +56,8 @@ GptDataLoader::GptDataLoader(std::shared_ptr<const GptSampleSource> source,
                              GptDataLoaderOptions options) {
   MT_CHECK(source != nullptr, "GptDataLoader needs a sample source");
   MT_CHECK(source->size() > 0, "GptDataLoader: the sample source is empty");
-  MT_CHECK(!options.eod_mask_loss || options.eod_token >= 0,
-           "--eod-mask-loss needs a tokenizer with an end-of-document token");
+  MT_REQUIRE(!options.eod_mask_loss || options.eod_token >= 0,
+             "--eod-mask-loss needs a tokenizer with an end-of-document token");
   impl_ = std::make_unique<Impl>(std::move(source), options);
 }
 

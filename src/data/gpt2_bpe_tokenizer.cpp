@@ -58,8 +58,8 @@ std::string unicode_to_bytes(std::string_view token, std::string_view file) {
   size_t pos = 0;
   while (pos < token.size()) {
     const char32_t cp = next_code_point(token, pos);
-    MT_CHECK(cp < unicode_to_byte.size() && unicode_to_byte[cp] >= 0, file, ": token '", token,
-             "' has a character outside GPT-2's byte-to-unicode table");
+    MT_REQUIRE(cp < unicode_to_byte.size() && unicode_to_byte[cp] >= 0, file, ": token '", token,
+               "' has a character outside GPT-2's byte-to-unicode table");
     bytes += static_cast<char>(unicode_to_byte[cp]);
   }
   return bytes;
@@ -172,28 +172,28 @@ GPT2BPETokenizer::GPT2BPETokenizer(const std::string& vocab_file, const std::str
   } catch (const nlohmann::json::exception& e) {
     MT_THROW("--vocab-file '", vocab_file, "' is not valid JSON: ", e.what());
   }
-  MT_CHECK(vocab.is_object() && !vocab.empty(), "--vocab-file '", vocab_file,
-           "' must be a non-empty JSON object mapping tokens to ids (GPT-2 encoder.json)");
+  MT_REQUIRE(vocab.is_object() && !vocab.empty(), "--vocab-file '", vocab_file,
+             "' must be a non-empty JSON object mapping tokens to ids (GPT-2 encoder.json)");
   s.id_to_bytes.resize(vocab.size());
   std::vector<bool> seen(vocab.size(), false);
   std::unordered_map<std::string, int32_t> bytes_to_id;
   for (const auto& [token, id_json] : vocab.items()) {
-    MT_CHECK(id_json.is_number_integer(), "--vocab-file '", vocab_file, "': id of token '", token,
-             "' is not an integer");
+    MT_REQUIRE(id_json.is_number_integer(), "--vocab-file '", vocab_file, "': id of token '", token,
+               "' is not an integer");
     const int64_t id = id_json.get<int64_t>();
-    MT_CHECK(id >= 0 && id < static_cast<int64_t>(vocab.size()) && !seen[id], "--vocab-file '",
-             vocab_file, "': token '", token, "' has id ", id, "; expected unique ids 0..",
-             vocab.size() - 1);
+    MT_REQUIRE(id >= 0 && id < static_cast<int64_t>(vocab.size()) && !seen[id], "--vocab-file '",
+               vocab_file, "': token '", token, "' has id ", id, "; expected unique ids 0..",
+               vocab.size() - 1);
     seen[id] = true;
     s.id_to_bytes[id] = unicode_to_bytes(token, vocab_file);
     bytes_to_id.emplace(s.id_to_bytes[id], static_cast<int32_t>(id));
     if (token == "<|endoftext|>") s.eod = static_cast<int32_t>(id);
   }
-  MT_CHECK(s.eod >= 0, "--vocab-file '", vocab_file, "' has no '<|endoftext|>' token");
+  MT_REQUIRE(s.eod >= 0, "--vocab-file '", vocab_file, "' has no '<|endoftext|>' token");
   for (int b = 0; b < 256; ++b) {
     auto it = bytes_to_id.find(std::string(1, static_cast<char>(b)));
-    MT_CHECK(it != bytes_to_id.end(), "--vocab-file '", vocab_file,
-             "' lacks the single-byte token for byte ", b, "; byte-level BPE needs all 256");
+    MT_REQUIRE(it != bytes_to_id.end(), "--vocab-file '", vocab_file,
+               "' lacks the single-byte token for byte ", b, "; byte-level BPE needs all 256");
     s.byte_ids[b] = it->second;
   }
 
@@ -210,24 +210,24 @@ GPT2BPETokenizer::GPT2BPETokenizer(const std::string& vocab_file, const std::str
     ++line_number;
     if (line.empty() || (line_number == 1 && line.starts_with("#version"))) continue;
     const size_t space = line.find(' ');
-    MT_CHECK(space != std::string_view::npos && space > 0 && space + 1 < line.size() &&
-                 line.find(' ', space + 1) == std::string_view::npos,
-             "--merge-file '", merge_file, "' line ", line_number,
-             ": expected two tokens separated by one space, got '", line, "'");
+    MT_REQUIRE(space != std::string_view::npos && space > 0 && space + 1 < line.size() &&
+                   line.find(' ', space + 1) == std::string_view::npos,
+               "--merge-file '", merge_file, "' line ", line_number,
+               ": expected two tokens separated by one space, got '", line, "'");
     const std::string first = unicode_to_bytes(line.substr(0, space), merge_file);
     const std::string second = unicode_to_bytes(line.substr(space + 1), merge_file);
     const auto first_id = bytes_to_id.find(first);
     const auto second_id = bytes_to_id.find(second);
     const auto merged_id = bytes_to_id.find(first + second);
-    MT_CHECK(first_id != bytes_to_id.end() && second_id != bytes_to_id.end() &&
-                 merged_id != bytes_to_id.end(),
-             "--merge-file '", merge_file, "' line ", line_number, ": merge '", line,
-             "' uses or makes a token that is not in --vocab-file '", vocab_file, "'");
+    MT_REQUIRE(first_id != bytes_to_id.end() && second_id != bytes_to_id.end() &&
+                   merged_id != bytes_to_id.end(),
+               "--merge-file '", merge_file, "' line ", line_number, ": merge '", line,
+               "' uses or makes a token that is not in --vocab-file '", vocab_file, "'");
     // A repeated pair takes the later rank, as dict(zip(merges, range(...))) does.
     s.merges.insert_or_assign(pair_key(first_id->second, second_id->second),
                               Merge{rank++, merged_id->second});
   }
-  MT_CHECK(rank > 0, "--merge-file '", merge_file, "' has no merges");
+  MT_REQUIRE(rank > 0, "--merge-file '", merge_file, "' has no merges");
 
   const std::string pattern = gpt2_pattern();
   int error_code = 0;

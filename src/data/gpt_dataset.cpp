@@ -32,8 +32,8 @@ GptDataset::GptDataset(std::shared_ptr<const IndexedDataset> data, const std::st
       log_warning("cannot cache the " + name + " index (" + e.message() + "); continuing");
     }
   }
-  MT_CHECK(index_.num_samples() >= num_samples, "index '", cache_path_, "' has ",
-           index_.num_samples(), " samples, expected at least ", num_samples);
+  MT_REQUIRE(index_.num_samples() >= num_samples, "index '", cache_path_, "' has ",
+             index_.num_samples(), " samples, expected at least ", num_samples);
 }
 
 void GptDataset::sample(int64_t index, std::vector<int32_t>& tokens) const {

@@ -44,17 +44,17 @@ std::array<std::shared_ptr<const GptSampleSource>, 3> build_for_prefix(
 
 std::vector<std::pair<double, std::string>> parse_data_path(
     const std::vector<std::string>& data_path) {
-  MT_CHECK(!data_path.empty(), "--data-path is empty, expected a prefix or weight/prefix pairs");
+  MT_REQUIRE(!data_path.empty(), "--data-path is empty, expected a prefix or weight/prefix pairs");
   if (data_path.size() == 1) return {{1.0, data_path[0]}};
-  MT_CHECK(data_path.size() % 2 == 0, "--data-path has ", data_path.size(),
-           " values, expected one prefix or weight/prefix pairs (w1 p1 w2 p2 ...)");
+  MT_REQUIRE(data_path.size() % 2 == 0, "--data-path has ", data_path.size(),
+             " values, expected one prefix or weight/prefix pairs (w1 p1 w2 p2 ...)");
   std::vector<std::pair<double, std::string>> out;
   for (size_t i = 0; i < data_path.size(); i += 2) {
     char* end = nullptr;
     double w = std::strtod(data_path[i].c_str(), &end);
-    MT_CHECK(!data_path[i].empty() && *end == '\0' && std::isfinite(w) && w > 0,
-             "--data-path weight '", data_path[i], "' (before '", data_path[i + 1],
-             "') is not a positive number");
+    MT_REQUIRE(!data_path[i].empty() && *end == '\0' && std::isfinite(w) && w > 0,
+               "--data-path weight '", data_path[i], "' (before '", data_path[i + 1],
+               "') is not a positive number");
     out.emplace_back(w, data_path[i + 1]);
   }
   return out;
@@ -62,9 +62,9 @@ std::vector<std::pair<double, std::string>> parse_data_path(
 
 std::array<int64_t, 3> train_valid_test_num_samples(int64_t train_iters, int64_t global_batch,
                                                     int64_t eval_interval, int64_t eval_iters) {
-  MT_CHECK(train_iters >= 0 && global_batch >= 1 && eval_interval >= 1 && eval_iters >= 0,
-           "sample counts need --train-iters >= 0, --global-batch-size >= 1, "
-           "--eval-interval >= 1 and --eval-iters >= 0");
+  MT_REQUIRE(train_iters >= 0 && global_batch >= 1 && eval_interval >= 1 && eval_iters >= 0,
+             "sample counts need --train-iters >= 0, --global-batch-size >= 1, "
+             "--eval-interval >= 1 and --eval-iters >= 0");
   return {train_iters * global_batch, (train_iters / eval_interval + 1) * eval_iters * global_batch,
           eval_iters * global_batch};
 }
@@ -72,7 +72,7 @@ std::array<int64_t, 3> train_valid_test_num_samples(int64_t train_iters, int64_t
 GptDatasets build_gpt_datasets(const std::vector<std::string>& data_path, const std::string& split,
                                int64_t seq_length, uint64_t seed,
                                std::array<int64_t, 3> num_samples) {
-  MT_CHECK(seq_length >= 1, "--seq-length must be >= 1, got ", seq_length);
+  MT_REQUIRE(seq_length >= 1, "--seq-length must be >= 1, got ", seq_length);
   const auto sources = parse_data_path(data_path);
   std::array<std::shared_ptr<const GptSampleSource>, 3> result;
   if (sources.size() == 1) {
@@ -80,7 +80,7 @@ GptDatasets build_gpt_datasets(const std::vector<std::string>& data_path, const 
   } else {
     double total = 0;
     for (const auto& s : sources) total += s.first;
-    MT_CHECK(total > 0, "--data-path weights sum to 0, expected a positive sum");
+    MT_REQUIRE(total > 0, "--data-path weights sum to 0, expected a positive sum");
     std::vector<double> weights;
     std::array<std::vector<std::shared_ptr<const GptSampleSource>>, 3> parts;
     for (const auto& [weight, prefix] : sources) {

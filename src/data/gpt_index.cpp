@@ -63,7 +63,7 @@ std::vector<int64_t> shuffled_range(int64_t begin, int64_t end, uint64_t seed, u
 }  // namespace
 
 int64_t gpt_num_epochs(int64_t tokens_per_epoch, int64_t seq_length, int64_t num_samples) {
-  MT_CHECK(tokens_per_epoch > 0, "the dataset split has no tokens");
+  MT_REQUIRE(tokens_per_epoch > 0, "the dataset split has no tokens");
   int64_t epochs = 0;
   int64_t tokens = 0;
   while (true) {
@@ -77,7 +77,7 @@ GptIndex build_gpt_index(std::span<const int64_t> documents, std::span<const int
                          int64_t seq_length, int64_t num_samples, uint64_t seed) {
   MT_CHECK(seq_length >= 1, "seq_length must be >= 1, got ", seq_length);
   MT_CHECK(num_samples >= 1, "num_samples must be >= 1, got ", num_samples);
-  MT_CHECK(!documents.empty(), "the dataset split has no documents");
+  MT_REQUIRE(!documents.empty(), "the dataset split has no documents");
   int64_t tokens_per_epoch = 0;
   for (int64_t d : documents) {
     MT_CHECK(d >= 0 && size_t(d) < sizes.size(), "document ", d, " out of range");

@@ -31,7 +31,7 @@ struct Fnv1a {
 
 void add_file_identity(Fnv1a& h, const std::string& path) {
   struct stat st {};
-  MT_CHECK(::stat(path.c_str(), &st) == 0, "cannot stat '", path, "'");
+  MT_REQUIRE(::stat(path.c_str(), &st) == 0, "cannot stat '", path, "'");
   h.add_value<int64_t>(st.st_size);
   h.add_value<int64_t>(st.st_mtim.tv_sec);
   h.add_value<int64_t>(st.st_mtim.tv_nsec);

@@ -76,27 +76,28 @@ IndexedDataset::IndexedDataset(const std::string& prefix)
     : prefix_(prefix), idx_(prefix + ".idx"), bin_(prefix + ".bin") {
   const std::string& path = idx_.path();
   const uint8_t* p = idx_.data();
-  MT_CHECK(idx_.size() >= kIndexHeaderBytes, "index '", path, "' is truncated: ", idx_.size(),
-           " bytes, expected at least the ", kIndexHeaderBytes, "-byte header");
-  MT_CHECK(std::memcmp(p, kIndexMagic, sizeof(kIndexMagic)) == 0, "index '", path,
-           "' has a bad magic: expected \"MMIDIDX\\x00\\x00\" (a Megatron indexed dataset)");
+  MT_REQUIRE(idx_.size() >= kIndexHeaderBytes, "index '", path, "' is truncated: ", idx_.size(),
+             " bytes, expected at least the ", kIndexHeaderBytes, "-byte header");
+  MT_REQUIRE(std::memcmp(p, kIndexMagic, sizeof(kIndexMagic)) == 0, "index '", path,
+             "' has a bad magic: expected \"MMIDIDX\\x00\\x00\" (a Megatron indexed dataset)");
   uint64_t version = load<uint64_t>(p + 9);
-  MT_CHECK(version == kIndexVersion, "index '", path, "' has version ", version,
-           ", expected version ", kIndexVersion);
+  MT_REQUIRE(version == kIndexVersion, "index '", path, "' has version ", version,
+             ", expected version ", kIndexVersion);
   uint8_t code = p[17];
-  MT_CHECK(valid_dtype_code(code), "index '", path, "' has dtype code ", int(code),
-           ", expected 1..8 (uint8, int8, int16, int32, int64, float64, float32, uint16)");
+  MT_REQUIRE(valid_dtype_code(code), "index '", path, "' has dtype code ", int(code),
+             ", expected 1..8 (uint8, int8, int16, int32, int64, float64, float32, uint16)");
   dtype_ = IndexDType(code);
-  MT_CHECK(dtype_ != IndexDType::F32 && dtype_ != IndexDType::F64, "index '", path, "' stores ",
-           index_dtype_name(dtype_), " values, expected integer token ids");
+  MT_REQUIRE(dtype_ != IndexDType::F32 && dtype_ != IndexDType::F64, "index '", path, "' stores ",
+             index_dtype_name(dtype_), " values, expected integer token ids");
   uint64_t n = load<uint64_t>(p + 18);
   uint64_t d = load<uint64_t>(p + 26);
   // Bound the counts before multiplying so a garbage header cannot overflow the size check.
-  MT_CHECK(n <= idx_.size() && d <= idx_.size(), "index '", path, "' claims ", n, " sequences and ",
-           d, " document indices, more than its ", idx_.size(), " bytes can hold");
+  MT_REQUIRE(n <= idx_.size() && d <= idx_.size(), "index '", path, "' claims ", n,
+             " sequences and ", d, " document indices, more than its ", idx_.size(),
+             " bytes can hold");
   size_t expected = kIndexHeaderBytes + n * 4 + n * 8 + d * 8;
-  MT_CHECK(idx_.size() == expected, "index '", path, "' is ", idx_.size(), " bytes, expected ",
-           expected, " for ", n, " sequences and ", d, " document indices");
+  MT_REQUIRE(idx_.size() == expected, "index '", path, "' is ", idx_.size(), " bytes, expected ",
+             expected, " for ", n, " sequences and ", d, " document indices");
   num_sequences_ = int64_t(n);
   num_doc_indices_ = int64_t(d);
   lengths_ = p + kIndexHeaderBytes;
@@ -111,27 +112,27 @@ void IndexedDataset::validate() const {
   int64_t expected_pointer = 0;
   for (int64_t i = 0; i < num_sequences_; ++i) {
     int32_t len = sequence_length(i);
-    MT_CHECK(len >= 0, "index '", path, "': sequence ", i, " has negative length ", len);
+    MT_REQUIRE(len >= 0, "index '", path, "': sequence ", i, " has negative length ", len);
     int64_t ptr = sequence_pointer(i);
-    MT_CHECK(ptr == expected_pointer, "index '", path, "': sequence ", i, " points at byte ", ptr,
-             ", expected ", expected_pointer, " (sum of the previous lengths × ", item,
-             " bytes); the pointers are inconsistent with the lengths");
+    MT_REQUIRE(ptr == expected_pointer, "index '", path, "': sequence ", i, " points at byte ", ptr,
+               ", expected ", expected_pointer, " (sum of the previous lengths × ", item,
+               " bytes); the pointers are inconsistent with the lengths");
     expected_pointer += int64_t(len) * item;
   }
-  MT_CHECK(int64_t(bin_.size()) == expected_pointer, "data file '", bin_.path(), "' is ",
-           bin_.size(), " bytes, expected ", expected_pointer, " as described by '", path,
-           "' (truncated or mismatched .bin)");
-  MT_CHECK(num_doc_indices_ >= 1, "index '", path,
-           "' has no document indices, expected at least the leading 0");
-  MT_CHECK(document_index(0) == 0, "index '", path, "': document index 0 is ", document_index(0),
-           ", expected 0");
-  MT_CHECK(document_index(num_doc_indices_ - 1) == num_sequences_, "index '", path,
-           "': the last document index is ", document_index(num_doc_indices_ - 1),
-           ", expected the sequence count ", num_sequences_);
+  MT_REQUIRE(int64_t(bin_.size()) == expected_pointer, "data file '", bin_.path(), "' is ",
+             bin_.size(), " bytes, expected ", expected_pointer, " as described by '", path,
+             "' (truncated or mismatched .bin)");
+  MT_REQUIRE(num_doc_indices_ >= 1, "index '", path,
+             "' has no document indices, expected at least the leading 0");
+  MT_REQUIRE(document_index(0) == 0, "index '", path, "': document index 0 is ", document_index(0),
+             ", expected 0");
+  MT_REQUIRE(document_index(num_doc_indices_ - 1) == num_sequences_, "index '", path,
+             "': the last document index is ", document_index(num_doc_indices_ - 1),
+             ", expected the sequence count ", num_sequences_);
   for (int64_t k = 1; k < num_doc_indices_; ++k) {
-    MT_CHECK(document_index(k) >= document_index(k - 1), "index '", path, "': document index ", k,
-             " (", document_index(k), ") is smaller than document index ", k - 1, " (",
-             document_index(k - 1), "), expected a non-decreasing sequence");
+    MT_REQUIRE(document_index(k) >= document_index(k - 1), "index '", path, "': document index ", k,
+               " (", document_index(k), ") is smaller than document index ", k - 1, " (",
+               document_index(k - 1), "), expected a non-decreasing sequence");
   }
 }
 

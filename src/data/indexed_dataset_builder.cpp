@@ -15,7 +15,7 @@ void encode_as(std::span<const int32_t> tokens, IndexDType dtype, std::vector<ui
   out.resize(tokens.size() * sizeof(T));
   for (size_t i = 0; i < tokens.size(); ++i) {
     int64_t v = tokens[i];
-    MT_CHECK(
+    MT_REQUIRE(
         v >= int64_t(std::numeric_limits<T>::min()) && v <= int64_t(std::numeric_limits<T>::max()),
         "token id ", v, " does not fit the dataset dtype ", index_dtype_name(dtype));
     T t = T(v);
@@ -43,8 +43,9 @@ void IndexedDatasetBuilder::end_document() {
 }
 
 void IndexedDatasetBuilder::add_index(const IndexedDataset& other) {
-  MT_CHECK(other.dtype() == dtype_, "cannot merge '", other.prefix(), "' of dtype ",
-           index_dtype_name(other.dtype()), " into a dataset of dtype ", index_dtype_name(dtype_));
+  MT_REQUIRE(other.dtype() == dtype_, "cannot merge '", other.prefix(), "' of dtype ",
+             index_dtype_name(other.dtype()), " into a dataset of dtype ",
+             index_dtype_name(dtype_));
   const int64_t base = num_sequences();
   std::vector<int32_t> lengths = other.sequence_lengths();
   lengths_.insert(lengths_.end(), lengths.begin(), lengths.end());
@@ -77,7 +78,7 @@ void IndexedDatasetBuilder::finalize() {
 
 void merge_indexed_datasets(const std::vector<std::string>& input_prefixes,
                             const std::string& output_prefix) {
-  MT_CHECK(!input_prefixes.empty(), "merge needs at least one input dataset");
+  MT_REQUIRE(!input_prefixes.empty(), "merge needs at least one input dataset");
   IndexDType dtype = IndexedDataset(input_prefixes.front()).dtype();
   IndexedDatasetBuilder builder(output_prefix, dtype);
   for (const std::string& prefix : input_prefixes) builder.add_index(IndexedDataset(prefix));

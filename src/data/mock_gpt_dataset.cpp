@@ -8,10 +8,10 @@ namespace megatron {
 MockGptDataset::MockGptDataset(int64_t num_samples, int64_t seq_length, int64_t vocab_size,
                                uint64_t seed)
     : num_samples_(num_samples), seq_length_(seq_length), vocab_size_(vocab_size), seed_(seed) {
-  MT_CHECK(num_samples > 0, "mock dataset needs at least one sample, got ", num_samples);
-  MT_CHECK(seq_length > 0, "mock dataset needs --seq-length > 0, got ", seq_length);
-  MT_CHECK(vocab_size > 0 && vocab_size <= (int64_t(1) << 31),
-           "mock dataset needs 0 < --vocab-size <= 2^31, got ", vocab_size);
+  MT_REQUIRE(num_samples > 0, "mock dataset needs at least one sample, got ", num_samples);
+  MT_REQUIRE(seq_length > 0, "mock dataset needs --seq-length > 0, got ", seq_length);
+  MT_REQUIRE(vocab_size > 0 && vocab_size <= (int64_t(1) << 31),
+             "mock dataset needs 0 < --vocab-size <= 2^31, got ", vocab_size);
 }
 
 void MockGptDataset::sample(int64_t index, std::vector<int32_t>& tokens) const {

@@ -9,8 +9,8 @@
 namespace megatron {
 
 NullTokenizer::NullTokenizer(int64_t vocab_size) : vocab_size_(vocab_size) {
-  MT_CHECK(vocab_size > 0 && vocab_size <= std::numeric_limits<int32_t>::max(),
-           "NullTokenizer needs --vocab-size in [1, 2^31 - 1], got ", vocab_size);
+  MT_REQUIRE(vocab_size > 0 && vocab_size <= std::numeric_limits<int32_t>::max(),
+             "NullTokenizer needs --vocab-size in [1, 2^31 - 1], got ", vocab_size);
 }
 
 std::vector<int32_t> NullTokenizer::encode(std::string_view text) const {
@@ -23,7 +23,7 @@ std::vector<int32_t> NullTokenizer::encode(std::string_view text) const {
     const std::string_view word = text.substr(pos, end - pos);
     int64_t id = -1;
     const auto [last, error] = std::from_chars(word.data(), word.data() + word.size(), id);
-    MT_CHECK(
+    MT_REQUIRE(
         error == std::errc() && last == word.data() + word.size() && id >= 0 && id < vocab_size_,
         "NullTokenizer: '", word, "' at byte ", pos, " is not a token id in [0, ", vocab_size_,
         ")");

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/timer.h"
+#include "data/atomic_file.h"
 #include "data/indexed_dataset_builder.h"
 #include "data/sentence_splitter.h"
 
@@ -91,14 +92,14 @@ void report_progress(int64_t docs, int64_t bytes, double seconds) {
 }  // namespace
 
 PreprocessResult preprocess(const PreprocessOptions& opt, const Tokenizer& tokenizer) {
-  MT_CHECK(!opt.input.empty(), "--input is required");
-  MT_CHECK(!opt.output_prefix.empty(), "--output-prefix is required");
-  MT_CHECK(!opt.json_keys.empty(), "--json-keys needs at least one key");
-  MT_CHECK(opt.workers >= 1, "--workers must be >= 1, got ", opt.workers);
-  MT_CHECK(!opt.append_eod || tokenizer.eod() >= 0,
-           "--append-eod needs a tokenizer with an end-of-document token");
+  MT_REQUIRE(!opt.input.empty(), "--input is required");
+  MT_REQUIRE(!opt.output_prefix.empty(), "--output-prefix is required");
+  MT_REQUIRE(!opt.json_keys.empty(), "--json-keys needs at least one key");
+  MT_REQUIRE(opt.workers >= 1, "--workers must be >= 1, got ", opt.workers);
+  MT_REQUIRE(!opt.append_eod || tokenizer.eod() >= 0,
+             "--append-eod needs a tokenizer with an end-of-document token");
   std::ifstream in(opt.input, std::ios::binary);
-  MT_CHECK(in.good(), "cannot open --input '", opt.input, "'");
+  MT_REQUIRE(in.good(), "cannot open --input '", opt.input, "'");
 
   PreprocessResult result;
   const IndexDType dtype = optimal_index_dtype(tokenizer.vocab_size());
@@ -130,7 +131,7 @@ PreprocessResult preprocess(const PreprocessOptions& opt, const Tokenizer& token
       if (docs[i].error) {
         const std::string where =
             "'" + opt.input + "' line " + std::to_string(line_number) + ": " + *docs[i].error;
-        MT_CHECK(opt.keep_going, where, " (use --keep-going to skip such lines)");
+        MT_REQUIRE(opt.keep_going, where, " (use --keep-going to skip such lines)");
         if (result.skipped_lines++ == 0) first_skipped = where;
         continue;
       }
@@ -144,8 +145,21 @@ PreprocessResult preprocess(const PreprocessOptions& opt, const Tokenizer& token
       }
     }
   }
-  MT_CHECK(!in.bad(), "error reading --input '", opt.input, "'");
+  MT_REQUIRE(!in.bad(), "error reading --input '", opt.input, "'");
+  // An empty dataset would only fail later, at training time: refuse it now (the builders'
+  // temporary files are removed as they go).
+  MT_REQUIRE(result.documents > 0, "--input '", opt.input, "' holds no documents (", line_number,
+             " line", line_number == 1 ? "" : "s",
+             result.skipped_lines > 0 ? ", all skipped as malformed" : "",
+             "); expected one JSON object per line. Nothing was written");
   for (auto& b : builders) b->finalize();
+  // Temporary files of an earlier preprocess of the same prefix that was killed.
+  int stale = 0;
+  for (const std::string& prefix : result.output_prefixes)
+    stale += remove_stale_temporaries(prefix + ".bin") + remove_stale_temporaries(prefix + ".idx");
+  if (stale > 0)
+    std::fprintf(stderr, "Removed %d stale temporary file(s) of an interrupted preprocess.\n",
+                 stale);
   if (result.skipped_lines > 0) {
     std::fprintf(stderr, "Skipped %lld malformed line(s); the first: %s\n",
                  static_cast<long long>(result.skipped_lines), first_skipped.c_str());

@@ -12,7 +12,7 @@
 namespace megatron {
 
 std::string read_file(const std::string& path, std::string_view flag) {
-  MT_CHECK(!path.empty(), flag, " is required but was not given");
+  MT_REQUIRE(!path.empty(), flag, " is required but was not given");
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   if (!std::filesystem::exists(status)) {
@@ -25,7 +25,7 @@ std::string read_file(const std::string& path, std::string_view flag) {
   std::ifstream in(path, std::ios::binary);
   if (!in) MT_THROW(flag, " '", path, "' cannot be read: ", std::strerror(errno));
   std::string contents((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  MT_CHECK(!in.bad(), flag, " '", path, "' cannot be read: I/O error");
+  MT_REQUIRE(!in.bad(), flag, " '", path, "' cannot be read: I/O error");
   return contents;
 }
 

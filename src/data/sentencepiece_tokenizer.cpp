@@ -47,8 +47,8 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_file)
     : processor_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
   const std::string model = read_file(model_file, "--tokenizer-model");
   const auto status = processor_->LoadFromSerializedProto(model);
-  MT_CHECK(status.ok(), "--tokenizer-model '", model_file,
-           "' is not a SentencePiece model: ", status.ToString());
+  MT_REQUIRE(status.ok(), "--tokenizer-model '", model_file,
+             "' is not a SentencePiece model: ", status.ToString());
   eod_ = processor_->eos_id();
   pad_ = processor_->pad_id();
   cls_ = piece_id({"<CLS>", "[CLS]"});

@@ -24,19 +24,19 @@ std::array<double, 3> parse_split(const std::string& split) {
     std::string part = split.substr(start, end == std::string::npos ? end : end - start);
     char* stop = nullptr;
     double v = std::strtod(part.c_str(), &stop);
-    MT_CHECK(!part.empty() && stop == part.c_str() + part.size() && v >= 0 && std::isfinite(v),
-             "--split '", split, "': '", part,
-             "' is not a non-negative number (expected e.g. 949,50,1)");
+    MT_REQUIRE(!part.empty() && stop == part.c_str() + part.size() && v >= 0 && std::isfinite(v),
+               "--split '", split, "': '", part,
+               "' is not a non-negative number (expected e.g. 949,50,1)");
     parts.push_back(v);
     if (end == std::string::npos) break;
     start = end + 1;
   }
-  MT_CHECK(parts.size() <= 3, "--split '", split, "' has ", parts.size(),
-           " parts, expected at most 3 (train,valid,test)");
+  MT_REQUIRE(parts.size() <= 3, "--split '", split, "' has ", parts.size(),
+             " parts, expected at most 3 (train,valid,test)");
   std::array<double, 3> weights{0, 0, 0};
   for (size_t i = 0; i < parts.size(); ++i) weights[i] = parts[i];
-  MT_CHECK(weights[0] + weights[1] + weights[2] > 0, "--split '", split,
-           "' sums to 0, expected a positive sum");
+  MT_REQUIRE(weights[0] + weights[1] + weights[2] > 0, "--split '", split,
+             "' sums to 0, expected a positive sum");
   return weights;
 }
 

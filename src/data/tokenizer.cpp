@@ -16,7 +16,7 @@ constexpr const char* kTokenizerTypes =
     "NullTokenizer";
 
 void require(const std::string& value, const char* flag, const std::string& type) {
-  MT_CHECK(!value.empty(), flag, " is required for --tokenizer-type ", type);
+  MT_REQUIRE(!value.empty(), flag, " is required for --tokenizer-type ", type);
 }
 
 }  // namespace
@@ -38,7 +38,8 @@ std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options) {
     return std::make_unique<SentencePieceTokenizer>(options.model_file);
   }
   if (type == "NullTokenizer") {
-    MT_CHECK(options.vocab_size > 0, "--vocab-size (> 0) is required for --tokenizer-type ", type);
+    MT_REQUIRE(options.vocab_size > 0, "--vocab-size (> 0) is required for --tokenizer-type ",
+               type);
     return std::make_unique<NullTokenizer>(options.vocab_size);
   }
   if (type.empty()) MT_THROW("--tokenizer-type is required; expected one of ", kTokenizerTypes);

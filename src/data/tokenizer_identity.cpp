@@ -39,19 +39,19 @@ nlohmann::json tokenizer_identity(const TokenizerOptions& o, const Tokenizer& to
 std::string tokenizer_file(const nlohmann::json& identity, const std::string& key,
                            const std::string& override_path, const std::string& flag) {
   const nlohmann::json files = identity.value("files", nlohmann::json::object());
-  MT_CHECK(files.contains(key) || !override_path.empty(), "the checkpoint records no ", key,
-           " for its ", identity.value("type", std::string("(unknown)")),
-           " tokenizer; give it with ", flag);
+  MT_REQUIRE(files.contains(key) || !override_path.empty(), "the checkpoint records no ", key,
+             " for its ", identity.value("type", std::string("(unknown)")),
+             " tokenizer; give it with ", flag);
   const std::string path =
       override_path.empty() ? files[key].at("path").get<std::string>() : override_path;
-  MT_CHECK(std::filesystem::exists(path), "tokenizer file '", path, "' (the checkpoint's ", key,
-           ") does not exist; give its new place with ", flag);
+  MT_REQUIRE(std::filesystem::exists(path), "tokenizer file '", path, "' (the checkpoint's ", key,
+             ") does not exist; give its new place with ", flag);
   if (files.contains(key) && files[key].contains("crc32c")) {
     const uint32_t want = files[key].at("crc32c").get<uint32_t>();
-    MT_CHECK(file_crc32c(path) == want, "tokenizer file '", path,
-             "' is not the one the checkpoint was trained with (CRC32C differs); give the "
-             "original with ",
-             flag);
+    MT_REQUIRE(file_crc32c(path) == want, "tokenizer file '", path,
+               "' is not the one the checkpoint was trained with (CRC32C differs); give the "
+               "original with ",
+               flag);
   }
   return path;
 }

@@ -84,8 +84,9 @@ size_t find_invalid_utf8(std::string_view text) {
 
 void check_utf8(std::string_view text, std::string_view what) {
   const size_t bad = find_invalid_utf8(text);
-  MT_CHECK(bad == std::string_view::npos, what, " is not valid UTF-8: ill-formed byte 0x", std::hex,
-           static_cast<int>(static_cast<uint8_t>(text[bad])), std::dec, " at byte offset ", bad);
+  MT_REQUIRE(bad == std::string_view::npos, what, " is not valid UTF-8: ill-formed byte 0x",
+             std::hex, static_cast<int>(static_cast<uint8_t>(text[bad])), std::dec,
+             " at byte offset ", bad);
 }
 
 std::string replace_invalid_utf8(std::string_view bytes) {

@@ -11,10 +11,10 @@ namespace megatron {
 DistributedBackend choose_distributed_backend(const std::string& name, Device device) {
   if (name.empty()) return device.is_cuda() ? DistributedBackend::NCCL : DistributedBackend::MPI;
   if (name == "mpi") return DistributedBackend::MPI;
-  MT_CHECK(name == "nccl", "--distributed-backend must be nccl or mpi, got '", name, "'");
-  MT_CHECK(device.is_cuda(),
-           "--distributed-backend nccl moves CUDA tensors, but this run's device is ", device.str(),
-           "; use --distributed-backend mpi (the default on the CPU) or run on a GPU");
+  MT_REQUIRE(name == "nccl", "--distributed-backend must be nccl or mpi, got '", name, "'");
+  MT_REQUIRE(
+      device.is_cuda(), "--distributed-backend nccl moves CUDA tensors, but this run's device is ",
+      device.str(), "; use --distributed-backend mpi (the default on the CPU) or run on a GPU");
   return DistributedBackend::NCCL;
 }
 
@@ -25,9 +25,9 @@ const char* distributed_backend_name(DistributedBackend backend) {
 std::shared_ptr<Communicator> make_world_communicator(DistributedBackend backend, Device device) {
   std::shared_ptr<Communicator> world = world_communicator();
   if (backend == DistributedBackend::MPI) return world;
-  MT_CHECK(device.is_cuda(),
-           "--distributed-backend nccl moves CUDA tensors, but this run's device is ", device.str(),
-           "; use --distributed-backend mpi");
+  MT_REQUIRE(device.is_cuda(),
+             "--distributed-backend nccl moves CUDA tensors, but this run's device is ",
+             device.str(), "; use --distributed-backend mpi");
 #ifdef MEGATRON_CUDA
   // The NCCL world's MPI twin is a duplicate of the world (split with one color keeps the order),
   // owned by the NCCL communicator.

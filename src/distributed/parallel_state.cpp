@@ -4,14 +4,11 @@
 
 namespace megatron {
 
-ParallelState ParallelState::create(std::shared_ptr<Communicator> world, int tensor_parallel,
-                                    int pipeline_parallel) {
-  MT_CHECK(world != nullptr, "ParallelState::create: no world communicator");
-  MT_CHECK(tensor_parallel >= 1, "--tensor-model-parallel-size must be >= 1, got ",
-           tensor_parallel);
-  MT_CHECK(pipeline_parallel >= 1, "--pipeline-model-parallel-size must be >= 1, got ",
-           pipeline_parallel);
-  const int world_size = world->size();
+void check_parallel_sizes(int world_size, int tensor_parallel, int pipeline_parallel) {
+  MT_REQUIRE(tensor_parallel >= 1, "--tensor-model-parallel-size must be >= 1, got ",
+             tensor_parallel);
+  MT_REQUIRE(pipeline_parallel >= 1, "--pipeline-model-parallel-size must be >= 1, got ",
+             pipeline_parallel);
   const int model_parallel = tensor_parallel * pipeline_parallel;
   if (world_size % model_parallel != 0) {
     MT_THROW("the world size ", world_size, " (processes started by mpirun -np) is not divisible",
@@ -19,6 +16,14 @@ ParallelState ParallelState::create(std::shared_ptr<Communicator> world, int ten
              " x --pipeline-model-parallel-size ", pipeline_parallel, " = ", model_parallel,
              "; choose sizes whose product divides ", world_size);
   }
+}
+
+ParallelState ParallelState::create(std::shared_ptr<Communicator> world, int tensor_parallel,
+                                    int pipeline_parallel) {
+  MT_CHECK(world != nullptr, "ParallelState::create: no world communicator");
+  const int world_size = world->size();
+  check_parallel_sizes(world_size, tensor_parallel, pipeline_parallel);
+  const int model_parallel = tensor_parallel * pipeline_parallel;
 
   ParallelState s;
   s.world_size = world_size;

@@ -11,8 +11,13 @@
 
 namespace megatron {
 
+// Throws Error (naming the flags) when a size is < 1 or t·p does not divide the world size.
+// Communicates nothing: callers may check the grid on every rank before building it.
+void check_parallel_sizes(int world_size, int tensor_parallel, int pipeline_parallel);
+
 struct ParallelState {
-  // Throws Error when t·p does not divide the world size or a size is < 1.
+  // Throws Error when t·p does not divide the world size or a size is < 1
+  // (check_parallel_sizes).
   static ParallelState create(std::shared_ptr<Communicator> world, int tensor_parallel,
                               int pipeline_parallel);
 

@@ -63,8 +63,8 @@ std::optional<int> env_rank(const char* name) {
   char* end = nullptr;
   errno = 0;
   const long v = std::strtol(value, &end, 10);
-  MT_CHECK(errno == 0 && *end == '\0' && v >= 0 && v <= INT_MAX, "environment variable ", name,
-           "='", value, "' is not a rank (a non-negative integer)");
+  MT_REQUIRE(errno == 0 && *end == '\0' && v >= 0 && v <= INT_MAX, "environment variable ", name,
+             "='", value, "' is not a rank (a non-negative integer)");
   return int(v);
 }
 

@@ -108,7 +108,7 @@ bool hf_bert_has_binary_head(const TensorMap& hf) {
 BertConfig bert_config_from_hf(const nlohmann::json& j, int64_t padded_vocab_size,
                                bool binary_head) {
   auto need = [&](const char* key) -> const nlohmann::json& {
-    MT_CHECK(j.contains(key), "HF BERT config.json has no '", key, "'");
+    MT_REQUIRE(j.contains(key), "HF BERT config.json has no '", key, "'");
     return j.at(key);
   };
   BertConfig c;
@@ -127,13 +127,13 @@ BertConfig bert_config_from_hf(const nlohmann::json& j, int64_t padded_vocab_siz
   c.layernorm_order = LayerNormOrder::kPostLayerNorm;
   c.binary_head = binary_head;
   const std::string position = j.value("position_embedding_type", std::string("absolute"));
-  MT_CHECK(position == "absolute", "HF BERT position_embedding_type '", position,
-           "' is not supported (expected \"absolute\")");
+  MT_REQUIRE(position == "absolute", "HF BERT position_embedding_type '", position,
+             "' is not supported (expected \"absolute\")");
   const std::string act = j.value("hidden_act", std::string("gelu"));
   bool tanh_gelu = false;
   for (const char* name : kTanhGelu) tanh_gelu |= act == name;
-  MT_CHECK(tanh_gelu || act == "gelu", "HF BERT hidden_act '", act,
-           "' is not supported (expected gelu_new / gelu_pytorch_tanh, or gelu)");
+  MT_REQUIRE(tanh_gelu || act == "gelu", "HF BERT hidden_act '", act,
+             "' is not supported (expected gelu_new / gelu_pytorch_tanh, or gelu)");
   if (act == "gelu")
     log_warning(
         "HF BERT hidden_act \"gelu\" is the erf GeLU; this model computes the tanh approximation "
@@ -142,9 +142,9 @@ BertConfig bert_config_from_hf(const nlohmann::json& j, int64_t padded_vocab_siz
 }
 
 nlohmann::json hf_config_from_bert(const BertConfig& c) {
-  MT_CHECK(c.post_layernorm(),
-           "HF BertForPreTraining is a post-LayerNorm model: only a BERT trained with "
-           "--post-layernorm can be exported to HF");
+  MT_REQUIRE(c.post_layernorm(),
+             "HF BertForPreTraining is a post-LayerNorm model: only a BERT trained with "
+             "--post-layernorm can be exported to HF");
   return {{"architectures", {"BertForPreTraining"}},
           {"model_type", "bert"},
           {"vocab_size", c.vocab_size},
@@ -164,7 +164,7 @@ nlohmann::json hf_config_from_bert(const BertConfig& c) {
 }
 
 TensorMap bert_tensors_from_hf(const TensorMap& hf_in, const BertConfig& c) {
-  MT_CHECK(c.post_layernorm(), "an HF BERT imports into the post-LayerNorm order only");
+  MT_REQUIRE(c.post_layernorm(), "an HF BERT imports into the post-LayerNorm order only");
   TensorMap hf;
   for (const auto& [name, t] : hf_in) hf[canonical_name(name)] = t;
   std::string errors;
@@ -240,14 +240,14 @@ TensorMap bert_tensors_from_hf(const TensorMap& hf_in, const BertConfig& c) {
   }
   for (const auto& [name, t] : hf)
     if (!used.count(name)) errors += "\n  unexpected " + name + " " + shape_str(t.shape());
-  MT_CHECK(errors.empty(), "HF BERT weights do not match config.json:", errors);
+  MT_REQUIRE(errors.empty(), "HF BERT weights do not match config.json:", errors);
   return ours;
 }
 
 TensorMap hf_tensors_from_bert(const TensorMap& ours, const BertConfig& c) {
   auto get = [&](const std::string& name) -> const Tensor& {
     auto it = ours.find(name);
-    MT_CHECK(it != ours.end(), "BERT export: no tensor '", name, "'");
+    MT_REQUIRE(it != ours.end(), "BERT export: no tensor '", name, "'");
     return it->second;
   };
   TensorMap hf;

@@ -80,7 +80,7 @@ std::vector<Mapping> mappings(const GptConfig& c) {
 
 template <typename T>
 T required(const nlohmann::json& j, const char* key) {
-  MT_CHECK(j.contains(key) && !j[key].is_null(), "HF GPT-2 config.json has no '", key, "'");
+  MT_REQUIRE(j.contains(key) && !j[key].is_null(), "HF GPT-2 config.json has no '", key, "'");
   try {
     return j[key].get<T>();
   } catch (const nlohmann::json::exception&) {
@@ -91,21 +91,21 @@ T required(const nlohmann::json& j, const char* key) {
 }  // namespace
 
 GptConfig gpt_config_from_hf(const nlohmann::json& j, int64_t padded_vocab_size) {
-  MT_CHECK(j.is_object(), "HF GPT-2 config.json is not a JSON object");
+  MT_REQUIRE(j.is_object(), "HF GPT-2 config.json is not a JSON object");
   if (j.contains("model_type"))
-    MT_CHECK(j["model_type"] == "gpt2", "HF config.json has model_type ", j["model_type"].dump(),
-             ", expected \"gpt2\"");
+    MT_REQUIRE(j["model_type"] == "gpt2", "HF config.json has model_type ", j["model_type"].dump(),
+               ", expected \"gpt2\"");
   const std::string act = j.value("activation_function", std::string("gelu_new"));
-  MT_CHECK(std::find(std::begin(kTanhGelu), std::end(kTanhGelu), act) != std::end(kTanhGelu),
-           "HF GPT-2 config.json: activation_function '", act,
-           "' is not supported (our GeLU is the tanh approximation: gelu_new)");
-  MT_CHECK(j.value("scale_attn_weights", true),
-           "HF GPT-2 config.json: scale_attn_weights = "
-           "false is not supported");
-  MT_CHECK(!j.value("scale_attn_by_inverse_layer_idx", false),
-           "HF GPT-2 config.json: scale_attn_by_inverse_layer_idx = true is not supported");
-  MT_CHECK(j.value("tie_word_embeddings", true),
-           "HF GPT-2 config.json: tie_word_embeddings = false is not supported");
+  MT_REQUIRE(std::find(std::begin(kTanhGelu), std::end(kTanhGelu), act) != std::end(kTanhGelu),
+             "HF GPT-2 config.json: activation_function '", act,
+             "' is not supported (our GeLU is the tanh approximation: gelu_new)");
+  MT_REQUIRE(j.value("scale_attn_weights", true),
+             "HF GPT-2 config.json: scale_attn_weights = "
+             "false is not supported");
+  MT_REQUIRE(!j.value("scale_attn_by_inverse_layer_idx", false),
+             "HF GPT-2 config.json: scale_attn_by_inverse_layer_idx = true is not supported");
+  MT_REQUIRE(j.value("tie_word_embeddings", true),
+             "HF GPT-2 config.json: tie_word_embeddings = false is not supported");
   GptConfig c;
   c.num_layers = required<int>(j, "n_layer");
   c.hidden_size = required<int>(j, "n_embd");
@@ -120,8 +120,8 @@ GptConfig gpt_config_from_hf(const nlohmann::json& j, int64_t padded_vocab_size)
   c.hidden_dropout = j.value("resid_pdrop", 0.1f);
   c.attention_dropout = j.value("attn_pdrop", 0.1f);
   c.init_method_std = j.value("initializer_range", 0.02f);
-  MT_CHECK(c.padded_vocab_size >= c.vocab_size, "padded vocabulary size ", c.padded_vocab_size,
-           " is smaller than the HF vocab_size ", c.vocab_size);
+  MT_REQUIRE(c.padded_vocab_size >= c.vocab_size, "padded vocabulary size ", c.padded_vocab_size,
+             " is smaller than the HF vocab_size ", c.vocab_size);
   return c;
 }
 
@@ -202,9 +202,9 @@ TensorMap gpt_tensors_from_hf(const TensorMap& hf_in, const GptConfig& c) {
           bool tied = lm_head.shape() == t.shape() &&
                       std::memcmp(hf_tensor_to_f32(lm_head, "GPT-2").raw_data(), t.raw_data(),
                                   t.nbytes()) == 0;
-          MT_CHECK(tied,
-                   "HF GPT-2 lm_head.weight differs from wte.weight: untied LM heads are "
-                   "not supported");
+          MT_REQUIRE(tied,
+                     "HF GPT-2 lm_head.weight differs from wte.weight: untied LM heads are "
+                     "not supported");
         }
         break;
       }
@@ -214,8 +214,8 @@ TensorMap gpt_tensors_from_hf(const TensorMap& hf_in, const GptConfig& c) {
     problems << "\n  " << name << ": unexpected tensor " << shape_str(t.shape());
     ++count;
   }
-  MT_CHECK(count == 0, "HF GPT-2 weights do not match config.json (", count, " problem",
-           count == 1 ? "" : "s", "):", problems.str());
+  MT_REQUIRE(count == 0, "HF GPT-2 weights do not match config.json (", count, " problem",
+             count == 1 ? "" : "s", "):", problems.str());
   return ours;
 }
 
@@ -224,7 +224,7 @@ TensorMap hf_tensors_from_gpt(const TensorMap& ours, const GptConfig& c) {
   const int64_t heads = c.num_attention_heads;
   for (const Mapping& m : mappings(c)) {
     auto it = ours.find(m.ours);
-    MT_CHECK(it != ours.end(), "no tensor '", m.ours, "' to export to HF GPT-2");
+    MT_REQUIRE(it != ours.end(), "no tensor '", m.ours, "' to export to HF GPT-2");
     const Tensor& t = it->second;
     switch (m.kind) {
       case Mapping::kCopy:
@@ -243,8 +243,8 @@ TensorMap hf_tensors_from_gpt(const TensorMap& ours, const GptConfig& c) {
         hf[m.hf] = t.slice(0, 0, c.vocab_size).clone();
         break;
     }
-    MT_CHECK(hf[m.hf].shape() == m.hf_shape, "tensor '", m.ours, "' has shape ",
-             shape_str(t.shape()), ", which does not give HF ", m.hf, " ", shape_str(m.hf_shape));
+    MT_REQUIRE(hf[m.hf].shape() == m.hf_shape, "tensor '", m.ours, "' has shape ",
+               shape_str(t.shape()), ", which does not give HF ", m.hf, " ", shape_str(m.hf_shape));
   }
   return hf;
 }

@@ -15,9 +15,9 @@ Tensor hf_tensor_to_f32(const Tensor& t, const char* model_name) {
     float* d = out.data<float>();
     for (int64_t i = 0; i < src.numel(); ++i) d[i] = float(s[i]);
   } else {
-    MT_CHECK(src.dtype() == DType::BF16 || src.dtype() == DType::F16, "HF ", model_name,
-             " tensor of dtype ", dtype_name(src.dtype()),
-             " (expected a float dtype: F32, F16, BF16 or F64)");
+    MT_REQUIRE(src.dtype() == DType::BF16 || src.dtype() == DType::F16, "HF ", model_name,
+               " tensor of dtype ", dtype_name(src.dtype()),
+               " (expected a float dtype: F32, F16, BF16 or F64)");
     kernels::cast(src, out);
   }
   return out;

@@ -33,17 +33,17 @@ TransformerConfig shared_transformer_config(const ModelConfig& c) {
 template <typename ModelConfig>
 void validate_language_model_config(const ModelConfig& c, int tp_size, const char* model_name) {
   c.transformer_config().validate(tp_size);
-  MT_CHECK(c.vocab_size > 0, "vocabulary size must be positive, got ", c.vocab_size);
-  MT_CHECK(c.padded_vocab_size >= c.vocab_size, "padded vocabulary size ", c.padded_vocab_size,
-           " is smaller than the vocabulary size ", c.vocab_size);
-  MT_CHECK(c.padded_vocab_size % tp_size == 0, "padded vocabulary size ", c.padded_vocab_size,
-           " is not divisible by --tensor-model-parallel-size ", tp_size);
-  MT_CHECK(c.seq_length > 0 && c.seq_length <= c.max_position_embeddings, "--seq-length ",
-           c.seq_length, " must be in [1, --max-position-embeddings = ", c.max_position_embeddings,
-           "]");
-  MT_CHECK(c.compute_dtype == DType::F32 || c.compute_dtype == DType::BF16, "compute dtype ",
-           dtype_name(c.compute_dtype), " is not supported by ", model_name,
-           " (expected f32 or bf16)");
+  MT_REQUIRE(c.vocab_size > 0, "vocabulary size must be positive, got ", c.vocab_size);
+  MT_REQUIRE(c.padded_vocab_size >= c.vocab_size, "padded vocabulary size ", c.padded_vocab_size,
+             " is smaller than the vocabulary size ", c.vocab_size);
+  MT_REQUIRE(c.padded_vocab_size % tp_size == 0, "padded vocabulary size ", c.padded_vocab_size,
+             " is not divisible by --tensor-model-parallel-size ", tp_size);
+  MT_REQUIRE(c.seq_length > 0 && c.seq_length <= c.max_position_embeddings, "--seq-length ",
+             c.seq_length,
+             " must be in [1, --max-position-embeddings = ", c.max_position_embeddings, "]");
+  MT_REQUIRE(c.compute_dtype == DType::F32 || c.compute_dtype == DType::BF16, "compute dtype ",
+             dtype_name(c.compute_dtype), " is not supported by ", model_name,
+             " (expected f32 or bf16)");
 }
 
 }  // namespace megatron

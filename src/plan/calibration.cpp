@@ -7,8 +7,8 @@ namespace megatron::plan {
 double calibrate_gemm_efficiency(Machine& machine, const ModelSpec& model, const Layout& layout,
                                  Implementation impl, double tflops_per_device,
                                  FlopCounting counting) {
-  MT_CHECK(tflops_per_device > 0, "the calibration target must be positive TFLOP/s, got ",
-           tflops_per_device);
+  MT_REQUIRE(tflops_per_device > 0, "the calibration target must be positive TFLOP/s, got ",
+             tflops_per_device);
   const Precision dtype = gemm_precision(layout, impl);
   ComputeSpec& spec = const_cast<ComputeSpec&>(machine.compute(dtype));
   auto predicted = [&](double efficiency) {
@@ -18,11 +18,11 @@ double calibrate_gemm_efficiency(Machine& machine, const ModelSpec& model, const
                                             : t.hardware_tflops_per_device;
   };
   const double at_peak = predicted(1.0);
-  MT_CHECK(at_peak >= tflops_per_device, "cannot calibrate to ", tflops_per_device,
-           " TFLOP/s per device: even with GEMMs at the machine's peak the model predicts ",
-           at_peak,
-           " (the rest of the step is communication and memory-bound kernels; check "
-           "the machine's bandwidths)");
+  MT_REQUIRE(at_peak >= tflops_per_device, "cannot calibrate to ", tflops_per_device,
+             " TFLOP/s per device: even with GEMMs at the machine's peak the model predicts ",
+             at_peak,
+             " (the rest of the step is communication and memory-bound kernels; check "
+             "the machine's bandwidths)");
   double lo = 1e-4, hi = 1.0;
   for (int i = 0; i < 100; ++i) {
     const double mid = 0.5 * (lo + hi);

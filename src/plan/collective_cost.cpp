@@ -27,17 +27,17 @@ double collective_seconds(const Machine& m, Collective op, double bytes, const G
   double bandwidth = m.intra_node.bandwidth * m.intra_node.efficiency;
   double latency = m.intra_node.latency;
   if (g.spans_nodes) {
-    MT_CHECK(m.inter_node.bandwidth > 0, "machine '", m.name,
-             "' has no 'network' entry, but this layout puts a ", n,
-             "-member group across nodes of ", m.devices_per_node,
-             " devices (add the inter-node network to the machine file, or use fewer devices)");
+    MT_REQUIRE(m.inter_node.bandwidth > 0, "machine '", m.name,
+               "' has no 'network' entry, but this layout puts a ", n,
+               "-member group across nodes of ", m.devices_per_node,
+               " devices (add the inter-node network to the machine file, or use fewer devices)");
     const double network = m.inter_node.bandwidth * m.inter_node.efficiency *
                            double(g.members_per_node) / double(m.devices_per_node);
     bandwidth = bandwidth > 0 ? std::min(bandwidth, network) : network;
     latency = std::max(latency, m.inter_node.latency);
   }
-  MT_CHECK(bandwidth > 0, "machine '", m.name, "' has no bandwidth for a ", n,
-           "-member group (node.bandwidth_gbps is missing)");
+  MT_REQUIRE(bandwidth > 0, "machine '", m.name, "' has no bandwidth for a ", n,
+             "-member group (node.bandwidth_gbps is missing)");
   switch (op) {
     case Collective::kAllReduce:
       return 2 * (n - 1) * latency + 2 * (n - 1) / n * bytes / bandwidth;

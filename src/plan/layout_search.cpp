@@ -25,11 +25,11 @@ bool faster(const Candidate& a, const Candidate& b) {
 
 SearchResult search_layouts(const ModelSpec& model, const Layout& base, const Machine& machine,
                             Implementation impl, int devices, int top, double headroom) {
-  MT_CHECK(devices > 0, "--search needs the number of devices: give --world-size N");
-  MT_CHECK(base.global_batch > 0,
-           "--search needs --global-batch-size (the batch every layout must reach)");
-  MT_CHECK(top > 0, "--search-top must be positive, got ", top);
-  MT_CHECK(headroom >= 0 && headroom < 1, "--memory-headroom must be in [0, 1), got ", headroom);
+  MT_REQUIRE(devices > 0, "--search needs the number of devices: give --world-size N");
+  MT_REQUIRE(base.global_batch > 0,
+             "--search needs --global-batch-size (the batch every layout must reach)");
+  MT_REQUIRE(top > 0, "--search-top must be positive, got ", top);
+  MT_REQUIRE(headroom >= 0 && headroom < 1, "--memory-headroom must be in [0, 1), got ", headroom);
   const double usable = machine.memory_bytes * (1.0 - headroom);
   const bool lm = impl == Implementation::kMegatronLm;
   const std::vector<Recompute> recomputes =
@@ -85,10 +85,10 @@ SearchResult search_layouts(const ModelSpec& model, const Layout& base, const Ma
       }
     }
   }
-  MT_CHECK(result.evaluated > 0, "no layout of this model fits the rules on ", devices,
-           " devices: the TP size must divide the heads (", model.heads(),
-           ") and FFN width, PP the layers (", model.num_layers, "), and DP the global batch (",
-           base.global_batch, ")");
+  MT_REQUIRE(result.evaluated > 0, "no layout of this model fits the rules on ", devices,
+             " devices: the TP size must divide the heads (", model.heads(),
+             ") and FFN width, PP the layers (", model.num_layers, "), and DP the global batch (",
+             base.global_batch, ")");
   result.fitting = int64_t(fitting.size());
   std::sort(fitting.begin(), fitting.end(), faster);
   if (int64_t(fitting.size()) > top) fitting.resize(size_t(top));

@@ -22,7 +22,7 @@ class ObjectReader {
  public:
   ObjectReader(const json& object, std::string path, const std::string& origin)
       : object_(object), path_(std::move(path)), origin_(origin) {
-    MT_CHECK(object.is_object(), "machine file ", origin, ": '", path_, "' must be an object");
+    MT_REQUIRE(object.is_object(), "machine file ", origin, ": '", path_, "' must be an object");
   }
   bool has(const char* key) const { return object_.contains(key); }
   std::string where(const char* key) const { return path_.empty() ? key : path_ + "." + key; }
@@ -30,37 +30,37 @@ class ObjectReader {
   double number(const char* key, double fallback, bool required, bool positive = true) {
     used_.insert(key);
     if (!object_.contains(key)) {
-      MT_CHECK(!required, "machine file ", origin_, ": missing '", where(key), "'");
+      MT_REQUIRE(!required, "machine file ", origin_, ": missing '", where(key), "'");
       return fallback;
     }
     const json& v = object_.at(key);
-    MT_CHECK(v.is_number(), "machine file ", origin_, ": '", where(key), "' must be a number, got ",
-             v.dump());
+    MT_REQUIRE(v.is_number(), "machine file ", origin_, ": '", where(key),
+               "' must be a number, got ", v.dump());
     const double x = v.get<double>();
-    MT_CHECK(positive ? x > 0 : x >= 0, "machine file ", origin_, ": '", where(key), "' must be ",
-             positive ? "positive" : ">= 0", ", got ", x);
+    MT_REQUIRE(positive ? x > 0 : x >= 0, "machine file ", origin_, ": '", where(key), "' must be ",
+               positive ? "positive" : ">= 0", ", got ", x);
     return x;
   }
   std::string text(const char* key, bool required) {
     used_.insert(key);
     if (!object_.contains(key)) {
-      MT_CHECK(!required, "machine file ", origin_, ": missing '", where(key), "'");
+      MT_REQUIRE(!required, "machine file ", origin_, ": missing '", where(key), "'");
       return "";
     }
-    MT_CHECK(object_.at(key).is_string(), "machine file ", origin_, ": '", where(key),
-             "' must be a string");
+    MT_REQUIRE(object_.at(key).is_string(), "machine file ", origin_, ": '", where(key),
+               "' must be a string");
     return object_.at(key).get<std::string>();
   }
   ObjectReader child(const char* key) {
     used_.insert(key);
-    MT_CHECK(object_.contains(key), "machine file ", origin_, ": missing '", where(key), "'");
+    MT_REQUIRE(object_.contains(key), "machine file ", origin_, ": missing '", where(key), "'");
     return ObjectReader(object_.at(key), where(key), origin_);
   }
   void finish() const {
     for (const auto& [key, value] : object_.items())
-      MT_CHECK(used_.count(key) || key.rfind('_', 0) == 0, "machine file ", origin_,
-               ": unknown key '", where(key.c_str()),
-               "' (keys starting with '_' are comments; see docs/plan.md for the format)");
+      MT_REQUIRE(used_.count(key) || key.rfind('_', 0) == 0, "machine file ", origin_,
+                 ": unknown key '", where(key.c_str()),
+                 "' (keys starting with '_' are comments; see docs/plan.md for the format)");
   }
 
  private:
@@ -105,9 +105,9 @@ const ComputeSpec& Machine::compute(Precision precision) const {
   const ComputeSpec& c = precision == Precision::kFp32   ? fp32
                          : precision == Precision::kBf16 ? bf16
                                                          : fp16;
-  MT_CHECK(c.peak_flops > 0, "machine '", name, "' has no '", precision_name(precision),
-           "' entry under device.compute: it cannot plan --", precision_name(precision),
-           " (add peak_tflops and gemm_efficiency for it, or choose another precision)");
+  MT_REQUIRE(c.peak_flops > 0, "machine '", name, "' has no '", precision_name(precision),
+             "' entry under device.compute: it cannot plan --", precision_name(precision),
+             " (add peak_tflops and gemm_efficiency for it, or choose another precision)");
   return c;
 }
 
@@ -123,7 +123,7 @@ Machine machine_from_json_text(const std::string& text, const std::string& origi
   m.name = top.text("name", true);
   m.source = top.text("source", false);
   m.overlap_slowdown = top.number("overlap_slowdown", 0, false, false);
-  MT_CHECK(m.overlap_slowdown < 1, "machine file ", origin, ": 'overlap_slowdown' must be < 1");
+  MT_REQUIRE(m.overlap_slowdown < 1, "machine file ", origin, ": 'overlap_slowdown' must be < 1");
 
   ObjectReader device = top.child("device");
   m.memory_bytes = device.number("memory_gib", 0, true) * kGiB;
@@ -146,13 +146,14 @@ Machine machine_from_json_text(const std::string& text, const std::string& origi
     any = true;
   }
   compute.finish();
-  MT_CHECK(any, "machine file ", origin, ": device.compute needs at least one of fp32, bf16, fp16");
+  MT_REQUIRE(any, "machine file ", origin,
+             ": device.compute needs at least one of fp32, bf16, fp16");
   device.finish();
 
   ObjectReader node = top.child("node");
   m.devices_per_node = int(node.number("devices", 1, true));
-  MT_CHECK(double(m.devices_per_node) == node.number("devices", 1, true), "machine file ", origin,
-           ": 'node.devices' must be a whole number");
+  MT_REQUIRE(double(m.devices_per_node) == node.number("devices", 1, true), "machine file ", origin,
+             ": 'node.devices' must be a whole number");
   if (m.devices_per_node > 1 || node.has("bandwidth_gbps")) m.intra_node = read_link(node);
   node.finish();
   if (top.has("network")) {
@@ -166,9 +167,9 @@ Machine machine_from_json_text(const std::string& text, const std::string& origi
 
 Machine load_machine(const std::string& path) {
   std::ifstream in(path);
-  MT_CHECK(in.good(), "cannot read the machine file '", path,
-           "' (--machine): give a JSON machine description such as "
-           "examples/machines/dgx_a100_80gb.json");
+  MT_REQUIRE(in.good(), "cannot read the machine file '", path,
+             "' (--machine): give a JSON machine description such as "
+             "examples/machines/dgx_a100_80gb.json");
   std::stringstream buffer;
   buffer << in.rdbuf();
   return machine_from_json_text(buffer.str(), path);

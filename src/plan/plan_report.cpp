@@ -135,7 +135,7 @@ Plan make_plan(const ModelSpec& model, const Layout& layout, const Machine& mach
                Implementation impl, double headroom) {
   validate_model(model);
   validate_layout(model, layout, impl);
-  MT_CHECK(headroom >= 0 && headroom < 1, "--memory-headroom must be in [0, 1), got ", headroom);
+  MT_REQUIRE(headroom >= 0 && headroom < 1, "--memory-headroom must be in [0, 1), got ", headroom);
   Plan p{model, layout, impl, machine, {}, {}, headroom};
   p.memory = estimate_memory(model, layout, machine, impl);
   p.time = predict_step_time(model, layout, machine, impl);

@@ -11,29 +11,17 @@
 #include <sstream>
 
 #include "core/durable_file.h"
+#include "core/logging.h"
+#include "distributed/agreement.h"
 #include "kernels/elementwise.h"
+#include "train/checkpoint_housekeeping.h"
 #include "train/checkpoint_layout.h"
+#include "train/divergence_guard.h"
 
 namespace fs = std::filesystem;
 
 namespace megatron {
 namespace {
-
-// Runs `step` on this rank, then lets every rank know whether any rank failed, so that all
-// of them throw together instead of some waiting forever in the next collective.
-void on_all_ranks(Communicator& world, const char* what, const std::function<void()>& step) {
-  std::string error;
-  try {
-    step();
-  } catch (const Error& e) {
-    error = e.message();
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  double failed = world.all_reduce_scalar(error.empty() ? 0.0 : 1.0, ReduceOp::MAX);
-  if (!error.empty()) MT_THROW(what, ": ", error);
-  MT_CHECK(failed == 0.0, what, " failed on another rank (see its error)");
-}
 
 // A vocabulary padded for another TP size: the same real rows, another number of padding
 // rows (ParamSpec::vocab_rows). Only dim 0 may differ, and both must hold every real row.
@@ -66,7 +54,7 @@ uint64_t random_nonce() {
 void rename_or_throw(const std::string& from, const std::string& to) {
   std::error_code ec;
   fs::rename(from, to, ec);
-  MT_CHECK(!ec, "cannot rename '", from, "' to '", to, "': ", ec.message());
+  MT_REQUIRE(!ec, "cannot rename '", from, "' to '", to, "': ", ec.message());
 }
 
 }  // namespace
@@ -74,15 +62,15 @@ void rename_or_throw(const std::string& from, const std::string& to) {
 int64_t resolve_checkpoint_iteration(const std::string& load_dir, int64_t iteration) {
   if (iteration >= 0) return iteration;
   std::optional<int64_t> latest = read_latest_iteration(load_dir);
-  MT_CHECK(latest.has_value(), "no checkpoint to load in '", load_dir, "': ", kTrackerFileName,
-           " not found");
+  MT_REQUIRE(latest.has_value(), "no checkpoint to load in '", load_dir, "': ", kTrackerFileName,
+             " not found");
   return *latest;
 }
 
 std::string checkpoint_iteration_dir(const std::string& load_dir, int64_t iteration) {
   iteration = resolve_checkpoint_iteration(load_dir, iteration);
   std::string dir = load_dir + "/" + iteration_dir_name(iteration);
-  MT_CHECK(fs::is_directory(dir), "checkpoint directory '", dir, "' does not exist");
+  MT_REQUIRE(fs::is_directory(dir), "checkpoint directory '", dir, "' does not exist");
   return dir;
 }
 
@@ -116,8 +104,8 @@ void check_checkpoint_matches(const CheckpointShardReader& reader, const Paramet
       ++count;
     }
   }
-  MT_CHECK(count == 0, "checkpoint '", reader.iteration_dir(), "' does not match the model (",
-           count, " difference", count == 1 ? "" : "s", "):", diffs.str());
+  MT_REQUIRE(count == 0, "checkpoint '", reader.iteration_dir(), "' does not match the model (",
+             count, " difference", count == 1 ? "" : "s", "):", diffs.str());
 }
 
 void read_parameters(const CheckpointShardReader& reader, ParameterStore& params,
@@ -128,13 +116,13 @@ void read_parameters(const CheckpointShardReader& reader, ParameterStore& params
       stored += (stored.empty() ? "" : ", ") + b;
     for (const auto& [buffer, flat] : *optimizer_flat_buffers) {
       const std::vector<std::string>& names = reader.optimizer_buffer_names();
-      MT_CHECK(std::find(names.begin(), names.end(), buffer) != names.end(), "checkpoint '",
-               reader.iteration_dir(), "' holds no optimizer buffer '", buffer,
-               "' (stored: ", stored.empty() ? "none" : stored, ")");
-      MT_CHECK(flat.dtype() == DType::F32 && flat.is_contiguous() &&
-                   flat.numel() == params.flat_values().numel(),
-               "optimizer buffer '", buffer, "' is ", flat.describe(), ", expected f32 [",
-               params.flat_values().numel(), "] laid out like the flat parameter values");
+      MT_REQUIRE(std::find(names.begin(), names.end(), buffer) != names.end(), "checkpoint '",
+                 reader.iteration_dir(), "' holds no optimizer buffer '", buffer,
+                 "' (stored: ", stored.empty() ? "none" : stored, ")");
+      MT_REQUIRE(flat.dtype() == DType::F32 && flat.is_contiguous() &&
+                     flat.numel() == params.flat_values().numel(),
+                 "optimizer buffer '", buffer, "' is ", flat.describe(), ", expected f32 [",
+                 params.flat_values().numel(), "] laid out like the flat parameter values");
     }
   }
   // Checkpoints are device-independent: buffers on a GPU are filled through a host copy
@@ -199,10 +187,10 @@ CheckpointTransaction::CheckpointTransaction(const std::string& save_dir, int64_
     : save_dir_(save_dir), tmp_dir_(tmp_dir(save_dir, iteration, nonce)), iteration_(iteration) {
   std::error_code ec;
   fs::create_directories(save_dir, ec);
-  MT_CHECK(!ec, "cannot create checkpoint directory '", save_dir, "': ", ec.message());
+  MT_REQUIRE(!ec, "cannot create checkpoint directory '", save_dir, "': ", ec.message());
   fs::remove_all(tmp_dir_, ec);  // a stale directory of a crashed save with the same nonce
   fs::create_directory(tmp_dir_, ec);
-  MT_CHECK(!ec, "cannot create checkpoint directory '", tmp_dir_, "': ", ec.message());
+  MT_REQUIRE(!ec, "cannot create checkpoint directory '", tmp_dir_, "': ", ec.message());
 }
 
 CheckpointTransaction::~CheckpointTransaction() {
@@ -244,7 +232,7 @@ void write_checkpoint_rank(const std::string& tmp_iteration_dir, int64_t iterati
       tmp_iteration_dir + "/" + rank_dir_name(coords.tp_rank, coords.pp_rank, coords.pp_size);
   std::error_code ec;
   fs::create_directory(dir, ec);
-  MT_CHECK(!ec, "cannot create checkpoint directory '", dir, "': ", ec.message());
+  MT_REQUIRE(!ec, "cannot create checkpoint directory '", dir, "': ", ec.message());
   write_rank_shards(dir, iteration, params, optimizer_flat_buffers, state, coords);
   fsync_directory(tmp_iteration_dir);
 }
@@ -257,7 +245,7 @@ void save_checkpoint(const std::string& save_dir, int64_t iteration, const Param
   std::unique_ptr<CheckpointTransaction> transaction;  // rank 0 only
   int64_t nonce = 0;  // rank 0's, broadcast as a host i64 [1] over this variable
   Tensor nonce_tensor = Tensor::from_blob(&nonce, {1}, DType::I64);
-  on_all_ranks(world, "creating the checkpoint directory", [&] {
+  run_on_all_ranks(world, "creating the checkpoint directory", [&] {
     if (ps.rank != 0) return;
     uint64_t n = random_nonce();
     transaction = std::make_unique<CheckpointTransaction>(save_dir, iteration, n);
@@ -265,13 +253,22 @@ void save_checkpoint(const std::string& save_dir, int64_t iteration, const Param
   });
   world.broadcast(nonce_tensor, 0);
   const std::string tmp = CheckpointTransaction::tmp_dir(save_dir, iteration, uint64_t(nonce));
-  on_all_ranks(world, "writing the checkpoint", [&] {
+  run_on_all_ranks(world, "writing the checkpoint", [&] {
     if (ps.dp_rank != 0) return;  // data-parallel replicas hold identical values
+    check_finite_for_checkpoint(iteration, params, optimizer_flat_buffers);
     write_checkpoint_rank(tmp, iteration, params, optimizer_flat_buffers, state,
                           {ps.tp_rank, ps.tp_size, ps.pp_rank, ps.pp_size});
   });
-  on_all_ranks(world, "committing the checkpoint", [&] {
-    if (ps.rank == 0) transaction->commit();
+  run_on_all_ranks(world, "committing the checkpoint", [&] {
+    if (ps.rank != 0) return;
+    transaction->commit();
+    // Killed saves leave their temporary directories behind; this one succeeded, so any
+    // other is stale.
+    const RemovedTemporaries removed = remove_stale_checkpoint_temporaries(save_dir);
+    if (removed.count > 0)
+      log_info("  removed ", removed.count, " stale temporary checkpoint director",
+               removed.count == 1 ? "y" : "ies", " (", removed.bytes / 1000000,
+               " MB) of earlier, interrupted saves from ", save_dir);
   });
 }
 

@@ -20,7 +20,7 @@ nlohmann::json gpt_model_shape_json(const GptConfig& c) {
 
 void import_hf_gpt2(const std::string& hf_dir, const std::string& save_dir, int target_tp,
                     int make_vocab_size_divisible_by) {
-  MT_CHECK(target_tp >= 1, "--target-tensor-parallel-size must be >= 1, got ", target_tp);
+  MT_REQUIRE(target_tp >= 1, "--target-tensor-parallel-size must be >= 1, got ", target_tp);
   HfDirectory hf = read_hf_directory(hf_dir);
   const int64_t real_vocab = hf.config.value("vocab_size", int64_t(0));
   GptConfig config = gpt_config_from_hf(
@@ -62,9 +62,9 @@ void export_hf_gpt2(const std::string& load_dir, int64_t iteration, const std::s
                  : tokenizer.is_object() && tokenizer.contains("vocab_size")
                      ? tokenizer["vocab_size"].get<int64_t>()
                      : args.value("vocab_size", int64_t(0));
-  MT_CHECK(c.vocab_size > 0 && c.vocab_size <= c.padded_vocab_size, "checkpoint '", dir,
-           "': the real vocabulary size is unknown or larger than the padded ", c.padded_vocab_size,
-           " (got ", c.vocab_size, "); pass --vocab-size");
+  MT_REQUIRE(c.vocab_size > 0 && c.vocab_size <= c.padded_vocab_size, "checkpoint '", dir,
+             "': the real vocabulary size is unknown or larger than the padded ",
+             c.padded_vocab_size, " (got ", c.vocab_size, "); pass --vocab-size");
 
   const TensorMap full =
       read_full_model_tensors(reader, registered_parameter_store<GptModel>(c, 0, 1));

@@ -25,7 +25,7 @@ nlohmann::json bert_model_shape_json(const BertConfig& c) {
 
 void import_hf_bert(const std::string& hf_dir, const std::string& save_dir, int target_tp,
                     int make_vocab_size_divisible_by) {
-  MT_CHECK(target_tp >= 1, "--target-tensor-parallel-size must be >= 1, got ", target_tp);
+  MT_REQUIRE(target_tp >= 1, "--target-tensor-parallel-size must be >= 1, got ", target_tp);
   HfDirectory hf = read_hf_directory(hf_dir);
   const int64_t real_vocab = hf.config.value("vocab_size", int64_t(0));
   const BertConfig config = bert_config_from_hf(
@@ -45,8 +45,8 @@ void export_hf_bert(const std::string& load_dir, int64_t iteration, const std::s
   CheckpointShardReader reader(checkpoint_iteration_dir(load_dir, iteration));
   const nlohmann::json state = reader.state(0, 0);
   const std::string& dir = reader.iteration_dir();
-  MT_CHECK(state.contains("model"), "checkpoint '", dir,
-           "': state.json has no model record (not a BERT checkpoint of this program?)");
+  MT_REQUIRE(state.contains("model"), "checkpoint '", dir,
+             "': state.json has no model record (not a BERT checkpoint of this program?)");
   auto field = [&](const char* key) {
     return state_field<nlohmann::json>(state, "model", key, dir);
   };

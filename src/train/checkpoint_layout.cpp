@@ -13,7 +13,7 @@ namespace fs = std::filesystem;
 namespace megatron {
 
 std::string iteration_dir_name(int64_t iteration) {
-  MT_CHECK(iteration >= 0, "checkpoint iteration must be non-negative, got ", iteration);
+  MT_REQUIRE(iteration >= 0, "checkpoint iteration must be non-negative, got ", iteration);
   char buf[32];
   std::snprintf(buf, sizeof buf, "iter_%07lld", static_cast<long long>(iteration));
   return buf;
@@ -34,8 +34,8 @@ std::optional<int64_t> read_latest_iteration(const std::string& save_dir) {
   std::string text = read_file(path, "checkpoint tracker file");
   static const std::regex number(R"(\s*(\d{1,18})\s*)");
   std::smatch m;
-  MT_CHECK(std::regex_match(text, m, number), "checkpoint tracker file '", path, "' holds '", text,
-           "', expected an iteration number");
+  MT_REQUIRE(std::regex_match(text, m, number), "checkpoint tracker file '", path, "' holds '",
+             text, "', expected an iteration number");
   return std::stoll(m[1].str());
 }
 
@@ -45,13 +45,13 @@ void write_latest_iteration(const std::string& save_dir, int64_t iteration) {
   write_file_durably(tmp, std::to_string(iteration));
   std::error_code ec;
   fs::rename(tmp, path, ec);
-  MT_CHECK(!ec, "cannot rename '", tmp, "' to '", path, "': ", ec.message());
+  MT_REQUIRE(!ec, "cannot rename '", tmp, "' to '", path, "': ", ec.message());
   fsync_directory(save_dir);
 }
 
 std::vector<RankDir> list_rank_dirs(const std::string& iteration_dir) {
-  MT_CHECK(fs::is_directory(iteration_dir), "checkpoint directory '", iteration_dir,
-           "' does not exist");
+  MT_REQUIRE(fs::is_directory(iteration_dir), "checkpoint directory '", iteration_dir,
+             "' does not exist");
   static const std::regex pattern(R"(mp_rank_(\d{2})(_(\d{3}))?)");
   std::vector<RankDir> dirs;
   std::set<bool> styles;  // with or without the pipeline suffix
@@ -63,10 +63,10 @@ std::vector<RankDir> list_rank_dirs(const std::string& iteration_dir) {
     dirs.push_back(
         {std::stoi(m[1].str()), m[2].matched ? std::stoi(m[3].str()) : 0, e.path().string()});
   }
-  MT_CHECK(!dirs.empty(), "checkpoint directory '", iteration_dir,
-           "' holds no mp_rank_* directories");
-  MT_CHECK(styles.size() == 1, "checkpoint directory '", iteration_dir,
-           "' mixes mp_rank_XX and mp_rank_XX_YYY directories");
+  MT_REQUIRE(!dirs.empty(), "checkpoint directory '", iteration_dir,
+             "' holds no mp_rank_* directories");
+  MT_REQUIRE(styles.size() == 1, "checkpoint directory '", iteration_dir,
+             "' mixes mp_rank_XX and mp_rank_XX_YYY directories");
   std::sort(dirs.begin(), dirs.end(), [](const RankDir& a, const RankDir& b) {
     return a.pp_rank != b.pp_rank ? a.pp_rank < b.pp_rank : a.tp_rank < b.tp_rank;
   });
@@ -75,9 +75,9 @@ std::vector<RankDir> list_rank_dirs(const std::string& iteration_dir) {
     tp = std::max(tp, d.tp_rank + 1);
     pp = std::max(pp, d.pp_rank + 1);
   }
-  MT_CHECK(int(dirs.size()) == tp * pp, "checkpoint directory '", iteration_dir, "' holds ",
-           dirs.size(), " mp_rank_* directories, expected a complete grid of ", tp, " tensor × ",
-           pp, " pipeline ranks");
+  MT_REQUIRE(int(dirs.size()) == tp * pp, "checkpoint directory '", iteration_dir, "' holds ",
+             dirs.size(), " mp_rank_* directories, expected a complete grid of ", tp, " tensor × ",
+             pp, " pipeline ranks");
   return dirs;
 }
 

@@ -1,9 +1,11 @@
 #include "train/checkpoint_shards.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
+#include "core/crc32c.h"
 #include "core/durable_file.h"
 #include "train/checkpoint_layout.h"
 
@@ -21,6 +23,20 @@ std::string placement_json(const ShardPlacement& p) {
   j["slice_start"] = p.slice_start;
   if (p.vocab_rows > 0) j["vocab_rows"] = p.vocab_rows;
   return j.dump();
+}
+
+uint32_t tensor_crc32c(const Tensor& t) {
+  const Tensor c = t.is_contiguous() ? t : t.clone();
+  return crc32c(c.raw_data(), c.nbytes());
+}
+
+// Adds each tensor's CRC-32C to its placement metadata (written by placement_json).
+void add_checksums(const NamedTensors& tensors, std::map<std::string, std::string>& meta) {
+  for (const auto& [name, t] : tensors) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::parse(meta.at(name));
+    j["crc32c"] = tensor_crc32c(t);
+    meta[name] = j.dump();
+  }
 }
 
 std::map<std::string, std::string> file_metadata(int64_t iteration, const RankCoordinates& c) {
@@ -42,6 +58,7 @@ ShardPlacement parse_placement(const SafetensorsReader& file, const std::string&
     p.partition_dim = j.at("partition_dim").get<int>();
     p.slice_start = j.at("slice_start").get<int64_t>();
     p.vocab_rows = j.value("vocab_rows", int64_t(0));
+    if (j.contains("crc32c")) p.crc32c = int64_t(j.at("crc32c").get<uint32_t>());
   } catch (const nlohmann::json::exception& e) {
     MT_THROW(where(),
              "metadata is not {\"full_shape\", \"partition_dim\", \"slice_start\"}: ", e.what());
@@ -49,18 +66,18 @@ ShardPlacement parse_placement(const SafetensorsReader& file, const std::string&
     MT_THROW(where(), "no placement metadata: ", e.message());
   }
   const int nd = int(p.full_shape.size());
-  MT_CHECK(int(info.shape.size()) == nd && p.partition_dim >= -1 && p.partition_dim < nd, where(),
-           "stored shape ", shape_str(info.shape), " and partition dim ", p.partition_dim,
-           " do not fit the full shape ", shape_str(p.full_shape));
+  MT_REQUIRE(int(info.shape.size()) == nd && p.partition_dim >= -1 && p.partition_dim < nd, where(),
+             "stored shape ", shape_str(info.shape), " and partition dim ", p.partition_dim,
+             " do not fit the full shape ", shape_str(p.full_shape));
   for (int d = 0; d < nd; ++d) {
     if (d == p.partition_dim) {
-      MT_CHECK(p.slice_start >= 0 && p.slice_start + info.shape[d] <= p.full_shape[d], where(),
-               "slice [", p.slice_start, ", ", p.slice_start + info.shape[d], ") of dimension ", d,
-               " lies outside the full shape ", shape_str(p.full_shape));
+      MT_REQUIRE(p.slice_start >= 0 && p.slice_start + info.shape[d] <= p.full_shape[d], where(),
+                 "slice [", p.slice_start, ", ", p.slice_start + info.shape[d], ") of dimension ",
+                 d, " lies outside the full shape ", shape_str(p.full_shape));
     } else {
-      MT_CHECK(info.shape[d] == p.full_shape[d], where(), "stored shape ", shape_str(info.shape),
-               " differs from the full shape ", shape_str(p.full_shape), " outside partition dim ",
-               p.partition_dim);
+      MT_REQUIRE(info.shape[d] == p.full_shape[d], where(), "stored shape ", shape_str(info.shape),
+                 " differs from the full shape ", shape_str(p.full_shape),
+                 " outside partition dim ", p.partition_dim);
     }
   }
   return p;
@@ -145,6 +162,9 @@ void write_rank_shards(const std::string& rank_dir, int64_t iteration, const Par
     model_meta[p.spec.name] =
         placement_json({p.spec.full_shape, p.spec.partition_dim, p.local_start, p.spec.vocab_rows});
   }
+  add_checksums(model, model_meta);
+  const std::string state_text = state.dump(2);
+  model_meta["state_crc32c"] = std::to_string(crc32c(state_text.data(), state_text.size()));
   write_safetensors(rank_dir + "/" + kModelFileName, model, model_meta);
 
   if (!optimizer_flat_buffers.empty()) {
@@ -170,9 +190,10 @@ void write_rank_shards(const std::string& rank_dir, int64_t iteration, const Par
       }
     }
     meta["optimizer_buffers"] = buffer_names.dump();
+    add_checksums(tensors, meta);
     write_safetensors(rank_dir + "/" + kOptimizerFileName, tensors, meta);
   }
-  write_file_durably(rank_dir + "/" + kStateFileName, state.dump(2));
+  write_file_durably(rank_dir + "/" + kStateFileName, state_text);
   fsync_directory(rank_dir);
 }
 
@@ -186,9 +207,9 @@ CheckpointShardReader::CheckpointShardReader(const std::string& iteration_dir)
     rank_dirs_.push_back(d.path);
     with_optimizer += fs::exists(d.path + "/" + kOptimizerFileName);
   }
-  MT_CHECK(with_optimizer == 0 || with_optimizer == dirs.size(), "checkpoint '", iteration_dir,
-           "': only ", with_optimizer, " of ", dirs.size(), " rank directories hold ",
-           kOptimizerFileName);
+  MT_REQUIRE(with_optimizer == 0 || with_optimizer == dirs.size(), "checkpoint '", iteration_dir,
+             "': only ", with_optimizer, " of ", dirs.size(), " rank directories hold ",
+             kOptimizerFileName);
 
   for (const RankDir& d : dirs) {
     std::vector<std::string> kinds = {kModelFileName};
@@ -196,18 +217,18 @@ CheckpointShardReader::CheckpointShardReader(const std::string& iteration_dir)
     for (const std::string& kind : kinds) {
       auto file = std::make_unique<SafetensorsReader>(d.path + "/" + kind);
       const std::string& format = file->metadata_value("format");
-      MT_CHECK(format == kFormat, "checkpoint file '", file->path(), "' has format '", format,
-               "', expected '", kFormat, "'");
+      MT_REQUIRE(format == kFormat, "checkpoint file '", file->path(), "' has format '", format,
+                 "', expected '", kFormat, "'");
       RankCoordinates c{metadata_int(*file, "tensor_model_parallel_rank"),
                         metadata_int(*file, "tensor_model_parallel_size"),
                         metadata_int(*file, "pipeline_model_parallel_rank"),
                         metadata_int(*file, "pipeline_model_parallel_size")};
-      MT_CHECK(c.tp_rank == d.tp_rank && c.tp_size == tp_size_ && c.pp_rank == d.pp_rank &&
-                   c.pp_size == pp_size_,
-               "checkpoint file '", file->path(), "' says it is tensor rank ", c.tp_rank, " of ",
-               c.tp_size, ", pipeline rank ", c.pp_rank, " of ", c.pp_size,
-               ", but its directory makes it tensor rank ", d.tp_rank, " of ", tp_size_,
-               ", pipeline rank ", d.pp_rank, " of ", pp_size_);
+      MT_REQUIRE(c.tp_rank == d.tp_rank && c.tp_size == tp_size_ && c.pp_rank == d.pp_rank &&
+                     c.pp_size == pp_size_,
+                 "checkpoint file '", file->path(), "' says it is tensor rank ", c.tp_rank, " of ",
+                 c.tp_size, ", pipeline rank ", c.pp_rank, " of ", c.pp_size,
+                 ", but its directory makes it tensor rank ", d.tp_rank, " of ", tp_size_,
+                 ", pipeline rank ", d.pp_rank, " of ", pp_size_);
       if (kind == kOptimizerFileName) {
         std::vector<std::string> buffers;
         try {
@@ -217,8 +238,8 @@ CheckpointShardReader::CheckpointShardReader(const std::string& iteration_dir)
           MT_THROW("checkpoint file '", file->path(),
                    "': metadata optimizer_buffers is not a list of names: ", e.what());
         }
-        MT_CHECK(files_.size() == 1 || buffers == optimizer_buffers_, "checkpoint file '",
-                 file->path(), "' holds different optimizer buffers than the other ranks");
+        MT_REQUIRE(files_.size() == 1 || buffers == optimizer_buffers_, "checkpoint file '",
+                   file->path(), "' holds different optimizer buffers than the other ranks");
         optimizer_buffers_ = buffers;
       }
       index_file(*file, kind == kModelFileName ? model_ : optimizer_);
@@ -235,13 +256,13 @@ void CheckpointShardReader::index_file(const SafetensorsReader& file,
     ShardPlacement p = parse_placement(file, name);
     auto [it, inserted] = index.try_emplace(name, ShardedTensor{p, {}});
     const ShardPlacement& first = it->second.placement;
-    MT_CHECK(
+    MT_REQUIRE(
         inserted || (first.full_shape == p.full_shape && first.partition_dim == p.partition_dim),
         "checkpoint file '", file.path(), "', tensor '", name, "': full shape ",
         shape_str(p.full_shape), " partition dim ", p.partition_dim,
         " disagrees with other ranks' ", shape_str(first.full_shape), " partition dim ",
         first.partition_dim);
-    it->second.pieces.push_back({&file, p.slice_start});
+    it->second.pieces.push_back({&file, p.slice_start, p.crc32c});
   }
 }
 
@@ -253,7 +274,7 @@ std::vector<std::string> CheckpointShardReader::names() const {
 
 const ShardPlacement& CheckpointShardReader::placement(const std::string& name) const {
   auto it = model_.find(name);
-  MT_CHECK(it != model_.end(), "checkpoint '", iteration_dir_, "' has no parameter '", name, "'");
+  MT_REQUIRE(it != model_.end(), "checkpoint '", iteration_dir_, "' has no parameter '", name, "'");
   return it->second.placement;
 }
 
@@ -264,8 +285,8 @@ void CheckpointShardReader::read_model(const std::string& name, Tensor dst, int 
 
 void CheckpointShardReader::read_optimizer(const std::string& buffer, const std::string& name,
                                            Tensor dst, int partition_dim, int64_t start) const {
-  MT_CHECK(!optimizer_buffers_.empty(), "checkpoint '", iteration_dir_,
-           "' holds no optimizer state (", kOptimizerFileName, ")");
+  MT_REQUIRE(!optimizer_buffers_.empty(), "checkpoint '", iteration_dir_,
+             "' holds no optimizer state (", kOptimizerFileName, ")");
   read(optimizer_, buffer + "." + name, std::move(dst), partition_dim, start);
 }
 
@@ -273,7 +294,7 @@ void CheckpointShardReader::read(const std::map<std::string, ShardedTensor>& ind
                                  const std::string& name, Tensor dst, int partition_dim,
                                  int64_t start) const {
   auto it = index.find(name);
-  MT_CHECK(it != index.end(), "checkpoint '", iteration_dir_, "' has no tensor '", name, "'");
+  MT_REQUIRE(it != index.end(), "checkpoint '", iteration_dir_, "' has no tensor '", name, "'");
   const ShardedTensor& t = it->second;
   const Shape& full = t.placement.full_shape;
   const Shape dst_origin = slice_origin(full.size(), partition_dim, start);
@@ -281,30 +302,57 @@ void CheckpointShardReader::read(const std::map<std::string, ShardedTensor>& ind
   for (size_t k = 0; fits && k < full.size(); ++k)
     fits = dst_origin[k] + dst.size(k) <= full[k] &&
            (int(k) == partition_dim || dst.size(k) == full[k]);
-  MT_CHECK(fits, "checkpoint '", iteration_dir_, "', tensor '", name, "': cannot read a slice ",
-           shape_str(dst.shape()), " at ", start, " along dim ", partition_dim,
-           " from the full shape ", shape_str(full));
+  MT_REQUIRE(fits, "checkpoint '", iteration_dir_, "', tensor '", name, "': cannot read a slice ",
+             shape_str(dst.shape()), " at ", start, " along dim ", partition_dim,
+             " from the full shape ", shape_str(full));
   int64_t covered = 0;
   for (const Piece& piece : t.pieces) {
+    verify(piece, name);
     Tensor src = piece.file->get(name);
-    MT_CHECK(src.dtype() == dst.dtype(), "checkpoint file '", piece.file->path(), "', tensor '",
-             name, "' is ", dtype_name(src.dtype()), ", expected ", dtype_name(dst.dtype()));
+    MT_REQUIRE(src.dtype() == dst.dtype(), "checkpoint file '", piece.file->path(), "', tensor '",
+               name, "' is ", dtype_name(src.dtype()), ", expected ", dtype_name(dst.dtype()));
     covered +=
         copy_overlap(src, slice_origin(full.size(), t.placement.partition_dim, piece.slice_start),
                      dst, dst_origin);
     if (t.placement.partition_dim < 0) break;  // any one replica is the whole tensor
   }
-  MT_CHECK(covered == dst.numel(), "checkpoint '", iteration_dir_, "', tensor '", name,
-           "': the stored shards cover ", covered, " of the ", dst.numel(),
-           " elements requested (missing or overlapping slices)");
+  MT_REQUIRE(covered == dst.numel(), "checkpoint '", iteration_dir_, "', tensor '", name,
+             "': the stored shards cover ", covered, " of the ", dst.numel(),
+             " elements requested (missing or overlapping slices)");
+}
+
+void CheckpointShardReader::verify(const Piece& piece, const std::string& name) const {
+  if (piece.crc32c < 0 || verified_.count({piece.file, name})) return;
+  const Tensor t = piece.file->get(name);
+  const uint32_t actual = tensor_crc32c(t);
+  char hex[64];
+  std::snprintf(hex, sizeof hex, "0x%08x, recorded 0x%08x", actual, uint32_t(piece.crc32c));
+  MT_REQUIRE(actual == uint32_t(piece.crc32c), "checkpoint file '", piece.file->path(),
+             "' is corrupt: the data of tensor '", name, "' does not match its checksum (CRC-32C ",
+             hex,
+             "); the file was damaged after it was written. Load another checkpoint "
+             "iteration, or restore the file from a copy");
+  verified_.insert({piece.file, name});
 }
 
 nlohmann::json CheckpointShardReader::state(int tp_rank, int pp_rank) const {
   std::string dir = iteration_dir_ + "/" + rank_dir_name(tp_rank, pp_rank, pp_size_);
   if (tp_rank >= tp_size_ || pp_rank >= pp_size_) dir = rank_dirs_.front();
   std::string path = dir + "/" + kStateFileName;
+  const std::string text = read_file(path, "checkpoint state file");
+  // The model file of the same rank directory records the state's checksum.
+  for (const auto& file : files_) {
+    if (fs::path(file->path()).parent_path() != fs::path(dir) ||
+        fs::path(file->path()).filename() != kModelFileName ||
+        !file->metadata().count("state_crc32c"))
+      continue;
+    const std::string& recorded = file->metadata_value("state_crc32c");
+    MT_REQUIRE(std::to_string(crc32c(text.data(), text.size())) == recorded,
+               "checkpoint state file '", path, "' is corrupt: it does not match the checksum ",
+               "recorded in '", file->path(), "'; the file was damaged after it was written");
+  }
   try {
-    return nlohmann::json::parse(read_file(path, "checkpoint state file"));
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     MT_THROW("checkpoint state file '", path, "' is not valid JSON: ", e.what());
   }

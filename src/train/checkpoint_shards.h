@@ -10,15 +10,21 @@
 // In both safetensors files the __metadata__ holds, per tensor name, where the stored slice
 // sits in the full tensor — {"full_shape":[3072,768],"partition_dim":0,"slice_start":768}
 // (partition_dim -1: replicated, the whole tensor; "vocab_rows": N for a vocabulary padded
-// past N real rows, ParamSpec::vocab_rows) — plus the file's own coordinates:
+// past N real rows, ParamSpec::vocab_rows) and "crc32c", the CRC-32C of the stored bytes,
+// verified before any byte of the tensor is used (a mismatch is an Error naming the file and
+// the tensor; checkpoints written before checksums load unverified) — plus the file's own
+// coordinates:
 // format "megatron-cpp", iteration, tensor/pipeline model-parallel size and rank, and for
-// the optimizer file the buffer names ("optimizer_buffers": ["exp_avg","exp_avg_sq"]).
+// the optimizer file the buffer names ("optimizer_buffers": ["exp_avg","exp_avg_sq"]), and
+// for the model file "state_crc32c", the checksum of the rank's state.json.
 #pragma once
 
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/safetensors.h"
@@ -32,6 +38,7 @@ struct ShardPlacement {
   int partition_dim = -1;  // -1: the stored tensor is the whole tensor
   int64_t slice_start = 0;
   int64_t vocab_rows = 0;  // > 0: dim 0 is a vocabulary padded past this many real rows
+  int64_t crc32c = -1;     // CRC-32C of the stored bytes; -1: not recorded (older checkpoints)
 };
 
 struct RankCoordinates {
@@ -83,7 +90,11 @@ class CheckpointShardReader {
   struct Piece {
     const SafetensorsReader* file;
     int64_t slice_start;
+    int64_t crc32c;  // -1: none recorded
   };
+  // Throws Error when the piece's bytes do not match its recorded checksum; each piece is
+  // verified once.
+  void verify(const Piece& piece, const std::string& name) const;
   struct ShardedTensor {
     ShardPlacement placement;
     std::vector<Piece> pieces;
@@ -98,6 +109,7 @@ class CheckpointShardReader {
   std::vector<std::unique_ptr<SafetensorsReader>> files_;
   std::map<std::string, ShardedTensor> model_, optimizer_;
   std::vector<std::string> optimizer_buffers_;
+  mutable std::set<std::pair<const SafetensorsReader*, std::string>> verified_;
 };
 
 }  // namespace megatron

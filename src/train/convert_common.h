@@ -36,8 +36,8 @@ uint64_t conversion_nonce();
 template <typename T>
 T state_field(const nlohmann::json& state, const char* section, const char* key,
               const std::string& dir) {
-  MT_CHECK(state.contains(section) && state[section].contains(key), "checkpoint '", dir,
-           "': state.json has no ", section, ".", key, " (needed to export the model)");
+  MT_REQUIRE(state.contains(section) && state[section].contains(key), "checkpoint '", dir,
+             "': state.json has no ", section, ".", key, " (needed to export the model)");
   return state[section][key].get<T>();
 }
 

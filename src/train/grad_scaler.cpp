@@ -8,11 +8,11 @@ namespace megatron {
 
 GradScaler::GradScaler(const GradScalerConfig& config)
     : config_(config), scale_(config.initial_scale), hysteresis_tracker_(config.hysteresis) {
-  MT_CHECK(config.initial_scale > 0, "loss scale must be positive, got ", config.initial_scale);
-  MT_CHECK(!config.dynamic ||
-               (config.min_scale > 0 && config.growth_interval > 0 && config.hysteresis > 0),
-           "dynamic loss scaler needs --min-loss-scale > 0, --loss-scale-window > 0 and "
-           "--hysteresis > 0");
+  MT_REQUIRE(config.initial_scale > 0, "loss scale must be positive, got ", config.initial_scale);
+  MT_REQUIRE(!config.dynamic ||
+                 (config.min_scale > 0 && config.growth_interval > 0 && config.hysteresis > 0),
+             "dynamic loss scaler needs --min-loss-scale > 0, --loss-scale-window > 0 and "
+             "--hysteresis > 0");
 }
 
 // The same state machine as Megatron's DynamicGradScaler.update.
@@ -40,9 +40,9 @@ nlohmann::json GradScaler::state() const {
 
 void GradScaler::load_state(const nlohmann::json& state) {
   if (!config_.dynamic) return;  // a constant scale comes from the flags
-  MT_CHECK(state.contains("scale") && state.contains("growth_tracker") &&
-               state.contains("hysteresis_tracker"),
-           "checkpoint loss-scaler state needs scale, growth_tracker and hysteresis_tracker");
+  MT_REQUIRE(state.contains("scale") && state.contains("growth_tracker") &&
+                 state.contains("hysteresis_tracker"),
+             "checkpoint loss-scaler state needs scale, growth_tracker and hysteresis_tracker");
   scale_ = state.at("scale").get<double>();
   growth_tracker_ = state.at("growth_tracker").get<int64_t>();
   hysteresis_tracker_ = state.at("hysteresis_tracker").get<int64_t>();

@@ -22,7 +22,8 @@ nlohmann::json read_json(const std::string& path, const char* what) {
 void add_file(const std::string& path, std::map<std::string, Tensor>& tensors) {
   SafetensorsReader reader(path);
   for (const std::string& name : reader.names()) {
-    MT_CHECK(tensors.count(name) == 0, "tensor '", name, "' appears twice (again in '", path, "')");
+    MT_REQUIRE(tensors.count(name) == 0, "tensor '", name, "' appears twice (again in '", path,
+               "')");
     tensors[name] = reader.get(name);  // the view keeps the mapping alive
   }
 }
@@ -37,12 +38,12 @@ HfDirectory read_hf_directory(const std::string& dir) {
   if (fs::exists(single)) {
     add_file(single, out.tensors);
   } else {
-    MT_CHECK(fs::exists(index), "HF model directory '", dir,
-             "' has neither model.safetensors nor model.safetensors.index.json (PyTorch .bin "
-             "weights are not supported: convert them to safetensors)");
+    MT_REQUIRE(fs::exists(index), "HF model directory '", dir,
+               "' has neither model.safetensors nor model.safetensors.index.json (PyTorch .bin "
+               "weights are not supported: convert them to safetensors)");
     nlohmann::json j = read_json(index, "HF safetensors index");
-    MT_CHECK(j.contains("weight_map") && j["weight_map"].is_object(), "HF safetensors index '",
-             index, "' has no weight_map object");
+    MT_REQUIRE(j.contains("weight_map") && j["weight_map"].is_object(), "HF safetensors index '",
+               index, "' has no weight_map object");
     std::set<std::string> files;
     for (const auto& [name, file] : j["weight_map"].items()) files.insert(file.get<std::string>());
     for (const std::string& file : files) add_file(dir + "/" + file, out.tensors);
@@ -53,7 +54,7 @@ HfDirectory read_hf_directory(const std::string& dir) {
 void write_hf_directory(const std::string& dir, const HfDirectory& model) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  MT_CHECK(!ec, "cannot create directory '", dir, "': ", ec.message());
+  MT_REQUIRE(!ec, "cannot create directory '", dir, "': ", ec.message());
   write_file_durably(dir + "/config.json", model.config.dump(2) + "\n");
   NamedTensors tensors(model.tensors.begin(), model.tensors.end());
   write_safetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}});

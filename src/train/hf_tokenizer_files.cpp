@@ -50,8 +50,8 @@ std::vector<std::string> write_hf_tokenizer_files(const std::string& hf_dir,
   const std::string type = tokenizer.value("type", std::string());
   if (tokenizer.contains("vocab_size")) {
     const int64_t vocab = tokenizer["vocab_size"].get<int64_t>();
-    MT_CHECK(vocab == model_vocab_size, "the checkpoint's tokenizer (", type, ") has ", vocab,
-             " entries but its model ", model_vocab_size);
+    MT_REQUIRE(vocab == model_vocab_size, "the checkpoint's tokenizer (", type, ") has ", vocab,
+               " entries but its model ", model_vocab_size);
   }
   fs::create_directories(hf_dir);
   if (type == "GPT2BPETokenizer") {

@@ -15,13 +15,13 @@ LrDecayStyle lr_decay_style_from_name(const std::string& name) {
 }
 
 LrSchedule::LrSchedule(const LrScheduleConfig& config) : config_(config) {
-  MT_CHECK(config.max_lr >= config.min_lr && config.min_lr >= 0.0,
-           "learning rate schedule needs 0 <= min_lr <= max_lr, got min_lr ", config.min_lr,
-           " max_lr ", config.max_lr);
-  MT_CHECK(config.warmup_steps >= 0, "learning rate warmup must be >= 0 samples");
-  MT_CHECK(config.style == LrDecayStyle::Constant || config.decay_steps > config.warmup_steps,
-           "learning rate decay (", config.decay_steps,
-           " samples) must be longer than the warmup (", config.warmup_steps, " samples)");
+  MT_REQUIRE(config.max_lr >= config.min_lr && config.min_lr >= 0.0,
+             "learning rate schedule needs 0 <= min_lr <= max_lr, got min_lr ", config.min_lr,
+             " max_lr ", config.max_lr);
+  MT_REQUIRE(config.warmup_steps >= 0, "learning rate warmup must be >= 0 samples");
+  MT_REQUIRE(config.style == LrDecayStyle::Constant || config.decay_steps > config.warmup_steps,
+             "learning rate decay (", config.decay_steps,
+             " samples) must be longer than the warmup (", config.warmup_steps, " samples)");
 }
 
 // The same branches, in the same order, as OptimizerParamScheduler.get_lr.
@@ -48,7 +48,7 @@ nlohmann::json LrSchedule::state() const {
 }
 
 void LrSchedule::load_state(const nlohmann::json& state) {
-  MT_CHECK(state.contains("num_steps"), "checkpoint scheduler state has no 'num_steps'");
+  MT_REQUIRE(state.contains("num_steps"), "checkpoint scheduler state has no 'num_steps'");
   num_steps_ = state.at("num_steps").get<int64_t>();
 }
 

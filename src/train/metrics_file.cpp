@@ -25,9 +25,9 @@ std::vector<std::pair<nlohmann::json, std::string>> parse_rows(const std::string
     } catch (const nlohmann::json::exception& e) {
       MT_THROW("metrics file '", path, "' line ", number, " is not JSON: ", e.what());
     }
-    MT_CHECK(row.is_object() && row.contains("iteration") && row["iteration"].is_number_integer(),
-             "metrics file '", path, "' line ", number,
-             " is not a metrics row (a JSON object with an integer \"iteration\")");
+    MT_REQUIRE(row.is_object() && row.contains("iteration") && row["iteration"].is_number_integer(),
+               "metrics file '", path, "' line ", number,
+               " is not a metrics row (a JSON object with an integer \"iteration\")");
     rows.emplace_back(std::move(row), line);
   }
   return rows;
@@ -43,7 +43,8 @@ std::vector<nlohmann::json> read_metrics_file(const std::string& path) {
 }
 
 int64_t truncate_metrics_file(const std::string& path, int64_t iteration) {
-  if (!std::filesystem::exists(path)) return 0;
+  // Only a regular file can be rewritten (not a FIFO, /dev/stdout or /dev/full).
+  if (!std::filesystem::is_regular_file(path)) return 0;
   const auto rows = parse_rows(path, read_file(path, "metrics file"));
   std::string kept;
   int64_t removed = 0;

@@ -16,7 +16,8 @@ std::vector<nlohmann::json> read_metrics_file(const std::string& path);
 
 // Removes, atomically (written aside, then renamed over), every row whose iteration is past
 // `iteration`, so that a run resumed (or restarted) at `iteration` leaves one row per
-// iteration. Nothing happens when the file does not exist or has no such row. Returns the
+// iteration. Nothing happens when the file does not exist, is not a regular file (a FIFO, a
+// device) or has no such row. Returns the
 // number of rows removed.
 int64_t truncate_metrics_file(const std::string& path, int64_t iteration);
 

@@ -64,7 +64,7 @@ std::map<std::string, Tensor> AdamW::flat_buffers() const {
 }
 
 void AdamW::load_state(const nlohmann::json& state) {
-  MT_CHECK(state.contains("steps"), "checkpoint optimizer state has no 'steps'");
+  MT_REQUIRE(state.contains("steps"), "checkpoint optimizer state has no 'steps'");
   steps_ = state.at("steps").get<int64_t>();
 }
 

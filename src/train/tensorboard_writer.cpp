@@ -78,15 +78,20 @@ std::string encode_file_version_event(double wall_time, const std::string& versi
 TensorBoardWriter::TensorBoardWriter(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  MT_CHECK(!ec, "--tensorboard-dir '", dir, "' cannot be created: ", ec.message());
+  MT_REQUIRE(!ec, "--tensorboard-dir '", dir, "' cannot be created: ", ec.message());
   char host[256] = "localhost";
   gethostname(host, sizeof(host) - 1);
   const double now = now_seconds();
   path_ = dir + "/events.out.tfevents." + std::to_string(int64_t(now)) + "." + host;
   out_.open(path_, std::ios::binary | std::ios::trunc);
-  MT_CHECK(out_.good(), "cannot open TensorBoard event file '", path_, "' for writing");
+  MT_REQUIRE(out_.good(), "cannot open TensorBoard event file '", path_, "' for writing");
   write_record(encode_file_version_event(now, "brain.Event:2"));
   flush();
+}
+
+void TensorBoardWriter::flush() {
+  out_.flush();
+  MT_REQUIRE(out_.good(), "writing TensorBoard event file '", path_, "' failed");
 }
 
 void TensorBoardWriter::add_scalar(const std::string& tag, float value, int64_t step) {
@@ -101,7 +106,7 @@ void TensorBoardWriter::write_record(const std::string& payload) {
   framed += payload;
   put_fixed(framed, masked_crc32c(payload.data(), payload.size()));
   out_.write(framed.data(), std::streamsize(framed.size()));
-  MT_CHECK(out_.good(), "writing TensorBoard event file '", path_, "' failed");
+  MT_REQUIRE(out_.good(), "writing TensorBoard event file '", path_, "' failed");
 }
 
 }  // namespace megatron

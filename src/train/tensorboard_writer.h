@@ -19,7 +19,7 @@ class TensorBoardWriter {
  public:
   explicit TensorBoardWriter(const std::string& dir);  // creates dir if needed
   void add_scalar(const std::string& tag, float value, int64_t step);
-  void flush() { out_.flush(); }
+  void flush();  // throws Error when the bytes cannot be written (a full disk)
   const std::string& path() const { return path_; }
 
  private:

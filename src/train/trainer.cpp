@@ -7,19 +7,19 @@
 #include "core/device_runtime.h"
 #include "core/logging.h"
 #include "core/timer.h"
+#include "distributed/agreement.h"
 #include "distributed/parallel_state.h"
 #include "kernels/elementwise.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_housekeeping.h"
+#include "train/divergence_guard.h"
+#include "train/exit_signal.h"
 #include "train/grad_reduction.h"
 #include "train/training_log.h"
 
 namespace megatron {
 
 namespace {
-
-bool tracker_exists(const std::string& dir) {
-  return std::filesystem::exists(std::filesystem::path(dir) / "latest_checkpointed_iteration.txt");
-}
 
 // `device`, after binding this process to it (before the first allocation there).
 Device bound(Device device) {
@@ -52,6 +52,13 @@ struct Trainer::Impl {
   int64_t interval_loss_count = 0, interval_skipped = 0, interval_nans = 0;
   std::optional<double> last_grad_norm;
 
+  DivergenceGuard guard;
+  // The newest checkpoint saved or loaded, and its directory (for the guard's message).
+  std::optional<int64_t> last_checkpoint;
+  std::string last_checkpoint_dir;
+  int64_t consecutive_skips = 0, next_skip_warning = kFirstSkipWarning;
+  static constexpr int64_t kFirstSkipWarning = 10;
+
   Impl(TrainerConfig c, std::shared_ptr<Communicator> world, const ModelStepFactory& make_model)
       : cfg(std::move(c)),
         ps(ParallelState::create(std::move(world), cfg.tensor_parallel, 1)),
@@ -59,7 +66,8 @@ struct Trainer::Impl {
         scaler(cfg.scaler),
         schedule(cfg.lr),
         log(ps.rank == 0, cfg.metrics_file, cfg.tensorboard_dir),
-        seed(cfg.seed) {
+        seed(cfg.seed),
+        guard(cfg.check_for_nan_in_loss_and_grad, cfg.fp16) {
     const int64_t per_step = cfg.micro_batch * ps.dp_size;
     MT_CHECK(cfg.global_batch % per_step == 0, "--global-batch-size ", cfg.global_batch,
              " must be a multiple of --micro-batch-size x data-parallel size (", per_step, ")");
@@ -90,20 +98,43 @@ struct Trainer::Impl {
 
   void save() {
     save_checkpoint(cfg.save, iteration, store, optimizer->flat_buffers(), state_json(), ps);
+    last_checkpoint = iteration;
+    last_checkpoint_dir = cfg.save;
     log_info("  successfully saved checkpoint at iteration ", iteration, " to ", cfg.save);
   }
 
+  // Where the last good weights are, for the divergence guard's message.
+  std::string where_saved() const {
+    if (!last_checkpoint) return "no checkpoint was saved or loaded";
+    return "the newest checkpoint is iteration " + std::to_string(*last_checkpoint) + " in '" +
+           last_checkpoint_dir + "'";
+  }
+
+  // Before any compute: what --load resolves to, and that --save can be written (by every
+  // rank that writes) and holds no other run's checkpoints. Every rank fails together.
+  std::optional<int64_t> check_checkpoint_directories() {
+    LoadPlan plan;
+    run_on_all_ranks(*ps.world, "", [&] {
+      if (!cfg.load.empty()) plan = plan_load(cfg.load, cfg.finetune);
+      if (cfg.save.empty()) return;
+      if (ps.dp_rank == 0) check_save_dir_writable(cfg.save, ps.rank);
+      if (ps.rank == 0) check_save_dir_not_foreign(cfg.save, plan.iteration ? cfg.load : "");
+    });
+    if (!plan.warning.empty()) log_warning(plan.warning);
+    return plan.iteration;
+  }
+
   void load() {
-    if (!tracker_exists(cfg.load)) {
-      log_warning("could not find a checkpoint in --load " + cfg.load +
-                  " (no latest_checkpointed_iteration.txt); starting from random weights");
-      return;
-    }
     const bool load_optim = !cfg.no_load_optim && !cfg.finetune;
     std::map<std::string, Tensor> buffers = optimizer->flat_buffers();
-    const nlohmann::json state =
-        load_checkpoint(cfg.load, -1, store, load_optim ? &buffers : nullptr, ps);
-    check_model_shape(state);
+    nlohmann::json state;
+    // Each rank reads its own files; a missing or corrupt one fails every rank together.
+    run_on_all_ranks(*ps.world, "", [&] {
+      state = load_checkpoint(cfg.load, -1, store, load_optim ? &buffers : nullptr, ps);
+      check_model_shape(state);
+    });
+    last_checkpoint = state.at("iteration").get<int64_t>();
+    last_checkpoint_dir = cfg.load;
     // An imported HF checkpoint has no optimizer state: start the optimizer afresh.
     if (load_optim && state.contains("optimizer")) {
       optimizer->load_state(state.at("optimizer"));
@@ -137,8 +168,8 @@ struct Trainer::Impl {
         differences +=
             "\n  " + key + ": checkpoint " + state["model"][key].dump() + ", flags " + value.dump();
     }
-    MT_CHECK(differences.empty(), "the checkpoint in --load ", cfg.load,
-             " has another model shape than the flags:", differences);
+    MT_REQUIRE(differences.empty(), "the checkpoint in --load ", cfg.load,
+               " has another model shape than the flags:", differences);
   }
 
   // This rank's place in Megatron's sample order, resuming after `consumed_samples`.
@@ -187,7 +218,14 @@ struct Trainer::Impl {
       kernels::scale(store.flat_grads(), float(1.0 / loss_scale));
     }
     grad_norm = clip_grad_norm(store, ps, cfg.clip_grad);
+    std::vector<std::pair<std::string, double>> checked = {{"lm loss", loss.lm}};
+    if (model->has_sop_loss()) checked.emplace_back("sop loss", loss.sop);
+    checked.emplace_back("grad norm", *grad_norm);
+    guard.check_loss_and_grad(iteration, checked, ps, where_saved());
     optimizer->step(schedule.lr());
+    Tensor master;  // --fp16: the fp32 master weights beside the store's f16-rounded ones
+    if (cfg.fp16 && guard.enabled()) master = optimizer->flat_buffers().at("fp32_master");
+    guard.check_weights(iteration, store, master, ps, where_saved());
     schedule.step(cfg.global_batch);
     model->refresh_compute_weights();
     return true;
@@ -246,11 +284,34 @@ struct Trainer::Impl {
     interval_timer.start();
   }
 
+  // --fp16 with a loss scale that overflows on every step trains nothing: say so after 10,
+  // 100, 1000, ... consecutive skipped steps — when the scaler cannot lower the scale itself
+  // (a constant --loss-scale, or the dynamic scale at --min-loss-scale).
+  void warn_on_consecutive_skips(bool stepped) {
+    if (stepped) {
+      consecutive_skips = 0;
+      next_skip_warning = kFirstSkipWarning;
+      return;
+    }
+    if (++consecutive_skips < next_skip_warning) return;
+    next_skip_warning *= 10;
+    const bool stuck = !cfg.scaler.dynamic || scaler.scale() <= cfg.scaler.min_scale;
+    if (!stuck) return;
+    log_warning("the last " + std::to_string(consecutive_skips) +
+                " iterations were all skipped: the gradients overflow at loss scale " +
+                format_number(scaler.scale(), "%g") +
+                (cfg.scaler.dynamic ? " (--min-loss-scale)" : " (--loss-scale)") +
+                " and the weights do not change. Lower the loss scale (or --lr).");
+  }
+
   TrainingResult run() {
-    if (!cfg.load.empty()) load();
+    const std::optional<int64_t> to_load = check_checkpoint_directories();
+    if (to_load) load();
     log.start_at(iteration);
     model->start_training_data(placement(consumed_train_samples));
     const int64_t start_iteration = iteration;
+    std::optional<ExitSignalHandler> exit_signal;
+    if (cfg.exit_signal_handler) exit_signal.emplace();
 
     TrainingResult result;
     int64_t last_saved = -1;
@@ -266,6 +327,7 @@ struct Trainer::Impl {
       consumed_train_samples += cfg.global_batch;
       ++interval_iterations;
       if (!stepped) ++interval_skipped;
+      warn_on_consecutive_skips(stepped);
       if (!std::isfinite(loss.lm + loss.sop)) {
         ++interval_nans;
       } else if (stepped) {
@@ -292,6 +354,17 @@ struct Trainer::Impl {
         log_info("exiting program at iteration ", iteration);
         result.iteration = iteration;
         return result;
+      }
+      if (exit_signal) {
+        // The signal may have reached only some ranks, or at different iterations: all agree.
+        if (const int sig = exit_signal->agreed(*ps.world, iteration)) {
+          if (!cfg.save.empty() && last_saved != iteration) save();
+          log_info("exiting program after receiving ", signal_name(sig), " at iteration ",
+                   iteration, cfg.save.empty() ? " (no --save: nothing saved)" : "");
+          result.iteration = iteration;
+          result.exit_signal = sig;
+          return result;
+        }
       }
       if (cfg.exit_duration_seconds > 0) {
         // Clocks differ between ranks: rank decisions are merged (MAX) so all stop together.

@@ -55,6 +55,10 @@ struct TrainerConfig {
   bool no_load_rng = false;
   bool finetune = false;
 
+  // Reliability (docs/reliability.md).
+  bool check_for_nan_in_loss_and_grad = true;  // the divergence guard (divergence_guard.h)
+  bool exit_signal_handler = false;            // SIGTERM/SIGINT: finish the iteration, save, exit 0
+
   nlohmann::json args;  // every argument, stored in each checkpoint's state.json
   // The tokenizer's identity (tokenizer_identity(), data/), stored in state.json as
   // "tokenizer" when set: HF export writes its files next to the weights.
@@ -66,6 +70,7 @@ struct TrainerConfig {
 struct TrainingResult {
   int64_t iteration = 0;             // last iteration run
   double last_validation_loss = -1;  // -1 when no validation ran
+  int exit_signal = 0;               // the signal that stopped the run (--exit-signal-handler)
 };
 
 class Trainer {

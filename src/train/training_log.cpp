@@ -1,13 +1,16 @@
 #include "train/training_log.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "core/number_format.h"
 #include "train/metrics_file.h"
 
 namespace megatron {
@@ -20,8 +23,10 @@ std::string format(const char* fmt, auto... args) {
   return buf;
 }
 
-// Megatron caps the exponent at 20 so a diverged loss prints a finite perplexity.
+// Megatron caps the exponent at 20 so that a large loss prints a finite perplexity; a
+// non-finite loss has a non-finite perplexity (min(20, NaN) would be 20).
 double perplexity(double loss) {
+  if (!std::isfinite(loss)) return std::isnan(loss) ? loss : HUGE_VAL;
   return std::exp(std::min(20.0, loss));
 }
 
@@ -42,10 +47,10 @@ std::string format_iteration_line(const IterationStats& s) {
   line += format(" elapsed time per iteration (ms): %.1f |", s.elapsed_ms);
   line += format(" learning rate: %.6E |", s.learning_rate);
   line += format(" global batch size: %5lld |", (long long)s.global_batch);
-  if (s.lm_loss) line += format(" lm loss: %.6E |", *s.lm_loss);
-  if (s.sop_loss) line += format(" sop loss: %.6E |", *s.sop_loss);
+  if (s.lm_loss) line += " lm loss: " + format_number(*s.lm_loss, "%.6E") + " |";
+  if (s.sop_loss) line += " sop loss: " + format_number(*s.sop_loss, "%.6E") + " |";
   line += format(" loss scale: %.1f |", s.loss_scale);
-  if (s.grad_norm) line += format(" grad norm: %.3f |", *s.grad_norm);
+  if (s.grad_norm) line += " grad norm: " + format_number(*s.grad_norm, "%.3f") + " |";
   line += format(" number of skipped iterations: %3lld |", (long long)s.skipped_iterations);
   line += format(" number of nan iterations: %3lld |", (long long)s.nan_iterations);
   line += format(" tokens/s: %.1f |", s.tokens_per_second);
@@ -88,11 +93,11 @@ std::string format_progress_line(const Progress& p) {
 std::string format_validation_block(const std::string& prefix, double lm_loss,
                                     std::optional<double> sop_loss) {
   std::string body = " validation loss at " + prefix + " | " +
-                     format("lm loss value: %.6E | ", lm_loss) +
-                     format("lm loss PPL: %.6E | ", perplexity(lm_loss));
+                     "lm loss value: " + format_number(lm_loss, "%.6E") + " | " +
+                     "lm loss PPL: " + format_number(perplexity(lm_loss), "%.6E") + " | ";
   if (sop_loss)
-    body += format("sop loss value: %.6E | ", *sop_loss) +
-            format("sop loss PPL: %.6E | ", perplexity(*sop_loss));
+    body += "sop loss value: " + format_number(*sop_loss, "%.6E") + " | " +
+            "sop loss PPL: " + format_number(perplexity(*sop_loss), "%.6E") + " | ";
   const std::string rule(body.size() + 1, '-');
   return rule + "\n" + body + "\n" + rule;
 }
@@ -105,7 +110,7 @@ TrainingLog::TrainingLog(bool writer, const std::string& metrics_file,
     const auto parent = std::filesystem::path(metrics_file).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent);
     metrics_.open(metrics_file, std::ios::app);
-    MT_CHECK(metrics_.good(), "--metrics-file '", metrics_file, "' cannot be opened for writing");
+    MT_REQUIRE(metrics_.good(), "--metrics-file '", metrics_file, "' cannot be opened for writing");
   }
   if (!tensorboard_dir.empty()) tensorboard_ = std::make_unique<TensorBoardWriter>(tensorboard_dir);
 }
@@ -118,7 +123,7 @@ void TrainingLog::start_at(int64_t iteration) {
     log_info(" > removed ", removed, removed == 1 ? " row" : " rows", " past iteration ", iteration,
              " from --metrics-file ", metrics_path_, " (left by an earlier run)");
   metrics_.open(metrics_path_, std::ios::app);
-  MT_CHECK(metrics_.good(), "--metrics-file '", metrics_path_, "' cannot be opened for writing");
+  MT_REQUIRE(metrics_.good(), "--metrics-file '", metrics_path_, "' cannot be opened for writing");
 }
 
 void TrainingLog::progress(const Progress& p) {
@@ -136,14 +141,14 @@ void TrainingLog::iteration(const IterationStats& s) {
                       {"elapsed_ms", s.elapsed_ms},
                       {"learning_rate", s.learning_rate},
                       {"global_batch_size", s.global_batch},
-                      {"lm_loss", s.lm_loss ? nlohmann::json(*s.lm_loss) : nullptr},
+                      {"lm_loss", s.lm_loss ? json_number(*s.lm_loss) : nullptr},
                       {"loss_scale", s.loss_scale},
-                      {"grad_norm", s.grad_norm ? nlohmann::json(*s.grad_norm) : nullptr},
+                      {"grad_norm", s.grad_norm ? json_number(*s.grad_norm) : nullptr},
                       {"skipped_iterations", s.skipped_iterations},
                       {"nan_iterations", s.nan_iterations},
                       {"tokens_per_second", s.tokens_per_second},
                       {"tflops_per_process", s.tflops_per_process}};
-  if (s.sop_loss) j["sop_loss"] = *s.sop_loss;
+  if (s.sop_loss) j["sop_loss"] = json_number(*s.sop_loss);
   write_json(j.dump());
   if (tensorboard_) {
     if (s.lm_loss) tensorboard_->add_scalar("lm loss", float(*s.lm_loss), s.iteration);
@@ -163,9 +168,9 @@ void TrainingLog::validation(const std::string& prefix, int64_t iteration, int64
   nlohmann::json j = {{"type", "validation"},
                       {"iteration", iteration},
                       {"consumed_tokens", consumed_tokens},
-                      {"lm_loss", lm_loss},
-                      {"lm_loss_ppl", perplexity(lm_loss)}};
-  if (sop_loss) j["sop_loss"] = *sop_loss;
+                      {"lm_loss", json_number(lm_loss)},
+                      {"lm_loss_ppl", json_number(perplexity(lm_loss))}};
+  if (sop_loss) j["sop_loss"] = json_number(*sop_loss);
   write_json(j.dump());
   if (tensorboard_) {
     tensorboard_->add_scalar("lm loss validation", float(lm_loss), iteration);
@@ -175,10 +180,15 @@ void TrainingLog::validation(const std::string& prefix, int64_t iteration, int64
   }
 }
 
+// Every row is written and flushed, and a failure (a full disk) stops the run instead of
+// losing the metrics silently.
 void TrainingLog::write_json(const std::string& line) {
   if (!metrics_.is_open()) return;
+  errno = 0;
   metrics_ << line << '\n';
   metrics_.flush();
+  MT_REQUIRE(metrics_.good(), "cannot write --metrics-file '", metrics_path_,
+             "': ", errno != 0 ? std::strerror(errno) : "I/O error");
 }
 
 }  // namespace megatron

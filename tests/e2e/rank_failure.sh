@@ -45,7 +45,8 @@ run "${MPIRUN[@]}" "$MEGATRON_BINARY" comm-check --tensor-model-parallel-size 3 
 [[ $rc -ne 0 ]] || fail "tensor-model-parallel-size 3 at 4 ranks exited 0"
 grep -q "error: .*world size 4.*--tensor-model-parallel-size 3" "$WORK/err" ||
   fail "the grid error does not name --tensor-model-parallel-size and the world size"
-# Printed once (by rank 0), and one MPI_Abort: no ORTE_ERROR_LOG from concurrent aborts.
+# Printed once (the ranks agree on the failure, distributed/agreement.h) and no MPI_Abort:
+# no ORTE_ERROR_LOG from concurrent aborts.
 [[ $(grep -c "^error: " "$WORK/err") -eq 1 ]] || fail "the error every rank hits is printed more than once"
 ! grep -q "ORTE_ERROR_LOG" "$WORK/err" || fail "ORTE_ERROR_LOG noise after the error"
 

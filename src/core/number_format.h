@@ -1,0 +1,20 @@
+// Numbers for people and for metrics files, with inf and NaN spelled out.
+//
+// printf's %E prints a NaN as "-NAN" or "NAN" depending on its sign bit, and JSON has no
+// NaN at all (nlohmann::json writes null). A diverged loss must read as what it is: "nan",
+// "inf" or "-inf", in the log line and — as a string — in the metrics file.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace megatron {
+
+// "nan", "inf", "-inf", or `value` printed with `printf_format` (one double conversion,
+// e.g. "%.6E").
+std::string format_number(double value, const char* printf_format);
+
+// `value` as a JSON number, or the string "nan", "inf" or "-inf" when it is not finite.
+nlohmann::json json_number(double value);
+
+}  // namespace megatron

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Messages for people (docs/reliability.md): each input error below exits non-zero with one
+# "error: ..." line that reads as a sentence — no internal "(check `...` failed)" text — and
+# under mpirun only one rank prints it. Also: an empty preprocess input is refused (nothing
+# written) and the stale temporary files of a killed preprocess are removed by the next one;
+# --fp16 with a loss scale that overflows on every step warns instead of skipping silently.
+set -uo pipefail
+: "${MEGATRON_BINARY:?}"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+export OMP_NUM_THREADS=1
+BASE=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32
+      --micro-batch-size 2 --global-batch-size 4 --mock-data --vocab-size 128
+      --log-interval 1 --eval-interval 100 --eval-iters 0)
+failures=0
+
+# expect NP "EXACT STDERR LINE" -- FLAGS...: pretrain-gpt on NP processes.
+expect() {
+  local np=$1 line=$2
+  shift 3
+  local out rc=0
+  if [[ $np == 1 ]]; then
+    out=$(timeout 60 "$MEGATRON_BINARY" pretrain-gpt "${BASE[@]}" "$@" 2>&1 >/dev/null) || rc=$?
+  else
+    out=$(timeout 60 mpirun --oversubscribe --allow-run-as-root --bind-to none -np "$np" \
+          "$MEGATRON_BINARY" pretrain-gpt "${BASE[@]}" "$@" 2>&1 >/dev/null) || rc=$?
+  fi
+  local count
+  count=$(grep -cxF -- "$line" <<< "$out")
+  if [[ $rc == 0 || $rc == 124 ]]; then
+    echo "FAIL (exit $rc) for: $*"; failures=$((failures + 1))
+  elif [[ $count != 1 ]]; then
+    echo "FAIL: expected the line '$line' once (found $count) for: $*"
+    echo "$out" | head -8
+    failures=$((failures + 1))
+  elif grep -q 'check `' <<< "$out"; then
+    echo "FAIL: internal check text for: $*"; failures=$((failures + 1))
+  else
+    echo "ok: $line"
+  fi
+}
+
+expect 1 "error: --lr must be >= 0, got -0.001" -- --train-iters 2 --lr -1e-3
+expect 1 "--lr: 'nan' is not a finite number" -- --train-iters 2 --lr nan
+expect 1 "--lr: 'inf' is not a finite number" -- --train-iters 2 --lr inf
+expect 1 "--seed: '-1' is negative, expected a non-negative integer" -- --train-iters 2 --lr 1e-3 --seed -1
+expect 1 "--train-iters: '99999999999999999999' is not an integer in [-9223372036854775808, 9223372036854775807]" \
+  -- --train-iters 99999999999999999999 --lr 1e-3
+expect 1 "error: --train-iters 9223372036854775807 is too large: its samples (x --global-batch-size 4) and tokens do not fit in 64 bits" \
+  -- --train-iters 9223372036854775807 --lr 1e-3
+expect 1 "error: --adam-eps must be > 0, got 0 (Adam divides by sqrt(v) + eps)" -- --train-iters 2 --lr 1e-3 --adam-eps 0
+expect 1 "error: --layernorm-epsilon must be > 0, got -1 (LayerNorm divides by sqrt(variance + eps))" \
+  -- --train-iters 2 --lr 1e-3 --layernorm-epsilon -1
+expect 1 "error: --num-attention-heads 4 must be divisible by --tensor-model-parallel-size 3" \
+  -- --train-iters 2 --lr 1e-3 --tensor-model-parallel-size 3
+# Under mpirun every rank hits the error; one prints it.
+expect 2 "error: --lr must be >= 0, got -0.001" -- --train-iters 2 --lr -1e-3
+expect 2 "--lr: 'nan' is not a finite number" -- --train-iters 2 --lr nan
+expect 2 "error: --load '$WORK/none' does not exist; --finetune starts from the weights of a checkpoint and needs one" \
+  -- --train-iters 2 --lr 1e-3 --load "$WORK/none" --finetune
+
+# --fp16 with a loss scale that overflows every step: a warning, not silence.
+out=$(timeout 120 "$MEGATRON_BINARY" pretrain-gpt "${BASE[@]}" --train-iters 12 --lr 1e-3 --fp16 \
+      --loss-scale 1e30 2>&1)
+if grep -q "WARNING: the last 10 iterations were all skipped: the gradients overflow at loss scale 1e+30 (--loss-scale)" <<< "$out"; then
+  echo "ok: --loss-scale 1e30 warns"
+else
+  echo "FAIL: no warning for a loss scale that skips every step"; echo "$out" | tail -3
+  failures=$((failures + 1))
+fi
+
+# preprocess: an empty input is refused and writes nothing.
+: > "$WORK/empty.jsonl"
+PRE=(preprocess --tokenizer-type NullTokenizer --vocab-size 100)
+out=$(timeout 60 "$MEGATRON_BINARY" "${PRE[@]}" --input "$WORK/empty.jsonl" --output-prefix "$WORK/e" 2>&1)
+rc=$?
+if [[ $rc != 0 ]] && grep -qxF "error: --input '$WORK/empty.jsonl' holds no documents (0 lines); expected one JSON object per line. Nothing was written" <<< "$out" &&
+   [[ -z $(ls "$WORK" | grep '^e_') ]]; then
+  echo "ok: empty preprocess input refused"
+else
+  echo "FAIL: empty preprocess input (exit $rc): $out"; ls "$WORK"; failures=$((failures + 1))
+fi
+
+# preprocess: a killed run's temporary files are removed by the next run of that prefix.
+printf '{"text": "1 2 3"}\n{"text": "4 5"}\n' > "$WORK/in.jsonl"
+( exit 0 ) &
+dead=$!
+wait "$dead"
+touch "$WORK/p_text_document.bin.tmp.$dead.0" "$WORK/p_text_document.idx.tmp.$dead.1"
+out=$(timeout 60 "$MEGATRON_BINARY" "${PRE[@]}" --input "$WORK/in.jsonl" --output-prefix "$WORK/p" 2>&1)
+rc=$?
+if [[ $rc == 0 ]] && [[ -z $(ls "$WORK" | grep 'p_text_document.*\.tmp\.') ]] &&
+   grep -q "Removed 2 stale temporary file(s) of an interrupted preprocess." <<< "$out"; then
+  echo "ok: stale preprocess temporaries removed"
+else
+  echo "FAIL: stale preprocess temporaries (exit $rc): $out"; ls "$WORK"; failures=$((failures + 1))
+fi
+
+if [[ $failures -ne 0 ]]; then echo "error_messages: $failures failure(s)"; exit 1; fi
+echo "error_messages: OK"
