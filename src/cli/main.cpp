@@ -33,6 +33,10 @@ const Subcommand kSubcommands[] = {
      "pretrain GPT with tensor x data parallelism (Megatron-LM flags)"},
     {"pretrain-bert", megatron::cli::run_pretrain_bert,
      "pretrain BERT (MLM + sentence order) with tensor x data parallelism"},
+    {"generate", megatron::cli::run_generate,
+     "generate text from a GPT checkpoint (KV cache, tensor parallel, streaming)"},
+    {"serve", megatron::cli::run_serve,
+     "Megatron's text generation REST API (PUT /api) and a web page, rank 0 speaking HTTP"},
 };
 
 void print_usage() {

@@ -11,5 +11,7 @@ int run_pretrain_gpt(int argc, char** argv);
 int run_pretrain_bert(int argc, char** argv);
 int run_preprocess(int argc, char** argv);
 int run_convert(int argc, char** argv);
+int run_generate(int argc, char** argv);
+int run_serve(int argc, char** argv);
 
 }  // namespace megatron::cli

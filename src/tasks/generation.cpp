@@ -103,6 +103,7 @@ GenerationOutput generate_tokens(GptModel& model, const std::vector<std::vector<
   } else {
     VocabParallelSampler sampler(*model.parallel_state().tp, config.vocab_size,
                                  config.padded_vocab_size);
+    SamplingParams sampling = options.sampling;
     std::vector<char> done(static_cast<size_t>(b), 0), generated(static_cast<size_t>(b), 0);
     std::vector<uint64_t> keys(static_cast<size_t>(b));
     std::vector<int32_t> column(static_cast<size_t>(b));
@@ -114,7 +115,7 @@ GenerationOutput generate_tokens(GptModel& model, const std::vector<std::vector<
       for (int64_t i = 0; i < b; ++i)
         keys[size_t(i)] = sampling_row_key(options.request, uint64_t(i), uint64_t(context));
       const std::vector<int32_t> drawn =
-          sampler.sample(last_logits, options.sampling, keys, ctx.arena).to_vector<int32_t>();
+          sampler.sample(last_logits, sampling, keys, ctx.arena).to_vector<int32_t>();
       bool all_done = true;
       for (int64_t i = 0; i < b; ++i) {
         const bool started = out.prompt_lengths[size_t(i)] <= context;
@@ -122,10 +123,17 @@ GenerationOutput generate_tokens(GptModel& model, const std::vector<std::vector<
         column[size_t(i)] = tokens[size_t(i)][size_t(context)];
         generated[size_t(i)] = started && !done[size_t(i)];
         // A sequence ends at a stop token or after tokens_to_generate tokens of its own.
+        const int32_t t = drawn[size_t(i)];
+        const bool eol = (options.stop_on_eol || options.stop_on_double_eol) && t >= 0 &&
+                         (t == options.double_eol_token ||
+                          (t == options.eol_token &&
+                           (options.stop_on_eol ||
+                            tokens[size_t(i)][size_t(context - 1)] == options.eol_token)));
         const bool stop =
-            started && (std::find(options.stop_tokens.begin(), options.stop_tokens.end(),
-                                  drawn[size_t(i)]) != options.stop_tokens.end() ||
-                        context + 1 == out.prompt_lengths[size_t(i)] + options.tokens_to_generate);
+            started &&
+            (std::find(options.stop_tokens.begin(), options.stop_tokens.end(), t) !=
+                 options.stop_tokens.end() ||
+             eol || context + 1 == out.prompt_lengths[size_t(i)] + options.tokens_to_generate);
         if (stop && !done[size_t(i)]) lengths[size_t(i)] = context + 1;
         done[size_t(i)] = done[size_t(i)] || stop;
         all_done = all_done && done[size_t(i)];
@@ -133,6 +141,8 @@ GenerationOutput generate_tokens(GptModel& model, const std::vector<std::vector<
       if (options.logprobs) record_logprobs(model, ctx, logits, tokens, prev, context, logprobs);
       if (on_step) on_step(context, column, generated);
       prev = context;
+      if (sampling.top_p > 0.0f && options.top_p_decay > 0.0f)
+        sampling.top_p = std::max(sampling.top_p * options.top_p_decay, options.top_p_bound);
       if (all_done) break;
     }
   }

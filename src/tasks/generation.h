@@ -34,6 +34,12 @@ struct GenerationOptions {
   // A generated token in this set ends its sequence (Megatron: the tokenizer's EOD). The batch
   // stops when every sequence has ended.
   std::vector<int32_t> stop_tokens;
+  // Megatron's stop_on_eol (a generated "\n" or "\n\n" token ends the sequence) and
+  // stop_on_double_eol ("\n\n", or "\n" after "\n"); the ids are the tokenizer's (-1: none).
+  bool stop_on_eol = false, stop_on_double_eol = false;
+  int32_t eol_token = -1, double_eol_token = -1;
+  // Megatron's top_p_decay / top_p_bound: after each step top_p = max(top_p · decay, bound).
+  float top_p_decay = 0.0f, top_p_bound = 0.0f;
   int32_t pad_token = 0;  // fills the rows past their prompts (never attended to)
   // Megatron's --max-tokens-to-oom: batch × (longest prompt + tokens_to_generate) at most.
   int64_t max_tokens = 12000;
