@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/args.h"
 #include "cli/inference_setup.h"
@@ -54,9 +55,18 @@ std::vector<std::string> read_prompt_file(const std::string& path) {
 // there yet).
 class StreamPrinter {
  public:
-  explicit StreamPrinter(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
+  // Prints the prompt's text at once.
+  StreamPrinter(const Tokenizer& tokenizer, std::vector<int32_t> prompt)
+      : tokenizer_(tokenizer), tokens_(std::move(prompt)) {
+    print_new();
+  }
   void add(int32_t token) {
     tokens_.push_back(token);
+    print_new();
+  }
+
+ private:
+  void print_new() {
     std::string text = tokenizer_.decode(tokens_);
     static const std::string kReplacement = "\xEF\xBF\xBD";
     if (text.size() >= 3 && text.compare(text.size() - 3, 3, kReplacement) == 0) return;
@@ -67,7 +77,6 @@ class StreamPrinter {
     }
   }
 
- private:
   const Tokenizer& tokenizer_;
   std::vector<int32_t> tokens_;
   std::string printed_;
@@ -163,17 +172,17 @@ int run_generate(int argc, char** argv) {
     }
     if (!error.empty()) {
       // Identical on every rank (same inputs): report on rank 0 and go on.
-      MT_CHECK(interactive, error);
+      if (!interactive) MT_THROW(error);
       if (root) std::fprintf(stderr, "error: %s\n", error.c_str());
       continue;
     }
     const bool stream = root && texts.size() == 1;
-    StreamPrinter printer(*m.tokenizer);
-    if (stream) std::fputs(texts[0].c_str(), stdout), std::fflush(stdout);
+    std::optional<StreamPrinter> printer;
+    if (stream) printer.emplace(*m.tokenizer, ids[0]);
     GenerationStepCallback on_step;
     if (stream)
       on_step = [&](int64_t, const std::vector<int32_t>& tokens, const std::vector<char>& fresh) {
-        if (fresh[0]) printer.add(tokens[0]);
+        if (fresh[0]) printer->add(tokens[0]);
       };
     const GenerationOutput result = generate_tokens(*m.model, ids, o, on_step);
     if (!root) continue;
@@ -182,13 +191,14 @@ int run_generate(int argc, char** argv) {
       const std::vector<int32_t> prompt_ids(all.begin(), all.begin() + result.prompt_lengths[i]);
       const std::vector<int32_t> generated(all.begin() + result.prompt_lengths[i], all.end());
       const std::string generated_text = m.tokenizer->decode(generated);
-      if (!stream) std::printf("%s%s", texts[i].c_str(), generated_text.c_str());
+      const std::string text = m.tokenizer->decode(all);
+      if (!stream) std::fputs(text.c_str(), stdout);
       std::printf("\n%s", interactive ? "" : "\n");
       std::fflush(stdout);
       if (out) {
         nlohmann::json j = {{"prompt", texts[i]},
                             {"generated_text", generated_text},
-                            {"text", m.tokenizer->decode(all)},
+                            {"text", text},
                             {"prompt_tokens", prompt_ids},
                             {"generated_tokens", generated}};
         if (r.logprobs) j["logprobs"] = result.logprobs[i];

@@ -128,6 +128,19 @@ void serve_rank0(GptModel& model, const Tokenizer& tokenizer, const ServerOption
   };
   server.Get("/api", wrong_method);
   server.Post("/api", wrong_method);
+  server.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
+        std::string what = "unknown error";
+        try {
+          std::rethrow_exception(error);
+        } catch (const Error& e) {
+          what = e.message();
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        reply_error(res, 500, "internal error: " + what);
+      });
   server.Put("/api", [&](const httplib::Request& req, httplib::Response& res) {
     json body;
     try {

@@ -156,7 +156,12 @@ std::string prepare_generation(const ApiRequest& r, const Tokenizer& tokenizer,
   for (const std::string& text : r.prompts) {
     std::vector<int32_t> ids;
     if (r.add_bos) ids.push_back(eod);
-    const std::vector<int32_t> encoded = tokenizer.encode(text);
+    std::vector<int32_t> encoded;
+    try {
+      encoded = tokenizer.encode(text);
+    } catch (const Error& e) {
+      return "a prompt cannot be tokenized: " + e.message();
+    }
     ids.insert(ids.end(), encoded.begin(), encoded.end());
     if (ids.empty()) return "a prompt has no tokens: send add_BOS=true or a longer prompt";
     prompts.push_back(std::move(ids));
