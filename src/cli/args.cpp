@@ -8,6 +8,7 @@
 
 #include "cli/device_setup.h"
 #include "core/error.h"
+#include "kernels/gemm_options.h"
 
 namespace megatron::cli {
 
@@ -170,6 +171,9 @@ void add_training_args(ArgTable& t, Args& a) {
 
   t.add_flag("--bf16", a.bf16, "bf16 GEMMs, fp32 master weights");
   t.add_flag("--fp16", a.fp16, "fp16 weights with dynamic loss scaling");
+  t.add_flag("--tf32", a.tf32,
+             "let f32 GEMMs multiply in TF32 on GPUs that have it (faster, ~1e-3 relative "
+             "error per product; default: full f32). No effect on the CPU or in bf16");
   t.add("--loss-scale", a.loss_scale, "constant loss scale (fp16; default dynamic)");
   t.add("--initial-loss-scale", a.initial_loss_scale, "initial dynamic loss scale");
   t.add("--min-loss-scale", a.min_loss_scale, "floor of the dynamic loss scale");
@@ -182,6 +186,8 @@ void add_training_args(ArgTable& t, Args& a) {
   t.add("--tensor-model-parallel-size", a.tensor_model_parallel_size, "TP size");
   t.add("--pipeline-model-parallel-size", a.pipeline_model_parallel_size,
         "PP size (only 1 is supported)");
+  t.add("--distributed-backend", a.distributed_backend,
+        "nccl or mpi (default: nccl when the run's device is a GPU, mpi on the CPU)");
 
   t.add("--data-path", a.data_path, "PREFIX or W1 PREFIX1 W2 PREFIX2 ...");
   t.add("--split", a.split, "train,valid,test document split weights");
@@ -231,6 +237,9 @@ void validate_training_args(Args& a, int world_size) {
   MT_CHECK(a.effective_ffn_hidden_size() % tp == 0, "--ffn-hidden-size ",
            a.effective_ffn_hidden_size(), " must be divisible by --tensor-model-parallel-size ",
            tp);
+  MT_CHECK(a.distributed_backend.empty() || a.distributed_backend == "nccl" ||
+               a.distributed_backend == "mpi",
+           "--distributed-backend must be nccl or mpi, got '", a.distributed_backend, "'");
   MT_CHECK(world_size % tp == 0, "the world size ", world_size,
            " (number of processes) must be divisible by --tensor-model-parallel-size ", tp);
   a.world_size = world_size;
@@ -348,6 +357,7 @@ AdamWConfig adamw_config(const Args& a) {
 void select_training_device(Args& a) {
   a.compute_device = select_device(a.device);
   a.device = a.compute_device.str();
+  kernels::set_allow_tf32(a.tf32);
 }
 
 TrainerConfig trainer_config(const Args& a, const ArgTable& table) {

@@ -72,6 +72,7 @@ struct Args {
   // Mixed precision.
   bool bf16 = false;
   bool fp16 = false;
+  bool tf32 = false;                 // f32 GEMMs may use TF32 on GPUs (kernels/gemm_options.h)
   std::optional<double> loss_scale;  // set: constant scale; unset: dynamic (fp16)
   double initial_loss_scale = 4294967296.0;
   double min_loss_scale = 1.0;
@@ -82,6 +83,7 @@ struct Args {
   std::string device;  // --device: "" (automatic), cpu, cuda, cuda:N (cli/device_setup.h)
   int tensor_model_parallel_size = 1;
   int pipeline_model_parallel_size = 1;
+  std::string distributed_backend;  // "nccl", "mpi"; "" → nccl on a GPU, mpi on the CPU
 
   // Data and tokenizer.
   std::vector<std::string> data_path;
@@ -156,8 +158,9 @@ void validate_training_args(Args& args, int world_size);
 
 // Resolves --device (cli/device_setup.h: default, cpu, cuda, cuda:N), binds this process to
 // the device and records it: args.compute_device, and args.device as its name ("cuda:0") so
-// that the printed arguments and the checkpoints' state.json say where the run computed.
-// Call right after parsing, before any communicator or tensor is created.
+// that the printed arguments and the checkpoints' state.json say where the run computed. Also
+// sets the process's GEMM options (--tf32). Call right after parsing, before any communicator
+// or tensor is created.
 void select_training_device(Args& args);
 
 // Parses argv into `app`; returns -1 to continue, else the exit code (0 for --help, non-zero

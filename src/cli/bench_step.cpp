@@ -9,6 +9,7 @@
 #include "cli/gpt_setup.h"
 #include "core/device_runtime.h"
 #include "core/logging.h"
+#include "distributed/backend.h"
 #include "distributed/runtime.h"
 #include "distributed/timing_communicator.h"
 #include "kernels/elementwise.h"
@@ -77,7 +78,8 @@ int run_step_bench(int argc, char** argv) {
   args.train_iters = warmup_iters + timed_iters;
   args.log_interval = args.train_iters;
 
-  auto timing = std::make_shared<TimingCommunicator>(world_communicator());
+  auto timing = std::make_shared<TimingCommunicator>(
+      make_world_communicator(args.distributed_backend, args.compute_device));
   validate_training_args(args, timing->size());
   const DType dtype = args.bf16 ? DType::BF16 : DType::F32;
   const Device device = args.compute_device;

@@ -1,27 +1,10 @@
 #include "cli/device_setup.h"
 
-#include <charconv>
-#include <cstdlib>
-#include <cstring>
-
 #include "core/device_runtime.h"
 #include "core/error.h"
+#include "distributed/runtime.h"
 
 namespace megatron::cli {
-
-int local_rank_from_environment() {
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"}) {
-    const char* value = std::getenv(name);
-    if (value == nullptr) continue;
-    int rank = -1;
-    const char* end = value + std::strlen(value);
-    auto [last, ec] = std::from_chars(value, end, rank);
-    MT_CHECK(ec == std::errc() && last == end && rank >= 0, "environment variable ", name, "='",
-             value, "' is not a local rank (a non-negative integer)");
-    return rank;
-  }
-  return 0;
-}
 
 Device resolve_device(const std::string& flag, int local_rank) {
   if (flag.empty()) return default_device(local_rank);
@@ -41,7 +24,7 @@ Device resolve_device(const std::string& flag, int local_rank) {
 }
 
 Device select_device(const std::string& flag) {
-  const Device device = resolve_device(flag, local_rank_from_environment());
+  const Device device = resolve_device(flag, local_rank());
   use_device(device);
   return device;
 }

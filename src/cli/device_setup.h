@@ -8,11 +8,6 @@
 
 namespace megatron::cli {
 
-// This process's rank among the processes of its node, from the launcher's environment:
-// OMPI_COMM_WORLD_LOCAL_RANK (OpenMPI's mpirun), SLURM_LOCALID (srun), MPI_LOCALRANKID
-// (MPICH/Hydra); 0 when none is set (a single process).
-int local_rank_from_environment();
-
 // The device for --device `flag`:
 //   ""        cuda:<local rank mod GPUs> when the build has CUDA and a GPU is visible, else cpu
 //   "cpu"     the host
@@ -22,8 +17,10 @@ int local_rank_from_environment();
 // visible, or N is not a visible GPU.
 Device resolve_device(const std::string& flag, int local_rank);
 
-// resolve_device(flag, local_rank_from_environment()), then binds this process to it
-// (core/device_runtime.h use_device) before anything allocates there.
+// resolve_device(flag, local_rank()) — the local rank of distributed/runtime.h, from the
+// launcher (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID) or an MPI shared-memory split — then
+// binds this process to it (core/device_runtime.h use_device) before anything allocates there.
+// Needs a DistRuntime.
 Device select_device(const std::string& flag);
 
 }  // namespace megatron::cli

@@ -9,6 +9,7 @@
 #include "data/bert_datasets_factory.h"
 #include "data/bert_masking.h"
 #include "data/tokenizer.h"
+#include "distributed/backend.h"
 #include "distributed/runtime.h"
 #include "model/gpt_model.h"
 #include "train/bert_step.h"
@@ -74,7 +75,8 @@ int run_pretrain_bert(int argc, char** argv) {
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
   select_training_device(args);
 
-  std::shared_ptr<Communicator> world = world_communicator();
+  std::shared_ptr<Communicator> world =
+      make_world_communicator(args.distributed_backend, args.compute_device);
   validate_training_args(args, world->size());
   MT_CHECK(!args.mock_data, "--mock-data is not supported by pretrain-bert: give --data-path");
   MT_CHECK(!args.data_path.empty(),

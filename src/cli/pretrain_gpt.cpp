@@ -6,6 +6,7 @@
 #include "cli/gpt_setup.h"
 #include "cli/subcommands.h"
 #include "core/logging.h"
+#include "distributed/backend.h"
 #include "distributed/runtime.h"
 
 namespace megatron::cli {
@@ -21,7 +22,8 @@ int run_pretrain_gpt(int argc, char** argv) {
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
   select_training_device(args);
 
-  std::shared_ptr<Communicator> world = world_communicator();
+  std::shared_ptr<Communicator> world =
+      make_world_communicator(args.distributed_backend, args.compute_device);
   validate_training_args(args, world->size());
   log_line(table.format());
 

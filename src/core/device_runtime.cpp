@@ -13,10 +13,13 @@ namespace megatron {
 
 namespace {
 
+#ifndef MEGATRON_CUDA
 [[noreturn]] void no_cuda(const char* what) {
-  MT_THROW(what, ": CUDA memory needs a binary built with CUDA (cmake -DMEGATRON_CUDA=ON, "
-                 "nvcc required); use --device cpu on this build");
+  MT_THROW(what,
+           ": CUDA memory needs a binary built with CUDA (cmake -DMEGATRON_CUDA=ON, "
+           "nvcc required); use --device cpu on this build");
 }
+#endif
 
 size_t align64(size_t bytes) {
   return (bytes + 63) / 64 * 64;

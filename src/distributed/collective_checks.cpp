@@ -4,8 +4,6 @@ namespace megatron {
 
 void check_comm_tensor(const Tensor& t, const char* op, const char* what) {
   MT_CHECK(t.defined(), op, ": ", what, " is an undefined tensor");
-  MT_CHECK(t.device() == Device::CPU, op, ": ", what,
-           " must be a CPU tensor for this communicator, got ", t.describe());
   MT_CHECK(t.is_contiguous(), op, ": ", what, " must be contiguous, got ", t.describe());
 }
 
@@ -13,6 +11,9 @@ void check_chunked_dim0(const Tensor& chunk, const char* chunk_name, const Tenso
                         const char* whole_name, int group_size, const char* op) {
   MT_CHECK(chunk.dtype() == whole.dtype(), op, ": ", chunk_name, " ", chunk.describe(), " and ",
            whole_name, " ", whole.describe(), " must have the same dtype");
+  MT_CHECK(chunk.device() == whole.device(), op, ": ", chunk_name, " is on ", chunk.device().str(),
+           " and ", whole_name, " on ", whole.device().str(),
+           "; both tensors of one call must be on the same device");
   MT_CHECK(chunk.dim() >= 1, op, ": tensors need at least one dimension, got ", chunk.describe());
   Shape expected = chunk.shape();
   expected[0] *= group_size;

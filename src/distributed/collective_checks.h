@@ -7,10 +7,13 @@
 
 namespace megatron {
 
-// A contiguous CPU tensor of a dtype the communicators carry (everything except none).
+// A defined, contiguous tensor, on any device: each implementation decides how it moves the
+// tensors of a device (MpiCommunicator stages CUDA tensors through host memory,
+// NcclCommunicator hands CPU tensors to its MPI twin).
 void check_comm_tensor(const Tensor& t, const char* op, const char* what);
-// whole.shape == [group_size · chunk.shape[0], chunk.shape[1:]...] and both have one dtype:
-// the shapes of all_gather (chunk = input, whole = output) and reduce_scatter (the reverse).
+// whole.shape == [group_size · chunk.shape[0], chunk.shape[1:]...], both have one dtype and
+// both live on one device: the shapes of all_gather (chunk = input, whole = output) and
+// reduce_scatter (the reverse).
 void check_chunked_dim0(const Tensor& chunk, const char* chunk_name, const Tensor& whole,
                         const char* whole_name, int group_size, const char* op);
 // 0 <= r < size, naming the argument (root, dst, src).

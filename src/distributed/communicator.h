@@ -1,9 +1,13 @@
 // Communicator: the collective and point-to-point operations every parallel part uses.
 //
-// Implementations: MpiCommunicator (CPU tensors over OpenMPI), SoloCommunicator (a world of
-// one: collectives are identities), later NcclCommunicator (CUDA tensors). All operations are
-// blocking and must be called by every member of the group in the same order. Tensors must
-// be contiguous; dtypes f32, f64, bf16 (sum in f32 semantics per element), i32, i64, u8.
+// Implementations: MpiCommunicator (OpenMPI; CUDA tensors staged through host memory),
+// NcclCommunicator (CUDA tensors over NCCL, CPU tensors over its MPI twin), SoloCommunicator (a
+// world of one: collectives are identities). All operations must be called by every member of
+// the group in the same order. They are blocking for the caller: a host tensor holds the result
+// when the call returns; a CUDA tensor holds it for all work queued after the call on the compute
+// stream (NCCL returns once the operation is queued). Tensors must be contiguous, the tensors of
+// one call on one device; dtypes f32, f64, bf16, f16 (sum in f32 semantics per element on MPI,
+// in 16 bits on NCCL, see nccl_communicator.h), i32, i64, u8.
 #pragma once
 
 #include <memory>

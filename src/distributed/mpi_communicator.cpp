@@ -4,6 +4,9 @@
 #include <climits>
 
 #include "distributed/collective_checks.h"
+#ifdef MEGATRON_CUDA
+#include "distributed/cuda/pinned_staging.h"
+#endif
 
 namespace megatron {
 
@@ -129,6 +132,7 @@ void MpiCommunicator::for_each_chunk(const Tensor& t, Fn&& fn) const {
 
 void MpiCommunicator::all_reduce(Tensor& t, ReduceOp op) {
   check_comm_tensor(t, "all_reduce", "tensor");
+  if (!t.device().is_cpu()) return staged_all_reduce(t, op);
   if (is_half(t.dtype())) {
     Tensor wide = widen_to_f32(t);
     all_reduce(wide, op);
@@ -145,6 +149,7 @@ void MpiCommunicator::all_gather(const Tensor& in, Tensor& out) {
   check_comm_tensor(in, "all_gather", "input");
   check_comm_tensor(out, "all_gather", "output");
   check_chunked_dim0(in, "input", out, "output", size_, "all_gather");
+  if (!in.device().is_cpu()) return staged_all_gather(in, out);
   const int count = block_count(in, "all_gather");
   MPI_Datatype type = mpi_type(in.dtype());
   // Megatron often gathers into a buffer whose own block already holds the input; MPI
@@ -158,6 +163,7 @@ void MpiCommunicator::reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op)
   check_comm_tensor(in, "reduce_scatter", "input");
   check_comm_tensor(out, "reduce_scatter", "output");
   check_chunked_dim0(out, "output", in, "input", size_, "reduce_scatter");
+  if (!in.device().is_cpu()) return staged_reduce_scatter(in, out, op);
   if (is_half(in.dtype())) {
     Tensor wide_in = widen_to_f32(in);
     Tensor wide_out = Tensor::empty(out.shape(), DType::F32);
@@ -174,6 +180,7 @@ void MpiCommunicator::reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op)
 void MpiCommunicator::broadcast(Tensor& t, int root) {
   check_comm_tensor(t, "broadcast", "tensor");
   check_peer_rank(root, size_, "broadcast", "root");
+  if (!t.device().is_cpu()) return staged_broadcast(t, root);
   MPI_Datatype type = mpi_type(t.dtype());
   for_each_chunk(t, [&](void* p, int count) {
     mpi_check(MPI_Bcast(p, count, type, root, comm_), "broadcast");
@@ -184,6 +191,7 @@ void MpiCommunicator::send(const Tensor& t, int dst, int tag) {
   check_comm_tensor(t, "send", "tensor");
   check_peer_rank(dst, size_, "send", "destination");
   MT_CHECK(dst != rank_, "send: rank ", rank_, " cannot send to itself (blocking send)");
+  if (!t.device().is_cpu()) return staged_send(t, dst, tag);
   MPI_Datatype type = mpi_type(t.dtype());
   for_each_chunk(
       t, [&](void* p, int count) { mpi_check(MPI_Send(p, count, type, dst, tag, comm_), "send"); });
@@ -193,6 +201,7 @@ void MpiCommunicator::recv(Tensor& t, int src, int tag) {
   check_comm_tensor(t, "recv", "tensor");
   check_peer_rank(src, size_, "recv", "source");
   MT_CHECK(src != rank_, "recv: rank ", rank_, " cannot receive from itself (blocking recv)");
+  if (!t.device().is_cpu()) return staged_recv(t, src, tag);
   MPI_Datatype type = mpi_type(t.dtype());
   for_each_chunk(t, [&](void* p, int count) {
     MPI_Status status;
@@ -214,5 +223,172 @@ std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
   mpi_check(MPI_Comm_split(comm_, color, key, &sub), "split");
   return std::unique_ptr<MpiCommunicator>(new MpiCommunicator(sub, max_chunk_elements_));
 }
+
+// --- CUDA tensors, staged through page-locked host memory ---------------------------------
+//
+// Each piece: copy device -> host (on the compute stream, after the kernels that wrote the
+// tensor), the host operation above on views of the staging buffer, copy host -> device. Every
+// member computes the same pieces (same dtype, group size and chunk limit), so the pieces of
+// one call match across ranks as MPI requires.
+
+int64_t MpiCommunicator::staged_piece_elements(DType dtype, int64_t slots) const {
+  const int64_t by_bytes = kStagingPieceBytes / (int64_t(dtype_size(dtype)) * slots);
+  return std::max<int64_t>(1, std::min(by_bytes, max_chunk_elements_));
+}
+
+#ifdef MEGATRON_CUDA
+
+void MpiCommunicator::staged_all_reduce(Tensor& t, ReduceOp op) {
+  const DType dtype = t.dtype();
+  const size_t element = dtype_size(dtype);
+  const int64_t n = t.numel(), piece = staged_piece_elements(dtype, 1);
+  char* device = static_cast<char*>(t.raw_data());
+  cuda::PinnedStaging& staging = cuda::PinnedStaging::instance();
+  auto lock = staging.lock();
+  char* host = static_cast<char*>(staging.reserve(size_t(std::min(piece, n)) * element));
+  for (int64_t start = 0; start < n; start += piece) {
+    const int64_t len = std::min(piece, n - start);
+    const size_t bytes = size_t(len) * element;
+    cuda::copy_rows(host, bytes, device + size_t(start) * element, bytes, bytes, 1);
+    Tensor staged = Tensor::from_blob(host, {len}, dtype);
+    all_reduce(staged, op);
+    cuda::copy_rows(device + size_t(start) * element, bytes, host, bytes, bytes, 1);
+  }
+}
+
+// Piece [start, start+len) of every rank's block: the host input holds this rank's piece, the
+// host output the n gathered pieces back to back, copied to their n places in `out` as n rows
+// one block apart.
+void MpiCommunicator::staged_all_gather(const Tensor& in, Tensor& out) {
+  const DType dtype = in.dtype();
+  const size_t element = dtype_size(dtype);
+  const int64_t block = in.numel(), piece = staged_piece_elements(dtype, size_ + 1);
+  const size_t block_bytes = size_t(block) * element;
+  const char* device_in = static_cast<const char*>(in.raw_data());
+  char* device_out = static_cast<char*>(out.raw_data());
+  cuda::PinnedStaging& staging = cuda::PinnedStaging::instance();
+  auto lock = staging.lock();
+  char* host =
+      static_cast<char*>(staging.reserve(size_t(std::min(piece, block)) * element * (size_ + 1)));
+  for (int64_t start = 0; start < block; start += piece) {
+    const int64_t len = std::min(piece, block - start);
+    const size_t bytes = size_t(len) * element, offset = size_t(start) * element;
+    char* host_in = host;
+    char* host_out = host + bytes;
+    // Read before any write: when `in` is this rank's own block of `out`, piece `start` of it
+    // is overwritten only with the same values, and later pieces are untouched so far.
+    cuda::copy_rows(host_in, bytes, device_in + offset, bytes, bytes, 1);
+    Tensor staged_in = Tensor::from_blob(host_in, {len}, dtype);
+    Tensor staged_out = Tensor::from_blob(host_out, {len * size_}, dtype);
+    all_gather(staged_in, staged_out);
+    cuda::copy_rows(device_out + offset, block_bytes, host_out, bytes, bytes, size_t(size_));
+  }
+}
+
+void MpiCommunicator::staged_reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) {
+  const DType dtype = in.dtype();
+  const size_t element = dtype_size(dtype);
+  const int64_t block = out.numel(), piece = staged_piece_elements(dtype, size_ + 1);
+  const size_t block_bytes = size_t(block) * element;
+  const char* device_in = static_cast<const char*>(in.raw_data());
+  char* device_out = static_cast<char*>(out.raw_data());
+  cuda::PinnedStaging& staging = cuda::PinnedStaging::instance();
+  auto lock = staging.lock();
+  char* host =
+      static_cast<char*>(staging.reserve(size_t(std::min(piece, block)) * element * (size_ + 1)));
+  for (int64_t start = 0; start < block; start += piece) {
+    const int64_t len = std::min(piece, block - start);
+    const size_t bytes = size_t(len) * element, offset = size_t(start) * element;
+    char* host_in = host;
+    char* host_out = host + bytes * size_t(size_);
+    cuda::copy_rows(host_in, bytes, device_in + offset, block_bytes, bytes, size_t(size_));
+    Tensor staged_in = Tensor::from_blob(host_in, {len * size_}, dtype);
+    Tensor staged_out = Tensor::from_blob(host_out, {len}, dtype);
+    reduce_scatter(staged_in, staged_out, op);
+    cuda::copy_rows(device_out + offset, bytes, host_out, bytes, bytes, 1);
+  }
+}
+
+void MpiCommunicator::staged_broadcast(Tensor& t, int root) {
+  const DType dtype = t.dtype();
+  const size_t element = dtype_size(dtype);
+  const int64_t n = t.numel(), piece = staged_piece_elements(dtype, 1);
+  char* device = static_cast<char*>(t.raw_data());
+  cuda::PinnedStaging& staging = cuda::PinnedStaging::instance();
+  auto lock = staging.lock();
+  char* host = static_cast<char*>(staging.reserve(size_t(std::min(piece, n)) * element));
+  for (int64_t start = 0; start < n; start += piece) {
+    const int64_t len = std::min(piece, n - start);
+    const size_t bytes = size_t(len) * element, offset = size_t(start) * element;
+    if (rank_ == root) cuda::copy_rows(host, bytes, device + offset, bytes, bytes, 1);
+    Tensor staged = Tensor::from_blob(host, {len}, dtype);
+    broadcast(staged, root);
+    if (rank_ != root) cuda::copy_rows(device + offset, bytes, host, bytes, bytes, 1);
+  }
+}
+
+void MpiCommunicator::staged_send(const Tensor& t, int dst, int tag) {
+  const DType dtype = t.dtype();
+  const size_t element = dtype_size(dtype);
+  const int64_t n = t.numel(), piece = staged_piece_elements(dtype, 1);
+  const char* device = static_cast<const char*>(t.raw_data());
+  cuda::PinnedStaging& staging = cuda::PinnedStaging::instance();
+  auto lock = staging.lock();
+  char* host = static_cast<char*>(staging.reserve(size_t(std::min(piece, n)) * element));
+  for (int64_t start = 0; start < n; start += piece) {
+    const int64_t len = std::min(piece, n - start);
+    const size_t bytes = size_t(len) * element;
+    cuda::copy_rows(host, bytes, device + size_t(start) * element, bytes, bytes, 1);
+    send(Tensor::from_blob(host, {len}, dtype), dst, tag);
+  }
+}
+
+void MpiCommunicator::staged_recv(Tensor& t, int src, int tag) {
+  const DType dtype = t.dtype();
+  const size_t element = dtype_size(dtype);
+  const int64_t n = t.numel(), piece = staged_piece_elements(dtype, 1);
+  char* device = static_cast<char*>(t.raw_data());
+  cuda::PinnedStaging& staging = cuda::PinnedStaging::instance();
+  auto lock = staging.lock();
+  char* host = static_cast<char*>(staging.reserve(size_t(std::min(piece, n)) * element));
+  for (int64_t start = 0; start < n; start += piece) {
+    const int64_t len = std::min(piece, n - start);
+    const size_t bytes = size_t(len) * element;
+    Tensor staged = Tensor::from_blob(host, {len}, dtype);
+    recv(staged, src, tag);
+    cuda::copy_rows(device + size_t(start) * element, bytes, host, bytes, bytes, 1);
+  }
+}
+
+#else  // no CUDA: a device tensor can only come from from_blob, and nothing can copy it
+
+namespace {
+[[noreturn]] void no_staging(const char* op, const Tensor& t) {
+  MT_THROW(op, ": a tensor on ", t.device().str(),
+           " needs a binary built with CUDA (cmake -DMEGATRON_CUDA=ON); this build moves CPU "
+           "tensors only");
+}
+}  // namespace
+
+void MpiCommunicator::staged_all_reduce(Tensor& t, ReduceOp) {
+  no_staging("all_reduce", t);
+}
+void MpiCommunicator::staged_all_gather(const Tensor& in, Tensor&) {
+  no_staging("all_gather", in);
+}
+void MpiCommunicator::staged_reduce_scatter(const Tensor& in, Tensor&, ReduceOp) {
+  no_staging("reduce_scatter", in);
+}
+void MpiCommunicator::staged_broadcast(Tensor& t, int) {
+  no_staging("broadcast", t);
+}
+void MpiCommunicator::staged_send(const Tensor& t, int, int) {
+  no_staging("send", t);
+}
+void MpiCommunicator::staged_recv(Tensor& t, int, int) {
+  no_staging("recv", t);
+}
+
+#endif
 
 }  // namespace megatron

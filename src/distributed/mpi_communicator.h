@@ -1,4 +1,4 @@
-// MpiCommunicator: Communicator over OpenMPI for CPU tensors.
+// MpiCommunicator: Communicator over OpenMPI, for CPU tensors and (staged) CUDA tensors.
 //
 // Each instance owns its own MPI communicator (a duplicate of the one it was built from, or
 // the result of split), freed on destruction, so library traffic never mixes with anyone
@@ -8,6 +8,16 @@
 // bf16 and f16 are moved as 16-bit words; their SUM/MAX reductions are staged through f32
 // (convert, reduce in f32, round once), which is what "sum in f32 semantics" means in the
 // contract and is exact for MAX.
+//
+// CUDA tensors (CUDA build only) are staged through page-locked host memory: copy to the host
+// on the compute stream, the MPI operation on host memory, copy back; the call returns when the
+// result is in device memory. It is correct and slow (two PCIe copies and a host reduction per
+// call), and it works wherever MPI does, including several ranks sharing one GPU, which NCCL
+// refuses; that is what lets TP=2 run as two processes on one GPU in tests. A call stages at most
+// kStagingPieceBytes at a time (one buffer per process, grown and reused, see
+// distributed/cuda/pinned_staging.h), so large tensors move in pieces; the members of a call
+// must therefore agree on whether its tensors are on the host or on a GPU (they do: one device
+// kind per job). For speed on GPUs use NcclCommunicator.
 #pragma once
 
 #include <mpi.h>
@@ -25,6 +35,8 @@ class MpiCommunicator final : public Communicator {
   // most this many elements (the pieces are independent). all_gather/reduce_scatter blocks
   // must fit one int count.
   static constexpr int64_t kDefaultMaxChunkElements = int64_t(1) << 30;
+  // What one staged call holds in host memory at a time (all its host buffers together).
+  static constexpr int64_t kStagingPieceBytes = int64_t(64) << 20;
 
   // A communicator over the same processes as `comm` (which the caller keeps owning).
   // Groups made by split() inherit `max_chunk_elements` (tests make it small to exercise
@@ -51,6 +63,16 @@ class MpiCommunicator final : public Communicator {
   MpiCommunicator(MPI_Comm owned, int64_t max_chunk_elements);  // takes ownership of `owned`
   template <typename Fn>
   void for_each_chunk(const Tensor& t, Fn&& fn) const;
+  // Elements per piece of a staged call whose host buffers hold `slots` pieces at once; also
+  // bounded by max_chunk_elements_ (so tests exercise the piecewise staging on small tensors).
+  int64_t staged_piece_elements(DType dtype, int64_t slots) const;
+  // The same operations on CUDA tensors, through page-locked host memory.
+  void staged_all_reduce(Tensor& t, ReduceOp op);
+  void staged_all_gather(const Tensor& in, Tensor& out);
+  void staged_reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op);
+  void staged_broadcast(Tensor& t, int root);
+  void staged_send(const Tensor& t, int dst, int tag);
+  void staged_recv(Tensor& t, int src, int tag);
 
   MPI_Comm comm_;
   int64_t max_chunk_elements_;

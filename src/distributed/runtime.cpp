@@ -3,7 +3,9 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -18,7 +20,8 @@ namespace megatron {
 namespace {
 
 std::shared_ptr<Communicator> g_world;  // set while a DistRuntime is alive
-std::atomic<bool> g_aborting{false};    // abort_job's message is printed once per process
+int g_local_rank = 0;
+std::atomic<bool> g_aborting{false};  // abort_job's message is printed once per process
 
 bool mpi_active() {
   int initialized = 0, finalized = 0;
@@ -48,7 +51,44 @@ bool env_set(const char* name) {
   abort_job(message, 1);
 }
 
+std::optional<int> env_rank(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(value, &end, 10);
+  MT_CHECK(errno == 0 && *end == '\0' && v >= 0 && v <= INT_MAX, "environment variable ", name,
+           "='", value, "' is not a rank (a non-negative integer)");
+  return int(v);
+}
+
+// The rank of this process among the world's processes that share its memory (its node).
+int shared_memory_rank() {
+  MPI_Comm node = MPI_COMM_NULL;
+  int rank = 0;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) !=
+      MPI_SUCCESS) {
+    MT_THROW("MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) failed: cannot tell the local rank");
+  }
+  MPI_Comm_rank(node, &rank);
+  MPI_Comm_free(&node);
+  return rank;
+}
+
 }  // namespace
+
+std::optional<int> local_rank_from_environment(int world_rank) {
+  if (std::optional<int> r = env_rank("OMPI_COMM_WORLD_LOCAL_RANK")) return r;
+  std::optional<int> slurm = env_rank("SLURM_LOCALID");
+  if (slurm && env_rank("SLURM_PROCID") == world_rank) return slurm;
+  return std::nullopt;
+}
+
+int local_rank() {
+  MT_CHECK(g_world != nullptr,
+           "local_rank: no DistRuntime exists; construct one at the start of main()");
+  return g_local_rank;
+}
 
 bool launched_by_mpi() {
   // OpenMPI's mpirun sets OMPI_COMM_WORLD_SIZE; PMIx launchers (OpenMPI 5, srun --mpi=pmix)
@@ -72,10 +112,18 @@ DistRuntime::DistRuntime(int& argc, char**& argv) {
       MT_CHECK(provided >= MPI_THREAD_FUNNELED, "MPI provides thread level ", provided,
                ", expected at least MPI_THREAD_FUNNELED");
     }
+    // Every rank takes part in the split (it is collective) whether or not its environment
+    // names the local rank, so the ranks never disagree about making the call.
+    const int from_mpi = shared_memory_rank();
+    int world_rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    local_rank_ = local_rank_from_environment(world_rank).value_or(from_mpi);
     g_world = std::shared_ptr<Communicator>(MpiCommunicator::duplicate(MPI_COMM_WORLD));
   } else {
     g_world = std::make_shared<SoloCommunicator>();
+    local_rank_ = 0;
   }
+  g_local_rank = local_rank_;
   set_log_rank(g_world->rank());
   previous_terminate_ = std::set_terminate(terminate_handler);
 }

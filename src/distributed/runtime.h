@@ -8,6 +8,12 @@
 // daemon, which is slow and fails in some containers, for a world that is one process
 // anyway. MEGATRON_FORCE_MPI=1 forces MPI initialisation for launchers we do not recognise.
 //
+// Local rank: the rank of this process among the job's processes on its node, which picks the
+// GPU a rank drives (default_device(local_rank()), one rank per GPU). From the launcher's
+// environment when it says (OpenMPI's OMPI_COMM_WORLD_LOCAL_RANK; Slurm's SLURM_LOCALID when
+// srun started this task), else from an MPI shared-memory split of the world
+// (MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)); 0 for a process without a launcher.
+//
 // Failure: abort_job prints "error: <message>" once on the failing rank and, when the world
 // has more than one process, calls MPI_Abort so that no other rank waits forever in a
 // collective the failed rank will never join.
@@ -15,6 +21,7 @@
 
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "distributed/communicator.h"
@@ -34,8 +41,11 @@ class DistRuntime {
   DistRuntime(const DistRuntime&) = delete;
   DistRuntime& operator=(const DistRuntime&) = delete;
 
+  int local_rank() const { return local_rank_; }
+
  private:
   bool owns_mpi_ = false;
+  int local_rank_ = 0;
   std::terminate_handler previous_terminate_ = nullptr;
 };
 
@@ -45,6 +55,15 @@ bool launched_by_mpi();
 
 // The communicator over every process of the job. Throws Error when no DistRuntime exists.
 std::shared_ptr<Communicator> world_communicator();
+
+// This process's rank on its node (see above). Throws Error when no DistRuntime exists.
+int local_rank();
+
+// The local rank the launcher's environment gives, if it gives one: OMPI_COMM_WORLD_LOCAL_RANK,
+// else SLURM_LOCALID when SLURM_PROCID equals `world_rank` (srun started this task; under
+// mpirun inside an allocation the batch script's SLURM_LOCALID=0 is inherited by every rank and
+// must not be believed). A value that is not a non-negative integer is an Error naming it.
+std::optional<int> local_rank_from_environment(int world_rank);
 
 // Prints "error: <message>" on this rank, then ends the whole job with `exit_code`
 // (MPI_Abort when more than one process runs). Safe to call from any thread.

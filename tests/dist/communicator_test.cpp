@@ -1,16 +1,21 @@
-// Conformance of the world MpiCommunicator: every operation and dtype, checked against
-// values computed here from rank numbers alone (rank r's input element i is value(r, i),
-// so the expected reduction is a plain loop over r in double precision).
+// Conformance of the communicators: every operation and dtype, checked against values computed
+// here from rank numbers alone (rank r's input element i is value(r, i), so the expected
+// reduction is a plain loop over r in double precision), on each path that moves tensors
+// (transport_test_util.h): CPU tensors over MPI, CUDA tensors staged through host memory over
+// MPI, CUDA tensors over NCCL. The device paths skip themselves without a GPU.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/error.h"
 #include "distributed/mpi_communicator.h"
 #include "mpi_test_util.h"
+#include "transport_test_util.h"
 
 namespace megatron {
 namespace {
@@ -46,13 +51,14 @@ struct Elem<f16> {
   static double value(int r, int64_t i) { return 1.0 + double((r * 7 + i * 3) % 17) / 128.0; }
 };
 
-// Rank r's tensor of `shape` holding value(r, i) at flat index i (plus `offset` to i).
+// Rank r's tensor of `shape` holding value(r, i) at flat index i (plus `offset` to i), on
+// `device`.
 template <typename T>
-Tensor rank_tensor(int r, const Shape& shape, int64_t offset = 0) {
+Tensor rank_tensor(int r, const Shape& shape, Device device = Device::CPU, int64_t offset = 0) {
   std::vector<T> v(size_t(shape_numel(shape)));
   for (size_t i = 0; i < v.size(); ++i)
     v[i] = Elem<T>::from(Elem<T>::value(r, int64_t(i) + offset));
-  return Tensor::from_vector(v, shape);
+  return Tensor::from_vector(v, shape).to(device);
 }
 
 // The reduction over ranks 0..n-1 of value(r, i), in double, rounded once to T.
@@ -66,6 +72,22 @@ T expected_reduce(int n, int64_t i, ReduceOp op) {
   return Elem<T>::from(acc);
 }
 
+// Checks one reduced element. Exact, except that NCCL sums bf16/f16 in 16 bits (rounding after
+// each partial sum, nccl_communicator.h): with more than two ranks its result may differ from
+// the once-rounded sum by the rounding of each of the n-1 additions.
+template <typename T>
+void expect_reduced(double got, int n, int64_t i, ReduceOp op, test::Path path,
+                    const std::string& where) {
+  const double expected = Elem<T>::to(expected_reduce<T>(n, i, op));
+  constexpr bool half = std::is_same_v<T, bf16> || std::is_same_v<T, f16>;
+  if (half && path == test::Path::kNccl && op == ReduceOp::SUM && n > 2) {
+    const double relative = std::is_same_v<T, bf16> ? 0x1p-8 : 0x1p-11;
+    EXPECT_NEAR(got, expected, (n - 1) * std::abs(expected) * relative) << where;
+  } else {
+    EXPECT_EQ(got, expected) << where;
+  }
+}
+
 template <typename T>
 std::vector<double> as_doubles(const Tensor& t) {
   std::vector<double> out;
@@ -73,35 +95,31 @@ std::vector<double> as_doubles(const Tensor& t) {
   return out;
 }
 
-template <typename T>
-class CommunicatorDtypeTest : public ::testing::Test {};
-using AllDtypes = ::testing::Types<float, double, bf16, f16, int32_t, int64_t, uint8_t>;
-TYPED_TEST_SUITE(CommunicatorDtypeTest, AllDtypes);
+// --- Every operation, as a function of the communicator and the tensors' device ----------
 
-TYPED_TEST(CommunicatorDtypeTest, AllReduceSumAndMax) {
-  using T = TypeParam;
-  auto world = test::world();
-  const int n = world->size(), me = world->rank();
+template <typename T>
+void check_all_reduce(Communicator& comm, Device device, test::Path path) {
+  const int n = comm.size(), me = comm.rank();
   for (ReduceOp op : {ReduceOp::SUM, ReduceOp::MAX}) {
     // 13 x 3: an odd size that no vector width divides.
-    Tensor t = rank_tensor<T>(me, {13, 3});
-    world->all_reduce(t, op);
+    Tensor t = rank_tensor<T>(me, {13, 3}, device);
+    comm.all_reduce(t, op);
+    EXPECT_EQ(t.device(), device);
     std::vector<double> got = as_doubles<T>(t);
     for (int64_t i = 0; i < t.numel(); ++i) {
-      EXPECT_EQ(got[size_t(i)], Elem<T>::to(expected_reduce<T>(n, i, op)))
-          << "element " << i << (op == ReduceOp::SUM ? " SUM" : " MAX");
+      expect_reduced<T>(got[size_t(i)], n, i, op, path,
+                        "element " + std::to_string(i) + (op == ReduceOp::SUM ? " SUM" : " MAX"));
     }
   }
 }
 
-TYPED_TEST(CommunicatorDtypeTest, AllGatherAlongDim0) {
-  using T = TypeParam;
-  auto world = test::world();
-  const int n = world->size(), me = world->rank();
+template <typename T>
+void check_all_gather(Communicator& comm, Device device) {
+  const int n = comm.size(), me = comm.rank();
   const Shape chunk{3, 5};
-  Tensor in = rank_tensor<T>(me, chunk);
-  Tensor out = Tensor::empty({3 * n, 5}, dtype_of<T>());
-  world->all_gather(in, out);
+  Tensor in = rank_tensor<T>(me, chunk, device);
+  Tensor out = Tensor::empty({3 * n, 5}, dtype_of<T>(), device);
+  comm.all_gather(in, out);
   std::vector<double> got = as_doubles<T>(out);
   for (int r = 0; r < n; ++r) {
     for (int64_t i = 0; i < 15; ++i) {
@@ -111,29 +129,27 @@ TYPED_TEST(CommunicatorDtypeTest, AllGatherAlongDim0) {
   }
 }
 
-TYPED_TEST(CommunicatorDtypeTest, ReduceScatterSumAndMax) {
-  using T = TypeParam;
-  auto world = test::world();
-  const int n = world->size(), me = world->rank();
+template <typename T>
+void check_reduce_scatter(Communicator& comm, Device device, test::Path path) {
+  const int n = comm.size(), me = comm.rank();
   const int64_t rows = 7, cols = 2, block = rows * cols;
   for (ReduceOp op : {ReduceOp::SUM, ReduceOp::MAX}) {
-    Tensor in = rank_tensor<T>(me, {rows * n, cols});
-    Tensor out = Tensor::empty({rows, cols}, dtype_of<T>());
-    world->reduce_scatter(in, out, op);
+    Tensor in = rank_tensor<T>(me, {rows * n, cols}, device);
+    Tensor out = Tensor::empty({rows, cols}, dtype_of<T>(), device);
+    comm.reduce_scatter(in, out, op);
     std::vector<double> got = as_doubles<T>(out);
     for (int64_t i = 0; i < block; ++i) {
-      EXPECT_EQ(got[size_t(i)], Elem<T>::to(expected_reduce<T>(n, me * block + i, op)))
-          << "element " << i << (op == ReduceOp::SUM ? " SUM" : " MAX");
+      expect_reduced<T>(got[size_t(i)], n, me * block + i, op, path,
+                        "element " + std::to_string(i) + (op == ReduceOp::SUM ? " SUM" : " MAX"));
     }
   }
 }
 
-TYPED_TEST(CommunicatorDtypeTest, BroadcastFromEveryRoot) {
-  using T = TypeParam;
-  auto world = test::world();
-  for (int root = 0; root < world->size(); ++root) {
-    Tensor t = rank_tensor<T>(world->rank(), {11});
-    world->broadcast(t, root);
+template <typename T>
+void check_broadcast(Communicator& comm, Device device) {
+  for (int root = 0; root < comm.size(); ++root) {
+    Tensor t = rank_tensor<T>(comm.rank(), {11}, device);
+    comm.broadcast(t, root);
     std::vector<double> got = as_doubles<T>(t);
     for (int64_t i = 0; i < 11; ++i) {
       EXPECT_EQ(got[size_t(i)], Elem<T>::to(Elem<T>::from(Elem<T>::value(root, i))))
@@ -142,21 +158,20 @@ TYPED_TEST(CommunicatorDtypeTest, BroadcastFromEveryRoot) {
   }
 }
 
-TYPED_TEST(CommunicatorDtypeTest, SendRecvAroundARing) {
-  using T = TypeParam;
-  SKIP_UNLESS_WORLD_SIZE_AT_LEAST(2);
-  auto world = test::world();
-  const int n = world->size(), me = world->rank();
+// Needs at least two ranks.
+template <typename T>
+void check_send_recv_ring(Communicator& comm, Device device) {
+  const int n = comm.size(), me = comm.rank();
   const int next = (me + 1) % n, prev = (me + n - 1) % n;
-  Tensor out = rank_tensor<T>(me, {2, 9});
-  Tensor in = Tensor::empty({2, 9}, dtype_of<T>());
+  Tensor out = rank_tensor<T>(me, {2, 9}, device);
+  Tensor in = Tensor::empty({2, 9}, dtype_of<T>(), device);
   // Even ranks send first, odd ranks receive first: no reliance on eager buffering.
   if (me % 2 == 0) {
-    world->send(out, next, /*tag=*/7);
-    world->recv(in, prev, /*tag=*/7);
+    comm.send(out, next, /*tag=*/7);
+    comm.recv(in, prev, /*tag=*/7);
   } else {
-    world->recv(in, prev, /*tag=*/7);
-    world->send(out, next, /*tag=*/7);
+    comm.recv(in, prev, /*tag=*/7);
+    comm.send(out, next, /*tag=*/7);
   }
   std::vector<double> got = as_doubles<T>(in);
   for (int64_t i = 0; i < 18; ++i) {
@@ -165,62 +180,136 @@ TYPED_TEST(CommunicatorDtypeTest, SendRecvAroundARing) {
   }
 }
 
-// all_reduce, broadcast and send/recv move large tensors in pieces of at most
-// max_chunk_elements; a limit of 4 makes a 13-element tensor take 4 pieces (4+4+4+1).
-TEST(CommunicatorTest, PiecewiseTransfersGiveTheSameResults) {
-  if (!launched_by_mpi()) GTEST_SKIP() << "needs MPI (run under mpirun)";
-  auto world = test::world();
-  const int n = world->size(), me = world->rank();
-  std::unique_ptr<Communicator> pieces = MpiCommunicator::duplicate(MPI_COMM_WORLD, 4);
-  std::unique_ptr<Communicator> group = pieces->split(0, me);  // inherits the limit
+// --- Every operation x every dtype x every path ----------------------------------------------
 
-  Tensor sum = rank_tensor<float>(me, {13});
-  pieces->all_reduce(sum);
-  Tensor half_max = rank_tensor<bf16>(me, {13});
-  group->all_reduce(half_max, ReduceOp::MAX);
-  Tensor b = rank_tensor<int64_t>(me, {13});
-  pieces->broadcast(b, n - 1);
-  Tensor received = Tensor::zeros({13}, DType::F64);
-  if (n > 1) {
-    if (me == 0) pieces->send(rank_tensor<double>(me, {13}), 1, /*tag=*/5);
-    if (me == 1) pieces->recv(received, 0, /*tag=*/5);
+template <typename T, test::Path P>
+struct Case {
+  using Type = T;
+  static constexpr test::Path path = P;
+};
+
+struct CaseNames {
+  template <typename C>
+  static std::string GetName(int) {
+    return std::string(dtype_name(dtype_of<typename C::Type>())) + "_" + test::path_name(C::path);
   }
-  const std::vector<float> got_sum = sum.to_vector<float>();
-  const std::vector<double> got_max = as_doubles<bf16>(half_max);
-  const std::vector<int64_t> got_b = b.to_vector<int64_t>();
-  const std::vector<double> got_received = received.to_vector<double>();
-  for (int64_t i = 0; i < 13; ++i) {
-    EXPECT_EQ(got_sum[size_t(i)], expected_reduce<float>(n, i, ReduceOp::SUM)) << i;
-    EXPECT_EQ(got_max[size_t(i)], Elem<bf16>::to(expected_reduce<bf16>(n, i, ReduceOp::MAX))) << i;
-    EXPECT_EQ(got_b[size_t(i)], int64_t(Elem<int64_t>::value(n - 1, i))) << i;
-    if (n > 1 && me == 1) {
-      EXPECT_EQ(got_received[size_t(i)], Elem<double>::value(0, i)) << i;
-    }
+};
+
+template <typename C>
+class CommunicatorDtypeTest : public ::testing::Test {
+ protected:
+  using T = typename C::Type;
+  static constexpr test::Path path = C::path;
+  void SetUp() override { SKIP_UNLESS_PATH_AVAILABLE(path); }
+  std::shared_ptr<Communicator> comm() const { return test::communicator(path); }
+  Device device() const { return test::device(path); }
+};
+
+using AllCases =
+    ::testing::Types<Case<float, test::Path::kHost>, Case<double, test::Path::kHost>,
+                     Case<bf16, test::Path::kHost>, Case<f16, test::Path::kHost>,
+                     Case<int32_t, test::Path::kHost>, Case<int64_t, test::Path::kHost>,
+                     Case<uint8_t, test::Path::kHost>, Case<float, test::Path::kStaged>,
+                     Case<double, test::Path::kStaged>, Case<bf16, test::Path::kStaged>,
+                     Case<f16, test::Path::kStaged>, Case<int32_t, test::Path::kStaged>,
+                     Case<int64_t, test::Path::kStaged>, Case<uint8_t, test::Path::kStaged>,
+                     Case<float, test::Path::kNccl>, Case<double, test::Path::kNccl>,
+                     Case<bf16, test::Path::kNccl>, Case<f16, test::Path::kNccl>,
+                     Case<int32_t, test::Path::kNccl>, Case<int64_t, test::Path::kNccl>,
+                     Case<uint8_t, test::Path::kNccl>>;
+TYPED_TEST_SUITE(CommunicatorDtypeTest, AllCases, CaseNames);
+
+TYPED_TEST(CommunicatorDtypeTest, AllReduceSumAndMax) {
+  check_all_reduce<typename TestFixture::T>(*this->comm(), this->device(), this->path);
+}
+
+TYPED_TEST(CommunicatorDtypeTest, AllGatherAlongDim0) {
+  check_all_gather<typename TestFixture::T>(*this->comm(), this->device());
+}
+
+TYPED_TEST(CommunicatorDtypeTest, ReduceScatterSumAndMax) {
+  check_reduce_scatter<typename TestFixture::T>(*this->comm(), this->device(), this->path);
+}
+
+TYPED_TEST(CommunicatorDtypeTest, BroadcastFromEveryRoot) {
+  check_broadcast<typename TestFixture::T>(*this->comm(), this->device());
+}
+
+TYPED_TEST(CommunicatorDtypeTest, SendRecvAroundARing) {
+  SKIP_UNLESS_WORLD_SIZE_AT_LEAST(2);
+  check_send_recv_ring<typename TestFixture::T>(*this->comm(), this->device());
+}
+
+// --- Properties checked once per path ----------------------------------------------------
+
+class CommunicatorPathTest : public ::testing::TestWithParam<test::Path> {
+ protected:
+  void SetUp() override { SKIP_UNLESS_PATH_AVAILABLE(GetParam()); }
+  test::Path path() const { return GetParam(); }
+  std::shared_ptr<Communicator> comm() const { return test::communicator(GetParam()); }
+  Device device() const { return test::device(GetParam()); }
+};
+
+std::string path_param_name(const ::testing::TestParamInfo<test::Path>& info) {
+  return test::path_name(info.param);
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, CommunicatorPathTest,
+                         ::testing::Values(test::Path::kHost, test::Path::kStaged,
+                                           test::Path::kNccl),
+                         path_param_name);
+
+// The MPI paths only (piecewise transfers and message-size checks are MPI's).
+class MpiPathTest : public CommunicatorPathTest {};
+INSTANTIATE_TEST_SUITE_P(Paths, MpiPathTest,
+                         ::testing::Values(test::Path::kHost, test::Path::kStaged),
+                         path_param_name);
+
+// A limit of 4 elements per piece makes every operation move its tensors in several pieces:
+// on the host all_reduce, broadcast and send/recv (13 elements: 4+4+4+1); staged, every
+// operation, all_gather and reduce_scatter included (pieces of each rank's block, copied to and
+// from the device as rows one block apart).
+TEST_P(MpiPathTest, PiecewiseTransfersGiveTheSameResults) {
+  if (!launched_by_mpi()) GTEST_SKIP() << "needs MPI (run under mpirun)";
+  const int me = test::world_rank();
+  std::shared_ptr<Communicator> pieces = MpiCommunicator::duplicate(MPI_COMM_WORLD, 4);
+  std::shared_ptr<Communicator> group = pieces->split(0, me);  // inherits the limit
+  for (Communicator* c : {pieces.get(), group.get()}) {
+    check_all_reduce<float>(*c, device(), path());
+    check_all_reduce<bf16>(*c, device(), path());
+    check_all_gather<int64_t>(*c, device());
+    check_all_gather<f16>(*c, device());
+    check_reduce_scatter<double>(*c, device(), path());
+    check_reduce_scatter<bf16>(*c, device(), path());
+    check_broadcast<int32_t>(*c, device());
+    if (c->size() > 1) check_send_recv_ring<uint8_t>(*c, device());
   }
   EXPECT_THROW(MpiCommunicator::duplicate(MPI_COMM_WORLD, 0), Error);
 }
 
 // Above the threshold the bf16 staging converts with OpenMP threads; same results.
-TEST(CommunicatorTest, LargeBf16AllReduce) {
-  auto world = test::world();
-  const int n = world->size(), me = world->rank();
+TEST_P(CommunicatorPathTest, LargeBf16AllReduce) {
+  const int n = comm()->size(), me = comm()->rank();
   const int64_t count = (int64_t(1) << 16) + 3;
-  Tensor t = rank_tensor<bf16>(me, {count});
-  world->all_reduce(t);
+  Tensor t = rank_tensor<bf16>(me, {count}, device());
+  comm()->all_reduce(t);
   const std::vector<double> got = as_doubles<bf16>(t);
   int64_t wrong = 0;
-  for (int64_t i = 0; i < count; ++i)
-    wrong += got[size_t(i)] != Elem<bf16>::to(expected_reduce<bf16>(n, i, ReduceOp::SUM));
+  // NCCL sums bf16 in bf16 (see expect_reduced): exact up to two ranks.
+  const double relative = path() == test::Path::kNccl && n > 2 ? (n - 1) * 0x1p-8 : 0.0;
+  for (int64_t i = 0; i < count; ++i) {
+    const double expected = Elem<bf16>::to(expected_reduce<bf16>(n, i, ReduceOp::SUM));
+    wrong += std::abs(got[size_t(i)] - expected) > relative * std::abs(expected);
+  }
   EXPECT_EQ(wrong, 0);
 }
 
-TEST(CommunicatorTest, AllGatherInPlaceWhenInputIsOwnBlockOfOutput) {
-  auto world = test::world();
-  const int n = world->size(), me = world->rank();
-  Tensor out = Tensor::zeros({4 * n, 3}, DType::F32);
+TEST_P(CommunicatorPathTest, AllGatherInPlaceWhenInputIsOwnBlockOfOutput) {
+  const int n = comm()->size(), me = comm()->rank();
+  Tensor out = Tensor::zeros({4 * n, 3}, DType::F32, device());
   Tensor own = out.slice(0, 4 * me, 4 * (me + 1));
-  own.copy_from(rank_tensor<float>(me, {4, 3}));
-  world->all_gather(own, out);
+  own.copy_from(rank_tensor<float>(me, {4, 3}, device()));
+  comm()->all_gather(own, out);
   std::vector<float> got = out.to_vector<float>();
   for (int r = 0; r < n; ++r) {
     for (int64_t i = 0; i < 12; ++i) {
@@ -229,86 +318,89 @@ TEST(CommunicatorTest, AllGatherInPlaceWhenInputIsOwnBlockOfOutput) {
   }
 }
 
-TEST(CommunicatorTest, AllReduceScalar) {
-  auto world = test::world();
-  const int n = world->size(), me = world->rank();
-  EXPECT_EQ(world->all_reduce_scalar(me + 1.0), n * (n + 1) / 2.0);
-  EXPECT_EQ(world->all_reduce_scalar(double(me), ReduceOp::MAX), n - 1.0);
-  EXPECT_EQ(world->all_reduce_scalar(-double(me) - 0.5, ReduceOp::MAX), -0.5);
+// all_reduce_scalar reduces a host value: on the NCCL path it travels through the MPI twin.
+TEST_P(CommunicatorPathTest, AllReduceScalar) {
+  auto c = comm();
+  const int n = c->size(), me = c->rank();
+  EXPECT_EQ(c->all_reduce_scalar(me + 1.0), n * (n + 1) / 2.0);
+  EXPECT_EQ(c->all_reduce_scalar(double(me), ReduceOp::MAX), n - 1.0);
+  EXPECT_EQ(c->all_reduce_scalar(-double(me) - 0.5, ReduceOp::MAX), -0.5);
 }
 
-TEST(CommunicatorTest, EmptyTensorsAreNoOps) {
-  auto world = test::world();
-  Tensor t = Tensor::empty({0, 4}, DType::F32);
-  world->all_reduce(t);
-  world->broadcast(t, 0);
-  Tensor out = Tensor::empty({0, 4}, DType::F32);
-  world->all_gather(t, out);
-  world->reduce_scatter(t, out);
+TEST_P(CommunicatorPathTest, EmptyTensorsAreNoOps) {
+  Tensor t = Tensor::empty({0, 4}, DType::F32, device());
+  comm()->all_reduce(t);
+  comm()->broadcast(t, 0);
+  Tensor out = Tensor::empty({0, 4}, DType::F32, device());
+  comm()->all_gather(t, out);
+  comm()->reduce_scatter(t, out);
   EXPECT_EQ(out.numel(), 0);
 }
 
-TEST(CommunicatorTest, BarrierReturnsOnEveryRank) {
-  auto world = test::world();
-  world->barrier();
-  EXPECT_EQ(world->all_reduce_scalar(1.0), double(world->size()));
+TEST_P(CommunicatorPathTest, BarrierReturnsOnEveryRank) {
+  comm()->barrier();
+  EXPECT_EQ(comm()->all_reduce_scalar(1.0), double(comm()->size()));
 }
 
-TEST(CommunicatorTest, SplitFormsGroupsByColorOrderedByKey) {
-  auto world = test::world();
-  const int n = world->size(), me = world->rank();
+TEST_P(CommunicatorPathTest, SplitFormsGroupsByColorOrderedByKey) {
+  const int n = comm()->size(), me = comm()->rank();
   // Color: parity of the rank. Key: minus the rank, so each group is in reverse rank order.
-  std::unique_ptr<Communicator> group = world->split(/*color=*/me % 2, /*key=*/-me);
+  std::unique_ptr<Communicator> group = comm()->split(/*color=*/me % 2, /*key=*/-me);
   std::vector<int64_t> expected_members;
   for (int r = n - 1; r >= 0; --r)
     if (r % 2 == me % 2) expected_members.push_back(r);
 
-  Tensor mine = Tensor::from_vector<int64_t>({me}, {1});
-  Tensor members = Tensor::empty({group->size()}, DType::I64);
+  Tensor mine = Tensor::from_vector<int64_t>({me}, {1}).to(device());
+  Tensor members = Tensor::empty({group->size()}, DType::I64, device());
   group->all_gather(mine, members);
   EXPECT_EQ(group->size(), int(expected_members.size()));
   EXPECT_EQ(members.to_vector<int64_t>(), expected_members);
   const auto position = std::find(expected_members.begin(), expected_members.end(), me);
   EXPECT_EQ(group->rank(), int(position - expected_members.begin()));
-  // A reduction inside the group sees only its members.
+  // A reduction inside the group sees only its members, on the device and on the host.
   double member_sum = 0;
   for (int64_t r : expected_members) member_sum += double(r);
+  Tensor sum = Tensor::from_vector<double>({double(me)}, {1}).to(device());
+  group->all_reduce(sum);
+  EXPECT_EQ(sum.to_vector<double>()[0], member_sum);
   EXPECT_EQ(group->all_reduce_scalar(double(me)), member_sum);
 }
 
-TEST(CommunicatorTest, SplitOfASplit) {
-  auto world = test::world();
-  auto all = world->split(0, world->rank());
+TEST_P(CommunicatorPathTest, SplitOfASplit) {
+  auto all = comm()->split(0, comm()->rank());
   auto singles = all->split(all->rank(), 0);
-  EXPECT_EQ(all->size(), world->size());
-  EXPECT_EQ(all->rank(), world->rank());
+  EXPECT_EQ(all->size(), comm()->size());
+  EXPECT_EQ(all->rank(), comm()->rank());
   EXPECT_EQ(singles->size(), 1);
-  EXPECT_EQ(singles->all_reduce_scalar(world->rank() + 2.0), world->rank() + 2.0);
+  Tensor t = Tensor::from_vector<float>({comm()->rank() + 2.0f}, {1}).to(device());
+  singles->all_reduce(t);
+  EXPECT_EQ(t.to_vector<float>()[0], comm()->rank() + 2.0f);
+  EXPECT_EQ(singles->all_reduce_scalar(comm()->rank() + 2.0), comm()->rank() + 2.0);
 }
 
-// Argument errors are detected before any MPI call, identically on every rank, so every
-// rank throws and no collective is left half-entered.
-TEST(CommunicatorTest, RejectsWrongShapesDtypesAndRanks) {
-  auto world = test::world();
+// Argument errors are detected before any transfer, identically on every rank, so every rank
+// throws and no collective is left half-entered.
+TEST_P(CommunicatorPathTest, RejectsWrongShapesDtypesDevicesAndRanks) {
+  auto world = comm();
   const int n = world->size();
-  Tensor in = Tensor::zeros({2, 3}, DType::F32);
-  Tensor bad_out = Tensor::zeros({2 * n + 1, 3}, DType::F32);
+  Tensor in = Tensor::zeros({2, 3}, DType::F32, device());
+  Tensor bad_out = Tensor::zeros({2 * n + 1, 3}, DType::F32, device());
   try {
     world->all_gather(in, bad_out);
     ADD_FAILURE() << "all_gather accepted a wrong output shape";
   } catch (const Error& e) {
     EXPECT_THAT(e.message(), HasSubstr("all_gather: output must have shape"));
   }
-  Tensor wrong_dtype = Tensor::zeros({2 * n, 3}, DType::F64);
+  Tensor wrong_dtype = Tensor::zeros({2 * n, 3}, DType::F64, device());
   EXPECT_THROW(world->all_gather(in, wrong_dtype), Error);
-  Tensor scattered = Tensor::zeros({3, 3}, DType::F32);
+  Tensor scattered = Tensor::zeros({3, 3}, DType::F32, device());
   try {
-    world->reduce_scatter(Tensor::zeros({3 * n + 1, 3}, DType::F32), scattered);
+    world->reduce_scatter(Tensor::zeros({3 * n + 1, 3}, DType::F32, device()), scattered);
     ADD_FAILURE() << "reduce_scatter accepted a wrong input shape";
   } catch (const Error& e) {
     EXPECT_THAT(e.message(), HasSubstr("reduce_scatter: input must have shape"));
   }
-  Tensor strided = Tensor::zeros({4, 4}, DType::F32).transpose(0, 1);
+  Tensor strided = Tensor::zeros({4, 4}, DType::F32, device()).transpose(0, 1);
   try {
     world->all_reduce(strided);
     ADD_FAILURE() << "all_reduce accepted a non-contiguous tensor";
@@ -321,20 +413,31 @@ TEST(CommunicatorTest, RejectsWrongShapesDtypesAndRanks) {
   } catch (const Error& e) {
     EXPECT_THAT(e.message(), HasSubstr("root rank"));
   }
+  if (!device().is_cpu()) {
+    // One call, one device: a host input with a device output (and the reverse) is refused.
+    Tensor host_out = Tensor::zeros({2 * n, 3}, DType::F32);
+    try {
+      world->all_gather(in, host_out);
+      ADD_FAILURE() << "all_gather accepted tensors on two devices";
+    } catch (const Error& e) {
+      EXPECT_THAT(e.message(), HasSubstr("must be on the same device"));
+    }
+    EXPECT_THROW(world->reduce_scatter(Tensor::zeros({3 * n, 3}, DType::F32), scattered), Error);
+  }
   EXPECT_THROW(world->send(in, -1), Error);
   EXPECT_THROW(world->recv(in, n), Error);
   EXPECT_THROW(world->split(-1, 0), Error);
 }
 
-TEST(CommunicatorTest, RecvOfAShorterMessageNamesBothSizes) {
+TEST_P(MpiPathTest, RecvOfAShorterMessageNamesBothSizes) {
   SKIP_UNLESS_WORLD_SIZE_AT_LEAST(2);
-  auto world = test::world();
+  auto world = comm();
   const int me = world->rank();
   std::string message;
   if (me == 0) {
-    world->send(Tensor::zeros({5}, DType::F32), 1, /*tag=*/3);
+    world->send(Tensor::zeros({5}, DType::F32, device()), 1, /*tag=*/3);
   } else if (me == 1) {
-    Tensor t = Tensor::zeros({7}, DType::F32);
+    Tensor t = Tensor::zeros({7}, DType::F32, device());
     try {
       world->recv(t, 0, /*tag=*/3);
     } catch (const Error& e) {
@@ -345,14 +448,14 @@ TEST(CommunicatorTest, RecvOfAShorterMessageNamesBothSizes) {
   }
 }
 
-TEST(CommunicatorTest, RecvOfALongerMessageIsAnError) {
+TEST_P(MpiPathTest, RecvOfALongerMessageIsAnError) {
   SKIP_UNLESS_WORLD_SIZE_AT_LEAST(2);
-  auto world = test::world();
+  auto world = comm();
   const int me = world->rank();
   if (me == 0) {
-    world->send(Tensor::zeros({9}, DType::F32), 1, /*tag=*/4);
+    world->send(Tensor::zeros({9}, DType::F32, device()), 1, /*tag=*/4);
   } else if (me == 1) {
-    Tensor t = Tensor::zeros({3}, DType::F32);
+    Tensor t = Tensor::zeros({3}, DType::F32, device());
     try {
       world->recv(t, 0, /*tag=*/4);
       ADD_FAILURE() << "recv accepted a message longer than the tensor";

@@ -140,5 +140,26 @@ TEST(CliArgs, RulesNameTheFlags) {
   EXPECT_THROW(validate_training_args(batch.args, 4), Error);  // 6 % (2 × 4) != 0
 }
 
+TEST(CliArgs, DistributedBackendFlag) {
+  Parsed by_device(kBase);
+  validate_training_args(by_device.args, 1);
+  EXPECT_EQ(by_device.args.distributed_backend, "");  // chosen from the run's device
+  for (const char* name : {"nccl", "mpi"}) {
+    Parsed p(with({"--distributed-backend", name}));
+    validate_training_args(p.args, 1);
+    EXPECT_EQ(p.args.distributed_backend, name);
+    EXPECT_EQ(p.table.to_json()["distributed_backend"], name);
+  }
+  Parsed bad(with({"--distributed-backend", "gloo"}));
+  try {
+    validate_training_args(bad.args, 1);
+    FAIL() << "--distributed-backend gloo accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("--distributed-backend must be nccl or mpi, got 'gloo'"),
+              std::string::npos)
+        << e.message();
+  }
+}
+
 }  // namespace
 }  // namespace megatron::cli

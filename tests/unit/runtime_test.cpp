@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "core/logging.h"
@@ -58,6 +60,55 @@ TEST_F(SoloRuntimeTest, ForceVariableDecidesLauncherDetection) {
   unsetenv("MEGATRON_FORCE_MPI");
   EXPECT_TRUE(launched_by_mpi());
   unsetenv("OMPI_COMM_WORLD_SIZE");
+}
+
+TEST_F(SoloRuntimeTest, LocalRankIsZeroWithoutALauncher) {
+  DistRuntime runtime(argc_, argv_);
+  EXPECT_EQ(runtime.local_rank(), 0);
+  EXPECT_EQ(local_rank(), 0);
+}
+
+TEST_F(SoloRuntimeTest, LocalRankNeedsARuntime) {
+  EXPECT_THROW(local_rank(), Error);
+}
+
+// Sets (or with nullptr unsets) an environment variable for one scope, restoring it after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    value ? setenv(name, value, 1) : unsetenv(name);
+  }
+  ~ScopedEnv() { old_ ? setenv(name_, old_->c_str(), 1) : unsetenv(name_); }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST(LocalRankFromEnvironment, LauncherVariables) {
+  ScopedEnv ompi("OMPI_COMM_WORLD_LOCAL_RANK", nullptr);
+  ScopedEnv local_id("SLURM_LOCALID", nullptr);
+  ScopedEnv proc_id("SLURM_PROCID", nullptr);
+  EXPECT_EQ(local_rank_from_environment(5), std::nullopt);
+  {
+    // srun: SLURM_PROCID is this task's world rank.
+    ScopedEnv id("SLURM_LOCALID", "1");
+    ScopedEnv proc("SLURM_PROCID", "5");
+    EXPECT_EQ(local_rank_from_environment(5), 1);
+    // mpirun inside an allocation: the batch step's SLURM_PROCID=0 reached rank 5.
+    EXPECT_EQ(local_rank_from_environment(3), std::nullopt);
+    // OpenMPI's variable wins.
+    ScopedEnv o("OMPI_COMM_WORLD_LOCAL_RANK", "3");
+    EXPECT_EQ(local_rank_from_environment(3), 3);
+  }
+  ScopedEnv bad("OMPI_COMM_WORLD_LOCAL_RANK", "two");
+  try {
+    local_rank_from_environment(0);
+    ADD_FAILURE() << "a local rank of 'two' accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), HasSubstr("OMPI_COMM_WORLD_LOCAL_RANK='two' is not a rank"));
+  }
 }
 
 TEST_F(SoloRuntimeTest, AbortJobPrintsTheMessageAndExitsWithTheCode) {

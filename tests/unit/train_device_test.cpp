@@ -5,8 +5,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
 #include "../common/temp_dir.h"
 #include "../common/tiny_gpt_training.h"
 #include "cli/device_setup.h"
@@ -43,20 +41,6 @@ TEST(DeviceSetup, ResolvesTheDeviceFlag) {
     EXPECT_THAT(error_of([&] { cli::resolve_device("cuda:" + std::to_string(gpus), 0); }),
                 HasSubstr("this process sees"));
   }
-}
-
-TEST(DeviceSetup, LocalRankComesFromTheLauncher) {
-  const char* saved = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-  const std::string keep = saved ? saved : "";
-  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "3", 1);
-  EXPECT_EQ(cli::local_rank_from_environment(), 3);
-  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "x", 1);
-  EXPECT_THAT(error_of([] { cli::local_rank_from_environment(); }),
-              HasSubstr("OMPI_COMM_WORLD_LOCAL_RANK='x' is not a local rank"));
-  if (saved)
-    setenv("OMPI_COMM_WORLD_LOCAL_RANK", keep.c_str(), 1);
-  else
-    unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
 }
 
 TEST(Upload, OnTheCpuHandsBackTheSameTensors) {

@@ -1,0 +1,224 @@
+#include "distributed/nccl_communicator.h"
+
+#include <nccl.h>
+
+#include <cstdint>
+#include <string>
+
+#include "core/cuda/cuda_context.h"
+#include "core/device_runtime.h"
+#include "distributed/collective_checks.h"
+
+namespace megatron {
+
+namespace {
+
+void nccl_check(ncclResult_t result, const char* call, ncclComm_t comm) {
+  if (result == ncclSuccess) [[likely]]
+    return;
+  const char* detail = ncclGetLastError(comm);
+  MT_THROW("NCCL call ", call, " failed: ", ncclGetErrorString(result),
+           (detail != nullptr && *detail != '\0') ? std::string(": ") + detail : std::string());
+}
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::F32:
+      return ncclFloat32;
+    case DType::F64:
+      return ncclFloat64;
+    case DType::BF16:
+      return ncclBfloat16;
+    case DType::F16:
+      return ncclFloat16;
+    case DType::I32:
+      return ncclInt32;
+    case DType::I64:
+      return ncclInt64;
+    case DType::U8:
+      return ncclUint8;
+  }
+  MT_THROW("no NCCL type for dtype ", dtype_name(t));
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  return op == ReduceOp::SUM ? ncclSum : ncclMax;
+}
+
+// Queues fn(stream) on the communication stream, ordered after the compute work queued so far
+// and before the compute work queued after.
+template <typename Fn>
+void on_communication_stream(Fn&& fn) {
+  cuda::communication_begins();
+  fn(cuda::communication_stream());
+  cuda::communication_ends();
+}
+
+}  // namespace
+
+std::unique_ptr<NcclCommunicator> NcclCommunicator::create(std::unique_ptr<Communicator> host,
+                                                           Device device) {
+  MT_CHECK(host != nullptr, "NcclCommunicator: no host communicator to bootstrap over");
+  MT_CHECK(device.is_cuda(), "NcclCommunicator: NCCL moves CUDA tensors, but this process runs on ",
+           device.str(), "; use --distributed-backend mpi on the CPU");
+  use_device(device);
+
+  // Rank 0 makes the id; a failure there is broadcast with it (first byte), so that every rank
+  // throws instead of waiting for an id that never comes.
+  struct {
+    uint8_t ok = 0;
+    ncclUniqueId id{};
+  } message;
+  std::string failure;
+  if (host->rank() == 0) {
+    const ncclResult_t r = ncclGetUniqueId(&message.id);
+    message.ok = r == ncclSuccess;
+    if (r != ncclSuccess) failure = ncclGetErrorString(r);
+  }
+  Tensor bytes = Tensor::from_blob(&message, {int64_t(sizeof message)}, DType::U8);
+  host->broadcast(bytes, 0);
+  MT_CHECK(message.ok, "NCCL call ncclGetUniqueId failed on rank 0",
+           failure.empty() ? std::string() : ": " + failure);
+
+  ncclComm_t comm = nullptr;
+  const ncclResult_t init = ncclCommInitRank(&comm, host->size(), message.id, host->rank());
+  std::string init_failure;
+  if (init != ncclSuccess) {
+    const char* detail = ncclGetLastError(comm);
+    init_failure = std::string(ncclGetErrorString(init)) +
+                   (detail != nullptr && *detail != '\0' ? std::string(": ") + detail : "");
+  }
+  // Every rank learns whether every rank joined, so none is left using a half-made group.
+  const double failed_ranks = host->all_reduce_scalar(init == ncclSuccess ? 0.0 : 1.0);
+  if (failed_ranks > 0) {
+    // Abort, not destroy: local, it does not wait for peers that may never join.
+    if (comm != nullptr) (void)ncclCommAbort(comm);
+    MT_CHECK(init_failure.empty(), "NCCL call ncclCommInitRank failed on rank ", host->rank(), " (",
+             device.str(), "): ", init_failure,
+             "; NCCL needs one GPU per rank (for several ranks per GPU use "
+             "--distributed-backend mpi)");
+    MT_THROW("NCCL communicator setup failed on ", int(failed_ranks), " other rank(s) of ",
+             host->size(), "; see their messages");
+  }
+  return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(comm, std::move(host), device));
+}
+
+NcclCommunicator::NcclCommunicator(ncclComm* comm, std::unique_ptr<Communicator> host,
+                                   Device device)
+    : comm_(comm), host_(std::move(host)), device_(device) {}
+
+NcclCommunicator::~NcclCommunicator() {
+  // Waits for this communicator's queued operations, then frees it. Errors cannot be reported
+  // from a destructor; a failed job aborts through abort_job before it gets here.
+  if (comm_ != nullptr) (void)ncclCommDestroy(comm_);
+}
+
+void NcclCommunicator::check_on_device(const Tensor& t, const char* op, const char* what) const {
+  MT_CHECK(t.device() == device_, op, ": ", what, " is on ", t.device().str(),
+           ", but this NCCL communicator moves tensors of ", device_.str());
+}
+
+void NcclCommunicator::all_reduce(Tensor& t, ReduceOp op) {
+  check_comm_tensor(t, "all_reduce", "tensor");
+  if (t.device().is_cpu()) return host_->all_reduce(t, op);
+  check_on_device(t, "all_reduce", "tensor");
+  if (t.numel() == 0) return;
+  on_communication_stream([&](cudaStream_t stream) {
+    nccl_check(ncclAllReduce(t.raw_data(), t.raw_data(), size_t(t.numel()), nccl_type(t.dtype()),
+                             nccl_op(op), comm_, stream),
+               "ncclAllReduce", comm_);
+  });
+}
+
+void NcclCommunicator::all_gather(const Tensor& in, Tensor& out) {
+  check_comm_tensor(in, "all_gather", "input");
+  check_comm_tensor(out, "all_gather", "output");
+  check_chunked_dim0(in, "input", out, "output", size(), "all_gather");
+  if (in.device().is_cpu()) return host_->all_gather(in, out);
+  check_on_device(in, "all_gather", "input");
+  if (in.numel() == 0) return;
+  // An input that is this rank's own block of the output is NCCL's in-place all-gather.
+  on_communication_stream([&](cudaStream_t stream) {
+    nccl_check(ncclAllGather(in.raw_data(), out.raw_data(), size_t(in.numel()),
+                             nccl_type(in.dtype()), comm_, stream),
+               "ncclAllGather", comm_);
+  });
+}
+
+void NcclCommunicator::reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) {
+  check_comm_tensor(in, "reduce_scatter", "input");
+  check_comm_tensor(out, "reduce_scatter", "output");
+  check_chunked_dim0(out, "output", in, "input", size(), "reduce_scatter");
+  if (in.device().is_cpu()) return host_->reduce_scatter(in, out, op);
+  check_on_device(in, "reduce_scatter", "input");
+  if (out.numel() == 0) return;
+  on_communication_stream([&](cudaStream_t stream) {
+    nccl_check(ncclReduceScatter(in.raw_data(), out.raw_data(), size_t(out.numel()),
+                                 nccl_type(in.dtype()), nccl_op(op), comm_, stream),
+               "ncclReduceScatter", comm_);
+  });
+}
+
+void NcclCommunicator::broadcast(Tensor& t, int root) {
+  check_comm_tensor(t, "broadcast", "tensor");
+  check_peer_rank(root, size(), "broadcast", "root");
+  if (t.device().is_cpu()) return host_->broadcast(t, root);
+  check_on_device(t, "broadcast", "tensor");
+  if (t.numel() == 0) return;
+  on_communication_stream([&](cudaStream_t stream) {
+    nccl_check(ncclBroadcast(t.raw_data(), t.raw_data(), size_t(t.numel()), nccl_type(t.dtype()),
+                             root, comm_, stream),
+               "ncclBroadcast", comm_);
+  });
+}
+
+void NcclCommunicator::send(const Tensor& t, int dst, int tag) {
+  check_comm_tensor(t, "send", "tensor");
+  check_peer_rank(dst, size(), "send", "destination");
+  MT_CHECK(dst != rank(), "send: rank ", rank(), " cannot send to itself (blocking send)");
+  if (t.device().is_cpu()) return host_->send(t, dst, tag);
+  check_on_device(t, "send", "tensor");
+  if (t.numel() == 0) return;
+  on_communication_stream([&](cudaStream_t stream) {
+    nccl_check(ncclSend(t.raw_data(), size_t(t.numel()), nccl_type(t.dtype()), dst, comm_, stream),
+               "ncclSend", comm_);
+  });
+}
+
+void NcclCommunicator::recv(Tensor& t, int src, int tag) {
+  check_comm_tensor(t, "recv", "tensor");
+  check_peer_rank(src, size(), "recv", "source");
+  MT_CHECK(src != rank(), "recv: rank ", rank(), " cannot receive from itself (blocking recv)");
+  if (t.device().is_cpu()) return host_->recv(t, src, tag);
+  check_on_device(t, "recv", "tensor");
+  if (t.numel() == 0) return;
+  on_communication_stream([&](cudaStream_t stream) {
+    nccl_check(ncclRecv(t.raw_data(), size_t(t.numel()), nccl_type(t.dtype()), src, comm_, stream),
+               "ncclRecv", comm_);
+  });
+}
+
+void NcclCommunicator::barrier() {
+  cuda::synchronize_compute();  // this rank's kernels and collectives so far are done
+  host_->barrier();
+}
+
+std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
+  check_split_color(color);
+  std::unique_ptr<Communicator> host = host_->split(color, key);
+  ncclComm_t sub = nullptr;
+  // config nullptr: the new communicator inherits this one's configuration.
+  nccl_check(ncclCommSplit(comm_, color, key, &sub, nullptr), "ncclCommSplit", comm_);
+  int nccl_rank = -1, nccl_size = 0;
+  nccl_check(ncclCommUserRank(sub, &nccl_rank), "ncclCommUserRank", sub);
+  nccl_check(ncclCommCount(sub, &nccl_size), "ncclCommCount", sub);
+  if (nccl_rank != host->rank() || nccl_size != host->size()) {
+    (void)ncclCommAbort(sub);
+    MT_THROW("split(", color, ", ", key, "): NCCL made rank ", nccl_rank, " of ", nccl_size,
+             " but MPI rank ", host->rank(), " of ", host->size(),
+             "; the two transports must order a group's members alike");
+  }
+  return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(sub, std::move(host), device_));
+}
+
+}  // namespace megatron

@@ -1,0 +1,80 @@
+// NcclCommunicator: Communicator over NCCL for CUDA tensors, with an MPI twin for host tensors.
+// Built only with MEGATRON_CUDA.
+//
+// Bootstrap: rank 0 of the host communicator (an MpiCommunicator, or a SoloCommunicator for a
+// world of one) makes an ncclUniqueId and broadcasts it over that communicator; every member then
+// joins with ncclCommInitRank on its GPU (use_device is called for it). split(color, key) is
+// ncclCommSplit, with the host twin split the same way, so every NCCL group keeps an MPI group
+// over the same members in the same order (checked).
+//
+// Which transport carries a call: CUDA tensors go through NCCL; CPU tensors (a logged scalar,
+// all_reduce_scalar, a flag) go through the host twin, with MpiCommunicator's semantics. A CUDA
+// tensor must be on this communicator's GPU.
+//
+// Streams: every NCCL operation is queued on the communication stream after
+// cuda::communication_begins() (it waits for the compute work queued so far) and followed by
+// cuda::communication_ends() (the compute stream waits for it). The host returns once the
+// operation is queued: to the caller it is ordered on the compute stream like a kernel, so later
+// kernels, copies to the host and reuse of freed memory all see its result. barrier() also waits
+// for this rank's queued GPU work, then synchronizes the hosts.
+//
+// Differences from MpiCommunicator:
+// - bf16/f16 SUM: NCCL reduces 16-bit values natively, rounding to bf16/f16 after each partial
+//   sum of its reduction tree, so a sum may differ from MpiCommunicator's (f32 accumulation,
+//   rounded once) in the last bit(s), and may depend on the number of ranks and NCCL's algorithm.
+//   MAX is exact on both. The trainer reduces gradients in f32, where both agree up to the order
+//   of the additions.
+// - send/recv: NCCL has no tags (the argument is ignored; messages between two ranks arrive in
+//   the order they were sent) and cannot report a size mismatch: the receiver must pass a tensor
+//   of the sender's size and dtype.
+// - Sizes: counts are size_t, so no piecewise transfers are needed.
+// - NCCL refuses two ranks of one communicator on one GPU ("Duplicate GPU detected"); several
+//   ranks per GPU (tests) use MpiCommunicator, which stages CUDA tensors through host memory.
+//
+// Errors name the NCCL call, ncclGetErrorString and ncclGetLastError's detail.
+#pragma once
+
+#include <memory>
+
+#include "core/device.h"
+#include "distributed/communicator.h"
+
+struct ncclComm;  // nccl.h's ncclComm_t is `struct ncclComm*`
+
+namespace megatron {
+
+class NcclCommunicator final : public Communicator {
+ public:
+  // Collective over `host`'s members (every member calls it): binds this process to `device`
+  // and joins an NCCL communicator over the same members, ranks as in `host`, which becomes
+  // the twin (owned).
+  static std::unique_ptr<NcclCommunicator> create(std::unique_ptr<Communicator> host,
+                                                  Device device);
+  ~NcclCommunicator() override;
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  int rank() const override { return host_->rank(); }
+  int size() const override { return host_->size(); }
+  Device device() const { return device_; }
+  Communicator& host() { return *host_; }  // the MPI twin that carries CPU tensors
+
+  void all_reduce(Tensor& t, ReduceOp op = ReduceOp::SUM) override;
+  void all_gather(const Tensor& in, Tensor& out) override;
+  void reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op = ReduceOp::SUM) override;
+  void broadcast(Tensor& t, int root) override;
+  void send(const Tensor& t, int dst, int tag = 0) override;
+  void recv(Tensor& t, int src, int tag = 0) override;
+  void barrier() override;
+  std::unique_ptr<Communicator> split(int color, int key) override;
+
+ private:
+  NcclCommunicator(ncclComm* comm, std::unique_ptr<Communicator> host, Device device);
+  void check_on_device(const Tensor& t, const char* op, const char* what) const;
+
+  ncclComm* comm_;
+  std::unique_ptr<Communicator> host_;
+  Device device_;
+};
+
+}  // namespace megatron
