@@ -5,6 +5,7 @@
 
 #include "cli/device_setup.h"
 #include "core/logging.h"
+#include "distributed/backend.h"
 #include "distributed/runtime.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_shards.h"
@@ -19,6 +20,8 @@ void add_inference_args(CLI::App& app, InferenceArgs& a) {
   app.add_option("--tensor-model-parallel-size", a.tensor_model_parallel_size,
                  "tensor-parallel size (default and only choice: the number of processes)");
   app.add_option("--device", a.device, "cpu, cuda or cuda:N (default: cpu)");
+  app.add_option("--distributed-backend", a.distributed_backend,
+                 "nccl or mpi (default: nccl on a GPU, mpi on the CPU)");
   app.add_flag("--bf16", a.bf16, "compute in bf16 (weights cast from the fp32 checkpoint)");
   app.add_option("--tokenizer-type", a.tokenizer_type,
                  "tokenizer (default: the checkpoint's): GPT2BPETokenizer | "
@@ -52,7 +55,7 @@ T model_field(const nlohmann::json& state, const char* key, const std::string& d
 
 InferenceModel load_inference_model(InferenceArgs& a) {
   const Device device = select_device(a.device.empty() ? "cpu" : a.device);
-  std::shared_ptr<Communicator> world = world_communicator();
+  std::shared_ptr<Communicator> world = make_world_communicator(a.distributed_backend, device);
   const int tp = a.tensor_model_parallel_size > 0 ? a.tensor_model_parallel_size : world->size();
   MT_CHECK(tp == world->size(), "--tensor-model-parallel-size ", tp,
            " must equal the number of processes (", world->size(),

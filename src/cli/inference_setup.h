@@ -27,6 +27,7 @@ struct InferenceArgs {
   int64_t load_iteration = -1;
   int tensor_model_parallel_size = 0;  // 0: the world size
   std::string device;                  // as --device of training (cli/device_setup.h)
+  std::string distributed_backend;     // as --distributed-backend of training
   bool bf16 = false;
   std::string tokenizer_type, vocab_file, merge_file, tokenizer_model;
   int64_t vocab_size = 0;
