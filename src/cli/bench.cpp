@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <cstring>
 
+#include "cli/bench_generate.h"
 #include "cli/bench_step.h"
 #include "cli/kernel_bench.h"
 #include "cli/subcommands.h"
@@ -15,10 +16,14 @@ int run_bench(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; ++i)
     if (!std::strcmp(argv[i], "--mode") && !std::strcmp(argv[i + 1], "step"))
       return run_step_bench(argc, argv);
+    else if (!std::strcmp(argv[i], "--mode") && !std::strcmp(argv[i + 1], "generate"))
+      return run_generate_bench(argc, argv);
   CLI::App app{"megatron bench: measure kernel throughput against the machine's own ceilings",
                "megatron bench"};
   std::string mode = "kernels";
-  app.add_option("--mode", mode, "what to measure (step: whole training steps, own flags)")
+  app.add_option("--mode", mode,
+                 "what to measure (step: whole training steps; generate: KV-cache decoding; "
+                 "each with its own flags)")
       ->check(CLI::IsMember({"kernels"}))
       ->capture_default_str();
   KernelBenchOptions k;
