@@ -8,6 +8,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 MEGATRON="${MEGATRON_BINARY:-${MEGATRON_BUILD_DIR:-$ROOT/build}/megatron}"
 OUT="${OUT:-$(mktemp -d)}"
+mkdir -p "$OUT"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}"
 "$MEGATRON" bench --mode generate --json-file "$OUT/megatron.jsonl" "$@"
 /usr/bin/python3 "$ROOT/tools/reference/gpt2_generate_bench.py" --threads "$OMP_NUM_THREADS" \
