@@ -3,16 +3,20 @@
 # (random weights), prompt 128, 32 greedy decode steps, batch 1 and 8, f32 and bf16, one
 # process with OMP_NUM_THREADS threads each (default: all cores). Prints one table; the raw
 # numbers go to $OUT/{megatron,pytorch}.jsonl. bench/RESULTS.md keeps the measured table.
-#   bench/generate_vs_pytorch.sh [extra `megatron bench --mode generate` flags]
+#   [TOKENS=32] [REPEATS=3] bench/generate_vs_pytorch.sh [more `megatron bench --mode generate` flags]
+# TOKENS (decode steps) and REPEATS (measurements, best kept) apply to both sides.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 MEGATRON="${MEGATRON_BINARY:-${MEGATRON_BUILD_DIR:-$ROOT/build}/megatron}"
 OUT="${OUT:-$(mktemp -d)}"
 mkdir -p "$OUT"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}"
-"$MEGATRON" bench --mode generate --json-file "$OUT/megatron.jsonl" "$@"
+TOKENS="${TOKENS:-32}"
+REPEATS="${REPEATS:-3}"
+"$MEGATRON" bench --mode generate --tokens-to-generate "$TOKENS" --repeats "$REPEATS" \
+  --json-file "$OUT/megatron.jsonl" "$@"
 /usr/bin/python3 "$ROOT/tools/reference/gpt2_generate_bench.py" --threads "$OMP_NUM_THREADS" \
-  --json-file "$OUT/pytorch.jsonl" > /dev/null
+  --tokens-to-generate "$TOKENS" --repeats "$REPEATS" --json-file "$OUT/pytorch.jsonl" > /dev/null
 node -e '
   const fs = require("fs");
   const read = (f) => fs.readFileSync(f, "utf8").trim().split("\n").map(JSON.parse);
