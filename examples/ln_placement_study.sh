@@ -5,8 +5,8 @@
 # same number of steps with the same data, seed and schedule, and writes the four validation
 # loss curves:
 #   OUT/{small,large}_{pre,post}.jsonl   --metrics-file of each run
-#   OUT/curves.csv                       iteration, model, order, lm loss, sop loss
-#   OUT/curves.svg                       the four validation lm-loss curves
+#   OUT/curves.svg                       `megatron plot` of the four runs: training and
+#                                        validation lm and sop loss
 # Budget: ≈ 15 minutes on 2 cores. Usage: examples/ln_placement_study.sh [OUT] (default
 # docs/bert_ln_study). Needs a build (scripts/setup.sh) and scripts/fetch_data.sh's files.
 set -euo pipefail
@@ -49,5 +49,8 @@ run small_post 2 128 4 --post-layernorm
 run large_pre 6 256 8
 run large_post 6 256 8 --post-layernorm
 
-node "$ROOT/examples/plot_validation_curves.js" "$OUT" small_pre small_post large_pre large_post
-echo "wrote $OUT/curves.csv and $OUT/curves.svg"
+RUNS=(small_pre small_post large_pre large_post)
+FILES=()
+for run in "${RUNS[@]}"; do FILES+=("$OUT/$run.jsonl"); done
+"$BIN" plot "${FILES[@]}" --output "$OUT/curves.svg" --label "${RUNS[@]}" --no-text \
+  --title "BERT LayerNorm placement: small (2 x 128) and large (6 x 256), pre-LN vs post-LN"

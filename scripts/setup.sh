@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
 # Installs every dependency from Debian's packages (only those missing, so it is idempotent)
 # and configures + builds a Release tree in build/. Both README commands call it first.
+#
+#   scripts/setup.sh              build everything (the binary, the tests, the benchmarks)
+#   scripts/setup.sh TARGET...    build only these CMake targets (the demo: `megatron`)
+#
+# Warnings are errors (-DMEGATRON_WERROR=ON), here as in CI, so the build stays warning-free.
+# `cmake --install build` then puts `megatron` on the PATH (see the README).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -27,5 +33,8 @@ if ((${#missing[@]})); then
 fi
 
 BUILD="${MEGATRON_BUILD_DIR:-$ROOT/build}"
-cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD" -j "$(nproc)"
+echo "setup: configuring and building $BUILD (${*:-every target})"
+cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEGATRON_WERROR=ON >/dev/null
+TARGETS=()
+for t in "$@"; do TARGETS+=(--target "$t"); done
+cmake --build "$BUILD" -j "$(nproc)" "${TARGETS[@]}"

@@ -6,6 +6,7 @@
 #include "cli/bench_generate.h"
 #include "cli/bench_step.h"
 #include "cli/kernel_bench.h"
+#include "cli/machine_bench.h"
 #include "cli/subcommands.h"
 
 namespace megatron::cli {
@@ -13,17 +14,20 @@ namespace megatron::cli {
 int run_bench(int argc, char** argv) {
   // `--mode step` takes every pretrain-gpt flag (some share names with the kernel flags), so
   // it parses its own command line (cli/bench_step.h).
-  for (int i = 1; i + 1 < argc; ++i)
+  for (int i = 1; i + 1 < argc; ++i) {
     if (!std::strcmp(argv[i], "--mode") && !std::strcmp(argv[i + 1], "step"))
       return run_step_bench(argc, argv);
-    else if (!std::strcmp(argv[i], "--mode") && !std::strcmp(argv[i + 1], "generate"))
-      return run_generate_bench(argc, argv);
+    if (!std::strcmp(argv[i], "--mode") && !std::strcmp(argv[i + 1], "generate"))
+      return run_generate_bench(argc, argv);  // cli/bench_generate.h
+    if (!std::strcmp(argv[i], "--mode") && !std::strcmp(argv[i + 1], "machine"))
+      return run_machine_bench(argc, argv);  // cli/machine_bench.h, for `megatron plan`
+  }
   CLI::App app{"megatron bench: measure kernel throughput against the machine's own ceilings",
                "megatron bench"};
   std::string mode = "kernels";
   app.add_option("--mode", mode,
                  "what to measure (step: whole training steps; generate: KV-cache decoding; "
-                 "each with its own flags)")
+                 "machine: a machine file for `megatron plan`; each with its own flags)")
       ->check(CLI::IsMember({"kernels"}))
       ->capture_default_str();
   KernelBenchOptions k;

@@ -20,6 +20,7 @@ int run_convert(int argc, char** argv) {
   CLI::App app{"Convert checkpoints: HF GPT-2 <-> megatron-cpp, or change the TP size"};
   app.name("megatron convert");
   std::string model_type, from = "megatron", to = "megatron", load, save;
+  TokenizerFileOverrides tokenizer_files;
   int target_tp = 1, target_pp = 1, divisible_by = 128;
   int64_t load_iteration = -1, vocab_size = 0;
   app.add_option("--model-type", model_type, "model family (gpt or bert)")->required();
@@ -40,6 +41,10 @@ int run_convert(int argc, char** argv) {
                  "checkpoint iteration to read (default: the latest)");
   app.add_option("--vocab-size", vocab_size,
                  "HF export: real vocabulary size when state.json does not record it");
+  app.add_option("--vocab-file", tokenizer_files.vocab_file,
+                 "HF export: the tokenizer's vocabulary, when it moved since training");
+  app.add_option("--merge-file", tokenizer_files.merge_file,
+                 "HF export: the GPT-2 BPE merges, when they moved since training");
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
 
   MT_CHECK(model_type == "gpt" || model_type == "bert", "--model-type ", model_type,
@@ -54,14 +59,14 @@ int run_convert(int argc, char** argv) {
     log_info("converted HF BERT ", load, " into checkpoint ", save,
              " (iteration 0, tensor-parallel size ", target_tp, ")");
   } else if (model_type == "bert" && to == "hf") {
-    export_hf_bert(load, load_iteration, save);
+    export_hf_bert(load, load_iteration, save, tokenizer_files);
     log_info("exported checkpoint ", load, " as HF BERT ", save);
   } else if (from == "hf") {
     import_hf_gpt2(load, save, target_tp, divisible_by);
     log_info("converted HF GPT-2 ", load, " into checkpoint ", save,
              " (iteration 0, tensor-parallel size ", target_tp, ")");
   } else if (to == "hf") {
-    export_hf_gpt2(load, load_iteration, save, vocab_size);
+    export_hf_gpt2(load, load_iteration, save, vocab_size, tokenizer_files);
     log_info("exported checkpoint ", load, " as HF GPT-2 ", save);
   } else {
     reshard_checkpoint(load, load_iteration, save, target_tp);

@@ -3,17 +3,18 @@
 #include "core/logging.h"
 #include "data/mock_gpt_dataset.h"
 #include "data/tokenizer.h"
+#include "data/tokenizer_identity.h"
 #include "model/gpt_model.h"
 
 namespace megatron::cli {
 
 Vocabulary build_vocabulary(const Args& a) {
-  if (a.tokenizer_type.empty()) return {a.vocab_size, -1};  // --mock-data --vocab-size V
+  if (a.tokenizer_type.empty()) return {a.vocab_size, -1, nullptr};  // --mock-data --vocab-size V
   TokenizerOptions o{a.tokenizer_type, a.vocab_file, a.merge_file, a.tokenizer_model, a.vocab_size};
   std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(o);
   MT_CHECK(tokenizer->vocab_size() > 0, "--tokenizer-type ", a.tokenizer_type,
            " gave an empty vocabulary");
-  return {tokenizer->vocab_size(), tokenizer->eod()};
+  return {tokenizer->vocab_size(), tokenizer->eod(), tokenizer_identity(o, *tokenizer)};
 }
 
 GptDatasets build_gpt_data(const Args& a, const Vocabulary& vocab) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 
 #include "cli/args.h"
 #include "data/gpt_datasets_factory.h"
@@ -12,8 +13,9 @@
 namespace megatron::cli {
 
 struct Vocabulary {
-  int64_t size = 0;  // real entries, before padding
-  int32_t eod = -1;  // -1: none
+  int64_t size = 0;         // real entries, before padding
+  int32_t eod = -1;         // -1: none
+  nlohmann::json identity;  // tokenizer_identity(); null with --mock-data
 };
 
 Vocabulary build_vocabulary(const Args& args);

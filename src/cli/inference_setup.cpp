@@ -83,21 +83,19 @@ InferenceModel load_inference_model(InferenceArgs& a) {
   c.hidden_size = model_field<int>(state, "hidden_size", dir);
   c.num_attention_heads = model_field<int>(state, "num_attention_heads", dir);
   c.ffn_hidden_size = model_field<int>(state, "ffn_hidden_size", dir);
-  c.padded_vocab_size = model_field<int64_t>(state, "padded_vocab_size", dir);
+  // Padded as training pads for this TP size; a checkpoint padded otherwise is re-padded on load.
+  const int divisible_by = args.value("make_vocab_size_divisible_by", 128);
   c.max_position_embeddings = model_field<int>(state, "max_position_embeddings", dir);
   c.seq_length = args.value("seq_length", c.max_position_embeddings);
   c.layernorm_epsilon = args.value("layernorm_epsilon", 1e-5f);
   c.hidden_dropout = c.attention_dropout = 0.0f;
   c.compute_dtype = a.bf16 ? DType::BF16 : DType::F32;
   c.vocab_size = m.tokenizer->vocab_size();
-  MT_CHECK(c.vocab_size <= c.padded_vocab_size, "the tokenizer has ", c.vocab_size,
-           " entries, more than the checkpoint's ", c.padded_vocab_size,
+  const int64_t stored_rows = model_field<int64_t>(state, "padded_vocab_size", dir);
+  MT_CHECK(c.vocab_size <= stored_rows, "the tokenizer has ", c.vocab_size,
+           " entries, more than the checkpoint's ", stored_rows,
            " embedding rows: it is not this model's tokenizer");
-  MT_CHECK(c.padded_vocab_size % tp == 0, "the checkpoint's ", c.padded_vocab_size,
-           " embedding rows do not split over ", tp,
-           " tensor-parallel ranks: reshard it with megatron convert "
-           "--target-tensor-parallel-size ",
-           tp);
+  c.padded_vocab_size = padded_vocab_size(c.vocab_size, divisible_by, tp);
 
   m.ps = ParallelState::create(world, tp, 1);
   m.store = std::make_unique<ParameterStore>(m.ps.tp_rank, m.ps.tp_size, device);

@@ -1,6 +1,8 @@
 // `megatron SUBCOMMAND [flags]` — the one binary.
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -37,6 +39,10 @@ const Subcommand kSubcommands[] = {
      "generate text from a GPT checkpoint (KV cache, tensor parallel, streaming)"},
     {"serve", megatron::cli::run_serve,
      "Megatron's text generation REST API (PUT /api) and a web page, rank 0 speaking HTTP"},
+    {"plan", megatron::cli::run_plan,
+     "predict memory and step time of a model x machine x layout; --search for layouts"},
+    {"plot", megatron::cli::run_plot,
+     "draw training and validation loss from --metrics-file (SVG + terminal)"},
 };
 
 void print_usage() {
@@ -46,20 +52,51 @@ void print_usage() {
 
 // Debian's OpenBLAS 0.3.21 misdetects recent (AVX-512) Xeons as Prescott and runs its f32
 // GEMM 5-8x slower unless OPENBLAS_CORETYPE is set before the library initialises, i.e. before
-// main(). So on AVX-512 CPUs the binary re-executes itself once with the variable set; a
-// user's own setting is respected. Other CPUs (e.g. AMD Zen, no AVX-512) are detected
-// correctly, and forcing SkylakeX there would crash with SIGILL.
-void ensure_openblas_coretype(char** argv) {
-  if (std::getenv("OPENBLAS_CORETYPE") != nullptr || !__builtin_cpu_supports("avx512f")) return;
+// main(). So on AVX-512 CPUs it is set; a user's own setting is respected. Other CPUs (e.g. AMD
+// Zen, no AVX-512) are detected correctly, and forcing SkylakeX there would crash with SIGILL.
+bool set_openblas_coretype() {
+#ifdef MEGATRON_HAS_OPENBLAS
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr || !__builtin_cpu_supports("avx512f"))
+    return false;
   setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
-  execv("/proc/self/exe", argv);
-  // execv only returns on failure; carry on with the slower kernel rather than fail.
+  return true;
+#else
+  return false;  // built without OpenBLAS: nothing to tune
+#endif
+}
+
+// Under mpirun every process of a machine would start one OpenMP (and OpenBLAS) thread per
+// core: with 2 processes on 2 cores, 4 spinning threads on 2 cores, several times slower.
+// Unless the user set OMP_NUM_THREADS, each process gets the cores it may run on, shared with
+// the other processes of its machine when the launcher did not bind them apart.
+bool set_threads_per_process() {
+  if (std::getenv("OMP_NUM_THREADS") != nullptr) return false;
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");  // OpenMPI
+  if (local == nullptr) local = std::getenv("MPI_LOCALNRANKS");   // MPICH's hydra
+  const int processes = local != nullptr ? std::atoi(local) : 1;
+  if (processes <= 1) return false;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return false;
+  const int mine = CPU_COUNT(&set);
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  const int threads = mine < online ? mine : std::max(1, mine / processes);
+  setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
+  return true;
+}
+
+// Both variables are read when the libraries load, before main(): the binary re-executes
+// itself once with them set.
+void prepare_environment(char** argv) {
+  const bool coretype = set_openblas_coretype();
+  const bool threads = set_threads_per_process();
+  if (coretype || threads) execv("/proc/self/exe", argv);
+  // execv only returns on failure; carry on with the defaults rather than fail.
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  ensure_openblas_coretype(argv);
+  prepare_environment(argv);
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     print_usage();
     return argc < 2 ? 2 : 0;

@@ -9,6 +9,7 @@
 #include "data/bert_datasets_factory.h"
 #include "data/bert_masking.h"
 #include "data/tokenizer.h"
+#include "data/tokenizer_identity.h"
 #include "distributed/backend.h"
 #include "distributed/runtime.h"
 #include "model/gpt_model.h"
@@ -122,7 +123,9 @@ int run_pretrain_bert(int argc, char** argv) {
   BertDatasets data =
       build_bert_datasets(args.data_path, args.split, d, {train, valid, args.eval_iters * gb});
 
-  Trainer trainer(trainer_config(args, table), world,
+  TrainerConfig config = trainer_config(args, table);
+  config.tokenizer = tokenizer_identity(o, *tokenizer);
+  Trainer trainer(std::move(config), world,
                   bert_step_factory(std::move(model), data.train, data.valid));
   trainer.run();
   return 0;

@@ -30,7 +30,9 @@ int run_pretrain_gpt(int argc, char** argv) {
   const Vocabulary vocab = build_vocabulary(args);
   GptStepConfig model = gpt_step_config(args, vocab, eod_mask_loss);
   GptDatasets data = build_gpt_data(args, vocab);
-  Trainer trainer(trainer_config(args, table), world,
+  TrainerConfig config = trainer_config(args, table);
+  config.tokenizer = vocab.identity;
+  Trainer trainer(std::move(config), world,
                   gpt_step_factory(std::move(model), data.train, data.valid));
   trainer.run();
   return 0;

@@ -13,5 +13,7 @@ int run_preprocess(int argc, char** argv);
 int run_convert(int argc, char** argv);
 int run_generate(int argc, char** argv);
 int run_serve(int argc, char** argv);
+int run_plan(int argc, char** argv);
+int run_plot(int argc, char** argv);
 
 }  // namespace megatron::cli

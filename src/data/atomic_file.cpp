@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "core/error.h"
 
@@ -16,6 +17,13 @@ std::atomic<uint64_t> g_counter{0};
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   tmp_path_ = path_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(g_counter++);
+  // Outputs may name a directory that does not exist yet (e.g. --output-prefix data/corpus).
+  const std::filesystem::path parent = std::filesystem::path(path_).parent_path();
+  std::error_code ec;
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  if (ec)
+    MT_THROW("cannot create the directory '", parent.string(), "' for '", path_,
+             "': ", ec.message());
   file_ = std::fopen(tmp_path_.c_str(), "wb");
   if (file_ == nullptr) MT_THROW("cannot create '", tmp_path_, "': ", std::strerror(errno));
 }

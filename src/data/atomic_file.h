@@ -14,8 +14,9 @@ namespace megatron {
 
 class AtomicFile {
  public:
-  explicit AtomicFile(std::string path);  // opens PATH.tmp.<pid>.<n> for writing
-  ~AtomicFile();                          // removes the temporary file unless committed
+  // Opens PATH.tmp.<pid>.<n> for writing, creating PATH's missing parent directories.
+  explicit AtomicFile(std::string path);
+  ~AtomicFile();  // removes the temporary file unless committed
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
 

@@ -1,12 +1,47 @@
 // SentencePieceTokenizer: a thin adapter; all of the algorithm is libsentencepiece's.
+// In a build without libsentencepiece (MEGATRON_USE_SENTENCEPIECE,
+// cmake/MegatronDependencies.cmake) the constructor throws an Error that says so, and the class is
+// otherwise unusable.
 #include "data/sentencepiece_tokenizer.h"
 
+#ifdef MEGATRON_HAS_SENTENCEPIECE
 #include <sentencepiece_processor.h>
+#endif
 
 #include "core/error.h"
 #include "data/read_file.h"
 
+#ifndef MEGATRON_HAS_SENTENCEPIECE
+namespace sentencepiece {
+class SentencePieceProcessor {};
+}  // namespace sentencepiece
+#endif
+
 namespace megatron {
+
+#ifndef MEGATRON_HAS_SENTENCEPIECE
+
+SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_file) {
+  MT_THROW("--tokenizer-type SentencePieceTokenizer (--tokenizer-model '", model_file,
+           "'): this megatron was built without SentencePiece (libsentencepiece-dev was not "
+           "found when it was configured, or -DMEGATRON_USE_SENTENCEPIECE=OFF); install it and "
+           "rebuild, or use another tokenizer");
+}
+SentencePieceTokenizer::~SentencePieceTokenizer() = default;
+int32_t SentencePieceTokenizer::piece_id(std::initializer_list<const char*>) const {
+  return -1;
+}
+std::vector<int32_t> SentencePieceTokenizer::encode(std::string_view) const {
+  return {};
+}
+std::string SentencePieceTokenizer::decode(const std::vector<int32_t>&) const {
+  return {};
+}
+int64_t SentencePieceTokenizer::vocab_size() const {
+  return 0;
+}
+
+#else
 
 SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_file)
     : processor_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
@@ -53,5 +88,7 @@ std::string SentencePieceTokenizer::decode(const std::vector<int32_t>& ids) cons
 int64_t SentencePieceTokenizer::vocab_size() const {
   return processor_->GetPieceSize();
 }
+
+#endif  // MEGATRON_HAS_SENTENCEPIECE
 
 }  // namespace megatron

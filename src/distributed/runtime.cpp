@@ -1,6 +1,8 @@
 #include "distributed/runtime.h"
 
+#ifdef MEGATRON_HAS_MPI
 #include <mpi.h>
+#endif
 
 #include <atomic>
 #include <cerrno>
@@ -12,7 +14,9 @@
 #include <thread>
 
 #include "core/logging.h"
+#ifdef MEGATRON_HAS_MPI
 #include "distributed/mpi_communicator.h"
+#endif
 #include "distributed/solo_communicator.h"
 
 namespace megatron {
@@ -23,12 +27,14 @@ std::shared_ptr<Communicator> g_world;  // set while a DistRuntime is alive
 int g_local_rank = 0;
 std::atomic<bool> g_aborting{false};  // abort_job's message is printed once per process
 
+#ifdef MEGATRON_HAS_MPI
 bool mpi_active() {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   return initialized && !finalized;
 }
+#endif
 
 bool env_set(const char* name) {
   const char* value = std::getenv(name);
@@ -62,6 +68,7 @@ std::optional<int> env_rank(const char* name) {
   return int(v);
 }
 
+#ifdef MEGATRON_HAS_MPI
 // The rank of this process among the world's processes that share its memory (its node).
 int shared_memory_rank() {
   MPI_Comm node = MPI_COMM_NULL;
@@ -74,8 +81,17 @@ int shared_memory_rank() {
   MPI_Comm_free(&node);
   return rank;
 }
+#endif
 
 }  // namespace
+
+bool mpi_built() {
+#ifdef MEGATRON_HAS_MPI
+  return true;
+#else
+  return false;
+#endif
+}
 
 std::optional<int> local_rank_from_environment(int world_rank) {
   if (std::optional<int> r = env_rank("OMPI_COMM_WORLD_LOCAL_RANK")) return r;
@@ -100,6 +116,14 @@ bool launched_by_mpi() {
 DistRuntime::DistRuntime(int& argc, char**& argv) {
   MT_CHECK(g_world == nullptr, "DistRuntime: only one may exist per process");
   if (launched_by_mpi()) {
+#ifndef MEGATRON_HAS_MPI
+    MT_THROW(
+        "this megatron was built without MPI (no MPI was found when it was configured, or "
+        "-DMEGATRON_USE_MPI=OFF), so it runs as a single process only, but it was started "
+        "by an MPI launcher (mpirun, srun). Run it without the launcher, or rebuild with "
+        "OpenMPI (Debian's libopenmpi-dev, or scripts/gpu_bundle.sh on a machine without "
+        "it)");
+#else
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
@@ -119,6 +143,7 @@ DistRuntime::DistRuntime(int& argc, char**& argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     local_rank_ = local_rank_from_environment(world_rank).value_or(from_mpi);
     g_world = std::shared_ptr<Communicator>(MpiCommunicator::duplicate(MPI_COMM_WORLD));
+#endif
   } else {
     g_world = std::make_shared<SoloCommunicator>();
     local_rank_ = 0;
@@ -131,7 +156,9 @@ DistRuntime::DistRuntime(int& argc, char**& argv) {
 DistRuntime::~DistRuntime() {
   std::set_terminate(previous_terminate_);
   g_world.reset();
+#ifdef MEGATRON_HAS_MPI
   if (owns_mpi_ && mpi_active()) MPI_Finalize();
+#endif
 }
 
 std::shared_ptr<Communicator> world_communicator() {
@@ -147,8 +174,19 @@ void abort_job(const std::string& message, int exit_code) {
     std::this_thread::sleep_for(std::chrono::seconds(10));
     std::_Exit(exit_code);
   }
+  // Bad arguments or files usually fail every rank at once. Rank 0 reports and aborts; the
+  // others give it a moment to end the job first, so that the message is printed once and only
+  // one MPI_Abort reaches mpirun (several at once make OpenMPI print its banner more than once
+  // and an ORTE_ERROR_LOG line). A rank that failed alone reports after that moment.
+  if (mpi_active()) {
+    int rank = 0, world_size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    if (rank != 0 && world_size > 1) std::this_thread::sleep_for(std::chrono::seconds(2));
+  }
   log_error(message);
   std::fflush(nullptr);
+#ifdef MEGATRON_HAS_MPI
   if (mpi_active()) {
     int world_size = 1, is_main_thread = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &world_size);
@@ -158,6 +196,7 @@ void abort_job(const std::string& message, int exit_code) {
     // "process exited without finalize" warning.
     MPI_Finalize();
   }
+#endif
   std::_Exit(exit_code);
 }
 

@@ -53,6 +53,10 @@ class DistRuntime {
 // MEGATRON_FORCE_MPI=1).
 bool launched_by_mpi();
 
+// False in a single-process build (configured without MPI): there the world is always a
+// SoloCommunicator, and a DistRuntime started by an MPI launcher throws Error saying so.
+bool mpi_built();
+
 // The communicator over every process of the job. Throws Error when no DistRuntime exists.
 std::shared_ptr<Communicator> world_communicator();
 

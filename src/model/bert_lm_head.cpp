@@ -17,7 +17,7 @@ BertLmHead::BertLmHead(const BertConfig& config, const ParallelState& ps, Parame
       dense_weight_(
           store.add({"lm_head.dense.weight", {config.hidden_size, config.hidden_size}, -1, true})),
       dense_bias_(store.add({"lm_head.dense.bias", {config.hidden_size}, -1, false})),
-      bias_(store.add({"lm_head.bias", {config.padded_vocab_size}, 0, false})),
+      bias_(store.add({"lm_head.bias", {config.padded_vocab_size}, 0, false, config.vocab_size})),
       layernorm_("lm_head.layernorm", config.hidden_size, config.layernorm_epsilon, store,
                  weights) {}
 

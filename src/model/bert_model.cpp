@@ -25,6 +25,7 @@ namespace {
 
 InputEmbeddingConfig input_embedding_config(const BertConfig& c) {
   return {.model_name = "BERT",
+          .vocab_size = c.vocab_size,
           .padded_vocab_size = c.padded_vocab_size,
           .hidden_size = c.hidden_size,
           .max_position_embeddings = c.max_position_embeddings,

@@ -22,6 +22,7 @@ namespace {
 
 InputEmbeddingConfig input_embedding_config(const GptConfig& c) {
   return {.model_name = "GPT",
+          .vocab_size = c.vocab_size,
           .padded_vocab_size = c.padded_vocab_size,
           .hidden_size = c.hidden_size,
           .max_position_embeddings = c.max_position_embeddings,

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <set>
 
+#include "core/decimal.h"
 #include "core/logging.h"
 #include "model/hf_tensor.h"
 
@@ -152,12 +153,12 @@ nlohmann::json hf_config_from_bert(const BertConfig& c) {
           {"num_attention_heads", c.num_attention_heads},
           {"intermediate_size", c.ffn_hidden_size > 0 ? c.ffn_hidden_size : 4 * c.hidden_size},
           {"hidden_act", "gelu_new"},
-          {"hidden_dropout_prob", c.hidden_dropout},
-          {"attention_probs_dropout_prob", c.attention_dropout},
+          {"hidden_dropout_prob", as_written(c.hidden_dropout)},
+          {"attention_probs_dropout_prob", as_written(c.attention_dropout)},
           {"max_position_embeddings", c.max_position_embeddings},
           {"type_vocab_size", c.num_tokentypes},
-          {"initializer_range", c.init_method_std},
-          {"layer_norm_eps", c.layernorm_epsilon},
+          {"initializer_range", as_written(c.init_method_std)},
+          {"layer_norm_eps", as_written(c.layernorm_epsilon)},
           {"position_embedding_type", "absolute"},
           {"tie_word_embeddings", true}};
 }

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "core/decimal.h"
 #include "model/hf_tensor.h"
 
 namespace megatron {
@@ -138,11 +139,11 @@ nlohmann::json hf_config_from_gpt(const GptConfig& c) {
   j["n_inner"] = c.ffn_hidden_size > 0 && c.ffn_hidden_size != 4 * c.hidden_size
                      ? nlohmann::json(c.ffn_hidden_size)
                      : nlohmann::json(nullptr);
-  j["layer_norm_epsilon"] = c.layernorm_epsilon;
-  j["initializer_range"] = c.init_method_std;
-  j["resid_pdrop"] = c.hidden_dropout;
-  j["embd_pdrop"] = c.hidden_dropout;
-  j["attn_pdrop"] = c.attention_dropout;
+  j["layer_norm_epsilon"] = as_written(c.layernorm_epsilon);
+  j["initializer_range"] = as_written(c.init_method_std);
+  j["resid_pdrop"] = as_written(c.hidden_dropout);
+  j["embd_pdrop"] = as_written(c.hidden_dropout);
+  j["attn_pdrop"] = as_written(c.attention_dropout);
   j["tie_word_embeddings"] = true;
   return j;
 }

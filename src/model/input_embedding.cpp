@@ -21,6 +21,7 @@ InputEmbedding::InputEmbedding(const InputEmbeddingConfig& config, const Paralle
       weights_(weights),
       word_({.name = "embedding.word_embeddings",
              .num_embeddings = config.padded_vocab_size,
+             .vocab_rows = config.vocab_size,
              .embedding_dim = config.hidden_size,
              .init_std = config.init_method_std},
             ps, store, weights),

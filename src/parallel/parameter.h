@@ -27,6 +27,11 @@ struct ParamSpec {
   Shape full_shape;        // as if unsplit
   int partition_dim = -1;  // -1: replicated on every TP rank
   bool weight_decay = true;
+  // > 0: dim 0 is the vocabulary, padded past this many real rows (Megatron pads it to a
+  // multiple of make-vocab-size-divisible-by x TP). Padding rows carry nothing (padded ids
+  // are excluded from the softmax), so a checkpoint padded for another TP size loads with its
+  // padding cut or extended (zeros).
+  int64_t vocab_rows = 0;
 };
 
 struct Parameter {

@@ -13,8 +13,11 @@ VocabParallelEmbedding::VocabParallelEmbedding(const VocabParallelEmbeddingConfi
   MT_CHECK(config.num_embeddings % ps.tp_size == 0, config.name, ": vocabulary size ",
            config.num_embeddings, " is not divisible by the tensor-model-parallel size ",
            ps.tp_size, " (pad it with padded_vocab_size)");
-  weight_index_ =
-      store.add({config.name + ".weight", {config.num_embeddings, config.embedding_dim}, 0});
+  weight_index_ = store.add({config.name + ".weight",
+                             {config.num_embeddings, config.embedding_dim},
+                             0,
+                             true,
+                             config.vocab_rows});
   vocab_start_ = int64_t(ps.tp_rank) * (config.num_embeddings / ps.tp_size);
 }
 

@@ -15,6 +15,7 @@ namespace megatron {
 struct VocabParallelEmbeddingConfig {
   std::string name;            // parameter "<name>.weight"
   int64_t num_embeddings = 0;  // V, already padded so that the TP size divides it
+  int64_t vocab_rows = 0;      // the real vocabulary (ParamSpec::vocab_rows); 0: unknown
   int64_t embedding_dim = 0;
   float init_std = 0.02f;
 };

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/durable_file.h"
+#include "kernels/elementwise.h"
 #include "train/checkpoint_layout.h"
 
 namespace fs = std::filesystem;
@@ -32,6 +33,29 @@ void on_all_ranks(Communicator& world, const char* what, const std::function<voi
   double failed = world.all_reduce_scalar(error.empty() ? 0.0 : 1.0, ReduceOp::MAX);
   if (!error.empty()) MT_THROW(what, ": ", error);
   MT_CHECK(failed == 0.0, what, " failed on another rank (see its error)");
+}
+
+// A vocabulary padded for another TP size: the same real rows, another number of padding
+// rows (ParamSpec::vocab_rows). Only dim 0 may differ, and both must hold every real row.
+bool repadded_vocabulary(const ParamSpec& spec, const Shape& stored) {
+  if (spec.vocab_rows <= 0 || stored.size() != spec.full_shape.size() || stored.empty() ||
+      stored[0] < spec.vocab_rows || stored == spec.full_shape)
+    return false;
+  return std::equal(stored.begin() + 1, stored.end(), spec.full_shape.begin() + 1);
+}
+
+// Reads parameter slice `dst` (local rows [start, start + n) of p's full tensor) through
+// `read(sub, start)` for the rows the checkpoint stores, and zeros the padding rows past
+// them: the checkpoint's vocabulary padding may be shorter or longer than the model's.
+template <typename ReadFn>
+void read_repadded(const Parameter& p, int64_t stored_rows, Tensor dst, ReadFn read) {
+  const int64_t n = dst.size(0), start = p.local_start;
+  const int64_t stored_end = std::clamp<int64_t>(stored_rows - start, 0, n);
+  if (stored_end < n) {
+    Tensor padding = dst.slice(0, stored_end, n);
+    kernels::fill(padding, 0.0f);
+  }
+  if (stored_end > 0) read(dst.slice(0, 0, stored_end), start);
 }
 
 uint64_t random_nonce() {
@@ -71,10 +95,16 @@ void check_checkpoint_matches(const CheckpointShardReader& reader, const Paramet
       diffs << "\n  " << p.spec.name << ": missing in the checkpoint (model shape "
             << shape_str(p.spec.full_shape) << ")";
       ++count;
-    } else if (reader.placement(p.spec.name).full_shape != p.spec.full_shape) {
+    } else if (reader.placement(p.spec.name).full_shape != p.spec.full_shape &&
+               !repadded_vocabulary(p.spec, reader.placement(p.spec.name).full_shape)) {
       diffs << "\n  " << p.spec.name << ": checkpoint shape "
             << shape_str(reader.placement(p.spec.name).full_shape) << ", model shape "
             << shape_str(p.spec.full_shape);
+      ++count;
+    } else if (const int64_t rows = reader.placement(p.spec.name).vocab_rows;
+               rows > 0 && p.spec.vocab_rows > 0 && rows != p.spec.vocab_rows) {
+      diffs << "\n  " << p.spec.name << ": checkpoint vocabulary of " << rows
+            << " entries, model vocabulary of " << p.spec.vocab_rows << " (another tokenizer?)";
       ++count;
     }
   }
@@ -121,9 +151,22 @@ void read_parameters(const CheckpointShardReader& reader, ParameterStore& params
     auto local = [&](const Tensor& flat) {
       return flat.slice(0, p.flat_offset, p.flat_offset + n).view(p.local_shape);
     };
-    reader.read_model(p.spec.name, local(host_values), p.spec.partition_dim, p.local_start);
+    const Shape& stored = reader.placement(p.spec.name).full_shape;
+    const bool repad = repadded_vocabulary(p.spec, stored);
+    auto read = [&](Tensor dst, auto&& read_slice) {
+      if (repad) {
+        read_repadded(p, stored[0], dst, read_slice);
+      } else {
+        read_slice(dst, p.local_start);
+      }
+    };
+    read(local(host_values), [&](Tensor dst, int64_t start) {
+      reader.read_model(p.spec.name, dst, p.spec.partition_dim, start);
+    });
     for (auto& [buffer, host] : host_buffers)
-      reader.read_optimizer(buffer, p.spec.name, local(host), p.spec.partition_dim, p.local_start);
+      read(local(host), [&](Tensor dst, int64_t start) {
+        reader.read_optimizer(buffer, p.spec.name, dst, p.spec.partition_dim, start);
+      });
   }
   if (!params.flat_values().device().is_cpu()) params.flat_values().copy_from(host_values);
   for (auto& [buffer, host] : host_buffers) {

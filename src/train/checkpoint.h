@@ -47,7 +47,9 @@ void save_checkpoint(const std::string& save_dir, int64_t iteration, const Param
 // Throws Error, before changing anything, when there is no such checkpoint, or when its
 // parameters differ from the model's — listing every parameter whose full shape differs
 // (name, checkpoint shape, model shape), every model parameter it lacks and, when this rank
-// holds the whole model (PP = 1), every checkpoint parameter the model lacks.
+// holds the whole model (PP = 1), every checkpoint parameter the model lacks. A vocabulary
+// padded for another TP size is not a difference (ParamSpec::vocab_rows): its padding is cut,
+// or extended with zeros, in the values and the optimizer buffers alike.
 // Not collective: each rank reads the files it needs.
 nlohmann::json load_checkpoint(const std::string& load_dir, int64_t iteration,
                                ParameterStore& params,

@@ -1,5 +1,6 @@
 #include "train/checkpoint_convert.h"
 
+#include "core/durable_file.h"
 #include "model/hf_gpt2.h"
 #include "train/checkpoint.h"
 #include "train/convert_common.h"
@@ -37,7 +38,7 @@ void import_hf_gpt2(const std::string& hf_dir, const std::string& save_dir, int 
 }
 
 void export_hf_gpt2(const std::string& load_dir, int64_t iteration, const std::string& hf_dir,
-                    int64_t vocab_size) {
+                    int64_t vocab_size, const TokenizerFileOverrides& tokenizer_files) {
   CheckpointShardReader reader(checkpoint_iteration_dir(load_dir, iteration));
   const nlohmann::json state = reader.state(0, 0);
   const std::string& dir = reader.iteration_dir();
@@ -51,9 +52,15 @@ void export_hf_gpt2(const std::string& load_dir, int64_t iteration, const std::s
   c.seq_length = c.max_position_embeddings;
   const nlohmann::json args = state.value("args", nlohmann::json::object());
   c.layernorm_epsilon = args.value("layernorm_epsilon", 1e-5f);
+  c.hidden_dropout = args.value("hidden_dropout", 0.1f);
+  c.attention_dropout = args.value("attention_dropout", 0.1f);
+  c.init_method_std = args.value("init_method_std", 0.02f);
+  const nlohmann::json tokenizer = checkpoint_tokenizer(state);
   c.vocab_size = vocab_size > 0 ? vocab_size
                  : state["model"].contains("vocab_size")
                      ? state["model"]["vocab_size"].get<int64_t>()
+                 : tokenizer.is_object() && tokenizer.contains("vocab_size")
+                     ? tokenizer["vocab_size"].get<int64_t>()
                      : args.value("vocab_size", int64_t(0));
   MT_CHECK(c.vocab_size > 0 && c.vocab_size <= c.padded_vocab_size, "checkpoint '", dir,
            "': the real vocabulary size is unknown or larger than the padded ", c.padded_vocab_size,
@@ -61,7 +68,19 @@ void export_hf_gpt2(const std::string& load_dir, int64_t iteration, const std::s
 
   const TensorMap full =
       read_full_model_tensors(reader, registered_parameter_store<GptModel>(c, 0, 1));
-  write_hf_directory(hf_dir, {hf_config_from_gpt(c), hf_tensors_from_gpt(full, c)});
+  nlohmann::json config = hf_config_from_gpt(c);
+  nlohmann::json generation = {{"_from_model_config", true}};
+  const int64_t eod = tokenizer.is_object() ? tokenizer.value("eod", int64_t(-1)) : -1;
+  if (eod >= 0) {
+    for (nlohmann::json* j : {&config, &generation}) {
+      (*j)["bos_token_id"] = eod;
+      (*j)["eos_token_id"] = eod;
+    }
+  }
+  write_hf_directory(hf_dir, {config, hf_tensors_from_gpt(full, c)});
+  write_file_durably(hf_dir + "/generation_config.json", generation.dump(2) + "\n");
+  write_hf_tokenizer_files(hf_dir, tokenizer, c.vocab_size, c.max_position_embeddings,
+                           tokenizer_files);
 }
 
 void reshard_checkpoint(const std::string& load_dir, int64_t iteration, const std::string& save_dir,
@@ -72,12 +91,28 @@ void reshard_checkpoint(const std::string& load_dir, int64_t iteration, const st
   nlohmann::json state = reader.state(0, 0);
   if (state.contains("args") && state["args"].is_object())
     state["args"]["tensor_model_parallel_size"] = target_tp;
+
+  // Megatron pads the vocabulary to a multiple of make-vocab-size-divisible-by x TP: the
+  // tensors the checkpoint marks as padded vocabularies are re-padded for target_tp.
+  const int divisible_by =
+      state.value("args", nlohmann::json::object()).value("make_vocab_size_divisible_by", 128);
+  auto target_shape = [&](const ShardPlacement& p) {
+    Shape shape = p.full_shape;
+    if (p.vocab_rows > 0) shape[0] = padded_vocab_size(p.vocab_rows, divisible_by, target_tp);
+    return shape;
+  };
+  for (const std::string& name : reader.names()) {
+    const ShardPlacement& p = reader.placement(name);
+    if (p.vocab_rows > 0 && state.contains("model") && state["model"].is_object())
+      state["model"]["padded_vocab_size"] = target_shape(p)[0];
+  }
+
   CheckpointTransaction transaction(save_dir, it, conversion_nonce());
   for (int rank = 0; rank < target_tp; ++rank) {
     ParameterStore store(rank, target_tp);
     for (const std::string& name : reader.names()) {
       const ShardPlacement& p = reader.placement(name);
-      store.add({name, p.full_shape, p.partition_dim, true});
+      store.add({name, target_shape(p), p.partition_dim, true, p.vocab_rows});
     }
     store.allocate();
     std::map<std::string, Tensor> optimizer;

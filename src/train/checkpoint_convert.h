@@ -8,6 +8,7 @@
 #include <string>
 
 #include "model/gpt_model.h"
+#include "train/hf_tokenizer_files.h"
 
 namespace megatron {
 
@@ -21,13 +22,18 @@ void import_hf_gpt2(const std::string& hf_dir, const std::string& save_dir, int 
 // Gathers iteration `iteration` (-1: latest) of our checkpoint in `load_dir` into full
 // tensors and writes an HF GPT-2 directory (config.json + model.safetensors) to `hf_dir`.
 // The model shape comes from state.json ("model", "args"); the real vocabulary size from
-// `vocab_size` when > 0, else from state.json (model.vocab_size or args.vocab_size).
+// `vocab_size` when > 0, else from state.json (model.vocab_size, tokenizer.vocab_size or
+// args.vocab_size). Also writes the tokenizer's files (write_hf_tokenizer_files) and a
+// generation_config.json (end-of-document token as BOS/EOS).
 void export_hf_gpt2(const std::string& load_dir, int64_t iteration, const std::string& hf_dir,
-                    int64_t vocab_size);
+                    int64_t vocab_size, const TokenizerFileOverrides& tokenizer = {});
 
 // Rewrites iteration `iteration` (-1: latest) of `load_dir` at `target_tp` tensor-parallel
 // ranks into `save_dir` (same iteration), parameters and optimizer state alike; state.json of
 // each new rank is the source's rank 0 state with args.tensor_model_parallel_size updated.
+// Tensors stored as padded vocabularies ("vocab_rows" in their placement) are re-padded to
+// Megatron's padded size for `target_tp` (args.make_vocab_size_divisible_by, default 128), as
+// a run at that size pads them, and model.padded_vocab_size is updated.
 void reshard_checkpoint(const std::string& load_dir, int64_t iteration, const std::string& save_dir,
                         int target_tp);
 

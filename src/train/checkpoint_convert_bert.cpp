@@ -40,7 +40,8 @@ void import_hf_bert(const std::string& hf_dir, const std::string& save_dir, int 
       target_tp);
 }
 
-void export_hf_bert(const std::string& load_dir, int64_t iteration, const std::string& hf_dir) {
+void export_hf_bert(const std::string& load_dir, int64_t iteration, const std::string& hf_dir,
+                    const TokenizerFileOverrides& tokenizer) {
   CheckpointShardReader reader(checkpoint_iteration_dir(load_dir, iteration));
   const nlohmann::json state = reader.state(0, 0);
   const std::string& dir = reader.iteration_dir();
@@ -69,6 +70,8 @@ void export_hf_bert(const std::string& load_dir, int64_t iteration, const std::s
   const TensorMap full =
       read_full_model_tensors(reader, registered_parameter_store<BertModel>(c, 0, 1));
   write_hf_directory(hf_dir, {hf_config, hf_tensors_from_bert(full, c)});
+  write_hf_tokenizer_files(hf_dir, checkpoint_tokenizer(state), c.vocab_size,
+                           c.max_position_embeddings, tokenizer);
 }
 
 }  // namespace megatron

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "model/bert_config.h"
+#include "train/hf_tokenizer_files.h"
 
 namespace megatron {
 
@@ -15,8 +16,10 @@ namespace megatron {
 // continue from.
 void import_hf_bert(const std::string& hf_dir, const std::string& save_dir, int target_tp,
                     int make_vocab_size_divisible_by);
-// Gathers a (post-LN) BERT checkpoint's shards and writes an HF BertForPreTraining directory.
-void export_hf_bert(const std::string& load_dir, int64_t iteration, const std::string& hf_dir);
+// Gathers a (post-LN) BERT checkpoint's shards and writes an HF BertForPreTraining directory,
+// with the tokenizer's files (write_hf_tokenizer_files).
+void export_hf_bert(const std::string& load_dir, int64_t iteration, const std::string& hf_dir,
+                    const TokenizerFileOverrides& tokenizer = {});
 
 // The "model" record of a BERT checkpoint's state.json: the shape a loader must agree with
 // and what an exporter needs to rebuild the config.

@@ -19,6 +19,7 @@ std::string placement_json(const ShardPlacement& p) {
   j["full_shape"] = p.full_shape;
   j["partition_dim"] = p.partition_dim;
   j["slice_start"] = p.slice_start;
+  if (p.vocab_rows > 0) j["vocab_rows"] = p.vocab_rows;
   return j.dump();
 }
 
@@ -40,6 +41,7 @@ ShardPlacement parse_placement(const SafetensorsReader& file, const std::string&
     p.full_shape = j.at("full_shape").get<Shape>();
     p.partition_dim = j.at("partition_dim").get<int>();
     p.slice_start = j.at("slice_start").get<int64_t>();
+    p.vocab_rows = j.value("vocab_rows", int64_t(0));
   } catch (const nlohmann::json::exception& e) {
     MT_THROW(where(),
              "metadata is not {\"full_shape\", \"partition_dim\", \"slice_start\"}: ", e.what());
@@ -141,7 +143,7 @@ void write_rank_shards(const std::string& rank_dir, int64_t iteration, const Par
     model.emplace_back(p.spec.name,
                        host_values.slice(0, p.flat_offset, p.flat_offset + n).view(p.local_shape));
     model_meta[p.spec.name] =
-        placement_json({p.spec.full_shape, p.spec.partition_dim, p.local_start});
+        placement_json({p.spec.full_shape, p.spec.partition_dim, p.local_start, p.spec.vocab_rows});
   }
   write_safetensors(rank_dir + "/" + kModelFileName, model, model_meta);
 
@@ -163,7 +165,8 @@ void write_rank_shards(const std::string& rank_dir, int64_t iteration, const Par
         std::string name = buffer + "." + p.spec.name;
         tensors.emplace_back(name,
                              host.slice(0, p.flat_offset, p.flat_offset + n).view(p.local_shape));
-        meta[name] = placement_json({p.spec.full_shape, p.spec.partition_dim, p.local_start});
+        meta[name] = placement_json(
+            {p.spec.full_shape, p.spec.partition_dim, p.local_start, p.spec.vocab_rows});
       }
     }
     meta["optimizer_buffers"] = buffer_names.dump();

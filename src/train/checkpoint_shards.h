@@ -9,7 +9,8 @@
 //   state.json             what the trainer handed over (iteration, scheduler, RNG, args, ...)
 // In both safetensors files the __metadata__ holds, per tensor name, where the stored slice
 // sits in the full tensor — {"full_shape":[3072,768],"partition_dim":0,"slice_start":768}
-// (partition_dim -1: replicated, the whole tensor) — plus the file's own coordinates:
+// (partition_dim -1: replicated, the whole tensor; "vocab_rows": N for a vocabulary padded
+// past N real rows, ParamSpec::vocab_rows) — plus the file's own coordinates:
 // format "megatron-cpp", iteration, tensor/pipeline model-parallel size and rank, and for
 // the optimizer file the buffer names ("optimizer_buffers": ["exp_avg","exp_avg_sq"]).
 #pragma once
@@ -30,6 +31,7 @@ struct ShardPlacement {
   Shape full_shape;
   int partition_dim = -1;  // -1: the stored tensor is the whole tensor
   int64_t slice_start = 0;
+  int64_t vocab_rows = 0;  // > 0: dim 0 is a vocabulary padded past this many real rows
 };
 
 struct RankCoordinates {

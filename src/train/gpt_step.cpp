@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "data/data_loader.h"
+#include "train/checkpoint_convert.h"
 #include "train/model_step_common.h"
 
 namespace megatron {
@@ -27,15 +28,7 @@ class GptStep final : public ModelStep {
   void init_weights(uint64_t seed) override { model_.init_weights(seed); }
   void refresh_compute_weights() override { model_.refresh_compute_weights(); }
 
-  nlohmann::json shape_json() const override {
-    const GptConfig& c = cfg_.model;
-    return {{"num_layers", c.num_layers},
-            {"hidden_size", c.hidden_size},
-            {"num_attention_heads", c.num_attention_heads},
-            {"ffn_hidden_size", c.ffn_hidden_size > 0 ? c.ffn_hidden_size : 4 * c.hidden_size},
-            {"padded_vocab_size", c.padded_vocab_size},
-            {"max_position_embeddings", c.max_position_embeddings}};
-  }
+  nlohmann::json shape_json() const override { return gpt_model_shape_json(cfg_.model); }
   bool has_sop_loss() const override { return false; }
   int64_t seq_length() const override { return cfg_.model.seq_length; }
   double flops_per_iteration(int64_t global_batch) const override {

@@ -75,15 +75,17 @@ struct Trainer::Impl {
   }
 
   nlohmann::json state_json() const {
-    return {{"iteration", iteration},
-            {"consumed_train_samples", consumed_train_samples},
-            {"consumed_valid_samples", consumed_valid_samples},
-            {"scheduler", schedule.state()},
-            {"grad_scaler", scaler.state()},
-            {"optimizer", optimizer->state()},
-            {"rng", {{"seed", seed}, {"iteration", iteration}}},
-            {"model", model->shape_json()},
-            {"args", cfg.args}};
+    nlohmann::json state = {{"iteration", iteration},
+                            {"consumed_train_samples", consumed_train_samples},
+                            {"consumed_valid_samples", consumed_valid_samples},
+                            {"scheduler", schedule.state()},
+                            {"grad_scaler", scaler.state()},
+                            {"optimizer", optimizer->state()},
+                            {"rng", {{"seed", seed}, {"iteration", iteration}}},
+                            {"model", model->shape_json()},
+                            {"args", cfg.args}};
+    if (!cfg.tokenizer.is_null()) state["tokenizer"] = cfg.tokenizer;
+    return state;
   }
 
   void save() {
@@ -123,13 +125,14 @@ struct Trainer::Impl {
              state.at("iteration").get<int64_t>(), cfg.finetune ? " (finetune: weights only)" : "");
   }
 
-  // Fields the checkpoint does not record (e.g. an importer's) cannot be checked.
+  // Fields the checkpoint does not record (e.g. an importer's) cannot be checked. The padded
+  // vocabulary size depends on the TP size; its padding rows were re-padded on load.
   void check_model_shape(const nlohmann::json& state) const {
     if (!state.contains("model")) return;
     const nlohmann::json want = model->shape_json();
     std::string differences;
     for (const auto& [key, value] : want.items()) {
-      if (!state["model"].contains(key)) continue;
+      if (!state["model"].contains(key) || key == "padded_vocab_size") continue;
       if (state["model"][key] != value)
         differences +=
             "\n  " + key + ": checkpoint " + state["model"][key].dump() + ", flags " + value.dump();
@@ -208,7 +211,7 @@ struct Trainer::Impl {
   void log_validation(const std::string& prefix, TrainingResult& result) {
     const LossTerms loss = evaluate();
     result.last_validation_loss = loss.lm;
-    log.validation(prefix, iteration, loss.lm,
+    log.validation(prefix, iteration, consumed_train_samples * model->seq_length(), loss.lm,
                    model->has_sop_loss() ? std::optional<double>(loss.sop) : std::nullopt);
   }
 
@@ -220,6 +223,7 @@ struct Trainer::Impl {
     s.iteration = iteration;
     s.train_iters = cfg.train_iters;
     s.consumed_samples = consumed_train_samples;
+    s.consumed_tokens = consumed_train_samples * model->seq_length();
     const double seconds = interval_timer.seconds() / double(interval_iterations);
     s.elapsed_ms = seconds * 1000.0;
     s.learning_rate = schedule.lr();
@@ -244,7 +248,9 @@ struct Trainer::Impl {
 
   TrainingResult run() {
     if (!cfg.load.empty()) load();
+    log.start_at(iteration);
     model->start_training_data(placement(consumed_train_samples));
+    const int64_t start_iteration = iteration;
 
     TrainingResult result;
     int64_t last_saved = -1;
@@ -270,7 +276,11 @@ struct Trainer::Impl {
       last_grad_norm = grad_norm;
       if (cfg.on_iteration_end) cfg.on_iteration_end(iteration);
 
-      if (iteration % cfg.log_interval == 0) log_interval_stats();
+      if (iteration % cfg.log_interval == 0) {
+        log_interval_stats();
+        log.progress({iteration, start_iteration, cfg.train_iters, training_time.seconds(),
+                      cfg.exit_duration_seconds});
+      }
       if (do_valid() && iteration % cfg.eval_interval == 0)
         log_validation("iteration " + std::to_string(iteration), result);
       if (!cfg.save.empty() && cfg.save_interval > 0 && iteration % cfg.save_interval == 0) {

@@ -56,6 +56,9 @@ struct TrainerConfig {
   bool finetune = false;
 
   nlohmann::json args;  // every argument, stored in each checkpoint's state.json
+  // The tokenizer's identity (tokenizer_identity(), data/), stored in state.json as
+  // "tokenizer" when set: HF export writes its files next to the weights.
+  nlohmann::json tokenizer;
   // Called on every rank after each iteration's optimizer step (e.g. by the step benchmark).
   std::function<void(int64_t iteration)> on_iteration_end;
 };

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "train/metrics_file.h"
 
 namespace megatron {
 
@@ -52,6 +53,38 @@ std::string format_iteration_line(const IterationStats& s) {
   return line;
 }
 
+std::string format_duration(double seconds) {
+  const int64_t t = std::llround(std::max(0.0, seconds));
+  if (t < 60) return format("%llds", (long long)t);
+  if (t < 3600) return format("%lldm%02llds", (long long)(t / 60), (long long)(t % 60));
+  const int64_t minutes = (t + 30) / 60;
+  return format("%lldh%02lldm", (long long)(minutes / 60), (long long)(minutes % 60));
+}
+
+std::string format_progress_line(const Progress& p) {
+  const int64_t done = p.iteration - p.start_iteration;
+  if (done <= 0) return "";
+  const double per_iteration = p.elapsed_seconds / double(done);
+  const double to_last_iteration = per_iteration * double(p.train_iters - p.iteration);
+  const double to_time_limit = p.time_limit_seconds - p.elapsed_seconds;
+  if (p.time_limit_seconds > 0 && to_time_limit < to_last_iteration) {
+    // The run stops after the first iteration that ends past the limit.
+    const int64_t stop =
+        to_time_limit <= 0
+            ? p.iteration
+            : std::min<int64_t>(p.train_iters,
+                                p.iteration + int64_t(to_time_limit / per_iteration) + 1);
+    return " progress: " + format_duration(p.elapsed_seconds) + " of the " +
+           format_duration(p.time_limit_seconds) + " time limit, about " +
+           format_duration(to_time_limit) + " left (the run stops near iteration " +
+           std::to_string(stop) + " of " + std::to_string(p.train_iters) + ")";
+  }
+  return format(" progress: iteration %lld/%lld, ", (long long)p.iteration,
+                (long long)p.train_iters) +
+         format_duration(p.elapsed_seconds) + " elapsed, about " +
+         format_duration(to_last_iteration) + " left";
+}
+
 std::string format_validation_block(const std::string& prefix, double lm_loss,
                                     std::optional<double> sop_loss) {
   std::string body = " validation loss at " + prefix + " | " +
@@ -66,7 +99,7 @@ std::string format_validation_block(const std::string& prefix, double lm_loss,
 
 TrainingLog::TrainingLog(bool writer, const std::string& metrics_file,
                          const std::string& tensorboard_dir)
-    : writer_(writer) {
+    : writer_(writer), metrics_path_(metrics_file) {
   if (!writer_) return;
   if (!metrics_file.empty()) {
     const auto parent = std::filesystem::path(metrics_file).parent_path();
@@ -77,12 +110,29 @@ TrainingLog::TrainingLog(bool writer, const std::string& metrics_file,
   if (!tensorboard_dir.empty()) tensorboard_ = std::make_unique<TensorBoardWriter>(tensorboard_dir);
 }
 
+void TrainingLog::start_at(int64_t iteration) {
+  if (!writer_ || !metrics_.is_open()) return;
+  metrics_.close();
+  const int64_t removed = truncate_metrics_file(metrics_path_, iteration);
+  if (removed > 0)
+    log_info(" > removed ", removed, removed == 1 ? " row" : " rows", " past iteration ", iteration,
+             " from --metrics-file ", metrics_path_, " (left by an earlier run)");
+  metrics_.open(metrics_path_, std::ios::app);
+  MT_CHECK(metrics_.good(), "--metrics-file '", metrics_path_, "' cannot be opened for writing");
+}
+
+void TrainingLog::progress(const Progress& p) {
+  const std::string line = format_progress_line(p);
+  if (!line.empty()) log_line(line);
+}
+
 void TrainingLog::iteration(const IterationStats& s) {
   log_line(format_iteration_line(s));
   if (!writer_) return;
   nlohmann::json j = {{"type", "train"},
                       {"iteration", s.iteration},
                       {"consumed_samples", s.consumed_samples},
+                      {"consumed_tokens", s.consumed_tokens},
                       {"elapsed_ms", s.elapsed_ms},
                       {"learning_rate", s.learning_rate},
                       {"global_batch_size", s.global_batch},
@@ -106,12 +156,13 @@ void TrainingLog::iteration(const IterationStats& s) {
   }
 }
 
-void TrainingLog::validation(const std::string& prefix, int64_t iteration, double lm_loss,
-                             std::optional<double> sop_loss) {
+void TrainingLog::validation(const std::string& prefix, int64_t iteration, int64_t consumed_tokens,
+                             double lm_loss, std::optional<double> sop_loss) {
   log_line(format_validation_block(prefix, lm_loss, sop_loss));
   if (!writer_) return;
   nlohmann::json j = {{"type", "validation"},
                       {"iteration", iteration},
+                      {"consumed_tokens", consumed_tokens},
                       {"lm_loss", lm_loss},
                       {"lm_loss_ppl", perplexity(lm_loss)}};
   if (sop_loss) j["sop_loss"] = *sop_loss;

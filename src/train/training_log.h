@@ -23,7 +23,8 @@ struct IterationStats {
   int64_t iteration = 0;
   int64_t train_iters = 0;
   int64_t consumed_samples = 0;
-  double elapsed_ms = 0;  // mean wall time per iteration over the interval
+  int64_t consumed_tokens = 0;  // consumed samples x sequence length (metrics file only)
+  double elapsed_ms = 0;        // mean wall time per iteration over the interval
   double learning_rate = 0;
   int64_t global_batch = 0;
   std::optional<double> lm_loss;   // mean over the interval's non-skipped iterations
@@ -42,17 +43,39 @@ std::string format_iteration_line(const IterationStats& s);
 std::string format_validation_block(const std::string& prefix, double lm_loss,
                                     std::optional<double> sop_loss = std::nullopt);
 
+// Where a run stands, for the progress line printed after each iteration line.
+struct Progress {
+  int64_t iteration = 0;          // iterations done
+  int64_t start_iteration = 0;    // where this run started (0, or the loaded checkpoint's)
+  int64_t train_iters = 0;        // --train-iters
+  double elapsed_seconds = 0;     // since this run's first iteration (evaluations included)
+  double time_limit_seconds = 0;  // --exit-duration-in-mins in seconds; 0: none
+};
+
+// " progress: iteration 30/400, 1m32s elapsed, about 18m55s left", or, when the time limit
+// ends the run first, " progress: 1m32s of the 6m time limit, about 4m28s left (the run stops
+// near iteration 88 of 400)". The estimate assumes the mean pace so far.
+std::string format_progress_line(const Progress& p);
+// "42s", "4m28s", "2h05m".
+std::string format_duration(double seconds);
+
 class TrainingLog {
  public:
   // Files are written only when `writer` is true (rank 0); empty paths disable them.
   TrainingLog(bool writer, const std::string& metrics_file, const std::string& tensorboard_dir);
+  // A run (fresh or resumed) starts after `iteration`: rows of a previous run past it are
+  // removed from the metrics file (atomically), so it holds one row per iteration.
+  void start_at(int64_t iteration);
   void iteration(const IterationStats& s);
-  void validation(const std::string& prefix, int64_t iteration, double lm_loss,
-                  std::optional<double> sop_loss = std::nullopt);
+  void progress(const Progress& p);
+  // `consumed_tokens`: training tokens consumed when the evaluation ran.
+  void validation(const std::string& prefix, int64_t iteration, int64_t consumed_tokens,
+                  double lm_loss, std::optional<double> sop_loss = std::nullopt);
 
  private:
   void write_json(const std::string& line);
   bool writer_;
+  std::string metrics_path_;
   std::ofstream metrics_;
   std::unique_ptr<TensorBoardWriter> tensorboard_;
 };

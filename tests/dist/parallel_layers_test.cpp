@@ -69,8 +69,9 @@ TEST_P(ColumnParallelLinearTest, MatchesDenseLayer) {
       pctx, gather_output ? dy : dy.slice(2, r * chunk, (r + 1) * chunk).clone(), arena);
   EXPECT_LE(test::rel_error(dxp, dxd), kTol);
   expect_grad_shards(pr.dense_store, pr.tp_store);
-  if (skip_bias_add)  // the caller owns the bias and its gradient
+  if (skip_bias_add) {  // the caller owns the bias and its gradient
     EXPECT_EQ(kernels::sum_squares(pr.tp_store.get("fc.bias").grad), 0.0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllOptions, ColumnParallelLinearTest,
@@ -106,7 +107,9 @@ TEST_P(RowParallelLinearTest, MatchesDenseLayer) {
       test::rel_error(dxp, input_is_parallel ? dxd.slice(1, r * chunk, (r + 1) * chunk) : dxd),
       kTol);
   expect_grad_shards(pr.dense_store, pr.tp_store);
-  if (skip_bias_add) EXPECT_EQ(kernels::sum_squares(pr.tp_store.get("proj.bias").grad), 0.0);
+  if (skip_bias_add) {
+    EXPECT_EQ(kernels::sum_squares(pr.tp_store.get("proj.bias").grad), 0.0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllOptions, RowParallelLinearTest,

@@ -4,7 +4,7 @@
 # - when one rank fails (--fail-rank 2) while the others wait in a collective, the job ends
 #   promptly (well inside `timeout 60`) with a non-zero exit code and the failing rank's
 #   "error: ..." line, printed once;
-# - an error every rank hits (a bad --tensor-model-parallel-size) names the flag;
+# - an error every rank hits (a bad --tensor-model-parallel-size) names the flag, once;
 # - without mpirun the binary runs as a world of one and fails cleanly too.
 set -euo pipefail
 : "${MEGATRON_BINARY:?set MEGATRON_BINARY to the megatron executable}"
@@ -45,6 +45,9 @@ run "${MPIRUN[@]}" "$MEGATRON_BINARY" comm-check --tensor-model-parallel-size 3 
 [[ $rc -ne 0 ]] || fail "tensor-model-parallel-size 3 at 4 ranks exited 0"
 grep -q "error: .*world size 4.*--tensor-model-parallel-size 3" "$WORK/err" ||
   fail "the grid error does not name --tensor-model-parallel-size and the world size"
+# Printed once (by rank 0), and one MPI_Abort: no ORTE_ERROR_LOG from concurrent aborts.
+[[ $(grep -c "^error: " "$WORK/err") -eq 1 ]] || fail "the error every rank hits is printed more than once"
+! grep -q "ORTE_ERROR_LOG" "$WORK/err" || fail "ORTE_ERROR_LOG noise after the error"
 
 # 4. No launcher: a world of one process.
 run "$MEGATRON_BINARY" comm-check --bandwidth-mb 0

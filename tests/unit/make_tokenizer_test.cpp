@@ -68,5 +68,20 @@ TEST(MakeTokenizer, ErrorsNameTheFlag) {
   EXPECT_NE(error_of(options).find("--vocab-size"), std::string::npos);
 }
 
+// A build without libsentencepiece (cmake/MegatronDependencies.cmake) says so when the
+// tokenizer is asked for, before it looks at the model file.
+TEST(MakeTokenizer, SentencePieceInABuildWithoutItSaysSo) {
+#ifdef MEGATRON_HAS_SENTENCEPIECE
+  GTEST_SKIP() << "built with SentencePiece (sentencepiece_tokenizer_test.cpp covers it)";
+#else
+  TokenizerOptions options;
+  options.type = "SentencePieceTokenizer";
+  options.model_file = "/nonexistent/tiny.model";
+  const std::string error = error_of(options);
+  EXPECT_NE(error.find("built without SentencePiece"), std::string::npos) << error;
+  EXPECT_NE(error.find("/nonexistent/tiny.model"), std::string::npos) << error;
+#endif
+}
+
 }  // namespace
 }  // namespace megatron

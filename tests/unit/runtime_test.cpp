@@ -62,6 +62,22 @@ TEST_F(SoloRuntimeTest, ForceVariableDecidesLauncherDetection) {
   unsetenv("OMPI_COMM_WORLD_SIZE");
 }
 
+// A build configured without MPI (e.g. on a machine without OpenMPI) runs as one process;
+// started by a launcher it must say so, not run N unconnected copies of the job.
+TEST_F(SoloRuntimeTest, LauncherStartInASingleProcessBuildFailsClearly) {
+  if (mpi_built()) GTEST_SKIP() << "this build has MPI";
+  setenv("MEGATRON_FORCE_MPI", "1", 1);
+  try {
+    DistRuntime runtime(argc_, argv_);
+    ADD_FAILURE() << "a DistRuntime started by a launcher in a build without MPI";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), HasSubstr("built without MPI"));
+    EXPECT_THAT(e.message(), HasSubstr("single process"));
+  }
+  DistRuntime runtime_after_failure((setenv("MEGATRON_FORCE_MPI", "0", 1), argc_), argv_);
+  EXPECT_EQ(world_communicator()->size(), 1);
+}
+
 TEST_F(SoloRuntimeTest, LocalRankIsZeroWithoutALauncher) {
   DistRuntime runtime(argc_, argv_);
   EXPECT_EQ(runtime.local_rank(), 0);

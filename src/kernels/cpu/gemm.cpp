@@ -1,7 +1,8 @@
 // kernels::cpu::gemm (contract: kernels/gemm.h; kernels/gemm.cpp checks the operands, builds the
 // GemmProblem and keeps empty and K = 0 problems away from here): one backend per dtype
 // (numbers and reasons in docs/kernels.md):
-//   f32  → OpenBLAS sgemm when its kernel can run on this CPU, else oneDNN matmul;
+//   f32  → OpenBLAS sgemm when its kernel can run on this CPU, else oneDNN matmul, else (a build
+//          with neither library, or no oneDNN JIT kernel) the built-in blocked GEMM;
 //   bf16 → oneDNN matmul when it has a JIT kernel (AVX-512 / AMX CPUs); otherwise the bf16
 //          operands are widened to f32 (exact) and multiplied by the f32 path, which still
 //          accumulates in f32 and rounds C once;
@@ -10,20 +11,28 @@
 //          dtype (f32 accumulation). BLAS would pack (copy) all of B for a product that reads
 //          it once, bf16 would widen all of B first, and a batched attention product would be
 //          one BLAS call (and thread wake-up) per head.
+// OpenBLAS and oneDNN are optional (MEGATRON_HAS_OPENBLAS / MEGATRON_HAS_ONEDNN, from
+// cmake/MegatronDependencies.cmake).
 #include <algorithm>
 #include <string>
 #include <vector>
 
+#ifdef MEGATRON_HAS_OPENBLAS
 #include "kernels/cpu/blas_gemm.h"
+#endif
+#include "kernels/cpu/blocked_gemm.h"
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_backend.h"
+#ifdef MEGATRON_HAS_ONEDNN
 #include "kernels/cpu/onednn_matmul.h"
+#endif
 
 namespace megatron::kernels::cpu {
 
 namespace {
 
+#ifdef MEGATRON_HAS_ONEDNN
 // Batch entry i of a problem as a problem of its own.
 GemmProblem entry(const GemmProblem& p, int64_t i) {
   const size_t ab = dtype_size(p.ab_dtype), cs = dtype_size(p.c_dtype);
@@ -34,21 +43,29 @@ GemmProblem entry(const GemmProblem& p, int64_t i) {
   q.c = static_cast<char*>(p.c) + i * p.batch_c * int64_t(cs);
   return q;
 }
+#endif
 
 // oneDNN in one batched call or, where it only has its reference kernel for the batch strides
 // (e.g. a broadcast operand), one 2-D call per entry. Entries share one signature, so the first
 // answers for all. False (nothing written) when oneDNN has no JIT kernel at all.
 bool run_onednn(const GemmProblem& p) {
+#ifdef MEGATRON_HAS_ONEDNN
   if (onednn_matmul(p)) return true;
   if (p.batch == 1 || !onednn_matmul(entry(p, 0))) return false;
   for (int64_t i = 1; i < p.batch; ++i) onednn_matmul(entry(p, i));
   return true;
+#else
+  (void)p;
+  return false;
+#endif
 }
 
 void run_f32(const GemmProblem& p) {
+#ifdef MEGATRON_HAS_OPENBLAS
   if (blas_usable()) return blas_sgemm(p);
-  MT_CHECK(run_onednn(p), "oneDNN has no f32 matmul kernel for [", p.m, ", ", p.k, "] x [", p.k,
-           ", ", p.n, "] on this CPU");
+#endif
+  if (run_onednn(p)) return;
+  blocked_sgemm(p);
 }
 
 // Copies a bf16 matrix [rows, cols] with row stride ld into a contiguous f32 one.
@@ -196,18 +213,33 @@ void small_rows(const GemmProblem& p) {
   rows_typed<bf16, bf16>(p);
 }
 
+// oneDNN's implementation for p when it has a JIT kernel ("brg:avx512_core_amx_bf16", ...), else
+// "" (no oneDNN in this build, or only its reference loop, which run_onednn declines).
+std::string onednn_jit_impl(const GemmProblem& p) {
+#ifdef MEGATRON_HAS_ONEDNN
+  const std::string impl = onednn_matmul_impl(p);
+  if (impl != "none" && impl.rfind("ref", 0) != 0) return impl;
+#else
+  (void)p;
+#endif
+  return "";
+}
+
 std::string f32_backend_name(const GemmProblem& p) {
   if (small_rows_problem(p)) return "small_rows (M <= 16: B read once)";
+#ifdef MEGATRON_HAS_OPENBLAS
   if (blas_usable()) return "OpenBLAS (" + blas_core_name() + ")";
-  return "oneDNN " + onednn_matmul_impl(p);
+#endif
+  const std::string impl = onednn_jit_impl(p);
+  return impl.empty() ? std::string(kBlockedGemmName) : "oneDNN " + impl;
 }
 
 }  // namespace
 
 std::string gemm_backend_name(const GemmProblem& p) {
   if (p.ab_dtype == DType::F32 || small_rows_problem(p)) return f32_backend_name(p);
-  const std::string impl = onednn_matmul_impl(p);
-  if (impl != "none" && impl.rfind("ref", 0) != 0) return "oneDNN " + impl;
+  const std::string impl = onednn_jit_impl(p);
+  if (!impl.empty()) return "oneDNN " + impl;
   GemmProblem widened = p;
   widened.ab_dtype = widened.c_dtype = DType::F32;
   return "bf16 widened to f32, then " + f32_backend_name(widened);

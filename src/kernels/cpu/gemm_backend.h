@@ -8,8 +8,12 @@
 
 namespace megatron::kernels::cpu {
 
+// What a build without OpenBLAS and oneDNN (or a problem without a oneDNN JIT kernel) runs for
+// f32: kernels/cpu/blocked_gemm.h.
+inline constexpr const char* kBlockedGemmName = "built-in blocked GEMM";
+
 // "OpenBLAS (Haswell)", "oneDNN gemm:jit", "oneDNN brg:avx512_core_amx_bf16",
-// "bf16 widened to f32, then OpenBLAS (Zen)", ...
+// "bf16 widened to f32, then OpenBLAS (Zen)", "bf16 widened to f32, then built-in blocked GEMM"...
 std::string gemm_backend_name(const GemmProblem& p);
 
 }  // namespace megatron::kernels::cpu

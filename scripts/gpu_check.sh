@@ -1,0 +1,343 @@
+#!/usr/bin/env bash
+# One command for a machine with an NVIDIA GPU (docs/cuda.md, "Building on a GPU machine"):
+#   1. configure + build megatron and gpu_tests with CUDA (Ninja, all cores, only those targets;
+#      the bundle from scripts/gpu_bundle.sh stands in for missing Debian packages);
+#   2. run the GPU tests (gpu_tests; and the TP=2-on-one-GPU e2e script where mpirun and node
+#      exist);
+#   3. measure the bf16 GEMM ceiling (megatron bench --mode kernels, and PyTorch's matmul);
+#   4. `megatron bench --mode step` in bf16 for GPT-2 124M (s 1024), 350M (24 layers, h 1024,
+#      16 heads, s 1024) and GPT 1.3B (24 layers, h 2048, 16 heads, s 2048), and the same models
+#      in PyTorch (tools/reference/bench_pytorch_gpt.py) when python3 has torch, same tokens per
+#      step; tokens/s, TFLOP/s (Megatron's formula), MFU against the best measured ceiling, and
+#      the ratio megatron/PyTorch;
+#   5. write $OUT/summary.md (with a table ready for bench/RESULTS.md), results.tsv and logs.
+# Without a GPU it says so, builds, runs gpu_tests (which skip) and skips the measurements.
+# Every stage runs under `timeout`, within one overall budget (GPU_CHECK_BUDGET, 470 s).
+#
+#   bash scripts/gpu_check.sh                   # OUT defaults to ./gpu_check_out
+# Environment (all optional):
+#   OUT                    where the summary and logs go
+#   MEGATRON_GPU_BUILD_DIR build folder (build-gpu)
+#   GPU_CHECK_CUDA         AUTO (CUDA when nvcc is found), ON, OFF
+#   GPU_CHECK_MBS          micro-batch sizes for 124M,350M,1.3B (32,16,4); halved once on failure
+#   GPU_CHECK_MODELS       which models, by name: 124M,350M,1.3B
+#   GPU_CHECK_BUDGET       seconds for the whole script (470)
+#   GPU_CHECK_SKIP_TESTS=1 skip step 2
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+OUT="${OUT:-$ROOT/gpu_check_out}"
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+BUILD="${MEGATRON_GPU_BUILD_DIR:-$ROOT/build-gpu}"
+BUDGET="${GPU_CHECK_BUDGET:-470}"
+START=$(date +%s)
+DEADLINE=$((START + BUDGET))
+LOG="$OUT/gpu_check.log"
+: > "$LOG"
+: > "$OUT/stages.tsv"
+exec > >(tee -a "$LOG") 2>&1
+
+say() { echo "[gpu_check $(($(date +%s) - START))s] $*"; }
+elapsed() { echo $(($(date +%s) - START)); }
+FAILED=0
+
+# stage NAME CAP LOGFILE CMD...: runs CMD under timeout (its cap, or what is left of the budget
+# minus a reserve for the summary), appending its output to LOGFILE and to this script's log.
+stage() {
+  local name="$1" cap="$2" logfile="$3"
+  shift 3
+  local left=$((DEADLINE - $(date +%s) - 10))
+  local limit=$((cap < left ? cap : left))
+  if ((limit < 5)); then
+    say "$name: SKIPPED (time budget spent)"
+    printf '%s\tskipped (budget)\t0\n' "$name" >> "$OUT/stages.tsv"
+    return 124
+  fi
+  say "$name (timeout ${limit}s)"
+  local t0 rc
+  t0=$(date +%s)
+  { echo "=== $name: $*"; } >> "$logfile"
+  timeout -k 10 "$limit" "$@" 2>&1 | tee -a "$logfile"
+  rc=${PIPESTATUS[0]}
+  local took=$(($(date +%s) - t0)) status="ok"
+  ((rc == 124 || rc == 137)) && status="TIMEOUT"
+  ((rc != 0 && rc != 124 && rc != 137)) && status="FAILED (exit $rc)"
+  say "$name: $status in ${took}s"
+  printf '%s\t%s\t%s\n' "$name" "$status" "$took" >> "$OUT/stages.tsv"
+  return "$rc"
+}
+
+# ---- 0. the machine ----------------------------------------------------------------------------
+GPU_NAME=""
+GPU_ARCH=""
+if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 && [[ -n "$(nvidia-smi -L 2>/dev/null)" ]]; then
+  GPU_NAME="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+  GPU_ARCH="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '. ')"
+  DRIVER="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
+  say "GPU: $(nvidia-smi -L | head -1) (compute capability ${GPU_ARCH}, driver $DRIVER, $(nvidia-smi -L | wc -l) visible)"
+else
+  DRIVER="none"
+  say "no NVIDIA GPU visible (nvidia-smi missing or lists none): building and running gpu_tests" \
+      "(they skip themselves); the benchmarks need a GPU and are skipped"
+fi
+
+NVCC=""
+for c in "${CUDACXX:-}" "$(command -v nvcc 2>/dev/null)" /usr/local/cuda/bin/nvcc; do
+  [[ -n "$c" && -x "$c" ]] && { NVCC="$c"; break; }
+done
+if [[ -z "$NVCC" ]] && command -v python3 >/dev/null; then  # the NVIDIA wheels' compiler
+  NVCC="$(python3 -c 'import glob, site, sysconfig
+dirs = [sysconfig.get_paths()["purelib"]] + site.getsitepackages()
+print(next(iter(sorted(p for d in dirs for p in glob.glob(d + "/nvidia/*/bin/nvcc"))), ""))' 2>/dev/null)"
+fi
+CUDA_MODE="${GPU_CHECK_CUDA:-AUTO}"
+[[ "$CUDA_MODE" == AUTO ]] && CUDA_MODE=$([[ -n "$NVCC" ]] && echo ON || echo OFF)
+say "nvcc: ${NVCC:-none} -> CUDA build $CUDA_MODE; cores: $(nproc); cmake: $(cmake --version | head -1)"
+
+TORCH=""
+if command -v python3 >/dev/null; then
+  TORCH="$(timeout 90 python3 -c 'import torch; print(torch.__version__, "cuda" if torch.cuda.is_available() else "no-cuda")' 2>/dev/null | tail -1)"
+fi
+say "python3 torch: ${TORCH:-not importable}"
+
+# ---- 1. the bundle (machines without Debian's -dev packages) ---------------------------------
+BUNDLE="${MEGATRON_BUNDLE_DIR:-$ROOT/.gpu-bundle}"
+if ls "$BUNDLE"/debs/*.deb >/dev/null 2>&1; then
+  if [[ ! -f "$BUNDLE/root/.unpacked" || -n "$(find "$BUNDLE/debs" -newer "$BUNDLE/root/.unpacked" -name '*.deb' 2>/dev/null)" ]]; then
+    stage bundle 60 "$OUT/build.log" bash "$ROOT/scripts/gpu_bundle.sh" unpack || FAILED=1
+  else
+    say "bundle: $BUNDLE/root already unpacked"
+  fi
+else
+  say "bundle: none ($BUNDLE/debs); relying on installed packages"
+fi
+
+# ---- 2. configure + build ----------------------------------------------------------------------
+GEN=(-G Ninja)
+command -v ninja >/dev/null || GEN=(-G "Unix Makefiles")
+CMAKE_ARGS=(-S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DMEGATRON_BENCH=OFF
+            -DBUILD_TESTING=ON -DMEGATRON_CUDA="$CUDA_MODE" -DCMAKE_POLICY_VERSION_MINIMUM=3.5)
+if [[ "$CUDA_MODE" == ON ]]; then
+  CMAKE_ARGS+=(-DCMAKE_CUDA_COMPILER="$NVCC")
+  # Only this GPU's architecture: half the device code to compile.
+  [[ -n "$GPU_ARCH" ]] && CMAKE_ARGS+=(-DCMAKE_CUDA_ARCHITECTURES="$GPU_ARCH")
+fi
+# A bundled OpenMPI that cannot run here (e.g. an image with an older glibc than Debian 12's)
+# would leave megatron unable to start: then build without MPI (single process) instead.
+if [[ -x "$BUNDLE/root/usr/bin/orterun" ]] && ! command -v mpicxx >/dev/null; then
+  if ! (eval "$(bash "$ROOT/scripts/gpu_bundle.sh" env)" && timeout 30 mpirun --version) >/dev/null 2>&1; then
+    say "bundled OpenMPI does not run on this machine: building without MPI (no TP=2 test)"
+    CMAKE_ARGS+=(-DMEGATRON_USE_MPI=OFF)
+  fi
+fi
+BUILT=0
+if stage configure 120 "$OUT/build.log" cmake "${CMAKE_ARGS[@]}"; then
+  TARGETS=(megatron)
+  cmake --build "$BUILD" --target help 2>/dev/null | grep -qw gpu_tests && TARGETS+=(gpu_tests)
+  stage build 240 "$OUT/build.log" cmake --build "$BUILD" --parallel "$(nproc)" --target "${TARGETS[@]}" &&
+    BUILT=1 || FAILED=1
+else
+  FAILED=1
+fi
+grep -E "^-- megatron:" "$OUT/build.log" | sort -u | sed 's/^/  /'
+
+# What the build found (written by cmake/MegatronDependencies.cmake); with OpenMPI from the
+# bundle, mpirun and the ranks need its environment.
+MEGATRON_WITH_MPI=OFF
+MEGATRON_MPI_FROM_BUNDLE=0
+[[ -f "$BUILD/megatron_features.sh" ]] && source "$BUILD/megatron_features.sh"
+if [[ "$MEGATRON_MPI_FROM_BUNDLE" == 1 ]]; then
+  eval "$(bash "$ROOT/scripts/gpu_bundle.sh" env)"
+  say "MPI: bundled OpenMPI ($(command -v mpirun))"
+fi
+HAS_MPI=0
+[[ "$MEGATRON_WITH_MPI" == ON ]] && command -v mpirun >/dev/null && HAS_MPI=1
+export PYTHONUNBUFFERED=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export MEGATRON_SOURCE_DIR="$ROOT" MEGATRON_BINARY="$BUILD/megatron"
+
+# ---- 3. GPU tests ------------------------------------------------------------------------------
+TESTS_SUMMARY="not run"
+if ((BUILT)) && [[ "${GPU_CHECK_SKIP_TESTS:-0}" != 1 ]]; then
+  GPU_TESTS="$BUILD/tests/gpu_tests"
+  if [[ -x "$GPU_TESTS" ]]; then
+    stage gpu_tests 180 "$OUT/tests.log" "$GPU_TESTS" --gtest_color=no || FAILED=1
+    count() { grep -o "^\[  $1 *\] [0-9][0-9]* test" "$OUT/tests.log" | tail -1 | grep -o '[0-9][0-9]*'; }
+    passed=$(count PASSED)
+    skipped=$(count SKIPPED)
+    failed=$(count FAILED)
+    TESTS_SUMMARY="gpu_tests: ${passed:-0} passed, ${failed:-0} failed, ${skipped:-0} skipped"
+  else
+    TESTS_SUMMARY="gpu_tests: not built (no tests/gpu/*.cpp)"
+  fi
+  say "$TESTS_SUMMARY"
+  E2E="$ROOT/tests/e2e/gpu_tensor_parallel.sh"
+  if [[ -f "$E2E" ]]; then
+    if [[ -z "$GPU_NAME" ]]; then
+      TESTS_SUMMARY+="; TP=2 on one GPU: skipped (no GPU)"
+    elif ((!HAS_MPI)); then
+      TESTS_SUMMARY+="; TP=2 on one GPU: skipped (no MPI in this build)"
+    elif ! command -v node >/dev/null; then
+      TESTS_SUMMARY+="; TP=2 on one GPU: skipped (no node for compare_metrics.js)"
+    else
+      if stage e2e_gpu_tensor_parallel 120 "$OUT/tests.log" bash "$E2E"; then
+        TESTS_SUMMARY+="; TP=2 on one GPU: passed"
+      else
+        TESTS_SUMMARY+="; TP=2 on one GPU: FAILED"
+        FAILED=1
+      fi
+    fi
+  fi
+fi
+
+# ---- 4. ceilings and whole steps ---------------------------------------------------------------
+declare -A SPEC=([124M]="12 768 12 1024" [350M]="24 1024 16 1024" [1.3B]="24 2048 16 2048")
+IFS=, read -r MBS_124M MBS_350M MBS_1P3B <<< "${GPU_CHECK_MBS:-32,16,4}"
+declare -A MBS=([124M]="$MBS_124M" [350M]="$MBS_350M" [1.3B]="$MBS_1P3B")
+# Steps: more for the small models, whose steps are short.
+declare -A ITERS=([124M]="3 10" [350M]="3 10" [1.3B]="2 6")
+IFS=, read -r -a MODELS <<< "${GPU_CHECK_MODELS:-1.3B,350M,124M}"
+VOCAB_PADDED=50304  # 50257 padded to a multiple of 128 (TP = 1)
+declare -A M_TOKS M_MBS M_SELF_MFU P_TOKS P_MBS
+CEIL_MEGATRON=""
+CEIL_TORCH=""
+CEIL_STEP=""
+USE_TORCH=0
+[[ "$TORCH" == *" cuda" ]] && USE_TORCH=1
+
+# flops_per_token L h s: Megatron's 72·L·h²·(1 + s/(6h) + V/(12·L·h)), per token (B·s tokens).
+flops_per_token() {
+  awk -v L="$1" -v h="$2" -v s="$3" -v V="$VOCAB_PADDED" \
+    'BEGIN { printf "%.6e", 72 * L * h * h * (1 + s / (6 * h) + V / (12 * L * h)) }'
+}
+
+if ((BUILT)) && [[ -n "$GPU_NAME" && "$CUDA_MODE" == ON ]]; then
+  # megatron's own ceiling: cuBLASLt on an 8192^3 bf16 product (if this megatron's kernel bench
+  # runs on the GPU).
+  if stage ceiling_megatron 60 "$OUT/bench.log" "$BUILD/megatron" bench --mode kernels \
+       --device cuda --dtype bf16 --ceiling-size 8192 --tokens 8192 --hidden-size 2048 \
+       --ffn-hidden-size 8192 --min-time 0.5; then
+    g=$(grep -o 'bf16 GEMM ceiling ([0-9]*^3): [0-9.]* GFLOP/s' "$OUT/bench.log" | tail -1 |
+        sed 's/.*: \([0-9.]*\) GFLOP.*/\1/')
+    [[ -n "$g" ]] && CEIL_MEGATRON=$(awk -v g="$g" 'BEGIN { printf "%.1f", g / 1000 }')
+  fi
+  if ((USE_TORCH)); then
+    stage ceiling_pytorch 90 "$OUT/bench.log" python3 "$ROOT/tools/reference/bench_pytorch_gpt.py" \
+      --ceiling 8192 &&
+      CEIL_TORCH=$(grep -o 'pytorch bf16 GEMM ceiling ([0-9]*^3): [0-9.]*' "$OUT/bench.log" | tail -1 | sed 's/.*: //')
+  fi
+
+  for model in "${MODELS[@]}"; do
+    [[ -n "${SPEC[$model]:-}" ]] || { say "unknown model '$model' (124M, 350M, 1.3B)"; continue; }
+    read -r L H A S <<< "${SPEC[$model]}"
+    read -r WARM TIMED <<< "${ITERS[$model]}"
+    mbs="${MBS[$model]}"
+    for attempt in 1 2; do
+      : > "$OUT/step.tmp"
+      label="megatron_$model"
+      ((attempt > 1)) && label+="_mbs$mbs"
+      if stage "$label" 150 "$OUT/step.tmp" "$BUILD/megatron" bench --mode step --device cuda \
+           --bf16 --num-layers "$L" --hidden-size "$H" --num-attention-heads "$A" --seq-length "$S" \
+           --max-position-embeddings "$S" --micro-batch-size "$mbs" --global-batch-size "$mbs" \
+           --warmup-iters "$WARM" --timed-iters "$TIMED"; then
+        M_TOKS[$model]=$(grep -o 'tokens/s: [0-9.]*' "$OUT/step.tmp" | tail -1 | sed 's/.*: //')
+        M_SELF_MFU[$model]=$(grep -o 'MFU: [0-9.]*%' "$OUT/step.tmp" | tail -1 | sed 's/MFU: //')
+        CEIL_STEP=$(grep -o 'GEMM ceiling per process (TFLOP/s, bf16): [0-9.]*' "$OUT/step.tmp" | tail -1 | sed 's/.*: //')
+        M_MBS[$model]=$mbs
+        cat "$OUT/step.tmp" >> "$OUT/bench.log"
+        break
+      fi
+      cat "$OUT/step.tmp" >> "$OUT/bench.log"
+      # Out of device memory: one more try at half the micro-batch.
+      ((attempt == 1 && mbs > 1)) && grep -qi -e "out of memory" -e "cudaMalloc" "$OUT/step.tmp" || break
+      mbs=$((mbs / 2))
+      say "megatron $model ran out of GPU memory at micro-batch ${MBS[$model]}: trying $mbs"
+    done
+    [[ -n "${M_TOKS[$model]:-}" ]] || FAILED=1
+    if ((USE_TORCH)); then
+      pmbs="${M_MBS[$model]:-${MBS[$model]}}"
+      : > "$OUT/step.tmp"
+      stage "pytorch_$model" 120 "$OUT/step.tmp" python3 "$ROOT/tools/reference/bench_pytorch_gpt.py" \
+        --model "$L,$H,$A,$S,$pmbs" --warmup "$WARM" --iters "$TIMED" || FAILED=1
+      t=$(grep -o 'tokens/s: [0-9.]*' "$OUT/step.tmp" | tail -1 | sed 's/.*: //')
+      [[ -n "$t" ]] && { P_TOKS[$model]=$t; P_MBS[$model]=$pmbs; }
+      cat "$OUT/step.tmp" >> "$OUT/bench.log"
+    fi
+  done
+  rm -f "$OUT/step.tmp"
+elif ((BUILT)); then
+  say "benchmarks skipped: $([[ -z "$GPU_NAME" ]] && echo "no GPU visible" || echo "build without CUDA")"
+fi
+
+# ---- 5. summary --------------------------------------------------------------------------------
+# The MFU denominator: the best bf16 GEMM rate measured in this run (megatron's cuBLASLt
+# ceiling, PyTorch's matmul; the step bench's own small 2048^3 ceiling only if nothing else).
+CEIL=""
+CEIL_FROM=""
+for pair in "megatron bench --mode kernels 8192^3:$CEIL_MEGATRON" "PyTorch matmul 8192^3:$CEIL_TORCH"; do
+  v="${pair##*:}"
+  [[ -z "$v" ]] && continue
+  if [[ -z "$CEIL" ]] || awk -v a="$v" -v b="$CEIL" 'BEGIN { exit !(a > b) }'; then
+    CEIL="$v"
+    CEIL_FROM="${pair%:*}"
+  fi
+done
+if [[ -z "$CEIL" && -n "$CEIL_STEP" ]]; then
+  CEIL="$CEIL_STEP"
+  CEIL_FROM="megatron bench --mode step 2048^3"
+fi
+
+COMMIT="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+DIRTY="$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo "+changes")"
+DATE="$(date -u +%Y-%m-%d)"
+SUMMARY="$OUT/summary.md"
+TSV="$OUT/results.tsv"
+printf 'model\tlayers\thidden\theads\tseq\tframework\tmicro_batch\ttokens_per_s\ttflops\tmfu_pct\n' > "$TSV"
+fmt() { awk -v x="$1" -v d="$2" -v u="${3:-}" 'BEGIN { if (x == "") print "—"; else printf "%.*f%s", d, x, u }'; }
+{
+  echo "# scripts/gpu_check.sh — $DATE, commit $COMMIT$DIRTY"
+  echo
+  echo "- GPU: ${GPU_NAME:-none visible}; driver $DRIVER; nvcc ${NVCC:-none}; CUDA build $CUDA_MODE; PyTorch ${TORCH:-none}"
+  echo "- bf16 GEMM ceiling: ${CEIL:-not measured} TFLOP/s (${CEIL_FROM:-—}); megatron kernels ${CEIL_MEGATRON:-—}, PyTorch ${CEIL_TORCH:-—}, megatron step-bench ${CEIL_STEP:-—}"
+  echo "- tests: $TESTS_SUMMARY"
+  echo "- stages (name, status, seconds):"
+  sed 's/^/    /' "$OUT/stages.tsv"
+  echo "- total: $(elapsed) s of a $BUDGET s budget"
+  echo
+  echo "## For bench/RESULTS.md"
+  echo
+  echo "GPT training steps in bf16 on one ${GPU_NAME:-GPU} ($DATE, commit $COMMIT$DIRTY, \`scripts/gpu_check.sh\`):"
+  echo "tokens/s of one optimizer step of one micro-batch on mock data, TFLOP/s by Megatron's formula"
+  echo "(vocabulary padded to $VOCAB_PADDED), MFU against the ${CEIL:-?} TFLOP/s bf16 GEMM ceiling measured in the same run"
+  echo "(${CEIL_FROM:-none}); PyTorch ${TORCH%% *}: same model and tokens per step, SDPA attention, bf16 autocast, fused AdamW."
+  echo
+  echo "| model | L | h | heads | s | micro-batch | megatron tokens/s | megatron TFLOP/s | megatron MFU | PyTorch tokens/s | PyTorch TFLOP/s | PyTorch MFU | megatron / PyTorch |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  for model in 124M 350M 1.3B; do
+    read -r L H A S <<< "${SPEC[$model]}"
+    fpt=$(flops_per_token "$L" "$H" "$S")
+    mt="${M_TOKS[$model]:-}"
+    pt="${P_TOKS[$model]:-}"
+    mtf=""; ptf=""; mmfu=""; pmfu=""; ratio=""
+    [[ -n "$mt" ]] && mtf=$(awk -v t="$mt" -v f="$fpt" 'BEGIN { printf "%.1f", t * f / 1e12 }')
+    [[ -n "$pt" ]] && ptf=$(awk -v t="$pt" -v f="$fpt" 'BEGIN { printf "%.1f", t * f / 1e12 }')
+    [[ -n "$mtf" && -n "$CEIL" ]] && mmfu=$(awk -v a="$mtf" -v c="$CEIL" 'BEGIN { printf "%.1f", 100 * a / c }')
+    [[ -n "$ptf" && -n "$CEIL" ]] && pmfu=$(awk -v a="$ptf" -v c="$CEIL" 'BEGIN { printf "%.1f", 100 * a / c }')
+    [[ -n "$mt" && -n "$pt" ]] && ratio=$(awk -v a="$mt" -v b="$pt" 'BEGIN { printf "%.2f", a / b }')
+    mb="${M_MBS[$model]:-${P_MBS[$model]:-${MBS[$model]}}}"
+    if [[ -n "${M_MBS[$model]:-}" && -n "${P_MBS[$model]:-}" && "${M_MBS[$model]}" != "${P_MBS[$model]}" ]]; then
+      mb="${M_MBS[$model]} / ${P_MBS[$model]}"
+    fi
+    echo "| GPT $model | $L | $H | $A | $S | $mb | $(fmt "$mt" 0) | $(fmt "$mtf" 1) | $(fmt "$mmfu" 1 %) | $(fmt "$pt" 0) | $(fmt "$ptf" 1) | $(fmt "$pmfu" 1 %) | $(fmt "$ratio" 2 ×) |"
+    [[ -n "$mt" ]] && printf '%s\t%s\t%s\t%s\t%s\tmegatron\t%s\t%s\t%s\t%s\n' "$model" "$L" "$H" "$A" "$S" "${M_MBS[$model]}" "$mt" "$mtf" "$mmfu" >> "$TSV"
+    [[ -n "$pt" ]] && printf '%s\t%s\t%s\t%s\t%s\tpytorch\t%s\t%s\t%s\t%s\n' "$model" "$L" "$H" "$A" "$S" "${P_MBS[$model]}" "$pt" "$ptf" "$pmfu" >> "$TSV"
+  done
+  echo
+  echo "megatron's own MFU line (against its step-bench ceiling): $(for m in 124M 350M 1.3B; do printf '%s %s  ' "$m" "${M_SELF_MFU[$m]:-—}"; done)"
+} > "$SUMMARY"
+rm -f "$OUT/stages.tsv"
+echo
+cat "$SUMMARY"
+say "done in $(elapsed)s; files in $OUT: $(cd "$OUT" && ls | tr '\n' ' ')"
+exit "$FAILED"

@@ -1,0 +1,59 @@
+#include "data/tokenizer_identity.h"
+
+#include <filesystem>
+
+#include "core/crc32c.h"
+#include "core/durable_file.h"
+#include "core/error.h"
+
+namespace megatron {
+
+namespace {
+
+uint32_t file_crc32c(const std::string& path) {
+  const std::string bytes = read_file(path, "tokenizer file");
+  return crc32c(bytes.data(), bytes.size());
+}
+
+nlohmann::json file_record(const std::string& path) {
+  return {{"path", std::filesystem::absolute(path).lexically_normal().string()},
+          {"crc32c", file_crc32c(path)}};
+}
+
+}  // namespace
+
+nlohmann::json tokenizer_identity(const TokenizerOptions& o, const Tokenizer& tokenizer) {
+  nlohmann::json files = nlohmann::json::object();
+  if (!o.vocab_file.empty() && o.type != "NullTokenizer" && o.type != "SentencePieceTokenizer")
+    files["vocab_file"] = file_record(o.vocab_file);
+  if (!o.merge_file.empty() && o.type == "GPT2BPETokenizer")
+    files["merge_file"] = file_record(o.merge_file);
+  if (!o.model_file.empty() && o.type == "SentencePieceTokenizer")
+    files["tokenizer_model"] = file_record(o.model_file);
+  return {{"type", o.type},
+          {"vocab_size", tokenizer.vocab_size()},
+          {"eod", tokenizer.eod()},
+          {"files", files}};
+}
+
+std::string tokenizer_file(const nlohmann::json& identity, const std::string& key,
+                           const std::string& override_path, const std::string& flag) {
+  const nlohmann::json files = identity.value("files", nlohmann::json::object());
+  MT_CHECK(files.contains(key) || !override_path.empty(), "the checkpoint records no ", key,
+           " for its ", identity.value("type", std::string("(unknown)")),
+           " tokenizer; give it with ", flag);
+  const std::string path =
+      override_path.empty() ? files[key].at("path").get<std::string>() : override_path;
+  MT_CHECK(std::filesystem::exists(path), "tokenizer file '", path, "' (the checkpoint's ", key,
+           ") does not exist; give its new place with ", flag);
+  if (files.contains(key) && files[key].contains("crc32c")) {
+    const uint32_t want = files[key].at("crc32c").get<uint32_t>();
+    MT_CHECK(file_crc32c(path) == want, "tokenizer file '", path,
+             "' is not the one the checkpoint was trained with (CRC32C differs); give the "
+             "original with ",
+             flag);
+  }
+  return path;
+}
+
+}  // namespace megatron

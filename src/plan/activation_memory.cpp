@@ -1,0 +1,232 @@
+#include "plan/activation_memory.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace megatron::plan {
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// megatron-cpp: the arena allocations of model/ for one micro-batch.
+
+// Sums allocations as the Arena makes them: each rounded up to 64 bytes.
+struct Allocations {
+  double bytes = 0;
+  void add(double b, double count = 1) { bytes += count * std::ceil(b / 64.0) * 64.0; }
+};
+
+struct CppShapes {
+  double N, h, e, hl, s, b, qkv, ctx, ffn, vocab_local;
+  bool hidden_dropout, attention_dropout;
+  double scores() const { return b * hl * s * s; }  // elements of one [b, a/t, s, s] tensor
+};
+
+// TransformerLayer::forward's allocations into `arena` (kept for backward).
+void cpp_layer_forward(const CppShapes& c, Allocations& a) {
+  if (c.hidden_dropout) a.add(c.N * c.h, 2);   // two u8 hidden masks
+  a.add(c.N * 4, 2);                           // LN1 mean, rstd
+  a.add(c.N * c.h * c.e);                      // LN1 output
+  a.add(c.N * c.qkv * c.e);                    // QKV
+  a.add(c.scores() * c.e);                     // softmax output
+  if (c.attention_dropout) a.add(c.scores());  // u8 attention mask
+  a.add(c.N * c.ctx * c.e);                    // context
+  a.add(c.N * c.h * c.e);                      // projection output
+  a.add(c.N * c.h * c.e);                      // h = x + attention
+  a.add(c.N * 4, 2);                           // LN2 mean, rstd
+  a.add(c.N * c.h * c.e);                      // LN2 output
+  a.add(c.N * c.ffn * c.e, 2);                 // fc1 output, GeLU output
+  a.add(c.N * c.h * c.e);                      // fc2 output
+  a.add(c.N * c.h * c.e);                      // y = h + mlp
+}
+
+// The attention's `workspace` allocations during one layer forward (raw scores, dropped probs).
+void cpp_layer_workspace(const CppShapes& c, Allocations& a) {
+  a.add(c.scores() * c.e);
+  if (c.attention_dropout) a.add(c.scores() * c.e);
+}
+
+// TransformerLayer::backward's allocations (into the scratch arena, reset per layer).
+void cpp_layer_backward(const CppShapes& c, Allocations& a) {
+  a.add(c.N * c.h * c.e);       // d(mlp output) after bias-dropout-add backward
+  a.add(c.N * c.ffn * c.e, 2);  // d(GeLU output), d(fc1 output)
+  a.add(c.N * c.h * c.e);       // fc1 input gradient
+  a.add(c.N * c.h * c.e);       // d(attention output)
+  a.add(c.N * c.ctx * c.e);     // d(context)
+  a.add(c.N * c.qkv * c.e);     // dQKV
+  if (c.attention_dropout) a.add(c.scores() * c.e);  // dropped probabilities, re-derived
+  a.add(c.scores() * c.e);                           // d(dropped probabilities)
+  if (c.attention_dropout) a.add(c.scores() * c.e);  // d(probabilities)
+  a.add(c.scores() * c.e);                           // d(scores)
+  a.add(c.N * c.h * c.e);                            // QKV input gradient
+}
+
+ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
+  const double t = l.tensor_parallel;
+  CppShapes c;
+  c.s = double(m.seq_length);
+  c.b = double(l.micro_batch);
+  c.N = c.s * c.b;
+  c.h = double(m.hidden_size);
+  c.e = l.precision == Precision::kBf16 ? 2.0 : 4.0;  // compute dtype (fp16 computes in f32)
+  c.hl = double(m.heads()) / t;
+  c.qkv = 3.0 * c.h / t;
+  c.ctx = c.h / t;
+  c.ffn = double(m.ffn()) / t;
+  c.vocab_local = double(m.padded_vocab(l.tensor_parallel)) / t;
+  c.hidden_dropout = m.hidden_dropout > 0;
+  c.attention_dropout = m.attention_dropout > 0;
+  const bool bert = m.family == ModelFamily::kBert;
+  const bool recompute = l.recompute == Recompute::kFull;
+  const double N = c.N, h = c.h, e = c.e;
+
+  ActivationMemory r;
+  // Embedding (InputEmbedding::forward / backward).
+  Allocations emb;
+  emb.add(N * 4);            // token ids, sequence-major
+  emb.add(N * h * e);        // word embedding rows
+  emb.add(N * 4);            // position ids
+  emb.add(N * h * e);        // position (and token type) rows
+  if (bert) emb.add(N * 4);  // token types, sequence-major
+  if (c.hidden_dropout) {
+    emb.add(N * h);      // u8 mask
+    emb.add(N * h * e);  // dropped output
+    emb.add(N * h * e);  // backward: undropped gradient
+  }
+  r.embedding = emb.bytes;
+
+  Allocations layer;
+  if (recompute) {
+    layer.add(N * h * e);  // the layer's input, copied out of the scratch arena
+  } else {
+    cpp_layer_forward(c, layer);
+  }
+  layer.add(N * h * e);  // the layer's input gradient, copied out of the scratch arena
+  r.per_layer = layer.bytes;
+
+  Allocations out;
+  out.add(N * 4, 2);   // final LayerNorm mean, rstd
+  out.add(N * h * e);  // final LayerNorm output
+  out.add(N * h * e);  // backward: final LayerNorm input gradient
+  if (!bert) {
+    const double V = c.vocab_local;
+    out.add(N * V * 4);              // f32 logits (cross-entropy in place)
+    out.add(N * 4, 2);               // labels, loss mask
+    out.add(N * 4);                  // row max
+    out.add(2 * N * 4);              // Σexp, target logit
+    out.add(N * 4);                  // per-token loss
+    out.add(N * 4);                  // backward: d(loss)
+    if (e != 4) out.add(N * V * e);  // d(logits) cast to bf16
+    out.add(N * h * e);              // d(hidden)
+  } else {
+    // The masked positions (rows, labels, weights) come with the batch (data layer).
+    const double n = std::round(m.mask_prob * N), V = c.vocab_local, b = c.b;
+    out.add(n * h * e);     // scored rows
+    out.add(n * h * e, 2);  // LM head dense output, GeLU output
+    out.add(n * 4, 2);      // LM head LayerNorm mean, rstd
+    out.add(n * h * e);     // LM head LayerNorm output
+    out.add(n * V * 4);     // f32 logits
+    out.add(n * 4);         // row max
+    out.add(2 * n * 4);     // Σexp, target logit
+    out.add(n * 4);         // per-token loss
+    if (m.bert_binary_head) {
+      out.add(b * h * 4, 2);  // [CLS] rows, pooled (f32)
+      out.add(b * 2 * 4);     // sentence-order logits
+      out.add(b * 4, 4);      // row max, Σexp, target, loss
+      out.add(b * 4);         // ones: the weights of the mean loss
+    }
+    out.add(n * 4);                  // backward: d(loss)
+    if (e != 4) out.add(n * V * e);  // d(logits) cast to bf16
+    out.add(n * h * e, 4);           // LM head backward
+    out.add(N * h * 4);              // d(hidden): the rows' gradients scattered (f32)
+    if (e != 4) out.add(N * h * e);  // d(hidden) cast to the compute dtype
+    if (m.bert_binary_head) {
+      out.add(b * 4);         // d(loss)
+      out.add(b * 2 * 4);     // d(logits)
+      out.add(b * h * 4, 2);  // d(pooled), d([CLS])
+    }
+  }
+  r.output = out.bytes;
+
+  r.in_flight = 1;
+  r.first_stage = r.last_stage = r.embedding + double(m.num_layers) * r.per_layer + r.output;
+
+  // The scratch arena: per layer, forward workspace (with recompute: the whole layer forward)
+  // and backward temporaries (with recompute: after the layer's forward again).
+  Allocations forward_scratch, backward_scratch;
+  if (recompute) {
+    cpp_layer_forward(c, forward_scratch);
+    cpp_layer_forward(c, backward_scratch);
+    cpp_layer_workspace(c, backward_scratch);
+  }
+  cpp_layer_workspace(c, forward_scratch);
+  cpp_layer_backward(c, backward_scratch);
+  r.workspace = std::max(forward_scratch.bytes, backward_scratch.bytes);
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Megatron-LM: Korthikanti et al. (2022), itemised (activation_memory.h).
+
+ActivationMemory megatron_lm(const ModelSpec& m, const Layout& l) {
+  const double t = l.tensor_parallel, p = l.pipeline_parallel, v = l.virtual_stages;
+  const double s = double(m.seq_length), b = double(l.micro_batch), h = double(m.hidden_size);
+  const double a = double(m.heads()), d = double(m.head_dim()), g = double(m.query_groups()),
+               f = double(m.ffn());
+  const double e = activation_bytes(l.precision);
+  const double mask_h = m.hidden_dropout > 0 ? 1.0 : 0.0;
+  const double mask_a = m.attention_dropout > 0 ? 1.0 : 0.0;
+  const double sp = l.sequence_parallel ? t : 1.0;  // divisor of the replicated parts
+  const double sbh = s * b * h;
+
+  const double replicated = (2 * sbh * e + sbh * e + sbh * e + 2 * sbh * mask_h) / sp;
+  const double split = (s * b * (a * d + g * d) * e + s * b * g * d * e + s * b * a * d * e +
+                        s * b * f * (m.swiglu ? 2.0 : 1.0) * e + s * b * f * e) /
+                       t;
+  const double scores =
+      b * a * s * s * (e + mask_a + (mask_a > 0 ? e : 0.0)) / t;  // softmax out, mask, dropped
+  const bool keep_scores = l.recompute == Recompute::kNone && !l.flash_attention;
+  const double full_layer = replicated + split + (l.flash_attention ? 0.0 : scores);
+
+  ActivationMemory r;
+  switch (l.recompute) {
+    case Recompute::kFull:
+      r.per_layer = sbh * e / sp;
+      r.workspace = full_layer;  // one layer recomputed at a time
+      break;
+    case Recompute::kSelective:
+      r.per_layer = replicated + split;
+      break;
+    case Recompute::kNone:
+      r.per_layer = replicated + split + (keep_scores ? scores : 0.0);
+      break;
+  }
+  r.embedding = (8 * s * b + sbh * mask_h) / sp;  // token ids, embedding dropout mask
+  const double vocab = double(m.padded_vocab(l.tensor_parallel));
+  r.output = 4 * sbh / sp + 4 * s * b * vocab / t;  // output-layer input, fp32 logits
+
+  // In-flight micro-batches on the first stage (Megatron's schedules).
+  const double m_count = double(l.num_micro_batches());
+  double factor = 1;
+  if (v > 1) {
+    factor = 1 + (p - 1) / (p * v);
+  } else if (p > 1) {
+    factor = std::min(1.0, m_count / p);
+  }
+  r.in_flight = p * factor;
+  const double L = double(m.num_layers);
+  r.first_stage = (L * r.per_layer + p * r.embedding) * factor;
+  r.last_stage = L / p * r.per_layer + r.output;
+  if (p == 1) r.first_stage = r.last_stage = L * r.per_layer + r.embedding + r.output;
+  return r;
+}
+
+}  // namespace
+
+ActivationMemory activation_memory(const ModelSpec& model, const Layout& layout,
+                                   Implementation impl) {
+  return impl == Implementation::kMegatronCpp ? megatron_cpp(model, layout)
+                                              : megatron_lm(model, layout);
+}
+
+}  // namespace megatron::plan

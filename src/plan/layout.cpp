@@ -1,0 +1,123 @@
+#include "plan/layout.h"
+
+#include <sstream>
+
+#include "core/error.h"
+
+namespace megatron::plan {
+
+const char* recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
+  }
+  return "?";
+}
+
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kFp16:
+      return "fp16";
+  }
+  return "?";
+}
+
+int activation_bytes(Precision p) {
+  return p == Precision::kFp32 ? 4 : 2;
+}
+
+std::string Layout::describe() const {
+  std::ostringstream os;
+  os << "TP " << tensor_parallel << " x PP " << pipeline_parallel << " x DP " << data_parallel;
+  if (virtual_stages > 1) os << " (interleaved, v " << virtual_stages << ")";
+  os << ", micro-batch " << micro_batch << ", global batch " << effective_global_batch()
+     << ", recompute " << recompute_name(recompute);
+  if (sequence_parallel) os << ", sequence-parallel";
+  if (distributed_optimizer) os << ", distributed optimizer";
+  os << ", " << precision_name(precision);
+  return os.str();
+}
+
+void validate_layout(const ModelSpec& m, const Layout& l, Implementation impl) {
+  const int t = l.tensor_parallel, p = l.pipeline_parallel, d = l.data_parallel,
+            v = l.virtual_stages;
+  MT_CHECK(t > 0, "--tensor-model-parallel-size must be positive, got ", t);
+  MT_CHECK(p > 0, "--pipeline-model-parallel-size must be positive, got ", p);
+  MT_CHECK(d > 0, "the data-parallel size must be positive, got ", d);
+  MT_CHECK(v > 0, "the number of virtual pipeline stages must be positive, got ", v);
+  MT_CHECK(l.micro_batch > 0, "--micro-batch-size must be given and positive, got ", l.micro_batch);
+  MT_CHECK(m.heads() % t == 0, "--num-attention-heads ", m.heads(),
+           " must be divisible by --tensor-model-parallel-size ", t,
+           ": each rank computes whole heads (try a TP size that divides ", m.heads(), ")");
+  MT_CHECK(m.query_groups() % t == 0, "--num-query-groups ", m.query_groups(),
+           " must be divisible by --tensor-model-parallel-size ", t);
+  MT_CHECK(m.ffn() % t == 0, "--ffn-hidden-size ", m.ffn(),
+           " must be divisible by --tensor-model-parallel-size ", t);
+  MT_CHECK(m.num_layers % (int64_t(p) * v) == 0, "--num-layers ", m.num_layers,
+           " must be divisible by --pipeline-model-parallel-size ", p,
+           v > 1 ? " x virtual stages " : "", v > 1 ? std::to_string(v) : std::string(),
+           ": every stage holds the same number of layers");
+  const int64_t per_step = l.micro_batch * d;
+  MT_CHECK(l.global_batch == 0 || (l.global_batch > 0 && l.global_batch % per_step == 0),
+           "--global-batch-size ", l.global_batch, " must be a positive multiple of ",
+           "--micro-batch-size ", l.micro_batch, " x data-parallel size ", d, " (= ", per_step,
+           ")");
+  MT_CHECK(v == 1 || p > 1, "an interleaved schedule (virtual stages ", v,
+           ") needs --pipeline-model-parallel-size > 1");
+  MT_CHECK(v == 1 || l.num_micro_batches() % p == 0, "the interleaved schedule needs the number ",
+           "of micro-batches (", l.num_micro_batches(), " = global batch / (micro-batch x DP)) ",
+           "to be a multiple of --pipeline-model-parallel-size ", p);
+  MT_CHECK(!l.sequence_parallel || t > 1, "--sequence-parallel needs --tensor-model-parallel-size",
+           " > 1 (it splits the replicated activations over the TP group)");
+  MT_CHECK(!l.overlap_param_gather || l.distributed_optimizer,
+           "--overlap-param-gather needs --use-distributed-optimizer");
+
+  if (impl == Implementation::kMegatronCpp) {
+    const char* use_lm = " (plan for Megatron-LM with --implementation megatron-lm)";
+    MT_CHECK(p == 1, "--pipeline-model-parallel-size ", p,
+             ": megatron-cpp does not implement pipeline parallelism yet", use_lm);
+    MT_CHECK(!l.sequence_parallel,
+             "--sequence-parallel: megatron-cpp does not implement sequence parallelism yet",
+             use_lm);
+    MT_CHECK(l.recompute != Recompute::kSelective,
+             "--recompute-granularity selective: megatron-cpp recomputes whole layers only "
+             "(use full)",
+             use_lm);
+    MT_CHECK(!l.distributed_optimizer,
+             "--use-distributed-optimizer: megatron-cpp does not implement the distributed "
+             "optimizer yet",
+             use_lm);
+    MT_CHECK(!l.overlap_grad_reduce && !l.overlap_param_gather && !l.tp_comm_overlap,
+             "--overlap-grad-reduce / --overlap-param-gather / --tp-comm-overlap: megatron-cpp ",
+             "runs its collectives after the compute they follow", use_lm);
+    MT_CHECK(!l.flash_attention, "--use-flash-attn: megatron-cpp has no fused attention kernel",
+             use_lm);
+    MT_CHECK(m.query_groups() == m.heads() && !m.swiglu && !m.rmsnorm &&
+                 m.learned_position_embeddings && m.add_bias_linear &&
+                 !m.untie_embeddings_and_output_weights &&
+                 m.head_dim() * m.heads() == m.hidden_size,
+             "the Llama-family options (--num-query-groups, --swiglu, --normalization RMSNorm, "
+             "--position-embedding-type rope, --disable-bias-linear, "
+             "--untie-embeddings-and-output-weights, --kv-channels) are not implemented in "
+             "megatron-cpp yet",
+             use_lm);
+  }
+  if (impl == Implementation::kMegatronLm2019) {
+    MT_CHECK(p == 1 && !l.sequence_parallel && !l.distributed_optimizer &&
+                 l.recompute != Recompute::kSelective && !l.flash_attention &&
+                 !l.overlap_param_gather && !l.tp_comm_overlap,
+             "megatron-lm-2019 had tensor and data parallelism and whole-layer checkpointing "
+             "only (no pipeline, sequence parallelism, selective recompute or distributed "
+             "optimizer, no fused attention or TP overlap)");
+  }
+}
+
+}  // namespace megatron::plan

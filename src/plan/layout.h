@@ -1,0 +1,59 @@
+// Layout: how one training job splits a model over devices — tensor (TP), pipeline (PP) and
+// data (DP) parallel sizes, the interleaved schedule, batch sizes, recompute, sequence
+// parallelism, the distributed optimizer, precision and the communication overlaps — with the
+// Megatron-LM flag of each field. validate_layout() holds every rule that ties the layout to a
+// model and to the implementation that will run it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "plan/implementation.h"
+#include "plan/model_spec.h"
+
+namespace megatron::plan {
+
+enum class Recompute { kNone, kSelective, kFull };
+enum class Precision { kFp32, kBf16, kFp16 };
+
+struct Layout {
+  int tensor_parallel = 1;    // --tensor-model-parallel-size, t
+  int pipeline_parallel = 1;  // --pipeline-model-parallel-size, p
+  int data_parallel = 1;      // world size / (t·p), d
+  int virtual_stages = 1;     // model chunks per pipeline rank, v (interleaved schedule if > 1)
+  int64_t micro_batch = 1;    // --micro-batch-size, b
+  int64_t global_batch = 0;   // --global-batch-size, B; 0 → b·d
+  bool sequence_parallel = false;          // --sequence-parallel
+  Recompute recompute = Recompute::kNone;  // --recompute-granularity (or --recompute-activations)
+  bool distributed_optimizer = false;      // --use-distributed-optimizer
+  Precision precision = Precision::kFp32;  // --bf16 / --fp16
+  bool overlap_grad_reduce = false;        // --overlap-grad-reduce
+  bool overlap_param_gather = false;       // --overlap-param-gather (distributed optimizer)
+  bool tp_comm_overlap = false;            // --tp-comm-overlap
+  bool flash_attention = false;            // --use-flash-attn (no s x s activations)
+
+  int world_size() const { return tensor_parallel * pipeline_parallel * data_parallel; }
+  int64_t effective_global_batch() const {
+    return global_batch > 0 ? global_batch : micro_batch * data_parallel;
+  }
+  // Micro-batches per iteration on each data-parallel rank, m = B / (b·d).
+  int64_t num_micro_batches() const {
+    return effective_global_batch() / (micro_batch * data_parallel);
+  }
+  // One line: "TP 8 x PP 16 x DP 8, v 1, mb 1, GB 1536, recompute selective, SP, dist-opt, bf16".
+  std::string describe() const;
+};
+
+const char* recompute_name(Recompute r);
+const char* precision_name(Precision p);
+// Bytes of one activation element in this precision (4, or 2 for bf16/fp16).
+int activation_bytes(Precision p);
+
+// Throws megatron::Error naming the flag and the rule: sizes positive; heads, query groups
+// and the FFN width divisible by TP; layers divisible by p·v; the global batch a multiple of
+// b·d; the interleaved schedule's micro-batch count a multiple of p; sequence parallelism
+// only with TP > 1; and what `impl` does not implement (megatron-cpp: PP, SP, selective
+// recompute, the distributed optimizer, overlaps, flash attention).
+void validate_layout(const ModelSpec& model, const Layout& layout, Implementation impl);
+
+}  // namespace megatron::plan

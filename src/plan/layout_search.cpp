@@ -1,0 +1,99 @@
+#include "plan/layout_search.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace megatron::plan {
+
+namespace {
+
+std::vector<int64_t> divisors(int64_t n, int64_t limit) {
+  std::vector<int64_t> out;
+  for (int64_t i = 1; i <= n && i <= limit; ++i)
+    if (n % i == 0) out.push_back(i);
+  return out;
+}
+
+bool faster(const Candidate& a, const Candidate& b) {
+  if (a.time.tokens_per_second != b.time.tokens_per_second)
+    return a.time.tokens_per_second > b.time.tokens_per_second;
+  return a.memory.peak() < b.memory.peak();
+}
+
+}  // namespace
+
+SearchResult search_layouts(const ModelSpec& model, const Layout& base, const Machine& machine,
+                            Implementation impl, int devices, int top, double headroom) {
+  MT_CHECK(devices > 0, "--search needs the number of devices: give --world-size N");
+  MT_CHECK(base.global_batch > 0,
+           "--search needs --global-batch-size (the batch every layout must reach)");
+  MT_CHECK(top > 0, "--search-top must be positive, got ", top);
+  MT_CHECK(headroom >= 0 && headroom < 1, "--memory-headroom must be in [0, 1), got ", headroom);
+  const double usable = machine.memory_bytes * (1.0 - headroom);
+  const bool lm = impl == Implementation::kMegatronLm;
+  const std::vector<Recompute> recomputes =
+      lm ? std::vector<Recompute>{Recompute::kNone, Recompute::kSelective, Recompute::kFull}
+         : std::vector<Recompute>{Recompute::kNone, Recompute::kFull};
+
+  SearchResult result;
+  std::vector<Candidate> fitting;
+  bool have_smallest = false;
+  for (int64_t t : divisors(devices, devices)) {
+    if (model.heads() % t || model.query_groups() % t || model.ffn() % t) continue;
+    for (int64_t p : divisors(devices / t, lm ? model.num_layers : 1)) {
+      if (model.num_layers % p) continue;
+      const int64_t d = devices / (t * p);
+      if (base.global_batch % d) continue;
+      for (int64_t b : divisors(base.global_batch / d, 16)) {
+        const int64_t m = base.global_batch / (b * d);
+        std::vector<int64_t> chunks = {1};
+        if (p > 1 && m % p == 0)
+          for (int64_t v : divisors(model.num_layers / p, 8))
+            if (v > 1) chunks.push_back(v);
+        for (int64_t v : chunks)
+          for (Recompute rc : recomputes)
+            for (int sp = 0; sp <= (lm && t > 1 ? 1 : 0); ++sp)
+              for (int dist = 0; dist <= (lm && d > 1 ? 1 : 0); ++dist) {
+                Layout l = base;
+                l.tensor_parallel = int(t);
+                l.pipeline_parallel = int(p);
+                l.data_parallel = int(d);
+                l.virtual_stages = int(v);
+                l.micro_batch = b;
+                l.recompute = rc;
+                l.sequence_parallel = sp;
+                l.distributed_optimizer = dist;
+                if (!l.distributed_optimizer) l.overlap_param_gather = false;
+                try {
+                  validate_layout(model, l, impl);
+                } catch (const Error&) {
+                  continue;
+                }
+                Candidate c;
+                c.layout = l;
+                c.memory = estimate_memory(model, l, machine, impl);
+                c.time = predict_step_time(model, l, machine, impl);
+                c.fits = c.memory.peak() <= usable;
+                ++result.evaluated;
+                if (!have_smallest || c.memory.peak() < result.smallest.memory.peak()) {
+                  result.smallest = c;
+                  have_smallest = true;
+                }
+                if (c.fits) fitting.push_back(std::move(c));
+              }
+      }
+    }
+  }
+  MT_CHECK(result.evaluated > 0, "no layout of this model fits the rules on ", devices,
+           " devices: the TP size must divide the heads (", model.heads(),
+           ") and FFN width, PP the layers (", model.num_layers, "), and DP the global batch (",
+           base.global_batch, ")");
+  result.fitting = int64_t(fitting.size());
+  std::sort(fitting.begin(), fitting.end(), faster);
+  if (int64_t(fitting.size()) > top) fitting.resize(size_t(top));
+  result.best = std::move(fitting);
+  return result;
+}
+
+}  // namespace megatron::plan

@@ -1,0 +1,56 @@
+// Per-rank memory of a training job: weights, gradients, optimizer state, activations, the
+// transient workspace and the machine's reserved baseline, for the first and the last
+// pipeline stage (the two that differ; with PP = 1 they are the same rank).
+//
+// Bytes per parameter held on a rank (t-split parameters counted once per rank):
+//   megatron-cpp      f32: 4 weights + 4 gradients + 8 Adam moments = 16; bf16 adds the 2-byte
+//                     compute copy (18); fp16 keeps f16-rounded f32 values, a separate f32
+//                     master and an f16 scratch (4 + 4 + 8 + 4 + 2 = 22).
+//   megatron-lm       bf16/fp16: 2 weights + 4 fp32 main gradients + 12 (fp32 master and two
+//                     moments) = 18, or 6 + 12/d with the distributed optimizer — Megatron's
+//                     theoretical_memory_usage; fp32: 4 + 4 + 8 (8/d distributed).
+//   megatron-lm-2019  fp16: 2 weights + 2 fp16 gradients + 16 (apex fp16 optimizer: fp32
+//                     master, its gradient, two moments) = 20.
+#pragma once
+
+#include "plan/activation_memory.h"
+#include "plan/machine.h"
+#include "plan/parameter_count.h"
+
+namespace megatron::plan {
+
+struct RankMemory {
+  double parameters = 0;  // count held by this rank
+  double weights = 0;     // bytes
+  double gradients = 0;
+  double optimizer = 0;
+  double activations = 0;  // kept between forward and backward
+  double workspace = 0;    // transient at the peak
+  double reserved = 0;     // the machine's baseline (runtime, libraries)
+  double total() const {
+    return weights + gradients + optimizer + activations + workspace + reserved;
+  }
+};
+
+struct BytesPerParameter {
+  double weights = 0, gradients = 0, optimizer = 0;
+  double total() const { return weights + gradients + optimizer; }
+};
+
+struct MemoryEstimate {
+  ParameterCounts parameters;
+  ActivationMemory activations;
+  BytesPerParameter bytes_per_parameter;
+  RankMemory first_stage, last_stage;
+  const RankMemory& peak_rank() const {
+    return first_stage.total() >= last_stage.total() ? first_stage : last_stage;
+  }
+  double peak() const { return peak_rank().total(); }
+};
+
+BytesPerParameter bytes_per_parameter(const Layout& layout, Implementation impl);
+
+MemoryEstimate estimate_memory(const ModelSpec& model, const Layout& layout, const Machine& machine,
+                               Implementation impl);
+
+}  // namespace megatron::plan

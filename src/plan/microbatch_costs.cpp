@@ -1,0 +1,249 @@
+#include "plan/microbatch_costs.h"
+
+#include <algorithm>
+
+namespace megatron::plan {
+
+double gemm_seconds(const ComputeSpec& c, double m, double n, double k, double batch) {
+  const double c0 = c.gemm_half_dim;
+  return batch * 2.0 * m * n * k / (c.peak_flops * c.gemm_efficiency) *
+         (1.0 + c0 / m + c0 / n + c0 / k);
+}
+
+Precision gemm_precision(const Layout& l, Implementation impl) {
+  return impl == Implementation::kMegatronCpp && l.precision == Precision::kFp16 ? Precision::kFp32
+                                                                                 : l.precision;
+}
+
+double MicrobatchCosts::layer_comm_seconds() const {
+  double s = 0;
+  for (const CommTerm& c : layer_comm) s += c.seconds;
+  return s;
+}
+
+double MicrobatchCosts::layer_comm_exposed() const {
+  double s = 0;
+  for (const CommTerm& c : layer_comm) s += c.seconds - c.overlapped;
+  return s;
+}
+
+namespace {
+
+class Costing {
+ public:
+  Costing(const Machine& m, const ComputeSpec& spec) : m_(m), spec_(spec) {}
+
+  // Forward GEMM y[M x N] = x[M x K]·Wᵀ into fwd, and its input- and weight-gradient GEMMs
+  // dX = dY·W (M x K, inner N) and dW = dYᵀ·X (N x K, inner M) into bwd.
+  void linear(ComputeTime& fwd, ComputeTime& bwd, double M, double N, double K,
+              double batch = 1) const {
+    fwd.gemm += gemm_seconds(spec_, M, N, K, batch);
+    bwd.gemm += gemm_seconds(spec_, M, K, N, batch) + gemm_seconds(spec_, N, K, M, batch);
+  }
+  // `calls` memory-bound kernels moving `bytes` together, evaluating `exps` exp/tanh and
+  // drawing `randoms` dropout bits: each call pays the machine's kernel overhead, then the
+  // slowest of its memory traffic, its exp evaluations and its random draws.
+  void memory(ComputeTime& into, double calls, double bytes, double exps = 0,
+              double randoms = 0) const {
+    double t = bytes / (m_.memory_bandwidth * m_.memory_efficiency);
+    if (m_.exp_rate > 0) t = std::max(t, exps / m_.exp_rate);
+    if (m_.random_rate > 0) t = std::max(t, randoms / m_.random_rate);
+    into.memory += calls * m_.kernel_overhead + t;
+  }
+
+ private:
+  const Machine& m_;
+  const ComputeSpec& spec_;
+};
+
+}  // namespace
+
+MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const Machine& machine,
+                                 Implementation impl) {
+  const ComputeSpec& spec = machine.compute(gemm_precision(l, impl));
+  const Costing k(machine, spec);
+  const double t = l.tensor_parallel;
+  const double s = double(model.seq_length), b = double(l.micro_batch);
+  const double h = double(model.hidden_size), a = double(model.heads()),
+               g = double(model.query_groups()), d = double(model.head_dim()),
+               f = double(model.ffn());
+  const double V = double(model.padded_vocab(l.tensor_parallel));
+  // megatron-cpp computes --fp16 runs in f32; the others keep 16-bit activations.
+  const double e = impl == Implementation::kMegatronCpp && l.precision == Precision::kFp16
+                       ? 4.0
+                       : double(activation_bytes(l.precision));
+  const double N = s * b;  // tokens of the micro-batch
+  const double sp = l.sequence_parallel ? t : 1.0;
+  const double Eh = N * h / sp;                      // elements of one replicated [s, b, h]
+  const double Q = N * (a + 2 * g) * d / t;          // QKV output elements
+  const double C = N * a * d / t;                    // context elements
+  const double F = N * f / t;                        // MLP activation output elements
+  const double F1 = F * (model.swiglu ? 2.0 : 1.0);  // fc1 output elements
+  const double S2 = b * (a / t) * s * s;             // attention score elements
+  const bool hdrop = model.hidden_dropout > 0, adrop = model.attention_dropout > 0;
+  const bool flash = l.flash_attention;
+
+  MicrobatchCosts c;
+  ComputeTime fwd, bwd, core_fwd, core_bwd;
+
+  // GEMMs of one layer (every implementation).
+  k.linear(fwd, bwd, N, (a + 2 * g) * d / t, h);     // QKV
+  k.linear(core_fwd, core_bwd, s, s, d, b * a / t);  // scores = Q Kᵀ
+  k.linear(core_fwd, core_bwd, s, d, s, b * a / t);  // context = P V
+  k.linear(fwd, bwd, N, h, a * d / t);               // output projection
+  k.linear(fwd, bwd, N, F1 / N, h);                  // fc1 (gate and value with SwiGLU)
+  k.linear(fwd, bwd, N, h, f / t);                   // fc2
+  if (flash) core_bwd.gemm += gemm_seconds(spec, s, s, d, b * a / t);  // scores recomputed
+
+  // Element-wise kernels of one layer.
+  const double dmask = hdrop ? 1.0 : 0.0, amask = adrop ? 1.0 : 0.0;
+  switch (impl) {
+    case Implementation::kMegatronLm:
+      k.memory(fwd, 2, 2 * 2 * Eh * e);                               // 2 LayerNorms
+      k.memory(fwd, 2, 2 * (3 * e + dmask) * Eh, 0, 2 * dmask * Eh);  // 2 bias-dropout-add
+      k.memory(fwd, 1, (F1 + F) * e, F);                              // bias-GeLU / SwiGLU
+      if (flash) {
+        k.memory(core_fwd, 1, (Q + C) * e);      // read Q, K, V; write O
+        k.memory(core_bwd, 1, 2 * (Q + C) * e);  // read Q, K, V, O, dO; write dQKV
+      } else {
+        k.memory(core_fwd, 1, 2 * S2 * e, S2);               // fused scale-mask-softmax
+        k.memory(core_fwd, amask, (2 * e + 1) * S2, 0, S2);  // attention dropout
+        k.memory(core_bwd, 1, 3 * S2 * e);                   // softmax backward
+        k.memory(core_bwd, amask, (2 * e + 1) * S2);         // dropout backward
+      }
+      k.memory(bwd, 2, 2 * (2 * e + dmask) * Eh);         // 2 bias-dropout-add backward
+      k.memory(bwd, 4, 2 * 3 * Eh * e + 2 * 3 * Eh * e);  // 2 LayerNorm bwd + residual adds
+      k.memory(bwd, 1, (2 * F1 + F) * e, F);              // activation backward
+      break;
+    case Implementation::kMegatronLm2019:
+      k.memory(fwd, 2, 2 * 2 * Eh * e);                    // 2 LayerNorms (apex, fused)
+      k.memory(fwd, 1, 2 * Q * e);                         // QKV addmm: bias broadcast
+      k.memory(fwd, 3, 2 * Q * e);                         // Q, K, V made contiguous
+      k.memory(core_fwd, 3, 3 * 2 * S2 * e);               // scale, mask multiply, subtract
+      k.memory(core_fwd, 1, 2 * S2 * e, S2);               // softmax
+      k.memory(core_fwd, amask, (2 * e + 1) * S2, 0, S2);  // dropout
+      k.memory(fwd, 1, 2 * C * e);                         // context permute + contiguous
+      k.memory(fwd, 2, 2 * 2 * Eh * e);                    // 2 row-parallel bias adds
+      k.memory(fwd, 2, 2 * (2 * e + dmask) * Eh, 0, 2 * dmask * Eh);  // 2 hidden dropouts
+      k.memory(fwd, 2, 2 * 3 * Eh * e);                               // 2 residual adds
+      k.memory(fwd, 2, 2 * F * e + 2 * F * e, F);                     // fc1 addmm bias, GeLU
+      k.memory(bwd, 2, 2 * 3 * Eh * e);                               // 2 residual gradient adds
+      k.memory(bwd, 2, 2 * (2 * e + dmask) * Eh);                     // 2 dropout backward
+      k.memory(bwd, 2, 2 * Eh * e);                                   // 2 bias gradients
+      k.memory(bwd, 4, 2 * (3 * Eh * e + 3 * Eh * e));                // 2 LayerNorm backward + adds
+      k.memory(bwd, 2, 3 * F * e + F * e, F);           // GeLU backward, fc1 bias grad
+      k.memory(core_bwd, 1, 3 * S2 * e);                // softmax backward
+      k.memory(core_bwd, amask, (2 * e + 1) * S2);      // dropout backward
+      k.memory(core_bwd, 2, 2 * 2 * S2 * e);            // mask multiply, scale backward
+      k.memory(bwd, 5, 2 * C * e + 2 * Q * e + Q * e);  // permute, copies, QKV bias grad
+      break;
+    case Implementation::kMegatronCpp:
+      k.memory(fwd, 2 * dmask, 2 * dmask * Eh, 0, 2 * dmask * Eh);  // 2 hidden masks (Philox)
+      k.memory(fwd, 2, 2 * 2 * Eh * e);                             // 2 LayerNorms
+      k.memory(fwd, 1, 2 * Q * e);                                  // QKV bias add
+      k.memory(core_fwd, 1, 2 * S2 * e, S2);                        // scaled masked softmax
+      k.memory(core_fwd, amask, S2, 0, S2);                         // attention mask (Philox)
+      k.memory(core_fwd, amask, (2 * e + 1) * S2);                  // dropout
+      k.memory(fwd, 2, 2 * (3 * e + dmask) * Eh);                   // 2 bias-dropout-add
+      k.memory(fwd, 1, 2 * F * e, F);                               // bias-GeLU
+      k.memory(bwd, 2, 2 * (2 * e + dmask) * Eh);                   // 2 bias-dropout-add backward
+      k.memory(bwd, 1, 3 * F * e, F);                               // bias-GeLU backward
+      k.memory(bwd, 2, 2 * 4 * Eh * e);                             // 2 LayerNorm bwd (accumulate)
+      k.memory(core_bwd, 2 * amask, 2 * (2 * e + 1) * S2);  // dropped probs again, dropout bwd
+      k.memory(core_bwd, 1, 3 * S2 * e);                    // softmax backward
+      k.memory(bwd, 1, Q * e);                              // QKV bias gradient
+      k.memory(bwd, 1, 2 * Eh * e);                         // input gradient out of scratch
+      break;
+  }
+  fwd += core_fwd;
+  bwd += core_bwd;
+  c.layer_forward = fwd;
+  c.layer_backward = bwd;
+  if (l.recompute == Recompute::kFull) c.layer_recompute = fwd;
+  if (l.recompute == Recompute::kSelective) c.layer_recompute = core_fwd;
+
+  // Tensor-parallel collectives of one layer (Megatron-LM §3; Korthikanti §4.2.2).
+  const GroupPlacement tp = place_group(l.tensor_parallel, 1, machine.devices_per_node);
+  const double act = N * h * e;  // one full [s, b, h] activation
+  auto term = [&](std::vector<CommTerm>& into, const char* name, Collective op, double bytes,
+                  double calls, double overlapped_fraction = 0) {
+    if (l.tensor_parallel == 1 || calls == 0) return;
+    CommTerm ct{name, op, bytes, calls, 0, 0};
+    ct.seconds = calls * collective_seconds(machine, op, bytes, tp);
+    ct.overlapped = ct.seconds * overlapped_fraction;
+    into.push_back(ct);
+  };
+  const double full = l.recompute == Recompute::kFull ? 1.0 : 0.0;
+  if (l.sequence_parallel) {
+    term(c.layer_comm, "TP all-gather (forward)", Collective::kAllGather, act, 2 * (1 + full));
+    term(c.layer_comm, "TP reduce-scatter (forward)", Collective::kReduceScatter, act,
+         2 * (1 + full));
+    term(c.layer_comm, "TP all-gather (backward)", Collective::kAllGather, act, 2);
+    term(c.layer_comm, "TP reduce-scatter (backward)", Collective::kReduceScatter, act, 2);
+    // Column-parallel weight gradients re-gather their input, overlapped with the dgrad GEMM.
+    term(c.layer_comm, "TP all-gather (wgrad input, overlapped)", Collective::kAllGather, act, 2,
+         1.0);
+  } else {
+    term(c.layer_comm, "TP all-reduce (forward)", Collective::kAllReduce, act, 2 * (1 + full));
+    term(c.layer_comm, "TP all-reduce (backward)", Collective::kAllReduce, act, 2);
+  }
+  if (l.tp_comm_overlap) {  // hidden behind the layer's GEMMs as far as they last
+    double comm = 0;
+    for (const CommTerm& ct : c.layer_comm) comm += ct.seconds - ct.overlapped;
+    const double gemm = fwd.gemm + bwd.gemm + c.layer_recompute.gemm;
+    const double hidden = std::min(comm, gemm);
+    for (CommTerm& ct : c.layer_comm)
+      if (comm > 0) ct.overlapped += (ct.seconds - ct.overlapped) * hidden / comm;
+  }
+
+  // Embedding: token + position lookups, dropout; its gradient scattered into the tables.
+  k.memory(c.embedding_forward, 3 + 2 * dmask, 8 * N * h * e + dmask * (2 * e + 1) * N * h, 0,
+           dmask * N * h);
+  k.memory(c.embedding_backward, 2 + dmask, 8 * N * h * e + dmask * (2 * e + 1) * N * h);
+  term(c.embedding_comm,
+       l.sequence_parallel ? "TP reduce-scatter (embedding)" : "TP all-reduce (embedding)",
+       l.sequence_parallel ? Collective::kReduceScatter : Collective::kAllReduce, act, 1);
+
+  // Output: final norm, (BERT: LM-head transform), logits over V/t, vocab-parallel loss.
+  const bool bert = model.family == ModelFamily::kBert;
+  // megatron-cpp's BERT scores only the masked rows; Megatron-LM computes every position.
+  const double rows = bert && impl == Implementation::kMegatronCpp ? N * model.mask_prob : N;
+  k.memory(c.output_forward, 1, 2 * Eh * e);  // final LayerNorm
+  k.memory(c.output_backward, 1, 3 * Eh * e);
+  if (bert) {
+    k.linear(c.output_forward, c.output_backward, rows, h, h);      // LM-head dense
+    k.memory(c.output_forward, 2, 2 * rows * h * e * 2, rows * h);  // GeLU, LayerNorm
+    k.memory(c.output_backward, 2, 3 * rows * h * e * 2, rows * h);
+  }
+  k.linear(c.output_forward, c.output_backward, rows, V / t, h);  // logits
+  const double logits = rows * V / t;
+  switch (impl) {
+    case Implementation::kMegatronCpp:
+      k.memory(c.output_forward, 3, 2 * 4 * logits, logits);  // row max, Σexp, loss (f32)
+      k.memory(c.output_backward, e != 4 ? 2 : 1,
+               2 * 4 * logits + (e != 4 ? (4 + e) * logits : 0.0), logits);
+      break;
+    case Implementation::kMegatronLm:
+      k.memory(c.output_forward, 2, (e + 2 * 4) * logits, logits);  // cast to f32, max, Σexp
+      k.memory(c.output_backward, 1, (4 + 4 + e) * logits, logits);
+      break;
+    case Implementation::kMegatronLm2019:
+      k.memory(c.output_forward, 6, (e + 6 * 4) * logits,
+               logits);  // float, max, sub, exp, sum, div
+      k.memory(c.output_backward, 3, 4 * 4 * logits + e * logits, logits);
+      break;
+  }
+  if (l.sequence_parallel) {
+    term(c.output_comm, "TP all-gather (output layer input)", Collective::kAllGather, act, 1);
+    term(c.output_comm, "TP reduce-scatter (output layer gradient)", Collective::kReduceScatter,
+         act, 1);
+  } else {
+    term(c.output_comm, "TP all-reduce (output layer gradient)", Collective::kAllReduce,
+         rows * h * e, 1);
+  }
+  term(c.output_comm, "TP all-reduce (cross-entropy statistics)", Collective::kAllReduce,
+       3 * rows * 4, 2);
+  return c;
+}
+
+}  // namespace megatron::plan

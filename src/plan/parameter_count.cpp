@@ -1,0 +1,53 @@
+#include "plan/parameter_count.h"
+
+namespace megatron::plan {
+
+ParameterCounts count_parameters(const ModelSpec& m, const Layout& l) {
+  const double h = double(m.hidden_size), d = double(m.head_dim()), a = double(m.heads()),
+               g = double(m.query_groups()), f = double(m.ffn());
+  const double t = l.tensor_parallel, p = l.pipeline_parallel;
+  const double norm = m.rmsnorm ? h : 2.0 * h;  // weight (+ bias)
+  const double bias = m.add_bias_linear ? 1.0 : 0.0;
+  const double gated = m.swiglu ? 2.0 : 1.0;  // fc1 produces gate and value halves
+
+  ParameterCounts c;
+  // Attention: fused QKV h → (a + 2g)·d, output projection a·d → h; MLP h → f(·2) → h.
+  c.layer_sharded = h * (a + 2 * g) * d + bias * (a + 2 * g) * d  // QKV weight, bias
+                    + a * d * h                                   // projection weight
+                    + gated * h * f + bias * gated * f            // fc1 weight, bias
+                    + f * h;                                      // fc2 weight
+  c.layer_replicated = 2 * norm + 2 * bias * h;  // two norms; projection and fc2 biases
+  const double vocab = double(m.padded_vocab(l.tensor_parallel));
+  c.word_embedding = vocab * h;
+  c.other_embedding = (m.learned_position_embeddings ? double(m.positions()) * h : 0.0) +
+                      (m.family == ModelFamily::kBert ? double(m.num_tokentypes) * h : 0.0);
+  c.output_layer = m.untie_embeddings_and_output_weights ? vocab * h : 0.0;
+  c.head_replicated = norm;  // final norm (pre-LN)
+  if (m.family == ModelFamily::kBert) {
+    c.head_sharded = vocab;                  // LM-head bias over the vocabulary
+    c.head_replicated += h * h + h + 2 * h;  // LM-head dense + LayerNorm
+    c.head_replicated += h * h + h;          // pooler
+    if (m.bert_binary_head) c.head_replicated += 2 * h + 2;
+  }
+  const double layers = double(m.num_layers);
+  c.total = layers * (c.layer_sharded + c.layer_replicated) + c.word_embedding + c.other_embedding +
+            c.output_layer + c.head_sharded + c.head_replicated;
+
+  const double stage_layers = layers / p * (c.layer_sharded / t + c.layer_replicated);
+  const double embedding = c.word_embedding / t + c.other_embedding;
+  // The last stage computes the logits with the output layer: its own weights when untied,
+  // else (p > 1) a copy of the word embedding kept in sync by the embedding group.
+  const double output = m.untie_embeddings_and_output_weights ? c.output_layer / t
+                        : p > 1                               ? c.word_embedding / t
+                                                              : 0.0;
+  const double head = c.head_sharded / t + c.head_replicated;
+  if (p == 1) {
+    c.first_stage_rank = c.last_stage_rank = stage_layers + embedding + output + head;
+  } else {
+    c.first_stage_rank = stage_layers + embedding;
+    c.last_stage_rank = stage_layers + output + head;
+  }
+  return c;
+}
+
+}  // namespace megatron::plan

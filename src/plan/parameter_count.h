@@ -1,0 +1,39 @@
+// Parameter counts of a model and of one rank's share under a layout: what is split over the
+// tensor-parallel group (linear weights, the vocabulary-parallel embedding) and what every TP
+// rank holds whole (LayerNorms, the row-parallel output biases, position embeddings).
+//
+// Exact for this project's GPT and BERT (they register these parameters); Megatron-LM's
+// theoretical_memory_usage counts the same model but leaves out the linear biases and the
+// position/token-type embeddings (a few per mille; tests/unit/plan_memory_test.cpp shows the
+// difference term by term).
+#pragma once
+
+#include <cstdint>
+
+#include "plan/layout.h"
+#include "plan/model_spec.h"
+
+namespace megatron::plan {
+
+struct ParameterCounts {
+  // Whole model (padded vocabulary at this TP size).
+  double layer_sharded = 0;     // one transformer layer, parts split over TP (full count)
+  double layer_replicated = 0;  // one transformer layer, parts every TP rank holds
+  double word_embedding = 0;    // V_padded · h (split over TP by vocabulary)
+  double other_embedding = 0;   // position (+ token type) embeddings, replicated
+  double output_layer = 0;      // untied output weights V_padded · h (0 when tied)
+  double head_sharded = 0;      // BERT: the LM head's vocabulary bias
+  double head_replicated = 0;   // final norm; BERT: LM-head dense + LayerNorm, pooler, binary head
+  double total = 0;             // every parameter of the model once
+
+  // One rank (TP share) of a pipeline stage; with PP = 1 first == last == the whole model.
+  double first_stage_rank = 0;  // embeddings + L/p layers
+  double last_stage_rank = 0;   // L/p layers + final norm + head (+ its copy of the tied embedding)
+  double max_rank() const {
+    return first_stage_rank > last_stage_rank ? first_stage_rank : last_stage_rank;
+  }
+};
+
+ParameterCounts count_parameters(const ModelSpec& model, const Layout& layout);
+
+}  // namespace megatron::plan

@@ -1,0 +1,196 @@
+#include "plan/step_time.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "plan/parameter_count.h"
+
+namespace megatron::plan {
+
+namespace {
+
+// Bytes per gradient element in the data-parallel reduction.
+double grad_reduce_bytes(const Layout& l, Implementation impl) {
+  if (impl == Implementation::kMegatronLm2019) return l.precision == Precision::kFp32 ? 4 : 2;
+  return 4;  // f32 gradients (megatron-cpp), fp32 main gradients (Megatron-LM)
+}
+
+// Bytes the optimizer step moves per local parameter (plan/memory_estimate.h's state).
+double optimizer_bytes_per_parameter(const Layout& l, Implementation impl) {
+  const double d = l.distributed_optimizer ? double(l.data_parallel) : 1.0;
+  switch (impl) {
+    case Implementation::kMegatronCpp:
+      // zero gradients (w 4), norm (r 4), AdamW (r p g m v, w p m v = 28); bf16: refresh the
+      // compute copy (r 4, w 2); fp16: overflow check (r 4), master → f16 → store (r 4 w 2 r 2 w
+      // 4).
+      return 36 + (l.precision == Precision::kBf16 ? 6 : 0) +
+             (l.precision == Precision::kFp16 ? 16 : 0);
+    case Implementation::kMegatronLm:
+      // zero main grads (w 4), norm (r 4), Adam over the (sharded) fp32 state (28), write the
+      // 16-bit parameters (2).
+      return 8 + 28 / d + (l.precision == Precision::kFp32 ? 0 : 2);
+    case Implementation::kMegatronLm2019:
+      // apex fp16 optimizer: fp16 → fp32 gradient copy (r 2 w 4), unscale + overflow check
+      // (r 4 w 4 r 4), norm (r 4), Adam (28), fp32 → fp16 parameters (r 4 w 2).
+      return 60;
+  }
+  return 0;
+}
+
+}  // namespace
+
+StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machine& machine,
+                           Implementation impl) {
+  StepTime r;
+  r.microbatch = microbatch_costs(model, l, machine, impl);
+  const MicrobatchCosts& c = r.microbatch;
+  const int p = l.pipeline_parallel;
+  const double v = l.virtual_stages;
+  const double layers_per_stage = double(model.num_layers) / p;
+  const double e = impl == Implementation::kMegatronCpp && l.precision == Precision::kFp16
+                       ? 4.0
+                       : double(activation_bytes(l.precision));
+
+  // Pipeline send/recv: the stage boundary activation (split over TP: Megatron's
+  // scatter-gather optimisation, or sequence parallelism), forward and backward, per chunk.
+  double p2p = 0;
+  if (p > 1) {
+    const GroupPlacement neighbours =
+        place_group(2, l.tensor_parallel * l.data_parallel, machine.devices_per_node);
+    const double bytes =
+        double(model.seq_length) * l.micro_batch * model.hidden_size * e / l.tensor_parallel;
+    p2p = 2 * v * collective_seconds(machine, Collective::kSendRecv, bytes, neighbours);
+  }
+
+  // Per micro-batch time of the first, a middle and the last stage.
+  auto comm_of = [](const std::vector<CommTerm>& terms, double& issued, double& exposed) {
+    for (const CommTerm& t : terms) {
+      issued += t.seconds;
+      exposed += t.seconds - t.overlapped;
+    }
+  };
+  struct Stage {
+    ComputeTime fwd, bwd;
+    double recompute = 0, comm = 0, exposed = 0;
+    double total() const { return fwd.total() + bwd.total() + exposed; }
+  };
+  auto stage = [&](bool first, bool last) {
+    Stage s;
+    const ComputeTime &f = c.layer_forward, &b = c.layer_backward, &rc = c.layer_recompute;
+    const double n = layers_per_stage;
+    s.fwd = {f.gemm * n, f.memory * n};
+    s.bwd = {(b.gemm + rc.gemm) * n, (b.memory + rc.memory) * n};
+    s.recompute = rc.total() * n;
+    s.comm = c.layer_comm_seconds() * n;
+    s.exposed = c.layer_comm_exposed() * n;
+    if (first) {
+      s.fwd += c.embedding_forward;
+      s.bwd += c.embedding_backward;
+      comm_of(c.embedding_comm, s.comm, s.exposed);
+    }
+    if (last) {
+      s.fwd += c.output_forward;
+      s.bwd += c.output_backward;
+      comm_of(c.output_comm, s.comm, s.exposed);
+    }
+    s.exposed += p2p;
+    return s;
+  };
+  std::vector<Stage> stages;
+  if (p == 1) {
+    stages.push_back(stage(true, true));
+  } else {
+    stages.push_back(stage(true, false));
+    if (p > 2) stages.push_back(stage(false, false));
+    stages.push_back(stage(false, true));
+  }
+  const Stage* slowest = &stages[0];
+  for (const Stage& s : stages)
+    if (s.total() > slowest->total()) slowest = &s;
+  // Mean over the p stages (the middle one stands for p − 2 of them).
+  const double mean = p == 1 ? stages[0].total()
+                             : (stages.front().total() + stages.back().total() +
+                                (p > 2 ? double(p - 2) * stages[1].total() : 0.0)) /
+                                   double(p);
+  r.forward = slowest->fwd.total();
+  r.backward = slowest->bwd.total();
+  r.recompute = slowest->recompute;
+  r.gemm = slowest->fwd.gemm + slowest->bwd.gemm;
+  r.memory_bound = slowest->fwd.memory + slowest->bwd.memory;
+  r.tp_comm = slowest->comm;
+  r.tp_exposed = slowest->exposed - p2p;
+  r.pp_p2p = p2p;
+  r.stage = slowest->total();
+  r.micro_batches = l.num_micro_batches();
+  r.bubble = double(p - 1) / v * mean;
+  r.pipeline = double(r.micro_batches) * r.stage + r.bubble;
+
+  // Data-parallel gradient reduction of the most loaded rank.
+  const ParameterCounts params = count_parameters(model, l);
+  const double local = params.max_rank();
+  const GroupPlacement dp_group =
+      place_group(l.data_parallel, l.tensor_parallel, machine.devices_per_node);
+  const double grad_bytes = local * grad_reduce_bytes(l, impl);
+  // Gradients go in buckets, each its own collective (latency paid per bucket): megatron-cpp
+  // 2^22 elements (train/grad_reduction.h), Megatron-LM max(40M, 1M·d) elements, the 2019
+  // code one flat buffer after the backward or PyTorch DDP's 25 MB buckets when overlapped.
+  double bucket_elements = std::max(40e6, 1e6 * l.data_parallel);
+  if (impl == Implementation::kMegatronCpp) bucket_elements = double(int64_t(1) << 22);
+  if (impl == Implementation::kMegatronLm2019)
+    bucket_elements = l.overlap_grad_reduce ? 25e6 / grad_reduce_bytes(l, impl) : local;
+  const double buckets = std::ceil(local / bucket_elements);
+  auto bucketed = [&](Collective op, double bytes) {
+    return buckets * collective_seconds(machine, op, bytes / buckets, dp_group);
+  };
+  double reduce = 0, gather = 0;
+  if (l.distributed_optimizer) {
+    reduce = bucketed(Collective::kReduceScatter, grad_bytes);
+    gather =
+        bucketed(Collective::kAllGather, local * (l.precision == Precision::kFp32 ? 4.0 : 2.0));
+  } else {
+    reduce = bucketed(Collective::kAllReduce, grad_bytes);
+  }
+  r.dp_comm = reduce + gather;
+  // The reduction of a bucket can start once the last micro-batch's backward produced it.
+  auto exposed_part = [&](double comm, double window, Collective op, double bucket_bytes) {
+    const double tail = std::min(comm, collective_seconds(machine, op, bucket_bytes, dp_group));
+    const double hidden = std::min(comm - tail, window);
+    return comm - hidden + machine.overlap_slowdown * hidden;
+  };
+  const double bucket = grad_bytes / buckets;
+  double dp_exposed = l.overlap_grad_reduce
+                          ? exposed_part(reduce, slowest->bwd.total(),
+                                         l.distributed_optimizer ? Collective::kReduceScatter
+                                                                 : Collective::kAllReduce,
+                                         bucket)
+                          : reduce;
+  if (gather > 0) {
+    dp_exposed += l.overlap_param_gather
+                      ? exposed_part(gather, slowest->fwd.total(), Collective::kAllGather,
+                                     local * 2.0 / buckets)
+                      : gather;
+  }
+  r.dp_exposed = dp_exposed;
+
+  // Tied word embeddings on the first and last stage: their gradients are summed.
+  if (p > 1 && !model.untie_embeddings_and_output_weights) {
+    const GroupPlacement ends =
+        place_group(2, (p - 1) * l.tensor_parallel * l.data_parallel, machine.devices_per_node);
+    r.embedding_sync = collective_seconds(machine, Collective::kAllReduce,
+                                          params.word_embedding / l.tensor_parallel * 4.0, ends);
+  }
+  r.optimizer = local * optimizer_bytes_per_parameter(l, impl) /
+                    (machine.memory_bandwidth * machine.memory_efficiency) +
+                4 * machine.kernel_overhead;  // zero, norm, update, cast: a few passes
+  r.step = r.pipeline + r.dp_exposed + r.embedding_sync + r.optimizer;
+
+  r.flops = iteration_flops(model, l);
+  const double devices = l.world_size();
+  r.tokens_per_second = double(l.effective_global_batch()) * model.seq_length / r.step;
+  r.model_tflops_per_device = r.flops.model / r.step / devices / 1e12;
+  r.hardware_tflops_per_device = r.flops.hardware / r.step / devices / 1e12;
+  r.mfu = r.flops.model / (r.step * devices * machine.compute(gemm_precision(l, impl)).peak_flops);
+  return r;
+}
+
+}  // namespace megatron::plan

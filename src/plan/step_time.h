@@ -1,0 +1,57 @@
+// Predicted time of one training iteration and where it goes.
+//
+//   stage time per micro-batch  t_s = forward + backward (+ recompute) + exposed TP collectives
+//                                     + pipeline send/recv (2·v per micro-batch)
+//   pipeline                    m · max_s t_s + (p − 1)/v · mean_s t_s   (1F1B; interleaved
+//                               with v chunks per rank: Narayanan et al. 2021 §2.2)
+//   data-parallel gradients     all-reduce of this rank's gradients (reduce-scatter with the
+//                               distributed optimizer, then an all-gather of the parameters);
+//                               with --overlap-grad-reduce hidden behind the last micro-batch's
+//                               backward except the last bucket, and with the machine's
+//                               overlap_slowdown charged for the overlapped part
+//   tied embedding (p > 1)      all-reduce of the word-embedding gradient between the first and
+//                               last stage
+//   optimizer                   memory-bound pass over this rank's parameters and state
+// Step = pipeline + exposed DP + embedding sync + optimizer. Data loading and logging are
+// not modelled.
+#pragma once
+
+#include <vector>
+
+#include "plan/flops.h"
+#include "plan/microbatch_costs.h"
+
+namespace megatron::plan {
+
+struct StepTime {
+  MicrobatchCosts microbatch;  // the per-op detail of one micro-batch
+  // Per micro-batch on the slowest pipeline stage.
+  double forward = 0;       // compute
+  double backward = 0;      // compute, recompute included
+  double recompute = 0;     // the part of `backward` that re-runs forward work
+  double gemm = 0;          // GEMM share of forward + backward
+  double memory_bound = 0;  // element-wise share of forward + backward
+  double tp_comm = 0;       // TP collectives issued
+  double tp_exposed = 0;    // of which not hidden behind compute
+  double pp_p2p = 0;        // pipeline send/recv on the critical path
+  double stage = 0;         // t_s of the slowest stage
+  // Per iteration.
+  int64_t micro_batches = 0;
+  double pipeline = 0;  // m · max t_s + bubble
+  double bubble = 0;
+  double dp_comm = 0;     // gradient reduction (and parameter all-gather) issued
+  double dp_exposed = 0;  // of which on the critical path
+  double embedding_sync = 0;
+  double optimizer = 0;
+  double step = 0;  // seconds per iteration
+  IterationFlops flops;
+  double tokens_per_second = 0;
+  double model_tflops_per_device = 0;     // model FLOPs / step / devices
+  double hardware_tflops_per_device = 0;  // with recomputed FLOPs (Narayanan et al.'s count)
+  double mfu = 0;                         // model FLOPs / (step · devices · peak)
+};
+
+StepTime predict_step_time(const ModelSpec& model, const Layout& layout, const Machine& machine,
+                           Implementation impl);
+
+}  // namespace megatron::plan

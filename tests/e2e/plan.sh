@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# e2e: `megatron plan` on the shipped machine files and one measured here:
+#  - GPT-3 175B on 1024 A100s at TP 8 x PP 16: the text report and the JSON agree, memory
+#    adds up, the step is the sum of its parts;
+#  - --search over 1024 devices lists fitting layouts fastest first;
+#  - `bench --mode machine` (tiny sizes) writes a machine file that `plan` reads;
+#  - bad input: each error names the problem and exits non-zero.
+set -euo pipefail
+BIN="${MEGATRON_BINARY:?}"
+SRC="${MEGATRON_SOURCE_DIR:?}"
+A100="$SRC/examples/machines/dgx_a100_80gb.json"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+GPT3=(--num-layers 96 --hidden-size 12288 --num-attention-heads 96 --seq-length 2048
+      --vocab-size 50257 --global-batch-size 1536 --bf16)
+LAYOUT=(--tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 --world-size 1024
+        --micro-batch-size 1 --sequence-parallel --recompute-granularity selective
+        --use-distributed-optimizer --implementation megatron-lm)
+
+"$BIN" plan --machine "$A100" "${GPT3[@]}" "${LAYOUT[@]}" > "$WORK/plan.txt"
+grep -q "174.6[0-9] B parameters" "$WORK/plan.txt"
+grep -q "TP 8 x PP 16 x DP 8" "$WORK/plan.txt"
+grep -q ": fits" "$WORK/plan.txt"
+grep -q "TP all-gather (forward)" "$WORK/plan.txt"
+grep -q "^throughput: .* tokens/s; .* TFLOP/s per device (model FLOPs, MFU" "$WORK/plan.txt"
+
+"$BIN" plan --machine "$A100" "${GPT3[@]}" "${LAYOUT[@]}" --json > "$WORK/plan.json"
+node -e '
+  const p = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+  const close = (a, b, what) => { if (Math.abs(a - b) > 1e-6 * Math.abs(b))
+    throw new Error(what + ": " + a + " != " + b); };
+  if (p.layout.data_parallel_size !== 8 || p.layout.num_micro_batches !== 192)
+    throw new Error("layout " + JSON.stringify(p.layout));
+  const r = p.memory.first_stage;
+  close(r.total_bytes, r.weights_bytes + r.gradients_bytes + r.optimizer_bytes +
+        r.activations_bytes + r.workspace_bytes + r.reserved_bytes, "memory total");
+  close(r.optimizer_bytes / r.parameters, 12 / 8, "distributed optimizer bytes");
+  const t = p.time;
+  close(t.step_seconds, t.pipeline_seconds + t.dp_comm_exposed_seconds +
+        t.embedding_sync_seconds + t.optimizer_seconds, "step");
+  close(t.pipeline_seconds, 192 * t.per_micro_batch.stage_seconds + t.bubble_seconds, "pipeline");
+  close(t.tokens_per_second, 1536 * 2048 / t.step_seconds, "tokens/s");
+  if (!(t.mfu > 0.2 && t.mfu < 0.7)) throw new Error("MFU " + t.mfu);
+  if (!p.memory.fits) throw new Error("does not fit");
+' "$WORK/plan.json"
+
+# Search: fastest first, all fit, all use 1024 devices.
+"$BIN" plan --machine "$A100" "${GPT3[@]}" --implementation megatron-lm --world-size 1024 \
+  --search --search-top 5 --json > "$WORK/search.json"
+node -e '
+  const s = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+  if (s.best.length !== 5 || !(s.fitting > 5)) throw new Error("search size");
+  s.best.forEach((c, i) => {
+    if (c.layout.world_size !== 1024) throw new Error("world size");
+    if (c.peak_bytes > 80 * 2 ** 30) throw new Error("does not fit");
+    if (i && c.time.tokens_per_second > s.best[i - 1].time.tokens_per_second)
+      throw new Error("not sorted");
+  });
+' "$WORK/search.json"
+"$BIN" plan --machine "$A100" "${GPT3[@]}" --implementation megatron-lm --world-size 1024 \
+  --search --search-top 3 | grep -q "^   1 "
+
+# A machine measured here (tiny sizes, seconds) plans a small GPT on this implementation.
+OMP_NUM_THREADS=1 "$BIN" bench --mode machine --output "$WORK/cpu.json" --tokens 128 \
+  --hidden-size 128 --seq-length 64 --min-time 0.01 --dtype f32 2> /dev/null
+"$BIN" plan --machine "$WORK/cpu.json" --num-layers 2 --hidden-size 128 \
+  --num-attention-heads 4 --seq-length 64 --vocab-size 1000 --micro-batch-size 2 \
+  > "$WORK/cpu_plan.txt"
+grep -q "implementation megatron-cpp" "$WORK/cpu_plan.txt"
+grep -q "optimizer state (8 B/param)" "$WORK/cpu_plan.txt"
+grep -q "memory per device (MiB)" "$WORK/cpu_plan.txt"
+
+# Bad input: message and non-zero exit.
+expect_error() {  # expected-message command...
+  local want="$1"
+  shift
+  if "$@" > "$WORK/out" 2> "$WORK/err"; then
+    echo "expected failure: $*" >&2
+    exit 1
+  fi
+  grep -qF -- "$want" "$WORK/err" || { echo "missing '$want' in:" >&2; cat "$WORK/err" >&2; exit 1; }
+}
+expect_error "--num-attention-heads 96 must be divisible by --tensor-model-parallel-size 5" \
+  "$BIN" plan --machine "$A100" "${GPT3[@]}" --tensor-model-parallel-size 5 --world-size 1000 \
+  --micro-batch-size 1 --implementation megatron-lm
+expect_error "--num-layers 96 must be divisible by --pipeline-model-parallel-size 7" \
+  "$BIN" plan --machine "$A100" "${GPT3[@]}" --pipeline-model-parallel-size 7 --world-size 56 \
+  --tensor-model-parallel-size 8 --micro-batch-size 1 --implementation megatron-lm
+expect_error "megatron-cpp does not implement pipeline parallelism yet" \
+  "$BIN" plan --machine "$A100" "${GPT3[@]}" --pipeline-model-parallel-size 2 --micro-batch-size 1
+expect_error "--world-size 100 must be divisible by --tensor-model-parallel-size x" \
+  "$BIN" plan --machine "$A100" "${GPT3[@]}" --tensor-model-parallel-size 8 --world-size 100 \
+  --micro-batch-size 1
+expect_error "cannot read the machine file '$WORK/none.json'" \
+  "$BIN" plan --machine "$WORK/none.json" "${GPT3[@]}" --micro-batch-size 1
+echo '{"name": "x", "device": {"memory_gib": 8, "memory_bandwidth_gbps": 100, "compute": {"fp32": {"peak_tflops": 1, "gemm_efficiency": 0.5}}}, "node": {"devices": 1}, "netwrok": {}}' \
+  > "$WORK/typo.json"
+expect_error "unknown key 'netwrok'" "$BIN" plan --machine "$WORK/typo.json" "${GPT3[@]}" \
+  --micro-batch-size 1
+expect_error "has no 'bf16' entry" "$BIN" plan --machine "$WORK/cpu.json" "${GPT3[@]}" \
+  --micro-batch-size 1
+expect_error "--search needs --world-size" \
+  "$BIN" plan --machine "$A100" "${GPT3[@]}" --search
+expect_error "the vocabulary size is unknown" \
+  "$BIN" plan --machine "$A100" --num-layers 2 --hidden-size 64 --num-attention-heads 4 \
+  --seq-length 32 --micro-batch-size 1
+expect_error "--machine is required" "$BIN" plan "${GPT3[@]}" --micro-batch-size 1
+# A model that does not fit is reported, not an error.
+"$BIN" plan --machine "$A100" "${GPT3[@]}" --micro-batch-size 1 --implementation megatron-lm \
+  | grep -q "DOES NOT FIT"
+echo "plan e2e: OK"

@@ -1,0 +1,338 @@
+// The planner's parameter and memory accounting (plan/parameter_count.h, activation_memory.h,
+// memory_estimate.h) against independently derived numbers: hand counts, the ParameterStore of
+// real models, Megatron-LM's theoretical_memory_usage evaluated separately, Korthikanti et al.
+// (2022) Table 2, and the arenas of GptModel / BertModel after a real training step.
+#include <gtest/gtest.h>
+
+#include "data/bert_data_loader.h"
+#include "model/bert_model.h"
+#include "model/gpt_model.h"
+#include "model_test_util.h"
+#include "plan/memory_estimate.h"
+
+namespace megatron::plan {
+namespace {
+
+ModelSpec gpt2_small() {
+  ModelSpec m;
+  m.num_layers = 12;
+  m.hidden_size = 768;
+  m.num_attention_heads = 12;
+  m.seq_length = 1024;
+  m.vocab_size = 50257;
+  return m;
+}
+
+ModelSpec gpt3_175b() {
+  ModelSpec m;
+  m.num_layers = 96;
+  m.hidden_size = 12288;
+  m.num_attention_heads = 96;
+  m.seq_length = 2048;
+  m.vocab_size = 51200;
+  return m;
+}
+
+Machine no_reserve() {
+  Machine m;
+  m.name = "test";
+  m.memory_bytes = 1e12;
+  return m;
+}
+
+TEST(PlanParameters, Gpt2SmallByHand) {
+  // HF GPT-2 small has 124,439,808 parameters with V = 50257: wte 50257·768 + wpe 1024·768
+  // + 12 layers x 7,087,872 + ln_f 1536, where a layer is two LayerNorms (2·1536), c_attn
+  // 768·2304 + 2304, c_proj 768·768 + 768, c_fc 768·3072 + 3072, c_proj 3072·768 + 768.
+  // Padding V to 50304 (multiple of 128) adds 47·768 = 36,096.
+  const ParameterCounts c = count_parameters(gpt2_small(), Layout{});
+  EXPECT_DOUBLE_EQ(c.layer_sharded + c.layer_replicated, 7087872.0);
+  EXPECT_DOUBLE_EQ(c.total, 124475904.0);
+  EXPECT_DOUBLE_EQ(c.first_stage_rank, 124475904.0);
+  EXPECT_DOUBLE_EQ(c.last_stage_rank, 124475904.0);
+}
+
+TEST(PlanParameters, TensorParallelShareByHand) {
+  // TP 2: the word embedding pads to a multiple of 256 (50432 rows, 25216 per rank); per layer
+  // the split part is (768·2304 + 2304 + 768·768 + 768·3072 + 3072 + 3072·768)/2 = 3,541,632
+  // and the replicated part 2·1536 + 768 + 768 = 4,608; plus wpe 786,432 and ln_f 1,536:
+  // 25216·768 + 786432 + 12·(3541632 + 4608) + 1536 = 62,708,736.
+  Layout l;
+  l.tensor_parallel = 2;
+  const ParameterCounts c = count_parameters(gpt2_small(), l);
+  EXPECT_DOUBLE_EQ(c.first_stage_rank, 62708736.0);
+}
+
+TEST(PlanParameters, MatchesTheParameterStoreOfRealModels) {
+  ParallelState ps = test::solo_parallel_state();
+  {
+    GptConfig gc;
+    gc.num_layers = 3;
+    gc.hidden_size = 64;
+    gc.num_attention_heads = 4;
+    gc.vocab_size = 1000;
+    gc.padded_vocab_size = 1024;
+    gc.max_position_embeddings = 40;
+    gc.seq_length = 32;
+    ParameterStore store(0, 1);
+    GptModel model(gc, ps, store);
+    store.allocate();
+    ModelSpec m;
+    m.num_layers = 3;
+    m.hidden_size = 64;
+    m.num_attention_heads = 4;
+    m.seq_length = 32;
+    m.max_position_embeddings = 40;
+    m.vocab_size = 1000;
+    EXPECT_DOUBLE_EQ(count_parameters(m, Layout{}).total, double(store.flat_values().numel()));
+  }
+  {
+    BertConfig bc;
+    bc.num_layers = 2;
+    bc.hidden_size = 32;
+    bc.num_attention_heads = 4;
+    bc.vocab_size = 500;
+    bc.padded_vocab_size = 512;
+    bc.max_position_embeddings = 24;
+    bc.seq_length = 16;
+    ParameterStore store(0, 1);
+    BertModel model(bc, ps, store);
+    store.allocate();
+    ModelSpec m;
+    m.family = ModelFamily::kBert;
+    m.num_layers = 2;
+    m.hidden_size = 32;
+    m.num_attention_heads = 4;
+    m.seq_length = 16;
+    m.max_position_embeddings = 24;
+    m.vocab_size = 500;
+    EXPECT_DOUBLE_EQ(count_parameters(m, Layout{}).total, double(store.flat_values().numel()));
+  }
+}
+
+// Megatron-LM's theoretical_memory_usage for GPT-3 175B (L 96, h 12288, a 96, s 2048,
+// V 51200), TP 8, PP 16, DP 8, micro-batch 1, global batch 1536, sequence parallelism,
+// selective recompute, distributed optimizer — evaluated with an independent Python
+// re-derivation of its formulas at test-writing time:
+//   most loaded shard: (12h²·L/p + h·V)/t + (4h·L + 2h)/p = 1,437,894,144 parameters
+//   weights + optimizer: that x (6 + 12/8) bytes = 10,784,206,080
+//   activations: (sbh·(18 + 4f/h)·L + 8sb·p + sbh·p)·min(1, m/p)/t = 10,318,020,608 bytes
+// and with the interleaved schedule (v 2, penalty 1 + 15/32): 15,154,592,768 bytes.
+TEST(PlanMemory, MatchesMegatronTheoreticalMemoryUsage) {
+  Layout l;
+  l.tensor_parallel = 8;
+  l.pipeline_parallel = 16;
+  l.data_parallel = 8;
+  l.micro_batch = 1;
+  l.global_batch = 1536;
+  l.sequence_parallel = true;
+  l.recompute = Recompute::kSelective;
+  l.distributed_optimizer = true;
+  l.precision = Precision::kBf16;
+  const ModelSpec m = gpt3_175b();
+  const MemoryEstimate est = estimate_memory(m, l, no_reserve(), Implementation::kMegatronLm);
+  EXPECT_DOUBLE_EQ(est.activations.first_stage, 10318020608.0);
+  EXPECT_DOUBLE_EQ(est.bytes_per_parameter.total(), 6.0 + 12.0 / 8.0);
+  // Parameters: this planner counts what Megatron's estimate leaves out — per layer the 7h/t
+  // split biases (QKV 3h, fc1 4h) and the 2h replicated ones (projection, fc2), the position
+  // embedding (2048·h, replicated) — and puts the final LayerNorm (2h) on the last stage
+  // where Megatron spreads it as 2h/p over every stage.
+  const double h = 12288, L = 96, t = 8, p = 16;
+  const double extra = L / p * (7 * h / t + 2 * h) + 2048 * h - 2 * h / p;
+  EXPECT_DOUBLE_EQ(est.first_stage.parameters, 1437894144.0 + extra);
+  EXPECT_NEAR(est.first_stage.weights + est.first_stage.gradients + est.first_stage.optimizer,
+              10784206080.0 + extra * 7.5, 1.0);
+
+  l.virtual_stages = 2;
+  EXPECT_DOUBLE_EQ(
+      estimate_memory(m, l, no_reserve(), Implementation::kMegatronLm).activations.first_stage,
+      15154592768.0);
+}
+
+// Same, PP 1 (the output layer's 4sbh(1 + V/h)/t counts) and PP 4 with fewer micro-batches
+// than stages (m = 2 < p = 4: Megatron scales by m/p). Model L 24, h 2048, a 16, s 2048,
+// V 50304, TP 2, micro-batch 4. Python values: 7,711,260,672 (PP 1) and 3,439,394,816 (PP 4);
+// most-loaded parameters with PP 1, DP 4, no distributed optimizer: 655,691,776 (x 18 bytes).
+TEST(PlanMemory, MatchesMegatronTheoreticalMemoryUsageOtherSchedules) {
+  ModelSpec m;
+  m.num_layers = 24;
+  m.hidden_size = 2048;
+  m.num_attention_heads = 16;
+  m.seq_length = 2048;
+  m.vocab_size = 50304;
+  m.make_vocab_size_divisible_by = 64;  // keeps V = 50304 at TP 2, as in the Python check
+  Layout l;
+  l.tensor_parallel = 2;
+  l.data_parallel = 4;
+  l.micro_batch = 4;
+  l.global_batch = 32;
+  l.sequence_parallel = true;
+  l.recompute = Recompute::kSelective;
+  l.precision = Precision::kBf16;
+  MemoryEstimate est = estimate_memory(m, l, no_reserve(), Implementation::kMegatronLm);
+  EXPECT_DOUBLE_EQ(est.activations.first_stage, 7711260672.0);
+  const double h = 2048, L = 24, t = 2;
+  EXPECT_DOUBLE_EQ(est.first_stage.parameters, 655691776.0 + L * (7 * h / t + 2 * h) + 2048 * h);
+  EXPECT_DOUBLE_EQ(est.bytes_per_parameter.total(), 18.0);
+
+  l.pipeline_parallel = 4;
+  l.data_parallel = 1;
+  l.global_batch = 8;  // m = 2 micro-batches
+  est = estimate_memory(m, l, no_reserve(), Implementation::kMegatronLm);
+  EXPECT_DOUBLE_EQ(est.activations.first_stage, 3439394816.0);
+}
+
+// Korthikanti et al. (2022), Table 2, per layer in 16-bit: no parallelism sbh(34 + 5as/h);
+// TP sbh(10 + 24/t + 5as/(ht)); TP + SP sbh/t·(34 + 5as/h); TP + selective sbh(10 + 24/t);
+// TP + SP + selective 34·sbh/t; full recompute 2sbh.
+TEST(PlanMemory, KorthikantiTable2PerLayer) {
+  const ModelSpec m = gpt3_175b();
+  const double s = 2048, b = 1, h = 12288, a = 96, t = 8;
+  const double sbh = s * b * h;
+  Layout l;
+  l.precision = Precision::kBf16;
+  auto per_layer = [&](Layout x) {
+    return activation_memory(m, x, Implementation::kMegatronLm).per_layer;
+  };
+  EXPECT_DOUBLE_EQ(per_layer(l), sbh * (34 + 5 * a * s / h));
+  l.tensor_parallel = 8;
+  EXPECT_DOUBLE_EQ(per_layer(l), sbh * (10 + 24 / t + 5 * a * s / (h * t)));
+  l.sequence_parallel = true;
+  EXPECT_DOUBLE_EQ(per_layer(l), sbh / t * (34 + 5 * a * s / h));
+  l.recompute = Recompute::kSelective;
+  EXPECT_DOUBLE_EQ(per_layer(l), 34 * sbh / t);
+  l.sequence_parallel = false;
+  EXPECT_DOUBLE_EQ(per_layer(l), sbh * (10 + 24 / t));
+  l.recompute = Recompute::kFull;
+  EXPECT_DOUBLE_EQ(per_layer(l), 2 * sbh);
+  // fp32 activations: every element term takes 4 bytes, the dropout masks keep 1:
+  // replicated 8 + 4 + 4 + 2, split 8 + 4 + 4 + 16 + 16, scores 4 + 1 + 4 → sbh(66 + 9as/h).
+  Layout f32;
+  EXPECT_DOUBLE_EQ(per_layer(f32), sbh * (66 + 9 * a * s / h));
+}
+
+// GptModel / BertModel report their arenas' high-water marks after a step
+// (activation_bytes()); the megatron-cpp accounting must predict them to the byte.
+struct ArenaCase {
+  bool dropout, recompute, bf16;
+};
+
+class PlanArena : public ::testing::TestWithParam<ArenaCase> {};
+
+TEST_P(PlanArena, GptPredictsTheArenasExactly) {
+  const ArenaCase k = GetParam();
+  GptConfig gc;
+  gc.num_layers = 3;
+  gc.hidden_size = 64;
+  gc.num_attention_heads = 4;
+  gc.vocab_size = 1000;
+  gc.padded_vocab_size = 1024;
+  gc.max_position_embeddings = 24;
+  gc.seq_length = 24;
+  gc.hidden_dropout = gc.attention_dropout = k.dropout ? 0.1f : 0.0f;
+  gc.recompute_activations = k.recompute;
+  gc.compute_dtype = k.bf16 ? DType::BF16 : DType::F32;
+  ParallelState ps = test::solo_parallel_state();
+  ParameterStore store(0, 1);
+  GptModel model(gc, ps, store);
+  store.allocate();
+  model.init_weights(7);
+  const int64_t b = 3, s = gc.seq_length;
+  std::vector<int32_t> ids(size_t(b * s));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i * 37 % gc.vocab_size);
+  GptBatch batch{Tensor::from_vector(ids, {b, s}), Tensor::from_vector(ids, {b, s}),
+                 Tensor::from_vector(std::vector<float>(size_t(b * s), 1.0f), {b, s}), 0, 0};
+  model.forward_backward(batch, 1.0f, 11);
+
+  ModelSpec m;
+  m.num_layers = gc.num_layers;
+  m.hidden_size = gc.hidden_size;
+  m.num_attention_heads = gc.num_attention_heads;
+  m.seq_length = s;
+  m.vocab_size = gc.vocab_size;
+  m.hidden_dropout = m.attention_dropout = gc.hidden_dropout;
+  Layout l;
+  l.micro_batch = b;
+  l.recompute = k.recompute ? Recompute::kFull : Recompute::kNone;
+  l.precision = k.bf16 ? Precision::kBf16 : Precision::kFp32;
+  const ActivationMemory a = activation_memory(m, l, Implementation::kMegatronCpp);
+  EXPECT_DOUBLE_EQ(a.first_stage + a.workspace, double(model.activation_bytes()));
+}
+
+TEST_P(PlanArena, BertPredictsTheArenasExactly) {
+  const ArenaCase k = GetParam();
+  BertConfig bc;
+  bc.num_layers = 2;
+  bc.hidden_size = 32;
+  bc.num_attention_heads = 4;
+  bc.vocab_size = 500;
+  bc.padded_vocab_size = 512;
+  bc.max_position_embeddings = 16;
+  bc.seq_length = 16;
+  bc.hidden_dropout = bc.attention_dropout = k.dropout ? 0.1f : 0.0f;
+  bc.recompute_activations = k.recompute;
+  bc.compute_dtype = k.bf16 ? DType::BF16 : DType::F32;
+  ParallelState ps = test::solo_parallel_state();
+  ParameterStore store(0, 1);
+  BertModel model(bc, ps, store);
+  store.allocate();
+  model.init_weights(7);
+  const int64_t b = 2, s = bc.seq_length;
+  std::vector<int32_t> ids(size_t(b * s)), types(size_t(b * s), 0);
+  std::vector<uint8_t> pad(size_t(b * s), 0);
+  std::vector<float> mask(size_t(b * s), 0.0f);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i * 13 % bc.vocab_size);
+  for (size_t i = 0; i < mask.size(); i += 4) mask[i] = 1.0f;  // 8 of 32 rows scored
+  BertBatch batch;
+  batch.tokens = Tensor::from_vector(ids, {b, s});
+  batch.token_types = Tensor::from_vector(types, {b, s});
+  batch.pad_mask = Tensor::from_vector(pad, {b, s});
+  const BertMaskedPositions masked = bert_masked_positions(Tensor::from_vector(ids, {b, s}),
+                                                           Tensor::from_vector(mask, {b, s}));
+  batch.masked_rows = masked.rows;
+  batch.masked_labels = masked.labels;
+  batch.masked_weights = masked.weights;
+  batch.sop_labels = Tensor::from_vector(std::vector<int32_t>{0, 1}, {b});
+  model.forward_backward(batch, 1.0f, 3);
+
+  ModelSpec m;
+  m.family = ModelFamily::kBert;
+  m.num_layers = bc.num_layers;
+  m.hidden_size = bc.hidden_size;
+  m.num_attention_heads = bc.num_attention_heads;
+  m.seq_length = s;
+  m.vocab_size = bc.vocab_size;
+  m.hidden_dropout = m.attention_dropout = bc.hidden_dropout;
+  m.mask_prob = 0.25;  // 8 scored rows of 32
+  Layout l;
+  l.micro_batch = b;
+  l.recompute = k.recompute ? Recompute::kFull : Recompute::kNone;
+  l.precision = k.bf16 ? Precision::kBf16 : Precision::kFp32;
+  const ActivationMemory a = activation_memory(m, l, Implementation::kMegatronCpp);
+  EXPECT_DOUBLE_EQ(a.first_stage + a.workspace, double(model.activation_bytes()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, PlanArena,
+                         ::testing::Values(ArenaCase{true, false, false},
+                                           ArenaCase{false, false, false},
+                                           ArenaCase{true, true, false},
+                                           ArenaCase{true, false, true},
+                                           ArenaCase{false, true, true}));
+
+TEST(PlanMemory, BytesPerParameterByImplementation) {
+  Layout l;
+  EXPECT_DOUBLE_EQ(bytes_per_parameter(l, Implementation::kMegatronCpp).total(), 16.0);
+  l.precision = Precision::kBf16;
+  EXPECT_DOUBLE_EQ(bytes_per_parameter(l, Implementation::kMegatronCpp).total(), 18.0);
+  EXPECT_DOUBLE_EQ(bytes_per_parameter(l, Implementation::kMegatronLm).total(), 18.0);
+  l.distributed_optimizer = true;
+  l.data_parallel = 4;
+  EXPECT_DOUBLE_EQ(bytes_per_parameter(l, Implementation::kMegatronLm).total(), 6.0 + 3.0);
+  Layout fp16;
+  fp16.precision = Precision::kFp16;
+  EXPECT_DOUBLE_EQ(bytes_per_parameter(fp16, Implementation::kMegatronLm2019).total(), 20.0);
+  EXPECT_DOUBLE_EQ(bytes_per_parameter(fp16, Implementation::kMegatronCpp).total(), 22.0);
+}
+
+}  // namespace
+}  // namespace megatron::plan

@@ -1,0 +1,353 @@
+// The planner's time model (plan/flops.h, collective_cost.h, microbatch_costs.h, step_time.h,
+// calibration.h), its machine files (machine.h) and its input checks (layout.h), against
+// hand-derived values.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "plan/calibration.h"
+#include "plan/layout_search.h"
+#include "plan/plan_report.h"
+#include "train/training_log.h"
+
+namespace megatron::plan {
+namespace {
+
+ModelSpec gpt3_175b() {
+  ModelSpec m;
+  m.num_layers = 96;
+  m.hidden_size = 12288;
+  m.num_attention_heads = 96;
+  m.seq_length = 2048;
+  m.vocab_size = 51200;
+  return m;
+}
+
+// A machine with round numbers: 100 TFLOP/s, GEMMs at half of it with no shape penalty,
+// 1 TB/s memory, 4 devices per node on 100 GB/s links, 50 GB/s per node between nodes.
+Machine round_machine() {
+  Machine m;
+  m.name = "round";
+  m.bf16 = {100e12, 0.5, 0};
+  m.fp32 = {50e12, 0.5, 0};
+  m.memory_bytes = 80e9;
+  m.memory_bandwidth = 1e12;
+  m.devices_per_node = 4;
+  m.intra_node = {100e9, 0, 1};
+  m.inter_node = {50e9, 0, 1};
+  return m;
+}
+
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return "";
+}
+
+TEST(PlanFlops, MegatronFormulaAndRecompute) {
+  // 72·B·s·L·h²·(1 + s/6h + V/(12Lh)) for GPT-3 175B at B 1536 = 3.3861967463873244e18; with
+  // full recompute Narayanan et al.'s 96·B·s·L·h²·(1 + s/6h + V/(16Lh)) = 4.5109707533231063e18.
+  Layout l;
+  l.global_batch = 1536;
+  const ModelSpec m = gpt3_175b();
+  EXPECT_NEAR(iteration_flops(m, l).model / 3.3861967463873244e18, 1.0, 1e-12);
+  EXPECT_DOUBLE_EQ(iteration_flops(m, l).hardware, iteration_flops(m, l).model);
+  EXPECT_NEAR(
+      iteration_flops(m, l).model / gpt_flops_per_iteration(1536, 2048, 96, 12288, 51200, false),
+      1.0, 1e-12);
+  l.recompute = Recompute::kFull;
+  EXPECT_NEAR(iteration_flops(m, l).hardware / 4.5109707533231063e18, 1.0, 1e-12);
+  // Selective recompute re-runs the two attention products: 4·B·s²·h·L forward FLOPs.
+  l.recompute = Recompute::kSelective;
+  EXPECT_NEAR(iteration_flops(m, l).hardware - iteration_flops(m, l).model,
+              4.0 * 1536 * 2048.0 * 2048 * 12288 * 96, 1e4);
+}
+
+TEST(PlanFlops, GroupedQueryAttentionAndSwiglu) {
+  // Per token per layer forward: QKV 2h(a+2g)d, projection 2adh, MLP 3·2hf, attention 4sad;
+  // times 3 for forward + backward; logits 6hV per token.
+  ModelSpec m;
+  m.num_layers = 2;
+  m.hidden_size = 64;
+  m.num_attention_heads = 8;
+  m.num_query_groups = 2;
+  m.ffn_hidden_size = 96;
+  m.swiglu = true;
+  m.seq_length = 16;
+  m.vocab_size = 128;
+  m.make_vocab_size_divisible_by = 128;
+  Layout l;
+  l.global_batch = 3;
+  const double h = 64, a = 8, g = 2, d = 8, f = 96, s = 16, V = 128, tokens = 3 * 16;
+  const double per_token_layer =
+      3 * (2 * h * (a + 2 * g) * d + 2 * a * d * h + 3 * 2 * h * f + 4 * s * a * d);
+  EXPECT_NEAR(iteration_flops(m, l).model, tokens * (2 * per_token_layer + 6 * h * V), 1e-3);
+}
+
+TEST(PlanCollectives, RingFormulasByHand) {
+  const Machine m = round_machine();
+  const GroupPlacement node4 = place_group(4, 1, 4);
+  EXPECT_EQ(node4.members_per_node, 4);
+  EXPECT_FALSE(node4.spans_nodes);
+  // All-reduce of 1 GB over 4 devices of a node: 2·(3/4)·1e9 / 100e9 = 15 ms.
+  EXPECT_NEAR(collective_seconds(m, Collective::kAllReduce, 1e9, node4), 0.015, 1e-12);
+  EXPECT_NEAR(collective_seconds(m, Collective::kAllGather, 1e9, node4), 0.0075, 1e-12);
+  // A DP group of 8 with stride 2 on 4-device nodes: 2 members per node, spanning 4 nodes;
+  // its share of a node's network is 2/4 of 50 GB/s: 2·(7/8)·1e9 / 25e9 = 70 ms.
+  const GroupPlacement dp = place_group(8, 2, 4);
+  EXPECT_EQ(dp.members_per_node, 2);
+  EXPECT_TRUE(dp.spans_nodes);
+  EXPECT_NEAR(collective_seconds(m, Collective::kAllReduce, 1e9, dp), 0.070, 1e-12);
+  // Pipeline neighbours 4 ranks apart sit on different nodes: 1e8 / (50e9 / 4) = 8 ms.
+  EXPECT_NEAR(collective_seconds(m, Collective::kSendRecv, 1e8, place_group(2, 4, 4)), 0.008,
+              1e-12);
+  // Latency: 2(n−1) steps of α for an all-reduce.
+  Machine slow = m;
+  slow.intra_node.latency = 1e-5;
+  EXPECT_NEAR(collective_seconds(slow, Collective::kAllReduce, 1e9, node4), 0.015 + 6e-5, 1e-12);
+  EXPECT_EQ(collective_seconds(m, Collective::kAllReduce, 1e9, place_group(1, 1, 4)), 0.0);
+  Machine single = m;
+  single.inter_node = {};
+  EXPECT_NE(error_of([&] {
+              collective_seconds(single, Collective::kAllReduce, 1e9, dp);
+            }).find("has no 'network' entry"),
+            std::string::npos);
+}
+
+TEST(PlanGemm, ModelAndFit) {
+  // 2·1024³ FLOPs at 100 TFLOP/s x 0.5, with c = 64: x (1 + 3·64/1024).
+  const ComputeSpec c{100e12, 0.5, 64};
+  EXPECT_NEAR(gemm_seconds(c, 1024, 1024, 1024), 2.0 * 1024 * 1024 * 1024 / 50e12 * 1.1875, 1e-15);
+  // The fit recovers η and c from samples the model generated.
+  std::vector<GemmSample> samples;
+  for (double mnk : {64.0, 128.0, 512.0, 2048.0})
+    for (double k : {32.0, 768.0})
+      samples.push_back({mnk, 3 * mnk, k, 2, 2 * gemm_seconds(c, mnk, 3 * mnk, k)});
+  const ComputeSpec fit = fit_gemm_model(100e12, samples);
+  EXPECT_NEAR(fit.gemm_efficiency, 0.5, 1e-9);
+  EXPECT_NEAR(fit.gemm_half_dim, 64, 1e-6);
+  // Data that would extrapolate above the peak (η 1.02) keeps η = 1 and fits c alone: samples
+  // with 1/eff = (1 + 64·x)/1.02 give c = Σx(y − 1)/Σx² under FLOP weights.
+  std::vector<GemmSample> fast;
+  const ComputeSpec above{100e12, 1.02, 64};
+  for (double mnk : {256.0, 1024.0, 4096.0})
+    fast.push_back({mnk, mnk, mnk, 1, gemm_seconds(above, mnk, mnk, mnk)});
+  double sx = 0, sxx = 0, sxy = 0;
+  for (const GemmSample& g : fast) {
+    const double w = 2 * g.m * g.n * g.k, x = 3 / g.m,
+                 y = g.seconds * 100e12 / w;  // 1 / efficiency
+    sx += w * x;
+    sxx += w * x * x;
+    sxy += w * x * y;
+  }
+  const ComputeSpec capped = fit_gemm_model(100e12, fast);
+  EXPECT_DOUBLE_EQ(capped.gemm_efficiency, 1.0);
+  EXPECT_NEAR(capped.gemm_half_dim, (sxy - sx) / sxx, 1e-9);
+  EXPECT_NE(error_of([&] { fit_gemm_model(1e12, {samples[0]}); }).find("at least two"),
+            std::string::npos);
+}
+
+Layout small_layout() {
+  Layout l;
+  l.tensor_parallel = 4;
+  l.pipeline_parallel = 4;
+  l.data_parallel = 2;
+  l.micro_batch = 1;
+  l.global_batch = 64;
+  l.precision = Precision::kBf16;
+  l.sequence_parallel = true;
+  l.recompute = Recompute::kSelective;
+  return l;
+}
+
+ModelSpec small_gpt() {
+  ModelSpec m;
+  m.num_layers = 32;
+  m.hidden_size = 4096;
+  m.num_attention_heads = 32;
+  m.seq_length = 2048;
+  m.vocab_size = 50257;
+  return m;
+}
+
+TEST(PlanStep, PipelineBubbleAndInterleaving) {
+  const Machine mach = round_machine();
+  const ModelSpec m = small_gpt();
+  Layout l = small_layout();
+  const StepTime a = predict_step_time(m, l, mach, Implementation::kMegatronLm);
+  // m = 64 / (1·2) = 32 micro-batches; bubble (p − 1)/v of a mean stage, here 3 stages' worth.
+  EXPECT_EQ(a.micro_batches, 32);
+  EXPECT_NEAR(a.pipeline, 32 * a.stage + a.bubble, 1e-12);
+  EXPECT_GT(a.bubble, 2.5 * a.stage * 0.9);
+  EXPECT_LT(a.bubble, 3.0 * a.stage);
+  l.virtual_stages = 2;
+  const StepTime b = predict_step_time(m, l, mach, Implementation::kMegatronLm);
+  EXPECT_NEAR(b.bubble / a.bubble, 0.5, 0.02);  // halved, up to the extra send/recv
+  // Step = pipeline + exposed DP + embedding sync + optimizer.
+  EXPECT_NEAR(a.step, a.pipeline + a.dp_exposed + a.embedding_sync + a.optimizer, 1e-12);
+  // Tokens/s and MFU follow from the step.
+  EXPECT_NEAR(a.tokens_per_second, 64.0 * 2048 / a.step, 1e-6);
+  EXPECT_NEAR(a.mfu, a.flops.model / (a.step * 32 * 100e12), 1e-12);
+}
+
+TEST(PlanStep, OverlapHidesGradientReductionBehindBackward) {
+  const Machine mach = round_machine();
+  const ModelSpec m = small_gpt();
+  Layout l = small_layout();
+  l.pipeline_parallel = 1;
+  l.data_parallel = 8;
+  l.micro_batch = 8;
+  l.global_batch = 64;  // one micro-batch: its whole backward can hide the reduction
+  const StepTime plain = predict_step_time(m, l, mach, Implementation::kMegatronLm);
+  EXPECT_DOUBLE_EQ(plain.dp_exposed, plain.dp_comm);
+  l.overlap_grad_reduce = true;
+  const StepTime overlapped = predict_step_time(m, l, mach, Implementation::kMegatronLm);
+  EXPECT_LT(overlapped.dp_exposed, 0.2 * overlapped.dp_comm);
+  EXPECT_DOUBLE_EQ(overlapped.dp_comm, plain.dp_comm);
+}
+
+TEST(PlanStep, TensorParallelCollectivesPerLayer) {
+  // Without sequence parallelism: 2 all-reduces forward, 2 backward, 2 more with full
+  // recompute; with it, all-gathers and reduce-scatters of the same [s, b, h] tensors.
+  const Machine mach = round_machine();
+  const ModelSpec m = small_gpt();
+  Layout l = small_layout();
+  l.sequence_parallel = false;
+  l.recompute = Recompute::kFull;
+  MicrobatchCosts c = microbatch_costs(m, l, mach, Implementation::kMegatronLm);
+  ASSERT_EQ(c.layer_comm.size(), 2u);
+  EXPECT_EQ(c.layer_comm[0].calls, 4);
+  EXPECT_EQ(c.layer_comm[1].calls, 2);
+  EXPECT_DOUBLE_EQ(c.layer_comm[0].bytes, 2048.0 * 4096 * 2);
+  // One all-reduce of 16.8 MB over 4 devices at 100 GB/s: 2·(3/4)·16777216 / 1e11.
+  EXPECT_NEAR(c.layer_comm[1].seconds, 2 * 2 * 0.75 * 16777216 / 1e11, 1e-12);
+}
+
+TEST(PlanCalibration, ReproducesTheTarget) {
+  Machine mach = round_machine();
+  const ModelSpec m = small_gpt();
+  const Layout l = small_layout();
+  const double eff = calibrate_gemm_efficiency(mach, m, l, Implementation::kMegatronLm, 30.0,
+                                               FlopCounting::kModel);
+  EXPECT_DOUBLE_EQ(mach.bf16.gemm_efficiency, eff);
+  EXPECT_NEAR(predict_step_time(m, l, mach, Implementation::kMegatronLm).model_tflops_per_device,
+              30.0, 1e-6);
+  EXPECT_NE(error_of([&] {
+              calibrate_gemm_efficiency(mach, m, l, Implementation::kMegatronLm, 99.0,
+                                        FlopCounting::kModel);
+            }).find("cannot calibrate"),
+            std::string::npos);
+}
+
+const char* kMachineJson = R"({
+  "name": "test node", "_comment": "ignored",
+  "device": {"memory_gib": 16, "memory_bandwidth_gbps": 1000,
+             "compute": {"bf16": {"peak_tflops": 100, "gemm_efficiency": 0.5}}},
+  "node": {"devices": 4, "bandwidth_gbps": 100, "latency_us": 2},
+  "network": {"bandwidth_gbps": 50, "efficiency": 0.9}
+})";
+
+TEST(PlanMachine, ParsesUnitsAndDefaults) {
+  const Machine m = machine_from_json_text(kMachineJson, "t.json");
+  EXPECT_EQ(m.name, "test node");
+  EXPECT_DOUBLE_EQ(m.memory_bytes, 16.0 * 1024 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(m.bf16.peak_flops, 100e12);
+  // Roofline default c = η·peak·2 bytes / (2·bandwidth) = 0.5·1e14·2 / 2e12 = 50.
+  EXPECT_DOUBLE_EQ(m.bf16.gemm_half_dim, 50.0);
+  EXPECT_DOUBLE_EQ(m.intra_node.latency, 2e-6);
+  EXPECT_DOUBLE_EQ(m.inter_node.efficiency, 0.9);
+  EXPECT_NE(error_of([&] { m.compute(Precision::kFp16); }).find("has no 'fp16' entry"),
+            std::string::npos);
+  const Machine again = machine_from_json_text(machine_to_json_text(m), "round trip");
+  EXPECT_DOUBLE_EQ(again.bf16.gemm_half_dim, 50.0);
+  EXPECT_DOUBLE_EQ(again.inter_node.bandwidth, 50e9);
+}
+
+TEST(PlanMachine, ErrorsNameTheField) {
+  auto err = [](const std::string& text) {
+    return error_of([&] { machine_from_json_text(text, "bad.json"); });
+  };
+  std::string t = kMachineJson;
+  EXPECT_NE(err("{").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(err(std::string(t).replace(t.find("\"memory_bandwidth_gbps\""), 23,
+                                       "\"memory_bandwidth_gbps\": 1, \"memory_eficiency\""))
+                .find("unknown key 'device.memory_eficiency'"),
+            std::string::npos);
+  EXPECT_NE(err(std::string(t).replace(t.find("16,"), 3, "-1,"))
+                .find("'device.memory_gib' must be "
+                      "positive"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"name": "x", "node": {"devices": 1}})").find("missing 'device'"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { load_machine("/nonexistent/machine.json"); }).find("cannot read"),
+            std::string::npos);
+}
+
+TEST(PlanLayout, ErrorsNameTheRule) {
+  const ModelSpec m = small_gpt();
+  Layout l;
+  l.micro_batch = 1;
+  l.tensor_parallel = 3;
+  EXPECT_NE(error_of([&] {
+              validate_layout(m, l, Implementation::kMegatronLm);
+            }).find("--num-attention-heads 32 must be divisible by --tensor-model-parallel-size 3"),
+            std::string::npos);
+  l.tensor_parallel = 1;
+  l.pipeline_parallel = 5;
+  EXPECT_NE(error_of([&] {
+              validate_layout(m, l, Implementation::kMegatronLm);
+            }).find("--num-layers 32 must be divisible by --pipeline-model-parallel-size 5"),
+            std::string::npos);
+  l.pipeline_parallel = 2;
+  EXPECT_NE(error_of([&] {
+              validate_layout(m, l, Implementation::kMegatronCpp);
+            }).find("megatron-cpp does not implement pipeline parallelism"),
+            std::string::npos);
+  l.pipeline_parallel = 1;
+  l.data_parallel = 3;
+  l.global_batch = 10;
+  EXPECT_NE(error_of([&] {
+              validate_layout(m, l, Implementation::kMegatronLm);
+            }).find("--global-batch-size 10 must be a positive multiple"),
+            std::string::npos);
+  l.global_batch = 0;
+  l.sequence_parallel = true;
+  EXPECT_NE(error_of([&] {
+              validate_layout(m, l, Implementation::kMegatronLm);
+            }).find("--sequence-parallel needs"),
+            std::string::npos);
+}
+
+TEST(PlanSearch, RanksFittingLayoutsFastestFirst) {
+  const Machine mach = round_machine();
+  const ModelSpec m = small_gpt();
+  Layout base;
+  base.global_batch = 64;
+  base.precision = Precision::kBf16;
+  const SearchResult r = search_layouts(m, base, mach, Implementation::kMegatronLm, 16, 5);
+  ASSERT_FALSE(r.best.empty());
+  EXPECT_LE(r.best.size(), 5u);
+  for (size_t i = 0; i < r.best.size(); ++i) {
+    EXPECT_TRUE(r.best[i].fits);
+    EXPECT_EQ(r.best[i].layout.world_size(), 16);
+    EXPECT_LE(r.best[i].memory.peak(), mach.memory_bytes);
+    if (i > 0) {
+      EXPECT_GE(r.best[i - 1].time.tokens_per_second, r.best[i].time.tokens_per_second);
+    }
+  }
+  // megatron-cpp layouts are TP x DP only.
+  const SearchResult cpp = search_layouts(m, base, mach, Implementation::kMegatronCpp, 16, 50);
+  for (const Candidate& c : cpp.best) EXPECT_EQ(c.layout.pipeline_parallel, 1);
+  EXPECT_NE(error_of([&] {
+              search_layouts(m, Layout{}, mach, Implementation::kMegatronLm, 16, 5);
+            }).find("--global-batch-size"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace megatron::plan
