@@ -154,10 +154,12 @@ int run_generate_bench(int argc, char** argv) {
            std::getenv("OMP_NUM_THREADS") ? std::getenv("OMP_NUM_THREADS") : "default");
   log_line("  copy bandwidth (memcpy 256 MiB, read + write): " +
            std::to_string(bandwidth / 1e9).substr(0, 5) + " GB/s per process");
-  log_line("  dtype | batch | prefill tokens/s | decode ms/token | decode tokens/s | "
-           "weights read GB/s (% of copy bandwidth)");
+  log_line(
+      "  dtype | batch | prefill tokens/s | decode ms/token | decode tokens/s | "
+      "weights read GB/s (% of copy bandwidth)");
   std::unique_ptr<std::ofstream> json_out;
-  if (!json_file.empty() && world->rank() == 0) json_out = std::make_unique<std::ofstream>(json_file);
+  if (!json_file.empty() && world->rank() == 0)
+    json_out = std::make_unique<std::ofstream>(json_file);
   for (const Result& r : results) {
     char line[256];
     std::snprintf(line, sizeof(line), "  %5s | %5lld | %16.1f | %15.2f | %15.1f | %.2f (%.0f%%)",
@@ -177,7 +179,7 @@ int run_generate_bench(int argc, char** argv) {
                                   {"weight_gb_per_s", r.weight_gb_per_s},
                                   {"copy_gb_per_s", bandwidth / 1e9}}
                        .dump()
-                   << "\n";
+                << "\n";
   }
   return 0;
 }

@@ -1,5 +1,6 @@
 #include "tasks/server.h"
 
+#ifdef MEGATRON_HAS_HTTPLIB
 #include <httplib.h>
 
 #include <atomic>
@@ -250,3 +251,17 @@ void run_text_generation_server(GptModel& model, const Tokenizer& tokenizer,
 }
 
 }  // namespace megatron
+
+#else  // MEGATRON_HAS_HTTPLIB
+
+namespace megatron {
+
+void run_text_generation_server(GptModel&, const Tokenizer&, const ServerOptions&) {
+  MT_THROW(
+      "megatron serve: this binary was built without cpp-httplib; install Debian's "
+      "libcpp-httplib-dev (scripts/setup.sh) and rebuild");
+}
+
+}  // namespace megatron
+
+#endif  // MEGATRON_HAS_HTTPLIB

@@ -19,11 +19,20 @@ const browser = spawn(chromium, [
 ], { stdio: ["ignore", "ignore", "pipe", "pipe", "pipe"] });
 let stderr = "";
 browser.stderr.on("data", (d) => { stderr += d; });
+let finished = false;
 const finish = (code, message) => {
+  if (finished) return;  // once: the browser's own exit comes back here after we kill it
+  finished = true;
   if (message) console.log(message);
-  try { browser.kill("SIGKILL"); } catch (e) { /* already gone */ }
-  fs.rmSync(profile, { recursive: true, force: true });
-  process.exit(code);
+  // The profile is removed only once the browser is gone (it writes there until it exits).
+  const done = () => {
+    try { fs.rmSync(profile, { recursive: true, force: true }); } catch (e) { /* best effort */ }
+    process.exit(code);
+  };
+  if (browser.exitCode !== null || browser.signalCode !== null) return done();
+  browser.once("exit", done);
+  browser.kill("SIGKILL");
+  setTimeout(done, 10000);
 };
 setTimeout(() => finish(1, "FAIL: timed out\n" + stderr.slice(-2000)), 120000).unref();
 browser.on("exit", (code) => finish(1, `FAIL: chromium exited (${code})\n` + stderr.slice(-2000)));

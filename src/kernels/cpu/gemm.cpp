@@ -148,8 +148,7 @@ void rows_typed(const GemmProblem& p) {
     int64_t widened = -1;  // the batch entry a_f32 holds
 #pragma omp for schedule(static)
     for (int64_t item = 0; item < items; ++item) {
-      const int64_t e = item / blocks, c0 = (item % blocks) * block,
-                    c1 = std::min(n, c0 + block);
+      const int64_t e = item / blocks, c0 = (item % blocks) * block, c1 = std::min(n, c0 + block);
       const T* a = static_cast<const T*>(p.a) + e * p.batch_a;  // [M, K], row stride lda
       const T* b = static_cast<const T*>(p.b) + e * p.batch_b;
       TC* c = static_cast<TC*>(p.c) + e * p.batch_c;  // [M, N], row stride ldc
