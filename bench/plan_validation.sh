@@ -111,6 +111,20 @@ predict() {  # NAME plan flags...
 : > "$OUT/summary.jsonl"
 G=(--num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 128
    --max-position-embeddings 1024 --global-batch-size 8 --vocab-size 50257)
+# The measurements the unit test reads (tests/unit/plan_validation_test.cpp).
+node -e '
+  const fs = require("fs");
+  const out = process.argv[1];
+  const runs = {};
+  for (const name of ["tiny", "gpt_tp1", "gpt_tp2", "gpt_dp2", "bert_tp1"]) {
+    const log = fs.readFileSync(`${out}/${name}.log`, "utf8");
+    const its = [...log.matchAll(/elapsed time per iteration \(ms\): ([0-9.]+)/g)].map((m) => +m[1]);
+    const rss = Math.max(...fs.readdirSync(out).filter((f) => f.startsWith(name + ".rss."))
+      .map((f) => parseFloat(fs.readFileSync(`${out}/${f}`, "utf8"))));
+    runs[name] = {iterations_ms: its, peak_rss_kb: rss};
+  }
+  fs.writeFileSync(`${out}/measured.json`, JSON.stringify(runs, null, 1) + "\n");
+' "$OUT"
 predict tiny --num-layers 1 --hidden-size 64 --num-attention-heads 2 --seq-length 128 \
   --max-position-embeddings 128 --global-batch-size 8 --micro-batch-size 8 --vocab-size 50257
 predict gpt_tp1 "${G[@]}" --micro-batch-size 8

@@ -23,79 +23,12 @@
 #include "core/device_runtime.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
+#include "gpu_test_util.h"  // gpu(), on_gpu, to_double, from_double, random_tensor
 #ifdef MEGATRON_CUDA
 #include "kernels/cuda/cuda_kernels.h"
 #endif
 
 namespace megatron::gpu_test {
-
-inline Device gpu() {
-  return Device::cuda(0);
-}
-
-inline Tensor on_gpu(const Tensor& t) {
-  return t.defined() ? t.to(gpu()) : Tensor();
-}
-
-// Elements of t (f32, f64, bf16, f16; any device) as doubles, row-major.
-inline std::vector<double> to_double(const Tensor& t) {
-  Tensor c = t.to(Device::CPU);
-  if (!c.is_contiguous()) c = c.clone();
-  std::vector<double> out(size_t(c.numel()));
-  for (int64_t i = 0; i < c.numel(); ++i) {
-    switch (c.dtype()) {
-      case DType::F32:
-        out[size_t(i)] = c.data<float>()[i];
-        break;
-      case DType::F64:
-        out[size_t(i)] = c.data<double>()[i];
-        break;
-      case DType::BF16:
-        out[size_t(i)] = float(c.data<bf16>()[i]);
-        break;
-      case DType::F16:
-        out[size_t(i)] = float(c.data<f16>()[i]);
-        break;
-      default:
-        ADD_FAILURE() << "to_double: unsupported dtype " << dtype_name(c.dtype());
-        break;
-    }
-  }
-  return out;
-}
-
-// A contiguous host tensor of `dtype` holding `values` (rounded to nearest even).
-inline Tensor from_double(const std::vector<double>& values, const Shape& shape, DType dtype) {
-  Tensor t = Tensor::empty(shape, dtype);
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    const float v = float(values[size_t(i)]);
-    switch (dtype) {
-      case DType::F32:
-        t.data<float>()[i] = v;
-        break;
-      case DType::BF16:
-        t.data<bf16>()[i] = bf16(v);
-        break;
-      case DType::F16:
-        t.data<f16>()[i] = f16(v);
-        break;
-      default:
-        ADD_FAILURE() << "from_double: unsupported dtype " << dtype_name(dtype);
-        break;
-    }
-  }
-  return t;
-}
-
-// Uniform values in [lo, hi) rounded to dtype, on the host; deterministic in seed.
-inline Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, double lo = -1.0,
-                            double hi = 1.0) {
-  std::mt19937_64 gen(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<double> v(size_t(shape_numel(shape)));
-  for (double& x : v) x = dist(gen);
-  return from_double(v, shape, dtype);
-}
 
 // The dtype the CPU twin runs in for a GPU dtype: f16 (not a CPU activation dtype) runs as f32.
 inline DType cpu_dtype(DType gpu_dtype) {
