@@ -14,7 +14,7 @@
 #
 # Environment: MEGATRON_DATA_DIR (data cache, default ~/.cache/megatron-cpp),
 # MEGATRON_BUILD_DIR (default build/), DEMO_MINUTES (training time, default 6), DEMO_ITERS
-# (iterations at most and the length of the LR schedule, default 800), DEMO_OUT (run
+# (iterations at most and the length of the LR schedule, default 4000), DEMO_OUT (run
 # directory, default runs/demo/: checkpoints, metrics.jsonl, loss.svg, generated.jsonl,
 # TensorBoard events, train.log).
 set -euo pipefail
@@ -22,7 +22,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DATA_DIR="${MEGATRON_DATA_DIR:-$HOME/.cache/megatron-cpp}"
 BUILD="${MEGATRON_BUILD_DIR:-$ROOT/build}"
 OUT="${DEMO_OUT:-$ROOT/runs/demo}"
-ITERS="${DEMO_ITERS:-800}"
+ITERS="${DEMO_ITERS:-4000}"
 MINUTES="${DEMO_MINUTES:-6}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
@@ -71,12 +71,13 @@ demo: step 4/5 — train a GPT for $MINUTES minutes on 2 processes, tensor paral
       4 layers, hidden 128, 4 heads, sequence 128, batch 16 sequences (2048 tokens), $PRECISION_NAME,
       the corpus's own 4096-piece vocabulary, 95% of the addresses to train on, 5% held out.
       What to expect: the loss starts near 8.3 (ln 4096: a uniform guess over the vocabulary);
-      on our 2-core VM while other builds ran (under a second per iteration) the validation loss
-      was 6.4 (perplexity ~590) at iteration 100, 6.1 (~460) at 200, 5.9 (~380) at 300 and 5.8
-      (~330) at 400, where the time limit stopped it; an idle machine gets further. Every 20
-      iterations Megatron's iteration line is followed by a progress line saying how much time
-      is left and near which iteration the run will stop; every 100 comes a validation loss.
-      Then the model writes (step 5/5): expect recognisable, if broken, English.
+      on our 2-core VM (bf16, load ~5 from other builds: ~0.15 s per iteration) the validation
+      loss was 6.1 (perplexity ~430) at iteration 100, 5.3 (~200) at 500, 5.1 (~165) at 1000,
+      4.8 (~120) at 2000 and 4.7 (~112) at 2400, where the time limit stopped it; a busier
+      machine stops earlier (at iteration ~400 under load 10: 5.8, ~330). Every 20 iterations
+      Megatron's iteration line is followed by a progress line saying how much time is left and
+      near which iteration the run will stop; every 100 comes a validation loss. Then the model
+      writes (step 5/5): expect recognisable, if broken, English.
 EOF
 
 rm -rf "$OUT"
