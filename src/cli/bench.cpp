@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <cstring>
 
+#include "cli/bench_generate.h"
 #include "cli/bench_step.h"
 #include "cli/kernel_bench.h"
 #include "cli/machine_bench.h"
@@ -16,6 +17,8 @@ int run_bench(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; ++i) {
     if (!std::strcmp(argv[i], "--mode") && !std::strcmp(argv[i + 1], "step"))
       return run_step_bench(argc, argv);
+    if (!std::strcmp(argv[i], "--mode") && !std::strcmp(argv[i + 1], "generate"))
+      return run_generate_bench(argc, argv);  // cli/bench_generate.h
     if (!std::strcmp(argv[i], "--mode") && !std::strcmp(argv[i + 1], "machine"))
       return run_machine_bench(argc, argv);  // cli/machine_bench.h, for `megatron plan`
   }
@@ -23,8 +26,8 @@ int run_bench(int argc, char** argv) {
                "megatron bench"};
   std::string mode = "kernels";
   app.add_option("--mode", mode,
-                 "what to measure (step: whole training steps; machine: a machine file for "
-                 "`megatron plan`; both with their own flags)")
+                 "what to measure (step: whole training steps; generate: KV-cache decoding; "
+                 "machine: a machine file for `megatron plan`; each with its own flags)")
       ->check(CLI::IsMember({"kernels"}))
       ->capture_default_str();
   KernelBenchOptions k;

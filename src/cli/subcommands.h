@@ -11,6 +11,8 @@ int run_pretrain_gpt(int argc, char** argv);
 int run_pretrain_bert(int argc, char** argv);
 int run_preprocess(int argc, char** argv);
 int run_convert(int argc, char** argv);
+int run_generate(int argc, char** argv);
+int run_serve(int argc, char** argv);
 int run_plan(int argc, char** argv);
 int run_plot(int argc, char** argv);
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kernels/dropout.h"
+#include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/softmax.h"
 
@@ -89,6 +90,47 @@ Tensor ParallelAttention::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_m
   Tensor context_heads = head_view(context, 0, bh, s, d, d, bh * d);
   kernels::batched_gemm(probs_dropped.view({bh, s, s}), false, v, false, context_heads);
   return dense_.forward(ctx.dense, context, arena);
+}
+
+Tensor ParallelAttention::forward_cached(const Tensor& x, LayerKv& kv, int64_t start,
+                                         Arena& arena) const {
+  MT_CHECK(mask_type_ == AttnMaskType::kCausal,
+           "incremental decoding needs causal attention (a GPT), not a padding mask");
+  MT_CHECK(x.dim() == 3, "attention input must be [s, b, h], got ", x.describe());
+  const int64_t s = x.size(0), b = x.size(1), hl = heads_local_, d = head_dim_, bh = b * hl;
+  MT_CHECK(kv.k.dim() == 4 && kv.k.size(0) == b && kv.k.size(1) == hl && kv.k.size(3) == d,
+           "KV cache ", kv.k.describe(), " does not fit batch ", b, ", ", hl, " local heads of ",
+           d);
+  check_shape(kv.v, kv.k.shape(), "KV cache values");
+  check_dtype(kv.k, x.dtype(), "KV cache keys");
+  check_dtype(kv.v, x.dtype(), "KV cache values");
+  const int64_t max_s = kv.k.size(2), sk = start + s;
+  MT_CHECK(start >= 0 && sk <= max_s, "positions [", start, ", ", sk,
+           ") do not fit the KV cache of ", max_s);
+
+  ColumnParallelLinear::Ctx qkv_ctx;  // discarded: no backward
+  Tensor qkv = query_key_value_.forward(qkv_ctx, x, arena).view({s, b, hl, 3, d});
+  const int64_t qkv_row = bh * 3 * d;
+  Tensor q = head_view(qkv, 0, bh, s, d, 3 * d, qkv_row);  // [b·hl, s, d]
+  // The new keys and values go to positions [start, sk) of the cache ([b·hl, max_s, d]).
+  Tensor k_new = head_view(kv.k, start * d, bh, s, d, max_s * d, d);
+  Tensor v_new = head_view(kv.v, start * d, bh, s, d, max_s * d, d);
+  kernels::copy(head_view(qkv, d, bh, s, d, 3 * d, qkv_row), k_new);
+  kernels::copy(head_view(qkv, 2 * d, bh, s, d, 3 * d, qkv_row), v_new);
+  Tensor k = head_view(kv.k, 0, bh, sk, d, max_s * d, d);  // [b·hl, sk, d]
+  Tensor v = head_view(kv.v, 0, bh, sk, d, max_s * d, d);
+
+  Tensor scores = arena.alloc({bh, s, sk}, x.dtype());
+  kernels::batched_gemm(q, false, k, true, scores);
+  // Causal with Sq < Sk: query i (position start + i) sees keys j <= start + i.
+  Tensor probs = arena.alloc({b, hl, s, sk}, x.dtype());
+  kernels::scaled_masked_softmax_forward(scores.view({b, hl, s, sk}), 1.0f / std::sqrt(float(d)),
+                                         true, Tensor(), probs);
+  Tensor context = arena.alloc({s, b, hl * d}, x.dtype());  // [s, b, hl·d]
+  Tensor context_heads = head_view(context, 0, bh, s, d, d, bh * d);
+  kernels::batched_gemm(probs.view({bh, s, sk}), false, v, false, context_heads);
+  RowParallelLinear::Ctx dense_ctx;
+  return dense_.forward(dense_ctx, context, arena);
 }
 
 Tensor ParallelAttention::backward(const Ctx& ctx, const Tensor& dout, Arena& arena) const {

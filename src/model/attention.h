@@ -13,6 +13,7 @@
 
 #include <string>
 
+#include "model/kv_cache.h"
 #include "model/transformer_config.h"
 #include "parallel/column_parallel_linear.h"
 #include "parallel/random.h"
@@ -48,6 +49,13 @@ class ParallelAttention {
   // dout [s, b, h] → dx [s, b, h]; accumulates the QKV and dense weight gradients (the dense
   // bias gradient is the caller's, via dense_bias_grad()).
   Tensor backward(const Ctx& ctx, const Tensor& dout, Arena& arena) const;
+
+  // Incremental (inference) forward with a KV cache, causal attention only: x [s_new, b, h]
+  // holds positions [start, start + s_new); their keys and values are written into `kv`
+  // ([b, heads/t, max_s, d]) and the queries attend to positions [0, start + s_new) (Sq ≤ Sk).
+  // No dropout, nothing kept for a backward; every temporary goes to `arena`.
+  // → out [s_new, b, h] without the dense bias.
+  Tensor forward_cached(const Tensor& x, LayerKv& kv, int64_t start, Arena& arena) const;
 
   const Tensor& dense_bias() const { return dense_.bias(); }
   Tensor& dense_bias_grad() const { return dense_.bias_grad(); }

@@ -174,6 +174,44 @@ Tensor GptModel::forward_logits(const Tensor& host_tokens) {
   return out;
 }
 
+InferenceCtx GptModel::make_inference_ctx(int64_t batch, int64_t max_seq) const {
+  MT_CHECK(max_seq >= 1 && max_seq <= config_.max_position_embeddings, "inference length ", max_seq,
+           " must be in [1, --max-position-embeddings = ", config_.max_position_embeddings, "]");
+  const int64_t heads_local = config_.num_attention_heads / ps_.tp_size;
+  const int64_t head_dim = config_.hidden_size / config_.num_attention_heads;
+  InferenceCtx ctx{KvCache(config_.num_layers, batch, heads_local, max_seq, head_dim,
+                           weights_.dtype(), store_.device()),
+                   Arena(store_.device()), Arena(store_.device())};
+  return ctx;
+}
+
+int64_t GptModel::vocab_start() const {
+  return int64_t(ps_.tp_rank) * (config_.padded_vocab_size / ps_.tp_size);
+}
+
+Tensor GptModel::forward_step(InferenceCtx& ctx, const Tensor& host_tokens, bool all_positions) {
+  ctx.arena.reset();
+  const Tensor tokens = upload({host_tokens}, ctx.arena)[0];
+  check_dtype(tokens, DType::I32, "GPT tokens");
+  MT_CHECK(tokens.dim() == 2 && tokens.size(0) == ctx.batch() && tokens.size(1) >= 1,
+           "inference tokens must be [", ctx.batch(), ", s >= 1], got ", tokens.describe());
+  const int64_t b = tokens.size(0), s = tokens.size(1), h = config_.hidden_size;
+  MT_CHECK(ctx.length() + s <= ctx.cache.max_seq(), "positions [", ctx.length(), ", ",
+           ctx.length() + s, ") exceed the inference context's ", ctx.cache.max_seq());
+
+  InputEmbedding::Ctx embedding_ctx;  // discarded: no backward
+  Tensor embedded =
+      embedding_.forward(embedding_ctx, tokens, Tensor(), DropoutScope{}, ctx.arena, ctx.length());
+  Tensor hidden = transformer_.forward_cached(embedded, ctx.cache, ctx.arena, ctx.scratch);
+  ctx.cache.advance(s);
+  // [s, b, h] is sequence-major, so the last position's rows are contiguous.
+  Tensor rows = all_positions ? hidden.view({s * b, h}) : hidden.select(0, s - 1);
+  const Tensor& table = embedding_.word_embeddings().weight();  // [V/t, h]
+  Tensor logits = ctx.arena.alloc({rows.size(0), table.size(0)}, DType::F32);
+  kernels::gemm(rows, false, table, true, logits);
+  return all_positions ? logits.view({s, b, table.size(0)}) : logits;
+}
+
 int64_t padded_vocab_size(int64_t vocab, int make_vocab_size_divisible_by, int tp_size) {
   MT_CHECK(vocab > 0, "vocabulary size must be positive, got ", vocab);
   MT_CHECK(make_vocab_size_divisible_by > 0 && tp_size > 0, "--make-vocab-size-divisible-by (",

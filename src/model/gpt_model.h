@@ -14,6 +14,7 @@
 #include "core/arena.h"
 #include "distributed/parallel_state.h"
 #include "model/input_embedding.h"
+#include "model/kv_cache.h"
 #include "model/transformer.h"
 #include "parallel/compute_weights.h"
 #include "parallel/vocab_parallel_cross_entropy.h"
@@ -69,6 +70,21 @@ class GptModel {
   // Full-vocabulary logits f32 [b, s, vocab_size] on the model's device (gathered over TP,
   // padding dropped), no dropout. tokens i32 [b, s'] with s' <= max_position_embeddings.
   Tensor forward_logits(const Tensor& tokens);
+
+  // ---- Inference (KV cache; DESIGN.md §3 "Inference") ----
+  // A context for `batch` sequences of up to `max_seq` positions (<= max_position_embeddings):
+  // the KV cache of this rank's heads, on the model's device, in the compute dtype.
+  InferenceCtx make_inference_ctx(int64_t batch, int64_t max_seq) const;
+  // Feeds tokens i32 [b, s_new] (host or device) at positions [ctx.length(), + s_new) — the
+  // prompt, then one token per step — and advances the context. No dropout, no backward state.
+  // Returns THIS RANK's vocabulary shard of the logits (f32, never gathered over TP; columns
+  // past vocab_size are padding): of the last new position, [b, V_padded/t], or with
+  // all_positions of every new position, [s_new, b, V_padded/t] (sequence-major). The result
+  // lives in ctx's arena until the next step on ctx. Collective over the TP group.
+  Tensor forward_step(InferenceCtx& ctx, const Tensor& tokens, bool all_positions = false);
+  // This rank's columns of the padded vocabulary: [vocab_start, vocab_start + V_padded/t).
+  int64_t vocab_start() const;
+  const ParallelState& parallel_state() const { return ps_; }
 
   const GptConfig& config() const { return config_; }
   size_t activation_bytes() const { return arena_.high_water() + scratch_.high_water(); }

@@ -48,7 +48,8 @@ void InputEmbedding::init_weights(ParameterStore& store, uint64_t seed) const {
 }
 
 Tensor InputEmbedding::forward(Ctx& ctx, const Tensor& tokens, const Tensor& token_types,
-                               const DropoutScope& scope, Arena& arena) const {
+                               const DropoutScope& scope, Arena& arena,
+                               int64_t position_start) const {
   const std::string model = config_.model_name;
   check_dtype(tokens, DType::I32, (model + " tokens").c_str());
   MT_CHECK(tokens.dim() == 2, model, " tokens must be [b, s], got ", tokens.describe());
@@ -59,12 +60,15 @@ Tensor InputEmbedding::forward(Ctx& ctx, const Tensor& tokens, const Tensor& tok
   const int64_t b = tokens.size(0), s = tokens.size(1), h = config_.hidden_size;
   MT_CHECK(s >= 1 && s <= config_.max_position_embeddings, "sequence length ", s,
            " must be in [1, --max-position-embeddings = ", config_.max_position_embeddings, "]");
+  MT_CHECK(position_start >= 0 && position_start + s <= config_.max_position_embeddings,
+           "positions [", position_start, ", ", position_start + s,
+           ") exceed --max-position-embeddings = ", config_.max_position_embeddings);
   ctx.seq = s;
   ctx.batch = b;
 
   Tensor embedded = word_.forward(ctx.word, to_seq_major(tokens, arena), arena).view({s * b, h});
   ctx.position_ids = arena.alloc({s * b}, DType::I32);  // position of row i: i / b
-  kernels::fill_positions(ctx.position_ids, b, 0);
+  kernels::fill_positions(ctx.position_ids, b, position_start);
   Tensor table_rows = arena.alloc({s * b, h}, embedded.dtype());  // [s·b, h]
   kernels::embedding_forward(ctx.position_ids, weights_.weight(position_index_), 0, table_rows);
   kernels::axpy(1.0f, table_rows, embedded);

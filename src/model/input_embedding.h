@@ -49,9 +49,10 @@ class InputEmbedding {
   void init_weights(ParameterStore& store, uint64_t seed) const;
 
   // tokens i32 [b, s] (ids in [0, V)), token_types i32 [b, s] (types in [0, num_tokentypes);
-  // undefined when there is no token-type table) → [s, b, h].
+  // undefined when there is no token-type table) → [s, b, h]. Position ids are
+  // position_start + index in the sequence (> 0: continuing a sequence, KV-cache decoding).
   Tensor forward(Ctx& ctx, const Tensor& tokens, const Tensor& token_types,
-                 const DropoutScope& scope, Arena& arena) const;
+                 const DropoutScope& scope, Arena& arena, int64_t position_start = 0) const;
   // dout [s, b, h] → accumulates the tables' (and the LayerNorm's) gradients.
   void backward(const Ctx& ctx, const Tensor& dout, Arena& arena) const;
 

@@ -85,6 +85,28 @@ Tensor TransformerLayer::forward_pre_ln(Ctx& ctx, const Tensor& x, const Tensor&
   return y;
 }
 
+Tensor TransformerLayer::forward_cached(const Tensor& x, LayerKv& kv, int64_t start,
+                                        Arena& arena) const {
+  MT_CHECK(pre_ln(config_), "incremental decoding supports pre-LayerNorm layers (GPT) only");
+  MT_CHECK(x.dim() == 3 && x.size(2) == config_.hidden_size, "transformer layer ", layer_number_,
+           ": input must be [s, b, ", config_.hidden_size, "], got ", x.describe());
+  const bool ln_residual = config_.apply_residual_connection_post_layernorm;
+  Ctx ctx;  // discarded: no backward
+  Tensor ln1 = first_ln_.forward(ctx.first_ln, x, arena);
+  Tensor attn = attention_.forward_cached(ln1, kv, start, arena);
+  Tensor h = arena.alloc(x.shape(), x.dtype());  // [s, b, h]
+  Tensor h2 = rows(h);
+  kernels::bias_dropout_add_forward(rows(attn), attention_.dense_bias(),
+                                    rows(ln_residual ? ln1 : x), Tensor(), 0.0f, h2);
+  Tensor ln2 = second_ln_.forward(ctx.second_ln, h, arena);
+  Tensor mlp = mlp_.forward(ctx.mlp, ln2, arena);
+  Tensor y = arena.alloc(x.shape(), x.dtype());
+  Tensor y2 = rows(y);
+  kernels::bias_dropout_add_forward(rows(mlp), mlp_.output_bias(), rows(ln_residual ? ln2 : h),
+                                    Tensor(), 0.0f, y2);
+  return y;
+}
+
 Tensor TransformerLayer::backward_pre_ln(const Ctx& ctx, Tensor dy, Arena& arena) const {
   const float p = config_.hidden_dropout;
   const bool ln_residual = config_.apply_residual_connection_post_layernorm;

@@ -34,6 +34,10 @@ class TransformerLayer {
   // x [s, b, h] → y [s, b, h]. pad_mask and workspace as ParallelAttention::forward.
   Tensor forward(Ctx& ctx, const Tensor& x, const Tensor& pad_mask, const DropoutScope& scope,
                  Arena& arena, Arena& workspace) const;
+  // Incremental (inference) forward of a pre-LN layer: x [s_new, b, h] at positions
+  // [start, start + s_new), attention over the KV cache `kv` (ParallelAttention::
+  // forward_cached); no dropout, nothing kept. Everything, y included, goes to `arena`.
+  Tensor forward_cached(const Tensor& x, LayerKv& kv, int64_t start, Arena& arena) const;
   // dy [s, b, h] → dx [s, b, h]. dy is consumed: its memory may be reused for dx.
   Tensor backward(const Ctx& ctx, Tensor dy, Arena& arena) const;
 

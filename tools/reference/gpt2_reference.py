@@ -9,6 +9,9 @@ wte, LayerNorm eps 1e-5, no dropout) and writes
   OUT/hf/config.json, OUT/hf/model.safetensors   the HF-layout model directory (f32 weights)
   OUT/golden.safetensors                         input_ids, labels, loss_mask [b, s];
                                                  logits [b, s, vocab]; loss []; grad.<HF name>
+  OUT/greedy.safetensors                         greedy.<row>: a prompt (a prefix of input_ids
+                                                 row) and its greedy continuation, i32;
+                                                 greedy_margin.<row>: smallest top-2 logit gap
 The loss is Σ(ce · loss_mask) / Σ loss_mask over all tokens, as Megatron's GPT loss.
 
 Usage: /usr/bin/python3 tools/reference/gpt2_reference.py tests/data/gpt2_tiny
@@ -90,6 +93,31 @@ def forward(w, ids):
     return x @ w["wte.weight"].t()
 
 
+# Greedy continuations for the generation golden (tests/unit/generation_golden_test.cpp): each
+# prompt is a prefix of input_ids row 0 / 1, continued for GREEDY_TOKENS tokens by recomputing
+# the whole sequence each step in float64 and taking the arg-max (no KV cache): the plainest
+# statement of greedy decoding.
+GREEDY_PROMPTS = (5, 9)
+GREEDY_TOKENS = 12
+
+
+def greedy_continuations(w, ids):
+    out = {}
+    for row, length in enumerate(GREEDY_PROMPTS):
+        seq = ids[row:row + 1, :length].clone()
+        gaps = []
+        for _ in range(GREEDY_TOKENS):
+            top2 = torch.topk(forward(w, seq)[0, -1], 2).values
+            gaps.append(float(top2[0] - top2[1]))
+            nxt = torch.argmax(forward(w, seq)[0, -1]).view(1, 1)
+            seq = torch.cat([seq, nxt], dim=1)
+        out[f"greedy.{row}"] = seq[0].to(torch.int32).numpy()
+        # The smallest margin between the best and second-best logit along the way: the C++
+        # side (f32) must agree whenever its error stays below it.
+        out[f"greedy_margin.{row}"] = np.array(min(gaps), dtype=np.float64)
+    return out
+
+
 def main(out_dir):
     gen = torch.Generator().manual_seed(20240601)
     weights = make_weights(gen)
@@ -126,6 +154,11 @@ def main(out_dir):
         "loss": np.array(loss.item(), dtype=np.float64),
     }
     write_outputs(out_dir, CONFIG, hf, golden, params, "tools/reference/gpt2_reference.py")
+    with torch.no_grad():
+        safetensors_io.save(os.path.join(out_dir, "greedy.safetensors"),
+                            greedy_continuations(weights, ids),
+                            {"generator": "tools/reference/gpt2_reference.py",
+                             "torch": torch.__version__})
     print(f"loss {loss.item():.10f}; wrote {out_dir}/hf and {out_dir}/golden.safetensors")
 
 

@@ -5,9 +5,15 @@
 //          with neither library, or no oneDNN JIT kernel) the built-in blocked GEMM;
 //   bf16 → oneDNN matmul when it has a JIT kernel (AVX-512 / AMX CPUs); otherwise the bf16
 //          operands are widened to f32 (exact) and multiplied by the f32 path, which still
-//          accumulates in f32 and rounds C once.
+//          accumulates in f32 and rounds C once;
+//   either, with few rows of an untransposed A (M <= kSmallRows: the decode step of generation,
+//          one token per sequence) → small_rows: each element of B is read once, in its own
+//          dtype (f32 accumulation). BLAS would pack (copy) all of B for a product that reads
+//          it once, bf16 would widen all of B first, and a batched attention product would be
+//          one BLAS call (and thread wake-up) per head.
 // OpenBLAS and oneDNN are optional (MEGATRON_HAS_OPENBLAS / MEGATRON_HAS_ONEDNN, from
 // cmake/MegatronDependencies.cmake).
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -114,6 +120,98 @@ void run_bf16_widened(const GemmProblem& p) {
   }
 }
 
+// Few rows of A (M <= kSmallRows, not transposed), batched or not: the decode step of
+// generation (y = x Wᵀ for one token per sequence; attention of one query over the KV cache).
+//   trans_b:  C[m, n] = α · Σ_k A[m, k] · B[n, k] + β · C[m, n]   (B [N, K]: dot products)
+//   !trans_b: C[m, n] = α · Σ_k A[m, k] · B[k, n] + β · C[m, n]   (B [K, N]: row updates)
+// Every element of B is read once, in its own dtype; sums in f32, C rounded once.
+constexpr int64_t kSmallRows = 16;
+
+bool small_rows_problem(const GemmProblem& p) {
+  return p.m <= kSmallRows && !p.trans_a;
+}
+
+template <typename T, typename TC>
+void rows_typed(const GemmProblem& p) {
+  const int64_t m = p.m, n = p.n, k = p.k;
+  const auto store = [&](TC& out, float acc) {
+    const float prior = p.beta != 0.f ? p.beta * to_f32(out) : 0.f;  // β = 0 ignores C
+    out = from_f32<TC>(p.alpha * acc + prior);
+  };
+  // Work items: (batch entry, block of columns), so that one big matrix and many small ones
+  // both spread over the threads.
+  const int64_t block = p.trans_b ? 64 : 256;
+  const int64_t blocks = (n + block - 1) / block, items = p.batch * blocks;
+#pragma omp parallel if (items > 1 && p.batch * m * n * k >= 32768)
+  {
+    std::vector<float> a_f32(size_t(m * k)), acc(size_t(p.trans_b ? 0 : m * block));
+    int64_t widened = -1;  // the batch entry a_f32 holds
+#pragma omp for schedule(static)
+    for (int64_t item = 0; item < items; ++item) {
+      const int64_t e = item / blocks, c0 = (item % blocks) * block, c1 = std::min(n, c0 + block);
+      const T* a = static_cast<const T*>(p.a) + e * p.batch_a;  // [M, K], row stride lda
+      const T* b = static_cast<const T*>(p.b) + e * p.batch_b;
+      TC* c = static_cast<TC*>(p.c) + e * p.batch_c;  // [M, N], row stride ldc
+      if (widened != e) {  // A in f32 once per entry, so the inner loops widen only B
+        for (int64_t r = 0; r < m; ++r)
+          for (int64_t j = 0; j < k; ++j) a_f32[size_t(r * k + j)] = to_f32(a[r * p.lda + j]);
+        widened = e;
+      }
+      if (p.trans_b) {
+        for (int64_t col = c0; col < c1; ++col) {
+          const T* brow = b + col * p.ldb;  // [K]
+          int64_t r = 0;
+          for (; r + 4 <= m; r += 4) {  // four rows per pass over the B row: B widened once
+            const float* a0 = a_f32.data() + r * k;
+            const float *a1 = a0 + k, *a2 = a1 + k, *a3 = a2 + k;
+            float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+            for (int64_t j = 0; j < k; ++j) {
+              const float x = to_f32(brow[j]);
+              s0 += a0[j] * x;
+              s1 += a1[j] * x;
+              s2 += a2[j] * x;
+              s3 += a3[j] * x;
+            }
+            store(c[r * p.ldc + col], s0);
+            store(c[(r + 1) * p.ldc + col], s1);
+            store(c[(r + 2) * p.ldc + col], s2);
+            store(c[(r + 3) * p.ldc + col], s3);
+          }
+          for (; r < m; ++r) {
+            const float* arow = a_f32.data() + r * k;
+            float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+            for (int64_t j = 0; j < k; ++j) sum += arow[j] * to_f32(brow[j]);
+            store(c[r * p.ldc + col], sum);
+          }
+        }
+      } else {
+        const int64_t w = c1 - c0;
+        std::fill(acc.begin(), acc.begin() + m * w, 0.f);
+        for (int64_t j = 0; j < k; ++j) {
+          const T* brow = b + j * p.ldb + c0;  // [w]
+          for (int64_t r = 0; r < m; ++r) {
+            const float x = a_f32[size_t(r * k + j)];
+            float* out = acc.data() + r * w;
+#pragma omp simd
+            for (int64_t col = 0; col < w; ++col) out[col] += x * to_f32(brow[col]);
+          }
+        }
+        for (int64_t r = 0; r < m; ++r)
+          for (int64_t col = 0; col < w; ++col)
+            store(c[r * p.ldc + c0 + col], acc[size_t(r * w + col)]);
+      }
+    }
+  }
+}
+
+void small_rows(const GemmProblem& p) {
+  if (p.ab_dtype == DType::F32) return rows_typed<float, float>(p);
+  if (p.c_dtype == DType::F32) return rows_typed<bf16, float>(p);
+  rows_typed<bf16, bf16>(p);
+}
+
 // oneDNN's implementation for p when it has a JIT kernel ("brg:avx512_core_amx_bf16", ...), else
 // "" (no oneDNN in this build, or only its reference loop, which run_onednn declines).
 std::string onednn_jit_impl(const GemmProblem& p) {
@@ -127,6 +225,7 @@ std::string onednn_jit_impl(const GemmProblem& p) {
 }
 
 std::string f32_backend_name(const GemmProblem& p) {
+  if (small_rows_problem(p)) return "small_rows (M <= 16: B read once)";
 #ifdef MEGATRON_HAS_OPENBLAS
   if (blas_usable()) return "OpenBLAS (" + blas_core_name() + ")";
 #endif
@@ -137,7 +236,7 @@ std::string f32_backend_name(const GemmProblem& p) {
 }  // namespace
 
 std::string gemm_backend_name(const GemmProblem& p) {
-  if (p.ab_dtype == DType::F32) return f32_backend_name(p);
+  if (p.ab_dtype == DType::F32 || small_rows_problem(p)) return f32_backend_name(p);
   const std::string impl = onednn_jit_impl(p);
   if (!impl.empty()) return "oneDNN " + impl;
   GemmProblem widened = p;
@@ -146,6 +245,7 @@ std::string gemm_backend_name(const GemmProblem& p) {
 }
 
 void gemm(const GemmProblem& p) {
+  if (small_rows_problem(p)) return small_rows(p);
   if (p.ab_dtype == DType::F32) return run_f32(p);
   if (!run_onednn(p)) run_bf16_widened(p);
 }

@@ -1,0 +1,160 @@
+#include "tasks/generation.h"
+
+#include <algorithm>
+
+namespace megatron {
+
+std::string generation_request_error(const std::vector<std::vector<int32_t>>& prompts,
+                                     const GenerationOptions& options, const GptConfig& model) {
+  if (prompts.empty()) return "prompts is empty";
+  if (options.tokens_to_generate < 0)
+    return "tokens_to_generate must be an integer greater than or equal to 0";
+  if (options.tokens_to_generate == 0 && !options.logprobs)
+    return "tokens_to_generate=0 implies logprobs should be True";
+  size_t longest = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    if (prompts[i].empty()) return "Empty prompts require add_BOS=true";
+    for (int32_t id : prompts[i])
+      if (id < 0 || id >= model.vocab_size)
+        return "prompt " + std::to_string(i) + " has token id " + std::to_string(id) +
+               " outside the vocabulary [0, " + std::to_string(model.vocab_size) + ")";
+    longest = std::max(longest, prompts[i].size());
+  }
+  const int64_t total = int64_t(longest) + options.tokens_to_generate;
+  if (total > model.max_position_embeddings)
+    return "Length of prompt + tokens_to_generate longer than allowed";
+  if (total * int64_t(prompts.size()) > options.max_tokens)
+    return "Too many tokens.  " + std::to_string(total * int64_t(prompts.size())) +
+           " is greater than " + std::to_string(options.max_tokens);
+  try {
+    validate_sampling_params(options.sampling, model.vocab_size);
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return "";
+}
+
+namespace {
+
+// tokens[:, begin:end] of the padded batch as i32 [b, end − begin].
+Tensor token_block(const std::vector<std::vector<int32_t>>& rows, int64_t begin, int64_t end) {
+  const int64_t b = int64_t(rows.size()), s = end - begin;
+  std::vector<int32_t> block(size_t(b * s));
+  for (int64_t i = 0; i < b; ++i)
+    std::copy(rows[size_t(i)].begin() + begin, rows[size_t(i)].begin() + end,
+              block.begin() + i * s);
+  return Tensor::from_vector(block, {b, s});
+}
+
+// Log-probabilities of tokens[:, begin + 1 : end + 1] from the logits of positions
+// [begin, end) (f32 [s, b, V/t], sequence-major), stored into logprobs[i][begin .. end).
+void record_logprobs(GptModel& model, InferenceCtx& ctx, const Tensor& logits,
+                     const std::vector<std::vector<int32_t>>& tokens, int64_t begin, int64_t end,
+                     std::vector<std::vector<float>>& logprobs) {
+  const int64_t b = int64_t(tokens.size()), s = end - begin;
+  std::vector<int32_t> targets(size_t(s * b));  // [s, b]
+  for (int64_t j = 0; j < s; ++j)
+    for (int64_t i = 0; i < b; ++i)
+      targets[size_t(j * b + i)] = tokens[size_t(i)][size_t(begin + j + 1)];
+  Tensor target_tensor = Tensor::from_vector(targets, {s * b}).to(logits.device());
+  const std::vector<float> lp =
+      vocab_parallel_log_probs(*model.parallel_state().tp, logits.view({s * b, logits.size(2)}),
+                               target_tensor, model.config().vocab_size, ctx.arena)
+          .to_vector<float>();
+  for (int64_t j = 0; j < s; ++j)
+    for (int64_t i = 0; i < b; ++i) logprobs[size_t(i)][size_t(begin + j)] = lp[size_t(j * b + i)];
+}
+
+}  // namespace
+
+GenerationOutput generate_tokens(GptModel& model, const std::vector<std::vector<int32_t>>& prompts,
+                                 const GenerationOptions& options,
+                                 const GenerationStepCallback& on_step) {
+  const GptConfig& config = model.config();
+  const std::string error = generation_request_error(prompts, options, config);
+  MT_CHECK(error.empty(), error);
+  const int64_t b = int64_t(prompts.size());
+  GenerationOutput out;
+  int64_t min_len = int64_t(prompts[0].size()), max_len = 0;
+  for (const auto& p : prompts) {
+    out.prompt_lengths.push_back(int64_t(p.size()));
+    min_len = std::min(min_len, int64_t(p.size()));
+    max_len = std::max(max_len, int64_t(p.size()));
+  }
+  const int64_t total = max_len + options.tokens_to_generate;
+  std::vector<std::vector<int32_t>> tokens(static_cast<size_t>(b));  // [b, total], padded
+  for (int64_t i = 0; i < b; ++i) {
+    tokens[size_t(i)] = prompts[size_t(i)];
+    tokens[size_t(i)].resize(size_t(total), options.pad_token);
+  }
+  std::vector<std::vector<float>> logprobs(
+      options.logprobs ? size_t(b) : 0,
+      std::vector<float>(size_t(std::max<int64_t>(total - 1, 0))));
+  InferenceCtx ctx = model.make_inference_ctx(b, total);
+
+  std::vector<int64_t> lengths(static_cast<size_t>(b), total);
+  int64_t last = total - 1;  // the last position filled
+  if (options.tokens_to_generate == 0) {
+    // Scoring: one forward over the prompts, log-probabilities of every token after the first.
+    Tensor logits = model.forward_step(ctx, token_block(tokens, 0, total), true);
+    if (total > 1)
+      record_logprobs(model, ctx, logits.slice(0, 0, total - 1), tokens, 0, total - 1, logprobs);
+    lengths = out.prompt_lengths;
+  } else {
+    VocabParallelSampler sampler(*model.parallel_state().tp, config.vocab_size,
+                                 config.padded_vocab_size);
+    SamplingParams sampling = options.sampling;
+    std::vector<char> done(static_cast<size_t>(b), 0), generated(static_cast<size_t>(b), 0);
+    std::vector<uint64_t> keys(static_cast<size_t>(b));
+    std::vector<int32_t> column(static_cast<size_t>(b));
+    int64_t prev = 0;
+    for (int64_t context = min_len; context < total; ++context) {
+      last = context;
+      Tensor logits = model.forward_step(ctx, token_block(tokens, prev, context), options.logprobs);
+      Tensor last_logits = options.logprobs ? logits.select(0, logits.size(0) - 1) : logits;
+      for (int64_t i = 0; i < b; ++i)
+        keys[size_t(i)] = sampling_row_key(options.request, uint64_t(i), uint64_t(context));
+      const std::vector<int32_t> drawn =
+          sampler.sample(last_logits, sampling, keys, ctx.arena).to_vector<int32_t>();
+      bool all_done = true;
+      for (int64_t i = 0; i < b; ++i) {
+        const bool started = out.prompt_lengths[size_t(i)] <= context;
+        if (started) tokens[size_t(i)][size_t(context)] = drawn[size_t(i)];
+        column[size_t(i)] = tokens[size_t(i)][size_t(context)];
+        generated[size_t(i)] = started && !done[size_t(i)];
+        // A sequence ends at a stop token or after tokens_to_generate tokens of its own.
+        const int32_t t = drawn[size_t(i)];
+        const bool eol = (options.stop_on_eol || options.stop_on_double_eol) && t >= 0 &&
+                         (t == options.double_eol_token ||
+                          (t == options.eol_token &&
+                           (options.stop_on_eol ||
+                            tokens[size_t(i)][size_t(context - 1)] == options.eol_token)));
+        const bool stop =
+            started &&
+            (std::find(options.stop_tokens.begin(), options.stop_tokens.end(), t) !=
+                 options.stop_tokens.end() ||
+             eol || context + 1 == out.prompt_lengths[size_t(i)] + options.tokens_to_generate);
+        if (stop && !done[size_t(i)]) lengths[size_t(i)] = context + 1;
+        done[size_t(i)] = done[size_t(i)] || stop;
+        all_done = all_done && done[size_t(i)];
+      }
+      if (options.logprobs) record_logprobs(model, ctx, logits, tokens, prev, context, logprobs);
+      if (on_step) on_step(context, column, generated);
+      prev = context;
+      if (sampling.top_p > 0.0f && options.top_p_decay > 0.0f)
+        sampling.top_p = std::max(sampling.top_p * options.top_p_decay, options.top_p_bound);
+      if (all_done) break;
+    }
+  }
+
+  for (int64_t i = 0; i < b; ++i) {
+    const int64_t len = std::min(lengths[size_t(i)], last + 1);
+    out.tokens.emplace_back(tokens[size_t(i)].begin(), tokens[size_t(i)].begin() + len);
+    if (options.logprobs)
+      out.logprobs.emplace_back(logprobs[size_t(i)].begin(),
+                                logprobs[size_t(i)].begin() + std::max<int64_t>(len - 1, 0));
+  }
+  return out;
+}
+
+}  // namespace megatron
