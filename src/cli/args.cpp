@@ -262,6 +262,9 @@ void add_training_args(ArgTable& t, Args& a) {
   t.add("--eval-iters", a.eval_iters, "validation batches per evaluation");
   t.add("--metrics-file", a.metrics_file, "append one JSON object per logged event");
   t.add("--tensorboard-dir", a.tensorboard_dir, "write TensorBoard scalars here");
+  t.add_flag("--log-layer-grad-norms", a.log_layer_grad_norms,
+             "write each transformer layer's gradient norm to --metrics-file at iteration 1 "
+             "and every --log-interval");
 }
 
 void validate_training_args(Args& a, int world_size) {
@@ -277,6 +280,8 @@ void validate_training_args(Args& a, int world_size) {
   positive(a.log_interval, "--log-interval");
   positive(a.eval_interval, "--eval-interval");
   MT_REQUIRE(a.eval_iters >= 0, "--eval-iters must be >= 0, got ", a.eval_iters);
+  MT_REQUIRE(!a.log_layer_grad_norms || !a.metrics_file.empty(),
+             "--log-layer-grad-norms writes to the metrics file: give --metrics-file FILE too");
   MT_REQUIRE(a.ffn_hidden_size >= 0, "--ffn-hidden-size must be positive, got ", a.ffn_hidden_size);
   MT_REQUIRE(a.make_vocab_size_divisible_by > 0,
              "--make-vocab-size-divisible-by must be positive, got ",
@@ -457,6 +462,7 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   cfg.eval_interval = a.eval_interval;
   cfg.eval_iters = a.eval_iters;
   cfg.metrics_file = a.metrics_file;
+  cfg.log_layer_grad_norms = a.log_layer_grad_norms;
   cfg.tensorboard_dir = a.tensorboard_dir;
   cfg.save = a.save;
   cfg.load = a.load;

@@ -113,6 +113,7 @@ struct Args {
   int64_t eval_iters = 100;
   std::string metrics_file;
   std::string tensorboard_dir;
+  bool log_layer_grad_norms = false;
 
   // Derived by validate_args (printed, not flags).
   int world_size = 1;

@@ -15,6 +15,7 @@
 #include "train/divergence_guard.h"
 #include "train/exit_signal.h"
 #include "train/grad_reduction.h"
+#include "train/layer_grad_norms.h"
 #include "train/training_log.h"
 
 namespace megatron {
@@ -217,6 +218,8 @@ struct Trainer::Impl {
       }
       kernels::scale(store.flat_grads(), float(1.0 / loss_scale));
     }
+    if (cfg.log_layer_grad_norms && (iteration == 1 || iteration % cfg.log_interval == 0))
+      log.layer_grad_norms(iteration, layer_grad_norms(store, ps));
     grad_norm = clip_grad_norm(store, ps, cfg.clip_grad);
     std::vector<std::pair<std::string, double>> checked = {{"lm loss", loss.lm}};
     if (model->has_sop_loss()) checked.emplace_back("sop loss", loss.sop);

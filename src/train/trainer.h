@@ -47,6 +47,9 @@ struct TrainerConfig {
   int64_t eval_iters = 100;
   std::string metrics_file;
   std::string tensorboard_dir;
+  // Each transformer layer's gradient norm (before clipping) into the metrics file, at the
+  // first iteration (the gradients at initialisation) and every log_interval.
+  bool log_layer_grad_norms = false;
 
   std::string save;
   std::string load;

@@ -180,6 +180,15 @@ void TrainingLog::validation(const std::string& prefix, int64_t iteration, int64
   }
 }
 
+void TrainingLog::layer_grad_norms(int64_t iteration, const std::vector<double>& norms) {
+  if (!writer_) return;
+  nlohmann::json values = nlohmann::json::array();
+  for (double n : norms) values.push_back(json_number(n));
+  write_json(
+      nlohmann::json{{"type", "layer_grad_norms"}, {"iteration", iteration}, {"norms", values}}
+          .dump());
+}
+
 // Every row is written and flushed, and a failure (a full disk) stops the run instead of
 // losing the metrics silently.
 void TrainingLog::write_json(const std::string& line) {

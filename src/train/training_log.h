@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "train/tensorboard_writer.h"
 
@@ -71,6 +72,9 @@ class TrainingLog {
   // `consumed_tokens`: training tokens consumed when the evaluation ran.
   void validation(const std::string& prefix, int64_t iteration, int64_t consumed_tokens,
                   double lm_loss, std::optional<double> sop_loss = std::nullopt);
+  // --log-layer-grad-norms: the gradient norm of each transformer layer (layer_grad_norms.h),
+  // written to the metrics file only.
+  void layer_grad_norms(int64_t iteration, const std::vector<double>& norms);
 
  private:
   void write_json(const std::string& line);

@@ -1,6 +1,6 @@
-// Gradient reduction across ranks: the global norm and clipping at TP = world size against a
-// dense double-precision computation over the full tensors, the bucketed DP average, and the
-// job-wide overflow decision when one rank alone sees an inf.
+// Gradient reduction across ranks: the global norm, the per-layer norms and clipping at TP =
+// world size against a dense double-precision computation over the full tensors, the bucketed
+// DP average, and the job-wide overflow decision when one rank alone sees an inf.
 #include <cmath>
 #include <limits>
 
@@ -10,6 +10,7 @@
 #include "parallel/parameter.h"
 #include "train/grad_reduction.h"
 #include "train/grad_scaler.h"
+#include "train/layer_grad_norms.h"
 
 namespace megatron {
 namespace {
@@ -27,6 +28,17 @@ double full_grad(const std::string& name, int64_t i) {
   return std::sin(0.37 * double(i) + double(name.size())) * (1.0 + double(name[0] % 5));
 }
 
+// A model's names: layer 10 is there to check that indices are read whole, not digit by digit.
+const std::vector<ParamSpec> kLayerSpecs = {
+    {"embedding.word_embeddings.weight", {8, 4}, 0, true},  // not a layer
+    {"layers.0.mlp.dense_h_to_4h.weight", {8, 5}, 0, true},
+    {"layers.0.input_layernorm.weight", {7}, -1, false},  // replicated
+    {"layers.1.mlp.dense_4h_to_h.weight", {3, 12}, 1, true},
+    {"layers.10.self_attention.dense.bias", {3}, -1, false},
+    {"layers.10.self_attention.query_key_value.weight", {12, 3}, 0, true},
+    {"final_layernorm.weight", {4}, -1, false},  // not a layer
+};
+
 void fill_grads(ParameterStore& store) {
   for (Parameter& p : store.params()) {
     float* g = p.grad.data<float>();
@@ -35,9 +47,9 @@ void fill_grads(ParameterStore& store) {
   }
 }
 
-double dense_norm() {
+double dense_norm(const std::vector<ParamSpec>& specs = kSpecs) {
   double sum = 0;
-  for (const ParamSpec& s : kSpecs)
+  for (const ParamSpec& s : specs)
     for (int64_t i = 0; i < shape_numel(s.full_shape); ++i) {
       const double g = double(float(full_grad(s.name, i)));
       sum += g * g;
@@ -53,6 +65,23 @@ TEST(GradReduction, GlobalNormCountsReplicatedOnceAtEveryTpSize) {
   fill_grads(store);
   const double norm = global_grad_norm(store, ps);
   EXPECT_NEAR(norm, dense_norm(), 1e-12 * dense_norm());
+}
+
+TEST(GradReduction, LayerNormsSplitTheFullGradientByLayerAtEveryTpSize) {
+  ParallelState ps = ParallelState::create(test::world(), test::world_size(), 1);
+  ParameterStore store(ps.tp_rank, ps.tp_size);
+  for (const ParamSpec& s : kLayerSpecs) store.add(s);
+  store.allocate();
+  fill_grads(store);
+  const std::vector<double> norms = layer_grad_norms(store, ps);
+  ASSERT_EQ(norms.size(), 11u);
+  const double layer0 = dense_norm({kLayerSpecs[1], kLayerSpecs[2]});
+  const double layer1 = dense_norm({kLayerSpecs[3]});
+  const double layer10 = dense_norm({kLayerSpecs[4], kLayerSpecs[5]});
+  EXPECT_NEAR(norms[0], layer0, 1e-12 * layer0);
+  EXPECT_NEAR(norms[1], layer1, 1e-12 * layer1);
+  EXPECT_NEAR(norms[10], layer10, 1e-12 * layer10);
+  for (int layer = 2; layer < 10; ++layer) EXPECT_EQ(norms[size_t(layer)], 0.0) << layer;
 }
 
 TEST(GradReduction, ClipScalesEveryShardByTheSameCoefficient) {
