@@ -39,7 +39,9 @@ int run_bench(int argc, char** argv) {
       ->capture_default_str();
   kg->add_option("--copy-mb", k.copy_mb, "memcpy size for copy bandwidth")->capture_default_str();
   kg->add_option("--min-time", k.min_time, "seconds per measurement")->capture_default_str();
-  kg->add_option("--dtype", k.dtypes, "GEMM input dtypes (f32, bf16)")->capture_default_str();
+  kg->add_option("--dtype", k.dtypes, "GEMM input dtypes (f32, bf16; f16 on a GPU)")
+      ->capture_default_str();
+  kg->add_option("--device", k.device, "cpu, cuda, cuda:N")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return run_kernel_bench(k);
 }

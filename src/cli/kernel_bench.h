@@ -16,6 +16,7 @@ struct KernelBenchOptions {
   int64_t copy_mb = 256;        // memcpy size for the bandwidth figure (beyond the L3 cache)
   double min_time = 0.5;        // seconds each measurement runs for (at least 2 calls)
   std::vector<std::string> dtypes = {"f32", "bf16"};
+  std::string device = "cpu";  // cpu, cuda, cuda:N (select_device)
 };
 
 // Measures and prints the table; returns the process exit code.

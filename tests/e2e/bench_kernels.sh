@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `megatron bench --mode kernels` runs end to end on tiny sizes and prints every GEMM row for
-# both dtypes; a bad --dtype is rejected with a message naming it and a non-zero exit.
+# both dtypes; a bad --dtype is rejected with a message naming it and a non-zero exit, and so
+# is --device cuda where no GPU can run it (scripts/gpu_check.sh runs it on a GPU).
 set -euo pipefail
 out=$("$MEGATRON_BINARY" bench --mode kernels --min-time 0.01 --ceiling-size 64 --tokens 16 \
   --hidden-size 8 --ffn-hidden-size 32 --copy-mb 1)
@@ -14,4 +15,10 @@ if err=$("$MEGATRON_BINARY" bench --dtype f16 --ceiling-size 64 --tokens 16 --hi
   echo "bench --dtype f16 should fail"; exit 1
 fi
 grep -q "'f16'" <<<"$err" || { echo "error does not name the dtype: $err"; exit 1; }
+if ! command -v nvidia-smi >/dev/null; then
+  if err=$("$MEGATRON_BINARY" bench --mode kernels --device cuda --min-time 0.01 2>&1); then
+    echo "bench --device cuda should fail without a GPU"; exit 1
+  fi
+  grep -q -- "--device cuda: " <<<"$err" || { echo "error does not name --device: $err"; exit 1; }
+fi
 echo PASS
