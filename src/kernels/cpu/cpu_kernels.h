@@ -12,6 +12,7 @@
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm_problem.h"
+#include "kernels/rotary.h"
 
 namespace megatron::kernels::cpu {
 
@@ -38,6 +39,19 @@ void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
                         const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
                         float beta_dx);
+
+// kernels/rmsnorm.h
+void rmsnorm_forward(const Tensor& x, const Tensor& gamma, float eps, Tensor& y, Tensor& rstd);
+void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& rstd,
+                      Tensor& dx, Tensor& dgamma, float beta_dx);
+
+// kernels/rotary.h
+void rotary_embedding(const Tensor& x, int64_t position_start, const RotaryParams& p, bool inverse,
+                      Tensor& y);
+
+// kernels/swiglu.h
+void swiglu_forward(const Tensor& x, Tensor& y);
+void swiglu_backward(const Tensor& dy, const Tensor& x, Tensor& dx);
 
 // kernels/bias_add.h
 void bias_add_forward(Tensor& y, const Tensor& bias);
@@ -88,8 +102,8 @@ void topk_rows(const Tensor& values, const Tensor& ids, int64_t id_offset, int64
 void gumbel_max_rows(const Tensor& values, int64_t id_offset, int64_t valid_cols, uint64_t seed,
                      const std::vector<uint64_t>& row_keys, Tensor& out_values, Tensor& out_ids);
 int64_t sample_candidates(const Tensor& values, const Tensor& ids, const Tensor& row_max,
-                          const Tensor& sum_exp, float top_p, bool whole_vocabulary,
-                          uint64_t seed, const std::vector<uint64_t>& row_keys, Tensor& out_ids);
+                          const Tensor& sum_exp, float top_p, bool whole_vocabulary, uint64_t seed,
+                          const std::vector<uint64_t>& row_keys, Tensor& out_ids);
 
 // kernels/adamw.h
 void adamw_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
