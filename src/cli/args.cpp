@@ -264,6 +264,52 @@ void add_training_args(ArgTable& t, Args& a) {
   t.add("--tensorboard-dir", a.tensorboard_dir, "write TensorBoard scalars here");
 }
 
+// ---- Llama-family architecture flags ----
+
+void add_architecture_args(ArgTable& t, ArchitectureArgs& a) {
+  t.add("--position-embedding-type", a.position_embedding_type, "learned_absolute | rope | none");
+  t.add("--rotary-base", a.rotary_base, "RoPE base (HF rope_theta)");
+  t.add("--rotary-percent", a.rotary_percent, "share of each head's channels RoPE rotates");
+  t.add("--rotary-seq-len-interpolation-factor", a.rotary_seq_len_interpolation_factor,
+        "divide RoPE positions by this (linear position interpolation)");
+  t.add("--normalization", a.normalization, "LayerNorm | RMSNorm");
+  t.add("--norm-epsilon", a.norm_epsilon, "epsilon of the norms (default --layernorm-epsilon)");
+  t.add_flag("--swiglu", a.swiglu, "gated MLP with SiLU (--ffn-hidden-size is the gate width)");
+  t.add_flag("--group-query-attention", a.group_query_attention,
+             "grouped-query attention with --num-query-groups KV heads");
+  t.add("--num-query-groups", a.num_query_groups, "KV heads with --group-query-attention");
+  t.add("--kv-channels", a.kv_channels, "head dimension (default hidden size / heads)");
+  t.add_flag("--disable-bias-linear", a.disable_bias_linear, "no biases in the linear layers");
+  t.add_flag("--add-qkv-bias", a.add_qkv_bias, "QKV biases even with --disable-bias-linear");
+  t.add_flag("--untie-embeddings-and-output-weights", a.untie_embeddings_and_output_weights,
+             "a separate output layer instead of the word embedding");
+}
+
+ArchitectureOptions architecture_options(const ArchitectureArgs& a) {
+  ArchitectureOptions o;
+  o.position_embedding = position_embedding_from_name(a.position_embedding_type);
+  o.normalization = normalization_from_name(a.normalization);
+  o.rotary_base = float(a.rotary_base);
+  o.rotary_percent = float(a.rotary_percent);
+  o.rotary_seq_len_interpolation_factor = float(a.rotary_seq_len_interpolation_factor.value_or(1));
+  o.swiglu = a.swiglu;
+  MT_REQUIRE(!a.group_query_attention || a.num_query_groups > 0,
+             "--num-query-groups must be positive, got ", a.num_query_groups);
+  o.num_query_groups = a.group_query_attention ? a.num_query_groups : 0;
+  MT_REQUIRE(a.kv_channels >= 0, "--kv-channels must be positive, got ", a.kv_channels);
+  o.kv_channels = a.kv_channels;
+  o.add_bias_linear = !a.disable_bias_linear;
+  o.add_qkv_bias = a.add_qkv_bias;
+  o.untie_embeddings_and_output_weights = a.untie_embeddings_and_output_weights;
+  return o;
+}
+
+float norm_epsilon(const ArchitectureArgs& a, double layernorm_epsilon) {
+  const double eps = a.norm_epsilon.value_or(layernorm_epsilon);
+  MT_REQUIRE(eps > 0, "--norm-epsilon must be > 0, got ", eps);
+  return float(eps);
+}
+
 void validate_training_args(Args& a, int world_size) {
   auto positive = [](int64_t v, const char* flag) {
     MT_REQUIRE(v > 0, flag, " must be given and positive, got ", v);
@@ -285,8 +331,9 @@ void validate_training_args(Args& a, int world_size) {
   MT_REQUIRE(a.pipeline_model_parallel_size == 1, "--pipeline-model-parallel-size ",
              a.pipeline_model_parallel_size,
              " is not supported: pipeline parallelism is not implemented yet, use 1");
-  MT_REQUIRE(a.hidden_size % a.num_attention_heads == 0, "--hidden-size ", a.hidden_size,
-             " must be divisible by --num-attention-heads ", a.num_attention_heads);
+  MT_REQUIRE(a.arch.kv_channels > 0 || a.hidden_size % a.num_attention_heads == 0, "--hidden-size ",
+             a.hidden_size, " must be divisible by --num-attention-heads ", a.num_attention_heads,
+             " (or set --kv-channels)");
   const int tp = a.tensor_model_parallel_size;
   MT_REQUIRE(a.num_attention_heads % tp == 0, "--num-attention-heads ", a.num_attention_heads,
              " must be divisible by --tensor-model-parallel-size ", tp);

@@ -49,8 +49,9 @@ GptConfig gpt_config(const Args& a, const Vocabulary& vocab) {
   c.hidden_dropout = float(a.hidden_dropout);
   c.attention_dropout = float(a.attention_dropout);
   c.init_method_std = float(a.init_method_std);
-  c.layernorm_epsilon = float(a.layernorm_epsilon);
+  c.layernorm_epsilon = norm_epsilon(a.arch, a.layernorm_epsilon);
   c.recompute_activations = a.full_recompute();
+  c.arch = architecture_options(a.arch);
   c.compute_dtype = a.bf16 ? DType::BF16 : DType::F32;  // --fp16: f32 math, f16 weights
   return c;
 }
