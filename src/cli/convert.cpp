@@ -13,6 +13,7 @@
 #include "cli/args.h"
 #include "cli/subcommands.h"
 #include "core/logging.h"
+#include "train/checkpoint.h"
 #include "train/checkpoint_convert.h"
 #include "train/checkpoint_convert_bert.h"
 #include "train/checkpoint_convert_llama.h"

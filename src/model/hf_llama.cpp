@@ -1,5 +1,7 @@
 #include "model/hf_llama.h"
 
+#include <algorithm>
+#include <iterator>
 #include <sstream>
 
 #include "core/decimal.h"

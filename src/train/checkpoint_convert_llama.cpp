@@ -33,8 +33,7 @@ void import_hf_llama(const std::string& hf_dir, const std::string& save_dir, int
       hf.config, padded_vocab_size(real_vocab, make_vocab_size_divisible_by, target_tp));
   const TensorMap full = gpt_tensors_from_hf_llama(hf.tensors, config);
 
-  nlohmann::json args = gpt_model_shape_json(config);
-  args.update(architecture_args_json(config.arch));
+  nlohmann::json args = gpt_model_shape_json(config);  // with the architecture arguments
   args["seq_length"] = config.seq_length;
   args["layernorm_epsilon"] = config.layernorm_epsilon;
   args["norm_epsilon"] = config.layernorm_epsilon;
