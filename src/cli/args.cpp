@@ -13,6 +13,8 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "kernels/gemm_options.h"
+#include "train/architecture_json.h"
+#include "train/checkpoint.h"
 
 namespace megatron::cli {
 
@@ -283,6 +285,8 @@ void add_architecture_args(ArgTable& t, ArchitectureArgs& a) {
   t.add_flag("--add-qkv-bias", a.add_qkv_bias, "QKV biases even with --disable-bias-linear");
   t.add_flag("--untie-embeddings-and-output-weights", a.untie_embeddings_and_output_weights,
              "a separate output layer instead of the word embedding");
+  t.add_flag("--use-checkpoint-args", a.use_checkpoint_args,
+             "take the model shape and these flags from the checkpoint in --load");
 }
 
 ArchitectureOptions architecture_options(const ArchitectureArgs& a) {
@@ -308,6 +312,36 @@ float norm_epsilon(const ArchitectureArgs& a, double layernorm_epsilon) {
   const double eps = a.norm_epsilon.value_or(layernorm_epsilon);
   MT_REQUIRE(eps > 0, "--norm-epsilon must be > 0, got ", eps);
   return float(eps);
+}
+
+void apply_checkpoint_args(Args& a) {
+  if (!a.arch.use_checkpoint_args) return;
+  MT_REQUIRE(!a.load.empty(), "--use-checkpoint-args needs --load (the checkpoint to read)");
+  const nlohmann::json state =
+      CheckpointShardReader(checkpoint_iteration_dir(a.load, -1)).state(0, 0);
+  const nlohmann::json model = state.value("model", nlohmann::json::object());
+  const nlohmann::json stored = state.value("args", nlohmann::json::object());
+  for (auto [key, field] : {std::pair{"num_layers", &a.num_layers},
+                            std::pair{"hidden_size", &a.hidden_size},
+                            std::pair{"num_attention_heads", &a.num_attention_heads},
+                            std::pair{"ffn_hidden_size", &a.ffn_hidden_size},
+                            std::pair{"max_position_embeddings", &a.max_position_embeddings}})
+    if (model.contains(key) && model[key].is_number_integer()) *field = model[key].get<int>();
+  const ArchitectureOptions o = architecture_from_args_json(stored);
+  ArchitectureArgs& arch = a.arch;
+  arch.position_embedding_type = position_embedding_name(o.position_embedding);
+  arch.rotary_base = o.rotary_base;
+  arch.rotary_percent = o.rotary_percent;
+  arch.rotary_seq_len_interpolation_factor = o.rotary_seq_len_interpolation_factor;
+  arch.normalization = normalization_name(o.normalization);
+  arch.norm_epsilon = norm_epsilon_from_args_json(stored);
+  arch.swiglu = o.swiglu;
+  arch.group_query_attention = o.num_query_groups > 0;
+  arch.num_query_groups = int(std::max<int64_t>(1, o.num_query_groups));
+  arch.kv_channels = int(o.kv_channels);
+  arch.disable_bias_linear = !o.add_bias_linear;
+  arch.add_qkv_bias = o.add_qkv_bias;
+  arch.untie_embeddings_and_output_weights = o.untie_embeddings_and_output_weights;
 }
 
 void validate_training_args(Args& a, int world_size) {

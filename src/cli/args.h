@@ -46,6 +46,10 @@ struct ArchitectureArgs {
   bool disable_bias_linear = false;
   bool add_qkv_bias = false;
   bool untie_embeddings_and_output_weights = false;
+  // --use-checkpoint-args: the model shape (--num-layers, --hidden-size, --num-attention-heads,
+  // --ffn-hidden-size, --max-position-embeddings) and the flags above come from the checkpoint
+  // in --load, as Megatron's flag does (e.g. after `convert --from hf`).
+  bool use_checkpoint_args = false;
 };
 
 struct Args {
@@ -189,6 +193,9 @@ void add_architecture_args(ArgTable& table, ArchitectureArgs& arch);
 ArchitectureOptions architecture_options(const ArchitectureArgs& arch);
 // The norms' epsilon: --norm-epsilon, else --layernorm-epsilon.
 float norm_epsilon(const ArchitectureArgs& arch, double layernorm_epsilon);
+// With --use-checkpoint-args, overwrites the model-shape and architecture flags of `args`
+// with those stored in the latest checkpoint of --load; an Error without --load.
+void apply_checkpoint_args(Args& args);
 // Fills the derived fields and checks every rule that involves several flags or the world
 // size; throws megatron::Error naming the flag(s) and the rule. Called before any work.
 void validate_training_args(Args& args, int world_size);

@@ -32,6 +32,7 @@ int run_pretrain_gpt(int argc, char** argv) {
   GptStepConfig model;
   GptDatasets data;
   run_on_all_ranks(*world, "", [&] {
+    apply_checkpoint_args(args);
     validate_training_args(args, world->size());
     log_line(table.format());
     vocab = build_vocabulary(args);

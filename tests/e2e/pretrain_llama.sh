@@ -3,8 +3,9 @@
 # KV groups, untied output layer, no biases; dropout on): the same losses and grad norms at
 # TP1·DP1, TP2·DP2 (KV groups split) and TP4·DP1 (KV groups replicated) for 8 iterations
 # (relative <= 1e-5); exact resume from iteration 4 (bit for bit) and a resume at TP 4;
-# export to HF LlamaForCausalLM, re-import, export again (byte-identical), and generate from
-# the checkpoint with the flags taken from it.
+# export to HF LlamaForCausalLM, re-import, export again (byte-identical), train from the
+# import with --use-checkpoint-args, and generate from the checkpoint with the flags taken
+# from it.
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
 WORK="$(mktemp -d)"
@@ -62,6 +63,16 @@ convert --from hf --load "$WORK/hf" --save "$WORK/imported" --target-tensor-para
   --make-vocab-size-divisible-by 32
 convert --from megatron --to hf --load "$WORK/imported" --save "$WORK/hf_again"
 cmp "$WORK/hf/model.safetensors" "$WORK/hf_again/model.safetensors" || fail "round trip"
+
+echo "== pretrain-gpt from the HF import with --use-checkpoint-args (no architecture flags)"
+timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 \
+  "$MEGATRON_BINARY" pretrain-gpt --use-checkpoint-args --load "$WORK/imported" --finetune \
+  --seq-length 32 --mock-data --vocab-size 128 --make-vocab-size-divisible-by 32 \
+  --micro-batch-size 2 --global-batch-size 4 --train-iters 2 --lr 1e-4 --log-interval 1 \
+  --eval-interval 1000 --eval-iters 0 --tensor-model-parallel-size 2 \
+  > "$WORK/from_hf.log" 2>&1 || { cat "$WORK/from_hf.log"; fail "pretrain from the import"; }
+grep -q "position_embedding_type .* rope" "$WORK/from_hf.log" || fail "flags not taken"
+grep -q "num_query_groups .* 2" "$WORK/from_hf.log" || fail "groups not taken"
 
 echo "== generate from the checkpoint (flags from its arguments), TP 2"
 timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 \
