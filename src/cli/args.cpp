@@ -321,11 +321,11 @@ void apply_checkpoint_args(Args& a) {
       CheckpointShardReader(checkpoint_iteration_dir(a.load, -1)).state(0, 0);
   const nlohmann::json model = state.value("model", nlohmann::json::object());
   const nlohmann::json stored = state.value("args", nlohmann::json::object());
-  for (auto [key, field] : {std::pair{"num_layers", &a.num_layers},
-                            std::pair{"hidden_size", &a.hidden_size},
-                            std::pair{"num_attention_heads", &a.num_attention_heads},
-                            std::pair{"ffn_hidden_size", &a.ffn_hidden_size},
-                            std::pair{"max_position_embeddings", &a.max_position_embeddings}})
+  for (auto [key, field] :
+       {std::pair{"num_layers", &a.num_layers}, std::pair{"hidden_size", &a.hidden_size},
+        std::pair{"num_attention_heads", &a.num_attention_heads},
+        std::pair{"ffn_hidden_size", &a.ffn_hidden_size},
+        std::pair{"max_position_embeddings", &a.max_position_embeddings}})
     if (model.contains(key) && model[key].is_number_integer()) *field = model[key].get<int>();
   const ArchitectureOptions o = architecture_from_args_json(stored);
   ArchitectureArgs& arch = a.arch;
