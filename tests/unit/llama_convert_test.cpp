@@ -13,6 +13,7 @@
 
 #include "../common/gpt2_golden.h"
 #include "../common/temp_dir.h"
+#include "model/hf_llama.h"
 #include "train/architecture_json.h"
 #include "train/checkpoint_convert_llama.h"
 #include "train/checkpoint_shards.h"
@@ -95,6 +96,54 @@ TEST(LlamaConvert, ShardedExportHasAnIndexAndImportsAgain) {
   export_hf_llama(dir.file("ckpt"), -1, dir.file("single_direct"), 0);
   EXPECT_EQ(bytes_of(dir.file("single/model.safetensors")),
             bytes_of(dir.file("single_direct/model.safetensors")));
+}
+
+// A bf16 checkpoint (as real Llama weights ship) exports back to bf16, byte for byte.
+TEST(LlamaConvert, Bf16WeightsRoundTripByteIdentically) {
+  const HfDirectory f32 = read_hf_directory(source_dir() + "/tests/data/llama_tiny/hf");
+  HfDirectory bf16 = f32;
+  bf16.config["torch_dtype"] = "bfloat16";
+  for (auto& [name, t] : bf16.tensors) {
+    Tensor b = Tensor::empty(t.shape(), DType::BF16);
+    const std::vector<float> values = t.to_vector<float>();
+    for (size_t i = 0; i < values.size(); ++i) b.data<bf16>()[i] = bf16(values[i]);
+    t = b;
+  }
+  TempDir dir;
+  write_hf_directory(dir.file("hf"), bf16);
+  import_hf_llama(dir.file("hf"), dir.file("ckpt"), 2, 32);
+  export_hf_llama(dir.file("ckpt"), -1, dir.file("back"), 0);
+  EXPECT_EQ(bytes_of(dir.file("back/model.safetensors")),
+            bytes_of(dir.file("hf/model.safetensors")));
+}
+
+// Mistral and the optional config keys: the sliding window caps the positions (full causal
+// attention within it), linear RoPE scaling and head_dim are carried, and the export names
+// the architecture.
+TEST(LlamaConvert, MistralConfigAndOptionalKeys) {
+  nlohmann::json hf = read_hf_directory(source_dir() + "/tests/data/llama_tiny/hf").config;
+  hf["architectures"] = {"MistralForCausalLM"};
+  hf["model_type"] = "mistral";
+  hf["sliding_window"] = 32;
+  hf["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+  hf["head_dim"] = 32;  // 8 heads of 32 on h = 128
+  const GptConfig c = gpt_config_from_hf_llama(hf, 128);
+  EXPECT_EQ(c.max_position_embeddings, 32);
+  EXPECT_EQ(c.arch.rotary_seq_len_interpolation_factor, 2.0f);
+  EXPECT_EQ(c.arch.kv_channels, 32);
+  EXPECT_FALSE(c.arch.add_qkv_bias);
+  const nlohmann::json back = hf_llama_config_from_gpt(c, "MistralForCausalLM");
+  EXPECT_EQ(back["model_type"], "mistral");
+  EXPECT_EQ(back["head_dim"], 32);
+  EXPECT_EQ(back["rope_scaling"]["factor"], 2.0);
+  hf["rope_scaling"] = {{"type", "dynamic"}, {"factor", 2.0}};
+  try {
+    gpt_config_from_hf_llama(hf, 128);
+    ADD_FAILURE() << "no error for dynamic RoPE scaling";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("rope_scaling type 'dynamic' is not supported"), std::string::npos)
+        << e.message();
+  }
 }
 
 }  // namespace
