@@ -101,16 +101,16 @@ TEST(LlamaConvert, ShardedExportHasAnIndexAndImportsAgain) {
 // A bf16 checkpoint (as real Llama weights ship) exports back to bf16, byte for byte.
 TEST(LlamaConvert, Bf16WeightsRoundTripByteIdentically) {
   const HfDirectory f32 = read_hf_directory(source_dir() + "/tests/data/llama_tiny/hf");
-  HfDirectory bf16 = f32;
-  bf16.config["torch_dtype"] = "bfloat16";
-  for (auto& [name, t] : bf16.tensors) {
+  HfDirectory narrow = f32;
+  narrow.config["torch_dtype"] = "bfloat16";
+  for (auto& [name, t] : narrow.tensors) {
     Tensor b = Tensor::empty(t.shape(), DType::BF16);
     const std::vector<float> values = t.to_vector<float>();
     for (size_t i = 0; i < values.size(); ++i) b.data<bf16>()[i] = bf16(values[i]);
     t = b;
   }
   TempDir dir;
-  write_hf_directory(dir.file("hf"), bf16);
+  write_hf_directory(dir.file("hf"), narrow);
   import_hf_llama(dir.file("hf"), dir.file("ckpt"), 2, 32);
   export_hf_llama(dir.file("ckpt"), -1, dir.file("back"), 0);
   EXPECT_EQ(bytes_of(dir.file("back/model.safetensors")),
