@@ -38,12 +38,13 @@ inline LlamaGolden load_llama_golden(const std::string& fixture, int64_t padded_
   return g;
 }
 
-// A GptModel for (ps.tp_rank of ps.tp_size) holding the fixture's weights.
+// A GptModel for (ps.tp_rank of ps.tp_size) holding the fixture's weights, on `device`.
 struct LlamaFromFixture {
   ParameterStore store;
   std::unique_ptr<GptModel> model;
-  LlamaFromFixture(const LlamaGolden& g, const ParallelState& ps, bool recompute = false)
-      : store(ps.tp_rank, ps.tp_size) {
+  LlamaFromFixture(const LlamaGolden& g, const ParallelState& ps, bool recompute = false,
+                   Device device = Device::CPU)
+      : store(ps.tp_rank, ps.tp_size, device) {
     GptConfig c = g.config;
     c.recompute_activations = recompute;
     model = std::make_unique<GptModel>(c, ps, store);
@@ -54,10 +55,10 @@ struct LlamaFromFixture {
 };
 
 // Logits (≤ 1e-4), loss and every gradient slice of this rank (≤ 1e-3 relative) against the
-// fixture.
+// fixture, with the model on `device`.
 inline void expect_matches_llama_golden(const LlamaGolden& g, const ParallelState& ps,
-                                        bool recompute = false) {
-  LlamaFromFixture m(g, ps, recompute);
+                                        bool recompute = false, Device device = Device::CPU) {
+  LlamaFromFixture m(g, ps, recompute, device);
   Tensor logits = m.model->forward_logits(g.batch.tokens);
   EXPECT_LE(max_relative_error(logits, g.file->get("logits")), 1e-4);
   m.store.zero_grads();
@@ -67,7 +68,8 @@ inline void expect_matches_llama_golden(const LlamaGolden& g, const ParallelStat
   ASSERT_EQ(m.store.params().size(), g.our_grads.size());
   for (const Parameter& p : m.store.params()) {
     SCOPED_TRACE(p.spec.name);
-    EXPECT_LE(max_relative_error(p.grad, local_slice(p, g.our_grads.at(p.spec.name)).clone()),
+    EXPECT_LE(max_relative_error(p.grad.to(Device::CPU),
+                                 local_slice(p, g.our_grads.at(p.spec.name)).clone()),
               1e-3);
   }
 }
