@@ -103,6 +103,42 @@ void check_llama_matches_tp1(int64_t groups, bool recompute) {
         << p.spec.name;
 }
 
+// KV-cache decoding (RoPE positions from the cache length) at TP = world size gives each rank
+// the TP = 1 model's logits for its vocabulary shard, with KV groups split and replicated.
+void check_llama_decoding_matches_tp1(int64_t groups) {
+  const GptConfig c = llama_config(groups, false);
+  ParallelState tp = test::tp_world_state(), dense = test::dense_state();
+  ParameterStore tp_store(tp.tp_rank, tp.tp_size), dense_store(0, 1);
+  GptModel tp_model(c, tp, tp_store), dense_model(c, dense, dense_store);
+  tp_store.allocate();
+  dense_store.allocate();
+  tp_model.init_weights(5);
+  dense_model.init_weights(5);
+  InferenceCtx tp_ctx = tp_model.make_inference_ctx(2, 12),
+               dense_ctx = dense_model.make_inference_ctx(2, 12);
+  const int64_t shard = c.padded_vocab_size / tp.tp_size;
+  auto tokens = [](int64_t s, int32_t base) {
+    std::vector<int32_t> ids(size_t(2 * s));
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t((base + 31 * i) % 1000);
+    return Tensor::from_vector(ids, {2, s});
+  };
+  for (int64_t step = 0; step < 5; ++step) {
+    const Tensor ids = step == 0 ? tokens(6, 11) : tokens(1, int32_t(100 + step));
+    const Tensor local = tp_model.forward_step(tp_ctx, ids).to(Device::CPU);  // [b, V/t]
+    const Tensor full = dense_model.forward_step(dense_ctx, ids).to(Device::CPU);
+    EXPECT_LE(
+        test::rel_error(
+            local, full.slice(1, tp_model.vocab_start(), tp_model.vocab_start() + shard).clone()),
+        1e-5)
+        << "step " << step;
+  }
+}
+
+TEST(LlamaTensorParallelTest, KvCacheDecodingEqualsTp1) {
+  check_llama_decoding_matches_tp1(4);  // split at TP 2 and 4
+  check_llama_decoding_matches_tp1(1);  // replicated
+}
+
 TEST(LlamaTensorParallelTest, GroupsSplitLossAndGradientsEqualTp1) {
   check_llama_matches_tp1(4, false);  // 4 groups: split at TP 2 and 4
 }
