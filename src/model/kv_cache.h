@@ -1,7 +1,9 @@
 // KvCache and InferenceCtx: the state of incremental (KV-cache) decoding with tensor
 // parallelism (DESIGN.md §3 "Inference").
 //
-// Per layer, the keys and values of THIS rank's heads, [b, heads/t, max_s, head_dim] in the
+// Per layer, the keys and values of THIS rank's KV heads — its heads/t heads, or with
+// grouped-query attention its groups/t KV groups (1 when there are fewer groups than ranks):
+// [b, kv_heads_local, max_s, head_dim] in the
 // compute dtype, preallocated once for the longest sequence the context will hold. Positions
 // [0, length) are filled; a forward step over s_new tokens writes positions
 // [length, length + s_new) and then advances length. Rows of the batch share one length: a
@@ -18,8 +20,8 @@
 namespace megatron {
 
 struct LayerKv {
-  Tensor k;  // [b, heads/t, max_s, d]
-  Tensor v;  // [b, heads/t, max_s, d]
+  Tensor k;  // [b, kv_heads_local, max_s, d] (keys after RoPE when the model uses it)
+  Tensor v;  // [b, kv_heads_local, max_s, d]
 };
 
 class KvCache {
