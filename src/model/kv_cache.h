@@ -4,11 +4,10 @@
 // Per layer, the keys and values of THIS rank's KV heads — its heads/t heads, or with
 // grouped-query attention its groups/t KV groups (1 when there are fewer groups than ranks):
 // [b, kv_heads_local, max_s, head_dim] in the compute dtype, preallocated once for the
-// longest sequence the context will hold. Positions
-// [0, length) are filled; a forward step over s_new tokens writes positions
-// [length, length + s_new) and then advances length. Rows of the batch share one length: a
-// batch of prompts of different lengths is fed Megatron's way (tasks/generation.h), never with
-// padding in the cache.
+// longest sequence the context will hold. Positions [0, length) are filled; a forward step
+// over s_new tokens writes positions [length, length + s_new) and then advances length. Rows
+// of the batch share one length: a batch of prompts of different lengths is fed Megatron's way
+// (tasks/generation.h), never with padding in the cache.
 #pragma once
 
 #include <cstdint>
