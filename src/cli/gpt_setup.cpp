@@ -64,6 +64,9 @@ GptStepConfig gpt_step_config(const Args& a, const Vocabulary& vocab, bool eod_m
              "--eod-mask-loss needs a tokenizer with an end-of-document token (--tokenizer-type)");
   GptStepConfig cfg;
   cfg.model = gpt_config(a, vocab);
+  // Architecture flags that contradict the shape (e.g. --num-query-groups not dividing the
+  // heads) are reported here, with the other flag errors, before any model is built.
+  cfg.model.validate(a.tensor_model_parallel_size);
   log_info(" > padded vocab (size: ", vocab.size, ") with ",
            cfg.model.padded_vocab_size - vocab.size,
            " dummy tokens (new size: ", cfg.model.padded_vocab_size, ")");

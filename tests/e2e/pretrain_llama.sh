@@ -82,4 +82,12 @@ timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 \
   --output-file "$WORK/generated.jsonl" > "$WORK/generate.log" 2>&1 \
   || { cat "$WORK/generate.log"; fail "generate"; }
 [[ -s $WORK/generated.jsonl ]] || fail "nothing generated"
+echo "== contradictory architecture flags are named before training starts"
+if "$MEGATRON_BINARY" pretrain-gpt --num-layers 2 --hidden-size 64 --num-attention-heads 8 \
+     --seq-length 32 --mock-data --vocab-size 128 --micro-batch-size 2 --train-iters 2 --lr 1e-3 \
+     --group-query-attention --num-query-groups 3 > "$WORK/err.log" 2>&1; then
+  fail "no error for 3 query groups of 8 heads"
+fi
+grep -q -- "--num-query-groups 3 does not divide --num-attention-heads 8" "$WORK/err.log" \
+  || { cat "$WORK/err.log"; fail "message"; }
 echo "llama pretrain: OK"
