@@ -17,7 +17,10 @@
 #include "kernels/embedding.h"
 #include "kernels/gelu.h"
 #include "kernels/layernorm.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rotary.h"
 #include "kernels/softmax.h"
+#include "kernels/swiglu.h"
 
 namespace megatron {
 namespace {
@@ -73,6 +76,23 @@ void register_dtype(DType dt) {
   auto dx = std::make_shared<Tensor>(filled({kTokens, kHidden}, dt, 0.f));
   add(d + "layernorm_bwd", 3 * th * e,
       [=] { kernels::layernorm_backward(*y, *x, *gamma, *mean, *rstd, *dx, *dgamma, *dbeta); });
+
+  // Llama's kernels: RMSNorm [T, h] (as LayerNorm, without β); RoPE in place on [T, h] as
+  // 64-channel heads (reads and writes each element once); SwiGLU on [T, 2·ffn] → [T, ffn].
+  add(d + "rmsnorm_fwd", 2 * th * e,
+      [=] { kernels::rmsnorm_forward(*x, *gamma, 1e-5f, *y, *rstd); });
+  add(d + "rmsnorm_bwd", 3 * th * e,
+      [=] { kernels::rmsnorm_backward(*y, *x, *gamma, *rstd, *dx, *dgamma); });
+  auto heads = std::make_shared<Tensor>(x->view({kTokens, kHidden / 64, 64}));
+  add(d + "rotary_fwd", 2 * th * e, [=] {
+    kernels::rotary_embedding(*heads, 0, {64, 10000.0f, 1.0f}, false, *heads);
+  });
+  auto gate_up = std::make_shared<Tensor>(filled({kTokens, 2 * kFfn}, dt, 0.3f));
+  auto dgate_up = std::make_shared<Tensor>(filled({kTokens, 2 * kFfn}, dt, 0.f));
+  auto swiglu_out = std::make_shared<Tensor>(filled({kTokens, kFfn}, dt, 0.f));
+  add(d + "swiglu_fwd", 3 * tf * e, [=] { kernels::swiglu_forward(*gate_up, *swiglu_out); });
+  add(d + "swiglu_bwd", 5 * tf * e,
+      [=] { kernels::swiglu_backward(*swiglu_out, *gate_up, *dgate_up); });
 
   // Bias + GeLU [T, ffn].
   auto xf = std::make_shared<Tensor>(filled({kTokens, kFfn}, dt, 0.3f));

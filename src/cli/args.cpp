@@ -13,6 +13,8 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "kernels/gemm_options.h"
+#include "train/architecture_json.h"
+#include "train/checkpoint.h"
 
 namespace megatron::cli {
 
@@ -267,6 +269,84 @@ void add_training_args(ArgTable& t, Args& a) {
              "and every --log-interval");
 }
 
+// ---- Llama-family architecture flags ----
+
+void add_architecture_args(ArgTable& t, ArchitectureArgs& a) {
+  t.add("--position-embedding-type", a.position_embedding_type, "learned_absolute | rope | none");
+  t.add("--rotary-base", a.rotary_base, "RoPE base (HF rope_theta)");
+  t.add("--rotary-percent", a.rotary_percent, "share of each head's channels RoPE rotates");
+  t.add("--rotary-seq-len-interpolation-factor", a.rotary_seq_len_interpolation_factor,
+        "divide RoPE positions by this (linear position interpolation)");
+  t.add("--normalization", a.normalization, "LayerNorm | RMSNorm");
+  t.add("--norm-epsilon", a.norm_epsilon, "epsilon of the norms (default --layernorm-epsilon)");
+  t.add_flag("--swiglu", a.swiglu, "gated MLP with SiLU (--ffn-hidden-size is the gate width)");
+  t.add_flag("--group-query-attention", a.group_query_attention,
+             "grouped-query attention with --num-query-groups KV heads");
+  t.add("--num-query-groups", a.num_query_groups, "KV heads with --group-query-attention");
+  t.add("--kv-channels", a.kv_channels, "head dimension (default hidden size / heads)");
+  t.add_flag("--disable-bias-linear", a.disable_bias_linear, "no biases in the linear layers");
+  t.add_flag("--add-qkv-bias", a.add_qkv_bias, "QKV biases even with --disable-bias-linear");
+  t.add_flag("--untie-embeddings-and-output-weights", a.untie_embeddings_and_output_weights,
+             "a separate output layer instead of the word embedding");
+  t.add_flag("--use-checkpoint-args", a.use_checkpoint_args,
+             "take the model shape and these flags from the checkpoint in --load");
+}
+
+ArchitectureOptions architecture_options(const ArchitectureArgs& a) {
+  ArchitectureOptions o;
+  o.position_embedding = position_embedding_from_name(a.position_embedding_type);
+  o.normalization = normalization_from_name(a.normalization);
+  o.rotary_base = float(a.rotary_base);
+  o.rotary_percent = float(a.rotary_percent);
+  o.rotary_seq_len_interpolation_factor = float(a.rotary_seq_len_interpolation_factor.value_or(1));
+  o.swiglu = a.swiglu;
+  MT_REQUIRE(!a.group_query_attention || a.num_query_groups > 0,
+             "--num-query-groups must be positive, got ", a.num_query_groups);
+  o.num_query_groups = a.group_query_attention ? a.num_query_groups : 0;
+  MT_REQUIRE(a.kv_channels >= 0, "--kv-channels must be positive, got ", a.kv_channels);
+  o.kv_channels = a.kv_channels;
+  o.add_bias_linear = !a.disable_bias_linear;
+  o.add_qkv_bias = a.add_qkv_bias;
+  o.untie_embeddings_and_output_weights = a.untie_embeddings_and_output_weights;
+  return o;
+}
+
+float norm_epsilon(const ArchitectureArgs& a, double layernorm_epsilon) {
+  const double eps = a.norm_epsilon.value_or(layernorm_epsilon);
+  MT_REQUIRE(eps > 0, "--norm-epsilon must be > 0, got ", eps);
+  return float(eps);
+}
+
+void apply_checkpoint_args(Args& a) {
+  if (!a.arch.use_checkpoint_args) return;
+  MT_REQUIRE(!a.load.empty(), "--use-checkpoint-args needs --load (the checkpoint to read)");
+  const nlohmann::json state =
+      CheckpointShardReader(checkpoint_iteration_dir(a.load, -1)).state(0, 0);
+  const nlohmann::json model = state.value("model", nlohmann::json::object());
+  const nlohmann::json stored = state.value("args", nlohmann::json::object());
+  for (auto [key, field] :
+       {std::pair{"num_layers", &a.num_layers}, std::pair{"hidden_size", &a.hidden_size},
+        std::pair{"num_attention_heads", &a.num_attention_heads},
+        std::pair{"ffn_hidden_size", &a.ffn_hidden_size},
+        std::pair{"max_position_embeddings", &a.max_position_embeddings}})
+    if (model.contains(key) && model[key].is_number_integer()) *field = model[key].get<int>();
+  const ArchitectureOptions o = architecture_from_args_json(stored);
+  ArchitectureArgs& arch = a.arch;
+  arch.position_embedding_type = position_embedding_name(o.position_embedding);
+  arch.rotary_base = o.rotary_base;
+  arch.rotary_percent = o.rotary_percent;
+  arch.rotary_seq_len_interpolation_factor = o.rotary_seq_len_interpolation_factor;
+  arch.normalization = normalization_name(o.normalization);
+  arch.norm_epsilon = norm_epsilon_from_args_json(stored);
+  arch.swiglu = o.swiglu;
+  arch.group_query_attention = o.num_query_groups > 0;
+  arch.num_query_groups = int(std::max<int64_t>(1, o.num_query_groups));
+  arch.kv_channels = int(o.kv_channels);
+  arch.disable_bias_linear = !o.add_bias_linear;
+  arch.add_qkv_bias = o.add_qkv_bias;
+  arch.untie_embeddings_and_output_weights = o.untie_embeddings_and_output_weights;
+}
+
 void validate_training_args(Args& a, int world_size) {
   auto positive = [](int64_t v, const char* flag) {
     MT_REQUIRE(v > 0, flag, " must be given and positive, got ", v);
@@ -290,8 +370,9 @@ void validate_training_args(Args& a, int world_size) {
   MT_REQUIRE(a.pipeline_model_parallel_size == 1, "--pipeline-model-parallel-size ",
              a.pipeline_model_parallel_size,
              " is not supported: pipeline parallelism is not implemented yet, use 1");
-  MT_REQUIRE(a.hidden_size % a.num_attention_heads == 0, "--hidden-size ", a.hidden_size,
-             " must be divisible by --num-attention-heads ", a.num_attention_heads);
+  MT_REQUIRE(a.arch.kv_channels > 0 || a.hidden_size % a.num_attention_heads == 0, "--hidden-size ",
+             a.hidden_size, " must be divisible by --num-attention-heads ", a.num_attention_heads,
+             " (or set --kv-channels)");
   const int tp = a.tensor_model_parallel_size;
   MT_REQUIRE(a.num_attention_heads % tp == 0, "--num-attention-heads ", a.num_attention_heads,
              " must be divisible by --tensor-model-parallel-size ", tp);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "model/transformer_config.h"
 #include "train/grad_scaler.h"
 #include "train/lr_schedule.h"
 #include "train/optimizer.h"
@@ -26,6 +27,30 @@ class App;
 }
 
 namespace megatron::cli {
+
+// ---- Llama-family architecture flags (Megatron-Core names; GPT only) ----
+// Registered by pretrain-gpt (add_architecture_args), stored with the other arguments in
+// checkpoints under their attribute names and read back from them by generate and convert
+// (train/architecture_json.h).
+struct ArchitectureArgs {
+  std::string position_embedding_type = "learned_absolute";  // learned_absolute | rope | none
+  double rotary_base = 10000.0;
+  double rotary_percent = 1.0;
+  std::optional<double> rotary_seq_len_interpolation_factor;
+  std::string normalization = "LayerNorm";  // LayerNorm | RMSNorm
+  std::optional<double> norm_epsilon;       // overrides --layernorm-epsilon when given
+  bool swiglu = false;
+  bool group_query_attention = false;
+  int num_query_groups = 1;
+  int kv_channels = 0;  // 0: hidden / heads
+  bool disable_bias_linear = false;
+  bool add_qkv_bias = false;
+  bool untie_embeddings_and_output_weights = false;
+  // --use-checkpoint-args: the model shape (--num-layers, --hidden-size, --num-attention-heads,
+  // --ffn-hidden-size, --max-position-embeddings) and the flags above come from the checkpoint
+  // in --load, as Megatron's flag does (e.g. after `convert --from hf`).
+  bool use_checkpoint_args = false;
+};
 
 struct Args {
   // Model shape.
@@ -128,6 +153,8 @@ struct Args {
     return global_batch_size / (micro_batch_size * data_parallel_size);
   }
   bool full_recompute() const { return recompute_activations || recompute_granularity == "full"; }
+
+  ArchitectureArgs arch;  // pretrain-gpt's architecture flags
 };
 
 // The flags registered on an App, each with a way to print its current value. Lets
@@ -160,6 +187,16 @@ void add_tokenizer_args(ArgTable& table, std::string& type, std::string& vocab_f
 // Registers every shared flag on `app`, writing into `args`.
 void add_training_args(ArgTable& table, Args& args);
 
+// Registers the architecture flags (ArchitectureArgs) on `table`.
+void add_architecture_args(ArgTable& table, ArchitectureArgs& arch);
+// The model options the flags ask for; throws megatron::Error naming a flag with an unknown
+// value.
+ArchitectureOptions architecture_options(const ArchitectureArgs& arch);
+// The norms' epsilon: --norm-epsilon, else --layernorm-epsilon.
+float norm_epsilon(const ArchitectureArgs& arch, double layernorm_epsilon);
+// With --use-checkpoint-args, overwrites the model-shape and architecture flags of `args`
+// with those stored in the latest checkpoint of --load; an Error without --load.
+void apply_checkpoint_args(Args& args);
 // Fills the derived fields and checks every rule that involves several flags or the world
 // size; throws megatron::Error naming the flag(s) and the rule. Called before any work.
 void validate_training_args(Args& args, int world_size);

@@ -1,5 +1,7 @@
 // `megatron convert` — Megatron-LM's tools/checkpoint/convert.py: import/export HuggingFace
-// GPT-2 checkpoints and change the tensor-parallel size of our checkpoints offline.
+// GPT-2 and Llama-family (Llama, Mistral, Qwen2; recognised from config.json or from the
+// checkpoint's architecture arguments) checkpoints and change the tensor-parallel size of our
+// checkpoints offline.
 //
 //   megatron convert --model-type gpt --from hf --load HF_DIR --save CKPT
 //                    --target-tensor-parallel-size T
@@ -11,8 +13,11 @@
 #include "cli/args.h"
 #include "cli/subcommands.h"
 #include "core/logging.h"
+#include "train/checkpoint.h"
 #include "train/checkpoint_convert.h"
 #include "train/checkpoint_convert_bert.h"
+#include "train/checkpoint_convert_llama.h"
+#include "train/checkpoint_shards.h"
 
 namespace megatron::cli {
 
@@ -45,6 +50,9 @@ int run_convert(int argc, char** argv) {
                  "HF export: the tokenizer's vocabulary, when it moved since training");
   app.add_option("--merge-file", tokenizer_files.merge_file,
                  "HF export: the GPT-2 BPE merges, when they moved since training");
+  int64_t max_shard_size = 5000000000;
+  app.add_option("--max-shard-size", max_shard_size,
+                 "HF export of Llama-family models: bytes per safetensors shard (HF's 5GB)");
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
 
   MT_REQUIRE(model_type == "gpt" || model_type == "bert", "--model-type ", model_type,
@@ -62,6 +70,15 @@ int run_convert(int argc, char** argv) {
   } else if (model_type == "bert" && to == "hf") {
     export_hf_bert(load, load_iteration, save, tokenizer_files);
     log_info("exported checkpoint ", load, " as HF BERT ", save);
+  } else if (from == "hf" && is_hf_llama_directory(load)) {
+    import_hf_llama(load, save, target_tp, divisible_by);
+    log_info("converted HF Llama-family model ", load, " into checkpoint ", save,
+             " (iteration 0, tensor-parallel size ", target_tp, ")");
+  } else if (to == "hf" && is_llama_checkpoint(
+                               CheckpointShardReader(checkpoint_iteration_dir(load, load_iteration))
+                                   .state(0, 0))) {
+    export_hf_llama(load, load_iteration, save, max_shard_size);
+    log_info("exported checkpoint ", load, " as an HF Llama-family model ", save);
   } else if (from == "hf") {
     import_hf_gpt2(load, save, target_tp, divisible_by);
     log_info("converted HF GPT-2 ", load, " into checkpoint ", save,

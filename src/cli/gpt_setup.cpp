@@ -49,8 +49,9 @@ GptConfig gpt_config(const Args& a, const Vocabulary& vocab) {
   c.hidden_dropout = float(a.hidden_dropout);
   c.attention_dropout = float(a.attention_dropout);
   c.init_method_std = float(a.init_method_std);
-  c.layernorm_epsilon = float(a.layernorm_epsilon);
+  c.layernorm_epsilon = norm_epsilon(a.arch, a.layernorm_epsilon);
   c.recompute_activations = a.full_recompute();
+  c.arch = architecture_options(a.arch);
   c.compute_dtype = a.bf16 ? DType::BF16 : DType::F32;  // --fp16: f32 math, f16 weights
   return c;
 }
@@ -63,6 +64,9 @@ GptStepConfig gpt_step_config(const Args& a, const Vocabulary& vocab, bool eod_m
              "--eod-mask-loss needs a tokenizer with an end-of-document token (--tokenizer-type)");
   GptStepConfig cfg;
   cfg.model = gpt_config(a, vocab);
+  // Architecture flags that contradict the shape (e.g. --num-query-groups not dividing the
+  // heads) are reported here, with the other flag errors, before any model is built.
+  cfg.model.validate(a.tensor_model_parallel_size);
   log_info(" > padded vocab (size: ", vocab.size, ") with ",
            cfg.model.padded_vocab_size - vocab.size,
            " dummy tokens (new size: ", cfg.model.padded_vocab_size, ")");

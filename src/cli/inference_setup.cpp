@@ -7,6 +7,7 @@
 #include "core/logging.h"
 #include "distributed/backend.h"
 #include "distributed/runtime.h"
+#include "train/architecture_json.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_shards.h"
 
@@ -87,7 +88,8 @@ InferenceModel load_inference_model(InferenceArgs& a) {
   const int divisible_by = args.value("make_vocab_size_divisible_by", 128);
   c.max_position_embeddings = model_field<int>(state, "max_position_embeddings", dir);
   c.seq_length = args.value("seq_length", c.max_position_embeddings);
-  c.layernorm_epsilon = args.value("layernorm_epsilon", 1e-5f);
+  c.layernorm_epsilon = norm_epsilon_from_args_json(args);
+  c.arch = architecture_from_args_json(args);
   c.hidden_dropout = c.attention_dropout = 0.0f;
   c.compute_dtype = a.bf16 ? DType::BF16 : DType::F32;
   c.vocab_size = m.tokenizer->vocab_size();

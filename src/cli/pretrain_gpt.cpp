@@ -19,6 +19,7 @@ int run_pretrain_gpt(int argc, char** argv) {
   bool eod_mask_loss = false;
   ArgTable table(app);
   add_training_args(table, args);
+  add_architecture_args(table, args.arch);
   table.add_flag("--eod-mask-loss", eod_mask_loss, "mask the loss of end-of-document labels");
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
   select_training_device(args);
@@ -31,6 +32,7 @@ int run_pretrain_gpt(int argc, char** argv) {
   GptStepConfig model;
   GptDatasets data;
   run_on_all_ranks(*world, "", [&] {
+    apply_checkpoint_args(args);
     validate_training_args(args, world->size());
     log_line(table.format());
     vocab = build_vocabulary(args);

@@ -11,12 +11,19 @@ namespace megatron {
 
 namespace {
 
-// [b·heads, s, d] view into a buffer whose rows are positions: element (bh, i, k) lives at
-// offset + bh·head_stride + i·row_stride + k.
-Tensor head_view(const Tensor& buffer, int64_t offset, int64_t bh, int64_t s, int64_t d,
-                 int64_t head_stride, int64_t row_stride) {
-  return Tensor(buffer.storage(), buffer.offset() + offset, {bh, s, d},
-                {head_stride, row_stride, 1}, buffer.dtype());
+// [batch, s, d] view into a buffer whose rows are positions: element (n, i, k) lives at
+// offset + n·batch_stride + i·row_stride + k.
+Tensor head_view(const Tensor& buffer, int64_t offset, int64_t batch, int64_t s, int64_t d,
+                 int64_t batch_stride, int64_t row_stride) {
+  return Tensor(buffer.storage(), buffer.offset() + offset, {batch, s, d},
+                {batch_stride, row_stride, 1}, buffer.dtype());
+}
+
+// The [b·gl, sq, sk] slice of query index i of scores/probs [b, gl·q, sq, sk] (group-major
+// heads: head = group·q + i).
+Tensor query_scores(const Tensor& t, int64_t i, int64_t bg, int64_t q, int64_t sq, int64_t sk) {
+  return Tensor(t.storage(), t.offset() + i * sq * sk, {bg, sq, sk}, {q * sq * sk, sk, 1},
+                t.dtype());
 }
 
 }  // namespace
@@ -26,26 +33,51 @@ ParallelAttention::ParallelAttention(const std::string& prefix, int layer_number
                                      ParameterStore& store, const ComputeWeights& weights)
     : layer_number_((config.validate(ps.tp_size), layer_number)),
       heads_local_(config.num_attention_heads / ps.tp_size),
-      head_dim_(config.hidden_size / config.num_attention_heads),
+      head_dim_(config.head_dim()),
       head_begin_(int64_t(ps.tp_rank) * (config.num_attention_heads / ps.tp_size)),
       dropout_p_(config.attention_dropout),
       mask_type_(config.attn_mask_type),
-      query_key_value_({.name = prefix + ".query_key_value",
-                        .input_size = config.hidden_size,
-                        .output_size = 3 * config.hidden_size,
-                        .init_std = config.init_method_std},
-                       ps, store, weights),
+      rope_(config.arch.position_embedding == PositionEmbedding::kRope),
+      dense_bias_(config.arch.add_bias_linear),
+      rotary_{.rotary_dim = config.rotary_dim(),
+              .base = config.arch.rotary_base,
+              .seq_interpolation_factor = config.arch.rotary_seq_len_interpolation_factor},
+      query_key_value_(prefix + ".query_key_value", config, ps, store, weights),
       dense_({.name = prefix + ".dense",
-              .input_size = config.hidden_size,
+              .input_size = config.num_attention_heads * config.head_dim(),
               .output_size = config.hidden_size,
+              .bias = config.arch.add_bias_linear,
               .input_is_parallel = true,
               .skip_bias_add = true,
               .init_std = config.output_layer_init_std()},
-             ps, store, weights) {}
+             ps, store, weights) {
+  groups_local_ = query_key_value_.groups_local();
+  queries_ = query_key_value_.queries_per_group_local();
+}
 
 void ParallelAttention::init_weights(ParameterStore& store, uint64_t seed) const {
   query_key_value_.init_weights(store, seed);
   dense_.init_weights(store, seed);
+}
+
+const Tensor& ParallelAttention::dense_bias() const {
+  return dense_bias_ ? dense_.bias() : no_bias_;
+}
+
+Tensor& ParallelAttention::dense_bias_grad() const {
+  return dense_bias_ ? dense_.bias_grad() : no_bias_;
+}
+
+void ParallelAttention::rotate_qk(Tensor& qkv, int64_t position_start, bool inverse) const {
+  if (!rope_) return;
+  const int64_t s = qkv.size(0), b = qkv.size(1), gl = groups_local_, q = queries_, d = head_dim_;
+  const int64_t group = (q + 2) * d, row = b * gl * group;
+  Tensor queries(qkv.storage(), qkv.offset(), {s, b, gl, q, d}, {row, gl * group, group, d, 1},
+                 qkv.dtype());
+  Tensor keys(qkv.storage(), qkv.offset() + q * d, {s, b, gl, d}, {row, gl * group, group, 1},
+              qkv.dtype());
+  kernels::rotary_embedding(queries, position_start, rotary_, inverse, queries);
+  kernels::rotary_embedding(keys, position_start, rotary_, inverse, keys);
 }
 
 Tensor ParallelAttention::dropped_probs(const Ctx& ctx, Arena& arena) const {
@@ -58,7 +90,8 @@ Tensor ParallelAttention::dropped_probs(const Ctx& ctx, Arena& arena) const {
 Tensor ParallelAttention::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
                                   const DropoutScope& scope, Arena& arena, Arena& workspace) const {
   MT_CHECK(x.dim() == 3, "attention input must be [s, b, h], got ", x.describe());
-  const int64_t s = x.size(0), b = x.size(1), hl = heads_local_, d = head_dim_, bh = b * hl;
+  const int64_t s = x.size(0), b = x.size(1), hl = heads_local_, d = head_dim_, gl = groups_local_,
+                q = queries_, bg = b * gl;
   if (mask_type_ == AttnMaskType::kPadding) {
     check_shape(pad_mask, {b, s}, "attention padding mask");
     check_dtype(pad_mask, DType::U8, "attention padding mask");
@@ -66,20 +99,24 @@ Tensor ParallelAttention::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_m
     MT_CHECK(!pad_mask.defined(), "a causal attention takes no padding mask");
   }
   ctx.pad_mask = pad_mask;
-  ctx.qkv = query_key_value_.forward(ctx.qkv_linear, x, arena).view({s, b, hl, 3, d});
-  const int64_t qkv_row = bh * 3 * d;  // stride of one sequence position in qkv
-  Tensor q = head_view(ctx.qkv, 0, bh, s, d, 3 * d, qkv_row);  // [b·hl, s, d]
-  Tensor k = head_view(ctx.qkv, d, bh, s, d, 3 * d, qkv_row);
-  Tensor v = head_view(ctx.qkv, 2 * d, bh, s, d, 3 * d, qkv_row);
+  ctx.qkv = query_key_value_.forward(ctx.qkv_linear, x, arena);  // [s, b, gl, q+2, d]
+  rotate_qk(ctx.qkv, 0, false);
+  const int64_t group = (q + 2) * d, qkv_row = bg * group;         // strides of a group, a position
+  Tensor k = head_view(ctx.qkv, q * d, bg, s, d, group, qkv_row);  // [b·gl, s, d]
+  Tensor v = head_view(ctx.qkv, (q + 1) * d, bg, s, d, group, qkv_row);
 
-  Tensor scores = workspace.alloc({bh, s, s}, x.dtype());  // [b·hl, s, s]
-  kernels::batched_gemm(q, false, k, true, scores);
+  Tensor scores = workspace.alloc({b, hl, s, s}, x.dtype());
+  for (int64_t i = 0; i < q; ++i) {
+    Tensor scores_i = query_scores(scores, i, bg, q, s, s);
+    kernels::batched_gemm(head_view(ctx.qkv, i * d, bg, s, d, group, qkv_row), false, k, true,
+                          scores_i);
+  }
   ctx.probs = arena.alloc({b, hl, s, s}, x.dtype());
-  kernels::scaled_masked_softmax_forward(scores.view({b, hl, s, s}), 1.0f / std::sqrt(float(d)),
+  kernels::scaled_masked_softmax_forward(scores, 1.0f / std::sqrt(float(d)),
                                          mask_type_ == AttnMaskType::kCausal, pad_mask, ctx.probs);
   ctx.dropout_mask = Tensor();
   if (scope.enabled && dropout_p_ > 0.0f) {
-    ctx.dropout_mask = arena.alloc({bh * s, s}, DType::U8);
+    ctx.dropout_mask = arena.alloc({b * hl * s, s}, DType::U8);
     kernels::dropout_mask(scope.seed,
                           attention_dropout_rows(scope, layer_number_, b, head_begin_, hl, s),
                           dropout_p_, ctx.dropout_mask);
@@ -87,8 +124,10 @@ Tensor ParallelAttention::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_m
   Tensor probs_dropped = dropped_probs(ctx, workspace);  // [b, hl, s, s]
 
   Tensor context = arena.alloc({s, b, hl * d}, x.dtype());  // [s, b, hl·d]
-  Tensor context_heads = head_view(context, 0, bh, s, d, d, bh * d);
-  kernels::batched_gemm(probs_dropped.view({bh, s, s}), false, v, false, context_heads);
+  for (int64_t i = 0; i < q; ++i) {
+    Tensor context_i = head_view(context, i * d, bg, s, d, q * d, b * hl * d);
+    kernels::batched_gemm(query_scores(probs_dropped, i, bg, q, s, s), false, v, false, context_i);
+  }
   return dense_.forward(ctx.dense, context, arena);
 }
 
@@ -97,9 +136,10 @@ Tensor ParallelAttention::forward_cached(const Tensor& x, LayerKv& kv, int64_t s
   MT_CHECK(mask_type_ == AttnMaskType::kCausal,
            "incremental decoding needs causal attention (a GPT), not a padding mask");
   MT_CHECK(x.dim() == 3, "attention input must be [s, b, h], got ", x.describe());
-  const int64_t s = x.size(0), b = x.size(1), hl = heads_local_, d = head_dim_, bh = b * hl;
-  MT_CHECK(kv.k.dim() == 4 && kv.k.size(0) == b && kv.k.size(1) == hl && kv.k.size(3) == d,
-           "KV cache ", kv.k.describe(), " does not fit batch ", b, ", ", hl, " local heads of ",
+  const int64_t s = x.size(0), b = x.size(1), hl = heads_local_, d = head_dim_, gl = groups_local_,
+                q = queries_, bg = b * gl;
+  MT_CHECK(kv.k.dim() == 4 && kv.k.size(0) == b && kv.k.size(1) == gl && kv.k.size(3) == d,
+           "KV cache ", kv.k.describe(), " does not fit batch ", b, ", ", gl, " local KV heads of ",
            d);
   check_shape(kv.v, kv.k.shape(), "KV cache values");
   check_dtype(kv.k, x.dtype(), "KV cache keys");
@@ -108,52 +148,59 @@ Tensor ParallelAttention::forward_cached(const Tensor& x, LayerKv& kv, int64_t s
   MT_CHECK(start >= 0 && sk <= max_s, "positions [", start, ", ", sk,
            ") do not fit the KV cache of ", max_s);
 
-  ColumnParallelLinear::Ctx qkv_ctx;  // discarded: no backward
-  Tensor qkv = query_key_value_.forward(qkv_ctx, x, arena).view({s, b, hl, 3, d});
-  const int64_t qkv_row = bh * 3 * d;
-  Tensor q = head_view(qkv, 0, bh, s, d, 3 * d, qkv_row);  // [b·hl, s, d]
-  // The new keys and values go to positions [start, sk) of the cache ([b·hl, max_s, d]).
-  Tensor k_new = head_view(kv.k, start * d, bh, s, d, max_s * d, d);
-  Tensor v_new = head_view(kv.v, start * d, bh, s, d, max_s * d, d);
-  kernels::copy(head_view(qkv, d, bh, s, d, 3 * d, qkv_row), k_new);
-  kernels::copy(head_view(qkv, 2 * d, bh, s, d, 3 * d, qkv_row), v_new);
-  Tensor k = head_view(kv.k, 0, bh, sk, d, max_s * d, d);  // [b·hl, sk, d]
-  Tensor v = head_view(kv.v, 0, bh, sk, d, max_s * d, d);
+  QkvProjection::Ctx qkv_ctx;                                // discarded: no backward
+  Tensor qkv = query_key_value_.forward(qkv_ctx, x, arena);  // [s, b, gl, q+2, d]
+  rotate_qk(qkv, start, false);  // the new positions continue from the cache length
+  const int64_t group = (q + 2) * d, qkv_row = bg * group;
+  // The new keys and values go to positions [start, sk) of the cache ([b·gl, max_s, d]).
+  Tensor k_new = head_view(kv.k, start * d, bg, s, d, max_s * d, d);
+  Tensor v_new = head_view(kv.v, start * d, bg, s, d, max_s * d, d);
+  kernels::copy(head_view(qkv, q * d, bg, s, d, group, qkv_row), k_new);
+  kernels::copy(head_view(qkv, (q + 1) * d, bg, s, d, group, qkv_row), v_new);
+  Tensor k = head_view(kv.k, 0, bg, sk, d, max_s * d, d);  // [b·gl, sk, d]
+  Tensor v = head_view(kv.v, 0, bg, sk, d, max_s * d, d);
 
-  Tensor scores = arena.alloc({bh, s, sk}, x.dtype());
-  kernels::batched_gemm(q, false, k, true, scores);
+  Tensor scores = arena.alloc({b, hl, s, sk}, x.dtype());
+  for (int64_t i = 0; i < q; ++i) {
+    Tensor scores_i = query_scores(scores, i, bg, q, s, sk);
+    kernels::batched_gemm(head_view(qkv, i * d, bg, s, d, group, qkv_row), false, k, true,
+                          scores_i);
+  }
   // Causal with Sq < Sk: query i (position start + i) sees keys j <= start + i.
   Tensor probs = arena.alloc({b, hl, s, sk}, x.dtype());
-  kernels::scaled_masked_softmax_forward(scores.view({b, hl, s, sk}), 1.0f / std::sqrt(float(d)),
-                                         true, Tensor(), probs);
+  kernels::scaled_masked_softmax_forward(scores, 1.0f / std::sqrt(float(d)), true, Tensor(), probs);
   Tensor context = arena.alloc({s, b, hl * d}, x.dtype());  // [s, b, hl·d]
-  Tensor context_heads = head_view(context, 0, bh, s, d, d, bh * d);
-  kernels::batched_gemm(probs.view({bh, s, sk}), false, v, false, context_heads);
+  for (int64_t i = 0; i < q; ++i) {
+    Tensor context_i = head_view(context, i * d, bg, s, d, q * d, b * hl * d);
+    kernels::batched_gemm(query_scores(probs, i, bg, q, s, sk), false, v, false, context_i);
+  }
   RowParallelLinear::Ctx dense_ctx;
   return dense_.forward(dense_ctx, context, arena);
 }
 
 Tensor ParallelAttention::backward(const Ctx& ctx, const Tensor& dout, Arena& arena) const {
   const int64_t s = ctx.qkv.size(0), b = ctx.qkv.size(1), hl = heads_local_, d = head_dim_,
-                bh = b * hl;
-  const int64_t qkv_row = bh * 3 * d;
-  Tensor q = head_view(ctx.qkv, 0, bh, s, d, 3 * d, qkv_row);
-  Tensor k = head_view(ctx.qkv, d, bh, s, d, 3 * d, qkv_row);
-  Tensor v = head_view(ctx.qkv, 2 * d, bh, s, d, 3 * d, qkv_row);
+                gl = groups_local_, q = queries_, bg = b * gl;
+  const int64_t group = (q + 2) * d, qkv_row = bg * group;
+  Tensor k = head_view(ctx.qkv, q * d, bg, s, d, group, qkv_row);
+  Tensor v = head_view(ctx.qkv, (q + 1) * d, bg, s, d, group, qkv_row);
 
   Tensor dcontext = dense_.backward(ctx.dense, dout, arena);  // [s, b, hl·d]
-  Tensor dcontext_heads = head_view(dcontext, 0, bh, s, d, d, bh * d);
-  // dqkv is fully written by the three GEMMs below (dQ, dK, dV views tile it).
-  Tensor dqkv = arena.alloc({s, b, hl, 3, d}, dout.dtype());
-  Tensor dq = head_view(dqkv, 0, bh, s, d, 3 * d, qkv_row);
-  Tensor dk = head_view(dqkv, d, bh, s, d, 3 * d, qkv_row);
-  Tensor dv = head_view(dqkv, 2 * d, bh, s, d, 3 * d, qkv_row);
+  // dqkv is fully written by the GEMMs below (dQ_i, dK, dV views tile it).
+  Tensor dqkv = arena.alloc(ctx.qkv.shape(), dout.dtype());
+  Tensor dk = head_view(dqkv, q * d, bg, s, d, group, qkv_row);
+  Tensor dv = head_view(dqkv, (q + 1) * d, bg, s, d, group, qkv_row);
 
+  // K and V serve the q query heads of their group: their gradients sum over i.
   Tensor probs_dropped = dropped_probs(ctx, arena);
-  kernels::batched_gemm(probs_dropped.view({bh, s, s}), true, dcontext_heads, false, dv);
   Tensor dprobs = arena.alloc({b, hl, s, s}, dout.dtype());
-  Tensor dprobs_heads = dprobs.view({bh, s, s});
-  kernels::batched_gemm(dcontext_heads, false, v, true, dprobs_heads);
+  for (int64_t i = 0; i < q; ++i) {
+    Tensor dcontext_i = head_view(dcontext, i * d, bg, s, d, q * d, b * hl * d);
+    kernels::batched_gemm(query_scores(probs_dropped, i, bg, q, s, s), true, dcontext_i, false, dv,
+                          1.0f, i == 0 ? 0.0f : 1.0f);
+    Tensor dprobs_i = query_scores(dprobs, i, bg, q, s, s);
+    kernels::batched_gemm(dcontext_i, false, v, true, dprobs_i);
+  }
   if (ctx.dropout_mask.defined()) {
     Tensor undropped = arena.alloc({b, hl, s, s}, dout.dtype());
     kernels::dropout_backward(dprobs, ctx.dropout_mask, dropout_p_, undropped);
@@ -161,9 +208,15 @@ Tensor ParallelAttention::backward(const Ctx& ctx, const Tensor& dout, Arena& ar
   }
   Tensor dscores = arena.alloc({b, hl, s, s}, dout.dtype());
   kernels::scaled_masked_softmax_backward(dprobs, ctx.probs, 1.0f / std::sqrt(float(d)), dscores);
-  kernels::batched_gemm(dscores.view({bh, s, s}), false, k, false, dq);
-  kernels::batched_gemm(dscores.view({bh, s, s}), true, q, false, dk);
-  return query_key_value_.backward(ctx.qkv_linear, dqkv.view({s, b, hl * 3 * d}), arena);
+  for (int64_t i = 0; i < q; ++i) {
+    const Tensor dscores_i = query_scores(dscores, i, bg, q, s, s);
+    Tensor dq_i = head_view(dqkv, i * d, bg, s, d, group, qkv_row);
+    kernels::batched_gemm(dscores_i, false, k, false, dq_i);
+    kernels::batched_gemm(dscores_i, true, head_view(ctx.qkv, i * d, bg, s, d, group, qkv_row),
+                          false, dk, 1.0f, i == 0 ? 0.0f : 1.0f);
+  }
+  rotate_qk(dqkv, 0, true);  // gradients w.r.t. Q and K before RoPE
+  return query_key_value_.backward(ctx.qkv_linear, dqkv, arena);
 }
 
 }  // namespace megatron

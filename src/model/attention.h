@@ -1,21 +1,27 @@
-// ParallelAttention: multi-head self-attention split by heads across the tensor-parallel
-// group (Megatron-LM §3, fig. 3b).
+// ParallelAttention: multi-head (or grouped-query) self-attention split by heads across the
+// tensor-parallel group (Megatron-LM §3, fig. 3b).
 //
-//   x [s, b, h] ─ColumnParallel─→ qkv [s, b, heads/t, 3, d]   (fused QKV, rows per head, so
-//                                                            a column split gives whole heads)
-//   scores[b·heads/t, s, s] = Q Kᵀ; probs = softmax(scores / √d + mask) in f32
-//   (causal, or a key-padding mask); probs dropped out (masks keyed by global head);
-//   context [s, b, heads/t · d] = probs V ─RowParallel (input_is_parallel)─→ out [s, b, h]
+//   x [s, b, h] ─QkvProjection─→ qkv [s, b, groups/t, q + 2, d]   (per KV group: its q query
+//                                  heads, its key, its value; q = 1 without GQA; see
+//                                  model/qkv_projection.h for g < t)
+//   [RoPE on Q and K, in place, positions from the cache length when decoding]
+//   scores[b, heads/t, s, s] = Q Kᵀ (query head i of a group uses the group's K and V);
+//   probs = softmax(scores / √d + mask) in f32 (causal, or a key-padding mask); probs dropped
+//   out (masks keyed by global head); context [s, b, heads/t · d] = probs V
+//   ─RowParallel (input_is_parallel)─→ out [s, b, h]
+// Heads are ordered group-major (head = group · q + i), as Megatron-Core and HF's repeat_kv.
 // The output projection's bias is NOT added: the layer fuses it with dropout and the residual.
 // Q, K, V and the context are strided per-head views, multiplied with batched GEMMs with no
-// layout copies: in [s, b, heads, 3, d] the (b, head) pair has the uniform stride 3d.
+// layout copies: for a fixed query index i within a group, (b, group) has the uniform stride
+// (q + 2)·d in qkv, so one batched GEMM per i covers every group.
 #pragma once
 
 #include <string>
 
+#include "kernels/rotary.h"
 #include "model/kv_cache.h"
+#include "model/qkv_projection.h"
 #include "model/transformer_config.h"
-#include "parallel/column_parallel_linear.h"
 #include "parallel/random.h"
 #include "parallel/row_parallel_linear.h"
 
@@ -24,15 +30,16 @@ namespace megatron {
 class ParallelAttention {
  public:
   struct Ctx {
-    ColumnParallelLinear::Ctx qkv_linear;
-    Tensor qkv;           // [s, b, heads/t, 3, d]
+    QkvProjection::Ctx qkv_linear;
+    Tensor qkv;           // [s, b, groups/t, q + 2, d], Q and K after RoPE
     Tensor pad_mask;      // u8 [b, s] or undefined
     Tensor probs;         // [b, heads/t, s, s] before dropout
     Tensor dropout_mask;  // u8 [b·heads/t·s, s] or undefined (no dropout)
     RowParallelLinear::Ctx dense;
   };
 
-  // Registers "<prefix>.query_key_value.{weight,bias}" and "<prefix>.dense.{weight,bias}".
+  // Registers "<prefix>.query_key_value.{weight,bias}" and "<prefix>.dense.{weight,bias}"
+  // (biases as the config's add_bias_linear / add_qkv_bias say).
   ParallelAttention(const std::string& prefix, int layer_number, const TransformerConfig& config,
                     const ParallelState& ps, ParameterStore& store, const ComputeWeights& weights);
 
@@ -51,24 +58,30 @@ class ParallelAttention {
   Tensor backward(const Ctx& ctx, const Tensor& dout, Arena& arena) const;
 
   // Incremental (inference) forward with a KV cache, causal attention only: x [s_new, b, h]
-  // holds positions [start, start + s_new); their keys and values are written into `kv`
-  // ([b, heads/t, max_s, d]) and the queries attend to positions [0, start + s_new) (Sq ≤ Sk).
-  // No dropout, nothing kept for a backward; every temporary goes to `arena`.
-  // → out [s_new, b, h] without the dense bias.
+  // holds positions [start, start + s_new); their keys and values (keys after RoPE at those
+  // positions) are written into `kv` ([b, groups/t, max_s, d]) and the queries attend to
+  // positions [0, start + s_new) (Sq ≤ Sk). No dropout, nothing kept for a backward; every
+  // temporary goes to `arena`. → out [s_new, b, h] without the dense bias.
   Tensor forward_cached(const Tensor& x, LayerKv& kv, int64_t start, Arena& arena) const;
 
-  const Tensor& dense_bias() const { return dense_.bias(); }
-  Tensor& dense_bias_grad() const { return dense_.bias_grad(); }
+  // Undefined without linear biases (--disable-bias-linear).
+  const Tensor& dense_bias() const;
+  Tensor& dense_bias_grad() const;
 
  private:
   // probs ⊙ mask / (1 − p), in `arena` (probs itself without dropout).
   Tensor dropped_probs(const Ctx& ctx, Arena& arena) const;
+  // RoPE on the Q and K views of qkv [s, b, gl, q + 2, d] (inverse: its backward), in place.
+  void rotate_qk(Tensor& qkv, int64_t position_start, bool inverse) const;
 
   int layer_number_;
-  int64_t heads_local_, head_dim_, head_begin_;
+  int64_t heads_local_, groups_local_, queries_, head_dim_, head_begin_;
   float dropout_p_;
   AttnMaskType mask_type_;
-  ColumnParallelLinear query_key_value_;
+  bool rope_, dense_bias_;
+  kernels::RotaryParams rotary_;
+  mutable Tensor no_bias_;  // undefined: the dense "bias" without linear biases
+  QkvProjection query_key_value_;
   RowParallelLinear dense_;
 };
 

@@ -1,5 +1,7 @@
 #include "model/gpt_model.h"
 
+#include <algorithm>
+
 #include "core/upload.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
@@ -27,6 +29,7 @@ InputEmbeddingConfig input_embedding_config(const GptConfig& c) {
           .hidden_size = c.hidden_size,
           .max_position_embeddings = c.max_position_embeddings,
           .num_tokentypes = 0,
+          .learned_positions = c.arch.position_embedding == PositionEmbedding::kLearnedAbsolute,
           .init_method_std = c.init_method_std,
           .hidden_dropout = c.hidden_dropout,
           .layernorm = false,
@@ -40,6 +43,7 @@ TransformerConfig GptConfig::transformer_config() const {
   t.attn_mask_type = AttnMaskType::kCausal;
   t.layernorm_order = LayerNormOrder::kPreLayerNorm;
   t.final_layernorm = true;
+  t.arch = arch;
   return t;
 }
 
@@ -59,6 +63,21 @@ GptModel::GptModel(const GptConfig& config, const ParallelState& ps, ParameterSt
   MT_CHECK(store.tp_size() == ps.tp_size && store.tp_rank() == ps.tp_rank,
            "the ParameterStore was made for TP rank ", store.tp_rank(), " of ", store.tp_size(),
            ", the parallel state is rank ", ps.tp_rank, " of ", ps.tp_size);
+  if (config.arch.untie_embeddings_and_output_weights)
+    output_layer_index_ = store.add({.name = "output_layer.weight",
+                                     .full_shape = {config.padded_vocab_size, config.hidden_size},
+                                     .partition_dim = 0,
+                                     .vocab_rows = config.vocab_size});
+}
+
+const Tensor& GptModel::lm_head_weight() const {
+  return output_layer_index_ ? weights_.weight(*output_layer_index_)
+                             : embedding_.word_embeddings().weight();
+}
+
+Tensor& GptModel::lm_head_grad() const {
+  return output_layer_index_ ? weights_.grad(*output_layer_index_)
+                             : embedding_.word_embeddings().weight_grad();
 }
 
 GptModel::~GptModel() = default;
@@ -66,6 +85,8 @@ GptModel::~GptModel() = default;
 void GptModel::init_weights(uint64_t seed) {
   embedding_.init_weights(store_, seed);
   transformer_.init_weights(store_, seed);
+  if (output_layer_index_)
+    init_normal(store_.params()[*output_layer_index_], seed, config_.init_method_std);
   refresh_compute_weights();
 }
 
@@ -81,10 +102,10 @@ Tensor GptModel::forward_to_logits(Ctx& ctx, const Tensor& tokens, const Dropout
 
   Tensor hidden =
       transformer_.forward(ctx.transformer, embedded, Tensor(), scope, arena_, scratch_);
-  // LM head, tied to the word embedding: the input is copied to the TP region (f), each rank
-  // computes its vocabulary shard of the logits, in f32 for the cross-entropy.
+  // LM head (tied to the word embedding unless untied): the input is copied to the TP region
+  // (f), each rank computes its vocabulary shard of the logits, in f32 for the cross-entropy.
   ctx.hidden = CopyToTpRegion::forward(hidden).view({s * b, h});
-  const Tensor& table = embedding_.word_embeddings().weight();       // [V/t, h]
+  const Tensor& table = lm_head_weight();                            // [V/t, h]
   Tensor logits = arena_.alloc({s * b, table.size(0)}, DType::F32);  // [s·b, V/t]
   kernels::gemm(ctx.hidden, false, table, true, logits);
   return logits;
@@ -118,9 +139,8 @@ void GptModel::backward(Ctx& ctx, float grad_scale) {
     dlogits = cast;
   }
 
-  const VocabParallelEmbedding& word = embedding_.word_embeddings();
-  const Tensor& table = word.weight();  // [V/t, h]
-  kernels::gemm(dlogits, true, ctx.hidden, false, word.weight_grad(), 1.0f, 1.0f);
+  const Tensor& table = lm_head_weight();  // [V/t, h]
+  kernels::gemm(dlogits, true, ctx.hidden, false, lm_head_grad(), 1.0f, 1.0f);
   Tensor dhidden = arena_.alloc({n, h}, weights_.dtype());  // [s·b, h]
   kernels::gemm(dlogits, false, table, false, dhidden);
   CopyToTpRegion::backward(*ps_.tp, dhidden);
@@ -177,9 +197,10 @@ Tensor GptModel::forward_logits(const Tensor& host_tokens) {
 InferenceCtx GptModel::make_inference_ctx(int64_t batch, int64_t max_seq) const {
   MT_CHECK(max_seq >= 1 && max_seq <= config_.max_position_embeddings, "inference length ", max_seq,
            " must be in [1, --max-position-embeddings = ", config_.max_position_embeddings, "]");
-  const int64_t heads_local = config_.num_attention_heads / ps_.tp_size;
-  const int64_t head_dim = config_.hidden_size / config_.num_attention_heads;
-  InferenceCtx ctx{KvCache(config_.num_layers, batch, heads_local, max_seq, head_dim,
+  // Keys and values of this rank's KV groups: g/t, or the one group its heads use when g < t.
+  const TransformerConfig t = config_.transformer_config();
+  const int64_t kv_heads_local = std::max<int64_t>(1, t.query_groups() / ps_.tp_size);
+  InferenceCtx ctx{KvCache(config_.num_layers, batch, kv_heads_local, max_seq, t.head_dim(),
                            weights_.dtype(), store_.device()),
                    Arena(store_.device()), Arena(store_.device())};
   return ctx;
@@ -206,7 +227,7 @@ Tensor GptModel::forward_step(InferenceCtx& ctx, const Tensor& host_tokens, bool
   ctx.cache.advance(s);
   // [s, b, h] is sequence-major, so the last position's rows are contiguous.
   Tensor rows = all_positions ? hidden.view({s * b, h}) : hidden.select(0, s - 1);
-  const Tensor& table = embedding_.word_embeddings().weight();  // [V/t, h]
+  const Tensor& table = lm_head_weight();  // [V/t, h]
   Tensor logits = ctx.arena.alloc({rows.size(0), table.size(0)}, DType::F32);
   kernels::gemm(rows, false, table, true, logits);
   return all_positions ? logits.view({s, b, table.size(0)}) : logits;

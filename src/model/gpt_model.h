@@ -2,7 +2,8 @@
 //
 //   tokens i32 [b, s] → (transposed to [s, b]) vocab-parallel word embedding + learned
 //   position embedding → dropout → Transformer (pre-LN, causal, final LayerNorm)
-//   → LM head tied to the word embedding: logits [s·b, V_padded/t] f32, never gathered
+//   → LM head tied to the word embedding (or an untied output layer): logits [s·b, V_padded/t]
+//   f32, never gathered
 //   → vocab-parallel cross-entropy (padded ids excluded) → Σ(loss·mask)/Σ(mask)
 // Activations are [s, b, h] in the compute dtype; see docs/model.md for layouts, dropout
 // keying, recompute and the bf16 path.
@@ -10,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "core/arena.h"
 #include "distributed/parallel_state.h"
@@ -31,6 +33,7 @@ struct GptConfig {
         layernorm_epsilon = 1e-5f;
   bool recompute_activations = false;
   DType compute_dtype = DType::F32;  // F32 or BF16
+  ArchitectureOptions arch;          // Llama-family options (model/transformer_config.h)
 
   TransformerConfig transformer_config() const;
   void validate(int tp_size) const;  // throws Error naming the offending option
@@ -104,6 +107,11 @@ class GptModel {
   ComputeWeights weights_;
   InputEmbedding embedding_;
   Transformer transformer_;
+  // --untie-embeddings-and-output-weights: "output_layer.weight" [V_padded, h], split over
+  // the vocabulary like the word embedding; otherwise the LM head is the word embedding.
+  std::optional<size_t> output_layer_index_;
+  const Tensor& lm_head_weight() const;  // [V_padded/t, h], compute dtype
+  Tensor& lm_head_grad() const;          // f32 [V_padded/t, h]
   Arena arena_;    // activations of one micro-batch, reset at the start of each call
   Arena scratch_;  // per-layer workspace for activation recompute
 };

@@ -24,11 +24,12 @@ InputEmbedding::InputEmbedding(const InputEmbeddingConfig& config, const Paralle
              .vocab_rows = config.vocab_size,
              .embedding_dim = config.hidden_size,
              .init_std = config.init_method_std},
-            ps, store, weights),
-      position_index_(store.add({"embedding.position_embeddings.weight",
+            ps, store, weights) {
+  if (config.learned_positions)
+    position_index_ = store.add({"embedding.position_embeddings.weight",
                                  {config.max_position_embeddings, config.hidden_size},
                                  -1,
-                                 true})) {
+                                 true});
   if (config.num_tokentypes > 0)
     tokentype_index_ = store.add({"embedding.tokentype_embeddings.weight",
                                   {config.num_tokentypes, config.hidden_size},
@@ -41,7 +42,7 @@ InputEmbedding::InputEmbedding(const InputEmbeddingConfig& config, const Paralle
 
 void InputEmbedding::init_weights(ParameterStore& store, uint64_t seed) const {
   word_.init_weights(store, seed);
-  init_normal(store.params()[position_index_], seed, config_.init_method_std);
+  if (position_index_) init_normal(store.params()[*position_index_], seed, config_.init_method_std);
   if (tokentype_index_)
     init_normal(store.params()[*tokentype_index_], seed, config_.init_method_std);
   if (layernorm_) layernorm_->init_weights(store);
@@ -67,11 +68,14 @@ Tensor InputEmbedding::forward(Ctx& ctx, const Tensor& tokens, const Tensor& tok
   ctx.batch = b;
 
   Tensor embedded = word_.forward(ctx.word, to_seq_major(tokens, arena), arena).view({s * b, h});
-  ctx.position_ids = arena.alloc({s * b}, DType::I32);  // position of row i: i / b
-  kernels::fill_positions(ctx.position_ids, b, position_start);
   Tensor table_rows = arena.alloc({s * b, h}, embedded.dtype());  // [s·b, h]
-  kernels::embedding_forward(ctx.position_ids, weights_.weight(position_index_), 0, table_rows);
-  kernels::axpy(1.0f, table_rows, embedded);
+  ctx.position_ids = Tensor();
+  if (position_index_) {
+    ctx.position_ids = arena.alloc({s * b}, DType::I32);  // position of row i: i / b
+    kernels::fill_positions(ctx.position_ids, b, position_start);
+    kernels::embedding_forward(ctx.position_ids, weights_.weight(*position_index_), 0, table_rows);
+    kernels::axpy(1.0f, table_rows, embedded);
+  }
   ctx.tokentype_ids = Tensor();
   if (tokentype_index_) {
     ctx.tokentype_ids = to_seq_major(token_types, arena).view({s * b});
@@ -112,7 +116,8 @@ void InputEmbedding::backward(const Ctx& ctx, const Tensor& dout, Arena& arena) 
     d = dsum;
   }
   word_.backward(ctx.word, d);
-  kernels::embedding_backward(d, ctx.position_ids, 0, weights_.grad(position_index_));
+  if (position_index_)
+    kernels::embedding_backward(d, ctx.position_ids, 0, weights_.grad(*position_index_));
   if (tokentype_index_)
     kernels::embedding_backward(d, ctx.tokentype_ids, 0, weights_.grad(*tokentype_index_));
 }

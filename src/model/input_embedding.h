@@ -7,6 +7,8 @@
 // "embedding.position_embeddings.weight" [max_pos, h], "embedding.tokentype_embeddings.weight"
 // [types, h] when num_tokentypes > 0 (BERT), "embedding.layernorm.{weight,bias}" [h] when
 // enabled (post-LN BERT) — Megatron's names, registered in this order.
+// Without learned positions (--position-embedding-type rope or none) there is no position
+// table: RoPE acts inside attention.
 // The dropout mask is keyed by (layer 0, DropoutSite::kEmbedding).
 #pragma once
 
@@ -27,6 +29,7 @@ struct InputEmbeddingConfig {
   int64_t padded_vocab_size = 0;
   int hidden_size = 0, max_position_embeddings = 0;
   int num_tokentypes = 0;  // 0: no token-type table (GPT)
+  bool learned_positions = true;
   float init_method_std = 0.02f, hidden_dropout = 0.1f;
   bool layernorm = false;  // LayerNorm before the dropout (post-LN BERT)
   float layernorm_epsilon = 1e-5f;
@@ -37,7 +40,7 @@ class InputEmbedding {
   struct Ctx {
     int64_t seq = 0, batch = 0;
     VocabParallelEmbedding::Ctx word;
-    Tensor position_ids;   // i32 [s·b]
+    Tensor position_ids;   // i32 [s·b] or undefined (no position table)
     Tensor tokentype_ids;  // i32 [s·b] or undefined (no token-type table)
     LayerNorm::Ctx layernorm;
     Tensor dropout_mask;  // u8 [s·b, h] or undefined
@@ -62,7 +65,7 @@ class InputEmbedding {
   InputEmbeddingConfig config_;
   const ComputeWeights& weights_;
   VocabParallelEmbedding word_;
-  size_t position_index_;
+  std::optional<size_t> position_index_;   // none without learned positions
   std::optional<size_t> tokentype_index_;  // none without a token-type table
   std::unique_ptr<LayerNorm> layernorm_;   // null unless config.layernorm
 };

@@ -1,12 +1,13 @@
 // KvCache and InferenceCtx: the state of incremental (KV-cache) decoding with tensor
 // parallelism (DESIGN.md §3 "Inference").
 //
-// Per layer, the keys and values of THIS rank's heads, [b, heads/t, max_s, head_dim] in the
-// compute dtype, preallocated once for the longest sequence the context will hold. Positions
-// [0, length) are filled; a forward step over s_new tokens writes positions
-// [length, length + s_new) and then advances length. Rows of the batch share one length: a
-// batch of prompts of different lengths is fed Megatron's way (tasks/generation.h), never with
-// padding in the cache.
+// Per layer, the keys and values of THIS rank's KV heads — its heads/t heads, or with
+// grouped-query attention its groups/t KV groups (1 when there are fewer groups than ranks):
+// [b, kv_heads_local, max_s, head_dim] in the compute dtype, preallocated once for the
+// longest sequence the context will hold. Positions [0, length) are filled; a forward step
+// over s_new tokens writes positions [length, length + s_new) and then advances length. Rows
+// of the batch share one length: a batch of prompts of different lengths is fed Megatron's way
+// (tasks/generation.h), never with padding in the cache.
 #pragma once
 
 #include <cstdint>
@@ -18,8 +19,8 @@
 namespace megatron {
 
 struct LayerKv {
-  Tensor k;  // [b, heads/t, max_s, d]
-  Tensor v;  // [b, heads/t, max_s, d]
+  Tensor k;  // [b, kv_heads_local, max_s, d] (keys after RoPE when the model uses it)
+  Tensor v;  // [b, kv_heads_local, max_s, d]
 };
 
 class KvCache {

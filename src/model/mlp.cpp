@@ -1,21 +1,28 @@
 #include "model/mlp.h"
 
 #include "kernels/gelu.h"
+#include "kernels/swiglu.h"
+#include "parallel/local_linear.h"
 
 namespace megatron {
 
 ParallelMLP::ParallelMLP(const std::string& prefix, const TransformerConfig& config,
                          const ParallelState& ps, ParameterStore& store,
                          const ComputeWeights& weights)
-    : dense_h_to_4h_({.name = prefix + ".dense_h_to_4h",
+    : swiglu_(config.arch.swiglu),
+      bias_(config.arch.add_bias_linear),
+      dense_h_to_4h_({.name = prefix + ".dense_h_to_4h",
                       .input_size = config.hidden_size,
-                      .output_size = config.ffn_size(),
-                      .skip_bias_add = true,
-                      .init_std = config.init_method_std},
+                      .output_size = (config.arch.swiglu ? 2 : 1) * config.ffn_size(),
+                      .bias = config.arch.add_bias_linear,
+                      .skip_bias_add = !config.arch.swiglu,
+                      .init_std = config.init_method_std,
+                      .stacked_blocks = config.arch.swiglu ? 2 : 1},
                      ps, store, weights),
       dense_4h_to_h_({.name = prefix + ".dense_4h_to_h",
                       .input_size = config.ffn_size(),
                       .output_size = config.hidden_size,
+                      .bias = config.arch.add_bias_linear,
                       .input_is_parallel = true,
                       .skip_bias_add = true,
                       .init_std = config.output_layer_init_std()},
@@ -26,22 +33,37 @@ void ParallelMLP::init_weights(ParameterStore& store, uint64_t seed) const {
   dense_4h_to_h_.init_weights(store, seed);
 }
 
+const Tensor& ParallelMLP::output_bias() const {
+  return bias_ ? dense_4h_to_h_.bias() : no_bias_;
+}
+
+Tensor& ParallelMLP::output_bias_grad() const {
+  return bias_ ? dense_4h_to_h_.bias_grad() : no_bias_;
+}
+
 Tensor ParallelMLP::forward(Ctx& ctx, const Tensor& x, Arena& arena) const {
-  Tensor u = dense_h_to_4h_.forward(ctx.dense_h_to_4h, x, arena);  // [s, b, ffn/t]
-  const int64_t ffn_local = u.size(-1);
-  ctx.pre_activation = u.view({-1, ffn_local});
-  Tensor g = arena.alloc(u.shape(), u.dtype());
+  Tensor u = dense_h_to_4h_.forward(ctx.dense_h_to_4h, x, arena);  // [s, b, (2·)ffn/t]
+  const int64_t width = u.size(-1), ffn_local = swiglu_ ? width / 2 : width;
+  ctx.pre_activation = u.view({-1, width});
+  Tensor g = arena.alloc(with_last(u.shape(), ffn_local), u.dtype());  // [s, b, ffn/t]
   Tensor g2 = g.view({-1, ffn_local});
-  kernels::bias_gelu_forward(ctx.pre_activation, dense_h_to_4h_.bias(), g2);
+  if (swiglu_)
+    kernels::swiglu_forward(ctx.pre_activation, g2);
+  else
+    kernels::bias_gelu_forward(ctx.pre_activation, bias_ ? dense_h_to_4h_.bias() : no_bias_, g2);
   return dense_4h_to_h_.forward(ctx.dense_4h_to_h, g, arena);
 }
 
 Tensor ParallelMLP::backward(const Ctx& ctx, const Tensor& dout, Arena& arena) const {
   Tensor dg = dense_4h_to_h_.backward(ctx.dense_4h_to_h, dout, arena);  // [s, b, ffn/t]
-  Tensor du = arena.alloc(dg.shape(), dg.dtype());
+  Tensor du = arena.alloc(with_last(dg.shape(), ctx.pre_activation.size(1)), dg.dtype());
   Tensor du2 = du.view(ctx.pre_activation.shape());
-  kernels::bias_gelu_backward(dg.view(ctx.pre_activation.shape()), ctx.pre_activation,
-                              dense_h_to_4h_.bias(), du2, dense_h_to_4h_.bias_grad());
+  const Tensor dg2 = dg.view({-1, dg.size(-1)});
+  if (swiglu_)
+    kernels::swiglu_backward(dg2, ctx.pre_activation, du2);
+  else
+    kernels::bias_gelu_backward(dg2, ctx.pre_activation, bias_ ? dense_h_to_4h_.bias() : no_bias_,
+                                du2, bias_ ? dense_h_to_4h_.bias_grad() : no_bias_);
   return dense_h_to_4h_.backward(ctx.dense_h_to_4h, du, arena);
 }
 

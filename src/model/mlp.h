@@ -2,7 +2,12 @@
 // row-parallel, so the pair needs one all-reduce forward and one backward (Megatron-LM §3).
 //   x [s, b, h] ─ColumnParallel (skip bias)─→ u [s, b, ffn/t] ─bias+GeLU (fused)─→ g
 //   ─RowParallel (input_is_parallel, skip bias)─→ out [s, b, h]
-// The output bias is left to the caller (fused bias + dropout + residual).
+// With --swiglu the first projection is gated (Llama): fc1 stacks the gate and up projections
+// ([2, ffn, h], each TP rank holding matching slices of both, see ColumnParallelLinear's
+// stacked blocks), its bias (if any) is added by the linear, and
+//   [a | u] [s, b, 2·ffn/t] ─SwiGLU: silu(a) ⊙ u─→ g [s, b, ffn/t] ─RowParallel─→ out
+// The output bias is left to the caller (fused bias + dropout + residual); without linear
+// biases (--disable-bias-linear) there is none.
 #pragma once
 
 #include <string>
@@ -17,7 +22,7 @@ class ParallelMLP {
  public:
   struct Ctx {
     ColumnParallelLinear::Ctx dense_h_to_4h;
-    Tensor pre_activation;  // u [N, ffn/t], before bias and GeLU
+    Tensor pre_activation;  // u [N, ffn/t] before bias and GeLU, or [a | u] [N, 2·ffn/t]
     RowParallelLinear::Ctx dense_4h_to_h;
   };
 
@@ -32,10 +37,13 @@ class ParallelMLP {
   // dout [s, b, h] → dx [s, b, h].
   Tensor backward(const Ctx& ctx, const Tensor& dout, Arena& arena) const;
 
-  const Tensor& output_bias() const { return dense_4h_to_h_.bias(); }
-  Tensor& output_bias_grad() const { return dense_4h_to_h_.bias_grad(); }
+  // Undefined without linear biases.
+  const Tensor& output_bias() const;
+  Tensor& output_bias_grad() const;
 
  private:
+  bool swiglu_, bias_;
+  mutable Tensor no_bias_;  // undefined: the "bias" of a bias-free layer
   ColumnParallelLinear dense_h_to_4h_;
   RowParallelLinear dense_4h_to_h_;
 };

@@ -18,9 +18,9 @@ Transformer::Transformer(const TransformerConfig& config, const ParallelState& p
   for (int i = 0; i < config.num_layers; ++i)
     layers_.push_back(std::make_unique<TransformerLayer>(i, config, ps, store, weights));
   if (config.final_layernorm)
-    final_ln_ =
-        std::make_unique<LayerNorm>(config.name_prefix + "final_layernorm", config.hidden_size,
-                                    config.layernorm_epsilon, store, weights);
+    final_ln_ = std::make_unique<LayerNorm>(config.name_prefix + "final_layernorm",
+                                            config.hidden_size, config.layernorm_epsilon, store,
+                                            weights, config.arch.normalization);
 }
 
 void Transformer::init_weights(ParameterStore& store, uint64_t seed) const {

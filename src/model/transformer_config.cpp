@@ -6,6 +6,34 @@
 
 namespace megatron {
 
+PositionEmbedding position_embedding_from_name(const std::string& name) {
+  for (PositionEmbedding p :
+       {PositionEmbedding::kLearnedAbsolute, PositionEmbedding::kRope, PositionEmbedding::kNone})
+    if (name == position_embedding_name(p)) return p;
+  MT_THROW("--position-embedding-type must be learned_absolute, rope or none, got '", name, "'");
+}
+
+const char* position_embedding_name(PositionEmbedding p) {
+  switch (p) {
+    case PositionEmbedding::kRope:
+      return "rope";
+    case PositionEmbedding::kNone:
+      return "none";
+    default:
+      return "learned_absolute";
+  }
+}
+
+Normalization normalization_from_name(const std::string& name) {
+  for (Normalization n : {Normalization::kLayerNorm, Normalization::kRMSNorm})
+    if (name == normalization_name(n)) return n;
+  MT_THROW("--normalization must be LayerNorm or RMSNorm, got '", name, "'");
+}
+
+const char* normalization_name(Normalization n) {
+  return n == Normalization::kRMSNorm ? "RMSNorm" : "LayerNorm";
+}
+
 float TransformerConfig::output_layer_init_std() const {
   return init_method_std / std::sqrt(2.0f * float(num_layers));
 }
@@ -14,8 +42,18 @@ void TransformerConfig::validate(int tp_size) const {
   MT_REQUIRE(num_layers > 0, "--num-layers must be positive, got ", num_layers);
   MT_REQUIRE(hidden_size > 0 && num_attention_heads > 0, "--hidden-size (", hidden_size,
              ") and --num-attention-heads (", num_attention_heads, ") must be positive");
-  MT_REQUIRE(hidden_size % num_attention_heads == 0, "--hidden-size ", hidden_size,
-             " is not divisible by --num-attention-heads ", num_attention_heads);
+  MT_REQUIRE(arch.kv_channels > 0 || hidden_size % num_attention_heads == 0, "--hidden-size ",
+             hidden_size, " is not divisible by --num-attention-heads ", num_attention_heads,
+             " (or set --kv-channels)");
+  MT_REQUIRE(arch.kv_channels >= 0, "--kv-channels must be positive, got ", arch.kv_channels);
+  const int64_t g = query_groups();
+  MT_REQUIRE(g > 0 && num_attention_heads % g == 0, "--num-query-groups ", g,
+             " does not divide --num-attention-heads ", num_attention_heads,
+             "; use a divisor of the head count");
+  MT_REQUIRE(g % tp_size == 0 || tp_size % g == 0, "--num-query-groups ", g,
+             " and --tensor-model-parallel-size ", tp_size,
+             " must divide one another (KV groups are split across TP ranks, or replicated "
+             "when there are fewer groups than ranks)");
   MT_REQUIRE(num_attention_heads % tp_size == 0, "--num-attention-heads ", num_attention_heads,
              " is not divisible by --tensor-model-parallel-size ", tp_size);
   MT_REQUIRE(ffn_size() % tp_size == 0, "--ffn-hidden-size ", ffn_size(),
@@ -24,6 +62,17 @@ void TransformerConfig::validate(int tp_size) const {
              hidden_dropout);
   MT_REQUIRE(attention_dropout >= 0 && attention_dropout < 1,
              "--attention-dropout must be in [0, 1), got ", attention_dropout);
+  if (arch.position_embedding == PositionEmbedding::kRope) {
+    MT_REQUIRE(arch.rotary_percent > 0 && arch.rotary_percent <= 1,
+               "--rotary-percent must be in (0, 1], got ", arch.rotary_percent);
+    MT_REQUIRE(rotary_dim() >= 2 && rotary_dim() % 2 == 0, "RoPE rotates ", rotary_dim(),
+               " channels of each head (--kv-channels ", head_dim(), " x --rotary-percent ",
+               arch.rotary_percent, "); it must be a positive even number");
+    MT_REQUIRE(arch.rotary_base > 0, "--rotary-base must be positive, got ", arch.rotary_base);
+    MT_REQUIRE(arch.rotary_seq_len_interpolation_factor > 0,
+               "--rotary-seq-len-interpolation-factor must be positive, got ",
+               arch.rotary_seq_len_interpolation_factor);
+  }
   MT_REQUIRE(!(apply_residual_connection_post_layernorm &&
                layernorm_order == LayerNormOrder::kPostLayerNorm),
              "--apply-residual-connection-post-layernorm applies to the pre-LayerNorm order only");

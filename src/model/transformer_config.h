@@ -20,6 +20,32 @@ enum class LayerNormOrder {
   kPostLayerNorm,
 };
 
+// Megatron-Core's architecture options of the Llama family (Mistral, Qwen2, ...), on the one
+// transformer: the defaults give GPT-2 (LayerNorm, GeLU, learned positions, biases, MHA).
+enum class Normalization { kLayerNorm, kRMSNorm };                // --normalization
+enum class PositionEmbedding { kLearnedAbsolute, kRope, kNone };  // --position-embedding-type
+
+// Megatron-Core's flag values ("rope", "RMSNorm", ...) ↔ the enums; an unknown name is an
+// Error naming the flag and the accepted values.
+PositionEmbedding position_embedding_from_name(const std::string& name);
+const char* position_embedding_name(PositionEmbedding p);
+Normalization normalization_from_name(const std::string& name);
+const char* normalization_name(Normalization n);
+
+struct ArchitectureOptions {
+  Normalization normalization = Normalization::kLayerNorm;
+  PositionEmbedding position_embedding = PositionEmbedding::kLearnedAbsolute;
+  float rotary_base = 10000.0f;  // --rotary-base (HF rope_theta)
+  float rotary_percent = 1.0f;   // --rotary-percent: rotated share of a head
+  float rotary_seq_len_interpolation_factor = 1.0f;
+  bool swiglu = false;           // --swiglu: gated MLP, ffn_hidden_size is the gate width
+  int64_t num_query_groups = 0;  // --num-query-groups (GQA); 0 → one group per head
+  int64_t kv_channels = 0;       // --kv-channels (head dim); 0 → hidden / heads
+  bool add_bias_linear = true;   // cleared by --disable-bias-linear
+  bool add_qkv_bias = false;     // --add-qkv-bias: QKV biases even without linear biases
+  bool untie_embeddings_and_output_weights = false;
+};
+
 struct TransformerConfig {
   int num_layers = 0;
   int64_t hidden_size = 0;
@@ -37,8 +63,18 @@ struct TransformerConfig {
   bool final_layernorm = true;  // pre-LN stacks end with a LayerNorm ("final_layernorm")
   bool recompute_activations = false;
   std::string name_prefix;  // prepended to every parameter name ("" for GPT)
+  ArchitectureOptions arch;
 
   int64_t ffn_size() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
+  int64_t head_dim() const {
+    return arch.kv_channels > 0 ? arch.kv_channels : hidden_size / num_attention_heads;
+  }
+  int64_t query_groups() const {
+    return arch.num_query_groups > 0 ? arch.num_query_groups : num_attention_heads;
+  }
+  bool qkv_bias() const { return arch.add_bias_linear || arch.add_qkv_bias; }
+  // Channels of a head that RoPE rotates: head_dim · rotary_percent (Megatron rounds down).
+  int64_t rotary_dim() const { return int64_t(float(head_dim()) * arch.rotary_percent); }
   // std/√(2L) for the two residual-branch output projections (attention dense, dense_4h_to_h).
   float output_layer_init_std() const;
   // Throws Error naming the option when the shape does not fit the TP size.

@@ -10,10 +10,28 @@ ColumnParallelLinear::ColumnParallelLinear(const ColumnParallelLinearConfig& con
                                            const ParallelState& ps, ParameterStore& store,
                                            const ComputeWeights& weights)
     : config_(config), tp_(ps.tp), weights_(weights) {
-  MT_CHECK(config.output_size % ps.tp_size == 0, config.name, ": output size ", config.output_size,
-           " is not divisible by the tensor-model-parallel size ", ps.tp_size);
-  weight_index_ = store.add({config.name + ".weight", {config.output_size, config.input_size}, 0});
-  if (config.bias) bias_index_ = store.add({config.name + ".bias", {config.output_size}, 0, false});
+  const int64_t k = config.stacked_blocks;
+  MT_CHECK(k >= 1 && config.output_size % (k * ps.tp_size) == 0, config.name, ": output size ",
+           config.output_size, " is not divisible by ", k,
+           " stacked blocks x the tensor-model-parallel size ", ps.tp_size);
+  if (k == 1) {
+    weight_index_ =
+        store.add({config.name + ".weight", {config.output_size, config.input_size}, 0});
+    if (config.bias)
+      bias_index_ = store.add({config.name + ".bias", {config.output_size}, 0, false});
+  } else {
+    const int64_t block = config.output_size / k;
+    weight_index_ = store.add({config.name + ".weight", {k, block, config.input_size}, 1});
+    if (config.bias) bias_index_ = store.add({config.name + ".bias", {k, block}, 1, false});
+  }
+}
+
+Tensor ColumnParallelLinear::weight() const {
+  return weights_.weight(weight_index_).view({-1, config_.input_size});
+}
+
+Tensor ColumnParallelLinear::weight_grad() const {
+  return weights_.grad(weight_index_).view({-1, config_.input_size});
 }
 
 void ColumnParallelLinear::init_weights(ParameterStore& store, uint64_t seed) const {
@@ -24,20 +42,24 @@ void ColumnParallelLinear::init_weights(ParameterStore& store, uint64_t seed) co
 Tensor ColumnParallelLinear::forward(Ctx& ctx, const Tensor& x, Arena& arena) const {
   MT_CHECK(x.size(-1) == config_.input_size, config_.name, ": input ", x.describe(),
            " must have last dimension ", config_.input_size);
-  const Tensor& w = weights_.weight(weight_index_);                       // [out/t, in]
+  const Tensor w = weight();                                              // [out/t, in]
   ctx.input = CopyToTpRegion::forward(x).view({-1, config_.input_size});  // [N, in]
   Tensor y = local_linear_forward(ctx.input, w, arena);                   // [N, out/t]
-  if (config_.bias && !config_.skip_bias_add) kernels::bias_add_forward(y, bias());
+  if (config_.bias && !config_.skip_bias_add) kernels::bias_add_forward(y, bias().flatten());
   y = y.view(with_last(x.shape(), w.size(0)));
   return config_.gather_output ? GatherFromTpRegion::forward(*tp_, y, arena) : y;
 }
 
 Tensor ColumnParallelLinear::backward(const Ctx& ctx, const Tensor& dy, Arena& arena) const {
-  const Tensor& w = weights_.weight(weight_index_);  // [out/t, in]
+  const Tensor w = weight();  // [out/t, in]
   Tensor dy_local = config_.gather_output ? GatherFromTpRegion::backward(*tp_, dy, arena) : dy;
   Tensor dy2 = dy_local.view({-1, w.size(0)});  // [N, out/t]
-  if (config_.bias && !config_.skip_bias_add) kernels::bias_add_backward(dy2, bias_grad());
-  Tensor dx = local_linear_backward(dy2, ctx.input, w, weights_.grad(weight_index_), arena);
+  if (config_.bias && !config_.skip_bias_add) {
+    Tensor db = bias_grad().flatten();
+    kernels::bias_add_backward(dy2, db);
+  }
+  Tensor dw = weight_grad();
+  Tensor dx = local_linear_backward(dy2, ctx.input, w, dw, arena);
   CopyToTpRegion::backward(*tp_, dx);
   return dx.view(with_last(dy.shape(), config_.input_size));
 }

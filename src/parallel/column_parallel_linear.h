@@ -6,6 +6,10 @@
 //             all-reduce of dx over the group
 // skip_bias_add leaves the bias out of the forward (and its gradient out of the backward) so
 // the caller can fuse it into the next kernel (bias+GeLU); bias()/bias_index() give it.
+// stacked_blocks = k > 1 stacks k independent output blocks of out/k rows each (SwiGLU's gate
+// and up projections): the weight's full shape is [k, out/k, in] split along dim 1, so every
+// rank holds matching slices of all k blocks, [k, out/(k·t), in] = its local [out/t, in] rows,
+// and the logical tensor does not depend on the TP size.
 #pragma once
 
 #include <string>
@@ -24,6 +28,7 @@ struct ColumnParallelLinearConfig {
   bool gather_output = false;
   bool skip_bias_add = false;
   float init_std = 0.02f;
+  int64_t stacked_blocks = 1;
 };
 
 class ColumnParallelLinear {
@@ -32,7 +37,8 @@ class ColumnParallelLinear {
     Tensor input;  // x viewed as [N, in]
   };
 
-  // Registers "<name>.weight" [out, in] and "<name>.bias" [out], both partition dim 0.
+  // Registers "<name>.weight" [out, in] and "<name>.bias" [out], both partition dim 0 (with
+  // stacked blocks: [k, out/k, in] and [k, out/k], partition dim 1).
   ColumnParallelLinear(const ColumnParallelLinearConfig& config, const ParallelState& ps,
                        ParameterStore& store, const ComputeWeights& weights);
 
@@ -48,6 +54,9 @@ class ColumnParallelLinear {
   Tensor& bias_grad() const;   // f32 [out/t]
 
  private:
+  Tensor weight() const;       // compute dtype [out/t, in]
+  Tensor weight_grad() const;  // f32 [out/t, in]
+
   ColumnParallelLinearConfig config_;
   std::shared_ptr<Communicator> tp_;
   const ComputeWeights& weights_;

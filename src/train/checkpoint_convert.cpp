@@ -2,6 +2,7 @@
 
 #include "core/durable_file.h"
 #include "model/hf_gpt2.h"
+#include "train/architecture_json.h"
 #include "train/checkpoint.h"
 #include "train/convert_common.h"
 #include "train/hf_directory.h"
@@ -9,13 +10,18 @@
 namespace megatron {
 
 nlohmann::json gpt_model_shape_json(const GptConfig& c) {
-  return {{"num_layers", c.num_layers},
-          {"hidden_size", c.hidden_size},
-          {"num_attention_heads", c.num_attention_heads},
-          {"ffn_hidden_size", c.ffn_hidden_size > 0 ? c.ffn_hidden_size : 4 * c.hidden_size},
-          {"padded_vocab_size", c.padded_vocab_size},
-          {"max_position_embeddings", c.max_position_embeddings},
-          {"vocab_size", c.vocab_size}};
+  nlohmann::json shape = {
+      {"num_layers", c.num_layers},
+      {"hidden_size", c.hidden_size},
+      {"num_attention_heads", c.num_attention_heads},
+      {"ffn_hidden_size", c.ffn_hidden_size > 0 ? c.ffn_hidden_size : 4 * c.hidden_size},
+      {"padded_vocab_size", c.padded_vocab_size},
+      {"max_position_embeddings", c.max_position_embeddings},
+      {"vocab_size", c.vocab_size}};
+  // The architecture options too: some change no parameter shape (RoPE vs no positions, the
+  // RoPE base), so a resume with other flags must be caught here.
+  shape.update(architecture_args_json(c.arch));
+  return shape;
 }
 
 void import_hf_gpt2(const std::string& hf_dir, const std::string& save_dir, int target_tp,

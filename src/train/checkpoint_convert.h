@@ -37,7 +37,8 @@ void export_hf_gpt2(const std::string& load_dir, int64_t iteration, const std::s
 void reshard_checkpoint(const std::string& load_dir, int64_t iteration, const std::string& save_dir,
                         int target_tp);
 
-// The model-shape record the trainer compares on load (state.json "model").
+// The model-shape record the trainer compares on load (state.json "model"), with the
+// architecture options (train/architecture_json.h) under their argument names.
 nlohmann::json gpt_model_shape_json(const GptConfig& config);
 
 }  // namespace megatron

@@ -1,5 +1,6 @@
 #include "train/hf_directory.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <set>
 
@@ -51,13 +52,36 @@ HfDirectory read_hf_directory(const std::string& dir) {
   return out;
 }
 
-void write_hf_directory(const std::string& dir, const HfDirectory& model) {
+void write_hf_directory(const std::string& dir, const HfDirectory& model, int64_t max_shard_bytes) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   MT_REQUIRE(!ec, "cannot create directory '", dir, "': ", ec.message());
   write_file_durably(dir + "/config.json", model.config.dump(2) + "\n");
-  NamedTensors tensors(model.tensors.begin(), model.tensors.end());
-  write_safetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}});
+  std::vector<NamedTensors> shards(1);
+  int64_t total = 0, in_shard = 0;
+  for (const auto& named : model.tensors) {
+    const int64_t bytes = int64_t(named.second.nbytes());
+    if (max_shard_bytes > 0 && in_shard > 0 && in_shard + bytes > max_shard_bytes) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    shards.back().push_back(named);
+    in_shard += bytes;
+    total += bytes;
+  }
+  if (shards.size() == 1) {
+    write_safetensors(dir + "/model.safetensors", shards[0], {{"format", "pt"}});
+    return;
+  }
+  nlohmann::json weight_map = nlohmann::json::object();
+  char name[64];
+  for (size_t k = 0; k < shards.size(); ++k) {
+    std::snprintf(name, sizeof(name), "model-%05zu-of-%05zu.safetensors", k + 1, shards.size());
+    write_safetensors(dir + "/" + name, shards[k], {{"format", "pt"}});
+    for (const auto& [tensor, t] : shards[k]) weight_map[tensor] = name;
+  }
+  const nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+  write_file_durably(dir + "/model.safetensors.index.json", index.dump(2) + "\n");
 }
 
 }  // namespace megatron

@@ -17,7 +17,12 @@ struct HfDirectory {
 
 // Throws Error naming the file when config.json or the weights are missing or malformed.
 HfDirectory read_hf_directory(const std::string& dir);
-// Creates `dir` if needed and writes config.json and model.safetensors ({"format": "pt"}).
-void write_hf_directory(const std::string& dir, const HfDirectory& model);
+// Creates `dir` if needed and writes config.json and model.safetensors ({"format": "pt"}) —
+// or, when max_shard_bytes > 0 and the tensors exceed it, HF's sharded layout: the tensors in
+// name order cut into model-0000k-of-0000n.safetensors files of at most max_shard_bytes each
+// (a larger tensor gets a file of its own) and model.safetensors.index.json with
+// {"metadata": {"total_size"}, "weight_map": {name: file}}.
+void write_hf_directory(const std::string& dir, const HfDirectory& model,
+                        int64_t max_shard_bytes = 0);
 
 }  // namespace megatron

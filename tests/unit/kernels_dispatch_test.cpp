@@ -24,7 +24,10 @@
 #include "kernels/gemm.h"
 #include "kernels/indexing.h"
 #include "kernels/layernorm.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rotary.h"
 #include "kernels/softmax.h"
+#include "kernels/swiglu.h"
 
 namespace megatron {
 namespace {
@@ -128,6 +131,31 @@ std::vector<Call> every_kernel() {
          Tensor dx = f32({n, c}), dg = f32({c}), db = f32({c});
          kernels::layernorm_backward(f32({n, c}), f32({n, c}), f32({c}), f32({n}), f32({n}), dx, dg,
                                      db);
+       }},
+      {"rmsnorm_forward",
+       [=] {
+         Tensor y = f32({n, c}), rstd = f32({n});
+         kernels::rmsnorm_forward(f32({n, c}), f32({c}), 1e-6f, y, rstd);
+       }},
+      {"rmsnorm_backward",
+       [=] {
+         Tensor dx = f32({n, c}), dg = f32({c});
+         kernels::rmsnorm_backward(f32({n, c}), f32({n, c}), f32({c}), f32({n}), dx, dg);
+       }},
+      {"rotary_embedding",
+       [=] {
+         Tensor y = f32({n, 3, 16});
+         kernels::rotary_embedding(f32({n, 3, 16}), 5, {16, 10000.0f, 1.0f}, false, y);
+       }},
+      {"swiglu_forward",
+       [=] {
+         Tensor y = f32({n, c});
+         kernels::swiglu_forward(f32({n, 2 * c}), y);
+       }},
+      {"swiglu_backward",
+       [=] {
+         Tensor dx = f32({n, 2 * c});
+         kernels::swiglu_backward(f32({n, c}), f32({n, 2 * c}), dx);
        }},
       {"bias_add_forward",
        [=] {

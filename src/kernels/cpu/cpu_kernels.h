@@ -12,6 +12,7 @@
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm_problem.h"
+#include "kernels/rotary.h"
 
 namespace megatron::kernels::cpu {
 
@@ -38,6 +39,19 @@ void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
                         const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
                         float beta_dx);
+
+// kernels/rmsnorm.h
+void rmsnorm_forward(const Tensor& x, const Tensor& gamma, float eps, Tensor& y, Tensor& rstd);
+void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& rstd,
+                      Tensor& dx, Tensor& dgamma, float beta_dx);
+
+// kernels/rotary.h
+void rotary_embedding(const Tensor& x, int64_t position_start, const RotaryParams& p, bool inverse,
+                      Tensor& y);
+
+// kernels/swiglu.h
+void swiglu_forward(const Tensor& x, Tensor& y);
+void swiglu_backward(const Tensor& dy, const Tensor& x, Tensor& dx);
 
 // kernels/bias_add.h
 void bias_add_forward(Tensor& y, const Tensor& bias);

@@ -1,0 +1,20 @@
+// The Llama-family architecture options (model/transformer_config.h) as a checkpoint's stored
+// arguments record them: Megatron attribute names of pretrain-gpt's flags
+// ("position_embedding_type": "rope", "num_query_groups": 2, ...). convert and generate
+// rebuild a model from them; a checkpoint without them (GPT-2) gets the defaults.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "model/transformer_config.h"
+
+namespace megatron {
+
+// Throws Error naming an unknown value.
+ArchitectureOptions architecture_from_args_json(const nlohmann::json& args);
+// The entries to store (the inverse).
+nlohmann::json architecture_args_json(const ArchitectureOptions& options);
+// The norms' epsilon: "norm_epsilon" when stored, else "layernorm_epsilon", else 1e-5.
+float norm_epsilon_from_args_json(const nlohmann::json& args);
+
+}  // namespace megatron

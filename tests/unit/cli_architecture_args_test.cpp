@@ -1,0 +1,106 @@
+// The Llama-family architecture flags (Megatron-Core names): parsed into ArchitectureOptions,
+// printed and stored like every flag, read back from stored arguments (checkpoints) into the
+// same options, and bad values named.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/args.h"
+#include "core/error.h"
+#include "train/architecture_json.h"
+
+namespace megatron::cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Parsed {
+  CLI::App app;
+  ArchitectureArgs arch;
+  ArgTable table{app};
+  explicit Parsed(std::vector<std::string> flags) {
+    add_architecture_args(table, arch);
+    std::vector<char*> argv{const_cast<char*>("pretrain-gpt")};
+    for (std::string& f : flags) argv.push_back(f.data());
+    app.parse(int(argv.size()), argv.data());
+  }
+};
+
+TEST(CliArchitectureArgs, LlamaFlagsGiveTheOptionsAndSurviveTheStoredArguments) {
+  Parsed p({"--position-embedding-type",
+            "rope",
+            "--rotary-base",
+            "500000",
+            "--rotary-percent",
+            "0.5",
+            "--rotary-seq-len-interpolation-factor",
+            "4",
+            "--normalization",
+            "RMSNorm",
+            "--norm-epsilon",
+            "1e-6",
+            "--swiglu",
+            "--group-query-attention",
+            "--num-query-groups",
+            "2",
+            "--kv-channels",
+            "32",
+            "--disable-bias-linear",
+            "--add-qkv-bias",
+            "--untie-embeddings-and-output-weights"});
+  const ArchitectureOptions o = architecture_options(p.arch);
+  EXPECT_EQ(o.position_embedding, PositionEmbedding::kRope);
+  EXPECT_EQ(o.rotary_base, 500000.0f);
+  EXPECT_EQ(o.rotary_percent, 0.5f);
+  EXPECT_EQ(o.rotary_seq_len_interpolation_factor, 4.0f);
+  EXPECT_EQ(o.normalization, Normalization::kRMSNorm);
+  EXPECT_TRUE(o.swiglu);
+  EXPECT_EQ(o.num_query_groups, 2);
+  EXPECT_EQ(o.kv_channels, 32);
+  EXPECT_FALSE(o.add_bias_linear);
+  EXPECT_TRUE(o.add_qkv_bias);
+  EXPECT_TRUE(o.untie_embeddings_and_output_weights);
+  EXPECT_EQ(norm_epsilon(p.arch, 1e-5), 1e-6f);
+  EXPECT_THAT(p.table.format(), HasSubstr("num_query_groups ......"));
+
+  // A checkpoint stores the table's JSON; reading it back gives the same options.
+  const nlohmann::json stored = p.table.to_json();
+  const ArchitectureOptions back = architecture_from_args_json(stored);
+  EXPECT_EQ(architecture_args_json(back), architecture_args_json(o));
+  EXPECT_EQ(norm_epsilon_from_args_json(stored), 1e-6f);
+}
+
+TEST(CliArchitectureArgs, DefaultsAreGpt2AndOldCheckpointsReadAsGpt2) {
+  Parsed p({});
+  const ArchitectureOptions o = architecture_options(p.arch);
+  EXPECT_EQ(o.position_embedding, PositionEmbedding::kLearnedAbsolute);
+  EXPECT_EQ(o.normalization, Normalization::kLayerNorm);
+  EXPECT_EQ(o.num_query_groups, 0);  // --num-query-groups alone does nothing, as in Megatron
+  EXPECT_TRUE(o.add_bias_linear);
+  EXPECT_EQ(norm_epsilon(p.arch, 1e-5), 1e-5f);
+  const nlohmann::json gpt2_args = {{"num_layers", 2}, {"layernorm_epsilon", 1e-5}};
+  EXPECT_EQ(architecture_args_json(architecture_from_args_json(gpt2_args)),
+            architecture_args_json(o));
+}
+
+TEST(CliArchitectureArgs, BadValuesAreNamed) {
+  auto message = [](std::vector<std::string> flags) {
+    try {
+      Parsed p(std::move(flags));
+      architecture_options(p.arch);
+    } catch (const Error& e) {
+      return e.message();
+    }
+    return std::string("no error");
+  };
+  EXPECT_THAT(message({"--position-embedding-type", "alibi"}),
+              HasSubstr("--position-embedding-type must be learned_absolute, rope or none"));
+  EXPECT_THAT(message({"--normalization", "BatchNorm"}),
+              HasSubstr("--normalization must be LayerNorm or RMSNorm, got 'BatchNorm'"));
+  EXPECT_THAT(message({"--group-query-attention", "--num-query-groups", "0"}),
+              HasSubstr("--num-query-groups must be positive"));
+}
+
+}  // namespace
+}  // namespace megatron::cli

@@ -1,0 +1,105 @@
+// Rotary embedding against a double-precision loop of the published formula (RoFormer,
+// rotate-half pairing), on a strided view into a fused [s, b, heads, 3, d] buffer, in place
+// and out of place, with a partial rotary dim, an interpolation factor and positions far past
+// a training length; the inverse (backward) against the adjoint identity ⟨R x, w⟩ = ⟨x, Rᵀ w⟩.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kernel_test_util.h"
+#include "kernels/rotary.h"
+
+namespace megatron {
+namespace {
+
+using test::random_tensor;
+using test::to_double;
+
+// x [s, m, d] (rows of m per position, contiguous) rotated at positions start + i, in double:
+// θ_j = (p / f) · base^(−2j/r).
+std::vector<double> reference(const std::vector<double>& x, int64_t s, int64_t m, int64_t d,
+                              int64_t start, const kernels::RotaryParams& p, double sign) {
+  std::vector<double> y = x;
+  const int64_t half = p.rotary_dim / 2;
+  for (int64_t i = 0; i < s; ++i)
+    for (int64_t k = 0; k < m; ++k)
+      for (int64_t j = 0; j < half; ++j) {
+        const double theta = double(start + i) / double(p.seq_interpolation_factor) *
+                             std::pow(double(p.base), -2.0 * double(j) / double(p.rotary_dim));
+        const double c = std::cos(theta), sn = sign * std::sin(theta);
+        const size_t o = size_t((i * m + k) * d);
+        const double a = x[o + size_t(j)], b = x[o + size_t(j + half)];
+        y[o + size_t(j)] = a * c - b * sn;
+        y[o + size_t(j + half)] = b * c + a * sn;
+      }
+  return y;
+}
+
+// The [s, b·heads, d] view of slot `slot` (0 = Q, 1 = K) of qkv [s, b, heads, 3, d].
+Tensor slot_view(const Tensor& qkv, int64_t slot) {
+  const int64_t s = qkv.size(0), b = qkv.size(1), hd = qkv.size(2), d = qkv.size(4);
+  return Tensor(qkv.storage(), qkv.offset() + slot * d, {s, b, hd, d},
+                {b * hd * 3 * d, hd * 3 * d, 3 * d, 1}, qkv.dtype());
+}
+
+struct Case {
+  int64_t start;
+  int64_t rotary_dim;
+  float factor;
+  double atol;  // f32 angles: |Δθ| <= |θ|·2^-23, so far positions get a larger tolerance
+};
+
+class RotaryTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(RotaryTest, InPlaceOnQkvViewMatchesFormula) {
+  const DType dt = GetParam();
+  const int64_t s = 7, b = 3, heads = 5, d = 12;
+  for (const Case& c : {Case{0, 12, 1.0f, 1e-5}, Case{3, 8, 1.0f, 1e-5}, Case{17, 12, 4.0f, 1e-5},
+                        Case{4093, 12, 1.0f, 2e-3}}) {
+    SCOPED_TRACE("start=" + std::to_string(c.start) + " r=" + std::to_string(c.rotary_dim));
+    const kernels::RotaryParams p{c.rotary_dim, 10000.0f, c.factor};
+    Tensor qkv = random_tensor({s, b, heads, 3, d}, dt, 11, -2.0, 2.0);
+    const Tensor before = qkv.clone();
+    Tensor q = slot_view(qkv, 0);
+    kernels::rotary_embedding(q, c.start, p, false, q);
+    const double rtol = dt == DType::BF16 ? test::kBf16Eps : 1e-5;
+    const auto expected =
+        reference(to_double(slot_view(before, 0)), s, b * heads, d, c.start, p, 1.0);
+    EXPECT_CLOSE(to_double(q), expected, c.atol, rtol);
+    // K and V are untouched.
+    EXPECT_EQ(to_double(slot_view(qkv, 1)), to_double(slot_view(before, 1)));
+  }
+}
+
+TEST_P(RotaryTest, OutOfPlaceAndInverseIsTheAdjoint) {
+  const DType dt = GetParam();
+  const int64_t s = 9, m = 4, d = 10;
+  const kernels::RotaryParams p{6, 500000.0f, 1.0f};
+  Tensor x = random_tensor({s, m, d}, dt, 21), w = random_tensor({s, m, d}, dt, 22);
+  Tensor y = Tensor::empty({s, m, d}, dt), wt = Tensor::empty({s, m, d}, dt);
+  kernels::rotary_embedding(x, 5, p, false, y);
+  kernels::rotary_embedding(w, 5, p, true, wt);
+  const double rtol = dt == DType::BF16 ? test::kBf16Eps : 1e-5;
+  EXPECT_CLOSE(to_double(y), reference(to_double(x), s, m, d, 5, p, 1.0), 1e-5, rtol);
+  EXPECT_CLOSE(to_double(wt), reference(to_double(w), s, m, d, 5, p, -1.0), 1e-5, rtol);
+  EXPECT_NEAR(test::dot(to_double(y), to_double(w)), test::dot(to_double(x), to_double(wt)),
+              dt == DType::BF16 ? 0.1 : 1e-4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, RotaryTest, ::testing::Values(DType::F32, DType::BF16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(Rotary, RejectsOddOrOversizedRotaryDim) {
+  Tensor x = Tensor::zeros({2, 3, 8}, DType::F32);
+  for (int64_t r : {0, 5, 10}) {
+    try {
+      kernels::rotary_embedding(x, 0, {r, 10000.0f, 1.0f}, false, x);
+      ADD_FAILURE() << "no error for rotary dim " << r;
+    } catch (const Error& e) {
+      EXPECT_NE(e.message().find("--rotary-percent"), std::string::npos) << e.message();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace megatron
