@@ -7,11 +7,13 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
-#include <sstream>
 
 #include "cli/device_setup.h"
+#include "cli/last_flag_wins.h"
+#include "cli/megatron_flags.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "core/number_format.h"
 #include "kernels/gemm_options.h"
 
 namespace megatron::cli {
@@ -42,10 +44,7 @@ std::string show(uint64_t v) {
   return std::to_string(v);
 }
 std::string show(double v) {
-  std::ostringstream os;
-  os.precision(17);
-  os << v;
-  return os.str();
+  return python_float_repr(v);
 }
 std::string show(const std::optional<double>& v) {
   return v ? show(*v) : "None";
@@ -264,6 +263,14 @@ void add_training_args(ArgTable& t, Args& a) {
   t.add("--tensorboard-dir", a.tensorboard_dir, "write TensorBoard scalars here");
 }
 
+void check_megatron_flags(const MegatronFlags& flags, const Args& a) {
+  // global_batch_size is 0 until validate_training_args when --global-batch-size is not given.
+  MT_REQUIRE(!(flags.given("--step-batch-size-schedule") && a.global_batch_size != 0),
+             "Cannot specify both --step-batch-size-schedule and --global-batch-size (as in "
+             "Megatron-LM): drop one of them");
+  flags.check();
+}
+
 void validate_training_args(Args& a, int world_size) {
   auto positive = [](int64_t v, const char* flag) {
     MT_REQUIRE(v > 0, flag, " must be given and positive, got ", v);
@@ -472,7 +479,11 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
 
 int parse_command_line(CLI::App& app, int argc, char** argv) {
   try {
-    app.parse(argc, argv);
+    // argparse's rule (cli/last_flag_wins.h); CLI11 takes its arguments in reverse order.
+    std::vector<std::string> args =
+        keep_last_occurrences(app, std::vector<std::string>(argv + std::min(argc, 1), argv + argc));
+    std::reverse(args.begin(), args.end());
+    app.parse(std::move(args));
   } catch (const CLI::ParseError& e) {
     // Every rank parses the same command line: one of them prints the help or the error.
     return log_rank() == 0 ? app.exit(e) : e.get_exit_code();

@@ -159,6 +159,11 @@ void add_tokenizer_args(ArgTable& table, std::string& type, std::string& vocab_f
 // Registers every shared flag on `app`, writing into `args`.
 void add_training_args(ArgTable& table, Args& args);
 
+class MegatronFlags;
+// Megatron's own rules on its flags that are not implemented here (--step-batch-size-schedule
+// with --global-batch-size is an error, as in Megatron), then flags.check() (cli/megatron_flags.h).
+void check_megatron_flags(const MegatronFlags& flags, const Args& args);
+
 // Fills the derived fields and checks every rule that involves several flags or the world
 // size; throws megatron::Error naming the flag(s) and the rule. Called before any work.
 void validate_training_args(Args& args, int world_size);
@@ -170,7 +175,8 @@ void validate_training_args(Args& args, int world_size);
 // or tensor is created.
 void select_training_device(Args& args);
 
-// Parses argv into `app`; returns -1 to continue, else the exit code (0 for --help, non-zero
+// Parses argv into `app` with argparse's rule for repeated flags: the last occurrence wins
+// (cli/last_flag_wins.h). Returns -1 to continue, else the exit code (0 for --help, non-zero
 // for an unknown flag or bad value, after printing the message — on rank 0 only: every rank
 // parses the same command line).
 int parse_command_line(CLI::App& app, int argc, char** argv);

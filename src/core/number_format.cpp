@@ -1,9 +1,43 @@
 #include "core/number_format.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 
 namespace megatron {
+
+std::string python_float_repr(double value) {
+  if (!std::isfinite(value)) return std::isnan(value) ? "nan" : value > 0 ? "inf" : "-inf";
+  // The shortest round-trip digits, as d.ddde±X; then laid out by Python's rules.
+  char buf[64];
+  const auto [end, ec] =
+      std::to_chars(buf, buf + sizeof(buf), value, std::chars_format::scientific);
+  const std::string sci(buf, ec == std::errc() ? end : buf);
+  const size_t e = sci.find('e');
+  const bool negative = sci[0] == '-';
+  std::string digits;
+  for (size_t i = negative ? 1 : 0; i < e; ++i)
+    if (sci[i] != '.') digits += sci[i];
+  const int exponent = std::stoi(sci.substr(e + 1));
+  std::string out = negative ? "-" : "";
+  if (exponent < -4 || exponent >= 16) {
+    out += digits.substr(0, 1);
+    if (digits.size() > 1) out += "." + digits.substr(1);
+    const int magnitude = exponent < 0 ? -exponent : exponent;
+    out += std::string(exponent < 0 ? "e-" : "e+") + (magnitude < 10 ? "0" : "") +
+           std::to_string(magnitude);
+  } else if (exponent < 0) {
+    out += "0." + std::string(size_t(-exponent - 1), '0') + digits;
+  } else {
+    const size_t whole = size_t(exponent) + 1;
+    if (digits.size() <= whole) {
+      out += digits + std::string(whole - digits.size(), '0') + ".0";
+    } else {
+      out += digits.substr(0, whole) + "." + digits.substr(whole);
+    }
+  }
+  return out;
+}
 
 namespace {
 const char* non_finite_name(double value) {

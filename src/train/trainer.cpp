@@ -232,9 +232,10 @@ struct Trainer::Impl {
   }
 
   LossTerms evaluate() {
-    // Every evaluation scores the same first eval_iters global batches of the validation
-    // set, so successive validation losses are comparable.
-    model->start_validation_data(placement(/*consumed_samples=*/0));
+    // As Megatron's validation iterator: each evaluation scores the next eval_iters global
+    // batches of the validation set (sized for every evaluation of the run), continuing
+    // across evaluations and across a resume (consumed_valid_samples is checkpointed).
+    model->start_validation_data(placement(consumed_valid_samples));
     LossTerms local;
     const int64_t micro_batches = cfg.eval_iters * num_micro_batches;
     for (int64_t i = 0; i < micro_batches; ++i) {
