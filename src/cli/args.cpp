@@ -204,12 +204,23 @@ void add_training_args(ArgTable& t, Args& a) {
 
   t.add("--lr", a.lr, "peak learning rate");
   t.add("--min-lr", a.min_lr, "final learning rate of the decay");
-  t.add("--lr-decay-style", a.lr_decay_style, "constant | linear | cosine");
+  t.add("--lr-decay-style", a.lr_decay_style,
+        "constant | linear | cosine | inverse-square-root | WSD");
   t.add("--lr-decay-iters", a.lr_decay_iters, "iterations to decay over (default train iters)");
   t.add("--lr-decay-samples", a.lr_decay_samples, "samples to decay over (default train samples)");
   t.add("--lr-warmup-iters", a.lr_warmup_iters, "linear warmup iterations");
   t.add("--lr-warmup-fraction", a.lr_warmup_fraction, "warmup as a fraction of the decay");
   t.add("--lr-warmup-samples", a.lr_warmup_samples, "linear warmup samples");
+  t.add("--lr-warmup-init", a.lr_warmup_init, "learning rate at the start of the warmup");
+  t.add("--lr-wsd-decay-style", a.lr_wsd_decay_style,
+        "WSD's final anneal: exponential | linear | cosine | minus_sqrt");
+  t.add("--lr-wsd-decay-iters", a.lr_wsd_decay_iters, "iterations of WSD's final anneal");
+  t.add("--lr-wsd-decay-samples", a.lr_wsd_decay_samples, "samples of WSD's final anneal");
+  t.add("--start-weight-decay", a.start_weight_decay,
+        "weight decay at the start (with --weight-decay-incr-style linear | cosine)");
+  t.add("--end-weight-decay", a.end_weight_decay, "weight decay at the end of training");
+  t.add("--weight-decay-incr-style", a.weight_decay_incr_style,
+        "constant | linear | cosine: weight decay from start to end over the run");
 
   t.add("--weight-decay", a.weight_decay, "decoupled weight decay (not on biases/LayerNorm)");
   t.add("--clip-grad", a.clip_grad, "global gradient-norm clip (0: no clipping)");
@@ -248,6 +259,11 @@ void add_training_args(ArgTable& t, Args& a) {
   t.add("--save-interval", a.save_interval, "save every this many iterations");
   t.add_flag("--no-load-optim", a.no_load_optim, "do not load optimizer state");
   t.add_flag("--no-load-rng", a.no_load_rng, "do not load the RNG state");
+  t.add_flag("--no-save-optim", a.no_save_optim,
+             "save weights only: no optimizer or schedule state (load with --no-load-optim)");
+  t.add_flag("--no-save-rng", a.no_save_rng, "do not save the RNG state");
+  t.add_flag("--skip-train", a.skip_train,
+             "no training: load, evaluate on the validation set, and exit");
   t.add_flag("--finetune", a.finetune, "load weights only and start at iteration 0");
   t.add_negatable_flag("--check-for-nan-in-loss-and-grad", "--no-check-for-nan-in-loss-and-grad",
                        a.check_for_nan_in_loss_and_grad,
@@ -261,6 +277,10 @@ void add_training_args(ArgTable& t, Args& a) {
   t.add("--eval-iters", a.eval_iters, "validation batches per evaluation");
   t.add("--metrics-file", a.metrics_file, "append one JSON object per logged event");
   t.add("--tensorboard-dir", a.tensorboard_dir, "write TensorBoard scalars here");
+  t.add("--tensorboard-log-interval", a.tensorboard_log_interval,
+        "write TensorBoard scalars every this many iterations");
+  t.add_flag("--log-validation-ppl-to-tensorboard", a.log_validation_ppl_to_tensorboard,
+             "also write the validation perplexity to TensorBoard");
 }
 
 void check_megatron_flags(const MegatronFlags& flags, const Args& a) {
@@ -283,6 +303,7 @@ void validate_training_args(Args& a, int world_size) {
   positive(a.tensor_model_parallel_size, "--tensor-model-parallel-size");
   positive(a.log_interval, "--log-interval");
   positive(a.eval_interval, "--eval-interval");
+  positive(a.tensorboard_log_interval, "--tensorboard-log-interval");
   MT_REQUIRE(a.eval_iters >= 0, "--eval-iters must be >= 0, got ", a.eval_iters);
   MT_REQUIRE(a.ffn_hidden_size >= 0, "--ffn-hidden-size must be positive, got ", a.ffn_hidden_size);
   MT_REQUIRE(a.make_vocab_size_divisible_by > 0,
@@ -350,9 +371,23 @@ void validate_training_args(Args& a, int world_size) {
   MT_REQUIRE(*a.lr >= 0, "--lr must be >= 0, got ", *a.lr);
   MT_REQUIRE(a.min_lr >= 0 && a.min_lr <= *a.lr, "--min-lr ", a.min_lr,
              " must be between 0 and --lr ", *a.lr);
-  MT_REQUIRE(a.lr_decay_style == "constant" || a.lr_decay_style == "linear" ||
-                 a.lr_decay_style == "cosine",
-             "--lr-decay-style must be constant, linear or cosine, got '", a.lr_decay_style, "'");
+  lr_decay_style_from_name(a.lr_decay_style);  // throws on an unknown style
+  wsd_decay_style_from_name(a.lr_wsd_decay_style);
+  const bool wd_constant = weight_decay_incr_style_from_name(a.weight_decay_incr_style) ==
+                           WeightDecayIncrStyle::Constant;
+  // Megatron's rule: constant takes --weight-decay; an increment needs both ends.
+  MT_REQUIRE(!wd_constant || (!a.start_weight_decay && !a.end_weight_decay),
+             "--start-weight-decay / --end-weight-decay need --weight-decay-incr-style linear or "
+             "cosine (constant uses --weight-decay)");
+  MT_REQUIRE(wd_constant || (a.start_weight_decay && a.end_weight_decay &&
+                             *a.start_weight_decay >= 0 && *a.end_weight_decay >= 0),
+             "--weight-decay-incr-style ", a.weight_decay_incr_style,
+             " needs --start-weight-decay and --end-weight-decay (>= 0)");
+  MT_REQUIRE(a.lr_warmup_init >= 0 && a.lr_warmup_init <= *a.lr, "--lr-warmup-init ",
+             a.lr_warmup_init, " must be between 0 and --lr ", *a.lr);
+  MT_REQUIRE(a.lr_decay_style != "WSD" || a.lr_wsd_decay_iters > 0 || a.lr_wsd_decay_samples > 0,
+             "--lr-decay-style WSD needs --lr-wsd-decay-iters (or --lr-wsd-decay-samples with "
+             "--train-samples)");
   MT_REQUIRE(!(a.lr_warmup_fraction && (a.lr_warmup_iters > 0 || a.lr_warmup_samples > 0)),
              "--lr-warmup-fraction cannot be combined with --lr-warmup-iters/--lr-warmup-samples");
   MT_REQUIRE(!a.lr_warmup_fraction || (*a.lr_warmup_fraction >= 0 && *a.lr_warmup_fraction <= 1),
@@ -410,15 +445,25 @@ LrScheduleConfig lr_schedule_config(const Args& a) {
   c.max_lr = *a.lr;
   c.min_lr = a.min_lr;
   c.style = lr_decay_style_from_name(a.lr_decay_style);
+  c.init_lr = a.lr_warmup_init;
+  c.wsd_style = wsd_decay_style_from_name(a.lr_wsd_decay_style);
+  c.wd_style = weight_decay_incr_style_from_name(a.weight_decay_incr_style);
+  c.start_wd = a.start_weight_decay.value_or(a.weight_decay);
+  c.end_wd = a.end_weight_decay.value_or(a.weight_decay);
   if (a.train_samples > 0) {
     c.decay_steps = a.lr_decay_samples > 0 ? a.lr_decay_samples : a.train_samples;
-    c.warmup_steps = a.lr_warmup_samples;
+    c.warmup_steps = double(a.lr_warmup_samples);
+    c.wsd_decay_steps = a.lr_wsd_decay_samples;
+    c.wd_incr_steps = a.train_samples;
   } else {
     c.decay_steps = (a.lr_decay_iters > 0 ? a.lr_decay_iters : a.train_iters) * a.global_batch_size;
-    c.warmup_steps = a.lr_warmup_iters * a.global_batch_size;
+    c.warmup_steps = double(a.lr_warmup_iters * a.global_batch_size);
+    c.wsd_decay_steps = a.lr_wsd_decay_iters * a.global_batch_size;
+    c.wd_incr_steps = a.train_iters * a.global_batch_size;
   }
-  if (a.lr_warmup_fraction) c.warmup_steps = int64_t(*a.lr_warmup_fraction * double(c.decay_steps));
-  MT_REQUIRE(c.style == LrDecayStyle::Constant || c.decay_steps > c.warmup_steps,
+  // Megatron keeps the fractional number of warmup samples (get_lr divides by it).
+  if (a.lr_warmup_fraction) c.warmup_steps = *a.lr_warmup_fraction * double(c.decay_steps);
+  MT_REQUIRE(c.style == LrDecayStyle::Constant || double(c.decay_steps) > c.warmup_steps,
              "the learning-rate warmup (", c.warmup_steps,
              " samples) must be shorter than the decay (", c.decay_steps,
              " samples): check --lr-warmup-* against --lr-decay-* / --train-*");
@@ -465,11 +510,16 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   cfg.eval_iters = a.eval_iters;
   cfg.metrics_file = a.metrics_file;
   cfg.tensorboard_dir = a.tensorboard_dir;
+  cfg.tensorboard_log_interval = a.tensorboard_log_interval;
+  cfg.log_validation_ppl_to_tensorboard = a.log_validation_ppl_to_tensorboard;
   cfg.save = a.save;
   cfg.load = a.load;
   cfg.save_interval = a.save_interval;
   cfg.no_load_optim = a.no_load_optim;
   cfg.no_load_rng = a.no_load_rng;
+  cfg.no_save_optim = a.no_save_optim;
+  cfg.no_save_rng = a.no_save_rng;
+  cfg.skip_train = a.skip_train;
   cfg.finetune = a.finetune;
   cfg.check_for_nan_in_loss_and_grad = a.check_for_nan_in_loss_and_grad;
   cfg.exit_signal_handler = a.exit_signal_handler;

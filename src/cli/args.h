@@ -61,6 +61,13 @@ struct Args {
   int64_t lr_warmup_iters = 0;
   std::optional<double> lr_warmup_fraction;
   int64_t lr_warmup_samples = 0;
+  double lr_warmup_init = 0.0;
+  std::string lr_wsd_decay_style = "exponential";
+  int64_t lr_wsd_decay_iters = 0;
+  int64_t lr_wsd_decay_samples = 0;
+  std::optional<double> start_weight_decay;  // unset: --weight-decay
+  std::optional<double> end_weight_decay;    // unset: --weight-decay
+  std::string weight_decay_incr_style = "constant";
 
   // Optimizer.
   double weight_decay = 0.01;
@@ -101,7 +108,10 @@ struct Args {
   int64_t save_interval = 0;
   bool no_load_optim = false;
   bool no_load_rng = false;
+  bool no_save_optim = false;
+  bool no_save_rng = false;
   bool finetune = false;
+  bool skip_train = false;
 
   // Reliability (docs/reliability.md).
   bool check_for_nan_in_loss_and_grad = true;  // off: --no-check-for-nan-in-loss-and-grad
@@ -113,6 +123,8 @@ struct Args {
   int64_t eval_iters = 100;
   std::string metrics_file;
   std::string tensorboard_dir;
+  int64_t tensorboard_log_interval = 1;
+  bool log_validation_ppl_to_tensorboard = false;
 
   // Derived by validate_args (printed, not flags).
   int world_size = 1;

@@ -65,7 +65,8 @@ struct Trainer::Impl {
         store(ps.tp_rank, ps.tp_size, bound(cfg.device)),
         scaler(cfg.scaler),
         schedule(cfg.lr),
-        log(ps.rank == 0, cfg.metrics_file, cfg.tensorboard_dir),
+        log(ps.rank == 0, cfg.metrics_file, cfg.tensorboard_dir,
+            cfg.log_validation_ppl_to_tensorboard),
         seed(cfg.seed),
         guard(cfg.check_for_nan_in_loss_and_grad, cfg.fp16) {
     const int64_t per_step = cfg.micro_batch * ps.dp_size;
@@ -93,11 +94,21 @@ struct Trainer::Impl {
                             {"model", model->shape_json()},
                             {"args", cfg.args}};
     if (!cfg.tokenizer.is_null()) state["tokenizer"] = cfg.tokenizer;
+    // As Megatron's --no-save-optim / --no-save-rng: the state is left out, and a load then
+    // starts the optimizer afresh (with --no-load-optim) / keeps the run's own seed.
+    if (cfg.no_save_optim) {
+      state.erase("optimizer");
+      state.erase("scheduler");
+      state.erase("grad_scaler");
+    }
+    if (cfg.no_save_rng) state.erase("rng");
     return state;
   }
 
   void save() {
-    save_checkpoint(cfg.save, iteration, store, optimizer->flat_buffers(), state_json(), ps);
+    save_checkpoint(cfg.save, iteration, store,
+                    cfg.no_save_optim ? std::map<std::string, Tensor>{} : optimizer->flat_buffers(),
+                    state_json(), ps);
     last_checkpoint = iteration;
     last_checkpoint_dir = cfg.save;
     log_info("  successfully saved checkpoint at iteration ", iteration, " to ", cfg.save);
@@ -222,6 +233,7 @@ struct Trainer::Impl {
     if (model->has_sop_loss()) checked.emplace_back("sop loss", loss.sop);
     checked.emplace_back("grad norm", *grad_norm);
     guard.check_loss_and_grad(iteration, checked, ps, where_saved());
+    if (schedule.varies_weight_decay()) optimizer->set_weight_decay(schedule.wd());
     optimizer->step(schedule.lr());
     Tensor master;  // --fp16: the fp32 master weights beside the store's f16-rounded ones
     if (cfg.fp16 && guard.enabled()) master = optimizer->flat_buffers().at("fp32_master");
@@ -250,7 +262,8 @@ struct Trainer::Impl {
   void log_validation(const std::string& prefix, TrainingResult& result) {
     const LossTerms loss = evaluate();
     result.last_validation_loss = loss.lm;
-    log.validation(prefix, iteration, consumed_train_samples * model->seq_length(), loss.lm,
+    log.validation(prefix, iteration, consumed_train_samples,
+                   consumed_train_samples * model->seq_length(), loss.lm,
                    model->has_sop_loss() ? std::optional<double>(loss.sop) : std::nullopt);
   }
 
@@ -316,6 +329,14 @@ struct Trainer::Impl {
 
     TrainingResult result;
     int64_t last_saved = -1;
+    if (cfg.skip_train) {
+      // Megatron's --skip-train: no iteration, no save; only the evaluation.
+      log_info("skipping training (--skip-train) ...");
+      if (do_valid())
+        log_validation("iteration " + std::to_string(iteration) + " on validation set", result);
+      result.iteration = iteration;
+      return result;
+    }
     log_info("training ...");
     interval_timer.start();
     Timer training_time;
@@ -338,6 +359,20 @@ struct Trainer::Impl {
       }
       last_grad_norm = grad_norm;
       if (cfg.on_iteration_end) cfg.on_iteration_end(iteration);
+      if (iteration % cfg.tensorboard_log_interval == 0) {
+        IterationStats s;  // this iteration's values, as Megatron writes them
+        s.iteration = iteration;
+        s.consumed_samples = consumed_train_samples;
+        s.learning_rate = schedule.lr();
+        s.global_batch = cfg.global_batch;
+        if (stepped && std::isfinite(loss.lm + loss.sop)) {
+          s.lm_loss = loss.lm;
+          if (model->has_sop_loss()) s.sop_loss = loss.sop;
+        }
+        s.loss_scale = scaler.scale();
+        s.grad_norm = grad_norm;
+        log.tensorboard_iteration(s);
+      }
 
       if (iteration % cfg.log_interval == 0) {
         log_interval_stats();

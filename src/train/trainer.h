@@ -47,13 +47,18 @@ struct TrainerConfig {
   int64_t eval_iters = 100;
   std::string metrics_file;
   std::string tensorboard_dir;
+  int64_t tensorboard_log_interval = 1;            // TensorBoard scalars every this many iterations
+  bool log_validation_ppl_to_tensorboard = false;  // also "lm loss validation ppl"
 
   std::string save;
   std::string load;
   int64_t save_interval = 0;  // 0: only at the end / exit
   bool no_load_optim = false;
   bool no_load_rng = false;
+  bool no_save_optim = false;  // weights only: no optimizer.safetensors, scheduler or scaler
+  bool no_save_rng = false;
   bool finetune = false;
+  bool skip_train = false;  // load, evaluate on the validation set, exit (no training, no save)
 
   // Reliability (docs/reliability.md).
   bool check_for_nan_in_loss_and_grad = true;  // the divergence guard (divergence_guard.h)
