@@ -250,6 +250,10 @@ void add_training_args(ArgTable& t, Args& a) {
 
   t.add("--data-path", a.data_path, "PREFIX or W1 PREFIX1 W2 PREFIX2 ...");
   t.add("--split", a.split, "train,valid,test document split weights");
+  t.add("--train-data-path", a.train_data_path,
+        "training data used whole (PREFIX or W1 PREFIX1 ...), instead of --data-path");
+  t.add("--valid-data-path", a.valid_data_path, "validation data used whole");
+  t.add("--test-data-path", a.test_data_path, "test data used whole");
   add_tokenizer_args(t, a.tokenizer_type, a.vocab_file, a.merge_file, a.tokenizer_model,
                      a.vocab_size);
   t.add_flag("--mock-data", a.mock_data, "train on deterministic random tokens");
@@ -422,10 +426,17 @@ void validate_training_args(Args& a, int world_size) {
   MT_REQUIRE(a.attention_dropout >= 0 && a.attention_dropout < 1,
              "--attention-dropout must be in [0, 1)");
 
-  MT_REQUIRE(a.mock_data || !a.data_path.empty(),
-             "no training data: give --data-path PREFIX (or W1 PREFIX1 W2 PREFIX2 ...) or "
-             "--mock-data");
-  MT_REQUIRE(!(a.mock_data && !a.data_path.empty()),
+  const bool per_split =
+      !a.train_data_path.empty() || !a.valid_data_path.empty() || !a.test_data_path.empty();
+  MT_REQUIRE(!(per_split && !a.data_path.empty()),
+             "--data-path cannot be combined with --train-data-path / --valid-data-path / "
+             "--test-data-path (as in Megatron): give one or the other");
+  MT_REQUIRE(!per_split || !a.train_data_path.empty() || a.skip_train,
+             "--valid-data-path / --test-data-path need --train-data-path too");
+  MT_REQUIRE(a.mock_data || !a.data_path.empty() || per_split,
+             "no training data: give --data-path PREFIX (or W1 PREFIX1 W2 PREFIX2 ...), "
+             "--train-data-path, or --mock-data");
+  MT_REQUIRE(!(a.mock_data && (!a.data_path.empty() || per_split)),
              "--mock-data and --data-path cannot both be given");
   if (a.mock_data) {
     MT_REQUIRE(a.vocab_size > 0 || !a.tokenizer_type.empty(),

@@ -94,6 +94,10 @@ struct Args {
 
   // Data and tokenizer.
   std::vector<std::string> data_path;
+  // Megatron's per-split data: each blend is used whole for its split (no --split).
+  std::vector<std::string> train_data_path;
+  std::vector<std::string> valid_data_path;
+  std::vector<std::string> test_data_path;
   std::string split = "969, 30, 1";
   std::string vocab_file;
   std::string merge_file;

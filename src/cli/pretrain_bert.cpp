@@ -95,6 +95,10 @@ int run_pretrain_bert(int argc, char** argv) {
     check_megatron_flags(megatron_flags, args);
     validate_training_args(args, world->size());
     MT_REQUIRE(!args.mock_data, "--mock-data is not supported by pretrain-bert: give --data-path");
+    MT_REQUIRE(
+        args.train_data_path.empty() && args.valid_data_path.empty() && args.test_data_path.empty(),
+        "--train-data-path / --valid-data-path / --test-data-path are not supported by "
+        "pretrain-bert yet: give --data-path with --split");
     MT_REQUIRE(!args.data_path.empty(),
                "pretrain-bert needs --data-path (a sentence-level prefix "
                "from `megatron preprocess --split-sentences`)");
