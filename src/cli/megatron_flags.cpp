@@ -389,7 +389,6 @@ constexpr Rule kRules[] = {
     {"--save-dgrads-interval", true, "debug dumps are not supported"},
     {"--load-main-params-from-ckpt", true, kCheckpointExtra},
     {"--pretrained-checkpoint", true, "use --load with --finetune"},
-    {"--use-checkpoint-args", true, kNotYet},
     {"--use-mp-args-from-checkpoint-args", true, kCheckpointExtra},
     {"--exit-on-missing-checkpoint", true, kNotYet},
     {"--override-ckpt-iteration", true, kCheckpointExtra},
