@@ -269,7 +269,9 @@ struct Trainer::Impl {
 
   bool do_valid() const { return model->has_validation_data() && cfg.eval_iters > 0; }
 
-  void log_interval_stats() {
+  // `reset`: start a new interval. Megatron also logs the first iteration of every run, without
+  // resetting, so that the next line still covers its whole interval.
+  void log_interval_stats(bool reset) {
     interval_timer.stop();
     IterationStats s;
     s.iteration = iteration;
@@ -292,9 +294,11 @@ struct Trainer::Impl {
     s.tflops_per_process =
         model->flops_per_iteration(cfg.global_batch) / seconds / double(ps.world_size) / 1e12;
     log.iteration(s);
-    interval_timer.reset();
-    interval_iterations = interval_loss_count = interval_skipped = interval_nans = 0;
-    interval_loss_sum = {};
+    if (reset) {
+      interval_timer.reset();
+      interval_iterations = interval_loss_count = interval_skipped = interval_nans = 0;
+      interval_loss_sum = {};
+    }
     interval_timer.start();
   }
 
@@ -374,8 +378,9 @@ struct Trainer::Impl {
         log.tensorboard_iteration(s);
       }
 
-      if (iteration % cfg.log_interval == 0) {
-        log_interval_stats();
+      const bool interval_end = iteration % cfg.log_interval == 0;
+      if (interval_end || iteration == start_iteration + 1) {
+        log_interval_stats(/*reset=*/interval_end);
         log.progress({iteration, start_iteration, cfg.train_iters, training_time.seconds(),
                       cfg.exit_duration_seconds});
       }
