@@ -285,6 +285,8 @@ void add_training_args(ArgTable& t, Args& a) {
   t.add("--tensorboard-dir", a.tensorboard_dir, "write TensorBoard scalars here");
   t.add("--tensorboard-log-interval", a.tensorboard_log_interval,
         "write TensorBoard scalars every this many iterations");
+  t.add_flag("--log-params-norm", a.log_params_norm,
+             "log the parameters' L2 norm (iteration line, metrics file, TensorBoard)");
   t.add_flag("--log-validation-ppl-to-tensorboard", a.log_validation_ppl_to_tensorboard,
              "also write the validation perplexity to TensorBoard");
 }
@@ -524,6 +526,7 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   cfg.metrics_file = a.metrics_file;
   cfg.tensorboard_dir = a.tensorboard_dir;
   cfg.tensorboard_log_interval = a.tensorboard_log_interval;
+  cfg.log_params_norm = a.log_params_norm;
   cfg.log_validation_ppl_to_tensorboard = a.log_validation_ppl_to_tensorboard;
   cfg.save = a.save;
   cfg.load = a.load;

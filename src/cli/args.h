@@ -130,6 +130,7 @@ struct Args {
   std::string tensorboard_dir;
   int64_t tensorboard_log_interval = 1;
   bool log_validation_ppl_to_tensorboard = false;
+  bool log_params_norm = false;
 
   // Derived by validate_args (printed, not flags).
   int world_size = 1;

@@ -457,7 +457,6 @@ constexpr Rule kRules[] = {
     {"--timing-log-option", false, "per-operation timers are not reported"},
     {"--no-barrier-with-level-1-timing", false, "per-operation timers are not reported"},
     {"--tensorboard-queue-size", false, "TensorBoard events are written synchronously here"},
-    {"--log-params-norm", true, kNotYet},
     {"--log-num-zeros-in-grad", true, kNotYet},
     {"--log-timers-to-tensorboard", true, "per-operation timers are not reported"},
     {"--log-memory-to-tensorboard", true, "memory is not logged"},

@@ -243,6 +243,14 @@ struct Trainer::Impl {
     return true;
   }
 
+  // --log-params-norm: Megatron's calc_params_l2_norm, over the fp32 master weights when the
+  // store holds f16-rounded ones; every rank takes part (a TP all-reduce).
+  std::optional<double> params_norm() const {
+    if (!cfg.log_params_norm) return std::nullopt;
+    if (cfg.fp16) return global_norm(optimizer->flat_buffers().at("fp32_master"), store, ps);
+    return global_norm(store.flat_values(), store, ps);
+  }
+
   LossTerms evaluate() {
     // As Megatron's validation iterator: each evaluation scores the next eval_iters global
     // batches of the validation set (sized for every evaluation of the run), continuing
@@ -288,6 +296,7 @@ struct Trainer::Impl {
     }
     s.loss_scale = scaler.scale();
     s.grad_norm = last_grad_norm;
+    s.params_norm = params_norm();
     s.skipped_iterations = interval_skipped;
     s.nan_iterations = interval_nans;
     s.tokens_per_second = double(cfg.global_batch * model->seq_length()) / seconds;
@@ -375,6 +384,7 @@ struct Trainer::Impl {
         }
         s.loss_scale = scaler.scale();
         s.grad_norm = grad_norm;
+        s.params_norm = params_norm();
         log.tensorboard_iteration(s);
       }
 

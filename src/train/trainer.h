@@ -47,7 +47,8 @@ struct TrainerConfig {
   int64_t eval_iters = 100;
   std::string metrics_file;
   std::string tensorboard_dir;
-  int64_t tensorboard_log_interval = 1;            // TensorBoard scalars every this many iterations
+  bool log_params_norm = false;          // the parameters' L2 norm in the log line and TensorBoard
+  int64_t tensorboard_log_interval = 1;  // TensorBoard scalars every this many iterations
   bool log_validation_ppl_to_tensorboard = false;  // also "lm loss validation ppl"
 
   std::string save;

@@ -53,6 +53,7 @@ std::string format_iteration_line(const IterationStats& s) {
   if (s.sop_loss) line += " sop loss: " + format_number(*s.sop_loss, "%.6E") + " |";
   line += format(" loss scale: %.1f |", s.loss_scale);
   if (s.grad_norm) line += " grad norm: " + format_number(*s.grad_norm, "%.3f") + " |";
+  if (s.params_norm) line += " params norm: " + format_number(*s.params_norm, "%.3f") + " |";
   line += format(" number of skipped iterations: %3lld |", (long long)s.skipped_iterations);
   line += format(" number of nan iterations: %3lld |", (long long)s.nan_iterations);
   line += format(" tokens/s: %.1f |", s.tokens_per_second);
@@ -129,6 +130,7 @@ std::vector<TensorBoardScalar> tensorboard_iteration_scalars(const IterationStat
   if (s.sop_loss) add("sop loss", *s.sop_loss);
   add("loss-scale", s.loss_scale);
   if (s.grad_norm) add("grad-norm", *s.grad_norm);
+  if (s.params_norm) add("params-norm", *s.params_norm);
   return out;
 }
 
@@ -179,6 +181,7 @@ void TrainingLog::iteration(const IterationStats& s) {
                       {"tokens_per_second", s.tokens_per_second},
                       {"tflops_per_process", s.tflops_per_process}};
   if (s.sop_loss) j["sop_loss"] = json_number(*s.sop_loss);
+  if (s.params_norm) j["params_norm"] = json_number(*s.params_norm);
   write_json(j.dump());
 }
 

@@ -31,9 +31,10 @@ struct IterationStats {
   std::optional<double> lm_loss;   // mean over the interval's non-skipped iterations
   std::optional<double> sop_loss;  // BERT's sentence-order loss (same mean), when it has one
   double loss_scale = 1;
-  std::optional<double> grad_norm;  // none when the last iteration was skipped
-  int64_t skipped_iterations = 0;   // in the interval
-  int64_t nan_iterations = 0;       // in the interval
+  std::optional<double> grad_norm;    // none when the last iteration was skipped
+  std::optional<double> params_norm;  // --log-params-norm
+  int64_t skipped_iterations = 0;     // in the interval
+  int64_t nan_iterations = 0;         // in the interval
   double tokens_per_second = 0;
   double tflops_per_process = 0;
 };
@@ -65,7 +66,8 @@ std::string log_timestamp();
 
 // Megatron's TensorBoard scalars of one iteration (training.py's training_log), each at the
 // iteration and, as "<tag> vs samples", at the consumed samples: learning-rate, batch-size,
-// lm loss (and sop loss), loss-scale, grad-norm (when the step was taken).
+// lm loss (and sop loss), loss-scale, grad-norm (when the step was taken), params-norm (with
+// --log-params-norm).
 struct TensorBoardScalar {
   std::string tag;
   float value;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/temp_dir.h"
+#include "core/safetensors.h"
 #include "data/mock_gpt_dataset.h"
 #include "distributed/solo_communicator.h"
 #include "train/gpt_step.h"
@@ -38,6 +39,8 @@ struct TinyRun {
   std::string tensorboard_dir;
   int64_t tensorboard_log_interval = 1;
   bool validation_ppl = false;
+  bool log_params_norm = false;
+  std::string save;
 };
 
 // Trains a tiny GPT; returns the validation losses it logged.
@@ -223,6 +226,31 @@ TEST(TrainTensorBoard, ValidationPerplexityOnRequest) {
   const float loss = scalars.at({"lm loss validation", 1});
   EXPECT_FLOAT_EQ(scalars.at({"lm loss validation ppl", 1}), std::exp(loss));
   EXPECT_EQ(scalars.count({"lm loss validation ppl vs samples", kGlobal}), 1u);
+}
+
+// --log-params-norm: with a frozen model the logged norm is the L2 norm of the saved weights,
+// summed here in double over the checkpoint's tensors.
+TEST(TrainParamsNorm, IsTheNormOfTheWeights) {
+  testing::TempDir dir;
+  run({.metrics = dir.path() + "/m.jsonl", .log_params_norm = true, .save = dir.path() + "/ckpt"});
+  SafetensorsReader weights(dir.path() + "/ckpt/iter_0000001/mp_rank_00/model.safetensors");
+  double sum = 0;
+  for (const std::string& name : weights.names()) {
+    const Tensor t = weights.get(name);
+    ASSERT_EQ(t.dtype(), DType::F32) << name;
+    const float* x = static_cast<const float*>(t.raw_data());
+    for (int64_t i = 0; i < t.numel(); ++i) sum += double(x[i]) * double(x[i]);
+  }
+  std::ifstream in(dir.path() + "/m.jsonl");
+  std::string line;
+  int rows = 0;
+  while (std::getline(in, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j.at("type") != "train") continue;
+    EXPECT_NEAR(j.at("params_norm").get<double>(), std::sqrt(sum), 1e-6 * std::sqrt(sum));
+    ++rows;
+  }
+  EXPECT_EQ(rows, 1);
 }
 
 }  // namespace
