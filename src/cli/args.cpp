@@ -266,6 +266,8 @@ void add_training_args(ArgTable& t, Args& a) {
   t.add_flag("--no-save-optim", a.no_save_optim,
              "save weights only: no optimizer or schedule state (load with --no-load-optim)");
   t.add_flag("--no-save-rng", a.no_save_rng, "do not save the RNG state");
+  t.add_flag("--exit-on-missing-checkpoint", a.exit_on_missing_checkpoint,
+             "stop when --load holds no checkpoint instead of starting from random weights");
   t.add_flag("--use-checkpoint-args", a.use_checkpoint_args,
              "take the model's shape (and dropout) from the --load checkpoint's arguments");
   t.add_flag("--skip-train", a.skip_train,
@@ -536,6 +538,7 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   cfg.no_save_optim = a.no_save_optim;
   cfg.no_save_rng = a.no_save_rng;
   cfg.skip_train = a.skip_train;
+  cfg.exit_on_missing_checkpoint = a.exit_on_missing_checkpoint;
   cfg.finetune = a.finetune;
   cfg.check_for_nan_in_loss_and_grad = a.check_for_nan_in_loss_and_grad;
   cfg.exit_signal_handler = a.exit_signal_handler;

@@ -390,7 +390,6 @@ constexpr Rule kRules[] = {
     {"--load-main-params-from-ckpt", true, kCheckpointExtra},
     {"--pretrained-checkpoint", true, "use --load with --finetune"},
     {"--use-mp-args-from-checkpoint-args", true, kCheckpointExtra},
-    {"--exit-on-missing-checkpoint", true, kNotYet},
     {"--override-ckpt-iteration", true, kCheckpointExtra},
     {"--replication", true, kCheckpointExtra},
     {"--replication-jump", true, kCheckpointExtra},

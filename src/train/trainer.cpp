@@ -127,6 +127,8 @@ struct Trainer::Impl {
     LoadPlan plan;
     run_on_all_ranks(*ps.world, "", [&] {
       if (!cfg.load.empty()) plan = plan_load(cfg.load, cfg.finetune);
+      MT_REQUIRE(plan.warning.empty() || !cfg.exit_on_missing_checkpoint, plan.warning,
+                 " is refused: --exit-on-missing-checkpoint (check the --load path)");
       if (cfg.save.empty()) return;
       if (ps.dp_rank == 0) check_save_dir_writable(cfg.save, ps.rank);
       if (ps.rank == 0) check_save_dir_not_foreign(cfg.save, plan.iteration ? cfg.load : "");

@@ -59,6 +59,7 @@ struct TrainerConfig {
   bool no_save_optim = false;  // weights only: no optimizer.safetensors, scheduler or scaler
   bool no_save_rng = false;
   bool finetune = false;
+  bool exit_on_missing_checkpoint = false;  // --load without a checkpoint: stop, not random init
   bool skip_train = false;  // load, evaluate on the validation set, exit (no training, no save)
 
   // Reliability (docs/reliability.md).

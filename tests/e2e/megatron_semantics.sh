@@ -54,6 +54,14 @@ grep -q "Setting num_layers to 2 from checkpoint" "$WORK/run4.log"
 grep -q "Setting hidden_size to 32 from checkpoint" "$WORK/run4.log"
 grep -q "validation loss at iteration 2 on validation set" "$WORK/run4.log"
 
+# --exit-on-missing-checkpoint: a --load without a checkpoint stops instead of training.
+if gpt "${COMMON[@]}" --train-iters 1 --load "$WORK/typo" --exit-on-missing-checkpoint \
+     > "$WORK/run5.log" 2>&1; then
+  echo "FAIL: --exit-on-missing-checkpoint trained from random weights" >&2; exit 1
+fi
+grep -q "does not exist: starting from random weights is refused: --exit-on-missing-checkpoint" \
+  "$WORK/run5.log"
+
 # Per-split paths and --data-path exclude each other, as in Megatron.
 if gpt "${COMMON[@]}" --train-iters 1 --data-path "$WORK/train_text_document" \
      > "$WORK/run3.log" 2>&1; then
