@@ -149,7 +149,7 @@ int run_pretrain_bert(int argc, char** argv) {
   TrainerConfig config = trainer_config(args, table);
   config.tokenizer = tokenizer_id;
   Trainer trainer(std::move(config), world,
-                  bert_step_factory(std::move(model), data.train, data.valid));
+                  bert_step_factory(std::move(model), data.train, data.valid, data.test));
   trainer.run();
   return 0;
 }

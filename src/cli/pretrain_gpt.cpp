@@ -52,7 +52,7 @@ int run_pretrain_gpt(int argc, char** argv) {
   TrainerConfig config = trainer_config(args, table);
   config.tokenizer = vocab.identity;
   Trainer trainer(std::move(config), world,
-                  gpt_step_factory(std::move(model), data.train, data.valid));
+                  gpt_step_factory(std::move(model), data.train, data.valid, data.test));
   trainer.run();
   return 0;
 }

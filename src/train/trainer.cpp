@@ -258,6 +258,13 @@ struct Trainer::Impl {
     // batches of the validation set (sized for every evaluation of the run), continuing
     // across evaluations and across a resume (consumed_valid_samples is checkpointed).
     model->start_validation_data(placement(consumed_valid_samples));
+    const LossTerms loss = evaluate_loaded();
+    consumed_valid_samples += cfg.eval_iters * cfg.global_batch;
+    return loss;
+  }
+
+  // eval_iters global batches of the evaluation loader started last, averaged over DP.
+  LossTerms evaluate_loaded() {
     LossTerms local;
     const int64_t micro_batches = cfg.eval_iters * num_micro_batches;
     for (int64_t i = 0; i < micro_batches; ++i) {
@@ -265,8 +272,18 @@ struct Trainer::Impl {
       local.lm += l.lm;
       local.sop += l.sop;
     }
-    consumed_valid_samples += cfg.eval_iters * cfg.global_batch;
     return average_over_dp(local, micro_batches);
+  }
+
+  // Megatron's final "on test set" evaluation: the first eval_iters global batches of the
+  // test split.
+  void log_test(TrainingResult& result) {
+    model->start_test_data(placement(/*consumed_samples=*/0));
+    const LossTerms loss = evaluate_loaded();
+    result.last_test_loss = loss.lm;
+    log.test("iteration " + std::to_string(iteration) + " on test set", iteration,
+             consumed_train_samples, consumed_train_samples * model->seq_length(), loss.lm,
+             model->has_sop_loss() ? std::optional<double>(loss.sop) : std::nullopt);
   }
 
   void log_validation(const std::string& prefix, TrainingResult& result) {
@@ -278,6 +295,7 @@ struct Trainer::Impl {
   }
 
   bool do_valid() const { return model->has_validation_data() && cfg.eval_iters > 0; }
+  bool do_test() const { return model->has_test_data() && cfg.eval_iters > 0; }
 
   // `reset`: start a new interval. Megatron also logs the first iteration of every run, without
   // resetting, so that the next line still covers its whole interval.
@@ -349,6 +367,7 @@ struct Trainer::Impl {
       log_info("skipping training (--skip-train) ...");
       if (do_valid())
         log_validation("iteration " + std::to_string(iteration) + " on validation set", result);
+      if (do_test()) log_test(result);
       result.iteration = iteration;
       return result;
     }
@@ -432,6 +451,7 @@ struct Trainer::Impl {
     if (!cfg.save.empty() && iteration > 0 && last_saved != iteration) save();
     if (do_valid() && iteration > 0)
       log_validation("iteration " + std::to_string(iteration) + " on validation set", result);
+    if (do_test() && iteration > 0) log_test(result);
     result.iteration = iteration;
     return result;
   }

@@ -77,6 +77,7 @@ struct TrainerConfig {
 struct TrainingResult {
   int64_t iteration = 0;             // last iteration run
   double last_validation_loss = -1;  // -1 when no validation ran
+  double last_test_loss = -1;        // -1 when no test evaluation ran
   int exit_signal = 0;               // the signal that stopped the run (--exit-signal-handler)
 };
 

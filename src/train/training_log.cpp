@@ -195,9 +195,20 @@ void TrainingLog::tensorboard_iteration(const IterationStats& s) {
 void TrainingLog::validation(const std::string& prefix, int64_t iteration, int64_t consumed_samples,
                              int64_t consumed_tokens, double lm_loss,
                              std::optional<double> sop_loss) {
+  evaluation("validation", prefix, iteration, consumed_samples, consumed_tokens, lm_loss, sop_loss);
+}
+
+void TrainingLog::test(const std::string& prefix, int64_t iteration, int64_t consumed_samples,
+                       int64_t consumed_tokens, double lm_loss, std::optional<double> sop_loss) {
+  evaluation("test", prefix, iteration, consumed_samples, consumed_tokens, lm_loss, sop_loss);
+}
+
+void TrainingLog::evaluation(const char* type, const std::string& prefix, int64_t iteration,
+                             int64_t consumed_samples, int64_t consumed_tokens, double lm_loss,
+                             std::optional<double> sop_loss) {
   log_line(format_validation_block(prefix, lm_loss, sop_loss));
   if (!writer_) return;
-  nlohmann::json j = {{"type", "validation"},
+  nlohmann::json j = {{"type", type},
                       {"iteration", iteration},
                       {"consumed_tokens", consumed_tokens},
                       {"lm_loss", json_number(lm_loss)},

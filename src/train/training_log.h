@@ -94,8 +94,15 @@ class TrainingLog {
   void validation(const std::string& prefix, int64_t iteration, int64_t consumed_samples,
                   int64_t consumed_tokens, double lm_loss,
                   std::optional<double> sop_loss = std::nullopt);
+  // The final evaluation "on test set": the same block and TensorBoard tags as Megatron
+  // writes them; metrics-file rows of type "test".
+  void test(const std::string& prefix, int64_t iteration, int64_t consumed_samples,
+            int64_t consumed_tokens, double lm_loss, std::optional<double> sop_loss);
 
  private:
+  void evaluation(const char* type, const std::string& prefix, int64_t iteration,
+                  int64_t consumed_samples, int64_t consumed_tokens, double lm_loss,
+                  std::optional<double> sop_loss);
   void write_json(const std::string& line);
   bool writer_;
   std::string metrics_path_;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Megatron's checkpoint and data flags end to end (pretrain-gpt, TP 2):
-#  - --train-data-path / --valid-data-path use each dataset whole;
+#  - --train-data-path / --valid-data-path / --test-data-path use each dataset whole, and the
+#    run ends with Megatron's evaluation "on test set";
 #  - --no-save-optim / --no-save-rng leave the optimizer files and the RNG state out;
 #  - such a checkpoint loads with --no-load-optim, and --skip-train only evaluates: no
 #    iteration, no new checkpoint;
@@ -26,12 +27,14 @@ gpt() { mpirun --oversubscribe --bind-to none -np 2 "$BIN" pretrain-gpt "$@"; }
 COMMON=(--tensor-model-parallel-size 2 --num-layers 2 --hidden-size 32 --num-attention-heads 4
         --seq-length 32 --micro-batch-size 2 --global-batch-size 4 --lr 1e-3 --log-interval 1
         --eval-iters 1 --eval-interval 1000 "${TOK[@]}"
-        --train-data-path "$WORK/train_text_document" --valid-data-path "$WORK/valid_text_document")
+        --train-data-path "$WORK/train_text_document" --valid-data-path "$WORK/valid_text_document"
+        --test-data-path "$WORK/valid_text_document")
 
 gpt "${COMMON[@]}" --train-iters 2 --save "$WORK/ckpt" --no-save-optim --no-save-rng \
   > "$WORK/run1.log" 2>&1 || { cat "$WORK/run1.log" >&2; exit 1; }
 grep -q "  tokenizer_type .* GPT2BPETokenizer" "$WORK/run1.log"
 grep -q "validation loss at iteration 2 on validation set" "$WORK/run1.log"
+grep -q "validation loss at iteration 2 on test set" "$WORK/run1.log"  # the final test evaluation
 [[ -f "$WORK/ckpt/iter_0000002/mp_rank_01/model.safetensors" ]]
 [[ ! -e "$WORK/ckpt/iter_0000002/mp_rank_00/optimizer.safetensors" ]]
 ! grep -q '"rng"\|"optimizer"\|"scheduler"' "$WORK/ckpt/iter_0000002/mp_rank_00/state.json"
