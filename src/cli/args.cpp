@@ -21,8 +21,10 @@ namespace megatron::cli {
 namespace {
 
 // Megatron's attribute name of a flag: "--hidden-size" → "hidden_size".
+// "--save-interval,--persistent-save-interval" (aliases) → "save_interval".
 std::string attribute_name(const std::string& flag) {
-  std::string name = flag.substr(flag.find_first_not_of('-'));
+  std::string name = flag.substr(0, flag.find(','));
+  name = name.substr(name.find_first_not_of('-'));
   std::replace(name.begin(), name.end(), '-', '_');
   return name;
 }
@@ -260,7 +262,8 @@ void add_training_args(ArgTable& t, Args& a) {
 
   t.add("--save", a.save, "checkpoint directory to save to");
   t.add("--load", a.load, "checkpoint directory to load from");
-  t.add("--save-interval", a.save_interval, "save every this many iterations");
+  t.add("--save-interval,--persistent-save-interval", a.save_interval,
+        "save every this many iterations");
   t.add_flag("--no-load-optim", a.no_load_optim, "do not load optimizer state");
   t.add_flag("--no-load-rng", a.no_load_rng, "do not load the RNG state");
   t.add_flag("--no-save-optim", a.no_save_optim,

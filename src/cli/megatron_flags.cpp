@@ -339,6 +339,7 @@ constexpr Rule kRules[] = {
     {"--reuse-grad-buf-for-mxfp8-param-ag", true, kFp8},
 
     // Learning rate, weight decay and batch schedules.
+    {"--warmup", true, "Megatron's old name; use --lr-warmup-fraction"},
     {"--override-opt_param-scheduler", true, kNotYet},
     {"--override-opt-param-scheduler", true, kNotYet},
     {"--use-checkpoint-opt_param-scheduler", true, kNotYet},
