@@ -6,9 +6,17 @@
 
 namespace megatron {
 
+namespace {
+const char* non_finite_name(double value) {
+  if (std::isnan(value)) return "nan";
+  return value > 0 ? "inf" : "-inf";
+}
+}  // namespace
+
 std::string python_float_repr(double value) {
-  if (!std::isfinite(value)) return std::isnan(value) ? "nan" : value > 0 ? "inf" : "-inf";
-  // The shortest round-trip digits, as d.ddde±X; then laid out by Python's rules.
+  if (!std::isfinite(value)) return non_finite_name(value);
+  // The shortest round-trip digits, as d.ddde±X; then laid out by Python's rules. (Built by
+  // appending: GCC 12 warns, -Wrestrict, on some `"." + string` temporaries.)
   char buf[64];
   const auto [end, ec] =
       std::to_chars(buf, buf + sizeof(buf), value, std::chars_format::scientific);
@@ -17,34 +25,28 @@ std::string python_float_repr(double value) {
   const bool negative = sci[0] == '-';
   std::string digits;
   for (size_t i = negative ? 1 : 0; i < e; ++i)
-    if (sci[i] != '.') digits += sci[i];
+    if (sci[i] != '.') digits.push_back(sci[i]);
   const int exponent = std::stoi(sci.substr(e + 1));
   std::string out = negative ? "-" : "";
   if (exponent < -4 || exponent >= 16) {
-    out += digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
+    out.push_back(digits[0]);
+    if (digits.size() > 1) out.append(".").append(digits, 1);
     const int magnitude = exponent < 0 ? -exponent : exponent;
-    out += std::string(exponent < 0 ? "e-" : "e+") + (magnitude < 10 ? "0" : "") +
-           std::to_string(magnitude);
+    out.append(exponent < 0 ? "e-" : "e+");
+    if (magnitude < 10) out.push_back('0');
+    out.append(std::to_string(magnitude));
   } else if (exponent < 0) {
-    out += "0." + std::string(size_t(-exponent - 1), '0') + digits;
+    out.append("0.").append(size_t(-exponent - 1), '0').append(digits);
   } else {
     const size_t whole = size_t(exponent) + 1;
     if (digits.size() <= whole) {
-      out += digits + std::string(whole - digits.size(), '0') + ".0";
+      out.append(digits).append(whole - digits.size(), '0').append(".0");
     } else {
-      out += digits.substr(0, whole) + "." + digits.substr(whole);
+      out.append(digits, 0, whole).append(".").append(digits, whole);
     }
   }
   return out;
 }
-
-namespace {
-const char* non_finite_name(double value) {
-  if (std::isnan(value)) return "nan";
-  return value > 0 ? "inf" : "-inf";
-}
-}  // namespace
 
 std::string format_number(double value, const char* printf_format) {
   if (!std::isfinite(value)) return non_finite_name(value);
