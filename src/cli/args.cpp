@@ -556,6 +556,17 @@ int parse_command_line(CLI::App& app, int argc, char** argv) {
         keep_last_occurrences(app, std::vector<std::string>(argv + std::min(argc, 1), argv + argc));
     std::reverse(args.begin(), args.end());
     app.parse(std::move(args));
+  } catch (const CLI::ExtrasError& e) {
+    // CLI11 lists the extra words in reverse; say it as argparse does, in command-line order.
+    if (log_rank() == 0) {
+      std::string words;
+      for (const std::string& w : app.remaining()) words += (words.empty() ? "" : " ") + w;
+      std::fprintf(stderr,
+                   "%s: error: unrecognized arguments: %s\nRun with --help for more "
+                   "information.\n",
+                   app.get_name().c_str(), words.c_str());
+    }
+    return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     // Every rank parses the same command line: one of them prints the help or the error.
     return log_rank() == 0 ? app.exit(e) : e.get_exit_code();

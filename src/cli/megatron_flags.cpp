@@ -425,6 +425,8 @@ constexpr Rule kRules[] = {
     {"--short-seq-prob", false, kBertOnly},
     {"--bert-no-binary-head", false, kBertOnly},
     {"--eod-mask-loss", false, kGptOnly},
+    {"--apply-residual-connection-post-layernorm", true,
+     "implemented by pretrain-bert only; GPT models keep the residual before the LayerNorm"},
     {"--test-mode", true, "a Megatron testing aid; not supported"},
     {"--full-validation", true, "validation uses --eval-iters batches here"},
     {"--multiple-validation-sets", true, "one validation set is supported"},
@@ -617,7 +619,7 @@ MegatronFlags::MegatronFlags(CLI::App& app) : app_(app) {
       if (f.arity == kMegatronList)
         entry.option->expected(1, CLI::detail::expected_max_vector_size);
       else
-        entry.option->expected(f.arity);
+        entry.option->expected(f.arity)->allow_extra_args(false);  // argparse: exactly N
     }
     entry.option->group("Megatron-LM flags (docs/megatron-compat.md)");
   }
