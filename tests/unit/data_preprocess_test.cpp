@@ -136,7 +136,9 @@ TEST(DataPreprocess, PartitionsOrderDocumentsAsMegatron) {
   test::write_text(dir.file("in.jsonl"), input);
   ByteTokenizer tok;
   auto order = [&](int partitions, bool sequential) {
-    PreprocessOptions o = options(dir, "p" + std::to_string(partitions) + (sequential ? "s" : ""));
+    std::string name = "p";  // appended: GCC 12 warns (-Wrestrict) on "p" + string
+    name.append(std::to_string(partitions)).append(sequential ? "s" : "");
+    PreprocessOptions o = options(dir, name);
     o.partitions = partitions;
     o.keep_sequential_samples = sequential;
     preprocess(o, tok);

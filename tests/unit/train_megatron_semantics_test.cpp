@@ -18,7 +18,7 @@
 #include <set>
 #include <vector>
 
-#include "common/temp_dir.h"
+#include "../common/temp_dir.h"
 #include "core/safetensors.h"
 #include "data/mock_gpt_dataset.h"
 #include "distributed/solo_communicator.h"
@@ -31,16 +31,16 @@ namespace {
 constexpr int64_t kSeq = 16, kVocab = 64, kMicro = 2, kGlobal = 4;
 
 struct TinyRun {
-  std::string metrics;
+  std::string metrics{};
   int64_t train_iters = 1;
   int64_t eval_interval = 1000;
   int64_t eval_iters = 1;
   double lr = 0.0;
-  std::string tensorboard_dir;
+  std::string tensorboard_dir{};
   int64_t tensorboard_log_interval = 1;
   bool validation_ppl = false;
   bool log_params_norm = false;
-  std::string save;
+  std::string save{};
 };
 
 // Trains a tiny GPT; returns the validation losses it logged.
@@ -57,18 +57,23 @@ std::vector<double> run(const TinyRun& r) {
   TrainerConfig c;
   c.micro_batch = kMicro;
   c.global_batch = kGlobal;
-  c.train_iters = train_iters;
+  c.train_iters = r.train_iters;
   c.seed = 7;
-  c.lr = {.max_lr = 0.0,
+  c.lr = {.max_lr = r.lr,
           .min_lr = 0.0,
           .warmup_steps = 0,
           .decay_steps = 100,
           .style = LrDecayStyle::Constant};
   c.log_interval = 1;
-  c.eval_interval = eval_interval;
-  c.eval_iters = eval_iters;
-  c.metrics_file = metrics;
-  auto train = std::make_shared<MockGptDataset>(train_iters * kGlobal, kSeq, kVocab, 7);
+  c.eval_interval = r.eval_interval;
+  c.eval_iters = r.eval_iters;
+  c.metrics_file = r.metrics;
+  c.tensorboard_dir = r.tensorboard_dir;
+  c.tensorboard_log_interval = r.tensorboard_log_interval;
+  c.log_validation_ppl_to_tensorboard = r.validation_ppl;
+  c.log_params_norm = r.log_params_norm;
+  c.save = r.save;
+  auto train = std::make_shared<MockGptDataset>(r.train_iters * kGlobal, kSeq, kVocab, 7);
   auto valid = std::make_shared<MockGptDataset>(3 * kGlobal, kSeq, kVocab, 8);
   Trainer trainer(std::move(c), std::make_shared<SoloCommunicator>(),
                   gpt_step_factory(step, train, valid));
@@ -212,8 +217,9 @@ TEST(TrainTensorBoard, MegatronsTagsAtIterationsAndSamples) {
   std::string line;
   while (std::getline(in, line)) {
     const nlohmann::json j = nlohmann::json::parse(line);
-    if (j.at("type") == "train" && j.at("iteration") == 4)
+    if (j.at("type") == "train" && j.at("iteration") == 4) {
       EXPECT_EQ(scalars.at({"lm loss", 4}), float(j.at("lm_loss").get<double>()));
+    }
   }
 }
 
