@@ -292,6 +292,10 @@ void add_training_args(ArgTable& t, Args& a) {
         "write TensorBoard scalars every this many iterations");
   t.add_flag("--log-params-norm", a.log_params_norm,
              "log the parameters' L2 norm (iteration line, metrics file, TensorBoard)");
+  t.add_negatable_flag(
+      "--log-loss-scale-to-tensorboard",
+      "--no-log-loss-scale-to-tensorboard,!--disable-log-loss-scale-to-tensorboard",
+      a.log_loss_scale_to_tensorboard, "write the loss scale to TensorBoard (default on)");
   t.add_flag("--log-validation-ppl-to-tensorboard", a.log_validation_ppl_to_tensorboard,
              "also write the validation perplexity to TensorBoard");
 }
@@ -532,6 +536,7 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   cfg.tensorboard_dir = a.tensorboard_dir;
   cfg.tensorboard_log_interval = a.tensorboard_log_interval;
   cfg.log_params_norm = a.log_params_norm;
+  cfg.log_loss_scale_to_tensorboard = a.log_loss_scale_to_tensorboard;
   cfg.log_validation_ppl_to_tensorboard = a.log_validation_ppl_to_tensorboard;
   cfg.save = a.save;
   cfg.load = a.load;

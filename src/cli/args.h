@@ -131,6 +131,7 @@ struct Args {
   std::string tensorboard_dir;
   int64_t tensorboard_log_interval = 1;
   bool log_validation_ppl_to_tensorboard = false;
+  bool log_loss_scale_to_tensorboard = true;  // off: --no-log-loss-scale-to-tensorboard
   bool log_params_norm = false;
 
   // Derived by validate_args (printed, not flags).

@@ -41,6 +41,9 @@ constexpr const char* kResilience =
     "in-process restart, fault tolerance and fault injection are not supported";
 constexpr const char* kFim = "fill-in-the-middle data is not supported";
 constexpr const char* kNotYet = "not implemented yet (issue 16)";
+constexpr const char* kScheduleFromFlags =
+    "the learning-rate schedule always takes the command line's settings, and only its sample "
+    "count from a loaded checkpoint: what this flag asks of Megatron";
 constexpr const char* kCheckpointExtra = "this checkpoint option is not supported";
 constexpr const char* kTokenizerExtra = "this tokenizer option is not supported";
 constexpr const char* kDistillation = "logit distillation is not supported";
@@ -340,10 +343,12 @@ constexpr Rule kRules[] = {
 
     // Learning rate, weight decay and batch schedules.
     {"--warmup", true, "Megatron's old name; use --lr-warmup-fraction"},
-    {"--override-opt_param-scheduler", true, kNotYet},
-    {"--override-opt-param-scheduler", true, kNotYet},
-    {"--use-checkpoint-opt_param-scheduler", true, kNotYet},
-    {"--use-checkpoint-opt-param-scheduler", true, kNotYet},
+    {"--override-opt_param-scheduler", false, kScheduleFromFlags},
+    {"--override-opt-param-scheduler", false, kScheduleFromFlags},
+    {"--use-checkpoint-opt_param-scheduler", true,
+     "the schedule's settings always come from the command line here"},
+    {"--use-checkpoint-opt-param-scheduler", true,
+     "the schedule's settings always come from the command line here"},
     {"--rampup-batch-size", true, "batch-size ramp-up is not implemented yet (issue 16)"},
     {"--step-batch-size-schedule", true, "batch-size schedules are not implemented yet (issue 16)"},
     {"--decrease-batch-size-if-needed", true, "batch-size schedules are not implemented yet"},
@@ -468,8 +473,6 @@ constexpr Rule kRules[] = {
     {"--log-max-attention-logit", true, "not logged"},
     {"--log-energy", true, "energy is not measured"},
     {"--log-progress", true, "progress.txt is not written"},
-    {"--no-log-loss-scale-to-tensorboard", true, kNotYet},
-    {"--disable-log-loss-scale-to-tensorboard", true, kNotYet},
     {"--logging-level", false, "Python's logging level; this program's log is fixed"},
     {"--wandb-*", true,
      "Weights & Biases is not supported: use --tensorboard-dir or --metrics-file"},

@@ -12,6 +12,7 @@
 #include "kernels/elementwise.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_housekeeping.h"
+#include "train/checkpoint_layout.h"
 #include "train/divergence_guard.h"
 #include "train/exit_signal.h"
 #include "train/grad_reduction.h"
@@ -66,7 +67,7 @@ struct Trainer::Impl {
         scaler(cfg.scaler),
         schedule(cfg.lr),
         log(ps.rank == 0, cfg.metrics_file, cfg.tensorboard_dir,
-            cfg.log_validation_ppl_to_tensorboard),
+            cfg.log_validation_ppl_to_tensorboard, cfg.log_loss_scale_to_tensorboard),
         seed(cfg.seed),
         guard(cfg.check_for_nan_in_loss_and_grad, cfg.fp16) {
     const int64_t per_step = cfg.micro_batch * ps.dp_size;
@@ -137,8 +138,11 @@ struct Trainer::Impl {
     return plan.iteration;
   }
 
-  void load() {
-    const bool load_optim = !cfg.no_load_optim && !cfg.finetune;
+  // `release`: Megatron's release checkpoint, loaded as --finetune loads (weights only, from
+  // iteration 0).
+  void load(bool release) {
+    const bool weights_only = cfg.finetune || release;
+    const bool load_optim = !cfg.no_load_optim && !weights_only;
     std::map<std::string, Tensor> buffers = optimizer->flat_buffers();
     nlohmann::json state;
     // Each rank reads its own files; a missing or corrupt one fails every rank together.
@@ -157,7 +161,7 @@ struct Trainer::Impl {
     } else {
       optimizer->reset_master_from_store();
     }
-    if (!cfg.finetune) {
+    if (!weights_only) {
       iteration = state.at("iteration").get<int64_t>();
       consumed_train_samples = state.value("consumed_train_samples", int64_t(0));
       consumed_valid_samples = state.value("consumed_valid_samples", int64_t(0));
@@ -166,7 +170,10 @@ struct Trainer::Impl {
     }
     model->refresh_compute_weights();
     log_info("  loaded checkpoint from ", cfg.load, " at iteration ",
-             state.at("iteration").get<int64_t>(), cfg.finetune ? " (finetune: weights only)" : "");
+             state.at("iteration").get<int64_t>(),
+             release        ? " (release: weights only)"
+             : cfg.finetune ? " (finetune: weights only)"
+                            : "");
   }
 
   // Fields the checkpoint does not record (e.g. an importer's) cannot be checked. The padded
@@ -353,7 +360,7 @@ struct Trainer::Impl {
 
   TrainingResult run() {
     const std::optional<int64_t> to_load = check_checkpoint_directories();
-    if (to_load) load();
+    if (to_load) load(*to_load == kReleaseIteration);
     log.start_at(iteration);
     model->start_training_data(placement(consumed_train_samples));
     const int64_t start_iteration = iteration;

@@ -50,6 +50,7 @@ struct TrainerConfig {
   bool log_params_norm = false;          // the parameters' L2 norm in the log line and TensorBoard
   int64_t tensorboard_log_interval = 1;  // TensorBoard scalars every this many iterations
   bool log_validation_ppl_to_tensorboard = false;  // also "lm loss validation ppl"
+  bool log_loss_scale_to_tensorboard = true;       // "loss-scale"
 
   std::string save;
   std::string load;

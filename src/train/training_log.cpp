@@ -135,8 +135,11 @@ std::vector<TensorBoardScalar> tensorboard_iteration_scalars(const IterationStat
 }
 
 TrainingLog::TrainingLog(bool writer, const std::string& metrics_file,
-                         const std::string& tensorboard_dir, bool validation_ppl)
-    : writer_(writer), metrics_path_(metrics_file), validation_ppl_(validation_ppl) {
+                         const std::string& tensorboard_dir, bool validation_ppl, bool loss_scale)
+    : writer_(writer),
+      metrics_path_(metrics_file),
+      validation_ppl_(validation_ppl),
+      loss_scale_(loss_scale) {
   if (!writer_) return;
   if (!metrics_file.empty()) {
     const auto parent = std::filesystem::path(metrics_file).parent_path();
@@ -188,7 +191,8 @@ void TrainingLog::iteration(const IterationStats& s) {
 void TrainingLog::tensorboard_iteration(const IterationStats& s) {
   if (!writer_ || !tensorboard_) return;
   for (const TensorBoardScalar& x : tensorboard_iteration_scalars(s))
-    tensorboard_->add_scalar(x.tag, x.value, x.step);
+    if (loss_scale_ || x.tag.rfind("loss-scale", 0) != 0)
+      tensorboard_->add_scalar(x.tag, x.value, x.step);
   tensorboard_->flush();
 }
 

@@ -79,8 +79,9 @@ class TrainingLog {
  public:
   // Files are written only when `writer` is true (rank 0); empty paths disable them.
   // `validation_ppl`: also write "lm loss validation ppl" (--log-validation-ppl-to-tensorboard).
+  // `loss_scale`: write "loss-scale" (off: --no-log-loss-scale-to-tensorboard).
   TrainingLog(bool writer, const std::string& metrics_file, const std::string& tensorboard_dir,
-              bool validation_ppl = false);
+              bool validation_ppl = false, bool loss_scale = true);
   // A run (fresh or resumed) starts after `iteration`: rows of a previous run past it are
   // removed from the metrics file (atomically), so it holds one row per iteration.
   void start_at(int64_t iteration);
@@ -109,6 +110,7 @@ class TrainingLog {
   std::ofstream metrics_;
   std::unique_ptr<TensorBoardWriter> tensorboard_;
   bool validation_ppl_ = false;
+  bool loss_scale_ = true;
 };
 
 }  // namespace megatron

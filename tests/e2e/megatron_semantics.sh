@@ -47,6 +47,15 @@ grep -q "validation loss at iteration 2 on validation set" "$WORK/run2.log"
 [[ "$(cat "$WORK/ckpt/latest_checkpointed_iteration.txt")" == "2" ]]
 [[ ! -e "$WORK/ckpt/iter_0000004" ]]
 
+# Megatron's "release" tracker: release/ loads weights-only and training starts at iteration 0.
+mkdir "$WORK/rel"
+cp -r "$WORK/ckpt/iter_0000002" "$WORK/rel/release"
+echo release > "$WORK/rel/latest_checkpointed_iteration.txt"
+gpt "${COMMON[@]}" --train-iters 1 --load "$WORK/rel" --save "$WORK/rel2" \
+  > "$WORK/run6.log" 2>&1 || { cat "$WORK/run6.log" >&2; exit 1; }
+grep -q "loaded checkpoint from .*/rel at iteration 2 (release: weights only)" "$WORK/run6.log"
+grep -q "iteration        1/       1 |" "$WORK/run6.log"
+
 # --use-checkpoint-args: the model's shape comes from the checkpoint (none given here).
 SHAPELESS=(--tensor-model-parallel-size 2 --micro-batch-size 2 --global-batch-size 4 --lr 1e-3
            --eval-iters 1 "${TOK[@]}" --train-data-path "$WORK/train_text_document"

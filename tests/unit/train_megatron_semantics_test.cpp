@@ -41,6 +41,7 @@ struct TinyRun {
   bool validation_ppl = false;
   bool log_params_norm = false;
   std::string save{};
+  bool loss_scale_tag = true;
 };
 
 // Trains a tiny GPT; returns the validation losses it logged.
@@ -72,6 +73,7 @@ std::vector<double> run(const TinyRun& r) {
   c.tensorboard_log_interval = r.tensorboard_log_interval;
   c.log_validation_ppl_to_tensorboard = r.validation_ppl;
   c.log_params_norm = r.log_params_norm;
+  c.log_loss_scale_to_tensorboard = r.loss_scale_tag;
   c.save = r.save;
   auto train = std::make_shared<MockGptDataset>(r.train_iters * kGlobal, kSeq, kVocab, 7);
   auto valid = std::make_shared<MockGptDataset>(3 * kGlobal, kSeq, kVocab, 8);
@@ -232,6 +234,18 @@ TEST(TrainTensorBoard, ValidationPerplexityOnRequest) {
   const float loss = scalars.at({"lm loss validation", 1});
   EXPECT_FLOAT_EQ(scalars.at({"lm loss validation ppl", 1}), std::exp(loss));
   EXPECT_EQ(scalars.count({"lm loss validation ppl vs samples", kGlobal}), 1u);
+}
+
+// --no-log-loss-scale-to-tensorboard drops "loss-scale" (and its "vs samples") only.
+TEST(TrainTensorBoard, LossScaleCanBeLeftOut) {
+  testing::TempDir dir;
+  run({.metrics = dir.path() + "/m.jsonl",
+       .tensorboard_dir = dir.path() + "/tb",
+       .loss_scale_tag = false});
+  const auto scalars = read_scalars(dir.path() + "/tb");
+  EXPECT_EQ(scalars.count({"loss-scale", 1}), 0u);
+  EXPECT_EQ(scalars.count({"loss-scale vs samples", kGlobal}), 0u);
+  EXPECT_EQ(scalars.count({"learning-rate", 1}), 1u);
 }
 
 // --log-params-norm: with a frozen model the logged norm is the L2 norm of the saved weights,
