@@ -271,8 +271,6 @@ void add_training_args(ArgTable& t, Args& a) {
   t.add_flag("--no-save-rng", a.no_save_rng, "do not save the RNG state");
   t.add_flag("--exit-on-missing-checkpoint", a.exit_on_missing_checkpoint,
              "stop when --load holds no checkpoint instead of starting from random weights");
-  t.add_flag("--use-checkpoint-args", a.use_checkpoint_args,
-             "take the model's shape (and dropout) from the --load checkpoint's arguments");
   t.add_flag("--skip-train", a.skip_train,
              "no training: load, evaluate on the validation set, and exit");
   t.add_flag("--finetune", a.finetune, "load weights only and start at iteration 0");

@@ -116,8 +116,7 @@ struct Args {
   bool no_save_rng = false;
   bool finetune = false;
   bool skip_train = false;
-  bool use_checkpoint_args = false;
-  bool exit_on_missing_checkpoint = false;  // cli/checkpoint_args.h
+  bool exit_on_missing_checkpoint = false;
 
   // Reliability (docs/reliability.md).
   bool check_for_nan_in_loss_and_grad = true;  // off: --no-check-for-nan-in-loss-and-grad

@@ -395,6 +395,8 @@ constexpr Rule kRules[] = {
     {"--save-dgrads-interval", true, "debug dumps are not supported"},
     {"--load-main-params-from-ckpt", true, kCheckpointExtra},
     {"--pretrained-checkpoint", true, "use --load with --finetune"},
+    {"--use-checkpoint-args", true,
+     "implemented by issue 13 (merged into main after this branch forked), not on this branch"},
     {"--use-mp-args-from-checkpoint-args", true, kCheckpointExtra},
     {"--override-ckpt-iteration", true, kCheckpointExtra},
     {"--replication", true, kCheckpointExtra},

@@ -5,7 +5,6 @@
 #include <iostream>
 
 #include "cli/args.h"
-#include "cli/checkpoint_args.h"
 #include "cli/megatron_flags.h"
 #include "cli/subcommands.h"
 #include "core/logging.h"
@@ -94,7 +93,6 @@ int run_pretrain_bert(int argc, char** argv) {
   nlohmann::json tokenizer_id;
   run_on_all_ranks(*world, "", [&] {
     check_megatron_flags(megatron_flags, args);
-    if (args.use_checkpoint_args) load_args_from_checkpoint(args);
     validate_training_args(args, world->size());
     MT_REQUIRE(!args.mock_data, "--mock-data is not supported by pretrain-bert: give --data-path");
     MT_REQUIRE(

@@ -4,7 +4,6 @@
 #include <iostream>
 
 #include "cli/args.h"
-#include "cli/checkpoint_args.h"
 #include "cli/gpt_setup.h"
 #include "cli/megatron_flags.h"
 #include "cli/subcommands.h"
@@ -42,7 +41,6 @@ int run_pretrain_gpt(int argc, char** argv) {
   GptDatasets data;
   run_on_all_ranks(*world, "", [&] {
     check_megatron_flags(megatron_flags, args);
-    if (args.use_checkpoint_args) load_args_from_checkpoint(args);
     validate_training_args(args, world->size());
     log_line(table.format());
     vocab = build_vocabulary(args);

@@ -5,7 +5,6 @@
 #  - --no-save-optim / --no-save-rng leave the optimizer files and the RNG state out;
 #  - such a checkpoint loads with --no-load-optim, and --skip-train only evaluates: no
 #    iteration, no new checkpoint;
-#  - --use-checkpoint-args takes the model's shape from the checkpoint;
 #  - GPT-2 BPE is pretrain-gpt's default tokenizer.
 set -euo pipefail
 BIN="${MEGATRON_BINARY:?}"
@@ -55,24 +54,6 @@ gpt "${COMMON[@]}" --train-iters 1 --load "$WORK/rel" --save "$WORK/rel2" \
   > "$WORK/run6.log" 2>&1 || { cat "$WORK/run6.log" >&2; exit 1; }
 grep -q "loaded checkpoint from .*/rel at iteration 2 (release: weights only)" "$WORK/run6.log"
 grep -q "iteration        1/       1 |" "$WORK/run6.log"
-
-# --use-checkpoint-args: the model's shape comes from the checkpoint (none given here).
-SHAPELESS=(--tensor-model-parallel-size 2 --micro-batch-size 2 --global-batch-size 4 --lr 1e-3
-           --eval-iters 1 "${TOK[@]}" --train-data-path "$WORK/train_text_document"
-           --valid-data-path "$WORK/valid_text_document")
-gpt "${SHAPELESS[@]}" --train-iters 4 --load "$WORK/ckpt" --no-load-optim --skip-train \
-  --use-checkpoint-args > "$WORK/run4.log" 2>&1 || { cat "$WORK/run4.log" >&2; exit 1; }
-grep -q "Setting num_layers to 2 from checkpoint" "$WORK/run4.log"
-grep -q "Setting hidden_size to 32 from checkpoint" "$WORK/run4.log"
-grep -q "validation loss at iteration 2 on validation set" "$WORK/run4.log"
-
-# --exit-on-missing-checkpoint: a --load without a checkpoint stops instead of training.
-if gpt "${COMMON[@]}" --train-iters 1 --load "$WORK/typo" --exit-on-missing-checkpoint \
-     > "$WORK/run5.log" 2>&1; then
-  echo "FAIL: --exit-on-missing-checkpoint trained from random weights" >&2; exit 1
-fi
-grep -q "does not exist: starting from random weights is refused: --exit-on-missing-checkpoint" \
-  "$WORK/run5.log"
 
 # Per-split paths and --data-path exclude each other, as in Megatron.
 if gpt "${COMMON[@]}" --train-iters 1 --data-path "$WORK/train_text_document" \
