@@ -7,11 +7,13 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
-#include <sstream>
 
 #include "cli/device_setup.h"
+#include "cli/last_flag_wins.h"
+#include "cli/megatron_flags.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "core/number_format.h"
 #include "kernels/gemm_options.h"
 #include "train/architecture_json.h"
 #include "train/checkpoint.h"
@@ -21,8 +23,10 @@ namespace megatron::cli {
 namespace {
 
 // Megatron's attribute name of a flag: "--hidden-size" → "hidden_size".
+// "--save-interval,--persistent-save-interval" (aliases) → "save_interval".
 std::string attribute_name(const std::string& flag) {
-  std::string name = flag.substr(flag.find_first_not_of('-'));
+  std::string name = flag.substr(0, flag.find(','));
+  name = name.substr(name.find_first_not_of('-'));
   std::replace(name.begin(), name.end(), '-', '_');
   return name;
 }
@@ -44,10 +48,7 @@ std::string show(uint64_t v) {
   return std::to_string(v);
 }
 std::string show(double v) {
-  std::ostringstream os;
-  os.precision(17);
-  os << v;
-  return os.str();
+  return python_float_repr(v);
 }
 std::string show(const std::optional<double>& v) {
   return v ? show(*v) : "None";
@@ -207,12 +208,23 @@ void add_training_args(ArgTable& t, Args& a) {
 
   t.add("--lr", a.lr, "peak learning rate");
   t.add("--min-lr", a.min_lr, "final learning rate of the decay");
-  t.add("--lr-decay-style", a.lr_decay_style, "constant | linear | cosine");
+  t.add("--lr-decay-style", a.lr_decay_style,
+        "constant | linear | cosine | inverse-square-root | WSD");
   t.add("--lr-decay-iters", a.lr_decay_iters, "iterations to decay over (default train iters)");
   t.add("--lr-decay-samples", a.lr_decay_samples, "samples to decay over (default train samples)");
   t.add("--lr-warmup-iters", a.lr_warmup_iters, "linear warmup iterations");
   t.add("--lr-warmup-fraction", a.lr_warmup_fraction, "warmup as a fraction of the decay");
   t.add("--lr-warmup-samples", a.lr_warmup_samples, "linear warmup samples");
+  t.add("--lr-warmup-init", a.lr_warmup_init, "learning rate at the start of the warmup");
+  t.add("--lr-wsd-decay-style", a.lr_wsd_decay_style,
+        "WSD's final anneal: exponential | linear | cosine | minus_sqrt");
+  t.add("--lr-wsd-decay-iters", a.lr_wsd_decay_iters, "iterations of WSD's final anneal");
+  t.add("--lr-wsd-decay-samples", a.lr_wsd_decay_samples, "samples of WSD's final anneal");
+  t.add("--start-weight-decay", a.start_weight_decay,
+        "weight decay at the start (with --weight-decay-incr-style linear | cosine)");
+  t.add("--end-weight-decay", a.end_weight_decay, "weight decay at the end of training");
+  t.add("--weight-decay-incr-style", a.weight_decay_incr_style,
+        "constant | linear | cosine: weight decay from start to end over the run");
 
   t.add("--weight-decay", a.weight_decay, "decoupled weight decay (not on biases/LayerNorm)");
   t.add("--clip-grad", a.clip_grad, "global gradient-norm clip (0: no clipping)");
@@ -242,15 +254,27 @@ void add_training_args(ArgTable& t, Args& a) {
 
   t.add("--data-path", a.data_path, "PREFIX or W1 PREFIX1 W2 PREFIX2 ...");
   t.add("--split", a.split, "train,valid,test document split weights");
+  t.add("--train-data-path", a.train_data_path,
+        "training data used whole (PREFIX or W1 PREFIX1 ...), instead of --data-path");
+  t.add("--valid-data-path", a.valid_data_path, "validation data used whole");
+  t.add("--test-data-path", a.test_data_path, "test data used whole");
   add_tokenizer_args(t, a.tokenizer_type, a.vocab_file, a.merge_file, a.tokenizer_model,
                      a.vocab_size);
   t.add_flag("--mock-data", a.mock_data, "train on deterministic random tokens");
 
   t.add("--save", a.save, "checkpoint directory to save to");
   t.add("--load", a.load, "checkpoint directory to load from");
-  t.add("--save-interval", a.save_interval, "save every this many iterations");
+  t.add("--save-interval,--persistent-save-interval", a.save_interval,
+        "save every this many iterations");
   t.add_flag("--no-load-optim", a.no_load_optim, "do not load optimizer state");
   t.add_flag("--no-load-rng", a.no_load_rng, "do not load the RNG state");
+  t.add_flag("--no-save-optim", a.no_save_optim,
+             "save weights only: no optimizer or schedule state (load with --no-load-optim)");
+  t.add_flag("--no-save-rng", a.no_save_rng, "do not save the RNG state");
+  t.add_flag("--exit-on-missing-checkpoint", a.exit_on_missing_checkpoint,
+             "stop when --load holds no checkpoint instead of starting from random weights");
+  t.add_flag("--skip-train", a.skip_train,
+             "no training: load, evaluate on the validation set, and exit");
   t.add_flag("--finetune", a.finetune, "load weights only and start at iteration 0");
   t.add_negatable_flag("--check-for-nan-in-loss-and-grad", "--no-check-for-nan-in-loss-and-grad",
                        a.check_for_nan_in_loss_and_grad,
@@ -264,9 +288,27 @@ void add_training_args(ArgTable& t, Args& a) {
   t.add("--eval-iters", a.eval_iters, "validation batches per evaluation");
   t.add("--metrics-file", a.metrics_file, "append one JSON object per logged event");
   t.add("--tensorboard-dir", a.tensorboard_dir, "write TensorBoard scalars here");
+  t.add("--tensorboard-log-interval", a.tensorboard_log_interval,
+        "write TensorBoard scalars every this many iterations");
+  t.add_flag("--log-params-norm", a.log_params_norm,
+             "log the parameters' L2 norm (iteration line, metrics file, TensorBoard)");
+  t.add_negatable_flag(
+      "--log-loss-scale-to-tensorboard",
+      "--no-log-loss-scale-to-tensorboard,!--disable-log-loss-scale-to-tensorboard",
+      a.log_loss_scale_to_tensorboard, "write the loss scale to TensorBoard (default on)");
+  t.add_flag("--log-validation-ppl-to-tensorboard", a.log_validation_ppl_to_tensorboard,
+             "also write the validation perplexity to TensorBoard");
   t.add_flag("--log-layer-grad-norms", a.log_layer_grad_norms,
              "write each transformer layer's gradient norm to --metrics-file at iteration 1 "
              "and every --log-interval");
+}
+
+void check_megatron_flags(const MegatronFlags& flags, const Args& a) {
+  // global_batch_size is 0 until validate_training_args when --global-batch-size is not given.
+  MT_REQUIRE(!(flags.given("--step-batch-size-schedule") && a.global_batch_size != 0),
+             "Cannot specify both --step-batch-size-schedule and --global-batch-size (as in "
+             "Megatron-LM): drop one of them");
+  flags.check();
 }
 
 // ---- Llama-family architecture flags ----
@@ -359,6 +401,7 @@ void validate_training_args(Args& a, int world_size) {
   positive(a.tensor_model_parallel_size, "--tensor-model-parallel-size");
   positive(a.log_interval, "--log-interval");
   positive(a.eval_interval, "--eval-interval");
+  positive(a.tensorboard_log_interval, "--tensorboard-log-interval");
   MT_REQUIRE(a.eval_iters >= 0, "--eval-iters must be >= 0, got ", a.eval_iters);
   MT_REQUIRE(!a.log_layer_grad_norms || !a.metrics_file.empty(),
              "--log-layer-grad-norms writes to the metrics file: give --metrics-file FILE too");
@@ -429,9 +472,23 @@ void validate_training_args(Args& a, int world_size) {
   MT_REQUIRE(*a.lr >= 0, "--lr must be >= 0, got ", *a.lr);
   MT_REQUIRE(a.min_lr >= 0 && a.min_lr <= *a.lr, "--min-lr ", a.min_lr,
              " must be between 0 and --lr ", *a.lr);
-  MT_REQUIRE(a.lr_decay_style == "constant" || a.lr_decay_style == "linear" ||
-                 a.lr_decay_style == "cosine",
-             "--lr-decay-style must be constant, linear or cosine, got '", a.lr_decay_style, "'");
+  lr_decay_style_from_name(a.lr_decay_style);  // throws on an unknown style
+  wsd_decay_style_from_name(a.lr_wsd_decay_style);
+  const bool wd_constant = weight_decay_incr_style_from_name(a.weight_decay_incr_style) ==
+                           WeightDecayIncrStyle::Constant;
+  // Megatron's rule: constant takes --weight-decay; an increment needs both ends.
+  MT_REQUIRE(!wd_constant || (!a.start_weight_decay && !a.end_weight_decay),
+             "--start-weight-decay / --end-weight-decay need --weight-decay-incr-style linear or "
+             "cosine (constant uses --weight-decay)");
+  MT_REQUIRE(wd_constant || (a.start_weight_decay && a.end_weight_decay &&
+                             *a.start_weight_decay >= 0 && *a.end_weight_decay >= 0),
+             "--weight-decay-incr-style ", a.weight_decay_incr_style,
+             " needs --start-weight-decay and --end-weight-decay (>= 0)");
+  MT_REQUIRE(a.lr_warmup_init >= 0 && a.lr_warmup_init <= *a.lr, "--lr-warmup-init ",
+             a.lr_warmup_init, " must be between 0 and --lr ", *a.lr);
+  MT_REQUIRE(a.lr_decay_style != "WSD" || a.lr_wsd_decay_iters > 0 || a.lr_wsd_decay_samples > 0,
+             "--lr-decay-style WSD needs --lr-wsd-decay-iters (or --lr-wsd-decay-samples with "
+             "--train-samples)");
   MT_REQUIRE(!(a.lr_warmup_fraction && (a.lr_warmup_iters > 0 || a.lr_warmup_samples > 0)),
              "--lr-warmup-fraction cannot be combined with --lr-warmup-iters/--lr-warmup-samples");
   MT_REQUIRE(!a.lr_warmup_fraction || (*a.lr_warmup_fraction >= 0 && *a.lr_warmup_fraction <= 1),
@@ -466,10 +523,17 @@ void validate_training_args(Args& a, int world_size) {
   MT_REQUIRE(a.attention_dropout >= 0 && a.attention_dropout < 1,
              "--attention-dropout must be in [0, 1)");
 
-  MT_REQUIRE(a.mock_data || !a.data_path.empty(),
-             "no training data: give --data-path PREFIX (or W1 PREFIX1 W2 PREFIX2 ...) or "
-             "--mock-data");
-  MT_REQUIRE(!(a.mock_data && !a.data_path.empty()),
+  const bool per_split =
+      !a.train_data_path.empty() || !a.valid_data_path.empty() || !a.test_data_path.empty();
+  MT_REQUIRE(!(per_split && !a.data_path.empty()),
+             "--data-path cannot be combined with --train-data-path / --valid-data-path / "
+             "--test-data-path (as in Megatron): give one or the other");
+  MT_REQUIRE(!per_split || !a.train_data_path.empty() || a.skip_train,
+             "--valid-data-path / --test-data-path need --train-data-path too");
+  MT_REQUIRE(a.mock_data || !a.data_path.empty() || per_split,
+             "no training data: give --data-path PREFIX (or W1 PREFIX1 W2 PREFIX2 ...), "
+             "--train-data-path, or --mock-data");
+  MT_REQUIRE(!(a.mock_data && (!a.data_path.empty() || per_split)),
              "--mock-data and --data-path cannot both be given");
   if (a.mock_data) {
     MT_REQUIRE(a.vocab_size > 0 || !a.tokenizer_type.empty(),
@@ -489,15 +553,25 @@ LrScheduleConfig lr_schedule_config(const Args& a) {
   c.max_lr = *a.lr;
   c.min_lr = a.min_lr;
   c.style = lr_decay_style_from_name(a.lr_decay_style);
+  c.init_lr = a.lr_warmup_init;
+  c.wsd_style = wsd_decay_style_from_name(a.lr_wsd_decay_style);
+  c.wd_style = weight_decay_incr_style_from_name(a.weight_decay_incr_style);
+  c.start_wd = a.start_weight_decay.value_or(a.weight_decay);
+  c.end_wd = a.end_weight_decay.value_or(a.weight_decay);
   if (a.train_samples > 0) {
     c.decay_steps = a.lr_decay_samples > 0 ? a.lr_decay_samples : a.train_samples;
-    c.warmup_steps = a.lr_warmup_samples;
+    c.warmup_steps = double(a.lr_warmup_samples);
+    c.wsd_decay_steps = a.lr_wsd_decay_samples;
+    c.wd_incr_steps = a.train_samples;
   } else {
     c.decay_steps = (a.lr_decay_iters > 0 ? a.lr_decay_iters : a.train_iters) * a.global_batch_size;
-    c.warmup_steps = a.lr_warmup_iters * a.global_batch_size;
+    c.warmup_steps = double(a.lr_warmup_iters * a.global_batch_size);
+    c.wsd_decay_steps = a.lr_wsd_decay_iters * a.global_batch_size;
+    c.wd_incr_steps = a.train_iters * a.global_batch_size;
   }
-  if (a.lr_warmup_fraction) c.warmup_steps = int64_t(*a.lr_warmup_fraction * double(c.decay_steps));
-  MT_REQUIRE(c.style == LrDecayStyle::Constant || c.decay_steps > c.warmup_steps,
+  // Megatron keeps the fractional number of warmup samples (get_lr divides by it).
+  if (a.lr_warmup_fraction) c.warmup_steps = *a.lr_warmup_fraction * double(c.decay_steps);
+  MT_REQUIRE(c.style == LrDecayStyle::Constant || double(c.decay_steps) > c.warmup_steps,
              "the learning-rate warmup (", c.warmup_steps,
              " samples) must be shorter than the decay (", c.decay_steps,
              " samples): check --lr-warmup-* against --lr-decay-* / --train-*");
@@ -545,11 +619,19 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   cfg.metrics_file = a.metrics_file;
   cfg.log_layer_grad_norms = a.log_layer_grad_norms;
   cfg.tensorboard_dir = a.tensorboard_dir;
+  cfg.tensorboard_log_interval = a.tensorboard_log_interval;
+  cfg.log_params_norm = a.log_params_norm;
+  cfg.log_loss_scale_to_tensorboard = a.log_loss_scale_to_tensorboard;
+  cfg.log_validation_ppl_to_tensorboard = a.log_validation_ppl_to_tensorboard;
   cfg.save = a.save;
   cfg.load = a.load;
   cfg.save_interval = a.save_interval;
   cfg.no_load_optim = a.no_load_optim;
   cfg.no_load_rng = a.no_load_rng;
+  cfg.no_save_optim = a.no_save_optim;
+  cfg.no_save_rng = a.no_save_rng;
+  cfg.skip_train = a.skip_train;
+  cfg.exit_on_missing_checkpoint = a.exit_on_missing_checkpoint;
   cfg.finetune = a.finetune;
   cfg.check_for_nan_in_loss_and_grad = a.check_for_nan_in_loss_and_grad;
   cfg.exit_signal_handler = a.exit_signal_handler;
@@ -559,7 +641,22 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
 
 int parse_command_line(CLI::App& app, int argc, char** argv) {
   try {
-    app.parse(argc, argv);
+    // argparse's rule (cli/last_flag_wins.h); CLI11 takes its arguments in reverse order.
+    std::vector<std::string> args =
+        keep_last_occurrences(app, std::vector<std::string>(argv + std::min(argc, 1), argv + argc));
+    std::reverse(args.begin(), args.end());
+    app.parse(std::move(args));
+  } catch (const CLI::ExtrasError& e) {
+    // CLI11 lists the extra words in reverse; say it as argparse does, in command-line order.
+    if (log_rank() == 0) {
+      std::string words;
+      for (const std::string& w : app.remaining()) words += (words.empty() ? "" : " ") + w;
+      std::fprintf(stderr,
+                   "%s: error: unrecognized arguments: %s\nRun with --help for more "
+                   "information.\n",
+                   app.get_name().c_str(), words.c_str());
+    }
+    return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     // Every rank parses the same command line: one of them prints the help or the error.
     return log_rank() == 0 ? app.exit(e) : e.get_exit_code();

@@ -86,6 +86,13 @@ struct Args {
   int64_t lr_warmup_iters = 0;
   std::optional<double> lr_warmup_fraction;
   int64_t lr_warmup_samples = 0;
+  double lr_warmup_init = 0.0;
+  std::string lr_wsd_decay_style = "exponential";
+  int64_t lr_wsd_decay_iters = 0;
+  int64_t lr_wsd_decay_samples = 0;
+  std::optional<double> start_weight_decay;  // unset: --weight-decay
+  std::optional<double> end_weight_decay;    // unset: --weight-decay
+  std::string weight_decay_incr_style = "constant";
 
   // Optimizer.
   double weight_decay = 0.01;
@@ -112,6 +119,10 @@ struct Args {
 
   // Data and tokenizer.
   std::vector<std::string> data_path;
+  // Megatron's per-split data: each blend is used whole for its split (no --split).
+  std::vector<std::string> train_data_path;
+  std::vector<std::string> valid_data_path;
+  std::vector<std::string> test_data_path;
   std::string split = "969, 30, 1";
   std::string vocab_file;
   std::string merge_file;
@@ -126,7 +137,11 @@ struct Args {
   int64_t save_interval = 0;
   bool no_load_optim = false;
   bool no_load_rng = false;
+  bool no_save_optim = false;
+  bool no_save_rng = false;
   bool finetune = false;
+  bool skip_train = false;
+  bool exit_on_missing_checkpoint = false;
 
   // Reliability (docs/reliability.md).
   bool check_for_nan_in_loss_and_grad = true;  // off: --no-check-for-nan-in-loss-and-grad
@@ -139,6 +154,10 @@ struct Args {
   std::string metrics_file;
   std::string tensorboard_dir;
   bool log_layer_grad_norms = false;
+  int64_t tensorboard_log_interval = 1;
+  bool log_validation_ppl_to_tensorboard = false;
+  bool log_loss_scale_to_tensorboard = true;  // off: --no-log-loss-scale-to-tensorboard
+  bool log_params_norm = false;
 
   // Derived by validate_args (printed, not flags).
   int world_size = 1;
@@ -197,6 +216,11 @@ float norm_epsilon(const ArchitectureArgs& arch, double layernorm_epsilon);
 // With --use-checkpoint-args, overwrites the model-shape and architecture flags of `args`
 // with those stored in the latest checkpoint of --load; an Error without --load.
 void apply_checkpoint_args(Args& args);
+class MegatronFlags;
+// Megatron's own rules on its flags that are not implemented here (--step-batch-size-schedule
+// with --global-batch-size is an error, as in Megatron), then flags.check() (cli/megatron_flags.h).
+void check_megatron_flags(const MegatronFlags& flags, const Args& args);
+
 // Fills the derived fields and checks every rule that involves several flags or the world
 // size; throws megatron::Error naming the flag(s) and the rule. Called before any work.
 void validate_training_args(Args& args, int world_size);
@@ -208,7 +232,8 @@ void validate_training_args(Args& args, int world_size);
 // or tensor is created.
 void select_training_device(Args& args);
 
-// Parses argv into `app`; returns -1 to continue, else the exit code (0 for --help, non-zero
+// Parses argv into `app` with argparse's rule for repeated flags: the last occurrence wins
+// (cli/last_flag_wins.h). Returns -1 to continue, else the exit code (0 for --help, non-zero
 // for an unknown flag or bad value, after printing the message — on rank 0 only: every rank
 // parses the same command line).
 int parse_command_line(CLI::App& app, int argc, char** argv);

@@ -7,8 +7,13 @@
 //                    --target-tensor-parallel-size T
 //   megatron convert --model-type gpt --from megatron --to hf --load CKPT --save HF_DIR
 //   megatron convert --model-type gpt --load CKPT --save CKPT2 --target-tensor-parallel-size T
+//
+// Megatron's spellings work too: --model-type GPT | BERT, --loader / --saver (megatron, mcore
+// or hf) for --from / --to, --load-dir / --save-dir, --true-vocab-size for --vocab-size;
+// --megatron-path and --max-queue-size are accepted and have no effect here.
 #include <CLI/CLI.hpp>
 #include <filesystem>
+#include <map>
 
 #include "cli/args.h"
 #include "cli/subcommands.h"
@@ -28,14 +33,28 @@ int run_convert(int argc, char** argv) {
   TokenizerFileOverrides tokenizer_files;
   int target_tp = 1, target_pp = 1, divisible_by = 128;
   int64_t load_iteration = -1, vocab_size = 0;
-  app.add_option("--model-type", model_type, "model family (gpt or bert)")->required();
-  app.add_option("--from", from, "format of --load: hf or megatron")
-      ->check(CLI::IsMember({"hf", "megatron"}));
-  app.add_option("--to", to, "format of --save: megatron or hf")
-      ->check(CLI::IsMember({"hf", "megatron"}));
-  app.add_option("--load", load, "directory to read (HF model directory or checkpoint)")
+  std::string megatron_path;
+  int max_queue_size = 0;
+  // Megatron's --loader / --saver names: its own checkpoints are "megatron" or "mcore".
+  const auto format_name = CLI::CheckedTransformer(
+      std::map<std::string, std::string>{
+          {"hf", "hf"}, {"megatron", "megatron"}, {"mcore", "megatron"}},
+      CLI::ignore_case);
+  app.add_option("--model-type", model_type, "model family: gpt or bert (GPT, BERT)")
+      ->required()
+      ->transform(CLI::Transformer(
+          std::map<std::string, std::string>{{"gpt", "gpt"}, {"bert", "bert"}}, CLI::ignore_case));
+  app.add_option("--from,--loader", from, "format of --load: hf or megatron (or mcore)")
+      ->transform(format_name);
+  app.add_option("--to,--saver", to, "format of --save: megatron (or mcore) or hf")
+      ->transform(format_name);
+  app.add_option("--load,--load-dir", load, "directory to read (HF model directory or checkpoint)")
       ->required();
-  app.add_option("--save", save, "directory to write")->required();
+  app.add_option("--save,--save-dir", save, "directory to write")->required();
+  app.add_option("--megatron-path", megatron_path,
+                 "Megatron-LM's source directory (no effect: nothing is imported from it)");
+  app.add_option("--max-queue-size", max_queue_size,
+                 "Megatron's loader-saver queue (no effect: conversion runs in one process)");
   app.add_option("--target-tensor-parallel-size", target_tp,
                  "tensor-parallel size of the written checkpoint");
   app.add_option("--target-pipeline-parallel-size", target_pp,
@@ -44,7 +63,7 @@ int run_convert(int argc, char** argv) {
                  "HF import: pad the vocabulary to a multiple of this x TP size");
   app.add_option("--load-iteration", load_iteration,
                  "checkpoint iteration to read (default: the latest)");
-  app.add_option("--vocab-size", vocab_size,
+  app.add_option("--vocab-size,--true-vocab-size", vocab_size,
                  "HF export: real vocabulary size when state.json does not record it");
   app.add_option("--vocab-file", tokenizer_files.vocab_file,
                  "HF export: the tokenizer's vocabulary, when it moved since training");

@@ -30,7 +30,16 @@ GptDatasets build_gpt_data(const Args& a, const Vocabulary& vocab) {
                 : nullptr,
             nullptr};
   }
-  return build_gpt_datasets(a.data_path, a.split, a.seq_length, a.seed, {train, valid, test});
+  if (!a.data_path.empty())
+    return build_gpt_datasets(a.data_path, a.split, a.seq_length, a.seed, {train, valid, test});
+  // Megatron's --train/valid/test-data-path: each split's blend, all of its documents.
+  auto whole = [&](const std::vector<std::string>& path,
+                   int64_t samples) -> std::shared_ptr<const GptSampleSource> {
+    if (path.empty() || samples <= 0) return nullptr;
+    return build_gpt_datasets(path, "1,0,0", a.seq_length, a.seed, {samples, 0, 0}).train;
+  };
+  return {whole(a.train_data_path, train), whole(a.valid_data_path, valid),
+          whole(a.test_data_path, test)};
 }
 
 namespace {

@@ -26,6 +26,8 @@ struct Subcommand {
 const Subcommand kSubcommands[] = {
     {"preprocess", megatron::cli::run_preprocess,
      "tokenize loose JSON into an indexed dataset (.bin/.idx)"},
+    {"merge-datasets", megatron::cli::run_merge_datasets,
+     "concatenate the indexed datasets of a directory (tools/merge_datasets.py)"},
     {"bench", megatron::cli::run_bench, "measure kernel and step throughput, TFLOP/s, MFU"},
     {"convert", megatron::cli::run_convert,
      "import/export HF GPT-2, change the tensor-parallel size of a checkpoint"},

@@ -7,6 +7,7 @@
 
 #include "cli/args.h"
 #include "cli/subcommands.h"
+#include "core/error.h"
 #include "core/timer.h"
 #include "data/tokenizer.h"
 
@@ -36,7 +37,24 @@ int run_preprocess(int argc, char** argv) {
                "skip (and count) malformed lines instead of stopping");
   app.add_option("--log-interval", opt.log_interval, "report progress every N documents")
       ->default_val(10000);
+  app.add_option("--partitions", opt.partitions,
+                 "Megatron's input partitions: the output takes lines round-robin, partition "
+                 "after partition (the input order with --keep-sequential-samples)")
+      ->default_val(1);
+  app.add_flag("--keep-sequential-samples", opt.keep_sequential_samples,
+               "with --partitions: keep the input order");
+  std::string lang = "english";
+  bool keep_newlines = false;
+  app.add_option("--lang", lang, "sentence-splitting language (only english)")
+      ->default_str("english");
+  app.add_flag("--keep-newlines", keep_newlines,
+               "keep newlines between split sentences (not supported: rejected)");
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
+  MT_REQUIRE(lang == "english", "--lang ", lang,
+             ": the sentence splitter knows English only (data/sentence_splitter.h)");
+  MT_REQUIRE(!keep_newlines,
+             "--keep-newlines is not supported: split sentences never keep the newlines "
+             "between them (data/sentence_splitter.h)");
   std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(tok);
   Timer timer;
   timer.start();

@@ -2,8 +2,10 @@
 // print them, build the WordPiece tokenizer and the sentence-level BERT datasets, then run
 // the Trainer with the BERT model step (logs `lm loss` and `sop loss`).
 #include <CLI/CLI.hpp>
+#include <iostream>
 
 #include "cli/args.h"
+#include "cli/megatron_flags.h"
 #include "cli/subcommands.h"
 #include "core/logging.h"
 #include "data/bert_datasets_factory.h"
@@ -74,7 +76,12 @@ int run_pretrain_bert(int argc, char** argv) {
                  "embedding LayerNorm, no final LayerNorm); default: pre-LN");
   table.add_flag("--apply-residual-connection-post-layernorm", flags.residual_post_layernorm,
                  "pre-LN layers whose residuals start from the LayerNorm outputs (Megatron)");
+  MegatronFlags megatron_flags(app);
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
+  if (megatron_flags.print_table()) {
+    std::cout << megatron_flags.table();
+    return 0;
+  }
   select_training_device(args);
 
   std::shared_ptr<Communicator> world =
@@ -85,8 +92,13 @@ int run_pretrain_bert(int argc, char** argv) {
   BertDatasets data;
   nlohmann::json tokenizer_id;
   run_on_all_ranks(*world, "", [&] {
+    check_megatron_flags(megatron_flags, args);
     validate_training_args(args, world->size());
     MT_REQUIRE(!args.mock_data, "--mock-data is not supported by pretrain-bert: give --data-path");
+    MT_REQUIRE(
+        args.train_data_path.empty() && args.valid_data_path.empty() && args.test_data_path.empty(),
+        "--train-data-path / --valid-data-path / --test-data-path are not supported by "
+        "pretrain-bert yet: give --data-path with --split");
     MT_REQUIRE(!args.data_path.empty(),
                "pretrain-bert needs --data-path (a sentence-level prefix "
                "from `megatron preprocess --split-sentences`)");
@@ -135,7 +147,7 @@ int run_pretrain_bert(int argc, char** argv) {
   TrainerConfig config = trainer_config(args, table);
   config.tokenizer = tokenizer_id;
   Trainer trainer(std::move(config), world,
-                  bert_step_factory(std::move(model), data.train, data.valid));
+                  bert_step_factory(std::move(model), data.train, data.valid, data.test));
   trainer.run();
   return 0;
 }

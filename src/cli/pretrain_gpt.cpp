@@ -1,9 +1,11 @@
 // `megatron pretrain-gpt` — Megatron-LM's pretrain_gpt.py: parse and validate the flags,
 // print them, build the tokenizer and datasets (or --mock-data), then run the Trainer.
 #include <CLI/CLI.hpp>
+#include <iostream>
 
 #include "cli/args.h"
 #include "cli/gpt_setup.h"
+#include "cli/megatron_flags.h"
 #include "cli/subcommands.h"
 #include "core/logging.h"
 #include "distributed/agreement.h"
@@ -21,7 +23,14 @@ int run_pretrain_gpt(int argc, char** argv) {
   add_training_args(table, args);
   add_architecture_args(table, args.arch);
   table.add_flag("--eod-mask-loss", eod_mask_loss, "mask the loss of end-of-document labels");
+  MegatronFlags megatron_flags(app);
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
+  if (megatron_flags.print_table()) {
+    std::cout << megatron_flags.table();
+    return 0;
+  }
+  // pretrain_gpt.py's default; --mock-data --vocab-size V needs no tokenizer here.
+  if (args.tokenizer_type.empty() && !args.mock_data) args.tokenizer_type = "GPT2BPETokenizer";
   select_training_device(args);
 
   std::shared_ptr<Communicator> world =
@@ -33,6 +42,7 @@ int run_pretrain_gpt(int argc, char** argv) {
   GptDatasets data;
   run_on_all_ranks(*world, "", [&] {
     apply_checkpoint_args(args);
+    check_megatron_flags(megatron_flags, args);
     validate_training_args(args, world->size());
     log_line(table.format());
     vocab = build_vocabulary(args);
@@ -42,7 +52,7 @@ int run_pretrain_gpt(int argc, char** argv) {
   TrainerConfig config = trainer_config(args, table);
   config.tokenizer = vocab.identity;
   Trainer trainer(std::move(config), world,
-                  gpt_step_factory(std::move(model), data.train, data.valid));
+                  gpt_step_factory(std::move(model), data.train, data.valid, data.test));
   trainer.run();
   return 0;
 }

@@ -10,6 +10,7 @@ int run_comm_check(int argc, char** argv);
 int run_pretrain_gpt(int argc, char** argv);
 int run_pretrain_bert(int argc, char** argv);
 int run_preprocess(int argc, char** argv);
+int run_merge_datasets(int argc, char** argv);
 int run_convert(int argc, char** argv);
 int run_generate(int argc, char** argv);
 int run_serve(int argc, char** argv);

@@ -14,6 +14,11 @@ namespace megatron {
 // e.g. "%.6E").
 std::string format_number(double value, const char* printf_format);
 
+// `value` as Python's repr() writes a float: the shortest digits that read back as `value`,
+// positional for exponents -4..15 ("0.0001", "4294967296.0"), else scientific with a signed
+// two-digit exponent ("1e-05", "1.5e+300"). Megatron's argument dump prints floats so.
+std::string python_float_repr(double value);
+
 // `value` as a JSON number, or the string "nan", "inf" or "-inf" when it is not finite.
 nlohmann::json json_number(double value);
 

@@ -1,5 +1,6 @@
 #include "data/preprocess.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
@@ -44,21 +45,27 @@ Document tokenize_line(const std::string& line, const PreprocessOptions& opt,
       doc.error = "no key \"" + key + "\" (--json-keys)";
       return doc;
     }
-    if (!it->is_string()) {
-      doc.error = "key \"" + key + "\" holds a " + it->type_name() + ", expected a string";
+    const bool sentence_list =
+        it->is_array() &&
+        std::all_of(it->begin(), it->end(), [](const nlohmann::json& x) { return x.is_string(); });
+    if (!it->is_string() && !sentence_list) {
+      doc.error = "key \"" + key + "\" holds a " + it->type_name() +
+                  ", expected a string or a list of strings";
       return doc;
     }
-    const std::string& text = it->get_ref<const std::string&>();
     std::vector<std::vector<int32_t>> sequences;
     try {
       auto add = [&](std::string_view piece) {
         std::vector<int32_t> ids = tokenizer.encode(piece);
         if (!ids.empty()) sequences.push_back(std::move(ids));
       };
-      if (opt.split_sentences) {
-        for (std::string_view sentence : split_sentences(text)) add(sentence);
+      if (sentence_list) {  // already split: one sequence per element, as Megatron
+        for (const nlohmann::json& sentence : *it) add(sentence.get_ref<const std::string&>());
+      } else if (opt.split_sentences) {
+        for (std::string_view sentence : split_sentences(it->get_ref<const std::string&>()))
+          add(sentence);
       } else {
-        add(text);
+        add(it->get_ref<const std::string&>());
       }
     } catch (const Error& e) {
       doc.error = "cannot tokenize key \"" + key + "\": " + e.message();
@@ -98,8 +105,9 @@ PreprocessResult preprocess(const PreprocessOptions& opt, const Tokenizer& token
   MT_REQUIRE(opt.workers >= 1, "--workers must be >= 1, got ", opt.workers);
   MT_REQUIRE(!opt.append_eod || tokenizer.eod() >= 0,
              "--append-eod needs a tokenizer with an end-of-document token");
-  std::ifstream in(opt.input, std::ios::binary);
-  MT_REQUIRE(in.good(), "cannot open --input '", opt.input, "'");
+  MT_REQUIRE(opt.partitions >= 1, "--partitions must be >= 1, got ", opt.partitions);
+  MT_REQUIRE(std::ifstream(opt.input, std::ios::binary).good(), "cannot open --input '", opt.input,
+             "'");
 
   PreprocessResult result;
   const IndexDType dtype = optimal_index_dtype(tokenizer.vocab_size());
@@ -117,35 +125,45 @@ PreprocessResult preprocess(const PreprocessOptions& opt, const Tokenizer& token
   int64_t next_report = opt.log_interval > 0 ? opt.log_interval : -1;  // -1: never
   std::string first_skipped;
   std::vector<std::string> lines;
+  std::vector<int64_t> numbers;  // each line's number in the input
   std::vector<Document> docs;
-  while (in) {
-    lines.clear();
-    std::string line;
-    while (lines.size() < kBatchLines && std::getline(in, line)) {
-      lines.push_back(std::move(line));
+  // One pass per round-robin partition (see PreprocessOptions::partitions).
+  const int passes = opt.keep_sequential_samples ? 1 : opt.partitions;
+  for (int pass = 0; pass < passes; ++pass) {
+    std::ifstream in(opt.input, std::ios::binary);
+    MT_REQUIRE(in.good(), "cannot open --input '", opt.input, "'");
+    line_number = 0;
+    while (in) {
+      lines.clear();
+      numbers.clear();
+      std::string line;
+      while (lines.size() < kBatchLines && std::getline(in, line)) {
+        if (line_number++ % passes != pass) continue;
+        lines.push_back(std::move(line));
+        numbers.push_back(line_number);
+      }
+      tokenize_batch(lines, docs, opt, tokenizer);
+      for (size_t i = 0; i < docs.size(); ++i) {
+        result.bytes += int64_t(lines[i].size()) + 1;
+        if (docs[i].error) {
+          const std::string where =
+              "'" + opt.input + "' line " + std::to_string(numbers[i]) + ": " + *docs[i].error;
+          MT_REQUIRE(opt.keep_going, where, " (use --keep-going to skip such lines)");
+          if (result.skipped_lines++ == 0) first_skipped = where;
+          continue;
+        }
+        for (size_t k = 0; k < builders.size(); ++k) {
+          for (const std::vector<int32_t>& seq : docs[i].sequences[k]) builders[k]->add_item(seq);
+          builders[k]->end_document();
+        }
+        if (++result.documents == next_report) {
+          report_progress(result.documents, result.bytes, timer.seconds());
+          next_report += opt.log_interval;
+        }
+      }
     }
-    tokenize_batch(lines, docs, opt, tokenizer);
-    for (size_t i = 0; i < docs.size(); ++i) {
-      ++line_number;
-      result.bytes += int64_t(lines[i].size()) + 1;
-      if (docs[i].error) {
-        const std::string where =
-            "'" + opt.input + "' line " + std::to_string(line_number) + ": " + *docs[i].error;
-        MT_REQUIRE(opt.keep_going, where, " (use --keep-going to skip such lines)");
-        if (result.skipped_lines++ == 0) first_skipped = where;
-        continue;
-      }
-      for (size_t k = 0; k < builders.size(); ++k) {
-        for (const std::vector<int32_t>& seq : docs[i].sequences[k]) builders[k]->add_item(seq);
-        builders[k]->end_document();
-      }
-      if (++result.documents == next_report) {
-        report_progress(result.documents, result.bytes, timer.seconds());
-        next_report += opt.log_interval;
-      }
-    }
+    MT_REQUIRE(!in.bad(), "error reading --input '", opt.input, "'");
   }
-  MT_REQUIRE(!in.bad(), "error reading --input '", opt.input, "'");
   // An empty dataset would only fail later, at training time: refuse it now (the builders'
   // temporary files are removed as they go).
   MT_REQUIRE(result.documents > 0, "--input '", opt.input, "' holds no documents (", line_number,

@@ -2,14 +2,16 @@
 // of `megatron preprocess` (Megatron's tools/preprocess_data.py).
 //
 // For each JSON key K, writes PREFIX_K_document.bin/.idx, or PREFIX_K_sentence.bin/.idx with
-// split_sentences (one sequence per sentence, one document per line). A sequence that
-// tokenizes to nothing is dropped; append_eod adds the EOD id to a document's last sequence.
+// split_sentences (one sequence per sentence, one document per line). A key may hold a list of
+// strings instead of a string: pre-split sentences, one sequence each (as Megatron). A sequence
+// that tokenizes to nothing is dropped; append_eod adds the EOD id to a document's last
+// sequence.
 //
 // Lines are tokenized by `workers` threads in batches and written in input order, so the
 // output is byte-identical for any worker count. A line that is not a JSON object, lacks a
-// key, has a non-string value or fails to tokenize is an error naming its line number: the
-// run stops and no output file is left behind (they are written atomically, see
-// AtomicFile) — unless keep_going, which skips and counts such lines.
+// key, has a value that is neither a string nor a list of strings or fails to tokenize is an error
+// naming its line number: the run stops and no output file is left behind (they are written
+// atomically, see AtomicFile) — unless keep_going, which skips and counts such lines.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +31,11 @@ struct PreprocessOptions {
   int workers = 1;                             // --workers
   bool keep_going = false;                     // --keep-going
   int64_t log_interval = 10000;                // --log-interval: progress every N documents
+  // Megatron's --partitions N: its output holds the input's lines dealt round-robin into N
+  // partitions, partition after partition (lines 0, N, 2N, ..., then 1, N+1, ...); with
+  // --keep-sequential-samples the partitions are contiguous, i.e. the input order.
+  int partitions = 1;
+  bool keep_sequential_samples = false;
 };
 
 struct PreprocessResult {

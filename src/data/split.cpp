@@ -41,12 +41,16 @@ std::array<double, 3> parse_split(const std::string& split) {
 }
 
 std::array<int64_t, 4> split_boundaries(const std::string& split, int64_t size) {
-  std::array<double, 3> w = parse_split(split);
-  const double sum = w[0] + w[1] + w[2];
+  const std::array<double, 3> w = parse_split(split);
+  // numpy's sum of three values, then each weight normalised, then summed in order: the same
+  // doubles as Megatron's, so the same ties.
+  const double sum = (w[0] + w[1]) + w[2];
   std::array<int64_t, 4> b{0, 0, 0, 0};
-  for (int k = 0; k < 3; ++k) b[k + 1] = b[k] + round_half_even(w[k] / sum * double(size));
-  const int64_t excess = b[3] - size;
-  for (int k = 1; k < 4; ++k) b[k] -= excess;
+  double cumulative = 0.0;
+  for (int k = 0; k < 3; ++k) {
+    cumulative += w[k] / sum;
+    b[k + 1] = round_half_even(cumulative * double(size));
+  }
   return b;
 }
 

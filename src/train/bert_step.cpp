@@ -34,11 +34,13 @@ LossTerms terms(const BertLosses& l) {
 class BertStep final : public ModelStep {
  public:
   BertStep(BertConfig config, std::shared_ptr<const BertSampleSource> train,
-           std::shared_ptr<const BertSampleSource> valid, const ParallelState& ps,
+           std::shared_ptr<const BertSampleSource> valid,
+           std::shared_ptr<const BertSampleSource> test, const ParallelState& ps,
            ParameterStore& store)
       : cfg_(std::move(config)),
         train_source_(std::move(train)),
         valid_source_(std::move(valid)),
+        test_source_(std::move(test)),
         model_(cfg_, ps, store) {}
 
   void init_weights(uint64_t seed) override { model_.init_weights(seed); }
@@ -60,6 +62,10 @@ class BertStep final : public ModelStep {
   void start_validation_data(const LoaderPlacement& p) override {
     valid_.emplace(valid_source_, placed_loader_options<BertDataLoaderOptions>(p));
   }
+  bool has_test_data() const override { return test_source_ != nullptr; }
+  void start_test_data(const LoaderPlacement& p) override {
+    valid_.emplace(test_source_, placed_loader_options<BertDataLoaderOptions>(p));
+  }
 
   LossTerms train_micro_batch(float grad_scale, uint64_t seed, int64_t iteration) override {
     return terms(model_.forward_backward(to_batch(train_->next(), iteration), grad_scale, seed));
@@ -70,16 +76,18 @@ class BertStep final : public ModelStep {
 
  private:
   BertConfig cfg_;
-  std::shared_ptr<const BertSampleSource> train_source_, valid_source_;
+  std::shared_ptr<const BertSampleSource> train_source_, valid_source_, test_source_;
   BertModel model_;
-  std::optional<BertDataLoader> train_, valid_;
+  std::optional<BertDataLoader> train_, valid_;  // valid_: the evaluation loader (valid or test)
 };
 
 }  // namespace
 
 ModelStepFactory bert_step_factory(BertConfig config, std::shared_ptr<const BertSampleSource> train,
-                                   std::shared_ptr<const BertSampleSource> valid) {
-  return model_step_factory<BertStep>(std::move(config), std::move(train), std::move(valid));
+                                   std::shared_ptr<const BertSampleSource> valid,
+                                   std::shared_ptr<const BertSampleSource> test) {
+  return model_step_factory<BertStep>(std::move(config), std::move(train), std::move(valid),
+                                      std::move(test));
 }
 
 }  // namespace megatron

@@ -11,8 +11,9 @@
 
 namespace megatron {
 
-// `valid` may be null (no evaluation). `config.padded_vocab_size` already set.
+// `valid` and `test` may be null (no such evaluation). `config.padded_vocab_size` already set.
 ModelStepFactory bert_step_factory(BertConfig config, std::shared_ptr<const BertSampleSource> train,
-                                   std::shared_ptr<const BertSampleSource> valid);
+                                   std::shared_ptr<const BertSampleSource> valid,
+                                   std::shared_ptr<const BertSampleSource> test = nullptr);
 
 }  // namespace megatron

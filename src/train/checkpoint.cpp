@@ -118,7 +118,10 @@ void read_parameters(const CheckpointShardReader& reader, ParameterStore& params
       const std::vector<std::string>& names = reader.optimizer_buffer_names();
       MT_REQUIRE(std::find(names.begin(), names.end(), buffer) != names.end(), "checkpoint '",
                  reader.iteration_dir(), "' holds no optimizer buffer '", buffer,
-                 "' (stored: ", stored.empty() ? "none" : stored, ")");
+                 "' (stored: ", stored.empty() ? "none" : stored, ")",
+                 stored.empty() ? "; a checkpoint saved with --no-save-optim (or imported) loads "
+                                  "with --no-load-optim"
+                                : "");
       MT_REQUIRE(flat.dtype() == DType::F32 && flat.is_contiguous() &&
                      flat.numel() == params.flat_values().numel(),
                  "optimizer buffer '", buffer, "' is ", flat.describe(), ", expected f32 [",

@@ -13,6 +13,7 @@ namespace fs = std::filesystem;
 namespace megatron {
 
 std::string iteration_dir_name(int64_t iteration) {
+  if (iteration == kReleaseIteration) return "release";
   MT_REQUIRE(iteration >= 0, "checkpoint iteration must be non-negative, got ", iteration);
   char buf[32];
   std::snprintf(buf, sizeof buf, "iter_%07lld", static_cast<long long>(iteration));
@@ -33,9 +34,11 @@ std::optional<int64_t> read_latest_iteration(const std::string& save_dir) {
   if (!fs::exists(path)) return std::nullopt;
   std::string text = read_file(path, "checkpoint tracker file");
   static const std::regex number(R"(\s*(\d{1,18})\s*)");
+  static const std::regex release(R"(\s*release\s*)");
+  if (std::regex_match(text, release)) return kReleaseIteration;
   std::smatch m;
   MT_REQUIRE(std::regex_match(text, m, number), "checkpoint tracker file '", path, "' holds '",
-             text, "', expected an iteration number");
+             text, "', expected an iteration number or \"release\"");
   return std::stoll(m[1].str());
 }
 

@@ -5,6 +5,8 @@
 //   SAVE/iter_0000100/mp_rank_01/                 mp_rank_{tp:02d}          when PP = 1
 //   SAVE/iter_0000100/mp_rank_00_001/             mp_rank_{tp:02d}_{pp:03d} when PP > 1
 //   SAVE/iter_0000100.tmp-<nonce>/              a save in progress (ignored by loaders)
+//   SAVE/release/                               a "release" checkpoint: the tracker holds
+//                                               "release" (Megatron's; loaded weights-only)
 #pragma once
 
 #include <cstdint>
@@ -18,12 +20,15 @@ inline constexpr const char* kTrackerFileName = "latest_checkpointed_iteration.t
 inline constexpr const char* kModelFileName = "model.safetensors";
 inline constexpr const char* kOptimizerFileName = "optimizer.safetensors";
 inline constexpr const char* kStateFileName = "state.json";
+// The iteration that stands for Megatron's "release" checkpoint (tracker text "release").
+inline constexpr int64_t kReleaseIteration = -2;
 
-std::string iteration_dir_name(int64_t iteration);                 // "iter_0000100"
+std::string iteration_dir_name(int64_t iteration);                 // "iter_0000100", or "release"
 std::string rank_dir_name(int tp_rank, int pp_rank, int pp_size);  // "mp_rank_01[_002]"
 
-// The iteration in SAVE's tracker file, or nullopt when there is none. A tracker that does
-// not hold a non-negative integer is an Error naming the file.
+// The iteration in SAVE's tracker file (kReleaseIteration for "release"), or nullopt when
+// there is none. A tracker that holds neither a non-negative integer nor "release" is an
+// Error naming the file.
 std::optional<int64_t> read_latest_iteration(const std::string& save_dir);
 // Replaces the tracker atomically (temporary file, fsync, rename, fsync of SAVE).
 void write_latest_iteration(const std::string& save_dir, int64_t iteration);

@@ -18,11 +18,12 @@ const GptConfig& validated(const GptConfig& config, int tp_size) {
 class GptStep final : public ModelStep {
  public:
   GptStep(GptStepConfig config, std::shared_ptr<const GptSampleSource> train,
-          std::shared_ptr<const GptSampleSource> valid, const ParallelState& ps,
-          ParameterStore& store)
+          std::shared_ptr<const GptSampleSource> valid, std::shared_ptr<const GptSampleSource> test,
+          const ParallelState& ps, ParameterStore& store)
       : cfg_(std::move(config)),
         train_source_(std::move(train)),
         valid_source_(std::move(valid)),
+        test_source_(std::move(test)),
         model_(validated(cfg_.model, ps.tp_size), ps, store) {}
 
   void init_weights(uint64_t seed) override { model_.init_weights(seed); }
@@ -41,6 +42,10 @@ class GptStep final : public ModelStep {
   }
   void start_validation_data(const LoaderPlacement& p) override {
     valid_.emplace(valid_source_, loader_options(p));
+  }
+  bool has_test_data() const override { return test_source_ != nullptr; }
+  void start_test_data(const LoaderPlacement& p) override {
+    valid_.emplace(test_source_, loader_options(p));
   }
 
   LossTerms train_micro_batch(float grad_scale, uint64_t seed, int64_t iteration) override {
@@ -63,17 +68,19 @@ class GptStep final : public ModelStep {
   }
 
   GptStepConfig cfg_;
-  std::shared_ptr<const GptSampleSource> train_source_, valid_source_;
+  std::shared_ptr<const GptSampleSource> train_source_, valid_source_, test_source_;
   GptModel model_;
-  std::optional<GptDataLoader> train_, valid_;
+  std::optional<GptDataLoader> train_, valid_;  // valid_: the evaluation loader (valid or test)
 };
 
 }  // namespace
 
 ModelStepFactory gpt_step_factory(GptStepConfig config,
                                   std::shared_ptr<const GptSampleSource> train,
-                                  std::shared_ptr<const GptSampleSource> valid) {
-  return model_step_factory<GptStep>(std::move(config), std::move(train), std::move(valid));
+                                  std::shared_ptr<const GptSampleSource> valid,
+                                  std::shared_ptr<const GptSampleSource> test) {
+  return model_step_factory<GptStep>(std::move(config), std::move(train), std::move(valid),
+                                     std::move(test));
 }
 
 }  // namespace megatron

@@ -17,9 +17,10 @@ struct GptStepConfig {
   bool eod_mask_loss = false;
 };
 
-// `valid` may be null (no evaluation).
+// `valid` and `test` may be null (no such evaluation).
 ModelStepFactory gpt_step_factory(GptStepConfig config,
                                   std::shared_ptr<const GptSampleSource> train,
-                                  std::shared_ptr<const GptSampleSource> valid);
+                                  std::shared_ptr<const GptSampleSource> valid,
+                                  std::shared_ptr<const GptSampleSource> test = nullptr);
 
 }  // namespace megatron

@@ -41,10 +41,15 @@ bool found_overflow_anywhere(const Tensor& flat_grads, Communicator& world, bool
 }
 
 double global_grad_norm(const ParameterStore& store, const ParallelState& ps) {
-  MT_CHECK(store.tp_rank() == ps.tp_rank, "global_grad_norm: the store is for TP rank ",
-           store.tp_rank(), ", the parallel state is rank ", ps.tp_rank);
+  return global_norm(store.flat_grads(), store, ps);
+}
+
+double global_norm(const Tensor& flat, const ParameterStore& store, const ParallelState& ps) {
+  MT_CHECK(store.tp_rank() == ps.tp_rank, "global_norm: the store is for TP rank ", store.tp_rank(),
+           ", the parallel state is rank ", ps.tp_rank);
+  MT_CHECK(flat.numel() == store.flat_values().numel(), "global_norm: a buffer of ", flat.numel(),
+           " elements, the store has ", store.flat_values().numel());
   double sum = 0.0;
-  const Tensor& flat = store.flat_grads();
   for (const auto& [begin, end] : store.norm_ranges())
     sum += kernels::sum_squares(flat.slice(0, begin, end));
   if (ps.tp_size > 1) sum = ps.tp->all_reduce_scalar(sum, ReduceOp::SUM);

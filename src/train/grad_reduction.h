@@ -34,6 +34,9 @@ bool found_overflow_anywhere(const Tensor& flat_grads, Communicator& world, bool
 // gradient buffer (ParameterStore::norm_ranges: the whole buffer on TP rank 0). Identical on
 // every rank.
 double global_grad_norm(const ParameterStore& store, const ParallelState& ps);
+// The same L2 norm of any flat buffer laid out like the store's values (the parameters, or the
+// fp32 master weights): Megatron's calc_params_l2_norm with `flat` the parameters.
+double global_norm(const Tensor& flat, const ParameterStore& store, const ParallelState& ps);
 
 // Megatron's clip_grad_norm: when max_norm > 0 and norm > max_norm, scales every gradient by
 // max_norm / (norm + 1e-6). Returns the norm before clipping.

@@ -1,9 +1,14 @@
-// LrSchedule: Megatron's OptimizerParamScheduler for the learning rate, counted in samples.
+// LrSchedule: Megatron's OptimizerParamScheduler — the learning rate and the weight decay as
+// functions of the number of samples trained.
 //
-// Linear warmup from 0 to max_lr over warmup_steps samples, then constant, linear or cosine
-// decay to min_lr at decay_steps samples, min_lr afterwards. step(global_batch) is called only
-// after a successful optimizer step; the rate an iteration uses is lr() before its step (so,
-// as in Megatron, the first iteration of a warmup runs at lr 0).
+// Learning rate: linear warmup from init_lr to max_lr over warmup_steps samples (fractional
+// with --lr-warmup-fraction, as Megatron keeps it), then constant, linear, cosine,
+// inverse-square-root or WSD (warmup-stable-decay: max_lr until the last wsd_decay_steps,
+// then a linear / cosine / exponential / minus-sqrt anneal) decay to min_lr at decay_steps
+// samples, min_lr afterwards. Weight decay: from start_wd to end_wd over wd_incr_steps samples
+// (constant, linear or cosine). step(global_batch) is called only after a successful optimizer
+// step; an iteration uses lr() and wd() before its step (so, as in Megatron, the first iteration
+// of a warmup from 0 runs at lr 0).
 #pragma once
 
 #include <cstdint>
@@ -12,21 +17,41 @@
 
 namespace megatron {
 
-enum class LrDecayStyle { Constant, Linear, Cosine };
-LrDecayStyle lr_decay_style_from_name(const std::string& name);  // "constant" | ...
+enum class LrDecayStyle { Constant, Linear, Cosine, InverseSquareRoot, WSD };
+// Megatron's spellings: "constant", "linear", "cosine", "inverse-square-root", "WSD".
+LrDecayStyle lr_decay_style_from_name(const std::string& name);
+
+enum class WsdDecayStyle { Exponential, Linear, Cosine, MinusSqrt };
+// "exponential", "linear", "cosine", "minus_sqrt" (--lr-wsd-decay-style).
+WsdDecayStyle wsd_decay_style_from_name(const std::string& name);
+
+enum class WeightDecayIncrStyle { Constant, Linear, Cosine };
+// "constant", "linear", "cosine" (--weight-decay-incr-style).
+WeightDecayIncrStyle weight_decay_incr_style_from_name(const std::string& name);
 
 struct LrScheduleConfig {
   double max_lr = 0;
   double min_lr = 0;
-  int64_t warmup_steps = 0;  // samples
-  int64_t decay_steps = 0;   // samples, counted from 0 (includes the warmup)
+  double warmup_steps = 0;  // samples (fractional: --lr-warmup-fraction × decay_steps)
+  int64_t decay_steps = 0;  // samples, counted from 0 (includes the warmup)
   LrDecayStyle style = LrDecayStyle::Linear;
+  double init_lr = 0;           // --lr-warmup-init
+  int64_t wsd_decay_steps = 0;  // samples of WSD's final anneal
+  WsdDecayStyle wsd_style = WsdDecayStyle::Exponential;
+  // Weight-decay increments. Constant: the optimizer's own weight decay is used throughout.
+  WeightDecayIncrStyle wd_style = WeightDecayIncrStyle::Constant;
+  double start_wd = 0;
+  double end_wd = 0;
+  int64_t wd_incr_steps = 0;  // samples (the whole run)
 };
 
 class LrSchedule {
  public:
   explicit LrSchedule(const LrScheduleConfig& config);
   double lr() const;  // at the current number of samples
+  // Whether the weight decay changes during the run (wd() then overrides the optimizer's).
+  bool varies_weight_decay() const { return config_.wd_style != WeightDecayIncrStyle::Constant; }
+  double wd() const;  // at the current number of samples (start_wd == end_wd when constant)
   void step(int64_t samples) { num_steps_ += samples; }
   int64_t num_steps() const { return num_steps_; }
 

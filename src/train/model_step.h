@@ -57,8 +57,13 @@ class ModelStep {
   // Next training micro-batch: forward + backward, gradients (scaled by `grad_scale`)
   // accumulated into the store; `seed` and `iteration` key the dropout masks.
   virtual LossTerms train_micro_batch(float grad_scale, uint64_t seed, int64_t iteration) = 0;
-  // Next validation micro-batch: forward only.
+  // Next evaluation micro-batch (validation, or test after start_test_data): forward only.
   virtual LossTerms valid_micro_batch(int64_t iteration) = 0;
+
+  // Megatron's final evaluation "on test set": whether the run has a test split, and
+  // (re)starting the evaluation loader on it at `placement`.
+  virtual bool has_test_data() const = 0;
+  virtual void start_test_data(const LoaderPlacement& placement) = 0;
 };
 
 // Builds the model's parameters into `store` (still unallocated) for this rank's TP slice.

@@ -34,15 +34,17 @@ double config_flops_per_iteration(const ModelConfig& c, int64_t global_batch) {
                                  c.padded_vocab_size, c.recompute_activations);
 }
 
-// The factory of Step (constructed as Step(config, train, valid, ps, store)); `train` must
-// not be null, `valid` may be (no evaluation).
+// The factory of Step (constructed as Step(config, train, valid, test, ps, store)); `train`
+// must not be null, `valid` and `test` may be (no such evaluation).
 template <typename Step, typename StepConfig, typename Source>
 ModelStepFactory model_step_factory(StepConfig config, std::shared_ptr<const Source> train,
-                                    std::shared_ptr<const Source> valid) {
-  return [config = std::move(config), train = std::move(train), valid = std::move(valid)](
-             const ParallelState& ps, ParameterStore& store) -> std::unique_ptr<ModelStep> {
+                                    std::shared_ptr<const Source> valid,
+                                    std::shared_ptr<const Source> test) {
+  return [config = std::move(config), train = std::move(train), valid = std::move(valid),
+          test = std::move(test)](const ParallelState& ps,
+                                  ParameterStore& store) -> std::unique_ptr<ModelStep> {
     MT_CHECK(train != nullptr, "no training data");
-    return std::make_unique<Step>(config, train, valid, ps, store);
+    return std::make_unique<Step>(config, train, valid, test, ps, store);
   };
 }
 

@@ -35,6 +35,8 @@ class AdamW {
   // One update of every parameter with learning rate `lr`; bias correction uses the number
   // of steps taken so far (skipped steps do not count).
   void step(double lr);
+  // The weight decay of the next steps (Megatron's weight-decay increments, lr_schedule.h).
+  void set_weight_decay(double weight_decay) { config_.weight_decay = weight_decay; }
   int64_t steps() const { return steps_; }
 
   // "exp_avg", "exp_avg_sq" (and "fp32_master" with f16 model weights): f32

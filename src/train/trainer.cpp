@@ -12,6 +12,7 @@
 #include "kernels/elementwise.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_housekeeping.h"
+#include "train/checkpoint_layout.h"
 #include "train/divergence_guard.h"
 #include "train/exit_signal.h"
 #include "train/grad_reduction.h"
@@ -66,7 +67,8 @@ struct Trainer::Impl {
         store(ps.tp_rank, ps.tp_size, bound(cfg.device)),
         scaler(cfg.scaler),
         schedule(cfg.lr),
-        log(ps.rank == 0, cfg.metrics_file, cfg.tensorboard_dir),
+        log(ps.rank == 0, cfg.metrics_file, cfg.tensorboard_dir,
+            cfg.log_validation_ppl_to_tensorboard, cfg.log_loss_scale_to_tensorboard),
         seed(cfg.seed),
         guard(cfg.check_for_nan_in_loss_and_grad, cfg.fp16) {
     const int64_t per_step = cfg.micro_batch * ps.dp_size;
@@ -94,11 +96,21 @@ struct Trainer::Impl {
                             {"model", model->shape_json()},
                             {"args", cfg.args}};
     if (!cfg.tokenizer.is_null()) state["tokenizer"] = cfg.tokenizer;
+    // As Megatron's --no-save-optim / --no-save-rng: the state is left out, and a load then
+    // starts the optimizer afresh (with --no-load-optim) / keeps the run's own seed.
+    if (cfg.no_save_optim) {
+      state.erase("optimizer");
+      state.erase("scheduler");
+      state.erase("grad_scaler");
+    }
+    if (cfg.no_save_rng) state.erase("rng");
     return state;
   }
 
   void save() {
-    save_checkpoint(cfg.save, iteration, store, optimizer->flat_buffers(), state_json(), ps);
+    save_checkpoint(cfg.save, iteration, store,
+                    cfg.no_save_optim ? std::map<std::string, Tensor>{} : optimizer->flat_buffers(),
+                    state_json(), ps);
     last_checkpoint = iteration;
     last_checkpoint_dir = cfg.save;
     log_info("  successfully saved checkpoint at iteration ", iteration, " to ", cfg.save);
@@ -117,6 +129,8 @@ struct Trainer::Impl {
     LoadPlan plan;
     run_on_all_ranks(*ps.world, "", [&] {
       if (!cfg.load.empty()) plan = plan_load(cfg.load, cfg.finetune);
+      MT_REQUIRE(plan.warning.empty() || !cfg.exit_on_missing_checkpoint, plan.warning,
+                 " is refused: --exit-on-missing-checkpoint (check the --load path)");
       if (cfg.save.empty()) return;
       if (ps.dp_rank == 0) check_save_dir_writable(cfg.save, ps.rank);
       if (ps.rank == 0) check_save_dir_not_foreign(cfg.save, plan.iteration ? cfg.load : "");
@@ -125,8 +139,11 @@ struct Trainer::Impl {
     return plan.iteration;
   }
 
-  void load() {
-    const bool load_optim = !cfg.no_load_optim && !cfg.finetune;
+  // `release`: Megatron's release checkpoint, loaded as --finetune loads (weights only, from
+  // iteration 0).
+  void load(bool release) {
+    const bool weights_only = cfg.finetune || release;
+    const bool load_optim = !cfg.no_load_optim && !weights_only;
     std::map<std::string, Tensor> buffers = optimizer->flat_buffers();
     nlohmann::json state;
     // Each rank reads its own files; a missing or corrupt one fails every rank together.
@@ -145,7 +162,7 @@ struct Trainer::Impl {
     } else {
       optimizer->reset_master_from_store();
     }
-    if (!cfg.finetune) {
+    if (!weights_only) {
       iteration = state.at("iteration").get<int64_t>();
       consumed_train_samples = state.value("consumed_train_samples", int64_t(0));
       consumed_valid_samples = state.value("consumed_valid_samples", int64_t(0));
@@ -154,7 +171,10 @@ struct Trainer::Impl {
     }
     model->refresh_compute_weights();
     log_info("  loaded checkpoint from ", cfg.load, " at iteration ",
-             state.at("iteration").get<int64_t>(), cfg.finetune ? " (finetune: weights only)" : "");
+             state.at("iteration").get<int64_t>(),
+             release        ? " (release: weights only)"
+             : cfg.finetune ? " (finetune: weights only)"
+                            : "");
   }
 
   // Fields the checkpoint does not record (e.g. an importer's) cannot be checked. The padded
@@ -225,6 +245,7 @@ struct Trainer::Impl {
     if (model->has_sop_loss()) checked.emplace_back("sop loss", loss.sop);
     checked.emplace_back("grad norm", *grad_norm);
     guard.check_loss_and_grad(iteration, checked, ps, where_saved());
+    if (schedule.varies_weight_decay()) optimizer->set_weight_decay(schedule.wd());
     optimizer->step(schedule.lr());
     Tensor master;  // --fp16: the fp32 master weights beside the store's f16-rounded ones
     if (cfg.fp16 && guard.enabled()) master = optimizer->flat_buffers().at("fp32_master");
@@ -234,10 +255,26 @@ struct Trainer::Impl {
     return true;
   }
 
+  // --log-params-norm: Megatron's calc_params_l2_norm, over the fp32 master weights when the
+  // store holds f16-rounded ones; every rank takes part (a TP all-reduce).
+  std::optional<double> params_norm() const {
+    if (!cfg.log_params_norm) return std::nullopt;
+    if (cfg.fp16) return global_norm(optimizer->flat_buffers().at("fp32_master"), store, ps);
+    return global_norm(store.flat_values(), store, ps);
+  }
+
   LossTerms evaluate() {
-    // Every evaluation scores the same first eval_iters global batches of the validation
-    // set, so successive validation losses are comparable.
-    model->start_validation_data(placement(/*consumed_samples=*/0));
+    // As Megatron's validation iterator: each evaluation scores the next eval_iters global
+    // batches of the validation set (sized for every evaluation of the run), continuing
+    // across evaluations and across a resume (consumed_valid_samples is checkpointed).
+    model->start_validation_data(placement(consumed_valid_samples));
+    const LossTerms loss = evaluate_loaded();
+    consumed_valid_samples += cfg.eval_iters * cfg.global_batch;
+    return loss;
+  }
+
+  // eval_iters global batches of the evaluation loader started last, averaged over DP.
+  LossTerms evaluate_loaded() {
     LossTerms local;
     const int64_t micro_batches = cfg.eval_iters * num_micro_batches;
     for (int64_t i = 0; i < micro_batches; ++i) {
@@ -245,20 +282,34 @@ struct Trainer::Impl {
       local.lm += l.lm;
       local.sop += l.sop;
     }
-    consumed_valid_samples += cfg.eval_iters * cfg.global_batch;
     return average_over_dp(local, micro_batches);
+  }
+
+  // Megatron's final "on test set" evaluation: the first eval_iters global batches of the
+  // test split.
+  void log_test(TrainingResult& result) {
+    model->start_test_data(placement(/*consumed_samples=*/0));
+    const LossTerms loss = evaluate_loaded();
+    result.last_test_loss = loss.lm;
+    log.test("iteration " + std::to_string(iteration) + " on test set", iteration,
+             consumed_train_samples, consumed_train_samples * model->seq_length(), loss.lm,
+             model->has_sop_loss() ? std::optional<double>(loss.sop) : std::nullopt);
   }
 
   void log_validation(const std::string& prefix, TrainingResult& result) {
     const LossTerms loss = evaluate();
     result.last_validation_loss = loss.lm;
-    log.validation(prefix, iteration, consumed_train_samples * model->seq_length(), loss.lm,
+    log.validation(prefix, iteration, consumed_train_samples,
+                   consumed_train_samples * model->seq_length(), loss.lm,
                    model->has_sop_loss() ? std::optional<double>(loss.sop) : std::nullopt);
   }
 
   bool do_valid() const { return model->has_validation_data() && cfg.eval_iters > 0; }
+  bool do_test() const { return model->has_test_data() && cfg.eval_iters > 0; }
 
-  void log_interval_stats() {
+  // `reset`: start a new interval. Megatron also logs the first iteration of every run, without
+  // resetting, so that the next line still covers its whole interval.
+  void log_interval_stats(bool reset) {
     interval_timer.stop();
     IterationStats s;
     s.iteration = iteration;
@@ -275,15 +326,18 @@ struct Trainer::Impl {
     }
     s.loss_scale = scaler.scale();
     s.grad_norm = last_grad_norm;
+    s.params_norm = params_norm();
     s.skipped_iterations = interval_skipped;
     s.nan_iterations = interval_nans;
     s.tokens_per_second = double(cfg.global_batch * model->seq_length()) / seconds;
     s.tflops_per_process =
         model->flops_per_iteration(cfg.global_batch) / seconds / double(ps.world_size) / 1e12;
     log.iteration(s);
-    interval_timer.reset();
-    interval_iterations = interval_loss_count = interval_skipped = interval_nans = 0;
-    interval_loss_sum = {};
+    if (reset) {
+      interval_timer.reset();
+      interval_iterations = interval_loss_count = interval_skipped = interval_nans = 0;
+      interval_loss_sum = {};
+    }
     interval_timer.start();
   }
 
@@ -309,7 +363,7 @@ struct Trainer::Impl {
 
   TrainingResult run() {
     const std::optional<int64_t> to_load = check_checkpoint_directories();
-    if (to_load) load();
+    if (to_load) load(*to_load == kReleaseIteration);
     log.start_at(iteration);
     model->start_training_data(placement(consumed_train_samples));
     const int64_t start_iteration = iteration;
@@ -318,6 +372,15 @@ struct Trainer::Impl {
 
     TrainingResult result;
     int64_t last_saved = -1;
+    if (cfg.skip_train) {
+      // Megatron's --skip-train: no iteration, no save; only the evaluation.
+      log_info("skipping training (--skip-train) ...");
+      if (do_valid())
+        log_validation("iteration " + std::to_string(iteration) + " on validation set", result);
+      if (do_test()) log_test(result);
+      result.iteration = iteration;
+      return result;
+    }
     log_info("training ...");
     interval_timer.start();
     Timer training_time;
@@ -340,9 +403,25 @@ struct Trainer::Impl {
       }
       last_grad_norm = grad_norm;
       if (cfg.on_iteration_end) cfg.on_iteration_end(iteration);
+      if (iteration % cfg.tensorboard_log_interval == 0) {
+        IterationStats s;  // this iteration's values, as Megatron writes them
+        s.iteration = iteration;
+        s.consumed_samples = consumed_train_samples;
+        s.learning_rate = schedule.lr();
+        s.global_batch = cfg.global_batch;
+        if (stepped && std::isfinite(loss.lm + loss.sop)) {
+          s.lm_loss = loss.lm;
+          if (model->has_sop_loss()) s.sop_loss = loss.sop;
+        }
+        s.loss_scale = scaler.scale();
+        s.grad_norm = grad_norm;
+        s.params_norm = params_norm();
+        log.tensorboard_iteration(s);
+      }
 
-      if (iteration % cfg.log_interval == 0) {
-        log_interval_stats();
+      const bool interval_end = iteration % cfg.log_interval == 0;
+      if (interval_end || iteration == start_iteration + 1) {
+        log_interval_stats(/*reset=*/interval_end);
         log.progress({iteration, start_iteration, cfg.train_iters, training_time.seconds(),
                       cfg.exit_duration_seconds});
       }
@@ -382,6 +461,7 @@ struct Trainer::Impl {
     if (!cfg.save.empty() && iteration > 0 && last_saved != iteration) save();
     if (do_valid() && iteration > 0)
       log_validation("iteration " + std::to_string(iteration) + " on validation set", result);
+    if (do_test() && iteration > 0) log_test(result);
     result.iteration = iteration;
     return result;
   }

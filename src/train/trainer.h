@@ -50,13 +50,21 @@ struct TrainerConfig {
   // Each transformer layer's gradient norm (before clipping) into the metrics file, at the
   // first iteration (the gradients at initialisation) and every log_interval.
   bool log_layer_grad_norms = false;
+  bool log_params_norm = false;          // the parameters' L2 norm in the log line and TensorBoard
+  int64_t tensorboard_log_interval = 1;  // TensorBoard scalars every this many iterations
+  bool log_validation_ppl_to_tensorboard = false;  // also "lm loss validation ppl"
+  bool log_loss_scale_to_tensorboard = true;       // "loss-scale"
 
   std::string save;
   std::string load;
   int64_t save_interval = 0;  // 0: only at the end / exit
   bool no_load_optim = false;
   bool no_load_rng = false;
+  bool no_save_optim = false;  // weights only: no optimizer.safetensors, scheduler or scaler
+  bool no_save_rng = false;
   bool finetune = false;
+  bool exit_on_missing_checkpoint = false;  // --load without a checkpoint: stop, not random init
+  bool skip_train = false;  // load, evaluate on the validation set, exit (no training, no save)
 
   // Reliability (docs/reliability.md).
   bool check_for_nan_in_loss_and_grad = true;  // the divergence guard (divergence_guard.h)
@@ -73,6 +81,7 @@ struct TrainerConfig {
 struct TrainingResult {
   int64_t iteration = 0;             // last iteration run
   double last_validation_loss = -1;  // -1 when no validation ran
+  double last_test_loss = -1;        // -1 when no test evaluation ran
   int exit_signal = 0;               // the signal that stopped the run (--exit-signal-handler)
 };
 

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -51,6 +53,7 @@ std::string format_iteration_line(const IterationStats& s) {
   if (s.sop_loss) line += " sop loss: " + format_number(*s.sop_loss, "%.6E") + " |";
   line += format(" loss scale: %.1f |", s.loss_scale);
   if (s.grad_norm) line += " grad norm: " + format_number(*s.grad_norm, "%.3f") + " |";
+  if (s.params_norm) line += " params norm: " + format_number(*s.params_norm, "%.3f") + " |";
   line += format(" number of skipped iterations: %3lld |", (long long)s.skipped_iterations);
   line += format(" number of nan iterations: %3lld |", (long long)s.nan_iterations);
   line += format(" tokens/s: %.1f |", s.tokens_per_second);
@@ -102,9 +105,41 @@ std::string format_validation_block(const std::string& prefix, double lm_loss,
   return rule + "\n" + body + "\n" + rule;
 }
 
+std::string log_timestamp() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  const auto micros =
+      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() %
+      1000000;
+  std::tm local{};
+  localtime_r(&seconds, &local);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &local);
+  return format(" [%s.%06lld]", buf, (long long)micros);
+}
+
+std::vector<TensorBoardScalar> tensorboard_iteration_scalars(const IterationStats& s) {
+  std::vector<TensorBoardScalar> out;
+  auto add = [&](const std::string& tag, double value) {
+    out.push_back({tag, float(value), s.iteration});
+    out.push_back({tag + " vs samples", float(value), s.consumed_samples});
+  };
+  add("learning-rate", s.learning_rate);
+  add("batch-size", double(s.global_batch));
+  if (s.lm_loss) add("lm loss", *s.lm_loss);
+  if (s.sop_loss) add("sop loss", *s.sop_loss);
+  add("loss-scale", s.loss_scale);
+  if (s.grad_norm) add("grad-norm", *s.grad_norm);
+  if (s.params_norm) add("params-norm", *s.params_norm);
+  return out;
+}
+
 TrainingLog::TrainingLog(bool writer, const std::string& metrics_file,
-                         const std::string& tensorboard_dir)
-    : writer_(writer), metrics_path_(metrics_file) {
+                         const std::string& tensorboard_dir, bool validation_ppl, bool loss_scale)
+    : writer_(writer),
+      metrics_path_(metrics_file),
+      validation_ppl_(validation_ppl),
+      loss_scale_(loss_scale) {
   if (!writer_) return;
   if (!metrics_file.empty()) {
     const auto parent = std::filesystem::path(metrics_file).parent_path();
@@ -132,7 +167,7 @@ void TrainingLog::progress(const Progress& p) {
 }
 
 void TrainingLog::iteration(const IterationStats& s) {
-  log_line(format_iteration_line(s));
+  log_line(log_timestamp() + format_iteration_line(s));
   if (!writer_) return;
   nlohmann::json j = {{"type", "train"},
                       {"iteration", s.iteration},
@@ -149,23 +184,35 @@ void TrainingLog::iteration(const IterationStats& s) {
                       {"tokens_per_second", s.tokens_per_second},
                       {"tflops_per_process", s.tflops_per_process}};
   if (s.sop_loss) j["sop_loss"] = json_number(*s.sop_loss);
+  if (s.params_norm) j["params_norm"] = json_number(*s.params_norm);
   write_json(j.dump());
-  if (tensorboard_) {
-    if (s.lm_loss) tensorboard_->add_scalar("lm loss", float(*s.lm_loss), s.iteration);
-    if (s.sop_loss) tensorboard_->add_scalar("sop loss", float(*s.sop_loss), s.iteration);
-    tensorboard_->add_scalar("learning-rate", float(s.learning_rate), s.iteration);
-    tensorboard_->add_scalar("loss-scale", float(s.loss_scale), s.iteration);
-    if (s.grad_norm) tensorboard_->add_scalar("grad-norm", float(*s.grad_norm), s.iteration);
-    tensorboard_->add_scalar("tokens-per-second", float(s.tokens_per_second), s.iteration);
-    tensorboard_->flush();
-  }
 }
 
-void TrainingLog::validation(const std::string& prefix, int64_t iteration, int64_t consumed_tokens,
-                             double lm_loss, std::optional<double> sop_loss) {
+void TrainingLog::tensorboard_iteration(const IterationStats& s) {
+  if (!writer_ || !tensorboard_) return;
+  for (const TensorBoardScalar& x : tensorboard_iteration_scalars(s))
+    if (loss_scale_ || x.tag.rfind("loss-scale", 0) != 0)
+      tensorboard_->add_scalar(x.tag, x.value, x.step);
+  tensorboard_->flush();
+}
+
+void TrainingLog::validation(const std::string& prefix, int64_t iteration, int64_t consumed_samples,
+                             int64_t consumed_tokens, double lm_loss,
+                             std::optional<double> sop_loss) {
+  evaluation("validation", prefix, iteration, consumed_samples, consumed_tokens, lm_loss, sop_loss);
+}
+
+void TrainingLog::test(const std::string& prefix, int64_t iteration, int64_t consumed_samples,
+                       int64_t consumed_tokens, double lm_loss, std::optional<double> sop_loss) {
+  evaluation("test", prefix, iteration, consumed_samples, consumed_tokens, lm_loss, sop_loss);
+}
+
+void TrainingLog::evaluation(const char* type, const std::string& prefix, int64_t iteration,
+                             int64_t consumed_samples, int64_t consumed_tokens, double lm_loss,
+                             std::optional<double> sop_loss) {
   log_line(format_validation_block(prefix, lm_loss, sop_loss));
   if (!writer_) return;
-  nlohmann::json j = {{"type", "validation"},
+  nlohmann::json j = {{"type", type},
                       {"iteration", iteration},
                       {"consumed_tokens", consumed_tokens},
                       {"lm_loss", json_number(lm_loss)},
@@ -173,9 +220,18 @@ void TrainingLog::validation(const std::string& prefix, int64_t iteration, int64
   if (sop_loss) j["sop_loss"] = json_number(*sop_loss);
   write_json(j.dump());
   if (tensorboard_) {
-    tensorboard_->add_scalar("lm loss validation", float(lm_loss), iteration);
-    tensorboard_->add_scalar("lm loss validation ppl", float(perplexity(lm_loss)), iteration);
-    if (sop_loss) tensorboard_->add_scalar("sop loss validation", float(*sop_loss), iteration);
+    // Megatron's tags: "<loss> validation" and, with --log-validation-ppl-to-tensorboard,
+    // "<loss> validation ppl", each also "vs samples".
+    auto add = [&](const std::string& tag, double value) {
+      tensorboard_->add_scalar(tag, float(value), iteration);
+      tensorboard_->add_scalar(tag + " vs samples", float(value), consumed_samples);
+    };
+    add("lm loss validation", lm_loss);
+    if (validation_ppl_) add("lm loss validation ppl", perplexity(lm_loss));
+    if (sop_loss) {
+      add("sop loss validation", *sop_loss);
+      if (validation_ppl_) add("sop loss validation ppl", perplexity(*sop_loss));
+    }
     tensorboard_->flush();
   }
 }

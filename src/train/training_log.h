@@ -31,9 +31,10 @@ struct IterationStats {
   std::optional<double> lm_loss;   // mean over the interval's non-skipped iterations
   std::optional<double> sop_loss;  // BERT's sentence-order loss (same mean), when it has one
   double loss_scale = 1;
-  std::optional<double> grad_norm;  // none when the last iteration was skipped
-  int64_t skipped_iterations = 0;   // in the interval
-  int64_t nan_iterations = 0;       // in the interval
+  std::optional<double> grad_norm;    // none when the last iteration was skipped
+  std::optional<double> params_norm;  // --log-params-norm
+  int64_t skipped_iterations = 0;     // in the interval
+  int64_t nan_iterations = 0;         // in the interval
   double tokens_per_second = 0;
   double tflops_per_process = 0;
 };
@@ -60,28 +61,59 @@ std::string format_progress_line(const Progress& p);
 // "42s", "4m28s", "2h05m".
 std::string format_duration(double seconds);
 
+// " [2024-05-01 12:34:56.123456]": the local time as Megatron prefixes its iteration line.
+std::string log_timestamp();
+
+// Megatron's TensorBoard scalars of one iteration (training.py's training_log), each at the
+// iteration and, as "<tag> vs samples", at the consumed samples: learning-rate, batch-size,
+// lm loss (and sop loss), loss-scale, grad-norm (when the step was taken), params-norm (with
+// --log-params-norm).
+struct TensorBoardScalar {
+  std::string tag;
+  float value;
+  int64_t step;
+};
+std::vector<TensorBoardScalar> tensorboard_iteration_scalars(const IterationStats& s);
+
 class TrainingLog {
  public:
   // Files are written only when `writer` is true (rank 0); empty paths disable them.
-  TrainingLog(bool writer, const std::string& metrics_file, const std::string& tensorboard_dir);
+  // `validation_ppl`: also write "lm loss validation ppl" (--log-validation-ppl-to-tensorboard).
+  // `loss_scale`: write "loss-scale" (off: --no-log-loss-scale-to-tensorboard).
+  TrainingLog(bool writer, const std::string& metrics_file, const std::string& tensorboard_dir,
+              bool validation_ppl = false, bool loss_scale = true);
   // A run (fresh or resumed) starts after `iteration`: rows of a previous run past it are
   // removed from the metrics file (atomically), so it holds one row per iteration.
   void start_at(int64_t iteration);
+  // The iteration line (prefixed by log_timestamp()) and its metrics-file row.
   void iteration(const IterationStats& s);
+  // The TensorBoard scalars of one iteration (its own loss and grad norm, not an interval's
+  // mean), written every --tensorboard-log-interval iterations.
+  void tensorboard_iteration(const IterationStats& s);
   void progress(const Progress& p);
-  // `consumed_tokens`: training tokens consumed when the evaluation ran.
-  void validation(const std::string& prefix, int64_t iteration, int64_t consumed_tokens,
-                  double lm_loss, std::optional<double> sop_loss = std::nullopt);
+  // `consumed_samples` / `consumed_tokens`: training consumed when the evaluation ran.
+  void validation(const std::string& prefix, int64_t iteration, int64_t consumed_samples,
+                  int64_t consumed_tokens, double lm_loss,
+                  std::optional<double> sop_loss = std::nullopt);
+  // The final evaluation "on test set": the same block and TensorBoard tags as Megatron
+  // writes them; metrics-file rows of type "test".
+  void test(const std::string& prefix, int64_t iteration, int64_t consumed_samples,
+            int64_t consumed_tokens, double lm_loss, std::optional<double> sop_loss);
   // --log-layer-grad-norms: the gradient norm of each transformer layer (layer_grad_norms.h),
   // written to the metrics file only.
   void layer_grad_norms(int64_t iteration, const std::vector<double>& norms);
 
  private:
+  void evaluation(const char* type, const std::string& prefix, int64_t iteration,
+                  int64_t consumed_samples, int64_t consumed_tokens, double lm_loss,
+                  std::optional<double> sop_loss);
   void write_json(const std::string& line);
   bool writer_;
   std::string metrics_path_;
   std::ofstream metrics_;
   std::unique_ptr<TensorBoardWriter> tensorboard_;
+  bool validation_ppl_ = false;
+  bool loss_scale_ = true;
 };
 
 }  // namespace megatron

@@ -34,6 +34,15 @@ convert --load "$WORK/tp4" --save "$WORK/tp1" --target-tensor-parallel-size 1
 [[ -d $WORK/tp1/iter_0000000/mp_rank_00 && ! -d $WORK/tp1/iter_0000000/mp_rank_01 ]] \
   || fail "TP 1 layout"
 
+echo "== Megatron's tools/checkpoint/convert.py spellings give the same checkpoint"
+"$MEGATRON_BINARY" convert --model-type GPT --loader mcore --saver megatron --load-dir "$WORK/tp4" \
+  --save-dir "$WORK/tp1_megatron_spelling" --target-tensor-parallel-size 1 \
+  --target-pipeline-parallel-size 1 --megatron-path /nonexistent --max-queue-size 50 \
+  || fail "convert with Megatron's spellings"
+cmp "$WORK/tp1/iter_0000000/mp_rank_00/model.safetensors" \
+  "$WORK/tp1_megatron_spelling/iter_0000000/mp_rank_00/model.safetensors" \
+  || fail "Megatron spellings give another checkpoint"
+
 echo "== export each back to HF: identical files"
 for tp in 1 2 4; do convert --from megatron --to hf --load "$WORK/tp$tp" --save "$WORK/hf$tp"; done
 cmp "$WORK/hf1/model.safetensors" "$WORK/hf2/model.safetensors" || fail "TP1 vs TP2 export"

@@ -35,7 +35,7 @@ expect_error() {
   fi
 }
 
-# CLI11 rejects a flag given twice, so each case builds its own list from BASE.
+# Each case builds its own list from BASE (a repeated flag would also work: the last wins).
 with() {  # with FLAG VALUE: BASE with FLAG's value replaced (or appended)
   local flag=$1 value=$2 out=() i=0 found=0
   while (( i < ${#BASE[@]} )); do
@@ -79,11 +79,12 @@ mapfile -t A < <(without --num-layers)
 expect_error "--num-layers must be given and positive" -- "${A[@]}"
 expect_error "--bf16 and --fp16 cannot both be given" -- "${BASE[@]}" --bf16 --fp16
 mapfile -t A < <(with --lr-decay-style exponential)
-expect_error "--lr-decay-style must be constant, linear or cosine" -- "${A[@]}"
+expect_error "--lr-decay-style must be constant, linear, cosine, inverse-square-root or WSD, got 'exponential'" -- "${A[@]}"
 mapfile -t A < <(with --seq-length 64)
 expect_error "--max-position-embeddings 32 must be >= --seq-length 64" -- "${A[@]}" --max-position-embeddings 32
 mapfile -t A < <(without --mock-data 0)
-expect_error "--data-path needs --tokenizer-type" -- "${A[@]}" --data-path /nonexistent/corpus_text_document
+# pretrain_gpt.py's default tokenizer, GPT-2 BPE, needs its files.
+expect_error "--vocab-file is required for --tokenizer-type GPT2BPETokenizer" -- "${A[@]}" --data-path /nonexistent/corpus_text_document
 mapfile -t A < <(without --mock-data 0)
 expect_error "cannot open '/nonexistent/corpus_text_document.idx'" -- "${A[@]}" \
   --data-path /nonexistent/corpus_text_document --tokenizer-type NullTokenizer

@@ -202,8 +202,14 @@ TEST(CheckpointErrors, NoCheckpoint) {
 
 TEST(CheckpointErrors, TrackerWithoutANumber) {
   TempDir dir;
+  write_bytes(dir.file("latest_checkpointed_iteration.txt"), "latest\n");
+  EXPECT_THAT(load_error(dir.path(), -1),
+              HasSubstr("holds 'latest\n', expected an iteration number or \"release\""));
+  // Megatron's "release" names the release/ directory.
   write_bytes(dir.file("latest_checkpointed_iteration.txt"), "release\n");
-  EXPECT_THAT(load_error(dir.path(), -1), HasSubstr("holds 'release\n', expected an iteration"));
+  EXPECT_EQ(read_latest_iteration(dir.path()), std::optional<int64_t>(kReleaseIteration));
+  EXPECT_THAT(load_error(dir.path(), -1),
+              HasSubstr("checkpoint directory '" + dir.path() + "/release' does not exist"));
 }
 
 TEST(CheckpointErrors, ShapeDifferencesAreAllListed) {

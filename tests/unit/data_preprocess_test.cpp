@@ -104,6 +104,54 @@ TEST(DataPreprocess, SequencesAreTheTokenizersOutput) {
   EXPECT_EQ(title.get(1), (std::vector<int32_t>{'B' + 1, 0}));
 }
 
+// Megatron's encode(): a list value is a document of pre-split sentences, one sequence each.
+TEST(DataPreprocess, ListValuedKeysArePreSplitSentences) {
+  TempDir dir;
+  test::write_text(dir.file("in.jsonl"),
+                   "{\"text\": [\"One two.\", \"\", \"Three. Four\"]}\n"
+                   "{\"text\": \"plain\"}\n");
+  ByteTokenizer tok;
+  PreprocessOptions o = options(dir, "p");
+  o.append_eod = true;
+  preprocess(o, tok);
+  IndexedDataset text(dir.file("p_text_document"));
+  // The empty sentence tokenizes to nothing and is dropped; the list is not split further.
+  EXPECT_EQ(text.document_indices(), (std::vector<int64_t>{0, 2, 3}));
+  EXPECT_EQ(text.get(0), tok.encode("One two."));
+  std::vector<int32_t> last = tok.encode("Three. Four");
+  last.push_back(0);
+  EXPECT_EQ(text.get(1), last);
+  test::write_text(dir.file("in.jsonl"), "{\"text\": [\"a\", 3]}\n");
+  EXPECT_THAT([&] { preprocess(options(dir, "q"), tok); },
+              ::testing::ThrowsMessage<Error>(HasSubstr(
+                  "line 1: key \"text\" holds a array, expected a string or a list of strings")));
+}
+
+// Megatron's --partitions 3 deals lines 0..6 round-robin and writes partition after partition:
+// 0 3 6 | 1 4 | 2 5. --keep-sequential-samples keeps the input order.
+TEST(DataPreprocess, PartitionsOrderDocumentsAsMegatron) {
+  TempDir dir;
+  std::string input;
+  for (int i = 0; i < 7; ++i) input += "{\"text\": \"" + std::to_string(i) + "\"}\n";
+  test::write_text(dir.file("in.jsonl"), input);
+  ByteTokenizer tok;
+  auto order = [&](int partitions, bool sequential) {
+    std::string name = "p";  // appended: GCC 12 warns (-Wrestrict) on "p" + string
+    name.append(std::to_string(partitions)).append(sequential ? "s" : "");
+    PreprocessOptions o = options(dir, name);
+    o.partitions = partitions;
+    o.keep_sequential_samples = sequential;
+    preprocess(o, tok);
+    IndexedDataset d(o.output_prefix + "_text_document");
+    std::string digits;
+    for (int64_t i = 0; i < d.num_sequences(); ++i) digits += tok.decode(d.get(i));
+    return digits;
+  };
+  EXPECT_EQ(order(1, false), "0123456");
+  EXPECT_EQ(order(3, false), "0361425");
+  EXPECT_EQ(order(3, true), "0123456");
+}
+
 TEST(DataPreprocess, MalformedLineStopsWithLineNumberAndNoOutput) {
   TempDir dir;
   const std::vector<std::pair<std::string, std::string>> cases{

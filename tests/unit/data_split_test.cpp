@@ -2,6 +2,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "core/error.h"
 #include "data/split.h"
 
@@ -11,17 +13,30 @@ namespace {
 using Bounds = std::array<int64_t, 4>;
 
 TEST(DataSplit, BoundariesMatchHandComputedMegatronRounding) {
-  EXPECT_EQ(split_boundaries("949,50,1", 1000), (Bounds{0, 949, 999, 1000}));
-  // 9.49 -> 9, 0.5 -> 0 (ties to even), 0.01 -> 0; the missing 1 is added to every boundary.
-  EXPECT_EQ(split_boundaries("949,50,1", 10), (Bounds{0, 10, 10, 10}));
-  // 7/3 = 2.33 each -> [0, 2, 4, 6], shifted by the shortfall of 1.
-  EXPECT_EQ(split_boundaries("1,1,1", 7), (Bounds{0, 3, 5, 7}));
-  // 2.5 -> 2 twice (ties to even) -> [0, 2, 4, 4] + 1.
-  EXPECT_EQ(split_boundaries("1,1,0", 5), (Bounds{0, 3, 5, 5}));
-  // 1.5 -> 2 twice -> [0, 2, 4, 4], excess 1 taken off.
-  EXPECT_EQ(split_boundaries("1,1", 3), (Bounds{0, 1, 3, 3}));
+  // 0.949 · 10 = 9.49 -> 9; 0.999 · 10 = 9.99 -> 10.
+  EXPECT_EQ(split_boundaries("949,50,1", 10), (Bounds{0, 9, 10, 10}));
+  // 0.9 · 233 = 209.7 -> 210 (the older rule gave 209).
+  EXPECT_EQ(split_boundaries("90,5,5", 233), (Bounds{0, 210, 221, 233}));
+  // 0.5 · 5 = 2.5 -> 2 (ties to even).
+  EXPECT_EQ(split_boundaries("1,1,0", 5), (Bounds{0, 2, 5, 5}));
   EXPECT_EQ(split_boundaries("80/20", 10), (Bounds{0, 8, 10, 10}));
   EXPECT_EQ(split_boundaries("100", 17), (Bounds{0, 17, 17, 17}));
+}
+
+// tests/data/split_golden.txt: Megatron's formula evaluated by numpy and Python
+// (tools/reference/megatron_split.py) on 14 split strings x 16 corpus sizes.
+TEST(DataSplit, BoundariesMatchMegatronsFormulaComputedByPython) {
+  std::ifstream golden(std::string(MEGATRON_TEST_SOURCE_DIR) + "/tests/data/split_golden.txt");
+  ASSERT_TRUE(golden.good());
+  std::string split;
+  int64_t size = 0;
+  Bounds expected{};
+  int cases = 0;
+  while (golden >> split >> size >> expected[0] >> expected[1] >> expected[2] >> expected[3]) {
+    EXPECT_EQ(split_boundaries(split, size), expected) << "--split " << split << " on " << size;
+    ++cases;
+  }
+  EXPECT_EQ(cases, 14 * 16);
 }
 
 TEST(DataSplit, BadStringsAreRejectedWithTheirName) {

@@ -1,5 +1,10 @@
-// LrSchedule against values computed by hand from Megatron's formulas.
+// LrSchedule against values computed by hand from Megatron's formulas, and against Megatron's
+// own OptimizerParamScheduler (tests/data/lr_schedule_golden.txt, written by
+// tools/reference/megatron_lr_schedule.py).
 #include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
 
 #include "core/error.h"
 #include "train/lr_schedule.h"
@@ -53,6 +58,35 @@ TEST(LrSchedule, StateRoundTrip) {
   b.load_state(a.state());
   EXPECT_EQ(b.num_steps(), 640);
   EXPECT_DOUBLE_EQ(b.lr(), a.lr());
+}
+
+TEST(LrSchedule, MatchesMegatronsScheduler) {
+  std::ifstream golden(std::string(MEGATRON_TEST_SOURCE_DIR) +
+                       "/tests/data/lr_schedule_golden.txt");
+  ASSERT_TRUE(golden.good());
+  std::string line;
+  int cases = 0;
+  while (std::getline(golden, line)) {
+    std::istringstream in(line);
+    std::string style, wsd_style, wd_style;
+    LrScheduleConfig c;
+    int64_t steps = 0;
+    double lr = 0, wd = 0;
+    in >> style >> c.warmup_steps >> c.decay_steps >> c.init_lr >> c.max_lr >> c.min_lr >>
+        c.wsd_decay_steps >> wsd_style >> c.start_wd >> c.end_wd >> c.wd_incr_steps >> wd_style >>
+        steps >> lr >> wd;
+    ASSERT_FALSE(in.fail()) << line;
+    c.style = lr_decay_style_from_name(style);
+    c.wsd_style = wsd_decay_style_from_name(wsd_style);
+    c.wd_style = weight_decay_incr_style_from_name(wd_style);
+    LrSchedule s(c);
+    s.step(steps);
+    // Same formulas, same double operations in a different language: a few ulps at most.
+    EXPECT_NEAR(s.lr(), lr, 1e-15 * lr + 1e-20) << line;
+    EXPECT_NEAR(s.wd(), wd, 1e-15 * wd + 1e-20) << line;
+    ++cases;
+  }
+  EXPECT_EQ(cases, 230);
 }
 
 TEST(LrSchedule, RejectsBadConfig) {

@@ -86,7 +86,7 @@ TEST(MetricsFile, ResumedLogLeavesOneRowPerIteration) {
     s.iteration = 25;
     s.lm_loss = 8.0;
     log.iteration(s);
-    log.validation("iteration 25", 25, 25 * 128, 8.2);
+    log.validation("iteration 25", 25, /*consumed_samples=*/25, 25 * 128, 8.2);
   }
   EXPECT_EQ(iterations(path), (std::vector<int64_t>{10, 10, 20, 20, 25, 25}));
   const std::vector<nlohmann::json> rows = read_metrics_file(path);
