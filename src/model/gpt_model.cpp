@@ -157,7 +157,9 @@ float GptModel::forward_backward(const GptBatch& host_batch, float grad_scale, u
   return loss;
 }
 
-float GptModel::forward_loss(const GptBatch& batch) { return mean_loss(forward_loss_sum(batch)); }
+float GptModel::forward_loss(const GptBatch& batch) {
+  return mean_loss(forward_loss_sum(batch));
+}
 
 LossSum GptModel::forward_loss_sum(const GptBatch& host_batch) {
   arena_.reset();
