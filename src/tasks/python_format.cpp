@@ -26,17 +26,17 @@ std::string python_float_repr(double x) {
 
   std::string out = std::signbit(x) ? "-" : "";
   if (exponent < -4 || exponent >= 16) {
-    out += digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
+    out.append(digits, 0, 1);
+    if (digits.size() > 1) out.append(".").append(digits, 1);
     char exp[16];
     std::snprintf(exp, sizeof exp, "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
-    return out + exp;
+    return out.append(exp);
   }
-  if (exponent < 0) return out + "0." + std::string(size_t(-exponent - 1), '0') + digits;
+  if (exponent < 0) return out.append("0.").append(size_t(-exponent - 1), '0').append(digits);
   const size_t int_digits = size_t(exponent) + 1;
   if (digits.size() <= int_digits)
-    return out + digits + std::string(int_digits - digits.size(), '0') + ".0";
-  return out + digits.substr(0, int_digits) + "." + digits.substr(int_digits);
+    return out.append(digits).append(int_digits - digits.size(), '0').append(".0");
+  return out.append(digits, 0, int_digits).append(".").append(digits, int_digits);
 }
 
 std::string python_format_E(double x, int precision) {

@@ -3,9 +3,9 @@
 datasets.py, evaluate.py), the reference of tests/e2e/eval_zero_shot.sh.
 
 From the hand-written WikiText-format file OUT/wiki.test.tokens it writes
-  OUT/gpt2-vocab.json, OUT/gpt2-merges.txt  a small byte-level GPT-2 BPE vocabulary: the bytes
-                                            of the test texts plus merges learned from the
-                                            detokenized file, and <|endoftext|>
+  OUT/gpt2-vocab.json, OUT/gpt2-merges.txt  a small byte-level GPT-2 BPE vocabulary: the 256
+                                            bytes, merges learned from the detokenized file,
+                                            and <|endoftext|>
   OUT/hf/config.json, OUT/hf/model.safetensors  a tiny GPT-2 with deterministic random weights
                                             (gpt2_reference.py's layout and forward)
   OUT/wiki.test.detok                       Megatron's wikitext_detokenizer output (Python re)
@@ -136,7 +136,7 @@ class Tokenizer:
         return [self.encoder[t] for p in pre_tokenize(text) for t in self.bpe(p)]
 
     def detokenize(self, ids):
-        return bytes(self.byte_decoder[c] for i in ids for c in self.decoder[i]).decode("utf-8")
+        return bytes(self.byte_decoder[c] for i in ids for c in self.decoder[i]).decode("utf-8", errors="replace")
 
 
 # ---- Megatron's datasets ----
@@ -276,9 +276,7 @@ def main(out_dir):
         f.write(detok)
 
     merges = learn_merges(detok, NUM_MERGES)
-    alphabet = sorted({c for p in pre_tokenize(detok) for c in p} |
-                      {BYTE_ENCODER[b] for b in range(0x20, 0x7F)} | {BYTE_ENCODER[10]})
-    vocab = {c: i for i, c in enumerate(alphabet)}
+    vocab = {BYTE_ENCODER[b]: b for b in range(256)}  # byte-level BPE has every byte
     for a, b in merges:
         vocab.setdefault(a + b, len(vocab))
     vocab["<|endoftext|>"] = len(vocab)
