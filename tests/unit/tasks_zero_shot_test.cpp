@@ -44,7 +44,8 @@ TEST(Detokenizer, RegexStepsFollowPythonRe) {
   EXPECT_EQ(wiki("\u00a0( \u00a0x\u00a0 )"), "\u00a0(x)");
   // Megatron's replacement is literal text (sic).
   EXPECT_EQ(wiki("a /' 7/ b"), "a /'[0-9]/ b");
-  EXPECT_EQ(detokenize(Detokenizer::Ptb, "it 's N $ 1 \n a"), "it's 1 $1\na");
+  // PTB's " N " → "1 " eats the space before it (sic).
+  EXPECT_EQ(detokenize(Detokenizer::Ptb, "it 's N $ 1 \n a"), "it's1 $1\na");
 }
 
 TEST(Detokenizer, ChosenByPathAsMegatron) {
