@@ -4,6 +4,7 @@
 // result line; --metrics-file appends the full-precision values as one JSON object. See
 // docs/tasks.md.
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -19,6 +20,10 @@ namespace megatron::cli {
 namespace {
 
 void append_metrics(const std::string& path, const nlohmann::json& record) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  MT_CHECK(!ec, "--metrics-file '", path, "': cannot create its directory: ", ec.message());
   std::ofstream out(path, std::ios::app);
   MT_CHECK(out, "--metrics-file '", path, "' cannot be written");
   out << record.dump() << "\n";
