@@ -39,6 +39,13 @@ int run_eval(int argc, char** argv) {
       "megatron eval"};
   InferenceArgs ia;
   add_inference_args(app, ia);
+  // Generation-only flags do not apply; TP may be any divisor of the processes here.
+  app.remove_option(app.get_option("--max-tokens-to-oom"));
+  app.remove_option(app.get_option("--seed"));
+  app.get_option("--tensor-model-parallel-size")
+      ->description(
+          "tensor-parallel size (default: the number of processes); the processes / "
+          "TP replicas split the samples (data parallel)");
   std::string task, metrics_file;
   std::vector<std::string> valid_data;
   int64_t seq_length = 0, overlapping_eval = 32, micro_batch = 1, log_interval = 100;
