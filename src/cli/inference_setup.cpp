@@ -54,11 +54,14 @@ T model_field(const nlohmann::json& state, const char* key, const std::string& d
 
 }  // namespace
 
-InferenceModel load_inference_model(InferenceArgs& a) {
+InferenceModel load_inference_model(InferenceArgs& a, bool data_parallel) {
   const Device device = select_device(a.device.empty() ? "cpu" : a.device);
   std::shared_ptr<Communicator> world = make_world_communicator(a.distributed_backend, device);
   const int tp = a.tensor_model_parallel_size > 0 ? a.tensor_model_parallel_size : world->size();
-  MT_CHECK(tp == world->size(), "--tensor-model-parallel-size ", tp,
+  MT_CHECK(!data_parallel || (tp >= 1 && world->size() % tp == 0), "--tensor-model-parallel-size ",
+           tp, " must divide the number of processes (", world->size(),
+           "): the other factor is the data-parallel size");
+  MT_CHECK(data_parallel || tp == world->size(), "--tensor-model-parallel-size ", tp,
            " must equal the number of processes (", world->size(),
            "): inference runs one model replica (mpirun -np ", tp, ")");
 

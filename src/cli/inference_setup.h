@@ -49,6 +49,8 @@ struct InferenceModel {
 // Binds the device, builds the TP group over the whole world (TP = world size), reads the
 // checkpoint's shape and tokenizer arguments, loads the weights (resharding as needed) and
 // builds the tokenizer. Throws Error naming the flag or field at fault.
-InferenceModel load_inference_model(InferenceArgs& args);
+// With `data_parallel` (evaluation), TP may be any divisor of the world size and the
+// world / TP replicas form the data-parallel group.
+InferenceModel load_inference_model(InferenceArgs& args, bool data_parallel = false);
 
 }  // namespace megatron::cli

@@ -45,6 +45,8 @@ const Subcommand kSubcommands[] = {
      "predict memory and step time of a model x machine x layout; --search for layouts"},
     {"plot", megatron::cli::run_plot,
      "draw training and validation loss from --metrics-file (SVG + terminal)"},
+    {"eval", megatron::cli::run_eval,
+     "zero-shot GPT evaluation: WikiText-103 perplexity, LAMBADA accuracy (Megatron's tasks)"},
 };
 
 void print_usage() {

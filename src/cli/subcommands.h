@@ -16,5 +16,6 @@ int run_generate(int argc, char** argv);
 int run_serve(int argc, char** argv);
 int run_plan(int argc, char** argv);
 int run_plot(int argc, char** argv);
+int run_eval(int argc, char** argv);
 
 }  // namespace megatron::cli

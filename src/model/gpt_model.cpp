@@ -22,6 +22,11 @@ struct GptModel::Ctx {
 
 namespace {
 
+// Σ(loss·mask)/Σ(mask), 0 when nothing is scored.
+float mean_loss(const LossSum& loss) {
+  return loss.count > 0 ? float(loss.sum / loss.count) : 0.0f;
+}
+
 InputEmbeddingConfig input_embedding_config(const GptConfig& c) {
   return {.model_name = "GPT",
           .vocab_size = c.vocab_size,
@@ -111,7 +116,7 @@ Tensor GptModel::forward_to_logits(Ctx& ctx, const Tensor& tokens, const Dropout
   return logits;
 }
 
-float GptModel::forward_loss_from_logits(Ctx& ctx, const GptBatch& batch, const Tensor& logits) {
+LossSum GptModel::forward_loss_from_logits(Ctx& ctx, const GptBatch& batch, const Tensor& logits) {
   const Shape bs = {ctx.batch, ctx.seq};
   check_shape(batch.labels, bs, "GPT labels");
   check_dtype(batch.labels, DType::I32, "GPT labels");
@@ -123,7 +128,7 @@ float GptModel::forward_loss_from_logits(Ctx& ctx, const GptBatch& batch, const 
                                                        config_.vocab_size, arena_);
   const kernels::WeightedSum sum = kernels::weighted_sum(losses, ctx.loss_mask);
   ctx.mask_sum = sum.weights;
-  return ctx.mask_sum > 0 ? float(sum.weighted / ctx.mask_sum) : 0.0f;
+  return LossSum{sum.weighted, sum.weights};
 }
 
 void GptModel::backward(Ctx& ctx, float grad_scale) {
@@ -167,12 +172,16 @@ float GptModel::forward_backward(const GptBatch& host_batch, float grad_scale, u
   Ctx ctx;
   const DropoutScope scope{true, seed, batch.iteration, batch.first_sample};
   Tensor logits = forward_to_logits(ctx, batch.tokens, scope);
-  const float loss = forward_loss_from_logits(ctx, batch, logits);
+  const float loss = mean_loss(forward_loss_from_logits(ctx, batch, logits));
   backward(ctx, grad_scale);
   return loss;
 }
 
-float GptModel::forward_loss(const GptBatch& host_batch) {
+float GptModel::forward_loss(const GptBatch& batch) {
+  return mean_loss(forward_loss_sum(batch));
+}
+
+LossSum GptModel::forward_loss_sum(const GptBatch& host_batch) {
   arena_.reset();
   const GptBatch batch = on_device(host_batch);
   Ctx ctx;

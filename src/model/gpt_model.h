@@ -23,6 +23,12 @@
 
 namespace megatron {
 
+// A loss over some tokens before normalisation: the mean is sum / count.
+struct LossSum {
+  double sum = 0;    // Σ loss·mask
+  double count = 0;  // Σ mask
+};
+
 struct GptConfig {
   int num_layers = 0, hidden_size = 0, num_attention_heads = 0;
   int ffn_hidden_size = 0;        // 0 → 4·hidden_size
@@ -70,6 +76,10 @@ class GptModel {
   float forward_backward(const GptBatch& batch, float grad_scale, uint64_t seed);
   // Evaluation: the same loss without dropout and without gradients.
   float forward_loss(const GptBatch& batch);
+  // Evaluation over a corpus (megatron eval): the unnormalised Σ(loss·mask) and Σ(mask) of the
+  // micro-batch, so that a perplexity over many micro-batches is exact. No dropout, no
+  // gradients; identical on all TP ranks.
+  LossSum forward_loss_sum(const GptBatch& batch);
   // Full-vocabulary logits f32 [b, s, vocab_size] on the model's device (gathered over TP,
   // padding dropped), no dropout. tokens i32 [b, s'] with s' <= max_position_embeddings.
   Tensor forward_logits(const Tensor& tokens);
@@ -98,7 +108,8 @@ class GptModel {
   GptBatch on_device(const GptBatch& batch);
   // Embedding → transformer → local logits f32 [s·b, V_padded/t].
   Tensor forward_to_logits(Ctx& ctx, const Tensor& tokens, const DropoutScope& scope);
-  float forward_loss_from_logits(Ctx& ctx, const GptBatch& batch, const Tensor& logits);
+  // Σ(loss·mask) and Σ(mask) of the micro-batch (kept in ctx for the backward).
+  LossSum forward_loss_from_logits(Ctx& ctx, const GptBatch& batch, const Tensor& logits);
   void backward(Ctx& ctx, float grad_scale);
 
   GptConfig config_;

@@ -20,10 +20,11 @@ namespace megatron {
 // Where in the network a mask is drawn (part of the key; values are fixed forever because
 // changing them changes every mask).
 enum class DropoutSite : uint64_t {
-  kEmbedding = 1,        // after word + position embedding, [s, b, h]
-  kAttentionProbs = 2,   // attention probabilities, [b, heads, s, s]
-  kAttentionOutput = 3,  // after the attention output projection, [s, b, h]
-  kMlpOutput = 4,        // after the MLP output projection, [s, b, h]
+  kEmbedding = 1,           // after word + position embedding, [s, b, h]
+  kAttentionProbs = 2,      // attention probabilities, [b, heads, s, s]
+  kAttentionOutput = 3,     // after the attention output projection, [s, b, h]
+  kMlpOutput = 4,           // after the MLP output projection, [s, b, h]
+  kClassificationHead = 5,  // on the pooled [CLS] state before a finetuning head, [n, h]
 };
 
 // The logical coordinates of a micro-batch: row r of the micro-batch is global sample

@@ -75,10 +75,11 @@ std::string checkpoint_iteration_dir(const std::string& load_dir, int64_t iterat
 }
 
 void check_checkpoint_matches(const CheckpointShardReader& reader, const ParameterStore& params,
-                              bool model_is_complete) {
+                              bool model_is_complete, const ParameterFilter& skip) {
   std::ostringstream diffs;
   int count = 0;
   for (const Parameter& p : params.params()) {
+    if (skip && skip(p.spec.name)) continue;
     if (!reader.contains(p.spec.name)) {
       diffs << "\n  " << p.spec.name << ": missing in the checkpoint (model shape "
             << shape_str(p.spec.full_shape) << ")";
@@ -109,7 +110,8 @@ void check_checkpoint_matches(const CheckpointShardReader& reader, const Paramet
 }
 
 void read_parameters(const CheckpointShardReader& reader, ParameterStore& params,
-                     std::map<std::string, Tensor>* optimizer_flat_buffers) {
+                     std::map<std::string, Tensor>* optimizer_flat_buffers,
+                     const ParameterFilter& skip) {
   if (optimizer_flat_buffers) {
     std::string stored;  // "exp_avg, exp_avg_sq" for the messages
     for (const std::string& b : reader.optimizer_buffer_names())
@@ -129,15 +131,20 @@ void read_parameters(const CheckpointShardReader& reader, ParameterStore& params
     }
   }
   // Checkpoints are device-independent: buffers on a GPU are filled through a host copy
-  // (read shard by shard on the host, then one transfer per flat buffer).
-  auto on_host = [](const Tensor& flat) {
-    return flat.device().is_cpu() ? flat : Tensor::empty(flat.shape(), flat.dtype());
+  // (read shard by shard on the host, then one transfer per flat buffer). The copy starts
+  // from the buffer's values when some parameters are skipped, so that they keep them.
+  auto on_host = [&](const Tensor& flat) {
+    if (flat.device().is_cpu()) return flat;
+    Tensor host = Tensor::empty(flat.shape(), flat.dtype());
+    if (skip) host.copy_from(flat);
+    return host;
   };
   const Tensor host_values = on_host(params.flat_values());
   std::map<std::string, Tensor> host_buffers;
   if (optimizer_flat_buffers)
     for (const auto& [buffer, flat] : *optimizer_flat_buffers) host_buffers[buffer] = on_host(flat);
   for (Parameter& p : params.params()) {
+    if (skip && skip(p.spec.name)) continue;
     const int64_t n = shape_numel(p.local_shape);
     auto local = [&](const Tensor& flat) {
       return flat.slice(0, p.flat_offset, p.flat_offset + n).view(p.local_shape);

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -64,14 +65,20 @@ int64_t resolve_checkpoint_iteration(const std::string& load_dir, int64_t iterat
 // LOAD/iter_XXXXXXX for `iteration` (-1: the tracker's); throws Error when it does not exist.
 std::string checkpoint_iteration_dir(const std::string& load_dir, int64_t iteration);
 
+// The model parameters a load leaves alone (they keep their values), by name; empty: none.
+using ParameterFilter = std::function<bool(const std::string& name)>;
+
 // Throws Error listing every difference between the checkpoint's parameters and `params`
 // (see load_checkpoint). `model_is_complete`: report checkpoint parameters the model lacks.
+// Parameters for which `skip` is true are not compared.
 void check_checkpoint_matches(const CheckpointShardReader& reader, const ParameterStore& params,
-                              bool model_is_complete);
+                              bool model_is_complete, const ParameterFilter& skip = {});
 // Fills every parameter slice of `params` (and the optimizer buffers, when not null) from
-// `reader`; call check_checkpoint_matches first for a complete error report.
+// `reader`, except those for which `skip` is true; call check_checkpoint_matches first for a
+// complete error report.
 void read_parameters(const CheckpointShardReader& reader, ParameterStore& params,
-                     std::map<std::string, Tensor>* optimizer_flat_buffers);
+                     std::map<std::string, Tensor>* optimizer_flat_buffers,
+                     const ParameterFilter& skip = {});
 
 // A save in progress: creates SAVE/iter_XXXXXXX.tmp-<nonce>/ (SAVE included) so that shards
 // can be written into rank_dir(...), then commit() swaps it into place and updates the

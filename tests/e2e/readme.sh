@@ -12,9 +12,9 @@
 #   - the scratch checkout links every top-level entry of the source tree (except runs/), and
 #     build/ to the build directory of the binary under test; the blocks may write only under
 #     runs/ (checked)
-# Pending steps: "Train on your own text" must show `megatron eval` and `megatron generate`
-# once they exist. When `megatron eval --help` (or generate) succeeds and no block of that
-# section runs it, this test fails and says where the step goes.
+# Steps of "Train on your own text" that need their subcommand: `megatron eval` and `megatron
+# generate` must stay shown there; when one succeeds on --help and no block of that section
+# runs it, this test fails and says where the step goes.
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}" "${MEGATRON_DATA_DIR:?}"
 SRC="$MEGATRON_SOURCE_DIR"
@@ -78,6 +78,9 @@ for f in config.json model.safetensors generation_config.json vocab.json merges.
 done
 cmp -s runs/own/hf/vocab.json "$MEGATRON_DATA_DIR/gpt2-vocab.json" || fail "vocab.json differs"
 grep -q '<svg' runs/own/loss.svg || fail "runs/own/loss.svg is not an SVG"
+# Step 7's LAMBADA run: every sample of the file evaluated once by the two replicas.
+grep -q '"task":"LAMBADA".*"total_examples":9' runs/own/eval.jsonl ||
+  fail "runs/own/eval.jsonl has no LAMBADA result over the file's 9 samples"
 node - runs/own/tp1/metrics.jsonl runs/own/tp2/metrics.jsonl <<'EOF'
 const fs = require('fs');
 const rows = (p) => fs.readFileSync(p, 'utf8').trim().split('\n').map(JSON.parse);
