@@ -13,13 +13,16 @@
 namespace megatron::cli {
 
 int run_pretrain_gpt(int argc, char** argv) {
-  CLI::App app{"Pretrain a GPT model with tensor x data parallelism (Megatron-LM flags)",
+  CLI::App app{"Pretrain a GPT model with tensor x pipeline x data parallelism (Megatron-LM flags)",
                "megatron pretrain-gpt"};
   Args args;
   bool eod_mask_loss = false;
   ArgTable table(app);
   add_training_args(table, args);
   table.add_flag("--eod-mask-loss", eod_mask_loss, "mask the loss of end-of-document labels");
+  int layers_per_virtual_stage = 0;
+  table.add("--num-layers-per-virtual-pipeline-stage", layers_per_virtual_stage,
+            "layers per model chunk: the interleaved 1F1B schedule (docs/parallelism.md)");
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
   select_training_device(args);
 
@@ -35,6 +38,7 @@ int run_pretrain_gpt(int argc, char** argv) {
     log_line(table.format());
     vocab = build_vocabulary(args);
     model = gpt_step_config(args, vocab, eod_mask_loss);
+    model.pipeline_chunks = pipeline_chunks(args, layers_per_virtual_stage);
     data = build_gpt_data(args, vocab);
   });
   TrainerConfig config = trainer_config(args, table);

@@ -18,6 +18,15 @@ void reduce_gradients_over_dp(Tensor& flat_grads, Communicator& dp, double post_
   }
 }
 
+void reduce_tied_gradients(ParameterStore& store, const ParallelState& ps) {
+  if (ps.embedding == nullptr) return;
+  for (Parameter& p : store.params()) {
+    if (p.spec.stage_tie == StageTie::kNone) continue;
+    Tensor grad = p.grad;
+    ps.embedding->all_reduce(grad, ReduceOp::SUM);
+  }
+}
+
 bool found_overflow_anywhere(const Tensor& flat_grads, Communicator& world, bool f16_range,
                              Tensor* f16_scratch) {
   bool overflow = kernels::has_inf_or_nan(flat_grads);
@@ -47,7 +56,7 @@ double global_grad_norm(const ParameterStore& store, const ParallelState& ps) {
   const Tensor& flat = store.flat_grads();
   for (const auto& [begin, end] : store.norm_ranges())
     sum += kernels::sum_squares(flat.slice(0, begin, end));
-  if (ps.tp_size > 1) sum = ps.tp->all_reduce_scalar(sum, ReduceOp::SUM);
+  if (ps.tp_size * ps.pp_size > 1) sum = ps.mp->all_reduce_scalar(sum, ReduceOp::SUM);
   return std::sqrt(sum);
 }
 

@@ -19,6 +19,11 @@ namespace megatron {
 void reduce_gradients_over_dp(Tensor& flat_grads, Communicator& dp, double post_scale,
                               int64_t bucket_elements = int64_t(1) << 22);
 
+// Megatron's embedding-group reduction: on the first and last pipeline stage (pp > 1), sums the
+// gradients of the parameters both hold (StageTie) over ps.embedding, so the two copies of the
+// tied word embedding take the same step. Nothing on other ranks or at pp = 1.
+void reduce_tied_gradients(ParameterStore& store, const ParallelState& ps);
+
 // True on every rank when any rank's gradients hold an inf or NaN (all-reduce MAX over the
 // world), so every rank makes the same skip decision. With `f16_range`, a value that does not
 // fit in f16 (|g| > 65504 after rounding) counts as an overflow too: that is what an fp16
@@ -29,8 +34,9 @@ bool found_overflow_anywhere(const Tensor& flat_grads, Communicator& world, bool
                              Tensor* f16_scratch = nullptr);
 
 // L2 norm of the full (unsplit) model gradient: partitioned parameters' squares are summed
-// over the TP group, replicated ones (identical on every TP rank) are counted once — only TP
-// rank 0 contributes them. One sum-of-squares pass per run of counted parameters in the flat
+// over the model-parallel group (TP × PP), replicated ones (identical on every TP rank) are
+// counted once — only TP rank 0 contributes them — and a pipeline stage's copy of a tied
+// parameter not at all. One sum-of-squares pass per run of counted parameters in the flat
 // gradient buffer (ParameterStore::norm_ranges: the whole buffer on TP rank 0). Identical on
 // every rank.
 double global_grad_norm(const ParameterStore& store, const ParallelState& ps);

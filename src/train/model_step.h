@@ -59,6 +59,15 @@ class ModelStep {
   virtual LossTerms train_micro_batch(float grad_scale, uint64_t seed, int64_t iteration) = 0;
   // Next validation micro-batch: forward only.
   virtual LossTerms valid_micro_batch(int64_t iteration) = 0;
+
+  // One iteration's `micro_batches` training micro-batches (forward + backward, gradients
+  // accumulated) in the model's schedule, and the SUM of their losses on the ranks that
+  // compute the loss (the last pipeline stage), zeros on the others. The default is the
+  // no-pipelining schedule: train_micro_batch, micro_batches times.
+  virtual LossTerms train_micro_batches(int64_t micro_batches, float grad_scale, uint64_t seed,
+                                        int64_t iteration);
+  // The same for `micro_batches` validation micro-batches, forward only.
+  virtual LossTerms valid_micro_batches(int64_t micro_batches, int64_t iteration);
 };
 
 // Builds the model's parameters into `store` (still unallocated) for this rank's TP slice.

@@ -61,7 +61,7 @@ struct Trainer::Impl {
 
   Impl(TrainerConfig c, std::shared_ptr<Communicator> world, const ModelStepFactory& make_model)
       : cfg(std::move(c)),
-        ps(ParallelState::create(std::move(world), cfg.tensor_parallel, 1)),
+        ps(ParallelState::create(std::move(world), cfg.tensor_parallel, cfg.pipeline_parallel)),
         store(ps.tp_rank, ps.tp_size, bound(cfg.device)),
         scaler(cfg.scaler),
         schedule(cfg.lr),
@@ -78,7 +78,7 @@ struct Trainer::Impl {
     optimizer = std::make_unique<AdamW>(store, cfg.adam);
     if (cfg.fp16) model->refresh_compute_weights();  // the store now holds f16-rounded values
     log_info(" > number of parameters on (tensor, pipeline) model parallel rank (", ps.tp_rank,
-             ", 0): ", store.flat_values().numel());
+             ", ", ps.pp_rank, "): ", store.flat_values().numel());
     log_info(" > training on ", cfg.device.str());
   }
 
@@ -178,12 +178,14 @@ struct Trainer::Impl {
   }
 
   // Mean of per-rank sums of `micro_batches_per_rank` micro-batches' losses over all DP
-  // ranks, identical on every rank.
+  // ranks, identical on every rank. The sums come from the last pipeline stage, which
+  // computes the loss; it broadcasts the mean to the other stages.
   LossTerms average_over_dp(const LossTerms& sum, int64_t micro_batches_per_rank) const {
     // Logged host scalars: one all-reduce of a host f64 [2] over this stack array.
     double sums[2] = {sum.lm, sum.sop};
     Tensor t = Tensor::from_blob(sums, {2}, DType::F64);
     ps.dp->all_reduce(t);
+    if (ps.pp_size > 1) ps.pp->broadcast(t, ps.pp_size - 1);
     const double n = double(micro_batches_per_rank * ps.dp_size);
     return {sums[0] / n, sums[1] / n};
   }
@@ -194,12 +196,8 @@ struct Trainer::Impl {
     const double loss_scale = scaler.scale();
     // Each micro-batch's loss is a mean; Megatron averages them over the global batch.
     const float grad_scale = float(loss_scale / double(num_micro_batches));
-    LossTerms local;
-    for (int64_t m = 0; m < num_micro_batches; ++m) {
-      const LossTerms l = model->train_micro_batch(grad_scale, seed, iteration);
-      local.lm += l.lm;
-      local.sop += l.sop;
-    }
+    const LossTerms local =
+        model->train_micro_batches(num_micro_batches, grad_scale, seed, iteration);
     loss = average_over_dp(local, num_micro_batches);
 
     // fp16 checks for overflow while the gradients are still scaled (as fp16 gradients would
@@ -207,6 +205,7 @@ struct Trainer::Impl {
     const double dp_average = 1.0 / double(ps.dp_size);
     reduce_gradients_over_dp(store.flat_grads(), *ps.dp,
                              cfg.fp16 ? dp_average : dp_average / loss_scale);
+    reduce_tied_gradients(store, ps);
     if (cfg.fp16) {
       const bool overflow =
           found_overflow_anywhere(store.flat_grads(), *ps.world, true, &optimizer->f16_scratch());
@@ -235,13 +234,8 @@ struct Trainer::Impl {
     // Every evaluation scores the same first eval_iters global batches of the validation
     // set, so successive validation losses are comparable.
     model->start_validation_data(placement(/*consumed_samples=*/0));
-    LossTerms local;
     const int64_t micro_batches = cfg.eval_iters * num_micro_batches;
-    for (int64_t i = 0; i < micro_batches; ++i) {
-      const LossTerms l = model->valid_micro_batch(iteration);
-      local.lm += l.lm;
-      local.sop += l.sop;
-    }
+    const LossTerms local = model->valid_micro_batches(micro_batches, iteration);
     consumed_valid_samples += cfg.eval_iters * cfg.global_batch;
     return average_over_dp(local, micro_batches);
   }
