@@ -81,8 +81,8 @@ int pipeline_chunks(const Args& a, int layers_per_virtual_stage) {
   const int chunks = a.num_layers / p / layers_per_virtual_stage;
   check_pipeline_split(a.num_layers, p, chunks);
   MT_REQUIRE(chunks == 1 || a.num_micro_batches() % p == 0,
-             "the interleaved schedule needs the number of micro-batches (",
-             a.num_micro_batches(), " = --global-batch-size / (--micro-batch-size x data-parallel ",
+             "the interleaved schedule needs the number of micro-batches (", a.num_micro_batches(),
+             " = --global-batch-size / (--micro-batch-size x data-parallel ",
              "size)) to be a multiple of --pipeline-model-parallel-size ", p);
   return chunks;
 }

@@ -61,14 +61,14 @@ std::optional<VocabParallelEmbedding> head_embedding_copy(const GptConfig& c,
                                                           ParameterStore& store,
                                                           const ComputeWeights& weights) {
   if (!stage.last || stage.first) return std::nullopt;
-  return std::optional<VocabParallelEmbedding>(std::in_place,
-                                               VocabParallelEmbeddingConfig{
-                                                   .name = kWordEmbeddings,
-                                                   .num_embeddings = c.padded_vocab_size,
-                                                   .vocab_rows = c.vocab_size,
-                                                   .embedding_dim = c.hidden_size,
-                                                   .init_std = c.init_method_std},
-                                               ps, store, weights);
+  return std::optional<VocabParallelEmbedding>(
+      std::in_place,
+      VocabParallelEmbeddingConfig{.name = kWordEmbeddings,
+                                   .num_embeddings = c.padded_vocab_size,
+                                   .vocab_rows = c.vocab_size,
+                                   .embedding_dim = c.hidden_size,
+                                   .init_std = c.init_method_std},
+      ps, store, weights);
 }
 
 }  // namespace
@@ -144,9 +144,8 @@ Tensor GptModel::forward_hidden(Ctx& ctx, const Tensor& input, const DropoutScop
   } else {
     MT_CHECK(input.dim() == 3 && input.size(2) == config_.hidden_size &&
                  input.dtype() == weights_.dtype(),
-             "a GPT stage's input must be the previous stage's output [s, b, ",
-             config_.hidden_size, "] in ", dtype_name(weights_.dtype()), ", got ",
-             input.describe());
+             "a GPT stage's input must be the previous stage's output [s, b, ", config_.hidden_size,
+             "] in ", dtype_name(weights_.dtype()), ", got ", input.describe());
     ctx.seq = input.size(0);
     ctx.batch = input.size(1);
     x = input;
@@ -159,7 +158,7 @@ Tensor GptModel::head_logits(Ctx& ctx, const Tensor& hidden) {
   // LM head, tied to the word embedding: the input is copied to the TP region (f), each rank
   // computes its vocabulary shard of the logits, in f32 for the cross-entropy.
   ctx.hidden = CopyToTpRegion::forward(hidden).view({s * b, h});
-  const Tensor& table = head_embedding().weight();                       // [V/t, h]
+  const Tensor& table = head_embedding().weight();                      // [V/t, h]
   Tensor logits = ctx.arena.alloc({s * b, table.size(0)}, DType::F32);  // [s·b, V/t]
   kernels::gemm(ctx.hidden, false, table, true, logits);
   return logits;
@@ -225,8 +224,12 @@ GptBatch GptModel::on_device(const GptBatch& batch, Arena& arena) {
   return b;
 }
 
-std::unique_ptr<GptModel::StageCtx> GptModel::make_stage_ctx() const {
-  return std::make_unique<StageCtx>(store_.device());
+void GptModel::StageCtxDeleter::operator()(StageCtx* ctx) const {
+  delete ctx;
+}
+
+GptModel::StageCtxPtr GptModel::make_stage_ctx() const {
+  return StageCtxPtr(new StageCtx(store_.device()));
 }
 
 Tensor GptModel::forward_stage(StageCtx& sc, const GptBatch& host_batch, const Tensor& input,
@@ -234,8 +237,8 @@ Tensor GptModel::forward_stage(StageCtx& sc, const GptBatch& host_batch, const T
   sc.arena.reset();
   Ctx& ctx = sc.state.emplace(sc.arena);
   const GptBatch batch = on_device(host_batch, sc.arena);
-  const DropoutScope scope = train ? DropoutScope{true, seed, batch.iteration, batch.first_sample}
-                                   : DropoutScope{};
+  const DropoutScope scope =
+      train ? DropoutScope{true, seed, batch.iteration, batch.first_sample} : DropoutScope{};
   Tensor hidden = forward_hidden(ctx, stage_.first ? batch.tokens : input, scope);
   if (!stage_.last) return hidden;
   ctx.loss = forward_loss_from_logits(ctx, batch, head_logits(ctx, hidden));

@@ -84,7 +84,11 @@ class GptModel {
   // One micro-batch's activations on this stage, in an arena of its own, so that a schedule
   // can keep several micro-batches in flight. Reusable: each forward_stage starts it afresh.
   class StageCtx;
-  std::unique_ptr<StageCtx> make_stage_ctx() const;
+  struct StageCtxDeleter {  // StageCtx is complete only in gpt_model.cpp
+    void operator()(StageCtx* ctx) const;
+  };
+  using StageCtxPtr = std::unique_ptr<StageCtx, StageCtxDeleter>;
+  StageCtxPtr make_stage_ctx() const;
   // Forward of `batch` (host or device tensors; the first stage reads the tokens, the last the
   // labels and loss mask) through this stage. `input`: the previous stage's output [s, b, h]
   // in the compute dtype (ignored on the first stage). `train`: dropout on (keyed by `seed`
@@ -150,7 +154,7 @@ class GptModel {
   ParameterStore& store_;
   StageRange stage_;
   ComputeWeights weights_;
-  std::optional<InputEmbedding> embedding_;             // the first stage
+  std::optional<InputEmbedding> embedding_;               // the first stage
   std::optional<VocabParallelEmbedding> head_embedding_;  // the last stage of a split model
   Transformer transformer_;
   Arena arena_;    // activations of one micro-batch, reset at the start of each call

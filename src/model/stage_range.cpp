@@ -11,10 +11,11 @@ void check_pipeline_split(int num_layers, int pipeline_size, int chunks) {
              " is not divisible by --pipeline-model-parallel-size ", pipeline_size,
              ": every pipeline stage must hold the same number of layers");
   if (chunks == 1) return;
-  MT_REQUIRE(pipeline_size > 1, "--num-layers-per-virtual-pipeline-stage (the interleaved "
+  MT_REQUIRE(pipeline_size > 1,
+             "--num-layers-per-virtual-pipeline-stage (the interleaved "
              "schedule) needs --pipeline-model-parallel-size > 1");
-  MT_REQUIRE(chunks >= 1 && num_layers % (pipeline_size * chunks) == 0,
-             "--num-layers ", num_layers, " is not divisible into ", pipeline_size * chunks,
+  MT_REQUIRE(chunks >= 1 && num_layers % (pipeline_size * chunks) == 0, "--num-layers ", num_layers,
+             " is not divisible into ", pipeline_size * chunks,
              " virtual pipeline stages (--pipeline-model-parallel-size ", pipeline_size, " x ",
              chunks, " model chunks per stage)");
 }

@@ -22,7 +22,6 @@ struct StageRange {
 void check_pipeline_split(int num_layers, int pipeline_size, int chunks);
 
 // Chunk `chunk` of pipeline rank `pipeline_rank` (check_pipeline_split first).
-StageRange stage_range(int num_layers, int pipeline_size, int pipeline_rank, int chunks,
-                       int chunk);
+StageRange stage_range(int num_layers, int pipeline_size, int pipeline_rank, int chunks, int chunk);
 
 }  // namespace megatron

@@ -97,7 +97,8 @@ void run_pipeline_schedule(const std::vector<PipelineOp>& ops, Communicator* pp,
       if (!exchange.last_virtual_stage(op.chunk))
         exchange.send_activation(op.chunk, op.micro_batch, output);
     } else {
-      MT_CHECK(fns.backward, "run_pipeline_schedule: a backward operation but no backward function");
+      MT_CHECK(fns.backward,
+               "run_pipeline_schedule: a backward operation but no backward function");
       const Tensor grad_output = exchange.last_virtual_stage(op.chunk)
                                      ? Tensor()
                                      : exchange.receive_gradient(op.chunk, op.micro_batch);

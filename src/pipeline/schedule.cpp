@@ -9,8 +9,8 @@ namespace megatron {
 namespace {
 
 void check_sizes(int pipeline_size, int rank, int chunks, int64_t micro_batches) {
-  MT_CHECK(pipeline_size >= 1 && rank >= 0 && rank < pipeline_size, "pipeline rank ", rank,
-           " of ", pipeline_size);
+  MT_CHECK(pipeline_size >= 1 && rank >= 0 && rank < pipeline_size, "pipeline rank ", rank, " of ",
+           pipeline_size);
   MT_CHECK(chunks >= 1, "model chunks per pipeline rank must be >= 1, got ", chunks);
   MT_REQUIRE(micro_batches >= 1, "a pipeline schedule needs at least one micro-batch, got ",
              micro_batches);
@@ -88,8 +88,8 @@ std::vector<PipelineOp> training_schedule(int pipeline_size, int rank, int chunk
 }
 
 std::string op_name(const PipelineOp& op) {
-  return std::string(op.kind == PipelineOp::kForward ? "F" : "B") + std::to_string(op.chunk) +
-         "." + std::to_string(op.micro_batch);
+  return std::string(op.kind == PipelineOp::kForward ? "F" : "B") + std::to_string(op.chunk) + "." +
+         std::to_string(op.micro_batch);
 }
 
 }  // namespace megatron

@@ -72,8 +72,8 @@ class GptStep final : public ModelStep {
 
   LossTerms train_micro_batches(int64_t micro_batches, float grad_scale, uint64_t seed,
                                 int64_t iteration) override {
-    return run(*train_, training_schedule(ps_.pp_size, ps_.pp_rank, cfg_.pipeline_chunks,
-                                          micro_batches),
+    return run(*train_,
+               training_schedule(ps_.pp_size, ps_.pp_rank, cfg_.pipeline_chunks, micro_batches),
                iteration, /*train=*/true, grad_scale, seed);
   }
   LossTerms valid_micro_batches(int64_t micro_batches, int64_t iteration) override {
@@ -82,7 +82,7 @@ class GptStep final : public ModelStep {
   }
 
  private:
-  using CtxPtr = std::unique_ptr<GptModel::StageCtx>;
+  using CtxPtr = GptModel::StageCtxPtr;
 
   // Runs `ops` over the next micro-batches of `loader`; returns the sum of the losses on the
   // last stage (zero elsewhere).
@@ -115,10 +115,9 @@ class GptStep final : public ModelStep {
       return grad_input;
     };
     const GptModel& any = *chunks_.front();
-    run_pipeline_schedule(ops, ps_.pp_size > 1 ? ps_.pp.get() : nullptr, cfg_.pipeline_chunks,
-                          {any.stage_activation_shape(micro_batch_), any.compute_dtype(),
-                           any.device()},
-                          fns);
+    run_pipeline_schedule(
+        ops, ps_.pp_size > 1 ? ps_.pp.get() : nullptr, cfg_.pipeline_chunks,
+        {any.stage_activation_shape(micro_batch_), any.compute_dtype(), any.device()}, fns);
     return {loss_sum};
   }
 

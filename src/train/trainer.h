@@ -4,8 +4,8 @@
 // the loss scaler and LR schedule and the data loaders, optionally loads a checkpoint, then
 // runs iterations: the global batch's micro-batches (gradient accumulation, in the model's
 // pipeline schedule) → DP all-reduce of the flat gradients → all-reduce of the tied embedding
-// over the first and last pipeline stage → overflow check (fp16) → clip → AdamW → schedule; logs `lm loss` (and
-// BERT's `sop loss`), evaluates and saves at the configured intervals and exits at
+// over the first and last pipeline stage → overflow check (fp16) → clip → AdamW → schedule; logs
+// `lm loss` (and BERT's `sop loss`), evaluates and saves at the configured intervals and exits at
 // --exit-interval / --exit-duration-in-mins. Every decision (skip, clip, save, exit) is taken
 // from values that are identical on all ranks, so no rank ever waits for another.
 #pragma once

@@ -509,7 +509,8 @@ TEST_P(CommunicatorPathTest, IrecvMatchesByTag) {
   const int me = world->rank();
   if (me > 1) return;
   const int peer = 1 - me;
-  Tensor a = rank_tensor<float>(me, {1000}, device()), b = rank_tensor<float>(me + 2, {1000}, device());
+  Tensor a = rank_tensor<float>(me, {1000}, device()),
+         b = rank_tensor<float>(me + 2, {1000}, device());
   Tensor got_a = Tensor::zeros({1000}, DType::F32, device());
   Tensor got_b = Tensor::zeros({1000}, DType::F32, device());
   auto sa = world->isend(a, peer, /*tag=*/1);
