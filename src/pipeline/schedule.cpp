@@ -1,6 +1,7 @@
 #include "pipeline/schedule.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "core/error.h"
 
@@ -88,8 +89,11 @@ std::vector<PipelineOp> training_schedule(int pipeline_size, int rank, int chunk
 }
 
 std::string op_name(const PipelineOp& op) {
-  return std::string(op.kind == PipelineOp::kForward ? "F" : "B") + std::to_string(op.chunk) + "." +
-         std::to_string(op.micro_batch);
+  // snprintf, not string concatenation: GCC 12's -Wrestrict misfires on the latter.
+  char buffer[48];
+  std::snprintf(buffer, sizeof buffer, "%c%d.%lld", op.kind == PipelineOp::kForward ? 'F' : 'B',
+                op.chunk, static_cast<long long>(op.micro_batch));
+  return buffer;
 }
 
 }  // namespace megatron

@@ -21,7 +21,10 @@ namespace {
 
 std::string names(const std::vector<PipelineOp>& ops) {
   std::string s;
-  for (const PipelineOp& op : ops) s += (s.empty() ? "" : " ") + op_name(op);
+  for (const PipelineOp& op : ops) {
+    if (!s.empty()) s += ' ';
+    s += op_name(op);
+  }
   return s;
 }
 
