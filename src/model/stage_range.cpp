@@ -31,4 +31,20 @@ StageRange stage_range(int num_layers, int pipeline_size, int pipeline_rank, int
   return {virtual_stage * per_stage, per_stage, virtual_stage == 0, virtual_stage == stages - 1};
 }
 
+int pipeline_rank_of_parameter(const std::string& name, int num_layers, int pipeline_size) {
+  check_pipeline_split(num_layers, pipeline_size, 1);
+  const size_t at = name.find("layers.");
+  if (at != std::string::npos && (at == 0 || name[at - 1] == '.')) {
+    const size_t digits = at + 7, end = name.find('.', digits);
+    const std::string index = name.substr(digits, end - digits);
+    if (!index.empty() && index.find_first_not_of("0123456789") == std::string::npos) {
+      const int layer = std::stoi(index);
+      MT_REQUIRE(layer < num_layers, "parameter '", name, "' belongs to layer ", layer,
+                 " but the model has ", num_layers, " layers");
+      return layer / (num_layers / pipeline_size);
+    }
+  }
+  return name.rfind("embedding.", 0) == 0 ? 0 : pipeline_size - 1;
+}
+
 }  // namespace megatron

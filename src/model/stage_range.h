@@ -7,6 +7,8 @@
 // final LayerNorm and the head to virtual stage p·v − 1.
 #pragma once
 
+#include <string>
+
 namespace megatron {
 
 struct StageRange {
@@ -23,5 +25,11 @@ void check_pipeline_split(int num_layers, int pipeline_size, int chunks);
 
 // Chunk `chunk` of pipeline rank `pipeline_rank` (check_pipeline_split first).
 StageRange stage_range(int num_layers, int pipeline_size, int pipeline_rank, int chunks, int chunk);
+
+// The pipeline rank that holds parameter `name` when `num_layers` layers are split into
+// `pipeline_size` contiguous stages (one chunk per rank): "...layers.<i>...." by its layer,
+// "embedding...." the first stage, anything else (final LayerNorm, heads) the last. Throws
+// Error for a layer index outside [0, num_layers).
+int pipeline_rank_of_parameter(const std::string& name, int num_layers, int pipeline_size);
 
 }  // namespace megatron

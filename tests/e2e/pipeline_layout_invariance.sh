@@ -3,7 +3,8 @@
 # 4 layers — TP×PP×DP 1×1×1, 2×2×1, 1×4×1, 1×2×2 and 1×2×1 interleaved (2 chunks of 1 layer per
 # rank) must log the same lm loss and grad norm at each of 8 iterations (relative <= 1e-5), and
 # so must validation. Checkpoints saved at PP > 1 resume at another layout with the next losses
-# of the uninterrupted run: 1×4×1 → 2×2×1, and 1×2×2 → 1×1×1.
+# of the uninterrupted run: 1×4×1 → 2×2×1, and 1×2×2 → 1×1×1; so does 1×4×1's checkpoint after
+# `megatron convert` rewrote it at TP 2 × PP 2 (resumed at 2×2×1).
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
 WORK="$(mktemp -d)"
@@ -35,6 +36,11 @@ for name in t1p4d1 t1p2d2; do
 done
 run resumed_t2p2d1 4 2 2 --load "$WORK/ckpt_p4"
 run resumed_t1p1d1 1 1 1 --load "$WORK/ckpt_p2d2"
+"$MEGATRON_BINARY" convert --model-type gpt --load "$WORK/ckpt_p4" --save "$WORK/ckpt_converted" \
+  --target-tensor-parallel-size 2 --target-pipeline-parallel-size 2 > "$WORK/convert.log" 2>&1 ||
+  { cat "$WORK/convert.log"; echo "FAIL: convert"; exit 1; }
+[[ -d "$WORK/ckpt_converted/iter_0000004/mp_rank_01_001" ]] || { echo "FAIL: no TP2 x PP2 layout"; exit 1; }
+run converted_t2p2d1 4 2 2 --load "$WORK/ckpt_converted"
 
 CHECK="node $MEGATRON_SOURCE_DIR/tests/e2e/compare_metrics.js"
 for name in t2p2d1 t1p2d1_interleaved; do
@@ -49,6 +55,8 @@ echo "== resumed at 2x2x1 from 1x4x1's checkpoint of iteration 4"
 $CHECK "$WORK/t1p1d1.jsonl" "$WORK/resumed_t2p2d1.jsonl" --from 5 --to 8 --rtol 1e-5
 echo "== resumed at 1x1x1 from 1x2x2's checkpoint of iteration 4"
 $CHECK "$WORK/t1p1d1.jsonl" "$WORK/resumed_t1p1d1.jsonl" --from 5 --to 8 --rtol 1e-5
+echo "== resumed at 2x2x1 from 1x4x1's checkpoint converted to TP 2 x PP 2"
+$CHECK "$WORK/t1p1d1.jsonl" "$WORK/converted_t2p2d1.jsonl" --from 5 --to 8 --rtol 1e-5
 # Validation losses agree too, matched by iteration (the runs that exit at 4 validate there).
 node -e '
   const fs = require("fs");
