@@ -94,9 +94,14 @@ void reshard_checkpoint(const std::string& load_dir, int64_t iteration, const st
     state["args"]["tensor_model_parallel_size"] = target_tp;
     state["args"]["pipeline_model_parallel_size"] = target_pp;
   }
-  const int num_layers =
-      target_pp == 1 ? 1 : state_field<int>(state, "model", "num_layers", reader.iteration_dir());
-  check_pipeline_split(num_layers, target_pp, 1);
+  // Which pipeline rank writes each tensor (the layer count is needed only to split).
+  std::map<std::string, int> stage_of;
+  if (target_pp > 1) {
+    const int num_layers = state_field<int>(state, "model", "num_layers", reader.iteration_dir());
+    check_pipeline_split(num_layers, target_pp, 1);
+    for (const std::string& name : reader.names())
+      stage_of[name] = pipeline_rank_of_parameter(name, num_layers, target_pp);
+  }
 
   // Megatron pads the vocabulary to a multiple of make-vocab-size-divisible-by x TP: the
   // tensors the checkpoint marks as padded vocabularies are re-padded for target_tp.
@@ -118,7 +123,7 @@ void reshard_checkpoint(const std::string& load_dir, int64_t iteration, const st
     for (int rank = 0; rank < target_tp; ++rank) {
       ParameterStore store(rank, target_tp);
       for (const std::string& name : reader.names()) {
-        if (pipeline_rank_of_parameter(name, num_layers, target_pp) != pp_rank) continue;
+        if (target_pp > 1 && stage_of.at(name) != pp_rank) continue;
         const ShardPlacement& p = reader.placement(name);
         store.add({name, target_shape(p), p.partition_dim, true, p.vocab_rows});
       }

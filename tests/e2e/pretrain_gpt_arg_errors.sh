@@ -70,7 +70,16 @@ expect_error "--no-such-flag" -- "${BASE[@]}" --no-such-flag 3
 mapfile -t A < <(without --mock-data 0)
 expect_error "no training data: give --data-path" -- "${A[@]}"
 mapfile -t A < <(with --pipeline-model-parallel-size 2)
-expect_error "--pipeline-model-parallel-size 2 is not supported" -- "${A[@]}"
+expect_error "world size 1 (number of processes) must be divisible by --tensor-model-parallel-size 1 x --pipeline-model-parallel-size 2" -- "${A[@]}"
+mapfile -t A < <(with --num-layers 3)
+expect_error "--num-layers 3 is not divisible by --pipeline-model-parallel-size 2" 2 -- "${A[@]}" \
+  --pipeline-model-parallel-size 2
+expect_error "--num-layers-per-virtual-pipeline-stage 3 must divide --num-layers 2 / --pipeline-model-parallel-size 2" \
+  2 -- "${BASE[@]}" --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 3
+mapfile -t A < <(with --global-batch-size 2)
+mapfile -t A < <(BASE=("${A[@]}"); with --num-layers 4)  # 2 chunks of 1 layer, 1 micro-batch
+expect_error "the interleaved schedule needs the number of micro-batches (1" 2 -- "${A[@]}" \
+  --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1
 mapfile -t A < <(without --lr)
 expect_error "--lr must be given" -- "${A[@]}"
 mapfile -t A < <(without --train-iters)
