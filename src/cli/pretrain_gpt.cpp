@@ -20,6 +20,9 @@ int run_pretrain_gpt(int argc, char** argv) {
   ArgTable table(app);
   add_training_args(table, args);
   table.add_flag("--eod-mask-loss", eod_mask_loss, "mask the loss of end-of-document labels");
+  bool distributed_optimizer = false;
+  table.add_flag("--use-distributed-optimizer", distributed_optimizer,
+                 "shard the Adam state over data-parallel ranks (ZeRO-1; docs/parallelism.md)");
   int layers_per_virtual_stage = 0;
   table.add("--num-layers-per-virtual-pipeline-stage", layers_per_virtual_stage,
             "layers per model chunk: the interleaved 1F1B schedule (docs/parallelism.md)");
@@ -43,6 +46,7 @@ int run_pretrain_gpt(int argc, char** argv) {
   });
   TrainerConfig config = trainer_config(args, table);
   config.tokenizer = vocab.identity;
+  config.distributed_optimizer = distributed_optimizer;
   Trainer trainer(std::move(config), world,
                   gpt_step_factory(std::move(model), data.train, data.valid));
   trainer.run();

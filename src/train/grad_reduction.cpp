@@ -49,22 +49,33 @@ bool found_overflow_anywhere(const Tensor& flat_grads, Communicator& world, bool
   return world.all_reduce_scalar(local, ReduceOp::MAX) > 0.0;
 }
 
-double global_grad_norm(const ParameterStore& store, const ParallelState& ps) {
+double global_grad_norm(const ParameterStore& store, const ParallelState& ps,
+                        const GradShard* shard) {
   MT_CHECK(store.tp_rank() == ps.tp_rank, "global_grad_norm: the store is for TP rank ",
            store.tp_rank(), ", the parallel state is rank ", ps.tp_rank);
   double sum = 0.0;
-  const Tensor& flat = store.flat_grads();
-  for (const auto& [begin, end] : store.norm_ranges())
-    sum += kernels::sum_squares(flat.slice(0, begin, end));
-  if (ps.tp_size * ps.pp_size > 1) sum = ps.mp->all_reduce_scalar(sum, ReduceOp::SUM);
+  const Tensor& grads = shard ? shard->grads : store.flat_grads();
+  const int64_t first = shard ? shard->range.begin : 0;
+  const int64_t last = shard ? shard->range.end : grads.numel();
+  for (auto [begin, end] : store.norm_ranges()) {
+    begin = std::max(begin, first);
+    end = std::min(end, last);
+    if (begin < end) sum += kernels::sum_squares(grads.slice(0, begin - first, end - first));
+  }
+  if (shard != nullptr) {
+    if (ps.world_size > 1) sum = ps.world->all_reduce_scalar(sum, ReduceOp::SUM);
+  } else if (ps.tp_size * ps.pp_size > 1) {
+    sum = ps.mp->all_reduce_scalar(sum, ReduceOp::SUM);
+  }
   return std::sqrt(sum);
 }
 
-double clip_grad_norm(ParameterStore& store, const ParallelState& ps, double max_norm) {
-  const double norm = global_grad_norm(store, ps);
+double clip_grad_norm(ParameterStore& store, const ParallelState& ps, double max_norm,
+                      GradShard* shard) {
+  const double norm = global_grad_norm(store, ps, shard);
   if (max_norm > 0.0) {
     const double coeff = max_norm / (norm + 1e-6);
-    if (coeff < 1.0) kernels::scale(store.flat_grads(), float(coeff));
+    if (coeff < 1.0) kernels::scale(shard ? shard->grads : store.flat_grads(), float(coeff));
   }
   return norm;
 }

@@ -11,6 +11,7 @@
 #include "distributed/communicator.h"
 #include "distributed/parallel_state.h"
 #include "parallel/parameter.h"
+#include "train/optimizer.h"
 
 namespace megatron {
 
@@ -39,10 +40,21 @@ bool found_overflow_anywhere(const Tensor& flat_grads, Communicator& world, bool
 // parameter not at all. One sum-of-squares pass per run of counted parameters in the flat
 // gradient buffer (ParameterStore::norm_ranges: the whole buffer on TP rank 0). Identical on
 // every rank.
-double global_grad_norm(const ParameterStore& store, const ParallelState& ps);
+//
+// With the distributed optimizer each DP rank holds the reduced gradients of one shard of the
+// flat space only (`shard`: grads f32 [range length] of flat elements [range.begin, range.end));
+// then each rank counts the counted elements of its shard and the sum runs over the whole world
+// (DP × TP × PP).
+struct GradShard {
+  Tensor grads;
+  FlatRange range;
+};
+double global_grad_norm(const ParameterStore& store, const ParallelState& ps,
+                        const GradShard* shard = nullptr);
 
-// Megatron's clip_grad_norm: when max_norm > 0 and norm > max_norm, scales every gradient by
-// max_norm / (norm + 1e-6). Returns the norm before clipping.
-double clip_grad_norm(ParameterStore& store, const ParallelState& ps, double max_norm);
+// Megatron's clip_grad_norm: when max_norm > 0 and norm > max_norm, scales every gradient (of
+// the shard, when given) by max_norm / (norm + 1e-6). Returns the norm before clipping.
+double clip_grad_norm(ParameterStore& store, const ParallelState& ps, double max_norm,
+                      GradShard* shard = nullptr);
 
 }  // namespace megatron

@@ -12,6 +12,7 @@
 #include "kernels/elementwise.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_housekeeping.h"
+#include "train/distributed_optimizer.h"
 #include "train/divergence_guard.h"
 #include "train/exit_signal.h"
 #include "train/grad_reduction.h"
@@ -35,6 +36,9 @@ struct Trainer::Impl {
   ParameterStore store;
   std::unique_ptr<ModelStep> model;
   std::unique_ptr<AdamW> optimizer;
+  // --use-distributed-optimizer: this DP rank's shard and its reduced gradients f32 [k].
+  std::optional<DpShard> shard;
+  Tensor shard_grads;
   GradScaler scaler;
   LrSchedule schedule;
   TrainingLog log;
@@ -75,7 +79,14 @@ struct Trainer::Impl {
     model = make_model(ps, store);
     store.allocate();
     model->init_weights(cfg.seed);
-    optimizer = std::make_unique<AdamW>(store, cfg.adam);
+    if (cfg.distributed_optimizer) {
+      MT_REQUIRE(!cfg.fp16,
+                 "--use-distributed-optimizer is not supported with --fp16 yet; use "
+                 "--bf16 or fp32");
+      shard = DpShard::of(store.flat_values().numel(), ps.dp_size, ps.dp_rank);
+      shard_grads = Tensor::zeros({shard->size}, DType::F32, store.device());
+    }
+    optimizer = std::make_unique<AdamW>(store, cfg.adam, shard ? shard->range : FlatRange{});
     if (cfg.fp16) model->refresh_compute_weights();  // the store now holds f16-rounded values
     log_info(" > number of parameters on (tensor, pipeline) model parallel rank (", ps.tp_rank,
              ", ", ps.pp_rank, "): ", store.flat_values().numel());
@@ -97,7 +108,11 @@ struct Trainer::Impl {
   }
 
   void save() {
-    save_checkpoint(cfg.save, iteration, store, optimizer->flat_buffers(), state_json(), ps);
+    // The distributed optimizer's shards are gathered: checkpoints hold full buffers.
+    const std::map<std::string, Tensor> buffers =
+        shard ? gather_shard_buffers(optimizer->flat_buffers(), *ps.dp, *shard)
+              : optimizer->flat_buffers();
+    save_checkpoint(cfg.save, iteration, store, buffers, state_json(), ps);
     last_checkpoint = iteration;
     last_checkpoint_dir = cfg.save;
     log_info("  successfully saved checkpoint at iteration ", iteration, " to ", cfg.save);
@@ -126,7 +141,11 @@ struct Trainer::Impl {
 
   void load() {
     const bool load_optim = !cfg.no_load_optim && !cfg.finetune;
+    // Full-size buffers; the distributed optimizer keeps its shard of them (below).
     std::map<std::string, Tensor> buffers = optimizer->flat_buffers();
+    if (shard)
+      for (auto& [name, t] : buffers)
+        t = Tensor::zeros({store.flat_values().numel()}, DType::F32, store.device());
     nlohmann::json state;
     // Each rank reads its own files; a missing or corrupt one fails every rank together.
     run_on_all_ranks(*ps.world, "", [&] {
@@ -137,6 +156,9 @@ struct Trainer::Impl {
     last_checkpoint_dir = cfg.load;
     // An imported HF checkpoint has no optimizer state: start the optimizer afresh.
     if (load_optim && state.contains("optimizer")) {
+      if (shard)
+        for (auto& [name, t] : optimizer->flat_buffers())
+          t.copy_from(buffers.at(name).slice(0, shard->range.begin, shard->range.end));
       optimizer->load_state(state.at("optimizer"));
       schedule.load_state(state.at("scheduler"));
       scaler.load_state(state.at("grad_scaler"));
@@ -200,9 +222,10 @@ struct Trainer::Impl {
         model->train_micro_batches(num_micro_batches, grad_scale, seed, iteration);
     loss = average_over_dp(local, num_micro_batches);
 
+    const double dp_average = 1.0 / double(ps.dp_size);
+    if (shard) return distributed_step(loss, grad_norm, dp_average / loss_scale);
     // fp16 checks for overflow while the gradients are still scaled (as fp16 gradients would
     // be), then unscales; otherwise the loss scale is 1 and the average is one pass.
-    const double dp_average = 1.0 / double(ps.dp_size);
     reduce_gradients_over_dp(store.flat_grads(), *ps.dp,
                              cfg.fp16 ? dp_average : dp_average / loss_scale);
     reduce_tied_gradients(store, ps);
@@ -217,17 +240,41 @@ struct Trainer::Impl {
       kernels::scale(store.flat_grads(), float(1.0 / loss_scale));
     }
     grad_norm = clip_grad_norm(store, ps, cfg.clip_grad);
-    std::vector<std::pair<std::string, double>> checked = {{"lm loss", loss.lm}};
-    if (model->has_sop_loss()) checked.emplace_back("sop loss", loss.sop);
-    checked.emplace_back("grad norm", *grad_norm);
-    guard.check_loss_and_grad(iteration, checked, ps, where_saved());
+    check_loss_and_grad(loss, *grad_norm);
     optimizer->step(schedule.lr());
     Tensor master;  // --fp16: the fp32 master weights beside the store's f16-rounded ones
     if (cfg.fp16 && guard.enabled()) master = optimizer->flat_buffers().at("fp32_master");
+    finish_step(master);
+    return true;
+  }
+
+  // The rest of train_step with the distributed optimizer (distributed_optimizer.h): the tied
+  // embedding is reduced first (its full gradient is needed), then each DP rank reduces,
+  // clips and updates its shard, and the shards are all-gathered.
+  bool distributed_step(const LossTerms& loss, std::optional<double>& grad_norm,
+                        double post_scale) {
+    reduce_tied_gradients(store, ps);
+    reduce_scatter_gradients(store.flat_grads(), *ps.dp, *shard, shard_grads, post_scale);
+    GradShard grads{shard_grads.slice(0, 0, shard->range.end - shard->range.begin), shard->range};
+    grad_norm = clip_grad_norm(store, ps, cfg.clip_grad, &grads);
+    check_loss_and_grad(loss, *grad_norm);
+    optimizer->step(schedule.lr(), grads.grads);
+    all_gather_shards(store.flat_values(), *ps.dp, *shard);
+    finish_step(Tensor());
+    return true;
+  }
+
+  void check_loss_and_grad(const LossTerms& loss, double grad_norm) {
+    std::vector<std::pair<std::string, double>> checked = {{"lm loss", loss.lm}};
+    if (model->has_sop_loss()) checked.emplace_back("sop loss", loss.sop);
+    checked.emplace_back("grad norm", grad_norm);
+    guard.check_loss_and_grad(iteration, checked, ps, where_saved());
+  }
+
+  void finish_step(const Tensor& master) {
     guard.check_weights(iteration, store, master, ps, where_saved());
     schedule.step(cfg.global_batch);
     model->refresh_compute_weights();
-    return true;
   }
 
   LossTerms evaluate() {

@@ -41,6 +41,8 @@ struct TrainerConfig {
 
   LrScheduleConfig lr;
   AdamWConfig adam;
+  // --use-distributed-optimizer: Adam state sharded over DP (train/distributed_optimizer.h).
+  bool distributed_optimizer = false;
   double clip_grad = 1.0;
   GradScalerConfig scaler;
 
