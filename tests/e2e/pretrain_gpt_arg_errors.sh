@@ -105,6 +105,8 @@ expect_error "--mock-data needs --vocab-size" -- "${A[@]}"
 expect_error "--save-interval needs --save DIR" -- "${BASE[@]}" --save-interval 5
 expect_error "--recompute-granularity 'selective' is not supported" -- "${BASE[@]}" --recompute-granularity selective
 expect_error "--lr-warmup-fraction cannot be combined" -- "${BASE[@]}" --lr-warmup-fraction 0.1 --lr-warmup-iters 5
+expect_error "--use-distributed-optimizer is not supported with --fp16 yet" -- "${BASE[@]}" \
+  --fp16 --use-distributed-optimizer
 
 if (( failures )); then echo "$failures argument-error cases failed"; exit 1; fi
 echo "all argument-error cases passed"
