@@ -1,5 +1,6 @@
 #include "pipeline/pipeline_executor.h"
 
+#include <chrono>
 #include <memory>
 
 #include "core/error.h"
@@ -9,6 +10,9 @@ namespace megatron {
 namespace {
 
 enum Direction { kActivation = 0, kGradient = 1 };
+
+// pipeline_receive_wait_seconds(): only the thread that trains runs schedules.
+double receive_wait_seconds = 0;
 
 // MPI guarantees tags up to 32767; a tag repeats only 16384/chunks micro-batches apart, and
 // messages with one tag between two ranks arrive in order, so a repeat cannot mismatch.
@@ -58,7 +62,10 @@ class Exchange {
   Tensor receive(int src, int tag) {
     MT_CHECK(pp_ != nullptr, "a pipeline stage expects a message but there is one stage");
     Tensor t = Tensor::empty(activation_.shape, activation_.dtype, activation_.device);
+    const auto start = std::chrono::steady_clock::now();
     pp_->irecv(t, src, tag)->wait();
+    receive_wait_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return t;
   }
   void send(const Tensor& t, int dst, int tag, const char* what) {
@@ -108,6 +115,10 @@ void run_pipeline_schedule(const std::vector<PipelineOp>& ops, Communicator* pp,
     }
   }
   exchange.wait_for_sends();
+}
+
+double pipeline_receive_wait_seconds() {
+  return receive_wait_seconds;
 }
 
 }  // namespace megatron

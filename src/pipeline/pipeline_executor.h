@@ -48,4 +48,9 @@ struct StageActivation {
 void run_pipeline_schedule(const std::vector<PipelineOp>& ops, Communicator* pp, int chunks,
                            const StageActivation& activation, const PipelineStageFunctions& fns);
 
+// Seconds this process has spent, over all run_pipeline_schedule calls so far, waiting for a
+// stage input or output gradient to arrive: the pipeline bubble plus the transfers and any
+// imbalance between stages. For benchmarks (`megatron bench --mode step`).
+double pipeline_receive_wait_seconds();
+
 }  // namespace megatron
