@@ -1,7 +1,10 @@
 #include "pipeline/pipeline_executor.h"
 
 #include <chrono>
+#include <map>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 
@@ -43,19 +46,30 @@ class Exchange {
   // (chunk, m)'s output to the next virtual stage: chunk + 1 of rank 0 after the last rank.
   void send_activation(int chunk, int64_t m, const Tensor& output) {
     const int to_chunk = r_ == p_ - 1 ? chunk + 1 : chunk;
-    send(output, (r_ + 1) % p_, message_tag(kActivation, to_chunk, m, chunks_), "output");
+    activation_sends_.emplace(
+        std::make_pair(chunk, m),
+        send(output, (r_ + 1) % p_, message_tag(kActivation, to_chunk, m, chunks_), "output"));
   }
   // (chunk, m)'s input gradient to the previous virtual stage.
   void send_gradient(int chunk, int64_t m, const Tensor& grad_input) {
     const int to_chunk = r_ == 0 ? chunk - 1 : chunk;
-    send(grad_input, (r_ + p_ - 1) % p_, message_tag(kGradient, to_chunk, m, chunks_),
-         "input gradient");
+    gradient_sends_.push_back(send(grad_input, (r_ + p_ - 1) % p_,
+                                   message_tag(kGradient, to_chunk, m, chunks_), "input gradient"));
+  }
+  // Once (chunk, m)'s output gradient has arrived, the next stage has received its output:
+  // that send is complete, and its copy can go.
+  void release_activation_send(int chunk, int64_t m) {
+    auto it = activation_sends_.find({chunk, m});
+    if (it == activation_sends_.end()) return;
+    it->second.request->wait();
+    activation_sends_.erase(it);
   }
 
   void wait_for_sends() {
-    for (auto& request : sends_) request->wait();
-    sends_.clear();
-    send_buffers_.clear();
+    for (auto& [key, pending] : activation_sends_) pending.request->wait();
+    for (auto& pending : gradient_sends_) pending.request->wait();
+    activation_sends_.clear();
+    gradient_sends_.clear();
   }
 
  private:
@@ -68,22 +82,28 @@ class Exchange {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return t;
   }
-  void send(const Tensor& t, int dst, int tag, const char* what) {
+  // A send in flight and the copy it reads, alive until the request completes.
+  struct PendingSend {
+    Tensor buffer;
+    std::unique_ptr<CommRequest> request;
+  };
+
+  PendingSend send(const Tensor& t, int dst, int tag, const char* what) {
     MT_CHECK(pp_ != nullptr, "a pipeline stage sends but there is one stage");
     MT_CHECK(t.shape() == activation_.shape && t.dtype() == activation_.dtype,
              "a pipeline stage's ", what, " is ", t.describe(), ", expected ",
              dtype_name(activation_.dtype), shape_str(activation_.shape));
-    Tensor copy = Tensor::empty(t.shape(), t.dtype(), t.device());
-    copy.copy_from(t);
-    sends_.push_back(pp_->isend(copy, dst, tag));
-    send_buffers_.push_back(std::move(copy));
+    PendingSend pending{Tensor::empty(t.shape(), t.dtype(), t.device()), nullptr};
+    pending.buffer.copy_from(t);
+    pending.request = pp_->isend(pending.buffer, dst, tag);
+    return pending;
   }
 
   Communicator* pp_;
   int p_, r_, chunks_;
   StageActivation activation_;
-  std::vector<std::unique_ptr<CommRequest>> sends_;
-  std::vector<Tensor> send_buffers_;  // alive until their sends complete
+  std::map<std::pair<int, int64_t>, PendingSend> activation_sends_;  // by (chunk, micro-batch)
+  std::vector<PendingSend> gradient_sends_;
 };
 
 }  // namespace
@@ -109,6 +129,7 @@ void run_pipeline_schedule(const std::vector<PipelineOp>& ops, Communicator* pp,
       const Tensor grad_output = exchange.last_virtual_stage(op.chunk)
                                      ? Tensor()
                                      : exchange.receive_gradient(op.chunk, op.micro_batch);
+      exchange.release_activation_send(op.chunk, op.micro_batch);
       const Tensor grad_input = fns.backward(op.chunk, op.micro_batch, grad_output);
       if (!exchange.first_virtual_stage(op.chunk))
         exchange.send_gradient(op.chunk, op.micro_batch, grad_input);

@@ -5,12 +5,15 @@
 // c·p + r − 1 — pipeline rank r − 1, or rank p − 1's chunk c − 1 when r = 0 — and its output
 // gradient from the virtual stage after it; the pipeline ranks form a ring. Each operation's
 // input is received (irecv, then wait) just before the operation runs; each output is copied and
-// sent with isend, never waited on before the end of the schedule, so a rank only ever waits
-// for data another rank produces: with schedules whose data dependencies the ranks' orders
-// respect (all of schedule.h's), nothing can deadlock, and nothing relies on MPI buffering a
-// send eagerly. The copy of each sent tensor stays alive until then (the model may reuse its
-// memory at once). Tags name (direction, receiving chunk, micro-batch), so messages match by
-// meaning, not by arrival order, even where rank r's previous and next rank are the same (p = 2).
+// sent with isend, and a send is only waited on once it is known to be complete — an output's
+// when its gradient has come back, an input gradient's at the end of the schedule — so a rank
+// only ever waits for data another rank produces: with schedules whose data dependencies the
+// ranks' orders respect (all of schedule.h's), nothing can deadlock, and nothing relies on MPI
+// buffering a send eagerly. The copy of each sent tensor lives as long as its send (the model may
+// reuse its memory at once): outputs as long as their micro-batch is in flight, input gradients
+// until the end of the schedule. Tags name (direction, receiving chunk, micro-batch), so messages
+// match by meaning, not by arrival order, even where rank r's previous and next rank are the same
+// (p = 2).
 #pragma once
 
 #include <cstdint>
