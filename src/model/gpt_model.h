@@ -128,6 +128,7 @@ class GptModel {
   const ParallelState& parallel_state() const { return ps_; }
 
   const GptConfig& config() const { return config_; }
+  // Peak activation bytes of the whole-model entry points (StageCtxs own their arenas).
   size_t activation_bytes() const { return arena_.high_water() + scratch_.high_water(); }
 
  private:
