@@ -312,6 +312,7 @@ int64_t GptModel::vocab_start() const {
 }
 
 Tensor GptModel::forward_step(InferenceCtx& ctx, const Tensor& host_tokens, bool all_positions) {
+  MT_CHECK(stage_.whole(), "inference needs the whole GPT model, not one pipeline stage");
   ctx.arena.reset();
   const Tensor tokens = upload({host_tokens}, ctx.arena)[0];
   check_dtype(tokens, DType::I32, "GPT tokens");
@@ -321,7 +322,6 @@ Tensor GptModel::forward_step(InferenceCtx& ctx, const Tensor& host_tokens, bool
   MT_CHECK(ctx.length() + s <= ctx.cache.max_seq(), "positions [", ctx.length(), ", ",
            ctx.length() + s, ") exceed the inference context's ", ctx.cache.max_seq());
 
-  MT_CHECK(stage_.whole(), "inference needs the whole GPT model, not one pipeline stage");
   InputEmbedding::Ctx embedding_ctx;  // discarded: no backward
   Tensor embedded =
       embedding().forward(embedding_ctx, tokens, Tensor(), DropoutScope{}, ctx.arena, ctx.length());
