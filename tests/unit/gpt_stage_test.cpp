@@ -117,6 +117,53 @@ TEST(GptStages, TwoStagesComputeWhatTheWholeModelComputes) {
   EXPECT_GT(head_only, 0.0) << "the input-side gradient must be missing from the copy";
 }
 
+// Llama options: RMSNorm, RoPE (no position embedding), SwiGLU, GQA (2 KV groups for 4 heads),
+// no linear biases and an untied output layer. The output layer belongs to the last stage,
+// as the head does, and there is no tied copy of the word embedding: every parameter is held
+// by exactly one stage, and every gradient is the whole model's bit for bit.
+TEST(GptStages, LlamaVariantStagesComputeWhatTheWholeModelComputes) {
+  GptConfig c = config();
+  c.num_attention_heads = 4;
+  c.arch.normalization = Normalization::kRMSNorm;
+  c.arch.position_embedding = PositionEmbedding::kRope;
+  c.arch.swiglu = true;
+  c.arch.num_query_groups = 2;
+  c.arch.add_bias_linear = false;
+  c.arch.untie_embeddings_and_output_weights = true;
+  Model whole(c, {});
+  Model first(c, {0, 2, true, false});
+  Model last(c, {2, 2, false, true});
+  const std::string word = "embedding.word_embeddings.weight";
+  const std::string output = "output_layer.weight";
+
+  EXPECT_TRUE(whole.store.contains(output));
+  EXPECT_FALSE(first.store.contains(output));
+  EXPECT_TRUE(last.store.contains(output));
+  EXPECT_TRUE(first.store.contains(word));
+  EXPECT_FALSE(last.store.contains(word));
+  EXPECT_FALSE(first.store.contains("embedding.position_embeddings.weight"));
+  EXPECT_EQ(first.store.get(word).spec.stage_tie, StageTie::kNone);
+  EXPECT_EQ(first.store.params().size() + last.store.params().size(),
+            whole.store.params().size());
+
+  for (Model* stage : {&first, &last})
+    for (const Parameter& p : stage->store.params())
+      EXPECT_TRUE(bitwise_equal(p.value, whole.store.get(p.spec.name).value)) << p.spec.name;
+
+  const GptBatch b = batch(c, 3);
+  const float whole_loss = whole.model.forward_backward(b, 0.5f, 77);
+  auto first_ctx = first.model.make_stage_ctx();
+  auto last_ctx = last.model.make_stage_ctx();
+  const Tensor hidden = first.model.forward_stage(*first_ctx, b, Tensor(), true, 77);
+  EXPECT_FALSE(last.model.forward_stage(*last_ctx, b, hidden, true, 77).defined());
+  EXPECT_EQ(last.model.stage_loss(*last_ctx), whole_loss);
+  const Tensor grad = last.model.backward_stage(*last_ctx, Tensor(), 0.5f);
+  EXPECT_FALSE(first.model.backward_stage(*first_ctx, grad, 0.5f).defined());
+  for (Model* stage : {&first, &last})
+    for (const Parameter& p : stage->store.params())
+      EXPECT_TRUE(bitwise_equal(p.grad, whole.store.get(p.spec.name).grad)) << p.spec.name;
+}
+
 TEST(GptStages, WholeModelCallsOnAStageNameTheStage) {
   const GptConfig c = config();
   Model last(c, {2, 2, false, true});
