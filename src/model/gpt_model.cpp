@@ -57,13 +57,13 @@ std::optional<InputEmbedding> first_stage_embedding(const GptConfig& c, const St
 }
 
 // The last stage's copy of the word embedding for the tied LM head (same name, same init as
-// InputEmbedding's), when the first stage is elsewhere.
+// InputEmbedding's), when the first stage is elsewhere; none with an untied output layer.
 std::optional<VocabParallelEmbedding> head_embedding_copy(const GptConfig& c,
                                                           const StageRange& stage,
                                                           const ParallelState& ps,
                                                           ParameterStore& store,
                                                           const ComputeWeights& weights) {
-  if (!stage.last || stage.first) return std::nullopt;
+  if (!stage.last || stage.first || c.arch.untie_embeddings_and_output_weights) return std::nullopt;
   return std::optional<VocabParallelEmbedding>(
       std::in_place,
       VocabParallelEmbeddingConfig{.name = kWordEmbeddings,
@@ -124,8 +124,7 @@ const Tensor& GptModel::lm_head_weight() const {
 }
 
 Tensor& GptModel::lm_head_grad() const {
-  return output_layer_index_ ? weights_.grad(*output_layer_index_)
-                             : head_embedding().weight_grad();
+  return output_layer_index_ ? weights_.grad(*output_layer_index_) : head_embedding().weight_grad();
 }
 
 GptModel::~GptModel() = default;

@@ -153,7 +153,7 @@ class GptStep final : public ModelStep {
   std::shared_ptr<const GptSampleSource> train_source_, valid_source_, test_source_;
   std::vector<std::unique_ptr<GptModel>> chunks_;  // this rank's model chunks
   std::vector<std::vector<CtxPtr>> free_ctxs_;     // per chunk
-  std::optional<GptDataLoader> train_, valid_;  // valid_: the evaluation loader (valid or test)
+  std::optional<GptDataLoader> train_, valid_;     // valid_: the evaluation loader (valid or test)
   int64_t micro_batch_ = 1;
 };
 

@@ -59,18 +59,24 @@ echo "== resumed at 1x1x1 from 1x2x2's checkpoint of iteration 4"
 $CHECK "$WORK/t1p1d1.jsonl" "$WORK/resumed_t1p1d1.jsonl" --from 5 --to 8 --rtol 1e-5
 echo "== resumed at 2x2x1 from 1x4x1's checkpoint converted to TP 2 x PP 2"
 $CHECK "$WORK/t1p1d1.jsonl" "$WORK/converted_t2p2d1.jsonl" --from 5 --to 8 --rtol 1e-5
-# Validation losses agree too, matched by iteration (the runs that exit at 4 validate there).
+# Validation losses agree too, matched by iteration and order (the runs that exit at 4 validate
+# there; at the last iteration the interval's validation is followed by the final one, which
+# scores the next batches of the validation set).
 node -e '
   const fs = require("fs");
-  const valid = f => fs.readFileSync(f, "utf8").trim().split("\n").map(JSON.parse)
-                       .filter(x => x.type === "validation");
+  const valid = f => {
+    const seen = {};
+    return fs.readFileSync(f, "utf8").trim().split("\n").map(JSON.parse)
+             .filter(x => x.type === "validation")
+             .map(x => Object.assign(x, {nth: (seen[x.iteration] = (seen[x.iteration] || 0) + 1)}));
+  };
   const ref = valid(process.argv[1]);
   if (ref.length < 2) { console.error("no validation in the reference run"); process.exit(1); }
   for (const f of process.argv.slice(2)) {
     const got = valid(f);
     if (got.length === 0) { console.error("no validation in", f); process.exit(1); }
     for (const g of got) {
-      const r = ref.find(x => x.iteration === g.iteration);
+      const r = ref.find(x => x.iteration === g.iteration && x.nth === g.nth);
       if (!r || !(Math.abs(g.lm_loss - r.lm_loss) <= 1e-5 * Math.abs(r.lm_loss))) {
         console.error("validation at iteration", g.iteration, "differs:", f, g.lm_loss,
                       r && r.lm_loss);

@@ -53,19 +53,28 @@ $CHECK "$WORK/t1p1d1.jsonl" "$WORK/resumed_t1p1d1.jsonl" --from 4 --to 6 --rtol 
 # Params norms, per-layer gradient norms and validation losses, matched by iteration.
 node -e '
   const fs = require("fs");
-  const records = f => fs.readFileSync(f, "utf8").trim().split("\n").map(JSON.parse);
+  // nth: the order of a record among those of its type and iteration (at the last iteration the
+  // validation of the interval is followed by the final one, on the next validation batches).
+  const records = f => {
+    const seen = {};
+    return fs.readFileSync(f, "utf8").trim().split("\n").map(JSON.parse).map(x => {
+      const key = x.type + " " + x.iteration;
+      return Object.assign(x, {nth: (seen[key] = (seen[key] || 0) + 1)});
+    });
+  };
   const close = (a, b) => typeof a === "number" && typeof b === "number" &&
                           Math.abs(a - b) <= 1e-5 * Math.abs(a);
   const fail = (...m) => { console.error(...m); process.exit(1); };
   const ref = records(process.argv[1]);
-  const of = (rs, type, it) => rs.find(x => x.type === type && x.iteration === it);
+  const of = (rs, g) => rs.find(x => x.type === g.type && x.iteration === g.iteration &&
+                                     x.nth === g.nth);
   if (ref.filter(x => x.type === "layer_grad_norms").length === 0) fail("no layer_grad_norms");
   if (ref.filter(x => x.type === "validation").length < 2) fail("no validation");
   for (const f of process.argv.slice(2)) {
     const got = records(f);
     let n = 0;
     for (const g of got) {
-      const r = of(ref, g.type, g.iteration);
+      const r = of(ref, g);
       if (g.type === "train") {
         if (!r || !close(r.params_norm, g.params_norm))
           fail(f, "params norm at iteration", g.iteration, g.params_norm, r && r.params_norm);

@@ -143,8 +143,7 @@ TEST(GptStages, LlamaVariantStagesComputeWhatTheWholeModelComputes) {
   EXPECT_FALSE(last.store.contains(word));
   EXPECT_FALSE(first.store.contains("embedding.position_embeddings.weight"));
   EXPECT_EQ(first.store.get(word).spec.stage_tie, StageTie::kNone);
-  EXPECT_EQ(first.store.params().size() + last.store.params().size(),
-            whole.store.params().size());
+  EXPECT_EQ(first.store.params().size() + last.store.params().size(), whole.store.params().size());
 
   for (Model* stage : {&first, &last})
     for (const Parameter& p : stage->store.params())
