@@ -15,6 +15,7 @@
 #include "core/logging.h"
 #include "core/number_format.h"
 #include "kernels/gemm_options.h"
+#include "model/stage_range.h"
 #include "train/architecture_json.h"
 #include "train/checkpoint.h"
 
@@ -248,7 +249,7 @@ void add_training_args(ArgTable& t, Args& a) {
         "per GPU by local rank; else cpu)");
   t.add("--tensor-model-parallel-size", a.tensor_model_parallel_size, "TP size");
   t.add("--pipeline-model-parallel-size", a.pipeline_model_parallel_size,
-        "PP size (only 1 is supported)");
+        "PP size: pipeline stages (GPT; docs/parallelism.md)");
   t.add("--distributed-backend", a.distributed_backend,
         "nccl or mpi (default: nccl when the run's device is a GPU, mpi on the CPU)");
 
@@ -410,9 +411,8 @@ void validate_training_args(Args& a, int world_size) {
              "--make-vocab-size-divisible-by must be positive, got ",
              a.make_vocab_size_divisible_by);
 
-  MT_REQUIRE(a.pipeline_model_parallel_size == 1, "--pipeline-model-parallel-size ",
-             a.pipeline_model_parallel_size,
-             " is not supported: pipeline parallelism is not implemented yet, use 1");
+  positive(a.pipeline_model_parallel_size, "--pipeline-model-parallel-size");
+  check_pipeline_split(a.num_layers, a.pipeline_model_parallel_size, 1);
   MT_REQUIRE(a.arch.kv_channels > 0 || a.hidden_size % a.num_attention_heads == 0, "--hidden-size ",
              a.hidden_size, " must be divisible by --num-attention-heads ", a.num_attention_heads,
              " (or set --kv-channels)");
@@ -425,10 +425,12 @@ void validate_training_args(Args& a, int world_size) {
   MT_REQUIRE(a.distributed_backend.empty() || a.distributed_backend == "nccl" ||
                  a.distributed_backend == "mpi",
              "--distributed-backend must be nccl or mpi, got '", a.distributed_backend, "'");
-  MT_REQUIRE(world_size % tp == 0, "the world size ", world_size,
-             " (number of processes) must be divisible by --tensor-model-parallel-size ", tp);
+  const int pp = a.pipeline_model_parallel_size;
+  MT_REQUIRE(world_size % (tp * pp) == 0, "the world size ", world_size,
+             " (number of processes) must be divisible by --tensor-model-parallel-size ", tp,
+             " x --pipeline-model-parallel-size ", pp);
   a.world_size = world_size;
-  a.data_parallel_size = world_size / tp;
+  a.data_parallel_size = world_size / (tp * pp);
 
   if (a.max_position_embeddings == 0) a.max_position_embeddings = a.seq_length;
   MT_REQUIRE(a.max_position_embeddings >= a.seq_length, "--max-position-embeddings ",
@@ -602,6 +604,7 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   TrainerConfig cfg;
   cfg.device = a.compute_device;
   cfg.tensor_parallel = a.tensor_model_parallel_size;
+  cfg.pipeline_parallel = a.pipeline_model_parallel_size;
   cfg.micro_batch = a.micro_batch_size;
   cfg.global_batch = a.global_batch_size;
   cfg.train_iters = a.train_iters;

@@ -14,6 +14,7 @@
 #include "distributed/timing_communicator.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
+#include "pipeline/pipeline_executor.h"
 #include "train/training_log.h"
 
 namespace megatron::cli {
@@ -70,6 +71,9 @@ int run_step_bench(int argc, char** argv) {
   app.add_option("--mode", mode, "benchmark mode (this one: step)");
   app.add_option("--warmup-iters", warmup_iters, "untimed iterations first");
   app.add_option("--timed-iters", timed_iters, "timed iterations");
+  int layers_per_virtual_stage = 0;
+  table.add("--num-layers-per-virtual-pipeline-stage", layers_per_virtual_stage,
+            "layers per model chunk: the interleaved 1F1B schedule");
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
   select_training_device(args);
   MT_CHECK(mode == "step", "--mode ", mode, " is not the step benchmark");
@@ -87,9 +91,10 @@ int run_step_bench(int argc, char** argv) {
   const double ceiling = gemm_ceiling_flops(dtype, device, *timing);
 
   const Vocabulary vocab = build_vocabulary(args);
-  const GptStepConfig gpt = gpt_step_config(args, vocab, false);
+  GptStepConfig gpt = gpt_step_config(args, vocab, false);
+  gpt.pipeline_chunks = pipeline_chunks(args, layers_per_virtual_stage);
   TrainerConfig cfg = trainer_config(args, table);
-  double t0 = 0, t1 = 0, comm0 = 0, comm1 = 0;
+  double t0 = 0, t1 = 0, comm0 = 0, comm1 = 0, wait0 = 0, wait1 = 0;
   cfg.on_iteration_end = [&](int64_t it) {
     if (it != warmup_iters && it != args.train_iters) return;
     synchronize(device);  // the GPU may still be working on the step's last kernels
@@ -97,9 +102,11 @@ int run_step_bench(int argc, char** argv) {
       timing->barrier();  // start the clock together
       t0 = now_seconds();
       comm0 = timing->seconds();
+      wait0 = pipeline_receive_wait_seconds();
     } else if (it == args.train_iters) {
       t1 = now_seconds();
       comm1 = timing->seconds();
+      wait1 = pipeline_receive_wait_seconds();
     }
   };
   const GptConfig& model = gpt.model;
@@ -108,8 +115,14 @@ int run_step_bench(int argc, char** argv) {
 
   const double step = (t1 - t0) / double(timed_iters);
   const double world = double(timing->size());
-  const double comm_share = (comm1 - comm0) / (t1 - t0);
+  // The pipeline's receive waits run inside the timed communicator too: they are reported
+  // apart (bubble + transfers), and the communication share is the rest.
+  const double wait_share = (wait1 - wait0) / (t1 - t0);
+  const double comm_share = (comm1 - comm0) / (t1 - t0) - wait_share;
   const double mean_comm_share = timing->all_reduce_scalar(comm_share) / world;
+  const double mean_wait_share = timing->all_reduce_scalar(wait_share) / world;
+  const int p = args.pipeline_model_parallel_size;
+  const double m = double(args.num_micro_batches()), v = double(gpt.pipeline_chunks);
   const double max_step = timing->all_reduce_scalar(step, ReduceOp::MAX);
   const double flops =
       gpt_flops_per_iteration(args.global_batch_size, args.seq_length, args.num_layers,
@@ -119,7 +132,10 @@ int run_step_bench(int argc, char** argv) {
   log_info("step benchmark: GPT L=", args.num_layers, " h=", args.hidden_size,
            " heads=", args.num_attention_heads, " s=", args.seq_length,
            " global batch=", args.global_batch_size, " TP=", args.tensor_model_parallel_size,
-           " DP=", args.data_parallel_size, " dtype=", dtype_name(dtype), " device=", device.str(),
+           " PP=", p, gpt.pipeline_chunks > 1 ? " (interleaved, " : "",
+           gpt.pipeline_chunks > 1 ? std::to_string(gpt.pipeline_chunks) + " chunks)" : "",
+           " DP=", args.data_parallel_size, " micro-batches=", args.num_micro_batches(),
+           " dtype=", dtype_name(dtype), " device=", device.str(),
            args.full_recompute() ? " recompute=full" : "");
   char line[512];
   std::snprintf(line, sizeof(line),
@@ -130,6 +146,14 @@ int run_step_bench(int argc, char** argv) {
                 std::string(dtype_name(dtype)).c_str(), ceiling_tflops,
                 100.0 * tflops / ceiling_tflops, 100.0 * mean_comm_share);
   log_line(line);
+  if (p > 1) {
+    // The ideal bubble with backward = 2 x forward and equal stages: (p-1)/(v·m + p-1).
+    std::snprintf(line, sizeof(line),
+                  "  pipeline wait share (bubble + transfers, mean over ranks): %.1f%% | "
+                  "ideal bubble (p-1)/(v*m+p-1): %.1f%%",
+                  100.0 * mean_wait_share, 100.0 * (p - 1) / (v * m + p - 1));
+    log_line(line);
+  }
   return 0;
 }
 

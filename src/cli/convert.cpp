@@ -7,6 +7,7 @@
 //                    --target-tensor-parallel-size T
 //   megatron convert --model-type gpt --from megatron --to hf --load CKPT --save HF_DIR
 //   megatron convert --model-type gpt --load CKPT --save CKPT2 --target-tensor-parallel-size T
+//                    [--target-pipeline-parallel-size P]
 //
 // Megatron's spellings work too: --model-type GPT | BERT, --loader / --saver (megatron, mcore
 // or hf) for --from / --to, --load-dir / --save-dir, --true-vocab-size for --vocab-size;
@@ -58,7 +59,7 @@ int run_convert(int argc, char** argv) {
   app.add_option("--target-tensor-parallel-size", target_tp,
                  "tensor-parallel size of the written checkpoint");
   app.add_option("--target-pipeline-parallel-size", target_pp,
-                 "pipeline-parallel size of the written checkpoint (only 1)");
+                 "pipeline-parallel size of the written checkpoint (GPT, megatron to megatron)");
   app.add_option("--make-vocab-size-divisible-by", divisible_by,
                  "HF import: pad the vocabulary to a multiple of this x TP size");
   app.add_option("--load-iteration", load_iteration,
@@ -77,8 +78,11 @@ int run_convert(int argc, char** argv) {
   MT_REQUIRE(model_type == "gpt" || model_type == "bert", "--model-type ", model_type,
              " is not supported by convert (expected gpt or bert)");
   MT_REQUIRE(target_tp >= 1, "--target-tensor-parallel-size must be >= 1, got ", target_tp);
-  MT_REQUIRE(target_pp == 1, "--target-pipeline-parallel-size ", target_pp,
-             " is not supported (pipeline parallelism is not implemented; use 1)");
+  MT_REQUIRE(target_pp >= 1, "--target-pipeline-parallel-size must be >= 1, got ", target_pp);
+  MT_REQUIRE(target_pp == 1 || (model_type == "gpt" && from == "megatron" && to == "megatron"),
+             "--target-pipeline-parallel-size ", target_pp,
+             " is supported when resharding GPT checkpoints (--model-type gpt, megatron to "
+             "megatron); HF imports and BERT write pipeline size 1");
   MT_REQUIRE(from == "megatron" || to == "megatron", "--from hf --to hf is not a conversion");
   MT_REQUIRE(std::filesystem::weakly_canonical(load) != std::filesystem::weakly_canonical(save),
              "--load and --save are both '", load, "': write the conversion elsewhere");
@@ -106,8 +110,9 @@ int run_convert(int argc, char** argv) {
     export_hf_gpt2(load, load_iteration, save, vocab_size, tokenizer_files);
     log_info("exported checkpoint ", load, " as HF GPT-2 ", save);
   } else {
-    reshard_checkpoint(load, load_iteration, save, target_tp);
-    log_info("resharded checkpoint ", load, " into ", save, " at tensor-parallel size ", target_tp);
+    reshard_checkpoint(load, load_iteration, save, target_tp, target_pp);
+    log_info("resharded checkpoint ", load, " into ", save, " at tensor-parallel size ", target_tp,
+             ", pipeline-parallel size ", target_pp);
   }
   return 0;
 }

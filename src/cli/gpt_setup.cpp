@@ -5,6 +5,7 @@
 #include "data/tokenizer.h"
 #include "data/tokenizer_identity.h"
 #include "model/gpt_model.h"
+#include "model/stage_range.h"
 
 namespace megatron::cli {
 
@@ -82,6 +83,21 @@ GptStepConfig gpt_step_config(const Args& a, const Vocabulary& vocab, bool eod_m
   cfg.eod_token = vocab.eod;
   cfg.eod_mask_loss = eod_mask_loss;
   return cfg;
+}
+
+int pipeline_chunks(const Args& a, int layers_per_virtual_stage) {
+  if (layers_per_virtual_stage == 0) return 1;
+  const int p = a.pipeline_model_parallel_size;
+  MT_REQUIRE(layers_per_virtual_stage > 0 && a.num_layers % (p * layers_per_virtual_stage) == 0,
+             "--num-layers-per-virtual-pipeline-stage ", layers_per_virtual_stage,
+             " must divide --num-layers ", a.num_layers, " / --pipeline-model-parallel-size ", p);
+  const int chunks = a.num_layers / p / layers_per_virtual_stage;
+  check_pipeline_split(a.num_layers, p, chunks);
+  MT_REQUIRE(chunks == 1 || a.num_micro_batches() % p == 0,
+             "the interleaved schedule needs the number of micro-batches (", a.num_micro_batches(),
+             " = --global-batch-size / (--micro-batch-size x data-parallel ",
+             "size)) to be a multiple of --pipeline-model-parallel-size ", p);
+  return chunks;
 }
 
 }  // namespace megatron::cli

@@ -30,7 +30,9 @@ constexpr const char* kMoe = "mixture of experts is not supported";
 constexpr const char* kFp8 = "FP8 / FP4 training is not supported";
 constexpr const char* kRl = "reinforcement learning (megatron/rl) is not supported";
 constexpr const char* kPipeline =
-    "pipeline parallelism is implemented by issue 12 (in progress), not on this branch";
+    "pipeline stages here are equal contiguous ranges of layers (Megatron's default split; "
+    "pretrain-gpt only), with --num-layers-per-virtual-pipeline-stage for the interleaved "
+    "schedule; this option is not supported";
 constexpr const char* kLlama =
     "this architecture option is implemented by issue 13 (in progress), not on this branch";
 constexpr const char* kMla = "multi-latent attention is not supported";
@@ -155,8 +157,8 @@ constexpr Rule kRules[] = {
     {"--no-align-param-gather", false, kGpuImpl},
     {"--ddp-*", false, kGpuImpl},
     {"--use-distributed-optimizer", false,
-     "Adam state is replicated on every data-parallel rank here (more memory, the same numbers); "
-     "the distributed optimizer is implemented by issue 12 (in progress)"},
+     "the distributed optimizer is implemented for pretrain-gpt; here the Adam state is "
+     "replicated on every data-parallel rank (more memory, the same numbers)"},
     {"--num-distributed-optimizer-instances", false, kFsdp},
     {"--megatron-fsdp-*", false, kFsdp},
     {"--fsdp-*", false, kFsdp},
@@ -186,7 +188,7 @@ constexpr Rule kRules[] = {
     {"--hybrid-context-parallel", true, "context parallelism is not supported"},
     {"--cp-comm-type", false, "context parallelism is not used here"},
 
-    // Pipeline parallelism and sequence parallelism (issue 12).
+    // Pipeline parallelism (pretrain-gpt) and sequence parallelism (issue 12).
     {"--sequence-parallel", true,
      "sequence parallelism is implemented by issue 12 (in progress), not on this branch"},
     {"--pipeline-model-parallel-comm-backend", true, kPipeline},
@@ -198,12 +200,16 @@ constexpr Rule kRules[] = {
     {"--microbatch-group-size-per-virtual-pipeline-stage", true, kPipeline},
     {"--account-for-embedding-in-pipeline-split", true, kPipeline},
     {"--account-for-loss-in-pipeline-split", true, kPipeline},
-    {"--no-overlap-p2p-communication", false, "pipeline communication overlap; no pipeline here"},
+    {"--no-overlap-p2p-communication", false,
+     "pipeline communication overlap; the computed function is the same"},
     {"--overlap-p2p-communication-warmup-flush", false,
-     "pipeline communication overlap; no pipeline here"},
-    {"--use-ring-exchange-p2p", false, "pipeline communication; no pipeline here"},
-    {"--defer-embedding-wgrad-compute", false, "pipeline scheduling; no pipeline here"},
-    {"--wgrad-deferral-limit", false, "pipeline scheduling; no pipeline here"},
+     "pipeline communication overlap; the computed function is the same"},
+    {"--use-ring-exchange-p2p", false,
+     "pipeline communication implementation; the computed function is the same"},
+    {"--defer-embedding-wgrad-compute", false,
+     "pipeline scheduling of the embedding's gradient; the computed function is the same"},
+    {"--wgrad-deferral-limit", false,
+     "pipeline scheduling of the embedding's gradient; the computed function is the same"},
     {"--recompute-method", true,
      "only uniform recompute of every layer exists here; other methods are implemented by "
      "issue 12 (in progress)",

@@ -94,6 +94,9 @@ int run_pretrain_bert(int argc, char** argv) {
   run_on_all_ranks(*world, "", [&] {
     check_megatron_flags(megatron_flags, args);
     validate_training_args(args, world->size());
+    MT_REQUIRE(args.pipeline_model_parallel_size == 1, "--pipeline-model-parallel-size ",
+               args.pipeline_model_parallel_size,
+               " is not supported by pretrain-bert (BERT has no pipeline stages yet); use 1");
     MT_REQUIRE(!args.mock_data, "--mock-data is not supported by pretrain-bert: give --data-path");
     MT_REQUIRE(
         args.train_data_path.empty() && args.valid_data_path.empty() && args.test_data_path.empty(),

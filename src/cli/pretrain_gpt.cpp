@@ -15,7 +15,7 @@
 namespace megatron::cli {
 
 int run_pretrain_gpt(int argc, char** argv) {
-  CLI::App app{"Pretrain a GPT model with tensor x data parallelism (Megatron-LM flags)",
+  CLI::App app{"Pretrain a GPT model with tensor x pipeline x data parallelism (Megatron-LM flags)",
                "megatron pretrain-gpt"};
   Args args;
   bool eod_mask_loss = false;
@@ -23,6 +23,13 @@ int run_pretrain_gpt(int argc, char** argv) {
   add_training_args(table, args);
   add_architecture_args(table, args.arch);
   table.add_flag("--eod-mask-loss", eod_mask_loss, "mask the loss of end-of-document labels");
+  bool distributed_optimizer = false;
+  table.add_flag("--use-distributed-optimizer", distributed_optimizer,
+                 "shard the Adam state over data-parallel ranks (ZeRO-1; docs/parallelism.md)");
+  int layers_per_virtual_stage = 0;
+  table.add("--num-layers-per-virtual-pipeline-stage", layers_per_virtual_stage,
+            "layers per model chunk: the interleaved 1F1B schedule (docs/parallelism.md)");
+  // Last: Megatron's flags that this command has not registered above.
   MegatronFlags megatron_flags(app);
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
   if (megatron_flags.print_table()) {
@@ -47,10 +54,12 @@ int run_pretrain_gpt(int argc, char** argv) {
     log_line(table.format());
     vocab = build_vocabulary(args);
     model = gpt_step_config(args, vocab, eod_mask_loss);
+    model.pipeline_chunks = pipeline_chunks(args, layers_per_virtual_stage);
     data = build_gpt_data(args, vocab);
   });
   TrainerConfig config = trainer_config(args, table);
   config.tokenizer = vocab.identity;
+  config.distributed_optimizer = distributed_optimizer;
   Trainer trainer(std::move(config), world,
                   gpt_step_factory(std::move(model), data.train, data.valid, data.test));
   trainer.run();

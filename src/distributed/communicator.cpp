@@ -10,4 +10,12 @@ double Communicator::all_reduce_scalar(double value, ReduceOp op) {
   return value;
 }
 
+void Communicator::sendrecv(const Tensor& out, int dst, Tensor& in, int src, int tag) {
+  std::unique_ptr<CommRequest> received, sent;
+  if (in.defined()) received = irecv(in, src, tag);
+  if (out.defined()) sent = isend(out, dst, tag);
+  if (received) received->wait();
+  if (sent) sent->wait();
+}
+
 }  // namespace megatron

@@ -8,6 +8,13 @@
 // stream (NCCL returns once the operation is queued). Tensors must be contiguous, the tensors of
 // one call on one device; dtypes f32, f64, bf16, f16 (sum in f32 semantics per element on MPI,
 // in 16 bits on NCCL, see nccl_communicator.h), i32, i64, u8.
+//
+// Point-to-point also comes non-blocking (isend, irecv, sendrecv), for the pipeline schedules:
+// the call returns at once with a CommRequest whose wait() completes it. The tensor must stay
+// alive, and unchanged (isend) or unread (irecv), until wait() returns. Messages from one rank to
+// another with one tag arrive in the order they were posted. Progress never depends on the
+// library buffering a send eagerly: a rank that posts its receives and sends and then waits on
+// them cannot deadlock against a peer that does the same in another order.
 #pragma once
 
 #include <memory>
@@ -17,6 +24,17 @@
 namespace megatron {
 
 enum class ReduceOp { SUM, MAX };
+
+// One non-blocking operation in flight. wait() returns once it is complete (an isend's tensor
+// may be reused, an irecv's tensor holds the message) and throws Error on a transport failure or
+// a size mismatch; waiting again does nothing. A request destroyed before wait() waits (and
+// swallows the error: destructors must not throw), so an exception cannot leave MPI writing
+// into freed memory.
+class CommRequest {
+ public:
+  virtual ~CommRequest() = default;
+  virtual void wait() = 0;
+};
 
 class Communicator {
  public:
@@ -33,12 +51,19 @@ class Communicator {
   virtual void broadcast(Tensor& t, int root) = 0;
   virtual void send(const Tensor& t, int dst, int tag = 0) = 0;
   virtual void recv(Tensor& t, int src, int tag = 0) = 0;
+  // Non-blocking point-to-point (see above); dst/src != rank().
+  virtual std::unique_ptr<CommRequest> isend(const Tensor& t, int dst, int tag = 0) = 0;
+  virtual std::unique_ptr<CommRequest> irecv(Tensor& t, int src, int tag = 0) = 0;
   virtual void barrier() = 0;
   // Members with the same color form a new group, ordered by key (then by old rank).
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
 
   // Convenience for scalars (e.g. norms, overflow flags, loss sums): all-reduce of one f64.
   double all_reduce_scalar(double value, ReduceOp op = ReduceOp::SUM);
+  // Sends `out` to `dst` while receiving `in` from `src` (both posted before either is waited
+  // on, so two ranks exchanging with each other cannot deadlock); returns when both are done.
+  // An undefined tensor skips that direction.
+  void sendrecv(const Tensor& out, int dst, Tensor& in, int src, int tag = 0);
 };
 
 }  // namespace megatron

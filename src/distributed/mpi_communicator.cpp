@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <string_view>
+#include <vector>
 
 #include "distributed/collective_checks.h"
 #ifdef MEGATRON_CUDA
@@ -211,6 +213,92 @@ void MpiCommunicator::recv(Tensor& t, int src, int tag) {
     MT_CHECK(received == count, "recv: expected ", count, " elements of ", dtype_name(t.dtype()),
              " from rank ", src, " (tensor ", t.describe(), "), received ", received);
   });
+}
+
+namespace {
+
+// The MPI requests of one isend/irecv (one per piece of at most max_chunk_elements). A CUDA
+// tensor travels through a host copy the request owns: filled before an isend is posted,
+// copied to the device after an irecv completes.
+class MpiRequest final : public CommRequest {
+ public:
+  MpiRequest(const char* op, Tensor host, Tensor device_destination, int peer)
+      : op_(op), host_(std::move(host)), device_(std::move(device_destination)), peer_(peer) {}
+  ~MpiRequest() override {
+    if (done_) return;
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Waitall(int(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+  }
+
+  const Tensor& host() const { return host_; }
+  void add(MPI_Request r, int count) {
+    requests_.push_back(r);
+    counts_.push_back(count);
+  }
+
+  void wait() override {
+    if (done_) return;
+    done_ = true;
+    std::vector<MPI_Status> statuses(requests_.size());
+    mpi_check(MPI_Waitall(int(requests_.size()), requests_.data(), statuses.data()), op_);
+    if (std::string_view(op_) == "irecv") {
+      const MPI_Datatype type = mpi_type(host_.dtype());
+      for (size_t i = 0; i < statuses.size(); ++i) {
+        int received = 0;
+        MPI_Get_count(&statuses[i], type, &received);
+        MT_CHECK(received == counts_[i], "irecv: expected ", counts_[i], " elements of ",
+                 dtype_name(host_.dtype()), " from rank ", peer_, " (tensor ", host_.describe(),
+                 "), received ", received);
+      }
+    }
+    if (device_.defined()) device_.copy_from(host_);
+  }
+
+ private:
+  const char* op_;
+  Tensor host_, device_;
+  int peer_;
+  std::vector<MPI_Request> requests_;
+  std::vector<int> counts_;
+  bool done_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<CommRequest> MpiCommunicator::isend(const Tensor& t, int dst, int tag) {
+  check_comm_tensor(t, "isend", "tensor");
+  check_peer_rank(dst, size_, "isend", "destination");
+  MT_CHECK(dst != rank_, "isend: rank ", rank_, " cannot send to itself");
+  Tensor host = t;
+  if (!t.device().is_cpu()) {
+    host = Tensor::empty(t.shape(), t.dtype());
+    host.copy_from(t);
+  }
+  auto request = std::make_unique<MpiRequest>("isend", host, Tensor(), dst);
+  const MPI_Datatype type = mpi_type(t.dtype());
+  for_each_chunk(host, [&](void* p, int count) {
+    MPI_Request r = MPI_REQUEST_NULL;
+    mpi_check(MPI_Isend(p, count, type, dst, tag, comm_, &r), "isend");
+    request->add(r, count);
+  });
+  return request;
+}
+
+std::unique_ptr<CommRequest> MpiCommunicator::irecv(Tensor& t, int src, int tag) {
+  check_comm_tensor(t, "irecv", "tensor");
+  check_peer_rank(src, size_, "irecv", "source");
+  MT_CHECK(src != rank_, "irecv: rank ", rank_, " cannot receive from itself");
+  const bool on_host = t.device().is_cpu();
+  Tensor host = on_host ? t : Tensor::empty(t.shape(), t.dtype());
+  auto request = std::make_unique<MpiRequest>("irecv", host, on_host ? Tensor() : t, src);
+  const MPI_Datatype type = mpi_type(t.dtype());
+  for_each_chunk(host, [&](void* p, int count) {
+    MPI_Request r = MPI_REQUEST_NULL;
+    mpi_check(MPI_Irecv(p, count, type, src, tag, comm_, &r), "irecv");
+    request->add(r, count);
+  });
+  return request;
 }
 
 void MpiCommunicator::barrier() {

@@ -56,6 +56,8 @@ class MpiCommunicator final : public Communicator {
   void broadcast(Tensor& t, int root) override;
   void send(const Tensor& t, int dst, int tag = 0) override;
   void recv(Tensor& t, int src, int tag = 0) override;
+  std::unique_ptr<CommRequest> isend(const Tensor& t, int dst, int tag = 0) override;
+  std::unique_ptr<CommRequest> irecv(Tensor& t, int src, int tag = 0) override;
   void barrier() override;
   std::unique_ptr<Communicator> split(int color, int key) override;
 

@@ -198,6 +198,67 @@ void NcclCommunicator::recv(Tensor& t, int src, int tag) {
   });
 }
 
+// A deferred isend/irecv: waiting posts the communicator's deferred group (nccl_communicator.h).
+class NcclRequest final : public CommRequest {
+ public:
+  explicit NcclRequest(NcclCommunicator* comm) : comm_(comm) {}
+  ~NcclRequest() override {
+    try {
+      wait();
+    } catch (...) {  // destructors must not throw; the next wait() reports the failure
+    }
+  }
+  void wait() override {
+    if (comm_ == nullptr) return;
+    NcclCommunicator* comm = comm_;
+    comm_ = nullptr;
+    comm->post_deferred();
+  }
+
+ private:
+  NcclCommunicator* comm_;
+};
+
+void NcclCommunicator::post_deferred() {
+  if (deferred_.empty()) return;
+  std::vector<Deferred> ops = std::move(deferred_);
+  deferred_.clear();
+  on_communication_stream([&](cudaStream_t stream) {
+    nccl_check(ncclGroupStart(), "ncclGroupStart", comm_);
+    for (const Deferred& d : ops) {
+      void* p = d.tensor.raw_data();
+      const size_t n = size_t(d.tensor.numel());
+      if (d.send)
+        nccl_check(ncclSend(p, n, nccl_type(d.tensor.dtype()), d.peer, comm_, stream), "ncclSend",
+                   comm_);
+      else
+        nccl_check(ncclRecv(p, n, nccl_type(d.tensor.dtype()), d.peer, comm_, stream), "ncclRecv",
+                   comm_);
+    }
+    nccl_check(ncclGroupEnd(), "ncclGroupEnd", comm_);
+  });
+}
+
+std::unique_ptr<CommRequest> NcclCommunicator::isend(const Tensor& t, int dst, int tag) {
+  check_comm_tensor(t, "isend", "tensor");
+  check_peer_rank(dst, size(), "isend", "destination");
+  MT_CHECK(dst != rank(), "isend: rank ", rank(), " cannot send to itself");
+  if (t.device().is_cpu()) return host_->isend(t, dst, tag);
+  check_on_device(t, "isend", "tensor");
+  if (t.numel() > 0) deferred_.push_back({true, t, dst});
+  return std::make_unique<NcclRequest>(this);
+}
+
+std::unique_ptr<CommRequest> NcclCommunicator::irecv(Tensor& t, int src, int tag) {
+  check_comm_tensor(t, "irecv", "tensor");
+  check_peer_rank(src, size(), "irecv", "source");
+  MT_CHECK(src != rank(), "irecv: rank ", rank(), " cannot receive from itself");
+  if (t.device().is_cpu()) return host_->irecv(t, src, tag);
+  check_on_device(t, "irecv", "tensor");
+  if (t.numel() > 0) deferred_.push_back({false, t, src});
+  return std::make_unique<NcclRequest>(this);
+}
+
 void NcclCommunicator::barrier() {
   cuda::synchronize_compute();  // this rank's kernels and collectives so far are done
   host_->barrier();

@@ -27,6 +27,10 @@
 // - send/recv: NCCL has no tags (the argument is ignored; messages between two ranks arrive in
 //   the order they were sent) and cannot report a size mismatch: the receiver must pass a tensor
 //   of the sender's size and dtype.
+// - isend/irecv of CUDA tensors are deferred: they queue nothing until a wait() on any of them,
+//   which posts every deferred operation in one ncclGroupStart/ncclGroupEnd (NCCL's way to
+//   have sends and receives progress together, as batch_isend_irecv does); the wait then
+//   returns, the transfer being ordered on the compute stream like every NCCL call here.
 // - Sizes: counts are size_t, so no piecewise transfers are needed.
 // - NCCL refuses two ranks of one communicator on one GPU ("Duplicate GPU detected"); several
 //   ranks per GPU (tests) use MpiCommunicator, which stages CUDA tensors through host memory.
@@ -35,6 +39,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "core/device.h"
 #include "distributed/communicator.h"
@@ -65,12 +70,23 @@ class NcclCommunicator final : public Communicator {
   void broadcast(Tensor& t, int root) override;
   void send(const Tensor& t, int dst, int tag = 0) override;
   void recv(Tensor& t, int src, int tag = 0) override;
+  std::unique_ptr<CommRequest> isend(const Tensor& t, int dst, int tag = 0) override;
+  std::unique_ptr<CommRequest> irecv(Tensor& t, int src, int tag = 0) override;
   void barrier() override;
   std::unique_ptr<Communicator> split(int color, int key) override;
 
  private:
   NcclCommunicator(ncclComm* comm, std::unique_ptr<Communicator> host, Device device);
   void check_on_device(const Tensor& t, const char* op, const char* what) const;
+  friend class NcclRequest;
+  // Posts the deferred isend/irecv operations as one NCCL group.
+  void post_deferred();
+  struct Deferred {
+    bool send;
+    Tensor tensor;
+    int peer;
+  };
+  std::vector<Deferred> deferred_;
 
   ncclComm* comm_;
   std::unique_ptr<Communicator> host_;

@@ -43,6 +43,11 @@ ParallelState ParallelState::create(std::shared_ptr<Communicator> world, int ten
   s.dp = world->split(/*color=*/s.pp_rank * t + s.tp_rank, /*key=*/s.dp_rank);
   s.pp = world->split(/*color=*/s.dp_rank * t + s.tp_rank, /*key=*/s.pp_rank);
   s.mp = world->split(/*color=*/s.dp_rank, /*key=*/s.pp_rank * t + s.tp_rank);
+  // Middle stages get singleton groups of their own (colors past every member color), unused.
+  const bool embedding_member = s.pp_size > 1 && (s.pp_rank == 0 || s.pp_rank == s.pp_size - 1);
+  std::shared_ptr<Communicator> embedding = world->split(
+      /*color=*/embedding_member ? s.dp_rank * t + s.tp_rank : t * d + s.rank, /*key=*/s.pp_rank);
+  if (embedding_member) s.embedding = std::move(embedding);
   s.world = std::move(world);
   return s;
 }

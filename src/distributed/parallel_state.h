@@ -2,7 +2,9 @@
 //   tp_rank = rank % t,  dp_rank = (rank / t) % d,  pp_rank = rank / (t·d),  d = world / (t·p).
 // TP groups are consecutive ranks (fastest-varying, so on one node); DP groups share
 // (tp_rank, pp_rank); PP groups share (tp_rank, dp_rank); the model-parallel group is the
-// t·p ranks that together hold one model replica (same dp_rank).
+// t·p ranks that together hold one model replica (same dp_rank). With p > 1 the embedding group
+// is the first and the last stage of a pipeline (same tp_rank and dp_rank), the two ranks that
+// hold the tied word embedding (Megatron's rule).
 #pragma once
 
 #include <memory>
@@ -31,6 +33,12 @@ struct ParallelState {
   std::shared_ptr<Communicator> dp;  // data-parallel group
   std::shared_ptr<Communicator> pp;  // pipeline group
   std::shared_ptr<Communicator> mp;  // model-parallel group (tp × pp)
+  // Embedding group (pp_rank 0 and pp_size − 1) on those two stages when pp_size > 1; null on
+  // the middle stages and when pp_size == 1.
+  std::shared_ptr<Communicator> embedding;
+
+  bool first_pipeline_stage() const { return pp_rank == 0; }
+  bool last_pipeline_stage() const { return pp_rank == pp_size - 1; }
 };
 
 }  // namespace megatron

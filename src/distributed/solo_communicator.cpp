@@ -39,6 +39,18 @@ void SoloCommunicator::recv(Tensor& t, int src, int) {
            " (run under mpirun with more processes)");
 }
 
+std::unique_ptr<CommRequest> SoloCommunicator::isend(const Tensor& t, int dst, int) {
+  check_comm_tensor(t, "isend", "tensor");
+  MT_THROW("isend: a world of one process has no peer ", dst,
+           " (run under mpirun with more processes)");
+}
+
+std::unique_ptr<CommRequest> SoloCommunicator::irecv(Tensor& t, int src, int) {
+  check_comm_tensor(t, "irecv", "tensor");
+  MT_THROW("irecv: a world of one process has no peer ", src,
+           " (run under mpirun with more processes)");
+}
+
 std::unique_ptr<Communicator> SoloCommunicator::split(int color, int) {
   check_split_color(color);
   return std::make_unique<SoloCommunicator>();

@@ -38,6 +38,33 @@ void TimingCommunicator::recv(Tensor& t, int src, int tag) {
   inner_->recv(t, src, tag);
 }
 
+namespace {
+// A request whose wait() is timed on the communicator's clock (posting is timed by the caller).
+class TimedRequest final : public CommRequest {
+ public:
+  TimedRequest(std::unique_ptr<CommRequest> inner, std::shared_ptr<Timer> clock)
+      : inner_(std::move(inner)), clock_(std::move(clock)) {}
+  void wait() override {
+    ScopedTimer timed(*clock_);
+    inner_->wait();
+  }
+
+ private:
+  std::unique_ptr<CommRequest> inner_;
+  std::shared_ptr<Timer> clock_;
+};
+}  // namespace
+
+std::unique_ptr<CommRequest> TimingCommunicator::isend(const Tensor& t, int dst, int tag) {
+  ScopedTimer timed(*clock_);
+  return std::make_unique<TimedRequest>(inner_->isend(t, dst, tag), clock_);
+}
+
+std::unique_ptr<CommRequest> TimingCommunicator::irecv(Tensor& t, int src, int tag) {
+  ScopedTimer timed(*clock_);
+  return std::make_unique<TimedRequest>(inner_->irecv(t, src, tag), clock_);
+}
+
 void TimingCommunicator::barrier() {
   ScopedTimer timed(*clock_);
   inner_->barrier();

@@ -11,6 +11,8 @@
 namespace megatron {
 
 struct GptModel::Ctx {
+  explicit Ctx(Arena& a) : arena(a) {}
+  Arena& arena;  // this micro-batch's activations
   int64_t seq = 0, batch = 0;
   InputEmbedding::Ctx embedding;
   Transformer::Ctx transformer;
@@ -18,6 +20,14 @@ struct GptModel::Ctx {
   VocabParallelCrossEntropyCtx cross_entropy;
   Tensor loss_mask;  // f32 [s·b]
   double mask_sum = 0;
+  float loss = 0;  // the last stage's forward_stage
+};
+
+class GptModel::StageCtx {
+ public:
+  explicit StageCtx(Device device) : arena(device) {}
+  Arena arena;
+  std::optional<Ctx> state;  // since the last forward_stage
 };
 
 namespace {
@@ -41,6 +51,34 @@ InputEmbeddingConfig input_embedding_config(const GptConfig& c) {
           .layernorm_epsilon = c.layernorm_epsilon};
 }
 
+constexpr const char* kWordEmbeddings = "embedding.word_embeddings";
+
+std::optional<InputEmbedding> first_stage_embedding(const GptConfig& c, const StageRange& stage,
+                                                    const ParallelState& ps, ParameterStore& store,
+                                                    const ComputeWeights& weights) {
+  if (!stage.first) return std::nullopt;
+  return std::optional<InputEmbedding>(std::in_place, input_embedding_config(c), ps, store,
+                                       weights);
+}
+
+// The last stage's copy of the word embedding for the tied LM head (same name, same init as
+// InputEmbedding's), when the first stage is elsewhere; none with an untied output layer.
+std::optional<VocabParallelEmbedding> head_embedding_copy(const GptConfig& c,
+                                                          const StageRange& stage,
+                                                          const ParallelState& ps,
+                                                          ParameterStore& store,
+                                                          const ComputeWeights& weights) {
+  if (!stage.last || stage.first || c.arch.untie_embeddings_and_output_weights) return std::nullopt;
+  return std::optional<VocabParallelEmbedding>(
+      std::in_place,
+      VocabParallelEmbeddingConfig{.name = kWordEmbeddings,
+                                   .num_embeddings = c.padded_vocab_size,
+                                   .vocab_rows = c.vocab_size,
+                                   .embedding_dim = c.hidden_size,
+                                   .init_std = c.init_method_std},
+      ps, store, weights);
+}
+
 }  // namespace
 
 TransformerConfig GptConfig::transformer_config() const {
@@ -56,39 +94,49 @@ void GptConfig::validate(int tp_size) const {
   validate_language_model_config(*this, tp_size, "GptModel");
 }
 
-GptModel::GptModel(const GptConfig& config, const ParallelState& ps, ParameterStore& store)
+GptModel::GptModel(const GptConfig& config, const ParallelState& ps, ParameterStore& store,
+                   StageRange stage)
     : config_(config),
       ps_(ps),
       store_(store),
+      stage_(stage),
       weights_((config.validate(ps.tp_size), store), config.compute_dtype),
-      embedding_(input_embedding_config(config), ps, store, weights_),
-      transformer_(config.transformer_config(), ps, store, weights_),
+      embedding_(first_stage_embedding(config, stage, ps, store, weights_)),
+      head_embedding_(head_embedding_copy(config, stage, ps, store, weights_)),
+      transformer_(config.transformer_config(), ps, store, weights_,
+                   {stage.first_layer, stage.num_layers}),
       arena_(store.device()),
       scratch_(store.device()) {
   MT_CHECK(store.tp_size() == ps.tp_size && store.tp_rank() == ps.tp_rank,
            "the ParameterStore was made for TP rank ", store.tp_rank(), " of ", store.tp_size(),
            ", the parallel state is rank ", ps.tp_rank, " of ", ps.tp_size);
-  if (config.arch.untie_embeddings_and_output_weights)
-    output_layer_index_ = store.add({.name = "output_layer.weight",
-                                     .full_shape = {config.padded_vocab_size, config.hidden_size},
-                                     .partition_dim = 0,
-                                     .vocab_rows = config.vocab_size});
+  if (config.arch.untie_embeddings_and_output_weights) {
+    // The untied output layer belongs to the last stage, like the LM head it is.
+    if (stage.last)
+      output_layer_index_ = store.add({.name = "output_layer.weight",
+                                       .full_shape = {config.padded_vocab_size, config.hidden_size},
+                                       .partition_dim = 0,
+                                       .vocab_rows = config.vocab_size});
+  } else {
+    const std::string word = std::string(kWordEmbeddings) + ".weight";
+    if (stage.first && !stage.last) store.set_stage_tie(word, StageTie::kOriginal);
+    if (stage.last && !stage.first) store.set_stage_tie(word, StageTie::kCopy);
+  }
 }
 
 const Tensor& GptModel::lm_head_weight() const {
-  return output_layer_index_ ? weights_.weight(*output_layer_index_)
-                             : embedding_.word_embeddings().weight();
+  return output_layer_index_ ? weights_.weight(*output_layer_index_) : head_embedding().weight();
 }
 
 Tensor& GptModel::lm_head_grad() const {
-  return output_layer_index_ ? weights_.grad(*output_layer_index_)
-                             : embedding_.word_embeddings().weight_grad();
+  return output_layer_index_ ? weights_.grad(*output_layer_index_) : head_embedding().weight_grad();
 }
 
 GptModel::~GptModel() = default;
 
 void GptModel::init_weights(uint64_t seed) {
-  embedding_.init_weights(store_, seed);
+  if (embedding_) embedding_->init_weights(store_, seed);
+  if (head_embedding_) head_embedding_->init_weights(store_, seed);
   transformer_.init_weights(store_, seed);
   if (output_layer_index_)
     init_normal(store_.params()[*output_layer_index_], seed, config_.init_method_std);
@@ -99,21 +147,55 @@ void GptModel::refresh_compute_weights() {
   weights_.refresh();
 }
 
-Tensor GptModel::forward_to_logits(Ctx& ctx, const Tensor& tokens, const DropoutScope& scope) {
-  Tensor embedded = embedding_.forward(ctx.embedding, tokens, Tensor(), scope, arena_);
-  const int64_t s = ctx.embedding.seq, b = ctx.embedding.batch, h = config_.hidden_size;
-  ctx.seq = s;
-  ctx.batch = b;
+const InputEmbedding& GptModel::embedding() const {
+  MT_CHECK(embedding_.has_value(), "this GPT stage (layers from ", stage_.first_layer,
+           ") is not the first pipeline stage: it has no input embedding");
+  return *embedding_;
+}
 
-  Tensor hidden =
-      transformer_.forward(ctx.transformer, embedded, Tensor(), scope, arena_, scratch_);
+const VocabParallelEmbedding& GptModel::head_embedding() const {
+  MT_CHECK(stage_.last, "this GPT stage (layers from ", stage_.first_layer,
+           ") is not the last pipeline stage: it has no LM head");
+  MT_CHECK(!output_layer_index_, "the LM head is the untied output layer, not the word embedding");
+  return embedding_ ? embedding_->word_embeddings() : *head_embedding_;
+}
+
+Shape GptModel::stage_activation_shape(int64_t micro_batch) const {
+  return {config_.seq_length, micro_batch, config_.hidden_size};
+}
+
+Tensor GptModel::forward_hidden(Ctx& ctx, const Tensor& input, const DropoutScope& scope) {
+  Tensor x;
+  if (stage_.first) {
+    x = embedding_->forward(ctx.embedding, input, Tensor(), scope, ctx.arena);
+    ctx.seq = ctx.embedding.seq;
+    ctx.batch = ctx.embedding.batch;
+  } else {
+    MT_CHECK(input.dim() == 3 && input.size(2) == config_.hidden_size &&
+                 input.dtype() == weights_.dtype(),
+             "a GPT stage's input must be the previous stage's output [s, b, ", config_.hidden_size,
+             "] in ", dtype_name(weights_.dtype()), ", got ", input.describe());
+    ctx.seq = input.size(0);
+    ctx.batch = input.size(1);
+    x = input;
+  }
+  return transformer_.forward(ctx.transformer, x, Tensor(), scope, ctx.arena, scratch_);
+}
+
+Tensor GptModel::head_logits(Ctx& ctx, const Tensor& hidden) {
+  const int64_t s = ctx.seq, b = ctx.batch, h = config_.hidden_size;
   // LM head (tied to the word embedding unless untied): the input is copied to the TP region
   // (f), each rank computes its vocabulary shard of the logits, in f32 for the cross-entropy.
   ctx.hidden = CopyToTpRegion::forward(hidden).view({s * b, h});
-  const Tensor& table = lm_head_weight();                            // [V/t, h]
-  Tensor logits = arena_.alloc({s * b, table.size(0)}, DType::F32);  // [s·b, V/t]
+  const Tensor& table = lm_head_weight();                               // [V/t, h]
+  Tensor logits = ctx.arena.alloc({s * b, table.size(0)}, DType::F32);  // [s·b, V/t]
   kernels::gemm(ctx.hidden, false, table, true, logits);
   return logits;
+}
+
+Tensor GptModel::forward_to_logits(Ctx& ctx, const Tensor& tokens, const DropoutScope& scope) {
+  MT_CHECK(stage_.whole(), "this GptModel holds one pipeline stage, not the whole model");
+  return head_logits(ctx, forward_hidden(ctx, tokens, scope));
 }
 
 LossSum GptModel::forward_loss_from_logits(Ctx& ctx, const GptBatch& batch, const Tensor& logits) {
@@ -122,54 +204,97 @@ LossSum GptModel::forward_loss_from_logits(Ctx& ctx, const GptBatch& batch, cons
   check_dtype(batch.labels, DType::I32, "GPT labels");
   check_shape(batch.loss_mask, bs, "GPT loss mask");
   check_dtype(batch.loss_mask, DType::F32, "GPT loss mask");
-  Tensor labels = to_seq_major(batch.labels, arena_).view({ctx.seq * ctx.batch});
-  ctx.loss_mask = to_seq_major(batch.loss_mask, arena_).view({ctx.seq * ctx.batch});
+  Tensor labels = to_seq_major(batch.labels, ctx.arena).view({ctx.seq * ctx.batch});
+  ctx.loss_mask = to_seq_major(batch.loss_mask, ctx.arena).view({ctx.seq * ctx.batch});
   Tensor losses = vocab_parallel_cross_entropy_forward(ctx.cross_entropy, *ps_.tp, logits, labels,
-                                                       config_.vocab_size, arena_);
+                                                       config_.vocab_size, ctx.arena);
   const kernels::WeightedSum sum = kernels::weighted_sum(losses, ctx.loss_mask);
   ctx.mask_sum = sum.weights;
   return LossSum{sum.weighted, sum.weights};
 }
 
-void GptModel::backward(Ctx& ctx, float grad_scale) {
+Tensor GptModel::backward(Ctx& ctx, float grad_scale, Tensor dhidden) {
   const int64_t n = ctx.seq * ctx.batch, h = config_.hidden_size;
-  // dloss = mask · grad_scale / Σ mask (the mean's gradient)
-  Tensor dloss = arena_.alloc({n}, DType::F32);  // [s·b]
-  kernels::copy(ctx.loss_mask, dloss);
-  kernels::scale(dloss, ctx.mask_sum > 0 ? float(double(grad_scale) / ctx.mask_sum) : 0.0f);
-  Tensor dlogits = vocab_parallel_cross_entropy_backward(ctx.cross_entropy, dloss);  // f32
-  if (weights_.dtype() != DType::F32) {
-    Tensor cast = arena_.alloc(dlogits.shape(), weights_.dtype());
-    kernels::cast(dlogits, cast);
-    dlogits = cast;
-  }
+  if (stage_.last) {
+    // dloss = mask · grad_scale / Σ mask (the mean's gradient)
+    Tensor dloss = ctx.arena.alloc({n}, DType::F32);  // [s·b]
+    kernels::copy(ctx.loss_mask, dloss);
+    kernels::scale(dloss, ctx.mask_sum > 0 ? float(double(grad_scale) / ctx.mask_sum) : 0.0f);
+    Tensor dlogits = vocab_parallel_cross_entropy_backward(ctx.cross_entropy, dloss);  // f32
+    if (weights_.dtype() != DType::F32) {
+      Tensor cast = ctx.arena.alloc(dlogits.shape(), weights_.dtype());
+      kernels::cast(dlogits, cast);
+      dlogits = cast;
+    }
 
-  const Tensor& table = lm_head_weight();  // [V/t, h]
-  kernels::gemm(dlogits, true, ctx.hidden, false, lm_head_grad(), 1.0f, 1.0f);
-  Tensor dhidden = arena_.alloc({n, h}, weights_.dtype());  // [s·b, h]
-  kernels::gemm(dlogits, false, table, false, dhidden);
-  CopyToTpRegion::backward(*ps_.tp, dhidden);
+    const Tensor& table = lm_head_weight();  // [V/t, h]
+    kernels::gemm(dlogits, true, ctx.hidden, false, lm_head_grad(), 1.0f, 1.0f);
+    dhidden = ctx.arena.alloc({n, h}, weights_.dtype());  // [s·b, h]
+    kernels::gemm(dlogits, false, table, false, dhidden);
+    CopyToTpRegion::backward(*ps_.tp, dhidden);
+  }
 
   Tensor dembedded =
       transformer_
-          .backward(ctx.transformer, dhidden.view({ctx.seq, ctx.batch, h}), arena_, scratch_)
+          .backward(ctx.transformer, dhidden.view({ctx.seq, ctx.batch, h}), ctx.arena, scratch_)
           .view({n, h});
-  embedding_.backward(ctx.embedding, dembedded, arena_);
+  if (!stage_.first) return dembedded.view({ctx.seq, ctx.batch, h});
+  embedding_->backward(ctx.embedding, dembedded, ctx.arena);
+  return Tensor();
 }
 
-GptBatch GptModel::on_device(const GptBatch& batch) {
+GptBatch GptModel::on_device(const GptBatch& batch, Arena& arena) {
   GptBatch b = batch;
-  std::vector<Tensor> moved = upload({batch.tokens, batch.labels, batch.loss_mask}, arena_);
+  std::vector<Tensor> moved = upload({batch.tokens, batch.labels, batch.loss_mask}, arena);
   b.tokens = moved[0];
   b.labels = moved[1];
   b.loss_mask = moved[2];
   return b;
 }
 
+void GptModel::StageCtxDeleter::operator()(StageCtx* ctx) const {
+  delete ctx;
+}
+
+GptModel::StageCtxPtr GptModel::make_stage_ctx() const {
+  return StageCtxPtr(new StageCtx(store_.device()));
+}
+
+Tensor GptModel::forward_stage(StageCtx& sc, const GptBatch& host_batch, const Tensor& input,
+                               bool train, uint64_t seed) {
+  sc.arena.reset();
+  Ctx& ctx = sc.state.emplace(sc.arena);
+  const GptBatch batch = on_device(host_batch, sc.arena);
+  const DropoutScope scope =
+      train ? DropoutScope{true, seed, batch.iteration, batch.first_sample} : DropoutScope{};
+  Tensor hidden = forward_hidden(ctx, stage_.first ? batch.tokens : input, scope);
+  if (!stage_.last) return hidden;
+  ctx.loss = mean_loss(forward_loss_from_logits(ctx, batch, head_logits(ctx, hidden)));
+  return Tensor();
+}
+
+float GptModel::stage_loss(const StageCtx& sc) const {
+  MT_CHECK(stage_.last && sc.state.has_value(),
+           "stage_loss: only the last stage computes the loss, after forward_stage");
+  return sc.state->loss;
+}
+
+Tensor GptModel::backward_stage(StageCtx& sc, const Tensor& grad_output, float grad_scale) {
+  MT_CHECK(sc.state.has_value(), "backward_stage before forward_stage");
+  Ctx& ctx = *sc.state;
+  if (stage_.last) return backward(ctx, grad_scale);
+  MT_CHECK(grad_output.shape() == Shape({ctx.seq, ctx.batch, config_.hidden_size}) &&
+               grad_output.dtype() == weights_.dtype(),
+           "a GPT stage's output gradient must be [", ctx.seq, ", ", ctx.batch, ", ",
+           config_.hidden_size, "] in ", dtype_name(weights_.dtype()), ", got ",
+           grad_output.describe());
+  return backward(ctx, grad_scale, grad_output);
+}
+
 float GptModel::forward_backward(const GptBatch& host_batch, float grad_scale, uint64_t seed) {
   arena_.reset();
-  const GptBatch batch = on_device(host_batch);
-  Ctx ctx;
+  const GptBatch batch = on_device(host_batch, arena_);
+  Ctx ctx(arena_);
   const DropoutScope scope{true, seed, batch.iteration, batch.first_sample};
   Tensor logits = forward_to_logits(ctx, batch.tokens, scope);
   const float loss = mean_loss(forward_loss_from_logits(ctx, batch, logits));
@@ -183,8 +308,8 @@ float GptModel::forward_loss(const GptBatch& batch) {
 
 LossSum GptModel::forward_loss_sum(const GptBatch& host_batch) {
   arena_.reset();
-  const GptBatch batch = on_device(host_batch);
-  Ctx ctx;
+  const GptBatch batch = on_device(host_batch, arena_);
+  Ctx ctx(arena_);
   Tensor logits = forward_to_logits(ctx, batch.tokens, DropoutScope{});
   return forward_loss_from_logits(ctx, batch, logits);
 }
@@ -192,7 +317,7 @@ LossSum GptModel::forward_loss_sum(const GptBatch& host_batch) {
 Tensor GptModel::forward_logits(const Tensor& host_tokens) {
   arena_.reset();
   const Tensor tokens = upload({host_tokens}, arena_)[0];
-  Ctx ctx;
+  Ctx ctx(arena_);
   Tensor local = forward_to_logits(ctx, tokens, DropoutScope{});  // [s·b, V/t]
   Tensor full = gather_last_dim(*ps_.tp, local, arena_);          // [s·b, V_padded]
   const int64_t s = ctx.seq, b = ctx.batch;
@@ -220,6 +345,7 @@ int64_t GptModel::vocab_start() const {
 }
 
 Tensor GptModel::forward_step(InferenceCtx& ctx, const Tensor& host_tokens, bool all_positions) {
+  MT_CHECK(stage_.whole(), "inference needs the whole GPT model, not one pipeline stage");
   ctx.arena.reset();
   const Tensor tokens = upload({host_tokens}, ctx.arena)[0];
   check_dtype(tokens, DType::I32, "GPT tokens");
@@ -231,7 +357,7 @@ Tensor GptModel::forward_step(InferenceCtx& ctx, const Tensor& host_tokens, bool
 
   InputEmbedding::Ctx embedding_ctx;  // discarded: no backward
   Tensor embedded =
-      embedding_.forward(embedding_ctx, tokens, Tensor(), DropoutScope{}, ctx.arena, ctx.length());
+      embedding().forward(embedding_ctx, tokens, Tensor(), DropoutScope{}, ctx.arena, ctx.length());
   Tensor hidden = transformer_.forward_cached(embedded, ctx.cache, ctx.arena, ctx.scratch);
   ctx.cache.advance(s);
   // [s, b, h] is sequence-major, so the last position's rows are contiguous.

@@ -7,6 +7,15 @@
 //   → vocab-parallel cross-entropy (padded ids excluded) → Σ(loss·mask)/Σ(mask)
 // Activations are [s, b, h] in the compute dtype; see docs/model.md for layouts, dropout
 // keying, recompute and the bf16 path.
+//
+// Pipeline stages (DESIGN.md §3, docs/parallelism.md): a GptModel may hold one stage of the
+// model — a contiguous range of layers, the embedding when it is the first stage, the final
+// LayerNorm and the LM head when it is the last (StageRange). The last stage of a split
+// model holds its own copy of the word embedding for the tied head (StageTie::kCopy, same
+// name and init; the trainer all-reduces the two copies' gradients). A schedule drives a stage
+// through forward_stage / backward_stage with one StageCtx per micro-batch in flight. The
+// whole-model entry points (forward_backward, forward_loss, forward_logits, inference) need a
+// model that is both first and last stage.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +26,7 @@
 #include "distributed/parallel_state.h"
 #include "model/input_embedding.h"
 #include "model/kv_cache.h"
+#include "model/stage_range.h"
 #include "model/transformer.h"
 #include "parallel/compute_weights.h"
 #include "parallel/vocab_parallel_cross_entropy.h"
@@ -60,7 +70,8 @@ class GptModel {
   // Registers every parameter in `store`; the caller then calls store.allocate() and
   // init_weights() (or loads a checkpoint and calls refresh_compute_weights()). The model
   // computes on the store's device: its activations live there too.
-  GptModel(const GptConfig& config, const ParallelState& ps, ParameterStore& store);
+  GptModel(const GptConfig& config, const ParallelState& ps, ParameterStore& store,
+           StageRange stage = {});
   ~GptModel();
 
   // TP-invariant init (std init_method_std; residual output projections std/√(2L); biases 0;
@@ -80,6 +91,35 @@ class GptModel {
   // micro-batch, so that a perplexity over many micro-batches is exact. No dropout, no
   // gradients; identical on all TP ranks.
   LossSum forward_loss_sum(const GptBatch& batch);
+
+  // ---- One stage of a pipeline (see above) ----
+  // One micro-batch's activations on this stage, in an arena of its own, so that a schedule
+  // can keep several micro-batches in flight. Reusable: each forward_stage starts it afresh.
+  class StageCtx;
+  struct StageCtxDeleter {  // StageCtx is complete only in gpt_model.cpp
+    void operator()(StageCtx* ctx) const;
+  };
+  using StageCtxPtr = std::unique_ptr<StageCtx, StageCtxDeleter>;
+  StageCtxPtr make_stage_ctx() const;
+  // Forward of `batch` (host or device tensors; the first stage reads the tokens, the last the
+  // labels and loss mask) through this stage. `input`: the previous stage's output [s, b, h]
+  // in the compute dtype (ignored on the first stage). `train`: dropout on (keyed by `seed`
+  // and the batch) and activations kept for backward_stage. Returns the output [s, b, h] for
+  // the next stage; on the last stage an undefined tensor, the loss being stage_loss(ctx).
+  Tensor forward_stage(StageCtx& ctx, const GptBatch& batch, const Tensor& input, bool train,
+                       uint64_t seed);
+  // The last stage's loss of the micro-batch: Σ(loss·mask)/Σ(mask) (0 when Σ mask = 0).
+  float stage_loss(const StageCtx& ctx) const;
+  // Backward of the micro-batch forward_stage ran in `ctx` (with train). `grad_output`: the
+  // next stage's input gradient [s, b, h] (ignored on the last stage, where the loss scaled by
+  // grad_scale starts the backward). Accumulates the stage's parameter gradients; returns the
+  // gradient of `input` [s, b, h] in ctx's arena (undefined on the first stage).
+  Tensor backward_stage(StageCtx& ctx, const Tensor& grad_output, float grad_scale);
+  const StageRange& stage() const { return stage_; }
+  // Shape and dtype of the activations passed between stages: [seq_length, micro_batch, h].
+  Shape stage_activation_shape(int64_t micro_batch) const;
+  DType compute_dtype() const { return weights_.dtype(); }
+  Device device() const { return store_.device(); }
   // Full-vocabulary logits f32 [b, s, vocab_size] on the model's device (gathered over TP,
   // padding dropped), no dropout. tokens i32 [b, s'] with s' <= max_position_embeddings.
   Tensor forward_logits(const Tensor& tokens);
@@ -100,23 +140,36 @@ class GptModel {
   const ParallelState& parallel_state() const { return ps_; }
 
   const GptConfig& config() const { return config_; }
+  // Peak activation bytes of the whole-model entry points (StageCtxs own their arenas).
   size_t activation_bytes() const { return arena_.high_water() + scratch_.high_water(); }
 
  private:
   struct Ctx;
-  // The batch with its tensors on the model's device (uploaded into arena_ in one copy).
-  GptBatch on_device(const GptBatch& batch);
-  // Embedding → transformer → local logits f32 [s·b, V_padded/t].
+  // The batch with its tensors on the model's device (uploaded into `arena` in one copy).
+  static GptBatch on_device(const GptBatch& batch, Arena& arena);
+  // [Embedding →] transformer layers [→ final LayerNorm]: this stage's output [s, b, h].
+  // `input` is the tokens i32 [b, s] on the first stage, else the previous stage's output.
+  Tensor forward_hidden(Ctx& ctx, const Tensor& input, const DropoutScope& scope);
+  // LM head: local logits f32 [s·b, V_padded/t] of the last stage's hidden [s, b, h].
+  Tensor head_logits(Ctx& ctx, const Tensor& hidden);
+  // Embedding → transformer → local logits f32 [s·b, V_padded/t] (whole model).
   Tensor forward_to_logits(Ctx& ctx, const Tensor& tokens, const DropoutScope& scope);
   // Σ(loss·mask) and Σ(mask) of the micro-batch (kept in ctx for the backward).
   LossSum forward_loss_from_logits(Ctx& ctx, const GptBatch& batch, const Tensor& logits);
-  void backward(Ctx& ctx, float grad_scale);
+  // From the loss (last stage) or from dhidden [s, b, h] (other stages) down to the stage's
+  // input: accumulates the gradients; returns the input gradient (undefined on the first).
+  Tensor backward(Ctx& ctx, float grad_scale, Tensor dhidden = Tensor());
+  // The word embedding the LM head reads: the first stage's, or the last stage's tied copy.
+  const VocabParallelEmbedding& head_embedding() const;
+  const InputEmbedding& embedding() const;
 
   GptConfig config_;
   ParallelState ps_;
   ParameterStore& store_;
+  StageRange stage_;
   ComputeWeights weights_;
-  InputEmbedding embedding_;
+  std::optional<InputEmbedding> embedding_;               // the first stage
+  std::optional<VocabParallelEmbedding> head_embedding_;  // the last stage of a split model
   Transformer transformer_;
   // --untie-embeddings-and-output-weights: "output_layer.weight" [V_padded, h], split over
   // the vocabulary like the word embedding; otherwise the LM head is the word embedding.

@@ -12,12 +12,15 @@ Tensor copy_into(Arena& arena, const Tensor& t) {
 }  // namespace
 
 Transformer::Transformer(const TransformerConfig& config, const ParallelState& ps,
-                         ParameterStore& store, const ComputeWeights& weights)
+                         ParameterStore& store, const ComputeWeights& weights, LayerRange range)
     : config_(config) {
   config.validate(ps.tp_size);
-  for (int i = 0; i < config.num_layers; ++i)
+  const int end = range.count < 0 ? config.num_layers : range.first + range.count;
+  MT_CHECK(range.first >= 0 && range.first <= end && end <= config.num_layers, "layer range [",
+           range.first, ", ", end, ") is outside the ", config.num_layers, " layers");
+  for (int i = range.first; i < end; ++i)
     layers_.push_back(std::make_unique<TransformerLayer>(i, config, ps, store, weights));
-  if (config.final_layernorm)
+  if (config.final_layernorm && end == config.num_layers)
     final_ln_ = std::make_unique<LayerNorm>(config.name_prefix + "final_layernorm",
                                             config.hidden_size, config.layernorm_epsilon, store,
                                             weights, config.arch.normalization);

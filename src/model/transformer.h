@@ -1,5 +1,8 @@
 // Transformer: a stack of TransformerLayers and an optional final LayerNorm, with optional
-// full activation recompute per layer.
+// full activation recompute per layer. A pipeline stage holds a contiguous range of the layers
+// (LayerRange); the final LayerNorm belongs to the range that ends with the last layer. Layers
+// keep their global numbers (parameter names, dropout keys), so a stage computes exactly what
+// the same layers compute in the whole stack.
 //
 // Recompute: each layer's forward runs in a scratch arena that is reset before the next
 // layer, so only the layer INPUTS stay alive ([s, b, h] per layer). In backward, the layer's
@@ -19,6 +22,12 @@
 
 namespace megatron {
 
+// Layers [first, first + count) of a stack of TransformerConfig::num_layers.
+struct LayerRange {
+  int first = 0;
+  int count = -1;  // -1: through the last layer
+};
+
 class Transformer {
  public:
   struct Ctx {
@@ -30,7 +39,7 @@ class Transformer {
   };
 
   Transformer(const TransformerConfig& config, const ParallelState& ps, ParameterStore& store,
-              const ComputeWeights& weights);
+              const ComputeWeights& weights, LayerRange range = {});
 
   void init_weights(ParameterStore& store, uint64_t seed) const;
 

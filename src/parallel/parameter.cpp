@@ -54,6 +54,11 @@ const Parameter& ParameterStore::get(const std::string& name) const {
   return params_[it->second];
 }
 
+void ParameterStore::set_stage_tie(const std::string& name, StageTie tie) {
+  MT_CHECK(!flat_values_.defined(), "parameter '", name, "' tied after allocate()");
+  get(name).spec.stage_tie = tie;
+}
+
 void ParameterStore::zero_grads() {
   kernels::fill(flat_grads_, 0.0f);
 }
@@ -62,6 +67,7 @@ std::vector<std::pair<int64_t, int64_t>> ParameterStore::norm_ranges() const {
   std::vector<std::pair<int64_t, int64_t>> ranges;
   for (const Parameter& p : params_) {
     if (p.replicated() && tp_rank_ != 0) continue;
+    if (p.spec.stage_tie == StageTie::kCopy) continue;
     const int64_t begin = p.flat_offset, end = begin + shape_numel(p.local_shape);
     if (begin == end) continue;
     if (!ranges.empty() && ranges.back().second == begin)

@@ -22,6 +22,16 @@
 
 namespace megatron {
 
+// A parameter that two pipeline stages hold (Megatron's tied input/output word embedding: the
+// embedding on the first stage, the LM head on the last). Both copies start equal (the init is
+// keyed by the name) and stay equal: their gradients are all-reduced over the embedding group
+// before the optimizer step. The copy is not counted again in the gradient norm, nor saved.
+enum class StageTie : uint8_t {
+  kNone,
+  kOriginal,  // the first stage's parameter, tied to a copy on the last stage
+  kCopy,      // the last stage's copy
+};
+
 struct ParamSpec {
   std::string name;        // e.g. "layers.3.self_attention.query_key_value.weight"
   Shape full_shape;        // as if unsplit
@@ -32,6 +42,7 @@ struct ParamSpec {
   // are excluded from the softmax), so a checkpoint padded for another TP size loads with its
   // padding cut or extended (zeros).
   int64_t vocab_rows = 0;
+  StageTie stage_tie = StageTie::kNone;
 };
 
 struct Parameter {
@@ -71,10 +82,15 @@ class ParameterStore {
   int tp_size() const { return tp_size_; }
   Device device() const { return device_; }
 
+  // Marks a registered parameter as held by two pipeline stages (StageTie). Not allowed after
+  // allocate().
+  void set_stage_tie(const std::string& name, StageTie tie);
+
   // Runs of consecutive parameters, as [begin, end) element ranges of the flat buffers, that
   // the global gradient norm counts on this TP rank: every parameter on TP rank 0, only the
-  // partitioned ones on the others (replicated parameters are counted once). Adjacent
-  // counted parameters merge into one range.
+  // partitioned ones on the others (replicated parameters are counted once); never a
+  // StageTie::kCopy (its original is counted on the first stage). Adjacent counted parameters
+  // merge into one range.
   std::vector<std::pair<int64_t, int64_t>> norm_ranges() const;
 
  private:

@@ -85,7 +85,9 @@ void validate_layout(const ModelSpec& m, const Layout& l, Implementation impl) {
   if (impl == Implementation::kMegatronCpp) {
     const char* use_lm = " (plan for Megatron-LM with --implementation megatron-lm)";
     MT_REQUIRE(p == 1, "--pipeline-model-parallel-size ", p,
-               ": megatron-cpp does not implement pipeline parallelism yet", use_lm);
+               ": the planner's megatron-cpp accounting does not model pipeline parallelism yet "
+               "(megatron-cpp trains with it)",
+               use_lm);
     MT_REQUIRE(!l.sequence_parallel,
                "--sequence-parallel: megatron-cpp does not implement sequence parallelism yet",
                use_lm);
@@ -94,8 +96,8 @@ void validate_layout(const ModelSpec& m, const Layout& l, Implementation impl) {
                "(use full)",
                use_lm);
     MT_REQUIRE(!l.distributed_optimizer,
-               "--use-distributed-optimizer: megatron-cpp does not implement the distributed "
-               "optimizer yet",
+               "--use-distributed-optimizer: the planner's megatron-cpp accounting does not "
+               "model the distributed optimizer yet (megatron-cpp trains with it)",
                use_lm);
     MT_REQUIRE(!l.overlap_grad_reduce && !l.overlap_param_gather && !l.tp_comm_overlap,
                "--overlap-grad-reduce / --overlap-param-gather / --tp-comm-overlap: megatron-cpp ",

@@ -2,6 +2,7 @@
 
 #include "core/durable_file.h"
 #include "model/hf_gpt2.h"
+#include "model/stage_range.h"
 #include "train/architecture_json.h"
 #include "train/checkpoint.h"
 #include "train/convert_common.h"
@@ -90,13 +91,23 @@ void export_hf_gpt2(const std::string& load_dir, int64_t iteration, const std::s
 }
 
 void reshard_checkpoint(const std::string& load_dir, int64_t iteration, const std::string& save_dir,
-                        int target_tp) {
+                        int target_tp, int target_pp) {
   MT_CHECK(target_tp >= 1, "--target-tensor-parallel-size must be >= 1, got ", target_tp);
   const int64_t it = resolve_checkpoint_iteration(load_dir, iteration);
   CheckpointShardReader reader(checkpoint_iteration_dir(load_dir, it));
   nlohmann::json state = reader.state(0, 0);
-  if (state.contains("args") && state["args"].is_object())
+  if (state.contains("args") && state["args"].is_object()) {
     state["args"]["tensor_model_parallel_size"] = target_tp;
+    state["args"]["pipeline_model_parallel_size"] = target_pp;
+  }
+  // Which pipeline rank writes each tensor (the layer count is needed only to split).
+  std::map<std::string, int> stage_of;
+  if (target_pp > 1) {
+    const int num_layers = state_field<int>(state, "model", "num_layers", reader.iteration_dir());
+    check_pipeline_split(num_layers, target_pp, 1);
+    for (const std::string& name : reader.names())
+      stage_of[name] = pipeline_rank_of_parameter(name, num_layers, target_pp);
+  }
 
   // Megatron pads the vocabulary to a multiple of make-vocab-size-divisible-by x TP: the
   // tensors the checkpoint marks as padded vocabularies are re-padded for target_tp.
@@ -114,18 +125,22 @@ void reshard_checkpoint(const std::string& load_dir, int64_t iteration, const st
   }
 
   CheckpointTransaction transaction(save_dir, it, conversion_nonce());
-  for (int rank = 0; rank < target_tp; ++rank) {
-    ParameterStore store(rank, target_tp);
-    for (const std::string& name : reader.names()) {
-      const ShardPlacement& p = reader.placement(name);
-      store.add({name, target_shape(p), p.partition_dim, true, p.vocab_rows});
+  for (int pp_rank = 0; pp_rank < target_pp; ++pp_rank) {
+    for (int rank = 0; rank < target_tp; ++rank) {
+      ParameterStore store(rank, target_tp);
+      for (const std::string& name : reader.names()) {
+        if (target_pp > 1 && stage_of.at(name) != pp_rank) continue;
+        const ShardPlacement& p = reader.placement(name);
+        store.add({name, target_shape(p), p.partition_dim, true, p.vocab_rows});
+      }
+      store.allocate();
+      std::map<std::string, Tensor> optimizer;
+      for (const std::string& buffer : reader.optimizer_buffer_names())
+        optimizer[buffer] = Tensor::zeros({store.flat_values().numel()}, DType::F32);
+      read_parameters(reader, store, &optimizer);
+      write_checkpoint_rank(transaction.path(), it, store, optimizer, state,
+                            {rank, target_tp, pp_rank, target_pp});
     }
-    store.allocate();
-    std::map<std::string, Tensor> optimizer;
-    for (const std::string& buffer : reader.optimizer_buffer_names())
-      optimizer[buffer] = Tensor::zeros({store.flat_values().numel()}, DType::F32);
-    read_parameters(reader, store, &optimizer);
-    write_checkpoint_rank(transaction.path(), it, store, optimizer, state, {rank, target_tp, 0, 1});
   }
   transaction.commit();
 }

@@ -28,14 +28,17 @@ void import_hf_gpt2(const std::string& hf_dir, const std::string& save_dir, int 
 void export_hf_gpt2(const std::string& load_dir, int64_t iteration, const std::string& hf_dir,
                     int64_t vocab_size, const TokenizerFileOverrides& tokenizer = {});
 
-// Rewrites iteration `iteration` (-1: latest) of `load_dir` at `target_tp` tensor-parallel
-// ranks into `save_dir` (same iteration), parameters and optimizer state alike; state.json of
-// each new rank is the source's rank 0 state with args.tensor_model_parallel_size updated.
+// Rewrites iteration `iteration` (-1: latest) of `load_dir` at `target_tp` tensor-parallel ×
+// `target_pp` pipeline ranks into `save_dir` (same iteration), parameters and optimizer state
+// alike, each parameter on the pipeline rank whose contiguous stage holds it
+// (pipeline_rank_of_parameter; the number of layers from state.json's model.num_layers);
+// state.json of each new rank is the source's rank 0 state with
+// args.tensor_model_parallel_size and args.pipeline_model_parallel_size updated.
 // Tensors stored as padded vocabularies ("vocab_rows" in their placement) are re-padded to
 // Megatron's padded size for `target_tp` (args.make_vocab_size_divisible_by, default 128), as
 // a run at that size pads them, and model.padded_vocab_size is updated.
 void reshard_checkpoint(const std::string& load_dir, int64_t iteration, const std::string& save_dir,
-                        int target_tp);
+                        int target_tp, int target_pp = 1);
 
 // The model-shape record the trainer compares on load (state.json "model"), with the
 // architecture options (train/architecture_json.h) under their argument names.

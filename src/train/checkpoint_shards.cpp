@@ -156,6 +156,7 @@ void write_rank_shards(const std::string& rank_dir, int64_t iteration, const Par
   const Tensor host_values = params.flat_values().to(Device::CPU);
   NamedTensors model;
   for (const Parameter& p : params.params()) {
+    if (p.spec.stage_tie == StageTie::kCopy) continue;  // saved by the first stage
     const int64_t n = shape_numel(p.local_shape);
     model.emplace_back(p.spec.name,
                        host_values.slice(0, p.flat_offset, p.flat_offset + n).view(p.local_shape));
@@ -181,6 +182,7 @@ void write_rank_shards(const std::string& rank_dir, int64_t iteration, const Par
       buffer_names.push_back(buffer);
       const Tensor host = flat.to(Device::CPU);
       for (const Parameter& p : params.params()) {
+        if (p.spec.stage_tie == StageTie::kCopy) continue;
         int64_t n = shape_numel(p.local_shape);
         std::string name = buffer + "." + p.spec.name;
         tensors.emplace_back(name,

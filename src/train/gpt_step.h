@@ -1,5 +1,9 @@
 // GptStep: the ModelStep of GPT pretraining (pretrain_gpt.py's forward step) — GptModel over
-// GptDataLoader micro-batches, one loss term (`lm loss`).
+// GptDataLoader micro-batches, one loss term (`lm loss`). The model is this rank's pipeline
+// stage (its model chunks, when interleaved), and the micro-batches of an iteration run in the
+// pipeline schedule (pipeline/schedule.h): no pipelining at PP = 1, 1F1B, or interleaved 1F1B.
+// Every pipeline rank reads the same micro-batches (the first stage needs the tokens, the last
+// the labels, every stage the dropout keys).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +19,7 @@ struct GptStepConfig {
   GptConfig model;  // padded_vocab_size already set
   int32_t eod_token = -1;
   bool eod_mask_loss = false;
+  int pipeline_chunks = 1;  // model chunks per pipeline rank (> 1: interleaved schedule)
 };
 
 // `valid` and `test` may be null (no such evaluation).

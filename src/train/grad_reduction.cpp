@@ -18,6 +18,15 @@ void reduce_gradients_over_dp(Tensor& flat_grads, Communicator& dp, double post_
   }
 }
 
+void reduce_tied_gradients(ParameterStore& store, const ParallelState& ps) {
+  if (ps.embedding == nullptr) return;
+  for (Parameter& p : store.params()) {
+    if (p.spec.stage_tie == StageTie::kNone) continue;
+    Tensor grad = p.grad;
+    ps.embedding->all_reduce(grad, ReduceOp::SUM);
+  }
+}
+
 bool found_overflow_anywhere(const Tensor& flat_grads, Communicator& world, bool f16_range,
                              Tensor* f16_scratch) {
   bool overflow = kernels::has_inf_or_nan(flat_grads);
@@ -40,8 +49,31 @@ bool found_overflow_anywhere(const Tensor& flat_grads, Communicator& world, bool
   return world.all_reduce_scalar(local, ReduceOp::MAX) > 0.0;
 }
 
-double global_grad_norm(const ParameterStore& store, const ParallelState& ps) {
-  return global_norm(store.flat_grads(), store, ps);
+namespace {
+
+// Σ x² over the counted elements (ParameterStore::norm_ranges) of `flat`, which holds flat
+// elements [first, first + flat.numel()) of the store's layout.
+double counted_sum_squares(const Tensor& flat, int64_t first, const ParameterStore& store) {
+  const int64_t last = first + flat.numel();
+  double sum = 0.0;
+  for (auto [begin, end] : store.norm_ranges()) {
+    begin = std::max(begin, first);
+    end = std::min(end, last);
+    if (begin < end) sum += kernels::sum_squares(flat.slice(0, begin - first, end - first));
+  }
+  return sum;
+}
+
+}  // namespace
+
+double global_grad_norm(const ParameterStore& store, const ParallelState& ps,
+                        const GradShard* shard) {
+  if (shard == nullptr) return global_norm(store.flat_grads(), store, ps);
+  MT_CHECK(store.tp_rank() == ps.tp_rank, "global_grad_norm: the store is for TP rank ",
+           store.tp_rank(), ", the parallel state is rank ", ps.tp_rank);
+  double sum = counted_sum_squares(shard->grads, shard->range.begin, store);
+  if (ps.world_size > 1) sum = ps.world->all_reduce_scalar(sum, ReduceOp::SUM);
+  return std::sqrt(sum);
 }
 
 double global_norm(const Tensor& flat, const ParameterStore& store, const ParallelState& ps) {
@@ -49,18 +81,17 @@ double global_norm(const Tensor& flat, const ParameterStore& store, const Parall
            ", the parallel state is rank ", ps.tp_rank);
   MT_CHECK(flat.numel() == store.flat_values().numel(), "global_norm: a buffer of ", flat.numel(),
            " elements, the store has ", store.flat_values().numel());
-  double sum = 0.0;
-  for (const auto& [begin, end] : store.norm_ranges())
-    sum += kernels::sum_squares(flat.slice(0, begin, end));
-  if (ps.tp_size > 1) sum = ps.tp->all_reduce_scalar(sum, ReduceOp::SUM);
+  double sum = counted_sum_squares(flat, 0, store);
+  if (ps.tp_size * ps.pp_size > 1) sum = ps.mp->all_reduce_scalar(sum, ReduceOp::SUM);
   return std::sqrt(sum);
 }
 
-double clip_grad_norm(ParameterStore& store, const ParallelState& ps, double max_norm) {
-  const double norm = global_grad_norm(store, ps);
+double clip_grad_norm(ParameterStore& store, const ParallelState& ps, double max_norm,
+                      GradShard* shard) {
+  const double norm = global_grad_norm(store, ps, shard);
   if (max_norm > 0.0) {
     const double coeff = max_norm / (norm + 1e-6);
-    if (coeff < 1.0) kernels::scale(store.flat_grads(), float(coeff));
+    if (coeff < 1.0) kernels::scale(shard ? shard->grads : store.flat_grads(), float(coeff));
   }
   return norm;
 }

@@ -11,6 +11,7 @@
 #include "distributed/communicator.h"
 #include "distributed/parallel_state.h"
 #include "parallel/parameter.h"
+#include "train/optimizer.h"
 
 namespace megatron {
 
@@ -18,6 +19,11 @@ namespace megatron {
 // multiplies by `post_scale` (e.g. 1 / (dp_size · loss_scale)) in the same pass.
 void reduce_gradients_over_dp(Tensor& flat_grads, Communicator& dp, double post_scale,
                               int64_t bucket_elements = int64_t(1) << 22);
+
+// Megatron's embedding-group reduction: on the first and last pipeline stage (pp > 1), sums the
+// gradients of the parameters both hold (StageTie) over ps.embedding, so the two copies of the
+// tied word embedding take the same step. Nothing on other ranks or at pp = 1.
+void reduce_tied_gradients(ParameterStore& store, const ParallelState& ps);
 
 // True on every rank when any rank's gradients hold an inf or NaN (all-reduce MAX over the
 // world), so every rank makes the same skip decision. With `f16_range`, a value that does not
@@ -29,17 +35,30 @@ bool found_overflow_anywhere(const Tensor& flat_grads, Communicator& world, bool
                              Tensor* f16_scratch = nullptr);
 
 // L2 norm of the full (unsplit) model gradient: partitioned parameters' squares are summed
-// over the TP group, replicated ones (identical on every TP rank) are counted once — only TP
-// rank 0 contributes them. One sum-of-squares pass per run of counted parameters in the flat
+// over the model-parallel group (TP × PP), replicated ones (identical on every TP rank) are
+// counted once — only TP rank 0 contributes them — and a pipeline stage's copy of a tied
+// parameter not at all. One sum-of-squares pass per run of counted parameters in the flat
 // gradient buffer (ParameterStore::norm_ranges: the whole buffer on TP rank 0). Identical on
 // every rank.
-double global_grad_norm(const ParameterStore& store, const ParallelState& ps);
+//
+// With the distributed optimizer each DP rank holds the reduced gradients of one shard of the
+// flat space only (`shard`: grads f32 [range length] of flat elements [range.begin, range.end));
+// then each rank counts the counted elements of its shard and the sum runs over the whole world
+// (DP × TP × PP).
+struct GradShard {
+  Tensor grads;
+  FlatRange range;
+};
+double global_grad_norm(const ParameterStore& store, const ParallelState& ps,
+                        const GradShard* shard = nullptr);
 // The same L2 norm of any flat buffer laid out like the store's values (the parameters, or the
-// fp32 master weights): Megatron's calc_params_l2_norm with `flat` the parameters.
+// fp32 master weights), whole on every rank: Megatron's calc_params_l2_norm with `flat` the
+// parameters. Reduced over the model-parallel group (TP × PP).
 double global_norm(const Tensor& flat, const ParameterStore& store, const ParallelState& ps);
 
-// Megatron's clip_grad_norm: when max_norm > 0 and norm > max_norm, scales every gradient by
-// max_norm / (norm + 1e-6). Returns the norm before clipping.
-double clip_grad_norm(ParameterStore& store, const ParallelState& ps, double max_norm);
+// Megatron's clip_grad_norm: when max_norm > 0 and norm > max_norm, scales every gradient (of
+// the shard, when given) by max_norm / (norm + 1e-6). Returns the norm before clipping.
+double clip_grad_norm(ParameterStore& store, const ParallelState& ps, double max_norm,
+                      GradShard* shard = nullptr);
 
 }  // namespace megatron

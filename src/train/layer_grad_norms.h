@@ -10,6 +10,7 @@
 
 #include "distributed/parallel_state.h"
 #include "parallel/parameter.h"
+#include "train/grad_reduction.h"
 
 namespace megatron {
 
@@ -17,6 +18,12 @@ namespace megatron {
 // 0 to the largest layer index in the store: partitioned parameters' squares summed over the TP
 // group, replicated ones counted once (as global_grad_norm). Identical on every rank of the TP
 // group. Call it before clipping to see the raw gradients.
-std::vector<double> layer_grad_norms(const ParameterStore& store, const ParallelState& ps);
+// With pipeline parallelism each stage holds some of the layers (their indices are global):
+// the norms are summed over the model-parallel group (TP × PP) and run to the largest layer
+// index of any stage, identical on every rank of that group. With the distributed optimizer
+// (`shard`: this DP rank's reduced gradients, see global_grad_norm) each rank counts its shard
+// and the sums run over the whole world.
+std::vector<double> layer_grad_norms(const ParameterStore& store, const ParallelState& ps,
+                                     const GradShard* shard = nullptr);
 
 }  // namespace megatron

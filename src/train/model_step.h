@@ -60,6 +60,15 @@ class ModelStep {
   // Next evaluation micro-batch (validation, or test after start_test_data): forward only.
   virtual LossTerms valid_micro_batch(int64_t iteration) = 0;
 
+  // One iteration's `micro_batches` training micro-batches (forward + backward, gradients
+  // accumulated) in the model's schedule, and the SUM of their losses on the ranks that
+  // compute the loss (the last pipeline stage), zeros on the others. The default is the
+  // no-pipelining schedule: train_micro_batch, micro_batches times.
+  virtual LossTerms train_micro_batches(int64_t micro_batches, float grad_scale, uint64_t seed,
+                                        int64_t iteration);
+  // The same for `micro_batches` validation micro-batches, forward only.
+  virtual LossTerms valid_micro_batches(int64_t micro_batches, int64_t iteration);
+
   // Megatron's final evaluation "on test set": whether the run has a test split, and
   // (re)starting the evaluation loader on it at `placement`.
   virtual bool has_test_data() const = 0;

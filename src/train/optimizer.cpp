@@ -1,38 +1,55 @@
 #include "train/optimizer.h"
 
+#include <algorithm>
+
 #include "kernels/adamw.h"
 #include "kernels/elementwise.h"
 
 namespace megatron {
 
-AdamW::AdamW(ParameterStore& store, const AdamWConfig& config) : store_(store), config_(config) {
+AdamW::AdamW(ParameterStore& store, const AdamWConfig& config, FlatRange range)
+    : store_(store), config_(config), range_(range) {
   MT_CHECK(store.flat_values().defined(), "AdamW needs an allocated ParameterStore");
-  const int64_t n = store.flat_values().numel();
+  const int64_t total = store.flat_values().numel();
+  if (range_.end < 0) range_.end = total;
+  MT_CHECK(0 <= range_.begin && range_.begin <= range_.end && range_.end <= total, "AdamW range [",
+           range_.begin, ", ", range_.end, ") is outside the ", total, " parameter elements");
+  const int64_t n = range_.end - range_.begin;
   const Device device = store.device();
   exp_avg_ = Tensor::zeros({n}, DType::F32, device);
   exp_avg_sq_ = Tensor::zeros({n}, DType::F32, device);
+  Tensor values = store.flat_values().slice(0, range_.begin, range_.end);
   if (config.f16_model_weights) {
-    master_ = store.flat_values().clone();
+    master_ = values.clone();
     f16_scratch_ = Tensor::empty({n}, DType::F16, device);
     write_model_weights();
   } else {
-    master_ = store.flat_values();
+    master_ = values;
   }
 }
 
 void AdamW::step(double lr) {
+  step(lr, store_.flat_grads().slice(0, range_.begin, range_.end));
+}
+
+void AdamW::step(double lr, const Tensor& grads) {
+  MT_CHECK(grads.numel() == range_.end - range_.begin && grads.dtype() == DType::F32,
+           "AdamW::step: gradients ", grads.describe(), " for a range of ",
+           range_.end - range_.begin, " f32 elements");
   ++steps_;
   // One fused pass per run of consecutive parameters that share a weight decay (the update
-  // is elementwise, so runs give the same result as one call per parameter).
+  // is elementwise, so runs give the same result as one call per parameter), clipped to the
+  // range.
   const std::vector<Parameter>& params = store_.params();
-  Tensor& grads = store_.flat_grads();
   for (size_t i = 0; i < params.size();) {
     const bool decay = params[i].spec.weight_decay;
-    const int64_t begin = params[i].flat_offset;
+    int64_t begin = params[i].flat_offset;
     int64_t end = begin;
     for (; i < params.size() && params[i].spec.weight_decay == decay; ++i)
       end = params[i].flat_offset + params[i].value.numel();
-    if (end == begin) continue;
+    begin = std::max(begin, range_.begin) - range_.begin;
+    end = std::min(end, range_.end) - range_.begin;
+    if (end <= begin) continue;
     Tensor value = master_.slice(0, begin, end);
     Tensor m = exp_avg_.slice(0, begin, end);
     Tensor v = exp_avg_sq_.slice(0, begin, end);
@@ -50,11 +67,13 @@ void AdamW::step(double lr) {
 void AdamW::write_model_weights() {
   if (!config_.f16_model_weights) return;
   kernels::cast(master_, f16_scratch_);
-  kernels::cast(f16_scratch_, store_.flat_values());
+  Tensor values = store_.flat_values().slice(0, range_.begin, range_.end);
+  kernels::cast(f16_scratch_, values);
 }
 
 void AdamW::reset_master_from_store() {
-  if (config_.f16_model_weights) master_.copy_from(store_.flat_values());
+  if (config_.f16_model_weights)
+    master_.copy_from(store_.flat_values().slice(0, range_.begin, range_.end));
 }
 
 std::map<std::string, Tensor> AdamW::flat_buffers() const {

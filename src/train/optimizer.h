@@ -7,6 +7,12 @@
 // Weight decay is decoupled (AdamW) and applied only to parameters whose ParamSpec asks for
 // it (not biases, not LayerNorm). Every buffer lives on the store's device. Gradients must already
 // be reduced over data parallelism, unscaled and clipped when step() is called.
+//
+// An AdamW may own only a range of the flat parameter space (the distributed optimizer's
+// data-parallel shard, train/distributed_optimizer.h): its moments (and master copy) then hold
+// that range only, step() updates only that range of the store's values, and flat_buffers()
+// are range-sized. The update being elementwise, the shards together compute exactly what one
+// AdamW over the whole space computes.
 #pragma once
 
 #include <cstdint>
@@ -27,20 +33,29 @@ struct AdamWConfig {
   bool f16_model_weights = false;  // keep a separate fp32 master; store gets f16-rounded values
 };
 
+// Elements [begin, end) of the flat parameter space; end -1: through the last element.
+struct FlatRange {
+  int64_t begin = 0;
+  int64_t end = -1;
+};
+
 class AdamW {
  public:
-  // Takes the store's current values as the master weights.
-  AdamW(ParameterStore& store, const AdamWConfig& config);
+  // Takes the store's current values (in `range`) as the master weights.
+  AdamW(ParameterStore& store, const AdamWConfig& config, FlatRange range = {});
 
-  // One update of every parameter with learning rate `lr`; bias correction uses the number
-  // of steps taken so far (skipped steps do not count).
+  // One update of every parameter (in the range) with learning rate `lr`; bias correction uses
+  // the number of steps taken so far (skipped steps do not count). The gradients are the
+  // store's, or `range_grads` (f32 [range length], element 0 = flat element range.begin).
   void step(double lr);
+  void step(double lr, const Tensor& range_grads);
+  const FlatRange& range() const { return range_; }
   // The weight decay of the next steps (Megatron's weight-decay increments, lr_schedule.h).
   void set_weight_decay(double weight_decay) { config_.weight_decay = weight_decay; }
   int64_t steps() const { return steps_; }
 
   // "exp_avg", "exp_avg_sq" (and "fp32_master" with f16 model weights): f32
-  // [total local elements], laid out as store.flat_values().
+  // [range length], laid out as the range of store.flat_values().
   std::map<std::string, Tensor> flat_buffers() const;
   nlohmann::json state() const { return {{"steps", steps_}}; }
   void load_state(const nlohmann::json& state);
@@ -56,10 +71,11 @@ class AdamW {
  private:
   ParameterStore& store_;
   AdamWConfig config_;
-  Tensor master_;       // f32 [total local elements]: the store's values, or a separate copy
-  Tensor exp_avg_;      // f32 [total local elements]
-  Tensor exp_avg_sq_;   // f32 [total local elements]
-  Tensor f16_scratch_;  // f16 [total local elements], only with f16 model weights
+  FlatRange range_;     // resolved: 0 <= begin <= end <= total local elements
+  Tensor master_;       // f32 [range]: the store's values, or a separate copy
+  Tensor exp_avg_;      // f32 [range]
+  Tensor exp_avg_sq_;   // f32 [range]
+  Tensor f16_scratch_;  // f16 [range], only with f16 model weights
   int64_t steps_ = 0;
 };
 

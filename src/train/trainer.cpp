@@ -13,6 +13,7 @@
 #include "train/checkpoint.h"
 #include "train/checkpoint_housekeeping.h"
 #include "train/checkpoint_layout.h"
+#include "train/distributed_optimizer.h"
 #include "train/divergence_guard.h"
 #include "train/exit_signal.h"
 #include "train/grad_reduction.h"
@@ -37,6 +38,9 @@ struct Trainer::Impl {
   ParameterStore store;
   std::unique_ptr<ModelStep> model;
   std::unique_ptr<AdamW> optimizer;
+  // --use-distributed-optimizer: this DP rank's shard and its reduced gradients f32 [k].
+  std::optional<DpShard> shard;
+  Tensor shard_grads;
   GradScaler scaler;
   LrSchedule schedule;
   TrainingLog log;
@@ -63,7 +67,7 @@ struct Trainer::Impl {
 
   Impl(TrainerConfig c, std::shared_ptr<Communicator> world, const ModelStepFactory& make_model)
       : cfg(std::move(c)),
-        ps(ParallelState::create(std::move(world), cfg.tensor_parallel, 1)),
+        ps(ParallelState::create(std::move(world), cfg.tensor_parallel, cfg.pipeline_parallel)),
         store(ps.tp_rank, ps.tp_size, bound(cfg.device)),
         scaler(cfg.scaler),
         schedule(cfg.lr),
@@ -78,10 +82,17 @@ struct Trainer::Impl {
     model = make_model(ps, store);
     store.allocate();
     model->init_weights(cfg.seed);
-    optimizer = std::make_unique<AdamW>(store, cfg.adam);
+    if (cfg.distributed_optimizer) {
+      MT_REQUIRE(!cfg.fp16,
+                 "--use-distributed-optimizer is not supported with --fp16 yet; use "
+                 "--bf16 or fp32");
+      shard = DpShard::of(store.flat_values().numel(), ps.dp_size, ps.dp_rank);
+      shard_grads = Tensor::zeros({shard->size}, DType::F32, store.device());
+    }
+    optimizer = std::make_unique<AdamW>(store, cfg.adam, shard ? shard->range : FlatRange{});
     if (cfg.fp16) model->refresh_compute_weights();  // the store now holds f16-rounded values
     log_info(" > number of parameters on (tensor, pipeline) model parallel rank (", ps.tp_rank,
-             ", 0): ", store.flat_values().numel());
+             ", ", ps.pp_rank, "): ", store.flat_values().numel());
     log_info(" > training on ", cfg.device.str());
   }
 
@@ -108,9 +119,12 @@ struct Trainer::Impl {
   }
 
   void save() {
-    save_checkpoint(cfg.save, iteration, store,
-                    cfg.no_save_optim ? std::map<std::string, Tensor>{} : optimizer->flat_buffers(),
-                    state_json(), ps);
+    // The distributed optimizer's shards are gathered: checkpoints hold full buffers.
+    std::map<std::string, Tensor> buffers;
+    if (!cfg.no_save_optim)
+      buffers = shard ? gather_shard_buffers(optimizer->flat_buffers(), *ps.dp, *shard)
+                      : optimizer->flat_buffers();
+    save_checkpoint(cfg.save, iteration, store, buffers, state_json(), ps);
     last_checkpoint = iteration;
     last_checkpoint_dir = cfg.save;
     log_info("  successfully saved checkpoint at iteration ", iteration, " to ", cfg.save);
@@ -144,7 +158,11 @@ struct Trainer::Impl {
   void load(bool release) {
     const bool weights_only = cfg.finetune || release;
     const bool load_optim = !cfg.no_load_optim && !weights_only;
+    // Full-size buffers; the distributed optimizer keeps its shard of them (below).
     std::map<std::string, Tensor> buffers = optimizer->flat_buffers();
+    if (shard)
+      for (auto& [name, t] : buffers)
+        t = Tensor::zeros({store.flat_values().numel()}, DType::F32, store.device());
     nlohmann::json state;
     // Each rank reads its own files; a missing or corrupt one fails every rank together.
     run_on_all_ranks(*ps.world, "", [&] {
@@ -155,6 +173,9 @@ struct Trainer::Impl {
     last_checkpoint_dir = cfg.load;
     // An imported HF checkpoint has no optimizer state: start the optimizer afresh.
     if (load_optim && state.contains("optimizer")) {
+      if (shard)
+        for (auto& [name, t] : optimizer->flat_buffers())
+          t.copy_from(buffers.at(name).slice(0, shard->range.begin, shard->range.end));
       optimizer->load_state(state.at("optimizer"));
       schedule.load_state(state.at("scheduler"));
       scaler.load_state(state.at("grad_scaler"));
@@ -199,12 +220,14 @@ struct Trainer::Impl {
   }
 
   // Mean of per-rank sums of `micro_batches_per_rank` micro-batches' losses over all DP
-  // ranks, identical on every rank.
+  // ranks, identical on every rank. The sums come from the last pipeline stage, which
+  // computes the loss; it broadcasts the mean to the other stages.
   LossTerms average_over_dp(const LossTerms& sum, int64_t micro_batches_per_rank) const {
     // Logged host scalars: one all-reduce of a host f64 [2] over this stack array.
     double sums[2] = {sum.lm, sum.sop};
     Tensor t = Tensor::from_blob(sums, {2}, DType::F64);
     ps.dp->all_reduce(t);
+    if (ps.pp_size > 1) ps.pp->broadcast(t, ps.pp_size - 1);
     const double n = double(micro_batches_per_rank * ps.dp_size);
     return {sums[0] / n, sums[1] / n};
   }
@@ -215,19 +238,17 @@ struct Trainer::Impl {
     const double loss_scale = scaler.scale();
     // Each micro-batch's loss is a mean; Megatron averages them over the global batch.
     const float grad_scale = float(loss_scale / double(num_micro_batches));
-    LossTerms local;
-    for (int64_t m = 0; m < num_micro_batches; ++m) {
-      const LossTerms l = model->train_micro_batch(grad_scale, seed, iteration);
-      local.lm += l.lm;
-      local.sop += l.sop;
-    }
+    const LossTerms local =
+        model->train_micro_batches(num_micro_batches, grad_scale, seed, iteration);
     loss = average_over_dp(local, num_micro_batches);
 
+    const double dp_average = 1.0 / double(ps.dp_size);
+    if (shard) return distributed_step(loss, grad_norm, dp_average / loss_scale);
     // fp16 checks for overflow while the gradients are still scaled (as fp16 gradients would
     // be), then unscales; otherwise the loss scale is 1 and the average is one pass.
-    const double dp_average = 1.0 / double(ps.dp_size);
     reduce_gradients_over_dp(store.flat_grads(), *ps.dp,
                              cfg.fp16 ? dp_average : dp_average / loss_scale);
+    reduce_tied_gradients(store, ps);
     if (cfg.fp16) {
       const bool overflow =
           found_overflow_anywhere(store.flat_grads(), *ps.world, true, &optimizer->f16_scratch());
@@ -238,25 +259,62 @@ struct Trainer::Impl {
       }
       kernels::scale(store.flat_grads(), float(1.0 / loss_scale));
     }
-    if (cfg.log_layer_grad_norms && (iteration == 1 || iteration % cfg.log_interval == 0))
-      log.layer_grad_norms(iteration, layer_grad_norms(store, ps));
+    if (log_layer_grad_norms_now()) log.layer_grad_norms(iteration, layer_grad_norms(store, ps));
     grad_norm = clip_grad_norm(store, ps, cfg.clip_grad);
-    std::vector<std::pair<std::string, double>> checked = {{"lm loss", loss.lm}};
-    if (model->has_sop_loss()) checked.emplace_back("sop loss", loss.sop);
-    checked.emplace_back("grad norm", *grad_norm);
-    guard.check_loss_and_grad(iteration, checked, ps, where_saved());
-    if (schedule.varies_weight_decay()) optimizer->set_weight_decay(schedule.wd());
+    check_loss_and_grad(loss, *grad_norm);
+    apply_weight_decay_schedule();
     optimizer->step(schedule.lr());
     Tensor master;  // --fp16: the fp32 master weights beside the store's f16-rounded ones
     if (cfg.fp16 && guard.enabled()) master = optimizer->flat_buffers().at("fp32_master");
-    guard.check_weights(iteration, store, master, ps, where_saved());
-    schedule.step(cfg.global_batch);
-    model->refresh_compute_weights();
+    finish_step(master);
     return true;
   }
 
+  // The rest of train_step with the distributed optimizer (distributed_optimizer.h): the tied
+  // embedding is reduced first (its full gradient is needed), then each DP rank reduces,
+  // clips and updates its shard, and the shards are all-gathered.
+  bool distributed_step(const LossTerms& loss, std::optional<double>& grad_norm,
+                        double post_scale) {
+    reduce_tied_gradients(store, ps);
+    reduce_scatter_gradients(store.flat_grads(), *ps.dp, *shard, shard_grads, post_scale);
+    GradShard grads{shard_grads.slice(0, 0, shard->range.end - shard->range.begin), shard->range};
+    if (log_layer_grad_norms_now())
+      log.layer_grad_norms(iteration, layer_grad_norms(store, ps, &grads));
+    grad_norm = clip_grad_norm(store, ps, cfg.clip_grad, &grads);
+    check_loss_and_grad(loss, *grad_norm);
+    apply_weight_decay_schedule();
+    optimizer->step(schedule.lr(), grads.grads);
+    all_gather_shards(store.flat_values(), *ps.dp, *shard);
+    finish_step(Tensor());
+    return true;
+  }
+
+  void check_loss_and_grad(const LossTerms& loss, double grad_norm) {
+    std::vector<std::pair<std::string, double>> checked = {{"lm loss", loss.lm}};
+    if (model->has_sop_loss()) checked.emplace_back("sop loss", loss.sop);
+    checked.emplace_back("grad norm", grad_norm);
+    guard.check_loss_and_grad(iteration, checked, ps, where_saved());
+  }
+
+  // --log-layer-grad-norms: at iteration 1 and every log interval.
+  bool log_layer_grad_norms_now() const {
+    return cfg.log_layer_grad_norms && (iteration == 1 || iteration % cfg.log_interval == 0);
+  }
+
+  // Megatron's weight-decay increments (lr_schedule.h), before the optimizer step.
+  void apply_weight_decay_schedule() {
+    if (schedule.varies_weight_decay()) optimizer->set_weight_decay(schedule.wd());
+  }
+
+  void finish_step(const Tensor& master) {
+    guard.check_weights(iteration, store, master, ps, where_saved());
+    schedule.step(cfg.global_batch);
+    model->refresh_compute_weights();
+  }
+
   // --log-params-norm: Megatron's calc_params_l2_norm, over the fp32 master weights when the
-  // store holds f16-rounded ones; every rank takes part (a TP all-reduce).
+  // store holds f16-rounded ones; every rank takes part (an all-reduce over the model-parallel
+  // group, TP × PP).
   std::optional<double> params_norm() const {
     if (!cfg.log_params_norm) return std::nullopt;
     if (cfg.fp16) return global_norm(optimizer->flat_buffers().at("fp32_master"), store, ps);
@@ -273,15 +331,11 @@ struct Trainer::Impl {
     return loss;
   }
 
-  // eval_iters global batches of the evaluation loader started last, averaged over DP.
+  // eval_iters global batches of the evaluation loader started last (in the model's schedule),
+  // averaged over DP.
   LossTerms evaluate_loaded() {
-    LossTerms local;
     const int64_t micro_batches = cfg.eval_iters * num_micro_batches;
-    for (int64_t i = 0; i < micro_batches; ++i) {
-      const LossTerms l = model->valid_micro_batch(iteration);
-      local.lm += l.lm;
-      local.sop += l.sop;
-    }
+    const LossTerms local = model->valid_micro_batches(micro_batches, iteration);
     return average_over_dp(local, micro_batches);
   }
 

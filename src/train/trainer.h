@@ -1,10 +1,11 @@
 // Trainer: the pretraining loop (Megatron's pretrain()/train()), the same for every model.
 //
-// Builds the rank grid (TP × DP), the model (a ModelStep: GPT or BERT, model_step.h), AdamW,
+// Builds the rank grid (TP × PP × DP), the model (a ModelStep: GPT or BERT, model_step.h), AdamW,
 // the loss scaler and LR schedule and the data loaders, optionally loads a checkpoint, then
-// runs iterations: the global batch's micro-batches (gradient accumulation) → DP all-reduce of
-// the flat gradients → overflow check (fp16) → clip → AdamW → schedule; logs `lm loss` (and
-// BERT's `sop loss`), evaluates and saves at the configured intervals and exits at
+// runs iterations: the global batch's micro-batches (gradient accumulation, in the model's
+// pipeline schedule) → DP all-reduce of the flat gradients → all-reduce of the tied embedding
+// over the first and last pipeline stage → overflow check (fp16) → clip → AdamW → schedule; logs
+// `lm loss` (and BERT's `sop loss`), evaluates and saves at the configured intervals and exits at
 // --exit-interval / --exit-duration-in-mins. Every decision (skip, clip, save, exit) is taken
 // from values that are identical on all ranks, so no rank ever waits for another.
 #pragma once
@@ -29,6 +30,7 @@ struct TrainerConfig {
   // weights, Adam moments) and the activations live there; batches are uploaded to it.
   Device device = Device::CPU;
   int tensor_parallel = 1;
+  int pipeline_parallel = 1;  // the model step builds this rank's stage (ParallelState::pp_rank)
   int64_t micro_batch = 1;
   int64_t global_batch = 1;
   int64_t train_iters = 0;
@@ -39,6 +41,8 @@ struct TrainerConfig {
 
   LrScheduleConfig lr;
   AdamWConfig adam;
+  // --use-distributed-optimizer: Adam state sharded over DP (train/distributed_optimizer.h).
+  bool distributed_optimizer = false;
   double clip_grad = 1.0;
   GradScalerConfig scaler;
 

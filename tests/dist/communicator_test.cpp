@@ -465,5 +465,102 @@ TEST_P(MpiPathTest, RecvOfALongerMessageIsAnError) {
   }
 }
 
+// --- Non-blocking point-to-point ---------------------------------------------------------
+
+// `t` holds rank r's rank_tensor (compared whole: one failure message, not millions).
+template <typename T>
+void expect_equal_to_rank(const Tensor& t, int r) {
+  const Tensor expected = rank_tensor<T>(r, t.shape());
+  EXPECT_TRUE(as_doubles<T>(t.to(Device::CPU)) == as_doubles<T>(expected))
+      << "the received tensor is not rank " << r << "'s";
+}
+
+// Every rank sends a large tensor (far above any eager limit, so a blocking send would wait for
+// its receiver) to its ring successor and receives from its predecessor; even ranks post the
+// send first, odd ranks the receive, and nobody waits before both are posted. Blocking calls
+// in this order would deadlock; the non-blocking ones must not.
+TEST_P(CommunicatorPathTest, IsendIrecvRingInEitherOrderDoesNotDeadlock) {
+  SKIP_UNLESS_WORLD_SIZE_AT_LEAST(2);
+  auto world = comm();
+  const int me = world->rank(), n = world->size();
+  const int next = (me + 1) % n, prev = (me + n - 1) % n;
+  const Shape shape = {int64_t(1) << 21};  // 8 MiB of f32
+  Tensor out = rank_tensor<float>(me, shape, device());
+  Tensor in = Tensor::zeros(shape, DType::F32, device());
+  std::unique_ptr<CommRequest> sent, received;
+  if (me % 2 == 0) {
+    sent = world->isend(out, next, /*tag=*/7);
+    received = world->irecv(in, prev, /*tag=*/7);
+  } else {
+    received = world->irecv(in, prev, /*tag=*/7);
+    sent = world->isend(out, next, /*tag=*/7);
+  }
+  received->wait();
+  sent->wait();
+  sent->wait();  // a second wait does nothing
+  expect_equal_to_rank<float>(in, prev);
+}
+
+// Two messages to one peer with different tags are matched by tag, not by arrival order.
+TEST_P(CommunicatorPathTest, IrecvMatchesByTag) {
+  SKIP_UNLESS_WORLD_SIZE_AT_LEAST(2);
+  if (path() == test::Path::kNccl) GTEST_SKIP() << "NCCL has no tags";
+  auto world = comm();
+  const int me = world->rank();
+  if (me > 1) return;
+  const int peer = 1 - me;
+  Tensor a = rank_tensor<float>(me, {1000}, device()),
+         b = rank_tensor<float>(me + 2, {1000}, device());
+  Tensor got_a = Tensor::zeros({1000}, DType::F32, device());
+  Tensor got_b = Tensor::zeros({1000}, DType::F32, device());
+  auto sa = world->isend(a, peer, /*tag=*/1);
+  auto sb = world->isend(b, peer, /*tag=*/2);
+  auto rb = world->irecv(got_b, peer, /*tag=*/2);  // posted in the other order
+  auto ra = world->irecv(got_a, peer, /*tag=*/1);
+  rb->wait();
+  ra->wait();
+  sa->wait();
+  sb->wait();
+  expect_equal_to_rank<float>(got_a, peer);
+  expect_equal_to_rank<float>(got_b, peer + 2);
+}
+
+// sendrecv with both neighbours of a ring, and with one direction left out.
+TEST_P(CommunicatorPathTest, SendrecvRing) {
+  SKIP_UNLESS_WORLD_SIZE_AT_LEAST(2);
+  auto world = comm();
+  const int me = world->rank(), n = world->size();
+  const int next = (me + 1) % n, prev = (me + n - 1) % n;
+  Tensor out = rank_tensor<float>(me, {int64_t(1) << 20}, device());
+  Tensor in = Tensor::zeros({int64_t(1) << 20}, DType::F32, device());
+  world->sendrecv(out, next, in, prev, /*tag=*/5);
+  expect_equal_to_rank<float>(in, prev);
+  // A line instead of a ring: rank 0 only sends, the last rank only receives.
+  Tensor none;
+  Tensor line_in = Tensor::zeros({17}, DType::F32, device());
+  Tensor line_out = rank_tensor<float>(me, {17}, device());
+  world->sendrecv(me + 1 < n ? line_out : none, next, me > 0 ? line_in : none, prev, /*tag=*/6);
+  if (me > 0) expect_equal_to_rank<float>(line_in, prev);
+}
+
+TEST_P(MpiPathTest, IrecvOfAShorterMessageNamesBothSizes) {
+  SKIP_UNLESS_WORLD_SIZE_AT_LEAST(2);
+  auto world = comm();
+  const int me = world->rank();
+  std::string message;
+  if (me == 0) {
+    world->isend(Tensor::zeros({5}, DType::F32, device()), 1, /*tag=*/8)->wait();
+  } else if (me == 1) {
+    Tensor t = Tensor::zeros({7}, DType::F32, device());
+    try {
+      world->irecv(t, 0, /*tag=*/8)->wait();
+    } catch (const Error& e) {
+      message = e.message();
+    }
+    EXPECT_THAT(message, HasSubstr("irecv: expected 7 elements of f32 from rank 0"));
+    EXPECT_THAT(message, HasSubstr("received 5"));
+  }
+}
+
 }  // namespace
 }  // namespace megatron

@@ -78,6 +78,15 @@ void check_grid(int t, int p) {
   EXPECT_EQ(s.dp->rank(), c.dp);
   EXPECT_EQ(s.pp->rank(), c.pp);
   EXPECT_EQ(s.mp->rank(), c.pp * t + c.tp);
+  // The embedding group: first and last stage of this rank's pipeline, only there.
+  const bool end_stage = p > 1 && (c.pp == 0 || c.pp == p - 1);
+  EXPECT_EQ(s.embedding != nullptr, end_stage);
+  if (end_stage) {
+    std::vector<int64_t> embedding_expected;
+    for (int64_t r : pp_expected)
+      if (grid[size_t(r)].pp == 0 || grid[size_t(r)].pp == p - 1) embedding_expected.push_back(r);
+    EXPECT_EQ(members_of(*s.embedding, me), embedding_expected);
+  }
   EXPECT_EQ(s.mp->size(), t * p);
 }
 

@@ -1,13 +1,16 @@
 // Gradient reduction across ranks: the global norm, the per-layer norms and clipping at TP =
-// world size against a dense double-precision computation over the full tensors, the bucketed
-// DP average, and the job-wide overflow decision when one rank alone sees an inf.
+// world size against a dense double-precision computation over the full tensors (the per-layer
+// norms also over two pipeline stages and over distributed-optimizer shards), the bucketed DP
+// average, and the job-wide overflow decision when one rank alone sees an inf.
 #include <cmath>
 #include <limits>
 
 #include "distributed/parallel_state.h"
 #include "kernels/elementwise.h"
+#include "model/stage_range.h"
 #include "mpi_test_util.h"
 #include "parallel/parameter.h"
+#include "train/distributed_optimizer.h"
 #include "train/grad_reduction.h"
 #include "train/grad_scaler.h"
 #include "train/layer_grad_norms.h"
@@ -82,6 +85,45 @@ TEST(GradReduction, LayerNormsSplitTheFullGradientByLayerAtEveryTpSize) {
   EXPECT_NEAR(norms[1], layer1, 1e-12 * layer1);
   EXPECT_NEAR(norms[10], layer10, 1e-12 * layer10);
   for (int layer = 2; layer < 10; ++layer) EXPECT_EQ(norms[size_t(layer)], 0.0) << layer;
+}
+
+// The per-layer norms of kLayerSpecs, wherever the pieces are: checked against the dense ones.
+void expect_dense_layer_norms(const std::vector<double>& norms) {
+  ASSERT_EQ(norms.size(), 11u);
+  const double layer0 = dense_norm({kLayerSpecs[1], kLayerSpecs[2]});
+  const double layer1 = dense_norm({kLayerSpecs[3]});
+  const double layer10 = dense_norm({kLayerSpecs[4], kLayerSpecs[5]});
+  EXPECT_NEAR(norms[0], layer0, 1e-12 * layer0);
+  EXPECT_NEAR(norms[1], layer1, 1e-12 * layer1);
+  EXPECT_NEAR(norms[10], layer10, 1e-12 * layer10);
+  for (int layer = 2; layer < 10; ++layer) EXPECT_EQ(norms[size_t(layer)], 0.0) << layer;
+}
+
+// Two pipeline stages of a 12-layer model (TP = half the world): the first holds layers 0 and 1
+// (and the embedding), the second layer 10 (and the final norm). Every rank gets all 11 norms.
+TEST(GradReduction, LayerNormsSumOverPipelineStages) {
+  if (test::world_size() % 2 != 0) GTEST_SKIP() << "needs an even world size";
+  ParallelState ps = ParallelState::create(test::world(), test::world_size() / 2, 2);
+  ParameterStore store(ps.tp_rank, ps.tp_size);
+  for (const ParamSpec& s : kLayerSpecs)
+    if (pipeline_rank_of_parameter(s.name, 12, 2) == ps.pp_rank) store.add(s);
+  store.allocate();
+  fill_grads(store);
+  expect_dense_layer_norms(layer_grad_norms(store, ps));
+}
+
+// The distributed optimizer: each DP rank (TP = PP = 1) holds the reduced gradients of its shard
+// of the flat space only; the norms are those of the whole gradient.
+TEST(GradReduction, LayerNormsSumOverDistributedOptimizerShards) {
+  ParallelState ps = ParallelState::create(test::world(), 1, 1);
+  ParameterStore store(ps.tp_rank, ps.tp_size);
+  for (const ParamSpec& s : kLayerSpecs) store.add(s);
+  store.allocate();
+  fill_grads(store);
+  const DpShard shard = DpShard::of(store.flat_grads().numel(), ps.dp_size, ps.dp_rank);
+  const GradShard grads{store.flat_grads().slice(0, shard.range.begin, shard.range.end),
+                        shard.range};
+  expect_dense_layer_norms(layer_grad_norms(store, ps, &grads));
 }
 
 TEST(GradReduction, ClipScalesEveryShardByTheSameCoefficient) {

@@ -88,7 +88,7 @@ expect_error "--num-attention-heads 96 must be divisible by --tensor-model-paral
 expect_error "--num-layers 96 must be divisible by --pipeline-model-parallel-size 7" \
   "$BIN" plan --machine "$A100" "${GPT3[@]}" --pipeline-model-parallel-size 7 --world-size 56 \
   --tensor-model-parallel-size 8 --micro-batch-size 1 --implementation megatron-lm
-expect_error "megatron-cpp does not implement pipeline parallelism yet" \
+expect_error "megatron-cpp accounting does not model pipeline parallelism yet" \
   "$BIN" plan --machine "$A100" "${GPT3[@]}" --pipeline-model-parallel-size 2 --micro-batch-size 1
 expect_error "--world-size 100 must be divisible by --tensor-model-parallel-size x" \
   "$BIN" plan --machine "$A100" "${GPT3[@]}" --tensor-model-parallel-size 8 --world-size 100 \

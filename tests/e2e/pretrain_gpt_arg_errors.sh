@@ -70,7 +70,16 @@ expect_error "--no-such-flag" -- "${BASE[@]}" --no-such-flag 3
 mapfile -t A < <(without --mock-data 0)
 expect_error "no training data: give --data-path" -- "${A[@]}"
 mapfile -t A < <(with --pipeline-model-parallel-size 2)
-expect_error "--pipeline-model-parallel-size 2 is not supported" -- "${A[@]}"
+expect_error "world size 1 (number of processes) must be divisible by --tensor-model-parallel-size 1 x --pipeline-model-parallel-size 2" -- "${A[@]}"
+mapfile -t A < <(with --num-layers 3)
+expect_error "--num-layers 3 is not divisible by --pipeline-model-parallel-size 2" 2 -- "${A[@]}" \
+  --pipeline-model-parallel-size 2
+expect_error "--num-layers-per-virtual-pipeline-stage 3 must divide --num-layers 2 / --pipeline-model-parallel-size 2" \
+  2 -- "${BASE[@]}" --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 3
+mapfile -t A < <(with --global-batch-size 2)
+mapfile -t A < <(BASE=("${A[@]}"); with --num-layers 4)  # 2 chunks of 1 layer, 1 micro-batch
+expect_error "the interleaved schedule needs the number of micro-batches (1" 2 -- "${A[@]}" \
+  --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1
 mapfile -t A < <(without --lr)
 expect_error "--lr must be given" -- "${A[@]}"
 mapfile -t A < <(without --train-iters)
@@ -97,6 +106,8 @@ expect_error "--mock-data needs --vocab-size" -- "${A[@]}"
 expect_error "--save-interval needs --save DIR" -- "${BASE[@]}" --save-interval 5
 expect_error "--recompute-granularity 'selective' is not supported" -- "${BASE[@]}" --recompute-granularity selective
 expect_error "--lr-warmup-fraction cannot be combined" -- "${BASE[@]}" --lr-warmup-fraction 0.1 --lr-warmup-iters 5
+expect_error "--use-distributed-optimizer is not supported with --fp16 yet" -- "${BASE[@]}" \
+  --fp16 --use-distributed-optimizer
 
 if (( failures )); then echo "$failures argument-error cases failed"; exit 1; fi
 echo "all argument-error cases passed"

@@ -11,6 +11,7 @@
 #include "../common/checkpoint_fixture.h"
 #include "../common/gpt2_golden.h"
 #include "../common/temp_dir.h"
+#include "core/safetensors.h"
 #include "distributed/solo_communicator.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_layout.h"
@@ -90,6 +91,50 @@ TEST(CheckpointConvert, ReshardKeepsWeightsOptimizerStateAndIteration) {
     EXPECT_EQ(count_fixture_mismatches(store, store.flat_values(), 0), 0);
     EXPECT_EQ(count_fixture_optimizer_mismatches(store, optimizer), 0);
   }
+}
+
+// TP 1 → TP 2 × PP 2: each pipeline rank's files hold its stage's parameters only (the
+// embedding on the first, the final LayerNorm on the last, layer i on rank i), and the
+// checkpoint still loads into the whole model (PP 1) with PyTorch's loss.
+TEST(CheckpointConvert, ReshardWritesPipelineStages) {
+  TempDir dir;
+  import_hf_gpt2(gpt2_fixture_dir() + "/hf", dir.file("ckpt"), 1, 32);
+  reshard_checkpoint(dir.file("ckpt"), -1, dir.file("pp"), 2, 2);
+  const std::string iteration_dir = checkpoint_iteration_dir(dir.file("pp"), 0);
+  CheckpointShardReader reader(iteration_dir);
+  EXPECT_EQ(reader.tensor_parallel_size(), 2);
+  EXPECT_EQ(reader.pipeline_parallel_size(), 2);
+  EXPECT_EQ(reader.state(1, 1)["args"]["pipeline_model_parallel_size"], 2);
+  for (int pp = 0; pp < 2; ++pp) {
+    SafetensorsReader file(iteration_dir + "/" + rank_dir_name(1, pp, 2) + "/" + kModelFileName);
+    for (const std::string& name : file.names()) {
+      const bool first = name.rfind("embedding.", 0) == 0;
+      const bool last = name.rfind("final_layernorm.", 0) == 0;
+      const bool layer_here = name.rfind("layers." + std::to_string(pp) + ".", 0) == 0;
+      EXPECT_TRUE(pp == 0 ? first || layer_here : last || layer_here) << name << " on stage " << pp;
+    }
+  }
+  Gpt2Golden g = load_gpt2_golden(128);  // 96 padded for TP 2: a multiple of 32 x 2
+  ParallelState ps = ParallelState::create(std::make_shared<SoloCommunicator>(), 1, 1);
+  ParameterStore store(0, 1);
+  GptModel model(g.config, ps, store);
+  store.allocate();
+  load_checkpoint(dir.file("pp"), -1, store, nullptr, ps);
+  model.refresh_compute_weights();
+  EXPECT_NEAR(model.forward_loss(g.batch), golden_loss(g), 1e-4 * golden_loss(g));
+}
+
+TEST(CheckpointConvert, ReshardToAnIndivisiblePipelineNamesTheFlags) {
+  TempDir dir;
+  import_hf_gpt2(gpt2_fixture_dir() + "/hf", dir.file("ckpt"), 1, 32);
+  try {
+    reshard_checkpoint(dir.file("ckpt"), -1, dir.file("out"), 1, 4);  // 2 layers
+    ADD_FAILURE() << "no error for PP 4";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), HasSubstr("--num-layers 2 is not divisible by "
+                                       "--pipeline-model-parallel-size 4"));
+  }
+  EXPECT_EQ(read_latest_iteration(dir.file("out")), std::nullopt);
 }
 
 TEST(CheckpointConvert, ReshardToAnIndivisibleSizeNamesTheParameter) {

@@ -306,7 +306,7 @@ TEST(PlanLayout, ErrorsNameTheRule) {
   l.pipeline_parallel = 2;
   EXPECT_NE(error_of([&] {
               validate_layout(m, l, Implementation::kMegatronCpp);
-            }).find("megatron-cpp does not implement pipeline parallelism"),
+            }).find("megatron-cpp accounting does not model pipeline parallelism"),
             std::string::npos);
   l.pipeline_parallel = 1;
   l.data_parallel = 3;

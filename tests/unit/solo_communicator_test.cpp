@@ -66,6 +66,15 @@ TEST(SoloCommunicatorTest, SendAndRecvHaveNoPeer) {
     EXPECT_THAT(e.message(), HasSubstr("no peer"));
   }
   EXPECT_THROW(solo.recv(t, 0), Error);
+  try {
+    solo.isend(t, 1);
+    ADD_FAILURE() << "isend in a world of one";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), HasSubstr("isend: a world of one process has no peer 1"));
+  }
+  EXPECT_THROW(solo.irecv(t, 0), Error);
+  Tensor none;
+  EXPECT_THROW(solo.sendrecv(t, 0, none, 0), Error);
 }
 
 TEST(SoloCommunicatorTest, ChecksArgumentsLikeMpi) {
@@ -130,6 +139,12 @@ class OffByOneCommunicator final : public Communicator {
   void broadcast(Tensor& t, int root) override { solo_.broadcast(t, root); }
   void send(const Tensor& t, int dst, int tag) override { solo_.send(t, dst, tag); }
   void recv(Tensor& t, int src, int tag) override { solo_.recv(t, src, tag); }
+  std::unique_ptr<CommRequest> isend(const Tensor& t, int dst, int tag) override {
+    return solo_.isend(t, dst, tag);
+  }
+  std::unique_ptr<CommRequest> irecv(Tensor& t, int src, int tag) override {
+    return solo_.irecv(t, src, tag);
+  }
   void barrier() override {}
   std::unique_ptr<Communicator> split(int color, int key) override {
     return solo_.split(color, key);

@@ -1,0 +1,67 @@
+#include "train/distributed_optimizer.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "kernels/elementwise.h"
+
+namespace megatron {
+
+DpShard DpShard::of(int64_t total, int dp_size, int dp_rank) {
+  MT_CHECK(dp_size >= 1 && dp_rank >= 0 && dp_rank < dp_size, "DP rank ", dp_rank, " of ", dp_size);
+  DpShard s;
+  s.total = total;
+  s.size = (total + dp_size - 1) / dp_size;
+  s.range.begin = std::min(total, int64_t(dp_rank) * s.size);
+  s.range.end = std::min(total, s.range.begin + s.size);
+  return s;
+}
+
+namespace {
+
+// `flat` [n] padded with zeros to [d·k] (a copy; the padding is what the last rank lacks).
+Tensor padded(const Tensor& flat, const DpShard& shard, int dp_size) {
+  Tensor out = Tensor::zeros({shard.size * dp_size}, DType::F32, flat.device());
+  Tensor head = out.slice(0, 0, shard.total);
+  kernels::copy(flat, head);
+  return out;
+}
+
+}  // namespace
+
+void reduce_scatter_gradients(const Tensor& flat_grads, Communicator& dp, const DpShard& shard,
+                              Tensor& shard_grads, double post_scale) {
+  MT_CHECK(flat_grads.numel() == shard.total && shard_grads.numel() == shard.size,
+           "reduce_scatter_gradients: gradients ", flat_grads.describe(), " and shard ",
+           shard_grads.describe(), " for a shard of ", shard.size, " of ", shard.total);
+  if (dp.size() == 1) {
+    kernels::copy(flat_grads, shard_grads);
+  } else {
+    dp.reduce_scatter(padded(flat_grads, shard, dp.size()), shard_grads, ReduceOp::SUM);
+  }
+  if (post_scale != 1.0) kernels::scale(shard_grads, float(post_scale));
+}
+
+void all_gather_shards(Tensor& flat, Communicator& dp, const DpShard& shard) {
+  if (dp.size() == 1) return;
+  Tensor whole = padded(flat, shard, dp.size());
+  Tensor mine =
+      whole.slice(0, int64_t(dp.rank()) * shard.size, (dp.rank() + 1) * shard.size).clone();
+  dp.all_gather(mine, whole);
+  kernels::copy(whole.slice(0, 0, shard.total), flat);
+}
+
+std::map<std::string, Tensor> gather_shard_buffers(const std::map<std::string, Tensor>& shards,
+                                                   Communicator& dp, const DpShard& shard) {
+  std::map<std::string, Tensor> full;
+  for (const auto& [name, part] : shards) {
+    Tensor t = Tensor::zeros({shard.total}, DType::F32, part.device());
+    Tensor mine = t.slice(0, shard.range.begin, shard.range.end);
+    kernels::copy(part, mine);
+    all_gather_shards(t, dp, shard);
+    full.emplace(name, t);
+  }
+  return full;
+}
+
+}  // namespace megatron

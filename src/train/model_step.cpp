@@ -1,0 +1,27 @@
+// ModelStep's default schedule: no pipelining, one micro-batch after the other.
+#include "train/model_step.h"
+
+namespace megatron {
+
+LossTerms ModelStep::train_micro_batches(int64_t micro_batches, float grad_scale, uint64_t seed,
+                                         int64_t iteration) {
+  LossTerms sum;
+  for (int64_t m = 0; m < micro_batches; ++m) {
+    const LossTerms l = train_micro_batch(grad_scale, seed, iteration);
+    sum.lm += l.lm;
+    sum.sop += l.sop;
+  }
+  return sum;
+}
+
+LossTerms ModelStep::valid_micro_batches(int64_t micro_batches, int64_t iteration) {
+  LossTerms sum;
+  for (int64_t m = 0; m < micro_batches; ++m) {
+    const LossTerms l = valid_micro_batch(iteration);
+    sum.lm += l.lm;
+    sum.sop += l.sop;
+  }
+  return sum;
+}
+
+}  // namespace megatron

@@ -1,0 +1,71 @@
+// The distributed optimizer's collectives (train/distributed_optimizer.h) on the world as the
+// DP group, with a flat space of 13 elements (not divisible by 2 or 4, so the last shard is
+// short): shards tile [0, n); the reduce-scatter gives each rank the sum of its shard; the
+// all-gather gives every rank every shard; gathered buffers are the full buffers.
+#include "train/distributed_optimizer.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "mpi_test_util.h"
+
+namespace megatron {
+namespace {
+
+constexpr int64_t kTotal = 13;
+
+TEST(DistributedOptimizer, ShardsTileTheFlatSpace) {
+  for (int d : {1, 2, 3, 4, 16}) {
+    int64_t next = 0;
+    for (int r = 0; r < d; ++r) {
+      const DpShard s = DpShard::of(kTotal, d, r);
+      EXPECT_EQ(s.size, (kTotal + d - 1) / d);
+      EXPECT_EQ(s.range.begin, next) << "d=" << d << " r=" << r;
+      EXPECT_LE(s.range.end - s.range.begin, s.size);
+      next = s.range.end;
+    }
+    EXPECT_EQ(next, kTotal) << "d=" << d;
+  }
+}
+
+TEST(DistributedOptimizer, ReduceScatterSumsEachShard) {
+  auto dp = test::world();
+  const int d = dp->size(), r = dp->rank();
+  const DpShard shard = DpShard::of(kTotal, d, r);
+  std::vector<float> g(static_cast<size_t>(kTotal));
+  for (int64_t i = 0; i < kTotal; ++i) g[size_t(i)] = float(r + 1) + float(i) / 4.0f;
+  Tensor shard_grads = Tensor::zeros({shard.size}, DType::F32);
+  reduce_scatter_gradients(Tensor::from_vector(g, {kTotal}), *dp, shard, shard_grads, 0.5);
+  const std::vector<float> got = shard_grads.to_vector<float>();
+  for (int64_t i = shard.range.begin; i < shard.range.end; ++i) {
+    double want = 0;
+    for (int q = 0; q < d; ++q) want += double(q + 1) + double(i) / 4.0;
+    EXPECT_EQ(double(got[size_t(i - shard.range.begin)]), 0.5 * want) << "element " << i;
+  }
+}
+
+TEST(DistributedOptimizer, AllGatherAndGatheredBuffersHoldEveryShard) {
+  auto dp = test::world();
+  const int d = dp->size(), r = dp->rank();
+  const DpShard shard = DpShard::of(kTotal, d, r);
+  // Inside its shard each rank holds the true values, elsewhere its own junk.
+  std::vector<float> v(static_cast<size_t>(kTotal), float(-100 - r));
+  for (int64_t i = shard.range.begin; i < shard.range.end; ++i) v[size_t(i)] = float(i) * 3.0f;
+  Tensor flat = Tensor::from_vector(v, {kTotal});
+  all_gather_shards(flat, *dp, shard);
+  std::vector<float> part;
+  for (int64_t i = shard.range.begin; i < shard.range.end; ++i) part.push_back(float(i) * 7.0f);
+  const int64_t mine = shard.range.end - shard.range.begin;
+  const auto full =
+      gather_shard_buffers({{"exp_avg", Tensor::from_vector(part, {mine})}}, *dp, shard);
+  const std::vector<float> got = flat.to_vector<float>();
+  const std::vector<float> buffer = full.at("exp_avg").to_vector<float>();
+  for (int64_t i = 0; i < kTotal; ++i) {
+    EXPECT_EQ(got[size_t(i)], float(i) * 3.0f) << "element " << i;
+    EXPECT_EQ(buffer[size_t(i)], float(i) * 7.0f) << "element " << i;
+  }
+}
+
+}  // namespace
+}  // namespace megatron
