@@ -34,7 +34,11 @@ constexpr const char* kPipeline =
     "pretrain-gpt only), with --num-layers-per-virtual-pipeline-stage for the interleaved "
     "schedule; this option is not supported";
 constexpr const char* kLlama =
-    "this architecture option is implemented by issue 13 (in progress), not on this branch";
+    "not supported here: pretrain-gpt implements --position-embedding-type, --rotary-base, "
+    "--rotary-percent, --rotary-seq-len-interpolation-factor, --normalization, --swiglu, "
+    "--group-query-attention, --num-query-groups, --kv-channels, --disable-bias-linear, "
+    "--add-qkv-bias and --untie-embeddings-and-output-weights (docs/model.md); pretrain-bert none "
+    "of them";
 constexpr const char* kMla = "multi-latent attention is not supported";
 constexpr const char* kHybrid = "Mamba / hybrid / linear-attention models are not supported";
 constexpr const char* kVision = "vision models are not supported";
@@ -189,8 +193,7 @@ constexpr Rule kRules[] = {
     {"--cp-comm-type", false, "context parallelism is not used here"},
 
     // Pipeline parallelism (pretrain-gpt) and sequence parallelism (issue 12).
-    {"--sequence-parallel", true,
-     "sequence parallelism is implemented by issue 12 (in progress), not on this branch"},
+    {"--sequence-parallel", true, "sequence parallelism is not implemented yet (issue 12)"},
     {"--pipeline-model-parallel-comm-backend", true, kPipeline},
     {"--pipeline-model-parallel-layout", true, kPipeline},
     {"--decoder-first-pipeline-num-layers", true, kPipeline},
@@ -211,14 +214,14 @@ constexpr Rule kRules[] = {
     {"--wgrad-deferral-limit", false,
      "pipeline scheduling of the embedding's gradient; the computed function is the same"},
     {"--recompute-method", true,
-     "only uniform recompute of every layer exists here; other methods are implemented by "
-     "issue 12 (in progress)",
+     "only uniform recompute of every layer exists here; other methods are not implemented yet "
+     "(issue 12)",
      "uniform"},
     {"--recompute-num-layers", true,
      "full recompute here recomputes each layer on its own (uniform, 1 layer per chunk)", "1"},
     {"--distribute-saved-activations", true, kPipeline},
     {"--recompute-modules", true,
-     "selective recompute of chosen modules is implemented by issue 12 (in progress)"},
+     "selective recompute of chosen modules is not implemented yet (issue 12)"},
 
     // Mixture of experts.
     {"--num-experts", true, kMoe},
@@ -289,7 +292,7 @@ constexpr Rule kRules[] = {
     {"--qk-layernorm", true, kLlama},
     {"--apply-layernorm-1p", true, kLlama},
     {"--norm-epsilon", true,
-     "Megatron's name for --layernorm-epsilon, implemented by issue 13 (in progress)"},
+     "Megatron's name for --layernorm-epsilon: pretrain-bert takes --layernorm-epsilon"},
     {"--apply-wd-to-qk-layernorm", false, "there is no QK LayerNorm here"},
     {"--squared-relu", true, "squared-ReLU MLPs are not supported"},
     {"--quick-geglu", true, "GeGLU MLPs are not supported"},
@@ -402,7 +405,7 @@ constexpr Rule kRules[] = {
     {"--load-main-params-from-ckpt", true, kCheckpointExtra},
     {"--pretrained-checkpoint", true, "use --load with --finetune"},
     {"--use-checkpoint-args", true,
-     "implemented by issue 13 (merged into main after this branch forked), not on this branch"},
+     "pretrain-bert does not read its model flags from a checkpoint: give them explicitly"},
     {"--use-mp-args-from-checkpoint-args", true, kCheckpointExtra},
     {"--override-ckpt-iteration", true, kCheckpointExtra},
     {"--replication", true, kCheckpointExtra},
