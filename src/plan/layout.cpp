@@ -110,8 +110,8 @@ void validate_layout(const ModelSpec& m, const Layout& l, Implementation impl) {
                    m.head_dim() * m.heads() == m.hidden_size,
                "the Llama-family options (--num-query-groups, --swiglu, --normalization RMSNorm, "
                "--position-embedding-type rope, --disable-bias-linear, "
-               "--untie-embeddings-and-output-weights, --kv-channels) are not implemented in "
-               "megatron-cpp yet",
+               "--untie-embeddings-and-output-weights, --kv-channels): the planner's megatron-cpp "
+               "accounting does not model them yet (megatron-cpp trains with them)",
                use_lm);
   }
   if (impl == Implementation::kMegatronLm2019) {
