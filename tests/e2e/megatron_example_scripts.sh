@@ -5,8 +5,8 @@
 # examples/bert/train_bert_340m_distributed.sh (NVIDIA/Megatron-LM d98e8a6) are re-typed below
 # exactly as the scripts give them, `torchrun ... pretrain_gpt.py` becomes
 # `mpirun -np 4 megatron pretrain-gpt`, and the sizes are shrunk by appending overrides
-# (argparse's rule: the last occurrence of a flag wins): 4 layers, hidden 64, TP 2 x DP 2,
-# 2 iterations, which end with a save. The GPT-3 script does not run in Megatron either: its
+# (argparse's rule: the last occurrence of a flag wins): 4 layers, hidden 64, TP 2 x PP 2 for
+# GPT and TP 2 x DP 2 for BERT (which does not pipeline yet), 2 iterations, which end with a save. The GPT-3 script does not run in Megatron either: its
 # unquoted ${TRAINING_ARGS[@]} splits the --step-batch-size-schedule value into six words (argparse:
 # "unrecognized arguments"), and quoted, that flag conflicts with --global-batch-size (Megatron:
 # "Cannot specify both"). This program stops on both the same way; the script then runs with the
@@ -85,7 +85,7 @@ EVAL_AND_LOGGING_ARGS=(
     --eval-iters 10
     --tensorboard-dir $TENSORBOARD_LOGS_PATH
 )
-GPT_SHRINK=("${SHRINK[@]}" --global-batch-size 8)
+GPT_SHRINK=("${SHRINK[@]}" --pipeline-model-parallel-size 2 --global-batch-size 8)
 
 # As written: the schedule's words after the first are not arguments of any flag.
 if launch pretrain-gpt ${GPT_MODEL_ARGS[@]} ${TRAINING_ARGS[@]} ${MODEL_PARALLEL_ARGS[@]} \
@@ -114,7 +114,7 @@ grep -q "  weight_decay .* 0.1$" "$WORK/gpt.log"
 grep -q "  num_layers .* 4$" "$WORK/gpt.log"                     # the appended override won
 grep -q "iteration        2/       2 |" "$WORK/gpt.log"
 [[ "$(cat "$CHECKPOINT_PATH/latest_checkpointed_iteration.txt")" == "2" ]]
-[[ -f "$CHECKPOINT_PATH/iter_0000002/mp_rank_01/model.safetensors" ]]
+[[ -f "$CHECKPOINT_PATH/iter_0000002/mp_rank_01_001/model.safetensors" ]]  # TP rank 1, PP rank 1
 ls "$TENSORBOARD_LOGS_PATH"/events.out.tfevents.* > /dev/null
 
 # ---- examples/bert/train_bert_340m_distributed.sh, its arrays as written ----
