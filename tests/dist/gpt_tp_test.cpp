@@ -55,9 +55,6 @@ void check_gpt_matches_tp1(bool recompute) {
   const float dense_loss = dense_model.forward_backward(batch, 1.0f, 2024);
   const float tp_eval = tp_model.forward_loss(batch);
   const float dense_eval = dense_model.forward_loss(batch);
-  std::vector<Tensor> gathered;
-  for (const Parameter& p : tp_store.params())
-    gathered.push_back(test::gather_full(*tp.tp, p, p.grad));
   // Logits are gathered over TP inside forward_logits (a collective: every rank calls it).
   Tensor tp_logits = tp_model.forward_logits(batch.tokens);
   Tensor dense_logits = dense_model.forward_logits(batch.tokens);
@@ -66,10 +63,7 @@ void check_gpt_matches_tp1(bool recompute) {
   EXPECT_NEAR(tp_eval, dense_eval, 1e-5 * dense_eval);
   EXPECT_NE(tp_loss, tp_eval);  // dropout was on in training
   EXPECT_LE(test::rel_error(tp_logits, dense_logits), 1e-5);
-  size_t i = 0;
-  for (const Parameter& p : tp_store.params())
-    EXPECT_LE(test::rel_error(gathered[i++], dense_store.get(p.spec.name).grad), 1e-5)
-        << p.spec.name;
+  test::expect_grads_match_dense(*tp.tp, tp_store, dense_store, 1e-5);
 }
 
 TEST(GptTensorParallelTest, LossAndGradientsEqualTp1) {
@@ -97,14 +91,8 @@ TEST(GptTensorParallelTest, Bf16TracksF32Tp1) {
   const GptBatch batch = gpt_batch(c, 2, 0);
   const float tp_loss = tp_model.forward_backward(batch, 1.0f, 5);
   const float dense_loss = dense_model.forward_backward(batch, 1.0f, 5);
-  std::vector<Tensor> gathered;
-  for (const Parameter& p : tp_store.params())
-    gathered.push_back(test::gather_full(*tp.tp, p, p.grad));
   EXPECT_NEAR(tp_loss, dense_loss, 1e-3 * dense_loss);
-  size_t i = 0;
-  for (const Parameter& p : tp_store.params())
-    EXPECT_LE(test::rel_error(gathered[i++], dense_store.get(p.spec.name).grad), 2e-2)
-        << p.spec.name;
+  test::expect_grads_match_dense(*tp.tp, tp_store, dense_store, 2e-2);
 }
 
 }  // namespace

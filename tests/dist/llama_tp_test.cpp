@@ -93,14 +93,8 @@ void check_llama_matches_tp1(int64_t groups, bool recompute) {
                        Tensor::from_vector(mask, {b, s}), 6, 3};
   const float tp_loss = tp_model.forward_backward(batch, 1.0f, 2024);
   const float dense_loss = dense_model.forward_backward(batch, 1.0f, 2024);
-  std::vector<Tensor> gathered;
-  for (const Parameter& p : tp_store.params())
-    gathered.push_back(test::gather_full(*tp.tp, p, p.grad));
   EXPECT_NEAR(tp_loss, dense_loss, 1e-5 * dense_loss);
-  size_t i = 0;
-  for (const Parameter& p : tp_store.params())
-    EXPECT_LE(test::rel_error(gathered[i++], dense_store.get(p.spec.name).grad), 1e-5)
-        << p.spec.name;
+  test::expect_grads_match_dense(*tp.tp, tp_store, dense_store, 1e-5);
 }
 
 // KV-cache decoding (RoPE positions from the cache length) at TP = world size gives each rank

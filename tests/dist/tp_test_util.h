@@ -79,4 +79,13 @@ inline double rel_error(const Tensor& a, const Tensor& b) {
   return std::sqrt(num / std::max(den, 1e-300));
 }
 
+// Every parameter's gradient in `sharded`, gathered over `tp` (a collective: every rank calls
+// it), within `tolerance` (rel_error) of the same parameter's gradient in `dense`.
+inline void expect_grads_match_dense(Communicator& tp, const ParameterStore& sharded,
+                                     const ParameterStore& dense, double tolerance) {
+  for (const Parameter& p : sharded.params())
+    EXPECT_LE(rel_error(gather_full(tp, p, p.grad), dense.get(p.spec.name).grad), tolerance)
+        << p.spec.name;
+}
+
 }  // namespace megatron::test
