@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "../unit/kernel_test_util.h"
 #include "core/device.h"
 #include "core/device_runtime.h"
 #include "core/dtype.h"
@@ -61,70 +62,13 @@ inline double unit_roundoff(DType dtype) {
 
 // Elements of t (any device; f32, f64, bf16, f16, i32, i64, u8) as doubles, in row-major order.
 inline std::vector<double> to_double(const Tensor& t) {
-  Tensor c = on_cpu(t);
-  if (!c.is_contiguous()) c = c.clone();
-  std::vector<double> out(size_t(c.numel()));
-  for (int64_t i = 0; i < c.numel(); ++i) {
-    double& o = out[size_t(i)];
-    switch (c.dtype()) {
-      case DType::F32:
-        o = c.data<float>()[i];
-        break;
-      case DType::F64:
-        o = c.data<double>()[i];
-        break;
-      case DType::BF16:
-        o = float(c.data<bf16>()[i]);
-        break;
-      case DType::F16:
-        o = float(c.data<f16>()[i]);
-        break;
-      case DType::I32:
-        o = double(c.data<int32_t>()[i]);
-        break;
-      case DType::I64:
-        o = double(c.data<int64_t>()[i]);
-        break;
-      default:
-        ADD_FAILURE() << "to_double: unsupported dtype " << dtype_name(c.dtype());
-        break;
-    }
-  }
-  return out;
+  return test::to_double(on_cpu(t));
 }
 
-// A contiguous host tensor of a float dtype holding values (rounded to nearest even).
-inline Tensor from_double(const std::vector<double>& values, const Shape& shape, DType dtype) {
-  Tensor t = Tensor::empty(shape, dtype);
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    const float v = float(values[size_t(i)]);
-    switch (dtype) {
-      case DType::F32:
-        t.data<float>()[i] = v;
-        break;
-      case DType::BF16:
-        t.data<bf16>()[i] = bf16(v);
-        break;
-      case DType::F16:
-        t.data<f16>()[i] = f16(v);
-        break;
-      default:
-        ADD_FAILURE() << "from_double: unsupported dtype " << dtype_name(dtype);
-        break;
-    }
-  }
-  return t;
-}
-
-// Uniform values in [lo, hi) rounded to dtype, as a host tensor; deterministic in seed.
-inline Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, double lo = -1.0,
-                            double hi = 1.0) {
-  std::mt19937_64 gen(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<double> v(size_t(shape_numel(shape)));
-  for (double& x : v) x = dist(gen);
-  return from_double(v, shape, dtype);
-}
+// Host tensors from doubles and uniform random ones (rounded to dtype; deterministic in seed):
+// the kernel tests' helpers.
+using test::from_double;
+using test::random_tensor;
 
 // Uniform integers in [lo, hi] as a host i32 tensor [n]; deterministic in seed.
 inline Tensor random_ids(int64_t n, int32_t lo, int32_t hi, uint64_t seed) {

@@ -14,26 +14,37 @@
 
 namespace megatron::test {
 
-// Elements of t (f32, bf16, f16, f64) as doubles, in row-major order of its shape.
+// Elements of the host tensor t (f32, f64, bf16, f16, i32, i64, u8) as doubles, in row-major
+// order of its shape.
 inline std::vector<double> to_double(const Tensor& t) {
   Tensor c = t.is_contiguous() ? t : t.clone();
   std::vector<double> out(size_t(c.numel()));
   for (int64_t i = 0; i < c.numel(); ++i) {
+    double& o = out[size_t(i)];
     switch (c.dtype()) {
       case DType::F32:
-        out[size_t(i)] = c.data<float>()[i];
+        o = c.data<float>()[i];
         break;
       case DType::F64:
-        out[size_t(i)] = c.data<double>()[i];
+        o = c.data<double>()[i];
         break;
       case DType::BF16:
-        out[size_t(i)] = float(c.data<bf16>()[i]);
+        o = float(c.data<bf16>()[i]);
         break;
       case DType::F16:
-        out[size_t(i)] = float(c.data<f16>()[i]);
+        o = float(c.data<f16>()[i]);
+        break;
+      case DType::I32:
+        o = double(c.data<int32_t>()[i]);
+        break;
+      case DType::I64:
+        o = double(c.data<int64_t>()[i]);
+        break;
+      case DType::U8:
+        o = double(c.data<uint8_t>()[i]);
         break;
       default:
-        ADD_FAILURE() << "to_double: unsupported dtype";
+        ADD_FAILURE() << "to_double: unsupported dtype " << dtype_name(c.dtype());
         break;
     }
   }
