@@ -20,7 +20,9 @@ void add_inference_args(CLI::App& app, InferenceArgs& a) {
                  "checkpoint iteration to load (default: the latest)");
   app.add_option("--tensor-model-parallel-size", a.tensor_model_parallel_size,
                  "tensor-parallel size (default and only choice: the number of processes)");
-  app.add_option("--device", a.device, "cpu, cuda or cuda:N (default: cpu)");
+  app.add_option("--device", a.device,
+                 "cpu, cuda or cuda:N (default: cuda when built with CUDA and a GPU is visible, "
+                 "one rank per GPU by local rank; else cpu)");
   app.add_option("--distributed-backend", a.distributed_backend,
                  "nccl or mpi (default: nccl on a GPU, mpi on the CPU)");
   app.add_flag("--bf16", a.bf16, "compute in bf16 (weights cast from the fp32 checkpoint)");
@@ -55,7 +57,7 @@ T model_field(const nlohmann::json& state, const char* key, const std::string& d
 }  // namespace
 
 InferenceModel load_inference_model(InferenceArgs& a, bool data_parallel) {
-  const Device device = select_device(a.device.empty() ? "cpu" : a.device);
+  const Device device = select_device(a.device);
   std::shared_ptr<Communicator> world = make_world_communicator(a.distributed_backend, device);
   const int tp = a.tensor_model_parallel_size > 0 ? a.tensor_model_parallel_size : world->size();
   MT_CHECK(!data_parallel || (tp >= 1 && world->size() % tp == 0), "--tensor-model-parallel-size ",

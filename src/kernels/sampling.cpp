@@ -1,6 +1,5 @@
 // Token sampling kernels (contract: kernels/sampling.h): argument checks, then the device's
-// backend. The CUDA twins are not written yet: in a CUDA build a CUDA operand is an Error that
-// says so (generation on a GPU needs them; docs/inference.md).
+// backend (kernels/cpu/sampling.cpp, kernels/cuda/sampling.cu).
 #include "kernels/sampling.h"
 
 #include "kernels/dispatch.h"
@@ -35,18 +34,6 @@ void check_keys(const std::vector<uint64_t>& keys, int64_t rows, const char* ker
            " rows");
 }
 
-#ifdef MEGATRON_CUDA
-[[noreturn]] void cuda_not_implemented(const char* kernel) {
-  MT_THROW(kernel,
-           ": the sampling kernels are not implemented on CUDA yet; run generation with "
-           "--device cpu");
-}
-#define MT_SAMPLING_DISPATCH(device, fn, ...) \
-  ((device).is_cuda() ? (cuda_not_implemented(#fn), cpu::fn(__VA_ARGS__)) : cpu::fn(__VA_ARGS__))
-#else
-#define MT_SAMPLING_DISPATCH(device, fn, ...) MT_DISPATCH(device, fn, __VA_ARGS__)
-#endif
-
 }  // namespace
 
 void topk_rows(const Tensor& values, const Tensor& ids, int64_t id_offset, int64_t valid_cols,
@@ -61,7 +48,7 @@ void topk_rows(const Tensor& values, const Tensor& ids, int64_t id_offset, int64
            out_values.describe(), " must be [", rows, ", k >= 1]");
   check_ids(out_ids, out_values.shape(), "topk_rows out_ids");
   const Device device = operand_device("topk_rows", {&values, &ids, &out_values, &out_ids});
-  MT_SAMPLING_DISPATCH(device, topk_rows, values, ids, id_offset, valid_cols, out_values, out_ids);
+  MT_DISPATCH(device, topk_rows, values, ids, id_offset, valid_cols, out_values, out_ids);
 }
 
 void gumbel_max_rows(const Tensor& values, int64_t id_offset, int64_t valid_cols, uint64_t seed,
@@ -75,8 +62,8 @@ void gumbel_max_rows(const Tensor& values, int64_t id_offset, int64_t valid_cols
   check_row_stat(out_values, rows, "gumbel_max_rows out_values");
   check_ids(out_ids, {rows}, "gumbel_max_rows out_ids");
   const Device device = operand_device("gumbel_max_rows", {&values, &out_values, &out_ids});
-  MT_SAMPLING_DISPATCH(device, gumbel_max_rows, values, id_offset, valid_cols, seed, row_keys,
-                       out_values, out_ids);
+  MT_DISPATCH(device, gumbel_max_rows, values, id_offset, valid_cols, seed, row_keys, out_values,
+              out_ids);
 }
 
 int64_t sample_candidates(const Tensor& values, const Tensor& ids, const Tensor& row_max,
@@ -94,8 +81,8 @@ int64_t sample_candidates(const Tensor& values, const Tensor& ids, const Tensor&
   check_ids(out_ids, {rows}, "sample_candidates out_ids");
   const Device device =
       operand_device("sample_candidates", {&values, &ids, &row_max, &sum_exp, &out_ids});
-  return MT_SAMPLING_DISPATCH(device, sample_candidates, values, ids, row_max, sum_exp, top_p,
-                              whole_vocabulary, seed, row_keys, out_ids);
+  return MT_DISPATCH(device, sample_candidates, values, ids, row_max, sum_exp, top_p,
+                     whole_vocabulary, seed, row_keys, out_ids);
 }
 
 }  // namespace megatron::kernels

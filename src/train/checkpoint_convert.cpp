@@ -25,6 +25,22 @@ nlohmann::json gpt_model_shape_json(const GptConfig& c) {
   return shape;
 }
 
+nlohmann::json gpt_hf_description(const GptConfig& c) {
+  nlohmann::json d = gpt_model_shape_json(c);
+  d["layernorm_epsilon"] = c.layernorm_epsilon;
+  d["hidden_dropout"] = c.hidden_dropout;
+  d["attention_dropout"] = c.attention_dropout;
+  d["init_method_std"] = c.init_method_std;
+  return d;
+}
+
+nlohmann::json gpt_imported_args(const GptConfig& c) {
+  nlohmann::json args = gpt_hf_description(c);
+  args["seq_length"] = c.seq_length;
+  args["norm_epsilon"] = c.layernorm_epsilon;
+  return args;
+}
+
 void import_hf_gpt2(const std::string& hf_dir, const std::string& save_dir, int target_tp,
                     int make_vocab_size_divisible_by) {
   MT_REQUIRE(target_tp >= 1, "--target-tensor-parallel-size must be >= 1, got ", target_tp);
@@ -34,13 +50,11 @@ void import_hf_gpt2(const std::string& hf_dir, const std::string& save_dir, int 
       hf.config, padded_vocab_size(real_vocab, make_vocab_size_divisible_by, target_tp));
   const TensorMap full = gpt_tensors_from_hf(hf.tensors, config);
 
-  nlohmann::json args = gpt_model_shape_json(config);
-  args["seq_length"] = config.seq_length;
-  args["layernorm_epsilon"] = config.layernorm_epsilon;
   write_imported_checkpoint<GptModel>(
       save_dir, config, full,
-      imported_checkpoint_state(gpt_model_shape_json(config), args, make_vocab_size_divisible_by,
-                                target_tp, "hf-gpt2", hf_dir),
+      imported_checkpoint_state(gpt_model_shape_json(config), gpt_imported_args(config),
+                                make_vocab_size_divisible_by, target_tp, "hf-gpt2", hf_dir,
+                                hf.config_text),
       target_tp);
 }
 
@@ -84,7 +98,11 @@ void export_hf_gpt2(const std::string& load_dir, int64_t iteration, const std::s
       (*j)["eos_token_id"] = eod;
     }
   }
-  write_hf_directory(hf_dir, {config, hf_tensors_from_gpt(full, c)});
+  const std::string config_text =
+      exported_hf_config_text(state, config, [&](const nlohmann::json& j) {
+        return gpt_hf_description(gpt_config_from_hf(j, c.padded_vocab_size));
+      });
+  write_hf_directory(hf_dir, {config, hf_tensors_from_gpt(full, c), {}}, 0, config_text);
   write_file_durably(hf_dir + "/generation_config.json", generation.dump(2) + "\n");
   write_hf_tokenizer_files(hf_dir, tokenizer, c.vocab_size, c.max_position_embeddings,
                            tokenizer_files);

@@ -43,5 +43,11 @@ void reshard_checkpoint(const std::string& load_dir, int64_t iteration, const st
 // The model-shape record the trainer compares on load (state.json "model"), with the
 // architecture options (train/architecture_json.h) under their argument names.
 nlohmann::json gpt_model_shape_json(const GptConfig& config);
+// What an HF config.json says of a GPT model: the shape record plus the norm epsilon, the
+// dropouts and the init scale (exported_hf_config_text() compares these).
+nlohmann::json gpt_hf_description(const GptConfig& config);
+// The training arguments an HF GPT import records: the shape record, sequence length, norm
+// epsilon, dropouts and init scale (an export reads them back).
+nlohmann::json gpt_imported_args(const GptConfig& config);
 
 }  // namespace megatron

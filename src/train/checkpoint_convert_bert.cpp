@@ -23,6 +23,14 @@ nlohmann::json bert_model_shape_json(const BertConfig& c) {
           {"binary_head", c.binary_head}};
 }
 
+nlohmann::json bert_hf_description(const BertConfig& c) {
+  nlohmann::json d = bert_model_shape_json(c);
+  d["hidden_dropout"] = c.hidden_dropout;
+  d["attention_dropout"] = c.attention_dropout;
+  d["init_method_std"] = c.init_method_std;
+  return d;
+}
+
 void import_hf_bert(const std::string& hf_dir, const std::string& save_dir, int target_tp,
                     int make_vocab_size_divisible_by) {
   MT_REQUIRE(target_tp >= 1, "--target-tensor-parallel-size must be >= 1, got ", target_tp);
@@ -32,11 +40,11 @@ void import_hf_bert(const std::string& hf_dir, const std::string& save_dir, int 
       hf.config, padded_vocab_size(real_vocab, make_vocab_size_divisible_by, target_tp),
       hf_bert_has_binary_head(hf.tensors));
   const TensorMap full = bert_tensors_from_hf(hf.tensors, config);
-  const nlohmann::json shape = bert_model_shape_json(config);
   write_imported_checkpoint<BertModel>(
       save_dir, config, full,
-      imported_checkpoint_state(shape, shape, make_vocab_size_divisible_by, target_tp, "hf-bert",
-                                hf_dir),
+      imported_checkpoint_state(bert_model_shape_json(config), bert_hf_description(config),
+                                make_vocab_size_divisible_by, target_tp, "hf-bert", hf_dir,
+                                hf.config_text),
       target_tp);
 }
 
@@ -65,11 +73,19 @@ void export_hf_bert(const std::string& load_dir, int64_t iteration, const std::s
                           ? LayerNormOrder::kPostLayerNorm
                           : LayerNormOrder::kPreLayerNorm;
   c.binary_head = field("binary_head").get<bool>();
+  const nlohmann::json args = state.value("args", nlohmann::json::object());
+  c.hidden_dropout = args.value("hidden_dropout", c.hidden_dropout);
+  c.attention_dropout = args.value("attention_dropout", c.attention_dropout);
+  c.init_method_std = args.value("init_method_std", c.init_method_std);
   const nlohmann::json hf_config = hf_config_from_bert(c);  // rejects pre-LN models
 
   const TensorMap full =
       read_full_model_tensors(reader, registered_parameter_store<BertModel>(c, 0, 1));
-  write_hf_directory(hf_dir, {hf_config, hf_tensors_from_bert(full, c)});
+  const std::string config_text =
+      exported_hf_config_text(state, hf_config, [&](const nlohmann::json& j) {
+        return bert_hf_description(bert_config_from_hf(j, c.padded_vocab_size, c.binary_head));
+      });
+  write_hf_directory(hf_dir, {hf_config, hf_tensors_from_bert(full, c), {}}, 0, config_text);
   write_hf_tokenizer_files(hf_dir, checkpoint_tokenizer(state), c.vocab_size,
                            c.max_position_embeddings, tokenizer);
 }

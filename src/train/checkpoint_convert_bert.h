@@ -24,5 +24,8 @@ void export_hf_bert(const std::string& load_dir, int64_t iteration, const std::s
 // The "model" record of a BERT checkpoint's state.json: the shape a loader must agree with
 // and what an exporter needs to rebuild the config.
 nlohmann::json bert_model_shape_json(const BertConfig& config);
+// What an HF config.json says of a BERT model: the shape record plus the dropouts and the init
+// scale — the arguments an import records and exported_hf_config_text() compares.
+nlohmann::json bert_hf_description(const BertConfig& config);
 
 }  // namespace megatron

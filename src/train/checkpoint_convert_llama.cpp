@@ -33,16 +33,9 @@ void import_hf_llama(const std::string& hf_dir, const std::string& save_dir, int
       hf.config, padded_vocab_size(real_vocab, make_vocab_size_divisible_by, target_tp));
   const TensorMap full = gpt_tensors_from_hf_llama(hf.tensors, config);
 
-  nlohmann::json args = gpt_model_shape_json(config);  // with the architecture arguments
-  args["seq_length"] = config.seq_length;
-  args["layernorm_epsilon"] = config.layernorm_epsilon;
-  args["norm_epsilon"] = config.layernorm_epsilon;
-  args["attention_dropout"] = config.attention_dropout;
-  args["hidden_dropout"] = config.hidden_dropout;
-  args["init_method_std"] = config.init_method_std;
-  nlohmann::json state =
-      imported_checkpoint_state(gpt_model_shape_json(config), args, make_vocab_size_divisible_by,
-                                target_tp, "hf-llama", hf_dir);
+  nlohmann::json state = imported_checkpoint_state(
+      gpt_model_shape_json(config), gpt_imported_args(config), make_vocab_size_divisible_by,
+      target_tp, "hf-llama", hf_dir, hf.config_text);
   state["converted_from"]["architecture"] = hf_llama_architecture(hf.config);
   state["converted_from"]["torch_dtype"] = hf.config.value("torch_dtype", std::string("float32"));
   write_imported_checkpoint<GptModel>(save_dir, config, full, state, target_tp);
@@ -85,6 +78,13 @@ void export_hf_llama(const std::string& load_dir, int64_t iteration, const std::
   out.config = hf_llama_config_from_gpt(c, architecture);
   const DType dtype = hf_dtype(from);
   out.config["torch_dtype"] = from.value("torch_dtype", std::string("float32"));
+  const std::string config_text =
+      exported_hf_config_text(state, out.config, [&](const nlohmann::json& j) {
+        nlohmann::json d = gpt_hf_description(gpt_config_from_hf_llama(j, c.padded_vocab_size));
+        d["architecture"] = hf_llama_architecture(j);
+        d["torch_dtype"] = j.value("torch_dtype", std::string("float32"));
+        return d;
+      });
   for (auto& [name, t] : hf_llama_tensors_from_gpt(full, c)) {
     Tensor stored = t;
     if (dtype != DType::F32) {
@@ -93,7 +93,7 @@ void export_hf_llama(const std::string& load_dir, int64_t iteration, const std::
     }
     out.tensors[name] = stored;
   }
-  write_hf_directory(hf_dir, out, max_shard_bytes);
+  write_hf_directory(hf_dir, out, max_shard_bytes, config_text);
 }
 
 }  // namespace megatron

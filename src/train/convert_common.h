@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -41,12 +42,25 @@ T state_field(const nlohmann::json& state, const char* section, const char* key,
   return state[section][key].get<T>();
 }
 
-// state.json of a model imported from the HF directory `hf_dir` (format "hf-gpt2"/"hf-bert"):
-// iteration 0, nothing consumed, `model_shape` as "model", and `args` with the vocabulary
-// divisor and target TP size added.
+// state.json of a model imported from the HF directory `hf_dir` (format "hf-gpt2"/"hf-bert"/
+// "hf-llama"): iteration 0, nothing consumed, `model_shape` as "model", `args` with the
+// vocabulary divisor and target TP size added, and "converted_from" recording the format, the
+// path and config.json's bytes (`config_text`, for exported_hf_config_text()).
 nlohmann::json imported_checkpoint_state(const nlohmann::json& model_shape, nlohmann::json args,
                                          int make_vocab_size_divisible_by, int target_tp,
-                                         const std::string& format, const std::string& hf_dir);
+                                         const std::string& format, const std::string& hf_dir,
+                                         const std::string& config_text);
+
+// The config.json an HF export writes. `regenerated` is the config derived from the checkpoint's
+// model; `describe` maps a config.json to what the importer reads from it (the model it
+// describes). When the checkpoint was imported (state["converted_from"]["config_json"]) and the
+// imported file describes the same model as `regenerated`, that file's bytes are returned
+// unchanged — key order, formatting and the keys this program does not read
+// (transformers_version, token ids, ...) included — so import → export is byte-identical.
+// Otherwise `regenerated` as HF writes it (indented JSON).
+std::string exported_hf_config_text(
+    const nlohmann::json& state, const nlohmann::json& regenerated,
+    const std::function<nlohmann::json(const nlohmann::json&)>& describe);
 
 // Writes the full tensors `full` of ModelT(config) as iteration 0 of `save_dir` at `target_tp`
 // tensor-parallel ranks (no optimizer state), atomically.

@@ -12,12 +12,16 @@ namespace fs = std::filesystem;
 namespace megatron {
 namespace {
 
-nlohmann::json read_json(const std::string& path, const char* what) {
+nlohmann::json parse_json(const std::string& text, const std::string& path, const char* what) {
   try {
-    return nlohmann::json::parse(read_file(path, what));
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     MT_THROW(what, " '", path, "' is not valid JSON: ", e.what());
   }
+}
+
+nlohmann::json read_json(const std::string& path, const char* what) {
+  return parse_json(read_file(path, what), path, what);
 }
 
 void add_file(const std::string& path, std::map<std::string, Tensor>& tensors) {
@@ -33,7 +37,9 @@ void add_file(const std::string& path, std::map<std::string, Tensor>& tensors) {
 
 HfDirectory read_hf_directory(const std::string& dir) {
   HfDirectory out;
-  out.config = read_json(dir + "/config.json", "HF config file");
+  const std::string config_path = dir + "/config.json";
+  out.config_text = read_file(config_path, "HF config file");
+  out.config = parse_json(out.config_text, config_path, "HF config file");
   const std::string single = dir + "/model.safetensors";
   const std::string index = dir + "/model.safetensors.index.json";
   if (fs::exists(single)) {
@@ -52,11 +58,13 @@ HfDirectory read_hf_directory(const std::string& dir) {
   return out;
 }
 
-void write_hf_directory(const std::string& dir, const HfDirectory& model, int64_t max_shard_bytes) {
+void write_hf_directory(const std::string& dir, const HfDirectory& model, int64_t max_shard_bytes,
+                        const std::string& config_text) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   MT_REQUIRE(!ec, "cannot create directory '", dir, "': ", ec.message());
-  write_file_durably(dir + "/config.json", model.config.dump(2) + "\n");
+  write_file_durably(dir + "/config.json",
+                     config_text.empty() ? model.config.dump(2) + "\n" : config_text);
   std::vector<NamedTensors> shards(1);
   int64_t total = 0, in_shard = 0;
   for (const auto& named : model.tensors) {

@@ -50,6 +50,9 @@ struct Trainer::Impl {
   int64_t consumed_train_samples = 0;
   int64_t consumed_valid_samples = 0;
   uint64_t seed;
+  // The loaded checkpoint's record of the HF model it was imported from, saved again so that
+  // an export after training still writes that model's config.json and dtype.
+  nlohmann::json converted_from;
 
   // Accumulated between two log lines.
   Timer interval_timer;
@@ -107,6 +110,7 @@ struct Trainer::Impl {
                             {"model", model->shape_json()},
                             {"args", cfg.args}};
     if (!cfg.tokenizer.is_null()) state["tokenizer"] = cfg.tokenizer;
+    if (!converted_from.is_null()) state["converted_from"] = converted_from;
     // As Megatron's --no-save-optim / --no-save-rng: the state is left out, and a load then
     // starts the optimizer afresh (with --no-load-optim) / keeps the run's own seed.
     if (cfg.no_save_optim) {
@@ -171,6 +175,7 @@ struct Trainer::Impl {
     });
     last_checkpoint = state.at("iteration").get<int64_t>();
     last_checkpoint_dir = cfg.load;
+    converted_from = state.value("converted_from", nlohmann::json());
     // An imported HF checkpoint has no optimizer state: start the optimizer afresh.
     if (load_optim && state.contains("optimizer")) {
       if (shard)

@@ -63,16 +63,20 @@ convert --from hf --load "$WORK/hf" --save "$WORK/imported" --target-tensor-para
   --make-vocab-size-divisible-by 32
 convert --from megatron --to hf --load "$WORK/imported" --save "$WORK/hf_again"
 cmp "$WORK/hf/model.safetensors" "$WORK/hf_again/model.safetensors" || fail "round trip"
+cmp "$WORK/hf/config.json" "$WORK/hf_again/config.json" || fail "config.json round trip"
 
 echo "== pretrain-gpt from the HF import with --use-checkpoint-args (no architecture flags)"
 timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 \
   "$MEGATRON_BINARY" pretrain-gpt --use-checkpoint-args --load "$WORK/imported" --finetune \
   --seq-length 32 --mock-data --vocab-size 128 --make-vocab-size-divisible-by 32 \
   --micro-batch-size 2 --global-batch-size 4 --train-iters 2 --lr 1e-4 --log-interval 1 \
-  --eval-interval 1000 --eval-iters 0 --tensor-model-parallel-size 2 \
+  --eval-interval 1000 --eval-iters 0 --tensor-model-parallel-size 2 --save "$WORK/from_hf" \
   > "$WORK/from_hf.log" 2>&1 || { cat "$WORK/from_hf.log"; fail "pretrain from the import"; }
 grep -q "position_embedding_type .* rope" "$WORK/from_hf.log" || fail "flags not taken"
 grep -q "num_query_groups .* 2" "$WORK/from_hf.log" || fail "groups not taken"
+# Trained after the import, exported: still the imported config.json, byte for byte.
+convert --from megatron --to hf --load "$WORK/from_hf" --save "$WORK/hf_trained"
+cmp "$WORK/hf/config.json" "$WORK/hf_trained/config.json" || fail "config.json after training"
 
 echo "== generate from the checkpoint (flags from its arguments), TP 2"
 timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 \

@@ -98,6 +98,15 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, int64_t
 void embedding_forward(const Tensor& ids, const Tensor& table, int64_t vocab_start, Tensor& out);
 void embedding_backward(const Tensor& dout, const Tensor& ids, int64_t vocab_start, Tensor& dtable);
 
+// kernels/sampling.h
+void topk_rows(const Tensor& values, const Tensor& ids, int64_t id_offset, int64_t valid_cols,
+               Tensor& out_values, Tensor& out_ids);
+void gumbel_max_rows(const Tensor& values, int64_t id_offset, int64_t valid_cols, uint64_t seed,
+                     const std::vector<uint64_t>& row_keys, Tensor& out_values, Tensor& out_ids);
+int64_t sample_candidates(const Tensor& values, const Tensor& ids, const Tensor& row_max,
+                          const Tensor& sum_exp, float top_p, bool whole_vocabulary, uint64_t seed,
+                          const std::vector<uint64_t>& row_keys, Tensor& out_ids);
+
 // kernels/adamw.h
 void adamw_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
                   const AdamWHyper& h);
