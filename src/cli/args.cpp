@@ -320,6 +320,11 @@ void add_architecture_args(ArgTable& t, ArchitectureArgs& a) {
   t.add("--rotary-percent", a.rotary_percent, "share of each head's channels RoPE rotates");
   t.add("--rotary-seq-len-interpolation-factor", a.rotary_seq_len_interpolation_factor,
         "divide RoPE positions by this (linear position interpolation)");
+  t.add_flag("--use-rope-scaling", a.use_rope_scaling,
+             "Llama 3.1's RoPE frequency scaling (low 1, high 4, original context 8192; HF "
+             "imports keep their own)");
+  t.add("--rope-scaling-factor", a.rope_scaling_factor,
+        "RoPE scaling factor with --use-rope-scaling (default 8)");
   t.add("--normalization", a.normalization, "LayerNorm | RMSNorm");
   t.add("--norm-epsilon", a.norm_epsilon, "epsilon of the norms (default --layernorm-epsilon)");
   t.add_flag("--swiglu", a.swiglu, "gated MLP with SiLU (--ffn-hidden-size is the gate width)");
@@ -342,6 +347,12 @@ ArchitectureOptions architecture_options(const ArchitectureArgs& a) {
   o.rotary_base = float(a.rotary_base);
   o.rotary_percent = float(a.rotary_percent);
   o.rotary_seq_len_interpolation_factor = float(a.rotary_seq_len_interpolation_factor.value_or(1));
+  if (a.use_rope_scaling) {
+    o.rope_scaling = a.rope_scaling_shape;
+    o.rope_scaling.factor = float(a.rope_scaling_factor);
+    MT_REQUIRE(o.rope_scaling.factor >= 1, "--rope-scaling-factor must be >= 1, got ",
+               a.rope_scaling_factor);
+  }
   o.swiglu = a.swiglu;
   MT_REQUIRE(!a.group_query_attention || a.num_query_groups > 0,
              "--num-query-groups must be positive, got ", a.num_query_groups);
@@ -379,6 +390,11 @@ void apply_checkpoint_args(Args& a) {
   arch.rotary_base = o.rotary_base;
   arch.rotary_percent = o.rotary_percent;
   arch.rotary_seq_len_interpolation_factor = o.rotary_seq_len_interpolation_factor;
+  arch.use_rope_scaling = o.rope_scaling.enabled();
+  if (o.rope_scaling.enabled()) {
+    arch.rope_scaling_factor = o.rope_scaling.factor;
+    arch.rope_scaling_shape = o.rope_scaling;
+  }
   arch.normalization = normalization_name(o.normalization);
   arch.norm_epsilon = norm_epsilon_from_args_json(stored);
   arch.swiglu = o.swiglu;

@@ -37,8 +37,11 @@ struct ArchitectureArgs {
   double rotary_base = 10000.0;
   double rotary_percent = 1.0;
   std::optional<double> rotary_seq_len_interpolation_factor;
-  std::string normalization = "LayerNorm";  // LayerNorm | RMSNorm
-  std::optional<double> norm_epsilon;       // overrides --layernorm-epsilon when given
+  bool use_rope_scaling = false;                  // Llama 3.1's RoPE scaling
+  double rope_scaling_factor = 8.0;               // Megatron's default
+  kernels::Llama3RopeScaling rope_scaling_shape;  // low/high/original: HF imports only
+  std::string normalization = "LayerNorm";        // LayerNorm | RMSNorm
+  std::optional<double> norm_epsilon;             // overrides --layernorm-epsilon when given
   bool swiglu = false;
   bool group_query_attention = false;
   int num_query_groups = 1;

@@ -35,7 +35,8 @@ constexpr const char* kPipeline =
     "schedule; this option is not supported";
 constexpr const char* kLlama =
     "not supported here: pretrain-gpt implements --position-embedding-type, --rotary-base, "
-    "--rotary-percent, --rotary-seq-len-interpolation-factor, --normalization, --swiglu, "
+    "--rotary-percent, --rotary-seq-len-interpolation-factor, --use-rope-scaling, "
+    "--rope-scaling-factor, --normalization, --swiglu, "
     "--group-query-attention, --num-query-groups, --kv-channels, --disable-bias-linear, "
     "--add-qkv-bias and --untie-embeddings-and-output-weights (docs/model.md); pretrain-bert none "
     "of them";
@@ -276,8 +277,6 @@ constexpr Rule kRules[] = {
     {"--no-position-embedding", true, kLlama},
     {"--use-rotary-position-embeddings", true, kLlama},
     {"--rotary-*", true, kLlama},
-    {"--use-rope-scaling", true, kLlama},
-    {"--rope-scaling-factor", true, kLlama},
     {"--rope-type", true, kLlama},
     {"--no-rope-freq", true, kLlama},
     {"--yarn-*", true, kLlama},

@@ -32,6 +32,14 @@ void rotary_embedding(const Tensor& x, int64_t position_start, const RotaryParam
   MT_CHECK(p.base > 0 && p.seq_interpolation_factor > 0, "rotary_embedding: base (", p.base,
            ") and sequence interpolation factor (", p.seq_interpolation_factor,
            ") must be positive");
+  const Llama3RopeScaling& l3 = p.llama3;
+  MT_CHECK(!l3.enabled() || (l3.factor >= 1 && l3.low_freq_factor > 0 &&
+                             l3.high_freq_factor > l3.low_freq_factor &&
+                             l3.original_max_position_embeddings > 0),
+           "rotary_embedding: Llama 3 RoPE scaling needs factor >= 1 (got ", l3.factor,
+           "), 0 < low_freq_factor (", l3.low_freq_factor, ") < high_freq_factor (",
+           l3.high_freq_factor, ") and original_max_position_embeddings > 0 (",
+           l3.original_max_position_embeddings, ")");
   MT_CHECK(position_start >= 0, "rotary_embedding: position_start must be >= 0, got ",
            position_start);
   const Device device = operand_device("rotary_embedding", {&x, &y});

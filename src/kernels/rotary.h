@@ -6,7 +6,8 @@
 //   channels, the 1 to 3 dims between (batch, groups, heads) may have any strides — Q and K
 //   are views into the fused QKV buffer. f32 or bf16, one dtype; y may be x (in place).
 //   Row i is at position p = position_start + i; with interpolation factor f and, for
-//   j < r/2, θ_j = (p / f) · base^(−2j/r), all in f32 (Megatron's fp32 angles):
+//   j < r/2, θ_j = (p / f) · ω_j, ω_j = base^(−2j/r) (rescaled by Llama 3's rule when
+//   `llama3` is set, see Llama3RopeScaling), all in f32 (Megatron's fp32 angles):
 //     y[j]       = x[j] · cos θ_j − x[j + r/2] · sin θ_j
 //     y[j + r/2] = x[j + r/2] · cos θ_j + x[j] · sin θ_j
 //   Channels j >= r pass through unchanged (--rotary-percent < 1).
@@ -20,10 +21,47 @@
 
 namespace megatron::kernels {
 
+// Llama 3.1's frequency-dependent RoPE scaling (Megatron's --use-rope-scaling with
+// --rope-scaling-factor; HF rope_scaling {"rope_type": "llama3", ...}). With L the original
+// context and wavelength λ = 2π/ω of a frequency ω:
+//   λ < L / high_freq_factor  →  ω (high frequencies kept)
+//   λ > L / low_freq_factor   →  ω / factor (low frequencies interpolated)
+//   otherwise                 →  (1 − t) · ω / factor + t · ω,
+//                                t = (L / λ − low_freq_factor) / (high_freq_factor −
+//                                low_freq_factor)
+// in f32, in HF's and Megatron-Core's order of operations.
+struct Llama3RopeScaling {
+  float factor = 0.0f;  // 0: off
+  float low_freq_factor = 1.0f;
+  float high_freq_factor = 4.0f;
+  float original_max_position_embeddings = 8192.0f;
+  bool enabled() const { return factor > 0.0f; }
+  bool operator==(const Llama3RopeScaling&) const = default;
+};
+
+#ifdef __CUDACC__
+#define MT_HOST_DEVICE __host__ __device__
+#else
+#define MT_HOST_DEVICE
+#endif
+
+// ω_j after Llama 3's rule (contract above); shared by the CPU and CUDA kernels.
+MT_HOST_DEVICE inline float llama3_scaled_inv_freq(float inv_freq, float factor,
+                                                   float low_freq_factor, float high_freq_factor,
+                                                   float original_max_position_embeddings) {
+  const float wavelen = 6.2831855f / inv_freq;  // 2π in f32, as torch promotes the scalar
+  if (wavelen < original_max_position_embeddings / high_freq_factor) return inv_freq;
+  if (wavelen > original_max_position_embeddings / low_freq_factor) return inv_freq / factor;
+  const float t = (original_max_position_embeddings / wavelen - low_freq_factor) /
+                  (high_freq_factor - low_freq_factor);
+  return (1.0f - t) * inv_freq / factor + t * inv_freq;
+}
+
 struct RotaryParams {
   int64_t rotary_dim = 0;                 // r: even, 2 <= r <= d
   float base = 10000.0f;                  // --rotary-base (HF rope_theta)
   float seq_interpolation_factor = 1.0f;  // --rotary-seq-len-interpolation-factor
+  Llama3RopeScaling llama3;               // --use-rope-scaling
 };
 
 void rotary_embedding(const Tensor& x, int64_t position_start, const RotaryParams& p, bool inverse,

@@ -173,9 +173,17 @@ GptConfig gpt_config_from_hf_llama(const nlohmann::json& j, int64_t padded_vocab
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
     const nlohmann::json& rs = j["rope_scaling"];
     const std::string type = rs.value("rope_type", rs.value("type", std::string()));
-    MT_REQUIRE(type == "linear", "HF Llama config.json: rope_scaling type '", type,
-               "' is not supported (only linear position interpolation)");
-    a.rotary_seq_len_interpolation_factor = required<float>(rs, "factor");
+    MT_REQUIRE(type == "linear" || type == "llama3", "HF Llama config.json: rope_scaling type '",
+               type, "' is not supported (only linear position interpolation and llama3)");
+    if (type == "linear") {
+      a.rotary_seq_len_interpolation_factor = required<float>(rs, "factor");
+    } else {
+      a.rope_scaling.factor = required<float>(rs, "factor");
+      a.rope_scaling.low_freq_factor = required<float>(rs, "low_freq_factor");
+      a.rope_scaling.high_freq_factor = required<float>(rs, "high_freq_factor");
+      a.rope_scaling.original_max_position_embeddings =
+          required<float>(rs, "original_max_position_embeddings");
+    }
   }
   a.swiglu = true;
   const int kv = j.contains("num_key_value_heads") && !j["num_key_value_heads"].is_null()
@@ -221,8 +229,18 @@ nlohmann::json hf_llama_config_from_gpt(const GptConfig& c, const std::string& a
   j["rms_norm_eps"] = as_written(c.layernorm_epsilon);
   j["rope_theta"] = as_written(c.arch.rotary_base);
   if (c.arch.rotary_percent != 1.0f) j["partial_rotary_factor"] = as_written(c.arch.rotary_percent);
+  const kernels::Llama3RopeScaling& l3 = c.arch.rope_scaling;
+  MT_REQUIRE(!(l3.enabled() && c.arch.rotary_seq_len_interpolation_factor != 1.0f),
+             "HF's rope_scaling holds one kind of scaling: --use-rope-scaling and "
+             "--rotary-seq-len-interpolation-factor together cannot be exported");
   j["rope_scaling"] =
-      c.arch.rotary_seq_len_interpolation_factor == 1.0f
+      l3.enabled() ? nlohmann::json{{"rope_type", "llama3"},
+                                    {"factor", as_written(l3.factor)},
+                                    {"low_freq_factor", as_written(l3.low_freq_factor)},
+                                    {"high_freq_factor", as_written(l3.high_freq_factor)},
+                                    {"original_max_position_embeddings",
+                                     int64_t(l3.original_max_position_embeddings)}}
+      : c.arch.rotary_seq_len_interpolation_factor == 1.0f
           ? nlohmann::json(nullptr)
           : nlohmann::json{{"type", "linear"},
                            {"factor", as_written(c.arch.rotary_seq_len_interpolation_factor)}};

@@ -72,6 +72,19 @@ void TransformerConfig::validate(int tp_size) const {
     MT_REQUIRE(arch.rotary_seq_len_interpolation_factor > 0,
                "--rotary-seq-len-interpolation-factor must be positive, got ",
                arch.rotary_seq_len_interpolation_factor);
+    const kernels::Llama3RopeScaling& rs = arch.rope_scaling;
+    MT_REQUIRE(!rs.enabled() || rs.factor >= 1, "--rope-scaling-factor must be >= 1, got ",
+               rs.factor);
+    MT_REQUIRE(
+        !rs.enabled() || (rs.low_freq_factor > 0 && rs.high_freq_factor > rs.low_freq_factor &&
+                          rs.original_max_position_embeddings > 0),
+        "Llama 3 RoPE scaling needs 0 < low_freq_factor (", rs.low_freq_factor,
+        ") < high_freq_factor (", rs.high_freq_factor,
+        ") and original_max_position_embeddings > 0 (", rs.original_max_position_embeddings, ")");
+  } else {
+    MT_REQUIRE(!arch.rope_scaling.enabled(),
+               "--use-rope-scaling scales RoPE frequencies: it needs --position-embedding-type "
+               "rope");
   }
   MT_REQUIRE(!(apply_residual_connection_post_layernorm &&
                layernorm_order == LayerNormOrder::kPostLayerNorm),

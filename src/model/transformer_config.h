@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/rotary.h"  // Llama3RopeScaling
+
 namespace megatron {
 
 enum class AttnMaskType {
@@ -38,6 +40,9 @@ struct ArchitectureOptions {
   float rotary_base = 10000.0f;  // --rotary-base (HF rope_theta)
   float rotary_percent = 1.0f;   // --rotary-percent: rotated share of a head
   float rotary_seq_len_interpolation_factor = 1.0f;
+  // --use-rope-scaling --rope-scaling-factor (Llama 3.1+); the other three fields only come
+  // from an HF import (rope_scaling of rope_type "llama3") through the checkpoint's arguments.
+  kernels::Llama3RopeScaling rope_scaling;
   bool swiglu = false;           // --swiglu: gated MLP, ffn_hidden_size is the gate width
   int64_t num_query_groups = 0;  // --num-query-groups (GQA); 0 → one group per head
   int64_t kv_channels = 0;       // --kv-channels (head dim); 0 → hidden / heads

@@ -20,6 +20,16 @@ ArchitectureOptions architecture_from_args_json(const nlohmann::json& args) {
   o.rotary_percent = number_or(args, "rotary_percent", o.rotary_percent);
   o.rotary_seq_len_interpolation_factor =
       number_or(args, "rotary_seq_len_interpolation_factor", 1.0f);
+  if (args.value("use_rope_scaling", false)) {
+    o.rope_scaling.factor = number_or(args, "rope_scaling_factor", 8.0f);
+    o.rope_scaling.low_freq_factor =
+        number_or(args, "rope_scaling_low_freq_factor", o.rope_scaling.low_freq_factor);
+    o.rope_scaling.high_freq_factor =
+        number_or(args, "rope_scaling_high_freq_factor", o.rope_scaling.high_freq_factor);
+    o.rope_scaling.original_max_position_embeddings =
+        number_or(args, "rope_scaling_original_max_position_embeddings",
+                  o.rope_scaling.original_max_position_embeddings);
+  }
   o.swiglu = args.value("swiglu", false);
   o.num_query_groups =
       args.value("group_query_attention", false) ? args.value("num_query_groups", 1) : 0;
@@ -31,18 +41,29 @@ ArchitectureOptions architecture_from_args_json(const nlohmann::json& args) {
 }
 
 nlohmann::json architecture_args_json(const ArchitectureOptions& o) {
-  return {{"position_embedding_type", position_embedding_name(o.position_embedding)},
-          {"rotary_base", o.rotary_base},
-          {"rotary_percent", o.rotary_percent},
-          {"rotary_seq_len_interpolation_factor", o.rotary_seq_len_interpolation_factor},
-          {"normalization", normalization_name(o.normalization)},
-          {"swiglu", o.swiglu},
-          {"group_query_attention", o.num_query_groups > 0},
-          {"num_query_groups", o.num_query_groups > 0 ? o.num_query_groups : 1},
-          {"kv_channels", o.kv_channels},
-          {"disable_bias_linear", !o.add_bias_linear},
-          {"add_qkv_bias", o.add_qkv_bias},
-          {"untie_embeddings_and_output_weights", o.untie_embeddings_and_output_weights}};
+  nlohmann::json j = {
+      {"position_embedding_type", position_embedding_name(o.position_embedding)},
+      {"rotary_base", o.rotary_base},
+      {"rotary_percent", o.rotary_percent},
+      {"rotary_seq_len_interpolation_factor", o.rotary_seq_len_interpolation_factor},
+      {"normalization", normalization_name(o.normalization)},
+      {"swiglu", o.swiglu},
+      {"group_query_attention", o.num_query_groups > 0},
+      {"num_query_groups", o.num_query_groups > 0 ? o.num_query_groups : 1},
+      {"kv_channels", o.kv_channels},
+      {"disable_bias_linear", !o.add_bias_linear},
+      {"add_qkv_bias", o.add_qkv_bias},
+      {"untie_embeddings_and_output_weights", o.untie_embeddings_and_output_weights},
+      {"use_rope_scaling", o.rope_scaling.enabled()}};
+  // Written only when on, so that a checkpoint without scaling records what older ones did.
+  if (o.rope_scaling.enabled()) {
+    j["rope_scaling_factor"] = o.rope_scaling.factor;
+    j["rope_scaling_low_freq_factor"] = o.rope_scaling.low_freq_factor;
+    j["rope_scaling_high_freq_factor"] = o.rope_scaling.high_freq_factor;
+    j["rope_scaling_original_max_position_embeddings"] =
+        o.rope_scaling.original_max_position_embeddings;
+  }
+  return j;
 }
 
 float norm_epsilon_from_args_json(const nlohmann::json& args) {

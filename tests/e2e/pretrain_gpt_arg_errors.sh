@@ -108,6 +108,8 @@ expect_error "--recompute-granularity 'selective' is not supported" -- "${BASE[@
 expect_error "--lr-warmup-fraction cannot be combined" -- "${BASE[@]}" --lr-warmup-fraction 0.1 --lr-warmup-iters 5
 expect_error "--use-distributed-optimizer is not supported with --fp16 yet" -- "${BASE[@]}" \
   --fp16 --use-distributed-optimizer
+expect_error "--use-rope-scaling scales RoPE frequencies: it needs --position-embedding-type rope" \
+  -- "${BASE[@]}" --use-rope-scaling
 
 if (( failures )); then echo "$failures argument-error cases failed"; exit 1; fi
 echo "all argument-error cases passed"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A Llama-style GPT end to end with Megatron-Core's flags (RoPE, RMSNorm, SwiGLU, 8 heads in 2
-# KV groups, untied output layer, no biases; dropout on): the same losses and grad norms at
+# A Llama-style GPT end to end with Megatron-Core's flags (RoPE with Llama 3.1's scaling,
+# RMSNorm, SwiGLU, 8 heads in 2 KV groups, untied output layer, no biases; dropout on): the same losses and grad norms at
 # TP1·DP1, TP2·DP2 (KV groups split) and TP4·DP1 (KV groups replicated) for 8 iterations
 # (relative <= 1e-5); exact resume from iteration 4 (bit for bit) and a resume at TP 4;
 # export to HF LlamaForCausalLM, re-import, export again (byte-identical), train from the
@@ -14,7 +14,8 @@ export OMP_NUM_THREADS=1
 fail() { echo "FAIL: $*"; exit 1; }
 
 LLAMA=(--num-layers 2 --hidden-size 64 --num-attention-heads 8 --ffn-hidden-size 96
-       --position-embedding-type rope --rotary-base 500000 --normalization RMSNorm
+       --position-embedding-type rope --rotary-base 500000 --use-rope-scaling
+       --rope-scaling-factor 8 --normalization RMSNorm
        --norm-epsilon 1e-6 --swiglu --group-query-attention --num-query-groups 2
        --untie-embeddings-and-output-weights --disable-bias-linear)
 run() {  # run NAME NP TP [FLAGS...]
@@ -59,6 +60,7 @@ convert() { "$MEGATRON_BINARY" convert --model-type gpt "$@" > "$WORK/convert.lo
 convert --from megatron --to hf --load "$WORK/ckpt_full" --save "$WORK/hf"
 grep -q '"LlamaForCausalLM"' "$WORK/hf/config.json" || fail "architecture"
 grep -q '"num_key_value_heads": 2' "$WORK/hf/config.json" || fail "num_key_value_heads"
+grep -q '"rope_type": "llama3"' "$WORK/hf/config.json" || fail "rope_scaling"
 convert --from hf --load "$WORK/hf" --save "$WORK/imported" --target-tensor-parallel-size 2 \
   --make-vocab-size-divisible-by 32
 convert --from megatron --to hf --load "$WORK/imported" --save "$WORK/hf_again"

@@ -73,29 +73,35 @@ TEST_P(LlamaKernelsGpuTest, RotaryMatchesCpu) {
   const DType dt = GetParam();
   const int64_t s = 33, b = 3, heads = 4, d = 64;
   for (int64_t rotary_dim : {int64_t(64), int64_t(32)})
-    for (bool inverse : {false, true}) {
-      SCOPED_TRACE("r=" + std::to_string(rotary_dim) + " inverse=" + std::to_string(inverse));
-      const kernels::RotaryParams p{rotary_dim, 10000.0f, 2.0f};
-      const Tensor qkv = random_tensor({s, b, heads, 3, d}, dt, 7, -2.0, 2.0);
-      // Q of [s, b, heads, 3, d], rotated in place.
-      auto q_of = [&](const Tensor& t) {
-        return Tensor(t.storage(), t.offset(), {s, b, heads, d},
-                      {b * heads * 3 * d, heads * 3 * d, 3 * d, 1}, t.dtype());
-      };
-      Tensor ref = for_cpu(qkv).clone();
-      Tensor q_ref = q_of(ref);
-      kernels::rotary_embedding(q_ref, 100, p, inverse, q_ref);
-      Tensor g = on_gpu(qkv);
-      Tensor q = q_of(g);
-      MT_GPU_KERNEL(dt, rotary_embedding, q, 100, p, inverse, q);
-      // f32 angles on both sides; cosf/sinf/powf differ from the host's by a few ulp.
-      EXPECT_TRUE(close(g, ref, 1e-5, out_rtol(dt)));
-      // Out of place: a contiguous output.
-      Tensor out = Tensor::empty({s, b, heads, d}, dt, gpu());
-      const Tensor q_in = q_of(on_gpu(qkv));
-      MT_GPU_KERNEL(dt, rotary_embedding, q_in, 100, p, inverse, out);
-      EXPECT_TRUE(close(out, q_ref.clone(), 1e-5, out_rtol(dt)));
-    }
+    for (bool inverse : {false, true})
+      for (bool llama3 : {false, true}) {
+        SCOPED_TRACE("r=" + std::to_string(rotary_dim) + " inverse=" + std::to_string(inverse) +
+                     " llama3=" + std::to_string(llama3));
+        kernels::RotaryParams p{
+            .rotary_dim = rotary_dim, .base = 10000.0f, .seq_interpolation_factor = 2.0f};
+        // Llama 3's scaling with a short original context, so that s = 33 positions past 100
+        // reach all three of its regimes.
+        if (llama3) p.llama3 = {.factor = 8.0f, .original_max_position_embeddings = 256.0f};
+        const Tensor qkv = random_tensor({s, b, heads, 3, d}, dt, 7, -2.0, 2.0);
+        // Q of [s, b, heads, 3, d], rotated in place.
+        auto q_of = [&](const Tensor& t) {
+          return Tensor(t.storage(), t.offset(), {s, b, heads, d},
+                        {b * heads * 3 * d, heads * 3 * d, 3 * d, 1}, t.dtype());
+        };
+        Tensor ref = for_cpu(qkv).clone();
+        Tensor q_ref = q_of(ref);
+        kernels::rotary_embedding(q_ref, 100, p, inverse, q_ref);
+        Tensor g = on_gpu(qkv);
+        Tensor q = q_of(g);
+        MT_GPU_KERNEL(dt, rotary_embedding, q, 100, p, inverse, q);
+        // f32 angles on both sides; cosf/sinf/powf differ from the host's by a few ulp.
+        EXPECT_TRUE(close(g, ref, 1e-5, out_rtol(dt)));
+        // Out of place: a contiguous output.
+        Tensor out = Tensor::empty({s, b, heads, d}, dt, gpu());
+        const Tensor q_in = q_of(on_gpu(qkv));
+        MT_GPU_KERNEL(dt, rotary_embedding, q_in, 100, p, inverse, out);
+        EXPECT_TRUE(close(out, q_ref.clone(), 1e-5, out_rtol(dt)));
+      }
 }
 
 TEST_P(LlamaKernelsGpuTest, SwigluMatchesCpu) {

@@ -145,7 +145,7 @@ std::vector<Call> every_kernel() {
       {"rotary_embedding",
        [=] {
          Tensor y = f32({n, 3, 16});
-         kernels::rotary_embedding(f32({n, 3, 16}), 5, {16, 10000.0f, 1.0f}, false, y);
+         kernels::rotary_embedding(f32({n, 3, 16}), 5, {.rotary_dim = 16}, false, y);
        }},
       {"swiglu_forward",
        [=] {

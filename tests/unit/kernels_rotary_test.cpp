@@ -1,7 +1,8 @@
 // Rotary embedding against a double-precision loop of the published formula (RoFormer,
 // rotate-half pairing), on a strided view into a fused [s, b, heads, 3, d] buffer, in place
 // and out of place, with a partial rotary dim, an interpolation factor and positions far past
-// a training length; the inverse (backward) against the adjoint identity ⟨R x, w⟩ = ⟨x, Rᵀ w⟩.
+// a training length, and Llama 3's frequency scaling (all three of its regimes); the inverse
+// (backward) against the adjoint identity ⟨R x, w⟩ = ⟨x, Rᵀ w⟩.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,8 +16,21 @@ namespace {
 using test::random_tensor;
 using test::to_double;
 
+// Llama 3.1's rescaled frequency, in double (Meta's reference apply_scaling).
+double llama3_frequency(double freq, const kernels::Llama3RopeScaling& l) {
+  const double pi = 3.14159265358979323846;
+  const double wavelen = 2 * pi / freq;
+  const double low_wavelen = l.original_max_position_embeddings / l.low_freq_factor;
+  const double high_wavelen = l.original_max_position_embeddings / l.high_freq_factor;
+  if (wavelen < high_wavelen) return freq;
+  if (wavelen > low_wavelen) return freq / l.factor;
+  const double smooth = (l.original_max_position_embeddings / wavelen - l.low_freq_factor) /
+                        (double(l.high_freq_factor) - l.low_freq_factor);
+  return (1 - smooth) * freq / l.factor + smooth * freq;
+}
+
 // x [s, m, d] (rows of m per position, contiguous) rotated at positions start + i, in double:
-// θ_j = (p / f) · base^(−2j/r).
+// θ_j = (p / f) · base^(−2j/r) (rescaled with p.llama3).
 std::vector<double> reference(const std::vector<double>& x, int64_t s, int64_t m, int64_t d,
                               int64_t start, const kernels::RotaryParams& p, double sign) {
   std::vector<double> y = x;
@@ -24,8 +38,9 @@ std::vector<double> reference(const std::vector<double>& x, int64_t s, int64_t m
   for (int64_t i = 0; i < s; ++i)
     for (int64_t k = 0; k < m; ++k)
       for (int64_t j = 0; j < half; ++j) {
-        const double theta = double(start + i) / double(p.seq_interpolation_factor) *
-                             std::pow(double(p.base), -2.0 * double(j) / double(p.rotary_dim));
+        double freq = std::pow(double(p.base), -2.0 * double(j) / double(p.rotary_dim));
+        if (p.llama3.enabled()) freq = llama3_frequency(freq, p.llama3);
+        const double theta = double(start + i) / double(p.seq_interpolation_factor) * freq;
         const double c = std::cos(theta), sn = sign * std::sin(theta);
         const size_t o = size_t((i * m + k) * d);
         const double a = x[o + size_t(j)], b = x[o + size_t(j + half)];
@@ -57,7 +72,8 @@ TEST_P(RotaryTest, InPlaceOnQkvViewMatchesFormula) {
   for (const Case& c : {Case{0, 12, 1.0f, 1e-5}, Case{3, 8, 1.0f, 1e-5}, Case{17, 12, 4.0f, 1e-5},
                         Case{4093, 12, 1.0f, 2e-3}}) {
     SCOPED_TRACE("start=" + std::to_string(c.start) + " r=" + std::to_string(c.rotary_dim));
-    const kernels::RotaryParams p{c.rotary_dim, 10000.0f, c.factor};
+    const kernels::RotaryParams p{
+        .rotary_dim = c.rotary_dim, .base = 10000.0f, .seq_interpolation_factor = c.factor};
     Tensor qkv = random_tensor({s, b, heads, 3, d}, dt, 11, -2.0, 2.0);
     const Tensor before = qkv.clone();
     Tensor q = slot_view(qkv, 0);
@@ -74,7 +90,7 @@ TEST_P(RotaryTest, InPlaceOnQkvViewMatchesFormula) {
 TEST_P(RotaryTest, OutOfPlaceAndInverseIsTheAdjoint) {
   const DType dt = GetParam();
   const int64_t s = 9, m = 4, d = 10;
-  const kernels::RotaryParams p{6, 500000.0f, 1.0f};
+  const kernels::RotaryParams p{.rotary_dim = 6, .base = 500000.0f};
   Tensor x = random_tensor({s, m, d}, dt, 21), w = random_tensor({s, m, d}, dt, 22);
   Tensor y = Tensor::empty({s, m, d}, dt), wt = Tensor::empty({s, m, d}, dt);
   kernels::rotary_embedding(x, 5, p, false, y);
@@ -86,6 +102,32 @@ TEST_P(RotaryTest, OutOfPlaceAndInverseIsTheAdjoint) {
               dt == DType::BF16 ? 0.1 : 1e-4);
 }
 
+// r = 12, base 10^4: wavelengths 6.3, 29, 135, 628, 2920 and 13600 against Llama 3's bounds
+// 8192/4 = 2048 and 8192/1: four channels pairs kept, one smoothed, one divided by the factor.
+TEST_P(RotaryTest, Llama3ScalingMatchesTheFormulaInEveryRegime) {
+  const DType dt = GetParam();
+  const int64_t s = 6, m = 4, d = 12;
+  kernels::RotaryParams p{.rotary_dim = 12, .base = 10000.0f, .seq_interpolation_factor = 1.0f};
+  p.llama3 = {.factor = 8.0f};
+  for (const int64_t start : {int64_t(0), int64_t(9000)}) {
+    SCOPED_TRACE("start=" + std::to_string(start));
+    const Tensor x = random_tensor({s, m, d}, dt, 31);
+    Tensor y = Tensor::empty(x.shape(), dt);
+    kernels::rotary_embedding(x, start, p, false, y);
+    const double rtol = dt == DType::BF16 ? test::kBf16Eps : 1e-5;
+    EXPECT_CLOSE(to_double(y), reference(to_double(x), s, m, d, start, p, 1.0),
+                 start > 0 ? 5e-3 : 1e-5, rtol);
+  }
+  // Without the scaling the far positions differ: the test sees the rule.
+  const Tensor x = random_tensor({s, m, d}, dt, 31);
+  Tensor scaled = Tensor::empty(x.shape(), dt), plain = Tensor::empty(x.shape(), dt);
+  kernels::rotary_embedding(x, 9000, p, false, scaled);
+  kernels::RotaryParams unscaled = p;
+  unscaled.llama3 = {};
+  kernels::rotary_embedding(x, 9000, unscaled, false, plain);
+  EXPECT_NE(to_double(scaled), to_double(plain));
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, RotaryTest, ::testing::Values(DType::F32, DType::BF16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
@@ -93,7 +135,7 @@ TEST(Rotary, RejectsOddOrOversizedRotaryDim) {
   Tensor x = Tensor::zeros({2, 3, 8}, DType::F32);
   for (int64_t r : {0, 5, 10}) {
     try {
-      kernels::rotary_embedding(x, 0, {r, 10000.0f, 1.0f}, false, x);
+      kernels::rotary_embedding(x, 0, {.rotary_dim = r}, false, x);
       ADD_FAILURE() << "no error for rotary dim " << r;
     } catch (const Error& e) {
       EXPECT_NE(e.message().find("--rotary-percent"), std::string::npos) << e.message();

@@ -146,5 +146,34 @@ TEST(LlamaConvert, MistralConfigAndOptionalKeys) {
   }
 }
 
+// Llama 3.1's rope_scaling ({"rope_type": "llama3", ...}): imported into the architecture
+// arguments (Megatron's use_rope_scaling / rope_scaling_factor and the three bounds), kept
+// through a checkpoint at TP 2, and exported as the same config.json.
+TEST(LlamaConvert, Llama3RopeScalingRoundTrips) {
+  const HfDirectory fixture = read_hf_directory(source_dir() + "/tests/data/llama_tiny/hf");
+  nlohmann::json hf = fixture.config;
+  hf["rope_scaling"] = {{"rope_type", "llama3"},
+                        {"factor", 32.0},
+                        {"low_freq_factor", 1.0},
+                        {"high_freq_factor", 4.0},
+                        {"original_max_position_embeddings", 8192}};
+  const GptConfig c = gpt_config_from_hf_llama(hf, 128);
+  EXPECT_EQ(c.arch.rope_scaling, (kernels::Llama3RopeScaling{32.0f, 1.0f, 4.0f, 8192.0f}));
+  EXPECT_EQ(c.arch.rotary_seq_len_interpolation_factor, 1.0f);
+  EXPECT_EQ(architecture_from_args_json(architecture_args_json(c.arch)).rope_scaling,
+            c.arch.rope_scaling);
+  EXPECT_EQ(hf_llama_config_from_gpt(c, "LlamaForCausalLM")["rope_scaling"], hf["rope_scaling"]);
+
+  TempDir dir;
+  const std::string text = hf.dump(2) + "\n";
+  write_hf_directory(dir.file("hf"), fixture, 0, text);
+  import_hf_llama(dir.file("hf"), dir.file("ckpt"), 2, 32);
+  const nlohmann::json state = CheckpointShardReader(dir.file("ckpt/iter_0000000")).state(0, 0);
+  EXPECT_TRUE(state["args"]["use_rope_scaling"].get<bool>());
+  EXPECT_EQ(state["args"]["rope_scaling_factor"].get<float>(), 32.0f);
+  export_hf_llama(dir.file("ckpt"), -1, dir.file("back"), 0);
+  EXPECT_EQ(bytes_of(dir.file("back/config.json")), text);
+}
+
 }  // namespace
 }  // namespace megatron

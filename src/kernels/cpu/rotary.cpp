@@ -35,8 +35,14 @@ void rotate(const Tensor& x, int64_t position_start, const RotaryParams& p, bool
   const int64_t mid = x.numel() / (s * d);  // rows per position
   // inv_freq_j = 1 / base^(2j/r) and θ = (pos / f) · inv_freq_j in f32, as Megatron computes.
   std::vector<float> inv_freq(static_cast<size_t>(half));
-  for (int64_t j = 0; j < half; ++j)
+  const Llama3RopeScaling& l3 = p.llama3;
+  for (int64_t j = 0; j < half; ++j) {
     inv_freq[size_t(j)] = 1.0f / std::pow(p.base, float(2 * j) / float(p.rotary_dim));
+    if (l3.enabled())
+      inv_freq[size_t(j)] =
+          llama3_scaled_inv_freq(inv_freq[size_t(j)], l3.factor, l3.low_freq_factor,
+                                 l3.high_freq_factor, l3.original_max_position_embeddings);
+  }
   std::vector<float> cos_t(size_t(s * half)), sin_t(size_t(s * half));  // [s, r/2]
   const float sign = inverse ? -1.0f : 1.0f;
   for (int64_t i = 0; i < s; ++i) {

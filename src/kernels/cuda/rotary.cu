@@ -55,11 +55,16 @@ struct Rotate {
   RowGeometry g;
   int64_t position_start, half, rotary_dim;
   float base, factor, sign;
+  Llama3RopeScaling llama3;
   __device__ void operator()(int64_t row, int64_t k, int64_t) const {
     int64_t pos, xo, yo;
     g.offsets(row, pos, xo, yo);
     if (k < half) {
-      const float inv_freq = 1.0f / powf(base, float(2 * k) / float(rotary_dim));
+      float inv_freq = 1.0f / powf(base, float(2 * k) / float(rotary_dim));
+      if (llama3.factor > 0.0f)
+        inv_freq = llama3_scaled_inv_freq(inv_freq, llama3.factor, llama3.low_freq_factor,
+                                          llama3.high_freq_factor,
+                                          llama3.original_max_position_embeddings);
       const float theta = (float(position_start + pos) / factor) * inv_freq;
       const float c = cosf(theta), s = sign * sinf(theta);
       const float a = to_f32(x[xo + k]), b = to_f32(x[xo + k + half]);
@@ -89,7 +94,8 @@ void rotary_embedding(const Tensor& x, int64_t position_start, const RotaryParam
                        p.rotary_dim,
                        p.base,
                        p.seq_interpolation_factor,
-                       inverse ? -1.0f : 1.0f};
+                       inverse ? -1.0f : 1.0f,
+                       p.llama3};
     launch_rows_cols(op, rows, half + (d - p.rotary_dim), "rotary_embedding");
   });
 }
