@@ -18,6 +18,7 @@
 #include "model/stage_range.h"
 #include "train/architecture_json.h"
 #include "train/checkpoint.h"
+#include "train/named_timers.h"
 
 namespace megatron::cli {
 
@@ -193,6 +194,8 @@ void add_training_args(ArgTable& t, Args& a) {
   t.add("--hidden-dropout", a.hidden_dropout, "dropout on hidden states");
   t.add("--attention-dropout", a.attention_dropout, "dropout on attention probabilities");
   t.add("--init-method-std", a.init_method_std, "std of the normal weight init");
+  t.add_flag("--openai-gelu", a.openai_gelu,
+             "GeLU's tanh approximation (GPT-2's) instead of the exact erf form");
   t.add_flag("--recompute-activations", a.recompute_activations,
              "recompute each layer's activations in backward (full recompute here)");
   t.add("--recompute-granularity", a.recompute_granularity, "only 'full' is supported");
@@ -293,6 +296,17 @@ void add_training_args(ArgTable& t, Args& a) {
         "write TensorBoard scalars every this many iterations");
   t.add_flag("--log-params-norm", a.log_params_norm,
              "log the parameters' L2 norm (iteration line, metrics file, TensorBoard)");
+  t.add_flag(
+      "--log-num-zeros-in-grad", a.log_num_zeros_in_grad,
+      "log the number of zero gradient elements (iteration line, metrics file, TensorBoard)");
+  t.add_flag("--log-throughput", a.log_throughput,
+             "log TFLOP/s per process as Megatron's throughput (iteration line, TensorBoard)");
+  t.add("--timing-log-level", a.timing_log_level,
+        "per-operation timers after each iteration line: 0 none, 1 step phases, 2 also finer");
+  t.add("--timing-log-option", a.timing_log_option,
+        "timer values across ranks: minmax, max or all");
+  t.add_flag("--log-timers-to-tensorboard", a.log_timers_to_tensorboard,
+             "write the timers, iteration-time and throughput to TensorBoard");
   t.add_negatable_flag(
       "--log-loss-scale-to-tensorboard",
       "--no-log-loss-scale-to-tensorboard,!--disable-log-loss-scale-to-tensorboard",
@@ -404,6 +418,7 @@ void apply_checkpoint_args(Args& a) {
   arch.disable_bias_linear = !o.add_bias_linear;
   arch.add_qkv_bias = o.add_qkv_bias;
   arch.untie_embeddings_and_output_weights = o.untie_embeddings_and_output_weights;
+  a.openai_gelu = gelu_form_from_args_json(stored) == kernels::GeluForm::kTanh;
 }
 
 void validate_training_args(Args& a, int world_size) {
@@ -420,6 +435,9 @@ void validate_training_args(Args& a, int world_size) {
   positive(a.eval_interval, "--eval-interval");
   positive(a.tensorboard_log_interval, "--tensorboard-log-interval");
   MT_REQUIRE(a.eval_iters >= 0, "--eval-iters must be >= 0, got ", a.eval_iters);
+  MT_REQUIRE(a.timing_log_level >= 0 && a.timing_log_level <= 2,
+             "--timing-log-level must be 0, 1 or 2, got ", a.timing_log_level);
+  timing_log_option_from_name(a.timing_log_option);  // an Error naming the flag
   MT_REQUIRE(!a.log_layer_grad_norms || !a.metrics_file.empty(),
              "--log-layer-grad-norms writes to the metrics file: give --metrics-file FILE too");
   MT_REQUIRE(a.ffn_hidden_size >= 0, "--ffn-hidden-size must be positive, got ", a.ffn_hidden_size);
@@ -640,6 +658,11 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   cfg.tensorboard_dir = a.tensorboard_dir;
   cfg.tensorboard_log_interval = a.tensorboard_log_interval;
   cfg.log_params_norm = a.log_params_norm;
+  cfg.log_num_zeros_in_grad = a.log_num_zeros_in_grad;
+  cfg.log_throughput = a.log_throughput;
+  cfg.timing_log_level = a.timing_log_level;
+  cfg.timing_log_option = a.timing_log_option;
+  cfg.log_timers_to_tensorboard = a.log_timers_to_tensorboard;
   cfg.log_loss_scale_to_tensorboard = a.log_loss_scale_to_tensorboard;
   cfg.log_validation_ppl_to_tensorboard = a.log_validation_ppl_to_tensorboard;
   cfg.save = a.save;

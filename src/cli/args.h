@@ -50,8 +50,8 @@ struct ArchitectureArgs {
   bool add_qkv_bias = false;
   bool untie_embeddings_and_output_weights = false;
   // --use-checkpoint-args: the model shape (--num-layers, --hidden-size, --num-attention-heads,
-  // --ffn-hidden-size, --max-position-embeddings) and the flags above come from the checkpoint
-  // in --load, as Megatron's flag does (e.g. after `convert --from hf`).
+  // --ffn-hidden-size, --max-position-embeddings), the flags above and --openai-gelu come from the
+  // checkpoint in --load, as Megatron's flag does (e.g. after `convert --from hf`).
   bool use_checkpoint_args = false;
 };
 
@@ -68,6 +68,7 @@ struct Args {
   double hidden_dropout = 0.1;
   double attention_dropout = 0.1;
   double init_method_std = 0.02;
+  bool openai_gelu = false;  // GeLU's tanh form; the default is the exact (erf) form
   bool recompute_activations = false;
   std::string recompute_granularity;  // "" or "full"
 
@@ -133,6 +134,7 @@ struct Args {
   std::string tokenizer_model;
   int64_t vocab_size = 0;
   bool mock_data = false;
+  std::string data_cache_path;  // --data-cache-path (pretrain-gpt): the sample-index cache's dir
 
   // Checkpoints.
   std::string save;
@@ -161,6 +163,11 @@ struct Args {
   bool log_validation_ppl_to_tensorboard = false;
   bool log_loss_scale_to_tensorboard = true;  // off: --no-log-loss-scale-to-tensorboard
   bool log_params_norm = false;
+  bool log_num_zeros_in_grad = false;
+  bool log_throughput = false;
+  int timing_log_level = 0;                  // --timing-log-level 0|1|2
+  std::string timing_log_option = "minmax";  // --timing-log-option minmax|max|all
+  bool log_timers_to_tensorboard = false;
 
   // Derived by validate_args (printed, not flags).
   int world_size = 1;
@@ -173,6 +180,9 @@ struct Args {
   }
   int64_t num_micro_batches() const {
     return global_batch_size / (micro_batch_size * data_parallel_size);
+  }
+  kernels::GeluForm gelu_form() const {
+    return openai_gelu ? kernels::GeluForm::kTanh : kernels::GeluForm::kErf;
   }
   bool full_recompute() const { return recompute_activations || recompute_granularity == "full"; }
 

@@ -32,12 +32,15 @@ GptDatasets build_gpt_data(const Args& a, const Vocabulary& vocab) {
             nullptr};
   }
   if (!a.data_path.empty())
-    return build_gpt_datasets(a.data_path, a.split, a.seq_length, a.seed, {train, valid, test});
+    return build_gpt_datasets(a.data_path, a.split, a.seq_length, a.seed, {train, valid, test},
+                              a.data_cache_path);
   // Megatron's --train/valid/test-data-path: each split's blend, all of its documents.
   auto whole = [&](const std::vector<std::string>& path,
                    int64_t samples) -> std::shared_ptr<const GptSampleSource> {
     if (path.empty() || samples <= 0) return nullptr;
-    return build_gpt_datasets(path, "1,0,0", a.seq_length, a.seed, {samples, 0, 0}).train;
+    return build_gpt_datasets(path, "1,0,0", a.seq_length, a.seed, {samples, 0, 0},
+                              a.data_cache_path)
+        .train;
   };
   return {whole(a.train_data_path, train), whole(a.valid_data_path, valid),
           whole(a.test_data_path, test)};
@@ -62,6 +65,7 @@ GptConfig gpt_config(const Args& a, const Vocabulary& vocab) {
   c.layernorm_epsilon = norm_epsilon(a.arch, a.layernorm_epsilon);
   c.recompute_activations = a.full_recompute();
   c.arch = architecture_options(a.arch);
+  c.gelu = a.gelu_form();
   c.compute_dtype = a.bf16 ? DType::BF16 : DType::F32;  // --fp16: f32 math, f16 weights
   return c;
 }

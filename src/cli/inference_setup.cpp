@@ -95,6 +95,7 @@ InferenceModel load_inference_model(InferenceArgs& a, bool data_parallel) {
   c.seq_length = args.value("seq_length", c.max_position_embeddings);
   c.layernorm_epsilon = norm_epsilon_from_args_json(args);
   c.arch = architecture_from_args_json(args);
+  c.gelu = gelu_form_from_args_json(args);
   c.hidden_dropout = c.attention_dropout = 0.0f;
   c.compute_dtype = a.bf16 ? DType::BF16 : DType::F32;
   c.vocab_size = m.tokenizer->vocab_size();

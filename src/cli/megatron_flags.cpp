@@ -47,7 +47,6 @@ constexpr const char* kRetrieval = "ICT / biencoder retrieval models are not sup
 constexpr const char* kResilience =
     "in-process restart, fault tolerance and fault injection are not supported";
 constexpr const char* kFim = "fill-in-the-middle data is not supported";
-constexpr const char* kNotYet = "not implemented yet (issue 16)";
 constexpr const char* kScheduleFromFlags =
     "the learning-rate schedule always takes the command line's settings, and only its sample "
     "count from a loaded checkpoint: what this flag asks of Megatron";
@@ -306,9 +305,6 @@ constexpr Rule kRules[] = {
     {"--window-attn-skip-freq", true, "sliding-window attention is not supported"},
     {"--relative-attention-*", true, "relative position buckets (T5) are not supported"},
     {"--fp32-residual-connection", true, "the residual stream follows the compute dtype here"},
-    {"--openai-gelu", false,
-     "GeLU is always the tanh form here, which is what this flag selects in Megatron; "
-     "Megatron's default exact (erf) form is not implemented yet (issue 16)"},
     {"--embedding-init-method-std", true, "the embedding uses --init-method-std here"},
     {"--init-method-xavier-uniform", true, "only the normal initialisation exists here"},
     {"--use-mup", true, "muP is not supported"},
@@ -424,7 +420,8 @@ constexpr Rule kRules[] = {
     {"--object-storage-cache-path", false, "data loading implementation"},
     {"--no-create-attention-mask-in-dataloader", false, "the causal mask is implicit here"},
     {"--allow-ambiguous-pad-tokens", false, "no padding ids are shared with real tokens here"},
-    {"--data-cache-path", true, kNotYet},
+    {"--data-cache-path", false,
+     "pretrain-bert builds its samples mapping in memory at each start: it writes no cache"},
     {"--data-args-path", true, "data paths are given on the command line here"},
     {"--per-split-data-args-path", true, "data paths are given on the command line here"},
     {"--per-dataset-sequences-path", true, "data paths are given on the command line here"},
@@ -467,15 +464,9 @@ constexpr Rule kRules[] = {
     {"--disable-pad-vocab-size", true, "the vocabulary is always padded (Megatron's rule)"},
 
     // Logging.
-    {"--log-throughput", false,
-     "the iteration line always reports tokens/s and TFLOP/s here (no TensorBoard `throughput` "
-     "scalar yet)"},
-    {"--timing-log-level", true, "per-operation timers are not reported yet (issue 16)", "0"},
-    {"--timing-log-option", false, "per-operation timers are not reported"},
-    {"--no-barrier-with-level-1-timing", false, "per-operation timers are not reported"},
+    {"--no-barrier-with-level-1-timing", false,
+     "the level-1 timers synchronise the device but never take a barrier here"},
     {"--tensorboard-queue-size", false, "TensorBoard events are written synchronously here"},
-    {"--log-num-zeros-in-grad", true, kNotYet},
-    {"--log-timers-to-tensorboard", true, "per-operation timers are not reported"},
     {"--log-memory-to-tensorboard", true, "memory is not logged"},
     {"--log-memory-interval", true, "memory is not logged"},
     {"--log-device-memory-used", true, "memory is not logged"},

@@ -23,6 +23,8 @@ int run_pretrain_gpt(int argc, char** argv) {
   add_training_args(table, args);
   add_architecture_args(table, args.arch);
   table.add_flag("--eod-mask-loss", eod_mask_loss, "mask the loss of end-of-document labels");
+  table.add("--data-cache-path", args.data_cache_path,
+            "directory for the sample-index cache (default: next to the data)");
   bool distributed_optimizer = false;
   table.add_flag("--use-distributed-optimizer", distributed_optimizer,
                  "shard the Adam state over data-parallel ranks (ZeRO-1; docs/parallelism.md)");

@@ -10,15 +10,15 @@ namespace megatron {
 
 GptDataset::GptDataset(std::shared_ptr<const IndexedDataset> data, const std::string& name,
                        int64_t first_document, int64_t end_document, int64_t num_samples,
-                       int64_t seq_length, uint64_t seed)
+                       int64_t seq_length, uint64_t seed, const std::string& cache_dir)
     : data_(std::move(data)), seq_length_(seq_length) {
   MT_CHECK(data_ != nullptr, "GptDataset needs an indexed dataset");
   MT_CHECK(0 <= first_document && first_document < end_document &&
                end_document <= data_->num_sequences(),
            "documents [", first_document, ", ", end_document, ") of '", data_->prefix(),
            "' are not a non-empty range of its ", data_->num_sequences(), " documents");
-  cache_path_ = gpt_index_cache_path(
-      {data_->prefix(), name, first_document, end_document, num_samples, seq_length, seed});
+  cache_path_ = gpt_index_cache_path({data_->prefix(), name, first_document, end_document,
+                                      num_samples, seq_length, seed, cache_dir});
   if (std::optional<GptIndex> cached = load_gpt_index(cache_path_)) {
     index_ = std::move(*cached);
   } else {

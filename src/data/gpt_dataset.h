@@ -20,10 +20,11 @@ class GptDataset : public GptSampleSource {
  public:
   // Samples from documents [first_document, end_document) of `data`; at least
   // `num_samples` of them (size() may exceed it: whole epochs' worth are indexed).
-  // `name` ("train", "valid", "test") only labels the cache file.
+  // `name` ("train", "valid", "test") only labels the cache file, which is written in
+  // `cache_dir` (--data-cache-path) or, when empty, next to the data (data/gpt_index_cache.h).
   GptDataset(std::shared_ptr<const IndexedDataset> data, const std::string& name,
              int64_t first_document, int64_t end_document, int64_t num_samples, int64_t seq_length,
-             uint64_t seed);
+             uint64_t seed, const std::string& cache_dir = "");
 
   int64_t size() const override { return index_.num_samples(); }
   int64_t seq_length() const override { return seq_length_; }

@@ -19,7 +19,7 @@ constexpr const char* kSplitNames[3] = {"train", "valid", "test"};
 // One prefix's three datasets, each with `num_samples[k]` samples (none where 0).
 std::array<std::shared_ptr<const GptSampleSource>, 3> build_for_prefix(
     const std::string& prefix, const std::string& split, int64_t seq_length, uint64_t seed,
-    const std::array<int64_t, 3>& num_samples) {
+    const std::array<int64_t, 3>& num_samples, const std::string& cache_dir) {
   auto data = std::make_shared<const IndexedDataset>(prefix);
   const std::array<int64_t, 4> bounds = split_boundaries(split, data->num_sequences());
   log_info("dataset '", prefix, "': ", data->num_sequences(), " documents, split ", split,
@@ -35,7 +35,7 @@ std::array<std::shared_ptr<const GptSampleSource>, 3> build_for_prefix(
     }
     out[size_t(k)] =
         std::make_shared<GptDataset>(data, kSplitNames[k], bounds[size_t(k)], bounds[size_t(k + 1)],
-                                     num_samples[size_t(k)], seq_length, seed);
+                                     num_samples[size_t(k)], seq_length, seed, cache_dir);
   }
   return out;
 }
@@ -71,12 +71,12 @@ std::array<int64_t, 3> train_valid_test_num_samples(int64_t train_iters, int64_t
 
 GptDatasets build_gpt_datasets(const std::vector<std::string>& data_path, const std::string& split,
                                int64_t seq_length, uint64_t seed,
-                               std::array<int64_t, 3> num_samples) {
+                               std::array<int64_t, 3> num_samples, const std::string& cache_dir) {
   MT_REQUIRE(seq_length >= 1, "--seq-length must be >= 1, got ", seq_length);
   const auto sources = parse_data_path(data_path);
   std::array<std::shared_ptr<const GptSampleSource>, 3> result;
   if (sources.size() == 1) {
-    result = build_for_prefix(sources[0].second, split, seq_length, seed, num_samples);
+    result = build_for_prefix(sources[0].second, split, seq_length, seed, num_samples, cache_dir);
   } else {
     double total = 0;
     for (const auto& s : sources) total += s.first;
@@ -87,7 +87,7 @@ GptDatasets build_gpt_datasets(const std::vector<std::string>& data_path, const 
       std::array<int64_t, 3> wanted;
       for (size_t k = 0; k < 3; ++k)
         wanted[k] = int64_t(std::ceil(double(num_samples[k]) * weight / total * 1.005));
-      auto built = build_for_prefix(prefix, split, seq_length, seed, wanted);
+      auto built = build_for_prefix(prefix, split, seq_length, seed, wanted, cache_dir);
       weights.push_back(weight);
       for (size_t k = 0; k < 3; ++k) parts[k].push_back(built[k]);
     }

@@ -26,10 +26,12 @@ struct GptDatasets {
 //   eval_iters·global_batch). Each returned source has at least that many samples.
 // With several prefixes, each one is asked for ceil(weight·n·1.005) samples (Megatron's
 // margin) and a BlendedDataset of exactly n samples mixes them.
+// cache_dir: --data-cache-path, where the sample indices are cached ("": next to the data).
 // Throws Error naming the flag on malformed arguments or a missing/corrupt dataset.
 GptDatasets build_gpt_datasets(const std::vector<std::string>& data_path, const std::string& split,
                                int64_t seq_length, uint64_t seed,
-                               std::array<int64_t, 3> num_samples);
+                               std::array<int64_t, 3> num_samples,
+                               const std::string& cache_dir = "");
 
 // Megatron's train_valid_test_num_samples: {train_iters·G, (train_iters / eval_interval + 1)
 // · eval_iters · G, eval_iters · G} with G = --global-batch-size.

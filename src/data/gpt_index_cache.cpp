@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 
 #include "core/error.h"
@@ -57,7 +58,12 @@ std::string gpt_index_cache_path(const GptIndexKey& key) {
   h.add_value(key.seed);
   char hash[17];
   std::snprintf(hash, sizeof(hash), "%016llx", static_cast<unsigned long long>(h.h));
-  return key.prefix + "_" + key.name + "_indexmap_" + std::to_string(key.num_samples) + "ns_" +
+  const std::string stem =
+      key.cache_dir.empty()
+          ? key.prefix
+          : (std::filesystem::path(key.cache_dir) / std::filesystem::path(key.prefix).filename())
+                .string();
+  return stem + "_" + key.name + "_indexmap_" + std::to_string(key.num_samples) + "ns_" +
          std::to_string(key.seq_length) + "sl_" + std::to_string(key.seed) + "s_" + hash +
          ".gptidx";
 }
@@ -82,6 +88,11 @@ std::optional<GptIndex> load_gpt_index(const std::string& path) {
 }
 
 void save_gpt_index(const std::string& path, const GptIndex& index) {
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+  MT_REQUIRE(!ec, "cannot create the directory '", dir.string(), "' for '", path,
+             "': ", ec.message());
   AtomicFile f(path);
   f.write(kMagic, sizeof(kMagic));
   f.write_value<int64_t>(index.num_epochs);

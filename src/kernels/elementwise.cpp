@@ -73,6 +73,12 @@ bool has_inf_or_nan(const Tensor& t) {
   return MT_DISPATCH(device, has_inf_or_nan, t);
 }
 
+int64_t count_zeros(const Tensor& t) {
+  check_any_float(t, "count_zeros tensor");
+  const Device device = operand_device("count_zeros", {&t});
+  return MT_DISPATCH(device, count_zeros, t);
+}
+
 WeightedSum weighted_sum(const Tensor& values, const Tensor& weights) {
   check_f32_contiguous(values, "weighted_sum values");
   check_f32_contiguous(weights, "weighted_sum weights");

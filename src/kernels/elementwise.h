@@ -1,5 +1,5 @@
 // Small whole-buffer kernels: cast, copy, fill, scale, axpy, sum of squares, weighted sum,
-// inf/NaN check.
+// inf/NaN check, zero count.
 #pragma once
 
 #include "core/tensor.h"
@@ -17,6 +17,8 @@ void axpy(float alpha, const Tensor& x, Tensor& y);  // y += alpha·x (same shap
 // Σ x² accumulated in f64 (the caller takes sqrt after reducing across ranks).
 double sum_squares(const Tensor& t);
 bool has_inf_or_nan(const Tensor& t);
+// The number of elements equal to zero (+0 or −0): Megatron's --log-num-zeros-in-grad.
+int64_t count_zeros(const Tensor& t);
 
 // values [N] f32, weights [N] f32, contiguous, one shape (any, e.g. [s, b]; per-token losses
 // and the loss mask):

@@ -26,15 +26,19 @@ void check_like_x(const Tensor& t, const Tensor& x, const char* what) {
 
 }  // namespace
 
-void bias_gelu_forward(const Tensor& x, const Tensor& bias, Tensor& y) {
+const char* gelu_form_name(GeluForm form) {
+  return form == GeluForm::kErf ? "erf" : "tanh";
+}
+
+void bias_gelu_forward(const Tensor& x, const Tensor& bias, Tensor& y, GeluForm form) {
   check_x_bias(x, bias, "bias_gelu_forward x");
   check_like_x(y, x, "bias_gelu_forward y");
   const Device device = operand_device("bias_gelu_forward", {&x, &bias, &y});
-  MT_DISPATCH(device, bias_gelu_forward, x, bias, y);
+  MT_DISPATCH(device, bias_gelu_forward, x, bias, y, form);
 }
 
 void bias_gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& bias, Tensor& dx,
-                        Tensor& dbias) {
+                        Tensor& dbias, GeluForm form) {
   check_x_bias(x, bias, "bias_gelu_backward x");
   check_like_x(dy, x, "bias_gelu_backward dy");
   check_like_x(dx, x, "bias_gelu_backward dx");
@@ -44,7 +48,7 @@ void bias_gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& bias, T
     check_contiguous(dbias, "bias_gelu_backward dbias");
   }
   const Device device = operand_device("bias_gelu_backward", {&dy, &x, &bias, &dx, &dbias});
-  MT_DISPATCH(device, bias_gelu_backward, dy, x, bias, dx, dbias);
+  MT_DISPATCH(device, bias_gelu_backward, dy, x, bias, dx, dbias, form);
 }
 
 }  // namespace megatron::kernels

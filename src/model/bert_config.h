@@ -28,6 +28,8 @@ struct BertConfig {
   bool apply_residual_connection_post_layernorm = false;  // Megatron's flag (pre-LN only)
   bool binary_head = true;  // pooler + sentence-order head (--bert-no-binary-head: false)
   bool recompute_activations = false;
+  // The MLPs' and the LM head's GeLU; tanh: --openai-gelu, HF "gelu_new".
+  kernels::GeluForm gelu = kernels::GeluForm::kErf;
   DType compute_dtype = DType::F32;  // F32 or BF16
 
   bool post_layernorm() const { return layernorm_order == LayerNormOrder::kPostLayerNorm; }

@@ -35,7 +35,8 @@ Tensor BertLmHead::forward(Ctx& ctx, const Tensor& x, Arena& arena) const {
   ctx.pre_activation = arena.alloc({n, h}, x.dtype());  // [n, h]
   kernels::gemm(x, false, weights_.weight(dense_weight_), true, ctx.pre_activation);
   Tensor activated = arena.alloc({n, h}, x.dtype());  // [n, h]
-  kernels::bias_gelu_forward(ctx.pre_activation, weights_.weight(dense_bias_), activated);
+  kernels::bias_gelu_forward(ctx.pre_activation, weights_.weight(dense_bias_), activated,
+                             config_.gelu);
   ctx.normed = CopyToTpRegion::forward(layernorm_.forward(ctx.layernorm, activated, arena));
 
   const Tensor& table = word_.weight();                         // [V/t, h]
@@ -63,7 +64,7 @@ Tensor BertLmHead::backward(const Ctx& ctx, const Tensor& dlogits, Arena& arena)
   layernorm_.backward(ctx.layernorm, dnormed, dactivated, 0.0f);
   Tensor dpre = arena.alloc({n, h}, weights_.dtype());  // [n, h]
   kernels::bias_gelu_backward(dactivated, ctx.pre_activation, weights_.weight(dense_bias_), dpre,
-                              weights_.grad(dense_bias_));
+                              weights_.grad(dense_bias_), config_.gelu);
   kernels::gemm(dpre, true, ctx.input, false, weights_.grad(dense_weight_), 1.0f, 1.0f);
   Tensor dx = arena.alloc({n, h}, weights_.dtype());  // [n, h]
   kernels::gemm(dpre, false, weights_.weight(dense_weight_), false, dx);

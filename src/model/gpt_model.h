@@ -48,8 +48,9 @@ struct GptConfig {
   float hidden_dropout = 0.1f, attention_dropout = 0.1f, init_method_std = 0.02f,
         layernorm_epsilon = 1e-5f;
   bool recompute_activations = false;
-  DType compute_dtype = DType::F32;  // F32 or BF16
-  ArchitectureOptions arch;          // Llama-family options (model/transformer_config.h)
+  kernels::GeluForm gelu = kernels::GeluForm::kErf;  // tanh: --openai-gelu, HF "gelu_new"
+  DType compute_dtype = DType::F32;                  // F32 or BF16
+  ArchitectureOptions arch;  // Llama-family options (model/transformer_config.h)
 
   TransformerConfig transformer_config() const;
   void validate(int tp_size) const;  // throws Error naming the offending option

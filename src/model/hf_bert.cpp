@@ -4,13 +4,11 @@
 #include <set>
 
 #include "core/decimal.h"
-#include "core/logging.h"
+#include "model/hf_gelu.h"
 #include "model/hf_tensor.h"
 
 namespace megatron {
 namespace {
-
-const char* const kTanhGelu[] = {"gelu_new", "gelu_pytorch_tanh", "gelu_fast"};
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
@@ -129,15 +127,7 @@ BertConfig bert_config_from_hf(const nlohmann::json& j, int64_t padded_vocab_siz
   const std::string position = j.value("position_embedding_type", std::string("absolute"));
   MT_REQUIRE(position == "absolute", "HF BERT position_embedding_type '", position,
              "' is not supported (expected \"absolute\")");
-  const std::string act = j.value("hidden_act", std::string("gelu"));
-  bool tanh_gelu = false;
-  for (const char* name : kTanhGelu) tanh_gelu |= act == name;
-  MT_REQUIRE(tanh_gelu || act == "gelu", "HF BERT hidden_act '", act,
-             "' is not supported (expected gelu_new / gelu_pytorch_tanh, or gelu)");
-  if (act == "gelu")
-    log_warning(
-        "HF BERT hidden_act \"gelu\" is the erf GeLU; this model computes the tanh approximation "
-        "(|difference| < 5e-4 per activation), so outputs differ slightly from HF's");
+  c.gelu = gelu_form_from_hf(j.value("hidden_act", std::string("gelu")), "BERT", "hidden_act");
   return c;
 }
 
@@ -152,7 +142,7 @@ nlohmann::json hf_config_from_bert(const BertConfig& c) {
           {"num_hidden_layers", c.num_layers},
           {"num_attention_heads", c.num_attention_heads},
           {"intermediate_size", c.ffn_hidden_size > 0 ? c.ffn_hidden_size : 4 * c.hidden_size},
-          {"hidden_act", "gelu_new"},
+          {"hidden_act", hf_gelu_name(c.gelu)},
           {"hidden_dropout_prob", as_written(c.hidden_dropout)},
           {"attention_probs_dropout_prob", as_written(c.attention_dropout)},
           {"max_position_embeddings", c.max_position_embeddings},

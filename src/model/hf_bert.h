@@ -28,8 +28,8 @@
 // Accepted on import and ignored: bert.embeddings.position_ids (a buffer),
 // cls.predictions.decoder.{weight,bias} (tied copies; checked equal), the TF-era LayerNorm
 // names gamma/beta for weight/bias.
-// GeLU: HF's default hidden_act "gelu" is the erf GeLU, ours the tanh approximation
-// ("gelu_new"); an import of a "gelu" model is accepted with a warning (docs/bert.md).
+// GeLU: hidden_act "gelu" (HF's default) imports as the erf form, "gelu_new" as the tanh form
+// (model/hf_gelu.h), and each exports back under its name.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -4,13 +4,11 @@
 #include <sstream>
 
 #include "core/decimal.h"
+#include "model/hf_gelu.h"
 #include "model/hf_tensor.h"
 
 namespace megatron {
 namespace {
-
-// The tanh approximation of GeLU under its HF names ("gelu" is erf-based: another function).
-const char* const kTanhGelu[] = {"gelu_new", "gelu_pytorch_tanh", "gelu_fast"};
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
@@ -95,10 +93,8 @@ GptConfig gpt_config_from_hf(const nlohmann::json& j, int64_t padded_vocab_size)
   if (j.contains("model_type"))
     MT_REQUIRE(j["model_type"] == "gpt2", "HF config.json has model_type ", j["model_type"].dump(),
                ", expected \"gpt2\"");
-  const std::string act = j.value("activation_function", std::string("gelu_new"));
-  MT_REQUIRE(std::find(std::begin(kTanhGelu), std::end(kTanhGelu), act) != std::end(kTanhGelu),
-             "HF GPT-2 config.json: activation_function '", act,
-             "' is not supported (our GeLU is the tanh approximation: gelu_new)");
+  const kernels::GeluForm gelu = gelu_form_from_hf(
+      j.value("activation_function", std::string("gelu_new")), "GPT-2", "activation_function");
   MT_REQUIRE(j.value("scale_attn_weights", true),
              "HF GPT-2 config.json: scale_attn_weights = "
              "false is not supported");
@@ -120,6 +116,7 @@ GptConfig gpt_config_from_hf(const nlohmann::json& j, int64_t padded_vocab_size)
   c.hidden_dropout = j.value("resid_pdrop", 0.1f);
   c.attention_dropout = j.value("attn_pdrop", 0.1f);
   c.init_method_std = j.value("initializer_range", 0.02f);
+  c.gelu = gelu;
   MT_REQUIRE(c.padded_vocab_size >= c.vocab_size, "padded vocabulary size ", c.padded_vocab_size,
              " is smaller than the HF vocab_size ", c.vocab_size);
   return c;
@@ -129,7 +126,7 @@ nlohmann::json hf_config_from_gpt(const GptConfig& c) {
   nlohmann::json j;
   j["architectures"] = {"GPT2LMHeadModel"};
   j["model_type"] = "gpt2";
-  j["activation_function"] = "gelu_new";
+  j["activation_function"] = hf_gelu_name(c.gelu);
   j["vocab_size"] = c.vocab_size;
   j["n_positions"] = c.max_position_embeddings;
   j["n_ctx"] = c.max_position_embeddings;

@@ -35,8 +35,8 @@ using TensorMap = std::map<std::string, Tensor>;
 
 // GptConfig from an HF GPT-2 config.json (n_layer, n_embd, n_head, n_inner, vocab_size,
 // n_positions, layer_norm_epsilon, resid_pdrop, attn_pdrop). Throws Error naming the key
-// when one is missing or has a value our model does not compute (e.g. activation_function
-// other than the tanh GeLU). seq_length is set to n_positions.
+// when one is missing or has a value our model does not compute (e.g. an activation_function
+// other than a GeLU, model/hf_gelu.h). seq_length is set to n_positions.
 GptConfig gpt_config_from_hf(const nlohmann::json& hf_config, int64_t padded_vocab_size);
 nlohmann::json hf_config_from_gpt(const GptConfig& config);
 

@@ -11,6 +11,7 @@ ParallelMLP::ParallelMLP(const std::string& prefix, const TransformerConfig& con
                          const ComputeWeights& weights)
     : swiglu_(config.arch.swiglu),
       bias_(config.arch.add_bias_linear),
+      gelu_(config.gelu),
       dense_h_to_4h_({.name = prefix + ".dense_h_to_4h",
                       .input_size = config.hidden_size,
                       .output_size = (config.arch.swiglu ? 2 : 1) * config.ffn_size(),
@@ -50,7 +51,8 @@ Tensor ParallelMLP::forward(Ctx& ctx, const Tensor& x, Arena& arena) const {
   if (swiglu_)
     kernels::swiglu_forward(ctx.pre_activation, g2);
   else
-    kernels::bias_gelu_forward(ctx.pre_activation, bias_ ? dense_h_to_4h_.bias() : no_bias_, g2);
+    kernels::bias_gelu_forward(ctx.pre_activation, bias_ ? dense_h_to_4h_.bias() : no_bias_, g2,
+                               gelu_);
   return dense_4h_to_h_.forward(ctx.dense_4h_to_h, g, arena);
 }
 
@@ -63,7 +65,7 @@ Tensor ParallelMLP::backward(const Ctx& ctx, const Tensor& dout, Arena& arena) c
     kernels::swiglu_backward(dg2, ctx.pre_activation, du2);
   else
     kernels::bias_gelu_backward(dg2, ctx.pre_activation, bias_ ? dense_h_to_4h_.bias() : no_bias_,
-                                du2, bias_ ? dense_h_to_4h_.bias_grad() : no_bias_);
+                                du2, bias_ ? dense_h_to_4h_.bias_grad() : no_bias_, gelu_);
   return dense_h_to_4h_.backward(ctx.dense_h_to_4h, du, arena);
 }
 

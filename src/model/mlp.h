@@ -43,6 +43,7 @@ class ParallelMLP {
 
  private:
   bool swiglu_, bias_;
+  kernels::GeluForm gelu_;
   mutable Tensor no_bias_;  // undefined: the "bias" of a bias-free layer
   ColumnParallelLinear dense_h_to_4h_;
   RowParallelLinear dense_4h_to_h_;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/gelu.h"
 #include "kernels/rotary.h"  // Llama3RopeScaling
 
 namespace megatron {
@@ -67,6 +68,8 @@ struct TransformerConfig {
   bool apply_residual_connection_post_layernorm = false;
   bool final_layernorm = true;  // pre-LN stacks end with a LayerNorm ("final_layernorm")
   bool recompute_activations = false;
+  // The MLP's GeLU: erf by default as in Megatron, tanh with --openai-gelu (and GPT-2).
+  kernels::GeluForm gelu = kernels::GeluForm::kErf;
   std::string name_prefix;  // prepended to every parameter name ("" for GPT)
   ArchitectureOptions arch;
 

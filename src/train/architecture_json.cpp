@@ -66,6 +66,14 @@ nlohmann::json architecture_args_json(const ArchitectureOptions& o) {
   return j;
 }
 
+kernels::GeluForm gelu_form_from_args_json(const nlohmann::json& record) {
+  return record.value("openai_gelu", true) ? kernels::GeluForm::kTanh : kernels::GeluForm::kErf;
+}
+
+nlohmann::json gelu_args_json(kernels::GeluForm form) {
+  return {{"openai_gelu", form == kernels::GeluForm::kTanh}};
+}
+
 float norm_epsilon_from_args_json(const nlohmann::json& args) {
   return number_or(args, "norm_epsilon", number_or(args, "layernorm_epsilon", 1e-5f));
 }

@@ -22,6 +22,7 @@ nlohmann::json gpt_model_shape_json(const GptConfig& c) {
   // The architecture options too: some change no parameter shape (RoPE vs no positions, the
   // RoPE base), so a resume with other flags must be caught here.
   shape.update(architecture_args_json(c.arch));
+  shape.update(gelu_args_json(c.gelu));
   return shape;
 }
 
@@ -76,6 +77,7 @@ void export_hf_gpt2(const std::string& load_dir, int64_t iteration, const std::s
   c.hidden_dropout = args.value("hidden_dropout", 0.1f);
   c.attention_dropout = args.value("attention_dropout", 0.1f);
   c.init_method_std = args.value("init_method_std", 0.02f);
+  c.gelu = gelu_form_from_args_json(args);
   const nlohmann::json tokenizer = checkpoint_tokenizer(state);
   c.vocab_size = vocab_size > 0 ? vocab_size
                  : state["model"].contains("vocab_size")

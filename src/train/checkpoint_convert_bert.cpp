@@ -3,6 +3,7 @@
 #include "model/bert_model.h"
 #include "model/gpt_model.h"  // padded_vocab_size
 #include "model/hf_bert.h"
+#include "train/architecture_json.h"
 #include "train/checkpoint.h"
 #include "train/convert_common.h"
 #include "train/hf_directory.h"
@@ -10,17 +11,20 @@
 namespace megatron {
 
 nlohmann::json bert_model_shape_json(const BertConfig& c) {
-  return {{"num_layers", c.num_layers},
-          {"hidden_size", c.hidden_size},
-          {"num_attention_heads", c.num_attention_heads},
-          {"ffn_hidden_size", c.ffn_hidden_size > 0 ? c.ffn_hidden_size : 4 * c.hidden_size},
-          {"padded_vocab_size", c.padded_vocab_size},
-          {"vocab_size", c.vocab_size},
-          {"max_position_embeddings", c.max_position_embeddings},
-          {"num_tokentypes", c.num_tokentypes},
-          {"layernorm_epsilon", c.layernorm_epsilon},
-          {"layernorm_order", c.post_layernorm() ? "post" : "pre"},
-          {"binary_head", c.binary_head}};
+  nlohmann::json shape = {
+      {"num_layers", c.num_layers},
+      {"hidden_size", c.hidden_size},
+      {"num_attention_heads", c.num_attention_heads},
+      {"ffn_hidden_size", c.ffn_hidden_size > 0 ? c.ffn_hidden_size : 4 * c.hidden_size},
+      {"padded_vocab_size", c.padded_vocab_size},
+      {"vocab_size", c.vocab_size},
+      {"max_position_embeddings", c.max_position_embeddings},
+      {"num_tokentypes", c.num_tokentypes},
+      {"layernorm_epsilon", c.layernorm_epsilon},
+      {"layernorm_order", c.post_layernorm() ? "post" : "pre"},
+      {"binary_head", c.binary_head}};
+  shape.update(gelu_args_json(c.gelu));
+  return shape;
 }
 
 nlohmann::json bert_hf_description(const BertConfig& c) {
@@ -77,6 +81,7 @@ void export_hf_bert(const std::string& load_dir, int64_t iteration, const std::s
   c.hidden_dropout = args.value("hidden_dropout", c.hidden_dropout);
   c.attention_dropout = args.value("attention_dropout", c.attention_dropout);
   c.init_method_std = args.value("init_method_std", c.init_method_std);
+  c.gelu = gelu_form_from_args_json(state["model"]);
   const nlohmann::json hf_config = hf_config_from_bert(c);  // rejects pre-LN models
 
   const TensorMap full =

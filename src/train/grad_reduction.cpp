@@ -51,17 +51,23 @@ bool found_overflow_anywhere(const Tensor& flat_grads, Communicator& world, bool
 
 namespace {
 
-// Σ x² over the counted elements (ParameterStore::norm_ranges) of `flat`, which holds flat
-// elements [first, first + flat.numel()) of the store's layout.
-double counted_sum_squares(const Tensor& flat, int64_t first, const ParameterStore& store) {
+// Σ reduce(run) over the runs of counted elements (ParameterStore::norm_ranges) of `flat`,
+// which holds flat elements [first, first + flat.numel()) of the store's layout.
+template <typename T, typename Reduce>
+T counted_sum(const Tensor& flat, int64_t first, const ParameterStore& store, Reduce reduce) {
   const int64_t last = first + flat.numel();
-  double sum = 0.0;
+  T sum = 0;
   for (auto [begin, end] : store.norm_ranges()) {
     begin = std::max(begin, first);
     end = std::min(end, last);
-    if (begin < end) sum += kernels::sum_squares(flat.slice(0, begin - first, end - first));
+    if (begin < end) sum += reduce(flat.slice(0, begin - first, end - first));
   }
   return sum;
+}
+
+double counted_sum_squares(const Tensor& flat, int64_t first, const ParameterStore& store) {
+  return counted_sum<double>(flat, first, store,
+                             [](const Tensor& run) { return kernels::sum_squares(run); });
 }
 
 }  // namespace
@@ -84,6 +90,22 @@ double global_norm(const Tensor& flat, const ParameterStore& store, const Parall
   double sum = counted_sum_squares(flat, 0, store);
   if (ps.tp_size * ps.pp_size > 1) sum = ps.mp->all_reduce_scalar(sum, ReduceOp::SUM);
   return std::sqrt(sum);
+}
+
+int64_t count_zero_grads(const ParameterStore& store, const ParallelState& ps,
+                         const GradShard* shard) {
+  MT_CHECK(store.tp_rank() == ps.tp_rank, "count_zero_grads: the store is for TP rank ",
+           store.tp_rank(), ", the parallel state is rank ", ps.tp_rank);
+  auto zeros = [](const Tensor& run) { return kernels::count_zeros(run); };
+  // Counts are exact in f64 up to 2^53, far above any model size.
+  if (shard == nullptr) {
+    const double local = double(counted_sum<int64_t>(store.flat_grads(), 0, store, zeros));
+    return ps.tp_size * ps.pp_size > 1 ? int64_t(ps.mp->all_reduce_scalar(local, ReduceOp::SUM))
+                                       : int64_t(local);
+  }
+  const double local = double(counted_sum<int64_t>(shard->grads, shard->range.begin, store, zeros));
+  return ps.world_size > 1 ? int64_t(ps.world->all_reduce_scalar(local, ReduceOp::SUM))
+                           : int64_t(local);
 }
 
 double clip_grad_norm(ParameterStore& store, const ParallelState& ps, double max_norm,

@@ -56,6 +56,12 @@ double global_grad_norm(const ParameterStore& store, const ParallelState& ps,
 // parameters. Reduced over the model-parallel group (TP × PP).
 double global_norm(const Tensor& flat, const ParameterStore& store, const ParallelState& ps);
 
+// Megatron's --log-num-zeros-in-grad (count_zeros_fp32): the number of gradient elements equal
+// to zero over the same counted elements as global_grad_norm, reduced the same way (over TP × PP,
+// or over the world for a `shard`). Identical on every rank.
+int64_t count_zero_grads(const ParameterStore& store, const ParallelState& ps,
+                         const GradShard* shard = nullptr);
+
 // Megatron's clip_grad_norm: when max_norm > 0 and norm > max_norm, scales every gradient (of
 // the shard, when given) by max_norm / (norm + 1e-6). Returns the norm before clipping.
 double clip_grad_norm(ParameterStore& store, const ParallelState& ps, double max_norm,

@@ -18,6 +18,7 @@
 #include "train/exit_signal.h"
 #include "train/grad_reduction.h"
 #include "train/layer_grad_norms.h"
+#include "train/named_timers.h"
 #include "train/training_log.h"
 
 namespace megatron {
@@ -44,6 +45,7 @@ struct Trainer::Impl {
   GradScaler scaler;
   LrSchedule schedule;
   TrainingLog log;
+  NamedTimers timers;  // --timing-log-level
   int64_t num_micro_batches;
 
   int64_t iteration = 0;
@@ -60,6 +62,8 @@ struct Trainer::Impl {
   LossTerms interval_loss_sum;
   int64_t interval_loss_count = 0, interval_skipped = 0, interval_nans = 0;
   std::optional<double> last_grad_norm;
+  // --log-num-zeros-in-grad: the zeros of the last step's gradients (none when skipped).
+  std::optional<int64_t> step_num_zeros, last_num_zeros;
 
   DivergenceGuard guard;
   // The newest checkpoint saved or loaded, and its directory (for the guard's message).
@@ -76,6 +80,8 @@ struct Trainer::Impl {
         schedule(cfg.lr),
         log(ps.rank == 0, cfg.metrics_file, cfg.tensorboard_dir,
             cfg.log_validation_ppl_to_tensorboard, cfg.log_loss_scale_to_tensorboard),
+        timers(cfg.timing_log_level, timing_log_option_from_name(cfg.timing_log_option),
+               cfg.device),
         seed(cfg.seed),
         guard(cfg.check_for_nan_in_loss_and_grad, cfg.fp16) {
     const int64_t per_step = cfg.micro_batch * ps.dp_size;
@@ -240,21 +246,27 @@ struct Trainer::Impl {
   // One iteration; returns false when the step was skipped (overflow).
   bool train_step(LossTerms& loss, std::optional<double>& grad_norm) {
     store.zero_grads();
+    step_num_zeros.reset();
     const double loss_scale = scaler.scale();
     // Each micro-batch's loss is a mean; Megatron averages them over the global batch.
     const float grad_scale = float(loss_scale / double(num_micro_batches));
-    const LossTerms local =
-        model->train_micro_batches(num_micro_batches, grad_scale, seed, iteration);
+    const LossTerms local = timers.time("forward-backward", 1, [&] {
+      return model->train_micro_batches(num_micro_batches, grad_scale, seed, iteration);
+    });
     loss = average_over_dp(local, num_micro_batches);
 
     const double dp_average = 1.0 / double(ps.dp_size);
     if (shard) return distributed_step(loss, grad_norm, dp_average / loss_scale);
     // fp16 checks for overflow while the gradients are still scaled (as fp16 gradients would
     // be), then unscales; otherwise the loss scale is 1 and the average is one pass.
-    reduce_gradients_over_dp(store.flat_grads(), *ps.dp,
-                             cfg.fp16 ? dp_average : dp_average / loss_scale);
-    reduce_tied_gradients(store, ps);
+    timers.time("all-grads-sync", 1, [&] {
+      reduce_gradients_over_dp(store.flat_grads(), *ps.dp,
+                               cfg.fp16 ? dp_average : dp_average / loss_scale);
+    });
+    timers.time("embedding-grads-all-reduce", 1, [&] { reduce_tied_gradients(store, ps); });
+    NamedTimers::Scope optimizer_time(timers, "optimizer", 1);
     if (cfg.fp16) {
+      NamedTimers::Scope unscale_time(timers, "optimizer-unscale-and-check-inf", 1);
       const bool overflow =
           found_overflow_anywhere(store.flat_grads(), *ps.world, true, &optimizer->f16_scratch());
       scaler.update(overflow);
@@ -265,10 +277,14 @@ struct Trainer::Impl {
       kernels::scale(store.flat_grads(), float(1.0 / loss_scale));
     }
     if (log_layer_grad_norms_now()) log.layer_grad_norms(iteration, layer_grad_norms(store, ps));
-    grad_norm = clip_grad_norm(store, ps, cfg.clip_grad);
+    grad_norm = timers.time("optimizer-clip-main-grad", 1,
+                            [&] { return clip_grad_norm(store, ps, cfg.clip_grad); });
+    if (cfg.log_num_zeros_in_grad)
+      step_num_zeros =
+          timers.time("optimizer-count-zeros", 1, [&] { return count_zero_grads(store, ps); });
     check_loss_and_grad(loss, *grad_norm);
     apply_weight_decay_schedule();
-    optimizer->step(schedule.lr());
+    timers.time("optimizer-inner-step", 1, [&] { optimizer->step(schedule.lr()); });
     Tensor master;  // --fp16: the fp32 master weights beside the store's f16-rounded ones
     if (cfg.fp16 && guard.enabled()) master = optimizer->flat_buffers().at("fp32_master");
     finish_step(master);
@@ -280,16 +296,24 @@ struct Trainer::Impl {
   // clips and updates its shard, and the shards are all-gathered.
   bool distributed_step(const LossTerms& loss, std::optional<double>& grad_norm,
                         double post_scale) {
-    reduce_tied_gradients(store, ps);
-    reduce_scatter_gradients(store.flat_grads(), *ps.dp, *shard, shard_grads, post_scale);
+    timers.time("embedding-grads-all-reduce", 1, [&] { reduce_tied_gradients(store, ps); });
+    timers.time("all-grads-sync", 1, [&] {
+      reduce_scatter_gradients(store.flat_grads(), *ps.dp, *shard, shard_grads, post_scale);
+    });
+    NamedTimers::Scope optimizer_time(timers, "optimizer", 1);
     GradShard grads{shard_grads.slice(0, 0, shard->range.end - shard->range.begin), shard->range};
     if (log_layer_grad_norms_now())
       log.layer_grad_norms(iteration, layer_grad_norms(store, ps, &grads));
-    grad_norm = clip_grad_norm(store, ps, cfg.clip_grad, &grads);
+    grad_norm = timers.time("optimizer-clip-main-grad", 1,
+                            [&] { return clip_grad_norm(store, ps, cfg.clip_grad, &grads); });
+    if (cfg.log_num_zeros_in_grad)
+      step_num_zeros = timers.time("optimizer-count-zeros", 1,
+                                   [&] { return count_zero_grads(store, ps, &grads); });
     check_loss_and_grad(loss, *grad_norm);
     apply_weight_decay_schedule();
-    optimizer->step(schedule.lr(), grads.grads);
-    all_gather_shards(store.flat_values(), *ps.dp, *shard);
+    timers.time("optimizer-inner-step", 1, [&] { optimizer->step(schedule.lr(), grads.grads); });
+    timers.time("params-all-gather", 1,
+                [&] { all_gather_shards(store.flat_values(), *ps.dp, *shard); });
     finish_step(Tensor());
     return true;
   }
@@ -314,7 +338,8 @@ struct Trainer::Impl {
   void finish_step(const Tensor& master) {
     guard.check_weights(iteration, store, master, ps, where_saved());
     schedule.step(cfg.global_batch);
-    model->refresh_compute_weights();
+    timers.time("optimizer-copy-main-to-model-params", 1,
+                [&] { model->refresh_compute_weights(); });
   }
 
   // --log-params-norm: Megatron's calc_params_l2_norm, over the fp32 master weights when the
@@ -368,7 +393,8 @@ struct Trainer::Impl {
 
   // `reset`: start a new interval. Megatron also logs the first iteration of every run, without
   // resetting, so that the next line still covers its whole interval.
-  void log_interval_stats(bool reset) {
+  // `first_of_run`: the first iteration of this run (Megatron writes no "iteration-time" then).
+  void log_interval_stats(bool reset, bool first_of_run) {
     interval_timer.stop();
     IterationStats s;
     s.iteration = iteration;
@@ -385,13 +411,21 @@ struct Trainer::Impl {
     }
     s.loss_scale = scaler.scale();
     s.grad_norm = last_grad_norm;
+    s.num_zeros = last_num_zeros;
     s.params_norm = params_norm();
     s.skipped_iterations = interval_skipped;
     s.nan_iterations = interval_nans;
     s.tokens_per_second = double(cfg.global_batch * model->seq_length()) / seconds;
     s.tflops_per_process =
         model->flops_per_iteration(cfg.global_batch) / seconds / double(ps.world_size) / 1e12;
+    s.log_throughput = cfg.log_throughput;
+    s.timers_to_tensorboard = cfg.log_timers_to_tensorboard;
+    s.first_of_run = first_of_run;
     log.iteration(s);
+    // Megatron's timer block after the iteration line (a collective: every rank reports).
+    const NamedTimers::Report times = timers.report(*ps.world, interval_iterations, reset);
+    if (!times.text.empty()) log_line(times.text);
+    if (cfg.log_timers_to_tensorboard) log.timers(iteration, times.max_ms);
     if (reset) {
       interval_timer.reset();
       interval_iterations = interval_loss_count = interval_skipped = interval_nans = 0;
@@ -461,6 +495,7 @@ struct Trainer::Impl {
         ++interval_loss_count;
       }
       last_grad_norm = grad_norm;
+      last_num_zeros = step_num_zeros;
       if (cfg.on_iteration_end) cfg.on_iteration_end(iteration);
       if (iteration % cfg.tensorboard_log_interval == 0) {
         IterationStats s;  // this iteration's values, as Megatron writes them
@@ -474,13 +509,14 @@ struct Trainer::Impl {
         }
         s.loss_scale = scaler.scale();
         s.grad_norm = grad_norm;
+        s.num_zeros = step_num_zeros;
         s.params_norm = params_norm();
         log.tensorboard_iteration(s);
       }
 
       const bool interval_end = iteration % cfg.log_interval == 0;
       if (interval_end || iteration == start_iteration + 1) {
-        log_interval_stats(/*reset=*/interval_end);
+        log_interval_stats(/*reset=*/interval_end, iteration == start_iteration + 1);
         log.progress({iteration, start_iteration, cfg.train_iters, training_time.seconds(),
                       cfg.exit_duration_seconds});
       }

@@ -54,8 +54,16 @@ struct TrainerConfig {
   // Each transformer layer's gradient norm (before clipping) into the metrics file, at the
   // first iteration (the gradients at initialisation) and every log_interval.
   bool log_layer_grad_norms = false;
-  bool log_params_norm = false;          // the parameters' L2 norm in the log line and TensorBoard
-  int64_t tensorboard_log_interval = 1;  // TensorBoard scalars every this many iterations
+  bool log_params_norm = false;        // the parameters' L2 norm in the log line and TensorBoard
+  bool log_num_zeros_in_grad = false;  // zero gradient elements in the log line and TensorBoard
+  bool log_throughput = false;         // TFLOP/s per process as Megatron's "throughput"
+  // Megatron's per-operation timers (train/named_timers.h): --timing-log-level 0|1|2,
+  // --timing-log-option minmax|max|all; --log-timers-to-tensorboard writes "<name>-time",
+  // "iteration-time" and (with log_throughput) "throughput".
+  int timing_log_level = 0;
+  std::string timing_log_option = "minmax";
+  bool log_timers_to_tensorboard = false;
+  int64_t tensorboard_log_interval = 1;            // TensorBoard scalars every this many iterations
   bool log_validation_ppl_to_tensorboard = false;  // also "lm loss validation ppl"
   bool log_loss_scale_to_tensorboard = true;       // "loss-scale"
 

@@ -47,12 +47,15 @@ std::string format_iteration_line(const IterationStats& s) {
       format(" iteration %8lld/%8lld |", (long long)s.iteration, (long long)s.train_iters);
   line += format(" consumed samples: %12lld |", (long long)s.consumed_samples);
   line += format(" elapsed time per iteration (ms): %.1f |", s.elapsed_ms);
+  if (s.log_throughput)
+    line += format(" throughput per GPU (TFLOP/s/GPU): %.1f |", s.tflops_per_process);
   line += format(" learning rate: %.6E |", s.learning_rate);
   line += format(" global batch size: %5lld |", (long long)s.global_batch);
   if (s.lm_loss) line += " lm loss: " + format_number(*s.lm_loss, "%.6E") + " |";
   if (s.sop_loss) line += " sop loss: " + format_number(*s.sop_loss, "%.6E") + " |";
   line += format(" loss scale: %.1f |", s.loss_scale);
   if (s.grad_norm) line += " grad norm: " + format_number(*s.grad_norm, "%.3f") + " |";
+  if (s.num_zeros) line += format(" num zeros: %lld |", (long long)*s.num_zeros);
   if (s.params_norm) line += " params norm: " + format_number(*s.params_norm, "%.3f") + " |";
   line += format(" number of skipped iterations: %3lld |", (long long)s.skipped_iterations);
   line += format(" number of nan iterations: %3lld |", (long long)s.nan_iterations);
@@ -130,6 +133,7 @@ std::vector<TensorBoardScalar> tensorboard_iteration_scalars(const IterationStat
   if (s.sop_loss) add("sop loss", *s.sop_loss);
   add("loss-scale", s.loss_scale);
   if (s.grad_norm) add("grad-norm", *s.grad_norm);
+  if (s.num_zeros) add("num-zeros", double(*s.num_zeros));
   if (s.params_norm) add("params-norm", *s.params_norm);
   return out;
 }
@@ -185,7 +189,23 @@ void TrainingLog::iteration(const IterationStats& s) {
                       {"tflops_per_process", s.tflops_per_process}};
   if (s.sop_loss) j["sop_loss"] = json_number(*s.sop_loss);
   if (s.params_norm) j["params_norm"] = json_number(*s.params_norm);
+  if (s.num_zeros) j["num_zeros"] = *s.num_zeros;
   write_json(j.dump());
+  if (s.timers_to_tensorboard && tensorboard_) {
+    if (!s.first_of_run)
+      tensorboard_->add_scalar("iteration-time", float(s.elapsed_ms / 1000.0), s.iteration);
+    if (s.log_throughput)
+      tensorboard_->add_scalar("throughput", float(s.tflops_per_process), s.iteration);
+    tensorboard_->flush();
+  }
+}
+
+void TrainingLog::timers(int64_t iteration,
+                         const std::vector<std::pair<std::string, double>>& max_ms) {
+  if (!writer_ || !tensorboard_ || max_ms.empty()) return;
+  for (const auto& [name, ms] : max_ms)
+    tensorboard_->add_scalar(name + "-time", float(ms), iteration);
+  tensorboard_->flush();
 }
 
 void TrainingLog::tensorboard_iteration(const IterationStats& s) {

@@ -32,11 +32,19 @@ struct IterationStats {
   std::optional<double> sop_loss;  // BERT's sentence-order loss (same mean), when it has one
   double loss_scale = 1;
   std::optional<double> grad_norm;    // none when the last iteration was skipped
+  std::optional<int64_t> num_zeros;   // --log-num-zeros-in-grad (none when skipped)
   std::optional<double> params_norm;  // --log-params-norm
   int64_t skipped_iterations = 0;     // in the interval
   int64_t nan_iterations = 0;         // in the interval
   double tokens_per_second = 0;
   double tflops_per_process = 0;
+  // --log-throughput: Megatron's "throughput per GPU (TFLOP/s/GPU)" field (tflops_per_process)
+  // in the line.
+  bool log_throughput = false;
+  // --log-timers-to-tensorboard: at each log line, "iteration-time" (seconds; not for the first
+  // iteration of a run, as Megatron) and, with log_throughput, "throughput" (TFLOP/s).
+  bool timers_to_tensorboard = false;
+  bool first_of_run = false;
 };
 
 std::string format_iteration_line(const IterationStats& s);
@@ -66,8 +74,8 @@ std::string log_timestamp();
 
 // Megatron's TensorBoard scalars of one iteration (training.py's training_log), each at the
 // iteration and, as "<tag> vs samples", at the consumed samples: learning-rate, batch-size,
-// lm loss (and sop loss), loss-scale, grad-norm (when the step was taken), params-norm (with
-// --log-params-norm).
+// lm loss (and sop loss), loss-scale, grad-norm (when the step was taken), num-zeros (with
+// --log-num-zeros-in-grad), params-norm (with --log-params-norm).
 struct TensorBoardScalar {
   std::string tag;
   float value;
@@ -85,8 +93,12 @@ class TrainingLog {
   // A run (fresh or resumed) starts after `iteration`: rows of a previous run past it are
   // removed from the metrics file (atomically), so it holds one row per iteration.
   void start_at(int64_t iteration);
-  // The iteration line (prefixed by log_timestamp()) and its metrics-file row.
+  // The iteration line (prefixed by log_timestamp()) and its metrics-file row; with
+  // s.timers_to_tensorboard also "iteration-time" and "throughput" (IterationStats).
   void iteration(const IterationStats& s);
+  // --log-timers-to-tensorboard: "<name>-time" of each timer that ran (NamedTimers::Report's
+  // max over ranks, ms per iteration) at `iteration`.
+  void timers(int64_t iteration, const std::vector<std::pair<std::string, double>>& max_ms);
   // The TensorBoard scalars of one iteration (its own loss and grad norm, not an interval's
   // mean), written every --tensorboard-log-interval iterations.
   void tensorboard_iteration(const IterationStats& s);

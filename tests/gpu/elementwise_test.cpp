@@ -1,6 +1,6 @@
-// cast / copy / fill / scale / axpy / sum_squares / has_inf_or_nan / weighted_sum on the GPU
-// against the CPU twin. Bit for bit where both do the same arithmetic (cast, copy, fill, scale);
-// axpy within one rounding (the CPU compiler may or may not fuse the multiply-add); the f64
+// cast / copy / fill / scale / axpy / sum_squares / has_inf_or_nan / count_zeros / weighted_sum on
+// the GPU against the CPU twin. Bit for bit where both do the same arithmetic (cast, copy, fill,
+// scale); axpy within one rounding (the CPU compiler may or may not fuse the multiply-add); the f64
 // reductions within a few f64 roundings, and bit-identical from run to run on the GPU.
 #include "kernels/elementwise.h"
 
@@ -235,6 +235,18 @@ TEST(GpuHasInfOrNan, FindsEverySpecialAnywhere) {
             << dtype_name(dt) << " special " << special << " at " << at;
         EXPECT_TRUE(kernels::has_inf_or_nan(dirty));
       }
+  }
+}
+
+TEST(GpuCountZeros, MatchesCpu) {
+  if (megatron::cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  const int64_t n = 1000003;
+  for (DType dt : float_dtypes()) {
+    std::vector<double> v = to_double(random_tensor({n}, dt, 9, -3.0, 3.0));
+    for (int64_t i = 0; i < n; i += 13) v[size_t(i)] = (i % 2) ? 0.0 : -0.0;
+    const Tensor x = gpu_test::from_double(v, {n}, dt);
+    EXPECT_EQ(kernels::count_zeros(on_gpu(x)), kernels::count_zeros(x)) << dtype_name(dt);
+    EXPECT_GE(kernels::count_zeros(x), (n + 12) / 13) << dtype_name(dt);
   }
 }
 

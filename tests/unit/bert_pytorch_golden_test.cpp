@@ -66,7 +66,7 @@ TEST(BertPytorchGolden, ExportReproducesTheFixtureTensorsExactly) {
     ASSERT_EQ(t.shape(), want.shape()) << name;
     EXPECT_EQ(std::memcmp(t.raw_data(), want.raw_data(), want.nbytes()), 0) << name;
   }
-  EXPECT_EQ(hf_config_from_bert(m.model->config())["hidden_act"], "gelu_new");
+  EXPECT_EQ(hf_config_from_bert(m.model->config())["hidden_act"], "gelu");
 }
 
 TEST(BertHfImport, QkvRowsArePerHead) {

@@ -62,7 +62,7 @@ inline std::vector<double> ref_bert_mlm_logits(const RefBert& m, const RefParams
   const int64_t h = m.shape.h;
   Act x(row, row + h);
   Act u = ref_linear(x, p.at("lm_head.dense.weight"), &p.at("lm_head.dense.bias"), h, h);
-  for (double& v : u) v = ref_gelu(v);
+  for (double& v : u) v = ref_gelu(v, m.shape.tanh_gelu);
   u = ref_layernorm(u, p.at("lm_head.layernorm.weight"), p.at("lm_head.layernorm.bias"), h,
                     m.shape.eps);
   const auto& wte = p.at("embedding.word_embeddings.weight");

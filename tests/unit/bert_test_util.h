@@ -33,7 +33,8 @@ inline RefBert ref_bert_of(const BertConfig& c, int64_t b) {
              c.hidden_size,
              c.num_attention_heads,
              int64_t(4) * c.hidden_size,
-             double(c.layernorm_epsilon)};
+             double(c.layernorm_epsilon),
+             c.gelu == kernels::GeluForm::kTanh};
   m.layers = c.num_layers;
   m.vocab = c.vocab_size;
   m.post_ln = c.post_layernorm();

@@ -84,6 +84,31 @@ TEST(CliArchitectureArgs, DefaultsAreGpt2AndOldCheckpointsReadAsGpt2) {
             architecture_args_json(o));
 }
 
+// GeLU as Megatron: erf unless --openai-gelu; stored as "openai_gelu" with the other arguments,
+// and a checkpoint from before the erf form (no "openai_gelu") reads as the tanh it computed.
+TEST(CliArchitectureArgs, GeluIsErfByDefaultTanhWithOpenaiGeluAndOldCheckpointsReadAsTanh) {
+  auto stored = [](std::vector<std::string> flags) {
+    CLI::App app;
+    Args args;
+    ArgTable table(app);
+    add_training_args(table, args);
+    std::vector<char*> argv{const_cast<char*>("pretrain-gpt")};
+    for (std::string& f : flags) argv.push_back(f.data());
+    app.parse(int(argv.size()), argv.data());
+    return std::pair{args.gelu_form(), table.to_json()};
+  };
+  const auto [erf, erf_args] = stored({});
+  EXPECT_EQ(erf, kernels::GeluForm::kErf);
+  EXPECT_EQ(erf_args.at("openai_gelu"), false);
+  EXPECT_EQ(gelu_form_from_args_json(erf_args), kernels::GeluForm::kErf);
+  const auto [tanh, tanh_args] = stored({"--openai-gelu"});
+  EXPECT_EQ(tanh, kernels::GeluForm::kTanh);
+  EXPECT_EQ(gelu_form_from_args_json(tanh_args), kernels::GeluForm::kTanh);
+  EXPECT_EQ(gelu_form_from_args_json({{"num_layers", 2}}), kernels::GeluForm::kTanh);
+  for (kernels::GeluForm form : {kernels::GeluForm::kErf, kernels::GeluForm::kTanh})
+    EXPECT_EQ(gelu_form_from_args_json(gelu_args_json(form)), form);
+}
+
 TEST(CliArchitectureArgs, BadValuesAreNamed) {
   auto message = [](std::vector<std::string> flags) {
     try {

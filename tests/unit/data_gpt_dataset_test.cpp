@@ -167,6 +167,32 @@ TEST(DataGptDataset, IndexIsCachedAndRebuiltWhenTheDataChanges) {
   EXPECT_NE(other_seed.cache_path(), changed.cache_path());
 }
 
+// --data-cache-path DIR: the index file goes to DIR (created), named after the prefix's file
+// name, holds the same index, and is read back from there by the next run; nothing is written
+// next to the data.
+TEST(DataGptDataset, DataCachePathHoldsTheIndex) {
+  TempDir dir;
+  build_docs(dir.file("d"), {30, 40, 50});
+  auto data = std::make_shared<const IndexedDataset>(dir.file("d"));
+  const std::string cache = dir.file("cache/nested");
+  GptDataset beside(data, "train", 0, 3, 20, 9, 3);
+  GptDataset cached(data, "train", 0, 3, 20, 9, 3, cache);
+  EXPECT_EQ(std::filesystem::path(cached.cache_path()).parent_path().string(), cache);
+  EXPECT_EQ(std::filesystem::path(cached.cache_path()).filename().string(),
+            std::filesystem::path(beside.cache_path()).filename().string());
+  ASSERT_TRUE(std::filesystem::exists(cached.cache_path()));
+  std::optional<GptIndex> loaded = load_gpt_index(cached.cache_path());
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_EQ(loaded->shuffle_idx, beside.index().shuffle_idx);
+  // A second run with DIR reads the file (not rewritten) and writes nothing next to the data.
+  std::filesystem::remove(beside.cache_path());
+  const auto written = std::filesystem::last_write_time(cached.cache_path());
+  GptDataset again(data, "train", 0, 3, 20, 9, 3, cache);
+  EXPECT_EQ(std::filesystem::last_write_time(again.cache_path()), written);
+  EXPECT_FALSE(std::filesystem::exists(beside.cache_path()));
+  EXPECT_EQ(again.index().shuffle_idx, beside.index().shuffle_idx);
+}
+
 TEST(DataGptDataset, MegatronSampleCounts) {
   // 1000 iterations of 32, evaluating 10 iterations every 100: 11 evaluations.
   EXPECT_EQ(train_valid_test_num_samples(1000, 32, 100, 10),

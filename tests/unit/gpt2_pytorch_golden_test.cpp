@@ -154,8 +154,14 @@ TEST(Gpt2HfImport, RejectsConfigsOurModelDoesNotCompute) {
     return std::string("no error");
   };
   nlohmann::json j = good;
+  j["activation_function"] = "relu";
+  EXPECT_THAT(error(j), HasSubstr("activation_function 'relu' is not supported"));
+  // GPT-2's own "gelu_new" (and the default) is the tanh form, "gelu" the erf form.
+  EXPECT_EQ(gpt_config_from_hf(good, 128).gelu, kernels::GeluForm::kTanh);
+  j = good;
   j["activation_function"] = "gelu";
-  EXPECT_THAT(error(j), HasSubstr("activation_function 'gelu' is not supported"));
+  EXPECT_EQ(gpt_config_from_hf(j, 128).gelu, kernels::GeluForm::kErf);
+  EXPECT_EQ(hf_config_from_gpt(gpt_config_from_hf(j, 128))["activation_function"], "gelu");
   j = good;
   j.erase("n_head");
   EXPECT_THAT(error(j), HasSubstr("config.json has no 'n_head'"));

@@ -170,12 +170,13 @@ std::vector<Call> every_kernel() {
       {"bias_gelu_forward",
        [=] {
          Tensor y = f32({n, c});
-         kernels::bias_gelu_forward(f32({n, c}), f32({c}), y);
+         kernels::bias_gelu_forward(f32({n, c}), f32({c}), y, kernels::GeluForm::kErf);
        }},
       {"bias_gelu_backward",
        [=] {
          Tensor dx = f32({n, c}), db = f32({c});
-         kernels::bias_gelu_backward(f32({n, c}), f32({n, c}), f32({c}), dx, db);
+         kernels::bias_gelu_backward(f32({n, c}), f32({n, c}), f32({c}), dx, db,
+                                     kernels::GeluForm::kErf);
        }},
       {"bias_tanh_forward",
        [=] {

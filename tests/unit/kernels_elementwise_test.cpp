@@ -1,7 +1,6 @@
-// cast / copy / fill / scale / axpy / sum_squares / weighted_sum / has_inf_or_nan. Casts are
-// checked bit for bit:
-// bf16 against hand-derived encodings (ties to even, NaN, inf, subnormals), f16 against the
-// F16C hardware instructions as an independent reference.
+// cast / copy / fill / scale / axpy / sum_squares / weighted_sum / has_inf_or_nan / count_zeros.
+// Casts are checked bit for bit: bf16 against hand-derived encodings (ties to even, NaN, inf,
+// subnormals), f16 against the F16C hardware instructions as an independent reference.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <immintrin.h>
@@ -176,6 +175,18 @@ TEST_P(ElementwiseTest, SumSquaresAndInfNaN) {
   auto big = xd;
   big[0] = dt == DType::F16 ? 65504.0 : 3e38;
   EXPECT_FALSE(kernels::has_inf_or_nan(from_double(big, {n}, dt)));
+}
+
+TEST_P(ElementwiseTest, CountZeros) {
+  const DType dt = GetParam();
+  const int64_t n = 100000 + 17;
+  auto v = to_double(random_tensor({n}, dt, 6, 1.0, 2.0));  // no zeros
+  EXPECT_EQ(kernels::count_zeros(from_double(v, {n}, dt)), 0);
+  int64_t zeros = 0;
+  for (int64_t i = 0; i < n; i += 7, ++zeros) v[size_t(i)] = (i % 2) ? 0.0 : -0.0;
+  // Tiny values are not zeros: 1e-30 (normal in f32 and bf16), f16's smallest subnormal.
+  v[1] = dt == DType::F16 ? 6e-8 : 1e-30;
+  EXPECT_EQ(kernels::count_zeros(from_double(v, {n}, dt)), zeros);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, ElementwiseTest,

@@ -1,4 +1,5 @@
-// The vectorisable exp and GeLU helpers the CPU kernels use, against libm in double.
+// The vectorisable exp and GeLU (tanh and erf forms) helpers the CPU kernels use, against libm
+// in double.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -39,6 +40,25 @@ TEST(VectorMath, GeluAndGradientMatchTanhFormula) {
     EXPECT_NEAR(kernels::cpu::gelu(float(u)), gelu, 1e-6 * (1 + std::abs(gelu))) << u;
     EXPECT_NEAR(kernels::cpu::gelu_grad(float(u)), grad, 1e-6 * (1 + std::abs(grad))) << u;
   }
+}
+
+// The erf form over both tails: absolute error at most 1e-6·(1 + |value|), and relative accuracy
+// in the negative tail, where 1 + erf(u/√2) would cancel.
+TEST(VectorMath, ErfGeluAndGradientMatchErfFormula) {
+  for (double u = -12; u <= 12; u += 0.01) {
+    const float uf = float(u);
+    const double ud = double(uf);
+    const double cdf = 0.5 * std::erfc(-ud / std::sqrt(2.0));
+    const double pdf = std::exp(-0.5 * ud * ud) / std::sqrt(2 * M_PI);
+    const double gelu = ud * cdf, grad = cdf + ud * pdf;
+    EXPECT_NEAR(kernels::cpu::gelu_erf(uf), gelu, 1e-6 * (1 + std::abs(gelu))) << u;
+    EXPECT_NEAR(kernels::cpu::gelu_erf_grad(uf), grad, 1e-6 * (1 + std::abs(grad))) << u;
+    if (u < -1 && u > -9) {
+      EXPECT_NEAR(kernels::cpu::gelu_erf(uf) / gelu, 1.0, 2e-5) << u;
+    }
+  }
+  EXPECT_EQ(kernels::cpu::gelu_erf(0.f), 0.f);
+  EXPECT_TRUE(std::isnan(kernels::cpu::gelu_erf(std::nanf(""))));
 }
 
 }  // namespace

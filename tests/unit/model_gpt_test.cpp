@@ -60,7 +60,7 @@ struct TinyGpt {
 
 test::RefGpt ref_of(const GptConfig& c, int64_t b) {
   return {{c.seq_length, b, c.hidden_size, c.num_attention_heads, c.ffn_hidden_size,
-           c.layernorm_epsilon},
+           c.layernorm_epsilon, c.gelu == kernels::GeluForm::kTanh},
           c.num_layers,
           c.vocab_size};
 }

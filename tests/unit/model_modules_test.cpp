@@ -99,18 +99,30 @@ TEST(ModelModules, CausalAttentionWithDropoutMatchesReference) {
   for (float g : f.store.get("attn.dense.bias").grad.to_vector<float>()) EXPECT_EQ(g, 0.0f);
 }
 
-TEST(ModelModules, MlpMatchesReference) {
+// Both GeLU forms: the erf one (Megatron's default) and the tanh one (--openai-gelu).
+class MlpGeluTest : public ::testing::TestWithParam<kernels::GeluForm> {};
+
+TEST_P(MlpGeluTest, MatchesReference) {
   Fixture f;
-  ParallelMLP mlp("mlp", module_config(), f.ps, f.store, f.weights);
+  TransformerConfig c = module_config();
+  c.gelu = GetParam();
+  ParallelMLP mlp("mlp", c, f.ps, f.store, f.weights);
   f.ready();
   ParallelMLP::Ctx ctx;
+  const bool tanh_form = GetParam() == kernels::GeluForm::kTanh;
   check_module(
       f.store, [&](const Tensor& x) { return mlp.forward(ctx, x, f.arena); },
       [&](Tensor dy) { return mlp.backward(ctx, dy, f.arena); },
       [&](const test::RefParams& p, const test::Act& x) {
-        return test::ref_mlp({kS, kB, kH, kHeads, kFfn}, p, "mlp.", x);
+        return test::ref_mlp({kS, kB, kH, kHeads, kFfn, 1e-5, tanh_form}, p, "mlp.", x);
       });
 }
+
+INSTANTIATE_TEST_SUITE_P(Forms, MlpGeluTest,
+                         ::testing::Values(kernels::GeluForm::kErf, kernels::GeluForm::kTanh),
+                         [](const auto& info) {
+                           return std::string(kernels::gelu_form_name(info.param));
+                         });
 
 }  // namespace
 }  // namespace megatron

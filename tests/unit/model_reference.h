@@ -56,6 +56,7 @@ struct RefDropout {
 struct RefShape {
   int64_t s = 0, b = 0, h = 0, heads = 0, ffn = 0;
   double eps = 1e-5;
+  bool tanh_gelu = false;  // GeLU's tanh form (--openai-gelu); else the exact erf form
 };
 
 // Activations are [s, b, h] flattened: element (pos, r, c) at (pos·b + r)·h + c.
@@ -90,8 +91,10 @@ inline Act ref_linear(const Act& x, const std::vector<double>& w, const std::vec
   return y;
 }
 
-inline double ref_gelu(double u) {
-  return 0.5 * u * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (u + 0.044715 * u * u * u)));
+inline double ref_gelu(double u, bool tanh_form) {
+  if (tanh_form)
+    return 0.5 * u * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (u + 0.044715 * u * u * u)));
+  return 0.5 * u * (1.0 + std::erf(u / std::sqrt(2.0)));
 }
 
 // Self-attention of one layer; pad[r·s + k] = 1 marks key k of sample r as padding.
@@ -134,7 +137,7 @@ inline Act ref_mlp(const RefShape& sh, const RefParams& p, const std::string& pr
                    const Act& x) {
   Act u = ref_linear(x, p.at(prefix + "dense_h_to_4h.weight"), &p.at(prefix + "dense_h_to_4h.bias"),
                      sh.h, sh.ffn);
-  for (double& v : u) v = ref_gelu(v);
+  for (double& v : u) v = ref_gelu(v, sh.tanh_gelu);
   return ref_linear(u, p.at(prefix + "dense_4h_to_h.weight"), nullptr, sh.ffn, sh.h);
 }
 

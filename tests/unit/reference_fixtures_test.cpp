@@ -67,7 +67,7 @@ TEST(ReferenceFixtures, BertLossesFollowFromLogits) {
   EXPECT_EQ(labels.data<int32_t>()[2 * s - 1], -100);
 
   HfDirectory hf = read_hf_directory(dir + "/hf");
-  EXPECT_EQ(hf.config["hidden_act"], "gelu_new");
+  EXPECT_EQ(hf.config["hidden_act"], "gelu");  // the erf form
   const int64_t h = hf.config["hidden_size"], vocab = hf.config["vocab_size"];
   EXPECT_EQ(hf.tensors.at("bert.embeddings.word_embeddings.weight").shape(), (Shape{vocab, h}));
   EXPECT_EQ(hf.tensors.at("bert.encoder.layer.1.intermediate.dense.weight").shape(),

@@ -42,6 +42,11 @@ struct TinyRun {
   bool log_params_norm = false;
   std::string save{};
   bool loss_scale_tag = true;
+  bool log_num_zeros = false;
+  bool log_throughput = false;
+  int timing_log_level = 0;
+  bool timers_to_tensorboard = false;
+  int64_t vocab = kVocab;  // the real vocabulary; the embedding has kVocab rows
 };
 
 // Trains a tiny GPT; returns the validation losses it logged.
@@ -51,7 +56,7 @@ std::vector<double> run(const TinyRun& r) {
   m.num_layers = 1;
   m.hidden_size = 32;
   m.num_attention_heads = 2;
-  m.vocab_size = kVocab;
+  m.vocab_size = r.vocab;
   m.padded_vocab_size = kVocab;
   m.max_position_embeddings = int(kSeq);
   m.seq_length = int(kSeq);
@@ -74,9 +79,13 @@ std::vector<double> run(const TinyRun& r) {
   c.log_validation_ppl_to_tensorboard = r.validation_ppl;
   c.log_params_norm = r.log_params_norm;
   c.log_loss_scale_to_tensorboard = r.loss_scale_tag;
+  c.log_num_zeros_in_grad = r.log_num_zeros;
+  c.log_throughput = r.log_throughput;
+  c.timing_log_level = r.timing_log_level;
+  c.log_timers_to_tensorboard = r.timers_to_tensorboard;
   c.save = r.save;
-  auto train = std::make_shared<MockGptDataset>(r.train_iters * kGlobal, kSeq, kVocab, 7);
-  auto valid = std::make_shared<MockGptDataset>(3 * kGlobal, kSeq, kVocab, 8);
+  auto train = std::make_shared<MockGptDataset>(r.train_iters * kGlobal, kSeq, r.vocab, 7);
+  auto valid = std::make_shared<MockGptDataset>(3 * kGlobal, kSeq, r.vocab, 8);
   Trainer trainer(std::move(c), std::make_shared<SoloCommunicator>(),
                   gpt_step_factory(step, train, valid));
   trainer.run();
@@ -271,6 +280,64 @@ TEST(TrainParamsNorm, IsTheNormOfTheWeights) {
     ++rows;
   }
   EXPECT_EQ(rows, 1);
+}
+
+// --log-num-zeros-in-grad: the vocabulary padding rows of the (tied) word embedding are never
+// looked up nor predicted, so their gradients are exactly zero: 4 rows × h 32 = 128 zeros, and
+// no other gradient element of a trained step is exactly zero. Written to the metrics file and
+// as Megatron's "num-zeros" TensorBoard tag. --log-throughput with --log-timers-to-tensorboard
+// adds "throughput", and --timing-log-level 1 the timers' "<name>-time" tags, as in Megatron.
+TEST(TrainNumZerosAndThroughput, CountThePaddingRowsAndWriteMegatronsTags) {
+  testing::TempDir dir;
+  run({.metrics = dir.path() + "/m.jsonl",
+       .train_iters = 2,
+       .lr = 1e-3,
+       .tensorboard_dir = dir.path() + "/tb",
+       .log_num_zeros = true,
+       .log_throughput = true,
+       .timing_log_level = 1,
+       .timers_to_tensorboard = true,
+       .vocab = kVocab - 4});
+  std::ifstream in(dir.path() + "/m.jsonl");
+  std::string line;
+  int rows = 0;
+  while (std::getline(in, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j.at("type") != "train") continue;
+    EXPECT_EQ(j.at("num_zeros").get<int64_t>(), 4 * 32) << line;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 2);
+  const auto scalars = read_scalars(dir.path() + "/tb");
+  for (int64_t it : {1, 2}) {
+    EXPECT_EQ(scalars.at({"num-zeros", it}), 128.0f);
+    EXPECT_EQ(scalars.at({"num-zeros vs samples", it * kGlobal}), 128.0f);
+    EXPECT_GT(scalars.at({"throughput", it}), 0.0f);
+    for (const char* timer :
+         {"forward-backward", "all-grads-sync", "embedding-grads-all-reduce",
+          "optimizer-clip-main-grad", "optimizer-count-zeros", "optimizer-inner-step",
+          "optimizer-copy-main-to-model-params", "optimizer"})
+      EXPECT_GT(scalars.at({std::string(timer) + "-time", it}), 0.0f) << timer;
+    // The fp16 check and the distributed optimizer's all-gather do not run here.
+    EXPECT_EQ(scalars.count({"optimizer-unscale-and-check-inf-time", it}), 0u);
+    EXPECT_EQ(scalars.count({"params-all-gather-time", it}), 0u);
+  }
+  // Megatron writes no iteration time for the first iteration of a run.
+  EXPECT_EQ(scalars.count({"iteration-time", 1}), 0u);
+  EXPECT_GT(scalars.at({"iteration-time", 2}), 0.0f);
+}
+
+// Without the flags neither is logged.
+TEST(TrainNumZerosAndThroughput, OffByDefault) {
+  testing::TempDir dir;
+  run({.metrics = dir.path() + "/m.jsonl", .tensorboard_dir = dir.path() + "/tb"});
+  const auto scalars = read_scalars(dir.path() + "/tb");
+  EXPECT_EQ(scalars.count({"num-zeros", 1}), 0u);
+  EXPECT_EQ(scalars.count({"throughput", 1}), 0u);
+  EXPECT_EQ(scalars.count({"forward-backward-time", 1}), 0u);
+  std::ifstream in(dir.path() + "/m.jsonl");
+  std::string line;
+  while (std::getline(in, line)) EXPECT_EQ(nlohmann::json::parse(line).count("num_zeros"), 0u);
 }
 
 }  // namespace

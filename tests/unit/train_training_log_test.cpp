@@ -37,6 +37,16 @@ TEST(TrainingLog, IterationLineMatchesMegatronLayout) {
             " global batch size:    64 | lm loss: 1.023456E+01 | loss scale: 1.0 |"
             " grad norm: 3.456 | number of skipped iterations:   0 |"
             " number of nan iterations:   0 | tokens/s: 1000.0 | TFLOP/s: 0.500 |");
+  // --log-throughput and --log-num-zeros-in-grad: Megatron's fields, at Megatron's places.
+  s.log_throughput = true;
+  s.num_zeros = 12;
+  EXPECT_EQ(format_iteration_line(s),
+            " iteration       10/     100 | consumed samples:          640 |"
+            " elapsed time per iteration (ms): 123.4 | throughput per GPU (TFLOP/s/GPU): 0.5 |"
+            " learning rate: 1.500000E-04 |"
+            " global batch size:    64 | lm loss: 1.023456E+01 | loss scale: 1.0 |"
+            " grad norm: 3.456 | num zeros: 12 | number of skipped iterations:   0 |"
+            " number of nan iterations:   0 | tokens/s: 1000.0 | TFLOP/s: 0.500 |");
   s.grad_norm.reset();
   s.lm_loss.reset();  // an interval of skipped iterations only
   EXPECT_EQ(format_iteration_line(s).find("grad norm"), std::string::npos);

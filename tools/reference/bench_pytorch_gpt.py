@@ -4,9 +4,9 @@
 
 The model is megatron's GPT (docs/model.md), written plainly: learned position embeddings,
 pre-LayerNorm blocks (eps 1e-5), fused QKV, causal attention through
-F.scaled_dot_product_attention (flash attention where PyTorch has it), tanh GeLU, 4h MLP,
-final LayerNorm, LM head tied to the word embeddings, vocabulary padded to a multiple of 128
-(Megatron's rule), hidden and attention dropout 0.1. Training as megatron's defaults: fp32
+F.scaled_dot_product_attention (flash attention where PyTorch has it), erf GeLU (Megatron's
+and pretrain-gpt's default), 4h MLP, final LayerNorm, LM head tied to the word embeddings,
+vocabulary padded to a multiple of 128 (Megatron's rule), hidden and attention dropout 0.1. Training as megatron's defaults: fp32
 master weights under bf16 autocast, cross-entropy in fp32, gradient clipping at 1.0, AdamW
 (fused, lr 1e-4, betas 0.9/0.999, eps 1e-8, weight decay 0.01), random tokens already on the
 GPU (megatron bench runs on --mock-data). One step = one micro-batch = one optimizer step, the
@@ -67,7 +67,7 @@ class Block(nn.Module):
                                            dropout_p=self.dropout if self.training else 0.0)
         a = a.transpose(1, 2).reshape(b, s, h)
         x = x + F.dropout(self.proj(a), self.dropout, self.training)
-        m = self.fc2(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+        m = self.fc2(F.gelu(self.fc(self.ln2(x))))
         return x + F.dropout(m, self.dropout, self.training)
 
 

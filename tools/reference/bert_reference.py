@@ -14,7 +14,7 @@ with plain torch (no `transformers`) and writes
     mlm_loss, sop_loss, loss (= mlm_loss + sop_loss) f64 []
     grad.<HF name> f32: d loss / d weight for every stored weight
 Model: post-LN (x -> attention -> +x -> LN -> MLP -> +. -> LN), LayerNorm eps 1e-12, GeLU
-"gelu_new" (tanh approximation, as our kernel; HF's default "gelu" is erf), padded keys
+"gelu" (HF's default: the exact erf form, torch.nn.functional.gelu, Megatron's default), padded keys
 excluded from attention, pooler tanh(dense(h[:, 0])), MLM head dense -> gelu -> LN -> tied
 decoder + bias, SOP head on the pooled output. MLM loss: mean cross-entropy over positions
 whose label is not -100; SOP loss: mean cross-entropy over the batch. No dropout.
@@ -30,12 +30,12 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_io  # noqa: E402
-from reference_common import gelu_new, normal_sampler, write_outputs  # noqa: E402
+from reference_common import normal_sampler, write_outputs  # noqa: E402
 
 CONFIG = {
     "architectures": ["BertForPreTraining"], "model_type": "bert", "vocab_size": 100,
     "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
-    "intermediate_size": 128, "hidden_act": "gelu_new", "hidden_dropout_prob": 0.0,
+    "intermediate_size": 128, "hidden_act": "gelu", "hidden_dropout_prob": 0.0,
     "attention_probs_dropout_prob": 0.0, "max_position_embeddings": 32, "type_vocab_size": 2,
     "initializer_range": 0.02, "layer_norm_eps": 1e-12, "pad_token_id": 0,
     "position_embedding_type": "absolute", "tie_word_embeddings": True,
@@ -107,10 +107,10 @@ def forward(w, ids, token_types, attention_mask):
         ctx = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(b, s, h)
         x = layer_norm(linear(ctx, w, pre + "attention.output.dense") + x, w,
                        pre + "attention.output.LayerNorm")
-        m = gelu_new(linear(x, w, pre + "intermediate.dense"))
+        m = torch.nn.functional.gelu(linear(x, w, pre + "intermediate.dense"))
         x = layer_norm(linear(m, w, pre + "output.dense") + x, w, pre + "output.LayerNorm")
     pooled = torch.tanh(linear(x[:, 0], w, "bert.pooler.dense"))
-    t = gelu_new(linear(x, w, "cls.predictions.transform.dense"))
+    t = torch.nn.functional.gelu(linear(x, w, "cls.predictions.transform.dense"))
     t = layer_norm(t, w, "cls.predictions.transform.LayerNorm")
     mlm_logits = t @ w["bert.embeddings.word_embeddings.weight"].t() + w["cls.predictions.bias"]
     sop_logits = linear(pooled, w, "cls.seq_relationship")

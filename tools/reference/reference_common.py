@@ -1,5 +1,5 @@
 """Pieces shared by the PyTorch reference generators (gpt2_reference.py, bert_reference.py):
-the random weight initialiser, the tanh GeLU our kernels implement, and writing the
+the random weight initialiser, GeLU's tanh form (HF "gelu_new", GPT-2's), and writing the
 HF-layout model directory plus the golden file with the autograd gradients."""
 import json
 import math
@@ -19,7 +19,7 @@ def normal_sampler(gen):
 
 
 def gelu_new(x):
-    """GeLU with the tanh approximation (HF "gelu_new"), as our GeLU kernel."""
+    """GeLU with the tanh approximation (HF "gelu_new", Megatron's --openai-gelu)."""
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
 
 

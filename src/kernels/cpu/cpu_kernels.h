@@ -11,6 +11,7 @@
 #include "kernels/adamw.h"
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
+#include "kernels/gelu.h"
 #include "kernels/gemm_problem.h"
 #include "kernels/rotary.h"
 
@@ -27,6 +28,7 @@ void scale(Tensor& t, float factor);
 void axpy(float alpha, const Tensor& x, Tensor& y);
 double sum_squares(const Tensor& t);
 bool has_inf_or_nan(const Tensor& t);
+int64_t count_zeros(const Tensor& t);
 WeightedSum weighted_sum(const Tensor& values, const Tensor& weights);
 
 // kernels/indexing.h
@@ -58,9 +60,9 @@ void bias_add_forward(Tensor& y, const Tensor& bias);
 void bias_add_backward(const Tensor& dy, Tensor& dbias);
 
 // kernels/gelu.h
-void bias_gelu_forward(const Tensor& x, const Tensor& bias, Tensor& y);
+void bias_gelu_forward(const Tensor& x, const Tensor& bias, Tensor& y, GeluForm form);
 void bias_gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& bias, Tensor& dx,
-                        Tensor& dbias);
+                        Tensor& dbias, GeluForm form);
 
 // kernels/bias_tanh.h
 void bias_tanh_forward(const Tensor& x, const Tensor& bias, Tensor& y);

@@ -132,6 +132,18 @@ bool has_inf_or_nan(const Tensor& t) {
   return found;
 }
 
+int64_t count_zeros(const Tensor& t) {
+  int64_t total = 0;
+  dispatch_any_float(t, "count_zeros tensor", [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = t.data<T>();
+    const int64_t n = t.numel();
+#pragma omp parallel for schedule(static) reduction(+ : total)
+    for (int64_t i = 0; i < n; ++i) total += load(p[i]) == 0.0 ? 1 : 0;
+  });
+  return total;
+}
+
 void copy(const Tensor& src, Tensor& dst) {
   dst.copy_from(src);  // the host's strided walk (core/tensor.cpp), any dtype
 }

@@ -1,5 +1,6 @@
-// Bias + GeLU (tanh approximation) forward/backward on CPU (contract: kernels/gelu.h, checked
-// by kernels/gelu.cpp).
+// Bias + GeLU (erf or tanh form) forward/backward on CPU (contract: kernels/gelu.h, checked by
+// kernels/gelu.cpp). The form is a template argument so that each loop stays one straight-line,
+// vectorised body.
 #include <vector>
 
 #include "kernels/cpu/cpu_common.h"
@@ -10,7 +11,23 @@ namespace megatron::kernels::cpu {
 
 namespace {
 
-template <typename T>
+template <GeluForm F>
+inline float gelu_of(float u) {
+  if constexpr (F == GeluForm::kErf)
+    return gelu_erf(u);
+  else
+    return gelu(u);
+}
+
+template <GeluForm F>
+inline float gelu_grad_of(float u) {
+  if constexpr (F == GeluForm::kErf)
+    return gelu_erf_grad(u);
+  else
+    return gelu_grad(u);
+}
+
+template <GeluForm F, typename T>
 void forward_rows(const T* x, const T* bias, T* y, int64_t n, int64_t c) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < n; ++r) {
@@ -19,13 +36,13 @@ void forward_rows(const T* x, const T* bias, T* y, int64_t n, int64_t c) {
 #pragma omp simd
     for (int64_t j = 0; j < c; ++j) {
       const float u = to_f32(xr[j]) + to_f32(bias[j]);
-      yr[j] = from_f32<T>(gelu(u));
+      yr[j] = from_f32<T>(gelu_of<F>(u));
     }
   }
 }
 
 // dbias partial sums per chunk of rows [chunks, C], summed in chunk order (deterministic).
-template <typename T>
+template <GeluForm F, typename T>
 void backward_rows(const T* dy, const T* x, const T* bias, T* dx, float* dbias, int64_t n,
                    int64_t c) {
   // Summed even without dbias: a conditional store would stop vectorisation.
@@ -41,8 +58,7 @@ void backward_rows(const T* dy, const T* x, const T* bias, T* dx, float* dbias, 
 #pragma omp simd
       for (int64_t j = 0; j < c; ++j) {
         const float u = to_f32(xr[j]) + to_f32(bias[j]);
-        const float dgelu = gelu_grad(u);
-        const float g = to_f32(dyr[j]) * dgelu;
+        const float g = to_f32(dyr[j]) * gelu_grad_of<F>(u);
         dxr[j] = from_f32<T>(g);
         pb[j] += g;
       }
@@ -60,23 +76,27 @@ Tensor bias_or_zeros(const Tensor& bias, DType dtype, int64_t c) {
 
 }  // namespace
 
-void bias_gelu_forward(const Tensor& x, const Tensor& bias, Tensor& y) {
+void bias_gelu_forward(const Tensor& x, const Tensor& bias, Tensor& y, GeluForm form) {
   const int64_t n = x.size(0), c = x.size(1);
   const Tensor b = bias_or_zeros(bias, x.dtype(), c);
   dispatch_float(x.dtype(), "bias_gelu_forward x", [&](auto tag) {
     using T = decltype(tag);
-    forward_rows<T>(x.data<T>(), b.data<T>(), y.data<T>(), n, c);
+    auto run =
+        form == GeluForm::kErf ? forward_rows<GeluForm::kErf, T> : forward_rows<GeluForm::kTanh, T>;
+    run(x.data<T>(), b.data<T>(), y.data<T>(), n, c);
   });
 }
 
 void bias_gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& bias, Tensor& dx,
-                        Tensor& dbias) {
+                        Tensor& dbias, GeluForm form) {
   const int64_t n = x.size(0), c = x.size(1);
   const Tensor b = bias_or_zeros(bias, x.dtype(), c);
   dispatch_float(x.dtype(), "bias_gelu_backward x", [&](auto tag) {
     using T = decltype(tag);
-    backward_rows<T>(dy.data<T>(), x.data<T>(), b.data<T>(), dx.data<T>(),
-                     dbias.defined() ? dbias.data<float>() : nullptr, n, c);
+    auto run = form == GeluForm::kErf ? backward_rows<GeluForm::kErf, T>
+                                      : backward_rows<GeluForm::kTanh, T>;
+    run(dy.data<T>(), x.data<T>(), b.data<T>(), dx.data<T>(),
+        dbias.defined() ? dbias.data<float>() : nullptr, n, c);
   });
 }
 

@@ -2,7 +2,8 @@
 // only by kernels/<concept>.cpp after it validated the operands (see kernels/dispatch.h).
 // Operands are device tensors of the current GPU. Every launch goes on this process's compute
 // stream (core/cuda/cuda_context.h); nothing here synchronises the host except the kernels that
-// return a host value (sum_squares, has_inf_or_nan, weighted_sum, first_out_of_range).
+// return a host value (sum_squares, has_inf_or_nan, count_zeros, weighted_sum,
+// first_out_of_range).
 // Implementations live in kernels/cuda/<concept>.cu; built only with MEGATRON_CUDA.
 #pragma once
 
@@ -13,6 +14,7 @@
 #include "kernels/adamw.h"
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
+#include "kernels/gelu.h"
 #include "kernels/gemm_problem.h"
 #include "kernels/rotary.h"
 
@@ -29,6 +31,7 @@ void scale(Tensor& t, float factor);
 void axpy(float alpha, const Tensor& x, Tensor& y);
 double sum_squares(const Tensor& t);
 bool has_inf_or_nan(const Tensor& t);
+int64_t count_zeros(const Tensor& t);
 WeightedSum weighted_sum(const Tensor& values, const Tensor& weights);
 
 // kernels/indexing.h
@@ -60,9 +63,9 @@ void bias_add_forward(Tensor& y, const Tensor& bias);
 void bias_add_backward(const Tensor& dy, Tensor& dbias);
 
 // kernels/gelu.h
-void bias_gelu_forward(const Tensor& x, const Tensor& bias, Tensor& y);
+void bias_gelu_forward(const Tensor& x, const Tensor& bias, Tensor& y, GeluForm form);
 void bias_gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& bias, Tensor& dx,
-                        Tensor& dbias);
+                        Tensor& dbias, GeluForm form);
 
 // kernels/bias_tanh.h
 void bias_tanh_forward(const Tensor& x, const Tensor& bias, Tensor& y);

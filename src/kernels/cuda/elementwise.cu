@@ -1,5 +1,5 @@
 // Whole-buffer kernels on CUDA (contract: kernels/elementwise.h): cast, strided copy, fill,
-// scale, axpy, and the reductions sum_squares, has_inf_or_nan, weighted_sum.
+// scale, axpy, and the reductions sum_squares, has_inf_or_nan, count_zeros, weighted_sum.
 //
 // Bits: every 16-bit load and store converts on the bits exactly as the host does
 // (float_bits.cuh: NaN payloads included, no reliance on how the hardware conversions treat
@@ -201,6 +201,14 @@ struct SquareTerms {
   }
 };
 
+template <typename T>
+struct ZeroTerms {
+  const T* p;
+  __device__ void operator()(int64_t i, double (&acc)[1]) const {
+    acc[0] += exact_to_f32(p[i]) == 0.f ? 1.0 : 0.0;
+  }
+};
+
 template <typename V, typename W>
 struct WeightedTerms {
   const V* values;
@@ -322,6 +330,18 @@ double sum_squares(const Tensor& t) {
     reduce<1>(SquareTerms<T>{ptr<T>(t)}, n, t.device(), out);
   });
   return out[0];
+}
+
+// Counted in f64, exact up to 2^53 elements.
+int64_t count_zeros(const Tensor& t) {
+  const int64_t n = t.numel();
+  if (n == 0) return 0;
+  double out[1] = {0.0};
+  dispatch_float(t.dtype(), "count_zeros tensor", [&](auto tag) {
+    using T = decltype(tag);
+    reduce<1>(ZeroTerms<T>{ptr<T>(t)}, n, t.device(), out);
+  });
+  return int64_t(out[0]);
 }
 
 bool has_inf_or_nan(const Tensor& t) {

@@ -1,10 +1,13 @@
-// Bias + GeLU (tanh approximation) forward/backward on CUDA (contract: kernels/gelu.h; CPU
-// twin: kernels/cpu/gelu.cpp). The same formulas as the CPU's vector_math.h, in the sigmoid form
-// ½(1 + tanh z) = σ(2z) = 1 / (1 + e^{−2z}), z = √(2/π)(u + 0.044715u³), with expf for the CPU's
-// polynomial exp (both within a couple of ulp of e^x).
+// Bias + GeLU (erf or tanh form) forward/backward on CUDA (contract: kernels/gelu.h; CPU twin:
+// kernels/cpu/gelu.cpp). The tanh form uses the CPU's sigmoid form ½(1 + tanh z) = σ(2z) =
+// 1 / (1 + e^{−2z}), z = √(2/π)(u + 0.044715u³), with expf for the CPU's polynomial exp (both
+// within a couple of ulp of e^x). The erf form uses CUDA's normcdff for Φ(u), accurate in both
+// tails as the CPU's erfc-based Φ is.
 //
 // The backward writes dx and, when dbias is defined, sums the unrounded dx per column with the
 // deterministic column reduction of cuda_rows.cuh, as the CPU sums its f32 g.
+#include <type_traits>
+
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_rows.cuh"
 
@@ -30,29 +33,57 @@ __device__ __forceinline__ float gelu_grad(float u) {
   return s + 2.f * u * s * (1.f - s) * kGeluSqrt2OverPi * (1.f + 3.f * kGeluCubic * u * u);
 }
 
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;  // φ(0) = 1/√(2π)
+
+// gelu(u) = u·Φ(u).
+__device__ __forceinline__ float gelu_erf(float u) {
+  return u * normcdff(u);
+}
+
+// gelu'(u) = Φ(u) + u·φ(u), φ(u) = e^{−u²/2}/√(2π).
+__device__ __forceinline__ float gelu_erf_grad(float u) {
+  return normcdff(u) + u * expf(-0.5f * u * u) * kInvSqrt2Pi;
+}
+
+template <GeluForm F>
+__device__ __forceinline__ float gelu_of(float u) {
+  if constexpr (F == GeluForm::kErf)
+    return gelu_erf(u);
+  else
+    return gelu(u);
+}
+
+template <GeluForm F>
+__device__ __forceinline__ float gelu_grad_of(float u) {
+  if constexpr (F == GeluForm::kErf)
+    return gelu_erf_grad(u);
+  else
+    return gelu_grad(u);
+}
+
 template <typename T>
 __device__ __forceinline__ float bias_at(const T* bias, int64_t j) {
   return bias ? to_f32(bias[j]) : 0.f;  // no bias: + 0, as the CPU's zero bias
 }
 
-template <typename T>
+template <GeluForm F, typename T>
 struct Forward {
   const T* x;
   const T* bias;  // [C] or null
   T* y;
   __device__ void operator()(int64_t, int64_t j, int64_t i) const {
-    y[i] = from_f32<T>(gelu(to_f32(x[i]) + bias_at(bias, j)));
+    y[i] = from_f32<T>(gelu_of<F>(to_f32(x[i]) + bias_at(bias, j)));
   }
 };
 
-template <typename T>
+template <GeluForm F, typename T>
 struct Backward {
   const T* dy;
   const T* x;
   const T* bias;  // [C] or null
   T* dx;
   __device__ float grad(int64_t j, int64_t i) const {
-    const float g = to_f32(dy[i]) * gelu_grad(to_f32(x[i]) + bias_at(bias, j));
+    const float g = to_f32(dy[i]) * gelu_grad_of<F>(to_f32(x[i]) + bias_at(bias, j));
     dx[i] = from_f32<T>(g);
     return g;
   }
@@ -62,29 +93,43 @@ struct Backward {
   }
 };
 
+// Runs `body` with the form as a compile-time constant.
+template <typename Body>
+void with_form(GeluForm form, Body&& body) {
+  if (form == GeluForm::kErf)
+    body(std::integral_constant<GeluForm, GeluForm::kErf>{});
+  else
+    body(std::integral_constant<GeluForm, GeluForm::kTanh>{});
+}
+
 }  // namespace
 
-void bias_gelu_forward(const Tensor& x, const Tensor& bias, Tensor& y) {
+void bias_gelu_forward(const Tensor& x, const Tensor& bias, Tensor& y, GeluForm form) {
   const int64_t n = x.size(0), c = x.size(1);
   dispatch_float(x.dtype(), "bias_gelu_forward x", [&](auto tag) {
     using T = decltype(tag);
-    const Forward<T> op{ptr<T>(x), bias.defined() ? ptr<T>(bias) : nullptr, ptr<T>(y)};
-    launch_rows_cols(op, n, c, "bias_gelu_forward");
+    with_form(form, [&](auto f) {
+      const Forward<decltype(f)::value, T> op{ptr<T>(x), bias.defined() ? ptr<T>(bias) : nullptr,
+                                              ptr<T>(y)};
+      launch_rows_cols(op, n, c, "bias_gelu_forward");
+    });
   });
 }
 
 void bias_gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& bias, Tensor& dx,
-                        Tensor& dbias) {
+                        Tensor& dbias, GeluForm form) {
   const int64_t n = x.size(0), c = x.size(1);
   dispatch_float(x.dtype(), "bias_gelu_backward x", [&](auto tag) {
     using T = decltype(tag);
-    const Backward<T> op{ptr<T>(dy), ptr<T>(x), bias.defined() ? ptr<T>(bias) : nullptr,
-                         ptr<T>(dx)};
-    if (dbias.defined())
-      column_sums<1>(op, n, c, ColumnOutputs<1>{{ptr<float>(dbias)}}, x.device(),
-                     "bias_gelu_backward");
-    else
-      launch_rows_cols(op, n, c, "bias_gelu_backward");
+    with_form(form, [&](auto f) {
+      const Backward<decltype(f)::value, T> op{ptr<T>(dy), ptr<T>(x),
+                                               bias.defined() ? ptr<T>(bias) : nullptr, ptr<T>(dx)};
+      if (dbias.defined())
+        column_sums<1>(op, n, c, ColumnOutputs<1>{{ptr<float>(dbias)}}, x.device(),
+                       "bias_gelu_backward");
+      else
+        launch_rows_cols(op, n, c, "bias_gelu_backward");
+    });
   });
 }
 

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Megatron's optional logs and GeLU forms through the binary, on a tiny mock-data GPT:
+# - --log-num-zeros-in-grad: "num zeros: N" where N is the vocabulary padding rows' zero
+#   gradients (4 rows x h 64 = 256), the same at TP 1, TP 2 and DP 2 with the distributed
+#   optimizer (each element counted once);
+# - --log-throughput: Megatron's "throughput per GPU (TFLOP/s/GPU)" field;
+# - --timing-log-level 1 / 2 and --timing-log-option: Megatron's timer block, names and layouts;
+# - GeLU: erf by default, tanh with --openai-gelu, recorded in the checkpoint ("openai_gelu"),
+#   so resuming with the other form is refused by name; the two forms train differently.
+set -euo pipefail
+: "${MEGATRON_BINARY:?}"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+export OMP_NUM_THREADS=1
+# Vocabulary 124 padded to 128: 4 rows that no token reaches.
+MODEL=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32
+       --mock-data --vocab-size 124 --make-vocab-size-divisible-by 64
+       --micro-batch-size 2 --global-batch-size 4 --lr 1e-3 --log-interval 1
+       --eval-interval 1000 --eval-iters 0 --train-iters 2)
+fail() { echo "FAIL: $*"; exit 1; }
+run() {  # run NAME NP FLAGS...
+  local name=$1 np=$2
+  shift 2
+  timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np "$np" \
+    "$MEGATRON_BINARY" pretrain-gpt "${MODEL[@]}" "$@" > "$WORK/$name.log" 2>&1 \
+    || { cat "$WORK/$name.log"; fail "run $name"; }
+}
+
+echo "== num zeros at TP 1, TP 2, DP 2 (distributed optimizer)"
+run tp1 1 --log-num-zeros-in-grad --log-throughput
+run tp2 2 --log-num-zeros-in-grad --tensor-model-parallel-size 2
+run dp2 2 --log-num-zeros-in-grad --use-distributed-optimizer
+for name in tp1 tp2 dp2; do
+  zeros=$(grep -o "num zeros: [0-9]*" "$WORK/$name.log" | awk '{print $3}' | sort -u)
+  [[ "$zeros" == "256" ]] || fail "$name: num zeros '$zeros', expected 256"
+done
+grep -q "| throughput per GPU (TFLOP/s/GPU): [0-9.]* | learning rate:" "$WORK/tp1.log" \
+  || fail "throughput field"
+! grep -q "throughput per GPU" "$WORK/tp2.log" || fail "throughput without --log-throughput"
+
+echo "== timers"
+run timers1 2 --timing-log-level 1 --tensor-model-parallel-size 2
+grep -q "^(min, max) time across ranks (ms):$" "$WORK/timers1.log" || fail "minmax header"
+grep -Eq "^    forward-backward \.+: \([0-9.]+, [0-9.]+\)$" "$WORK/timers1.log" \
+  || fail "forward-backward line"
+grep -Eq "^    optimizer \.+: " "$WORK/timers1.log" || fail "optimizer line"
+run timers2 2 --timing-log-level 2 --timing-log-option all
+grep -q "^times across ranks (ms):$" "$WORK/timers2.log" || fail "all header"
+grep -Eq "^     rank  1: [0-9.]+$" "$WORK/timers2.log" || fail "rank 1 line"
+run timers0 1
+! grep -q "time across ranks" "$WORK/timers0.log" || fail "timers at level 0"
+if "$MEGATRON_BINARY" pretrain-gpt "${MODEL[@]}" --timing-log-level 3 > "$WORK/bad.log" 2>&1; then
+  fail "--timing-log-level 3 accepted"
+fi
+grep -q -- "--timing-log-level must be 0, 1 or 2, got 3" "$WORK/bad.log" || fail "level message"
+
+echo "== GeLU forms"
+run erf 1 --save "$WORK/erf" --metrics-file "$WORK/erf.jsonl"
+run tanh 1 --openai-gelu --save "$WORK/tanh" --metrics-file "$WORK/tanh.jsonl"
+grep -q "openai_gelu \.* False" "$WORK/erf.log" || fail "erf: argument dump"
+grep -q "openai_gelu \.* True" "$WORK/tanh.log" || fail "tanh: argument dump"
+grep -q '"openai_gelu": *true' "$WORK/tanh/iter_0000002/mp_rank_00/state.json" \
+  || fail "tanh: not recorded in the checkpoint"
+losses() { grep -o '"lm_loss":[^,]*' "$1"; }
+[[ "$(losses "$WORK/erf.jsonl")" != "$(losses "$WORK/tanh.jsonl")" ]] \
+  || fail "the two forms trained identically"
+if "$MEGATRON_BINARY" pretrain-gpt "${MODEL[@]}" --train-iters 3 --load "$WORK/tanh" \
+     > "$WORK/resume.log" 2>&1; then
+  fail "resuming a tanh checkpoint with the erf form was accepted"
+fi
+grep -q "openai_gelu: checkpoint true, flags false" "$WORK/resume.log" || fail "resume message"
+run resume 1 --train-iters 3 --load "$WORK/tanh" --openai-gelu
+echo "megatron logs e2e OK"
