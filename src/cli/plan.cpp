@@ -99,6 +99,7 @@ int run_plan(int argc, char** argv) {
   CLI::Option* normalization = option(app, "--normalization", "LayerNorm | RMSNorm");
   CLI::Option* position = option(app, "--position-embedding-type", "learned_absolute | rope");
   CLI::Option* no_bias = flag(app, "--disable-bias-linear", "Llama: no linear biases");
+  CLI::Option* qkv_bias = flag(app, "--add-qkv-bias", "QKV biases with --disable-bias-linear");
   CLI::Option* mask_prob = option(app, "--mask-prob", "BERT: fraction of tokens masked");
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
 
@@ -134,6 +135,7 @@ int run_plan(int argc, char** argv) {
              "' is not known: expected learned_absolute or rope");
   model.learned_position_embeddings = pos == "learned_absolute";
   model.add_bias_linear = !given(no_bias);
+  model.add_qkv_bias = given(qkv_bias);
   model.mask_prob = value_or<double>(mask_prob, 0.15);
   plan::validate_model(model);
 

@@ -273,6 +273,10 @@ Tensor GptModel::forward_stage(StageCtx& sc, const GptBatch& host_batch, const T
   return Tensor();
 }
 
+size_t GptModel::stage_activation_bytes(const StageCtx& sc) const {
+  return sc.arena.high_water();
+}
+
 float GptModel::stage_loss(const StageCtx& sc) const {
   MT_CHECK(stage_.last && sc.state.has_value(),
            "stage_loss: only the last stage computes the loss, after forward_stage");

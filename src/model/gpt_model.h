@@ -116,6 +116,9 @@ class GptModel {
   // grad_scale starts the backward). Accumulates the stage's parameter gradients; returns the
   // gradient of `input` [s, b, h] in ctx's arena (undefined on the first stage).
   Tensor backward_stage(StageCtx& ctx, const Tensor& grad_output, float grad_scale);
+  // Peak bytes of a stage context's arena: one micro-batch's activations on this stage
+  // (what plan/activation_memory.h predicts per stage context).
+  size_t stage_activation_bytes(const StageCtx& ctx) const;
   const StageRange& stage() const { return stage_; }
   // Shape and dtype of the activations passed between stages: [seq_length, micro_batch, h].
   Shape stage_activation_shape(int64_t micro_batch) const;

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
+
+#include "plan/pipeline_buffers.h"
 
 namespace megatron::plan {
 
@@ -18,6 +21,8 @@ struct Allocations {
 
 struct CppShapes {
   double N, h, e, hl, s, b, qkv, ctx, ffn, vocab_local;
+  double fc1;         // fc1 output width: ffn, or 2·ffn (gate and value) with SwiGLU
+  double norm_stats;  // f32 [N] statistics a norm keeps: mean and rstd (LayerNorm), rstd (RMSNorm)
   bool hidden_dropout, attention_dropout;
   double scores() const { return b * hl * s * s; }  // elements of one [b, a/t, s, s] tensor
 };
@@ -25,7 +30,7 @@ struct CppShapes {
 // TransformerLayer::forward's allocations into `arena` (kept for backward).
 void cpp_layer_forward(const CppShapes& c, Allocations& a) {
   if (c.hidden_dropout) a.add(c.N * c.h, 2);   // two u8 hidden masks
-  a.add(c.N * 4, 2);                           // LN1 mean, rstd
+  a.add(c.N * 4, c.norm_stats);                // LN1 rstd (and mean)
   a.add(c.N * c.h * c.e);                      // LN1 output
   a.add(c.N * c.qkv * c.e);                    // QKV
   a.add(c.scores() * c.e);                     // softmax output
@@ -33,9 +38,10 @@ void cpp_layer_forward(const CppShapes& c, Allocations& a) {
   a.add(c.N * c.ctx * c.e);                    // context
   a.add(c.N * c.h * c.e);                      // projection output
   a.add(c.N * c.h * c.e);                      // h = x + attention
-  a.add(c.N * 4, 2);                           // LN2 mean, rstd
+  a.add(c.N * 4, c.norm_stats);                // LN2 rstd (and mean)
   a.add(c.N * c.h * c.e);                      // LN2 output
-  a.add(c.N * c.ffn * c.e, 2);                 // fc1 output, GeLU output
+  a.add(c.N * c.fc1 * c.e);                    // fc1 output
+  a.add(c.N * c.ffn * c.e);                    // GeLU / SwiGLU output
   a.add(c.N * c.h * c.e);                      // fc2 output
   a.add(c.N * c.h * c.e);                      // y = h + mlp
 }
@@ -48,12 +54,13 @@ void cpp_layer_workspace(const CppShapes& c, Allocations& a) {
 
 // TransformerLayer::backward's allocations (into the scratch arena, reset per layer).
 void cpp_layer_backward(const CppShapes& c, Allocations& a) {
-  a.add(c.N * c.h * c.e);       // d(mlp output) after bias-dropout-add backward
-  a.add(c.N * c.ffn * c.e, 2);  // d(GeLU output), d(fc1 output)
-  a.add(c.N * c.h * c.e);       // fc1 input gradient
-  a.add(c.N * c.h * c.e);       // d(attention output)
-  a.add(c.N * c.ctx * c.e);     // d(context)
-  a.add(c.N * c.qkv * c.e);     // dQKV
+  a.add(c.N * c.h * c.e);    // d(mlp output) after bias-dropout-add backward
+  a.add(c.N * c.ffn * c.e);  // d(GeLU / SwiGLU output)
+  a.add(c.N * c.fc1 * c.e);  // d(fc1 output)
+  a.add(c.N * c.h * c.e);    // fc1 input gradient
+  a.add(c.N * c.h * c.e);    // d(attention output)
+  a.add(c.N * c.ctx * c.e);  // d(context)
+  a.add(c.N * c.qkv * c.e);  // dQKV
   if (c.attention_dropout) a.add(c.scores() * c.e);  // dropped probabilities, re-derived
   a.add(c.scores() * c.e);                           // d(dropped probabilities)
   if (c.attention_dropout) a.add(c.scores() * c.e);  // d(probabilities)
@@ -70,9 +77,13 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
   c.h = double(m.hidden_size);
   c.e = l.precision == Precision::kBf16 ? 2.0 : 4.0;  // compute dtype (fp16 computes in f32)
   c.hl = double(m.heads()) / t;
-  c.qkv = 3.0 * c.h / t;
-  c.ctx = c.h / t;
+  // Q of a/t heads and K, V of g/t groups, head dim d (validate_layout: t divides g).
+  const double d = double(m.head_dim());
+  c.qkv = double(m.heads() + 2 * m.query_groups()) * d / t;
+  c.ctx = c.hl * d;
   c.ffn = double(m.ffn()) / t;
+  c.fc1 = (m.swiglu ? 2.0 : 1.0) * c.ffn;
+  c.norm_stats = m.rmsnorm ? 1.0 : 2.0;
   c.vocab_local = double(m.padded_vocab(l.tensor_parallel)) / t;
   c.hidden_dropout = m.hidden_dropout > 0;
   c.attention_dropout = m.attention_dropout > 0;
@@ -83,11 +94,11 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
   ActivationMemory r;
   // Embedding (InputEmbedding::forward / backward).
   Allocations emb;
-  emb.add(N * 4);            // token ids, sequence-major
-  emb.add(N * h * e);        // word embedding rows
-  emb.add(N * 4);            // position ids
-  emb.add(N * h * e);        // position (and token type) rows
-  if (bert) emb.add(N * 4);  // token types, sequence-major
+  emb.add(N * 4);      // token ids, sequence-major
+  emb.add(N * h * e);  // word embedding rows
+  emb.add(N * h * e);  // position (and token type) rows, allocated with or without them
+  if (m.learned_position_embeddings) emb.add(N * 4);  // position ids
+  if (bert) emb.add(N * 4);                           // token types, sequence-major
   if (c.hidden_dropout) {
     emb.add(N * h);      // u8 mask
     emb.add(N * h * e);  // dropped output
@@ -105,9 +116,9 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
   r.per_layer = layer.bytes;
 
   Allocations out;
-  out.add(N * 4, 2);   // final LayerNorm mean, rstd
-  out.add(N * h * e);  // final LayerNorm output
-  out.add(N * h * e);  // backward: final LayerNorm input gradient
+  out.add(N * 4, c.norm_stats);  // final norm rstd (and mean)
+  out.add(N * h * e);            // final LayerNorm output
+  out.add(N * h * e);            // backward: final LayerNorm input gradient
   if (!bert) {
     const double V = c.vocab_local;
     out.add(N * V * 4);              // f32 logits (cross-entropy in place)
@@ -148,8 +159,26 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
   }
   r.output = out.bytes;
 
-  r.in_flight = 1;
-  r.first_stage = r.last_stage = r.embedding + double(m.num_layers) * r.per_layer + r.output;
+  // Each pipeline rank's stage contexts and the executor's buffers at its peak
+  // (plan/pipeline_buffers.h). Rank 1 stands for the middle ranks: it has the most contexts in
+  // flight among them and the same gradient copies.
+  const int p = l.pipeline_parallel, v = l.virtual_stages;
+  const double layers_per_chunk = double(m.num_layers) / (p * v);
+  auto rank_peak = [&](int rank) {
+    std::vector<double> arenas;
+    for (int chunk = 0; chunk < v; ++chunk) {
+      const int virtual_stage = chunk * p + rank;
+      arenas.push_back((virtual_stage == 0 ? r.embedding : 0.0) + layers_per_chunk * r.per_layer +
+                       (virtual_stage == p * v - 1 ? r.output : 0.0));
+    }
+    return pipeline_rank_peak(p, rank, v, l.num_micro_batches(), arenas, N * h * e);
+  };
+  const PipelineRankPeak first = rank_peak(0);
+  r.in_flight = 0;
+  for (int64_t contexts : first.contexts) r.in_flight += double(contexts);
+  r.first_stage = first.peak_bytes;
+  if (p > 2) r.first_stage = std::max(r.first_stage, rank_peak(1).peak_bytes);
+  r.last_stage = p > 1 ? rank_peak(p - 1).peak_bytes : r.first_stage;
 
   // The scratch arena: per layer, forward workspace (with recompute: the whole layer forward)
   // and backward temporaries (with recompute: after the layer's forward again).
@@ -161,7 +190,8 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
   }
   cpp_layer_workspace(c, forward_scratch);
   cpp_layer_backward(c, backward_scratch);
-  r.workspace = std::max(forward_scratch.bytes, backward_scratch.bytes);
+  // One scratch arena per model chunk.
+  r.workspace = v * std::max(forward_scratch.bytes, backward_scratch.bytes);
   return r;
 }
 

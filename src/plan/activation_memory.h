@@ -24,7 +24,11 @@
 // allocates for one micro-batch, forward and backward, each rounded up to the arena's 64
 // bytes, plus the scratch arena's high-water mark (one layer's backward, and its recompute).
 // This is what GptModel::activation_bytes() reports after a step; tests/unit/
-// plan_activation_test.cpp compares the two.
+// plan_memory_test.cpp compares the two. With pipeline parallelism each rank holds one such
+// arena per micro-batch in flight, for its stage's layers only, plus the pipeline executor's
+// copies of what it sends and receives (plan/pipeline_buffers.h); "first_stage" is then the
+// most loaded rank other than the last (rank 0, or a middle rank whose gradient copies weigh
+// more), and each of the v model chunks has its own scratch arena.
 #pragma once
 
 #include "plan/implementation.h"
@@ -37,7 +41,8 @@ struct ActivationMemory {
   double per_layer = 0;    // bytes one layer keeps for backward (one micro-batch, one rank)
   double embedding = 0;    // bytes the first stage keeps outside its layers (one micro-batch)
   double output = 0;       // bytes the last stage keeps outside its layers (one micro-batch)
-  double in_flight = 1;    // micro-batches a first-stage rank holds at its peak
+  double in_flight = 1;    // micro-batches a first-stage rank holds at its peak (megatron-cpp:
+                           // its stage contexts)
   double first_stage = 0;  // kept bytes at the peak of a first-stage rank
   double last_stage = 0;   // kept bytes at the peak of a last-stage rank
   double workspace = 0;    // transient bytes on top of the kept ones (recompute, backward scratch)

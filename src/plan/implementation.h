@@ -3,8 +3,9 @@
 // on the code that runs them, so the planner models each one explicitly:
 //
 //   megatron-cpp     this project: activations in arenas (model/), fused bias+dropout+residual
-//                    and bias+GeLU kernels, f32 logits, full recompute only, TP x DP (PP,
-//                    sequence parallelism and the distributed optimizer are not implemented).
+//                    and bias+GeLU kernels, f32 logits, full recompute only, TP x PP (GPT) x
+//                    DP with the distributed optimizer, the Llama options in GPT (no sequence
+//                    parallelism, selective recompute or communication overlap).
 //   megatron-lm      NVIDIA's Megatron-LM today: Korthikanti et al. (2022) activation
 //                    accounting (as megatron/training/theoretical_memory_usage.py), fused
 //                    kernels, fp32 main gradients, every layout option.

@@ -84,10 +84,8 @@ void validate_layout(const ModelSpec& m, const Layout& l, Implementation impl) {
 
   if (impl == Implementation::kMegatronCpp) {
     const char* use_lm = " (plan for Megatron-LM with --implementation megatron-lm)";
-    MT_REQUIRE(p == 1, "--pipeline-model-parallel-size ", p,
-               ": the planner's megatron-cpp accounting does not model pipeline parallelism yet "
-               "(megatron-cpp trains with it)",
-               use_lm);
+    MT_REQUIRE(p == 1 || m.family == ModelFamily::kGpt, "--pipeline-model-parallel-size ", p,
+               ": megatron-cpp pipelines GPT only", use_lm);
     MT_REQUIRE(!l.sequence_parallel,
                "--sequence-parallel: megatron-cpp does not implement sequence parallelism yet",
                use_lm);
@@ -95,24 +93,27 @@ void validate_layout(const ModelSpec& m, const Layout& l, Implementation impl) {
                "--recompute-granularity selective: megatron-cpp recomputes whole layers only "
                "(use full)",
                use_lm);
-    MT_REQUIRE(!l.distributed_optimizer,
-               "--use-distributed-optimizer: the planner's megatron-cpp accounting does not "
-               "model the distributed optimizer yet (megatron-cpp trains with it)",
+    MT_REQUIRE(!l.distributed_optimizer || l.precision != Precision::kFp16,
+               "--use-distributed-optimizer with --fp16: megatron-cpp does not support it yet; "
+               "use --bf16",
                use_lm);
     MT_REQUIRE(!l.overlap_grad_reduce && !l.overlap_param_gather && !l.tp_comm_overlap,
                "--overlap-grad-reduce / --overlap-param-gather / --tp-comm-overlap: megatron-cpp ",
                "runs its collectives after the compute they follow", use_lm);
     MT_REQUIRE(!l.flash_attention, "--use-flash-attn: megatron-cpp has no fused attention kernel",
                use_lm);
-    MT_REQUIRE(m.query_groups() == m.heads() && !m.swiglu && !m.rmsnorm &&
-                   m.learned_position_embeddings && m.add_bias_linear &&
-                   !m.untie_embeddings_and_output_weights &&
-                   m.head_dim() * m.heads() == m.hidden_size,
-               "the Llama-family options (--num-query-groups, --swiglu, --normalization RMSNorm, "
-               "--position-embedding-type rope, --disable-bias-linear, "
-               "--untie-embeddings-and-output-weights, --kv-channels): the planner's megatron-cpp "
-               "accounting does not model them yet (megatron-cpp trains with them)",
-               use_lm);
+    // megatron-cpp runs the Llama-family options in its GPT (model/transformer_config.h); its
+    // BERT has the original architecture only.
+    MT_REQUIRE(
+        m.family == ModelFamily::kGpt ||
+            (m.query_groups() == m.heads() && !m.swiglu && !m.rmsnorm &&
+             m.learned_position_embeddings && m.add_bias_linear &&
+             !m.untie_embeddings_and_output_weights && m.head_dim() * m.heads() == m.hidden_size),
+        "the Llama-family options (--num-query-groups, --swiglu, --normalization RMSNorm, "
+        "--position-embedding-type rope, --disable-bias-linear, "
+        "--untie-embeddings-and-output-weights, --kv-channels): megatron-cpp's BERT has the "
+        "original architecture (they are GPT options there)",
+        use_lm);
   }
   if (impl == Implementation::kMegatronLm2019) {
     MT_REQUIRE(p == 1 && !l.sequence_parallel && !l.distributed_optimizer &&

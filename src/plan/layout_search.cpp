@@ -41,7 +41,9 @@ SearchResult search_layouts(const ModelSpec& model, const Layout& base, const Ma
   bool have_smallest = false;
   for (int64_t t : divisors(devices, devices)) {
     if (model.heads() % t || model.query_groups() % t || model.ffn() % t) continue;
-    for (int64_t p : divisors(devices / t, lm ? model.num_layers : 1)) {
+    const bool pipelines =
+        lm || (impl == Implementation::kMegatronCpp && model.family == ModelFamily::kGpt);
+    for (int64_t p : divisors(devices / t, pipelines ? model.num_layers : 1)) {
       if (model.num_layers % p) continue;
       const int64_t d = devices / (t * p);
       if (base.global_batch % d) continue;
@@ -54,7 +56,7 @@ SearchResult search_layouts(const ModelSpec& model, const Layout& base, const Ma
         for (int64_t v : chunks)
           for (Recompute rc : recomputes)
             for (int sp = 0; sp <= (lm && t > 1 ? 1 : 0); ++sp)
-              for (int dist = 0; dist <= (lm && d > 1 ? 1 : 0); ++dist) {
+              for (int dist = 0; dist <= (d > 1 ? 1 : 0); ++dist) {
                 Layout l = base;
                 l.tensor_parallel = int(t);
                 l.pipeline_parallel = int(p);

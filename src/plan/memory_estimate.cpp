@@ -1,5 +1,8 @@
 #include "plan/memory_estimate.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace megatron::plan {
 
 BytesPerParameter bytes_per_parameter(const Layout& l, Implementation impl) {
@@ -9,7 +12,11 @@ BytesPerParameter bytes_per_parameter(const Layout& l, Implementation impl) {
     case Implementation::kMegatronCpp:
       b.weights = l.precision == Precision::kBf16 ? 6 : 4;
       b.gradients = 4;
-      b.optimizer = l.precision == Precision::kFp16 ? 14 : 8;
+      // The distributed optimizer keeps the moments and the reduced gradients (f32 [k], k =
+      // n/d) of its shard only (train/distributed_optimizer.h; not with fp16).
+      b.optimizer = l.distributed_optimizer           ? (8 + 4) / dp_shard
+                    : l.precision == Precision::kFp16 ? 14
+                                                      : 8;
       break;
     case Implementation::kMegatronLm:
       if (l.precision == Precision::kFp32) {
@@ -40,6 +47,24 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const Layout& layout, con
     r.activations = activations;
     r.workspace = est.activations.workspace;
     r.reserved = machine.reserved_bytes;
+    // megatron-cpp's step, after the backward, on top of the arenas: MPI's reductions are
+    // in place, but OpenMPI allocates a temporary as large as the message (measured: the PP run
+    // of bench/plan_memory.sh holds exactly one tied-embedding gradient more). The largest of:
+    //   the DP all-reduce of one 2^22-element gradient bucket (train/grad_reduction.h);
+    //   the distributed optimizer's reduce-scatter of the gradients padded to d·k (a copy,
+    //   train/distributed_optimizer.cpp) and its temporary (its all-gather, 4·d·k + 4·k, is
+    //   smaller);
+    //   the all-reduce of the tied word embedding's gradient between the first and last stage.
+    if (impl == Implementation::kMegatronCpp) {
+      const double d = layout.data_parallel, k = std::ceil(params / d);
+      if (layout.distributed_optimizer && d > 1)
+        r.step_buffers = 2 * 4 * d * k;
+      else if (d > 1)
+        r.step_buffers = 4 * std::min(params, double(int64_t(1) << 22));
+      if (layout.pipeline_parallel > 1 && !model.untie_embeddings_and_output_weights)
+        r.step_buffers =
+            std::max(r.step_buffers, 4 * est.parameters.word_embedding / layout.tensor_parallel);
+    }
   };
   fill(est.first_stage, est.parameters.first_stage_rank, est.activations.first_stage);
   fill(est.last_stage, est.parameters.last_stage_rank, est.activations.last_stage);

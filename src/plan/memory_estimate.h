@@ -5,7 +5,8 @@
 // Bytes per parameter held on a rank (t-split parameters counted once per rank):
 //   megatron-cpp      f32: 4 weights + 4 gradients + 8 Adam moments = 16; bf16 adds the 2-byte
 //                     compute copy (18); fp16 keeps f16-rounded f32 values, a separate f32
-//                     master and an f16 scratch (4 + 4 + 8 + 4 + 2 = 22).
+//                     master and an f16 scratch (4 + 4 + 8 + 4 + 2 = 22). The distributed
+//                     optimizer (f32/bf16): 4 (+2) + 4 + (8 moments + 4 reduced gradients)/d.
 //   megatron-lm       bf16/fp16: 2 weights + 4 fp32 main gradients + 12 (fp32 master and two
 //                     moments) = 18, or 6 + 12/d with the distributed optimizer — Megatron's
 //                     theoretical_memory_usage; fp32: 4 + 4 + 8 (8/d distributed).
@@ -24,11 +25,13 @@ struct RankMemory {
   double weights = 0;     // bytes
   double gradients = 0;
   double optimizer = 0;
-  double activations = 0;  // kept between forward and backward
-  double workspace = 0;    // transient at the peak
-  double reserved = 0;     // the machine's baseline (runtime, libraries)
+  double activations = 0;   // kept between forward and backward
+  double workspace = 0;     // transient at the peak
+  double step_buffers = 0;  // transient buffers of the step after the backward (megatron-cpp:
+                            // padded copies and MPI's temporaries of its gradient collectives)
+  double reserved = 0;      // the machine's baseline (runtime, libraries)
   double total() const {
-    return weights + gradients + optimizer + activations + workspace + reserved;
+    return weights + gradients + optimizer + activations + workspace + step_buffers + reserved;
   }
 };
 

@@ -80,6 +80,9 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
   const double F = N * f / t;                        // MLP activation output elements
   const double F1 = F * (model.swiglu ? 2.0 : 1.0);  // fc1 output elements
   const double S2 = b * (a / t) * s * s;             // attention score elements
+  const double QK = N * (a + g) * d / t;             // rotated elements (RoPE): Q and K
+  const double rope = model.learned_position_embeddings ? 0.0 : 1.0;
+  const double qkv_bias = model.qkv_bias() ? 1.0 : 0.0;
   const bool hdrop = model.hidden_dropout > 0, adrop = model.attention_dropout > 0;
   const bool flash = l.flash_attention;
 
@@ -140,18 +143,20 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
     case Implementation::kMegatronCpp:
       k.memory(fwd, 2 * dmask, 2 * dmask * Eh, 0, 2 * dmask * Eh);  // 2 hidden masks (Philox)
       k.memory(fwd, 2, 2 * 2 * Eh * e);                             // 2 LayerNorms
-      k.memory(fwd, 1, 2 * Q * e);                                  // QKV bias add
+      k.memory(fwd, qkv_bias, 2 * qkv_bias * Q * e);                // QKV bias add
+      k.memory(fwd, 2 * rope, 2 * 2 * rope * QK * e);               // RoPE on Q and K (in place)
       k.memory(core_fwd, 1, 2 * S2 * e, S2);                        // scaled masked softmax
       k.memory(core_fwd, amask, S2, 0, S2);                         // attention mask (Philox)
       k.memory(core_fwd, amask, (2 * e + 1) * S2);                  // dropout
       k.memory(fwd, 2, 2 * (3 * e + dmask) * Eh);                   // 2 bias-dropout-add
-      k.memory(fwd, 1, 2 * F * e, F);                               // bias-GeLU
+      k.memory(fwd, 1, (F1 + F) * e, F);                            // bias-GeLU / SwiGLU
       k.memory(bwd, 2, 2 * (2 * e + dmask) * Eh);                   // 2 bias-dropout-add backward
-      k.memory(bwd, 1, 3 * F * e, F);                               // bias-GeLU backward
+      k.memory(bwd, 1, (F + 2 * F1) * e, F);                        // bias-GeLU / SwiGLU backward
+      k.memory(bwd, 2 * rope, 2 * 2 * rope * QK * e);               // RoPE inverse on dQ, dK
       k.memory(bwd, 2, 2 * 4 * Eh * e);                             // 2 LayerNorm bwd (accumulate)
       k.memory(core_bwd, 2 * amask, 2 * (2 * e + 1) * S2);  // dropped probs again, dropout bwd
       k.memory(core_bwd, 1, 3 * S2 * e);                    // softmax backward
-      k.memory(bwd, 1, Q * e);                              // QKV bias gradient
+      k.memory(bwd, qkv_bias, qkv_bias * Q * e);            // QKV bias gradient
       k.memory(bwd, 1, 2 * Eh * e);                         // input gradient out of scratch
       break;
   }

@@ -3,8 +3,8 @@
 // Nothing here allocates a model; the planner works from these numbers alone.
 //
 // Llama-family options are part of the spec (grouped-query attention, SwiGLU, RMSNorm, rotary
-// positions, untied output layer, no linear biases) so a Llama-style model can be planned
-// before the trainer implements them.
+// positions, untied output layer, no linear biases), as megatron-cpp's GPT and Megatron-LM
+// run them.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +31,7 @@ struct ModelSpec {
   bool rmsnorm = false;                     // --normalization RMSNorm (no bias)
   bool learned_position_embeddings = true;  // false with --position-embedding-type rope
   bool add_bias_linear = true;              // false with --disable-bias-linear
+  bool add_qkv_bias = false;                // --add-qkv-bias: QKV biases without linear biases
   double hidden_dropout = 0.1;              // > 0: dropout masks are kept for backward
   double attention_dropout = 0.1;
   // BERT only: masked-LM rows as a fraction of tokens (--mask-prob), token types, heads.
@@ -42,6 +43,7 @@ struct ModelSpec {
   int64_t heads() const { return num_attention_heads; }
   int64_t query_groups() const { return num_query_groups > 0 ? num_query_groups : heads(); }
   int64_t head_dim() const { return kv_channels > 0 ? kv_channels : hidden_size / heads(); }
+  bool qkv_bias() const { return add_bias_linear || add_qkv_bias; }
   int64_t ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
   int64_t positions() const {
     return max_position_embeddings > 0 ? max_position_embeddings : seq_length;

@@ -8,14 +8,15 @@ ParameterCounts count_parameters(const ModelSpec& m, const Layout& l) {
   const double t = l.tensor_parallel, p = l.pipeline_parallel;
   const double norm = m.rmsnorm ? h : 2.0 * h;  // weight (+ bias)
   const double bias = m.add_bias_linear ? 1.0 : 0.0;
+  const double qkv_bias = m.qkv_bias() ? 1.0 : 0.0;
   const double gated = m.swiglu ? 2.0 : 1.0;  // fc1 produces gate and value halves
 
   ParameterCounts c;
   // Attention: fused QKV h → (a + 2g)·d, output projection a·d → h; MLP h → f(·2) → h.
-  c.layer_sharded = h * (a + 2 * g) * d + bias * (a + 2 * g) * d  // QKV weight, bias
-                    + a * d * h                                   // projection weight
-                    + gated * h * f + bias * gated * f            // fc1 weight, bias
-                    + f * h;                                      // fc2 weight
+  c.layer_sharded = h * (a + 2 * g) * d + qkv_bias * (a + 2 * g) * d  // QKV weight, bias
+                    + a * d * h                                       // projection weight
+                    + gated * h * f + bias * gated * f                // fc1 weight, bias
+                    + f * h;                                          // fc2 weight
   c.layer_replicated = 2 * norm + 2 * bias * h;  // two norms; projection and fc2 biases
   const double vocab = double(m.padded_vocab(l.tensor_parallel));
   c.word_embedding = vocab * h;

@@ -55,10 +55,15 @@ std::string machine_line(const Machine& m, Implementation impl) {
 }
 
 json rank_json(const RankMemory& r) {
-  return {{"parameters", r.parameters},         {"weights_bytes", r.weights},
-          {"gradients_bytes", r.gradients},     {"optimizer_bytes", r.optimizer},
-          {"activations_bytes", r.activations}, {"workspace_bytes", r.workspace},
-          {"reserved_bytes", r.reserved},       {"total_bytes", r.total()}};
+  return {{"parameters", r.parameters},
+          {"weights_bytes", r.weights},
+          {"gradients_bytes", r.gradients},
+          {"optimizer_bytes", r.optimizer},
+          {"activations_bytes", r.activations},
+          {"workspace_bytes", r.workspace},
+          {"step_buffers_bytes", r.step_buffers},
+          {"reserved_bytes", r.reserved},
+          {"total_bytes", r.total()}};
 }
 
 json layout_json(const Layout& l) {
@@ -178,6 +183,8 @@ std::string format_plan(const Plan& p) {
   row(fmt("activations (%.3g micro-batches)", mem.activations.in_flight).c_str(),
       mem.first_stage.activations, mem.last_stage.activations);
   row("workspace (transient)", mem.first_stage.workspace, mem.last_stage.workspace);
+  if (mem.first_stage.step_buffers > 0 || mem.last_stage.step_buffers > 0)
+    row("optimizer step (transient)", mem.first_stage.step_buffers, mem.last_stage.step_buffers);
   row("reserved (runtime)", mem.first_stage.reserved, mem.last_stage.reserved);
   row("total", mem.first_stage.total(), mem.last_stage.total());
   const double capacity = p.machine.memory_bytes;

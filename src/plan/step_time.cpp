@@ -22,7 +22,11 @@ double optimizer_bytes_per_parameter(const Layout& l, Implementation impl) {
     case Implementation::kMegatronCpp:
       // zero gradients (w 4), norm (r 4), AdamW (r p g m v, w p m v = 28); bf16: refresh the
       // compute copy (r 4, w 2); fp16: overflow check (r 4), master → f16 → store (r 4 w 2 r 2 w
-      // 4).
+      // 4). The distributed optimizer (train/distributed_optimizer.cpp) runs the norm and AdamW
+      // on its shard, and pads the gradients and the values into zeroed copies for its two
+      // collectives (w 4, r 4 w 4 each) and copies the gathered values back (r 4 w 4).
+      if (l.distributed_optimizer)
+        return 4 + 32 / d + (d > 1 ? 32 : 0) + (l.precision == Precision::kBf16 ? 6 : 0);
       return 36 + (l.precision == Precision::kBf16 ? 6 : 0) +
              (l.precision == Precision::kFp16 ? 16 : 0);
     case Implementation::kMegatronLm:
@@ -52,13 +56,14 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
                        : double(activation_bytes(l.precision));
 
   // Pipeline send/recv: the stage boundary activation (split over TP: Megatron's
-  // scatter-gather optimisation, or sequence parallelism), forward and backward, per chunk.
+  // scatter-gather optimisation, or sequence parallelism; whole on every TP rank in
+  // megatron-cpp), forward and backward, per chunk.
   double p2p = 0;
   if (p > 1) {
     const GroupPlacement neighbours =
         place_group(2, l.tensor_parallel * l.data_parallel, machine.devices_per_node);
-    const double bytes =
-        double(model.seq_length) * l.micro_batch * model.hidden_size * e / l.tensor_parallel;
+    const double split = impl == Implementation::kMegatronCpp ? 1.0 : l.tensor_parallel;
+    const double bytes = double(model.seq_length) * l.micro_batch * model.hidden_size * e / split;
     p2p = 2 * v * collective_seconds(machine, Collective::kSendRecv, bytes, neighbours);
   }
 
@@ -135,7 +140,9 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
   // 2^22 elements (train/grad_reduction.h), Megatron-LM max(40M, 1M·d) elements, the 2019
   // code one flat buffer after the backward or PyTorch DDP's 25 MB buckets when overlapped.
   double bucket_elements = std::max(40e6, 1e6 * l.data_parallel);
-  if (impl == Implementation::kMegatronCpp) bucket_elements = double(int64_t(1) << 22);
+  // megatron-cpp's distributed optimizer reduce-scatters and all-gathers in one call each.
+  if (impl == Implementation::kMegatronCpp)
+    bucket_elements = l.distributed_optimizer ? local : double(int64_t(1) << 22);
   if (impl == Implementation::kMegatronLm2019)
     bucket_elements = l.overlap_grad_reduce ? 25e6 / grad_reduce_bytes(l, impl) : local;
   const double buckets = std::ceil(local / bucket_elements);
@@ -145,8 +152,10 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
   double reduce = 0, gather = 0;
   if (l.distributed_optimizer) {
     reduce = bucketed(Collective::kReduceScatter, grad_bytes);
-    gather =
-        bucketed(Collective::kAllGather, local * (l.precision == Precision::kFp32 ? 4.0 : 2.0));
+    // Megatron-LM gathers the 16-bit parameters, megatron-cpp the f32 values.
+    const double value_bytes =
+        impl == Implementation::kMegatronCpp || l.precision == Precision::kFp32 ? 4.0 : 2.0;
+    gather = bucketed(Collective::kAllGather, local * value_bytes);
   } else {
     reduce = bucketed(Collective::kAllReduce, grad_bytes);
   }

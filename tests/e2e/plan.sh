@@ -35,7 +35,8 @@ node -e '
     throw new Error("layout " + JSON.stringify(p.layout));
   const r = p.memory.first_stage;
   close(r.total_bytes, r.weights_bytes + r.gradients_bytes + r.optimizer_bytes +
-        r.activations_bytes + r.workspace_bytes + r.reserved_bytes, "memory total");
+        r.activations_bytes + r.workspace_bytes + r.step_buffers_bytes + r.reserved_bytes,
+        "memory total");
   close(r.optimizer_bytes / r.parameters, 12 / 8, "distributed optimizer bytes");
   const t = p.time;
   close(t.step_seconds, t.pipeline_seconds + t.dp_comm_exposed_seconds +
@@ -71,6 +72,16 @@ OMP_NUM_THREADS=1 "$BIN" bench --mode machine --output "$WORK/cpu.json" --tokens
 grep -q "implementation megatron-cpp" "$WORK/cpu_plan.txt"
 grep -q "optimizer state (8 B/param)" "$WORK/cpu_plan.txt"
 grep -q "memory per device (MiB)" "$WORK/cpu_plan.txt"
+# ... and the same with a pipeline, the distributed optimizer and the Llama options.
+"$BIN" plan --machine "$WORK/cpu.json" --num-layers 2 --hidden-size 128 \
+  --num-attention-heads 4 --seq-length 64 --vocab-size 1000 --micro-batch-size 2 \
+  --global-batch-size 8 --world-size 4 --pipeline-model-parallel-size 2 \
+  --use-distributed-optimizer --swiglu --group-query-attention --num-query-groups 2 \
+  --normalization RMSNorm --position-embedding-type rope --disable-bias-linear \
+  --untie-embeddings-and-output-weights > "$WORK/cpu_pp_plan.txt"
+grep -q "TP 1 x PP 2 x DP 2" "$WORK/cpu_pp_plan.txt"
+grep -q "optimizer state (6 B/param)" "$WORK/cpu_pp_plan.txt"
+grep -q "optimizer step (transient)" "$WORK/cpu_pp_plan.txt"
 
 # Bad input: message and non-zero exit.
 expect_error() {  # expected-message command...
@@ -88,8 +99,9 @@ expect_error "--num-attention-heads 96 must be divisible by --tensor-model-paral
 expect_error "--num-layers 96 must be divisible by --pipeline-model-parallel-size 7" \
   "$BIN" plan --machine "$A100" "${GPT3[@]}" --pipeline-model-parallel-size 7 --world-size 56 \
   --tensor-model-parallel-size 8 --micro-batch-size 1 --implementation megatron-lm
-expect_error "megatron-cpp accounting does not model pipeline parallelism yet" \
-  "$BIN" plan --machine "$A100" "${GPT3[@]}" --pipeline-model-parallel-size 2 --micro-batch-size 1
+expect_error "megatron-cpp pipelines GPT only" \
+  "$BIN" plan --machine "$A100" "${GPT3[@]}" --model bert --pipeline-model-parallel-size 2 \
+  --micro-batch-size 1
 expect_error "--world-size 100 must be divisible by --tensor-model-parallel-size x" \
   "$BIN" plan --machine "$A100" "${GPT3[@]}" --tensor-model-parallel-size 8 --world-size 100 \
   --micro-batch-size 1

@@ -8,7 +8,11 @@
 #include "model/bert_model.h"
 #include "model/gpt_model.h"
 #include "model_test_util.h"
+#include "plan/layout.h"
 #include "plan/memory_estimate.h"
+#include "plan/pipeline_buffers.h"
+#include "train/distributed_optimizer.h"
+#include "train/optimizer.h"
 
 namespace megatron::plan {
 namespace {
@@ -219,12 +223,15 @@ struct ArenaCase {
 
 class PlanArena : public ::testing::TestWithParam<ArenaCase> {};
 
-TEST_P(PlanArena, GptPredictsTheArenasExactly) {
-  const ArenaCase k = GetParam();
+// One training step of a small GPT (with the Llama-family options: GQA with 2 of 4 heads'
+// groups, head dim 24 != h/a, SwiGLU, RMSNorm, RoPE, no linear biases, an untied output layer),
+// then the planner's prediction of its arenas and of its parameter count.
+void expect_gpt_arenas_predicted(const ArenaCase& k, bool llama) {
   GptConfig gc;
   gc.num_layers = 3;
   gc.hidden_size = 64;
   gc.num_attention_heads = 4;
+  gc.ffn_hidden_size = llama ? 96 : 0;
   gc.vocab_size = 1000;
   gc.padded_vocab_size = 1024;
   gc.max_position_embeddings = 24;
@@ -232,6 +239,15 @@ TEST_P(PlanArena, GptPredictsTheArenasExactly) {
   gc.hidden_dropout = gc.attention_dropout = k.dropout ? 0.1f : 0.0f;
   gc.recompute_activations = k.recompute;
   gc.compute_dtype = k.bf16 ? DType::BF16 : DType::F32;
+  if (llama) {
+    gc.arch.num_query_groups = 2;
+    gc.arch.kv_channels = 24;
+    gc.arch.swiglu = true;
+    gc.arch.normalization = Normalization::kRMSNorm;
+    gc.arch.position_embedding = PositionEmbedding::kRope;
+    gc.arch.add_bias_linear = false;
+    gc.arch.untie_embeddings_and_output_weights = true;
+  }
   ParallelState ps = test::solo_parallel_state();
   ParameterStore store(0, 1);
   GptModel model(gc, ps, store);
@@ -248,15 +264,35 @@ TEST_P(PlanArena, GptPredictsTheArenasExactly) {
   m.num_layers = gc.num_layers;
   m.hidden_size = gc.hidden_size;
   m.num_attention_heads = gc.num_attention_heads;
+  m.ffn_hidden_size = gc.ffn_hidden_size;
   m.seq_length = s;
   m.vocab_size = gc.vocab_size;
   m.hidden_dropout = m.attention_dropout = gc.hidden_dropout;
+  if (llama) {
+    m.num_query_groups = 2;
+    m.kv_channels = 24;
+    m.swiglu = true;
+    m.rmsnorm = true;
+    m.learned_position_embeddings = false;
+    m.add_bias_linear = false;
+    m.untie_embeddings_and_output_weights = true;
+  }
   Layout l;
   l.micro_batch = b;
   l.recompute = k.recompute ? Recompute::kFull : Recompute::kNone;
   l.precision = k.bf16 ? Precision::kBf16 : Precision::kFp32;
+  validate_layout(m, l, Implementation::kMegatronCpp);
   const ActivationMemory a = activation_memory(m, l, Implementation::kMegatronCpp);
   EXPECT_DOUBLE_EQ(a.first_stage + a.workspace, double(model.activation_bytes()));
+  EXPECT_DOUBLE_EQ(count_parameters(m, l).total, double(store.flat_values().numel()));
+}
+
+TEST_P(PlanArena, GptPredictsTheArenasExactly) {
+  expect_gpt_arenas_predicted(GetParam(), false);
+}
+
+TEST_P(PlanArena, LlamaGptPredictsTheArenasExactly) {
+  expect_gpt_arenas_predicted(GetParam(), true);
 }
 
 TEST_P(PlanArena, BertPredictsTheArenasExactly) {
@@ -332,6 +368,140 @@ TEST(PlanMemory, BytesPerParameterByImplementation) {
   fp16.precision = Precision::kFp16;
   EXPECT_DOUBLE_EQ(bytes_per_parameter(fp16, Implementation::kMegatronLm2019).total(), 20.0);
   EXPECT_DOUBLE_EQ(bytes_per_parameter(fp16, Implementation::kMegatronCpp).total(), 22.0);
+}
+
+// megatron-cpp's distributed optimizer: what a DP rank's AdamW and the trainer's reduced
+// gradients hold for a real model's parameters (train/distributed_optimizer.h), against
+// the planner's (8 + 4)/d bytes per parameter; and the transient buffers of the step.
+TEST(PlanMemory, MegatronCppDistributedOptimizerMatchesItsShards) {
+  GptConfig gc;
+  gc.num_layers = 2;
+  gc.hidden_size = 32;
+  gc.num_attention_heads = 4;
+  gc.vocab_size = 500;
+  gc.padded_vocab_size = 512;
+  gc.max_position_embeddings = 16;
+  gc.seq_length = 16;
+  ParallelState ps = test::solo_parallel_state();
+  ParameterStore store(0, 1);
+  GptModel model(gc, ps, store);
+  store.allocate();
+  const int64_t n = store.flat_values().numel();
+  const int d = 2;
+  ASSERT_EQ(n % d, 0);  // the planner's n/d is the shard size exactly then
+  const DpShard shard = DpShard::of(n, d, 0);
+  AdamW adam(store, AdamWConfig{}, shard.range);
+  double state_bytes = 4.0 * double(shard.size);  // the trainer's reduced gradients f32 [k]
+  for (const auto& [name, buffer] : adam.flat_buffers()) state_bytes += double(buffer.nbytes());
+
+  ModelSpec m;
+  m.num_layers = gc.num_layers;
+  m.hidden_size = gc.hidden_size;
+  m.num_attention_heads = gc.num_attention_heads;
+  m.seq_length = gc.seq_length;
+  m.vocab_size = gc.vocab_size;
+  Layout l;
+  l.data_parallel = d;
+  l.distributed_optimizer = true;
+  validate_layout(m, l, Implementation::kMegatronCpp);
+  Machine mach;
+  const MemoryEstimate est = estimate_memory(m, l, mach, Implementation::kMegatronCpp);
+  EXPECT_DOUBLE_EQ(est.first_stage.parameters, double(n));
+  EXPECT_DOUBLE_EQ(est.first_stage.optimizer, state_bytes);
+  EXPECT_DOUBLE_EQ(est.first_stage.weights + est.first_stage.gradients, 8.0 * double(n));
+  // The gradients padded to [d·k] and OpenMPI's reduce-scatter temporary of the same size.
+  EXPECT_DOUBLE_EQ(est.first_stage.step_buffers, 2 * 4.0 * double(n));
+
+  l.precision = Precision::kFp16;
+  try {
+    validate_layout(m, l, Implementation::kMegatronCpp);
+    ADD_FAILURE() << "the distributed optimizer with --fp16 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--use-distributed-optimizer with --fp16"),
+              std::string::npos);
+  }
+}
+
+// The pipeline executor's buffers over a rank's 1F1B schedule, p 2, m 4, counted by hand:
+// rank 0 runs F0 F1 B0 F2 B1 F3 B2 B3 — two contexts; at B0 the copies of outputs 0 and 1 and
+// the received gradient are alive (3). Rank 1 runs F0 B0 F1 B1 ... — one context; at F3 the
+// three gradient copies sent so far, the input kept by the context and the one just received
+// are alive (5), and at the end the four copies and the kept input (5).
+TEST(PlanPipeline, BuffersOfOneFOneBByHand) {
+  const PipelineRankPeak first = pipeline_rank_peak(2, 0, 1, 4, {100.0}, 1.0);
+  EXPECT_EQ(first.contexts, std::vector<int64_t>{2});
+  EXPECT_EQ(first.peak_buffers, 3);
+  EXPECT_DOUBLE_EQ(first.peak_bytes, 2 * 100.0 + 3);
+  const PipelineRankPeak last = pipeline_rank_peak(2, 1, 1, 4, {100.0}, 1.0);
+  EXPECT_EQ(last.contexts, std::vector<int64_t>{1});
+  EXPECT_EQ(last.peak_buffers, 5);
+  // No pipeline: one context, no buffers.
+  const PipelineRankPeak whole = pipeline_rank_peak(1, 0, 1, 4, {100.0}, 1.0);
+  EXPECT_EQ(whole.contexts, std::vector<int64_t>{1});
+  EXPECT_EQ(whole.peak_buffers, 0);
+}
+
+// A GPT cut into three pipeline stages (one layer each), one micro-batch through all three in
+// one process: each stage context's arena and each stage's scratch against the planner. With
+// m = 1 the first rank holds its output's copy and the received gradient (2 buffers), the last
+// the received input and its gradient's copy (2).
+TEST(PlanPipeline, MegatronCppStageArenasExactly) {
+  for (const bool bf16 : {false, true}) {
+    GptConfig gc;
+    gc.num_layers = 3;
+    gc.hidden_size = 64;
+    gc.num_attention_heads = 4;
+    gc.vocab_size = 1000;
+    gc.padded_vocab_size = 1024;
+    gc.max_position_embeddings = 24;
+    gc.seq_length = 24;
+    gc.compute_dtype = bf16 ? DType::BF16 : DType::F32;
+    ParallelState ps = test::solo_parallel_state();
+    std::vector<std::unique_ptr<ParameterStore>> stores;
+    std::vector<std::unique_ptr<GptModel>> stages;
+    for (int r = 0; r < 3; ++r) {
+      stores.push_back(std::make_unique<ParameterStore>(0, 1));
+      stages.push_back(
+          std::make_unique<GptModel>(gc, ps, *stores.back(), stage_range(3, 3, r, 1, 0)));
+      stores.back()->allocate();
+      stages.back()->init_weights(7);
+    }
+    const int64_t b = 2, s = gc.seq_length;
+    std::vector<int32_t> ids(size_t(b * s));
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i * 37 % gc.vocab_size);
+    GptBatch batch{Tensor::from_vector(ids, {b, s}), Tensor::from_vector(ids, {b, s}),
+                   Tensor::from_vector(std::vector<float>(size_t(b * s), 1.0f), {b, s}), 0, 0};
+    std::vector<GptModel::StageCtxPtr> ctxs;
+    Tensor x;
+    for (auto& stage : stages) {
+      ctxs.push_back(stage->make_stage_ctx());
+      x = stage->forward_stage(*ctxs.back(), batch, x, true, 11);
+    }
+    Tensor dx;
+    for (int r = 2; r >= 0; --r) dx = stages[size_t(r)]->backward_stage(*ctxs[size_t(r)], dx, 1.0f);
+
+    ModelSpec m;
+    m.num_layers = gc.num_layers;
+    m.hidden_size = gc.hidden_size;
+    m.num_attention_heads = gc.num_attention_heads;
+    m.seq_length = s;
+    m.vocab_size = gc.vocab_size;
+    m.hidden_dropout = m.attention_dropout = gc.hidden_dropout;
+    Layout l;
+    l.pipeline_parallel = 3;
+    l.micro_batch = b;
+    l.precision = bf16 ? Precision::kBf16 : Precision::kFp32;
+    validate_layout(m, l, Implementation::kMegatronCpp);
+    const ActivationMemory a = activation_memory(m, l, Implementation::kMegatronCpp);
+    const double buffer = double(s * b * gc.hidden_size) * (bf16 ? 2 : 4);
+    EXPECT_DOUBLE_EQ(a.first_stage,
+                     double(stages[0]->stage_activation_bytes(*ctxs[0])) + 2 * buffer);
+    EXPECT_DOUBLE_EQ(a.last_stage,
+                     double(stages[2]->stage_activation_bytes(*ctxs[2])) + 2 * buffer);
+    for (const auto& stage : stages)
+      EXPECT_DOUBLE_EQ(a.workspace, double(stage->activation_bytes()));
+    EXPECT_DOUBLE_EQ(a.in_flight, 1.0);
+  }
 }
 
 }  // namespace

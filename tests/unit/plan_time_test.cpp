@@ -304,9 +304,11 @@ TEST(PlanLayout, ErrorsNameTheRule) {
             }).find("--num-layers 32 must be divisible by --pipeline-model-parallel-size 5"),
             std::string::npos);
   l.pipeline_parallel = 2;
+  ModelSpec bert = m;
+  bert.family = ModelFamily::kBert;
   EXPECT_NE(error_of([&] {
-              validate_layout(m, l, Implementation::kMegatronCpp);
-            }).find("megatron-cpp accounting does not model pipeline parallelism"),
+              validate_layout(bert, l, Implementation::kMegatronCpp);
+            }).find("megatron-cpp pipelines GPT only"),
             std::string::npos);
   l.pipeline_parallel = 1;
   l.data_parallel = 3;
@@ -340,9 +342,15 @@ TEST(PlanSearch, RanksFittingLayoutsFastestFirst) {
       EXPECT_GE(r.best[i - 1].time.tokens_per_second, r.best[i].time.tokens_per_second);
     }
   }
-  // megatron-cpp layouts are TP x DP only.
-  const SearchResult cpp = search_layouts(m, base, mach, Implementation::kMegatronCpp, 16, 50);
-  for (const Candidate& c : cpp.best) EXPECT_EQ(c.layout.pipeline_parallel, 1);
+  // megatron-cpp layouts: TP x PP x DP, the distributed optimizer, full recompute, no SP.
+  const SearchResult cpp = search_layouts(m, base, mach, Implementation::kMegatronCpp, 16, 500);
+  bool pipelined = false;
+  for (const Candidate& c : cpp.best) {
+    EXPECT_FALSE(c.layout.sequence_parallel);
+    EXPECT_NE(c.layout.recompute, Recompute::kSelective);
+    pipelined = pipelined || c.layout.pipeline_parallel > 1;
+  }
+  EXPECT_TRUE(pipelined);
   EXPECT_NE(error_of([&] {
               search_layouts(m, Layout{}, mach, Implementation::kMegatronLm, 16, 5);
             }).find("--global-batch-size"),

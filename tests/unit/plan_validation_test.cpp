@@ -238,5 +238,50 @@ TEST(PlanValidation, ThisMachinePeakMemory) {
   }
 }
 
+// The same check at the layouts bench/plan_memory.sh runs (a small GPT, L 4, h 512, s 128,
+// micro-batch 2, global batch 8): PP 2 (4 micro-batches in 1F1B), DP 2 with the distributed
+// optimizer, and the Llama-family options at TP 2; baseline from that campaign's tiny run.
+TEST(PlanValidation, ThisMachinePeakMemoryPipelineDistributedOptimizerLlama) {
+  std::ifstream in(source_dir() + "/bench/plan_validation/memory_measured.json");
+  const nlohmann::json runs = nlohmann::json::parse(in);
+  auto predicted_bytes = [](const ModelSpec& m, const Layout& l) {
+    validate_layout(m, l, Implementation::kMegatronCpp);
+    Machine none;
+    none.memory_bytes = 1e12;
+    return estimate_memory(m, l, none, Implementation::kMegatronCpp).peak();
+  };
+  ModelSpec tiny = measured_model(ModelFamily::kGpt, 1, 64, 2);
+  tiny.max_position_embeddings = 128;
+  const double baseline = runs.at("mem_tiny").at("peak_rss_kb").get<double>() * 1024 -
+                          predicted_bytes(tiny, measured_layout(1, 1, 8));
+  EXPECT_GT(baseline, 0);
+  ModelSpec small = measured_model(ModelFamily::kGpt, 4, 512, 8);
+  small.max_position_embeddings = 128;
+  ModelSpec llama = small;
+  llama.swiglu = true;
+  llama.ffn_hidden_size = 1024;
+  llama.num_query_groups = 2;
+  llama.rmsnorm = true;
+  llama.learned_position_embeddings = false;
+  llama.add_bias_linear = false;
+  llama.untie_embeddings_and_output_weights = true;
+  Layout pp2 = measured_layout(1, 1, 2);
+  pp2.pipeline_parallel = 2;
+  Layout distopt = measured_layout(1, 2, 2);
+  distopt.distributed_optimizer = true;
+  const Layout tp2 = measured_layout(2, 1, 2);
+  const std::pair<const char*, double> checks[] = {
+      {"mem_pp2", predicted_bytes(small, pp2)},
+      {"mem_dp2_distopt", predicted_bytes(small, distopt)},
+      {"mem_llama_tp2", predicted_bytes(llama, tp2)}};
+  for (const auto& [name, predicted] : checks) {
+    SCOPED_TRACE(name);
+    const double rss = runs.at(name).at("peak_rss_kb").get<double>() * 1024;
+    EXPECT_NEAR((rss - baseline) / predicted, 1.0, 0.10)
+        << "RSS " << rss / 1048576 << " MiB, baseline " << baseline / 1048576 << " MiB, predicted "
+        << predicted / 1048576 << " MiB";
+  }
+}
+
 }  // namespace
 }  // namespace megatron::plan

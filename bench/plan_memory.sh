@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Issue 19's memory check at the layouts bench/plan_validation.sh does not run: pipeline
+# parallelism, the distributed optimizer and the Llama-family options. Peak RSS (/usr/bin/time
+# %M, the largest over the ranks) of short runs of a small GPT, beside the tiny run whose RSS
+# minus its predicted memory is the process baseline (as in plan_validation.sh). Writes
+# OUT_DIR/memory_measured.json, the file tests/unit/plan_validation_test.cpp reads from
+# bench/plan_validation/. Step times are not compared here (3 iterations, RSS only).
+#
+#   bash bench/plan_memory.sh [OUT_DIR]     (default: /tmp/plan_memory)
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BIN="${MEGATRON_BINARY:-$ROOT/build/megatron}"
+OUT="${1:-/tmp/plan_memory}"
+mkdir -p "$OUT"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPI=(mpirun --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1)
+
+COMMON=(--seq-length 128 --max-position-embeddings 128 --global-batch-size 8 --lr 1e-4
+        --mock-data --vocab-size 50257 --log-interval 1 --eval-iters 0 --train-iters 3)
+TINY=(--num-layers 1 --hidden-size 64 --num-attention-heads 2 --micro-batch-size 8)
+SMALL=(--num-layers 4 --hidden-size 512 --num-attention-heads 8 --micro-batch-size 2)
+LLAMA=(--swiglu --ffn-hidden-size 1024 --group-query-attention --num-query-groups 2
+       --normalization RMSNorm --position-embedding-type rope --disable-bias-linear
+       --untie-embeddings-and-output-weights)
+
+# run NAME NPROCS flags...: peak RSS (kB) per rank in NAME.rss.RANK, log in NAME.log.
+run() {
+  local name="$1" np="$2"
+  shift 2
+  echo "== $name ($np processes)"
+  "${MPI[@]}" -np "$np" bash -c \
+    '/usr/bin/time -f "%M" -o "$0.rss.$OMPI_COMM_WORLD_RANK" "$@"' "$OUT/$name" "$BIN" \
+    pretrain-gpt "${COMMON[@]}" "$@" > "$OUT/$name.log" 2>&1
+  echo "   peak RSS $(sort -n "$OUT"/$name.rss.* | tail -1) kB"
+}
+
+run mem_tiny 1 "${TINY[@]}"
+run mem_pp2 2 "${SMALL[@]}" --pipeline-model-parallel-size 2
+run mem_dp2_distopt 2 "${SMALL[@]}" --use-distributed-optimizer
+run mem_llama_tp2 2 "${SMALL[@]}" "${LLAMA[@]}" --tensor-model-parallel-size 2
+
+node -e '
+  const fs = require("fs");
+  const out = process.argv[1];
+  const runs = {};
+  for (const name of ["mem_tiny", "mem_pp2", "mem_dp2_distopt", "mem_llama_tp2"]) {
+    const rss = fs.readdirSync(out).filter((f) => f.startsWith(name + ".rss."))
+      .map((f) => parseFloat(fs.readFileSync(`${out}/${f}`, "utf8")));
+    runs[name] = {peak_rss_kb: Math.max(...rss), rank_rss_kb: rss};
+  }
+  fs.writeFileSync(`${out}/memory_measured.json`, JSON.stringify(runs, null, 1) + "\n");
+' "$OUT"
+cat "$OUT/memory_measured.json"
