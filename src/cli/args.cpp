@@ -169,15 +169,22 @@ nlohmann::json ArgTable::to_json() const {
 }
 
 void add_tokenizer_args(ArgTable& t, std::string& type, std::string& vocab_file,
-                        std::string& merge_file, std::string& model_file, int64_t& vocab_size) {
+                        std::string& merge_file, std::string& model_file, int64_t& vocab_size,
+                        std::string& tiktoken_pattern, int64_t& tiktoken_num_special_tokens) {
   t.add("--vocab-file", vocab_file, "tokenizer vocabulary file");
   t.add("--merge-file", merge_file, "BPE merges file");
   t.add("--tokenizer-type", type,
         "GPT2BPETokenizer | BertWordPieceLowerCase | BertWordPieceCase | "
-        "SentencePieceTokenizer | NullTokenizer");
-  t.add("--tokenizer-model", model_file, "SentencePiece model file");
+        "SentencePieceTokenizer | GPTSentencePieceTokenizer | Llama2Tokenizer | "
+        "HuggingFaceTokenizer | TikTokenizer | NullTokenizer");
+  t.add("--tokenizer-model", model_file,
+        "SentencePiece .model; tokenizer.json (or its directory) for HuggingFaceTokenizer; "
+        "ranks .json for TikTokenizer");
   t.add("--vocab-size", vocab_size,
-        "vocabulary size for NullTokenizer (training: also --mock-data)");
+        "vocabulary size for NullTokenizer and TikTokenizer (training: also --mock-data)");
+  t.add("--tiktoken-pattern", tiktoken_pattern, "TikTokenizer split regex: v1 or v2");
+  t.add("--tiktoken-num-special-tokens", tiktoken_num_special_tokens,
+        "TikTokenizer: ids reserved for special tokens before the ranks");
 }
 
 void add_training_args(ArgTable& t, Args& a) {
@@ -263,7 +270,7 @@ void add_training_args(ArgTable& t, Args& a) {
   t.add("--valid-data-path", a.valid_data_path, "validation data used whole");
   t.add("--test-data-path", a.test_data_path, "test data used whole");
   add_tokenizer_args(t, a.tokenizer_type, a.vocab_file, a.merge_file, a.tokenizer_model,
-                     a.vocab_size);
+                     a.vocab_size, a.tiktoken_pattern, a.tiktoken_num_special_tokens);
   t.add_flag("--mock-data", a.mock_data, "train on deterministic random tokens");
 
   t.add("--save", a.save, "checkpoint directory to save to");

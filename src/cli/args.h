@@ -133,6 +133,8 @@ struct Args {
   std::string tokenizer_type;
   std::string tokenizer_model;
   int64_t vocab_size = 0;
+  std::string tiktoken_pattern;
+  int64_t tiktoken_num_special_tokens = 1000;
   bool mock_data = false;
   std::string data_cache_path;  // --data-cache-path (pretrain-gpt): the sample-index cache's dir
 
@@ -212,9 +214,11 @@ class ArgTable {
 };
 
 // Registers the tokenizer flags (--tokenizer-type, --vocab-file, --merge-file,
-// --tokenizer-model, --vocab-size), shared by training and `preprocess`.
+// --tokenizer-model, --vocab-size, --tiktoken-pattern, --tiktoken-num-special-tokens), shared
+// by training and `preprocess`.
 void add_tokenizer_args(ArgTable& table, std::string& type, std::string& vocab_file,
-                        std::string& merge_file, std::string& model_file, int64_t& vocab_size);
+                        std::string& merge_file, std::string& model_file, int64_t& vocab_size,
+                        std::string& tiktoken_pattern, int64_t& tiktoken_num_special_tokens);
 
 // Registers every shared flag on `app`, writing into `args`.
 void add_training_args(ArgTable& table, Args& args);

@@ -11,7 +11,13 @@ namespace megatron::cli {
 
 Vocabulary build_vocabulary(const Args& a) {
   if (a.tokenizer_type.empty()) return {a.vocab_size, -1, nullptr};  // --mock-data --vocab-size V
-  TokenizerOptions o{a.tokenizer_type, a.vocab_file, a.merge_file, a.tokenizer_model, a.vocab_size};
+  TokenizerOptions o{a.tokenizer_type,
+                     a.vocab_file,
+                     a.merge_file,
+                     a.tokenizer_model,
+                     a.vocab_size,
+                     a.tiktoken_pattern,
+                     a.tiktoken_num_special_tokens};
   std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(o);
   MT_REQUIRE(tokenizer->vocab_size() > 0, "--tokenizer-type ", a.tokenizer_type,
              " gave an empty vocabulary");

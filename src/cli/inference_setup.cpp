@@ -32,7 +32,12 @@ void add_inference_args(CLI::App& app, InferenceArgs& a) {
   app.add_option("--vocab-file", a.vocab_file, "tokenizer vocabulary (default: the checkpoint's)");
   app.add_option("--merge-file", a.merge_file, "BPE merges (default: the checkpoint's)");
   app.add_option("--tokenizer-model", a.tokenizer_model,
-                 "SentencePiece model (default: the checkpoint's)");
+                 "SentencePiece model, tokenizer.json or tiktoken ranks (default: the "
+                 "checkpoint's)");
+  app.add_option("--tiktoken-pattern", a.tiktoken_pattern,
+                 "TikTokenizer split regex v1 or v2 (default: the checkpoint's)");
+  app.add_option("--tiktoken-num-special-tokens", a.tiktoken_num_special_tokens,
+                 "TikTokenizer special-token count (default: the checkpoint's, else 1000)");
   app.add_option("--vocab-size", a.vocab_size, "vocabulary size for NullTokenizer");
   app.add_option("--max-tokens-to-oom", a.max_tokens_to_oom,
                  "largest batch x (prompt + generated) length accepted (Megatron's default 12000)");
@@ -76,7 +81,12 @@ InferenceModel load_inference_model(InferenceArgs& a, bool data_parallel) {
   TokenizerOptions tok{arg_or(args, "tokenizer_type", a.tokenizer_type),
                        arg_or(args, "vocab_file", a.vocab_file),
                        arg_or(args, "merge_file", a.merge_file),
-                       arg_or(args, "tokenizer_model", a.tokenizer_model), a.vocab_size};
+                       arg_or(args, "tokenizer_model", a.tokenizer_model),
+                       a.vocab_size,
+                       arg_or(args, "tiktoken_pattern", a.tiktoken_pattern),
+                       a.tiktoken_num_special_tokens};
+  if (a.tiktoken_num_special_tokens == 0)
+    tok.tiktoken_num_special_tokens = args.value("tiktoken_num_special_tokens", int64_t{1000});
   if (tok.vocab_size == 0 && args.contains("vocab_size") && args["vocab_size"].is_number_integer())
     tok.vocab_size = args["vocab_size"].get<int64_t>();
   MT_CHECK(!tok.type.empty(), "checkpoint '", dir,

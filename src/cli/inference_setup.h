@@ -29,7 +29,8 @@ struct InferenceArgs {
   std::string device;                  // as --device of training (cli/device_setup.h)
   std::string distributed_backend;     // as --distributed-backend of training
   bool bf16 = false;
-  std::string tokenizer_type, vocab_file, merge_file, tokenizer_model;
+  std::string tokenizer_type, vocab_file, merge_file, tokenizer_model, tiktoken_pattern;
+  int64_t tiktoken_num_special_tokens = 0;  // 0: the checkpoint's
   int64_t vocab_size = 0;
   int64_t max_tokens_to_oom = 12000;  // Megatron's --max-tokens-to-oom
   uint64_t seed = 1234;

@@ -450,7 +450,6 @@ constexpr Rule kRules[] = {
     // Tokenizers.
     {"--tokenizer-metadata", true, kTokenizerExtra},
     {"--tokenizer-special-tokens", true, kTokenizerExtra},
-    {"--tiktoken-*", true, "TikTokenizer is not implemented yet (issue 16)"},
     {"--tokenizer-sentencepiece-legacy", true, kTokenizerExtra},
     {"--no-tokenizer-sentencepiece-ignore-extra-whitespaces", true, kTokenizerExtra},
     {"--disable-tokenizer-sentencepiece-ignore-extra-whitespaces", true, kTokenizerExtra},

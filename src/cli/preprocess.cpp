@@ -23,7 +23,7 @@ int run_preprocess(int argc, char** argv) {
       ->default_str("text");
   ArgTable tokenizer_args(app);
   add_tokenizer_args(tokenizer_args, tok.type, tok.vocab_file, tok.merge_file, tok.model_file,
-                     tok.vocab_size);
+                     tok.vocab_size, tok.tiktoken_pattern, tok.tiktoken_num_special_tokens);
   app.get_option("--tokenizer-type")->required();
   app.add_flag("--append-eod", opt.append_eod, "append the end-of-document token");
   app.add_flag("--split-sentences", opt.split_sentences,

@@ -116,8 +116,13 @@ int run_pretrain_bert(int argc, char** argv) {
         "drop it or --post-layernorm");
     log_line(table.format());
 
-    TokenizerOptions o{args.tokenizer_type, args.vocab_file, args.merge_file, args.tokenizer_model,
-                       args.vocab_size};
+    TokenizerOptions o{args.tokenizer_type,
+                       args.vocab_file,
+                       args.merge_file,
+                       args.tokenizer_model,
+                       args.vocab_size,
+                       args.tiktoken_pattern,
+                       args.tiktoken_num_special_tokens};
     std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(o);
     MT_REQUIRE(tokenizer->cls() >= 0 && tokenizer->sep() >= 0 && tokenizer->mask() >= 0 &&
                    tokenizer->pad() >= 0,

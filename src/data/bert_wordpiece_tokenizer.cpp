@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "core/error.h"
+#include "data/clean_up_tokenization.h"
 #include "data/read_file.h"
 #include "data/utf8.h"
 
@@ -296,19 +297,7 @@ std::string BertWordPieceTokenizer::decode(const std::vector<int32_t>& ids) cons
       text += t;
     }
   }
-  // clean_up_tokenization: re-attach punctuation and English contractions.
-  constexpr std::pair<std::string_view, std::string_view> kCleanups[] = {
-      {" .", "."},     {" ?", "?"},   {" !", "!"},   {" ,", ","},     {" ' ", "'"},
-      {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
-  for (const auto& [from, to] : kCleanups) {
-    std::string cleaned;
-    size_t pos = 0;
-    for (size_t hit; (hit = text.find(from, pos)) != std::string::npos; pos = hit + from.size()) {
-      cleaned.append(text, pos, hit - pos).append(to);
-    }
-    text = cleaned.append(text, pos);
-  }
-  return text;
+  return clean_up_tokenization(std::move(text));
 }
 
 }  // namespace megatron

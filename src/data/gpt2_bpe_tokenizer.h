@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "data/byte_level.h"
 #include "data/tokenizer.h"
 
 namespace megatron {
@@ -37,8 +38,5 @@ class GPT2BPETokenizer final : public Tokenizer {
   struct State;  // vocabulary, merges, compiled pattern, cache (keeps PCRE2 out of the header)
   std::unique_ptr<State> state_;
 };
-
-// GPT-2's bytes_to_unicode(): the printable code point standing for each byte in vocab files.
-char32_t gpt2_byte_to_unicode(uint8_t byte);
 
 }  // namespace megatron

@@ -40,6 +40,12 @@ std::string SentencePieceTokenizer::decode(const std::vector<int32_t>&) const {
 int64_t SentencePieceTokenizer::vocab_size() const {
   return 0;
 }
+int32_t SentencePieceTokenizer::piece_to_id(const std::string&) const {
+  return -1;
+}
+std::string SentencePieceTokenizer::id_to_piece(int32_t) const {
+  return {};
+}
 
 #else
 
@@ -51,6 +57,7 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_file)
              "' is not a SentencePiece model: ", status.ToString());
   eod_ = processor_->eos_id();
   pad_ = processor_->pad_id();
+  bos_ = processor_->bos_id();
   cls_ = piece_id({"<CLS>", "[CLS]"});
   sep_ = piece_id({"<SEP>", "[SEP]"});
   mask_ = piece_id({"<MASK>", "[MASK]"});
@@ -60,10 +67,22 @@ SentencePieceTokenizer::~SentencePieceTokenizer() = default;
 
 int32_t SentencePieceTokenizer::piece_id(std::initializer_list<const char*> pieces) const {
   for (const char* piece : pieces) {
-    const int id = processor_->PieceToId(piece);
-    if (!processor_->IsUnknown(id)) return id;
+    const int32_t id = piece_to_id(piece);
+    if (id >= 0) return id;
   }
   return -1;
+}
+
+int32_t SentencePieceTokenizer::piece_to_id(const std::string& piece) const {
+  const int id = processor_->PieceToId(piece);
+  // PieceToId answers unk_id for an unknown piece; the unk piece itself is known.
+  return processor_->IsUnknown(id) && processor_->IdToPiece(id) != piece ? -1 : id;
+}
+
+std::string SentencePieceTokenizer::id_to_piece(int32_t id) const {
+  MT_CHECK(id >= 0 && id < vocab_size(), "token id ", id,
+           " is outside the SentencePiece vocabulary [0, ", vocab_size(), ")");
+  return processor_->IdToPiece(id);
 }
 
 std::vector<int32_t> SentencePieceTokenizer::encode(std::string_view text) const {

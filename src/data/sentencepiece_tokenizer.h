@@ -30,13 +30,19 @@ class SentencePieceTokenizer final : public Tokenizer {
   int32_t sep() const override { return sep_; }
   int32_t mask() const override { return mask_; }
   int32_t pad() const override { return pad_; }
+  int32_t bos() const { return bos_; }
+
+  // Id of `piece`, or -1 when the model does not have it.
+  int32_t piece_to_id(const std::string& piece) const;
+  // The piece of id (0 <= id < vocab_size()).
+  std::string id_to_piece(int32_t id) const;
 
  private:
   // Id of the first of the pieces the model has, else -1.
   int32_t piece_id(std::initializer_list<const char*> pieces) const;
 
   std::unique_ptr<sentencepiece::SentencePieceProcessor> processor_;
-  int32_t eod_ = -1, cls_ = -1, sep_ = -1, mask_ = -1, pad_ = -1;
+  int32_t eod_ = -1, cls_ = -1, sep_ = -1, mask_ = -1, pad_ = -1, bos_ = -1;
 };
 
 }  // namespace megatron

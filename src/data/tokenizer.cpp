@@ -5,14 +5,18 @@
 #include "core/error.h"
 #include "data/bert_wordpiece_tokenizer.h"
 #include "data/gpt2_bpe_tokenizer.h"
+#include "data/gpt_sentencepiece_tokenizer.h"
+#include "data/huggingface_tokenizer.h"
 #include "data/null_tokenizer.h"
 #include "data/sentencepiece_tokenizer.h"
+#include "data/tiktoken_tokenizer.h"
 
 namespace megatron {
 namespace {
 
 constexpr const char* kTokenizerTypes =
     "GPT2BPETokenizer, BertWordPieceLowerCase, BertWordPieceCase, SentencePieceTokenizer, "
+    "GPTSentencePieceTokenizer, Llama2Tokenizer, HuggingFaceTokenizer, TikTokenizer, "
     "NullTokenizer";
 
 void require(const std::string& value, const char* flag, const std::string& type) {
@@ -36,6 +40,21 @@ std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options) {
   if (type == "SentencePieceTokenizer") {
     require(options.model_file, "--tokenizer-model", type);
     return std::make_unique<SentencePieceTokenizer>(options.model_file);
+  }
+  if (type == "GPTSentencePieceTokenizer" || type == "Llama2Tokenizer") {
+    require(options.model_file, "--tokenizer-model", type);
+    return std::make_unique<GPTSentencePieceTokenizer>(options.model_file,
+                                                       type == "Llama2Tokenizer");
+  }
+  if (type == "HuggingFaceTokenizer") {
+    require(options.model_file, "--tokenizer-model", type);
+    return std::make_unique<HuggingFaceTokenizer>(options.model_file);
+  }
+  if (type == "TikTokenizer") {
+    require(options.model_file, "--tokenizer-model", type);
+    require(options.tiktoken_pattern, "--tiktoken-pattern (v1 or v2)", type);
+    return std::make_unique<TikTokenizer>(options.model_file, options.tiktoken_pattern,
+                                          options.vocab_size, options.tiktoken_num_special_tokens);
   }
   if (type == "NullTokenizer") {
     MT_REQUIRE(options.vocab_size > 0, "--vocab-size (> 0) is required for --tokenizer-type ",

@@ -1,7 +1,8 @@
 // Tokenizer: text <-> token ids, the interface every tokenizer implements.
 //
 // Implementations: GPT2BPETokenizer, BertWordPieceTokenizer (lower-case and cased),
-// SentencePieceTokenizer, NullTokenizer. make_tokenizer() builds one from Megatron's flags.
+// SentencePieceTokenizer, GPTSentencePieceTokenizer (also Llama2Tokenizer), HuggingFaceTokenizer,
+// TikTokenizer, NullTokenizer. make_tokenizer() builds one from Megatron's flags.
 #pragma once
 
 #include <cstdint>
@@ -28,11 +29,14 @@ class Tokenizer {
 
 struct TokenizerOptions {
   std::string type;  // GPT2BPETokenizer | BertWordPieceLowerCase | BertWordPieceCase |
-                     // SentencePieceTokenizer | NullTokenizer
+                     // SentencePieceTokenizer | GPTSentencePieceTokenizer | Llama2Tokenizer |
+                     // HuggingFaceTokenizer | TikTokenizer | NullTokenizer
   std::string vocab_file;
   std::string merge_file;
-  std::string model_file;  // --tokenizer-model
-  int64_t vocab_size = 0;  // --vocab-size, for NullTokenizer
+  std::string model_file;        // --tokenizer-model
+  int64_t vocab_size = 0;        // --vocab-size, for NullTokenizer and TikTokenizer (0: 2^17)
+  std::string tiktoken_pattern;  // --tiktoken-pattern v1 | v2, for TikTokenizer
+  int64_t tiktoken_num_special_tokens = 1000;  // --tiktoken-num-special-tokens
 };
 
 // Throws Error naming the flag when a required file is missing or the type is unknown.

@@ -24,11 +24,14 @@ nlohmann::json file_record(const std::string& path) {
 
 nlohmann::json tokenizer_identity(const TokenizerOptions& o, const Tokenizer& tokenizer) {
   nlohmann::json files = nlohmann::json::object();
-  if (!o.vocab_file.empty() && o.type != "NullTokenizer" && o.type != "SentencePieceTokenizer")
-    files["vocab_file"] = file_record(o.vocab_file);
-  if (!o.merge_file.empty() && o.type == "GPT2BPETokenizer")
-    files["merge_file"] = file_record(o.merge_file);
-  if (!o.model_file.empty() && o.type == "SentencePieceTokenizer")
+  const bool uses_vocab_merges = o.type == "GPT2BPETokenizer";
+  const bool uses_vocab = uses_vocab_merges || o.type.starts_with("BertWordPiece");
+  if (!o.vocab_file.empty() && uses_vocab) files["vocab_file"] = file_record(o.vocab_file);
+  if (!o.merge_file.empty() && uses_vocab_merges) files["merge_file"] = file_record(o.merge_file);
+  // Every other type but Null reads --tokenizer-model; a HuggingFace directory has no single
+  // CRC, so only a file is recorded.
+  if (!o.model_file.empty() && !uses_vocab && o.type != "NullTokenizer" &&
+      std::filesystem::is_regular_file(o.model_file))
     files["tokenizer_model"] = file_record(o.model_file);
   return {{"type", o.type},
           {"vocab_size", tokenizer.vocab_size()},

@@ -62,7 +62,7 @@ TEST(HfTokenizerFiles, Gpt2FilesAreCopiedWithHfConfigs) {
 TEST(HfTokenizerFiles, IdentityRecordsFilesAndMovedFilesAreFoundByFlag) {
   TempDir dir;
   const std::string vocab = dir.write("vocab.txt", kBertVocab);
-  TokenizerOptions o{"BertWordPieceLowerCase", vocab, "", "", 0};
+  TokenizerOptions o{"BertWordPieceLowerCase", vocab, "", "", 0, "", 1000};
   const nlohmann::json identity = tokenizer_identity(o, *make_tokenizer(o));
   EXPECT_EQ(identity["type"], "BertWordPieceLowerCase");
   EXPECT_EQ(identity["files"]["vocab_file"]["path"], vocab);

@@ -122,8 +122,9 @@ TEST(LmWindows, OverlappingWindowsScoreEachTargetOnce) {
 
 class LambadaFile : public ::testing::Test {
  protected:
-  std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(
-      {"GPT2BPETokenizer", fixture("gpt2-vocab.json"), fixture("gpt2-merges.txt"), "", 0});
+  std::unique_ptr<Tokenizer> tokenizer =
+      make_tokenizer({"GPT2BPETokenizer", fixture("gpt2-vocab.json"), fixture("gpt2-merges.txt"),
+                      "", 0, "", 1000});
   testing::TempDir dir;
   std::string write(const std::string& text) {
     const std::string path = dir.path() + "/lambada.jsonl";
