@@ -85,7 +85,10 @@ void register_dtype(DType dt) {
       [=] { kernels::rmsnorm_backward(*y, *x, *gamma, *rstd, *dx, *dgamma); });
   auto heads = std::make_shared<Tensor>(x->view({kTokens, kHidden / 64, 64}));
   add(d + "rotary_fwd", 2 * th * e, [=] {
-    kernels::rotary_embedding(*heads, 0, {.rotary_dim = 64}, false, *heads);
+    kernels::rotary_embedding(
+        *heads, 0,
+        {.rotary_dim = 64, .base = 10000.0f, .seq_interpolation_factor = 1.0f, .llama3 = {}}, false,
+        *heads);
   });
   auto gate_up = std::make_shared<Tensor>(filled({kTokens, 2 * kFfn}, dt, 0.3f));
   auto dgate_up = std::make_shared<Tensor>(filled({kTokens, 2 * kFfn}, dt, 0.f));

@@ -77,11 +77,13 @@ TEST_P(LlamaKernelsGpuTest, RotaryMatchesCpu) {
       for (bool llama3 : {false, true}) {
         SCOPED_TRACE("r=" + std::to_string(rotary_dim) + " inverse=" + std::to_string(inverse) +
                      " llama3=" + std::to_string(llama3));
-        kernels::RotaryParams p{
-            .rotary_dim = rotary_dim, .base = 10000.0f, .seq_interpolation_factor = 2.0f};
+        kernels::RotaryParams p{.rotary_dim = rotary_dim,
+                                .base = 10000.0f,
+                                .seq_interpolation_factor = 2.0f,
+                                .llama3 = {}};
         // Llama 3's scaling with a short original context, so that s = 33 positions past 100
         // reach all three of its regimes.
-        if (llama3) p.llama3 = {.factor = 8.0f, .original_max_position_embeddings = 256.0f};
+        if (llama3) p.llama3 = {8.0f, 1.0f, 4.0f, 256.0f};
         const Tensor qkv = random_tensor({s, b, heads, 3, d}, dt, 7, -2.0, 2.0);
         // Q of [s, b, heads, 3, d], rotated in place.
         auto q_of = [&](const Tensor& t) {

@@ -145,7 +145,10 @@ std::vector<Call> every_kernel() {
       {"rotary_embedding",
        [=] {
          Tensor y = f32({n, 3, 16});
-         kernels::rotary_embedding(f32({n, 3, 16}), 5, {.rotary_dim = 16}, false, y);
+         kernels::rotary_embedding(
+             f32({n, 3, 16}), 5,
+             {.rotary_dim = 16, .base = 10000.0f, .seq_interpolation_factor = 1.0f, .llama3 = {}},
+             false, y);
        }},
       {"swiglu_forward",
        [=] {

@@ -72,8 +72,10 @@ TEST_P(RotaryTest, InPlaceOnQkvViewMatchesFormula) {
   for (const Case& c : {Case{0, 12, 1.0f, 1e-5}, Case{3, 8, 1.0f, 1e-5}, Case{17, 12, 4.0f, 1e-5},
                         Case{4093, 12, 1.0f, 2e-3}}) {
     SCOPED_TRACE("start=" + std::to_string(c.start) + " r=" + std::to_string(c.rotary_dim));
-    const kernels::RotaryParams p{
-        .rotary_dim = c.rotary_dim, .base = 10000.0f, .seq_interpolation_factor = c.factor};
+    const kernels::RotaryParams p{.rotary_dim = c.rotary_dim,
+                                  .base = 10000.0f,
+                                  .seq_interpolation_factor = c.factor,
+                                  .llama3 = {}};
     Tensor qkv = random_tensor({s, b, heads, 3, d}, dt, 11, -2.0, 2.0);
     const Tensor before = qkv.clone();
     Tensor q = slot_view(qkv, 0);
@@ -90,7 +92,8 @@ TEST_P(RotaryTest, InPlaceOnQkvViewMatchesFormula) {
 TEST_P(RotaryTest, OutOfPlaceAndInverseIsTheAdjoint) {
   const DType dt = GetParam();
   const int64_t s = 9, m = 4, d = 10;
-  const kernels::RotaryParams p{.rotary_dim = 6, .base = 500000.0f};
+  const kernels::RotaryParams p{
+      .rotary_dim = 6, .base = 500000.0f, .seq_interpolation_factor = 1.0f, .llama3 = {}};
   Tensor x = random_tensor({s, m, d}, dt, 21), w = random_tensor({s, m, d}, dt, 22);
   Tensor y = Tensor::empty({s, m, d}, dt), wt = Tensor::empty({s, m, d}, dt);
   kernels::rotary_embedding(x, 5, p, false, y);
@@ -107,8 +110,9 @@ TEST_P(RotaryTest, OutOfPlaceAndInverseIsTheAdjoint) {
 TEST_P(RotaryTest, Llama3ScalingMatchesTheFormulaInEveryRegime) {
   const DType dt = GetParam();
   const int64_t s = 6, m = 4, d = 12;
-  kernels::RotaryParams p{.rotary_dim = 12, .base = 10000.0f, .seq_interpolation_factor = 1.0f};
-  p.llama3 = {.factor = 8.0f};
+  kernels::RotaryParams p{
+      .rotary_dim = 12, .base = 10000.0f, .seq_interpolation_factor = 1.0f, .llama3 = {}};
+  p.llama3 = {8.0f, 1.0f, 4.0f, 8192.0f};
   for (const int64_t start : {int64_t(0), int64_t(9000)}) {
     SCOPED_TRACE("start=" + std::to_string(start));
     const Tensor x = random_tensor({s, m, d}, dt, 31);
@@ -135,7 +139,9 @@ TEST(Rotary, RejectsOddOrOversizedRotaryDim) {
   Tensor x = Tensor::zeros({2, 3, 8}, DType::F32);
   for (int64_t r : {0, 5, 10}) {
     try {
-      kernels::rotary_embedding(x, 0, {.rotary_dim = r}, false, x);
+      kernels::rotary_embedding(
+          x, 0, {.rotary_dim = r, .base = 10000.0f, .seq_interpolation_factor = 1.0f, .llama3 = {}},
+          false, x);
       ADD_FAILURE() << "no error for rotary dim " << r;
     } catch (const Error& e) {
       EXPECT_NE(e.message().find("--rotary-percent"), std::string::npos) << e.message();
