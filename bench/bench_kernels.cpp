@@ -102,9 +102,10 @@ void register_dtype(DType dt) {
   auto yf = std::make_shared<Tensor>(filled({kTokens, kFfn}, dt, 0.f));
   auto bf = std::make_shared<Tensor>(filled({kFfn}, dt, 0.1f));
   auto dbf = std::make_shared<Tensor>(filled({kFfn}, DType::F32, 0.f));
-  add(d + "bias_gelu_fwd", 2 * tf * e, [=] { kernels::bias_gelu_forward(*xf, *bf, *yf); });
+  add(d + "bias_gelu_fwd", 2 * tf * e,
+      [=] { kernels::bias_gelu_forward(*xf, *bf, *yf, kernels::GeluForm::kErf); });
   add(d + "bias_gelu_bwd", 3 * tf * e,
-      [=] { kernels::bias_gelu_backward(*yf, *xf, *bf, *yf, *dbf); });
+      [=] { kernels::bias_gelu_backward(*yf, *xf, *bf, *yf, *dbf, kernels::GeluForm::kErf); });
 
   // Dropout on [T, h] with a u8 mask; bias-dropout-add reads x, residual, mask, writes y.
   std::vector<kernels::MaskRow> rows;
