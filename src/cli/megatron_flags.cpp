@@ -277,6 +277,8 @@ constexpr Rule kRules[] = {
     {"--use-rotary-position-embeddings", true, kLlama},
     {"--rotary-*", true, kLlama},
     {"--rope-type", true, kLlama},
+    {"--use-rope-scaling", true, kLlama},
+    {"--rope-scaling-factor", true, kLlama},
     {"--no-rope-freq", true, kLlama},
     {"--yarn-*", true, kLlama},
     {"--no-yarn-*", true, kLlama},
