@@ -204,8 +204,10 @@ void add_training_args(ArgTable& t, Args& a) {
   t.add_flag("--openai-gelu", a.openai_gelu,
              "GeLU's tanh approximation (GPT-2's) instead of the exact erf form");
   t.add_flag("--recompute-activations", a.recompute_activations,
-             "recompute each layer's activations in backward (full recompute here)");
-  t.add("--recompute-granularity", a.recompute_granularity, "only 'full' is supported");
+             "selective recompute (as in Megatron-LM: --recompute-granularity selective)");
+  t.add("--recompute-granularity", a.recompute_granularity,
+        "full: recompute each layer in backward from its input; selective: recompute only the "
+        "attention core (QK^T, softmax, dropout)");
 
   t.add("--micro-batch-size", a.micro_batch_size, "samples per micro-batch per DP rank");
   t.add("--global-batch-size", a.global_batch_size,
@@ -559,9 +561,13 @@ void validate_training_args(Args& a, int world_size) {
   MT_REQUIRE(a.loss_scale_window > 0, "--loss-scale-window must be positive");
   MT_REQUIRE(a.hysteresis > 0, "--hysteresis must be positive");
 
-  MT_REQUIRE(a.recompute_granularity.empty() || a.recompute_granularity == "full",
+  MT_REQUIRE(a.recompute_granularity.empty() || a.recompute_granularity == "full" ||
+                 a.recompute_granularity == "selective",
              "--recompute-granularity '", a.recompute_granularity,
-             "' is not supported: only 'full' (selective recompute is not implemented)");
+             "' is not known: expected full or selective");
+  MT_REQUIRE(!(a.recompute_activations && a.recompute_granularity == "full"),
+             "--recompute-activations means --recompute-granularity selective (as in "
+             "Megatron-LM), which contradicts --recompute-granularity full: give one of them");
   MT_REQUIRE(a.hidden_dropout >= 0 && a.hidden_dropout < 1, "--hidden-dropout must be in [0, 1)");
   MT_REQUIRE(a.attention_dropout >= 0 && a.attention_dropout < 1,
              "--attention-dropout must be in [0, 1)");

@@ -68,9 +68,9 @@ struct Args {
   double hidden_dropout = 0.1;
   double attention_dropout = 0.1;
   double init_method_std = 0.02;
-  bool openai_gelu = false;  // GeLU's tanh form; the default is the exact (erf) form
-  bool recompute_activations = false;
-  std::string recompute_granularity;  // "" or "full"
+  bool openai_gelu = false;            // GeLU's tanh form; the default is the exact (erf) form
+  bool recompute_activations = false;  // Megatron's shorthand for granularity selective
+  std::string recompute_granularity;   // "", "full" or "selective"
 
   // Batches and length of training.
   int64_t micro_batch_size = 0;
@@ -186,7 +186,11 @@ struct Args {
   kernels::GeluForm gelu_form() const {
     return openai_gelu ? kernels::GeluForm::kTanh : kernels::GeluForm::kErf;
   }
-  bool full_recompute() const { return recompute_activations || recompute_granularity == "full"; }
+  bool full_recompute() const { return recompute_granularity == "full"; }
+  bool selective_recompute() const {
+    return recompute_activations || recompute_granularity == "selective";
+  }
+  bool sequence_parallel = false;  // --sequence-parallel (pretrain-gpt registers it)
 
   ArchitectureArgs arch;  // pretrain-gpt's architecture flags
 };

@@ -70,6 +70,8 @@ GptConfig gpt_config(const Args& a, const Vocabulary& vocab) {
   c.init_method_std = float(a.init_method_std);
   c.layernorm_epsilon = norm_epsilon(a.arch, a.layernorm_epsilon);
   c.recompute_activations = a.full_recompute();
+  c.selective_recompute = a.selective_recompute();
+  c.sequence_parallel = a.sequence_parallel;
   c.arch = architecture_options(a.arch);
   c.gelu = a.gelu_form();
   c.compute_dtype = a.bf16 ? DType::BF16 : DType::F32;  // --fp16: f32 math, f16 weights

@@ -192,8 +192,9 @@ constexpr Rule kRules[] = {
     {"--hybrid-context-parallel", true, "context parallelism is not supported"},
     {"--cp-comm-type", false, "context parallelism is not used here"},
 
-    // Pipeline parallelism (pretrain-gpt) and sequence parallelism (issue 12).
-    {"--sequence-parallel", true, "sequence parallelism is not implemented yet (issue 12)"},
+    // Pipeline and sequence parallelism (pretrain-gpt).
+    {"--sequence-parallel", true,
+     "sequence parallelism is implemented for pretrain-gpt only (docs/parallelism.md)"},
     {"--pipeline-model-parallel-comm-backend", true, kPipeline},
     {"--pipeline-model-parallel-layout", true, kPipeline},
     {"--decoder-first-pipeline-num-layers", true, kPipeline},
@@ -221,7 +222,8 @@ constexpr Rule kRules[] = {
      "full recompute here recomputes each layer on its own (uniform, 1 layer per chunk)", "1"},
     {"--distribute-saved-activations", true, kPipeline},
     {"--recompute-modules", true,
-     "selective recompute of chosen modules is not implemented yet (issue 12)"},
+     "selective recompute here recomputes the attention core (Megatron's default, core_attn); "
+     "choosing other modules is not supported"},
 
     // Mixture of experts.
     {"--num-experts", true, kMoe},

@@ -158,10 +158,9 @@ int run_plan(int argc, char** argv) {
   MT_REQUIRE(granularity.empty() || granularity == "full" || granularity == "selective",
              "--recompute-granularity '", granularity,
              "' is not known: expected full or selective");
-  layout.recompute = granularity == "selective" ? plan::Recompute::kSelective
-                     : (granularity == "full" || args.recompute_activations)
-                         ? plan::Recompute::kFull
-                         : plan::Recompute::kNone;
+  layout.recompute = args.full_recompute()        ? plan::Recompute::kFull
+                     : args.selective_recompute() ? plan::Recompute::kSelective
+                                                  : plan::Recompute::kNone;
   MT_REQUIRE(layout.tensor_parallel > 0 && layout.pipeline_parallel > 0,
              "--tensor-model-parallel-size and --pipeline-model-parallel-size must be positive");
   if (given(virtual_size)) layout.virtual_stages = virtual_size->as<int>();

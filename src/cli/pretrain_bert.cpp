@@ -51,6 +51,7 @@ BertConfig bert_config(const Args& a, const BertFlags& f, int64_t vocab) {
   c.apply_residual_connection_post_layernorm = f.residual_post_layernorm;
   c.binary_head = !f.no_binary_head;
   c.recompute_activations = a.full_recompute();
+  c.selective_recompute = a.selective_recompute();
   c.gelu = a.gelu_form();
   c.compute_dtype = a.bf16 ? DType::BF16 : DType::F32;
   return c;

@@ -28,6 +28,9 @@ int run_pretrain_gpt(int argc, char** argv) {
   bool distributed_optimizer = false;
   table.add_flag("--use-distributed-optimizer", distributed_optimizer,
                  "shard the Adam state over data-parallel ranks (ZeRO-1; docs/parallelism.md)");
+  table.add_flag("--sequence-parallel", args.sequence_parallel,
+                 "split LayerNorms, dropouts and residuals along the sequence over the TP ranks "
+                 "(needs TP > 1; docs/parallelism.md)");
   int layers_per_virtual_stage = 0;
   table.add("--num-layers-per-virtual-pipeline-stage", layers_per_virtual_stage,
             "layers per model chunk: the interleaved 1F1B schedule (docs/parallelism.md)");

@@ -39,6 +39,7 @@ ParallelAttention::ParallelAttention(const std::string& prefix, int layer_number
       mask_type_(config.attn_mask_type),
       rope_(config.arch.position_embedding == PositionEmbedding::kRope),
       dense_bias_(config.arch.add_bias_linear),
+      selective_recompute_(config.selective_recompute),
       rotary_{.rotary_dim = config.rotary_dim(),
               .base = config.arch.rotary_base,
               .seq_interpolation_factor = config.arch.rotary_seq_len_interpolation_factor,
@@ -50,6 +51,7 @@ ParallelAttention::ParallelAttention(const std::string& prefix, int layer_number
               .bias = config.arch.add_bias_linear,
               .input_is_parallel = true,
               .skip_bias_add = true,
+              .sequence_parallel = config.sequence_parallel,
               .init_std = config.output_layer_init_std()},
              ps, store, weights) {
   groups_local_ = query_key_value_.groups_local();
@@ -81,18 +83,47 @@ void ParallelAttention::rotate_qk(Tensor& qkv, int64_t position_start, bool inve
   kernels::rotary_embedding(keys, position_start, rotary_, inverse, keys);
 }
 
-Tensor ParallelAttention::dropped_probs(const Ctx& ctx, Arena& arena) const {
-  if (!ctx.dropout_mask.defined()) return ctx.probs;
-  Tensor dropped = arena.alloc(ctx.probs.shape(), ctx.probs.dtype());
-  kernels::dropout_forward(ctx.probs, ctx.dropout_mask, dropout_p_, dropped);
+Tensor ParallelAttention::dropped_probs(const CoreProbs& core, Arena& arena) const {
+  if (!core.dropout_mask.defined()) return core.probs;
+  Tensor dropped = arena.alloc(core.probs.shape(), core.probs.dtype());
+  kernels::dropout_forward(core.probs, core.dropout_mask, dropout_p_, dropped);
   return dropped;
+}
+
+ParallelAttention::CoreProbs ParallelAttention::core_probs(const Tensor& qkv,
+                                                           const Tensor& pad_mask,
+                                                           const DropoutScope& scope, Arena& arena,
+                                                           Arena& workspace) const {
+  const int64_t s = qkv.size(0), b = qkv.size(1), hl = heads_local_, d = head_dim_,
+                gl = groups_local_, q = queries_, bg = b * gl;
+  const int64_t group = (q + 2) * d, qkv_row = bg * group;     // strides of a group, a position
+  Tensor k = head_view(qkv, q * d, bg, s, d, group, qkv_row);  // [b·gl, s, d]
+  Tensor scores = workspace.alloc({b, hl, s, s}, qkv.dtype());
+  for (int64_t i = 0; i < q; ++i) {
+    Tensor scores_i = query_scores(scores, i, bg, q, s, s);
+    kernels::batched_gemm(head_view(qkv, i * d, bg, s, d, group, qkv_row), false, k, true,
+                          scores_i);
+  }
+  CoreProbs core;
+  core.probs = arena.alloc({b, hl, s, s}, qkv.dtype());
+  kernels::scaled_masked_softmax_forward(scores, 1.0f / std::sqrt(float(d)),
+                                         mask_type_ == AttnMaskType::kCausal, pad_mask, core.probs);
+  if (scope.enabled && dropout_p_ > 0.0f) {
+    core.dropout_mask = arena.alloc({b * hl * s, s}, DType::U8);
+    kernels::dropout_mask(scope.seed,
+                          attention_dropout_rows(scope, layer_number_, b, head_begin_, hl, s),
+                          dropout_p_, core.dropout_mask);
+  }
+  return core;
 }
 
 Tensor ParallelAttention::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
                                   const DropoutScope& scope, Arena& arena, Arena& workspace) const {
   MT_CHECK(x.dim() == 3, "attention input must be [s, b, h], got ", x.describe());
-  const int64_t s = x.size(0), b = x.size(1), hl = heads_local_, d = head_dim_, gl = groups_local_,
-                q = queries_, bg = b * gl;
+  ctx.qkv = query_key_value_.forward(ctx.qkv_linear, x, arena);  // [s, b, gl, q+2, d]
+  // The whole sequence (a sequence-parallel x is a shard; the projection gathered it).
+  const int64_t s = ctx.qkv.size(0), b = x.size(1), hl = heads_local_, d = head_dim_,
+                gl = groups_local_, q = queries_, bg = b * gl;
   if (mask_type_ == AttnMaskType::kPadding) {
     check_shape(pad_mask, {b, s}, "attention padding mask");
     check_dtype(pad_mask, DType::U8, "attention padding mask");
@@ -100,29 +131,17 @@ Tensor ParallelAttention::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_m
     MT_CHECK(!pad_mask.defined(), "a causal attention takes no padding mask");
   }
   ctx.pad_mask = pad_mask;
-  ctx.qkv = query_key_value_.forward(ctx.qkv_linear, x, arena);  // [s, b, gl, q+2, d]
+  ctx.scope = scope;
   rotate_qk(ctx.qkv, 0, false);
-  const int64_t group = (q + 2) * d, qkv_row = bg * group;         // strides of a group, a position
-  Tensor k = head_view(ctx.qkv, q * d, bg, s, d, group, qkv_row);  // [b·gl, s, d]
-  Tensor v = head_view(ctx.qkv, (q + 1) * d, bg, s, d, group, qkv_row);
+  const int64_t group = (q + 2) * d, qkv_row = bg * group;
+  Tensor v = head_view(ctx.qkv, (q + 1) * d, bg, s, d, group, qkv_row);  // [b·gl, s, d]
 
-  Tensor scores = workspace.alloc({b, hl, s, s}, x.dtype());
-  for (int64_t i = 0; i < q; ++i) {
-    Tensor scores_i = query_scores(scores, i, bg, q, s, s);
-    kernels::batched_gemm(head_view(ctx.qkv, i * d, bg, s, d, group, qkv_row), false, k, true,
-                          scores_i);
-  }
-  ctx.probs = arena.alloc({b, hl, s, s}, x.dtype());
-  kernels::scaled_masked_softmax_forward(scores, 1.0f / std::sqrt(float(d)),
-                                         mask_type_ == AttnMaskType::kCausal, pad_mask, ctx.probs);
-  ctx.dropout_mask = Tensor();
-  if (scope.enabled && dropout_p_ > 0.0f) {
-    ctx.dropout_mask = arena.alloc({b * hl * s, s}, DType::U8);
-    kernels::dropout_mask(scope.seed,
-                          attention_dropout_rows(scope, layer_number_, b, head_begin_, hl, s),
-                          dropout_p_, ctx.dropout_mask);
-  }
-  Tensor probs_dropped = dropped_probs(ctx, workspace);  // [b, hl, s, s]
+  // With selective recompute the probabilities and the mask die with the forward.
+  const CoreProbs core =
+      core_probs(ctx.qkv, pad_mask, scope, selective_recompute_ ? workspace : arena, workspace);
+  ctx.probs = selective_recompute_ ? Tensor() : core.probs;
+  ctx.dropout_mask = selective_recompute_ ? Tensor() : core.dropout_mask;
+  Tensor probs_dropped = dropped_probs(core, workspace);  // [b, hl, s, s]
 
   Tensor context = arena.alloc({s, b, hl * d}, x.dtype());  // [s, b, hl·d]
   for (int64_t i = 0; i < q; ++i) {
@@ -187,13 +206,16 @@ Tensor ParallelAttention::backward(const Ctx& ctx, const Tensor& dout, Arena& ar
   Tensor v = head_view(ctx.qkv, (q + 1) * d, bg, s, d, group, qkv_row);
 
   Tensor dcontext = dense_.backward(ctx.dense, dout, arena);  // [s, b, hl·d]
+  const CoreProbs core = selective_recompute_
+                             ? core_probs(ctx.qkv, ctx.pad_mask, ctx.scope, arena, arena)
+                             : CoreProbs{ctx.probs, ctx.dropout_mask};
   // dqkv is fully written by the GEMMs below (dQ_i, dK, dV views tile it).
   Tensor dqkv = arena.alloc(ctx.qkv.shape(), dout.dtype());
   Tensor dk = head_view(dqkv, q * d, bg, s, d, group, qkv_row);
   Tensor dv = head_view(dqkv, (q + 1) * d, bg, s, d, group, qkv_row);
 
   // K and V serve the q query heads of their group: their gradients sum over i.
-  Tensor probs_dropped = dropped_probs(ctx, arena);
+  Tensor probs_dropped = dropped_probs(core, arena);
   Tensor dprobs = arena.alloc({b, hl, s, s}, dout.dtype());
   for (int64_t i = 0; i < q; ++i) {
     Tensor dcontext_i = head_view(dcontext, i * d, bg, s, d, q * d, b * hl * d);
@@ -202,13 +224,13 @@ Tensor ParallelAttention::backward(const Ctx& ctx, const Tensor& dout, Arena& ar
     Tensor dprobs_i = query_scores(dprobs, i, bg, q, s, s);
     kernels::batched_gemm(dcontext_i, false, v, true, dprobs_i);
   }
-  if (ctx.dropout_mask.defined()) {
+  if (core.dropout_mask.defined()) {
     Tensor undropped = arena.alloc({b, hl, s, s}, dout.dtype());
-    kernels::dropout_backward(dprobs, ctx.dropout_mask, dropout_p_, undropped);
+    kernels::dropout_backward(dprobs, core.dropout_mask, dropout_p_, undropped);
     dprobs = undropped;
   }
   Tensor dscores = arena.alloc({b, hl, s, s}, dout.dtype());
-  kernels::scaled_masked_softmax_backward(dprobs, ctx.probs, 1.0f / std::sqrt(float(d)), dscores);
+  kernels::scaled_masked_softmax_backward(dprobs, core.probs, 1.0f / std::sqrt(float(d)), dscores);
   for (int64_t i = 0; i < q; ++i) {
     const Tensor dscores_i = query_scores(dscores, i, bg, q, s, s);
     Tensor dq_i = head_view(dqkv, i * d, bg, s, d, group, qkv_row);

@@ -9,6 +9,14 @@
 //   probs = softmax(scores / √d + mask) in f32 (causal, or a key-padding mask); probs dropped
 //   out (masks keyed by global head); context [s, b, heads/t · d] = probs V
 //   ─RowParallel (input_is_parallel)─→ out [s, b, h]
+// With sequence parallelism x and out are this rank's sequence shard [s/t, b, h]: the QKV
+// projection all-gathers x (so attention, and RoPE's positions, cover the whole sequence) and
+// the output projection reduce-scatters back to the shard.
+// Selective recompute (--recompute-granularity selective, Korthikanti et al. 2022 §5): the
+// attention core — scores = QKᵀ, softmax, dropout — keeps nothing for backward but Q, K, V
+// (already kept) and the dropout keys; backward recomputes the probabilities and the mask with
+// the same kernels from the same inputs, so the result is bit-identical to keeping them, and
+// the [b, heads/t, s, s] buffers of a layer live only during its forward and its backward.
 // Heads are ordered group-major (head = group · q + i), as Megatron-Core and HF's repeat_kv.
 // The output projection's bias is NOT added: the layer fuses it with dropout and the residual.
 // Q, K, V and the context are strided per-head views, multiplied with batched GEMMs with no
@@ -33,8 +41,9 @@ class ParallelAttention {
     QkvProjection::Ctx qkv_linear;
     Tensor qkv;           // [s, b, groups/t, q + 2, d], Q and K after RoPE
     Tensor pad_mask;      // u8 [b, s] or undefined
-    Tensor probs;         // [b, heads/t, s, s] before dropout
-    Tensor dropout_mask;  // u8 [b·heads/t·s, s] or undefined (no dropout)
+    DropoutScope scope;   // the attention dropout's keys (selective recompute redraws the mask)
+    Tensor probs;         // [b, heads/t, s, s] before dropout; undefined with selective recompute
+    Tensor dropout_mask;  // u8 [b·heads/t·s, s] or undefined (no dropout, selective recompute)
     RowParallelLinear::Ctx dense;
   };
 
@@ -45,16 +54,17 @@ class ParallelAttention {
 
   void init_weights(ParameterStore& store, uint64_t seed) const;
 
-  // x [s, b, h]; pad_mask u8 [b, s] (1 = padding key) for AttnMaskType::kPadding, else
-  // undefined → out [s, b, h] without the dense bias. What backward needs goes to `arena`;
-  // the raw scores and the dropped-out probabilities, dead when forward returns, go to
-  // `workspace` (may be the same arena). Backward re-derives the dropped-out probabilities
-  // from the saved probabilities and mask (one element-wise pass), which saves two
-  // [b, heads/t, s, s] buffers per layer.
+  // x [s, b, h] ([s/t, b, h] with sequence parallelism); pad_mask u8 [b, s] (1 = padding
+  // key, s the whole sequence) for AttnMaskType::kPadding, else undefined → out shaped like x
+  // without the dense bias. What backward needs goes to `arena`; the raw scores and the
+  // dropped-out probabilities (and with selective recompute the probabilities and the mask),
+  // dead when forward returns, go to `workspace` (may be the same arena). Backward re-derives
+  // the dropped-out probabilities from the probabilities and mask (one element-wise pass),
+  // which saves two [b, heads/t, s, s] buffers per layer.
   Tensor forward(Ctx& ctx, const Tensor& x, const Tensor& pad_mask, const DropoutScope& scope,
                  Arena& arena, Arena& workspace) const;
-  // dout [s, b, h] → dx [s, b, h]; accumulates the QKV and dense weight gradients (the dense
-  // bias gradient is the caller's, via dense_bias_grad()).
+  // dout shaped like forward's out → dx shaped like x; accumulates the QKV and dense weight
+  // gradients (the dense bias gradient is the caller's, via dense_bias_grad()).
   Tensor backward(const Ctx& ctx, const Tensor& dout, Arena& arena) const;
 
   // Incremental (inference) forward with a KV cache, causal attention only: x [s_new, b, h]
@@ -69,8 +79,16 @@ class ParallelAttention {
   Tensor& dense_bias_grad() const;
 
  private:
+  struct CoreProbs {
+    Tensor probs;         // [b, heads/t, s, s] before dropout
+    Tensor dropout_mask;  // u8 [b·heads/t·s, s] or undefined
+  };
+  // softmax(Q Kᵀ / √d + mask) of qkv [s, b, gl, q + 2, d] and its dropout mask (drawn when
+  // scope.enabled), both in `arena`; the raw scores go to `workspace`.
+  CoreProbs core_probs(const Tensor& qkv, const Tensor& pad_mask, const DropoutScope& scope,
+                       Arena& arena, Arena& workspace) const;
   // probs ⊙ mask / (1 − p), in `arena` (probs itself without dropout).
-  Tensor dropped_probs(const Ctx& ctx, Arena& arena) const;
+  Tensor dropped_probs(const CoreProbs& core, Arena& arena) const;
   // RoPE on the Q and K views of qkv [s, b, gl, q + 2, d] (inverse: its backward), in place.
   void rotate_qk(Tensor& qkv, int64_t position_start, bool inverse) const;
 
@@ -78,7 +96,7 @@ class ParallelAttention {
   int64_t heads_local_, groups_local_, queries_, head_dim_, head_begin_;
   float dropout_p_;
   AttnMaskType mask_type_;
-  bool rope_, dense_bias_;
+  bool rope_, dense_bias_, selective_recompute_;
   kernels::RotaryParams rotary_;
   mutable Tensor no_bias_;  // undefined: the dense "bias" without linear biases
   QkvProjection query_key_value_;

@@ -27,7 +27,8 @@ struct BertConfig {
   LayerNormOrder layernorm_order = LayerNormOrder::kPreLayerNorm;
   bool apply_residual_connection_post_layernorm = false;  // Megatron's flag (pre-LN only)
   bool binary_head = true;  // pooler + sentence-order head (--bert-no-binary-head: false)
-  bool recompute_activations = false;
+  bool recompute_activations = false;  // full recompute
+  bool selective_recompute = false;    // the attention core only (model/attention.h)
   // The MLPs' and the LM head's GeLU; tanh: --openai-gelu, HF "gelu_new".
   kernels::GeluForm gelu = kernels::GeluForm::kErf;
   DType compute_dtype = DType::F32;  // F32 or BF16

@@ -48,7 +48,8 @@ InputEmbeddingConfig input_embedding_config(const GptConfig& c) {
           .init_method_std = c.init_method_std,
           .hidden_dropout = c.hidden_dropout,
           .layernorm = false,
-          .layernorm_epsilon = c.layernorm_epsilon};
+          .layernorm_epsilon = c.layernorm_epsilon,
+          .sequence_parallel = c.sequence_parallel};
 }
 
 constexpr const char* kWordEmbeddings = "embedding.word_embeddings";
@@ -86,12 +87,23 @@ TransformerConfig GptConfig::transformer_config() const {
   t.attn_mask_type = AttnMaskType::kCausal;
   t.layernorm_order = LayerNormOrder::kPreLayerNorm;
   t.final_layernorm = true;
+  t.selective_recompute = selective_recompute;
+  t.sequence_parallel = sequence_parallel;
   t.arch = arch;
   return t;
 }
 
 void GptConfig::validate(int tp_size) const {
   validate_language_model_config(*this, tp_size, "GptModel");
+  MT_REQUIRE(!sequence_parallel || tp_size > 1,
+             "--sequence-parallel splits the sequence over the tensor-parallel ranks: it needs "
+             "--tensor-model-parallel-size > 1 (drop --sequence-parallel at TP = 1)");
+  MT_REQUIRE(!sequence_parallel || seq_length % tp_size == 0, "--sequence-parallel: --seq-length ",
+             seq_length, " is not divisible by --tensor-model-parallel-size ", tp_size,
+             "; choose a sequence length that is a multiple of the TP size");
+  MT_REQUIRE(!(selective_recompute && recompute_activations),
+             "selective and full recompute exclude each other: choose one "
+             "--recompute-granularity");
 }
 
 GptModel::GptModel(const GptConfig& config, const ParallelState& ps, ParameterStore& store,
@@ -160,8 +172,12 @@ const VocabParallelEmbedding& GptModel::head_embedding() const {
   return embedding_ ? embedding_->word_embeddings() : *head_embedding_;
 }
 
+int64_t GptModel::sequence_shards() const {
+  return config_.sequence_parallel ? ps_.tp_size : 1;
+}
+
 Shape GptModel::stage_activation_shape(int64_t micro_batch) const {
-  return {config_.seq_length, micro_batch, config_.hidden_size};
+  return {config_.seq_length / sequence_shards(), micro_batch, config_.hidden_size};
 }
 
 Tensor GptModel::forward_hidden(Ctx& ctx, const Tensor& input, const DropoutScope& scope) {
@@ -174,8 +190,9 @@ Tensor GptModel::forward_hidden(Ctx& ctx, const Tensor& input, const DropoutScop
     MT_CHECK(input.dim() == 3 && input.size(2) == config_.hidden_size &&
                  input.dtype() == weights_.dtype(),
              "a GPT stage's input must be the previous stage's output [s, b, ", config_.hidden_size,
-             "] in ", dtype_name(weights_.dtype()), ", got ", input.describe());
-    ctx.seq = input.size(0);
+             "] (s/t with sequence parallelism) in ", dtype_name(weights_.dtype()), ", got ",
+             input.describe());
+    ctx.seq = input.size(0) * sequence_shards();
     ctx.batch = input.size(1);
     x = input;
   }
@@ -184,9 +201,11 @@ Tensor GptModel::forward_hidden(Ctx& ctx, const Tensor& input, const DropoutScop
 
 Tensor GptModel::head_logits(Ctx& ctx, const Tensor& hidden) {
   const int64_t s = ctx.seq, b = ctx.batch, h = config_.hidden_size;
-  // LM head (tied to the word embedding unless untied): the input is copied to the TP region
-  // (f), each rank computes its vocabulary shard of the logits, in f32 for the cross-entropy.
-  ctx.hidden = CopyToTpRegion::forward(hidden).view({s * b, h});
+  // LM head (tied to the word embedding unless untied): the input enters the TP region (f, or
+  // with sequence parallelism ḡ: the sequence is all-gathered), each rank computes its
+  // vocabulary shard of the logits, in f32 for the cross-entropy.
+  ctx.hidden = TpRegionInput::forward(*ps_.tp, hidden, config_.sequence_parallel, ctx.arena)
+                   .view({s * b, h});
   const Tensor& table = lm_head_weight();                               // [V/t, h]
   Tensor logits = ctx.arena.alloc({s * b, table.size(0)}, DType::F32);  // [s·b, V/t]
   kernels::gemm(ctx.hidden, false, table, true, logits);
@@ -229,16 +248,15 @@ Tensor GptModel::backward(Ctx& ctx, float grad_scale, Tensor dhidden) {
 
     const Tensor& table = lm_head_weight();  // [V/t, h]
     kernels::gemm(dlogits, true, ctx.hidden, false, lm_head_grad(), 1.0f, 1.0f);
-    dhidden = ctx.arena.alloc({n, h}, weights_.dtype());  // [s·b, h]
-    kernels::gemm(dlogits, false, table, false, dhidden);
-    CopyToTpRegion::backward(*ps_.tp, dhidden);
+    Tensor dfull = ctx.arena.alloc({ctx.seq, ctx.batch, h}, weights_.dtype());  // [s, b, h]
+    Tensor dfull2 = dfull.view({n, h});
+    kernels::gemm(dlogits, false, table, false, dfull2);
+    dhidden = TpRegionInput::backward(*ps_.tp, dfull, config_.sequence_parallel, ctx.arena);
   }
 
-  Tensor dembedded =
-      transformer_
-          .backward(ctx.transformer, dhidden.view({ctx.seq, ctx.batch, h}), ctx.arena, scratch_)
-          .view({n, h});
-  if (!stage_.first) return dembedded.view({ctx.seq, ctx.batch, h});
+  // [s, b, h], or this rank's sequence shard [s/t, b, h]
+  Tensor dembedded = transformer_.backward(ctx.transformer, dhidden, ctx.arena, scratch_);
+  if (!stage_.first) return dembedded;
   embedding_->backward(ctx.embedding, dembedded, ctx.arena);
   return Tensor();
 }
@@ -287,9 +305,10 @@ Tensor GptModel::backward_stage(StageCtx& sc, const Tensor& grad_output, float g
   MT_CHECK(sc.state.has_value(), "backward_stage before forward_stage");
   Ctx& ctx = *sc.state;
   if (stage_.last) return backward(ctx, grad_scale);
-  MT_CHECK(grad_output.shape() == Shape({ctx.seq, ctx.batch, config_.hidden_size}) &&
+  const int64_t s_local = ctx.seq / sequence_shards();
+  MT_CHECK(grad_output.shape() == Shape({s_local, ctx.batch, config_.hidden_size}) &&
                grad_output.dtype() == weights_.dtype(),
-           "a GPT stage's output gradient must be [", ctx.seq, ", ", ctx.batch, ", ",
+           "a GPT stage's output gradient must be [", s_local, ", ", ctx.batch, ", ",
            config_.hidden_size, "] in ", dtype_name(weights_.dtype()), ", got ",
            grad_output.describe());
   return backward(ctx, grad_scale, grad_output);
@@ -350,6 +369,9 @@ int64_t GptModel::vocab_start() const {
 
 Tensor GptModel::forward_step(InferenceCtx& ctx, const Tensor& host_tokens, bool all_positions) {
   MT_CHECK(stage_.whole(), "inference needs the whole GPT model, not one pipeline stage");
+  MT_CHECK(!config_.sequence_parallel,
+           "inference runs without sequence parallelism (a training option): build the model "
+           "with sequence_parallel = false");
   ctx.arena.reset();
   const Tensor tokens = upload({host_tokens}, ctx.arena)[0];
   check_dtype(tokens, DType::I32, "GPT tokens");

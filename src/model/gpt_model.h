@@ -8,6 +8,12 @@
 // Activations are [s, b, h] in the compute dtype; see docs/model.md for layouts, dropout
 // keying, recompute and the bf16 path.
 //
+// Sequence parallelism (--sequence-parallel, docs/parallelism.md): the embedding's output is
+// scattered to this rank's sequence shard [s/t, b, h]; the layers and the final LayerNorm run
+// on the shard; the LM head all-gathers the sequence (backward: reduce-scatter). Between
+// pipeline stages the activations are the shards. Training and evaluation only: inference
+// (forward_step) needs a model built without it.
+//
 // Pipeline stages (DESIGN.md §3, docs/parallelism.md): a GptModel may hold one stage of the
 // model — a contiguous range of layers, the embedding when it is the first stage, the final
 // LayerNorm and the LM head when it is the last (StageRange). The last stage of a split
@@ -47,7 +53,10 @@ struct GptConfig {
   int max_position_embeddings = 0, seq_length = 0;
   float hidden_dropout = 0.1f, attention_dropout = 0.1f, init_method_std = 0.02f,
         layernorm_epsilon = 1e-5f;
-  bool recompute_activations = false;
+  bool recompute_activations = false;  // full recompute
+  bool selective_recompute = false;    // the attention core only (model/attention.h)
+  // Sequence parallelism (needs TP > 1, seq_length divisible by TP): see the header comment.
+  bool sequence_parallel = false;
   kernels::GeluForm gelu = kernels::GeluForm::kErf;  // tanh: --openai-gelu, HF "gelu_new"
   DType compute_dtype = DType::F32;                  // F32 or BF16
   ArchitectureOptions arch;  // Llama-family options (model/transformer_config.h)
@@ -120,7 +129,8 @@ class GptModel {
   // (what plan/activation_memory.h predicts per stage context).
   size_t stage_activation_bytes(const StageCtx& ctx) const;
   const StageRange& stage() const { return stage_; }
-  // Shape and dtype of the activations passed between stages: [seq_length, micro_batch, h].
+  // Shape and dtype of the activations passed between stages: [seq_length, micro_batch, h],
+  // [seq_length/t, micro_batch, h] with sequence parallelism.
   Shape stage_activation_shape(int64_t micro_batch) const;
   DType compute_dtype() const { return weights_.dtype(); }
   Device device() const { return store_.device(); }
@@ -165,6 +175,8 @@ class GptModel {
   Tensor backward(Ctx& ctx, float grad_scale, Tensor dhidden = Tensor());
   // The word embedding the LM head reads: the first stage's, or the last stage's tied copy.
   const VocabParallelEmbedding& head_embedding() const;
+  // t with sequence parallelism (the activations are [s/t, b, h]), else 1.
+  int64_t sequence_shards() const;
   const InputEmbedding& embedding() const;
 
   GptConfig config_;

@@ -6,6 +6,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
 #include "kernels/indexing.h"
+#include "parallel/mappings.h"
 
 namespace megatron {
 
@@ -18,6 +19,7 @@ Tensor to_seq_major(const Tensor& t, Arena& arena) {
 InputEmbedding::InputEmbedding(const InputEmbeddingConfig& config, const ParallelState& ps,
                                ParameterStore& store, const ComputeWeights& weights)
     : config_(config),
+      tp_(ps.tp),
       weights_(weights),
       word_({.name = "embedding.word_embeddings",
              .num_embeddings = config.padded_vocab_size,
@@ -89,27 +91,39 @@ Tensor InputEmbedding::forward(Ctx& ctx, const Tensor& tokens, const Tensor& tok
 
   if (layernorm_) embedded = layernorm_->forward(ctx.layernorm, embedded, arena);
 
+  int64_t seq_begin = 0, s_local = s;  // the positions this rank continues with
+  if (config_.sequence_parallel) {
+    MT_CHECK(position_start == 0, "a sequence-parallel embedding is for training, not decoding");
+    embedded = ScatterToSequenceParallelRegion::forward(*tp_, embedded.view({s, b, h}));
+    s_local = embedded.size(0);
+    seq_begin = tp_->rank() * s_local;
+    embedded = embedded.view({s_local * b, h});
+  }
   ctx.dropout_mask = Tensor();
   if (scope.enabled && config_.hidden_dropout > 0.0f) {
-    ctx.dropout_mask = arena.alloc({s * b, h}, DType::U8);
-    kernels::dropout_mask(scope.seed,
-                          hidden_dropout_rows(scope, 0, DropoutSite::kEmbedding, s, b, h),
-                          config_.hidden_dropout, ctx.dropout_mask);
-    Tensor dropped = arena.alloc({s * b, h}, embedded.dtype());
+    ctx.dropout_mask = arena.alloc({s_local * b, h}, DType::U8);
+    kernels::dropout_mask(
+        scope.seed,
+        hidden_dropout_rows(scope, 0, DropoutSite::kEmbedding, s_local, b, h, seq_begin),
+        config_.hidden_dropout, ctx.dropout_mask);
+    Tensor dropped = arena.alloc({s_local * b, h}, embedded.dtype());
     kernels::dropout_forward(embedded, ctx.dropout_mask, config_.hidden_dropout, dropped);
     embedded = dropped;
   }
-  return embedded.view({s, b, h});
+  return embedded.view({s_local, b, h});
 }
 
 void InputEmbedding::backward(const Ctx& ctx, const Tensor& dout, Arena& arena) const {
   const int64_t n = ctx.seq * ctx.batch, h = config_.hidden_size;
-  Tensor d = dout.view({n, h});
+  Tensor d = dout.view({-1, h});  // [s·b, h], or [s/t·b, h]
   if (ctx.dropout_mask.defined()) {
-    Tensor undropped = arena.alloc({n, h}, d.dtype());
+    Tensor undropped = arena.alloc(d.shape(), d.dtype());
     kernels::dropout_backward(d, ctx.dropout_mask, config_.hidden_dropout, undropped);
     d = undropped;
   }
+  if (config_.sequence_parallel)
+    d = ScatterToSequenceParallelRegion::backward(*tp_, d.view({-1, ctx.batch, h}), arena)
+            .view({n, h});
   if (layernorm_) {
     Tensor dsum = arena.alloc({n, h}, d.dtype());
     layernorm_->backward(ctx.layernorm, d, dsum, 0.0f);

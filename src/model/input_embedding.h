@@ -10,6 +10,9 @@
 // Without learned positions (--position-embedding-type rope or none) there is no position
 // table: RoPE acts inside attention.
 // The dropout mask is keyed by (layer 0, DropoutSite::kEmbedding).
+// With sequence_parallel the sum of the tables is scattered to this rank's sequence shard
+// (ScatterToSequenceParallelRegion) before the dropout, which draws the mask of the shard's
+// global positions; the output is [s/t, b, h] and backward all-gathers its gradient.
 #pragma once
 
 #include <memory>
@@ -33,17 +36,18 @@ struct InputEmbeddingConfig {
   float init_method_std = 0.02f, hidden_dropout = 0.1f;
   bool layernorm = false;  // LayerNorm before the dropout (post-LN BERT)
   float layernorm_epsilon = 1e-5f;
+  bool sequence_parallel = false;  // output the sequence shard [s/t, b, h]
 };
 
 class InputEmbedding {
  public:
   struct Ctx {
-    int64_t seq = 0, batch = 0;
+    int64_t seq = 0, batch = 0;  // the whole sequence
     VocabParallelEmbedding::Ctx word;
     Tensor position_ids;   // i32 [s·b] or undefined (no position table)
     Tensor tokentype_ids;  // i32 [s·b] or undefined (no token-type table)
     LayerNorm::Ctx layernorm;
-    Tensor dropout_mask;  // u8 [s·b, h] or undefined
+    Tensor dropout_mask;  // u8 [s·b, h] ([s/t·b, h] with sequence parallelism) or undefined
   };
 
   InputEmbedding(const InputEmbeddingConfig& config, const ParallelState& ps, ParameterStore& store,
@@ -54,15 +58,18 @@ class InputEmbedding {
   // tokens i32 [b, s] (ids in [0, V)), token_types i32 [b, s] (types in [0, num_tokentypes);
   // undefined when there is no token-type table) → [s, b, h]. Position ids are
   // position_start + index in the sequence (> 0: continuing a sequence, KV-cache decoding).
+  // With sequence_parallel → [s/t, b, h] (training only: position_start = 0).
   Tensor forward(Ctx& ctx, const Tensor& tokens, const Tensor& token_types,
                  const DropoutScope& scope, Arena& arena, int64_t position_start = 0) const;
-  // dout [s, b, h] → accumulates the tables' (and the LayerNorm's) gradients.
+  // dout shaped like forward's output → accumulates the tables' (and the LayerNorm's)
+  // gradients.
   void backward(const Ctx& ctx, const Tensor& dout, Arena& arena) const;
 
   const VocabParallelEmbedding& word_embeddings() const { return word_; }
 
  private:
   InputEmbeddingConfig config_;
+  std::shared_ptr<Communicator> tp_;
   const ComputeWeights& weights_;
   VocabParallelEmbedding word_;
   std::optional<size_t> position_index_;   // none without learned positions

@@ -24,6 +24,7 @@ TransformerConfig shared_transformer_config(const ModelConfig& c) {
   t.init_method_std = c.init_method_std;
   t.layernorm_epsilon = c.layernorm_epsilon;
   t.recompute_activations = c.recompute_activations;
+  t.selective_recompute = c.selective_recompute;
   t.gelu = c.gelu;
   return t;
 }

@@ -6,11 +6,17 @@
 namespace megatron {
 
 LayerNorm::LayerNorm(const std::string& name, int64_t hidden, float eps, ParameterStore& store,
-                     const ComputeWeights& weights, Normalization kind)
+                     const ComputeWeights& weights, Normalization kind, bool sequence_parallel)
     : hidden_(hidden), eps_(eps), kind_(kind), weights_(weights) {
-  weight_index_ = store.add({name + ".weight", {hidden}, -1, false});
-  if (kind_ == Normalization::kLayerNorm)
-    bias_index_ = store.add({name + ".bias", {hidden}, -1, false});
+  auto spec = [&](const char* suffix) {
+    return ParamSpec{.name = name + suffix,
+                     .full_shape = {hidden},
+                     .partition_dim = -1,
+                     .weight_decay = false,
+                     .sequence_parallel = sequence_parallel};
+  };
+  weight_index_ = store.add(spec(".weight"));
+  if (kind_ == Normalization::kLayerNorm) bias_index_ = store.add(spec(".bias"));
 }
 
 void LayerNorm::init_weights(ParameterStore& store) const {

@@ -3,7 +3,9 @@
 // reads the master values directly), have no weight decay, and start at γ = 1, β = 0.
 // With Normalization::kRMSNorm (--normalization RMSNorm) it is RMSNorm instead: y = x · rstd · γ
 // (kernels::rmsnorm_*), with γ only — the same module so that every place a model normalises
-// takes either, under the same parameter names.
+// takes either, under the same parameter names. With sequence_parallel the module normalises
+// a sequence shard and its parameters are registered ParamSpec::sequence_parallel (their
+// gradients summed over TP once per step).
 #pragma once
 
 #include <string>
@@ -23,7 +25,8 @@ class LayerNorm {
 
   // Registers "<name>.weight" and (LayerNorm only) "<name>.bias", [hidden] replicated.
   LayerNorm(const std::string& name, int64_t hidden, float eps, ParameterStore& store,
-            const ComputeWeights& weights, Normalization kind = Normalization::kLayerNorm);
+            const ComputeWeights& weights, Normalization kind = Normalization::kLayerNorm,
+            bool sequence_parallel = false);
 
   void init_weights(ParameterStore& store) const;
 

@@ -17,6 +17,7 @@ ParallelMLP::ParallelMLP(const std::string& prefix, const TransformerConfig& con
                       .output_size = (config.arch.swiglu ? 2 : 1) * config.ffn_size(),
                       .bias = config.arch.add_bias_linear,
                       .skip_bias_add = !config.arch.swiglu,
+                      .sequence_parallel = config.sequence_parallel,
                       .init_std = config.init_method_std,
                       .stacked_blocks = config.arch.swiglu ? 2 : 1},
                      ps, store, weights),
@@ -26,6 +27,7 @@ ParallelMLP::ParallelMLP(const std::string& prefix, const TransformerConfig& con
                       .bias = config.arch.add_bias_linear,
                       .input_is_parallel = true,
                       .skip_bias_add = true,
+                      .sequence_parallel = config.sequence_parallel,
                       .init_std = config.output_layer_init_std()},
                      ps, store, weights) {}
 

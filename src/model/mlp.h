@@ -6,6 +6,8 @@
 // ([2, ffn, h], each TP rank holding matching slices of both, see ColumnParallelLinear's
 // stacked blocks), its bias (if any) is added by the linear, and
 //   [a | u] [s, b, 2·ffn/t] ─SwiGLU: silu(a) ⊙ u─→ g [s, b, ffn/t] ─RowParallel─→ out
+// With sequence parallelism x and out are sequence shards [s/t, b, h]: fc1 all-gathers its
+// input, fc2 reduce-scatters its output (ColumnParallelLinear, RowParallelLinear).
 // The output bias is left to the caller (fused bias + dropout + residual); without linear
 // biases (--disable-bias-linear) there is none.
 #pragma once
@@ -32,7 +34,8 @@ class ParallelMLP {
 
   void init_weights(ParameterStore& store, uint64_t seed) const;
 
-  // x [s, b, h] → out [s, b, h] without the output bias.
+  // x [s, b, h] → out [s, b, h] without the output bias (both [s/t, b, h] with sequence
+  // parallelism).
   Tensor forward(Ctx& ctx, const Tensor& x, Arena& arena) const;
   // dout [s, b, h] → dx [s, b, h].
   Tensor backward(const Ctx& ctx, const Tensor& dout, Arena& arena) const;

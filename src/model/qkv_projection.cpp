@@ -13,6 +13,7 @@ QkvProjection::QkvProjection(const std::string& name, const TransformerConfig& c
     : hidden_(config.hidden_size),
       head_dim_(config.head_dim()),
       bias_(config.qkv_bias()),
+      sequence_parallel_(config.sequence_parallel),
       tp_(ps.tp),
       weights_(weights),
       init_std_(config.init_method_std) {
@@ -26,6 +27,7 @@ QkvProjection::QkvProjection(const std::string& name, const TransformerConfig& c
                                    .input_size = hidden_,
                                    .output_size = rows,
                                    .bias = bias_,
+                                   .sequence_parallel = config.sequence_parallel,
                                    .init_std = config.init_method_std},
         ps, store, weights);
     return;
@@ -55,14 +57,19 @@ void QkvProjection::gather_rows(const Tensor& full, Tensor& out) const {
 }
 
 Tensor QkvProjection::forward(Ctx& ctx, const Tensor& x, Arena& arena) const {
-  const int64_t s = x.size(0), b = x.size(1), gl = groups_local_, ql = queries_local_;
-  if (split_) return split_->forward(ctx.split, x, arena).view({s, b, gl, ql + 2, head_dim_});
+  const int64_t b = x.size(1), gl = groups_local_, ql = queries_local_;
+  if (split_) {
+    Tensor y = split_->forward(ctx.split, x, arena);  // [s, b, gl·(ql+2)·d]
+    return y.view({y.size(0), b, gl, ql + 2, head_dim_});
+  }
   MT_CHECK(x.size(-1) == hidden_, "QKV projection: input ", x.describe(), " must end in ", hidden_);
   const Tensor& full = weights_.weight(weight_index_);  // [g·(q+2)·d, h]
   ctx.w = arena.alloc({(ql + 2) * head_dim_, hidden_}, full.dtype());
   gather_rows(full, ctx.w);
-  ctx.input = CopyToTpRegion::forward(x).view({-1, hidden_});  // [N, h]
-  Tensor y = local_linear_forward(ctx.input, ctx.w, arena);    // [N, (ql+2)·d]
+  const Tensor x_full = TpRegionInput::forward(*tp_, x, sequence_parallel_, arena);  // [s, b, h]
+  const int64_t s = x_full.size(0);
+  ctx.input = x_full.view({-1, hidden_});                    // [N, h]
+  Tensor y = local_linear_forward(ctx.input, ctx.w, arena);  // [N, (ql+2)·d]
   if (bias_) {
     Tensor bias = arena.alloc({(ql + 2) * head_dim_}, full.dtype());
     gather_rows(weights_.weight(bias_index_), bias);
@@ -96,10 +103,9 @@ Tensor QkvProjection::backward(const Ctx& ctx, const Tensor& dqkv, Arena& arena)
   }
   Tensor dw = arena.alloc(ctx.w.shape(), DType::F32);
   kernels::fill(dw, 0.0f);
-  Tensor dx = local_linear_backward(dy, ctx.input, ctx.w, dw, arena);
+  Tensor dx = local_linear_backward(dy, ctx.input, ctx.w, dw, arena).view({s, b, hidden_});
   reduce_into(weight_index_, dw);
-  CopyToTpRegion::backward(*tp_, dx);
-  return dx.view({s, b, hidden_});
+  return TpRegionInput::backward(*tp_, dx, sequence_parallel_, arena);
 }
 
 }  // namespace megatron

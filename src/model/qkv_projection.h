@@ -13,6 +13,8 @@
 //    they are summed over the TP group per micro-batch (the key/value rows are shared by t/g
 //    ranks), so the replicated gradient is whole and identical on every rank.
 // The bias (optional) follows the weight's rows and split.
+// With sequence parallelism the input is this rank's sequence shard [s/t, b, h], all-gathered
+// before the projection (TpRegionInput), and dx is reduce-scattered back to the shard.
 #pragma once
 
 #include <memory>
@@ -39,9 +41,10 @@ class QkvProjection {
   int64_t groups_local() const { return groups_local_; }              // g/t, or 1 when replicated
   int64_t queries_per_group_local() const { return queries_local_; }  // q, or heads/t
 
-  // x [s, b, h] → [s, b, groups_local, queries_local + 2, d] (biased).
+  // x [s, b, h] (a shard [s/t, b, h] with sequence parallelism) → [s, b, groups_local,
+  // queries_local + 2, d] (biased), over the whole sequence.
   Tensor forward(Ctx& ctx, const Tensor& x, Arena& arena) const;
-  // dqkv shaped like the output → dx [s, b, h], all-reduced over the TP group.
+  // dqkv shaped like the output → dx shaped like x, all-reduced (reduce-scattered) over TP.
   Tensor backward(const Ctx& ctx, const Tensor& dqkv, Arena& arena) const;
 
  private:
@@ -49,7 +52,7 @@ class QkvProjection {
   void gather_rows(const Tensor& full, Tensor& out) const;
 
   int64_t hidden_, head_dim_, groups_local_, queries_local_;
-  bool bias_;
+  bool bias_, sequence_parallel_;
   std::unique_ptr<ColumnParallelLinear> split_;  // g >= t
   // g < t:
   std::shared_ptr<Communicator> tp_;

@@ -21,9 +21,9 @@ Transformer::Transformer(const TransformerConfig& config, const ParallelState& p
   for (int i = range.first; i < end; ++i)
     layers_.push_back(std::make_unique<TransformerLayer>(i, config, ps, store, weights));
   if (config.final_layernorm && end == config.num_layers)
-    final_ln_ = std::make_unique<LayerNorm>(config.name_prefix + "final_layernorm",
-                                            config.hidden_size, config.layernorm_epsilon, store,
-                                            weights, config.arch.normalization);
+    final_ln_ = std::make_unique<LayerNorm>(
+        config.name_prefix + "final_layernorm", config.hidden_size, config.layernorm_epsilon, store,
+        weights, config.arch.normalization, config.sequence_parallel);
 }
 
 void Transformer::init_weights(ParameterStore& store, uint64_t seed) const {

@@ -10,6 +10,10 @@
 // arena, then its backward runs there. Same kernels, same inputs → bit-identical losses and
 // gradients to a run without recompute.
 //
+// Selective recompute (TransformerConfig::selective_recompute) is the attention's business
+// (model/attention.h); it composes with either mode. With sequence parallelism every [s, b, h]
+// below is this rank's shard [s/t, b, h].
+//
 // Backward: whether or not it recomputes, each layer's backward temporaries go to the scratch
 // arena (reset per layer) and only the layer's input gradient is copied to `arena`.
 #pragma once

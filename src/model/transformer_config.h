@@ -66,8 +66,13 @@ struct TransformerConfig {
   // Megatron's --apply-residual-connection-post-layernorm (pre-LN only): the residual
   // branches start from the LayerNorm outputs instead of the LayerNorm inputs.
   bool apply_residual_connection_post_layernorm = false;
-  bool final_layernorm = true;  // pre-LN stacks end with a LayerNorm ("final_layernorm")
-  bool recompute_activations = false;
+  bool final_layernorm = true;         // pre-LN stacks end with a LayerNorm ("final_layernorm")
+  bool recompute_activations = false;  // full recompute (--recompute-granularity full)
+  // --recompute-granularity selective: only the attention core is recomputed (attention.h).
+  bool selective_recompute = false;
+  // --sequence-parallel (needs TP > 1): the activations outside the tensor-parallel regions
+  // (LayerNorms, dropouts, residuals) are sequence shards [s/t, b, h] (parallel/mappings.h).
+  bool sequence_parallel = false;
   // The MLP's GeLU: erf by default as in Megatron, tanh with --openai-gelu (and GPT-2).
   kernels::GeluForm gelu = kernels::GeluForm::kErf;
   std::string name_prefix;  // prepended to every parameter name ("" for GPT)

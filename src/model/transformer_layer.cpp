@@ -23,17 +23,18 @@ TransformerLayer::TransformerLayer(int layer_number, const TransformerConfig& co
                                    const ParallelState& ps, ParameterStore& store,
                                    const ComputeWeights& weights)
     : layer_number_(layer_number),
+      sequence_rank_(config.sequence_parallel ? ps.tp_rank : 0),
       config_(config),
       first_ln_(layer_prefix(config, layer_number) +
                     (pre_ln(config) ? "input_layernorm" : "post_attention_layernorm"),
                 config.hidden_size, config.layernorm_epsilon, store, weights,
-                config.arch.normalization),
+                config.arch.normalization, config.sequence_parallel),
       attention_(layer_prefix(config, layer_number) + "self_attention", layer_number, config, ps,
                  store, weights),
       second_ln_(layer_prefix(config, layer_number) +
                      (pre_ln(config) ? "post_attention_layernorm" : "post_mlp_layernorm"),
                  config.hidden_size, config.layernorm_epsilon, store, weights,
-                 config.arch.normalization),
+                 config.arch.normalization, config.sequence_parallel),
       mlp_(layer_prefix(config, layer_number) + "mlp", config, ps, store, weights) {}
 
 void TransformerLayer::init_weights(ParameterStore& store, uint64_t seed) const {
@@ -48,8 +49,10 @@ Tensor TransformerLayer::draw_hidden_mask(DropoutSite site, const Tensor& x,
   if (!scope.enabled || config_.hidden_dropout <= 0.0f) return Tensor();
   const int64_t s = x.size(0), b = x.size(1), h = x.size(2);
   Tensor mask = arena.alloc({s * b, h}, DType::U8);  // [s·b, h]
-  kernels::dropout_mask(scope.seed, hidden_dropout_rows(scope, layer_number_, site, s, b, h),
-                        config_.hidden_dropout, mask);
+  // A sequence shard [s/t, b, h] starts at global position sequence_rank_·s/t.
+  kernels::dropout_mask(
+      scope.seed, hidden_dropout_rows(scope, layer_number_, site, s, b, h, sequence_rank_ * s),
+      config_.hidden_dropout, mask);
   return mask;
 }
 
@@ -90,6 +93,8 @@ Tensor TransformerLayer::forward_pre_ln(Ctx& ctx, const Tensor& x, const Tensor&
 Tensor TransformerLayer::forward_cached(const Tensor& x, LayerKv& kv, int64_t start,
                                         Arena& arena) const {
   MT_CHECK(pre_ln(config_), "incremental decoding supports pre-LayerNorm layers (GPT) only");
+  MT_CHECK(!config_.sequence_parallel,
+           "incremental decoding runs without sequence parallelism (a training option)");
   MT_CHECK(x.dim() == 3 && x.size(2) == config_.hidden_size, "transformer layer ", layer_number_,
            ": input must be [s, b, ", config_.hidden_size, "], got ", x.describe());
   const bool ln_residual = config_.apply_residual_connection_post_layernorm;

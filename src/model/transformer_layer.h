@@ -5,7 +5,10 @@
 //   post-LN (original BERT):      h = LN1(x + drop(attn(x) + b));  y = LN2(h + drop(mlp(h) + b))
 // Bias + dropout + residual is one fused kernel. Hidden-dropout masks are keyed by
 // (iteration, sample, layer, site) — identical on every TP rank, as the activations are
-// replicated. Parameter names ("<prefix>layers.<i>."):
+// replicated. With sequence parallelism (TransformerConfig::sequence_parallel) x, y, the
+// LayerNorms, the dropouts and the residuals are this rank's sequence shard [s/t, b, h]; its
+// masks are those of its global positions, so the run draws the same masks as at TP = 1.
+// Parameter names ("<prefix>layers.<i>."):
 //   pre-LN:  input_layernorm, self_attention.*, post_attention_layernorm, mlp.*
 //   post-LN: self_attention.*, post_attention_layernorm, mlp.*, post_mlp_layernorm
 #pragma once
@@ -31,7 +34,8 @@ class TransformerLayer {
 
   void init_weights(ParameterStore& store, uint64_t seed) const;
 
-  // x [s, b, h] → y [s, b, h]. pad_mask and workspace as ParallelAttention::forward.
+  // x [s, b, h] → y [s, b, h] (both [s/t, b, h] with sequence parallelism). pad_mask and
+  // workspace as ParallelAttention::forward.
   Tensor forward(Ctx& ctx, const Tensor& x, const Tensor& pad_mask, const DropoutScope& scope,
                  Arena& arena, Arena& workspace) const;
   // Incremental (inference) forward of a pre-LN layer: x [s_new, b, h] at positions
@@ -52,6 +56,7 @@ class TransformerLayer {
   Tensor backward_post_ln(const Ctx& ctx, Tensor dy, Arena& arena) const;
 
   int layer_number_;
+  int64_t sequence_rank_;  // the TP rank with sequence parallelism (which shard), else 0
   TransformerConfig config_;
   LayerNorm first_ln_;
   ParallelAttention attention_;

@@ -14,6 +14,8 @@ ColumnParallelLinear::ColumnParallelLinear(const ColumnParallelLinearConfig& con
   MT_CHECK(k >= 1 && config.output_size % (k * ps.tp_size) == 0, config.name, ": output size ",
            config.output_size, " is not divisible by ", k,
            " stacked blocks x the tensor-model-parallel size ", ps.tp_size);
+  MT_CHECK(!(config.sequence_parallel && config.gather_output), config.name,
+           ": gather_output leaves the sequence-parallel region; it takes no sequence shard");
   if (k == 1) {
     weight_index_ =
         store.add({config.name + ".weight", {config.output_size, config.input_size}, 0});
@@ -42,11 +44,12 @@ void ColumnParallelLinear::init_weights(ParameterStore& store, uint64_t seed) co
 Tensor ColumnParallelLinear::forward(Ctx& ctx, const Tensor& x, Arena& arena) const {
   MT_CHECK(x.size(-1) == config_.input_size, config_.name, ": input ", x.describe(),
            " must have last dimension ", config_.input_size);
-  const Tensor w = weight();                                              // [out/t, in]
-  ctx.input = CopyToTpRegion::forward(x).view({-1, config_.input_size});  // [N, in]
-  Tensor y = local_linear_forward(ctx.input, w, arena);                   // [N, out/t]
+  const Tensor w = weight();  // [out/t, in]
+  const Tensor full = TpRegionInput::forward(*tp_, x, config_.sequence_parallel, arena);
+  ctx.input = full.view({-1, config_.input_size});       // [N, in]
+  Tensor y = local_linear_forward(ctx.input, w, arena);  // [N, out/t]
   if (config_.bias && !config_.skip_bias_add) kernels::bias_add_forward(y, bias().flatten());
-  y = y.view(with_last(x.shape(), w.size(0)));
+  y = y.view(with_last(full.shape(), w.size(0)));
   return config_.gather_output ? GatherFromTpRegion::forward(*tp_, y, arena) : y;
 }
 
@@ -59,9 +62,9 @@ Tensor ColumnParallelLinear::backward(const Ctx& ctx, const Tensor& dy, Arena& a
     kernels::bias_add_backward(dy2, db);
   }
   Tensor dw = weight_grad();
-  Tensor dx = local_linear_backward(dy2, ctx.input, w, dw, arena);
-  CopyToTpRegion::backward(*tp_, dx);
-  return dx.view(with_last(dy.shape(), config_.input_size));
+  Tensor dx = local_linear_backward(dy2, ctx.input, w, dw, arena)
+                  .view(with_last(dy_local.shape(), config_.input_size));
+  return TpRegionInput::backward(*tp_, dx, config_.sequence_parallel, arena);
 }
 
 const Tensor& ColumnParallelLinear::bias() const {

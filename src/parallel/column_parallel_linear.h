@@ -4,6 +4,9 @@
 //   forward   x [..., in] ─f─→ y_r = x A_rᵀ (+ b_r) [..., out/t] ─(gather_output)→ [..., out]
 //   backward  dy ─(split if gathered)→ dA_r += dy_rᵀ x, db_r += Σ dy_r, dx = dy_r A_r ─f'─→
 //             all-reduce of dx over the group
+// With sequence_parallel the input is this rank's sequence shard x [s/t, ..., in]: f becomes
+// ḡ (parallel/mappings.h), an all-gather to [s, ..., in] forward and a reduce-scatter of dx
+// back to [s/t, ..., in] backward; the output covers the whole sequence.
 // skip_bias_add leaves the bias out of the forward (and its gradient out of the backward) so
 // the caller can fuse it into the next kernel (bias+GeLU); bias()/bias_index() give it.
 // stacked_blocks = k > 1 stacks k independent output blocks of out/k rows each (SwiGLU's gate
@@ -27,6 +30,7 @@ struct ColumnParallelLinearConfig {
   bool bias = true;
   bool gather_output = false;
   bool skip_bias_add = false;
+  bool sequence_parallel = false;  // input [s/t, ..., in], gathered along the sequence
   float init_std = 0.02f;
   int64_t stacked_blocks = 1;
 };
@@ -34,7 +38,7 @@ struct ColumnParallelLinearConfig {
 class ColumnParallelLinear {
  public:
   struct Ctx {
-    Tensor input;  // x viewed as [N, in]
+    Tensor input;  // x (all-gathered along the sequence with sequence_parallel) as [N, in]
   };
 
   // Registers "<name>.weight" [out, in] and "<name>.bias" [out], both partition dim 0 (with
@@ -44,9 +48,11 @@ class ColumnParallelLinear {
 
   void init_weights(ParameterStore& store, uint64_t seed) const;
 
-  // x [..., in] (contiguous, compute dtype) → [..., out/t], or [..., out] with gather_output.
+  // x [..., in] (contiguous, compute dtype) → [..., out/t], or [..., out] with gather_output;
+  // with sequence_parallel x [s/t, ..., in] → [s, ..., out/t].
   Tensor forward(Ctx& ctx, const Tensor& x, Arena& arena) const;
-  // dy shaped like the forward output → dx [..., in], already all-reduced over the group.
+  // dy shaped like the forward output → dx shaped like the forward input, already all-reduced
+  // (reduce-scattered with sequence_parallel) over the group.
   // Accumulates the weight gradient, and the bias gradient unless skip_bias_add.
   Tensor backward(const Ctx& ctx, const Tensor& dy, Arena& arena) const;
 

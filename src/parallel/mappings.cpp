@@ -28,6 +28,54 @@ Tensor GatherFromTpRegion::backward(Communicator& tp, const Tensor& grad, Arena&
   return split_last_dim(tp, grad, arena);
 }
 
+Tensor GatherFromSequenceParallelRegion::forward(Communicator& tp, const Tensor& x, Arena& arena) {
+  return gather_first_dim(tp, x, arena);
+}
+
+Tensor GatherFromSequenceParallelRegion::backward(Communicator& tp, const Tensor& grad,
+                                                  Arena& arena) {
+  return reduce_scatter_first_dim(tp, grad, arena);
+}
+
+Tensor ReduceScatterToSequenceParallelRegion::forward(Communicator& tp, const Tensor& y,
+                                                      Arena& arena) {
+  return reduce_scatter_first_dim(tp, y, arena);
+}
+
+Tensor ReduceScatterToSequenceParallelRegion::backward(Communicator& tp, const Tensor& grad,
+                                                       Arena& arena) {
+  return gather_first_dim(tp, grad, arena);
+}
+
+Tensor ScatterToSequenceParallelRegion::forward(Communicator& tp, const Tensor& x) {
+  const int64_t t = tp.size();
+  if (t == 1) return x;
+  const int64_t s = x.size(0);
+  MT_CHECK(s % t == 0, "sequence parallelism: the sequence length ", s, " of ", x.describe(),
+           " is not divisible by the tensor-model-parallel size ", t);
+  MT_CHECK(x.is_contiguous(), "ScatterToSequenceParallelRegion: input must be contiguous, got ",
+           x.describe());
+  return x.slice(0, tp.rank() * (s / t), (tp.rank() + 1) * (s / t));
+}
+
+Tensor ScatterToSequenceParallelRegion::backward(Communicator& tp, const Tensor& grad,
+                                                 Arena& arena) {
+  return gather_first_dim(tp, grad, arena);
+}
+
+Tensor TpRegionInput::forward(Communicator& tp, const Tensor& x, bool sequence_parallel,
+                              Arena& arena) {
+  return sequence_parallel ? GatherFromSequenceParallelRegion::forward(tp, x, arena)
+                           : CopyToTpRegion::forward(x);
+}
+
+Tensor TpRegionInput::backward(Communicator& tp, Tensor& grad, bool sequence_parallel,
+                               Arena& arena) {
+  if (sequence_parallel) return GatherFromSequenceParallelRegion::backward(tp, grad, arena);
+  CopyToTpRegion::backward(tp, grad);
+  return grad;
+}
+
 Tensor split_last_dim(Communicator& tp, const Tensor& x, Arena& arena) {
   const int64_t t = tp.size();
   if (t == 1) return x;
@@ -55,6 +103,31 @@ Tensor gather_last_dim(Communicator& tp, const Tensor& x, Arena& arena) {
   // [t, N, C/t] → [N, t, C/t]: chunk r becomes columns [r·C/t, (r+1)·C/t) of every row.
   Tensor out3 = out.view({rows, t, chunk});
   kernels::copy(gathered.view({t, rows, chunk}).transpose(0, 1), out3);
+  return out;
+}
+
+Tensor gather_first_dim(Communicator& tp, const Tensor& x, Arena& arena) {
+  const int64_t t = tp.size();
+  if (t == 1) return x;
+  MT_CHECK(x.is_contiguous(), "gather_first_dim: input must be contiguous, got ", x.describe());
+  Shape shape = x.shape();
+  shape[0] *= t;
+  Tensor out = arena.alloc(shape, x.dtype());  // [t·n, ...], rank r's x at rows [r·n, (r+1)·n)
+  tp.all_gather(x, out);
+  return out;
+}
+
+Tensor reduce_scatter_first_dim(Communicator& tp, const Tensor& x, Arena& arena) {
+  const int64_t t = tp.size();
+  if (t == 1) return x;
+  MT_CHECK(x.is_contiguous(), "reduce_scatter_first_dim: input must be contiguous, got ",
+           x.describe());
+  MT_CHECK(x.size(0) % t == 0, "sequence parallelism: the sequence length ", x.size(0), " of ",
+           x.describe(), " is not divisible by the tensor-model-parallel size ", t);
+  Shape shape = x.shape();
+  shape[0] /= t;
+  Tensor out = arena.alloc(shape, x.dtype());  // [n, ...]
+  tp.reduce_scatter(x, out, ReduceOp::SUM);
   return out;
 }
 

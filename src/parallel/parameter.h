@@ -43,6 +43,11 @@ struct ParamSpec {
   // padding cut or extended (zeros).
   int64_t vocab_rows = 0;
   StageTie stage_tie = StageTie::kNone;
+  // A replicated parameter applied to sequence-parallel activations (a LayerNorm's γ and β, a
+  // row-parallel bias under --sequence-parallel): each TP rank's gradient covers its own
+  // sequence shard only, and the whole gradient is their sum over the TP group, taken once
+  // per step (train/grad_reduction.h, reduce_sequence_parallel_gradients).
+  bool sequence_parallel = false;
 };
 
 struct Parameter {

@@ -6,15 +6,15 @@ namespace megatron {
 
 std::vector<kernels::MaskRow> hidden_dropout_rows(const DropoutScope& scope, int64_t layer,
                                                   DropoutSite site, int64_t seq, int64_t batch,
-                                                  int64_t hidden) {
+                                                  int64_t hidden, int64_t seq_begin) {
   std::vector<uint64_t> sample_keys(batch);  // [b]
   for (int64_t r = 0; r < batch; ++r)
     sample_keys[r] = philox_key({uint64_t(scope.iteration), uint64_t(scope.first_sample + r),
                                  uint64_t(layer), uint64_t(site)});
   std::vector<kernels::MaskRow> rows(seq * batch);  // [s·b]
-  for (int64_t pos = 0; pos < seq; ++pos)
+  for (int64_t i = 0; i < seq; ++i)
     for (int64_t r = 0; r < batch; ++r)
-      rows[pos * batch + r] = {sample_keys[r], uint64_t(pos * hidden)};
+      rows[i * batch + r] = {sample_keys[r], uint64_t((seq_begin + i) * hidden)};
   return rows;
 }
 

@@ -5,7 +5,8 @@
 //   counter = global element index inside that (sample, layer, site[, head]) block
 // so the masks are the same at any TP size, DP size or micro-batch split, and activation
 // recompute regenerates them without saved state. Replicated activations (hidden states
-// [s, b, h]) get the same mask on every TP rank; attention probabilities [b, heads, s, s] are
+// [s, b, h]) get the same mask on every TP rank — and a sequence-parallel shard of them the
+// mask of its global positions; attention probabilities [b, heads, s, s] are
 // sharded by head, and their key includes the global head, so each head (and so each rank)
 // draws its own mask. The seed is passed separately to kernels::dropout_mask.
 #pragma once
@@ -37,11 +38,13 @@ struct DropoutScope {
   int64_t first_sample = 0;
 };
 
-// Rows of a mask over a replicated activation [s, b, h] viewed as [s·b, h] (row = pos·b + r):
-// row (pos, r) uses key (iteration, first_sample + r, layer, site), counter base pos·h.
+// Rows of a mask over a replicated activation [s, b, h] viewed as [s·b, h] (row = i·b + r):
+// row (i, r) is global position pos = seq_begin + i and uses key (iteration, first_sample + r,
+// layer, site), counter base pos·h. A sequence-parallel shard [s/t, b, h] passes its first
+// global position as seq_begin and draws exactly its rows of the whole sequence's mask.
 std::vector<kernels::MaskRow> hidden_dropout_rows(const DropoutScope& scope, int64_t layer,
                                                   DropoutSite site, int64_t seq, int64_t batch,
-                                                  int64_t hidden);
+                                                  int64_t hidden, int64_t seq_begin = 0);
 
 // Rows of a mask over attention probabilities [b, heads_local, s, s] viewed as
 // [b·heads_local·s, s]; local head j is global head head_begin + j. Row (r, j, q) uses key

@@ -13,7 +13,11 @@ RowParallelLinear::RowParallelLinear(const RowParallelLinearConfig& config, cons
            " is not divisible by the tensor-model-parallel size ", ps.tp_size);
   weight_index_ = store.add({config.name + ".weight", {config.output_size, config.input_size}, 1});
   if (config.bias)
-    bias_index_ = store.add({config.name + ".bias", {config.output_size}, -1, false});
+    bias_index_ = store.add({.name = config.name + ".bias",
+                             .full_shape = {config.output_size},
+                             .partition_dim = -1,
+                             .weight_decay = false,
+                             .sequence_parallel = config.sequence_parallel});
 }
 
 void RowParallelLinear::init_weights(ParameterStore& store, uint64_t seed) const {
@@ -28,19 +32,30 @@ Tensor RowParallelLinear::forward(Ctx& ctx, const Tensor& x, Arena& arena) const
            ": input ", x.describe(), " has the wrong last dimension (expected ",
            config_.input_is_parallel ? in_local : config_.input_size, ")");
   Tensor x_local = config_.input_is_parallel ? x : ScatterToTpRegion::forward(*tp_, x, arena);
-  ctx.input = x_local.view({-1, in_local});              // [N, in/t]
-  Tensor y = local_linear_forward(ctx.input, w, arena);  // [N, out]
-  ReduceFromTpRegion::forward(*tp_, y);
-  if (config_.bias && !config_.skip_bias_add) kernels::bias_add_forward(y, bias());
-  return y.view(with_last(x.shape(), config_.output_size));
+  ctx.input = x_local.view({-1, in_local});  // [N, in/t]
+  Tensor y = local_linear_forward(ctx.input, w, arena)
+                 .view(with_last(x.shape(), config_.output_size));  // [..., out], partial sums
+  if (config_.sequence_parallel)
+    y = ReduceScatterToSequenceParallelRegion::forward(*tp_, y, arena);  // [s/t, ..., out]
+  else
+    ReduceFromTpRegion::forward(*tp_, y);
+  if (config_.bias && !config_.skip_bias_add) {
+    Tensor y2 = y.view({-1, config_.output_size});
+    kernels::bias_add_forward(y2, bias());
+  }
+  return y;
 }
 
 Tensor RowParallelLinear::backward(const Ctx& ctx, const Tensor& dy, Arena& arena) const {
-  const Tensor& w = weights_.weight(weight_index_);                               // [out, in/t]
-  Tensor dy2 = ReduceFromTpRegion::backward(dy).view({-1, config_.output_size});  // [N, out]
-  if (config_.bias && !config_.skip_bias_add) kernels::bias_add_backward(dy2, bias_grad());
-  Tensor dx = local_linear_backward(dy2, ctx.input, w, weights_.grad(weight_index_), arena)
-                  .view(with_last(dy.shape(), w.size(1)));  // [..., in/t]
+  const Tensor& w = weights_.weight(weight_index_);  // [out, in/t]
+  if (config_.bias && !config_.skip_bias_add)
+    kernels::bias_add_backward(dy.view({-1, config_.output_size}), bias_grad());
+  const Tensor dy_full = config_.sequence_parallel
+                             ? ReduceScatterToSequenceParallelRegion::backward(*tp_, dy, arena)
+                             : ReduceFromTpRegion::backward(dy);
+  Tensor dx = local_linear_backward(dy_full.view({-1, config_.output_size}), ctx.input, w,
+                                    weights_.grad(weight_index_), arena)
+                  .view(with_last(dy_full.shape(), w.size(1)));  // [..., in/t]
   return config_.input_is_parallel ? dx : ScatterToTpRegion::backward(*tp_, dx, arena);
 }
 

@@ -7,6 +7,10 @@
 //   backward  dy (identical on all ranks) → db += Σ dy, dA_r += dyᵀ x_r, dx_r = dy A_r
 //             ─(gather unless input_is_parallel)→ dx
 // skip_bias_add leaves the bias to the caller (fused bias+dropout+residual).
+// With sequence_parallel g becomes g̅ (parallel/mappings.h): the partial products [s, ..., out]
+// are reduce-scattered to this rank's sequence shard [s/t, ..., out] (the bias added there), and
+// backward all-gathers dy [s/t, ..., out] first. The bias gradient is then a partial sum over
+// the shards: the bias is registered sequence_parallel (ParamSpec), summed over TP per step.
 #pragma once
 
 #include <string>
@@ -24,6 +28,7 @@ struct RowParallelLinearConfig {
   bool bias = true;
   bool input_is_parallel = false;
   bool skip_bias_add = false;
+  bool sequence_parallel = false;  // output [s/t, ..., out], reduce-scattered along the sequence
   float init_std = 0.02f;
 };
 
@@ -39,9 +44,11 @@ class RowParallelLinear {
 
   void init_weights(ParameterStore& store, uint64_t seed) const;
 
-  // x [..., in/t] with input_is_parallel, else [..., in] → y [..., out] (all-reduced).
+  // x [..., in/t] with input_is_parallel, else [..., in] → y [..., out] (all-reduced); with
+  // sequence_parallel x [s, ..., in/t] → y [s/t, ..., out] (reduce-scattered).
   Tensor forward(Ctx& ctx, const Tensor& x, Arena& arena) const;
-  // dy [..., out] → dx shaped like the forward input. Accumulates weight (and bias) grads.
+  // dy shaped like the forward output → dx shaped like the forward input. Accumulates weight
+  // (and bias) grads.
   Tensor backward(const Ctx& ctx, const Tensor& dy, Arena& arena) const;
 
   const Tensor& bias() const;  // compute dtype [out]; requires config.bias

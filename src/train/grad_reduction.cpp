@@ -27,6 +27,32 @@ void reduce_tied_gradients(ParameterStore& store, const ParallelState& ps) {
   }
 }
 
+void reduce_sequence_parallel_gradients(ParameterStore& store, const ParallelState& ps) {
+  if (ps.tp_size == 1) return;
+  std::vector<Tensor> grads;
+  int64_t total = 0;
+  for (Parameter& p : store.params())
+    if (p.spec.sequence_parallel) {
+      grads.push_back(p.grad.flatten());
+      total += p.grad.numel();
+    }
+  if (grads.empty()) return;
+  // Packed into one buffer: one all-reduce per step instead of one per LayerNorm and bias.
+  Tensor packed = Tensor::empty({total}, DType::F32, store.device());  // f32 [Σ numel]
+  int64_t offset = 0;
+  for (const Tensor& g : grads) {
+    Tensor part = packed.slice(0, offset, offset + g.numel());
+    kernels::copy(g, part);
+    offset += g.numel();
+  }
+  ps.tp->all_reduce(packed, ReduceOp::SUM);
+  offset = 0;
+  for (Tensor& g : grads) {
+    kernels::copy(packed.slice(0, offset, offset + g.numel()), g);
+    offset += g.numel();
+  }
+}
+
 bool found_overflow_anywhere(const Tensor& flat_grads, Communicator& world, bool f16_range,
                              Tensor* f16_scratch) {
   bool overflow = kernels::has_inf_or_nan(flat_grads);

@@ -25,6 +25,12 @@ void reduce_gradients_over_dp(Tensor& flat_grads, Communicator& dp, double post_
 // tied word embedding take the same step. Nothing on other ranks or at pp = 1.
 void reduce_tied_gradients(ParameterStore& store, const ParallelState& ps);
 
+// Sequence parallelism: sums the gradients of the ParamSpec::sequence_parallel parameters
+// (replicated, each TP rank's gradient covering its own sequence shard) over the TP group, in
+// one all-reduce, so every TP rank holds the whole gradient. Runs before the data-parallel
+// reduction; nothing when no parameter is marked or at TP = 1.
+void reduce_sequence_parallel_gradients(ParameterStore& store, const ParallelState& ps);
+
 // True on every rank when any rank's gradients hold an inf or NaN (all-reduce MAX over the
 // world), so every rank makes the same skip decision. With `f16_range`, a value that does not
 // fit in f16 (|g| > 65504 after rounding) counts as an overflow too: that is what an fp16

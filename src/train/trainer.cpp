@@ -254,6 +254,10 @@ struct Trainer::Impl {
       return model->train_micro_batches(num_micro_batches, grad_scale, seed, iteration);
     });
     loss = average_over_dp(local, num_micro_batches);
+    // Sequence parallelism's replicated parameters hold per-shard gradients: summed over TP
+    // before anything reads the flat buffer (Megatron's layernorm-grads-all-reduce).
+    timers.time("layernorm-grads-all-reduce", 1,
+                [&] { reduce_sequence_parallel_gradients(store, ps); });
 
     const double dp_average = 1.0 / double(ps.dp_size);
     if (shard) return distributed_step(loss, grad_norm, dp_average / loss_scale);

@@ -2,16 +2,19 @@
 // process (SoloCommunicator) from the same seed: 2 layers, h = 64, 4 heads, the GPT-2
 // vocabulary 50257 (same padded size for both), s = 32, b = 2, dropout 0.1 on. The loss and
 // every gathered gradient must agree (relative ≤ 1e-5): TP-invariant init and TP-invariant
-// dropout make the two runs compute the same function.
+// dropout make the two runs compute the same function. So must the TP run with sequence
+// parallelism (its LayerNorm and bias gradients summed over TP as the trainer does), with full
+// or selective recompute.
 #include <gtest/gtest.h>
 
 #include "model/gpt_model.h"
 #include "tp_test_util.h"
+#include "train/grad_reduction.h"
 
 namespace megatron {
 namespace {
 
-GptConfig gpt_config(bool recompute) {
+GptConfig gpt_config(bool recompute = false) {
   GptConfig c;
   c.num_layers = 2;
   c.hidden_size = 64;
@@ -40,11 +43,12 @@ GptBatch gpt_batch(const GptConfig& c, int64_t b, int64_t first_sample) {
           Tensor::from_vector(mask, {b, s}), first_sample, /*iteration=*/3};
 }
 
-void check_gpt_matches_tp1(bool recompute) {
-  const GptConfig c = gpt_config(recompute);
+// `tp_config` runs at TP = world size, `c` at TP = 1 (they differ in options that must not
+// change the function: recompute, sequence parallelism).
+void check_gpt_matches_tp1(const GptConfig& c, const GptConfig& tp_config) {
   ParallelState tp = test::tp_world_state(), dense = test::dense_state();
   ParameterStore tp_store(tp.tp_rank, tp.tp_size), dense_store(0, 1);
-  GptModel tp_model(c, tp, tp_store), dense_model(c, dense, dense_store);
+  GptModel tp_model(tp_config, tp, tp_store), dense_model(c, dense, dense_store);
   tp_store.allocate();
   dense_store.allocate();
   tp_model.init_weights(17);
@@ -52,6 +56,7 @@ void check_gpt_matches_tp1(bool recompute) {
 
   const GptBatch batch = gpt_batch(c, 2, 6);
   const float tp_loss = tp_model.forward_backward(batch, 1.0f, 2024);
+  reduce_sequence_parallel_gradients(tp_store, tp);
   const float dense_loss = dense_model.forward_backward(batch, 1.0f, 2024);
   const float tp_eval = tp_model.forward_loss(batch);
   const float dense_eval = dense_model.forward_loss(batch);
@@ -67,11 +72,59 @@ void check_gpt_matches_tp1(bool recompute) {
 }
 
 TEST(GptTensorParallelTest, LossAndGradientsEqualTp1) {
-  check_gpt_matches_tp1(false);
+  check_gpt_matches_tp1(gpt_config(), gpt_config());
 }
 
 TEST(GptTensorParallelTest, WithRecomputeLossAndGradientsEqualTp1) {
-  check_gpt_matches_tp1(true);
+  check_gpt_matches_tp1(gpt_config(true), gpt_config(true));
+}
+
+TEST(GptTensorParallelTest, WithSelectiveRecomputeLossAndGradientsEqualTp1) {
+  GptConfig selective = gpt_config();
+  selective.selective_recompute = true;
+  check_gpt_matches_tp1(gpt_config(), selective);
+}
+
+TEST(GptTensorParallelTest, WithSequenceParallelismLossAndGradientsEqualTp1) {
+  if (test::world_size() == 1) GTEST_SKIP() << "sequence parallelism needs TP > 1";
+  for (bool full : {false, true}) {
+    for (bool selective : {false, true}) {
+      if (full && selective) continue;
+      SCOPED_TRACE(::testing::Message() << "full recompute " << full << " selective " << selective);
+      GptConfig sp = gpt_config(full);
+      sp.selective_recompute = selective;
+      sp.sequence_parallel = true;
+      check_gpt_matches_tp1(gpt_config(), sp);
+    }
+  }
+}
+
+// The sequence-parallel parameters are exactly the replicated ones the shards feed: the
+// LayerNorms and the row-parallel biases; at TP = 1 the option is refused.
+TEST(GptTensorParallelTest, SequenceParallelMarksLayerNormsAndRowParallelBiases) {
+  if (test::world_size() == 1) {
+    GptConfig sp = gpt_config();
+    sp.sequence_parallel = true;
+    ParameterStore store(0, 1);
+    EXPECT_THROW(GptModel(sp, test::dense_state(), store), Error);
+    return;
+  }
+  GptConfig sp = gpt_config();
+  sp.sequence_parallel = true;
+  ParallelState tp = test::tp_world_state();
+  ParameterStore store(tp.tp_rank, tp.tp_size);
+  GptModel model(sp, tp, store);
+  int marked = 0;
+  for (const Parameter& p : store.params()) {
+    const std::string& n = p.spec.name;
+    const bool expected = n.find("layernorm") != std::string::npos ||
+                          (p.replicated() && n.find("dense") != std::string::npos &&
+                           n.find(".bias") != std::string::npos);
+    EXPECT_EQ(p.spec.sequence_parallel, expected) << n;
+    marked += p.spec.sequence_parallel;
+  }
+  // 2 layers x (2 LayerNorms x 2 + 2 biases) + the final LayerNorm's 2.
+  EXPECT_EQ(marked, 2 * 6 + 2);
 }
 
 // bf16 compute at TP = world (bf16 GEMM outputs, bf16 all-reduces of partial sums) against

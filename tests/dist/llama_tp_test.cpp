@@ -4,13 +4,15 @@
 //    split) and TP = 4 (fewer groups than ranks: KV replicated), with and without recompute;
 //  * layout invariance: a randomly initialised Llama-style model (RoPE, RMSNorm, SwiGLU, GQA,
 //    untied head, no biases, dropout on) at TP = world size computes the loss and gradients of
-//    the TP = 1 model built in the same process from the same seed.
+//    the TP = 1 model built in the same process from the same seed — also with sequence
+//    parallelism (RoPE at global positions, RMSNorm on sequence shards) and selective recompute.
 #include <gtest/gtest.h>
 
 #include "../common/llama_golden.h"
 #include "distributed/parallel_state.h"
 #include "mpi_test_util.h"
 #include "tp_test_util.h"
+#include "train/grad_reduction.h"
 
 namespace megatron {
 namespace {
@@ -71,11 +73,17 @@ GptConfig llama_config(int64_t groups, bool recompute) {
   return c;
 }
 
-void check_llama_matches_tp1(int64_t groups, bool recompute) {
+// The TP = world model optionally with sequence parallelism and selective recompute (the
+// TP = 1 model without either).
+void check_llama_matches_tp1(int64_t groups, bool recompute, bool sequence_parallel = false,
+                             bool selective = false) {
   const GptConfig c = llama_config(groups, recompute);
+  GptConfig tp_config = c;
+  tp_config.sequence_parallel = sequence_parallel;
+  tp_config.selective_recompute = selective;
   ParallelState tp = test::tp_world_state(), dense = test::dense_state();
   ParameterStore tp_store(tp.tp_rank, tp.tp_size), dense_store(0, 1);
-  GptModel tp_model(c, tp, tp_store), dense_model(c, dense, dense_store);
+  GptModel tp_model(tp_config, tp, tp_store), dense_model(c, dense, dense_store);
   tp_store.allocate();
   dense_store.allocate();
   tp_model.init_weights(17);
@@ -93,6 +101,7 @@ void check_llama_matches_tp1(int64_t groups, bool recompute) {
                        Tensor::from_vector(mask, {b, s}), 6, 3};
   const float tp_loss = tp_model.forward_backward(batch, 1.0f, 2024);
   const float dense_loss = dense_model.forward_backward(batch, 1.0f, 2024);
+  reduce_sequence_parallel_gradients(tp_store, tp);
   EXPECT_NEAR(tp_loss, dense_loss, 1e-5 * dense_loss);
   test::expect_grads_match_dense(*tp.tp, tp_store, dense_store, 1e-5);
 }
@@ -143,6 +152,13 @@ TEST(LlamaTensorParallelTest, GroupsReplicatedLossAndGradientsEqualTp1) {
 
 TEST(LlamaTensorParallelTest, WithRecomputeLossAndGradientsEqualTp1) {
   check_llama_matches_tp1(2, true);
+}
+
+TEST(LlamaTensorParallelTest, WithSequenceParallelismLossAndGradientsEqualTp1) {
+  if (test::world_size() == 1) GTEST_SKIP() << "sequence parallelism needs TP > 1";
+  check_llama_matches_tp1(4, false, true);        // KV groups split
+  check_llama_matches_tp1(1, false, true, true);  // replicated, selective recompute
+  check_llama_matches_tp1(2, true, true);         // full recompute
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // The tensor-parallel layers at TP = world size against the dense layer (TP = 1, a
 // SoloCommunicator in the same process) built from the same full weights: outputs, input
-// gradients and weight-gradient shards. Also the four mappings against values computed by
-// hand from the rank numbers.
+// gradients and weight-gradient shards, also with sequence parallelism (the input or output a
+// sequence shard, the replicated bias's gradient summed over TP as the trainer does). Also the
+// mappings against values computed by hand from the rank numbers.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "parallel/vocab_parallel_cross_entropy.h"
 #include "parallel/vocab_parallel_embedding.h"
 #include "tp_test_util.h"
+#include "train/grad_reduction.h"
 
 namespace megatron {
 namespace {
@@ -39,11 +41,19 @@ struct Pair {
   }
 };
 
-class ColumnParallelLinearTest : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
+// This rank's sequence shard (dim 0) of a full [s, ...] tensor, contiguous.
+Tensor sequence_shard(const Tensor& full, const ParallelState& tp) {
+  const int64_t s = full.size(0) / tp.tp_size;
+  return full.slice(0, tp.tp_rank * s, (tp.tp_rank + 1) * s).clone();
+}
+
+class ColumnParallelLinearTest
+    : public ::testing::TestWithParam<std::tuple<bool, bool, bool>> {};
 
 TEST_P(ColumnParallelLinearTest, MatchesDenseLayer) {
-  const auto [gather_output, skip_bias_add] = GetParam();
-  const int64_t n = 6, in = 8, out = 12;
+  const auto [gather_output, skip_bias_add, sequence_parallel] = GetParam();
+  if (gather_output && sequence_parallel) GTEST_SKIP() << "gather_output takes no shard";
+  const int64_t n = 8, in = 8, out = 12;
   Pair pr;
   ColumnParallelLinearConfig cfg{.name = "fc",
                                  .input_size = in,
@@ -51,23 +61,24 @@ TEST_P(ColumnParallelLinearTest, MatchesDenseLayer) {
                                  .gather_output = gather_output,
                                  .skip_bias_add = skip_bias_add};
   ColumnParallelLinear dense(cfg, pr.dense, pr.dense_store, pr.dense_weights);
+  cfg.sequence_parallel = sequence_parallel;
   ColumnParallelLinear par(cfg, pr.tp, pr.tp_store, pr.tp_weights);
   pr.allocate(1);
   const int64_t t = pr.tp.tp_size, r = pr.tp.tp_rank, chunk = out / t;
   Arena arena;
-  Tensor x = test::uniform_tensor({2, n / 2, in}, 2);  // leading dims are flattened
+  Tensor x = test::uniform_tensor({n, 2, in}, 2);  // [s, b, in]; leading dims are flattened
   ColumnParallelLinear::Ctx dctx, pctx;
   Tensor yd = dense.forward(dctx, x, arena);
-  Tensor yp = par.forward(pctx, x, arena);
-  EXPECT_EQ(yp.shape(), (Shape{2, n / 2, gather_output ? out : chunk}));
+  Tensor yp = par.forward(pctx, sequence_parallel ? sequence_shard(x, pr.tp) : x, arena);
+  EXPECT_EQ(yp.shape(), (Shape{n, 2, gather_output ? out : chunk}));
   EXPECT_LE(test::rel_error(yp, gather_output ? yd : yd.slice(2, r * chunk, (r + 1) * chunk)),
             kTol);
 
-  Tensor dy = test::uniform_tensor({2, n / 2, out}, 3);
+  Tensor dy = test::uniform_tensor({n, 2, out}, 3);
   Tensor dxd = dense.backward(dctx, dy, arena);
   Tensor dxp = par.backward(
       pctx, gather_output ? dy : dy.slice(2, r * chunk, (r + 1) * chunk).clone(), arena);
-  EXPECT_LE(test::rel_error(dxp, dxd), kTol);
+  EXPECT_LE(test::rel_error(dxp, sequence_parallel ? sequence_shard(dxd, pr.tp) : dxd), kTol);
   expect_grad_shards(pr.dense_store, pr.tp_store);
   if (skip_bias_add) {  // the caller owns the bias and its gradient
     EXPECT_EQ(kernels::sum_squares(pr.tp_store.get("fc.bias").grad), 0.0);
@@ -75,13 +86,14 @@ TEST_P(ColumnParallelLinearTest, MatchesDenseLayer) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllOptions, ColumnParallelLinearTest,
-                         ::testing::Combine(::testing::Bool(), ::testing::Bool()));
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool(),
+                                            ::testing::Bool()));
 
-class RowParallelLinearTest : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
+class RowParallelLinearTest : public ::testing::TestWithParam<std::tuple<bool, bool, bool>> {};
 
 TEST_P(RowParallelLinearTest, MatchesDenseLayer) {
-  const auto [input_is_parallel, skip_bias_add] = GetParam();
-  const int64_t n = 6, in = 12, out = 8;
+  const auto [input_is_parallel, skip_bias_add, sequence_parallel] = GetParam();
+  const int64_t n = 8, in = 12, out = 8;
   Pair pr;
   RowParallelLinearConfig cfg{.name = "proj",
                               .input_size = in,
@@ -89,6 +101,7 @@ TEST_P(RowParallelLinearTest, MatchesDenseLayer) {
                               .input_is_parallel = input_is_parallel,
                               .skip_bias_add = skip_bias_add};
   RowParallelLinear dense(cfg, pr.dense, pr.dense_store, pr.dense_weights);
+  cfg.sequence_parallel = sequence_parallel;
   RowParallelLinear par(cfg, pr.tp, pr.tp_store, pr.tp_weights);
   pr.allocate(4);
   const int64_t t = pr.tp.tp_size, r = pr.tp.tp_rank, chunk = in / t;
@@ -98,14 +111,17 @@ TEST_P(RowParallelLinearTest, MatchesDenseLayer) {
   RowParallelLinear::Ctx dctx, pctx;
   Tensor yd = dense.forward(dctx, x, arena);
   Tensor yp = par.forward(pctx, input_is_parallel ? x_local : x, arena);
-  EXPECT_LE(test::rel_error(yp, yd), kTol);
+  EXPECT_LE(test::rel_error(yp, sequence_parallel ? sequence_shard(yd, pr.tp) : yd), kTol);
 
   Tensor dy = test::uniform_tensor({n, out}, 6);
   Tensor dxd = dense.backward(dctx, dy, arena);
-  Tensor dxp = par.backward(pctx, dy, arena);
+  Tensor dxp = par.backward(pctx, sequence_parallel ? sequence_shard(dy, pr.tp) : dy, arena);
   EXPECT_LE(
       test::rel_error(dxp, input_is_parallel ? dxd.slice(1, r * chunk, (r + 1) * chunk) : dxd),
       kTol);
+  // With sequence parallelism the bias gradient covers this rank's rows: the TP sum is whole.
+  EXPECT_EQ(pr.tp_store.get("proj.bias").spec.sequence_parallel, sequence_parallel);
+  reduce_sequence_parallel_gradients(pr.tp_store, pr.tp);
   expect_grad_shards(pr.dense_store, pr.tp_store);
   if (skip_bias_add) {
     EXPECT_EQ(kernels::sum_squares(pr.tp_store.get("proj.bias").grad), 0.0);
@@ -113,7 +129,8 @@ TEST_P(RowParallelLinearTest, MatchesDenseLayer) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllOptions, RowParallelLinearTest,
-                         ::testing::Combine(::testing::Bool(), ::testing::Bool()));
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool(),
+                                            ::testing::Bool()));
 
 TEST(VocabParallelEmbeddingTest, MatchesDenseEmbeddingAcrossShardBoundaries) {
   const int64_t vocab = 24, h = 5;
@@ -212,6 +229,51 @@ TEST(MappingsTest, ForwardAndBackwardOfEveryOperator) {
   }
   Tensor split = GatherFromTpRegion::backward(c, full, arena);
   EXPECT_EQ(split.to_vector<float>(), mine.to_vector<float>());
+}
+
+// Sequence parallelism's operators split, gather and reduce-scatter along dim 0 (the
+// sequence): rank r owns rows [r·rows, (r+1)·rows).
+TEST(MappingsTest, SequenceParallelOperatorsWorkAlongTheSequence) {
+  ParallelState tp = test::tp_world_state();
+  Communicator& c = *tp.tp;
+  const int64_t t = c.size(), r = c.rank(), rows = 2, cols = 3;
+  const float rank_sum = float(t * (t - 1) / 2);
+  Arena arena;
+
+  Tensor full = pattern(rows * t, cols, 0);
+  Tensor mine = ScatterToSequenceParallelRegion::forward(c, full);
+  EXPECT_EQ(mine.raw_data(), full.slice(0, r * rows, (r + 1) * rows).raw_data());  // a view
+  // Rows of every rank in rank order: row i of the result is row i % rows of rank i / rows.
+  auto expect_gathered = [&](const Tensor& out) {
+    ASSERT_EQ(out.shape(), (Shape{rows * t, cols}));
+    const std::vector<float> v = out.to_vector<float>();
+    for (int64_t i = 0; i < rows * t; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        EXPECT_EQ(v[i * cols + j], float(100 * (i % rows) + j + 1000 * (i / rows)));
+  };
+  expect_gathered(ScatterToSequenceParallelRegion::backward(c, pattern(rows, cols, r), arena));
+  expect_gathered(GatherFromSequenceParallelRegion::forward(c, pattern(rows, cols, r), arena));
+  expect_gathered(
+      ReduceScatterToSequenceParallelRegion::backward(c, pattern(rows, cols, r), arena));
+  expect_gathered(TpRegionInput::forward(c, pattern(rows, cols, r), true, arena));
+  // The sum over ranks of this rank's rows: t·(100·i + j) + 1000·Σ ranks, i the global row.
+  auto expect_reduced = [&](const Tensor& out) {
+    ASSERT_EQ(out.shape(), (Shape{rows, cols}));
+    const std::vector<float> v = out.to_vector<float>();
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        EXPECT_EQ(v[i * cols + j], float(t * (100 * (r * rows + i) + j)) + 1000.0f * rank_sum);
+  };
+  expect_reduced(
+      ReduceScatterToSequenceParallelRegion::forward(c, pattern(rows * t, cols, r), arena));
+  expect_reduced(GatherFromSequenceParallelRegion::backward(c, pattern(rows * t, cols, r), arena));
+  Tensor grad = pattern(rows * t, cols, r);
+  expect_reduced(TpRegionInput::backward(c, grad, true, arena));
+  // Without sequence parallelism TpRegionInput is f: identity forward, all-reduce backward.
+  Tensor x = pattern(rows, cols, r);
+  EXPECT_EQ(TpRegionInput::forward(c, x, false, arena).raw_data(), x.raw_data());
+  Tensor g = Tensor::from_vector(std::vector<float>{float(r)}, {1});
+  EXPECT_EQ(TpRegionInput::backward(c, g, false, arena).to_vector<float>()[0], rank_sum);
 }
 
 }  // namespace

@@ -32,7 +32,7 @@ run t1p4d1 4 1 4 --save "$WORK/ckpt_p4" --save-interval 4 --exit-interval 4
 run t1p2d2 4 1 2 --save "$WORK/ckpt_p2d2" --save-interval 4 --exit-interval 4
 run t1p2d1_interleaved 2 1 2 --num-layers-per-virtual-pipeline-stage 1
 run t2p2d1_interleaved_recompute 4 2 2 --num-layers-per-virtual-pipeline-stage 1 \
-  --recompute-activations
+  --recompute-granularity full
 for name in t1p4d1 t1p2d2; do
   grep -q "exiting program at iteration 4" "$WORK/$name.log" || { echo "FAIL: $name no exit"; exit 1; }
 done

@@ -104,7 +104,11 @@ expect_error "--vocab-file '/nonexistent/vocab.json' cannot be read" -- "${A[@]}
   --tokenizer-type GPT2BPETokenizer --vocab-file /nonexistent/vocab.json --merge-file /nonexistent/merges.txt
 expect_error "--mock-data needs --vocab-size" -- "${A[@]}"
 expect_error "--save-interval needs --save DIR" -- "${BASE[@]}" --save-interval 5
-expect_error "--recompute-granularity 'selective' is not supported" -- "${BASE[@]}" --recompute-granularity selective
+expect_error "--recompute-granularity 'block' is not known: expected full or selective" -- "${BASE[@]}" --recompute-granularity block
+expect_error "--recompute-activations means --recompute-granularity selective" -- "${BASE[@]}" \
+  --recompute-activations --recompute-granularity full
+expect_error "--sequence-parallel splits the sequence over the tensor-parallel ranks: it needs --tensor-model-parallel-size > 1" \
+  -- "${BASE[@]}" --sequence-parallel
 expect_error "--lr-warmup-fraction cannot be combined" -- "${BASE[@]}" --lr-warmup-fraction 0.1 --lr-warmup-iters 5
 expect_error "--use-distributed-optimizer is not supported with --fp16 yet" -- "${BASE[@]}" \
   --fp16 --use-distributed-optimizer

@@ -46,7 +46,7 @@ js 'r[29].skipped_iterations === 0 && r[29].grad_norm > 0 && r[29].lm_loss < r.f
 grep -q "number of skipped iterations:   1" "$WORK/fp16.log" || fail "skip not in the log line"
 
 echo "== bf16 + full recompute at TP 2: the loss falls, TensorBoard file written"
-run bf16 2 "${MODEL[@]}" --bf16 --recompute-activations --tensor-model-parallel-size 2 \
+run bf16 2 "${MODEL[@]}" --bf16 --recompute-granularity full --tensor-model-parallel-size 2 \
   --train-iters 20 --tensorboard-dir "$WORK/tb" --save "$WORK/ckpt"
 js 'r.length === 20 && r[19].lm_loss < r[0].lm_loss - 0.1 && r[0].loss_scale === 1' "$WORK/bf16.jsonl"
 tb=$(ls "$WORK"/tb/events.out.tfevents.* | head -1)

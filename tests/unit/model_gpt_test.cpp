@@ -118,21 +118,26 @@ TEST(ModelGpt, EvaluationLossAndLogitsMatchReference) {
   for (float v : vec<float>(g.store.flat_grads())) ASSERT_EQ(v, 0.0f);
 }
 
+// Full recompute (each layer from its input) and selective recompute (the attention core)
+// give the losses and gradients of a run that keeps every activation, bit for bit.
 TEST(ModelGpt, RecomputeIsBitIdentical) {
-  GptConfig c = tiny_config();
-  TinyGpt plain(c);
-  c.recompute_activations = true;
-  TinyGpt recompute(c);
-  for (int step = 0; step < 2; ++step) {  // accumulate over two micro-batches
-    const GptBatch batch = make_batch(c, 2, 2 * step, 3);
-    const float a = plain.model.forward_backward(batch, 0.5f, 77);
-    const float b = recompute.model.forward_backward(batch, 0.5f, 77);
-    EXPECT_EQ(std::memcmp(&a, &b, sizeof a), 0) << a << " vs " << b;
+  for (bool selective : {false, true}) {
+    SCOPED_TRACE(selective ? "selective" : "full");
+    GptConfig c = tiny_config();
+    TinyGpt plain(c);
+    (selective ? c.selective_recompute : c.recompute_activations) = true;
+    TinyGpt recompute(c);
+    for (int step = 0; step < 2; ++step) {  // accumulate over two micro-batches
+      const GptBatch batch = make_batch(c, 2, 2 * step, 3);
+      const float a = plain.model.forward_backward(batch, 0.5f, 77);
+      const float b = recompute.model.forward_backward(batch, 0.5f, 77);
+      EXPECT_EQ(std::memcmp(&a, &b, sizeof a), 0) << a << " vs " << b;
+    }
+    const Tensor& ga = plain.store.flat_grads();
+    const Tensor& gb = recompute.store.flat_grads();
+    ASSERT_EQ(ga.numel(), gb.numel());
+    EXPECT_EQ(std::memcmp(ga.raw_data(), gb.raw_data(), ga.nbytes()), 0);
   }
-  const Tensor& ga = plain.store.flat_grads();
-  const Tensor& gb = recompute.store.flat_grads();
-  ASSERT_EQ(ga.numel(), gb.numel());
-  EXPECT_EQ(std::memcmp(ga.raw_data(), gb.raw_data(), ga.nbytes()), 0);
 }
 
 TEST(ModelGpt, DropoutMasksIndependentOfMicroBatchSplit) {

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Sequence parallelism and selective recompute keep the run layout-invariant: one seed, global
+# batch 8, dropout on, fp32, 4 layers. Against TP×PP×DP 1×1×1:
+#  * GPT-2: 2×1×2 with --sequence-parallel, 2×2×1 with --sequence-parallel and full recompute,
+#    2×1×2 with --sequence-parallel, the distributed optimizer and --recompute-activations
+#    (selective) log the same lm loss and grad norm at each of 6 iterations (relative <= 1e-5);
+#  * Llama options (RoPE, RMSNorm, SwiGLU, 2 KV groups, no biases, untied head): 2×2×1 with
+#    --sequence-parallel, likewise;
+#  * selective recompute at 1×1×1 logs the losses and grad norms of no recompute bit for bit;
+#  * a checkpoint saved at 2×1×2 with --sequence-parallel resumes at 1×1×1 without it with the
+#    uninterrupted run's next losses.
+set -euo pipefail
+: "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+export OMP_NUM_THREADS=1
+LLAMA=(--ffn-hidden-size 96 --position-embedding-type rope --normalization RMSNorm --swiglu
+  --group-query-attention --num-query-groups 2 --untie-embeddings-and-output-weights
+  --disable-bias-linear)
+
+run() {  # run NAME NP TP PP [FLAGS...]
+  local name=$1 np=$2 tp=$3 pp=$4
+  shift 4
+  timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np "$np" \
+    "$MEGATRON_BINARY" pretrain-gpt \
+    --num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 32 \
+    --max-position-embeddings 32 --mock-data --vocab-size 128 --make-vocab-size-divisible-by 32 \
+    --micro-batch-size 2 --global-batch-size 8 --train-iters 6 \
+    --lr 1e-3 --lr-warmup-iters 2 --lr-decay-style cosine --min-lr 1e-4 --weight-decay 0.1 \
+    --clip-grad 1.0 --seed 42 --tensor-model-parallel-size "$tp" \
+    --pipeline-model-parallel-size "$pp" --log-interval 1 \
+    --eval-interval 1000 --eval-iters 0 --metrics-file "$WORK/$name.jsonl" "$@" \
+    > "$WORK/$name.log" 2>&1 || { cat "$WORK/$name.log"; echo "FAIL: run $name"; exit 1; }
+}
+
+run t1p1d1 1 1 1
+run t1p1d1_selective 1 1 1 --recompute-granularity selective
+run t2p1d2_sp 4 2 1 --sequence-parallel --save "$WORK/ckpt_sp" --save-interval 3 \
+  --exit-interval 3
+grep -q "exiting program at iteration 3" "$WORK/t2p1d2_sp.log" ||
+  { echo "FAIL: t2p1d2_sp no exit"; exit 1; }
+run resumed_t1p1d1 1 1 1 --load "$WORK/ckpt_sp"
+run t2p2d1_sp_full 4 2 2 --sequence-parallel --recompute-granularity full \
+  --recompute-method uniform
+run t2p1d2_sp_distopt_selective 4 2 1 --sequence-parallel --use-distributed-optimizer \
+  --recompute-activations
+run llama_t1p1d1 1 1 1 "${LLAMA[@]}"
+run llama_t2p2d1_sp 4 2 2 "${LLAMA[@]}" --sequence-parallel
+
+CHECK="node $MEGATRON_SOURCE_DIR/tests/e2e/compare_metrics.js"
+echo "== t1p1d1 vs selective recompute (bit for bit)"
+$CHECK "$WORK/t1p1d1.jsonl" "$WORK/t1p1d1_selective.jsonl" --from 1 --to 6 --exact
+echo "== t1p1d1 vs 2x1x2 with sequence parallelism (iterations 1-3, then it saves and exits)"
+$CHECK "$WORK/t1p1d1.jsonl" "$WORK/t2p1d2_sp.jsonl" --from 1 --to 3 --rtol 1e-5
+echo "== resumed at 1x1x1 without sequence parallelism from 2x1x2's checkpoint of iteration 3"
+$CHECK "$WORK/t1p1d1.jsonl" "$WORK/resumed_t1p1d1.jsonl" --from 4 --to 6 --rtol 1e-5
+for name in t2p2d1_sp_full t2p1d2_sp_distopt_selective; do
+  echo "== t1p1d1 vs $name"
+  $CHECK "$WORK/t1p1d1.jsonl" "$WORK/$name.jsonl" --from 1 --to 6 --rtol 1e-5
+done
+echo "== Llama options: 1x1x1 vs 2x2x1 with sequence parallelism"
+$CHECK "$WORK/llama_t1p1d1.jsonl" "$WORK/llama_t2p2d1_sp.jsonl" --from 1 --to 6 --rtol 1e-5
+# The checks must be able to fail: the loss has to move over the 6 iterations.
+node -e '
+  for (const f of process.argv.slice(1)) {
+    const r = require("fs").readFileSync(f, "utf8").trim().split("\n")
+                .map(JSON.parse).filter(x => x.type === "train");
+    if (r.length !== 6 || !(r[5].lm_loss < r[0].lm_loss)) {
+      console.error(f, "loss did not decrease over 6 iterations:", r.map(x => x.lm_loss));
+      process.exit(1);
+    }
+  }' "$WORK/t1p1d1.jsonl" "$WORK/llama_t1p1d1.jsonl"
+echo "sequence parallelism: OK"
