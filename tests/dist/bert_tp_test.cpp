@@ -1,8 +1,8 @@
 // The whole BERT at TP = world size (1, 2, 4) against the TP = 1 model built in the same
 // process (SoloCommunicator) from the same weights: 2 layers, h = 32, 4 heads, vocabulary
 // 1000 (same padded size for both), s = 16, b = 3 with padding, dropout 0.1 on, both
-// LayerNorm orders. The MLM and SOP losses, the full logits and every gathered gradient must
-// agree (relative ≤ 1e-5).
+// LayerNorm orders, full or selective recompute (TP run only). The MLM and SOP losses, the full
+// logits and every gathered gradient must agree (relative ≤ 1e-5).
 #include <gtest/gtest.h>
 
 #include "../unit/bert_test_util.h"
@@ -20,12 +20,14 @@ BertConfig bert_config(bool post_ln, bool recompute) {
   return c;
 }
 
-void check_bert_matches_tp1(bool post_ln, bool recompute) {
+void check_bert_matches_tp1(bool post_ln, bool recompute, bool selective = false) {
   const BertConfig c = bert_config(post_ln, recompute);
+  BertConfig tp_config = c;
+  tp_config.selective_recompute = selective;
   const int64_t b = 3, s = c.seq_length;
   ParallelState tp = test::tp_world_state(), dense = test::dense_state();
   ParameterStore tp_store(tp.tp_rank, tp.tp_size), dense_store(0, 1);
-  BertModel tp_model(c, tp, tp_store), dense_model(c, dense, dense_store);
+  BertModel tp_model(tp_config, tp, tp_store), dense_model(c, dense, dense_store);
   tp_store.allocate();
   dense_store.allocate();
   // Random values everywhere (biases, LayerNorms, the MLM bias) so that every parameter's
@@ -61,6 +63,9 @@ TEST(BertTensorParallelTest, PostLnLossesAndGradientsEqualTp1) {
 }
 TEST(BertTensorParallelTest, WithRecomputeLossesAndGradientsEqualTp1) {
   check_bert_matches_tp1(false, true);
+}
+TEST(BertTensorParallelTest, WithSelectiveRecomputeLossesAndGradientsEqualTp1) {
+  check_bert_matches_tp1(true, false, true);  // padding masks recomputed with the core
 }
 
 }  // namespace
