@@ -53,7 +53,8 @@ convert --from megatron --to hf --load "$WORK/again" --save "$WORK/hf_again"
 cmp "$WORK/hf1/model.safetensors" "$WORK/hf_again/model.safetensors" || fail "re-import drifted"
 
 echo "== pretrain-gpt starts from the imported checkpoint"
-TRAIN=(pretrain-gpt --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 16
+# HF GPT-2's gelu_new is the tanh form: Megatron's --openai-gelu.
+TRAIN=(pretrain-gpt --openai-gelu --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 16
        --max-position-embeddings 32 --mock-data --vocab-size 96 --make-vocab-size-divisible-by 32
        --micro-batch-size 2 --global-batch-size 2 --train-iters 2 --lr 1e-4 --log-interval 1
        --eval-interval 1000 --eval-iters 1 --tensor-model-parallel-size 2 --load "$WORK/tp2")

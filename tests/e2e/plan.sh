@@ -72,8 +72,9 @@ OMP_NUM_THREADS=1 "$BIN" bench --mode machine --output "$WORK/cpu.json" --tokens
 grep -q "implementation megatron-cpp" "$WORK/cpu_plan.txt"
 grep -q "optimizer state (8 B/param)" "$WORK/cpu_plan.txt"
 grep -q "memory per device (MiB)" "$WORK/cpu_plan.txt"
-# ... and the same with a pipeline, the distributed optimizer and the Llama options.
-"$BIN" plan --machine "$WORK/cpu.json" --num-layers 2 --hidden-size 128 \
+# ... and the same with a pipeline, the distributed optimizer and the Llama options, on a
+# machine of several devices (the one measured above is 1 process, so 1 device per node).
+"$BIN" plan --machine "$A100" --num-layers 2 --hidden-size 128 \
   --num-attention-heads 4 --seq-length 64 --vocab-size 1000 --micro-batch-size 2 \
   --global-batch-size 8 --world-size 4 --pipeline-model-parallel-size 2 \
   --use-distributed-optimizer --swiglu --group-query-attention --num-query-groups 2 \
