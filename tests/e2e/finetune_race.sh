@@ -7,7 +7,8 @@
 #    Megatron's per-epoch accuracy lines, per-epoch checkpoints and SAVE/best are written;
 #  - the same finetuning at TP 2 and at DP 2 logs the same losses (fp32, relative 1e-5, 20
 #    iterations) and the same accuracy lines as at TP 1;
-#  - --epochs 0 only evaluates; documented errors name the problem.
+#  - --epochs 0 only evaluates; MNLI and QQP train and print their accuracy lines under
+#    Megatron's dataset names; documented errors name the problem.
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
 BIN="$MEGATRON_BINARY"
@@ -87,6 +88,29 @@ for run in tp2 dp2; do
        <(grep "correct / total" "$WORK/$run.log" | sed 's/, elapsed.*//') ||
     fail "$run accuracy differs from TP 1"
 done
+
+# MNLI and QQP on the GLUE-format fixtures of tests/data/finetune (the BERT uncased vocabulary
+# of scripts/fetch_data.sh): 3 and 2 classes, Megatron's dataset names from the paths.
+BERT_VOCAB="${MEGATRON_DATA_DIR:-$HOME/.cache/megatron-cpp}/bert-base-uncased-vocab.txt"
+[[ -f "$BERT_VOCAB" ]] || fail "missing $BERT_VOCAB: run scripts/fetch_data.sh"
+mkdir -p "$WORK/glue/MNLI" "$WORK/glue/QQP"
+cp "$MEGATRON_SOURCE_DIR/tests/data/finetune/mnli_train.tsv" "$WORK/glue/MNLI/dev_matched.tsv"
+cp "$MEGATRON_SOURCE_DIR/tests/data/finetune/qqp_train.tsv" "$WORK/glue/QQP/dev.tsv"
+for task in MNLI QQP; do
+  file=$( [[ $task == MNLI ]] && echo dev_matched.tsv || echo dev.tsv )
+  "$BIN" finetune --task "$task" --num-layers 2 --hidden-size 32 --num-attention-heads 4 \
+    --seq-length 32 --max-position-embeddings 32 --vocab-file "$BERT_VOCAB" \
+    --train-data "$WORK/glue/$task/$file" --valid-data "$WORK/glue/$task/$file" --epochs 1 \
+    --micro-batch-size 2 --lr 1e-3 --log-interval 1 > "$WORK/$task.log" 2>&1 ||
+    { cat "$WORK/$task.log"; fail "finetune $task"; }
+done
+grep -q "classification_head: 3 classes" "$WORK/MNLI.log" || fail "MNLI is not 3 classes"
+grep -Eq "^ > \|epoch: 0\| metrics for dev-matched: correct / total = [0-9] / 4 = " "$WORK/MNLI.log" ||
+  fail "no MNLI dev-matched accuracy"
+grep -q "classification_head: 2 classes" "$WORK/QQP.log" || fail "QQP is not 2 classes"
+# Megatron's name of QQP/dev.tsv is "de": .strip('.tsv') also takes the "v" of "dev".
+grep -Eq "^ >> \|epoch: 0\| overall: correct / total = [0-9]+ / [0-9]+ = " "$WORK/QQP.log" &&
+  grep -q "metrics for de: " "$WORK/QQP.log" || fail "no QQP accuracy under Megatron's name"
 
 # Errors.
 if "$BIN" finetune --task RACE "${MODEL[@]}" --micro-batch-size 4 --train-data "$RACE/train/middle" \
