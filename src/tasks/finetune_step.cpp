@@ -8,7 +8,10 @@
 #include "core/number_format.h"
 #include "data/random_stream.h"
 #include "distributed/agreement.h"
+#include "train/checkpoint.h"
 #include "train/checkpoint_convert_bert.h"
+#include "train/checkpoint_shards.h"
+#include "train/model_shape.h"
 #include "train/model_step_common.h"
 #include "train/pretrained_load.h"
 
@@ -80,6 +83,7 @@ class FinetuneStep final : public ModelStep {
     if (cfg_.pretrained_checkpoint.empty()) return;
     // Every rank reads its own shards; a missing or mismatched parameter fails all together.
     run_on_all_ranks(*ps_.world, "", [&] {
+      check_pretrained_shape();
       load_pretrained(cfg_.pretrained_checkpoint, -1, store_, {cfg_.model.head_name + "."});
     });
     model_.refresh_compute_weights();
@@ -160,6 +164,20 @@ class FinetuneStep final : public ModelStep {
   }
 
  private:
+  // The pretrained body must have the flags' shape. Its heads may differ (a pretraining
+  // checkpoint has the binary head, the classifier a task head), and the vocabulary padding
+  // depends on the TP size (re-padded on load).
+  void check_pretrained_shape() const {
+    const nlohmann::json state =
+        CheckpointShardReader(checkpoint_iteration_dir(cfg_.pretrained_checkpoint, -1)).state(0, 0);
+    if (!state.contains("model")) return;
+    const std::string differences =
+        model_shape_differences(state["model"], bert_model_shape_json(cfg_.model.bert),
+                                {"padded_vocab_size", "binary_head"});
+    MT_REQUIRE(differences.empty(), "the checkpoint in --pretrained-checkpoint ",
+               cfg_.pretrained_checkpoint, " has another model shape than the flags:", differences);
+  }
+
   // The epoch's order: a Philox shuffle of the samples, padded by its first ones to a whole
   // number of samples per DP rank (DistributedSampler's padding).
   void shuffle(int64_t epoch, uint64_t seed) {

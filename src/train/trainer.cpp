@@ -19,6 +19,7 @@
 #include "train/exit_signal.h"
 #include "train/grad_reduction.h"
 #include "train/layer_grad_norms.h"
+#include "train/model_shape.h"
 #include "train/named_timers.h"
 #include "train/training_log.h"
 
@@ -233,14 +234,8 @@ struct Trainer::Impl {
   // vocabulary size depends on the TP size; its padding rows were re-padded on load.
   void check_model_shape(const nlohmann::json& state) const {
     if (!state.contains("model")) return;
-    const nlohmann::json want = model->shape_json();
-    std::string differences;
-    for (const auto& [key, value] : want.items()) {
-      if (!state["model"].contains(key) || key == "padded_vocab_size") continue;
-      if (state["model"][key] != value)
-        differences +=
-            "\n  " + key + ": checkpoint " + state["model"][key].dump() + ", flags " + value.dump();
-    }
+    const std::string differences =
+        model_shape_differences(state["model"], model->shape_json(), {"padded_vocab_size"});
     MT_REQUIRE(differences.empty(), "the checkpoint in --load ", cfg.load,
                " has another model shape than the flags:", differences);
   }

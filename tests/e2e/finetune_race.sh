@@ -124,4 +124,14 @@ if "$BIN" finetune --task RACE "${MODEL[@]}" --micro-batch-size 4 --train-data "
   fail "a missing --pretrained-checkpoint was accepted"
 fi
 grep -q "$WORK/nothing" "$WORK/e2.log" || fail "missing checkpoint message: $(cat "$WORK/e2.log")"
+# A body of another shape than the flags (2 heads instead of 4, the last flag winning: the
+# same tensor shapes).
+if "$BIN" finetune --task RACE "${MODEL[@]}" --num-attention-heads 2 --micro-batch-size 4 \
+     --train-data "$RACE/train/middle" --valid-data "$RACE/dev/middle" --epochs 1 --lr 1e-3 \
+     --pretrained-checkpoint "$WORK/pretrained" > "$WORK/e3.log" 2>&1; then
+  fail "a pretrained checkpoint of another head count was accepted"
+fi
+grep -q "has another model shape than the flags" "$WORK/e3.log" &&
+  grep -q "num_attention_heads: checkpoint 4, flags 2" "$WORK/e3.log" ||
+  fail "shape mismatch message: $(cat "$WORK/e3.log")"
 echo "finetune RACE e2e OK"
