@@ -430,7 +430,7 @@ void apply_checkpoint_args(Args& a) {
   a.openai_gelu = gelu_form_from_args_json(stored) == kernels::GeluForm::kTanh;
 }
 
-void validate_training_args(Args& a, int world_size) {
+void validate_training_args_except_data(Args& a, int world_size) {
   auto positive = [](int64_t v, const char* flag) {
     MT_REQUIRE(v > 0, flag, " must be given and positive, got ", v);
   };
@@ -572,6 +572,15 @@ void validate_training_args(Args& a, int world_size) {
   MT_REQUIRE(a.attention_dropout >= 0 && a.attention_dropout < 1,
              "--attention-dropout must be in [0, 1)");
 
+  MT_REQUIRE(a.save_interval >= 0, "--save-interval must be >= 0");
+  MT_REQUIRE(a.save_interval == 0 || !a.save.empty(), "--save-interval needs --save DIR");
+  MT_REQUIRE(a.exit_interval >= 0, "--exit-interval must be >= 0");
+  MT_REQUIRE(a.exit_duration_in_mins >= 0, "--exit-duration-in-mins must be >= 0");
+  MT_REQUIRE(!a.finetune || !a.load.empty(), "--finetune needs --load DIR");
+}
+
+void validate_training_args(Args& a, int world_size) {
+  validate_training_args_except_data(a, world_size);
   const bool per_split =
       !a.train_data_path.empty() || !a.valid_data_path.empty() || !a.test_data_path.empty();
   MT_REQUIRE(!(per_split && !a.data_path.empty()),
@@ -590,11 +599,6 @@ void validate_training_args(Args& a, int world_size) {
   } else {
     MT_REQUIRE(!a.tokenizer_type.empty(), "--data-path needs --tokenizer-type");
   }
-  MT_REQUIRE(a.save_interval >= 0, "--save-interval must be >= 0");
-  MT_REQUIRE(a.save_interval == 0 || !a.save.empty(), "--save-interval needs --save DIR");
-  MT_REQUIRE(a.exit_interval >= 0, "--exit-interval must be >= 0");
-  MT_REQUIRE(a.exit_duration_in_mins >= 0, "--exit-duration-in-mins must be >= 0");
-  MT_REQUIRE(!a.finetune || !a.load.empty(), "--finetune needs --load DIR");
 }
 
 LrScheduleConfig lr_schedule_config(const Args& a) {

@@ -245,6 +245,9 @@ void check_megatron_flags(const MegatronFlags& flags, const Args& args);
 // Fills the derived fields and checks every rule that involves several flags or the world
 // size; throws megatron::Error naming the flag(s) and the rule. Called before any work.
 void validate_training_args(Args& args, int world_size);
+// The same without the rules on the pretraining data flags (--data-path, --*-data-path,
+// --mock-data): for `finetune`, which reads its own data files.
+void validate_training_args_except_data(Args& args, int world_size);
 
 // Resolves --device (cli/device_setup.h: default, cpu, cuda, cuda:N), binds this process to
 // the device and records it: args.compute_device, and args.device as its name ("cuda:0") so

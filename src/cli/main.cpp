@@ -47,6 +47,8 @@ const Subcommand kSubcommands[] = {
      "draw training and validation loss from --metrics-file (SVG + terminal)"},
     {"eval", megatron::cli::run_eval,
      "zero-shot GPT evaluation: WikiText-103 perplexity, LAMBADA accuracy (Megatron's tasks)"},
+    {"finetune", megatron::cli::run_finetune,
+     "finetune a BERT on RACE, MNLI or QQP; per-epoch validation accuracy (Megatron's tasks)"},
 };
 
 void print_usage() {

@@ -402,7 +402,9 @@ constexpr Rule kRules[] = {
     {"--save-wgrads-interval", true, "debug dumps are not supported"},
     {"--save-dgrads-interval", true, "debug dumps are not supported"},
     {"--load-main-params-from-ckpt", true, kCheckpointExtra},
-    {"--pretrained-checkpoint", true, "use --load with --finetune"},
+    {"--pretrained-checkpoint", true,
+     "a task head on a pretrained body is `megatron finetune --pretrained-checkpoint`; to "
+     "continue pretraining from a checkpoint's weights use --load with --finetune"},
     {"--use-checkpoint-args", true,
      "pretrain-bert does not read its model flags from a checkpoint: give them explicitly"},
     {"--use-mp-args-from-checkpoint-args", true, kCheckpointExtra},

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/args.h"
+#include "cli/bert_setup.h"
 #include "cli/megatron_flags.h"
 #include "cli/subcommands.h"
 #include "core/logging.h"
@@ -15,7 +16,6 @@
 #include "distributed/agreement.h"
 #include "distributed/backend.h"
 #include "distributed/runtime.h"
-#include "model/gpt_model.h"
 #include "train/bert_step.h"
 #include "train/trainer.h"
 
@@ -27,35 +27,8 @@ struct BertFlags {
   double mask_prob = 0.15;
   double short_seq_prob = 0.1;
   bool no_binary_head = false;
-  bool post_layernorm = false;
-  bool residual_post_layernorm = false;
+  BertLayerNormFlags layernorm;
 };
-
-BertConfig bert_config(const Args& a, const BertFlags& f, int64_t vocab) {
-  BertConfig c;
-  c.num_layers = a.num_layers;
-  c.hidden_size = a.hidden_size;
-  c.num_attention_heads = a.num_attention_heads;
-  c.ffn_hidden_size = a.effective_ffn_hidden_size();
-  c.vocab_size = vocab;
-  c.padded_vocab_size =
-      padded_vocab_size(vocab, a.make_vocab_size_divisible_by, a.tensor_model_parallel_size);
-  c.max_position_embeddings = a.max_position_embeddings;
-  c.seq_length = a.seq_length;
-  c.hidden_dropout = float(a.hidden_dropout);
-  c.attention_dropout = float(a.attention_dropout);
-  c.init_method_std = float(a.init_method_std);
-  c.layernorm_epsilon = float(a.layernorm_epsilon);
-  c.layernorm_order =
-      f.post_layernorm ? LayerNormOrder::kPostLayerNorm : LayerNormOrder::kPreLayerNorm;
-  c.apply_residual_connection_post_layernorm = f.residual_post_layernorm;
-  c.binary_head = !f.no_binary_head;
-  c.recompute_activations = a.full_recompute();
-  c.selective_recompute = a.selective_recompute();
-  c.gelu = a.gelu_form();
-  c.compute_dtype = a.bf16 ? DType::BF16 : DType::F32;
-  return c;
-}
 
 }  // namespace
 
@@ -73,11 +46,7 @@ int run_pretrain_bert(int argc, char** argv) {
             "probability of a sample shorter than --seq-length");
   table.add_flag("--bert-no-binary-head", flags.no_binary_head,
                  "no pooler and no sentence-order-prediction head/loss");
-  table.add_flag("--post-layernorm", flags.post_layernorm,
-                 "the original BERT LayerNorm order (x -> attn -> +x -> LN -> MLP -> + -> LN, "
-                 "embedding LayerNorm, no final LayerNorm); default: pre-LN");
-  table.add_flag("--apply-residual-connection-post-layernorm", flags.residual_post_layernorm,
-                 "pre-LN layers whose residuals start from the LayerNorm outputs (Megatron)");
+  add_bert_layernorm_flags(table, flags.layernorm);
   MegatronFlags megatron_flags(app);
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
   if (megatron_flags.print_table()) {
@@ -111,10 +80,7 @@ int run_pretrain_bert(int argc, char** argv) {
                flags.mask_prob);
     MT_REQUIRE(flags.short_seq_prob >= 0 && flags.short_seq_prob <= 1,
                "--short-seq-prob must be in [0, 1], got ", flags.short_seq_prob);
-    MT_REQUIRE(
-        !(flags.post_layernorm && flags.residual_post_layernorm),
-        "--apply-residual-connection-post-layernorm applies to the pre-LayerNorm order only; "
-        "drop it or --post-layernorm");
+    check_bert_layernorm_flags(flags.layernorm);
     log_line(table.format());
 
     TokenizerOptions o{args.tokenizer_type,
@@ -131,7 +97,7 @@ int run_pretrain_bert(int argc, char** argv) {
                " has no [CLS]/[SEP]/[MASK]/[PAD] tokens; BERT needs BertWordPieceLowerCase or "
                "BertWordPieceCase");
 
-    model = bert_config(args, flags, tokenizer->vocab_size());
+    model = bert_config(args, flags.layernorm, !flags.no_binary_head, tokenizer->vocab_size());
     log_info(" > padded vocab (size: ", tokenizer->vocab_size(), ") with ",
              model.padded_vocab_size - tokenizer->vocab_size(),
              " dummy tokens (new size: ", model.padded_vocab_size, ")");

@@ -1,7 +1,6 @@
 #include "model/bert_binary_head.h"
 
 #include "kernels/bias_add.h"
-#include "kernels/bias_tanh.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
@@ -17,32 +16,21 @@ BertBinaryHead::BertBinaryHead(const BertConfig& config, ParameterStore& store,
                                const ComputeWeights& weights)
     : config_(config),
       weights_(weights),
-      pooler_weight_(
-          store.add({"pooler.dense.weight", {config.hidden_size, config.hidden_size}, -1, true})),
-      pooler_bias_(store.add({"pooler.dense.bias", {config.hidden_size}, -1, false})),
       binary_weight_(store.add({"binary_head.weight", {kClasses, config.hidden_size}, -1, true})),
       binary_bias_(store.add({"binary_head.bias", {kClasses}, -1, false})) {}
 
 void BertBinaryHead::init_weights(ParameterStore& store, uint64_t seed) const {
-  init_normal(store.params()[pooler_weight_], seed, config_.init_method_std);
-  init_constant(store.params()[pooler_bias_], 0.0f);
   init_normal(store.params()[binary_weight_], seed, config_.init_method_std);
   init_constant(store.params()[binary_bias_], 0.0f);
 }
 
-Tensor BertBinaryHead::forward(Ctx& ctx, const Tensor& hidden, Arena& arena) const {
-  const int64_t b = hidden.size(1), h = config_.hidden_size;
-  ctx.cls = arena.alloc({b, h}, DType::F32);  // [b, h]
-  const Tensor cls = hidden.select(0, 0);     // [b, h], compute dtype
-  if (cls.dtype() == DType::F32)
-    ctx.cls.copy_from(cls);
-  else
-    kernels::cast(cls, ctx.cls);
-  ctx.pooled = arena.alloc({b, h}, DType::F32);  // [b, h]
-  kernels::gemm(ctx.cls, false, weights_.master(pooler_weight_), true, ctx.pooled);
-  kernels::bias_tanh_forward(ctx.pooled, weights_.master(pooler_bias_), ctx.pooled);
+Tensor BertBinaryHead::forward(Ctx& ctx, const Tensor& pooled, Arena& arena) const {
+  const int64_t b = pooled.size(0);
+  check_shape(pooled, {b, config_.hidden_size}, "BERT sentence-order head input");
+  check_dtype(pooled, DType::F32, "BERT sentence-order head input");
+  ctx.pooled = pooled;
   ctx.logits = arena.alloc({b, kClasses}, DType::F32);  // [b, 2]
-  kernels::gemm(ctx.pooled, false, weights_.master(binary_weight_), true, ctx.logits);
+  kernels::gemm(pooled, false, weights_.master(binary_weight_), true, ctx.logits);
   kernels::bias_add_forward(ctx.logits, weights_.master(binary_bias_));
   return ctx.logits;
 }
@@ -67,8 +55,7 @@ float BertBinaryHead::loss(Ctx& ctx, const Tensor& labels, Arena& arena) const {
   return float(kernels::weighted_sum(losses, ones).weighted / double(b));
 }
 
-void BertBinaryHead::backward(const Ctx& ctx, float grad_scale, Tensor& dhidden,
-                              Arena& arena) const {
+Tensor BertBinaryHead::backward(const Ctx& ctx, float grad_scale, Arena& arena) const {
   const int64_t b = ctx.logits.size(0), h = config_.hidden_size;
   Tensor dloss = arena.alloc({b}, DType::F32);  // [b]
   kernels::fill(dloss, float(double(grad_scale) / double(b)));
@@ -79,12 +66,7 @@ void BertBinaryHead::backward(const Ctx& ctx, float grad_scale, Tensor& dhidden,
   kernels::gemm(dlogits, true, ctx.pooled, false, weights_.grad(binary_weight_), 1.0f, 1.0f);
   Tensor dpooled = arena.alloc({b, h}, DType::F32);  // [b, h]
   kernels::gemm(dlogits, false, weights_.master(binary_weight_), false, dpooled);
-  kernels::bias_tanh_backward(dpooled, ctx.pooled, dpooled, weights_.grad(pooler_bias_));
-  kernels::gemm(dpooled, true, ctx.cls, false, weights_.grad(pooler_weight_), 1.0f, 1.0f);
-  Tensor dcls = arena.alloc({b, h}, DType::F32);  // [b, h]
-  kernels::gemm(dpooled, false, weights_.master(pooler_weight_), false, dcls);
-  Tensor dcls_rows = dhidden.select(0, 0);  // [b, h], contiguous rows of position 0
-  kernels::axpy(1.0f, dcls, dcls_rows);
+  return dpooled;
 }
 
 }  // namespace megatron

@@ -10,9 +10,7 @@
 namespace megatron {
 
 struct BertModel::Ctx {
-  int64_t seq = 0, batch = 0;
-  InputEmbedding::Ctx embedding;
-  Transformer::Ctx transformer;
+  BertEncoder::Ctx encoder;
   Tensor masked_rows;     // i32 [n]: rows of the [s·b, h] hidden states the MLM head scores
   Tensor masked_weights;  // f32 [n]: the loss weight of each scored row
   BertLmHead::Ctx lm_head;
@@ -21,31 +19,13 @@ struct BertModel::Ctx {
   BertBinaryHead::Ctx binary;
 };
 
-namespace {
-
-InputEmbeddingConfig input_embedding_config(const BertConfig& c) {
-  return {.model_name = "BERT",
-          .vocab_size = c.vocab_size,
-          .padded_vocab_size = c.padded_vocab_size,
-          .hidden_size = c.hidden_size,
-          .max_position_embeddings = c.max_position_embeddings,
-          .num_tokentypes = c.num_tokentypes,
-          .init_method_std = c.init_method_std,
-          .hidden_dropout = c.hidden_dropout,
-          .layernorm = c.embedding_layernorm(),
-          .layernorm_epsilon = c.layernorm_epsilon};
-}
-
-}  // namespace
-
 BertModel::BertModel(const BertConfig& config, const ParallelState& ps, ParameterStore& store)
     : config_(config),
       ps_(ps),
       store_(store),
       weights_((config.validate(ps.tp_size), store), config.compute_dtype),
-      embedding_(input_embedding_config(config), ps, store, weights_),
-      transformer_(config.transformer_config(), ps, store, weights_),
-      lm_head_(config, ps, store, weights_, embedding_.word_embeddings()),
+      encoder_(config, /*with_pooler=*/config.binary_head, ps, store, weights_),
+      lm_head_(config, ps, store, weights_, encoder_.embedding().word_embeddings()),
       arena_(store.device()),
       scratch_(store.device()) {
   MT_CHECK(store.tp_size() == ps.tp_size && store.tp_rank() == ps.tp_rank,
@@ -57,8 +37,7 @@ BertModel::BertModel(const BertConfig& config, const ParallelState& ps, Paramete
 BertModel::~BertModel() = default;
 
 void BertModel::init_weights(uint64_t seed) {
-  embedding_.init_weights(store_, seed);
-  transformer_.init_weights(store_, seed);
+  encoder_.init_weights(store_, seed);
   lm_head_.init_weights(store_, seed);
   if (binary_head_) binary_head_->init_weights(store_, seed);
   refresh_compute_weights();
@@ -68,18 +47,16 @@ void BertModel::refresh_compute_weights() {
   weights_.refresh();
 }
 
-Tensor BertModel::forward_hidden(Ctx& ctx, const BertBatch& batch, const DropoutScope& scope) {
-  Tensor embedded = embedding_.forward(ctx.embedding, batch.tokens, batch.token_types, scope,
-                                       arena_);  // [s, b, h]
-  ctx.seq = ctx.embedding.seq;
-  ctx.batch = ctx.embedding.batch;
-  check_shape(batch.pad_mask, {ctx.batch, ctx.seq}, "BERT padding mask");
-  check_dtype(batch.pad_mask, DType::U8, "BERT padding mask");
-  return transformer_.forward(ctx.transformer, embedded, batch.pad_mask, scope, arena_, scratch_);
+BertEncoder::Output BertModel::forward_encoder(Ctx& ctx, const BertBatch& batch,
+                                               const DropoutScope& scope) {
+  return encoder_.forward(ctx.encoder, batch.tokens, batch.token_types, batch.pad_mask, scope,
+                          arena_, scratch_);
 }
 
-BertLosses BertModel::forward_losses(Ctx& ctx, const BertBatch& batch, const Tensor& hidden) {
-  const int64_t s = ctx.seq, b = ctx.batch, h = config_.hidden_size;
+BertLosses BertModel::forward_losses(Ctx& ctx, const BertBatch& batch,
+                                     const BertEncoder::Output& encoded) {
+  const Tensor& hidden = encoded.hidden;  // [s, b, h]
+  const int64_t s = ctx.encoder.seq, b = ctx.encoder.batch, h = config_.hidden_size;
   MT_CHECK(batch.masked_rows.defined() && batch.masked_rows.dim() == 1,
            "BERT masked rows must be [n], got ", batch.masked_rows.describe());
   const int64_t n = batch.masked_rows.numel();
@@ -113,14 +90,14 @@ BertLosses BertModel::forward_losses(Ctx& ctx, const BertBatch& batch, const Ten
     losses.lm = ctx.mask_sum != 0 ? float(sum.weighted / ctx.mask_sum) : 0.0f;
   }
   if (binary_head_) {
-    binary_head_->forward(ctx.binary, hidden, arena_);
+    binary_head_->forward(ctx.binary, encoded.pooled, arena_);
     losses.sop = binary_head_->loss(ctx.binary, batch.sop_labels, arena_);
   }
   return losses;
 }
 
 void BertModel::backward(Ctx& ctx, float grad_scale) {
-  const int64_t n = ctx.seq * ctx.batch, h = config_.hidden_size;
+  const int64_t n = ctx.encoder.seq * ctx.encoder.batch, h = config_.hidden_size;
   const int64_t scored = ctx.masked_rows.defined() ? ctx.masked_rows.numel() : 0;
   Tensor dhidden;  // [s·b, h] in the compute dtype
   if (scored > 0 && ctx.mask_sum != 0) {
@@ -143,10 +120,10 @@ void BertModel::backward(Ctx& ctx, float grad_scale) {
   } else {
     dhidden = arena_.zeros({n, h}, weights_.dtype());
   }
-  Tensor dhidden3 = dhidden.view({ctx.seq, ctx.batch, h});
-  if (binary_head_) binary_head_->backward(ctx.binary, grad_scale, dhidden3, arena_);
-  Tensor dembedded = transformer_.backward(ctx.transformer, dhidden3, arena_, scratch_);
-  embedding_.backward(ctx.embedding, dembedded, arena_);
+  Tensor dpooled;  // f32 [b, h], undefined without the binary head
+  if (binary_head_) dpooled = binary_head_->backward(ctx.binary, grad_scale, arena_);
+  encoder_.backward(ctx.encoder, dhidden.view({ctx.encoder.seq, ctx.encoder.batch, h}), dpooled,
+                    arena_, scratch_);
 }
 
 BertBatch BertModel::on_device(const BertBatch& batch) {
@@ -171,8 +148,7 @@ BertLosses BertModel::forward_backward(const BertBatch& host_batch, float grad_s
   const BertBatch batch = on_device(host_batch);
   Ctx ctx;
   const DropoutScope scope{true, seed, batch.iteration, batch.first_sample};
-  Tensor hidden = forward_hidden(ctx, batch, scope);
-  const BertLosses losses = forward_losses(ctx, batch, hidden);
+  const BertLosses losses = forward_losses(ctx, batch, forward_encoder(ctx, batch, scope));
   backward(ctx, grad_scale);
   return losses;
 }
@@ -181,8 +157,7 @@ BertLosses BertModel::forward_loss(const BertBatch& host_batch) {
   arena_.reset();
   const BertBatch batch = on_device(host_batch);
   Ctx ctx;
-  Tensor hidden = forward_hidden(ctx, batch, DropoutScope{});
-  return forward_losses(ctx, batch, hidden);
+  return forward_losses(ctx, batch, forward_encoder(ctx, batch, DropoutScope{}));
 }
 
 BertOutputs BertModel::forward_logits(const Tensor& tokens, const Tensor& token_types,
@@ -194,8 +169,9 @@ BertOutputs BertModel::forward_logits(const Tensor& tokens, const Tensor& token_
   host_batch.token_types = token_types;
   host_batch.pad_mask = pad_mask;
   const BertBatch batch = on_device(host_batch);
-  Tensor hidden = forward_hidden(ctx, batch, DropoutScope{});  // [s, b, h]
-  const int64_t s = ctx.seq, b = ctx.batch, h = config_.hidden_size;
+  const BertEncoder::Output encoded = forward_encoder(ctx, batch, DropoutScope{});
+  const Tensor& hidden = encoded.hidden;  // [s, b, h]
+  const int64_t s = ctx.encoder.seq, b = ctx.encoder.batch, h = config_.hidden_size;
   Tensor local = lm_head_.forward(ctx.lm_head, hidden.view({s * b, h}), arena_);  // [s·b, V/t]
   Tensor full = gather_last_dim(*ps_.tp, local, arena_);  // [s·b, V_padded]
   BertOutputs out;
@@ -203,7 +179,8 @@ BertOutputs BertModel::forward_logits(const Tensor& tokens, const Tensor& token_
   kernels::copy(
       full.view({s, b, config_.padded_vocab_size}).slice(2, 0, config_.vocab_size).transpose(0, 1),
       out.mlm_logits);
-  if (binary_head_) out.sop_logits = binary_head_->forward(ctx.binary, hidden, arena_).clone();
+  if (binary_head_)
+    out.sop_logits = binary_head_->forward(ctx.binary, encoded.pooled, arena_).clone();
   return out;
 }
 

@@ -1,10 +1,10 @@
 // BertModel: BERT with Megatron-LM's tensor parallelism (Megatron-LM's BertModel).
 //
-//   tokens, token types i32 [b, s] → InputEmbedding [s, b, h] → Transformer (bidirectional,
-//   key-padding mask; pre-LN + final LayerNorm, or post-LN as the original BERT)
+//   tokens, token types i32 [b, s] → BertEncoder (embedding, transformer, and with the binary
+//   head the pooler) → hidden [s, b, h]
 //   → MLM head on the masked positions only: logits [n_masked, V_padded/t] f32, never gathered
 //     → vocab-parallel cross-entropy → lm loss = Σ(loss·weight)/Σ(weight)
-//   → (binary head) pooler on [CLS] → sentence-order logits [b, 2] → sop loss = mean CE
+//   → (binary head) pooled [CLS] → sentence-order logits [b, 2] → sop loss = mean CE
 //   loss = lm loss + sop loss.
 // Scoring only the masked rows gives exactly Megatron's loss (which scores every position and
 // multiplies by the loss mask) at ~15% of the head's cost: the head is per-position. The rows
@@ -18,9 +18,8 @@
 #include "distributed/parallel_state.h"
 #include "model/bert_binary_head.h"
 #include "model/bert_config.h"
+#include "model/bert_encoder.h"
 #include "model/bert_lm_head.h"
-#include "model/input_embedding.h"
-#include "model/transformer.h"
 #include "parallel/compute_weights.h"
 
 namespace megatron {
@@ -85,17 +84,16 @@ class BertModel {
   struct Ctx;
   // The batch with its tensors on the model's device (uploaded into arena_ in one copy).
   BertBatch on_device(const BertBatch& batch);
-  // Embedding → transformer: final hidden states [s, b, h].
-  Tensor forward_hidden(Ctx& ctx, const BertBatch& batch, const DropoutScope& scope);
-  BertLosses forward_losses(Ctx& ctx, const BertBatch& batch, const Tensor& hidden);
+  // The encoder's hidden states [s, b, h] and pooled output.
+  BertEncoder::Output forward_encoder(Ctx& ctx, const BertBatch& batch, const DropoutScope& scope);
+  BertLosses forward_losses(Ctx& ctx, const BertBatch& batch, const BertEncoder::Output& encoded);
   void backward(Ctx& ctx, float grad_scale);
 
   BertConfig config_;
   ParallelState ps_;
   ParameterStore& store_;
   ComputeWeights weights_;
-  InputEmbedding embedding_;
-  Transformer transformer_;
+  BertEncoder encoder_;
   BertLmHead lm_head_;
   std::unique_ptr<BertBinaryHead> binary_head_;  // null with --bert-no-binary-head
   Arena arena_;    // activations of one micro-batch, reset at the start of each call

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "distributed/parallel_state.h"
 #include "parallel/parameter.h"
@@ -73,6 +74,12 @@ class ModelStep {
   // (re)starting the evaluation loader on it at `placement`.
   virtual bool has_test_data() const = 0;
   virtual void start_test_data(const LoaderPlacement& placement) = 0;
+
+  // The evaluation at the end of training epoch `epoch` (0-based; -1: evaluation only, no
+  // training) of a model trained in epochs (TrainerConfig::iterations_per_epoch), e.g.
+  // finetuning's validation accuracy: prints its result and returns a score, higher is
+  // better, identical on every rank; nullopt: no score. Collective. Default: none.
+  virtual std::optional<double> end_of_epoch(int64_t epoch) { return std::nullopt; }
 };
 
 // Builds the model's parameters into `store` (still unallocated) for this rank's TP slice.

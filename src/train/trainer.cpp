@@ -6,6 +6,7 @@
 
 #include "core/device_runtime.h"
 #include "core/logging.h"
+#include "core/number_format.h"
 #include "core/timer.h"
 #include "distributed/agreement.h"
 #include "distributed/parallel_state.h"
@@ -18,6 +19,7 @@
 #include "train/exit_signal.h"
 #include "train/grad_reduction.h"
 #include "train/layer_grad_norms.h"
+#include "train/model_shape.h"
 #include "train/named_timers.h"
 #include "train/training_log.h"
 
@@ -68,6 +70,7 @@ struct Trainer::Impl {
   DivergenceGuard guard;
   // The newest checkpoint saved or loaded, and its directory (for the guard's message).
   std::optional<int64_t> last_checkpoint;
+  std::optional<double> best_score;  // the best end-of-epoch score of this run
   std::string last_checkpoint_dir;
   int64_t consecutive_skips = 0, next_skip_warning = kFirstSkipWarning;
   static constexpr int64_t kFirstSkipWarning = 10;
@@ -128,16 +131,34 @@ struct Trainer::Impl {
     return state;
   }
 
-  void save() {
+  // Saves to `dir` (default: --save).
+  void save(const std::string& dir = "") {
+    const std::string& to = dir.empty() ? cfg.save : dir;
     // The distributed optimizer's shards are gathered: checkpoints hold full buffers.
     std::map<std::string, Tensor> buffers;
     if (!cfg.no_save_optim)
       buffers = shard ? gather_shard_buffers(optimizer->flat_buffers(), *ps.dp, *shard)
                       : optimizer->flat_buffers();
-    save_checkpoint(cfg.save, iteration, store, buffers, state_json(), ps);
+    save_checkpoint(to, iteration, store, buffers, state_json(), ps);
     last_checkpoint = iteration;
-    last_checkpoint_dir = cfg.save;
-    log_info("  successfully saved checkpoint at iteration ", iteration, " to ", cfg.save);
+    last_checkpoint_dir = to;
+    log_info("  successfully saved checkpoint at iteration ", iteration, " to ", to);
+  }
+
+  // The end of an epoch (Megatron's finetuning): save, evaluate, keep the best checkpoint.
+  void end_epoch(int64_t epoch, int64_t& last_saved) {
+    if (!cfg.save.empty() && last_saved != iteration) {
+      save();
+      last_saved = iteration;
+    }
+    const std::optional<double> score = model->end_of_epoch(epoch);
+    if (!score || (best_score && *score <= *best_score)) return;
+    best_score = score;
+    if (cfg.save.empty()) return;
+    const std::string best_dir = (std::filesystem::path(cfg.save) / "best").string();
+    log_info(" > best score so far (", format_number(*score, "%.4f"), ", epoch ", epoch,
+             "): keeping its checkpoint in ", best_dir);
+    save(best_dir);
   }
 
   // Where the last good weights are, for the divergence guard's message.
@@ -213,14 +234,8 @@ struct Trainer::Impl {
   // vocabulary size depends on the TP size; its padding rows were re-padded on load.
   void check_model_shape(const nlohmann::json& state) const {
     if (!state.contains("model")) return;
-    const nlohmann::json want = model->shape_json();
-    std::string differences;
-    for (const auto& [key, value] : want.items()) {
-      if (!state["model"].contains(key) || key == "padded_vocab_size") continue;
-      if (state["model"][key] != value)
-        differences +=
-            "\n  " + key + ": checkpoint " + state["model"][key].dump() + ", flags " + value.dump();
-    }
+    const std::string differences =
+        model_shape_differences(state["model"], model->shape_json(), {"padded_vocab_size"});
     MT_REQUIRE(differences.empty(), "the checkpoint in --load ", cfg.load,
                " has another model shape than the flags:", differences);
   }
@@ -475,6 +490,10 @@ struct Trainer::Impl {
       if (do_valid())
         log_validation("iteration " + std::to_string(iteration) + " on validation set", result);
       if (do_test()) log_test(result);
+      if (cfg.iterations_per_epoch > 0) {
+        log_info("evaluation only mode, setting epoch to -1");
+        model->end_of_epoch(-1);
+      }
       result.iteration = iteration;
       return result;
     }
@@ -483,6 +502,8 @@ struct Trainer::Impl {
     Timer training_time;
     training_time.start();
     while (iteration < cfg.train_iters) {
+      if (cfg.iterations_per_epoch > 0 && iteration % cfg.iterations_per_epoch == 0)
+        log_info("working on epoch ", iteration / cfg.iterations_per_epoch + 1, " ...");
       ++iteration;
       LossTerms loss;
       std::optional<double> grad_norm;
@@ -530,6 +551,8 @@ struct Trainer::Impl {
         save();
         last_saved = iteration;
       }
+      if (cfg.iterations_per_epoch > 0 && iteration % cfg.iterations_per_epoch == 0)
+        end_epoch(iteration / cfg.iterations_per_epoch - 1, last_saved);
       if (cfg.exit_interval > 0 && iteration % cfg.exit_interval == 0) {
         if (!cfg.save.empty() && last_saved != iteration) save();
         log_info("exiting program at iteration ", iteration);

@@ -5,7 +5,8 @@
 // runs iterations: the global batch's micro-batches (gradient accumulation, in the model's
 // pipeline schedule) → DP all-reduce of the flat gradients → all-reduce of the tied embedding
 // over the first and last pipeline stage → overflow check (fp16) → clip → AdamW → schedule; logs
-// `lm loss` (and BERT's `sop loss`), evaluates and saves at the configured intervals and exits at
+// `lm loss` (and BERT's `sop loss`), evaluates and saves at the configured intervals (and at the
+// end of each epoch, keeping the best, when training in epochs) and exits at
 // --exit-interval / --exit-duration-in-mins. Every decision (skip, clip, save, exit) is taken
 // from values that are identical on all ranks, so no rank ever waits for another.
 #pragma once
@@ -34,6 +35,10 @@ struct TrainerConfig {
   int64_t micro_batch = 1;
   int64_t global_batch = 1;
   int64_t train_iters = 0;
+  // Training in epochs (finetuning): after every this many iterations an epoch ends — the
+  // checkpoint is saved (with --save), ModelStep::end_of_epoch evaluates, and a checkpoint
+  // with a better score than every earlier epoch's is also saved to SAVE/best. 0: no epochs.
+  int64_t iterations_per_epoch = 0;
   int64_t exit_interval = 0;         // 0: never
   double exit_duration_seconds = 0;  // 0: never; else stop training after this wall time
   uint64_t seed = 1234;

@@ -89,7 +89,8 @@ def linear(x, w, prefix):
     return x @ w[prefix + ".weight"].t() + w[prefix + ".bias"]
 
 
-def forward(w, ids, token_types, attention_mask):
+def encode(w, ids, token_types, attention_mask):
+    """The BERT body: hidden states [b, s, h] and the pooled [CLS] state [b, h]."""
     b, s = ids.shape
     h, nh = CONFIG["hidden_size"], CONFIG["num_attention_heads"]
     hd = h // nh
@@ -110,6 +111,11 @@ def forward(w, ids, token_types, attention_mask):
         m = torch.nn.functional.gelu(linear(x, w, pre + "intermediate.dense"))
         x = layer_norm(linear(m, w, pre + "output.dense") + x, w, pre + "output.LayerNorm")
     pooled = torch.tanh(linear(x[:, 0], w, "bert.pooler.dense"))
+    return x, pooled
+
+
+def forward(w, ids, token_types, attention_mask):
+    x, pooled = encode(w, ids, token_types, attention_mask)
     t = torch.nn.functional.gelu(linear(x, w, "cls.predictions.transform.dense"))
     t = layer_norm(t, w, "cls.predictions.transform.LayerNorm")
     mlm_logits = t @ w["bert.embeddings.word_embeddings.weight"].t() + w["cls.predictions.bias"]
