@@ -182,7 +182,8 @@ void add_tokenizer_args(ArgTable& t, std::string& type, std::string& vocab_file,
         "ranks .json for TikTokenizer");
   t.add("--vocab-size", vocab_size,
         "vocabulary size for NullTokenizer and TikTokenizer (training: also --mock-data)");
-  t.add("--tiktoken-pattern", tiktoken_pattern, "TikTokenizer split regex: v1 or v2");
+  t.add("--tiktoken-pattern", tiktoken_pattern,
+        "TikTokenizer split regex: v1 or v2 (default v2, as Megatron)");
   t.add("--tiktoken-num-special-tokens", tiktoken_num_special_tokens,
         "TikTokenizer: ids reserved for special tokens before the ranks");
 }
@@ -212,6 +213,9 @@ void add_training_args(ArgTable& t, Args& a) {
   t.add("--micro-batch-size", a.micro_batch_size, "samples per micro-batch per DP rank");
   t.add("--global-batch-size", a.global_batch_size,
         "samples per iteration (default micro-batch size x DP size)");
+  t.add("--step-batch-size-schedule", a.step_batch_size_schedule,
+        "global batch size by consumed tokens, \"THRESHOLD:BS ...\" (K/M/B/T suffixes), "
+        "instead of --global-batch-size");
   t.add("--train-iters", a.train_iters, "iterations to train");
   t.add("--train-samples", a.train_samples, "samples to train (alternative to --train-iters)");
   t.add("--exit-interval", a.exit_interval, "exit after the iteration divisible by this");
@@ -329,7 +333,7 @@ void add_training_args(ArgTable& t, Args& a) {
 
 void check_megatron_flags(const MegatronFlags& flags, const Args& a) {
   // global_batch_size is 0 until validate_training_args when --global-batch-size is not given.
-  MT_REQUIRE(!(flags.given("--step-batch-size-schedule") && a.global_batch_size != 0),
+  MT_REQUIRE(a.step_batch_size_schedule.empty() || a.global_batch_size == 0,
              "Cannot specify both --step-batch-size-schedule and --global-batch-size (as in "
              "Megatron-LM): drop one of them");
   flags.check();
@@ -480,6 +484,8 @@ void validate_training_args_except_data(Args& a, int world_size) {
              a.max_position_embeddings, " must be >= --seq-length ", a.seq_length);
 
   const int64_t per_step = a.micro_batch_size * a.data_parallel_size;
+  // As Megatron: with a step schedule --global-batch-size is micro-batch x DP, which sizes the
+  // evaluations and turns --lr-*-iters into samples.
   if (a.global_batch_size == 0) a.global_batch_size = per_step;
   MT_REQUIRE(a.global_batch_size > 0 && a.global_batch_size % per_step == 0, "--global-batch-size ",
              a.global_batch_size, " must be a positive multiple of --micro-batch-size ",
@@ -496,13 +502,17 @@ void validate_training_args_except_data(Args& a, int world_size) {
       if (__builtin_mul_overflow(product, f, &product)) return false;
     return true;
   };
-  MT_REQUIRE(fits({a.train_iters, a.global_batch_size, a.seq_length}) &&
+  const BatchSizeSchedule batches = batch_size_schedule(a);
+  MT_REQUIRE(fits({a.train_iters, batches.max_global_batch(), a.seq_length}) &&
                  fits({a.train_iters / a.eval_interval + 1, a.eval_iters, a.global_batch_size,
                        a.seq_length}),
              "--train-iters ", a.train_iters, " is too large: its samples (x --global-batch-size ",
              a.global_batch_size, ") and tokens do not fit in 64 bits");
   if (a.train_samples > 0) {
-    a.train_iters = a.train_samples / a.global_batch_size;  // Megatron's rule
+    // Megatron's rules (update_train_iters): whole steps up to train_samples when the batch
+    // size is constant, enough steps to reach it with a schedule.
+    a.train_iters = batches.is_constant() ? a.train_samples / a.global_batch_size
+                                          : batches.iterations_for_samples(a.train_samples);
     MT_REQUIRE(a.train_iters > 0, "--train-samples ", a.train_samples,
                " is less than one --global-batch-size ", a.global_batch_size);
     MT_REQUIRE(a.lr_decay_iters == 0 && a.lr_warmup_iters == 0,
@@ -631,6 +641,11 @@ LrScheduleConfig lr_schedule_config(const Args& a) {
   return c;
 }
 
+BatchSizeSchedule batch_size_schedule(const Args& a) {
+  if (a.step_batch_size_schedule.empty()) return BatchSizeSchedule::constant(a.global_batch_size);
+  return BatchSizeSchedule::parse(a.step_batch_size_schedule, a.seq_length);
+}
+
 GradScalerConfig grad_scaler_config(const Args& a) {
   GradScalerConfig c;
   c.dynamic = a.fp16 && !a.loss_scale;
@@ -658,6 +673,7 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   cfg.pipeline_parallel = a.pipeline_model_parallel_size;
   cfg.micro_batch = a.micro_batch_size;
   cfg.global_batch = a.global_batch_size;
+  if (!a.step_batch_size_schedule.empty()) cfg.batch_sizes = batch_size_schedule(a);
   cfg.train_iters = a.train_iters;
   cfg.exit_interval = a.exit_interval;
   cfg.exit_duration_seconds = double(a.exit_duration_in_mins) * 60.0;

@@ -75,7 +75,9 @@ struct Args {
   // Batches and length of training.
   int64_t micro_batch_size = 0;
   int64_t global_batch_size = 0;  // 0 → micro_batch_size · data_parallel_size
-  int64_t train_iters = 0;        // exactly one of train_iters / train_samples
+  // --step-batch-size-schedule "THRESHOLD:BS ..." (train/batch_size_schedule.h); empty: none.
+  std::string step_batch_size_schedule;
+  int64_t train_iters = 0;  // exactly one of train_iters / train_samples
   int64_t train_samples = 0;
   int64_t exit_interval = 0;
   int64_t exit_duration_in_mins = 0;
@@ -238,9 +240,12 @@ float norm_epsilon(const ArchitectureArgs& arch, double layernorm_epsilon);
 // with those stored in the latest checkpoint of --load; an Error without --load.
 void apply_checkpoint_args(Args& args);
 class MegatronFlags;
-// Megatron's own rules on its flags that are not implemented here (--step-batch-size-schedule
-// with --global-batch-size is an error, as in Megatron), then flags.check() (cli/megatron_flags.h).
+// Megatron's own rules across flags (--step-batch-size-schedule with --global-batch-size is an
+// error, as in Megatron), then flags.check() (cli/megatron_flags.h).
 void check_megatron_flags(const MegatronFlags& flags, const Args& args);
+// The global batch size of each step: --step-batch-size-schedule (thresholds in tokens, as
+// Megatron's training passes --seq-length), else the constant --global-batch-size.
+BatchSizeSchedule batch_size_schedule(const Args& args);
 
 // Fills the derived fields and checks every rule that involves several flags or the world
 // size; throws megatron::Error naming the flag(s) and the rule. Called before any work.

@@ -105,10 +105,14 @@ int pipeline_chunks(const Args& a, int layers_per_virtual_stage) {
              " must divide --num-layers ", a.num_layers, " / --pipeline-model-parallel-size ", p);
   const int chunks = a.num_layers / p / layers_per_virtual_stage;
   check_pipeline_split(a.num_layers, p, chunks);
-  MT_REQUIRE(chunks == 1 || a.num_micro_batches() % p == 0,
-             "the interleaved schedule needs the number of micro-batches (", a.num_micro_batches(),
-             " = --global-batch-size / (--micro-batch-size x data-parallel ",
-             "size)) to be a multiple of --pipeline-model-parallel-size ", p);
+  const BatchSizeSchedule batches = batch_size_schedule(a);
+  for (const auto& [threshold, batch] : batches.steps()) {
+    const int64_t micro_batches = batch / (a.micro_batch_size * a.data_parallel_size);
+    MT_REQUIRE(chunks == 1 || micro_batches % p == 0,
+               "the interleaved schedule needs the number of micro-batches (", micro_batches,
+               " = global batch size ", batch, " / (--micro-batch-size x data-parallel ",
+               "size)) to be a multiple of --pipeline-model-parallel-size ", p);
+  }
   return chunks;
 }
 

@@ -1,14 +1,13 @@
-// GPTSentencePieceTokenizer and Llama2Tokenizer: Megatron's two SentencePiece tokenizers for
+// GPTSentencePieceTokenizer and Llama2Tokenizer: Megatron-LM's SentencePiece tokenizers for
 // GPT-style models (--tokenizer-model: a SentencePiece .model), on SentencePieceTokenizer.
 //
-//   GPTSentencePieceTokenizer  encode = the model's ids (encode_as_ids), nothing added;
-//                              vocab_size = the model's pieces; EOD = eos id; pad = pad id.
-//   Llama2Tokenizer            encode = BOS + the model's ids (tokenize(bos=True, eos=False));
-//                              EOD = eos id. Its vocab_size counts, as Megatron's does, the
-//                              special pieces its base class adds when the model lacks them:
-//                              <CLS> <SEP> <EOD> <MASK>, and the pad/bos/eos pieces (<PAD>,
-//                              <BOS>, <EOS> when the model has no such id); pad is that id.
-// Both: CLS/SEP/MASK are -1; decode = the model's decode of all ids.
+// Megatron's current main builds both types the same way (megatron/core/tokenizers
+// SentencePieceTokenizer with legacy=False and ignore_extra_whitespaces=True): encode is the
+// model's encode_as_ids, with no BOS or EOS added; vocab_size is the model's piece count;
+// EOD = the eos id, pad = the pad id, bos = the bos id (-1 where the model has none);
+// CLS/SEP/MASK are -1; decode is the model's decode of all ids.
+// (Megatron's older megatron/training/tokenizer put BOS before every Llama2Tokenizer text and
+// counted extra <CLS> <SEP> <EOD> <MASK> pieces; its current main does neither.)
 #pragma once
 
 #include <string>
@@ -19,22 +18,18 @@ namespace megatron {
 
 class GPTSentencePieceTokenizer final : public Tokenizer {
  public:
-  // llama2: Llama2Tokenizer's rules (BOS first, Megatron's vocabulary count); else
-  // GPTSentencePieceTokenizer's. Throws Error naming --tokenizer-model for a bad model.
-  GPTSentencePieceTokenizer(const std::string& model_file, bool llama2);
+  // Throws Error naming --tokenizer-model for a missing or bad model.
+  explicit GPTSentencePieceTokenizer(const std::string& model_file) : model_(model_file) {}
 
-  std::vector<int32_t> encode(std::string_view text) const override;
-  std::string decode(const std::vector<int32_t>& ids) const override;
-  int64_t vocab_size() const override { return vocab_size_; }
+  std::vector<int32_t> encode(std::string_view text) const override { return model_.encode(text); }
+  std::string decode(const std::vector<int32_t>& ids) const override { return model_.decode(ids); }
+  int64_t vocab_size() const override { return model_.vocab_size(); }
   int32_t eod() const override { return model_.eod(); }
-  int32_t pad() const override { return pad_; }
+  int32_t pad() const override { return model_.pad(); }
   int32_t bos() const { return model_.bos(); }
 
  private:
   SentencePieceTokenizer model_;
-  bool prepend_bos_;
-  int64_t vocab_size_;
-  int32_t pad_;
 };
 
 }  // namespace megatron

@@ -1,6 +1,6 @@
-// TikTokenizer. References: Megatron-LM megatron/training/tokenizer/tokenizer.py
-// (CustomTikTokenizer, reload_mergeable_ranks) and openai/tiktoken src/lib.rs (encode_ordinary,
-// byte_pair_merge).
+// TikTokenizer. References: Megatron-LM megatron/core/tokenizers/text/libraries/
+// tiktoken_tokenizer.py (TikTokenTokenizer, reload_mergeable_ranks) and openai/tiktoken
+// src/lib.rs (encode with allowed_special="all", byte_pair_merge).
 #include "data/tiktoken_tokenizer.h"
 
 #include <array>
@@ -67,7 +67,8 @@ constexpr size_t kMaxCachedPieceBytes = 256;
 }  // namespace
 
 struct TikTokenizer::State {
-  std::vector<std::string> special;     // [num_special_tokens] text of each special token
+  std::vector<std::string> special;  // [num_special_tokens] text of each special token
+  StringMap<int32_t> special_to_id;
   std::vector<std::string> rank_bytes;  // [ranks] bytes of the token of each rank
   StringMap<int32_t> bytes_to_rank;
   std::unique_ptr<RegexSplitter> splitter;
@@ -75,7 +76,21 @@ struct TikTokenizer::State {
   mutable PieceCache cache;  // piece -> ranks (not yet shifted by the special tokens)
 
   void bpe(std::string_view piece, std::vector<int32_t>& out) const;
+  // Length of the special token starting at text[at], 0 when none does. Every special token
+  // is "<" + text without ">" + ">", so the candidate is text[at] up to the next '>'.
+  size_t special_at(std::string_view text, size_t at, int32_t& id) const;
 };
+
+size_t TikTokenizer::State::special_at(std::string_view text, size_t at, int32_t& id) const {
+  if (text[at] != '<') return 0;
+  const size_t close = text.find('>', at + 1);
+  if (close == std::string_view::npos) return 0;
+  const std::string_view candidate = text.substr(at, close + 1 - at);
+  const auto it = special_to_id.find(candidate);
+  if (it == special_to_id.end()) return 0;
+  id = it->second;
+  return candidate.size();
+}
 
 void TikTokenizer::State::bpe(std::string_view piece, std::vector<int32_t>& out) const {
   const size_t hash = StringHash{}(piece);
@@ -109,15 +124,18 @@ TikTokenizer::TikTokenizer(const std::string& ranks_file, const std::string& pat
              "--tokenizer-type TikTokenizer (Megatron's two split regexes), got '",
              pattern, "'");
   s.vocab_size = vocab_size > 0 ? vocab_size : kDefaultVocabSize;
-  // Megatron's default special tokens, then fillers up to --tiktoken-num-special-tokens.
-  s.special = {"<unk>", "<s>", "</s>"};
+  // Megatron's SPECIAL_TOKENS, then fillers up to --tiktoken-num-special-tokens.
+  s.special = {"<unk>", "<s>", "</s>", "<mask>", "<pad>", "<cls>", "<sep>"};
   MT_REQUIRE(num_special_tokens >= static_cast<int64_t>(s.special.size()) &&
                  num_special_tokens < s.vocab_size,
              "--tiktoken-num-special-tokens ", num_special_tokens, " must be at least ",
-             s.special.size(), " (<unk> <s> </s>) and below the vocabulary size ", s.vocab_size,
-             " (--vocab-size)");
+             s.special.size(),
+             " (<unk> <s> </s> <mask> <pad> <cls> <sep>) and below the vocabulary size ",
+             s.vocab_size, " (--vocab-size)");
   for (int64_t i = static_cast<int64_t>(s.special.size()); i < num_special_tokens; ++i)
     s.special.push_back("<SPECIAL_" + std::to_string(i) + ">");
+  for (size_t i = 0; i < s.special.size(); ++i)
+    s.special_to_id.emplace(s.special[i], static_cast<int32_t>(i));
   const int64_t inner = s.vocab_size - num_special_tokens;
 
   nlohmann::json ranks;
@@ -162,13 +180,31 @@ TikTokenizer::~TikTokenizer() = default;
 
 std::vector<int32_t> TikTokenizer::encode(std::string_view text) const {
   check_utf8(text, "text to encode");
-  std::vector<std::string_view> pieces;
-  state_->splitter->split(text, pieces);
+  const State& s = *state_;
+  const auto shift = static_cast<int32_t>(s.special.size());
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3);
-  for (std::string_view piece : pieces) state_->bpe(piece, ids);
-  const auto shift = static_cast<int32_t>(state_->special.size());
-  for (int32_t& id : ids) id += shift;
+  std::vector<std::string_view> pieces;
+  // Ordinary text up to the leftmost special token, then that token's id, as tiktoken's
+  // encode(text, allowed_special="all").
+  const auto encode_ordinary = [&](std::string_view ordinary) {
+    pieces.clear();
+    s.splitter->split(ordinary, pieces);
+    const size_t first = ids.size();
+    for (std::string_view piece : pieces) s.bpe(piece, ids);
+    for (size_t i = first; i < ids.size(); ++i) ids[i] += shift;
+  };
+  size_t start = 0;
+  for (size_t at = text.find('<'); at != std::string_view::npos; at = text.find('<', at + 1)) {
+    int32_t id = 0;
+    const size_t length = s.special_at(text, at, id);
+    if (length == 0) continue;
+    encode_ordinary(text.substr(start, at - start));
+    ids.push_back(id);
+    start = at + length;
+    at = start - 1;
+  }
+  encode_ordinary(text.substr(start));
   return ids;
 }
 
@@ -187,8 +223,21 @@ int64_t TikTokenizer::vocab_size() const {
   return state_->vocab_size;
 }
 
+// Positions in Megatron's SPECIAL_TOKENS.
 int32_t TikTokenizer::eod() const {
-  return 2;  // "</s>", third of Megatron's fixed special tokens
-}
+  return 2;
+}  // </s>
+int32_t TikTokenizer::mask() const {
+  return 3;
+}  // <mask>
+int32_t TikTokenizer::pad() const {
+  return 4;
+}  // <pad>
+int32_t TikTokenizer::cls() const {
+  return 5;
+}  // <cls>
+int32_t TikTokenizer::sep() const {
+  return 6;
+}  // <sep>
 
 }  // namespace megatron

@@ -43,8 +43,7 @@ std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options) {
   }
   if (type == "GPTSentencePieceTokenizer" || type == "Llama2Tokenizer") {
     require(options.model_file, "--tokenizer-model", type);
-    return std::make_unique<GPTSentencePieceTokenizer>(options.model_file,
-                                                       type == "Llama2Tokenizer");
+    return std::make_unique<GPTSentencePieceTokenizer>(options.model_file);
   }
   if (type == "HuggingFaceTokenizer") {
     require(options.model_file, "--tokenizer-model", type);
@@ -52,9 +51,10 @@ std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options) {
   }
   if (type == "TikTokenizer") {
     require(options.model_file, "--tokenizer-model", type);
-    require(options.tiktoken_pattern, "--tiktoken-pattern (v1 or v2)", type);
-    return std::make_unique<TikTokenizer>(options.model_file, options.tiktoken_pattern,
-                                          options.vocab_size, options.tiktoken_num_special_tokens);
+    // Megatron's TikTokenTokenizer splits with v2 unless --tiktoken-pattern says otherwise.
+    return std::make_unique<TikTokenizer>(
+        options.model_file, options.tiktoken_pattern.empty() ? "v2" : options.tiktoken_pattern,
+        options.vocab_size, options.tiktoken_num_special_tokens);
   }
   if (type == "NullTokenizer") {
     MT_REQUIRE(options.vocab_size > 0, "--vocab-size (> 0) is required for --tokenizer-type ",

@@ -48,7 +48,12 @@ struct Trainer::Impl {
   LrSchedule schedule;
   TrainingLog log;
   NamedTimers timers;  // --timing-log-level
-  int64_t num_micro_batches;
+  // Micro-batches per rank of one evaluation iteration (cfg.global_batch), and of the current
+  // training step with its global batch (cfg.batch_sizes at consumed_train_samples).
+  int64_t eval_micro_batches;
+  BatchSizeSchedule batch_sizes;
+  int64_t num_micro_batches = 0;
+  int64_t global_batch = 0;
 
   int64_t iteration = 0;
   int64_t consumed_train_samples = 0;
@@ -85,12 +90,13 @@ struct Trainer::Impl {
             cfg.log_validation_ppl_to_tensorboard, cfg.log_loss_scale_to_tensorboard),
         timers(cfg.timing_log_level, timing_log_option_from_name(cfg.timing_log_option),
                cfg.device),
+        batch_sizes(cfg.batch_sizes.value_or(BatchSizeSchedule::constant(cfg.global_batch))),
         seed(cfg.seed),
         guard(cfg.check_for_nan_in_loss_and_grad, cfg.fp16) {
     const int64_t per_step = cfg.micro_batch * ps.dp_size;
     MT_CHECK(cfg.global_batch % per_step == 0, "--global-batch-size ", cfg.global_batch,
              " must be a multiple of --micro-batch-size x data-parallel size (", per_step, ")");
-    num_micro_batches = cfg.global_batch / per_step;
+    eval_micro_batches = cfg.global_batch / per_step;
     model = make_model(ps, store);
     store.allocate();
     model->init_weights(cfg.seed);
@@ -258,6 +264,13 @@ struct Trainer::Impl {
     return {sums[0] / n, sums[1] / n};
   }
 
+  // The global batch and micro-batches per rank of the step after consumed_train_samples.
+  void set_step_batch() {
+    num_micro_batches =
+        batch_sizes.num_micro_batches_at(consumed_train_samples, cfg.micro_batch, ps.dp_size);
+    global_batch = num_micro_batches * cfg.micro_batch * ps.dp_size;
+  }
+
   // One iteration; returns false when the step was skipped (overflow).
   bool train_step(LossTerms& loss, std::optional<double>& grad_norm) {
     store.zero_grads();
@@ -356,7 +369,7 @@ struct Trainer::Impl {
 
   void finish_step(const Tensor& master) {
     guard.check_weights(iteration, store, master, ps, where_saved());
-    schedule.step(cfg.global_batch);
+    schedule.step(global_batch);  // Megatron's increment: this step's global batch
     timers.time("optimizer-copy-main-to-model-params", 1,
                 [&] { model->refresh_compute_weights(); });
   }
@@ -383,7 +396,7 @@ struct Trainer::Impl {
   // eval_iters global batches of the evaluation loader started last (in the model's schedule),
   // averaged over DP.
   LossTerms evaluate_loaded() {
-    const int64_t micro_batches = cfg.eval_iters * num_micro_batches;
+    const int64_t micro_batches = cfg.eval_iters * eval_micro_batches;
     const LossTerms local = model->valid_micro_batches(micro_batches, iteration);
     return average_over_dp(local, micro_batches);
   }
@@ -423,7 +436,7 @@ struct Trainer::Impl {
     const double seconds = interval_timer.seconds() / double(interval_iterations);
     s.elapsed_ms = seconds * 1000.0;
     s.learning_rate = schedule.lr();
-    s.global_batch = cfg.global_batch;
+    s.global_batch = global_batch;
     if (interval_loss_count > 0) {
       s.lm_loss = interval_loss_sum.lm / double(interval_loss_count);
       if (model->has_sop_loss()) s.sop_loss = interval_loss_sum.sop / double(interval_loss_count);
@@ -434,9 +447,9 @@ struct Trainer::Impl {
     s.params_norm = params_norm();
     s.skipped_iterations = interval_skipped;
     s.nan_iterations = interval_nans;
-    s.tokens_per_second = double(cfg.global_batch * model->seq_length()) / seconds;
+    s.tokens_per_second = double(global_batch * model->seq_length()) / seconds;
     s.tflops_per_process =
-        model->flops_per_iteration(cfg.global_batch) / seconds / double(ps.world_size) / 1e12;
+        model->flops_per_iteration(global_batch) / seconds / double(ps.world_size) / 1e12;
     s.log_throughput = cfg.log_throughput;
     s.timers_to_tensorboard = cfg.log_timers_to_tensorboard;
     s.first_of_run = first_of_run;
@@ -477,6 +490,10 @@ struct Trainer::Impl {
     const std::optional<int64_t> to_load = check_checkpoint_directories();
     if (to_load) load(*to_load == kReleaseIteration);
     log.start_at(iteration);
+    // Every batch size still ahead must split into micro-batches: Megatron's check when it
+    // reaches each one, made before the first step.
+    batch_sizes.check_divisible_from(consumed_train_samples, cfg.micro_batch, ps.dp_size);
+    set_step_batch();
     model->start_training_data(placement(consumed_train_samples));
     const int64_t start_iteration = iteration;
     std::optional<ExitSignalHandler> exit_signal;
@@ -504,11 +521,20 @@ struct Trainer::Impl {
     while (iteration < cfg.train_iters) {
       if (cfg.iterations_per_epoch > 0 && iteration % cfg.iterations_per_epoch == 0)
         log_info("working on epoch ", iteration / cfg.iterations_per_epoch + 1, " ...");
+      // As Megatron: when the schedule changes the number of micro-batches, a checkpoint of
+      // the run so far is saved first.
+      const int64_t previous_micro_batches = num_micro_batches;
+      set_step_batch();
+      if (num_micro_batches != previous_micro_batches && iteration != 0 && !cfg.save.empty() &&
+          last_saved != iteration) {
+        save();
+        last_saved = iteration;
+      }
       ++iteration;
       LossTerms loss;
       std::optional<double> grad_norm;
       const bool stepped = train_step(loss, grad_norm);
-      consumed_train_samples += cfg.global_batch;
+      consumed_train_samples += global_batch;
       ++interval_iterations;
       if (!stepped) ++interval_skipped;
       warn_on_consecutive_skips(stepped);
@@ -527,7 +553,7 @@ struct Trainer::Impl {
         s.iteration = iteration;
         s.consumed_samples = consumed_train_samples;
         s.learning_rate = schedule.lr();
-        s.global_batch = cfg.global_batch;
+        s.global_batch = global_batch;
         if (stepped && std::isfinite(loss.lm + loss.sop)) {
           s.lm_loss = loss.lm;
           if (model->has_sop_loss()) s.sop_loss = loss.sop;

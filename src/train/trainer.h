@@ -15,10 +15,12 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "core/device.h"
 #include "distributed/communicator.h"
+#include "train/batch_size_schedule.h"
 #include "train/grad_scaler.h"
 #include "train/lr_schedule.h"
 #include "train/model_step.h"
@@ -33,7 +35,11 @@ struct TrainerConfig {
   int tensor_parallel = 1;
   int pipeline_parallel = 1;  // the model step builds this rank's stage (ParallelState::pp_rank)
   int64_t micro_batch = 1;
+  // Megatron's args.global_batch_size: the samples of one evaluation iteration (and, with a
+  // constant batch size, of every training step).
   int64_t global_batch = 1;
+  // The global batch of each training step (--step-batch-size-schedule); none: global_batch.
+  std::optional<BatchSizeSchedule> batch_sizes;
   int64_t train_iters = 0;
   // Training in epochs (finetuning): after every this many iterations an epoch ends — the
   // checkpoint is saved (with --save), ModelStep::end_of_epoch evaluates, and a checkpoint

@@ -10,7 +10,7 @@
 # unquoted ${TRAINING_ARGS[@]} splits the --step-batch-size-schedule value into six words (argparse:
 # "unrecognized arguments"), and quoted, that flag conflicts with --global-batch-size (Megatron:
 # "Cannot specify both"). This program stops on both the same way; the script then runs with the
-# schedule line removed.
+# schedule line removed, and with the --global-batch-size line removed (on the schedule).
 # Needs the files of scripts/fetch_data.sh (scripts/test.sh runs it first).
 set -euo pipefail
 BIN="${MEGATRON_BINARY:?}"
@@ -116,6 +116,20 @@ grep -q "iteration        2/       2 |" "$WORK/gpt.log"
 [[ "$(cat "$CHECKPOINT_PATH/latest_checkpointed_iteration.txt")" == "2" ]]
 [[ -f "$CHECKPOINT_PATH/iter_0000002/mp_rank_01_001/model.safetensors" ]]  # TP rank 1, PP rank 1
 ls "$TENSORBOARD_LOGS_PATH"/events.out.tfevents.* > /dev/null
+
+# With the --global-batch-size line removed instead, and the schedule quoted, the script runs
+# on the schedule: its first batch size, 16 (the 2.4B-token step is far away), in 16
+# micro-batches at DP 1. Its own checkpoint directory (the flags appended last win).
+TRAINING_ARGS=(--micro-batch-size 1
+  --step-batch-size-schedule "0:16 2.4B:320 4.8B:624 7.2B:928 9.6B:1232 12B:1536"
+  "${TRAINING_ARGS[@]:4}")  # the rest after --micro-batch-size 1 --global-batch-size 1536
+launch pretrain-gpt "${GPT_MODEL_ARGS[@]}" "${TRAINING_ARGS[@]}" "${MODEL_PARALLEL_ARGS[@]}" \
+  "${DATA_ARGS[@]}" "${EVAL_AND_LOGGING_ARGS[@]}" "${SHRINK[@]}" --pipeline-model-parallel-size 2 \
+  --save "$WORK/gpt_schedule_ckpt" --load "$WORK/gpt_schedule_ckpt" \
+  > "$WORK/gpt_schedule.log" 2>&1 || { cat "$WORK/gpt_schedule.log" >&2; exit 1; }
+grep -q "  step_batch_size_schedule .* 0:16 2.4B:320 4.8B:624 7.2B:928 9.6B:1232 12B:1536$" \
+  "$WORK/gpt_schedule.log"
+grep -q "iteration        2/       2 |.* global batch size:    16 |" "$WORK/gpt_schedule.log"
 
 # ---- examples/bert/train_bert_340m_distributed.sh, its arrays as written ----
 CHECKPOINT_PATH=$WORK/bert_ckpt

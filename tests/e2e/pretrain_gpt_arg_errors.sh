@@ -67,6 +67,17 @@ expect_error "--global-batch-size 5 must be a positive multiple of --micro-batch
 mapfile -t A < <(with --global-batch-size 2)
 expect_error "--global-batch-size 2 must be a positive multiple of --micro-batch-size 2 x data-parallel size 2" 2 -- "${A[@]}"
 expect_error "--no-such-flag" -- "${BASE[@]}" --no-such-flag 3
+# --step-batch-size-schedule (thresholds in tokens): Megatron's rules, and a batch size that does
+# not split into micro-batches, refused before the first step.
+mapfile -t A < <(without --global-batch-size)
+expect_error "--step-batch-size-schedule entry \"x:8\": 'x' is not a number" -- "${A[@]}" \
+  --step-batch-size-schedule "0:4 x:8"
+expect_error "--step-batch-size-schedule: the first schedule entry must have threshold 0" -- \
+  "${A[@]}" --step-batch-size-schedule "5K:4"
+expect_error "the batch size 7 from 31 consumed samples on is not divisible" -- "${A[@]}" \
+  --step-batch-size-schedule "0:4 1K:7"
+expect_error "Cannot specify both --step-batch-size-schedule and --global-batch-size" -- \
+  "${BASE[@]}" --step-batch-size-schedule "0:4"
 mapfile -t A < <(without --mock-data 0)
 expect_error "no training data: give --data-path" -- "${A[@]}"
 mapfile -t A < <(with --pipeline-model-parallel-size 2)

@@ -152,5 +152,17 @@ TEST(MegatronFlags, StepBatchSizeScheduleConflictsWithGlobalBatchSize) {
             0u);
 }
 
+TEST(MegatronFlags, StepBatchSizeScheduleIsImplementedAndRampupHasNoEffect) {
+  Command c;  // Megatron's current main ignores --rampup-batch-size (a deprecation warning)
+  ASSERT_EQ(c.parse({"--step-batch-size-schedule", "0:16 2.4B:320", "--rampup-batch-size", "16",
+                     "8", "300000"}),
+            -1);
+  EXPECT_EQ(check_error(c), "");
+  EXPECT_EQ(c.args.step_batch_size_schedule, "0:16 2.4B:320");
+  const std::string table = c.megatron->table();
+  EXPECT_NE(table.find("--step-batch-size-schedule\tsupported\t"), std::string::npos);
+  EXPECT_NE(table.find("--rampup-batch-size\tno effect\t"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace megatron::cli
