@@ -21,51 +21,76 @@ struct Allocations {
 
 struct CppShapes {
   double N, h, e, hl, s, b, qkv, ctx, ffn, vocab_local;
+  double n;           // tokens of this rank's sequence shard: N, or N/t with sequence parallelism
+  bool sp;            // sequence parallelism (parallel/mappings.h)
   double fc1;         // fc1 output width: ffn, or 2·ffn (gate and value) with SwiGLU
   double norm_stats;  // f32 [N] statistics a norm keeps: mean and rstd (LayerNorm), rstd (RMSNorm)
   bool hidden_dropout, attention_dropout;
+  bool selective;  // selective recompute: the probabilities and mask are not kept (attention.h)
   double scores() const { return b * hl * s * s; }  // elements of one [b, a/t, s, s] tensor
 };
 
-// TransformerLayer::forward's allocations into `arena` (kept for backward).
-void cpp_layer_forward(const CppShapes& c, Allocations& a) {
-  if (c.hidden_dropout) a.add(c.N * c.h, 2);   // two u8 hidden masks
-  a.add(c.N * 4, c.norm_stats);                // LN1 rstd (and mean)
-  a.add(c.N * c.h * c.e);                      // LN1 output
-  a.add(c.N * c.qkv * c.e);                    // QKV
-  a.add(c.scores() * c.e);                     // softmax output
-  if (c.attention_dropout) a.add(c.scores());  // u8 attention mask
-  a.add(c.N * c.ctx * c.e);                    // context
-  a.add(c.N * c.h * c.e);                      // projection output
-  a.add(c.N * c.h * c.e);                      // h = x + attention
-  a.add(c.N * 4, c.norm_stats);                // LN2 rstd (and mean)
-  a.add(c.N * c.h * c.e);                      // LN2 output
-  a.add(c.N * c.fc1 * c.e);                    // fc1 output
-  a.add(c.N * c.ffn * c.e);                    // GeLU / SwiGLU output
-  a.add(c.N * c.h * c.e);                      // fc2 output
-  a.add(c.N * c.h * c.e);                      // y = h + mlp
+// ParallelAttention::core_probs's kept outputs: the softmax output and the u8 attention mask.
+void cpp_attention_probs(const CppShapes& c, Allocations& a) {
+  a.add(c.scores() * c.e);
+  if (c.attention_dropout) a.add(c.scores());
 }
 
-// The attention's `workspace` allocations during one layer forward (raw scores, dropped probs).
+// TransformerLayer::forward's allocations into `arena` (kept for backward). With sequence
+// parallelism the norms, dropouts and residuals hold the shard (n tokens); a column-parallel
+// GEMM all-gathers its input (kept for its weight gradient) and a row-parallel GEMM
+// reduce-scatters its partial sums into a new shard.
+void cpp_layer_forward(const CppShapes& c, Allocations& a) {
+  if (c.hidden_dropout) a.add(c.n * c.h, 2);  // two u8 hidden masks
+  a.add(c.n * 4, c.norm_stats);               // LN1 rstd (and mean)
+  a.add(c.n * c.h * c.e);                     // LN1 output
+  if (c.sp) a.add(c.N * c.h * c.e);           // LN1 output all-gathered
+  a.add(c.N * c.qkv * c.e);                   // QKV
+  if (!c.selective) cpp_attention_probs(c, a);
+  a.add(c.N * c.ctx * c.e);          // context
+  a.add(c.N * c.h * c.e);            // projection output (partial sums with SP)
+  if (c.sp) a.add(c.n * c.h * c.e);  // projection output reduce-scattered
+  a.add(c.n * c.h * c.e);            // h = x + attention
+  a.add(c.n * 4, c.norm_stats);      // LN2 rstd (and mean)
+  a.add(c.n * c.h * c.e);            // LN2 output
+  if (c.sp) a.add(c.N * c.h * c.e);  // LN2 output all-gathered
+  a.add(c.N * c.fc1 * c.e);          // fc1 output
+  a.add(c.N * c.ffn * c.e);          // GeLU / SwiGLU output
+  a.add(c.N * c.h * c.e);            // fc2 output (partial sums with SP)
+  if (c.sp) a.add(c.n * c.h * c.e);  // fc2 output reduce-scattered
+  a.add(c.n * c.h * c.e);            // y = h + mlp
+}
+
+// The attention's `workspace` allocations during one layer forward: raw scores (with
+// selective recompute the probabilities and mask too), dropped probabilities.
 void cpp_layer_workspace(const CppShapes& c, Allocations& a) {
   a.add(c.scores() * c.e);
+  if (c.selective) cpp_attention_probs(c, a);
   if (c.attention_dropout) a.add(c.scores() * c.e);
 }
 
 // TransformerLayer::backward's allocations (into the scratch arena, reset per layer).
 void cpp_layer_backward(const CppShapes& c, Allocations& a) {
-  a.add(c.N * c.h * c.e);    // d(mlp output) after bias-dropout-add backward
-  a.add(c.N * c.ffn * c.e);  // d(GeLU / SwiGLU output)
-  a.add(c.N * c.fc1 * c.e);  // d(fc1 output)
-  a.add(c.N * c.h * c.e);    // fc1 input gradient
-  a.add(c.N * c.h * c.e);    // d(attention output)
-  a.add(c.N * c.ctx * c.e);  // d(context)
-  a.add(c.N * c.qkv * c.e);  // dQKV
+  if (c.selective) {          // ParallelAttention::backward recomputes the core's probabilities
+    a.add(c.scores() * c.e);  // raw scores
+    cpp_attention_probs(c, a);
+  }
+  a.add(c.n * c.h * c.e);            // d(mlp output) after bias-dropout-add backward
+  if (c.sp) a.add(c.N * c.h * c.e);  // ... all-gathered (fc2 backward)
+  a.add(c.N * c.ffn * c.e);          // d(GeLU / SwiGLU output)
+  a.add(c.N * c.fc1 * c.e);          // d(fc1 output)
+  a.add(c.N * c.h * c.e);            // fc1 input gradient
+  if (c.sp) a.add(c.n * c.h * c.e);  // ... reduce-scattered
+  a.add(c.n * c.h * c.e);            // d(attention output)
+  if (c.sp) a.add(c.N * c.h * c.e);  // ... all-gathered (projection backward)
+  a.add(c.N * c.ctx * c.e);          // d(context)
+  a.add(c.N * c.qkv * c.e);          // dQKV
   if (c.attention_dropout) a.add(c.scores() * c.e);  // dropped probabilities, re-derived
   a.add(c.scores() * c.e);                           // d(dropped probabilities)
   if (c.attention_dropout) a.add(c.scores() * c.e);  // d(probabilities)
   a.add(c.scores() * c.e);                           // d(scores)
   a.add(c.N * c.h * c.e);                            // QKV input gradient
+  if (c.sp) a.add(c.n * c.h * c.e);                  // ... reduce-scattered
 }
 
 ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
@@ -74,6 +99,9 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
   c.s = double(m.seq_length);
   c.b = double(l.micro_batch);
   c.N = c.s * c.b;
+  c.sp = l.sequence_parallel;
+  c.n = c.sp ? c.N / t : c.N;
+
   c.h = double(m.hidden_size);
   c.e = l.precision == Precision::kBf16 ? 2.0 : 4.0;  // compute dtype (fp16 computes in f32)
   c.hl = double(m.heads()) / t;
@@ -87,9 +115,10 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
   c.vocab_local = double(m.padded_vocab(l.tensor_parallel)) / t;
   c.hidden_dropout = m.hidden_dropout > 0;
   c.attention_dropout = m.attention_dropout > 0;
+  c.selective = l.recompute == Recompute::kSelective;
   const bool bert = m.family == ModelFamily::kBert;
   const bool recompute = l.recompute == Recompute::kFull;
-  const double N = c.N, h = c.h, e = c.e;
+  const double N = c.N, n = c.n, h = c.h, e = c.e;
 
   ActivationMemory r;
   // Embedding (InputEmbedding::forward / backward).
@@ -99,26 +128,33 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
   emb.add(N * h * e);  // position (and token type) rows, allocated with or without them
   if (m.learned_position_embeddings) emb.add(N * 4);  // position ids
   if (bert) emb.add(N * 4);                           // token types, sequence-major
-  if (c.hidden_dropout) {
-    emb.add(N * h);      // u8 mask
-    emb.add(N * h * e);  // dropped output
-    emb.add(N * h * e);  // backward: undropped gradient
+  if (c.hidden_dropout) {                             // on this rank's sequence shard with SP
+    emb.add(n * h);                                   // u8 mask
+    emb.add(n * h * e);                               // dropped output
+    emb.add(n * h * e);                               // backward: undropped gradient
   }
+  if (c.sp) emb.add(N * h * e);  // backward: the gradient all-gathered
+
   r.embedding = emb.bytes;
 
   Allocations layer;
   if (recompute) {
-    layer.add(N * h * e);  // the layer's input, copied out of the scratch arena
+    layer.add(n * h * e);  // the layer's input, copied out of the scratch arena
   } else {
     cpp_layer_forward(c, layer);
   }
-  layer.add(N * h * e);  // the layer's input gradient, copied out of the scratch arena
+  layer.add(n * h * e);  // the layer's input gradient, copied out of the scratch arena
   r.per_layer = layer.bytes;
 
   Allocations out;
-  out.add(N * 4, c.norm_stats);  // final norm rstd (and mean)
-  out.add(N * h * e);            // final LayerNorm output
-  out.add(N * h * e);            // backward: final LayerNorm input gradient
+  out.add(n * 4, c.norm_stats);  // final norm rstd (and mean)
+  out.add(n * h * e);            // final LayerNorm output
+  out.add(n * h * e);            // backward: final LayerNorm input gradient
+  if (c.sp) {                    // GPT only (validate_layout)
+    out.add(N * h * e);          // the output layer's input, all-gathered
+    out.add(n * h * e);          // backward: d(hidden) reduce-scattered
+  }
+
   if (!bert) {
     const double V = c.vocab_local;
     out.add(N * V * 4);              // f32 logits (cross-entropy in place)
@@ -154,7 +190,7 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
     if (m.bert_binary_head) {
       out.add(b * 4);         // d(loss)
       out.add(b * 2 * 4);     // d(logits)
-      out.add(b * h * 4, 2);  // d(pooled), d([CLS])
+      out.add(b * h * 4, 3);  // d(pooled), d(pre-tanh), d([CLS]) (BertPooler::backward)
     }
   }
   r.output = out.bytes;
@@ -171,7 +207,7 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
       arenas.push_back((virtual_stage == 0 ? r.embedding : 0.0) + layers_per_chunk * r.per_layer +
                        (virtual_stage == p * v - 1 ? r.output : 0.0));
     }
-    return pipeline_rank_peak(p, rank, v, l.num_micro_batches(), arenas, N * h * e);
+    return pipeline_rank_peak(p, rank, v, l.num_micro_batches(), arenas, n * h * e);
   };
   const PipelineRankPeak first = rank_peak(0);
   r.in_flight = 0;

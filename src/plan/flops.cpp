@@ -2,7 +2,7 @@
 
 namespace megatron::plan {
 
-IterationFlops iteration_flops(const ModelSpec& m, const Layout& l) {
+IterationFlops iteration_flops(const ModelSpec& m, const Layout& l, Implementation impl) {
   const double B = double(l.effective_global_batch()), s = double(m.seq_length),
                L = double(m.num_layers), h = double(m.hidden_size), a = double(m.heads()),
                g = double(m.query_groups()), d = double(m.head_dim()), f = double(m.ffn());
@@ -17,7 +17,9 @@ IterationFlops iteration_flops(const ModelSpec& m, const Layout& l) {
   if (l.recompute == Recompute::kFull) {
     r.hardware = r.model + base * per_layer_bracket / 3.0;
   } else if (l.recompute == Recompute::kSelective) {
-    r.hardware = r.model + base * (s / h) * ratio / 3.0;  // QKᵀ and AV forward again
+    // QKᵀ and AV forward again (megatron-cpp: QKᵀ only).
+    const double products = impl == Implementation::kMegatronCpp ? 0.5 : 1.0;
+    r.hardware = r.model + base * (s / h) * ratio / 3.0 * products;
   } else {
     r.hardware = r.model;
   }

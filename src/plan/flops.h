@@ -7,10 +7,11 @@
 // (Megatron does not halve it for causal masks), the output layer once.
 // Hardware FLOPs add what recompute runs again: full recompute one more forward of every
 // layer (Narayanan's 96·B·s·L·h²·(1 + s/(6h) + V/(16·L·h))), selective recompute the QKᵀ and
-// attention-times-V products. MFU uses model FLOPs; "TFLOP/s" as the 2021 paper reports it
-// uses hardware FLOPs.
+// attention-times-V products (megatron-cpp: QKᵀ only; its backward does not need the context). MFU
+// uses model FLOPs; "TFLOP/s" as the 2021 paper reports it uses hardware FLOPs.
 #pragma once
 
+#include "plan/implementation.h"
 #include "plan/layout.h"
 #include "plan/model_spec.h"
 
@@ -21,6 +22,6 @@ struct IterationFlops {
   double hardware = 0;  // model + recomputed forward work
 };
 
-IterationFlops iteration_flops(const ModelSpec& model, const Layout& layout);
+IterationFlops iteration_flops(const ModelSpec& model, const Layout& layout, Implementation impl);
 
 }  // namespace megatron::plan

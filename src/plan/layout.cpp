@@ -86,15 +86,15 @@ void validate_layout(const ModelSpec& m, const Layout& l, Implementation impl) {
     const char* use_lm = " (plan for Megatron-LM with --implementation megatron-lm)";
     MT_REQUIRE(p == 1 || m.family == ModelFamily::kGpt, "--pipeline-model-parallel-size ", p,
                ": megatron-cpp pipelines GPT only", use_lm);
-    // megatron-cpp trains with both (pretrain-gpt); this planner's byte-exact accounting of
-    // its activations (activation_memory.h) does not cover them yet.
+    // megatron-cpp trains with it (pretrain-gpt); this planner's byte-exact accounting of its
+    // activations (activation_memory.h) does not cover it yet.
     MT_REQUIRE(!l.sequence_parallel,
                "--sequence-parallel: the planner does not model megatron-cpp's sequence-parallel "
                "activations yet (training supports it)",
                use_lm);
-    MT_REQUIRE(l.recompute != Recompute::kSelective,
-               "--recompute-granularity selective: the planner does not model megatron-cpp's "
-               "selective recompute yet (training supports it)",
+    MT_REQUIRE(l.recompute != Recompute::kSelective || m.family == ModelFamily::kGpt,
+               "--recompute-granularity selective: megatron-cpp's BERT recomputes whole layers "
+               "only (selective recompute is a GPT option there)",
                use_lm);
     MT_REQUIRE(!l.distributed_optimizer || l.precision != Precision::kFp16,
                "--use-distributed-optimizer with --fp16: megatron-cpp does not support it yet; "

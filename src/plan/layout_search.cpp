@@ -32,9 +32,10 @@ SearchResult search_layouts(const ModelSpec& model, const Layout& base, const Ma
   MT_REQUIRE(headroom >= 0 && headroom < 1, "--memory-headroom must be in [0, 1), got ", headroom);
   const double usable = machine.memory_bytes * (1.0 - headroom);
   const bool lm = impl == Implementation::kMegatronLm;
-  const std::vector<Recompute> recomputes =
-      lm ? std::vector<Recompute>{Recompute::kNone, Recompute::kSelective, Recompute::kFull}
-         : std::vector<Recompute>{Recompute::kNone, Recompute::kFull};
+  // validate_layout drops what an implementation does not run (megatron-lm-2019 and
+  // megatron-cpp's BERT: selective recompute).
+  const std::vector<Recompute> recomputes = {Recompute::kNone, Recompute::kSelective,
+                                             Recompute::kFull};
 
   SearchResult result;
   std::vector<Candidate> fitting;

@@ -88,6 +88,10 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
 
   MicrobatchCosts c;
   ComputeTime fwd, bwd, core_fwd, core_bwd;
+  // megatron-cpp's selective recompute re-runs the attention core up to its probabilities and
+  // mask (ParallelAttention::core_probs): scores = Q Kᵀ, softmax, mask; not P V.
+  ComputeTime cpp_probs;
+  cpp_probs.gemm = gemm_seconds(spec, s, s, d, b * a / t);
 
   // GEMMs of one layer (every implementation).
   k.linear(fwd, bwd, N, (a + 2 * g) * d / t, h);     // QKV
@@ -145,15 +149,16 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
       k.memory(fwd, 2, 2 * 2 * Eh * e);                             // 2 LayerNorms
       k.memory(fwd, qkv_bias, 2 * qkv_bias * Q * e);                // QKV bias add
       k.memory(fwd, 2 * rope, 2 * 2 * rope * QK * e);               // RoPE on Q and K (in place)
-      k.memory(core_fwd, 1, 2 * S2 * e, S2);                        // scaled masked softmax
-      k.memory(core_fwd, amask, S2, 0, S2);                         // attention mask (Philox)
-      k.memory(core_fwd, amask, (2 * e + 1) * S2);                  // dropout
-      k.memory(fwd, 2, 2 * (3 * e + dmask) * Eh);                   // 2 bias-dropout-add
-      k.memory(fwd, 1, (F1 + F) * e, F);                            // bias-GeLU / SwiGLU
-      k.memory(bwd, 2, 2 * (2 * e + dmask) * Eh);                   // 2 bias-dropout-add backward
-      k.memory(bwd, 1, (F + 2 * F1) * e, F);                        // bias-GeLU / SwiGLU backward
-      k.memory(bwd, 2 * rope, 2 * 2 * rope * QK * e);               // RoPE inverse on dQ, dK
-      k.memory(bwd, 2, 2 * 4 * Eh * e);                             // 2 LayerNorm bwd (accumulate)
+      k.memory(cpp_probs, 1, 2 * S2 * e, S2);                       // scaled masked softmax
+      k.memory(cpp_probs, amask, S2, 0, S2);                        // attention mask (Philox)
+      core_fwd.memory += cpp_probs.memory;
+      k.memory(core_fwd, amask, (2 * e + 1) * S2);          // dropout
+      k.memory(fwd, 2, 2 * (3 * e + dmask) * Eh);           // 2 bias-dropout-add
+      k.memory(fwd, 1, (F1 + F) * e, F);                    // bias-GeLU / SwiGLU
+      k.memory(bwd, 2, 2 * (2 * e + dmask) * Eh);           // 2 bias-dropout-add backward
+      k.memory(bwd, 1, (F + 2 * F1) * e, F);                // bias-GeLU / SwiGLU backward
+      k.memory(bwd, 2 * rope, 2 * 2 * rope * QK * e);       // RoPE inverse on dQ, dK
+      k.memory(bwd, 2, 2 * 4 * Eh * e);                     // 2 LayerNorm bwd (accumulate)
       k.memory(core_bwd, 2 * amask, 2 * (2 * e + 1) * S2);  // dropped probs again, dropout bwd
       k.memory(core_bwd, 1, 3 * S2 * e);                    // softmax backward
       k.memory(bwd, qkv_bias, qkv_bias * Q * e);            // QKV bias gradient
@@ -165,7 +170,8 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
   c.layer_forward = fwd;
   c.layer_backward = bwd;
   if (l.recompute == Recompute::kFull) c.layer_recompute = fwd;
-  if (l.recompute == Recompute::kSelective) c.layer_recompute = core_fwd;
+  if (l.recompute == Recompute::kSelective)
+    c.layer_recompute = impl == Implementation::kMegatronCpp ? cpp_probs : core_fwd;
 
   // Tensor-parallel collectives of one layer (Megatron-LM §3; Korthikanti §4.2.2).
   const GroupPlacement tp = place_group(l.tensor_parallel, 1, machine.devices_per_node);
@@ -185,9 +191,11 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
          2 * (1 + full));
     term(c.layer_comm, "TP all-gather (backward)", Collective::kAllGather, act, 2);
     term(c.layer_comm, "TP reduce-scatter (backward)", Collective::kReduceScatter, act, 2);
-    // Column-parallel weight gradients re-gather their input, overlapped with the dgrad GEMM.
-    term(c.layer_comm, "TP all-gather (wgrad input, overlapped)", Collective::kAllGather, act, 2,
-         1.0);
+    // Megatron-LM's column-parallel weight gradients re-gather their input, overlapped with the
+    // dgrad GEMM; megatron-cpp keeps the gathered input (activation_memory.h).
+    if (impl != Implementation::kMegatronCpp)
+      term(c.layer_comm, "TP all-gather (wgrad input, overlapped)", Collective::kAllGather, act, 2,
+           1.0);
   } else {
     term(c.layer_comm, "TP all-reduce (forward)", Collective::kAllReduce, act, 2 * (1 + full));
     term(c.layer_comm, "TP all-reduce (backward)", Collective::kAllReduce, act, 2);
@@ -205,9 +213,15 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
   k.memory(c.embedding_forward, 3 + 2 * dmask, 8 * N * h * e + dmask * (2 * e + 1) * N * h, 0,
            dmask * N * h);
   k.memory(c.embedding_backward, 2 + dmask, 8 * N * h * e + dmask * (2 * e + 1) * N * h);
-  term(c.embedding_comm,
-       l.sequence_parallel ? "TP reduce-scatter (embedding)" : "TP all-reduce (embedding)",
-       l.sequence_parallel ? Collective::kReduceScatter : Collective::kAllReduce, act, 1);
+  if (l.sequence_parallel && impl != Implementation::kMegatronCpp) {
+    term(c.embedding_comm, "TP reduce-scatter (embedding)", Collective::kReduceScatter, act, 1);
+  } else {
+    term(c.embedding_comm, "TP all-reduce (embedding)", Collective::kAllReduce, act, 1);
+  }
+  // megatron-cpp all-reduces the vocabulary-parallel lookup and slices its shard; backward
+  // all-gathers the shards' gradients (InputEmbedding).
+  if (l.sequence_parallel && impl == Implementation::kMegatronCpp)
+    term(c.embedding_comm, "TP all-gather (embedding gradient)", Collective::kAllGather, act, 1);
 
   // Output: final norm, (BERT: LM-head transform), logits over V/t, vocab-parallel loss.
   const bool bert = model.family == ModelFamily::kBert;

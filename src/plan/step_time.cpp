@@ -193,7 +193,7 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
                 4 * machine.kernel_overhead;  // zero, norm, update, cast: a few passes
   r.step = r.pipeline + r.dp_exposed + r.embedding_sync + r.optimizer;
 
-  r.flops = iteration_flops(model, l);
+  r.flops = iteration_flops(model, l, impl);
   const double devices = l.world_size();
   r.tokens_per_second = double(l.effective_global_batch()) * model.seq_length / r.step;
   r.model_tflops_per_device = r.flops.model / r.step / devices / 1e12;

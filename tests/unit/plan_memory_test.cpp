@@ -218,7 +218,9 @@ TEST(PlanMemory, KorthikantiTable2PerLayer) {
 // GptModel / BertModel report their arenas' high-water marks after a step
 // (activation_bytes()); the megatron-cpp accounting must predict them to the byte.
 struct ArenaCase {
-  bool dropout, recompute, bf16;
+  bool dropout;
+  Recompute recompute;
+  bool bf16;
 };
 
 class PlanArena : public ::testing::TestWithParam<ArenaCase> {};
@@ -237,7 +239,8 @@ void expect_gpt_arenas_predicted(const ArenaCase& k, bool llama) {
   gc.max_position_embeddings = 24;
   gc.seq_length = 24;
   gc.hidden_dropout = gc.attention_dropout = k.dropout ? 0.1f : 0.0f;
-  gc.recompute_activations = k.recompute;
+  gc.recompute_activations = k.recompute == Recompute::kFull;
+  gc.selective_recompute = k.recompute == Recompute::kSelective;
   gc.compute_dtype = k.bf16 ? DType::BF16 : DType::F32;
   if (llama) {
     gc.arch.num_query_groups = 2;
@@ -279,7 +282,7 @@ void expect_gpt_arenas_predicted(const ArenaCase& k, bool llama) {
   }
   Layout l;
   l.micro_batch = b;
-  l.recompute = k.recompute ? Recompute::kFull : Recompute::kNone;
+  l.recompute = k.recompute;
   l.precision = k.bf16 ? Precision::kBf16 : Precision::kFp32;
   validate_layout(m, l, Implementation::kMegatronCpp);
   const ActivationMemory a = activation_memory(m, l, Implementation::kMegatronCpp);
@@ -297,6 +300,7 @@ TEST_P(PlanArena, LlamaGptPredictsTheArenasExactly) {
 
 TEST_P(PlanArena, BertPredictsTheArenasExactly) {
   const ArenaCase k = GetParam();
+  if (k.recompute == Recompute::kSelective) GTEST_SKIP() << "megatron-cpp's BERT has no selective";
   BertConfig bc;
   bc.num_layers = 2;
   bc.hidden_size = 32;
@@ -306,7 +310,7 @@ TEST_P(PlanArena, BertPredictsTheArenasExactly) {
   bc.max_position_embeddings = 16;
   bc.seq_length = 16;
   bc.hidden_dropout = bc.attention_dropout = k.dropout ? 0.1f : 0.0f;
-  bc.recompute_activations = k.recompute;
+  bc.recompute_activations = k.recompute == Recompute::kFull;
   bc.compute_dtype = k.bf16 ? DType::BF16 : DType::F32;
   ParallelState ps = test::solo_parallel_state();
   ParameterStore store(0, 1);
@@ -342,18 +346,20 @@ TEST_P(PlanArena, BertPredictsTheArenasExactly) {
   m.mask_prob = 0.25;  // 8 scored rows of 32
   Layout l;
   l.micro_batch = b;
-  l.recompute = k.recompute ? Recompute::kFull : Recompute::kNone;
+  l.recompute = k.recompute;
   l.precision = k.bf16 ? Precision::kBf16 : Precision::kFp32;
   const ActivationMemory a = activation_memory(m, l, Implementation::kMegatronCpp);
   EXPECT_DOUBLE_EQ(a.first_stage + a.workspace, double(model.activation_bytes()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, PlanArena,
-                         ::testing::Values(ArenaCase{true, false, false},
-                                           ArenaCase{false, false, false},
-                                           ArenaCase{true, true, false},
-                                           ArenaCase{true, false, true},
-                                           ArenaCase{false, true, true}));
+                         ::testing::Values(ArenaCase{true, Recompute::kNone, false},
+                                           ArenaCase{false, Recompute::kNone, false},
+                                           ArenaCase{true, Recompute::kFull, false},
+                                           ArenaCase{true, Recompute::kNone, true},
+                                           ArenaCase{false, Recompute::kFull, true},
+                                           ArenaCase{true, Recompute::kSelective, false},
+                                           ArenaCase{false, Recompute::kSelective, true}));
 
 TEST(PlanMemory, BytesPerParameterByImplementation) {
   Layout l;

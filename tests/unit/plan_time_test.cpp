@@ -55,17 +55,22 @@ TEST(PlanFlops, MegatronFormulaAndRecompute) {
   Layout l;
   l.global_batch = 1536;
   const ModelSpec m = gpt3_175b();
-  EXPECT_NEAR(iteration_flops(m, l).model / 3.3861967463873244e18, 1.0, 1e-12);
-  EXPECT_DOUBLE_EQ(iteration_flops(m, l).hardware, iteration_flops(m, l).model);
-  EXPECT_NEAR(
-      iteration_flops(m, l).model / gpt_flops_per_iteration(1536, 2048, 96, 12288, 51200, false),
-      1.0, 1e-12);
+  auto flops = [&](const Layout& layout, Implementation impl = Implementation::kMegatronLm) {
+    return iteration_flops(m, layout, impl);
+  };
+  EXPECT_NEAR(flops(l).model / 3.3861967463873244e18, 1.0, 1e-12);
+  EXPECT_DOUBLE_EQ(flops(l).hardware, flops(l).model);
+  EXPECT_NEAR(flops(l).model / gpt_flops_per_iteration(1536, 2048, 96, 12288, 51200, false), 1.0,
+              1e-12);
   l.recompute = Recompute::kFull;
-  EXPECT_NEAR(iteration_flops(m, l).hardware / 4.5109707533231063e18, 1.0, 1e-12);
+  EXPECT_NEAR(flops(l).hardware / 4.5109707533231063e18, 1.0, 1e-12);
   // Selective recompute re-runs the two attention products: 4·B·s²·h·L forward FLOPs.
   l.recompute = Recompute::kSelective;
-  EXPECT_NEAR(iteration_flops(m, l).hardware - iteration_flops(m, l).model,
-              4.0 * 1536 * 2048.0 * 2048 * 12288 * 96, 1e4);
+  EXPECT_NEAR(flops(l).hardware - flops(l).model, 4.0 * 1536 * 2048.0 * 2048 * 12288 * 96, 1e4);
+  // megatron-cpp's re-runs QKᵀ only (ParallelAttention::core_probs): 2·B·s²·h·L.
+  const Implementation cpp = Implementation::kMegatronCpp;
+  EXPECT_NEAR(flops(l, cpp).hardware - flops(l, cpp).model, 2.0 * 1536 * 2048.0 * 2048 * 12288 * 96,
+              1e4);
 }
 
 TEST(PlanFlops, GroupedQueryAttentionAndSwiglu) {
@@ -86,7 +91,8 @@ TEST(PlanFlops, GroupedQueryAttentionAndSwiglu) {
   const double h = 64, a = 8, g = 2, d = 8, f = 96, s = 16, V = 128, tokens = 3 * 16;
   const double per_token_layer =
       3 * (2 * h * (a + 2 * g) * d + 2 * a * d * h + 3 * 2 * h * f + 4 * s * a * d);
-  EXPECT_NEAR(iteration_flops(m, l).model, tokens * (2 * per_token_layer + 6 * h * V), 1e-3);
+  EXPECT_NEAR(iteration_flops(m, l, Implementation::kMegatronLm).model,
+              tokens * (2 * per_token_layer + 6 * h * V), 1e-3);
 }
 
 TEST(PlanCollectives, RingFormulasByHand) {
@@ -228,6 +234,46 @@ TEST(PlanStep, TensorParallelCollectivesPerLayer) {
   EXPECT_NEAR(c.layer_comm[1].seconds, 2 * 2 * 0.75 * 16777216 / 1e11, 1e-12);
 }
 
+TEST(PlanStep, MegatronCppSequenceParallelMovesTheSameBytes) {
+  // An all-gather plus a reduce-scatter of [s, b, h] costs what one all-reduce does on the
+  // ring: megatron-cpp's layer collectives take as long with SP as without (it keeps the
+  // gathered GEMM inputs, so no weight-gradient re-gather as in Megatron-LM), and its
+  // LayerNorm / dropout / residual kernels move a t-th of the bytes.
+  const Machine mach = round_machine();
+  const ModelSpec m = small_gpt();
+  Layout l = small_layout();
+  const Implementation cpp = Implementation::kMegatronCpp;
+  const MicrobatchCosts with_sp = microbatch_costs(m, l, mach, cpp);
+  ASSERT_EQ(with_sp.layer_comm.size(), 4u);
+  for (const CommTerm& ct : with_sp.layer_comm) EXPECT_EQ(ct.overlapped, 0);
+  const MicrobatchCosts lm = microbatch_costs(m, l, mach, Implementation::kMegatronLm);
+  EXPECT_EQ(lm.layer_comm.size(), 5u);
+  l.sequence_parallel = false;
+  const MicrobatchCosts without = microbatch_costs(m, l, mach, cpp);
+  EXPECT_NEAR(with_sp.layer_comm_seconds(), without.layer_comm_seconds(),
+              1e-12 * without.layer_comm_seconds());
+  EXPECT_LT(with_sp.layer_forward.memory, without.layer_forward.memory);
+  EXPECT_DOUBLE_EQ(with_sp.layer_forward.gemm, without.layer_forward.gemm);
+}
+
+TEST(PlanStep, SelectiveRecomputeRunsTheAttentionCoreAgain) {
+  // Megatron-LM re-runs QKᵀ and P·V (and the softmax, dropout); megatron-cpp only what its
+  // backward needs, ParallelAttention::core_probs: QKᵀ, the softmax and the dropout mask.
+  const Machine mach = round_machine();
+  const ModelSpec m = small_gpt();
+  Layout l = small_layout();
+  l.recompute = Recompute::kSelective;
+  const double s = double(m.seq_length), d = double(m.head_dim()),
+               heads = double(l.micro_batch) * double(m.heads()) / l.tensor_parallel;
+  const double qk = gemm_seconds(mach.compute(l.precision), s, s, d, heads);
+  const MicrobatchCosts lm = microbatch_costs(m, l, mach, Implementation::kMegatronLm);
+  const MicrobatchCosts cpp = microbatch_costs(m, l, mach, Implementation::kMegatronCpp);
+  EXPECT_DOUBLE_EQ(lm.layer_recompute.gemm, 2 * qk);
+  EXPECT_DOUBLE_EQ(cpp.layer_recompute.gemm, qk);
+  EXPECT_GT(cpp.layer_recompute.memory, 0);
+  EXPECT_LT(cpp.layer_recompute.memory, cpp.layer_forward.memory);
+}
+
 TEST(PlanCalibration, ReproducesTheTarget) {
   Machine mach = round_machine();
   const ModelSpec m = small_gpt();
@@ -342,15 +388,17 @@ TEST(PlanSearch, RanksFittingLayoutsFastestFirst) {
       EXPECT_GE(r.best[i - 1].time.tokens_per_second, r.best[i].time.tokens_per_second);
     }
   }
-  // megatron-cpp layouts: TP x PP x DP, the distributed optimizer, full recompute, no SP.
+  // megatron-cpp layouts: TP x PP x DP, the distributed optimizer, full and selective
+  // recompute, no SP.
   const SearchResult cpp = search_layouts(m, base, mach, Implementation::kMegatronCpp, 16, 500);
-  bool pipelined = false;
+  bool pipelined = false, selective = false;
   for (const Candidate& c : cpp.best) {
     EXPECT_FALSE(c.layout.sequence_parallel);
-    EXPECT_NE(c.layout.recompute, Recompute::kSelective);
     pipelined = pipelined || c.layout.pipeline_parallel > 1;
+    selective = selective || c.layout.recompute == Recompute::kSelective;
   }
   EXPECT_TRUE(pipelined);
+  EXPECT_TRUE(selective);
   EXPECT_NE(error_of([&] {
               search_layouts(m, Layout{}, mach, Implementation::kMegatronLm, 16, 5);
             }).find("--global-batch-size"),
