@@ -24,11 +24,16 @@
 // allocates for one micro-batch, forward and backward, each rounded up to the arena's 64
 // bytes, plus the scratch arena's high-water mark (one layer's backward, and its recompute).
 // This is what GptModel::activation_bytes() reports after a step; tests/unit/
-// plan_memory_test.cpp compares the two. With pipeline parallelism each rank holds one such
-// arena per micro-batch in flight, for its stage's layers only, plus the pipeline executor's
-// copies of what it sends and receives (plan/pipeline_buffers.h); "first_stage" is then the
-// most loaded rank other than the last (rank 0, or a middle rank whose gradient copies weigh
-// more), and each of the v model chunks has its own scratch arena.
+// plan_memory_test.cpp compares the two (tests/dist/plan_arena_tp_test.cpp at TP 2 and 4, with
+// and without sequence parallelism). Selective recompute keeps the attention probabilities and
+// mask in the workspace and re-allocates them in backward; sequence parallelism holds the
+// norms, dropouts and residuals at s/t and keeps each column-parallel GEMM's gathered input
+// and each row-parallel GEMM's partial sums at s.
+// With pipeline parallelism each rank holds one such arena per micro-batch in flight, for its
+// stage's layers only, plus the pipeline executor's copies of what it sends and receives
+// (plan/pipeline_buffers.h); "first_stage" is then the most loaded rank other than the last
+// (rank 0, or a middle rank whose gradient copies weigh more), and each of the v model chunks
+// has its own scratch arena.
 #pragma once
 
 #include "plan/implementation.h"

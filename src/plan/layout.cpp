@@ -86,12 +86,13 @@ void validate_layout(const ModelSpec& m, const Layout& l, Implementation impl) {
     const char* use_lm = " (plan for Megatron-LM with --implementation megatron-lm)";
     MT_REQUIRE(p == 1 || m.family == ModelFamily::kGpt, "--pipeline-model-parallel-size ", p,
                ": megatron-cpp pipelines GPT only", use_lm);
-    // megatron-cpp trains with it (pretrain-gpt); this planner's byte-exact accounting of its
-    // activations (activation_memory.h) does not cover it yet.
-    MT_REQUIRE(!l.sequence_parallel,
-               "--sequence-parallel: the planner does not model megatron-cpp's sequence-parallel "
-               "activations yet (training supports it)",
+    MT_REQUIRE(!l.sequence_parallel || m.family == ModelFamily::kGpt,
+               "--sequence-parallel: megatron-cpp's BERT has no sequence parallelism (a GPT "
+               "option there)",
                use_lm);
+    MT_REQUIRE(!l.sequence_parallel || m.seq_length % t == 0, "--sequence-parallel: --seq-length ",
+               m.seq_length, " must be divisible by --tensor-model-parallel-size ", t,
+               " (each TP rank holds a whole shard of the sequence)");
     MT_REQUIRE(l.recompute != Recompute::kSelective || m.family == ModelFamily::kGpt,
                "--recompute-granularity selective: megatron-cpp's BERT recomputes whole layers "
                "only (selective recompute is a GPT option there)",

@@ -52,9 +52,9 @@ int activation_bytes(Precision p);
 // Throws megatron::Error naming the flag and the rule: sizes positive; heads, query groups
 // and the FFN width divisible by TP; layers divisible by p·v; the global batch a multiple of
 // b·d; the interleaved schedule's micro-batch count a multiple of p; sequence parallelism
-// only with TP > 1; and what `impl` does not implement or this planner does not model
-// (megatron-cpp: SP and selective recompute — not modelled —, the distributed optimizer with fp16,
-// overlaps, flash attention, BERT pipelines and the Llama options in BERT).
+// only with TP > 1; and what `impl` does not implement (megatron-cpp: the distributed
+// optimizer with fp16, overlaps, flash attention, a sequence not divisible by TP under SP; in
+// BERT pipelines, SP, selective recompute and the Llama options).
 void validate_layout(const ModelSpec& model, const Layout& layout, Implementation impl);
 
 }  // namespace megatron::plan

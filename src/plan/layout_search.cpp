@@ -33,7 +33,7 @@ SearchResult search_layouts(const ModelSpec& model, const Layout& base, const Ma
   const double usable = machine.memory_bytes * (1.0 - headroom);
   const bool lm = impl == Implementation::kMegatronLm;
   // validate_layout drops what an implementation does not run (megatron-lm-2019 and
-  // megatron-cpp's BERT: selective recompute).
+  // megatron-cpp's BERT: selective recompute, sequence parallelism).
   const std::vector<Recompute> recomputes = {Recompute::kNone, Recompute::kSelective,
                                              Recompute::kFull};
 
@@ -56,7 +56,7 @@ SearchResult search_layouts(const ModelSpec& model, const Layout& base, const Ma
             if (v > 1) chunks.push_back(v);
         for (int64_t v : chunks)
           for (Recompute rc : recomputes)
-            for (int sp = 0; sp <= (lm && t > 1 ? 1 : 0); ++sp)
+            for (int sp = 0; sp <= (t > 1 ? 1 : 0); ++sp)
               for (int dist = 0; dist <= (d > 1 ? 1 : 0); ++dist) {
                 Layout l = base;
                 l.tensor_parallel = int(t);

@@ -223,6 +223,13 @@ struct ArenaCase {
   bool bf16;
 };
 
+// The case's name in test listings (CTest names its tests by it).
+void PrintTo(const ArenaCase& k, std::ostream* os) {
+  const char* recompute[] = {"no recompute", "selective recompute", "full recompute"};
+  *os << (k.dropout ? "dropout, " : "no dropout, ") << recompute[int(k.recompute)]
+      << (k.bf16 ? ", bf16" : ", f32");
+}
+
 class PlanArena : public ::testing::TestWithParam<ArenaCase> {};
 
 // One training step of a small GPT (with the Llama-family options: GQA with 2 of 4 heads'

@@ -369,6 +369,18 @@ TEST(PlanLayout, ErrorsNameTheRule) {
               validate_layout(m, l, Implementation::kMegatronLm);
             }).find("--sequence-parallel needs"),
             std::string::npos);
+  // megatron-cpp shards whole positions (GptConfig::validate), and only its GPT.
+  l.tensor_parallel = 2;
+  ModelSpec odd = m;
+  odd.seq_length = 1001;
+  EXPECT_NE(error_of([&] {
+              validate_layout(odd, l, Implementation::kMegatronCpp);
+            }).find("--seq-length 1001 must be divisible by --tensor-model-parallel-size 2"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              validate_layout(bert, l, Implementation::kMegatronCpp);
+            }).find("megatron-cpp's BERT has no sequence parallelism"),
+            std::string::npos);
 }
 
 TEST(PlanSearch, RanksFittingLayoutsFastestFirst) {
@@ -389,16 +401,17 @@ TEST(PlanSearch, RanksFittingLayoutsFastestFirst) {
     }
   }
   // megatron-cpp layouts: TP x PP x DP, the distributed optimizer, full and selective
-  // recompute, no SP.
+  // recompute, SP.
   const SearchResult cpp = search_layouts(m, base, mach, Implementation::kMegatronCpp, 16, 500);
-  bool pipelined = false, selective = false;
+  bool pipelined = false, selective = false, sp = false;
   for (const Candidate& c : cpp.best) {
-    EXPECT_FALSE(c.layout.sequence_parallel);
     pipelined = pipelined || c.layout.pipeline_parallel > 1;
     selective = selective || c.layout.recompute == Recompute::kSelective;
+    sp = sp || c.layout.sequence_parallel;
   }
   EXPECT_TRUE(pipelined);
   EXPECT_TRUE(selective);
+  EXPECT_TRUE(sp);
   EXPECT_NE(error_of([&] {
               search_layouts(m, Layout{}, mach, Implementation::kMegatronLm, 16, 5);
             }).find("--global-batch-size"),
