@@ -56,13 +56,14 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
                        : double(activation_bytes(l.precision));
 
   // Pipeline send/recv: the stage boundary activation (split over TP: Megatron's
-  // scatter-gather optimisation, or sequence parallelism; whole on every TP rank in
-  // megatron-cpp), forward and backward, per chunk.
+  // scatter-gather optimisation, or sequence parallelism; megatron-cpp sends the whole tensor
+  // from every TP rank unless it is a sequence shard), forward and backward, per chunk.
   double p2p = 0;
   if (p > 1) {
     const GroupPlacement neighbours =
         place_group(2, l.tensor_parallel * l.data_parallel, machine.devices_per_node);
-    const double split = impl == Implementation::kMegatronCpp ? 1.0 : l.tensor_parallel;
+    const double split =
+        impl == Implementation::kMegatronCpp && !l.sequence_parallel ? 1.0 : l.tensor_parallel;
     const double bytes = double(model.seq_length) * l.micro_batch * model.hidden_size * e / split;
     p2p = 2 * v * collective_seconds(machine, Collective::kSendRecv, bytes, neighbours);
   }

@@ -83,6 +83,15 @@ grep -q "memory per device (MiB)" "$WORK/cpu_plan.txt"
 grep -q "TP 1 x PP 2 x DP 2" "$WORK/cpu_pp_plan.txt"
 grep -q "optimizer state (6 B/param)" "$WORK/cpu_pp_plan.txt"
 grep -q "optimizer step (transient)" "$WORK/cpu_pp_plan.txt"
+# ... and with sequence parallelism and selective recompute: the pipeline sends shards, the
+# TP all-reduces become all-gathers and reduce-scatters.
+"$BIN" plan --machine "$A100" --num-layers 2 --hidden-size 128 \
+  --num-attention-heads 4 --seq-length 64 --vocab-size 1000 --micro-batch-size 2 \
+  --global-batch-size 8 --world-size 8 --tensor-model-parallel-size 2 \
+  --pipeline-model-parallel-size 2 --sequence-parallel --recompute-granularity selective \
+  > "$WORK/cpu_sp_plan.txt"
+grep -q "recompute selective, sequence-parallel" "$WORK/cpu_sp_plan.txt"
+grep -q "TP reduce-scatter (forward)" "$WORK/cpu_sp_plan.txt"
 
 # Bad input: message and non-zero exit.
 expect_error() {  # expected-message command...
@@ -100,6 +109,9 @@ expect_error "--num-attention-heads 96 must be divisible by --tensor-model-paral
 expect_error "--num-layers 96 must be divisible by --pipeline-model-parallel-size 7" \
   "$BIN" plan --machine "$A100" "${GPT3[@]}" --pipeline-model-parallel-size 7 --world-size 56 \
   --tensor-model-parallel-size 8 --micro-batch-size 1 --implementation megatron-lm
+expect_error "megatron-cpp's BERT has no sequence parallelism" \
+  "$BIN" plan --machine "$A100" "${GPT3[@]}" --model bert --tensor-model-parallel-size 8 \
+  --sequence-parallel --micro-batch-size 1
 expect_error "megatron-cpp pipelines GPT only" \
   "$BIN" plan --machine "$A100" "${GPT3[@]}" --model bert --pipeline-model-parallel-size 2 \
   --micro-batch-size 1

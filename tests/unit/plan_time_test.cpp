@@ -254,6 +254,11 @@ TEST(PlanStep, MegatronCppSequenceParallelMovesTheSameBytes) {
               1e-12 * without.layer_comm_seconds());
   EXPECT_LT(with_sp.layer_forward.memory, without.layer_forward.memory);
   EXPECT_DOUBLE_EQ(with_sp.layer_forward.gemm, without.layer_forward.gemm);
+  // The pipeline sends the [s/t, b, h] shard instead of the whole [s, b, h] (zero latency
+  // here: a t-th of the time).
+  const double whole = predict_step_time(m, l, mach, cpp).pp_p2p;
+  l.sequence_parallel = true;
+  EXPECT_NEAR(predict_step_time(m, l, mach, cpp).pp_p2p, whole / l.tensor_parallel, 1e-12 * whole);
 }
 
 TEST(PlanStep, SelectiveRecomputeRunsTheAttentionCoreAgain) {
