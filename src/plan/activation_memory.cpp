@@ -154,7 +154,7 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
     if (m.bert_binary_head) {
       out.add(b * 4);         // d(loss)
       out.add(b * 2 * 4);     // d(logits)
-      out.add(b * h * 4, 2);  // d(pooled), d([CLS])
+      out.add(b * h * 4, 3);  // d(pooled), d(pooler's pre-tanh), d([CLS])
     }
   }
   r.output = out.bytes;
