@@ -1,5 +1,7 @@
 #include "cli/bench_step.h"
 
+#include <sys/resource.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -78,8 +80,8 @@ void log_breakdown(double step, int64_t iters, double ceiling, double bandwidth)
                 "bandwidth %.1f GB/s:",
                 ceiling / 1e9, bandwidth / 1e9);
   log_line(line);
-  std::snprintf(line, sizeof(line), "  %-44s %6s %9s %6s %9s %9s %8s", "kernel", "calls", "ms",
-                "share", "flop-ms", "byte-ms", "x-floor");
+  std::snprintf(line, sizeof(line), "  %-44s %6s %9s %6s %9s %9s %8s %8s", "kernel", "calls", "ms",
+                "share", "flop-ms", "byte-ms", "x-floor", "faults");
   log_line(line);
   const double n = double(iters);
   double in_kernels = 0, flop_total = 0, byte_total = 0;
@@ -89,9 +91,9 @@ void log_breakdown(double step, int64_t iters, double ceiling, double bandwidth)
     in_kernels += ms;
     flop_total += flop_ms;
     byte_total += byte_ms;
-    std::snprintf(line, sizeof(line), "  %-44s %6.0f %9.2f %5.1f%% %9.2f %9.2f %8.1f",
+    std::snprintf(line, sizeof(line), "  %-44s %6.0f %9.2f %5.1f%% %9.2f %9.2f %8.1f %8.0f",
                   r.name.c_str(), double(r.calls) / n, ms, 100.0 * ms / (step * 1e3), flop_ms,
-                  byte_ms, ms / std::max(flop_ms, byte_ms));
+                  byte_ms, ms / std::max(flop_ms, byte_ms), r.page_faults / n);
     log_line(line);
   }
   std::snprintf(line, sizeof(line), "  %-44s %6s %9.2f %5.1f%%", "outside kernels", "",
@@ -100,6 +102,18 @@ void log_breakdown(double step, int64_t iters, double ceiling, double bandwidth)
   std::snprintf(line, sizeof(line), "  %-44s %6s %9.2f %6s %9.2f %9.2f", "step", "", step * 1e3, "",
                 flop_total, byte_total);
   log_line(line);
+}
+
+// Page faults (minor + major) and system CPU seconds of this process so far: a step that
+// allocates fresh pages shows both.
+struct ProcessUsage {
+  double faults = 0, system_seconds = 0;
+};
+ProcessUsage process_usage() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return {double(u.ru_minflt + u.ru_majflt),
+          double(u.ru_stime.tv_sec) + 1e-6 * double(u.ru_stime.tv_usec)};
 }
 
 }  // namespace
@@ -156,6 +170,7 @@ int run_step_bench(int argc, char** argv) {
   gpt.pipeline_chunks = pipeline_chunks(args, layers_per_virtual_stage);
   TrainerConfig cfg = trainer_config(args, table);
   double t0 = 0, t1 = 0, comm0 = 0, comm1 = 0, wait0 = 0, wait1 = 0;
+  ProcessUsage usage0, usage1;
   cfg.on_iteration_end = [&](int64_t it) {
     if (it != warmup_iters && it != args.train_iters) return;
     synchronize(device);  // the GPU may still be working on the step's last kernels
@@ -164,11 +179,13 @@ int run_step_bench(int argc, char** argv) {
       t0 = now_seconds();
       comm0 = timing->seconds();
       wait0 = pipeline_receive_wait_seconds();
+      usage0 = process_usage();
       if (breakdown) kernels::set_kernel_profiling(true);
     } else if (it == args.train_iters) {
       t1 = now_seconds();
       comm1 = timing->seconds();
       wait1 = pipeline_receive_wait_seconds();
+      usage1 = process_usage();
       kernels::set_kernel_profiling(false);
     }
   };
@@ -217,6 +234,11 @@ int run_step_bench(int argc, char** argv) {
                   100.0 * mean_wait_share, 100.0 * (p - 1) / (v * m + p - 1));
     log_line(line);
   }
+  std::snprintf(line, sizeof(line),
+                "  page faults per step (rank 0): %.0f | system time per step (ms): %.1f",
+                (usage1.faults - usage0.faults) / double(timed_iters),
+                1e3 * (usage1.system_seconds - usage0.system_seconds) / double(timed_iters));
+  log_line(line);
   if (breakdown) log_breakdown(step, timed_iters, ceiling, bandwidth);
   return 0;
 }

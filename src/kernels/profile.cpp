@@ -1,5 +1,7 @@
 #include "kernels/profile.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -19,6 +21,12 @@ bool g_inside = false;  // a profiled kernel is running
 
 double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double process_page_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_minflt + u.ru_majflt);
 }
 
 }  // namespace
@@ -59,14 +67,16 @@ void add_work(KernelWork& w, const GemmProblem& p) {
 
 }  // namespace detail
 
-double KernelProfileScope::enter() {
+void KernelProfileScope::enter() {
   g_inside = true;
-  return now();
+  start_faults_ = process_page_faults();
+  start_ = now();
 }
 
 KernelProfileScope::~KernelProfileScope() {
   if (!kernel_) return;
   const double seconds = now() - start_;
+  const double faults = process_page_faults() - start_faults_;
   g_inside = false;
   const std::string key = work_.shape.empty() ? kernel_ : std::string(kernel_) + " " + work_.shape;
   KernelProfileRow& row = g_rows[key];
@@ -75,6 +85,7 @@ KernelProfileScope::~KernelProfileScope() {
   row.seconds += seconds;
   row.flops += work_.flops;
   row.bytes += work_.bytes;
+  row.page_faults += faults;
 }
 
 }  // namespace megatron::kernels

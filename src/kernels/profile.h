@@ -2,7 +2,8 @@
 // MT_DISPATCH hands to its backend is timed while profiling is on, keyed by the kernel's name
 // (GEMMs by name and shape, so each GEMM group of a layer is a row of its own), with the work it
 // implies: FLOPs for GEMMs (2·batch·M·N·K) and bytes of its tensor operands (each counted once),
-// the two floors the breakdown sets each row against. Off (the default) it costs one relaxed
+// the two floors the breakdown sets each row against, and the page faults of the process
+// while it ran. Off (the default) it costs one relaxed
 // load per kernel call. Calls from the thread that turned profiling on only: kernels called
 // from inside a backend (or from other threads) are part of their caller's time.
 #pragma once
@@ -20,6 +21,7 @@ struct KernelProfileRow {
   std::string name;  // "layernorm_forward", "gemm 1024x2304x768 NT", ...
   int64_t calls = 0;
   double seconds = 0, flops = 0, bytes = 0;
+  double page_faults = 0;  // of the whole process while the kernel ran (minor + major)
 };
 
 // Starts (clearing what was recorded) or stops recording on the calling thread.
@@ -51,17 +53,17 @@ class KernelProfileScope {
     if (!detail::kernel_profiling_on()) return;
     kernel_ = kernel;
     (detail::add_work(work_, operands), ...);
-    start_ = enter();
+    enter();
   }
   ~KernelProfileScope();
   KernelProfileScope(const KernelProfileScope&) = delete;
   KernelProfileScope& operator=(const KernelProfileScope&) = delete;
 
  private:
-  static double enter();  // marks a profiled kernel running; returns the time now
+  void enter();  // marks a profiled kernel running; reads the clock and the fault count
   const char* kernel_ = nullptr;
   detail::KernelWork work_;
-  double start_ = 0;
+  double start_ = 0, start_faults_ = 0;
 };
 
 }  // namespace megatron::kernels
