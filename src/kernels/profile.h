@@ -1,11 +1,11 @@
 // Per-kernel wall time for `megatron bench --mode step --breakdown`: every CPU kernel that
 // MT_DISPATCH hands to its backend is timed while profiling is on, keyed by the kernel's name
 // (GEMMs by name and shape, so each GEMM group of a layer is a row of its own), with the work it
-// implies: FLOPs for GEMMs (2·batch·M·N·K) and bytes of its tensor operands (each counted once),
-// the two floors the breakdown sets each row against, and the page faults of the process
-// while it ran. Off (the default) it costs one relaxed
-// load per kernel call. Calls from the thread that turned profiling on only: kernels called
-// from inside a backend (or from other threads) are part of their caller's time.
+// implies — FLOPs for GEMMs (2·batch·M·N·K) and the bytes of its tensor operands, the two floors
+// the breakdown sets each row against — and the page faults of the process while it ran. Off
+// (the default) it costs a call and a relaxed load per kernel call. Only calls from the thread
+// that turned profiling on are recorded; a kernel called inside another (or from another
+// thread) is part of its caller's time.
 #pragma once
 
 #include <cstdint>
