@@ -1,5 +1,7 @@
 #include "cli/bench_step.h"
 
+#include <sys/resource.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -14,6 +16,7 @@
 #include "distributed/timing_communicator.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
+#include "kernels/profile.h"
 #include "pipeline/pipeline_executor.h"
 #include "train/training_log.h"
 
@@ -48,6 +51,71 @@ double gemm_ceiling_flops(DType dtype, Device device, Communicator& world, int64
   return 2.0 * double(n) * double(n) * double(n) / best;
 }
 
+// The bandwidth floor: bytes/s of one process copying a buffer far larger than the caches
+// (read + write counted), while every rank runs it at once. Best of `reps`.
+double copy_bandwidth(Device device, Communicator& world, int64_t n = int64_t(1) << 26,
+                      int reps = 3) {
+  Tensor src = Tensor::empty({n}, DType::F32, device);  // [n]
+  Tensor dst = Tensor::empty({n}, DType::F32, device);  // [n]
+  kernels::fill(src, 1.f);
+  kernels::fill(dst, 0.f);
+  synchronize(device);
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    world.barrier();
+    const double t0 = now_seconds();
+    kernels::copy(src, dst);
+    synchronize(device);
+    best = std::min(best, now_seconds() - t0);
+  }
+  return 2.0 * double(src.nbytes()) / best;
+}
+
+// The kernels of one step, slowest first, each against its floors: its FLOPs at the GEMM
+// ceiling and its operand bytes at the copy bandwidth; what no kernel ran is "outside kernels".
+void log_breakdown(double step, int64_t iters, double ceiling, double bandwidth) {
+  char line[512];
+  std::snprintf(line, sizeof(line),
+                "  breakdown per step (ms), floors at the GEMM ceiling %.1f GFLOP/s and the copy "
+                "bandwidth %.1f GB/s:",
+                ceiling / 1e9, bandwidth / 1e9);
+  log_line(line);
+  std::snprintf(line, sizeof(line), "  %-44s %6s %9s %6s %9s %9s %8s %8s", "kernel", "calls", "ms",
+                "share", "flop-ms", "byte-ms", "x-floor", "faults");
+  log_line(line);
+  const double n = double(iters);
+  double in_kernels = 0, flop_total = 0, byte_total = 0;
+  for (const kernels::KernelProfileRow& r : kernels::kernel_profile()) {
+    const double ms = r.seconds / n * 1e3, flop_ms = r.flops / n / ceiling * 1e3,
+                 byte_ms = r.bytes / n / bandwidth * 1e3;
+    in_kernels += ms;
+    flop_total += flop_ms;
+    byte_total += byte_ms;
+    std::snprintf(line, sizeof(line), "  %-44s %6.0f %9.2f %5.1f%% %9.2f %9.2f %8.1f %8.0f",
+                  r.name.c_str(), double(r.calls) / n, ms, 100.0 * ms / (step * 1e3), flop_ms,
+                  byte_ms, ms / std::max(flop_ms, byte_ms), r.page_faults / n);
+    log_line(line);
+  }
+  std::snprintf(line, sizeof(line), "  %-44s %6s %9.2f %5.1f%%", "outside kernels", "",
+                step * 1e3 - in_kernels, 100.0 * (1.0 - in_kernels / (step * 1e3)));
+  log_line(line);
+  std::snprintf(line, sizeof(line), "  %-44s %6s %9.2f %6s %9.2f %9.2f", "step", "", step * 1e3, "",
+                flop_total, byte_total);
+  log_line(line);
+}
+
+// Page faults (minor + major) and system CPU seconds of this process so far: a step that
+// allocates fresh pages shows both.
+struct ProcessUsage {
+  double faults = 0, system_seconds = 0;
+};
+ProcessUsage process_usage() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return {double(u.ru_minflt + u.ru_majflt),
+          double(u.ru_stime.tv_sec) + 1e-6 * double(u.ru_stime.tv_usec)};
+}
+
 }  // namespace
 
 int run_step_bench(int argc, char** argv) {
@@ -66,11 +134,15 @@ int run_step_bench(int argc, char** argv) {
   args.eval_iters = 0;
   std::string mode = "step";
   int64_t warmup_iters = 2, timed_iters = 5;
+  bool breakdown = false;
   ArgTable table(app);
   add_training_args(table, args);
   app.add_option("--mode", mode, "benchmark mode (this one: step)");
   app.add_option("--warmup-iters", warmup_iters, "untimed iterations first");
   app.add_option("--timed-iters", timed_iters, "timed iterations");
+  app.add_flag("--breakdown", breakdown,
+               "time every CPU kernel of the timed steps (kernels/profile.h) against its FLOP "
+               "and byte floors");
   int layers_per_virtual_stage = 0;
   table.add("--num-layers-per-virtual-pipeline-stage", layers_per_virtual_stage,
             "layers per model chunk: the interleaved 1F1B schedule");
@@ -80,6 +152,8 @@ int run_step_bench(int argc, char** argv) {
   MT_REQUIRE(warmup_iters >= 1 && timed_iters >= 1,
              "--warmup-iters and --timed-iters must be >= 1");
   MT_REQUIRE(args.mock_data, "the step benchmark runs on --mock-data");
+  MT_REQUIRE(!breakdown || !args.compute_device.is_cuda(),
+             "--breakdown times CPU kernels; run it with --device cpu");
   args.train_iters = warmup_iters + timed_iters;
   args.log_interval = args.train_iters;
 
@@ -89,12 +163,14 @@ int run_step_bench(int argc, char** argv) {
   const DType dtype = args.bf16 ? DType::BF16 : DType::F32;
   const Device device = args.compute_device;
   const double ceiling = gemm_ceiling_flops(dtype, device, *timing);
+  const double bandwidth = breakdown ? copy_bandwidth(device, *timing) : 0.0;
 
   const Vocabulary vocab = build_vocabulary(args);
   GptStepConfig gpt = gpt_step_config(args, vocab, false);
   gpt.pipeline_chunks = pipeline_chunks(args, layers_per_virtual_stage);
   TrainerConfig cfg = trainer_config(args, table);
   double t0 = 0, t1 = 0, comm0 = 0, comm1 = 0, wait0 = 0, wait1 = 0;
+  ProcessUsage usage0, usage1;
   cfg.on_iteration_end = [&](int64_t it) {
     if (it != warmup_iters && it != args.train_iters) return;
     synchronize(device);  // the GPU may still be working on the step's last kernels
@@ -103,10 +179,14 @@ int run_step_bench(int argc, char** argv) {
       t0 = now_seconds();
       comm0 = timing->seconds();
       wait0 = pipeline_receive_wait_seconds();
+      usage0 = process_usage();
+      if (breakdown) kernels::set_kernel_profiling(true);
     } else if (it == args.train_iters) {
       t1 = now_seconds();
       comm1 = timing->seconds();
       wait1 = pipeline_receive_wait_seconds();
+      usage1 = process_usage();
+      kernels::set_kernel_profiling(false);
     }
   };
   const GptConfig& model = gpt.model;
@@ -154,6 +234,12 @@ int run_step_bench(int argc, char** argv) {
                   100.0 * mean_wait_share, 100.0 * (p - 1) / (v * m + p - 1));
     log_line(line);
   }
+  std::snprintf(line, sizeof(line),
+                "  page faults per step (rank 0): %.0f | system time per step (ms): %.1f",
+                (usage1.faults - usage0.faults) / double(timed_iters),
+                1e3 * (usage1.system_seconds - usage0.system_seconds) / double(timed_iters));
+  log_line(line);
+  if (breakdown) log_breakdown(step, timed_iters, ceiling, bandwidth);
   return 0;
 }
 

@@ -190,7 +190,7 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
     if (m.bert_binary_head) {
       out.add(b * 4);         // d(loss)
       out.add(b * 2 * 4);     // d(logits)
-      out.add(b * h * 4, 3);  // d(pooled), d(pre-tanh), d([CLS]) (BertPooler::backward)
+      out.add(b * h * 4, 3);  // d(pooled), d(pooler's pre-tanh), d([CLS])
     }
   }
   r.output = out.bytes;

@@ -20,7 +20,7 @@ Usage:
   bench_pytorch_gpt.py --model 12,768,12,1024,32 [--model L,h,heads,s,micro_batch ...]
                        [--warmup 3] [--iters 10] [--ceiling 8192] [--json results.json]
 Prints one line per model:
-  pytorch GPT L=12 h=768 heads=12 s=1024 micro-batch=32: step time (ms): ... | tokens/s: ... |
+  pytorch GPT L=12 h=768 heads=12 s=1024 micro-batch=32 bf16: step time (ms): ... | tokens/s: ... |
   TFLOP/s: ... | peak memory (GiB): ...
 and, with --ceiling N, "pytorch bf16 GEMM ceiling (N^3): ... TFLOP/s" (median of 20 products of
 random N×N bf16 matrices after 3 warm-ups, timed with CUDA events).
@@ -48,6 +48,18 @@ def megatron_flops_per_step(batch, seq, layers, hidden, vocab):
         1 + seq / (6.0 * hidden) + vocab / (12.0 * layers * hidden))
 
 
+def causal_attention(q, k, v, dropout_p):
+    """F.scaled_dot_product_attention(is_causal=True) where PyTorch has it (2.0+); before that
+    (Debian's 1.13) the same product written out: scores, causal mask, softmax, dropout."""
+    if hasattr(F, "scaled_dot_product_attention"):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout_p)
+    s = q.shape[-2]
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    mask = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
+    probs = F.dropout(scores.masked_fill(mask, float("-inf")).softmax(-1), dropout_p)
+    return probs @ v
+
+
 class Block(nn.Module):
     def __init__(self, hidden, heads, dropout):
         super().__init__()
@@ -63,8 +75,7 @@ class Block(nn.Module):
         b, s, h = x.shape
         q, k, v = self.qkv(self.ln1(x)).view(b, s, 3, self.heads, h // self.heads).permute(
             2, 0, 3, 1, 4)  # each [b, heads, s, head_dim]
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True,
-                                           dropout_p=self.dropout if self.training else 0.0)
+        a = causal_attention(q, k, v, self.dropout if self.training else 0.0)
         a = a.transpose(1, 2).reshape(b, s, h)
         x = x + F.dropout(self.proj(a), self.dropout, self.training)
         m = self.fc2(F.gelu(self.fc(self.ln2(x))))
@@ -110,7 +121,8 @@ def synchronize(device):
         torch.cuda.synchronize()
 
 
-def bench_model(layers, hidden, heads, seq, micro_batch, warmup, iters, device="cuda"):
+def bench_model(layers, hidden, heads, seq, micro_batch, warmup, iters, device="cuda",
+                dtype="bf16"):
     vocab = padded_vocab(VOCAB)
     torch.manual_seed(1234)
     model = GPT(layers, hidden, heads, seq, vocab).to(device).train()
@@ -119,7 +131,7 @@ def bench_model(layers, hidden, heads, seq, micro_batch, warmup, iters, device="
     inputs, labels = ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
 
     def step():
-        with torch.autocast(device, dtype=torch.bfloat16):
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=dtype == "bf16"):
             loss = model(inputs, labels)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -179,8 +191,13 @@ def main():
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--ceiling", type=int, default=0, help="also measure an N^3 bf16 GEMM")
     ap.add_argument("--json", help="write the results here")
-    ap.add_argument("--device", default="cuda", help="cuda; cpu only to smoke-test this script")
+    ap.add_argument("--device", default="cuda", help="cuda or cpu (bench/compare_pytorch.sh)")
+    ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"],
+                    help="bf16: fp32 weights under bf16 autocast (megatron --bf16); fp32: no autocast")
+    ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: PyTorch's choice)")
     args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     if args.device == "cuda" and not torch.cuda.is_available():
         print("pytorch: no GPU visible (torch.cuda.is_available() is False)")
         return 1
@@ -194,9 +211,9 @@ def main():
     status = 0
     for spec in args.model:
         L, h, heads, s, mb = (int(x) for x in spec.split(","))
-        name = f"pytorch GPT L={L} h={h} heads={heads} s={s} micro-batch={mb}"
+        name = f"pytorch GPT L={L} h={h} heads={heads} s={s} micro-batch={mb} {args.dtype}"
         try:
-            r = bench_model(L, h, heads, s, mb, args.warmup, args.iters, args.device)
+            r = bench_model(L, h, heads, s, mb, args.warmup, args.iters, args.device, args.dtype)
         except torch.cuda.OutOfMemoryError:
             print(f"{name}: out of GPU memory", flush=True)
             gc.collect()

@@ -1,7 +1,8 @@
 // kernels::cpu::gemm (contract: kernels/gemm.h; kernels/gemm.cpp checks the operands, builds the
 // GemmProblem and keeps empty and K = 0 problems away from here): one backend per dtype
 // (numbers and reasons in docs/kernels.md):
-//   f32  → OpenBLAS sgemm when its kernel can run on this CPU, else oneDNN matmul, else (a build
+//   f32  → a batch (batch > 1) as one oneDNN matmul when oneDNN has a JIT kernel for it; else
+//          OpenBLAS sgemm when its kernel can run on this CPU, else oneDNN matmul, else (a build
 //          with neither library, or no oneDNN JIT kernel) the built-in blocked GEMM;
 //   bf16 → oneDNN matmul when it has a JIT kernel (AVX-512 / AMX CPUs); otherwise the bf16
 //          operands are widened to f32 (exact) and multiplied by the f32 path, which still
@@ -60,7 +61,21 @@ bool run_onednn(const GemmProblem& p) {
 #endif
 }
 
+// A batch of products (attention's per-head QKᵀ and PV: 96 entries of 128×128×64 for GPT-2 at
+// micro-batch 8) as one oneDNN primitive, which spreads the entries over the threads; OpenBLAS
+// takes them one call at a time (bench/RESULTS.md, issue 17). False when oneDNN has no JIT
+// kernel for the batch as a whole.
+bool run_onednn_batched(const GemmProblem& p) {
+#ifdef MEGATRON_HAS_ONEDNN
+  return p.batch > 1 && onednn_matmul(p);
+#else
+  (void)p;
+  return false;
+#endif
+}
+
 void run_f32(const GemmProblem& p) {
+  if (run_onednn_batched(p)) return;
 #ifdef MEGATRON_HAS_OPENBLAS
   if (blas_usable()) return blas_sgemm(p);
 #endif
