@@ -5,7 +5,6 @@
 // of pretraining, printing the validation accuracy of each --valid-data set after every epoch
 // and keeping the best epoch's checkpoint in SAVE/best. See docs/tasks.md.
 #include <CLI/CLI.hpp>
-#include <iostream>
 
 #include "cli/args.h"
 #include "cli/bert_setup.h"
@@ -87,11 +86,7 @@ int run_finetune(int argc, char** argv) {
             "passes over the training data (0: only evaluate --valid-data)");
   add_bert_layernorm_flags(table, flags.layernorm);
   MegatronFlags megatron_flags(app);
-  if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
-  if (megatron_flags.print_table()) {
-    std::cout << megatron_flags.table();
-    return 0;
-  }
+  if (int rc = megatron_flags.parse(argc, argv); rc >= 0) return rc;
   select_training_device(args);
 
   std::shared_ptr<Communicator> world =

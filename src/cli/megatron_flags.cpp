@@ -2,7 +2,9 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
+#include <iostream>
 
+#include "cli/args.h"
 #include "core/error.h"
 #include "core/logging.h"
 
@@ -634,6 +636,15 @@ MegatronFlags::MegatronFlags(CLI::App& app) : app_(app) {
     }
     entry.option->group("Megatron-LM flags (docs/megatron-compat.md)");
   }
+}
+
+int MegatronFlags::parse(int argc, char** argv) {
+  if (int rc = parse_command_line(app_, argc, argv); rc >= 0) return rc;
+  if (print_table_) {
+    std::cout << table();
+    return 0;
+  }
+  return -1;
 }
 
 void MegatronFlags::check() const {

@@ -58,8 +58,10 @@ class MegatronFlags {
   // Whether `flag`, one of the flags registered here (not implemented), was given.
   bool given(std::string_view flag) const;
 
-  // Whether --print-megatron-flags was given: print table() and exit.
-  bool print_table() const { return print_table_; }
+  // Parses the command line into the app (cli/args.h parse_command_line: argparse's rules)
+  // and, for --print-megatron-flags, prints table(). Returns the exit code when the command
+  // stops here (help, a parse error, the table), else -1.
+  int parse(int argc, char** argv);
 
   // One line per Megatron flag: "flag<TAB>status<TAB>note", status being "supported",
   // "no effect", "rejected" or "no effect if VALUE"; notes are the help text or the reason.

@@ -2,7 +2,6 @@
 // print them, build the WordPiece tokenizer and the sentence-level BERT datasets, then run
 // the Trainer with the BERT model step (logs `lm loss` and `sop loss`).
 #include <CLI/CLI.hpp>
-#include <iostream>
 
 #include "cli/args.h"
 #include "cli/bert_setup.h"
@@ -48,11 +47,7 @@ int run_pretrain_bert(int argc, char** argv) {
                  "no pooler and no sentence-order-prediction head/loss");
   add_bert_layernorm_flags(table, flags.layernorm);
   MegatronFlags megatron_flags(app);
-  if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
-  if (megatron_flags.print_table()) {
-    std::cout << megatron_flags.table();
-    return 0;
-  }
+  if (int rc = megatron_flags.parse(argc, argv); rc >= 0) return rc;
   select_training_device(args);
 
   std::shared_ptr<Communicator> world =

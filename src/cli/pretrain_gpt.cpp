@@ -1,7 +1,6 @@
 // `megatron pretrain-gpt` — Megatron-LM's pretrain_gpt.py: parse and validate the flags,
 // print them, build the tokenizer and datasets (or --mock-data), then run the Trainer.
 #include <CLI/CLI.hpp>
-#include <iostream>
 
 #include "cli/args.h"
 #include "cli/gpt_setup.h"
@@ -36,11 +35,7 @@ int run_pretrain_gpt(int argc, char** argv) {
             "layers per model chunk: the interleaved 1F1B schedule (docs/parallelism.md)");
   // Last: Megatron's flags that this command has not registered above.
   MegatronFlags megatron_flags(app);
-  if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
-  if (megatron_flags.print_table()) {
-    std::cout << megatron_flags.table();
-    return 0;
-  }
+  if (int rc = megatron_flags.parse(argc, argv); rc >= 0) return rc;
   // pretrain_gpt.py's default; --mock-data --vocab-size V needs no tokenizer here.
   if (args.tokenizer_type.empty() && !args.mock_data) args.tokenizer_type = "GPT2BPETokenizer";
   select_training_device(args);

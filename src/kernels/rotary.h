@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "core/tensor.h"
+#include "kernels/host_device.h"
 
 namespace megatron::kernels {
 
@@ -38,12 +39,6 @@ struct Llama3RopeScaling {
   bool enabled() const { return factor > 0.0f; }
   bool operator==(const Llama3RopeScaling&) const = default;
 };
-
-#ifdef __CUDACC__
-#define MT_HOST_DEVICE __host__ __device__
-#else
-#define MT_HOST_DEVICE
-#endif
 
 // ω_j after Llama 3's rule (contract above); shared by the CPU and CUDA kernels.
 MT_HOST_DEVICE inline float llama3_scaled_inv_freq(float inv_freq, float factor,

@@ -8,6 +8,7 @@
 
 #include "core/philox.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/nucleus_support.h"
 
 namespace megatron::kernels::cpu {
 
@@ -127,21 +128,10 @@ int64_t sample_candidates(const Tensor& values, const Tensor& ids, const Tensor&
     int64_t keep = c;
     bool complete = true;
     if (nucleus) {
-      const double inv_sum = 1.0 / double(se[r]);
-      double mass_before = 0.0;  // probability of the candidates before j
-      bool has_empty = false;
-      keep = 0;
-      for (int64_t j = 0; j < c; ++j) {
-        if (id[r * c + j] < 0) {
-          has_empty = true;
-          break;
-        }
-        if (j > 0 && mass_before > double(top_p)) break;
-        keep = j + 1;
-        mass_before += std::exp(double(v[r * c + j]) - double(mx[r])) * inv_sum;
-      }
-      // The list ran out while the nucleus was still open.
-      complete = keep < c || has_empty || whole_vocabulary || mass_before > double(top_p);
+      const NucleusSupport support =
+          nucleus_support(v + r * c, id + r * c, c, mx[r], se[r], top_p, whole_vocabulary);
+      keep = support.keep;
+      complete = support.complete;
     }
     if (!complete) {
       ++incomplete;

@@ -22,6 +22,7 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/philox.cuh"
+#include "kernels/nucleus_support.h"
 
 namespace megatron::kernels::cuda {
 
@@ -135,24 +136,14 @@ __global__ void sample_candidates_kernel(const float* v, const int32_t* id, int6
                                          unsigned* incomplete) {
   const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r >= rows) return;
-  // Candidates [0, keep) form the draw's support (the CPU twin's loop, statement for statement).
+  // Candidates [0, keep) form the draw's support, as on the CPU.
   int64_t keep = c;
   bool complete = true;
   if (top_p > 0.0f) {
-    const double inv_sum = 1.0 / double(se[r]);
-    double mass_before = 0.0;
-    bool has_empty = false;
-    keep = 0;
-    for (int64_t j = 0; j < c; ++j) {
-      if (id[r * c + j] < 0) {
-        has_empty = true;
-        break;
-      }
-      if (j > 0 && mass_before > double(top_p)) break;
-      keep = j + 1;
-      mass_before += exp(double(v[r * c + j]) - double(mx[r])) * inv_sum;
-    }
-    complete = keep < c || has_empty || whole_vocabulary || mass_before > double(top_p);
+    const NucleusSupport support =
+        nucleus_support(v + r * c, id + r * c, c, mx[r], se[r], top_p, whole_vocabulary);
+    keep = support.keep;
+    complete = support.complete;
   }
   if (!complete) {
     atomicAdd(incomplete, 1u);
