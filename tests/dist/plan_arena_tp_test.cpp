@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "../common/plan_arena_harness.h"
 #include "model/gpt_model.h"
 #include "plan/activation_memory.h"
 #include "plan/layout.h"
@@ -26,58 +27,20 @@ struct TpArenaCase {
 
 void expect_tp_arenas_predicted(const TpArenaCase& k) {
   const int t = test::world_size();
-  GptConfig gc;
-  gc.num_layers = 2;
-  gc.hidden_size = 64;
-  gc.num_attention_heads = 4;
-  gc.ffn_hidden_size = k.llama ? 96 : 0;
-  gc.vocab_size = 1000;
-  gc.padded_vocab_size = 1024;
-  gc.max_position_embeddings = 24;
-  gc.seq_length = 24;  // divisible by every TP size tested
-  gc.hidden_dropout = gc.attention_dropout = 0.1f;
+  GptConfig gc = arena_gpt_config(2, k.llama);
   gc.recompute_activations = k.recompute == Recompute::kFull;
   gc.selective_recompute = k.recompute == Recompute::kSelective;
   gc.sequence_parallel = k.sequence_parallel;
   gc.compute_dtype = k.bf16 ? DType::BF16 : DType::F32;
-  if (k.llama) {
-    gc.arch.num_query_groups = 2;
-    gc.arch.kv_channels = 24;
-    gc.arch.swiglu = true;
-    gc.arch.normalization = Normalization::kRMSNorm;
-    gc.arch.position_embedding = PositionEmbedding::kRope;
-    gc.arch.add_bias_linear = false;
-    gc.arch.untie_embeddings_and_output_weights = true;
-  }
   ParallelState ps = test::tp_world_state();
   ParameterStore store(ps.tp_rank, ps.tp_size);
   GptModel model(gc, ps, store);
   store.allocate();
   model.init_weights(7);
-  const int64_t b = 3, s = gc.seq_length;
-  std::vector<int32_t> ids(size_t(b * s));
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i * 37 % gc.vocab_size);
-  GptBatch batch{Tensor::from_vector(ids, {b, s}), Tensor::from_vector(ids, {b, s}),
-                 Tensor::from_vector(std::vector<float>(size_t(b * s), 1.0f), {b, s}), 0, 0};
-  model.forward_backward(batch, 1.0f, 11);
+  const int64_t b = 3;
+  model.forward_backward(arena_batch(gc, b), 1.0f, 11);
 
-  ModelSpec m;
-  m.num_layers = gc.num_layers;
-  m.hidden_size = gc.hidden_size;
-  m.num_attention_heads = gc.num_attention_heads;
-  m.ffn_hidden_size = gc.ffn_hidden_size;
-  m.seq_length = s;
-  m.vocab_size = gc.vocab_size;
-  m.hidden_dropout = m.attention_dropout = gc.hidden_dropout;
-  if (k.llama) {
-    m.num_query_groups = 2;
-    m.kv_channels = 24;
-    m.swiglu = true;
-    m.rmsnorm = true;
-    m.learned_position_embeddings = false;
-    m.add_bias_linear = false;
-    m.untie_embeddings_and_output_weights = true;
-  }
+  const ModelSpec m = arena_model_spec(gc, k.llama);
   Layout l;
   l.tensor_parallel = t;
   l.micro_batch = b;
@@ -115,49 +78,15 @@ TEST(PlanArenaTensorParallel, SequenceParallelStageArenasExactly) {
   if (t == 1) GTEST_SKIP() << "sequence parallelism needs TP > 1";
   for (Recompute rc : {Recompute::kNone, Recompute::kFull, Recompute::kSelective}) {
     SCOPED_TRACE(::testing::Message() << "recompute " << int(rc));
-    GptConfig gc;
-    gc.num_layers = 3;
-    gc.hidden_size = 64;
-    gc.num_attention_heads = 4;
-    gc.vocab_size = 1000;
-    gc.padded_vocab_size = 1024;
-    gc.max_position_embeddings = 24;
-    gc.seq_length = 24;
-    gc.hidden_dropout = gc.attention_dropout = 0.1f;
+    GptConfig gc = arena_gpt_config(3, /*llama=*/false);
     gc.recompute_activations = rc == Recompute::kFull;
     gc.selective_recompute = rc == Recompute::kSelective;
     gc.sequence_parallel = true;
-    ParallelState ps = test::tp_world_state();
-    std::vector<std::unique_ptr<ParameterStore>> stores;
-    std::vector<std::unique_ptr<GptModel>> stages;
-    for (int r = 0; r < 3; ++r) {
-      stores.push_back(std::make_unique<ParameterStore>(ps.tp_rank, ps.tp_size));
-      stages.push_back(
-          std::make_unique<GptModel>(gc, ps, *stores.back(), stage_range(3, 3, r, 1, 0)));
-      stores.back()->allocate();
-      stages.back()->init_weights(7);
-    }
     const int64_t b = 2, s = gc.seq_length;
-    std::vector<int32_t> ids(size_t(b * s));
-    for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i * 37 % gc.vocab_size);
-    GptBatch batch{Tensor::from_vector(ids, {b, s}), Tensor::from_vector(ids, {b, s}),
-                   Tensor::from_vector(std::vector<float>(size_t(b * s), 1.0f), {b, s}), 0, 0};
-    std::vector<GptModel::StageCtxPtr> ctxs;
-    Tensor x;
-    for (auto& stage : stages) {
-      ctxs.push_back(stage->make_stage_ctx());
-      x = stage->forward_stage(*ctxs.back(), batch, x, true, 11);
-    }
-    Tensor dx;
-    for (int r = 2; r >= 0; --r) dx = stages[size_t(r)]->backward_stage(*ctxs[size_t(r)], dx, 1.0f);
-
-    ModelSpec m;
-    m.num_layers = gc.num_layers;
-    m.hidden_size = gc.hidden_size;
-    m.num_attention_heads = gc.num_attention_heads;
-    m.seq_length = s;
-    m.vocab_size = gc.vocab_size;
-    m.hidden_dropout = m.attention_dropout = gc.hidden_dropout;
+    const ThreeStages run = run_three_stages(gc, test::tp_world_state(), b);
+    const auto& stages = run.stages;
+    const auto& ctxs = run.ctxs;
+    const ModelSpec m = arena_model_spec(gc, /*llama=*/false);
     Layout l;
     l.tensor_parallel = t;
     l.pipeline_parallel = 3;

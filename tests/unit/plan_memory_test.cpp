@@ -4,6 +4,7 @@
 // (2022) Table 2, and the arenas of GptModel / BertModel after a real training step.
 #include <gtest/gtest.h>
 
+#include "../common/plan_arena_harness.h"
 #include "data/bert_data_loader.h"
 #include "model/bert_model.h"
 #include "model/gpt_model.h"
@@ -236,57 +237,20 @@ class PlanArena : public ::testing::TestWithParam<ArenaCase> {};
 // groups, head dim 24 != h/a, SwiGLU, RMSNorm, RoPE, no linear biases, an untied output layer),
 // then the planner's prediction of its arenas and of its parameter count.
 void expect_gpt_arenas_predicted(const ArenaCase& k, bool llama) {
-  GptConfig gc;
-  gc.num_layers = 3;
-  gc.hidden_size = 64;
-  gc.num_attention_heads = 4;
-  gc.ffn_hidden_size = llama ? 96 : 0;
-  gc.vocab_size = 1000;
-  gc.padded_vocab_size = 1024;
-  gc.max_position_embeddings = 24;
-  gc.seq_length = 24;
+  GptConfig gc = arena_gpt_config(3, llama);
   gc.hidden_dropout = gc.attention_dropout = k.dropout ? 0.1f : 0.0f;
   gc.recompute_activations = k.recompute == Recompute::kFull;
   gc.selective_recompute = k.recompute == Recompute::kSelective;
   gc.compute_dtype = k.bf16 ? DType::BF16 : DType::F32;
-  if (llama) {
-    gc.arch.num_query_groups = 2;
-    gc.arch.kv_channels = 24;
-    gc.arch.swiglu = true;
-    gc.arch.normalization = Normalization::kRMSNorm;
-    gc.arch.position_embedding = PositionEmbedding::kRope;
-    gc.arch.add_bias_linear = false;
-    gc.arch.untie_embeddings_and_output_weights = true;
-  }
   ParallelState ps = test::solo_parallel_state();
   ParameterStore store(0, 1);
   GptModel model(gc, ps, store);
   store.allocate();
   model.init_weights(7);
-  const int64_t b = 3, s = gc.seq_length;
-  std::vector<int32_t> ids(size_t(b * s));
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i * 37 % gc.vocab_size);
-  GptBatch batch{Tensor::from_vector(ids, {b, s}), Tensor::from_vector(ids, {b, s}),
-                 Tensor::from_vector(std::vector<float>(size_t(b * s), 1.0f), {b, s}), 0, 0};
-  model.forward_backward(batch, 1.0f, 11);
+  const int64_t b = 3;
+  model.forward_backward(arena_batch(gc, b), 1.0f, 11);
 
-  ModelSpec m;
-  m.num_layers = gc.num_layers;
-  m.hidden_size = gc.hidden_size;
-  m.num_attention_heads = gc.num_attention_heads;
-  m.ffn_hidden_size = gc.ffn_hidden_size;
-  m.seq_length = s;
-  m.vocab_size = gc.vocab_size;
-  m.hidden_dropout = m.attention_dropout = gc.hidden_dropout;
-  if (llama) {
-    m.num_query_groups = 2;
-    m.kv_channels = 24;
-    m.swiglu = true;
-    m.rmsnorm = true;
-    m.learned_position_embeddings = false;
-    m.add_bias_linear = false;
-    m.untie_embeddings_and_output_weights = true;
-  }
+  const ModelSpec m = arena_model_spec(gc, llama);
   Layout l;
   l.micro_batch = b;
   l.recompute = k.recompute;
@@ -460,46 +424,13 @@ TEST(PlanPipeline, BuffersOfOneFOneBByHand) {
 // the received input and its gradient's copy (2).
 TEST(PlanPipeline, MegatronCppStageArenasExactly) {
   for (const bool bf16 : {false, true}) {
-    GptConfig gc;
-    gc.num_layers = 3;
-    gc.hidden_size = 64;
-    gc.num_attention_heads = 4;
-    gc.vocab_size = 1000;
-    gc.padded_vocab_size = 1024;
-    gc.max_position_embeddings = 24;
-    gc.seq_length = 24;
+    GptConfig gc = arena_gpt_config(3, /*llama=*/false);
     gc.compute_dtype = bf16 ? DType::BF16 : DType::F32;
-    ParallelState ps = test::solo_parallel_state();
-    std::vector<std::unique_ptr<ParameterStore>> stores;
-    std::vector<std::unique_ptr<GptModel>> stages;
-    for (int r = 0; r < 3; ++r) {
-      stores.push_back(std::make_unique<ParameterStore>(0, 1));
-      stages.push_back(
-          std::make_unique<GptModel>(gc, ps, *stores.back(), stage_range(3, 3, r, 1, 0)));
-      stores.back()->allocate();
-      stages.back()->init_weights(7);
-    }
     const int64_t b = 2, s = gc.seq_length;
-    std::vector<int32_t> ids(size_t(b * s));
-    for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i * 37 % gc.vocab_size);
-    GptBatch batch{Tensor::from_vector(ids, {b, s}), Tensor::from_vector(ids, {b, s}),
-                   Tensor::from_vector(std::vector<float>(size_t(b * s), 1.0f), {b, s}), 0, 0};
-    std::vector<GptModel::StageCtxPtr> ctxs;
-    Tensor x;
-    for (auto& stage : stages) {
-      ctxs.push_back(stage->make_stage_ctx());
-      x = stage->forward_stage(*ctxs.back(), batch, x, true, 11);
-    }
-    Tensor dx;
-    for (int r = 2; r >= 0; --r) dx = stages[size_t(r)]->backward_stage(*ctxs[size_t(r)], dx, 1.0f);
-
-    ModelSpec m;
-    m.num_layers = gc.num_layers;
-    m.hidden_size = gc.hidden_size;
-    m.num_attention_heads = gc.num_attention_heads;
-    m.seq_length = s;
-    m.vocab_size = gc.vocab_size;
-    m.hidden_dropout = m.attention_dropout = gc.hidden_dropout;
+    const ThreeStages run = run_three_stages(gc, test::solo_parallel_state(), b);
+    const auto& stages = run.stages;
+    const auto& ctxs = run.ctxs;
+    const ModelSpec m = arena_model_spec(gc, /*llama=*/false);
     Layout l;
     l.pipeline_parallel = 3;
     l.micro_batch = b;

@@ -1,0 +1,102 @@
+// What the planner's byte-exact arena tests share (tests/unit/plan_memory_test.cpp at TP 1,
+// tests/dist/plan_arena_tp_test.cpp at TP = world size): a tiny GPT, optionally with the Llama
+// options, the ModelSpec the planner sees for it, one deterministic micro-batch, and that GPT
+// cut into three one-layer pipeline stages run forward then backward in this process.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "model/gpt_model.h"
+#include "model/stage_range.h"
+#include "plan/model_spec.h"
+
+namespace megatron::plan {
+
+// h 64, 4 heads, vocabulary 1000 (padded 1024), s 24 (divisible by every TP size tested),
+// dropout 0.1. The Llama options: GQA (2 groups of 4 heads), head dim 24, SwiGLU (ffn 96),
+// RMSNorm, RoPE, no biases, untied embeddings.
+inline GptConfig arena_gpt_config(int num_layers, bool llama) {
+  GptConfig gc;
+  gc.num_layers = num_layers;
+  gc.hidden_size = 64;
+  gc.num_attention_heads = 4;
+  gc.ffn_hidden_size = llama ? 96 : 0;
+  gc.vocab_size = 1000;
+  gc.padded_vocab_size = 1024;
+  gc.max_position_embeddings = 24;
+  gc.seq_length = 24;
+  gc.hidden_dropout = gc.attention_dropout = 0.1f;
+  if (llama) {
+    gc.arch.num_query_groups = 2;
+    gc.arch.kv_channels = 24;
+    gc.arch.swiglu = true;
+    gc.arch.normalization = Normalization::kRMSNorm;
+    gc.arch.position_embedding = PositionEmbedding::kRope;
+    gc.arch.add_bias_linear = false;
+    gc.arch.untie_embeddings_and_output_weights = true;
+  }
+  return gc;
+}
+
+// The planner's description of arena_gpt_config(gc.num_layers, llama) as modified since.
+inline ModelSpec arena_model_spec(const GptConfig& gc, bool llama) {
+  ModelSpec m;
+  m.num_layers = gc.num_layers;
+  m.hidden_size = gc.hidden_size;
+  m.num_attention_heads = gc.num_attention_heads;
+  m.ffn_hidden_size = gc.ffn_hidden_size;
+  m.seq_length = gc.seq_length;
+  m.vocab_size = gc.vocab_size;
+  m.hidden_dropout = m.attention_dropout = gc.hidden_dropout;
+  if (llama) {
+    m.num_query_groups = 2;
+    m.kv_channels = 24;
+    m.swiglu = true;
+    m.rmsnorm = true;
+    m.learned_position_embeddings = false;
+    m.add_bias_linear = false;
+    m.untie_embeddings_and_output_weights = true;
+  }
+  return m;
+}
+
+// b sequences of gc.seq_length tokens (ids i·37 mod V), every position scored.
+inline GptBatch arena_batch(const GptConfig& gc, int64_t b) {
+  const int64_t s = gc.seq_length;
+  std::vector<int32_t> ids(size_t(b * s));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i * 37 % gc.vocab_size);
+  return GptBatch{Tensor::from_vector(ids, {b, s}), Tensor::from_vector(ids, {b, s}),
+                  Tensor::from_vector(std::vector<float>(size_t(b * s), 1.0f), {b, s}), 0, 0};
+}
+
+// gc (3 layers) as three one-layer stages of this rank, after one micro-batch of b sequences
+// went forward through all three and backward through all three.
+struct ThreeStages {
+  std::vector<std::unique_ptr<ParameterStore>> stores;
+  std::vector<std::unique_ptr<GptModel>> stages;
+  std::vector<GptModel::StageCtxPtr> ctxs;
+};
+inline ThreeStages run_three_stages(const GptConfig& gc, const ParallelState& ps, int64_t b) {
+  ThreeStages t;
+  for (int r = 0; r < 3; ++r) {
+    t.stores.push_back(std::make_unique<ParameterStore>(ps.tp_rank, ps.tp_size));
+    t.stages.push_back(
+        std::make_unique<GptModel>(gc, ps, *t.stores.back(), stage_range(3, 3, r, 1, 0)));
+    t.stores.back()->allocate();
+    t.stages.back()->init_weights(7);
+  }
+  const GptBatch batch = arena_batch(gc, b);
+  Tensor x;
+  for (auto& stage : t.stages) {
+    t.ctxs.push_back(stage->make_stage_ctx());
+    x = stage->forward_stage(*t.ctxs.back(), batch, x, true, 11);
+  }
+  Tensor dx;
+  for (int r = 2; r >= 0; --r)
+    dx = t.stages[size_t(r)]->backward_stage(*t.ctxs[size_t(r)], dx, 1.0f);
+  return t;
+}
+
+}  // namespace megatron::plan
