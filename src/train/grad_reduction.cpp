@@ -27,7 +27,8 @@ void reduce_tied_gradients(ParameterStore& store, const ParallelState& ps) {
   }
 }
 
-void reduce_sequence_parallel_gradients(ParameterStore& store, const ParallelState& ps) {
+void reduce_sequence_parallel_gradients(ParameterStore& store, const ParallelState& ps,
+                                        Tensor* packed_scratch) {
   if (ps.tp_size == 1) return;
   std::vector<Tensor> grads;
   int64_t total = 0;
@@ -38,7 +39,10 @@ void reduce_sequence_parallel_gradients(ParameterStore& store, const ParallelSta
     }
   if (grads.empty()) return;
   // Packed into one buffer: one all-reduce per step instead of one per LayerNorm and bias.
-  Tensor packed = Tensor::empty({total}, DType::F32, store.device());  // f32 [Σ numel]
+  Tensor local;
+  Tensor& packed = packed_scratch != nullptr ? *packed_scratch : local;  // f32 [Σ numel]
+  if (!packed.defined() || packed.numel() != total)
+    packed = Tensor::empty({total}, DType::F32, store.device());
   int64_t offset = 0;
   for (const Tensor& g : grads) {
     Tensor part = packed.slice(0, offset, offset + g.numel());

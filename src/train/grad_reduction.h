@@ -28,8 +28,10 @@ void reduce_tied_gradients(ParameterStore& store, const ParallelState& ps);
 // Sequence parallelism: sums the gradients of the ParamSpec::sequence_parallel parameters
 // (replicated, each TP rank's gradient covering its own sequence shard) over the TP group, in
 // one all-reduce, so every TP rank holds the whole gradient. Runs before the data-parallel
-// reduction; nothing when no parameter is marked or at TP = 1.
-void reduce_sequence_parallel_gradients(ParameterStore& store, const ParallelState& ps);
+// reduction; nothing when no parameter is marked or at TP = 1. `packed_scratch`, when given, is
+// the packing buffer kept between calls (allocated on first use), so a step allocates nothing.
+void reduce_sequence_parallel_gradients(ParameterStore& store, const ParallelState& ps,
+                                        Tensor* packed_scratch = nullptr);
 
 // True on every rank when any rank's gradients hold an inf or NaN (all-reduce MAX over the
 // world), so every rank makes the same skip decision. With `f16_range`, a value that does not

@@ -76,6 +76,8 @@ struct Trainer::Impl {
   // The newest checkpoint saved or loaded, and its directory (for the guard's message).
   std::optional<int64_t> last_checkpoint;
   std::optional<double> best_score;  // the best end-of-epoch score of this run
+  int64_t last_saved = -1;           // the iteration this run last saved to --save (-1: none)
+  Tensor sp_grad_scratch;            // reduce_sequence_parallel_gradients' packing buffer
   std::string last_checkpoint_dir;
   int64_t consecutive_skips = 0, next_skip_warning = kFirstSkipWarning;
   static constexpr int64_t kFirstSkipWarning = 10;
@@ -151,12 +153,16 @@ struct Trainer::Impl {
     log_info("  successfully saved checkpoint at iteration ", iteration, " to ", to);
   }
 
+  // Saves to --save unless it is unset or this iteration is saved there already.
+  void save_unless_saved() {
+    if (cfg.save.empty() || last_saved == iteration) return;
+    save();
+    last_saved = iteration;
+  }
+
   // The end of an epoch (Megatron's finetuning): save, evaluate, keep the best checkpoint.
-  void end_epoch(int64_t epoch, int64_t& last_saved) {
-    if (!cfg.save.empty() && last_saved != iteration) {
-      save();
-      last_saved = iteration;
-    }
+  void end_epoch(int64_t epoch) {
+    save_unless_saved();
     const std::optional<double> score = model->end_of_epoch(epoch);
     if (!score || (best_score && *score <= *best_score)) return;
     best_score = score;
@@ -285,7 +291,7 @@ struct Trainer::Impl {
     // Sequence parallelism's replicated parameters hold per-shard gradients: summed over TP
     // before anything reads the flat buffer (Megatron's layernorm-grads-all-reduce).
     timers.time("layernorm-grads-all-reduce", 1,
-                [&] { reduce_sequence_parallel_gradients(store, ps); });
+                [&] { reduce_sequence_parallel_gradients(store, ps, &sp_grad_scratch); });
 
     const double dp_average = 1.0 / double(ps.dp_size);
     if (shard) return distributed_step(loss, grad_norm, dp_average / loss_scale);
@@ -500,7 +506,6 @@ struct Trainer::Impl {
     if (cfg.exit_signal_handler) exit_signal.emplace();
 
     TrainingResult result;
-    int64_t last_saved = -1;
     if (cfg.skip_train) {
       // Megatron's --skip-train: no iteration, no save; only the evaluation.
       log_info("skipping training (--skip-train) ...");
@@ -525,11 +530,7 @@ struct Trainer::Impl {
       // the run so far is saved first.
       const int64_t previous_micro_batches = num_micro_batches;
       set_step_batch();
-      if (num_micro_batches != previous_micro_batches && iteration != 0 && !cfg.save.empty() &&
-          last_saved != iteration) {
-        save();
-        last_saved = iteration;
-      }
+      if (num_micro_batches != previous_micro_batches && iteration != 0) save_unless_saved();
       ++iteration;
       LossTerms loss;
       std::optional<double> grad_norm;
@@ -573,14 +574,11 @@ struct Trainer::Impl {
       }
       if (do_valid() && iteration % cfg.eval_interval == 0)
         log_validation("iteration " + std::to_string(iteration), result);
-      if (!cfg.save.empty() && cfg.save_interval > 0 && iteration % cfg.save_interval == 0) {
-        save();
-        last_saved = iteration;
-      }
+      if (cfg.save_interval > 0 && iteration % cfg.save_interval == 0) save_unless_saved();
       if (cfg.iterations_per_epoch > 0 && iteration % cfg.iterations_per_epoch == 0)
-        end_epoch(iteration / cfg.iterations_per_epoch - 1, last_saved);
+        end_epoch(iteration / cfg.iterations_per_epoch - 1);
       if (cfg.exit_interval > 0 && iteration % cfg.exit_interval == 0) {
-        if (!cfg.save.empty() && last_saved != iteration) save();
+        save_unless_saved();
         log_info("exiting program at iteration ", iteration);
         result.iteration = iteration;
         return result;
@@ -588,7 +586,7 @@ struct Trainer::Impl {
       if (exit_signal) {
         // The signal may have reached only some ranks, or at different iterations: all agree.
         if (const int sig = exit_signal->agreed(*ps.world, iteration)) {
-          if (!cfg.save.empty() && last_saved != iteration) save();
+          save_unless_saved();
           log_info("exiting program after receiving ", signal_name(sig), " at iteration ",
                    iteration, cfg.save.empty() ? " (no --save: nothing saved)" : "");
           result.iteration = iteration;
@@ -606,7 +604,7 @@ struct Trainer::Impl {
         }
       }
     }
-    if (!cfg.save.empty() && iteration > 0 && last_saved != iteration) save();
+    if (iteration > 0) save_unless_saved();
     if (do_valid() && iteration > 0)
       log_validation("iteration " + std::to_string(iteration) + " on validation set", result);
     if (do_test() && iteration > 0) log_test(result);
