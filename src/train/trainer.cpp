@@ -75,7 +75,7 @@ struct Trainer::Impl {
   DivergenceGuard guard;
   // The newest checkpoint saved or loaded, and its directory (for the guard's message).
   std::optional<int64_t> last_checkpoint;
-  std::optional<double> best_score;  // the best end-of-epoch score of this run
+  std::optional<double> best_score;  // the best end-of-epoch score (checkpointed)
   int64_t last_saved = -1;           // the iteration this run last saved to --save (-1: none)
   Tensor sp_grad_scratch;            // reduce_sequence_parallel_gradients' packing buffer
   std::string last_checkpoint_dir;
@@ -126,6 +126,7 @@ struct Trainer::Impl {
                             {"rng", {{"seed", seed}, {"iteration", iteration}}},
                             {"model", model->shape_json()},
                             {"args", cfg.args}};
+    if (best_score) state["best_score"] = *best_score;
     if (!cfg.tokenizer.is_null()) state["tokenizer"] = cfg.tokenizer;
     if (!converted_from.is_null()) state["converted_from"] = converted_from;
     // As Megatron's --no-save-optim / --no-save-rng: the state is left out, and a load then
@@ -161,12 +162,14 @@ struct Trainer::Impl {
   }
 
   // The end of an epoch (Megatron's finetuning): save, evaluate, keep the best checkpoint.
+  // The score comes first so that the epoch's checkpoint records the best score including
+  // this epoch's: a run resumed from it keeps comparing against the right best.
   void end_epoch(int64_t epoch) {
-    save_unless_saved();
     const std::optional<double> score = model->end_of_epoch(epoch);
-    if (!score || (best_score && *score <= *best_score)) return;
-    best_score = score;
-    if (cfg.save.empty()) return;
+    const bool improved = score && (!best_score || *score > *best_score);
+    if (improved) best_score = score;
+    save_unless_saved();
+    if (!improved || cfg.save.empty()) return;
     const std::string best_dir = (std::filesystem::path(cfg.save) / "best").string();
     log_info(" > best score so far (", format_number(*score, "%.4f"), ", epoch ", epoch,
              "): keeping its checkpoint in ", best_dir);
@@ -231,6 +234,7 @@ struct Trainer::Impl {
       iteration = state.at("iteration").get<int64_t>();
       consumed_train_samples = state.value("consumed_train_samples", int64_t(0));
       consumed_valid_samples = state.value("consumed_valid_samples", int64_t(0));
+      if (state.contains("best_score")) best_score = state.at("best_score").get<double>();
       if (!cfg.no_load_rng && state.contains("rng"))
         seed = state.at("rng").at("seed").get<uint64_t>();
     }
@@ -574,9 +578,10 @@ struct Trainer::Impl {
       }
       if (do_valid() && iteration % cfg.eval_interval == 0)
         log_validation("iteration " + std::to_string(iteration), result);
-      if (cfg.save_interval > 0 && iteration % cfg.save_interval == 0) save_unless_saved();
+      // The epoch's end first: its save then records the epoch's score (end_epoch).
       if (cfg.iterations_per_epoch > 0 && iteration % cfg.iterations_per_epoch == 0)
         end_epoch(iteration / cfg.iterations_per_epoch - 1);
+      if (cfg.save_interval > 0 && iteration % cfg.save_interval == 0) save_unless_saved();
       if (cfg.exit_interval > 0 && iteration % cfg.exit_interval == 0) {
         save_unless_saved();
         log_info("exiting program at iteration ", iteration);

@@ -4,7 +4,8 @@
 #  - a tiny BERT pretrained with `pretrain-bert` on the task's passages is finetuned from
 #    --pretrained-checkpoint under a fresh multiple-choice head (logged), and reaches clearly
 #    above chance (>= 50 %, chance 25 %) validation accuracy over two dev sets in 300 steps;
-#    Megatron's per-epoch accuracy lines, per-epoch checkpoints and SAVE/best are written;
+#    Megatron's per-epoch accuracy lines, per-epoch checkpoints and SAVE/best are written, and
+#    a run stopped mid-epoch and resumed keeps the same best checkpoint;
 #  - the same finetuning at TP 2, DP 2 and TP 2 x DP 2 logs the same losses (fp32, relative 1e-5, 10
 #    iterations) and the same accuracy lines as at TP 1;
 #  - --epochs 0 only evaluates; MNLI and QQP train and print their accuracy lines under
@@ -65,6 +66,24 @@ echo "synthetic RACE accuracy after 12 epochs: $accuracy %"
 [[ -d "$WORK/ckpt/iter_0000025" ]] || fail "no checkpoint at the end of epoch 1"
 [[ -f "$WORK/ckpt/best/latest_checkpointed_iteration.txt" ]] || fail "no best checkpoint"
 grep -q "best score so far" "$LOG" || fail "the best checkpoint is not logged"
+
+# Resume mid-epoch keeps the best score: stopped in the middle of an epoch e that was not a new
+# best (so a run that forgot the best would call e one) and resumed, the run announces the same
+# best epochs from e on as the uninterrupted run, and keeps the same SAVE/best.
+best_epochs() { sed -n 's/^ > best score so far ([0-9.]*, epoch \([0-9]*\)).*/\1/p' "$1"; }
+resume_epoch=""
+for e in $(seq 1 11); do
+  best_epochs "$LOG" | grep -qx "$e" || { resume_epoch=$e; break; }
+done
+[[ -n "$resume_epoch" ]] || fail "every epoch was a new best: no epoch to resume in that tests the best score"
+finetune 1 1 12 "$WORK/part1" --micro-batch-size 8 --log-interval 5 --save "$WORK/resumed" \
+  --exit-interval $((resume_epoch * 25 + 10))
+finetune 1 1 12 "$WORK/part2" --micro-batch-size 8 --log-interval 5 --save "$WORK/resumed" \
+  --load "$WORK/resumed"
+diff <(best_epochs "$LOG" | awk -v e="$resume_epoch" '$1 >= e') <(best_epochs "$WORK/part2.log") ||
+  fail "the resumed run (from epoch $resume_epoch) announces other best epochs than the uninterrupted run"
+diff "$WORK/ckpt/best/latest_checkpointed_iteration.txt" \
+  "$WORK/resumed/best/latest_checkpointed_iteration.txt" || fail "the resumed run kept another best"
 
 # --epochs 0: evaluation only, from the best checkpoint (the same accuracy as logged for it).
 finetune 1 1 0 "$WORK/evalonly" --micro-batch-size 8 --load "$WORK/ckpt/best"
