@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
 #include "model/stage_range.h"
 #include "pipeline/pipeline_executor.h"
 #include "pipeline/schedule.h"
