@@ -6,6 +6,7 @@
 # at each of 6 iterations (relative <= 1e-5), and the same validation losses. A checkpoint saved
 # at 2×2×1 resumes at 1×1×1 with the next losses of the uninterrupted run, and so does 1×4×1's
 # after `megatron convert --model-type bert` rewrote it at TP 2 × PP 2 (resumed at 2×2×1).
+# Layers that do not split into the stages are the error pretrain-gpt gives.
 # Needs the files of scripts/fetch_data.sh (scripts/test.sh runs it first).
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
@@ -36,6 +37,20 @@ run() {  # run NAME NP TP PP [FLAGS...]
     --eval-interval 3 --eval-iters 1 --metrics-file "$WORK/$name.jsonl" "$@" \
     > "$WORK/$name.log" 2>&1 || { cat "$WORK/$name.log"; echo "FAIL: run $name"; exit 1; }
 }
+
+for case in "3 0 --num-layers 3 is not divisible by --pipeline-model-parallel-size 2" \
+            "4 3 --num-layers-per-virtual-pipeline-stage 3 must divide --num-layers 4"; do
+  read -r layers per expected <<< "$case"
+  if out=$(timeout 60 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 \
+             "$MEGATRON_BINARY" pretrain-bert --num-layers "$layers" --hidden-size 32 \
+             --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32 \
+             --data-path "$WORK/sotu_text_sentence" --vocab-file "$VOCAB" --micro-batch-size 2 \
+             --global-batch-size 8 --train-iters 1 --lr 1e-3 --pipeline-model-parallel-size 2 \
+             --num-layers-per-virtual-pipeline-stage "$per" 2>&1); then
+    echo "FAIL: --num-layers $layers (virtual stages of $per) trained"; exit 1
+  fi
+  [[ $out == *"$expected"* ]] || { echo "$out" | tail -3; echo "FAIL: expected '$expected'"; exit 1; }
+done
 
 run t1p1d1 1 1 1
 run t1p2d1 2 1 2
