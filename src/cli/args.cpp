@@ -265,7 +265,7 @@ void add_training_args(ArgTable& t, Args& a) {
         "per GPU by local rank; else cpu)");
   t.add("--tensor-model-parallel-size", a.tensor_model_parallel_size, "TP size");
   t.add("--pipeline-model-parallel-size", a.pipeline_model_parallel_size,
-        "PP size: pipeline stages (GPT; docs/parallelism.md)");
+        "PP size: pipeline stages (docs/parallelism.md)");
   t.add("--distributed-backend", a.distributed_backend,
         "nccl or mpi (default: nccl when the run's device is a GPU, mpi on the CPU)");
 

@@ -59,7 +59,7 @@ int run_convert(int argc, char** argv) {
   app.add_option("--target-tensor-parallel-size", target_tp,
                  "tensor-parallel size of the written checkpoint");
   app.add_option("--target-pipeline-parallel-size", target_pp,
-                 "pipeline-parallel size of the written checkpoint (GPT, megatron to megatron)");
+                 "pipeline-parallel size of the written checkpoint (megatron to megatron)");
   app.add_option("--make-vocab-size-divisible-by", divisible_by,
                  "HF import: pad the vocabulary to a multiple of this x TP size");
   app.add_option("--load-iteration", load_iteration,
@@ -79,10 +79,10 @@ int run_convert(int argc, char** argv) {
              " is not supported by convert (expected gpt or bert)");
   MT_REQUIRE(target_tp >= 1, "--target-tensor-parallel-size must be >= 1, got ", target_tp);
   MT_REQUIRE(target_pp >= 1, "--target-pipeline-parallel-size must be >= 1, got ", target_pp);
-  MT_REQUIRE(target_pp == 1 || (model_type == "gpt" && from == "megatron" && to == "megatron"),
+  MT_REQUIRE(target_pp == 1 || (from == "megatron" && to == "megatron"),
              "--target-pipeline-parallel-size ", target_pp,
-             " is supported when resharding GPT checkpoints (--model-type gpt, megatron to "
-             "megatron); HF imports and BERT write pipeline size 1");
+             " is supported when resharding checkpoints (megatron to megatron); HF imports write "
+             "pipeline size 1");
   MT_REQUIRE(from == "megatron" || to == "megatron", "--from hf --to hf is not a conversion");
   MT_REQUIRE(std::filesystem::weakly_canonical(load) != std::filesystem::weakly_canonical(save),
              "--load and --save are both '", load, "': write the conversion elsewhere");

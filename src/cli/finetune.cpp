@@ -113,9 +113,10 @@ int run_finetune(int argc, char** argv) {
                    args.valid_data_path.empty() && args.test_data_path.empty() && !args.mock_data,
                "--data-path / --*-data-path / --mock-data are pretraining data; finetune reads "
                "--train-data and --valid-data");
-    MT_REQUIRE(args.pipeline_model_parallel_size == 1, "--pipeline-model-parallel-size ",
-               args.pipeline_model_parallel_size,
-               " is not supported by finetune (BERT has no pipeline stages yet); use 1");
+    MT_REQUIRE(
+        args.pipeline_model_parallel_size == 1, "--pipeline-model-parallel-size ",
+        args.pipeline_model_parallel_size,
+        " is not supported by finetune (its classifiers have no pipeline stages yet); use 1");
     MT_REQUIRE(
         args.tensor_model_parallel_size > 0 && world->size() % args.tensor_model_parallel_size == 0,
         "the world size ", world->size(),

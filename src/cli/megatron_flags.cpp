@@ -33,7 +33,8 @@ constexpr const char* kFp8 = "FP8 / FP4 training is not supported";
 constexpr const char* kRl = "reinforcement learning (megatron/rl) is not supported";
 constexpr const char* kPipeline =
     "pipeline stages here are equal contiguous ranges of layers (Megatron's default split; "
-    "pretrain-gpt only), with --num-layers-per-virtual-pipeline-stage for the interleaved "
+    "pretrain-gpt and pretrain-bert), with --num-layers-per-virtual-pipeline-stage for the "
+    "interleaved "
     "schedule; this option is not supported";
 constexpr const char* kLlama =
     "not supported here: pretrain-gpt implements --position-embedding-type, --rotary-base, "

@@ -5,6 +5,7 @@
 
 #include "cli/args.h"
 #include "cli/bert_setup.h"
+#include "cli/gpt_setup.h"
 #include "cli/megatron_flags.h"
 #include "cli/subcommands.h"
 #include "core/logging.h"
@@ -32,8 +33,9 @@ struct BertFlags {
 }  // namespace
 
 int run_pretrain_bert(int argc, char** argv) {
-  CLI::App app{"Pretrain a BERT model with tensor x data parallelism (Megatron-LM flags)",
-               "megatron pretrain-bert"};
+  CLI::App app{
+      "Pretrain a BERT model with tensor x pipeline x data parallelism (Megatron-LM flags)",
+      "megatron pretrain-bert"};
   Args args;
   args.seq_length = 512;  // pretrain_bert.py's default
   args.tokenizer_type = "BertWordPieceLowerCase";
@@ -46,6 +48,9 @@ int run_pretrain_bert(int argc, char** argv) {
   table.add_flag("--bert-no-binary-head", flags.no_binary_head,
                  "no pooler and no sentence-order-prediction head/loss");
   add_bert_layernorm_flags(table, flags.layernorm);
+  int layers_per_virtual_stage = 0;
+  table.add("--num-layers-per-virtual-pipeline-stage", layers_per_virtual_stage,
+            "layers per model chunk: the interleaved 1F1B schedule (docs/parallelism.md)");
   MegatronFlags megatron_flags(app);
   if (int rc = megatron_flags.parse(argc, argv); rc >= 0) return rc;
   select_training_device(args);
@@ -54,15 +59,12 @@ int run_pretrain_bert(int argc, char** argv) {
       make_world_communicator(args.distributed_backend, args.compute_device);
   // Every rank validates the same flags and opens the same files: a failure is reported once,
   // by the lowest failing rank, and ends every rank (distributed/agreement.h).
-  BertConfig model;
+  BertStepConfig model;
   BertDatasets data;
   nlohmann::json tokenizer_id;
   run_on_all_ranks(*world, "", [&] {
     check_megatron_flags(megatron_flags, args);
     validate_training_args(args, world->size());
-    MT_REQUIRE(args.pipeline_model_parallel_size == 1, "--pipeline-model-parallel-size ",
-               args.pipeline_model_parallel_size,
-               " is not supported by pretrain-bert (BERT has no pipeline stages yet); use 1");
     MT_REQUIRE(!args.mock_data, "--mock-data is not supported by pretrain-bert: give --data-path");
     MT_REQUIRE(
         args.train_data_path.empty() && args.valid_data_path.empty() && args.test_data_path.empty(),
@@ -92,10 +94,12 @@ int run_pretrain_bert(int argc, char** argv) {
                " has no [CLS]/[SEP]/[MASK]/[PAD] tokens; BERT needs BertWordPieceLowerCase or "
                "BertWordPieceCase");
 
-    model = bert_config(args, flags.layernorm, !flags.no_binary_head, tokenizer->vocab_size());
+    model.model =
+        bert_config(args, flags.layernorm, !flags.no_binary_head, tokenizer->vocab_size());
+    model.pipeline_chunks = pipeline_chunks(args, layers_per_virtual_stage);
     log_info(" > padded vocab (size: ", tokenizer->vocab_size(), ") with ",
-             model.padded_vocab_size - tokenizer->vocab_size(),
-             " dummy tokens (new size: ", model.padded_vocab_size, ")");
+             model.model.padded_vocab_size - tokenizer->vocab_size(),
+             " dummy tokens (new size: ", model.model.padded_vocab_size, ")");
 
     BertDatasetOptions d;
     d.max_seq_length = args.seq_length;

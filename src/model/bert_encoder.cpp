@@ -2,9 +2,7 @@
 
 namespace megatron {
 
-namespace {
-
-InputEmbeddingConfig input_embedding_config(const BertConfig& c) {
+InputEmbeddingConfig bert_input_embedding_config(const BertConfig& c) {
   return {.model_name = "BERT",
           .vocab_size = c.vocab_size,
           .padded_vocab_size = c.padded_vocab_size,
@@ -17,48 +15,69 @@ InputEmbeddingConfig input_embedding_config(const BertConfig& c) {
           .layernorm_epsilon = c.layernorm_epsilon};
 }
 
-}  // namespace
-
 BertEncoder::BertEncoder(const BertConfig& config, bool with_pooler, const ParallelState& ps,
-                         ParameterStore& store, const ComputeWeights& weights)
+                         ParameterStore& store, const ComputeWeights& weights, StageRange stage)
     : hidden_size_(config.hidden_size),
-      embedding_(input_embedding_config(config), ps, store, weights),
-      transformer_(config.transformer_config(), ps, store, weights) {
-  if (with_pooler)
+      compute_dtype_(weights.dtype()),
+      stage_(stage),
+      embedding_(stage.first
+                     ? std::optional<InputEmbedding>(
+                           std::in_place, bert_input_embedding_config(config), ps, store, weights)
+                     : std::nullopt),
+      transformer_(config.transformer_config(), ps, store, weights,
+                   {stage.first_layer, stage.num_layers}) {
+  if (with_pooler && stage.last)
     pooler_ =
         std::make_unique<BertPooler>(config.hidden_size, config.init_method_std, store, weights);
 }
 
+const InputEmbedding& BertEncoder::embedding() const {
+  MT_CHECK(embedding_.has_value(), "this BERT stage (layers from ", stage_.first_layer,
+           ") is not the first pipeline stage: it has no input embedding");
+  return *embedding_;
+}
+
 void BertEncoder::init_weights(ParameterStore& store, uint64_t seed) const {
-  embedding_.init_weights(store, seed);
+  if (embedding_) embedding_->init_weights(store, seed);
   transformer_.init_weights(store, seed);
   if (pooler_) pooler_->init_weights(store, seed);
 }
 
-BertEncoder::Output BertEncoder::forward(Ctx& ctx, const Tensor& tokens, const Tensor& token_types,
+BertEncoder::Output BertEncoder::forward(Ctx& ctx, const Tensor& input, const Tensor& token_types,
                                          const Tensor& pad_mask, const DropoutScope& scope,
                                          Arena& arena, Arena& scratch) const {
-  Tensor embedded =
-      embedding_.forward(ctx.embedding, tokens, token_types, scope, arena);  // [s, b, h]
-  ctx.seq = ctx.embedding.seq;
-  ctx.batch = ctx.embedding.batch;
+  Tensor x;  // [s, b, h]
+  if (embedding_) {
+    x = embedding_->forward(ctx.embedding, input, token_types, scope, arena);
+    ctx.seq = ctx.embedding.seq;
+    ctx.batch = ctx.embedding.batch;
+  } else {
+    MT_CHECK(input.dim() == 3 && input.size(2) == hidden_size_ && input.dtype() == compute_dtype_,
+             "a BERT stage's input must be the previous stage's output [s, b, ", hidden_size_,
+             "] in ", dtype_name(compute_dtype_), ", got ", input.describe());
+    ctx.seq = input.size(0);
+    ctx.batch = input.size(1);
+    x = input;
+  }
   check_shape(pad_mask, {ctx.batch, ctx.seq}, "BERT padding mask");
   check_dtype(pad_mask, DType::U8, "BERT padding mask");
   Output out;
-  out.hidden = transformer_.forward(ctx.transformer, embedded, pad_mask, scope, arena, scratch);
+  out.hidden = transformer_.forward(ctx.transformer, x, pad_mask, scope, arena, scratch);
   if (pooler_) out.pooled = pooler_->forward(ctx.pooler, out.hidden, arena);
   return out;
 }
 
-void BertEncoder::backward(Ctx& ctx, Tensor dhidden, const Tensor& dpooled, Arena& arena,
-                           Arena& scratch) const {
+Tensor BertEncoder::backward(Ctx& ctx, Tensor dhidden, const Tensor& dpooled, Arena& arena,
+                             Arena& scratch) const {
   check_shape(dhidden, {ctx.seq, ctx.batch, hidden_size_}, "BERT hidden-state gradient");
   if (dpooled.defined()) {
     MT_CHECK(pooler_ != nullptr, "a pooled-output gradient for a BERT encoder without a pooler");
     pooler_->backward(ctx.pooler, dpooled, dhidden, arena);
   }
   Tensor dembedded = transformer_.backward(ctx.transformer, dhidden, arena, scratch);
-  embedding_.backward(ctx.embedding, dembedded, arena);
+  if (!embedding_) return dembedded;
+  embedding_->backward(ctx.embedding, dembedded, arena);
+  return Tensor();
 }
 
 }  // namespace megatron

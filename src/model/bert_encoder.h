@@ -7,19 +7,29 @@
 //   → (with a pooler) BertPooler on [CLS] → pooled f32 [b, h]
 // The caller owns the activation arenas: `arena` keeps what backward needs, `scratch` is the
 // per-layer workspace of activation recompute.
+//
+// Pipeline stages (StageRange, as GptModel's): an encoder may hold one stage — the embedding
+// when it is the first stage, a contiguous range of layers, the final LayerNorm and the pooler
+// when it is the last. A later stage's input is the previous stage's hidden states [s, b, h]
+// instead of the tokens; every stage needs the padding mask (the attention's key mask).
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "core/arena.h"
 #include "distributed/parallel_state.h"
 #include "model/bert_config.h"
 #include "model/bert_pooler.h"
 #include "model/input_embedding.h"
+#include "model/stage_range.h"
 #include "model/transformer.h"
 #include "parallel/compute_weights.h"
 
 namespace megatron {
+
+// BERT's input layer: word + position + token-type tables (+ LayerNorm when post-LN).
+InputEmbeddingConfig bert_input_embedding_config(const BertConfig& config);
 
 class BertEncoder {
  public:
@@ -34,28 +44,37 @@ class BertEncoder {
     Tensor pooled;  // f32 [b, h]; undefined without a pooler
   };
 
-  // Registers the embedding's, the layers' and (with_pooler) the pooler's parameters.
+  // Registers the stage's parameters: the embedding's (first stage), its layers' and, on the
+  // last stage with_pooler, the pooler's.
   BertEncoder(const BertConfig& config, bool with_pooler, const ParallelState& ps,
-              ParameterStore& store, const ComputeWeights& weights);
+              ParameterStore& store, const ComputeWeights& weights, StageRange stage = {});
 
   // TP-invariant init (see BertModel::init_weights).
   void init_weights(ParameterStore& store, uint64_t seed) const;
 
-  // tokens, token_types i32 [b, s], pad_mask u8 [b, s] (1 = padding, attended by no one), all
-  // on the model's device → hidden states and pooled output.
-  Output forward(Ctx& ctx, const Tensor& tokens, const Tensor& token_types, const Tensor& pad_mask,
+  // input: tokens i32 [b, s] on the first stage, else the previous stage's hidden states
+  // [s, b, h] (compute dtype); token_types i32 [b, s] (read by the first stage), pad_mask u8
+  // [b, s] (1 = padding, attended by no one), all on the model's device → this stage's hidden
+  // states [s, b, h] and (last stage) pooled output.
+  Output forward(Ctx& ctx, const Tensor& input, const Tensor& token_types, const Tensor& pad_mask,
                  const DropoutScope& scope, Arena& arena, Arena& scratch) const;
   // dhidden [s, b, h] in the compute dtype (consumed; may hold zeros), dpooled f32 [b, h]
-  // (undefined: no gradient through the pooler) → accumulates every parameter's gradient.
-  void backward(Ctx& ctx, Tensor dhidden, const Tensor& dpooled, Arena& arena,
-                Arena& scratch) const;
+  // (undefined: no gradient through the pooler) → accumulates the stage's parameter gradients;
+  // returns the gradient of a later stage's input [s, b, h] in `arena` (undefined on the first
+  // stage).
+  Tensor backward(Ctx& ctx, Tensor dhidden, const Tensor& dpooled, Arena& arena,
+                  Arena& scratch) const;
 
   bool has_pooler() const { return pooler_ != nullptr; }
-  const InputEmbedding& embedding() const { return embedding_; }
+  // The first stage's embedding (throws Error naming the stage elsewhere).
+  const InputEmbedding& embedding() const;
+  const StageRange& stage() const { return stage_; }
 
  private:
   int64_t hidden_size_;
-  InputEmbedding embedding_;
+  DType compute_dtype_;
+  StageRange stage_;
+  std::optional<InputEmbedding> embedding_;  // the first stage
   Transformer transformer_;
   std::unique_ptr<BertPooler> pooler_;  // null without a pooler
 };

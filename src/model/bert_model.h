@@ -10,9 +10,22 @@
 // multiplies by the loss mask) at ~15% of the head's cost: the head is per-position. The rows
 // are gathered from (and their gradients scattered back into) the hidden states by the
 // embedding kernels, which are exactly a row gather and a row scatter-add.
+//
+// Pipeline stages (as GptModel's, DESIGN.md §3, docs/parallelism.md): a BertModel may hold one
+// stage — the embedding (word + position + token type) when it is the first stage, a
+// contiguous range of layers, and when it is the last the final LayerNorm, the pooler and
+// binary head and the MLM head (StageRange). The last stage of a split model holds its own copy
+// of the word embedding for the tied MLM head (model/tied_word_embedding.h). A schedule drives
+// a stage through forward_stage / backward_stage with one StageCtx per micro-batch in flight;
+// every stage reads the padding mask (attention), the first the tokens and token types, the
+// last the masked rows, labels and weights and the sentence-order labels. The whole-model entry
+// points (forward_backward, forward_loss, forward_logits) need a model that is both first and
+// last stage.
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 
 #include "core/arena.h"
 #include "distributed/parallel_state.h"
@@ -20,6 +33,7 @@
 #include "model/bert_config.h"
 #include "model/bert_encoder.h"
 #include "model/bert_lm_head.h"
+#include "model/stage_range.h"
 #include "parallel/compute_weights.h"
 
 namespace megatron {
@@ -57,7 +71,8 @@ class BertModel {
   // Registers every parameter in `store`; the caller then calls store.allocate() and
   // init_weights() (or loads weights and calls refresh_compute_weights()). The model
   // computes on the store's device: its activations live there too.
-  BertModel(const BertConfig& config, const ParallelState& ps, ParameterStore& store);
+  BertModel(const BertConfig& config, const ParallelState& ps, ParameterStore& store,
+            StageRange stage = {});
   ~BertModel();
 
   // TP-invariant init (normal(init_method_std) weights, residual output projections
@@ -78,24 +93,59 @@ class BertModel {
   BertOutputs forward_logits(const Tensor& tokens, const Tensor& token_types,
                              const Tensor& pad_mask);
 
+  // ---- One stage of a pipeline (see above) ----
+  // One micro-batch's activations on this stage, in an arena of its own, so that a schedule
+  // can keep several micro-batches in flight. Reusable: each forward_stage starts it afresh.
+  class StageCtx;
+  struct StageCtxDeleter {  // StageCtx is complete only in bert_model.cpp
+    void operator()(StageCtx* ctx) const;
+  };
+  using StageCtxPtr = std::unique_ptr<StageCtx, StageCtxDeleter>;
+  StageCtxPtr make_stage_ctx() const;
+  // Forward of `batch` (host or device tensors) through this stage. `input`: the previous
+  // stage's output [s, b, h] in the compute dtype (ignored on the first stage). `train`:
+  // dropout on (keyed by `seed` and the batch) and activations kept for backward_stage.
+  // Returns the output [s, b, h] for the next stage; on the last stage an undefined tensor,
+  // the losses being stage_losses(ctx).
+  Tensor forward_stage(StageCtx& ctx, const BertBatch& batch, const Tensor& input, bool train,
+                       uint64_t seed);
+  // The last stage's losses of the micro-batch (identical on all TP ranks).
+  BertLosses stage_losses(const StageCtx& ctx) const;
+  // Backward of the micro-batch forward_stage ran in `ctx` (with train). `grad_output`: the
+  // next stage's input gradient [s, b, h] (ignored on the last stage, where grad_scale·(lm +
+  // sop) starts the backward). Accumulates the stage's parameter gradients; returns the
+  // gradient of `input` [s, b, h] in ctx's arena (undefined on the first stage).
+  Tensor backward_stage(StageCtx& ctx, const Tensor& grad_output, float grad_scale);
+  const StageRange& stage() const { return encoder_.stage(); }
+  // Shape of the activations passed between stages: [seq_length, micro_batch, h].
+  Shape stage_activation_shape(int64_t micro_batch) const;
+  DType compute_dtype() const { return weights_.dtype(); }
+  Device device() const { return store_.device(); }
+
   const BertConfig& config() const { return config_; }
 
  private:
   struct Ctx;
-  // The batch with its tensors on the model's device (uploaded into arena_ in one copy).
-  BertBatch on_device(const BertBatch& batch);
-  // The encoder's hidden states [s, b, h] and pooled output.
-  BertEncoder::Output forward_encoder(Ctx& ctx, const BertBatch& batch, const DropoutScope& scope);
+  // The batch with its tensors on the model's device (uploaded into `arena` in one copy).
+  static BertBatch on_device(const BertBatch& batch, Arena& arena);
+  // This stage's encoder output: hidden states [s, b, h] and (last stage) pooled output.
+  // `input` is the tokens on the first stage, else the previous stage's output.
+  BertEncoder::Output forward_encoder(Ctx& ctx, const BertBatch& batch, const Tensor& input,
+                                      const DropoutScope& scope);
   BertLosses forward_losses(Ctx& ctx, const BertBatch& batch, const BertEncoder::Output& encoded);
-  void backward(Ctx& ctx, float grad_scale);
+  // From the losses (last stage) or from dhidden [s, b, h] (other stages) down to the stage's
+  // input: accumulates the gradients; returns the input gradient (undefined on the first).
+  Tensor backward(Ctx& ctx, float grad_scale, Tensor dhidden = Tensor());
+  void check_whole(const char* what) const;
 
   BertConfig config_;
   ParallelState ps_;
   ParameterStore& store_;
   ComputeWeights weights_;
   BertEncoder encoder_;
-  BertLmHead lm_head_;
-  std::unique_ptr<BertBinaryHead> binary_head_;  // null with --bert-no-binary-head
+  std::optional<VocabParallelEmbedding> head_embedding_;  // the last stage of a split model
+  std::optional<BertLmHead> lm_head_;                     // the last stage
+  std::unique_ptr<BertBinaryHead> binary_head_;  // null with --bert-no-binary-head, or not last
   Arena arena_;    // activations of one micro-batch, reset at the start of each call
   Arena scratch_;  // per-layer workspace for activation recompute
 };

@@ -6,6 +6,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "model/language_model_config.h"
+#include "model/tied_word_embedding.h"
 #include "parallel/mappings.h"
 
 namespace megatron {
@@ -52,8 +53,6 @@ InputEmbeddingConfig input_embedding_config(const GptConfig& c) {
           .sequence_parallel = c.sequence_parallel};
 }
 
-constexpr const char* kWordEmbeddings = "embedding.word_embeddings";
-
 std::optional<InputEmbedding> first_stage_embedding(const GptConfig& c, const StageRange& stage,
                                                     const ParallelState& ps, ParameterStore& store,
                                                     const ComputeWeights& weights) {
@@ -62,22 +61,15 @@ std::optional<InputEmbedding> first_stage_embedding(const GptConfig& c, const St
                                        weights);
 }
 
-// The last stage's copy of the word embedding for the tied LM head (same name, same init as
-// InputEmbedding's), when the first stage is elsewhere; none with an untied output layer.
+// The last stage's copy of the word embedding for the tied LM head; none with an untied
+// output layer.
 std::optional<VocabParallelEmbedding> head_embedding_copy(const GptConfig& c,
                                                           const StageRange& stage,
                                                           const ParallelState& ps,
                                                           ParameterStore& store,
                                                           const ComputeWeights& weights) {
-  if (!stage.last || stage.first || c.arch.untie_embeddings_and_output_weights) return std::nullopt;
-  return std::optional<VocabParallelEmbedding>(
-      std::in_place,
-      VocabParallelEmbeddingConfig{.name = kWordEmbeddings,
-                                   .num_embeddings = c.padded_vocab_size,
-                                   .vocab_rows = c.vocab_size,
-                                   .embedding_dim = c.hidden_size,
-                                   .init_std = c.init_method_std},
-      ps, store, weights);
+  if (c.arch.untie_embeddings_and_output_weights) return std::nullopt;
+  return tied_word_embedding_copy(input_embedding_config(c), stage, ps, store, weights);
 }
 
 }  // namespace
@@ -122,18 +114,12 @@ GptModel::GptModel(const GptConfig& config, const ParallelState& ps, ParameterSt
   MT_CHECK(store.tp_size() == ps.tp_size && store.tp_rank() == ps.tp_rank,
            "the ParameterStore was made for TP rank ", store.tp_rank(), " of ", store.tp_size(),
            ", the parallel state is rank ", ps.tp_rank, " of ", ps.tp_size);
-  if (config.arch.untie_embeddings_and_output_weights) {
-    // The untied output layer belongs to the last stage, like the LM head it is.
-    if (stage.last)
-      output_layer_index_ = store.add({.name = "output_layer.weight",
-                                       .full_shape = {config.padded_vocab_size, config.hidden_size},
-                                       .partition_dim = 0,
-                                       .vocab_rows = config.vocab_size});
-  } else {
-    const std::string word = std::string(kWordEmbeddings) + ".weight";
-    if (stage.first && !stage.last) store.set_stage_tie(word, StageTie::kOriginal);
-    if (stage.last && !stage.first) store.set_stage_tie(word, StageTie::kCopy);
-  }
+  // The untied output layer belongs to the last stage, like the LM head it is.
+  if (config.arch.untie_embeddings_and_output_weights && stage.last)
+    output_layer_index_ = store.add({.name = "output_layer.weight",
+                                     .full_shape = {config.padded_vocab_size, config.hidden_size},
+                                     .partition_dim = 0,
+                                     .vocab_rows = config.vocab_size});
 }
 
 const Tensor& GptModel::lm_head_weight() const {

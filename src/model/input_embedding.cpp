@@ -6,6 +6,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
 #include "kernels/indexing.h"
+#include "model/tied_word_embedding.h"
 #include "parallel/mappings.h"
 
 namespace megatron {
@@ -21,12 +22,7 @@ InputEmbedding::InputEmbedding(const InputEmbeddingConfig& config, const Paralle
     : config_(config),
       tp_(ps.tp),
       weights_(weights),
-      word_({.name = "embedding.word_embeddings",
-             .num_embeddings = config.padded_vocab_size,
-             .vocab_rows = config.vocab_size,
-             .embedding_dim = config.hidden_size,
-             .init_std = config.init_method_std},
-            ps, store, weights) {
+      word_(word_embedding_config(config), ps, store, weights) {
   if (config.learned_positions)
     position_index_ = store.add({"embedding.position_embeddings.weight",
                                  {config.max_position_embeddings, config.hidden_size},

@@ -1,6 +1,8 @@
 // BertStep: the ModelStep of BERT pretraining (pretrain_bert.py's forward step) — BertModel
 // over BertDataLoader micro-batches, two loss terms: `lm loss` (masked LM) and, with a binary
-// head, `sop loss` (sentence order).
+// head, `sop loss` (sentence order). The model is this rank's pipeline stage (its model chunks,
+// when interleaved) and the micro-batches of an iteration run in the pipeline schedule, as
+// GptStep's (train/pipeline_chunks.h).
 #pragma once
 
 #include <memory>
@@ -11,8 +13,14 @@
 
 namespace megatron {
 
-// `valid` and `test` may be null (no such evaluation). `config.padded_vocab_size` already set.
-ModelStepFactory bert_step_factory(BertConfig config, std::shared_ptr<const BertSampleSource> train,
+struct BertStepConfig {
+  BertConfig model;         // padded_vocab_size already set
+  int pipeline_chunks = 1;  // model chunks per pipeline rank (> 1: interleaved schedule)
+};
+
+// `valid` and `test` may be null (no such evaluation).
+ModelStepFactory bert_step_factory(BertStepConfig config,
+                                   std::shared_ptr<const BertSampleSource> train,
                                    std::shared_ptr<const BertSampleSource> valid,
                                    std::shared_ptr<const BertSampleSource> test = nullptr);
 

@@ -1,50 +1,41 @@
 #include "train/gpt_step.h"
 
-#include <map>
+#include <functional>
 #include <optional>
 #include <utility>
-#include <vector>
 
 #include "data/data_loader.h"
-#include "model/stage_range.h"
-#include "pipeline/pipeline_executor.h"
 #include "train/checkpoint_convert.h"
 #include "train/model_step_common.h"
+#include "train/pipeline_chunks.h"
 
 namespace megatron {
 
 namespace {
-
-const GptConfig& validated(const GptConfig& config, const ParallelState& ps, int chunks) {
-  config.validate(ps.tp_size);
-  check_pipeline_split(config.num_layers, ps.pp_size, chunks);
-  return config;
-}
 
 class GptStep final : public ModelStep {
  public:
   GptStep(GptStepConfig config, std::shared_ptr<const GptSampleSource> train,
           std::shared_ptr<const GptSampleSource> valid, std::shared_ptr<const GptSampleSource> test,
           const ParallelState& ps, ParameterStore& store)
-      : cfg_(std::move(config)),
-        ps_(ps),
+      : cfg_((config.model.validate(ps.tp_size), std::move(config))),
         train_source_(std::move(train)),
         valid_source_(std::move(valid)),
-        test_source_(std::move(test)) {
-    validated(cfg_.model, ps, cfg_.pipeline_chunks);
-    for (int c = 0; c < cfg_.pipeline_chunks; ++c) {
-      chunks_.push_back(std::make_unique<GptModel>(
-          cfg_.model, ps, store,
-          stage_range(cfg_.model.num_layers, ps.pp_size, ps.pp_rank, cfg_.pipeline_chunks, c)));
-    }
-    free_ctxs_.resize(chunks_.size());
-  }
+        test_source_(std::move(test)),
+        chunks_(
+            cfg_.model.num_layers, ps, cfg_.pipeline_chunks,
+            [&](const StageRange& stage) {
+              return std::make_unique<GptModel>(cfg_.model, ps, store, stage);
+            },
+            [](const GptModel& model, const GptModel::StageCtx& ctx) {
+              return LossTerms{model.stage_loss(ctx)};
+            }) {}
 
   void init_weights(uint64_t seed) override {
-    for (auto& chunk : chunks_) chunk->init_weights(seed);
+    for (auto& chunk : chunks_.models()) chunk->init_weights(seed);
   }
   void refresh_compute_weights() override {
-    for (auto& chunk : chunks_) chunk->refresh_compute_weights();
+    for (auto& chunk : chunks_.models()) chunk->refresh_compute_weights();
   }
 
   nlohmann::json shape_json() const override { return gpt_model_shape_json(cfg_.model); }
@@ -78,63 +69,19 @@ class GptStep final : public ModelStep {
 
   LossTerms train_micro_batches(int64_t micro_batches, float grad_scale, uint64_t seed,
                                 int64_t iteration) override {
-    return run(*train_,
-               training_schedule(ps_.pp_size, ps_.pp_rank, cfg_.pipeline_chunks, micro_batches),
-               iteration, /*train=*/true, grad_scale, seed);
+    return chunks_.train(micro_batches, micro_batch_, next_batch(*train_, iteration), grad_scale,
+                         seed);
   }
   LossTerms valid_micro_batches(int64_t micro_batches, int64_t iteration) override {
-    return run(*valid_, forward_only_schedule(cfg_.pipeline_chunks, micro_batches), iteration,
-               /*train=*/false, 0.0f, 0);
+    return chunks_.evaluate(micro_batches, micro_batch_, next_batch(*valid_, iteration));
   }
 
  private:
-  using CtxPtr = GptModel::StageCtxPtr;
-
-  // Runs `ops` over the next micro-batches of `loader`; returns the sum of the losses on the
-  // last stage (zero elsewhere).
-  LossTerms run(GptDataLoader& loader, const std::vector<PipelineOp>& ops, int64_t iteration,
-                bool train, float grad_scale, uint64_t seed) {
-    std::vector<GptBatch> batches;  // micro-batch m, read when its first forward needs it
-    std::map<std::pair<int, int64_t>, CtxPtr> live;
-    double loss_sum = 0;
-    PipelineStageFunctions fns;
-    fns.forward = [&](int c, int64_t m, const Tensor& input) {
-      while (int64_t(batches.size()) <= m) batches.push_back(to_batch(loader.next(), iteration));
-      GptModel& chunk = *chunks_[size_t(c)];
-      CtxPtr ctx = acquire(c);
-      Tensor output = chunk.forward_stage(*ctx, batches[size_t(m)], input, train, seed);
-      if (chunk.stage().last) loss_sum += chunk.stage_loss(*ctx);
-      if (train)
-        live.emplace(std::make_pair(c, m), std::move(ctx));
-      else
-        free_ctxs_[size_t(c)].push_back(std::move(ctx));
-      return output;
+  static std::function<GptBatch()> next_batch(GptDataLoader& loader, int64_t iteration) {
+    return [&loader, iteration] {
+      const GptMicroBatch mb = loader.next();
+      return GptBatch{mb.tokens, mb.labels, mb.loss_mask, mb.first_sample, iteration};
     };
-    fns.backward = [&](int c, int64_t m, const Tensor& grad_output) {
-      auto it = live.find({c, m});
-      MT_CHECK(it != live.end(), "pipeline backward of micro-batch ", m, " on chunk ", c,
-               " before its forward");
-      Tensor grad_input = chunks_[size_t(c)]->backward_stage(*it->second, grad_output, grad_scale);
-      // The executor copies what it sends, so the context (and its arena) is free now.
-      free_ctxs_[size_t(c)].push_back(std::move(it->second));
-      live.erase(it);
-      return grad_input;
-    };
-    const GptModel& any = *chunks_.front();
-    run_pipeline_schedule(
-        ops, ps_.pp_size > 1 ? ps_.pp.get() : nullptr, cfg_.pipeline_chunks,
-        {any.stage_activation_shape(micro_batch_), any.compute_dtype(), any.device()}, fns);
-    return {loss_sum};
-  }
-
-  // A stage context of chunk c, reused across micro-batches and iterations (its arena keeps
-  // its high-water size, so steady-state steps allocate nothing).
-  CtxPtr acquire(int c) {
-    auto& pool = free_ctxs_[size_t(c)];
-    if (pool.empty()) return chunks_[size_t(c)]->make_stage_ctx();
-    CtxPtr ctx = std::move(pool.back());
-    pool.pop_back();
-    return ctx;
   }
 
   GptDataLoaderOptions loader_options(const LoaderPlacement& p) const {
@@ -144,16 +91,10 @@ class GptStep final : public ModelStep {
     return o;
   }
 
-  static GptBatch to_batch(const GptMicroBatch& mb, int64_t iteration) {
-    return {mb.tokens, mb.labels, mb.loss_mask, mb.first_sample, iteration};
-  }
-
   GptStepConfig cfg_;
-  ParallelState ps_;
   std::shared_ptr<const GptSampleSource> train_source_, valid_source_, test_source_;
-  std::vector<std::unique_ptr<GptModel>> chunks_;  // this rank's model chunks
-  std::vector<std::vector<CtxPtr>> free_ctxs_;     // per chunk
-  std::optional<GptDataLoader> train_, valid_;     // valid_: the evaluation loader (valid or test)
+  PipelineChunks<GptModel, GptBatch> chunks_;   // this rank's model chunks
+  std::optional<GptDataLoader> train_, valid_;  // valid_: the evaluation loader (valid or test)
   int64_t micro_batch_ = 1;
 };
 

@@ -2,8 +2,8 @@
 // Compares the per-iteration training metrics of two `--metrics-file` JSONL files.
 //
 // usage: node compare_metrics.js REFERENCE CANDIDATE --from A --to B [--rtol R | --exact]
-// For every iteration A..B both files must have a "train" line; lm_loss and grad_norm must
-// agree to relative tolerance R (|a − b| <= R·|a|), or bit for bit with --exact. Prints each
+// For every iteration A..B both files must have a "train" line; lm_loss and grad_norm (and
+// sop_loss, when either line has one: BERT) must agree to relative tolerance R (|a − b| <= R·|a|), or bit for bit with --exact. Prints each
 // difference and exits 1 on any mismatch or missing iteration.
 'use strict';
 const fs = require('fs');
@@ -48,7 +48,9 @@ for (let it = opts.from; it <= opts.to; ++it) {
     ++failures;
     continue;
   }
-  for (const key of ['lm_loss', 'grad_norm']) {
+  const keys = ['lm_loss', 'grad_norm'];
+  if ('sop_loss' in a || 'sop_loss' in b) keys.push('sop_loss');
+  for (const key of keys) {
     const x = a[key], y = b[key];
     const ok = opts.exact ? x === y
                           : (typeof x === 'number' && typeof y === 'number' &&

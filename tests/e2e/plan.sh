@@ -112,7 +112,7 @@ expect_error "--num-layers 96 must be divisible by --pipeline-model-parallel-siz
 expect_error "megatron-cpp's BERT has no sequence parallelism" \
   "$BIN" plan --machine "$A100" "${GPT3[@]}" --model bert --tensor-model-parallel-size 8 \
   --sequence-parallel --micro-batch-size 1
-expect_error "megatron-cpp pipelines GPT only" \
+expect_error "the planner models megatron-cpp's pipeline stages for GPT only" \
   "$BIN" plan --machine "$A100" "${GPT3[@]}" --model bert --pipeline-model-parallel-size 2 \
   --micro-batch-size 1
 expect_error "--world-size 100 must be divisible by --tensor-model-parallel-size x" \

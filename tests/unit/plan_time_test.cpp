@@ -359,7 +359,7 @@ TEST(PlanLayout, ErrorsNameTheRule) {
   bert.family = ModelFamily::kBert;
   EXPECT_NE(error_of([&] {
               validate_layout(bert, l, Implementation::kMegatronCpp);
-            }).find("megatron-cpp pipelines GPT only"),
+            }).find("the planner models megatron-cpp's pipeline stages for GPT only"),
             std::string::npos);
   l.pipeline_parallel = 1;
   l.data_parallel = 3;

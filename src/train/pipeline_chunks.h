@@ -1,0 +1,123 @@
+// PipelineChunks: what GptStep and BertStep share to run a model family as pipeline stages —
+// this rank's model chunks (one per virtual stage it holds, StageRange) and one iteration's
+// micro-batches through the pipeline schedule (pipeline/schedule.h: no pipelining at PP = 1,
+// 1F1B, or interleaved 1F1B with more than one chunk), driven by the executor
+// (pipeline/pipeline_executor.h). A template over the model (GptModel, BertModel), which
+// provides the stage interface: StageCtxPtr make_stage_ctx(), forward_stage, backward_stage,
+// stage(), stage_activation_shape, compute_dtype, device.
+//
+// Every pipeline rank reads the same micro-batches (the first stage needs the tokens, the last
+// the labels, every stage the dropout keys); micro-batch m is read when its first forward
+// needs it. The losses are the last stage's, SUMMED over the micro-batches (zero on the other
+// ranks): the Trainer broadcasts them from the last stage and divides.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "model/stage_range.h"
+#include "pipeline/pipeline_executor.h"
+#include "pipeline/schedule.h"
+#include "train/model_step.h"
+
+namespace megatron {
+
+template <typename Model, typename Batch>
+class PipelineChunks {
+ public:
+  using CtxPtr = typename Model::StageCtxPtr;
+  using StageCtx = typename Model::StageCtx;
+  // make(stage): the model of one chunk. loss_of(model, ctx): the losses of a micro-batch the
+  // last stage's forward_stage ran in ctx.
+  using MakeModel = std::function<std::unique_ptr<Model>(const StageRange&)>;
+  using LossOf = std::function<LossTerms(const Model&, const StageCtx&)>;
+  using NextBatch = std::function<Batch()>;
+
+  // Throws Error naming the flags unless num_layers splits into pp_size · chunks stages.
+  PipelineChunks(int num_layers, const ParallelState& ps, int chunks, const MakeModel& make,
+                 LossOf loss_of)
+      : ps_(ps), chunks_(chunks), loss_of_(std::move(loss_of)) {
+    check_pipeline_split(num_layers, ps.pp_size, chunks);
+    for (int c = 0; c < chunks; ++c)
+      models_.push_back(make(stage_range(num_layers, ps.pp_size, ps.pp_rank, chunks, c)));
+    free_ctxs_.resize(models_.size());
+  }
+
+  std::vector<std::unique_ptr<Model>>& models() { return models_; }
+
+  // One iteration's `micro_batches` training micro-batches of `micro_batch` samples: forward +
+  // backward (gradients scaled by grad_scale accumulated into the store).
+  LossTerms train(int64_t micro_batches, int64_t micro_batch, const NextBatch& next,
+                  float grad_scale, uint64_t seed) {
+    return run(training_schedule(ps_.pp_size, ps_.pp_rank, chunks_, micro_batches), micro_batch,
+               next, /*train=*/true, grad_scale, seed);
+  }
+  // The same, forward only, without dropout.
+  LossTerms evaluate(int64_t micro_batches, int64_t micro_batch, const NextBatch& next) {
+    return run(forward_only_schedule(chunks_, micro_batches), micro_batch, next, /*train=*/false,
+               0.0f, 0);
+  }
+
+ private:
+  LossTerms run(const std::vector<PipelineOp>& ops, int64_t micro_batch, const NextBatch& next,
+                bool train, float grad_scale, uint64_t seed) {
+    std::vector<Batch> batches;  // micro-batch m, read when its first forward needs it
+    std::map<std::pair<int, int64_t>, CtxPtr> live;
+    LossTerms sum;
+    PipelineStageFunctions fns;
+    fns.forward = [&](int c, int64_t m, const Tensor& input) {
+      while (int64_t(batches.size()) <= m) batches.push_back(next());
+      Model& model = *models_[size_t(c)];
+      CtxPtr ctx = acquire(c);
+      Tensor output = model.forward_stage(*ctx, batches[size_t(m)], input, train, seed);
+      if (model.stage().last) {
+        const LossTerms l = loss_of_(model, *ctx);
+        sum.lm += l.lm;
+        sum.sop += l.sop;
+      }
+      if (train)
+        live.emplace(std::make_pair(c, m), std::move(ctx));
+      else
+        free_ctxs_[size_t(c)].push_back(std::move(ctx));
+      return output;
+    };
+    fns.backward = [&](int c, int64_t m, const Tensor& grad_output) {
+      auto it = live.find({c, m});
+      MT_CHECK(it != live.end(), "pipeline backward of micro-batch ", m, " on chunk ", c,
+               " before its forward");
+      Tensor grad_input = models_[size_t(c)]->backward_stage(*it->second, grad_output, grad_scale);
+      // The executor copies what it sends, so the context (and its arena) is free now.
+      free_ctxs_[size_t(c)].push_back(std::move(it->second));
+      live.erase(it);
+      return grad_input;
+    };
+    const Model& any = *models_.front();
+    run_pipeline_schedule(
+        ops, ps_.pp_size > 1 ? ps_.pp.get() : nullptr, chunks_,
+        {any.stage_activation_shape(micro_batch), any.compute_dtype(), any.device()}, fns);
+    return sum;
+  }
+
+  // A stage context of chunk c, reused across micro-batches and iterations (its arena keeps
+  // its high-water size, so steady-state steps allocate nothing).
+  CtxPtr acquire(int c) {
+    auto& pool = free_ctxs_[size_t(c)];
+    if (pool.empty()) return models_[size_t(c)]->make_stage_ctx();
+    CtxPtr ctx = std::move(pool.back());
+    pool.pop_back();
+    return ctx;
+  }
+
+  ParallelState ps_;
+  int chunks_;
+  LossOf loss_of_;
+  std::vector<std::unique_ptr<Model>> models_;  // this rank's model chunks
+  std::vector<std::vector<CtxPtr>> free_ctxs_;  // per chunk
+};
+
+}  // namespace megatron
