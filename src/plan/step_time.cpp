@@ -189,10 +189,23 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
     r.embedding_sync = collective_seconds(machine, Collective::kAllReduce,
                                           params.word_embedding / l.tensor_parallel * 4.0, ends);
   }
+  // Sequence parallelism: the norms and row-parallel biases every TP rank holds whole see only
+  // its sequence shard, so their gradients are partial sums, all-reduced over TP once per step
+  // after the backward, in one packed buffer (megatron-cpp's
+  // reduce_sequence_parallel_gradients, Megatron-LM's _allreduce_layernorm_grads over the fp32
+  // main grads), on the critical path. The last stage holds the most of them (its layers' and
+  // the head's).
+  if (l.sequence_parallel) {
+    const double shard_partial =
+        layers_per_stage * params.layer_replicated + params.head_sequence_parallel;
+    r.sequence_parallel_sync = collective_seconds(
+        machine, Collective::kAllReduce, shard_partial * grad_reduce_bytes(l, impl),
+        place_group(l.tensor_parallel, 1, machine.devices_per_node));
+  }
   r.optimizer = local * optimizer_bytes_per_parameter(l, impl) /
                     (machine.memory_bandwidth * machine.memory_efficiency) +
                 4 * machine.kernel_overhead;  // zero, norm, update, cast: a few passes
-  r.step = r.pipeline + r.dp_exposed + r.embedding_sync + r.optimizer;
+  r.step = r.pipeline + r.dp_exposed + r.embedding_sync + r.sequence_parallel_sync + r.optimizer;
 
   r.flops = iteration_flops(model, l, impl);
   const double devices = l.world_size();

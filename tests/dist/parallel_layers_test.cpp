@@ -241,9 +241,6 @@ TEST(MappingsTest, SequenceParallelOperatorsWorkAlongTheSequence) {
   const float rank_sum = float(t * (t - 1) / 2);
   Arena arena;
 
-  Tensor full = pattern(rows * t, cols, 0);
-  Tensor mine = ScatterToSequenceParallelRegion::forward(c, full);
-  EXPECT_EQ(mine.raw_data(), full.slice(0, r * rows, (r + 1) * rows).raw_data());  // a view
   // Rows of every rank in rank order: row i of the result is row i % rows of rank i / rows.
   auto expect_gathered = [&](const Tensor& out) {
     ASSERT_EQ(out.shape(), (Shape{rows * t, cols}));
@@ -252,7 +249,6 @@ TEST(MappingsTest, SequenceParallelOperatorsWorkAlongTheSequence) {
       for (int64_t j = 0; j < cols; ++j)
         EXPECT_EQ(v[i * cols + j], float(100 * (i % rows) + j + 1000 * (i / rows)));
   };
-  expect_gathered(ScatterToSequenceParallelRegion::backward(c, pattern(rows, cols, r), arena));
   expect_gathered(GatherFromSequenceParallelRegion::forward(c, pattern(rows, cols, r), arena));
   expect_gathered(
       ReduceScatterToSequenceParallelRegion::backward(c, pattern(rows, cols, r), arena));
