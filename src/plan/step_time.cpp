@@ -35,8 +35,10 @@ double optimizer_bytes_per_parameter(const Layout& l, Implementation impl) {
       return 8 + 28 / d + (l.precision == Precision::kFp32 ? 0 : 2);
     case Implementation::kMegatronLm2019:
       // apex fp16 optimizer: fp16 → fp32 gradient copy (r 2 w 4), unscale + overflow check
-      // (r 4 w 4 r 4), norm (r 4), Adam (28), fp32 → fp16 parameters (r 4 w 2).
-      return 60;
+      // (r 4 w 4 r 4), norm (r 4), Adam (28), fp32 → fp16 parameters (r 4 w 2). With data
+      // parallelism both DDPs of that code (its own and PyTorch's) copy the fp16 gradients
+      // into a flat buffer (r 2 w 2), scale it by 1/d (r 2 w 2) and copy it back (r 2 w 2).
+      return 60 + (l.data_parallel > 1 ? 12 : 0);
   }
   return 0;
 }
