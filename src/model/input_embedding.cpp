@@ -35,7 +35,8 @@ InputEmbedding::InputEmbedding(const InputEmbeddingConfig& config, const Paralle
                                   true});
   if (config.layernorm)
     layernorm_ = std::make_unique<LayerNorm>("embedding.layernorm", config.hidden_size,
-                                             config.layernorm_epsilon, store, weights);
+                                             config.layernorm_epsilon, store, weights,
+                                             Normalization::kLayerNorm, config.sequence_parallel);
 }
 
 void InputEmbedding::init_weights(ParameterStore& store, uint64_t seed) const {
@@ -65,13 +66,34 @@ Tensor InputEmbedding::forward(Ctx& ctx, const Tensor& tokens, const Tensor& tok
   ctx.seq = s;
   ctx.batch = b;
 
-  Tensor embedded = word_.forward(ctx.word, to_seq_major(tokens, arena), arena).view({s * b, h});
-  Tensor table_rows = arena.alloc({s * b, h}, embedded.dtype());  // [s·b, h]
+  // This rank continues with positions [seq_begin, seq_begin + s_local): all of them, or its
+  // sequence shard. With sequence parallelism the vocabulary-parallel partial lookups are
+  // reduce-scattered straight to the shard (Korthikanti et al. §4.2.2), half the bytes of an
+  // all-reduce and no slice; the replicated tables are then looked up for the shard's rows only.
+  const Tensor ids = to_seq_major(tokens, arena);  // [s, b]
+  Tensor embedded;                                 // [s_local, b, h]
+  int64_t seq_begin = 0, s_local = s;
+  if (config_.sequence_parallel) {
+    MT_CHECK(position_start == 0, "a sequence-parallel embedding is for training, not decoding");
+    embedded = ReduceScatterToSequenceParallelRegion::forward(
+        *tp_, word_.lookup(ctx.word, ids, arena), arena);
+    s_local = embedded.size(0);
+    seq_begin = tp_->rank() * s_local;
+  } else {
+    embedded = word_.forward(ctx.word, ids, arena);
+  }
+  const int64_t rows = s_local * b, row_begin = seq_begin * b;
+  embedded = embedded.view({rows, h});
+  Tensor table_rows = arena.alloc({rows, h}, embedded.dtype());  // [s_local·b, h]
+  // The ids of the whole sequence [s·b] are kept: backward scatters the gradient of every
+  // position (all-gathered with sequence parallelism), so the replicated tables' gradients are
+  // complete on every rank and need no reduction.
   ctx.position_ids = Tensor();
   if (position_index_) {
     ctx.position_ids = arena.alloc({s * b}, DType::I32);  // position of row i: i / b
     kernels::fill_positions(ctx.position_ids, b, position_start);
-    kernels::embedding_forward(ctx.position_ids, weights_.weight(*position_index_), 0, table_rows);
+    kernels::embedding_forward(ctx.position_ids.slice(0, row_begin, row_begin + rows),
+                               weights_.weight(*position_index_), 0, table_rows);
     kernels::axpy(1.0f, table_rows, embedded);
   }
   ctx.tokentype_ids = Tensor();
@@ -80,29 +102,21 @@ Tensor InputEmbedding::forward(Ctx& ctx, const Tensor& tokens, const Tensor& tok
     const int64_t bad = kernels::first_out_of_range(ctx.tokentype_ids, 0, config_.num_tokentypes);
     MT_CHECK(bad < 0, model, " token type ", element_value<int32_t>(ctx.tokentype_ids, bad),
              " is outside [0, ", config_.num_tokentypes, ")");
-    kernels::embedding_forward(ctx.tokentype_ids, weights_.weight(*tokentype_index_), 0,
-                               table_rows);
+    kernels::embedding_forward(ctx.tokentype_ids.slice(0, row_begin, row_begin + rows),
+                               weights_.weight(*tokentype_index_), 0, table_rows);
     kernels::axpy(1.0f, table_rows, embedded);
   }
 
   if (layernorm_) embedded = layernorm_->forward(ctx.layernorm, embedded, arena);
 
-  int64_t seq_begin = 0, s_local = s;  // the positions this rank continues with
-  if (config_.sequence_parallel) {
-    MT_CHECK(position_start == 0, "a sequence-parallel embedding is for training, not decoding");
-    embedded = ScatterToSequenceParallelRegion::forward(*tp_, embedded.view({s, b, h}));
-    s_local = embedded.size(0);
-    seq_begin = tp_->rank() * s_local;
-    embedded = embedded.view({s_local * b, h});
-  }
   ctx.dropout_mask = Tensor();
   if (scope.enabled && config_.hidden_dropout > 0.0f) {
-    ctx.dropout_mask = arena.alloc({s_local * b, h}, DType::U8);
+    ctx.dropout_mask = arena.alloc({rows, h}, DType::U8);
     kernels::dropout_mask(
         scope.seed,
         hidden_dropout_rows(scope, 0, DropoutSite::kEmbedding, s_local, b, h, seq_begin),
         config_.hidden_dropout, ctx.dropout_mask);
-    Tensor dropped = arena.alloc({s_local * b, h}, embedded.dtype());
+    Tensor dropped = arena.alloc({rows, h}, embedded.dtype());
     kernels::dropout_forward(embedded, ctx.dropout_mask, config_.hidden_dropout, dropped);
     embedded = dropped;
   }
@@ -110,21 +124,22 @@ Tensor InputEmbedding::forward(Ctx& ctx, const Tensor& tokens, const Tensor& tok
 }
 
 void InputEmbedding::backward(const Ctx& ctx, const Tensor& dout, Arena& arena) const {
-  const int64_t n = ctx.seq * ctx.batch, h = config_.hidden_size;
+  const int64_t h = config_.hidden_size;
   Tensor d = dout.view({-1, h});  // [s·b, h], or [s/t·b, h]
   if (ctx.dropout_mask.defined()) {
     Tensor undropped = arena.alloc(d.shape(), d.dtype());
     kernels::dropout_backward(d, ctx.dropout_mask, config_.hidden_dropout, undropped);
     d = undropped;
   }
-  if (config_.sequence_parallel)
-    d = ScatterToSequenceParallelRegion::backward(*tp_, d.view({-1, ctx.batch, h}), arena)
-            .view({n, h});
   if (layernorm_) {
-    Tensor dsum = arena.alloc({n, h}, d.dtype());
+    Tensor dsum = arena.alloc(d.shape(), d.dtype());
     layernorm_->backward(ctx.layernorm, d, dsum, 0.0f);
     d = dsum;
   }
+  // The gradient of the whole sequence: the reduce-scatter's backward all-gathers the shards.
+  if (config_.sequence_parallel)
+    d = ReduceScatterToSequenceParallelRegion::backward(*tp_, d.view({-1, ctx.batch, h}), arena)
+            .view({ctx.seq * ctx.batch, h});
   word_.backward(ctx.word, d);
   if (position_index_)
     kernels::embedding_backward(d, ctx.position_ids, 0, weights_.grad(*position_index_));

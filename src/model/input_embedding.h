@@ -10,9 +10,12 @@
 // Without learned positions (--position-embedding-type rope or none) there is no position
 // table: RoPE acts inside attention.
 // The dropout mask is keyed by (layer 0, DropoutSite::kEmbedding).
-// With sequence_parallel the sum of the tables is scattered to this rank's sequence shard
-// (ScatterToSequenceParallelRegion) before the dropout, which draws the mask of the shard's
-// global positions; the output is [s/t, b, h] and backward all-gathers its gradient.
+// With sequence_parallel the vocabulary-parallel partial lookups are reduce-scattered along
+// the sequence to this rank's shard (ReduceScatterToSequenceParallelRegion), the position and
+// token-type rows of the shard's global positions added to it, then the LayerNorm (its
+// parameters sequence-parallel) and the dropout, which draws the mask of the shard's global
+// positions: the output is [s/t, b, h], bitwise the rows of the unsplit one, and backward
+// all-gathers its gradient before scattering it into the tables.
 #pragma once
 
 #include <memory>
@@ -44,8 +47,8 @@ class InputEmbedding {
   struct Ctx {
     int64_t seq = 0, batch = 0;  // the whole sequence
     VocabParallelEmbedding::Ctx word;
-    Tensor position_ids;   // i32 [s·b] or undefined (no position table)
-    Tensor tokentype_ids;  // i32 [s·b] or undefined (no token-type table)
+    Tensor position_ids;   // i32 [s·b] (whole sequence) or undefined (no position table)
+    Tensor tokentype_ids;  // i32 [s·b] (whole sequence) or undefined (no token-type table)
     LayerNorm::Ctx layernorm;
     Tensor dropout_mask;  // u8 [s·b, h] ([s/t·b, h] with sequence parallelism) or undefined
   };

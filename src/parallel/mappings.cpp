@@ -47,22 +47,6 @@ Tensor ReduceScatterToSequenceParallelRegion::backward(Communicator& tp, const T
   return gather_first_dim(tp, grad, arena);
 }
 
-Tensor ScatterToSequenceParallelRegion::forward(Communicator& tp, const Tensor& x) {
-  const int64_t t = tp.size();
-  if (t == 1) return x;
-  const int64_t s = x.size(0);
-  MT_CHECK(s % t == 0, "sequence parallelism: the sequence length ", s, " of ", x.describe(),
-           " is not divisible by the tensor-model-parallel size ", t);
-  MT_CHECK(x.is_contiguous(), "ScatterToSequenceParallelRegion: input must be contiguous, got ",
-           x.describe());
-  return x.slice(0, tp.rank() * (s / t), (tp.rank() + 1) * (s / t));
-}
-
-Tensor ScatterToSequenceParallelRegion::backward(Communicator& tp, const Tensor& grad,
-                                                 Arena& arena) {
-  return gather_first_dim(tp, grad, arena);
-}
-
 Tensor TpRegionInput::forward(Communicator& tp, const Tensor& x, bool sequence_parallel,
                               Arena& arena) {
   return sequence_parallel ? GatherFromSequenceParallelRegion::forward(tp, x, arena)

@@ -13,9 +13,8 @@
 //   ḡ  GatherFromSequenceParallelRegion       forward all-gather along dim 0, backward
 //                                             reduce-scatter along dim 0 (enters the TP region)
 //   g̅  ReduceScatterToSequenceParallelRegion  forward reduce-scatter along dim 0, backward
-//                                             all-gather along dim 0 (leaves the TP region)
-//      ScatterToSequenceParallelRegion        forward keep own chunk of dim 0, backward
-//                                             all-gather along dim 0 (the embedding's output)
+//                                             all-gather along dim 0 (leaves the TP region;
+//                                             also the vocab-parallel embedding's output)
 // TpRegionInput picks f or ḡ for the input of a column-parallel layer.
 // All-reduces work in place; scatter/gather outputs are allocated from the arena. With one
 // rank every operator is the identity and returns its input without copying.
@@ -60,13 +59,6 @@ struct GatherFromSequenceParallelRegion {
 struct ReduceScatterToSequenceParallelRegion {
   // y [s, ...] (contiguous, partial sums) → [s/t, ...], the sum of this rank's chunk.
   static Tensor forward(Communicator& tp, const Tensor& y, Arena& arena);
-  // grad [s/t, ...] → [s, ...].
-  static Tensor backward(Communicator& tp, const Tensor& grad, Arena& arena);
-};
-
-struct ScatterToSequenceParallelRegion {
-  // x [s, ...] (contiguous) → [s/t, ...], a view of this rank's chunk (no copy).
-  static Tensor forward(Communicator& tp, const Tensor& x);
   // grad [s/t, ...] → [s, ...].
   static Tensor backward(Communicator& tp, const Tensor& grad, Arena& arena);
 };

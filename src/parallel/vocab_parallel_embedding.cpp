@@ -26,6 +26,12 @@ void VocabParallelEmbedding::init_weights(ParameterStore& store, uint64_t seed) 
 }
 
 Tensor VocabParallelEmbedding::forward(Ctx& ctx, const Tensor& ids, Arena& arena) const {
+  Tensor out = lookup(ctx, ids, arena);
+  ReduceFromTpRegion::forward(*tp_, out);
+  return out;
+}
+
+Tensor VocabParallelEmbedding::lookup(Ctx& ctx, const Tensor& ids, Arena& arena) const {
   check_dtype(ids, DType::I32, "VocabParallelEmbedding ids");
   ctx.ids = ids.view({ids.numel()});  // [N]
   const int64_t bad = kernels::first_out_of_range(ctx.ids, 0, config_.num_embeddings);
@@ -34,7 +40,6 @@ Tensor VocabParallelEmbedding::forward(Ctx& ctx, const Tensor& ids, Arena& arena
   const Tensor& table = weight();                                                     // [V/t, h]
   Tensor out = arena.alloc({ctx.ids.numel(), config_.embedding_dim}, table.dtype());  // [N, h]
   kernels::embedding_forward(ctx.ids, table, vocab_start_, out);
-  ReduceFromTpRegion::forward(*tp_, out);
   Shape shape = ids.shape();
   shape.push_back(config_.embedding_dim);
   return out.view(shape);

@@ -1,7 +1,10 @@
 // VocabParallelEmbedding: an embedding table [V, h] split along the vocabulary: rank r owns
 // the contiguous rows [r·V/t, (r+1)·V/t). Each rank looks up the ids it owns (others give zero
-// rows) and one all-reduce assembles the full lookup. Backward needs no communication: the
-// output gradient is replicated, so every rank scatters it into its own rows.
+// rows) and one all-reduce assembles the full lookup — or, with sequence parallelism, the caller
+// reduce-scatters the partial lookup along the sequence (InputEmbedding): half the bytes, and
+// each rank receives only its shard. Backward needs no communication: the gradient of the full
+// lookup is replicated (all-gathered first under sequence parallelism), so every rank scatters
+// it into its own rows.
 #pragma once
 
 #include <string>
@@ -34,7 +37,11 @@ class VocabParallelEmbedding {
 
   // ids i32 [...] (contiguous, in [0, V)) → [..., h] in the compute dtype, all-reduced.
   Tensor forward(Ctx& ctx, const Tensor& ids, Arena& arena) const;
-  // dout [..., h] → accumulates the table gradient of the owned rows.
+  // ids i32 [...] → [..., h], this rank's partial sum: its own rows, zeros for the others'
+  // ids. The caller reduces it over the TP group (forward is lookup + all-reduce).
+  Tensor lookup(Ctx& ctx, const Tensor& ids, Arena& arena) const;
+  // dout [..., h], the gradient of the full lookup (replicated) → accumulates the table
+  // gradient of the owned rows.
   void backward(const Ctx& ctx, const Tensor& dout) const;
 
   const Tensor& weight() const { return weights_.weight(weight_index_); }  // [V/t, h]

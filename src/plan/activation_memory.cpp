@@ -123,11 +123,12 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
   ActivationMemory r;
   // Embedding (InputEmbedding::forward / backward).
   Allocations emb;
-  emb.add(N * 4);      // token ids, sequence-major
-  emb.add(N * h * e);  // word embedding rows
-  emb.add(N * h * e);  // position (and token type) rows, allocated with or without them
-  if (m.learned_position_embeddings) emb.add(N * 4);  // position ids
-  if (bert) emb.add(N * 4);                           // token types, sequence-major
+  emb.add(N * 4);                // token ids, sequence-major
+  emb.add(N * h * e);            // word embedding rows (this rank's partial sums with SP)
+  if (c.sp) emb.add(n * h * e);  // ... reduce-scattered to the shard
+  emb.add(n * h * e);  // position (and token type) rows of the shard, allocated with or without
+  if (m.learned_position_embeddings) emb.add(N * 4);  // position ids, the whole sequence
+  if (bert) emb.add(N * 4);                           // token types, sequence-major, the same
   if (c.hidden_dropout) {                             // on this rank's sequence shard with SP
     emb.add(n * h);                                   // u8 mask
     emb.add(n * h * e);                               // dropped output

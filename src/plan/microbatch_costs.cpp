@@ -213,14 +213,19 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
   k.memory(c.embedding_forward, 3 + 2 * dmask, 8 * N * h * e + dmask * (2 * e + 1) * N * h, 0,
            dmask * N * h);
   k.memory(c.embedding_backward, 2 + dmask, 8 * N * h * e + dmask * (2 * e + 1) * N * h);
-  if (l.sequence_parallel && impl != Implementation::kMegatronCpp) {
+  // The vocabulary-parallel lookup is summed over TP. With sequence parallelism megatron-cpp
+  // reduce-scatters it straight to the shard (InputEmbedding); Megatron-Core does so only
+  // without position and token-type tables (LanguageModelEmbedding's reduce_scatter_embeddings),
+  // else it all-reduces and keeps its shard. Either way backward all-gathers the gradient.
+  const bool reduce_scatter =
+      impl == Implementation::kMegatronCpp ||
+      (!model.learned_position_embeddings && model.family == ModelFamily::kGpt);
+  if (l.sequence_parallel && reduce_scatter) {
     term(c.embedding_comm, "TP reduce-scatter (embedding)", Collective::kReduceScatter, act, 1);
   } else {
     term(c.embedding_comm, "TP all-reduce (embedding)", Collective::kAllReduce, act, 1);
   }
-  // megatron-cpp all-reduces the vocabulary-parallel lookup and slices its shard; backward
-  // all-gathers the shards' gradients (InputEmbedding).
-  if (l.sequence_parallel && impl == Implementation::kMegatronCpp)
+  if (l.sequence_parallel)
     term(c.embedding_comm, "TP all-gather (embedding gradient)", Collective::kAllGather, act, 1);
 
   // Output: final norm, (BERT: LM-head transform), logits over V/t, vocab-parallel loss.

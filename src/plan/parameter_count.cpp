@@ -27,7 +27,10 @@ ParameterCounts count_parameters(const ModelSpec& m, const Layout& l) {
   if (m.family == ModelFamily::kBert) {
     c.head_sharded = vocab;                  // LM-head bias over the vocabulary
     c.head_replicated += h * h + h + 2 * h;  // LM-head dense + LayerNorm
-    c.head_replicated += h * h + h;          // pooler
+  }
+  c.head_sequence_parallel = c.head_replicated;
+  if (m.family == ModelFamily::kBert) {
+    c.head_replicated += h * h + h;  // pooler
     if (m.bert_binary_head) c.head_replicated += 2 * h + 2;
   }
   const double layers = double(m.num_layers);

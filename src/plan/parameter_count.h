@@ -24,7 +24,12 @@ struct ParameterCounts {
   double output_layer = 0;      // untied output weights V_padded · h (0 when tied)
   double head_sharded = 0;      // BERT: the LM head's vocabulary bias
   double head_replicated = 0;   // final norm; BERT: LM-head dense + LayerNorm, pooler, binary head
-  double total = 0;             // every parameter of the model once
+  // Of the replicated parameters, those applied to each rank's sequence shard under sequence
+  // parallelism, whose gradients are then partial sums over TP (Megatron's `sequence_parallel`
+  // attribute): per layer all of layer_replicated (norms, row-parallel biases); in the head the
+  // final norm and BERT's LM-head dense + LayerNorm (the pooler sees the gathered first token).
+  double head_sequence_parallel = 0;
+  double total = 0;  // every parameter of the model once
 
   // One rank (TP share) of a pipeline stage; with PP = 1 first == last == the whole model.
   double first_stage_rank = 0;  // embeddings + L/p layers

@@ -117,6 +117,7 @@ json time_json(const StepTime& t) {
           {"dp_comm_seconds", t.dp_comm},
           {"dp_comm_exposed_seconds", t.dp_exposed},
           {"embedding_sync_seconds", t.embedding_sync},
+          {"sequence_parallel_sync_seconds", t.sequence_parallel_sync},
           {"optimizer_seconds", t.optimizer},
           {"step_seconds", t.step},
           {"model_flops_per_iteration", t.flops.model},
@@ -228,6 +229,9 @@ std::string format_plan(const Plan& p) {
              l.overlap_grad_reduce ? ", overlapped with backward" : ", after backward");
   if (t.embedding_sync > 0)
     o += fmt("  %-30s %12s\n", "tied embedding all-reduce", ms(t.embedding_sync).c_str());
+  if (t.sequence_parallel_sync > 0)
+    o += fmt("  %-30s %12s  (norm and bias gradients, over TP)\n", "sequence-parallel all-reduce",
+             ms(t.sequence_parallel_sync).c_str());
   o += fmt("  %-30s %12s\n", "optimizer step", ms(t.optimizer).c_str());
   o += fmt("  %-30s %12s\n", "step", ms(t.step).c_str());
   const double peak = p.machine.compute(gemm_precision(l, p.impl)).peak_flops / 1e12;

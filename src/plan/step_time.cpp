@@ -35,8 +35,10 @@ double optimizer_bytes_per_parameter(const Layout& l, Implementation impl) {
       return 8 + 28 / d + (l.precision == Precision::kFp32 ? 0 : 2);
     case Implementation::kMegatronLm2019:
       // apex fp16 optimizer: fp16 → fp32 gradient copy (r 2 w 4), unscale + overflow check
-      // (r 4 w 4 r 4), norm (r 4), Adam (28), fp32 → fp16 parameters (r 4 w 2).
-      return 60;
+      // (r 4 w 4 r 4), norm (r 4), Adam (28), fp32 → fp16 parameters (r 4 w 2). With data
+      // parallelism both DDPs of that code (its own and PyTorch's) copy the fp16 gradients
+      // into a flat buffer (r 2 w 2), scale it by 1/d (r 2 w 2) and copy it back (r 2 w 2).
+      return 60 + (l.data_parallel > 1 ? 12 : 0);
   }
   return 0;
 }
@@ -189,10 +191,23 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
     r.embedding_sync = collective_seconds(machine, Collective::kAllReduce,
                                           params.word_embedding / l.tensor_parallel * 4.0, ends);
   }
+  // Sequence parallelism: the norms and row-parallel biases every TP rank holds whole see only
+  // its sequence shard, so their gradients are partial sums, all-reduced over TP once per step
+  // after the backward, in one packed buffer (megatron-cpp's
+  // reduce_sequence_parallel_gradients, Megatron-LM's _allreduce_layernorm_grads over the fp32
+  // main grads), on the critical path. The last stage holds the most of them (its layers' and
+  // the head's).
+  if (l.sequence_parallel) {
+    const double shard_partial =
+        layers_per_stage * params.layer_replicated + params.head_sequence_parallel;
+    r.sequence_parallel_sync = collective_seconds(
+        machine, Collective::kAllReduce, shard_partial * grad_reduce_bytes(l, impl),
+        place_group(l.tensor_parallel, 1, machine.devices_per_node));
+  }
   r.optimizer = local * optimizer_bytes_per_parameter(l, impl) /
                     (machine.memory_bandwidth * machine.memory_efficiency) +
                 4 * machine.kernel_overhead;  // zero, norm, update, cast: a few passes
-  r.step = r.pipeline + r.dp_exposed + r.embedding_sync + r.optimizer;
+  r.step = r.pipeline + r.dp_exposed + r.embedding_sync + r.sequence_parallel_sync + r.optimizer;
 
   r.flops = iteration_flops(model, l, impl);
   const double devices = l.world_size();

@@ -11,9 +11,12 @@
 //                               overlap_slowdown charged for the overlapped part
 //   tied embedding (p > 1)      all-reduce of the word-embedding gradient between the first and
 //                               last stage
+//   sequence-parallel grads     with sequence parallelism, all-reduce over TP of the gradients
+//                               of the replicated parameters applied per sequence shard
+//                               (norms, row-parallel biases), after the backward
 //   optimizer                   memory-bound pass over this rank's parameters and state
-// Step = pipeline + exposed DP + embedding sync + optimizer. Data loading and logging are
-// not modelled.
+// Step = pipeline + exposed DP + embedding sync + sequence-parallel grads + optimizer. Data loading
+// and logging are not modelled.
 #pragma once
 
 #include <vector>
@@ -42,6 +45,7 @@ struct StepTime {
   double dp_comm = 0;     // gradient reduction (and parameter all-gather) issued
   double dp_exposed = 0;  // of which on the critical path
   double embedding_sync = 0;
+  double sequence_parallel_sync = 0;  // TP all-reduce of the shard-partial gradients
   double optimizer = 0;
   double step = 0;  // seconds per iteration
   IterationFlops flops;

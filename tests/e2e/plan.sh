@@ -40,7 +40,7 @@ node -e '
   close(r.optimizer_bytes / r.parameters, 12 / 8, "distributed optimizer bytes");
   const t = p.time;
   close(t.step_seconds, t.pipeline_seconds + t.dp_comm_exposed_seconds +
-        t.embedding_sync_seconds + t.optimizer_seconds, "step");
+        t.embedding_sync_seconds + t.sequence_parallel_sync_seconds + t.optimizer_seconds, "step");
   close(t.pipeline_seconds, 192 * t.per_micro_batch.stage_seconds + t.bubble_seconds, "pipeline");
   close(t.tokens_per_second, 1536 * 2048 / t.step_seconds, "tokens/s");
   if (!(t.mfu > 0.2 && t.mfu < 0.7)) throw new Error("MFU " + t.mfu);

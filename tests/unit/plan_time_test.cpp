@@ -194,8 +194,10 @@ TEST(PlanStep, PipelineBubbleAndInterleaving) {
   l.virtual_stages = 2;
   const StepTime b = predict_step_time(m, l, mach, Implementation::kMegatronLm);
   EXPECT_NEAR(b.bubble / a.bubble, 0.5, 0.02);  // halved, up to the extra send/recv
-  // Step = pipeline + exposed DP + embedding sync + optimizer.
-  EXPECT_NEAR(a.step, a.pipeline + a.dp_exposed + a.embedding_sync + a.optimizer, 1e-12);
+  // Step = pipeline + exposed DP + embedding sync + sequence-parallel grads + optimizer.
+  EXPECT_NEAR(a.step,
+              a.pipeline + a.dp_exposed + a.embedding_sync + a.sequence_parallel_sync + a.optimizer,
+              1e-12);
   // Tokens/s and MFU follow from the step.
   EXPECT_NEAR(a.tokens_per_second, 64.0 * 2048 / a.step, 1e-6);
   EXPECT_NEAR(a.mfu, a.flops.model / (a.step * 32 * 100e12), 1e-12);
@@ -259,6 +261,54 @@ TEST(PlanStep, MegatronCppSequenceParallelMovesTheSameBytes) {
   const double whole = predict_step_time(m, l, mach, cpp).pp_p2p;
   l.sequence_parallel = true;
   EXPECT_NEAR(predict_step_time(m, l, mach, cpp).pp_p2p, whole / l.tensor_parallel, 1e-12 * whole);
+}
+
+TEST(PlanStep, SequenceParallelAllReducesNormAndBiasGradients) {
+  // With SP each TP rank applies the norms and row-parallel biases to its sequence shard only,
+  // so their gradients are partial: one all-reduce over TP per step. The last stage of
+  // small_gpt at PP 4 holds 32 / 4 = 8 layers x (2 LayerNorms x 2h + 2 biases x h) + the final
+  // LayerNorm 2h = 8·6·4096 + 2·4096 = 204,800 f32 gradients (Megatron-LM: fp32 main grads),
+  // 819,200 bytes; on the ring of 4 at 100 GB/s, no latency: 2·(3/4)·819200 / 1e11 s.
+  const Machine mach = round_machine();
+  ModelSpec m = small_gpt();
+  Layout l = small_layout();
+  for (Implementation impl : {Implementation::kMegatronCpp, Implementation::kMegatronLm}) {
+    const StepTime a = predict_step_time(m, l, mach, impl);
+    EXPECT_NEAR(a.sequence_parallel_sync, 2 * 0.75 * 819200 / 1e11, 1e-18);
+    EXPECT_NEAR(
+        a.step,
+        a.pipeline + a.dp_exposed + a.embedding_sync + a.sequence_parallel_sync + a.optimizer,
+        1e-12);
+  }
+  // RMSNorm without biases: the norm weights only, 8·2·4096 + 4096 = 69,632 gradients.
+  m.rmsnorm = true;
+  m.add_bias_linear = false;
+  EXPECT_NEAR(predict_step_time(m, l, mach, Implementation::kMegatronCpp).sequence_parallel_sync,
+              2 * 0.75 * 69632 * 4 / 1e11, 1e-18);
+  // Without SP every rank sees the whole sequence: the gradients are complete.
+  l.sequence_parallel = false;
+  EXPECT_EQ(predict_step_time(m, l, mach, Implementation::kMegatronCpp).sequence_parallel_sync, 0);
+}
+
+TEST(PlanStep, SequenceParallelEmbeddingReduceScattersToTheShard) {
+  // megatron-cpp reduce-scatters the vocabulary-parallel lookup [s, b, h] (2048·1·4096 bf16 =
+  // 16,777,216 bytes) to the shard, (3/4)·S / 100 GB/s, and all-gathers its gradient, the same;
+  // Megatron-LM with a position table all-reduces (twice that) and all-gathers the gradient,
+  // with RoPE reduce-scatters as megatron-cpp does.
+  const Machine mach = round_machine();
+  ModelSpec m = small_gpt();
+  const Layout l = small_layout();
+  const double half = 0.75 * 16777216 / 1e11;
+  auto embedding_seconds = [&](Implementation impl) {
+    double seconds = 0;
+    for (const CommTerm& ct : microbatch_costs(m, l, mach, impl).embedding_comm)
+      seconds += ct.seconds;
+    return seconds;
+  };
+  EXPECT_NEAR(embedding_seconds(Implementation::kMegatronCpp), 2 * half, 1e-15);
+  EXPECT_NEAR(embedding_seconds(Implementation::kMegatronLm), 3 * half, 1e-15);
+  m.learned_position_embeddings = false;
+  EXPECT_NEAR(embedding_seconds(Implementation::kMegatronLm), 2 * half, 1e-15);
 }
 
 TEST(PlanStep, SelectiveRecomputeRunsTheAttentionCoreAgain) {

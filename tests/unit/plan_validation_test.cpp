@@ -40,7 +40,7 @@ struct WeakScalingRow {
 
 constexpr WeakScalingRow kWeakScaling[] = {
     {1536, 16, 40, 1, 64, 100, 96, false, 5, 5},
-    {1920, 20, 54, 2, 128, 95, 83, false, 5, 7},
+    {1920, 20, 54, 2, 128, 95, 83, false, 5, 6},
     {2304, 24, 64, 4, 256, 82, 79, true, 6, 5},
     {3072, 32, 72, 8, 512, 77, 74, true, 5, 5},
 };
