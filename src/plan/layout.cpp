@@ -84,9 +84,6 @@ void validate_layout(const ModelSpec& m, const Layout& l, Implementation impl) {
 
   if (impl == Implementation::kMegatronCpp) {
     const char* use_lm = " (plan for Megatron-LM with --implementation megatron-lm)";
-    MT_REQUIRE(p == 1 || m.family == ModelFamily::kGpt, "--pipeline-model-parallel-size ", p,
-               ": the planner models megatron-cpp's pipeline stages for GPT only (BERT's not yet)",
-               use_lm);
     MT_REQUIRE(!l.sequence_parallel || m.family == ModelFamily::kGpt,
                "--sequence-parallel: megatron-cpp's BERT has no sequence parallelism (a GPT "
                "option there)",

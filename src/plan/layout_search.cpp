@@ -31,7 +31,6 @@ SearchResult search_layouts(const ModelSpec& model, const Layout& base, const Ma
   MT_REQUIRE(top > 0, "--search-top must be positive, got ", top);
   MT_REQUIRE(headroom >= 0 && headroom < 1, "--memory-headroom must be in [0, 1), got ", headroom);
   const double usable = machine.memory_bytes * (1.0 - headroom);
-  const bool lm = impl == Implementation::kMegatronLm;
   // validate_layout drops what an implementation does not run (megatron-lm-2019 and
   // megatron-cpp's BERT: selective recompute, sequence parallelism).
   const std::vector<Recompute> recomputes = {Recompute::kNone, Recompute::kSelective,
@@ -42,8 +41,8 @@ SearchResult search_layouts(const ModelSpec& model, const Layout& base, const Ma
   bool have_smallest = false;
   for (int64_t t : divisors(devices, devices)) {
     if (model.heads() % t || model.query_groups() % t || model.ffn() % t) continue;
-    const bool pipelines =
-        lm || (impl == Implementation::kMegatronCpp && model.family == ModelFamily::kGpt);
+    // megatron-lm-2019 had no pipeline; the other two split GPT and BERT into stages.
+    const bool pipelines = impl != Implementation::kMegatronLm2019;
     for (int64_t p : divisors(devices / t, pipelines ? model.num_layers : 1)) {
       if (model.num_layers % p) continue;
       const int64_t d = devices / (t * p);
