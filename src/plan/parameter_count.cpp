@@ -29,10 +29,9 @@ ParameterCounts count_parameters(const ModelSpec& m, const Layout& l) {
     c.head_replicated += h * h + h + 2 * h;  // LM-head dense + LayerNorm
   }
   c.head_sequence_parallel = c.head_replicated;
-  if (m.family == ModelFamily::kBert) {
-    c.head_replicated += h * h + h;  // pooler
-    if (m.bert_binary_head) c.head_replicated += 2 * h + 2;
-  }
+  // BERT's pooler exists for its sentence-order head only (--bert-no-binary-head drops both).
+  if (m.family == ModelFamily::kBert && m.bert_binary_head)
+    c.head_replicated += h * h + h + 2 * h + 2;  // pooler, binary head
   const double layers = double(m.num_layers);
   c.total = layers * (c.layer_sharded + c.layer_replicated) + c.word_embedding + c.other_embedding +
             c.output_layer + c.head_sharded + c.head_replicated;
