@@ -3,6 +3,7 @@
 #  - GPT-3 175B on 1024 A100s at TP 8 x PP 16: the text report and the JSON agree, memory
 #    adds up, the step is the sum of its parts;
 #  - --search over 1024 devices lists fitting layouts fastest first;
+#  - megatron-cpp's BERT in pipeline stages, planned and searched;
 #  - `bench --mode machine` (tiny sizes) writes a machine file that `plan` reads;
 #  - bad input: each error names the problem and exits non-zero.
 set -euo pipefail
@@ -92,6 +93,22 @@ grep -q "optimizer step (transient)" "$WORK/cpu_pp_plan.txt"
   > "$WORK/cpu_sp_plan.txt"
 grep -q "recompute selective, sequence-parallel" "$WORK/cpu_sp_plan.txt"
 grep -q "TP reduce-scatter (forward)" "$WORK/cpu_sp_plan.txt"
+# BERT in pipeline stages on megatron-cpp: the last stage's tied copy is all-reduced with the
+# first stage's word embedding, and --search tries pipelined BERT layouts.
+"$BIN" plan --machine "$A100" --model bert --num-layers 4 --hidden-size 128 \
+  --num-attention-heads 4 --seq-length 64 --vocab-size 1000 --micro-batch-size 2 \
+  --global-batch-size 8 --world-size 4 --pipeline-model-parallel-size 2 \
+  > "$WORK/bert_pp_plan.txt"
+grep -q "TP 1 x PP 2 x DP 2" "$WORK/bert_pp_plan.txt"
+grep -q "tied embedding all-reduce" "$WORK/bert_pp_plan.txt"
+"$BIN" plan --machine "$A100" --model bert --num-layers 4 --hidden-size 128 \
+  --num-attention-heads 4 --seq-length 64 --vocab-size 1000 --global-batch-size 8 \
+  --world-size 4 --search --search-top 1000 --json > "$WORK/bert_search.json"
+node -e '
+  const s = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+  if (!s.best.some((c) => c.layout.pipeline_model_parallel_size > 1))
+    throw new Error("no pipelined BERT layout");
+' "$WORK/bert_search.json"
 
 # Bad input: message and non-zero exit.
 expect_error() {  # expected-message command...
@@ -112,9 +129,6 @@ expect_error "--num-layers 96 must be divisible by --pipeline-model-parallel-siz
 expect_error "megatron-cpp's BERT has no sequence parallelism" \
   "$BIN" plan --machine "$A100" "${GPT3[@]}" --model bert --tensor-model-parallel-size 8 \
   --sequence-parallel --micro-batch-size 1
-expect_error "the planner models megatron-cpp's pipeline stages for GPT only" \
-  "$BIN" plan --machine "$A100" "${GPT3[@]}" --model bert --pipeline-model-parallel-size 2 \
-  --micro-batch-size 1
 expect_error "--world-size 100 must be divisible by --tensor-model-parallel-size x" \
   "$BIN" plan --machine "$A100" "${GPT3[@]}" --tensor-model-parallel-size 8 --world-size 100 \
   --micro-batch-size 1

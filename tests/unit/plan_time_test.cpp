@@ -203,6 +203,37 @@ TEST(PlanStep, PipelineBubbleAndInterleaving) {
   EXPECT_NEAR(a.mfu, a.flops.model / (a.step * 32 * 100e12), 1e-12);
 }
 
+// megatron-cpp's BERT in four stages: the same pipeline (micro-batches, bubble, step) as GPT's,
+// and the tied word embedding's gradient summed between the first stage and the last stage's
+// copy: the same V_padded/t·h table as a GPT of that vocabulary and width, so the same sync.
+TEST(PlanStep, MegatronCppBertPipelineSyncsTheTiedCopy) {
+  const Machine mach = round_machine();
+  ModelSpec bert = small_gpt();
+  bert.family = ModelFamily::kBert;
+  bert.seq_length = 512;
+  ModelSpec gpt = small_gpt();
+  gpt.seq_length = 512;
+  Layout l = small_layout();
+  l.sequence_parallel = false;
+  l.recompute = Recompute::kFull;
+  validate_layout(bert, l, Implementation::kMegatronCpp);
+  const StepTime a = predict_step_time(bert, l, mach, Implementation::kMegatronCpp);
+  EXPECT_EQ(a.micro_batches, 32);
+  EXPECT_NEAR(a.pipeline, 32 * a.stage + a.bubble, 1e-12);
+  EXPECT_GT(a.bubble, 0.0);
+  EXPECT_GT(a.embedding_sync, 0.0);
+  EXPECT_DOUBLE_EQ(a.embedding_sync,
+                   predict_step_time(gpt, l, mach, Implementation::kMegatronCpp).embedding_sync);
+  EXPECT_NEAR(a.step,
+              a.pipeline + a.dp_exposed + a.embedding_sync + a.sequence_parallel_sync + a.optimizer,
+              1e-12);
+  l.pipeline_parallel = 1;
+  l.global_batch = 64 * 4;  // 4x the data parallelism keeps 32 micro-batches per rank
+  l.data_parallel = 8;
+  EXPECT_DOUBLE_EQ(predict_step_time(bert, l, mach, Implementation::kMegatronCpp).embedding_sync,
+                   0.0);
+}
+
 TEST(PlanStep, OverlapHidesGradientReductionBehindBackward) {
   const Machine mach = round_machine();
   const ModelSpec m = small_gpt();
@@ -407,10 +438,8 @@ TEST(PlanLayout, ErrorsNameTheRule) {
   l.pipeline_parallel = 2;
   ModelSpec bert = m;
   bert.family = ModelFamily::kBert;
-  EXPECT_NE(error_of([&] {
-              validate_layout(bert, l, Implementation::kMegatronCpp);
-            }).find("the planner models megatron-cpp's pipeline stages for GPT only"),
-            std::string::npos);
+  // megatron-cpp runs BERT in pipeline stages too (model/bert_model.h).
+  EXPECT_NO_THROW(validate_layout(bert, l, Implementation::kMegatronCpp));
   l.pipeline_parallel = 1;
   l.data_parallel = 3;
   l.global_batch = 10;
@@ -467,6 +496,19 @@ TEST(PlanSearch, RanksFittingLayoutsFastestFirst) {
   EXPECT_TRUE(pipelined);
   EXPECT_TRUE(selective);
   EXPECT_TRUE(sp);
+  // megatron-cpp's BERT: pipelined layouts too, never selective recompute or SP.
+  ModelSpec bert = m;
+  bert.family = ModelFamily::kBert;
+  bert.seq_length = 512;
+  const SearchResult cpp_bert =
+      search_layouts(bert, base, mach, Implementation::kMegatronCpp, 16, 500);
+  bool bert_pipelined = false;
+  for (const Candidate& c : cpp_bert.best) {
+    bert_pipelined = bert_pipelined || c.layout.pipeline_parallel > 1;
+    EXPECT_NE(c.layout.recompute, Recompute::kSelective);
+    EXPECT_FALSE(c.layout.sequence_parallel);
+  }
+  EXPECT_TRUE(bert_pipelined);
   EXPECT_NE(error_of([&] {
               search_layouts(m, Layout{}, mach, Implementation::kMegatronLm, 16, 5);
             }).find("--global-batch-size"),
