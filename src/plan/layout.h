@@ -54,8 +54,7 @@ int activation_bytes(Precision p);
 // b·d; the interleaved schedule's micro-batch count a multiple of p; sequence parallelism
 // only with TP > 1; and what `impl` does not implement (megatron-cpp: the distributed
 // optimizer with fp16, overlaps, flash attention, a sequence not divisible by TP under SP; in
-// BERT SP, selective recompute and the Llama options; BERT pipelines, which run but which the
-// planner does not model yet).
+// BERT SP, selective recompute and the Llama options).
 void validate_layout(const ModelSpec& model, const Layout& layout, Implementation impl);
 
 }  // namespace megatron::plan
