@@ -92,10 +92,11 @@ bool set_threads_per_process() {
 
 // OpenBLAS (Debian's pthreads build) runs each GEMM on a thread pool of its own, beside
 // OpenMP's, which every other kernel uses. With OpenMP's default (active) wait an idle OpenMP
-// worker keeps spinning on the core that OpenBLAS's thread needs, so 1 process x 2 threads ran
-// 16% slower than 2 processes x 1 thread on a quiet 2-core machine, and small OpenMP kernels
-// 10-30x their byte floor on a loaded one (bench/RESULTS.md). Passive waiting puts idle
-// workers to sleep at once; a user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT is respected.
+// worker keeps spinning on a core that OpenBLAS's thread (or another process) needs: on a
+// loaded 2-core machine the 1 process x 2 threads GPT-2 step ran 2.7x slower than with passive
+// waiting, its small OpenMP kernels at 10-40x their byte floor (bench/RESULTS.md). Passive
+// waiting puts idle workers to sleep at once; a user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT
+// is respected.
 bool set_passive_omp_wait() {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr)
     return false;
