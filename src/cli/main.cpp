@@ -90,12 +90,27 @@ bool set_threads_per_process() {
   return true;
 }
 
-// Both variables are read when the libraries load, before main(): the binary re-executes
+// OpenBLAS (Debian's pthreads build) runs each GEMM on a thread pool of its own, beside
+// OpenMP's, which every other kernel uses. With OpenMP's default (active) wait an idle OpenMP
+// worker keeps spinning on a core that OpenBLAS's thread (or another process) needs: on a
+// loaded 2-core machine the 1 process x 2 threads GPT-2 step ran 2.7x slower than with passive
+// waiting, its small OpenMP kernels at 10-40x their byte floor (bench/RESULTS.md). Passive
+// waiting puts idle workers to sleep at once; a user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT
+// is respected.
+bool set_passive_omp_wait() {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr)
+    return false;
+  setenv("OMP_WAIT_POLICY", "passive", 1);
+  return true;
+}
+
+// These variables are read when the libraries load, before main(): the binary re-executes
 // itself once with them set.
 void prepare_environment(char** argv) {
   const bool coretype = set_openblas_coretype();
   const bool threads = set_threads_per_process();
-  if (coretype || threads) execv("/proc/self/exe", argv);
+  const bool wait = set_passive_omp_wait();
+  if (coretype || threads || wait) execv("/proc/self/exe", argv);
   // execv only returns on failure; carry on with the defaults rather than fail.
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -19,7 +20,20 @@ struct AdamWHyper {
   int64_t step;  // 1 for the first update
 };
 
-// param, grad, exp_avg, exp_avg_sq: contiguous f32 of one numel.
+// Elements [begin, end) of the flat buffers, updated with weight decay h.weight_decay (decay)
+// or none (biases, norms).
+struct AdamWRun {
+  int64_t begin;
+  int64_t end;
+  bool decay;
+};
+
+// param, grad, exp_avg, exp_avg_sq: contiguous f32 of one numel. `runs` sorted, disjoint, inside
+// [0, numel); elements in no run are left unchanged. One pass over all runs, so a model's
+// alternating weights and biases cost one parallel loop, not one per parameter.
+void adamw_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
+                  const AdamWHyper& h, const std::vector<AdamWRun>& runs);
+// The whole buffers as one run with weight decay h.weight_decay.
 void adamw_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
                   const AdamWHyper& h);
 

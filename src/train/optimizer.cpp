@@ -37,10 +37,11 @@ void AdamW::step(double lr, const Tensor& grads) {
            "AdamW::step: gradients ", grads.describe(), " for a range of ",
            range_.end - range_.begin, " f32 elements");
   ++steps_;
-  // One fused pass per run of consecutive parameters that share a weight decay (the update
-  // is elementwise, so runs give the same result as one call per parameter), clipped to the
-  // range.
+  // Runs of consecutive parameters that share a weight decay (the update is elementwise, so
+  // runs give the same result as one update per parameter), clipped to the range; the kernel
+  // updates all of them in one pass.
   const std::vector<Parameter>& params = store_.params();
+  std::vector<kernels::AdamWRun> runs;
   for (size_t i = 0; i < params.size();) {
     const bool decay = params[i].spec.weight_decay;
     int64_t begin = params[i].flat_offset;
@@ -49,18 +50,11 @@ void AdamW::step(double lr, const Tensor& grads) {
       end = params[i].flat_offset + params[i].value.numel();
     begin = std::max(begin, range_.begin) - range_.begin;
     end = std::min(end, range_.end) - range_.begin;
-    if (end <= begin) continue;
-    Tensor value = master_.slice(0, begin, end);
-    Tensor m = exp_avg_.slice(0, begin, end);
-    Tensor v = exp_avg_sq_.slice(0, begin, end);
-    kernels::AdamWHyper h{float(lr),
-                          float(config_.beta1),
-                          float(config_.beta2),
-                          float(config_.eps),
-                          decay ? float(config_.weight_decay) : 0.0f,
-                          steps_};
-    kernels::adamw_update(value, grads.slice(0, begin, end), m, v, h);
+    if (end > begin) runs.push_back({begin, end, decay});
   }
+  kernels::AdamWHyper h{float(lr),          float(config_.beta1),        float(config_.beta2),
+                        float(config_.eps), float(config_.weight_decay), steps_};
+  kernels::adamw_update(master_, grads, exp_avg_, exp_avg_sq_, h, runs);
   if (config_.f16_model_weights) write_model_weights();
 }
 

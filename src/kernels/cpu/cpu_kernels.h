@@ -109,6 +109,6 @@ int64_t sample_candidates(const Tensor& values, const Tensor& ids, const Tensor&
 
 // kernels/adamw.h
 void adamw_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
-                  const AdamWHyper& h);
+                  const AdamWHyper& h, const std::vector<AdamWRun>& runs);
 
 }  // namespace megatron::kernels::cpu

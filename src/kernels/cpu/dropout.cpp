@@ -82,7 +82,8 @@ void dropout_mask(uint64_t seed, const std::vector<MaskRow>& rows, float p, Tens
   for (int64_t r = 0; r < n_rows; ++r) {
     const uint64_t key = rows[size_t(r)].key, base = rows[size_t(r)].counter_base;
     uint8_t* mr = m + r * cols;  // [cols]
-    // Draw i = base + c lives in block i / 4, word i % 4; take 8 blocks (32 draws) at a time.
+    // Draw i = base + c lives in block i / 4, word i % 4; take kPhiloxLanes blocks at a
+    // time (8 with AVX2, 64 with AVX-512).
     constexpr int64_t kDraws = 4 * kPhiloxLanes;
     uint32_t words[kDraws];
     for (uint64_t block = base / 4; block * 4 < base + uint64_t(cols); block += kPhiloxLanes) {

@@ -37,24 +37,29 @@ __global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g,
 }  // namespace
 
 void adamw_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
-                  const AdamWHyper& h) {
-  const int64_t n = param.numel();
-  if (n == 0) return;
+                  const AdamWHyper& h, const std::vector<AdamWRun>& runs) {
   MT_CHECK(h.step >= 1, "adamw_update step must be >= 1, got ", h.step);
   // Host scalars exactly as kernels/cpu/adamw.cpp computes them.
   const float bc1 = float(1.0 - std::pow(double(h.beta1), double(h.step)));
   AdamWScalars s;
   s.bc2_sqrt = float(std::sqrt(1.0 - std::pow(double(h.beta2), double(h.step))));
   s.step_size = h.lr / bc1;
-  s.decay = 1.f - h.lr * h.weight_decay;
   s.b1 = h.beta1;
   s.one_minus_b1 = 1.f - h.beta1;
   s.b2 = h.beta2;
   s.one_minus_b2 = 1.f - h.beta2;
   s.eps = h.eps;
-  adamw_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(
-      ptr<float>(param), ptr<float>(grad), ptr<float>(exp_avg), ptr<float>(exp_avg_sq), n, s);
-  megatron::cuda::check_launch("adamw_update");
+  // One launch per run: launches are asynchronous and cheap next to the CPU's per-call
+  // parallel region, which is why the CPU twin loops over the runs inside one region instead.
+  for (const AdamWRun& r : runs) {
+    const int64_t n = r.end - r.begin;
+    if (n == 0) continue;
+    s.decay = 1.f - h.lr * (r.decay ? h.weight_decay : 0.f);
+    adamw_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(
+        ptr<float>(param) + r.begin, ptr<float>(grad) + r.begin, ptr<float>(exp_avg) + r.begin,
+        ptr<float>(exp_avg_sq) + r.begin, n, s);
+    megatron::cuda::check_launch("adamw_update");
+  }
 }
 
 }  // namespace megatron::kernels::cuda
