@@ -339,8 +339,6 @@ void check_megatron_flags(const MegatronFlags& flags, const Args& a) {
   flags.check();
 }
 
-// ---- Llama-family architecture flags ----
-
 void add_pretraining_parallel_args(ArgTable& table, Args& args) {
   table.add_flag("--use-distributed-optimizer", args.distributed_optimizer,
                  "shard the Adam state over data-parallel ranks (ZeRO-1; docs/parallelism.md)");
@@ -348,6 +346,8 @@ void add_pretraining_parallel_args(ArgTable& table, Args& args) {
                  "split LayerNorms, dropouts and residuals along the sequence over the TP ranks "
                  "(needs TP > 1; docs/parallelism.md)");
 }
+
+// ---- Llama-family architecture flags ----
 
 void add_architecture_args(ArgTable& t, ArchitectureArgs& a) {
   t.add("--position-embedding-type", a.position_embedding_type, "learned_absolute | rope | none");
