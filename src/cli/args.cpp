@@ -339,6 +339,14 @@ void check_megatron_flags(const MegatronFlags& flags, const Args& a) {
   flags.check();
 }
 
+void add_pretraining_parallel_args(ArgTable& table, Args& args) {
+  table.add_flag("--use-distributed-optimizer", args.distributed_optimizer,
+                 "shard the Adam state over data-parallel ranks (ZeRO-1; docs/parallelism.md)");
+  table.add_flag("--sequence-parallel", args.sequence_parallel,
+                 "split LayerNorms, dropouts and residuals along the sequence over the TP ranks "
+                 "(needs TP > 1; docs/parallelism.md)");
+}
+
 // ---- Llama-family architecture flags ----
 
 void add_architecture_args(ArgTable& t, ArchitectureArgs& a) {
@@ -697,6 +705,7 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   cfg.timing_log_option = a.timing_log_option;
   cfg.log_timers_to_tensorboard = a.log_timers_to_tensorboard;
   cfg.log_loss_scale_to_tensorboard = a.log_loss_scale_to_tensorboard;
+  cfg.distributed_optimizer = a.distributed_optimizer;
   cfg.log_validation_ppl_to_tensorboard = a.log_validation_ppl_to_tensorboard;
   cfg.save = a.save;
   cfg.load = a.load;

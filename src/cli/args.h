@@ -192,7 +192,9 @@ struct Args {
   bool selective_recompute() const {
     return recompute_activations || recompute_granularity == "selective";
   }
-  bool sequence_parallel = false;  // --sequence-parallel (pretrain-gpt registers it)
+  // Registered by add_pretraining_parallel_args (pretrain-gpt and pretrain-bert).
+  bool sequence_parallel = false;      // --sequence-parallel
+  bool distributed_optimizer = false;  // --use-distributed-optimizer
 
   ArchitectureArgs arch;  // pretrain-gpt's architecture flags
 };
@@ -228,6 +230,10 @@ void add_tokenizer_args(ArgTable& table, std::string& type, std::string& vocab_f
 
 // Registers every shared flag on `app`, writing into `args`.
 void add_training_args(ArgTable& table, Args& args);
+
+// Registers the pretraining-only parallelism flags: --use-distributed-optimizer and
+// --sequence-parallel (finetuning offers neither).
+void add_pretraining_parallel_args(ArgTable& table, Args& args);
 
 // Registers the architecture flags (ArchitectureArgs) on `table`.
 void add_architecture_args(ArgTable& table, ArchitectureArgs& arch);

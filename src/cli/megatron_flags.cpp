@@ -164,7 +164,8 @@ constexpr Rule kRules[] = {
     {"--no-align-param-gather", false, kGpuImpl},
     {"--ddp-*", false, kGpuImpl},
     {"--use-distributed-optimizer", false,
-     "the distributed optimizer is implemented for pretrain-gpt; here the Adam state is "
+     "the distributed optimizer is implemented for pretrain-gpt and pretrain-bert; here the "
+     "Adam state is "
      "replicated on every data-parallel rank (more memory, the same numbers)"},
     {"--num-distributed-optimizer-instances", false, kFsdp},
     {"--megatron-fsdp-*", false, kFsdp},
@@ -195,9 +196,10 @@ constexpr Rule kRules[] = {
     {"--hybrid-context-parallel", true, "context parallelism is not supported"},
     {"--cp-comm-type", false, "context parallelism is not used here"},
 
-    // Pipeline and sequence parallelism (pretrain-gpt).
+    // Pipeline and sequence parallelism (pretrain-gpt and pretrain-bert).
     {"--sequence-parallel", true,
-     "sequence parallelism is implemented for pretrain-gpt only (docs/parallelism.md)"},
+     "sequence parallelism is implemented for pretrain-gpt and pretrain-bert only "
+     "(docs/parallelism.md)"},
     {"--pipeline-model-parallel-comm-backend", true, kPipeline},
     {"--pipeline-model-parallel-layout", true, kPipeline},
     {"--decoder-first-pipeline-num-layers", true, kPipeline},

@@ -48,6 +48,7 @@ int run_pretrain_bert(int argc, char** argv) {
   table.add_flag("--bert-no-binary-head", flags.no_binary_head,
                  "no pooler and no sentence-order-prediction head/loss");
   add_bert_layernorm_flags(table, flags.layernorm);
+  add_pretraining_parallel_args(table, args);
   int layers_per_virtual_stage = 0;
   table.add("--num-layers-per-virtual-pipeline-stage", layers_per_virtual_stage,
             "layers per model chunk: the interleaved 1F1B schedule (docs/parallelism.md)");
@@ -96,6 +97,9 @@ int run_pretrain_bert(int argc, char** argv) {
 
     model.model =
         bert_config(args, flags.layernorm, !flags.no_binary_head, tokenizer->vocab_size());
+    // Flags that contradict the shape (e.g. --sequence-parallel at TP 1) are reported here,
+    // with the other flag errors, before any model is built.
+    model.model.validate(args.tensor_model_parallel_size);
     model.pipeline_chunks = pipeline_chunks(args, layers_per_virtual_stage);
     log_info(" > padded vocab (size: ", tokenizer->vocab_size(), ") with ",
              model.model.padded_vocab_size - tokenizer->vocab_size(),

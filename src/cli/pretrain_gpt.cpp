@@ -24,12 +24,7 @@ int run_pretrain_gpt(int argc, char** argv) {
   table.add_flag("--eod-mask-loss", eod_mask_loss, "mask the loss of end-of-document labels");
   table.add("--data-cache-path", args.data_cache_path,
             "directory for the sample-index cache (default: next to the data)");
-  bool distributed_optimizer = false;
-  table.add_flag("--use-distributed-optimizer", distributed_optimizer,
-                 "shard the Adam state over data-parallel ranks (ZeRO-1; docs/parallelism.md)");
-  table.add_flag("--sequence-parallel", args.sequence_parallel,
-                 "split LayerNorms, dropouts and residuals along the sequence over the TP ranks "
-                 "(needs TP > 1; docs/parallelism.md)");
+  add_pretraining_parallel_args(table, args);
   int layers_per_virtual_stage = 0;
   table.add("--num-layers-per-virtual-pipeline-stage", layers_per_virtual_stage,
             "layers per model chunk: the interleaved 1F1B schedule (docs/parallelism.md)");
@@ -59,7 +54,6 @@ int run_pretrain_gpt(int argc, char** argv) {
   });
   TrainerConfig config = trainer_config(args, table);
   config.tokenizer = vocab.identity;
-  config.distributed_optimizer = distributed_optimizer;
   Trainer trainer(std::move(config), world,
                   gpt_step_factory(std::move(model), data.train, data.valid, data.test));
   trainer.run();

@@ -29,6 +29,8 @@ struct BertConfig {
   bool binary_head = true;  // pooler + sentence-order head (--bert-no-binary-head: false)
   bool recompute_activations = false;  // full recompute
   bool selective_recompute = false;    // the attention core only (model/attention.h)
+  // Sequence parallelism (needs TP > 1, seq_length divisible by TP; model/bert_encoder.h).
+  bool sequence_parallel = false;
   // The MLPs' and the LM head's GeLU; tanh: --openai-gelu, HF "gelu_new".
   kernels::GeluForm gelu = kernels::GeluForm::kErf;
   DType compute_dtype = DType::F32;  // F32 or BF16

@@ -12,6 +12,16 @@
 // when it is the first stage, a contiguous range of layers, the final LayerNorm and the pooler
 // when it is the last. A later stage's input is the previous stage's hidden states [s, b, h]
 // instead of the tokens; every stage needs the padding mask (the attention's key mask).
+//
+// Sequence parallelism (BertConfig::sequence_parallel, docs/parallelism.md), as GptModel's:
+// the embedding outputs this rank's sequence shard [s/t, b, h], the layers (and the final
+// LayerNorm) run on the shard, and pipeline stages pass the shards. The last stage all-gathers
+// the final hidden states along the sequence before the heads, so that the MLM head's row
+// gather and the pooler's [CLS] row see the whole sequence, as Megatron's BERT does. The heads
+// are replicated and their input gradient is complete on every rank (the MLM head all-reduces
+// it), so that gather's backward keeps this rank's chunk of the gradient (Megatron's
+// gather_from_sequence_parallel_region with tensor_parallel_output_grad=False), not a
+// reduce-scatter, which would sum t copies.
 #pragma once
 
 #include <memory>
@@ -40,7 +50,7 @@ class BertEncoder {
     BertPooler::Ctx pooler;
   };
   struct Output {
-    Tensor hidden;  // [s, b, h], compute dtype
+    Tensor hidden;  // [s, b, h] (non-last stage with sequence parallelism: [s/t, b, h])
     Tensor pooled;  // f32 [b, h]; undefined without a pooler
   };
 
@@ -53,18 +63,20 @@ class BertEncoder {
   void init_weights(ParameterStore& store, uint64_t seed) const;
 
   // input: tokens i32 [b, s] on the first stage, else the previous stage's hidden states
-  // [s, b, h] (compute dtype); token_types i32 [b, s] (read by the first stage), pad_mask u8
-  // [b, s] (1 = padding, attended by no one), all on the model's device → this stage's hidden
-  // states [s, b, h] and (last stage) pooled output.
+  // [s, b, h] ([s/t, b, h] with sequence parallelism; compute dtype); token_types i32 [b, s]
+  // (read by the first stage), pad_mask u8 [b, s] (1 = padding, attended by no one), all on
+  // the model's device → this stage's hidden states (Output) and (last stage) pooled output.
   Output forward(Ctx& ctx, const Tensor& input, const Tensor& token_types, const Tensor& pad_mask,
                  const DropoutScope& scope, Arena& arena, Arena& scratch) const;
-  // dhidden [s, b, h] in the compute dtype (consumed; may hold zeros), dpooled f32 [b, h]
-  // (undefined: no gradient through the pooler) → accumulates the stage's parameter gradients;
-  // returns the gradient of a later stage's input [s, b, h] in `arena` (undefined on the first
-  // stage).
+  // dhidden shaped like Output::hidden, in the compute dtype (consumed; may hold zeros),
+  // dpooled f32 [b, h] (undefined: no gradient through the pooler) → accumulates the stage's
+  // parameter gradients; returns the gradient of a later stage's input (shaped like it) in
+  // `arena` (undefined on the first stage).
   Tensor backward(Ctx& ctx, Tensor dhidden, const Tensor& dpooled, Arena& arena,
                   Arena& scratch) const;
 
+  // t with sequence parallelism (the activations between stages are [s/t, b, h]), else 1.
+  int64_t sequence_shards() const;
   bool has_pooler() const { return pooler_ != nullptr; }
   // The first stage's embedding (throws Error naming the stage elsewhere).
   const InputEmbedding& embedding() const;
@@ -73,6 +85,8 @@ class BertEncoder {
  private:
   int64_t hidden_size_;
   DType compute_dtype_;
+  bool sequence_parallel_;
+  std::shared_ptr<Communicator> tp_;
   StageRange stage_;
   std::optional<InputEmbedding> embedding_;  // the first stage
   Transformer transformer_;

@@ -84,7 +84,7 @@ void BertModel::check_whole(const char* what) const {
 }
 
 Shape BertModel::stage_activation_shape(int64_t micro_batch) const {
-  return {config_.seq_length, micro_batch, config_.hidden_size};
+  return {config_.seq_length / encoder_.sequence_shards(), micro_batch, config_.hidden_size};
 }
 
 BertEncoder::Output BertModel::forward_encoder(Ctx& ctx, const BertBatch& batch,
@@ -215,7 +215,8 @@ Tensor BertModel::backward_stage(StageCtx& sc, const Tensor& grad_output, float 
   MT_CHECK(sc.state.has_value(), "backward_stage before forward_stage");
   Ctx& ctx = *sc.state;
   if (stage().last) return backward(ctx, grad_scale);
-  const Shape expected = {ctx.encoder.seq, ctx.encoder.batch, config_.hidden_size};
+  const Shape expected = {ctx.encoder.seq / encoder_.sequence_shards(), ctx.encoder.batch,
+                          config_.hidden_size};
   MT_CHECK(grad_output.shape() == expected && grad_output.dtype() == weights_.dtype(),
            "a BERT stage's output gradient must be [", expected[0], ", ", expected[1], ", ",
            expected[2], "] in ", dtype_name(weights_.dtype()), ", got ", grad_output.describe());

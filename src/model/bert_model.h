@@ -20,7 +20,8 @@
 // every stage reads the padding mask (attention), the first the tokens and token types, the
 // last the masked rows, labels and weights and the sentence-order labels. The whole-model entry
 // points (forward_backward, forward_loss, forward_logits) need a model that is both first and
-// last stage.
+// last stage. With sequence parallelism (BertConfig::sequence_parallel, model/bert_encoder.h)
+// the stages pass sequence shards [s/t, b, h]; the heads see the gathered sequence.
 #pragma once
 
 #include <cstdint>
@@ -105,19 +106,21 @@ class BertModel {
   // Forward of `batch` (host or device tensors) through this stage. `input`: the previous
   // stage's output [s, b, h] in the compute dtype (ignored on the first stage). `train`:
   // dropout on (keyed by `seed` and the batch) and activations kept for backward_stage.
-  // Returns the output [s, b, h] for the next stage; on the last stage an undefined tensor,
-  // the losses being stage_losses(ctx).
+  // Returns the output [s, b, h] (s/t with sequence parallelism) for the next stage; on the
+  // last stage an undefined tensor, the losses being stage_losses(ctx).
   Tensor forward_stage(StageCtx& ctx, const BertBatch& batch, const Tensor& input, bool train,
                        uint64_t seed);
   // The last stage's losses of the micro-batch (identical on all TP ranks).
   BertLosses stage_losses(const StageCtx& ctx) const;
   // Backward of the micro-batch forward_stage ran in `ctx` (with train). `grad_output`: the
-  // next stage's input gradient [s, b, h] (ignored on the last stage, where grad_scale·(lm +
-  // sop) starts the backward). Accumulates the stage's parameter gradients; returns the
-  // gradient of `input` [s, b, h] in ctx's arena (undefined on the first stage).
+  // next stage's input gradient, shaped like the output (ignored on the last stage, where
+  // grad_scale·(lm + sop) starts the backward). Accumulates the stage's parameter gradients;
+  // returns the gradient of `input` (shaped like it) in ctx's arena (undefined on the first
+  // stage).
   Tensor backward_stage(StageCtx& ctx, const Tensor& grad_output, float grad_scale);
   const StageRange& stage() const { return encoder_.stage(); }
-  // Shape of the activations passed between stages: [seq_length, micro_batch, h].
+  // Shape of the activations passed between stages: [seq_length, micro_batch, h]
+  // ([seq_length/t, micro_batch, h] with sequence parallelism).
   Shape stage_activation_shape(int64_t micro_batch) const;
   DType compute_dtype() const { return weights_.dtype(); }
   Device device() const { return store_.device(); }

@@ -80,19 +80,12 @@ TransformerConfig GptConfig::transformer_config() const {
   t.layernorm_order = LayerNormOrder::kPreLayerNorm;
   t.final_layernorm = true;
   t.selective_recompute = selective_recompute;
-  t.sequence_parallel = sequence_parallel;
   t.arch = arch;
   return t;
 }
 
 void GptConfig::validate(int tp_size) const {
   validate_language_model_config(*this, tp_size, "GptModel");
-  MT_REQUIRE(!sequence_parallel || tp_size > 1,
-             "--sequence-parallel splits the sequence over the tensor-parallel ranks: it needs "
-             "--tensor-model-parallel-size > 1 (drop --sequence-parallel at TP = 1)");
-  MT_REQUIRE(!sequence_parallel || seq_length % tp_size == 0, "--sequence-parallel: --seq-length ",
-             seq_length, " is not divisible by --tensor-model-parallel-size ", tp_size,
-             "; choose a sequence length that is a multiple of the TP size");
   MT_REQUIRE(!(selective_recompute && recompute_activations),
              "selective and full recompute exclude each other: choose one "
              "--recompute-granularity");

@@ -25,13 +25,15 @@ TransformerConfig shared_transformer_config(const ModelConfig& c) {
   t.layernorm_epsilon = c.layernorm_epsilon;
   t.recompute_activations = c.recompute_activations;
   t.selective_recompute = c.selective_recompute;
+  t.sequence_parallel = c.sequence_parallel;
   t.gelu = c.gelu;
   return t;
 }
 
 // Throws Error naming the offending option when the transformer shape, the vocabulary, its
-// padding for `tp_size` ranks, the sequence length or the compute dtype (f32 or bf16) of `c`
-// is invalid; `model_name` (e.g. "GptModel") names the model in the dtype message.
+// padding for `tp_size` ranks, the sequence length (and its split over the TP ranks with
+// sequence parallelism) or the compute dtype (f32 or bf16) of `c` is invalid; `model_name`
+// (e.g. "GptModel") names the model in the dtype message.
 template <typename ModelConfig>
 void validate_language_model_config(const ModelConfig& c, int tp_size, const char* model_name) {
   c.transformer_config().validate(tp_size);
@@ -43,6 +45,13 @@ void validate_language_model_config(const ModelConfig& c, int tp_size, const cha
   MT_REQUIRE(c.seq_length > 0 && c.seq_length <= c.max_position_embeddings, "--seq-length ",
              c.seq_length,
              " must be in [1, --max-position-embeddings = ", c.max_position_embeddings, "]");
+  MT_REQUIRE(!c.sequence_parallel || tp_size > 1,
+             "--sequence-parallel splits the sequence over the tensor-parallel ranks: it needs "
+             "--tensor-model-parallel-size > 1 (drop --sequence-parallel at TP = 1)");
+  MT_REQUIRE(!c.sequence_parallel || c.seq_length % tp_size == 0,
+             "--sequence-parallel: --seq-length ", c.seq_length,
+             " is not divisible by --tensor-model-parallel-size ", tp_size,
+             "; choose a sequence length that is a multiple of the TP size");
   MT_REQUIRE(c.compute_dtype == DType::F32 || c.compute_dtype == DType::BF16, "compute dtype ",
              dtype_name(c.compute_dtype), " is not supported by ", model_name,
              " (expected f32 or bf16)");

@@ -1,12 +1,14 @@
 // The whole BERT at TP = world size (1, 2, 4) against the TP = 1 model built in the same
 // process (SoloCommunicator) from the same weights: 2 layers, h = 32, 4 heads, vocabulary
 // 1000 (same padded size for both), s = 16, b = 3 with padding, dropout 0.1 on, both
-// LayerNorm orders, full or selective recompute (TP run only). The MLM and SOP losses, the full
-// logits and every gathered gradient must agree (relative ≤ 1e-5).
+// LayerNorm orders, full or selective recompute or sequence parallelism (TP run only; its
+// LayerNorm and bias gradients summed over TP as the trainer does). The MLM and SOP losses, the
+// full logits and every gathered gradient must agree (relative ≤ 1e-5).
 #include <gtest/gtest.h>
 
 #include "../unit/bert_test_util.h"
 #include "tp_test_util.h"
+#include "train/grad_reduction.h"
 
 namespace megatron {
 namespace {
@@ -20,10 +22,12 @@ BertConfig bert_config(bool post_ln, bool recompute) {
   return c;
 }
 
-void check_bert_matches_tp1(bool post_ln, bool recompute, bool selective = false) {
+void check_bert_matches_tp1(bool post_ln, bool recompute, bool selective = false,
+                            bool sequence_parallel = false) {
   const BertConfig c = bert_config(post_ln, recompute);
   BertConfig tp_config = c;
   tp_config.selective_recompute = selective;
+  tp_config.sequence_parallel = sequence_parallel;
   const int64_t b = 3, s = c.seq_length;
   ParallelState tp = test::tp_world_state(), dense = test::dense_state();
   ParameterStore tp_store(tp.tp_rank, tp.tp_size), dense_store(0, 1);
@@ -38,6 +42,7 @@ void check_bert_matches_tp1(bool post_ln, bool recompute, bool selective = false
 
   const BertBatch batch = test::to_bert_batch(test::make_bert_input(b, s, c.vocab_size, 9), b, s);
   const BertLosses tp_loss = tp_model.forward_backward(batch, 1.0f, 2024);
+  reduce_sequence_parallel_gradients(tp_store, tp);
   const BertLosses dense_loss = dense_model.forward_backward(batch, 1.0f, 2024);
   const BertLosses tp_eval = tp_model.forward_loss(batch);
   const BertLosses dense_eval = dense_model.forward_loss(batch);
@@ -66,6 +71,16 @@ TEST(BertTensorParallelTest, WithRecomputeLossesAndGradientsEqualTp1) {
 }
 TEST(BertTensorParallelTest, WithSelectiveRecomputeLossesAndGradientsEqualTp1) {
   check_bert_matches_tp1(true, false, true);  // padding masks recomputed with the core
+}
+
+TEST(BertTensorParallelTest, WithSequenceParallelismLossesAndGradientsEqualTp1) {
+  if (test::world_size() == 1) GTEST_SKIP() << "sequence parallelism needs TP > 1";
+  for (bool post_ln : {false, true}) {  // post-LN: the embedding LayerNorm before the shards
+    for (bool recompute : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "post-LN " << post_ln << " recompute " << recompute);
+      check_bert_matches_tp1(post_ln, recompute, false, true);
+    }
+  }
 }
 
 }  // namespace

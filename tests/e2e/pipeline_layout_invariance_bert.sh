@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Layout invariance of BERT pretraining with pipeline parallelism (pipeline_layout_invariance.sh
 # for BERT): one seed, one global batch (8), dropout on, fp32, 4 layers, the tiny sentence-level
-# corpus of pretrain_bert.sh — TP×PP×DP 1×1×1, 1×2×1, 2×2×1, 1×4×1, 1×2×2 and 1×2×1
-# interleaved (2 chunks of 1 layer per rank) must log the same lm loss, sop loss and grad norm
-# at each of 6 iterations (relative <= 1e-5), and the same validation losses. A checkpoint saved
-# at 2×2×1 resumes at 1×1×1 with the next losses of the uninterrupted run, and so does 1×4×1's
-# after `megatron convert --model-type bert` rewrote it at TP 2 × PP 2 (resumed at 2×2×1).
-# Layers that do not split into the stages are the error pretrain-gpt gives.
+# corpus of pretrain_bert.sh — TP×PP×DP 1×1×1, 1×2×1, 2×2×1, 1×4×1, 1×2×2, 1×2×1
+# interleaved (2 chunks of 1 layer per rank), 1×1×4 with the distributed optimizer, and 2×1×2
+# and 2×2×1 with sequence parallelism must log the same lm loss, sop loss and grad norm at each
+# of 6 iterations (relative <= 1e-5), and the same validation losses; so must post-LN BERT
+# (embedding LayerNorm) at 2×1×2 with sequence parallelism against its 1×1×1. A checkpoint
+# saved at 2×2×1 resumes at 1×1×1 with the next losses of the uninterrupted run, so does 1×1×4's
+# (distributed optimizer) at 1×1×2 with it, and so does 1×4×1's after
+# `megatron convert --model-type bert` rewrote it at TP 2 × PP 2 (resumed at 2×2×1).
+# Layers that do not split into the stages are the error pretrain-gpt gives, and so is
+# --sequence-parallel at TP 1.
 # Needs the files of scripts/fetch_data.sh (scripts/test.sh runs it first).
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
@@ -52,16 +56,32 @@ for case in "3 0 --num-layers 3 is not divisible by --pipeline-model-parallel-si
   [[ $out == *"$expected"* ]] || { echo "$out" | tail -3; echo "FAIL: expected '$expected'"; exit 1; }
 done
 
+if out=$(timeout 60 "$MEGATRON_BINARY" pretrain-bert --num-layers 4 --hidden-size 32 \
+           --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32 \
+           --data-path "$WORK/sotu_text_sentence" --vocab-file "$VOCAB" --micro-batch-size 2 \
+           --global-batch-size 8 --train-iters 1 --lr 1e-3 --sequence-parallel 2>&1); then
+  echo "FAIL: --sequence-parallel trained at TP 1"; exit 1
+fi
+[[ $out == *"--sequence-parallel splits the sequence over the tensor-parallel ranks"* ]] ||
+  { echo "$out" | tail -3; echo "FAIL: expected the TP 1 error of --sequence-parallel"; exit 1; }
+
 run t1p1d1 1 1 1
 run t1p2d1 2 1 2
 run t2p2d1 4 2 2 --save "$WORK/ckpt_t2p2" --save-interval 3 --exit-interval 3
 run t1p4d1 4 1 4 --save "$WORK/ckpt_p4" --save-interval 3 --exit-interval 3
 run t1p2d2 4 1 2
 run t1p2d1_interleaved 2 1 2 --num-layers-per-virtual-pipeline-stage 1
-for name in t2p2d1 t1p4d1; do
+run t1p1d4_distopt 4 1 1 --use-distributed-optimizer --save "$WORK/ckpt_distopt" \
+  --save-interval 3 --exit-interval 3
+run t2p1d2_sp 4 2 1 --sequence-parallel
+run t2p2d1_sp 4 2 2 --sequence-parallel
+run postln_t1p1d1 1 1 1 --post-layernorm
+run postln_t2p1d2_sp 4 2 1 --post-layernorm --sequence-parallel
+for name in t2p2d1 t1p4d1 t1p1d4_distopt; do
   grep -q "exiting program at iteration 3" "$WORK/$name.log" || { echo "FAIL: $name no exit"; exit 1; }
 done
 run resumed_t1p1d1 1 1 1 --load "$WORK/ckpt_t2p2"
+run resumed_t1p1d2_distopt 2 1 1 --use-distributed-optimizer --load "$WORK/ckpt_distopt"
 "$MEGATRON_BINARY" convert --model-type bert --load "$WORK/ckpt_p4" --save "$WORK/ckpt_converted" \
   --target-tensor-parallel-size 2 --target-pipeline-parallel-size 2 > "$WORK/convert.log" 2>&1 ||
   { cat "$WORK/convert.log"; echo "FAIL: convert"; exit 1; }
@@ -69,16 +89,20 @@ run resumed_t1p1d1 1 1 1 --load "$WORK/ckpt_t2p2"
 run converted_t2p2d1 4 2 2 --load "$WORK/ckpt_converted"
 
 CHECK="node $MEGATRON_SOURCE_DIR/tests/e2e/compare_metrics.js"
-for name in t1p2d1 t1p2d2 t1p2d1_interleaved; do
+for name in t1p2d1 t1p2d2 t1p2d1_interleaved t2p1d2_sp t2p2d1_sp; do
   echo "== t1p1d1 vs $name"
   $CHECK "$WORK/t1p1d1.jsonl" "$WORK/$name.jsonl" --from 1 --to 6 --rtol 1e-5
 done
-for name in t2p2d1 t1p4d1; do
+echo "== post-LN: t1p1d1 vs t2p1d2 with sequence parallelism"
+$CHECK "$WORK/postln_t1p1d1.jsonl" "$WORK/postln_t2p1d2_sp.jsonl" --from 1 --to 6 --rtol 1e-5
+for name in t2p2d1 t1p4d1 t1p1d4_distopt; do
   echo "== t1p1d1 vs $name (iterations 1-3, then it saves and exits)"
   $CHECK "$WORK/t1p1d1.jsonl" "$WORK/$name.jsonl" --from 1 --to 3 --rtol 1e-5
 done
 echo "== resumed at 1x1x1 from 2x2x1's checkpoint of iteration 3"
 $CHECK "$WORK/t1p1d1.jsonl" "$WORK/resumed_t1p1d1.jsonl" --from 4 --to 6 --rtol 1e-5
+echo "== resumed at 1x1x2 from 1x1x4's checkpoint of iteration 3 (distributed optimizer)"
+$CHECK "$WORK/t1p1d1.jsonl" "$WORK/resumed_t1p1d2_distopt.jsonl" --from 4 --to 6 --rtol 1e-5
 echo "== resumed at 2x2x1 from 1x4x1's checkpoint converted to TP 2 x PP 2"
 $CHECK "$WORK/t1p1d1.jsonl" "$WORK/converted_t2p2d1.jsonl" --from 4 --to 6 --rtol 1e-5
 # Validation losses agree too, matched by iteration and order (see
@@ -106,7 +130,9 @@ node -e '
       }
     }
   }' "$WORK/t1p1d1.jsonl" "$WORK/t1p2d1.jsonl" "$WORK/t2p2d1.jsonl" "$WORK/t1p4d1.jsonl" \
-     "$WORK/t1p2d2.jsonl" "$WORK/t1p2d1_interleaved.jsonl" "$WORK/resumed_t1p1d1.jsonl"
+     "$WORK/t1p2d2.jsonl" "$WORK/t1p2d1_interleaved.jsonl" "$WORK/resumed_t1p1d1.jsonl" \
+     "$WORK/t1p1d4_distopt.jsonl" "$WORK/t2p1d2_sp.jsonl" "$WORK/t2p2d1_sp.jsonl" \
+     "$WORK/resumed_t1p1d2_distopt.jsonl"
 # The check must be able to fail: the losses have to move over the 6 iterations.
 node -e '
   const r = require("fs").readFileSync(process.argv[1], "utf8").trim().split("\n")
