@@ -2,7 +2,7 @@
 // over BertDataLoader micro-batches, two loss terms: `lm loss` (masked LM) and, with a binary
 // head, `sop loss` (sentence order). The model is this rank's pipeline stage (its model chunks,
 // when interleaved) and the micro-batches of an iteration run in the pipeline schedule, as
-// GptStep's (train/pipeline_chunks.h).
+// GptStep's (train/pipelined_step.h).
 #pragma once
 
 #include <memory>
