@@ -84,7 +84,7 @@ grep -q "holds no optimizer buffer" "$WORK/train2.log" || { cat "$WORK/train2.lo
 
 echo "== errors"
 expect_error "--model-type t5 is not supported" --model-type t5 --load "$HF" --save "$WORK/x"
-expect_error "--target-pipeline-parallel-size 2 is supported when resharding GPT checkpoints" \
+expect_error "--target-pipeline-parallel-size 2 is supported when resharding checkpoints (megatron to megatron)" \
   --model-type gpt --from hf --load "$HF" --save "$WORK/x" --target-pipeline-parallel-size 2
 expect_error "--num-layers 2 is not divisible by --pipeline-model-parallel-size 4" \
   --model-type gpt --load "$WORK/tp2" --save "$WORK/x" --target-pipeline-parallel-size 4
