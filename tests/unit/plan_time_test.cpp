@@ -451,7 +451,7 @@ TEST(PlanLayout, ErrorsNameTheRule) {
               validate_layout(m, l, Implementation::kMegatronLm);
             }).find("--sequence-parallel needs"),
             std::string::npos);
-  // megatron-cpp shards whole positions (GptConfig::validate), and only its GPT.
+  // megatron-cpp shards whole positions (GptConfig::validate, BertConfig's alike).
   l.tensor_parallel = 2;
   ModelSpec odd = m;
   odd.seq_length = 1001;
@@ -459,10 +459,13 @@ TEST(PlanLayout, ErrorsNameTheRule) {
               validate_layout(odd, l, Implementation::kMegatronCpp);
             }).find("--seq-length 1001 must be divisible by --tensor-model-parallel-size 2"),
             std::string::npos);
+  ModelSpec odd_bert = bert;
+  odd_bert.seq_length = 1001;
   EXPECT_NE(error_of([&] {
-              validate_layout(bert, l, Implementation::kMegatronCpp);
-            }).find("megatron-cpp's BERT has no sequence parallelism"),
+              validate_layout(odd_bert, l, Implementation::kMegatronCpp);
+            }).find("--seq-length 1001 must be divisible by --tensor-model-parallel-size 2"),
             std::string::npos);
+  validate_layout(bert, l, Implementation::kMegatronCpp);  // its BERT shards the sequence too
 }
 
 TEST(PlanSearch, RanksFittingLayoutsFastestFirst) {
@@ -494,19 +497,21 @@ TEST(PlanSearch, RanksFittingLayoutsFastestFirst) {
   EXPECT_TRUE(pipelined);
   EXPECT_TRUE(selective);
   EXPECT_TRUE(sp);
-  // megatron-cpp's BERT: pipelined layouts too, never selective recompute or SP.
+  // megatron-cpp's BERT: pipelined and sequence-parallel layouts too, never selective
+  // recompute.
   ModelSpec bert = m;
   bert.family = ModelFamily::kBert;
   bert.seq_length = 512;
   const SearchResult cpp_bert =
       search_layouts(bert, base, mach, Implementation::kMegatronCpp, 16, 500);
-  bool bert_pipelined = false;
+  bool bert_pipelined = false, bert_sp = false;
   for (const Candidate& c : cpp_bert.best) {
     bert_pipelined = bert_pipelined || c.layout.pipeline_parallel > 1;
+    bert_sp = bert_sp || c.layout.sequence_parallel;
     EXPECT_NE(c.layout.recompute, Recompute::kSelective);
-    EXPECT_FALSE(c.layout.sequence_parallel);
   }
   EXPECT_TRUE(bert_pipelined);
+  EXPECT_TRUE(bert_sp);
   EXPECT_NE(error_of([&] {
               search_layouts(m, Layout{}, mach, Implementation::kMegatronLm, 16, 5);
             }).find("--global-batch-size"),
