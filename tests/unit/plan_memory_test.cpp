@@ -318,7 +318,30 @@ TEST(PlanMemory, BytesPerParameterByImplementation) {
 
 // megatron-cpp's distributed optimizer: what a DP rank's AdamW and the trainer's reduced
 // gradients hold for a real model's parameters (train/distributed_optimizer.h), against
-// the planner's (8 + 4)/d bytes per parameter; and the transient buffers of the step.
+// the planner's (8 + 4)/d bytes per parameter; and the transient buffers of the step. The
+// optimizer is the Trainer's, whatever the model: GPT and BERT alike.
+void expect_distributed_optimizer_predicted(ParameterStore& store, const ModelSpec& m) {
+  const int64_t n = store.flat_values().numel();
+  const int d = 2;
+  ASSERT_EQ(n % d, 0);  // the planner's n/d is the shard size exactly then
+  const DpShard shard = DpShard::of(n, d, 0);
+  AdamW adam(store, AdamWConfig{}, shard.range);
+  double state_bytes = 4.0 * double(shard.size);  // the trainer's reduced gradients f32 [k]
+  for (const auto& [name, buffer] : adam.flat_buffers()) state_bytes += double(buffer.nbytes());
+
+  Layout l;
+  l.data_parallel = d;
+  l.distributed_optimizer = true;
+  validate_layout(m, l, Implementation::kMegatronCpp);
+  Machine mach;
+  const MemoryEstimate est = estimate_memory(m, l, mach, Implementation::kMegatronCpp);
+  EXPECT_DOUBLE_EQ(est.first_stage.parameters, double(n));
+  EXPECT_DOUBLE_EQ(est.first_stage.optimizer, state_bytes);
+  EXPECT_DOUBLE_EQ(est.first_stage.weights + est.first_stage.gradients, 8.0 * double(n));
+  // The gradients padded to [d·k] and OpenMPI's reduce-scatter temporary of the same size.
+  EXPECT_DOUBLE_EQ(est.first_stage.step_buffers, 2 * 4.0 * double(n));
+}
+
 TEST(PlanMemory, MegatronCppDistributedOptimizerMatchesItsShards) {
   GptConfig gc;
   gc.num_layers = 2;
@@ -332,32 +355,17 @@ TEST(PlanMemory, MegatronCppDistributedOptimizerMatchesItsShards) {
   ParameterStore store(0, 1);
   GptModel model(gc, ps, store);
   store.allocate();
-  const int64_t n = store.flat_values().numel();
-  const int d = 2;
-  ASSERT_EQ(n % d, 0);  // the planner's n/d is the shard size exactly then
-  const DpShard shard = DpShard::of(n, d, 0);
-  AdamW adam(store, AdamWConfig{}, shard.range);
-  double state_bytes = 4.0 * double(shard.size);  // the trainer's reduced gradients f32 [k]
-  for (const auto& [name, buffer] : adam.flat_buffers()) state_bytes += double(buffer.nbytes());
-
   ModelSpec m;
   m.num_layers = gc.num_layers;
   m.hidden_size = gc.hidden_size;
   m.num_attention_heads = gc.num_attention_heads;
   m.seq_length = gc.seq_length;
   m.vocab_size = gc.vocab_size;
-  Layout l;
-  l.data_parallel = d;
-  l.distributed_optimizer = true;
-  validate_layout(m, l, Implementation::kMegatronCpp);
-  Machine mach;
-  const MemoryEstimate est = estimate_memory(m, l, mach, Implementation::kMegatronCpp);
-  EXPECT_DOUBLE_EQ(est.first_stage.parameters, double(n));
-  EXPECT_DOUBLE_EQ(est.first_stage.optimizer, state_bytes);
-  EXPECT_DOUBLE_EQ(est.first_stage.weights + est.first_stage.gradients, 8.0 * double(n));
-  // The gradients padded to [d·k] and OpenMPI's reduce-scatter temporary of the same size.
-  EXPECT_DOUBLE_EQ(est.first_stage.step_buffers, 2 * 4.0 * double(n));
+  expect_distributed_optimizer_predicted(store, m);
 
+  Layout l;
+  l.data_parallel = 2;
+  l.distributed_optimizer = true;
   l.precision = Precision::kFp16;
   try {
     validate_layout(m, l, Implementation::kMegatronCpp);
@@ -366,6 +374,14 @@ TEST(PlanMemory, MegatronCppDistributedOptimizerMatchesItsShards) {
     EXPECT_NE(std::string(e.what()).find("--use-distributed-optimizer with --fp16"),
               std::string::npos);
   }
+}
+
+TEST(PlanMemory, MegatronCppBertDistributedOptimizerMatchesItsShards) {
+  const BertConfig bc = arena_bert_config(2, /*dropout=*/false);
+  ParameterStore store(0, 1);
+  BertModel model(bc, test::solo_parallel_state(), store);
+  store.allocate();
+  expect_distributed_optimizer_predicted(store, arena_bert_spec(bc));
 }
 
 // The pipeline executor's buffers over a rank's 1F1B schedule, p 2, m 4, counted by hand:
