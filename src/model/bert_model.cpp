@@ -188,6 +188,10 @@ void BertModel::StageCtxDeleter::operator()(StageCtx* ctx) const {
   delete ctx;
 }
 
+size_t BertModel::stage_activation_bytes(const StageCtx& sc) const {
+  return sc.arena.high_water();
+}
+
 BertModel::StageCtxPtr BertModel::make_stage_ctx() const {
   return StageCtxPtr(new StageCtx(store_.device()));
 }

@@ -118,6 +118,9 @@ class BertModel {
   // returns the gradient of `input` (shaped like it) in ctx's arena (undefined on the first
   // stage).
   Tensor backward_stage(StageCtx& ctx, const Tensor& grad_output, float grad_scale);
+  // Peak bytes of a stage context's arena: one micro-batch's activations on this stage
+  // (what plan/activation_memory.h predicts per stage context).
+  size_t stage_activation_bytes(const StageCtx& ctx) const;
   const StageRange& stage() const { return encoder_.stage(); }
   // Shape of the activations passed between stages: [seq_length, micro_batch, h]
   // ([seq_length/t, micro_batch, h] with sequence parallelism).

@@ -151,10 +151,10 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
   out.add(n * 4, c.norm_stats);  // final norm rstd (and mean)
   out.add(n * h * e);            // final LayerNorm output
   out.add(n * h * e);            // backward: final LayerNorm input gradient
-  if (c.sp) {                    // GPT only (validate_layout)
-    out.add(N * h * e);          // the output layer's input, all-gathered
-    out.add(n * h * e);          // backward: d(hidden) reduce-scattered
-  }
+  if (c.sp) out.add(N * h * e);  // the heads' input, all-gathered along the sequence
+  // GPT's backward reduce-scatters d(hidden); BERT's keeps this rank's rows of the heads'
+  // complete gradient (a view, model/bert_encoder.h).
+  if (c.sp && !bert) out.add(n * h * e);
 
   if (!bert) {
     const double V = c.vocab_local;

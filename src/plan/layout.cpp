@@ -84,10 +84,6 @@ void validate_layout(const ModelSpec& m, const Layout& l, Implementation impl) {
 
   if (impl == Implementation::kMegatronCpp) {
     const char* use_lm = " (plan for Megatron-LM with --implementation megatron-lm)";
-    MT_REQUIRE(!l.sequence_parallel || m.family == ModelFamily::kGpt,
-               "--sequence-parallel: megatron-cpp's BERT has no sequence parallelism (a GPT "
-               "option there)",
-               use_lm);
     MT_REQUIRE(!l.sequence_parallel || m.seq_length % t == 0, "--sequence-parallel: --seq-length ",
                m.seq_length, " must be divisible by --tensor-model-parallel-size ", t,
                " (each TP rank holds a whole shard of the sequence)");

@@ -32,7 +32,7 @@ SearchResult search_layouts(const ModelSpec& model, const Layout& base, const Ma
   MT_REQUIRE(headroom >= 0 && headroom < 1, "--memory-headroom must be in [0, 1), got ", headroom);
   const double usable = machine.memory_bytes * (1.0 - headroom);
   // validate_layout drops what an implementation does not run (megatron-lm-2019 and
-  // megatron-cpp's BERT: selective recompute, sequence parallelism).
+  // megatron-cpp's BERT: selective recompute).
   const std::vector<Recompute> recomputes = {Recompute::kNone, Recompute::kSelective,
                                              Recompute::kFull};
 

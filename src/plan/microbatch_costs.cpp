@@ -257,8 +257,13 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
       k.memory(c.output_backward, 3, 4 * 4 * logits + e * logits, logits);
       break;
   }
-  if (l.sequence_parallel) {
+  // megatron-cpp's BERT gathers the whole hidden states for its replicated heads: its MLM head
+  // all-reduces its input gradient as without sequence parallelism, and the gather's backward
+  // keeps this rank's rows (model/bert_encoder.h), no collective.
+  const bool whole_sequence_heads = bert && impl == Implementation::kMegatronCpp;
+  if (l.sequence_parallel)
     term(c.output_comm, "TP all-gather (output layer input)", Collective::kAllGather, act, 1);
+  if (l.sequence_parallel && !whole_sequence_heads) {
     term(c.output_comm, "TP reduce-scatter (output layer gradient)", Collective::kReduceScatter,
          act, 1);
   } else {

@@ -23,7 +23,8 @@ ParameterCounts count_parameters(const ModelSpec& m, const Layout& l) {
   c.other_embedding = (m.learned_position_embeddings ? double(m.positions()) * h : 0.0) +
                       (m.family == ModelFamily::kBert ? double(m.num_tokentypes) * h : 0.0);
   c.output_layer = m.untie_embeddings_and_output_weights ? vocab * h : 0.0;
-  c.head_replicated = norm;  // final norm (pre-LN)
+  c.final_norm = norm;  // pre-LN
+  c.head_replicated = c.final_norm;
   if (m.family == ModelFamily::kBert) {
     c.head_sharded = vocab;                  // LM-head bias over the vocabulary
     c.head_replicated += h * h + h + 2 * h;  // LM-head dense + LayerNorm

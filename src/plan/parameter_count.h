@@ -28,8 +28,11 @@ struct ParameterCounts {
   // parallelism, whose gradients are then partial sums over TP (Megatron's `sequence_parallel`
   // attribute): per layer all of layer_replicated (norms, row-parallel biases); in the head the
   // final norm and BERT's LM-head dense + LayerNorm (the pooler sees the gathered first token).
+  // That is Megatron-LM's BERT; megatron-cpp's all-gathers the hidden states before its heads,
+  // so there only the final norm sees a shard (final_norm).
   double head_sequence_parallel = 0;
-  double total = 0;  // every parameter of the model once
+  double final_norm = 0;  // the final norm after the last layer (in head_replicated)
+  double total = 0;       // every parameter of the model once
 
   // One rank (TP share) of a pipeline stage; with PP = 1 first == last == the whole model.
   double first_stage_rank = 0;  // embeddings + L/p layers

@@ -198,8 +198,9 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
   // main grads), on the critical path. The last stage holds the most of them (its layers' and
   // the head's).
   if (l.sequence_parallel) {
-    const double shard_partial =
-        layers_per_stage * params.layer_replicated + params.head_sequence_parallel;
+    const double head =
+        impl == Implementation::kMegatronCpp ? params.final_norm : params.head_sequence_parallel;
+    const double shard_partial = layers_per_stage * params.layer_replicated + head;
     r.sequence_parallel_sync = collective_seconds(
         machine, Collective::kAllReduce, shard_partial * grad_reduce_bytes(l, impl),
         place_group(l.tensor_parallel, 1, machine.devices_per_node));

@@ -1,13 +1,16 @@
 // What the planner's byte-exact arena tests share (tests/unit/plan_memory_test.cpp at TP 1,
 // tests/dist/plan_arena_tp_test.cpp at TP = world size): a tiny GPT, optionally with the Llama
-// options, the ModelSpec the planner sees for it, one deterministic micro-batch, and that GPT
-// cut into three one-layer pipeline stages run forward then backward in this process.
+// options, and a tiny BERT, the ModelSpec the planner sees for each, one deterministic
+// micro-batch, and each cut into one-layer pipeline stages run forward then backward in this
+// process.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "data/bert_data_loader.h"
+#include "model/bert_model.h"
 #include "model/gpt_model.h"
 #include "model/stage_range.h"
 #include "plan/model_spec.h"
@@ -96,6 +99,85 @@ inline ThreeStages run_three_stages(const GptConfig& gc, const ParallelState& ps
   Tensor dx;
   for (int r = 2; r >= 0; --r)
     dx = t.stages[size_t(r)]->backward_stage(*t.ctxs[size_t(r)], dx, 1.0f);
+  return t;
+}
+
+// A small BERT (h 32, 4 heads, vocabulary 500 padded to 512, s 16) and the planner's ModelSpec
+// of it.
+inline BertConfig arena_bert_config(int num_layers, bool dropout) {
+  BertConfig bc;
+  bc.num_layers = num_layers;
+  bc.hidden_size = 32;
+  bc.num_attention_heads = 4;
+  bc.vocab_size = 500;
+  bc.padded_vocab_size = 512;
+  bc.max_position_embeddings = 16;
+  bc.seq_length = 16;
+  bc.hidden_dropout = bc.attention_dropout = dropout ? 0.1f : 0.0f;
+  return bc;
+}
+
+inline ModelSpec arena_bert_spec(const BertConfig& bc) {
+  ModelSpec m;
+  m.family = ModelFamily::kBert;
+  m.num_layers = bc.num_layers;
+  m.hidden_size = bc.hidden_size;
+  m.num_attention_heads = bc.num_attention_heads;
+  m.seq_length = bc.seq_length;
+  m.max_position_embeddings = bc.max_position_embeddings;
+  m.vocab_size = bc.vocab_size;
+  m.hidden_dropout = m.attention_dropout = bc.hidden_dropout;
+  m.bert_binary_head = bc.binary_head;
+  m.mask_prob = 0.25;  // arena_bert_batch scores every fourth row
+  return m;
+}
+
+// b sequences (ids i·13 mod V, segment A only, no padding), every fourth row scored.
+inline BertBatch arena_bert_batch(const BertConfig& bc, int64_t b) {
+  const int64_t s = bc.seq_length;
+  std::vector<int32_t> ids(size_t(b * s)), types(size_t(b * s), 0), sop(size_t(b), 0);
+  std::vector<uint8_t> pad(size_t(b * s), 0);
+  std::vector<float> mask(size_t(b * s), 0.0f);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i * 13 % bc.vocab_size);
+  for (size_t i = 0; i < mask.size(); i += 4) mask[i] = 1.0f;
+  for (size_t i = 1; i < sop.size(); i += 2) sop[i] = 1;
+  BertBatch batch;
+  batch.tokens = Tensor::from_vector(ids, {b, s});
+  batch.token_types = Tensor::from_vector(types, {b, s});
+  batch.pad_mask = Tensor::from_vector(pad, {b, s});
+  const BertMaskedPositions masked =
+      bert_masked_positions(Tensor::from_vector(ids, {b, s}), Tensor::from_vector(mask, {b, s}));
+  batch.masked_rows = masked.rows;
+  batch.masked_labels = masked.labels;
+  batch.masked_weights = masked.weights;
+  batch.sop_labels = Tensor::from_vector(sop, {b});
+  return batch;
+}
+
+// bc (2 layers) as two one-layer stages of this rank, after one micro-batch of b sequences went
+// forward through both and backward through both.
+struct TwoBertStages {
+  std::vector<std::unique_ptr<ParameterStore>> stores;
+  std::vector<std::unique_ptr<BertModel>> stages;
+  std::vector<BertModel::StageCtxPtr> ctxs;
+};
+inline TwoBertStages run_two_bert_stages(const BertConfig& bc, const ParallelState& ps, int64_t b) {
+  TwoBertStages t;
+  for (int r = 0; r < 2; ++r) {
+    t.stores.push_back(std::make_unique<ParameterStore>(ps.tp_rank, ps.tp_size));
+    t.stages.push_back(
+        std::make_unique<BertModel>(bc, ps, *t.stores.back(), stage_range(2, 2, r, 1, 0)));
+    t.stores.back()->allocate();
+    t.stages.back()->init_weights(7);
+  }
+  const BertBatch batch = arena_bert_batch(bc, b);
+  Tensor x;
+  for (auto& stage : t.stages) {
+    t.ctxs.push_back(stage->make_stage_ctx());
+    x = stage->forward_stage(*t.ctxs.back(), batch, x, true, 3);
+  }
+  const Tensor dx = t.stages[1]->backward_stage(*t.ctxs[1], Tensor(), 1.0f);
+  t.stages[0]->backward_stage(*t.ctxs[0], dx, 1.0f);
   return t;
 }
 

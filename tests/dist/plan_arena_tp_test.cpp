@@ -2,14 +2,15 @@
 // of a real GPT at TP = world size (1, 2, 4), with and without sequence parallelism, under no,
 // full and selective recompute: one training step, then GptModel::activation_bytes() (this
 // rank's arena and scratch high-water marks) must equal the prediction to the byte; and three
-// pipeline stages of it with sequence parallelism, stage by stage. The single-process cases
-// (TP 1) are in tests/unit/plan_memory_test.cpp.
+// pipeline stages of it with sequence parallelism, stage by stage; and a real BERT likewise. The
+// single-process cases (TP 1) are in tests/unit/plan_memory_test.cpp.
 #include <gtest/gtest.h>
 
 #include <memory>
 #include <vector>
 
 #include "../common/plan_arena_harness.h"
+#include "model/bert_model.h"
 #include "model/gpt_model.h"
 #include "plan/activation_memory.h"
 #include "plan/layout.h"
@@ -103,6 +104,60 @@ TEST(PlanArenaTensorParallel, SequenceParallelStageArenasExactly) {
                      double(stages[2]->stage_activation_bytes(*ctxs[2])) + 2 * buffer);
     for (const auto& stage : stages)
       EXPECT_DOUBLE_EQ(a.workspace, double(stage->activation_bytes()));
+  }
+}
+
+// megatron-cpp's BERT at TP = world size, with and without sequence parallelism (the last
+// stage all-gathers the final hidden states before its replicated heads): one training step of
+// the whole model, then two one-layer stages in this process, each stage context against the
+// planner's per-rank peak less the executor's two buffers (the sequence shard with SP).
+TEST(PlanArenaTensorParallel, BertPredictsTheArenasExactly) {
+  const int t = test::world_size();
+  for (bool sp : {false, true}) {
+    if (sp && t == 1) continue;  // sequence parallelism needs TP > 1
+    for (Recompute rc : {Recompute::kNone, Recompute::kFull}) {
+      for (bool bf16 : {false, true}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "TP " << t << " SP " << sp << " recompute " << int(rc) << " bf16 " << bf16);
+        BertConfig bc = arena_bert_config(2, /*dropout=*/true);
+        bc.recompute_activations = rc == Recompute::kFull;
+        bc.sequence_parallel = sp;
+        bc.compute_dtype = bf16 ? DType::BF16 : DType::F32;
+        const ParallelState ps = test::tp_world_state();
+        const int64_t b = 2;
+        ParameterStore store(ps.tp_rank, ps.tp_size);
+        BertModel whole(bc, ps, store);
+        store.allocate();
+        whole.init_weights(7);
+        whole.forward_backward(arena_bert_batch(bc, b), 1.0f, 3);
+
+        const ModelSpec m = arena_bert_spec(bc);
+        Layout l;
+        l.tensor_parallel = t;
+        l.micro_batch = b;
+        l.sequence_parallel = sp;
+        l.recompute = rc;
+        l.precision = bf16 ? Precision::kBf16 : Precision::kFp32;
+        validate_layout(m, l, Implementation::kMegatronCpp);
+        const ActivationMemory a = activation_memory(m, l, Implementation::kMegatronCpp);
+        EXPECT_DOUBLE_EQ(a.first_stage + a.workspace, double(whole.activation_bytes()));
+
+        const TwoBertStages run = run_two_bert_stages(bc, ps, b);
+        l.pipeline_parallel = 2;
+        validate_layout(m, l, Implementation::kMegatronCpp);
+        const ActivationMemory staged = activation_memory(m, l, Implementation::kMegatronCpp);
+        const double buffer =
+            double(shape_numel(run.stages[0]->stage_activation_shape(b))) * (bf16 ? 2 : 4);
+        EXPECT_DOUBLE_EQ(
+            buffer, double(bc.seq_length / (sp ? t : 1) * b * bc.hidden_size) * (bf16 ? 2 : 4));
+        EXPECT_DOUBLE_EQ(staged.first_stage,
+                         double(run.stages[0]->stage_activation_bytes(*run.ctxs[0])) + 2 * buffer);
+        EXPECT_DOUBLE_EQ(staged.last_stage,
+                         double(run.stages[1]->stage_activation_bytes(*run.ctxs[1])) + 2 * buffer);
+        for (const auto& stage : run.stages)
+          EXPECT_DOUBLE_EQ(staged.workspace, double(stage->activation_bytes()));
+      }
+    }
   }
 }
 

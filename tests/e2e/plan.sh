@@ -101,6 +101,18 @@ grep -q "TP reduce-scatter (forward)" "$WORK/cpu_sp_plan.txt"
   > "$WORK/bert_pp_plan.txt"
 grep -q "TP 1 x PP 2 x DP 2" "$WORK/bert_pp_plan.txt"
 grep -q "tied embedding all-reduce" "$WORK/bert_pp_plan.txt"
+# With sequence parallelism its last stage all-gathers the hidden states before the heads and
+# reduce-scatters nothing after them; --search tries BERT SP layouts too.
+"$BIN" plan --machine "$A100" --model bert --num-layers 4 --hidden-size 128 \
+  --num-attention-heads 4 --seq-length 64 --vocab-size 1000 --micro-batch-size 2 \
+  --global-batch-size 8 --world-size 4 --tensor-model-parallel-size 2 \
+  --pipeline-model-parallel-size 2 --sequence-parallel > "$WORK/bert_sp_plan.txt"
+grep -q "recompute none, sequence-parallel" "$WORK/bert_sp_plan.txt"
+grep -q "TP all-gather (output layer input)" "$WORK/bert_sp_plan.txt"
+if grep -q "TP reduce-scatter (output layer gradient)" "$WORK/bert_sp_plan.txt"; then
+  echo "megatron-cpp's BERT planned with a reduce-scatter after its heads" >&2
+  exit 1
+fi
 "$BIN" plan --machine "$A100" --model bert --num-layers 4 --hidden-size 128 \
   --num-attention-heads 4 --seq-length 64 --vocab-size 1000 --global-batch-size 8 \
   --world-size 4 --search --search-top 1000 --json > "$WORK/bert_search.json"
@@ -108,6 +120,8 @@ node -e '
   const s = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
   if (!s.best.some((c) => c.layout.pipeline_model_parallel_size > 1))
     throw new Error("no pipelined BERT layout");
+  if (!s.best.some((c) => c.layout.sequence_parallel))
+    throw new Error("no sequence-parallel BERT layout");
 ' "$WORK/bert_search.json"
 
 # Bad input: message and non-zero exit.
@@ -126,9 +140,6 @@ expect_error "--num-attention-heads 96 must be divisible by --tensor-model-paral
 expect_error "--num-layers 96 must be divisible by --pipeline-model-parallel-size 7" \
   "$BIN" plan --machine "$A100" "${GPT3[@]}" --pipeline-model-parallel-size 7 --world-size 56 \
   --tensor-model-parallel-size 8 --micro-batch-size 1 --implementation megatron-lm
-expect_error "megatron-cpp's BERT has no sequence parallelism" \
-  "$BIN" plan --machine "$A100" "${GPT3[@]}" --model bert --tensor-model-parallel-size 8 \
-  --sequence-parallel --micro-batch-size 1
 expect_error "--world-size 100 must be divisible by --tensor-model-parallel-size x" \
   "$BIN" plan --machine "$A100" "${GPT3[@]}" --tensor-model-parallel-size 8 --world-size 100 \
   --micro-batch-size 1

@@ -269,58 +269,6 @@ TEST_P(PlanArena, LlamaGptPredictsTheArenasExactly) {
   expect_gpt_arenas_predicted(GetParam(), true);
 }
 
-// A small BERT (h 32, 4 heads, vocabulary 500 padded to 512, s 16) and the planner's ModelSpec
-// of it.
-BertConfig arena_bert_config(int num_layers, bool dropout) {
-  BertConfig bc;
-  bc.num_layers = num_layers;
-  bc.hidden_size = 32;
-  bc.num_attention_heads = 4;
-  bc.vocab_size = 500;
-  bc.padded_vocab_size = 512;
-  bc.max_position_embeddings = 16;
-  bc.seq_length = 16;
-  bc.hidden_dropout = bc.attention_dropout = dropout ? 0.1f : 0.0f;
-  return bc;
-}
-
-ModelSpec arena_bert_spec(const BertConfig& bc) {
-  ModelSpec m;
-  m.family = ModelFamily::kBert;
-  m.num_layers = bc.num_layers;
-  m.hidden_size = bc.hidden_size;
-  m.num_attention_heads = bc.num_attention_heads;
-  m.seq_length = bc.seq_length;
-  m.max_position_embeddings = bc.max_position_embeddings;
-  m.vocab_size = bc.vocab_size;
-  m.hidden_dropout = m.attention_dropout = bc.hidden_dropout;
-  m.bert_binary_head = bc.binary_head;
-  m.mask_prob = 0.25;  // arena_bert_batch scores every fourth row
-  return m;
-}
-
-// b sequences (ids i·13 mod V, segment A only, no padding), every fourth row scored.
-BertBatch arena_bert_batch(const BertConfig& bc, int64_t b) {
-  const int64_t s = bc.seq_length;
-  std::vector<int32_t> ids(size_t(b * s)), types(size_t(b * s), 0), sop(size_t(b), 0);
-  std::vector<uint8_t> pad(size_t(b * s), 0);
-  std::vector<float> mask(size_t(b * s), 0.0f);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i * 13 % bc.vocab_size);
-  for (size_t i = 0; i < mask.size(); i += 4) mask[i] = 1.0f;
-  for (size_t i = 1; i < sop.size(); i += 2) sop[i] = 1;
-  BertBatch batch;
-  batch.tokens = Tensor::from_vector(ids, {b, s});
-  batch.token_types = Tensor::from_vector(types, {b, s});
-  batch.pad_mask = Tensor::from_vector(pad, {b, s});
-  const BertMaskedPositions masked =
-      bert_masked_positions(Tensor::from_vector(ids, {b, s}), Tensor::from_vector(mask, {b, s}));
-  batch.masked_rows = masked.rows;
-  batch.masked_labels = masked.labels;
-  batch.masked_weights = masked.weights;
-  batch.sop_labels = Tensor::from_vector(sop, {b});
-  return batch;
-}
-
 TEST_P(PlanArena, BertPredictsTheArenasExactly) {
   const ArenaCase k = GetParam();
   if (k.recompute == Recompute::kSelective) GTEST_SKIP() << "megatron-cpp's BERT has no selective";
@@ -370,7 +318,30 @@ TEST(PlanMemory, BytesPerParameterByImplementation) {
 
 // megatron-cpp's distributed optimizer: what a DP rank's AdamW and the trainer's reduced
 // gradients hold for a real model's parameters (train/distributed_optimizer.h), against
-// the planner's (8 + 4)/d bytes per parameter; and the transient buffers of the step.
+// the planner's (8 + 4)/d bytes per parameter; and the transient buffers of the step. The
+// optimizer is the Trainer's, whatever the model: GPT and BERT alike.
+void expect_distributed_optimizer_predicted(ParameterStore& store, const ModelSpec& m) {
+  const int64_t n = store.flat_values().numel();
+  const int d = 2;
+  ASSERT_EQ(n % d, 0);  // the planner's n/d is the shard size exactly then
+  const DpShard shard = DpShard::of(n, d, 0);
+  AdamW adam(store, AdamWConfig{}, shard.range);
+  double state_bytes = 4.0 * double(shard.size);  // the trainer's reduced gradients f32 [k]
+  for (const auto& [name, buffer] : adam.flat_buffers()) state_bytes += double(buffer.nbytes());
+
+  Layout l;
+  l.data_parallel = d;
+  l.distributed_optimizer = true;
+  validate_layout(m, l, Implementation::kMegatronCpp);
+  Machine mach;
+  const MemoryEstimate est = estimate_memory(m, l, mach, Implementation::kMegatronCpp);
+  EXPECT_DOUBLE_EQ(est.first_stage.parameters, double(n));
+  EXPECT_DOUBLE_EQ(est.first_stage.optimizer, state_bytes);
+  EXPECT_DOUBLE_EQ(est.first_stage.weights + est.first_stage.gradients, 8.0 * double(n));
+  // The gradients padded to [d·k] and OpenMPI's reduce-scatter temporary of the same size.
+  EXPECT_DOUBLE_EQ(est.first_stage.step_buffers, 2 * 4.0 * double(n));
+}
+
 TEST(PlanMemory, MegatronCppDistributedOptimizerMatchesItsShards) {
   GptConfig gc;
   gc.num_layers = 2;
@@ -384,32 +355,17 @@ TEST(PlanMemory, MegatronCppDistributedOptimizerMatchesItsShards) {
   ParameterStore store(0, 1);
   GptModel model(gc, ps, store);
   store.allocate();
-  const int64_t n = store.flat_values().numel();
-  const int d = 2;
-  ASSERT_EQ(n % d, 0);  // the planner's n/d is the shard size exactly then
-  const DpShard shard = DpShard::of(n, d, 0);
-  AdamW adam(store, AdamWConfig{}, shard.range);
-  double state_bytes = 4.0 * double(shard.size);  // the trainer's reduced gradients f32 [k]
-  for (const auto& [name, buffer] : adam.flat_buffers()) state_bytes += double(buffer.nbytes());
-
   ModelSpec m;
   m.num_layers = gc.num_layers;
   m.hidden_size = gc.hidden_size;
   m.num_attention_heads = gc.num_attention_heads;
   m.seq_length = gc.seq_length;
   m.vocab_size = gc.vocab_size;
-  Layout l;
-  l.data_parallel = d;
-  l.distributed_optimizer = true;
-  validate_layout(m, l, Implementation::kMegatronCpp);
-  Machine mach;
-  const MemoryEstimate est = estimate_memory(m, l, mach, Implementation::kMegatronCpp);
-  EXPECT_DOUBLE_EQ(est.first_stage.parameters, double(n));
-  EXPECT_DOUBLE_EQ(est.first_stage.optimizer, state_bytes);
-  EXPECT_DOUBLE_EQ(est.first_stage.weights + est.first_stage.gradients, 8.0 * double(n));
-  // The gradients padded to [d·k] and OpenMPI's reduce-scatter temporary of the same size.
-  EXPECT_DOUBLE_EQ(est.first_stage.step_buffers, 2 * 4.0 * double(n));
+  expect_distributed_optimizer_predicted(store, m);
 
+  Layout l;
+  l.data_parallel = 2;
+  l.distributed_optimizer = true;
   l.precision = Precision::kFp16;
   try {
     validate_layout(m, l, Implementation::kMegatronCpp);
@@ -418,6 +374,14 @@ TEST(PlanMemory, MegatronCppDistributedOptimizerMatchesItsShards) {
     EXPECT_NE(std::string(e.what()).find("--use-distributed-optimizer with --fp16"),
               std::string::npos);
   }
+}
+
+TEST(PlanMemory, MegatronCppBertDistributedOptimizerMatchesItsShards) {
+  const BertConfig bc = arena_bert_config(2, /*dropout=*/false);
+  ParameterStore store(0, 1);
+  BertModel model(bc, test::solo_parallel_state(), store);
+  store.allocate();
+  expect_distributed_optimizer_predicted(store, arena_bert_spec(bc));
 }
 
 // The pipeline executor's buffers over a rank's 1F1B schedule, p 2, m 4, counted by hand:
@@ -478,41 +442,14 @@ TEST(PlanPipeline, MegatronCppStageArenasExactly) {
 //   last stage: a layer + final LayerNorm 64 + the tied word embedding's copy 512·32 + the MLM
 //            head (dense 32·32 + 32, LayerNorm 64, vocabulary bias 512) + pooler 32·32 + 32
 //            + binary head 32·2 + 2 = 31,906 (30,784 without the pooler and binary head).
-// Activations: each stage's scratch against the planner's workspace; the two stage contexts
-// (the planner's per-rank peaks less the executor's two buffers each, as for GPT above) must
-// add up to the whole model's arena — each stage allocates in its context exactly what the
-// whole model allocates for its part, so a BERT-specific stage term (or a missing one) shows.
+// Activations: each stage's scratch against the planner's workspace, each stage context's arena
+// against the planner's per-rank peak less the executor's two buffers (as for GPT above).
 TEST(PlanPipeline, MegatronCppBertStages) {
   for (const bool bf16 : {false, true}) {
     BertConfig bc = arena_bert_config(2, /*dropout=*/true);
     bc.compute_dtype = bf16 ? DType::BF16 : DType::F32;
     const int64_t b = 2;
-    const BertBatch batch = arena_bert_batch(bc, b);
-    const ParallelState ps = test::solo_parallel_state();
-
-    ParameterStore whole_store(0, 1);
-    BertModel whole(bc, ps, whole_store);
-    whole_store.allocate();
-    whole.init_weights(7);
-    whole.forward_backward(batch, 1.0f, 3);
-
-    std::vector<std::unique_ptr<ParameterStore>> stores;
-    std::vector<std::unique_ptr<BertModel>> stages;
-    std::vector<BertModel::StageCtxPtr> ctxs;
-    for (int r = 0; r < 2; ++r) {
-      stores.push_back(std::make_unique<ParameterStore>(0, 1));
-      stages.push_back(
-          std::make_unique<BertModel>(bc, ps, *stores.back(), stage_range(2, 2, r, 1, 0)));
-      stores.back()->allocate();
-      stages.back()->init_weights(7);
-    }
-    Tensor x;
-    for (size_t r = 0; r < 2; ++r) {
-      ctxs.push_back(stages[r]->make_stage_ctx());
-      x = stages[r]->forward_stage(*ctxs[r], batch, x, true, 3);
-    }
-    Tensor dx = stages[1]->backward_stage(*ctxs[1], Tensor(), 1.0f);
-    stages[0]->backward_stage(*ctxs[0], dx, 1.0f);
+    const TwoBertStages run = run_two_bert_stages(bc, test::solo_parallel_state(), b);
 
     const ModelSpec m = arena_bert_spec(bc);
     Layout l;
@@ -523,17 +460,19 @@ TEST(PlanPipeline, MegatronCppBertStages) {
     const ParameterCounts c = count_parameters(m, l);
     EXPECT_DOUBLE_EQ(c.first_stage_rank, 29664.0);
     EXPECT_DOUBLE_EQ(c.last_stage_rank, 31906.0);
-    EXPECT_DOUBLE_EQ(c.first_stage_rank, double(stores[0]->flat_values().numel()));
-    EXPECT_DOUBLE_EQ(c.last_stage_rank, double(stores[1]->flat_values().numel()));
+    EXPECT_DOUBLE_EQ(c.first_stage_rank, double(run.stores[0]->flat_values().numel()));
+    EXPECT_DOUBLE_EQ(c.last_stage_rank, double(run.stores[1]->flat_values().numel()));
 
     const ActivationMemory a = activation_memory(m, l, Implementation::kMegatronCpp);
     // A stage model's own arena stays empty (its contexts hold the activations): what it
     // reports is its scratch.
-    for (const auto& stage : stages)
+    for (const auto& stage : run.stages)
       EXPECT_DOUBLE_EQ(a.workspace, double(stage->activation_bytes()));
     const double buffer = double(bc.seq_length * b * bc.hidden_size) * (bf16 ? 2 : 4);
-    const double first_ctx = a.first_stage - 2 * buffer, last_ctx = a.last_stage - 2 * buffer;
-    EXPECT_DOUBLE_EQ(first_ctx + last_ctx + a.workspace, double(whole.activation_bytes()));
+    EXPECT_DOUBLE_EQ(a.first_stage,
+                     double(run.stages[0]->stage_activation_bytes(*run.ctxs[0])) + 2 * buffer);
+    EXPECT_DOUBLE_EQ(a.last_stage,
+                     double(run.stages[1]->stage_activation_bytes(*run.ctxs[1])) + 2 * buffer);
     EXPECT_DOUBLE_EQ(a.in_flight, 1.0);
   }
   // Without the binary head the last stage holds no pooler either.

@@ -292,6 +292,38 @@ TEST(PlanStep, MegatronCppSequenceParallelMovesTheSameBytes) {
   EXPECT_NEAR(predict_step_time(m, l, mach, cpp).pp_p2p, whole / l.tensor_parallel, 1e-12 * whole);
 }
 
+// megatron-cpp's BERT with SP (model/bert_encoder.h): the last stage all-gathers the final
+// hidden states [s, b, h] before its heads, which run replicated on the whole sequence, so the
+// MLM head all-reduces its input gradient (the 0.15·s·b scored rows) as without SP, the
+// gather's backward is a slice (no reduce-scatter), and of the head only the final LayerNorm
+// sees a shard: its SP gradients are those of the GPT above, 204,800 f32, where Megatron-LM's
+// BERT adds its LM head's dense 4096·4096 + 4096 and LayerNorm 2·4096 (16,789,504 more).
+TEST(PlanStep, MegatronCppBertSequenceParallelGathersBeforeTheHeads) {
+  const Machine mach = round_machine();
+  ModelSpec m = small_gpt();
+  m.family = ModelFamily::kBert;
+  Layout l = small_layout();
+  l.recompute = Recompute::kNone;
+  const Implementation cpp = Implementation::kMegatronCpp;
+  validate_layout(m, l, cpp);
+  const MicrobatchCosts c = microbatch_costs(m, l, mach, cpp);
+  ASSERT_EQ(c.output_comm.size(), 3u);
+  EXPECT_EQ(c.output_comm[0].op, Collective::kAllGather);
+  EXPECT_DOUBLE_EQ(c.output_comm[0].bytes, 2048.0 * 4096 * 2);
+  EXPECT_EQ(c.output_comm[1].op, Collective::kAllReduce);
+  EXPECT_DOUBLE_EQ(c.output_comm[1].bytes, 0.15 * 2048 * 4096 * 2);
+  for (const CommTerm& ct : c.output_comm) EXPECT_NE(ct.op, Collective::kReduceScatter);
+  // The embedding: reduce-scatter forward, all-gather of the gradient backward.
+  ASSERT_EQ(c.embedding_comm.size(), 2u);
+  EXPECT_EQ(c.embedding_comm[0].op, Collective::kReduceScatter);
+  EXPECT_EQ(c.embedding_comm[1].op, Collective::kAllGather);
+
+  EXPECT_NEAR(predict_step_time(m, l, mach, cpp).sequence_parallel_sync,
+              2 * 0.75 * 204800 * 4 / 1e11, 1e-18);
+  EXPECT_NEAR(predict_step_time(m, l, mach, Implementation::kMegatronLm).sequence_parallel_sync,
+              2 * 0.75 * (204800 + 16789504) * 4 / 1e11, 1e-15);
+}
+
 TEST(PlanStep, SequenceParallelAllReducesNormAndBiasGradients) {
   // With SP each TP rank applies the norms and row-parallel biases to its sequence shard only,
   // so their gradients are partial: one all-reduce over TP per step. The last stage of
@@ -451,7 +483,7 @@ TEST(PlanLayout, ErrorsNameTheRule) {
               validate_layout(m, l, Implementation::kMegatronLm);
             }).find("--sequence-parallel needs"),
             std::string::npos);
-  // megatron-cpp shards whole positions (GptConfig::validate), and only its GPT.
+  // megatron-cpp shards whole positions (GptConfig::validate, BertConfig's alike).
   l.tensor_parallel = 2;
   ModelSpec odd = m;
   odd.seq_length = 1001;
@@ -459,10 +491,13 @@ TEST(PlanLayout, ErrorsNameTheRule) {
               validate_layout(odd, l, Implementation::kMegatronCpp);
             }).find("--seq-length 1001 must be divisible by --tensor-model-parallel-size 2"),
             std::string::npos);
+  ModelSpec odd_bert = bert;
+  odd_bert.seq_length = 1001;
   EXPECT_NE(error_of([&] {
-              validate_layout(bert, l, Implementation::kMegatronCpp);
-            }).find("megatron-cpp's BERT has no sequence parallelism"),
+              validate_layout(odd_bert, l, Implementation::kMegatronCpp);
+            }).find("--seq-length 1001 must be divisible by --tensor-model-parallel-size 2"),
             std::string::npos);
+  validate_layout(bert, l, Implementation::kMegatronCpp);  // its BERT shards the sequence too
 }
 
 TEST(PlanSearch, RanksFittingLayoutsFastestFirst) {
@@ -494,19 +529,21 @@ TEST(PlanSearch, RanksFittingLayoutsFastestFirst) {
   EXPECT_TRUE(pipelined);
   EXPECT_TRUE(selective);
   EXPECT_TRUE(sp);
-  // megatron-cpp's BERT: pipelined layouts too, never selective recompute or SP.
+  // megatron-cpp's BERT: pipelined and sequence-parallel layouts too, never selective
+  // recompute.
   ModelSpec bert = m;
   bert.family = ModelFamily::kBert;
   bert.seq_length = 512;
   const SearchResult cpp_bert =
       search_layouts(bert, base, mach, Implementation::kMegatronCpp, 16, 500);
-  bool bert_pipelined = false;
+  bool bert_pipelined = false, bert_sp = false;
   for (const Candidate& c : cpp_bert.best) {
     bert_pipelined = bert_pipelined || c.layout.pipeline_parallel > 1;
+    bert_sp = bert_sp || c.layout.sequence_parallel;
     EXPECT_NE(c.layout.recompute, Recompute::kSelective);
-    EXPECT_FALSE(c.layout.sequence_parallel);
   }
   EXPECT_TRUE(bert_pipelined);
+  EXPECT_TRUE(bert_sp);
   EXPECT_NE(error_of([&] {
               search_layouts(m, Layout{}, mach, Implementation::kMegatronLm, 16, 5);
             }).find("--global-batch-size"),
