@@ -62,29 +62,9 @@ $CHECK "$WORK/t1p1d1.jsonl" "$WORK/converted_t2p2d1.jsonl" --from 5 --to 8 --rto
 # Validation losses agree too, matched by iteration and order (the runs that exit at 4 validate
 # there; at the last iteration the interval's validation is followed by the final one, which
 # scores the next batches of the validation set).
-node -e '
-  const fs = require("fs");
-  const valid = f => {
-    const seen = {};
-    return fs.readFileSync(f, "utf8").trim().split("\n").map(JSON.parse)
-             .filter(x => x.type === "validation")
-             .map(x => Object.assign(x, {nth: (seen[x.iteration] = (seen[x.iteration] || 0) + 1)}));
-  };
-  const ref = valid(process.argv[1]);
-  if (ref.length < 2) { console.error("no validation in the reference run"); process.exit(1); }
-  for (const f of process.argv.slice(2)) {
-    const got = valid(f);
-    if (got.length === 0) { console.error("no validation in", f); process.exit(1); }
-    for (const g of got) {
-      const r = ref.find(x => x.iteration === g.iteration && x.nth === g.nth);
-      if (!r || !(Math.abs(g.lm_loss - r.lm_loss) <= 1e-5 * Math.abs(r.lm_loss))) {
-        console.error("validation at iteration", g.iteration, "differs:", f, g.lm_loss,
-                      r && r.lm_loss);
-        process.exit(1);
-      }
-    }
-  }' "$WORK/t1p1d1.jsonl" "$WORK/t2p2d1.jsonl" "$WORK/t1p4d1.jsonl" "$WORK/t1p2d2.jsonl" \
-     "$WORK/t1p2d1_interleaved.jsonl" "$WORK/resumed_t2p2d1.jsonl" "$WORK/resumed_t1p1d1.jsonl"
+node "$MEGATRON_SOURCE_DIR/tests/e2e/compare_validation.js" "$WORK/t1p1d1.jsonl" \
+     "$WORK/t2p2d1.jsonl" "$WORK/t1p4d1.jsonl" "$WORK/t1p2d2.jsonl" "$WORK/t1p2d1_interleaved.jsonl" \
+     "$WORK/resumed_t2p2d1.jsonl" "$WORK/resumed_t1p1d1.jsonl"
 # The check must be able to fail: the loss has to move over the 8 iterations.
 node -e '
   const r = require("fs").readFileSync(process.argv[1], "utf8").trim().split("\n")

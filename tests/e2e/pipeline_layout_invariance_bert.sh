@@ -105,32 +105,10 @@ echo "== resumed at 1x1x2 from 1x1x4's checkpoint of iteration 3 (distributed op
 $CHECK "$WORK/t1p1d1.jsonl" "$WORK/resumed_t1p1d2_distopt.jsonl" --from 4 --to 6 --rtol 1e-5
 echo "== resumed at 2x2x1 from 1x4x1's checkpoint converted to TP 2 x PP 2"
 $CHECK "$WORK/t1p1d1.jsonl" "$WORK/converted_t2p2d1.jsonl" --from 4 --to 6 --rtol 1e-5
-# Validation losses agree too, matched by iteration and order (see
-# pipeline_layout_invariance.sh).
-node -e '
-  const fs = require("fs");
-  const valid = f => {
-    const seen = {};
-    return fs.readFileSync(f, "utf8").trim().split("\n").map(JSON.parse)
-             .filter(x => x.type === "validation")
-             .map(x => Object.assign(x, {nth: (seen[x.iteration] = (seen[x.iteration] || 0) + 1)}));
-  };
-  const close = (a, b) => Math.abs(a - b) <= 1e-5 * Math.abs(b);
-  const ref = valid(process.argv[1]);
-  if (ref.length < 2) { console.error("no validation in the reference run"); process.exit(1); }
-  for (const f of process.argv.slice(2)) {
-    const got = valid(f);
-    if (got.length === 0) { console.error("no validation in", f); process.exit(1); }
-    for (const g of got) {
-      const r = ref.find(x => x.iteration === g.iteration && x.nth === g.nth);
-      if (!r || !close(g.lm_loss, r.lm_loss) || !close(g.sop_loss, r.sop_loss)) {
-        console.error("validation at iteration", g.iteration, "differs:", f, g.lm_loss,
-                      g.sop_loss, r && r.lm_loss, r && r.sop_loss);
-        process.exit(1);
-      }
-    }
-  }' "$WORK/t1p1d1.jsonl" "$WORK/t1p2d1.jsonl" "$WORK/t2p2d1.jsonl" "$WORK/t1p4d1.jsonl" \
-     "$WORK/t1p2d2.jsonl" "$WORK/t1p2d1_interleaved.jsonl" "$WORK/resumed_t1p1d1.jsonl" \
+# Validation losses (lm and sop) agree too, matched by iteration and order.
+node "$MEGATRON_SOURCE_DIR/tests/e2e/compare_validation.js" "$WORK/t1p1d1.jsonl" \
+     "$WORK/t1p2d1.jsonl" "$WORK/t2p2d1.jsonl" "$WORK/t1p4d1.jsonl" "$WORK/t1p2d2.jsonl" \
+     "$WORK/t1p2d1_interleaved.jsonl" "$WORK/resumed_t1p1d1.jsonl" \
      "$WORK/t1p1d4_distopt.jsonl" "$WORK/t2p1d2_sp.jsonl" "$WORK/t2p2d1_sp.jsonl" \
      "$WORK/resumed_t1p1d2_distopt.jsonl"
 # The check must be able to fail: the losses have to move over the 6 iterations.
