@@ -8,13 +8,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <cstring>
 #include <string>
 
 #include "bert_test_util.h"
 #include "core/error.h"
 #include "model_test_util.h"
+#include "stage_test_util.h"
 
 namespace megatron {
 namespace {
@@ -41,9 +40,7 @@ struct Model {
   BertModel model;
 };
 
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
-}
+using test::bitwise_equal;
 
 void expect_stages_compute_the_whole_model(bool post_ln) {
   const BertConfig c = config(post_ln);
@@ -89,22 +86,7 @@ void expect_stages_compute_the_whole_model(bool post_ln) {
   EXPECT_EQ(grad.shape(), hidden.shape());
   EXPECT_FALSE(first.model.backward_stage(*first_ctx, grad, 0.5f).defined());
 
-  for (Model* stage : {&first, &last})
-    for (const Parameter& p : stage->store.params()) {
-      if (p.spec.name == kWord) continue;
-      EXPECT_TRUE(bitwise_equal(p.grad, whole.store.get(p.spec.name).grad)) << p.spec.name;
-    }
-  // The tied embedding: the input side's gradient on the first stage, the MLM head's on the
-  // last; their sum (what the embedding-group all-reduce forms) is the whole model's.
-  const std::vector<float> g0 = first.store.get(kWord).grad.to_vector<float>();
-  const std::vector<float> g1 = last.store.get(kWord).grad.to_vector<float>();
-  const std::vector<float> gw = whole.store.get(kWord).grad.to_vector<float>();
-  double head_only = 0;
-  for (size_t i = 0; i < gw.size(); ++i) {
-    EXPECT_NEAR(g0[i] + g1[i], gw[i], 1e-6 * (std::abs(gw[i]) + 1e-3)) << "element " << i;
-    head_only += std::abs(g1[i] - gw[i]);
-  }
-  EXPECT_GT(head_only, 0.0) << "the input-side gradient must be missing from the copy";
+  test::expect_stage_gradients_are_the_whole_models(first.store, last.store, whole.store, kWord);
 }
 
 TEST(BertStages, PreLnStagesComputeWhatTheWholeModelComputes) {

@@ -7,13 +7,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <cstring>
 #include <string>
 
 #include "core/error.h"
 #include "model/gpt_model.h"
 #include "model_test_util.h"
+#include "stage_test_util.h"
 
 namespace megatron {
 namespace {
@@ -57,9 +56,7 @@ struct Model {
   GptModel model;
 };
 
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
-}
+using test::bitwise_equal;
 
 TEST(GptStages, TwoStagesComputeWhatTheWholeModelComputes) {
   const GptConfig c = config();
@@ -99,22 +96,7 @@ TEST(GptStages, TwoStagesComputeWhatTheWholeModelComputes) {
   EXPECT_EQ(grad.shape(), hidden.shape());
   EXPECT_FALSE(first.model.backward_stage(*first_ctx, grad, 0.5f).defined());
 
-  for (Model* stage : {&first, &last})
-    for (const Parameter& p : stage->store.params()) {
-      if (p.spec.name == word) continue;
-      EXPECT_TRUE(bitwise_equal(p.grad, whole.store.get(p.spec.name).grad)) << p.spec.name;
-    }
-  // The tied embedding: the input side's gradient on the first stage, the head's on the last;
-  // their sum (what the embedding-group all-reduce forms) is the whole model's.
-  const std::vector<float> g0 = first.store.get(word).grad.to_vector<float>();
-  const std::vector<float> g1 = last.store.get(word).grad.to_vector<float>();
-  const std::vector<float> gw = whole.store.get(word).grad.to_vector<float>();
-  double head_only = 0;
-  for (size_t i = 0; i < gw.size(); ++i) {
-    EXPECT_NEAR(g0[i] + g1[i], gw[i], 1e-6 * (std::abs(gw[i]) + 1e-3)) << "element " << i;
-    head_only += std::abs(g1[i] - gw[i]);
-  }
-  EXPECT_GT(head_only, 0.0) << "the input-side gradient must be missing from the copy";
+  test::expect_stage_gradients_are_the_whole_models(first.store, last.store, whole.store, word);
 }
 
 // Llama options: RMSNorm, RoPE (no position embedding), SwiGLU, GQA (2 KV groups for 4 heads),
