@@ -7,9 +7,7 @@ LossTerms ModelStep::train_micro_batches(int64_t micro_batches, float grad_scale
                                          int64_t iteration) {
   LossTerms sum;
   for (int64_t m = 0; m < micro_batches; ++m) {
-    const LossTerms l = train_micro_batch(grad_scale, seed, iteration);
-    sum.lm += l.lm;
-    sum.sop += l.sop;
+    sum += train_micro_batch(grad_scale, seed, iteration);
   }
   return sum;
 }
@@ -17,9 +15,7 @@ LossTerms ModelStep::train_micro_batches(int64_t micro_batches, float grad_scale
 LossTerms ModelStep::valid_micro_batches(int64_t micro_batches, int64_t iteration) {
   LossTerms sum;
   for (int64_t m = 0; m < micro_batches; ++m) {
-    const LossTerms l = valid_micro_batch(iteration);
-    sum.lm += l.lm;
-    sum.sop += l.sop;
+    sum += valid_micro_batch(iteration);
   }
   return sum;
 }

@@ -21,6 +21,13 @@ namespace megatron {
 struct LossTerms {
   double lm = 0;
   double sop = 0;
+
+  // Term by term: sums over micro-batches and over a log interval.
+  LossTerms& operator+=(const LossTerms& other) {
+    lm += other.lm;
+    sop += other.sop;
+    return *this;
+  }
 };
 
 // Where this data-parallel rank reads: Megatron's sampler order over global batches of

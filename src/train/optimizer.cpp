@@ -26,6 +26,20 @@ AdamW::AdamW(ParameterStore& store, const AdamWConfig& config, FlatRange range)
   } else {
     master_ = values;
   }
+  // Runs of consecutive parameters that share a weight decay (the update is elementwise, so
+  // runs give the same result as one update per parameter), clipped to the range; the kernel
+  // updates all of them in one pass. The store's layout is fixed once allocated.
+  const std::vector<Parameter>& params = store.params();
+  for (size_t i = 0; i < params.size();) {
+    const bool decay = params[i].spec.weight_decay;
+    int64_t begin = params[i].flat_offset;
+    int64_t end = begin;
+    for (; i < params.size() && params[i].spec.weight_decay == decay; ++i)
+      end = params[i].flat_offset + params[i].value.numel();
+    begin = std::max(begin, range_.begin) - range_.begin;
+    end = std::min(end, range_.end) - range_.begin;
+    if (end > begin) runs_.push_back({begin, end, decay});
+  }
 }
 
 void AdamW::step(double lr) {
@@ -37,24 +51,9 @@ void AdamW::step(double lr, const Tensor& grads) {
            "AdamW::step: gradients ", grads.describe(), " for a range of ",
            range_.end - range_.begin, " f32 elements");
   ++steps_;
-  // Runs of consecutive parameters that share a weight decay (the update is elementwise, so
-  // runs give the same result as one update per parameter), clipped to the range; the kernel
-  // updates all of them in one pass.
-  const std::vector<Parameter>& params = store_.params();
-  std::vector<kernels::AdamWRun> runs;
-  for (size_t i = 0; i < params.size();) {
-    const bool decay = params[i].spec.weight_decay;
-    int64_t begin = params[i].flat_offset;
-    int64_t end = begin;
-    for (; i < params.size() && params[i].spec.weight_decay == decay; ++i)
-      end = params[i].flat_offset + params[i].value.numel();
-    begin = std::max(begin, range_.begin) - range_.begin;
-    end = std::min(end, range_.end) - range_.begin;
-    if (end > begin) runs.push_back({begin, end, decay});
-  }
   kernels::AdamWHyper h{float(lr),          float(config_.beta1),        float(config_.beta2),
                         float(config_.eps), float(config_.weight_decay), steps_};
-  kernels::adamw_update(master_, grads, exp_avg_, exp_avg_sq_, h, runs);
+  kernels::adamw_update(master_, grads, exp_avg_, exp_avg_sq_, h, runs_);
   if (config_.f16_model_weights) write_model_weights();
 }
 

@@ -19,8 +19,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
+#include "kernels/adamw.h"
 #include "parallel/parameter.h"
 
 namespace megatron {
@@ -76,6 +78,8 @@ class AdamW {
   Tensor exp_avg_;      // f32 [range]
   Tensor exp_avg_sq_;   // f32 [range]
   Tensor f16_scratch_;  // f16 [range], only with f16 model weights
+  // The range's runs of parameters with and without weight decay (offsets within the range).
+  std::vector<kernels::AdamWRun> runs_;
   int64_t steps_ = 0;
 };
 

@@ -75,11 +75,7 @@ class PipelineChunks {
       Model& model = *models_[size_t(c)];
       CtxPtr ctx = acquire(c);
       Tensor output = model.forward_stage(*ctx, batches[size_t(m)], input, train, seed);
-      if (model.stage().last) {
-        const LossTerms l = loss_of_(model, *ctx);
-        sum.lm += l.lm;
-        sum.sop += l.sop;
-      }
+      if (model.stage().last) sum += loss_of_(model, *ctx);
       if (train)
         live.emplace(std::make_pair(c, m), std::move(ctx));
       else

@@ -161,7 +161,7 @@ struct Trainer::Impl {
     last_saved = iteration;
   }
 
-  // The end of an epoch (Megatron's finetuning): save, evaluate, keep the best checkpoint.
+  // The end of an epoch (Megatron's finetuning): evaluate, save, keep the best checkpoint.
   // The score comes first so that the epoch's checkpoint records the best score including
   // this epoch's: a run resumed from it keeps comparing against the right best.
   void end_epoch(int64_t epoch) {
@@ -546,8 +546,7 @@ struct Trainer::Impl {
       if (!std::isfinite(loss.lm + loss.sop)) {
         ++interval_nans;
       } else if (stepped) {
-        interval_loss_sum.lm += loss.lm;
-        interval_loss_sum.sop += loss.sop;
+        interval_loss_sum += loss;
         ++interval_loss_count;
       }
       last_grad_norm = grad_norm;

@@ -3,8 +3,9 @@
 //
 // usage: node compare_metrics.js REFERENCE CANDIDATE --from A --to B [--rtol R | --exact]
 // For every iteration A..B both files must have a "train" line; lm_loss and grad_norm (and
-// sop_loss, when either line has one: BERT) must agree to relative tolerance R (|a − b| <= R·|a|), or bit for bit with --exact. Prints each
-// difference and exits 1 on any mismatch or missing iteration.
+// sop_loss, when either line has one: BERT) must agree to relative tolerance R
+// (|a − b| <= R·|a|), or bit for bit with --exact. Prints each difference and exits 1 on any
+// mismatch or missing iteration.
 'use strict';
 const fs = require('fs');
 
