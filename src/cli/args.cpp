@@ -345,6 +345,11 @@ void add_pretraining_parallel_args(ArgTable& table, Args& args) {
   table.add_flag("--sequence-parallel", args.sequence_parallel,
                  "split LayerNorms, dropouts and residuals along the sequence over the TP ranks "
                  "(needs TP > 1; docs/parallelism.md)");
+  table.add_flag("--overlap-grad-reduce", args.overlap_grad_reduce,
+                 "start each gradient bucket's data-parallel reduction during the backward, once "
+                 "the last micro-batch completed it (same result; docs/parallelism.md)");
+  table.add("--ddp-bucket-size", args.ddp_bucket_size,
+            "gradient elements per data-parallel reduction bucket (default 4194304)");
 }
 
 // ---- Llama-family architecture flags ----
@@ -706,6 +711,8 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   cfg.log_timers_to_tensorboard = a.log_timers_to_tensorboard;
   cfg.log_loss_scale_to_tensorboard = a.log_loss_scale_to_tensorboard;
   cfg.distributed_optimizer = a.distributed_optimizer;
+  cfg.overlap_grad_reduce = a.overlap_grad_reduce;
+  cfg.ddp_bucket_size = a.ddp_bucket_size;
   cfg.log_validation_ppl_to_tensorboard = a.log_validation_ppl_to_tensorboard;
   cfg.save = a.save;
   cfg.load = a.load;

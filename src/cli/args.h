@@ -195,6 +195,8 @@ struct Args {
   // Registered by add_pretraining_parallel_args (pretrain-gpt and pretrain-bert).
   bool sequence_parallel = false;      // --sequence-parallel
   bool distributed_optimizer = false;  // --use-distributed-optimizer
+  bool overlap_grad_reduce = false;    // --overlap-grad-reduce
+  int64_t ddp_bucket_size = kDefaultGradBucketElements;  // --ddp-bucket-size
 
   ArchitectureArgs arch;  // pretrain-gpt's architecture flags
 };
@@ -231,8 +233,8 @@ void add_tokenizer_args(ArgTable& table, std::string& type, std::string& vocab_f
 // Registers every shared flag on `app`, writing into `args`.
 void add_training_args(ArgTable& table, Args& args);
 
-// Registers the pretraining-only parallelism flags: --use-distributed-optimizer and
-// --sequence-parallel (finetuning offers neither).
+// Registers the pretraining-only parallelism flags: --use-distributed-optimizer,
+// --sequence-parallel, --overlap-grad-reduce and --ddp-bucket-size (finetuning offers none).
 void add_pretraining_parallel_args(ArgTable& table, Args& args);
 
 // Registers the architecture flags (ArchitectureArgs) on `table`.

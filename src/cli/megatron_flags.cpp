@@ -156,12 +156,17 @@ constexpr Rule kRules[] = {
     {"--flight-recorder-*", false, "configures NCCL's flight recorder"},
     {"--no-flight-recorder-*", false, "configures NCCL's flight recorder"},
     {"--disable-flight-recorder-*", false, "configures NCCL's flight recorder"},
-    {"--overlap-grad-reduce", false, kGpuImpl},
+    {"--overlap-grad-reduce", false,
+     "finetuning reduces its gradients after the backward (pretrain-gpt and pretrain-bert "
+     "implement the overlap); the computed function is the same"},
     {"--overlap-param-gather", false, kGpuImpl},
     {"--overlap-param-gather-with-optimizer-step", false, kGpuImpl},
     {"--no-align-grad-reduce", false, kGpuImpl},
     {"--disable-align-grad-reduce", false, kGpuImpl},
     {"--no-align-param-gather", false, kGpuImpl},
+    {"--ddp-bucket-size", false,
+     "finetuning reduces its gradients in buckets of the default size (pretrain-gpt and "
+     "pretrain-bert implement the flag); the computed function is the same"},
     {"--ddp-*", false, kGpuImpl},
     {"--use-distributed-optimizer", false,
      "the distributed optimizer is implemented for pretrain-gpt and pretrain-bert; here the "

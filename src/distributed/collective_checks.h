@@ -3,6 +3,9 @@
 // the bugs multi-process runs would).
 #pragma once
 
+#include <cstdint>
+#include <span>
+
 #include "core/tensor.h"
 
 namespace megatron {
@@ -16,6 +19,12 @@ void check_comm_tensor(const Tensor& t, const char* op, const char* what);
 // reduce_scatter (the reverse).
 void check_chunked_dim0(const Tensor& chunk, const char* chunk_name, const Tensor& whole,
                         const char* whole_name, int group_size, const char* op);
+// The dtype of a non-blocking reduction (iall_reduce, ireduce_scatter): f32, f64, i32 or i64.
+void check_nonblocking_reduction(const Tensor& t, const char* op);
+// ireduce_scatter's shapes: `counts` has group_size entries, each >= 0; `in` holds their sum
+// and `out` counts[rank] elements, both 1-D of one dtype on one device.
+void check_scatter_counts(const Tensor& in, const Tensor& out, std::span<const int64_t> counts,
+                          int rank, int group_size, const char* op);
 // 0 <= r < size, naming the argument (root, dst, src).
 void check_peer_rank(int r, int size, const char* op, const char* what);
 // split() colors must be non-negative (negative values are reserved by MPI).

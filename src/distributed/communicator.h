@@ -15,9 +15,18 @@
 // another with one tag arrive in the order they were posted. Progress never depends on the
 // library buffering a send eagerly: a rank that posts its receives and sends and then waits on
 // them cannot deadlock against a peer that does the same in another order.
+//
+// The data-parallel gradient reduction also comes non-blocking (iall_reduce, ireduce_scatter),
+// so that a bucket of gradients can be reduced while the backward computes the next ones
+// (--overlap-grad-reduce, train/grad_buckets.h). The tensors must stay alive and untouched until
+// wait() returns. Reductions only: f32, f64, i32, i64 (not bf16/f16, whose MPI reduction is
+// staged through f32 copies). On a CUDA tensor the operation is ordered after the compute work
+// queued before the call and, once wait() returns, before the compute work queued after it.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <span>
 
 #include "core/tensor.h"
 
@@ -34,6 +43,10 @@ class CommRequest {
  public:
   virtual ~CommRequest() = default;
   virtual void wait() = 0;
+  // Lets the transport advance the operation without blocking. MPI moves a non-blocking
+  // collective forward only inside MPI calls, so a caller that computes between posting and
+  // waiting calls this now and then; NCCL and a world of one progress by themselves (no-op).
+  virtual void progress() = 0;
 };
 
 class Communicator {
@@ -54,6 +67,14 @@ class Communicator {
   // Non-blocking point-to-point (see above); dst/src != rank().
   virtual std::unique_ptr<CommRequest> isend(const Tensor& t, int dst, int tag = 0) = 0;
   virtual std::unique_ptr<CommRequest> irecv(Tensor& t, int src, int tag = 0) = 0;
+  // Non-blocking all_reduce of t (in place).
+  virtual std::unique_ptr<CommRequest> iall_reduce(Tensor& t, ReduceOp op = ReduceOp::SUM) = 0;
+  // Non-blocking reduce-scatter with per-rank counts (MPI_Reduce_scatter): `in` [Σ counts] is
+  // the ranks' segments back to back in rank order; rank r receives the reduced segment r into
+  // `out` [counts[r]]. Every member passes the same counts (size() of them, each >= 0).
+  virtual std::unique_ptr<CommRequest> ireduce_scatter(const Tensor& in, Tensor& out,
+                                                       std::span<const int64_t> counts,
+                                                       ReduceOp op = ReduceOp::SUM) = 0;
   virtual void barrier() = 0;
   // Members with the same color form a new group, ordered by key (then by old rank).
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;

@@ -217,9 +217,10 @@ void MpiCommunicator::recv(Tensor& t, int src, int tag) {
 
 namespace {
 
-// The MPI requests of one isend/irecv (one per piece of at most max_chunk_elements). A CUDA
-// tensor travels through a host copy the request owns: filled before an isend is posted,
-// copied to the device after an irecv completes.
+// The MPI requests of one non-blocking operation (one per piece of at most max_chunk_elements).
+// A CUDA tensor travels through host copies the request owns: `host` is what MPI writes (or,
+// for an isend, reads), copied to `device_destination` once the operation completes; `keep`
+// holds what else MPI reads until then (a staged input, a collective's counts).
 class MpiRequest final : public CommRequest {
  public:
   MpiRequest(const char* op, Tensor host, Tensor device_destination, int peer)
@@ -236,17 +237,33 @@ class MpiRequest final : public CommRequest {
     requests_.push_back(r);
     counts_.push_back(count);
   }
+  void keep(Tensor staged_input) { staged_input_ = std::move(staged_input); }
+  // The counts of a collective, alive until it completes (MPI may read them until then).
+  const int* keep(std::vector<int> counts) {
+    collective_counts_ = std::move(counts);
+    return collective_counts_.data();
+  }
+
+  void progress() override {
+    if (done_ || completed_) return;
+    statuses_.resize(requests_.size());
+    int flag = 0;
+    mpi_check(MPI_Testall(int(requests_.size()), requests_.data(), &flag, statuses_.data()), op_);
+    completed_ = flag != 0;
+  }
 
   void wait() override {
     if (done_) return;
     done_ = true;
-    std::vector<MPI_Status> statuses(requests_.size());
-    mpi_check(MPI_Waitall(int(requests_.size()), requests_.data(), statuses.data()), op_);
+    if (!completed_) {
+      statuses_.resize(requests_.size());
+      mpi_check(MPI_Waitall(int(requests_.size()), requests_.data(), statuses_.data()), op_);
+    }
     if (std::string_view(op_) == "irecv") {
       const MPI_Datatype type = mpi_type(host_.dtype());
-      for (size_t i = 0; i < statuses.size(); ++i) {
+      for (size_t i = 0; i < statuses_.size(); ++i) {
         int received = 0;
-        MPI_Get_count(&statuses[i], type, &received);
+        MPI_Get_count(&statuses_[i], type, &received);
         MT_CHECK(received == counts_[i], "irecv: expected ", counts_[i], " elements of ",
                  dtype_name(host_.dtype()), " from rank ", peer_, " (tensor ", host_.describe(),
                  "), received ", received);
@@ -257,12 +274,22 @@ class MpiRequest final : public CommRequest {
 
  private:
   const char* op_;
-  Tensor host_, device_;
+  Tensor host_, device_, staged_input_;
   int peer_;
   std::vector<MPI_Request> requests_;
-  std::vector<int> counts_;
+  std::vector<int> counts_, collective_counts_;
+  std::vector<MPI_Status> statuses_;  // filled by the MPI_Testall / MPI_Waitall that completes
+  bool completed_ = false;            // progress() saw every request complete
   bool done_ = false;
 };
+
+// A host copy of `t` (t itself when it is on the host).
+Tensor on_host(const Tensor& t) {
+  if (t.device().is_cpu()) return t;
+  Tensor host = Tensor::empty(t.shape(), t.dtype());
+  host.copy_from(t);
+  return host;
+}
 
 }  // namespace
 
@@ -270,11 +297,7 @@ std::unique_ptr<CommRequest> MpiCommunicator::isend(const Tensor& t, int dst, in
   check_comm_tensor(t, "isend", "tensor");
   check_peer_rank(dst, size_, "isend", "destination");
   MT_CHECK(dst != rank_, "isend: rank ", rank_, " cannot send to itself");
-  Tensor host = t;
-  if (!t.device().is_cpu()) {
-    host = Tensor::empty(t.shape(), t.dtype());
-    host.copy_from(t);
-  }
+  Tensor host = on_host(t);
   auto request = std::make_unique<MpiRequest>("isend", host, Tensor(), dst);
   const MPI_Datatype type = mpi_type(t.dtype());
   for_each_chunk(host, [&](void* p, int count) {
@@ -298,6 +321,51 @@ std::unique_ptr<CommRequest> MpiCommunicator::irecv(Tensor& t, int src, int tag)
     mpi_check(MPI_Irecv(p, count, type, src, tag, comm_, &r), "irecv");
     request->add(r, count);
   });
+  return request;
+}
+
+std::unique_ptr<CommRequest> MpiCommunicator::iall_reduce(Tensor& t, ReduceOp op) {
+  check_comm_tensor(t, "iall_reduce", "tensor");
+  check_nonblocking_reduction(t, "iall_reduce");
+  // A CUDA tensor is reduced in a host copy, copied back when the request completes.
+  const bool host_tensor = t.device().is_cpu();
+  Tensor host = on_host(t);
+  auto request =
+      std::make_unique<MpiRequest>("iall_reduce", host, host_tensor ? Tensor() : t, rank_);
+  const MPI_Datatype type = mpi_type(t.dtype());
+  for_each_chunk(host, [&](void* p, int count) {
+    MPI_Request r = MPI_REQUEST_NULL;
+    mpi_check(MPI_Iallreduce(MPI_IN_PLACE, p, count, type, mpi_op(op), comm_, &r), "iall_reduce");
+    request->add(r, count);
+  });
+  return request;
+}
+
+std::unique_ptr<CommRequest> MpiCommunicator::ireduce_scatter(const Tensor& in, Tensor& out,
+                                                              std::span<const int64_t> counts,
+                                                              ReduceOp op) {
+  check_comm_tensor(in, "ireduce_scatter", "input");
+  check_comm_tensor(out, "ireduce_scatter", "output");
+  check_nonblocking_reduction(in, "ireduce_scatter");
+  check_scatter_counts(in, out, counts, rank_, size_, "ireduce_scatter");
+  std::vector<int> int_counts;
+  for (const int64_t c : counts) {
+    MT_CHECK(c <= INT_MAX, "ireduce_scatter: a segment of ", c,
+             " elements exceeds MPI's int count limit ", INT_MAX, "; use smaller buckets");
+    int_counts.push_back(int(c));
+  }
+  const bool host_tensors = out.device().is_cpu();
+  Tensor host_out = host_tensors ? out : Tensor::empty(out.shape(), out.dtype());
+  auto request = std::make_unique<MpiRequest>("ireduce_scatter", host_out,
+                                              host_tensors ? Tensor() : out, rank_);
+  Tensor host_in = on_host(in);
+  request->keep(host_in);
+  const int* kept_counts = request->keep(std::move(int_counts));
+  MPI_Request r = MPI_REQUEST_NULL;
+  mpi_check(MPI_Ireduce_scatter(host_in.raw_data(), host_out.raw_data(), kept_counts,
+                                mpi_type(in.dtype()), mpi_op(op), comm_, &r),
+            "ireduce_scatter");
+  request->add(r, kept_counts[rank_]);
   return request;
 }
 

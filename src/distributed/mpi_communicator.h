@@ -17,7 +17,9 @@
 // kStagingPieceBytes at a time (one buffer per process, grown and reused, see
 // distributed/cuda/pinned_staging.h), so large tensors move in pieces; the members of a call
 // must therefore agree on whether its tensors are on the host or on a GPU (they do: one device
-// kind per job). For speed on GPUs use NcclCommunicator.
+// kind per job). For speed on GPUs use NcclCommunicator. The non-blocking reductions
+// (iall_reduce, ireduce_scatter) stage a CUDA tensor through a host copy of their own, made when
+// the operation is posted and copied back by wait().
 #pragma once
 
 #include <mpi.h>
@@ -58,6 +60,10 @@ class MpiCommunicator final : public Communicator {
   void recv(Tensor& t, int src, int tag = 0) override;
   std::unique_ptr<CommRequest> isend(const Tensor& t, int dst, int tag = 0) override;
   std::unique_ptr<CommRequest> irecv(Tensor& t, int src, int tag = 0) override;
+  std::unique_ptr<CommRequest> iall_reduce(Tensor& t, ReduceOp op = ReduceOp::SUM) override;
+  std::unique_ptr<CommRequest> ireduce_scatter(const Tensor& in, Tensor& out,
+                                               std::span<const int64_t> counts,
+                                               ReduceOp op = ReduceOp::SUM) override;
   void barrier() override;
   std::unique_ptr<Communicator> split(int color, int key) override;
 

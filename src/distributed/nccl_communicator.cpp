@@ -54,6 +54,38 @@ void on_communication_stream(Fn&& fn) {
   cuda::communication_ends();
 }
 
+// A non-blocking collective queued on the overlap stream: waiting makes the compute stream wait
+// for it (the host does not block). Destroyed unwaited, it waits, as the contract asks.
+class NcclOverlapRequest final : public CommRequest {
+ public:
+  explicit NcclOverlapRequest(cudaEvent_t done) : done_(done) {}
+  ~NcclOverlapRequest() override {
+    try {
+      wait();
+    } catch (...) {  // destructors must not throw
+    }
+  }
+  void wait() override {
+    if (done_ == nullptr) return;
+    cudaEvent_t done = done_;
+    done_ = nullptr;
+    cuda::compute_waits(done);
+  }
+  void progress() override {}  // NCCL progresses on the GPU by itself
+
+ private:
+  cudaEvent_t done_;
+};
+
+// Queues fn(stream) on the overlap stream after the compute work queued so far; the request
+// orders the compute work queued after its wait().
+template <typename Fn>
+std::unique_ptr<CommRequest> on_overlap_stream(Fn&& fn) {
+  cuda::overlap_begins();
+  fn(cuda::overlap_stream());
+  return std::make_unique<NcclOverlapRequest>(cuda::overlap_ends());
+}
+
 }  // namespace
 
 std::unique_ptr<NcclCommunicator> NcclCommunicator::create(std::unique_ptr<Communicator> host,
@@ -214,6 +246,7 @@ class NcclRequest final : public CommRequest {
     comm_ = nullptr;
     comm->post_deferred();
   }
+  void progress() override {}  // deferred: posted by a wait()
 
  private:
   NcclCommunicator* comm_;
@@ -257,6 +290,45 @@ std::unique_ptr<CommRequest> NcclCommunicator::irecv(Tensor& t, int src, int tag
   check_on_device(t, "irecv", "tensor");
   if (t.numel() > 0) deferred_.push_back({false, t, src});
   return std::make_unique<NcclRequest>(this);
+}
+
+std::unique_ptr<CommRequest> NcclCommunicator::iall_reduce(Tensor& t, ReduceOp op) {
+  check_comm_tensor(t, "iall_reduce", "tensor");
+  if (t.device().is_cpu()) return host_->iall_reduce(t, op);
+  check_on_device(t, "iall_reduce", "tensor");
+  check_nonblocking_reduction(t, "iall_reduce");
+  return on_overlap_stream([&](cudaStream_t stream) {
+    if (t.numel() == 0) return;
+    nccl_check(ncclAllReduce(t.raw_data(), t.raw_data(), size_t(t.numel()), nccl_type(t.dtype()),
+                             nccl_op(op), comm_, stream),
+               "ncclAllReduce", comm_);
+  });
+}
+
+std::unique_ptr<CommRequest> NcclCommunicator::ireduce_scatter(const Tensor& in, Tensor& out,
+                                                               std::span<const int64_t> counts,
+                                                               ReduceOp op) {
+  check_comm_tensor(in, "ireduce_scatter", "input");
+  check_comm_tensor(out, "ireduce_scatter", "output");
+  if (in.device().is_cpu()) return host_->ireduce_scatter(in, out, counts, op);
+  check_on_device(in, "ireduce_scatter", "input");
+  check_nonblocking_reduction(in, "ireduce_scatter");
+  check_scatter_counts(in, out, counts, rank(), size(), "ireduce_scatter");
+  const size_t element = dtype_size(in.dtype());
+  return on_overlap_stream([&](cudaStream_t stream) {
+    nccl_check(ncclGroupStart(), "ncclGroupStart", comm_);
+    const char* segment = static_cast<const char*>(in.raw_data());
+    for (int r = 0; r < size(); ++r) {
+      const size_t count = size_t(counts[size_t(r)]);
+      // recvbuff is read on the root only.
+      if (count > 0)
+        nccl_check(ncclReduce(segment, r == rank() ? out.raw_data() : nullptr, count,
+                              nccl_type(in.dtype()), nccl_op(op), r, comm_, stream),
+                   "ncclReduce", comm_);
+      segment += count * element;
+    }
+    nccl_check(ncclGroupEnd(), "ncclGroupEnd", comm_);
+  });
 }
 
 void NcclCommunicator::barrier() {

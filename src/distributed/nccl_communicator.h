@@ -31,6 +31,11 @@
 //   which posts every deferred operation in one ncclGroupStart/ncclGroupEnd (NCCL's way to
 //   have sends and receives progress together, as batch_isend_irecv does); the wait then
 //   returns, the transfer being ordered on the compute stream like every NCCL call here.
+// - iall_reduce / ireduce_scatter of CUDA tensors go on the overlap stream (core/cuda/
+//   cuda_context.h: after the compute work queued so far, beside the blocking collectives); wait()
+//   makes the compute stream wait for them. ireduce_scatter with per-rank counts is one NCCL
+//   group of ncclReduce calls, one per rank with a non-empty segment (NCCL has no
+//   reduce-scatter with counts).
 // - Sizes: counts are size_t, so no piecewise transfers are needed.
 // - NCCL refuses two ranks of one communicator on one GPU ("Duplicate GPU detected"); several
 //   ranks per GPU (tests) use MpiCommunicator, which stages CUDA tensors through host memory.
@@ -72,6 +77,10 @@ class NcclCommunicator final : public Communicator {
   void recv(Tensor& t, int src, int tag = 0) override;
   std::unique_ptr<CommRequest> isend(const Tensor& t, int dst, int tag = 0) override;
   std::unique_ptr<CommRequest> irecv(Tensor& t, int src, int tag = 0) override;
+  std::unique_ptr<CommRequest> iall_reduce(Tensor& t, ReduceOp op = ReduceOp::SUM) override;
+  std::unique_ptr<CommRequest> ireduce_scatter(const Tensor& in, Tensor& out,
+                                               std::span<const int64_t> counts,
+                                               ReduceOp op = ReduceOp::SUM) override;
   void barrier() override;
   std::unique_ptr<Communicator> split(int color, int key) override;
 

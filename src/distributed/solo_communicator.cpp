@@ -51,6 +51,32 @@ std::unique_ptr<CommRequest> SoloCommunicator::irecv(Tensor& t, int src, int) {
            " (run under mpirun with more processes)");
 }
 
+namespace {
+// A non-blocking operation that completed when it was posted.
+class DoneRequest final : public CommRequest {
+ public:
+  void wait() override {}
+  void progress() override {}
+};
+}  // namespace
+
+std::unique_ptr<CommRequest> SoloCommunicator::iall_reduce(Tensor& t, ReduceOp) {
+  check_comm_tensor(t, "iall_reduce", "tensor");
+  check_nonblocking_reduction(t, "iall_reduce");
+  return std::make_unique<DoneRequest>();
+}
+
+std::unique_ptr<CommRequest> SoloCommunicator::ireduce_scatter(const Tensor& in, Tensor& out,
+                                                               std::span<const int64_t> counts,
+                                                               ReduceOp) {
+  check_comm_tensor(in, "ireduce_scatter", "input");
+  check_comm_tensor(out, "ireduce_scatter", "output");
+  check_nonblocking_reduction(in, "ireduce_scatter");
+  check_scatter_counts(in, out, counts, 0, 1, "ireduce_scatter");
+  out.copy_from(in);
+  return std::make_unique<DoneRequest>();
+}
+
 std::unique_ptr<Communicator> SoloCommunicator::split(int color, int) {
   check_split_color(color);
   return std::make_unique<SoloCommunicator>();

@@ -1,7 +1,7 @@
 // SoloCommunicator: a world of one process, used when the binary runs without a launcher.
 //
 // Collectives are identities (the reduction of one value is that value; gathering one chunk
-// is a copy), broadcast from rank 0 and barrier do nothing, and send/recv have no peer to
+// is a copy; the non-blocking ones are done when they return), broadcast from rank 0 and barrier do nothing, and send/recv have no peer to
 // talk to, so they throw. Arguments are validated exactly as MpiCommunicator validates
 // them, so a shape bug shows up in single-process tests too.
 #pragma once
@@ -23,6 +23,10 @@ class SoloCommunicator final : public Communicator {
   void recv(Tensor& t, int src, int tag = 0) override;
   std::unique_ptr<CommRequest> isend(const Tensor& t, int dst, int tag = 0) override;
   std::unique_ptr<CommRequest> irecv(Tensor& t, int src, int tag = 0) override;
+  std::unique_ptr<CommRequest> iall_reduce(Tensor& t, ReduceOp op = ReduceOp::SUM) override;
+  std::unique_ptr<CommRequest> ireduce_scatter(const Tensor& in, Tensor& out,
+                                               std::span<const int64_t> counts,
+                                               ReduceOp op = ReduceOp::SUM) override;
   void barrier() override {}
   std::unique_ptr<Communicator> split(int color, int key) override;
 };

@@ -39,7 +39,8 @@ void TimingCommunicator::recv(Tensor& t, int src, int tag) {
 }
 
 namespace {
-// A request whose wait() is timed on the communicator's clock (posting is timed by the caller).
+// A request whose wait() and progress() are timed on the communicator's clock (posting is
+// timed by the caller).
 class TimedRequest final : public CommRequest {
  public:
   TimedRequest(std::unique_ptr<CommRequest> inner, std::shared_ptr<Timer> clock)
@@ -47,6 +48,10 @@ class TimedRequest final : public CommRequest {
   void wait() override {
     ScopedTimer timed(*clock_);
     inner_->wait();
+  }
+  void progress() override {
+    ScopedTimer timed(*clock_);
+    inner_->progress();
   }
 
  private:
@@ -63,6 +68,18 @@ std::unique_ptr<CommRequest> TimingCommunicator::isend(const Tensor& t, int dst,
 std::unique_ptr<CommRequest> TimingCommunicator::irecv(Tensor& t, int src, int tag) {
   ScopedTimer timed(*clock_);
   return std::make_unique<TimedRequest>(inner_->irecv(t, src, tag), clock_);
+}
+
+std::unique_ptr<CommRequest> TimingCommunicator::iall_reduce(Tensor& t, ReduceOp op) {
+  ScopedTimer timed(*clock_);
+  return std::make_unique<TimedRequest>(inner_->iall_reduce(t, op), clock_);
+}
+
+std::unique_ptr<CommRequest> TimingCommunicator::ireduce_scatter(const Tensor& in, Tensor& out,
+                                                                 std::span<const int64_t> counts,
+                                                                 ReduceOp op) {
+  ScopedTimer timed(*clock_);
+  return std::make_unique<TimedRequest>(inner_->ireduce_scatter(in, out, counts, op), clock_);
 }
 
 void TimingCommunicator::barrier() {

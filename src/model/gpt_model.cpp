@@ -227,6 +227,10 @@ Tensor GptModel::backward(Ctx& ctx, float grad_scale, Tensor dhidden) {
 
     const Tensor& table = lm_head_weight();  // [V/t, h]
     kernels::gemm(dlogits, true, ctx.hidden, false, lm_head_grad(), 1.0f, 1.0f);
+    // An untied output layer is complete now; a tied one (the word embedding) is not announced:
+    // reduced after the backward.
+    if (output_layer_index_)
+      store_.grads_accumulated(*output_layer_index_, *output_layer_index_ + 1);
     Tensor dfull = ctx.arena.alloc({ctx.seq, ctx.batch, h}, weights_.dtype());  // [s, b, h]
     Tensor dfull2 = dfull.view({n, h});
     kernels::gemm(dlogits, false, table, false, dfull2);

@@ -13,17 +13,22 @@ Tensor copy_into(Arena& arena, const Tensor& t) {
 
 Transformer::Transformer(const TransformerConfig& config, const ParallelState& ps,
                          ParameterStore& store, const ComputeWeights& weights, LayerRange range)
-    : config_(config) {
+    : config_(config), store_(&store) {
   config.validate(ps.tp_size);
   const int end = range.count < 0 ? config.num_layers : range.first + range.count;
   MT_CHECK(range.first >= 0 && range.first <= end && end <= config.num_layers, "layer range [",
            range.first, ", ", end, ") is outside the ", config.num_layers, " layers");
-  for (int i = range.first; i < end; ++i)
+  for (int i = range.first; i < end; ++i) {
+    const size_t first = store.params().size();
     layers_.push_back(std::make_unique<TransformerLayer>(i, config, ps, store, weights));
+    layer_params_.emplace_back(first, store.params().size());
+  }
+  const size_t first = store.params().size();
   if (config.final_layernorm && end == config.num_layers)
     final_ln_ = std::make_unique<LayerNorm>(
         config.name_prefix + "final_layernorm", config.hidden_size, config.layernorm_epsilon, store,
         weights, config.arch.normalization, config.sequence_parallel);
+  final_ln_params_ = {first, store.params().size()};
 }
 
 void Transformer::init_weights(ParameterStore& store, uint64_t seed) const {
@@ -71,6 +76,7 @@ Tensor Transformer::backward(Ctx& ctx, Tensor dy, Arena& arena, Arena& scratch) 
   if (final_ln_) {
     Tensor dx = arena.alloc(dy.shape(), dy.dtype());
     final_ln_->backward(ctx.final_ln, dy, dx, 0.0f);
+    store_->grads_accumulated(final_ln_params_.first, final_ln_params_.second);
     dy = dx;
   }
   // Each layer's backward temporaries live in the scratch arena, reset per layer, so the
@@ -85,6 +91,7 @@ Tensor Transformer::backward(Ctx& ctx, Tensor dy, Arena& arena, Arena& scratch) 
     const TransformerLayer::Ctx& layer_ctx =
         config_.recompute_activations ? recomputed : ctx.layers[i];
     dy = copy_into(arena, layers_[i]->backward(layer_ctx, dy, scratch));
+    store_->grads_accumulated(layer_params_[i].first, layer_params_[i].second);
   }
   return dy;
 }

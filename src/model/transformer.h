@@ -15,10 +15,13 @@
 // below is this rank's shard [s/t, b, h].
 //
 // Backward: whether or not it recomputes, each layer's backward temporaries go to the scratch
-// arena (reset per layer) and only the layer's input gradient is copied to `arena`.
+// arena (reset per layer) and only the layer's input gradient is copied to `arena`. After the
+// final LayerNorm's and each layer's backward, the store hears that their parameters' gradients
+// are complete for the micro-batch (ParameterStore::grads_accumulated).
 #pragma once
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "model/layer_norm.h"
@@ -63,6 +66,10 @@ class Transformer {
   TransformerConfig config_;
   std::vector<std::unique_ptr<TransformerLayer>> layers_;
   std::unique_ptr<LayerNorm> final_ln_;  // null without a final LayerNorm
+  ParameterStore* store_;                // told when gradients are complete
+  // Each layer's parameters and the final LayerNorm's, as [first, end) store indices.
+  std::vector<std::pair<size_t, size_t>> layer_params_;
+  std::pair<size_t, size_t> final_ln_params_;
 };
 
 }  // namespace megatron

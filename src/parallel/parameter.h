@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "parallel/grad_ready_listener.h"
 
 namespace megatron {
 
@@ -91,6 +92,16 @@ class ParameterStore {
   // allocate().
   void set_stage_tie(const std::string& name, StageTie tie);
 
+  // A backward announces, after accumulating one micro-batch's last contribution into the
+  // gradients of parameters [first, end), that they are complete for it; the announcement goes to
+  // the listener, when one is set (train/grad_buckets.h: --overlap-grad-reduce), else nowhere.
+  // Announcing is optional (what is never announced is reduced after the backward) but never
+  // early.
+  void set_grad_ready_listener(GradReadyListener* listener) { listener_ = listener; }
+  void grads_accumulated(size_t first, size_t end) const {
+    if (listener_ != nullptr) listener_->grads_accumulated(first, end);
+  }
+
   // Runs of consecutive parameters, as [begin, end) element ranges of the flat buffers, that
   // the global gradient norm counts on this TP rank: every parameter on TP rank 0, only the
   // partitioned ones on the others (replicated parameters are counted once); never a
@@ -104,6 +115,7 @@ class ParameterStore {
   std::vector<Parameter> params_;
   std::map<std::string, size_t> index_;
   Tensor flat_values_, flat_grads_;
+  GradReadyListener* listener_ = nullptr;
 };
 
 // Index of a local element in the full tensor: the local multi-index shifted by local_start

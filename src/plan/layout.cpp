@@ -95,9 +95,9 @@ void validate_layout(const ModelSpec& m, const Layout& l, Implementation impl) {
                "--use-distributed-optimizer with --fp16: megatron-cpp does not support it yet; "
                "use --bf16",
                use_lm);
-    MT_REQUIRE(!l.overlap_grad_reduce && !l.overlap_param_gather && !l.tp_comm_overlap,
-               "--overlap-grad-reduce / --overlap-param-gather / --tp-comm-overlap: megatron-cpp ",
-               "runs its collectives after the compute they follow", use_lm);
+    MT_REQUIRE(!l.overlap_param_gather && !l.tp_comm_overlap,
+               "--overlap-param-gather / --tp-comm-overlap: megatron-cpp runs these collectives ",
+               "after the compute they follow", use_lm);
     MT_REQUIRE(!l.flash_attention, "--use-flash-attn: megatron-cpp has no fused attention kernel",
                use_lm);
     // megatron-cpp runs the Llama-family options in its GPT (model/transformer_config.h); its

@@ -23,10 +23,11 @@ double optimizer_bytes_per_parameter(const Layout& l, Implementation impl) {
       // zero gradients (w 4), norm (r 4), AdamW (r p g m v, w p m v = 28); bf16: refresh the
       // compute copy (r 4, w 2); fp16: overflow check (r 4), master → f16 → store (r 4 w 2 r 2 w
       // 4). The distributed optimizer (train/distributed_optimizer.cpp) runs the norm and AdamW
-      // on its shard, and pads the gradients and the values into zeroed copies for its two
-      // collectives (w 4, r 4 w 4 each) and copies the gathered values back (r 4 w 4).
+      // on its shard, and pads the values into a zeroed copy for its all-gather (w 4, r 4 w 4)
+      // and copies the gathered values back (r 4 w 4); the gradients are reduce-scattered in
+      // place, bucket by bucket.
       if (l.distributed_optimizer)
-        return 4 + 32 / d + (d > 1 ? 32 : 0) + (l.precision == Precision::kBf16 ? 6 : 0);
+        return 4 + 32 / d + (d > 1 ? 20 : 0) + (l.precision == Precision::kBf16 ? 6 : 0);
       return 36 + (l.precision == Precision::kBf16 ? 6 : 0) +
              (l.precision == Precision::kFp16 ? 16 : 0);
     case Implementation::kMegatronLm:
@@ -140,27 +141,28 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
       place_group(l.data_parallel, l.tensor_parallel, machine.devices_per_node);
   const double grad_bytes = local * grad_reduce_bytes(l, impl);
   // Gradients go in buckets, each its own collective (latency paid per bucket): megatron-cpp
-  // 2^22 elements (train/grad_reduction.h), Megatron-LM max(40M, 1M·d) elements, the 2019
-  // code one flat buffer after the backward or PyTorch DDP's 25 MB buckets when overlapped.
+  // 2^22 elements (--ddp-bucket-size's default, train/grad_buckets.h), Megatron-LM
+  // max(40M, 1M·d) elements, the 2019 code one flat buffer after the backward or PyTorch DDP's
+  // 25 MB buckets when overlapped.
   double bucket_elements = std::max(40e6, 1e6 * l.data_parallel);
-  // megatron-cpp's distributed optimizer reduce-scatters and all-gathers in one call each.
-  if (impl == Implementation::kMegatronCpp)
-    bucket_elements = l.distributed_optimizer ? local : double(int64_t(1) << 22);
+  if (impl == Implementation::kMegatronCpp) bucket_elements = double(int64_t(1) << 22);
   if (impl == Implementation::kMegatronLm2019)
     bucket_elements = l.overlap_grad_reduce ? 25e6 / grad_reduce_bytes(l, impl) : local;
   const double buckets = std::ceil(local / bucket_elements);
-  auto bucketed = [&](Collective op, double bytes) {
-    return buckets * collective_seconds(machine, op, bytes / buckets, dp_group);
+  auto bucketed = [&](Collective op, double bytes, double calls) {
+    return calls * collective_seconds(machine, op, bytes / calls, dp_group);
   };
   double reduce = 0, gather = 0;
   if (l.distributed_optimizer) {
-    reduce = bucketed(Collective::kReduceScatter, grad_bytes);
-    // Megatron-LM gathers the 16-bit parameters, megatron-cpp the f32 values.
+    reduce = bucketed(Collective::kReduceScatter, grad_bytes, buckets);
+    // Megatron-LM gathers the 16-bit parameters in buckets, megatron-cpp the f32 values in one
+    // call.
     const double value_bytes =
         impl == Implementation::kMegatronCpp || l.precision == Precision::kFp32 ? 4.0 : 2.0;
-    gather = bucketed(Collective::kAllGather, local * value_bytes);
+    gather = bucketed(Collective::kAllGather, local * value_bytes,
+                      impl == Implementation::kMegatronCpp ? 1.0 : buckets);
   } else {
-    reduce = bucketed(Collective::kAllReduce, grad_bytes);
+    reduce = bucketed(Collective::kAllReduce, grad_bytes, buckets);
   }
   r.dp_comm = reduce + gather;
   // The reduction of a bucket can start once the last micro-batch's backward produced it.

@@ -29,19 +29,6 @@ Tensor padded(const Tensor& flat, const DpShard& shard, int dp_size) {
 
 }  // namespace
 
-void reduce_scatter_gradients(const Tensor& flat_grads, Communicator& dp, const DpShard& shard,
-                              Tensor& shard_grads, double post_scale) {
-  MT_CHECK(flat_grads.numel() == shard.total && shard_grads.numel() == shard.size,
-           "reduce_scatter_gradients: gradients ", flat_grads.describe(), " and shard ",
-           shard_grads.describe(), " for a shard of ", shard.size, " of ", shard.total);
-  if (dp.size() == 1) {
-    kernels::copy(flat_grads, shard_grads);
-  } else {
-    dp.reduce_scatter(padded(flat_grads, shard, dp.size()), shard_grads, ReduceOp::SUM);
-  }
-  if (post_scale != 1.0) kernels::scale(shard_grads, float(post_scale));
-}
-
 void all_gather_shards(Tensor& flat, Communicator& dp, const DpShard& shard) {
   if (dp.size() == 1) return;
   Tensor whole = padded(flat, shard, dp.size());

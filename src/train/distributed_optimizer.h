@@ -3,8 +3,10 @@
 // the flat parameter space only, so optimizer memory shrinks by the DP size.
 //
 //   flat space [n] padded to [d·k], k = ceil(n/d); DP rank r owns [r·k, min((r+1)·k, n))
-//   step: reduce-scatter the gradients (sum) into the rank's shard → unscale, norm, clip on the
-//         shard → AdamW on the shard → all-gather the updated shards into every rank's values
+//   step: reduce-scatter the gradients (sum) into the rank's shard — bucket by bucket, each
+//         bucket's segment of every rank's shard to that rank (train/grad_buckets.h) → unscale,
+//         norm, clip on the shard → AdamW on the shard → all-gather the updated shards into
+//         every rank's values
 //
 // The reduce-scatter sums what the DP all-reduce sums, and AdamW is elementwise, so a run is the
 // same with or without it (up to the order of the DP sum's additions). Checkpoints stay
@@ -30,11 +32,6 @@ struct DpShard {
 
   static DpShard of(int64_t total, int dp_size, int dp_rank);
 };
-
-// flat_grads f32 [n] summed over the DP group into `shard_grads` (f32 [k]: the rank's shard,
-// zero-padded past n), then multiplied by post_scale.
-void reduce_scatter_gradients(const Tensor& flat_grads, Communicator& dp, const DpShard& shard,
-                              Tensor& shard_grads, double post_scale);
 
 // Every rank's shard of `flat` (f32 [n]) copied into every rank's `flat`.
 void all_gather_shards(Tensor& flat, Communicator& dp, const DpShard& shard);

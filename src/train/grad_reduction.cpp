@@ -7,17 +7,6 @@
 
 namespace megatron {
 
-void reduce_gradients_over_dp(Tensor& flat_grads, Communicator& dp, double post_scale,
-                              int64_t bucket_elements) {
-  MT_CHECK(bucket_elements > 0, "gradient bucket size must be positive");
-  const int64_t n = flat_grads.numel();
-  for (int64_t start = 0; start < n; start += bucket_elements) {
-    Tensor bucket = flat_grads.slice(0, start, std::min(n, start + bucket_elements));
-    if (dp.size() > 1) dp.all_reduce(bucket, ReduceOp::SUM);
-    if (post_scale != 1.0) kernels::scale(bucket, float(post_scale));
-  }
-}
-
 void reduce_tied_gradients(ParameterStore& store, const ParallelState& ps) {
   if (ps.embedding == nullptr) return;
   for (Parameter& p : store.params()) {
@@ -28,21 +17,24 @@ void reduce_tied_gradients(ParameterStore& store, const ParallelState& ps) {
 }
 
 void reduce_sequence_parallel_gradients(ParameterStore& store, const ParallelState& ps,
-                                        Tensor* packed_scratch) {
+                                        Tensor* packed_scratch, size_t first, size_t end) {
   if (ps.tp_size == 1) return;
+  std::vector<Parameter>& params = store.params();
+  end = std::min(end, params.size());
   std::vector<Tensor> grads;
   int64_t total = 0;
-  for (Parameter& p : store.params())
-    if (p.spec.sequence_parallel) {
-      grads.push_back(p.grad.flatten());
-      total += p.grad.numel();
+  for (size_t p = first; p < end; ++p)
+    if (params[p].spec.sequence_parallel) {
+      grads.push_back(params[p].grad.flatten());
+      total += params[p].grad.numel();
     }
   if (grads.empty()) return;
-  // Packed into one buffer: one all-reduce per step instead of one per LayerNorm and bias.
+  // Packed into one buffer: one all-reduce instead of one per LayerNorm and bias.
   Tensor local;
-  Tensor& packed = packed_scratch != nullptr ? *packed_scratch : local;  // f32 [Σ numel]
-  if (!packed.defined() || packed.numel() != total)
-    packed = Tensor::empty({total}, DType::F32, store.device());
+  Tensor& scratch = packed_scratch != nullptr ? *packed_scratch : local;  // f32 [>= Σ numel]
+  if (!scratch.defined() || scratch.numel() < total)
+    scratch = Tensor::empty({total}, DType::F32, store.device());
+  Tensor packed = scratch.slice(0, 0, total);
   int64_t offset = 0;
   for (const Tensor& g : grads) {
     Tensor part = packed.slice(0, offset, offset + g.numel());

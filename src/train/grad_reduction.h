@@ -1,11 +1,10 @@
-// Gradient reduction across ranks after the micro-batches of one iteration: the data-parallel
-// average of the flat gradient buffer, the job-wide inf/NaN check, and the global gradient
-// norm with clipping.
-//
-// The DP all-reduce runs after the whole backward, in fixed-size buckets of the flat buffer
-// (not overlapped with backward: on CPU, MPI progress would steal the cores the GEMMs use).
+// Gradient reduction across ranks after the micro-batches of one iteration: the job-wide
+// inf/NaN check and the global gradient norm with clipping, the tied-embedding and the
+// sequence-parallel sums. The data-parallel sum itself is train/grad_buckets.h's (in buckets,
+// after the backward or overlapped with it: --overlap-grad-reduce).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "distributed/communicator.h"
@@ -15,23 +14,20 @@
 
 namespace megatron {
 
-// Sums the flat f32 gradients over the DP group in buckets of `bucket_elements`, then
-// multiplies by `post_scale` (e.g. 1 / (dp_size · loss_scale)) in the same pass.
-void reduce_gradients_over_dp(Tensor& flat_grads, Communicator& dp, double post_scale,
-                              int64_t bucket_elements = int64_t(1) << 22);
-
 // Megatron's embedding-group reduction: on the first and last pipeline stage (pp > 1), sums the
 // gradients of the parameters both hold (StageTie) over ps.embedding, so the two copies of the
 // tied word embedding take the same step. Nothing on other ranks or at pp = 1.
 void reduce_tied_gradients(ParameterStore& store, const ParallelState& ps);
 
 // Sequence parallelism: sums the gradients of the ParamSpec::sequence_parallel parameters
-// (replicated, each TP rank's gradient covering its own sequence shard) over the TP group, in
-// one all-reduce, so every TP rank holds the whole gradient. Runs before the data-parallel
-// reduction; nothing when no parameter is marked or at TP = 1. `packed_scratch`, when given, is
-// the packing buffer kept between calls (allocated on first use), so a step allocates nothing.
+// (replicated, each TP rank's gradient covering its own sequence shard) among the store's
+// parameters [first, end) over the TP group, in one all-reduce, so every TP rank holds the whole
+// gradient. Runs before the data-parallel reduction (GradBuckets: per bucket); nothing when no
+// parameter is marked or at TP = 1. `packed_scratch`, when given, is the packing buffer kept
+// between calls (allocated on first use, grown when too small), so a step allocates nothing.
 void reduce_sequence_parallel_gradients(ParameterStore& store, const ParallelState& ps,
-                                        Tensor* packed_scratch = nullptr);
+                                        Tensor* packed_scratch = nullptr, size_t first = 0,
+                                        size_t end = SIZE_MAX);
 
 // True on every rank when any rank's gradients hold an inf or NaN (all-reduce MAX over the
 // world), so every rank makes the same skip decision. With `f16_range`, a value that does not

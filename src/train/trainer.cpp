@@ -17,6 +17,7 @@
 #include "train/distributed_optimizer.h"
 #include "train/divergence_guard.h"
 #include "train/exit_signal.h"
+#include "train/grad_buckets.h"
 #include "train/grad_reduction.h"
 #include "train/layer_grad_norms.h"
 #include "train/model_shape.h"
@@ -44,6 +45,8 @@ struct Trainer::Impl {
   // --use-distributed-optimizer: this DP rank's shard and its reduced gradients f32 [k].
   std::optional<DpShard> shard;
   Tensor shard_grads;
+  // The data-parallel reduction of the gradients (into shard_grads with a shard).
+  std::unique_ptr<GradBuckets> grad_buckets;
   GradScaler scaler;
   LrSchedule schedule;
   TrainingLog log;
@@ -77,7 +80,6 @@ struct Trainer::Impl {
   std::optional<int64_t> last_checkpoint;
   std::optional<double> best_score;  // the best end-of-epoch score (checkpointed)
   int64_t last_saved = -1;           // the iteration this run last saved to --save (-1: none)
-  Tensor sp_grad_scratch;            // reduce_sequence_parallel_gradients' packing buffer
   std::string last_checkpoint_dir;
   int64_t consecutive_skips = 0, next_skip_warning = kFirstSkipWarning;
   static constexpr int64_t kFirstSkipWarning = 10;
@@ -109,6 +111,9 @@ struct Trainer::Impl {
       shard = DpShard::of(store.flat_values().numel(), ps.dp_size, ps.dp_rank);
       shard_grads = Tensor::zeros({shard->size}, DType::F32, store.device());
     }
+    grad_buckets = std::make_unique<GradBuckets>(
+        store, ps, cfg.ddp_bucket_size, cfg.overlap_grad_reduce, shard ? &*shard : nullptr,
+        shard ? &shard_grads : nullptr);
     optimizer = std::make_unique<AdamW>(store, cfg.adam, shard ? shard->range : FlatRange{});
     if (cfg.fp16) model->refresh_compute_weights();  // the store now holds f16-rounded values
     log_info(" > number of parameters on (tensor, pipeline) model parallel rank (", ps.tp_rank,
@@ -288,24 +293,21 @@ struct Trainer::Impl {
     const double loss_scale = scaler.scale();
     // Each micro-batch's loss is a mean; Megatron averages them over the global batch.
     const float grad_scale = float(loss_scale / double(num_micro_batches));
+    // fp16 checks for overflow while the gradients are still scaled (as fp16 gradients would
+    // be), then unscales; otherwise the loss scale is 1 and the average is one pass.
+    const double dp_average = 1.0 / double(ps.dp_size);
+    grad_buckets->start(num_micro_batches, cfg.fp16 ? dp_average : dp_average / loss_scale);
+    // With --overlap-grad-reduce the buckets' reductions start inside the backward.
     const LossTerms local = timers.time("forward-backward", 1, [&] {
       return model->train_micro_batches(num_micro_batches, grad_scale, seed, iteration);
     });
-    loss = average_over_dp(local, num_micro_batches);
-    // Sequence parallelism's replicated parameters hold per-shard gradients: summed over TP
-    // before anything reads the flat buffer (Megatron's layernorm-grads-all-reduce).
-    timers.time("layernorm-grads-all-reduce", 1,
-                [&] { reduce_sequence_parallel_gradients(store, ps, &sp_grad_scratch); });
-
-    const double dp_average = 1.0 / double(ps.dp_size);
-    if (shard) return distributed_step(loss, grad_norm, dp_average / loss_scale);
-    // fp16 checks for overflow while the gradients are still scaled (as fp16 gradients would
-    // be), then unscales; otherwise the loss scale is 1 and the average is one pass.
-    timers.time("all-grads-sync", 1, [&] {
-      reduce_gradients_over_dp(store.flat_grads(), *ps.dp,
-                               cfg.fp16 ? dp_average : dp_average / loss_scale);
-    });
+    // The tied embedding's two copies are summed first (their buckets wait for it), then the
+    // buckets not reduced yet go, and all are waited for. Sequence parallelism's replicated
+    // parameters are summed over TP per bucket, before its DP reduction.
     timers.time("embedding-grads-all-reduce", 1, [&] { reduce_tied_gradients(store, ps); });
+    timers.time("all-grads-sync", 1, [&] { grad_buckets->finish(); });
+    loss = average_over_dp(local, num_micro_batches);
+    if (shard) return distributed_step(loss, grad_norm);
     NamedTimers::Scope optimizer_time(timers, "optimizer", 1);
     if (cfg.fp16) {
       NamedTimers::Scope unscale_time(timers, "optimizer-unscale-and-check-inf", 1);
@@ -333,15 +335,10 @@ struct Trainer::Impl {
     return true;
   }
 
-  // The rest of train_step with the distributed optimizer (distributed_optimizer.h): the tied
-  // embedding is reduced first (its full gradient is needed), then each DP rank reduces,
-  // clips and updates its shard, and the shards are all-gathered.
-  bool distributed_step(const LossTerms& loss, std::optional<double>& grad_norm,
-                        double post_scale) {
-    timers.time("embedding-grads-all-reduce", 1, [&] { reduce_tied_gradients(store, ps); });
-    timers.time("all-grads-sync", 1, [&] {
-      reduce_scatter_gradients(store.flat_grads(), *ps.dp, *shard, shard_grads, post_scale);
-    });
+  // The rest of train_step with the distributed optimizer (distributed_optimizer.h): each DP
+  // rank holds the reduced gradients of its shard; it clips and updates the shard, and the
+  // shards are all-gathered.
+  bool distributed_step(const LossTerms& loss, std::optional<double>& grad_norm) {
     NamedTimers::Scope optimizer_time(timers, "optimizer", 1);
     GradShard grads{shard_grads.slice(0, 0, shard->range.end - shard->range.begin), shard->range};
     if (log_layer_grad_norms_now())

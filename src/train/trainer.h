@@ -3,8 +3,10 @@
 // Builds the rank grid (TP × PP × DP), the model (a ModelStep: GPT or BERT, model_step.h), AdamW,
 // the loss scaler and LR schedule and the data loaders, optionally loads a checkpoint, then
 // runs iterations: the global batch's micro-batches (gradient accumulation, in the model's
-// pipeline schedule) → DP all-reduce of the flat gradients → all-reduce of the tied embedding
-// over the first and last pipeline stage → overflow check (fp16) → clip → AdamW → schedule; logs
+// pipeline schedule) → all-reduce of the tied embedding over the first and last pipeline stage →
+// DP all-reduce of the flat gradients in buckets (train/grad_buckets.h; with
+// --overlap-grad-reduce started during the last micro-batch's backward) → overflow check
+// (fp16) → clip → AdamW → schedule; logs
 // `lm loss` (and BERT's `sop loss`), evaluates and saves at the configured intervals (and at the
 // end of each epoch, keeping the best, when training in epochs) and exits at
 // --exit-interval / --exit-duration-in-mins. Every decision (skip, clip, save, exit) is taken
@@ -21,6 +23,7 @@
 #include "core/device.h"
 #include "distributed/communicator.h"
 #include "train/batch_size_schedule.h"
+#include "train/grad_buckets.h"
 #include "train/grad_scaler.h"
 #include "train/lr_schedule.h"
 #include "train/model_step.h"
@@ -54,6 +57,10 @@ struct TrainerConfig {
   AdamWConfig adam;
   // --use-distributed-optimizer: Adam state sharded over DP (train/distributed_optimizer.h).
   bool distributed_optimizer = false;
+  // --overlap-grad-reduce: each gradient bucket's DP reduction starts during the backward, as
+  // soon as the last micro-batch completed it (train/grad_buckets.h). The same result either way.
+  bool overlap_grad_reduce = false;
+  int64_t ddp_bucket_size = kDefaultGradBucketElements;  // --ddp-bucket-size (elements)
   double clip_grad = 1.0;
   GradScalerConfig scaler;
 

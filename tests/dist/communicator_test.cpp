@@ -180,6 +180,54 @@ void check_send_recv_ring(Communicator& comm, Device device) {
   }
 }
 
+// Two non-blocking all-reduces in flight at once, given progress, waited in reverse order.
+template <typename T>
+void check_iall_reduce(Communicator& comm, Device device, test::Path path) {
+  const int n = comm.size(), me = comm.rank();
+  for (ReduceOp op : {ReduceOp::SUM, ReduceOp::MAX}) {
+    const std::string name = op == ReduceOp::SUM ? " SUM" : " MAX";
+    Tensor a = rank_tensor<T>(me, {13, 3}, device);
+    Tensor b = rank_tensor<T>(me, {5}, device, /*offset=*/100);
+    std::unique_ptr<CommRequest> ra = comm.iall_reduce(a, op);
+    std::unique_ptr<CommRequest> rb = comm.iall_reduce(b, op);
+    ra->progress();
+    rb->progress();
+    rb->wait();
+    ra->wait();
+    ra->wait();  // waiting again does nothing
+    const std::vector<double> got_a = as_doubles<T>(a), got_b = as_doubles<T>(b);
+    for (int64_t i = 0; i < a.numel(); ++i)
+      expect_reduced<T>(got_a[size_t(i)], n, i, op, path, "a[" + std::to_string(i) + "]" + name);
+    for (int64_t i = 0; i < b.numel(); ++i)
+      expect_reduced<T>(got_b[size_t(i)], n, 100 + i, op, path,
+                        "b[" + std::to_string(i) + "]" + name);
+  }
+}
+
+// Uneven counts with an empty segment: (3r + 1) mod 5 elements for rank r (1, 4, 2, 0 at np 4).
+template <typename T>
+void check_ireduce_scatter(Communicator& comm, Device device, test::Path path) {
+  const int n = comm.size(), me = comm.rank();
+  std::vector<int64_t> counts;
+  for (int r = 0; r < n; ++r) counts.push_back((3 * r + 1) % 5);
+  int64_t total = 0, mine_first = 0;
+  for (int r = 0; r < n; ++r) {
+    if (r < me) mine_first += counts[size_t(r)];
+    total += counts[size_t(r)];
+  }
+  for (ReduceOp op : {ReduceOp::SUM, ReduceOp::MAX}) {
+    Tensor in = rank_tensor<T>(me, {total}, device);
+    Tensor out = Tensor::empty({counts[size_t(me)]}, dtype_of<T>(), device);
+    std::unique_ptr<CommRequest> request = comm.ireduce_scatter(in, out, counts, op);
+    request->progress();
+    request->wait();
+    const std::vector<double> got = as_doubles<T>(out);
+    for (int64_t i = 0; i < out.numel(); ++i)
+      expect_reduced<T>(got[size_t(i)], n, mine_first + i, op, path,
+                        "element " + std::to_string(i) + (op == ReduceOp::SUM ? " SUM" : " MAX"));
+  }
+}
+
 // --- Every operation x every dtype x every path ----------------------------------------------
 
 template <typename T, test::Path P>
@@ -229,6 +277,25 @@ TYPED_TEST(CommunicatorDtypeTest, AllGatherAlongDim0) {
 
 TYPED_TEST(CommunicatorDtypeTest, ReduceScatterSumAndMax) {
   check_reduce_scatter<typename TestFixture::T>(*this->comm(), this->device(), this->path);
+}
+
+// The non-blocking reductions take the types gradients and counters have.
+template <typename C>
+class NonBlockingReductionTest : public CommunicatorDtypeTest<C> {};
+using ReductionCases =
+    ::testing::Types<Case<float, test::Path::kHost>, Case<double, test::Path::kHost>,
+                     Case<int32_t, test::Path::kHost>, Case<int64_t, test::Path::kHost>,
+                     Case<float, test::Path::kStaged>, Case<int64_t, test::Path::kStaged>,
+                     Case<float, test::Path::kNccl>, Case<double, test::Path::kNccl>,
+                     Case<int32_t, test::Path::kNccl>, Case<int64_t, test::Path::kNccl>>;
+TYPED_TEST_SUITE(NonBlockingReductionTest, ReductionCases, CaseNames);
+
+TYPED_TEST(NonBlockingReductionTest, IallReduceSumAndMax) {
+  check_iall_reduce<typename TestFixture::T>(*this->comm(), this->device(), this->path);
+}
+
+TYPED_TEST(NonBlockingReductionTest, IreduceScatterWithCountsSumAndMax) {
+  check_ireduce_scatter<typename TestFixture::T>(*this->comm(), this->device(), this->path);
 }
 
 TYPED_TEST(CommunicatorDtypeTest, BroadcastFromEveryRoot) {
@@ -427,6 +494,34 @@ TEST_P(CommunicatorPathTest, RejectsWrongShapesDtypesDevicesAndRanks) {
   EXPECT_THROW(world->send(in, -1), Error);
   EXPECT_THROW(world->recv(in, n), Error);
   EXPECT_THROW(world->split(-1, 0), Error);
+}
+
+TEST_P(CommunicatorPathTest, NonBlockingReductionsRejectHalfTypesAndWrongCounts) {
+  auto world = comm();
+  const int n = world->size();
+  Tensor half = Tensor::zeros({4}, DType::BF16, device());
+  try {
+    world->iall_reduce(half);
+    ADD_FAILURE() << "iall_reduce accepted bf16";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), HasSubstr("iall_reduce: reduces f32, f64, i32 or i64 tensors"));
+  }
+  const std::vector<int64_t> too_few(size_t(n + 1), 1);
+  Tensor in = Tensor::zeros({n + 1}, DType::F32, device());
+  Tensor out = Tensor::zeros({1}, DType::F32, device());
+  try {
+    world->ireduce_scatter(in, out, too_few);
+    ADD_FAILURE() << "ireduce_scatter accepted " << n + 1 << " counts for " << n << " ranks";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), HasSubstr("counts for a group of"));
+  }
+  const std::vector<int64_t> ones(size_t(n), 1);
+  try {
+    world->ireduce_scatter(in, out, ones);
+    ADD_FAILURE() << "ireduce_scatter accepted an input longer than the counts";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), HasSubstr("input must be 1-D with the"));
+  }
 }
 
 TEST_P(MpiPathTest, RecvOfAShorterMessageNamesBothSizes) {

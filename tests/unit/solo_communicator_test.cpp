@@ -31,6 +31,22 @@ TEST(SoloCommunicatorTest, ReductionsLeaveValuesUnchanged) {
   }
 }
 
+TEST(SoloCommunicatorTest, NonBlockingReductionsAreDoneWhenPosted) {
+  SoloCommunicator solo;
+  const std::vector<float> values{1.5f, -2.0f, 3.25f};
+  Tensor t = Tensor::from_vector(values, {3});
+  std::unique_ptr<CommRequest> reduced = solo.iall_reduce(t);
+  reduced->progress();
+  reduced->wait();
+  EXPECT_EQ(t.to_vector<float>(), values);
+  Tensor out = Tensor::zeros({3}, DType::F32);
+  const std::vector<int64_t> counts{3};
+  solo.ireduce_scatter(t, out, counts)->wait();
+  EXPECT_EQ(out.to_vector<float>(), values);
+  Tensor half = Tensor::zeros({3}, DType::F16);
+  EXPECT_THROW(solo.iall_reduce(half), Error);
+}
+
 TEST(SoloCommunicatorTest, GatherAndScatterCopy) {
   SoloCommunicator solo;
   const std::vector<int32_t> values{1, 2, 3, 4, 5, 6};
@@ -144,6 +160,14 @@ class OffByOneCommunicator final : public Communicator {
   }
   std::unique_ptr<CommRequest> irecv(Tensor& t, int src, int tag) override {
     return solo_.irecv(t, src, tag);
+  }
+  std::unique_ptr<CommRequest> iall_reduce(Tensor& t, ReduceOp op) override {
+    return solo_.iall_reduce(t, op);
+  }
+  std::unique_ptr<CommRequest> ireduce_scatter(const Tensor& in, Tensor& out,
+                                               std::span<const int64_t> counts,
+                                               ReduceOp op) override {
+    return solo_.ireduce_scatter(in, out, counts, op);
   }
   void barrier() override {}
   std::unique_ptr<Communicator> split(int color, int key) override {

@@ -10,6 +10,7 @@ struct Context {
   int device = -1;
   cudaStream_t compute = nullptr;
   cudaStream_t communication = nullptr;
+  cudaStream_t overlap = nullptr;
   cudaEvent_t compute_done = nullptr;
   cudaEvent_t communication_done = nullptr;
 };
@@ -53,6 +54,7 @@ void bind_device(int index) {
   MT_CUDA_CHECK(cudaSetDevice(index));
   MT_CUDA_CHECK(cudaStreamCreateWithFlags(&c.compute, cudaStreamNonBlocking));
   MT_CUDA_CHECK(cudaStreamCreateWithFlags(&c.communication, cudaStreamNonBlocking));
+  MT_CUDA_CHECK(cudaStreamCreateWithFlags(&c.overlap, cudaStreamNonBlocking));
   MT_CUDA_CHECK(cudaEventCreateWithFlags(&c.compute_done, cudaEventDisableTiming));
   MT_CUDA_CHECK(cudaEventCreateWithFlags(&c.communication_done, cudaEventDisableTiming));
   c.device = index;
@@ -80,6 +82,33 @@ void communication_ends() {
   Context& c = bound();
   MT_CUDA_CHECK(cudaEventRecord(c.communication_done, c.communication));
   MT_CUDA_CHECK(cudaStreamWaitEvent(c.compute, c.communication_done, 0));
+}
+
+cudaStream_t overlap_stream() {
+  return bound().overlap;
+}
+
+void overlap_begins() {
+  Context& c = bound();
+  // A wait takes the event's most recent record at the time of the call, so compute_done can
+  // be shared with communication_begins.
+  MT_CUDA_CHECK(cudaEventRecord(c.compute_done, c.compute));
+  MT_CUDA_CHECK(cudaStreamWaitEvent(c.overlap, c.compute_done, 0));
+}
+
+cudaEvent_t overlap_ends() {
+  Context& c = bound();
+  cudaEvent_t done = nullptr;
+  MT_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  MT_CUDA_CHECK(cudaEventRecord(done, c.overlap));
+  return done;
+}
+
+void compute_waits(cudaEvent_t overlap_done) {
+  Context& c = bound();
+  MT_CUDA_CHECK(cudaStreamWaitEvent(c.compute, overlap_done, 0));
+  // Released once the event completes; the wait queued above still holds.
+  MT_CUDA_CHECK(cudaEventDestroy(overlap_done));
 }
 
 void copy_async(void* dst, const void* src, size_t bytes, bool host_involved) {

@@ -5,7 +5,12 @@
 // stream, so program order on the host is execution order on the GPU and a freed block can be
 // reused at once by the next allocation (see caching_allocator.h). Collectives run on the
 // communication stream: communication_begins() makes it wait for the compute work queued so
-// far, communication_ends() makes the compute stream wait for the collective.
+// far, communication_ends() makes the compute stream wait for the collective. Non-blocking
+// collectives (the data-parallel gradient buckets of --overlap-grad-reduce) run on a third
+// stream, the overlap stream, so that the blocking collectives the backward issues meanwhile
+// (tensor parallelism, pipeline transfers) do not queue behind a bucket in flight: each one
+// waits for the compute work queued before it and records an event that the compute stream
+// waits for when the caller waits for the collective.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -33,6 +38,13 @@ cudaStream_t compute_stream();
 cudaStream_t communication_stream();
 void communication_begins();  // communication stream waits for the compute stream
 void communication_ends();    // compute stream waits for the communication stream
+
+cudaStream_t overlap_stream();
+void overlap_begins();  // overlap stream waits for the compute stream
+// An event recorded on the overlap stream after the work queued there so far; compute_waits
+// makes the compute stream wait for it and releases it.
+cudaEvent_t overlap_ends();
+void compute_waits(cudaEvent_t overlap_done);
 
 // Copies on the compute stream. With host_involved the call returns when the copy is done, so
 // pageable host memory may be reused (cudaMemcpyAsync is synchronous for it anyway).

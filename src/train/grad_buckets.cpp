@@ -1,0 +1,157 @@
+#include "train/grad_buckets.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "kernels/elementwise.h"
+#include "train/grad_reduction.h"
+
+namespace megatron {
+
+std::vector<GradBucket> make_grad_buckets(const ParameterStore& store, int64_t bucket_elements) {
+  MT_REQUIRE(bucket_elements > 0, "--ddp-bucket-size must be positive, got ", bucket_elements);
+  const std::vector<Parameter>& params = store.params();
+  std::vector<GradBucket> buckets;
+  size_t end = params.size();  // the open bucket is parameters [p, end)
+  auto close = [&](size_t first, bool tied) {
+    if (first == end) return;
+    const Parameter& last = params[end - 1];
+    buckets.push_back({first, end,
+                       {params[first].flat_offset,
+                        last.flat_offset + shape_numel(last.local_shape)},
+                       tied});
+    end = first;
+  };
+  for (size_t p = params.size(); p-- > 0;) {
+    if (params[p].spec.stage_tie != StageTie::kNone) {
+      close(p + 1, false);
+      close(p, true);
+      continue;
+    }
+    const int64_t begin = params[p].flat_offset;
+    const Parameter& last = params[end - 1];
+    if (last.flat_offset + shape_numel(last.local_shape) - begin >= bucket_elements)
+      close(p, false);
+  }
+  close(0, false);
+  return buckets;
+}
+
+GradBuckets::GradBuckets(ParameterStore& store, const ParallelState& ps, int64_t bucket_elements,
+                         bool overlap, const DpShard* shard, Tensor* shard_grads)
+    : store_(store),
+      ps_(ps),
+      overlap_(overlap),
+      shard_(shard),
+      shard_grads_(shard_grads),
+      buckets_(make_grad_buckets(store, bucket_elements)) {
+  MT_CHECK(store.flat_grads().defined(), "GradBuckets: the parameter store is not allocated");
+  MT_CHECK((shard == nullptr) == (shard_grads == nullptr),
+           "GradBuckets: a distributed-optimizer shard needs its gradient buffer, and back");
+  if (shard != nullptr)
+    MT_CHECK(shard->total == store.flat_grads().numel() && shard_grads->numel() == shard->size,
+             "GradBuckets: a shard of ", shard->size, " of ", shard->total, " elements and ",
+             shard_grads->describe(), " for a store of ", store.flat_grads().numel());
+  bucket_of_.resize(store.params().size());
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    for (size_t p = buckets_[b].first_param; p < buckets_[b].end_param; ++p) bucket_of_[p] = b;
+  remaining_.resize(store.params().size());
+  incomplete_.resize(buckets_.size());
+  launched_.resize(buckets_.size());
+  requests_.resize(buckets_.size());
+  if (overlap_) store_.set_grad_ready_listener(this);
+}
+
+GradBuckets::~GradBuckets() {
+  if (overlap_) store_.set_grad_ready_listener(nullptr);
+}
+
+void GradBuckets::start(int64_t micro_batches, double post_scale) {
+  MT_CHECK(micro_batches >= 1, "GradBuckets::start: ", micro_batches, " micro-batches");
+  MT_CHECK(in_flight_.empty(), "GradBuckets::start: the previous step was not finished");
+  std::fill(remaining_.begin(), remaining_.end(), micro_batches);
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    incomplete_[b] = buckets_[b].end_param - buckets_[b].first_param;
+    launched_[b] = false;
+  }
+  post_scale_ = post_scale;
+  started_ = true;
+}
+
+void GradBuckets::grads_accumulated(size_t first, size_t end) {
+  MT_CHECK(started_,
+           "a backward announced complete gradients outside a training step (GradBuckets::start "
+           "was not called)");
+  MT_CHECK(first <= end && end <= remaining_.size(), "gradients of parameters [", first, ", ",
+           end, ") announced; the store has ", remaining_.size());
+  for (size_t p = first; p < end; ++p) {
+    MT_CHECK(remaining_[p] > 0, "the gradient of '", store_.params()[p].spec.name,
+             "' was announced complete more often than the step has micro-batches");
+    if (--remaining_[p] == 0) --incomplete_[bucket_of_[p]];
+  }
+  // Buckets complete now, in bucket order (every rank of the group sees the same announcements,
+  // so all launch alike); a tied bucket waits for finish().
+  if (first < end) {
+    const size_t low = bucket_of_[end - 1], high = bucket_of_[first];
+    for (size_t b = low; b <= high; ++b)
+      if (!launched_[b] && incomplete_[b] == 0 && !buckets_[b].tied) launch(b);
+  }
+  for (const size_t b : in_flight_)
+    if (requests_[b]) requests_[b]->progress();
+}
+
+void GradBuckets::launch(size_t b) {
+  const GradBucket& bucket = buckets_[b];
+  launched_[b] = true;
+  in_flight_.push_back(b);
+  reduce_sequence_parallel_gradients(store_, ps_, &sp_scratch_, bucket.first_param,
+                                     bucket.end_param);
+  Tensor grads = store_.flat_grads().slice(0, bucket.range.begin, bucket.range.end);
+  Communicator& dp = *ps_.dp;
+  if (shard_ == nullptr) {
+    if (dp.size() > 1) requests_[b] = dp.iall_reduce(grads, ReduceOp::SUM);
+    return;
+  }
+  // The bucket's segment of each rank's shard [r·k, min((r+1)·k, n)), in rank order.
+  std::vector<int64_t> counts(size_t(dp.size()));
+  for (int r = 0; r < dp.size(); ++r) {
+    const DpShard theirs = DpShard::of(shard_->total, dp.size(), r);
+    counts[size_t(r)] = std::max<int64_t>(0, std::min(bucket.range.end, theirs.range.end) -
+                                                 std::max(bucket.range.begin, theirs.range.begin));
+  }
+  const int64_t count = counts[size_t(dp.rank())];
+  const int64_t offset =
+      count > 0 ? std::max(bucket.range.begin, shard_->range.begin) - shard_->range.begin : 0;
+  Tensor mine = shard_grads_->slice(0, offset, offset + count);
+  if (dp.size() == 1)
+    kernels::copy(grads, mine);
+  else
+    requests_[b] = dp.ireduce_scatter(grads, mine, counts, ReduceOp::SUM);
+}
+
+void GradBuckets::finish() {
+  MT_CHECK(started_, "GradBuckets::finish without start");
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    if (!launched_[b]) launch(b);
+  for (const size_t b : in_flight_) {
+    if (requests_[b]) requests_[b]->wait();
+    requests_[b].reset();
+    if (post_scale_ == 1.0) continue;
+    const FlatRange& r = buckets_[b].range;
+    if (shard_ == nullptr) {
+      Tensor grads = store_.flat_grads().slice(0, r.begin, r.end);
+      kernels::scale(grads, float(post_scale_));
+    } else {
+      const int64_t begin = std::max(r.begin, shard_->range.begin);
+      const int64_t end = std::min(r.end, shard_->range.end);
+      if (begin >= end) continue;
+      Tensor mine =
+          shard_grads_->slice(0, begin - shard_->range.begin, end - shard_->range.begin);
+      kernels::scale(mine, float(post_scale_));
+    }
+  }
+  in_flight_.clear();
+  started_ = false;
+}
+
+}  // namespace megatron
