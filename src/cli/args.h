@@ -193,9 +193,9 @@ struct Args {
     return recompute_activations || recompute_granularity == "selective";
   }
   // Registered by add_pretraining_parallel_args (pretrain-gpt and pretrain-bert).
-  bool sequence_parallel = false;      // --sequence-parallel
-  bool distributed_optimizer = false;  // --use-distributed-optimizer
-  bool overlap_grad_reduce = false;    // --overlap-grad-reduce
+  bool sequence_parallel = false;                        // --sequence-parallel
+  bool distributed_optimizer = false;                    // --use-distributed-optimizer
+  bool overlap_grad_reduce = false;                      // --overlap-grad-reduce
   int64_t ddp_bucket_size = kDefaultGradBucketElements;  // --ddp-bucket-size
 
   ArchitectureArgs arch;  // pretrain-gpt's architecture flags

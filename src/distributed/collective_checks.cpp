@@ -31,16 +31,16 @@ void check_nonblocking_reduction(const Tensor& t, const char* op) {
 
 void check_scatter_counts(const Tensor& in, const Tensor& out, std::span<const int64_t> counts,
                           int rank, int group_size, const char* op) {
-  MT_CHECK(int64_t(counts.size()) == group_size, op, ": ", counts.size(),
-           " counts for a group of ", group_size, " (one per rank)");
+  MT_CHECK(int64_t(counts.size()) == group_size, op, ": ", counts.size(), " counts for a group of ",
+           group_size, " (one per rank)");
   int64_t total = 0;
   for (const int64_t c : counts) {
     MT_CHECK(c >= 0, op, ": negative count ", c);
     total += c;
   }
-  MT_CHECK(in.dtype() == out.dtype() && in.device() == out.device(), op, ": input ",
-           in.describe(), " on ", in.device().str(), " and output ", out.describe(), " on ",
-           out.device().str(), " must have one dtype and one device");
+  MT_CHECK(in.dtype() == out.dtype() && in.device() == out.device(), op, ": input ", in.describe(),
+           " on ", in.device().str(), " and output ", out.describe(), " on ", out.device().str(),
+           " must have one dtype and one device");
   MT_CHECK(in.dim() == 1 && in.numel() == total, op, ": input must be 1-D with the ", total,
            " elements of the counts, got ", in.describe());
   MT_CHECK(out.dim() == 1 && out.numel() == counts[size_t(rank)], op,

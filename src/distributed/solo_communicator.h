@@ -1,9 +1,9 @@
 // SoloCommunicator: a world of one process, used when the binary runs without a launcher.
 //
 // Collectives are identities (the reduction of one value is that value; gathering one chunk
-// is a copy; the non-blocking ones are done when they return), broadcast from rank 0 and barrier do nothing, and send/recv have no peer to
-// talk to, so they throw. Arguments are validated exactly as MpiCommunicator validates
-// them, so a shape bug shows up in single-process tests too.
+// is a copy; the non-blocking ones are done when they return), broadcast from rank 0 and barrier do
+// nothing, and send/recv have no peer to talk to, so they throw. Arguments are validated exactly as
+// MpiCommunicator validates them, so a shape bug shows up in single-process tests too.
 #pragma once
 
 #include "distributed/communicator.h"

@@ -16,10 +16,11 @@ std::vector<GradBucket> make_grad_buckets(const ParameterStore& store, int64_t b
   auto close = [&](size_t first, bool tied) {
     if (first == end) return;
     const Parameter& last = params[end - 1];
-    buckets.push_back({first, end,
-                       {params[first].flat_offset,
-                        last.flat_offset + shape_numel(last.local_shape)},
-                       tied});
+    buckets.push_back(
+        {first,
+         end,
+         {params[first].flat_offset, last.flat_offset + shape_numel(last.local_shape)},
+         tied});
     end = first;
   };
   for (size_t p = params.size(); p-- > 0;) {
@@ -82,8 +83,8 @@ void GradBuckets::grads_accumulated(size_t first, size_t end) {
   MT_CHECK(started_,
            "a backward announced complete gradients outside a training step (GradBuckets::start "
            "was not called)");
-  MT_CHECK(first <= end && end <= remaining_.size(), "gradients of parameters [", first, ", ",
-           end, ") announced; the store has ", remaining_.size());
+  MT_CHECK(first <= end && end <= remaining_.size(), "gradients of parameters [", first, ", ", end,
+           ") announced; the store has ", remaining_.size());
   for (size_t p = first; p < end; ++p) {
     MT_CHECK(remaining_[p] > 0, "the gradient of '", store_.params()[p].spec.name,
              "' was announced complete more often than the step has micro-batches");
@@ -145,8 +146,7 @@ void GradBuckets::finish() {
       const int64_t begin = std::max(r.begin, shard_->range.begin);
       const int64_t end = std::min(r.end, shard_->range.end);
       if (begin >= end) continue;
-      Tensor mine =
-          shard_grads_->slice(0, begin - shard_->range.begin, end - shard_->range.begin);
+      Tensor mine = shard_grads_->slice(0, begin - shard_->range.begin, end - shard_->range.begin);
       kernels::scale(mine, float(post_scale_));
     }
   }

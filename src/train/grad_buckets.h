@@ -58,8 +58,8 @@ class GradBuckets final : public GradReadyListener {
   // `shard`, for the distributed optimizer: the reduced gradients go to `shard_grads`
   // (f32 [shard->size], its first range-length elements); null: all-reduced in place. With
   // `overlap` this object is the store's GradReadyListener while it lives.
-  GradBuckets(ParameterStore& store, const ParallelState& ps, int64_t bucket_elements,
-              bool overlap, const DpShard* shard = nullptr, Tensor* shard_grads = nullptr);
+  GradBuckets(ParameterStore& store, const ParallelState& ps, int64_t bucket_elements, bool overlap,
+              const DpShard* shard = nullptr, Tensor* shard_grads = nullptr);
   ~GradBuckets() override;
   GradBuckets(const GradBuckets&) = delete;
   GradBuckets& operator=(const GradBuckets&) = delete;
@@ -83,12 +83,12 @@ class GradBuckets final : public GradReadyListener {
   const DpShard* shard_;
   Tensor* shard_grads_;
   std::vector<GradBucket> buckets_;
-  std::vector<size_t> bucket_of_;      // per parameter
-  std::vector<int64_t> remaining_;     // per parameter: backward passes still to come
-  std::vector<size_t> incomplete_;     // per bucket: parameters not complete yet
-  std::vector<bool> launched_;         // per bucket
+  std::vector<size_t> bucket_of_;   // per parameter
+  std::vector<int64_t> remaining_;  // per parameter: backward passes still to come
+  std::vector<size_t> incomplete_;  // per bucket: parameters not complete yet
+  std::vector<bool> launched_;      // per bucket
   std::vector<std::unique_ptr<CommRequest>> requests_;  // per bucket, null when nothing to wait
-  std::vector<size_t> in_flight_;      // launched buckets, in launch order
+  std::vector<size_t> in_flight_;                       // launched buckets, in launch order
   bool started_ = false;
   double post_scale_ = 1.0;
   Tensor sp_scratch_;  // reduce_sequence_parallel_gradients' packing buffer

@@ -111,9 +111,9 @@ struct Trainer::Impl {
       shard = DpShard::of(store.flat_values().numel(), ps.dp_size, ps.dp_rank);
       shard_grads = Tensor::zeros({shard->size}, DType::F32, store.device());
     }
-    grad_buckets = std::make_unique<GradBuckets>(
-        store, ps, cfg.ddp_bucket_size, cfg.overlap_grad_reduce, shard ? &*shard : nullptr,
-        shard ? &shard_grads : nullptr);
+    grad_buckets =
+        std::make_unique<GradBuckets>(store, ps, cfg.ddp_bucket_size, cfg.overlap_grad_reduce,
+                                      shard ? &*shard : nullptr, shard ? &shard_grads : nullptr);
     optimizer = std::make_unique<AdamW>(store, cfg.adam, shard ? shard->range : FlatRange{});
     if (cfg.fp16) model->refresh_compute_weights();  // the store now holds f16-rounded values
     log_info(" > number of parameters on (tensor, pipeline) model parallel rank (", ps.tp_rank,

@@ -57,10 +57,9 @@ TEST(GradBuckets, CutFromTheEndAtParameterBoundaries) {
 
 TEST(GradBuckets, TiedParameterGetsItsOwnBucket) {
   const ParameterStore store = store_of({5, 7, 3, 11, 2, 6, 4}, /*tied=*/1);
-  expect_buckets(make_grad_buckets(store, 12), {{4, 7, 26, 38, false},
-                                                {2, 4, 12, 26, false},
-                                                {1, 2, 5, 12, true},
-                                                {0, 1, 0, 5, false}});
+  expect_buckets(
+      make_grad_buckets(store, 12),
+      {{4, 7, 26, 38, false}, {2, 4, 12, 26, false}, {1, 2, 5, 12, true}, {0, 1, 0, 5, false}});
 }
 
 TEST(GradBuckets, RejectsANonPositiveSize) {
