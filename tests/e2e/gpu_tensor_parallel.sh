@@ -2,7 +2,9 @@
 # TP=2 on one GPU: two processes share cuda:0 and talk through the MPI communicator, which
 # stages device tensors through host memory (--distributed-backend mpi). Same seed, same
 # global batch, dropout on, fp32: the 10 iterations must log the lm loss and grad norm of the
-# TP=1 run on the same GPU (relative <= 1e-4). Exits 77 (CTest's skip) when the binary has no
+# TP=1 run on the same GPU (relative <= 1e-4). DP=2 on the same GPU with --overlap-grad-reduce
+# (non-blocking reductions of device buckets staged through host copies), with and without the
+# distributed optimizer, must log what it logs without the flag bit for bit. Exits 77 (CTest's skip) when the binary has no
 # CUDA or no GPU is visible.
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
@@ -16,8 +18,9 @@ FLAGS=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32
        --lr-decay-style cosine --min-lr 1e-4 --weight-decay 0.1 --clip-grad 1.0 --seed 42
        --log-interval 1 --eval-interval 1000 --eval-iters 0 --device cuda:0)
 
-# Skip unless this binary can train on a GPU here.
-if ! "$MEGATRON_BINARY" pretrain-gpt "${FLAGS[@]}" --train-iters 1 \
+# Skip unless this binary can train on a GPU here. One iteration: no warmup (it must be shorter
+# than the decay).
+if ! "$MEGATRON_BINARY" pretrain-gpt "${FLAGS[@]}" --train-iters 1 --lr-warmup-iters 0 \
      > "$WORK/probe.log" 2>&1; then
   if grep -q -e "built without CUDA" -e "no GPU is visible" "$WORK/probe.log"; then
     echo "SKIP: no CUDA build or no GPU: $(grep -m1 error "$WORK/probe.log")"
@@ -28,12 +31,13 @@ if ! "$MEGATRON_BINARY" pretrain-gpt "${FLAGS[@]}" --train-iters 1 \
   exit 1
 fi
 
-run() {  # run NAME NP TP
+run() {  # run NAME NP TP [FLAGS...]
   local name=$1 np=$2 tp=$3
+  shift 3
   timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np "$np" \
     "$MEGATRON_BINARY" pretrain-gpt "${FLAGS[@]}" --train-iters 10 \
     --tensor-model-parallel-size "$tp" --distributed-backend mpi \
-    --metrics-file "$WORK/$name.jsonl" \
+    --metrics-file "$WORK/$name.jsonl" "$@" \
     > "$WORK/$name.log" 2>&1 || { cat "$WORK/$name.log"; echo "FAIL: run $name"; exit 1; }
 }
 
@@ -51,4 +55,12 @@ node -e '
     console.error("loss did not decrease over 10 iterations:", r.map(x => x.lm_loss));
     process.exit(1);
   }' "$WORK/tp1.jsonl"
+DP2=(--micro-batch-size 4 --ddp-bucket-size 10000)
+for optimizer in "" --use-distributed-optimizer; do
+  run dp2 2 1 "${DP2[@]}" $optimizer
+  run dp2_overlap 2 1 "${DP2[@]}" $optimizer --overlap-grad-reduce
+  echo "== DP=2 on one GPU ${optimizer:-(replicated optimizer)}: with and without --overlap-grad-reduce"
+  node "$MEGATRON_SOURCE_DIR/tests/e2e/compare_metrics.js" "$WORK/dp2.jsonl" \
+    "$WORK/dp2_overlap.jsonl" --from 1 --to 10 --exact
+done
 echo "TP=2 on one GPU: OK"
