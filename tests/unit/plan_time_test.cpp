@@ -248,6 +248,38 @@ TEST(PlanStep, OverlapHidesGradientReductionBehindBackward) {
   EXPECT_DOUBLE_EQ(overlapped.dp_comm, plain.dp_comm);
 }
 
+// megatron-cpp implements --overlap-grad-reduce (train/grad_buckets.h) and reduce-scatters in
+// its 2^22-element buckets too; it still refuses the parameter-gather and TP overlaps.
+TEST(PlanStep, MegatronCppOverlapsItsGradientBuckets) {
+  const Machine mach = round_machine();
+  const ModelSpec m = small_gpt();
+  Layout l = small_layout();
+  l.pipeline_parallel = 1;
+  l.data_parallel = 8;
+  l.micro_batch = 8;
+  l.global_batch = 64;
+  for (const bool distributed : {false, true}) {
+    l.distributed_optimizer = distributed;
+    l.overlap_grad_reduce = false;
+    const StepTime plain = predict_step_time(m, l, mach, Implementation::kMegatronCpp);
+    EXPECT_DOUBLE_EQ(plain.dp_exposed, plain.dp_comm);
+    l.overlap_grad_reduce = true;
+    EXPECT_NO_THROW(validate_layout(m, l, Implementation::kMegatronCpp));
+    const StepTime overlapped = predict_step_time(m, l, mach, Implementation::kMegatronCpp);
+    EXPECT_DOUBLE_EQ(overlapped.dp_comm, plain.dp_comm);
+    EXPECT_LT(overlapped.dp_exposed, plain.dp_exposed) << "distributed optimizer " << distributed;
+  }
+  l.overlap_param_gather = true;
+  try {
+    validate_layout(m, l, Implementation::kMegatronCpp);
+    ADD_FAILURE() << "megatron-cpp accepted --overlap-param-gather";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--overlap-param-gather / --tp-comm-overlap"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(PlanStep, TensorParallelCollectivesPerLayer) {
   // Without sequence parallelism: 2 all-reduces forward, 2 backward, 2 more with full
   // recompute; with it, all-gathers and reduce-scatters of the same [s, b, h] tensors.
