@@ -64,9 +64,10 @@ run resumed_p2d2_d4 4 1 --use-distributed-optimizer --load "$WORK/ckpt_p2d2_4"
 run resumed_converted 4 1 --tensor-model-parallel-size 2 --use-distributed-optimizer \
   --load "$WORK/ckpt_converted"
 
-# The scale starts at Megatron's 2^32 (the first steps overflow and are skipped) and doubles
-# after every 2 clean steps, so that it overflows again: skip decisions all along the run.
-FP16=(--fp16 --loss-scale-window 2)
+# The scale starts at 2^18 and doubles after every 2 clean steps, so that the gradients overflow
+# f16 now and then: here iterations 4 and 6 are skipped (checked below: some steps skip, some
+# do not), one before the checkpoint and one after.
+FP16=(--fp16 --initial-loss-scale 262144 --loss-scale-window 2)
 run fp16_d2 2 1 "${FP16[@]}"
 run fp16_sharded_d2 2 1 "${FP16[@]}" --use-distributed-optimizer --save "$WORK/ckpt_fp16" \
   --save-interval 4 --exit-interval 4
