@@ -10,7 +10,8 @@
 #   no sharded conversion needed) -> 2×1×2 sharded.
 # --fp16 with the distributed optimizer: 1×1×2 sharded logs the same losses, grad norms, loss
 # scales and skipped iterations as 1×1×2 unsharded, and its checkpoint (fp32 master shards and
-# the loss scaler) resumes sharded at 1×1×4 with the same next iterations.
+# the loss scaler) resumes sharded at 1×1×4 and unsharded at 1×1×1 with the same next
+# iterations.
 #
 # Why 1e-5 for fp32 and fp16 alike: the runs differ only in the order of the DP sum's additions
 # and of the gradient norm's sum of squares (float rounding, ~1e-7 relative); fp16 rounds the
@@ -72,6 +73,7 @@ run fp16_d2 2 1 "${FP16[@]}"
 run fp16_sharded_d2 2 1 "${FP16[@]}" --use-distributed-optimizer --save "$WORK/ckpt_fp16" \
   --save-interval 4 --exit-interval 4
 run fp16_resumed_d4 4 1 "${FP16[@]}" --use-distributed-optimizer --load "$WORK/ckpt_fp16"
+run fp16_resumed_d1 1 1 "${FP16[@]}" --load "$WORK/ckpt_fp16"
 
 CHECK="node $MEGATRON_SOURCE_DIR/tests/e2e/compare_metrics.js"
 echo "== 1x1x1 vs 1x1x4 sharded (iterations 1-4, then it saves and exits)"
@@ -100,4 +102,6 @@ node -e '
 $CHECK "$WORK/fp16_d2.jsonl" "$WORK/fp16_sharded_d2.jsonl" --from 1 --to 4 --rtol 1e-5
 echo "== fp16: 1x1x2 sharded checkpoint resumed at 1x1x4 sharded"
 $CHECK "$WORK/fp16_d2.jsonl" "$WORK/fp16_resumed_d4.jsonl" --from 5 --to 8 --rtol 1e-5
+echo "== fp16: the same checkpoint resumed at 1x1x1 unsharded (the master shards joined)"
+$CHECK "$WORK/fp16_d2.jsonl" "$WORK/fp16_resumed_d1.jsonl" --from 5 --to 8 --rtol 1e-5
 echo "distributed optimizer: OK"
