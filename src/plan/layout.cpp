@@ -91,10 +91,6 @@ void validate_layout(const ModelSpec& m, const Layout& l, Implementation impl) {
                "--recompute-granularity selective: megatron-cpp's BERT recomputes whole layers "
                "only (selective recompute is a GPT option there)",
                use_lm);
-    MT_REQUIRE(!l.distributed_optimizer || l.precision != Precision::kFp16,
-               "--use-distributed-optimizer with --fp16: megatron-cpp does not support it yet; "
-               "use --bf16",
-               use_lm);
     MT_REQUIRE(!l.overlap_grad_reduce && !l.overlap_param_gather && !l.tp_comm_overlap,
                "--overlap-grad-reduce / --overlap-param-gather / --tp-comm-overlap: megatron-cpp ",
                "runs its collectives after the compute they follow", use_lm);
