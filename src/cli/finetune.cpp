@@ -100,6 +100,12 @@ int run_finetune(int argc, char** argv) {
   int64_t iterations_per_epoch = 0;
   nlohmann::json tokenizer_id;
   run_on_all_ranks(*world, "", [&] {
+    // Before the table's generic rejection, which speaks of pretraining's interleaved schedule.
+    MT_REQUIRE(!megatron_flags.given("--num-layers-per-virtual-pipeline-stage"),
+               "--num-layers-per-virtual-pipeline-stage: the interleaved schedule needs a "
+               "multiple of --pipeline-model-parallel-size micro-batches per iteration, and "
+               "finetune runs one per data-parallel rank (Megatron's finetuning); drop the flag "
+               "(finetune's pipeline runs 1F1B)");
     check_megatron_flags(megatron_flags, args);
     MT_REQUIRE(flags.task == "RACE" || flags.task == "MNLI" || flags.task == "QQP",
                "--task must be RACE, MNLI or QQP, got '", flags.task, "'");
