@@ -23,10 +23,10 @@ struct PretrainedLoadReport {
 // Reads iteration `iteration` (-1: the tracker's) of `load_dir` into every parameter of
 // `params` whose name starts with none of `fresh_prefixes` (resharded and re-padded as
 // load_checkpoint does); the others keep their values. No optimizer state, no trainer state.
-// Reports the fresh and unused parameters (log_pretrained_load). Throws Error, before changing
-// anything, listing every loaded parameter that the checkpoint lacks or holds in another shape, and
-// when a fresh prefix matches no model parameter (a misspelt head name would otherwise load
-// nothing fresh silently). Not collective.
+// Returns the fresh and unused parameters (for log_pretrained_load). Throws Error, before
+// changing anything, listing every loaded parameter that the checkpoint lacks or holds in
+// another shape, and when a fresh prefix matches no model parameter (a misspelt head name
+// would otherwise load nothing fresh silently). Not collective.
 PretrainedLoadReport load_pretrained(const std::string& load_dir, int64_t iteration,
                                      ParameterStore& params,
                                      const std::vector<std::string>& fresh_prefixes);
