@@ -6,13 +6,13 @@
 # 2×2×1 with --sequence-parallel, and 1×1×4 with --use-distributed-optimizer; each must log
 # the same losses and grad norms over the first 10 iterations (relative <= 1e-5; later ones
 # drift apart by float rounding, as in every layout test) and the same validation accuracy
-# lines (the pipeline's losses match 1×1×1's bit for bit; the grad norm, summed over the
-# stages, to rounding). At PP 2 the log names the fresh head and the unread pretraining heads of the whole
+# lines. At PP 2 the log names the fresh head and the unread pretraining heads of the whole
 # model (every stage's report merged). A checkpoint saved mid-epoch at 2×2×1 resumes at 1×1×1
-# and at 1×2×2 with the next losses and the accuracy of the uninterrupted run. A body
-# pretrained at PP 2 loads into a finetune at 1×1×1 and at 1×2×1 alike. Layers that do not
-# split into the stages, --sequence-parallel at TP 1 and the interleaved schedule are errors
-# that name the problem.
+# and at 1×2×2 with the next losses and the accuracy of the uninterrupted run; 1×1×1's final
+# checkpoint evaluated (--epochs 0) at 1×2×2 prints 1×1×1's accuracy; a body pretrained at
+# PP 2 loads into a finetune at 1×1×1 and at 1×2×1 alike. Layers that do not split into the
+# stages, --sequence-parallel at TP 1, the interleaved schedule and a world size that TP × PP
+# does not divide are errors that name the problem.
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
 BIN="$MEGATRON_BINARY"
@@ -74,7 +74,7 @@ expect_error "is not a multiple of --tensor-model-parallel-size 2 x --pipeline-m
   2 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
 
 P=(--pretrained-checkpoint "$WORK/pretrained")
-finetune t1p1d1 1 1 1 8 "${P[@]}"
+finetune t1p1d1 1 1 1 8 "${P[@]}" --save "$WORK/ckpt_t1p1"
 finetune t1p2d1 2 1 2 8 "${P[@]}"
 finetune t2p2d1 4 2 2 8 "${P[@]}" --save "$WORK/ckpt_t2p2" --save-interval 5 --exit-interval 5
 finetune t1p2d2 4 1 2 4 "${P[@]}"
@@ -85,6 +85,9 @@ finetune t1p1d4_distopt 4 1 1 2 "${P[@]}" --use-distributed-optimizer
 grep -q "exiting program at iteration 5" "$WORK/t2p2d1.log" || fail "t2p2d1 did not exit at 5"
 finetune resumed_t1p1d1 1 1 1 8 "${P[@]}" --load "$WORK/ckpt_t2p2"
 finetune resumed_t1p2d2 4 1 2 4 "${P[@]}" --load "$WORK/ckpt_t2p2"
+# Evaluation only (--epochs 0) of 1×1×1's checkpoint at 1×2×2 with micro-batches of 8: each DP
+# rank's 12 questions per set are a whole micro-batch and a remainder of 4 through the pipeline.
+finetune evalonly_t1p2d2 4 1 2 8 --epochs 0 --load "$WORK/ckpt_t1p1"
 # A body pretrained at PP 2, finetuned at PP 1 and PP 2.
 finetune from_pp2_t1p1d1 1 1 1 8 --pretrained-checkpoint "$WORK/pretrained_pp2"
 finetune from_pp2_t1p2d1 2 1 2 8 --pretrained-checkpoint "$WORK/pretrained_pp2"
@@ -116,6 +119,9 @@ for name in resumed_t1p1d1 resumed_t1p2d2; do
   diff <(accuracy "$WORK/t1p1d1.log") <(accuracy "$WORK/$name.log") ||
     fail "$name accuracy differs from the uninterrupted run"
 done
+echo "== 1x1x1's checkpoint evaluated at 1x2x2"
+diff <(accuracy "$WORK/t1p1d1.log" | sed 's/epoch: 0/epoch: -1/') <(accuracy "$WORK/evalonly_t1p2d2.log") ||
+  fail "1x1x1's checkpoint evaluates to another accuracy at 1x2x2"
 echo "== a body pretrained at PP 2: finetuned at 1x1x1 vs 1x2x1"
 $CHECK "$WORK/from_pp2_t1p1d1.jsonl" "$WORK/from_pp2_t1p2d1.jsonl" --from 1 --to 10 --rtol 1e-5 ||
   fail "the PP 2 body finetunes differently at PP 1 and PP 2"
