@@ -164,9 +164,9 @@ constexpr Rule kRules[] = {
     {"--no-align-param-gather", false, kGpuImpl},
     {"--ddp-*", false, kGpuImpl},
     {"--use-distributed-optimizer", false,
-     "the distributed optimizer is implemented for pretrain-gpt and pretrain-bert; here the "
-     "Adam state is "
-     "replicated on every data-parallel rank (more memory, the same numbers)"},
+     "the distributed optimizer is implemented for pretrain-gpt, pretrain-bert and finetune; "
+     "here the Adam state is replicated on every data-parallel rank (more memory, the same "
+     "numbers)"},
     {"--num-distributed-optimizer-instances", false, kFsdp},
     {"--megatron-fsdp-*", false, kFsdp},
     {"--fsdp-*", false, kFsdp},
@@ -196,9 +196,9 @@ constexpr Rule kRules[] = {
     {"--hybrid-context-parallel", true, "context parallelism is not supported"},
     {"--cp-comm-type", false, "context parallelism is not used here"},
 
-    // Pipeline and sequence parallelism (pretrain-gpt and pretrain-bert).
+    // Pipeline and sequence parallelism (pretrain-gpt, pretrain-bert and finetune).
     {"--sequence-parallel", true,
-     "sequence parallelism is implemented for pretrain-gpt and pretrain-bert only "
+     "sequence parallelism is implemented for pretrain-gpt, pretrain-bert and finetune only "
      "(docs/parallelism.md)"},
     {"--pipeline-model-parallel-comm-backend", true, kPipeline},
     {"--pipeline-model-parallel-layout", true, kPipeline},
