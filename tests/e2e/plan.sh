@@ -141,6 +141,17 @@ node -e '
   if (first !== 256 || last !== 256) throw new Error("moved " + first + ", " + last);
 ' "$WORK/bert_pre.json" "$WORK/bert_post.json"
 "$BIN" plan --machine "$A100" "${BERT_PP[@]}" --post-layernorm | grep -q ", post-LN$"
+# pretrain-bert's --bert-no-binary-head: no pooler (h·h + h) and no sentence-order head (2h + 2),
+# both on the last stage.
+"$BIN" plan --machine "$A100" "${BERT_PP[@]}" --bert-no-binary-head --json > "$WORK/bert_nohead.json"
+node -e '
+  const [pre, nohead] = process.argv.slice(1).map(f => JSON.parse(require("fs").readFileSync(f)));
+  const h = pre.model.hidden_size;
+  const dropped = pre.memory.last_stage.parameters - nohead.memory.last_stage.parameters;
+  if (dropped !== h * h + h + 2 * h + 2) throw new Error("last stage dropped " + dropped);
+  if (pre.memory.first_stage.parameters !== nohead.memory.first_stage.parameters)
+    throw new Error("first stage changed");
+' "$WORK/bert_pre.json" "$WORK/bert_nohead.json"
 
 # Bad input: message and non-zero exit.
 expect_error() {  # expected-message command...
@@ -175,6 +186,8 @@ expect_error "the vocabulary size is unknown" \
   "$BIN" plan --machine "$A100" --num-layers 2 --hidden-size 64 --num-attention-heads 4 \
   --seq-length 32 --micro-batch-size 1
 expect_error "--machine is required" "$BIN" plan "${GPT3[@]}" --micro-batch-size 1
+expect_error "--bert-no-binary-head is a BERT option: give --model bert" \
+  "$BIN" plan --machine "$A100" "${GPT3[@]}" --micro-batch-size 1 --bert-no-binary-head
 expect_error "--post-layernorm is a BERT option: give --model bert" \
   "$BIN" plan --machine "$A100" "${GPT3[@]}" --micro-batch-size 1 --post-layernorm
 expect_error "--post-layernorm: megatron-lm has no post-LayerNorm order" \
