@@ -1,5 +1,7 @@
 #include "train/checkpoint_convert.h"
 
+#include <set>
+
 #include "core/durable_file.h"
 #include "model/hf_gpt2.h"
 #include "model/stage_range.h"
@@ -187,6 +189,7 @@ void reshard_checkpoint(const std::string& load_dir, int64_t iteration, const st
   // The parameters of one target rank. Whole buffers are written per parameter, so any order
   // serves; the distributed optimizer's shards cut the flat space, so there it is the model's
   // (the last stage's copy of a tied embedding included: it is in the flat space, not saved).
+  std::set<std::string> registered;  // by the target ranks' models (sharded)
   auto rank_parameters = [&](int rank, int pp_rank) {
     if (sharded) {
       const StageRange stage =
@@ -194,6 +197,7 @@ void reshard_checkpoint(const std::string& load_dir, int64_t iteration, const st
       ParameterStore store =
           distributed.registered(state, reader.iteration_dir(), rank, target_tp, stage);
       check_checkpoint_matches(reader, store, target_pp == 1);
+      for (const Parameter& p : store.params()) registered.insert(p.spec.name);
       return store;
     }
     ParameterStore store(rank, target_tp);
@@ -236,6 +240,14 @@ void reshard_checkpoint(const std::string& load_dir, int64_t iteration, const st
       fsync_directory(transaction.path());
     }
   }
+  // A stage does not report the checkpoint's parameters it does not hold; none may be left out.
+  std::string unregistered;
+  for (const std::string& name : reader.names())
+    if (sharded && !registered.count(name)) unregistered += "\n  " + name;
+  MT_REQUIRE(unregistered.empty(), "checkpoint '", reader.iteration_dir(),
+             "' holds parameters that no pipeline stage of the model its state.json describes "
+             "registers:",
+             unregistered);
   transaction.commit();
 }
 
