@@ -69,7 +69,7 @@ int run_convert(int argc, char** argv) {
   CLI::Option* target_dp_option =
       app.add_option("--target-data-parallel-size", target_dp,
                      "with --use-distributed-optimizer: data-parallel ranks whose optimizer "
-                     "shards are written (megatron to megatron GPT)");
+                     "shards are written (megatron to megatron)");
   app.add_flag("--use-distributed-optimizer", distributed_optimizer,
                "write the optimizer state as a --use-distributed-optimizer run's DP shards");
   app.add_option("--make-vocab-size-divisible-by", divisible_by,
@@ -103,10 +103,6 @@ int run_convert(int argc, char** argv) {
   MT_REQUIRE(!distributed_optimizer || (from == "megatron" && to == "megatron"),
              "--use-distributed-optimizer is supported when resharding checkpoints (megatron to "
              "megatron): HF imports have no optimizer state, and HF exports none");
-  MT_REQUIRE(!distributed_optimizer || model_type == "gpt",
-             "--use-distributed-optimizer conversion supports --model-type gpt (GPT-2, Llama, "
-             "Mistral, Qwen2); convert BERT checkpoints without it: a run with "
-             "--use-distributed-optimizer loads whole optimizer buffers at any data-parallel size");
   MT_REQUIRE(from == "megatron" || to == "megatron", "--from hf --to hf is not a conversion");
   MT_REQUIRE(std::filesystem::weakly_canonical(load) != std::filesystem::weakly_canonical(save),
              "--load and --save are both '", load, "': write the conversion elsewhere");
@@ -134,10 +130,12 @@ int run_convert(int argc, char** argv) {
     export_hf_gpt2(load, load_iteration, save, vocab_size, tokenizer_files);
     log_info("exported checkpoint ", load, " as HF GPT-2 ", save);
   } else {
-    reshard_checkpoint(load, load_iteration, save, target_tp, target_pp,
-                       distributed_optimizer
-                           ? DistributedOptimizerTarget{target_dp, gpt_rank_parameters}
-                           : DistributedOptimizerTarget{});
+    reshard_checkpoint(
+        load, load_iteration, save, target_tp, target_pp,
+        distributed_optimizer
+            ? DistributedOptimizerTarget{target_dp, model_type == "bert" ? bert_rank_parameters
+                                                                         : gpt_rank_parameters}
+            : DistributedOptimizerTarget{});
     log_info("resharded checkpoint ", load, " into ", save, " at tensor-parallel size ", target_tp,
              ", pipeline-parallel size ", target_pp,
              distributed_optimizer && target_dp > 1

@@ -41,7 +41,7 @@ template <typename T>
 T state_field(const nlohmann::json& state, const char* section, const char* key,
               const std::string& dir) {
   MT_REQUIRE(state.contains(section) && state[section].contains(key), "checkpoint '", dir,
-             "': state.json has no ", section, ".", key, " (needed to export the model)");
+             "': state.json has no ", section, ".", key, " (needed to rebuild the model)");
   return state[section][key].get<T>();
 }
 

@@ -105,8 +105,9 @@ expect_error "--use-distributed-optimizer is supported when resharding checkpoin
   --model-type gpt --from hf --load "$HF" --save "$WORK/x" --use-distributed-optimizer
 expect_error "--use-distributed-optimizer is supported when resharding checkpoints (megatron to megatron)" \
   --model-type gpt --to hf --load "$WORK/tp2" --save "$WORK/x" --use-distributed-optimizer
-expect_error "--use-distributed-optimizer conversion supports --model-type gpt" --model-type bert \
-  --load "$WORK/tp2" --save "$WORK/x" --use-distributed-optimizer --target-data-parallel-size 2
+expect_error "state.json has no model.num_tokentypes (needed to rebuild the model)" \
+  --model-type bert --load "$WORK/trained" \
+  --save "$WORK/x" --use-distributed-optimizer --target-data-parallel-size 2
 expect_error "holds no optimizer state (saved with --no-save-optim, or imported)" --model-type gpt \
   --load "$WORK/tp2" --save "$WORK/x" --use-distributed-optimizer --target-data-parallel-size 2
 echo "PASS"

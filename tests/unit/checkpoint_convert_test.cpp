@@ -10,12 +10,14 @@
 #include <cstring>
 #include <filesystem>
 
+#include "../common/bert_golden.h"
 #include "../common/checkpoint_fixture.h"
 #include "../common/gpt2_golden.h"
 #include "../common/temp_dir.h"
 #include "core/safetensors.h"
 #include "distributed/solo_communicator.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_convert_bert.h"
 #include "train/checkpoint_layout.h"
 #include "train/convert_common.h"
 #include "train/distributed_optimizer.h"
@@ -153,15 +155,17 @@ TEST(CheckpointConvert, ReshardToAnIndivisibleSizeNamesTheParameter) {
   EXPECT_EQ(read_latest_iteration(dir.file("out")), std::nullopt);  // nothing committed
 }
 
-// A GPT checkpoint (whole buffers, TP 1) resharded to TP 2 × PP 2 as 3 distributed-optimizer
-// shards (3: the cuts fall inside parameter slices): DP rank d's file holds, of each buffer,
-// exactly elements DpShard::of(n, 3, d) of the flat space of the GptModel stage built here for
-// that rank — the last stage's copy of the tied embedding counted in n but not stored — as
-// the trainer's writer stores them (a slice cut by a boundary as its row-major range), with the
-// source's values; no rank writes optimizer.safetensors.
-TEST(CheckpointConvert, ReshardWritesDistributedOptimizerShardsOfTheModelsFlatSpace) {
+// A checkpoint of ModelT(config) (whole buffers, TP 1, state.json "model" = `shape` and "args"
+// = `args`) resharded to TP 2 × PP 2 as 3 distributed-optimizer shards through `registered`
+// (3: the cuts fall inside parameter slices): DP rank d's file holds, of each buffer, exactly
+// elements DpShard::of(n, 3, d) of the flat space of the ModelT stage built here for that rank
+// — the last stage's copy of the tied embedding counted in n but not stored — as the trainer's
+// writer stores them (a slice cut by a boundary as its row-major range), with the source's
+// values; no rank writes optimizer.safetensors.
+template <typename ModelT, typename ConfigT>
+void expect_distributed_optimizer_shards(const ConfigT& config, const nlohmann::json& shape,
+                                         nlohmann::json args, const RankParameters& registered) {
   TempDir dir;
-  const GptConfig config = load_gpt2_golden(128).config;
   const std::vector<std::string> buffers = {"exp_avg", "exp_avg_sq"};
   std::map<std::string, int> id;  // a number per parameter name, for the values
   // Element `full_index` of parameter `name` (buffer 0: the value, 1 + b: buffers[b]).
@@ -169,7 +173,7 @@ TEST(CheckpointConvert, ReshardWritesDistributedOptimizerShardsOfTheModelsFlatSp
     return float(id.at(name)) * 10000.0f + float(full_index) + 0.25f * float(buffer);
   };
   {
-    ParameterStore store = registered_parameter_store<GptModel>(config, 0, 1);
+    ParameterStore store = registered_parameter_store<ModelT>(config, 0, 1);
     std::map<std::string, Tensor> optimizer;
     for (const std::string& b : buffers)
       optimizer[b] = Tensor::zeros({store.flat_values().numel()}, DType::F32);
@@ -183,15 +187,13 @@ TEST(CheckpointConvert, ReshardWritesDistributedOptimizerShardsOfTheModelsFlatSp
               value(p.spec.name, full, int(b) + 1);
       }
     }
-    nlohmann::json state = {{"iteration", 7},
-                            {"model", gpt_model_shape_json(config)},
-                            {"args", gpt_imported_args(config)}};
-    state["args"]["make_vocab_size_divisible_by"] = 32;
+    args["make_vocab_size_divisible_by"] = 32;
+    const nlohmann::json state = {{"iteration", 7}, {"model", shape}, {"args", args}};
     CheckpointTransaction t(dir.file("src"), 7, 1);
     write_checkpoint_rank(t.path(), 7, store, optimizer, state, {0, 1, 0, 1});
     t.commit();
   }
-  reshard_checkpoint(dir.file("src"), -1, dir.file("dst"), 2, 2, {3, gpt_rank_parameters});
+  reshard_checkpoint(dir.file("src"), -1, dir.file("dst"), 2, 2, {3, registered});
 
   const std::string iteration_dir = checkpoint_iteration_dir(dir.file("dst"), 7);
   EXPECT_EQ(CheckpointShardReader(iteration_dir).state(1, 1)["args"]["use_distributed_optimizer"],
@@ -199,9 +201,11 @@ TEST(CheckpointConvert, ReshardWritesDistributedOptimizerShardsOfTheModelsFlatSp
   for (int pp = 0; pp < 2; ++pp) {
     for (int tp = 0; tp < 2; ++tp) {
       SCOPED_TRACE(::testing::Message() << "tp=" << tp << " pp=" << pp);
-      const ParameterStore expected =
-          registered_parameter_store<GptModel>(config, tp, 2, stage_range(2, 2, pp, 1, 0));
-      EXPECT_EQ(expected.params().front().spec.stage_tie == StageTie::kCopy, pp == 1);
+      const ParameterStore expected = registered_parameter_store<ModelT>(
+          config, tp, 2, stage_range(config.num_layers, 2, pp, 1, 0));
+      EXPECT_EQ(std::any_of(expected.params().begin(), expected.params().end(),
+                            [](const Parameter& p) { return p.spec.stage_tie == StageTie::kCopy; }),
+                pp == 1);
       const int64_t n = expected.flat_values().numel();
       const std::string rank_dir = iteration_dir + "/" + rank_dir_name(tp, pp, 2);
       EXPECT_FALSE(std::filesystem::exists(rank_dir + "/" + kOptimizerFileName));
@@ -235,6 +239,18 @@ TEST(CheckpointConvert, ReshardWritesDistributedOptimizerShardsOfTheModelsFlatSp
       }
     }
   }
+}
+
+TEST(CheckpointConvert, ReshardWritesDistributedOptimizerShardsOfTheGptFlatSpace) {
+  const GptConfig config = load_gpt2_golden(128).config;
+  expect_distributed_optimizer_shards<GptModel>(config, gpt_model_shape_json(config),
+                                                gpt_imported_args(config), gpt_rank_parameters);
+}
+
+TEST(CheckpointConvert, ReshardWritesDistributedOptimizerShardsOfTheBertFlatSpace) {
+  const BertConfig config = load_bert_golden(128).config;
+  expect_distributed_optimizer_shards<BertModel>(config, bert_model_shape_json(config),
+                                                 bert_hf_description(config), bert_rank_parameters);
 }
 
 TEST(CheckpointConvert, ExportNeedsTheModelShape) {
