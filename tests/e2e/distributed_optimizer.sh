@@ -6,8 +6,14 @@
 # resume at any layout, sharded or not, with the uninterrupted run's next losses:
 #   1×1×4 sharded -> 1×1×2 unsharded, and -> 1×1×2 sharded, which saves again ->
 #   1×2×1 (TP 2) unsharded; 1×1×1 -> 1×1×4 sharded; 1×2×2 (PP 2) sharded -> 1×1×4 sharded;
-#   1×2×2 sharded, converted offline to TP 2 (`megatron convert`: the optimizer state is kept,
-#   no sharded conversion needed) -> 2×1×2 sharded.
+#   1×2×2 sharded, converted offline to TP 2 (`megatron convert`: whole buffers) -> 2×1×2
+#   sharded.
+# `megatron convert --use-distributed-optimizer --target-data-parallel-size D` writes the shards
+# a sharded run saves: a trainer's sharded checkpoint (1×2×2 at iteration 4, 2×1×2 at iteration
+# 8, fp16 1×1×2 with its fp32 master at iteration 4), converted to whole buffers at 1×1 and back
+# to its own layout's shards, gives the trainer's files byte for byte (the same DpShard cut of
+# the same flat space, the same writer); and the 1×1×1 run's unsharded checkpoint converted to
+# 2×1×2 shards, and the round-tripped 1×2×2 one, resume with the next losses.
 # --fp16 with the distributed optimizer: 1×1×2 sharded logs the same losses, grad norms, loss
 # scales and skipped iterations as 1×1×2 unsharded, and its checkpoint (fp32 master shards and
 # the loss scaler) resumes sharded at 1×1×4 and unsharded at 1×1×1 with the same next
@@ -63,7 +69,51 @@ run resumed_p2d2_d4 4 1 --use-distributed-optimizer --load "$WORK/ckpt_p2d2_4"
   --save "$WORK/ckpt_converted" --target-tensor-parallel-size 2 > "$WORK/convert.log" 2>&1 ||
   { cat "$WORK/convert.log"; echo "FAIL: convert"; exit 1; }
 run resumed_converted 4 1 --tensor-model-parallel-size 2 --use-distributed-optimizer \
-  --load "$WORK/ckpt_converted"
+  --load "$WORK/ckpt_converted" --save "$WORK/ckpt_tp2d2" --save-interval 4
+
+convert() {  # convert LOG FLAGS...
+  local log=$1
+  shift
+  "$MEGATRON_BINARY" convert --model-type gpt "$@" > "$WORK/$log.log" 2>&1 ||
+    { cat "$WORK/$log.log"; echo "FAIL: convert $*"; exit 1; }
+}
+# same_files A B: every file of checkpoint iteration directory B is A's, byte for byte
+# (optimizer shards, model files, state.json), and A has no other.
+same_files() {
+  diff <(cd "$1" && find . -type f | sort) <(cd "$2" && find . -type f | sort) ||
+    { echo "FAIL: $1 and $2 hold different files"; exit 1; }
+  (cd "$1" && find . -type f) | while read -r f; do
+    cmp "$1/$f" "$2/$f" || { echo "FAIL: converted $f differs from the trainer's"; exit 1; }
+  done
+}
+# round_trip NAME CKPT ITERATION TP PP DP: CKPT's sharded iteration converted to whole buffers
+# at 1×1, then back to TP×PP with DP distributed-optimizer shards, is the trainer's checkpoint.
+round_trip() {
+  local name=$1 ckpt=$2 iteration=$3 tp=$4 pp=$5 dp=$6
+  convert "${name}_whole" --load "$ckpt" --load-iteration "$iteration" --save "$WORK/${name}_whole"
+  local dir; dir=$WORK/${name}_whole/$(printf 'iter_%07d' "$iteration")/mp_rank_00
+  [[ -f $dir/optimizer.safetensors && -z $(find "$dir" -name 'optimizer_dp*') ]] ||
+    { ls -R "$dir"; echo "FAIL: convert without the flag wrote shards"; exit 1; }
+  convert "${name}_sharded" --load "$WORK/${name}_whole" --save "$WORK/${name}_sharded" \
+    --target-tensor-parallel-size "$tp" --target-pipeline-parallel-size "$pp" \
+    --use-distributed-optimizer --target-data-parallel-size "$dp"
+  echo "== $name: sharded -> whole 1x1 -> ${tp}x${pp}x${dp} shards: the trainer's files"
+  local it; it=$(printf 'iter_%07d' "$iteration")
+  same_files "$ckpt/$it" "$WORK/${name}_sharded/$it"
+}
+round_trip p2d2 "$WORK/ckpt_p2d2" 4 1 2 2
+round_trip tp2d2 "$WORK/ckpt_tp2d2" 8 2 1 2
+run resumed_round_trip_p2d2 4 2 --use-distributed-optimizer --load "$WORK/p2d2_sharded"
+convert plain_to_tp2d2 --load "$WORK/ckpt_plain4" --save "$WORK/ckpt_plain_tp2d2" \
+  --target-tensor-parallel-size 2 --use-distributed-optimizer --target-data-parallel-size 2
+for r in 0 1; do
+  for t in 00 01; do
+    [[ -f $WORK/ckpt_plain_tp2d2/iter_0000004/mp_rank_$t/optimizer_dp00${r}_of_002.safetensors ]] ||
+      { ls -R "$WORK/ckpt_plain_tp2d2"; echo "FAIL: no shard $r of mp_rank_$t"; exit 1; }
+  done
+done
+run resumed_plain_tp2d2 4 1 --tensor-model-parallel-size 2 --use-distributed-optimizer \
+  --load "$WORK/ckpt_plain_tp2d2"
 
 # The scale starts at 2^18 and doubles after every 2 clean steps, so that the gradients overflow
 # f16 now and then: here iterations 4 and 6 are skipped (checked below: some steps skip, some
@@ -74,6 +124,7 @@ run fp16_sharded_d2 2 1 "${FP16[@]}" --use-distributed-optimizer --save "$WORK/c
   --save-interval 4 --exit-interval 4
 run fp16_resumed_d4 4 1 "${FP16[@]}" --use-distributed-optimizer --load "$WORK/ckpt_fp16"
 run fp16_resumed_d1 1 1 "${FP16[@]}" --load "$WORK/ckpt_fp16"
+round_trip fp16_d2 "$WORK/ckpt_fp16" 4 1 1 2
 
 CHECK="node $MEGATRON_SOURCE_DIR/tests/e2e/compare_metrics.js"
 echo "== 1x1x1 vs 1x1x4 sharded (iterations 1-4, then it saves and exits)"
@@ -92,6 +143,10 @@ echo "== 1x2x2 (PP 2) sharded checkpoint resumed at 1x1x4 sharded"
 $CHECK "$WORK/plain.jsonl" "$WORK/resumed_p2d2_d4.jsonl" --from 5 --to 8 --rtol 1e-5
 echo "== 1x2x2 sharded checkpoint converted to TP 2, resumed at 2x1x2 sharded"
 $CHECK "$WORK/plain.jsonl" "$WORK/resumed_converted.jsonl" --from 5 --to 8 --rtol 1e-5
+echo "== 1x2x2 sharded checkpoint round-tripped through convert, resumed at 1x2x2 sharded"
+$CHECK "$WORK/sharded_p2d2.jsonl" "$WORK/resumed_round_trip_p2d2.jsonl" --from 5 --to 8 --rtol 1e-5
+echo "== 1x1x1 checkpoint converted to 2x1x2 shards, resumed at 2x1x2 sharded"
+$CHECK "$WORK/plain.jsonl" "$WORK/resumed_plain_tp2d2.jsonl" --from 5 --to 8 --rtol 1e-5
 echo "== fp16: 1x1x2 unsharded vs 1x1x2 sharded (iterations 1-4, then it saves and exits)"
 node -e '
   const r = require("fs").readFileSync(process.argv[1], "utf8").trim().split("\n").map(JSON.parse)
