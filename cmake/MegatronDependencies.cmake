@@ -170,11 +170,39 @@ megatron_optional_result(MEGATRON_USE_MPI "${MEGATRON_WITH_MPI}" MPI "${_megatro
 megatron_optional(MEGATRON_USE_OPENBLAS OpenBLAS "Use OpenBLAS for f32 GEMM")
 set(MEGATRON_WITH_OPENBLAS OFF)
 set(_megatron_reason "")
+# Debian ships OpenBLAS built three ways; the OpenMP build (libopenblas-openmp-dev) runs its
+# GEMMs on OpenMP's thread pool, the one every other kernel uses, where the default pthreads
+# build keeps a second pool that hands the cores back and forth with OpenMP's: one pool made the
+# 1 process x 2 threads GPT-2 step 2-15% faster with a third of the system time or less
+# (bench/RESULTS.md, issue 17 §6-7). Its pkg-config file lives in the build's own folder, and
+# the loader would pick whichever build Debian's alternatives select for libopenblas.so.0, so
+# the folder also goes into the binaries' RUNPATH (searched before the loader's cache).
+# Without it: any OpenBLAS.
+set(_megatron_openblas_openmp "")
+if(CMAKE_LIBRARY_ARCHITECTURE)
+  set(_megatron_openblas_openmp "/usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp")
+endif()
 if(_megatron_try AND PkgConfig_FOUND)
-  pkg_check_modules(OPENBLAS QUIET IMPORTED_TARGET openblas)
-  if(OPENBLAS_FOUND)
+  if(_megatron_openblas_openmp AND EXISTS "${_megatron_openblas_openmp}/pkgconfig/openblas.pc")
+    set(_megatron_saved_pkg_config_path "$ENV{PKG_CONFIG_PATH}")
+    set(ENV{PKG_CONFIG_PATH} "${_megatron_openblas_openmp}/pkgconfig")
+    # Its own prefix: pkg_check_modules caches a result per prefix and arguments.
+    pkg_check_modules(OPENBLAS_OPENMP QUIET IMPORTED_TARGET openblas)
+    set(ENV{PKG_CONFIG_PATH} "${_megatron_saved_pkg_config_path}")
+  endif()
+  if(OPENBLAS_OPENMP_FOUND)
     set(MEGATRON_WITH_OPENBLAS ON)
-    target_link_libraries(megatron_deps INTERFACE PkgConfig::OPENBLAS)
+    target_link_libraries(megatron_deps INTERFACE PkgConfig::OPENBLAS_OPENMP)
+    set(OPENBLAS_VERSION "${OPENBLAS_OPENMP_VERSION} (OpenMP build)")
+    # The build tree's RUNPATH gets the folder from the full library path; the install tree's
+    # from this.
+    list(APPEND CMAKE_INSTALL_RPATH "${_megatron_openblas_openmp}")
+  else()
+    pkg_check_modules(OPENBLAS QUIET IMPORTED_TARGET openblas)
+    if(OPENBLAS_FOUND)
+      set(MEGATRON_WITH_OPENBLAS ON)
+      target_link_libraries(megatron_deps INTERFACE PkgConfig::OPENBLAS)
+    endif()
   endif()
 endif()
 if(_megatron_try AND NOT MEGATRON_WITH_OPENBLAS)

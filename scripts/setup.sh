@@ -12,7 +12,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 PACKAGES=(
   cmake ninja-build g++ make pkg-config git ca-certificates
-  libopenmpi-dev openmpi-bin libdnnl-dev libopenblas-dev
+  libopenmpi-dev openmpi-bin libdnnl-dev libopenblas-openmp-dev
   nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev libsentencepiece-dev
   libgtest-dev libgmock-dev libbenchmark-dev clang-format libcpp-httplib-dev sentencepiece
 )

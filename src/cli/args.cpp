@@ -339,7 +339,7 @@ void check_megatron_flags(const MegatronFlags& flags, const Args& a) {
   flags.check();
 }
 
-void add_pretraining_parallel_args(ArgTable& table, Args& args) {
+void add_sharding_args(ArgTable& table, Args& args) {
   table.add_flag("--use-distributed-optimizer", args.distributed_optimizer,
                  "shard the Adam state over data-parallel ranks (ZeRO-1; docs/parallelism.md)");
   table.add_flag("--sequence-parallel", args.sequence_parallel,

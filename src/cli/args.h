@@ -192,7 +192,7 @@ struct Args {
   bool selective_recompute() const {
     return recompute_activations || recompute_granularity == "selective";
   }
-  // Registered by add_pretraining_parallel_args (pretrain-gpt and pretrain-bert).
+  // Registered by add_sharding_args (pretrain-gpt, pretrain-bert, finetune).
   bool sequence_parallel = false;                        // --sequence-parallel
   bool distributed_optimizer = false;                    // --use-distributed-optimizer
   bool overlap_grad_reduce = false;                      // --overlap-grad-reduce
@@ -233,9 +233,11 @@ void add_tokenizer_args(ArgTable& table, std::string& type, std::string& vocab_f
 // Registers every shared flag on `app`, writing into `args`.
 void add_training_args(ArgTable& table, Args& args);
 
-// Registers the pretraining-only parallelism flags: --use-distributed-optimizer,
-// --sequence-parallel, --overlap-grad-reduce and --ddp-bucket-size (finetuning offers none).
-void add_pretraining_parallel_args(ArgTable& table, Args& args);
+// Registers the flags that shard state beyond TP x PP x DP, for the commands that train on the
+// Trainer (pretrain-gpt, pretrain-bert, finetune): --use-distributed-optimizer (the Adam state
+// over DP) and --sequence-parallel (activations along the sequence over TP); and how the DP
+// gradient reduction runs: --overlap-grad-reduce, --ddp-bucket-size.
+void add_sharding_args(ArgTable& table, Args& args);
 
 // Registers the architecture flags (ArchitectureArgs) on `table`.
 void add_architecture_args(ArgTable& table, ArchitectureArgs& arch);

@@ -8,6 +8,11 @@
 //   megatron convert --model-type gpt --from megatron --to hf --load CKPT --save HF_DIR
 //   megatron convert --model-type gpt --load CKPT --save CKPT2 --target-tensor-parallel-size T
 //                    [--target-pipeline-parallel-size P]
+//                    [--use-distributed-optimizer --target-data-parallel-size D]
+//
+// With --use-distributed-optimizer the optimizer state is written as the D data-parallel ranks
+// of a --use-distributed-optimizer run at the target TP × PP save it (one shard file each);
+// without it, as whole buffers (which load at any DP size, sharded or not, all the same).
 //
 // Megatron's spellings work too: --model-type GPT | BERT, --loader / --saver (megatron, mcore
 // or hf) for --from / --to, --load-dir / --save-dir, --true-vocab-size for --vocab-size;
@@ -32,7 +37,8 @@ int run_convert(int argc, char** argv) {
   app.name("megatron convert");
   std::string model_type, from = "megatron", to = "megatron", load, save;
   TokenizerFileOverrides tokenizer_files;
-  int target_tp = 1, target_pp = 1, divisible_by = 128;
+  int target_tp = 1, target_pp = 1, target_dp = 1, divisible_by = 128;
+  bool distributed_optimizer = false;
   int64_t load_iteration = -1, vocab_size = 0;
   std::string megatron_path;
   int max_queue_size = 0;
@@ -60,6 +66,12 @@ int run_convert(int argc, char** argv) {
                  "tensor-parallel size of the written checkpoint");
   app.add_option("--target-pipeline-parallel-size", target_pp,
                  "pipeline-parallel size of the written checkpoint (megatron to megatron)");
+  CLI::Option* target_dp_option =
+      app.add_option("--target-data-parallel-size", target_dp,
+                     "with --use-distributed-optimizer: data-parallel ranks whose optimizer "
+                     "shards are written (megatron to megatron)");
+  app.add_flag("--use-distributed-optimizer", distributed_optimizer,
+               "write the optimizer state as a --use-distributed-optimizer run's DP shards");
   app.add_option("--make-vocab-size-divisible-by", divisible_by,
                  "HF import: pad the vocabulary to a multiple of this x TP size");
   app.add_option("--load-iteration", load_iteration,
@@ -83,6 +95,14 @@ int run_convert(int argc, char** argv) {
              "--target-pipeline-parallel-size ", target_pp,
              " is supported when resharding checkpoints (megatron to megatron); HF imports write "
              "pipeline size 1");
+  MT_REQUIRE(target_dp >= 1, "--target-data-parallel-size must be >= 1, got ", target_dp);
+  MT_REQUIRE(distributed_optimizer || target_dp_option->count() == 0,
+             "--target-data-parallel-size ", target_dp,
+             " needs --use-distributed-optimizer: whole optimizer buffers load at any "
+             "data-parallel size, only the distributed optimizer's shards depend on it");
+  MT_REQUIRE(!distributed_optimizer || (from == "megatron" && to == "megatron"),
+             "--use-distributed-optimizer is supported when resharding checkpoints (megatron to "
+             "megatron): HF imports have no optimizer state, and HF exports none");
   MT_REQUIRE(from == "megatron" || to == "megatron", "--from hf --to hf is not a conversion");
   MT_REQUIRE(std::filesystem::weakly_canonical(load) != std::filesystem::weakly_canonical(save),
              "--load and --save are both '", load, "': write the conversion elsewhere");
@@ -110,9 +130,18 @@ int run_convert(int argc, char** argv) {
     export_hf_gpt2(load, load_iteration, save, vocab_size, tokenizer_files);
     log_info("exported checkpoint ", load, " as HF GPT-2 ", save);
   } else {
-    reshard_checkpoint(load, load_iteration, save, target_tp, target_pp);
+    reshard_checkpoint(
+        load, load_iteration, save, target_tp, target_pp,
+        distributed_optimizer
+            ? DistributedOptimizerTarget{target_dp, model_type == "bert" ? bert_rank_parameters
+                                                                         : gpt_rank_parameters}
+            : DistributedOptimizerTarget{});
     log_info("resharded checkpoint ", load, " into ", save, " at tensor-parallel size ", target_tp,
-             ", pipeline-parallel size ", target_pp);
+             ", pipeline-parallel size ", target_pp,
+             distributed_optimizer && target_dp > 1
+                 ? ", the optimizer state as the distributed optimizer's " +
+                       std::to_string(target_dp) + " data-parallel shards"
+                 : std::string());
   }
   return 0;
 }

@@ -63,8 +63,8 @@ FinetuneDataset read_task_data(const std::string& task, const std::string& name,
 
 int run_finetune(int argc, char** argv) {
   CLI::App app{
-      "Finetune a pretrained BERT on RACE, MNLI or QQP with tensor x data parallelism "
-      "(Megatron-LM's tasks/main.py)",
+      "Finetune a pretrained BERT on RACE, MNLI or QQP with tensor x pipeline x data "
+      "parallelism (Megatron-LM's tasks/main.py)",
       "megatron finetune"};
   Args args;
   args.tokenizer_type = "BertWordPieceLowerCase";
@@ -85,6 +85,7 @@ int run_finetune(int argc, char** argv) {
   table.add("--epochs", flags.epochs,
             "passes over the training data (0: only evaluate --valid-data)");
   add_bert_layernorm_flags(table, flags.layernorm);
+  add_sharding_args(table, args);
   MegatronFlags megatron_flags(app);
   if (int rc = megatron_flags.parse(argc, argv); rc >= 0) return rc;
   select_training_device(args);
@@ -99,6 +100,12 @@ int run_finetune(int argc, char** argv) {
   int64_t iterations_per_epoch = 0;
   nlohmann::json tokenizer_id;
   run_on_all_ranks(*world, "", [&] {
+    // Before the table's generic rejection, which speaks of pretraining's interleaved schedule.
+    MT_REQUIRE(!megatron_flags.given("--num-layers-per-virtual-pipeline-stage"),
+               "--num-layers-per-virtual-pipeline-stage: the interleaved schedule needs a "
+               "multiple of --pipeline-model-parallel-size micro-batches per iteration, and "
+               "finetune runs one per data-parallel rank (Megatron's finetuning); drop the flag "
+               "(finetune's pipeline runs 1F1B)");
     check_megatron_flags(megatron_flags, args);
     MT_REQUIRE(flags.task == "RACE" || flags.task == "MNLI" || flags.task == "QQP",
                "--task must be RACE, MNLI or QQP, got '", flags.task, "'");
@@ -113,22 +120,19 @@ int run_finetune(int argc, char** argv) {
                    args.valid_data_path.empty() && args.test_data_path.empty() && !args.mock_data,
                "--data-path / --*-data-path / --mock-data are pretraining data; finetune reads "
                "--train-data and --valid-data");
-    MT_REQUIRE(
-        args.pipeline_model_parallel_size == 1, "--pipeline-model-parallel-size ",
-        args.pipeline_model_parallel_size,
-        " is not supported by finetune (its classifiers have no pipeline stages yet); use 1");
-    MT_REQUIRE(
-        args.tensor_model_parallel_size > 0 && world->size() % args.tensor_model_parallel_size == 0,
-        "the world size ", world->size(),
-        " is not a multiple of "
-        "--tensor-model-parallel-size ",
-        args.tensor_model_parallel_size);
+    const int model_parallel = args.tensor_model_parallel_size * args.pipeline_model_parallel_size;
+    MT_REQUIRE(args.tensor_model_parallel_size > 0 && args.pipeline_model_parallel_size > 0 &&
+                   world->size() % model_parallel == 0,
+               "the world size ", world->size(),
+               " is not a multiple of --tensor-model-parallel-size ",
+               args.tensor_model_parallel_size, " x --pipeline-model-parallel-size ",
+               args.pipeline_model_parallel_size);
     MT_REQUIRE(args.micro_batch_size > 0, "--micro-batch-size must be given and positive, got ",
                args.micro_batch_size);
     MT_REQUIRE(args.seq_length > 0, "--seq-length must be given and positive, got ",
                args.seq_length);
     check_bert_layernorm_flags(flags.layernorm);
-    const int64_t dp = world->size() / args.tensor_model_parallel_size;
+    const int64_t dp = world->size() / model_parallel;
     // Megatron's finetuning: one micro-batch per data-parallel rank and iteration.
     MT_REQUIRE(args.global_batch_size == 0 || args.global_batch_size == args.micro_batch_size * dp,
                "--global-batch-size ", args.global_batch_size,
@@ -168,6 +172,9 @@ int run_finetune(int argc, char** argv) {
 
     step.model.bert =
         bert_config(args, flags.layernorm, /*binary_head=*/false, tokenizer->vocab_size());
+    // Flags that contradict the shape (e.g. --sequence-parallel at TP 1) are reported here,
+    // with the other flag errors, before any model is built.
+    step.model.bert.validate(args.tensor_model_parallel_size);
     step.model.multiple_choice = flags.task == "RACE";
     step.model.head_name = step.model.multiple_choice ? "multichoice_head" : "classification_head";
     step.model.classes = flags.task == "RACE" ? kRaceChoices : flags.task == "MNLI" ? 3 : 2;

@@ -90,13 +90,14 @@ bool set_threads_per_process() {
   return true;
 }
 
-// OpenBLAS (Debian's pthreads build) runs each GEMM on a thread pool of its own, beside
-// OpenMP's, which every other kernel uses. With OpenMP's default (active) wait an idle OpenMP
-// worker keeps spinning on a core that OpenBLAS's thread (or another process) needs: on a
-// loaded 2-core machine the 1 process x 2 threads GPT-2 step ran 2.7x slower than with passive
-// waiting, its small OpenMP kernels at 10-40x their byte floor (bench/RESULTS.md). Passive
-// waiting puts idle workers to sleep at once; a user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT
-// is respected.
+// With OpenMP's default (active) wait an idle OpenMP worker keeps spinning on a core that
+// another thread pool (Debian's pthreads build of OpenBLAS, when the build could not link the
+// OpenMP one) or another process needs: on a loaded 2-core machine the 1 process x 2 threads
+// GPT-2 step ran 2.7x slower than with passive waiting, its small OpenMP kernels at 10-40x
+// their byte floor (bench/RESULTS.md). With OpenBLAS on OpenMP's own pool active waiting no
+// longer costs that much (within noise of passive, §6), but processes sharing cores under
+// mpirun still do, so passive stays the default. Passive waiting puts idle workers to sleep at
+// once; a user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT is respected.
 bool set_passive_omp_wait() {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr)
     return false;

@@ -157,21 +157,21 @@ constexpr Rule kRules[] = {
     {"--no-flight-recorder-*", false, "configures NCCL's flight recorder"},
     {"--disable-flight-recorder-*", false, "configures NCCL's flight recorder"},
     {"--overlap-grad-reduce", false,
-     "finetuning reduces its gradients after the backward (pretrain-gpt and pretrain-bert "
-     "implement the overlap); the computed function is the same"},
+     "the overlap is implemented for pretrain-gpt, pretrain-bert and finetune; here the "
+     "gradients are reduced after the backward (the same numbers)"},
     {"--overlap-param-gather", false, kGpuImpl},
     {"--overlap-param-gather-with-optimizer-step", false, kGpuImpl},
     {"--no-align-grad-reduce", false, kGpuImpl},
     {"--disable-align-grad-reduce", false, kGpuImpl},
     {"--no-align-param-gather", false, kGpuImpl},
     {"--ddp-bucket-size", false,
-     "finetuning reduces its gradients in buckets of the default size (pretrain-gpt and "
-     "pretrain-bert implement the flag); the computed function is the same"},
+     "implemented for pretrain-gpt, pretrain-bert and finetune; here the gradients are reduced "
+     "in buckets of the default size (the same numbers)"},
     {"--ddp-*", false, kGpuImpl},
     {"--use-distributed-optimizer", false,
-     "the distributed optimizer is implemented for pretrain-gpt and pretrain-bert; here the "
-     "Adam state is "
-     "replicated on every data-parallel rank (more memory, the same numbers)"},
+     "the distributed optimizer is implemented for pretrain-gpt, pretrain-bert and finetune; "
+     "here the Adam state is replicated on every data-parallel rank (more memory, the same "
+     "numbers)"},
     {"--num-distributed-optimizer-instances", false, kFsdp},
     {"--megatron-fsdp-*", false, kFsdp},
     {"--fsdp-*", false, kFsdp},
@@ -201,9 +201,9 @@ constexpr Rule kRules[] = {
     {"--hybrid-context-parallel", true, "context parallelism is not supported"},
     {"--cp-comm-type", false, "context parallelism is not used here"},
 
-    // Pipeline and sequence parallelism (pretrain-gpt and pretrain-bert).
+    // Pipeline and sequence parallelism (pretrain-gpt, pretrain-bert and finetune).
     {"--sequence-parallel", true,
-     "sequence parallelism is implemented for pretrain-gpt and pretrain-bert only "
+     "sequence parallelism is implemented for pretrain-gpt, pretrain-bert and finetune only "
      "(docs/parallelism.md)"},
     {"--pipeline-model-parallel-comm-backend", true, kPipeline},
     {"--pipeline-model-parallel-layout", true, kPipeline},

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "cli/args.h"
+#include "cli/bert_setup.h"
 #include "cli/subcommands.h"
 #include "core/error.h"
 #include "plan/calibration.h"
@@ -101,6 +102,11 @@ int run_plan(int argc, char** argv) {
   CLI::Option* no_bias = flag(app, "--disable-bias-linear", "Llama: no linear biases");
   CLI::Option* qkv_bias = flag(app, "--add-qkv-bias", "QKV biases with --disable-bias-linear");
   CLI::Option* mask_prob = option(app, "--mask-prob", "BERT: fraction of tokens masked");
+  CLI::Option* no_binary_head =
+      flag(app, "--bert-no-binary-head", "BERT: no pooler and no sentence-order head");
+  // pretrain-bert's LayerNorm order, registered by the same helper.
+  BertLayerNormFlags layernorm;
+  add_bert_layernorm_flags(table, layernorm);
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
 
   plan::ModelSpec model;
@@ -137,6 +143,15 @@ int run_plan(int argc, char** argv) {
   model.add_bias_linear = !given(no_bias);
   model.add_qkv_bias = given(qkv_bias);
   model.mask_prob = value_or<double>(mask_prob, 0.15);
+  if (given(no_binary_head)) {
+    MT_REQUIRE(model.family == plan::ModelFamily::kBert,
+               "--bert-no-binary-head is a BERT option: give --model bert");
+    model.bert_binary_head = false;
+  }
+  check_bert_layernorm_flags(layernorm);
+  model.norm_order = layernorm.post_layernorm            ? plan::NormOrder::kPost
+                     : layernorm.residual_post_layernorm ? plan::NormOrder::kPreResidualFromNorm
+                                                         : plan::NormOrder::kPre;
   plan::validate_model(model);
 
   plan::Layout layout;

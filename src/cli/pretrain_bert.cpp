@@ -48,7 +48,7 @@ int run_pretrain_bert(int argc, char** argv) {
   table.add_flag("--bert-no-binary-head", flags.no_binary_head,
                  "no pooler and no sentence-order-prediction head/loss");
   add_bert_layernorm_flags(table, flags.layernorm);
-  add_pretraining_parallel_args(table, args);
+  add_sharding_args(table, args);
   int layers_per_virtual_stage = 0;
   table.add("--num-layers-per-virtual-pipeline-stage", layers_per_virtual_stage,
             "layers per model chunk: the interleaved 1F1B schedule (docs/parallelism.md)");

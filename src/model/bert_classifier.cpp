@@ -4,6 +4,16 @@
 
 namespace megatron {
 
+class BertClassifier::StageCtx {
+ public:
+  explicit StageCtx(Device device) : arena(device) {}
+  Arena arena;  // this micro-batch's activations
+  BertEncoder::Ctx encoder;
+  ClassificationHead::Ctx head;
+  ClassifierOutput output;  // the last stage's
+  bool ran = false;         // forward_stage ran in this context
+};
+
 namespace {
 
 ClassificationHeadConfig head_config(const BertClassifierConfig& c) {
@@ -15,36 +25,18 @@ ClassificationHeadConfig head_config(const BertClassifierConfig& c) {
           .init_std = c.bert.init_method_std};
 }
 
-}  // namespace
-
-BertClassifier::BertClassifier(const BertClassifierConfig& config, const ParallelState& ps,
-                               ParameterStore& store)
-    : config_(config),
-      store_(store),
-      weights_((config.bert.validate(ps.tp_size), store), config.bert.compute_dtype),
-      encoder_(config.bert, /*with_pooler=*/true, ps, store, weights_),
-      head_(head_config(config), store, weights_),
-      arena_(store.device()),
-      scratch_(store.device()) {
-  MT_CHECK(store.tp_size() == ps.tp_size && store.tp_rank() == ps.tp_rank,
-           "the ParameterStore was made for TP rank ", store.tp_rank(), " of ", store.tp_size(),
-           ", the parallel state is rank ", ps.tp_rank, " of ", ps.tp_size);
+std::optional<ClassificationHead> last_stage_head(const BertClassifierConfig& c,
+                                                  const StageRange& stage, ParameterStore& store,
+                                                  const ComputeWeights& weights) {
+  if (!stage.last) return std::nullopt;
+  return std::optional<ClassificationHead>(std::in_place, head_config(c), store, weights);
 }
 
-void BertClassifier::init_weights(uint64_t seed) {
-  encoder_.init_weights(store_, seed);
-  head_.init_weights(store_, seed);
-  refresh_compute_weights();
-}
-
-void BertClassifier::refresh_compute_weights() {
-  weights_.refresh();
-}
-
-ClassifierBatch BertClassifier::on_device(const ClassifierBatch& batch) {
+// The batch with its tensors on `arena`'s device (uploaded in one copy).
+ClassifierBatch on_device(const ClassifierBatch& batch, Arena& arena) {
   ClassifierBatch d = batch;
   std::vector<Tensor> moved =
-      upload({batch.tokens, batch.token_types, batch.pad_mask, batch.labels}, arena_);
+      upload({batch.tokens, batch.token_types, batch.pad_mask, batch.labels}, arena);
   d.tokens = moved[0];
   d.token_types = moved[1];
   d.pad_mask = moved[2];
@@ -52,37 +44,113 @@ ClassifierBatch BertClassifier::on_device(const ClassifierBatch& batch) {
   return d;
 }
 
-float BertClassifier::forward_backward(const ClassifierBatch& host_batch, float grad_scale,
-                                       uint64_t seed) {
-  arena_.reset();
-  const ClassifierBatch batch = on_device(host_batch);
-  const DropoutScope scope{true, seed, batch.iteration, batch.first_row};
-  BertEncoder::Ctx encoder_ctx;
-  const BertEncoder::Output encoded = encoder_.forward(encoder_ctx, batch.tokens, batch.token_types,
-                                                       batch.pad_mask, scope, arena_, scratch_);
-  ClassificationHead::Ctx head_ctx;
-  head_.forward(head_ctx, encoded.pooled, scope, arena_);
-  const float loss = head_.loss(head_ctx, batch.labels, arena_);
-  const Tensor dpooled = head_.backward(head_ctx, grad_scale, arena_);  // f32 [n, h]
-  const int64_t n = encoder_ctx.batch, s = encoder_ctx.seq, h = config_.bert.hidden_size;
-  encoder_.backward(encoder_ctx, arena_.zeros({s, n, h}, weights_.dtype()), dpooled, arena_,
-                    scratch_);
-  return loss;
+}  // namespace
+
+BertClassifier::BertClassifier(const BertClassifierConfig& config, const ParallelState& ps,
+                               ParameterStore& store, StageRange stage)
+    : config_(config),
+      store_(store),
+      weights_((config.bert.validate(ps.tp_size), store), config.bert.compute_dtype),
+      encoder_(config.bert, /*with_pooler=*/true, ps, store, weights_, stage),
+      head_(last_stage_head(config, stage, store, weights_)),
+      whole_(make_stage_ctx()),
+      scratch_(store.device()) {
+  MT_CHECK(store.tp_size() == ps.tp_size && store.tp_rank() == ps.tp_rank,
+           "the ParameterStore was made for TP rank ", store.tp_rank(), " of ", store.tp_size(),
+           ", the parallel state is rank ", ps.tp_rank, " of ", ps.tp_size);
 }
 
-Tensor BertClassifier::forward_logits(const ClassifierBatch& host_batch) {
-  arena_.reset();
-  ClassifierBatch without_labels = host_batch;
-  without_labels.labels = Tensor();
-  const ClassifierBatch batch = on_device(without_labels);
-  BertEncoder::Ctx encoder_ctx;
+BertClassifier::~BertClassifier() = default;
+
+void BertClassifier::init_weights(uint64_t seed) {
+  encoder_.init_weights(store_, seed);
+  if (head_) head_->init_weights(store_, seed);
+  refresh_compute_weights();
+}
+
+void BertClassifier::refresh_compute_weights() {
+  weights_.refresh();
+}
+
+void BertClassifier::check_whole(const char* what) const {
+  MT_CHECK(stage().whole(), what,
+           ": this BertClassifier holds one pipeline stage, not the whole model (layers from ",
+           stage().first_layer, ")");
+}
+
+void BertClassifier::StageCtxDeleter::operator()(StageCtx* ctx) const {
+  delete ctx;
+}
+
+BertClassifier::StageCtxPtr BertClassifier::make_stage_ctx() const {
+  return StageCtxPtr(new StageCtx(store_.device()));
+}
+
+Shape BertClassifier::stage_activation_shape(int64_t micro_batch) const {
+  return {config_.bert.seq_length / encoder_.sequence_shards(), micro_batch * choices(),
+          config_.bert.hidden_size};
+}
+
+Tensor BertClassifier::forward_stage(StageCtx& ctx, const ClassifierBatch& host_batch,
+                                     const Tensor& input, bool train, uint64_t seed) {
+  ctx.arena.reset();
+  ctx.output = ClassifierOutput{};
+  ctx.ran = true;
+  const ClassifierBatch batch = on_device(host_batch, ctx.arena);
+  const DropoutScope scope =
+      train ? DropoutScope{true, seed, batch.iteration, batch.first_row} : DropoutScope{};
   const BertEncoder::Output encoded =
-      encoder_.forward(encoder_ctx, batch.tokens, batch.token_types, batch.pad_mask, DropoutScope{},
-                       arena_, scratch_);
-  ClassificationHead::Ctx head_ctx;
-  const Tensor logits = head_.forward(head_ctx, encoded.pooled, DropoutScope{}, arena_);
-  Tensor host = Tensor::empty(logits.shape(), DType::F32);
-  host.copy_from(logits);
+      encoder_.forward(ctx.encoder, stage().first ? batch.tokens : input, batch.token_types,
+                       batch.pad_mask, scope, ctx.arena, scratch_);
+  if (!stage().last) return encoded.hidden;
+  ctx.output.logits = head_->forward(ctx.head, encoded.pooled, scope, ctx.arena);
+  if (batch.labels.defined()) {
+    ctx.output.labels = batch.labels;
+    ctx.output.loss = head_->loss(ctx.head, batch.labels, ctx.arena);
+  }
+  return Tensor();
+}
+
+const ClassifierOutput& BertClassifier::stage_output(const StageCtx& ctx) const {
+  MT_CHECK(stage().last && ctx.ran,
+           "stage_output: only the last stage computes the logits, after forward_stage");
+  return ctx.output;
+}
+
+Tensor BertClassifier::backward_stage(StageCtx& ctx, const Tensor& grad_output, float grad_scale) {
+  MT_CHECK(ctx.ran, "backward_stage before forward_stage");
+  const int64_t s = ctx.encoder.seq, n = ctx.encoder.batch, h = config_.bert.hidden_size;
+  if (!stage().last) {
+    const Shape expected = {s / encoder_.sequence_shards(), n, h};
+    MT_CHECK(grad_output.shape() == expected && grad_output.dtype() == weights_.dtype(),
+             "a BertClassifier stage's output gradient must be [", expected[0], ", ", expected[1],
+             ", ", expected[2], "] in ", dtype_name(weights_.dtype()), ", got ",
+             grad_output.describe());
+    return encoder_.backward(ctx.encoder, grad_output, Tensor(), ctx.arena, scratch_);
+  }
+  MT_CHECK(ctx.output.labels.defined(),
+           "BertClassifier backward: the micro-batch had no labels, so no loss to differentiate");
+  const Tensor dpooled = head_->backward(ctx.head, grad_scale, ctx.arena);  // f32 [n, h]
+  // The hidden states [s, n, h] feed nothing but the pooler: their own gradient is zero.
+  return encoder_.backward(ctx.encoder, ctx.arena.zeros({s, n, h}, weights_.dtype()), dpooled,
+                           ctx.arena, scratch_);
+}
+
+float BertClassifier::forward_backward(const ClassifierBatch& batch, float grad_scale,
+                                       uint64_t seed) {
+  check_whole("forward_backward");
+  forward_stage(*whole_, batch, Tensor(), /*train=*/true, seed);
+  backward_stage(*whole_, Tensor(), grad_scale);
+  return whole_->output.loss;
+}
+
+Tensor BertClassifier::forward_logits(const ClassifierBatch& batch) {
+  check_whole("forward_logits");
+  ClassifierBatch without_labels = batch;
+  without_labels.labels = Tensor();
+  forward_stage(*whole_, without_labels, Tensor(), /*train=*/false, 0);
+  Tensor host = Tensor::empty(whole_->output.logits.shape(), DType::F32);
+  host.copy_from(whole_->output.logits);
   return host;
 }
 

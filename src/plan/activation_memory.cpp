@@ -27,6 +27,10 @@ struct CppShapes {
   double norm_stats;  // f32 [N] statistics a norm keeps: mean and rstd (LayerNorm), rstd (RMSNorm)
   bool hidden_dropout, attention_dropout;
   bool selective;  // selective recompute: the probabilities and mask are not kept (attention.h)
+  // Residuals from the norms' outputs (pre-LN BERT, --apply-residual-connection-post-layernorm):
+  // the backward writes each norm's input gradient to a new tensor instead of adding it in place
+  // to the residual's.
+  bool residual_from_norm;
   double scores() const { return b * hl * s * s; }  // elements of one [b, a/t, s, s] tensor
 };
 
@@ -39,7 +43,10 @@ void cpp_attention_probs(const CppShapes& c, Allocations& a) {
 // TransformerLayer::forward's allocations into `arena` (kept for backward). With sequence
 // parallelism the norms, dropouts and residuals hold the shard (n tokens); a column-parallel
 // GEMM all-gathers its input (kept for its weight gradient) and a row-parallel GEMM
-// reduce-scatters its partial sums into a new shard.
+// reduce-scatters its partial sums into a new shard. Listed in the pre-LN order; the post-LN
+// layer (forward_post_ln) allocates the same tensors in another order — attention on x,
+// h = x + attention, LN1(h), the MLP on it, LN1(h) + mlp, LN2 of that as the output — so the
+// sum is the same.
 void cpp_layer_forward(const CppShapes& c, Allocations& a) {
   if (c.hidden_dropout) a.add(c.n * c.h, 2);  // two u8 hidden masks
   a.add(c.n * 4, c.norm_stats);               // LN1 rstd (and mean)
@@ -69,7 +76,10 @@ void cpp_layer_workspace(const CppShapes& c, Allocations& a) {
   if (c.attention_dropout) a.add(c.scores() * c.e);
 }
 
-// TransformerLayer::backward's allocations (into the scratch arena, reset per layer).
+// TransformerLayer::backward's allocations (into the scratch arena, reset per layer). The
+// post-LN backward (backward_post_ln) allocates LN2's input gradient where the pre-LN one
+// allocates d(mlp output), and LN1's where it allocates d(attention output); it writes
+// d(mlp output) over its dy and d(attention output) over LN2's input gradient: the same sum.
 void cpp_layer_backward(const CppShapes& c, Allocations& a) {
   if (c.selective) {          // ParallelAttention::backward recomputes the core's probabilities
     a.add(c.scores() * c.e);  // raw scores
@@ -85,12 +95,22 @@ void cpp_layer_backward(const CppShapes& c, Allocations& a) {
   if (c.sp) a.add(c.N * c.h * c.e);  // ... all-gathered (projection backward)
   a.add(c.N * c.ctx * c.e);          // d(context)
   a.add(c.N * c.qkv * c.e);          // dQKV
-  if (c.attention_dropout) a.add(c.scores() * c.e);  // dropped probabilities, re-derived
-  a.add(c.scores() * c.e);                           // d(dropped probabilities)
-  if (c.attention_dropout) a.add(c.scores() * c.e);  // d(probabilities)
-  a.add(c.scores() * c.e);                           // d(scores)
-  a.add(c.N * c.h * c.e);                            // QKV input gradient
-  if (c.sp) a.add(c.n * c.h * c.e);                  // ... reduce-scattered
+  if (c.attention_dropout) a.add(c.scores() * c.e);     // dropped probabilities, re-derived
+  a.add(c.scores() * c.e);                              // d(dropped probabilities)
+  if (c.attention_dropout) a.add(c.scores() * c.e);     // d(probabilities)
+  a.add(c.scores() * c.e);                              // d(scores)
+  a.add(c.N * c.h * c.e);                               // QKV input gradient
+  if (c.sp) a.add(c.n * c.h * c.e);                     // ... reduce-scattered
+  if (c.residual_from_norm) a.add(c.n * c.h * c.e, 2);  // LN2's, LN1's input gradients
+}
+
+// A LayerNorm outside the layers — the final one (pre-LN), or the embedding's (post-LN BERT,
+// between the lookups and the dropout, InputEmbedding) — on the rank's shard: its statistics
+// and output, and in backward its input gradient (a new tensor).
+void cpp_outer_norm(const CppShapes& c, Allocations& a) {
+  a.add(c.n * 4, c.norm_stats);  // rstd (and mean)
+  a.add(c.n * c.h * c.e);        // output
+  a.add(c.n * c.h * c.e);        // backward: input gradient
 }
 
 ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
@@ -116,6 +136,7 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
   c.hidden_dropout = m.hidden_dropout > 0;
   c.attention_dropout = m.attention_dropout > 0;
   c.selective = l.recompute == Recompute::kSelective;
+  c.residual_from_norm = m.norm_order == NormOrder::kPreResidualFromNorm;
   const bool bert = m.family == ModelFamily::kBert;
   const bool recompute = l.recompute == Recompute::kFull;
   const double N = c.N, n = c.n, h = c.h, e = c.e;
@@ -129,6 +150,7 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
   emb.add(n * h * e);  // position (and token type) rows of the shard, allocated with or without
   if (m.learned_position_embeddings) emb.add(N * 4);  // position ids, the whole sequence
   if (bert) emb.add(N * 4);                           // token types, sequence-major, the same
+  if (m.embedding_norm()) cpp_outer_norm(c, emb);     // post-LN BERT: LayerNorm before dropout
   if (c.hidden_dropout) {                             // on this rank's sequence shard with SP
     emb.add(n * h);                                   // u8 mask
     emb.add(n * h * e);                               // dropped output
@@ -148,10 +170,8 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
   r.per_layer = layer.bytes;
 
   Allocations out;
-  out.add(n * 4, c.norm_stats);  // final norm rstd (and mean)
-  out.add(n * h * e);            // final LayerNorm output
-  out.add(n * h * e);            // backward: final LayerNorm input gradient
-  if (c.sp) out.add(N * h * e);  // the heads' input, all-gathered along the sequence
+  if (m.final_norm()) cpp_outer_norm(c, out);  // pre-LN: the final norm
+  if (c.sp) out.add(N * h * e);                // the heads' input, all-gathered along the sequence
   // GPT's backward reduce-scatters d(hidden); BERT's keeps this rank's rows of the heads'
   // complete gradient (a view, model/bert_encoder.h).
   if (c.sp && !bert) out.add(n * h * e);

@@ -28,7 +28,11 @@
 // and without sequence parallelism). Selective recompute keeps the attention probabilities and
 // mask in the workspace and re-allocates them in backward; sequence parallelism holds the
 // norms, dropouts and residuals at s/t and keeps each column-parallel GEMM's gathered input
-// and each row-parallel GEMM's partial sums at s.
+// and each row-parallel GEMM's partial sums at s. A post-LN BERT's layers allocate the same
+// tensors in another order, and its embedding LayerNorm keeps what the final norm it lacks
+// would (statistics, output, input gradient: moved from the last stage to the first); residuals
+// from the norms (--apply-residual-connection-post-layernorm) add two input gradients to the
+// layer's backward scratch.
 // With pipeline parallelism each rank holds one such arena per micro-batch in flight, for its
 // stage's layers only, plus the pipeline executor's copies of what it sends and receives
 // (plan/pipeline_buffers.h); "first_stage" is then the most loaded rank other than the last

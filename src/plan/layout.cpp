@@ -87,13 +87,9 @@ void validate_layout(const ModelSpec& m, const Layout& l, Implementation impl) {
     MT_REQUIRE(!l.sequence_parallel || m.seq_length % t == 0, "--sequence-parallel: --seq-length ",
                m.seq_length, " must be divisible by --tensor-model-parallel-size ", t,
                " (each TP rank holds a whole shard of the sequence)");
-    MT_REQUIRE(l.recompute != Recompute::kSelective || m.family == ModelFamily::kGpt,
-               "--recompute-granularity selective: megatron-cpp's BERT recomputes whole layers "
-               "only (selective recompute is a GPT option there)",
-               use_lm);
-    MT_REQUIRE(!l.distributed_optimizer || l.precision != Precision::kFp16,
-               "--use-distributed-optimizer with --fp16: megatron-cpp does not support it yet; "
-               "use --bf16",
+    MT_REQUIRE(m.norm_order != NormOrder::kPreResidualFromNorm || m.family == ModelFamily::kBert,
+               "--apply-residual-connection-post-layernorm: megatron-cpp's GPT keeps the "
+               "residual before the LayerNorm (a pretrain-bert option there)",
                use_lm);
     MT_REQUIRE(!l.overlap_param_gather && !l.tp_comm_overlap,
                "--overlap-param-gather / --tp-comm-overlap: megatron-cpp runs these collectives ",
@@ -113,6 +109,12 @@ void validate_layout(const ModelSpec& m, const Layout& l, Implementation impl) {
         "original architecture (they are GPT options there)",
         use_lm);
   }
+  // Megatron-LM's layers are pre-LN (with or without residuals from the norms); the
+  // original BERT's order is megatron-cpp's import format.
+  MT_REQUIRE(impl == Implementation::kMegatronCpp || m.norm_order != NormOrder::kPost,
+             "--post-layernorm: ", implementation_name(impl),
+             " has no post-LayerNorm order (its BERT is pre-LN); plan it with --implementation "
+             "megatron-cpp");
   if (impl == Implementation::kMegatronLm2019) {
     MT_REQUIRE(p == 1 && !l.sequence_parallel && !l.distributed_optimizer &&
                    l.recompute != Recompute::kSelective && !l.flash_attention &&

@@ -53,8 +53,9 @@ int activation_bytes(Precision p);
 // and the FFN width divisible by TP; layers divisible by p·v; the global batch a multiple of
 // b·d; the interleaved schedule's micro-batch count a multiple of p; sequence parallelism
 // only with TP > 1; and what `impl` does not implement (megatron-cpp: the distributed
-// optimizer with fp16, overlaps, flash attention, a sequence not divisible by TP under SP; in
-// BERT SP, selective recompute and the Llama options).
+// optimizer with fp16, overlaps, flash attention, a sequence not divisible by TP under SP,
+// residuals from the norms in GPT, the Llama options in BERT; Megatron-LM: the post-LayerNorm
+// order).
 void validate_layout(const ModelSpec& model, const Layout& layout, Implementation impl);
 
 }  // namespace megatron::plan

@@ -12,9 +12,11 @@ BytesPerParameter bytes_per_parameter(const Layout& l, Implementation impl) {
     case Implementation::kMegatronCpp:
       b.weights = l.precision == Precision::kBf16 ? 6 : 4;
       b.gradients = 4;
-      // The distributed optimizer keeps the moments and the reduced gradients (f32 [k], k =
-      // n/d) of its shard only (train/distributed_optimizer.h; not with fp16).
-      b.optimizer = l.distributed_optimizer           ? (8 + 4) / dp_shard
+      // The distributed optimizer keeps the moments, the reduced gradients (f32 [k], k = n/d)
+      // and, with fp16, the fp32 master and its f16 scratch of its shard only
+      // (train/distributed_optimizer.h).
+      b.optimizer = l.distributed_optimizer
+                        ? (l.precision == Precision::kFp16 ? 8 + 4 + 4 + 2 : 8 + 4) / dp_shard
                     : l.precision == Precision::kFp16 ? 14
                                                       : 8;
       break;

@@ -152,13 +152,17 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
       k.memory(cpp_probs, 1, 2 * S2 * e, S2);                       // scaled masked softmax
       k.memory(cpp_probs, amask, S2, 0, S2);                        // attention mask (Philox)
       core_fwd.memory += cpp_probs.memory;
-      k.memory(core_fwd, amask, (2 * e + 1) * S2);          // dropout
-      k.memory(fwd, 2, 2 * (3 * e + dmask) * Eh);           // 2 bias-dropout-add
-      k.memory(fwd, 1, (F1 + F) * e, F);                    // bias-GeLU / SwiGLU
-      k.memory(bwd, 2, 2 * (2 * e + dmask) * Eh);           // 2 bias-dropout-add backward
-      k.memory(bwd, 1, (F + 2 * F1) * e, F);                // bias-GeLU / SwiGLU backward
-      k.memory(bwd, 2 * rope, 2 * 2 * rope * QK * e);       // RoPE inverse on dQ, dK
-      k.memory(bwd, 2, 2 * 4 * Eh * e);                     // 2 LayerNorm bwd (accumulate)
+      k.memory(core_fwd, amask, (2 * e + 1) * S2);     // dropout
+      k.memory(fwd, 2, 2 * (3 * e + dmask) * Eh);      // 2 bias-dropout-add
+      k.memory(fwd, 1, (F1 + F) * e, F);               // bias-GeLU / SwiGLU
+      k.memory(bwd, 2, 2 * (2 * e + dmask) * Eh);      // 2 bias-dropout-add backward
+      k.memory(bwd, 1, (F + 2 * F1) * e, F);           // bias-GeLU / SwiGLU backward
+      k.memory(bwd, 2 * rope, 2 * 2 * rope * QK * e);  // RoPE inverse on dQ, dK
+      if (model.norm_order == NormOrder::kPre) {
+        k.memory(bwd, 2, 2 * 4 * Eh * e);  // 2 LayerNorm bwd, accumulated into the residual's
+      } else {  // each norm's input gradient written (3 passes), the residual's added by axpy
+        k.memory(bwd, 4, 2 * 3 * Eh * e + 2 * 3 * Eh * e);
+      }
       k.memory(core_bwd, 2 * amask, 2 * (2 * e + 1) * S2);  // dropped probs again, dropout bwd
       k.memory(core_bwd, 1, 3 * S2 * e);                    // softmax backward
       k.memory(bwd, qkv_bias, qkv_bias * Q * e);            // QKV bias gradient
@@ -213,6 +217,13 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
   k.memory(c.embedding_forward, 3 + 2 * dmask, 8 * N * h * e + dmask * (2 * e + 1) * N * h, 0,
            dmask * N * h);
   k.memory(c.embedding_backward, 2 + dmask, 8 * N * h * e + dmask * (2 * e + 1) * N * h);
+  // A norm outside the layers, on the shard: the final one (pre-LN) on the last stage, or a
+  // post-LN BERT's embedding LayerNorm on the first; its backward writes a new input gradient.
+  auto outer_norm = [&](ComputeTime& forward, ComputeTime& backward) {
+    k.memory(forward, 1, 2 * Eh * e);
+    k.memory(backward, 1, 3 * Eh * e);
+  };
+  if (model.embedding_norm()) outer_norm(c.embedding_forward, c.embedding_backward);
   // The vocabulary-parallel lookup is summed over TP. With sequence parallelism megatron-cpp
   // reduce-scatters it straight to the shard (InputEmbedding); Megatron-Core does so only
   // without position and token-type tables (LanguageModelEmbedding's reduce_scatter_embeddings),
@@ -232,8 +243,7 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
   const bool bert = model.family == ModelFamily::kBert;
   // megatron-cpp's BERT scores only the masked rows; Megatron-LM computes every position.
   const double rows = bert && impl == Implementation::kMegatronCpp ? N * model.mask_prob : N;
-  k.memory(c.output_forward, 1, 2 * Eh * e);  // final LayerNorm
-  k.memory(c.output_backward, 1, 3 * Eh * e);
+  if (model.final_norm()) outer_norm(c.output_forward, c.output_backward);
   if (bert) {
     k.linear(c.output_forward, c.output_backward, rows, h, h);      // LM-head dense
     k.memory(c.output_forward, 2, 2 * rows * h * e * 2, rows * h);  // GeLU, LayerNorm

@@ -50,7 +50,7 @@ struct MicrobatchCosts {
   ComputeTime layer_forward, layer_backward;  // backward without recompute
   ComputeTime layer_recompute;                // forward work redone in backward
   // Outside the layers.
-  ComputeTime embedding_forward, embedding_backward;  // first stage
+  ComputeTime embedding_forward, embedding_backward;  // first stage (post-LN BERT: + its norm)
   ComputeTime output_forward, output_backward;        // last stage: final norm, logits, loss
   // Tensor-parallel collectives: per layer, and once for the embedding / output layer.
   std::vector<CommTerm> layer_comm, embedding_comm, output_comm;

@@ -32,10 +32,25 @@ void validate_model(const ModelSpec& m) {
              "--attention-dropout must be in [0, 1)");
   MT_REQUIRE(m.family != ModelFamily::kBert || (m.mask_prob > 0 && m.mask_prob <= 1),
              "--mask-prob must be in (0, 1], got ", m.mask_prob);
+  MT_REQUIRE(m.norm_order != NormOrder::kPost || m.family == ModelFamily::kBert,
+             "--post-layernorm is a BERT option: give --model bert (GPT models are "
+             "pre-LayerNorm)");
 }
 
 const char* family_name(ModelFamily family) {
   return family == ModelFamily::kGpt ? "gpt" : "bert";
+}
+
+const char* norm_order_name(NormOrder order) {
+  switch (order) {
+    case NormOrder::kPre:
+      return "pre-LN";
+    case NormOrder::kPreResidualFromNorm:
+      return "pre-LN, residuals from the norms";
+    case NormOrder::kPost:
+      return "post-LN";
+  }
+  return "";
 }
 
 ModelFamily family_from_name(const std::string& name) {

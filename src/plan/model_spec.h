@@ -14,6 +14,19 @@ namespace megatron::plan {
 
 enum class ModelFamily { kGpt, kBert };
 
+// Where a layer's LayerNorms sit (model/transformer_layer.h, model/bert_config.h):
+enum class NormOrder {
+  // x + f(LN(x)) per sub-layer, a final LayerNorm after the last layer: GPT, Megatron-LM, and
+  // megatron-cpp's BERT by default.
+  kPre,
+  // LN(x) + f(LN(x)): the residuals start from the LayerNorm outputs
+  // (--apply-residual-connection-post-layernorm).
+  kPreResidualFromNorm,
+  // LN(x + f(x)), a LayerNorm on the embedding's output, no final LayerNorm (--post-layernorm):
+  // the original BERT, as HuggingFace checkpoints import into megatron-cpp.
+  kPost,
+};
+
 struct ModelSpec {
   ModelFamily family = ModelFamily::kGpt;
   int64_t num_layers = 0;               // --num-layers, L
@@ -38,6 +51,7 @@ struct ModelSpec {
   double mask_prob = 0.15;
   int64_t num_tokentypes = 2;
   bool bert_binary_head = true;
+  NormOrder norm_order = NormOrder::kPre;
 
   // Derived values (the defaults above resolved).
   int64_t heads() const { return num_attention_heads; }
@@ -48,15 +62,20 @@ struct ModelSpec {
   int64_t positions() const {
     return max_position_embeddings > 0 ? max_position_embeddings : seq_length;
   }
+  bool final_norm() const { return norm_order != NormOrder::kPost; }
+  bool embedding_norm() const { return norm_order == NormOrder::kPost; }
   // Megatron's padding: round up to make_vocab_size_divisible_by x TP.
   int64_t padded_vocab(int tensor_parallel) const;
 };
 
 // Checks the numbers on their own (positive sizes, heads dividing the hidden size unless
-// --kv-channels is given, groups dividing heads); throws megatron::Error naming the flag.
+// --kv-channels is given, groups dividing heads, the post-LayerNorm order for BERT only);
+// throws megatron::Error naming the flag.
 void validate_model(const ModelSpec& model);
 
 const char* family_name(ModelFamily family);
+// "pre-LN", "pre-LN, residuals from the norms", "post-LN".
+const char* norm_order_name(NormOrder order);
 
 // "gpt" | "bert" → family; throws naming the accepted values.
 ModelFamily family_from_name(const std::string& name);

@@ -23,7 +23,9 @@ ParameterCounts count_parameters(const ModelSpec& m, const Layout& l) {
   c.other_embedding = (m.learned_position_embeddings ? double(m.positions()) * h : 0.0) +
                       (m.family == ModelFamily::kBert ? double(m.num_tokentypes) * h : 0.0);
   c.output_layer = m.untie_embeddings_and_output_weights ? vocab * h : 0.0;
-  c.final_norm = norm;  // pre-LN
+  // Post-LN (BERT, LayerNorm only): the norm moves from after the last layer to the embedding.
+  c.embedding_norm = m.embedding_norm() ? norm : 0.0;
+  c.final_norm = m.final_norm() ? norm : 0.0;
   c.head_replicated = c.final_norm;
   if (m.family == ModelFamily::kBert) {
     c.head_sharded = vocab;                  // LM-head bias over the vocabulary
@@ -35,10 +37,10 @@ ParameterCounts count_parameters(const ModelSpec& m, const Layout& l) {
     c.head_replicated += h * h + h + 2 * h + 2;  // pooler, binary head
   const double layers = double(m.num_layers);
   c.total = layers * (c.layer_sharded + c.layer_replicated) + c.word_embedding + c.other_embedding +
-            c.output_layer + c.head_sharded + c.head_replicated;
+            c.embedding_norm + c.output_layer + c.head_sharded + c.head_replicated;
 
   const double stage_layers = layers / p * (c.layer_sharded / t + c.layer_replicated);
-  const double embedding = c.word_embedding / t + c.other_embedding;
+  const double embedding = c.word_embedding / t + c.other_embedding + c.embedding_norm;
   // The last stage computes the logits with the output layer: its own weights when untied,
   // else (p > 1) a copy of the word embedding kept in sync by the embedding group.
   const double output = m.untie_embeddings_and_output_weights ? c.output_layer / t
@@ -52,6 +54,20 @@ ParameterCounts count_parameters(const ModelSpec& m, const Layout& l) {
     c.last_stage_rank = stage_layers + output + head;
   }
   return c;
+}
+
+SequenceParallelGradients sequence_parallel_gradients(const ModelSpec& m, const Layout& l,
+                                                      Implementation impl) {
+  SequenceParallelGradients g;
+  if (!l.sequence_parallel) return g;
+  const ParameterCounts c = count_parameters(m, l);
+  const double layers = double(m.num_layers) / l.pipeline_parallel * c.layer_replicated;
+  const double first = c.embedding_norm;
+  const double last =
+      impl == Implementation::kMegatronCpp ? c.final_norm : c.head_sequence_parallel;
+  g.first_stage_rank = layers + first + (l.pipeline_parallel == 1 ? last : 0.0);
+  g.last_stage_rank = layers + last + (l.pipeline_parallel == 1 ? first : 0.0);
+  return g;
 }
 
 }  // namespace megatron::plan

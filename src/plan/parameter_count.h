@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "plan/implementation.h"
 #include "plan/layout.h"
 #include "plan/model_spec.h"
 
@@ -21,6 +22,7 @@ struct ParameterCounts {
   double layer_replicated = 0;  // one transformer layer, parts every TP rank holds
   double word_embedding = 0;    // V_padded · h (split over TP by vocabulary)
   double other_embedding = 0;   // position (+ token type) embeddings, replicated
+  double embedding_norm = 0;    // post-LN BERT: the embedding's LayerNorm, replicated
   double output_layer = 0;      // untied output weights V_padded · h (0 when tied)
   double head_sharded = 0;      // BERT: the LM head's vocabulary bias
   double head_replicated = 0;   // final norm; BERT: LM-head dense + LayerNorm, pooler, binary head
@@ -31,11 +33,11 @@ struct ParameterCounts {
   // That is Megatron-LM's BERT; megatron-cpp's all-gathers the hidden states before its heads,
   // so there only the final norm sees a shard (final_norm).
   double head_sequence_parallel = 0;
-  double final_norm = 0;  // the final norm after the last layer (in head_replicated)
+  double final_norm = 0;  // the final norm after the last layer (in head_replicated; post-LN: 0)
   double total = 0;       // every parameter of the model once
 
   // One rank (TP share) of a pipeline stage; with PP = 1 first == last == the whole model.
-  double first_stage_rank = 0;  // embeddings + L/p layers
+  double first_stage_rank = 0;  // embeddings (+ their norm) + L/p layers
   double last_stage_rank = 0;   // L/p layers + final norm + head (+ its copy of the tied embedding)
   double max_rank() const {
     return first_stage_rank > last_stage_rank ? first_stage_rank : last_stage_rank;
@@ -43,5 +45,22 @@ struct ParameterCounts {
 };
 
 ParameterCounts count_parameters(const ModelSpec& model, const Layout& layout);
+
+// Under sequence parallelism, the replicated parameters of one TP rank that see only its
+// sequence shard, so that their gradients are partial sums the step all-reduces over TP (in
+// one packed buffer: megatron-cpp's reduce_sequence_parallel_gradients, the parameters it
+// registers with `sequence_parallel`): per layer its norms and row-parallel biases; on the
+// first stage the embedding LayerNorm (post-LN BERT); on the last the final norm (pre-LN) and,
+// in Megatron-LM's BERT, the LM head's dense and LayerNorm (megatron-cpp's BERT runs its heads
+// on the gathered sequence). With PP = 1 first == last == the whole model's.
+struct SequenceParallelGradients {
+  double first_stage_rank = 0;
+  double last_stage_rank = 0;
+  double max_rank() const {
+    return first_stage_rank > last_stage_rank ? first_stage_rank : last_stage_rank;
+  }
+};
+SequenceParallelGradients sequence_parallel_gradients(const ModelSpec& model, const Layout& layout,
+                                                      Implementation impl);
 
 }  // namespace megatron::plan

@@ -45,6 +45,7 @@ std::string model_line(const ModelSpec& m, int tp) {
   s += fmt(", FFN %lld%s, sequence %lld, vocabulary %lld (padded %lld)", (long long)m.ffn(),
            m.swiglu ? " SwiGLU" : "", (long long)m.seq_length, (long long)m.vocab_size,
            (long long)m.padded_vocab(tp));
+  if (m.norm_order != NormOrder::kPre) s += fmt(", %s", norm_order_name(m.norm_order));
   return s;
 }
 
@@ -253,6 +254,7 @@ json plan_to_json(const Plan& p) {
             {"ffn_hidden_size", p.model.ffn()},
             {"seq_length", p.model.seq_length},
             {"padded_vocab_size", p.model.padded_vocab(p.layout.tensor_parallel)},
+            {"layernorm_order", norm_order_name(p.model.norm_order)},
             {"parameters", p.memory.parameters.total}}},
           {"machine", p.machine.name},
           {"implementation", implementation_name(p.impl)},

@@ -197,14 +197,13 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
   // its sequence shard, so their gradients are partial sums, all-reduced over TP once per step
   // after the backward, in one packed buffer (megatron-cpp's
   // reduce_sequence_parallel_gradients, Megatron-LM's _allreduce_layernorm_grads over the fp32
-  // main grads), on the critical path. The last stage holds the most of them (its layers' and
-  // the head's).
+  // main grads), on the critical path: the rank that holds the most of them (plan/
+  // parameter_count.h: its layers' and the last stage's head, or the first stage's embedding
+  // LayerNorm in a post-LN BERT).
   if (l.sequence_parallel) {
-    const double head =
-        impl == Implementation::kMegatronCpp ? params.final_norm : params.head_sequence_parallel;
-    const double shard_partial = layers_per_stage * params.layer_replicated + head;
     r.sequence_parallel_sync = collective_seconds(
-        machine, Collective::kAllReduce, shard_partial * grad_reduce_bytes(l, impl),
+        machine, Collective::kAllReduce,
+        sequence_parallel_gradients(model, l, impl).max_rank() * grad_reduce_bytes(l, impl),
         place_group(l.tensor_parallel, 1, machine.devices_per_node));
   }
   r.optimizer = local * optimizer_bytes_per_parameter(l, impl) /

@@ -13,6 +13,7 @@
 #include "train/checkpoint_shards.h"
 #include "train/model_shape.h"
 #include "train/model_step_common.h"
+#include "train/pipeline_chunks.h"
 #include "train/pretrained_load.h"
 
 namespace megatron {
@@ -40,6 +41,13 @@ ClassifierBatch batch_of(const FinetuneDataset& d, const std::vector<int64_t>& s
   b.first_row = first_row;
   b.iteration = iteration;
   return b;
+}
+
+// A copy of `t` on the host.
+Tensor to_host(const Tensor& t) {
+  Tensor host = Tensor::empty(t.shape(), t.dtype());
+  host.copy_from(t);
+  return host;
 }
 
 // Correct answers among `logits` f32 [n, classes] (host): the first maximum, as torch.argmax.
@@ -70,7 +78,14 @@ class FinetuneStep final : public ModelStep {
         valid_(std::move(valid)),
         ps_(ps),
         store_(store),
-        model_(cfg_.model, ps, store) {
+        chunks_(
+            cfg_.model.bert.num_layers, ps, /*chunks=*/1,
+            [&](const StageRange& stage) {
+              return std::make_unique<BertClassifier>(cfg_.model, ps, store, stage);
+            },
+            [this](const BertClassifier& model, const BertClassifier::StageCtx& ctx) {
+              return score(model.stage_output(ctx));
+            }) {
     MT_CHECK(train_->choices == model_.choices(), "the training data has ", train_->choices,
              " rows per sample, the model's head ", model_.choices());
     for (const auto& v : valid_)
@@ -82,10 +97,16 @@ class FinetuneStep final : public ModelStep {
     model_.init_weights(seed);
     if (cfg_.pretrained_checkpoint.empty()) return;
     // Every rank reads its own shards; a missing or mismatched parameter fails all together.
+    // Only the last pipeline stage holds the head that stays fresh.
+    std::vector<std::string> fresh;
+    if (model_.stage().last) fresh.push_back(cfg_.model.head_name + ".");
+    PretrainedLoadReport report;
     run_on_all_ranks(*ps_.world, "", [&] {
       check_pretrained_shape();
-      load_pretrained(cfg_.pretrained_checkpoint, -1, store_, {cfg_.model.head_name + "."});
+      report = load_pretrained(cfg_.pretrained_checkpoint, -1, store_, fresh);
     });
+    if (ps_.pp_size > 1) report = merge_stage_reports(report, *ps_.pp);
+    log_pretrained_load(report);
     model_.refresh_compute_weights();
   }
   void refresh_compute_weights() override { model_.refresh_compute_weights(); }
@@ -124,20 +145,15 @@ class FinetuneStep final : public ModelStep {
   }
 
   LossTerms train_micro_batch(float grad_scale, uint64_t seed, int64_t iteration) override {
-    MT_CHECK(samples_per_epoch_ > 0, "the training data has ", train_->size(),
-             " samples: not one micro-batch of ", placement_.micro_batch,
-             " per data-parallel rank (", placement_.dp_size, ")");
-    const int64_t epoch = consumed_ / samples_per_epoch_;
-    if (epoch != order_epoch_) shuffle(epoch, seed);
-    const int64_t start =
-        consumed_ % samples_per_epoch_ + placement_.dp_rank * placement_.micro_batch;
-    std::vector<int64_t> samples(order_.begin() + start,
-                                 order_.begin() + start + placement_.micro_batch);
-    const int64_t first_row =
-        (consumed_ + placement_.dp_rank * placement_.micro_batch) * train_->choices;
-    consumed_ += placement_.global_batch;
-    const ClassifierBatch b = batch_of(*train_, samples, first_row, iteration);
-    return {model_.forward_backward(b, grad_scale, seed), 0.0};
+    return train_micro_batches(1, grad_scale, seed, iteration);
+  }
+  // Through the pipeline schedule (1F1B; no pipelining at PP = 1). The losses are the last
+  // stage's; the Trainer broadcasts them to the other stages.
+  LossTerms train_micro_batches(int64_t micro_batches, float grad_scale, uint64_t seed,
+                                int64_t iteration) override {
+    return chunks_.train(
+        micro_batches, placement_.micro_batch, [&] { return next_training_batch(seed, iteration); },
+        grad_scale, seed);
   }
   LossTerms valid_micro_batch(int64_t) override {
     MT_CHECK(false, "finetuning evaluates accuracy at the end of each epoch, not a loss");
@@ -164,6 +180,30 @@ class FinetuneStep final : public ModelStep {
   }
 
  private:
+  // The last stage's share of a micro-batch: its loss, and during evaluate() its correct
+  // answers.
+  LossTerms score(const ClassifierOutput& out) {
+    if (eval_correct_) *eval_correct_ += num_correct(to_host(out.logits), to_host(out.labels));
+    return {out.loss, 0.0};
+  }
+
+  // This DP rank's micro-batch of the next iteration (every pipeline stage reads the same).
+  ClassifierBatch next_training_batch(uint64_t seed, int64_t iteration) {
+    MT_CHECK(samples_per_epoch_ > 0, "the training data has ", train_->size(),
+             " samples: not one micro-batch of ", placement_.micro_batch,
+             " per data-parallel rank (", placement_.dp_size, ")");
+    const int64_t epoch = consumed_ / samples_per_epoch_;
+    if (epoch != order_epoch_) shuffle(epoch, seed);
+    const int64_t start =
+        consumed_ % samples_per_epoch_ + placement_.dp_rank * placement_.micro_batch;
+    std::vector<int64_t> samples(order_.begin() + start,
+                                 order_.begin() + start + placement_.micro_batch);
+    const int64_t first_row =
+        (consumed_ + placement_.dp_rank * placement_.micro_batch) * train_->choices;
+    consumed_ += placement_.global_batch;
+    return batch_of(*train_, samples, first_row, iteration);
+  }
+
   // The pretrained body must have the flags' shape. Its heads may differ (a pretraining
   // checkpoint has the binary head, the classifier a task head), and the vocabulary padding
   // depends on the TP size (re-padded on load).
@@ -192,21 +232,31 @@ class FinetuneStep final : public ModelStep {
     order_epoch_ = epoch;
   }
 
-  // (correct, total) over `d`, summed over the DP ranks; each rank scores a contiguous share.
+  // (correct, total) over `d`, summed over the DP ranks and known on every rank; each DP rank
+  // scores a contiguous share, its whole micro-batches in one pass of the forward-only
+  // schedule and the remainder (another activation shape) in a second. The last pipeline stage
+  // counts, and broadcasts the count to the other stages.
   std::pair<int64_t, int64_t> evaluate(const FinetuneDataset& d) {
     const int64_t n = d.size(), dp = ps_.dp_size, r = ps_.dp_rank;
-    const int64_t begin = n * r / dp, end = n * (r + 1) / dp;
-    int64_t correct = 0;
-    for (int64_t first = begin; first < end; first += cfg_.eval_micro_batch) {
-      std::vector<int64_t> samples;
-      for (int64_t i = first; i < std::min(end, first + cfg_.eval_micro_batch); ++i)
-        samples.push_back(i);
-      const ClassifierBatch b = batch_of(d, samples, first * d.choices, 0);
-      correct += num_correct(model_.forward_logits(b), b.labels);
-    }
-    double counts[2] = {double(correct), double(end - begin)};
+    const int64_t begin = n * r / dp, end = n * (r + 1) / dp, mb = cfg_.eval_micro_batch;
+    int64_t next = begin;
+    auto take = [&](int64_t count) {
+      return [&, count] {
+        std::vector<int64_t> samples;
+        for (int64_t i = next; i < next + count; ++i) samples.push_back(i);
+        const ClassifierBatch b = batch_of(d, samples, next * d.choices, 0);
+        next += count;
+        return b;
+      };
+    };
+    eval_correct_ = 0;
+    chunks_.evaluate((end - begin) / mb, mb, take(mb));
+    if ((end - begin) % mb > 0) chunks_.evaluate(1, (end - begin) % mb, take((end - begin) % mb));
+    double counts[2] = {double(*eval_correct_), double(end - begin)};
+    eval_correct_.reset();
     Tensor t = Tensor::from_blob(counts, {2}, DType::F64);
     ps_.dp->all_reduce(t);
+    if (ps_.pp_size > 1) ps_.pp->broadcast(t, ps_.pp_size - 1);
     return {int64_t(counts[0]), int64_t(counts[1])};
   }
 
@@ -215,11 +265,13 @@ class FinetuneStep final : public ModelStep {
   std::vector<std::shared_ptr<const FinetuneDataset>> valid_;
   ParallelState ps_;
   ParameterStore& store_;
-  BertClassifier model_;
+  PipelineChunks<BertClassifier, ClassifierBatch> chunks_;  // this rank's stage
+  BertClassifier& model_ = *chunks_.models().front();       // the one stage it holds
   LoaderPlacement placement_;
   int64_t consumed_ = 0, samples_per_epoch_ = 0;
   int64_t order_epoch_ = -1;
-  std::vector<int64_t> order_;  // the current epoch's padded sample order
+  std::vector<int64_t> order_;           // the current epoch's padded sample order
+  std::optional<int64_t> eval_correct_;  // during evaluate(): correct answers so far
 };
 
 }  // namespace

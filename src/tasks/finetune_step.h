@@ -1,6 +1,13 @@
 // FinetuneStep: the ModelStep of BERT finetuning (Megatron's tasks/finetune_utils.py with
 // tasks/eval_utils.py) — a BertClassifier over a FinetuneDataset, on the same Trainer as
-// pretraining (TP, DP gradient reduction, AdamW, LR schedule, logging, checkpoints).
+// pretraining (TP, PP, DP gradient reduction, sequence parallelism, the distributed optimizer,
+// AdamW, LR schedule, logging, checkpoints).
+//
+// Pipeline parallelism: this rank's BertClassifier is its pipeline stage, run by the schedule
+// driver of pretraining (train/pipeline_chunks.h). An iteration is one micro-batch per DP
+// rank (Megatron's finetuning), so 1F1B degenerates to one forward through the stages and one
+// backward; the interleaved schedule, which needs a multiple of PP micro-batches, does not
+// apply. Every stage reads the same micro-batches; the last computes the loss and the logits.
 //
 // Data order, per epoch (Megatron's DistributedSampler with drop_last): the N training samples
 // in a shuffled order, padded to ceil(N/DP)·DP by repeating its first samples, cut into
@@ -11,10 +18,10 @@
 // place in the run, and hence the results, are the same at every DP size.
 //
 // Evaluation at the end of each epoch (end_of_epoch): the accuracy of the argmax over each
-// --valid-data set, printed as Megatron's eval_utils prints it, every sample counted once at
-// any DP size (Megatron with DP > 1 drops the last partial micro-batch of each rank and
-// counts the sampler's repeated samples). The loss is logged as Megatron's finetuning logs
-// it: `lm loss`.
+// --valid-data set (counted on the last pipeline stage, known on every rank), printed as
+// Megatron's eval_utils prints it, every sample counted once at any DP size (Megatron with DP > 1
+// drops the last partial micro-batch of each rank and counts the sampler's repeated samples). The
+// loss is logged as Megatron's finetuning logs it: `lm loss`.
 #pragma once
 
 #include <cstdint>

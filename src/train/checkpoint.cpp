@@ -32,20 +32,6 @@ bool repadded_vocabulary(const ParamSpec& spec, const Shape& stored) {
   return std::equal(stored.begin() + 1, stored.end(), spec.full_shape.begin() + 1);
 }
 
-// Reads parameter slice `dst` (local rows [start, start + n) of p's full tensor) through
-// `read(sub, start)` for the rows the checkpoint stores, and zeros the padding rows past
-// them: the checkpoint's vocabulary padding may be shorter or longer than the model's.
-template <typename ReadFn>
-void read_repadded(const Parameter& p, int64_t stored_rows, Tensor dst, ReadFn read) {
-  const int64_t n = dst.size(0), start = p.local_start;
-  const int64_t stored_end = std::clamp<int64_t>(stored_rows - start, 0, n);
-  if (stored_end < n) {
-    Tensor padding = dst.slice(0, stored_end, n);
-    kernels::fill(padding, 0.0f);
-  }
-  if (stored_end > 0) read(dst.slice(0, 0, stored_end), start);
-}
-
 uint64_t random_nonce() {
   std::random_device rd;
   return (uint64_t(rd()) << 32) ^ rd() ^ uint64_t(::getpid());
@@ -55,6 +41,17 @@ void rename_or_throw(const std::string& from, const std::string& to) {
   std::error_code ec;
   fs::rename(from, to, ec);
   MT_REQUIRE(!ec, "cannot rename '", from, "' to '", to, "': ", ec.message());
+}
+
+// `tmp_iteration_dir`/mp_rank_* of these coordinates, created unless it exists: the
+// distributed optimizer's DP ranks write into one directory.
+std::string make_rank_dir(const std::string& tmp_iteration_dir, const RankCoordinates& coords) {
+  const std::string dir =
+      tmp_iteration_dir + "/" + rank_dir_name(coords.tp_rank, coords.pp_rank, coords.pp_size);
+  std::error_code ec;
+  fs::create_directory(dir, ec);
+  MT_REQUIRE(!ec, "cannot create checkpoint directory '", dir, "': ", ec.message());
+  return dir;
 }
 
 }  // namespace
@@ -111,7 +108,12 @@ void check_checkpoint_matches(const CheckpointShardReader& reader, const Paramet
 
 void read_parameters(const CheckpointShardReader& reader, ParameterStore& params,
                      std::map<std::string, Tensor>* optimizer_flat_buffers,
-                     const ParameterFilter& skip) {
+                     const ParameterFilter& skip, FlatRange optimizer_range) {
+  const int64_t total = params.flat_values().numel();
+  const FlatRange range{optimizer_range.begin,
+                        optimizer_range.end < 0 ? total : optimizer_range.end};
+  MT_CHECK(0 <= range.begin && range.begin <= range.end && range.end <= total,
+           "read_parameters: optimizer elements [", range.begin, ", ", range.end, ") of ", total);
   if (optimizer_flat_buffers) {
     std::string stored;  // "exp_avg, exp_avg_sq" for the messages
     for (const std::string& b : reader.optimizer_buffer_names())
@@ -125,9 +127,10 @@ void read_parameters(const CheckpointShardReader& reader, ParameterStore& params
                                   "with --no-load-optim"
                                 : "");
       MT_REQUIRE(flat.dtype() == DType::F32 && flat.is_contiguous() &&
-                     flat.numel() == params.flat_values().numel(),
+                     flat.numel() == range.end - range.begin,
                  "optimizer buffer '", buffer, "' is ", flat.describe(), ", expected f32 [",
-                 params.flat_values().numel(), "] laid out like the flat parameter values");
+                 range.end - range.begin, "] laid out like elements [", range.begin, ", ",
+                 range.end, ") of the flat parameter values");
     }
   }
   // Checkpoints are device-independent: buffers on a GPU are filled through a host copy
@@ -146,25 +149,37 @@ void read_parameters(const CheckpointShardReader& reader, ParameterStore& params
   for (Parameter& p : params.params()) {
     if (skip && skip(p.spec.name)) continue;
     const int64_t n = shape_numel(p.local_shape);
-    auto local = [&](const Tensor& flat) {
-      return flat.slice(0, p.flat_offset, p.flat_offset + n).view(p.local_shape);
-    };
-    const Shape& stored = reader.placement(p.spec.name).full_shape;
-    const bool repad = repadded_vocabulary(p.spec, stored);
-    auto read = [&](Tensor dst, auto&& read_slice) {
-      if (repad) {
-        read_repadded(p, stored[0], dst, read_slice);
-      } else {
-        read_slice(dst, p.local_start);
+    // The slice's local elements the checkpoint holds: all of them, or for a vocabulary padded
+    // for another TP size (the checkpoint's padding may be shorter or longer than the model's)
+    // the rows up to the stored ones; the padding rows past them are zero.
+    Shape held = p.local_shape;
+    if (const Shape& stored = reader.placement(p.spec.name).full_shape;
+        repadded_vocabulary(p.spec, stored))
+      held[0] = std::clamp<int64_t>(stored[0] - p.local_start, 0, p.local_shape[0]);
+    const int64_t cut = shape_numel(held);
+    // Local elements [lo, hi) of the slice into `dst` (f32 [hi - lo]) through read(dst, part).
+    auto read = [&](Tensor dst, int64_t lo, int64_t hi, auto&& read_part) {
+      if (hi > cut) {
+        Tensor padding = dst.slice(0, std::max(lo, cut) - lo, hi - lo);
+        kernels::fill(padding, 0.0f);
       }
+      if (lo < cut)
+        read_part(dst.slice(0, 0, std::min(hi, cut) - lo), {held, lo, std::min(hi, cut)});
     };
-    read(local(host_values), [&](Tensor dst, int64_t start) {
-      reader.read_model(p.spec.name, dst, p.spec.partition_dim, start);
-    });
+    read(host_values.slice(0, p.flat_offset, p.flat_offset + n), 0, n,
+         [&](Tensor dst, const SlicePart& part) {
+           reader.read_model(p.spec.name, dst, p.spec.partition_dim, p.local_start, part);
+         });
+    // The part of the slice the optimizer buffers hold.
+    const int64_t lo = std::clamp<int64_t>(range.begin - p.flat_offset, 0, n);
+    const int64_t hi = std::clamp<int64_t>(range.end - p.flat_offset, 0, n);
+    if (lo >= hi) continue;
     for (auto& [buffer, host] : host_buffers)
-      read(local(host), [&](Tensor dst, int64_t start) {
-        reader.read_optimizer(buffer, p.spec.name, dst, p.spec.partition_dim, start);
-      });
+      read(host.slice(0, p.flat_offset + lo - range.begin, p.flat_offset + hi - range.begin), lo,
+           hi, [&](Tensor dst, const SlicePart& part) {
+             reader.read_optimizer(buffer, p.spec.name, dst, p.spec.partition_dim, p.local_start,
+                                   part);
+           });
   }
   if (!params.flat_values().device().is_cpu()) params.flat_values().copy_from(host_values);
   for (auto& [buffer, host] : host_buffers) {
@@ -176,10 +191,10 @@ void read_parameters(const CheckpointShardReader& reader, ParameterStore& params
 nlohmann::json load_checkpoint(const std::string& load_dir, int64_t iteration,
                                ParameterStore& params,
                                std::map<std::string, Tensor>* optimizer_flat_buffers,
-                               const ParallelState& ps) {
+                               const ParallelState& ps, FlatRange optimizer_range) {
   CheckpointShardReader reader(checkpoint_iteration_dir(load_dir, iteration));
   check_checkpoint_matches(reader, params, ps.pp_size == 1);
-  read_parameters(reader, params, optimizer_flat_buffers);
+  read_parameters(reader, params, optimizer_flat_buffers, {}, optimizer_range);
   return reader.state(ps.tp_rank, ps.pp_rank);
 }
 
@@ -238,18 +253,15 @@ void write_checkpoint_rank(const std::string& tmp_iteration_dir, int64_t iterati
                            const ParameterStore& params,
                            const std::map<std::string, Tensor>& optimizer_flat_buffers,
                            const nlohmann::json& state, const RankCoordinates& coords) {
-  const std::string dir =
-      tmp_iteration_dir + "/" + rank_dir_name(coords.tp_rank, coords.pp_rank, coords.pp_size);
-  std::error_code ec;
-  fs::create_directory(dir, ec);
-  MT_REQUIRE(!ec, "cannot create checkpoint directory '", dir, "': ", ec.message());
-  write_rank_shards(dir, iteration, params, optimizer_flat_buffers, state, coords);
+  write_rank_shards(make_rank_dir(tmp_iteration_dir, coords), iteration, params,
+                    optimizer_flat_buffers, state, coords);
   fsync_directory(tmp_iteration_dir);
 }
 
 void save_checkpoint(const std::string& save_dir, int64_t iteration, const ParameterStore& params,
                      const std::map<std::string, Tensor>& optimizer_flat_buffers,
-                     const nlohmann::json& state, const ParallelState& ps) {
+                     const nlohmann::json& state, const ParallelState& ps,
+                     const OptimizerShard& optimizer_shard) {
   MT_CHECK(ps.world != nullptr, "save_checkpoint: ParallelState has no world communicator");
   Communicator& world = *ps.world;
   std::unique_ptr<CheckpointTransaction> transaction;  // rank 0 only
@@ -263,11 +275,21 @@ void save_checkpoint(const std::string& save_dir, int64_t iteration, const Param
   });
   world.broadcast(nonce_tensor, 0);
   const std::string tmp = CheckpointTransaction::tmp_dir(save_dir, iteration, uint64_t(nonce));
+  const bool sharded = optimizer_shard.dp_size > 1;
   run_on_all_ranks(world, "writing the checkpoint", [&] {
-    if (ps.dp_rank != 0) return;  // data-parallel replicas hold identical values
-    check_finite_for_checkpoint(iteration, params, optimizer_flat_buffers);
-    write_checkpoint_rank(tmp, iteration, params, optimizer_flat_buffers, state,
-                          {ps.tp_rank, ps.tp_size, ps.pp_rank, ps.pp_size});
+    // Data-parallel replicas hold identical values (and, unless sharded, optimizer state).
+    if (ps.dp_rank != 0 && !sharded) return;
+    check_finite_for_checkpoint(iteration, params, optimizer_flat_buffers, optimizer_shard.range);
+    const RankCoordinates coords{ps.tp_rank, ps.tp_size, ps.pp_rank, ps.pp_size};
+    if (ps.dp_rank == 0)
+      write_checkpoint_rank(tmp, iteration, params,
+                            sharded ? std::map<std::string, Tensor>{} : optimizer_flat_buffers,
+                            state, coords);
+    if (sharded && !optimizer_flat_buffers.empty()) {
+      write_optimizer_shard(make_rank_dir(tmp, coords), iteration, params, optimizer_flat_buffers,
+                            optimizer_shard, coords);
+      fsync_directory(tmp);
+    }
   });
   run_on_all_ranks(world, "committing the checkpoint", [&] {
     if (ps.rank != 0) return;

@@ -4,6 +4,8 @@
 //   SAVE/latest_checkpointed_iteration.txt         written last: names complete checkpoints only
 //   SAVE/iter_0000100/mp_rank_00[_000]/model.safetensors      this rank's parameter slices
 //                                     /optimizer.safetensors  optimizer buffer slices
+//                                     /optimizer_dpRRR_of_DDD.safetensors
+//                                        or each DP rank's shard of them (distributed optimizer)
 //                                     /state.json             the trainer's state
 //
 // Saving is atomic: every writer fills SAVE/iter_XXXXXXX.tmp-<nonce>/, fsyncs, and after a
@@ -31,19 +33,26 @@ namespace megatron {
 // Saves iteration `iteration` to `save_dir`. Collective over ps.world: every rank calls it;
 // the ranks with dp_rank 0 write (data-parallel replicas are identical), rank 0 commits.
 //   params                  this rank's parameter slices (the fp32 master values)
-//   optimizer_flat_buffers  name -> f32 [total local elements], laid out like
-//                           params' flat values (e.g. "exp_avg", "exp_avg_sq"); may be empty
+//   optimizer_flat_buffers  name -> f32 [range length], laid out like elements
+//                           optimizer_shard.range of params' flat values (e.g. "exp_avg",
+//                           "exp_avg_sq"); may be empty
 //   state                   this rank's trainer state, stored as state.json
+//   optimizer_shard         the whole flat space (default), or this DP rank's shard of the
+//                           distributed optimizer ({range, ps.dp_rank, ps.dp_size}): then every
+//                           DP rank writes its own shard, with no gather and no full-size copy
 // Replaces an existing checkpoint of the same iteration. On failure on any rank every rank
 // throws Error and the previous checkpoint and tracker stay as they were.
 void save_checkpoint(const std::string& save_dir, int64_t iteration, const ParameterStore& params,
                      const std::map<std::string, Tensor>& optimizer_flat_buffers,
-                     const nlohmann::json& state, const ParallelState& ps);
+                     const nlohmann::json& state, const ParallelState& ps,
+                     const OptimizerShard& optimizer_shard = {});
 
 // Loads iteration `iteration` (-1: the one named by the tracker) from `load_dir` into this
 // rank's parameter slices, resharding from whatever tensor-parallel size it was saved at.
-// When `optimizer_flat_buffers` is not null, each buffer it names (f32, laid out like the
-// flat values) is filled from the checkpoint's optimizer state. Returns the stored state.json
+// When `optimizer_flat_buffers` is not null, each buffer it names (f32, laid out like elements
+// `optimizer_range` of the flat values: all of them, or the distributed optimizer's shard) is
+// filled from the checkpoint's optimizer state — sharded or not, saved at any DP size — reading
+// only the stored pieces that overlap it. Returns the stored state.json
 // (of the same rank when the checkpoint has it, else of mp_rank_00).
 // Throws Error, before changing anything, when there is no such checkpoint, or when its
 // parameters differ from the model's — listing every parameter whose full shape differs
@@ -55,7 +64,7 @@ void save_checkpoint(const std::string& save_dir, int64_t iteration, const Param
 nlohmann::json load_checkpoint(const std::string& load_dir, int64_t iteration,
                                ParameterStore& params,
                                std::map<std::string, Tensor>* optimizer_flat_buffers,
-                               const ParallelState& ps);
+                               const ParallelState& ps, FlatRange optimizer_range = {});
 
 // ---- Building blocks, shared with offline tools (megatron convert) ----
 
@@ -73,12 +82,13 @@ using ParameterFilter = std::function<bool(const std::string& name)>;
 // Parameters for which `skip` is true are not compared.
 void check_checkpoint_matches(const CheckpointShardReader& reader, const ParameterStore& params,
                               bool model_is_complete, const ParameterFilter& skip = {});
-// Fills every parameter slice of `params` (and the optimizer buffers, when not null) from
-// `reader`, except those for which `skip` is true; call check_checkpoint_matches first for a
-// complete error report.
+// Fills every parameter slice of `params` (and the optimizer buffers, when not null: f32
+// [range length], laid out like elements `optimizer_range` of the flat values) from `reader`,
+// except those for which `skip` is true; call check_checkpoint_matches first for a complete
+// error report.
 void read_parameters(const CheckpointShardReader& reader, ParameterStore& params,
                      std::map<std::string, Tensor>* optimizer_flat_buffers,
-                     const ParameterFilter& skip = {});
+                     const ParameterFilter& skip = {}, FlatRange optimizer_range = {});
 
 // A save in progress: creates SAVE/iter_XXXXXXX.tmp-<nonce>/ (SAVE included) so that shards
 // can be written into rank_dir(...), then commit() swaps it into place and updates the
@@ -101,7 +111,8 @@ class CheckpointTransaction {
   bool committed_ = false;
 };
 
-// Creates `tmp_iteration_dir`/mp_rank_* for these coordinates and writes the shard files.
+// Creates `tmp_iteration_dir`/mp_rank_* for these coordinates (unless a data-parallel peer
+// did) and writes the model, state and (whole) optimizer files.
 void write_checkpoint_rank(const std::string& tmp_iteration_dir, int64_t iteration,
                            const ParameterStore& params,
                            const std::map<std::string, Tensor>& optimizer_flat_buffers,

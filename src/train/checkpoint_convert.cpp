@@ -1,11 +1,15 @@
 #include "train/checkpoint_convert.h"
 
+#include <set>
+
 #include "core/durable_file.h"
 #include "model/hf_gpt2.h"
 #include "model/stage_range.h"
 #include "train/architecture_json.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_layout.h"
 #include "train/convert_common.h"
+#include "train/distributed_optimizer.h"
 #include "train/hf_directory.h"
 
 namespace megatron {
@@ -110,20 +114,58 @@ void export_hf_gpt2(const std::string& load_dir, int64_t iteration, const std::s
                            tokenizer_files);
 }
 
+GptConfig gpt_config_from_checkpoint_state(const nlohmann::json& state, const std::string& dir) {
+  const nlohmann::json args = state.value("args", nlohmann::json::object());
+  GptConfig c;
+  c.num_layers = state_field<int>(state, "model", "num_layers", dir);
+  c.hidden_size = state_field<int>(state, "model", "hidden_size", dir);
+  c.num_attention_heads = state_field<int>(state, "model", "num_attention_heads", dir);
+  c.ffn_hidden_size = state_field<int>(state, "model", "ffn_hidden_size", dir);
+  c.max_position_embeddings = state_field<int>(state, "model", "max_position_embeddings", dir);
+  c.padded_vocab_size = state_field<int64_t>(state, "model", "padded_vocab_size", dir);
+  c.vocab_size = state_field<int64_t>(state, "model", "vocab_size", dir);
+  c.seq_length = c.max_position_embeddings;
+  c.layernorm_epsilon = norm_epsilon_from_args_json(args);
+  c.attention_dropout = args.value("attention_dropout", 0.0f);
+  c.hidden_dropout = args.value("hidden_dropout", 0.0f);
+  c.init_method_std = args.value("init_method_std", 0.02f);
+  c.arch = architecture_from_args_json(args);
+  return c;
+}
+
+ParameterStore gpt_rank_parameters(const nlohmann::json& state, const std::string& dir, int tp_rank,
+                                   int tp_size, const StageRange& stage) {
+  return registered_parameter_store<GptModel>(gpt_config_from_checkpoint_state(state, dir), tp_rank,
+                                              tp_size, stage);
+}
+
 void reshard_checkpoint(const std::string& load_dir, int64_t iteration, const std::string& save_dir,
-                        int target_tp, int target_pp) {
+                        int target_tp, int target_pp,
+                        const DistributedOptimizerTarget& distributed) {
   MT_CHECK(target_tp >= 1, "--target-tensor-parallel-size must be >= 1, got ", target_tp);
+  const int target_dp = distributed.dp_size;
+  MT_CHECK(target_dp >= 0, "reshard_checkpoint: data-parallel size ", target_dp);
+  const bool sharded = target_dp > 1;
+  MT_CHECK(!sharded || distributed.registered,
+           "reshard_checkpoint: distributed-optimizer shards need the model's registrations");
   const int64_t it = resolve_checkpoint_iteration(load_dir, iteration);
   CheckpointShardReader reader(checkpoint_iteration_dir(load_dir, it));
+  MT_REQUIRE(!sharded || !reader.optimizer_buffer_names().empty(), "checkpoint '",
+             reader.iteration_dir(),
+             "' holds no optimizer state (saved with --no-save-optim, or imported): there are "
+             "no distributed-optimizer shards to write; convert without "
+             "--use-distributed-optimizer");
   nlohmann::json state = reader.state(0, 0);
   if (state.contains("args") && state["args"].is_object()) {
     state["args"]["tensor_model_parallel_size"] = target_tp;
     state["args"]["pipeline_model_parallel_size"] = target_pp;
+    if (target_dp > 0) state["args"]["use_distributed_optimizer"] = true;
   }
   // Which pipeline rank writes each tensor (the layer count is needed only to split).
   std::map<std::string, int> stage_of;
+  int num_layers = 0;
   if (target_pp > 1) {
-    const int num_layers = state_field<int>(state, "model", "num_layers", reader.iteration_dir());
+    num_layers = state_field<int>(state, "model", "num_layers", reader.iteration_dir());
     check_pipeline_split(num_layers, target_pp, 1);
     for (const std::string& name : reader.names())
       stage_of[name] = pipeline_rank_of_parameter(name, num_layers, target_pp);
@@ -144,24 +186,68 @@ void reshard_checkpoint(const std::string& load_dir, int64_t iteration, const st
       state["model"]["padded_vocab_size"] = target_shape(p)[0];
   }
 
+  // The parameters of one target rank. Whole buffers are written per parameter, so any order
+  // serves; the distributed optimizer's shards cut the flat space, so there it is the model's
+  // (the last stage's copy of a tied embedding included: it is in the flat space, not saved).
+  std::set<std::string> registered;  // by the target ranks' models (sharded)
+  auto rank_parameters = [&](int rank, int pp_rank) {
+    if (sharded) {
+      const StageRange stage =
+          target_pp > 1 ? stage_range(num_layers, target_pp, pp_rank, 1, 0) : StageRange{};
+      ParameterStore store =
+          distributed.registered(state, reader.iteration_dir(), rank, target_tp, stage);
+      check_checkpoint_matches(reader, store, target_pp == 1);
+      for (const Parameter& p : store.params()) registered.insert(p.spec.name);
+      return store;
+    }
+    ParameterStore store(rank, target_tp);
+    for (const std::string& name : reader.names()) {
+      if (target_pp > 1 && stage_of.at(name) != pp_rank) continue;
+      const ShardPlacement& p = reader.placement(name);
+      store.add({name, target_shape(p), p.partition_dim, true, p.vocab_rows});
+    }
+    store.allocate();
+    return store;
+  };
+
   CheckpointTransaction transaction(save_dir, it, conversion_nonce());
   for (int pp_rank = 0; pp_rank < target_pp; ++pp_rank) {
     for (int rank = 0; rank < target_tp; ++rank) {
-      ParameterStore store(rank, target_tp);
-      for (const std::string& name : reader.names()) {
-        if (target_pp > 1 && stage_of.at(name) != pp_rank) continue;
-        const ShardPlacement& p = reader.placement(name);
-        store.add({name, target_shape(p), p.partition_dim, true, p.vocab_rows});
-      }
-      store.allocate();
+      ParameterStore store = rank_parameters(rank, pp_rank);
+      const int64_t total = store.flat_values().numel();
       std::map<std::string, Tensor> optimizer;
       for (const std::string& buffer : reader.optimizer_buffer_names())
-        optimizer[buffer] = Tensor::zeros({store.flat_values().numel()}, DType::F32);
+        optimizer[buffer] = Tensor::zeros({total}, DType::F32);
       read_parameters(reader, store, &optimizer);
-      write_checkpoint_rank(transaction.path(), it, store, optimizer, state,
-                            {rank, target_tp, pp_rank, target_pp});
+      const RankCoordinates coords{rank, target_tp, pp_rank, target_pp};
+      if (!sharded) {
+        write_checkpoint_rank(transaction.path(), it, store, optimizer, state, coords);
+        continue;
+      }
+      // As save_checkpoint with an OptimizerShard: DP rank 0 writes the model and the state,
+      // every DP rank d its shard of the optimizer state.
+      write_checkpoint_rank(transaction.path(), it, store, {}, state, coords);
+      const std::string rank_dir =
+          transaction.path() + "/" + rank_dir_name(rank, pp_rank, target_pp);
+      for (int dp_rank = 0; dp_rank < target_dp; ++dp_rank) {
+        const DpShard shard = DpShard::of(total, target_dp, dp_rank);
+        std::map<std::string, Tensor> shard_buffers;
+        for (const auto& [buffer, flat] : optimizer)
+          shard_buffers[buffer] = flat.slice(0, shard.range.begin, shard.range.end);
+        write_optimizer_shard(rank_dir, it, store, shard_buffers, {shard.range, dp_rank, target_dp},
+                              coords);
+      }
+      fsync_directory(transaction.path());
     }
   }
+  // A stage does not report the checkpoint's parameters it does not hold; none may be left out.
+  std::string unregistered;
+  for (const std::string& name : reader.names())
+    if (sharded && !registered.count(name)) unregistered += "\n  " + name;
+  MT_REQUIRE(unregistered.empty(), "checkpoint '", reader.iteration_dir(),
+             "' holds parameters that no pipeline stage of the model its state.json describes "
+             "registers:",
+             unregistered);
   transaction.commit();
 }
 

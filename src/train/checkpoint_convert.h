@@ -1,13 +1,17 @@
 // Offline checkpoint conversions behind `megatron convert` (one process, no MPI):
 // HF GPT-2 -> our checkpoint at any TP size, our checkpoint -> HF GPT-2, and resharding our
-// checkpoints to another TP size. Each writes its output atomically, as save_checkpoint does.
+// checkpoints to another TP × PP size (optionally as the distributed optimizer's DP shards). Each
+// writes its output atomically, as save_checkpoint does.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "model/gpt_model.h"
+#include "model/stage_range.h"
+#include "parallel/parameter.h"
 #include "train/hf_tokenizer_files.h"
 
 namespace megatron {
@@ -28,17 +32,51 @@ void import_hf_gpt2(const std::string& hf_dir, const std::string& save_dir, int 
 void export_hf_gpt2(const std::string& load_dir, int64_t iteration, const std::string& hf_dir,
                     int64_t vocab_size, const TokenizerFileOverrides& tokenizer = {});
 
+// The parameters one rank of a training run registers, allocated (zeros), in the order its
+// model registers them: that order is the rank's flat space, which the distributed optimizer's
+// DP shards cut (DpShard::of). `state` is the target's state.json (model shape and args,
+// model.padded_vocab_size already padded for `tp_size`), read from the checkpoint `dir` (for
+// the messages).
+using RankParameters =
+    std::function<ParameterStore(const nlohmann::json& state, const std::string& dir, int tp_rank,
+                                 int tp_size, const StageRange& stage)>;
+
+// How reshard_checkpoint writes the optimizer state: whole buffers (optimizer.safetensors per
+// rank; dp_size 0), or as the dp_size data-parallel ranks of a --use-distributed-optimizer run
+// at the target layout save it (dp_size >= 1; > 1: optimizer_dpRRR_of_DDD.safetensors per DP
+// rank, each DpShard::of the flat space laid out by `registered`).
+struct DistributedOptimizerTarget {
+  int dp_size = 0;
+  RankParameters registered;
+};
+
 // Rewrites iteration `iteration` (-1: latest) of `load_dir` at `target_tp` tensor-parallel ×
 // `target_pp` pipeline ranks into `save_dir` (same iteration), parameters and optimizer state
 // alike, each parameter on the pipeline rank whose contiguous stage holds it
 // (pipeline_rank_of_parameter; the number of layers from state.json's model.num_layers);
 // state.json of each new rank is the source's rank 0 state with
-// args.tensor_model_parallel_size and args.pipeline_model_parallel_size updated.
+// args.tensor_model_parallel_size, args.pipeline_model_parallel_size and, with `distributed`,
+// args.use_distributed_optimizer updated.
 // Tensors stored as padded vocabularies ("vocab_rows" in their placement) are re-padded to
 // Megatron's padded size for `target_tp` (args.make_vocab_size_divisible_by, default 128), as
 // a run at that size pads them, and model.padded_vocab_size is updated.
+// With `distributed`.dp_size > 1 the checkpoint's optimizer state is written as the
+// distributed optimizer's shards (write_optimizer_shard, the trainer's writer), so the files
+// are those a run at that layout saves; a checkpoint without optimizer state, or whose
+// parameters are not those `distributed.registered` registers, is an Error.
 void reshard_checkpoint(const std::string& load_dir, int64_t iteration, const std::string& save_dir,
-                        int target_tp, int target_pp = 1);
+                        int target_tp, int target_pp = 1,
+                        const DistributedOptimizerTarget& distributed = {});
+
+// RankParameters of GPT-family models (GPT-2, Llama, Mistral, Qwen2: GptModel), shape and
+// architecture from the state's "model" and "args" (gpt_config_from_checkpoint_state).
+ParameterStore gpt_rank_parameters(const nlohmann::json& state, const std::string& dir, int tp_rank,
+                                   int tp_size, const StageRange& stage);
+
+// The GptConfig whose parameters a GPT-family checkpoint holds, from its state.json: the shape
+// from "model" (model.vocab_size the real vocabulary), the architecture, norm epsilon,
+// dropouts and init scale from "args". Throws Error naming a missing field and `dir`.
+GptConfig gpt_config_from_checkpoint_state(const nlohmann::json& state, const std::string& dir);
 
 // The model-shape record the trainer compares on load (state.json "model"), with the
 // architecture options (train/architecture_json.h) under their argument names.

@@ -52,11 +52,7 @@ void import_hf_bert(const std::string& hf_dir, const std::string& save_dir, int 
       target_tp);
 }
 
-void export_hf_bert(const std::string& load_dir, int64_t iteration, const std::string& hf_dir,
-                    const TokenizerFileOverrides& tokenizer) {
-  CheckpointShardReader reader(checkpoint_iteration_dir(load_dir, iteration));
-  const nlohmann::json state = reader.state(0, 0);
-  const std::string& dir = reader.iteration_dir();
+BertConfig bert_config_from_checkpoint_state(const nlohmann::json& state, const std::string& dir) {
   MT_REQUIRE(state.contains("model"), "checkpoint '", dir,
              "': state.json has no model record (not a BERT checkpoint of this program?)");
   auto field = [&](const char* key) {
@@ -82,6 +78,21 @@ void export_hf_bert(const std::string& load_dir, int64_t iteration, const std::s
   c.attention_dropout = args.value("attention_dropout", c.attention_dropout);
   c.init_method_std = args.value("init_method_std", c.init_method_std);
   c.gelu = gelu_form_from_args_json(state["model"]);
+  return c;
+}
+
+ParameterStore bert_rank_parameters(const nlohmann::json& state, const std::string& dir,
+                                    int tp_rank, int tp_size, const StageRange& stage) {
+  return registered_parameter_store<BertModel>(bert_config_from_checkpoint_state(state, dir),
+                                               tp_rank, tp_size, stage);
+}
+
+void export_hf_bert(const std::string& load_dir, int64_t iteration, const std::string& hf_dir,
+                    const TokenizerFileOverrides& tokenizer) {
+  CheckpointShardReader reader(checkpoint_iteration_dir(load_dir, iteration));
+  const nlohmann::json state = reader.state(0, 0);
+  const std::string& dir = reader.iteration_dir();
+  const BertConfig c = bert_config_from_checkpoint_state(state, dir);
   const nlohmann::json hf_config = hf_config_from_bert(c);  // rejects pre-LN models
 
   const TensorMap full =

@@ -7,6 +7,8 @@
 #include <string>
 
 #include "model/bert_config.h"
+#include "model/stage_range.h"
+#include "parallel/parameter.h"
 #include "train/hf_tokenizer_files.h"
 
 namespace megatron {
@@ -27,5 +29,12 @@ nlohmann::json bert_model_shape_json(const BertConfig& config);
 // What an HF config.json says of a BERT model: the shape record plus the dropouts and the init
 // scale — the arguments an import records and exported_hf_config_text() compares.
 nlohmann::json bert_hf_description(const BertConfig& config);
+
+// The BertConfig whose parameters a BERT checkpoint holds, from its state.json: the shape from
+// "model", dropouts and init scale from "args". Throws Error naming a missing field and `dir`.
+BertConfig bert_config_from_checkpoint_state(const nlohmann::json& state, const std::string& dir);
+// RankParameters (train/checkpoint_convert.h) of BERT pretraining models (BertModel).
+ParameterStore bert_rank_parameters(const nlohmann::json& state, const std::string& dir,
+                                    int tp_rank, int tp_size, const StageRange& stage);
 
 }  // namespace megatron

@@ -52,22 +52,7 @@ void export_hf_llama(const std::string& load_dir, int64_t iteration, const std::
                      int64_t max_shard_bytes) {
   CheckpointShardReader reader(checkpoint_iteration_dir(load_dir, iteration));
   const nlohmann::json state = reader.state(0, 0);
-  const std::string& dir = reader.iteration_dir();
-  const nlohmann::json args = state.value("args", nlohmann::json::object());
-  GptConfig c;
-  c.num_layers = state_field<int>(state, "model", "num_layers", dir);
-  c.hidden_size = state_field<int>(state, "model", "hidden_size", dir);
-  c.num_attention_heads = state_field<int>(state, "model", "num_attention_heads", dir);
-  c.ffn_hidden_size = state_field<int>(state, "model", "ffn_hidden_size", dir);
-  c.max_position_embeddings = state_field<int>(state, "model", "max_position_embeddings", dir);
-  c.padded_vocab_size = state_field<int64_t>(state, "model", "padded_vocab_size", dir);
-  c.vocab_size = state_field<int64_t>(state, "model", "vocab_size", dir);
-  c.seq_length = c.max_position_embeddings;
-  c.layernorm_epsilon = norm_epsilon_from_args_json(args);
-  c.attention_dropout = args.value("attention_dropout", 0.0f);
-  c.hidden_dropout = args.value("hidden_dropout", 0.0f);
-  c.init_method_std = args.value("init_method_std", 0.02f);
-  c.arch = architecture_from_args_json(args);
+  const GptConfig c = gpt_config_from_checkpoint_state(state, reader.iteration_dir());
   const nlohmann::json from = state.value("converted_from", nlohmann::json::object());
   const std::string architecture = from.value(
       "architecture", std::string(c.arch.add_qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM"));

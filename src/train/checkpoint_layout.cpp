@@ -29,6 +29,50 @@ std::string rank_dir_name(int tp_rank, int pp_rank, int pp_size) {
   return buf;
 }
 
+std::string optimizer_shard_file_name(int dp_rank, int dp_size) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "optimizer_dp%03d_of_%03d.safetensors", dp_rank, dp_size);
+  return buf;
+}
+
+std::vector<std::string> optimizer_files(const std::string& rank_dir) {
+  const std::string whole = rank_dir + "/" + kOptimizerFileName;
+  static const std::regex pattern(R"(optimizer_dp(\d{3})_of_(\d{3})\.safetensors)");
+  std::set<int> sizes, ranks;
+  for (const fs::directory_entry& e : fs::directory_iterator(rank_dir)) {
+    std::smatch m;
+    const std::string name = e.path().filename().string();
+    if (!std::regex_match(name, m, pattern)) continue;
+    ranks.insert(std::stoi(m[1].str()));
+    sizes.insert(std::stoi(m[2].str()));
+  }
+  if (sizes.empty())
+    return fs::exists(whole) ? std::vector<std::string>{whole} : std::vector<std::string>{};
+  MT_REQUIRE(!fs::exists(whole), "checkpoint directory '", rank_dir, "' holds both ",
+             kOptimizerFileName,
+             " and distributed-optimizer shard files, of which a save writes one kind: it was "
+             "altered after it was saved");
+  MT_REQUIRE(sizes.size() == 1, "checkpoint directory '", rank_dir,
+             "' holds distributed-optimizer shard files of ", sizes.size(),
+             " different data-parallel sizes");
+  const int dp_size = *sizes.begin();
+  std::vector<std::string> files;
+  std::string missing;
+  int num_missing = 0;
+  for (int r = 0; r < dp_size; ++r) {
+    const std::string name = optimizer_shard_file_name(r, dp_size);
+    if (ranks.count(r)) {
+      files.push_back(rank_dir + "/" + name);
+    } else {
+      missing += (missing.empty() ? "" : ", ") + name;
+      ++num_missing;
+    }
+  }
+  MT_REQUIRE(num_missing == 0, "checkpoint directory '", rank_dir, "' lacks ", num_missing,
+             " of its ", dp_size, " distributed-optimizer shard files: ", missing);
+  return files;
+}
+
 std::optional<int64_t> read_latest_iteration(const std::string& save_dir) {
   std::string path = save_dir + "/" + kTrackerFileName;
   if (!fs::exists(path)) return std::nullopt;

@@ -4,6 +4,8 @@
 //   SAVE/iter_0000100/mp_rank_00/               one directory per model-parallel rank:
 //   SAVE/iter_0000100/mp_rank_01/                 mp_rank_{tp:02d}          when PP = 1
 //   SAVE/iter_0000100/mp_rank_00_001/             mp_rank_{tp:02d}_{pp:03d} when PP > 1
+//   SAVE/iter_0000100/mp_rank_00/optimizer_dp001_of_004.safetensors
+//                                               a distributed-optimizer shard (one per DP rank)
 //   SAVE/iter_0000100.tmp-<nonce>/              a save in progress (ignored by loaders)
 //   SAVE/release/                               a "release" checkpoint: the tracker holds
 //                                               "release" (Megatron's; loaded weights-only)
@@ -25,6 +27,14 @@ inline constexpr int64_t kReleaseIteration = -2;
 
 std::string iteration_dir_name(int64_t iteration);                 // "iter_0000100", or "release"
 std::string rank_dir_name(int tp_rank, int pp_rank, int pp_size);  // "mp_rank_01[_002]"
+// "optimizer_dp001_of_004.safetensors": data-parallel rank 1's shard of 4.
+std::string optimizer_shard_file_name(int dp_rank, int dp_size);
+
+// The optimizer files of the rank directory `rank_dir`: optimizer.safetensors, or every
+// shard file optimizer_dp000_of_DDD ... optimizer_dp(D-1)_of_DDD in rank order, or none.
+// Throws Error naming the directory when it holds both kinds, shards of different sizes, or
+// an incomplete set of shards (naming the missing ones).
+std::vector<std::string> optimizer_files(const std::string& rank_dir);
 
 // The iteration in SAVE's tracker file (kReleaseIteration for "release"), or nullopt when
 // there is none. A tracker that holds neither a non-negative integer nor "release" is an

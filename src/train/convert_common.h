@@ -11,21 +11,24 @@
 #include "core/error.h"
 #include "distributed/parallel_state.h"
 #include "model/hf_gpt2.h"  // TensorMap
+#include "model/stage_range.h"
 #include "parallel/full_tensors.h"
 #include "parallel/parameter.h"
 #include "train/checkpoint.h"
 
 namespace megatron {
 
-// The parameters ModelT registers for TP rank `rank` of `size`, allocated (zeros). The model
-// is built only for its registrations: no communicator is needed or used.
+// The parameters ModelT registers for TP rank `rank` of `size` holding pipeline stage `stage`
+// (default: the whole model), allocated (zeros), in registration order. The model is built
+// only for its registrations: no communicator is needed or used.
 template <typename ModelT, typename ConfigT>
-ParameterStore registered_parameter_store(const ConfigT& config, int rank, int size) {
+ParameterStore registered_parameter_store(const ConfigT& config, int rank, int size,
+                                          const StageRange& stage = {}) {
   ParallelState ps;
   ps.tp_rank = rank;
   ps.tp_size = size;
   ParameterStore store(rank, size);
-  ModelT model(config, ps, store);
+  ModelT model(config, ps, store, stage);
   store.allocate();
   return store;
 }
@@ -38,7 +41,7 @@ template <typename T>
 T state_field(const nlohmann::json& state, const char* section, const char* key,
               const std::string& dir) {
   MT_REQUIRE(state.contains(section) && state[section].contains(key), "checkpoint '", dir,
-             "': state.json has no ", section, ".", key, " (needed to export the model)");
+             "': state.json has no ", section, ".", key, " (needed to rebuild the model)");
   return state[section][key].get<T>();
 }
 

@@ -38,17 +38,4 @@ void all_gather_shards(Tensor& flat, Communicator& dp, const DpShard& shard) {
   kernels::copy(whole.slice(0, 0, shard.total), flat);
 }
 
-std::map<std::string, Tensor> gather_shard_buffers(const std::map<std::string, Tensor>& shards,
-                                                   Communicator& dp, const DpShard& shard) {
-  std::map<std::string, Tensor> full;
-  for (const auto& [name, part] : shards) {
-    Tensor t = Tensor::zeros({shard.total}, DType::F32, part.device());
-    Tensor mine = t.slice(0, shard.range.begin, shard.range.end);
-    kernels::copy(part, mine);
-    all_gather_shards(t, dp, shard);
-    full.emplace(name, t);
-  }
-  return full;
-}
-
 }  // namespace megatron

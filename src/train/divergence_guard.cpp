@@ -1,5 +1,6 @@
 #include "train/divergence_guard.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "distributed/agreement.h"
@@ -26,13 +27,20 @@ std::string stop_note(const std::string& where_saved) {
 
 }  // namespace
 
-std::vector<std::string> non_finite_parameters(const ParameterStore& store, const Tensor& flat) {
+std::vector<std::string> non_finite_parameters(const ParameterStore& store, const Tensor& flat,
+                                               FlatRange range) {
   std::vector<std::string> names;
   if (flat.defined() && !kernels::has_inf_or_nan(flat)) return names;
+  const int64_t end = range.end < 0 ? store.flat_values().numel() : range.end;
   for (const Parameter& p : store.params()) {
-    const int64_t n = shape_numel(p.local_shape);
-    if (kernels::has_inf_or_nan(flat.defined() ? flat.slice(0, p.flat_offset, p.flat_offset + n)
-                                               : p.value))
+    if (!flat.defined()) {
+      if (kernels::has_inf_or_nan(p.value)) names.push_back(p.spec.name);
+      continue;
+    }
+    // The parameter's elements within the range.
+    const int64_t lo = std::max(p.flat_offset, range.begin);
+    const int64_t hi = std::min(p.flat_offset + shape_numel(p.local_shape), end);
+    if (lo < hi && kernels::has_inf_or_nan(flat.slice(0, lo - range.begin, hi - range.begin)))
       names.push_back(p.spec.name);
   }
   return names;
@@ -75,19 +83,19 @@ void DivergenceGuard::check_weights(int64_t iteration, ParameterStore& store, co
 }
 
 void check_finite_for_checkpoint(int64_t iteration, const ParameterStore& store,
-                                 const std::map<std::string, Tensor>& optimizer_flat_buffers) {
+                                 const std::map<std::string, Tensor>& optimizer_flat_buffers,
+                                 FlatRange optimizer_range) {
   auto check = [&](const std::string& what, const Tensor& flat) {
-    const std::vector<std::string> names = non_finite_parameters(store, flat);
+    const std::vector<std::string> names = non_finite_parameters(store, flat, optimizer_range);
     MT_REQUIRE(names.empty(), "refusing to save the checkpoint of iteration ", iteration, ": ",
                what, " of ", list_names(names),
                " hold inf or nan (a checkpoint must hold finite values only)");
   };
   check("the weights", Tensor());
-  int64_t total = 0;
-  for (const Parameter& p : store.params()) total += shape_numel(p.local_shape);
+  const int64_t end = optimizer_range.end < 0 ? store.flat_values().numel() : optimizer_range.end;
   for (const auto& [name, flat] : optimizer_flat_buffers) {
-    // A buffer of another layout is the writer's to report (write_rank_shards).
-    if (!flat.defined() || flat.dim() != 1 || flat.numel() != total) continue;
+    // A buffer of another layout is the writer's to report (write_optimizer_shard).
+    if (!flat.defined() || flat.dim() != 1 || flat.numel() != end - optimizer_range.begin) continue;
     check("optimizer state '" + name + "'", flat);
   }
 }

@@ -27,13 +27,15 @@
 #include "core/tensor.h"
 #include "distributed/parallel_state.h"
 #include "parallel/parameter.h"
+#include "train/optimizer.h"
 
 namespace megatron {
 
-// Names of the parameters whose slice of `flat` (laid out like store.flat_values(), f32;
-// undefined: the parameters' own values) holds an inf or NaN on this rank, in store order;
-// empty when all are finite.
-std::vector<std::string> non_finite_parameters(const ParameterStore& store, const Tensor& flat);
+// Names of the parameters whose slice of `flat` (laid out like elements `range` of
+// store.flat_values(), f32; undefined: the parameters' own values) holds an inf or NaN on this
+// rank, in store order; empty when all are finite.
+std::vector<std::string> non_finite_parameters(const ParameterStore& store, const Tensor& flat,
+                                               FlatRange range = {});
 
 class DivergenceGuard {
  public:
@@ -60,8 +62,10 @@ class DivergenceGuard {
 };
 
 // Throws Error (on this rank) naming the buffer and the parameters when a parameter value or
-// an optimizer buffer (name -> flat f32, laid out like the values) holds an inf or NaN.
+// an optimizer buffer (name -> flat f32, laid out like elements `optimizer_range` of the
+// values: the distributed optimizer's shard, or all) holds an inf or NaN.
 void check_finite_for_checkpoint(int64_t iteration, const ParameterStore& store,
-                                 const std::map<std::string, Tensor>& optimizer_flat_buffers);
+                                 const std::map<std::string, Tensor>& optimizer_flat_buffers,
+                                 FlatRange optimizer_range = {});
 
 }  // namespace megatron

@@ -1,7 +1,11 @@
 #include "train/pretrained_load.h"
 
+#include <map>
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "core/logging.h"
+#include "distributed/broadcast_bytes.h"
 #include "train/checkpoint.h"
 
 namespace megatron {
@@ -24,19 +28,42 @@ PretrainedLoadReport load_pretrained(const std::string& load_dir, int64_t iterat
   read_parameters(reader, params, nullptr, fresh);
 
   PretrainedLoadReport report;
+  report.from = reader.iteration_dir();
   for (const Parameter& p : params.params())
     if (fresh(p.spec.name)) report.fresh.push_back(p.spec.name);
   for (const std::string& name : reader.names())
     if (!params.contains(name)) report.unused.push_back(name);
+  return report;
+}
+
+PretrainedLoadReport merge_stage_reports(const PretrainedLoadReport& stage,
+                                         Communicator& pipeline) {
+  PretrainedLoadReport all;
+  all.from = stage.from;
+  const std::string mine = nlohmann::json{{"fresh", stage.fresh}, {"unused", stage.unused}}.dump();
+  std::map<std::string, int> unused_by;  // name -> stages that did not read it
+  for (int root = 0; root < pipeline.size(); ++root) {
+    const nlohmann::json theirs = nlohmann::json::parse(broadcast_string(pipeline, mine, root));
+    for (const std::string& name : theirs.at("fresh").get<std::vector<std::string>>())
+      all.fresh.push_back(name);
+    for (const std::string& name : theirs.at("unused").get<std::vector<std::string>>())
+      ++unused_by[name];
+  }
+  // Unused by every stage, hence in this stage's list too: its (the checkpoint's) order.
+  for (const std::string& name : stage.unused)
+    if (unused_by[name] == pipeline.size()) all.unused.push_back(name);
+  return all;
+}
+
+void log_pretrained_load(const PretrainedLoadReport& report) {
   auto joined = [](const std::vector<std::string>& names) {
     std::string out;
     for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
     return out.empty() ? std::string("none") : out;
   };
-  log_info("loaded pretrained weights from ", reader.iteration_dir(),
+  log_info("loaded pretrained weights from ", report.from,
            "; left to their initialisation: ", joined(report.fresh),
            "; in the checkpoint but not in the model (not loaded): ", joined(report.unused));
-  return report;
 }
 
 }  // namespace megatron

@@ -105,9 +105,6 @@ struct Trainer::Impl {
     store.allocate();
     model->init_weights(cfg.seed);
     if (cfg.distributed_optimizer) {
-      MT_REQUIRE(!cfg.fp16,
-                 "--use-distributed-optimizer is not supported with --fp16 yet; use "
-                 "--bf16 or fp32");
       shard = DpShard::of(store.flat_values().numel(), ps.dp_size, ps.dp_rank);
       shard_grads = Tensor::zeros({shard->size}, DType::F32, store.device());
     }
@@ -115,6 +112,8 @@ struct Trainer::Impl {
         std::make_unique<GradBuckets>(store, ps, cfg.ddp_bucket_size, cfg.overlap_grad_reduce,
                                       shard ? &*shard : nullptr, shard ? &shard_grads : nullptr);
     optimizer = std::make_unique<AdamW>(store, cfg.adam, shard ? shard->range : FlatRange{});
+    // --fp16: each rank rounded its shard of the store to f16 (AdamW); every rank gets all of it.
+    if (shard && cfg.fp16) all_gather_shards(store.flat_values(), *ps.dp, *shard);
     if (cfg.fp16) model->refresh_compute_weights();  // the store now holds f16-rounded values
     log_info(" > number of parameters on (tensor, pipeline) model parallel rank (", ps.tp_rank,
              ", ", ps.pp_rank, "): ", store.flat_values().numel());
@@ -148,12 +147,12 @@ struct Trainer::Impl {
   // Saves to `dir` (default: --save).
   void save(const std::string& dir = "") {
     const std::string& to = dir.empty() ? cfg.save : dir;
-    // The distributed optimizer's shards are gathered: checkpoints hold full buffers.
+    // The distributed optimizer's DP ranks each write their own shard: no gather.
     std::map<std::string, Tensor> buffers;
-    if (!cfg.no_save_optim)
-      buffers = shard ? gather_shard_buffers(optimizer->flat_buffers(), *ps.dp, *shard)
-                      : optimizer->flat_buffers();
-    save_checkpoint(to, iteration, store, buffers, state_json(), ps);
+    if (!cfg.no_save_optim) buffers = optimizer->flat_buffers();
+    save_checkpoint(
+        to, iteration, store, buffers, state_json(), ps,
+        shard ? OptimizerShard{shard->range, ps.dp_rank, ps.dp_size} : OptimizerShard{});
     last_checkpoint = iteration;
     last_checkpoint_dir = to;
     log_info("  successfully saved checkpoint at iteration ", iteration, " to ", to);
@@ -197,7 +196,7 @@ struct Trainer::Impl {
       MT_REQUIRE(plan.warning.empty() || !cfg.exit_on_missing_checkpoint, plan.warning,
                  " is refused: --exit-on-missing-checkpoint (check the --load path)");
       if (cfg.save.empty()) return;
-      if (ps.dp_rank == 0) check_save_dir_writable(cfg.save, ps.rank);
+      if (ps.dp_rank == 0 || shard) check_save_dir_writable(cfg.save, ps.rank);
       if (ps.rank == 0) check_save_dir_not_foreign(cfg.save, plan.iteration ? cfg.load : "");
     });
     if (!plan.warning.empty()) log_warning(plan.warning);
@@ -209,15 +208,14 @@ struct Trainer::Impl {
   void load(bool release) {
     const bool weights_only = cfg.finetune || release;
     const bool load_optim = !cfg.no_load_optim && !weights_only;
-    // Full-size buffers; the distributed optimizer keeps its shard of them (below).
+    // The optimizer's own buffers (views): the distributed optimizer's hold its shard only, and
+    // only the stored pieces that overlap it are read.
     std::map<std::string, Tensor> buffers = optimizer->flat_buffers();
-    if (shard)
-      for (auto& [name, t] : buffers)
-        t = Tensor::zeros({store.flat_values().numel()}, DType::F32, store.device());
     nlohmann::json state;
     // Each rank reads its own files; a missing or corrupt one fails every rank together.
     run_on_all_ranks(*ps.world, "", [&] {
-      state = load_checkpoint(cfg.load, -1, store, load_optim ? &buffers : nullptr, ps);
+      state = load_checkpoint(cfg.load, -1, store, load_optim ? &buffers : nullptr, ps,
+                              optimizer->range());
       check_model_shape(state);
     });
     last_checkpoint = state.at("iteration").get<int64_t>();
@@ -225,9 +223,6 @@ struct Trainer::Impl {
     converted_from = state.value("converted_from", nlohmann::json());
     // An imported HF checkpoint has no optimizer state: start the optimizer afresh.
     if (load_optim && state.contains("optimizer")) {
-      if (shard)
-        for (auto& [name, t] : optimizer->flat_buffers())
-          t.copy_from(buffers.at(name).slice(0, shard->range.begin, shard->range.end));
       optimizer->load_state(state.at("optimizer"));
       schedule.load_state(state.at("scheduler"));
       scaler.load_state(state.at("grad_scaler"));
@@ -307,19 +302,9 @@ struct Trainer::Impl {
     timers.time("embedding-grads-all-reduce", 1, [&] { reduce_tied_gradients(store, ps); });
     timers.time("all-grads-sync", 1, [&] { grad_buckets->finish(); });
     loss = average_over_dp(local, num_micro_batches);
-    if (shard) return distributed_step(loss, grad_norm);
+    if (shard) return distributed_step(loss, grad_norm, loss_scale);
     NamedTimers::Scope optimizer_time(timers, "optimizer", 1);
-    if (cfg.fp16) {
-      NamedTimers::Scope unscale_time(timers, "optimizer-unscale-and-check-inf", 1);
-      const bool overflow =
-          found_overflow_anywhere(store.flat_grads(), *ps.world, true, &optimizer->f16_scratch());
-      scaler.update(overflow);
-      if (overflow) {
-        grad_norm.reset();
-        return false;
-      }
-      kernels::scale(store.flat_grads(), float(1.0 / loss_scale));
-    }
+    if (cfg.fp16 && overflowed(store.flat_grads(), loss_scale, grad_norm)) return false;
     if (log_layer_grad_norms_now()) log.layer_grad_norms(iteration, layer_grad_norms(store, ps));
     grad_norm = timers.time("optimizer-clip-main-grad", 1,
                             [&] { return clip_grad_norm(store, ps, cfg.clip_grad); });
@@ -335,12 +320,31 @@ struct Trainer::Impl {
     return true;
   }
 
+  // --fp16, before the optimizer step: true (the step is skipped) when the reduced, still
+  // scaled gradients `grads` overflow f16 on any rank — the whole buffer, or each DP rank's
+  // shard, whose OR over the world is the same decision — else unscales them. The scaler
+  // learns the outcome either way.
+  bool overflowed(Tensor grads, double loss_scale, std::optional<double>& grad_norm) {
+    NamedTimers::Scope unscale_time(timers, "optimizer-unscale-and-check-inf", 1);
+    const bool overflow =
+        found_overflow_anywhere(grads, *ps.world, true, &optimizer->f16_scratch());
+    scaler.update(overflow);
+    if (overflow) {
+      grad_norm.reset();
+      return true;
+    }
+    kernels::scale(grads, float(1.0 / loss_scale));
+    return false;
+  }
+
   // The rest of train_step with the distributed optimizer (distributed_optimizer.h): each DP
-  // rank holds the reduced gradients of its shard; it clips and updates the shard, and the
-  // shards are all-gathered.
-  bool distributed_step(const LossTerms& loss, std::optional<double>& grad_norm) {
+  // rank holds the reduced gradients of its shard; it (--fp16: checks and unscales,) clips and
+  // updates the shard, and the shards are all-gathered.
+  bool distributed_step(const LossTerms& loss, std::optional<double>& grad_norm,
+                        double loss_scale) {
     NamedTimers::Scope optimizer_time(timers, "optimizer", 1);
     GradShard grads{shard_grads.slice(0, 0, shard->range.end - shard->range.begin), shard->range};
+    if (cfg.fp16 && overflowed(grads.grads, loss_scale, grad_norm)) return false;
     if (log_layer_grad_norms_now())
       log.layer_grad_norms(iteration, layer_grad_norms(store, ps, &grads));
     grad_norm = timers.time("optimizer-clip-main-grad", 1,
@@ -353,6 +357,8 @@ struct Trainer::Impl {
     timers.time("optimizer-inner-step", 1, [&] { optimizer->step(schedule.lr(), grads.grads); });
     timers.time("params-all-gather", 1,
                 [&] { all_gather_shards(store.flat_values(), *ps.dp, *shard); });
+    // --fp16: the gathered f16-rounded values are the casts of every shard's fp32 master, so
+    // an inf/NaN master shows in them; the guard checks them.
     finish_step(Tensor());
     return true;
   }
@@ -386,7 +392,13 @@ struct Trainer::Impl {
   // group, TP × PP).
   std::optional<double> params_norm() const {
     if (!cfg.log_params_norm) return std::nullopt;
-    if (cfg.fp16) return global_norm(optimizer->flat_buffers().at("fp32_master"), store, ps);
+    if (cfg.fp16) {
+      const Tensor master = optimizer->flat_buffers().at("fp32_master");
+      if (!shard) return global_norm(master, store, ps);
+      // Each DP rank holds its shard of the master: the same counted sum, over the world.
+      const GradShard master_shard{master, shard->range};
+      return global_grad_norm(store, ps, &master_shard);
+    }
     return global_norm(store.flat_values(), store, ps);
   }
 

@@ -6,12 +6,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "parallel/parameter.h"
+#include "train/optimizer.h"
 
 namespace megatron::testing {
 
@@ -51,47 +53,63 @@ inline ParameterStore make_fixture_store(int tp_rank, int tp_size,
   return store;
 }
 
-// Fills a flat f32 buffer laid out like the store's values with fixture_value(..., buffer).
-inline void fill_fixture(const ParameterStore& store, Tensor flat, int buffer) {
-  float* v = flat.data<float>();
+// Calls visit(index into a buffer laid out like elements `range` of the store's values,
+// fixture_id, full-tensor element index) for every element of the range.
+template <typename Visit>
+void for_each_fixture_element(const ParameterStore& store, FlatRange range, Visit visit) {
+  const int64_t end = range.end < 0 ? store.flat_values().numel() : range.end;
   for (const Parameter& p : store.params()) {
     const size_t id = fixture_id(p.spec.name);
-    for (int64_t k = 0; k < shape_numel(p.local_shape); ++k)
-      v[p.flat_offset + k] = fixture_value(id, full_element_index(p, k), buffer);
+    const int64_t n = shape_numel(p.local_shape);
+    for (int64_t k = std::max<int64_t>(0, range.begin - p.flat_offset);
+         k < std::min<int64_t>(n, end - p.flat_offset); ++k)
+      visit(p.flat_offset + k - range.begin, id, full_element_index(p, k));
   }
 }
 
-// Number of elements of `flat` that differ from the fixture (0 when the load was exact).
-inline int64_t count_fixture_mismatches(const ParameterStore& store, const Tensor& flat,
-                                        int buffer) {
+// Fills a flat f32 buffer laid out like elements `range` of the store's values (all of them by
+// default) with fixture_value(..., buffer).
+inline void fill_fixture(const ParameterStore& store, Tensor flat, int buffer,
+                         FlatRange range = {}) {
+  float* v = flat.data<float>();
+  for_each_fixture_element(store, range, [&](int64_t i, size_t id, int64_t full) {
+    v[i] = fixture_value(id, full, buffer);
+  });
+}
+
+// Number of elements of `flat` (laid out like `range`) that differ from the fixture (0 when the
+// load was exact).
+inline int64_t count_fixture_mismatches(const ParameterStore& store, const Tensor& flat, int buffer,
+                                        FlatRange range = {}) {
   const float* v = flat.data<float>();
   int64_t bad = 0;
-  for (const Parameter& p : store.params()) {
-    const size_t id = fixture_id(p.spec.name);
-    for (int64_t k = 0; k < shape_numel(p.local_shape); ++k)
-      bad += v[p.flat_offset + k] != fixture_value(id, full_element_index(p, k), buffer);
-  }
+  for_each_fixture_element(store, range, [&](int64_t i, size_t id, int64_t full) {
+    bad += v[i] != fixture_value(id, full, buffer);
+  });
   return bad;
 }
 
-inline std::map<std::string, Tensor> make_fixture_optimizer(const ParameterStore& store) {
+// The optimizer buffers of elements `range` of the store's flat space, zero.
+inline std::map<std::string, Tensor> make_fixture_optimizer(const ParameterStore& store,
+                                                            FlatRange range = {}) {
+  const int64_t end = range.end < 0 ? store.flat_values().numel() : range.end;
   std::map<std::string, Tensor> buffers;
-  const int64_t n = const_cast<ParameterStore&>(store).flat_values().numel();
-  buffers["exp_avg"] = Tensor::zeros({n}, DType::F32);
-  buffers["exp_avg_sq"] = Tensor::zeros({n}, DType::F32);
+  buffers["exp_avg"] = Tensor::zeros({end - range.begin}, DType::F32);
+  buffers["exp_avg_sq"] = Tensor::zeros({end - range.begin}, DType::F32);
   return buffers;
 }
 
 inline void fill_fixture_optimizer(const ParameterStore& store,
-                                   std::map<std::string, Tensor>& buffers) {
-  fill_fixture(store, buffers.at("exp_avg"), 1);
-  fill_fixture(store, buffers.at("exp_avg_sq"), 2);
+                                   std::map<std::string, Tensor>& buffers, FlatRange range = {}) {
+  fill_fixture(store, buffers.at("exp_avg"), 1, range);
+  fill_fixture(store, buffers.at("exp_avg_sq"), 2, range);
 }
 
 inline int64_t count_fixture_optimizer_mismatches(const ParameterStore& store,
-                                                  const std::map<std::string, Tensor>& b) {
-  return count_fixture_mismatches(store, b.at("exp_avg"), 1) +
-         count_fixture_mismatches(store, b.at("exp_avg_sq"), 2);
+                                                  const std::map<std::string, Tensor>& b,
+                                                  FlatRange range = {}) {
+  return count_fixture_mismatches(store, b.at("exp_avg"), 1, range) +
+         count_fixture_mismatches(store, b.at("exp_avg_sq"), 2, range);
 }
 
 }  // namespace megatron::testing

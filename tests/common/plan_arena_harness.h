@@ -1,8 +1,8 @@
 // What the planner's byte-exact arena tests share (tests/unit/plan_memory_test.cpp at TP 1,
 // tests/dist/plan_arena_tp_test.cpp at TP = world size): a tiny GPT, optionally with the Llama
-// options, and a tiny BERT, the ModelSpec the planner sees for each, one deterministic
-// micro-batch, and each cut into one-layer pipeline stages run forward then backward in this
-// process.
+// options, and a tiny BERT in each LayerNorm order, the ModelSpec the planner sees for each,
+// one deterministic micro-batch, and each cut into one-layer pipeline stages run forward then
+// backward in this process.
 #pragma once
 
 #include <cstdint>
@@ -102,9 +102,14 @@ inline ThreeStages run_three_stages(const GptConfig& gc, const ParallelState& ps
   return t;
 }
 
-// A small BERT (h 32, 4 heads, vocabulary 500 padded to 512, s 16) and the planner's ModelSpec
-// of it.
-inline BertConfig arena_bert_config(int num_layers, bool dropout) {
+// The LayerNorm orders of BertConfig (model/bert_config.h), as the planner names them.
+inline constexpr NormOrder kBertNormOrders[] = {NormOrder::kPre, NormOrder::kPreResidualFromNorm,
+                                                NormOrder::kPost};
+
+// A small BERT (h 32, 4 heads, vocabulary 500 padded to 512, s 16) in the LayerNorm order
+// `order`, and the planner's ModelSpec of it.
+inline BertConfig arena_bert_config(int num_layers, bool dropout,
+                                    NormOrder order = NormOrder::kPre) {
   BertConfig bc;
   bc.num_layers = num_layers;
   bc.hidden_size = 32;
@@ -114,6 +119,9 @@ inline BertConfig arena_bert_config(int num_layers, bool dropout) {
   bc.max_position_embeddings = 16;
   bc.seq_length = 16;
   bc.hidden_dropout = bc.attention_dropout = dropout ? 0.1f : 0.0f;
+  bc.layernorm_order =
+      order == NormOrder::kPost ? LayerNormOrder::kPostLayerNorm : LayerNormOrder::kPreLayerNorm;
+  bc.apply_residual_connection_post_layernorm = order == NormOrder::kPreResidualFromNorm;
   return bc;
 }
 
@@ -128,6 +136,9 @@ inline ModelSpec arena_bert_spec(const BertConfig& bc) {
   m.vocab_size = bc.vocab_size;
   m.hidden_dropout = m.attention_dropout = bc.hidden_dropout;
   m.bert_binary_head = bc.binary_head;
+  m.norm_order = bc.post_layernorm()                           ? NormOrder::kPost
+                 : bc.apply_residual_connection_post_layernorm ? NormOrder::kPreResidualFromNorm
+                                                               : NormOrder::kPre;
   m.mask_prob = 0.25;  // arena_bert_batch scores every fourth row
   return m;
 }

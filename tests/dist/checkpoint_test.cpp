@@ -1,6 +1,7 @@
 // Checkpoint save/load under mpirun: round trips at every tensor-parallel size the world
-// allows (with data-parallel replicas), and resharding chains such as TP4 -> TP2 -> TP1 -> TP4,
-// every loaded element checked against the fixture's full tensors.
+// allows (with data-parallel replicas), resharding chains such as TP4 -> TP2 -> TP1 -> TP4,
+// and the distributed optimizer's shards (every DP rank writes its own) loaded at every TP
+// size, sharded or whole, every loaded element checked against the fixture's full tensors.
 #include "train/checkpoint.h"
 
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include "distributed/parallel_state.h"
 #include "mpi_test_util.h"
 #include "train/checkpoint_layout.h"
+#include "train/distributed_optimizer.h"
 
 namespace megatron {
 namespace {
@@ -128,6 +130,44 @@ TEST(CheckpointDist, FailureOnOneRankFailsEveryRankAndKeepsThePreviousCheckpoint
   EXPECT_EQ(leftovers, 0);
   Loaded got = load_fixture(dir.path(), -1, tp);
   EXPECT_EQ(got.value_mismatches, 0);
+}
+
+TEST(CheckpointDist, DistributedOptimizerShardsLoadAtEveryLayoutShardedOrWhole) {
+  for (int tp : {1, 2}) {
+    if (test::world_size() % tp != 0) continue;
+    SCOPED_TRACE(::testing::Message() << "saved at tp=" << tp);
+    SharedTempDir dir;
+    {
+      ParallelState ps = ParallelState::create(test::world(), tp, 1);
+      ParameterStore store = make_fixture_store(ps.tp_rank, tp);
+      fill_fixture(store, store.flat_values(), 0);
+      const FlatRange range =
+          DpShard::of(store.flat_values().numel(), ps.dp_size, ps.dp_rank).range;
+      auto optimizer = make_fixture_optimizer(store, range);
+      fill_fixture_optimizer(store, optimizer, range);
+      save_checkpoint(dir.path(), 5, store, optimizer, {{"iteration", 5}}, ps,
+                      {range, ps.dp_rank, ps.dp_size});
+      const std::string rank_dir = dir.path() + "/iter_0000005/" + rank_dir_name(ps.tp_rank, 0, 1);
+      EXPECT_EQ(optimizer_files(rank_dir).size(), size_t(ps.dp_size));
+      EXPECT_EQ(fs::exists(rank_dir + "/optimizer.safetensors"), ps.dp_size == 1);
+    }
+    for (int load_tp : {1, 2, 4}) {
+      if (test::world_size() % load_tp != 0) continue;
+      for (bool sharded : {false, true}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "loaded at tp=" << load_tp << (sharded ? " sharded" : ""));
+        ParallelState ps = ParallelState::create(test::world(), load_tp, 1);
+        ParameterStore store = make_fixture_store(ps.tp_rank, load_tp);
+        const FlatRange range =
+            sharded ? DpShard::of(store.flat_values().numel(), ps.dp_size, ps.dp_rank).range
+                    : FlatRange{};
+        auto optimizer = make_fixture_optimizer(store, range);
+        load_checkpoint(dir.path(), -1, store, &optimizer, ps, range);
+        EXPECT_EQ(count_fixture_mismatches(store, store.flat_values(), 0), 0);
+        EXPECT_EQ(count_fixture_optimizer_mismatches(store, optimizer, range), 0);
+      }
+    }
+  }
 }
 
 // The fixture's parameters split over two pipeline stages: embeddings and the QKV projection

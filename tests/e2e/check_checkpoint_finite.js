@@ -32,9 +32,9 @@ const iterations = fs.readdirSync(dir).filter((d) => /^iter_\d+$/.test(d)).sort(
 let total = 0;
 for (const it of iterations) {
   for (const rank of fs.readdirSync(path.join(dir, it)).filter((d) => d.startsWith("mp_rank_"))) {
-    for (const f of ["model.safetensors", "optimizer.safetensors"]) {
+    // model, optimizer and distributed-optimizer shard files alike
+    for (const f of fs.readdirSync(path.join(dir, it, rank)).filter((f) => f.endsWith(".safetensors"))) {
       const p = path.join(dir, it, rank, f);
-      if (!fs.existsSync(p)) continue;
       const bad = nonFinite(p);
       if (bad > 0) console.error(`${p}: ${bad} values are inf or nan`);
       total += bad;

@@ -4,8 +4,10 @@
 // usage: node compare_metrics.js REFERENCE CANDIDATE --from A --to B [--rtol R | --exact]
 // For every iteration A..B both files must have a "train" line; lm_loss and grad_norm (and
 // sop_loss, when either line has one: BERT) must agree to relative tolerance R
-// (|a − b| <= R·|a|), or bit for bit with --exact. Prints each difference and exits 1 on any
-// mismatch or missing iteration.
+// (|a − b| <= R·|a|), or bit for bit with --exact — or both be null (--fp16: a skipped step
+// has no loss or norm) — and the loss scale and the number of skipped iterations must be equal
+// (--fp16: the same skip decisions). Prints each difference and exits 1 on any mismatch or
+// missing iteration.
 'use strict';
 const fs = require('fs');
 
@@ -53,12 +55,19 @@ for (let it = opts.from; it <= opts.to; ++it) {
   if ('sop_loss' in a || 'sop_loss' in b) keys.push('sop_loss');
   for (const key of keys) {
     const x = a[key], y = b[key];
-    const ok = opts.exact ? x === y
-                          : (typeof x === 'number' && typeof y === 'number' &&
-                             Math.abs(x - y) <= opts.rtol * Math.abs(x));
+    const ok = opts.exact || (x === null && y === null)
+                   ? x === y
+                   : (typeof x === 'number' && typeof y === 'number' &&
+                      Math.abs(x - y) <= opts.rtol * Math.abs(x));
     if (!ok) {
       console.error(`iteration ${it} ${key}: ${x} vs ${y}` +
                     (typeof x === 'number' ? ` (relative ${Math.abs(x - y) / Math.abs(x)})` : ''));
+      ++failures;
+    }
+  }
+  for (const key of ['loss_scale', 'skipped_iterations']) {
+    if (key in a && key in b && a[key] !== b[key]) {
+      console.error(`iteration ${it} ${key}: ${a[key]} vs ${b[key]}`);
       ++failures;
     }
   }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `megatron convert` end to end on the tiny HF GPT-2 fixture: import at TP 2, reshard to TP 4
 # and TP 1, export each back to HF (all three byte-identical, and stable under re-import),
-# train from the imported checkpoint with pretrain-gpt at TP 2, and each documented error.
+# train from the imported checkpoint with pretrain-gpt at TP 2, and each documented error
+# (distributed-optimizer shard conversions: tests/e2e/distributed_optimizer.sh).
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
 WORK="$(mktemp -d)"
@@ -96,4 +97,17 @@ expect_error "HF config file '$WORK/missing/config.json'" --model-type gpt --fro
   --load "$WORK/missing" --save "$WORK/x"
 expect_error "--load and --save are both" --model-type gpt --load "$WORK/tp2" --save "$WORK/tp2"
 expect_error "--model-type is required" --load "$WORK/tp2" --save "$WORK/x"
+expect_error "--target-data-parallel-size must be >= 1, got 0" --model-type gpt \
+  --load "$WORK/tp2" --save "$WORK/x" --use-distributed-optimizer --target-data-parallel-size 0
+expect_error "--target-data-parallel-size 2 needs --use-distributed-optimizer" --model-type gpt \
+  --load "$WORK/tp2" --save "$WORK/x" --target-data-parallel-size 2
+expect_error "--use-distributed-optimizer is supported when resharding checkpoints (megatron to megatron)" \
+  --model-type gpt --from hf --load "$HF" --save "$WORK/x" --use-distributed-optimizer
+expect_error "--use-distributed-optimizer is supported when resharding checkpoints (megatron to megatron)" \
+  --model-type gpt --to hf --load "$WORK/tp2" --save "$WORK/x" --use-distributed-optimizer
+expect_error "state.json has no model.num_tokentypes (needed to rebuild the model)" \
+  --model-type bert --load "$WORK/trained" \
+  --save "$WORK/x" --use-distributed-optimizer --target-data-parallel-size 2
+expect_error "holds no optimizer state (saved with --no-save-optim, or imported)" --model-type gpt \
+  --load "$WORK/tp2" --save "$WORK/x" --use-distributed-optimizer --target-data-parallel-size 2
 echo "PASS"

@@ -8,7 +8,10 @@
 # (embedding LayerNorm) at 2×1×2 with sequence parallelism against its 1×1×1. A checkpoint
 # saved at 2×2×1 resumes at 1×1×1 with the next losses of the uninterrupted run, so does 1×1×4's
 # (distributed optimizer) at 1×1×2 with it, and so does 1×4×1's after
-# `megatron convert --model-type bert` rewrote it at TP 2 × PP 2 (resumed at 2×2×1).
+# `megatron convert --model-type bert` rewrote it at TP 2 × PP 2 (resumed at 2×2×1), and at
+# 1×2×2 as distributed-optimizer shards (--use-distributed-optimizer --target-data-parallel-size
+# 2, resumed at 1×2×2 sharded). 1×1×4's sharded checkpoint converted to whole buffers and back
+# to 4 shards is the trainer's, byte for byte.
 # Layers that do not split into the stages are the error pretrain-gpt gives, and so is
 # --sequence-parallel at TP 1.
 # Needs the files of scripts/fetch_data.sh (scripts/test.sh runs it first).
@@ -87,6 +90,28 @@ run resumed_t1p1d2_distopt 2 1 1 --use-distributed-optimizer --load "$WORK/ckpt_
   { cat "$WORK/convert.log"; echo "FAIL: convert"; exit 1; }
 [[ -d "$WORK/ckpt_converted/iter_0000003/mp_rank_01_001" ]] || { echo "FAIL: no TP2 x PP2 layout"; exit 1; }
 run converted_t2p2d1 4 2 2 --load "$WORK/ckpt_converted"
+bert_convert() {  # bert_convert LOG FLAGS...
+  local log=$1
+  shift
+  "$MEGATRON_BINARY" convert --model-type bert "$@" > "$WORK/$log.log" 2>&1 ||
+    { cat "$WORK/$log.log"; echo "FAIL: convert $*"; exit 1; }
+}
+bert_convert p4_to_p2d2 --load "$WORK/ckpt_p4" --save "$WORK/ckpt_p2d2" \
+  --target-pipeline-parallel-size 2 --use-distributed-optimizer --target-data-parallel-size 2
+[[ -f $WORK/ckpt_p2d2/iter_0000003/mp_rank_00_001/optimizer_dp001_of_002.safetensors ]] ||
+  { ls -R "$WORK/ckpt_p2d2"; echo "FAIL: no distributed-optimizer shards"; exit 1; }
+run converted_t1p2d2_distopt 4 1 2 --use-distributed-optimizer --load "$WORK/ckpt_p2d2"
+bert_convert distopt_whole --load "$WORK/ckpt_distopt" --save "$WORK/distopt_whole"
+bert_convert distopt_sharded --load "$WORK/distopt_whole" --save "$WORK/distopt_sharded" \
+  --use-distributed-optimizer --target-data-parallel-size 4
+echo "== 1x1x4's sharded checkpoint -> whole buffers -> 4 shards: the trainer's files"
+diff <(cd "$WORK/ckpt_distopt/iter_0000003" && find . -type f | sort) \
+     <(cd "$WORK/distopt_sharded/iter_0000003" && find . -type f | sort) ||
+  { echo "FAIL: the converted checkpoint holds other files"; exit 1; }
+for f in $(cd "$WORK/ckpt_distopt/iter_0000003" && find . -type f); do
+  cmp "$WORK/ckpt_distopt/iter_0000003/$f" "$WORK/distopt_sharded/iter_0000003/$f" ||
+    { echo "FAIL: converted $f differs from the trainer's"; exit 1; }
+done
 
 CHECK="node $MEGATRON_SOURCE_DIR/tests/e2e/compare_metrics.js"
 for name in t1p2d1 t1p2d2 t1p2d1_interleaved t2p1d2_sp t2p2d1_sp; do
@@ -105,6 +130,8 @@ echo "== resumed at 1x1x2 from 1x1x4's checkpoint of iteration 3 (distributed op
 $CHECK "$WORK/t1p1d1.jsonl" "$WORK/resumed_t1p1d2_distopt.jsonl" --from 4 --to 6 --rtol 1e-5
 echo "== resumed at 2x2x1 from 1x4x1's checkpoint converted to TP 2 x PP 2"
 $CHECK "$WORK/t1p1d1.jsonl" "$WORK/converted_t2p2d1.jsonl" --from 4 --to 6 --rtol 1e-5
+echo "== resumed at 1x2x2 sharded from 1x4x1's checkpoint converted to 1x2x2 shards"
+$CHECK "$WORK/t1p1d1.jsonl" "$WORK/converted_t1p2d2_distopt.jsonl" --from 4 --to 6 --rtol 1e-5
 # Validation losses (lm and sop) agree too, matched by iteration and order.
 node "$MEGATRON_SOURCE_DIR/tests/e2e/compare_validation.js" "$WORK/t1p1d1.jsonl" \
      "$WORK/t1p2d1.jsonl" "$WORK/t2p2d1.jsonl" "$WORK/t1p4d1.jsonl" "$WORK/t1p2d2.jsonl" \

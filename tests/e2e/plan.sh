@@ -3,7 +3,7 @@
 #  - GPT-3 175B on 1024 A100s at TP 8 x PP 16: the text report and the JSON agree, memory
 #    adds up, the step is the sum of its parts;
 #  - --search over 1024 devices lists fitting layouts fastest first;
-#  - megatron-cpp's BERT in pipeline stages, planned and searched;
+#  - megatron-cpp's BERT in pipeline stages, planned and searched, pre- and post-LN;
 #  - `bench --mode machine` (tiny sizes) writes a machine file that `plan` reads;
 #  - bad input: each error names the problem and exits non-zero.
 set -euo pipefail
@@ -123,6 +123,35 @@ node -e '
   if (!s.best.some((c) => c.layout.sequence_parallel))
     throw new Error("no sequence-parallel BERT layout");
 ' "$WORK/bert_search.json"
+# A post-LN BERT (pretrain-bert's --post-layernorm: an embedding LayerNorm, no final one): the
+# same parameters, with PP 2 the norm's 2h = 256 on the first stage instead of the last.
+BERT_PP=(--model bert --num-layers 4 --hidden-size 128 --num-attention-heads 4 --seq-length 64
+         --vocab-size 1000 --micro-batch-size 2 --global-batch-size 8 --world-size 4
+         --pipeline-model-parallel-size 2)
+"$BIN" plan --machine "$A100" "${BERT_PP[@]}" --json > "$WORK/bert_pre.json"
+"$BIN" plan --machine "$A100" "${BERT_PP[@]}" --post-layernorm --json > "$WORK/bert_post.json"
+node -e '
+  const read = (f) => JSON.parse(require("fs").readFileSync(f, "utf8"));
+  const pre = read(process.argv[1]), post = read(process.argv[2]);
+  if (pre.model.layernorm_order !== "pre-LN" || post.model.layernorm_order !== "post-LN")
+    throw new Error("orders " + pre.model.layernorm_order + ", " + post.model.layernorm_order);
+  if (post.model.parameters !== pre.model.parameters) throw new Error("parameters differ");
+  const first = post.memory.first_stage.parameters - pre.memory.first_stage.parameters;
+  const last = pre.memory.last_stage.parameters - post.memory.last_stage.parameters;
+  if (first !== 256 || last !== 256) throw new Error("moved " + first + ", " + last);
+' "$WORK/bert_pre.json" "$WORK/bert_post.json"
+"$BIN" plan --machine "$A100" "${BERT_PP[@]}" --post-layernorm | grep -q ", post-LN$"
+# pretrain-bert's --bert-no-binary-head: no pooler (h·h + h) and no sentence-order head (2h + 2),
+# both on the last stage.
+"$BIN" plan --machine "$A100" "${BERT_PP[@]}" --bert-no-binary-head --json > "$WORK/bert_nohead.json"
+node -e '
+  const [pre, nohead] = process.argv.slice(1).map(f => JSON.parse(require("fs").readFileSync(f)));
+  const h = pre.model.hidden_size;
+  const dropped = pre.memory.last_stage.parameters - nohead.memory.last_stage.parameters;
+  if (dropped !== h * h + h + 2 * h + 2) throw new Error("last stage dropped " + dropped);
+  if (pre.memory.first_stage.parameters !== nohead.memory.first_stage.parameters)
+    throw new Error("first stage changed");
+' "$WORK/bert_pre.json" "$WORK/bert_nohead.json"
 
 # Bad input: message and non-zero exit.
 expect_error() {  # expected-message command...
@@ -157,6 +186,15 @@ expect_error "the vocabulary size is unknown" \
   "$BIN" plan --machine "$A100" --num-layers 2 --hidden-size 64 --num-attention-heads 4 \
   --seq-length 32 --micro-batch-size 1
 expect_error "--machine is required" "$BIN" plan "${GPT3[@]}" --micro-batch-size 1
+expect_error "--bert-no-binary-head is a BERT option: give --model bert" \
+  "$BIN" plan --machine "$A100" "${GPT3[@]}" --micro-batch-size 1 --bert-no-binary-head
+expect_error "--post-layernorm is a BERT option: give --model bert" \
+  "$BIN" plan --machine "$A100" "${GPT3[@]}" --micro-batch-size 1 --post-layernorm
+expect_error "--post-layernorm: megatron-lm has no post-LayerNorm order" \
+  "$BIN" plan --machine "$A100" "${BERT_PP[@]}" --post-layernorm --implementation megatron-lm
+expect_error "--apply-residual-connection-post-layernorm applies to the pre-LayerNorm order only" \
+  "$BIN" plan --machine "$A100" "${BERT_PP[@]}" --post-layernorm \
+  --apply-residual-connection-post-layernorm
 # A model that does not fit is reported, not an error.
 "$BIN" plan --machine "$A100" "${GPT3[@]}" --micro-batch-size 1 --implementation megatron-lm \
   | grep -q "DOES NOT FIT"

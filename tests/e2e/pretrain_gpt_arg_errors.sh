@@ -121,8 +121,6 @@ expect_error "--recompute-activations means --recompute-granularity selective" -
 expect_error "--sequence-parallel splits the sequence over the tensor-parallel ranks: it needs --tensor-model-parallel-size > 1" \
   -- "${BASE[@]}" --sequence-parallel
 expect_error "--lr-warmup-fraction cannot be combined" -- "${BASE[@]}" --lr-warmup-fraction 0.1 --lr-warmup-iters 5
-expect_error "--use-distributed-optimizer is not supported with --fp16 yet" -- "${BASE[@]}" \
-  --fp16 --use-distributed-optimizer
 expect_error "--use-rope-scaling scales RoPE frequencies: it needs --position-embedding-type rope" \
   -- "${BASE[@]}" --use-rope-scaling
 

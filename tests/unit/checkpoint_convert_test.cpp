@@ -6,15 +6,21 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
 
+#include "../common/bert_golden.h"
 #include "../common/checkpoint_fixture.h"
 #include "../common/gpt2_golden.h"
 #include "../common/temp_dir.h"
 #include "core/safetensors.h"
 #include "distributed/solo_communicator.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_convert_bert.h"
 #include "train/checkpoint_layout.h"
+#include "train/convert_common.h"
+#include "train/distributed_optimizer.h"
 
 namespace megatron {
 namespace {
@@ -147,6 +153,104 @@ TEST(CheckpointConvert, ReshardToAnIndivisibleSizeNamesTheParameter) {
     EXPECT_THAT(e.message(), HasSubstr("is not divisible by the tensor-model-parallel size 3"));
   }
   EXPECT_EQ(read_latest_iteration(dir.file("out")), std::nullopt);  // nothing committed
+}
+
+// A checkpoint of ModelT(config) (whole buffers, TP 1, state.json "model" = `shape` and "args"
+// = `args`) resharded to TP 2 × PP 2 as 3 distributed-optimizer shards through `registered`
+// (3: the cuts fall inside parameter slices): DP rank d's file holds, of each buffer, exactly
+// elements DpShard::of(n, 3, d) of the flat space of the ModelT stage built here for that rank
+// — the last stage's copy of the tied embedding counted in n but not stored — as the trainer's
+// writer stores them (a slice cut by a boundary as its row-major range), with the source's
+// values; no rank writes optimizer.safetensors.
+template <typename ModelT, typename ConfigT>
+void expect_distributed_optimizer_shards(const ConfigT& config, const nlohmann::json& shape,
+                                         nlohmann::json args, const RankParameters& registered) {
+  TempDir dir;
+  const std::vector<std::string> buffers = {"exp_avg", "exp_avg_sq"};
+  std::map<std::string, int> id;  // a number per parameter name, for the values
+  // Element `full_index` of parameter `name` (buffer 0: the value, 1 + b: buffers[b]).
+  auto value = [&](const std::string& name, int64_t full_index, int buffer) {
+    return float(id.at(name)) * 10000.0f + float(full_index) + 0.25f * float(buffer);
+  };
+  {
+    ParameterStore store = registered_parameter_store<ModelT>(config, 0, 1);
+    std::map<std::string, Tensor> optimizer;
+    for (const std::string& b : buffers)
+      optimizer[b] = Tensor::zeros({store.flat_values().numel()}, DType::F32);
+    for (const Parameter& p : store.params()) {
+      id.emplace(p.spec.name, int(id.size()));
+      for (int64_t i = 0; i < shape_numel(p.local_shape); ++i) {
+        const int64_t full = full_element_index(p, i);
+        store.flat_values().data<float>()[p.flat_offset + i] = value(p.spec.name, full, 0);
+        for (size_t b = 0; b < buffers.size(); ++b)
+          optimizer[buffers[b]].data<float>()[p.flat_offset + i] =
+              value(p.spec.name, full, int(b) + 1);
+      }
+    }
+    args["make_vocab_size_divisible_by"] = 32;
+    const nlohmann::json state = {{"iteration", 7}, {"model", shape}, {"args", args}};
+    CheckpointTransaction t(dir.file("src"), 7, 1);
+    write_checkpoint_rank(t.path(), 7, store, optimizer, state, {0, 1, 0, 1});
+    t.commit();
+  }
+  reshard_checkpoint(dir.file("src"), -1, dir.file("dst"), 2, 2, {3, registered});
+
+  const std::string iteration_dir = checkpoint_iteration_dir(dir.file("dst"), 7);
+  EXPECT_EQ(CheckpointShardReader(iteration_dir).state(1, 1)["args"]["use_distributed_optimizer"],
+            true);
+  for (int pp = 0; pp < 2; ++pp) {
+    for (int tp = 0; tp < 2; ++tp) {
+      SCOPED_TRACE(::testing::Message() << "tp=" << tp << " pp=" << pp);
+      const ParameterStore expected = registered_parameter_store<ModelT>(
+          config, tp, 2, stage_range(config.num_layers, 2, pp, 1, 0));
+      EXPECT_EQ(std::any_of(expected.params().begin(), expected.params().end(),
+                            [](const Parameter& p) { return p.spec.stage_tie == StageTie::kCopy; }),
+                pp == 1);
+      const int64_t n = expected.flat_values().numel();
+      const std::string rank_dir = iteration_dir + "/" + rank_dir_name(tp, pp, 2);
+      EXPECT_FALSE(std::filesystem::exists(rank_dir + "/" + kOptimizerFileName));
+      for (int d = 0; d < 3; ++d) {
+        const DpShard shard = DpShard::of(n, 3, d);
+        SafetensorsReader file(rank_dir + "/" + optimizer_shard_file_name(d, 3));
+        std::vector<std::string> want;
+        int64_t cut = 0;  // slices cut by a shard boundary
+        for (const Parameter& p : expected.params()) {
+          if (p.spec.stage_tie == StageTie::kCopy) continue;
+          const int64_t size = shape_numel(p.local_shape);
+          const int64_t lo = std::clamp<int64_t>(shard.range.begin - p.flat_offset, 0, size);
+          const int64_t hi = std::clamp<int64_t>(shard.range.end - p.flat_offset, 0, size);
+          if (lo >= hi) continue;
+          cut += hi - lo < size;
+          for (size_t b = 0; b < buffers.size(); ++b) {
+            const std::string name = buffers[b] + "." + p.spec.name;
+            want.push_back(name);
+            ASSERT_TRUE(file.contains(name)) << name;
+            const Tensor stored = file.get(name);
+            ASSERT_EQ(stored.numel(), hi - lo) << name;
+            for (int64_t i = lo; i < hi; ++i)
+              ASSERT_EQ(stored.data<float>()[i - lo],
+                        value(p.spec.name, full_element_index(p, i), int(b) + 1))
+                  << name << " element " << i;
+          }
+        }
+        std::sort(want.begin(), want.end());
+        EXPECT_EQ(file.names(), want) << "DP rank " << d;
+        EXPECT_EQ(cut, int64_t(d > 0) + int64_t(d < 2)) << "DP rank " << d;
+      }
+    }
+  }
+}
+
+TEST(CheckpointConvert, ReshardWritesDistributedOptimizerShardsOfTheGptFlatSpace) {
+  const GptConfig config = load_gpt2_golden(128).config;
+  expect_distributed_optimizer_shards<GptModel>(config, gpt_model_shape_json(config),
+                                                gpt_imported_args(config), gpt_rank_parameters);
+}
+
+TEST(CheckpointConvert, ReshardWritesDistributedOptimizerShardsOfTheBertFlatSpace) {
+  const BertConfig config = load_bert_golden(128).config;
+  expect_distributed_optimizer_shards<BertModel>(config, bert_model_shape_json(config),
+                                                 bert_hf_description(config), bert_rank_parameters);
 }
 
 TEST(CheckpointConvert, ExportNeedsTheModelShape) {

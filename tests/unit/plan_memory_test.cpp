@@ -269,27 +269,34 @@ TEST_P(PlanArena, LlamaGptPredictsTheArenasExactly) {
   expect_gpt_arenas_predicted(GetParam(), true);
 }
 
+// A small BERT in each LayerNorm order (pre-LN, pre-LN with residuals from the norms, post-LN:
+// an embedding LayerNorm, no final one): its arenas after a step and its ParameterStore.
 TEST_P(PlanArena, BertPredictsTheArenasExactly) {
   const ArenaCase k = GetParam();
-  if (k.recompute == Recompute::kSelective) GTEST_SKIP() << "megatron-cpp's BERT has no selective";
-  BertConfig bc = arena_bert_config(2, k.dropout);
-  bc.recompute_activations = k.recompute == Recompute::kFull;
-  bc.compute_dtype = k.bf16 ? DType::BF16 : DType::F32;
-  ParallelState ps = test::solo_parallel_state();
-  ParameterStore store(0, 1);
-  BertModel model(bc, ps, store);
-  store.allocate();
-  model.init_weights(7);
-  const int64_t b = 2;
-  model.forward_backward(arena_bert_batch(bc, b), 1.0f, 3);
+  for (const NormOrder order : kBertNormOrders) {
+    SCOPED_TRACE(norm_order_name(order));
+    BertConfig bc = arena_bert_config(2, k.dropout, order);
+    bc.recompute_activations = k.recompute == Recompute::kFull;
+    bc.selective_recompute = k.recompute == Recompute::kSelective;
+    bc.compute_dtype = k.bf16 ? DType::BF16 : DType::F32;
+    ParallelState ps = test::solo_parallel_state();
+    ParameterStore store(0, 1);
+    BertModel model(bc, ps, store);
+    store.allocate();
+    model.init_weights(7);
+    const int64_t b = 2;
+    model.forward_backward(arena_bert_batch(bc, b), 1.0f, 3);
 
-  Layout l;
-  l.micro_batch = b;
-  l.recompute = k.recompute;
-  l.precision = k.bf16 ? Precision::kBf16 : Precision::kFp32;
-  const ActivationMemory a =
-      activation_memory(arena_bert_spec(bc), l, Implementation::kMegatronCpp);
-  EXPECT_DOUBLE_EQ(a.first_stage + a.workspace, double(model.activation_bytes()));
+    const ModelSpec m = arena_bert_spec(bc);
+    Layout l;
+    l.micro_batch = b;
+    l.recompute = k.recompute;
+    l.precision = k.bf16 ? Precision::kBf16 : Precision::kFp32;
+    validate_layout(m, l, Implementation::kMegatronCpp);
+    const ActivationMemory a = activation_memory(m, l, Implementation::kMegatronCpp);
+    EXPECT_DOUBLE_EQ(a.first_stage + a.workspace, double(model.activation_bytes()));
+    EXPECT_DOUBLE_EQ(count_parameters(m, l).total, double(store.flat_values().numel()));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, PlanArena,
@@ -318,20 +325,26 @@ TEST(PlanMemory, BytesPerParameterByImplementation) {
 
 // megatron-cpp's distributed optimizer: what a DP rank's AdamW and the trainer's reduced
 // gradients hold for a real model's parameters (train/distributed_optimizer.h), against
-// the planner's (8 + 4)/d bytes per parameter; and the transient buffers of the step. The
-// optimizer is the Trainer's, whatever the model: GPT and BERT alike.
-void expect_distributed_optimizer_predicted(ParameterStore& store, const ModelSpec& m) {
+// the planner's (8 + 4)/d bytes per parameter ((8 + 4 + 4 + 2)/d with fp16: the fp32 master
+// and its f16 scratch); and the transient buffers of the step. The optimizer is the
+// Trainer's, whatever the model: GPT and BERT alike.
+void expect_distributed_optimizer_predicted(ParameterStore& store, const ModelSpec& m,
+                                            Precision precision = Precision::kFp32) {
   const int64_t n = store.flat_values().numel();
   const int d = 2;
   ASSERT_EQ(n % d, 0);  // the planner's n/d is the shard size exactly then
   const DpShard shard = DpShard::of(n, d, 0);
-  AdamW adam(store, AdamWConfig{}, shard.range);
+  AdamWConfig config;
+  config.f16_model_weights = precision == Precision::kFp16;
+  AdamW adam(store, config, shard.range);
   double state_bytes = 4.0 * double(shard.size);  // the trainer's reduced gradients f32 [k]
   for (const auto& [name, buffer] : adam.flat_buffers()) state_bytes += double(buffer.nbytes());
+  if (adam.f16_scratch().defined()) state_bytes += double(adam.f16_scratch().nbytes());
 
   Layout l;
   l.data_parallel = d;
   l.distributed_optimizer = true;
+  l.precision = precision;
   validate_layout(m, l, Implementation::kMegatronCpp);
   Machine mach;
   const MemoryEstimate est = estimate_memory(m, l, mach, Implementation::kMegatronCpp);
@@ -363,18 +376,7 @@ TEST(PlanMemory, MegatronCppDistributedOptimizerMatchesItsShards) {
   m.seq_length = gc.seq_length;
   m.vocab_size = gc.vocab_size;
   expect_distributed_optimizer_predicted(store, m);
-
-  Layout l;
-  l.data_parallel = 2;
-  l.distributed_optimizer = true;
-  l.precision = Precision::kFp16;
-  try {
-    validate_layout(m, l, Implementation::kMegatronCpp);
-    ADD_FAILURE() << "the distributed optimizer with --fp16 was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--use-distributed-optimizer with --fp16"),
-              std::string::npos);
-  }
+  expect_distributed_optimizer_predicted(store, m, Precision::kFp16);
 }
 
 TEST(PlanMemory, MegatronCppBertDistributedOptimizerMatchesItsShards) {
@@ -435,46 +437,57 @@ TEST(PlanPipeline, MegatronCppStageArenasExactly) {
 }
 
 // BERT (two layers) cut into two one-layer pipeline stages, one micro-batch through both in
-// this process. Parameters: each stage's ParameterStore against a hand count (h 32, 4 heads,
-// FFN 128, V_padded 512, 16 positions, 2 token types):
+// this process, in each LayerNorm order. Parameters: each stage's ParameterStore against a hand
+// count (h 32, 4 heads, FFN 128, V_padded 512, 16 positions, 2 token types):
 //   a layer: QKV 32·96 + 96, projection 32·32 + 32, fc1 32·128 + 128, fc2 128·32 + 32, two
 //            LayerNorms 2·64 = 12,704
 //   first stage: word 512·32 + position 16·32 + token type 2·32 + a layer = 29,664
 //   last stage: a layer + final LayerNorm 64 + the tied word embedding's copy 512·32 + the MLM
 //            head (dense 32·32 + 32, LayerNorm 64, vocabulary bias 512) + pooler 32·32 + 32
 //            + binary head 32·2 + 2 = 31,906 (30,784 without the pooler and binary head).
+//   post-LN: the final LayerNorm's 64 move to the embedding LayerNorm of the first stage:
+//            29,728 and 31,842.
 // Activations: each stage's scratch against the planner's workspace, each stage context's arena
 // against the planner's per-rank peak less the executor's two buffers (as for GPT above).
 TEST(PlanPipeline, MegatronCppBertStages) {
-  for (const bool bf16 : {false, true}) {
-    BertConfig bc = arena_bert_config(2, /*dropout=*/true);
-    bc.compute_dtype = bf16 ? DType::BF16 : DType::F32;
-    const int64_t b = 2;
-    const TwoBertStages run = run_two_bert_stages(bc, test::solo_parallel_state(), b);
+  struct HandCount {
+    NormOrder order;
+    double first, last;
+  };
+  for (const HandCount hand : {HandCount{NormOrder::kPre, 29664, 31906},
+                               HandCount{NormOrder::kPreResidualFromNorm, 29664, 31906},
+                               HandCount{NormOrder::kPost, 29728, 31842}}) {
+    for (const bool bf16 : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << norm_order_name(hand.order) << " bf16 " << bf16);
+      BertConfig bc = arena_bert_config(2, /*dropout=*/true, hand.order);
+      bc.compute_dtype = bf16 ? DType::BF16 : DType::F32;
+      const int64_t b = 2;
+      const TwoBertStages run = run_two_bert_stages(bc, test::solo_parallel_state(), b);
 
-    const ModelSpec m = arena_bert_spec(bc);
-    Layout l;
-    l.pipeline_parallel = 2;
-    l.micro_batch = b;
-    l.precision = bf16 ? Precision::kBf16 : Precision::kFp32;
-    validate_layout(m, l, Implementation::kMegatronCpp);
-    const ParameterCounts c = count_parameters(m, l);
-    EXPECT_DOUBLE_EQ(c.first_stage_rank, 29664.0);
-    EXPECT_DOUBLE_EQ(c.last_stage_rank, 31906.0);
-    EXPECT_DOUBLE_EQ(c.first_stage_rank, double(run.stores[0]->flat_values().numel()));
-    EXPECT_DOUBLE_EQ(c.last_stage_rank, double(run.stores[1]->flat_values().numel()));
+      const ModelSpec m = arena_bert_spec(bc);
+      Layout l;
+      l.pipeline_parallel = 2;
+      l.micro_batch = b;
+      l.precision = bf16 ? Precision::kBf16 : Precision::kFp32;
+      validate_layout(m, l, Implementation::kMegatronCpp);
+      const ParameterCounts c = count_parameters(m, l);
+      EXPECT_DOUBLE_EQ(c.first_stage_rank, hand.first);
+      EXPECT_DOUBLE_EQ(c.last_stage_rank, hand.last);
+      EXPECT_DOUBLE_EQ(c.first_stage_rank, double(run.stores[0]->flat_values().numel()));
+      EXPECT_DOUBLE_EQ(c.last_stage_rank, double(run.stores[1]->flat_values().numel()));
 
-    const ActivationMemory a = activation_memory(m, l, Implementation::kMegatronCpp);
-    // A stage model's own arena stays empty (its contexts hold the activations): what it
-    // reports is its scratch.
-    for (const auto& stage : run.stages)
-      EXPECT_DOUBLE_EQ(a.workspace, double(stage->activation_bytes()));
-    const double buffer = double(bc.seq_length * b * bc.hidden_size) * (bf16 ? 2 : 4);
-    EXPECT_DOUBLE_EQ(a.first_stage,
-                     double(run.stages[0]->stage_activation_bytes(*run.ctxs[0])) + 2 * buffer);
-    EXPECT_DOUBLE_EQ(a.last_stage,
-                     double(run.stages[1]->stage_activation_bytes(*run.ctxs[1])) + 2 * buffer);
-    EXPECT_DOUBLE_EQ(a.in_flight, 1.0);
+      const ActivationMemory a = activation_memory(m, l, Implementation::kMegatronCpp);
+      // A stage model's own arena stays empty (its contexts hold the activations): what it
+      // reports is its scratch.
+      for (const auto& stage : run.stages)
+        EXPECT_DOUBLE_EQ(a.workspace, double(stage->activation_bytes()));
+      const double buffer = double(bc.seq_length * b * bc.hidden_size) * (bf16 ? 2 : 4);
+      EXPECT_DOUBLE_EQ(a.first_stage,
+                       double(run.stages[0]->stage_activation_bytes(*run.ctxs[0])) + 2 * buffer);
+      EXPECT_DOUBLE_EQ(a.last_stage,
+                       double(run.stages[1]->stage_activation_bytes(*run.ctxs[1])) + 2 * buffer);
+      EXPECT_DOUBLE_EQ(a.in_flight, 1.0);
+    }
   }
   // Without the binary head the last stage holds no pooler either.
   BertConfig bc = arena_bert_config(2, /*dropout=*/false);

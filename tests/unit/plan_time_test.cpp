@@ -354,6 +354,54 @@ TEST(PlanStep, MegatronCppBertSequenceParallelGathersBeforeTheHeads) {
               2 * 0.75 * 204800 * 4 / 1e11, 1e-18);
   EXPECT_NEAR(predict_step_time(m, l, mach, Implementation::kMegatronLm).sequence_parallel_sync,
               2 * 0.75 * (204800 + 16789504) * 4 / 1e11, 1e-15);
+  // By stage: 8 layers' 196,608 on each; the final LayerNorm's 2·4096 on the last (pre-LN), or
+  // the embedding LayerNorm's on the first (post-LN): the same largest all-reduce, on the other
+  // end of the pipeline.
+  SequenceParallelGradients g = sequence_parallel_gradients(m, l, cpp);
+  EXPECT_DOUBLE_EQ(g.first_stage_rank, 196608.0);
+  EXPECT_DOUBLE_EQ(g.last_stage_rank, 204800.0);
+  m.norm_order = NormOrder::kPost;
+  g = sequence_parallel_gradients(m, l, cpp);
+  EXPECT_DOUBLE_EQ(g.first_stage_rank, 204800.0);
+  EXPECT_DOUBLE_EQ(g.last_stage_rank, 196608.0);
+  EXPECT_NEAR(predict_step_time(m, l, mach, cpp).sequence_parallel_sync,
+              2 * 0.75 * 204800 * 4 / 1e11, 1e-18);
+}
+
+// The LayerNorm order's element-wise traffic in megatron-cpp (model/transformer_layer.h). The
+// pre-LN layer's norm backward adds its input gradient to the residual's in place (reads dy, x
+// and dx, writes dx: 4 passes over the [s/t, b, h] shard); the post-LN layer, and the pre-LN one
+// with residuals from the norms, writes it (3 passes) and adds the residual's gradient with an
+// axpy (3 passes): per layer 2 calls and 4 passes more. The post-LN BERT's norm outside the
+// layers is the embedding's: its forward (2 passes) and backward (3) move from the last stage
+// to the first. Here a pass is 2048·4096/4 bf16 elements at 1 TB/s, a call 1 µs.
+TEST(PlanStep, MegatronCppBertNormOrderChangesTheNormTraffic) {
+  Machine mach = round_machine();
+  mach.kernel_overhead = 1e-6;
+  ModelSpec pre = small_gpt();
+  pre.family = ModelFamily::kBert;
+  const Layout l = small_layout();
+  const Implementation cpp = Implementation::kMegatronCpp;
+  const double pass = 2048.0 * 4096 / 4 * 2 / 1e12, call = 1e-6;
+  const MicrobatchCosts a = microbatch_costs(pre, l, mach, cpp);
+  for (const NormOrder order : {NormOrder::kPreResidualFromNorm, NormOrder::kPost}) {
+    SCOPED_TRACE(norm_order_name(order));
+    ModelSpec m = pre;
+    m.norm_order = order;
+    validate_layout(m, l, cpp);
+    const MicrobatchCosts c = microbatch_costs(m, l, mach, cpp);
+    EXPECT_DOUBLE_EQ(c.layer_forward.memory, a.layer_forward.memory);
+    EXPECT_NEAR(c.layer_backward.memory - a.layer_backward.memory, 2 * call + 4 * pass, 1e-15);
+    const bool post = order == NormOrder::kPost;
+    EXPECT_NEAR(c.embedding_forward.memory - a.embedding_forward.memory,
+                post ? call + 2 * pass : 0.0, 1e-15);
+    EXPECT_NEAR(a.output_forward.memory - c.output_forward.memory, post ? call + 2 * pass : 0.0,
+                1e-15);
+    EXPECT_NEAR(c.embedding_backward.memory - a.embedding_backward.memory,
+                post ? call + 3 * pass : 0.0, 1e-15);
+    EXPECT_NEAR(a.output_backward.memory - c.output_backward.memory, post ? call + 3 * pass : 0.0,
+                1e-15);
+  }
 }
 
 TEST(PlanStep, SequenceParallelAllReducesNormAndBiasGradients) {
@@ -530,6 +578,28 @@ TEST(PlanLayout, ErrorsNameTheRule) {
             }).find("--seq-length 1001 must be divisible by --tensor-model-parallel-size 2"),
             std::string::npos);
   validate_layout(bert, l, Implementation::kMegatronCpp);  // its BERT shards the sequence too
+  // The LayerNorm orders: post-LN is a BERT order megatron-cpp runs and Megatron-LM does not;
+  // residuals from the norms a megatron-cpp BERT option (and Megatron-LM's, for any model).
+  ModelSpec post = bert;
+  post.norm_order = NormOrder::kPost;
+  EXPECT_NO_THROW(validate_layout(post, l, Implementation::kMegatronCpp));
+  EXPECT_NE(error_of([&] {
+              validate_layout(post, l, Implementation::kMegatronLm);
+            }).find("--post-layernorm: megatron-lm has no post-LayerNorm order"),
+            std::string::npos);
+  ModelSpec post_gpt = m;
+  post_gpt.norm_order = NormOrder::kPost;
+  EXPECT_NE(error_of([&] {
+              validate_model(post_gpt);
+            }).find("--post-layernorm is a BERT option: give --model bert"),
+            std::string::npos);
+  ModelSpec residual_gpt = m;
+  residual_gpt.norm_order = NormOrder::kPreResidualFromNorm;
+  EXPECT_NE(error_of([&] {
+              validate_layout(residual_gpt, l, Implementation::kMegatronCpp);
+            }).find("--apply-residual-connection-post-layernorm: megatron-cpp's GPT"),
+            std::string::npos);
+  EXPECT_NO_THROW(validate_layout(residual_gpt, l, Implementation::kMegatronLm));
 }
 
 TEST(PlanSearch, RanksFittingLayoutsFastestFirst) {
@@ -561,21 +631,21 @@ TEST(PlanSearch, RanksFittingLayoutsFastestFirst) {
   EXPECT_TRUE(pipelined);
   EXPECT_TRUE(selective);
   EXPECT_TRUE(sp);
-  // megatron-cpp's BERT: pipelined and sequence-parallel layouts too, never selective
-  // recompute.
+  // megatron-cpp's BERT: pipelined, sequence-parallel and selective-recompute layouts too.
   ModelSpec bert = m;
   bert.family = ModelFamily::kBert;
   bert.seq_length = 512;
   const SearchResult cpp_bert =
       search_layouts(bert, base, mach, Implementation::kMegatronCpp, 16, 500);
-  bool bert_pipelined = false, bert_sp = false;
+  bool bert_pipelined = false, bert_sp = false, bert_selective = false;
   for (const Candidate& c : cpp_bert.best) {
     bert_pipelined = bert_pipelined || c.layout.pipeline_parallel > 1;
     bert_sp = bert_sp || c.layout.sequence_parallel;
-    EXPECT_NE(c.layout.recompute, Recompute::kSelective);
+    bert_selective = bert_selective || c.layout.recompute == Recompute::kSelective;
   }
   EXPECT_TRUE(bert_pipelined);
   EXPECT_TRUE(bert_sp);
+  EXPECT_TRUE(bert_selective);
   EXPECT_NE(error_of([&] {
               search_layouts(m, Layout{}, mach, Implementation::kMegatronLm, 16, 5);
             }).find("--global-batch-size"),
