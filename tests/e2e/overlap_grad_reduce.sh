@@ -7,7 +7,8 @@
 #   reduce-scatter per bucket); 1×2×2 (pipelining: a stage's buckets are complete after its last
 #   backward); 2×1×2 with --sequence-parallel (the TP sum of each bucket's norm gradients);
 #   1×2×2 with the Llama options (an untied output layer) and the distributed optimizer; 1×1×2
-#   with --fp16 (the loss scale stays in the buckets) and with --bf16.
+#   with --fp16 (the loss scale stays in the buckets), with --fp16 and the distributed optimizer
+#   (the overflow check on each shard), and with --bf16.
 # And the overlapped 1×1×4 matches 1×1×1 without it (relative <= 1e-5).
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
@@ -50,6 +51,7 @@ pair t1p2d2 4 1 2
 pair t2p1d2_sp 4 2 1 --sequence-parallel
 pair t1p2d2_llama_distopt 4 1 2 "${LLAMA[@]}" --use-distributed-optimizer
 pair t1p1d2_fp16 2 1 1 --fp16
+pair t1p1d2_fp16_distopt 2 1 1 --fp16 --use-distributed-optimizer
 pair t1p1d2_bf16 2 1 1 --bf16
 
 run t1p1d1 1 1 1
