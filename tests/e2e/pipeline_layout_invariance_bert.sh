@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Layout invariance of BERT pretraining with pipeline parallelism (pipeline_layout_invariance.sh
 # for BERT): one seed, one global batch (8), dropout on, fp32, 4 layers, the tiny sentence-level
-# corpus of pretrain_bert.sh — TP×PP×DP 1×1×1, 1×2×1, 2×2×1, 1×4×1, 1×2×2, 1×2×1
+# corpus of pretrain_bert.sh — TP×PP×DP 1×1×1, 1×2×1, 2×2×1, 1×4×1, 1×2×2 (also with
+# --overlap-grad-reduce and small buckets: bit for bit the run without), 1×2×1
 # interleaved (2 chunks of 1 layer per rank), 1×1×4 with the distributed optimizer, and 2×1×2
 # and 2×2×1 with sequence parallelism must log the same lm loss, sop loss and grad norm at each
 # of 6 iterations (relative <= 1e-5), and the same validation losses; so must post-LN BERT
@@ -73,6 +74,7 @@ run t1p2d1 2 1 2
 run t2p2d1 4 2 2 --save "$WORK/ckpt_t2p2" --save-interval 3 --exit-interval 3
 run t1p4d1 4 1 4 --save "$WORK/ckpt_p4" --save-interval 3 --exit-interval 3
 run t1p2d2 4 1 2
+run t1p2d2_overlap 4 1 2 --overlap-grad-reduce --ddp-bucket-size 5000
 run t1p2d1_interleaved 2 1 2 --num-layers-per-virtual-pipeline-stage 1
 run t1p1d4_distopt 4 1 1 --use-distributed-optimizer --save "$WORK/ckpt_distopt" \
   --save-interval 3 --exit-interval 3
@@ -114,7 +116,9 @@ for f in $(cd "$WORK/ckpt_distopt/iter_0000003" && find . -type f); do
 done
 
 CHECK="node $MEGATRON_SOURCE_DIR/tests/e2e/compare_metrics.js"
-for name in t1p2d1 t1p2d2 t1p2d1_interleaved t2p1d2_sp t2p2d1_sp; do
+echo "== t1p2d2 with and without --overlap-grad-reduce (bit for bit)"
+$CHECK "$WORK/t1p2d2.jsonl" "$WORK/t1p2d2_overlap.jsonl" --from 1 --to 6 --exact
+for name in t1p2d1 t1p2d2 t1p2d1_interleaved t2p1d2_sp t2p2d1_sp t1p2d2_overlap; do
   echo "== t1p1d1 vs $name"
   $CHECK "$WORK/t1p1d1.jsonl" "$WORK/$name.jsonl" --from 1 --to 6 --rtol 1e-5
 done
