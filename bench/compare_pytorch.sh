@@ -47,6 +47,11 @@ if [[ $ISA == avx2 ]]; then
 fi
 THREADS=${THREADS:-2} ROUNDS=${ROUNDS:-1} WARMUP=${WARMUP:-2} ITERS=${ITERS:-2}
 PYTHON=${PYTHON:-/usr/bin/python3}
+"$PYTHON" -c 'import torch' 2>/dev/null || {
+  echo "compare_pytorch: $PYTHON cannot import torch; install Debian's PyTorch" \
+    "(apt-get install python3-torch) or set PYTHON to an interpreter that has it" >&2
+  exit 2
+}
 if [[ -z "${DTYPES:-}" ]]; then
   DTYPES=fp32
   grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo && DTYPES="fp32 bf16"
@@ -78,7 +83,7 @@ for ((r = 1; r <= ROUNDS; ++r)); do
     ((r % 2 == 0)) && order=(theirs ours)
     for side in "${order[@]}"; do
       load=$(cut -d' ' -f1-3 /proc/loadavg)
-      ms=$($side "$d")
+      ms=$($side "$d") || true  # an empty result is reported just below
       [[ -n "$ms" ]] || { echo "$side $d: no step time (run it by hand to see why)" >&2; exit 1; }
       echo "round $r $d $side: $ms ms/step (load average before: $load)"
       [[ $side == ours ]] && OURS[$d]+="$ms " || THEIRS[$d]+="$ms "
