@@ -102,6 +102,13 @@ void GradBuckets::grads_accumulated(size_t first, size_t end) {
 }
 
 void GradBuckets::launch(size_t b) {
+  // On the host the reduction is MPI's, whose non-blocking collectives keep a temporary buffer
+  // the size of their message until they complete: with every bucket in flight at once that is
+  // one more gradient-sized buffer per rank (+475 MB at GPT-2 124M, DP 2: bench/RESULTS.md).
+  // Two in flight keep one bucket moving while the next is posted. NCCL needs no such buffer,
+  // and waiting there would make the compute stream wait, so device buckets are not bounded.
+  if (store_.flat_grads().device().is_cpu())
+    while (in_flight_.size() >= kHostBucketsInFlight) retire_oldest();
   const GradBucket& bucket = buckets_[b];
   launched_[b] = true;
   in_flight_.push_back(b);
@@ -130,27 +137,30 @@ void GradBuckets::launch(size_t b) {
     requests_[b] = dp.ireduce_scatter(grads, mine, counts, ReduceOp::SUM);
 }
 
+void GradBuckets::retire_oldest() {
+  const size_t b = in_flight_.front();
+  in_flight_.pop_front();
+  if (requests_[b]) requests_[b]->wait();
+  requests_[b].reset();
+  if (post_scale_ == 1.0) return;
+  const FlatRange& r = buckets_[b].range;
+  if (shard_ == nullptr) {
+    Tensor grads = store_.flat_grads().slice(0, r.begin, r.end);
+    kernels::scale(grads, float(post_scale_));
+    return;
+  }
+  const int64_t begin = std::max(r.begin, shard_->range.begin);
+  const int64_t end = std::min(r.end, shard_->range.end);
+  if (begin >= end) return;
+  Tensor mine = shard_grads_->slice(0, begin - shard_->range.begin, end - shard_->range.begin);
+  kernels::scale(mine, float(post_scale_));
+}
+
 void GradBuckets::finish() {
   MT_CHECK(started_, "GradBuckets::finish without start");
   for (size_t b = 0; b < buckets_.size(); ++b)
     if (!launched_[b]) launch(b);
-  for (const size_t b : in_flight_) {
-    if (requests_[b]) requests_[b]->wait();
-    requests_[b].reset();
-    if (post_scale_ == 1.0) continue;
-    const FlatRange& r = buckets_[b].range;
-    if (shard_ == nullptr) {
-      Tensor grads = store_.flat_grads().slice(0, r.begin, r.end);
-      kernels::scale(grads, float(post_scale_));
-    } else {
-      const int64_t begin = std::max(r.begin, shard_->range.begin);
-      const int64_t end = std::min(r.end, shard_->range.end);
-      if (begin >= end) continue;
-      Tensor mine = shard_grads_->slice(0, begin - shard_->range.begin, end - shard_->range.begin);
-      kernels::scale(mine, float(post_scale_));
-    }
-  }
-  in_flight_.clear();
+  while (!in_flight_.empty()) retire_oldest();
   started_ = false;
 }
 

@@ -22,13 +22,16 @@
 // no_sync) is launched at once, non-blocking, and every announcement gives the buckets in flight
 // a chance to progress (MPI advances a non-blocking collective only inside MPI calls). finish(),
 // after the backward and the tied-embedding reduction, launches every bucket not launched yet —
-// all of them without overlap — in order, then waits for all and scales. A bucket's reduction is
+// all of them without overlap — in order, then waits for all and scales. Each bucket is scaled
+// once its wait returns; on the host at most kHostBucketsInFlight are in flight, so launching
+// another first waits for the oldest. A bucket's reduction is
 // the same call on the same data either way, so overlapping changes when the reductions run,
 // never their result: gradients are bit-identical with and without it.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -43,6 +46,9 @@ namespace megatron {
 // Megatron-LM's default is max(40M, 1M · DP) elements; this smaller one gives a GPT-2-small
 // layer (7M parameters) about two buckets, so a reduction can start after half a layer.
 constexpr int64_t kDefaultGradBucketElements = int64_t(1) << 22;
+
+// Host buckets in flight at once (see GradBuckets::launch): bounds MPI's temporary buffers.
+constexpr size_t kHostBucketsInFlight = 2;
 
 struct GradBucket {
   size_t first_param = 0, end_param = 0;  // store indices [first, end)
@@ -76,6 +82,8 @@ class GradBuckets final : public GradReadyListener {
 
  private:
   void launch(size_t bucket);
+  // Waits for the oldest bucket in flight and scales it by post_scale.
+  void retire_oldest();
 
   ParameterStore& store_;
   const ParallelState& ps_;
@@ -88,7 +96,7 @@ class GradBuckets final : public GradReadyListener {
   std::vector<size_t> incomplete_;  // per bucket: parameters not complete yet
   std::vector<bool> launched_;      // per bucket
   std::vector<std::unique_ptr<CommRequest>> requests_;  // per bucket, null when nothing to wait
-  std::vector<size_t> in_flight_;                       // launched buckets, in launch order
+  std::deque<size_t> in_flight_;  // launched, not yet waited for: buckets in launch order
   bool started_ = false;
   double post_scale_ = 1.0;
   Tensor sp_scratch_;  // reduce_sequence_parallel_gradients' packing buffer
