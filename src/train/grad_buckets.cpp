@@ -24,12 +24,20 @@ std::vector<GradBucket> make_grad_buckets(const ParameterStore& store, int64_t b
     end = first;
   };
   for (size_t p = params.size(); p-- > 0;) {
-    if (params[p].spec.stage_tie != StageTie::kNone) {
+    const int64_t begin = params[p].flat_offset;
+    const int64_t size = shape_numel(params[p].local_shape);
+    const bool tied = params[p].spec.stage_tie != StageTie::kNone;
+    // A tied parameter gets buckets of its own; so does one larger than a bucket, cut from its
+    // end into pieces of at most bucket_elements. Not a sequence-parallel one: each piece would
+    // sum the whole parameter over TP again (they are norms and biases, far below a bucket).
+    if (tied || (size > bucket_elements && !params[p].spec.sequence_parallel)) {
       close(p + 1, false);
-      close(p, true);
+      for (int64_t piece_end = begin + size; piece_end > begin; piece_end -= bucket_elements)
+        buckets.push_back(
+            {p, p + 1, {std::max(begin, piece_end - bucket_elements), piece_end}, tied});
+      end = p;
       continue;
     }
-    const int64_t begin = params[p].flat_offset;
     const Parameter& last = params[end - 1];
     if (last.flat_offset + shape_numel(last.local_shape) - begin >= bucket_elements)
       close(p, false);
@@ -53,9 +61,13 @@ GradBuckets::GradBuckets(ParameterStore& store, const ParallelState& ps, int64_t
     MT_CHECK(shard->total == store.flat_grads().numel() && shard_grads->numel() == shard->size,
              "GradBuckets: a shard of ", shard->size, " of ", shard->total, " elements and ",
              shard_grads->describe(), " for a store of ", store.flat_grads().numel());
-  bucket_of_.resize(store.params().size());
+  // Buckets are in launch order, so a parameter's pieces are consecutive.
+  buckets_of_.assign(store.params().size(), {buckets_.size(), 0});
   for (size_t b = 0; b < buckets_.size(); ++b)
-    for (size_t p = buckets_[b].first_param; p < buckets_[b].end_param; ++p) bucket_of_[p] = b;
+    for (size_t p = buckets_[b].first_param; p < buckets_[b].end_param; ++p) {
+      buckets_of_[p].first = std::min(buckets_of_[p].first, b);
+      buckets_of_[p].end = b + 1;
+    }
   remaining_.resize(store.params().size());
   incomplete_.resize(buckets_.size());
   launched_.resize(buckets_.size());
@@ -88,13 +100,14 @@ void GradBuckets::grads_accumulated(size_t first, size_t end) {
   for (size_t p = first; p < end; ++p) {
     MT_CHECK(remaining_[p] > 0, "the gradient of '", store_.params()[p].spec.name,
              "' was announced complete more often than the step has micro-batches");
-    if (--remaining_[p] == 0) --incomplete_[bucket_of_[p]];
+    if (--remaining_[p] == 0)
+      for (size_t b = buckets_of_[p].first; b < buckets_of_[p].end; ++b) --incomplete_[b];
   }
   // Buckets complete now, in bucket order (every rank of the group sees the same announcements,
   // so all launch alike); a tied bucket waits for finish().
   if (first < end) {
-    const size_t low = bucket_of_[end - 1], high = bucket_of_[first];
-    for (size_t b = low; b <= high; ++b)
+    const size_t low = buckets_of_[end - 1].first, high = buckets_of_[first].end;
+    for (size_t b = low; b < high; ++b)
       if (!launched_[b] && incomplete_[b] == 0 && !buckets_[b].tied) launch(b);
   }
   for (const size_t b : in_flight_)

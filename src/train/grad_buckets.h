@@ -5,8 +5,11 @@
 // Buckets: the parameters in reverse registration order (the order in which a backward completes
 // their gradients; registration follows the forward), cut at a parameter boundary once a bucket
 // holds at least `bucket_elements`, so each bucket is a contiguous range of the flat buffer. A
-// parameter two pipeline stages hold (StageTie) gets a bucket of its own: its gradient is first
-// summed over the embedding group, after the backward. Every TP rank of a stage cuts the same
+// parameter two pipeline stages hold (StageTie) gets buckets of its own: its gradient is first
+// summed over the embedding group, after the backward. A parameter larger than a bucket (the
+// word embedding) is cut into pieces of at most `bucket_elements`, its own buckets, all complete
+// when it is: with MPI's message-sized temporary buffers and two buckets in flight, no bucket
+// may be a whole embedding. Every TP rank of a stage cuts the same
 // buckets (a parameter's local size is the same on each), and so does every DP rank.
 //
 // Each bucket, in this order: the sequence-parallel gradients in it are summed over TP
@@ -91,10 +94,13 @@ class GradBuckets final : public GradReadyListener {
   const DpShard* shard_;
   Tensor* shard_grads_;
   std::vector<GradBucket> buckets_;
-  std::vector<size_t> bucket_of_;   // per parameter
-  std::vector<int64_t> remaining_;  // per parameter: backward passes still to come
-  std::vector<size_t> incomplete_;  // per bucket: parameters not complete yet
-  std::vector<bool> launched_;      // per bucket
+  struct BucketRange {
+    size_t first, end;
+  };
+  std::vector<BucketRange> buckets_of_;  // per parameter: its buckets [first, end)
+  std::vector<int64_t> remaining_;       // per parameter: backward passes still to come
+  std::vector<size_t> incomplete_;       // per bucket: parameters not complete yet
+  std::vector<bool> launched_;           // per bucket
   std::vector<std::unique_ptr<CommRequest>> requests_;  // per bucket, null when nothing to wait
   std::deque<size_t> in_flight_;  // launched, not yet waited for: buckets in launch order
   bool started_ = false;

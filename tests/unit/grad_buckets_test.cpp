@@ -50,9 +50,22 @@ TEST(GradBuckets, CutFromTheEndAtParameterBoundaries) {
   // From the end: 4 + 6 + 2 = 12 reaches 12; 11 + 3 = 14; 7 + 5 = 12.
   expect_buckets(make_grad_buckets(store, 12),
                  {{4, 7, 26, 38, false}, {2, 4, 12, 26, false}, {0, 2, 0, 12, false}});
-  // One bucket when the size exceeds the buffer; one per parameter at size 1.
+  // One bucket when the size exceeds the buffer; one per element at size 1.
   expect_buckets(make_grad_buckets(store, 1000), {{0, 7, 0, 38, false}});
-  EXPECT_EQ(make_grad_buckets(store, 1).size(), 7u);
+  EXPECT_EQ(make_grad_buckets(store, 1).size(), 38u);
+}
+
+// A parameter larger than a bucket is its own buckets, pieces of at most the bucket size cut
+// from its end; the parameters around it are cut as before.
+TEST(GradBuckets, ParameterLargerThanABucketIsCutIntoPieces) {
+  const ParameterStore store = store_of({3, 2, 11, 2});
+  // Offsets 0, 3, 5, 16; size 4: p3 (2 elements) is closed alone when p2 (11 > 4) arrives;
+  // p2 → [12, 16), [8, 12), [5, 8); then p1 + p0 = 5 ≥ 4 → [0, 5).
+  expect_buckets(make_grad_buckets(store, 4), {{3, 4, 16, 18, false},
+                                               {2, 3, 12, 16, false},
+                                               {2, 3, 8, 12, false},
+                                               {2, 3, 5, 8, false},
+                                               {0, 2, 0, 5, false}});
 }
 
 TEST(GradBuckets, TiedParameterGetsItsOwnBucket) {
