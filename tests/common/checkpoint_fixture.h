@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -110,6 +111,19 @@ inline int64_t count_fixture_optimizer_mismatches(const ParameterStore& store,
                                                   FlatRange range = {}) {
   return count_fixture_mismatches(store, b.at("exp_avg"), 1, range) +
          count_fixture_mismatches(store, b.at("exp_avg_sq"), 2, range);
+}
+
+inline  // Flips one byte at `from_end` bytes before the end of `path` (a checkpoint file: damages
+        // the
+    // last tensor's data, which its CRC-32C must catch).
+    void
+    flip_byte(const std::string& path, std::streamoff from_end) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(-from_end, std::ios::end);
+  char c;
+  f.get(c);
+  f.seekp(-from_end, std::ios::end);
+  f.put(char(c ^ 0x01));
 }
 
 }  // namespace megatron::testing

@@ -95,16 +95,6 @@ TEST(CheckpointOptimizerShards, LoadAtEveryTensorAndDataParallelLayout) {
   }
 }
 
-// Flips one byte at `from_end` bytes before the end of `path` (in the last tensor's data).
-void flip_byte(const std::string& path, std::streamoff from_end) {
-  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-  f.seekg(-from_end, std::ios::end);
-  char c;
-  f.get(c);
-  f.seekp(-from_end, std::ios::end);
-  f.put(char(c ^ 0x01));
-}
-
 TEST(CheckpointOptimizerShards, ALoadReadsOnlyThePiecesThatOverlapIt) {
   TempDir dir;
   save_sharded(dir.path(), 2, 3);

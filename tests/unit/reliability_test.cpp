@@ -236,16 +236,6 @@ TEST(CheckpointGuard, NonFiniteValuesAreNeverCommitted) {
   EXPECT_EQ(complete_checkpoint_iterations(dir.path()), std::vector<int64_t>{5});
 }
 
-// Flips one byte at `offset` from the end of `path`.
-void flip_byte(const std::string& path, std::streamoff from_end) {
-  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-  f.seekg(-from_end, std::ios::end);
-  char c;
-  f.get(c);
-  f.seekp(-from_end, std::ios::end);
-  f.put(char(c ^ 0x01));
-}
-
 TEST(CheckpointChecksums, EveryTensorRecordsItsCrc) {
   TempDir dir;
   save_fixture(dir.path(), 1);
