@@ -26,14 +26,18 @@ size_t ParameterStore::add(const ParamSpec& spec) {
   return params_.size() - 1;
 }
 
-void ParameterStore::allocate() {
+void ParameterStore::allocate(int64_t pad_values_to) {
   MT_CHECK(!flat_values_.defined(), "ParameterStore::allocate() called twice");
+  MT_CHECK(pad_values_to >= 1, "ParameterStore::allocate: padding multiple ", pad_values_to,
+           " must be at least 1");
   int64_t total = 0;
   for (Parameter& p : params_) {
     p.flat_offset = total;
     total += shape_numel(p.local_shape);
   }
-  flat_values_ = Tensor::zeros({total}, DType::F32, device_);
+  const int64_t padded = (total + pad_values_to - 1) / pad_values_to * pad_values_to;
+  padded_values_ = Tensor::zeros({padded}, DType::F32, device_);
+  flat_values_ = padded_values_.slice(0, 0, total);
   flat_grads_ = Tensor::zeros({total}, DType::F32, device_);
   for (Parameter& p : params_) {
     int64_t n = shape_numel(p.local_shape);

@@ -71,7 +71,11 @@ class ParameterStore {
   // Returns its index. Names must be unique. Not allowed after allocate().
   size_t add(const ParamSpec& spec);
   // Carves the flat buffers (values and gradients zeroed, on device()) and binds every view.
-  void allocate();
+  // The value buffer's allocation is padded with zeros to a multiple of `pad_values_to`
+  // elements: the distributed optimizer passes its DP size, so every DP rank's shard of the
+  // values is an equal block of one buffer and the all-gather of the updated shards writes in
+  // place (train/distributed_optimizer.h). flat_values() never includes the padding.
+  void allocate(int64_t pad_values_to = 1);
 
   Parameter& get(const std::string& name);
   const Parameter& get(const std::string& name) const;
@@ -80,6 +84,9 @@ class ParameterStore {
   const std::vector<Parameter>& params() const { return params_; }
 
   Tensor& flat_values() { return flat_values_; }  // f32 [total local elements]
+  // f32 [total rounded up to a multiple of allocate's pad_values_to]: flat_values() and then
+  // zeros that belong to no parameter.
+  Tensor& padded_flat_values() { return padded_values_; }
   Tensor& flat_grads() { return flat_grads_; }
   const Tensor& flat_values() const { return flat_values_; }
   const Tensor& flat_grads() const { return flat_grads_; }
@@ -114,6 +121,7 @@ class ParameterStore {
   Device device_;
   std::vector<Parameter> params_;
   std::map<std::string, size_t> index_;
+  Tensor padded_values_;  // the allocation; flat_values_ is its head
   Tensor flat_values_, flat_grads_;
   GradReadyListener* listener_ = nullptr;
 };

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "kernels/elementwise.h"
 
 namespace megatron {
 
@@ -17,25 +16,15 @@ DpShard DpShard::of(int64_t total, int dp_size, int dp_rank) {
   return s;
 }
 
-namespace {
-
-// `flat` [n] padded with zeros to [d·k] (a copy; the padding is what the last rank lacks).
-Tensor padded(const Tensor& flat, const DpShard& shard, int dp_size) {
-  Tensor out = Tensor::zeros({shard.size * dp_size}, DType::F32, flat.device());
-  Tensor head = out.slice(0, 0, shard.total);
-  kernels::copy(flat, head);
-  return out;
-}
-
-}  // namespace
-
-void all_gather_shards(Tensor& flat, Communicator& dp, const DpShard& shard) {
+void all_gather_shards(ParameterStore& store, Communicator& dp, const DpShard& shard) {
   if (dp.size() == 1) return;
-  Tensor whole = padded(flat, shard, dp.size());
-  Tensor mine =
-      whole.slice(0, int64_t(dp.rank()) * shard.size, (dp.rank() + 1) * shard.size).clone();
+  Tensor& whole = store.padded_flat_values();  // f32 [d·k]
+  MT_CHECK(shard.total == store.flat_values().numel() && whole.numel() == shard.size * dp.size(),
+           "all_gather_shards: the store holds ", store.flat_values().numel(), " values in ",
+           whole.numel(), " (", dp.size(), " shards of ", shard.size, " for ", shard.total,
+           " expected); allocate the store with ParameterStore::allocate(data-parallel size)");
+  Tensor mine = whole.slice(0, int64_t(dp.rank()) * shard.size, (dp.rank() + 1) * shard.size);
   dp.all_gather(mine, whole);
-  kernels::copy(whole.slice(0, 0, shard.total), flat);
 }
 
 }  // namespace megatron

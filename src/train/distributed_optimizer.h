@@ -2,7 +2,9 @@
 // data-parallel rank keeps the Adam moments (and, with --fp16, the fp32 master weights) of one
 // contiguous shard of the flat parameter space only, so optimizer memory shrinks by the DP size.
 //
-//   flat space [n] padded to [d·k], k = ceil(n/d); DP rank r owns [r·k, min((r+1)·k, n))
+//   flat space [n] padded to [d·k], k = ceil(n/d); DP rank r owns [r·k, min((r+1)·k, n));
+//   the store's value buffer is allocated padded (ParameterStore::allocate(d)), so the shards
+//   are d equal blocks of it and the all-gather needs no temporary
 //   step: reduce-scatter the gradients (sum) into the rank's shard — bucket by bucket, each
 //         bucket's segment of every rank's shard to that rank (train/grad_buckets.h) →
 //         (--fp16: overflow check over the world, skip or unscale) → norm, clip on the shard →
@@ -32,7 +34,8 @@ struct DpShard {
   static DpShard of(int64_t total, int dp_size, int dp_rank);
 };
 
-// Every rank's shard of `flat` (f32 [n]) copied into every rank's `flat`.
-void all_gather_shards(Tensor& flat, Communicator& dp, const DpShard& shard);
+// Every rank's shard of the store's values copied into every rank's values, in place: the
+// store must have been allocated padded to a multiple of the DP size.
+void all_gather_shards(ParameterStore& store, Communicator& dp, const DpShard& shard);
 
 }  // namespace megatron

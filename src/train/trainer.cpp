@@ -102,7 +102,7 @@ struct Trainer::Impl {
              " must be a multiple of --micro-batch-size x data-parallel size (", per_step, ")");
     eval_micro_batches = cfg.global_batch / per_step;
     model = make_model(ps, store);
-    store.allocate();
+    store.allocate(cfg.distributed_optimizer ? ps.dp_size : 1);
     model->init_weights(cfg.seed);
     if (cfg.distributed_optimizer) {
       shard = DpShard::of(store.flat_values().numel(), ps.dp_size, ps.dp_rank);
@@ -113,7 +113,7 @@ struct Trainer::Impl {
                                       shard ? &*shard : nullptr, shard ? &shard_grads : nullptr);
     optimizer = std::make_unique<AdamW>(store, cfg.adam, shard ? shard->range : FlatRange{});
     // --fp16: each rank rounded its shard of the store to f16 (AdamW); every rank gets all of it.
-    if (shard && cfg.fp16) all_gather_shards(store.flat_values(), *ps.dp, *shard);
+    if (shard && cfg.fp16) all_gather_shards(store, *ps.dp, *shard);
     if (cfg.fp16) model->refresh_compute_weights();  // the store now holds f16-rounded values
     log_info(" > number of parameters on (tensor, pipeline) model parallel rank (", ps.tp_rank,
              ", ", ps.pp_rank, "): ", store.flat_values().numel());
@@ -356,7 +356,7 @@ struct Trainer::Impl {
     apply_weight_decay_schedule();
     timers.time("optimizer-inner-step", 1, [&] { optimizer->step(schedule.lr(), grads.grads); });
     timers.time("params-all-gather", 1,
-                [&] { all_gather_shards(store.flat_values(), *ps.dp, *shard); });
+                [&] { all_gather_shards(store, *ps.dp, *shard); });
     // --fp16: the gathered f16-rounded values are the casts of every shard's fp32 master, so
     // an inf/NaN master shows in them; the guard checks them.
     finish_step(Tensor());

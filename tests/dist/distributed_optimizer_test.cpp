@@ -29,18 +29,42 @@ TEST(DistributedOptimizer, ShardsTileTheFlatSpace) {
   }
 }
 
-TEST(DistributedOptimizer, AllGatherGivesEveryRankEveryShard) {
+// A store of two parameters, 5 + 8 = kTotal elements, its values allocated padded for `d`.
+void register_two_parameters(ParameterStore& store) {
+  store.add({"a", {5}});
+  store.add({"b", {2, 4}});
+}
+
+TEST(DistributedOptimizer, AllGatherGivesEveryRankEveryShardInPlace) {
   auto dp = test::world();
   const int d = dp->size(), r = dp->rank();
+  ParameterStore store(0, 1);
+  register_two_parameters(store);
+  store.allocate(d);
+  ASSERT_EQ(store.flat_values().numel(), kTotal);
+  ASSERT_EQ(store.padded_flat_values().numel() % d, 0);
   const DpShard shard = DpShard::of(kTotal, d, r);
   // Inside its shard each rank holds the true values, elsewhere its own junk.
   std::vector<float> v(static_cast<size_t>(kTotal), float(-100 - r));
   for (int64_t i = shard.range.begin; i < shard.range.end; ++i) v[size_t(i)] = float(i) * 3.0f;
-  Tensor flat = Tensor::from_vector(v, {kTotal});
-  all_gather_shards(flat, *dp, shard);
-  const std::vector<float> got = flat.to_vector<float>();
+  store.flat_values().copy_from(Tensor::from_vector(v, {kTotal}));
+  const void* storage = store.flat_values().raw_data();
+  all_gather_shards(store, *dp, shard);
+  EXPECT_EQ(store.flat_values().raw_data(), storage);
+  const std::vector<float> got = store.flat_values().to_vector<float>();
   for (int64_t i = 0; i < kTotal; ++i)
     EXPECT_EQ(got[size_t(i)], float(i) * 3.0f) << "element " << i;
+  EXPECT_EQ(store.get("b").value.to_vector<float>()[0], 15.0f);
+}
+
+TEST(DistributedOptimizer, AllGatherRefusesAnUnpaddedStore) {
+  auto dp = test::world();
+  if (dp->size() == 1 || kTotal % dp->size() == 0) GTEST_SKIP() << "needs 13 % DP size != 0";
+  ParameterStore store(0, 1);
+  register_two_parameters(store);
+  store.allocate();
+  const DpShard shard = DpShard::of(kTotal, dp->size(), dp->rank());
+  EXPECT_THROW(all_gather_shards(store, *dp, shard), Error);
 }
 
 }  // namespace

@@ -351,9 +351,9 @@ void expect_distributed_optimizer_predicted(ParameterStore& store, const ModelSp
   EXPECT_DOUBLE_EQ(est.first_stage.parameters, double(n));
   EXPECT_DOUBLE_EQ(est.first_stage.optimizer, state_bytes);
   EXPECT_DOUBLE_EQ(est.first_stage.weights + est.first_stage.gradients, 8.0 * double(n));
-  // The all-gather's copies of the values padded to [d·k] and of this rank's [k]: larger than
-  // a gradient bucket of this small model (all of its n elements).
-  EXPECT_DOUBLE_EQ(est.first_stage.step_buffers, 4.0 * double(n) + 4.0 * double(shard.size));
+  // The reduce-scatter's two temporaries of one gradient bucket (all n elements of this small
+  // model); the all-gather of the values writes in place and adds nothing.
+  EXPECT_DOUBLE_EQ(est.first_stage.step_buffers, 8.0 * double(n));
 }
 
 TEST(PlanMemory, MegatronCppDistributedOptimizerMatchesItsShards) {
