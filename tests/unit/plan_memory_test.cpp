@@ -12,6 +12,7 @@
 #include "plan/layout.h"
 #include "plan/memory_estimate.h"
 #include "plan/pipeline_buffers.h"
+#include "plan_test_models.h"
 #include "train/distributed_optimizer.h"
 #include "train/optimizer.h"
 
@@ -19,23 +20,7 @@ namespace megatron::plan {
 namespace {
 
 ModelSpec gpt2_small() {
-  ModelSpec m;
-  m.num_layers = 12;
-  m.hidden_size = 768;
-  m.num_attention_heads = 12;
-  m.seq_length = 1024;
-  m.vocab_size = 50257;
-  return m;
-}
-
-ModelSpec gpt3_175b() {
-  ModelSpec m;
-  m.num_layers = 96;
-  m.hidden_size = 12288;
-  m.num_attention_heads = 96;
-  m.seq_length = 2048;
-  m.vocab_size = 51200;
-  return m;
+  return gpt_spec(12, 768, 12, 1024, 50257);
 }
 
 Machine no_reserve() {
@@ -82,13 +67,8 @@ TEST(PlanParameters, MatchesTheParameterStoreOfRealModels) {
     ParameterStore store(0, 1);
     GptModel model(gc, ps, store);
     store.allocate();
-    ModelSpec m;
-    m.num_layers = 3;
-    m.hidden_size = 64;
-    m.num_attention_heads = 4;
-    m.seq_length = 32;
+    ModelSpec m = gpt_spec(3, 64, 4, 32, 1000);
     m.max_position_embeddings = 40;
-    m.vocab_size = 1000;
     EXPECT_DOUBLE_EQ(count_parameters(m, Layout{}).total, double(store.flat_values().numel()));
   }
   {
@@ -159,12 +139,7 @@ TEST(PlanMemory, MatchesMegatronTheoreticalMemoryUsage) {
 // V 50304, TP 2, micro-batch 4. Python values: 7,711,260,672 (PP 1) and 3,439,394,816 (PP 4);
 // most-loaded parameters with PP 1, DP 4, no distributed optimizer: 655,691,776 (x 18 bytes).
 TEST(PlanMemory, MatchesMegatronTheoreticalMemoryUsageOtherSchedules) {
-  ModelSpec m;
-  m.num_layers = 24;
-  m.hidden_size = 2048;
-  m.num_attention_heads = 16;
-  m.seq_length = 2048;
-  m.vocab_size = 50304;
+  ModelSpec m = gpt_spec(24, 2048, 16, 2048, 50304);
   m.make_vocab_size_divisible_by = 64;  // keeps V = 50304 at TP 2, as in the Python check
   Layout l;
   l.tensor_parallel = 2;
@@ -369,12 +344,7 @@ TEST(PlanMemory, MegatronCppDistributedOptimizerMatchesItsShards) {
   ParameterStore store(0, 1);
   GptModel model(gc, ps, store);
   store.allocate();
-  ModelSpec m;
-  m.num_layers = gc.num_layers;
-  m.hidden_size = gc.hidden_size;
-  m.num_attention_heads = gc.num_attention_heads;
-  m.seq_length = gc.seq_length;
-  m.vocab_size = gc.vocab_size;
+  const ModelSpec m = arena_model_spec(gc, /*llama=*/false);
   expect_distributed_optimizer_predicted(store, m);
   expect_distributed_optimizer_predicted(store, m, Precision::kFp16);
 }
