@@ -156,6 +156,17 @@ Layout small_layout() {
   return l;
 }
 
+// small_layout() at DP 8 without pipelining, one micro-batch of 8 per rank: its whole backward
+// can hide the gradient reduction.
+Layout one_micro_batch_dp8_layout() {
+  Layout l = small_layout();
+  l.pipeline_parallel = 1;
+  l.data_parallel = 8;
+  l.micro_batch = 8;
+  l.global_batch = 64;
+  return l;
+}
+
 ModelSpec small_gpt() {
   return gpt_spec(32, 4096, 32, 2048, 50257);
 }
@@ -214,11 +225,7 @@ TEST(PlanStep, MegatronCppBertPipelineSyncsTheTiedCopy) {
 TEST(PlanStep, OverlapHidesGradientReductionBehindBackward) {
   const Machine mach = round_machine();
   const ModelSpec m = small_gpt();
-  Layout l = small_layout();
-  l.pipeline_parallel = 1;
-  l.data_parallel = 8;
-  l.micro_batch = 8;
-  l.global_batch = 64;  // one micro-batch: its whole backward can hide the reduction
+  Layout l = one_micro_batch_dp8_layout();
   const StepTime plain = predict_step_time(m, l, mach, Implementation::kMegatronLm);
   EXPECT_DOUBLE_EQ(plain.dp_exposed, plain.dp_comm);
   l.overlap_grad_reduce = true;
@@ -232,11 +239,7 @@ TEST(PlanStep, OverlapHidesGradientReductionBehindBackward) {
 TEST(PlanStep, MegatronCppOverlapsItsGradientBuckets) {
   const Machine mach = round_machine();
   const ModelSpec m = small_gpt();
-  Layout l = small_layout();
-  l.pipeline_parallel = 1;
-  l.data_parallel = 8;
-  l.micro_batch = 8;
-  l.global_batch = 64;
+  Layout l = one_micro_batch_dp8_layout();
   for (const bool distributed : {false, true}) {
     l.distributed_optimizer = distributed;
     l.overlap_grad_reduce = false;
