@@ -394,22 +394,40 @@ int64_t MpiCommunicator::staged_piece_elements(DType dtype, int64_t slots) const
 
 #ifdef MEGATRON_CUDA
 
-void MpiCommunicator::staged_all_reduce(Tensor& t, ReduceOp op) {
-  const DType dtype = t.dtype();
+namespace {
+
+// One piece of a staged call: elements [start, start + len) of a block, at byte `offset` and
+// `bytes` long; `host` the page-locked buffer (room for the call's slots of pieces).
+struct StagedPiece {
+  int64_t start, len;
+  size_t offset, bytes;
+  char* host;
+};
+
+}  // namespace
+
+template <typename Fn>
+void MpiCommunicator::for_each_staged_piece(DType dtype, int64_t n, int64_t slots, Fn&& fn) const {
   const size_t element = dtype_size(dtype);
-  const int64_t n = t.numel(), piece = staged_piece_elements(dtype, 1);
-  char* device = static_cast<char*>(t.raw_data());
+  const int64_t piece = staged_piece_elements(dtype, slots);
   cuda::PinnedStaging& staging = cuda::PinnedStaging::instance();
   auto lock = staging.lock();
-  char* host = static_cast<char*>(staging.reserve(size_t(std::min(piece, n)) * element));
+  char* host =
+      static_cast<char*>(staging.reserve(size_t(std::min(piece, n)) * element * size_t(slots)));
   for (int64_t start = 0; start < n; start += piece) {
     const int64_t len = std::min(piece, n - start);
-    const size_t bytes = size_t(len) * element;
-    cuda::copy_rows(host, bytes, device + size_t(start) * element, bytes, bytes, 1);
-    Tensor staged = Tensor::from_blob(host, {len}, dtype);
-    all_reduce(staged, op);
-    cuda::copy_rows(device + size_t(start) * element, bytes, host, bytes, bytes, 1);
+    fn(StagedPiece{start, len, size_t(start) * element, size_t(len) * element, host});
   }
+}
+
+void MpiCommunicator::staged_all_reduce(Tensor& t, ReduceOp op) {
+  char* device = static_cast<char*>(t.raw_data());
+  for_each_staged_piece(t.dtype(), t.numel(), 1, [&](const StagedPiece& p) {
+    cuda::copy_rows(p.host, p.bytes, device + p.offset, p.bytes, p.bytes, 1);
+    Tensor staged = Tensor::from_blob(p.host, {p.len}, t.dtype());
+    all_reduce(staged, op);
+    cuda::copy_rows(device + p.offset, p.bytes, p.host, p.bytes, p.bytes, 1);
+  });
 }
 
 // Piece [start, start+len) of every rank's block: the host input holds this rank's piece, the
@@ -417,103 +435,63 @@ void MpiCommunicator::staged_all_reduce(Tensor& t, ReduceOp op) {
 // one block apart.
 void MpiCommunicator::staged_all_gather(const Tensor& in, Tensor& out) {
   const DType dtype = in.dtype();
-  const size_t element = dtype_size(dtype);
-  const int64_t block = in.numel(), piece = staged_piece_elements(dtype, size_ + 1);
-  const size_t block_bytes = size_t(block) * element;
+  const size_t block_bytes = size_t(in.numel()) * dtype_size(dtype);
   const char* device_in = static_cast<const char*>(in.raw_data());
   char* device_out = static_cast<char*>(out.raw_data());
-  cuda::PinnedStaging& staging = cuda::PinnedStaging::instance();
-  auto lock = staging.lock();
-  char* host =
-      static_cast<char*>(staging.reserve(size_t(std::min(piece, block)) * element * (size_ + 1)));
-  for (int64_t start = 0; start < block; start += piece) {
-    const int64_t len = std::min(piece, block - start);
-    const size_t bytes = size_t(len) * element, offset = size_t(start) * element;
-    char* host_in = host;
-    char* host_out = host + bytes;
+  for_each_staged_piece(dtype, in.numel(), size_ + 1, [&](const StagedPiece& p) {
+    char* host_in = p.host;
+    char* host_out = p.host + p.bytes;
     // Read before any write: when `in` is this rank's own block of `out`, piece `start` of it
     // is overwritten only with the same values, and later pieces are untouched so far.
-    cuda::copy_rows(host_in, bytes, device_in + offset, bytes, bytes, 1);
-    Tensor staged_in = Tensor::from_blob(host_in, {len}, dtype);
-    Tensor staged_out = Tensor::from_blob(host_out, {len * size_}, dtype);
+    cuda::copy_rows(host_in, p.bytes, device_in + p.offset, p.bytes, p.bytes, 1);
+    Tensor staged_in = Tensor::from_blob(host_in, {p.len}, dtype);
+    Tensor staged_out = Tensor::from_blob(host_out, {p.len * size_}, dtype);
     all_gather(staged_in, staged_out);
-    cuda::copy_rows(device_out + offset, block_bytes, host_out, bytes, bytes, size_t(size_));
-  }
+    cuda::copy_rows(device_out + p.offset, block_bytes, host_out, p.bytes, p.bytes, size_t(size_));
+  });
 }
 
 void MpiCommunicator::staged_reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) {
   const DType dtype = in.dtype();
-  const size_t element = dtype_size(dtype);
-  const int64_t block = out.numel(), piece = staged_piece_elements(dtype, size_ + 1);
-  const size_t block_bytes = size_t(block) * element;
+  const size_t block_bytes = size_t(out.numel()) * dtype_size(dtype);
   const char* device_in = static_cast<const char*>(in.raw_data());
   char* device_out = static_cast<char*>(out.raw_data());
-  cuda::PinnedStaging& staging = cuda::PinnedStaging::instance();
-  auto lock = staging.lock();
-  char* host =
-      static_cast<char*>(staging.reserve(size_t(std::min(piece, block)) * element * (size_ + 1)));
-  for (int64_t start = 0; start < block; start += piece) {
-    const int64_t len = std::min(piece, block - start);
-    const size_t bytes = size_t(len) * element, offset = size_t(start) * element;
-    char* host_in = host;
-    char* host_out = host + bytes * size_t(size_);
-    cuda::copy_rows(host_in, bytes, device_in + offset, block_bytes, bytes, size_t(size_));
-    Tensor staged_in = Tensor::from_blob(host_in, {len * size_}, dtype);
-    Tensor staged_out = Tensor::from_blob(host_out, {len}, dtype);
+  for_each_staged_piece(dtype, out.numel(), size_ + 1, [&](const StagedPiece& p) {
+    char* host_in = p.host;
+    char* host_out = p.host + p.bytes * size_t(size_);
+    cuda::copy_rows(host_in, p.bytes, device_in + p.offset, block_bytes, p.bytes, size_t(size_));
+    Tensor staged_in = Tensor::from_blob(host_in, {p.len * size_}, dtype);
+    Tensor staged_out = Tensor::from_blob(host_out, {p.len}, dtype);
     reduce_scatter(staged_in, staged_out, op);
-    cuda::copy_rows(device_out + offset, bytes, host_out, bytes, bytes, 1);
-  }
+    cuda::copy_rows(device_out + p.offset, p.bytes, host_out, p.bytes, p.bytes, 1);
+  });
 }
 
 void MpiCommunicator::staged_broadcast(Tensor& t, int root) {
-  const DType dtype = t.dtype();
-  const size_t element = dtype_size(dtype);
-  const int64_t n = t.numel(), piece = staged_piece_elements(dtype, 1);
   char* device = static_cast<char*>(t.raw_data());
-  cuda::PinnedStaging& staging = cuda::PinnedStaging::instance();
-  auto lock = staging.lock();
-  char* host = static_cast<char*>(staging.reserve(size_t(std::min(piece, n)) * element));
-  for (int64_t start = 0; start < n; start += piece) {
-    const int64_t len = std::min(piece, n - start);
-    const size_t bytes = size_t(len) * element, offset = size_t(start) * element;
-    if (rank_ == root) cuda::copy_rows(host, bytes, device + offset, bytes, bytes, 1);
-    Tensor staged = Tensor::from_blob(host, {len}, dtype);
+  for_each_staged_piece(t.dtype(), t.numel(), 1, [&](const StagedPiece& p) {
+    if (rank_ == root) cuda::copy_rows(p.host, p.bytes, device + p.offset, p.bytes, p.bytes, 1);
+    Tensor staged = Tensor::from_blob(p.host, {p.len}, t.dtype());
     broadcast(staged, root);
-    if (rank_ != root) cuda::copy_rows(device + offset, bytes, host, bytes, bytes, 1);
-  }
+    if (rank_ != root) cuda::copy_rows(device + p.offset, p.bytes, p.host, p.bytes, p.bytes, 1);
+  });
 }
 
 void MpiCommunicator::staged_send(const Tensor& t, int dst, int tag) {
-  const DType dtype = t.dtype();
-  const size_t element = dtype_size(dtype);
-  const int64_t n = t.numel(), piece = staged_piece_elements(dtype, 1);
   const char* device = static_cast<const char*>(t.raw_data());
-  cuda::PinnedStaging& staging = cuda::PinnedStaging::instance();
-  auto lock = staging.lock();
-  char* host = static_cast<char*>(staging.reserve(size_t(std::min(piece, n)) * element));
-  for (int64_t start = 0; start < n; start += piece) {
-    const int64_t len = std::min(piece, n - start);
-    const size_t bytes = size_t(len) * element;
-    cuda::copy_rows(host, bytes, device + size_t(start) * element, bytes, bytes, 1);
-    send(Tensor::from_blob(host, {len}, dtype), dst, tag);
-  }
+  for_each_staged_piece(t.dtype(), t.numel(), 1, [&](const StagedPiece& p) {
+    cuda::copy_rows(p.host, p.bytes, device + p.offset, p.bytes, p.bytes, 1);
+    send(Tensor::from_blob(p.host, {p.len}, t.dtype()), dst, tag);
+  });
 }
 
 void MpiCommunicator::staged_recv(Tensor& t, int src, int tag) {
-  const DType dtype = t.dtype();
-  const size_t element = dtype_size(dtype);
-  const int64_t n = t.numel(), piece = staged_piece_elements(dtype, 1);
   char* device = static_cast<char*>(t.raw_data());
-  cuda::PinnedStaging& staging = cuda::PinnedStaging::instance();
-  auto lock = staging.lock();
-  char* host = static_cast<char*>(staging.reserve(size_t(std::min(piece, n)) * element));
-  for (int64_t start = 0; start < n; start += piece) {
-    const int64_t len = std::min(piece, n - start);
-    const size_t bytes = size_t(len) * element;
-    Tensor staged = Tensor::from_blob(host, {len}, dtype);
+  for_each_staged_piece(t.dtype(), t.numel(), 1, [&](const StagedPiece& p) {
+    Tensor staged = Tensor::from_blob(p.host, {p.len}, t.dtype());
     recv(staged, src, tag);
-    cuda::copy_rows(device + size_t(start) * element, bytes, host, bytes, bytes, 1);
-  }
+    cuda::copy_rows(device + p.offset, p.bytes, p.host, p.bytes, p.bytes, 1);
+  });
 }
 
 #else  // no CUDA: a device tensor can only come from from_blob, and nothing can copy it

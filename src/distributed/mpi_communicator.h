@@ -74,6 +74,11 @@ class MpiCommunicator final : public Communicator {
   // Elements per piece of a staged call whose host buffers hold `slots` pieces at once; also
   // bounded by max_chunk_elements_ (so tests exercise the piecewise staging on small tensors).
   int64_t staged_piece_elements(DType dtype, int64_t slots) const;
+  // Holds the page-locked staging buffer, room for `slots` pieces, for the whole call, and
+  // calls fn(const StagedPiece&) for the consecutive pieces of n elements of `dtype`, each at
+  // most staged_piece_elements(dtype, slots) long (CUDA builds only).
+  template <typename Fn>
+  void for_each_staged_piece(DType dtype, int64_t n, int64_t slots, Fn&& fn) const;
   // The same operations on CUDA tensors, through page-locked host memory.
   void staged_all_reduce(Tensor& t, ReduceOp op);
   void staged_all_gather(const Tensor& in, Tensor& out);

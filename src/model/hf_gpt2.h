@@ -38,6 +38,8 @@ using TensorMap = std::map<std::string, Tensor>;
 // when one is missing or has a value our model does not compute (e.g. an activation_function
 // other than a GeLU, model/hf_gelu.h). seq_length is set to n_positions.
 GptConfig gpt_config_from_hf(const nlohmann::json& hf_config, int64_t padded_vocab_size);
+// The HF GPT-2 config.json of `config`; throws Error when its architecture options are not
+// GPT-2's (config.json could not describe them).
 nlohmann::json hf_config_from_gpt(const GptConfig& config);
 
 // HF tensors (any float dtype) -> our full logical f32 tensors. Throws one Error listing every

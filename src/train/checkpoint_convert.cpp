@@ -15,14 +15,7 @@
 namespace megatron {
 
 nlohmann::json gpt_model_shape_json(const GptConfig& c) {
-  nlohmann::json shape = {
-      {"num_layers", c.num_layers},
-      {"hidden_size", c.hidden_size},
-      {"num_attention_heads", c.num_attention_heads},
-      {"ffn_hidden_size", c.ffn_hidden_size > 0 ? c.ffn_hidden_size : 4 * c.hidden_size},
-      {"padded_vocab_size", c.padded_vocab_size},
-      {"max_position_embeddings", c.max_position_embeddings},
-      {"vocab_size", c.vocab_size}};
+  nlohmann::json shape = transformer_shape_json(c);
   // The architecture options too: some change no parameter shape (RoPE vs no positions, the
   // RoPE base), so a resume with other flags must be caught here.
   shape.update(architecture_args_json(c.arch));
@@ -68,34 +61,12 @@ void export_hf_gpt2(const std::string& load_dir, int64_t iteration, const std::s
   CheckpointShardReader reader(checkpoint_iteration_dir(load_dir, iteration));
   const nlohmann::json state = reader.state(0, 0);
   const std::string& dir = reader.iteration_dir();
-  GptConfig c;
-  c.num_layers = state_field<int>(state, "model", "num_layers", dir);
-  c.hidden_size = state_field<int>(state, "model", "hidden_size", dir);
-  c.num_attention_heads = state_field<int>(state, "model", "num_attention_heads", dir);
-  c.ffn_hidden_size = state_field<int>(state, "model", "ffn_hidden_size", dir);
-  c.max_position_embeddings = state_field<int>(state, "model", "max_position_embeddings", dir);
-  c.padded_vocab_size = state_field<int64_t>(state, "model", "padded_vocab_size", dir);
-  c.seq_length = c.max_position_embeddings;
-  const nlohmann::json args = state.value("args", nlohmann::json::object());
-  c.layernorm_epsilon = args.value("layernorm_epsilon", 1e-5f);
-  c.hidden_dropout = args.value("hidden_dropout", 0.1f);
-  c.attention_dropout = args.value("attention_dropout", 0.1f);
-  c.init_method_std = args.value("init_method_std", 0.02f);
-  c.gelu = gelu_form_from_args_json(args);
+  const GptConfig c = gpt_config_from_checkpoint_state(state, dir, vocab_size);
   const nlohmann::json tokenizer = checkpoint_tokenizer(state);
-  c.vocab_size = vocab_size > 0 ? vocab_size
-                 : state["model"].contains("vocab_size")
-                     ? state["model"]["vocab_size"].get<int64_t>()
-                 : tokenizer.is_object() && tokenizer.contains("vocab_size")
-                     ? tokenizer["vocab_size"].get<int64_t>()
-                     : args.value("vocab_size", int64_t(0));
-  MT_REQUIRE(c.vocab_size > 0 && c.vocab_size <= c.padded_vocab_size, "checkpoint '", dir,
-             "': the real vocabulary size is unknown or larger than the padded ",
-             c.padded_vocab_size, " (got ", c.vocab_size, "); pass --vocab-size");
 
+  nlohmann::json config = hf_config_from_gpt(c);  // rejects what GPT-2 cannot describe
   const TensorMap full =
       read_full_model_tensors(reader, registered_parameter_store<GptModel>(c, 0, 1));
-  nlohmann::json config = hf_config_from_gpt(c);
   nlohmann::json generation = {{"_from_model_config", true}};
   const int64_t eod = tokenizer.is_object() ? tokenizer.value("eod", int64_t(-1)) : -1;
   if (eod >= 0) {
@@ -114,7 +85,8 @@ void export_hf_gpt2(const std::string& load_dir, int64_t iteration, const std::s
                            tokenizer_files);
 }
 
-GptConfig gpt_config_from_checkpoint_state(const nlohmann::json& state, const std::string& dir) {
+GptConfig gpt_config_from_checkpoint_state(const nlohmann::json& state, const std::string& dir,
+                                           int64_t vocab_size) {
   const nlohmann::json args = state.value("args", nlohmann::json::object());
   GptConfig c;
   c.num_layers = state_field<int>(state, "model", "num_layers", dir);
@@ -123,13 +95,27 @@ GptConfig gpt_config_from_checkpoint_state(const nlohmann::json& state, const st
   c.ffn_hidden_size = state_field<int>(state, "model", "ffn_hidden_size", dir);
   c.max_position_embeddings = state_field<int>(state, "model", "max_position_embeddings", dir);
   c.padded_vocab_size = state_field<int64_t>(state, "model", "padded_vocab_size", dir);
-  c.vocab_size = state_field<int64_t>(state, "model", "vocab_size", dir);
   c.seq_length = c.max_position_embeddings;
   c.layernorm_epsilon = norm_epsilon_from_args_json(args);
-  c.attention_dropout = args.value("attention_dropout", 0.0f);
-  c.hidden_dropout = args.value("hidden_dropout", 0.0f);
-  c.init_method_std = args.value("init_method_std", 0.02f);
+  // Unrecorded dropouts and init scale are the trainer's defaults (GptConfig's), which the run
+  // that wrote no record used.
+  c.attention_dropout = args.value("attention_dropout", c.attention_dropout);
+  c.hidden_dropout = args.value("hidden_dropout", c.hidden_dropout);
+  c.init_method_std = args.value("init_method_std", c.init_method_std);
   c.arch = architecture_from_args_json(args);
+  c.gelu = gelu_form_from_args_json(args);
+  const nlohmann::json tokenizer = checkpoint_tokenizer(state);
+  c.vocab_size = vocab_size > 0 ? vocab_size
+                 : state["model"].contains("vocab_size")
+                     ? state["model"]["vocab_size"].get<int64_t>()
+                 : tokenizer.is_object() && tokenizer.contains("vocab_size")
+                     ? tokenizer["vocab_size"].get<int64_t>()
+                     : args.value("vocab_size", int64_t(0));
+  MT_REQUIRE(c.vocab_size > 0 && c.vocab_size <= c.padded_vocab_size, "checkpoint '", dir,
+             "': the real vocabulary size is unknown (no model.vocab_size, tokenizer.vocab_size "
+             "or args.vocab_size in state.json) or larger than the padded ",
+             c.padded_vocab_size, " (got ", c.vocab_size,
+             "); pass it with --vocab-size (megatron convert --to hf)");
   return c;
 }
 

@@ -25,10 +25,9 @@ void import_hf_gpt2(const std::string& hf_dir, const std::string& save_dir, int 
 
 // Gathers iteration `iteration` (-1: latest) of our checkpoint in `load_dir` into full
 // tensors and writes an HF GPT-2 directory (config.json + model.safetensors) to `hf_dir`.
-// The model shape comes from state.json ("model", "args"); the real vocabulary size from
-// `vocab_size` when > 0, else from state.json (model.vocab_size, tokenizer.vocab_size or
-// args.vocab_size). Also writes the tokenizer's files (write_hf_tokenizer_files) and a
-// generation_config.json (end-of-document token as BOS/EOS).
+// The model is gpt_config_from_checkpoint_state(state.json, `vocab_size`). Also writes the
+// tokenizer's files (write_hf_tokenizer_files) and a generation_config.json (end-of-document token
+// as BOS/EOS).
 void export_hf_gpt2(const std::string& load_dir, int64_t iteration, const std::string& hf_dir,
                     int64_t vocab_size, const TokenizerFileOverrides& tokenizer = {});
 
@@ -74,9 +73,12 @@ ParameterStore gpt_rank_parameters(const nlohmann::json& state, const std::strin
                                    int tp_size, const StageRange& stage);
 
 // The GptConfig whose parameters a GPT-family checkpoint holds, from its state.json: the shape
-// from "model" (model.vocab_size the real vocabulary), the architecture, norm epsilon,
-// dropouts and init scale from "args". Throws Error naming a missing field and `dir`.
-GptConfig gpt_config_from_checkpoint_state(const nlohmann::json& state, const std::string& dir);
+// from "model"; the architecture, GeLU form, norm epsilon, dropouts and init scale from "args"
+// (GptConfig's defaults where unrecorded); the real vocabulary size `vocab_size` when > 0, else
+// the first of model.vocab_size, tokenizer.vocab_size, args.vocab_size. Throws Error naming
+// `dir` and a missing shape field, or a real vocabulary unknown or above the padded one.
+GptConfig gpt_config_from_checkpoint_state(const nlohmann::json& state, const std::string& dir,
+                                           int64_t vocab_size = 0);
 
 // The model-shape record the trainer compares on load (state.json "model"), with the
 // architecture options (train/architecture_json.h) under their argument names.

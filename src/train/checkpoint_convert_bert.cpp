@@ -11,18 +11,11 @@
 namespace megatron {
 
 nlohmann::json bert_model_shape_json(const BertConfig& c) {
-  nlohmann::json shape = {
-      {"num_layers", c.num_layers},
-      {"hidden_size", c.hidden_size},
-      {"num_attention_heads", c.num_attention_heads},
-      {"ffn_hidden_size", c.ffn_hidden_size > 0 ? c.ffn_hidden_size : 4 * c.hidden_size},
-      {"padded_vocab_size", c.padded_vocab_size},
-      {"vocab_size", c.vocab_size},
-      {"max_position_embeddings", c.max_position_embeddings},
-      {"num_tokentypes", c.num_tokentypes},
-      {"layernorm_epsilon", c.layernorm_epsilon},
-      {"layernorm_order", c.post_layernorm() ? "post" : "pre"},
-      {"binary_head", c.binary_head}};
+  nlohmann::json shape = transformer_shape_json(c);
+  shape.update({{"num_tokentypes", c.num_tokentypes},
+                {"layernorm_epsilon", c.layernorm_epsilon},
+                {"layernorm_order", c.post_layernorm() ? "post" : "pre"},
+                {"binary_head", c.binary_head}});
   shape.update(gelu_args_json(c.gelu));
   return shape;
 }

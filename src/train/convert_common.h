@@ -33,6 +33,20 @@ ParameterStore registered_parameter_store(const ConfigT& config, int rank, int s
   return store;
 }
 
+// The shape fields the GPT and BERT model records (state.json "model") share: layers, hidden
+// size, heads, FFN size (a config's 0 written as its meaning, 4 × hidden), padded and real
+// vocabulary sizes, positions. ConfigT: GptConfig or BertConfig.
+template <typename ConfigT>
+nlohmann::json transformer_shape_json(const ConfigT& c) {
+  return {{"num_layers", c.num_layers},
+          {"hidden_size", c.hidden_size},
+          {"num_attention_heads", c.num_attention_heads},
+          {"ffn_hidden_size", c.ffn_hidden_size > 0 ? c.ffn_hidden_size : 4 * c.hidden_size},
+          {"padded_vocab_size", c.padded_vocab_size},
+          {"vocab_size", c.vocab_size},
+          {"max_position_embeddings", c.max_position_embeddings}};
+}
+
 // A random nonce for a conversion's CheckpointTransaction (one process, nothing to agree on).
 uint64_t conversion_nonce();
 

@@ -11,29 +11,12 @@
 #   (the overflow check on each shard), and with --bf16.
 # And the overlapped 1×1×4 matches 1×1×1 without it (relative <= 1e-5).
 set -euo pipefail
-: "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
-export OMP_NUM_THREADS=1
+: "${MEGATRON_SOURCE_DIR:?}"
+source "$MEGATRON_SOURCE_DIR/tests/e2e/tiny_gpt_run.bash"
+TINY_GPT_FLAGS=(--train-iters 6 --eval-interval 1000 --eval-iters 0 --ddp-bucket-size 20000)
 LLAMA=(--ffn-hidden-size 96 --position-embedding-type rope --normalization RMSNorm --swiglu
   --untie-embeddings-and-output-weights --disable-bias-linear)
 
-run() {  # run NAME NP TP PP [FLAGS...]
-  local name=$1 np=$2 tp=$3 pp=$4
-  shift 4
-  timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np "$np" \
-    "$MEGATRON_BINARY" pretrain-gpt \
-    --num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 32 \
-    --max-position-embeddings 32 --mock-data --vocab-size 128 --make-vocab-size-divisible-by 32 \
-    --micro-batch-size 2 --global-batch-size 8 --train-iters 6 \
-    --lr 1e-3 --lr-warmup-iters 2 --lr-decay-style cosine --min-lr 1e-4 --weight-decay 0.1 \
-    --clip-grad 1.0 --seed 42 --tensor-model-parallel-size "$tp" \
-    --pipeline-model-parallel-size "$pp" --log-interval 1 --ddp-bucket-size 20000 \
-    --eval-interval 1000 --eval-iters 0 --metrics-file "$WORK/$name.jsonl" "$@" \
-    > "$WORK/$name.log" 2>&1 || { cat "$WORK/$name.log"; echo "FAIL: run $name"; exit 1; }
-}
-
-CHECK="node $MEGATRON_SOURCE_DIR/tests/e2e/compare_metrics.js"
 pair() {  # pair NAME NP TP PP [FLAGS...]: the run with and without the flag, compared exactly
   local name=$1
   shift

@@ -7,25 +7,9 @@
 # of the uninterrupted run: 1×4×1 → 2×2×1, and 1×2×2 → 1×1×1; so does 1×4×1's checkpoint after
 # `megatron convert` rewrote it at TP 2 × PP 2 (resumed at 2×2×1).
 set -euo pipefail
-: "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
-export OMP_NUM_THREADS=1
-
-run() {  # run NAME NP TP PP [FLAGS...]
-  local name=$1 np=$2 tp=$3 pp=$4
-  shift 4
-  timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np "$np" \
-    "$MEGATRON_BINARY" pretrain-gpt \
-    --num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 32 \
-    --max-position-embeddings 32 --mock-data --vocab-size 128 --make-vocab-size-divisible-by 32 \
-    --micro-batch-size 2 --global-batch-size 8 --train-iters 8 \
-    --lr 1e-3 --lr-warmup-iters 2 --lr-decay-style cosine --min-lr 1e-4 --weight-decay 0.1 \
-    --clip-grad 1.0 --seed 42 --tensor-model-parallel-size "$tp" \
-    --pipeline-model-parallel-size "$pp" --log-interval 1 \
-    --eval-interval 4 --eval-iters 1 --metrics-file "$WORK/$name.jsonl" "$@" \
-    > "$WORK/$name.log" 2>&1 || { cat "$WORK/$name.log"; echo "FAIL: run $name"; exit 1; }
-}
+: "${MEGATRON_SOURCE_DIR:?}"
+source "$MEGATRON_SOURCE_DIR/tests/e2e/tiny_gpt_run.bash"
+TINY_GPT_FLAGS=(--train-iters 8 --eval-interval 4 --eval-iters 1)
 
 run t1p1d1 1 1 1
 run t2p2d1 4 2 2
@@ -47,7 +31,6 @@ run resumed_t1p1d1 1 1 1 --load "$WORK/ckpt_p2d2"
 [[ -d "$WORK/ckpt_converted/iter_0000004/mp_rank_01_001" ]] || { echo "FAIL: no TP2 x PP2 layout"; exit 1; }
 run converted_t2p2d1 4 2 2 --load "$WORK/ckpt_converted"
 
-CHECK="node $MEGATRON_SOURCE_DIR/tests/e2e/compare_metrics.js"
 for name in t2p2d1 t1p2d1_interleaved t2p2d1_interleaved_recompute t1p2d2_interleaved_overlap; do
   echo "== t1p1d1 vs $name"
   $CHECK "$WORK/t1p1d1.jsonl" "$WORK/$name.jsonl" --from 1 --to 8 --rtol 1e-5

@@ -7,27 +7,10 @@
 # the validation losses of 1×1×1 (relative <= 1e-5). A checkpoint saved at PP 2 resumes at
 # 1×1×1 with the uninterrupted run's next losses and exports to an HF Llama directory.
 set -euo pipefail
-: "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
-export OMP_NUM_THREADS=1
-
-run() {  # run NAME NP TP PP [FLAGS...]
-  local name=$1 np=$2 tp=$3 pp=$4
-  shift 4
-  timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np "$np" \
-    "$MEGATRON_BINARY" pretrain-gpt \
-    --num-layers 4 --hidden-size 64 --num-attention-heads 4 --ffn-hidden-size 96 \
-    --position-embedding-type rope --normalization RMSNorm --swiglu --group-query-attention \
-    --num-query-groups 2 --untie-embeddings-and-output-weights --disable-bias-linear \
-    --seq-length 32 --max-position-embeddings 32 --mock-data --vocab-size 128 \
-    --make-vocab-size-divisible-by 32 --micro-batch-size 2 --global-batch-size 8 \
-    --train-iters 6 --lr 1e-3 --lr-warmup-iters 2 --lr-decay-style cosine --min-lr 1e-4 \
-    --weight-decay 0.1 --clip-grad 1.0 --seed 42 --tensor-model-parallel-size "$tp" \
-    --pipeline-model-parallel-size "$pp" --log-interval 1 --log-params-norm \
-    --log-layer-grad-norms --eval-interval 3 --eval-iters 1 --metrics-file "$WORK/$name.jsonl" \
-    "$@" > "$WORK/$name.log" 2>&1 || { cat "$WORK/$name.log"; echo "FAIL: run $name"; exit 1; }
-}
+: "${MEGATRON_SOURCE_DIR:?}"
+source "$MEGATRON_SOURCE_DIR/tests/e2e/tiny_gpt_run.bash"
+TINY_GPT_FLAGS=("${TINY_LLAMA[@]}" --train-iters 6 --log-params-norm --log-layer-grad-norms
+  --eval-interval 3 --eval-iters 1)
 
 run t1p1d1 1 1 1
 run t2p2d1 4 2 2
@@ -41,7 +24,6 @@ run resumed_t1p1d1 1 1 1 --load "$WORK/ckpt_p2"
   --save "$WORK/hf" > "$WORK/export.log" 2>&1 || { cat "$WORK/export.log"; echo "FAIL: export"; exit 1; }
 grep -q '"LlamaForCausalLM"' "$WORK/hf/config.json" || { echo "FAIL: not an HF Llama export"; exit 1; }
 
-CHECK="node $MEGATRON_SOURCE_DIR/tests/e2e/compare_metrics.js"
 for name in t2p2d1 t1p4d1; do
   echo "== t1p1d1 vs $name"
   $CHECK "$WORK/t1p1d1.jsonl" "$WORK/$name.jsonl" --from 1 --to 6 --rtol 1e-5

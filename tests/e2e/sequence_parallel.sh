@@ -10,28 +10,9 @@
 #  * a checkpoint saved at 2×1×2 with --sequence-parallel resumes at 1×1×1 without it with the
 #    uninterrupted run's next losses.
 set -euo pipefail
-: "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
-export OMP_NUM_THREADS=1
-LLAMA=(--ffn-hidden-size 96 --position-embedding-type rope --normalization RMSNorm --swiglu
-  --group-query-attention --num-query-groups 2 --untie-embeddings-and-output-weights
-  --disable-bias-linear)
-
-run() {  # run NAME NP TP PP [FLAGS...]
-  local name=$1 np=$2 tp=$3 pp=$4
-  shift 4
-  timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np "$np" \
-    "$MEGATRON_BINARY" pretrain-gpt \
-    --num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 32 \
-    --max-position-embeddings 32 --mock-data --vocab-size 128 --make-vocab-size-divisible-by 32 \
-    --micro-batch-size 2 --global-batch-size 8 --train-iters 6 \
-    --lr 1e-3 --lr-warmup-iters 2 --lr-decay-style cosine --min-lr 1e-4 --weight-decay 0.1 \
-    --clip-grad 1.0 --seed 42 --tensor-model-parallel-size "$tp" \
-    --pipeline-model-parallel-size "$pp" --log-interval 1 \
-    --eval-interval 1000 --eval-iters 0 --metrics-file "$WORK/$name.jsonl" "$@" \
-    > "$WORK/$name.log" 2>&1 || { cat "$WORK/$name.log"; echo "FAIL: run $name"; exit 1; }
-}
+: "${MEGATRON_SOURCE_DIR:?}"
+source "$MEGATRON_SOURCE_DIR/tests/e2e/tiny_gpt_run.bash"
+TINY_GPT_FLAGS=(--train-iters 6 --eval-interval 1000 --eval-iters 0)
 
 run t1p1d1 1 1 1
 run t1p1d1_selective 1 1 1 --recompute-granularity selective
@@ -44,10 +25,9 @@ run t2p2d1_sp_full 4 2 2 --sequence-parallel --recompute-granularity full \
   --recompute-method uniform
 run t2p1d2_sp_distopt_selective 4 2 1 --sequence-parallel --use-distributed-optimizer \
   --recompute-activations
-run llama_t1p1d1 1 1 1 "${LLAMA[@]}"
-run llama_t2p2d1_sp 4 2 2 "${LLAMA[@]}" --sequence-parallel
+run llama_t1p1d1 1 1 1 "${TINY_LLAMA[@]}"
+run llama_t2p2d1_sp 4 2 2 "${TINY_LLAMA[@]}" --sequence-parallel
 
-CHECK="node $MEGATRON_SOURCE_DIR/tests/e2e/compare_metrics.js"
 echo "== t1p1d1 vs selective recompute (bit for bit)"
 $CHECK "$WORK/t1p1d1.jsonl" "$WORK/t1p1d1_selective.jsonl" --from 1 --to 6 --exact
 echo "== t1p1d1 vs 2x1x2 with sequence parallelism (iterations 1-3, then it saves and exits)"

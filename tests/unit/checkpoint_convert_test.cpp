@@ -16,6 +16,7 @@
 #include "../common/temp_dir.h"
 #include "core/safetensors.h"
 #include "distributed/solo_communicator.h"
+#include "train/architecture_json.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_convert_bert.h"
 #include "train/checkpoint_layout.h"
@@ -251,6 +252,56 @@ TEST(CheckpointConvert, ReshardWritesDistributedOptimizerShardsOfTheBertFlatSpac
   const BertConfig config = load_bert_golden(128).config;
   expect_distributed_optimizer_shards<BertModel>(config, bert_model_shape_json(config),
                                                  bert_hf_description(config), bert_rank_parameters);
+}
+
+// A TP-1 checkpoint (iteration 1, zero weights) of a 1-layer GPT with `arch`, whose state.json
+// records the model shape and `args` as the trainer does.
+void write_tiny_gpt_checkpoint(const std::string& dir, const ArchitectureOptions& arch,
+                               const nlohmann::json& args) {
+  GptConfig c;
+  c.num_layers = 1;
+  c.hidden_size = 8;
+  c.num_attention_heads = 2;
+  c.max_position_embeddings = c.seq_length = 8;
+  c.vocab_size = 30;
+  c.padded_vocab_size = 32;
+  c.arch = arch;
+  CheckpointTransaction t(dir, 1, 1);
+  ParameterStore store = registered_parameter_store<GptModel>(c, 0, 1);
+  write_checkpoint_rank(t.path(), 1, store, {},
+                        {{"iteration", 1}, {"model", gpt_model_shape_json(c)}, {"args", args}},
+                        {0, 1, 0, 1});
+  t.commit();
+}
+
+// The export reads the model as a resharding does (gpt_config_from_checkpoint_state): the
+// norm epsilon a --norm-epsilon run computed with, the trainer's default dropouts where the
+// arguments record none, the real vocabulary of the model record.
+TEST(CheckpointConvert, ExportDescribesTheModelTheTrainerBuilt) {
+  TempDir dir;
+  write_tiny_gpt_checkpoint(dir.file("ckpt"), {},
+                            {{"layernorm_epsilon", 1e-5}, {"norm_epsilon", 1e-6}});
+  export_hf_gpt2(dir.file("ckpt"), -1, dir.file("hf"), 0);
+  const nlohmann::json config = read_hf_directory(dir.file("hf")).config;
+  EXPECT_EQ(config["layer_norm_epsilon"].get<double>(), 1e-6);
+  EXPECT_EQ(config["resid_pdrop"].get<double>(), 0.1);
+  EXPECT_EQ(config["attn_pdrop"].get<double>(), 0.1);
+  EXPECT_EQ(config["vocab_size"], 30);
+}
+
+// HF GPT-2 has no untied output layer: exporting one would drop it without a word.
+TEST(CheckpointConvert, ExportRefusesWhatGpt2CannotDescribe) {
+  TempDir dir;
+  ArchitectureOptions untied;
+  untied.untie_embeddings_and_output_weights = true;
+  write_tiny_gpt_checkpoint(dir.file("ckpt"), untied, architecture_args_json(untied));
+  try {
+    export_hf_gpt2(dir.file("ckpt"), -1, dir.file("hf"), 0);
+    ADD_FAILURE() << "an untied output layer exported to HF GPT-2";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), HasSubstr("only GPT-2-style models"));
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("hf")));
 }
 
 TEST(CheckpointConvert, ExportNeedsTheModelShape) {

@@ -12,6 +12,7 @@
 #include "plan/layout.h"
 #include "plan/memory_estimate.h"
 #include "plan/pipeline_buffers.h"
+#include "plan_test_models.h"
 #include "train/distributed_optimizer.h"
 #include "train/optimizer.h"
 
@@ -19,23 +20,7 @@ namespace megatron::plan {
 namespace {
 
 ModelSpec gpt2_small() {
-  ModelSpec m;
-  m.num_layers = 12;
-  m.hidden_size = 768;
-  m.num_attention_heads = 12;
-  m.seq_length = 1024;
-  m.vocab_size = 50257;
-  return m;
-}
-
-ModelSpec gpt3_175b() {
-  ModelSpec m;
-  m.num_layers = 96;
-  m.hidden_size = 12288;
-  m.num_attention_heads = 96;
-  m.seq_length = 2048;
-  m.vocab_size = 51200;
-  return m;
+  return gpt_spec(12, 768, 12, 1024, 50257);
 }
 
 Machine no_reserve() {
@@ -82,13 +67,8 @@ TEST(PlanParameters, MatchesTheParameterStoreOfRealModels) {
     ParameterStore store(0, 1);
     GptModel model(gc, ps, store);
     store.allocate();
-    ModelSpec m;
-    m.num_layers = 3;
-    m.hidden_size = 64;
-    m.num_attention_heads = 4;
-    m.seq_length = 32;
+    ModelSpec m = gpt_spec(3, 64, 4, 32, 1000);
     m.max_position_embeddings = 40;
-    m.vocab_size = 1000;
     EXPECT_DOUBLE_EQ(count_parameters(m, Layout{}).total, double(store.flat_values().numel()));
   }
   {
@@ -159,12 +139,7 @@ TEST(PlanMemory, MatchesMegatronTheoreticalMemoryUsage) {
 // V 50304, TP 2, micro-batch 4. Python values: 7,711,260,672 (PP 1) and 3,439,394,816 (PP 4);
 // most-loaded parameters with PP 1, DP 4, no distributed optimizer: 655,691,776 (x 18 bytes).
 TEST(PlanMemory, MatchesMegatronTheoreticalMemoryUsageOtherSchedules) {
-  ModelSpec m;
-  m.num_layers = 24;
-  m.hidden_size = 2048;
-  m.num_attention_heads = 16;
-  m.seq_length = 2048;
-  m.vocab_size = 50304;
+  ModelSpec m = gpt_spec(24, 2048, 16, 2048, 50304);
   m.make_vocab_size_divisible_by = 64;  // keeps V = 50304 at TP 2, as in the Python check
   Layout l;
   l.tensor_parallel = 2;
@@ -233,15 +208,35 @@ void PrintTo(const ArenaCase& k, std::ostream* os) {
 
 class PlanArena : public ::testing::TestWithParam<ArenaCase> {};
 
+// Case k's recompute and compute dtype on a GptConfig or BertConfig.
+template <typename ConfigT>
+void apply_arena_case(const ArenaCase& k, ConfigT& c) {
+  c.recompute_activations = k.recompute == Recompute::kFull;
+  c.selective_recompute = k.recompute == Recompute::kSelective;
+  c.compute_dtype = k.bf16 ? DType::BF16 : DType::F32;
+}
+
+// The planner's prediction for `m` in case k at micro-batch b against the model that ran the
+// step: its arena plus scratch (`activation_bytes`) and its parameter count (`parameters`).
+void expect_arena_case_predicted(const ModelSpec& m, const ArenaCase& k, int64_t b,
+                                 int64_t activation_bytes, int64_t parameters) {
+  Layout l;
+  l.micro_batch = b;
+  l.recompute = k.recompute;
+  l.precision = k.bf16 ? Precision::kBf16 : Precision::kFp32;
+  validate_layout(m, l, Implementation::kMegatronCpp);
+  const ActivationMemory a = activation_memory(m, l, Implementation::kMegatronCpp);
+  EXPECT_DOUBLE_EQ(a.first_stage + a.workspace, double(activation_bytes));
+  EXPECT_DOUBLE_EQ(count_parameters(m, l).total, double(parameters));
+}
+
 // One training step of a small GPT (with the Llama-family options: GQA with 2 of 4 heads'
 // groups, head dim 24 != h/a, SwiGLU, RMSNorm, RoPE, no linear biases, an untied output layer),
 // then the planner's prediction of its arenas and of its parameter count.
 void expect_gpt_arenas_predicted(const ArenaCase& k, bool llama) {
   GptConfig gc = arena_gpt_config(3, llama);
   gc.hidden_dropout = gc.attention_dropout = k.dropout ? 0.1f : 0.0f;
-  gc.recompute_activations = k.recompute == Recompute::kFull;
-  gc.selective_recompute = k.recompute == Recompute::kSelective;
-  gc.compute_dtype = k.bf16 ? DType::BF16 : DType::F32;
+  apply_arena_case(k, gc);
   ParallelState ps = test::solo_parallel_state();
   ParameterStore store(0, 1);
   GptModel model(gc, ps, store);
@@ -249,16 +244,8 @@ void expect_gpt_arenas_predicted(const ArenaCase& k, bool llama) {
   model.init_weights(7);
   const int64_t b = 3;
   model.forward_backward(arena_batch(gc, b), 1.0f, 11);
-
-  const ModelSpec m = arena_model_spec(gc, llama);
-  Layout l;
-  l.micro_batch = b;
-  l.recompute = k.recompute;
-  l.precision = k.bf16 ? Precision::kBf16 : Precision::kFp32;
-  validate_layout(m, l, Implementation::kMegatronCpp);
-  const ActivationMemory a = activation_memory(m, l, Implementation::kMegatronCpp);
-  EXPECT_DOUBLE_EQ(a.first_stage + a.workspace, double(model.activation_bytes()));
-  EXPECT_DOUBLE_EQ(count_parameters(m, l).total, double(store.flat_values().numel()));
+  expect_arena_case_predicted(arena_model_spec(gc, llama), k, b, model.activation_bytes(),
+                              store.flat_values().numel());
 }
 
 TEST_P(PlanArena, GptPredictsTheArenasExactly) {
@@ -276,9 +263,7 @@ TEST_P(PlanArena, BertPredictsTheArenasExactly) {
   for (const NormOrder order : kBertNormOrders) {
     SCOPED_TRACE(norm_order_name(order));
     BertConfig bc = arena_bert_config(2, k.dropout, order);
-    bc.recompute_activations = k.recompute == Recompute::kFull;
-    bc.selective_recompute = k.recompute == Recompute::kSelective;
-    bc.compute_dtype = k.bf16 ? DType::BF16 : DType::F32;
+    apply_arena_case(k, bc);
     ParallelState ps = test::solo_parallel_state();
     ParameterStore store(0, 1);
     BertModel model(bc, ps, store);
@@ -286,16 +271,8 @@ TEST_P(PlanArena, BertPredictsTheArenasExactly) {
     model.init_weights(7);
     const int64_t b = 2;
     model.forward_backward(arena_bert_batch(bc, b), 1.0f, 3);
-
-    const ModelSpec m = arena_bert_spec(bc);
-    Layout l;
-    l.micro_batch = b;
-    l.recompute = k.recompute;
-    l.precision = k.bf16 ? Precision::kBf16 : Precision::kFp32;
-    validate_layout(m, l, Implementation::kMegatronCpp);
-    const ActivationMemory a = activation_memory(m, l, Implementation::kMegatronCpp);
-    EXPECT_DOUBLE_EQ(a.first_stage + a.workspace, double(model.activation_bytes()));
-    EXPECT_DOUBLE_EQ(count_parameters(m, l).total, double(store.flat_values().numel()));
+    expect_arena_case_predicted(arena_bert_spec(bc), k, b, model.activation_bytes(),
+                                store.flat_values().numel());
   }
 }
 
@@ -369,12 +346,7 @@ TEST(PlanMemory, MegatronCppDistributedOptimizerMatchesItsShards) {
   ParameterStore store(0, 1);
   GptModel model(gc, ps, store);
   store.allocate();
-  ModelSpec m;
-  m.num_layers = gc.num_layers;
-  m.hidden_size = gc.hidden_size;
-  m.num_attention_heads = gc.num_attention_heads;
-  m.seq_length = gc.seq_length;
-  m.vocab_size = gc.vocab_size;
+  const ModelSpec m = arena_model_spec(gc, /*llama=*/false);
   expect_distributed_optimizer_predicted(store, m);
   expect_distributed_optimizer_predicted(store, m, Precision::kFp16);
 }

@@ -9,20 +9,11 @@
 #include "plan/calibration.h"
 #include "plan/layout_search.h"
 #include "plan/plan_report.h"
+#include "plan_test_models.h"
 #include "train/training_log.h"
 
 namespace megatron::plan {
 namespace {
-
-ModelSpec gpt3_175b() {
-  ModelSpec m;
-  m.num_layers = 96;
-  m.hidden_size = 12288;
-  m.num_attention_heads = 96;
-  m.seq_length = 2048;
-  m.vocab_size = 51200;
-  return m;
-}
 
 // A machine with round numbers: 100 TFLOP/s, GEMMs at half of it with no shape penalty,
 // 1 TB/s memory, 4 devices per node on 100 GB/s links, 50 GB/s per node between nodes.
@@ -76,16 +67,10 @@ TEST(PlanFlops, MegatronFormulaAndRecompute) {
 TEST(PlanFlops, GroupedQueryAttentionAndSwiglu) {
   // Per token per layer forward: QKV 2h(a+2g)d, projection 2adh, MLP 3·2hf, attention 4sad;
   // times 3 for forward + backward; logits 6hV per token.
-  ModelSpec m;
-  m.num_layers = 2;
-  m.hidden_size = 64;
-  m.num_attention_heads = 8;
+  ModelSpec m = gpt_spec(2, 64, 8, 16, 128);
   m.num_query_groups = 2;
   m.ffn_hidden_size = 96;
   m.swiglu = true;
-  m.seq_length = 16;
-  m.vocab_size = 128;
-  m.make_vocab_size_divisible_by = 128;
   Layout l;
   l.global_batch = 3;
   const double h = 64, a = 8, g = 2, d = 8, f = 96, s = 16, V = 128, tokens = 3 * 16;
@@ -171,14 +156,19 @@ Layout small_layout() {
   return l;
 }
 
+// small_layout() at DP 8 without pipelining, one micro-batch of 8 per rank: its whole backward
+// can hide the gradient reduction.
+Layout one_micro_batch_dp8_layout() {
+  Layout l = small_layout();
+  l.pipeline_parallel = 1;
+  l.data_parallel = 8;
+  l.micro_batch = 8;
+  l.global_batch = 64;
+  return l;
+}
+
 ModelSpec small_gpt() {
-  ModelSpec m;
-  m.num_layers = 32;
-  m.hidden_size = 4096;
-  m.num_attention_heads = 32;
-  m.seq_length = 2048;
-  m.vocab_size = 50257;
-  return m;
+  return gpt_spec(32, 4096, 32, 2048, 50257);
 }
 
 TEST(PlanStep, PipelineBubbleAndInterleaving) {
@@ -235,11 +225,7 @@ TEST(PlanStep, MegatronCppBertPipelineSyncsTheTiedCopy) {
 TEST(PlanStep, OverlapHidesGradientReductionBehindBackward) {
   const Machine mach = round_machine();
   const ModelSpec m = small_gpt();
-  Layout l = small_layout();
-  l.pipeline_parallel = 1;
-  l.data_parallel = 8;
-  l.micro_batch = 8;
-  l.global_batch = 64;  // one micro-batch: its whole backward can hide the reduction
+  Layout l = one_micro_batch_dp8_layout();
   const StepTime plain = predict_step_time(m, l, mach, Implementation::kMegatronLm);
   EXPECT_DOUBLE_EQ(plain.dp_exposed, plain.dp_comm);
   l.overlap_grad_reduce = true;
@@ -253,11 +239,7 @@ TEST(PlanStep, OverlapHidesGradientReductionBehindBackward) {
 TEST(PlanStep, MegatronCppOverlapsItsGradientBuckets) {
   const Machine mach = round_machine();
   const ModelSpec m = small_gpt();
-  Layout l = small_layout();
-  l.pipeline_parallel = 1;
-  l.data_parallel = 8;
-  l.micro_batch = 8;
-  l.global_batch = 64;
+  Layout l = one_micro_batch_dp8_layout();
   for (const bool distributed : {false, true}) {
     l.distributed_optimizer = distributed;
     l.overlap_grad_reduce = false;

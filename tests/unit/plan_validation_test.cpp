@@ -12,6 +12,7 @@
 
 #include "plan/calibration.h"
 #include "plan/plan_report.h"
+#include "plan_test_models.h"
 
 namespace megatron::plan {
 namespace {
@@ -46,13 +47,7 @@ constexpr WeakScalingRow kWeakScaling[] = {
 };
 
 ModelSpec weak_scaling_model(const WeakScalingRow& r) {
-  ModelSpec m;
-  m.num_layers = r.layers;
-  m.hidden_size = r.hidden;
-  m.num_attention_heads = r.heads;
-  m.seq_length = 1024;
-  m.vocab_size = 51200;
-  return m;
+  return gpt_spec(r.layers, r.hidden, r.heads, 1024, 51200);
 }
 
 Layout weak_scaling_layout(const WeakScalingRow& r, int data_parallel, bool overlap) {
@@ -116,12 +111,7 @@ TEST(PlanValidation, ShoeybiReadmeGradientOverlap) {
 // dgx_a100_80gb.json (micro-batch 1, no interleaving assumed).
 TEST(PlanValidation, NarayananTrillionCalibratesTheA100File) {
   Machine m = shipped("dgx_a100_80gb.json");
-  ModelSpec model;
-  model.num_layers = 128;
-  model.hidden_size = 25600;
-  model.num_attention_heads = 160;
-  model.seq_length = 2048;
-  model.vocab_size = 51200;
+  const ModelSpec model = gpt_spec(128, 25600, 160, 2048, 51200);
   Layout l;
   l.tensor_parallel = 8;
   l.pipeline_parallel = 64;
