@@ -26,8 +26,11 @@ CublasLtApi load_cublaslt(const std::vector<std::string>& candidates) {
     // RTLD_NOW: a library whose own dependencies are missing fails here, not mid-training.
     void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!library) {
-      const char* why = dlerror();
-      failures += detail::concat(failures.empty() ? "" : "; ", path, ": ", why ? why : "?");
+      const char* error = dlerror();
+      const std::string why = error ? error : "dlopen failed";
+      // dlerror() usually names the file already; name it once.
+      failures += detail::concat(failures.empty() ? "" : "; ",
+                                 why.find(path) == std::string::npos ? path + ": " : "", why);
       continue;
     }
     CublasLtApi api;
