@@ -2,8 +2,10 @@
 # machines) or, where the toolkit lacks them, in the NVIDIA wheels of the python3 on PATH
 # (site-packages/nvidia/<package>/{lib,include}: the GPU machine's image has NCCL and cuBLAS only
 # there). Wheels ship versioned libraries only (libnccl.so.2), so those names are searched too.
-# Needs find_package(CUDAToolkit) first. Results: NCCL_LIBRARY, NCCL_INCLUDE_DIR, and the targets
-# CUDA::cublasLt and CUDA::cudart (made here when FindCUDAToolkit did not make them).
+# Needs find_package(CUDAToolkit) first. Results: NCCL_LIBRARY, NCCL_INCLUDE_DIR, the targets
+# CUDA::cublasLt and CUDA::cudart (made here when FindCUDAToolkit did not make them), and
+# MEGATRON_CUBLASLT_PATH, CUDA::cublasLt's library file (megatron dlopen()s it rather than
+# linking it: src/kernels/cuda/cublaslt_library.h).
 include_guard(GLOBAL)
 
 set(MEGATRON_NVIDIA_WHEEL_LIBS "")
@@ -60,5 +62,5 @@ if(NOT TARGET CUDA::cudart)
   add_library(CUDA::cudart UNKNOWN IMPORTED)
   set_target_properties(CUDA::cudart PROPERTIES IMPORTED_LOCATION "${MEGATRON_CUDART_LIBRARY}")
 endif()
-get_target_property(_megatron_cublaslt CUDA::cublasLt IMPORTED_LOCATION)
-message(STATUS "megatron: NCCL ${NCCL_LIBRARY}, cuBLASLt ${_megatron_cublaslt}")
+get_target_property(MEGATRON_CUBLASLT_PATH CUDA::cublasLt IMPORTED_LOCATION)
+message(STATUS "megatron: NCCL ${NCCL_LIBRARY}, cuBLASLt ${MEGATRON_CUBLASLT_PATH}")

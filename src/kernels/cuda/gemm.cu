@@ -23,7 +23,9 @@
 // and one fixed workspace, so the same problem gives the same bits on every call (cuBLASLt's
 // split-K reductions are ordered, see cublasLtReductionScheme_t).
 //
-// State: one cuBLASLt handle and one 32 MiB workspace per process (never freed: the driver
+// State: the cuBLASLt library, opened on the first GEMM (kernels/cuda/cublaslt_library.h: a
+// process that never multiplies on the GPU never maps it), one cuBLASLt handle and one 32 MiB
+// workspace per process (never freed: the driver
 // may be gone during static destruction), and a cache from problem signature to descriptors
 // and algorithm, so steady-state training makes no heuristic query. Everything is queued on
 // the compute stream.
@@ -34,17 +36,20 @@
 #include <unordered_map>
 
 #include "core/device_runtime.h"
+#include "kernels/cuda/cublaslt_library.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/float_bits.cuh"
 #include "kernels/gemm_options.h"
 
-#define MT_CUBLAS_CHECK(expr)                                                                      \
-  do {                                                                                             \
-    const cublasStatus_t mt_cublas_status_ = (expr);                                               \
-    if (mt_cublas_status_ != CUBLAS_STATUS_SUCCESS) [[unlikely]]                                   \
-      MT_THROW("cuBLASLt call `", #expr, "` failed: ", cublasLtGetStatusString(mt_cublas_status_), \
-               " (", cublasLtGetStatusName(mt_cublas_status_), ")");                               \
+#define MT_CUBLAS_CHECK(expr)                                                                     \
+  do {                                                                                            \
+    const cublasStatus_t mt_cublas_status_ = (expr);                                              \
+    if (mt_cublas_status_ != CUBLAS_STATUS_SUCCESS) [[unlikely]]                                  \
+      MT_THROW(                                                                                   \
+          "cuBLASLt call `", #expr, "` failed: ",                                                 \
+          ::megatron::kernels::cuda::cublaslt().cublasLtGetStatusString(mt_cublas_status_), " (", \
+          ::megatron::kernels::cuda::cublaslt().cublasLtGetStatusName(mt_cublas_status_), ")");   \
   } while (0)
 
 namespace megatron::kernels::cuda {
@@ -121,11 +126,12 @@ struct Plan {
 };
 
 void destroy(Plan& plan) {
+  const CublasLtApi& lt = cublaslt();
   // Host-side descriptors: matmuls already queued with them do not need them any more.
-  if (plan.a) cublasLtMatrixLayoutDestroy(plan.a);
-  if (plan.b) cublasLtMatrixLayoutDestroy(plan.b);
-  if (plan.c) cublasLtMatrixLayoutDestroy(plan.c);
-  if (plan.op) cublasLtMatmulDescDestroy(plan.op);
+  if (plan.a) lt.cublasLtMatrixLayoutDestroy(plan.a);
+  if (plan.b) lt.cublasLtMatrixLayoutDestroy(plan.b);
+  if (plan.c) lt.cublasLtMatrixLayoutDestroy(plan.c);
+  if (plan.op) lt.cublasLtMatmulDescDestroy(plan.op);
   plan = Plan{};
 }
 
@@ -146,13 +152,14 @@ cublasLtMatrixLayout_t make_layout(cudaDataType_t type, int64_t rows, int64_t co
                                    int64_t batch, int64_t batch_stride) {
   // A single column's leading dimension is never used; cuBLASLt still wants it >= rows.
   if (cols <= 1 && ld < rows) ld = rows;
+  const CublasLtApi& lt = cublaslt();
   cublasLtMatrixLayout_t layout = nullptr;
-  MT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, type, uint64_t(rows), uint64_t(cols), ld));
+  MT_CUBLAS_CHECK(lt.cublasLtMatrixLayoutCreate(&layout, type, uint64_t(rows), uint64_t(cols), ld));
   if (batch > 1) {
     const int32_t count = int32_t(batch);
-    MT_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
-                                                     &count, sizeof(count)));
-    MT_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+    MT_CUBLAS_CHECK(lt.cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                        &count, sizeof(count)));
+    MT_CUBLAS_CHECK(lt.cublasLtMatrixLayoutSetAttribute(
         layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &batch_stride, sizeof(batch_stride)));
   }
   return layout;
@@ -161,10 +168,11 @@ cublasLtMatrixLayout_t make_layout(cudaDataType_t type, int64_t rows, int64_t co
 // True when the algorithm's split-K partial sums are reduced in the compute type (f32) or not
 // split at all.
 bool reduces_in_f32(const cublasLtMatmulAlgo_t& algo) {
+  const CublasLtApi& lt = cublaslt();
   uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
   size_t written = 0;
-  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
-                                           sizeof(scheme), &written) != CUBLAS_STATUS_SUCCESS)
+  if (lt.cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+                                              sizeof(scheme), &written) != CUBLAS_STATUS_SUCCESS)
     return false;
   return scheme == CUBLASLT_REDUCTION_SCHEME_NONE ||
          scheme == CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
@@ -180,15 +188,16 @@ std::string describe(const GemmProblem& p) {
 Plan make_plan(State& s, const GemmProblem& p, const Key& key) {
   const cudaDataType_t ab = cuda_type(p.ab_dtype, "A/B"), c = cuda_type(p.c_dtype, "C");
   const cublasComputeType_t compute = key.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const CublasLtApi& lt = cublaslt();
   Plan plan;
   try {
-    MT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.op, compute, CUDA_R_32F));
+    MT_CUBLAS_CHECK(lt.cublasLtMatmulDescCreate(&plan.op, compute, CUDA_R_32F));
     const int32_t op_a = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's A is our B
     const int32_t op_b = p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's B is our A
-    MT_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
-    MT_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+    MT_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a,
+                                                      sizeof(op_a)));
+    MT_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b,
+                                                      sizeof(op_b)));
     plan.a = p.trans_b ? make_layout(ab, p.k, p.n, p.ldb, p.batch, p.batch_b)
                        : make_layout(ab, p.n, p.k, p.ldb, p.batch, p.batch_b);
     plan.b = p.trans_a ? make_layout(ab, p.m, p.k, p.lda, p.batch, p.batch_a)
@@ -196,7 +205,7 @@ Plan make_plan(State& s, const GemmProblem& p, const Key& key) {
     plan.c = make_layout(c, p.n, p.m, p.ldc, p.batch, p.batch_c);
 
     cublasLtMatmulPreference_t pref = nullptr;
-    MT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    MT_CUBLAS_CHECK(lt.cublasLtMatmulPreferenceCreate(&pref));
     cublasLtMatmulHeuristicResult_t results[kHeuristicResults];
     int found = 0;
     cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
@@ -204,35 +213,36 @@ Plan make_plan(State& s, const GemmProblem& p, const Key& key) {
       const uint64_t workspace = kWorkspaceBytes;
       // cuBLASLt's A is our B and vice versa.
       const uint32_t align_a = key.align_b, align_b = key.align_a, align_c = key.align_c;
-      status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                    &workspace, sizeof(workspace));
+      status = lt.cublasLtMatmulPreferenceSetAttribute(
+          pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace));
       if (status == CUBLAS_STATUS_SUCCESS)
-        status = cublasLtMatmulPreferenceSetAttribute(
+        status = lt.cublasLtMatmulPreferenceSetAttribute(
             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a));
       if (status == CUBLAS_STATUS_SUCCESS)
-        status = cublasLtMatmulPreferenceSetAttribute(
+        status = lt.cublasLtMatmulPreferenceSetAttribute(
             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b));
       if (status == CUBLAS_STATUS_SUCCESS)
-        status = cublasLtMatmulPreferenceSetAttribute(
+        status = lt.cublasLtMatmulPreferenceSetAttribute(
             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof(align_c));
       if (status == CUBLAS_STATUS_SUCCESS)
-        status = cublasLtMatmulPreferenceSetAttribute(
+        status = lt.cublasLtMatmulPreferenceSetAttribute(
             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof(align_c));
       if (status == CUBLAS_STATUS_SUCCESS && p.c_dtype != DType::F32) {
         // Split-K only with f32 partial sums (or none): C is rounded once.
         const uint32_t schemes =
             CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-        status = cublasLtMatmulPreferenceSetAttribute(
+        status = lt.cublasLtMatmulPreferenceSetAttribute(
             pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof(schemes));
       }
       if (status == CUBLAS_STATUS_SUCCESS)
-        status = cublasLtMatmulAlgoGetHeuristic(s.handle, plan.op, plan.a, plan.b, plan.c, plan.c,
-                                                pref, kHeuristicResults, results, &found);
+        status =
+            lt.cublasLtMatmulAlgoGetHeuristic(s.handle, plan.op, plan.a, plan.b, plan.c, plan.c,
+                                              pref, kHeuristicResults, results, &found);
     }
-    cublasLtMatmulPreferenceDestroy(pref);
+    lt.cublasLtMatmulPreferenceDestroy(pref);
     MT_CHECK(status == CUBLAS_STATUS_SUCCESS || status == CUBLAS_STATUS_NOT_SUPPORTED,
              "cuBLASLt heuristic query failed for ", describe(p), ": ",
-             cublasLtGetStatusString(status));
+             lt.cublasLtGetStatusString(status));
     // Results come fastest first; take the first that rounds a 16-bit C only once, else (not
     // expected: unsplit algorithms qualify) the fastest usable one rather than no GEMM at all.
     int chosen = -1, usable = -1;
@@ -310,7 +320,8 @@ void gemm(const GemmProblem& p) {
 
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (!s.handle) MT_CUBLAS_CHECK(cublasLtCreate(&s.handle));
+  const CublasLtApi& lt = cublaslt();  // opens libcublasLt on the process's first GEMM
+  if (!s.handle) MT_CUBLAS_CHECK(lt.cublasLtCreate(&s.handle));
   if (!s.workspace)
     s.workspace = device_allocate(kWorkspaceBytes, Device::cuda(megatron::cuda::bound_device()));
   auto it = s.plans.find(key);
@@ -325,9 +336,9 @@ void gemm(const GemmProblem& p) {
   const Plan& plan = it->second;
   const float alpha = p.alpha, beta = p.beta;
   // cuBLASLt's A is our B, its B our A; C is read (beta != 0) and written in place.
-  MT_CUBLAS_CHECK(cublasLtMatmul(s.handle, plan.op, &alpha, p.b, plan.a, p.a, plan.b, &beta, p.c,
-                                 plan.c, p.c, plan.c, &plan.algo, s.workspace, kWorkspaceBytes,
-                                 stream()));
+  MT_CUBLAS_CHECK(lt.cublasLtMatmul(s.handle, plan.op, &alpha, p.b, plan.a, p.a, plan.b, &beta, p.c,
+                                    plan.c, p.c, plan.c, &plan.algo, s.workspace, kWorkspaceBytes,
+                                    stream()));
 }
 
 }  // namespace megatron::kernels::cuda
