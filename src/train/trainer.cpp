@@ -355,8 +355,7 @@ struct Trainer::Impl {
     check_loss_and_grad(loss, *grad_norm);
     apply_weight_decay_schedule();
     timers.time("optimizer-inner-step", 1, [&] { optimizer->step(schedule.lr(), grads.grads); });
-    timers.time("params-all-gather", 1,
-                [&] { all_gather_shards(store, *ps.dp, *shard); });
+    timers.time("params-all-gather", 1, [&] { all_gather_shards(store, *ps.dp, *shard); });
     // --fp16: the gathered f16-rounded values are the casts of every shard's fp32 master, so
     // an inf/NaN master shows in them; the guard checks them.
     finish_step(Tensor());
