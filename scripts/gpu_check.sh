@@ -2,8 +2,8 @@
 # One command for a machine with an NVIDIA GPU (docs/cuda.md, "Building on a GPU machine"):
 #   1. configure + build megatron and gpu_tests with CUDA (Ninja, all cores, only those targets;
 #      the bundle from scripts/gpu_bundle.sh stands in for missing Debian packages);
-#   2. run the GPU tests (gpu_tests; and the TP=2-on-one-GPU e2e script where mpirun and node
-#      exist);
+#   2. run the GPU tests (gpu_tests; dist_tests' collectives on CUDA tensors and the
+#      TP=2-on-one-GPU e2e script where mpirun and node exist);
 #   3. measure the bf16 GEMM ceiling (megatron bench --mode kernels, and PyTorch's matmul);
 #   4. `megatron bench --mode step` in bf16 for GPT-2 124M (s 1024), 350M (24 layers, h 1024,
 #      16 heads, s 1024) and GPT 1.3B (24 layers, h 2048, 16 heads, s 2048), and the same models
@@ -135,6 +135,8 @@ BUILT=0
 if stage configure 120 "$OUT/build.log" cmake "${CMAKE_ARGS[@]}"; then
   TARGETS=(megatron)
   cmake --build "$BUILD" --target help 2>/dev/null | grep -qw gpu_tests && TARGETS+=(gpu_tests)
+  # dist_tests: the collectives on CUDA tensors (MPI through pinned host buffers, NCCL).
+  cmake --build "$BUILD" --target help 2>/dev/null | grep -qw dist_tests && TARGETS+=(dist_tests)
   stage build 240 "$OUT/build.log" cmake --build "$BUILD" --parallel "$(nproc)" --target "${TARGETS[@]}" &&
     BUILT=1 || FAILED=1
 else
@@ -172,6 +174,20 @@ if ((BUILT)) && [[ "${GPU_CHECK_SKIP_TESTS:-0}" != 1 ]]; then
     TESTS_SUMMARY="gpu_tests: not built (no tests/gpu/*.cpp)"
   fi
   say "$TESTS_SUMMARY"
+  # The MPI and NCCL collectives on CUDA tensors (communicator_test's Staged and Nccl cases,
+  # which skip without a GPU): 2 ranks on this GPU for MPI's staged path, 1 rank for NCCL (it
+  # refuses two ranks on one device).
+  DIST_TESTS="$BUILD/tests/dist_tests"
+  if [[ -n "$GPU_NAME" ]] && ((HAS_MPI)) && [[ -x "$DIST_TESTS" ]]; then
+    if stage dist_tests_np2 150 "$OUT/tests.log" mpirun --oversubscribe --bind-to none -np 2 \
+      "$DIST_TESTS" --gtest_color=no &&
+      stage dist_tests_np1 90 "$OUT/tests.log" mpirun -np 1 "$DIST_TESTS" --gtest_color=no; then
+      TESTS_SUMMARY+="; dist_tests (np 2, np 1) on the GPU: passed"
+    else
+      TESTS_SUMMARY+="; dist_tests on the GPU: FAILED (tests.log)"
+      FAILED=1
+    fi
+  fi
   E2E="$ROOT/tests/e2e/gpu_tensor_parallel.sh"
   if [[ -f "$E2E" ]]; then
     if [[ -z "$GPU_NAME" ]]; then
