@@ -37,13 +37,15 @@ run() {
 run mem_tiny 1 "${TINY[@]}"
 run mem_pp2 2 "${SMALL[@]}" --pipeline-model-parallel-size 2
 run mem_dp2_distopt 2 "${SMALL[@]}" --use-distributed-optimizer
+run mem_dp4_distopt 4 "${SMALL[@]}" --use-distributed-optimizer
 run mem_llama_tp2 2 "${SMALL[@]}" "${LLAMA[@]}" --tensor-model-parallel-size 2
 
 node -e '
   const fs = require("fs");
   const out = process.argv[1];
   const runs = {};
-  for (const name of ["mem_tiny", "mem_pp2", "mem_dp2_distopt", "mem_llama_tp2"]) {
+  for (const name of ["mem_tiny", "mem_pp2", "mem_dp2_distopt", "mem_dp4_distopt",
+                      "mem_llama_tp2"]) {
     const rss = fs.readdirSync(out).filter((f) => f.startsWith(name + ".rss."))
       .map((f) => parseFloat(fs.readFileSync(`${out}/${f}`, "utf8")));
     runs[name] = {peak_rss_kb: Math.max(...rss), rank_rss_kb: rss};

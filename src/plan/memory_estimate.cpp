@@ -51,17 +51,18 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const Layout& layout, con
     // megatron-cpp's step, after the backward, on top of the arenas: MPI's reductions are
     // in place, but OpenMPI allocates a temporary as large as the message (measured: the PP run
     // of bench/plan_memory.sh holds exactly one tied-embedding gradient more). The largest of:
-    //   the DP all-reduce of one 2^22-element gradient bucket (train/grad_buckets.h); with the
-    //   distributed optimizer, two: OpenMPI's reduce-scatter reduces to one rank, which holds
-    //   the sum and its own copy (measured at d 2: that rank peaks two buckets above the
-    //   other, 35 MB at 2^22 elements and 8 MB at 10^6);
+    //   the DP reduction of the 2^22-element gradient buckets (train/grad_buckets.h): the
+    //   ranks that OpenMPI's algorithms make reduce hold bucket-sized temporaries, on the most
+    //   loaded rank d − 1 of them for the all-reduce and d for the distributed optimizer's
+    //   reduce-scatter (measured at d 2 and 4 by varying --ddp-bucket-size: bench/RESULTS.md);
+    //   beyond d 4, not measured, counted as at d 4;
     //   the all-reduce of the tied word embedding's gradient between the first and last stage.
     // (The distributed optimizer's all-gather of the values adds nothing: it writes in place
     // into the store's padded value buffer, train/distributed_optimizer.h.)
     if (impl == Implementation::kMegatronCpp) {
       const double bucket = 4 * std::min(params, double(int64_t(1) << 22));
-      if (layout.data_parallel > 1)
-        r.step_buffers = layout.distributed_optimizer ? 2 * bucket : bucket;
+      const double d = std::min(layout.data_parallel, 4);
+      if (d > 1) r.step_buffers = (layout.distributed_optimizer ? d : d - 1) * bucket;
       if (layout.pipeline_parallel > 1 && !model.untie_embeddings_and_output_weights)
         r.step_buffers =
             std::max(r.step_buffers, 4 * est.parameters.word_embedding / layout.tensor_parallel);
