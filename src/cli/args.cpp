@@ -320,6 +320,9 @@ void add_training_args(ArgTable& t, Args& a) {
         "timer values across ranks: minmax, max or all");
   t.add_flag("--log-timers-to-tensorboard", a.log_timers_to_tensorboard,
              "write the timers, iteration-time and throughput to TensorBoard");
+  t.add_flag("--log-memory-to-tensorboard", a.log_memory_to_tensorboard,
+             "write rank 0's device memory (mem-allocated-bytes, mem-reserved-bytes, ...; on the "
+             "CPU: live tensors and resident set) to TensorBoard");
   t.add_negatable_flag(
       "--log-loss-scale-to-tensorboard",
       "--no-log-loss-scale-to-tensorboard,!--disable-log-loss-scale-to-tensorboard",
@@ -709,6 +712,7 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   cfg.timing_log_level = a.timing_log_level;
   cfg.timing_log_option = a.timing_log_option;
   cfg.log_timers_to_tensorboard = a.log_timers_to_tensorboard;
+  cfg.log_memory_to_tensorboard = a.log_memory_to_tensorboard;
   cfg.log_loss_scale_to_tensorboard = a.log_loss_scale_to_tensorboard;
   cfg.distributed_optimizer = a.distributed_optimizer;
   cfg.overlap_grad_reduce = a.overlap_grad_reduce;

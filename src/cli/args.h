@@ -172,6 +172,7 @@ struct Args {
   int timing_log_level = 0;                  // --timing-log-level 0|1|2
   std::string timing_log_option = "minmax";  // --timing-log-option minmax|max|all
   bool log_timers_to_tensorboard = false;
+  bool log_memory_to_tensorboard = false;
 
   // Derived by validate_args (printed, not flags).
   int world_size = 1;

@@ -484,9 +484,12 @@ constexpr Rule kRules[] = {
     {"--no-barrier-with-level-1-timing", false,
      "the level-1 timers synchronise the device but never take a barrier here"},
     {"--tensorboard-queue-size", false, "TensorBoard events are written synchronously here"},
-    {"--log-memory-to-tensorboard", true, "memory is not logged"},
-    {"--log-memory-interval", true, "memory is not logged"},
-    {"--log-device-memory-used", true, "memory is not logged"},
+    {"--log-memory-interval", true,
+     "memory goes to TensorBoard at --tensorboard-log-interval (--log-memory-to-tensorboard); a "
+     "separate interval is not supported"},
+    {"--log-device-memory-used", true,
+     "the device memory logged is --log-memory-to-tensorboard's (the allocator and the resident "
+     "set); NVML's whole-device figure is not"},
     {"--log-world-size-to-tensorboard", true, "not logged"},
     {"--log-max-attention-logit", true, "not logged"},
     {"--log-energy", true, "energy is not measured"},

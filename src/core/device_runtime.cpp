@@ -1,7 +1,12 @@
 #include "core/device_runtime.h"
 
+#include <malloc.h>
+
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 #include "core/error.h"
 #ifdef MEGATRON_CUDA
@@ -23,6 +28,35 @@ namespace {
 
 size_t align64(size_t bytes) {
   return (bytes + 63) / 64 * 64;
+}
+
+// Host tensor storage in use (malloc's usable sizes: what free() will return), for
+// device_memory_stats. Relaxed atomics: the peak may miss a concurrent allocation's few bytes.
+std::atomic<size_t> host_bytes{0}, host_peak_bytes{0}, host_blocks{0};
+
+void count_host_allocation(void* p) {
+  const size_t n = malloc_usable_size(p);
+  const size_t now = host_bytes.fetch_add(n, std::memory_order_relaxed) + n;
+  host_blocks.fetch_add(1, std::memory_order_relaxed);
+  size_t peak = host_peak_bytes.load(std::memory_order_relaxed);
+  while (now > peak && !host_peak_bytes.compare_exchange_weak(peak, now)) {
+  }
+}
+
+void count_host_free(void* p) {
+  host_bytes.fetch_sub(malloc_usable_size(p), std::memory_order_relaxed);
+  host_blocks.fetch_sub(1, std::memory_order_relaxed);
+}
+
+// "VmRSS:" / "VmHWM:" of /proc/self/status in bytes (0 where /proc is not there).
+size_t proc_status_bytes(const char* key) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  const size_t key_length = std::strlen(key);
+  while (std::getline(status, line))
+    if (line.compare(0, key_length, key) == 0)
+      return size_t(std::atoll(line.c_str() + key_length)) * 1024;
+  return 0;
 }
 
 }  // namespace
@@ -63,6 +97,7 @@ void* device_allocate(size_t bytes, Device device) {
     // 64-byte alignment: one cache line, and what AVX-512 loads and oneDNN prefer.
     void* p = std::aligned_alloc(64, align64(bytes));
     MT_CHECK(p != nullptr, "out of host memory allocating ", bytes, " bytes");
+    count_host_allocation(p);
     return p;
   }
 #ifdef MEGATRON_CUDA
@@ -74,9 +109,35 @@ void* device_allocate(size_t bytes, Device device) {
 
 void device_free(void* p, Device device) {
   if (p == nullptr) return;
-  if (device.is_cpu()) return std::free(p);
+  if (device.is_cpu()) {
+    count_host_free(p);
+    return std::free(p);
+  }
 #ifdef MEGATRON_CUDA
   cuda::CachingAllocator::instance().release(p);
+#endif
+}
+
+DeviceMemoryStats device_memory_stats(Device device) {
+  DeviceMemoryStats m;
+  if (device.is_cpu()) {
+    m.allocated = host_bytes.load(std::memory_order_relaxed);
+    m.max_allocated = host_peak_bytes.load(std::memory_order_relaxed);
+    m.allocations = host_blocks.load(std::memory_order_relaxed);
+    m.reserved = proc_status_bytes("VmRSS:");
+    m.max_reserved = proc_status_bytes("VmHWM:");
+    return m;
+  }
+#ifdef MEGATRON_CUDA
+  const cuda::CachingAllocator::Stats s = cuda::CachingAllocator::instance().stats();
+  m.allocated = s.in_use;
+  m.max_allocated = s.peak_in_use;
+  m.reserved = s.in_use + s.cached;
+  m.max_reserved = s.peak_reserved;
+  m.allocations = s.live_blocks;
+  return m;
+#else
+  no_cuda("device_memory_stats");
 #endif
 }
 

@@ -28,6 +28,21 @@ void use_device(Device device);
 void* device_allocate(size_t bytes, Device device);  // 64-byte aligned; nullptr for 0 bytes
 void device_free(void* p, Device device);
 
+// A device's memory in the terms of Megatron's report_memory (PyTorch's allocated / reserved),
+// in bytes. CUDA: allocated = the caching allocator's live blocks, reserved = live + cached
+// blocks (what cudaMalloc gave). CPU: allocated = the live tensor storage that device_allocate
+// handed out (malloc's usable sizes), reserved = this process's resident set (VmRSS, peak
+// VmHWM from /proc/self/status), which also holds code, libraries, MPI's and BLAS's buffers and
+// every other heap allocation. Peaks are since the process started.
+struct DeviceMemoryStats {
+  size_t allocated = 0;
+  size_t max_allocated = 0;
+  size_t reserved = 0;
+  size_t max_reserved = 0;
+  size_t allocations = 0;  // live blocks
+};
+DeviceMemoryStats device_memory_stats(Device device);
+
 // Copies `bytes` from src (on src_device) to dst (on dst_device); any direction.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
 void zero_bytes(void* p, Device device, size_t bytes);

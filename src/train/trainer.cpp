@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 
@@ -472,6 +473,14 @@ struct Trainer::Impl {
     s.timers_to_tensorboard = cfg.log_timers_to_tensorboard;
     s.first_of_run = first_of_run;
     log.iteration(s);
+    // Megatron's memory report, once per run after its first logged iteration (the optimizer
+    // state exists by then), by every data-parallel rank 0: each model-parallel rank's own.
+    if (first_of_run && ps.dp_rank == 0) {
+      std::printf(
+          "%s\n",
+          format_memory_report(ps.rank, iteration, device_memory_stats(store.device())).c_str());
+      std::fflush(stdout);
+    }
     // Megatron's timer block after the iteration line (a collective: every rank reports).
     const NamedTimers::Report times = timers.report(*ps.world, interval_iterations, reset);
     if (!times.text.empty()) log_line(times.text);
@@ -574,6 +583,7 @@ struct Trainer::Impl {
         s.grad_norm = grad_norm;
         s.num_zeros = step_num_zeros;
         s.params_norm = params_norm();
+        if (cfg.log_memory_to_tensorboard) s.memory = device_memory_stats(store.device());
         log.tensorboard_iteration(s);
       }
 

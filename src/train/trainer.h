@@ -81,6 +81,9 @@ struct TrainerConfig {
   int timing_log_level = 0;
   std::string timing_log_option = "minmax";
   bool log_timers_to_tensorboard = false;
+  // --log-memory-to-tensorboard: Megatron's "mem-*-bytes" scalars of this process's device
+  // (core/device_runtime.h, DeviceMemoryStats) every --tensorboard-log-interval iterations.
+  bool log_memory_to_tensorboard = false;
   int64_t tensorboard_log_interval = 1;            // TensorBoard scalars every this many iterations
   bool log_validation_ppl_to_tensorboard = false;  // also "lm loss validation ppl"
   bool log_loss_scale_to_tensorboard = true;       // "loss-scale"

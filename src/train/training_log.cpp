@@ -135,7 +135,24 @@ std::vector<TensorBoardScalar> tensorboard_iteration_scalars(const IterationStat
   if (s.grad_norm) add("grad-norm", *s.grad_norm);
   if (s.num_zeros) add("num-zeros", double(*s.num_zeros));
   if (s.params_norm) add("params-norm", *s.params_norm);
+  if (s.memory) {
+    out.push_back({"mem-reserved-bytes", float(s.memory->reserved), s.iteration});
+    out.push_back({"mem-allocated-bytes", float(s.memory->allocated), s.iteration});
+    out.push_back({"mem-max-allocated-bytes", float(s.memory->max_allocated), s.iteration});
+    out.push_back({"mem-allocated-count", float(s.memory->allocations), s.iteration});
+  }
   return out;
+}
+
+std::string format_memory_report(int rank, int64_t iteration, const DeviceMemoryStats& m) {
+  auto mb = [](size_t bytes) { return double(bytes) / double(1 << 20); };
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "[Rank %d] (after %lld iterations) memory (MB) | allocated: %.2f | max allocated: "
+                "%.2f | reserved: %.2f | max reserved: %.2f",
+                rank, (long long)iteration, mb(m.allocated), mb(m.max_allocated), mb(m.reserved),
+                mb(m.max_reserved));
+  return line;
 }
 
 TrainingLog::TrainingLog(bool writer, const std::string& metrics_file,

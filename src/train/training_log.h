@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device_runtime.h"
 #include "train/tensorboard_writer.h"
 
 namespace megatron {
@@ -45,6 +46,10 @@ struct IterationStats {
   // iteration of a run, as Megatron) and, with log_throughput, "throughput" (TFLOP/s).
   bool timers_to_tensorboard = false;
   bool first_of_run = false;
+  // --log-memory-to-tensorboard: this process's device memory, written as Megatron's
+  // "mem-reserved-bytes", "mem-allocated-bytes", "mem-max-allocated-bytes" and
+  // "mem-allocated-count" (at the iteration only, no "vs samples").
+  std::optional<DeviceMemoryStats> memory;
 };
 
 std::string format_iteration_line(const IterationStats& s);
@@ -68,6 +73,12 @@ struct Progress {
 std::string format_progress_line(const Progress& p);
 // "42s", "4m28s", "2h05m".
 std::string format_duration(double seconds);
+
+// Megatron's memory report after the first logged iteration, as every data-parallel rank 0
+// prints it: "[Rank 3] (after 1 iterations) memory (MB) | allocated: 512.25 | max allocated:
+// 768.5 | reserved: 1024.0 | max reserved: 1100.75" (MB = 2^20 bytes; the terms of
+// DeviceMemoryStats).
+std::string format_memory_report(int rank, int64_t iteration, const DeviceMemoryStats& m);
 
 // " [2024-05-01 12:34:56.123456]": the local time as Megatron prefixes its iteration line.
 std::string log_timestamp();

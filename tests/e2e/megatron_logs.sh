@@ -6,7 +6,10 @@
 # - --log-throughput: Megatron's "throughput per GPU (TFLOP/s/GPU)" field;
 # - --timing-log-level 1 / 2 and --timing-log-option: Megatron's timer block, names and layouts;
 # - GeLU: erf by default, tanh with --openai-gelu, recorded in the checkpoint ("openai_gelu"),
-#   so resuming with the other form is refused by name; the two forms train differently.
+#   so resuming with the other form is refused by name; the two forms train differently;
+# - Megatron's memory report after the first iteration, once by each data-parallel rank 0 (both
+#   ranks at TP 2, rank 0 only at DP 2), with consistent figures; --log-memory-to-tensorboard
+#   writes Megatron's mem-* tags.
 set -euo pipefail
 : "${MEGATRON_BINARY:?}"
 WORK="$(mktemp -d)"
@@ -73,4 +76,18 @@ if "$MEGATRON_BINARY" pretrain-gpt "${MODEL[@]}" --train-iters 3 --load "$WORK/t
 fi
 grep -q "openai_gelu: checkpoint true, flags false" "$WORK/resume.log" || fail "resume message"
 run resume 1 --train-iters 3 --load "$WORK/tanh" --openai-gelu
+echo "== memory report"
+MEMORY_LINE='\[Rank [0-9]\] \(after 1 iterations\) memory \(MB\) \| allocated: [0-9.]+ \| max allocated: [0-9.]+ \| reserved: [0-9.]+ \| max reserved: [0-9.]+$'
+ranks() { grep -E "$MEMORY_LINE" "$WORK/$1.log" | awk '{print $2}' | tr -d ']' | sort | tr '\n' ' '; }
+[[ "$(ranks tp2)" == "0 1 " ]] || fail "TP 2: memory report from ranks '$(ranks tp2)', expected 0 and 1"
+[[ "$(ranks dp2)" == "0 " ]] || fail "DP 2: memory report from ranks '$(ranks dp2)', expected 0 only"
+grep -E "$MEMORY_LINE" "$WORK/tp1.log" | awk -F'[:|]' '
+  { allocated = $3; max_allocated = $5; reserved = $7; max_reserved = $9 }
+  END { exit !(allocated > 0 && max_allocated >= allocated && reserved > 0 &&
+               max_reserved >= reserved) }' || fail "TP 1: memory report figures: $(grep -E "$MEMORY_LINE" "$WORK/tp1.log")"
+run memory_tb 1 --log-memory-to-tensorboard --tensorboard-dir "$WORK/tb"
+for tag in mem-reserved-bytes mem-allocated-bytes mem-max-allocated-bytes mem-allocated-count; do
+  grep -qa -- "$tag" "$WORK"/tb/events.* || fail "--log-memory-to-tensorboard wrote no $tag"
+done
+
 echo "megatron logs e2e OK"

@@ -62,5 +62,55 @@ TEST(TrainingLog, ValidationBlock) {
   EXPECT_EQ(block, rule + "\n" + body + "\n" + rule);
 }
 
+// Megatron's report_memory line (training.py), MB = 2^20 bytes.
+TEST(TrainingLog, MemoryReportMatchesMegatronLayout) {
+  DeviceMemoryStats m;
+  m.allocated = size_t(512) << 20;
+  m.max_allocated = (size_t(768) << 20) + (size_t(1) << 19);
+  m.reserved = size_t(1024) << 20;
+  m.max_reserved = (size_t(1100) << 20) + (size_t(3) << 18);
+  EXPECT_EQ(format_memory_report(3, 1, m),
+            "[Rank 3] (after 1 iterations) memory (MB) | allocated: 512.00 | max allocated: "
+            "768.50 | reserved: 1024.00 | max reserved: 1100.75");
+}
+
+// --log-memory-to-tensorboard: Megatron's four tags, at the iteration only.
+TEST(TrainingLog, MemoryScalarsOnlyWhenAsked) {
+  IterationStats s;
+  s.iteration = 7;
+  s.consumed_samples = 56;
+  auto tags = [](const std::vector<TensorBoardScalar>& scalars) {
+    std::vector<std::string> out;
+    for (const TensorBoardScalar& x : scalars)
+      if (x.tag.rfind("mem-", 0) == 0) out.push_back(x.tag);
+    return out;
+  };
+  EXPECT_TRUE(tags(tensorboard_iteration_scalars(s)).empty());
+  DeviceMemoryStats m;
+  m.allocated = 100;
+  m.max_allocated = 200;
+  m.reserved = 300;
+  m.allocations = 4;
+  s.memory = m;
+  const std::vector<TensorBoardScalar> scalars = tensorboard_iteration_scalars(s);
+  EXPECT_EQ(tags(scalars),
+            (std::vector<std::string>{"mem-reserved-bytes", "mem-allocated-bytes",
+                                      "mem-max-allocated-bytes", "mem-allocated-count"}));
+  for (const TensorBoardScalar& x : scalars) {
+    if (x.tag == "mem-reserved-bytes") {
+      EXPECT_EQ(x.value, 300.0f);
+    }
+    if (x.tag == "mem-max-allocated-bytes") {
+      EXPECT_EQ(x.value, 200.0f);
+    }
+    if (x.tag == "mem-allocated-count") {
+      EXPECT_EQ(x.value, 4.0f);
+    }
+    if (x.tag.rfind("mem-", 0) == 0) {
+      EXPECT_EQ(x.step, 7);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace megatron

@@ -1,5 +1,7 @@
 #include "core/cuda/caching_allocator.h"
 
+#include <algorithm>
+
 #include "core/cuda/cuda_context.h"
 
 namespace megatron::cuda {
@@ -45,7 +47,9 @@ void* CachingAllocator::allocate(size_t bytes, int device) {
   }
   live_[p] = cls;
   stats_.in_use += cls;
+  stats_.live_blocks = live_.size();
   if (stats_.in_use > stats_.peak_in_use) stats_.peak_in_use = stats_.in_use;
+  stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.in_use + stats_.cached);
   return p;
 }
 
@@ -55,6 +59,7 @@ void CachingAllocator::release(void* p) {
   MT_CHECK(it != live_.end(), "CachingAllocator::release of a pointer it did not allocate");
   const size_t cls = it->second;
   live_.erase(it);
+  stats_.live_blocks = live_.size();
   free_[cls].push_back(p);
   stats_.in_use -= cls;
   stats_.cached += cls;

@@ -30,6 +30,8 @@ class CachingAllocator {
     size_t in_use = 0;  // bytes of live blocks (rounded sizes)
     size_t cached = 0;  // bytes of free blocks kept for reuse
     size_t peak_in_use = 0;
+    size_t peak_reserved = 0;       // peak of in_use + cached (what the driver gave)
+    size_t live_blocks = 0;         // live allocations
     size_t driver_allocations = 0;  // cudaMalloc calls so far
   };
   Stats stats() const;
