@@ -72,6 +72,7 @@ struct Trainer::Impl {
   int64_t interval_iterations = 0;
   LossTerms interval_loss_sum;
   int64_t interval_loss_count = 0, interval_skipped = 0, interval_nans = 0;
+  bool memory_reported = false;  // Megatron's memory report, once per run
   std::optional<double> last_grad_norm;
   // --log-num-zeros-in-grad: the zeros of the last step's gradients (none when skipped).
   std::optional<int64_t> step_num_zeros, last_num_zeros;
@@ -473,13 +474,18 @@ struct Trainer::Impl {
     s.timers_to_tensorboard = cfg.log_timers_to_tensorboard;
     s.first_of_run = first_of_run;
     log.iteration(s);
-    // Megatron's memory report, once per run after its first logged iteration (the optimizer
-    // state exists by then), by every data-parallel rank 0: each model-parallel rank's own.
-    if (first_of_run && ps.dp_rank == 0) {
-      std::printf(
-          "%s\n",
-          format_memory_report(ps.rank, iteration, device_memory_stats(store.device())).c_str());
-      std::fflush(stdout);
+    // Megatron's memory report, once per run at the end of its first log interval (the
+    // optimizer state exists by then, and from the second iteration on each activation arena
+    // is one block of its high-water size), by every data-parallel rank 0: each model-parallel
+    // rank's own.
+    if (reset && !memory_reported) {
+      memory_reported = true;
+      if (ps.dp_rank == 0) {
+        std::printf(
+            "%s\n",
+            format_memory_report(ps.rank, iteration, device_memory_stats(store.device())).c_str());
+        std::fflush(stdout);
+      }
     }
     // Megatron's timer block after the iteration line (a collective: every rank reports).
     const NamedTimers::Report times = timers.report(*ps.world, interval_iterations, reset);
