@@ -263,6 +263,9 @@ GptModel::StageCtxPtr GptModel::make_stage_ctx() const {
 
 Tensor GptModel::forward_stage(StageCtx& sc, const GptBatch& host_batch, const Tensor& input,
                                bool train, uint64_t seed) {
+  // The previous micro-batch's context goes first: its tensors pin the arena's blocks, which
+  // reset() then frees before it allocates the merged one (not both alive at once).
+  sc.state.reset();
   sc.arena.reset();
   Ctx& ctx = sc.state.emplace(sc.arena);
   const GptBatch batch = on_device(host_batch, sc.arena);
