@@ -48,15 +48,16 @@ void count_host_free(void* p) {
   host_blocks.fetch_sub(1, std::memory_order_relaxed);
 }
 
-// "VmRSS:" / "VmHWM:" of /proc/self/status in bytes (0 where /proc is not there).
-size_t proc_status_bytes(const char* key) {
+// This process's resident set now (VmRSS) and at its peak (VmHWM), in bytes, from one read
+// of /proc/self/status (0 where /proc is not there).
+void resident_set_bytes(size_t& now, size_t& peak) {
+  now = peak = 0;
   std::ifstream status("/proc/self/status");
   std::string line;
-  const size_t key_length = std::strlen(key);
-  while (std::getline(status, line))
-    if (line.compare(0, key_length, key) == 0)
-      return size_t(std::atoll(line.c_str() + key_length)) * 1024;
-  return 0;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) now = size_t(std::atoll(line.c_str() + 6)) * 1024;
+    if (line.rfind("VmHWM:", 0) == 0) peak = size_t(std::atoll(line.c_str() + 6)) * 1024;
+  }
 }
 
 }  // namespace
@@ -124,8 +125,7 @@ DeviceMemoryStats device_memory_stats(Device device) {
     m.allocated = host_bytes.load(std::memory_order_relaxed);
     m.max_allocated = host_peak_bytes.load(std::memory_order_relaxed);
     m.allocations = host_blocks.load(std::memory_order_relaxed);
-    m.reserved = proc_status_bytes("VmRSS:");
-    m.max_reserved = proc_status_bytes("VmHWM:");
+    resident_set_bytes(m.reserved, m.max_reserved);
     return m;
   }
 #ifdef MEGATRON_CUDA

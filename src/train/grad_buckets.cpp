@@ -51,8 +51,7 @@ GradBuckets::GradBuckets(ParameterStore& store, const ParallelState& ps, int64_t
     : store_(store),
       ps_(ps),
       overlap_(overlap),
-      shard_(shard),
-      shard_grads_(shard_grads),
+      sharded_(shard != nullptr),
       buckets_(make_grad_buckets(store, bucket_elements)) {
   MT_CHECK(store.flat_grads().defined(), "GradBuckets: the parameter store is not allocated");
   MT_CHECK((shard == nullptr) == (shard_grads == nullptr),
@@ -68,6 +67,22 @@ GradBuckets::GradBuckets(ParameterStore& store, const ParallelState& ps, int64_t
       buckets_of_[p].first = std::min(buckets_of_[p].first, b);
       buckets_of_[p].end = b + 1;
     }
+  if (shard != nullptr) {
+    const int d = ps.dp->size();
+    for (const GradBucket& bucket : buckets_) {
+      std::vector<int64_t>& counts = shard_counts_.emplace_back(size_t(d));
+      for (int r = 0; r < d; ++r) {
+        const DpShard theirs = DpShard::of(shard->total, d, r);
+        counts[size_t(r)] =
+            std::max<int64_t>(0, std::min(bucket.range.end, theirs.range.end) -
+                                     std::max(bucket.range.begin, theirs.range.begin));
+      }
+      const int64_t count = counts[size_t(ps.dp->rank())];
+      const int64_t offset =
+          count > 0 ? std::max(bucket.range.begin, shard->range.begin) - shard->range.begin : 0;
+      shard_segments_.push_back(shard_grads->slice(0, offset, offset + count));
+    }
+  }
   remaining_.resize(store.params().size());
   incomplete_.resize(buckets_.size());
   launched_.resize(buckets_.size());
@@ -129,25 +144,15 @@ void GradBuckets::launch(size_t b) {
                                      bucket.end_param);
   Tensor grads = store_.flat_grads().slice(0, bucket.range.begin, bucket.range.end);
   Communicator& dp = *ps_.dp;
-  if (shard_ == nullptr) {
+  if (!sharded_) {
     if (dp.size() > 1) requests_[b] = dp.iall_reduce(grads, ReduceOp::SUM);
     return;
   }
-  // The bucket's segment of each rank's shard [r·k, min((r+1)·k, n)), in rank order.
-  std::vector<int64_t> counts(size_t(dp.size()));
-  for (int r = 0; r < dp.size(); ++r) {
-    const DpShard theirs = DpShard::of(shard_->total, dp.size(), r);
-    counts[size_t(r)] = std::max<int64_t>(0, std::min(bucket.range.end, theirs.range.end) -
-                                                 std::max(bucket.range.begin, theirs.range.begin));
-  }
-  const int64_t count = counts[size_t(dp.rank())];
-  const int64_t offset =
-      count > 0 ? std::max(bucket.range.begin, shard_->range.begin) - shard_->range.begin : 0;
-  Tensor mine = shard_grads_->slice(0, offset, offset + count);
+  Tensor& mine = shard_segments_[b];
   if (dp.size() == 1)
     kernels::copy(grads, mine);
   else
-    requests_[b] = dp.ireduce_scatter(grads, mine, counts, ReduceOp::SUM);
+    requests_[b] = dp.ireduce_scatter(grads, mine, shard_counts_[b], ReduceOp::SUM);
 }
 
 void GradBuckets::retire_oldest() {
@@ -156,17 +161,13 @@ void GradBuckets::retire_oldest() {
   if (requests_[b]) requests_[b]->wait();
   requests_[b].reset();
   if (post_scale_ == 1.0) return;
-  const FlatRange& r = buckets_[b].range;
-  if (shard_ == nullptr) {
+  if (!sharded_) {
+    const FlatRange& r = buckets_[b].range;
     Tensor grads = store_.flat_grads().slice(0, r.begin, r.end);
     kernels::scale(grads, float(post_scale_));
-    return;
+  } else if (shard_segments_[b].numel() > 0) {
+    kernels::scale(shard_segments_[b], float(post_scale_));
   }
-  const int64_t begin = std::max(r.begin, shard_->range.begin);
-  const int64_t end = std::min(r.end, shard_->range.end);
-  if (begin >= end) return;
-  Tensor mine = shard_grads_->slice(0, begin - shard_->range.begin, end - shard_->range.begin);
-  kernels::scale(mine, float(post_scale_));
 }
 
 void GradBuckets::finish() {

@@ -91,8 +91,7 @@ class GradBuckets final : public GradReadyListener {
   ParameterStore& store_;
   const ParallelState& ps_;
   bool overlap_;
-  const DpShard* shard_;
-  Tensor* shard_grads_;
+  bool sharded_;  // reduce-scattered into a distributed-optimizer shard, not all-reduced
   std::vector<GradBucket> buckets_;
   struct BucketRange {
     size_t first, end;
@@ -102,6 +101,10 @@ class GradBuckets final : public GradReadyListener {
   std::vector<size_t> incomplete_;       // per bucket: parameters not complete yet
   std::vector<bool> launched_;           // per bucket
   std::vector<std::unique_ptr<CommRequest>> requests_;  // per bucket, null when nothing to wait
+  // With a shard, per bucket: each DP rank's count of the bucket's elements in its shard (rank
+  // order, the reduce-scatter's counts), and this rank's part of shard_grads they reduce into.
+  std::vector<std::vector<int64_t>> shard_counts_;
+  std::vector<Tensor> shard_segments_;
   std::deque<size_t> in_flight_;  // launched, not yet waited for: buckets in launch order
   bool started_ = false;
   double post_scale_ = 1.0;

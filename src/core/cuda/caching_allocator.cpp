@@ -47,7 +47,6 @@ void* CachingAllocator::allocate(size_t bytes, int device) {
   }
   live_[p] = cls;
   stats_.in_use += cls;
-  stats_.live_blocks = live_.size();
   if (stats_.in_use > stats_.peak_in_use) stats_.peak_in_use = stats_.in_use;
   stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.in_use + stats_.cached);
   return p;
@@ -59,7 +58,6 @@ void CachingAllocator::release(void* p) {
   MT_CHECK(it != live_.end(), "CachingAllocator::release of a pointer it did not allocate");
   const size_t cls = it->second;
   live_.erase(it);
-  stats_.live_blocks = live_.size();
   free_[cls].push_back(p);
   stats_.in_use -= cls;
   stats_.cached += cls;
@@ -81,7 +79,9 @@ void CachingAllocator::empty_cache_locked() {
 
 CachingAllocator::Stats CachingAllocator::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return stats_;
+  Stats s = stats_;
+  s.live_blocks = live_.size();
+  return s;
 }
 
 }  // namespace megatron::cuda

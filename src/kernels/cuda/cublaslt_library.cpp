@@ -39,9 +39,7 @@ CublasLtApi load_cublaslt(const std::vector<std::string>& candidates) {
   if (!api.name) {                                                                             \
     dlclose(library);                                                                          \
     MT_THROW("the cuBLASLt library ", path, " has no function " #name ": it is not cuBLASLt ", \
-             CUBLAS_VER_MAJOR,                                                                 \
-             ".x, the version megatron was built "                                             \
-             "against (headers ",                                                              \
+             CUBLAS_VER_MAJOR, ".x, the version megatron was built against (headers ",         \
              CUBLAS_VER_MAJOR, ".", CUBLAS_VER_MINOR, "); install cuBLAS ", CUBLAS_VER_MAJOR,  \
              " or rebuild megatron against the installed cuBLAS");                             \
   }

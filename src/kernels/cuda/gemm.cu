@@ -25,10 +25,9 @@
 //
 // State: the cuBLASLt library, opened on the first GEMM (kernels/cuda/cublaslt_library.h: a
 // process that never multiplies on the GPU never maps it), one cuBLASLt handle and one 32 MiB
-// workspace per process (never freed: the driver
-// may be gone during static destruction), and a cache from problem signature to descriptors
-// and algorithm, so steady-state training makes no heuristic query. Everything is queued on
-// the compute stream.
+// workspace per process (never freed: the driver may be gone during static destruction), and
+// a cache from problem signature to descriptors and algorithm, so steady-state training makes
+// no heuristic query. Everything is queued on the compute stream.
 #include <cublasLt.h>
 
 #include <cstring>
