@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 19's memory check at the layouts bench/plan_validation.sh does not run: pipeline
-# parallelism, the distributed optimizer and the Llama-family options. Peak RSS (/usr/bin/time
+# parallelism, the distributed optimizer (fp32, and bf16 with its sharded fp32 master) and the
+# Llama-family options. Peak RSS (/usr/bin/time
 # %M, the largest over the ranks) of short runs of a small GPT, beside the tiny run whose RSS
 # minus its predicted memory is the process baseline (as in plan_validation.sh). Writes
 # OUT_DIR/memory_measured.json, the file tests/unit/plan_validation_test.cpp reads from
@@ -38,6 +39,7 @@ run mem_tiny 1 "${TINY[@]}"
 run mem_pp2 2 "${SMALL[@]}" --pipeline-model-parallel-size 2
 run mem_dp2_distopt 2 "${SMALL[@]}" --use-distributed-optimizer
 run mem_dp4_distopt 4 "${SMALL[@]}" --use-distributed-optimizer
+run mem_dp2_distopt_bf16 2 "${SMALL[@]}" --use-distributed-optimizer --bf16
 run mem_llama_tp2 2 "${SMALL[@]}" "${LLAMA[@]}" --tensor-model-parallel-size 2
 
 node -e '
@@ -45,7 +47,7 @@ node -e '
   const out = process.argv[1];
   const runs = {};
   for (const name of ["mem_tiny", "mem_pp2", "mem_dp2_distopt", "mem_dp4_distopt",
-                      "mem_llama_tp2"]) {
+                      "mem_dp2_distopt_bf16", "mem_llama_tp2"]) {
     const rss = fs.readdirSync(out).filter((f) => f.startsWith(name + ".rss."))
       .map((f) => parseFloat(fs.readFileSync(`${out}/${f}`, "utf8")));
     runs[name] = {peak_rss_kb: Math.max(...rss), rank_rss_kb: rss};

@@ -249,7 +249,7 @@ void add_training_args(ArgTable& t, Args& a) {
   t.add("--adam-beta2", a.adam_beta2, "Adam beta2");
   t.add("--adam-eps", a.adam_eps, "Adam epsilon");
 
-  t.add_flag("--bf16", a.bf16, "bf16 GEMMs, fp32 master weights");
+  t.add_flag("--bf16", a.bf16, "bf16 parameters and GEMMs, fp32 master weights");
   t.add_flag("--fp16", a.fp16, "fp16 weights with dynamic loss scaling");
   t.add_flag("--tf32", a.tf32,
              "let f32 GEMMs multiply in TF32 on GPUs that have it (faster, ~1e-3 relative "
@@ -695,6 +695,7 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   cfg.exit_duration_seconds = double(a.exit_duration_in_mins) * 60.0;
   cfg.seed = a.seed;
   cfg.fp16 = a.fp16;
+  cfg.bf16 = a.bf16;
   cfg.lr = lr_schedule_config(a);
   cfg.adam = adamw_config(a);
   cfg.clip_grad = a.clip_grad;

@@ -26,17 +26,19 @@ size_t ParameterStore::add(const ParamSpec& spec) {
   return params_.size() - 1;
 }
 
-void ParameterStore::allocate(int64_t pad_values_to) {
+void ParameterStore::allocate(int64_t pad_values_to, DType value_dtype) {
   MT_CHECK(!flat_values_.defined(), "ParameterStore::allocate() called twice");
   MT_CHECK(pad_values_to >= 1, "ParameterStore::allocate: padding multiple ", pad_values_to,
            " must be at least 1");
+  MT_CHECK(value_dtype == DType::F32 || value_dtype == DType::BF16, "parameter values in ",
+           dtype_name(value_dtype), " are not supported; expected f32 or bf16");
   int64_t total = 0;
   for (Parameter& p : params_) {
     p.flat_offset = total;
     total += shape_numel(p.local_shape);
   }
   const int64_t padded = (total + pad_values_to - 1) / pad_values_to * pad_values_to;
-  padded_values_ = Tensor::zeros({padded}, DType::F32, device_);
+  padded_values_ = Tensor::zeros({padded}, value_dtype, device_);
   flat_values_ = padded_values_.slice(0, 0, total);
   flat_grads_ = Tensor::zeros({total}, DType::F32, device_);
   for (Parameter& p : params_) {
@@ -102,16 +104,41 @@ uint64_t parameter_stream_key(const std::string& name) {
   return philox_key({h});
 }
 
+Tensor values_on_host_f32(const Tensor& values) {
+  if (values.device().is_cpu() && values.dtype() == DType::F32) return values;
+  Tensor host = values.to(Device::CPU);
+  if (host.dtype() == DType::F32) return host;
+  Tensor converted = Tensor::empty(host.shape(), DType::F32);
+  kernels::cast(host, converted);
+  return converted;
+}
+
+void assign_values_from_host_f32(Tensor& values, const Tensor& host) {
+  MT_CHECK(host.device().is_cpu() && host.dtype() == DType::F32 && host.shape() == values.shape(),
+           "assign_values_from_host_f32: ", host.describe(), " for values ", values.describe());
+  if (values.device().is_cpu()) {
+    if (host.raw_data() != values.raw_data()) kernels::cast(host, values);  // else: its own buffer
+    return;
+  }
+  // Converted on the host, then one transfer of the values' bytes.
+  Tensor converted = host;
+  if (values.dtype() != DType::F32) {
+    converted = Tensor::empty(host.shape(), values.dtype());
+    kernels::cast(host, converted);
+  }
+  values.copy_from(converted);
+}
+
 void init_normal(Parameter& p, uint64_t seed, float std) {
   PhiloxStream stream(seed, parameter_stream_key(p.spec.name));
-  // Drawn on the host (in place for a host store), then one copy to the device.
-  const bool on_host = p.value.device().is_cpu();
-  Tensor host = on_host ? p.value : Tensor::empty(p.local_shape, DType::F32);
+  // Drawn on the host in f32 (in place for a host f32 store), then one copy to the store.
+  const bool in_place = p.value.device().is_cpu() && p.value.dtype() == DType::F32;
+  Tensor host = in_place ? p.value : Tensor::empty(p.local_shape, DType::F32);
   float* v = host.data<float>();
   const int64_t n = host.numel();
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) v[i] = std * stream.normal(uint64_t(full_element_index(p, i)));
-  if (!on_host) p.value.copy_from(host);
+  assign_values_from_host_f32(p.value, host);
 }
 
 void init_constant(Parameter& p, float value) {

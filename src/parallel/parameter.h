@@ -5,11 +5,13 @@
 // record is the single source of truth for init, gradient norms (replicated parameters are
 // counted once), checkpoint save/load, resharding and HF import/export.
 //
-// Values and gradients live in two flat f32 buffers (one data-parallel all-reduce, one fused
+// Values and gradients live in two flat buffers (one data-parallel all-reduce, one fused
 // optimizer pass, one write per checkpoint shard); each Parameter's `value` and `grad` are
-// views into them, valid after ParameterStore::allocate(). Both buffers live on the store's
-// device (the CPU, or the GPU this rank drives); the layers that compute with the store take
-// their device from it.
+// views into them, valid after ParameterStore::allocate(). Gradients are f32. Values are f32,
+// or bf16 when the trainer keeps the fp32 master weights in the optimizer instead (--bf16, as
+// Megatron's bf16 parameters: train/optimizer.h), so that the distributed optimizer can shard
+// them. Both buffers live on the store's device (the CPU, or the GPU this rank drives); the
+// layers that compute with the store take their device from it.
 #pragma once
 
 #include <cstdint>
@@ -56,7 +58,7 @@ struct Parameter {
   Shape local_shape;        // this rank's slice
   int64_t local_start = 0;  // first index of the slice along partition_dim (0 if replicated)
   int64_t flat_offset = 0;  // element offset in the flat buffers
-  Tensor value;             // f32 [local_shape], view into the flat value buffer
+  Tensor value;             // f32 or bf16 [local_shape], view into the flat value buffer
   Tensor grad;              // f32 [local_shape], view into the flat gradient buffer
 
   bool replicated() const { return spec.partition_dim < 0; }
@@ -75,7 +77,8 @@ class ParameterStore {
   // elements: the distributed optimizer passes its DP size, so every DP rank's shard of the
   // values is an equal block of one buffer and the all-gather of the updated shards writes in
   // place (train/distributed_optimizer.h). flat_values() never includes the padding.
-  void allocate(int64_t pad_values_to = 1);
+  // `value_dtype`: F32, or BF16 for a trainer whose optimizer holds the fp32 master weights.
+  void allocate(int64_t pad_values_to = 1, DType value_dtype = DType::F32);
 
   Parameter& get(const std::string& name);
   const Parameter& get(const std::string& name) const;
@@ -83,9 +86,9 @@ class ParameterStore {
   std::vector<Parameter>& params() { return params_; }
   const std::vector<Parameter>& params() const { return params_; }
 
-  Tensor& flat_values() { return flat_values_; }  // f32 [total local elements]
-  // f32 [total rounded up to a multiple of allocate's pad_values_to]: flat_values() and then
-  // zeros that belong to no parameter.
+  Tensor& flat_values() { return flat_values_; }  // f32 or bf16 [total local elements]
+  // [total rounded up to a multiple of allocate's pad_values_to], the values' dtype:
+  // flat_values() and then zeros that belong to no parameter.
   Tensor& padded_flat_values() { return padded_values_; }
   Tensor& flat_grads() { return flat_grads_; }
   const Tensor& flat_values() const { return flat_values_; }
@@ -130,9 +133,17 @@ class ParameterStore {
 // along the partition dimension, linearised row-major in the full shape.
 int64_t full_element_index(const Parameter& p, int64_t local_linear_index);
 
+// The values `values` (f32 or bf16, any device) as a host f32 tensor: the tensor itself when it
+// is one already, else a converted copy. Checkpoints read and write parameters through it.
+Tensor values_on_host_f32(const Tensor& values);
+// values = host (f32, on the host, same shape), converted to the values' dtype and moved to
+// their device; a no-op when host is the values' own buffer (values_on_host_f32 returned it).
+void assign_values_from_host_f32(Tensor& values, const Tensor& host);
+
 // TP-invariant initialisation: element i of the full weight is
 // std · normal(PhiloxStream(seed, parameter_stream_key(name)), i); each rank draws its slice.
-// The values are drawn on the host and copied to the store's device once per parameter.
+// The values are drawn on the host in f32 and copied to the store's device (and dtype) once
+// per parameter.
 void init_normal(Parameter& p, uint64_t seed, float std);
 void init_constant(Parameter& p, float value);
 uint64_t parameter_stream_key(const std::string& name);

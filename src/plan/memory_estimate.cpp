@@ -9,15 +9,25 @@ BytesPerParameter bytes_per_parameter(const Layout& l, Implementation impl) {
   BytesPerParameter b;
   switch (impl) {
     case Implementation::kMegatronCpp:
-      b.weights = l.precision == Precision::kBf16 ? 6 : 4;
+      // --bf16: bf16 parameters and a separate fp32 master in the optimizer (train/optimizer.h);
+      // the f32 copies of the few parameters read in f32 (LayerNorm, BERT's pooler and heads:
+      // parallel/compute_weights.h) are not counted. --fp16: the f16-rounded weights in f32.
+      b.weights = l.precision == Precision::kBf16 ? 2 : 4;
       b.gradients = 4;
       // The distributed optimizer keeps the moments, the reduced gradients (f32 [k], k = n/d)
-      // and, with fp16, the fp32 master and its f16 scratch of its shard only
+      // and, with 16-bit weights, the fp32 master (and fp16's f16 scratch) of its shard only
       // (train/distributed_optimizer.h).
-      b.optimizer = l.distributed_optimizer
-                        ? (l.precision == Precision::kFp16 ? 8 + 4 + 4 + 2 : 8 + 4) / dp_shard
-                    : l.precision == Precision::kFp16 ? 14
-                                                      : 8;
+      switch (l.precision) {
+        case Precision::kFp32:
+          b.optimizer = l.distributed_optimizer ? (8 + 4) / dp_shard : 8;
+          break;
+        case Precision::kBf16:
+          b.optimizer = l.distributed_optimizer ? (8 + 4 + 4) / dp_shard : 8 + 4;
+          break;
+        case Precision::kFp16:
+          b.optimizer = l.distributed_optimizer ? (8 + 4 + 4 + 2) / dp_shard : 8 + 4 + 2;
+          break;
+      }
       break;
     case Implementation::kMegatronLm:
       if (l.precision == Precision::kFp32) {

@@ -120,8 +120,9 @@ void read_parameters(const CheckpointShardReader& reader, ParameterStore& params
       stored += (stored.empty() ? "" : ", ") + b;
     for (const auto& [buffer, flat] : *optimizer_flat_buffers) {
       const std::vector<std::string>& names = reader.optimizer_buffer_names();
-      MT_REQUIRE(std::find(names.begin(), names.end(), buffer) != names.end(), "checkpoint '",
-                 reader.iteration_dir(), "' holds no optimizer buffer '", buffer,
+      MT_REQUIRE(std::find(names.begin(), names.end(), buffer) != names.end() ||
+                     (buffer == kMasterWeightsBuffer && !names.empty()),
+                 "checkpoint '", reader.iteration_dir(), "' holds no optimizer buffer '", buffer,
                  "' (stored: ", stored.empty() ? "none" : stored, ")",
                  stored.empty() ? "; a checkpoint saved with --no-save-optim (or imported) loads "
                                   "with --no-load-optim"
@@ -136,13 +137,18 @@ void read_parameters(const CheckpointShardReader& reader, ParameterStore& params
   // Checkpoints are device-independent: buffers on a GPU are filled through a host copy
   // (read shard by shard on the host, then one transfer per flat buffer). The copy starts
   // from the buffer's values when some parameters are skipped, so that they keep them.
+  // Parameters are stored in f32; bf16 values are read through an f32 host copy.
   auto on_host = [&](const Tensor& flat) {
     if (flat.device().is_cpu()) return flat;
     Tensor host = Tensor::empty(flat.shape(), flat.dtype());
     if (skip) host.copy_from(flat);
     return host;
   };
-  const Tensor host_values = on_host(params.flat_values());
+  const Tensor host_values = values_on_host_f32(params.flat_values());
+  auto stored = [&](const std::string& buffer) {
+    const std::vector<std::string>& names = reader.optimizer_buffer_names();
+    return std::find(names.begin(), names.end(), buffer) != names.end();
+  };
   std::map<std::string, Tensor> host_buffers;
   if (optimizer_flat_buffers)
     for (const auto& [buffer, flat] : *optimizer_flat_buffers) host_buffers[buffer] = on_host(flat);
@@ -174,14 +180,20 @@ void read_parameters(const CheckpointShardReader& reader, ParameterStore& params
     const int64_t lo = std::clamp<int64_t>(range.begin - p.flat_offset, 0, n);
     const int64_t hi = std::clamp<int64_t>(range.end - p.flat_offset, 0, n);
     if (lo >= hi) continue;
-    for (auto& [buffer, host] : host_buffers)
-      read(host.slice(0, p.flat_offset + lo - range.begin, p.flat_offset + hi - range.begin), lo,
-           hi, [&](Tensor dst, const SlicePart& part) {
-             reader.read_optimizer(buffer, p.spec.name, dst, p.spec.partition_dim, p.local_start,
-                                   part);
-           });
+    for (auto& [buffer, host] : host_buffers) {
+      Tensor dst =
+          host.slice(0, p.flat_offset + lo - range.begin, p.flat_offset + hi - range.begin);
+      if (!stored(buffer)) {  // fp32 master weights from a run without them: its f32 values
+        kernels::copy(host_values.slice(0, p.flat_offset + lo, p.flat_offset + hi), dst);
+        continue;
+      }
+      read(dst, lo, hi, [&](Tensor part_dst, const SlicePart& part) {
+        reader.read_optimizer(buffer, p.spec.name, part_dst, p.spec.partition_dim, p.local_start,
+                              part);
+      });
+    }
   }
-  if (!params.flat_values().device().is_cpu()) params.flat_values().copy_from(host_values);
+  assign_values_from_host_f32(params.flat_values(), host_values);
   for (auto& [buffer, host] : host_buffers) {
     Tensor& flat = optimizer_flat_buffers->at(buffer);
     if (!flat.device().is_cpu()) flat.copy_from(host);

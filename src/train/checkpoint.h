@@ -85,7 +85,8 @@ void check_checkpoint_matches(const CheckpointShardReader& reader, const Paramet
 // Fills every parameter slice of `params` (and the optimizer buffers, when not null: f32
 // [range length], laid out like elements `optimizer_range` of the flat values) from `reader`,
 // except those for which `skip` is true; call check_checkpoint_matches first for a complete
-// error report.
+// error report. A checkpoint with optimizer state but no kMasterWeightsBuffer (saved by a run
+// whose values were its fp32 weights) gives the master weights its f32 model values.
 void read_parameters(const CheckpointShardReader& reader, ParameterStore& params,
                      std::map<std::string, Tensor>* optimizer_flat_buffers,
                      const ParameterFilter& skip = {}, FlatRange optimizer_range = {});

@@ -130,8 +130,9 @@ void write_rank_shards(const std::string& rank_dir, int64_t iteration, const Par
            params.tp_size(), ", coordinates say ", coords.tp_rank, " of ", coords.tp_size);
   std::map<std::string, std::string> model_meta = file_metadata(iteration, coords);
   // Checkpoints are device-independent: a store on a GPU is copied to the host in one transfer
-  // per flat buffer, and the shards are views of the host copy.
-  const Tensor host_values = params.flat_values().to(Device::CPU);
+  // per flat buffer, and the shards are views of the host copy. Parameters are stored in f32
+  // (bf16 values converted: a bf16 run keeps its exact weights in the optimizer's fp32_master).
+  const Tensor host_values = values_on_host_f32(params.flat_values());
   NamedTensors model;
   for (const Parameter& p : params.params()) {
     if (p.spec.stage_tie == StageTie::kCopy) continue;  // saved by the first stage

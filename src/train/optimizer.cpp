@@ -8,8 +8,14 @@
 namespace megatron {
 
 AdamW::AdamW(ParameterStore& store, const AdamWConfig& config, FlatRange range)
-    : store_(store), config_(config), range_(range) {
+    : store_(store),
+      config_(config),
+      separate_master_(config.f16_model_weights || store.flat_values().dtype() != DType::F32),
+      range_(range) {
   MT_CHECK(store.flat_values().defined(), "AdamW needs an allocated ParameterStore");
+  MT_CHECK(!(config.f16_model_weights && store.flat_values().dtype() != DType::F32),
+           "f16 model weights need f32 parameter values, not ",
+           dtype_name(store.flat_values().dtype()));
   const int64_t total = store.flat_values().numel();
   if (range_.end < 0) range_.end = total;
   MT_CHECK(0 <= range_.begin && range_.begin <= range_.end && range_.end <= total, "AdamW range [",
@@ -23,6 +29,9 @@ AdamW::AdamW(ParameterStore& store, const AdamWConfig& config, FlatRange range)
     master_ = values.clone();
     f16_scratch_ = Tensor::empty({n}, DType::F16, device);
     write_model_weights();
+  } else if (separate_master_) {  // bf16 values: their fp32 master starts as their value
+    master_ = Tensor::empty({n}, DType::F32, device);
+    kernels::cast(values, master_);
   } else {
     master_ = values;
   }
@@ -54,24 +63,28 @@ void AdamW::step(double lr, const Tensor& grads) {
   kernels::AdamWHyper h{float(lr),          float(config_.beta1),        float(config_.beta2),
                         float(config_.eps), float(config_.weight_decay), steps_};
   kernels::adamw_update(master_, grads, exp_avg_, exp_avg_sq_, h, runs_);
-  if (config_.f16_model_weights) write_model_weights();
+  write_model_weights();
 }
 
 void AdamW::write_model_weights() {
-  if (!config_.f16_model_weights) return;
-  kernels::cast(master_, f16_scratch_);
+  if (!separate_master_) return;
   Tensor values = store_.flat_values().slice(0, range_.begin, range_.end);
-  kernels::cast(f16_scratch_, values);
+  if (config_.f16_model_weights) {  // rounded to f16, stored in f32
+    kernels::cast(master_, f16_scratch_);
+    kernels::cast(f16_scratch_, values);
+  } else {
+    kernels::cast(master_, values);
+  }
 }
 
 void AdamW::reset_master_from_store() {
-  if (config_.f16_model_weights)
-    master_.copy_from(store_.flat_values().slice(0, range_.begin, range_.end));
+  if (separate_master_)
+    kernels::cast(store_.flat_values().slice(0, range_.begin, range_.end), master_);
 }
 
 std::map<std::string, Tensor> AdamW::flat_buffers() const {
   std::map<std::string, Tensor> buffers{{"exp_avg", exp_avg_}, {"exp_avg_sq", exp_avg_sq_}};
-  if (config_.f16_model_weights) buffers.emplace("fp32_master", master_);
+  if (separate_master_) buffers.emplace(kMasterWeightsBuffer, master_);
   return buffers;
 }
 

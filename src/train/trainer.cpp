@@ -104,7 +104,8 @@ struct Trainer::Impl {
              " must be a multiple of --micro-batch-size x data-parallel size (", per_step, ")");
     eval_micro_batches = cfg.global_batch / per_step;
     model = make_model(ps, store);
-    store.allocate(cfg.distributed_optimizer ? ps.dp_size : 1);
+    MT_CHECK(!(cfg.bf16 && cfg.fp16), "bf16 and fp16 training exclude each other");
+    store.allocate(cfg.distributed_optimizer ? ps.dp_size : 1, cfg.bf16 ? DType::BF16 : DType::F32);
     model->init_weights(cfg.seed);
     if (cfg.distributed_optimizer) {
       shard = DpShard::of(store.flat_values().numel(), ps.dp_size, ps.dp_rank);
@@ -316,8 +317,9 @@ struct Trainer::Impl {
     check_loss_and_grad(loss, *grad_norm);
     apply_weight_decay_schedule();
     timers.time("optimizer-inner-step", 1, [&] { optimizer->step(schedule.lr()); });
-    Tensor master;  // --fp16: the fp32 master weights beside the store's f16-rounded ones
-    if (cfg.fp16 && guard.enabled()) master = optimizer->flat_buffers().at("fp32_master");
+    Tensor master;  // --fp16 / --bf16: the fp32 master weights beside the store's 16-bit ones
+    if (optimizer->separate_master() && guard.enabled())
+      master = optimizer->flat_buffers().at(kMasterWeightsBuffer);
     finish_step(master);
     return true;
   }
@@ -358,8 +360,8 @@ struct Trainer::Impl {
     apply_weight_decay_schedule();
     timers.time("optimizer-inner-step", 1, [&] { optimizer->step(schedule.lr(), grads.grads); });
     timers.time("params-all-gather", 1, [&] { all_gather_shards(store, *ps.dp, *shard); });
-    // --fp16: the gathered f16-rounded values are the casts of every shard's fp32 master, so
-    // an inf/NaN master shows in them; the guard checks them.
+    // --fp16 / --bf16: the gathered 16-bit values are the casts of every shard's fp32 master,
+    // so an inf/NaN master shows in them; the guard checks them.
     finish_step(Tensor());
     return true;
   }
@@ -389,12 +391,12 @@ struct Trainer::Impl {
   }
 
   // --log-params-norm: Megatron's calc_params_l2_norm, over the fp32 master weights when the
-  // store holds f16-rounded ones; every rank takes part (an all-reduce over the model-parallel
+  // store holds 16-bit ones; every rank takes part (an all-reduce over the model-parallel
   // group, TP × PP).
   std::optional<double> params_norm() const {
     if (!cfg.log_params_norm) return std::nullopt;
-    if (cfg.fp16) {
-      const Tensor master = optimizer->flat_buffers().at("fp32_master");
+    if (optimizer->separate_master()) {
+      const Tensor master = optimizer->flat_buffers().at(kMasterWeightsBuffer);
       if (!shard) return global_norm(master, store, ps);
       // Each DP rank holds its shard of the master: the same counted sum, over the world.
       const GradShard master_shard{master, shard->range};

@@ -52,6 +52,9 @@ struct TrainerConfig {
   double exit_duration_seconds = 0;  // 0: never; else stop training after this wall time
   uint64_t seed = 1234;
   bool fp16 = false;  // f16-rounded weights + dynamic loss scaling (docs/training.md)
+  // bf16 parameters (the store's values), fp32 master weights in the optimizer — sharded with
+  // the distributed optimizer (docs/training.md). The model must compute in bf16.
+  bool bf16 = false;
 
   LrScheduleConfig lr;
   AdamWConfig adam;

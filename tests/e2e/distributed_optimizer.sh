@@ -125,6 +125,12 @@ run fp16_sharded_d2 2 1 "${FP16[@]}" --use-distributed-optimizer --save "$WORK/c
 run fp16_resumed_d4 4 1 "${FP16[@]}" --use-distributed-optimizer --load "$WORK/ckpt_fp16"
 run fp16_resumed_d1 1 1 "${FP16[@]}" --load "$WORK/ckpt_fp16"
 round_trip fp16_d2 "$WORK/ckpt_fp16" 4 1 1 2
+run bf16_d2 2 1 --bf16
+run bf16_sharded_d2 2 1 --bf16 --use-distributed-optimizer --save "$WORK/ckpt_bf16" \
+  --save-interval 4 --exit-interval 4
+run bf16_resumed_d4 4 1 --bf16 --use-distributed-optimizer --load "$WORK/ckpt_bf16"
+run bf16_resumed_d1 1 1 --bf16 --load "$WORK/ckpt_bf16"
+round_trip bf16_d2 "$WORK/ckpt_bf16" 4 1 1 2
 
 CHECK="node $MEGATRON_SOURCE_DIR/tests/e2e/compare_metrics.js"
 echo "== 1x1x1 vs 1x1x4 sharded (iterations 1-4, then it saves and exits)"
@@ -159,4 +165,10 @@ echo "== fp16: 1x1x2 sharded checkpoint resumed at 1x1x4 sharded"
 $CHECK "$WORK/fp16_d2.jsonl" "$WORK/fp16_resumed_d4.jsonl" --from 5 --to 8 --rtol 1e-5
 echo "== fp16: the same checkpoint resumed at 1x1x1 unsharded (the master shards joined)"
 $CHECK "$WORK/fp16_d2.jsonl" "$WORK/fp16_resumed_d1.jsonl" --from 5 --to 8 --rtol 1e-5
+echo "== bf16: 1x1x2 unsharded vs 1x1x2 sharded (iterations 1-4, then it saves and exits)"
+$CHECK "$WORK/bf16_d2.jsonl" "$WORK/bf16_sharded_d2.jsonl" --from 1 --to 4 --rtol 1e-5
+echo "== bf16: 1x1x2 sharded checkpoint (fp32 master shards) resumed at 1x1x4 sharded"
+$CHECK "$WORK/bf16_d2.jsonl" "$WORK/bf16_resumed_d4.jsonl" --from 5 --to 8 --rtol 1e-5
+echo "== bf16: the same checkpoint resumed at 1x1x1 unsharded (the master shards joined)"
+$CHECK "$WORK/bf16_d2.jsonl" "$WORK/bf16_resumed_d1.jsonl" --from 5 --to 8 --rtol 1e-5
 echo "distributed optimizer: OK"

@@ -294,6 +294,9 @@ TEST(PlanMemory, BytesPerParameterByImplementation) {
   l.distributed_optimizer = true;
   l.data_parallel = 4;
   EXPECT_DOUBLE_EQ(bytes_per_parameter(l, Implementation::kMegatronLm).total(), 6.0 + 3.0);
+  // The same bf16 parameters and fp32 gradients, and the master and moments sharded alike;
+  // megatron-cpp also keeps its shard's reduced gradients apart (4/d).
+  EXPECT_DOUBLE_EQ(bytes_per_parameter(l, Implementation::kMegatronCpp).total(), 6.0 + 4.0);
   Layout fp16;
   fp16.precision = Precision::kFp16;
   EXPECT_DOUBLE_EQ(bytes_per_parameter(fp16, Implementation::kMegatronLm2019).total(), 20.0);
@@ -302,9 +305,10 @@ TEST(PlanMemory, BytesPerParameterByImplementation) {
 
 // megatron-cpp's distributed optimizer: what a DP rank's AdamW and the trainer's reduced
 // gradients hold for a real model's parameters (train/distributed_optimizer.h), against
-// the planner's (8 + 4)/d bytes per parameter ((8 + 4 + 4 + 2)/d with fp16: the fp32 master
-// and its f16 scratch); and the transient buffers of the step. The optimizer is the
-// Trainer's, whatever the model: GPT and BERT alike.
+// the planner's (8 + 4)/d bytes per parameter ((8 + 4 + 4)/d with bf16 values: the fp32
+// master; (8 + 4 + 4 + 2)/d with fp16: the fp32 master and its f16 scratch); the store's
+// values and gradients; and the transient buffers of the step. The optimizer is the
+// Trainer's, whatever the model: GPT and BERT alike. `store` holds bf16 values for kBf16.
 void expect_distributed_optimizer_predicted(ParameterStore& store, const ModelSpec& m,
                                             Precision precision = Precision::kFp32) {
   const int64_t n = store.flat_values().numel();
@@ -327,7 +331,10 @@ void expect_distributed_optimizer_predicted(ParameterStore& store, const ModelSp
   const MemoryEstimate est = estimate_memory(m, l, mach, Implementation::kMegatronCpp);
   EXPECT_DOUBLE_EQ(est.first_stage.parameters, double(n));
   EXPECT_DOUBLE_EQ(est.first_stage.optimizer, state_bytes);
-  EXPECT_DOUBLE_EQ(est.first_stage.weights + est.first_stage.gradients, 8.0 * double(n));
+  const double store_bytes =
+      double(store.flat_values().nbytes()) + double(store.flat_grads().nbytes());
+  EXPECT_DOUBLE_EQ(est.first_stage.weights + est.first_stage.gradients, store_bytes);
+  EXPECT_DOUBLE_EQ(store_bytes, (precision == Precision::kBf16 ? 6.0 : 8.0) * double(n));
   // The reduce-scatter's two temporaries of one gradient bucket (all n elements of this small
   // model); the all-gather of the values writes in place and adds nothing.
   EXPECT_DOUBLE_EQ(est.first_stage.step_buffers, 8.0 * double(n));
@@ -349,6 +356,10 @@ TEST(PlanMemory, MegatronCppDistributedOptimizerMatchesItsShards) {
   const ModelSpec m = arena_model_spec(gc, /*llama=*/false);
   expect_distributed_optimizer_predicted(store, m);
   expect_distributed_optimizer_predicted(store, m, Precision::kFp16);
+  ParameterStore bf16_store(0, 1);
+  GptModel bf16_model(gc, ps, bf16_store);
+  bf16_store.allocate(1, DType::BF16);
+  expect_distributed_optimizer_predicted(bf16_store, m, Precision::kBf16);
 }
 
 TEST(PlanMemory, MegatronCppBertDistributedOptimizerMatchesItsShards) {
