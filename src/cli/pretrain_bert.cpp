@@ -8,6 +8,7 @@
 #include "cli/gpt_setup.h"
 #include "cli/megatron_flags.h"
 #include "cli/subcommands.h"
+#include "cli/theoretical_memory.h"
 #include "core/logging.h"
 #include "data/bert_datasets_factory.h"
 #include "data/bert_masking.h"
@@ -125,6 +126,9 @@ int run_pretrain_bert(int argc, char** argv) {
 
   TrainerConfig config = trainer_config(args, table);
   config.tokenizer = tokenizer_id;
+  config.theoretical_memory_report =
+      theoretical_memory_report(plan_model_of(model.model, args, flags.mask_prob),
+                                plan_layout_of(args, model.pipeline_chunks));
   Trainer trainer(std::move(config), world,
                   bert_step_factory(std::move(model), data.train, data.valid, data.test));
   trainer.run();

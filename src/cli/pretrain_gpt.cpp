@@ -6,6 +6,7 @@
 #include "cli/gpt_setup.h"
 #include "cli/megatron_flags.h"
 #include "cli/subcommands.h"
+#include "cli/theoretical_memory.h"
 #include "core/logging.h"
 #include "distributed/agreement.h"
 #include "distributed/backend.h"
@@ -54,6 +55,8 @@ int run_pretrain_gpt(int argc, char** argv) {
   });
   TrainerConfig config = trainer_config(args, table);
   config.tokenizer = vocab.identity;
+  config.theoretical_memory_report = theoretical_memory_report(
+      plan_model_of(model.model, args), plan_layout_of(args, model.pipeline_chunks));
   Trainer trainer(std::move(config), world,
                   gpt_step_factory(std::move(model), data.train, data.valid, data.test));
   trainer.run();

@@ -482,6 +482,7 @@ struct Trainer::Impl {
     // rank's own.
     if (reset && !memory_reported) {
       memory_reported = true;
+      if (ps.rank == 0) std::printf("%s", cfg.theoretical_memory_report.c_str());
       if (ps.dp_rank == 0) {
         std::printf(
             "%s\n",

@@ -87,6 +87,9 @@ struct TrainerConfig {
   // --log-memory-to-tensorboard: Megatron's "mem-*-bytes" scalars of this process's device
   // (core/device_runtime.h, DeviceMemoryStats) every --tensorboard-log-interval iterations.
   bool log_memory_to_tensorboard = false;
+  // Megatron's theoretical memory report (cli/theoretical_memory.h): lines rank 0 prints once,
+  // before the first memory report. Empty: none.
+  std::string theoretical_memory_report;
   int64_t tensorboard_log_interval = 1;            // TensorBoard scalars every this many iterations
   bool log_validation_ppl_to_tensorboard = false;  // also "lm loss validation ppl"
   bool log_loss_scale_to_tensorboard = true;       // "loss-scale"

@@ -9,7 +9,10 @@
 #   so resuming with the other form is refused by name; the two forms train differently;
 # - Megatron's memory report after the first iteration, once by each data-parallel rank 0 (both
 #   ranks at TP 2, rank 0 only at DP 2), with consistent figures; --log-memory-to-tensorboard
-#   writes Megatron's mem-* tags.
+#   writes Megatron's mem-* tags;
+# - Megatron's theoretical memory report before it, by rank 0 only, from the planner: its total
+#   is the memory report's "allocated" (live tensors) at TP 1, TP 2 and in bf16 (within 1% +
+#   0.03 MB: these models hold ~2 MB, and a few small buffers are not modelled).
 set -euo pipefail
 : "${MEGATRON_BINARY:?}"
 WORK="$(mktemp -d)"
@@ -85,6 +88,18 @@ grep -E "$MEMORY_LINE" "$WORK/tp1.log" | awk -F'[:|]' '
   { allocated = $3; max_allocated = $5; reserved = $7; max_reserved = $9 }
   END { exit !(allocated > 0 && max_allocated >= allocated && reserved > 0 &&
                max_reserved >= reserved) }' || fail "TP 1: memory report figures: $(grep -E "$MEMORY_LINE" "$WORK/tp1.log")"
+echo "== theoretical memory report"
+run bf16 1 --bf16
+THEORY_LINE='^Theoretical memory footprints: weight and optimizer=[0-9.]+ MB, activation=[0-9.]+ MB, total=[0-9.]+ MB$'
+for name in tp1 tp2 bf16; do
+  [[ $(grep -cE "$THEORY_LINE" "$WORK/$name.log") == 1 ]] || fail "$name: not one theoretical memory line"
+  grep -q "^Total number of parameters in billions: 0.00$" "$WORK/$name.log" || fail "$name: parameter lines"
+  total=$(grep -E "$THEORY_LINE" "$WORK/$name.log" | sed 's/.*total=\([0-9.]*\) MB/\1/')
+  allocated=$(grep -E "$MEMORY_LINE" "$WORK/$name.log" | grep "^\[Rank 0\]" | awk -F'[:|]' '{print $3}')
+  awk -v t="$total" -v a="$allocated" 'BEGIN { d = t - a; if (d < 0) d = -d; exit !(a > 0 && d <= 0.01 * a + 0.03) }' ||
+    fail "$name: theoretical total $total MB, allocated $allocated MB"
+  echo "   $name: theoretical total $total MB, allocated $allocated MB"
+done
 run memory_tb 1 --log-memory-to-tensorboard --tensorboard-dir "$WORK/tb"
 for tag in mem-reserved-bytes mem-allocated-bytes mem-max-allocated-bytes mem-allocated-count; do
   grep -qa -- "$tag" "$WORK"/tb/events.* || fail "--log-memory-to-tensorboard wrote no $tag"
