@@ -19,9 +19,9 @@ std::string format(const char* pattern, double value) {
   return text;
 }
 
-}  // namespace
-
-plan::ModelSpec plan_model_of(const GptConfig& model, const Args& a) {
+// The fields GptConfig and BertConfig share.
+template <class Config>
+plan::ModelSpec transformer_spec(const Config& model, const Args& a) {
   plan::ModelSpec m;
   m.num_layers = model.num_layers;
   m.hidden_size = model.hidden_size;
@@ -33,6 +33,13 @@ plan::ModelSpec plan_model_of(const GptConfig& model, const Args& a) {
   m.make_vocab_size_divisible_by = a.make_vocab_size_divisible_by;
   m.hidden_dropout = model.hidden_dropout;
   m.attention_dropout = model.attention_dropout;
+  return m;
+}
+
+}  // namespace
+
+plan::ModelSpec plan_model_of(const GptConfig& model, const Args& a) {
+  plan::ModelSpec m = transformer_spec(model, a);
   const ArchitectureOptions& arch = model.arch;
   m.num_query_groups = arch.num_query_groups;
   m.kv_channels = arch.kv_channels;
@@ -46,18 +53,8 @@ plan::ModelSpec plan_model_of(const GptConfig& model, const Args& a) {
 }
 
 plan::ModelSpec plan_model_of(const BertConfig& model, const Args& a, double mask_prob) {
-  plan::ModelSpec m;
+  plan::ModelSpec m = transformer_spec(model, a);
   m.family = plan::ModelFamily::kBert;
-  m.num_layers = model.num_layers;
-  m.hidden_size = model.hidden_size;
-  m.num_attention_heads = model.num_attention_heads;
-  m.ffn_hidden_size = model.ffn_hidden_size;
-  m.seq_length = model.seq_length;
-  m.max_position_embeddings = model.max_position_embeddings;
-  m.vocab_size = model.vocab_size;
-  m.make_vocab_size_divisible_by = a.make_vocab_size_divisible_by;
-  m.hidden_dropout = model.hidden_dropout;
-  m.attention_dropout = model.attention_dropout;
   m.mask_prob = mask_prob;
   m.num_tokentypes = model.num_tokentypes;
   m.bert_binary_head = model.binary_head;
