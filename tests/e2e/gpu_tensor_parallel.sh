@@ -4,8 +4,9 @@
 # global batch, dropout on, fp32: the 10 iterations must log the lm loss and grad norm of the
 # TP=1 run on the same GPU (relative <= 1e-4). DP=2 on the same GPU with --overlap-grad-reduce
 # (non-blocking reductions of device buckets staged through host copies), with and without the
-# distributed optimizer, must log what it logs without the flag bit for bit. Exits 77 (CTest's skip) when the binary has no
-# CUDA or no GPU is visible.
+# distributed optimizer, must log what it logs without the flag bit for bit; in bf16, DP=2 with
+# the distributed optimizer logs the unsharded losses and its checkpoint resumes. Exits 77
+# (CTest's skip) when the binary has no CUDA or no GPU is visible.
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
 WORK="$(mktemp -d)"
@@ -63,4 +64,16 @@ for optimizer in "" --use-distributed-optimizer; do
   node "$MEGATRON_SOURCE_DIR/tests/e2e/compare_metrics.js" "$WORK/dp2.jsonl" \
     "$WORK/dp2_overlap.jsonl" --from 1 --to 10 --exact
 done
+# bf16 parameters (bf16 store, fp32 master in AdamW): the distributed optimizer's shards of the
+# master give the unsharded run's losses, and its checkpoint (fp32 master shards) resumes
+# unsharded with the uninterrupted run's next losses.
+run bf16_dp2 2 1 "${DP2[@]}" --bf16
+run bf16_dp2_sharded 2 1 "${DP2[@]}" --bf16 --use-distributed-optimizer \
+  --save "$WORK/bf16_ckpt" --save-interval 5 --exit-interval 5
+run bf16_dp2_resumed 2 1 "${DP2[@]}" --bf16 --load "$WORK/bf16_ckpt"
+echo "== bf16 on one GPU: DP=2 sharded vs unsharded, and resumed from the sharded checkpoint"
+node "$MEGATRON_SOURCE_DIR/tests/e2e/compare_metrics.js" "$WORK/bf16_dp2.jsonl" \
+  "$WORK/bf16_dp2_sharded.jsonl" --from 1 --to 5 --rtol 1e-5
+node "$MEGATRON_SOURCE_DIR/tests/e2e/compare_metrics.js" "$WORK/bf16_dp2.jsonl" \
+  "$WORK/bf16_dp2_resumed.jsonl" --from 6 --to 10 --rtol 1e-5
 echo "TP=2 on one GPU: OK"
