@@ -21,10 +21,10 @@ void check_chunked_dim0(const Tensor& chunk, const char* chunk_name, const Tenso
                         const char* whole_name, int group_size, const char* op);
 // The dtype of a non-blocking reduction (iall_reduce, ireduce_scatter): f32, f64, i32 or i64.
 void check_nonblocking_reduction(const Tensor& t, const char* op);
-// ireduce_scatter's shapes: `counts` has group_size entries, each >= 0; `in` holds their sum
-// and `out` counts[rank] elements, both 1-D of one dtype on one device.
-void check_scatter_counts(const Tensor& in, const Tensor& out, std::span<const int64_t> counts,
-                          int rank, int group_size, const char* op);
+// ireduce_scatter's shapes: `counts` has group_size entries, each >= 0, and `t` is 1-D with
+// their sum.
+void check_scatter_counts(const Tensor& t, std::span<const int64_t> counts, int group_size,
+                          const char* op);
 // 0 <= r < size, naming the argument (root, dst, src).
 void check_peer_rank(int r, int size, const char* op, const char* what);
 // split() colors must be non-negative (negative values are reserved by MPI).

@@ -69,11 +69,12 @@ class Communicator {
   virtual std::unique_ptr<CommRequest> irecv(Tensor& t, int src, int tag = 0) = 0;
   // Non-blocking all_reduce of t (in place).
   virtual std::unique_ptr<CommRequest> iall_reduce(Tensor& t, ReduceOp op = ReduceOp::SUM) = 0;
-  // Non-blocking reduce-scatter with per-rank counts (MPI_Reduce_scatter): `in` [Σ counts] is
-  // the ranks' segments back to back in rank order; rank r receives the reduced segment r into
-  // `out` [counts[r]]. Every member passes the same counts (size() of them, each >= 0).
-  virtual std::unique_ptr<CommRequest> ireduce_scatter(const Tensor& in, Tensor& out,
-                                                       std::span<const int64_t> counts,
+  // Non-blocking reduce-scatter with per-rank counts (MPI_Reduce_scatter), in place: `t`
+  // [Σ counts] is the ranks' segments back to back in rank order, and rank r's segment of `t`
+  // receives the reduced segment r — the distributed optimizer reduces each gradient bucket in
+  // the gradient buffer itself, as Megatron's. The rest of `t` is undefined afterwards. Every
+  // member passes the same counts (size() of them, each >= 0).
+  virtual std::unique_ptr<CommRequest> ireduce_scatter(Tensor& t, std::span<const int64_t> counts,
                                                        ReduceOp op = ReduceOp::SUM) = 0;
   virtual void barrier() = 0;
   // Members with the same color form a new group, ordered by key (then by old rank).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <string_view>
 #include <vector>
 
@@ -243,6 +244,13 @@ class MpiRequest final : public CommRequest {
     collective_counts_ = std::move(counts);
     return collective_counts_.data();
   }
+  // Once complete, `bytes` move from `from` to `to` (they may overlap): an in-place
+  // reduce-scatter's result, which MPI leaves at the start of the buffer.
+  void move_on_completion(const void* from, void* to, size_t bytes) {
+    move_from_ = from;
+    move_to_ = to;
+    move_bytes_ = bytes;
+  }
 
   void progress() override {
     if (done_ || completed_) return;
@@ -269,6 +277,7 @@ class MpiRequest final : public CommRequest {
                  "), received ", received);
       }
     }
+    if (move_bytes_ > 0 && move_from_ != move_to_) std::memmove(move_to_, move_from_, move_bytes_);
     if (device_.defined()) device_.copy_from(host_);
   }
 
@@ -281,6 +290,9 @@ class MpiRequest final : public CommRequest {
   std::vector<MPI_Status> statuses_;  // filled by the MPI_Testall / MPI_Waitall that completes
   bool completed_ = false;            // progress() saw every request complete
   bool done_ = false;
+  const void* move_from_ = nullptr;
+  void* move_to_ = nullptr;
+  size_t move_bytes_ = 0;
 };
 
 // A host copy of `t` (t itself when it is on the host).
@@ -341,29 +353,37 @@ std::unique_ptr<CommRequest> MpiCommunicator::iall_reduce(Tensor& t, ReduceOp op
   return request;
 }
 
-std::unique_ptr<CommRequest> MpiCommunicator::ireduce_scatter(const Tensor& in, Tensor& out,
+std::unique_ptr<CommRequest> MpiCommunicator::ireduce_scatter(Tensor& t,
                                                               std::span<const int64_t> counts,
                                                               ReduceOp op) {
-  check_comm_tensor(in, "ireduce_scatter", "input");
-  check_comm_tensor(out, "ireduce_scatter", "output");
-  check_nonblocking_reduction(in, "ireduce_scatter");
-  check_scatter_counts(in, out, counts, rank_, size_, "ireduce_scatter");
+  check_comm_tensor(t, "ireduce_scatter", "tensor");
+  check_nonblocking_reduction(t, "ireduce_scatter");
+  check_scatter_counts(t, counts, size_, "ireduce_scatter");
   std::vector<int> int_counts;
-  for (const int64_t c : counts) {
+  int64_t offset = 0;  // this rank's segment: [offset, offset + counts[rank])
+  for (int r = 0; r < size_; ++r) {
+    const int64_t c = counts[size_t(r)];
     MT_CHECK(c <= INT_MAX, "ireduce_scatter: a segment of ", c,
              " elements exceeds MPI's int count limit ", INT_MAX, "; use smaller buckets");
     int_counts.push_back(int(c));
+    if (r < rank_) offset += c;
   }
-  const bool host_tensors = out.device().is_cpu();
-  Tensor host_out = host_tensors ? out : Tensor::empty(out.shape(), out.dtype());
-  auto request = std::make_unique<MpiRequest>("ireduce_scatter", host_out,
-                                              host_tensors ? Tensor() : out, rank_);
-  Tensor host_in = on_host(in);
-  request->keep(host_in);
+  const int64_t count = counts[size_t(rank_)];
+  // MPI_IN_PLACE leaves this rank's result at the start of the (host) buffer: on the host it
+  // moves to the segment on completion (the two may overlap); a CUDA tensor's goes from the
+  // staged copy to the device segment. Every rank passes MPI_IN_PLACE, as MPI requires.
+  const bool host_tensor = t.device().is_cpu();
+  Tensor host = on_host(t);
+  Tensor segment = t.slice(0, offset, offset + count);
+  auto request = std::make_unique<MpiRequest>("ireduce_scatter", host.slice(0, 0, count),
+                                              host_tensor ? Tensor() : segment, rank_);
+  request->keep(host);
+  if (host_tensor)
+    request->move_on_completion(host.raw_data(), segment.raw_data(), segment.nbytes());
   const int* kept_counts = request->keep(std::move(int_counts));
   MPI_Request r = MPI_REQUEST_NULL;
-  mpi_check(MPI_Ireduce_scatter(host_in.raw_data(), host_out.raw_data(), kept_counts,
-                                mpi_type(in.dtype()), mpi_op(op), comm_, &r),
+  mpi_check(MPI_Ireduce_scatter(MPI_IN_PLACE, host.raw_data(), kept_counts, mpi_type(t.dtype()),
+                                mpi_op(op), comm_, &r),
             "ireduce_scatter");
   request->add(r, kept_counts[rank_]);
   return request;

@@ -305,25 +305,24 @@ std::unique_ptr<CommRequest> NcclCommunicator::iall_reduce(Tensor& t, ReduceOp o
   });
 }
 
-std::unique_ptr<CommRequest> NcclCommunicator::ireduce_scatter(const Tensor& in, Tensor& out,
+std::unique_ptr<CommRequest> NcclCommunicator::ireduce_scatter(Tensor& t,
                                                                std::span<const int64_t> counts,
                                                                ReduceOp op) {
-  check_comm_tensor(in, "ireduce_scatter", "input");
-  check_comm_tensor(out, "ireduce_scatter", "output");
-  if (in.device().is_cpu()) return host_->ireduce_scatter(in, out, counts, op);
-  check_on_device(in, "ireduce_scatter", "input");
-  check_nonblocking_reduction(in, "ireduce_scatter");
-  check_scatter_counts(in, out, counts, rank(), size(), "ireduce_scatter");
-  const size_t element = dtype_size(in.dtype());
+  check_comm_tensor(t, "ireduce_scatter", "tensor");
+  if (t.device().is_cpu()) return host_->ireduce_scatter(t, counts, op);
+  check_on_device(t, "ireduce_scatter", "tensor");
+  check_nonblocking_reduction(t, "ireduce_scatter");
+  check_scatter_counts(t, counts, size(), "ireduce_scatter");
+  const size_t element = dtype_size(t.dtype());
   return on_overlap_stream([&](cudaStream_t stream) {
     nccl_check(ncclGroupStart(), "ncclGroupStart", comm_);
-    const char* segment = static_cast<const char*>(in.raw_data());
+    char* segment = static_cast<char*>(t.raw_data());
     for (int r = 0; r < size(); ++r) {
       const size_t count = size_t(counts[size_t(r)]);
-      // recvbuff is read on the root only.
+      // Segment r reduced onto rank r, in place (recvbuff == sendbuff, read on the root only).
       if (count > 0)
-        nccl_check(ncclReduce(segment, r == rank() ? out.raw_data() : nullptr, count,
-                              nccl_type(in.dtype()), nccl_op(op), r, comm_, stream),
+        nccl_check(ncclReduce(segment, r == rank() ? segment : nullptr, count, nccl_type(t.dtype()),
+                              nccl_op(op), r, comm_, stream),
                    "ncclReduce", comm_);
       segment += count * element;
     }

@@ -24,8 +24,7 @@ class SoloCommunicator final : public Communicator {
   std::unique_ptr<CommRequest> isend(const Tensor& t, int dst, int tag = 0) override;
   std::unique_ptr<CommRequest> irecv(Tensor& t, int src, int tag = 0) override;
   std::unique_ptr<CommRequest> iall_reduce(Tensor& t, ReduceOp op = ReduceOp::SUM) override;
-  std::unique_ptr<CommRequest> ireduce_scatter(const Tensor& in, Tensor& out,
-                                               std::span<const int64_t> counts,
+  std::unique_ptr<CommRequest> ireduce_scatter(Tensor& t, std::span<const int64_t> counts,
                                                ReduceOp op = ReduceOp::SUM) override;
   void barrier() override {}
   std::unique_ptr<Communicator> split(int color, int key) override;

@@ -75,11 +75,11 @@ std::unique_ptr<CommRequest> TimingCommunicator::iall_reduce(Tensor& t, ReduceOp
   return std::make_unique<TimedRequest>(inner_->iall_reduce(t, op), clock_);
 }
 
-std::unique_ptr<CommRequest> TimingCommunicator::ireduce_scatter(const Tensor& in, Tensor& out,
+std::unique_ptr<CommRequest> TimingCommunicator::ireduce_scatter(Tensor& t,
                                                                  std::span<const int64_t> counts,
                                                                  ReduceOp op) {
   ScopedTimer timed(*clock_);
-  return std::make_unique<TimedRequest>(inner_->ireduce_scatter(in, out, counts, op), clock_);
+  return std::make_unique<TimedRequest>(inner_->ireduce_scatter(t, counts, op), clock_);
 }
 
 void TimingCommunicator::barrier() {

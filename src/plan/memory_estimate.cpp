@@ -14,18 +14,18 @@ BytesPerParameter bytes_per_parameter(const Layout& l, Implementation impl) {
       // parallel/compute_weights.h) are not counted. --fp16: the f16-rounded weights in f32.
       b.weights = l.precision == Precision::kBf16 ? 2 : 4;
       b.gradients = 4;
-      // The distributed optimizer keeps the moments, the reduced gradients (f32 [k], k = n/d)
-      // and, with 16-bit weights, the fp32 master (and fp16's f16 scratch) of its shard only
+      // The distributed optimizer keeps the moments and, with 16-bit weights, the fp32 master
+      // (and fp16's f16 scratch) of its shard only; its gradients are reduced in place
       // (train/distributed_optimizer.h).
       switch (l.precision) {
         case Precision::kFp32:
-          b.optimizer = l.distributed_optimizer ? (8 + 4) / dp_shard : 8;
+          b.optimizer = 8 / dp_shard;
           break;
         case Precision::kBf16:
-          b.optimizer = l.distributed_optimizer ? (8 + 4 + 4) / dp_shard : 8 + 4;
+          b.optimizer = (8 + 4) / dp_shard;
           break;
         case Precision::kFp16:
-          b.optimizer = l.distributed_optimizer ? (8 + 4 + 4 + 2) / dp_shard : 8 + 4 + 2;
+          b.optimizer = (8 + 4 + 2) / dp_shard;
           break;
       }
       break;
@@ -59,14 +59,15 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const Layout& layout, con
     r.workspace = est.activations.workspace;
     r.reserved = machine.reserved_bytes;
     // megatron-cpp's step, after the backward, on top of the arenas: MPI's reductions are
-    // in place, but OpenMPI allocates a temporary as large as the message (measured: the PP run
-    // of bench/plan_memory.sh holds exactly one tied-embedding gradient more). The largest of:
+    // in place, but OpenMPI's algorithms reduce into temporaries of their own. The largest of:
     //   the DP reduction of the 2^22-element gradient buckets (train/grad_buckets.h): the
     //   ranks that OpenMPI's algorithms make reduce hold bucket-sized temporaries, on the most
     //   loaded rank d − 1 of them for the all-reduce and d for the distributed optimizer's
     //   reduce-scatter (measured at d 2 and 4 by varying --ddp-bucket-size: bench/RESULTS.md);
     //   beyond d 4, not measured, counted as at d 4;
-    //   the all-reduce of the tied word embedding's gradient between the first and last stage.
+    //   the all-reduce of the tied word embedding's gradient between the first and last stage:
+    //   half of it, the part of a message-sized temporary that a 2-member group's large-message
+    //   all-reduce fills (measured: the PP 2 run of bench/plan_memory.sh).
     // (The distributed optimizer's all-gather of the values adds nothing: it writes in place
     // into the store's padded value buffer, train/distributed_optimizer.h.)
     if (impl == Implementation::kMegatronCpp) {
@@ -75,7 +76,7 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const Layout& layout, con
       if (d > 1) r.step_buffers = (layout.distributed_optimizer ? d : d - 1) * bucket;
       if (layout.pipeline_parallel > 1 && !model.untie_embeddings_and_output_weights)
         r.step_buffers =
-            std::max(r.step_buffers, 4 * est.parameters.word_embedding / layout.tensor_parallel);
+            std::max(r.step_buffers, 2 * est.parameters.word_embedding / layout.tensor_parallel);
     }
   };
   fill(est.first_stage, est.parameters.first_stage_rank, est.activations.first_stage);

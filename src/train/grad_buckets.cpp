@@ -47,19 +47,16 @@ std::vector<GradBucket> make_grad_buckets(const ParameterStore& store, int64_t b
 }
 
 GradBuckets::GradBuckets(ParameterStore& store, const ParallelState& ps, int64_t bucket_elements,
-                         bool overlap, const DpShard* shard, Tensor* shard_grads)
+                         bool overlap, const DpShard* shard)
     : store_(store),
       ps_(ps),
       overlap_(overlap),
       sharded_(shard != nullptr),
       buckets_(make_grad_buckets(store, bucket_elements)) {
   MT_CHECK(store.flat_grads().defined(), "GradBuckets: the parameter store is not allocated");
-  MT_CHECK((shard == nullptr) == (shard_grads == nullptr),
-           "GradBuckets: a distributed-optimizer shard needs its gradient buffer, and back");
   if (shard != nullptr)
-    MT_CHECK(shard->total == store.flat_grads().numel() && shard_grads->numel() == shard->size,
-             "GradBuckets: a shard of ", shard->size, " of ", shard->total, " elements and ",
-             shard_grads->describe(), " for a store of ", store.flat_grads().numel());
+    MT_CHECK(shard->total == store.flat_grads().numel(), "GradBuckets: a shard of ", shard->total,
+             " elements for a store of ", store.flat_grads().numel());
   // Buckets are in launch order, so a parameter's pieces are consecutive.
   buckets_of_.assign(store.params().size(), {buckets_.size(), 0});
   for (size_t b = 0; b < buckets_.size(); ++b)
@@ -77,10 +74,10 @@ GradBuckets::GradBuckets(ParameterStore& store, const ParallelState& ps, int64_t
             std::max<int64_t>(0, std::min(bucket.range.end, theirs.range.end) -
                                      std::max(bucket.range.begin, theirs.range.begin));
       }
+      // This rank's segment of the bucket, where its reduced sums land (in place).
       const int64_t count = counts[size_t(ps.dp->rank())];
-      const int64_t offset =
-          count > 0 ? std::max(bucket.range.begin, shard->range.begin) - shard->range.begin : 0;
-      shard_segments_.push_back(shard_grads->slice(0, offset, offset + count));
+      const int64_t begin = count > 0 ? std::max(bucket.range.begin, shard->range.begin) : 0;
+      shard_segments_.push_back(store.flat_grads().slice(0, begin, begin + count));
     }
   }
   remaining_.resize(store.params().size());
@@ -148,11 +145,8 @@ void GradBuckets::launch(size_t b) {
     if (dp.size() > 1) requests_[b] = dp.iall_reduce(grads, ReduceOp::SUM);
     return;
   }
-  Tensor& mine = shard_segments_[b];
-  if (dp.size() == 1)
-    kernels::copy(grads, mine);
-  else
-    requests_[b] = dp.ireduce_scatter(grads, mine, shard_counts_[b], ReduceOp::SUM);
+  // In place: this rank's segment of the bucket receives its sums (at DP 1 it is the bucket).
+  if (dp.size() > 1) requests_[b] = dp.ireduce_scatter(grads, shard_counts_[b], ReduceOp::SUM);
 }
 
 void GradBuckets::retire_oldest() {

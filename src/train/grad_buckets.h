@@ -14,10 +14,11 @@
 //
 // Each bucket, in this order: the sequence-parallel gradients in it are summed over TP
 // (reduce_sequence_parallel_gradients), the bucket is summed over DP — all-reduced in place, or,
-// with the distributed optimizer, reduce-scattered into this rank's DpShard (the bucket's
-// segment of each rank's shard goes to that rank, so the shards stay as
-// train/distributed_optimizer.h defines them) — and after the wait it is multiplied by
-// post_scale.
+// with the distributed optimizer, reduce-scattered in place: the bucket's segment of each rank's
+// DpShard goes to that rank, into the same elements of its gradient buffer, so after finish()
+// the shard's range of the flat gradients holds its reduced sums (Megatron's gradient buffer;
+// the other elements keep this rank's own, unreduced ones) — and after the wait it is multiplied
+// by post_scale.
 //
 // When: start() begins a step. With overlap, the backward's announcements (GradReadyListener,
 // through the store) count each parameter's micro-batches down; a bucket whose parameters have
@@ -64,11 +65,11 @@ std::vector<GradBucket> make_grad_buckets(const ParameterStore& store, int64_t b
 
 class GradBuckets final : public GradReadyListener {
  public:
-  // `shard`, for the distributed optimizer: the reduced gradients go to `shard_grads`
-  // (f32 [shard->size], its first range-length elements); null: all-reduced in place. With
-  // `overlap` this object is the store's GradReadyListener while it lives.
+  // `shard`, for the distributed optimizer: only its range of the gradients is reduced (in
+  // place); null: all of them. With `overlap` this object is the store's GradReadyListener
+  // while it lives.
   GradBuckets(ParameterStore& store, const ParallelState& ps, int64_t bucket_elements, bool overlap,
-              const DpShard* shard = nullptr, Tensor* shard_grads = nullptr);
+              const DpShard* shard = nullptr);
   ~GradBuckets() override;
   GradBuckets(const GradBuckets&) = delete;
   GradBuckets& operator=(const GradBuckets&) = delete;
@@ -102,7 +103,7 @@ class GradBuckets final : public GradReadyListener {
   std::vector<bool> launched_;           // per bucket
   std::vector<std::unique_ptr<CommRequest>> requests_;  // per bucket, null when nothing to wait
   // With a shard, per bucket: each DP rank's count of the bucket's elements in its shard (rank
-  // order, the reduce-scatter's counts), and this rank's part of shard_grads they reduce into.
+  // order, the reduce-scatter's counts), and this rank's segment of the gradients (in place).
   std::vector<std::vector<int64_t>> shard_counts_;
   std::vector<Tensor> shard_segments_;
   std::deque<size_t> in_flight_;  // launched, not yet waited for: buckets in launch order

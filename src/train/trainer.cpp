@@ -43,10 +43,10 @@ struct Trainer::Impl {
   ParameterStore store;
   std::unique_ptr<ModelStep> model;
   std::unique_ptr<AdamW> optimizer;
-  // --use-distributed-optimizer: this DP rank's shard and its reduced gradients f32 [k].
+  // --use-distributed-optimizer: this DP rank's shard (its range of the flat gradients holds the
+  // reduced sums after the reduction).
   std::optional<DpShard> shard;
-  Tensor shard_grads;
-  // The data-parallel reduction of the gradients (into shard_grads with a shard).
+  // The data-parallel reduction of the gradients (only the shard's range with a shard).
   std::unique_ptr<GradBuckets> grad_buckets;
   GradScaler scaler;
   LrSchedule schedule;
@@ -107,13 +107,10 @@ struct Trainer::Impl {
     MT_CHECK(!(cfg.bf16 && cfg.fp16), "bf16 and fp16 training exclude each other");
     store.allocate(cfg.distributed_optimizer ? ps.dp_size : 1, cfg.bf16 ? DType::BF16 : DType::F32);
     model->init_weights(cfg.seed);
-    if (cfg.distributed_optimizer) {
+    if (cfg.distributed_optimizer)
       shard = DpShard::of(store.flat_values().numel(), ps.dp_size, ps.dp_rank);
-      shard_grads = Tensor::zeros({shard->size}, DType::F32, store.device());
-    }
-    grad_buckets =
-        std::make_unique<GradBuckets>(store, ps, cfg.ddp_bucket_size, cfg.overlap_grad_reduce,
-                                      shard ? &*shard : nullptr, shard ? &shard_grads : nullptr);
+    grad_buckets = std::make_unique<GradBuckets>(
+        store, ps, cfg.ddp_bucket_size, cfg.overlap_grad_reduce, shard ? &*shard : nullptr);
     optimizer = std::make_unique<AdamW>(store, cfg.adam, shard ? shard->range : FlatRange{});
     // --fp16: each rank rounded its shard of the store to f16 (AdamW); every rank gets all of it.
     if (shard && cfg.fp16) all_gather_shards(store, *ps.dp, *shard);
@@ -347,7 +344,8 @@ struct Trainer::Impl {
   bool distributed_step(const LossTerms& loss, std::optional<double>& grad_norm,
                         double loss_scale) {
     NamedTimers::Scope optimizer_time(timers, "optimizer", 1);
-    GradShard grads{shard_grads.slice(0, 0, shard->range.end - shard->range.begin), shard->range};
+    GradShard grads{store.flat_grads().slice(0, shard->range.begin, shard->range.end),
+                    shard->range};
     if (cfg.fp16 && overflowed(grads.grads, loss_scale, grad_norm)) return false;
     if (log_layer_grad_norms_now())
       log.layer_grad_norms(iteration, layer_grad_norms(store, ps, &grads));

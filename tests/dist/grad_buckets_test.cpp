@@ -1,10 +1,10 @@
 // GradBuckets (train/grad_buckets.h) on the world as the DP group: a "backward" of M
 // micro-batches adds each rank's contributions to groups of parameters and announces each group
 // when it adds its last contribution, as the transformer layers do. The reduced gradients (in
-// place, or the distributed optimizer's shard) must equal a double-precision sum over ranks and
-// micro-batches computed here, and be bit-identical with and without overlap; with overlap the
-// buckets whose parameters are all announced must be launched before finish(). With TP = world,
-// the sequence-parallel parameters of each bucket are summed over TP.
+// place, or the distributed optimizer's shard's range, also in place) must equal a double-precision
+// sum over ranks and micro-batches computed here, and be bit-identical with and without overlap;
+// with overlap the buckets whose parameters are all announced must be launched before finish().
+// With TP = world, the sequence-parallel parameters of each bucket are summed over TP.
 #include "train/grad_buckets.h"
 
 #include <gmock/gmock.h>
@@ -75,11 +75,10 @@ class CountingCommunicator final : public Communicator {
     ++posted;
     return inner_->iall_reduce(t, op);
   }
-  std::unique_ptr<CommRequest> ireduce_scatter(const Tensor& in, Tensor& out,
-                                               std::span<const int64_t> counts,
+  std::unique_ptr<CommRequest> ireduce_scatter(Tensor& t, std::span<const int64_t> counts,
                                                ReduceOp op) override {
     ++posted;
-    return inner_->ireduce_scatter(in, out, counts, op);
+    return inner_->ireduce_scatter(t, counts, op);
   }
   void barrier() override { inner_->barrier(); }
   std::unique_ptr<Communicator> split(int color, int key) override {
@@ -105,13 +104,8 @@ StepResult run_step(ParallelState ps, int r, bool overlap, bool distributed_opti
   add_params(store, sequence_parallel);
   const int64_t n = store.flat_grads().numel();
   std::optional<DpShard> shard;
-  Tensor shard_grads;
-  if (distributed_optimizer) {
-    shard = DpShard::of(n, ps.dp_size, ps.dp_rank);
-    shard_grads = Tensor::zeros({shard->size}, DType::F32);
-  }
-  GradBuckets buckets(store, ps, kBucketElements, overlap, shard ? &*shard : nullptr,
-                      shard ? &shard_grads : nullptr);
+  if (distributed_optimizer) shard = DpShard::of(n, ps.dp_size, ps.dp_rank);
+  GradBuckets buckets(store, ps, kBucketElements, overlap, shard ? &*shard : nullptr);
   buckets.start(kMicroBatches, 0.5);
   float* g = store.flat_grads().data<float>();
   for (int m = 0; m < kMicroBatches; ++m) {
@@ -130,8 +124,9 @@ StepResult run_step(ParallelState ps, int r, bool overlap, bool distributed_opti
   result.posted_before_finish = counting->posted;
   buckets.finish();
   result.posted = counting->posted;
+  // With a shard its range of the gradients holds the reduced sums (in place).
   result.reduced =
-      shard ? shard_grads.slice(0, 0, shard->range.end - shard->range.begin).to_vector<float>()
+      shard ? store.flat_grads().slice(0, shard->range.begin, shard->range.end).to_vector<float>()
             : store.flat_grads().to_vector<float>();
   return result;
 }

@@ -82,7 +82,8 @@ grep -q "memory per device (MiB)" "$WORK/cpu_plan.txt"
   --normalization RMSNorm --position-embedding-type rope --disable-bias-linear \
   --untie-embeddings-and-output-weights > "$WORK/cpu_pp_plan.txt"
 grep -q "TP 1 x PP 2 x DP 2" "$WORK/cpu_pp_plan.txt"
-grep -q "optimizer state (6 B/param)" "$WORK/cpu_pp_plan.txt"
+# The distributed optimizer at DP 2: the fp32 Adam moments halved (8 / 2 B per parameter).
+grep -q "optimizer state (4 B/param)" "$WORK/cpu_pp_plan.txt"
 grep -q "optimizer step (transient)" "$WORK/cpu_pp_plan.txt"
 # ... and with sequence parallelism and selective recompute: the pipeline sends shards, the
 # TP all-reduces become all-gathers and reduce-scatters.

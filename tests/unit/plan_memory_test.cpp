@@ -294,20 +294,19 @@ TEST(PlanMemory, BytesPerParameterByImplementation) {
   l.distributed_optimizer = true;
   l.data_parallel = 4;
   EXPECT_DOUBLE_EQ(bytes_per_parameter(l, Implementation::kMegatronLm).total(), 6.0 + 3.0);
-  // The same bf16 parameters and fp32 gradients, and the master and moments sharded alike;
-  // megatron-cpp also keeps its shard's reduced gradients apart (4/d).
-  EXPECT_DOUBLE_EQ(bytes_per_parameter(l, Implementation::kMegatronCpp).total(), 6.0 + 4.0);
+  // The same bf16 parameters and fp32 gradients, and the master and moments sharded alike.
+  EXPECT_DOUBLE_EQ(bytes_per_parameter(l, Implementation::kMegatronCpp).total(), 6.0 + 3.0);
   Layout fp16;
   fp16.precision = Precision::kFp16;
   EXPECT_DOUBLE_EQ(bytes_per_parameter(fp16, Implementation::kMegatronLm2019).total(), 20.0);
   EXPECT_DOUBLE_EQ(bytes_per_parameter(fp16, Implementation::kMegatronCpp).total(), 22.0);
 }
 
-// megatron-cpp's distributed optimizer: what a DP rank's AdamW and the trainer's reduced
-// gradients hold for a real model's parameters (train/distributed_optimizer.h), against
-// the planner's (8 + 4)/d bytes per parameter ((8 + 4 + 4)/d with bf16 values: the fp32
-// master; (8 + 4 + 4 + 2)/d with fp16: the fp32 master and its f16 scratch); the store's
-// values and gradients; and the transient buffers of the step. The optimizer is the
+// megatron-cpp's distributed optimizer: what a DP rank's AdamW holds for a real model's
+// parameters (train/distributed_optimizer.h), against the planner's 8/d bytes per parameter
+// ((8 + 4)/d with bf16 values: the fp32 master; (8 + 4 + 2)/d with fp16: the fp32 master and
+// its f16 scratch; the gradients are reduced in place); the store's values and gradients; and
+// the transient buffers of the step. The optimizer is the
 // Trainer's, whatever the model: GPT and BERT alike. `store` holds bf16 values for kBf16.
 void expect_distributed_optimizer_predicted(ParameterStore& store, const ModelSpec& m,
                                             Precision precision = Precision::kFp32) {
@@ -318,7 +317,7 @@ void expect_distributed_optimizer_predicted(ParameterStore& store, const ModelSp
   AdamWConfig config;
   config.f16_model_weights = precision == Precision::kFp16;
   AdamW adam(store, config, shard.range);
-  double state_bytes = 4.0 * double(shard.size);  // the trainer's reduced gradients f32 [k]
+  double state_bytes = 0;
   for (const auto& [name, buffer] : adam.flat_buffers()) state_bytes += double(buffer.nbytes());
   if (adam.f16_scratch().defined()) state_bytes += double(adam.f16_scratch().nbytes());
 

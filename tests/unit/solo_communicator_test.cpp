@@ -39,10 +39,11 @@ TEST(SoloCommunicatorTest, NonBlockingReductionsAreDoneWhenPosted) {
   reduced->progress();
   reduced->wait();
   EXPECT_EQ(t.to_vector<float>(), values);
-  Tensor out = Tensor::zeros({3}, DType::F32);
   const std::vector<int64_t> counts{3};
-  solo.ireduce_scatter(t, out, counts)->wait();
-  EXPECT_EQ(out.to_vector<float>(), values);
+  solo.ireduce_scatter(t, counts)->wait();  // one rank: its segment is all of t
+  EXPECT_EQ(t.to_vector<float>(), values);
+  const std::vector<int64_t> too_many{4};
+  EXPECT_THROW(solo.ireduce_scatter(t, too_many), Error);
   Tensor half = Tensor::zeros({3}, DType::F16);
   EXPECT_THROW(solo.iall_reduce(half), Error);
 }
@@ -164,10 +165,9 @@ class OffByOneCommunicator final : public Communicator {
   std::unique_ptr<CommRequest> iall_reduce(Tensor& t, ReduceOp op) override {
     return solo_.iall_reduce(t, op);
   }
-  std::unique_ptr<CommRequest> ireduce_scatter(const Tensor& in, Tensor& out,
-                                               std::span<const int64_t> counts,
+  std::unique_ptr<CommRequest> ireduce_scatter(Tensor& t, std::span<const int64_t> counts,
                                                ReduceOp op) override {
-    return solo_.ireduce_scatter(in, out, counts, op);
+    return solo_.ireduce_scatter(t, counts, op);
   }
   void barrier() override {}
   std::unique_ptr<Communicator> split(int color, int key) override {
