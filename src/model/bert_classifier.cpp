@@ -86,6 +86,16 @@ BertClassifier::StageCtxPtr BertClassifier::make_stage_ctx() const {
   return StageCtxPtr(new StageCtx(store_.device()));
 }
 
+void BertClassifier::release_stage(StageCtx& ctx) const {
+  // The context's tensors go first: they pin the arena's blocks, which reset() then frees
+  // before it allocates the merged one (not both alive at once).
+  ctx.encoder = BertEncoder::Ctx{};
+  ctx.head = ClassificationHead::Ctx{};
+  ctx.output = ClassifierOutput{};
+  ctx.ran = false;
+  ctx.arena.reset();
+}
+
 Shape BertClassifier::stage_activation_shape(int64_t micro_batch) const {
   return {config_.bert.seq_length / encoder_.sequence_shards(), micro_batch * choices(),
           config_.bert.hidden_size};
@@ -93,8 +103,7 @@ Shape BertClassifier::stage_activation_shape(int64_t micro_batch) const {
 
 Tensor BertClassifier::forward_stage(StageCtx& ctx, const ClassifierBatch& host_batch,
                                      const Tensor& input, bool train, uint64_t seed) {
-  ctx.arena.reset();
-  ctx.output = ClassifierOutput{};
+  release_stage(ctx);
   ctx.ran = true;
   const ClassifierBatch batch = on_device(host_batch, ctx.arena);
   const DropoutScope scope =

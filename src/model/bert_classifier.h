@@ -86,6 +86,10 @@ class BertClassifier {
   };
   using StageCtxPtr = std::unique_ptr<StageCtx, StageCtxDeleter>;
   StageCtxPtr make_stage_ctx() const;
+  // Drops the activations of the micro-batch last run in `ctx` (the next forward_stage would):
+  // an arena that grew during the step merges its blocks now, so between steps a context
+  // holds its steady-state arena, from the first step on.
+  void release_stage(StageCtx& ctx) const;
   // Forward of `batch` through this stage. `input`: the previous stage's output [s, n, h] in
   // the compute dtype (ignored on the first stage). `train`: dropout on (keyed by `seed` and
   // the batch). Returns the output [s, n, h] ([s/t, n, h] with sequence parallelism) for the

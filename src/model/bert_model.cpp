@@ -196,12 +196,16 @@ BertModel::StageCtxPtr BertModel::make_stage_ctx() const {
   return StageCtxPtr(new StageCtx(store_.device()));
 }
 
-Tensor BertModel::forward_stage(StageCtx& sc, const BertBatch& host_batch, const Tensor& input,
-                                bool train, uint64_t seed) {
-  // The previous micro-batch's context goes first: its tensors pin the arena's blocks, which
-  // reset() then frees before it allocates the merged one (not both alive at once).
+void BertModel::release_stage(StageCtx& sc) const {
+  // The context's tensors go first: they pin the arena's blocks, which reset() then frees
+  // before it allocates the merged one (not both alive at once).
   sc.state.reset();
   sc.arena.reset();
+}
+
+Tensor BertModel::forward_stage(StageCtx& sc, const BertBatch& host_batch, const Tensor& input,
+                                bool train, uint64_t seed) {
+  release_stage(sc);
   Ctx& ctx = sc.state.emplace(sc.arena);
   const BertBatch batch = on_device(host_batch, sc.arena);
   const DropoutScope scope =

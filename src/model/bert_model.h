@@ -103,6 +103,10 @@ class BertModel {
   };
   using StageCtxPtr = std::unique_ptr<StageCtx, StageCtxDeleter>;
   StageCtxPtr make_stage_ctx() const;
+  // Drops the activations of the micro-batch last run in `ctx` (the next forward_stage would):
+  // an arena that grew during the step merges its blocks now, so between steps — when the
+  // memory report runs — a context holds its steady-state arena, from the first step on.
+  void release_stage(StageCtx& ctx) const;
   // Forward of `batch` (host or device tensors) through this stage. `input`: the previous
   // stage's output [s, b, h] in the compute dtype (ignored on the first stage). `train`:
   // dropout on (keyed by `seed` and the batch) and activations kept for backward_stage.

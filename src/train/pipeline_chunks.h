@@ -4,7 +4,7 @@
 // 1F1B, or interleaved 1F1B with more than one chunk), driven by the executor
 // (pipeline/pipeline_executor.h). A template over the model (GptModel, BertModel), which
 // provides the stage interface: StageCtxPtr make_stage_ctx(), forward_stage, backward_stage,
-// stage(), stage_activation_shape, compute_dtype, device.
+// release_stage, stage(), stage_activation_shape, compute_dtype, device.
 //
 // Every pipeline rank reads the same micro-batches (the first stage needs the tokens, the last
 // the labels, every stage the dropout keys); micro-batch m is read when its first forward
@@ -96,6 +96,9 @@ class PipelineChunks {
     run_pipeline_schedule(
         ops, ps_.pp_size > 1 ? ps_.pp.get() : nullptr, chunks_,
         {any.stage_activation_shape(micro_batch), any.compute_dtype(), any.device()}, fns);
+    // Every context is free again; their activations are dead until the next step.
+    for (size_t c = 0; c < models_.size(); ++c)
+      for (CtxPtr& ctx : free_ctxs_[c]) models_[c]->release_stage(*ctx);
     return sum;
   }
 
