@@ -13,7 +13,9 @@
 // reuse its memory at once): outputs as long as their micro-batch is in flight, input gradients
 // until the end of the schedule. Tags name (direction, receiving chunk, micro-batch), so messages
 // match by meaning, not by arrival order, even where rank r's previous and next rank are the same
-// (p = 2).
+// (p = 2). NCCL has no tags; it matches the messages between two ranks in posting order, which
+// is also right: every schedule posts its sends to a peer in the order that peer posts the
+// matching receives (tests/dist/pipeline_executor_test.cpp runs them with the tags dropped).
 #pragma once
 
 #include <cstdint>

@@ -3,7 +3,8 @@
 // last stage's output and the first stage's input gradient have closed forms computed here in
 // double. Every schedule (1F1B; interleaved with 2 chunks; forward only) for m ∈ {1, p, 3p}
 // micro-batches must finish (no deadlock: the harness's watchdog would abort it) and deliver
-// each micro-batch's data to the right stage.
+// each micro-batch's data to the right stage — also with every tag dropped, as NCCL (which has
+// no tags) matches messages between two ranks: in the order they were posted.
 #include "pipeline/pipeline_executor.h"
 
 #include <gtest/gtest.h>
@@ -20,6 +21,44 @@ namespace {
 // rendezvous and a sender waiting for its receiver would show.
 constexpr int64_t kElements = 3 * 1000;
 
+// The world with NCCL's point-to-point matching: every tag is 0, so MPI matches the messages
+// between two ranks in posting order (its non-overtaking rule), as NCCL does.
+class TaglessCommunicator final : public Communicator {
+ public:
+  explicit TaglessCommunicator(std::shared_ptr<Communicator> inner) : inner_(std::move(inner)) {}
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  void all_reduce(Tensor& t, ReduceOp op) override { inner_->all_reduce(t, op); }
+  void all_gather(const Tensor& in, Tensor& out) override { inner_->all_gather(in, out); }
+  void reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) override {
+    inner_->reduce_scatter(in, out, op);
+  }
+  void broadcast(Tensor& t, int root) override { inner_->broadcast(t, root); }
+  void send(const Tensor& t, int dst, int) override { inner_->send(t, dst, 0); }
+  void recv(Tensor& t, int src, int) override { inner_->recv(t, src, 0); }
+  std::unique_ptr<CommRequest> isend(const Tensor& t, int dst, int) override {
+    return inner_->isend(t, dst, 0);
+  }
+  std::unique_ptr<CommRequest> irecv(Tensor& t, int src, int) override {
+    return inner_->irecv(t, src, 0);
+  }
+  std::unique_ptr<CommRequest> iall_reduce(Tensor& t, ReduceOp op) override {
+    return inner_->iall_reduce(t, op);
+  }
+  std::unique_ptr<CommRequest> ireduce_scatter(Tensor& t, std::span<const int64_t> counts,
+                                               ReduceOp op) override {
+    return inner_->ireduce_scatter(t, counts, op);
+  }
+  void barrier() override { inner_->barrier(); }
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    return inner_->split(color, key);
+  }
+
+ private:
+  std::shared_ptr<Communicator> inner_;
+};
+
 double slope(int stage) {
   return double(stage + 2);
 }
@@ -29,8 +68,9 @@ double input_value(int64_t m, int64_t i) {
   return double(m + 1) + double(i % 7) / 8.0;
 }
 
-void check_schedule(int v, int64_t m, bool backward) {
-  auto world = test::world();
+void check_schedule(int v, int64_t m, bool backward, bool tagless = false) {
+  std::shared_ptr<Communicator> world = test::world();
+  if (tagless) world = std::make_shared<TaglessCommunicator>(world);
   const int p = world->size(), r = world->rank();
   const int last_stage = p * v - 1;
   const Shape shape = {3, kElements / 3};
@@ -89,6 +129,16 @@ TEST(PipelineExecutor, InterleavedDeliversEveryMicroBatch) {
   SKIP_UNLESS_WORLD_SIZE_AT_LEAST(2);
   const int p = test::world_size();
   for (int64_t m : {int64_t(p), int64_t(3 * p)}) check_schedule(2, m, true);
+}
+
+TEST(PipelineExecutor, EverySchedulePostsInTheOrderItsPeerMatches) {
+  SKIP_UNLESS_WORLD_SIZE_AT_LEAST(2);
+  const int p = test::world_size();
+  for (int v : {1, 2})
+    for (int64_t m : {int64_t(p), int64_t(3 * p)}) {
+      check_schedule(v, m, /*backward=*/true, /*tagless=*/true);
+      check_schedule(v, m, /*backward=*/false, /*tagless=*/true);
+    }
 }
 
 TEST(PipelineExecutor, ForwardOnlyDeliversEveryMicroBatch) {
