@@ -11,6 +11,7 @@
 #include "kernels/adamw.h"
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
+#include "kernels/flash_attention.h"
 #include "kernels/gelu.h"
 #include "kernels/gemm_problem.h"
 #include "kernels/rotary.h"
@@ -67,6 +68,12 @@ void bias_gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& bias, T
 // kernels/bias_tanh.h
 void bias_tanh_forward(const Tensor& x, const Tensor& bias, Tensor& y);
 void bias_tanh_backward(const Tensor& dy, const Tensor& y, Tensor& dx, Tensor& dbias);
+
+// kernels/flash_attention.h
+void flash_attention_forward(const Tensor& qkv, const FlashAttentionParams& params, Tensor& out,
+                             Tensor& lse);
+void flash_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                              const Tensor& dout, const FlashAttentionParams& params, Tensor& dqkv);
 
 // kernels/dropout.h
 void dropout_mask(uint64_t seed, const std::vector<MaskRow>& rows, float p, Tensor& mask);

@@ -5,7 +5,7 @@
 
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/philox_lanes.h"
+#include "kernels/cpu/dropout_draws.h"
 
 namespace megatron::kernels::cpu {
 
@@ -73,29 +73,11 @@ void bias_dropout_add_backward_rows(const T* dy, const uint8_t* mask, float keep
 void dropout_mask(uint64_t seed, const std::vector<MaskRow>& rows, float p, Tensor& mask) {
   const int64_t n_rows = mask.size(0), cols = mask.size(1);
   uint8_t* m = mask.data<uint8_t>();
-  // Keep iff (u32 >> 8) · 2^-24 >= p, i.e. iff (u32 >> 8) >= ceil(p · 2^24); comparing
-  // integers gives exactly PhiloxStream::uniform(i) >= p without a float per draw.
-  const double scaled = double(p) * 16777216.0;
-  uint32_t threshold = uint32_t(scaled);
-  if (double(threshold) < scaled) ++threshold;
+  const uint32_t threshold = keep_threshold(p);
 #pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < n_rows; ++r) {
-    const uint64_t key = rows[size_t(r)].key, base = rows[size_t(r)].counter_base;
-    uint8_t* mr = m + r * cols;  // [cols]
-    // Draw i = base + c lives in block i / 4, word i % 4; take kPhiloxLanes blocks at a
-    // time (8 with AVX2, 64 with AVX-512).
-    constexpr int64_t kDraws = 4 * kPhiloxLanes;
-    uint32_t words[kDraws];
-    for (uint64_t block = base / 4; block * 4 < base + uint64_t(cols); block += kPhiloxLanes) {
-      philox_blocks(seed, key, block, words);
-      const uint64_t first = block * 4;  // draw index of words[0]
-      const int64_t c0 = first > base ? int64_t(first - base) : 0;
-      const int64_t c1 = std::min<int64_t>(cols, int64_t(first + kDraws - base));
-#pragma omp simd
-      for (int64_t c = c0; c < c1; ++c)
-        mr[c] = uint8_t((words[base + uint64_t(c) - first] >> 8) >= threshold);
-    }
-  }
+  for (int64_t r = 0; r < n_rows; ++r)
+    draw_keep_row(seed, rows[size_t(r)].key, rows[size_t(r)].counter_base, cols, threshold,
+                  m + r * cols);
 }
 
 void dropout_forward(const Tensor& x, const Tensor& mask, float p, Tensor& y) {
