@@ -2,8 +2,10 @@
 
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "core/cuda/cuda_context.h"
 #include "core/device_runtime.h"
@@ -45,13 +47,52 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   return op == ReduceOp::SUM ? ncclSum : ncclMax;
 }
 
+// An open NCCL group, closed by end() or, when an exception leaves the scope first, by the
+// destructor: a group left open would hold back every later NCCL call of this thread.
+class NcclGroup {
+ public:
+  explicit NcclGroup(ncclComm_t comm) : comm_(comm) {
+    nccl_check(ncclGroupStart(), "ncclGroupStart", comm_);
+  }
+  ~NcclGroup() {
+    if (open_) (void)ncclGroupEnd();  // unwinding: the error in flight is the one to report
+  }
+  NcclGroup(const NcclGroup&) = delete;
+  NcclGroup& operator=(const NcclGroup&) = delete;
+
+  void end() {
+    open_ = false;
+    nccl_check(ncclGroupEnd(), "ncclGroupEnd", comm_);
+  }
+
+ private:
+  ncclComm_t comm_;
+  bool open_ = true;
+};
+
+// Queues fn(stream) on the communication stream, which the caller has made wait for the compute
+// work fn depends on, and orders the compute work queued afterwards after it. Also when fn
+// throws: it may have queued part of its work, which must not race the compute stream.
+template <typename Fn>
+void queue_communication(Fn&& fn) {
+  try {
+    fn(cuda::communication_stream());
+  } catch (...) {
+    try {
+      cuda::communication_ends();
+    } catch (...) {  // the error in flight is the one to report
+    }
+    throw;
+  }
+  cuda::communication_ends();
+}
+
 // Queues fn(stream) on the communication stream, ordered after the compute work queued so far
 // and before the compute work queued after.
 template <typename Fn>
 void on_communication_stream(Fn&& fn) {
   cuda::communication_begins();
-  fn(cuda::communication_stream());
-  cuda::communication_ends();
+  queue_communication(std::forward<Fn>(fn));
 }
 
 // A non-blocking collective queued on the overlap stream: waiting makes the compute stream wait
@@ -78,11 +119,20 @@ class NcclOverlapRequest final : public CommRequest {
 };
 
 // Queues fn(stream) on the overlap stream after the compute work queued so far; the request
-// orders the compute work queued after its wait().
+// orders the compute work queued after its wait(). When fn throws, the compute stream waits for
+// the overlap stream at once: fn may have queued part of its work.
 template <typename Fn>
 std::unique_ptr<CommRequest> on_overlap_stream(Fn&& fn) {
   cuda::overlap_begins();
-  fn(cuda::overlap_stream());
+  try {
+    fn(cuda::overlap_stream());
+  } catch (...) {
+    try {
+      cuda::compute_waits(cuda::overlap_ends());
+    } catch (...) {  // the error in flight is the one to report
+    }
+    throw;
+  }
   return std::make_unique<NcclOverlapRequest>(cuda::overlap_ends());
 }
 
@@ -154,6 +204,7 @@ void NcclCommunicator::all_reduce(Tensor& t, ReduceOp op) {
   check_comm_tensor(t, "all_reduce", "tensor");
   if (t.device().is_cpu()) return host_->all_reduce(t, op);
   check_on_device(t, "all_reduce", "tensor");
+  post_deferred();
   if (t.numel() == 0) return;
   on_communication_stream([&](cudaStream_t stream) {
     nccl_check(ncclAllReduce(t.raw_data(), t.raw_data(), size_t(t.numel()), nccl_type(t.dtype()),
@@ -168,6 +219,7 @@ void NcclCommunicator::all_gather(const Tensor& in, Tensor& out) {
   check_chunked_dim0(in, "input", out, "output", size(), "all_gather");
   if (in.device().is_cpu()) return host_->all_gather(in, out);
   check_on_device(in, "all_gather", "input");
+  post_deferred();
   if (in.numel() == 0) return;
   // An input that is this rank's own block of the output is NCCL's in-place all-gather.
   on_communication_stream([&](cudaStream_t stream) {
@@ -183,6 +235,7 @@ void NcclCommunicator::reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op
   check_chunked_dim0(out, "output", in, "input", size(), "reduce_scatter");
   if (in.device().is_cpu()) return host_->reduce_scatter(in, out, op);
   check_on_device(in, "reduce_scatter", "input");
+  post_deferred();
   if (out.numel() == 0) return;
   on_communication_stream([&](cudaStream_t stream) {
     nccl_check(ncclReduceScatter(in.raw_data(), out.raw_data(), size_t(out.numel()),
@@ -196,6 +249,7 @@ void NcclCommunicator::broadcast(Tensor& t, int root) {
   check_peer_rank(root, size(), "broadcast", "root");
   if (t.device().is_cpu()) return host_->broadcast(t, root);
   check_on_device(t, "broadcast", "tensor");
+  post_deferred();
   if (t.numel() == 0) return;
   on_communication_stream([&](cudaStream_t stream) {
     nccl_check(ncclBroadcast(t.raw_data(), t.raw_data(), size_t(t.numel()), nccl_type(t.dtype()),
@@ -210,6 +264,7 @@ void NcclCommunicator::send(const Tensor& t, int dst, int tag) {
   MT_CHECK(dst != rank(), "send: rank ", rank(), " cannot send to itself (blocking send)");
   if (t.device().is_cpu()) return host_->send(t, dst, tag);
   check_on_device(t, "send", "tensor");
+  post_deferred();
   if (t.numel() == 0) return;
   on_communication_stream([&](cudaStream_t stream) {
     nccl_check(ncclSend(t.raw_data(), size_t(t.numel()), nccl_type(t.dtype()), dst, comm_, stream),
@@ -223,6 +278,7 @@ void NcclCommunicator::recv(Tensor& t, int src, int tag) {
   MT_CHECK(src != rank(), "recv: rank ", rank(), " cannot receive from itself (blocking recv)");
   if (t.device().is_cpu()) return host_->recv(t, src, tag);
   check_on_device(t, "recv", "tensor");
+  post_deferred();
   if (t.numel() == 0) return;
   on_communication_stream([&](cudaStream_t stream) {
     nccl_check(ncclRecv(t.raw_data(), size_t(t.numel()), nccl_type(t.dtype()), src, comm_, stream),
@@ -256,8 +312,11 @@ void NcclCommunicator::post_deferred() {
   if (deferred_.empty()) return;
   std::vector<Deferred> ops = std::move(deferred_);
   deferred_.clear();
-  on_communication_stream([&](cudaStream_t stream) {
-    nccl_check(ncclGroupStart(), "ncclGroupStart", comm_);
+  // Each transfer waits for the compute work queued before its isend/irecv only, not for the
+  // work queued since (communication_begins would wait for all of it).
+  for (const Deferred& d : ops) cuda::communication_waits(d.queued);
+  queue_communication([&](cudaStream_t stream) {
+    NcclGroup group(comm_);
     for (const Deferred& d : ops) {
       void* p = d.tensor.raw_data();
       const size_t n = size_t(d.tensor.numel());
@@ -268,7 +327,7 @@ void NcclCommunicator::post_deferred() {
         nccl_check(ncclRecv(p, n, nccl_type(d.tensor.dtype()), d.peer, comm_, stream), "ncclRecv",
                    comm_);
     }
-    nccl_check(ncclGroupEnd(), "ncclGroupEnd", comm_);
+    group.end();
   });
 }
 
@@ -278,7 +337,7 @@ std::unique_ptr<CommRequest> NcclCommunicator::isend(const Tensor& t, int dst, i
   MT_CHECK(dst != rank(), "isend: rank ", rank(), " cannot send to itself");
   if (t.device().is_cpu()) return host_->isend(t, dst, tag);
   check_on_device(t, "isend", "tensor");
-  if (t.numel() > 0) deferred_.push_back({true, t, dst});
+  if (t.numel() > 0) deferred_.push_back({true, t, dst, cuda::compute_point()});
   return std::make_unique<NcclRequest>(this);
 }
 
@@ -288,7 +347,7 @@ std::unique_ptr<CommRequest> NcclCommunicator::irecv(Tensor& t, int src, int tag
   MT_CHECK(src != rank(), "irecv: rank ", rank(), " cannot receive from itself");
   if (t.device().is_cpu()) return host_->irecv(t, src, tag);
   check_on_device(t, "irecv", "tensor");
-  if (t.numel() > 0) deferred_.push_back({false, t, src});
+  if (t.numel() > 0) deferred_.push_back({false, t, src, cuda::compute_point()});
   return std::make_unique<NcclRequest>(this);
 }
 
@@ -297,6 +356,7 @@ std::unique_ptr<CommRequest> NcclCommunicator::iall_reduce(Tensor& t, ReduceOp o
   if (t.device().is_cpu()) return host_->iall_reduce(t, op);
   check_on_device(t, "iall_reduce", "tensor");
   check_nonblocking_reduction(t, "iall_reduce");
+  post_deferred();
   return on_overlap_stream([&](cudaStream_t stream) {
     if (t.numel() == 0) return;
     nccl_check(ncclAllReduce(t.raw_data(), t.raw_data(), size_t(t.numel()), nccl_type(t.dtype()),
@@ -313,24 +373,39 @@ std::unique_ptr<CommRequest> NcclCommunicator::ireduce_scatter(Tensor& t,
   check_on_device(t, "ireduce_scatter", "tensor");
   check_nonblocking_reduction(t, "ireduce_scatter");
   check_scatter_counts(t, counts, size(), "ireduce_scatter");
+  post_deferred();
   const size_t element = dtype_size(t.dtype());
+  const bool equal_counts =
+      std::all_of(counts.begin(), counts.end(), [&](int64_t c) { return c == counts[0]; });
   return on_overlap_stream([&](cudaStream_t stream) {
-    nccl_check(ncclGroupStart(), "ncclGroupStart", comm_);
-    char* segment = static_cast<char*>(t.raw_data());
+    char* base = static_cast<char*>(t.raw_data());
+    if (equal_counts) {
+      const size_t count = size_t(counts[0]);
+      if (count == 0) return;
+      // recvbuff = this rank's block of sendbuff: NCCL's in-place reduce-scatter.
+      nccl_check(ncclReduceScatter(base, base + size_t(rank()) * count * element, count,
+                                   nccl_type(t.dtype()), nccl_op(op), comm_, stream),
+                 "ncclReduceScatter", comm_);
+      return;
+    }
+    NcclGroup group(comm_);
+    char* segment = base;
     for (int r = 0; r < size(); ++r) {
       const size_t count = size_t(counts[size_t(r)]);
-      // Segment r reduced onto rank r, in place (recvbuff == sendbuff, read on the root only).
+      // Segment r reduced onto rank r, in place (recvbuff == sendbuff; NCCL writes it on the
+      // root only).
       if (count > 0)
-        nccl_check(ncclReduce(segment, r == rank() ? segment : nullptr, count, nccl_type(t.dtype()),
-                              nccl_op(op), r, comm_, stream),
+        nccl_check(ncclReduce(segment, segment, count, nccl_type(t.dtype()), nccl_op(op), r, comm_,
+                              stream),
                    "ncclReduce", comm_);
       segment += count * element;
     }
-    nccl_check(ncclGroupEnd(), "ncclGroupEnd", comm_);
+    group.end();
   });
 }
 
 void NcclCommunicator::barrier() {
+  post_deferred();
   cuda::synchronize_compute();  // this rank's kernels and collectives so far are done
   host_->barrier();
 }

@@ -12,11 +12,12 @@
 // tensor must be on this communicator's GPU.
 //
 // Streams: every NCCL operation is queued on the communication stream after
-// cuda::communication_begins() (it waits for the compute work queued so far) and followed by
-// cuda::communication_ends() (the compute stream waits for it). The host returns once the
-// operation is queued: to the caller it is ordered on the compute stream like a kernel, so later
-// kernels, copies to the host and reuse of freed memory all see its result. barrier() also waits
-// for this rank's queued GPU work, then synchronizes the hosts.
+// cuda::communication_begins() (it waits for the compute work queued so far; a deferred
+// isend/irecv waits for the compute work queued before it was called, below) and followed by
+// cuda::communication_ends() (the compute stream waits for it, also when queuing it failed). The
+// host returns once the operation is queued: to the caller it is ordered on the compute stream
+// like a kernel, so later kernels, copies to the host and reuse of freed memory all see its
+// result. barrier() also waits for this rank's queued GPU work, then synchronizes the hosts.
 //
 // Differences from MpiCommunicator:
 // - bf16/f16 SUM: NCCL reduces 16-bit values natively, rounding to bf16/f16 after each partial
@@ -28,14 +29,18 @@
 //   the order they were sent) and cannot report a size mismatch: the receiver must pass a tensor
 //   of the sender's size and dtype.
 // - isend/irecv of CUDA tensors are deferred: they queue nothing until a wait() on any of them,
-//   which posts every deferred operation in one ncclGroupStart/ncclGroupEnd (NCCL's way to
-//   have sends and receives progress together, as batch_isend_irecv does); the wait then
-//   returns, the transfer being ordered on the compute stream like every NCCL call here.
+//   or any other operation of this communicator on CUDA tensors (and barrier()), which first
+//   posts every deferred operation in one ncclGroupStart/ncclGroupEnd (NCCL's way to have sends
+//   and receives progress together, as batch_isend_irecv does), so messages between two ranks
+//   keep the order they were posted in. Each transfer waits for the compute work queued before
+//   its isend/irecv (an event recorded then), not for the work queued up to the wait, and is
+//   ordered before the compute work queued after the wait like every NCCL call here. Compute
+//   work queued between an irecv and its wait() must not touch the tensor.
 // - iall_reduce / ireduce_scatter of CUDA tensors go on the overlap stream (core/cuda/
 //   cuda_context.h: after the compute work queued so far, beside the blocking collectives); wait()
-//   makes the compute stream wait for them. ireduce_scatter with per-rank counts is one NCCL
-//   group of ncclReduce calls, one per rank with a non-empty segment (NCCL has no
-//   reduce-scatter with counts).
+//   makes the compute stream wait for them. ireduce_scatter with equal counts (the usual case) is
+//   one in-place ncclReduceScatter; with unequal counts it is one NCCL group of ncclReduce calls,
+//   one per rank with a non-empty segment (NCCL has no reduce-scatter with counts).
 // - Sizes: counts are size_t, so no piecewise transfers are needed.
 // - NCCL refuses two ranks of one communicator on one GPU ("Duplicate GPU detected"); several
 //   ranks per GPU (tests) use MpiCommunicator, which stages CUDA tensors through host memory.
@@ -49,7 +54,8 @@
 #include "core/device.h"
 #include "distributed/communicator.h"
 
-struct ncclComm;  // nccl.h's ncclComm_t is `struct ncclComm*`
+struct ncclComm;    // nccl.h's ncclComm_t is `struct ncclComm*`
+struct CUevent_st;  // cuda_runtime.h's cudaEvent_t is `struct CUevent_st*`
 
 namespace megatron {
 
@@ -93,6 +99,7 @@ class NcclCommunicator final : public Communicator {
     bool send;
     Tensor tensor;
     int peer;
+    CUevent_st* queued;  // the compute work queued before the call (cuda::compute_point)
   };
   std::vector<Deferred> deferred_;
 

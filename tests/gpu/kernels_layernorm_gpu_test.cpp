@@ -1,7 +1,7 @@
-// LayerNorm on the GPU against its CPU twin: forward (y, mean, rstd) and backward (dx written
-// and accumulated, dgamma/dbeta accumulated), f32/bf16/f16, on widths that take every launch
-// shape (warp rows <= 1024, 256-thread rows, 512-thread rows) and row counts that cut the
-// parameter-gradient reduction into one and many chunks. The reductions are deterministic: a
+// LayerNorm on the GPU against its CPU twin: forward (y, mean, rstd) and backward (dx written,
+// accumulated and written over dy, dgamma/dbeta accumulated), f32/bf16/f16, on widths that take
+// every launch shape (warp rows <= 1024, 256-thread rows, 512-thread rows) and row counts that cut
+// the parameter-gradient reduction into one and many chunks. The reductions are deterministic: a
 // second run gives the same bits.
 #include <gtest/gtest.h>
 
@@ -108,6 +108,38 @@ TEST_P(LayerNormGpuTest, BackwardMatchesCpuAndIsDeterministic) {
       EXPECT_TRUE(gpu_test::bit_equal(dgamma2, dgamma));
       EXPECT_TRUE(gpu_test::bit_equal(dbeta2, dbeta));
     }
+  }
+}
+
+// dx may alias dy, as on the CPU: dgamma/dbeta must see dy before dx overwrites it.
+TEST_P(LayerNormGpuTest, BackwardIntoDyMatchesCpu) {
+  if (megatron::cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  const DType dt = GetParam();
+  const DType ct = gpu_test::cpu_dtype(dt);
+  uint64_t seed = 200;
+  // A warp-row and a block-row width.
+  for (auto [n, c] : std::vector<std::pair<int64_t, int64_t>>{{77, 1024}, {13, 1025}}) {
+    SCOPED_TRACE("N=" + std::to_string(n) + " C=" + std::to_string(c));
+    const Tensor x = random_tensor({n, c}, dt, seed++, -2.0, 3.0);
+    const Tensor dy = random_tensor({n, c}, dt, seed++);
+    const Tensor gamma = random_tensor({c}, DType::F32, seed++, 0.5, 1.5);
+    const Tensor beta = random_tensor({c}, DType::F32, seed++);
+    Tensor y_ref = Tensor::empty({n, c}, ct);
+    Tensor mean = Tensor::empty({n}, DType::F32), rstd = Tensor::empty({n}, DType::F32);
+    kernels::layernorm_forward(for_cpu(x), gamma, beta, 1e-5f, y_ref, mean, rstd);
+    Tensor dx_ref = Tensor::empty({n, c}, ct);
+    Tensor dgamma_ref = Tensor::zeros({c}, DType::F32), dbeta_ref = Tensor::zeros({c}, DType::F32);
+    kernels::layernorm_backward(for_cpu(dy), for_cpu(x), gamma, mean, rstd, dx_ref, dgamma_ref,
+                                dbeta_ref);
+
+    Tensor dyx = on_gpu(dy);  // dy in, dx out
+    const Tensor xg = on_gpu(x), gg = on_gpu(gamma), meang = on_gpu(mean), rstdg = on_gpu(rstd);
+    Tensor dgamma = Tensor::zeros({c}, DType::F32, gpu()),
+           dbeta = Tensor::zeros({c}, DType::F32, gpu());
+    MT_GPU_KERNEL(dt, layernorm_backward, dyx, xg, gg, meang, rstdg, dyx, dgamma, dbeta, 0.f);
+    EXPECT_TRUE(close(dyx, dx_ref, 5e-5, out_rtol(dt)));
+    EXPECT_TRUE(close(dgamma, dgamma_ref, gpu_test::sum_atol(n), 1e-5));
+    EXPECT_TRUE(close(dbeta, dbeta_ref, gpu_test::sum_atol(n), 1e-5));
   }
 }
 

@@ -1,8 +1,8 @@
 // RMSNorm, rotary embedding and SwiGLU on the GPU against their CPU twins, f32/bf16/f16:
-// RMSNorm forward and backward (dx written and accumulated, dgamma accumulated, the same bits
-// run to run) on widths that take every row launch shape; rotary in place on a strided Q view
-// of a fused QKV buffer and out of place, forward and inverse, with a partial rotary dim;
-// SwiGLU forward and backward.
+// RMSNorm forward and backward (dx written, accumulated and written over dy, dgamma accumulated,
+// the same bits run to run) on widths that take every row launch shape; rotary in place on a
+// strided Q view of a fused QKV buffer and out of place, forward and inverse, with a partial rotary
+// dim; SwiGLU forward and backward.
 #include <gtest/gtest.h>
 
 #include <utility>
@@ -65,6 +65,32 @@ TEST_P(LlamaKernelsGpuTest, RmsNormMatchesCpuAndIsDeterministic) {
       EXPECT_TRUE(gpu_test::bit_equal(dx2, dx));
       EXPECT_TRUE(gpu_test::bit_equal(dgamma2, dgamma));
     }
+  }
+}
+
+// dx may alias dy, as on the CPU: dgamma must see dy before dx overwrites it.
+TEST_P(LlamaKernelsGpuTest, RmsNormBackwardIntoDyMatchesCpu) {
+  if (megatron::cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  const DType dt = GetParam();
+  const DType ct = gpu_test::cpu_dtype(dt);
+  uint64_t seed = 50;
+  // A warp-row and a block-row width.
+  for (auto [n, c] : std::vector<std::pair<int64_t, int64_t>>{{77, 1024}, {13, 1025}}) {
+    SCOPED_TRACE("N=" + std::to_string(n) + " C=" + std::to_string(c));
+    const Tensor x = random_tensor({n, c}, dt, seed++, -2.0, 3.0);
+    const Tensor dy = random_tensor({n, c}, dt, seed++);
+    const Tensor gamma = random_tensor({c}, DType::F32, seed++, 0.5, 1.5);
+    Tensor y_ref = Tensor::empty({n, c}, ct), rstd = Tensor::empty({n}, DType::F32);
+    kernels::rmsnorm_forward(for_cpu(x), gamma, 1e-6f, y_ref, rstd);
+    Tensor dx_ref = Tensor::empty({n, c}, ct), dgamma_ref = Tensor::zeros({c}, DType::F32);
+    kernels::rmsnorm_backward(for_cpu(dy), for_cpu(x), gamma, rstd, dx_ref, dgamma_ref);
+
+    Tensor dyx = on_gpu(dy);  // dy in, dx out
+    const Tensor xg = on_gpu(x), gg = on_gpu(gamma), rstdg = on_gpu(rstd);
+    Tensor dgamma = Tensor::zeros({c}, DType::F32, gpu());
+    MT_GPU_KERNEL(dt, rmsnorm_backward, dyx, xg, gg, rstdg, dyx, dgamma, 0.f);
+    EXPECT_TRUE(close(dyx, dx_ref, 1e-5, 2 * out_rtol(dt)));
+    EXPECT_TRUE(close(dgamma, dgamma_ref, gpu_test::sum_atol(n) * 4, 1e-5));
   }
 }
 

@@ -1,8 +1,8 @@
 // The sampling kernels on the GPU against their CPU twins (which tests/unit/sampling tests check
 // against exact references): top-k of logit shards and of candidate lists with empty slots,
-// ties and −inf entries (bit for bit); the Gumbel maximum of shards from a few columns to a
-// vocabulary (the same ids and perturbed values); candidate draws with and without top-p,
-// complete and incomplete rows (the same ids and incomplete count).
+// ties and −inf entries (bit for bit), ties of −0 and +0; the Gumbel maximum of shards from a few
+// columns to a vocabulary (the same ids and perturbed values); candidate draws with and without
+// top-p, complete and incomplete rows (the same ids and incomplete count).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -70,6 +70,21 @@ TEST(SamplingGpu, TopkOfCandidateListsWithEmptySlotsIsBitIdentical) {
   kernels::topk_rows(on_gpu(values), on_gpu(id), 0, n, gv, gi);
   EXPECT_TRUE(bit_equal(gv, cv));
   EXPECT_TRUE(bit_equal(gi, ci));
+}
+
+// −0 == +0, so the smaller id ranks first whatever the signs, as on the CPU (the GPU returns
+// −0 as +0: an equal value, compared as a value).
+TEST(SamplingGpu, TopkTiesOfSignedZerosGoToTheSmallerId) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  const int64_t n = 6;
+  const Tensor values =
+      Tensor::from_vector(std::vector<float>{-0.f, 0.f, -0.f, 1.f, 0.f, -0.f}, {1, n});
+  Tensor cv = Tensor::empty({1, n}, DType::F32), ci = Tensor::empty({1, n}, DType::I32);
+  kernels::topk_rows(values, Tensor(), 0, n, cv, ci);
+  Tensor gv = on_gpu(cv), gi = on_gpu(ci);
+  kernels::topk_rows(on_gpu(values), Tensor(), 0, n, gv, gi);
+  EXPECT_TRUE(bit_equal(gi, ci));
+  EXPECT_TRUE(gpu_test::close(gv, cv, 0.0, 0.0));
 }
 
 TEST(SamplingGpu, GumbelMaxDrawsTheCpuToken) {

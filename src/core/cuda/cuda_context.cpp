@@ -25,9 +25,16 @@ std::mutex& bind_mutex() {
   return m;
 }
 
+// Every entry point goes through here. cudaSetDevice is per host thread, so each thread makes
+// the process's GPU current once; a thread that never did would run on GPU 0.
 Context& bound() {
   Context& c = context();
   if (c.device < 0) bind_device(0);
+  thread_local bool current = false;
+  if (!current) {
+    MT_CUDA_CHECK(cudaSetDevice(c.device));
+    current = true;
+  }
   return c;
 }
 
@@ -82,6 +89,21 @@ void communication_ends() {
   Context& c = bound();
   MT_CUDA_CHECK(cudaEventRecord(c.communication_done, c.communication));
   MT_CUDA_CHECK(cudaStreamWaitEvent(c.compute, c.communication_done, 0));
+}
+
+cudaEvent_t compute_point() {
+  Context& c = bound();
+  cudaEvent_t point = nullptr;
+  MT_CUDA_CHECK(cudaEventCreateWithFlags(&point, cudaEventDisableTiming));
+  MT_CUDA_CHECK(cudaEventRecord(point, c.compute));
+  return point;
+}
+
+void communication_waits(cudaEvent_t compute_point) {
+  Context& c = bound();
+  MT_CUDA_CHECK(cudaStreamWaitEvent(c.communication, compute_point, 0));
+  // Released once the event completes; the wait queued above still holds.
+  MT_CUDA_CHECK(cudaEventDestroy(compute_point));
 }
 
 cudaStream_t overlap_stream() {

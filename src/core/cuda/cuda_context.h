@@ -11,6 +11,10 @@
 // (tensor parallelism, pipeline transfers) do not queue behind a bucket in flight: each one
 // waits for the compute work queued before it and records an event that the compute stream
 // waits for when the caller waits for the collective.
+//
+// Any host thread may call these functions: every one but visible_device_count, bind_device and
+// check_launch first makes the bound GPU current on the calling thread (cudaSetDevice is per
+// thread), so a thread's own CUDA calls go to that GPU once it has called any of them.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -38,6 +42,12 @@ cudaStream_t compute_stream();
 cudaStream_t communication_stream();
 void communication_begins();  // communication stream waits for the compute stream
 void communication_ends();    // compute stream waits for the communication stream
+// For an operation queued on the communication stream later than it was requested (a deferred
+// isend/irecv): compute_point() records a new event on the compute stream after the work queued
+// so far (the caller owns it); communication_waits makes the communication stream wait for it
+// and releases it.
+cudaEvent_t compute_point();
+void communication_waits(cudaEvent_t compute_point);
 
 cudaStream_t overlap_stream();
 void overlap_begins();  // overlap stream waits for the compute stream

@@ -3,7 +3,7 @@
 // Operands are device tensors of the current GPU. Every launch goes on this process's compute
 // stream (core/cuda/cuda_context.h); nothing here synchronises the host except the kernels that
 // return a host value (sum_squares, has_inf_or_nan, count_zeros, weighted_sum,
-// first_out_of_range).
+// first_out_of_range, sample_candidates).
 // Implementations live in kernels/cuda/<concept>.cu; built only with MEGATRON_CUDA.
 #pragma once
 

@@ -7,22 +7,17 @@
 // block (4 consecutive draws of one row) and writes the mask bytes that fall inside the row.
 //
 // The row keys are the only host data: up to kInlineRows of them travel inside the kernel's
-// parameters (__grid_constant__, no copy); more are copied once per call into a pinned staging
-// slot and from there with one cudaMemcpyAsync on the compute stream into a scratch device
-// buffer. Staging slots are reused round-robin; a slot is rewritten only after the copy that last
-// read it has finished (its event), so the host never waits for the compute stream to drain,
-// only, at worst, for a copy kStagingSlots calls old.
+// parameters (__grid_constant__, no copy); more go through a pinned staging slot into a scratch
+// device buffer (staged_upload.h: no host synchronisation).
 //
 // The apply kernels use keep_scale = 1 / (1 − p) computed in f32 on the host exactly as the CPU
 // does, and the CPU's arithmetic element by element.
-#include <algorithm>
-#include <array>
 #include <cstring>
-#include <mutex>
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_rows.cuh"
 #include "kernels/cuda/philox.cuh"
+#include "kernels/cuda/staged_upload.h"
 
 namespace megatron::kernels::cuda {
 
@@ -59,51 +54,6 @@ __global__ void __launch_bounds__(kThreads)
     dropout_mask_block(seed, row.key, row.counter_base, kb, cols, threshold, mask + r * cols);
   }
 }
-
-// Pinned host slots for the row keys, reused round-robin (see the file comment). Never freed:
-// it lives as long as the process, and freeing pinned memory at exit could race CUDA's own
-// teardown.
-class RowStaging {
- public:
-  static RowStaging& instance() {
-    static RowStaging* staging = new RowStaging();
-    return *staging;
-  }
-
-  // Queues the copy of `bytes` from host `src` to device `dst` on the compute stream; returns
-  // as soon as src may be reused.
-  void upload(void* dst, const void* src, size_t bytes) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    Slot& s = slots_[next_];
-    next_ = (next_ + 1) % slots_.size();
-    if (s.pending) MT_CUDA_CHECK(cudaEventSynchronize(s.copied));
-    s.pending = false;
-    if (s.capacity < bytes) {  // grows geometrically: a few reallocations per slot in all
-      const size_t capacity = std::max({bytes, 2 * s.capacity, size_t(64) << 10});
-      if (s.host) MT_CUDA_CHECK(cudaFreeHost(s.host));
-      s.host = nullptr;
-      s.capacity = 0;
-      MT_CUDA_CHECK(cudaMallocHost(&s.host, capacity));
-      s.capacity = capacity;
-    }
-    if (!s.copied) MT_CUDA_CHECK(cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming));
-    std::memcpy(s.host, src, bytes);
-    MT_CUDA_CHECK(cudaMemcpyAsync(dst, s.host, bytes, cudaMemcpyHostToDevice, stream()));
-    MT_CUDA_CHECK(cudaEventRecord(s.copied, stream()));
-    s.pending = true;
-  }
-
- private:
-  struct Slot {
-    void* host = nullptr;
-    size_t capacity = 0;
-    cudaEvent_t copied = nullptr;
-    bool pending = false;  // a copy from this slot was queued and may not have run yet
-  };
-  std::mutex mutex_;
-  std::array<Slot, 8> slots_;
-  size_t next_ = 0;
-};
 
 // y = x ⊙ mask · keep_scale over n flat elements (the CPU's apply_mask).
 template <typename T>
@@ -172,7 +122,7 @@ void dropout_mask(uint64_t seed, const std::vector<MaskRow>& rows, float p, Tens
     const size_t bytes = size_t(n_rows) * sizeof(MaskRow);
     // Freed at return; the caching allocator reuses it only for work queued after ours.
     Tensor device_rows = Tensor::empty({int64_t(bytes)}, DType::U8, mask.device());
-    RowStaging::instance().upload(device_rows.raw_data(), rows.data(), bytes);
+    staged_upload(device_rows.raw_data(), rows.data(), bytes);
     mask_kernel<<<blocks, kThreads, 0, stream()>>>(
         static_cast<const MaskRow*>(device_rows.raw_data()), seed, threshold, n_rows, cols, m);
   }

@@ -115,6 +115,11 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
   const bool accumulate = beta_dx != 0.f;  // validated: 0 or 1
   dispatch_float(x.dtype(), "layernorm_backward x", [&](auto tag) {
     using T = decltype(tag);
+    // The column sums go first: they read dy and x, which dx may alias (the dx kernel reads
+    // each row whole before it writes any of it).
+    const GammaBetaTerms<T> terms{ptr<T>(dy), ptr<T>(x), ptr<float>(mean), ptr<float>(rstd)};
+    column_sums<2>(terms, n, c, ColumnOutputs<2>{{ptr<float>(dgamma), ptr<float>(dbeta)}},
+                   x.device(), "layernorm_backward dgamma/dbeta");
     with_row_mode(L, [&](auto warp) {
       constexpr bool kWarp = decltype(warp)::value;
       if (accumulate)
@@ -127,9 +132,6 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
             ptr<T>(dx), n, c);
     });
     ::megatron::cuda::check_launch("layernorm_backward dx");
-    const GammaBetaTerms<T> terms{ptr<T>(dy), ptr<T>(x), ptr<float>(mean), ptr<float>(rstd)};
-    column_sums<2>(terms, n, c, ColumnOutputs<2>{{ptr<float>(dgamma), ptr<float>(dbeta)}},
-                   x.device(), "layernorm_backward dgamma/dbeta");
   });
 }
 

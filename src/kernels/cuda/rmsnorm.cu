@@ -90,6 +90,11 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, co
   const bool accumulate = beta_dx != 0.f;  // validated: 0 or 1
   dispatch_float(x.dtype(), "rmsnorm_backward x", [&](auto tag) {
     using T = decltype(tag);
+    // The column sum goes first: it reads dy and x, which dx may alias (the dx kernel reads
+    // each row whole before it writes any of it).
+    const GammaTerm<T> term{ptr<T>(dy), ptr<T>(x), ptr<float>(rstd)};
+    column_sums<1>(term, n, c, ColumnOutputs<1>{{ptr<float>(dgamma)}}, x.device(),
+                   "rmsnorm_backward dgamma");
     with_row_mode(L, [&](auto warp) {
       constexpr bool kWarp = decltype(warp)::value;
       if (accumulate)
@@ -100,9 +105,6 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, co
             ptr<T>(dy), ptr<T>(x), ptr<float>(gamma), ptr<float>(rstd), ptr<T>(dx), n, c);
     });
     ::megatron::cuda::check_launch("rmsnorm_backward dx");
-    const GammaTerm<T> term{ptr<T>(dy), ptr<T>(x), ptr<float>(rstd)};
-    column_sums<1>(term, n, c, ColumnOutputs<1>{{ptr<float>(dgamma)}}, x.device(),
-                   "rmsnorm_backward dgamma");
   });
 }
 

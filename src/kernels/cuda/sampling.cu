@@ -22,6 +22,7 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/philox.cuh"
+#include "kernels/cuda/staged_upload.h"
 #include "kernels/nucleus_support.h"
 
 namespace megatron::kernels::cuda {
@@ -43,9 +44,11 @@ __device__ __forceinline__ bool ranks_before(float va, int32_t ia, float vb, int
 
 // Ascending key order = descending value, then ascending id. The f32 bits are made monotone
 // as unsigned integers (negative: all bits flipped; non-negative: sign bit set), then
-// complemented so that larger values come first.
+// complemented so that larger values come first. −0 is keyed (and so comes back) as +0: the two
+// are equal values, so their order must come from the ids alone, as on the CPU.
 __device__ __forceinline__ uint64_t rank_key(float value, int32_t id) {
-  const uint32_t bits = __float_as_uint(value);
+  const uint32_t raw = __float_as_uint(value);
+  const uint32_t bits = (raw & 0x7fffffffu) == 0 ? 0u : raw;
   const uint32_t monotone = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
   return (uint64_t(~monotone) << 32) | uint32_t(id);
 }
@@ -164,11 +167,11 @@ __global__ void sample_candidates_kernel(const float* v, const int32_t* id, int6
   out[r] = bi;
 }
 
-// The host's per-row Philox keys, on the device: u64 [rows].
+// The host's per-row Philox keys, on the device: u64 [rows], uploaded without a host
+// synchronisation (staged_upload.h).
 Tensor device_row_keys(const std::vector<uint64_t>& row_keys, const Device& device) {
   Tensor keys = Tensor::empty({int64_t(row_keys.size())}, DType::I64, device);
-  megatron::cuda::copy_async(keys.raw_data(), row_keys.data(), row_keys.size() * sizeof(uint64_t),
-                             /*host_involved=*/true);
+  staged_upload(keys.raw_data(), row_keys.data(), row_keys.size() * sizeof(uint64_t));
   return keys;
 }
 
