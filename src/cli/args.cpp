@@ -209,6 +209,11 @@ void add_training_args(ArgTable& t, Args& a) {
   t.add("--recompute-granularity", a.recompute_granularity,
         "full: recompute each layer in backward from its input; selective: recompute only the "
         "attention core (QK^T, softmax, dropout)");
+  t.add_flag("--use-flash-attn", a.use_flash_attn,
+             "the fused attention core (flash attention: no [b, heads, s, s] buffers; CPU)");
+  t.add("--attention-backend", a.attention_backend,
+        "flash: the fused attention core (as --use-flash-attn); auto, fused, unfused or local: "
+        "batched GEMMs around a fused scaled-masked softmax");
 
   t.add("--micro-batch-size", a.micro_batch_size, "samples per micro-batch per DP rank");
   t.add("--global-batch-size", a.global_batch_size,
@@ -594,6 +599,14 @@ void validate_training_args_except_data(Args& a, int world_size) {
   MT_REQUIRE(!(a.recompute_activations && a.recompute_granularity == "full"),
              "--recompute-activations means --recompute-granularity selective (as in "
              "Megatron-LM), which contradicts --recompute-granularity full: give one of them");
+  MT_REQUIRE(a.attention_backend == "auto" || a.attention_backend == "flash" ||
+                 a.attention_backend == "fused" || a.attention_backend == "unfused" ||
+                 a.attention_backend == "local",
+             "--attention-backend '", a.attention_backend,
+             "' is not known: expected auto, flash, fused, unfused or local");
+  MT_REQUIRE(!a.use_flash_attn || a.attention_backend == "auto" || a.attention_backend == "flash",
+             "--use-flash-attn asks for the fused attention, --attention-backend ",
+             a.attention_backend, " for the unfused one: give one of them");
   MT_REQUIRE(a.hidden_dropout >= 0 && a.hidden_dropout < 1, "--hidden-dropout must be in [0, 1)");
   MT_REQUIRE(a.attention_dropout >= 0 && a.attention_dropout < 1,
              "--attention-dropout must be in [0, 1)");

@@ -68,9 +68,11 @@ struct Args {
   double hidden_dropout = 0.1;
   double attention_dropout = 0.1;
   double init_method_std = 0.02;
-  bool openai_gelu = false;            // GeLU's tanh form; the default is the exact (erf) form
-  bool recompute_activations = false;  // Megatron's shorthand for granularity selective
-  std::string recompute_granularity;   // "", "full" or "selective"
+  bool openai_gelu = false;                // GeLU's tanh form; the default is the exact (erf) form
+  bool recompute_activations = false;      // Megatron's shorthand for granularity selective
+  std::string recompute_granularity;       // "", "full" or "selective"
+  bool use_flash_attn = false;             // the fused attention core (model/attention.h)
+  std::string attention_backend = "auto";  // Megatron's names; "flash" = --use-flash-attn
 
   // Batches and length of training.
   int64_t micro_batch_size = 0;
@@ -193,6 +195,7 @@ struct Args {
   bool selective_recompute() const {
     return recompute_activations || recompute_granularity == "selective";
   }
+  bool flash_attention() const { return use_flash_attn || attention_backend == "flash"; }
   // Registered by add_sharding_args (pretrain-gpt, pretrain-bert, finetune).
   bool sequence_parallel = false;                        // --sequence-parallel
   bool distributed_optimizer = false;                    // --use-distributed-optimizer

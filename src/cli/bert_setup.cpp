@@ -41,6 +41,7 @@ BertConfig bert_config(const Args& a, const BertLayerNormFlags& f, bool binary_h
   c.binary_head = binary_head;
   c.recompute_activations = a.full_recompute();
   c.selective_recompute = a.selective_recompute();
+  c.flash_attention = a.flash_attention();
   c.sequence_parallel = a.sequence_parallel;
   c.gelu = a.gelu_form();
   c.compute_dtype = a.bf16 ? DType::BF16 : DType::F32;

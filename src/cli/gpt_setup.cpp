@@ -71,6 +71,7 @@ GptConfig gpt_config(const Args& a, const Vocabulary& vocab) {
   c.layernorm_epsilon = norm_epsilon(a.arch, a.layernorm_epsilon);
   c.recompute_activations = a.full_recompute();
   c.selective_recompute = a.selective_recompute();
+  c.flash_attention = a.flash_attention();
   c.sequence_parallel = a.sequence_parallel;
   c.arch = architecture_options(a.arch);
   c.gelu = a.gelu_form();

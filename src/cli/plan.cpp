@@ -87,7 +87,6 @@ int run_plan(int argc, char** argv) {
   CLI::Option* overlap_grad = flag(app, "--overlap-grad-reduce", "Megatron-LM layout option");
   CLI::Option* overlap_param = flag(app, "--overlap-param-gather", "Megatron-LM layout option");
   CLI::Option* tp_overlap = flag(app, "--tp-comm-overlap", "Megatron-LM layout option");
-  CLI::Option* flash = flag(app, "--use-flash-attn", "Megatron-LM: fused attention");
   CLI::Option* layers_per_virtual =
       option(app, "--num-layers-per-virtual-pipeline-stage", "interleaved schedule chunk size");
   CLI::Option* virtual_size = option(app, "--virtual-pipeline-model-parallel-size",
@@ -164,7 +163,7 @@ int run_plan(int argc, char** argv) {
   layout.overlap_grad_reduce = given(overlap_grad);
   layout.overlap_param_gather = given(overlap_param);
   layout.tp_comm_overlap = given(tp_overlap);
-  layout.flash_attention = given(flash);
+  layout.flash_attention = args.flash_attention();
   MT_REQUIRE(!(args.bf16 && args.fp16), "--bf16 and --fp16 cannot both be given");
   layout.precision = args.bf16   ? plan::Precision::kBf16
                      : args.fp16 ? plan::Precision::kFp16

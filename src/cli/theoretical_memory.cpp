@@ -75,6 +75,7 @@ plan::Layout plan_layout_of(const Args& a, int virtual_stages) {
                 : a.selective_recompute() ? plan::Recompute::kSelective
                                           : plan::Recompute::kNone;
   l.distributed_optimizer = a.distributed_optimizer;
+  l.flash_attention = a.flash_attention();
   l.precision = a.bf16   ? plan::Precision::kBf16
                 : a.fp16 ? plan::Precision::kFp16
                          : plan::Precision::kFp32;

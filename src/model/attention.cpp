@@ -4,6 +4,7 @@
 
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
+#include "kernels/flash_attention.h"
 #include "kernels/gemm.h"
 #include "kernels/softmax.h"
 
@@ -40,6 +41,7 @@ ParallelAttention::ParallelAttention(const std::string& prefix, int layer_number
       rope_(config.arch.position_embedding == PositionEmbedding::kRope),
       dense_bias_(config.arch.add_bias_linear),
       selective_recompute_(config.selective_recompute),
+      flash_attention_(config.flash_attention),
       rotary_{.rotary_dim = config.rotary_dim(),
               .base = config.arch.rotary_base,
               .seq_interpolation_factor = config.arch.rotary_seq_len_interpolation_factor,
@@ -81,6 +83,25 @@ void ParallelAttention::rotate_qk(Tensor& qkv, int64_t position_start, bool inve
               qkv.dtype());
   kernels::rotary_embedding(queries, position_start, rotary_, inverse, queries);
   kernels::rotary_embedding(keys, position_start, rotary_, inverse, keys);
+}
+
+kernels::FlashAttentionParams ParallelAttention::flash_params(
+    int64_t batch, int64_t seq, const Tensor& pad_mask, const DropoutScope& scope,
+    std::vector<kernels::MaskRow>& dropout_rows) const {
+  kernels::FlashAttentionParams p;
+  p.queries_per_group = queries_;
+  p.scale = 1.0f / std::sqrt(float(head_dim_));
+  p.causal = mask_type_ == AttnMaskType::kCausal;
+  p.pad_mask = pad_mask;
+  if (scope.enabled && dropout_p_ > 0.0f) {
+    // The rows the unfused path draws its mask from (core_probs): the same elements kept.
+    dropout_rows =
+        attention_dropout_rows(scope, layer_number_, batch, head_begin_, heads_local_, seq);
+    p.dropout_p = dropout_p_;
+    p.seed = scope.seed;
+    p.dropout_rows = &dropout_rows;
+  }
+  return p;
 }
 
 Tensor ParallelAttention::dropped_probs(const CoreProbs& core, Arena& arena) const {
@@ -133,6 +154,14 @@ Tensor ParallelAttention::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_m
   ctx.pad_mask = pad_mask;
   ctx.scope = scope;
   rotate_qk(ctx.qkv, 0, false);
+  if (flash_attention_) {
+    std::vector<kernels::MaskRow> dropout_rows;
+    ctx.context = arena.alloc({s, b, hl * d}, x.dtype());  // [s, b, hl·d]
+    ctx.lse = arena.alloc({b, hl, s}, DType::F32);
+    kernels::flash_attention_forward(ctx.qkv, flash_params(b, s, pad_mask, scope, dropout_rows),
+                                     ctx.context, ctx.lse);
+    return dense_.forward(ctx.dense, ctx.context, arena);
+  }
   const int64_t group = (q + 2) * d, qkv_row = bg * group;
   Tensor v = head_view(ctx.qkv, (q + 1) * d, bg, s, d, group, qkv_row);  // [b·gl, s, d]
 
@@ -206,6 +235,15 @@ Tensor ParallelAttention::backward(const Ctx& ctx, const Tensor& dout, Arena& ar
   Tensor v = head_view(ctx.qkv, (q + 1) * d, bg, s, d, group, qkv_row);
 
   Tensor dcontext = dense_.backward(ctx.dense, dout, arena);  // [s, b, hl·d]
+  if (flash_attention_) {
+    std::vector<kernels::MaskRow> dropout_rows;
+    Tensor dqkv = arena.alloc(ctx.qkv.shape(), dout.dtype());
+    kernels::flash_attention_backward(ctx.qkv, ctx.context, ctx.lse, dcontext,
+                                      flash_params(b, s, ctx.pad_mask, ctx.scope, dropout_rows),
+                                      dqkv);
+    rotate_qk(dqkv, 0, true);  // gradients w.r.t. Q and K before RoPE
+    return query_key_value_.backward(ctx.qkv_linear, dqkv, arena);
+  }
   const CoreProbs core = selective_recompute_
                              ? core_probs(ctx.qkv, ctx.pad_mask, ctx.scope, arena, arena)
                              : CoreProbs{ctx.probs, ctx.dropout_mask};

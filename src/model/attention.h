@@ -17,6 +17,11 @@
 // (already kept) and the dropout keys; backward recomputes the probabilities and the mask with
 // the same kernels from the same inputs, so the result is bit-identical to keeping them, and
 // the [b, heads/t, s, s] buffers of a layer live only during its forward and its backward.
+// Fused attention (--use-flash-attn / --attention-backend flash, kernels/flash_attention.h):
+// the core runs as one kernel that keeps only the log-sum-exp of each query row (f32
+// [b, heads/t, s]) instead of the probabilities and the mask; its backward recomputes them
+// tile by tile. Same function, the same dropout mask; results equal to f32 rounding. Selective
+// recompute has nothing left to recompute then.
 // Heads are ordered group-major (head = group · q + i), as Megatron-Core and HF's repeat_kv.
 // The output projection's bias is NOT added: the layer fuses it with dropout and the residual.
 // Q, K, V and the context are strided per-head views, multiplied with batched GEMMs with no
@@ -26,6 +31,7 @@
 
 #include <string>
 
+#include "kernels/flash_attention.h"
 #include "kernels/rotary.h"
 #include "model/kv_cache.h"
 #include "model/qkv_projection.h"
@@ -44,6 +50,8 @@ class ParallelAttention {
     DropoutScope scope;   // the attention dropout's keys (selective recompute redraws the mask)
     Tensor probs;         // [b, heads/t, s, s] before dropout; undefined with selective recompute
     Tensor dropout_mask;  // u8 [b·heads/t·s, s] or undefined (no dropout, selective recompute)
+    Tensor context;       // fused attention: [s, b, heads/t · d], the core's output
+    Tensor lse;           // fused attention: f32 [b, heads/t, s]
     RowParallelLinear::Ctx dense;
   };
 
@@ -91,12 +99,16 @@ class ParallelAttention {
   Tensor dropped_probs(const CoreProbs& core, Arena& arena) const;
   // RoPE on the Q and K views of qkv [s, b, gl, q + 2, d] (inverse: its backward), in place.
   void rotate_qk(Tensor& qkv, int64_t position_start, bool inverse) const;
+  // The fused kernel's parameters for this layer; `dropout_rows` receives the mask rows.
+  kernels::FlashAttentionParams flash_params(int64_t batch, int64_t seq, const Tensor& pad_mask,
+                                             const DropoutScope& scope,
+                                             std::vector<kernels::MaskRow>& dropout_rows) const;
 
   int layer_number_;
   int64_t heads_local_, groups_local_, queries_, head_dim_, head_begin_;
   float dropout_p_;
   AttnMaskType mask_type_;
-  bool rope_, dense_bias_, selective_recompute_;
+  bool rope_, dense_bias_, selective_recompute_, flash_attention_;
   kernels::RotaryParams rotary_;
   mutable Tensor no_bias_;  // undefined: the dense "bias" without linear biases
   QkvProjection query_key_value_;

@@ -29,6 +29,7 @@ struct BertConfig {
   bool binary_head = true;  // pooler + sentence-order head (--bert-no-binary-head: false)
   bool recompute_activations = false;  // full recompute
   bool selective_recompute = false;    // the attention core only (model/attention.h)
+  bool flash_attention = false;        // the fused attention core (model/attention.h)
   // Sequence parallelism (needs TP > 1, seq_length divisible by TP; model/bert_encoder.h).
   bool sequence_parallel = false;
   // The MLPs' and the LM head's GeLU; tanh: --openai-gelu, HF "gelu_new".

@@ -55,6 +55,7 @@ struct GptConfig {
         layernorm_epsilon = 1e-5f;
   bool recompute_activations = false;  // full recompute
   bool selective_recompute = false;    // the attention core only (model/attention.h)
+  bool flash_attention = false;        // the fused attention core (model/attention.h)
   // Sequence parallelism (needs TP > 1, seq_length divisible by TP): see the header comment.
   bool sequence_parallel = false;
   kernels::GeluForm gelu = kernels::GeluForm::kErf;  // tanh: --openai-gelu, HF "gelu_new"

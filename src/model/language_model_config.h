@@ -25,6 +25,7 @@ TransformerConfig shared_transformer_config(const ModelConfig& c) {
   t.layernorm_epsilon = c.layernorm_epsilon;
   t.recompute_activations = c.recompute_activations;
   t.selective_recompute = c.selective_recompute;
+  t.flash_attention = c.flash_attention;
   t.sequence_parallel = c.sequence_parallel;
   t.gelu = c.gelu;
   return t;

@@ -70,6 +70,8 @@ struct TransformerConfig {
   bool recompute_activations = false;  // full recompute (--recompute-granularity full)
   // --recompute-granularity selective: only the attention core is recomputed (attention.h).
   bool selective_recompute = false;
+  // --use-flash-attn / --attention-backend flash: the fused attention core (model/attention.h).
+  bool flash_attention = false;
   // --sequence-parallel (needs TP > 1): the activations outside the tensor-parallel regions
   // (LayerNorms, dropouts, residuals) are sequence shards [s/t, b, h] (parallel/mappings.h).
   bool sequence_parallel = false;

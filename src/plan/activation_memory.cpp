@@ -27,6 +27,7 @@ struct CppShapes {
   double norm_stats;  // f32 [N] statistics a norm keeps: mean and rstd (LayerNorm), rstd (RMSNorm)
   bool hidden_dropout, attention_dropout;
   bool selective;  // selective recompute: the probabilities and mask are not kept (attention.h)
+  bool flash;      // fused attention: only the f32 log-sum-exp [b, a/t, s] is kept (attention.h)
   // Residuals from the norms' outputs (pre-LN BERT, --apply-residual-connection-post-layernorm):
   // the backward writes each norm's input gradient to a new tensor instead of adding it in place
   // to the residual's.
@@ -53,7 +54,10 @@ void cpp_layer_forward(const CppShapes& c, Allocations& a) {
   a.add(c.n * c.h * c.e);                     // LN1 output
   if (c.sp) a.add(c.N * c.h * c.e);           // LN1 output all-gathered
   a.add(c.N * c.qkv * c.e);                   // QKV
-  if (!c.selective) cpp_attention_probs(c, a);
+  if (c.flash)
+    a.add(c.b * c.hl * c.s * 4);  // log-sum-exp
+  else if (!c.selective)
+    cpp_attention_probs(c, a);
   a.add(c.N * c.ctx * c.e);          // context
   a.add(c.N * c.h * c.e);            // projection output (partial sums with SP)
   if (c.sp) a.add(c.n * c.h * c.e);  // projection output reduce-scattered
@@ -71,6 +75,7 @@ void cpp_layer_forward(const CppShapes& c, Allocations& a) {
 // The attention's `workspace` allocations during one layer forward: raw scores (with
 // selective recompute the probabilities and mask too), dropped probabilities.
 void cpp_layer_workspace(const CppShapes& c, Allocations& a) {
+  if (c.flash) return;  // the fused kernel's tiles are its own
   a.add(c.scores() * c.e);
   if (c.selective) cpp_attention_probs(c, a);
   if (c.attention_dropout) a.add(c.scores() * c.e);
@@ -95,10 +100,12 @@ void cpp_layer_backward(const CppShapes& c, Allocations& a) {
   if (c.sp) a.add(c.N * c.h * c.e);  // ... all-gathered (projection backward)
   a.add(c.N * c.ctx * c.e);          // d(context)
   a.add(c.N * c.qkv * c.e);          // dQKV
-  if (c.attention_dropout) a.add(c.scores() * c.e);     // dropped probabilities, re-derived
-  a.add(c.scores() * c.e);                              // d(dropped probabilities)
-  if (c.attention_dropout) a.add(c.scores() * c.e);     // d(probabilities)
-  a.add(c.scores() * c.e);                              // d(scores)
+  if (!c.flash) {                    // (the fused backward needs nothing more)
+    if (c.attention_dropout) a.add(c.scores() * c.e);  // dropped probabilities, re-derived
+    a.add(c.scores() * c.e);                           // d(dropped probabilities)
+    if (c.attention_dropout) a.add(c.scores() * c.e);  // d(probabilities)
+    a.add(c.scores() * c.e);                           // d(scores)
+  }
   a.add(c.N * c.h * c.e);                               // QKV input gradient
   if (c.sp) a.add(c.n * c.h * c.e);                     // ... reduce-scattered
   if (c.residual_from_norm) a.add(c.n * c.h * c.e, 2);  // LN2's, LN1's input gradients
@@ -135,7 +142,8 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
   c.vocab_local = double(m.padded_vocab(l.tensor_parallel)) / t;
   c.hidden_dropout = m.hidden_dropout > 0;
   c.attention_dropout = m.attention_dropout > 0;
-  c.selective = l.recompute == Recompute::kSelective;
+  c.flash = l.flash_attention;
+  c.selective = l.recompute == Recompute::kSelective && !c.flash;
   c.residual_from_norm = m.norm_order == NormOrder::kPreResidualFromNorm;
   const bool bert = m.family == ModelFamily::kBert;
   const bool recompute = l.recompute == Recompute::kFull;

@@ -94,8 +94,6 @@ void validate_layout(const ModelSpec& m, const Layout& l, Implementation impl) {
     MT_REQUIRE(!l.overlap_param_gather && !l.tp_comm_overlap,
                "--overlap-param-gather / --tp-comm-overlap: megatron-cpp runs these collectives ",
                "after the compute they follow", use_lm);
-    MT_REQUIRE(!l.flash_attention, "--use-flash-attn: megatron-cpp has no fused attention kernel",
-               use_lm);
     // megatron-cpp runs the Llama-family options in its GPT (model/transformer_config.h); its
     // BERT has the original architecture only.
     MT_REQUIRE(

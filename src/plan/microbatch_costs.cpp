@@ -149,10 +149,17 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
       k.memory(fwd, 2, 2 * 2 * Eh * e);                             // 2 LayerNorms
       k.memory(fwd, qkv_bias, 2 * qkv_bias * Q * e);                // QKV bias add
       k.memory(fwd, 2 * rope, 2 * 2 * rope * QK * e);               // RoPE on Q and K (in place)
-      k.memory(cpp_probs, 1, 2 * S2 * e, S2);                       // scaled masked softmax
-      k.memory(cpp_probs, amask, S2, 0, S2);                        // attention mask (Philox)
-      core_fwd.memory += cpp_probs.memory;
-      k.memory(core_fwd, amask, (2 * e + 1) * S2);     // dropout
+      if (flash) {  // kernels/flash_attention.h: exps and mask draws in the tiles, not in memory
+        k.memory(core_fwd, 1, (Q + C) * e, S2, amask * S2);      // read Q, K, V; write O
+        k.memory(core_bwd, 1, 2 * (Q + C) * e, S2, amask * S2);  // + O, dO; write dQKV
+      } else {
+        k.memory(cpp_probs, 1, 2 * S2 * e, S2);  // scaled masked softmax
+        k.memory(cpp_probs, amask, S2, 0, S2);   // attention mask (Philox)
+        core_fwd.memory += cpp_probs.memory;
+        k.memory(core_fwd, amask, (2 * e + 1) * S2);          // dropout
+        k.memory(core_bwd, 2 * amask, 2 * (2 * e + 1) * S2);  // dropped probs again, dropout bwd
+        k.memory(core_bwd, 1, 3 * S2 * e);                    // softmax backward
+      }
       k.memory(fwd, 2, 2 * (3 * e + dmask) * Eh);      // 2 bias-dropout-add
       k.memory(fwd, 1, (F1 + F) * e, F);               // bias-GeLU / SwiGLU
       k.memory(bwd, 2, 2 * (2 * e + dmask) * Eh);      // 2 bias-dropout-add backward
@@ -163,10 +170,8 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
       } else {  // each norm's input gradient written (3 passes), the residual's added by axpy
         k.memory(bwd, 4, 2 * 3 * Eh * e + 2 * 3 * Eh * e);
       }
-      k.memory(core_bwd, 2 * amask, 2 * (2 * e + 1) * S2);  // dropped probs again, dropout bwd
-      k.memory(core_bwd, 1, 3 * S2 * e);                    // softmax backward
-      k.memory(bwd, qkv_bias, qkv_bias * Q * e);            // QKV bias gradient
-      k.memory(bwd, 1, 2 * Eh * e);                         // input gradient out of scratch
+      k.memory(bwd, qkv_bias, qkv_bias * Q * e);  // QKV bias gradient
+      k.memory(bwd, 1, 2 * Eh * e);               // input gradient out of scratch
       break;
   }
   fwd += core_fwd;
@@ -174,8 +179,12 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
   c.layer_forward = fwd;
   c.layer_backward = bwd;
   if (l.recompute == Recompute::kFull) c.layer_recompute = fwd;
+  // megatron-cpp's fused attention keeps nothing of the core that selective recompute would
+  // drop, so there is nothing to recompute (Megatron-LM reruns its checkpointed core).
   if (l.recompute == Recompute::kSelective)
-    c.layer_recompute = impl == Implementation::kMegatronCpp ? cpp_probs : core_fwd;
+    c.layer_recompute = impl != Implementation::kMegatronCpp ? core_fwd
+                        : flash                              ? ComputeTime{}
+                                                             : cpp_probs;
 
   // Tensor-parallel collectives of one layer (Megatron-LM §3; Korthikanti §4.2.2).
   const GroupPlacement tp = place_group(l.tensor_parallel, 1, machine.devices_per_node);

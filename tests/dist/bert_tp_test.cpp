@@ -23,11 +23,12 @@ BertConfig bert_config(bool post_ln, bool recompute) {
 }
 
 void check_bert_matches_tp1(bool post_ln, bool recompute, bool selective = false,
-                            bool sequence_parallel = false) {
+                            bool sequence_parallel = false, bool flash = false) {
   const BertConfig c = bert_config(post_ln, recompute);
   BertConfig tp_config = c;
   tp_config.selective_recompute = selective;
   tp_config.sequence_parallel = sequence_parallel;
+  tp_config.flash_attention = flash;
   const int64_t b = 3, s = c.seq_length;
   ParallelState tp = test::tp_world_state(), dense = test::dense_state();
   ParameterStore tp_store(tp.tp_rank, tp.tp_size), dense_store(0, 1);
@@ -71,6 +72,12 @@ TEST(BertTensorParallelTest, WithRecomputeLossesAndGradientsEqualTp1) {
 }
 TEST(BertTensorParallelTest, WithSelectiveRecomputeLossesAndGradientsEqualTp1) {
   check_bert_matches_tp1(true, false, true);  // padding masks recomputed with the core
+}
+
+TEST(BertTensorParallelTest, WithFlashAttentionLossesAndGradientsEqualTp1) {
+  // The fused attention at TP = world size against the unfused TP = 1 model: padding masks.
+  check_bert_matches_tp1(false, false, false, false, true);
+  check_bert_matches_tp1(true, true, false, false, true);  // post-LN, full recompute
 }
 
 TEST(BertTensorParallelTest, WithSequenceParallelismLossesAndGradientsEqualTp1) {

@@ -4,7 +4,8 @@
 // every gathered gradient must agree (relative ≤ 1e-5): TP-invariant init and TP-invariant
 // dropout make the two runs compute the same function. So must the TP run with sequence
 // parallelism (its LayerNorm and bias gradients summed over TP as the trainer does), with full
-// or selective recompute.
+// or selective recompute, and with the fused attention (kernels/flash_attention.h: the same
+// dropout mask, sums in another order).
 #include <gtest/gtest.h>
 
 #include "model/gpt_model.h"
@@ -83,6 +84,19 @@ TEST(GptTensorParallelTest, WithSelectiveRecomputeLossAndGradientsEqualTp1) {
   GptConfig selective = gpt_config();
   selective.selective_recompute = true;
   check_gpt_matches_tp1(gpt_config(), selective);
+}
+
+TEST(GptTensorParallelTest, WithFlashAttentionLossAndGradientsEqualTp1) {
+  for (bool full : {false, true})
+    for (bool sequence_parallel : {false, true}) {
+      if (sequence_parallel && test::world_size() == 1) continue;
+      SCOPED_TRACE(::testing::Message()
+                   << "full recompute " << full << " SP " << sequence_parallel);
+      GptConfig flash = gpt_config(full);
+      flash.flash_attention = true;
+      flash.sequence_parallel = sequence_parallel;
+      check_gpt_matches_tp1(gpt_config(), flash);
+    }
 }
 
 TEST(GptTensorParallelTest, WithSequenceParallelismLossAndGradientsEqualTp1) {

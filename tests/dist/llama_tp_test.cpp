@@ -5,7 +5,8 @@
 //  * layout invariance: a randomly initialised Llama-style model (RoPE, RMSNorm, SwiGLU, GQA,
 //    untied head, no biases, dropout on) at TP = world size computes the loss and gradients of
 //    the TP = 1 model built in the same process from the same seed — also with sequence
-//    parallelism (RoPE at global positions, RMSNorm on sequence shards) and selective recompute.
+//    parallelism (RoPE at global positions, RMSNorm on sequence shards), selective recompute
+//    and the fused attention.
 #include <gtest/gtest.h>
 
 #include "../common/llama_golden.h"
@@ -76,11 +77,12 @@ GptConfig llama_config(int64_t groups, bool recompute) {
 // The TP = world model optionally with sequence parallelism and selective recompute (the
 // TP = 1 model without either).
 void check_llama_matches_tp1(int64_t groups, bool recompute, bool sequence_parallel = false,
-                             bool selective = false) {
+                             bool selective = false, bool flash = false) {
   const GptConfig c = llama_config(groups, recompute);
   GptConfig tp_config = c;
   tp_config.sequence_parallel = sequence_parallel;
   tp_config.selective_recompute = selective;
+  tp_config.flash_attention = flash;
   ParallelState tp = test::tp_world_state(), dense = test::dense_state();
   ParameterStore tp_store(tp.tp_rank, tp.tp_size), dense_store(0, 1);
   GptModel tp_model(tp_config, tp, tp_store), dense_model(c, dense, dense_store);
@@ -152,6 +154,12 @@ TEST(LlamaTensorParallelTest, GroupsReplicatedLossAndGradientsEqualTp1) {
 
 TEST(LlamaTensorParallelTest, WithRecomputeLossAndGradientsEqualTp1) {
   check_llama_matches_tp1(2, true);
+}
+
+TEST(LlamaTensorParallelTest, WithFlashAttentionLossAndGradientsEqualTp1) {
+  // The fused attention (GQA, RoPE) at TP = world size against the unfused TP = 1 model.
+  check_llama_matches_tp1(4, false, false, false, true);  // groups split
+  check_llama_matches_tp1(1, false, false, true, true);   // replicated; selective is moot
 }
 
 TEST(LlamaTensorParallelTest, WithSequenceParallelismLossAndGradientsEqualTp1) {

@@ -26,6 +26,7 @@ struct TpArenaCase {
   Recompute recompute;
   bool bf16;
   bool llama;  // GQA (2 groups of 4 heads), head dim 24, SwiGLU, RMSNorm, RoPE, no biases, untied
+  bool flash = false;  // the fused attention (model/attention.h)
 };
 
 void expect_tp_arenas_predicted(const TpArenaCase& k) {
@@ -35,6 +36,7 @@ void expect_tp_arenas_predicted(const TpArenaCase& k) {
   gc.selective_recompute = k.recompute == Recompute::kSelective;
   gc.sequence_parallel = k.sequence_parallel;
   gc.compute_dtype = k.bf16 ? DType::BF16 : DType::F32;
+  gc.flash_attention = k.flash;
   ParallelState ps = test::tp_world_state();
   ParameterStore store(ps.tp_rank, ps.tp_size);
   GptModel model(gc, ps, store);
@@ -50,6 +52,7 @@ void expect_tp_arenas_predicted(const TpArenaCase& k) {
   l.sequence_parallel = k.sequence_parallel;
   l.recompute = k.recompute;
   l.precision = k.bf16 ? Precision::kBf16 : Precision::kFp32;
+  l.flash_attention = k.flash;
   validate_layout(m, l, Implementation::kMegatronCpp);
   const ActivationMemory a = activation_memory(m, l, Implementation::kMegatronCpp);
   EXPECT_DOUBLE_EQ(a.first_stage + a.workspace, double(model.activation_bytes()));
@@ -68,6 +71,20 @@ TEST(PlanArenaTensorParallel, GptPredictsTheArenasExactly) {
           expect_tp_arenas_predicted({sp, rc, bf16, llama});
         }
       }
+    }
+  }
+}
+
+// The fused attention keeps only the log-sum-exp of the core, with and without SP.
+TEST(PlanArenaTensorParallel, FlashAttentionGptPredictsTheArenasExactly) {
+  const int t = test::world_size();
+  for (bool sp : {false, true}) {
+    if (sp && t == 1) continue;
+    for (Recompute rc : {Recompute::kNone, Recompute::kFull}) {
+      const bool llama = 2 % t == 0;
+      SCOPED_TRACE(::testing::Message()
+                   << "TP " << t << " SP " << sp << " recompute " << int(rc) << " llama " << llama);
+      expect_tp_arenas_predicted({sp, rc, /*bf16=*/rc == Recompute::kFull, llama, true});
     }
   }
 }

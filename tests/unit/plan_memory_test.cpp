@@ -197,13 +197,14 @@ struct ArenaCase {
   bool dropout;
   Recompute recompute;
   bool bf16;
+  bool flash = false;  // the fused attention (model/attention.h)
 };
 
 // The case's name in test listings (CTest names its tests by it).
 void PrintTo(const ArenaCase& k, std::ostream* os) {
   const char* recompute[] = {"no recompute", "selective recompute", "full recompute"};
   *os << (k.dropout ? "dropout, " : "no dropout, ") << recompute[int(k.recompute)]
-      << (k.bf16 ? ", bf16" : ", f32");
+      << (k.bf16 ? ", bf16" : ", f32") << (k.flash ? ", flash attention" : "");
 }
 
 class PlanArena : public ::testing::TestWithParam<ArenaCase> {};
@@ -214,6 +215,7 @@ void apply_arena_case(const ArenaCase& k, ConfigT& c) {
   c.recompute_activations = k.recompute == Recompute::kFull;
   c.selective_recompute = k.recompute == Recompute::kSelective;
   c.compute_dtype = k.bf16 ? DType::BF16 : DType::F32;
+  c.flash_attention = k.flash;
 }
 
 // The planner's prediction for `m` in case k at micro-batch b against the model that ran the
@@ -224,6 +226,7 @@ void expect_arena_case_predicted(const ModelSpec& m, const ArenaCase& k, int64_t
   l.micro_batch = b;
   l.recompute = k.recompute;
   l.precision = k.bf16 ? Precision::kBf16 : Precision::kFp32;
+  l.flash_attention = k.flash;
   validate_layout(m, l, Implementation::kMegatronCpp);
   const ActivationMemory a = activation_memory(m, l, Implementation::kMegatronCpp);
   EXPECT_DOUBLE_EQ(a.first_stage + a.workspace, double(activation_bytes));
@@ -283,7 +286,11 @@ INSTANTIATE_TEST_SUITE_P(Cases, PlanArena,
                                            ArenaCase{true, Recompute::kNone, true},
                                            ArenaCase{false, Recompute::kFull, true},
                                            ArenaCase{true, Recompute::kSelective, false},
-                                           ArenaCase{false, Recompute::kSelective, true}));
+                                           ArenaCase{false, Recompute::kSelective, true},
+                                           ArenaCase{true, Recompute::kNone, false, true},
+                                           ArenaCase{false, Recompute::kNone, true, true},
+                                           ArenaCase{true, Recompute::kFull, true, true},
+                                           ArenaCase{true, Recompute::kSelective, false, true}));
 
 TEST(PlanMemory, BytesPerParameterByImplementation) {
   Layout l;
