@@ -111,7 +111,8 @@ TEST(MegatronFlags, EveryFlagIsImplementedOrClassified) {
   for (size_t pos = 0; (pos = table.find('\n', pos)) != std::string::npos; ++pos) ++lines;
   EXPECT_EQ(lines, megatron_flag_list().size());
   EXPECT_NE(table.find("--hidden-size\tsupported\t"), std::string::npos);
-  EXPECT_NE(table.find("--attention-backend\tno effect\t"), std::string::npos);
+  EXPECT_NE(table.find("--transformer-impl\tno effect\t"), std::string::npos);
+  EXPECT_NE(table.find("--use-flash-attn\tsupported\t"), std::string::npos);
   EXPECT_NE(table.find("--num-experts\trejected\tmixture of experts is not supported\n"),
             std::string::npos);
   EXPECT_NE(table.find("--context-parallel-size\tno effect if 1\t"), std::string::npos);
@@ -119,10 +120,10 @@ TEST(MegatronFlags, EveryFlagIsImplementedOrClassified) {
 
 TEST(MegatronFlags, GpuImplementationFlagsAreAcceptedWithoutEffect) {
   Command c;
-  ASSERT_EQ(c.parse({"--attention-backend", "auto", "--use-flash-attn", "--transformer-impl",
-                     "local", "--no-masked-softmax-fusion", "--no-bias-gelu-fusion",
-                     "--use-mcore-models", "--attention-softmax-in-fp32", "--num-workers", "2",
-                     "--dataloader-type", "single", "--manual-gc", "--context-parallel-size", "1"}),
+  ASSERT_EQ(c.parse({"--flash-attention-version", "3", "--transformer-impl", "local",
+                     "--no-masked-softmax-fusion", "--no-bias-gelu-fusion", "--use-mcore-models",
+                     "--attention-softmax-in-fp32", "--num-workers", "2", "--dataloader-type",
+                     "single", "--manual-gc", "--context-parallel-size", "1"}),
             -1);
   EXPECT_EQ(check_error(c), "");
 }
