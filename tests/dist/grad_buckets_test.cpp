@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "distributed/parallel_state.h"
+#include "forwarding_communicator.h"
 #include "kernels/elementwise.h"
 #include "mpi_test_util.h"
 
@@ -50,43 +51,20 @@ float contribution(int r, int m, int64_t i) {
 }
 
 // The same communicator, counting the non-blocking reductions posted on it.
-class CountingCommunicator final : public Communicator {
+class CountingCommunicator final : public test::ForwardingCommunicator {
  public:
-  explicit CountingCommunicator(std::shared_ptr<Communicator> inner) : inner_(std::move(inner)) {}
+  using ForwardingCommunicator::ForwardingCommunicator;
   int posted = 0;
 
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  void all_reduce(Tensor& t, ReduceOp op) override { inner_->all_reduce(t, op); }
-  void all_gather(const Tensor& in, Tensor& out) override { inner_->all_gather(in, out); }
-  void reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) override {
-    inner_->reduce_scatter(in, out, op);
-  }
-  void broadcast(Tensor& t, int root) override { inner_->broadcast(t, root); }
-  void send(const Tensor& t, int dst, int tag) override { inner_->send(t, dst, tag); }
-  void recv(Tensor& t, int src, int tag) override { inner_->recv(t, src, tag); }
-  std::unique_ptr<CommRequest> isend(const Tensor& t, int dst, int tag) override {
-    return inner_->isend(t, dst, tag);
-  }
-  std::unique_ptr<CommRequest> irecv(Tensor& t, int src, int tag) override {
-    return inner_->irecv(t, src, tag);
-  }
   std::unique_ptr<CommRequest> iall_reduce(Tensor& t, ReduceOp op) override {
     ++posted;
-    return inner_->iall_reduce(t, op);
+    return ForwardingCommunicator::iall_reduce(t, op);
   }
   std::unique_ptr<CommRequest> ireduce_scatter(Tensor& t, std::span<const int64_t> counts,
                                                ReduceOp op) override {
     ++posted;
-    return inner_->ireduce_scatter(t, counts, op);
+    return ForwardingCommunicator::ireduce_scatter(t, counts, op);
   }
-  void barrier() override { inner_->barrier(); }
-  std::unique_ptr<Communicator> split(int color, int key) override {
-    return inner_->split(color, key);
-  }
-
- private:
-  std::shared_ptr<Communicator> inner_;
 };
 
 struct StepResult {

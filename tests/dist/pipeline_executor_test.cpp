@@ -12,6 +12,7 @@
 #include <map>
 #include <vector>
 
+#include "forwarding_communicator.h"
 #include "mpi_test_util.h"
 
 namespace megatron {
@@ -23,40 +24,17 @@ constexpr int64_t kElements = 3 * 1000;
 
 // The world with NCCL's point-to-point matching: every tag is 0, so MPI matches the messages
 // between two ranks in posting order (its non-overtaking rule), as NCCL does.
-class TaglessCommunicator final : public Communicator {
+class TaglessCommunicator final : public test::ForwardingCommunicator {
  public:
-  explicit TaglessCommunicator(std::shared_ptr<Communicator> inner) : inner_(std::move(inner)) {}
-
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  void all_reduce(Tensor& t, ReduceOp op) override { inner_->all_reduce(t, op); }
-  void all_gather(const Tensor& in, Tensor& out) override { inner_->all_gather(in, out); }
-  void reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) override {
-    inner_->reduce_scatter(in, out, op);
-  }
-  void broadcast(Tensor& t, int root) override { inner_->broadcast(t, root); }
-  void send(const Tensor& t, int dst, int) override { inner_->send(t, dst, 0); }
-  void recv(Tensor& t, int src, int) override { inner_->recv(t, src, 0); }
+  using ForwardingCommunicator::ForwardingCommunicator;
+  void send(const Tensor& t, int dst, int) override { ForwardingCommunicator::send(t, dst, 0); }
+  void recv(Tensor& t, int src, int) override { ForwardingCommunicator::recv(t, src, 0); }
   std::unique_ptr<CommRequest> isend(const Tensor& t, int dst, int) override {
-    return inner_->isend(t, dst, 0);
+    return ForwardingCommunicator::isend(t, dst, 0);
   }
   std::unique_ptr<CommRequest> irecv(Tensor& t, int src, int) override {
-    return inner_->irecv(t, src, 0);
+    return ForwardingCommunicator::irecv(t, src, 0);
   }
-  std::unique_ptr<CommRequest> iall_reduce(Tensor& t, ReduceOp op) override {
-    return inner_->iall_reduce(t, op);
-  }
-  std::unique_ptr<CommRequest> ireduce_scatter(Tensor& t, std::span<const int64_t> counts,
-                                               ReduceOp op) override {
-    return inner_->ireduce_scatter(t, counts, op);
-  }
-  void barrier() override { inner_->barrier(); }
-  std::unique_ptr<Communicator> split(int color, int key) override {
-    return inner_->split(color, key);
-  }
-
- private:
-  std::shared_ptr<Communicator> inner_;
 };
 
 double slope(int stage) {

@@ -38,6 +38,20 @@ Context& bound() {
   return c;
 }
 
+// A new event recorded on `stream`; the caller releases it (wait_and_release).
+cudaEvent_t record_new_event(cudaStream_t stream) {
+  cudaEvent_t event = nullptr;
+  MT_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  MT_CUDA_CHECK(cudaEventRecord(event, stream));
+  return event;
+}
+
+// `stream` waits for `event`, which is then released: the wait queued before still holds.
+void wait_and_release(cudaStream_t stream, cudaEvent_t event) {
+  MT_CUDA_CHECK(cudaStreamWaitEvent(stream, event, 0));
+  MT_CUDA_CHECK(cudaEventDestroy(event));
+}
+
 }  // namespace
 
 int visible_device_count() {
@@ -92,18 +106,11 @@ void communication_ends() {
 }
 
 cudaEvent_t compute_point() {
-  Context& c = bound();
-  cudaEvent_t point = nullptr;
-  MT_CUDA_CHECK(cudaEventCreateWithFlags(&point, cudaEventDisableTiming));
-  MT_CUDA_CHECK(cudaEventRecord(point, c.compute));
-  return point;
+  return record_new_event(bound().compute);
 }
 
 void communication_waits(cudaEvent_t compute_point) {
-  Context& c = bound();
-  MT_CUDA_CHECK(cudaStreamWaitEvent(c.communication, compute_point, 0));
-  // Released once the event completes; the wait queued above still holds.
-  MT_CUDA_CHECK(cudaEventDestroy(compute_point));
+  wait_and_release(bound().communication, compute_point);
 }
 
 cudaStream_t overlap_stream() {
@@ -119,18 +126,11 @@ void overlap_begins() {
 }
 
 cudaEvent_t overlap_ends() {
-  Context& c = bound();
-  cudaEvent_t done = nullptr;
-  MT_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-  MT_CUDA_CHECK(cudaEventRecord(done, c.overlap));
-  return done;
+  return record_new_event(bound().overlap);
 }
 
 void compute_waits(cudaEvent_t overlap_done) {
-  Context& c = bound();
-  MT_CUDA_CHECK(cudaStreamWaitEvent(c.compute, overlap_done, 0));
-  // Released once the event completes; the wait queued above still holds.
-  MT_CUDA_CHECK(cudaEventDestroy(overlap_done));
+  wait_and_release(bound().compute, overlap_done);
 }
 
 void copy_async(void* dst, const void* src, size_t bytes, bool host_involved) {
