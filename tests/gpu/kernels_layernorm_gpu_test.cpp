@@ -29,6 +29,25 @@ const std::vector<std::pair<int64_t, int64_t>> kSizes = {
 
 class LayerNormGpuTest : public ::testing::TestWithParam<DType> {};
 
+// A backward case: x [n, c] (mean far from 0), dy, γ, and the CPU forward's saved statistics,
+// which both sides use, so the backward is compared on equal inputs.
+struct BackwardCase {
+  Tensor x, dy, gamma, mean, rstd;
+};
+
+BackwardCase backward_case(int64_t n, int64_t c, DType dt, uint64_t& seed) {
+  BackwardCase k;
+  k.x = random_tensor({n, c}, dt, seed++, -2.0, 3.0);
+  k.dy = random_tensor({n, c}, dt, seed++);
+  k.gamma = random_tensor({c}, DType::F32, seed++, 0.5, 1.5);
+  const Tensor beta = random_tensor({c}, DType::F32, seed++);
+  Tensor y = Tensor::empty({n, c}, gpu_test::cpu_dtype(dt));
+  k.mean = Tensor::empty({n}, DType::F32);
+  k.rstd = Tensor::empty({n}, DType::F32);
+  kernels::layernorm_forward(for_cpu(k.x), k.gamma, beta, 1e-5f, y, k.mean, k.rstd);
+  return k;
+}
+
 TEST_P(LayerNormGpuTest, ForwardMatchesCpu) {
   if (megatron::cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
   const DType dt = GetParam();
@@ -61,18 +80,10 @@ TEST_P(LayerNormGpuTest, BackwardMatchesCpuAndIsDeterministic) {
   if (megatron::cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
   const DType dt = GetParam();
   const DType ct = gpu_test::cpu_dtype(dt);
-  const float eps = 1e-5f;
   uint64_t seed = 100;
   for (auto [n, c] : kSizes) {
     SCOPED_TRACE("N=" + std::to_string(n) + " C=" + std::to_string(c));
-    const Tensor x = random_tensor({n, c}, dt, seed++, -2.0, 3.0);
-    const Tensor dy = random_tensor({n, c}, dt, seed++);
-    const Tensor gamma = random_tensor({c}, DType::F32, seed++, 0.5, 1.5);
-    const Tensor beta = random_tensor({c}, DType::F32, seed++);
-    // Both sides use the CPU's saved statistics, so the backward is compared on equal inputs.
-    Tensor y_ref = Tensor::empty({n, c}, ct);
-    Tensor mean = Tensor::empty({n}, DType::F32), rstd = Tensor::empty({n}, DType::F32);
-    kernels::layernorm_forward(for_cpu(x), gamma, beta, eps, y_ref, mean, rstd);
+    const auto [x, dy, gamma, mean, rstd] = backward_case(n, c, dt, seed);
     // dgamma/dbeta start non-zero: the kernel accumulates (+=).
     const Tensor dgamma0 = random_tensor({c}, DType::F32, seed++);
     const Tensor dbeta0 = random_tensor({c}, DType::F32, seed++);
@@ -120,13 +131,7 @@ TEST_P(LayerNormGpuTest, BackwardIntoDyMatchesCpu) {
   // A warp-row and a block-row width.
   for (auto [n, c] : std::vector<std::pair<int64_t, int64_t>>{{77, 1024}, {13, 1025}}) {
     SCOPED_TRACE("N=" + std::to_string(n) + " C=" + std::to_string(c));
-    const Tensor x = random_tensor({n, c}, dt, seed++, -2.0, 3.0);
-    const Tensor dy = random_tensor({n, c}, dt, seed++);
-    const Tensor gamma = random_tensor({c}, DType::F32, seed++, 0.5, 1.5);
-    const Tensor beta = random_tensor({c}, DType::F32, seed++);
-    Tensor y_ref = Tensor::empty({n, c}, ct);
-    Tensor mean = Tensor::empty({n}, DType::F32), rstd = Tensor::empty({n}, DType::F32);
-    kernels::layernorm_forward(for_cpu(x), gamma, beta, 1e-5f, y_ref, mean, rstd);
+    const auto [x, dy, gamma, mean, rstd] = backward_case(n, c, dt, seed);
     Tensor dx_ref = Tensor::empty({n, c}, ct);
     Tensor dgamma_ref = Tensor::zeros({c}, DType::F32), dbeta_ref = Tensor::zeros({c}, DType::F32);
     kernels::layernorm_backward(for_cpu(dy), for_cpu(x), gamma, mean, rstd, dx_ref, dgamma_ref,
