@@ -138,7 +138,9 @@ int run_step_bench(int argc, char** argv) {
   ArgTable table(app);
   add_training_args(table, args);
   app.add_option("--mode", mode, "benchmark mode (this one: step)");
-  app.add_option("--warmup-iters", warmup_iters, "untimed iterations first");
+  app.add_option("--warmup-iters", warmup_iters,
+                 "untimed iterations first (2: the first grows the activation arenas, which merge "
+                 "after it; the second still touches the merged blocks for the first time)");
   app.add_option("--timed-iters", timed_iters, "timed iterations");
   app.add_flag("--breakdown", breakdown,
                "time every CPU kernel of the timed steps (kernels/profile.h) against its FLOP "
