@@ -2,7 +2,9 @@
 
 #include "core/device_runtime.h"
 #include "core/error.h"
+#include "core/logging.h"
 #include "distributed/runtime.h"
+#include "kernels/cpu/gemm_backend.h"
 
 namespace megatron::cli {
 
@@ -26,6 +28,10 @@ Device resolve_device(const std::string& flag, int local_rank) {
 Device select_device(const std::string& flag) {
   const Device device = resolve_device(flag, local_rank());
   use_device(device);
+  if (device.is_cpu()) {
+    const std::string note = kernels::cpu::gemm_library_note();
+    if (!note.empty()) log_warning(note);
+  }
   return device;
 }
 

@@ -20,6 +20,7 @@ Device resolve_device(const std::string& flag, int local_rank);
 // resolve_device(flag, local_rank()) — the local rank of distributed/runtime.h, from the
 // launcher (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID) or an MPI shared-memory split — then
 // binds this process to it (core/device_runtime.h use_device) before anything allocates there.
+// On the CPU, warns (rank 0) when the GEMM library runs slower kernels than the CPU allows.
 // Needs a DistRuntime.
 Device select_device(const std::string& flag);
 

@@ -14,7 +14,9 @@
 #   is the memory report's "allocated" (live tensors) at TP 1, TP 2, in bf16 and with one
 #   micro-batch per step (whose arena merges its growth blocks at the end of the step, before
 #   the report) (within 1% + 0.03 MB: these models hold ~2 MB, and a few small buffers are not
-#   modelled).
+#   modelled);
+# - OpenBLAS forced to AVX2 kernels (OPENBLAS_CORETYPE=Haswell) on an AVX-512 CPU: one warning
+#   (rank 0) saying how to let OpenBLAS choose; none with its own choice.
 set -euo pipefail
 : "${MEGATRON_BINARY:?}"
 WORK="$(mktemp -d)"
@@ -107,5 +109,21 @@ run memory_tb 1 --log-memory-to-tensorboard --tensorboard-dir "$WORK/tb"
 for tag in mem-reserved-bytes mem-allocated-bytes mem-max-allocated-bytes mem-allocated-count; do
   grep -qa -- "$tag" "$WORK"/tb/events.* || fail "--log-memory-to-tensorboard wrote no $tag"
 done
+
+echo "== OpenBLAS's kernels below the CPU's"
+# With OpenBLAS forced to its AVX2 (Haswell) kernels on an AVX-512 CPU, rank 0 warns once and
+# says how to undo it; with OpenBLAS's own choice, no warning.
+if ldd "$MEGATRON_BINARY" | grep -q libopenblas; then
+  OPENBLAS_CORETYPE=Haswell run haswell 2 --tensor-model-parallel-size 2
+  OPENBLAS_CORETYPE= run own_choice 1
+  warnings=$(grep -c "OpenBLAS runs its Haswell kernels on this AVX-512 CPU (OPENBLAS_CORETYPE=Haswell).*unset OPENBLAS_CORETYPE" "$WORK/haswell.log" || true)
+  if grep -qw avx512f /proc/cpuinfo; then
+    [[ $warnings == 1 ]] || fail "$warnings OpenBLAS core warnings at TP 2 on an AVX-512 CPU (want one, rank 0's)"
+  else
+    [[ $warnings == 0 ]] || fail "an OpenBLAS core warning on a CPU without AVX-512"
+  fi
+  ! grep -q "OpenBLAS runs its" "$WORK/own_choice.log" || fail "a warning with OpenBLAS's own core"
+  echo "   $warnings warning(s) with OPENBLAS_CORETYPE=Haswell, none with OpenBLAS's own choice"
+fi
 
 echo "megatron logs e2e OK"

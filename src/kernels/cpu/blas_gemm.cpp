@@ -3,25 +3,40 @@
 
 #include <cblas.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
 
 namespace megatron::kernels::cpu {
 
+namespace {
+
+bool avx512_core(const char* core) {
+  return core && (std::strstr(core, "SkylakeX") || std::strstr(core, "Cooperlake") ||
+                  std::strstr(core, "SapphireRapids"));
+}
+
+}  // namespace
+
 bool blas_usable() {
-  static const bool usable = [] {
-    const char* core = openblas_get_corename();
-    const bool avx512_core =
-        core && (std::strstr(core, "SkylakeX") || std::strstr(core, "Cooperlake") ||
-                 std::strstr(core, "SapphireRapids"));
-    return !avx512_core || __builtin_cpu_supports("avx512f");
-  }();
+  static const bool usable =
+      !avx512_core(openblas_get_corename()) || __builtin_cpu_supports("avx512f");
   return usable;
 }
 
 std::string blas_core_name() {
   return openblas_get_corename();
+}
+
+std::string blas_core_note() {
+  const char* core = openblas_get_corename();
+  if (!__builtin_cpu_supports("avx512f") || avx512_core(core)) return "";
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  return std::string("OpenBLAS runs its ") + (core ? core : "?") + " kernels on this AVX-512 CPU" +
+         (forced && *forced ? std::string(" (OPENBLAS_CORETYPE=") + forced + ")" : "") +
+         ": f32 GEMMs take about twice as long as with its AVX-512 kernels; unset "
+         "OPENBLAS_CORETYPE to let OpenBLAS choose";
 }
 
 void blas_sgemm(const GemmProblem& p) {

@@ -15,6 +15,11 @@ bool blas_usable();
 // The OpenBLAS core in use ("Haswell", "Zen", "SkylakeX", ...).
 std::string blas_core_name();
 
+// A sentence for the log when OpenBLAS runs older kernels than this CPU can (an AVX2 core such
+// as "Haswell" on an AVX-512 CPU, usually forced by OPENBLAS_CORETYPE: f32 GEMMs about half as
+// fast, bench/RESULTS.md), else "".
+std::string blas_core_note();
+
 // Runs an f32 problem (ab_dtype = c_dtype = F32) one batch entry after another. Requires
 // blas_usable().
 void blas_sgemm(const GemmProblem& p);

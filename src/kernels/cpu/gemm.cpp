@@ -250,6 +250,14 @@ std::string f32_backend_name(const GemmProblem& p) {
 
 }  // namespace
 
+std::string gemm_library_note() {
+#ifdef MEGATRON_HAS_OPENBLAS
+  return blas_core_note();
+#else
+  return "";
+#endif
+}
+
 std::string gemm_backend_name(const GemmProblem& p) {
   if (p.ab_dtype == DType::F32 || small_rows_problem(p)) return f32_backend_name(p);
   const std::string impl = onednn_jit_impl(p);

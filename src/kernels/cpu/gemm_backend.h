@@ -16,4 +16,8 @@ inline constexpr const char* kBlockedGemmName = "built-in blocked GEMM";
 // "bf16 widened to f32, then OpenBLAS (Zen)", "bf16 widened to f32, then built-in blocked GEMM"...
 std::string gemm_backend_name(const GemmProblem& p);
 
+// A warning for the log when the GEMM library runs slower kernels than this CPU allows
+// (blas_gemm.h's blas_core_note), else "".
+std::string gemm_library_note();
+
 }  // namespace megatron::kernels::cpu
