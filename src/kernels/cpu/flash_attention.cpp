@@ -76,7 +76,9 @@ constexpr int64_t kRegRows = 4, kRegCols = 64;
 constexpr int64_t kRegRows = 3, kRegCols = 32;
 #endif
 
-template <int64_t Rows, int64_t Cols>
+// kFull: a whole kRegRows x kRegCols block, whose loops carry no edge tests, so that the
+// compiler keeps the accumulators in registers (with the tests it spilled them).
+template <int64_t Rows, int64_t Cols, bool kFull>
 inline void product_block(const float* a, int64_t a_row, int64_t a_col, const float* b, int64_t ldb,
                           float* c, int64_t ldc, int64_t rows, int64_t cols, int64_t depth,
                           float alpha, bool accumulate) {
@@ -85,13 +87,13 @@ inline void product_block(const float* a, int64_t a_row, int64_t a_col, const fl
     const float* bk = b + k * ldb;
 #pragma GCC unroll 4
     for (int64_t i = 0; i < Rows; ++i) {
-      const float aik = i < rows ? a[i * a_row + k * a_col] : 0.0f;
+      const float aik = kFull || i < rows ? a[i * a_row + k * a_col] : 0.0f;
 #pragma omp simd
-      for (int64_t j = 0; j < Cols; ++j) acc[i][j] += aik * (j < cols ? bk[j] : 0.0f);
+      for (int64_t j = 0; j < Cols; ++j) acc[i][j] += aik * (kFull || j < cols ? bk[j] : 0.0f);
     }
   }
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j)
+  for (int64_t i = 0; i < (kFull ? Rows : rows); ++i)
+    for (int64_t j = 0; j < (kFull ? Cols : cols); ++j)
       c[i * ldc + j] = (accumulate ? c[i * ldc + j] : 0.0f) + alpha * acc[i][j];
 }
 
@@ -102,9 +104,14 @@ void tile_product(const float* a, int64_t a_row, int64_t a_col, const float* b, 
     for (int64_t i0 = 0; i0 < rows; i0 += kRegRows) {
       const int64_t block_rows = std::min(kRegRows, rows - i0),
                     block_cols = std::min(kRegCols, n - j0);
-      product_block<kRegRows, kRegCols>(a + i0 * a_row, a_row, a_col, b + j0, ldb,
-                                        c + i0 * ldc + j0, ldc, block_rows, block_cols, depth,
-                                        alpha, accumulate);
+      const float* ab = a + i0 * a_row;
+      float* cb = c + i0 * ldc + j0;
+      if (block_rows == kRegRows && block_cols == kRegCols)
+        product_block<kRegRows, kRegCols, true>(ab, a_row, a_col, b + j0, ldb, cb, ldc, block_rows,
+                                                block_cols, depth, alpha, accumulate);
+      else
+        product_block<kRegRows, kRegCols, false>(ab, a_row, a_col, b + j0, ldb, cb, ldc, block_rows,
+                                                 block_cols, depth, alpha, accumulate);
     }
 }
 
