@@ -116,11 +116,21 @@ void tile_product(const float* a, int64_t a_row, int64_t a_col, const float* b, 
 }
 
 // What one (query block, key block) tile of head h of batch n hides: −inf where the causal or
-// the padding mask hides a key; with dropout, keep[r, c] = 1 where the mask keeps the element.
+// the padding mask hides a key; with dropout, keep[r, c] = 1 where the mask keeps the element
+// (a kept element is scaled by keep_scale).
 struct TileMask {
+  TileMask(const FlashAttentionParams& params, const Dims& m)
+      : p(params),
+        pad(params.pad_mask.defined() ? params.pad_mask.data<uint8_t>() : nullptr),
+        threshold(keep_threshold(params.dropout_p)),
+        keep_scale(1.0f / (1.0f - params.dropout_p)),
+        s(m.s),
+        heads(m.heads) {}
+
   const FlashAttentionParams& p;
   const uint8_t* pad;  // [b, s] or null
   uint32_t threshold;
+  float keep_scale;
   int64_t s, heads;
 
   void apply(int64_t n, int64_t h, int64_t q0, int64_t rows, int64_t k0, int64_t cols, float* S,
@@ -157,9 +167,7 @@ void forward_typed(const Tensor& qkv_t, const FlashAttentionParams& p, Tensor& o
   const T* qkv = qkv_t.data<T>();
   T* out = out_t.data<T>();
   float* lse = lse_t.data<float>();  // [b, H, s]
-  const TileMask mask{p, p.pad_mask.defined() ? p.pad_mask.data<uint8_t>() : nullptr,
-                      keep_threshold(p.dropout_p), m.s, m.heads};
-  const float keep_scale = 1.0f / (1.0f - p.dropout_p);
+  const TileMask mask(p, m);
   const int64_t d = m.d, query_blocks = (m.s + kBlock - 1) / kBlock;
   // Per thread: Q, Kᵀ, V, accumulator, scores, keep, running max and sum.
   const int64_t floats = 4 * kBlock * d + kBlock * kBlock + 2 * kBlock;
@@ -216,7 +224,7 @@ void forward_typed(const Tensor& qkv_t, const FlashAttentionParams& p, Tensor& o
         for (int64_t k = 0; k < d; ++k) ar[k] *= rescale;
         if (p.dropout_p > 0.0f) {
           const uint8_t* kr = keep + r * kBlock;
-          for (int64_t c = 0; c < cols; ++c) sr[c] = kr[c] ? sr[c] * keep_scale : 0.0f;
+          for (int64_t c = 0; c < cols; ++c) sr[c] = kr[c] ? sr[c] * mask.keep_scale : 0.0f;
         }
       }
       tile_product(S, kBlock, 1, v, d, acc, d, rows, d, cols, 1.0f, true);  // acc += P V
@@ -241,9 +249,7 @@ void backward_typed(const Tensor& qkv_t, const Tensor& out_t, const Tensor& lse_
   const T* dout = dout_t.data<T>();
   const float* lse = lse_t.data<float>();  // [b, H, s]
   T* dqkv = dqkv_t.data<T>();
-  const TileMask mask{p, p.pad_mask.defined() ? p.pad_mask.data<uint8_t>() : nullptr,
-                      keep_threshold(p.dropout_p), m.s, m.heads};
-  const float keep_scale = 1.0f / (1.0f - p.dropout_p);
+  const TileMask mask(p, m);
   const int64_t d = m.d, s = m.s, key_blocks = (s + kBlock - 1) / kBlock;
 
   // D[n, h, t] = Σ_k dout · out: Σ_c P·dP over the dropped probabilities (the softmax
@@ -293,7 +299,7 @@ void backward_typed(const Tensor& qkv_t, const Tensor& out_t, const Tensor& lse_
       for (int64_t i = 0; i < m.q; ++i) {
         const int64_t h = g * m.q + i;
         // Causal: the query blocks that end before this key block see none of it.
-        for (int64_t q0 = p.causal ? k0 / kBlock * kBlock : 0; q0 < s; q0 += kBlock) {
+        for (int64_t q0 = p.causal ? k0 : 0; q0 < s; q0 += kBlock) {
           const int64_t rows = std::min(kBlock, s - q0);
           load_rows(
               qkv, [&](int64_t t) { return m.qkv_at(t, n, g, i); }, q0, rows, d, q);
@@ -323,7 +329,7 @@ void backward_typed(const Tensor& qkv_t, const Tensor& out_t, const Tensor& lse_
             const uint8_t* kr = keep + r * kBlock;
             const float Dr = D_rows[r];
             for (int64_t c = 0; c < cols; ++c) {
-              const float z = p.dropout_p > 0.0f ? (kr[c] ? keep_scale : 0.0f) : 1.0f;
+              const float z = p.dropout_p > 0.0f ? (kr[c] ? mask.keep_scale : 0.0f) : 1.0f;
               const float prob = pr[c];
               pr[c] = prob * z;                             // dropped probability, for dV
               dpr[c] = p.scale * prob * (dpr[c] * z - Dr);  // d(scaled scores) · scale
