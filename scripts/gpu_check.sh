@@ -21,6 +21,8 @@
 #   GPU_CHECK_CUDA         AUTO (CUDA when nvcc is found), ON, OFF
 #   GPU_CHECK_MBS          micro-batch sizes for 124M,350M,1.3B (32,16,4); halved once on failure
 #   GPU_CHECK_MODELS       which models, by name: 124M,350M,1.3B
+#   GPU_CHECK_FLASH_MODELS models measured a second time with the fused attention
+#                          (--use-flash-attn, kernels/cuda/flash_attention.cu): 1.3B; "" for none
 #   GPU_CHECK_BUDGET       seconds for the whole script (470)
 #   GPU_CHECK_SKIP_TESTS=1 skip step 2
 set -uo pipefail
@@ -215,7 +217,8 @@ declare -A MBS=([124M]="$MBS_124M" [350M]="$MBS_350M" [1.3B]="$MBS_1P3B")
 declare -A ITERS=([124M]="3 10" [350M]="3 10" [1.3B]="2 6")
 IFS=, read -r -a MODELS <<< "${GPU_CHECK_MODELS:-1.3B,350M,124M}"
 VOCAB_PADDED=50304  # 50257 padded to a multiple of 128 (TP = 1)
-declare -A M_TOKS M_MBS M_SELF_MFU P_TOKS P_MBS
+IFS=, read -r -a FLASH_MODELS <<< "${GPU_CHECK_FLASH_MODELS-1.3B}"
+declare -A M_TOKS M_MBS M_SELF_MFU P_TOKS P_MBS F_TOKS
 CEIL_MEGATRON=""
 CEIL_TORCH=""
 CEIL_STEP=""
@@ -271,6 +274,20 @@ if ((BUILT)) && [[ -n "$GPU_NAME" && "$CUDA_MODE" == ON ]]; then
       say "megatron $model ran out of GPU memory at micro-batch ${MBS[$model]}: trying $mbs"
     done
     [[ -n "${M_TOKS[$model]:-}" ]] || FAILED=1
+    # The same step with the fused attention, at the micro-batch that ran.
+    if [[ -n "${M_TOKS[$model]:-}" && " ${FLASH_MODELS[*]} " == *" $model "* ]]; then
+      : > "$OUT/step.tmp"
+      if stage "megatron_${model}_flash" 150 "$OUT/step.tmp" "$BUILD/megatron" bench --mode step \
+           --device cuda --bf16 --use-flash-attn --num-layers "$L" --hidden-size "$H" \
+           --num-attention-heads "$A" --seq-length "$S" --max-position-embeddings "$S" \
+           --micro-batch-size "${M_MBS[$model]}" --global-batch-size "${M_MBS[$model]}" \
+           --warmup-iters "$WARM" --timed-iters "$TIMED"; then
+        F_TOKS[$model]=$(grep -o 'tokens/s: [0-9.]*' "$OUT/step.tmp" | tail -1 | sed 's/.*: //')
+      else
+        FAILED=1
+      fi
+      cat "$OUT/step.tmp" >> "$OUT/bench.log"
+    fi
     if ((USE_TORCH)); then
       pmbs="${M_MBS[$model]:-${MBS[$model]}}"
       : > "$OUT/step.tmp"
@@ -350,6 +367,12 @@ fmt() { awk -v x="$1" -v d="$2" -v u="${3:-}" 'BEGIN { if (x == "") print "—";
     [[ -n "$pt" ]] && printf '%s\t%s\t%s\t%s\t%s\tpytorch\t%s\t%s\t%s\t%s\n' "$model" "$L" "$H" "$A" "$S" "${P_MBS[$model]}" "$pt" "$ptf" "$pmfu" >> "$TSV"
   done
   echo
+  echo "fused attention (--use-flash-attn), tokens/s and ratio to the batched-GEMM attention above: $(
+    for m in "${FLASH_MODELS[@]}"; do
+      f="${F_TOKS[$m]:-}"; b="${M_TOKS[$m]:-}"
+      r=""; [[ -n "$f" && -n "$b" ]] && r=$(awk -v a="$f" -v c="$b" 'BEGIN { printf "%.2f", a / c }')
+      printf '%s %s (%s)  ' "$m" "$(fmt "$f" 0)" "$(fmt "$r" 2 ×)"
+    done)"
   echo "megatron's own MFU line (against its step-bench ceiling): $(for m in 124M 350M 1.3B; do printf '%s %s  ' "$m" "${M_SELF_MFU[$m]:-—}"; done)"
 } > "$SUMMARY"
 rm -f "$OUT/stages.tsv"

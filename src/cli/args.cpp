@@ -210,7 +210,7 @@ void add_training_args(ArgTable& t, Args& a) {
         "full: recompute each layer in backward from its input; selective: recompute only the "
         "attention core (QK^T, softmax, dropout)");
   t.add_flag("--use-flash-attn", a.use_flash_attn,
-             "the fused attention core (flash attention: no [b, heads, s, s] buffers; CPU)");
+             "the fused attention core (flash attention: no [b, heads, s, s] buffers)");
   t.add("--attention-backend", a.attention_backend,
         "flash: the fused attention core (as --use-flash-attn); auto, fused, unfused or local: "
         "batched GEMMs around a fused scaled-masked softmax");

@@ -1,4 +1,4 @@
-// Fused attention (contract: kernels/flash_attention.h): argument checks, then the CPU backend.
+// Fused attention (contract: kernels/flash_attention.h): argument checks, then the backend.
 #include "kernels/flash_attention.h"
 
 #include "kernels/dispatch.h"
@@ -43,13 +43,6 @@ void check_out_lse(const AttentionDims& d, const Tensor& qkv, const Tensor& out,
   check_contiguous(lse, "flash attention lse");
 }
 
-void require_cpu(Device device, const char* op) {
-  MT_CHECK(device.is_cpu(), op,
-           ": the fused attention (--use-flash-attn, --attention-backend flash) runs on CPUs "
-           "only so far; on ",
-           device.str(), " leave the flag out for the batched-GEMM attention");
-}
-
 }  // namespace
 
 void flash_attention_forward(const Tensor& qkv, const FlashAttentionParams& params, Tensor& out,
@@ -58,8 +51,7 @@ void flash_attention_forward(const Tensor& qkv, const FlashAttentionParams& para
   check_out_lse(d, qkv, out, lse);
   const Device device =
       operand_device("flash_attention_forward", {&qkv, &params.pad_mask, &out, &lse});
-  require_cpu(device, "flash_attention_forward");
-  MT_CPU_CALL(flash_attention_forward, qkv, params, out, lse);
+  MT_DISPATCH(device, flash_attention_forward, qkv, params, out, lse);
 }
 
 void flash_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
@@ -75,8 +67,7 @@ void flash_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor
   check_contiguous(dqkv, "flash attention dqkv");
   const Device device = operand_device("flash_attention_backward",
                                        {&qkv, &out, &lse, &dout, &params.pad_mask, &dqkv});
-  require_cpu(device, "flash_attention_backward");
-  MT_CPU_CALL(flash_attention_backward, qkv, out, lse, dout, params, dqkv);
+  MT_DISPATCH(device, flash_attention_backward, qkv, out, lse, dout, params, dqkv);
 }
 
 }  // namespace megatron::kernels

@@ -18,7 +18,8 @@
 //
 // f32 or bf16 operands; every product and sum in f32, rounded once on store. Results equal the
 // unfused path up to f32 rounding (a different summation order); deterministic run to run.
-// CPU only so far: CUDA operands are refused by name.
+// Backends: kernels/cpu/flash_attention.cpp; kernels/cuda/flash_attention.cu (which also takes
+// f16, and rounds the probabilities to bf16/f16 before they multiply V, as FlashAttention does).
 #pragma once
 
 #include <cstdint>

@@ -26,8 +26,9 @@ struct TinyGptRun {
   Device device = Device::CPU;
   std::string metrics_file;  // required: the metrics are read back from it
   int64_t train_iters = 10;
-  int64_t exit_interval = 0;  // 0: never
-  std::string save, load;     // checkpoint directories ("": none)
+  int64_t exit_interval = 0;     // 0: never
+  std::string save, load;        // checkpoint directories ("": none)
+  bool flash_attention = false;  // the fused attention core (--use-flash-attn)
 };
 
 // A run of `train_iters` iterations on `device`; set exit_interval, save, load as needed.
@@ -72,6 +73,7 @@ inline std::map<int64_t, TrainMetrics> run_tiny_gpt(const TinyGptRun& run) {
   m.padded_vocab_size = kVocab;
   m.max_position_embeddings = int(kSeq);
   m.seq_length = int(kSeq);
+  m.flash_attention = run.flash_attention;
 
   TrainerConfig c;
   c.device = run.device;

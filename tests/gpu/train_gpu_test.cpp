@@ -1,6 +1,8 @@
 // Training on a GPU against training on the CPU (tests/common/tiny_gpt_training.h: a tiny GPT,
 // fp32, dropout on, 10-12 iterations, one rank):
-//   - the same run on cuda:0 and on the CPU logs the same losses (relative <= 1e-4);
+//   - the same run on cuda:0 and on the CPU logs the same losses (relative <= 1e-4), also with
+//     the fused attention on the GPU against the batched-GEMM attention on the CPU (the same
+//     attention dropout mask, so the same function);
 //   - checkpoints are device-independent: a checkpoint saved on the GPU, loaded on the CPU and
 //     saved again (and the other way round) holds bit-identical tensors, and a run resumed on
 //     the other device continues with the same losses (relative <= 1e-4);
@@ -45,6 +47,17 @@ TEST(TrainGpu, TenIterationsOnGpuGiveTheCpuLosses) {
   ASSERT_EQ(gpu.size(), 10u);
   expect_close(cpu, gpu, 1, 10);
   EXPECT_LT(gpu.at(10).lm_loss, gpu.at(1).lm_loss);  // the comparison could fail
+}
+
+TEST(TrainGpu, FusedAttentionOnGpuGivesTheCpuLosses) {
+  SKIP_WITHOUT_GPU();
+  TempDir dir;
+  const auto cpu = run_tiny_gpt(tiny_run(Device::CPU, dir.file("cpu.jsonl")));
+  TinyGptRun fused = tiny_run(Device::cuda(0), dir.file("gpu.jsonl"));
+  fused.flash_attention = true;
+  const auto gpu = run_tiny_gpt(fused);
+  ASSERT_EQ(gpu.size(), 10u);
+  expect_close(cpu, gpu, 1, 10);
 }
 
 // `from` trains iterations 1-6 and saves at 6; `to` loads that checkpoint and saves it again

@@ -14,6 +14,7 @@
 #include "kernels/adamw.h"
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
+#include "kernels/flash_attention.h"
 #include "kernels/gelu.h"
 #include "kernels/gemm_problem.h"
 #include "kernels/rotary.h"
@@ -85,6 +86,12 @@ void scaled_masked_softmax_forward(const Tensor& scores, float scale, bool causa
                                    const Tensor& pad_mask, Tensor& probs);
 void scaled_masked_softmax_backward(const Tensor& dprobs, const Tensor& probs, float scale,
                                     Tensor& dscores);
+
+// kernels/flash_attention.h
+void flash_attention_forward(const Tensor& qkv, const FlashAttentionParams& params, Tensor& out,
+                             Tensor& lse);
+void flash_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                              const Tensor& dout, const FlashAttentionParams& params, Tensor& dqkv);
 
 // kernels/cross_entropy.h
 void cross_entropy_row_max(const Tensor& logits, int64_t valid_cols, Tensor& row_max);

@@ -24,24 +24,12 @@
 #include <type_traits>
 
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/warp_reduce.cuh"
 
 namespace megatron::kernels::cuda {
 
 // ---------------------------------------------------------------------------------------------
-// Warp and block reductions.
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
-  return v;
-}
-
-// NaN-skipping max, like the CPU's max_reduce (`v > m ? v : m` never picks a NaN over a number).
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int m = 16; m > 0; m >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, m));
-  return v;
-}
+// Block reductions (the warp's: warp_reduce.cuh).
 
 // Sum over a 1-D block (blockDim.x a multiple of 32, <= 1024), returned to every thread.
 // smem: 32 floats of shared memory; the leading barrier lets consecutive calls reuse it.
