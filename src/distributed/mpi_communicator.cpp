@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "distributed/collective_checks.h"
+#include "distributed/mpi_types.h"
+#include "distributed/ring_reduction.h"
 #ifdef MEGATRON_CUDA
 #include "distributed/cuda/pinned_staging.h"
 #endif
@@ -14,39 +16,6 @@
 namespace megatron {
 
 namespace {
-
-void mpi_check(int code, const char* op) {
-  if (code == MPI_SUCCESS) [[likely]]
-    return;
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  MPI_Error_string(code, text, &length);
-  MT_THROW(op, ": MPI error ", code, ": ", std::string(text, length));
-}
-
-// bf16/f16 travel as 16-bit words; they are only reduced after staging through f32.
-MPI_Datatype mpi_type(DType t) {
-  switch (t) {
-    case DType::F32:
-      return MPI_FLOAT;
-    case DType::F64:
-      return MPI_DOUBLE;
-    case DType::BF16:
-    case DType::F16:
-      return MPI_UINT16_T;
-    case DType::I32:
-      return MPI_INT32_T;
-    case DType::I64:
-      return MPI_INT64_T;
-    case DType::U8:
-      return MPI_UINT8_T;
-  }
-  MT_THROW("no MPI type for dtype ", dtype_name(t));
-}
-
-MPI_Op mpi_op(ReduceOp op) {
-  return op == ReduceOp::SUM ? MPI_SUM : MPI_MAX;
-}
 
 bool is_half(DType t) {
   return t == DType::BF16 || t == DType::F16;
@@ -112,12 +81,15 @@ MpiCommunicator::MpiCommunicator(MPI_Comm owned, int64_t max_chunk_elements)
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
+  mpi_check(MPI_Comm_dup(comm_, &ring_comm_), "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(ring_comm_, MPI_ERRORS_RETURN);
 }
 
 MpiCommunicator::~MpiCommunicator() {
   // A communicator that outlives MPI_Finalize (e.g. held in a static) must not be freed.
   int finalized = 0;
   MPI_Finalized(&finalized);
+  if (!finalized && ring_comm_ != MPI_COMM_NULL) MPI_Comm_free(&ring_comm_);
   if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
@@ -218,10 +190,9 @@ void MpiCommunicator::recv(Tensor& t, int src, int tag) {
 
 namespace {
 
-// The MPI requests of one non-blocking operation (one per piece of at most max_chunk_elements).
-// A CUDA tensor travels through host copies the request owns: `host` is what MPI writes (or,
-// for an isend, reads), copied to `device_destination` once the operation completes; `keep`
-// holds what else MPI reads until then (a staged input, a collective's counts).
+// The MPI requests of one isend or irecv (one per piece of at most max_chunk_elements). A CUDA
+// tensor travels through a host copy the request owns: `host` is what MPI reads (isend) or
+// writes (irecv), copied to `device_destination` once an irecv completes.
 class MpiRequest final : public CommRequest {
  public:
   MpiRequest(const char* op, Tensor host, Tensor device_destination, int peer)
@@ -238,20 +209,6 @@ class MpiRequest final : public CommRequest {
     requests_.push_back(r);
     counts_.push_back(count);
   }
-  void keep(Tensor staged_input) { staged_input_ = std::move(staged_input); }
-  // The counts of a collective, alive until it completes (MPI may read them until then).
-  const int* keep(std::vector<int> counts) {
-    collective_counts_ = std::move(counts);
-    return collective_counts_.data();
-  }
-  // Once complete, `bytes` move from `from` to `to` (they may overlap): an in-place
-  // reduce-scatter's result, which MPI leaves at the start of the buffer.
-  void move_on_completion(const void* from, void* to, size_t bytes) {
-    move_from_ = from;
-    move_to_ = to;
-    move_bytes_ = bytes;
-  }
-
   void progress() override {
     if (done_ || completed_) return;
     statuses_.resize(requests_.size());
@@ -277,22 +234,18 @@ class MpiRequest final : public CommRequest {
                  "), received ", received);
       }
     }
-    if (move_bytes_ > 0 && move_from_ != move_to_) std::memmove(move_to_, move_from_, move_bytes_);
     if (device_.defined()) device_.copy_from(host_);
   }
 
  private:
   const char* op_;
-  Tensor host_, device_, staged_input_;
+  Tensor host_, device_;
   int peer_;
   std::vector<MPI_Request> requests_;
-  std::vector<int> counts_, collective_counts_;
+  std::vector<int> counts_;
   std::vector<MPI_Status> statuses_;  // filled by the MPI_Testall / MPI_Waitall that completes
   bool completed_ = false;            // progress() saw every request complete
   bool done_ = false;
-  const void* move_from_ = nullptr;
-  void* move_to_ = nullptr;
-  size_t move_bytes_ = 0;
 };
 
 // A host copy of `t` (t itself when it is on the host).
@@ -339,17 +292,12 @@ std::unique_ptr<CommRequest> MpiCommunicator::irecv(Tensor& t, int src, int tag)
 std::unique_ptr<CommRequest> MpiCommunicator::iall_reduce(Tensor& t, ReduceOp op) {
   check_comm_tensor(t, "iall_reduce", "tensor");
   check_nonblocking_reduction(t, "iall_reduce");
-  // A CUDA tensor is reduced in a host copy, copied back when the request completes.
-  const bool host_tensor = t.device().is_cpu();
-  Tensor host = on_host(t);
-  auto request =
-      std::make_unique<MpiRequest>("iall_reduce", host, host_tensor ? Tensor() : t, rank_);
-  const MPI_Datatype type = mpi_type(t.dtype());
-  for_each_chunk(host, [&](void* p, int count) {
-    MPI_Request r = MPI_REQUEST_NULL;
-    mpi_check(MPI_Iallreduce(MPI_IN_PLACE, p, count, type, mpi_op(op), comm_, &r), "iall_reduce");
-    request->add(r, count);
-  });
+  // A CUDA tensor is reduced in a host copy, copied back when the reduction completes.
+  Tensor host = on_host(t).flatten();
+  auto request = std::make_unique<RingReduction>(ring_comm_, rank_, size_, host,
+                                                 RingReduction::even_segments(t.numel(), size_), op,
+                                                 /*gather=*/true, ring_sequence_++, ring_buffers_);
+  if (!t.device().is_cpu()) request->on_completion([t, host]() mutable { t.copy_from(host); });
   return request;
 }
 
@@ -359,33 +307,19 @@ std::unique_ptr<CommRequest> MpiCommunicator::ireduce_scatter(Tensor& t,
   check_comm_tensor(t, "ireduce_scatter", "tensor");
   check_nonblocking_reduction(t, "ireduce_scatter");
   check_scatter_counts(t, counts, size_, "ireduce_scatter");
-  std::vector<int> int_counts;
   int64_t offset = 0;  // this rank's segment: [offset, offset + counts[rank])
-  for (int r = 0; r < size_; ++r) {
-    const int64_t c = counts[size_t(r)];
-    MT_CHECK(c <= INT_MAX, "ireduce_scatter: a segment of ", c,
-             " elements exceeds MPI's int count limit ", INT_MAX, "; use smaller buckets");
-    int_counts.push_back(int(c));
-    if (r < rank_) offset += c;
-  }
+  for (int r = 0; r < rank_; ++r) offset += counts[size_t(r)];
   const int64_t count = counts[size_t(rank_)];
-  // MPI_IN_PLACE leaves this rank's result at the start of the (host) buffer: on the host it
-  // moves to the segment on completion (the two may overlap); a CUDA tensor's goes from the
-  // staged copy to the device segment. Every rank passes MPI_IN_PLACE, as MPI requires.
-  const bool host_tensor = t.device().is_cpu();
+  // The ring leaves this rank's sums in its segment, in place; a CUDA tensor's go from the
+  // staged copy to the device segment.
   Tensor host = on_host(t);
-  Tensor segment = t.slice(0, offset, offset + count);
-  auto request = std::make_unique<MpiRequest>("ireduce_scatter", host.slice(0, 0, count),
-                                              host_tensor ? Tensor() : segment, rank_);
-  request->keep(host);
-  if (host_tensor)
-    request->move_on_completion(host.raw_data(), segment.raw_data(), segment.nbytes());
-  const int* kept_counts = request->keep(std::move(int_counts));
-  MPI_Request r = MPI_REQUEST_NULL;
-  mpi_check(MPI_Ireduce_scatter(MPI_IN_PLACE, host.raw_data(), kept_counts, mpi_type(t.dtype()),
-                                mpi_op(op), comm_, &r),
-            "ireduce_scatter");
-  request->add(r, kept_counts[rank_]);
+  auto request = std::make_unique<RingReduction>(
+      ring_comm_, rank_, size_, host, std::vector<int64_t>(counts.begin(), counts.end()), op,
+      /*gather=*/false, ring_sequence_++, ring_buffers_);
+  if (!t.device().is_cpu())
+    request->on_completion(
+        [segment = t.slice(0, offset, offset + count),
+         staged = host.slice(0, offset, offset + count)]() mutable { segment.copy_from(staged); });
   return request;
 }
 

@@ -58,22 +58,25 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const Layout& layout, con
     r.activations = activations;
     r.workspace = est.activations.workspace;
     r.reserved = machine.reserved_bytes;
-    // megatron-cpp's step, after the backward, on top of the arenas: MPI's reductions are
-    // in place, but OpenMPI's algorithms reduce into temporaries of their own. The largest of:
-    //   the DP reduction of the 2^22-element gradient buckets (train/grad_buckets.h): the
-    //   ranks that OpenMPI's algorithms make reduce hold bucket-sized temporaries, on the most
-    //   loaded rank d − 1 of them for the all-reduce and d for the distributed optimizer's
-    //   reduce-scatter (measured at d 2 and 4 by varying --ddp-bucket-size: bench/RESULTS.md);
-    //   beyond d 4, not measured, counted as at d 4;
+    // megatron-cpp's step, after the backward, on top of the arenas, the largest of:
+    //   the DP reduction of the 2^22-element gradient buckets (train/grad_buckets.h), a ring
+    //   (distributed/ring_reduction.h) whose receive buffer holds the largest segment a rank
+    //   receives, for each of the at most 2 buckets in flight (kHostBucketsInFlight): an
+    //   all-reduce's segments are a bucket's 1/d; the distributed optimizer's shards are
+    //   contiguous ranges of the whole buffer, so a bucket is mostly one rank's segment, which
+    //   the ring carries whole (measured: bench/plan_memory.sh);
     //   the all-reduce of the tied word embedding's gradient between the first and last stage:
     //   half of it, the part of a message-sized temporary that a 2-member group's large-message
     //   all-reduce fills (measured: the PP 2 run of bench/plan_memory.sh).
     // (The distributed optimizer's all-gather of the values adds nothing: it writes in place
     // into the store's padded value buffer, train/distributed_optimizer.h.)
     if (impl == Implementation::kMegatronCpp) {
-      const double bucket = 4 * std::min(params, double(int64_t(1) << 22));
-      const double d = std::min(layout.data_parallel, 4);
-      if (d > 1) r.step_buffers = (layout.distributed_optimizer ? d : d - 1) * bucket;
+      const double bucket_elements = double(int64_t(1) << 22);
+      const double in_flight = params > bucket_elements ? 2 : 1;
+      const double d = layout.data_parallel;
+      const double segment =
+          std::min(params, bucket_elements) / (layout.distributed_optimizer ? 1 : d);
+      if (d > 1) r.step_buffers = in_flight * 4 * segment;
       if (layout.pipeline_parallel > 1 && !model.untie_embeddings_and_output_weights)
         r.step_buffers =
             std::max(r.step_buffers, 2 * est.parameters.word_embedding / layout.tensor_parallel);

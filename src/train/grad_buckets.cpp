@@ -127,9 +127,9 @@ void GradBuckets::grads_accumulated(size_t first, size_t end) {
 }
 
 void GradBuckets::launch(size_t b) {
-  // On the host the reduction is MPI's, whose non-blocking collectives keep a temporary buffer
-  // the size of their message until they complete: with every bucket in flight at once that is
-  // one more gradient-sized buffer per rank (+475 MB at GPT-2 124M, DP 2: bench/RESULTS.md).
+  // On the host each reduction in flight holds a receive buffer (distributed/ring_reduction.h,
+  // up to a bucket): with every bucket in flight at once that is one more gradient-sized buffer
+  // per rank (+475 MB at GPT-2 124M, DP 2, with OpenMPI's own collectives: bench/RESULTS.md).
   // Two in flight keep one bucket moving while the next is posted. NCCL needs no such buffer,
   // and waiting there would make the compute stream wait, so device buckets are not bounded.
   if (store_.flat_grads().device().is_cpu())

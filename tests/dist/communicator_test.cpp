@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -205,9 +206,7 @@ void check_iall_reduce(Communicator& comm, Device device, test::Path path) {
 }
 
 // Uneven counts with an empty segment: (3r + 1) mod 5 elements for rank r (1, 4, 2, 0 at np 4).
-// In place: each rank's own segment of the tensor receives its reduced segment (MPI leaves the
-// result at the start of the buffer, so it must be moved onto the segment, which may overlap
-// the start: at np 2 rank 1's 4 elements start at element 1).
+// In place: each rank's own segment of the tensor receives its reduced segment.
 template <typename T>
 void check_ireduce_scatter(Communicator& comm, Device device, test::Path path) {
   const int n = comm.size(), me = comm.rank();
@@ -657,6 +656,43 @@ TEST_P(MpiPathTest, IrecvOfAShorterMessageNamesBothSizes) {
     }
     EXPECT_THAT(message, HasSubstr("irecv: expected 7 elements of f32 from rank 0"));
     EXPECT_THAT(message, HasSubstr("received 5"));
+  }
+}
+
+// Sums of f32 that round: every rank must end with the same bits (data-parallel replicas stay
+// identical), whichever rank's segment an element fell in, and the sum must be the sum. Three
+// reductions in flight on one communicator, completed in another order than posted.
+TEST_P(CommunicatorPathTest, IallReduceOfRoundingSumsGivesEveryRankTheSameBits) {
+  auto world = comm();
+  const int n = world->size(), me = world->rank();
+  constexpr int64_t kElements = 1001;
+  auto value = [](int rank, int64_t i, int which) {
+    return float(std::sin(0.37 * double(i) + 1.3 * rank + which)) / float(3 + rank);
+  };
+  std::vector<Tensor> tensors;
+  std::vector<std::unique_ptr<CommRequest>> requests;
+  for (int which = 0; which < 3; ++which) {
+    std::vector<float> v(kElements);
+    for (int64_t i = 0; i < kElements; ++i) v[size_t(i)] = value(me, i, which);
+    tensors.push_back(Tensor::from_vector(v, {kElements}).to(device()));
+    requests.push_back(world->iall_reduce(tensors.back()));
+  }
+  requests[1]->wait();
+  requests[2]->progress();
+  requests[2]->wait();
+  requests[0]->wait();
+  for (int which = 0; which < 3; ++which) {
+    Tensor gathered = Tensor::zeros({n * kElements}, DType::F32, device());
+    world->all_gather(tensors[size_t(which)], gathered);
+    const std::vector<float> all = gathered.to(Device::CPU).to_vector<float>();
+    for (int r = 1; r < n; ++r)
+      ASSERT_EQ(0, std::memcmp(&all[0], &all[size_t(r * kElements)], kElements * sizeof(float)))
+          << "rank " << r << " holds other bits than rank 0 (reduction " << which << ")";
+    for (int64_t i = 0; i < kElements; ++i) {
+      double want = 0.0;
+      for (int r = 0; r < n; ++r) want += double(value(r, i, which));
+      EXPECT_NEAR(all[size_t(i)], want, 4e-7 * n) << "element " << i << " of reduction " << which;
+    }
   }
 }
 

@@ -208,6 +208,17 @@ __device__ __forceinline__ int64_t key_tiles_seen(bool causal, int64_t s, int64_
   return causal ? min(all, (q0 + rows - 1) / tile + 1) : all;
 }
 
+// K and V of key tile k0 of group grp of batch n (K, V [tile, ld]). Called by the whole block.
+template <typename T>
+__device__ void load_keys_values(const T* qkv, const Geometry& g, int tile, int64_t n, int64_t grp,
+                                 int64_t k0, T* K, T* V) {
+  load_tile(
+      qkv, [&](int64_t t) { return g.qkv_at(t, n, grp, g.q); }, k0, g.s, int(g.d), g.dp, tile, K);
+  load_tile(
+      qkv, [&](int64_t t) { return g.qkv_at(t, n, grp, g.q + 1); }, k0, g.s, int(g.d), g.dp, tile,
+      V);
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
     forward_kernel(const T* qkv, Geometry g, MaskParams m, float scale, T* out, float* lse,
@@ -240,11 +251,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     const int64_t k0 = kb * tile;
     const int cols = int(min(int64_t(tile), g.s - k0));
     __syncthreads();  // the previous tile's product has read K, V and P
-    load_tile(
-        qkv, [&](int64_t t) { return g.qkv_at(t, n, grp, g.q); }, k0, g.s, int(g.d), g.dp, tile, K);
-    load_tile(
-        qkv, [&](int64_t t) { return g.qkv_at(t, n, grp, g.q + 1); }, k0, g.s, int(g.d), g.dp, tile,
-        V);
+    load_keys_values(qkv, g, tile, n, grp, k0, K, V);
     __syncthreads();
     block_product<T, false, true>(Q, ld, K, ld, S, lds, tile, tile, g.dp, false);  // Q Kᵀ
     __syncthreads();
@@ -322,34 +329,78 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
 }
 
-// One (query tile q0 of head h, key tile k0) of the backward, from Q, dout, K, V, lse and D in
-// shared memory: S ← P = exp(scale·QKᵀ − lse) (0 where hidden, past the sequence, or on rows
-// whose every key is hidden), dP = dout·Vᵀ, then Pd = P ⊙ Z (when pd is not null) and
-// dS = scale · P ⊙ (dP ⊙ Z − D) in the operand dtype. Called by the whole block; ends synchronised.
+// The backward kernels' shared memory (BackwardSmem), and what both load into it.
+template <typename T>
+struct BackwardTiles {
+  __device__ BackwardTiles(const Geometry& g, int tile, bool two_accumulators)
+      : L(tile, g.dp, two_accumulators) {
+    unsigned char* smem = flash_shared_memory;
+    Q = at<T>(smem, L.q);
+    dO = at<T>(smem, L.dout);
+    K = at<T>(smem, L.k);
+    V = at<T>(smem, L.v);
+    pd = at<T>(smem, L.pd);
+    ds = at<T>(smem, L.ds);
+    S = at<float>(smem, L.s);
+    dP = at<float>(smem, L.dp);
+    acc0 = at<float>(smem, L.acc0);
+    acc1 = at<float>(smem, L.acc1);
+    lse_rows = at<float>(smem, L.lse);
+    D_rows = at<float>(smem, L.D);
+    keep = at<uint8_t>(smem, L.keep);
+  }
+
+  // Q, dout, lse and D of query tile q0 of head h (query slot i of group grp) of batch n; rows
+  // past the sequence get lse −inf (no probabilities) and D 0. Called by the whole block.
+  __device__ void load_queries(const T* qkv, const T* dout, const float* lse, const float* D,
+                               const Geometry& g, int tile, int64_t n, int64_t grp, int64_t i,
+                               int64_t q0) {
+    const int64_t h = grp * g.q + i;
+    load_tile(
+        qkv, [&](int64_t t) { return g.qkv_at(t, n, grp, i); }, q0, g.s, int(g.d), g.dp, tile, Q);
+    load_tile(
+        dout, [&](int64_t t) { return g.out_at(t, n, h); }, q0, g.s, int(g.d), g.dp, tile, dO);
+    for (int r = threadIdx.x; r < tile; r += blockDim.x) {
+      const bool valid = q0 + r < g.s;
+      lse_rows[r] = valid ? lse[(n * g.heads + h) * g.s + q0 + r] : -INFINITY;
+      D_rows[r] = valid ? D[(n * g.heads + h) * g.s + q0 + r] : 0.0f;
+    }
+  }
+
+  BackwardSmem<T> L;
+  T *Q, *dO, *K, *V, *pd, *ds;
+  float *S, *dP, *acc0, *acc1, *lse_rows, *D_rows;
+  uint8_t* keep;
+};
+
+// One (query tile q0 of head h, key tile k0) of the backward, from the tiles' Q, dout, K, V, lse
+// and D: S ← P = exp(scale·QKᵀ − lse) (0 where hidden, past the sequence, or on rows whose every
+// key is hidden), dP = dout·Vᵀ, then Pd = P ⊙ Z (with_pd) and dS = scale · P ⊙ (dP ⊙ Z − D) in
+// the operand dtype. Called by the whole block; ends synchronised.
 template <typename T>
 __device__ void gradient_tile(const Geometry& g, const MaskParams& m, float scale, int tile,
-                              int64_t n, int64_t h, int64_t q0, int64_t k0, const T* Q,
-                              const T* dout, const T* K, const T* V, const float* lse,
-                              const float* D, float* S, float* dP, T* pd, T* ds, uint8_t* keep) {
+                              int64_t n, int64_t h, int64_t q0, int64_t k0, BackwardTiles<T>& b,
+                              bool with_pd) {
   const int ld = operand_ld<T>(g.dp), lds = accumulator_ld(tile), ldp = operand_ld<T>(tile);
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
   const int64_t rows = min(int64_t(tile), g.s - q0);
   const int cols = int(min(int64_t(tile), g.s - k0));
-  block_product<T, false, true>(Q, ld, K, ld, S, lds, tile, tile, g.dp, false);      // Q Kᵀ
-  block_product<T, false, true>(dout, ld, V, ld, dP, lds, tile, tile, g.dp, false);  // dout Vᵀ
+  block_product<T, false, true>(b.Q, ld, b.K, ld, b.S, lds, tile, tile, g.dp, false);    // Q Kᵀ
+  block_product<T, false, true>(b.dO, ld, b.V, ld, b.dP, lds, tile, tile, g.dp, false);  // dout Vᵀ
   __syncthreads();
   for (int r = warp; r < tile; r += kWarps) {
     const int64_t query = q0 + r;
-    const float l = r < rows ? lse[r] : -INFINITY;
-    uint8_t* keep_row = keep + warp * tile;
+    const float l = r < rows ? b.lse_rows[r] : -INFINITY;
+    uint8_t* keep_row = b.keep + warp * tile;
     if (m.dropout && l != -INFINITY)
       draw_keep(m, m.rows[(n * g.heads + h) * g.s + query], k0, cols, keep_row);
     for (int c = lane; c < tile; c += 32) {
       const bool live = l != -INFINITY && c < cols && !hidden(m, g.s, n, query, k0 + c);
-      const float prob = live ? expf(S[r * lds + c] * scale - l) : 0.0f;
+      const float prob = live ? expf(b.S[r * lds + c] * scale - l) : 0.0f;
       const float z = m.dropout ? (live && keep_row[c] ? m.keep_scale : 0.0f) : 1.0f;
-      if (pd != nullptr) pd[r * ldp + c] = from_f32<T>(prob * z);
-      ds[r * ldp + c] = from_f32<T>(live ? scale * prob * (dP[r * lds + c] * z - D[r]) : 0.0f);
+      if (with_pd) b.pd[r * ldp + c] = from_f32<T>(prob * z);
+      b.ds[r * ldp + c] =
+          from_f32<T>(live ? scale * prob * (b.dP[r * lds + c] * z - b.D_rows[r]) : 0.0f);
     }
     __syncwarp();  // keep_row is rewritten by the warp's next row
   }
@@ -362,48 +413,24 @@ template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
     key_value_grad_kernel(const T* qkv, const T* dout, const float* lse, const float* D, Geometry g,
                           MaskParams m, float scale, T* dqkv, int tile) {
-  unsigned char* smem = flash_shared_memory;
-  const BackwardSmem<T> L(tile, g.dp, true);
-  T* Q = at<T>(smem, L.q);
-  T* dO = at<T>(smem, L.dout);
-  T* K = at<T>(smem, L.k);
-  T* V = at<T>(smem, L.v);
-  float* dK = at<float>(smem, L.acc0);
-  float* dV = at<float>(smem, L.acc1);
-  float* lse_rows = at<float>(smem, L.lse);
-  float* D_rows = at<float>(smem, L.D);
+  BackwardTiles<T> b(g, tile, true);
+  float* dK = b.acc0;
+  float* dV = b.acc1;
   const int ld = operand_ld<T>(g.dp), ldp = operand_ld<T>(tile), ldo = accumulator_ld(g.dp);
-
   const int64_t n = blockIdx.x / g.groups, grp = blockIdx.x % g.groups;
   const int64_t k0 = int64_t(blockIdx.y) * tile;
-  load_tile(
-      qkv, [&](int64_t t) { return g.qkv_at(t, n, grp, g.q); }, k0, g.s, int(g.d), g.dp, tile, K);
-  load_tile(
-      qkv, [&](int64_t t) { return g.qkv_at(t, n, grp, g.q + 1); }, k0, g.s, int(g.d), g.dp, tile,
-      V);
+  load_keys_values(qkv, g, tile, n, grp, k0, b.K, b.V);
   for (int e = threadIdx.x; e < tile * ldo; e += blockDim.x) dK[e] = dV[e] = 0.0f;
   for (int64_t i = 0; i < g.q; ++i) {
-    const int64_t h = grp * g.q + i;
     // Causal: the query tiles that end before this key tile see none of it.
     for (int64_t q0 = m.causal ? k0 : 0; q0 < g.s; q0 += tile) {
       __syncthreads();  // the previous products have read Q, dout, Pd and dS
-      load_tile(
-          qkv, [&](int64_t t) { return g.qkv_at(t, n, grp, i); }, q0, g.s, int(g.d), g.dp, tile, Q);
-      load_tile(
-          dout, [&](int64_t t) { return g.out_at(t, n, h); }, q0, g.s, int(g.d), g.dp, tile, dO);
-      for (int r = threadIdx.x; r < tile; r += blockDim.x) {
-        const bool valid = q0 + r < g.s;
-        lse_rows[r] = valid ? lse[(n * g.heads + h) * g.s + q0 + r] : -INFINITY;
-        D_rows[r] = valid ? D[(n * g.heads + h) * g.s + q0 + r] : 0.0f;
-      }
+      b.load_queries(qkv, dout, lse, D, g, tile, n, grp, i, q0);
       __syncthreads();
-      T* pd = at<T>(smem, L.pd);
-      T* ds = at<T>(smem, L.ds);
-      gradient_tile(g, m, scale, tile, n, h, q0, k0, Q, dO, K, V, lse_rows, D_rows,
-                    at<float>(smem, L.s), at<float>(smem, L.dp), pd, ds, at<uint8_t>(smem, L.keep));
+      gradient_tile(g, m, scale, tile, n, grp * g.q + i, q0, k0, b, true);
       // dV += Pdᵀ dout, dK += dSᵀ Q (transposed operands: strides swapped).
-      block_product<T, true, false>(pd, ldp, dO, ld, dV, ldo, tile, g.dp, tile, true);
-      block_product<T, true, false>(ds, ldp, Q, ld, dK, ldo, tile, g.dp, tile, true);
+      block_product<T, true, false>(b.pd, ldp, b.dO, ld, dV, ldo, tile, g.dp, tile, true);
+      block_product<T, true, false>(b.ds, ldp, b.Q, ld, dK, ldo, tile, g.dp, tile, true);
     }
   }
   __syncthreads();
@@ -421,42 +448,19 @@ template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
     query_grad_kernel(const T* qkv, const T* dout, const float* lse, const float* D, Geometry g,
                       MaskParams m, float scale, T* dqkv, int tile) {
-  unsigned char* smem = flash_shared_memory;
-  const BackwardSmem<T> L(tile, g.dp, false);
-  T* Q = at<T>(smem, L.q);
-  T* dO = at<T>(smem, L.dout);
-  T* K = at<T>(smem, L.k);
-  T* V = at<T>(smem, L.v);
-  float* dQ = at<float>(smem, L.acc0);
-  float* lse_rows = at<float>(smem, L.lse);
-  float* D_rows = at<float>(smem, L.D);
+  BackwardTiles<T> b(g, tile, false);
+  float* dQ = b.acc0;
   const int ld = operand_ld<T>(g.dp), ldp = operand_ld<T>(tile), ldo = accumulator_ld(g.dp);
-
   const int64_t n = blockIdx.x / g.heads, h = blockIdx.x % g.heads, grp = h / g.q, i = h % g.q;
   const int64_t q0 = int64_t(blockIdx.y) * tile, rows = min(int64_t(tile), g.s - q0);
-  load_tile(
-      qkv, [&](int64_t t) { return g.qkv_at(t, n, grp, i); }, q0, g.s, int(g.d), g.dp, tile, Q);
-  load_tile(
-      dout, [&](int64_t t) { return g.out_at(t, n, h); }, q0, g.s, int(g.d), g.dp, tile, dO);
-  for (int r = threadIdx.x; r < tile; r += blockDim.x) {
-    lse_rows[r] = r < rows ? lse[(n * g.heads + h) * g.s + q0 + r] : -INFINITY;
-    D_rows[r] = r < rows ? D[(n * g.heads + h) * g.s + q0 + r] : 0.0f;
-  }
+  b.load_queries(qkv, dout, lse, D, g, tile, n, grp, i, q0);
   for (int e = threadIdx.x; e < tile * ldo; e += blockDim.x) dQ[e] = 0.0f;
   for (int64_t kb = 0; kb < key_tiles_seen(m.causal, g.s, q0, rows, tile); ++kb) {
-    const int64_t k0 = kb * tile;
     __syncthreads();  // the previous product has read K and dS
-    load_tile(
-        qkv, [&](int64_t t) { return g.qkv_at(t, n, grp, g.q); }, k0, g.s, int(g.d), g.dp, tile, K);
-    load_tile(
-        qkv, [&](int64_t t) { return g.qkv_at(t, n, grp, g.q + 1); }, k0, g.s, int(g.d), g.dp, tile,
-        V);
+    load_keys_values(qkv, g, tile, n, grp, kb * tile, b.K, b.V);
     __syncthreads();
-    T* ds = at<T>(smem, L.ds);
-    gradient_tile<T>(g, m, scale, tile, n, h, q0, k0, Q, dO, K, V, lse_rows, D_rows,
-                     at<float>(smem, L.s), at<float>(smem, L.dp), nullptr, ds,
-                     at<uint8_t>(smem, L.keep));
-    block_product<T, false, false>(ds, ldp, K, ld, dQ, ldo, tile, g.dp, tile, true);  // dQ += dS K
+    gradient_tile(g, m, scale, tile, n, h, q0, kb * tile, b, false);
+    block_product<T, false, false>(b.ds, ldp, b.K, ld, dQ, ldo, tile, g.dp, tile, true);  // dS K
   }
   __syncthreads();
   for (int e = threadIdx.x; e < rows * g.d; e += blockDim.x) {
