@@ -10,8 +10,9 @@
 //     __shfl_xor_sync exchanges through the warp's slots between two warp barriers;
 //   * nvcuda::wmma computes what the API promises (a 16×16×16 product with f32 accumulation,
 //     row_major element (i, j) at p[i·ld + j], col_major at p[i + j·ld]); every lane of the
-//     warp holds the whole tile and lane 0 stores it. The hardware's fragment layout is not
-//     emulated: it is the API's business, and the API's contract is what a kernel relies on.
+//     warp holds the whole tile and lane 0 stores it. It also enforces what the hardware faults
+//     on: pointers 256-bit aligned, ld a multiple of 16 bytes. The hardware's fragment layout is
+//     not emulated: it is the API's business, and the API's contract is what a kernel relies on.
 // A kernel's dynamic shared memory is one buffer per launch (blocks run one at a time), filled
 // with garbage before each block, as on a GPU. Not emulated: timing, the memory model between
 // blocks, and anything a kernel would do outside its block's barriers.
@@ -139,6 +140,14 @@ struct fragment {
   float x[16][16];
 };
 
+// The API's rules for a tile's pointer and leading dimension (elements of `bytes` each).
+inline void check_tile_address(const void* p, unsigned ld, size_t bytes) {
+  MT_CHECK(reinterpret_cast<uintptr_t>(p) % 32 == 0, "wmma: tile pointer ", p,
+           " is not 256-bit aligned");
+  MT_CHECK((ld * bytes) % 16 == 0, "wmma: leading dimension ", ld,
+           " is not a multiple of 16 bytes");
+}
+
 inline float widen(float v) {
   return v;
 }
@@ -151,6 +160,7 @@ inline float widen(__half v) {
 
 template <typename Use, typename T, typename Layout>
 void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout>& f, const T* p, unsigned ld) {
+  check_tile_address(p, ld, sizeof(T));
   for (int i = 0; i < 16; ++i)
     for (int j = 0; j < 16; ++j)
       f.x[i][j] = widen(std::is_same_v<Layout, col_major> ? p[i + j * ld] : p[i * ld + j]);
@@ -158,6 +168,7 @@ void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout>& f, const T* p, unsig
 }
 inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float>& f, const float* p,
                              unsigned ld, layout_t layout) {
+  check_tile_address(p, ld, sizeof(float));
   for (int i = 0; i < 16; ++i)
     for (int j = 0; j < 16; ++j)
       f.x[i][j] = layout == mem_row_major ? p[i * ld + j] : p[i + j * ld];
@@ -165,6 +176,7 @@ inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float>& f, const 
 }
 inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, float>& f,
                               unsigned ld, layout_t layout) {
+  check_tile_address(p, ld, sizeof(float));
   __syncwarp();  // every lane has loaded what lane 0 overwrites
   if (threadIdx.x % 32 == 0)
     for (int i = 0; i < 16; ++i)
