@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstring>
 #include <string_view>
 #include <vector>
 
@@ -204,7 +203,6 @@ class MpiRequest final : public CommRequest {
     if (!finalized) MPI_Waitall(int(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
   }
 
-  const Tensor& host() const { return host_; }
   void add(MPI_Request r, int count) {
     requests_.push_back(r);
     counts_.push_back(count);

@@ -1,6 +1,7 @@
 // Ring all-reduce and reduce-scatter over MPI point-to-point (contract: ring_reduction.h).
 #include "distributed/ring_reduction.h"
 
+#include <algorithm>
 #include <climits>
 
 #include "distributed/mpi_types.h"

@@ -68,8 +68,8 @@ class RingReduction final : public CommRequest {
   // back.
   void on_completion(std::function<void()> fn) { on_completion_ = std::move(fn); }
 
-  // All reductions: segments of this rank's counts split evenly (the first numel % size get one
-  // more element).
+  // An all-reduce's segment counts: numel split into `size` near-equal parts (the first
+  // numel % size one element longer).
   static std::vector<int64_t> even_segments(int64_t numel, int size);
 
  private:

@@ -25,7 +25,6 @@
 // in the unfused path. Rounding: with 16-bit operands P (and dS in the backward) are rounded to
 // the operand dtype before they enter a tensor-core product, as FlashAttention does; the CPU twin
 // keeps them in f32. f32 operands round nothing before the store.
-#include <algorithm>
 #include <iterator>
 
 #include "kernels/cuda/cuda_kernels.h"
@@ -49,24 +48,6 @@ int shared_memory_limit() {
     return bytes;
   }();
   return limit;
-}
-
-// The largest tile whose shared memory (bytes_for(tile)) fits the GPU, and lets `kernel` use it.
-template <typename Kernel, typename BytesFor>
-int choose_tile(Kernel kernel, BytesFor bytes_for, const Geometry& g, const char* op,
-                size_t& bytes) {
-  for (int tile : kTiles) {
-    bytes = bytes_for(tile);
-    if (bytes > size_t(shared_memory_limit())) continue;
-    if (bytes > size_t(kDefaultSharedBytes))
-      MT_CUDA_CHECK(
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-    return tile;
-  }
-  MT_THROW(op, ": head dimension ", g.d, " needs ", bytes_for(kTiles[std::size(kTiles) - 1]),
-           " bytes of shared memory per block even in ", kTiles[std::size(kTiles) - 1],
-           "-row tiles, and this GPU has ", shared_memory_limit(),
-           "; leave --use-flash-attn out for the batched-GEMM attention");
 }
 
 // The masks' parameters. With dropout, the mask rows are uploaded into `rows` (freed when it
