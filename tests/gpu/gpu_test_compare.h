@@ -109,6 +109,13 @@ inline double out_rtol(DType dtype) {
   }
 }
 
+// Absolute tolerance beside out_rtol for a 16-bit result compared with the unrounded f32 CPU
+// result: f16 is subnormal below 2^-14, where its rounding step is a fixed 2^-24 and no
+// relative bound holds (bf16 has f32's exponent range: no such values here).
+inline double out_atol(DType dtype) {
+  return dtype == DType::F16 ? std::ldexp(1.0, -24) : 0.0;
+}
+
 // Absolute tolerance of an f32 sum over `rows` terms of magnitude <= ~1 taken in another order
 // than the CPU's (a column gradient): rounding grows with the row count; a wrong term is O(1).
 inline double sum_atol(int64_t rows) {

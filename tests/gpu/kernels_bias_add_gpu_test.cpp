@@ -38,7 +38,7 @@ TEST_P(BiasAddGpuTest, ForwardMatchesCpu) {
     const Tensor bg = on_gpu(bias);
     MT_GPU_KERNEL(dt, bias_add_forward, y, bg);
     if (dt == DType::F16)
-      EXPECT_TRUE(close(y, y_ref, 0.0, out_rtol(dt)));
+      EXPECT_TRUE(close(y, y_ref, gpu_test::out_atol(dt), out_rtol(dt)));
     else
       EXPECT_TRUE(gpu_test::bit_equal(y, y_ref));
   }

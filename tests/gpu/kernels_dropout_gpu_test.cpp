@@ -117,8 +117,8 @@ TEST_P(DropoutApplyGpuTest, ForwardAndBackwardMatchCpuBitForBit) {
     MT_GPU_KERNEL(dt, dropout_forward, xg, mg, p, y);
     MT_GPU_KERNEL(dt, dropout_backward, xg, mg, p, dx);
     if (dt == DType::F16) {
-      EXPECT_TRUE(close(y, y_ref, 0.0, out_rtol(dt)));
-      EXPECT_TRUE(close(dx, dx_ref, 0.0, out_rtol(dt)));
+      EXPECT_TRUE(close(y, y_ref, gpu_test::out_atol(dt), out_rtol(dt)));
+      EXPECT_TRUE(close(dx, dx_ref, gpu_test::out_atol(dt), out_rtol(dt)));
     } else {
       EXPECT_TRUE(gpu_test::bit_equal(y, y_ref));
       EXPECT_TRUE(gpu_test::bit_equal(dx, dx_ref));
@@ -159,7 +159,7 @@ TEST_P(DropoutApplyGpuTest, BiasDropoutAddMatchesCpu) {
         Tensor dx = Tensor::empty({n, c}, dt, gpu()), dbias = on_gpu(dbias0);
         MT_GPU_KERNEL(dt, bias_dropout_add_backward, dyg, mg, p, dx, dbias);
         if (dt == DType::F16)
-          EXPECT_TRUE(close(dx, dx_ref, 0.0, out_rtol(dt)));
+          EXPECT_TRUE(close(dx, dx_ref, gpu_test::out_atol(dt), out_rtol(dt)));
         else
           EXPECT_TRUE(gpu_test::bit_equal(dx, dx_ref));  // one multiply and a select
         if (!with_bias) continue;

@@ -15,11 +15,6 @@
 #include "../gpu/flash_attention_cases.h"
 #include "kernels/cuda/flash_attention_kernels.cuh"
 
-namespace megatron::kernels::cuda::flash {
-// The kernels' dynamic shared memory: one buffer, blocks run one at a time.
-alignas(128) unsigned char flash_shared_memory[512 << 10];
-}  // namespace megatron::kernels::cuda::flash
-
 namespace megatron {
 namespace {
 
@@ -28,10 +23,7 @@ namespace fa = kernels::cuda::flash;
 
 template <typename Kernel>
 void launch(const fa::LaunchShape& shape, Kernel kernel) {
-  MT_CHECK(shape.shared_bytes <= sizeof(fa::flash_shared_memory), "the emulator's shared memory (",
-           sizeof(fa::flash_shared_memory), " bytes) is smaller than a launch's ",
-           shape.shared_bytes);
-  simt::launch(shape.grid, fa::kBlockThreads, fa::flash_shared_memory, shape.shared_bytes, kernel);
+  simt::launch(shape.grid, dim3(fa::kBlockThreads), shape.shared_bytes, kernel);
 }
 
 // The host side of kernels/cuda/flash_attention.cu with host memory and a given tile: forward,

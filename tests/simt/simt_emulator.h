@@ -1,21 +1,35 @@
-// A SIMT emulator for running CUDA kernels on the CPU: one std::thread per CUDA thread of a
-// block, blocks one after the other, so that machines without a GPU (CI) execute the kernels'
-// own code — their indexing, masks, barriers and warp reductions — against the CPU twins.
+// A SIMT emulator for running CUDA kernels on the CPU, so that machines without a GPU (CI)
+// execute the kernels' own code — their indexing, masks, barriers, warp reductions and shared
+// memory — against the CPU twins.
 //
-// Include it before a kernel header (e.g. kernels/cuda/flash_attention_kernels.cuh). It takes
+// How a kernel runs: every CUDA thread of a block is a fiber (a ucontext with its own stack) on
+// the calling OS thread; the scheduler runs each fiber until it reaches a barrier or returns,
+// releases a barrier once every thread it names has arrived, and runs the blocks of the grid one
+// after the other. One OS thread: the emulation is deterministic, and a data race between two
+// CUDA threads that a barrier does not order shows up as a wrong result, not as flakiness.
+//
+// This header is force-included (-include) before every kernel source compiled for the
+// emulator (tests/simt/rewrite_launches.pl rewrites each `k<<<grid, block, shared, stream>>>(args)`
+// into a call of simt::Launcher, which launches here). It takes
 // CUDA's host headers as they are and supplies what only nvcc provides:
-//   * __global__, __device__, __shared__, __launch_bounds__ mean nothing: a kernel is a host
-//     function; threadIdx and blockIdx are per-thread, blockDim and gridDim per launch;
-//   * __syncthreads / __syncwarp are barriers of the block's / the warp's threads;
-//     __shfl_xor_sync exchanges through the warp's slots between two warp barriers;
+//   * __global__, __device__, __launch_bounds__ mean nothing; __shared__ is `static`: one
+//     variable for all threads of the block (blocks run one at a time). Statically sized shared
+//     memory is therefore zeroed once, not garbage as on a GPU; dynamic shared memory
+//     (dynamic_shared_memory()) is filled with garbage before each block.
+//   * __syncthreads / __syncwarp are barriers of the block's / the warp's threads, and strict:
+//     a barrier that not every thread of its block (or warp) reaches — one thread returned
+//     early, or waits at a different barrier — is an error here, as it is undefined behaviour
+//     (a hang, usually) on a GPU. __shfl_xor_sync exchanges through per-thread slots between
+//     two warp barriers.
 //   * nvcuda::wmma computes what the API promises (a 16×16×16 product with f32 accumulation,
 //     row_major element (i, j) at p[i·ld + j], col_major at p[i + j·ld]); every lane of the
-//     warp holds the whole tile and lane 0 stores it. It also enforces what the hardware faults
-//     on: pointers 256-bit aligned, ld a multiple of 16 bytes. The hardware's fragment layout is
+//     warp holds the whole tile and lane 0 stores it. It enforces what the hardware faults on:
+//     pointers 256-bit aligned, ld a multiple of 16 bytes. The hardware's fragment layout is
 //     not emulated: it is the API's business, and the API's contract is what a kernel relies on.
-// A kernel's dynamic shared memory is one buffer per launch (blocks run one at a time), filled
-// with garbage before each block, as on a GPU. Not emulated: timing, the memory model between
-// blocks, and anything a kernel would do outside its block's barriers.
+//   * The float intrinsics (__fmul_rn, …) are the IEEE operations they name; build with
+//     -ffp-contract=off so that the host compiler fuses nothing the GPU code does not.
+// Not emulated: timing, the memory model between blocks, streams (the emulated runtime,
+// simt_cuda_runtime.cpp, runs everything in order on the host).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -23,16 +37,18 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <barrier>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <memory>
-#include <thread>
+#include <functional>
+#include <tuple>
 #include <type_traits>
-#include <vector>
+#include <utility>
 
 #include "core/error.h"
+
+#define MEGATRON_SIMT 1
 
 #undef __global__
 #undef __device__
@@ -43,11 +59,11 @@
 #define __global__
 #define __device__
 #define __host__
-#define __shared__
+#define __shared__ static
 #define __launch_bounds__(...)
 #define __grid_constant__
 
-// CUDA's min/max for the kernels' int64_t arguments.
+// CUDA's min/max for the kernels' integer arguments.
 using std::max;
 using std::min;
 
@@ -57,51 +73,47 @@ struct ThreadIndex {
   unsigned x = 0, y = 0, z = 0;
 };
 
-// The threads of the block being run: its barriers and the warps' shuffle slots.
-struct Block {
-  explicit Block(unsigned threads) : block(threads), exchange(threads) {
-    for (unsigned w = 0; w < threads / 32; ++w)
-      warps.push_back(std::make_unique<std::barrier<>>(32));
-  }
-  std::barrier<> block;
-  std::vector<std::unique_ptr<std::barrier<>>> warps;
-  std::vector<float> exchange;  // one slot per thread
-};
-
-inline thread_local ThreadIndex thread_index, block_index;
-inline thread_local Block* current_block = nullptr;
+// The running thread's and block's indices, and the running launch's shape.
+inline ThreadIndex thread_index, block_index;
 inline dim3 block_dim, grid_dim;
 
-// Runs kernel() for every thread of every block of `grid` (blocks of `threads` threads, a
-// multiple of 32), with `shared` (shared_bytes, garbage-filled) as each block's dynamic shared
-// memory.
+// Runs kernel() for every thread of every block of `grid` (blocks of `block` threads, a
+// multiple of 32 in all), with `shared_bytes` of garbage-filled dynamic shared memory per block.
+// Throws megatron::Error for a barrier some threads miss; rethrows what a thread throws.
+void launch(dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()>& kernel);
+
+// The running block's dynamic shared memory (aligned to 128 bytes).
+unsigned char* dynamic_shared_memory();
+
+// Barriers of the running thread: the block's, its warp's.
+void block_barrier();
+void warp_barrier();
+// The running thread's slot for warp exchanges (64 bits per thread).
+uint64_t* exchange_slots();
+// What a block barrier also reduces: any thread's predicate (for __syncthreads_or).
+bool block_barrier_or(bool predicate);
+
+// `k<<<grid, block, shared, stream>>>(args...)` rewritten as
+// `Launcher([&](auto&&... a) { k(a...); }, grid, block, shared, stream)(args...)`: the call
+// copies the arguments (as a launch does) and launches; k's template arguments are deduced from
+// the arguments' types in the lambda, as nvcc deduces them from the launch's.
 template <typename Kernel>
-void launch(dim3 grid, unsigned threads, unsigned char* shared, size_t shared_bytes,
-            Kernel kernel) {
-  MT_CHECK(threads % 32 == 0 && threads > 0, "simt::launch: ", threads, " threads per block");
-  grid_dim = grid;
-  block_dim = dim3(threads);
-  Block block(threads);
-  // One thread per CUDA thread for the whole launch; each runs every block in turn, the block
-  // barrier between two blocks (thread 0 fills the next block's shared memory with garbage).
-  auto body = [&](unsigned t) {
-    thread_index = {t, 0, 0};
-    current_block = &block;
-    for (unsigned z = 0; z < grid.z; ++z)
-      for (unsigned y = 0; y < grid.y; ++y)
-        for (unsigned x = 0; x < grid.x; ++x) {
-          if (t == 0) std::memset(shared, 0xA5, shared_bytes);  // NaN-like garbage in bf16/f32
-          block.block.arrive_and_wait();
-          block_index = {x, y, z};
-          kernel();
-          block.block.arrive_and_wait();
-        }
-  };
-  std::vector<std::thread> pool;
-  pool.reserve(threads);
-  for (unsigned t = 0; t < threads; ++t) pool.emplace_back(body, t);
-  for (std::thread& th : pool) th.join();
-}
+struct Launcher {
+  Launcher(Kernel k, dim3 g, dim3 b, size_t s = 0, cudaStream_t = nullptr)
+      : kernel(k), grid(g), block(b), shared(s) {}
+  template <typename... Args>
+  void operator()(Args&&... args) const {
+    const std::tuple<std::decay_t<Args>...> saved(std::forward<Args>(args)...);
+    launch(grid, block, shared, [&] {
+      // Each thread gets its own copy of the parameters (a kernel may modify them).
+      std::tuple<std::decay_t<Args>...> own = saved;
+      std::apply(kernel, own);
+    });
+  }
+  Kernel kernel;
+  dim3 grid, block;
+  size_t shared;
+};
 
 }  // namespace megatron::simt
 
@@ -111,18 +123,85 @@ void launch(dim3 grid, unsigned threads, unsigned char* shared, size_t shared_by
 #define gridDim (::megatron::simt::grid_dim)
 
 inline void __syncthreads() {
-  ::megatron::simt::current_block->block.arrive_and_wait();
+  ::megatron::simt::block_barrier();
 }
-inline void __syncwarp(unsigned = 0xffffffffu) {
-  ::megatron::simt::current_block->warps[threadIdx.x / 32]->arrive_and_wait();
+inline int __syncthreads_or(int predicate) {
+  return ::megatron::simt::block_barrier_or(predicate != 0) ? 1 : 0;
 }
-inline float __shfl_xor_sync(unsigned, float v, int lane_mask, int = 32) {
-  std::vector<float>& slots = ::megatron::simt::current_block->exchange;
-  const unsigned t = threadIdx.x, lane = t % 32;
-  __syncwarp();  // the previous exchange has been read
-  slots[t] = v;
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+  MT_CHECK(mask == 0xffffffffu, "simt: __syncwarp with a partial mask is not emulated");
+  ::megatron::simt::warp_barrier();
+}
+template <typename T>
+T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+  static_assert(sizeof(T) <= sizeof(uint64_t) && std::is_trivially_copyable_v<T>);
+  MT_CHECK(mask == 0xffffffffu && width == 32, "simt: partial-warp shuffles are not emulated");
+  uint64_t* slots = ::megatron::simt::exchange_slots();
+  const unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  const unsigned lane = t % 32;
+  __syncwarp();  // every lane has read the previous exchange
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof v);
+  slots[t] = bits;
   __syncwarp();
-  return slots[t - lane + (lane ^ unsigned(lane_mask))];
+  T out;
+  std::memcpy(&out, &slots[t - lane + (lane ^ unsigned(lane_mask))], sizeof out);
+  return out;
+}
+
+// The runtime's typed overload, which cuda_runtime.h declares for nvcc only.
+template <typename T>
+cudaError_t cudaFuncSetAttribute(T* entry, cudaFuncAttribute attr, int value) {
+  return ::cudaFuncSetAttribute(reinterpret_cast<const void*>(entry), attr, value);
+}
+
+// Atomics: threads switch only at barriers, so a read-modify-write is atomic by construction.
+template <typename T>
+T atomicAdd(T* p, T v) {
+  const T old = *p;
+  *p = old + v;
+  return old;
+}
+template <typename T>
+T atomicMin(T* p, T v) {
+  const T old = *p;
+  *p = std::min(old, v);
+  return old;
+}
+
+// Round-to-nearest IEEE operations (the host's default rounding mode).
+inline float __fadd_rn(float a, float b) {
+  return a + b;
+}
+inline float __fsub_rn(float a, float b) {
+  return a - b;
+}
+inline float __fmul_rn(float a, float b) {
+  return a * b;
+}
+inline float __fdiv_rn(float a, float b) {
+  return a / b;
+}
+inline float __fsqrt_rn(float a) {
+  return std::sqrt(a);
+}
+inline float __fmaf_rn(float a, float b, float c) {
+  return std::fma(a, b, c);
+}
+inline float __uint_as_float(unsigned v) {
+  return std::bit_cast<float>(v);
+}
+inline unsigned __float_as_uint(float v) {
+  return std::bit_cast<unsigned>(v);
+}
+inline float __int_as_float(int v) {
+  return std::bit_cast<float>(v);
+}
+inline int __float_as_int(float v) {
+  return std::bit_cast<int>(v);
+}
+inline float normcdff(float x) {
+  return 0.5f * std::erfc(-x * 0.70710678118654752f);
 }
 
 namespace nvcuda::wmma {

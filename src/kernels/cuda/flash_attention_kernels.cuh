@@ -1,7 +1,7 @@
 // The fused attention's CUDA kernels (internal to src/kernels/cuda; the host side and the
 // contract's description: flash_attention.cu). A header of its own so that
-// tests/simt/flash_attention_simt_test.cpp can run these kernels on the CPU under a SIMT
-// emulator, where no GPU is needed: everything here is device code and plain data.
+// tests/simt/flash_attention_simt_test.cpp can call these kernels at every tile size under the
+// SIMT emulator: everything here is device code and plain data.
 #pragma once
 
 #include <mma.h>
@@ -18,8 +18,13 @@
 
 namespace megatron::kernels::cuda::flash {
 
-// The block's dynamic shared memory; every kernel carves it with its *Smem layout.
+// The block's dynamic shared memory; every kernel carves it with its *Smem layout. (The SIMT
+// emulator of tests/simt has no `extern __shared__`: it hands out its own buffer.)
+#ifdef MEGATRON_SIMT
+#define flash_shared_memory (::megatron::simt::dynamic_shared_memory())
+#else
 extern __shared__ __align__(128) unsigned char flash_shared_memory[];
+#endif
 
 constexpr int kWarps = 4;
 constexpr int kBlockThreads = 32 * kWarps;

@@ -1,0 +1,258 @@
+// The CUDA runtime of the emulated GPU: the part of libcudart's API that megatron calls, on the
+// host. Linked into the emulated build (megatron_simt) instead of libcudart, so that the
+// library's own CUDA host code — the caching allocator, the streams and events of
+// core/cuda/cuda_context.cpp, pinned staging, Tensor::to(Device::cuda()) — runs unchanged.
+//
+// One device, "GPU 0", with an H100/H200's limits (227 KiB of opt-in shared memory per block,
+// 80 GB); device memory is host memory that this file tracks, so freeing a pointer it did not
+// allocate, or copying "to the device" into memory that is not device memory, fails the call
+// as it would on a GPU. Everything runs in program order on the calling thread: streams and
+// events are accepted and order nothing (the emulator cannot find a missing wait between two
+// streams). A function megatron does not call is not defined here: using a new one is a link
+// error in the emulated build until it is added.
+#include <cuda_runtime_api.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <map>
+#include <mutex>
+
+namespace {
+
+constexpr size_t kDeviceBytes = size_t(80) << 30;
+constexpr int kOptInSharedBytes = 227 << 10;
+
+struct Memory {
+  std::mutex mutex;
+  std::map<const char*, size_t> device, pinned;  // base -> bytes
+  size_t device_bytes = 0;
+};
+
+Memory& memory() {
+  static Memory m;
+  return m;
+}
+
+thread_local cudaError_t last_error = cudaSuccess;
+
+cudaError_t fail(cudaError_t e) {
+  last_error = e;
+  return e;
+}
+
+// Whether [p, p + bytes) lies inside one allocation of `allocations`.
+bool inside(const std::map<const char*, size_t>& allocations, const void* p, size_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  auto it = allocations.upper_bound(c);
+  if (it == allocations.begin()) return false;
+  --it;
+  return c >= it->first && c + bytes <= it->first + it->second;
+}
+
+bool is_device(const void* p, size_t bytes) {
+  Memory& m = memory();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  return inside(m.device, p, bytes);
+}
+
+// Opaque handles for streams and events: distinct non-null pointers.
+template <typename Handle>
+Handle new_handle() {
+  return reinterpret_cast<Handle>(new char);
+}
+
+}  // namespace
+
+extern "C" {
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  *count = 1;
+  return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+  return device == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice);
+}
+
+cudaError_t cudaGetDevice(int* device) {
+  *device = 0;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+  if (device != 0) return fail(cudaErrorInvalidDevice);
+  switch (attr) {
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+      *value = kOptInSharedBytes;
+      return cudaSuccess;
+    default:
+      return fail(cudaErrorInvalidValue);
+  }
+}
+
+cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
+  if (!func) return fail(cudaErrorInvalidDeviceFunction);
+  if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize && value >= 0 &&
+      value <= kOptInSharedBytes)
+    return cudaSuccess;
+  return fail(cudaErrorInvalidValue);
+}
+
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  Memory& m = memory();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  *total_bytes = kDeviceBytes;
+  *free_bytes = kDeviceBytes - m.device_bytes;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void** p, size_t bytes) {
+  Memory& m = memory();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  if (m.device_bytes + bytes > kDeviceBytes) return fail(cudaErrorMemoryAllocation);
+  // cudaMalloc's alignment: 256 bytes.
+  *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
+  if (!*p) return fail(cudaErrorMemoryAllocation);
+  m.device[static_cast<char*>(*p)] = bytes;
+  m.device_bytes += bytes;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFree(void* p) {
+  if (!p) return cudaSuccess;
+  Memory& m = memory();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  auto it = m.device.find(static_cast<char*>(p));
+  if (it == m.device.end()) return fail(cudaErrorInvalidValue);
+  m.device_bytes -= it->second;
+  m.device.erase(it);
+  std::free(p);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void** p, size_t bytes) {
+  Memory& m = memory();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  *p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096 + 4096);
+  if (!*p) return fail(cudaErrorMemoryAllocation);
+  m.pinned[static_cast<char*>(*p)] = bytes;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFreeHost(void* p) {
+  if (!p) return cudaSuccess;
+  Memory& m = memory();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  auto it = m.pinned.find(static_cast<char*>(p));
+  if (it == m.pinned.end()) return fail(cudaErrorInvalidValue);
+  m.pinned.erase(it);
+  std::free(p);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t) {
+  if (bytes == 0) return cudaSuccess;
+  const bool dst_device = is_device(dst, bytes), src_device = is_device(src, bytes);
+  switch (kind) {
+    case cudaMemcpyHostToDevice:
+      if (!dst_device || src_device) return fail(cudaErrorInvalidValue);
+      break;
+    case cudaMemcpyDeviceToHost:
+      if (dst_device || !src_device) return fail(cudaErrorInvalidValue);
+      break;
+    case cudaMemcpyDeviceToDevice:
+      if (!dst_device || !src_device) return fail(cudaErrorInvalidValue);
+      break;
+    case cudaMemcpyDefault:
+    case cudaMemcpyHostToHost:
+      break;
+  }
+  std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
+  if (bytes == 0) return cudaSuccess;
+  if (!is_device(p, bytes)) return fail(cudaErrorInvalidValue);
+  std::memset(p, value, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) {
+  *stream = new_handle<cudaStream_t>();
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t) {
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t event, unsigned int) {
+  return event ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t cudaDeviceSynchronize() {
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) {
+  *event = new_handle<cudaEvent_t>();
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  if (!event) return fail(cudaErrorInvalidResourceHandle);
+  delete reinterpret_cast<char*>(event);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
+  return event ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  return event ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t cudaGetLastError() {
+  const cudaError_t e = last_error;
+  last_error = cudaSuccess;
+  return e;
+}
+
+const char* cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess:
+      return "cudaSuccess";
+    case cudaErrorInvalidValue:
+      return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation:
+      return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidDevice:
+      return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle:
+      return "cudaErrorInvalidResourceHandle";
+    case cudaErrorInvalidDeviceFunction:
+      return "cudaErrorInvalidDeviceFunction";
+    default:
+      return "cudaError (emulated runtime)";
+  }
+}
+
+const char* cudaGetErrorString(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess:
+      return "no error";
+    case cudaErrorInvalidValue:
+      return "invalid argument (emulated runtime: e.g. a copy whose pointers are not the memory "
+             "its kind names)";
+    case cudaErrorMemoryAllocation:
+      return "out of memory";
+    default:
+      return cudaGetErrorName(e);
+  }
+}
+
+}  // extern "C"

@@ -1,0 +1,254 @@
+// The SIMT emulator's scheduler (contract: simt_emulator.h): CUDA threads as fibers on the
+// calling OS thread, barriers released when every thread they name has arrived.
+//
+// Fibers switch by a dozen instructions of assembly (save the callee-saved registers, swap
+// stack pointers) rather than ucontext's swapcontext, which makes a system call (the signal
+// mask) per switch: a launch runs each CUDA thread as a fiber, a million per 2^20-element
+// kernel, and with swapcontext the switches cost more than the kernels' work.
+#include <sys/mman.h>
+
+#if !defined(__x86_64__)
+#error "the SIMT emulator's context switch (simt_scheduler.cpp) is written for x86-64"
+#endif
+
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "simt_emulator.h"
+
+// switch_stack(&from, to): saves the callee-saved registers on the current stack, stores the
+// stack pointer in *from, loads `to` and returns into whatever that stack was saved with.
+extern "C" void megatron_simt_switch_stack(void** from, void* to);
+asm(R"(
+  .text
+  .globl megatron_simt_switch_stack
+  .type megatron_simt_switch_stack, @function
+megatron_simt_switch_stack:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size megatron_simt_switch_stack, .-megatron_simt_switch_stack
+)");
+
+namespace megatron::simt {
+
+namespace {
+
+// 256 KiB per CUDA thread, committed lazily by the kernel; the lowest page is a guard, so a
+// stack overflow faults instead of corrupting the neighbouring fiber.
+constexpr size_t kStackBytes = 256 << 10;
+constexpr size_t kGuardBytes = 4096;
+
+enum class State { kReady, kAtBlockBarrier, kAtWarpBarrier, kDone };
+
+struct Fiber {
+  void* sp = nullptr;  // saved stack pointer while the fiber is not running
+  char* stack = nullptr;
+  State state = State::kDone;
+};
+
+// Fibers and their stacks, kept from launch to launch (mapping stacks is the expensive part).
+struct Scheduler {
+  void* home = nullptr;  // the scheduler's stack pointer while a fiber runs
+  std::vector<Fiber> fibers;
+  std::vector<uint64_t> exchange;
+  std::vector<unsigned char> shared;  // dynamic shared memory, 128 bytes of slack to align
+  unsigned current = 0;
+  const std::function<void()>* kernel = nullptr;
+  std::exception_ptr error;
+  bool any = false;  // block_barrier_or's accumulator
+  bool running = false;
+
+  ~Scheduler() {
+    for (Fiber& f : fibers)
+      if (f.stack) munmap(f.stack, kStackBytes);
+  }
+
+  void reserve(unsigned threads) {
+    while (fibers.size() < threads) {
+      Fiber f;
+      void* p = mmap(nullptr, kStackBytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+      MT_CHECK(p != MAP_FAILED, "simt: cannot map a fiber stack of ", kStackBytes, " bytes");
+      MT_CHECK(mprotect(p, kGuardBytes, PROT_NONE) == 0, "simt: cannot protect a guard page");
+      f.stack = static_cast<char*>(p);
+      fibers.push_back(f);
+    }
+    exchange.assign(threads, 0);
+  }
+
+  // Back to the scheduler, the running fiber now in `state`.
+  void yield(State state) {
+    MT_CHECK(running, "simt: a barrier outside a kernel");
+    Fiber& f = fibers[current];
+    f.state = state;
+    megatron_simt_switch_stack(&f.sp, home);
+  }
+};
+
+Scheduler& scheduler() {
+  static Scheduler s;
+  return s;
+}
+
+void set_thread_index(unsigned t) {
+  thread_index.x = t % block_dim.x;
+  thread_index.y = (t / block_dim.x) % block_dim.y;
+  thread_index.z = t / (block_dim.x * block_dim.y);
+}
+
+// A fiber's first frame: entered by the `ret` of a switch, never returns (it has no caller).
+[[noreturn]] void fiber_main() {
+  Scheduler& s = scheduler();
+  try {
+    (*s.kernel)();
+  } catch (...) {
+    if (!s.error) s.error = std::current_exception();
+  }
+  Fiber& f = s.fibers[s.current];
+  f.state = State::kDone;
+  megatron_simt_switch_stack(&f.sp, s.home);
+  __builtin_unreachable();
+}
+
+// A fresh stack for fiber_main: six zeroed register slots, then fiber_main's address for the
+// switch's `ret`, then a null return address for fiber_main itself, 16-byte aligned as after a
+// call (the ABI's rsp % 16 == 8 at function entry).
+void* fresh_stack(char* stack) {
+  auto* top = reinterpret_cast<uintptr_t*>(stack + kStackBytes);
+  *--top = 0;
+  *--top = reinterpret_cast<uintptr_t>(&fiber_main);
+  for (int r = 0; r < 6; ++r) *--top = 0;
+  return top;
+}
+
+std::string describe_states(const Scheduler& s, unsigned threads) {
+  std::string out;
+  int counts[4] = {0, 0, 0, 0};
+  for (unsigned t = 0; t < threads; ++t) ++counts[int(s.fibers[t].state)];
+  return detail::concat(counts[1], " threads at __syncthreads, ", counts[2], " at a warp barrier, ",
+                        counts[3], " returned");
+}
+
+// Runs one block to completion. Every pass runs each ready fiber until it blocks or returns;
+// then the barriers whose threads have all arrived open.
+void run_block(Scheduler& s, unsigned threads) {
+  for (unsigned t = 0; t < threads; ++t) {
+    Fiber& f = s.fibers[t];
+    f.sp = fresh_stack(f.stack);
+    f.state = State::kReady;
+  }
+  for (;;) {
+    for (unsigned t = 0; t < threads; ++t) {
+      if (s.fibers[t].state != State::kReady) continue;
+      s.current = t;
+      set_thread_index(t);
+      megatron_simt_switch_stack(&s.home, s.fibers[t].sp);
+    }
+    if (s.error) return;  // the fibers' stacks are reused as they are
+    // Warps whose 32 lanes all wait at the warp barrier go on.
+    bool released = false;
+    for (unsigned w = 0; w < threads / 32; ++w) {
+      int waiting = 0;
+      for (unsigned t = w * 32; t < w * 32 + 32; ++t)
+        waiting += s.fibers[t].state == State::kAtWarpBarrier;
+      if (waiting == 0) continue;
+      MT_CHECK(waiting == 32, "simt: warp ", w, " of block (", block_index.x, ", ", block_index.y,
+               ", ", block_index.z, "): ", waiting,
+               " lanes wait at a warp barrier (__syncwarp or a shuffle) that the other ",
+               32 - waiting, " never reach (", describe_states(s, threads), ")");
+      for (unsigned t = w * 32; t < w * 32 + 32; ++t) s.fibers[t].state = State::kReady;
+      released = true;
+    }
+    if (released) continue;
+    int at_block = 0, done = 0;
+    for (unsigned t = 0; t < threads; ++t) {
+      at_block += s.fibers[t].state == State::kAtBlockBarrier;
+      done += s.fibers[t].state == State::kDone;
+    }
+    if (done == int(threads)) return;
+    MT_CHECK(at_block == int(threads), "simt: block (", block_index.x, ", ", block_index.y, ", ",
+             block_index.z, "): a __syncthreads that not every thread reaches (",
+             describe_states(s, threads), ")");
+    for (unsigned t = 0; t < threads; ++t) s.fibers[t].state = State::kReady;
+  }
+}
+
+}  // namespace
+
+void launch(dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()>& kernel) {
+  Scheduler& s = scheduler();
+  MT_CHECK(!s.running, "simt: a kernel launched from inside a kernel");
+  const unsigned threads = block.x * block.y * block.z;
+  MT_CHECK(threads % 32 == 0 && threads > 0 && threads <= 1024, "simt: a block of ", block.x, " x ",
+           block.y, " x ", block.z, " threads (the emulator takes whole warps, <= 1024)");
+  MT_CHECK(grid.x > 0 && grid.y > 0 && grid.z > 0, "simt: an empty grid");
+  s.reserve(threads);
+  s.shared.resize(shared_bytes + 128);
+  grid_dim = grid;
+  block_dim = block;
+  s.kernel = &kernel;
+  s.error = nullptr;
+  s.running = true;
+  try {
+    for (unsigned z = 0; z < grid.z; ++z)
+      for (unsigned y = 0; y < grid.y; ++y)
+        for (unsigned x = 0; x < grid.x; ++x) {
+          block_index = {x, y, z};
+          // Garbage, as on a GPU: NaN-like in bf16 and f32.
+          std::memset(dynamic_shared_memory(), 0xA5, shared_bytes);
+          run_block(s, threads);
+          if (s.error) std::rethrow_exception(s.error);
+        }
+  } catch (...) {
+    s.running = false;
+    throw;
+  }
+  s.running = false;
+}
+
+unsigned char* dynamic_shared_memory() {
+  Scheduler& s = scheduler();
+  const uintptr_t p = reinterpret_cast<uintptr_t>(s.shared.data());
+  return s.shared.data() + ((128 - p % 128) % 128);
+}
+
+void block_barrier() {
+  scheduler().yield(State::kAtBlockBarrier);
+}
+
+void warp_barrier() {
+  scheduler().yield(State::kAtWarpBarrier);
+}
+
+uint64_t* exchange_slots() {
+  return scheduler().exchange.data();
+}
+
+bool block_barrier_or(bool predicate) {
+  Scheduler& s = scheduler();
+  // Thread 0 resets the accumulator between two barriers (every thread has read the previous
+  // result), then every thread contributes, then all read it.
+  block_barrier();
+  const unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  if (t == 0) s.any = false;
+  block_barrier();
+  if (predicate) s.any = true;
+  block_barrier();
+  return s.any;
+}
+
+}  // namespace megatron::simt
