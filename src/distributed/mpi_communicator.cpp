@@ -290,9 +290,10 @@ std::unique_ptr<CommRequest> MpiCommunicator::irecv(Tensor& t, int src, int tag)
 std::unique_ptr<CommRequest> MpiCommunicator::iall_reduce(Tensor& t, ReduceOp op) {
   check_comm_tensor(t, "iall_reduce", "tensor");
   check_nonblocking_reduction(t, "iall_reduce");
-  // A CUDA tensor is reduced in a host copy, copied back when the reduction completes.
-  Tensor host = on_host(t).flatten();
-  auto request = std::make_unique<RingReduction>(ring_comm_, rank_, size_, host,
+  // A CUDA tensor is reduced in a host copy (of t's shape), copied back when the reduction
+  // completes; the ring sees it flat.
+  Tensor host = on_host(t);
+  auto request = std::make_unique<RingReduction>(ring_comm_, rank_, size_, host.flatten(),
                                                  RingReduction::even_segments(t.numel(), size_), op,
                                                  /*gather=*/true, ring_sequence_++, ring_buffers_);
   if (!t.device().is_cpu()) request->on_completion([t, host]() mutable { t.copy_from(host); });

@@ -22,7 +22,7 @@ FLAGS=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32
 # Skip unless this binary can train on a GPU here. One iteration: no warmup (it must be shorter
 # than the decay).
 if ! "$MEGATRON_BINARY" pretrain-gpt "${FLAGS[@]}" --train-iters 1 --lr-warmup-iters 0 \
-     > "$WORK/probe.log" 2>&1; then
+     --distributed-backend mpi > "$WORK/probe.log" 2>&1; then
   if grep -q -e "built without CUDA" -e "no GPU is visible" "$WORK/probe.log"; then
     echo "SKIP: no CUDA build or no GPU: $(grep -m1 error "$WORK/probe.log")"
     exit 77

@@ -14,7 +14,6 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <iterator>
 #include <map>
 #include <mutex>
 
@@ -170,6 +169,19 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
       break;
   }
   std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy2DAsync(void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
+                              size_t width, size_t height, cudaMemcpyKind kind,
+                              cudaStream_t stream) {
+  if (width > dst_pitch || width > src_pitch) return fail(cudaErrorInvalidPitchValue);
+  for (size_t r = 0; r < height; ++r) {
+    const cudaError_t e = cudaMemcpyAsync(static_cast<char*>(dst) + r * dst_pitch,
+                                          static_cast<const char*>(src) + r * src_pitch, width,
+                                          kind, stream);
+    if (e != cudaSuccess) return e;
+  }
   return cudaSuccess;
 }
 
