@@ -7,8 +7,13 @@
 # distributed optimizer, must log what it logs without the flag bit for bit; in bf16, DP=2 with
 # the distributed optimizer logs the unsharded losses and its checkpoint resumes. Exits 77
 # (CTest's skip) when the binary has no CUDA or no GPU is visible.
+# GPU_TP_BACKEND=nccl runs the same scenario over NCCL instead, one GPU per rank (cuda:<local
+# rank>): for a machine with several GPUs, and the emulated GPU (tests/simt), which has eight.
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
+BACKEND=${GPU_TP_BACKEND:-mpi}
+DEVICE=cuda:0
+[[ $BACKEND == nccl ]] && DEVICE=cuda
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 export OMP_NUM_THREADS=1
@@ -17,12 +22,12 @@ FLAGS=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32
        --max-position-embeddings 32 --mock-data --vocab-size 128 --make-vocab-size-divisible-by 32
        --micro-batch-size 8 --global-batch-size 8 --lr 1e-3 --lr-warmup-iters 2
        --lr-decay-style cosine --min-lr 1e-4 --weight-decay 0.1 --clip-grad 1.0 --seed 42
-       --log-interval 1 --eval-interval 1000 --eval-iters 0 --device cuda:0)
+       --log-interval 1 --eval-interval 1000 --eval-iters 0 --device "$DEVICE")
 
 # Skip unless this binary can train on a GPU here. One iteration: no warmup (it must be shorter
 # than the decay).
 if ! "$MEGATRON_BINARY" pretrain-gpt "${FLAGS[@]}" --train-iters 1 --lr-warmup-iters 0 \
-     --distributed-backend mpi > "$WORK/probe.log" 2>&1; then
+     --distributed-backend "$BACKEND" > "$WORK/probe.log" 2>&1; then
   if grep -q -e "built without CUDA" -e "no GPU is visible" "$WORK/probe.log"; then
     echo "SKIP: no CUDA build or no GPU: $(grep -m1 error "$WORK/probe.log")"
     exit 77
@@ -37,7 +42,7 @@ run() {  # run NAME NP TP [FLAGS...]
   shift 3
   timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np "$np" \
     "$MEGATRON_BINARY" pretrain-gpt "${FLAGS[@]}" --train-iters 10 \
-    --tensor-model-parallel-size "$tp" --distributed-backend mpi \
+    --tensor-model-parallel-size "$tp" --distributed-backend "$BACKEND" \
     --metrics-file "$WORK/$name.jsonl" "$@" \
     > "$WORK/$name.log" 2>&1 || { cat "$WORK/$name.log"; echo "FAIL: run $name"; exit 1; }
 }

@@ -3,10 +3,11 @@
 // library's own CUDA host code — the caching allocator, the streams and events of
 // core/cuda/cuda_context.cpp, pinned staging, Tensor::to(Device::cuda()) — runs unchanged.
 //
-// One device, "GPU 0", with an H100/H200's limits (227 KiB of opt-in shared memory per block,
-// 80 GB); device memory is host memory that this file tracks, so freeing a pointer it did not
-// allocate, or copying "to the device" into memory that is not device memory, fails the call
-// as it would on a GPU. Everything runs in program order on the calling thread: streams and
+// Eight devices, as on one node (so that the dist tests' NCCL paths find a GPU per rank), with
+// an H100's opt-in shared memory per block (227 KiB) and 80 GB counted for all of them together
+// in the process's memory. Device memory is host memory that this file tracks, so freeing a pointer
+// it did not allocate, or copying "to the device" into memory that is not device memory, fails the
+// call as it would on a GPU. Everything runs in program order on the calling thread: streams and
 // events are accepted and order nothing (the emulator cannot find a missing wait between two
 // streams). A function megatron does not call is not defined here: using a new one is a link
 // error in the emulated build until it is added.
@@ -19,6 +20,7 @@
 
 namespace {
 
+constexpr int kDevices = 8;
 constexpr size_t kDeviceBytes = size_t(80) << 30;
 constexpr int kOptInSharedBytes = 227 << 10;
 
@@ -34,6 +36,7 @@ Memory& memory() {
 }
 
 thread_local cudaError_t last_error = cudaSuccess;
+thread_local int current_device = 0;
 
 cudaError_t fail(cudaError_t e) {
   last_error = e;
@@ -66,21 +69,23 @@ Handle new_handle() {
 extern "C" {
 
 cudaError_t cudaGetDeviceCount(int* count) {
-  *count = 1;
+  *count = kDevices;
   return cudaSuccess;
 }
 
 cudaError_t cudaSetDevice(int device) {
-  return device == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice);
+  if (device < 0 || device >= kDevices) return fail(cudaErrorInvalidDevice);
+  current_device = device;
+  return cudaSuccess;
 }
 
 cudaError_t cudaGetDevice(int* device) {
-  *device = 0;
+  *device = current_device;
   return cudaSuccess;
 }
 
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
-  if (device != 0) return fail(cudaErrorInvalidDevice);
+  if (device < 0 || device >= kDevices) return fail(cudaErrorInvalidDevice);
   switch (attr) {
     case cudaDevAttrMaxSharedMemoryPerBlockOptin:
       *value = kOptInSharedBytes;
@@ -177,9 +182,9 @@ cudaError_t cudaMemcpy2DAsync(void* dst, size_t dst_pitch, const void* src, size
                               cudaStream_t stream) {
   if (width > dst_pitch || width > src_pitch) return fail(cudaErrorInvalidPitchValue);
   for (size_t r = 0; r < height; ++r) {
-    const cudaError_t e = cudaMemcpyAsync(static_cast<char*>(dst) + r * dst_pitch,
-                                          static_cast<const char*>(src) + r * src_pitch, width,
-                                          kind, stream);
+    const cudaError_t e =
+        cudaMemcpyAsync(static_cast<char*>(dst) + r * dst_pitch,
+                        static_cast<const char*>(src) + r * src_pitch, width, kind, stream);
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;
