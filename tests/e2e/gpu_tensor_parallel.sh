@@ -2,8 +2,9 @@
 # TP=2 on one GPU: two processes share cuda:0 and talk through the MPI communicator, which
 # stages device tensors through host memory (--distributed-backend mpi). Same seed, same
 # global batch, dropout on, fp32: the 10 iterations must log the lm loss and grad norm of the
-# TP=1 run on the same GPU (relative <= 1e-4), and so must PP=2 (two stages sending device
-# activations and gradients, 1F1B over 4 micro-batches). DP=2 on the same GPU with --overlap-grad-reduce
+# TP=1 run on the same GPU (relative <= 1e-4), and so must TP=2 with sequence parallelism and
+# selective recompute, and PP=2 (two stages sending device activations and gradients, 1F1B over
+# 4 micro-batches). DP=2 on the same GPU with --overlap-grad-reduce
 # (non-blocking reductions of device buckets staged through host copies), with and without the
 # distributed optimizer, must log what it logs without the flag bit for bit; in bf16, DP=2 with
 # the distributed optimizer logs the unsharded losses and its checkpoint resumes. Exits 77
@@ -54,6 +55,10 @@ grep -q "training on cuda:0" "$WORK/tp2.log" || { cat "$WORK/tp2.log"; echo "FAI
 
 echo "== TP=1 vs TP=2 on one GPU"
 node "$MEGATRON_SOURCE_DIR/tests/e2e/compare_metrics.js" "$WORK/tp1.jsonl" "$WORK/tp2.jsonl" \
+  --from 1 --to 10 --rtol 1e-4
+run tp2_sp 2 2 --sequence-parallel --recompute-activations
+echo "== TP=1 vs TP=2 with sequence parallelism and selective recompute"
+node "$MEGATRON_SOURCE_DIR/tests/e2e/compare_metrics.js" "$WORK/tp1.jsonl" "$WORK/tp2_sp.jsonl" \
   --from 1 --to 10 --rtol 1e-4
 run pp2 2 1 --pipeline-model-parallel-size 2 --micro-batch-size 2
 echo "== TP=1 vs PP=2 (4 micro-batches, 1F1B: device tensors sent between stages)"
