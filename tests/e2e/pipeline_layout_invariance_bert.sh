@@ -18,18 +18,8 @@
 # Needs the files of scripts/fetch_data.sh (scripts/test.sh runs it first).
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
-DATA="${MEGATRON_DATA_DIR:-$HOME/.cache/megatron-cpp}"
-VOCAB="$DATA/bert-base-uncased-vocab.txt"
-for f in sotu.jsonl bert-base-uncased-vocab.txt; do
-  [[ -f "$DATA/$f" ]] || { echo "missing $DATA/$f: run scripts/fetch_data.sh" >&2; exit 1; }
-done
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
+source "$MEGATRON_SOURCE_DIR/tests/e2e/sotu_bert_data.bash"
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-
-head -n 40 "$DATA/sotu.jsonl" > "$WORK/in.jsonl"
-"$MEGATRON_BINARY" preprocess --input "$WORK/in.jsonl" --tokenizer-type BertWordPieceLowerCase \
-  --vocab-file "$VOCAB" --split-sentences --output-prefix "$WORK/sotu" 2> /dev/null
 
 run() {  # run NAME NP TP PP [FLAGS...]
   local name=$1 np=$2 tp=$3 pp=$4
@@ -37,7 +27,7 @@ run() {  # run NAME NP TP PP [FLAGS...]
   timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np "$np" \
     "$MEGATRON_BINARY" pretrain-bert \
     --num-layers 4 --hidden-size 32 --num-attention-heads 4 --seq-length 32 \
-    --max-position-embeddings 32 --data-path "$WORK/sotu_text_sentence" --vocab-file "$VOCAB" \
+    --max-position-embeddings 32 --data-path "$BERT_DATA" --vocab-file "$VOCAB" \
     --split 949,50,1 --micro-batch-size 2 --global-batch-size 8 --train-iters 6 \
     --lr 1e-3 --lr-warmup-iters 2 --lr-decay-style cosine --min-lr 1e-4 --weight-decay 0.1 \
     --clip-grad 1.0 --seed 42 --tensor-model-parallel-size "$tp" \
@@ -52,7 +42,7 @@ for case in "3 0 --num-layers 3 is not divisible by --pipeline-model-parallel-si
   if out=$(timeout 60 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 \
              "$MEGATRON_BINARY" pretrain-bert --num-layers "$layers" --hidden-size 32 \
              --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32 \
-             --data-path "$WORK/sotu_text_sentence" --vocab-file "$VOCAB" --micro-batch-size 2 \
+             --data-path "$BERT_DATA" --vocab-file "$VOCAB" --micro-batch-size 2 \
              --global-batch-size 8 --train-iters 1 --lr 1e-3 --pipeline-model-parallel-size 2 \
              --num-layers-per-virtual-pipeline-stage "$per" 2>&1); then
     echo "FAIL: --num-layers $layers (virtual stages of $per) trained"; exit 1
@@ -62,7 +52,7 @@ done
 
 if out=$(timeout 60 "$MEGATRON_BINARY" pretrain-bert --num-layers 4 --hidden-size 32 \
            --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32 \
-           --data-path "$WORK/sotu_text_sentence" --vocab-file "$VOCAB" --micro-batch-size 2 \
+           --data-path "$BERT_DATA" --vocab-file "$VOCAB" --micro-batch-size 2 \
            --global-batch-size 8 --train-iters 1 --lr 1e-3 --sequence-parallel 2>&1); then
   echo "FAIL: --sequence-parallel trained at TP 1"; exit 1
 fi

@@ -9,22 +9,13 @@
 # Needs the files of scripts/fetch_data.sh (scripts/test.sh runs it first).
 set -euo pipefail
 BIN="${MEGATRON_BINARY:?}"
-DATA="${MEGATRON_DATA_DIR:-$HOME/.cache/megatron-cpp}"
-VOCAB="$DATA/bert-base-uncased-vocab.txt"
-for f in sotu.jsonl bert-base-uncased-vocab.txt; do
-  [[ -f "$DATA/$f" ]] || { echo "missing $DATA/$f: run scripts/fetch_data.sh" >&2; exit 1; }
-done
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
+: "${MEGATRON_SOURCE_DIR:?}"
+source "$MEGATRON_SOURCE_DIR/tests/e2e/sotu_bert_data.bash"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-
-head -n 40 "$DATA/sotu.jsonl" > "$WORK/in.jsonl"
-"$BIN" preprocess --input "$WORK/in.jsonl" --tokenizer-type BertWordPieceLowerCase \
-  --vocab-file "$VOCAB" --split-sentences --output-prefix "$WORK/sotu" 2> /dev/null
 
 COMMON=(--tensor-model-parallel-size 2 --num-layers 2 --hidden-size 32 --num-attention-heads 4
         --seq-length 32 --max-position-embeddings 32 --micro-batch-size 4 --global-batch-size 8
-        --lr 1e-3 --data-path "$WORK/sotu_text_sentence" --vocab-file "$VOCAB"
+        --lr 1e-3 --data-path "$BERT_DATA" --vocab-file "$VOCAB"
         --split 949,50,1 --log-interval 1 --eval-interval 2 --eval-iters 1)
 bert() { mpirun --oversubscribe --bind-to none -np 2 "$BIN" pretrain-bert "$@"; }
 
