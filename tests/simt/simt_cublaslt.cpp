@@ -20,6 +20,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "simt_device_memory.h"
+
 namespace {
 
 struct Handle {};
@@ -281,6 +283,11 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const
   const int64_t k = int64_t(ta ? la.rows : la.cols);
   const bool tf32 = op->compute == CUBLAS_COMPUTE_32F_FAST_TF32;
   const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
+  // The operands are device memory (the executable's DeviceAccess, through its C entry point).
+  struct Access {
+    Access() { megatron_simt_device_access(1); }
+    ~Access() { megatron_simt_device_access(0); }
+  } access;
   const auto input = [&](cudaDataType type, const void* base, int64_t index) {
     const float v = load(type, base, index);
     return tf32 && type == CUDA_R_32F ? to_tf32(v) : v;

@@ -5,12 +5,12 @@
 //
 // Eight devices, as on one node (so that the dist tests' NCCL paths find a GPU per rank), with
 // an H100's opt-in shared memory per block (227 KiB) and 80 GB counted for all of them together
-// in the process's memory. Device memory is host memory that this file tracks, so freeing a pointer
-// it did not allocate, or copying "to the device" into memory that is not device memory, fails the
-// call as it would on a GPU. Everything runs in program order on the calling thread: streams and
-// events are accepted and order nothing (the emulator cannot find a missing wait between two
-// streams). A function megatron does not call is not defined here: using a new one is a link
-// error in the emulated build until it is added.
+// in the process's memory. Device memory is simt_device_memory.h's: host code cannot touch it,
+// and freeing a pointer never allocated, or copying "to the device" into memory that is not
+// device memory, fails the call as it would on a GPU. Everything runs in program order on the
+// calling thread: streams and events are accepted and order nothing (the emulator cannot find a
+// missing wait between two streams). A function megatron does not call is not defined here: using a
+// new one is a link error in the emulated build until it is added.
 #include <cuda_runtime_api.h>
 
 #include <cstdlib>
@@ -18,21 +18,25 @@
 #include <map>
 #include <mutex>
 
+#include "simt_device_memory.h"
+
+using megatron::simt::DeviceAccess;
+
 namespace {
 
 constexpr int kDevices = 8;
 constexpr size_t kDeviceBytes = size_t(80) << 30;
 constexpr int kOptInSharedBytes = 227 << 10;
 
-struct Memory {
+// Page-locked host memory (cudaMallocHost): ordinary host memory, tracked to check frees.
+struct Pinned {
   std::mutex mutex;
-  std::map<const char*, size_t> device, pinned;  // base -> bytes
-  size_t device_bytes = 0;
+  std::map<const char*, size_t> blocks;  // base -> bytes
 };
 
-Memory& memory() {
-  static Memory m;
-  return m;
+Pinned& pinned() {
+  static Pinned p;
+  return p;
 }
 
 thread_local cudaError_t last_error = cudaSuccess;
@@ -43,19 +47,8 @@ cudaError_t fail(cudaError_t e) {
   return e;
 }
 
-// Whether [p, p + bytes) lies inside one allocation of `allocations`.
-bool inside(const std::map<const char*, size_t>& allocations, const void* p, size_t bytes) {
-  const char* c = static_cast<const char*>(p);
-  auto it = allocations.upper_bound(c);
-  if (it == allocations.begin()) return false;
-  --it;
-  return c >= it->first && c + bytes <= it->first + it->second;
-}
-
 bool is_device(const void* p, size_t bytes) {
-  Memory& m = memory();
-  std::lock_guard<std::mutex> lock(m.mutex);
-  return inside(m.device, p, bytes);
+  return megatron::simt::is_device_memory(p, bytes);
 }
 
 // Opaque handles for streams and events: distinct non-null pointers.
@@ -104,53 +97,39 @@ cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int v
 }
 
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
-  Memory& m = memory();
-  std::lock_guard<std::mutex> lock(m.mutex);
   *total_bytes = kDeviceBytes;
-  *free_bytes = kDeviceBytes - m.device_bytes;
+  *free_bytes = kDeviceBytes - megatron::simt::device_bytes_in_use();
   return cudaSuccess;
 }
 
 cudaError_t cudaMalloc(void** p, size_t bytes) {
-  Memory& m = memory();
-  std::lock_guard<std::mutex> lock(m.mutex);
-  if (m.device_bytes + bytes > kDeviceBytes) return fail(cudaErrorMemoryAllocation);
-  // cudaMalloc's alignment: 256 bytes.
-  *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
-  if (!*p) return fail(cudaErrorMemoryAllocation);
-  m.device[static_cast<char*>(*p)] = bytes;
-  m.device_bytes += bytes;
-  return cudaSuccess;
+  if (megatron::simt::device_bytes_in_use() + bytes > kDeviceBytes)
+    return fail(cudaErrorMemoryAllocation);
+  *p = megatron::simt::device_allocate(bytes);
+  return *p ? cudaSuccess : fail(cudaErrorMemoryAllocation);
 }
 
 cudaError_t cudaFree(void* p) {
   if (!p) return cudaSuccess;
-  Memory& m = memory();
-  std::lock_guard<std::mutex> lock(m.mutex);
-  auto it = m.device.find(static_cast<char*>(p));
-  if (it == m.device.end()) return fail(cudaErrorInvalidValue);
-  m.device_bytes -= it->second;
-  m.device.erase(it);
-  std::free(p);
-  return cudaSuccess;
+  return megatron::simt::device_free(p) ? cudaSuccess : fail(cudaErrorInvalidValue);
 }
 
 cudaError_t cudaMallocHost(void** p, size_t bytes) {
-  Memory& m = memory();
+  Pinned& m = pinned();
   std::lock_guard<std::mutex> lock(m.mutex);
   *p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096 + 4096);
   if (!*p) return fail(cudaErrorMemoryAllocation);
-  m.pinned[static_cast<char*>(*p)] = bytes;
+  m.blocks[static_cast<char*>(*p)] = bytes;
   return cudaSuccess;
 }
 
 cudaError_t cudaFreeHost(void* p) {
   if (!p) return cudaSuccess;
-  Memory& m = memory();
+  Pinned& m = pinned();
   std::lock_guard<std::mutex> lock(m.mutex);
-  auto it = m.pinned.find(static_cast<char*>(p));
-  if (it == m.pinned.end()) return fail(cudaErrorInvalidValue);
-  m.pinned.erase(it);
+  auto it = m.blocks.find(static_cast<char*>(p));
+  if (it == m.blocks.end()) return fail(cudaErrorInvalidValue);
+  m.blocks.erase(it);
   std::free(p);
   return cudaSuccess;
 }
@@ -173,6 +152,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
     case cudaMemcpyHostToHost:
       break;
   }
+  DeviceAccess access;
   std::memmove(dst, src, bytes);
   return cudaSuccess;
 }
@@ -193,6 +173,7 @@ cudaError_t cudaMemcpy2DAsync(void* dst, size_t dst_pitch, const void* src, size
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
   if (bytes == 0) return cudaSuccess;
   if (!is_device(p, bytes)) return fail(cudaErrorInvalidValue);
+  DeviceAccess access;
   std::memset(p, value, bytes);
   return cudaSuccess;
 }

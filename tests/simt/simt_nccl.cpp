@@ -25,9 +25,14 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
+
+#include "simt_device_memory.h"
+
+using megatron::simt::DeviceAccess;
 
 struct ncclComm {
   MPI_Comm mpi = MPI_COMM_NULL;  // null for a communicator of one rank
@@ -41,6 +46,9 @@ constexpr int kPointToPointTag = 0x5a17;
 
 int group_depth = 0;
 std::vector<MPI_Request> group_requests;
+// Device memory stays accessible from the outermost ncclGroupStart to its ncclGroupEnd: MPI
+// may read or write the posted buffers until then.
+std::unique_ptr<DeviceAccess> group_access;
 
 ncclResult_t invalid(ncclComm* comm, std::string why) {
   if (comm) comm->last_error = std::move(why);
@@ -157,6 +165,7 @@ ncclResult_t point_to_point(bool send, void* buf, size_t count, ncclDataType_t t
     return invalid(comm, "a send or receive whose peer is not another rank of the communicator");
   MPI_Request request = MPI_REQUEST_NULL;
   const int bytes = int(count * type_bytes(t));
+  DeviceAccess access;  // a lone send or receive completes within it
   const int code =
       send ? MPI_Isend(buf, bytes, MPI_BYTE, peer, kPointToPointTag, comm->mpi, &request)
            : MPI_Irecv(buf, bytes, MPI_BYTE, peer, kPointToPointTag, comm->mpi, &request);
@@ -265,7 +274,7 @@ ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
 }
 
 ncclResult_t ncclGroupStart() {
-  ++group_depth;
+  if (group_depth++ == 0) group_access = std::make_unique<DeviceAccess>();
   return ncclSuccess;
 }
 
@@ -274,9 +283,9 @@ ncclResult_t ncclGroupEnd() {
   if (--group_depth > 0) return ncclSuccess;
   std::vector<MPI_Request> requests;
   requests.swap(group_requests);
-  return MPI_Waitall(int(requests.size()), requests.data(), MPI_STATUSES_IGNORE) == MPI_SUCCESS
-             ? ncclSuccess
-             : ncclSystemError;
+  const int code = MPI_Waitall(int(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+  group_access.reset();
+  return code == MPI_SUCCESS ? ncclSuccess : ncclSystemError;
 }
 
 ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t t, int peer, ncclComm_t comm,
@@ -292,6 +301,7 @@ ncclResult_t ncclRecv(void* recv, size_t count, ncclDataType_t t, int peer, nccl
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t t,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
   if (const ncclResult_t r = check_call(comm, t, op, true); r != ncclSuccess) return r;
+  DeviceAccess access;
   const size_t bytes = count * type_bytes(t);
   std::vector<char> all;
   if (const int code = gather_all(comm, send, bytes, all); code != MPI_SUCCESS)
@@ -303,6 +313,7 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
 ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType_t t,
                         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t) {
   if (const ncclResult_t r = check_call(comm, t, op, true); r != ncclSuccess) return r;
+  DeviceAccess access;
   if (root < 0 || root >= comm->size) return invalid(comm, "a root outside the communicator");
   const size_t bytes = count * type_bytes(t);
   std::vector<char> all;
@@ -316,6 +327,7 @@ ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType
 ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclDataType_t t,
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
   if (const ncclResult_t r = check_call(comm, t, op, true); r != ncclSuccess) return r;
+  DeviceAccess access;
   const size_t block = count * type_bytes(t), bytes = block * size_t(comm->size);
   std::vector<char> all;
   if (const int code = gather_all(comm, send, bytes, all); code != MPI_SUCCESS)
@@ -328,6 +340,7 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclD
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t t,
                            ncclComm_t comm, cudaStream_t) {
   if (const ncclResult_t r = check_call(comm, t, ncclSum, false); r != ncclSuccess) return r;
+  DeviceAccess access;
   const size_t bytes = count * type_bytes(t);
   std::vector<char> all;
   if (const int code = gather_all(comm, send, bytes, all); code != MPI_SUCCESS)
@@ -340,6 +353,7 @@ ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataT
                            ncclComm_t comm, cudaStream_t) {
   if (const ncclResult_t r = check_call(comm, t, ncclSum, false); r != ncclSuccess) return r;
   if (root < 0 || root >= comm->size) return invalid(comm, "a root outside the communicator");
+  DeviceAccess access;
   const size_t bytes = count * type_bytes(t);
   if (comm->rank == root && send != recv) std::memmove(recv, send, bytes);
   if (comm->size == 1) return ncclSuccess;

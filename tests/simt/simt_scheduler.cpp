@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "simt_device_memory.h"
 #include "simt_emulator.h"
 
 // switch_stack(&from, to): saves the callee-saved registers on the current stack, stores the
@@ -203,6 +204,7 @@ void launch(dim3 grid, dim3 block, size_t shared_bytes, const std::function<void
   s.kernel = &kernel;
   s.error = nullptr;
   s.running = true;
+  DeviceAccess access;  // kernels read and write device memory
   try {
     for (unsigned z = 0; z < grid.z; ++z)
       for (unsigned y = 0; y < grid.y; ++y)

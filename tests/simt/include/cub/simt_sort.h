@@ -13,6 +13,8 @@
 #include <numeric>
 #include <vector>
 
+#include "simt_device_memory.h"
+
 namespace cub::simt {
 
 template <typename Key>

@@ -15,6 +15,7 @@ struct DeviceRadixSort {
       temp_storage_bytes = 1;  // CUB asks for some; a caller must allocate what it is told
       return cudaSuccess;
     }
+    megatron::simt::DeviceAccess access;  // keys, values and offsets are device memory
     if (num_items < 0 || !simt::valid_bits<Key>(begin_bit, end_bit)) return cudaErrorInvalidValue;
     simt::sort_range(d_keys_in, d_keys_out, d_values_in, d_values_out, int(num_items), begin_bit,
                      end_bit);

@@ -17,6 +17,7 @@ struct DeviceSegmentedRadixSort {
       temp_storage_bytes = 1;  // CUB asks for some; a caller must allocate what it is told
       return cudaSuccess;
     }
+    megatron::simt::DeviceAccess access;  // keys, values and offsets are device memory
     if (num_items < 0 || num_segments < 0 || !simt::valid_bits<Key>(begin_bit, end_bit))
       return cudaErrorInvalidValue;
     for (int s = 0; s < num_segments; ++s) {

@@ -1,0 +1,75 @@
+// The emulated GPU's own checks fail when they should: what makes a passing simt.* test mean
+// something. Host code touching device memory dies naming the allocation; a barrier that one
+// thread skips is an error naming the block; copies whose pointers are not the memory their
+// kind names, and frees of pointers never allocated, fail as on a GPU; a kernel sees its
+// block's shared memory and its warp's shuffles.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "core/tensor.h"
+#include "simt_device_memory.h"
+#include "simt_emulator.h"
+
+namespace megatron {
+namespace {
+
+TEST(EmulatedGpu, HostCodeTouchingDeviceMemoryDiesNamingTheAllocation) {
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  Tensor t = Tensor::zeros({64}, DType::F32, Device::cuda(0));
+  float* device = static_cast<float*>(t.raw_data());
+  EXPECT_DEATH({ device[3] = 1.0f; }, "host code touched device memory at .*allocation of");
+  // Through the runtime, the same memory is fine.
+  std::vector<float> host(64, 2.0f);
+  ASSERT_EQ(
+      cudaMemcpyAsync(device, host.data(), 64 * sizeof(float), cudaMemcpyHostToDevice, nullptr),
+      cudaSuccess);
+  EXPECT_EQ(t.to(Device::CPU).to_vector<float>()[3], 2.0f);
+}
+
+TEST(EmulatedGpu, RuntimeRefusesCopiesAndFreesAGpuWouldFault) {
+  std::vector<float> host(16), other(16);
+  EXPECT_EQ(cudaMemcpyAsync(host.data(), other.data(), sizeof(float) * 16, cudaMemcpyHostToDevice,
+                            nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFree(host.data()), cudaErrorInvalidValue);
+  (void)cudaGetLastError();
+}
+
+TEST(EmulatedGpu, ABarrierOneThreadSkipsIsAnErrorNamingTheBlock) {
+  try {
+    simt::launch(dim3(2), dim3(64), 0, [] {
+      if (blockIdx.x == 1 && threadIdx.x == 5) return;
+      __syncthreads();
+    });
+    FAIL() << "the divergent barrier was not reported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::strstr(e.what(), "block (1, 0, 0): a __syncthreads that not every thread"),
+              nullptr)
+        << e.what();
+  }
+}
+
+TEST(EmulatedGpu, SharedMemoryAndShufflesAreTheBlocksAndTheWarps) {
+  std::vector<float> out(128);
+  float* o = out.data();
+  simt::launch(dim3(1), dim3(128), 0, [o] {
+    __shared__ float stage[128];
+    const unsigned t = threadIdx.x;
+    stage[t] = float(t);
+    __syncthreads();
+    float v = stage[127 - t];  // another warp's write, visible after the barrier
+    for (int m = 16; m > 0; m /= 2) v += __shfl_xor_sync(0xffffffffu, v, m);
+    o[t] = v;  // the sum over the warp of 127 - t
+  });
+  for (unsigned t = 0; t < 128; ++t) {
+    const unsigned w = t / 32;
+    float want = 0;
+    for (unsigned l = 0; l < 32; ++l) want += float(127 - (w * 32 + l));
+    EXPECT_EQ(out[t], want) << "thread " << t;
+  }
+}
+
+}  // namespace
+}  // namespace megatron

@@ -1,0 +1,43 @@
+// The emulated GPU's device memory (tests/simt): host memory that host code cannot touch.
+//
+// On a GPU, host code that dereferences a device pointer crashes; on the emulated GPU device
+// memory is host memory, so such a bug would pass unnoticed. Here it is kept inaccessible
+// (PROT_NONE) except while a DeviceAccess lives: a kernel launch, the runtime's copies and
+// memsets, cuBLASLt, NCCL and CUB's sorts open one. Host code that reads or writes device
+// memory outside them faults, and the fault handler names the address, the allocation it falls
+// in and the fix before the process dies.
+//
+// All of it is one reserved address range, allocated by bumping (freed pages are returned to
+// the system, addresses are not reused), so opening and closing access is one mprotect each.
+#pragma once
+
+#include <cstddef>
+
+namespace megatron::simt {
+
+// A fresh allocation of `bytes` (page-aligned), or nullptr when the reserved range is spent.
+void* device_allocate(size_t bytes);
+
+// Frees an allocation device_allocate returned; false if `p` is not one.
+bool device_free(void* p);
+
+// Whether [p, p + bytes) lies inside one live allocation.
+bool is_device_memory(const void* p, size_t bytes);
+
+// Bytes of live allocations.
+size_t device_bytes_in_use();
+
+// Host code may touch device memory while one lives (nestable).
+class DeviceAccess {
+ public:
+  DeviceAccess();
+  ~DeviceAccess();
+  DeviceAccess(const DeviceAccess&) = delete;
+  DeviceAccess& operator=(const DeviceAccess&) = delete;
+};
+
+}  // namespace megatron::simt
+
+// DeviceAccess for the cuBLASLt module, which the emulated build dlopen()s: open != 0 opens,
+// 0 closes. Exported by the executables linked against megatron_simt (ENABLE_EXPORTS).
+extern "C" void megatron_simt_device_access(int open);
