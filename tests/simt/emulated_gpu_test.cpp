@@ -1,10 +1,12 @@
 // The emulated GPU's own checks fail when they should: what makes a passing simt.* test mean
-// something. Host code touching device memory dies naming the allocation; a barrier that one
-// thread skips is an error naming the block; copies whose pointers are not the memory their
-// kind names, and frees of pointers never allocated, fail as on a GPU; a kernel sees its
-// block's shared memory and its warp's shuffles.
+// something. Host code touching device memory dies naming the allocation; a stream does not see
+// another's writes unless it waited for them; a barrier that one thread skips is an error naming
+// the block; copies whose pointers are not the memory their kind names, and frees of pointers
+// never allocated, fail as on a GPU; a kernel sees its block's shared memory and its warp's
+// shuffles.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -22,10 +24,42 @@ TEST(EmulatedGpu, HostCodeTouchingDeviceMemoryDiesNamingTheAllocation) {
   EXPECT_DEATH({ device[3] = 1.0f; }, "host code touched device memory at .*allocation of");
   // Through the runtime, the same memory is fine.
   std::vector<float> host(64, 2.0f);
-  ASSERT_EQ(
-      cudaMemcpyAsync(device, host.data(), 64 * sizeof(float), cudaMemcpyHostToDevice, nullptr),
-      cudaSuccess);
+  t.copy_from(Tensor::from_blob(host.data(), {64}, DType::F32));
   EXPECT_EQ(t.to(Device::CPU).to_vector<float>()[3], 2.0f);
+}
+
+// What another stream wrote is seen only after a wait for it: without one, the emulator runs
+// the reader first (a GPU would, some of the time).
+TEST(EmulatedGpu, AStreamSeesAnotherStreamsWriteOnlyAfterWaitingForIt) {
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 4), cudaSuccess);
+  cudaStream_t writer = nullptr, reader = nullptr;
+  cudaEvent_t written = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&writer, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&reader, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&written, cudaEventDisableTiming), cudaSuccess);
+  for (bool wait : {false, true}) {
+    SCOPED_TRACE(wait ? "with the wait" : "without the wait");
+    void* staging = nullptr;  // page-locked: the read-back runs in the reader's order
+    ASSERT_EQ(cudaMallocHost(&staging, 4), cudaSuccess);
+    std::memset(staging, 0, 4);
+    ASSERT_EQ(cudaMemsetAsync(p, 0, 4, reader), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(reader), cudaSuccess);
+    ASSERT_EQ(cudaMemsetAsync(p, 0x11, 4, writer), cudaSuccess);
+    ASSERT_EQ(cudaEventRecord(written, writer), cudaSuccess);
+    if (wait) {
+      ASSERT_EQ(cudaStreamWaitEvent(reader, written, 0), cudaSuccess);
+    }
+    ASSERT_EQ(cudaMemcpyAsync(staging, p, 4, cudaMemcpyDeviceToHost, reader), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(reader), cudaSuccess);
+    uint32_t seen = 0;
+    std::memcpy(&seen, staging, 4);
+    EXPECT_EQ(seen, wait ? 0x11111111u : 0u);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ASSERT_EQ(cudaFreeHost(staging), cudaSuccess);
+  }
+  EXPECT_EQ(cudaEventDestroy(written), cudaSuccess);
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
 }
 
 TEST(EmulatedGpu, RuntimeRefusesCopiesAndFreesAGpuWouldFault) {

@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "simt_device_memory.h"
+#include "simt_streams.h"
 
 namespace {
 
@@ -268,44 +268,43 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const
                               const void* A, cublasLtMatrixLayout_t a, const void* B,
                               cublasLtMatrixLayout_t b, const void* beta, const void* C,
                               cublasLtMatrixLayout_t c, void* D, cublasLtMatrixLayout_t d,
-                              const cublasLtMatmulAlgo_t* algo, void*, size_t, cudaStream_t) {
-  const MatmulDesc* op = as<MatmulDesc>(desc);
-  const Layout &la = *as<Layout>(a), &lb = *as<Layout>(b), &lc = *as<Layout>(c),
-               &ld = *as<Layout>(d);
+                              const cublasLtMatmulAlgo_t* algo, void*, size_t,
+                              cudaStream_t stream) {
+  const MatmulDesc op = *as<MatmulDesc>(desc);
+  const Layout la = *as<Layout>(a), lb = *as<Layout>(b), lc = *as<Layout>(c), ld = *as<Layout>(d);
   if (!algo) return CUBLAS_STATUS_NOT_SUPPORTED;  // the heuristic's algorithm is required here
   uint32_t align[4];
   std::memcpy(align, algo->data, sizeof align);
   if (!aligned(A, la.ld, la, align[0]) || !aligned(B, lb.ld, lb, align[1]) ||
       !aligned(C, lc.ld, lc, align[2]) || !aligned(D, ld.ld, ld, align[3]))
     return CUBLAS_STATUS_INVALID_VALUE;  // misaligned for the algorithm
-  const bool ta = op->trans_a == CUBLAS_OP_T, tb = op->trans_b == CUBLAS_OP_T;
-  const int64_t m = int64_t(ld.rows), n = int64_t(ld.cols);
-  const int64_t k = int64_t(ta ? la.rows : la.cols);
-  const bool tf32 = op->compute == CUBLAS_COMPUTE_32F_FAST_TF32;
+  // Host pointer mode: alpha and beta are read now; the product runs in stream order (through
+  // the executable's simt_streams.h: this library is loaded into an emulated-GPU executable).
   const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
-  // The operands are device memory (the executable's DeviceAccess, through its C entry point).
-  struct Access {
-    Access() { megatron_simt_device_access(1); }
-    ~Access() { megatron_simt_device_access(0); }
-  } access;
-  const auto input = [&](cudaDataType type, const void* base, int64_t index) {
-    const float v = load(type, base, index);
-    return tf32 && type == CUDA_R_32F ? to_tf32(v) : v;
-  };
-  for (int32_t e = 0; e < ld.batch; ++e)
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t i = 0; i < m; ++i) {
-        float acc = 0.f;
-        for (int64_t p = 0; p < k; ++p) {
-          // op(A)(i, p) and op(B)(p, j).
-          const int64_t ia = e * la.stride + (ta ? p + i * la.ld : i + p * la.ld);
-          const int64_t ib = e * lb.stride + (tb ? j + p * lb.ld : p + j * lb.ld);
-          acc += input(la.type, A, ia) * input(lb.type, B, ib);
+  megatron::simt::enqueue(stream, [=] {
+    const bool ta = op.trans_a == CUBLAS_OP_T, tb = op.trans_b == CUBLAS_OP_T;
+    const int64_t m = int64_t(ld.rows), n = int64_t(ld.cols);
+    const int64_t k = int64_t(ta ? la.rows : la.cols);
+    const bool tf32 = op.compute == CUBLAS_COMPUTE_32F_FAST_TF32;
+    const auto input = [&](cudaDataType type, const void* base, int64_t index) {
+      const float v = load(type, base, index);
+      return tf32 && type == CUDA_R_32F ? to_tf32(v) : v;
+    };
+    for (int32_t e = 0; e < ld.batch; ++e)
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < m; ++i) {
+          float acc = 0.f;
+          for (int64_t p = 0; p < k; ++p) {
+            // op(A)(i, p) and op(B)(p, j).
+            const int64_t ia = e * la.stride + (ta ? p + i * la.ld : i + p * la.ld);
+            const int64_t ib = e * lb.stride + (tb ? j + p * lb.ld : p + j * lb.ld);
+            acc += input(la.type, A, ia) * input(lb.type, B, ib);
+          }
+          float out = al * acc;
+          if (be != 0.f) out += be * load(lc.type, C, e * lc.stride + i + j * lc.ld);
+          store(ld.type, D, e * ld.stride + i + j * ld.ld, out);
         }
-        float out = al * acc;
-        if (be != 0.f) out += be * load(lc.type, C, e * lc.stride + i + j * lc.ld);
-        store(ld.type, D, e * ld.stride + i + j * ld.ld, out);
-      }
+  });
   return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -19,8 +19,7 @@
 #include <mutex>
 
 #include "simt_device_memory.h"
-
-using megatron::simt::DeviceAccess;
+#include "simt_streams.h"
 
 namespace {
 
@@ -51,10 +50,14 @@ bool is_device(const void* p, size_t bytes) {
   return megatron::simt::is_device_memory(p, bytes);
 }
 
-// Opaque handles for streams and events: distinct non-null pointers.
-template <typename Handle>
-Handle new_handle() {
-  return reinterpret_cast<Handle>(new char);
+bool is_pinned(const void* p, size_t bytes) {
+  Pinned& m = pinned();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  const char* c = static_cast<const char*>(p);
+  auto it = m.blocks.upper_bound(c);
+  if (it == m.blocks.begin()) return false;
+  --it;
+  return c >= it->first && c + bytes <= it->first + it->second;
 }
 
 }  // namespace
@@ -111,6 +114,7 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
 
 cudaError_t cudaFree(void* p) {
   if (!p) return cudaSuccess;
+  megatron::simt::synchronize_all();  // as CUDA's: the device's work is done first
   return megatron::simt::device_free(p) ? cudaSuccess : fail(cudaErrorInvalidValue);
 }
 
@@ -125,6 +129,7 @@ cudaError_t cudaMallocHost(void** p, size_t bytes) {
 
 cudaError_t cudaFreeHost(void* p) {
   if (!p) return cudaSuccess;
+  megatron::simt::synchronize_all();
   Pinned& m = pinned();
   std::lock_guard<std::mutex> lock(m.mutex);
   auto it = m.blocks.find(static_cast<char*>(p));
@@ -134,8 +139,10 @@ cudaError_t cudaFreeHost(void* p) {
   return cudaSuccess;
 }
 
+// A copy that involves pageable host memory runs now, after its stream's work (CUDA stages it
+// synchronously); device and page-locked memory are copied when the stream gets there.
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
-                            cudaStream_t) {
+                            cudaStream_t stream) {
   if (bytes == 0) return cudaSuccess;
   const bool dst_device = is_device(dst, bytes), src_device = is_device(src, bytes);
   switch (kind) {
@@ -152,8 +159,10 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
     case cudaMemcpyHostToHost:
       break;
   }
-  DeviceAccess access;
-  std::memmove(dst, src, bytes);
+  const bool pageable =
+      (!dst_device && !is_pinned(dst, bytes)) || (!src_device && !is_pinned(src, bytes));
+  if (pageable) megatron::simt::synchronize(stream);
+  megatron::simt::enqueue(pageable ? nullptr : stream, [=] { std::memmove(dst, src, bytes); });
   return cudaSuccess;
 }
 
@@ -170,48 +179,55 @@ cudaError_t cudaMemcpy2DAsync(void* dst, size_t dst_pitch, const void* src, size
   return cudaSuccess;
 }
 
-cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
+cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t stream) {
   if (bytes == 0) return cudaSuccess;
   if (!is_device(p, bytes)) return fail(cudaErrorInvalidValue);
-  DeviceAccess access;
-  std::memset(p, value, bytes);
+  megatron::simt::enqueue(stream, [=] { std::memset(p, value, bytes); });
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) {
-  *stream = new_handle<cudaStream_t>();
+  *stream = megatron::simt::new_stream();
   return cudaSuccess;
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t) {
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  megatron::simt::synchronize(stream);
   return cudaSuccess;
 }
 
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t event, unsigned int) {
-  return event ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
+  if (!event) return fail(cudaErrorInvalidResourceHandle);
+  megatron::simt::wait(stream, event);
+  return cudaSuccess;
 }
 
 cudaError_t cudaDeviceSynchronize() {
+  megatron::simt::synchronize_all();
   return cudaSuccess;
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) {
-  *event = new_handle<cudaEvent_t>();
+  *event = megatron::simt::new_event();
   return cudaSuccess;
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
   if (!event) return fail(cudaErrorInvalidResourceHandle);
-  delete reinterpret_cast<char*>(event);
+  megatron::simt::destroy_event(event);
   return cudaSuccess;
 }
 
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
-  return event ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  if (!event) return fail(cudaErrorInvalidResourceHandle);
+  megatron::simt::record(event, stream);
+  return cudaSuccess;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  return event ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+  if (!event) return fail(cudaErrorInvalidResourceHandle);
+  megatron::simt::synchronize(event);
+  return cudaSuccess;
 }
 
 cudaError_t cudaGetLastError() {

@@ -138,7 +138,3 @@ DeviceAccess::~DeviceAccess() {
 }
 
 }  // namespace megatron::simt
-
-extern "C" void megatron_simt_device_access(int open) {
-  megatron::simt::access(open != 0);
-}

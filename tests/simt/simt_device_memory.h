@@ -37,7 +37,3 @@ class DeviceAccess {
 };
 
 }  // namespace megatron::simt
-
-// DeviceAccess for the cuBLASLt module, which the emulated build dlopen()s: open != 0 opens,
-// 0 closes. Exported by the executables linked against megatron_simt (ENABLE_EXPORTS).
-extern "C" void megatron_simt_device_access(int open);

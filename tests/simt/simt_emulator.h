@@ -47,6 +47,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "simt_streams.h"
 
 #define MEGATRON_SIMT 1
 
@@ -94,25 +95,29 @@ uint64_t* exchange_slots();
 bool block_barrier_or(bool predicate);
 
 // `k<<<grid, block, shared, stream>>>(args...)` rewritten as
-// `Launcher([&](auto&&... a) { k(a...); }, grid, block, shared, stream)(args...)`: the call
-// copies the arguments (as a launch does) and launches; k's template arguments are deduced from
-// the arguments' types in the lambda, as nvcc deduces them from the launch's.
+// `Launcher([=](auto&&... a) { k(a...); }, grid, block, shared, stream)(args...)`: the call
+// copies the arguments (as a launch does) and queues the launch on the stream (simt_streams.h);
+// k's template arguments are deduced from the arguments' types in the lambda, as nvcc deduces
+// them from the launch's.
 template <typename Kernel>
 struct Launcher {
-  Launcher(Kernel k, dim3 g, dim3 b, size_t s = 0, cudaStream_t = nullptr)
-      : kernel(k), grid(g), block(b), shared(s) {}
+  Launcher(Kernel k, dim3 g, dim3 b, size_t s = 0, cudaStream_t st = nullptr)
+      : kernel(k), grid(g), block(b), shared(s), stream(st) {}
   template <typename... Args>
   void operator()(Args&&... args) const {
-    const std::tuple<std::decay_t<Args>...> saved(std::forward<Args>(args)...);
-    launch(grid, block, shared, [&] {
-      // Each thread gets its own copy of the parameters (a kernel may modify them).
-      std::tuple<std::decay_t<Args>...> own = saved;
-      std::apply(kernel, own);
+    enqueue(stream, [kernel = kernel, grid = grid, block = block, shared = shared,
+                     saved = std::tuple<std::decay_t<Args>...>(std::forward<Args>(args)...)] {
+      launch(grid, block, shared, [&] {
+        // Each thread gets its own copy of the parameters (a kernel may modify them).
+        std::tuple<std::decay_t<Args>...> own = saved;
+        std::apply(kernel, own);
+      });
     });
   }
   Kernel kernel;
   dim3 grid, block;
   size_t shared;
+  cudaStream_t stream;
 };
 
 }  // namespace megatron::simt

@@ -17,7 +17,8 @@
 //     once and completed at the outermost ncclGroupEnd; collectives run when called (every
 //     rank calls them in the same order, as NCCL requires). A send or receive outside a group
 //     completes before it returns, which deadlocks where NCCL would too.
-// Streams order nothing (the emulated runtime runs in program order).
+// Each call first runs what its stream queued before it (simt_streams.h), then runs at once: its
+// inputs are stream-ordered, its outputs are not delayed.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <mpi.h>
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "simt_device_memory.h"
+#include "simt_streams.h"
 
 using megatron::simt::DeviceAccess;
 
@@ -159,13 +161,14 @@ ncclResult_t check_call(ncclComm* comm, ncclDataType_t t, ncclRedOp_t op, bool r
 }
 
 ncclResult_t point_to_point(bool send, void* buf, size_t count, ncclDataType_t t, int peer,
-                            ncclComm* comm) {
+                            ncclComm* comm, cudaStream_t stream) {
   if (const ncclResult_t r = check_call(comm, t, ncclSum, false); r != ncclSuccess) return r;
   if (peer < 0 || peer >= comm->size || peer == comm->rank)
     return invalid(comm, "a send or receive whose peer is not another rank of the communicator");
   MPI_Request request = MPI_REQUEST_NULL;
   const int bytes = int(count * type_bytes(t));
-  DeviceAccess access;  // a lone send or receive completes within it
+  megatron::simt::synchronize(stream);  // what the stream queued before the send or receive
+  DeviceAccess access;                  // a lone send or receive completes within it
   const int code =
       send ? MPI_Isend(buf, bytes, MPI_BYTE, peer, kPointToPointTag, comm->mpi, &request)
            : MPI_Irecv(buf, bytes, MPI_BYTE, peer, kPointToPointTag, comm->mpi, &request);
@@ -289,18 +292,19 @@ ncclResult_t ncclGroupEnd() {
 }
 
 ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t t, int peer, ncclComm_t comm,
-                      cudaStream_t) {
-  return point_to_point(true, const_cast<void*>(send), count, t, peer, comm);
+                      cudaStream_t stream) {
+  return point_to_point(true, const_cast<void*>(send), count, t, peer, comm, stream);
 }
 
 ncclResult_t ncclRecv(void* recv, size_t count, ncclDataType_t t, int peer, ncclComm_t comm,
-                      cudaStream_t) {
-  return point_to_point(false, recv, count, t, peer, comm);
+                      cudaStream_t stream) {
+  return point_to_point(false, recv, count, t, peer, comm, stream);
 }
 
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t t,
-                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   if (const ncclResult_t r = check_call(comm, t, op, true); r != ncclSuccess) return r;
+  megatron::simt::synchronize(stream);  // the collective runs after its stream's queue
   DeviceAccess access;
   const size_t bytes = count * type_bytes(t);
   std::vector<char> all;
@@ -311,10 +315,11 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
 }
 
 ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType_t t,
-                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t) {
+                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   if (const ncclResult_t r = check_call(comm, t, op, true); r != ncclSuccess) return r;
-  DeviceAccess access;
   if (root < 0 || root >= comm->size) return invalid(comm, "a root outside the communicator");
+  megatron::simt::synchronize(stream);  // the collective runs after its stream's queue
+  DeviceAccess access;
   const size_t bytes = count * type_bytes(t);
   std::vector<char> all;
   if (const int code = gather_all(comm, send, bytes, all); code != MPI_SUCCESS)
@@ -325,8 +330,9 @@ ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType
 }
 
 ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclDataType_t t,
-                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   if (const ncclResult_t r = check_call(comm, t, op, true); r != ncclSuccess) return r;
+  megatron::simt::synchronize(stream);  // the collective runs after its stream's queue
   DeviceAccess access;
   const size_t block = count * type_bytes(t), bytes = block * size_t(comm->size);
   std::vector<char> all;
@@ -338,8 +344,9 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclD
 }
 
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t t,
-                           ncclComm_t comm, cudaStream_t) {
+                           ncclComm_t comm, cudaStream_t stream) {
   if (const ncclResult_t r = check_call(comm, t, ncclSum, false); r != ncclSuccess) return r;
+  megatron::simt::synchronize(stream);  // the collective runs after its stream's queue
   DeviceAccess access;
   const size_t bytes = count * type_bytes(t);
   std::vector<char> all;
@@ -350,9 +357,10 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataT
 }
 
 ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t t, int root,
-                           ncclComm_t comm, cudaStream_t) {
+                           ncclComm_t comm, cudaStream_t stream) {
   if (const ncclResult_t r = check_call(comm, t, ncclSum, false); r != ncclSuccess) return r;
   if (root < 0 || root >= comm->size) return invalid(comm, "a root outside the communicator");
+  megatron::simt::synchronize(stream);  // the collective runs after its stream's queue
   DeviceAccess access;
   const size_t bytes = count * type_bytes(t);
   if (comm->rank == root && send != recv) std::memmove(recv, send, bytes);

@@ -1,6 +1,7 @@
 // CUB's device sorts for the emulated GPU (tests/simt), with CUB's contracts computed on the
-// host: a size query when d_temp_storage is null; keys sorted ascending by their bits
-// [begin_bit, end_bit), stably (radix sorts are), values moved with their keys. This directory
+// host, in stream order (simt_streams.h): a size query when d_temp_storage is null; keys sorted
+// ascending by their bits [begin_bit, end_bit), stably (radix sorts are), values moved with
+// their keys. This directory
 // comes before CUDA's on the emulated build's include path, so CUB's own headers (device code)
 // are not compiled by the host compiler.
 #pragma once
@@ -13,7 +14,8 @@
 #include <numeric>
 #include <vector>
 
-#include "simt_device_memory.h"
+#include "core/error.h"
+#include "simt_streams.h"
 
 namespace cub::simt {
 
