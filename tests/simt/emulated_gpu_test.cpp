@@ -2,8 +2,8 @@
 // something. Host code touching device memory dies naming the allocation; a stream does not see
 // another's writes unless it waited for them; a barrier that one thread skips is an error naming
 // the block; copies whose pointers are not the memory their kind names, and frees of pointers
-// never allocated, fail as on a GPU; a kernel sees its block's shared memory and its warp's
-// shuffles.
+// never allocated, fail as on a GPU; a race between two threads shows; a kernel sees its
+// block's shared memory and its warp's shuffles.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -83,6 +83,30 @@ TEST(EmulatedGpu, ABarrierOneThreadSkipsIsAnErrorNamingTheBlock) {
               nullptr)
         << e.what();
   }
+}
+
+// A read of what another thread writes, with no barrier between, gives a different result in
+// the two orders the blocks alternate between: the race shows instead of hiding.
+TEST(EmulatedGpu, ARaceWithoutABarrierShowsAsDifferentResultsInTwoBlocks) {
+  std::vector<float> out(2 * 64);
+  float* o = out.data();
+  simt::launch(dim3(2), dim3(64), 0, [o] {
+    __shared__ float stage[65];
+    const unsigned t = threadIdx.x;
+    stage[t] = 0.0f;
+    if (t == 0) stage[64] = 0.0f;
+    __syncthreads();
+    stage[t] = 1.0f;
+    o[blockIdx.x * 64 + t] = stage[t + 1];  // the neighbour's write: racy
+  });
+  float first = 0, second = 0;
+  for (unsigned t = 0; t < 63; ++t) {
+    first += out[t];
+    second += out[64 + t];
+  }
+  // First to last: nobody's neighbour has written yet; last to first: every neighbour has.
+  EXPECT_EQ(first, 0.0f);
+  EXPECT_EQ(second, 63.0f);
 }
 
 TEST(EmulatedGpu, SharedMemoryAndShufflesAreTheBlocksAndTheWarps) {

@@ -2,11 +2,13 @@
 // execute the kernels' own code — their indexing, masks, barriers, warp reductions and shared
 // memory — against the CPU twins.
 //
-// How a kernel runs: every CUDA thread of a block is a fiber (a ucontext with its own stack) on
-// the calling OS thread; the scheduler runs each fiber until it reaches a barrier or returns,
-// releases a barrier once every thread it names has arrived, and runs the blocks of the grid one
-// after the other. One OS thread: the emulation is deterministic, and a data race between two
-// CUDA threads that a barrier does not order shows up as a wrong result, not as flakiness.
+// How a kernel runs: every CUDA thread of a block is a fiber (its own stack, switched by a few
+// instructions of assembly) on the calling OS thread; the scheduler runs each fiber until it
+// reaches a barrier or returns, releases a barrier once every thread it names has arrived, and
+// runs the blocks of the grid one after the other, even blocks' threads first to last, odd
+// blocks' last to first. One OS thread: the emulation is deterministic, and a data race between
+// two CUDA threads that no barrier orders shows up as a wrong result in one of the two orders,
+// not as flakiness.
 //
 // This header is force-included (-include) before every kernel source compiled for the
 // emulator (tests/simt/rewrite_launches.pl rewrites each `k<<<grid, block, shared, stream>>>(args)`

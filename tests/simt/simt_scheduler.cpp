@@ -145,15 +145,19 @@ std::string describe_states(const Scheduler& s, unsigned threads) {
 }
 
 // Runs one block to completion. Every pass runs each ready fiber until it blocks or returns;
-// then the barriers whose threads have all arrived open.
-void run_block(Scheduler& s, unsigned threads) {
+// then the barriers whose threads have all arrived open. `descending` runs the threads from the
+// last to the first: blocks alternate, so that a race between two threads of one barrier
+// interval (a read of shared memory another thread writes without a barrier between) gives
+// a wrong result in one order or the other instead of being hidden by a fixed one.
+void run_block(Scheduler& s, unsigned threads, bool descending) {
   for (unsigned t = 0; t < threads; ++t) {
     Fiber& f = s.fibers[t];
     f.sp = fresh_stack(f.stack);
     f.state = State::kReady;
   }
   for (;;) {
-    for (unsigned t = 0; t < threads; ++t) {
+    for (unsigned i = 0; i < threads; ++i) {
+      const unsigned t = descending ? threads - 1 - i : i;
       if (s.fibers[t].state != State::kReady) continue;
       s.current = t;
       set_thread_index(t);
@@ -212,7 +216,7 @@ void launch(dim3 grid, dim3 block, size_t shared_bytes, const std::function<void
           block_index = {x, y, z};
           // Garbage, as on a GPU: NaN-like in bf16 and f32.
           std::memset(dynamic_shared_memory(), 0xA5, shared_bytes);
-          run_block(s, threads);
+          run_block(s, threads, (x + y + z) % 2 == 1);
           if (s.error) std::rethrow_exception(s.error);
         }
   } catch (...) {
