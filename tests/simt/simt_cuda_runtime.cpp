@@ -15,8 +15,6 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <map>
-#include <mutex>
 
 #include "simt_device_memory.h"
 #include "simt_streams.h"
@@ -26,17 +24,6 @@ namespace {
 constexpr int kDevices = 8;
 constexpr size_t kDeviceBytes = size_t(80) << 30;
 constexpr int kOptInSharedBytes = 227 << 10;
-
-// Page-locked host memory (cudaMallocHost): ordinary host memory, tracked to check frees.
-struct Pinned {
-  std::mutex mutex;
-  std::map<const char*, size_t> blocks;  // base -> bytes
-};
-
-Pinned& pinned() {
-  static Pinned p;
-  return p;
-}
 
 thread_local cudaError_t last_error = cudaSuccess;
 thread_local int current_device = 0;
@@ -51,13 +38,7 @@ bool is_device(const void* p, size_t bytes) {
 }
 
 bool is_pinned(const void* p, size_t bytes) {
-  Pinned& m = pinned();
-  std::lock_guard<std::mutex> lock(m.mutex);
-  const char* c = static_cast<const char*>(p);
-  auto it = m.blocks.upper_bound(c);
-  if (it == m.blocks.begin()) return false;
-  --it;
-  return c >= it->first && c + bytes <= it->first + it->second;
+  return megatron::simt::is_pinned_memory(p, bytes);
 }
 
 }  // namespace
@@ -119,24 +100,14 @@ cudaError_t cudaFree(void* p) {
 }
 
 cudaError_t cudaMallocHost(void** p, size_t bytes) {
-  Pinned& m = pinned();
-  std::lock_guard<std::mutex> lock(m.mutex);
-  *p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096 + 4096);
-  if (!*p) return fail(cudaErrorMemoryAllocation);
-  m.blocks[static_cast<char*>(*p)] = bytes;
-  return cudaSuccess;
+  *p = megatron::simt::pinned_allocate(bytes);
+  return *p ? cudaSuccess : fail(cudaErrorMemoryAllocation);
 }
 
 cudaError_t cudaFreeHost(void* p) {
   if (!p) return cudaSuccess;
   megatron::simt::synchronize_all();
-  Pinned& m = pinned();
-  std::lock_guard<std::mutex> lock(m.mutex);
-  auto it = m.blocks.find(static_cast<char*>(p));
-  if (it == m.blocks.end()) return fail(cudaErrorInvalidValue);
-  m.blocks.erase(it);
-  std::free(p);
-  return cudaSuccess;
+  return megatron::simt::pinned_free(p) ? cudaSuccess : fail(cudaErrorInvalidValue);
 }
 
 // A copy that involves pageable host memory runs now, after its stream's work (CUDA stages it

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -18,6 +19,15 @@ namespace {
 
 constexpr size_t kReservedBytes = size_t(1) << 38;  // 256 GiB of addresses, none committed
 constexpr size_t kPage = 4096;
+
+// Whether [p, p + bytes) lies inside one block of `blocks` (base -> bytes).
+bool inside(const std::map<const char*, size_t>& blocks, const void* p, size_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  auto it = blocks.upper_bound(c);
+  if (it == blocks.begin()) return false;
+  --it;
+  return c >= it->first && c + bytes <= it->first + it->second;
+}
 
 struct Heap {
   std::mutex mutex;
@@ -116,17 +126,51 @@ bool device_free(void* p) {
 bool is_device_memory(const void* p, size_t bytes) {
   Heap& h = heap();
   std::lock_guard<std::mutex> lock(h.mutex);
-  const char* c = static_cast<const char*>(p);
-  auto it = h.blocks.upper_bound(c);
-  if (it == h.blocks.begin()) return false;
-  --it;
-  return c >= it->first && c + bytes <= it->first + it->second;
+  return inside(h.blocks, p, bytes);
 }
 
 size_t device_bytes_in_use() {
   Heap& h = heap();
   std::lock_guard<std::mutex> lock(h.mutex);
   return h.live_bytes;
+}
+
+namespace {
+
+struct Pinned {
+  std::mutex mutex;
+  std::map<const char*, size_t> blocks;  // base -> bytes
+};
+
+Pinned& pinned() {
+  static Pinned p;
+  return p;
+}
+
+}  // namespace
+
+void* pinned_allocate(size_t bytes) {
+  Pinned& m = pinned();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  void* p = std::aligned_alloc(kPage, (bytes + kPage - 1) / kPage * kPage + kPage);
+  if (p) m.blocks[static_cast<char*>(p)] = bytes;
+  return p;
+}
+
+bool pinned_free(void* p) {
+  Pinned& m = pinned();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  auto it = m.blocks.find(static_cast<char*>(p));
+  if (it == m.blocks.end()) return false;
+  m.blocks.erase(it);
+  std::free(p);
+  return true;
+}
+
+bool is_pinned_memory(const void* p, size_t bytes) {
+  Pinned& m = pinned();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  return inside(m.blocks, p, bytes);
 }
 
 DeviceAccess::DeviceAccess() {

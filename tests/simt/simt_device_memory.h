@@ -1,4 +1,5 @@
-// The emulated GPU's device memory (tests/simt): host memory that host code cannot touch.
+// The emulated GPU's device memory (tests/simt): host memory that host code cannot touch; and
+// its page-locked host memory.
 //
 // On a GPU, host code that dereferences a device pointer crashes; on the emulated GPU device
 // memory is host memory, so such a bug would pass unnoticed. Here it is kept inaccessible
@@ -26,6 +27,13 @@ bool is_device_memory(const void* p, size_t bytes);
 
 // Bytes of live allocations.
 size_t device_bytes_in_use();
+
+// Page-locked host memory (cudaMallocHost): ordinary host memory, tracked so that frees and
+// copies can be checked. pinned_allocate returns nullptr when out of memory; pinned_free false
+// if `p` is not an allocation's base.
+void* pinned_allocate(size_t bytes);
+bool pinned_free(void* p);
+bool is_pinned_memory(const void* p, size_t bytes);
 
 // Host code may touch device memory while one lives (nestable).
 class DeviceAccess {

@@ -152,6 +152,14 @@ int gather_all(ncclComm* comm, const void* send, size_t bytes, std::vector<char>
                        comm->mpi);
 }
 
+// Runs what `stream` queued before the collective, then gathers every rank's `bytes` of `send`.
+ncclResult_t gather_inputs(ncclComm* comm, cudaStream_t stream, const void* send, size_t bytes,
+                           std::vector<char>& all) {
+  megatron::simt::synchronize(stream);
+  DeviceAccess access;
+  return mpi_result(comm, gather_all(comm, send, bytes, all), "MPI_Allgather");
+}
+
 ncclResult_t check_call(ncclComm* comm, ncclDataType_t t, ncclRedOp_t op, bool reduces) {
   if (!comm) return ncclInvalidArgument;
   if (type_bytes(t) == 0) return invalid(comm, "a data type the emulated NCCL does not know");
@@ -304,12 +312,11 @@ ncclResult_t ncclRecv(void* recv, size_t count, ncclDataType_t t, int peer, nccl
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t t,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   if (const ncclResult_t r = check_call(comm, t, op, true); r != ncclSuccess) return r;
-  megatron::simt::synchronize(stream);  // the collective runs after its stream's queue
-  DeviceAccess access;
   const size_t bytes = count * type_bytes(t);
   std::vector<char> all;
-  if (const int code = gather_all(comm, send, bytes, all); code != MPI_SUCCESS)
-    return mpi_result(comm, code, "MPI_Allgather");
+  if (const ncclResult_t r = gather_inputs(comm, stream, send, bytes, all); r != ncclSuccess)
+    return r;
+  DeviceAccess access;
   reduce(all.data(), bytes, comm->size, count, t, op, static_cast<char*>(recv));
   return ncclSuccess;
 }
@@ -318,12 +325,11 @@ ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType
                         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   if (const ncclResult_t r = check_call(comm, t, op, true); r != ncclSuccess) return r;
   if (root < 0 || root >= comm->size) return invalid(comm, "a root outside the communicator");
-  megatron::simt::synchronize(stream);  // the collective runs after its stream's queue
-  DeviceAccess access;
   const size_t bytes = count * type_bytes(t);
   std::vector<char> all;
-  if (const int code = gather_all(comm, send, bytes, all); code != MPI_SUCCESS)
-    return mpi_result(comm, code, "MPI_Allgather");
+  if (const ncclResult_t r = gather_inputs(comm, stream, send, bytes, all); r != ncclSuccess)
+    return r;
+  DeviceAccess access;
   if (comm->rank == root)
     reduce(all.data(), bytes, comm->size, count, t, op, static_cast<char*>(recv));
   return ncclSuccess;
@@ -332,12 +338,11 @@ ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType
 ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclDataType_t t,
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   if (const ncclResult_t r = check_call(comm, t, op, true); r != ncclSuccess) return r;
-  megatron::simt::synchronize(stream);  // the collective runs after its stream's queue
-  DeviceAccess access;
   const size_t block = count * type_bytes(t), bytes = block * size_t(comm->size);
   std::vector<char> all;
-  if (const int code = gather_all(comm, send, bytes, all); code != MPI_SUCCESS)
-    return mpi_result(comm, code, "MPI_Allgather");
+  if (const ncclResult_t r = gather_inputs(comm, stream, send, bytes, all); r != ncclSuccess)
+    return r;
+  DeviceAccess access;
   reduce(all.data() + size_t(comm->rank) * block, bytes, comm->size, count, t, op,
          static_cast<char*>(recv));
   return ncclSuccess;
@@ -346,12 +351,11 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclD
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t t,
                            ncclComm_t comm, cudaStream_t stream) {
   if (const ncclResult_t r = check_call(comm, t, ncclSum, false); r != ncclSuccess) return r;
-  megatron::simt::synchronize(stream);  // the collective runs after its stream's queue
-  DeviceAccess access;
   const size_t bytes = count * type_bytes(t);
   std::vector<char> all;
-  if (const int code = gather_all(comm, send, bytes, all); code != MPI_SUCCESS)
-    return mpi_result(comm, code, "MPI_Allgather");
+  if (const ncclResult_t r = gather_inputs(comm, stream, send, bytes, all); r != ncclSuccess)
+    return r;
+  DeviceAccess access;
   std::memcpy(recv, all.data(), all.size());
   return ncclSuccess;
 }
