@@ -2,8 +2,9 @@
 # One command for a machine with an NVIDIA GPU (docs/cuda.md, "Building on a GPU machine"):
 #   1. configure + build megatron and gpu_tests with CUDA (Ninja, all cores, only those targets;
 #      the bundle from scripts/gpu_bundle.sh stands in for missing Debian packages);
-#   2. run the GPU tests (gpu_tests; dist_tests' collectives on CUDA tensors and the
-#      TP=2-on-one-GPU e2e script where mpirun and node exist);
+#   2. run the GPU tests (gpu_tests; dist_tests' collectives on CUDA tensors and the e2e GPU
+#      scenarios that need no fetched data — TP/PP/DP on one GPU, generation — where mpirun and
+#      node exist);
 #   3. measure the bf16 GEMM ceiling (megatron bench --mode kernels, and PyTorch's matmul);
 #   4. `megatron bench --mode step` in bf16 for GPT-2 124M (s 1024), 350M (24 layers, h 1024,
 #      16 heads, s 1024) and GPT 1.3B (24 layers, h 2048, 16 heads, s 2048), and the same models
@@ -190,23 +191,24 @@ if ((BUILT)) && [[ "${GPU_CHECK_SKIP_TESTS:-0}" != 1 ]]; then
       FAILED=1
     fi
   fi
-  E2E="$ROOT/tests/e2e/gpu_tensor_parallel.sh"
-  if [[ -f "$E2E" ]]; then
+  # The e2e GPU scenarios that need no fetched data: TP/PP/DP on one GPU, generation.
+  for scenario in "gpu_tensor_parallel:TP=2, PP=2, DP=2 on one GPU" "gpu_generate:generation on the GPU"; do
+    name=${scenario%%:*} what=${scenario#*:}
+    E2E="$ROOT/tests/e2e/$name.sh"
+    [[ -f "$E2E" ]] || continue
     if [[ -z "$GPU_NAME" ]]; then
-      TESTS_SUMMARY+="; TP=2 on one GPU: skipped (no GPU)"
+      TESTS_SUMMARY+="; $what: skipped (no GPU)"
     elif ((!HAS_MPI)); then
-      TESTS_SUMMARY+="; TP=2 on one GPU: skipped (no MPI in this build)"
+      TESTS_SUMMARY+="; $what: skipped (no MPI in this build)"
     elif ! command -v node >/dev/null; then
-      TESTS_SUMMARY+="; TP=2 on one GPU: skipped (no node for compare_metrics.js)"
+      TESTS_SUMMARY+="; $what: skipped (no node for the comparisons)"
+    elif stage "e2e_$name" 120 "$OUT/tests.log" bash "$E2E"; then
+      TESTS_SUMMARY+="; $what: passed"
     else
-      if stage e2e_gpu_tensor_parallel 120 "$OUT/tests.log" bash "$E2E"; then
-        TESTS_SUMMARY+="; TP=2 on one GPU: passed"
-      else
-        TESTS_SUMMARY+="; TP=2 on one GPU: FAILED"
-        FAILED=1
-      fi
+      TESTS_SUMMARY+="; $what: FAILED"
+      FAILED=1
     fi
-  fi
+  done
 fi
 
 # ---- 4. ceilings and whole steps ---------------------------------------------------------------
