@@ -2,10 +2,12 @@
 // something. Host code touching device memory dies naming the allocation; a stream does not see
 // another's writes unless it waited for them; a barrier that one thread skips is an error naming
 // the block; copies whose pointers are not the memory their kind names, and frees of pointers
-// never allocated, fail as on a GPU; a race between two threads shows; a kernel sees its
+// never allocated, fail as on a GPU; fresh device memory is NaN; a race between two threads
+// shows; a kernel sees its
 // block's shared memory and its warp's shuffles.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -60,6 +62,12 @@ TEST(EmulatedGpu, AStreamSeesAnotherStreamsWriteOnlyAfterWaitingForIt) {
   }
   EXPECT_EQ(cudaEventDestroy(written), cudaSuccess);
   EXPECT_EQ(cudaFree(p), cudaSuccess);
+}
+
+// Fresh device memory is NaN in every float type: a kernel reading what nothing wrote shows it.
+TEST(EmulatedGpu, FreshDeviceMemoryIsNaN) {
+  const Tensor t = Tensor::empty({5}, DType::BF16, Device::cuda(0));
+  for (bf16 v : t.to(Device::CPU).to_vector<bf16>()) EXPECT_TRUE(std::isnan(float(v)));
 }
 
 TEST(EmulatedGpu, RuntimeRefusesCopiesAndFreesAGpuWouldFault) {

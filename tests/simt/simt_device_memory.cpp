@@ -104,8 +104,11 @@ void* device_allocate(size_t bytes) {
   if (!h.base || h.used + rounded > kReservedBytes) return nullptr;
   char* p = h.base + h.used;
   h.used += rounded;
-  // Committed on first touch; accessible now only if access is open.
-  if (h.open > 0) mprotect(p, rounded, PROT_READ | PROT_WRITE);
+  // Garbage, as cudaMalloc's memory may hold: all-ones bytes are NaN in f32, bf16 and f16, so a
+  // kernel that reads what nothing wrote gives NaN instead of a harmless zero.
+  mprotect(p, rounded, PROT_READ | PROT_WRITE);
+  std::memset(p, 0xFF, rounded);
+  if (h.open == 0) mprotect(p, rounded, PROT_NONE);
   h.blocks[p] = bytes;
   h.live_bytes += bytes;
   return p;

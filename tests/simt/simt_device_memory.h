@@ -16,7 +16,8 @@
 
 namespace megatron::simt {
 
-// A fresh allocation of `bytes` (page-aligned), or nullptr when the reserved range is spent.
+// A fresh allocation of `bytes` (page-aligned), filled with 0xFF bytes (NaN in every float
+// type), or nullptr when the reserved range is spent.
 void* device_allocate(size_t bytes);
 
 // Frees an allocation device_allocate returned; false if `p` is not one.

@@ -41,10 +41,11 @@ std::deque<Stream*>& streams() {
 // Runs `s`'s items up to `mark`, in order.
 void run_until(Stream& s, uint64_t mark) {
   std::lock_guard<std::recursive_mutex> guard(lock());
+  if (s.queue.empty() || s.queue.front().seq > mark) return;
+  DeviceAccess access;  // queued work reads and writes device memory: one window for the run
   while (!s.queue.empty() && s.queue.front().seq <= mark) {
     std::function<void()> work = std::move(s.queue.front().work);
     s.queue.pop_front();
-    DeviceAccess access;  // queued work reads and writes device memory
     work();
   }
 }
