@@ -66,8 +66,16 @@ TEST(EmulatedGpu, AStreamSeesAnotherStreamsWriteOnlyAfterWaitingForIt) {
 
 // Fresh device memory is NaN in every float type: a kernel reading what nothing wrote shows it.
 TEST(EmulatedGpu, FreshDeviceMemoryIsNaN) {
-  const Tensor t = Tensor::empty({5}, DType::BF16, Device::cuda(0));
-  for (bf16 v : t.to(Device::CPU).to_vector<bf16>()) EXPECT_TRUE(std::isnan(float(v)));
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 8), cudaSuccess);
+  float f32 = 0;
+  bf16 b16[2];
+  ASSERT_EQ(cudaMemcpyAsync(&f32, p, 4, cudaMemcpyDeviceToHost, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(b16, static_cast<char*>(p) + 4, 4, cudaMemcpyDeviceToHost, nullptr),
+            cudaSuccess);
+  EXPECT_TRUE(std::isnan(f32));
+  EXPECT_TRUE(std::isnan(float(b16[0])));
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
 }
 
 TEST(EmulatedGpu, RuntimeRefusesCopiesAndFreesAGpuWouldFault) {
