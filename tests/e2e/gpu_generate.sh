@@ -7,6 +7,7 @@
 # run on the device. Exits 77 (CTest's skip) when the binary has no CUDA or no GPU is visible.
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
+source "$MEGATRON_SOURCE_DIR/tests/e2e/gpu_or_skip.bash"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 export OMP_NUM_THREADS=1
@@ -21,15 +22,8 @@ GENERATE=(generate --load "$WORK/ckpt" --tokenizer-type NullTokenizer --vocab-si
           --micro-batch-size 2 --distributed-backend mpi)
 
 # Skip unless this binary can run on a GPU here.
-if ! "$MEGATRON_BINARY" "${GENERATE[@]}" --greedy --device cuda:0 --output-file "$WORK/probe.jsonl" \
-     > "$WORK/probe.log" 2>&1; then
-  if grep -q -e "built without CUDA" -e "no GPU is visible" "$WORK/probe.log"; then
-    echo "SKIP: no CUDA build or no GPU: $(grep -m1 error "$WORK/probe.log")"
-    exit 77
-  fi
-  cat "$WORK/probe.log"
-  fail "the GPU probe run failed"
-fi
+"$MEGATRON_BINARY" "${GENERATE[@]}" --greedy --device cuda:0 --output-file "$WORK/probe.jsonl" \
+  > "$WORK/probe.log" 2>&1 || gpu_or_skip "$WORK/probe.log" "the GPU probe run failed"
 
 for mode in "--greedy" "--top-k 5 --temperature 0.7" "--top-p 0.8"; do
   # shellcheck disable=SC2086

@@ -7,6 +7,7 @@
 # visible.
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
+source "$MEGATRON_SOURCE_DIR/tests/e2e/gpu_or_skip.bash"
 source "$MEGATRON_SOURCE_DIR/tests/e2e/sotu_bert_data.bash"
 export OMP_NUM_THREADS=1
 BERT=(pretrain-bert --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32
@@ -19,15 +20,7 @@ run() {  # run DEVICE
   "$MEGATRON_BINARY" "${BERT[@]}" --device "$1" --metrics-file "$WORK/$1.jsonl" \
     > "$WORK/$1.log" 2>&1
 }
-if ! run cuda:0; then
-  if grep -q -e "built without CUDA" -e "no GPU is visible" "$WORK/cuda:0.log"; then
-    echo "SKIP: no CUDA build or no GPU: $(grep -m1 error "$WORK/cuda:0.log")"
-    exit 77
-  fi
-  cat "$WORK/cuda:0.log"
-  echo "FAIL: BERT on the GPU"
-  exit 1
-fi
+run cuda:0 || gpu_or_skip "$WORK/cuda:0.log" "BERT on the GPU"
 run cpu || { cat "$WORK/cpu.log"; echo "FAIL: BERT on the CPU"; exit 1; }
 
 echo "== BERT: CPU vs cuda:0, training"

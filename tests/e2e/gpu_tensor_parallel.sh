@@ -13,6 +13,7 @@
 # rank>): for a machine with several GPUs, and the emulated GPU (tests/simt), which has eight.
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
+source "$MEGATRON_SOURCE_DIR/tests/e2e/gpu_or_skip.bash"
 BACKEND=${GPU_TP_BACKEND:-mpi}
 DEVICE=cuda:0
 [[ $BACKEND == nccl ]] && DEVICE=cuda
@@ -28,16 +29,9 @@ FLAGS=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32
 
 # Skip unless this binary can train on a GPU here. One iteration: no warmup (it must be shorter
 # than the decay).
-if ! "$MEGATRON_BINARY" pretrain-gpt "${FLAGS[@]}" --train-iters 1 --lr-warmup-iters 0 \
-     --distributed-backend "$BACKEND" > "$WORK/probe.log" 2>&1; then
-  if grep -q -e "built without CUDA" -e "no GPU is visible" "$WORK/probe.log"; then
-    echo "SKIP: no CUDA build or no GPU: $(grep -m1 error "$WORK/probe.log")"
-    exit 77
-  fi
-  cat "$WORK/probe.log"
-  echo "FAIL: the GPU probe run failed"
-  exit 1
-fi
+"$MEGATRON_BINARY" pretrain-gpt "${FLAGS[@]}" --train-iters 1 --lr-warmup-iters 0 \
+  --distributed-backend "$BACKEND" > "$WORK/probe.log" 2>&1 ||
+  gpu_or_skip "$WORK/probe.log" "the GPU probe run failed"
 
 run() {  # run NAME NP TP [FLAGS...]
   local name=$1 np=$2 tp=$3
