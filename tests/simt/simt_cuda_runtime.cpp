@@ -13,11 +13,13 @@
 // new one is a link error in the emulated build until it is added.
 #include <cuda_runtime_api.h>
 
-#include <cstdlib>
 #include <cstring>
 
 #include "simt_device_memory.h"
 #include "simt_streams.h"
+
+using megatron::simt::is_device_memory;
+using megatron::simt::is_pinned_memory;
 
 namespace {
 
@@ -31,14 +33,6 @@ thread_local int current_device = 0;
 cudaError_t fail(cudaError_t e) {
   last_error = e;
   return e;
-}
-
-bool is_device(const void* p, size_t bytes) {
-  return megatron::simt::is_device_memory(p, bytes);
-}
-
-bool is_pinned(const void* p, size_t bytes) {
-  return megatron::simt::is_pinned_memory(p, bytes);
 }
 
 }  // namespace
@@ -115,7 +109,7 @@ cudaError_t cudaFreeHost(void* p) {
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t stream) {
   if (bytes == 0) return cudaSuccess;
-  const bool dst_device = is_device(dst, bytes), src_device = is_device(src, bytes);
+  const bool dst_device = is_device_memory(dst, bytes), src_device = is_device_memory(src, bytes);
   switch (kind) {
     case cudaMemcpyHostToDevice:
       if (!dst_device || src_device) return fail(cudaErrorInvalidValue);
@@ -130,8 +124,8 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
     case cudaMemcpyHostToHost:
       break;
   }
-  const bool pageable =
-      (!dst_device && !is_pinned(dst, bytes)) || (!src_device && !is_pinned(src, bytes));
+  const bool pageable = (!dst_device && !is_pinned_memory(dst, bytes)) ||
+                        (!src_device && !is_pinned_memory(src, bytes));
   if (pageable) megatron::simt::synchronize(stream);
   megatron::simt::enqueue(pageable ? nullptr : stream, [=] { std::memmove(dst, src, bytes); });
   return cudaSuccess;
@@ -152,7 +146,7 @@ cudaError_t cudaMemcpy2DAsync(void* dst, size_t dst_pitch, const void* src, size
 
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t stream) {
   if (bytes == 0) return cudaSuccess;
-  if (!is_device(p, bytes)) return fail(cudaErrorInvalidValue);
+  if (!is_device_memory(p, bytes)) return fail(cudaErrorInvalidValue);
   megatron::simt::enqueue(stream, [=] { std::memset(p, value, bytes); });
   return cudaSuccess;
 }
