@@ -1,19 +1,24 @@
 // The fused attention's CUDA kernels (kernels/cuda/flash_attention_kernels.cuh) run on the CPU
 // under the SIMT emulator, against the CPU twin, with the cases and error bounds the GPU test
-// uses (tests/gpu/flash_attention_cases.h): f32 on the kernels' CUDA-core path, bf16 and f16 on
-// their tensor-core path (WMMA, emulated by its API contract). Every tile size the host side may
-// pick (64, 32, 16) is run, whatever shared memory a GPU would have. This is what checks the
-// CUDA kernels on machines without a GPU; tests/gpu runs the same cases on one.
+// uses (tests/gpu/flash_attention_cases.h): the shared-memory kernels with f32 on their CUDA-core
+// path, bf16 and f16 on their tensor-core path (WMMA, emulated by its API contract), at every tile
+// size the host side may pick (64, 32, 16), whatever shared memory a GPU would have; and the
+// FlashAttention-2-style warp-tile kernels (mma.sync and ldmatrix, emulated in the ISA's fragment
+// layouts) for bf16 and f16 at every padded head dimension. This is what checks the CUDA kernels
+// on machines without a GPU; tests/gpu runs the same cases on one (through the host side, which
+// picks the warp-tile kernels wherever they apply).
 #include "simt_emulator.h"
 // The kernels after the emulator: their CUDA built-ins are the emulator's.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "../gpu/flash_attention_cases.h"
 #include "kernels/cuda/flash_attention_kernels.cuh"
+#include "kernels/cuda/flash_attention_warp_tiles.cuh"
 
 namespace megatron {
 namespace {
@@ -57,6 +62,50 @@ Results run_kernels(const Operands& o, DType dt, int tile) {
   return r;
 }
 
+// The same with the warp-tile kernels at head dimension kD (16-bit operands, d <= kD).
+template <typename T, int kD>
+Results run_warp_tile_kernels(const Operands& o, DType dt) {
+  namespace wt = fa::warp_tiles;
+  const fa::Geometry g = fa::make_geometry(o.qkv, o.params.queries_per_group);
+  const fa::MaskParams m = fa::make_mask_params(
+      o.params, o.params.dropout_p > 0.0f ? o.params.dropout_rows->data() : nullptr);
+  const float scale = o.params.scale;
+  Results r;
+  r.out = Tensor::empty({g.s, g.b, g.heads * g.d}, dt);
+  r.lse = Tensor::empty({g.b, g.heads, g.s}, DType::F32);
+  r.dqkv =
+      gpu_test::from_double(std::vector<double>(size_t(o.qkv.numel()), NAN), o.qkv.shape(), dt);
+  Tensor D = Tensor::empty({g.b, g.heads, g.s}, DType::F32);
+  const T* qkv = static_cast<const T*>(o.qkv.raw_data());
+  const T* dout = static_cast<const T*>(o.dout.raw_data());
+  T* out = static_cast<T*>(r.out.raw_data());
+  T* dqkv = static_cast<T*>(r.dqkv.raw_data());
+  float* lse = r.lse.data<float>();
+  launch(wt::forward_launch<T, kD>(g),
+         [&] { wt::forward_kernel<T, kD>(qkv, g, m, scale, out, lse); });
+  launch(fa::row_dot_launch(g), [&] { fa::row_dot_kernel<T>(out, dout, g, D.data<float>()); });
+  launch(wt::key_value_grad_launch<T, kD>(g), [&] {
+    wt::key_value_grad_kernel<T, kD>(qkv, dout, lse, D.data<float>(), g, m, scale, dqkv);
+  });
+  launch(wt::query_grad_launch<T, kD>(g),
+         [&] { wt::query_grad_kernel<T, kD>(qkv, dout, lse, D.data<float>(), g, m, scale, dqkv); });
+  return r;
+}
+
+template <typename T>
+Results run_warp_tile_kernels(const Operands& o, DType dt, int kd) {
+  switch (kd) {
+    case 32:
+      return run_warp_tile_kernels<T, 32>(o, dt);
+    case 64:
+      return run_warp_tile_kernels<T, 64>(o, dt);
+    case 96:
+      return run_warp_tile_kernels<T, 96>(o, dt);
+    default:
+      return run_warp_tile_kernels<T, 128>(o, dt);
+  }
+}
+
 Results run_kernels(const Operands& o, DType dt, int tile) {
   switch (dt) {
     case DType::F32:
@@ -84,6 +133,28 @@ TEST_P(FlashAttentionSimtTest, KernelsMatchTheCpuTwin) {
     const Results want = run(widened(o.qkv), widened(o.dout), o.params, DType::F32, Device::CPU);
     expect_matches_cpu_twin(run_kernels(o, dt, tile), want, c, dt);
   }
+}
+
+TEST_P(FlashAttentionSimtTest, WarpTileKernelsMatchTheCpuTwin) {
+  const DType dt = GetParam();
+  if (dt == DType::F32) GTEST_SKIP() << "the warp-tile kernels take 16-bit operands only";
+  uint64_t seed = 101;
+  std::vector<int> head_dims_run;
+  for (const Case& c : kCases) {
+    const int kd = fa::warp_tiles::padded_head_dim(c.d);
+    if (kd == 0) continue;  // d > 128: the shared-memory kernels'
+    head_dims_run.push_back(kd);
+    SCOPED_TRACE(describe(c) + " kD " + std::to_string(kd));
+    const Operands o(c, dt, seed);
+    seed += 2;
+    const Results want = run(widened(o.qkv), widened(o.dout), o.params, DType::F32, Device::CPU);
+    const Results got = dt == DType::BF16 ? run_warp_tile_kernels<__nv_bfloat16>(o, dt, kd)
+                                          : run_warp_tile_kernels<__half>(o, dt, kd);
+    expect_matches_cpu_twin(got, want, c, dt);
+  }
+  for (int kd : fa::warp_tiles::kHeadDims)
+    EXPECT_NE(std::count(head_dims_run.begin(), head_dims_run.end(), kd), 0)
+        << "no case runs the kernels at kD " << kd;
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, FlashAttentionSimtTest, MT_GPU_DTYPES, gpu_test::dtype_param_name);

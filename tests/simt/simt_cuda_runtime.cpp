@@ -61,6 +61,12 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
     case cudaDevAttrMaxSharedMemoryPerBlockOptin:
       *value = kOptInSharedBytes;
       return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMajor:  // an H100 / H200 (sm_90): mma.sync, ldmatrix
+      *value = 9;
+      return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor:
+      *value = 0;
+      return cudaSuccess;
     default:
       return fail(cudaErrorInvalidValue);
   }

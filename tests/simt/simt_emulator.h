@@ -28,6 +28,12 @@
 //     warp holds the whole tile and lane 0 stores it. It enforces what the hardware faults on:
 //     pointers 256-bit aligned, ld a multiple of 16 bytes. The hardware's fragment layout is
 //     not emulated: it is the API's business, and the API's contract is what a kernel relies on.
+//   * The PTX warp-matrix instructions that kernels/cuda/mma_fragments.cuh wraps (mma.sync
+//     m16n8k16 and ldmatrix) are emulated in their documented fragment layouts (PTX ISA,
+//     "Matrix fragments for mma.m16n8k16" and "ldmatrix"): each lane's registers hold exactly
+//     the elements the ISA assigns it, so a kernel that puts an element in the wrong register
+//     computes a wrong product here as on a GPU. ldmatrix checks the 16-byte row alignment the
+//     hardware faults on.
 //   * The float intrinsics (__fmul_rn, …) are the IEEE operations they name; build with
 //     -ffp-contract=off so that the host compiler fuses nothing the GPU code does not.
 // Not emulated: timing, the memory model between blocks, streams (the emulated runtime,
@@ -39,6 +45,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -287,3 +294,95 @@ void mma_sync(fragment<accumulator, 16, 16, 16, float>& d, const A& a, const B& 
 }
 
 }  // namespace nvcuda::wmma
+
+namespace megatron::simt {
+
+// The values v of the 32 lanes of the running thread's warp, by lane (through the exchange
+// slots, between two warp barriers).
+template <typename T>
+std::array<T, 32> warp_gather(T v) {
+  static_assert(sizeof(T) <= sizeof(uint64_t) && std::is_trivially_copyable_v<T>);
+  uint64_t* slots = exchange_slots();
+  const unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  __syncwarp();  // every lane has read the previous exchange
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof v);
+  slots[t] = bits;
+  __syncwarp();
+  std::array<T, 32> all;
+  for (unsigned lane = 0; lane < 32; ++lane)
+    std::memcpy(&all[lane], &slots[t - t % 32 + lane], sizeof(T));
+  return all;
+}
+
+// A 16-bit operand element (bits) in f32: exact.
+template <typename T>
+float widen_bits(uint16_t bits) {
+  static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>);
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return std::bit_cast<float>(uint32_t(bits) << 16);
+  else
+    return __half2float(__ushort_as_half(bits));
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32: d = A·B + c for the warp's
+// A [16, 16] and B [16, 8], lane l = 4·g + t holding (two elements per 32-bit register, the
+// lower column or row in the low half): a0 = A[g][2t, 2t+1], a1 = A[g+8][2t, 2t+1],
+// a2 = A[g][2t+8, 2t+9], a3 = A[g+8][2t+8, 2t+9]; b0 = B[2t, 2t+1][g], b1 = B[2t+8, 2t+9][g];
+// c, d: [0, 1] = row g, columns 2t, 2t+1; [2, 3] = row g+8. The products are exact in f32
+// and summed in k order onto c (the hardware's order is its own: within the f32 rounding the
+// tests allow).
+template <typename T>
+void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  const auto a01 = warp_gather(uint64_t(a[0]) | uint64_t(a[1]) << 32);
+  const auto a23 = warp_gather(uint64_t(a[2]) | uint64_t(a[3]) << 32);
+  const auto b01 = warp_gather(uint64_t(b[0]) | uint64_t(b[1]) << 32);
+  float A[16][16], B[16][8];
+  auto halves = [](uint64_t regs, int reg, float* lo_hi) {
+    const uint32_t r = uint32_t(regs >> (32 * reg));
+    lo_hi[0] = widen_bits<T>(uint16_t(r & 0xffffu));
+    lo_hi[1] = widen_bits<T>(uint16_t(r >> 16));
+  };
+  for (int l = 0; l < 32; ++l) {
+    const int g = l / 4, t = l % 4;
+    halves(a01[l], 0, &A[g][2 * t]);
+    halves(a01[l], 1, &A[g + 8][2 * t]);
+    halves(a23[l], 0, &A[g][2 * t + 8]);
+    halves(a23[l], 1, &A[g + 8][2 * t + 8]);
+    float pair[2];
+    halves(b01[l], 0, pair);
+    B[2 * t][g] = pair[0];
+    B[2 * t + 1][g] = pair[1];
+    halves(b01[l], 1, pair);
+    B[2 * t + 8][g] = pair[0];
+    B[2 * t + 9][g] = pair[1];
+  }
+  const int lane = int(threadIdx.x % 32), g = lane / 4, t = lane % 4;
+  for (int e = 0; e < 4; ++e) {
+    const int row = g + 8 * (e / 2), col = 2 * t + e % 2;
+    float sum = d[e];
+    for (int k = 0; k < 16; ++k) sum += A[row][k] * B[k][col];
+    d[e] = sum;
+  }
+}
+
+// ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: four 8×8 matrices of 16-bit elements whose
+// rows lanes 8j .. 8j+7 address (row_address: 16 bytes, 16-byte aligned). Lane l = 4·g + t
+// receives in r[j] matrix j's elements (g, 2t) and (g, 2t+1); with trans, (2t, g) and
+// (2t+1, g).
+inline void ldmatrix_x4(uint32_t (&r)[4], const void* row_address, bool trans) {
+  MT_CHECK(reinterpret_cast<uintptr_t>(row_address) % 16 == 0, "ldmatrix: row address ",
+           row_address, " of lane ", threadIdx.x % 32, " is not 16-byte aligned");
+  const auto rows = warp_gather(reinterpret_cast<uintptr_t>(row_address));
+  const int lane = int(threadIdx.x % 32), g = lane / 4, t = lane % 4;
+  auto element = [&](int matrix, int row, int col) {
+    uint16_t v;
+    std::memcpy(&v, reinterpret_cast<const unsigned char*>(rows[8 * matrix + row]) + 2 * col, 2);
+    return uint32_t(v);
+  };
+  for (int j = 0; j < 4; ++j)
+    r[j] = trans ? element(j, 2 * t, g) | element(j, 2 * t + 1, g) << 16
+                 : element(j, g, 2 * t) | element(j, g, 2 * t + 1) << 16;
+}
+
+}  // namespace megatron::simt

@@ -1,6 +1,13 @@
 // Fused attention on CUDA (contract: kernels/flash_attention.h; CPU twin and test oracle:
 // kernels/cpu/flash_attention.cpp).
 //
+// Two sets of kernels. Where they apply — bf16 or f16 operands, head dimension <= 128, a GPU
+// with mma.sync (sm_80 and later) — the FlashAttention-2-style kernels of
+// flash_attention_warp_tiles.cuh: each warp keeps its 16 rows' scores and accumulators in
+// registers. Everywhere else (f32, larger heads, older GPUs) the shared-memory kernels of
+// flash_attention_kernels.cuh, described here. Both compute the same function with the same
+// masks, draws, roundings and order of the backward's sums.
+//
 // Square tiles of `tile` queries × `tile` keys (64; 32 or 16 when the head dimension needs more
 // shared memory per block than the GPU has), every operand staged in shared memory with its head
 // dimension zero-padded to dp = ⌈d / 16⌉·16. The tile products run on tensor cores for bf16 and
@@ -26,9 +33,11 @@
 // the operand dtype before they enter a tensor-core product, as FlashAttention does; the CPU twin
 // keeps them in f32. f32 operands round nothing before the store.
 #include <iterator>
+#include <type_traits>
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/flash_attention_kernels.cuh"
+#include "kernels/cuda/flash_attention_warp_tiles.cuh"
 #include "kernels/cuda/staged_upload.h"
 
 namespace megatron::kernels::cuda {
@@ -80,6 +89,52 @@ void launch_tiled(Kernel kernel, Shape shape, const Geometry& g, const char* op,
            shared_memory_limit(), "; leave --use-flash-attn out for the batched-GEMM attention");
 }
 
+int compute_capability_major() {
+  static const int major = [] {
+    int value = 0;
+    MT_CUDA_CHECK(cudaDeviceGetAttribute(&value, cudaDevAttrComputeCapabilityMajor,
+                                         megatron::cuda::bound_device()));
+    return value;
+  }();
+  return major;
+}
+
+// fn(std::integral_constant<int, kD>) for kd ∈ warp_tiles::kHeadDims.
+template <typename Fn>
+void with_head_dim(int kd, Fn&& fn) {
+  switch (kd) {
+    case 32:
+      return fn(std::integral_constant<int, 32>{});
+    case 64:
+      return fn(std::integral_constant<int, 64>{});
+    case 96:
+      return fn(std::integral_constant<int, 96>{});
+    default:
+      return fn(std::integral_constant<int, 128>{});
+  }
+}
+
+// The padded head dimension kD of the warp-tile kernels for 16-bit operands T, or 0 where they
+// do not apply (d > 128, no mma.sync, or more shared memory than the GPU has).
+template <typename T>
+int warp_tile_head_dim(const Geometry& g) {
+  const int kd = warp_tiles::padded_head_dim(g.d);
+  if (kd == 0 || compute_capability_major() < 8) return 0;
+  size_t bytes = 0;
+  with_head_dim(kd, [&](auto kD) { bytes = warp_tiles::Smem<T, kD.value>::kBytes; });
+  return bytes <= size_t(shared_memory_limit()) ? kd : 0;
+}
+
+// kernel<<<l>>>(args...), opting in to more than the default shared memory where l needs it.
+template <typename Kernel, typename... Args>
+void launch_warp_tiles(Kernel kernel, const LaunchShape& l, const char* op, Args... args) {
+  if (l.shared_bytes > size_t(kDefaultSharedBytes))
+    MT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       int(l.shared_bytes)));
+  kernel<<<l.grid, kBlockThreads, l.shared_bytes, stream()>>>(args...);
+  ::megatron::cuda::check_launch(op);
+}
+
 }  // namespace
 
 void flash_attention_forward(const Tensor& qkv, const FlashAttentionParams& params, Tensor& out,
@@ -90,6 +145,16 @@ void flash_attention_forward(const Tensor& qkv, const FlashAttentionParams& para
   const MaskParams m = device_mask_params(params, g, qkv.device(), rows);
   dispatch_float(qkv.dtype(), "flash_attention_forward qkv", [&](auto tag) {
     using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, float>) {
+      if (const int kd = warp_tile_head_dim<T>(g)) {
+        with_head_dim(kd, [&](auto kD) {
+          launch_warp_tiles(warp_tiles::forward_kernel<T, kD.value>,
+                            warp_tiles::forward_launch<T, kD.value>(g), "flash_attention_forward",
+                            ptr<T>(qkv), g, m, params.scale, ptr<T>(out), ptr<float>(lse));
+        });
+        return;
+      }
+    }
     launch_tiled(
         forward_kernel<T>, [&](int tile) { return forward_launch<T>(g, tile); }, g,
         "flash_attention_forward", ptr<T>(qkv), g, m, params.scale, ptr<T>(out), ptr<float>(lse));
@@ -110,6 +175,22 @@ void flash_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor
     row_dot_kernel<T>
         <<<l.grid, kBlockThreads, 0, stream()>>>(ptr<T>(out), ptr<T>(dout), g, ptr<float>(D));
     ::megatron::cuda::check_launch("flash_attention_backward (D)");
+    if constexpr (!std::is_same_v<T, float>) {
+      if (const int kd = warp_tile_head_dim<T>(g)) {
+        with_head_dim(kd, [&](auto kD) {
+          constexpr int kDim = kD.value;
+          launch_warp_tiles(warp_tiles::key_value_grad_kernel<T, kDim>,
+                            warp_tiles::key_value_grad_launch<T, kDim>(g),
+                            "flash_attention_backward (dK, dV)", ptr<T>(qkv), ptr<T>(dout),
+                            ptr<float>(lse), ptr<float>(D), g, m, params.scale, ptr<T>(dqkv));
+          launch_warp_tiles(warp_tiles::query_grad_kernel<T, kDim>,
+                            warp_tiles::query_grad_launch<T, kDim>(g),
+                            "flash_attention_backward (dQ)", ptr<T>(qkv), ptr<T>(dout),
+                            ptr<float>(lse), ptr<float>(D), g, m, params.scale, ptr<T>(dqkv));
+        });
+        return;
+      }
+    }
     launch_tiled(
         key_value_grad_kernel<T>, [&](int tile) { return key_value_grad_launch<T>(g, tile); }, g,
         "flash_attention_backward (dK, dV)", ptr<T>(qkv), ptr<T>(dout), ptr<float>(lse),
