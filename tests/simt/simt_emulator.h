@@ -4,11 +4,12 @@
 //
 // How a kernel runs: every CUDA thread of a block is a fiber (its own stack, switched by a few
 // instructions of assembly) on the calling OS thread; the scheduler runs each fiber until it
-// reaches a barrier or returns, releases a barrier once every thread it names has arrived, and
-// runs the blocks of the grid one after the other, even blocks' threads first to last, odd
-// blocks' last to first. One OS thread: the emulation is deterministic, and a data race between
-// two CUDA threads that no barrier orders shows up as a wrong result in one of the two orders,
-// not as flakiness.
+// reaches a barrier or returns, releases a barrier once every thread it names has arrived, runs
+// each warp all the way to its next __syncthreads before the next warp starts (the most skew
+// between warps a GPU may show), and runs the blocks of the grid one after the other, even
+// blocks' warps and lanes first to last, odd blocks' last to first. One OS thread: the emulation is
+// deterministic, and a data race between two CUDA threads that no barrier orders shows up as a
+// wrong result in one of the two orders, not as flakiness.
 //
 // This header is force-included (-include) before every kernel source compiled for the
 // emulator (tests/simt/rewrite_launches.pl rewrites each `k<<<grid, block, shared, stream>>>(args)`
@@ -34,6 +35,8 @@
 //     the elements the ISA assigns it, so a kernel that puts an element in the wrong register
 //     computes a wrong product here as on a GPU. ldmatrix checks the 16-byte row alignment the
 //     hardware faults on.
+//   * cp.async (kernels/cuda/async_copy.cuh) lands its copies either at once or only at the
+//     cp.async.wait_group that covers them, blocks alternating like their thread order.
 //   * The float intrinsics (__fmul_rn, …) are the IEEE operations they name; build with
 //     -ffp-contract=off so that the host compiler fuses nothing the GPU code does not.
 // Not emulated: timing, the memory model between blocks, streams (the emulated runtime,
@@ -102,6 +105,13 @@ void warp_barrier();
 uint64_t* exchange_slots();
 // What a block barrier also reduces: any thread's predicate (for __syncthreads_or).
 bool block_barrier_or(bool predicate);
+// cp.async (kernels/cuda/async_copy.cuh): a copy of `bytes` from global to shared memory that
+// lands at once or at the cp.async.wait_group that covers it (blocks alternate); the commit
+// closes the running thread's group; the wait lands all but its newest `newest_pending`
+// committed groups.
+void async_copy(void* to, const void* from, size_t bytes);
+void async_copy_commit();
+void async_copy_wait(int newest_pending);
 
 // `k<<<grid, block, shared, stream>>>(args...)` rewritten as
 // `Launcher([=](auto&&... a) { k(a...); }, grid, block, shared, stream)(args...)`: the call

@@ -72,6 +72,14 @@ struct Scheduler {
   std::exception_ptr error;
   bool any = false;  // block_barrier_or's accumulator
   bool running = false;
+  // cp.async: each thread's copies not yet waited for, by commit group (the last one open).
+  struct Copy {
+    void* to;
+    const void* from;
+    size_t bytes;
+  };
+  std::vector<std::vector<std::vector<Copy>>> async_groups;
+  bool copies_land_at_once = false;  // this block's policy (see async_copy)
 
   ~Scheduler() {
     for (Fiber& f : fibers)
@@ -89,6 +97,7 @@ struct Scheduler {
       fibers.push_back(f);
     }
     exchange.assign(threads, 0);
+    async_groups.resize(threads);
   }
 
   // Back to the scheduler, the running fiber now in `state`.
@@ -144,41 +153,46 @@ std::string describe_states(const Scheduler& s, unsigned threads) {
                         counts[3], " returned");
 }
 
-// Runs one block to completion. Every pass runs each ready fiber until it blocks or returns;
-// then the barriers whose threads have all arrived open. `descending` runs the threads from the
-// last to the first: blocks alternate, so that a race between two threads of one barrier
-// interval (a read of shared memory another thread writes without a barrier between) gives
-// a wrong result in one order or the other instead of being hidden by a fixed one.
+// Runs one block to completion, one block-barrier interval at a time. Within an interval the
+// warps run one after the other, each all the way to its next __syncthreads (or its end) before
+// the next starts: the largest skew between warps that a GPU may produce, so that a warp reading
+// a tile another warp has not yet written, or overwriting one another warp has not yet read,
+// gets a wrong value. A warp's lanes run in turn up to each warp barrier, which opens when all
+// 32 have arrived. `descending` runs the warps, and the lanes of each, from the last to the
+// first: blocks alternate, so that a race between two threads of one interval shows in one
+// order or the other instead of being hidden by a fixed one.
 void run_block(Scheduler& s, unsigned threads, bool descending) {
   for (unsigned t = 0; t < threads; ++t) {
     Fiber& f = s.fibers[t];
     f.sp = fresh_stack(f.stack);
     f.state = State::kReady;
+    s.async_groups[t].assign(1, {});
   }
+  s.copies_land_at_once = descending;
+  const unsigned warps = threads / 32;
   for (;;) {
-    for (unsigned i = 0; i < threads; ++i) {
-      const unsigned t = descending ? threads - 1 - i : i;
-      if (s.fibers[t].state != State::kReady) continue;
-      s.current = t;
-      set_thread_index(t);
-      megatron_simt_switch_stack(&s.home, s.fibers[t].sp);
+    for (unsigned wi = 0; wi < warps; ++wi) {
+      const unsigned w = descending ? warps - 1 - wi : wi;
+      for (;;) {
+        for (unsigned i = 0; i < 32; ++i) {
+          const unsigned t = w * 32 + (descending ? 31 - i : i);
+          if (s.fibers[t].state != State::kReady) continue;
+          s.current = t;
+          set_thread_index(t);
+          megatron_simt_switch_stack(&s.home, s.fibers[t].sp);
+        }
+        if (s.error) return;  // the fibers' stacks are reused as they are
+        int waiting = 0;
+        for (unsigned t = w * 32; t < w * 32 + 32; ++t)
+          waiting += s.fibers[t].state == State::kAtWarpBarrier;
+        if (waiting == 0) break;  // the warp is at __syncthreads or done
+        MT_CHECK(waiting == 32, "simt: warp ", w, " of block (", block_index.x, ", ", block_index.y,
+                 ", ", block_index.z, "): ", waiting,
+                 " lanes wait at a warp barrier (__syncwarp or a shuffle) that the other ",
+                 32 - waiting, " never reach (", describe_states(s, threads), ")");
+        for (unsigned t = w * 32; t < w * 32 + 32; ++t) s.fibers[t].state = State::kReady;
+      }
     }
-    if (s.error) return;  // the fibers' stacks are reused as they are
-    // Warps whose 32 lanes all wait at the warp barrier go on.
-    bool released = false;
-    for (unsigned w = 0; w < threads / 32; ++w) {
-      int waiting = 0;
-      for (unsigned t = w * 32; t < w * 32 + 32; ++t)
-        waiting += s.fibers[t].state == State::kAtWarpBarrier;
-      if (waiting == 0) continue;
-      MT_CHECK(waiting == 32, "simt: warp ", w, " of block (", block_index.x, ", ", block_index.y,
-               ", ", block_index.z, "): ", waiting,
-               " lanes wait at a warp barrier (__syncwarp or a shuffle) that the other ",
-               32 - waiting, " never reach (", describe_states(s, threads), ")");
-      for (unsigned t = w * 32; t < w * 32 + 32; ++t) s.fibers[t].state = State::kReady;
-      released = true;
-    }
-    if (released) continue;
     int at_block = 0, done = 0;
     for (unsigned t = 0; t < threads; ++t) {
       at_block += s.fibers[t].state == State::kAtBlockBarrier;
@@ -255,6 +269,36 @@ bool block_barrier_or(bool predicate) {
   if (predicate) s.any = true;
   block_barrier();
   return s.any;
+}
+
+// cp.async: an asynchronous copy may land at any moment between its issue and the wait that
+// covers it. Blocks alternate between the two extremes — at once (odd blocks, which run their
+// threads last to first) and at the wait (even blocks) — so that reading a tile before waiting
+// for it, and overwriting a tile other threads still read before a barrier, each give a wrong
+// result in one of them.
+void async_copy(void* to, const void* from, size_t bytes) {
+  Scheduler& s = scheduler();
+  if (s.copies_land_at_once)
+    std::memcpy(to, from, bytes);
+  else
+    s.async_groups[s.current].back().push_back({to, from, bytes});
+}
+
+void async_copy_commit() {
+  Scheduler& s = scheduler();
+  s.async_groups[s.current].emplace_back();
+}
+
+void async_copy_wait(int newest_pending) {
+  Scheduler& s = scheduler();
+  auto& groups = s.async_groups[s.current];
+  // The open group (not committed) is not waited for; of the committed ones, all but the
+  // newest `newest_pending` land.
+  const size_t committed = groups.size() - 1;
+  const size_t landing = committed > size_t(newest_pending) ? committed - newest_pending : 0;
+  for (size_t g = 0; g < landing; ++g)
+    for (const Scheduler::Copy& c : groups[g]) std::memcpy(c.to, c.from, c.bytes);
+  groups.erase(groups.begin(), groups.begin() + std::ptrdiff_t(landing));
 }
 
 }  // namespace megatron::simt

@@ -121,7 +121,7 @@ int warp_tile_head_dim(const Geometry& g) {
   const int kd = warp_tiles::padded_head_dim(g.d);
   if (kd == 0 || compute_capability_major() < 8) return 0;
   size_t bytes = 0;
-  with_head_dim(kd, [&](auto kD) { bytes = warp_tiles::Smem<T, kD.value>::kBytes; });
+  with_head_dim(kd, [&](auto kD) { bytes = warp_tiles::BackwardSmem<T, kD.value>::kBytes; });
   return bytes <= size_t(shared_memory_limit()) ? kd : 0;
 }
 

@@ -7,7 +7,10 @@
 // in registers as mma.sync fragments (mma_fragments.cuh): the online softmax rescales its own
 // registers, and the probabilities (or dS) become the next product's A operand without touching
 // shared memory. Shared memory holds only the tiles every warp reads (64 rows of K and V, or of
-// Q and dout, head dimension padded to kD), and the dropout keep bytes.
+// Q and dout, head dimension padded to kD), and the dropout keep bytes. Tiles arrive by cp.async
+// (async_copy.cuh) while the warps compute on the previous one: in the forward, V's tile while
+// Q·Kᵀ runs and the next K tile during the softmax and P·V; in the backward, the second operand
+// tile while the first product runs.
 //
 // The same contract, masks, dropout draws, roundings and determinism as the shared-memory
 // kernels (flash_attention.cu describes them): the forward walks the key tiles in order; the
@@ -18,6 +21,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/flash_attention_kernels.cuh"
 #include "kernels/cuda/mma_fragments.cuh"
 
@@ -39,26 +43,32 @@ constexpr int padded_head_dim(int64_t d) {
 template <int kD>
 constexpr int kLd = kD + 8;
 
-// The shared memory of every kernel here: four [64, kD] operand tiles (the forward uses three),
-// the lse and D of 64 query rows (backward), and the dropout keep bytes [64, 64].
-template <typename T, int kD>
+// The shared memory of the kernels here: kTiles [64, kD] operand tiles (the forward three, the
+// backward four), the lse and D of 64 query rows (backward), and the dropout keep bytes [64, 64].
+template <typename T, int kD, int kTiles>
 struct Smem {
   static constexpr size_t kTile = size_t(kRows) * kLd<kD> * sizeof(T);
   static constexpr size_t kRowsF32 = size_t(kCols) * sizeof(float);
   static constexpr size_t kKeep = size_t(kRows) * kCols;
-  static constexpr size_t kBytes = 4 * kTile + 2 * kRowsF32 + kKeep;
+  static constexpr size_t kBytes = kTiles * kTile + 2 * kRowsF32 + kKeep;
   static_assert(kRows == kCols, "tile i of either side is rows 64·i .. 64·i + 63");
   static_assert(kTile % 16 == 0 && kRowsF32 % 16 == 0, "every tile 16-byte aligned");
 
   __device__ static T* tile(int i) { return reinterpret_cast<T*>(flash_shared_memory + i * kTile); }
   __device__ static float* rows_f32(int i) {
-    return reinterpret_cast<float*>(flash_shared_memory + 4 * kTile + i * kRowsF32);
+    return reinterpret_cast<float*>(flash_shared_memory + kTiles * kTile + i * kRowsF32);
   }
-  __device__ static uint8_t* keep() { return flash_shared_memory + 4 * kTile + 2 * kRowsF32; }
+  __device__ static uint8_t* keep() { return flash_shared_memory + kTiles * kTile + 2 * kRowsF32; }
 };
+template <typename T, int kD>
+using ForwardSmem = Smem<T, kD, 3>;
+template <typename T, int kD>
+using BackwardSmem = Smem<T, kD, 4>;
 
 // dst [64, kLd] ← rows t0 .. t0 + 63 (row t at src + row_at(t), d elements), zero past the
-// sequence's end and past d; 16-byte loads where every row is 16-byte aligned. Whole block.
+// sequence's end and past d. Where every row is 16-byte aligned the rows' 16-byte chunks are
+// cp.async copies, which the caller commits and waits for; the rest is stored at once. Whole
+// block.
 template <typename T, int kD, typename RowAt>
 __device__ void load_rows(const T* src, RowAt row_at, int64_t t0, int64_t s, int d, T* dst) {
   constexpr int kChunks = kD / 8;  // 16-byte chunks per row
@@ -68,7 +78,7 @@ __device__ void load_rows(const T* src, RowAt row_at, int64_t t0, int64_t s, int
     const int64_t t = t0 + r;
     T* to = dst + r * kLd<kD> + c;
     if (vector && t < s && c < d) {
-      *reinterpret_cast<uint4*>(to) = *reinterpret_cast<const uint4*>(src + row_at(t) + c);
+      async_copy_16(to, src + row_at(t) + c);
     } else {
       for (int k = 0; k < 8; ++k) to[k] = t < s && c + k < d ? src[row_at(t) + c + k] : T(0.0f);
     }
@@ -105,7 +115,7 @@ __device__ __forceinline__ int c_col(int j, int e) {
 template <typename T, int kD>
 __global__ void __launch_bounds__(kBlockThreads)
     forward_kernel(const T* qkv, Geometry g, MaskParams m, float scale, T* out, float* lse) {
-  using L = Smem<T, kD>;
+  using L = ForwardSmem<T, kD>;
   T* Q = L::tile(0);
   T* K = L::tile(1);
   T* V = L::tile(2);
@@ -114,8 +124,15 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int64_t n = blockIdx.x / g.heads, h = blockIdx.x % g.heads, grp = h / g.q, i = h % g.q;
   const int64_t q0 = int64_t(gridDim.y - 1 - blockIdx.y) * kRows;
   const int64_t first = q0 + warp * 16;  // the warp's first query row
+  auto load_keys = [&](int64_t k0) {
+    load_rows<T, kD>(
+        qkv, [&](int64_t t) { return g.qkv_at(t, n, grp, g.q); }, k0, g.s, int(g.d), K);
+    async_copy_commit();
+  };
   load_rows<T, kD>(
       qkv, [&](int64_t t) { return g.qkv_at(t, n, grp, i); }, q0, g.s, int(g.d), Q);
+  load_keys(0);
+  async_copy_wait<0>();
   __syncthreads();
   uint32_t qf[kD / 16][4];
   mma::load_a_fragments<T, kD>(qf, Q, kLd<kD>, warp * 16);
@@ -124,16 +141,22 @@ __global__ void __launch_bounds__(kBlockThreads)
   float run_max[2] = {-INFINITY, -INFINITY};  // rows c_row(0), c_row(2)
   float run_sum[2] = {0.0f, 0.0f};            // this lane's share of the undropped sum
   const int64_t tiles = key_tiles_seen(m.causal, g.s, q0, min(int64_t(kRows), g.s - q0), kCols);
+  // Each key tile: K is in place (and visible) when the iteration starts; V's tile arrives while
+  // Q Kᵀ runs, the next K tile during the softmax and P V.
   for (int64_t kb = 0; kb < tiles; ++kb) {
     const int64_t k0 = kb * kCols;
-    __syncthreads();  // every warp has read the previous K and V
-    load_rows<T, kD>(
-        qkv, [&](int64_t t) { return g.qkv_at(t, n, grp, g.q); }, k0, g.s, int(g.d), K);
     load_rows<T, kD>(
         qkv, [&](int64_t t) { return g.qkv_at(t, n, grp, g.q + 1); }, k0, g.s, int(g.d), V);
-    __syncthreads();
+    async_copy_commit();
     float sc[kCols / 8][4] = {};
     mma::mma_b_nk<T, kD, kCols>(sc, qf, K, kLd<kD>);  // Q Kᵀ
+    __syncthreads();                                  // every warp has read K
+    if (kb + 1 < tiles) {
+      load_keys(k0 + kCols);
+      async_copy_wait<1>();  // V has landed; the next K may still be in flight
+    } else {
+      async_copy_wait<0>();
+    }
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int j = 0; j < kCols / 8; ++j)
@@ -170,7 +193,10 @@ __global__ void __launch_bounds__(kBlockThreads)
       for (int e = 0; e < 4; ++e) o[j][e] *= rescale[e / 2];
     uint32_t pf[kCols / 16][4];
     mma::to_a_fragments<T, kCols>(sc, pf);
+    __syncthreads();                                 // V is visible
     mma::mma_b_kn<T, kCols, kD>(o, pf, V, kLd<kD>);  // O += P V
+    async_copy_wait<0>();
+    __syncthreads();  // the next K is visible; every warp has read V
   }
   float inv[2], total[2];
 #pragma unroll
@@ -203,7 +229,7 @@ template <typename T, int kD>
 __global__ void __launch_bounds__(kBlockThreads)
     key_value_grad_kernel(const T* qkv, const T* dout, const float* lse, const float* D, Geometry g,
                           MaskParams m, float scale, T* dqkv) {
-  using L = Smem<T, kD>;
+  using L = BackwardSmem<T, kD>;
   T* K = L::tile(0);
   T* V = L::tile(1);
   T* Q = L::tile(2);
@@ -226,8 +252,10 @@ __global__ void __launch_bounds__(kBlockThreads)
       __syncthreads();  // every warp has read the previous Q, dout, lse, D and keep
       load_rows<T, kD>(
           qkv, [&](int64_t t) { return g.qkv_at(t, n, grp, i); }, q0, g.s, int(g.d), Q);
+      async_copy_commit();
       load_rows<T, kD>(
           dout, [&](int64_t t) { return g.out_at(t, n, h); }, q0, g.s, int(g.d), dO);
+      async_copy_commit();
       for (int r = threadIdx.x; r < kCols; r += blockDim.x) {
         const bool valid = q0 + r < g.s;
         lse_rows[r] = valid ? lse[(n * g.heads + h) * g.s + q0 + r] : -INFINITY;
@@ -235,11 +263,14 @@ __global__ void __launch_bounds__(kBlockThreads)
       }
       // Warp w draws query rows 16w .. 16w + 15 of the tile for all 64 keys.
       if (m.dropout) draw_keep_rows(m, g, n, h, q0 + warp * 16, k0, keep + warp * 16 * kCols);
+      async_copy_wait<1>();  // K, V (the first time) and Q; dout may still be in flight
       __syncthreads();
       uint32_t af[kD / 16][4];
       float st[kCols / 8][4] = {}, dpt[kCols / 8][4] = {};
       mma::load_a_fragments<T, kD>(af, K, kLd<kD>, warp * 16);
       mma::mma_b_nk<T, kD, kCols>(st, af, Q, kLd<kD>);  // K Qᵀ
+      async_copy_wait<0>();
+      __syncthreads();  // dout is visible
       mma::load_a_fragments<T, kD>(af, V, kLd<kD>, warp * 16);
       mma::mma_b_nk<T, kD, kCols>(dpt, af, dO, kLd<kD>);  // V doutᵀ
 #pragma unroll
@@ -283,7 +314,7 @@ template <typename T, int kD>
 __global__ void __launch_bounds__(kBlockThreads)
     query_grad_kernel(const T* qkv, const T* dout, const float* lse, const float* D, Geometry g,
                       MaskParams m, float scale, T* dqkv) {
-  using L = Smem<T, kD>;
+  using L = BackwardSmem<T, kD>;
   T* Q = L::tile(0);
   T* dO = L::tile(1);
   T* K = L::tile(2);
@@ -309,14 +340,19 @@ __global__ void __launch_bounds__(kBlockThreads)
     __syncthreads();  // every warp has read the previous K and V
     load_rows<T, kD>(
         qkv, [&](int64_t t) { return g.qkv_at(t, n, grp, g.q); }, k0, g.s, int(g.d), K);
+    async_copy_commit();
     load_rows<T, kD>(
         qkv, [&](int64_t t) { return g.qkv_at(t, n, grp, g.q + 1); }, k0, g.s, int(g.d), V);
+    async_copy_commit();
     if (m.dropout) draw_keep_rows(m, g, n, h, first, k0, keep);
+    async_copy_wait<1>();  // Q and dout (the first time) and K; V may still be in flight
     __syncthreads();
     uint32_t af[kD / 16][4];
     float sc[kCols / 8][4] = {}, dp[kCols / 8][4] = {};
     mma::load_a_fragments<T, kD>(af, Q, kLd<kD>, warp * 16);
     mma::mma_b_nk<T, kD, kCols>(sc, af, K, kLd<kD>);  // Q Kᵀ
+    async_copy_wait<0>();
+    __syncthreads();  // V is visible
     mma::load_a_fragments<T, kD>(af, dO, kLd<kD>, warp * 16);
     mma::mma_b_nk<T, kD, kCols>(dp, af, V, kLd<kD>);  // dout Vᵀ
 #pragma unroll
@@ -349,15 +385,15 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 template <typename T, int kD>
 LaunchShape forward_launch(const Geometry& g) {
-  return {dim3(unsigned(g.b * g.heads), tiles_of(g.s, kRows)), Smem<T, kD>::kBytes};
+  return {dim3(unsigned(g.b * g.heads), tiles_of(g.s, kRows)), ForwardSmem<T, kD>::kBytes};
 }
 template <typename T, int kD>
 LaunchShape key_value_grad_launch(const Geometry& g) {
-  return {dim3(unsigned(g.b * g.groups), tiles_of(g.s, kRows)), Smem<T, kD>::kBytes};
+  return {dim3(unsigned(g.b * g.groups), tiles_of(g.s, kRows)), BackwardSmem<T, kD>::kBytes};
 }
 template <typename T, int kD>
 LaunchShape query_grad_launch(const Geometry& g) {
-  return {dim3(unsigned(g.b * g.heads), tiles_of(g.s, kRows)), Smem<T, kD>::kBytes};
+  return {dim3(unsigned(g.b * g.heads), tiles_of(g.s, kRows)), BackwardSmem<T, kD>::kBytes};
 }
 
 }  // namespace megatron::kernels::cuda::flash::warp_tiles
