@@ -5,7 +5,9 @@
 #   2. run the GPU tests (gpu_tests; dist_tests' collectives on CUDA tensors and the e2e GPU
 #      scenarios that need no fetched data — TP/PP/DP on one GPU, generation — where mpirun and
 #      node exist);
-#   3. measure the bf16 GEMM ceiling (megatron bench --mode kernels, and PyTorch's matmul);
+#   3. measure the bf16 GEMM ceiling (megatron bench --mode kernels, and PyTorch's matmul), and
+#      the causal attention alone at the 1.3B model's shape (b 4, s 2048, 16 heads of 128):
+#      megatron's fused attention against PyTorch's scaled_dot_product_attention;
 #   4. `megatron bench --mode step` in bf16 for GPT-2 124M (s 1024), 350M (24 layers, h 1024,
 #      16 heads, s 1024) and GPT 1.3B (24 layers, h 2048, 16 heads, s 2048), and the same models
 #      in PyTorch (tools/reference/bench_pytorch_gpt.py) when python3 has torch, same tokens per
@@ -224,6 +226,8 @@ declare -A M_TOKS M_MBS M_SELF_MFU P_TOKS P_MBS F_TOKS
 CEIL_MEGATRON=""
 CEIL_TORCH=""
 CEIL_STEP=""
+ATTN_MEGATRON=""
+ATTN_TORCH=""
 USE_TORCH=0
 [[ "$TORCH" == *" cuda" ]] && USE_TORCH=1
 
@@ -238,15 +242,20 @@ if ((BUILT)) && [[ -n "$GPU_NAME" && "$CUDA_MODE" == ON ]]; then
   # runs on the GPU).
   if stage ceiling_megatron 60 "$OUT/bench.log" "$BUILD/megatron" bench --mode kernels \
        --device cuda --dtype bf16 --ceiling-size 8192 --tokens 8192 --hidden-size 2048 \
-       --ffn-hidden-size 8192 --min-time 0.5; then
+       --ffn-hidden-size 8192 --seq-length 2048 --num-attention-heads 16 --min-time 0.5; then
     g=$(grep -o 'bf16 GEMM ceiling ([0-9]*^3): [0-9.]* GFLOP/s' "$OUT/bench.log" | tail -1 |
         sed 's/.*: \([0-9.]*\) GFLOP.*/\1/')
     [[ -n "$g" ]] && CEIL_MEGATRON=$(awk -v g="$g" 'BEGIN { printf "%.1f", g / 1000 }')
+    a=$(grep -o 'fused attention bf16 .*forward+backward [0-9.]* GFLOP/s' "$OUT/bench.log" | tail -1)
+    [[ -n "$a" ]] && ATTN_MEGATRON=$(sed 's/.*forward \([0-9.]*\) GFLOP.*forward+backward \([0-9.]*\) GFLOP.*/\1 \2/' <<< "$a" |
+      awk '{ printf "%.1f %.1f", $1 / 1000, $2 / 1000 }')
   fi
   if ((USE_TORCH)); then
     stage ceiling_pytorch 90 "$OUT/bench.log" python3 "$ROOT/tools/reference/bench_pytorch_gpt.py" \
-      --ceiling 8192 &&
+      --ceiling 8192 --attention 4,2048,16,128 &&
       CEIL_TORCH=$(grep -o 'pytorch bf16 GEMM ceiling ([0-9]*^3): [0-9.]*' "$OUT/bench.log" | tail -1 | sed 's/.*: //')
+    a=$(grep -o 'pytorch attention .*forward TFLOP/s: [0-9.]* | forward+backward TFLOP/s: [0-9.]*' "$OUT/bench.log" | tail -1)
+    [[ -n "$a" ]] && ATTN_TORCH=$(sed 's/.*forward TFLOP\/s: \([0-9.]*\) | forward+backward TFLOP\/s: \([0-9.]*\)/\1 \2/' <<< "$a")
   fi
 
   for model in "${MODELS[@]}"; do
@@ -375,6 +384,10 @@ fmt() { awk -v x="$1" -v d="$2" -v u="${3:-}" 'BEGIN { if (x == "") print "—";
       r=""; [[ -n "$f" && -n "$b" ]] && r=$(awk -v a="$f" -v c="$b" 'BEGIN { printf "%.2f", a / c }')
       printf '%s %s (%s)  ' "$m" "$(fmt "$f" 0)" "$(fmt "$r" 2 ×)"
     done)"
+  read -r AMF AMB <<< "${ATTN_MEGATRON:-}"
+  read -r APF APB <<< "${ATTN_TORCH:-}"
+  ar=""; [[ -n "${AMB:-}" && -n "${APB:-}" ]] && ar=$(awk -v a="$AMB" -v b="$APB" 'BEGIN { printf "%.2f", a / b }')
+  echo "causal attention alone, bf16, b 4 s 2048 16 heads of 128 (FlashAttention's FLOP count), TFLOP/s forward / forward+backward: megatron fused $(fmt "${AMF:-}" 1) / $(fmt "${AMB:-}" 1), PyTorch SDPA $(fmt "${APF:-}" 1) / $(fmt "${APB:-}" 1), megatron / PyTorch forward+backward $(fmt "$ar" 2 ×)"
   echo "megatron's own MFU line (against its step-bench ceiling): $(for m in 124M 350M 1.3B; do printf '%s %s  ' "$m" "${M_SELF_MFU[$m]:-—}"; done)"
 } > "$SUMMARY"
 rm -f "$OUT/stages.tsv"

@@ -35,6 +35,10 @@ int run_bench(int argc, char** argv) {
   kg->add_option("--tokens", k.tokens, "GEMM rows, b·s")->capture_default_str();
   kg->add_option("--hidden-size", k.hidden, "h")->capture_default_str();
   kg->add_option("--ffn-hidden-size", k.ffn, "MLP width (4h)")->capture_default_str();
+  kg->add_option("--seq-length", k.seq_length, "attention sequence length s (divides --tokens)")
+      ->capture_default_str();
+  kg->add_option("--num-attention-heads", k.heads, "attention heads (divides --hidden-size)")
+      ->capture_default_str();
   kg->add_option("--ceiling-size", k.ceiling_size, "size of the square ceiling GEMM")
       ->capture_default_str();
   kg->add_option("--copy-mb", k.copy_mb, "memcpy size for copy bandwidth")->capture_default_str();

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 
@@ -18,6 +19,7 @@
 #include "core/tensor.h"
 #include "kernels/cpu/gemm_backend.h"
 #include "kernels/elementwise.h"
+#include "kernels/flash_attention.h"
 #include "kernels/gemm.h"
 
 namespace megatron::cli {
@@ -64,11 +66,50 @@ double copy_gbps(int64_t mb, double min_time, Device device) {
   return 2.0 * double(bytes) / t * 1e-9;  // read + write
 }
 
+// Forward and forward + backward GFLOP/s of the fused causal attention of b sequences of s
+// tokens, `heads` heads of d, operands of dtype dt (MHA, no dropout). FLOPs by FlashAttention's
+// count, which PyTorch's benchmarks of scaled_dot_product_attention use too: the forward's two
+// products 4·b·heads·s²·d, halved by the causal mask, the backward 2.5 times that. (The
+// backward here recomputes more than that, for determinism; the count is the work's, not the
+// kernels'.)
+struct AttentionRates {
+  double forward, forward_backward;
+};
+AttentionRates attention_gflops(int64_t b, int64_t s, int64_t heads, int64_t d, DType dt,
+                                double min_time, Device device) {
+  Tensor qkv = Tensor::empty({s, b, heads, 3, d}, dt, device);
+  Tensor dout = Tensor::empty({s, b, heads * d}, dt, device);
+  Tensor out = Tensor::empty({s, b, heads * d}, dt, device);
+  Tensor lse = Tensor::empty({b, heads, s}, DType::F32, device);
+  Tensor dqkv = Tensor::empty(qkv.shape(), dt, device);
+  kernels::fill(qkv, 0.5f);
+  kernels::fill(dout, 0.25f);
+  kernels::FlashAttentionParams p;
+  p.scale = 1.0f / std::sqrt(float(d));
+  p.causal = true;
+  const double forward = seconds_per_call(
+      [&] { kernels::flash_attention_forward(qkv, p, out, lse); }, min_time, device);
+  const double both = seconds_per_call(
+      [&] {
+        kernels::flash_attention_forward(qkv, p, out, lse);
+        kernels::flash_attention_backward(qkv, out, lse, dout, p, dqkv);
+      },
+      min_time, device);
+  const double forward_flops = 4.0 * double(b * heads) * double(s) * double(s) * double(d) / 2;
+  return {forward_flops / forward * 1e-9, 3.5 * forward_flops / both * 1e-9};
+}
+
 }  // namespace
 
 int run_kernel_bench(const KernelBenchOptions& o) {
-  MT_REQUIRE(o.tokens > 0 && o.hidden > 0 && o.ffn > 0 && o.ceiling_size > 0 && o.copy_mb > 0,
+  MT_REQUIRE(o.tokens > 0 && o.hidden > 0 && o.ffn > 0 && o.ceiling_size > 0 && o.copy_mb > 0 &&
+                 o.seq_length > 0 && o.heads > 0,
              "bench sizes must be positive");
+  MT_REQUIRE(o.tokens % o.seq_length == 0, "bench --seq-length ", o.seq_length,
+             " does not divide --tokens ", o.tokens,
+             ": the attention runs tokens / s whole sequences");
+  MT_REQUIRE(o.hidden % o.heads == 0, "bench --num-attention-heads ", o.heads,
+             " does not divide --hidden-size ", o.hidden);
   const Device device = select_device(o.device);
   std::printf(
       "megatron bench --mode kernels on %s: %d OpenMP threads, tokens %lld, hidden %lld, ffn "
@@ -111,6 +152,14 @@ int run_kernel_bench(const KernelBenchOptions& o) {
     }
     const double layer = flops / seconds * 1e-9;
     std::printf("  %-10s %27.1f %11.0f%%\n", "layer", layer, 100.0 * layer / ceiling);
+    const int64_t b = o.tokens / o.seq_length, d = o.hidden / o.heads;
+    const AttentionRates a = attention_gflops(b, o.seq_length, o.heads, d, dt, o.min_time, device);
+    std::printf(
+        "  fused attention %s (b %lld, s %lld, heads %lld, d %lld, causal): forward %.1f GFLOP/s "
+        "(%.0f%%), forward+backward %.1f GFLOP/s (%.0f%%)\n",
+        name.c_str(), (long long)b, (long long)o.seq_length, (long long)o.heads, (long long)d,
+        a.forward, 100.0 * a.forward / ceiling, a.forward_backward,
+        100.0 * a.forward_backward / ceiling);
   }
   return 0;
 }

@@ -1,5 +1,6 @@
 // `megatron bench --mode kernels`: GEMM throughput at one transformer layer's shapes against
-// the machine's measured GEMM ceiling per dtype, and copy bandwidth.
+// the machine's measured GEMM ceiling per dtype, copy bandwidth, and the fused attention's
+// (kernels/flash_attention.h) throughput at the layer's attention shape.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,8 @@ struct KernelBenchOptions {
   int64_t tokens = 2048;        // rows of the activations, b·s
   int64_t hidden = 768;         // h
   int64_t ffn = 3072;           // 4h in GPT-2
+  int64_t seq_length = 1024;    // s of the attention: b = tokens / s sequences
+  int64_t heads = 12;           // attention heads, of hidden / heads each
   int64_t ceiling_size = 4096;  // the ceiling is a square GEMM of this size
   int64_t copy_mb = 256;        // memcpy size for the bandwidth figure (beyond the L3 cache)
   double min_time = 0.5;        // seconds each measurement runs for (at least 2 calls)

@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
-# `megatron bench --mode kernels` runs end to end on tiny sizes and prints every GEMM row for
-# both dtypes; a bad --dtype is rejected with a message naming it and a non-zero exit, and so
-# is --device cuda where no GPU can run it (scripts/gpu_check.sh runs it on a GPU).
+# `megatron bench --mode kernels` runs end to end on tiny sizes and prints every GEMM row and the
+# fused attention's row for both dtypes; a bad --dtype, and a --seq-length that does not divide
+# --tokens, are rejected with a message naming them and a non-zero exit, and so is --device cuda
+# where no GPU can run it (scripts/gpu_check.sh runs it on a GPU).
 set -euo pipefail
 out=$("$MEGATRON_BINARY" bench --mode kernels --min-time 0.01 --ceiling-size 64 --tokens 16 \
-  --hidden-size 8 --ffn-hidden-size 32 --copy-mb 1)
+  --hidden-size 8 --ffn-hidden-size 32 --seq-length 8 --num-attention-heads 2 --copy-mb 1)
 echo "$out"
-for row in "copy bandwidth" "f32 GEMM ceiling" "bf16 GEMM ceiling" qkv.fwd proj.dX fc1.dW fc2.fwd; do
+for row in "copy bandwidth" "f32 GEMM ceiling" "bf16 GEMM ceiling" qkv.fwd proj.dX fc1.dW fc2.fwd \
+  "fused attention f32 (b 2, s 8, heads 2, d 4, causal): forward [0-9.]* GFLOP/s" \
+  "fused attention bf16 (b 2, s 8, heads 2, d 4, causal): forward [0-9.]* GFLOP/s"; do
   grep -q "$row" <<<"$out" || { echo "missing row: $row"; exit 1; }
 done
 [[ $(grep -c "^  layer" <<<"$out") == 2 ]] || { echo "expected one layer row per dtype"; exit 1; }
-if err=$("$MEGATRON_BINARY" bench --dtype f16 --ceiling-size 64 --tokens 16 --hidden-size 8 \
+if err=$("$MEGATRON_BINARY" bench --mode kernels --tokens 16 --seq-length 5 --hidden-size 8 \
   --ffn-hidden-size 32 --copy-mb 1 --min-time 0.01 2>&1); then
+  echo "bench --seq-length 5 with --tokens 16 should fail"; exit 1
+fi
+grep -q -- "--seq-length 5 does not divide --tokens 16" <<<"$err" || { echo "unclear error: $err"; exit 1; }
+if err=$("$MEGATRON_BINARY" bench --dtype f16 --ceiling-size 64 --tokens 16 --hidden-size 8 \
+  --ffn-hidden-size 32 --seq-length 8 --num-attention-heads 2 --copy-mb 1 --min-time 0.01 2>&1); then
   echo "bench --dtype f16 should fail"; exit 1
 fi
 grep -q "'f16'" <<<"$err" || { echo "error does not name the dtype: $err"; exit 1; }

@@ -23,7 +23,11 @@ Prints one line per model:
   pytorch GPT L=12 h=768 heads=12 s=1024 micro-batch=32 bf16: step time (ms): ... | tokens/s: ... |
   TFLOP/s: ... | peak memory (GiB): ...
 and, with --ceiling N, "pytorch bf16 GEMM ceiling (N^3): ... TFLOP/s" (median of 20 products of
-random N×N bf16 matrices after 3 warm-ups, timed with CUDA events).
+random N×N bf16 matrices after 3 warm-ups, timed with CUDA events); with --attention b,s,heads,d,
+the causal attention alone (the model's causal_attention: scaled_dot_product_attention where
+PyTorch has it) in the --dtype, "pytorch attention ...: forward TFLOP/s: ... | forward+backward
+TFLOP/s: ..." — FlashAttention's FLOP count (forward 4·b·heads·s²·d / 2 with the causal mask,
+backward 2.5 times that), the one `megatron bench --mode kernels` prints beside its own.
 """
 import argparse
 import gc
@@ -183,6 +187,39 @@ def gemm_ceiling(n, warmup=3, reps=20):
     return 2.0 * n ** 3 / times[len(times) // 2] / 1e12
 
 
+def attention_tflops(b, s, heads, d, device, dtype, warmup=3, min_time=0.5):
+    """Forward and forward+backward TFLOP/s of causal_attention (no dropout), mean over calls
+    until min_time has passed."""
+    dt = torch.bfloat16 if dtype == "bf16" else torch.float32
+    q, k, v = (torch.randn(b, heads, s, d, device=device, dtype=dt, requires_grad=True)
+               for _ in range(3))
+    dout = torch.randn(b, heads, s, d, device=device, dtype=dt)
+
+    def forward():
+        with torch.no_grad():
+            causal_attention(q, k, v, 0.0)
+
+    def forward_backward():
+        causal_attention(q, k, v, 0.0).backward(dout)
+
+    def seconds_per_call(fn):
+        for _ in range(warmup):
+            fn()
+        synchronize(device)
+        calls, start = 0, time.perf_counter()
+        while True:
+            fn()
+            calls += 1
+            synchronize(device)
+            elapsed = time.perf_counter() - start
+            if calls >= 2 and elapsed >= min_time:
+                return elapsed / calls
+
+    forward_flops = 4.0 * b * heads * s * s * d / 2
+    return (forward_flops / seconds_per_call(forward) / 1e12,
+            3.5 * forward_flops / seconds_per_call(forward_backward) / 1e12)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", action="append", default=[],
@@ -190,6 +227,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--ceiling", type=int, default=0, help="also measure an N^3 bf16 GEMM")
+    ap.add_argument("--attention", default="",
+                    help="b,s,heads,d: also measure the causal attention alone at this shape")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--device", default="cuda", help="cuda or cpu (bench/compare_pytorch.sh)")
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"],
@@ -208,6 +247,13 @@ def main():
         tf = gemm_ceiling(args.ceiling)
         results.append({"framework": "pytorch", "ceiling_n": args.ceiling, "ceiling_tflops": tf})
         print(f"pytorch bf16 GEMM ceiling ({args.ceiling}^3): {tf:.1f} TFLOP/s", flush=True)
+    if args.attention:
+        b, s, heads, d = (int(x) for x in args.attention.split(","))
+        fwd, both = attention_tflops(b, s, heads, d, args.device, args.dtype)
+        results.append({"framework": "pytorch", "attention": args.attention,
+                        "forward_tflops": fwd, "forward_backward_tflops": both})
+        print(f"pytorch attention b={b} s={s} heads={heads} d={d} causal {args.dtype}: "
+              f"forward TFLOP/s: {fwd:.4g} | forward+backward TFLOP/s: {both:.4g}", flush=True)
     status = 0
     for spec in args.model:
         L, h, heads, s, mb = (int(x) for x in spec.split(","))
