@@ -135,9 +135,11 @@ TEST_P(FlashAttentionSimtTest, KernelsMatchTheCpuTwin) {
   }
 }
 
-TEST_P(FlashAttentionSimtTest, WarpTileKernelsMatchTheCpuTwin) {
+// The warp-tile kernels take 16-bit operands only.
+class FlashAttentionWarpTileSimtTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(FlashAttentionWarpTileSimtTest, KernelsMatchTheCpuTwin) {
   const DType dt = GetParam();
-  if (dt == DType::F32) GTEST_SKIP() << "the warp-tile kernels take 16-bit operands only";
   uint64_t seed = 101;
   std::vector<int> head_dims_run;
   for (const Case& c : kCases) {
@@ -158,6 +160,8 @@ TEST_P(FlashAttentionSimtTest, WarpTileKernelsMatchTheCpuTwin) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, FlashAttentionSimtTest, MT_GPU_DTYPES, gpu_test::dtype_param_name);
+INSTANTIATE_TEST_SUITE_P(Dtypes, FlashAttentionWarpTileSimtTest,
+                         ::testing::Values(DType::BF16, DType::F16), gpu_test::dtype_param_name);
 
 }  // namespace
 }  // namespace megatron

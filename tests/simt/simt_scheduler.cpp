@@ -277,6 +277,10 @@ bool block_barrier_or(bool predicate) {
 // for it, and overwriting a tile other threads still read before a barrier, each give a wrong
 // result in one of them.
 void async_copy(void* to, const void* from, size_t bytes) {
+  MT_CHECK(reinterpret_cast<uintptr_t>(to) % bytes == 0 &&
+               reinterpret_cast<uintptr_t>(from) % bytes == 0,
+           "cp.async: a ", bytes, "-byte copy from ", from, " to ", to,
+           " is not aligned to its size (the hardware faults)");
   Scheduler& s = scheduler();
   if (s.copies_land_at_once)
     std::memcpy(to, from, bytes);
