@@ -13,7 +13,9 @@
 #      in PyTorch (tools/reference/bench_pytorch_gpt.py) when python3 has torch, same tokens per
 #      step; tokens/s, TFLOP/s (Megatron's formula), MFU against the best measured ceiling, and
 #      the ratio megatron/PyTorch;
-#   5. write $OUT/summary.md (with a table ready for bench/RESULTS.md), results.tsv and logs.
+#   5. with what is left of the budget, the 1.3B step once more with --breakdown: GPU time per
+#      kernel (events on the compute stream) against its FLOP and byte floors;
+#   6. write $OUT/summary.md (with a table ready for bench/RESULTS.md), results.tsv and logs.
 # Without a GPU it says so, builds, runs gpu_tests (which skip) and skips the measurements.
 # Every stage runs under `timeout`, within one overall budget (GPU_CHECK_BUDGET, 470 s).
 #
@@ -310,6 +312,16 @@ if ((BUILT)) && [[ -n "$GPU_NAME" && "$CUDA_MODE" == ON ]]; then
     fi
   done
   rm -f "$OUT/step.tmp"
+  # Last, with what is left of the budget: where the 1.3B step's time goes, kernel by kernel
+  # (GPU-timed by events on the compute stream), with the fused attention.
+  if [[ -n "${M_TOKS[1.3B]:-}" ]]; then
+    read -r L H A S <<< "${SPEC[1.3B]}"
+    stage megatron_1.3B_breakdown 90 "$OUT/breakdown_1.3B.log" "$BUILD/megatron" bench \
+      --mode step --device cuda --bf16 --use-flash-attn --breakdown --num-layers "$L" \
+      --hidden-size "$H" --num-attention-heads "$A" --seq-length "$S" --max-position-embeddings "$S" \
+      --micro-batch-size "${M_MBS[1.3B]}" --global-batch-size "${M_MBS[1.3B]}" --warmup-iters 2 \
+      --timed-iters 1 || true
+  fi
 elif ((BUILT)); then
   say "benchmarks skipped: $([[ -z "$GPU_NAME" ]] && echo "no GPU visible" || echo "build without CUDA")"
 fi
@@ -388,6 +400,15 @@ fmt() { awk -v x="$1" -v d="$2" -v u="${3:-}" 'BEGIN { if (x == "") print "—";
   read -r APF APB <<< "${ATTN_TORCH:-}"
   ar=""; [[ -n "${AMB:-}" && -n "${APB:-}" ]] && ar=$(awk -v a="$AMB" -v b="$APB" 'BEGIN { printf "%.2f", a / b }')
   echo "causal attention alone, bf16, b 4 s 2048 16 heads of 128 (FlashAttention's FLOP count), TFLOP/s forward / forward+backward: megatron fused $(fmt "${AMF:-}" 1) / $(fmt "${AMB:-}" 1), PyTorch SDPA $(fmt "${APF:-}" 1) / $(fmt "${APB:-}" 1), megatron / PyTorch forward+backward $(fmt "$ar" 2 ×)"
+  if [[ -s "$OUT/breakdown_1.3B.log" ]]; then
+    echo
+    echo "GPT 1.3B step with --use-flash-attn, per kernel (GPU time; breakdown_1.3B.log has every row):"
+    echo
+    echo '```'
+    grep -A 16 'breakdown per step' "$OUT/breakdown_1.3B.log" | head -17
+    grep -E '^  (outside kernels|step) ' "$OUT/breakdown_1.3B.log"
+    echo '```'
+  fi
   echo "megatron's own MFU line (against its step-bench ceiling): $(for m in 124M 350M 1.3B; do printf '%s %s  ' "$m" "${M_SELF_MFU[$m]:-—}"; done)"
 } > "$SUMMARY"
 rm -f "$OUT/stages.tsv"

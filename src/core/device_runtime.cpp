@@ -3,6 +3,7 @@
 #include <malloc.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -171,6 +172,38 @@ void synchronize(Device device) {
   if (device.is_cpu()) return;
 #ifdef MEGATRON_CUDA
   cuda::synchronize_compute();
+#endif
+}
+
+DeviceTimePoint device_time_point(Device device) {
+  DeviceTimePoint p{device};
+  if (device.is_cpu()) {
+    p.host_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    return p;
+  }
+#ifdef MEGATRON_CUDA
+  p.event = cuda::timing_point();
+#else
+  no_cuda("device_time_point");
+#endif
+  return p;
+}
+
+double elapsed_seconds(DeviceTimePoint& start, DeviceTimePoint& end) {
+  MT_CHECK(start.device == end.device, "elapsed_seconds between points on ", start.device.str(),
+           " and ", end.device.str());
+  if (start.device.is_cpu()) return end.host_seconds - start.host_seconds;
+#ifdef MEGATRON_CUDA
+  auto* a = static_cast<cudaEvent_t>(start.event);
+  auto* b = static_cast<cudaEvent_t>(end.event);
+  const double seconds = cuda::elapsed_seconds(a, b);
+  cuda::release_event(a);
+  cuda::release_event(b);
+  start.event = end.event = nullptr;
+  return seconds;
+#else
+  no_cuda("elapsed_seconds");
 #endif
 }
 

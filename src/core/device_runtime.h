@@ -50,4 +50,17 @@ void zero_bytes(void* p, Device device, size_t bytes);
 // Waits until every operation queued on the device's compute stream has finished.
 void synchronize(Device device);
 
+// A point in a device's queue of work, for timing that work: on a CUDA device an event recorded
+// on the compute stream after what is queued so far (timed by the GPU's clock, with no host
+// synchronisation); on the CPU the host clock now.
+struct DeviceTimePoint {
+  Device device;
+  void* event = nullptr;  // CUDA: the cudaEvent_t
+  double host_seconds = 0;
+};
+DeviceTimePoint device_time_point(Device device);
+// The device's seconds from `start` to `end` (waiting until it has reached `end`); releases
+// both points.
+double elapsed_seconds(DeviceTimePoint& start, DeviceTimePoint& end);
+
 }  // namespace megatron

@@ -38,15 +38,18 @@ void check_float_contiguous(const Tensor& t, const char* what);
 
 }  // namespace megatron::kernels
 
-// return MT_DISPATCH(device, fn, args...): cpu::fn(args...) or cuda::fn(args...). A CPU call is
+// return MT_DISPATCH(device, fn, args...): cpu::fn(args...) or cuda::fn(args...). Either call is
 // timed by kernels/profile.h while profiling is on (the arguments are named twice: they are
 // plain operands, never expressions with effects).
 #define MT_CPU_CALL(fn, ...)                                  \
   (::megatron::kernels::KernelProfileScope(#fn, __VA_ARGS__), \
    ::megatron::kernels::cpu::fn(__VA_ARGS__))
 #ifdef MEGATRON_CUDA
+#define MT_CUDA_CALL(fn, ...)                                 \
+  (::megatron::kernels::KernelProfileScope(#fn, __VA_ARGS__), \
+   ::megatron::kernels::cuda::fn(__VA_ARGS__))
 #define MT_DISPATCH(device, fn, ...) \
-  ((device).is_cuda() ? ::megatron::kernels::cuda::fn(__VA_ARGS__) : MT_CPU_CALL(fn, __VA_ARGS__))
+  ((device).is_cuda() ? MT_CUDA_CALL(fn, __VA_ARGS__) : MT_CPU_CALL(fn, __VA_ARGS__))
 #else
 #define MT_DISPATCH(device, fn, ...)                                     \
   ((device).is_cuda() ? (::megatron::kernels::throw_cuda_not_built(#fn), \

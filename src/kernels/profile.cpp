@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <map>
 #include <thread>
 
@@ -16,11 +15,21 @@ namespace {
 
 std::atomic<bool> g_on{false};
 std::thread::id g_thread;  // the thread whose calls are recorded
-std::map<std::string, KernelProfileRow> g_rows;
+// The calls recorded, each with its start and end points: read into rows by kernel_profile,
+// when a GPU's have been reached.
+struct Call {
+  std::string key;
+  detail::KernelWork work;
+  DeviceTimePoint start, end;
+  double page_faults = 0;
+};
+std::vector<Call> g_calls;
 bool g_inside = false;  // a profiled kernel is running
 
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+// Releases what the recorded calls hold (a GPU's events) without reading them.
+void drop_calls() {
+  for (Call& c : g_calls) elapsed_seconds(c.start, c.end);
+  g_calls.clear();
 }
 
 double process_page_faults() {
@@ -33,15 +42,26 @@ double process_page_faults() {
 
 void set_kernel_profiling(bool on) {
   if (on) {
-    g_rows.clear();
+    drop_calls();
     g_thread = std::this_thread::get_id();
   }
   g_on.store(on, std::memory_order_relaxed);
 }
 
 std::vector<KernelProfileRow> kernel_profile() {
+  std::map<std::string, KernelProfileRow> by_key;
+  for (Call& c : g_calls) {
+    KernelProfileRow& row = by_key[c.key];
+    row.name = c.key;
+    row.calls += 1;
+    row.seconds += elapsed_seconds(c.start, c.end);
+    row.flops += c.work.flops;
+    row.bytes += c.work.bytes;
+    row.page_faults += c.page_faults;
+  }
+  g_calls.clear();
   std::vector<KernelProfileRow> rows;
-  for (const auto& [name, row] : g_rows) rows.push_back(row);
+  for (const auto& [name, row] : by_key) rows.push_back(row);
   std::sort(rows.begin(), rows.end(), [](const KernelProfileRow& a, const KernelProfileRow& b) {
     return a.seconds > b.seconds;
   });
@@ -70,22 +90,19 @@ void add_work(KernelWork& w, const GemmProblem& p) {
 void KernelProfileScope::enter() {
   g_inside = true;
   start_faults_ = process_page_faults();
-  start_ = now();
+  start_ = device_time_point(work_.device);
 }
 
 KernelProfileScope::~KernelProfileScope() {
   if (!kernel_) return;
-  const double seconds = now() - start_;
-  const double faults = process_page_faults() - start_faults_;
+  Call c;
+  c.end = device_time_point(work_.device);
+  c.page_faults = process_page_faults() - start_faults_;
   g_inside = false;
-  const std::string key = work_.shape.empty() ? kernel_ : std::string(kernel_) + " " + work_.shape;
-  KernelProfileRow& row = g_rows[key];
-  row.name = key;
-  row.calls += 1;
-  row.seconds += seconds;
-  row.flops += work_.flops;
-  row.bytes += work_.bytes;
-  row.page_faults += faults;
+  c.key = work_.shape.empty() ? kernel_ : std::string(kernel_) + " " + work_.shape;
+  c.work = std::move(work_);
+  c.start = start_;
+  g_calls.push_back(std::move(c));
 }
 
 }  // namespace megatron::kernels

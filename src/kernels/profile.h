@@ -2,16 +2,20 @@
 // MT_DISPATCH hands to its backend is timed while profiling is on, keyed by the kernel's name
 // (GEMMs by name and shape, so each GEMM group of a layer is a row of its own), with the work it
 // implies — FLOPs for GEMMs (2·batch·M·N·K) and the bytes of its tensor operands, the two floors
-// the breakdown sets each row against — and the page faults of the process while it ran. Off
-// (the default) it costs a call and a relaxed load per kernel call. Only calls from the thread
-// that turned profiling on are recorded; a kernel called inside another (or from another
-// thread) is part of its caller's time.
+// the breakdown sets each row against — and the page faults of the process while it ran. A
+// kernel on a CUDA device is timed by the GPU: events recorded on the compute stream before and
+// after it (core/device_runtime.h's DeviceTimePoint), read when the profile is (kernel_profile
+// waits for the GPU); its page faults are the host's while it was queued. Off (the default) it
+// costs a call and a relaxed load per kernel call. Only calls from the thread that turned
+// profiling on are recorded; a kernel called inside another (or from another thread) is part
+// of its caller's time.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "core/device_runtime.h"
 #include "core/tensor.h"
 #include "kernels/gemm_problem.h"
 
@@ -36,9 +40,11 @@ bool kernel_profiling_on();
 struct KernelWork {
   std::string shape;  // the row's key after the kernel name ("" for non-GEMMs)
   double flops = 0, bytes = 0;
+  Device device = Device::CPU;  // where it runs: a CUDA device if any tensor operand is on one
 };
 inline void add_work(KernelWork& w, const Tensor& t) {
   w.bytes += double(t.nbytes());
+  if (t.device().is_cuda()) w.device = t.device();
 }
 void add_work(KernelWork& w, const GemmProblem& p);
 template <typename T>
@@ -63,7 +69,8 @@ class KernelProfileScope {
   void enter();  // marks a profiled kernel running; reads the clock and the fault count
   const char* kernel_ = nullptr;
   detail::KernelWork work_;
-  double start_ = 0, start_faults_ = 0;
+  DeviceTimePoint start_;
+  double start_faults_ = 0;
 };
 
 }  // namespace megatron::kernels

@@ -178,8 +178,8 @@ cudaError_t cudaDeviceSynchronize() {
   return cudaSuccess;
 }
 
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) {
-  *event = megatron::simt::new_event();
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
+  *event = megatron::simt::new_event((flags & cudaEventDisableTiming) == 0);
   return cudaSuccess;
 }
 
@@ -192,6 +192,15 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (!event) return fail(cudaErrorInvalidResourceHandle);
   megatron::simt::record(event, stream);
+  return cudaSuccess;
+}
+
+// The host time between the streams reaching the two records: emulation time, not a GPU's.
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (!start || !end) return fail(cudaErrorInvalidResourceHandle);
+  const double a = megatron::simt::seconds_reached(start), b = megatron::simt::seconds_reached(end);
+  if (a < 0 || b < 0) return fail(cudaErrorNotReady);
+  *ms = float((b - a) * 1e3);
   return cudaSuccess;
 }
 

@@ -1,8 +1,10 @@
 // Streams and events of the emulated GPU (contract: simt_streams.h).
 #include "simt_streams.h"
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <utility>
 
@@ -25,6 +27,10 @@ struct Stream {
 struct Event {
   Stream* stream = nullptr;  // null: never recorded (waiting on it waits for nothing)
   uint64_t mark = 0;
+  // With timing: the host clock when the stream reached the latest record (shared with the
+  // queued stamp, which may run after the event is destroyed); negative until then.
+  bool timing = false;
+  std::shared_ptr<double> reached;
 };
 
 // One lock for all queues: work may wait on another stream, which runs that stream's queue.
@@ -83,8 +89,10 @@ void synchronize_all() {
   for (Stream* s : streams()) run_until(*s, UINT64_MAX);
 }
 
-cudaEvent_t new_event() {
-  return reinterpret_cast<cudaEvent_t>(new Event);
+cudaEvent_t new_event(bool timing) {
+  auto* e = new Event;
+  e->timing = timing;
+  return reinterpret_cast<cudaEvent_t>(e);
 }
 
 void destroy_event(cudaEvent_t event) {
@@ -96,7 +104,19 @@ void record(cudaEvent_t event, cudaStream_t stream) {
   MT_CHECK(stream != nullptr, "simt: events on the null stream are not emulated");
   auto* e = reinterpret_cast<Event*>(event);
   e->stream = as_stream(stream);
+  if (e->timing) {
+    e->reached = std::make_shared<double>(-1.0);
+    enqueue(stream, [reached = e->reached] {
+      *reached = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+                     .count();
+    });
+  }
   e->mark = e->stream->issued;
+}
+
+double seconds_reached(cudaEvent_t event) {
+  const auto* e = reinterpret_cast<const Event*>(event);
+  return e->timing && e->reached ? *e->reached : -1.0;
 }
 
 void wait(cudaStream_t stream, cudaEvent_t event) {

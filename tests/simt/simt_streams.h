@@ -30,7 +30,7 @@ void synchronize(cudaStream_t stream);
 // Runs every stream's queue.
 void synchronize_all();
 
-cudaEvent_t new_event();
+cudaEvent_t new_event(bool timing);
 void destroy_event(cudaEvent_t event);
 // The event's mark: what is queued on `stream` now.
 void record(cudaEvent_t event, cudaStream_t stream);
@@ -38,5 +38,8 @@ void record(cudaEvent_t event, cudaStream_t stream);
 void wait(cudaStream_t stream, cudaEvent_t event);
 // Runs the event's stream up to its mark.
 void synchronize(cudaEvent_t event);
+// A timing event's host clock (seconds) when its stream reached its latest record; negative if it
+// has not yet, or the event does not time.
+double seconds_reached(cudaEvent_t event);
 
 }  // namespace megatron::simt

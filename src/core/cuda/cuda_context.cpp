@@ -113,6 +113,25 @@ void communication_waits(cudaEvent_t compute_point) {
   wait_and_release(bound().communication, compute_point);
 }
 
+cudaEvent_t timing_point() {
+  bound();  // this thread's GPU is current
+  cudaEvent_t event = nullptr;
+  MT_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDefault));
+  MT_CUDA_CHECK(cudaEventRecord(event, bound().compute));
+  return event;
+}
+
+double elapsed_seconds(cudaEvent_t start, cudaEvent_t end) {
+  MT_CUDA_CHECK(cudaEventSynchronize(end));
+  float ms = 0;
+  MT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, end));
+  return double(ms) * 1e-3;
+}
+
+void release_event(cudaEvent_t event) {
+  MT_CUDA_CHECK(cudaEventDestroy(event));
+}
+
 cudaStream_t overlap_stream() {
   return bound().overlap;
 }

@@ -56,6 +56,13 @@ void overlap_begins();  // overlap stream waits for the compute stream
 cudaEvent_t overlap_ends();
 void compute_waits(cudaEvent_t overlap_done);
 
+// Timing the GPU's own work: an event (with timing) recorded on the compute stream after the
+// work queued so far, which the caller releases with release_event; elapsed_seconds(a, b) is
+// the GPU's time between the two, waiting until b has been reached.
+cudaEvent_t timing_point();
+double elapsed_seconds(cudaEvent_t start, cudaEvent_t end);
+void release_event(cudaEvent_t event);
+
 // Copies on the compute stream. With host_involved the call returns when the copy is done, so
 // pageable host memory may be reused (cudaMemcpyAsync is synchronous for it anyway).
 void copy_async(void* dst, const void* src, size_t bytes, bool host_involved);
