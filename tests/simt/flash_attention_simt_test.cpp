@@ -31,65 +31,73 @@ void launch(const fa::LaunchShape& shape, Kernel kernel) {
   simt::launch(shape.grid, dim3(fa::kBlockThreads), shape.shared_bytes, kernel);
 }
 
-// The host side of kernels/cuda/flash_attention.cu with host memory and a given tile: forward,
-// then backward, dqkv first poisoned with NaN so that an element no kernel writes fails.
+// What the host side of kernels/cuda/flash_attention.cu hands the kernels, with host memory:
+// the case's geometry, masks and scale, its results (dqkv first poisoned with NaN so that an
+// element no kernel writes fails) and the backward's row term D, which row_dot() computes.
+template <typename T>
+struct KernelOperands {
+  KernelOperands(const Operands& o, DType dt)
+      : g(fa::make_geometry(o.qkv, o.params.queries_per_group)),
+        m(fa::make_mask_params(
+            o.params, o.params.dropout_p > 0.0f ? o.params.dropout_rows->data() : nullptr)),
+        scale(o.params.scale) {
+    r.out = Tensor::empty({g.s, g.b, g.heads * g.d}, dt);
+    r.lse = Tensor::empty({g.b, g.heads, g.s}, DType::F32);
+    r.dqkv =
+        gpu_test::from_double(std::vector<double>(size_t(o.qkv.numel()), NAN), o.qkv.shape(), dt);
+    D = Tensor::empty({g.b, g.heads, g.s}, DType::F32);
+    qkv = static_cast<const T*>(o.qkv.raw_data());
+    dout = static_cast<const T*>(o.dout.raw_data());
+    out = static_cast<T*>(r.out.raw_data());
+    dqkv = static_cast<T*>(r.dqkv.raw_data());
+    lse = r.lse.data<float>();
+    d = D.data<float>();
+  }
+  void row_dot() {
+    launch(fa::row_dot_launch(g), [&] { fa::row_dot_kernel<T>(out, dout, g, d); });
+  }
+
+  fa::Geometry g;
+  fa::MaskParams m;
+  float scale;
+  Results r;
+  Tensor D;
+  const T *qkv, *dout;
+  T *out, *dqkv;
+  float *lse, *d;
+};
+
+// The shared-memory kernels at a given tile: forward, then backward.
 template <typename T>
 Results run_kernels(const Operands& o, DType dt, int tile) {
-  const fa::Geometry g = fa::make_geometry(o.qkv, o.params.queries_per_group);
-  const fa::MaskParams m = fa::make_mask_params(
-      o.params, o.params.dropout_p > 0.0f ? o.params.dropout_rows->data() : nullptr);
-  const float scale = o.params.scale;
-  Results r;
-  r.out = Tensor::empty({g.s, g.b, g.heads * g.d}, dt);
-  r.lse = Tensor::empty({g.b, g.heads, g.s}, DType::F32);
-  r.dqkv =
-      gpu_test::from_double(std::vector<double>(size_t(o.qkv.numel()), NAN), o.qkv.shape(), dt);
-  Tensor D = Tensor::empty({g.b, g.heads, g.s}, DType::F32);
-  const T* qkv = static_cast<const T*>(o.qkv.raw_data());
-  const T* dout = static_cast<const T*>(o.dout.raw_data());
-  T* out = static_cast<T*>(r.out.raw_data());
-  T* dqkv = static_cast<T*>(r.dqkv.raw_data());
-  float* lse = r.lse.data<float>();
-  launch(fa::forward_launch<T>(g, tile),
-         [&] { fa::forward_kernel<T>(qkv, g, m, scale, out, lse, tile); });
-  launch(fa::row_dot_launch(g), [&] { fa::row_dot_kernel<T>(out, dout, g, D.data<float>()); });
-  launch(fa::key_value_grad_launch<T>(g, tile), [&] {
-    fa::key_value_grad_kernel<T>(qkv, dout, lse, D.data<float>(), g, m, scale, dqkv, tile);
+  KernelOperands<T> k(o, dt);
+  launch(fa::forward_launch<T>(k.g, tile),
+         [&] { fa::forward_kernel<T>(k.qkv, k.g, k.m, k.scale, k.out, k.lse, tile); });
+  k.row_dot();
+  launch(fa::key_value_grad_launch<T>(k.g, tile), [&] {
+    fa::key_value_grad_kernel<T>(k.qkv, k.dout, k.lse, k.d, k.g, k.m, k.scale, k.dqkv, tile);
   });
-  launch(fa::query_grad_launch<T>(g, tile), [&] {
-    fa::query_grad_kernel<T>(qkv, dout, lse, D.data<float>(), g, m, scale, dqkv, tile);
+  launch(fa::query_grad_launch<T>(k.g, tile), [&] {
+    fa::query_grad_kernel<T>(k.qkv, k.dout, k.lse, k.d, k.g, k.m, k.scale, k.dqkv, tile);
   });
-  return r;
+  return k.r;
 }
 
-// The same with the warp-tile kernels at head dimension kD (16-bit operands, d <= kD).
+// The warp-tile kernels at head dimension kD (16-bit operands, d <= kD).
 template <typename T, int kD>
 Results run_warp_tile_kernels(const Operands& o, DType dt) {
   namespace wt = fa::warp_tiles;
-  const fa::Geometry g = fa::make_geometry(o.qkv, o.params.queries_per_group);
-  const fa::MaskParams m = fa::make_mask_params(
-      o.params, o.params.dropout_p > 0.0f ? o.params.dropout_rows->data() : nullptr);
-  const float scale = o.params.scale;
-  Results r;
-  r.out = Tensor::empty({g.s, g.b, g.heads * g.d}, dt);
-  r.lse = Tensor::empty({g.b, g.heads, g.s}, DType::F32);
-  r.dqkv =
-      gpu_test::from_double(std::vector<double>(size_t(o.qkv.numel()), NAN), o.qkv.shape(), dt);
-  Tensor D = Tensor::empty({g.b, g.heads, g.s}, DType::F32);
-  const T* qkv = static_cast<const T*>(o.qkv.raw_data());
-  const T* dout = static_cast<const T*>(o.dout.raw_data());
-  T* out = static_cast<T*>(r.out.raw_data());
-  T* dqkv = static_cast<T*>(r.dqkv.raw_data());
-  float* lse = r.lse.data<float>();
-  launch(wt::forward_launch<T, kD>(g),
-         [&] { wt::forward_kernel<T, kD>(qkv, g, m, scale, out, lse); });
-  launch(fa::row_dot_launch(g), [&] { fa::row_dot_kernel<T>(out, dout, g, D.data<float>()); });
-  launch(wt::key_value_grad_launch<T, kD>(g), [&] {
-    wt::key_value_grad_kernel<T, kD>(qkv, dout, lse, D.data<float>(), g, m, scale, dqkv);
+  KernelOperands<T> k(o, dt);
+  launch(wt::forward_launch<T, kD>(k.g),
+         [&] { wt::forward_kernel<T, kD>(k.qkv, k.g, k.m, k.scale, k.out, k.lse); });
+  k.row_dot();
+  launch(wt::key_value_grad_launch<T, kD>(k.g), [&] {
+    wt::key_value_grad_kernel<T, kD>(k.qkv, k.dout, k.lse, k.d, k.g, k.m, k.scale, k.dqkv);
   });
-  launch(wt::query_grad_launch<T, kD>(g),
-         [&] { wt::query_grad_kernel<T, kD>(qkv, dout, lse, D.data<float>(), g, m, scale, dqkv); });
-  return r;
+  launch(wt::query_grad_launch<T, kD>(k.g), [&] {
+    wt::query_grad_kernel<T, kD>(k.qkv, k.dout, k.lse, k.d, k.g, k.m, k.scale, k.dqkv);
+  });
+  return k.r;
 }
 
 template <typename T>

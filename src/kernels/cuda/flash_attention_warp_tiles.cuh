@@ -222,6 +222,25 @@ __global__ void __launch_bounds__(kBlockThreads)
     }
 }
 
+// The backward's two score-shaped products for the warp's 16 rows: s = A1 B1ᵀ as soon as the
+// next-to-last committed copies have landed, then dp = A2 B2ᵀ once the last (B2's tile) has too
+// (A1 = K, B1 = Q, A2 = V, B2 = dout in the dK/dV kernel; Q, K, dout, V in the dQ kernel). Whole
+// block: two barriers.
+template <typename T, int kD>
+__device__ void score_products(const T* a1, const T* b1, const T* a2, const T* b2,
+                               float (&s)[kCols / 8][4], float (&dp)[kCols / 8][4]) {
+  const int r0 = int(threadIdx.x) / 32 * 16;
+  uint32_t af[kD / 16][4];
+  async_copy_wait<1>();
+  __syncthreads();
+  mma::load_a_fragments<T, kD>(af, a1, kLd<kD>, r0);
+  mma::mma_b_nk<T, kD, kCols>(s, af, b1, kLd<kD>);
+  async_copy_wait<0>();
+  __syncthreads();
+  mma::load_a_fragments<T, kD>(af, a2, kLd<kD>, r0);
+  mma::mma_b_nk<T, kD, kCols>(dp, af, b2, kLd<kD>);
+}
+
 // dK and dV of key tile blockIdx.y of group g of batch n (blockIdx.x = n·G + g), over the group's
 // q query heads and the query tiles that see the key tile. Warp w owns keys k0 + 16w .. + 15 and
 // computes the transposed products: Sᵀ = K Qᵀ, dPᵀ = V doutᵀ, dV += (P ⊙ Z)ᵀ dout, dK += dSᵀ Q.
@@ -263,16 +282,8 @@ __global__ void __launch_bounds__(kBlockThreads)
       }
       // Warp w draws query rows 16w .. 16w + 15 of the tile for all 64 keys.
       if (m.dropout) draw_keep_rows(m, g, n, h, q0 + warp * 16, k0, keep + warp * 16 * kCols);
-      async_copy_wait<1>();  // K, V (the first time) and Q; dout may still be in flight
-      __syncthreads();
-      uint32_t af[kD / 16][4];
       float st[kCols / 8][4] = {}, dpt[kCols / 8][4] = {};
-      mma::load_a_fragments<T, kD>(af, K, kLd<kD>, warp * 16);
-      mma::mma_b_nk<T, kD, kCols>(st, af, Q, kLd<kD>);  // K Qᵀ
-      async_copy_wait<0>();
-      __syncthreads();  // dout is visible
-      mma::load_a_fragments<T, kD>(af, V, kLd<kD>, warp * 16);
-      mma::mma_b_nk<T, kD, kCols>(dpt, af, dO, kLd<kD>);  // V doutᵀ
+      score_products<T, kD>(K, Q, V, dO, st, dpt);  // K Qᵀ, then V doutᵀ once dout has landed
 #pragma unroll
       for (int j = 0; j < kCols / 8; ++j)
 #pragma unroll
@@ -345,16 +356,8 @@ __global__ void __launch_bounds__(kBlockThreads)
         qkv, [&](int64_t t) { return g.qkv_at(t, n, grp, g.q + 1); }, k0, g.s, int(g.d), V);
     async_copy_commit();
     if (m.dropout) draw_keep_rows(m, g, n, h, first, k0, keep);
-    async_copy_wait<1>();  // Q and dout (the first time) and K; V may still be in flight
-    __syncthreads();
-    uint32_t af[kD / 16][4];
     float sc[kCols / 8][4] = {}, dp[kCols / 8][4] = {};
-    mma::load_a_fragments<T, kD>(af, Q, kLd<kD>, warp * 16);
-    mma::mma_b_nk<T, kD, kCols>(sc, af, K, kLd<kD>);  // Q Kᵀ
-    async_copy_wait<0>();
-    __syncthreads();  // V is visible
-    mma::load_a_fragments<T, kD>(af, dO, kLd<kD>, warp * 16);
-    mma::mma_b_nk<T, kD, kCols>(dp, af, V, kLd<kD>);  // dout Vᵀ
+    score_products<T, kD>(Q, K, dO, V, sc, dp);  // Q Kᵀ, then dout Vᵀ once V has landed
 #pragma unroll
     for (int j = 0; j < kCols / 8; ++j)
 #pragma unroll
