@@ -85,6 +85,21 @@ __device__ void load_rows(const T* src, RowAt row_at, int64_t t0, int64_t s, int
   }
 }
 
+// Rows t0 .. t0 + 63 of slot `slot` (a query i < q, the key q, the value q + 1) of group grp of
+// batch n of qkv, and of head h of batch n of dout, into dst (load_rows).
+template <typename T, int kD>
+__device__ void load_qkv_rows(const T* qkv, const Geometry& g, int64_t n, int64_t grp, int64_t slot,
+                              int64_t t0, T* dst) {
+  load_rows<T, kD>(
+      qkv, [&](int64_t t) { return g.qkv_at(t, n, grp, slot); }, t0, g.s, int(g.d), dst);
+}
+template <typename T, int kD>
+__device__ void load_dout_rows(const T* dout, const Geometry& g, int64_t n, int64_t h, int64_t t0,
+                               T* dst) {
+  load_rows<T, kD>(
+      dout, [&](int64_t t) { return g.out_at(t, n, h); }, t0, g.s, int(g.d), dst);
+}
+
 // keep[r][c] (r < 16, c < 64) for the warp's query rows q_first .. q_first + 15 and key tile k0:
 // the dropout rows' draws (draw_keep); rows past the sequence are left as they are. One warp.
 __device__ inline void draw_keep_rows(const MaskParams& m, const Geometry& g, int64_t n, int64_t h,
@@ -111,6 +126,22 @@ __device__ __forceinline__ int c_col(int j, int e) {
   return 8 * j + 2 * (int(threadIdx.x) % 4) + e % 2;
 }
 
+// dst[row_at(first + r) + c] ← acc[r, c] · row_scale (rounded to T) for the warp's accumulator
+// rows r below the sequence's end (row_scale[0] for rows c_row(0), [1] for c_row(2)) and its
+// columns c below d.
+template <typename T, int kD, typename RowAt>
+__device__ void store_rows(const float (&acc)[kD / 8][4], const float (&row_scale)[2],
+                           int64_t first, const Geometry& g, T* dst, RowAt row_at) {
+#pragma unroll
+  for (int j = 0; j < kD / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int64_t t = first + c_row(e);
+      const int col = c_col(j, e);
+      if (t < g.s && col < g.d) dst[row_at(t) + col] = from_f32<T>(acc[j][e] * row_scale[e / 2]);
+    }
+}
+
 // Forward: one block per (batch·head, query tile); heavier causal query tiles first.
 template <typename T, int kD>
 __global__ void __launch_bounds__(kBlockThreads)
@@ -125,12 +156,10 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int64_t q0 = int64_t(gridDim.y - 1 - blockIdx.y) * kRows;
   const int64_t first = q0 + warp * 16;  // the warp's first query row
   auto load_keys = [&](int64_t k0) {
-    load_rows<T, kD>(
-        qkv, [&](int64_t t) { return g.qkv_at(t, n, grp, g.q); }, k0, g.s, int(g.d), K);
+    load_qkv_rows<T, kD>(qkv, g, n, grp, g.q, k0, K);
     async_copy_commit();
   };
-  load_rows<T, kD>(
-      qkv, [&](int64_t t) { return g.qkv_at(t, n, grp, i); }, q0, g.s, int(g.d), Q);
+  load_qkv_rows<T, kD>(qkv, g, n, grp, i, q0, Q);
   load_keys(0);
   async_copy_wait<0>();
   __syncthreads();
@@ -145,8 +174,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   // Q Kᵀ runs, the next K tile during the softmax and P V.
   for (int64_t kb = 0; kb < tiles; ++kb) {
     const int64_t k0 = kb * kCols;
-    load_rows<T, kD>(
-        qkv, [&](int64_t t) { return g.qkv_at(t, n, grp, g.q + 1); }, k0, g.s, int(g.d), V);
+    load_qkv_rows<T, kD>(qkv, g, n, grp, g.q + 1, k0, V);
     async_copy_commit();
     float sc[kCols / 8][4] = {};
     mma::mma_b_nk<T, kD, kCols>(sc, qf, K, kLd<kD>);  // Q Kᵀ
@@ -204,15 +232,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     total[r] = quad_sum(run_sum[r]);
     inv[r] = total[r] > 0.0f ? 1.0f / total[r] : 0.0f;
   }
-#pragma unroll
-  for (int j = 0; j < kD / 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int64_t query = first + c_row(e);
-      const int col = c_col(j, e);
-      if (query < g.s && col < g.d)
-        out[g.out_at(query, n, h) + col] = from_f32<T>(o[j][e] * inv[e / 2]);
-    }
+  store_rows<T, kD>(o, inv, first, g, out, [&](int64_t t) { return g.out_at(t, n, h); });
   if (threadIdx.x % 4 == 0)
     for (int r = 0; r < 2; ++r) {
       const int64_t query = first + c_row(2 * r);
@@ -259,21 +279,17 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int warp = int(threadIdx.x) / 32;
   const int64_t n = blockIdx.x / g.groups, grp = blockIdx.x % g.groups;
   const int64_t k0 = int64_t(blockIdx.y) * kRows, first = k0 + warp * 16;
-  load_rows<T, kD>(
-      qkv, [&](int64_t t) { return g.qkv_at(t, n, grp, g.q); }, k0, g.s, int(g.d), K);
-  load_rows<T, kD>(
-      qkv, [&](int64_t t) { return g.qkv_at(t, n, grp, g.q + 1); }, k0, g.s, int(g.d), V);
+  load_qkv_rows<T, kD>(qkv, g, n, grp, g.q, k0, K);
+  load_qkv_rows<T, kD>(qkv, g, n, grp, g.q + 1, k0, V);
   float dk[kD / 8][4] = {}, dv[kD / 8][4] = {};
   for (int64_t i = 0; i < g.q; ++i) {
     const int64_t h = grp * g.q + i;
     // Causal: the query tiles that end before this key tile see none of it.
     for (int64_t q0 = m.causal ? k0 : 0; q0 < g.s; q0 += kCols) {
       __syncthreads();  // every warp has read the previous Q, dout, lse, D and keep
-      load_rows<T, kD>(
-          qkv, [&](int64_t t) { return g.qkv_at(t, n, grp, i); }, q0, g.s, int(g.d), Q);
+      load_qkv_rows<T, kD>(qkv, g, n, grp, i, q0, Q);
       async_copy_commit();
-      load_rows<T, kD>(
-          dout, [&](int64_t t) { return g.out_at(t, n, h); }, q0, g.s, int(g.d), dO);
+      load_dout_rows<T, kD>(dout, g, n, h, q0, dO);
       async_copy_commit();
       for (int r = threadIdx.x; r < kCols; r += blockDim.x) {
         const bool valid = q0 + r < g.s;
@@ -306,17 +322,10 @@ __global__ void __launch_bounds__(kBlockThreads)
       mma::mma_b_kn<T, kCols, kD>(dk, pf, Q, kLd<kD>);  // dK += dSᵀ Q
     }
   }
-#pragma unroll
-  for (int j = 0; j < kD / 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int64_t key = first + c_row(e);
-      const int col = c_col(j, e);
-      if (key < g.s && col < g.d) {
-        dqkv[g.qkv_at(key, n, grp, g.q) + col] = from_f32<T>(dk[j][e]);
-        dqkv[g.qkv_at(key, n, grp, g.q + 1) + col] = from_f32<T>(dv[j][e]);
-      }
-    }
+  constexpr float kOnes[2] = {1.0f, 1.0f};
+  store_rows<T, kD>(dk, kOnes, first, g, dqkv, [&](int64_t t) { return g.qkv_at(t, n, grp, g.q); });
+  store_rows<T, kD>(dv, kOnes, first, g, dqkv,
+                    [&](int64_t t) { return g.qkv_at(t, n, grp, g.q + 1); });
 }
 
 // dQ of query tile blockIdx.y of head h of batch n (blockIdx.x = n·H + h), over the key tiles the
@@ -334,10 +343,8 @@ __global__ void __launch_bounds__(kBlockThreads)
   uint8_t* keep = L::keep() + warp * 16 * kCols;
   const int64_t n = blockIdx.x / g.heads, h = blockIdx.x % g.heads, grp = h / g.q, i = h % g.q;
   const int64_t q0 = int64_t(gridDim.y - 1 - blockIdx.y) * kRows, first = q0 + warp * 16;
-  load_rows<T, kD>(
-      qkv, [&](int64_t t) { return g.qkv_at(t, n, grp, i); }, q0, g.s, int(g.d), Q);
-  load_rows<T, kD>(
-      dout, [&](int64_t t) { return g.out_at(t, n, h); }, q0, g.s, int(g.d), dO);
+  load_qkv_rows<T, kD>(qkv, g, n, grp, i, q0, Q);
+  load_dout_rows<T, kD>(dout, g, n, h, q0, dO);
   float l[2], Dr[2];
   for (int r = 0; r < 2; ++r) {
     const int64_t query = first + c_row(2 * r);
@@ -349,11 +356,9 @@ __global__ void __launch_bounds__(kBlockThreads)
   for (int64_t kb = 0; kb < tiles; ++kb) {
     const int64_t k0 = kb * kCols;
     __syncthreads();  // every warp has read the previous K and V
-    load_rows<T, kD>(
-        qkv, [&](int64_t t) { return g.qkv_at(t, n, grp, g.q); }, k0, g.s, int(g.d), K);
+    load_qkv_rows<T, kD>(qkv, g, n, grp, g.q, k0, K);
     async_copy_commit();
-    load_rows<T, kD>(
-        qkv, [&](int64_t t) { return g.qkv_at(t, n, grp, g.q + 1); }, k0, g.s, int(g.d), V);
+    load_qkv_rows<T, kD>(qkv, g, n, grp, g.q + 1, k0, V);
     async_copy_commit();
     if (m.dropout) draw_keep_rows(m, g, n, h, first, k0, keep);
     float sc[kCols / 8][4] = {}, dp[kCols / 8][4] = {};
@@ -374,14 +379,8 @@ __global__ void __launch_bounds__(kBlockThreads)
     mma::to_a_fragments<T, kCols>(dp, sf);
     mma::mma_b_kn<T, kCols, kD>(dq, sf, K, kLd<kD>);  // dQ += dS K
   }
-#pragma unroll
-  for (int j = 0; j < kD / 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int64_t query = first + c_row(e);
-      const int col = c_col(j, e);
-      if (query < g.s && col < g.d) dqkv[g.qkv_at(query, n, grp, i) + col] = from_f32<T>(dq[j][e]);
-    }
+  constexpr float kOnes[2] = {1.0f, 1.0f};
+  store_rows<T, kD>(dq, kOnes, first, g, dqkv, [&](int64_t t) { return g.qkv_at(t, n, grp, i); });
 }
 
 // ---- Host side --------------------------------------------------------------------------------
