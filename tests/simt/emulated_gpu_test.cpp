@@ -4,8 +4,8 @@
 // the block; copies whose pointers are not the memory their kind names, and frees of pointers
 // never allocated, fail as on a GPU; fresh device memory is NaN; a race between two threads
 // shows, also between two warps across warp barriers; cp.async copies land at once or only at
-// their wait; mma.sync and ldmatrix hold the ISA's fragments; a kernel sees its block's shared
-// memory and its warp's shuffles.
+// their wait; mma.sync and ldmatrix hold the ISA's fragments, and they and cp.async refuse local
+// memory; a kernel sees its block's shared memory and its warp's shuffles.
 #include "simt_emulator.h"
 // The kernel headers after the emulator: their CUDA built-ins are the emulator's.
 #include <gtest/gtest.h>
@@ -229,6 +229,31 @@ TEST(EmulatedGpu, MmaSyncAndLdmatrixHoldTheIsasFragments) {
       for (int k = 0; k < 16; ++k) want += A[i * 16 + k] * B[k * 16 + j];
       EXPECT_EQ(C[i * 16 + j], want) << "C[" << i << "][" << j << "]";
     }
+}
+
+// ldmatrix and cp.async take shared memory: a thread's local array (a GPU would read or write
+// somewhere else entirely) is an error naming the instruction.
+TEST(EmulatedGpu, LdmatrixAndCpAsyncRefuseLocalMemory) {
+  for (bool async_copy : {false, true}) {
+    try {
+      simt::launch(dim3(1), dim3(32), 0, [async_copy] {
+        alignas(16) uint16_t local[8] = {};
+        alignas(16) static float source[4];
+        if (async_copy) {
+          kernels::cuda::async_copy_16(local, source);
+        } else {
+          uint32_t r[4];
+          kernels::cuda::mma::ldmatrix_x4<false>(r, local);
+        }
+      });
+      FAIL() << "local memory was taken for shared memory";
+    } catch (const Error& e) {
+      EXPECT_NE(std::strstr(e.what(), async_copy ? "cp.async: the destination" : "ldmatrix: row"),
+                nullptr)
+          << e.what();
+      EXPECT_NE(std::strstr(e.what(), "is not shared memory"), nullptr) << e.what();
+    }
+  }
 }
 
 TEST(EmulatedGpu, SharedMemoryAndShufflesAreTheBlocksAndTheWarps) {

@@ -34,7 +34,7 @@
 //     "Matrix fragments for mma.m16n8k16" and "ldmatrix"): each lane's registers hold exactly
 //     the elements the ISA assigns it, so a kernel that puts an element in the wrong register
 //     computes a wrong product here as on a GPU. ldmatrix checks the 16-byte row alignment the
-//     hardware faults on.
+//     hardware faults on, and that the rows are not local or global memory.
 //   * cp.async (kernels/cuda/async_copy.cuh) lands its copies either at once or only at the
 //     cp.async.wait_group that covers them, blocks alternating like their thread order.
 //   * The float intrinsics (__fmul_rn, …) are the IEEE operations they name; build with
@@ -97,6 +97,9 @@ void launch(dim3 grid, dim3 block, size_t shared_bytes, const std::function<void
 
 // The running block's dynamic shared memory (aligned to 128 bytes).
 unsigned char* dynamic_shared_memory();
+// False where p is surely not shared memory: a thread's stack (local memory) or device memory
+// (global). Static __shared__ variables are ordinary statics here, so anything else may be.
+bool may_be_shared_memory(const void* p);
 
 // Barriers of the running thread: the block's, its warp's.
 void block_barrier();
@@ -383,6 +386,8 @@ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2])
 inline void ldmatrix_x4(uint32_t (&r)[4], const void* row_address, bool trans) {
   MT_CHECK(reinterpret_cast<uintptr_t>(row_address) % 16 == 0, "ldmatrix: row address ",
            row_address, " of lane ", threadIdx.x % 32, " is not 16-byte aligned");
+  MT_CHECK(may_be_shared_memory(row_address), "ldmatrix: row address ", row_address, " of lane ",
+           threadIdx.x % 32, " is not shared memory (a thread's local or the device's global)");
   const auto rows = warp_gather(reinterpret_cast<uintptr_t>(row_address));
   const int lane = int(threadIdx.x % 32), g = lane / 4, t = lane % 4;
   auto element = [&](int matrix, int row, int col) {

@@ -240,6 +240,17 @@ void launch(dim3 grid, dim3 block, size_t shared_bytes, const std::function<void
   s.running = false;
 }
 
+bool may_be_shared_memory(const void* p) {
+  const Scheduler& s = scheduler();
+  const auto* c = static_cast<const char*>(p);
+  if (c >= reinterpret_cast<const char*>(s.shared.data()) &&
+      c < reinterpret_cast<const char*>(s.shared.data() + s.shared.size()))
+    return true;  // the block's dynamic shared memory
+  for (const Fiber& f : s.fibers)
+    if (c >= f.stack && c < f.stack + kStackBytes) return false;  // a thread's local memory
+  return !is_device_memory(p, 1);  // global memory is not; static __shared__ may be
+}
+
 unsigned char* dynamic_shared_memory() {
   Scheduler& s = scheduler();
   const uintptr_t p = reinterpret_cast<uintptr_t>(s.shared.data());
@@ -281,6 +292,8 @@ void async_copy(void* to, const void* from, size_t bytes) {
                reinterpret_cast<uintptr_t>(from) % bytes == 0,
            "cp.async: a ", bytes, "-byte copy from ", from, " to ", to,
            " is not aligned to its size (the hardware faults)");
+  MT_CHECK(may_be_shared_memory(to), "cp.async: the destination ", to,
+           " is not shared memory (it is a thread's local or the device's global memory)");
   Scheduler& s = scheduler();
   if (s.copies_land_at_once)
     std::memcpy(to, from, bytes);
