@@ -195,8 +195,10 @@ if ((BUILT)) && [[ "${GPU_CHECK_SKIP_TESTS:-0}" != 1 ]]; then
       FAILED=1
     fi
   fi
-  # The e2e GPU scenarios that need no fetched data: TP/PP/DP on one GPU, generation.
-  for scenario in "gpu_tensor_parallel:TP=2, PP=2, DP=2 on one GPU" "gpu_generate:generation on the GPU"; do
+  # The e2e GPU scenarios that need no fetched data: TP/PP/DP on one GPU, generation, and the
+  # fused attention's warp-tile kernels inside bf16 training.
+  for scenario in "gpu_tensor_parallel:TP=2, PP=2, DP=2 on one GPU" "gpu_generate:generation on the GPU" \
+    "gpu_flash_attention:--use-flash-attn --bf16 training on the GPU"; do
     name=${scenario%%:*} what=${scenario#*:}
     E2E="$ROOT/tests/e2e/$name.sh"
     [[ -f "$E2E" ]] || continue
