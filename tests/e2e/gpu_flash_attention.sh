@@ -23,12 +23,7 @@ GPT=(pretrain-gpt --num-layers 2 --hidden-size 128 --num-attention-heads 4 --seq
      --group-query-attention --num-query-groups 2 --untie-embeddings-and-output-weights
      --disable-bias-linear)
 
-run() {  # run DEVICE
-  "$MEGATRON_BINARY" "${GPT[@]}" --device "$1" --metrics-file "$WORK/$1.jsonl" \
-    > "$WORK/$1.log" 2>&1
-}
-run cuda:0 || gpu_or_skip "$WORK/cuda:0.log" "fused attention training on the GPU"
-run cpu || { cat "$WORK/cpu.log"; echo "FAIL: fused attention training on the CPU"; exit 1; }
+run_on_gpu_and_cpu "fused attention training" "${GPT[@]}"
 echo "== --use-flash-attn --bf16: CPU vs cuda:0"
 node "$MEGATRON_SOURCE_DIR/tests/e2e/compare_metrics.js" "$WORK/cpu.jsonl" "$WORK/cuda:0.jsonl" \
   --from 1 --to 6 --rtol 1e-3

@@ -19,12 +19,7 @@ FLAGS=(pretrain-gpt --num-layers 2 --hidden-size 64 --num-attention-heads 4 --se
        --eval-interval 1000 --eval-iters 0 --train-iters 16 --fp16
        --initial-loss-scale 16777216 --loss-scale-window 2 --distributed-backend mpi)
 
-run() {  # run DEVICE
-  "$MEGATRON_BINARY" "${FLAGS[@]}" --device "$1" --metrics-file "$WORK/$1.jsonl" \
-    > "$WORK/$1.log" 2>&1
-}
-run cuda:0 || gpu_or_skip "$WORK/cuda:0.log" "--fp16 on the GPU"
-run cpu || { cat "$WORK/cpu.log"; echo "FAIL: --fp16 on the CPU"; exit 1; }
+run_on_gpu_and_cpu "--fp16" "${FLAGS[@]}"
 
 echo "== --fp16: CPU vs cuda:0 (skip decisions, loss scales, losses)"
 node "$MEGATRON_SOURCE_DIR/tests/e2e/compare_metrics.js" "$WORK/cpu.jsonl" "$WORK/cuda:0.jsonl" \

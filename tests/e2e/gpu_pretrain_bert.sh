@@ -16,12 +16,7 @@ BERT=(pretrain-bert --num-layers 2 --hidden-size 32 --num-attention-heads 4 --se
       --log-interval 1 --eval-interval 2 --eval-iters 1 --train-iters 4
       --distributed-backend mpi)
 
-run() {  # run DEVICE
-  "$MEGATRON_BINARY" "${BERT[@]}" --device "$1" --metrics-file "$WORK/$1.jsonl" \
-    > "$WORK/$1.log" 2>&1
-}
-run cuda:0 || gpu_or_skip "$WORK/cuda:0.log" "BERT on the GPU"
-run cpu || { cat "$WORK/cpu.log"; echo "FAIL: BERT on the CPU"; exit 1; }
+run_on_gpu_and_cpu "BERT" "${BERT[@]}"
 
 echo "== BERT: CPU vs cuda:0, training"
 node "$MEGATRON_SOURCE_DIR/tests/e2e/compare_metrics.js" "$WORK/cpu.jsonl" "$WORK/cuda:0.jsonl" \
