@@ -159,21 +159,40 @@ inline void __syncwarp(unsigned mask = 0xffffffffu) {
   MT_CHECK(mask == 0xffffffffu, "simt: __syncwarp with a partial mask is not emulated");
   ::megatron::simt::warp_barrier();
 }
+namespace megatron::simt {
+
+// The running thread's index in its block, x fastest, and its lane in its warp.
+inline unsigned linear_thread() {
+  return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
+inline unsigned lane_id() {
+  return linear_thread() % 32;
+}
+
+// The values v of the 32 lanes of the running thread's warp, by lane (through the exchange
+// slots, between two warp barriers).
 template <typename T>
-T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+std::array<T, 32> warp_gather(T v) {
   static_assert(sizeof(T) <= sizeof(uint64_t) && std::is_trivially_copyable_v<T>);
-  MT_CHECK(mask == 0xffffffffu && width == 32, "simt: partial-warp shuffles are not emulated");
-  uint64_t* slots = ::megatron::simt::exchange_slots();
-  const unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-  const unsigned lane = t % 32;
+  uint64_t* slots = exchange_slots();
+  const unsigned t = linear_thread();
   __syncwarp();  // every lane has read the previous exchange
   uint64_t bits = 0;
   std::memcpy(&bits, &v, sizeof v);
   slots[t] = bits;
   __syncwarp();
-  T out;
-  std::memcpy(&out, &slots[t - lane + (lane ^ unsigned(lane_mask))], sizeof out);
-  return out;
+  std::array<T, 32> all;
+  for (unsigned lane = 0; lane < 32; ++lane)
+    std::memcpy(&all[lane], &slots[t - t % 32 + lane], sizeof(T));
+  return all;
+}
+
+}  // namespace megatron::simt
+
+template <typename T>
+T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+  MT_CHECK(mask == 0xffffffffu && width == 32, "simt: partial-warp shuffles are not emulated");
+  return ::megatron::simt::warp_gather(v)[::megatron::simt::lane_id() ^ unsigned(lane_mask)];
 }
 
 // The runtime's typed overload, which cuda_runtime.h declares for nvcc only.
@@ -284,7 +303,7 @@ inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, 
                               unsigned ld, layout_t layout) {
   check_tile_address(p, ld, sizeof(float));
   __syncwarp();  // every lane has loaded what lane 0 overwrites
-  if (threadIdx.x % 32 == 0)
+  if (::megatron::simt::lane_id() == 0)
     for (int i = 0; i < 16; ++i)
       for (int j = 0; j < 16; ++j)
         (layout == mem_row_major ? p[i * ld + j] : p[i + j * ld]) = f.x[i][j];
@@ -309,24 +328,6 @@ void mma_sync(fragment<accumulator, 16, 16, 16, float>& d, const A& a, const B& 
 }  // namespace nvcuda::wmma
 
 namespace megatron::simt {
-
-// The values v of the 32 lanes of the running thread's warp, by lane (through the exchange
-// slots, between two warp barriers).
-template <typename T>
-std::array<T, 32> warp_gather(T v) {
-  static_assert(sizeof(T) <= sizeof(uint64_t) && std::is_trivially_copyable_v<T>);
-  uint64_t* slots = exchange_slots();
-  const unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-  __syncwarp();  // every lane has read the previous exchange
-  uint64_t bits = 0;
-  std::memcpy(&bits, &v, sizeof v);
-  slots[t] = bits;
-  __syncwarp();
-  std::array<T, 32> all;
-  for (unsigned lane = 0; lane < 32; ++lane)
-    std::memcpy(&all[lane], &slots[t - t % 32 + lane], sizeof(T));
-  return all;
-}
 
 // A 16-bit operand element (bits) in f32: exact.
 template <typename T>
@@ -370,7 +371,7 @@ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2])
     B[2 * t + 8][g] = pair[0];
     B[2 * t + 9][g] = pair[1];
   }
-  const int lane = int(threadIdx.x % 32), g = lane / 4, t = lane % 4;
+  const int lane = int(lane_id()), g = lane / 4, t = lane % 4;
   for (int e = 0; e < 4; ++e) {
     const int row = g + 8 * (e / 2), col = 2 * t + e % 2;
     float sum = d[e];
@@ -385,11 +386,11 @@ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2])
 // (2t+1, g).
 inline void ldmatrix_x4(uint32_t (&r)[4], const void* row_address, bool trans) {
   MT_CHECK(reinterpret_cast<uintptr_t>(row_address) % 16 == 0, "ldmatrix: row address ",
-           row_address, " of lane ", threadIdx.x % 32, " is not 16-byte aligned");
+           row_address, " of lane ", lane_id(), " is not 16-byte aligned");
   MT_CHECK(may_be_shared_memory(row_address), "ldmatrix: row address ", row_address, " of lane ",
-           threadIdx.x % 32, " is not shared memory (a thread's local or the device's global)");
+           lane_id(), " is not shared memory (a thread's local or the device's global)");
   const auto rows = warp_gather(reinterpret_cast<uintptr_t>(row_address));
-  const int lane = int(threadIdx.x % 32), g = lane / 4, t = lane % 4;
+  const int lane = int(lane_id()), g = lane / 4, t = lane % 4;
   auto element = [&](int matrix, int row, int col) {
     uint16_t v;
     std::memcpy(&v, reinterpret_cast<const unsigned char*>(rows[8 * matrix + row]) + 2 * col, 2);

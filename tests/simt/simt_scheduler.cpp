@@ -274,7 +274,7 @@ bool block_barrier_or(bool predicate) {
   // Thread 0 resets the accumulator between two barriers (every thread has read the previous
   // result), then every thread contributes, then all read it.
   block_barrier();
-  const unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  const unsigned t = linear_thread();
   if (t == 0) s.any = false;
   block_barrier();
   if (predicate) s.any = true;

@@ -70,17 +70,23 @@ MaskParams device_mask_params(const FlashAttentionParams& p, const Geometry& g, 
   return make_mask_params(p, static_cast<const MaskRow*>(rows.raw_data()));
 }
 
+// kernel<<<l>>>(args...), opting in to more than the default shared memory where l needs it.
+template <typename Kernel, typename... Args>
+void launch_with_shared_memory(Kernel kernel, const LaunchShape& l, const char* op, Args... args) {
+  if (l.shared_bytes > size_t(kDefaultSharedBytes))
+    MT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       int(l.shared_bytes)));
+  kernel<<<l.grid, kBlockThreads, l.shared_bytes, stream()>>>(args...);
+  ::megatron::cuda::check_launch(op);
+}
+
 // Launches kernel<<<shape(tile)>>> at the largest tile that fits the GPU's shared memory.
 template <typename Kernel, typename Shape, typename... Args>
 void launch_tiled(Kernel kernel, Shape shape, const Geometry& g, const char* op, Args... args) {
   for (int tile : kTiles) {
     const LaunchShape l = shape(tile);
     if (l.shared_bytes > size_t(shared_memory_limit())) continue;
-    if (l.shared_bytes > size_t(kDefaultSharedBytes))
-      MT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         int(l.shared_bytes)));
-    kernel<<<l.grid, kBlockThreads, l.shared_bytes, stream()>>>(args..., tile);
-    ::megatron::cuda::check_launch(op);
+    launch_with_shared_memory(kernel, l, op, args..., tile);
     return;
   }
   const int smallest = kTiles[std::size(kTiles) - 1];
@@ -125,16 +131,6 @@ int warp_tile_head_dim(const Geometry& g) {
   return bytes <= size_t(shared_memory_limit()) ? kd : 0;
 }
 
-// kernel<<<l>>>(args...), opting in to more than the default shared memory where l needs it.
-template <typename Kernel, typename... Args>
-void launch_warp_tiles(Kernel kernel, const LaunchShape& l, const char* op, Args... args) {
-  if (l.shared_bytes > size_t(kDefaultSharedBytes))
-    MT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       int(l.shared_bytes)));
-  kernel<<<l.grid, kBlockThreads, l.shared_bytes, stream()>>>(args...);
-  ::megatron::cuda::check_launch(op);
-}
-
 }  // namespace
 
 void flash_attention_forward(const Tensor& qkv, const FlashAttentionParams& params, Tensor& out,
@@ -148,9 +144,10 @@ void flash_attention_forward(const Tensor& qkv, const FlashAttentionParams& para
     if constexpr (!std::is_same_v<T, float>) {
       if (const int kd = warp_tile_head_dim<T>(g)) {
         with_head_dim(kd, [&](auto kD) {
-          launch_warp_tiles(warp_tiles::forward_kernel<T, kD.value>,
-                            warp_tiles::forward_launch<T, kD.value>(g), "flash_attention_forward",
-                            ptr<T>(qkv), g, m, params.scale, ptr<T>(out), ptr<float>(lse));
+          launch_with_shared_memory(warp_tiles::forward_kernel<T, kD.value>,
+                                    warp_tiles::forward_launch<T, kD.value>(g),
+                                    "flash_attention_forward", ptr<T>(qkv), g, m, params.scale,
+                                    ptr<T>(out), ptr<float>(lse));
         });
         return;
       }
@@ -179,14 +176,15 @@ void flash_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor
       if (const int kd = warp_tile_head_dim<T>(g)) {
         with_head_dim(kd, [&](auto kD) {
           constexpr int kDim = kD.value;
-          launch_warp_tiles(warp_tiles::key_value_grad_kernel<T, kDim>,
-                            warp_tiles::key_value_grad_launch<T, kDim>(g),
-                            "flash_attention_backward (dK, dV)", ptr<T>(qkv), ptr<T>(dout),
-                            ptr<float>(lse), ptr<float>(D), g, m, params.scale, ptr<T>(dqkv));
-          launch_warp_tiles(warp_tiles::query_grad_kernel<T, kDim>,
-                            warp_tiles::query_grad_launch<T, kDim>(g),
-                            "flash_attention_backward (dQ)", ptr<T>(qkv), ptr<T>(dout),
-                            ptr<float>(lse), ptr<float>(D), g, m, params.scale, ptr<T>(dqkv));
+          launch_with_shared_memory(warp_tiles::key_value_grad_kernel<T, kDim>,
+                                    warp_tiles::key_value_grad_launch<T, kDim>(g),
+                                    "flash_attention_backward (dK, dV)", ptr<T>(qkv), ptr<T>(dout),
+                                    ptr<float>(lse), ptr<float>(D), g, m, params.scale,
+                                    ptr<T>(dqkv));
+          launch_with_shared_memory(
+              warp_tiles::query_grad_kernel<T, kDim>, warp_tiles::query_grad_launch<T, kDim>(g),
+              "flash_attention_backward (dQ)", ptr<T>(qkv), ptr<T>(dout), ptr<float>(lse),
+              ptr<float>(D), g, m, params.scale, ptr<T>(dqkv));
         });
         return;
       }
