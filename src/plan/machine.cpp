@@ -131,6 +131,8 @@ Machine machine_from_json_text(const std::string& text, const std::string& origi
   m.memory_bandwidth = device.number("memory_bandwidth_gbps", 0, true) * kGB;
   m.memory_efficiency = device.number("memory_efficiency", 1, false);
   m.kernel_overhead = device.number("kernel_overhead_us", 0, false, false) * 1e-6;
+  m.host_op = device.number("host_op_us", 0, false, false) * 1e-6;
+  m.host_sync = device.number("host_sync_us", 0, false, false) * 1e-6;
   m.exp_rate = device.number("exp_gelems_per_s", 0, false, false) * 1e9;
   m.random_rate = device.number("random_gelems_per_s", 0, false, false) * 1e9;
   ObjectReader compute = device.child("compute");
@@ -186,6 +188,8 @@ std::string machine_to_json_text(const Machine& m) {
                  {"memory_efficiency", m.memory_efficiency},
                  {"compute", compute}};
   if (m.kernel_overhead > 0) device["kernel_overhead_us"] = m.kernel_overhead * 1e6;
+  if (m.host_op > 0) device["host_op_us"] = m.host_op * 1e6;
+  if (m.host_sync > 0) device["host_sync_us"] = m.host_sync * 1e6;
   if (m.exp_rate > 0) device["exp_gelems_per_s"] = m.exp_rate / 1e9;
   if (m.random_rate > 0) device["random_gelems_per_s"] = m.random_rate / 1e9;
   json node = {{"devices", m.devices_per_node}};

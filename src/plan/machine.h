@@ -40,8 +40,13 @@ struct Machine {
   double memory_bandwidth = 0;   // bytes/s per device
   double memory_efficiency = 1;  // fraction reached by memory-bound kernels
   double kernel_overhead = 0;    // seconds per element-wise kernel call (launch, fork/join)
-  double exp_rate = 0;           // exp/tanh element evaluations per second (0: never limits)
-  double random_rate = 0;        // dropout-mask draws per second (0: never limits)
+  // Host time to issue one framework operation (a PyTorch op: dispatch and kernel launch). A
+  // GPU hides it while kernels are queued; it is paid where the host waits for the device
+  // between operations (a loop that reads a result back per tensor).
+  double host_op = 0;
+  double host_sync = 0;    // one such wait: the queued kernels' latency and a small copy back
+  double exp_rate = 0;     // exp/tanh element evaluations per second (0: never limits)
+  double random_rate = 0;  // dropout-mask draws per second (0: never limits)
   int devices_per_node = 1;
   LinkSpec intra_node;          // between devices of one node (NVLink/NVSwitch, shared memory)
   LinkSpec inter_node;          // between nodes, all NICs of a node together

@@ -56,6 +56,33 @@ ParameterCounts count_parameters(const ModelSpec& m, const Layout& l) {
   return c;
 }
 
+ParameterTensors count_parameter_tensors(const ModelSpec& m, const Layout& l) {
+  const int64_t norm = m.rmsnorm ? 1 : 2;  // weight (+ bias)
+  const int64_t bias = m.add_bias_linear ? 1 : 0;
+  const int64_t qkv_bias = m.qkv_bias() ? 1 : 0;
+  // Two norms; QKV, projection, fc1 and fc2 weights; their biases.
+  const int64_t layer = 2 * norm + 4 + qkv_bias + 3 * bias;
+  const int64_t embedding = 1 + (m.learned_position_embeddings ? 1 : 0) +
+                            (m.family == ModelFamily::kBert ? 1 : 0) +
+                            (m.embedding_norm() ? norm : 0);
+  // Untied output weights, or (p > 1) the last stage's copy of the tied embedding.
+  const int64_t output = m.untie_embeddings_and_output_weights || l.pipeline_parallel > 1 ? 1 : 0;
+  int64_t head = m.final_norm() ? norm : 0;
+  if (m.family == ModelFamily::kBert) {
+    head += 1 + 2 + 2;                  // LM-head vocabulary bias, dense weight and bias, LayerNorm
+    if (m.bert_binary_head) head += 4;  // pooler and binary head, weights and biases
+  }
+  const int64_t stage_layers = int64_t(m.num_layers) / l.pipeline_parallel * layer;
+  ParameterTensors t;
+  if (l.pipeline_parallel == 1) {
+    t.first_stage_rank = t.last_stage_rank = stage_layers + embedding + output + head;
+  } else {
+    t.first_stage_rank = stage_layers + embedding;
+    t.last_stage_rank = stage_layers + output + head;
+  }
+  return t;
+}
+
 SequenceParallelGradients sequence_parallel_gradients(const ModelSpec& m, const Layout& l,
                                                       Implementation impl) {
   SequenceParallelGradients g;

@@ -46,6 +46,19 @@ struct ParameterCounts {
 
 ParameterCounts count_parameters(const ModelSpec& model, const Layout& layout);
 
+// How many parameter tensors (each weight, bias and norm vector its own tensor, as Megatron's
+// modules register them; SwiGLU's fc1 one fused tensor) one rank of the first and the last
+// pipeline stage holds. Code that loops over parameters tensor by tensor pays per tensor
+// (plan/step_time.h: the 2019 code's optimizer).
+struct ParameterTensors {
+  int64_t first_stage_rank = 0;
+  int64_t last_stage_rank = 0;
+  int64_t max_rank() const {
+    return first_stage_rank > last_stage_rank ? first_stage_rank : last_stage_rank;
+  }
+};
+ParameterTensors count_parameter_tensors(const ModelSpec& model, const Layout& layout);
+
 // Under sequence parallelism, the replicated parameters of one TP rank that see only its
 // sequence shard, so that their gradients are partial sums the step all-reduces over TP (in
 // one packed buffer: megatron-cpp's reduce_sequence_parallel_gradients, the parameters it

@@ -35,13 +35,72 @@ double optimizer_bytes_per_parameter(const Layout& l, Implementation impl) {
       // 16-bit parameters (2).
       return 8 + 28 / d + (l.precision == Precision::kFp32 ? 0 : 2);
     case Implementation::kMegatronLm2019:
-      // apex fp16 optimizer: fp16 → fp32 gradient copy (r 2 w 4), unscale + overflow check
-      // (r 4 w 4 r 4), norm (r 4), Adam (28), fp32 → fp16 parameters (r 4 w 2). With data
-      // parallelism both DDPs of that code (its own and PyTorch's) copy the fp16 gradients
-      // into a flat buffer (r 2 w 2), scale it by 1/d (r 2 w 2) and copy it back (r 2 w 2).
-      return 60 + (l.data_parallel > 1 ? 12 : 0);
+      break;  // priced loop by loop: optimizer_seconds
   }
   return 0;
+}
+
+// One loop of the 2019 code's step over this rank's parameter tensors.
+struct TensorLoop {
+  double ops;    // framework ops the host issues per tensor
+  double waits;  // results it reads back per tensor, waiting for the device each time
+  double bytes;  // device memory traffic per parameter
+};
+
+// The fp16 optimizer of that code (fp16/fp16.py, an apex-era FP16_Optimizer around apex's
+// FusedAdam), after the backward.
+constexpr TensorLoop k2019Optimizer[] = {
+    {0, 0, 6},   // zero the fp32 and fp16 gradients: issued before the backward, the host's
+                 // ops hide behind the forward's queued kernels
+    {3, 1, 10},  // overflow check: float(g.float().sum())
+    {2, 0, 6},   // fp32 master gradient: allocate, copy_ from the fp16 one
+    {1, 0, 8},   // unscale: mul_
+    {2, 1, 4},   // gradient norm: g.norm().item() (mpu.clip_grad_norm; its slowest rank,
+                 // model-parallel rank 0, takes the norm of every tensor)
+    {2, 0, 28},  // FusedAdam: its Python and one kernel per tensor
+    {1, 0, 6},   // fp32 → fp16 parameters: copy_
+};
+// Its own data-parallel reduction (model/distributed.py): the fp16 gradients are flattened
+// into one buffer, scaled by 1/d, all-reduced, and copied back, in Python after the backward.
+constexpr TensorLoop k2019LocalDataParallel[] = {
+    {2, 0, 4},  // flatten: contiguous(), view(-1) per tensor, one cat
+    {0, 0, 4},  // scale the flat buffer: one op
+    {3, 0, 4},  // unflatten (narrow, view_as) and copy_ back, after the all-reduce's synchronize
+};
+// PyTorch's DDP (--overlap-grad-reduce here) makes the same copies from C++, into its buckets
+// during the backward and back after it: their bytes remain, the host's issuing hides.
+constexpr TensorLoop k2019TorchDataParallel[] = {{0, 0, 12}};
+
+// A loop that waits per tensor runs host and device in turn; one that only queues kernels runs
+// them side by side, as fast as the slower of the two.
+template <size_t N>
+double tensor_loops_seconds(const TensorLoop (&loops)[N], double tensors, double parameters,
+                            const Machine& m) {
+  double seconds = 0;
+  for (const TensorLoop& loop : loops) {
+    const double host = tensors * (loop.ops * m.host_op + loop.waits * m.host_sync);
+    const double device = parameters * loop.bytes / (m.memory_bandwidth * m.memory_efficiency);
+    seconds += loop.waits > 0 ? host + device : std::max(host, device);
+  }
+  return seconds;
+}
+
+// The optimizer step of the rank holding `local` parameters; with the 2019 code also its DDP's
+// gradient copies.
+double optimizer_seconds(const ModelSpec& model, const Layout& l, const Machine& machine,
+                         Implementation impl, double local) {
+  if (impl == Implementation::kMegatronLm2019) {
+    const double tensors = double(count_parameter_tensors(model, l).max_rank());
+    double seconds = tensor_loops_seconds(k2019Optimizer, tensors, local, machine);
+    if (l.data_parallel > 1)
+      seconds += l.overlap_grad_reduce
+                     ? tensor_loops_seconds(k2019TorchDataParallel, tensors, local, machine)
+                     : tensor_loops_seconds(k2019LocalDataParallel, tensors, local, machine);
+    return seconds;
+  }
+  return local * optimizer_bytes_per_parameter(l, impl) /
+             (machine.memory_bandwidth * machine.memory_efficiency) +
+         4 * machine.kernel_overhead;  // zero, norm, update, cast: a few passes
 }
 
 }  // namespace
@@ -206,9 +265,7 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
         sequence_parallel_gradients(model, l, impl).max_rank() * grad_reduce_bytes(l, impl),
         place_group(l.tensor_parallel, 1, machine.devices_per_node));
   }
-  r.optimizer = local * optimizer_bytes_per_parameter(l, impl) /
-                    (machine.memory_bandwidth * machine.memory_efficiency) +
-                4 * machine.kernel_overhead;  // zero, norm, update, cast: a few passes
+  r.optimizer = optimizer_seconds(model, l, machine, impl, local);
   r.step = r.pipeline + r.dp_exposed + r.embedding_sync + r.sequence_parallel_sync + r.optimizer;
 
   r.flops = iteration_flops(model, l, impl);

@@ -15,6 +15,8 @@
 //                               of the replicated parameters applied per sequence shard
 //                               (norms, row-parallel biases), after the backward
 //   optimizer                   memory-bound pass over this rank's parameters and state
+//                               (the 2019 code: plus the host's per-tensor loops that wait for
+//                               the device, machine host_op / host_sync)
 // Step = pipeline + exposed DP + embedding sync + sequence-parallel grads + optimizer. Data loading
 // and logging are not modelled.
 #pragma once

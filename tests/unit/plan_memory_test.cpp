@@ -40,6 +40,19 @@ TEST(PlanParameters, Gpt2SmallByHand) {
   EXPECT_DOUBLE_EQ(c.total, 124475904.0);
   EXPECT_DOUBLE_EQ(c.first_stage_rank, 124475904.0);
   EXPECT_DOUBLE_EQ(c.last_stage_rank, 124475904.0);
+  // HF GPT2Model's 148 named parameters: wte, wpe, 12 x (ln_1, attn.c_attn, attn.c_proj, ln_2,
+  // mlp.c_fc, mlp.c_proj: a weight and a bias each), ln_f weight and bias.
+  EXPECT_EQ(count_parameter_tensors(gpt2_small(), Layout{}).max_rank(), 148);
+}
+
+TEST(PlanParameters, TensorsPerPipelineStageByHand) {
+  // PP 2, tied embeddings: the first stage holds wte, wpe and 6 layers (2 + 72), the last 6
+  // layers, ln_f (2) and its copy of wte (1).
+  Layout l;
+  l.pipeline_parallel = 2;
+  const ParameterTensors t = count_parameter_tensors(gpt2_small(), l);
+  EXPECT_EQ(t.first_stage_rank, 74);
+  EXPECT_EQ(t.last_stage_rank, 75);
 }
 
 TEST(PlanParameters, TensorParallelShareByHand) {
@@ -221,7 +234,7 @@ void apply_arena_case(const ArenaCase& k, ConfigT& c) {
 // The planner's prediction for `m` in case k at micro-batch b against the model that ran the
 // step: its arena plus scratch (`activation_bytes`) and its parameter count (`parameters`).
 void expect_arena_case_predicted(const ModelSpec& m, const ArenaCase& k, int64_t b,
-                                 int64_t activation_bytes, int64_t parameters) {
+                                 int64_t activation_bytes, const ParameterStore& store) {
   Layout l;
   l.micro_batch = b;
   l.recompute = k.recompute;
@@ -230,7 +243,8 @@ void expect_arena_case_predicted(const ModelSpec& m, const ArenaCase& k, int64_t
   validate_layout(m, l, Implementation::kMegatronCpp);
   const ActivationMemory a = activation_memory(m, l, Implementation::kMegatronCpp);
   EXPECT_DOUBLE_EQ(a.first_stage + a.workspace, double(activation_bytes));
-  EXPECT_DOUBLE_EQ(count_parameters(m, l).total, double(parameters));
+  EXPECT_DOUBLE_EQ(count_parameters(m, l).total, double(store.flat_values().numel()));
+  EXPECT_EQ(count_parameter_tensors(m, l).max_rank(), int64_t(store.params().size()));
 }
 
 // One training step of a small GPT (with the Llama-family options: GQA with 2 of 4 heads'
@@ -247,8 +261,7 @@ void expect_gpt_arenas_predicted(const ArenaCase& k, bool llama) {
   model.init_weights(7);
   const int64_t b = 3;
   model.forward_backward(arena_batch(gc, b), 1.0f, 11);
-  expect_arena_case_predicted(arena_model_spec(gc, llama), k, b, model.activation_bytes(),
-                              store.flat_values().numel());
+  expect_arena_case_predicted(arena_model_spec(gc, llama), k, b, model.activation_bytes(), store);
 }
 
 TEST_P(PlanArena, GptPredictsTheArenasExactly) {
@@ -274,8 +287,7 @@ TEST_P(PlanArena, BertPredictsTheArenasExactly) {
     model.init_weights(7);
     const int64_t b = 2;
     model.forward_backward(arena_bert_batch(bc, b), 1.0f, 3);
-    expect_arena_case_predicted(arena_bert_spec(bc), k, b, model.activation_bytes(),
-                                store.flat_values().numel());
+    expect_arena_case_predicted(arena_bert_spec(bc), k, b, model.activation_bytes(), store);
   }
 }
 

@@ -262,6 +262,47 @@ TEST(PlanStep, MegatronCppOverlapsItsGradientBuckets) {
   }
 }
 
+// The 2019 code's step after the backward (plan/step_time.cpp, k2019Optimizer): per-tensor
+// loops, two of which wait for the device per tensor. A GPT of L 2, h 128, s 64, V 1000 (1024
+// padded) has n = 2·12 + 4 = 28 tensors and P = 2·(12·128² + 13·128) + 1024·128 + 64·128 + 256
+// = 536,064 parameters; at 1 TB/s a byte per parameter takes 0.536064 µs. With 10 µs per op and
+// 15 µs per wait:
+//   zero (6 B)                      3.216384
+//   overflow check (3 ops, 1 wait)  28·45 + 10 B = 1260 + 5.36064
+//   master copy (2 ops, 6 B)        max(560, 3.216384) = 560
+//   unscale (1 op, 8 B)             max(280, 4.288512) = 280
+//   norm (2 ops, 1 wait)            28·35 + 4 B = 980 + 2.144256
+//   Adam (2 ops, 28 B)              max(560, 15.009792) = 560
+//   cast (1 op, 6 B)                max(280, 3.216384) = 280          sum 3930.72128 µs
+// and with its own DDP (d 2) flatten max(560, 2.144256) + scale 2.144256 + copy back
+// max(840, 2.144256) = 1402.144256 more; PyTorch's DDP only its 12 B: 6.432768. With a host
+// that costs nothing, only the bytes remain: 68 B = 36.452352 µs.
+TEST(PlanStep, Megatron2019OptimizerLoopsTensorByTensor) {
+  Machine mach = round_machine();
+  mach.fp16 = mach.bf16;
+  mach.host_op = 10e-6;
+  mach.host_sync = 15e-6;
+  const ModelSpec m = gpt_spec(2, 128, 4, 64, 1000);
+  Layout l;
+  l.precision = Precision::kFp16;
+  ASSERT_EQ(count_parameter_tensors(m, l).max_rank(), 28);
+  ASSERT_DOUBLE_EQ(count_parameters(m, l).max_rank(), 536064.0);
+  const auto optimizer_us = [&](const Layout& layout) {
+    return predict_step_time(m, layout, mach, Implementation::kMegatronLm2019).optimizer * 1e6;
+  };
+  EXPECT_NEAR(optimizer_us(l), 3930.72128, 1e-6);
+  l.data_parallel = 2;
+  l.global_batch = 2;
+  EXPECT_NEAR(optimizer_us(l), 3930.72128 + 1402.144256, 1e-6);
+  l.overlap_grad_reduce = true;
+  EXPECT_NEAR(optimizer_us(l), 3930.72128 + 6.432768, 1e-6);
+  mach.host_op = mach.host_sync = 0;
+  l.data_parallel = 1;
+  l.global_batch = 1;
+  l.overlap_grad_reduce = false;
+  EXPECT_NEAR(optimizer_us(l), 36.452352, 1e-6);
+}
+
 TEST(PlanStep, TensorParallelCollectivesPerLayer) {
   // Without sequence parallelism: 2 all-reduces forward, 2 backward, 2 more with full
   // recompute; with it, all-gathers and reduce-scatters of the same [s, b, h] tensors.
@@ -470,8 +511,8 @@ TEST(PlanCalibration, ReproducesTheTarget) {
 
 const char* kMachineJson = R"({
   "name": "test node", "_comment": "ignored",
-  "device": {"memory_gib": 16, "memory_bandwidth_gbps": 1000,
-             "compute": {"bf16": {"peak_tflops": 100, "gemm_efficiency": 0.5}}},
+  "device": {"memory_gib": 16, "memory_bandwidth_gbps": 1000, "host_op_us": 10,
+             "host_sync_us": 15, "compute": {"bf16": {"peak_tflops": 100, "gemm_efficiency": 0.5}}},
   "node": {"devices": 4, "bandwidth_gbps": 100, "latency_us": 2},
   "network": {"bandwidth_gbps": 50, "efficiency": 0.9}
 })";
@@ -485,11 +526,15 @@ TEST(PlanMachine, ParsesUnitsAndDefaults) {
   EXPECT_DOUBLE_EQ(m.bf16.gemm_half_dim, 50.0);
   EXPECT_DOUBLE_EQ(m.intra_node.latency, 2e-6);
   EXPECT_DOUBLE_EQ(m.inter_node.efficiency, 0.9);
+  EXPECT_DOUBLE_EQ(m.host_op, 10e-6);
+  EXPECT_DOUBLE_EQ(m.host_sync, 15e-6);
+  EXPECT_DOUBLE_EQ(m.kernel_overhead, 0.0);
   EXPECT_NE(error_of([&] { m.compute(Precision::kFp16); }).find("has no 'fp16' entry"),
             std::string::npos);
   const Machine again = machine_from_json_text(machine_to_json_text(m), "round trip");
   EXPECT_DOUBLE_EQ(again.bf16.gemm_half_dim, 50.0);
   EXPECT_DOUBLE_EQ(again.inter_node.bandwidth, 50e9);
+  EXPECT_DOUBLE_EQ(again.host_sync, 15e-6);
 }
 
 TEST(PlanMachine, ErrorsNameTheField) {
