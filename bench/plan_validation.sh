@@ -29,7 +29,7 @@ MPI=(mpirun --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREAD
 # machine NAME NPROCS: a machine file measured as NPROCS processes (1 x 2 or 2 x 1 threads).
 machine() {
   local name="$1" np="$2"
-  local flags=(bench --mode machine --output "$OUT/$name.json" --tokens 512 1024
+  local flags=(bench --mode machine --device cpu --output "$OUT/$name.json" --tokens 512 1024
                --min-time 0.3 --dtype f32)
   if [[ "$np" == 1 ]]; then
     OMP_NUM_THREADS=2 "$BIN" "${flags[@]}" --name "this machine: 1 process x 2 threads" \

@@ -262,6 +262,17 @@ if ((BUILT)) && [[ -n "$GPU_NAME" && "$CUDA_MODE" == ON ]]; then
     [[ -n "$a" ]] && ATTN_TORCH=$(sed 's/.*forward TFLOP\/s: \([0-9.]*\) | forward+backward TFLOP\/s: \([0-9.]*\)/\1 \2/' <<< "$a")
   fi
 
+  # The machine file `megatron plan` reads, measured on this GPU (docs/plan.md): the GEMM fit
+  # against the datasheet's dense bf16 peak where the GPU is known, element-wise kernels, copy.
+  PEAK=()
+  case "$GPU_NAME" in
+    *H100* | *H200* | *H800* | *GH200*) PEAK=(--peak-tflops bf16=989) ;;
+    *A100* | *A800*) PEAK=(--peak-tflops bf16=312) ;;
+  esac
+  stage machine_file 120 "$OUT/machine.log" "$BUILD/megatron" bench --mode machine --device cuda \
+    --dtype bf16 --min-time 0.05 "${PEAK[@]}" --name "${GPU_NAME:-GPU} (measured by gpu_check.sh)" \
+    --output "$OUT/machine_gpu.json" || true
+
   for model in "${MODELS[@]}"; do
     [[ -n "${SPEC[$model]:-}" ]] || { say "unknown model '$model' (124M, 350M, 1.3B)"; continue; }
     read -r L H A S <<< "${SPEC[$model]}"
@@ -412,6 +423,20 @@ fmt() { awk -v x="$1" -v d="$2" -v u="${3:-}" 'BEGIN { if (x == "") print "—";
     echo '```'
   fi
   echo "megatron's own MFU line (against its step-bench ceiling): $(for m in 124M 350M 1.3B; do printf '%s %s  ' "$m" "${M_SELF_MFU[$m]:-—}"; done)"
+  # megatron plan with the machine file measured above, against the steps measured above.
+  if [[ -s "$OUT/machine_gpu.json" ]]; then
+    echo
+    echo "megatron plan with the measured machine file (machine_gpu.json), tokens/s predicted / measured:"
+    for model in 124M 350M 1.3B; do
+      [[ -n "${M_TOKS[$model]:-}" ]] || continue
+      read -r L H A S <<< "${SPEC[$model]}"
+      predicted=$("$BUILD/megatron" plan --machine "$OUT/machine_gpu.json" --bf16 --num-layers "$L" \
+        --hidden-size "$H" --num-attention-heads "$A" --seq-length "$S" --max-position-embeddings "$S" \
+        --vocab-size 50257 --micro-batch-size "${M_MBS[$model]}" --global-batch-size "${M_MBS[$model]}" \
+        2>> "$OUT/machine.log" | grep -o '^throughput: [0-9.e+]* tokens/s' | awk '{ print $2 }')
+      echo "  GPT $model: $(fmt "$predicted" 0) / $(fmt "${M_TOKS[$model]}" 0) ($(awk -v p="$predicted" -v m="${M_TOKS[$model]}" 'BEGIN { if (p == "") print "—"; else printf "%+.1f%%", 100 * (p / m - 1) }'))"
+    done
+  fi
 } > "$SUMMARY"
 rm -f "$OUT/stages.tsv"
 echo

@@ -142,6 +142,27 @@ DeviceMemoryStats device_memory_stats(Device device) {
 #endif
 }
 
+DeviceCapacity device_capacity(Device device) {
+  DeviceCapacity c;
+  if (device.is_cpu()) {
+    std::ifstream meminfo("/proc/meminfo");
+    std::string key;
+    size_t kb = 0;
+    while (meminfo >> key >> kb) {
+      if (key == "MemTotal:") c.total = kb * 1024;
+      if (key == "MemAvailable:") c.free = kb * 1024;
+      std::getline(meminfo, key);  // the unit
+    }
+    return c;
+  }
+#ifdef MEGATRON_CUDA
+  cuda::memory_info(c.free, c.total);
+  return c;
+#else
+  no_cuda("device_capacity");
+#endif
+}
+
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
   if (bytes == 0) return;
   if (dst_device.is_cpu() && src_device.is_cpu()) {

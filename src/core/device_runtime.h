@@ -43,6 +43,15 @@ struct DeviceMemoryStats {
 };
 DeviceMemoryStats device_memory_stats(Device device);
 
+// A device's memory capacity and what is free on it now, in bytes: on a GPU cudaMemGetInfo's
+// (free counts other processes' use too), on the CPU MemTotal and MemAvailable of
+// /proc/meminfo (0 where it is not there).
+struct DeviceCapacity {
+  size_t total = 0;
+  size_t free = 0;
+};
+DeviceCapacity device_capacity(Device device);
+
 // Copies `bytes` from src (on src_device) to dst (on dst_device); any direction.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
 void zero_bytes(void* p, Device device, size_t bytes);

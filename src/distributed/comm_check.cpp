@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/device_runtime.h"
 #include "core/timer.h"
 
 namespace megatron {
@@ -199,15 +200,18 @@ void verify_groups(const ParallelState& s) {
   }
 }
 
-AllReduceBandwidth measure_all_reduce_bandwidth(Communicator& comm, int64_t bytes, int iterations) {
+AllReduceBandwidth measure_all_reduce_bandwidth(Communicator& comm, int64_t bytes, int iterations,
+                                                Device device) {
   MT_CHECK(bytes >= 4 && iterations >= 1, "all-reduce bandwidth: need at least 4 bytes and ",
            "one iteration, got ", bytes, " bytes and ", iterations, " iterations");
-  Tensor buffer = Tensor::zeros({bytes / 4}, DType::F32);
+  Tensor buffer = Tensor::zeros({bytes / 4}, DType::F32, device);
   comm.all_reduce(buffer);  // warm-up: connection setup and page faults are not bandwidth
+  synchronize(device);
   comm.barrier();
   Timer timer;
   timer.start();
   for (int i = 0; i < iterations; ++i) comm.all_reduce(buffer);
+  synchronize(device);
   timer.stop();
   AllReduceBandwidth bw;
   bw.bytes = buffer.numel() * 4;

@@ -28,7 +28,9 @@ struct AllReduceBandwidth {
   double busbw_gbps = 0;  // algbw · 2(n-1)/n: the per-link traffic of a ring all-reduce
 };
 
-// Times `iterations` SUM all-reduces of an f32 buffer of `bytes` after one warm-up.
-AllReduceBandwidth measure_all_reduce_bandwidth(Communicator& comm, int64_t bytes, int iterations);
+// Times `iterations` SUM all-reduces of an f32 buffer of `bytes` on `device` after one warm-up
+// (on a GPU, until the device has finished them).
+AllReduceBandwidth measure_all_reduce_bandwidth(Communicator& comm, int64_t bytes, int iterations,
+                                                Device device = Device::CPU);
 
 }  // namespace megatron

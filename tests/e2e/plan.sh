@@ -65,7 +65,7 @@ node -e '
   --search --search-top 3 | grep -q "^   1 "
 
 # A machine measured here (tiny sizes, seconds) plans a small GPT on this implementation.
-OMP_NUM_THREADS=1 "$BIN" bench --mode machine --output "$WORK/cpu.json" --tokens 128 \
+OMP_NUM_THREADS=1 "$BIN" bench --mode machine --device cpu --output "$WORK/cpu.json" --tokens 128 \
   --hidden-size 128 --seq-length 64 --min-time 0.01 --dtype f32 2> /dev/null
 "$BIN" plan --machine "$WORK/cpu.json" --num-layers 2 --hidden-size 128 \
   --num-attention-heads 4 --seq-length 64 --vocab-size 1000 --micro-batch-size 2 \

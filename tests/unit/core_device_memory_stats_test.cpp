@@ -1,6 +1,8 @@
 // device_memory_stats on the CPU (core/device_runtime.h): the live tensor storage is counted
-// by device_allocate / device_free, the resident set comes from /proc/self/status.
+// by device_allocate / device_free, the resident set comes from /proc/self/status; and
+// device_capacity's host memory against sysconf's.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "core/device_runtime.h"
 #include "core/tensor.h"
@@ -27,6 +29,13 @@ TEST(DeviceMemoryStats, CpuCountsLiveTensorStorageAndItsPeak) {
   EXPECT_EQ(after.allocated, before.allocated);
   EXPECT_EQ(after.allocations, before.allocations);
   EXPECT_GE(after.max_allocated, during.allocated);  // the peak stays
+}
+
+TEST(DeviceCapacity, CpuIsThePhysicalMemory) {
+  const DeviceCapacity c = device_capacity(Device::CPU);
+  EXPECT_EQ(c.total, size_t(sysconf(_SC_PHYS_PAGES)) * size_t(sysconf(_SC_PAGE_SIZE)));
+  EXPECT_GT(c.free, size_t(0));
+  EXPECT_LE(c.free, c.total);
 }
 
 }  // namespace

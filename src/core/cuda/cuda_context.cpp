@@ -166,6 +166,11 @@ void synchronize_compute() {
   MT_CUDA_CHECK(cudaStreamSynchronize(bound().compute));
 }
 
+void memory_info(size_t& free_bytes, size_t& total_bytes) {
+  bound();  // the bound device's context
+  MT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+}
+
 void check_launch(const char* kernel) {
   const cudaError_t status = cudaGetLastError();
   MT_CHECK(status == cudaSuccess, "CUDA kernel ", kernel,

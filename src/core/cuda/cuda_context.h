@@ -68,6 +68,8 @@ void release_event(cudaEvent_t event);
 void copy_async(void* dst, const void* src, size_t bytes, bool host_involved);
 void zero_async(void* p, size_t bytes);
 void synchronize_compute();
+// The bound device's free and total memory (cudaMemGetInfo).
+void memory_info(size_t& free_bytes, size_t& total_bytes);
 
 // Checks the last kernel launch (cudaGetLastError) and names the kernel in the Error.
 void check_launch(const char* kernel);
