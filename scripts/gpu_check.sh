@@ -7,7 +7,8 @@
 #      node exist);
 #   3. measure the bf16 GEMM ceiling (megatron bench --mode kernels, and PyTorch's matmul), and
 #      the causal attention alone at the 1.3B model's shape (b 4, s 2048, 16 heads of 128):
-#      megatron's fused attention against PyTorch's scaled_dot_product_attention;
+#      megatron's fused attention against PyTorch's scaled_dot_product_attention; and the
+#      machine file `megatron plan` reads (bench --mode machine --device cuda: machine_gpu.json);
 #   4. `megatron bench --mode step` in bf16 for GPT-2 124M (s 1024), 350M (24 layers, h 1024,
 #      16 heads, s 1024) and GPT 1.3B (24 layers, h 2048, 16 heads, s 2048), and the same models
 #      in PyTorch (tools/reference/bench_pytorch_gpt.py) when python3 has torch, same tokens per
@@ -15,7 +16,8 @@
 #      the ratio megatron/PyTorch;
 #   5. with what is left of the budget, the 1.3B step once more with --breakdown: GPU time per
 #      kernel (events on the compute stream) against its FLOP and byte floors;
-#   6. write $OUT/summary.md (with a table ready for bench/RESULTS.md), results.tsv and logs.
+#   6. write $OUT/summary.md (with a table ready for bench/RESULTS.md, and the plan's tokens/s
+#      from machine_gpu.json beside the measured steps), results.tsv and logs.
 # Without a GPU it says so, builds, runs gpu_tests (which skip) and skips the measurements.
 # Every stage runs under `timeout`, within one overall budget (GPU_CHECK_BUDGET, 470 s).
 #
@@ -271,7 +273,7 @@ if ((BUILT)) && [[ -n "$GPU_NAME" && "$CUDA_MODE" == ON ]]; then
   esac
   stage machine_file 120 "$OUT/machine.log" "$BUILD/megatron" bench --mode machine --device cuda \
     --dtype bf16 --min-time 0.05 "${PEAK[@]}" --name "${GPU_NAME:-GPU} (measured by gpu_check.sh)" \
-    --output "$OUT/machine_gpu.json" || true
+    --output "$OUT/machine_gpu.json" || FAILED=1
 
   for model in "${MODELS[@]}"; do
     [[ -n "${SPEC[$model]:-}" ]] || { say "unknown model '$model' (124M, 350M, 1.3B)"; continue; }
