@@ -228,7 +228,7 @@ declare -A ITERS=([124M]="3 10" [350M]="3 10" [1.3B]="2 6")
 IFS=, read -r -a MODELS <<< "${GPU_CHECK_MODELS:-1.3B,350M,124M}"
 VOCAB_PADDED=50304  # 50257 padded to a multiple of 128 (TP = 1)
 IFS=, read -r -a FLASH_MODELS <<< "${GPU_CHECK_FLASH_MODELS-1.3B}"
-declare -A M_TOKS M_MBS M_SELF_MFU P_TOKS P_MBS F_TOKS
+declare -A M_TOKS M_MBS M_SELF_MFU M_MAXALLOC P_TOKS P_MBS F_TOKS
 CEIL_MEGATRON=""
 CEIL_TORCH=""
 CEIL_STEP=""
@@ -290,6 +290,7 @@ if ((BUILT)) && [[ -n "$GPU_NAME" && "$CUDA_MODE" == ON ]]; then
            --warmup-iters "$WARM" --timed-iters "$TIMED"; then
         M_TOKS[$model]=$(grep -o 'tokens/s: [0-9.]*' "$OUT/step.tmp" | tail -1 | sed 's/.*: //')
         M_SELF_MFU[$model]=$(grep -o 'MFU: [0-9.]*%' "$OUT/step.tmp" | tail -1 | sed 's/MFU: //')
+        M_MAXALLOC[$model]=$(grep -o 'max allocated: [0-9.]*' "$OUT/step.tmp" | tail -1 | sed 's/.*: //')
         CEIL_STEP=$(grep -o 'GEMM ceiling per process (TFLOP/s, bf16): [0-9.]*' "$OUT/step.tmp" | tail -1 | sed 's/.*: //')
         M_MBS[$model]=$mbs
         cat "$OUT/step.tmp" >> "$OUT/bench.log"
@@ -425,18 +426,24 @@ fmt() { awk -v x="$1" -v d="$2" -v u="${3:-}" 'BEGIN { if (x == "") print "—";
     echo '```'
   fi
   echo "megatron's own MFU line (against its step-bench ceiling): $(for m in 124M 350M 1.3B; do printf '%s %s  ' "$m" "${M_SELF_MFU[$m]:-—}"; done)"
-  # megatron plan with the machine file measured above, against the steps measured above.
+  # megatron plan with the machine file measured above, against the steps measured above:
+  # tokens/s, and the tensors' peak (the plan's total without the runtime's reserved memory)
+  # against the caching allocator's max allocated (MiB).
   if [[ -s "$OUT/machine_gpu.json" ]]; then
     echo
-    echo "megatron plan with the measured machine file (machine_gpu.json), tokens/s predicted / measured:"
+    echo "megatron plan with the machine file measured here (machine_gpu.json), predicted / measured:"
     for model in 124M 350M 1.3B; do
       [[ -n "${M_TOKS[$model]:-}" ]] || continue
       read -r L H A S <<< "${SPEC[$model]}"
-      predicted=$("$BUILD/megatron" plan --machine "$OUT/machine_gpu.json" --bf16 --num-layers "$L" \
+      "$BUILD/megatron" plan --machine "$OUT/machine_gpu.json" --bf16 --num-layers "$L" \
         --hidden-size "$H" --num-attention-heads "$A" --seq-length "$S" --max-position-embeddings "$S" \
         --vocab-size 50257 --micro-batch-size "${M_MBS[$model]}" --global-batch-size "${M_MBS[$model]}" \
-        2>> "$OUT/machine.log" | grep -o '^throughput: [0-9.e+]* tokens/s' | awk '{ print $2 }')
-      echo "  GPT $model: $(fmt "$predicted" 0) / $(fmt "${M_TOKS[$model]}" 0) ($(awk -v p="$predicted" -v m="${M_TOKS[$model]}" 'BEGIN { if (p == "") print "—"; else printf "%+.1f%%", 100 * (p / m - 1) }'))"
+        > "$OUT/plan_$model.txt" 2>> "$OUT/machine.log"
+      predicted=$(grep -o '^throughput: [0-9.e+]* tokens/s' "$OUT/plan_$model.txt" | awk '{ print $2 }')
+      tensors=$(awk '$1 == "total" { t = $2 } $1 == "reserved" { r = $3 } END { if (t != "") printf "%.2f", t - r }' "$OUT/plan_$model.txt")
+      measured_gib=$(awk -v m="${M_MAXALLOC[$model]:-}" 'BEGIN { if (m != "") printf "%.2f", m / 1024 }')
+      err() { awk -v p="$1" -v m="$2" 'BEGIN { if (p == "" || m == "") print "—"; else printf "%+.1f%%", 100 * (p / m - 1) }'; }
+      echo "  GPT $model: tokens/s $(fmt "$predicted" 0) / $(fmt "${M_TOKS[$model]}" 0) ($(err "$predicted" "${M_TOKS[$model]}")); tensors GiB $(fmt "$tensors" 2) / $(fmt "$measured_gib" 2) ($(err "$tensors" "$measured_gib"))"
     done
   fi
 } > "$SUMMARY"
