@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 19's memory check at the layouts bench/plan_validation.sh does not run: pipeline
-# parallelism, the distributed optimizer (fp32, and bf16 with its sharded fp32 master) and the
-# Llama-family options. Peak RSS (/usr/bin/time
+# parallelism (1F1B and interleaved), the distributed optimizer (fp32, and bf16 with its sharded
+# fp32 master), sequence parallelism with selective recompute, and the Llama-family options. Peak RSS (/usr/bin/time
 # %M, the largest over the ranks) of short runs of a small GPT, beside a one-layer run of the same
 # widths whose RSS minus its predicted memory is the process baseline (as in plan_validation.sh).
 # The baseline run keeps the hidden size, vocabulary and micro-batch of the measured runs so that
@@ -42,17 +42,21 @@ run() {
 
 run mem_base 1 "${BASE[@]}"
 run mem_pp2 2 "${SMALL[@]}" --pipeline-model-parallel-size 2
+run mem_pp2_interleaved 2 "${SMALL[@]}" --pipeline-model-parallel-size 2 \
+  --num-layers-per-virtual-pipeline-stage 1
 run mem_dp2_distopt 2 "${SMALL[@]}" --use-distributed-optimizer
 run mem_dp4_distopt 4 "${SMALL[@]}" --use-distributed-optimizer
 run mem_dp2_distopt_bf16 2 "${SMALL[@]}" --use-distributed-optimizer --bf16
 run mem_llama_tp2 2 "${SMALL[@]}" "${LLAMA[@]}" --tensor-model-parallel-size 2
+run mem_sp_tp2 2 "${SMALL[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
+  --recompute-granularity selective
 
 node -e '
   const fs = require("fs");
   const out = process.argv[1];
   const runs = {};
-  for (const name of ["mem_base", "mem_pp2", "mem_dp2_distopt", "mem_dp4_distopt",
-                      "mem_dp2_distopt_bf16", "mem_llama_tp2"]) {
+  for (const name of ["mem_base", "mem_pp2", "mem_pp2_interleaved", "mem_dp2_distopt",
+                      "mem_dp4_distopt", "mem_dp2_distopt_bf16", "mem_llama_tp2", "mem_sp_tp2"]) {
     const rss = fs.readdirSync(out).filter((f) => f.startsWith(name + ".rss."))
       .map((f) => parseFloat(fs.readFileSync(`${out}/${f}`, "utf8")));
     runs[name] = {peak_rss_kb: Math.max(...rss), rank_rss_kb: rss};

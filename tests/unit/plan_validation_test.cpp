@@ -224,9 +224,10 @@ TEST(PlanValidation, ThisMachinePeakMemory) {
 }
 
 // The same check at the layouts bench/plan_memory.sh runs (a small GPT, L 4, h 512, s 128,
-// micro-batch 2, global batch 8): PP 2 (4 micro-batches in 1F1B), DP 2 and DP 4 with the
-// distributed optimizer (and DP 2 with it in bf16), and the Llama-family options at TP 2;
-// baseline from that campaign's one-layer run.
+// micro-batch 2, global batch 8): PP 2 (4 micro-batches in 1F1B, and interleaved with 2
+// chunks of one layer per stage), DP 2 and DP 4 with the distributed optimizer (and DP 2 with
+// it in bf16), the Llama-family options at TP 2, and sequence parallelism with selective
+// recompute at TP 2; baseline from that campaign's one-layer run.
 TEST(PlanValidation, ThisMachinePeakMemoryPipelineDistributedOptimizerLlama) {
   std::ifstream in(source_dir() + "/bench/plan_validation/memory_measured.json");
   const nlohmann::json runs = nlohmann::json::parse(in);
@@ -260,13 +261,20 @@ TEST(PlanValidation, ThisMachinePeakMemoryPipelineDistributedOptimizerLlama) {
   distopt4.distributed_optimizer = true;
   Layout distopt_bf16 = distopt;
   distopt_bf16.precision = Precision::kBf16;
+  Layout pp2_interleaved = pp2;
+  pp2_interleaved.virtual_stages = 2;
   const Layout tp2 = measured_layout(2, 1, 2);
+  Layout sp_tp2 = tp2;
+  sp_tp2.sequence_parallel = true;
+  sp_tp2.recompute = Recompute::kSelective;
   const std::pair<const char*, double> checks[] = {
       {"mem_pp2", predicted_bytes(small, pp2)},
+      {"mem_pp2_interleaved", predicted_bytes(small, pp2_interleaved)},
       {"mem_dp2_distopt", predicted_bytes(small, distopt)},
       {"mem_dp4_distopt", predicted_bytes(small, distopt4)},
       {"mem_dp2_distopt_bf16", predicted_bytes(small, distopt_bf16)},
-      {"mem_llama_tp2", predicted_bytes(llama, tp2)}};
+      {"mem_llama_tp2", predicted_bytes(llama, tp2)},
+      {"mem_sp_tp2", predicted_bytes(small, sp_tp2)}};
   for (const auto& [name, predicted] : checks) {
     SCOPED_TRACE(name);
     const double rss = runs.at(name).at("peak_rss_kb").get<double>() * 1024;
