@@ -209,6 +209,13 @@ void add_training_args(ArgTable& t, Args& a) {
   t.add("--recompute-granularity", a.recompute_granularity,
         "full: recompute each layer in backward from its input; selective: recompute only the "
         "attention core (QK^T, softmax, dropout)");
+  t.add("--recompute-method", a.recompute_method,
+        "with --recompute-granularity full: uniform (every layer, one at a time; the default) or "
+        "block (only the first --recompute-num-layers layers of each pipeline stage's model "
+        "chunk; the others keep their activations)");
+  t.add("--recompute-num-layers", a.recompute_num_layers,
+        "with --recompute-method block: how many layers of each model chunk recompute (uniform: "
+        "1, one layer per recomputed chunk)");
   t.add_flag("--use-flash-attn", a.use_flash_attn,
              "the fused attention core (flash attention: no [b, heads, s, s] buffers)");
   t.add("--attention-backend", a.attention_backend,
@@ -599,6 +606,12 @@ void validate_training_args_except_data(Args& a, int world_size) {
   MT_REQUIRE(!(a.recompute_activations && a.recompute_granularity == "full"),
              "--recompute-activations means --recompute-granularity selective (as in "
              "Megatron-LM), which contradicts --recompute-granularity full: give one of them");
+  MT_REQUIRE((a.recompute_method.empty() && a.recompute_num_layers == -1) || a.full_recompute(),
+             "--recompute-method and --recompute-num-layers choose which layers full recompute "
+             "re-runs: they need --recompute-granularity full");
+  a.recompute_method_or_default();  // the name must be known
+  MT_REQUIRE(a.recompute_num_layers == -1 || a.recompute_num_layers >= 1,
+             "--recompute-num-layers must be at least 1, got ", a.recompute_num_layers);
   MT_REQUIRE(a.attention_backend == "auto" || a.attention_backend == "flash" ||
                  a.attention_backend == "fused" || a.attention_backend == "unfused" ||
                  a.attention_backend == "local",

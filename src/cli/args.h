@@ -71,6 +71,8 @@ struct Args {
   bool openai_gelu = false;                // GeLU's tanh form; the default is the exact (erf) form
   bool recompute_activations = false;      // Megatron's shorthand for granularity selective
   std::string recompute_granularity;       // "", "full" or "selective"
+  std::string recompute_method;            // "" (uniform), "uniform" or "block": with full
+  int recompute_num_layers = -1;           // -1: not given (1)
   bool use_flash_attn = false;             // the fused attention core (model/attention.h)
   std::string attention_backend = "auto";  // Megatron's names; "flash" = --use-flash-attn
 
@@ -192,6 +194,15 @@ struct Args {
     return openai_gelu ? kernels::GeluForm::kTanh : kernels::GeluForm::kErf;
   }
   bool full_recompute() const { return recompute_granularity == "full"; }
+  // --recompute-method and --recompute-num-layers as the model configs take them (checked by
+  // validate_args: only with --recompute-granularity full).
+  RecomputeMethod recompute_method_or_default() const {
+    return recompute_method.empty() ? RecomputeMethod::kUniform
+                                    : recompute_method_from_name(recompute_method);
+  }
+  int recompute_num_layers_or_default() const {
+    return recompute_num_layers == -1 ? 1 : recompute_num_layers;
+  }
   bool selective_recompute() const {
     return recompute_activations || recompute_granularity == "selective";
   }

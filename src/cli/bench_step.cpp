@@ -18,6 +18,7 @@
 #include "kernels/gemm.h"
 #include "kernels/profile.h"
 #include "pipeline/pipeline_executor.h"
+#include "train/model_step_common.h"
 #include "train/training_log.h"
 
 namespace megatron::cli {
@@ -205,8 +206,7 @@ int run_step_bench(int argc, char** argv) {
   const double m = double(args.num_micro_batches()), v = double(gpt.pipeline_chunks);
   const double max_step = timing->all_reduce_scalar(step, ReduceOp::MAX);
   const double flops =
-      gpt_flops_per_iteration(args.global_batch_size, args.seq_length, args.num_layers,
-                              args.hidden_size, model.padded_vocab_size, args.full_recompute());
+      config_flops_per_iteration(model, args.global_batch_size, p * gpt.pipeline_chunks);
   const double tflops = flops / max_step / world / 1e12;
   const double ceiling_tflops = timing->all_reduce_scalar(ceiling) / world / 1e12;
   log_info("step benchmark: GPT L=", args.num_layers, " h=", args.hidden_size,

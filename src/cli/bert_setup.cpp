@@ -40,6 +40,8 @@ BertConfig bert_config(const Args& a, const BertLayerNormFlags& f, bool binary_h
   c.apply_residual_connection_post_layernorm = f.residual_post_layernorm;
   c.binary_head = binary_head;
   c.recompute_activations = a.full_recompute();
+  c.recompute_method = a.recompute_method_or_default();
+  c.recompute_num_layers = a.recompute_num_layers_or_default();
   c.selective_recompute = a.selective_recompute();
   c.flash_attention = a.flash_attention();
   c.sequence_parallel = a.sequence_parallel;

@@ -70,6 +70,8 @@ GptConfig gpt_config(const Args& a, const Vocabulary& vocab) {
   c.init_method_std = float(a.init_method_std);
   c.layernorm_epsilon = norm_epsilon(a.arch, a.layernorm_epsilon);
   c.recompute_activations = a.full_recompute();
+  c.recompute_method = a.recompute_method_or_default();
+  c.recompute_num_layers = a.recompute_num_layers_or_default();
   c.selective_recompute = a.selective_recompute();
   c.flash_attention = a.flash_attention();
   c.sequence_parallel = a.sequence_parallel;

@@ -224,12 +224,6 @@ constexpr Rule kRules[] = {
      "pipeline scheduling of the embedding's gradient; the computed function is the same"},
     {"--wgrad-deferral-limit", false,
      "pipeline scheduling of the embedding's gradient; the computed function is the same"},
-    {"--recompute-method", true,
-     "only uniform recompute of every layer exists here; other methods are not implemented yet "
-     "(issue 12)",
-     "uniform"},
-    {"--recompute-num-layers", true,
-     "full recompute here recomputes each layer on its own (uniform, 1 layer per chunk)", "1"},
     {"--distribute-saved-activations", true, kPipeline},
     {"--recompute-modules", true,
      "selective recompute here recomputes the attention core (Megatron's default, core_attn); "

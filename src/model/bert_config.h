@@ -28,8 +28,12 @@ struct BertConfig {
   bool apply_residual_connection_post_layernorm = false;  // Megatron's flag (pre-LN only)
   bool binary_head = true;  // pooler + sentence-order head (--bert-no-binary-head: false)
   bool recompute_activations = false;  // full recompute
-  bool selective_recompute = false;    // the attention core only (model/attention.h)
-  bool flash_attention = false;        // the fused attention core (model/attention.h)
+  // Which layers full recompute re-runs (model/transformer_config.h): every one, or the first
+  // recompute_num_layers of each model chunk (block).
+  RecomputeMethod recompute_method = RecomputeMethod::kUniform;
+  int recompute_num_layers = 1;
+  bool selective_recompute = false;  // the attention core only (model/attention.h)
+  bool flash_attention = false;      // the fused attention core (model/attention.h)
   // Sequence parallelism (needs TP > 1, seq_length divisible by TP; model/bert_encoder.h).
   bool sequence_parallel = false;
   // The MLPs' and the LM head's GeLU; tanh: --openai-gelu, HF "gelu_new".

@@ -54,8 +54,12 @@ struct GptConfig {
   float hidden_dropout = 0.1f, attention_dropout = 0.1f, init_method_std = 0.02f,
         layernorm_epsilon = 1e-5f;
   bool recompute_activations = false;  // full recompute
-  bool selective_recompute = false;    // the attention core only (model/attention.h)
-  bool flash_attention = false;        // the fused attention core (model/attention.h)
+  // Which layers full recompute re-runs (model/transformer_config.h): every one, or the first
+  // recompute_num_layers of each model chunk (block).
+  RecomputeMethod recompute_method = RecomputeMethod::kUniform;
+  int recompute_num_layers = 1;
+  bool selective_recompute = false;  // the attention core only (model/attention.h)
+  bool flash_attention = false;      // the fused attention core (model/attention.h)
   // Sequence parallelism (needs TP > 1, seq_length divisible by TP): see the header comment.
   bool sequence_parallel = false;
   kernels::GeluForm gelu = kernels::GeluForm::kErf;  // tanh: --openai-gelu, HF "gelu_new"

@@ -24,6 +24,8 @@ TransformerConfig shared_transformer_config(const ModelConfig& c) {
   t.init_method_std = c.init_method_std;
   t.layernorm_epsilon = c.layernorm_epsilon;
   t.recompute_activations = c.recompute_activations;
+  t.recompute_method = c.recompute_method;
+  t.recompute_num_layers = c.recompute_num_layers;
   t.selective_recompute = c.selective_recompute;
   t.flash_attention = c.flash_attention;
   t.sequence_parallel = c.sequence_parallel;

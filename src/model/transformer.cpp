@@ -18,6 +18,12 @@ Transformer::Transformer(const TransformerConfig& config, const ParallelState& p
   const int end = range.count < 0 ? config.num_layers : range.first + range.count;
   MT_CHECK(range.first >= 0 && range.first <= end && end <= config.num_layers, "layer range [",
            range.first, ", ", end, ") is outside the ", config.num_layers, " layers");
+  MT_REQUIRE(!config.recompute_activations || config.recompute_method != RecomputeMethod::kBlock ||
+                 config.recompute_num_layers <= end - range.first,
+             "--recompute-method block --recompute-num-layers ", config.recompute_num_layers,
+             " asks for more layers than the ", end - range.first,
+             " of a model chunk (a pipeline stage's layers, or one virtual stage's): give at most ",
+             end - range.first);
   for (int i = range.first; i < end; ++i) {
     const size_t first = store.params().size();
     layers_.push_back(std::make_unique<TransformerLayer>(i, config, ps, store, weights));
@@ -40,11 +46,11 @@ Tensor Transformer::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
                             const DropoutScope& scope, Arena& arena, Arena& scratch) const {
   ctx.pad_mask = pad_mask;
   ctx.scope = scope;
-  ctx.layers.assign(config_.recompute_activations ? 0 : layers_.size(), {});
-  ctx.layer_inputs.assign(config_.recompute_activations ? layers_.size() : 0, {});
+  ctx.layers.assign(layers_.size(), {});
+  ctx.layer_inputs.assign(layers_.size(), {});
   Tensor h = x;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    if (config_.recompute_activations) {
+    if (config_.recomputes_layer(int(i))) {
       ctx.layer_inputs[i] = h;
       scratch.reset();
       TransformerLayer::Ctx discarded;
@@ -85,11 +91,11 @@ Tensor Transformer::backward(Ctx& ctx, Tensor dy, Arena& arena, Arena& scratch) 
   for (size_t i = layers_.size(); i-- > 0;) {
     scratch.reset();
     TransformerLayer::Ctx recomputed;
-    if (config_.recompute_activations)
+    const bool recompute = config_.recomputes_layer(int(i));
+    if (recompute)
       layers_[i]->forward(recomputed, ctx.layer_inputs[i], ctx.pad_mask, ctx.scope, scratch,
                           scratch);
-    const TransformerLayer::Ctx& layer_ctx =
-        config_.recompute_activations ? recomputed : ctx.layers[i];
+    const TransformerLayer::Ctx& layer_ctx = recompute ? recomputed : ctx.layers[i];
     dy = copy_into(arena, layers_[i]->backward(layer_ctx, dy, scratch));
     store_->grads_accumulated(layer_params_[i].first, layer_params_[i].second);
   }

@@ -4,11 +4,13 @@
 // keep their global numbers (parameter names, dropout keys), so a stage computes exactly what
 // the same layers compute in the whole stack.
 //
-// Recompute: each layer's forward runs in a scratch arena that is reset before the next
-// layer, so only the layer INPUTS stay alive ([s, b, h] per layer). In backward, the layer's
-// forward is re-run from its saved input (same dropout keys → same masks) into the scratch
-// arena, then its backward runs there. Same kernels, same inputs → bit-identical losses and
-// gradients to a run without recompute.
+// Recompute: a recomputed layer's forward runs in a scratch arena that is reset before the
+// next layer, so only its INPUT stays alive ([s, b, h]). In backward, the layer's forward is
+// re-run from its saved input (same dropout keys → same masks) into the scratch arena, then
+// its backward runs there. Same kernels, same inputs → bit-identical losses and gradients to
+// a run without recompute. Which layers recompute: TransformerConfig::recomputes_layer — all
+// of them, or with --recompute-method block the first --recompute-num-layers of this stack
+// (one model chunk); the others keep their activations in `arena`.
 //
 // Selective recompute (TransformerConfig::selective_recompute) is the attention's business
 // (model/attention.h); it composes with either mode. With sequence parallelism every [s, b, h]
@@ -38,8 +40,8 @@ struct LayerRange {
 class Transformer {
  public:
   struct Ctx {
-    std::vector<TransformerLayer::Ctx> layers;  // without recompute
-    std::vector<Tensor> layer_inputs;           // with recompute: x of each layer [s, b, h]
+    std::vector<TransformerLayer::Ctx> layers;  // per layer; empty for recomputed layers
+    std::vector<Tensor> layer_inputs;           // per recomputed layer: its x [s, b, h]
     LayerNorm::Ctx final_ln;
     Tensor pad_mask;
     DropoutScope scope;

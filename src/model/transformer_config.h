@@ -28,12 +28,22 @@ enum class LayerNormOrder {
 enum class Normalization { kLayerNorm, kRMSNorm };                // --normalization
 enum class PositionEmbedding { kLearnedAbsolute, kRope, kNone };  // --position-embedding-type
 
-// Megatron-Core's flag values ("rope", "RMSNorm", ...) ↔ the enums; an unknown name is an
-// Error naming the flag and the accepted values.
+// --recompute-method, with --recompute-granularity full: which layers of each model chunk (a
+// pipeline stage's layers, or one virtual stage's with the interleaved schedule) recompute.
+// kUniform: every layer, each from its own input (Megatron's uniform with
+// --recompute-num-layers 1; its chunks of several layers are not implemented). kBlock: the
+// first --recompute-num-layers layers of the chunk; the others keep their activations
+// (Megatron's block: memory traded for compute layer by layer).
+enum class RecomputeMethod { kUniform, kBlock };
+
+// Megatron-Core's flag values ("rope", "RMSNorm", "block", ...) ↔ the enums; an unknown name is
+// an Error naming the flag and the accepted values.
 PositionEmbedding position_embedding_from_name(const std::string& name);
 const char* position_embedding_name(PositionEmbedding p);
 Normalization normalization_from_name(const std::string& name);
 const char* normalization_name(Normalization n);
+RecomputeMethod recompute_method_from_name(const std::string& name);
+const char* recompute_method_name(RecomputeMethod m);
 
 struct ArchitectureOptions {
   Normalization normalization = Normalization::kLayerNorm;
@@ -68,6 +78,8 @@ struct TransformerConfig {
   bool apply_residual_connection_post_layernorm = false;
   bool final_layernorm = true;         // pre-LN stacks end with a LayerNorm ("final_layernorm")
   bool recompute_activations = false;  // full recompute (--recompute-granularity full)
+  RecomputeMethod recompute_method = RecomputeMethod::kUniform;  // which layers (see above)
+  int recompute_num_layers = 1;                                  // --recompute-num-layers
   // --recompute-granularity selective: only the attention core is recomputed (attention.h).
   bool selective_recompute = false;
   // --use-flash-attn / --attention-backend flash: the fused attention core (model/attention.h).
@@ -92,6 +104,11 @@ struct TransformerConfig {
   int64_t rotary_dim() const { return int64_t(float(head_dim()) * arch.rotary_percent); }
   // std/√(2L) for the two residual-branch output projections (attention dense, dense_4h_to_h).
   float output_layer_init_std() const;
+  // Whether full recompute re-runs the layer at `index_in_chunk` (0 = the chunk's first).
+  bool recomputes_layer(int index_in_chunk) const {
+    return recompute_activations &&
+           (recompute_method == RecomputeMethod::kUniform || index_in_chunk < recompute_num_layers);
+  }
   // Throws Error naming the option when the shape does not fit the TP size.
   void validate(int tp_size) const;
 };

@@ -122,7 +122,8 @@ class FinetuneStep final : public ModelStep {
   // Megatron's transformer FLOP formula over every row (a RACE sample is 4 rows); its
   // vocabulary term overstates the work a little (no MLM head here).
   double flops_per_iteration(int64_t global_batch) const override {
-    return config_flops_per_iteration(cfg_.model.bert, global_batch * model_.choices());
+    return config_flops_per_iteration(cfg_.model.bert, global_batch * model_.choices(),
+                                      ps_.pp_size);
   }
 
   bool has_validation_data() const override { return false; }

@@ -43,7 +43,7 @@ class BertStep final : public BertPipelinedStep {
   // Megatron's transformer FLOP formula; the MLM head scores only masked rows, so its
   // vocabulary term overstates BERT's work a little.
   double flops_per_iteration(int64_t global_batch) const override {
-    return config_flops_per_iteration(cfg_.model, global_batch);
+    return config_flops_per_iteration(cfg_.model, global_batch, pipeline_chunks());
   }
 
  private:

@@ -35,7 +35,7 @@ class GptStep final : public GptPipelinedStep {
   bool has_sop_loss() const override { return false; }
   int64_t seq_length() const override { return cfg_.model.seq_length; }
   double flops_per_iteration(int64_t global_batch) const override {
-    return config_flops_per_iteration(cfg_.model, global_batch);
+    return config_flops_per_iteration(cfg_.model, global_batch, pipeline_chunks());
   }
 
  private:

@@ -3,6 +3,7 @@
 // Megatron's FLOP count from a model config, and the factory the Trainer calls.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <utility>
@@ -26,12 +27,24 @@ LoaderOptions placed_loader_options(const LoaderPlacement& p) {
   return o;
 }
 
-// Megatron's transformer FLOP formula (gpt_flops_per_iteration) for a model config
-// (GptConfig, BertConfig) over `global_batch` samples.
+// The share of a model config's layers that full recompute re-runs: all of them, none, or
+// with block recompute the first recompute_num_layers of each of the `pipeline_chunks` equal
+// model chunks (pipeline stages × virtual stages).
 template <typename ModelConfig>
-double config_flops_per_iteration(const ModelConfig& c, int64_t global_batch) {
+double recomputed_layer_fraction(const ModelConfig& c, int pipeline_chunks) {
+  if (!c.recompute_activations) return 0;
+  if (c.recompute_method == RecomputeMethod::kUniform) return 1;
+  const int per_chunk = c.num_layers / pipeline_chunks;
+  return double(std::min(c.recompute_num_layers, per_chunk)) / double(per_chunk);
+}
+
+// Megatron's transformer FLOP formula (gpt_flops_per_iteration) for a model config
+// (GptConfig, BertConfig) over `global_batch` samples, split into `pipeline_chunks` chunks.
+template <typename ModelConfig>
+double config_flops_per_iteration(const ModelConfig& c, int64_t global_batch, int pipeline_chunks) {
   return gpt_flops_per_iteration(global_batch, c.seq_length, c.num_layers, c.hidden_size,
-                                 c.padded_vocab_size, c.recompute_activations);
+                                 c.padded_vocab_size,
+                                 recomputed_layer_fraction(c, pipeline_chunks));
 }
 
 // The factory of Step (constructed as Step(config, train, valid, test, ps, store)); `train`

@@ -49,6 +49,8 @@ class PipelineChunks {
   }
 
   std::vector<std::unique_ptr<Model>>& models() { return models_; }
+  // Model chunks of the whole pipeline: pipeline stages × chunks per rank.
+  int pipeline_chunks() const { return ps_.pp_size * chunks_; }
 
   // One iteration's `micro_batches` training micro-batches of `micro_batch` samples: forward +
   // backward (gradients scaled by grad_scale accumulated into the store).

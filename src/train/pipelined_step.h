@@ -54,6 +54,10 @@ class PipelinedStep : public ModelStep {
   }
 
  protected:
+  // Model chunks of the whole pipeline (stages × virtual stages): what block recompute counts
+  // its layers in.
+  int pipeline_chunks() const { return chunks_.pipeline_chunks(); }
+
   // The model chunks as PipelineChunks builds them; `valid` and `test` may be null.
   PipelinedStep(int num_layers, const ParallelState& ps, int chunks,
                 const typename Chunks::MakeModel& make, typename Chunks::LossOf loss_of,

@@ -35,8 +35,8 @@ double perplexity(double loss) {
 }  // namespace
 
 double gpt_flops_per_iteration(int64_t B, int64_t s, int64_t L, int64_t h, int64_t V,
-                               bool full_recompute) {
-  const double factor = full_recompute ? 96.0 : 72.0;
+                               double recomputed_fraction) {
+  const double factor = 72.0 + 24.0 * recomputed_fraction;
   const double dh = double(h), ds = double(s), dL = double(L);
   return factor * double(B) * ds * dL * dh * dh *
          (1.0 + ds / (6.0 * dh) + double(V) / (12.0 * dL * dh));

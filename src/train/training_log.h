@@ -18,8 +18,12 @@
 
 namespace megatron {
 
+// Megatron's transformer FLOPs of one iteration: 72·B·s·L·h²·(1 + s/6h + V/12Lh), the 72 being
+// 96 where every layer is recomputed (Narayanan et al.'s count); `recomputed_fraction` of the
+// layers (block recompute: some of them) adds its share of the 24.
 double gpt_flops_per_iteration(int64_t global_batch, int64_t seq_length, int64_t num_layers,
-                               int64_t hidden_size, int64_t padded_vocab, bool full_recompute);
+                               int64_t hidden_size, int64_t padded_vocab,
+                               double recomputed_fraction);
 
 struct IterationStats {
   int64_t iteration = 0;

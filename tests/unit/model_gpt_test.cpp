@@ -118,14 +118,20 @@ TEST(ModelGpt, EvaluationLossAndLogitsMatchReference) {
   for (float v : vec<float>(g.store.flat_grads())) ASSERT_EQ(v, 0.0f);
 }
 
-// Full recompute (each layer from its input) and selective recompute (the attention core)
-// give the losses and gradients of a run that keeps every activation, bit for bit.
+// Full recompute (each layer from its input; or with the block method only the first layer)
+// and selective recompute (the attention core) give the losses and gradients of a run that
+// keeps every activation, bit for bit.
 TEST(ModelGpt, RecomputeIsBitIdentical) {
-  for (bool selective : {false, true}) {
-    SCOPED_TRACE(selective ? "selective" : "full");
+  for (const char* mode : {"full", "full, block of 1", "selective"}) {
+    SCOPED_TRACE(mode);
     GptConfig c = tiny_config();
     TinyGpt plain(c);
-    (selective ? c.selective_recompute : c.recompute_activations) = true;
+    if (std::string(mode) == "selective") {
+      c.selective_recompute = true;
+    } else {
+      c.recompute_activations = true;
+      if (std::string(mode) != "full") c.recompute_method = RecomputeMethod::kBlock;
+    }
     TinyGpt recompute(c);
     for (int step = 0; step < 2; ++step) {  // accumulate over two micro-batches
       const GptBatch batch = make_batch(c, 2, 2 * step, 3);

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "model/gpt_model.h"
+#include "train/model_step_common.h"
 #include "train/training_log.h"
 
 namespace megatron {
@@ -12,10 +14,26 @@ TEST(TrainingLog, FlopFormula) {
   // GPT-2 small, B=8, s=1024: 72·8·1024·12·768²·(1 + 1024/4608 + 50304/110592), by hand.
   const double expected =
       72.0 * 8 * 1024 * 12 * 768.0 * 768.0 * (1.0 + 1024.0 / 4608.0 + 50304.0 / 110592.0);
-  EXPECT_DOUBLE_EQ(gpt_flops_per_iteration(8, 1024, 12, 768, 50304, false), expected);
-  EXPECT_DOUBLE_EQ(gpt_flops_per_iteration(8, 1024, 12, 768, 50304, true), expected * 96 / 72);
+  EXPECT_DOUBLE_EQ(gpt_flops_per_iteration(8, 1024, 12, 768, 50304, 0.0), expected);
+  EXPECT_DOUBLE_EQ(gpt_flops_per_iteration(8, 1024, 12, 768, 50304, 1.0), expected * 96 / 72);
+  // A quarter of the layers recomputed (block recompute): 72 + 24/4 = 78.
+  EXPECT_DOUBLE_EQ(gpt_flops_per_iteration(8, 1024, 12, 768, 50304, 0.25), expected * 78 / 72);
   // Tiny numbers checked digit by digit: B=1,s=6,L=1,h=1,V=12 → 72·6·(1+1+1) = 1296.
-  EXPECT_DOUBLE_EQ(gpt_flops_per_iteration(1, 6, 1, 1, 12, false), 1296.0);
+  EXPECT_DOUBLE_EQ(gpt_flops_per_iteration(1, 6, 1, 1, 12, 0.0), 1296.0);
+}
+
+TEST(TrainingLog, RecomputedLayerFractionCountsBlockLayersPerChunk) {
+  GptConfig c;
+  c.num_layers = 8;
+  EXPECT_EQ(recomputed_layer_fraction(c, 1), 0.0);  // no full recompute
+  c.recompute_activations = true;
+  EXPECT_EQ(recomputed_layer_fraction(c, 4), 1.0);  // uniform: every layer
+  c.recompute_method = RecomputeMethod::kBlock;
+  c.recompute_num_layers = 1;
+  EXPECT_EQ(recomputed_layer_fraction(c, 1), 1.0 / 8);  // the first of 8
+  EXPECT_EQ(recomputed_layer_fraction(c, 2), 2.0 / 8);  // the first of each 4-layer chunk
+  c.recompute_num_layers = 2;
+  EXPECT_EQ(recomputed_layer_fraction(c, 4), 1.0);  // 2 of each chunk's 2
 }
 
 TEST(TrainingLog, IterationLineMatchesMegatronLayout) {
