@@ -146,7 +146,10 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
   c.selective = l.recompute == Recompute::kSelective && !c.flash;
   c.residual_from_norm = m.norm_order == NormOrder::kPreResidualFromNorm;
   const bool bert = m.family == ModelFamily::kBert;
-  const bool recompute = l.recompute == Recompute::kFull;
+  const int p = l.pipeline_parallel, v = l.virtual_stages;
+  const double layers_per_chunk = double(m.num_layers) / (p * v);
+  // Full recompute re-runs these layers of each chunk (all, or the first few with block).
+  const double recomputed = l.recomputed_layers_per_chunk(layers_per_chunk);
   const double N = c.N, n = c.n, h = c.h, e = c.e;
 
   ActivationMemory r;
@@ -168,14 +171,16 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
 
   r.embedding = emb.bytes;
 
-  Allocations layer;
-  if (recompute) {
-    layer.add(n * h * e);  // the layer's input, copied out of the scratch arena
-  } else {
-    cpp_layer_forward(c, layer);
-  }
-  layer.add(n * h * e);  // the layer's input gradient, copied out of the scratch arena
-  r.per_layer = layer.bytes;
+  // A recomputed layer keeps its input, copied out of the scratch arena; another layer its
+  // forward's activations. Both copy their input gradient out of the scratch arena.
+  Allocations recomputed_layer, kept_layer;
+  recomputed_layer.add(n * h * e);
+  cpp_layer_forward(c, kept_layer);
+  recomputed_layer.add(n * h * e);
+  kept_layer.add(n * h * e);
+  const double chunk_layers =
+      recomputed * recomputed_layer.bytes + (layers_per_chunk - recomputed) * kept_layer.bytes;
+  r.per_layer = chunk_layers / layers_per_chunk;
 
   Allocations out;
   if (m.final_norm()) cpp_outer_norm(c, out);  // pre-LN: the final norm
@@ -227,13 +232,11 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
   // Each pipeline rank's stage contexts and the executor's buffers at its peak
   // (plan/pipeline_buffers.h). Rank 1 stands for the middle ranks: it has the most contexts in
   // flight among them and the same gradient copies.
-  const int p = l.pipeline_parallel, v = l.virtual_stages;
-  const double layers_per_chunk = double(m.num_layers) / (p * v);
   auto rank_peak = [&](int rank) {
     std::vector<double> arenas;
     for (int chunk = 0; chunk < v; ++chunk) {
       const int virtual_stage = chunk * p + rank;
-      arenas.push_back((virtual_stage == 0 ? r.embedding : 0.0) + layers_per_chunk * r.per_layer +
+      arenas.push_back((virtual_stage == 0 ? r.embedding : 0.0) + chunk_layers +
                        (virtual_stage == p * v - 1 ? r.output : 0.0));
     }
     return pipeline_rank_peak(p, rank, v, l.num_micro_batches(), arenas, n * h * e);
@@ -246,9 +249,10 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
   r.last_stage = p > 1 ? rank_peak(p - 1).peak_bytes : r.first_stage;
 
   // The scratch arena: per layer, forward workspace (with recompute: the whole layer forward)
-  // and backward temporaries (with recompute: after the layer's forward again).
+  // and backward temporaries (with recompute: after the layer's forward again); a recomputed
+  // layer's are the larger ones.
   Allocations forward_scratch, backward_scratch;
-  if (recompute) {
+  if (recomputed > 0) {
     cpp_layer_forward(c, forward_scratch);
     cpp_layer_forward(c, backward_scratch);
     cpp_layer_workspace(c, backward_scratch);
@@ -285,10 +289,15 @@ ActivationMemory megatron_lm(const ModelSpec& m, const Layout& l) {
 
   ActivationMemory r;
   switch (l.recompute) {
-    case Recompute::kFull:
-      r.per_layer = sbh * e / sp;
+    case Recompute::kFull: {
+      // Recomputed layers keep their input; with block recompute the others keep everything.
+      const double chunk = double(m.num_layers) / (p * v);
+      const double recomputed = l.recomputed_layers_per_chunk(chunk);
+      const double kept_layer = replicated + split + (l.flash_attention ? 0.0 : scores);
+      r.per_layer = (recomputed * sbh * e / sp + (chunk - recomputed) * kept_layer) / chunk;
       r.workspace = full_layer;  // one layer recomputed at a time
       break;
+    }
     case Recompute::kSelective:
       r.per_layer = replicated + split;
       break;

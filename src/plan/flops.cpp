@@ -13,9 +13,12 @@ IterationFlops iteration_flops(const ModelSpec& m, const Layout& l, Implementati
   const double base = 12.0 * B * s * L * h * h;
   IterationFlops r;
   r.model = base * (per_layer_bracket + V / (2.0 * L * h));
-  // One forward of a layer is a third of its forward + backward.
+  // One forward of a layer is a third of its forward + backward; block recompute re-runs a
+  // share of the layers.
   if (l.recompute == Recompute::kFull) {
-    r.hardware = r.model + base * per_layer_bracket / 3.0;
+    const double chunk = L / (l.pipeline_parallel * l.virtual_stages);
+    r.hardware =
+        r.model + base * per_layer_bracket / 3.0 * l.recomputed_layers_per_chunk(chunk) / chunk;
   } else if (l.recompute == Recompute::kSelective) {
     // QKᵀ and AV forward again (megatron-cpp: QKᵀ only).
     const double products = impl == Implementation::kMegatronCpp ? 0.5 : 1.0;

@@ -40,6 +40,8 @@ std::string Layout::describe() const {
   if (virtual_stages > 1) os << " (interleaved, v " << virtual_stages << ")";
   os << ", micro-batch " << micro_batch << ", global batch " << effective_global_batch()
      << ", recompute " << recompute_name(recompute);
+  if (recompute == Recompute::kFull && recompute_block_layers > 0)
+    os << " (block: " << recompute_block_layers << " layers per chunk)";
   if (sequence_parallel) os << ", sequence-parallel";
   if (distributed_optimizer) os << ", distributed optimizer";
   os << ", " << precision_name(precision);
@@ -66,6 +68,12 @@ void validate_layout(const ModelSpec& m, const Layout& l, Implementation impl) {
              " must be divisible by --pipeline-model-parallel-size ", p,
              v > 1 ? " x virtual stages " : "", v > 1 ? std::to_string(v) : std::string(),
              ": every stage holds the same number of layers");
+  MT_REQUIRE(l.recompute_block_layers == 0 ||
+                 (l.recompute == Recompute::kFull && l.recompute_block_layers > 0 &&
+                  l.recompute_block_layers <= m.num_layers / (int64_t(p) * v)),
+             "--recompute-method block --recompute-num-layers ", l.recompute_block_layers,
+             " needs --recompute-granularity full and at most the ",
+             m.num_layers / (int64_t(p) * v), " layers of a model chunk");
   const int64_t per_step = l.micro_batch * d;
   MT_REQUIRE(l.global_batch == 0 || (l.global_batch > 0 && l.global_batch % per_step == 0),
              "--global-batch-size ", l.global_batch, " must be a positive multiple of ",

@@ -25,6 +25,9 @@ struct Layout {
   int64_t global_batch = 0;   // --global-batch-size, B; 0 → b·d
   bool sequence_parallel = false;          // --sequence-parallel
   Recompute recompute = Recompute::kNone;  // --recompute-granularity (or --recompute-activations)
+  // --recompute-method block --recompute-num-layers N: full recompute of only the first N
+  // layers of each model chunk (L/(p·v) layers); 0: every layer (uniform).
+  int recompute_block_layers = 0;
   bool distributed_optimizer = false;      // --use-distributed-optimizer
   Precision precision = Precision::kFp32;  // --bf16 / --fp16
   bool overlap_grad_reduce = false;        // --overlap-grad-reduce
@@ -39,6 +42,14 @@ struct Layout {
   // Micro-batches per iteration on each data-parallel rank, m = B / (b·d).
   int64_t num_micro_batches() const {
     return effective_global_batch() / (micro_batch * data_parallel);
+  }
+  // Layers of a model chunk that full recompute re-runs, of `layers_per_chunk`: all, none, or
+  // with block recompute the first recompute_block_layers.
+  double recomputed_layers_per_chunk(double layers_per_chunk) const {
+    if (recompute != Recompute::kFull) return 0;
+    if (recompute_block_layers == 0) return layers_per_chunk;
+    return double(recompute_block_layers) < layers_per_chunk ? double(recompute_block_layers)
+                                                             : layers_per_chunk;
   }
   // One line: "TP 8 x PP 16 x DP 8, v 1, mb 1, GB 1536, recompute selective, SP, dist-opt, bf16".
   std::string describe() const;

@@ -178,7 +178,11 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
   bwd += core_bwd;
   c.layer_forward = fwd;
   c.layer_backward = bwd;
-  if (l.recompute == Recompute::kFull) c.layer_recompute = fwd;
+  // Full recompute re-runs the forward of every layer, or with block recompute of a share of
+  // them: per layer on average.
+  const double chunk = double(model.num_layers) / (l.pipeline_parallel * l.virtual_stages);
+  const double full = l.recomputed_layers_per_chunk(chunk) / chunk;
+  if (l.recompute == Recompute::kFull) c.layer_recompute = fwd * full;
   // megatron-cpp's fused attention keeps nothing of the core that selective recompute would
   // drop, so there is nothing to recompute (Megatron-LM reruns its checkpointed core).
   if (l.recompute == Recompute::kSelective)
@@ -197,7 +201,6 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
     ct.overlapped = ct.seconds * overlapped_fraction;
     into.push_back(ct);
   };
-  const double full = l.recompute == Recompute::kFull ? 1.0 : 0.0;
   if (l.sequence_parallel) {
     term(c.layer_comm, "TP all-gather (forward)", Collective::kAllGather, act, 2 * (1 + full));
     term(c.layer_comm, "TP reduce-scatter (forward)", Collective::kReduceScatter, act,

@@ -33,6 +33,7 @@ struct ComputeTime {
     memory += o.memory;
     return *this;
   }
+  ComputeTime operator*(double k) const { return {gemm * k, memory * k}; }
 };
 
 // One kind of collective a micro-batch issues, with its count and time.

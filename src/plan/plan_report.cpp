@@ -77,6 +77,7 @@ json layout_json(const Layout& l) {
           {"global_batch_size", l.effective_global_batch()},
           {"num_micro_batches", l.num_micro_batches()},
           {"recompute", recompute_name(l.recompute)},
+          {"recompute_block_layers", l.recompute_block_layers},
           {"sequence_parallel", l.sequence_parallel},
           {"use_distributed_optimizer", l.distributed_optimizer},
           {"precision", precision_name(l.precision)},

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Layout invariance with pipeline parallelism: one seed, one global batch (8), dropout on, fp32,
 # 4 layers — TP×PP×DP 1×1×1, 2×2×1, 1×4×1, 1×2×2, 1×2×1 interleaved (2 chunks of 1 layer per
-# rank), 2×2×1 interleaved with full activation recompute and 1×2×2 interleaved with
+# rank), 2×2×1 interleaved with full activation recompute, 1×2×1 with block recompute of each
+# stage's first layer and 1×2×2 interleaved with
 # --overlap-grad-reduce (small buckets) must log the same lm loss and grad norm at each of 8 iterations (relative <= 1e-5), and
 # so must validation. Checkpoints saved at PP > 1 resume at another layout with the next losses
 # of the uninterrupted run: 1×4×1 → 2×2×1, and 1×2×2 → 1×1×1; so does 1×4×1's checkpoint after
@@ -18,6 +19,8 @@ run t1p2d2 4 1 2 --save "$WORK/ckpt_p2d2" --save-interval 4 --exit-interval 4
 run t1p2d1_interleaved 2 1 2 --num-layers-per-virtual-pipeline-stage 1
 run t2p2d1_interleaved_recompute 4 2 2 --num-layers-per-virtual-pipeline-stage 1 \
   --recompute-granularity full
+run t1p2d1_block_recompute 2 1 2 --recompute-granularity full --recompute-method block \
+  --recompute-num-layers 1
 run t1p2d2_interleaved_overlap 4 1 2 --num-layers-per-virtual-pipeline-stage 1 \
   --overlap-grad-reduce --ddp-bucket-size 10000
 for name in t1p4d1 t1p2d2; do
@@ -31,7 +34,8 @@ run resumed_t1p1d1 1 1 1 --load "$WORK/ckpt_p2d2"
 [[ -d "$WORK/ckpt_converted/iter_0000004/mp_rank_01_001" ]] || { echo "FAIL: no TP2 x PP2 layout"; exit 1; }
 run converted_t2p2d1 4 2 2 --load "$WORK/ckpt_converted"
 
-for name in t2p2d1 t1p2d1_interleaved t2p2d1_interleaved_recompute t1p2d2_interleaved_overlap; do
+for name in t2p2d1 t1p2d1_interleaved t2p2d1_interleaved_recompute t1p2d1_block_recompute \
+  t1p2d2_interleaved_overlap; do
   echo "== t1p1d1 vs $name"
   $CHECK "$WORK/t1p1d1.jsonl" "$WORK/$name.jsonl" --from 1 --to 8 --rtol 1e-5
 done

@@ -118,6 +118,14 @@ expect_error "--save-interval needs --save DIR" -- "${BASE[@]}" --save-interval 
 expect_error "--recompute-granularity 'block' is not known: expected full or selective" -- "${BASE[@]}" --recompute-granularity block
 expect_error "--recompute-activations means --recompute-granularity selective" -- "${BASE[@]}" \
   --recompute-activations --recompute-granularity full
+expect_error "--recompute-method and --recompute-num-layers choose which layers full recompute re-runs: they need --recompute-granularity full" \
+  -- "${BASE[@]}" --recompute-method block --recompute-num-layers 1
+expect_error "--recompute-method 'blocks' is not known: expected uniform or block" -- "${BASE[@]}" \
+  --recompute-granularity full --recompute-method blocks
+expect_error "--recompute-method uniform recomputes one layer at a time here, so --recompute-num-layers must be 1 (got 2)" \
+  -- "${BASE[@]}" --recompute-granularity full --recompute-num-layers 2
+expect_error "asks for more layers than the" -- "${BASE[@]}" --recompute-granularity full \
+  --recompute-method block --recompute-num-layers 99
 expect_error "--sequence-parallel splits the sequence over the tensor-parallel ranks: it needs --tensor-model-parallel-size > 1" \
   -- "${BASE[@]}" --sequence-parallel
 expect_error "--lr-warmup-fraction cannot be combined" -- "${BASE[@]}" --lr-warmup-fraction 0.1 --lr-warmup-iters 5

@@ -198,6 +198,13 @@ TEST(PlanMemory, KorthikantiTable2PerLayer) {
   EXPECT_DOUBLE_EQ(per_layer(l), sbh * (10 + 24 / t));
   l.recompute = Recompute::kFull;
   EXPECT_DOUBLE_EQ(per_layer(l), 2 * sbh);
+  // Block recompute of 3 of the 96 layers (no pipeline: one chunk): 3 layers keep 2sbh, the
+  // other 93 the TP row's sbh(10 + 24/t + 5as/(ht)).
+  l.recompute_block_layers = 3;
+  EXPECT_DOUBLE_EQ(per_layer(l) * 96, 3 * 2 * sbh + 93 * sbh * (10 + 24 / t + 5 * a * s / (h * t)));
+  // ... and at PP 16 (chunks of 6 layers), 3 of each chunk: half the layers each way.
+  l.pipeline_parallel = 16;
+  EXPECT_DOUBLE_EQ(per_layer(l) * 6, 3 * 2 * sbh + 3 * sbh * (10 + 24 / t + 5 * a * s / (h * t)));
   // fp32 activations: every element term takes 4 bytes, the dropout masks keep 1:
   // replicated 8 + 4 + 4 + 2, split 8 + 4 + 4 + 16 + 16, scores 4 + 1 + 4 → sbh(66 + 9as/h).
   Layout f32;
@@ -210,13 +217,16 @@ struct ArenaCase {
   bool dropout;
   Recompute recompute;
   bool bf16;
-  bool flash = false;  // the fused attention (model/attention.h)
+  bool flash = false;    // the fused attention (model/attention.h)
+  int block_layers = 0;  // full recompute of only this many first layers (block); 0: all
 };
 
 // The case's name in test listings (CTest names its tests by it).
 void PrintTo(const ArenaCase& k, std::ostream* os) {
   const char* recompute[] = {"no recompute", "selective recompute", "full recompute"};
   *os << (k.dropout ? "dropout, " : "no dropout, ") << recompute[int(k.recompute)]
+      << (k.block_layers > 0 ? " of the first " + std::to_string(k.block_layers) + " layers"
+                             : std::string())
       << (k.bf16 ? ", bf16" : ", f32") << (k.flash ? ", flash attention" : "");
 }
 
@@ -226,6 +236,10 @@ class PlanArena : public ::testing::TestWithParam<ArenaCase> {};
 template <typename ConfigT>
 void apply_arena_case(const ArenaCase& k, ConfigT& c) {
   c.recompute_activations = k.recompute == Recompute::kFull;
+  if (k.block_layers > 0) {
+    c.recompute_method = RecomputeMethod::kBlock;
+    c.recompute_num_layers = k.block_layers;
+  }
   c.selective_recompute = k.recompute == Recompute::kSelective;
   c.compute_dtype = k.bf16 ? DType::BF16 : DType::F32;
   c.flash_attention = k.flash;
@@ -238,6 +252,7 @@ void expect_arena_case_predicted(const ModelSpec& m, const ArenaCase& k, int64_t
   Layout l;
   l.micro_batch = b;
   l.recompute = k.recompute;
+  l.recompute_block_layers = k.block_layers;
   l.precision = k.bf16 ? Precision::kBf16 : Precision::kFp32;
   l.flash_attention = k.flash;
   validate_layout(m, l, Implementation::kMegatronCpp);
@@ -302,7 +317,9 @@ INSTANTIATE_TEST_SUITE_P(Cases, PlanArena,
                                            ArenaCase{true, Recompute::kNone, false, true},
                                            ArenaCase{false, Recompute::kNone, true, true},
                                            ArenaCase{true, Recompute::kFull, true, true},
-                                           ArenaCase{true, Recompute::kSelective, false, true}));
+                                           ArenaCase{true, Recompute::kSelective, false, true},
+                                           ArenaCase{true, Recompute::kFull, false, false, 1},
+                                           ArenaCase{false, Recompute::kFull, true, false, 2}));
 
 TEST(PlanMemory, BytesPerParameterByImplementation) {
   Layout l;

@@ -55,6 +55,14 @@ TEST(PlanFlops, MegatronFormulaAndRecompute) {
               1e-12);
   l.recompute = Recompute::kFull;
   EXPECT_NEAR(flops(l).hardware / 4.5109707533231063e18, 1.0, 1e-12);
+  // Block recompute of 2 of each 6-layer chunk (PP 16) re-runs a third of the layers: a third
+  // of full recompute's extra FLOPs.
+  const double full_extra = flops(l).hardware - flops(l).model;
+  l.pipeline_parallel = 16;
+  l.recompute_block_layers = 2;
+  EXPECT_NEAR((flops(l).hardware - flops(l).model) / full_extra, 1.0 / 3, 1e-12);
+  l.pipeline_parallel = 1;
+  l.recompute_block_layers = 0;
   // Selective recompute re-runs the two attention products: 4·B·s²·h·L forward FLOPs.
   l.recompute = Recompute::kSelective;
   EXPECT_NEAR(flops(l).hardware - flops(l).model, 4.0 * 1536 * 2048.0 * 2048 * 12288 * 96, 1e4);
