@@ -123,11 +123,11 @@ void validate_layout(const ModelSpec& m, const Layout& l, Implementation impl) {
              "megatron-cpp");
   if (impl == Implementation::kMegatronLm2019) {
     MT_REQUIRE(p == 1 && !l.sequence_parallel && !l.distributed_optimizer &&
-                   l.recompute != Recompute::kSelective && !l.flash_attention &&
-                   !l.overlap_param_gather && !l.tp_comm_overlap,
+                   l.recompute != Recompute::kSelective && l.recompute_block_layers == 0 &&
+                   !l.flash_attention && !l.overlap_param_gather && !l.tp_comm_overlap,
                "megatron-lm-2019 had tensor and data parallelism and whole-layer checkpointing "
-               "only (no pipeline, sequence parallelism, selective recompute or distributed "
-               "optimizer, no fused attention or TP overlap)");
+               "of every layer only (no pipeline, sequence parallelism, selective or block "
+               "recompute or distributed optimizer, no fused attention or TP overlap)");
   }
 }
 

@@ -1,6 +1,7 @@
 #include "plan/layout_search.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/error.h"
 
@@ -39,6 +40,26 @@ SearchResult search_layouts(const ModelSpec& model, const Layout& base, const Ma
   SearchResult result;
   std::vector<Candidate> fitting;
   bool have_smallest = false;
+  // Predicts one layout (nullopt when the implementation does not run it) and files it.
+  auto evaluate = [&](const Layout& l) -> std::optional<Candidate> {
+    try {
+      validate_layout(model, l, impl);
+    } catch (const Error&) {
+      return std::nullopt;
+    }
+    Candidate c;
+    c.layout = l;
+    c.memory = estimate_memory(model, l, machine, impl);
+    c.time = predict_step_time(model, l, machine, impl);
+    c.fits = c.memory.peak() <= usable;
+    ++result.evaluated;
+    if (!have_smallest || c.memory.peak() < result.smallest.memory.peak()) {
+      result.smallest = c;
+      have_smallest = true;
+    }
+    if (c.fits) fitting.push_back(c);
+    return c;
+  };
   for (int64_t t : divisors(devices, devices)) {
     if (model.heads() % t || model.query_groups() % t || model.ffn() % t) continue;
     // megatron-lm-2019 had no pipeline; the other two split GPT and BERT into stages.
@@ -64,25 +85,33 @@ SearchResult search_layouts(const ModelSpec& model, const Layout& base, const Ma
                 l.virtual_stages = int(v);
                 l.micro_batch = b;
                 l.recompute = rc;
+                l.recompute_block_layers = 0;
                 l.sequence_parallel = sp;
                 l.distributed_optimizer = dist;
                 if (!l.distributed_optimizer) l.overlap_param_gather = false;
-                try {
-                  validate_layout(model, l, impl);
-                } catch (const Error&) {
-                  continue;
+                const std::optional<Candidate> c = evaluate(l);
+                if (!c || !c->fits || rc != Recompute::kFull) continue;
+                // Full recompute fits and no recompute does not: block recompute of the fewest
+                // layers of each chunk that still fits is faster (memory only falls as more
+                // layers recompute).
+                Layout kept = l;
+                kept.recompute = Recompute::kNone;
+                if (estimate_memory(model, kept, machine, impl).peak() <= usable) continue;
+                int lo = 1, hi = int(model.num_layers / (p * v)) - 1, fewest = 0;
+                while (lo <= hi) {
+                  const int mid = (lo + hi) / 2;
+                  l.recompute_block_layers = mid;
+                  if (estimate_memory(model, l, machine, impl).peak() <= usable) {
+                    fewest = mid;
+                    hi = mid - 1;
+                  } else {
+                    lo = mid + 1;
+                  }
                 }
-                Candidate c;
-                c.layout = l;
-                c.memory = estimate_memory(model, l, machine, impl);
-                c.time = predict_step_time(model, l, machine, impl);
-                c.fits = c.memory.peak() <= usable;
-                ++result.evaluated;
-                if (!have_smallest || c.memory.peak() < result.smallest.memory.peak()) {
-                  result.smallest = c;
-                  have_smallest = true;
+                if (fewest > 0) {
+                  l.recompute_block_layers = fewest;
+                  evaluate(l);
                 }
-                if (c.fits) fitting.push_back(std::move(c));
               }
       }
     }

@@ -3,9 +3,11 @@
 // distributed optimizer — predicted and ranked by throughput among those that fit in device
 // memory (Narayanan et al. 2021 §3 explore the same space by hand).
 //
-// Fixed from the base layout: the global batch, precision, the communication overlaps and
-// flash attention. TP sizes divide the heads, query groups and FFN width; PP sizes divide
-// the layers; micro-batch sizes divide the batch of one DP rank (up to 16); the interleaved
+// Where full recompute fits, block recompute of the fewest layers per chunk that still fits
+// is tried too (--recompute-method block --recompute-num-layers N: memory falls as N grows,
+// time rises). Fixed from the base layout: the global batch, precision, the communication
+// overlaps and flash attention. TP sizes divide the heads, query groups and FFN width; PP sizes
+// divide the layers; micro-batch sizes divide the batch of one DP rank (up to 16); the interleaved
 // schedule uses v chunks per rank dividing L/p (up to 8) when the micro-batch count is a
 // multiple of p.
 #pragma once

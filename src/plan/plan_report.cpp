@@ -131,10 +131,13 @@ json time_json(const StepTime& t) {
 }
 
 std::string layout_short(const Layout& l) {
+  // Block recompute shows its layers per chunk: "block 16".
+  const std::string recompute = l.recompute == Recompute::kFull && l.recompute_block_layers > 0
+                                    ? "block " + std::to_string(l.recompute_block_layers)
+                                    : recompute_name(l.recompute);
   return fmt("%3d %3d %4d %2d %3lld %-9s %-3s %-4s", l.tensor_parallel, l.pipeline_parallel,
-             l.data_parallel, l.virtual_stages, (long long)l.micro_batch,
-             recompute_name(l.recompute), l.sequence_parallel ? "yes" : "no",
-             l.distributed_optimizer ? "yes" : "no");
+             l.data_parallel, l.virtual_stages, (long long)l.micro_batch, recompute.c_str(),
+             l.sequence_parallel ? "yes" : "no", l.distributed_optimizer ? "yes" : "no");
 }
 
 }  // namespace

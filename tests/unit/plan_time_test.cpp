@@ -637,6 +637,39 @@ TEST(PlanLayout, ErrorsNameTheRule) {
   EXPECT_NO_THROW(validate_layout(residual_gpt, l, Implementation::kMegatronLm));
 }
 
+// Where full recompute fits and no recompute does not, the search offers block recompute of the
+// fewest layers that fit: a 32-layer GPT on one device with room for block recompute of 16
+// layers but not of 15 (flash attention: selective recompute saves nothing more).
+TEST(PlanSearch, BlockRecomputeOfTheFewestLayersThatFit) {
+  Machine mach = round_machine();
+  const ModelSpec m = small_gpt();
+  Layout base;
+  base.global_batch = 1;
+  base.precision = Precision::kBf16;
+  base.flash_attention = true;
+  const Implementation impl = Implementation::kMegatronLm;
+  mach.memory_bytes = 1e15;
+  auto peak = [&](Recompute rc, int block) {
+    Layout l = base;
+    l.recompute = rc;
+    l.recompute_block_layers = block;
+    return estimate_memory(m, l, mach, impl).peak();
+  };
+  ASSERT_LT(peak(Recompute::kFull, 16), peak(Recompute::kFull, 15));
+  mach.memory_bytes = 0.5 * (peak(Recompute::kFull, 16) + peak(Recompute::kFull, 15));
+  ASSERT_GT(peak(Recompute::kNone, 0), mach.memory_bytes);
+  const SearchResult r = search_layouts(m, base, mach, impl, 1, 5);
+  ASSERT_FALSE(r.best.empty());
+  EXPECT_EQ(r.best[0].layout.recompute, Recompute::kFull);
+  EXPECT_EQ(r.best[0].layout.recompute_block_layers, 16);
+  // ... ahead of recomputing every layer, which fits too.
+  bool uniform = false;
+  for (const Candidate& c : r.best)
+    uniform =
+        uniform || (c.layout.recompute == Recompute::kFull && c.layout.recompute_block_layers == 0);
+  EXPECT_TRUE(uniform);
+}
+
 TEST(PlanSearch, RanksFittingLayoutsFastestFirst) {
   const Machine mach = round_machine();
   const ModelSpec m = small_gpt();
