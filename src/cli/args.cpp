@@ -606,12 +606,7 @@ void validate_training_args_except_data(Args& a, int world_size) {
   MT_REQUIRE(!(a.recompute_activations && a.recompute_granularity == "full"),
              "--recompute-activations means --recompute-granularity selective (as in "
              "Megatron-LM), which contradicts --recompute-granularity full: give one of them");
-  MT_REQUIRE((a.recompute_method.empty() && a.recompute_num_layers == -1) || a.full_recompute(),
-             "--recompute-method and --recompute-num-layers choose which layers full recompute "
-             "re-runs: they need --recompute-granularity full");
-  a.recompute_method_or_default();  // the name must be known
-  MT_REQUIRE(a.recompute_num_layers == -1 || a.recompute_num_layers >= 1,
-             "--recompute-num-layers must be at least 1, got ", a.recompute_num_layers);
+  a.check_recompute_method();
   MT_REQUIRE(a.attention_backend == "auto" || a.attention_backend == "flash" ||
                  a.attention_backend == "fused" || a.attention_backend == "unfused" ||
                  a.attention_backend == "local",
@@ -784,6 +779,15 @@ int parse_command_line(CLI::App& app, int argc, char** argv) {
     return log_rank() == 0 ? app.exit(e) : e.get_exit_code();
   }
   return -1;
+}
+
+void Args::check_recompute_method() const {
+  MT_REQUIRE((recompute_method.empty() && recompute_num_layers == -1) || full_recompute(),
+             "--recompute-method and --recompute-num-layers choose which layers full recompute "
+             "re-runs: they need --recompute-granularity full");
+  recompute_method_or_default();  // the name must be known
+  MT_REQUIRE(recompute_num_layers == -1 || recompute_num_layers >= 1,
+             "--recompute-num-layers must be at least 1, got ", recompute_num_layers);
 }
 
 }  // namespace megatron::cli

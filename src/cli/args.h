@@ -194,8 +194,10 @@ struct Args {
     return openai_gelu ? kernels::GeluForm::kTanh : kernels::GeluForm::kErf;
   }
   bool full_recompute() const { return recompute_granularity == "full"; }
-  // --recompute-method and --recompute-num-layers as the model configs take them (checked by
-  // validate_args: only with --recompute-granularity full).
+  // Throws Error naming the flags when --recompute-method or --recompute-num-layers is given
+  // without --recompute-granularity full, the method is unknown or the count below 1.
+  void check_recompute_method() const;
+  // --recompute-method and --recompute-num-layers as the model configs take them.
   RecomputeMethod recompute_method_or_default() const {
     return recompute_method.empty() ? RecomputeMethod::kUniform
                                     : recompute_method_from_name(recompute_method);

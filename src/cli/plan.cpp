@@ -9,6 +9,7 @@
 #include "cli/args.h"
 #include "cli/bert_setup.h"
 #include "cli/subcommands.h"
+#include "cli/theoretical_memory.h"
 #include "core/error.h"
 #include "plan/calibration.h"
 #include "plan/plan_report.h"
@@ -172,20 +173,7 @@ int run_plan(int argc, char** argv) {
   MT_REQUIRE(granularity.empty() || granularity == "full" || granularity == "selective",
              "--recompute-granularity '", granularity,
              "' is not known: expected full or selective");
-  layout.recompute = args.full_recompute()        ? plan::Recompute::kFull
-                     : args.selective_recompute() ? plan::Recompute::kSelective
-                                                  : plan::Recompute::kNone;
-  MT_REQUIRE(
-      (args.recompute_method.empty() && args.recompute_num_layers == -1) || args.full_recompute(),
-      "--recompute-method and --recompute-num-layers choose which layers full recompute "
-      "re-runs: they need --recompute-granularity full");
-  if (args.recompute_method_or_default() == RecomputeMethod::kBlock)
-    layout.recompute_block_layers = args.recompute_num_layers_or_default();
-  else
-    MT_REQUIRE(args.recompute_num_layers_or_default() == 1,
-               "--recompute-method uniform recomputes every layer one at a time: "
-               "--recompute-num-layers must be 1 (to recompute only some layers use "
-               "--recompute-method block)");
+  set_plan_recompute(args, layout);
   MT_REQUIRE(layout.tensor_parallel > 0 && layout.pipeline_parallel > 0,
              "--tensor-model-parallel-size and --pipeline-model-parallel-size must be positive");
   if (given(virtual_size)) layout.virtual_stages = virtual_size->as<int>();

@@ -71,9 +71,7 @@ plan::Layout plan_layout_of(const Args& a, int virtual_stages) {
   l.micro_batch = a.micro_batch_size;
   l.global_batch = a.global_batch_size;
   l.sequence_parallel = a.sequence_parallel;
-  l.recompute = a.full_recompute()        ? plan::Recompute::kFull
-                : a.selective_recompute() ? plan::Recompute::kSelective
-                                          : plan::Recompute::kNone;
+  set_plan_recompute(a, l);
   l.distributed_optimizer = a.distributed_optimizer;
   l.flash_attention = a.flash_attention();
   l.precision = a.bf16   ? plan::Precision::kBf16
@@ -81,6 +79,22 @@ plan::Layout plan_layout_of(const Args& a, int virtual_stages) {
                          : plan::Precision::kFp32;
   l.overlap_grad_reduce = a.overlap_grad_reduce;
   return l;
+}
+
+void set_plan_recompute(const Args& a, plan::Layout& l) {
+  l.recompute = a.full_recompute()        ? plan::Recompute::kFull
+                : a.selective_recompute() ? plan::Recompute::kSelective
+                                          : plan::Recompute::kNone;
+  a.check_recompute_method();
+  l.recompute_block_layers = 0;
+  if (a.recompute_method_or_default() == RecomputeMethod::kBlock)
+    l.recompute_block_layers = a.recompute_num_layers_or_default();
+  else
+    MT_REQUIRE(a.recompute_num_layers_or_default() == 1,
+               "--recompute-method uniform recomputes one layer at a time here, so "
+               "--recompute-num-layers must be 1 (got ",
+               a.recompute_num_layers,
+               "); to recompute only some layers use --recompute-method block");
 }
 
 std::string theoretical_memory_report(const plan::ModelSpec& model, const plan::Layout& layout) {

@@ -35,6 +35,10 @@ plan::ModelSpec plan_model_of(const BertConfig& model, const Args& a, double mas
 // The layout of a training command's validated flags (validate_training_args: the
 // data-parallel size is known); `virtual_stages`: model chunks per pipeline rank.
 plan::Layout plan_layout_of(const Args& a, int virtual_stages = 1);
+// The recompute of `a` (--recompute-granularity, --recompute-activations, --recompute-method,
+// --recompute-num-layers) as the planner's layout takes it; throws Error naming the flags when
+// a method is given without full recompute, or uniform with more than one layer per chunk.
+void set_plan_recompute(const Args& a, plan::Layout& layout);
 
 // The lines above, each ending in a newline.
 std::string theoretical_memory_report(const plan::ModelSpec& model, const plan::Layout& layout);

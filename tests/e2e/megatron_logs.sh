@@ -95,8 +95,9 @@ grep -E "$MEMORY_LINE" "$WORK/tp1.log" | awk -F'[:|]' '
 echo "== theoretical memory report"
 run bf16 1 --bf16
 run one_micro_batch 1 --micro-batch-size 4
+run block_recompute 1 --recompute-granularity full --recompute-method block --recompute-num-layers 1
 THEORY_LINE='^Theoretical memory footprints: weight and optimizer=[0-9.]+ MB, activation=[0-9.]+ MB, total=[0-9.]+ MB$'
-for name in tp1 tp2 bf16 one_micro_batch; do
+for name in tp1 tp2 bf16 one_micro_batch block_recompute; do
   [[ $(grep -cE "$THEORY_LINE" "$WORK/$name.log") == 1 ]] || fail "$name: not one theoretical memory line"
   grep -q "^Total number of parameters in billions: 0.00$" "$WORK/$name.log" || fail "$name: parameter lines"
   total=$(grep -E "$THEORY_LINE" "$WORK/$name.log" | sed 's/.*total=\([0-9.]*\) MB/\1/')
