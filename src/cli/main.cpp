@@ -1,4 +1,5 @@
 // `megatron SUBCOMMAND [flags]` — the one binary.
+#include <malloc.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -105,6 +106,22 @@ bool set_passive_omp_wait() {
   return true;
 }
 
+// glibc's malloc raises its mmap threshold to the size of each mmapped block it frees (up to
+// 32 MiB) and its trim threshold with it. The arenas free such blocks when they merge in the
+// first steps, after which allocations below the raised threshold go to the brk heap, which
+// does not shrink: block recompute's peak RSS grew by 400 MiB over its tensors' peak
+// (bench/RESULTS.md, "Block recompute"). Fixed thresholds keep every block of 1 MiB or more
+// in its own mapping (returned when freed); the 256 MiB trim threshold keeps the heap's
+// smaller per-step allocations resident, so a step still takes no page faults. A user's own
+// MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ is respected.
+void fix_malloc_thresholds() {
+  if (std::getenv("MALLOC_MMAP_THRESHOLD_") != nullptr ||
+      std::getenv("MALLOC_TRIM_THRESHOLD_") != nullptr)
+    return;
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+}
+
 // These variables are read when the libraries load, before main(): the binary re-executes
 // itself once with them set.
 void prepare_environment(char** argv) {
@@ -119,6 +136,7 @@ void prepare_environment(char** argv) {
 
 int main(int argc, char** argv) {
   prepare_environment(argv);
+  fix_malloc_thresholds();
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     print_usage();
     return argc < 2 ? 2 : 0;
