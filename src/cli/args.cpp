@@ -785,9 +785,7 @@ void Args::check_recompute_method() const {
   MT_REQUIRE((recompute_method.empty() && recompute_num_layers == -1) || full_recompute(),
              "--recompute-method and --recompute-num-layers choose which layers full recompute "
              "re-runs: they need --recompute-granularity full");
-  recompute_method_or_default();  // the name must be known
-  MT_REQUIRE(recompute_num_layers == -1 || recompute_num_layers >= 1,
-             "--recompute-num-layers must be at least 1, got ", recompute_num_layers);
+  validate_recompute_method(recompute_method_or_default(), recompute_num_layers_or_default());
 }
 
 }  // namespace megatron::cli

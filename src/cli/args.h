@@ -195,7 +195,8 @@ struct Args {
   }
   bool full_recompute() const { return recompute_granularity == "full"; }
   // Throws Error naming the flags when --recompute-method or --recompute-num-layers is given
-  // without --recompute-granularity full, the method is unknown or the count below 1.
+  // without --recompute-granularity full, the method is unknown, the count below 1, or above
+  // 1 with the uniform method.
   void check_recompute_method() const;
   // --recompute-method and --recompute-num-layers as the model configs take them.
   RecomputeMethod recompute_method_or_default() const {

@@ -89,6 +89,14 @@ plan::GemmSample measure_gemm(Communicator& world, Device device, const Shape& s
   return g;
 }
 
+// The best rate among GEMM samples, FLOP/s.
+double best_rate(const std::vector<plan::GemmSample>& samples) {
+  double best = 0;
+  for (const plan::GemmSample& g : samples)
+    best = std::max(best, g.batch * 2.0 * g.m * g.n * g.k / g.seconds);
+  return best;
+}
+
 // The machine file's key under device.compute for a GEMM dtype name (f32, bf16, f16).
 std::string compute_key(const std::string& dtype) {
   return dtype == "f32" ? "fp32" : dtype == "f16" ? "fp16" : dtype;
@@ -123,17 +131,14 @@ int refit_machine_file(const std::string& in_path, const std::string& out_path) 
              in_path, ": no _gemm_samples in it (written by `bench --mode machine`)");
   for (const auto& [dtype, rows] : file["_gemm_samples"].items()) {
     std::vector<plan::GemmSample> samples;
-    double peak = 0;
     for (const auto& r : rows) {
       MT_REQUIRE(r.is_array() && r.size() == 5, "--refit ", in_path, ": a _gemm_samples entry of ",
                  dtype, " is not [m, n, k, batch, seconds]");
-      plan::GemmSample g{r[0].get<double>(), r[1].get<double>(), r[2].get<double>(),
-                         r[3].get<double>(), r[4].get<double>()};
-      peak = std::max(peak, g.batch * 2.0 * g.m * g.n * g.k / g.seconds);
-      samples.push_back(g);
+      samples.push_back({r[0].get<double>(), r[1].get<double>(), r[2].get<double>(),
+                         r[3].get<double>(), r[4].get<double>()});
     }
     const std::string key = compute_key(dtype);
-    const plan::ComputeSpec fit = plan::fit_gemm_model(peak, samples);
+    const plan::ComputeSpec fit = plan::fit_gemm_model(best_rate(samples), samples);
     file["device"]["compute"][key] = {{"peak_tflops", fit.peak_flops / 1e12},
                                       {"gemm_efficiency", fit.gemm_efficiency},
                                       {"gemm_half_dim", fit.gemm_half_dim}};
@@ -251,9 +256,7 @@ int run_machine_bench(int argc, char** argv) {
     // Without a datasheet figure the peak is the best rate measured (a CPU has no useful one
     // per process); the fit then gives the large-GEMM efficiency against it and the shape
     // penalty.
-    double best = 0;
-    for (const plan::GemmSample& g : samples)
-      best = std::max(best, g.batch * 2.0 * g.m * g.n * g.k / g.seconds);
+    const double best = best_rate(samples);
     const auto given = peak_flops.find(dt_name);
     const double peak = given != peak_flops.end() ? given->second : best;
     const plan::ComputeSpec fit = plan::fit_gemm_model(peak, samples);

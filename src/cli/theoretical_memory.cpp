@@ -86,15 +86,9 @@ void set_plan_recompute(const Args& a, plan::Layout& l) {
                 : a.selective_recompute() ? plan::Recompute::kSelective
                                           : plan::Recompute::kNone;
   a.check_recompute_method();
-  l.recompute_block_layers = 0;
-  if (a.recompute_method_or_default() == RecomputeMethod::kBlock)
-    l.recompute_block_layers = a.recompute_num_layers_or_default();
-  else
-    MT_REQUIRE(a.recompute_num_layers_or_default() == 1,
-               "--recompute-method uniform recomputes one layer at a time here, so "
-               "--recompute-num-layers must be 1 (got ",
-               a.recompute_num_layers,
-               "); to recompute only some layers use --recompute-method block");
+  l.recompute_block_layers = a.recompute_method_or_default() == RecomputeMethod::kBlock
+                                 ? a.recompute_num_layers_or_default()
+                                 : 0;
 }
 
 std::string theoretical_memory_report(const plan::ModelSpec& model, const plan::Layout& layout) {

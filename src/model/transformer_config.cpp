@@ -40,8 +40,12 @@ RecomputeMethod recompute_method_from_name(const std::string& name) {
   MT_THROW("--recompute-method '", name, "' is not known: expected uniform or block");
 }
 
-const char* recompute_method_name(RecomputeMethod m) {
-  return m == RecomputeMethod::kBlock ? "block" : "uniform";
+void validate_recompute_method(RecomputeMethod method, int num_layers) {
+  MT_REQUIRE(num_layers >= 1, "--recompute-num-layers must be at least 1, got ", num_layers);
+  MT_REQUIRE(method == RecomputeMethod::kBlock || num_layers == 1,
+             "--recompute-method uniform recomputes one layer at a time here, so "
+             "--recompute-num-layers must be 1 (got ",
+             num_layers, "); to recompute only some layers use --recompute-method block");
 }
 
 float TransformerConfig::output_layer_init_std() const {
@@ -68,12 +72,7 @@ void TransformerConfig::validate(int tp_size) const {
              " is not divisible by --tensor-model-parallel-size ", tp_size);
   MT_REQUIRE(ffn_size() % tp_size == 0, "--ffn-hidden-size ", ffn_size(),
              " is not divisible by --tensor-model-parallel-size ", tp_size);
-  MT_REQUIRE(recompute_num_layers >= 1, "--recompute-num-layers must be at least 1, got ",
-             recompute_num_layers);
-  MT_REQUIRE(recompute_method == RecomputeMethod::kBlock || recompute_num_layers == 1,
-             "--recompute-method uniform recomputes one layer at a time here, so "
-             "--recompute-num-layers must be 1 (got ",
-             recompute_num_layers, "); to recompute only some layers use --recompute-method block");
+  validate_recompute_method(recompute_method, recompute_num_layers);
   MT_REQUIRE(hidden_dropout >= 0 && hidden_dropout < 1, "--hidden-dropout must be in [0, 1), got ",
              hidden_dropout);
   MT_REQUIRE(attention_dropout >= 0 && attention_dropout < 1,

@@ -43,7 +43,8 @@ const char* position_embedding_name(PositionEmbedding p);
 Normalization normalization_from_name(const std::string& name);
 const char* normalization_name(Normalization n);
 RecomputeMethod recompute_method_from_name(const std::string& name);
-const char* recompute_method_name(RecomputeMethod m);
+// Throws Error naming the flags unless `num_layers` >= 1, and 1 with the uniform method.
+void validate_recompute_method(RecomputeMethod method, int num_layers);
 
 struct ArchitectureOptions {
   Normalization normalization = Normalization::kLayerNorm;
