@@ -3,8 +3,8 @@
 # shapes, one process on cuda:0 with a datasheet peak given (--peak-tflops), then two processes
 # sharing cuda:0 (--distributed-backend mpi: NCCL refuses two ranks on one device), which also
 # measure the all-reduce between them. The file must describe the device (its memory, not the
-# host's), hold the given peak and a GEMM fit against it, and plan a bf16 GPT. Exits 77 (CTest's
-# skip) when the binary has no CUDA or no GPU is visible.
+# host's), hold the given peak and a GEMM fit against it (which --refit reproduces), and plan a
+# bf16 GPT. Exits 77 (CTest's skip) when the binary has no CUDA or no GPU is visible.
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
 source "$MEGATRON_SOURCE_DIR/tests/e2e/gpu_or_skip.bash"
@@ -20,6 +20,10 @@ TINY=(bench --mode machine --device cuda:0 --tokens 128 --hidden-size 128 --seq-
 timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 \
   "$MEGATRON_BINARY" "${TINY[@]}" --distributed-backend mpi --output "$WORK/two.json" \
   > "$WORK/two.log" 2>&1 || { cat "$WORK/two.log"; fail "bench --mode machine, 2 processes"; }
+
+# --refit keeps the given peak (and refits the same samples to the same numbers).
+"$MEGATRON_BINARY" bench --mode machine --refit "$WORK/one.json" --output "$WORK/refit.json" \
+  > "$WORK/refit.log" 2>&1 || { cat "$WORK/refit.log"; fail "--refit of the GPU machine file"; }
 
 node -e '
   const fs = require("fs");
@@ -47,7 +51,12 @@ node -e '
   check(two.node.devices === 2 && two.node.bandwidth_gbps > 0, "two processes: node " +
         JSON.stringify(two.node));
   check(Math.abs(two.device.memory_gib - one.device.memory_gib) < 1e-9, "memory per device");
-' "$WORK/one.json" "$WORK/two.json" || { cat "$WORK/one.json"; fail "the machine files"; }
+  const refit = JSON.parse(fs.readFileSync(process.argv[3]));
+  for (const dt of ["bf16", "fp32"])
+    for (const k of ["peak_tflops", "gemm_efficiency", "gemm_half_dim"])
+      check(Math.abs(refit.device.compute[dt][k] - one.device.compute[dt][k]) <=
+            1e-9 * Math.abs(one.device.compute[dt][k]), "refit " + dt + " " + k);
+' "$WORK/one.json" "$WORK/two.json" "$WORK/refit.json" || { cat "$WORK/one.json"; fail "the machine files"; }
 
 "$MEGATRON_BINARY" plan --machine "$WORK/one.json" --num-layers 2 --hidden-size 128 \
   --num-attention-heads 4 --seq-length 64 --vocab-size 1000 --micro-batch-size 2 --bf16 \
