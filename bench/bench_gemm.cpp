@@ -6,7 +6,7 @@
 //   OMP_NUM_THREADS=2 build/bench/bench_gemm --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
 
-#include "cli/gemm_shapes.h"
+#include "cli/bench/gemm_shapes.h"
 #include "core/tensor.h"
 #include "kernels/cpu/blas_gemm.h"
 #include "kernels/cpu/onednn_matmul.h"

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/data_dir.h"
-#include "data/tokenizer.h"
+#include "data/tokenizers/make_tokenizer.h"
 
 namespace megatron {
 namespace {

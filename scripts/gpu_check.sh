@@ -183,7 +183,7 @@ if ((BUILT)) && [[ "${GPU_CHECK_SKIP_TESTS:-0}" != 1 ]]; then
     TESTS_SUMMARY="gpu_tests: not built (no tests/gpu/*.cpp)"
   fi
   say "$TESTS_SUMMARY"
-  # The MPI and NCCL collectives on CUDA tensors (communicator_test's Staged and Nccl cases,
+  # The MPI and NCCL collectives on CUDA tensors (distributed_communicator_test's Staged and Nccl cases,
   # which skip without a GPU): 2 ranks on this GPU for MPI's staged path, 1 rank for NCCL (it
   # refuses two ranks on one device).
   DIST_TESTS="$BUILD/tests/dist_tests"

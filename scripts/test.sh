@@ -2,8 +2,9 @@
 # The README's test command: set up, build, run every test (unit, dist under mpirun, e2e).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-# Headless Chromium drives the web page test (tests/e2e/web_page.sh).
-MEGATRON_EXTRA_PACKAGES="chromium" "$ROOT/scripts/setup.sh"
+# Headless Chromium drives the web page test (tests/e2e/web_page.sh); NumPy, the independent
+# reader of the indexed dataset (tests/e2e/preprocess_gpt2.sh).
+MEGATRON_EXTRA_PACKAGES="chromium python3-numpy" "$ROOT/scripts/setup.sh"
 "$ROOT/scripts/fetch_data.sh"
 cd "${MEGATRON_BUILD_DIR:-$ROOT/build}"
 ctest --output-on-failure -j 2 --timeout 900

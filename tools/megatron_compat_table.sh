@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Writes docs/megatron-compat.md to stdout: how `megatron pretrain-gpt` and `pretrain-bert` treat
 # every flag of Megatron-LM's arguments.py, as the binary itself reports it
-# (--print-megatron-flags; the table is src/cli/megatron_flags.cpp and the flag list
-# src/cli/megatron_flag_list.inc). tests/e2e/megatron_compat_table.sh checks that the committed
+# (--print-megatron-flags; the table is src/cli/args/megatron_flags.cpp and the flag list
+# src/cli/args/megatron_flag_list.inc). tests/e2e/megatron_compat_table.sh checks that the committed
 # document is this output.
 # Usage: tools/megatron_compat_table.sh path/to/megatron > docs/megatron-compat.md
 set -euo pipefail

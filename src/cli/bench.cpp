@@ -3,24 +3,24 @@
 #include <CLI/CLI.hpp>
 #include <cstring>
 
-#include "cli/bench_generate.h"
-#include "cli/bench_step.h"
-#include "cli/kernel_bench.h"
-#include "cli/machine_bench.h"
+#include "cli/bench/generate_bench.h"
+#include "cli/bench/kernel_bench.h"
+#include "cli/bench/machine_bench.h"
+#include "cli/bench/step_bench.h"
 #include "cli/subcommands.h"
 
 namespace megatron::cli {
 
 int run_bench(int argc, char** argv) {
   // `--mode step` takes every pretrain-gpt flag (some share names with the kernel flags), so
-  // it parses its own command line (cli/bench_step.h).
+  // it parses its own command line (cli/bench/step_bench.h).
   for (int i = 1; i + 1 < argc; ++i) {
     if (!std::strcmp(argv[i], "--mode") && !std::strcmp(argv[i + 1], "step"))
       return run_step_bench(argc, argv);
     if (!std::strcmp(argv[i], "--mode") && !std::strcmp(argv[i + 1], "generate"))
-      return run_generate_bench(argc, argv);  // cli/bench_generate.h
+      return run_generate_bench(argc, argv);  // cli/bench/generate_bench.h
     if (!std::strcmp(argv[i], "--mode") && !std::strcmp(argv[i + 1], "machine"))
-      return run_machine_bench(argc, argv);  // cli/machine_bench.h, for `megatron plan`
+      return run_machine_bench(argc, argv);  // cli/bench/machine_bench.h, for `megatron plan`
   }
   CLI::App app{"megatron bench: measure kernel throughput against the machine's own ceilings",
                "megatron bench"};

@@ -21,14 +21,14 @@
 #include <filesystem>
 #include <map>
 
-#include "cli/args.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/shards.h"
+#include "cli/args/arg_table.h"
 #include "cli/subcommands.h"
+#include "convert/bert_checkpoint.h"
+#include "convert/gpt_checkpoint.h"
+#include "convert/llama_checkpoint.h"
 #include "core/logging.h"
-#include "train/checkpoint.h"
-#include "train/checkpoint_convert.h"
-#include "train/checkpoint_convert_bert.h"
-#include "train/checkpoint_convert_llama.h"
-#include "train/checkpoint_shards.h"
 
 namespace megatron::cli {
 

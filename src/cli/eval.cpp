@@ -8,8 +8,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "cli/args.h"
-#include "cli/inference_setup.h"
+#include "cli/args/arg_table.h"
+#include "cli/setup/inference_setup.h"
 #include "cli/subcommands.h"
 #include "core/logging.h"
 #include "core/number_format.h"

@@ -6,13 +6,16 @@
 // and keeping the best epoch's checkpoint in SAVE/best. See docs/tasks.md.
 #include <CLI/CLI.hpp>
 
-#include "cli/args.h"
-#include "cli/bert_setup.h"
-#include "cli/megatron_flags.h"
+#include "cli/args/arg_table.h"
+#include "cli/args/args.h"
+#include "cli/args/megatron_flags.h"
+#include "cli/args/training_config.h"
+#include "cli/args/training_flags.h"
+#include "cli/setup/bert_setup.h"
 #include "cli/subcommands.h"
 #include "core/logging.h"
-#include "data/tokenizer.h"
-#include "data/tokenizer_identity.h"
+#include "data/tokenizers/make_tokenizer.h"
+#include "data/tokenizers/tokenizer_identity.h"
 #include "distributed/agreement.h"
 #include "distributed/backend.h"
 #include "distributed/runtime.h"

@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "cli/args.h"
-#include "cli/inference_setup.h"
+#include "cli/args/arg_table.h"
+#include "cli/setup/inference_setup.h"
 #include "cli/subcommands.h"
 #include "core/logging.h"
 #include "distributed/broadcast_bytes.h"

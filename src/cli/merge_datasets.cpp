@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <set>
 
-#include "cli/args.h"
+#include "cli/args/arg_table.h"
 #include "cli/subcommands.h"
 #include "core/error.h"
 #include "data/indexed_dataset.h"

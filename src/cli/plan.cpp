@@ -1,15 +1,17 @@
 // `megatron plan`: predicted memory per rank and time per iteration of a model on a machine
 // under a parallel layout, or (--search) the fastest layouts that fit. The model and layout
-// flags are pretrain-gpt's / pretrain-bert's (cli/args.h) plus Megatron-LM's names for the
+// flags are pretrain-gpt's / pretrain-bert's (cli/args/args.h) plus Megatron-LM's names for the
 // layout options this project does not train with yet; see docs/plan.md.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
 
-#include "cli/args.h"
-#include "cli/bert_setup.h"
+#include "cli/args/arg_table.h"
+#include "cli/args/args.h"
+#include "cli/args/training_flags.h"
+#include "cli/setup/bert_setup.h"
+#include "cli/setup/theoretical_memory.h"
 #include "cli/subcommands.h"
-#include "cli/theoretical_memory.h"
 #include "core/error.h"
 #include "plan/calibration.h"
 #include "plan/plan_report.h"

@@ -7,14 +7,14 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "cli/args.h"
-#include "cli/loss_curves.h"
+#include "cli/args/arg_table.h"
+#include "cli/plot/loss_curves.h"
+#include "cli/plot/svg_chart.h"
+#include "cli/plot/text_chart.h"
 #include "cli/subcommands.h"
-#include "cli/svg_chart.h"
-#include "cli/text_chart.h"
 #include "core/durable_file.h"
 #include "core/error.h"
-#include "train/metrics_file.h"
+#include "train/log/metrics_file.h"
 
 namespace megatron::cli {
 

@@ -5,11 +5,12 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
-#include "cli/args.h"
+#include "cli/args/arg_table.h"
+#include "cli/args/training_flags.h"
 #include "cli/subcommands.h"
 #include "core/error.h"
 #include "core/timer.h"
-#include "data/tokenizer.h"
+#include "data/tokenizers/make_tokenizer.h"
 
 namespace megatron::cli {
 

@@ -2,11 +2,14 @@
 // print them, build the tokenizer and datasets (or --mock-data), then run the Trainer.
 #include <CLI/CLI.hpp>
 
-#include "cli/args.h"
-#include "cli/gpt_setup.h"
-#include "cli/megatron_flags.h"
+#include "cli/args/arg_table.h"
+#include "cli/args/args.h"
+#include "cli/args/megatron_flags.h"
+#include "cli/args/training_config.h"
+#include "cli/args/training_flags.h"
+#include "cli/setup/gpt_setup.h"
+#include "cli/setup/theoretical_memory.h"
 #include "cli/subcommands.h"
-#include "cli/theoretical_memory.h"
 #include "core/logging.h"
 #include "distributed/agreement.h"
 #include "distributed/backend.h"

@@ -3,8 +3,8 @@
 // page at /, every rank generates. Binds 127.0.0.1 unless --host says otherwise.
 #include <CLI/CLI.hpp>
 
-#include "cli/args.h"
-#include "cli/inference_setup.h"
+#include "cli/args/arg_table.h"
+#include "cli/setup/inference_setup.h"
 #include "cli/subcommands.h"
 #include "core/logging.h"
 #include "tasks/server.h"

@@ -18,7 +18,7 @@
 //
 // The data-parallel gradient reduction also comes non-blocking (iall_reduce, ireduce_scatter),
 // so that a bucket of gradients can be reduced while the backward computes the next ones
-// (--overlap-grad-reduce, train/grad_buckets.h). The tensors must stay alive and untouched until
+// (--overlap-grad-reduce, optim/grad_buckets.h). The tensors must stay alive and untouched until
 // wait() returns. Reductions only: f32, f64, i32, i64 (not bf16/f16, whose MPI reduction is
 // staged through f32 copies). On a CUDA tensor the operation is ordered after the compute work
 // queued before the call and, once wait() returns, before the compute work queued after it.

@@ -1,5 +1,5 @@
 // Token sampling over a vocabulary-sharded logit row, in the pieces the vocab-parallel sampler
-// (tasks/sampling.h) combines across ranks without gathering the logits.
+// (parallel/vocab_parallel_sampling.h) combines across ranks without gathering the logits.
 //
 // Randomness is the Gumbel-max trick with Philox noise keyed by the GLOBAL token id:
 //   sample = argmax_i (value_i + g_i),  g_i = −log(−log(u_i)),

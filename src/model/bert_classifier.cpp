@@ -4,15 +4,22 @@
 
 namespace megatron {
 
-class BertClassifier::StageCtx {
- public:
-  explicit StageCtx(Device device) : arena(device) {}
-  Arena arena;  // this micro-batch's activations
+namespace {
+
+// What one micro-batch's backward needs, kept from its forward_stage.
+struct ClassifierState {
   BertEncoder::Ctx encoder;
   ClassificationHead::Ctx head;
   ClassifierOutput output;  // the last stage's
-  bool ran = false;         // forward_stage ran in this context
 };
+
+}  // namespace
+
+class BertClassifier::StageCtx : public StageContext<ClassifierState> {
+ public:
+  using StageContext::StageContext;
+};
+template struct StageDelete<BertClassifier::StageCtx>;
 
 namespace {
 
@@ -78,22 +85,12 @@ void BertClassifier::check_whole(const char* what) const {
            stage().first_layer, ")");
 }
 
-void BertClassifier::StageCtxDeleter::operator()(StageCtx* ctx) const {
-  delete ctx;
-}
-
 BertClassifier::StageCtxPtr BertClassifier::make_stage_ctx() const {
   return StageCtxPtr(new StageCtx(store_.device()));
 }
 
 void BertClassifier::release_stage(StageCtx& ctx) const {
-  // The context's tensors go first: they pin the arena's blocks, which reset() then frees
-  // before it allocates the merged one (not both alive at once).
-  ctx.encoder = BertEncoder::Ctx{};
-  ctx.head = ClassificationHead::Ctx{};
-  ctx.output = ClassifierOutput{};
-  ctx.ran = false;
-  ctx.arena.reset();
+  ctx.release();
 }
 
 Shape BertClassifier::stage_activation_shape(int64_t micro_batch) const {
@@ -101,33 +98,33 @@ Shape BertClassifier::stage_activation_shape(int64_t micro_batch) const {
           config_.bert.hidden_size};
 }
 
-Tensor BertClassifier::forward_stage(StageCtx& ctx, const ClassifierBatch& host_batch,
+Tensor BertClassifier::forward_stage(StageCtx& sc, const ClassifierBatch& host_batch,
                                      const Tensor& input, bool train, uint64_t seed) {
-  release_stage(ctx);
-  ctx.ran = true;
-  const ClassifierBatch batch = on_device(host_batch, ctx.arena);
-  const DropoutScope scope =
-      train ? DropoutScope{true, seed, batch.iteration, batch.first_row} : DropoutScope{};
+  ClassifierState& ctx = sc.start();
+  Arena& arena = sc.arena();
+  const ClassifierBatch batch = on_device(host_batch, arena);
+  const DropoutScope scope = stage_dropout(train, seed, batch.iteration, batch.first_row);
   const BertEncoder::Output encoded =
       encoder_.forward(ctx.encoder, stage().first ? batch.tokens : input, batch.token_types,
-                       batch.pad_mask, scope, ctx.arena, scratch_);
+                       batch.pad_mask, scope, arena, scratch_);
   if (!stage().last) return encoded.hidden;
-  ctx.output.logits = head_->forward(ctx.head, encoded.pooled, scope, ctx.arena);
+  ctx.output.logits = head_->forward(ctx.head, encoded.pooled, scope, arena);
   if (batch.labels.defined()) {
     ctx.output.labels = batch.labels;
-    ctx.output.loss = head_->loss(ctx.head, batch.labels, ctx.arena);
+    ctx.output.loss = head_->loss(ctx.head, batch.labels, arena);
   }
   return Tensor();
 }
 
-const ClassifierOutput& BertClassifier::stage_output(const StageCtx& ctx) const {
-  MT_CHECK(stage().last && ctx.ran,
+const ClassifierOutput& BertClassifier::stage_output(const StageCtx& sc) const {
+  MT_CHECK(stage().last && sc.started(),
            "stage_output: only the last stage computes the logits, after forward_stage");
-  return ctx.output;
+  return sc.state("stage_output").output;
 }
 
-Tensor BertClassifier::backward_stage(StageCtx& ctx, const Tensor& grad_output, float grad_scale) {
-  MT_CHECK(ctx.ran, "backward_stage before forward_stage");
+Tensor BertClassifier::backward_stage(StageCtx& sc, const Tensor& grad_output, float grad_scale) {
+  ClassifierState& ctx = sc.state("backward_stage");
+  Arena& arena = sc.arena();
   const int64_t s = ctx.encoder.seq, n = ctx.encoder.batch, h = config_.bert.hidden_size;
   if (!stage().last) {
     const Shape expected = {s / encoder_.sequence_shards(), n, h};
@@ -135,14 +132,14 @@ Tensor BertClassifier::backward_stage(StageCtx& ctx, const Tensor& grad_output, 
              "a BertClassifier stage's output gradient must be [", expected[0], ", ", expected[1],
              ", ", expected[2], "] in ", dtype_name(weights_.dtype()), ", got ",
              grad_output.describe());
-    return encoder_.backward(ctx.encoder, grad_output, Tensor(), ctx.arena, scratch_);
+    return encoder_.backward(ctx.encoder, grad_output, Tensor(), arena, scratch_);
   }
   MT_CHECK(ctx.output.labels.defined(),
            "BertClassifier backward: the micro-batch had no labels, so no loss to differentiate");
-  const Tensor dpooled = head_->backward(ctx.head, grad_scale, ctx.arena);  // f32 [n, h]
+  const Tensor dpooled = head_->backward(ctx.head, grad_scale, arena);  // f32 [n, h]
   // The hidden states [s, n, h] feed nothing but the pooler: their own gradient is zero.
-  return encoder_.backward(ctx.encoder, ctx.arena.zeros({s, n, h}, weights_.dtype()), dpooled,
-                           ctx.arena, scratch_);
+  return encoder_.backward(ctx.encoder, arena.zeros({s, n, h}, weights_.dtype()), dpooled, arena,
+                           scratch_);
 }
 
 float BertClassifier::forward_backward(const ClassifierBatch& batch, float grad_scale,
@@ -150,7 +147,7 @@ float BertClassifier::forward_backward(const ClassifierBatch& batch, float grad_
   check_whole("forward_backward");
   forward_stage(*whole_, batch, Tensor(), /*train=*/true, seed);
   backward_stage(*whole_, Tensor(), grad_scale);
-  return whole_->output.loss;
+  return whole_->state("forward_backward").output.loss;
 }
 
 Tensor BertClassifier::forward_logits(const ClassifierBatch& batch) {
@@ -158,8 +155,8 @@ Tensor BertClassifier::forward_logits(const ClassifierBatch& batch) {
   ClassifierBatch without_labels = batch;
   without_labels.labels = Tensor();
   forward_stage(*whole_, without_labels, Tensor(), /*train=*/false, 0);
-  Tensor host = Tensor::empty(whole_->output.logits.shape(), DType::F32);
-  host.copy_from(whole_->output.logits);
+  Tensor host = Tensor::empty(stage_output(*whole_).logits.shape(), DType::F32);
+  host.copy_from(stage_output(*whole_).logits);
   return host;
 }
 

@@ -28,6 +28,7 @@
 #include "model/bert_config.h"
 #include "model/bert_encoder.h"
 #include "model/classification_head.h"
+#include "model/stage_context.h"
 #include "model/stage_range.h"
 #include "parallel/compute_weights.h"
 
@@ -80,11 +81,8 @@ class BertClassifier {
   // ---- One stage of a pipeline (see above) ----
   // One micro-batch's activations on this stage, in an arena of its own. Reusable: each
   // forward_stage starts it afresh.
-  class StageCtx;
-  struct StageCtxDeleter {  // StageCtx is complete only in bert_classifier.cpp
-    void operator()(StageCtx* ctx) const;
-  };
-  using StageCtxPtr = std::unique_ptr<StageCtx, StageCtxDeleter>;
+  class StageCtx;  // complete only in bert_classifier.cpp (model/stage_context.h)
+  using StageCtxPtr = StagePtr<StageCtx>;
   StageCtxPtr make_stage_ctx() const;
   // Drops the activations of the micro-batch last run in `ctx` (the next forward_stage would):
   // an arena that grew during the step merges its blocks now, so between steps a context
@@ -125,5 +123,6 @@ class BertClassifier {
   StageCtxPtr whole_;                       // the micro-batch of forward_backward / forward_logits
   Arena scratch_;                           // per-layer workspace for activation recompute
 };
+extern template struct StageDelete<BertClassifier::StageCtx>;
 
 }  // namespace megatron

@@ -23,12 +23,11 @@ struct BertModel::Ctx {
   BertLosses losses;  // the last stage's forward_stage
 };
 
-class BertModel::StageCtx {
+class BertModel::StageCtx : public StageContext<Ctx> {
  public:
-  explicit StageCtx(Device device) : arena(device) {}
-  Arena arena;
-  std::optional<Ctx> state;  // since the last forward_stage
+  using StageContext::StageContext;
 };
+template struct StageDelete<BertModel::StageCtx>;
 
 namespace {
 
@@ -184,12 +183,8 @@ BertBatch BertModel::on_device(const BertBatch& batch, Arena& arena) {
   return d;
 }
 
-void BertModel::StageCtxDeleter::operator()(StageCtx* ctx) const {
-  delete ctx;
-}
-
 size_t BertModel::stage_activation_bytes(const StageCtx& sc) const {
-  return sc.arena.high_water();
+  return sc.activation_bytes();
 }
 
 BertModel::StageCtxPtr BertModel::make_stage_ctx() const {
@@ -197,19 +192,14 @@ BertModel::StageCtxPtr BertModel::make_stage_ctx() const {
 }
 
 void BertModel::release_stage(StageCtx& sc) const {
-  // The context's tensors go first: they pin the arena's blocks, which reset() then frees
-  // before it allocates the merged one (not both alive at once).
-  sc.state.reset();
-  sc.arena.reset();
+  sc.release();
 }
 
 Tensor BertModel::forward_stage(StageCtx& sc, const BertBatch& host_batch, const Tensor& input,
                                 bool train, uint64_t seed) {
-  release_stage(sc);
-  Ctx& ctx = sc.state.emplace(sc.arena);
-  const BertBatch batch = on_device(host_batch, sc.arena);
-  const DropoutScope scope =
-      train ? DropoutScope{true, seed, batch.iteration, batch.first_sample} : DropoutScope{};
+  Ctx& ctx = sc.start();
+  const BertBatch batch = on_device(host_batch, sc.arena());
+  const DropoutScope scope = stage_dropout(train, seed, batch.iteration, batch.first_sample);
   const BertEncoder::Output encoded = forward_encoder(ctx, batch, input, scope);
   if (!stage().last) return encoded.hidden;
   ctx.losses = forward_losses(ctx, batch, encoded);
@@ -217,14 +207,13 @@ Tensor BertModel::forward_stage(StageCtx& sc, const BertBatch& host_batch, const
 }
 
 BertLosses BertModel::stage_losses(const StageCtx& sc) const {
-  MT_CHECK(stage().last && sc.state.has_value(),
+  MT_CHECK(stage().last && sc.started(),
            "stage_losses: only the last stage computes the losses, after forward_stage");
-  return sc.state->losses;
+  return sc.state("stage_losses").losses;
 }
 
 Tensor BertModel::backward_stage(StageCtx& sc, const Tensor& grad_output, float grad_scale) {
-  MT_CHECK(sc.state.has_value(), "backward_stage before forward_stage");
-  Ctx& ctx = *sc.state;
+  Ctx& ctx = sc.state("backward_stage");
   if (stage().last) return backward(ctx, grad_scale);
   const Shape expected = {ctx.encoder.seq / encoder_.sequence_shards(), ctx.encoder.batch,
                           config_.hidden_size};

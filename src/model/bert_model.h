@@ -34,6 +34,7 @@
 #include "model/bert_config.h"
 #include "model/bert_encoder.h"
 #include "model/bert_lm_head.h"
+#include "model/stage_context.h"
 #include "model/stage_range.h"
 #include "parallel/compute_weights.h"
 
@@ -97,11 +98,8 @@ class BertModel {
   // ---- One stage of a pipeline (see above) ----
   // One micro-batch's activations on this stage, in an arena of its own, so that a schedule
   // can keep several micro-batches in flight. Reusable: each forward_stage starts it afresh.
-  class StageCtx;
-  struct StageCtxDeleter {  // StageCtx is complete only in bert_model.cpp
-    void operator()(StageCtx* ctx) const;
-  };
-  using StageCtxPtr = std::unique_ptr<StageCtx, StageCtxDeleter>;
+  class StageCtx;  // complete only in bert_model.cpp (model/stage_context.h)
+  using StageCtxPtr = StagePtr<StageCtx>;
   StageCtxPtr make_stage_ctx() const;
   // Drops the activations of the micro-batch last run in `ctx` (the next forward_stage would):
   // an arena that grew during the step merges its blocks now, so between steps — when the
@@ -159,5 +157,6 @@ class BertModel {
   Arena arena_;    // activations of one micro-batch, reset at the start of each call
   Arena scratch_;  // per-layer workspace for activation recompute
 };
+extern template struct StageDelete<BertModel::StageCtx>;
 
 }  // namespace megatron

@@ -5,7 +5,6 @@
 #include "core/upload.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
-#include "model/language_model_config.h"
 #include "model/tied_word_embedding.h"
 #include "parallel/mappings.h"
 
@@ -24,12 +23,11 @@ struct GptModel::Ctx {
   float loss = 0;  // the last stage's forward_stage
 };
 
-class GptModel::StageCtx {
+class GptModel::StageCtx : public StageContext<Ctx> {
  public:
-  explicit StageCtx(Device device) : arena(device) {}
-  Arena arena;
-  std::optional<Ctx> state;  // since the last forward_stage
+  using StageContext::StageContext;
 };
+template struct StageDelete<GptModel::StageCtx>;
 
 namespace {
 
@@ -75,17 +73,16 @@ std::optional<VocabParallelEmbedding> head_embedding_copy(const GptConfig& c,
 }  // namespace
 
 TransformerConfig GptConfig::transformer_config() const {
-  TransformerConfig t = shared_transformer_config(*this);
+  TransformerConfig t = *this;
   t.attn_mask_type = AttnMaskType::kCausal;
   t.layernorm_order = LayerNormOrder::kPreLayerNorm;
+  t.apply_residual_connection_post_layernorm = false;
   t.final_layernorm = true;
-  t.selective_recompute = selective_recompute;
-  t.arch = arch;
   return t;
 }
 
 void GptConfig::validate(int tp_size) const {
-  validate_language_model_config(*this, tp_size, "GptModel");
+  validate_language_model(transformer_config(), tp_size, "GptModel");
   MT_REQUIRE(!(selective_recompute && recompute_activations),
              "selective and full recompute exclude each other: choose one "
              "--recompute-granularity");
@@ -253,28 +250,19 @@ GptBatch GptModel::on_device(const GptBatch& batch, Arena& arena) {
   return b;
 }
 
-void GptModel::StageCtxDeleter::operator()(StageCtx* ctx) const {
-  delete ctx;
-}
-
 GptModel::StageCtxPtr GptModel::make_stage_ctx() const {
   return StageCtxPtr(new StageCtx(store_.device()));
 }
 
 void GptModel::release_stage(StageCtx& sc) const {
-  // The context's tensors go first: they pin the arena's blocks, which reset() then frees
-  // before it allocates the merged one (not both alive at once).
-  sc.state.reset();
-  sc.arena.reset();
+  sc.release();
 }
 
 Tensor GptModel::forward_stage(StageCtx& sc, const GptBatch& host_batch, const Tensor& input,
                                bool train, uint64_t seed) {
-  release_stage(sc);
-  Ctx& ctx = sc.state.emplace(sc.arena);
-  const GptBatch batch = on_device(host_batch, sc.arena);
-  const DropoutScope scope =
-      train ? DropoutScope{true, seed, batch.iteration, batch.first_sample} : DropoutScope{};
+  Ctx& ctx = sc.start();
+  const GptBatch batch = on_device(host_batch, sc.arena());
+  const DropoutScope scope = stage_dropout(train, seed, batch.iteration, batch.first_sample);
   Tensor hidden = forward_hidden(ctx, stage_.first ? batch.tokens : input, scope);
   if (!stage_.last) return hidden;
   ctx.loss = mean_loss(forward_loss_from_logits(ctx, batch, head_logits(ctx, hidden)));
@@ -282,18 +270,17 @@ Tensor GptModel::forward_stage(StageCtx& sc, const GptBatch& host_batch, const T
 }
 
 size_t GptModel::stage_activation_bytes(const StageCtx& sc) const {
-  return sc.arena.high_water();
+  return sc.activation_bytes();
 }
 
 float GptModel::stage_loss(const StageCtx& sc) const {
-  MT_CHECK(stage_.last && sc.state.has_value(),
+  MT_CHECK(stage_.last && sc.started(),
            "stage_loss: only the last stage computes the loss, after forward_stage");
-  return sc.state->loss;
+  return sc.state("stage_loss").loss;
 }
 
 Tensor GptModel::backward_stage(StageCtx& sc, const Tensor& grad_output, float grad_scale) {
-  MT_CHECK(sc.state.has_value(), "backward_stage before forward_stage");
-  Ctx& ctx = *sc.state;
+  Ctx& ctx = sc.state("backward_stage");
   if (stage_.last) return backward(ctx, grad_scale);
   const int64_t s_local = ctx.seq / sequence_shards();
   MT_CHECK(grad_output.shape() == Shape({s_local, ctx.batch, config_.hidden_size}) &&

@@ -32,6 +32,8 @@
 #include "distributed/parallel_state.h"
 #include "model/input_embedding.h"
 #include "model/kv_cache.h"
+#include "model/language_model_config.h"
+#include "model/stage_context.h"
 #include "model/stage_range.h"
 #include "model/transformer.h"
 #include "parallel/compute_weights.h"
@@ -45,27 +47,9 @@ struct LossSum {
   double count = 0;  // Σ mask
 };
 
-struct GptConfig {
-  int num_layers = 0, hidden_size = 0, num_attention_heads = 0;
-  int ffn_hidden_size = 0;        // 0 → 4·hidden_size
-  int64_t vocab_size = 0;         // real vocabulary (the tokenizer's size)
-  int64_t padded_vocab_size = 0;  // rows of the word embedding; divisible by the TP size
-  int max_position_embeddings = 0, seq_length = 0;
-  float hidden_dropout = 0.1f, attention_dropout = 0.1f, init_method_std = 0.02f,
-        layernorm_epsilon = 1e-5f;
-  bool recompute_activations = false;  // full recompute
-  // Which layers full recompute re-runs (model/transformer_config.h): every one, or the first
-  // recompute_num_layers of each model chunk (block).
-  RecomputeMethod recompute_method = RecomputeMethod::kUniform;
-  int recompute_num_layers = 1;
-  bool selective_recompute = false;  // the attention core only (model/attention.h)
-  bool flash_attention = false;      // the fused attention core (model/attention.h)
-  // Sequence parallelism (needs TP > 1, seq_length divisible by TP): see the header comment.
-  bool sequence_parallel = false;
-  kernels::GeluForm gelu = kernels::GeluForm::kErf;  // tanh: --openai-gelu, HF "gelu_new"
-  DType compute_dtype = DType::F32;                  // F32 or BF16
-  ArchitectureOptions arch;  // Llama-family options (model/transformer_config.h)
-
+// GPT-2 and the Llama-family decoders: the transformer is always pre-LN and causal with a final
+// LayerNorm (transformer_config() fixes those options); the Llama-family ones are `arch`.
+struct GptConfig : LanguageModelConfig {
   TransformerConfig transformer_config() const;
   void validate(int tp_size) const;  // throws Error naming the offending option
 };
@@ -110,11 +94,8 @@ class GptModel {
   // ---- One stage of a pipeline (see above) ----
   // One micro-batch's activations on this stage, in an arena of its own, so that a schedule
   // can keep several micro-batches in flight. Reusable: each forward_stage starts it afresh.
-  class StageCtx;
-  struct StageCtxDeleter {  // StageCtx is complete only in gpt_model.cpp
-    void operator()(StageCtx* ctx) const;
-  };
-  using StageCtxPtr = std::unique_ptr<StageCtx, StageCtxDeleter>;
+  class StageCtx;  // complete only in gpt_model.cpp (model/stage_context.h)
+  using StageCtxPtr = StagePtr<StageCtx>;
   StageCtxPtr make_stage_ctx() const;
   // Drops the activations of the micro-batch last run in `ctx` (the next forward_stage would):
   // an arena that grew during the step merges its blocks now, so between steps — when the
@@ -204,6 +185,7 @@ class GptModel {
   Arena arena_;    // activations of one micro-batch, reset at the start of each call
   Arena scratch_;  // per-layer workspace for activation recompute
 };
+extern template struct StageDelete<GptModel::StageCtx>;
 
 // Megatron's rule: round the vocabulary up to a multiple of divisible_by · tp_size.
 int64_t padded_vocab_size(int64_t vocab, int make_vocab_size_divisible_by, int tp_size);

@@ -33,7 +33,8 @@ struct InputEmbeddingConfig {
   const char* model_name = "";  // "GPT", "BERT": names the inputs in error messages
   int64_t vocab_size = 0;       // real entries (the rest of the padded table is padding)
   int64_t padded_vocab_size = 0;
-  int hidden_size = 0, max_position_embeddings = 0;
+  int64_t hidden_size = 0;
+  int max_position_embeddings = 0;
   int num_tokentypes = 0;  // 0: no token-type table (GPT)
   bool learned_positions = true;
   float init_method_std = 0.02f, hidden_dropout = 0.1f;

@@ -3,7 +3,7 @@
 // split model holds its own copy "embedding.word_embeddings.weight" [V_padded/t, h] (same
 // name, same init, so both start equal). The first stage's table is marked
 // StageTie::kOriginal and the copy StageTie::kCopy: the trainer all-reduces the two gradients
-// over the embedding group (train/grad_reduction.h), counts the copy once in the gradient norm
+// over the embedding group (optim/grad_reduction.h), counts the copy once in the gradient norm
 // and leaves it out of checkpoints.
 #pragma once
 

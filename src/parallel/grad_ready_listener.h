@@ -1,6 +1,6 @@
 // GradReadyListener: told during a backward when gradients are complete for the micro-batch, so
 // that the data-parallel reduction of a bucket of them can start while the backward computes the
-// rest (--overlap-grad-reduce, train/grad_buckets.h). The layers stay free of communication:
+// rest (--overlap-grad-reduce, optim/grad_buckets.h). The layers stay free of communication:
 // a backward only announces, through its ParameterStore, which parameters it has finished.
 #pragma once
 

@@ -9,7 +9,7 @@
 // optimizer pass, one write per checkpoint shard); each Parameter's `value` and `grad` are
 // views into them, valid after ParameterStore::allocate(). Gradients are f32. Values are f32,
 // or bf16 when the trainer keeps the fp32 master weights in the optimizer instead (--bf16, as
-// Megatron's bf16 parameters: train/optimizer.h), so that the distributed optimizer can shard
+// Megatron's bf16 parameters: optim/optimizer.h), so that the distributed optimizer can shard
 // them. Both buffers live on the store's device (the CPU, or the GPU this rank drives); the
 // layers that compute with the store take their device from it.
 #pragma once
@@ -49,7 +49,7 @@ struct ParamSpec {
   // A replicated parameter applied to sequence-parallel activations (a LayerNorm's γ and β, a
   // row-parallel bias under --sequence-parallel): each TP rank's gradient covers its own
   // sequence shard only, and the whole gradient is their sum over the TP group, taken once
-  // per step (train/grad_reduction.h, reduce_sequence_parallel_gradients).
+  // per step (optim/grad_reduction.h, reduce_sequence_parallel_gradients).
   bool sequence_parallel = false;
 };
 
@@ -76,7 +76,7 @@ class ParameterStore {
   // The value buffer's allocation is padded with zeros to a multiple of `pad_values_to`
   // elements: the distributed optimizer passes its DP size, so every DP rank's shard of the
   // values is an equal block of one buffer and the all-gather of the updated shards writes in
-  // place (train/distributed_optimizer.h). flat_values() never includes the padding.
+  // place (optim/distributed_optimizer.h). flat_values() never includes the padding.
   // `value_dtype`: F32, or BF16 for a trainer whose optimizer holds the fp32 master weights.
   void allocate(int64_t pad_values_to = 1, DType value_dtype = DType::F32);
 
@@ -104,7 +104,7 @@ class ParameterStore {
 
   // A backward announces, after accumulating one micro-batch's last contribution into the
   // gradients of parameters [first, end), that they are complete for it; the announcement goes to
-  // the listener, when one is set (train/grad_buckets.h: --overlap-grad-reduce), else nowhere.
+  // the listener, when one is set (optim/grad_buckets.h: --overlap-grad-reduce), else nowhere.
   // Announcing is optional (what is never announced is reduced after the backward) but never
   // early.
   void set_grad_ready_listener(GradReadyListener* listener) { listener_ = listener; }

@@ -9,14 +9,14 @@ BytesPerParameter bytes_per_parameter(const Layout& l, Implementation impl) {
   BytesPerParameter b;
   switch (impl) {
     case Implementation::kMegatronCpp:
-      // --bf16: bf16 parameters and a separate fp32 master in the optimizer (train/optimizer.h);
+      // --bf16: bf16 parameters and a separate fp32 master in the optimizer (optim/optimizer.h);
       // the f32 copies of the few parameters read in f32 (LayerNorm, BERT's pooler and heads:
       // parallel/compute_weights.h) are not counted. --fp16: the f16-rounded weights in f32.
       b.weights = l.precision == Precision::kBf16 ? 2 : 4;
       b.gradients = 4;
       // The distributed optimizer keeps the moments and, with 16-bit weights, the fp32 master
       // (and fp16's f16 scratch) of its shard only; its gradients are reduced in place
-      // (train/distributed_optimizer.h).
+      // (optim/distributed_optimizer.h).
       switch (l.precision) {
         case Precision::kFp32:
           b.optimizer = 8 / dp_shard;
@@ -59,7 +59,7 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const Layout& layout, con
     r.workspace = est.activations.workspace;
     r.reserved = machine.reserved_bytes;
     // megatron-cpp's step, after the backward, on top of the arenas, the largest of:
-    //   the DP reduction of the 2^22-element gradient buckets (train/grad_buckets.h), a ring
+    //   the DP reduction of the 2^22-element gradient buckets (optim/grad_buckets.h), a ring
     //   (distributed/ring_reduction.h) whose receive buffer holds the largest segment a rank
     //   receives, for each of the at most 2 buckets in flight (kHostBucketsInFlight): an
     //   all-reduce's segments are a bucket's 1/d; the distributed optimizer's shards are
@@ -69,7 +69,7 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const Layout& layout, con
     //   half of it, the part of a message-sized temporary that a 2-member group's large-message
     //   all-reduce fills (measured: the PP 2 run of bench/plan_memory.sh).
     // (The distributed optimizer's all-gather of the values adds nothing: it writes in place
-    // into the store's padded value buffer, train/distributed_optimizer.h.)
+    // into the store's padded value buffer, optim/distributed_optimizer.h.)
     if (impl == Implementation::kMegatronCpp) {
       const double bucket_elements = double(int64_t(1) << 22);
       const double in_flight = params > bucket_elements ? 2 : 1;

@@ -22,7 +22,7 @@ double optimizer_bytes_per_parameter(const Layout& l, Implementation impl) {
     case Implementation::kMegatronCpp:
       // zero gradients (w 4), norm (r 4), AdamW (r p g m v, w p m v = 28); bf16: refresh the
       // compute copy (r 4, w 2); fp16: overflow check (r 4), master → f16 → store (r 4 w 2 r 2 w
-      // 4). The distributed optimizer (train/distributed_optimizer.cpp) runs the norm and AdamW
+      // 4). The distributed optimizer (optim/distributed_optimizer.cpp) runs the norm and AdamW
       // on its shard, and pads the values into a zeroed copy for its all-gather (w 4, r 4 w 4)
       // and copies the gathered values back (r 4 w 4); the gradients are reduce-scattered in
       // place, bucket by bucket.
@@ -200,7 +200,7 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
       place_group(l.data_parallel, l.tensor_parallel, machine.devices_per_node);
   const double grad_bytes = local * grad_reduce_bytes(l, impl);
   // Gradients go in buckets, each its own collective (latency paid per bucket): megatron-cpp
-  // 2^22 elements (--ddp-bucket-size's default, train/grad_buckets.h), Megatron-LM
+  // 2^22 elements (--ddp-bucket-size's default, optim/grad_buckets.h), Megatron-LM
   // max(40M, 1M·d) elements, the 2019 code one flat buffer after the backward or PyTorch DDP's
   // 25 MB buckets when overlapped.
   double bucket_elements = std::max(40e6, 1e6 * l.data_parallel);

@@ -4,17 +4,16 @@
 #include <chrono>
 #include <optional>
 
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/model_shape.h"
+#include "checkpoint/pretrained_load.h"
+#include "checkpoint/shards.h"
 #include "core/logging.h"
 #include "core/number_format.h"
 #include "data/random_stream.h"
 #include "distributed/agreement.h"
-#include "train/checkpoint.h"
-#include "train/checkpoint_convert_bert.h"
-#include "train/checkpoint_shards.h"
-#include "train/model_shape.h"
 #include "train/model_step_common.h"
 #include "train/pipeline_chunks.h"
-#include "train/pretrained_load.h"
 
 namespace megatron {
 

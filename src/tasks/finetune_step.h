@@ -38,7 +38,7 @@ namespace megatron {
 struct FinetuneStepConfig {
   BertClassifierConfig model;
   // --pretrained-checkpoint: the body is read from it at initialisation, the head stays fresh
-  // (train/pretrained_load.h); "" = none. A later --load (resume) replaces both.
+  // (checkpoint/pretrained_load.h); "" = none. A later --load (resume) replaces both.
   std::string pretrained_checkpoint;
   int64_t eval_micro_batch = 1;  // samples per evaluation forward pass
 };

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "model/gpt_model.h"
-#include "tasks/sampling.h"
+#include "parallel/vocab_parallel_sampling.h"
 
 namespace megatron {
 

@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <string>
 
-#include "data/tokenizer.h"
+#include "data/tokenizers/tokenizer.h"
 #include "model/gpt_model.h"
 
 namespace megatron {

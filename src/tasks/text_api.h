@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "data/tokenizer.h"
+#include "data/tokenizers/tokenizer.h"
 #include "tasks/generation.h"
 
 namespace megatron {

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "core/logging.h"
+#include "parallel/vocab_parallel_sampling.h"
 #include "tasks/python_format.h"
-#include "tasks/sampling.h"
 
 namespace megatron {
 

@@ -3,9 +3,9 @@
 #include <memory>
 #include <utility>
 
+#include "checkpoint/model_shape.h"
 #include "data/bert_data_loader.h"
 #include "model/bert_model.h"
-#include "train/checkpoint_convert_bert.h"
 #include "train/model_step_common.h"
 #include "train/pipelined_step.h"
 

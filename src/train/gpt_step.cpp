@@ -3,8 +3,8 @@
 #include <memory>
 #include <utility>
 
+#include "checkpoint/model_shape.h"
 #include "data/data_loader.h"
-#include "train/checkpoint_convert.h"
 #include "train/model_step_common.h"
 #include "train/pipelined_step.h"
 

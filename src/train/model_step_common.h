@@ -9,8 +9,8 @@
 #include <utility>
 
 #include "core/error.h"
+#include "train/log/training_log.h"
 #include "train/model_step.h"
-#include "train/training_log.h"
 
 namespace megatron {
 

@@ -5,6 +5,10 @@
 #include <filesystem>
 #include <optional>
 
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/housekeeping.h"
+#include "checkpoint/layout.h"
+#include "checkpoint/model_shape.h"
 #include "core/device_runtime.h"
 #include "core/logging.h"
 #include "core/number_format.h"
@@ -12,18 +16,14 @@
 #include "distributed/agreement.h"
 #include "distributed/parallel_state.h"
 #include "kernels/elementwise.h"
-#include "train/checkpoint.h"
-#include "train/checkpoint_housekeeping.h"
-#include "train/checkpoint_layout.h"
-#include "train/distributed_optimizer.h"
-#include "train/divergence_guard.h"
+#include "optim/distributed_optimizer.h"
+#include "optim/divergence_guard.h"
+#include "optim/grad_buckets.h"
+#include "optim/grad_reduction.h"
+#include "optim/layer_grad_norms.h"
 #include "train/exit_signal.h"
-#include "train/grad_buckets.h"
-#include "train/grad_reduction.h"
-#include "train/layer_grad_norms.h"
-#include "train/model_shape.h"
-#include "train/named_timers.h"
-#include "train/training_log.h"
+#include "train/log/named_timers.h"
+#include "train/log/training_log.h"
 
 namespace megatron {
 

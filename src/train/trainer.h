@@ -4,7 +4,7 @@
 // the loss scaler and LR schedule and the data loaders, optionally loads a checkpoint, then
 // runs iterations: the global batch's micro-batches (gradient accumulation, in the model's
 // pipeline schedule) → all-reduce of the tied embedding over the first and last pipeline stage →
-// DP all-reduce of the flat gradients in buckets (train/grad_buckets.h; with
+// DP all-reduce of the flat gradients in buckets (optim/grad_buckets.h; with
 // --overlap-grad-reduce started during the last micro-batch's backward) → overflow check
 // (fp16) → clip → AdamW → schedule; logs
 // `lm loss` (and BERT's `sop loss`), evaluates and saves at the configured intervals (and at the
@@ -22,12 +22,12 @@
 
 #include "core/device.h"
 #include "distributed/communicator.h"
+#include "optim/grad_buckets.h"
+#include "optim/grad_scaler.h"
+#include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
 #include "train/batch_size_schedule.h"
-#include "train/grad_buckets.h"
-#include "train/grad_scaler.h"
-#include "train/lr_schedule.h"
 #include "train/model_step.h"
-#include "train/optimizer.h"
 
 namespace megatron {
 
@@ -58,10 +58,10 @@ struct TrainerConfig {
 
   LrScheduleConfig lr;
   AdamWConfig adam;
-  // --use-distributed-optimizer: Adam state sharded over DP (train/distributed_optimizer.h).
+  // --use-distributed-optimizer: Adam state sharded over DP (optim/distributed_optimizer.h).
   bool distributed_optimizer = false;
   // --overlap-grad-reduce: each gradient bucket's DP reduction starts during the backward, as
-  // soon as the last micro-batch completed it (train/grad_buckets.h). The same result either way.
+  // soon as the last micro-batch completed it (optim/grad_buckets.h). The same result either way.
   bool overlap_grad_reduce = false;
   int64_t ddp_bucket_size = kDefaultGradBucketElements;  // --ddp-bucket-size (elements)
   double clip_grad = 1.0;
@@ -78,7 +78,7 @@ struct TrainerConfig {
   bool log_params_norm = false;        // the parameters' L2 norm in the log line and TensorBoard
   bool log_num_zeros_in_grad = false;  // zero gradient elements in the log line and TensorBoard
   bool log_throughput = false;         // TFLOP/s per process as Megatron's "throughput"
-  // Megatron's per-operation timers (train/named_timers.h): --timing-log-level 0|1|2,
+  // Megatron's per-operation timers (train/log/named_timers.h): --timing-log-level 0|1|2,
   // --timing-log-option minmax|max|all; --log-timers-to-tensorboard writes "<name>-time",
   // "iteration-time" and (with log_throughput) "throughput".
   int timing_log_level = 0;
@@ -87,8 +87,8 @@ struct TrainerConfig {
   // --log-memory-to-tensorboard: Megatron's "mem-*-bytes" scalars of this process's device
   // (core/device_runtime.h, DeviceMemoryStats) every --tensorboard-log-interval iterations.
   bool log_memory_to_tensorboard = false;
-  // Megatron's theoretical memory report (cli/theoretical_memory.h): lines rank 0 prints once,
-  // before the first memory report. Empty: none.
+  // Megatron's theoretical memory report (cli/setup/theoretical_memory.h): lines rank 0 prints
+  // once, before the first memory report. Empty: none.
   std::string theoretical_memory_report;
   int64_t tensorboard_log_interval = 1;            // TensorBoard scalars every this many iterations
   bool log_validation_ppl_to_tensorboard = false;  // also "lm loss validation ppl"

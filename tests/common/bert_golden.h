@@ -10,12 +10,12 @@
 #include <memory>
 #include <string>
 
+#include "convert/hf_bert.h"
+#include "convert/hf_directory.h"
 #include "core/safetensors.h"
 #include "data/bert_data_loader.h"
 #include "model/bert_model.h"
-#include "model/hf_bert.h"
 #include "parallel/full_tensors.h"
-#include "train/hf_directory.h"
 
 namespace megatron::testing {
 

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "optim/optimizer.h"
 #include "parallel/parameter.h"
-#include "train/optimizer.h"
 
 namespace megatron::testing {
 

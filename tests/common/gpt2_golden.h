@@ -10,11 +10,11 @@
 #include <memory>
 #include <string>
 
+#include "convert/hf_directory.h"
+#include "convert/hf_gpt2.h"
 #include "core/safetensors.h"
 #include "model/gpt_model.h"
-#include "model/hf_gpt2.h"
 #include "parallel/full_tensors.h"
-#include "train/hf_directory.h"
 
 namespace megatron::testing {
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "../common/gpt2_golden.h"
-#include "model/hf_llama.h"
+#include "convert/hf_llama.h"
 
 namespace megatron::testing {
 

@@ -12,11 +12,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "checkpoint/layout.h"
 #include "core/error.h"
 #include "core/safetensors.h"
 #include "data/mock_gpt_dataset.h"
 #include "distributed/solo_communicator.h"
-#include "train/checkpoint_layout.h"
 #include "train/gpt_step.h"
 #include "train/trainer.h"
 

@@ -8,13 +8,13 @@
 #include <cmath>
 
 #include "kernels/elementwise.h"
+#include "optim/grad_reduction.h"
 #include "parallel/column_parallel_linear.h"
 #include "parallel/mappings.h"
 #include "parallel/row_parallel_linear.h"
 #include "parallel/vocab_parallel_cross_entropy.h"
 #include "parallel/vocab_parallel_embedding.h"
 #include "tp_test_util.h"
-#include "train/grad_reduction.h"
 
 namespace megatron {
 namespace {

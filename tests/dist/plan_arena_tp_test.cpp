@@ -127,7 +127,7 @@ TEST(PlanArenaTensorParallel, SequenceParallelStageArenasExactly) {
 }
 
 // The elements of the parameters a rank registers as sequence-parallel: those whose gradients
-// reduce_sequence_parallel_gradients all-reduces over TP (train/grad_reduction.h).
+// reduce_sequence_parallel_gradients all-reduces over TP (optim/grad_reduction.h).
 double sequence_parallel_elements(const ParameterStore& store) {
   double n = 0;
   for (const Parameter& p : store.params())

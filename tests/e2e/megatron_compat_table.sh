@@ -11,7 +11,7 @@ if ! diff -u "$SRC/docs/megatron-compat.md" "$generated"; then
   echo "FAIL: docs/megatron-compat.md is stale: run tools/megatron_compat_table.sh" >&2
   exit 1
 fi
-flags=$(grep -c '^{"--' "$SRC/src/cli/megatron_flag_list.inc")
+flags=$(grep -c '^{"--' "$SRC/src/cli/args/megatron_flag_list.inc")
 rows=$(grep -c '^| `--' "$generated")
 [[ "$flags" == "$rows" ]] || { echo "FAIL: $flags Megatron flags, $rows rows" >&2; exit 1; }
 echo "ok: $rows Megatron flags documented"

@@ -1,9 +1,9 @@
 // `bench --mode step --breakdown` on a GPU: kernels/profile.h times CUDA kernels between events
-// on the compute stream, keyed and counted as on the CPU (../unit/kernel_profile_check.h), and
+// on the compute stream, keyed and counted as on the CPU (../unit/kernels_profile_check.h), and
 // reading the profile releases the events.
 #include <gtest/gtest.h>
 
-#include "../unit/kernel_profile_check.h"
+#include "../unit/kernels_profile_check.h"
 #include "core/device_runtime.h"
 
 namespace megatron {

@@ -1,7 +1,7 @@
 // The PyTorch Llama-family goldens on a GPU: the LlamaForCausalLM fixture (GQA, untied head)
 // and the Qwen2 fixture (q/k/v biases) imported into models whose parameters and activations
 // live on cuda:0 reproduce PyTorch's logits, loss and gradients with the tolerances of the CPU
-// golden test (tests/unit/llama_pytorch_golden_test.cpp). Skipped where no GPU is visible.
+// golden test (tests/unit/model_llama_pytorch_golden_test.cpp). Skipped where no GPU is visible.
 #include <gtest/gtest.h>
 
 #include "../common/llama_golden.h"

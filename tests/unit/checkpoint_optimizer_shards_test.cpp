@@ -12,10 +12,10 @@
 
 #include "../common/checkpoint_fixture.h"
 #include "../common/temp_dir.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/layout.h"
 #include "distributed/solo_communicator.h"
-#include "train/checkpoint.h"
-#include "train/checkpoint_layout.h"
-#include "train/distributed_optimizer.h"
+#include "optim/distributed_optimizer.h"
 
 namespace megatron {
 namespace {

@@ -1,12 +1,12 @@
-// The geometry of resharding on read (train/checkpoint_regions.h), on hand-built cases whose
+// The geometry of resharding on read (checkpoint/regions.h), on hand-built cases whose
 // expected values come from index arithmetic written out here: a row-major range of a slice
 // is the boxes it should be, and pieces cut by TP and DP boundaries fill a request cut by
 // other boundaries exactly once.
-#include "train/checkpoint_regions.h"
-
 #include <gtest/gtest.h>
 
 #include <vector>
+
+#include "checkpoint/regions.h"
 
 namespace megatron {
 namespace {

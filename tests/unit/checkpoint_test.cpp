@@ -1,7 +1,7 @@
 // Checkpoints in one process: layout names, atomicity (leftover temporary directories are
 // ignored, the tracker only ever names complete checkpoints, same-iteration saves replace),
 // resharding between TP sizes written offline, and every error path.
-#include "train/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,8 +11,8 @@
 
 #include "../common/checkpoint_fixture.h"
 #include "../common/temp_dir.h"
+#include "checkpoint/layout.h"
 #include "distributed/solo_communicator.h"
-#include "train/checkpoint_layout.h"
 
 namespace megatron {
 namespace {
@@ -101,7 +101,7 @@ TEST(Checkpoint, ModelFileRecordsPlacementMetadata) {
   SafetensorsReader r(dir.file("iter_0000001/mp_rank_02/model.safetensors"));
   EXPECT_EQ(r.metadata_value("tensor_model_parallel_size"), "4");
   EXPECT_EQ(r.metadata_value("tensor_model_parallel_rank"), "2");
-  // The placement, then the CRC-32C of the stored bytes (tests/unit/reliability_test.cpp).
+  // The placement, then the CRC-32C of the stored bytes (tests/unit/train_reliability_test.cpp).
   auto placement = [&](const std::string& name) {
     const std::string& v = r.metadata_value(name);
     return v.substr(0, v.find(",\"crc32c\":")) + "}";

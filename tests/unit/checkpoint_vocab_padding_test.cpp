@@ -7,12 +7,13 @@
 #include <gtest/gtest.h>
 
 #include "../common/temp_dir.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/model_shape.h"
+#include "convert/convert_common.h"
+#include "convert/gpt_checkpoint.h"
 #include "kernels/elementwise.h"
 #include "model/bert_model.h"
 #include "model/gpt_model.h"
-#include "train/checkpoint.h"
-#include "train/checkpoint_convert.h"
-#include "train/convert_common.h"
 
 namespace megatron {
 namespace {

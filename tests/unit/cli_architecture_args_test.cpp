@@ -6,9 +6,12 @@
 
 #include <CLI/CLI.hpp>
 
-#include "cli/args.h"
+#include "checkpoint/architecture_json.h"
+#include "cli/args/arg_table.h"
+#include "cli/args/args.h"
+#include "cli/args/training_config.h"
+#include "cli/args/training_flags.h"
 #include "core/error.h"
-#include "train/architecture_json.h"
 
 namespace megatron::cli {
 namespace {

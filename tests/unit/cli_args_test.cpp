@@ -4,7 +4,10 @@
 
 #include <CLI/CLI.hpp>
 
-#include "cli/args.h"
+#include "cli/args/arg_table.h"
+#include "cli/args/args.h"
+#include "cli/args/training_config.h"
+#include "cli/args/training_flags.h"
 #include "core/error.h"
 
 namespace megatron::cli {

@@ -7,9 +7,12 @@
 
 #include <CLI/CLI.hpp>
 
-#include "cli/args.h"
-#include "cli/last_flag_wins.h"
-#include "cli/megatron_flags.h"
+#include "cli/args/arg_table.h"
+#include "cli/args/args.h"
+#include "cli/args/last_flag_wins.h"
+#include "cli/args/megatron_flags.h"
+#include "cli/args/training_config.h"
+#include "cli/args/training_flags.h"
 #include "core/error.h"
 
 namespace megatron::cli {

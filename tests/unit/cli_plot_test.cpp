@@ -3,10 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "cli/chart.h"
-#include "cli/loss_curves.h"
-#include "cli/svg_chart.h"
-#include "cli/text_chart.h"
+#include "cli/plot/chart.h"
+#include "cli/plot/loss_curves.h"
+#include "cli/plot/svg_chart.h"
+#include "cli/plot/text_chart.h"
 
 namespace megatron::cli {
 namespace {

@@ -8,9 +8,9 @@
 
 #include "core/error.h"
 #include "data/indexed_dataset.h"
-#include "data/null_tokenizer.h"
 #include "data/preprocess.h"
 #include "data/sentence_splitter.h"
+#include "data/tokenizers/null_tokenizer.h"
 #include "data_test_util.h"
 
 namespace megatron {

@@ -9,12 +9,12 @@
 #include "model/bert_model.h"
 #include "model/gpt_model.h"
 #include "model_test_util.h"
+#include "optim/distributed_optimizer.h"
+#include "optim/optimizer.h"
 #include "plan/layout.h"
 #include "plan/memory_estimate.h"
 #include "plan/pipeline_buffers.h"
 #include "plan_test_models.h"
-#include "train/distributed_optimizer.h"
-#include "train/optimizer.h"
 
 namespace megatron::plan {
 namespace {
@@ -339,7 +339,7 @@ TEST(PlanMemory, BytesPerParameterByImplementation) {
 }
 
 // megatron-cpp's distributed optimizer: what a DP rank's AdamW holds for a real model's
-// parameters (train/distributed_optimizer.h), against the planner's 8/d bytes per parameter
+// parameters (optim/distributed_optimizer.h), against the planner's 8/d bytes per parameter
 // ((8 + 4)/d with bf16 values: the fp32 master; (8 + 4 + 2)/d with fp16: the fp32 master and
 // its f16 scratch; the gradients are reduced in place); the store's values and gradients; and
 // the transient buffers of the step. The optimizer is the

@@ -10,7 +10,7 @@
 #include "plan/layout_search.h"
 #include "plan/plan_report.h"
 #include "plan_test_models.h"
-#include "train/training_log.h"
+#include "train/log/training_log.h"
 
 namespace megatron::plan {
 namespace {
@@ -242,7 +242,7 @@ TEST(PlanStep, OverlapHidesGradientReductionBehindBackward) {
   EXPECT_DOUBLE_EQ(overlapped.dp_comm, plain.dp_comm);
 }
 
-// megatron-cpp implements --overlap-grad-reduce (train/grad_buckets.h) and reduce-scatters in
+// megatron-cpp implements --overlap-grad-reduce (optim/grad_buckets.h) and reduce-scatters in
 // its 2^22-element buckets too; it still refuses the parameter-gather and TP overlaps.
 TEST(PlanStep, MegatronCppOverlapsItsGradientBuckets) {
   const Machine mach = round_machine();

@@ -11,7 +11,7 @@
 #include "../common/temp_dir.h"
 #include "core/error.h"
 #include "data/read_file.h"
-#include "data/tokenizer.h"
+#include "data/tokenizers/make_tokenizer.h"
 #include "tasks/detokenizer.h"
 #include "tasks/python_format.h"
 #include "tasks/python_text.h"

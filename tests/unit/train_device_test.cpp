@@ -7,7 +7,7 @@
 
 #include "../common/temp_dir.h"
 #include "../common/tiny_gpt_training.h"
-#include "cli/device_setup.h"
+#include "cli/setup/device_setup.h"
 #include "core/device_runtime.h"
 #include "core/upload.h"
 #include "parallel/parameter.h"

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch reference for the GPT-2 golden test (tests/unit/gpt2_pytorch_golden_test.cpp).
+"""PyTorch reference for the GPT-2 golden test (tests/unit/model_gpt2_pytorch_golden_test.cpp).
 
 Builds a tiny GPT-2 from deterministic random weights in HuggingFace's layout (Conv1D weights
 [in, out], fused c_attn columns [Q; K; V], names as in the `gpt2` hub repository, including the

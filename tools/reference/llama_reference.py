@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch reference for the Llama golden tests (tests/unit/llama_pytorch_golden_test.cpp,
+"""PyTorch reference for the Llama golden tests (tests/unit/model_llama_pytorch_golden_test.cpp,
 tests/dist/llama_pytorch_golden_test.cpp).
 
 Builds a tiny Llama-family decoder from deterministic random weights in HuggingFace's

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Lists every flag of Megatron-LM's argument parser as C++ initialisers for
-src/cli/megatron_flag_list.inc (the reference the compatibility table is checked against).
+src/cli/args/megatron_flag_list.inc (the reference the compatibility table is checked against).
 
-Usage: python3 tools/reference/megatron_flags.py MEGATRON_LM_SOURCES COMMIT > src/cli/megatron_flag_list.inc
+Usage: python3 tools/reference/megatron_flags.py MEGATRON_LM_SOURCES COMMIT > src/cli/args/megatron_flag_list.inc
 (MEGATRON_LM_SOURCES: a checkout or `git archive` of NVIDIA/Megatron-LM at COMMIT)
 
 Megatron's parser is built by importing megatron.training.arguments, which imports torch,

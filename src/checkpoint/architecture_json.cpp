@@ -1,0 +1,81 @@
+#include "checkpoint/architecture_json.h"
+
+namespace megatron {
+
+namespace {
+
+// A stored number that Megatron writes as null when unset.
+float number_or(const nlohmann::json& args, const char* key, float fallback) {
+  return args.contains(key) && args[key].is_number() ? args[key].get<float>() : fallback;
+}
+
+}  // namespace
+
+ArchitectureOptions architecture_from_args_json(const nlohmann::json& args) {
+  ArchitectureOptions o;
+  o.position_embedding = position_embedding_from_name(
+      args.value("position_embedding_type", std::string("learned_absolute")));
+  o.normalization = normalization_from_name(args.value("normalization", std::string("LayerNorm")));
+  o.rotary_base = number_or(args, "rotary_base", o.rotary_base);
+  o.rotary_percent = number_or(args, "rotary_percent", o.rotary_percent);
+  o.rotary_seq_len_interpolation_factor =
+      number_or(args, "rotary_seq_len_interpolation_factor", 1.0f);
+  if (args.value("use_rope_scaling", false)) {
+    o.rope_scaling.factor = number_or(args, "rope_scaling_factor", 8.0f);
+    o.rope_scaling.low_freq_factor =
+        number_or(args, "rope_scaling_low_freq_factor", o.rope_scaling.low_freq_factor);
+    o.rope_scaling.high_freq_factor =
+        number_or(args, "rope_scaling_high_freq_factor", o.rope_scaling.high_freq_factor);
+    o.rope_scaling.original_max_position_embeddings =
+        number_or(args, "rope_scaling_original_max_position_embeddings",
+                  o.rope_scaling.original_max_position_embeddings);
+  }
+  o.swiglu = args.value("swiglu", false);
+  o.num_query_groups =
+      args.value("group_query_attention", false) ? args.value("num_query_groups", 1) : 0;
+  o.kv_channels = args.value("kv_channels", 0);
+  o.add_bias_linear = !args.value("disable_bias_linear", false);
+  o.add_qkv_bias = args.value("add_qkv_bias", false);
+  o.untie_embeddings_and_output_weights = args.value("untie_embeddings_and_output_weights", false);
+  return o;
+}
+
+nlohmann::json architecture_args_json(const ArchitectureOptions& o) {
+  nlohmann::json j = {
+      {"position_embedding_type", position_embedding_name(o.position_embedding)},
+      {"rotary_base", o.rotary_base},
+      {"rotary_percent", o.rotary_percent},
+      {"rotary_seq_len_interpolation_factor", o.rotary_seq_len_interpolation_factor},
+      {"normalization", normalization_name(o.normalization)},
+      {"swiglu", o.swiglu},
+      {"group_query_attention", o.num_query_groups > 0},
+      {"num_query_groups", o.num_query_groups > 0 ? o.num_query_groups : 1},
+      {"kv_channels", o.kv_channels},
+      {"disable_bias_linear", !o.add_bias_linear},
+      {"add_qkv_bias", o.add_qkv_bias},
+      {"untie_embeddings_and_output_weights", o.untie_embeddings_and_output_weights},
+      {"use_rope_scaling", o.rope_scaling.enabled()}};
+  // Written only when on, so that a checkpoint without scaling records what older ones did.
+  if (o.rope_scaling.enabled()) {
+    j["rope_scaling_factor"] = o.rope_scaling.factor;
+    j["rope_scaling_low_freq_factor"] = o.rope_scaling.low_freq_factor;
+    j["rope_scaling_high_freq_factor"] = o.rope_scaling.high_freq_factor;
+    j["rope_scaling_original_max_position_embeddings"] =
+        o.rope_scaling.original_max_position_embeddings;
+  }
+  return j;
+}
+
+kernels::GeluForm gelu_form_from_args_json(const nlohmann::json& record) {
+  return record.value("openai_gelu", true) ? kernels::GeluForm::kTanh : kernels::GeluForm::kErf;
+}
+
+nlohmann::json gelu_args_json(kernels::GeluForm form) {
+  return {{"openai_gelu", form == kernels::GeluForm::kTanh}};
+}
+
+float norm_epsilon_from_args_json(const nlohmann::json& args) {
+  return number_or(args, "norm_epsilon", number_or(args, "layernorm_epsilon", 1e-5f));
+}
+
+}  // namespace megatron

@@ -1,0 +1,217 @@
+// Args: the training arguments shared by every `pretrain-*` subcommand, with Megatron-LM's
+// flag names and defaults. Where the rest of the command line lives:
+//   cli/args/arg_table.h        the flag-table machinery (CLI11): parsing, printing, json
+//   cli/args/training_flags.h   registering these fields as flags
+//   cli/args/training_config.h  validating them and mapping them to the components' configs
+//   cli/args/megatron_flags.h   Megatron-LM's other flags: accepted, refused or ignored
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/device.h"
+#include "model/transformer_config.h"
+#include "optim/grad_scaler.h"
+#include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
+#include "train/trainer.h"
+
+namespace megatron::cli {
+
+// ---- Llama-family architecture flags (Megatron-Core names; GPT only) ----
+// Registered by pretrain-gpt (add_architecture_args), stored with the other arguments in
+// checkpoints under their attribute names and read back from them by generate and convert
+// (checkpoint/architecture_json.h).
+struct ArchitectureArgs {
+  std::string position_embedding_type = "learned_absolute";  // learned_absolute | rope | none
+  double rotary_base = 10000.0;
+  double rotary_percent = 1.0;
+  std::optional<double> rotary_seq_len_interpolation_factor;
+  bool use_rope_scaling = false;                  // Llama 3.1's RoPE scaling
+  double rope_scaling_factor = 8.0;               // Megatron's default
+  kernels::Llama3RopeScaling rope_scaling_shape;  // low/high/original: HF imports only
+  std::string normalization = "LayerNorm";        // LayerNorm | RMSNorm
+  std::optional<double> norm_epsilon;             // overrides --layernorm-epsilon when given
+  bool swiglu = false;
+  bool group_query_attention = false;
+  int num_query_groups = 1;
+  int kv_channels = 0;  // 0: hidden / heads
+  bool disable_bias_linear = false;
+  bool add_qkv_bias = false;
+  bool untie_embeddings_and_output_weights = false;
+  // --use-checkpoint-args: the model shape (--num-layers, --hidden-size, --num-attention-heads,
+  // --ffn-hidden-size, --max-position-embeddings), the flags above and --openai-gelu come from the
+  // checkpoint in --load, as Megatron's flag does (e.g. after `convert --from hf`).
+  bool use_checkpoint_args = false;
+};
+
+struct Args {
+  // Model shape.
+  int num_layers = 0;
+  int hidden_size = 0;
+  int num_attention_heads = 0;
+  int ffn_hidden_size = 0;  // 0 → 4 · hidden_size
+  int seq_length = 0;
+  int max_position_embeddings = 0;  // 0 → seq_length
+  int make_vocab_size_divisible_by = 128;
+  double layernorm_epsilon = 1e-5;
+  double hidden_dropout = 0.1;
+  double attention_dropout = 0.1;
+  double init_method_std = 0.02;
+  bool openai_gelu = false;                // GeLU's tanh form; the default is the exact (erf) form
+  bool recompute_activations = false;      // Megatron's shorthand for granularity selective
+  std::string recompute_granularity;       // "", "full" or "selective"
+  std::string recompute_method;            // "" (uniform), "uniform" or "block": with full
+  int recompute_num_layers = -1;           // -1: not given (1)
+  bool use_flash_attn = false;             // the fused attention core (model/attention.h)
+  std::string attention_backend = "auto";  // Megatron's names; "flash" = --use-flash-attn
+
+  // Batches and length of training.
+  int64_t micro_batch_size = 0;
+  int64_t global_batch_size = 0;  // 0 → micro_batch_size · data_parallel_size
+  // --step-batch-size-schedule "THRESHOLD:BS ..." (train/batch_size_schedule.h); empty: none.
+  std::string step_batch_size_schedule;
+  int64_t train_iters = 0;  // exactly one of train_iters / train_samples
+  int64_t train_samples = 0;
+  int64_t exit_interval = 0;
+  int64_t exit_duration_in_mins = 0;
+  uint64_t seed = 1234;
+
+  // Learning rate schedule (Megatron's OptimizerParamScheduler).
+  std::optional<double> lr;
+  double min_lr = 0.0;
+  std::string lr_decay_style = "linear";
+  int64_t lr_decay_iters = 0;
+  int64_t lr_decay_samples = 0;
+  int64_t lr_warmup_iters = 0;
+  std::optional<double> lr_warmup_fraction;
+  int64_t lr_warmup_samples = 0;
+  double lr_warmup_init = 0.0;
+  std::string lr_wsd_decay_style = "exponential";
+  int64_t lr_wsd_decay_iters = 0;
+  int64_t lr_wsd_decay_samples = 0;
+  std::optional<double> start_weight_decay;  // unset: --weight-decay
+  std::optional<double> end_weight_decay;    // unset: --weight-decay
+  std::string weight_decay_incr_style = "constant";
+
+  // Optimizer.
+  double weight_decay = 0.01;
+  double clip_grad = 1.0;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_eps = 1e-8;
+
+  // Mixed precision.
+  bool bf16 = false;
+  bool fp16 = false;
+  bool tf32 = false;                 // f32 GEMMs may use TF32 on GPUs (kernels/gemm_options.h)
+  std::optional<double> loss_scale;  // set: constant scale; unset: dynamic (fp16)
+  double initial_loss_scale = 4294967296.0;
+  double min_loss_scale = 1.0;
+  int64_t loss_scale_window = 1000;
+  int64_t hysteresis = 2;
+
+  // Device and parallelism.
+  std::string device;  // --device: "" (automatic), cpu, cuda, cuda:N (cli/setup/device_setup.h)
+  int tensor_model_parallel_size = 1;
+  int pipeline_model_parallel_size = 1;
+  std::string distributed_backend;  // "nccl", "mpi"; "" → nccl on a GPU, mpi on the CPU
+
+  // Data and tokenizer.
+  std::vector<std::string> data_path;
+  // Megatron's per-split data: each blend is used whole for its split (no --split).
+  std::vector<std::string> train_data_path;
+  std::vector<std::string> valid_data_path;
+  std::vector<std::string> test_data_path;
+  std::string split = "969, 30, 1";
+  std::string vocab_file;
+  std::string merge_file;
+  std::string tokenizer_type;
+  std::string tokenizer_model;
+  int64_t vocab_size = 0;
+  std::string tiktoken_pattern;
+  int64_t tiktoken_num_special_tokens = 1000;
+  bool mock_data = false;
+  std::string data_cache_path;  // --data-cache-path (pretrain-gpt): the sample-index cache's dir
+
+  // Checkpoints.
+  std::string save;
+  std::string load;
+  int64_t save_interval = 0;
+  bool no_load_optim = false;
+  bool no_load_rng = false;
+  bool no_save_optim = false;
+  bool no_save_rng = false;
+  bool finetune = false;
+  bool skip_train = false;
+  bool exit_on_missing_checkpoint = false;
+
+  // Reliability (docs/reliability.md).
+  bool check_for_nan_in_loss_and_grad = true;  // off: --no-check-for-nan-in-loss-and-grad
+  bool exit_signal_handler = false;
+
+  // Logging and evaluation.
+  int64_t log_interval = 100;
+  int64_t eval_interval = 1000;
+  int64_t eval_iters = 100;
+  std::string metrics_file;
+  std::string tensorboard_dir;
+  bool log_layer_grad_norms = false;
+  int64_t tensorboard_log_interval = 1;
+  bool log_validation_ppl_to_tensorboard = false;
+  bool log_loss_scale_to_tensorboard = true;  // off: --no-log-loss-scale-to-tensorboard
+  bool log_params_norm = false;
+  bool log_num_zeros_in_grad = false;
+  bool log_throughput = false;
+  int timing_log_level = 0;                  // --timing-log-level 0|1|2
+  std::string timing_log_option = "minmax";  // --timing-log-option minmax|max|all
+  bool log_timers_to_tensorboard = false;
+  bool log_memory_to_tensorboard = false;
+
+  // Derived by validate_args (printed, not flags).
+  int world_size = 1;
+  int data_parallel_size = 1;
+  // Set by select_training_device (not a flag).
+  Device compute_device = Device::CPU;
+
+  int effective_ffn_hidden_size() const {
+    return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size;
+  }
+  int64_t num_micro_batches() const {
+    return global_batch_size / (micro_batch_size * data_parallel_size);
+  }
+  kernels::GeluForm gelu_form() const {
+    return openai_gelu ? kernels::GeluForm::kTanh : kernels::GeluForm::kErf;
+  }
+  bool full_recompute() const { return recompute_granularity == "full"; }
+  // Throws Error naming the flags when --recompute-method or --recompute-num-layers is given
+  // without --recompute-granularity full, the method is unknown, the count below 1, or above
+  // 1 with the uniform method.
+  void check_recompute_method() const;
+  // --recompute-method and --recompute-num-layers as the model configs take them.
+  RecomputeMethod recompute_method_or_default() const {
+    return recompute_method.empty() ? RecomputeMethod::kUniform
+                                    : recompute_method_from_name(recompute_method);
+  }
+  int recompute_num_layers_or_default() const {
+    return recompute_num_layers == -1 ? 1 : recompute_num_layers;
+  }
+  bool selective_recompute() const {
+    return recompute_activations || recompute_granularity == "selective";
+  }
+  bool flash_attention() const { return use_flash_attn || attention_backend == "flash"; }
+  // Registered by add_sharding_args (pretrain-gpt, pretrain-bert, finetune).
+  bool sequence_parallel = false;                        // --sequence-parallel
+  bool distributed_optimizer = false;                    // --use-distributed-optimizer
+  bool overlap_grad_reduce = false;                      // --overlap-grad-reduce
+  int64_t ddp_bucket_size = kDefaultGradBucketElements;  // --ddp-bucket-size
+
+  ArchitectureArgs arch;  // pretrain-gpt's architecture flags
+};
+
+}  // namespace megatron::cli

@@ -1,0 +1,397 @@
+#include "cli/args/training_config.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "checkpoint/architecture_json.h"
+#include "checkpoint/checkpoint.h"
+#include "cli/args/megatron_flags.h"
+#include "cli/setup/device_setup.h"
+#include "core/error.h"
+#include "core/logging.h"
+#include "core/number_format.h"
+#include "kernels/gemm_options.h"
+#include "model/stage_range.h"
+#include "train/log/named_timers.h"
+
+namespace megatron::cli {
+
+void check_megatron_flags(const MegatronFlags& flags, const Args& a) {
+  // global_batch_size is 0 until validate_training_args when --global-batch-size is not given.
+  MT_REQUIRE(a.step_batch_size_schedule.empty() || a.global_batch_size == 0,
+             "Cannot specify both --step-batch-size-schedule and --global-batch-size (as in "
+             "Megatron-LM): drop one of them");
+  flags.check();
+}
+
+ArchitectureOptions architecture_options(const ArchitectureArgs& a) {
+  ArchitectureOptions o;
+  o.position_embedding = position_embedding_from_name(a.position_embedding_type);
+  o.normalization = normalization_from_name(a.normalization);
+  o.rotary_base = float(a.rotary_base);
+  o.rotary_percent = float(a.rotary_percent);
+  o.rotary_seq_len_interpolation_factor = float(a.rotary_seq_len_interpolation_factor.value_or(1));
+  if (a.use_rope_scaling) {
+    o.rope_scaling = a.rope_scaling_shape;
+    o.rope_scaling.factor = float(a.rope_scaling_factor);
+    MT_REQUIRE(o.rope_scaling.factor >= 1, "--rope-scaling-factor must be >= 1, got ",
+               a.rope_scaling_factor);
+  }
+  o.swiglu = a.swiglu;
+  MT_REQUIRE(!a.group_query_attention || a.num_query_groups > 0,
+             "--num-query-groups must be positive, got ", a.num_query_groups);
+  o.num_query_groups = a.group_query_attention ? a.num_query_groups : 0;
+  MT_REQUIRE(a.kv_channels >= 0, "--kv-channels must be positive, got ", a.kv_channels);
+  o.kv_channels = a.kv_channels;
+  o.add_bias_linear = !a.disable_bias_linear;
+  o.add_qkv_bias = a.add_qkv_bias;
+  o.untie_embeddings_and_output_weights = a.untie_embeddings_and_output_weights;
+  return o;
+}
+
+float norm_epsilon(const ArchitectureArgs& a, double layernorm_epsilon) {
+  const double eps = a.norm_epsilon.value_or(layernorm_epsilon);
+  MT_REQUIRE(eps > 0, "--norm-epsilon must be > 0, got ", eps);
+  return float(eps);
+}
+
+void apply_checkpoint_args(Args& a) {
+  if (!a.arch.use_checkpoint_args) return;
+  MT_REQUIRE(!a.load.empty(), "--use-checkpoint-args needs --load (the checkpoint to read)");
+  const nlohmann::json state =
+      CheckpointShardReader(checkpoint_iteration_dir(a.load, -1)).state(0, 0);
+  const nlohmann::json model = state.value("model", nlohmann::json::object());
+  const nlohmann::json stored = state.value("args", nlohmann::json::object());
+  for (auto [key, field] :
+       {std::pair{"num_layers", &a.num_layers}, std::pair{"hidden_size", &a.hidden_size},
+        std::pair{"num_attention_heads", &a.num_attention_heads},
+        std::pair{"ffn_hidden_size", &a.ffn_hidden_size},
+        std::pair{"max_position_embeddings", &a.max_position_embeddings}})
+    if (model.contains(key) && model[key].is_number_integer()) *field = model[key].get<int>();
+  const ArchitectureOptions o = architecture_from_args_json(stored);
+  ArchitectureArgs& arch = a.arch;
+  arch.position_embedding_type = position_embedding_name(o.position_embedding);
+  arch.rotary_base = o.rotary_base;
+  arch.rotary_percent = o.rotary_percent;
+  arch.rotary_seq_len_interpolation_factor = o.rotary_seq_len_interpolation_factor;
+  arch.use_rope_scaling = o.rope_scaling.enabled();
+  if (o.rope_scaling.enabled()) {
+    arch.rope_scaling_factor = o.rope_scaling.factor;
+    arch.rope_scaling_shape = o.rope_scaling;
+  }
+  arch.normalization = normalization_name(o.normalization);
+  arch.norm_epsilon = norm_epsilon_from_args_json(stored);
+  arch.swiglu = o.swiglu;
+  arch.group_query_attention = o.num_query_groups > 0;
+  arch.num_query_groups = int(std::max<int64_t>(1, o.num_query_groups));
+  arch.kv_channels = int(o.kv_channels);
+  arch.disable_bias_linear = !o.add_bias_linear;
+  arch.add_qkv_bias = o.add_qkv_bias;
+  arch.untie_embeddings_and_output_weights = o.untie_embeddings_and_output_weights;
+  a.openai_gelu = gelu_form_from_args_json(stored) == kernels::GeluForm::kTanh;
+}
+
+void validate_training_args_except_data(Args& a, int world_size) {
+  auto positive = [](int64_t v, const char* flag) {
+    MT_REQUIRE(v > 0, flag, " must be given and positive, got ", v);
+  };
+  positive(a.num_layers, "--num-layers");
+  positive(a.hidden_size, "--hidden-size");
+  positive(a.num_attention_heads, "--num-attention-heads");
+  positive(a.seq_length, "--seq-length");
+  positive(a.micro_batch_size, "--micro-batch-size");
+  positive(a.tensor_model_parallel_size, "--tensor-model-parallel-size");
+  positive(a.log_interval, "--log-interval");
+  positive(a.eval_interval, "--eval-interval");
+  positive(a.tensorboard_log_interval, "--tensorboard-log-interval");
+  MT_REQUIRE(a.eval_iters >= 0, "--eval-iters must be >= 0, got ", a.eval_iters);
+  MT_REQUIRE(a.timing_log_level >= 0 && a.timing_log_level <= 2,
+             "--timing-log-level must be 0, 1 or 2, got ", a.timing_log_level);
+  timing_log_option_from_name(a.timing_log_option);  // an Error naming the flag
+  MT_REQUIRE(!a.log_layer_grad_norms || !a.metrics_file.empty(),
+             "--log-layer-grad-norms writes to the metrics file: give --metrics-file FILE too");
+  MT_REQUIRE(a.ffn_hidden_size >= 0, "--ffn-hidden-size must be positive, got ", a.ffn_hidden_size);
+  MT_REQUIRE(a.make_vocab_size_divisible_by > 0,
+             "--make-vocab-size-divisible-by must be positive, got ",
+             a.make_vocab_size_divisible_by);
+
+  positive(a.pipeline_model_parallel_size, "--pipeline-model-parallel-size");
+  check_pipeline_split(a.num_layers, a.pipeline_model_parallel_size, 1);
+  MT_REQUIRE(a.arch.kv_channels > 0 || a.hidden_size % a.num_attention_heads == 0, "--hidden-size ",
+             a.hidden_size, " must be divisible by --num-attention-heads ", a.num_attention_heads,
+             " (or set --kv-channels)");
+  const int tp = a.tensor_model_parallel_size;
+  MT_REQUIRE(a.num_attention_heads % tp == 0, "--num-attention-heads ", a.num_attention_heads,
+             " must be divisible by --tensor-model-parallel-size ", tp);
+  MT_REQUIRE(a.effective_ffn_hidden_size() % tp == 0, "--ffn-hidden-size ",
+             a.effective_ffn_hidden_size(), " must be divisible by --tensor-model-parallel-size ",
+             tp);
+  MT_REQUIRE(a.distributed_backend.empty() || a.distributed_backend == "nccl" ||
+                 a.distributed_backend == "mpi",
+             "--distributed-backend must be nccl or mpi, got '", a.distributed_backend, "'");
+  const int pp = a.pipeline_model_parallel_size;
+  MT_REQUIRE(world_size % (tp * pp) == 0, "the world size ", world_size,
+             " (number of processes) must be divisible by --tensor-model-parallel-size ", tp,
+             " x --pipeline-model-parallel-size ", pp);
+  a.world_size = world_size;
+  a.data_parallel_size = world_size / (tp * pp);
+
+  if (a.max_position_embeddings == 0) a.max_position_embeddings = a.seq_length;
+  MT_REQUIRE(a.max_position_embeddings >= a.seq_length, "--max-position-embeddings ",
+             a.max_position_embeddings, " must be >= --seq-length ", a.seq_length);
+
+  const int64_t per_step = a.micro_batch_size * a.data_parallel_size;
+  // As Megatron: with a step schedule --global-batch-size is micro-batch x DP, which sizes the
+  // evaluations and turns --lr-*-iters into samples.
+  if (a.global_batch_size == 0) a.global_batch_size = per_step;
+  MT_REQUIRE(a.global_batch_size > 0 && a.global_batch_size % per_step == 0, "--global-batch-size ",
+             a.global_batch_size, " must be a positive multiple of --micro-batch-size ",
+             a.micro_batch_size, " x data-parallel size ", a.data_parallel_size, " (= ", per_step,
+             ")");
+
+  MT_REQUIRE(
+      a.train_iters >= 0 && a.train_samples >= 0 && (a.train_iters > 0) != (a.train_samples > 0),
+      "exactly one of --train-iters and --train-samples must be given (positive)");
+  // Sample counts (train, and validation: eval_iters per evaluation) must fit in 64 bits.
+  auto fits = [](std::initializer_list<int64_t> factors) {
+    int64_t product = 1;
+    for (int64_t f : factors)
+      if (__builtin_mul_overflow(product, f, &product)) return false;
+    return true;
+  };
+  const BatchSizeSchedule batches = batch_size_schedule(a);
+  MT_REQUIRE(fits({a.train_iters, batches.max_global_batch(), a.seq_length}) &&
+                 fits({a.train_iters / a.eval_interval + 1, a.eval_iters, a.global_batch_size,
+                       a.seq_length}),
+             "--train-iters ", a.train_iters, " is too large: its samples (x --global-batch-size ",
+             a.global_batch_size, ") and tokens do not fit in 64 bits");
+  if (a.train_samples > 0) {
+    // Megatron's rules (update_train_iters): whole steps up to train_samples when the batch
+    // size is constant, enough steps to reach it with a schedule.
+    a.train_iters = batches.is_constant() ? a.train_samples / a.global_batch_size
+                                          : batches.iterations_for_samples(a.train_samples);
+    MT_REQUIRE(a.train_iters > 0, "--train-samples ", a.train_samples,
+               " is less than one --global-batch-size ", a.global_batch_size);
+    MT_REQUIRE(a.lr_decay_iters == 0 && a.lr_warmup_iters == 0,
+               "with --train-samples use --lr-decay-samples / --lr-warmup-samples, not the "
+               "*-iters flags");
+  } else {
+    MT_REQUIRE(a.lr_decay_samples == 0 && a.lr_warmup_samples == 0,
+               "with --train-iters use --lr-decay-iters / --lr-warmup-iters, not the *-samples "
+               "flags");
+  }
+  MT_REQUIRE(a.lr.has_value(), "--lr must be given (the peak learning rate)");
+  MT_REQUIRE(*a.lr >= 0, "--lr must be >= 0, got ", *a.lr);
+  MT_REQUIRE(a.min_lr >= 0 && a.min_lr <= *a.lr, "--min-lr ", a.min_lr,
+             " must be between 0 and --lr ", *a.lr);
+  lr_decay_style_from_name(a.lr_decay_style);  // throws on an unknown style
+  wsd_decay_style_from_name(a.lr_wsd_decay_style);
+  const bool wd_constant = weight_decay_incr_style_from_name(a.weight_decay_incr_style) ==
+                           WeightDecayIncrStyle::Constant;
+  // Megatron's rule: constant takes --weight-decay; an increment needs both ends.
+  MT_REQUIRE(!wd_constant || (!a.start_weight_decay && !a.end_weight_decay),
+             "--start-weight-decay / --end-weight-decay need --weight-decay-incr-style linear or "
+             "cosine (constant uses --weight-decay)");
+  MT_REQUIRE(wd_constant || (a.start_weight_decay && a.end_weight_decay &&
+                             *a.start_weight_decay >= 0 && *a.end_weight_decay >= 0),
+             "--weight-decay-incr-style ", a.weight_decay_incr_style,
+             " needs --start-weight-decay and --end-weight-decay (>= 0)");
+  MT_REQUIRE(a.lr_warmup_init >= 0 && a.lr_warmup_init <= *a.lr, "--lr-warmup-init ",
+             a.lr_warmup_init, " must be between 0 and --lr ", *a.lr);
+  MT_REQUIRE(a.lr_decay_style != "WSD" || a.lr_wsd_decay_iters > 0 || a.lr_wsd_decay_samples > 0,
+             "--lr-decay-style WSD needs --lr-wsd-decay-iters (or --lr-wsd-decay-samples with "
+             "--train-samples)");
+  MT_REQUIRE(!(a.lr_warmup_fraction && (a.lr_warmup_iters > 0 || a.lr_warmup_samples > 0)),
+             "--lr-warmup-fraction cannot be combined with --lr-warmup-iters/--lr-warmup-samples");
+  MT_REQUIRE(!a.lr_warmup_fraction || (*a.lr_warmup_fraction >= 0 && *a.lr_warmup_fraction <= 1),
+             "--lr-warmup-fraction must be in [0, 1]");
+  MT_REQUIRE(a.lr_warmup_iters >= 0 && a.lr_warmup_samples >= 0 && a.lr_decay_iters >= 0 &&
+                 a.lr_decay_samples >= 0,
+             "--lr-warmup-*/--lr-decay-* must be >= 0");
+  MT_REQUIRE(a.clip_grad >= 0, "--clip-grad must be >= 0, got ", a.clip_grad);
+  MT_REQUIRE(a.weight_decay >= 0, "--weight-decay must be >= 0, got ", a.weight_decay);
+  MT_REQUIRE(a.adam_beta1 >= 0 && a.adam_beta1 < 1, "--adam-beta1 must be in [0, 1), got ",
+             a.adam_beta1);
+  MT_REQUIRE(a.adam_beta2 >= 0 && a.adam_beta2 < 1, "--adam-beta2 must be in [0, 1), got ",
+             a.adam_beta2);
+  MT_REQUIRE(a.adam_eps > 0, "--adam-eps must be > 0, got ", a.adam_eps,
+             " (Adam divides by sqrt(v) + eps)");
+  MT_REQUIRE(a.layernorm_epsilon > 0, "--layernorm-epsilon must be > 0, got ", a.layernorm_epsilon,
+             " (LayerNorm divides by sqrt(variance + eps))");
+  MT_REQUIRE(a.init_method_std >= 0, "--init-method-std must be >= 0, got ", a.init_method_std);
+
+  MT_REQUIRE(!(a.bf16 && a.fp16), "--bf16 and --fp16 cannot both be given");
+  MT_REQUIRE(!a.loss_scale || *a.loss_scale > 0, "--loss-scale must be positive");
+  MT_REQUIRE(
+      a.initial_loss_scale > 0 && a.min_loss_scale > 0 && a.min_loss_scale <= a.initial_loss_scale,
+      "--min-loss-scale must be positive and <= --initial-loss-scale");
+  MT_REQUIRE(a.loss_scale_window > 0, "--loss-scale-window must be positive");
+  MT_REQUIRE(a.hysteresis > 0, "--hysteresis must be positive");
+
+  MT_REQUIRE(a.recompute_granularity.empty() || a.recompute_granularity == "full" ||
+                 a.recompute_granularity == "selective",
+             "--recompute-granularity '", a.recompute_granularity,
+             "' is not known: expected full or selective");
+  MT_REQUIRE(!(a.recompute_activations && a.recompute_granularity == "full"),
+             "--recompute-activations means --recompute-granularity selective (as in "
+             "Megatron-LM), which contradicts --recompute-granularity full: give one of them");
+  a.check_recompute_method();
+  MT_REQUIRE(a.attention_backend == "auto" || a.attention_backend == "flash" ||
+                 a.attention_backend == "fused" || a.attention_backend == "unfused" ||
+                 a.attention_backend == "local",
+             "--attention-backend '", a.attention_backend,
+             "' is not known: expected auto, flash, fused, unfused or local");
+  MT_REQUIRE(!a.use_flash_attn || a.attention_backend == "auto" || a.attention_backend == "flash",
+             "--use-flash-attn asks for the fused attention, --attention-backend ",
+             a.attention_backend, " for the unfused one: give one of them");
+  MT_REQUIRE(a.hidden_dropout >= 0 && a.hidden_dropout < 1, "--hidden-dropout must be in [0, 1)");
+  MT_REQUIRE(a.attention_dropout >= 0 && a.attention_dropout < 1,
+             "--attention-dropout must be in [0, 1)");
+
+  MT_REQUIRE(a.save_interval >= 0, "--save-interval must be >= 0");
+  MT_REQUIRE(a.save_interval == 0 || !a.save.empty(), "--save-interval needs --save DIR");
+  MT_REQUIRE(a.exit_interval >= 0, "--exit-interval must be >= 0");
+  MT_REQUIRE(a.exit_duration_in_mins >= 0, "--exit-duration-in-mins must be >= 0");
+  MT_REQUIRE(!a.finetune || !a.load.empty(), "--finetune needs --load DIR");
+}
+
+void validate_training_args(Args& a, int world_size) {
+  validate_training_args_except_data(a, world_size);
+  const bool per_split =
+      !a.train_data_path.empty() || !a.valid_data_path.empty() || !a.test_data_path.empty();
+  MT_REQUIRE(!(per_split && !a.data_path.empty()),
+             "--data-path cannot be combined with --train-data-path / --valid-data-path / "
+             "--test-data-path (as in Megatron): give one or the other");
+  MT_REQUIRE(!per_split || !a.train_data_path.empty() || a.skip_train,
+             "--valid-data-path / --test-data-path need --train-data-path too");
+  MT_REQUIRE(a.mock_data || !a.data_path.empty() || per_split,
+             "no training data: give --data-path PREFIX (or W1 PREFIX1 W2 PREFIX2 ...), "
+             "--train-data-path, or --mock-data");
+  MT_REQUIRE(!(a.mock_data && (!a.data_path.empty() || per_split)),
+             "--mock-data and --data-path cannot both be given");
+  if (a.mock_data) {
+    MT_REQUIRE(a.vocab_size > 0 || !a.tokenizer_type.empty(),
+               "--mock-data needs --vocab-size (or a --tokenizer-type to take it from)");
+  } else {
+    MT_REQUIRE(!a.tokenizer_type.empty(), "--data-path needs --tokenizer-type");
+  }
+}
+
+LrScheduleConfig lr_schedule_config(const Args& a) {
+  LrScheduleConfig c;
+  c.max_lr = *a.lr;
+  c.min_lr = a.min_lr;
+  c.style = lr_decay_style_from_name(a.lr_decay_style);
+  c.init_lr = a.lr_warmup_init;
+  c.wsd_style = wsd_decay_style_from_name(a.lr_wsd_decay_style);
+  c.wd_style = weight_decay_incr_style_from_name(a.weight_decay_incr_style);
+  c.start_wd = a.start_weight_decay.value_or(a.weight_decay);
+  c.end_wd = a.end_weight_decay.value_or(a.weight_decay);
+  if (a.train_samples > 0) {
+    c.decay_steps = a.lr_decay_samples > 0 ? a.lr_decay_samples : a.train_samples;
+    c.warmup_steps = double(a.lr_warmup_samples);
+    c.wsd_decay_steps = a.lr_wsd_decay_samples;
+    c.wd_incr_steps = a.train_samples;
+  } else {
+    c.decay_steps = (a.lr_decay_iters > 0 ? a.lr_decay_iters : a.train_iters) * a.global_batch_size;
+    c.warmup_steps = double(a.lr_warmup_iters * a.global_batch_size);
+    c.wsd_decay_steps = a.lr_wsd_decay_iters * a.global_batch_size;
+    c.wd_incr_steps = a.train_iters * a.global_batch_size;
+  }
+  // Megatron keeps the fractional number of warmup samples (get_lr divides by it).
+  if (a.lr_warmup_fraction) c.warmup_steps = *a.lr_warmup_fraction * double(c.decay_steps);
+  MT_REQUIRE(c.style == LrDecayStyle::Constant || double(c.decay_steps) > c.warmup_steps,
+             "the learning-rate warmup (", c.warmup_steps,
+             " samples) must be shorter than the decay (", c.decay_steps,
+             " samples): check --lr-warmup-* against --lr-decay-* / --train-*");
+  return c;
+}
+
+BatchSizeSchedule batch_size_schedule(const Args& a) {
+  if (a.step_batch_size_schedule.empty()) return BatchSizeSchedule::constant(a.global_batch_size);
+  return BatchSizeSchedule::parse(a.step_batch_size_schedule, a.seq_length);
+}
+
+GradScalerConfig grad_scaler_config(const Args& a) {
+  GradScalerConfig c;
+  c.dynamic = a.fp16 && !a.loss_scale;
+  c.initial_scale = !a.fp16 ? 1.0 : a.loss_scale ? *a.loss_scale : a.initial_loss_scale;
+  c.min_scale = a.min_loss_scale;
+  c.growth_interval = a.loss_scale_window;
+  c.hysteresis = a.hysteresis;
+  return c;
+}
+
+AdamWConfig adamw_config(const Args& a) {
+  return {a.adam_beta1, a.adam_beta2, a.adam_eps, a.weight_decay, /*f16_model_weights=*/a.fp16};
+}
+
+void select_training_device(Args& a) {
+  a.compute_device = select_device(a.device);
+  a.device = a.compute_device.str();
+  kernels::set_allow_tf32(a.tf32);
+}
+
+TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
+  TrainerConfig cfg;
+  cfg.device = a.compute_device;
+  cfg.tensor_parallel = a.tensor_model_parallel_size;
+  cfg.pipeline_parallel = a.pipeline_model_parallel_size;
+  cfg.micro_batch = a.micro_batch_size;
+  cfg.global_batch = a.global_batch_size;
+  if (!a.step_batch_size_schedule.empty()) cfg.batch_sizes = batch_size_schedule(a);
+  cfg.train_iters = a.train_iters;
+  cfg.exit_interval = a.exit_interval;
+  cfg.exit_duration_seconds = double(a.exit_duration_in_mins) * 60.0;
+  cfg.seed = a.seed;
+  cfg.fp16 = a.fp16;
+  cfg.bf16 = a.bf16;
+  cfg.lr = lr_schedule_config(a);
+  cfg.adam = adamw_config(a);
+  cfg.clip_grad = a.clip_grad;
+  cfg.scaler = grad_scaler_config(a);
+  cfg.log_interval = a.log_interval;
+  cfg.eval_interval = a.eval_interval;
+  cfg.eval_iters = a.eval_iters;
+  cfg.metrics_file = a.metrics_file;
+  cfg.log_layer_grad_norms = a.log_layer_grad_norms;
+  cfg.tensorboard_dir = a.tensorboard_dir;
+  cfg.tensorboard_log_interval = a.tensorboard_log_interval;
+  cfg.log_params_norm = a.log_params_norm;
+  cfg.log_num_zeros_in_grad = a.log_num_zeros_in_grad;
+  cfg.log_throughput = a.log_throughput;
+  cfg.timing_log_level = a.timing_log_level;
+  cfg.timing_log_option = a.timing_log_option;
+  cfg.log_timers_to_tensorboard = a.log_timers_to_tensorboard;
+  cfg.log_memory_to_tensorboard = a.log_memory_to_tensorboard;
+  cfg.log_loss_scale_to_tensorboard = a.log_loss_scale_to_tensorboard;
+  cfg.distributed_optimizer = a.distributed_optimizer;
+  cfg.overlap_grad_reduce = a.overlap_grad_reduce;
+  cfg.ddp_bucket_size = a.ddp_bucket_size;
+  cfg.log_validation_ppl_to_tensorboard = a.log_validation_ppl_to_tensorboard;
+  cfg.save = a.save;
+  cfg.load = a.load;
+  cfg.save_interval = a.save_interval;
+  cfg.no_load_optim = a.no_load_optim;
+  cfg.no_load_rng = a.no_load_rng;
+  cfg.no_save_optim = a.no_save_optim;
+  cfg.no_save_rng = a.no_save_rng;
+  cfg.skip_train = a.skip_train;
+  cfg.exit_on_missing_checkpoint = a.exit_on_missing_checkpoint;
+  cfg.finetune = a.finetune;
+  cfg.check_for_nan_in_loss_and_grad = a.check_for_nan_in_loss_and_grad;
+  cfg.exit_signal_handler = a.exit_signal_handler;
+  cfg.args = table.to_json();
+  return cfg;
+}
+
+void Args::check_recompute_method() const {
+  MT_REQUIRE((recompute_method.empty() && recompute_num_layers == -1) || full_recompute(),
+             "--recompute-method and --recompute-num-layers choose which layers full recompute "
+             "re-runs: they need --recompute-granularity full");
+  validate_recompute_method(recompute_method_or_default(), recompute_num_layers_or_default());
+}
+
+}  // namespace megatron::cli

@@ -1,0 +1,51 @@
+// From parsed training arguments to a run: the rules across flags (Megatron's and ours), the
+// device, and the training components' configs (LR schedule, loss scaler, AdamW, batch-size
+// schedule, the Trainer's loop options).
+#pragma once
+
+#include "cli/args/arg_table.h"
+#include "cli/args/args.h"
+
+namespace megatron::cli {
+
+// The model options the flags ask for; throws megatron::Error naming a flag with an unknown
+// value.
+ArchitectureOptions architecture_options(const ArchitectureArgs& arch);
+// The norms' epsilon: --norm-epsilon, else --layernorm-epsilon.
+float norm_epsilon(const ArchitectureArgs& arch, double layernorm_epsilon);
+// With --use-checkpoint-args, overwrites the model-shape and architecture flags of `args`
+// with those stored in the latest checkpoint of --load; an Error without --load.
+void apply_checkpoint_args(Args& args);
+class MegatronFlags;
+// Megatron's own rules across flags (--step-batch-size-schedule with --global-batch-size is an
+// error, as in Megatron), then flags.check() (cli/args/megatron_flags.h).
+void check_megatron_flags(const MegatronFlags& flags, const Args& args);
+// The global batch size of each step: --step-batch-size-schedule (thresholds in tokens, as
+// Megatron's training passes --seq-length), else the constant --global-batch-size.
+BatchSizeSchedule batch_size_schedule(const Args& args);
+
+// Fills the derived fields and checks every rule that involves several flags or the world
+// size; throws megatron::Error naming the flag(s) and the rule. Called before any work.
+void validate_training_args(Args& args, int world_size);
+// The same without the rules on the pretraining data flags (--data-path, --*-data-path,
+// --mock-data): for `finetune`, which reads its own data files.
+void validate_training_args_except_data(Args& args, int world_size);
+
+// Resolves --device (cli/setup/device_setup.h: default, cpu, cuda, cuda:N), binds this process to
+// the device and records it: args.compute_device, and args.device as its name ("cuda:0") so
+// that the printed arguments and the checkpoints' state.json say where the run computed. Also
+// sets the process's GEMM options (--tf32). Call right after parsing, before any communicator
+// or tensor is created.
+void select_training_device(Args& args);
+
+// The training components' configs from validated arguments, by Megatron's rules: the LR
+// schedule counts samples (iterations × global batch when --train-iters is used); the loss
+// scale is dynamic only for --fp16 without --loss-scale, and 1 without --fp16.
+LrScheduleConfig lr_schedule_config(const Args& args);
+GradScalerConfig grad_scaler_config(const Args& args);
+AdamWConfig adamw_config(const Args& args);
+// Every loop option (parallel sizes, batches, intervals, checkpoints, logging); `table`'s
+// values are stored in each checkpoint.
+TrainerConfig trainer_config(const Args& args, const ArgTable& table);
+
+}  // namespace megatron::cli

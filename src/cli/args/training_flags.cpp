@@ -1,0 +1,229 @@
+#include "cli/args/training_flags.h"
+
+#include <CLI/CLI.hpp>
+
+#include "core/error.h"
+#include "model/stage_range.h"
+
+namespace megatron::cli {
+
+void add_tokenizer_args(ArgTable& t, std::string& type, std::string& vocab_file,
+                        std::string& merge_file, std::string& model_file, int64_t& vocab_size,
+                        std::string& tiktoken_pattern, int64_t& tiktoken_num_special_tokens) {
+  t.add("--vocab-file", vocab_file, "tokenizer vocabulary file");
+  t.add("--merge-file", merge_file, "BPE merges file");
+  t.add("--tokenizer-type", type,
+        "GPT2BPETokenizer | BertWordPieceLowerCase | BertWordPieceCase | "
+        "SentencePieceTokenizer | GPTSentencePieceTokenizer | Llama2Tokenizer | "
+        "HuggingFaceTokenizer | TikTokenizer | NullTokenizer");
+  t.add("--tokenizer-model", model_file,
+        "SentencePiece .model; tokenizer.json (or its directory) for HuggingFaceTokenizer; "
+        "ranks .json for TikTokenizer");
+  t.add("--vocab-size", vocab_size,
+        "vocabulary size for NullTokenizer and TikTokenizer (training: also --mock-data)");
+  t.add("--tiktoken-pattern", tiktoken_pattern,
+        "TikTokenizer split regex: v1 or v2 (default v2, as Megatron)");
+  t.add("--tiktoken-num-special-tokens", tiktoken_num_special_tokens,
+        "TikTokenizer: ids reserved for special tokens before the ranks");
+}
+
+void add_training_args(ArgTable& t, Args& a) {
+  t.add("--num-layers", a.num_layers, "number of transformer layers");
+  t.add("--hidden-size", a.hidden_size, "transformer hidden size");
+  t.add("--num-attention-heads", a.num_attention_heads, "number of attention heads");
+  t.add("--ffn-hidden-size", a.ffn_hidden_size, "MLP hidden size (default 4 x hidden size)");
+  t.add("--seq-length", a.seq_length, "sequence length");
+  t.add("--max-position-embeddings", a.max_position_embeddings,
+        "position embedding table size (default: --seq-length)");
+  t.add("--make-vocab-size-divisible-by", a.make_vocab_size_divisible_by,
+        "pad the vocabulary to a multiple of this times the TP size");
+  t.add("--layernorm-epsilon", a.layernorm_epsilon, "LayerNorm epsilon");
+  t.add("--hidden-dropout", a.hidden_dropout, "dropout on hidden states");
+  t.add("--attention-dropout", a.attention_dropout, "dropout on attention probabilities");
+  t.add("--init-method-std", a.init_method_std, "std of the normal weight init");
+  t.add_flag("--openai-gelu", a.openai_gelu,
+             "GeLU's tanh approximation (GPT-2's) instead of the exact erf form");
+  t.add_flag("--recompute-activations", a.recompute_activations,
+             "selective recompute (as in Megatron-LM: --recompute-granularity selective)");
+  t.add("--recompute-granularity", a.recompute_granularity,
+        "full: recompute each layer in backward from its input; selective: recompute only the "
+        "attention core (QK^T, softmax, dropout)");
+  t.add("--recompute-method", a.recompute_method,
+        "with --recompute-granularity full: uniform (every layer, one at a time; the default) or "
+        "block (only the first --recompute-num-layers layers of each pipeline stage's model "
+        "chunk; the others keep their activations)");
+  t.add("--recompute-num-layers", a.recompute_num_layers,
+        "with --recompute-method block: how many layers of each model chunk recompute (uniform: "
+        "1, one layer per recomputed chunk)");
+  t.add_flag("--use-flash-attn", a.use_flash_attn,
+             "the fused attention core (flash attention: no [b, heads, s, s] buffers)");
+  t.add("--attention-backend", a.attention_backend,
+        "flash: the fused attention core (as --use-flash-attn); auto, fused, unfused or local: "
+        "batched GEMMs around a fused scaled-masked softmax");
+
+  t.add("--micro-batch-size", a.micro_batch_size, "samples per micro-batch per DP rank");
+  t.add("--global-batch-size", a.global_batch_size,
+        "samples per iteration (default micro-batch size x DP size)");
+  t.add("--step-batch-size-schedule", a.step_batch_size_schedule,
+        "global batch size by consumed tokens, \"THRESHOLD:BS ...\" (K/M/B/T suffixes), "
+        "instead of --global-batch-size");
+  t.add("--train-iters", a.train_iters, "iterations to train");
+  t.add("--train-samples", a.train_samples, "samples to train (alternative to --train-iters)");
+  t.add("--exit-interval", a.exit_interval, "exit after the iteration divisible by this");
+  t.add("--exit-duration-in-mins", a.exit_duration_in_mins,
+        "stop (save, evaluate) after this many minutes of training");
+  t.add("--seed", a.seed, "random seed (init, dropout)");
+
+  t.add("--lr", a.lr, "peak learning rate");
+  t.add("--min-lr", a.min_lr, "final learning rate of the decay");
+  t.add("--lr-decay-style", a.lr_decay_style,
+        "constant | linear | cosine | inverse-square-root | WSD");
+  t.add("--lr-decay-iters", a.lr_decay_iters, "iterations to decay over (default train iters)");
+  t.add("--lr-decay-samples", a.lr_decay_samples, "samples to decay over (default train samples)");
+  t.add("--lr-warmup-iters", a.lr_warmup_iters, "linear warmup iterations");
+  t.add("--lr-warmup-fraction", a.lr_warmup_fraction, "warmup as a fraction of the decay");
+  t.add("--lr-warmup-samples", a.lr_warmup_samples, "linear warmup samples");
+  t.add("--lr-warmup-init", a.lr_warmup_init, "learning rate at the start of the warmup");
+  t.add("--lr-wsd-decay-style", a.lr_wsd_decay_style,
+        "WSD's final anneal: exponential | linear | cosine | minus_sqrt");
+  t.add("--lr-wsd-decay-iters", a.lr_wsd_decay_iters, "iterations of WSD's final anneal");
+  t.add("--lr-wsd-decay-samples", a.lr_wsd_decay_samples, "samples of WSD's final anneal");
+  t.add("--start-weight-decay", a.start_weight_decay,
+        "weight decay at the start (with --weight-decay-incr-style linear | cosine)");
+  t.add("--end-weight-decay", a.end_weight_decay, "weight decay at the end of training");
+  t.add("--weight-decay-incr-style", a.weight_decay_incr_style,
+        "constant | linear | cosine: weight decay from start to end over the run");
+
+  t.add("--weight-decay", a.weight_decay, "decoupled weight decay (not on biases/LayerNorm)");
+  t.add("--clip-grad", a.clip_grad, "global gradient-norm clip (0: no clipping)");
+  t.add("--adam-beta1", a.adam_beta1, "Adam beta1");
+  t.add("--adam-beta2", a.adam_beta2, "Adam beta2");
+  t.add("--adam-eps", a.adam_eps, "Adam epsilon");
+
+  t.add_flag("--bf16", a.bf16, "bf16 parameters and GEMMs, fp32 master weights");
+  t.add_flag("--fp16", a.fp16, "fp16 weights with dynamic loss scaling");
+  t.add_flag("--tf32", a.tf32,
+             "let f32 GEMMs multiply in TF32 on GPUs that have it (faster, ~1e-3 relative "
+             "error per product; default: full f32). No effect on the CPU or in bf16");
+  t.add("--loss-scale", a.loss_scale, "constant loss scale (fp16; default dynamic)");
+  t.add("--initial-loss-scale", a.initial_loss_scale, "initial dynamic loss scale");
+  t.add("--min-loss-scale", a.min_loss_scale, "floor of the dynamic loss scale");
+  t.add("--loss-scale-window", a.loss_scale_window, "clean steps before doubling the scale");
+  t.add("--hysteresis", a.hysteresis, "overflows tolerated before halving the scale");
+
+  t.add("--device", a.device,
+        "cpu | cuda | cuda:N (default: cuda when built with CUDA and a GPU is visible, one rank "
+        "per GPU by local rank; else cpu)");
+  t.add("--tensor-model-parallel-size", a.tensor_model_parallel_size, "TP size");
+  t.add("--pipeline-model-parallel-size", a.pipeline_model_parallel_size,
+        "PP size: pipeline stages (docs/parallelism.md)");
+  t.add("--distributed-backend", a.distributed_backend,
+        "nccl or mpi (default: nccl when the run's device is a GPU, mpi on the CPU)");
+
+  t.add("--data-path", a.data_path, "PREFIX or W1 PREFIX1 W2 PREFIX2 ...");
+  t.add("--split", a.split, "train,valid,test document split weights");
+  t.add("--train-data-path", a.train_data_path,
+        "training data used whole (PREFIX or W1 PREFIX1 ...), instead of --data-path");
+  t.add("--valid-data-path", a.valid_data_path, "validation data used whole");
+  t.add("--test-data-path", a.test_data_path, "test data used whole");
+  add_tokenizer_args(t, a.tokenizer_type, a.vocab_file, a.merge_file, a.tokenizer_model,
+                     a.vocab_size, a.tiktoken_pattern, a.tiktoken_num_special_tokens);
+  t.add_flag("--mock-data", a.mock_data, "train on deterministic random tokens");
+
+  t.add("--save", a.save, "checkpoint directory to save to");
+  t.add("--load", a.load, "checkpoint directory to load from");
+  t.add("--save-interval,--persistent-save-interval", a.save_interval,
+        "save every this many iterations");
+  t.add_flag("--no-load-optim", a.no_load_optim, "do not load optimizer state");
+  t.add_flag("--no-load-rng", a.no_load_rng, "do not load the RNG state");
+  t.add_flag("--no-save-optim", a.no_save_optim,
+             "save weights only: no optimizer or schedule state (load with --no-load-optim)");
+  t.add_flag("--no-save-rng", a.no_save_rng, "do not save the RNG state");
+  t.add_flag("--exit-on-missing-checkpoint", a.exit_on_missing_checkpoint,
+             "stop when --load holds no checkpoint instead of starting from random weights");
+  t.add_flag("--skip-train", a.skip_train,
+             "no training: load, evaluate on the validation set, and exit");
+  t.add_flag("--finetune", a.finetune, "load weights only and start at iteration 0");
+  t.add_negatable_flag("--check-for-nan-in-loss-and-grad", "--no-check-for-nan-in-loss-and-grad",
+                       a.check_for_nan_in_loss_and_grad,
+                       "stop when the loss, the gradient norm or the weights become inf/NaN "
+                       "(default on)");
+  t.add_flag("--exit-signal-handler", a.exit_signal_handler,
+             "on SIGTERM/SIGINT: finish the iteration, save a checkpoint and exit 0");
+
+  t.add("--log-interval", a.log_interval, "iterations between log lines");
+  t.add("--eval-interval", a.eval_interval, "iterations between validations");
+  t.add("--eval-iters", a.eval_iters, "validation batches per evaluation");
+  t.add("--metrics-file", a.metrics_file, "append one JSON object per logged event");
+  t.add("--tensorboard-dir", a.tensorboard_dir, "write TensorBoard scalars here");
+  t.add("--tensorboard-log-interval", a.tensorboard_log_interval,
+        "write TensorBoard scalars every this many iterations");
+  t.add_flag("--log-params-norm", a.log_params_norm,
+             "log the parameters' L2 norm (iteration line, metrics file, TensorBoard)");
+  t.add_flag(
+      "--log-num-zeros-in-grad", a.log_num_zeros_in_grad,
+      "log the number of zero gradient elements (iteration line, metrics file, TensorBoard)");
+  t.add_flag("--log-throughput", a.log_throughput,
+             "log TFLOP/s per process as Megatron's throughput (iteration line, TensorBoard)");
+  t.add("--timing-log-level", a.timing_log_level,
+        "per-operation timers after each iteration line: 0 none, 1 step phases, 2 also finer");
+  t.add("--timing-log-option", a.timing_log_option,
+        "timer values across ranks: minmax, max or all");
+  t.add_flag("--log-timers-to-tensorboard", a.log_timers_to_tensorboard,
+             "write the timers, iteration-time and throughput to TensorBoard");
+  t.add_flag("--log-memory-to-tensorboard", a.log_memory_to_tensorboard,
+             "write rank 0's device memory (mem-allocated-bytes, mem-reserved-bytes, ...; on the "
+             "CPU: live tensors and resident set) to TensorBoard");
+  t.add_negatable_flag(
+      "--log-loss-scale-to-tensorboard",
+      "--no-log-loss-scale-to-tensorboard,!--disable-log-loss-scale-to-tensorboard",
+      a.log_loss_scale_to_tensorboard, "write the loss scale to TensorBoard (default on)");
+  t.add_flag("--log-validation-ppl-to-tensorboard", a.log_validation_ppl_to_tensorboard,
+             "also write the validation perplexity to TensorBoard");
+  t.add_flag("--log-layer-grad-norms", a.log_layer_grad_norms,
+             "write each transformer layer's gradient norm to --metrics-file at iteration 1 "
+             "and every --log-interval");
+}
+
+void add_sharding_args(ArgTable& table, Args& args) {
+  table.add_flag("--use-distributed-optimizer", args.distributed_optimizer,
+                 "shard the Adam state over data-parallel ranks (ZeRO-1; docs/parallelism.md)");
+  table.add_flag("--sequence-parallel", args.sequence_parallel,
+                 "split LayerNorms, dropouts and residuals along the sequence over the TP ranks "
+                 "(needs TP > 1; docs/parallelism.md)");
+  table.add_flag("--overlap-grad-reduce", args.overlap_grad_reduce,
+                 "start each gradient bucket's data-parallel reduction during the backward, once "
+                 "the last micro-batch completed it (same result; docs/parallelism.md)");
+  table.add("--ddp-bucket-size", args.ddp_bucket_size,
+            "gradient elements per data-parallel reduction bucket (default 4194304)");
+}
+
+// ---- Llama-family architecture flags ----
+
+void add_architecture_args(ArgTable& t, ArchitectureArgs& a) {
+  t.add("--position-embedding-type", a.position_embedding_type, "learned_absolute | rope | none");
+  t.add("--rotary-base", a.rotary_base, "RoPE base (HF rope_theta)");
+  t.add("--rotary-percent", a.rotary_percent, "share of each head's channels RoPE rotates");
+  t.add("--rotary-seq-len-interpolation-factor", a.rotary_seq_len_interpolation_factor,
+        "divide RoPE positions by this (linear position interpolation)");
+  t.add_flag("--use-rope-scaling", a.use_rope_scaling,
+             "Llama 3.1's RoPE frequency scaling (low 1, high 4, original context 8192; HF "
+             "imports keep their own)");
+  t.add("--rope-scaling-factor", a.rope_scaling_factor,
+        "RoPE scaling factor with --use-rope-scaling (default 8)");
+  t.add("--normalization", a.normalization, "LayerNorm | RMSNorm");
+  t.add("--norm-epsilon", a.norm_epsilon, "epsilon of the norms (default --layernorm-epsilon)");
+  t.add_flag("--swiglu", a.swiglu, "gated MLP with SiLU (--ffn-hidden-size is the gate width)");
+  t.add_flag("--group-query-attention", a.group_query_attention,
+             "grouped-query attention with --num-query-groups KV heads");
+  t.add("--num-query-groups", a.num_query_groups, "KV heads with --group-query-attention");
+  t.add("--kv-channels", a.kv_channels, "head dimension (default hidden size / heads)");
+  t.add_flag("--disable-bias-linear", a.disable_bias_linear, "no biases in the linear layers");
+  t.add_flag("--add-qkv-bias", a.add_qkv_bias, "QKV biases even with --disable-bias-linear");
+  t.add_flag("--untie-embeddings-and-output-weights", a.untie_embeddings_and_output_weights,
+             "a separate output layer instead of the word embedding");
+  t.add_flag("--use-checkpoint-args", a.use_checkpoint_args,
+             "take the model shape and these flags from the checkpoint in --load");
+}
+
+}  // namespace megatron::cli

@@ -1,0 +1,31 @@
+// Registering the shared training arguments (cli/args/args.h) as flags on a subcommand's
+// ArgTable, with Megatron-LM's names, help texts and defaults.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "cli/args/arg_table.h"
+#include "cli/args/args.h"
+
+namespace megatron::cli {
+
+// Registers the tokenizer flags (--tokenizer-type, --vocab-file, --merge-file,
+// --tokenizer-model, --vocab-size, --tiktoken-pattern, --tiktoken-num-special-tokens), shared
+// by training and `preprocess`.
+void add_tokenizer_args(ArgTable& table, std::string& type, std::string& vocab_file,
+                        std::string& merge_file, std::string& model_file, int64_t& vocab_size,
+                        std::string& tiktoken_pattern, int64_t& tiktoken_num_special_tokens);
+
+// Registers every shared flag on `app`, writing into `args`.
+void add_training_args(ArgTable& table, Args& args);
+
+// Registers the flags that shard state beyond TP x PP x DP, for the commands that train on the
+// Trainer (pretrain-gpt, pretrain-bert, finetune): --use-distributed-optimizer (the Adam state
+// over DP) and --sequence-parallel (activations along the sequence over TP); and how the DP
+// gradient reduction runs: --overlap-grad-reduce, --ddp-bucket-size.
+void add_sharding_args(ArgTable& table, Args& args);
+
+// Registers the architecture flags (ArchitectureArgs) on `table`.
+void add_architecture_args(ArgTable& table, ArchitectureArgs& arch);
+}  // namespace megatron::cli

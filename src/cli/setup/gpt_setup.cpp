@@ -1,0 +1,122 @@
+#include "cli/setup/gpt_setup.h"
+
+#include "core/logging.h"
+#include "data/mock_gpt_dataset.h"
+#include "data/tokenizers/make_tokenizer.h"
+#include "data/tokenizers/tokenizer_identity.h"
+#include "model/gpt_model.h"
+#include "model/stage_range.h"
+
+namespace megatron::cli {
+
+Vocabulary build_vocabulary(const Args& a) {
+  if (a.tokenizer_type.empty()) return {a.vocab_size, -1, nullptr};  // --mock-data --vocab-size V
+  TokenizerOptions o{a.tokenizer_type,
+                     a.vocab_file,
+                     a.merge_file,
+                     a.tokenizer_model,
+                     a.vocab_size,
+                     a.tiktoken_pattern,
+                     a.tiktoken_num_special_tokens};
+  std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(o);
+  MT_REQUIRE(tokenizer->vocab_size() > 0, "--tokenizer-type ", a.tokenizer_type,
+             " gave an empty vocabulary");
+  return {tokenizer->vocab_size(), tokenizer->eod(), tokenizer_identity(o, *tokenizer)};
+}
+
+GptDatasets build_gpt_data(const Args& a, const Vocabulary& vocab) {
+  const int64_t gb = a.global_batch_size;
+  const int64_t train = a.train_iters * gb;
+  const int64_t valid = (a.train_iters / a.eval_interval + 1) * a.eval_iters * gb;
+  const int64_t test = a.eval_iters * gb;
+  if (a.mock_data) {
+    // Distinct seeds give the validation set other samples than the training set.
+    return {std::make_shared<MockGptDataset>(train, a.seq_length, vocab.size, a.seed),
+            valid > 0
+                ? std::make_shared<MockGptDataset>(valid, a.seq_length, vocab.size, a.seed + 1)
+                : nullptr,
+            nullptr};
+  }
+  if (!a.data_path.empty())
+    return build_gpt_datasets(a.data_path, a.split, a.seq_length, a.seed, {train, valid, test},
+                              a.data_cache_path);
+  // Megatron's --train/valid/test-data-path: each split's blend, all of its documents.
+  auto whole = [&](const std::vector<std::string>& path,
+                   int64_t samples) -> std::shared_ptr<const GptSampleSource> {
+    if (path.empty() || samples <= 0) return nullptr;
+    return build_gpt_datasets(path, "1,0,0", a.seq_length, a.seed, {samples, 0, 0},
+                              a.data_cache_path)
+        .train;
+  };
+  return {whole(a.train_data_path, train), whole(a.valid_data_path, valid),
+          whole(a.test_data_path, test)};
+}
+
+namespace {
+
+GptConfig gpt_config(const Args& a, const Vocabulary& vocab) {
+  GptConfig c;
+  c.num_layers = a.num_layers;
+  c.hidden_size = a.hidden_size;
+  c.num_attention_heads = a.num_attention_heads;
+  c.ffn_hidden_size = a.effective_ffn_hidden_size();
+  c.vocab_size = vocab.size;
+  c.padded_vocab_size =
+      padded_vocab_size(vocab.size, a.make_vocab_size_divisible_by, a.tensor_model_parallel_size);
+  c.max_position_embeddings = a.max_position_embeddings;
+  c.seq_length = a.seq_length;
+  c.hidden_dropout = float(a.hidden_dropout);
+  c.attention_dropout = float(a.attention_dropout);
+  c.init_method_std = float(a.init_method_std);
+  c.layernorm_epsilon = norm_epsilon(a.arch, a.layernorm_epsilon);
+  c.recompute_activations = a.full_recompute();
+  c.recompute_method = a.recompute_method_or_default();
+  c.recompute_num_layers = a.recompute_num_layers_or_default();
+  c.selective_recompute = a.selective_recompute();
+  c.flash_attention = a.flash_attention();
+  c.sequence_parallel = a.sequence_parallel;
+  c.arch = architecture_options(a.arch);
+  c.gelu = a.gelu_form();
+  c.compute_dtype = a.bf16 ? DType::BF16 : DType::F32;  // --fp16: f32 math, f16 weights
+  return c;
+}
+
+}  // namespace
+
+GptStepConfig gpt_step_config(const Args& a, const Vocabulary& vocab, bool eod_mask_loss) {
+  MT_REQUIRE(vocab.size > 0, "the vocabulary is empty: give --vocab-size or a tokenizer");
+  MT_REQUIRE(!eod_mask_loss || vocab.eod >= 0,
+             "--eod-mask-loss needs a tokenizer with an end-of-document token (--tokenizer-type)");
+  GptStepConfig cfg;
+  cfg.model = gpt_config(a, vocab);
+  // Architecture flags that contradict the shape (e.g. --num-query-groups not dividing the
+  // heads) are reported here, with the other flag errors, before any model is built.
+  cfg.model.validate(a.tensor_model_parallel_size);
+  log_info(" > padded vocab (size: ", vocab.size, ") with ",
+           cfg.model.padded_vocab_size - vocab.size,
+           " dummy tokens (new size: ", cfg.model.padded_vocab_size, ")");
+  cfg.eod_token = vocab.eod;
+  cfg.eod_mask_loss = eod_mask_loss;
+  return cfg;
+}
+
+int pipeline_chunks(const Args& a, int layers_per_virtual_stage) {
+  if (layers_per_virtual_stage == 0) return 1;
+  const int p = a.pipeline_model_parallel_size;
+  MT_REQUIRE(layers_per_virtual_stage > 0 && a.num_layers % (p * layers_per_virtual_stage) == 0,
+             "--num-layers-per-virtual-pipeline-stage ", layers_per_virtual_stage,
+             " must divide --num-layers ", a.num_layers, " / --pipeline-model-parallel-size ", p);
+  const int chunks = a.num_layers / p / layers_per_virtual_stage;
+  check_pipeline_split(a.num_layers, p, chunks);
+  const BatchSizeSchedule batches = batch_size_schedule(a);
+  for (const auto& [threshold, batch] : batches.steps()) {
+    const int64_t micro_batches = batch / (a.micro_batch_size * a.data_parallel_size);
+    MT_REQUIRE(chunks == 1 || micro_batches % p == 0,
+               "the interleaved schedule needs the number of micro-batches (", micro_batches,
+               " = global batch size ", batch, " / (--micro-batch-size x data-parallel ",
+               "size)) to be a multiple of --pipeline-model-parallel-size ", p);
+  }
+  return chunks;
+}
+
+}  // namespace megatron::cli

@@ -1,0 +1,122 @@
+#include "cli/setup/theoretical_memory.h"
+
+#include <cstdio>
+
+#include "plan/memory_estimate.h"
+
+namespace megatron::cli {
+
+namespace {
+
+plan::NormOrder norm_order(LayerNormOrder order, bool residual_from_norm) {
+  if (order == LayerNormOrder::kPostLayerNorm) return plan::NormOrder::kPost;
+  return residual_from_norm ? plan::NormOrder::kPreResidualFromNorm : plan::NormOrder::kPre;
+}
+
+std::string format(const char* pattern, double value) {
+  char text[160];
+  std::snprintf(text, sizeof text, pattern, value);
+  return text;
+}
+
+// The fields GptConfig and BertConfig share.
+template <class Config>
+plan::ModelSpec transformer_spec(const Config& model, const Args& a) {
+  plan::ModelSpec m;
+  m.num_layers = model.num_layers;
+  m.hidden_size = model.hidden_size;
+  m.num_attention_heads = model.num_attention_heads;
+  m.ffn_hidden_size = model.ffn_hidden_size;
+  m.seq_length = model.seq_length;
+  m.max_position_embeddings = model.max_position_embeddings;
+  m.vocab_size = model.vocab_size;
+  m.make_vocab_size_divisible_by = a.make_vocab_size_divisible_by;
+  m.hidden_dropout = model.hidden_dropout;
+  m.attention_dropout = model.attention_dropout;
+  return m;
+}
+
+}  // namespace
+
+plan::ModelSpec plan_model_of(const GptConfig& model, const Args& a) {
+  plan::ModelSpec m = transformer_spec(model, a);
+  const ArchitectureOptions& arch = model.arch;
+  m.num_query_groups = arch.num_query_groups;
+  m.kv_channels = arch.kv_channels;
+  m.swiglu = arch.swiglu;
+  m.rmsnorm = arch.normalization == Normalization::kRMSNorm;
+  m.learned_position_embeddings = arch.position_embedding == PositionEmbedding::kLearnedAbsolute;
+  m.add_bias_linear = arch.add_bias_linear;
+  m.add_qkv_bias = arch.add_qkv_bias;
+  m.untie_embeddings_and_output_weights = arch.untie_embeddings_and_output_weights;
+  return m;
+}
+
+plan::ModelSpec plan_model_of(const BertConfig& model, const Args& a, double mask_prob) {
+  plan::ModelSpec m = transformer_spec(model, a);
+  m.family = plan::ModelFamily::kBert;
+  m.mask_prob = mask_prob;
+  m.num_tokentypes = model.num_tokentypes;
+  m.bert_binary_head = model.binary_head;
+  m.norm_order = norm_order(model.layernorm_order, model.apply_residual_connection_post_layernorm);
+  return m;
+}
+
+plan::Layout plan_layout_of(const Args& a, int virtual_stages) {
+  plan::Layout l;
+  l.tensor_parallel = a.tensor_model_parallel_size;
+  l.pipeline_parallel = a.pipeline_model_parallel_size;
+  l.data_parallel = a.data_parallel_size;
+  l.virtual_stages = virtual_stages;
+  l.micro_batch = a.micro_batch_size;
+  l.global_batch = a.global_batch_size;
+  l.sequence_parallel = a.sequence_parallel;
+  set_plan_recompute(a, l);
+  l.distributed_optimizer = a.distributed_optimizer;
+  l.flash_attention = a.flash_attention();
+  l.precision = a.bf16   ? plan::Precision::kBf16
+                : a.fp16 ? plan::Precision::kFp16
+                         : plan::Precision::kFp32;
+  l.overlap_grad_reduce = a.overlap_grad_reduce;
+  return l;
+}
+
+void set_plan_recompute(const Args& a, plan::Layout& l) {
+  l.recompute = a.full_recompute()        ? plan::Recompute::kFull
+                : a.selective_recompute() ? plan::Recompute::kSelective
+                                          : plan::Recompute::kNone;
+  a.check_recompute_method();
+  l.recompute_block_layers = a.recompute_method_or_default() == RecomputeMethod::kBlock
+                                 ? a.recompute_num_layers_or_default()
+                                 : 0;
+}
+
+std::string theoretical_memory_report(const plan::ModelSpec& model, const plan::Layout& layout) {
+  plan::Machine unbounded;  // the figures, not whether they fit
+  unbounded.memory_bytes = 1e18;
+  const plan::MemoryEstimate est =
+      plan::estimate_memory(model, layout, unbounded, plan::Implementation::kMegatronCpp);
+  const plan::ParameterCounts& n = est.parameters;
+  const double layers = n.layer_sharded + n.layer_replicated;
+  const double embeddings = n.word_embedding + n.other_embedding + n.output_layer;
+  const plan::RankMemory& rank = est.first_stage;
+  constexpr double kMB = 1024.0 * 1024.0;
+  const double weights = (rank.weights + rank.gradients + rank.optimizer) / kMB;
+  const double activation = (rank.activations + rank.workspace) / kMB;
+  const double total = weights + activation + rank.step_buffers / kMB;
+  std::string text;
+  text += format("Number of parameters in transformer layers in billions: %5.2f\n",
+                 double(model.num_layers) * layers / 1e9);
+  text += format("Number of parameters in embedding layers in billions: %.2f\n", embeddings / 1e9);
+  text += format("Total number of parameters in billions: %.2f\n", n.total / 1e9);
+  text +=
+      format("Number of parameters in most loaded shard in billions: %.4f\n", n.max_rank() / 1e9);
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "Theoretical memory footprints: weight and optimizer=%.2f MB, activation=%.2f MB, "
+                "total=%.2f MB\n",
+                weights, activation, total);
+  return text + line;
+}
+
+}  // namespace megatron::cli

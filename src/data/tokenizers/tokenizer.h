@@ -1,0 +1,31 @@
+// Tokenizer: text <-> token ids, the interface every tokenizer implements.
+//
+// Implementations: GPT2BPETokenizer, BertWordPieceTokenizer (lower-case and cased),
+// SentencePieceTokenizer, GPTSentencePieceTokenizer (also Llama2Tokenizer), HuggingFaceTokenizer,
+// TikTokenizer, NullTokenizer. make_tokenizer() (data/tokenizers/make_tokenizer.h) builds one
+// from Megatron's flags.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace megatron {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+  virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
+  virtual int64_t vocab_size() const = 0;  // real entries (before any padding)
+  // Special ids; -1 when the tokenizer has none.
+  virtual int32_t eod() const { return -1; }
+  virtual int32_t cls() const { return -1; }
+  virtual int32_t sep() const { return -1; }
+  virtual int32_t mask() const { return -1; }
+  virtual int32_t pad() const { return -1; }
+};
+
+}  // namespace megatron

@@ -1,0 +1,143 @@
+#include "optim/grad_reduction.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/elementwise.h"
+
+namespace megatron {
+
+void reduce_tied_gradients(ParameterStore& store, const ParallelState& ps) {
+  if (ps.embedding == nullptr) return;
+  for (Parameter& p : store.params()) {
+    if (p.spec.stage_tie == StageTie::kNone) continue;
+    Tensor grad = p.grad;
+    ps.embedding->all_reduce(grad, ReduceOp::SUM);
+  }
+}
+
+void reduce_sequence_parallel_gradients(ParameterStore& store, const ParallelState& ps,
+                                        Tensor* packed_scratch, size_t first, size_t end) {
+  if (ps.tp_size == 1) return;
+  std::vector<Parameter>& params = store.params();
+  end = std::min(end, params.size());
+  std::vector<Tensor> grads;
+  int64_t total = 0;
+  for (size_t p = first; p < end; ++p)
+    if (params[p].spec.sequence_parallel) {
+      grads.push_back(params[p].grad.flatten());
+      total += params[p].grad.numel();
+    }
+  if (grads.empty()) return;
+  // Packed into one buffer: one all-reduce instead of one per LayerNorm and bias.
+  Tensor local;
+  Tensor& scratch = packed_scratch != nullptr ? *packed_scratch : local;  // f32 [>= Σ numel]
+  if (!scratch.defined() || scratch.numel() < total)
+    scratch = Tensor::empty({total}, DType::F32, store.device());
+  Tensor packed = scratch.slice(0, 0, total);
+  int64_t offset = 0;
+  for (const Tensor& g : grads) {
+    Tensor part = packed.slice(0, offset, offset + g.numel());
+    kernels::copy(g, part);
+    offset += g.numel();
+  }
+  ps.tp->all_reduce(packed, ReduceOp::SUM);
+  offset = 0;
+  for (Tensor& g : grads) {
+    kernels::copy(packed.slice(0, offset, offset + g.numel()), g);
+    offset += g.numel();
+  }
+}
+
+bool found_overflow_anywhere(const Tensor& flat_grads, Communicator& world, bool f16_range,
+                             Tensor* f16_scratch) {
+  bool overflow = kernels::has_inf_or_nan(flat_grads);
+  if (f16_range && !overflow) {
+    Tensor as_f16;  // f16 [n]
+    if (f16_scratch != nullptr) {
+      MT_CHECK(f16_scratch->dtype() == DType::F16 && f16_scratch->numel() == flat_grads.numel() &&
+                   f16_scratch->device() == flat_grads.device(),
+               "overflow check: the f16 scratch buffer is ", f16_scratch->describe(), " on ",
+               f16_scratch->device().str(), ", expected f16 [", flat_grads.numel(), "] on ",
+               flat_grads.device().str());
+      as_f16 = f16_scratch->view(flat_grads.shape());
+    } else {
+      as_f16 = Tensor::empty(flat_grads.shape(), DType::F16, flat_grads.device());
+    }
+    kernels::cast(flat_grads, as_f16);  // rounds out-of-range values to ±inf
+    overflow = kernels::has_inf_or_nan(as_f16);
+  }
+  const double local = overflow ? 1.0 : 0.0;
+  return world.all_reduce_scalar(local, ReduceOp::MAX) > 0.0;
+}
+
+namespace {
+
+// Σ reduce(run) over the runs of counted elements (ParameterStore::norm_ranges) of `flat`,
+// which holds flat elements [first, first + flat.numel()) of the store's layout.
+template <typename T, typename Reduce>
+T counted_sum(const Tensor& flat, int64_t first, const ParameterStore& store, Reduce reduce) {
+  const int64_t last = first + flat.numel();
+  T sum = 0;
+  for (auto [begin, end] : store.norm_ranges()) {
+    begin = std::max(begin, first);
+    end = std::min(end, last);
+    if (begin < end) sum += reduce(flat.slice(0, begin - first, end - first));
+  }
+  return sum;
+}
+
+double counted_sum_squares(const Tensor& flat, int64_t first, const ParameterStore& store) {
+  return counted_sum<double>(flat, first, store,
+                             [](const Tensor& run) { return kernels::sum_squares(run); });
+}
+
+}  // namespace
+
+double global_grad_norm(const ParameterStore& store, const ParallelState& ps,
+                        const GradShard* shard) {
+  if (shard == nullptr) return global_norm(store.flat_grads(), store, ps);
+  MT_CHECK(store.tp_rank() == ps.tp_rank, "global_grad_norm: the store is for TP rank ",
+           store.tp_rank(), ", the parallel state is rank ", ps.tp_rank);
+  double sum = counted_sum_squares(shard->grads, shard->range.begin, store);
+  if (ps.world_size > 1) sum = ps.world->all_reduce_scalar(sum, ReduceOp::SUM);
+  return std::sqrt(sum);
+}
+
+double global_norm(const Tensor& flat, const ParameterStore& store, const ParallelState& ps) {
+  MT_CHECK(store.tp_rank() == ps.tp_rank, "global_norm: the store is for TP rank ", store.tp_rank(),
+           ", the parallel state is rank ", ps.tp_rank);
+  MT_CHECK(flat.numel() == store.flat_values().numel(), "global_norm: a buffer of ", flat.numel(),
+           " elements, the store has ", store.flat_values().numel());
+  double sum = counted_sum_squares(flat, 0, store);
+  if (ps.tp_size * ps.pp_size > 1) sum = ps.mp->all_reduce_scalar(sum, ReduceOp::SUM);
+  return std::sqrt(sum);
+}
+
+int64_t count_zero_grads(const ParameterStore& store, const ParallelState& ps,
+                         const GradShard* shard) {
+  MT_CHECK(store.tp_rank() == ps.tp_rank, "count_zero_grads: the store is for TP rank ",
+           store.tp_rank(), ", the parallel state is rank ", ps.tp_rank);
+  auto zeros = [](const Tensor& run) { return kernels::count_zeros(run); };
+  // Counts are exact in f64 up to 2^53, far above any model size.
+  if (shard == nullptr) {
+    const double local = double(counted_sum<int64_t>(store.flat_grads(), 0, store, zeros));
+    return ps.tp_size * ps.pp_size > 1 ? int64_t(ps.mp->all_reduce_scalar(local, ReduceOp::SUM))
+                                       : int64_t(local);
+  }
+  const double local = double(counted_sum<int64_t>(shard->grads, shard->range.begin, store, zeros));
+  return ps.world_size > 1 ? int64_t(ps.world->all_reduce_scalar(local, ReduceOp::SUM))
+                           : int64_t(local);
+}
+
+double clip_grad_norm(ParameterStore& store, const ParallelState& ps, double max_norm,
+                      GradShard* shard) {
+  const double norm = global_grad_norm(store, ps, shard);
+  if (max_norm > 0.0) {
+    const double coeff = max_norm / (norm + 1e-6);
+    if (coeff < 1.0) kernels::scale(shard ? shard->grads : store.flat_grads(), float(coeff));
+  }
+  return norm;
+}
+
+}  // namespace megatron

@@ -1,0 +1,131 @@
+#include "optim/lr_schedule.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "core/error.h"
+
+namespace megatron {
+
+LrDecayStyle lr_decay_style_from_name(const std::string& name) {
+  if (name == "constant") return LrDecayStyle::Constant;
+  if (name == "linear") return LrDecayStyle::Linear;
+  if (name == "cosine") return LrDecayStyle::Cosine;
+  if (name == "inverse-square-root") return LrDecayStyle::InverseSquareRoot;
+  if (name == "WSD") return LrDecayStyle::WSD;
+  MT_THROW("--lr-decay-style must be constant, linear, cosine, inverse-square-root or WSD, got '",
+           name, "'");
+}
+
+WsdDecayStyle wsd_decay_style_from_name(const std::string& name) {
+  if (name == "exponential") return WsdDecayStyle::Exponential;
+  if (name == "linear") return WsdDecayStyle::Linear;
+  if (name == "cosine") return WsdDecayStyle::Cosine;
+  if (name == "minus_sqrt") return WsdDecayStyle::MinusSqrt;
+  MT_THROW("--lr-wsd-decay-style must be exponential, linear, cosine or minus_sqrt, got '", name,
+           "'");
+}
+
+WeightDecayIncrStyle weight_decay_incr_style_from_name(const std::string& name) {
+  if (name == "constant") return WeightDecayIncrStyle::Constant;
+  if (name == "linear") return WeightDecayIncrStyle::Linear;
+  if (name == "cosine") return WeightDecayIncrStyle::Cosine;
+  MT_THROW("--weight-decay-incr-style must be constant, linear or cosine, got '", name, "'");
+}
+
+LrSchedule::LrSchedule(const LrScheduleConfig& config) : config_(config) {
+  MT_REQUIRE(config.max_lr >= config.min_lr && config.min_lr >= 0.0,
+             "learning rate schedule needs 0 <= min_lr <= max_lr, got min_lr ", config.min_lr,
+             " max_lr ", config.max_lr);
+  MT_REQUIRE(config.warmup_steps >= 0, "learning rate warmup must be >= 0 samples");
+  MT_REQUIRE(
+      config.style == LrDecayStyle::Constant || double(config.decay_steps) > config.warmup_steps,
+      "learning rate decay (", config.decay_steps, " samples) must be longer than the warmup (",
+      config.warmup_steps, " samples)");
+  MT_REQUIRE(config.style != LrDecayStyle::WSD ||
+                 (config.wsd_decay_steps > 0 && config.wsd_decay_steps <= config.decay_steps),
+             "--lr-decay-style WSD needs --lr-wsd-decay-iters (or -samples) between 1 and the "
+             "decay length");
+  MT_REQUIRE(config.wd_style == WeightDecayIncrStyle::Constant || config.wd_incr_steps > 0,
+             "weight-decay increments need a positive number of training samples");
+}
+
+// The same branches, in the same order, as OptimizerParamScheduler.get_lr.
+double LrSchedule::lr() const {
+  const LrScheduleConfig& c = config_;
+  const double n = double(num_steps_);
+  if (c.warmup_steps > 0 && n <= c.warmup_steps)
+    return c.init_lr + (c.max_lr - c.init_lr) * n / c.warmup_steps;
+  if (c.style == LrDecayStyle::Constant) return c.max_lr;
+  if (num_steps_ > c.decay_steps) return c.min_lr;
+  if (c.style == LrDecayStyle::InverseSquareRoot) {
+    const double warmup = std::max(c.warmup_steps, 1.0);
+    const double steps = std::max(n, 1.0);
+    return std::max(c.min_lr, c.max_lr * std::sqrt(warmup) / std::sqrt(steps));
+  }
+  const double ratio = (n - c.warmup_steps) / (double(c.decay_steps) - c.warmup_steps);
+  double coeff = 0;
+  switch (c.style) {
+    case LrDecayStyle::Linear:
+      coeff = 1.0 - ratio;
+      break;
+    case LrDecayStyle::Cosine:
+      coeff = 0.5 * (std::cos(std::numbers::pi * ratio) + 1.0);
+      break;
+    case LrDecayStyle::WSD: {
+      const int64_t anneal_start = c.decay_steps - c.wsd_decay_steps;
+      if (num_steps_ <= anneal_start) {
+        coeff = 1.0;
+        break;
+      }
+      const double r = double(num_steps_ - anneal_start) / double(c.wsd_decay_steps);
+      switch (c.wsd_style) {
+        case WsdDecayStyle::Linear:
+          coeff = 1.0 - r;
+          break;
+        case WsdDecayStyle::Cosine:
+          coeff = 0.5 * (std::cos(std::numbers::pi * r) + 1.0);
+          break;
+        case WsdDecayStyle::Exponential:
+          coeff = 2.0 * std::pow(0.5, r) - 1.0;
+          break;
+        case WsdDecayStyle::MinusSqrt:
+          coeff = 1.0 - std::sqrt(r);
+          break;
+      }
+      break;
+    }
+    case LrDecayStyle::Constant:
+    case LrDecayStyle::InverseSquareRoot:
+      break;  // returned above
+  }
+  return c.min_lr + coeff * (c.max_lr - c.min_lr);
+}
+
+// OptimizerParamScheduler.get_wd.
+double LrSchedule::wd() const {
+  const LrScheduleConfig& c = config_;
+  if (num_steps_ > c.wd_incr_steps || c.wd_style == WeightDecayIncrStyle::Constant) return c.end_wd;
+  const double ratio = double(num_steps_) / double(c.wd_incr_steps);
+  const double coeff = c.wd_style == WeightDecayIncrStyle::Linear
+                           ? ratio
+                           : 0.5 * (std::cos(std::numbers::pi * (1.0 - ratio)) + 1.0);
+  return c.start_wd + coeff * (c.end_wd - c.start_wd);
+}
+
+nlohmann::json LrSchedule::state() const {
+  return {{"num_steps", num_steps_},
+          {"max_lr", config_.max_lr},
+          {"min_lr", config_.min_lr},
+          {"warmup_steps", config_.warmup_steps},
+          {"decay_steps", config_.decay_steps},
+          {"decay_style", int(config_.style)}};
+}
+
+void LrSchedule::load_state(const nlohmann::json& state) {
+  MT_REQUIRE(state.contains("num_steps"), "checkpoint scheduler state has no 'num_steps'");
+  num_steps_ = state.at("num_steps").get<int64_t>();
+}
+
+}  // namespace megatron

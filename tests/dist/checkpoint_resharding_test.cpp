@@ -1,0 +1,213 @@
+// Checkpoint save/load under mpirun: round trips at every tensor-parallel size the world
+// allows (with data-parallel replicas), resharding chains such as TP4 -> TP2 -> TP1 -> TP4,
+// and the distributed optimizer's shards (every DP rank writes its own) loaded at every TP
+// size, sharded or whole, every loaded element checked against the fixture's full tensors.
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "../common/checkpoint_fixture.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/layout.h"
+#include "distributed/parallel_state.h"
+#include "mpi_test_util.h"
+#include "optim/distributed_optimizer.h"
+
+namespace megatron {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace megatron::testing;
+
+// A directory every rank agrees on (rank 0 names it), removed at the end of the test.
+class SharedTempDir {
+ public:
+  SharedTempDir() {
+    Tensor pid = Tensor::from_vector<int64_t>({int64_t(::getpid())}, {1});
+    test::world()->broadcast(pid, 0);
+    static int counter = 0;
+    path_ =
+        (fs::temp_directory_path() / ("megatron_ckpt_" + std::to_string(pid.data<int64_t>()[0]) +
+                                      "_" + std::to_string(counter++)))
+            .string();
+    if (test::world_rank() == 0) fs::remove_all(path_);
+    test::world()->barrier();
+  }
+  ~SharedTempDir() {
+    test::world()->barrier();
+    if (test::world_rank() == 0) fs::remove_all(path_);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Saves the fixture (values and optimizer buffers) at TP = `tp` into `dir` at `iteration`.
+void save_fixture(const std::string& dir, int64_t iteration, int tp) {
+  ParallelState ps = ParallelState::create(test::world(), tp, 1);
+  ParameterStore store = make_fixture_store(ps.tp_rank, tp);
+  fill_fixture(store, store.flat_values(), 0);
+  auto optimizer = make_fixture_optimizer(store);
+  fill_fixture_optimizer(store, optimizer);
+  nlohmann::json state = {{"iteration", iteration}, {"saved_by_tp_rank", ps.tp_rank}};
+  save_checkpoint(dir, iteration, store, optimizer, state, ps);
+}
+
+struct Loaded {
+  int64_t value_mismatches = 0, optimizer_mismatches = 0;
+  nlohmann::json state;
+};
+
+Loaded load_fixture(const std::string& dir, int64_t iteration, int tp) {
+  ParallelState ps = ParallelState::create(test::world(), tp, 1);
+  ParameterStore store = make_fixture_store(ps.tp_rank, tp);
+  auto optimizer = make_fixture_optimizer(store);
+  Loaded out;
+  out.state = load_checkpoint(dir, iteration, store, &optimizer, ps);
+  out.value_mismatches = count_fixture_mismatches(store, store.flat_values(), 0);
+  out.optimizer_mismatches = count_fixture_optimizer_mismatches(store, optimizer);
+  return out;
+}
+
+TEST(CheckpointDist, RoundTripAtEveryTensorParallelSize) {
+  for (int tp : {1, 2, 4}) {
+    if (test::world_size() % tp != 0) continue;
+    SCOPED_TRACE(::testing::Message() << "tp=" << tp);
+    SharedTempDir dir;
+    save_fixture(dir.path(), 7, tp);
+    Loaded got = load_fixture(dir.path(), -1, tp);
+    EXPECT_EQ(got.value_mismatches, 0);
+    EXPECT_EQ(got.optimizer_mismatches, 0);
+    ParallelState ps = ParallelState::create(test::world(), tp, 1);
+    EXPECT_EQ(got.state["iteration"], 7);
+    EXPECT_EQ(got.state["saved_by_tp_rank"], ps.tp_rank);  // each rank gets its own state
+    EXPECT_EQ(read_latest_iteration(dir.path()), std::optional<int64_t>(7));
+    std::vector<RankDir> dirs = list_rank_dirs(dir.path() + "/iter_0000007");
+    EXPECT_EQ(int(dirs.size()), tp);
+  }
+}
+
+TEST(CheckpointDist, ReshardingChainReproducesTheFullTensors) {
+  SKIP_UNLESS_WORLD_SIZE_AT_LEAST(2);
+  // World 4: 4 -> 2 -> 1 -> 4; world 2: 2 -> 1 -> 2. Each step loads the previous step's
+  // checkpoint at a new TP size, checks it against the fixture, and saves it again.
+  std::vector<int> chain =
+      test::world_size() == 4 ? std::vector<int>{4, 2, 1, 4} : std::vector<int>{2, 1, 2};
+  SharedTempDir dir;
+  save_fixture(dir.path() + "/step0", 1, chain[0]);
+  for (size_t i = 1; i < chain.size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << "TP" << chain[i - 1] << " -> TP" << chain[i]);
+    const int tp = chain[i];
+    ParallelState ps = ParallelState::create(test::world(), tp, 1);
+    ParameterStore store = make_fixture_store(ps.tp_rank, tp);
+    auto optimizer = make_fixture_optimizer(store);
+    nlohmann::json state =
+        load_checkpoint(dir.path() + "/step" + std::to_string(i - 1), -1, store, &optimizer, ps);
+    EXPECT_EQ(count_fixture_mismatches(store, store.flat_values(), 0), 0);
+    EXPECT_EQ(count_fixture_optimizer_mismatches(store, optimizer), 0);
+    EXPECT_EQ(state["iteration"], 1);
+    save_checkpoint(dir.path() + "/step" + std::to_string(i), 1, store, optimizer, state, ps);
+  }
+}
+
+TEST(CheckpointDist, FailureOnOneRankFailsEveryRankAndKeepsThePreviousCheckpoint) {
+  SKIP_UNLESS_WORLD_SIZE_AT_LEAST(2);
+  SharedTempDir dir;
+  const int tp = 2;
+  save_fixture(dir.path(), 3, tp);
+  ParallelState ps = ParallelState::create(test::world(), tp, 1);
+  ParameterStore store = make_fixture_store(ps.tp_rank, tp);
+  std::map<std::string, Tensor> optimizer = make_fixture_optimizer(store);
+  if (ps.tp_rank == 1) optimizer["exp_avg"] = Tensor::zeros({3}, DType::F32);  // wrong size
+  EXPECT_THROW(save_checkpoint(dir.path(), 4, store, optimizer, {}, ps), Error);
+  EXPECT_EQ(read_latest_iteration(dir.path()), std::optional<int64_t>(3));
+  test::world()->barrier();
+  int leftovers = 0;
+  for (const auto& e : fs::directory_iterator(dir.path()))
+    leftovers += e.path().filename().string().find(".tmp-") != std::string::npos;
+  EXPECT_EQ(leftovers, 0);
+  Loaded got = load_fixture(dir.path(), -1, tp);
+  EXPECT_EQ(got.value_mismatches, 0);
+}
+
+TEST(CheckpointDist, DistributedOptimizerShardsLoadAtEveryLayoutShardedOrWhole) {
+  for (int tp : {1, 2}) {
+    if (test::world_size() % tp != 0) continue;
+    SCOPED_TRACE(::testing::Message() << "saved at tp=" << tp);
+    SharedTempDir dir;
+    {
+      ParallelState ps = ParallelState::create(test::world(), tp, 1);
+      ParameterStore store = make_fixture_store(ps.tp_rank, tp);
+      fill_fixture(store, store.flat_values(), 0);
+      const FlatRange range =
+          DpShard::of(store.flat_values().numel(), ps.dp_size, ps.dp_rank).range;
+      auto optimizer = make_fixture_optimizer(store, range);
+      fill_fixture_optimizer(store, optimizer, range);
+      save_checkpoint(dir.path(), 5, store, optimizer, {{"iteration", 5}}, ps,
+                      {range, ps.dp_rank, ps.dp_size});
+      const std::string rank_dir = dir.path() + "/iter_0000005/" + rank_dir_name(ps.tp_rank, 0, 1);
+      EXPECT_EQ(optimizer_files(rank_dir).size(), size_t(ps.dp_size));
+      EXPECT_EQ(fs::exists(rank_dir + "/optimizer.safetensors"), ps.dp_size == 1);
+    }
+    for (int load_tp : {1, 2, 4}) {
+      if (test::world_size() % load_tp != 0) continue;
+      for (bool sharded : {false, true}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "loaded at tp=" << load_tp << (sharded ? " sharded" : ""));
+        ParallelState ps = ParallelState::create(test::world(), load_tp, 1);
+        ParameterStore store = make_fixture_store(ps.tp_rank, load_tp);
+        const FlatRange range =
+            sharded ? DpShard::of(store.flat_values().numel(), ps.dp_size, ps.dp_rank).range
+                    : FlatRange{};
+        auto optimizer = make_fixture_optimizer(store, range);
+        load_checkpoint(dir.path(), -1, store, &optimizer, ps, range);
+        EXPECT_EQ(count_fixture_mismatches(store, store.flat_values(), 0), 0);
+        EXPECT_EQ(count_fixture_optimizer_mismatches(store, optimizer, range), 0);
+      }
+    }
+  }
+}
+
+// The fixture's parameters split over two pipeline stages: embeddings and the QKV projection
+// on stage 0, the rest on stage 1.
+std::vector<ParamSpec> stage_specs(int pp_rank) {
+  std::vector<ParamSpec> out;
+  for (const ParamSpec& s : fixture_specs()) {
+    const bool first =
+        s.name.rfind("embedding.", 0) == 0 || s.name.find("query_key_value") != std::string::npos;
+    if (first == (pp_rank == 0)) out.push_back(s);
+  }
+  return out;
+}
+
+TEST(CheckpointDist, PipelineLayoutSavesPerStageAndLoadsIntoTheWholeModel) {
+  SKIP_UNLESS_WORLD_SIZE(4);
+  SharedTempDir dir;
+  {
+    ParallelState ps = ParallelState::create(test::world(), 2, 2);
+    ParameterStore store = make_fixture_store(ps.tp_rank, 2, stage_specs(ps.pp_rank));
+    fill_fixture(store, store.flat_values(), 0);
+    save_checkpoint(dir.path(), 2, store, {}, {{"pp_rank", ps.pp_rank}}, ps);
+  }
+  std::vector<RankDir> dirs = list_rank_dirs(dir.path() + "/iter_0000002");
+  ASSERT_EQ(dirs.size(), 4u);
+  EXPECT_EQ(fs::path(dirs[3].path).filename(), "mp_rank_01_001");
+  EXPECT_EQ(dirs[3].tp_rank, 1);
+  EXPECT_EQ(dirs[3].pp_rank, 1);
+
+  // Back into the same stages (other stages' parameters are not "extra" there) ...
+  ParallelState pp2 = ParallelState::create(test::world(), 2, 2);
+  ParameterStore stage = make_fixture_store(pp2.tp_rank, 2, stage_specs(pp2.pp_rank));
+  nlohmann::json state = load_checkpoint(dir.path(), -1, stage, nullptr, pp2);
+  EXPECT_EQ(count_fixture_mismatches(stage, stage.flat_values(), 0), 0);
+  EXPECT_EQ(state["pp_rank"], pp2.pp_rank);
+  // ... and into the whole model at TP 4, PP 1.
+  ParallelState tp4 = ParallelState::create(test::world(), 4, 1);
+  ParameterStore whole = make_fixture_store(tp4.tp_rank, 4);
+  load_checkpoint(dir.path(), -1, whole, nullptr, tp4);
+  EXPECT_EQ(count_fixture_mismatches(whole, whole.flat_values(), 0), 0);
+}
+
+}  // namespace
+}  // namespace megatron
