@@ -39,6 +39,11 @@ int run_bench(int argc, char** argv) {
       ->capture_default_str();
   kg->add_option("--num-attention-heads", k.heads, "attention heads (divides --hidden-size)")
       ->capture_default_str();
+  kg->add_option("--vocab-size", k.vocab, "cross-entropy columns and embedding rows")
+      ->capture_default_str();
+  kg->add_option("--flat-buffer-elements", k.flat_buffer_elements,
+                 "parameters of the flat buffers AdamW and the norms pass over")
+      ->capture_default_str();
   kg->add_option("--ceiling-size", k.ceiling_size, "size of the square ceiling GEMM")
       ->capture_default_str();
   kg->add_option("--copy-mb", k.copy_mb, "memcpy size for copy bandwidth")->capture_default_str();

@@ -1,5 +1,5 @@
 // kernels/profile.h on the CPU (what `bench --mode step --breakdown` prints): see
-// kernels_profile_check.h; tests/gpu/kernel_profile_gpu_test.cpp checks the same on a GPU.
+// kernels_profile_check.h; tests/gpu/kernels_profile_gpu_test.cpp checks the same on a GPU.
 #include <gtest/gtest.h>
 
 #include "kernels_profile_check.h"

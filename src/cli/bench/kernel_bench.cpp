@@ -7,12 +7,13 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <functional>
 
 #include "cli/bench/gemm_shapes.h"
+#include "cli/bench/memory_bound_bench.h"
+#include "cli/bench/seconds_per_call.h"
 #include "cli/setup/device_setup.h"
 #include "core/device_runtime.h"
 #include "core/error.h"
@@ -25,24 +26,6 @@
 namespace megatron::cli {
 
 namespace {
-
-// Mean seconds per call of fn on `device`, calling it until min_time has passed (and at least
-// twice).
-double seconds_per_call(const std::function<void()>& fn, double min_time, Device device) {
-  using Clock = std::chrono::steady_clock;
-  fn();  // warm-up
-  synchronize(device);
-  int calls = 0;
-  const Clock::time_point start = Clock::now();
-  double elapsed = 0;
-  do {
-    fn();
-    ++calls;
-    synchronize(device);
-    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  } while (calls < 2 || elapsed < min_time);
-  return elapsed / calls;
-}
 
 // GFLOP/s of kernels::gemm on shape s with A, B of dtype ab and an f32 C, all on `device`.
 double gemm_gflops(const GemmShape& s, DType ab, double min_time, Device device) {
@@ -103,7 +86,7 @@ AttentionRates attention_gflops(int64_t b, int64_t s, int64_t heads, int64_t d, 
 
 int run_kernel_bench(const KernelBenchOptions& o) {
   MT_REQUIRE(o.tokens > 0 && o.hidden > 0 && o.ffn > 0 && o.ceiling_size > 0 && o.copy_mb > 0 &&
-                 o.seq_length > 0 && o.heads > 0,
+                 o.seq_length > 0 && o.heads > 0 && o.vocab > 0 && o.flat_buffer_elements > 0,
              "bench sizes must be positive");
   MT_REQUIRE(o.tokens % o.seq_length == 0, "bench --seq-length ", o.seq_length,
              " does not divide --tokens ", o.tokens,
@@ -116,8 +99,8 @@ int run_kernel_bench(const KernelBenchOptions& o) {
       "%lld\n",
       device.str().c_str(), omp_get_max_threads(), (long long)o.tokens, (long long)o.hidden,
       (long long)o.ffn);
-  std::printf("copy bandwidth (%lld MB, read + write): %.1f GB/s\n", (long long)o.copy_mb,
-              copy_gbps(o.copy_mb, o.min_time, device));
+  const double copy = copy_gbps(o.copy_mb, o.min_time, device);
+  std::printf("copy bandwidth (%lld MB, read + write): %.1f GB/s\n", (long long)o.copy_mb, copy);
   const std::vector<GemmShape> shapes = gpt_layer_gemm_shapes(o.tokens, o.hidden, o.ffn);
   for (const std::string& name : o.dtypes) {
     const DType dt = dtype_from_name(name);
@@ -160,7 +143,9 @@ int run_kernel_bench(const KernelBenchOptions& o) {
         name.c_str(), (long long)b, (long long)o.seq_length, (long long)o.heads, (long long)d,
         a.forward, 100.0 * a.forward / ceiling, a.forward_backward,
         100.0 * a.forward_backward / ceiling);
+    print_memory_bound_kernels(o, dt, device, copy);
   }
+  print_flat_buffer_kernels(o, device, copy);
   return 0;
 }
 

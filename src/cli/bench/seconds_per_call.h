@@ -1,0 +1,16 @@
+// The timing loop of the bench modes: mean seconds per call of a function on a device.
+#pragma once
+
+#include <functional>
+
+#include "core/device.h"
+
+namespace megatron::cli {
+
+// Mean seconds per call of fn on `device`, after one warm-up call (which also builds oneDNN's
+// cached primitive or cuBLASLt's plan), calling it until min_time has passed (and at least
+// twice). On a GPU each call ends with a device synchronisation, so the figure is of finished
+// work, not of queued launches.
+double seconds_per_call(const std::function<void()>& fn, double min_time, Device device);
+
+}  // namespace megatron::cli
