@@ -9,7 +9,7 @@
 #include <string>
 
 #include "checkpoint/checkpoint.h"
-#include "convert/hf_gpt2.h"  // TensorMap
+#include "convert/hf_tensor.h"
 #include "core/error.h"
 #include "distributed/parallel_state.h"
 #include "model/stage_range.h"

@@ -34,7 +34,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "convert/hf_gpt2.h"  // TensorMap
+#include "convert/hf_tensor.h"
 #include "model/bert_config.h"
 
 namespace megatron {

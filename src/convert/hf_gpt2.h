@@ -26,12 +26,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "convert/hf_tensor.h"
 #include "core/tensor.h"
 #include "model/gpt_model.h"
 
 namespace megatron {
-
-using TensorMap = std::map<std::string, Tensor>;
 
 // GptConfig from an HF GPT-2 config.json (n_layer, n_embd, n_head, n_inner, vocab_size,
 // n_positions, layer_norm_epsilon, resid_pdrop, attn_pdrop). Throws Error naming the key

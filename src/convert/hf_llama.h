@@ -24,7 +24,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "convert/hf_gpt2.h"
+#include "convert/hf_tensor.h"
 #include "model/gpt_model.h"
 
 namespace megatron {

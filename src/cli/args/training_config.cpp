@@ -13,6 +13,7 @@
 #include "core/logging.h"
 #include "core/number_format.h"
 #include "kernels/gemm_options.h"
+#include "model/gpt_model.h"  // padded_vocab_size
 #include "model/stage_range.h"
 #include "train/log/named_timers.h"
 
@@ -277,6 +278,32 @@ void validate_training_args(Args& a, int world_size) {
   } else {
     MT_REQUIRE(!a.tokenizer_type.empty(), "--data-path needs --tokenizer-type");
   }
+}
+
+LanguageModelConfig language_model_config(const Args& a, int64_t vocab_size) {
+  LanguageModelConfig c;
+  c.num_layers = a.num_layers;
+  c.hidden_size = a.hidden_size;
+  c.num_attention_heads = a.num_attention_heads;
+  c.ffn_hidden_size = a.effective_ffn_hidden_size();
+  c.vocab_size = vocab_size;
+  c.padded_vocab_size =
+      padded_vocab_size(vocab_size, a.make_vocab_size_divisible_by, a.tensor_model_parallel_size);
+  c.max_position_embeddings = a.max_position_embeddings;
+  c.seq_length = a.seq_length;
+  c.hidden_dropout = float(a.hidden_dropout);
+  c.attention_dropout = float(a.attention_dropout);
+  c.init_method_std = float(a.init_method_std);
+  c.layernorm_epsilon = float(a.layernorm_epsilon);
+  c.recompute_activations = a.full_recompute();
+  c.recompute_method = a.recompute_method_or_default();
+  c.recompute_num_layers = a.recompute_num_layers_or_default();
+  c.selective_recompute = a.selective_recompute();
+  c.flash_attention = a.flash_attention();
+  c.sequence_parallel = a.sequence_parallel;
+  c.gelu = a.gelu_form();
+  c.compute_dtype = a.bf16 ? DType::BF16 : DType::F32;  // --fp16: f32 math, f16 weights
+  return c;
 }
 
 LrScheduleConfig lr_schedule_config(const Args& a) {

@@ -5,6 +5,7 @@
 
 #include "cli/args/arg_table.h"
 #include "cli/args/args.h"
+#include "model/language_model_config.h"
 
 namespace megatron::cli {
 
@@ -42,6 +43,11 @@ void select_training_device(Args& args);
 // schedule counts samples (iterations × global batch when --train-iters is used); the loss
 // scale is dynamic only for --fp16 without --loss-scale, and 1 without --fp16.
 LrScheduleConfig lr_schedule_config(const Args& args);
+// The model options every language model takes from the shared flags (shape, vocabulary
+// padded by Megatron's rule for `vocab_size` real entries, dropouts, init, epsilon, recompute,
+// attention, sequence parallelism, GeLU, compute dtype); a model family's setup adds its own
+// (cli/setup/gpt_setup.cpp, cli/setup/bert_setup.cpp).
+LanguageModelConfig language_model_config(const Args& args, int64_t vocab_size);
 GradScalerConfig grad_scaler_config(const Args& args);
 AdamWConfig adamw_config(const Args& args);
 // Every loop option (parallel sizes, batches, intervals, checkpoints, logging); `table`'s

@@ -1,7 +1,7 @@
 #include "cli/setup/bert_setup.h"
 
+#include "cli/args/training_config.h"
 #include "core/error.h"
-#include "model/gpt_model.h"
 
 namespace megatron::cli {
 
@@ -22,31 +22,11 @@ void check_bert_layernorm_flags(const BertLayerNormFlags& flags) {
 BertConfig bert_config(const Args& a, const BertLayerNormFlags& f, bool binary_head,
                        int64_t vocab) {
   BertConfig c;
-  c.num_layers = a.num_layers;
-  c.hidden_size = a.hidden_size;
-  c.num_attention_heads = a.num_attention_heads;
-  c.ffn_hidden_size = a.effective_ffn_hidden_size();
-  c.vocab_size = vocab;
-  c.padded_vocab_size =
-      padded_vocab_size(vocab, a.make_vocab_size_divisible_by, a.tensor_model_parallel_size);
-  c.max_position_embeddings = a.max_position_embeddings;
-  c.seq_length = a.seq_length;
-  c.hidden_dropout = float(a.hidden_dropout);
-  c.attention_dropout = float(a.attention_dropout);
-  c.init_method_std = float(a.init_method_std);
-  c.layernorm_epsilon = float(a.layernorm_epsilon);
+  static_cast<LanguageModelConfig&>(c) = language_model_config(a, vocab);
   c.layernorm_order =
       f.post_layernorm ? LayerNormOrder::kPostLayerNorm : LayerNormOrder::kPreLayerNorm;
   c.apply_residual_connection_post_layernorm = f.residual_post_layernorm;
   c.binary_head = binary_head;
-  c.recompute_activations = a.full_recompute();
-  c.recompute_method = a.recompute_method_or_default();
-  c.recompute_num_layers = a.recompute_num_layers_or_default();
-  c.selective_recompute = a.selective_recompute();
-  c.flash_attention = a.flash_attention();
-  c.sequence_parallel = a.sequence_parallel;
-  c.gelu = a.gelu_form();
-  c.compute_dtype = a.bf16 ? DType::BF16 : DType::F32;
   return c;
 }
 

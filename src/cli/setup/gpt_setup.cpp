@@ -56,28 +56,9 @@ namespace {
 
 GptConfig gpt_config(const Args& a, const Vocabulary& vocab) {
   GptConfig c;
-  c.num_layers = a.num_layers;
-  c.hidden_size = a.hidden_size;
-  c.num_attention_heads = a.num_attention_heads;
-  c.ffn_hidden_size = a.effective_ffn_hidden_size();
-  c.vocab_size = vocab.size;
-  c.padded_vocab_size =
-      padded_vocab_size(vocab.size, a.make_vocab_size_divisible_by, a.tensor_model_parallel_size);
-  c.max_position_embeddings = a.max_position_embeddings;
-  c.seq_length = a.seq_length;
-  c.hidden_dropout = float(a.hidden_dropout);
-  c.attention_dropout = float(a.attention_dropout);
-  c.init_method_std = float(a.init_method_std);
+  static_cast<LanguageModelConfig&>(c) = language_model_config(a, vocab.size);
   c.layernorm_epsilon = norm_epsilon(a.arch, a.layernorm_epsilon);
-  c.recompute_activations = a.full_recompute();
-  c.recompute_method = a.recompute_method_or_default();
-  c.recompute_num_layers = a.recompute_num_layers_or_default();
-  c.selective_recompute = a.selective_recompute();
-  c.flash_attention = a.flash_attention();
-  c.sequence_parallel = a.sequence_parallel;
   c.arch = architecture_options(a.arch);
-  c.gelu = a.gelu_form();
-  c.compute_dtype = a.bf16 ? DType::BF16 : DType::F32;  // --fp16: f32 math, f16 weights
   return c;
 }
 
