@@ -125,35 +125,37 @@ int run_plan(int argc, char** argv) {
              "the vocabulary size is unknown: give --vocab-size (or a "
              "--tokenizer-type of known size: GPT2BPETokenizer, BertWordPieceLowerCase, "
              "BertWordPieceCase)");
-  model.hidden_dropout = args.hidden_dropout;
-  model.attention_dropout = args.attention_dropout;
-  model.swiglu = given(swiglu);
+  model.hidden_dropout = float(args.hidden_dropout);
+  model.attention_dropout = float(args.attention_dropout);
+  model.arch.swiglu = given(swiglu);
   if (given(gqa) || given(query_groups)) {
     MT_REQUIRE(given(query_groups), "--group-query-attention needs --num-query-groups");
-    model.num_query_groups = query_groups->as<int64_t>();
+    model.arch.num_query_groups = query_groups->as<int64_t>();
   }
-  model.kv_channels = value_or<int64_t>(kv_channels, 0);
-  model.untie_embeddings_and_output_weights = given(untie);
+  model.arch.kv_channels = value_or<int64_t>(kv_channels, 0);
+  model.arch.untie_embeddings_and_output_weights = given(untie);
   const std::string norm = value_or<std::string>(normalization, "LayerNorm");
   MT_REQUIRE(norm == "LayerNorm" || norm == "RMSNorm", "--normalization '", norm,
              "' is not known: expected LayerNorm or RMSNorm");
-  model.rmsnorm = norm == "RMSNorm";
+  model.arch.normalization =
+      norm == "RMSNorm" ? Normalization::kRMSNorm : Normalization::kLayerNorm;
   const std::string pos = value_or<std::string>(position, "learned_absolute");
   MT_REQUIRE(pos == "learned_absolute" || pos == "rope", "--position-embedding-type '", pos,
              "' is not known: expected learned_absolute or rope");
-  model.learned_position_embeddings = pos == "learned_absolute";
-  model.add_bias_linear = !given(no_bias);
-  model.add_qkv_bias = given(qkv_bias);
+  model.arch.position_embedding =
+      pos == "rope" ? PositionEmbedding::kRope : PositionEmbedding::kLearnedAbsolute;
+  model.arch.add_bias_linear = !given(no_bias);
+  model.arch.add_qkv_bias = given(qkv_bias);
   model.mask_prob = value_or<double>(mask_prob, 0.15);
   if (given(no_binary_head)) {
     MT_REQUIRE(model.family == plan::ModelFamily::kBert,
                "--bert-no-binary-head is a BERT option: give --model bert");
-    model.bert_binary_head = false;
+    model.binary_head = false;
   }
   check_bert_layernorm_flags(layernorm);
-  model.norm_order = layernorm.post_layernorm            ? plan::NormOrder::kPost
-                     : layernorm.residual_post_layernorm ? plan::NormOrder::kPreResidualFromNorm
-                                                         : plan::NormOrder::kPre;
+  model.set_norm_order(layernorm.post_layernorm            ? plan::NormOrder::kPost
+                       : layernorm.residual_post_layernorm ? plan::NormOrder::kPreResidualFromNorm
+                                                           : plan::NormOrder::kPre);
   plan::validate_model(model);
 
   plan::Layout layout;

@@ -131,20 +131,20 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
 
   c.h = double(m.hidden_size);
   c.e = l.precision == Precision::kBf16 ? 2.0 : 4.0;  // compute dtype (fp16 computes in f32)
-  c.hl = double(m.heads()) / t;
+  c.hl = double(m.num_attention_heads) / t;
   // Q of a/t heads and K, V of g/t groups, head dim d (validate_layout: t divides g).
   const double d = double(m.head_dim());
-  c.qkv = double(m.heads() + 2 * m.query_groups()) * d / t;
+  c.qkv = double(m.num_attention_heads + 2 * m.query_groups()) * d / t;
   c.ctx = c.hl * d;
-  c.ffn = double(m.ffn()) / t;
-  c.fc1 = (m.swiglu ? 2.0 : 1.0) * c.ffn;
-  c.norm_stats = m.rmsnorm ? 1.0 : 2.0;
+  c.ffn = double(m.ffn_size()) / t;
+  c.fc1 = (m.arch.swiglu ? 2.0 : 1.0) * c.ffn;
+  c.norm_stats = m.arch.normalization == Normalization::kRMSNorm ? 1.0 : 2.0;
   c.vocab_local = double(m.padded_vocab(l.tensor_parallel)) / t;
   c.hidden_dropout = m.hidden_dropout > 0;
   c.attention_dropout = m.attention_dropout > 0;
   c.flash = l.flash_attention;
   c.selective = l.recompute == Recompute::kSelective && !c.flash;
-  c.residual_from_norm = m.norm_order == NormOrder::kPreResidualFromNorm;
+  c.residual_from_norm = m.norm_order() == NormOrder::kPreResidualFromNorm;
   const bool bert = m.family == ModelFamily::kBert;
   const int p = l.pipeline_parallel, v = l.virtual_stages;
   const double layers_per_chunk = double(m.num_layers) / (p * v);
@@ -159,13 +159,14 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
   emb.add(N * h * e);            // word embedding rows (this rank's partial sums with SP)
   if (c.sp) emb.add(n * h * e);  // ... reduce-scattered to the shard
   emb.add(n * h * e);  // position (and token type) rows of the shard, allocated with or without
-  if (m.learned_position_embeddings) emb.add(N * 4);  // position ids, the whole sequence
-  if (bert) emb.add(N * 4);                           // token types, sequence-major, the same
-  if (m.embedding_norm()) cpp_outer_norm(c, emb);     // post-LN BERT: LayerNorm before dropout
-  if (c.hidden_dropout) {                             // on this rank's sequence shard with SP
-    emb.add(n * h);                                   // u8 mask
-    emb.add(n * h * e);                               // dropped output
-    emb.add(n * h * e);                               // backward: undropped gradient
+  if (m.arch.position_embedding == PositionEmbedding::kLearnedAbsolute)
+    emb.add(N * 4);                                // position ids, the whole sequence
+  if (bert) emb.add(N * 4);                        // token types, sequence-major, the same
+  if (m.embedding_norm()) cpp_outer_norm(c, emb);  // post-LN BERT: LayerNorm before dropout
+  if (c.hidden_dropout) {                          // on this rank's sequence shard with SP
+    emb.add(n * h);                                // u8 mask
+    emb.add(n * h * e);                            // dropped output
+    emb.add(n * h * e);                            // backward: undropped gradient
   }
   if (c.sp) emb.add(N * h * e);  // backward: the gradient all-gathered
 
@@ -210,7 +211,7 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
     out.add(n * 4);         // row max
     out.add(2 * n * 4);     // Σexp, target logit
     out.add(n * 4);         // per-token loss
-    if (m.bert_binary_head) {
+    if (m.binary_head) {
       out.add(b * h * 4, 2);  // [CLS] rows, pooled (f32)
       out.add(b * 2 * 4);     // sentence-order logits
       out.add(b * 4, 4);      // row max, Σexp, target, loss
@@ -221,7 +222,7 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
     out.add(n * h * e, 4);           // LM head backward
     out.add(N * h * 4);              // d(hidden): the rows' gradients scattered (f32)
     if (e != 4) out.add(N * h * e);  // d(hidden) cast to the compute dtype
-    if (m.bert_binary_head) {
+    if (m.binary_head) {
       out.add(b * 4);         // d(loss)
       out.add(b * 2 * 4);     // d(logits)
       out.add(b * h * 4, 3);  // d(pooled), d(pooler's pre-tanh), d([CLS])
@@ -270,8 +271,8 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
 ActivationMemory megatron_lm(const ModelSpec& m, const Layout& l) {
   const double t = l.tensor_parallel, p = l.pipeline_parallel, v = l.virtual_stages;
   const double s = double(m.seq_length), b = double(l.micro_batch), h = double(m.hidden_size);
-  const double a = double(m.heads()), d = double(m.head_dim()), g = double(m.query_groups()),
-               f = double(m.ffn());
+  const double a = double(m.num_attention_heads), d = double(m.head_dim()),
+               g = double(m.query_groups()), f = double(m.ffn_size());
   const double e = activation_bytes(l.precision);
   const double mask_h = m.hidden_dropout > 0 ? 1.0 : 0.0;
   const double mask_a = m.attention_dropout > 0 ? 1.0 : 0.0;
@@ -280,7 +281,7 @@ ActivationMemory megatron_lm(const ModelSpec& m, const Layout& l) {
 
   const double replicated = (2 * sbh * e + sbh * e + sbh * e + 2 * sbh * mask_h) / sp;
   const double split = (s * b * (a * d + g * d) * e + s * b * g * d * e + s * b * a * d * e +
-                        s * b * f * (m.swiglu ? 2.0 : 1.0) * e + s * b * f * e) /
+                        s * b * f * (m.arch.swiglu ? 2.0 : 1.0) * e + s * b * f * e) /
                        t;
   const double scores =
       b * a * s * s * (e + mask_a + (mask_a > 0 ? e : 0.0)) / t;  // softmax out, mask, dropped

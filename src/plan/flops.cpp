@@ -4,10 +4,11 @@ namespace megatron::plan {
 
 IterationFlops iteration_flops(const ModelSpec& m, const Layout& l, Implementation impl) {
   const double B = double(l.effective_global_batch()), s = double(m.seq_length),
-               L = double(m.num_layers), h = double(m.hidden_size), a = double(m.heads()),
-               g = double(m.query_groups()), d = double(m.head_dim()), f = double(m.ffn());
+               L = double(m.num_layers), h = double(m.hidden_size),
+               a = double(m.num_attention_heads), g = double(m.query_groups()),
+               d = double(m.head_dim()), f = double(m.ffn_size());
   const double V = double(m.padded_vocab(l.tensor_parallel));
-  const double gated = m.swiglu ? 1.5 : 1.0;
+  const double gated = m.arch.swiglu ? 1.5 : 1.0;
   const double ratio = a * d / h;  // query projection / hidden size
   const double per_layer_bracket = (1 + g / a + s / h) * ratio + f / h * gated;
   const double base = 12.0 * B * s * L * h * h;

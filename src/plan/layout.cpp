@@ -57,12 +57,13 @@ void validate_layout(const ModelSpec& m, const Layout& l, Implementation impl) {
   MT_REQUIRE(v > 0, "the number of virtual pipeline stages must be positive, got ", v);
   MT_REQUIRE(l.micro_batch > 0, "--micro-batch-size must be given and positive, got ",
              l.micro_batch);
-  MT_REQUIRE(m.heads() % t == 0, "--num-attention-heads ", m.heads(),
+  MT_REQUIRE(m.num_attention_heads % t == 0, "--num-attention-heads ", m.num_attention_heads,
              " must be divisible by --tensor-model-parallel-size ", t,
-             ": each rank computes whole heads (try a TP size that divides ", m.heads(), ")");
+             ": each rank computes whole heads (try a TP size that divides ", m.num_attention_heads,
+             ")");
   MT_REQUIRE(m.query_groups() % t == 0, "--num-query-groups ", m.query_groups(),
              " must be divisible by --tensor-model-parallel-size ", t);
-  MT_REQUIRE(m.ffn() % t == 0, "--ffn-hidden-size ", m.ffn(),
+  MT_REQUIRE(m.ffn_size() % t == 0, "--ffn-hidden-size ", m.ffn_size(),
              " must be divisible by --tensor-model-parallel-size ", t);
   MT_REQUIRE(m.num_layers % (int64_t(p) * v) == 0, "--num-layers ", m.num_layers,
              " must be divisible by --pipeline-model-parallel-size ", p,
@@ -95,7 +96,7 @@ void validate_layout(const ModelSpec& m, const Layout& l, Implementation impl) {
     MT_REQUIRE(!l.sequence_parallel || m.seq_length % t == 0, "--sequence-parallel: --seq-length ",
                m.seq_length, " must be divisible by --tensor-model-parallel-size ", t,
                " (each TP rank holds a whole shard of the sequence)");
-    MT_REQUIRE(m.norm_order != NormOrder::kPreResidualFromNorm || m.family == ModelFamily::kBert,
+    MT_REQUIRE(m.norm_order() != NormOrder::kPreResidualFromNorm || m.family == ModelFamily::kBert,
                "--apply-residual-connection-post-layernorm: megatron-cpp's GPT keeps the "
                "residual before the LayerNorm (a pretrain-bert option there)",
                use_lm);
@@ -104,20 +105,21 @@ void validate_layout(const ModelSpec& m, const Layout& l, Implementation impl) {
                "after the compute they follow", use_lm);
     // megatron-cpp runs the Llama-family options in its GPT (model/transformer_config.h); its
     // BERT has the original architecture only.
-    MT_REQUIRE(
-        m.family == ModelFamily::kGpt ||
-            (m.query_groups() == m.heads() && !m.swiglu && !m.rmsnorm &&
-             m.learned_position_embeddings && m.add_bias_linear &&
-             !m.untie_embeddings_and_output_weights && m.head_dim() * m.heads() == m.hidden_size),
-        "the Llama-family options (--num-query-groups, --swiglu, --normalization RMSNorm, "
-        "--position-embedding-type rope, --disable-bias-linear, "
-        "--untie-embeddings-and-output-weights, --kv-channels): megatron-cpp's BERT has the "
-        "original architecture (they are GPT options there)",
-        use_lm);
+    MT_REQUIRE(m.family == ModelFamily::kGpt ||
+                   (m.query_groups() == m.num_attention_heads && !m.arch.swiglu &&
+                    m.arch.normalization == Normalization::kLayerNorm &&
+                    m.arch.position_embedding == PositionEmbedding::kLearnedAbsolute &&
+                    m.arch.add_bias_linear && !m.arch.untie_embeddings_and_output_weights &&
+                    m.head_dim() * m.num_attention_heads == m.hidden_size),
+               "the Llama-family options (--num-query-groups, --swiglu, --normalization RMSNorm, "
+               "--position-embedding-type rope, --disable-bias-linear, "
+               "--untie-embeddings-and-output-weights, --kv-channels): megatron-cpp's BERT has the "
+               "original architecture (they are GPT options there)",
+               use_lm);
   }
   // Megatron-LM's layers are pre-LN (with or without residuals from the norms); the
   // original BERT's order is megatron-cpp's import format.
-  MT_REQUIRE(impl == Implementation::kMegatronCpp || m.norm_order != NormOrder::kPost,
+  MT_REQUIRE(impl == Implementation::kMegatronCpp || m.norm_order() != NormOrder::kPost,
              "--post-layernorm: ", implementation_name(impl),
              " has no post-LayerNorm order (its BERT is pre-LN); plan it with --implementation "
              "megatron-cpp");

@@ -61,7 +61,7 @@ SearchResult search_layouts(const ModelSpec& model, const Layout& base, const Ma
     return c;
   };
   for (int64_t t : divisors(devices, devices)) {
-    if (model.heads() % t || model.query_groups() % t || model.ffn() % t) continue;
+    if (model.num_attention_heads % t || model.query_groups() % t || model.ffn_size() % t) continue;
     // megatron-lm-2019 had no pipeline; the other two split GPT and BERT into stages.
     const bool pipelines = impl != Implementation::kMegatronLm2019;
     for (int64_t p : divisors(devices / t, pipelines ? model.num_layers : 1)) {
@@ -117,7 +117,7 @@ SearchResult search_layouts(const ModelSpec& model, const Layout& base, const Ma
     }
   }
   MT_REQUIRE(result.evaluated > 0, "no layout of this model fits the rules on ", devices,
-             " devices: the TP size must divide the heads (", model.heads(),
+             " devices: the TP size must divide the heads (", model.num_attention_heads,
              ") and FFN width, PP the layers (", model.num_layers, "), and DP the global batch (",
              base.global_batch, ")");
   result.fitting = int64_t(fitting.size());

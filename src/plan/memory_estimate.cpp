@@ -77,7 +77,7 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const Layout& layout, con
       const double segment =
           std::min(params, bucket_elements) / (layout.distributed_optimizer ? 1 : d);
       if (d > 1) r.step_buffers = in_flight * 4 * segment;
-      if (layout.pipeline_parallel > 1 && !model.untie_embeddings_and_output_weights)
+      if (layout.pipeline_parallel > 1 && !model.arch.untie_embeddings_and_output_weights)
         r.step_buffers =
             std::max(r.step_buffers, 2 * est.parameters.word_embedding / layout.tensor_parallel);
     }

@@ -64,9 +64,9 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
   const Costing k(machine, spec);
   const double t = l.tensor_parallel;
   const double s = double(model.seq_length), b = double(l.micro_batch);
-  const double h = double(model.hidden_size), a = double(model.heads()),
+  const double h = double(model.hidden_size), a = double(model.num_attention_heads),
                g = double(model.query_groups()), d = double(model.head_dim()),
-               f = double(model.ffn());
+               f = double(model.ffn_size());
   const double V = double(model.padded_vocab(l.tensor_parallel));
   // megatron-cpp computes --fp16 runs in f32; the others keep 16-bit activations.
   const double e = impl == Implementation::kMegatronCpp && l.precision == Precision::kFp16
@@ -74,14 +74,15 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
                        : double(activation_bytes(l.precision));
   const double N = s * b;  // tokens of the micro-batch
   const double sp = l.sequence_parallel ? t : 1.0;
-  const double Eh = N * h / sp;                      // elements of one replicated [s, b, h]
-  const double Q = N * (a + 2 * g) * d / t;          // QKV output elements
-  const double C = N * a * d / t;                    // context elements
-  const double F = N * f / t;                        // MLP activation output elements
-  const double F1 = F * (model.swiglu ? 2.0 : 1.0);  // fc1 output elements
-  const double S2 = b * (a / t) * s * s;             // attention score elements
-  const double QK = N * (a + g) * d / t;             // rotated elements (RoPE): Q and K
-  const double rope = model.learned_position_embeddings ? 0.0 : 1.0;
+  const double Eh = N * h / sp;                           // elements of one replicated [s, b, h]
+  const double Q = N * (a + 2 * g) * d / t;               // QKV output elements
+  const double C = N * a * d / t;                         // context elements
+  const double F = N * f / t;                             // MLP activation output elements
+  const double F1 = F * (model.arch.swiglu ? 2.0 : 1.0);  // fc1 output elements
+  const double S2 = b * (a / t) * s * s;                  // attention score elements
+  const double QK = N * (a + g) * d / t;                  // rotated elements (RoPE): Q and K
+  const double rope =
+      model.arch.position_embedding != PositionEmbedding::kLearnedAbsolute ? 1.0 : 0.0;
   const double qkv_bias = model.qkv_bias() ? 1.0 : 0.0;
   const bool hdrop = model.hidden_dropout > 0, adrop = model.attention_dropout > 0;
   const bool flash = l.flash_attention;
@@ -165,7 +166,7 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
       k.memory(bwd, 2, 2 * (2 * e + dmask) * Eh);      // 2 bias-dropout-add backward
       k.memory(bwd, 1, (F + 2 * F1) * e, F);           // bias-GeLU / SwiGLU backward
       k.memory(bwd, 2 * rope, 2 * 2 * rope * QK * e);  // RoPE inverse on dQ, dK
-      if (model.norm_order == NormOrder::kPre) {
+      if (model.norm_order() == NormOrder::kPre) {
         k.memory(bwd, 2, 2 * 4 * Eh * e);  // 2 LayerNorm bwd, accumulated into the residual's
       } else {  // each norm's input gradient written (3 passes), the residual's added by axpy
         k.memory(bwd, 4, 2 * 3 * Eh * e + 2 * 3 * Eh * e);
@@ -242,7 +243,8 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
   // else it all-reduces and keeps its shard. Either way backward all-gathers the gradient.
   const bool reduce_scatter =
       impl == Implementation::kMegatronCpp ||
-      (!model.learned_position_embeddings && model.family == ModelFamily::kGpt);
+      (model.arch.position_embedding != PositionEmbedding::kLearnedAbsolute &&
+       model.family == ModelFamily::kGpt);
   if (l.sequence_parallel && reduce_scatter) {
     term(c.embedding_comm, "TP reduce-scatter (embedding)", Collective::kReduceScatter, act, 1);
   } else {

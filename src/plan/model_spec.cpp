@@ -4,6 +4,18 @@
 
 namespace megatron::plan {
 
+NormOrder ModelSpec::norm_order() const {
+  if (layernorm_order == LayerNormOrder::kPostLayerNorm) return NormOrder::kPost;
+  return apply_residual_connection_post_layernorm ? NormOrder::kPreResidualFromNorm
+                                                  : NormOrder::kPre;
+}
+
+void ModelSpec::set_norm_order(NormOrder order) {
+  layernorm_order =
+      order == NormOrder::kPost ? LayerNormOrder::kPostLayerNorm : LayerNormOrder::kPreLayerNorm;
+  apply_residual_connection_post_layernorm = order == NormOrder::kPreResidualFromNorm;
+}
+
 int64_t ModelSpec::padded_vocab(int tensor_parallel) const {
   const int64_t multiple = int64_t(make_vocab_size_divisible_by) * tensor_parallel;
   return (vocab_size + multiple - 1) / multiple * multiple;
@@ -20,11 +32,12 @@ void validate_model(const ModelSpec& m) {
   positive(m.vocab_size, "--vocab-size");
   positive(m.make_vocab_size_divisible_by, "--make-vocab-size-divisible-by");
   MT_REQUIRE(m.ffn_hidden_size >= 0, "--ffn-hidden-size must be positive, got ", m.ffn_hidden_size);
-  MT_REQUIRE(m.kv_channels > 0 || m.hidden_size % m.num_attention_heads == 0, "--hidden-size ",
+  MT_REQUIRE(m.arch.kv_channels > 0 || m.hidden_size % m.num_attention_heads == 0, "--hidden-size ",
              m.hidden_size, " must be divisible by --num-attention-heads ", m.num_attention_heads,
              " (or give --kv-channels)");
-  MT_REQUIRE(m.num_query_groups >= 0 && m.heads() % m.query_groups() == 0, "--num-query-groups ",
-             m.num_query_groups, " must divide --num-attention-heads ", m.num_attention_heads);
+  MT_REQUIRE(m.arch.num_query_groups >= 0 && m.num_attention_heads % m.query_groups() == 0,
+             "--num-query-groups ", m.arch.num_query_groups, " must divide --num-attention-heads ",
+             m.num_attention_heads);
   MT_REQUIRE(m.positions() >= m.seq_length, "--max-position-embeddings ", m.max_position_embeddings,
              " must be >= --seq-length ", m.seq_length);
   MT_REQUIRE(m.hidden_dropout >= 0 && m.hidden_dropout < 1, "--hidden-dropout must be in [0, 1)");
@@ -32,7 +45,7 @@ void validate_model(const ModelSpec& m) {
              "--attention-dropout must be in [0, 1)");
   MT_REQUIRE(m.family != ModelFamily::kBert || (m.mask_prob > 0 && m.mask_prob <= 1),
              "--mask-prob must be in (0, 1], got ", m.mask_prob);
-  MT_REQUIRE(m.norm_order != NormOrder::kPost || m.family == ModelFamily::kBert,
+  MT_REQUIRE(m.norm_order() != NormOrder::kPost || m.family == ModelFamily::kBert,
              "--post-layernorm is a BERT option: give --model bert (GPT models are "
              "pre-LayerNorm)");
 }

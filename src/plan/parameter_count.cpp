@@ -3,13 +3,16 @@
 namespace megatron::plan {
 
 ParameterCounts count_parameters(const ModelSpec& m, const Layout& l) {
-  const double h = double(m.hidden_size), d = double(m.head_dim()), a = double(m.heads()),
-               g = double(m.query_groups()), f = double(m.ffn());
+  const double h = double(m.hidden_size), d = double(m.head_dim()),
+               a = double(m.num_attention_heads), g = double(m.query_groups()),
+               f = double(m.ffn_size());
   const double t = l.tensor_parallel, p = l.pipeline_parallel;
-  const double norm = m.rmsnorm ? h : 2.0 * h;  // weight (+ bias)
-  const double bias = m.add_bias_linear ? 1.0 : 0.0;
+  const bool rmsnorm = m.arch.normalization == Normalization::kRMSNorm;
+  const bool learned_positions = m.arch.position_embedding == PositionEmbedding::kLearnedAbsolute;
+  const double norm = rmsnorm ? h : 2.0 * h;  // weight (+ bias)
+  const double bias = m.arch.add_bias_linear ? 1.0 : 0.0;
   const double qkv_bias = m.qkv_bias() ? 1.0 : 0.0;
-  const double gated = m.swiglu ? 2.0 : 1.0;  // fc1 produces gate and value halves
+  const double gated = m.arch.swiglu ? 2.0 : 1.0;  // fc1 produces gate and value halves
 
   ParameterCounts c;
   // Attention: fused QKV h → (a + 2g)·d, output projection a·d → h; MLP h → f(·2) → h.
@@ -20,9 +23,9 @@ ParameterCounts count_parameters(const ModelSpec& m, const Layout& l) {
   c.layer_replicated = 2 * norm + 2 * bias * h;  // two norms; projection and fc2 biases
   const double vocab = double(m.padded_vocab(l.tensor_parallel));
   c.word_embedding = vocab * h;
-  c.other_embedding = (m.learned_position_embeddings ? double(m.positions()) * h : 0.0) +
+  c.other_embedding = (learned_positions ? double(m.positions()) * h : 0.0) +
                       (m.family == ModelFamily::kBert ? double(m.num_tokentypes) * h : 0.0);
-  c.output_layer = m.untie_embeddings_and_output_weights ? vocab * h : 0.0;
+  c.output_layer = m.arch.untie_embeddings_and_output_weights ? vocab * h : 0.0;
   // Post-LN (BERT, LayerNorm only): the norm moves from after the last layer to the embedding.
   c.embedding_norm = m.embedding_norm() ? norm : 0.0;
   c.final_norm = m.final_norm() ? norm : 0.0;
@@ -33,7 +36,7 @@ ParameterCounts count_parameters(const ModelSpec& m, const Layout& l) {
   }
   c.head_sequence_parallel = c.head_replicated;
   // BERT's pooler exists for its sentence-order head only (--bert-no-binary-head drops both).
-  if (m.family == ModelFamily::kBert && m.bert_binary_head)
+  if (m.family == ModelFamily::kBert && m.binary_head)
     c.head_replicated += h * h + h + 2 * h + 2;  // pooler, binary head
   const double layers = double(m.num_layers);
   c.total = layers * (c.layer_sharded + c.layer_replicated) + c.word_embedding + c.other_embedding +
@@ -43,9 +46,9 @@ ParameterCounts count_parameters(const ModelSpec& m, const Layout& l) {
   const double embedding = c.word_embedding / t + c.other_embedding + c.embedding_norm;
   // The last stage computes the logits with the output layer: its own weights when untied,
   // else (p > 1) a copy of the word embedding kept in sync by the embedding group.
-  const double output = m.untie_embeddings_and_output_weights ? c.output_layer / t
-                        : p > 1                               ? c.word_embedding / t
-                                                              : 0.0;
+  const double output = m.arch.untie_embeddings_and_output_weights ? c.output_layer / t
+                        : p > 1                                    ? c.word_embedding / t
+                                                                   : 0.0;
   const double head = c.head_sharded / t + c.head_replicated;
   if (p == 1) {
     c.first_stage_rank = c.last_stage_rank = stage_layers + embedding + output + head;
@@ -57,20 +60,23 @@ ParameterCounts count_parameters(const ModelSpec& m, const Layout& l) {
 }
 
 ParameterTensors count_parameter_tensors(const ModelSpec& m, const Layout& l) {
-  const int64_t norm = m.rmsnorm ? 1 : 2;  // weight (+ bias)
-  const int64_t bias = m.add_bias_linear ? 1 : 0;
+  const bool rmsnorm = m.arch.normalization == Normalization::kRMSNorm;
+  const bool learned_positions = m.arch.position_embedding == PositionEmbedding::kLearnedAbsolute;
+  const int64_t norm = rmsnorm ? 1 : 2;  // weight (+ bias)
+  const int64_t bias = m.arch.add_bias_linear ? 1 : 0;
   const int64_t qkv_bias = m.qkv_bias() ? 1 : 0;
   // Two norms; QKV, projection, fc1 and fc2 weights; their biases.
   const int64_t layer = 2 * norm + 4 + qkv_bias + 3 * bias;
-  const int64_t embedding = 1 + (m.learned_position_embeddings ? 1 : 0) +
+  const int64_t embedding = 1 + (learned_positions ? 1 : 0) +
                             (m.family == ModelFamily::kBert ? 1 : 0) +
                             (m.embedding_norm() ? norm : 0);
   // Untied output weights, or (p > 1) the last stage's copy of the tied embedding.
-  const int64_t output = m.untie_embeddings_and_output_weights || l.pipeline_parallel > 1 ? 1 : 0;
+  const int64_t output =
+      m.arch.untie_embeddings_and_output_weights || l.pipeline_parallel > 1 ? 1 : 0;
   int64_t head = m.final_norm() ? norm : 0;
   if (m.family == ModelFamily::kBert) {
-    head += 1 + 2 + 2;                  // LM-head vocabulary bias, dense weight and bias, LayerNorm
-    if (m.bert_binary_head) head += 4;  // pooler and binary head, weights and biases
+    head += 1 + 2 + 2;             // LM-head vocabulary bias, dense weight and bias, LayerNorm
+    if (m.binary_head) head += 4;  // pooler and binary head, weights and biases
   }
   const int64_t stage_layers = int64_t(m.num_layers) / l.pipeline_parallel * layer;
   ParameterTensors t;

@@ -39,13 +39,15 @@ std::string ms(double seconds) {
 }
 
 std::string model_line(const ModelSpec& m, int tp) {
-  std::string s = fmt("%s: %lld layers, hidden %lld, %lld heads", family_name(m.family),
-                      (long long)m.num_layers, (long long)m.hidden_size, (long long)m.heads());
-  if (m.query_groups() != m.heads()) s += fmt(" (%lld query groups)", (long long)m.query_groups());
-  s += fmt(", FFN %lld%s, sequence %lld, vocabulary %lld (padded %lld)", (long long)m.ffn(),
-           m.swiglu ? " SwiGLU" : "", (long long)m.seq_length, (long long)m.vocab_size,
+  std::string s =
+      fmt("%s: %lld layers, hidden %lld, %lld heads", family_name(m.family),
+          (long long)m.num_layers, (long long)m.hidden_size, (long long)m.num_attention_heads);
+  if (m.query_groups() != m.num_attention_heads)
+    s += fmt(" (%lld query groups)", (long long)m.query_groups());
+  s += fmt(", FFN %lld%s, sequence %lld, vocabulary %lld (padded %lld)", (long long)m.ffn_size(),
+           m.arch.swiglu ? " SwiGLU" : "", (long long)m.seq_length, (long long)m.vocab_size,
            (long long)m.padded_vocab(tp));
-  if (m.norm_order != NormOrder::kPre) s += fmt(", %s", norm_order_name(m.norm_order));
+  if (m.norm_order() != NormOrder::kPre) s += fmt(", %s", norm_order_name(m.norm_order()));
   return s;
 }
 
@@ -253,12 +255,12 @@ json plan_to_json(const Plan& p) {
            {{"family", family_name(p.model.family)},
             {"num_layers", p.model.num_layers},
             {"hidden_size", p.model.hidden_size},
-            {"num_attention_heads", p.model.heads()},
+            {"num_attention_heads", p.model.num_attention_heads},
             {"num_query_groups", p.model.query_groups()},
-            {"ffn_hidden_size", p.model.ffn()},
+            {"ffn_hidden_size", p.model.ffn_size()},
             {"seq_length", p.model.seq_length},
             {"padded_vocab_size", p.model.padded_vocab(p.layout.tensor_parallel)},
-            {"layernorm_order", norm_order_name(p.model.norm_order)},
+            {"layernorm_order", norm_order_name(p.model.norm_order())},
             {"parameters", p.memory.parameters.total}}},
           {"machine", p.machine.name},
           {"implementation", implementation_name(p.impl)},

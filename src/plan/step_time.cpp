@@ -246,7 +246,7 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
   r.dp_exposed = dp_exposed;
 
   // Tied word embeddings on the first and last stage: their gradients are summed.
-  if (p > 1 && !model.untie_embeddings_and_output_weights) {
+  if (p > 1 && !model.arch.untie_embeddings_and_output_weights) {
     const GroupPlacement ends =
         place_group(2, (p - 1) * l.tensor_parallel * l.data_parallel, machine.devices_per_node);
     r.embedding_sync = collective_seconds(machine, Collective::kAllReduce,

@@ -43,25 +43,11 @@ inline GptConfig arena_gpt_config(int num_layers, bool llama) {
   return gc;
 }
 
-// The planner's description of arena_gpt_config(gc.num_layers, llama) as modified since.
-inline ModelSpec arena_model_spec(const GptConfig& gc, bool llama) {
+// The planner's description of `gc` (arena_gpt_config as modified since): the config itself,
+// sliced, as the theoretical memory report takes it (cli/setup/theoretical_memory.h).
+inline ModelSpec arena_model_spec(const GptConfig& gc) {
   ModelSpec m;
-  m.num_layers = gc.num_layers;
-  m.hidden_size = gc.hidden_size;
-  m.num_attention_heads = gc.num_attention_heads;
-  m.ffn_hidden_size = gc.ffn_hidden_size;
-  m.seq_length = gc.seq_length;
-  m.vocab_size = gc.vocab_size;
-  m.hidden_dropout = m.attention_dropout = gc.hidden_dropout;
-  if (llama) {
-    m.num_query_groups = 2;
-    m.kv_channels = 24;
-    m.swiglu = true;
-    m.rmsnorm = true;
-    m.learned_position_embeddings = false;
-    m.add_bias_linear = false;
-    m.untie_embeddings_and_output_weights = true;
-  }
+  static_cast<LanguageModelConfig&>(m) = gc;
   return m;
 }
 
@@ -127,18 +113,10 @@ inline BertConfig arena_bert_config(int num_layers, bool dropout,
 
 inline ModelSpec arena_bert_spec(const BertConfig& bc) {
   ModelSpec m;
+  static_cast<LanguageModelConfig&>(m) = bc;
   m.family = ModelFamily::kBert;
-  m.num_layers = bc.num_layers;
-  m.hidden_size = bc.hidden_size;
-  m.num_attention_heads = bc.num_attention_heads;
-  m.seq_length = bc.seq_length;
-  m.max_position_embeddings = bc.max_position_embeddings;
-  m.vocab_size = bc.vocab_size;
-  m.hidden_dropout = m.attention_dropout = bc.hidden_dropout;
-  m.bert_binary_head = bc.binary_head;
-  m.norm_order = bc.post_layernorm()                           ? NormOrder::kPost
-                 : bc.apply_residual_connection_post_layernorm ? NormOrder::kPreResidualFromNorm
-                                                               : NormOrder::kPre;
+  m.num_tokentypes = bc.num_tokentypes;
+  m.binary_head = bc.binary_head;
   m.mask_prob = 0.25;  // arena_bert_batch scores every fourth row
   return m;
 }

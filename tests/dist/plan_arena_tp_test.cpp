@@ -45,7 +45,7 @@ void expect_tp_arenas_predicted(const TpArenaCase& k) {
   const int64_t b = 3;
   model.forward_backward(arena_batch(gc, b), 1.0f, 11);
 
-  const ModelSpec m = arena_model_spec(gc, k.llama);
+  const ModelSpec m = arena_model_spec(gc);
   Layout l;
   l.tensor_parallel = t;
   l.micro_batch = b;
@@ -106,7 +106,7 @@ TEST(PlanArenaTensorParallel, SequenceParallelStageArenasExactly) {
     const ThreeStages run = run_three_stages(gc, test::tp_world_state(), b);
     const auto& stages = run.stages;
     const auto& ctxs = run.ctxs;
-    const ModelSpec m = arena_model_spec(gc, /*llama=*/false);
+    const ModelSpec m = arena_model_spec(gc);
     Layout l;
     l.tensor_parallel = t;
     l.pipeline_parallel = 3;

@@ -276,7 +276,7 @@ void expect_gpt_arenas_predicted(const ArenaCase& k, bool llama) {
   model.init_weights(7);
   const int64_t b = 3;
   model.forward_backward(arena_batch(gc, b), 1.0f, 11);
-  expect_arena_case_predicted(arena_model_spec(gc, llama), k, b, model.activation_bytes(), store);
+  expect_arena_case_predicted(arena_model_spec(gc), k, b, model.activation_bytes(), store);
 }
 
 TEST_P(PlanArena, GptPredictsTheArenasExactly) {
@@ -389,7 +389,7 @@ TEST(PlanMemory, MegatronCppDistributedOptimizerMatchesItsShards) {
   ParameterStore store(0, 1);
   GptModel model(gc, ps, store);
   store.allocate();
-  const ModelSpec m = arena_model_spec(gc, /*llama=*/false);
+  const ModelSpec m = arena_model_spec(gc);
   expect_distributed_optimizer_predicted(store, m);
   expect_distributed_optimizer_predicted(store, m, Precision::kFp16);
   ParameterStore bf16_store(0, 1);
@@ -437,7 +437,7 @@ TEST(PlanPipeline, MegatronCppStageArenasExactly) {
     const ThreeStages run = run_three_stages(gc, test::solo_parallel_state(), b);
     const auto& stages = run.stages;
     const auto& ctxs = run.ctxs;
-    const ModelSpec m = arena_model_spec(gc, /*llama=*/false);
+    const ModelSpec m = arena_model_spec(gc);
     Layout l;
     l.pipeline_parallel = 3;
     l.micro_batch = b;

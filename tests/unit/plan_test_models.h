@@ -11,8 +11,7 @@ namespace megatron::plan {
 // A GPT of `layers` layers, hidden size `hidden`, `heads` attention heads, sequence length
 // `seq` and a vocabulary of `vocab` before padding; every other field ModelSpec's default
 // (4h MLP, learned positions, max_position_embeddings = seq, padding to a multiple of 128).
-inline ModelSpec gpt_spec(int64_t layers, int64_t hidden, int64_t heads, int64_t seq,
-                          int64_t vocab) {
+inline ModelSpec gpt_spec(int layers, int64_t hidden, int64_t heads, int seq, int64_t vocab) {
   ModelSpec m;
   m.num_layers = layers;
   m.hidden_size = hidden;

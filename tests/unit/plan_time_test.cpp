@@ -76,9 +76,9 @@ TEST(PlanFlops, GroupedQueryAttentionAndSwiglu) {
   // Per token per layer forward: QKV 2h(a+2g)d, projection 2adh, MLP 3·2hf, attention 4sad;
   // times 3 for forward + backward; logits 6hV per token.
   ModelSpec m = gpt_spec(2, 64, 8, 16, 128);
-  m.num_query_groups = 2;
+  m.arch.num_query_groups = 2;
   m.ffn_hidden_size = 96;
-  m.swiglu = true;
+  m.arch.swiglu = true;
   Layout l;
   l.global_batch = 3;
   const double h = 64, a = 8, g = 2, d = 8, f = 96, s = 16, V = 128, tokens = 3 * 16;
@@ -391,7 +391,7 @@ TEST(PlanStep, MegatronCppBertSequenceParallelGathersBeforeTheHeads) {
   SequenceParallelGradients g = sequence_parallel_gradients(m, l, cpp);
   EXPECT_DOUBLE_EQ(g.first_stage_rank, 196608.0);
   EXPECT_DOUBLE_EQ(g.last_stage_rank, 204800.0);
-  m.norm_order = NormOrder::kPost;
+  m.set_norm_order(NormOrder::kPost);
   g = sequence_parallel_gradients(m, l, cpp);
   EXPECT_DOUBLE_EQ(g.first_stage_rank, 204800.0);
   EXPECT_DOUBLE_EQ(g.last_stage_rank, 196608.0);
@@ -418,7 +418,7 @@ TEST(PlanStep, MegatronCppBertNormOrderChangesTheNormTraffic) {
   for (const NormOrder order : {NormOrder::kPreResidualFromNorm, NormOrder::kPost}) {
     SCOPED_TRACE(norm_order_name(order));
     ModelSpec m = pre;
-    m.norm_order = order;
+    m.set_norm_order(order);
     validate_layout(m, l, cpp);
     const MicrobatchCosts c = microbatch_costs(m, l, mach, cpp);
     EXPECT_DOUBLE_EQ(c.layer_forward.memory, a.layer_forward.memory);
@@ -453,8 +453,8 @@ TEST(PlanStep, SequenceParallelAllReducesNormAndBiasGradients) {
         1e-12);
   }
   // RMSNorm without biases: the norm weights only, 8·2·4096 + 4096 = 69,632 gradients.
-  m.rmsnorm = true;
-  m.add_bias_linear = false;
+  m.arch.normalization = Normalization::kRMSNorm;
+  m.arch.add_bias_linear = false;
   EXPECT_NEAR(predict_step_time(m, l, mach, Implementation::kMegatronCpp).sequence_parallel_sync,
               2 * 0.75 * 69632 * 4 / 1e11, 1e-18);
   // Without SP every rank sees the whole sequence: the gradients are complete.
@@ -479,7 +479,7 @@ TEST(PlanStep, SequenceParallelEmbeddingReduceScattersToTheShard) {
   };
   EXPECT_NEAR(embedding_seconds(Implementation::kMegatronCpp), 2 * half, 1e-15);
   EXPECT_NEAR(embedding_seconds(Implementation::kMegatronLm), 3 * half, 1e-15);
-  m.learned_position_embeddings = false;
+  m.arch.position_embedding = PositionEmbedding::kRope;
   EXPECT_NEAR(embedding_seconds(Implementation::kMegatronLm), 2 * half, 1e-15);
 }
 
@@ -491,7 +491,7 @@ TEST(PlanStep, SelectiveRecomputeRunsTheAttentionCoreAgain) {
   Layout l = small_layout();
   l.recompute = Recompute::kSelective;
   const double s = double(m.seq_length), d = double(m.head_dim()),
-               heads = double(l.micro_batch) * double(m.heads()) / l.tensor_parallel;
+               heads = double(l.micro_batch) * double(m.num_attention_heads) / l.tensor_parallel;
   const double qk = gemm_seconds(mach.compute(l.precision), s, s, d, heads);
   const MicrobatchCosts lm = microbatch_costs(m, l, mach, Implementation::kMegatronLm);
   const MicrobatchCosts cpp = microbatch_costs(m, l, mach, Implementation::kMegatronCpp);
@@ -616,20 +616,20 @@ TEST(PlanLayout, ErrorsNameTheRule) {
   // The LayerNorm orders: post-LN is a BERT order megatron-cpp runs and Megatron-LM does not;
   // residuals from the norms a megatron-cpp BERT option (and Megatron-LM's, for any model).
   ModelSpec post = bert;
-  post.norm_order = NormOrder::kPost;
+  post.set_norm_order(NormOrder::kPost);
   EXPECT_NO_THROW(validate_layout(post, l, Implementation::kMegatronCpp));
   EXPECT_NE(error_of([&] {
               validate_layout(post, l, Implementation::kMegatronLm);
             }).find("--post-layernorm: megatron-lm has no post-LayerNorm order"),
             std::string::npos);
   ModelSpec post_gpt = m;
-  post_gpt.norm_order = NormOrder::kPost;
+  post_gpt.set_norm_order(NormOrder::kPost);
   EXPECT_NE(error_of([&] {
               validate_model(post_gpt);
             }).find("--post-layernorm is a BERT option: give --model bert"),
             std::string::npos);
   ModelSpec residual_gpt = m;
-  residual_gpt.norm_order = NormOrder::kPreResidualFromNorm;
+  residual_gpt.set_norm_order(NormOrder::kPreResidualFromNorm);
   EXPECT_NE(error_of([&] {
               validate_layout(residual_gpt, l, Implementation::kMegatronCpp);
             }).find("--apply-residual-connection-post-layernorm: megatron-cpp's GPT"),

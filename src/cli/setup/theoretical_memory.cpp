@@ -8,57 +8,36 @@ namespace megatron::cli {
 
 namespace {
 
-plan::NormOrder norm_order(LayerNormOrder order, bool residual_from_norm) {
-  if (order == LayerNormOrder::kPostLayerNorm) return plan::NormOrder::kPost;
-  return residual_from_norm ? plan::NormOrder::kPreResidualFromNorm : plan::NormOrder::kPre;
-}
-
 std::string format(const char* pattern, double value) {
   char text[160];
   std::snprintf(text, sizeof text, pattern, value);
   return text;
 }
 
-// The fields GptConfig and BertConfig share.
+// The model's LanguageModelConfig, with its transformer as the model runs it
+// (transformer_config(): a GPT is pre-LN whatever its fields say), and the vocabulary padding
+// the planner applies for the layout's TP size.
 template <class Config>
-plan::ModelSpec transformer_spec(const Config& model, const Args& a) {
+plan::ModelSpec language_model_spec(const Config& model, const Args& a) {
   plan::ModelSpec m;
-  m.num_layers = model.num_layers;
-  m.hidden_size = model.hidden_size;
-  m.num_attention_heads = model.num_attention_heads;
-  m.ffn_hidden_size = model.ffn_hidden_size;
-  m.seq_length = model.seq_length;
-  m.max_position_embeddings = model.max_position_embeddings;
-  m.vocab_size = model.vocab_size;
+  static_cast<LanguageModelConfig&>(m) = model;
+  static_cast<TransformerConfig&>(m) = model.transformer_config();
   m.make_vocab_size_divisible_by = a.make_vocab_size_divisible_by;
-  m.hidden_dropout = model.hidden_dropout;
-  m.attention_dropout = model.attention_dropout;
   return m;
 }
 
 }  // namespace
 
 plan::ModelSpec plan_model_of(const GptConfig& model, const Args& a) {
-  plan::ModelSpec m = transformer_spec(model, a);
-  const ArchitectureOptions& arch = model.arch;
-  m.num_query_groups = arch.num_query_groups;
-  m.kv_channels = arch.kv_channels;
-  m.swiglu = arch.swiglu;
-  m.rmsnorm = arch.normalization == Normalization::kRMSNorm;
-  m.learned_position_embeddings = arch.position_embedding == PositionEmbedding::kLearnedAbsolute;
-  m.add_bias_linear = arch.add_bias_linear;
-  m.add_qkv_bias = arch.add_qkv_bias;
-  m.untie_embeddings_and_output_weights = arch.untie_embeddings_and_output_weights;
-  return m;
+  return language_model_spec(model, a);
 }
 
 plan::ModelSpec plan_model_of(const BertConfig& model, const Args& a, double mask_prob) {
-  plan::ModelSpec m = transformer_spec(model, a);
+  plan::ModelSpec m = language_model_spec(model, a);
   m.family = plan::ModelFamily::kBert;
   m.mask_prob = mask_prob;
   m.num_tokentypes = model.num_tokentypes;
-  m.bert_binary_head = model.binary_head;
-  m.norm_order = norm_order(model.layernorm_order, model.apply_residual_connection_post_layernorm);
+  m.binary_head = model.binary_head;
   return m;
 }
 
