@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <string>
+#include <type_traits>
 
 #include "core/error.h"
+#include "core/logging.h"
 
 namespace megatron {
 
@@ -16,6 +19,22 @@ LrDecayStyle lr_decay_style_from_name(const std::string& name) {
   if (name == "WSD") return LrDecayStyle::WSD;
   MT_THROW("--lr-decay-style must be constant, linear, cosine, inverse-square-root or WSD, got '",
            name, "'");
+}
+
+const char* lr_decay_style_name(LrDecayStyle style) {
+  switch (style) {
+    case LrDecayStyle::Constant:
+      return "constant";
+    case LrDecayStyle::Linear:
+      return "linear";
+    case LrDecayStyle::Cosine:
+      return "cosine";
+    case LrDecayStyle::InverseSquareRoot:
+      return "inverse-square-root";
+    case LrDecayStyle::WSD:
+      return "WSD";
+  }
+  return "unknown";
 }
 
 WsdDecayStyle wsd_decay_style_from_name(const std::string& name) {
@@ -32,6 +51,18 @@ WeightDecayIncrStyle weight_decay_incr_style_from_name(const std::string& name) 
   if (name == "linear") return WeightDecayIncrStyle::Linear;
   if (name == "cosine") return WeightDecayIncrStyle::Cosine;
   MT_THROW("--weight-decay-incr-style must be constant, linear or cosine, got '", name, "'");
+}
+
+const char* weight_decay_incr_style_name(WeightDecayIncrStyle style) {
+  switch (style) {
+    case WeightDecayIncrStyle::Constant:
+      return "constant";
+    case WeightDecayIncrStyle::Linear:
+      return "linear";
+    case WeightDecayIncrStyle::Cosine:
+      return "cosine";
+  }
+  return "unknown";
 }
 
 LrSchedule::LrSchedule(const LrScheduleConfig& config) : config_(config) {
@@ -120,11 +151,87 @@ nlohmann::json LrSchedule::state() const {
           {"min_lr", config_.min_lr},
           {"warmup_steps", config_.warmup_steps},
           {"decay_steps", config_.decay_steps},
-          {"decay_style", int(config_.style)}};
+          {"decay_style", int(config_.style)},
+          {"start_wd", config_.start_wd},
+          {"end_wd", config_.end_wd},
+          {"wd_incr_steps", config_.wd_incr_steps},
+          {"wd_incr_style", int(config_.wd_style)}};
 }
 
-void LrSchedule::load_state(const nlohmann::json& state) {
+namespace {
+
+std::string setting_text(double v) {
+  return nlohmann::json(v).dump();
+}
+std::string setting_text(int64_t v) {
+  return std::to_string(v);
+}
+std::string setting_text(LrDecayStyle v) {
+  return lr_decay_style_name(v);
+}
+std::string setting_text(WeightDecayIncrStyle v) {
+  return weight_decay_incr_style_name(v);
+}
+
+// A stored setting; an enum is stored as its int, and checked against the last value `last`.
+template <typename T>
+T stored_setting(const nlohmann::json& value, T last = T()) {
+  if constexpr (std::is_enum_v<T>) {
+    const int v = value.get<int>();
+    MT_REQUIRE(v >= 0 && v <= int(last), "the checkpoint's scheduler state holds an unknown style ",
+               v, ": the checkpoint is damaged or from a newer megatron-cpp");
+    return T(v);
+  } else {
+    return value.get<T>();
+  }
+}
+
+// One stored setting against the command line's, by `restore`.
+template <typename T>
+void restore_setting(const nlohmann::json& state, const char* key, const char* flag,
+                     ScheduleRestore restore, T& field, T last = T()) {
+  if (!state.contains(key)) return;
+  const T stored = stored_setting<T>(state.at(key), last);
+  switch (restore) {
+    case ScheduleRestore::kOverride:
+      if (stored != field)
+        log_info(" > overriding ", flag, " value to ", setting_text(field),
+                 " (checkpoint: ", setting_text(stored), ")");
+      return;
+    case ScheduleRestore::kFromCheckpoint:
+      if (stored != field)
+        log_info(" > using checkpoint value ", setting_text(stored), " for ", flag);
+      field = stored;
+      return;
+    case ScheduleRestore::kCheck:
+      MT_REQUIRE(stored == field, "the checkpoint's learning-rate schedule has ", flag, " ",
+                 setting_text(stored), ", the command line ", setting_text(field),
+                 ": resume with the checkpoint's value, or pass --override-opt_param-scheduler "
+                 "to use the command line's or --use-checkpoint-opt_param-scheduler to use the "
+                 "checkpoint's (as Megatron-LM)");
+      return;
+  }
+}
+
+}  // namespace
+
+void LrSchedule::load_state(const nlohmann::json& state, ScheduleRestore restore) {
   MT_REQUIRE(state.contains("num_steps"), "checkpoint scheduler state has no 'num_steps'");
+  // The settings Megatron checks, in its order. Steps are samples (iterations x global batch).
+  LrScheduleConfig& c = config_;
+  restore_setting(state, "max_lr", "--lr", restore, c.max_lr);
+  restore_setting(state, "min_lr", "--min-lr", restore, c.min_lr);
+  restore_setting(state, "warmup_steps", "warmup samples (--lr-warmup-*)", restore, c.warmup_steps);
+  restore_setting(state, "decay_steps",
+                  "decay samples (--lr-decay-iters/--lr-decay-samples, else the run's length)",
+                  restore, c.decay_steps);
+  restore_setting(state, "decay_style", "--lr-decay-style", restore, c.style, LrDecayStyle::WSD);
+  restore_setting(state, "start_wd", "--start-weight-decay", restore, c.start_wd);
+  restore_setting(state, "end_wd", "--end-weight-decay", restore, c.end_wd);
+  restore_setting(state, "wd_incr_steps", "weight-decay samples (the run's length)", restore,
+                  c.wd_incr_steps);
+  restore_setting(state, "wd_incr_style", "--weight-decay-incr-style", restore, c.wd_style,
+                  WeightDecayIncrStyle::Cosine);
   num_steps_ = state.at("num_steps").get<int64_t>();
 }
 

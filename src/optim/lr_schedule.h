@@ -20,6 +20,7 @@ namespace megatron {
 enum class LrDecayStyle { Constant, Linear, Cosine, InverseSquareRoot, WSD };
 // Megatron's spellings: "constant", "linear", "cosine", "inverse-square-root", "WSD".
 LrDecayStyle lr_decay_style_from_name(const std::string& name);
+const char* lr_decay_style_name(LrDecayStyle style);
 
 enum class WsdDecayStyle { Exponential, Linear, Cosine, MinusSqrt };
 // "exponential", "linear", "cosine", "minus_sqrt" (--lr-wsd-decay-style).
@@ -28,6 +29,7 @@ WsdDecayStyle wsd_decay_style_from_name(const std::string& name);
 enum class WeightDecayIncrStyle { Constant, Linear, Cosine };
 // "constant", "linear", "cosine" (--weight-decay-incr-style).
 WeightDecayIncrStyle weight_decay_incr_style_from_name(const std::string& name);
+const char* weight_decay_incr_style_name(WeightDecayIncrStyle style);
 
 struct LrScheduleConfig {
   double max_lr = 0;
@@ -45,6 +47,15 @@ struct LrScheduleConfig {
   int64_t wd_incr_steps = 0;  // samples (the whole run)
 };
 
+// How a resumed run's schedule settings meet the checkpoint's (Megatron's
+// OptimizerParamScheduler.load_state_dict): the learning rates, warmup, decay length and style,
+// and the weight-decay increments. The sample counter always comes from the checkpoint.
+enum class ScheduleRestore {
+  kCheck,           // neither flag: the command line's settings must equal the checkpoint's
+  kOverride,        // --override-opt_param-scheduler: the command line's, whatever is stored
+  kFromCheckpoint,  // --use-checkpoint-opt_param-scheduler: the checkpoint's
+};
+
 class LrSchedule {
  public:
   explicit LrSchedule(const LrScheduleConfig& config);
@@ -55,9 +66,13 @@ class LrSchedule {
   void step(int64_t samples) { num_steps_ += samples; }
   int64_t num_steps() const { return num_steps_; }
 
-  // Checkpoint state: the sample counter plus the config, so a resumed run can check it.
+  // Checkpoint state: the sample counter plus the settings, so a resumed run can check them.
   nlohmann::json state() const;
-  void load_state(const nlohmann::json& state);
+  // Restores the sample counter and, by `restore`, checks the settings against the stored ones
+  // (an Error naming the flag, both values and the two ways out) or takes the stored ones.
+  // Settings an older checkpoint did not store are the command line's.
+  void load_state(const nlohmann::json& state, ScheduleRestore restore);
+  const LrScheduleConfig& config() const { return config_; }
 
  private:
   LrScheduleConfig config_;

@@ -57,6 +57,9 @@ struct TrainerConfig {
   bool bf16 = false;
 
   LrScheduleConfig lr;
+  // How a loaded checkpoint's schedule settings meet `lr` (optim/lr_schedule.h): checked
+  // (Megatron's default), overridden, or taken from the checkpoint.
+  ScheduleRestore schedule_restore = ScheduleRestore::kCheck;
   AdamWConfig adam;
   // --use-distributed-optimizer: Adam state sharded over DP (optim/distributed_optimizer.h).
   bool distributed_optimizer = false;

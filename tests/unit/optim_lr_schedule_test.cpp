@@ -3,8 +3,12 @@
 // tools/reference/megatron_lr_schedule.py).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
+#include <functional>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "optim/lr_schedule.h"
@@ -55,9 +59,125 @@ TEST(LrSchedule, NoWarmupStartsAtMax) {
 TEST(LrSchedule, StateRoundTrip) {
   LrSchedule a = at(LrDecayStyle::Cosine, 640);
   LrSchedule b({1e-3, 1e-4, 100, 1000, LrDecayStyle::Cosine});
-  b.load_state(a.state());
+  b.load_state(a.state(), ScheduleRestore::kCheck);
   EXPECT_EQ(b.num_steps(), 640);
-  EXPECT_DOUBLE_EQ(b.lr(), a.lr());
+  EXPECT_EQ(b.lr(), a.lr());
+}
+
+// A checkpoint of a run with --lr 1e-3, --min-lr 1e-4, 100 warmup and 1000 decay samples,
+// cosine, weight decay 0.01 → 0.1 linearly over 2000 samples, after 640 samples.
+nlohmann::json checkpoint_schedule() {
+  LrScheduleConfig c{1e-3, 1e-4, 100, 1000, LrDecayStyle::Cosine};
+  c.wd_style = WeightDecayIncrStyle::Linear;
+  c.start_wd = 0.01;
+  c.end_wd = 0.1;
+  c.wd_incr_steps = 2000;
+  LrSchedule s(c);
+  s.step(640);
+  return s.state();
+}
+
+// Megatron's default (neither flag): every setting must equal the checkpoint's; the error
+// names the setting, both values and the two flags that resolve it.
+TEST(LrSchedule, ResumeChecksEverySettingAgainstTheCheckpoint) {
+  LrScheduleConfig same{1e-3, 1e-4, 100, 1000, LrDecayStyle::Cosine};
+  same.wd_style = WeightDecayIncrStyle::Linear;
+  same.start_wd = 0.01;
+  same.end_wd = 0.1;
+  same.wd_incr_steps = 2000;
+  LrSchedule ok(same);
+  ok.load_state(checkpoint_schedule(), ScheduleRestore::kCheck);
+  EXPECT_EQ(ok.num_steps(), 640);
+
+  struct Change {
+    std::function<void(LrScheduleConfig&)> apply;
+    std::string message;
+  };
+  const std::vector<Change> changes = {
+      {[](LrScheduleConfig& c) { c.max_lr = 2e-3; }, "has --lr 0.001, the command line 0.002"},
+      {[](LrScheduleConfig& c) { c.min_lr = 0; }, "has --min-lr 0.0001, the command line 0.0"},
+      {[](LrScheduleConfig& c) { c.warmup_steps = 50; }, "warmup samples (--lr-warmup-*) 100.0"},
+      {[](LrScheduleConfig& c) { c.decay_steps = 2000; }, "else the run's length) 1000, the"},
+      {[](LrScheduleConfig& c) { c.style = LrDecayStyle::Linear; },
+       "has --lr-decay-style cosine, the command line linear"},
+      {[](LrScheduleConfig& c) { c.start_wd = 0.02; }, "--start-weight-decay 0.01, the"},
+      {[](LrScheduleConfig& c) { c.end_wd = 0.2; }, "--end-weight-decay 0.1, the"},
+      {[](LrScheduleConfig& c) { c.wd_incr_steps = 4000; }, "samples (the run's length) 2000"},
+      {[](LrScheduleConfig& c) { c.wd_style = WeightDecayIncrStyle::Cosine; },
+       "--weight-decay-incr-style linear, the command line cosine"},
+  };
+  for (const Change& change : changes) {
+    LrScheduleConfig c = same;
+    change.apply(c);
+    LrSchedule s(c);
+    try {
+      s.load_state(checkpoint_schedule(), ScheduleRestore::kCheck);
+      ADD_FAILURE() << "no error for: " << change.message;
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(change.message), std::string::npos) << what;
+      EXPECT_NE(what.find("--override-opt_param-scheduler"), std::string::npos) << what;
+      EXPECT_NE(what.find("--use-checkpoint-opt_param-scheduler"), std::string::npos) << what;
+    }
+  }
+}
+
+// --override-opt_param-scheduler: the command line's settings, the checkpoint's sample count.
+TEST(LrSchedule, OverrideKeepsTheCommandLinesSettings) {
+  LrScheduleConfig flags{2e-3, 0, 10, 5000, LrDecayStyle::Linear};
+  LrSchedule s(flags);
+  s.load_state(checkpoint_schedule(), ScheduleRestore::kOverride);
+  LrSchedule expected(flags);
+  expected.step(640);
+  EXPECT_EQ(s.num_steps(), 640);
+  EXPECT_EQ(s.lr(), expected.lr());
+  EXPECT_EQ(s.wd(), expected.wd());
+}
+
+// --use-checkpoint-opt_param-scheduler: every setting Megatron restores comes from the
+// checkpoint; the rest (the warmup's initial LR, WSD's anneal) stays the command line's.
+TEST(LrSchedule, UseCheckpointTakesTheStoredSettings) {
+  LrScheduleConfig flags{2e-3, 0, 10, 5000, LrDecayStyle::Linear};
+  flags.init_lr = 0;
+  LrSchedule s(flags);
+  s.load_state(checkpoint_schedule(), ScheduleRestore::kFromCheckpoint);
+  EXPECT_EQ(s.config().max_lr, 1e-3);
+  EXPECT_EQ(s.config().min_lr, 1e-4);
+  EXPECT_EQ(s.config().warmup_steps, 100);
+  EXPECT_EQ(s.config().decay_steps, 1000);
+  EXPECT_EQ(s.config().style, LrDecayStyle::Cosine);
+  EXPECT_EQ(s.config().wd_style, WeightDecayIncrStyle::Linear);
+  EXPECT_EQ(s.config().start_wd, 0.01);
+  EXPECT_EQ(s.config().end_wd, 0.1);
+  EXPECT_EQ(s.config().wd_incr_steps, 2000);
+  // The same values as the uninterrupted run, from here on: ratio (640 - 100) / 900 = 0.6.
+  EXPECT_NEAR(s.lr(), 1e-4 + 0.5 * (std::cos(M_PI * 0.6) + 1.0) * 9e-4, 1e-15);
+  EXPECT_NEAR(s.wd(), 0.01 + 640.0 / 2000.0 * 0.09, 1e-15);
+}
+
+// A checkpoint written before the weight-decay settings were stored: those keys are skipped.
+TEST(LrSchedule, OlderCheckpointsWithoutWeightDecaySettingsLoad) {
+  nlohmann::json old = checkpoint_schedule();
+  for (const char* key : {"start_wd", "end_wd", "wd_incr_steps", "wd_incr_style"}) old.erase(key);
+  LrSchedule s({1e-3, 1e-4, 100, 1000, LrDecayStyle::Cosine});
+  s.load_state(old, ScheduleRestore::kCheck);
+  EXPECT_EQ(s.num_steps(), 640);
+}
+
+TEST(LrSchedule, UnknownStoredStyleIsAnError) {
+  nlohmann::json bad = checkpoint_schedule();
+  bad["decay_style"] = 9;
+  LrSchedule s({1e-3, 1e-4, 100, 1000, LrDecayStyle::Cosine});
+  EXPECT_THROW(
+      {
+        try {
+          s.load_state(bad, ScheduleRestore::kFromCheckpoint);
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("unknown style 9"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      Error);
 }
 
 TEST(LrSchedule, MatchesMegatronsScheduler) {

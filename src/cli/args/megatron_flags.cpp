@@ -50,9 +50,6 @@ constexpr const char* kRetrieval = "ICT / biencoder retrieval models are not sup
 constexpr const char* kResilience =
     "in-process restart, fault tolerance and fault injection are not supported";
 constexpr const char* kFim = "fill-in-the-middle data is not supported";
-constexpr const char* kScheduleFromFlags =
-    "the learning-rate schedule always takes the command line's settings, and only its sample "
-    "count from a loaded checkpoint: what this flag asks of Megatron";
 constexpr const char* kCheckpointExtra = "this checkpoint option is not supported";
 constexpr const char* kTokenizerExtra = "this tokenizer option is not supported";
 constexpr const char* kDistillation = "logit distillation is not supported";
@@ -355,12 +352,6 @@ constexpr Rule kRules[] = {
 
     // Learning rate, weight decay and batch schedules.
     {"--warmup", true, "Megatron's old name; use --lr-warmup-fraction"},
-    {"--override-opt_param-scheduler", false, kScheduleFromFlags},
-    {"--override-opt-param-scheduler", false, kScheduleFromFlags},
-    {"--use-checkpoint-opt_param-scheduler", true,
-     "the schedule's settings always come from the command line here"},
-    {"--use-checkpoint-opt-param-scheduler", true,
-     "the schedule's settings always come from the command line here"},
     {"--rampup-batch-size", false,
      "deprecated: Megatron-LM's current main ignores it too (its calculator only warns); use "
      "--step-batch-size-schedule"},

@@ -98,6 +98,11 @@ void validate_training_args_except_data(Args& a, int world_size) {
   auto positive = [](int64_t v, const char* flag) {
     MT_REQUIRE(v > 0, flag, " must be given and positive, got ", v);
   };
+  // Megatron asserts the same in OptimizerParamScheduler.
+  MT_REQUIRE(!(a.override_opt_param_scheduler && a.use_checkpoint_opt_param_scheduler),
+             "--override-opt_param-scheduler and --use-checkpoint-opt_param-scheduler exclude "
+             "each other: the schedule's settings come from the command line or from the "
+             "checkpoint, drop one");
   positive(a.num_layers, "--num-layers");
   positive(a.hidden_size, "--hidden-size");
   positive(a.num_attention_heads, "--num-attention-heads");
@@ -408,6 +413,9 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   cfg.skip_train = a.skip_train;
   cfg.exit_on_missing_checkpoint = a.exit_on_missing_checkpoint;
   cfg.finetune = a.finetune;
+  cfg.schedule_restore = a.override_opt_param_scheduler         ? ScheduleRestore::kOverride
+                         : a.use_checkpoint_opt_param_scheduler ? ScheduleRestore::kFromCheckpoint
+                                                                : ScheduleRestore::kCheck;
   cfg.check_for_nan_in_loss_and_grad = a.check_for_nan_in_loss_and_grad;
   cfg.exit_signal_handler = a.exit_signal_handler;
   cfg.args = table.to_json();

@@ -144,6 +144,14 @@ void add_training_args(ArgTable& t, Args& a) {
   t.add_flag("--skip-train", a.skip_train,
              "no training: load, evaluate on the validation set, and exit");
   t.add_flag("--finetune", a.finetune, "load weights only and start at iteration 0");
+  t.add_flag("--override-opt_param-scheduler,--override-opt-param-scheduler",
+             a.override_opt_param_scheduler,
+             "on resume, take the LR schedule's settings from the command line, not the "
+             "checkpoint (default: the two must agree)");
+  t.add_flag("--use-checkpoint-opt_param-scheduler,--use-checkpoint-opt-param-scheduler",
+             a.use_checkpoint_opt_param_scheduler,
+             "on resume, take the LR schedule's settings (--lr, --min-lr, warmup, decay length "
+             "and style, weight-decay increments) from the checkpoint");
   t.add_negatable_flag("--check-for-nan-in-loss-and-grad", "--no-check-for-nan-in-loss-and-grad",
                        a.check_for_nan_in_loss_and_grad,
                        "stop when the loss, the gradient norm or the weights become inf/NaN "
