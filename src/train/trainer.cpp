@@ -224,7 +224,10 @@ struct Trainer::Impl {
     // An imported HF checkpoint has no optimizer state: start the optimizer afresh.
     if (load_optim && state.contains("optimizer")) {
       optimizer->load_state(state.at("optimizer"));
-      schedule.load_state(state.at("scheduler"), cfg.schedule_restore);
+      // A run that trains nothing (--skip-train, finetune --epochs 0) never uses the schedule:
+      // checking its settings would only refuse an evaluation.
+      schedule.load_state(state.at("scheduler"),
+                          cfg.skip_train ? ScheduleRestore::kOverride : cfg.schedule_restore);
       scaler.load_state(state.at("grad_scaler"));
       optimizer->write_model_weights();
     } else {

@@ -82,7 +82,8 @@ if "$MEGATRON_BINARY" pretrain-gpt "${MODEL[@]}" --train-iters 3 --load "$WORK/t
   fail "resuming a tanh checkpoint with the erf form was accepted"
 fi
 grep -q "openai_gelu: checkpoint true, flags false" "$WORK/resume.log" || fail "resume message"
-run resume 1 --train-iters 3 --load "$WORK/tanh" --openai-gelu
+# One more iteration than the checkpoint's run: its schedule, from the command line.
+run resume 1 --train-iters 3 --load "$WORK/tanh" --openai-gelu --override-opt_param-scheduler
 echo "== memory report"
 MEMORY_LINE='\[Rank [0-9]\] \(after 1 iterations\) memory \(MB\) \| allocated: [0-9.]+ \| max allocated: [0-9.]+ \| reserved: [0-9.]+ \| max reserved: [0-9.]+$'
 ranks() { grep -E "$MEMORY_LINE" "$WORK/$1.log" | awk '{print $2}' | tr -d ']' | sort | tr '\n' ' '; }

@@ -65,8 +65,6 @@ expect_error() {  # expect_error EXPECTED NP FLAGS...
 }
 expect_error "--num-layers 3 is not divisible by --pipeline-model-parallel-size 2" 2 \
   --num-layers 3 --pipeline-model-parallel-size 2
-expect_error "--sequence-parallel splits the sequence over the tensor-parallel ranks" 1 \
-  --sequence-parallel
 expect_error "the interleaved schedule needs a multiple of --pipeline-model-parallel-size micro-batches" \
   2 --pipeline-model-parallel-size 2 \
   --num-layers-per-virtual-pipeline-stage 1

@@ -196,13 +196,15 @@ struct Args {
   // without --recompute-granularity full, the method is unknown, the count below 1, or above
   // 1 with the uniform method.
   void check_recompute_method() const;
-  // --recompute-method and --recompute-num-layers as the model configs take them.
+  // --recompute-method and --recompute-num-layers as the model configs take them (the defaults
+  // without full recompute, which ignores them).
   RecomputeMethod recompute_method_or_default() const {
-    return recompute_method.empty() ? RecomputeMethod::kUniform
-                                    : recompute_method_from_name(recompute_method);
+    return recompute_method.empty() || !full_recompute()
+               ? RecomputeMethod::kUniform
+               : recompute_method_from_name(recompute_method);
   }
   int recompute_num_layers_or_default() const {
-    return recompute_num_layers == -1 ? 1 : recompute_num_layers;
+    return recompute_num_layers == -1 || !full_recompute() ? 1 : recompute_num_layers;
   }
   bool selective_recompute() const {
     return recompute_activations || recompute_granularity == "selective";

@@ -244,6 +244,15 @@ void validate_training_args_except_data(Args& a, int world_size) {
              "--recompute-activations means --recompute-granularity selective (as in "
              "Megatron-LM), which contradicts --recompute-granularity full: give one of them");
   a.check_recompute_method();
+  if (!a.full_recompute() && (!a.recompute_method.empty() || a.recompute_num_layers != -1))
+    log_warning(
+        "--recompute-method and --recompute-num-layers have no effect without "
+        "--recompute-granularity full (Megatron-LM ignores them too)");
+  // Megatron-LM's rule, for the same numerics at TP 1: warn and train without it.
+  if (a.sequence_parallel && a.tensor_model_parallel_size == 1) {
+    log_warning("Disabling sequence parallelism because tensor model parallelism is disabled");
+    a.sequence_parallel = false;
+  }
   MT_REQUIRE(a.attention_backend == "auto" || a.attention_backend == "flash" ||
                  a.attention_backend == "fused" || a.attention_backend == "unfused" ||
                  a.attention_backend == "local",
@@ -423,10 +432,13 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
 }
 
 void Args::check_recompute_method() const {
-  MT_REQUIRE((recompute_method.empty() && recompute_num_layers == -1) || full_recompute(),
-             "--recompute-method and --recompute-num-layers choose which layers full recompute "
-             "re-runs: they need --recompute-granularity full");
-  validate_recompute_method(recompute_method_or_default(), recompute_num_layers_or_default());
+  // Megatron-LM refuses a method with selective recompute, and ignores the two flags without
+  // full recompute (validate_training_args warns).
+  MT_REQUIRE(recompute_method.empty() || !selective_recompute(),
+             "--recompute-method chooses which layers full recompute re-runs; with "
+             "--recompute-granularity selective it is refused (as in Megatron-LM): drop it");
+  if (full_recompute())
+    validate_recompute_method(recompute_method_or_default(), recompute_num_layers_or_default());
 }
 
 }  // namespace megatron::cli
