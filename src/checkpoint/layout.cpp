@@ -96,6 +96,32 @@ void write_latest_iteration(const std::string& save_dir, int64_t iteration) {
   fsync_directory(save_dir);
 }
 
+namespace {
+
+// Megatron-LM's own formats, recognised so that loading one says what it is and how to bring it
+// here instead of failing on a missing model.safetensors.
+constexpr const char* kConvertMegatronLm =
+    ": megatron-cpp reads its own safetensors layout and cannot load it directly yet. Export "
+    "it to HuggingFace with Megatron-LM's tools (tools/checkpoint/convert.py with the HF saver, "
+    "or Megatron-Bridge) and import that with `megatron convert --from hf`";
+
+void refuse_megatron_lm_formats(const std::string& iteration_dir,
+                                const std::vector<fs::path>& rank_dirs) {
+  for (const fs::directory_entry& e : fs::directory_iterator(iteration_dir)) {
+    const fs::path& p = e.path();
+    MT_REQUIRE(p.extension() != ".distcp" && p.filename() != ".metadata", "checkpoint directory '",
+               iteration_dir,
+               "' is Megatron-LM's torch_dist format (PyTorch Distributed Checkpoint: ",
+               p.filename().string(), ")", kConvertMegatronLm);
+  }
+  for (const fs::path& d : rank_dirs)
+    MT_REQUIRE(!fs::exists(d / "model_optim_rng.pt") || fs::exists(d / kModelFileName),
+               "checkpoint directory '", iteration_dir, "' is Megatron-LM's torch format (",
+               (d / "model_optim_rng.pt").string(), ", a PyTorch pickle)", kConvertMegatronLm);
+}
+
+}  // namespace
+
 std::vector<RankDir> list_rank_dirs(const std::string& iteration_dir) {
   MT_REQUIRE(fs::is_directory(iteration_dir), "checkpoint directory '", iteration_dir,
              "' does not exist");
@@ -110,6 +136,9 @@ std::vector<RankDir> list_rank_dirs(const std::string& iteration_dir) {
     dirs.push_back(
         {std::stoi(m[1].str()), m[2].matched ? std::stoi(m[3].str()) : 0, e.path().string()});
   }
+  std::vector<fs::path> rank_paths;
+  for (const RankDir& d : dirs) rank_paths.push_back(d.path);
+  refuse_megatron_lm_formats(iteration_dir, rank_paths);
   MT_REQUIRE(!dirs.empty(), "checkpoint directory '", iteration_dir,
              "' holds no mp_rank_* directories");
   MT_REQUIRE(styles.size() == 1, "checkpoint directory '", iteration_dir,

@@ -1,6 +1,7 @@
 #include "convert/hf_llama.h"
 
 #include <algorithm>
+#include <cmath>
 #include <iterator>
 #include <sstream>
 
@@ -71,6 +72,30 @@ class HfSource {
     return hf_tensor_to_f32(t, "Llama");
   }
   bool has(const std::string& name) const { return tensors_.count(name) > 0; }
+  // Older `transformers` saved each layer's RoPE frequencies (self_attn.rotary_emb.inv_freq,
+  // 1 / base^(2i / rotary_dim)) as a buffer. Nothing is imported from them: they are removed
+  // and checked against the config's rope_theta, to the precision of their dtype.
+  void check_rotary_inv_freq(const std::string& name, const TransformerConfig& c) {
+    auto it = tensors_.find(name);
+    if (it == tensors_.end()) return;
+    const DType stored = it->second.dtype();
+    const int64_t half = c.rotary_dim() / 2;
+    const Tensor t = take(name, {half});
+    if (!t.defined()) return;
+    const double tolerance = stored == DType::F32 || stored == DType::F64 ? 1e-6
+                             : stored == DType::F16                       ? 1e-3
+                                                                          : 8e-3;
+    const float* f = t.data<float>();
+    for (int64_t i = 0; i < half; ++i) {
+      const double want =
+          1.0 / std::pow(double(c.arch.rotary_base), 2.0 * double(i) / double(c.rotary_dim()));
+      if (std::abs(f[i] - want) > tolerance * want) {
+        note() << name << ": RoPE frequency " << i << " is " << f[i] << ", rope_theta "
+               << c.arch.rotary_base << " gives " << want;
+        return;
+      }
+    }
+  }
   void finish() {
     for (const auto& [name, t] : tensors_)
       note() << name << ": unexpected tensor " << shape_str(t.shape());
@@ -265,6 +290,7 @@ TensorMap gpt_tensors_from_hf_llama(const TensorMap& hf_in, const GptConfig& c) 
     const std::string hl = layer(i), us = layer(i);
     put(us + "input_layernorm.weight", hf.take(hl + "input_layernorm.weight", {s.h}));
     const std::string a = hl + "self_attn.";
+    hf.check_rotary_inv_freq(a + "rotary_emb.inv_freq", c.transformer_config());
     for (const char* p : {"weight", "bias"}) {
       const bool weight = std::string(p) == "weight";
       if (!weight && !c.arch.add_qkv_bias) continue;

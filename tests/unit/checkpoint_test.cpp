@@ -259,6 +259,28 @@ TEST(CheckpointErrors, MissingRankDirectory) {
   EXPECT_THAT(load_error(dir.path(), 1), HasSubstr("holds no mp_rank_* directories"));
 }
 
+// Megatron-LM's own formats are named, with the way to bring them here, instead of failing on a
+// missing model.safetensors: `torch` (mp_rank_XX[_YYY]/model_optim_rng.pt) and `torch_dist`
+// (PyTorch Distributed Checkpoint files in the iteration directory).
+TEST(CheckpointErrors, MegatronLmFormatsAreNamed) {
+  TempDir dir;
+  write_bytes(dir.file("latest_checkpointed_iteration.txt"), "20\n");
+  fs::create_directories(dir.file("iter_0000020/mp_rank_00_000"));
+  write_bytes(dir.file("iter_0000020/mp_rank_00_000/model_optim_rng.pt"), "PK");
+  std::string msg = load_error(dir.path(), -1);
+  EXPECT_THAT(msg, HasSubstr("is Megatron-LM's torch format (" +
+                             dir.file("iter_0000020/mp_rank_00_000/model_optim_rng.pt")));
+  EXPECT_THAT(msg, HasSubstr("import that with `megatron convert --from hf`"));
+
+  fs::remove_all(dir.file("iter_0000020"));
+  fs::create_directories(dir.file("iter_0000020"));
+  write_bytes(dir.file("iter_0000020/__0_0.distcp"), "data");
+  write_bytes(dir.file("iter_0000020/.metadata"), "meta");
+  msg = load_error(dir.path(), -1);
+  EXPECT_THAT(msg, HasSubstr("is Megatron-LM's torch_dist format (PyTorch Distributed Checkpoint"));
+  EXPECT_THAT(msg, HasSubstr("megatron convert --from hf"));
+}
+
 TEST(CheckpointErrors, ShardWithoutPlacementMetadata) {
   TempDir dir;
   save_solo(dir.path(), 1, 0.0f, false);

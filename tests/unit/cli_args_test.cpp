@@ -105,6 +105,15 @@ TEST(CliArgs, TrainSamplesGiveIterations) {
   const LrScheduleConfig c = lr_schedule_config(p.args);
   EXPECT_EQ(c.decay_steps, 1000);
   EXPECT_EQ(c.warmup_steps, 80);
+
+  // A schedule of one step: its batch of 4 (not micro-batch x DP, --global-batch-size's
+  // implicit value) counts the steps, as in Megatron: 8 samples are 2 iterations.
+  std::vector<std::string> scheduled = kBase;
+  scheduled.erase(scheduled.begin() + 10, scheduled.begin() + 12);
+  scheduled.insert(scheduled.end(), {"--train-samples", "8", "--step-batch-size-schedule", "0:4"});
+  Parsed one_step(scheduled);
+  validate_training_args(one_step.args, 1);
+  EXPECT_EQ(one_step.args.train_iters, 2);
 }
 
 TEST(CliArgs, LossScalerConfig) {

@@ -5,6 +5,7 @@
 // imports again); the stored arguments carry the architecture flags.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +19,7 @@
 #include "convert/hf_directory.h"
 #include "convert/hf_llama.h"
 #include "convert/llama_checkpoint.h"
+#include "kernels/elementwise.h"
 
 namespace megatron {
 namespace {
@@ -142,6 +144,45 @@ TEST(LlamaConvert, MistralConfigAndOptionalKeys) {
     ADD_FAILURE() << "no error for dynamic RoPE scaling";
   } catch (const Error& e) {
     EXPECT_NE(e.message().find("rope_scaling type 'dynamic' is not supported"), std::string::npos)
+        << e.message();
+  }
+}
+
+// Checkpoints saved by older `transformers` carry each layer's RoPE frequencies as a buffer
+// (model.layers.N.self_attn.rotary_emb.inv_freq): imported without them when they agree with
+// the config's rope_theta (also rounded to fp16, as a half-precision save stores them), refused
+// naming the tensor when they do not.
+TEST(LlamaConvert, RotaryInvFreqBuffersOfOlderTransformersAreCheckedAndDropped) {
+  const HfDirectory hf = read_hf_directory(source_dir() + "/tests/data/llama_tiny/hf");
+  const GptConfig c = gpt_config_from_hf_llama(hf.config, 128);
+  const TransformerConfig t = c.transformer_config();
+  const int64_t half = t.rotary_dim() / 2;
+  auto with_buffers = [&](DType dtype, double base) {
+    TensorMap tensors = hf.tensors;
+    Tensor f = Tensor::empty({half}, DType::F32);
+    for (int64_t i = 0; i < half; ++i)
+      f.data<float>()[i] = float(1.0 / std::pow(base, 2.0 * double(i) / double(t.rotary_dim())));
+    Tensor stored = Tensor::empty({half}, dtype);
+    kernels::cast(f, stored);  // rounded as a half-precision save rounds them
+    for (int layer = 0; layer < c.num_layers; ++layer)
+      tensors["model.layers." + std::to_string(layer) + ".self_attn.rotary_emb.inv_freq"] = stored;
+    return tensors;
+  };
+  const TensorMap plain = gpt_tensors_from_hf_llama(hf.tensors, c);
+  for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
+    const TensorMap imported =
+        gpt_tensors_from_hf_llama(with_buffers(dtype, c.arch.rotary_base), c);
+    ASSERT_EQ(imported.size(), plain.size()) << dtype_name(dtype);
+    for (const auto& [name, tensor] : plain)
+      EXPECT_EQ(std::memcmp(imported.at(name).raw_data(), tensor.raw_data(), tensor.nbytes()), 0)
+          << name;
+  }
+  try {
+    gpt_tensors_from_hf_llama(with_buffers(DType::F32, 2.0 * c.arch.rotary_base), c);
+    ADD_FAILURE() << "no error for frequencies of another rope_theta";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("layers.0.self_attn.rotary_emb.inv_freq: RoPE frequency 1 is"),
+              std::string::npos)
         << e.message();
   }
 }

@@ -174,10 +174,12 @@ void validate_training_args_except_data(Args& a, int world_size) {
              "--train-iters ", a.train_iters, " is too large: its samples (x --global-batch-size ",
              a.global_batch_size, ") and tokens do not fit in 64 bits");
   if (a.train_samples > 0) {
-    // Megatron's rules (update_train_iters): whole steps up to train_samples when the batch
-    // size is constant, enough steps to reach it with a schedule.
-    a.train_iters = batches.is_constant() ? a.train_samples / a.global_batch_size
-                                          : batches.iterations_for_samples(a.train_samples);
+    // Megatron's rules (update_train_iters): whole steps of --global-batch-size up to
+    // train_samples, or with --step-batch-size-schedule (even of one step, whose batch is not
+    // --global-batch-size) as many of its steps as reach it.
+    a.train_iters = a.step_batch_size_schedule.empty()
+                        ? a.train_samples / a.global_batch_size
+                        : batches.iterations_for_samples(a.train_samples);
     MT_REQUIRE(a.train_iters > 0, "--train-samples ", a.train_samples,
                " is less than one --global-batch-size ", a.global_batch_size);
     MT_REQUIRE(a.lr_decay_iters == 0 && a.lr_warmup_iters == 0,
