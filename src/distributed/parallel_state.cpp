@@ -19,7 +19,7 @@ void check_parallel_sizes(int world_size, int tensor_parallel, int pipeline_para
 }
 
 ParallelState ParallelState::create(std::shared_ptr<Communicator> world, int tensor_parallel,
-                                    int pipeline_parallel) {
+                                    int pipeline_parallel, RankOrder order) {
   MT_CHECK(world != nullptr, "ParallelState::create: no world communicator");
   const int world_size = world->size();
   check_parallel_sizes(world_size, tensor_parallel, pipeline_parallel);
@@ -32,8 +32,13 @@ ParallelState ParallelState::create(std::shared_ptr<Communicator> world, int ten
   s.pp_size = pipeline_parallel;
   s.dp_size = world_size / model_parallel;
   s.tp_rank = s.rank % s.tp_size;
-  s.dp_rank = (s.rank / s.tp_size) % s.dp_size;
-  s.pp_rank = s.rank / (s.tp_size * s.dp_size);
+  if (order == RankOrder::kTpDpPp) {
+    s.dp_rank = (s.rank / s.tp_size) % s.dp_size;
+    s.pp_rank = s.rank / (s.tp_size * s.dp_size);
+  } else {
+    s.pp_rank = (s.rank / s.tp_size) % s.pp_size;
+    s.dp_rank = s.rank / (s.tp_size * s.pp_size);
+  }
 
   // Every rank takes part in every split, in the same order (split is collective). Colors
   // name the coordinates the group members share; keys order members by the coordinate

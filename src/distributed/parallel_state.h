@@ -4,7 +4,11 @@
 // (tp_rank, pp_rank); PP groups share (tp_rank, dp_rank); the model-parallel group is the
 // t·p ranks that together hold one model replica (same dp_rank). With p > 1 the embedding group
 // is the first and the last stage of a pipeline (same tp_rank and dp_rank), the two ranks that
-// hold the tied word embedding (Megatron's rule).
+// hold the tied word embedding (Megatron's rule). --use-tp-pp-dp-mapping (RankOrder::kTpPpDp)
+// makes pipeline ranks vary before data-parallel ones, as Megatron's does:
+//   tp_rank = rank % t,  pp_rank = (rank / t) % p,  dp_rank = rank / (t·p).
+// The groups are the same sets of coordinates either way; only which process holds which
+// coordinates changes, so a run's results do not depend on the order.
 #pragma once
 
 #include <memory>
@@ -17,11 +21,17 @@ namespace megatron {
 // Communicates nothing: callers may check the grid on every rank before building it.
 void check_parallel_sizes(int world_size, int tensor_parallel, int pipeline_parallel);
 
+// The order in which the grid's coordinates vary with the world rank, fastest first.
+enum class RankOrder {
+  kTpDpPp,  // Megatron's default ("tp-cp-ep-dp-pp" without context or expert parallelism)
+  kTpPpDp,  // --use-tp-pp-dp-mapping
+};
+
 struct ParallelState {
   // Throws Error when t·p does not divide the world size or a size is < 1
   // (check_parallel_sizes).
   static ParallelState create(std::shared_ptr<Communicator> world, int tensor_parallel,
-                              int pipeline_parallel);
+                              int pipeline_parallel, RankOrder order = RankOrder::kTpDpPp);
 
   int world_size = 1, rank = 0;
   int tp_size = 1, tp_rank = 0;

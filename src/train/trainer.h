@@ -37,6 +37,7 @@ struct TrainerConfig {
   Device device = Device::CPU;
   int tensor_parallel = 1;
   int pipeline_parallel = 1;  // the model step builds this rank's stage (ParallelState::pp_rank)
+  RankOrder rank_order = RankOrder::kTpDpPp;  // --use-tp-pp-dp-mapping: kTpPpDp
   int64_t micro_batch = 1;
   // Megatron's args.global_batch_size: the samples of one evaluation iteration (and, with a
   // constant batch size, of every training step).

@@ -1,6 +1,7 @@
 // ParallelState against the Megatron rank grid enumerated independently: world ranks are
-// laid out by nested loops (pp outermost, then dp, then tp), and every rank checks its
-// coordinates and that each of its groups holds exactly the expected world ranks, in order.
+// laid out by nested loops (pp outermost, then dp, then tp; with --use-tp-pp-dp-mapping dp
+// outermost, then pp, then tp), and every rank checks its coordinates and that each of its
+// groups holds exactly the expected world ranks, in order.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -20,11 +21,17 @@ struct Coord {
 };
 
 // grid[world_rank] = coordinates, by enumeration rather than by the div/mod formula.
-std::vector<Coord> enumerate_grid(int t, int d, int p) {
+std::vector<Coord> enumerate_grid(int t, int d, int p, RankOrder order) {
   std::vector<Coord> grid;
-  for (int pp = 0; pp < p; ++pp)
+  if (order == RankOrder::kTpDpPp) {
+    for (int pp = 0; pp < p; ++pp)
+      for (int dp = 0; dp < d; ++dp)
+        for (int tp = 0; tp < t; ++tp) grid.push_back({tp, dp, pp});
+  } else {
     for (int dp = 0; dp < d; ++dp)
-      for (int tp = 0; tp < t; ++tp) grid.push_back({tp, dp, pp});
+      for (int pp = 0; pp < p; ++pp)
+        for (int tp = 0; tp < t; ++tp) grid.push_back({tp, dp, pp});
+  }
   return grid;
 }
 
@@ -37,13 +44,14 @@ std::vector<int64_t> members_of(Communicator& group, int world_rank) {
   return all.to_vector<int64_t>();
 }
 
-void check_grid(int t, int p) {
+void check_grid(int t, int p, RankOrder order) {
   auto world = test::world();
   const int n = world->size(), me = world->rank();
   const int d = n / (t * p);
-  SCOPED_TRACE(::testing::Message() << "tp=" << t << " dp=" << d << " pp=" << p);
-  ParallelState s = ParallelState::create(world, t, p);
-  const std::vector<Coord> grid = enumerate_grid(t, d, p);
+  SCOPED_TRACE(::testing::Message() << "tp=" << t << " dp=" << d << " pp=" << p << " order "
+                                    << (order == RankOrder::kTpDpPp ? "tp-dp-pp" : "tp-pp-dp"));
+  ParallelState s = ParallelState::create(world, t, p, order);
+  const std::vector<Coord> grid = enumerate_grid(t, d, p, order);
   const Coord c = grid[size_t(me)];
 
   EXPECT_EQ(s.world_size, n);
@@ -89,15 +97,16 @@ void check_grid(int t, int p) {
   EXPECT_EQ(s.mp->size(), t * p);
 }
 
-// Every (t, p) whose product divides the world size: at np 4 that is 1x1 (dp 4), 2x1
-// (dp 2), 4x1, 1x2 (dp 2), 2x2 (dp 1), 1x4.
+// Every (t, p) whose product divides the world size, in both rank orders: at np 4 that is 1x1
+// (dp 4), 2x1 (dp 2), 4x1, 1x2 (dp 2), 2x2 (dp 1), 1x4.
 TEST(ParallelStateTest, EveryGridOfThisWorldSize) {
   const int n = test::world_size();
   int grids = 0;
   for (int t = 1; t <= n; ++t) {
     for (int p = 1; t * p <= n; ++p) {
       if (n % (t * p) != 0) continue;
-      check_grid(t, p);
+      check_grid(t, p, RankOrder::kTpDpPp);
+      check_grid(t, p, RankOrder::kTpPpDp);
       ++grids;
     }
   }

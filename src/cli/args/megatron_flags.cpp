@@ -185,8 +185,6 @@ constexpr Rule kRules[] = {
     {"--keep-fp8-transpose-cache", false, kFsdp},
     {"--use-megatron-fsdp", true, "FSDP is not supported; use data parallelism"},
     {"--use-torch-fsdp2", true, "FSDP is not supported; use data parallelism"},
-    {"--use-tp-pp-dp-mapping", true,
-     "the rank grid is Megatron's default order here (tp fastest, then dp, then pp)"},
     {"--fake-process-group", true, "a Megatron testing aid; not supported"},
     {"--model-parallel-size", true, "Megatron's old name; use --tensor-model-parallel-size"},
     {"--tensor-parallel-num-weight-shards", true,

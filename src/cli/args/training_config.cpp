@@ -382,6 +382,7 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   cfg.device = a.compute_device;
   cfg.tensor_parallel = a.tensor_model_parallel_size;
   cfg.pipeline_parallel = a.pipeline_model_parallel_size;
+  cfg.rank_order = a.use_tp_pp_dp_mapping ? RankOrder::kTpPpDp : RankOrder::kTpDpPp;
   cfg.micro_batch = a.micro_batch_size;
   cfg.global_batch = a.global_batch_size;
   if (!a.step_batch_size_schedule.empty()) cfg.batch_sizes = batch_size_schedule(a);

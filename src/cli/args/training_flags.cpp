@@ -144,6 +144,9 @@ void add_training_args(ArgTable& t, Args& a) {
   t.add_flag("--skip-train", a.skip_train,
              "no training: load, evaluate on the validation set, and exit");
   t.add_flag("--finetune", a.finetune, "load weights only and start at iteration 0");
+  t.add_flag("--use-tp-pp-dp-mapping", a.use_tp_pp_dp_mapping,
+             "order the ranks tensor, then pipeline, then data parallel (default: tensor, data, "
+             "pipeline); the same results either way");
   t.add_flag("--override-opt_param-scheduler,--override-opt-param-scheduler",
              a.override_opt_param_scheduler,
              "on resume, take the LR schedule's settings from the command line, not the "
