@@ -2,13 +2,12 @@
 // several step counts and a chain of steps. The GPU rounds every operation as written; the CPU
 // compiler may fuse some multiply-adds, so the two agree to a few f32 ulps, not always to the
 // bit.
-#include "kernels/adamw.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "gpu_test_util.h"
+#include "kernels/adamw.h"
 
 namespace megatron {
 namespace {

@@ -2,8 +2,6 @@
 // the GPU against the CPU twin. Bit for bit where both do the same arithmetic (cast, copy, fill,
 // scale); axpy within one rounding (the CPU compiler may or may not fuse the multiply-add); the f64
 // reductions within a few f64 roundings, and bit-identical from run to run on the GPU.
-#include "kernels/elementwise.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +9,7 @@
 #include <random>
 
 #include "gpu_test_util.h"
+#include "kernels/elementwise.h"
 
 namespace megatron {
 namespace {

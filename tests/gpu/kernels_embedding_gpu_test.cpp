@@ -3,14 +3,13 @@
 // both devices (the GPU sorts tokens by row with a stable sort), so even repeated ids sum
 // identically. Vocab shards (rows owned by other ranks give zeros / no gradient), repeated and
 // heavily repeated ids, more than one 256-column tile, and run-to-run determinism.
-#include "kernels/embedding.h"
-
 #include <gtest/gtest.h>
 
 #include <vector>
 
 #include "gpu_test_util.h"
 #include "kernels/elementwise.h"
+#include "kernels/embedding.h"
 
 namespace megatron {
 namespace {

@@ -7,14 +7,13 @@
 // (2^-23 rather than 2^-24: tensor cores may truncate while accumulating), plus one rounding
 // of C on each side for a bf16 C. A wrong mapping (transposes, strides, batch offsets) is off
 // by O(1) and cannot hide inside that bound.
-#include "kernels/gemm.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "gpu_test_util.h"
 #include "kernels/elementwise.h"
+#include "kernels/gemm.h"
 #include "kernels/gemm_options.h"
 
 namespace megatron {

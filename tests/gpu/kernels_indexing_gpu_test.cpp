@@ -1,12 +1,11 @@
 // fill_positions / first_out_of_range on the GPU against the CPU twin and the formula.
-#include "kernels/indexing.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <vector>
 
 #include "gpu_test_util.h"
+#include "kernels/indexing.h"
 
 namespace megatron {
 namespace {

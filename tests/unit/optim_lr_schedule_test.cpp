@@ -64,15 +64,20 @@ TEST(LrSchedule, StateRoundTrip) {
   EXPECT_EQ(b.lr(), a.lr());
 }
 
-// A checkpoint of a run with --lr 1e-3, --min-lr 1e-4, 100 warmup and 1000 decay samples,
-// cosine, weight decay 0.01 → 0.1 linearly over 2000 samples, after 640 samples.
-nlohmann::json checkpoint_schedule() {
+// The settings of a run with --lr 1e-3, --min-lr 1e-4, 100 warmup and 1000 decay samples,
+// cosine, weight decay 0.01 → 0.1 linearly over 2000 samples.
+LrScheduleConfig checkpointed_settings() {
   LrScheduleConfig c{1e-3, 1e-4, 100, 1000, LrDecayStyle::Cosine};
   c.wd_style = WeightDecayIncrStyle::Linear;
   c.start_wd = 0.01;
   c.end_wd = 0.1;
   c.wd_incr_steps = 2000;
-  LrSchedule s(c);
+  return c;
+}
+
+// Its checkpoint after 640 samples.
+nlohmann::json checkpoint_schedule() {
+  LrSchedule s(checkpointed_settings());
   s.step(640);
   return s.state();
 }
@@ -80,11 +85,7 @@ nlohmann::json checkpoint_schedule() {
 // Megatron's default (neither flag): every setting must equal the checkpoint's; the error
 // names the setting, both values and the two flags that resolve it.
 TEST(LrSchedule, ResumeChecksEverySettingAgainstTheCheckpoint) {
-  LrScheduleConfig same{1e-3, 1e-4, 100, 1000, LrDecayStyle::Cosine};
-  same.wd_style = WeightDecayIncrStyle::Linear;
-  same.start_wd = 0.01;
-  same.end_wd = 0.1;
-  same.wd_incr_steps = 2000;
+  const LrScheduleConfig same = checkpointed_settings();
   LrSchedule ok(same);
   ok.load_state(checkpoint_schedule(), ScheduleRestore::kCheck);
   EXPECT_EQ(ok.num_steps(), 640);
