@@ -21,6 +21,7 @@
 #include "optim/grad_buckets.h"
 #include "optim/grad_reduction.h"
 #include "optim/layer_grad_norms.h"
+#include "optim/replica_check.h"
 #include "train/exit_signal.h"
 #include "train/log/named_timers.h"
 #include "train/log/training_log.h"
@@ -579,6 +580,8 @@ struct Trainer::Impl {
       }
       last_grad_norm = grad_norm;
       last_num_zeros = step_num_zeros;
+      if (cfg.check_weight_hash_interval > 0 && iteration % cfg.check_weight_hash_interval == 0)
+        run_on_all_ranks(*ps.world, "", [&] { check_replicas_agree(store, *ps.dp, iteration); });
       if (cfg.on_iteration_end) cfg.on_iteration_end(iteration);
       if (iteration % cfg.tensorboard_log_interval == 0) {
         IterationStats s;  // this iteration's values, as Megatron writes them

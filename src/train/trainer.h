@@ -38,6 +38,9 @@ struct TrainerConfig {
   int tensor_parallel = 1;
   int pipeline_parallel = 1;  // the model step builds this rank's stage (ParallelState::pp_rank)
   RankOrder rank_order = RankOrder::kTpDpPp;  // --use-tp-pp-dp-mapping: kTpPpDp
+  // --check-weight-hash-across-dp-replicas-interval: every this many iterations the DP
+  // replicas' parameters must agree (optim/replica_check.h); 0 never.
+  int64_t check_weight_hash_interval = 0;
   int64_t micro_batch = 1;
   // Megatron's args.global_batch_size: the samples of one evaluation iteration (and, with a
   // constant batch size, of every training step).

@@ -4,7 +4,7 @@
 # rank), 2×2×1 interleaved with full activation recompute, 1×2×1 with block recompute of each
 # stage's first layer, 1×2×2 interleaved with --overlap-grad-reduce (small buckets) and 1×2×2
 # with Megatron's other rank order (--use-tp-pp-dp-mapping: pipeline ranks before data-parallel
-# ones) must log the same lm loss and grad norm at each of 8 iterations (relative <= 1e-5), and
+# ones, its two replicas' parameters checked for agreement every 2 iterations) must log the same lm loss and grad norm at each of 8 iterations (relative <= 1e-5), and
 # so must validation. Checkpoints saved at PP > 1 resume at another layout with the next losses
 # of the uninterrupted run: 1×4×1 → 2×2×1, and 1×2×2 → 1×1×1; so does 1×4×1's checkpoint after
 # `megatron convert` rewrote it at TP 2 × PP 2 (resumed at 2×2×1).
@@ -24,7 +24,7 @@ run t1p2d1_block_recompute 2 1 2 --recompute-granularity full --recompute-method
   --recompute-num-layers 1
 run t1p2d2_interleaved_overlap 4 1 2 --num-layers-per-virtual-pipeline-stage 1 \
   --overlap-grad-reduce --ddp-bucket-size 10000
-run t1p2d2_tp_pp_dp 4 1 2 --use-tp-pp-dp-mapping
+run t1p2d2_tp_pp_dp 4 1 2 --use-tp-pp-dp-mapping --check-weight-hash-across-dp-replicas-interval 2
 for name in t1p4d1 t1p2d2; do
   grep -q "exiting program at iteration 4" "$WORK/$name.log" || { echo "FAIL: $name no exit"; exit 1; }
 done

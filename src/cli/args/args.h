@@ -149,6 +149,7 @@ struct Args {
   bool no_save_rng = false;
   bool finetune = false;
   bool use_tp_pp_dp_mapping = false;  // --use-tp-pp-dp-mapping (distributed/parallel_state.h)
+  int64_t check_weight_hash_across_dp_replicas_interval = 0;  // 0: never (optim/replica_check.h)
   // How a resumed run's LR-schedule settings meet the checkpoint's (optim/lr_schedule.h).
   bool override_opt_param_scheduler = false;        // --override-opt_param-scheduler
   bool use_checkpoint_opt_param_scheduler = false;  // --use-checkpoint-opt_param-scheduler

@@ -507,7 +507,6 @@ constexpr Rule kRules[] = {
     {"--exit-signal", true, "the signal handler catches SIGTERM and SIGINT here", "SIGTERM"},
     {"--exit-signal-handler-for-dataloader", false, "data is read by the training process here"},
     {"--exit-signal-handler-for-training", false, "see --exit-signal-handler"},
-    {"--check-weight-hash-across-dp-replicas-interval", true, "not supported"},
     {"--gpu-sniff-test-interval", false, "a GPU health check"},
     {"--train-sync-interval", false, "a GPU/CPU synchronisation aid"},
     {"--check-for-large-grads", true, "Megatron's rerun state machine is not supported"},

@@ -103,6 +103,9 @@ void validate_training_args_except_data(Args& a, int world_size) {
              "--override-opt_param-scheduler and --use-checkpoint-opt_param-scheduler exclude "
              "each other: the schedule's settings come from the command line or from the "
              "checkpoint, drop one");
+  MT_REQUIRE(a.check_weight_hash_across_dp_replicas_interval >= 0,
+             "--check-weight-hash-across-dp-replicas-interval must be positive (or 0: never), got ",
+             a.check_weight_hash_across_dp_replicas_interval);
   positive(a.num_layers, "--num-layers");
   positive(a.hidden_size, "--hidden-size");
   positive(a.num_attention_heads, "--num-attention-heads");
@@ -383,6 +386,7 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   cfg.tensor_parallel = a.tensor_model_parallel_size;
   cfg.pipeline_parallel = a.pipeline_model_parallel_size;
   cfg.rank_order = a.use_tp_pp_dp_mapping ? RankOrder::kTpPpDp : RankOrder::kTpDpPp;
+  cfg.check_weight_hash_interval = a.check_weight_hash_across_dp_replicas_interval;
   cfg.micro_batch = a.micro_batch_size;
   cfg.global_batch = a.global_batch_size;
   if (!a.step_batch_size_schedule.empty()) cfg.batch_sizes = batch_size_schedule(a);

@@ -144,6 +144,10 @@ void add_training_args(ArgTable& t, Args& a) {
   t.add_flag("--skip-train", a.skip_train,
              "no training: load, evaluate on the validation set, and exit");
   t.add_flag("--finetune", a.finetune, "load weights only and start at iteration 0");
+  t.add("--check-weight-hash-across-dp-replicas-interval",
+        a.check_weight_hash_across_dp_replicas_interval,
+        "every N iterations, check that the data-parallel replicas hold the same parameters "
+        "(a CRC-32C of each; the run stops naming a replica that differs)");
   t.add_flag("--use-tp-pp-dp-mapping", a.use_tp_pp_dp_mapping,
              "order the ranks tensor, then pipeline, then data parallel (default: tensor, data, "
              "pipeline); the same results either way");

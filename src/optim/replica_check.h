@@ -1,0 +1,24 @@
+// Checking that the data-parallel replicas of a model hold the same parameters (Megatron-LM's
+// --check-weight-hash-across-dp-replicas-interval): each replica must end every step with the
+// same weights — the same gradients were all-reduced and the same update applied — so a replica
+// that differs has met silent corruption (a bit flip, a broken collective, a non-deterministic
+// kernel). Each rank hashes its parameter values (CRC-32C of the stored bytes) and the hashes
+// are gathered over the DP group; every rank sees all of them, so all stop together.
+#pragma once
+
+#include <cstdint>
+
+#include "distributed/communicator.h"
+#include "parallel/parameter.h"
+
+namespace megatron {
+
+// CRC-32C of this rank's parameter values (the store's flat value buffer, copied to the host
+// when it lives on a device).
+uint32_t parameter_hash(ParameterStore& store);
+
+// Collective over `dp`. Throws Error, on every rank of the group, naming the iteration and the
+// replicas whose parameters differ from replica 0's.
+void check_replicas_agree(ParameterStore& store, Communicator& dp, int64_t iteration);
+
+}  // namespace megatron

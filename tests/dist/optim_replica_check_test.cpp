@@ -1,0 +1,51 @@
+// check_replicas_agree (optim/replica_check.h) under mpirun: the whole world as one
+// data-parallel group. Identical parameters pass; a single flipped element on one replica is
+// reported on every rank, naming that replica and the iteration; the hash is CRC-32C of the
+// stored bytes, checked against crc32c over the same bytes.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "../common/checkpoint_fixture.h"
+#include "core/crc32c.h"
+#include "core/error.h"
+#include "kernels/elementwise.h"
+#include "mpi_test_util.h"
+#include "optim/replica_check.h"
+
+namespace megatron {
+namespace {
+
+using ::testing::HasSubstr;
+
+ParameterStore filled_store(float value) {
+  ParameterStore store = testing::make_fixture_store(0, 1);
+  kernels::fill(store.flat_values(), value);
+  return store;
+}
+
+TEST(ReplicaCheck, IdenticalReplicasAgree) {
+  auto world = test::world();
+  ParameterStore store = filled_store(0.25f);
+  EXPECT_NO_THROW(check_replicas_agree(store, *world, 7));
+  EXPECT_EQ(parameter_hash(store),
+            crc32c(store.flat_values().raw_data(), store.flat_values().nbytes()));
+}
+
+TEST(ReplicaCheck, ADivergedReplicaIsNamedOnEveryRank) {
+  auto world = test::world();
+  if (world->size() < 2) GTEST_SKIP() << "needs two replicas";
+  ParameterStore store = filled_store(0.25f);
+  if (world->rank() == 1) store.flat_values().data<float>()[3] = 0.25000003f;  // one ulp
+  try {
+    check_replicas_agree(store, *world, 12);
+    ADD_FAILURE() << "no error for a replica that differs";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), HasSubstr("at iteration 12 the parameters of data-parallel replica "
+                                       "1 differ from replica 0's"));
+  }
+}
+
+}  // namespace
+}  // namespace megatron
