@@ -105,19 +105,20 @@ constexpr const char* kConvertMegatronLm =
     "it to HuggingFace with Megatron-LM's tools (tools/checkpoint/convert.py with the HF saver, "
     "or Megatron-Bridge) and import that with `megatron convert --from hf`";
 
-void refuse_megatron_lm_formats(const std::string& iteration_dir,
-                                const std::vector<fs::path>& rank_dirs) {
-  for (const fs::directory_entry& e : fs::directory_iterator(iteration_dir)) {
-    const fs::path& p = e.path();
-    MT_REQUIRE(p.extension() != ".distcp" && p.filename() != ".metadata", "checkpoint directory '",
-               iteration_dir,
-               "' is Megatron-LM's torch_dist format (PyTorch Distributed Checkpoint: ",
-               p.filename().string(), ")", kConvertMegatronLm);
-  }
-  for (const fs::path& d : rank_dirs)
-    MT_REQUIRE(!fs::exists(d / "model_optim_rng.pt") || fs::exists(d / kModelFileName),
-               "checkpoint directory '", iteration_dir, "' is Megatron-LM's torch format (",
-               (d / "model_optim_rng.pt").string(), ", a PyTorch pickle)", kConvertMegatronLm);
+// An entry of the iteration directory that is not a rank directory: a PyTorch Distributed
+// Checkpoint file makes the directory Megatron-LM's torch_dist format.
+void refuse_torch_dist(const std::string& iteration_dir, const fs::path& entry) {
+  MT_REQUIRE(entry.extension() != ".distcp" && entry.filename() != ".metadata",
+             "checkpoint directory '", iteration_dir,
+             "' is Megatron-LM's torch_dist format (PyTorch Distributed Checkpoint: ",
+             entry.filename().string(), ")", kConvertMegatronLm);
+}
+
+// A rank directory holding Megatron-LM's pickle instead of our model file: its torch format.
+void refuse_torch(const std::string& iteration_dir, const fs::path& rank_dir) {
+  MT_REQUIRE(!fs::exists(rank_dir / "model_optim_rng.pt") || fs::exists(rank_dir / kModelFileName),
+             "checkpoint directory '", iteration_dir, "' is Megatron-LM's torch format (",
+             (rank_dir / "model_optim_rng.pt").string(), ", a PyTorch pickle)", kConvertMegatronLm);
 }
 
 }  // namespace
@@ -131,14 +132,15 @@ std::vector<RankDir> list_rank_dirs(const std::string& iteration_dir) {
   for (const fs::directory_entry& e : fs::directory_iterator(iteration_dir)) {
     std::string name = e.path().filename().string();
     std::smatch m;
-    if (!e.is_directory() || !std::regex_match(name, m, pattern)) continue;
+    if (!e.is_directory() || !std::regex_match(name, m, pattern)) {
+      refuse_torch_dist(iteration_dir, e.path());
+      continue;
+    }
+    refuse_torch(iteration_dir, e.path());
     styles.insert(m[2].matched);
     dirs.push_back(
         {std::stoi(m[1].str()), m[2].matched ? std::stoi(m[3].str()) : 0, e.path().string()});
   }
-  std::vector<fs::path> rank_paths;
-  for (const RankDir& d : dirs) rank_paths.push_back(d.path);
-  refuse_megatron_lm_formats(iteration_dir, rank_paths);
   MT_REQUIRE(!dirs.empty(), "checkpoint directory '", iteration_dir,
              "' holds no mp_rank_* directories");
   MT_REQUIRE(styles.size() == 1, "checkpoint directory '", iteration_dir,
