@@ -37,6 +37,10 @@ ArchitectureOptions architecture_from_args_json(const nlohmann::json& args) {
   o.add_bias_linear = !args.value("disable_bias_linear", false);
   o.add_qkv_bias = args.value("add_qkv_bias", false);
   o.untie_embeddings_and_output_weights = args.value("untie_embeddings_and_output_weights", false);
+  o.apply_layernorm_1p = args.value("apply_layernorm_1p", false);
+  o.squared_relu = args.value("squared_relu", false);
+  o.qk_layernorm = args.value("qk_layernorm", false);
+  o.rotary_interleaved = args.value("rotary_interleaved", false);
   return o;
 }
 
@@ -54,7 +58,11 @@ nlohmann::json architecture_args_json(const ArchitectureOptions& o) {
       {"disable_bias_linear", !o.add_bias_linear},
       {"add_qkv_bias", o.add_qkv_bias},
       {"untie_embeddings_and_output_weights", o.untie_embeddings_and_output_weights},
-      {"use_rope_scaling", o.rope_scaling.enabled()}};
+      {"use_rope_scaling", o.rope_scaling.enabled()},
+      {"apply_layernorm_1p", o.apply_layernorm_1p},
+      {"squared_relu", o.squared_relu},
+      {"qk_layernorm", o.qk_layernorm},
+      {"rotary_interleaved", o.rotary_interleaved}};
   // Written only when on, so that a checkpoint without scaling records what older ones did.
   if (o.rope_scaling.enabled()) {
     j["rope_scaling_factor"] = o.rope_scaling.factor;

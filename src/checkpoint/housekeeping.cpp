@@ -146,4 +146,18 @@ RemovedTemporaries remove_stale_checkpoint_temporaries(const std::string& save_d
   return removed;
 }
 
+bool retire_previous_checkpoint(const std::string& save_dir, std::optional<int64_t> previous,
+                                int64_t saved, int64_t retain_interval) {
+  if (!previous || *previous <= 0 || *previous >= saved || *previous % retain_interval == 0)
+    return false;
+  const fs::path dir = fs::path(save_dir) / iteration_dir_name(*previous);
+  std::error_code ec;
+  if (fs::is_symlink(dir, ec) || !fs::is_directory(dir, ec)) return false;
+  const fs::path retired = fs::path(save_dir) / (iteration_dir_name(*previous) + ".tmp-retired");
+  fs::rename(dir, retired, ec);
+  if (ec) return false;
+  fs::remove_all(retired, ec);
+  return true;
+}
+
 }  // namespace megatron

@@ -5,7 +5,8 @@
 //     checkpoint was meant (--finetune), or overwrite a checkpoint whose tracker is missing;
 //   - that --save is writable by every rank that writes, before any compute is spent;
 //   - that --save holds no complete checkpoint of another run (one this run did not load);
-//   - removing the SAVE/iter_*.tmp-* directories that killed saves left behind.
+//   - removing the SAVE/iter_*.tmp-* directories that killed saves left behind;
+//   - --save-retain-interval: removing the previous checkpoint once a newer one is committed.
 #pragma once
 
 #include <cstdint>
@@ -53,5 +54,15 @@ struct RemovedTemporaries {
 // or failed; a successful save has renamed its own away). Best effort: what cannot be
 // removed stays. Call only when no other save into `save_dir` is in progress.
 RemovedTemporaries remove_stale_checkpoint_temporaries(const std::string& save_dir);
+
+// --save-retain-interval N, after the save of `saved` committed (the tracker names it):
+// removes SAVE/iter_<previous> when `previous` (the iteration the tracker named before this
+// save) is older than `saved` and not a multiple of N, as Megatron does — so the newest
+// checkpoint and every N-th one stay. A symbolic link is left alone. The directory is renamed
+// to a temporary name first (SAVE/iter_<previous>.tmp-retired), so that a crash midway leaves
+// a temporary the next save clears, never a partial checkpoint under its own name. Returns
+// whether it removed one; best effort (a failure leaves the checkpoint).
+bool retire_previous_checkpoint(const std::string& save_dir, std::optional<int64_t> previous,
+                                int64_t saved, int64_t retain_interval);
 
 }  // namespace megatron

@@ -53,6 +53,9 @@ int run_pretrain_bert(int argc, char** argv) {
                  "no pooler and no sentence-order-prediction head/loss");
   add_bert_layernorm_flags(table, flags.layernorm);
   add_sharding_args(table, args);
+  table.add_flag("--use-checkpoint-args", args.arch.use_checkpoint_args,
+                 "take the model shape (--num-layers, --hidden-size, --num-attention-heads, "
+                 "--ffn-hidden-size, --max-position-embeddings) from the checkpoint in --load");
   int layers_per_virtual_stage = 0;
   table.add("--num-layers-per-virtual-pipeline-stage", layers_per_virtual_stage,
             "layers per model chunk: the interleaved 1F1B schedule (docs/parallelism.md)");
@@ -68,6 +71,7 @@ int run_pretrain_bert(int argc, char** argv) {
   BertDatasets data;
   nlohmann::json tokenizer_id;
   run_on_all_ranks(*world, "", [&] {
+    apply_checkpoint_args(args, CheckpointArgs::kShape);
     check_megatron_flags(megatron_flags, args);
     validate_training_args(args, world->size());
     MT_REQUIRE(!args.mock_data, "--mock-data is not supported by pretrain-bert: give --data-path");
@@ -120,10 +124,11 @@ int run_pretrain_bert(int argc, char** argv) {
     d.pad = tokenizer->pad();
     d.vocab_size = tokenizer->vocab_size();
     d.word_start = word_starts_from_vocab_file(args.vocab_file);
-    const int64_t gb = args.global_batch_size;
-    const int64_t train = args.train_iters * gb;
-    const int64_t valid = (args.train_iters / args.eval_interval + 1) * args.eval_iters * gb;
-    data = build_bert_datasets(args.data_path, args.split, d, {train, valid, args.eval_iters * gb});
+    const int64_t train = args.train_iters * args.global_batch_size;
+    const int64_t eval_gb = args.eval_global_batch();
+    const int64_t valid = (args.train_iters / args.eval_interval + 1) * args.eval_iters * eval_gb;
+    data = build_bert_datasets(args.data_path, args.split, d,
+                               {train, valid, args.eval_iters * eval_gb});
     tokenizer_id = tokenizer_identity(o, *tokenizer);
   });
 

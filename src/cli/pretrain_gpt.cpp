@@ -26,6 +26,11 @@ int run_pretrain_gpt(int argc, char** argv) {
   add_training_args(table, args);
   add_architecture_args(table, args.arch);
   table.add_flag("--eod-mask-loss", eod_mask_loss, "mask the loss of end-of-document labels");
+  bool per_token_loss = false;
+  table.add_flag(
+      "--calculate-per-token-loss", per_token_loss,
+      "average the loss over the tokens of the whole global batch, not per micro-batch "
+      "(Megatron's per-token loss; differs when loss masks differ between micro-batches)");
   table.add("--data-cache-path", args.data_cache_path,
             "directory for the sample-index cache (default: next to the data)");
   add_sharding_args(table, args);
@@ -47,16 +52,18 @@ int run_pretrain_gpt(int argc, char** argv) {
   GptStepConfig model;
   GptDatasets data;
   run_on_all_ranks(*world, "", [&] {
-    apply_checkpoint_args(args);
+    apply_checkpoint_args(args, CheckpointArgs::kShapeAndArchitecture);
     check_megatron_flags(megatron_flags, args);
     validate_training_args(args, world->size());
     log_line(table.format());
     vocab = build_vocabulary(args);
     model = gpt_step_config(args, vocab, eod_mask_loss);
+    model.model.per_token_loss = per_token_loss;
     model.pipeline_chunks = pipeline_chunks(args, layers_per_virtual_stage);
     data = build_gpt_data(args, vocab);
   });
   TrainerConfig config = trainer_config(args, table);
+  config.per_token_loss = per_token_loss;
   config.tokenizer = vocab.identity;
   config.theoretical_memory_report = theoretical_memory_report(
       plan_model_of(model.model, args), plan_layout_of(args, model.pipeline_chunks));

@@ -11,8 +11,9 @@
 namespace megatron {
 namespace {
 
-const char* const kArchitectures[] = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"};
-const char* const kModelTypes[] = {"llama", "mistral", "qwen2"};
+const char* const kArchitectures[] = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
+                                      "Qwen3ForCausalLM"};
+const char* const kModelTypes[] = {"llama", "mistral", "qwen2", "qwen3"};
 
 template <typename T>
 T required(const nlohmann::json& j, const char* key) {
@@ -166,7 +167,8 @@ std::string hf_llama_architecture(const nlohmann::json& j) {
 GptConfig gpt_config_from_hf_llama(const nlohmann::json& j, int64_t padded_vocab_size) {
   const std::string arch = hf_llama_architecture(j);
   MT_REQUIRE(!arch.empty(),
-             "HF config.json is not a LlamaForCausalLM, MistralForCausalLM or Qwen2ForCausalLM");
+             "HF config.json is not a LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM or "
+             "Qwen3ForCausalLM");
   const std::string act = j.value("hidden_act", std::string("silu"));
   MT_REQUIRE(act == "silu", "HF Llama config.json: hidden_act '", act,
              "' is not supported (the gated MLP computes SiLU: silu)");
@@ -221,6 +223,7 @@ GptConfig gpt_config_from_hf_llama(const nlohmann::json& j, int64_t padded_vocab
   }
   a.add_bias_linear = false;
   a.add_qkv_bias = arch == "Qwen2ForCausalLM";
+  a.qk_layernorm = arch == "Qwen3ForCausalLM";  // q_norm and k_norm: RMSNorm per head
   a.untie_embeddings_and_output_weights = !j.value("tie_word_embeddings", false);
   MT_REQUIRE(c.padded_vocab_size >= c.vocab_size, "padded vocabulary size ", c.padded_vocab_size,
              " is smaller than the HF vocab_size ", c.vocab_size);
@@ -233,6 +236,13 @@ nlohmann::json hf_llama_config_from_gpt(const GptConfig& c, const std::string& a
                  !c.arch.add_bias_linear,
              "only Llama-style models (RMSNorm, RoPE, SwiGLU, --disable-bias-linear) export to ",
              architecture);
+  MT_REQUIRE(!c.arch.apply_layernorm_1p && !c.arch.rotary_interleaved, architecture, " has no ",
+             c.arch.apply_layernorm_1p ? "zero-centred norm gains (--apply-layernorm-1p)"
+                                       : "interleaved RoPE (--rotary-interleaved)",
+             ": this model does not export to it");
+  MT_REQUIRE(c.arch.qk_layernorm == (architecture == "Qwen3ForCausalLM"), architecture,
+             c.arch.qk_layernorm ? " has no QK norm (export to Qwen3ForCausalLM)"
+                                 : " needs a QK norm (--qk-layernorm)");
   MT_REQUIRE(c.arch.add_qkv_bias == (architecture == "Qwen2ForCausalLM"), architecture,
              c.arch.add_qkv_bias ? " has no" : " needs", " q/k/v biases (",
              c.arch.add_qkv_bias ? "export to Qwen2ForCausalLM" : "--add-qkv-bias", ")");
@@ -240,6 +250,7 @@ nlohmann::json hf_llama_config_from_gpt(const GptConfig& c, const std::string& a
   nlohmann::json j;
   j["architectures"] = {architecture};
   j["model_type"] = architecture == "Qwen2ForCausalLM"     ? "qwen2"
+                    : architecture == "Qwen3ForCausalLM"   ? "qwen3"
                     : architecture == "MistralForCausalLM" ? "mistral"
                                                            : "llama";
   j["hidden_act"] = "silu";
@@ -303,6 +314,10 @@ TensorMap gpt_tensors_from_hf_llama(const TensorMap& hf_in, const GptConfig& c) 
       if (q.defined() && k.defined() && v.defined())
         put(us + "self_attention.query_key_value." + p, group_qkv(q, k, v, s));
     }
+    if (c.arch.qk_layernorm)
+      for (const char* qk : {"q", "k"})
+        put(us + "self_attention." + qk + "_layernorm.weight",
+            hf.take(a + qk + "_norm.weight", {s.d}));
     put(us + "self_attention.dense.weight", hf.take(a + "o_proj.weight", {s.h, s.heads * s.d}));
     put(us + "post_attention_layernorm.weight",
         hf.take(hl + "post_attention_layernorm.weight", {s.h}));
@@ -354,6 +369,10 @@ TensorMap hf_llama_tensors_from_gpt(const TensorMap& ours, const GptConfig& c) {
       hf[hl + "self_attn.k_proj." + p] = ungroup_qkv(qkv, s.queries, 1, s);
       hf[hl + "self_attn.v_proj." + p] = ungroup_qkv(qkv, s.queries + 1, 1, s);
     }
+    if (c.arch.qk_layernorm)
+      for (const char* qk : {"q", "k"})
+        hf[hl + "self_attn." + qk + "_norm.weight"] =
+            get(us + "self_attention." + qk + "_layernorm.weight").clone();
     hf[hl + "self_attn.o_proj.weight"] = get(us + "self_attention.dense.weight").clone();
     hf[hl + "post_attention_layernorm.weight"] =
         get(us + "post_attention_layernorm.weight").clone();

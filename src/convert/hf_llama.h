@@ -1,7 +1,8 @@
 // HuggingFace Llama-family decoders <-> our GPT parameters: config and tensor layouts (no file
-// I/O). LlamaForCausalLM, MistralForCausalLM and Qwen2ForCausalLM share one layout (Qwen2 adds
-// q/k/v biases); they map onto the GPT model with the Llama architecture options (RoPE, RMSNorm,
-// SwiGLU, grouped-query attention, no linear biases, untied output layer).
+// I/O). LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM share one
+// layout (Qwen2 adds q/k/v biases, Qwen3 a per-head RMSNorm of queries and keys); they map onto the
+// GPT model with the Llama architecture options (RoPE, RMSNorm, SwiGLU, grouped-query attention, no
+// linear biases, untied output layer).
 //
 //   HF ("model." prefix)                        ours
 //   embed_tokens.weight [V, h]               -> embedding.word_embeddings.weight [Vp, h]
@@ -10,6 +11,7 @@
 //     [heads·d, h], [g·d, h], [g·d, h]            [g·(q+2)·d, h]: per KV group its q = heads/g
 //                                                 query heads, its key, its value
 //   layers.i.self_attn.{q,k,v}_proj.bias     -> layers.i.self_attention.query_key_value.bias
+//   layers.i.self_attn.{q,k}_norm.weight [d] -> layers.i.self_attention.{q,k}_layernorm.weight
 //   layers.i.self_attn.o_proj.weight         -> layers.i.self_attention.dense.weight
 //   layers.i.post_attention_layernorm.weight -> layers.i.post_attention_layernorm.weight
 //   layers.i.mlp.{gate,up}_proj.weight [F, h] -> layers.i.mlp.dense_h_to_4h.weight [2, F, h]

@@ -55,8 +55,10 @@ void export_hf_llama(const std::string& load_dir, int64_t iteration, const std::
   const nlohmann::json state = reader.state(0, 0);
   const GptConfig c = gpt_config_from_checkpoint_state(state, reader.iteration_dir());
   const nlohmann::json from = state.value("converted_from", nlohmann::json::object());
-  const std::string architecture = from.value(
-      "architecture", std::string(c.arch.add_qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM"));
+  const std::string architecture =
+      from.value("architecture", std::string(c.arch.add_qkv_bias   ? "Qwen2ForCausalLM"
+                                             : c.arch.qk_layernorm ? "Qwen3ForCausalLM"
+                                                                   : "LlamaForCausalLM"));
 
   const TensorMap full =
       read_full_model_tensors(reader, registered_parameter_store<GptModel>(c, 0, 1));

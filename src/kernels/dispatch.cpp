@@ -1,5 +1,7 @@
 #include "kernels/dispatch.h"
 
+#include <string>
+
 namespace megatron::kernels {
 
 Device operand_device(const char* kernel, std::initializer_list<const Tensor*> operands) {
@@ -38,6 +40,31 @@ void check_float_contiguous(const Tensor& t, const char* what) {
   MT_CHECK(t.dtype() == DType::F32 || t.dtype() == DType::BF16, what, " has dtype ",
            dtype_name(t.dtype()), ", expected f32 or bf16");
   check_contiguous(t, what);
+}
+
+void check_bias_activation(const char* kernel, const Tensor& x, const Tensor& bias,
+                           std::initializer_list<const Tensor*> like_x, const Tensor* dbias) {
+  const std::string k = kernel;
+  check_float_contiguous(x, (k + " x").c_str());
+  MT_CHECK(x.dim() == 2, kernel, ": x must be [N, C], got ", x.describe());
+  if (bias.defined()) {
+    const std::string what = k + " bias";
+    check_shape(bias, {x.size(1)}, what.c_str());
+    check_dtype(bias, x.dtype(), what.c_str());
+    check_contiguous(bias, what.c_str());
+  }
+  for (const Tensor* t : like_x) {
+    const std::string what = k + " operand";
+    check_shape(*t, x.shape(), what.c_str());
+    check_dtype(*t, x.dtype(), what.c_str());
+    check_contiguous(*t, what.c_str());
+  }
+  if (dbias && dbias->defined()) {
+    const std::string what = k + " dbias";
+    check_shape(*dbias, {x.size(1)}, what.c_str());
+    check_dtype(*dbias, DType::F32, what.c_str());
+    check_contiguous(*dbias, what.c_str());
+  }
 }
 
 }  // namespace megatron::kernels

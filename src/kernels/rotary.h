@@ -1,6 +1,8 @@
 // Rotary position embedding (RoFormer, Su et al. 2021) in the "rotate-half" convention of
 // Megatron-Core and HuggingFace Llama: channel j of the rotated part is paired with channel
-// j + r/2 (not with its neighbour), r = rotary_dim.
+// j + r/2 (not with its neighbour), r = rotary_dim. With `interleaved` (Megatron's
+// --rotary-interleaved, the RoFormer paper's and GPT-J's layout) pair j is channels (2j, 2j + 1)
+// instead; below, write lo(j), hi(j) for the pair's channels: (j, j + r/2) or (2j, 2j + 1).
 //
 //   x, y [s, ..., d]: dim 0 is the sequence position, the last dim (stride 1) a head's
 //   channels, the 1 to 3 dims between (batch, groups, heads) may have any strides — Q and K
@@ -8,8 +10,8 @@
 //   Row i is at position p = position_start + i; with interpolation factor f and, for
 //   j < r/2, θ_j = (p / f) · ω_j, ω_j = base^(−2j/r) (rescaled by Llama 3's rule when
 //   `llama3` is set, see Llama3RopeScaling), all in f32 (Megatron's fp32 angles):
-//     y[j]       = x[j] · cos θ_j − x[j + r/2] · sin θ_j
-//     y[j + r/2] = x[j + r/2] · cos θ_j + x[j] · sin θ_j
+//     y[lo(j)] = x[lo(j)] · cos θ_j − x[hi(j)] · sin θ_j
+//     y[hi(j)] = x[hi(j)] · cos θ_j + x[lo(j)] · sin θ_j
 //   Channels j >= r pass through unchanged (--rotary-percent < 1).
 //   inverse = true rotates by −θ: the backward, since the rotation is orthogonal
 //   (dx = Rᵀ dy = R(−θ) dy).
@@ -57,7 +59,17 @@ struct RotaryParams {
   float base = 10000.0f;                  // --rotary-base (HF rope_theta)
   float seq_interpolation_factor = 1.0f;  // --rotary-seq-len-interpolation-factor
   Llama3RopeScaling llama3;               // --use-rope-scaling
+  bool interleaved = false;               // --rotary-interleaved: pairs (2j, 2j + 1)
 };
+
+// The channels of rotation pair j (contract above); shared by the CPU and CUDA kernels.
+MT_HOST_DEVICE inline int64_t rotary_pair_lo(int64_t j, int64_t half, bool interleaved) {
+  (void)half;
+  return interleaved ? 2 * j : j;
+}
+MT_HOST_DEVICE inline int64_t rotary_pair_hi(int64_t j, int64_t half, bool interleaved) {
+  return interleaved ? 2 * j + 1 : j + half;
+}
 
 void rotary_embedding(const Tensor& x, int64_t position_start, const RotaryParams& p, bool inverse,
                       Tensor& y);

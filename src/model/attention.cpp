@@ -45,8 +45,12 @@ ParallelAttention::ParallelAttention(const std::string& prefix, int layer_number
       rotary_{.rotary_dim = config.rotary_dim(),
               .base = config.arch.rotary_base,
               .seq_interpolation_factor = config.arch.rotary_seq_len_interpolation_factor,
-              .llama3 = config.arch.rope_scaling},
+              .llama3 = config.arch.rope_scaling,
+              .interleaved = config.arch.rotary_interleaved},
       query_key_value_(prefix + ".query_key_value", config, ps, store, weights),
+      qk_norm_(config.arch.qk_layernorm
+                   ? std::optional<QkLayerNorm>(std::in_place, prefix, config, store, weights)
+                   : std::nullopt),
       dense_({.name = prefix + ".dense",
               .input_size = config.num_attention_heads * config.head_dim(),
               .output_size = config.hidden_size,
@@ -62,6 +66,7 @@ ParallelAttention::ParallelAttention(const std::string& prefix, int layer_number
 
 void ParallelAttention::init_weights(ParameterStore& store, uint64_t seed) const {
   query_key_value_.init_weights(store, seed);
+  if (qk_norm_) qk_norm_->init_weights(store);
   dense_.init_weights(store, seed);
 }
 
@@ -153,6 +158,7 @@ Tensor ParallelAttention::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_m
   }
   ctx.pad_mask = pad_mask;
   ctx.scope = scope;
+  if (qk_norm_) qk_norm_->forward(ctx.qk_norm, ctx.qkv, arena);
   rotate_qk(ctx.qkv, 0, false);
   if (flash_attention_) {
     std::vector<kernels::MaskRow> dropout_rows;
@@ -199,6 +205,7 @@ Tensor ParallelAttention::forward_cached(const Tensor& x, LayerKv& kv, int64_t s
 
   QkvProjection::Ctx qkv_ctx;                                // discarded: no backward
   Tensor qkv = query_key_value_.forward(qkv_ctx, x, arena);  // [s, b, gl, q+2, d]
+  if (qk_norm_) qk_norm_->forward_inference(qkv, arena);
   rotate_qk(qkv, start, false);  // the new positions continue from the cache length
   const int64_t group = (q + 2) * d, qkv_row = bg * group;
   // The new keys and values go to positions [start, sk) of the cache ([b·gl, max_s, d]).
@@ -241,8 +248,7 @@ Tensor ParallelAttention::backward(const Ctx& ctx, const Tensor& dout, Arena& ar
     kernels::flash_attention_backward(ctx.qkv, ctx.context, ctx.lse, dcontext,
                                       flash_params(b, s, ctx.pad_mask, ctx.scope, dropout_rows),
                                       dqkv);
-    rotate_qk(dqkv, 0, true);  // gradients w.r.t. Q and K before RoPE
-    return query_key_value_.backward(ctx.qkv_linear, dqkv, arena);
+    return qkv_backward(ctx, dqkv, arena);
   }
   const CoreProbs core = selective_recompute_
                              ? core_probs(ctx.qkv, ctx.pad_mask, ctx.scope, arena, arena)
@@ -276,7 +282,12 @@ Tensor ParallelAttention::backward(const Ctx& ctx, const Tensor& dout, Arena& ar
     kernels::batched_gemm(dscores_i, true, head_view(ctx.qkv, i * d, bg, s, d, group, qkv_row),
                           false, dk, 1.0f, i == 0 ? 0.0f : 1.0f);
   }
+  return qkv_backward(ctx, dqkv, arena);
+}
+
+Tensor ParallelAttention::qkv_backward(const Ctx& ctx, Tensor& dqkv, Arena& arena) const {
   rotate_qk(dqkv, 0, true);  // gradients w.r.t. Q and K before RoPE
+  if (qk_norm_) qk_norm_->backward(ctx.qk_norm, dqkv, arena);
   return query_key_value_.backward(ctx.qkv_linear, dqkv, arena);
 }
 

@@ -4,6 +4,7 @@
 //   x [s, b, h] ─QkvProjection─→ qkv [s, b, groups/t, q + 2, d]   (per KV group: its q query
 //                                  heads, its key, its value; q = 1 without GQA; see
 //                                  model/qkv_projection.h for g < t)
+//   [--qk-layernorm: each Q and K head normalised, in place (model/qk_layernorm.h)]
 //   [RoPE on Q and K, in place, positions from the cache length when decoding]
 //   scores[b, heads/t, s, s] = Q Kᵀ (query head i of a group uses the group's K and V);
 //   probs = softmax(scores / √d + mask) in f32 (causal, or a key-padding mask); probs dropped
@@ -29,11 +30,13 @@
 // (q + 2)·d in qkv, so one batched GEMM per i covers every group.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "kernels/flash_attention.h"
 #include "kernels/rotary.h"
 #include "model/kv_cache.h"
+#include "model/qk_layernorm.h"
 #include "model/qkv_projection.h"
 #include "model/transformer_config.h"
 #include "parallel/random.h"
@@ -45,6 +48,7 @@ class ParallelAttention {
  public:
   struct Ctx {
     QkvProjection::Ctx qkv_linear;
+    QkLayerNorm::Ctx qk_norm;
     Tensor qkv;           // [s, b, groups/t, q + 2, d], Q and K after RoPE
     Tensor pad_mask;      // u8 [b, s] or undefined
     DropoutScope scope;   // the attention dropout's keys (selective recompute redraws the mask)
@@ -56,7 +60,8 @@ class ParallelAttention {
   };
 
   // Registers "<prefix>.query_key_value.{weight,bias}" and "<prefix>.dense.{weight,bias}"
-  // (biases as the config's add_bias_linear / add_qkv_bias say).
+  // (biases as the config's add_bias_linear / add_qkv_bias say), and with --qk-layernorm
+  // "<prefix>.{q,k}_layernorm.*".
   ParallelAttention(const std::string& prefix, int layer_number, const TransformerConfig& config,
                     const ParallelState& ps, ParameterStore& store, const ComputeWeights& weights);
 
@@ -97,6 +102,9 @@ class ParallelAttention {
                        Arena& arena, Arena& workspace) const;
   // probs ⊙ mask / (1 − p), in `arena` (probs itself without dropout).
   Tensor dropped_probs(const CoreProbs& core, Arena& arena) const;
+  // dqkv [s, b, gl, q + 2, d] (w.r.t. the attention core's Q, K, V) back through RoPE, the QK
+  // LayerNorm and the projection → dx.
+  Tensor qkv_backward(const Ctx& ctx, Tensor& dqkv, Arena& arena) const;
   // RoPE on the Q and K views of qkv [s, b, gl, q + 2, d] (inverse: its backward), in place.
   void rotate_qk(Tensor& qkv, int64_t position_start, bool inverse) const;
   // The fused kernel's parameters for this layer; `dropout_rows` receives the mask rows.
@@ -112,6 +120,7 @@ class ParallelAttention {
   kernels::RotaryParams rotary_;
   mutable Tensor no_bias_;  // undefined: the dense "bias" without linear biases
   QkvProjection query_key_value_;
+  std::optional<QkLayerNorm> qk_norm_;  // --qk-layernorm
   RowParallelLinear dense_;
 };
 

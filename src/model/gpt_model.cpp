@@ -20,7 +20,8 @@ struct GptModel::Ctx {
   VocabParallelCrossEntropyCtx cross_entropy;
   Tensor loss_mask;  // f32 [s·b]
   double mask_sum = 0;
-  float loss = 0;  // the last stage's forward_stage
+  float loss = 0;    // the last stage's forward_stage
+  LossSum loss_sum;  // the same before normalisation
 };
 
 class GptModel::StageCtx : public StageContext<Ctx> {
@@ -109,7 +110,8 @@ GptModel::GptModel(const GptConfig& config, const ParallelState& ps, ParameterSt
     output_layer_index_ = store.add({.name = "output_layer.weight",
                                      .full_shape = {config.padded_vocab_size, config.hidden_size},
                                      .partition_dim = 0,
-                                     .vocab_rows = config.vocab_size});
+                                     .vocab_rows = config.vocab_size,
+                                     .embedding_or_output = true});
 }
 
 const Tensor& GptModel::lm_head_weight() const {
@@ -211,10 +213,13 @@ LossSum GptModel::forward_loss_from_logits(Ctx& ctx, const GptBatch& batch, cons
 Tensor GptModel::backward(Ctx& ctx, float grad_scale, Tensor dhidden) {
   const int64_t n = ctx.seq * ctx.batch, h = config_.hidden_size;
   if (stage_.last) {
-    // dloss = mask · grad_scale / Σ mask (the mean's gradient)
+    // dloss = mask · grad_scale / Σ mask (the mean's gradient), or with the per-token loss
+    // mask · grad_scale (the sum's)
     Tensor dloss = ctx.arena.alloc({n}, DType::F32);  // [s·b]
     kernels::copy(ctx.loss_mask, dloss);
-    kernels::scale(dloss, ctx.mask_sum > 0 ? float(double(grad_scale) / ctx.mask_sum) : 0.0f);
+    kernels::scale(dloss, config_.per_token_loss ? grad_scale
+                          : ctx.mask_sum > 0     ? float(double(grad_scale) / ctx.mask_sum)
+                                                 : 0.0f);
     Tensor dlogits = vocab_parallel_cross_entropy_backward(ctx.cross_entropy, dloss);  // f32
     if (weights_.dtype() != DType::F32) {
       Tensor cast = ctx.arena.alloc(dlogits.shape(), weights_.dtype());
@@ -265,7 +270,8 @@ Tensor GptModel::forward_stage(StageCtx& sc, const GptBatch& host_batch, const T
   const DropoutScope scope = stage_dropout(train, seed, batch.iteration, batch.first_sample);
   Tensor hidden = forward_hidden(ctx, stage_.first ? batch.tokens : input, scope);
   if (!stage_.last) return hidden;
-  ctx.loss = mean_loss(forward_loss_from_logits(ctx, batch, head_logits(ctx, hidden)));
+  ctx.loss_sum = forward_loss_from_logits(ctx, batch, head_logits(ctx, hidden));
+  ctx.loss = mean_loss(ctx.loss_sum);
   return Tensor();
 }
 
@@ -277,6 +283,12 @@ float GptModel::stage_loss(const StageCtx& sc) const {
   MT_CHECK(stage_.last && sc.started(),
            "stage_loss: only the last stage computes the loss, after forward_stage");
   return sc.state("stage_loss").loss;
+}
+
+LossSum GptModel::stage_loss_sum(const StageCtx& sc) const {
+  MT_CHECK(stage_.last && sc.started(),
+           "stage_loss_sum: only the last stage computes the loss, after forward_stage");
+  return sc.state("stage_loss_sum").loss_sum;
 }
 
 Tensor GptModel::backward_stage(StageCtx& sc, const Tensor& grad_output, float grad_scale) {

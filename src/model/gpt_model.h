@@ -50,6 +50,10 @@ struct LossSum {
 // GPT-2 and the Llama-family decoders: the transformer is always pre-LN and causal with a final
 // LayerNorm (transformer_config() fixes those options); the Llama-family ones are `arch`.
 struct GptConfig : LanguageModelConfig {
+  // --calculate-per-token-loss: backward starts from the micro-batch's masked loss SUM
+  // (dloss = mask · grad_scale), not its mean; the trainer divides the accumulated gradients
+  // by the global batch's token count (Megatron's per-token loss).
+  bool per_token_loss = false;
   TransformerConfig transformer_config() const;
   void validate(int tp_size) const;  // throws Error naming the offending option
 };
@@ -110,6 +114,8 @@ class GptModel {
                        uint64_t seed);
   // The last stage's loss of the micro-batch: Σ(loss·mask)/Σ(mask) (0 when Σ mask = 0).
   float stage_loss(const StageCtx& ctx) const;
+  // The same before normalisation: Σ(loss·mask) and Σ(mask).
+  LossSum stage_loss_sum(const StageCtx& ctx) const;
   // Backward of the micro-batch forward_stage ran in `ctx` (with train). `grad_output`: the
   // next stage's input gradient [s, b, h] (ignored on the last stage, where the loss scaled by
   // grad_scale starts the backward). Accumulates the stage's parameter gradients; returns the

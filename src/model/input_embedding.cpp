@@ -34,9 +34,9 @@ InputEmbedding::InputEmbedding(const InputEmbeddingConfig& config, const Paralle
                                   -1,
                                   true});
   if (config.layernorm)
-    layernorm_ = std::make_unique<LayerNorm>("embedding.layernorm", config.hidden_size,
-                                             config.layernorm_epsilon, store, weights,
-                                             Normalization::kLayerNorm, config.sequence_parallel);
+    layernorm_ = std::make_unique<LayerNorm>(
+        "embedding.layernorm", config.hidden_size, config.layernorm_epsilon, store, weights,
+        NormOptions{.sequence_parallel = config.sequence_parallel});
 }
 
 void InputEmbedding::init_weights(ParameterStore& store, uint64_t seed) const {

@@ -6,6 +6,9 @@
 // takes either, under the same parameter names. With sequence_parallel the module normalises
 // a sequence shard and its parameters are registered ParamSpec::sequence_parallel (their
 // gradients summed over TP once per step).
+// With zero_centered_gamma (--apply-layernorm-1p, Nemotron's LayerNorm1P) the stored weight is
+// γ − 1, starting at 0 (so that weight decay pulls the gain towards 1, not 0): the forward
+// multiplies by 1 + weight, and the gradient of the stored weight is that of γ.
 #pragma once
 
 #include <string>
@@ -16,17 +19,27 @@
 
 namespace megatron {
 
+struct NormOptions {
+  Normalization kind = Normalization::kLayerNorm;
+  bool zero_centered_gamma = false;  // --apply-layernorm-1p: the weight holds γ − 1
+  bool sequence_parallel = false;    // normalises a sequence shard (see above)
+};
+
+// The options of a transformer stack's norms: its --normalization, --apply-layernorm-1p and
+// --sequence-parallel.
+NormOptions transformer_norm_options(const TransformerConfig& config);
+
 class LayerNorm {
  public:
   struct Ctx {
     Tensor input;       // x [N, h]
     Tensor mean, rstd;  // f32 [N] (no mean with RMSNorm)
+    Tensor gamma;       // f32 [h] 1 + weight with zero_centered_gamma, else the weight itself
   };
 
   // Registers "<name>.weight" and (LayerNorm only) "<name>.bias", [hidden] replicated.
   LayerNorm(const std::string& name, int64_t hidden, float eps, ParameterStore& store,
-            const ComputeWeights& weights, Normalization kind = Normalization::kLayerNorm,
-            bool sequence_parallel = false);
+            const ComputeWeights& weights, NormOptions options = {});
 
   void init_weights(ParameterStore& store) const;
 
@@ -39,7 +52,7 @@ class LayerNorm {
  private:
   int64_t hidden_;
   float eps_;
-  Normalization kind_;
+  NormOptions options_;
   const ComputeWeights& weights_;
   size_t weight_index_, bias_index_ = 0;
 };

@@ -1,6 +1,7 @@
 #include "model/mlp.h"
 
 #include "kernels/gelu.h"
+#include "kernels/squared_relu.h"
 #include "kernels/swiglu.h"
 #include "parallel/local_linear.h"
 
@@ -10,6 +11,7 @@ ParallelMLP::ParallelMLP(const std::string& prefix, const TransformerConfig& con
                          const ParallelState& ps, ParameterStore& store,
                          const ComputeWeights& weights)
     : swiglu_(config.arch.swiglu),
+      squared_relu_(config.arch.squared_relu),
       bias_(config.arch.add_bias_linear),
       gelu_(config.gelu),
       dense_h_to_4h_({.name = prefix + ".dense_h_to_4h",
@@ -52,6 +54,9 @@ Tensor ParallelMLP::forward(Ctx& ctx, const Tensor& x, Arena& arena) const {
   Tensor g2 = g.view({-1, ffn_local});
   if (swiglu_)
     kernels::swiglu_forward(ctx.pre_activation, g2);
+  else if (squared_relu_)
+    kernels::bias_squared_relu_forward(ctx.pre_activation, bias_ ? dense_h_to_4h_.bias() : no_bias_,
+                                       g2);
   else
     kernels::bias_gelu_forward(ctx.pre_activation, bias_ ? dense_h_to_4h_.bias() : no_bias_, g2,
                                gelu_);
@@ -65,6 +70,10 @@ Tensor ParallelMLP::backward(const Ctx& ctx, const Tensor& dout, Arena& arena) c
   const Tensor dg2 = dg.view({-1, dg.size(-1)});
   if (swiglu_)
     kernels::swiglu_backward(dg2, ctx.pre_activation, du2);
+  else if (squared_relu_)
+    kernels::bias_squared_relu_backward(dg2, ctx.pre_activation,
+                                        bias_ ? dense_h_to_4h_.bias() : no_bias_, du2,
+                                        bias_ ? dense_h_to_4h_.bias_grad() : no_bias_);
   else
     kernels::bias_gelu_backward(dg2, ctx.pre_activation, bias_ ? dense_h_to_4h_.bias() : no_bias_,
                                 du2, bias_ ? dense_h_to_4h_.bias_grad() : no_bias_, gelu_);

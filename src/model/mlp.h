@@ -8,6 +8,7 @@
 //   [a | u] [s, b, 2·ffn/t] ─SwiGLU: silu(a) ⊙ u─→ g [s, b, ffn/t] ─RowParallel─→ out
 // With sequence parallelism x and out are sequence shards [s/t, b, h]: fc1 all-gathers its
 // input, fc2 reduce-scatters its output (ColumnParallelLinear, RowParallelLinear).
+// With --squared-relu the activation is relu(u + bias)² (kernels/squared_relu.h) instead of GeLU.
 // The output bias is left to the caller (fused bias + dropout + residual); without linear
 // biases (--disable-bias-linear) there is none.
 #pragma once
@@ -45,7 +46,7 @@ class ParallelMLP {
   Tensor& output_bias_grad() const;
 
  private:
-  bool swiglu_, bias_;
+  bool swiglu_, squared_relu_, bias_;
   kernels::GeluForm gelu_;
   mutable Tensor no_bias_;  // undefined: the "bias" of a bias-free layer
   ColumnParallelLinear dense_h_to_4h_;

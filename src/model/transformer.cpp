@@ -31,9 +31,9 @@ Transformer::Transformer(const TransformerConfig& config, const ParallelState& p
   }
   const size_t first = store.params().size();
   if (config.final_layernorm && end == config.num_layers)
-    final_ln_ = std::make_unique<LayerNorm>(
-        config.name_prefix + "final_layernorm", config.hidden_size, config.layernorm_epsilon, store,
-        weights, config.arch.normalization, config.sequence_parallel);
+    final_ln_ = std::make_unique<LayerNorm>(config.name_prefix + "final_layernorm",
+                                            config.hidden_size, config.layernorm_epsilon, store,
+                                            weights, transformer_norm_options(config));
   final_ln_params_ = {first, store.params().size()};
 }
 

@@ -73,6 +73,10 @@ void TransformerConfig::validate(int tp_size) const {
   MT_REQUIRE(ffn_size() % tp_size == 0, "--ffn-hidden-size ", ffn_size(),
              " is not divisible by --tensor-model-parallel-size ", tp_size);
   validate_recompute_method(recompute_method, recompute_num_layers);
+  MT_REQUIRE(!(arch.squared_relu && arch.swiglu),
+             "--squared-relu and --swiglu are two MLP activations: give one of them");
+  MT_REQUIRE(!arch.rotary_interleaved || arch.position_embedding == PositionEmbedding::kRope,
+             "--rotary-interleaved needs --position-embedding-type rope");
   MT_REQUIRE(hidden_dropout >= 0 && hidden_dropout < 1, "--hidden-dropout must be in [0, 1), got ",
              hidden_dropout);
   MT_REQUIRE(attention_dropout >= 0 && attention_dropout < 1,

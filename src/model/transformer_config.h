@@ -61,6 +61,13 @@ struct ArchitectureOptions {
   bool add_bias_linear = true;   // cleared by --disable-bias-linear
   bool add_qkv_bias = false;     // --add-qkv-bias: QKV biases even without linear biases
   bool untie_embeddings_and_output_weights = false;
+  // Nemotron's options (Megatron-Core names):
+  bool apply_layernorm_1p = false;  // --apply-layernorm-1p: zero-centred gains (layer_norm.h)
+  bool squared_relu = false;        // --squared-relu: relu(x)² MLP activation instead of GeLU
+  // --qk-layernorm: each head's query and key normalised (--normalization) over its channels
+  // after the projection, before RoPE (Qwen3, OLMo-2-style; model/attention.h).
+  bool qk_layernorm = false;
+  bool rotary_interleaved = false;  // --rotary-interleaved: RoPE pairs (2j, 2j + 1)
 };
 
 struct TransformerConfig {

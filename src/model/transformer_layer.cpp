@@ -28,13 +28,13 @@ TransformerLayer::TransformerLayer(int layer_number, const TransformerConfig& co
       first_ln_(layer_prefix(config, layer_number) +
                     (pre_ln(config) ? "input_layernorm" : "post_attention_layernorm"),
                 config.hidden_size, config.layernorm_epsilon, store, weights,
-                config.arch.normalization, config.sequence_parallel),
+                transformer_norm_options(config)),
       attention_(layer_prefix(config, layer_number) + "self_attention", layer_number, config, ps,
                  store, weights),
       second_ln_(layer_prefix(config, layer_number) +
                      (pre_ln(config) ? "post_attention_layernorm" : "post_mlp_layernorm"),
                  config.hidden_size, config.layernorm_epsilon, store, weights,
-                 config.arch.normalization, config.sequence_parallel),
+                 transformer_norm_options(config)),
       mlp_(layer_prefix(config, layer_number) + "mlp", config, ps, store, weights) {}
 
 void TransformerLayer::init_weights(ParameterStore& store, uint64_t seed) const {

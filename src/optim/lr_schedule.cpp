@@ -84,16 +84,25 @@ LrSchedule::LrSchedule(const LrScheduleConfig& config) : config_(config) {
 
 // The same branches, in the same order, as OptimizerParamScheduler.get_lr.
 double LrSchedule::lr() const {
+  return lr_between(config_.max_lr, config_.min_lr);
+}
+
+std::optional<double> LrSchedule::decoupled_lr() const {
+  if (!config_.decoupled_max_lr) return std::nullopt;
+  return lr_between(*config_.decoupled_max_lr, config_.decoupled_min_lr.value_or(config_.min_lr));
+}
+
+double LrSchedule::lr_between(double max_lr, double min_lr) const {
   const LrScheduleConfig& c = config_;
   const double n = double(num_steps_);
   if (c.warmup_steps > 0 && n <= c.warmup_steps)
-    return c.init_lr + (c.max_lr - c.init_lr) * n / c.warmup_steps;
-  if (c.style == LrDecayStyle::Constant) return c.max_lr;
-  if (num_steps_ > c.decay_steps) return c.min_lr;
+    return c.init_lr + (max_lr - c.init_lr) * n / c.warmup_steps;
+  if (c.style == LrDecayStyle::Constant) return max_lr;
+  if (num_steps_ > c.decay_steps) return min_lr;
   if (c.style == LrDecayStyle::InverseSquareRoot) {
     const double warmup = std::max(c.warmup_steps, 1.0);
     const double steps = std::max(n, 1.0);
-    return std::max(c.min_lr, c.max_lr * std::sqrt(warmup) / std::sqrt(steps));
+    return std::max(min_lr, max_lr * std::sqrt(warmup) / std::sqrt(steps));
   }
   const double ratio = (n - c.warmup_steps) / (double(c.decay_steps) - c.warmup_steps);
   double coeff = 0;
@@ -131,7 +140,7 @@ double LrSchedule::lr() const {
     case LrDecayStyle::InverseSquareRoot:
       break;  // returned above
   }
-  return c.min_lr + coeff * (c.max_lr - c.min_lr);
+  return min_lr + coeff * (max_lr - min_lr);
 }
 
 // OptimizerParamScheduler.get_wd.

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 namespace megatron {
@@ -45,6 +46,10 @@ struct LrScheduleConfig {
   double start_wd = 0;
   double end_wd = 0;
   int64_t wd_incr_steps = 0;  // samples (the whole run)
+  // --decoupled-lr / --decoupled-min-lr: the embedding and output layer's own max_lr and min_lr
+  // (ParamSpec::embedding_or_output), on the same warmup and decay; min defaults to min_lr.
+  std::optional<double> decoupled_max_lr = std::nullopt;
+  std::optional<double> decoupled_min_lr = std::nullopt;
 };
 
 // How a resumed run's schedule settings meet the checkpoint's (Megatron's
@@ -60,6 +65,8 @@ class LrSchedule {
  public:
   explicit LrSchedule(const LrScheduleConfig& config);
   double lr() const;  // at the current number of samples
+  // The embedding and output layer's learning rate with --decoupled-lr (nullopt without).
+  std::optional<double> decoupled_lr() const;
   // Whether the weight decay changes during the run (wd() then overrides the optimizer's).
   bool varies_weight_decay() const { return config_.wd_style != WeightDecayIncrStyle::Constant; }
   double wd() const;  // at the current number of samples (start_wd == end_wd when constant)
@@ -75,6 +82,9 @@ class LrSchedule {
   const LrScheduleConfig& config() const { return config_; }
 
  private:
+  // The schedule from init_lr up to `max_lr`, decaying to `min_lr`.
+  double lr_between(double max_lr, double min_lr) const;
+
   LrScheduleConfig config_;
   int64_t num_steps_ = 0;
 };

@@ -35,19 +35,23 @@ AdamW::AdamW(ParameterStore& store, const AdamWConfig& config, FlatRange range)
   } else {
     master_ = values;
   }
-  // Runs of consecutive parameters that share a weight decay (the update is elementwise, so
-  // runs give the same result as one update per parameter), clipped to the range; the kernel
-  // updates all of them in one pass. The store's layout is fixed once allocated.
+  // Runs of consecutive parameters that share a weight decay and a learning-rate group (the
+  // update is elementwise, so runs give the same result as one update per parameter), clipped
+  // to the range; the kernel updates all of a group's runs in one pass. The store's layout is
+  // fixed once allocated.
   const std::vector<Parameter>& params = store.params();
   for (size_t i = 0; i < params.size();) {
     const bool decay = params[i].spec.weight_decay;
+    const bool decoupled = params[i].spec.embedding_or_output;
     int64_t begin = params[i].flat_offset;
     int64_t end = begin;
-    for (; i < params.size() && params[i].spec.weight_decay == decay; ++i)
+    for (; i < params.size() && params[i].spec.weight_decay == decay &&
+           params[i].spec.embedding_or_output == decoupled;
+         ++i)
       end = params[i].flat_offset + params[i].value.numel();
     begin = std::max(begin, range_.begin) - range_.begin;
     end = std::min(end, range_.end) - range_.begin;
-    if (end > begin) runs_.push_back({begin, end, decay});
+    if (end > begin) (decoupled ? decoupled_runs_ : runs_).push_back({begin, end, decay});
   }
 }
 
@@ -62,7 +66,11 @@ void AdamW::step(double lr, const Tensor& grads) {
   ++steps_;
   kernels::AdamWHyper h{float(lr),          float(config_.beta1),        float(config_.beta2),
                         float(config_.eps), float(config_.weight_decay), steps_};
-  kernels::adamw_update(master_, grads, exp_avg_, exp_avg_sq_, h, runs_);
+  if (!runs_.empty()) kernels::adamw_update(master_, grads, exp_avg_, exp_avg_sq_, h, runs_);
+  if (!decoupled_runs_.empty()) {
+    h.lr = float(decoupled_lr_.value_or(lr));
+    kernels::adamw_update(master_, grads, exp_avg_, exp_avg_sq_, h, decoupled_runs_);
+  }
   write_model_weights();
 }
 

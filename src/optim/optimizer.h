@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,9 @@ class AdamW {
   const FlatRange& range() const { return range_; }
   // The weight decay of the next steps (Megatron's weight-decay increments, lr_schedule.h).
   void set_weight_decay(double weight_decay) { config_.weight_decay = weight_decay; }
+  // --decoupled-lr: the learning rate of the next steps for the embedding and output layer
+  // (ParamSpec::embedding_or_output; nullopt: step()'s lr, as for every other parameter).
+  void set_decoupled_lr(std::optional<double> lr) { decoupled_lr_ = lr; }
   int64_t steps() const { return steps_; }
 
   // "exp_avg", "exp_avg_sq" (and "fp32_master" with a separate master): f32 [range length],
@@ -87,8 +91,10 @@ class AdamW {
   Tensor exp_avg_;        // f32 [range]
   Tensor exp_avg_sq_;     // f32 [range]
   Tensor f16_scratch_;    // f16 [range], only with f16 model weights
-  // The range's runs of parameters with and without weight decay (offsets within the range).
-  std::vector<kernels::AdamWRun> runs_;
+  // The range's runs of parameters with and without weight decay (offsets within the range):
+  // the embedding and output layer's (--decoupled-lr) apart from the others'.
+  std::vector<kernels::AdamWRun> runs_, decoupled_runs_;
+  std::optional<double> decoupled_lr_;
   int64_t steps_ = 0;
 };
 

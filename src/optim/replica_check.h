@@ -4,6 +4,8 @@
 // that differs has met silent corruption (a bit flip, a broken collective, a non-deterministic
 // kernel). Each rank hashes its parameter values (CRC-32C of the stored bytes) and the hashes
 // are gathered over the DP group; every rank sees all of them, so all stop together.
+// Megatron's --test-mode adds the tensor-parallel side: the parameters every TP rank holds
+// whole (LayerNorms, replicated biases, the QK norms) must be the same on all of them.
 #pragma once
 
 #include <cstdint>
@@ -20,5 +22,12 @@ uint32_t parameter_hash(ParameterStore& store);
 // Collective over `dp`. Throws Error, on every rank of the group, naming the iteration and the
 // replicas whose parameters differ from replica 0's.
 void check_replicas_agree(ParameterStore& store, Communicator& dp, int64_t iteration);
+
+// CRC-32C of this rank's TP-replicated parameters (partition_dim -1), in store order.
+uint32_t replicated_parameter_hash(ParameterStore& store);
+
+// Collective over `tp` (--test-mode). Throws Error, on every rank of the group, naming the
+// iteration and the TP ranks whose replicated parameters differ from TP rank 0's.
+void check_tp_replicated_agree(ParameterStore& store, Communicator& tp, int64_t iteration);
 
 }  // namespace megatron

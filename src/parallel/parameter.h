@@ -46,11 +46,16 @@ struct ParamSpec {
   // padding cut or extended (zeros).
   int64_t vocab_rows = 0;
   StageTie stage_tie = StageTie::kNone;
-  // A replicated parameter applied to sequence-parallel activations (a LayerNorm's γ and β, a
-  // row-parallel bias under --sequence-parallel): each TP rank's gradient covers its own
-  // sequence shard only, and the whole gradient is their sum over the TP group, taken once
-  // per step (optim/grad_reduction.h, reduce_sequence_parallel_gradients).
+  // A replicated parameter whose gradient each TP rank computes only in part: one applied to
+  // sequence-parallel activations (a LayerNorm's γ and β, a row-parallel bias under
+  // --sequence-parallel), each rank's gradient covering its own sequence shard, or a QK
+  // LayerNorm's (model/qk_layernorm.h), each rank's covering its own heads. The whole gradient
+  // is their sum over the TP group, taken once per step (optim/grad_reduction.h,
+  // reduce_sequence_parallel_gradients).
   bool sequence_parallel = false;
+  // Megatron's is_embedding_or_output_parameter (the word embedding, the untied output layer):
+  // --decoupled-lr gives these their own learning rate (optim/optimizer.h).
+  bool embedding_or_output = false;
 };
 
 struct Parameter {

@@ -25,8 +25,11 @@ class GptStep final : public GptPipelinedStep {
                          [&](const StageRange& stage) {
                            return std::make_unique<GptModel>(config.model, ps, store, stage);
                          },
-                         [](const GptModel& model, const GptModel::StageCtx& ctx) {
-                           return LossTerms{model.stage_loss(ctx)};
+                         [per_token = config.model.per_token_loss](const GptModel& model,
+                                                                   const GptModel::StageCtx& ctx) {
+                           if (!per_token) return LossTerms{model.stage_loss(ctx)};
+                           const LossSum sum = model.stage_loss_sum(ctx);
+                           return LossTerms{.lm = sum.sum, .tokens = sum.count};
                          },
                          std::move(train), std::move(valid), std::move(test)),
         cfg_(std::move(config)) {}

@@ -17,15 +17,19 @@
 namespace megatron {
 
 // One micro-batch's losses, or a mean of them: Megatron's `lm loss` and, for a BERT with a
-// sentence-order head, `sop loss` (0 otherwise). The optimizer minimises their sum.
+// sentence-order head, `sop loss` (0 otherwise). The optimizer minimises their sum. With the
+// per-token loss (--calculate-per-token-loss, GPT) `lm` is the micro-batch's masked loss SUM
+// and `tokens` its token count (Σ loss mask), so that the mean is taken over the global batch.
 struct LossTerms {
   double lm = 0;
   double sop = 0;
+  double tokens = 0;  // per-token loss only
 
   // Term by term: sums over micro-batches and over a log interval.
   LossTerms& operator+=(const LossTerms& other) {
     lm += other.lm;
     sop += other.sop;
+    tokens += other.tokens;
     return *this;
   }
 };

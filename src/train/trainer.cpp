@@ -104,7 +104,9 @@ struct Trainer::Impl {
     const int64_t per_step = cfg.micro_batch * ps.dp_size;
     MT_CHECK(cfg.global_batch % per_step == 0, "--global-batch-size ", cfg.global_batch,
              " must be a multiple of --micro-batch-size x data-parallel size (", per_step, ")");
-    eval_micro_batches = cfg.global_batch / per_step;
+    MT_CHECK(eval_global_batch() % per_step == 0, "--eval-global-batch-size ", eval_global_batch(),
+             " must be a multiple of --micro-batch-size x data-parallel size (", per_step, ")");
+    eval_micro_batches = eval_global_batch() / per_step;
     model = make_model(ps, store);
     MT_CHECK(!(cfg.bf16 && cfg.fp16), "bf16 and fp16 training exclude each other");
     store.allocate(cfg.distributed_optimizer ? ps.dp_size : 1, cfg.bf16 ? DType::BF16 : DType::F32);
@@ -152,12 +154,19 @@ struct Trainer::Impl {
     // The distributed optimizer's DP ranks each write their own shard: no gather.
     std::map<std::string, Tensor> buffers;
     if (!cfg.no_save_optim) buffers = optimizer->flat_buffers();
+    // --save-retain-interval: the checkpoint the tracker named before this save.
+    const bool retain = to == cfg.save && cfg.save_retain_interval > 0 && ps.rank == 0;
+    const std::optional<int64_t> previous = retain ? read_latest_iteration(to) : std::nullopt;
     save_checkpoint(
         to, iteration, store, buffers, state_json(), ps,
         shard ? OptimizerShard{shard->range, ps.dp_rank, ps.dp_size} : OptimizerShard{});
     last_checkpoint = iteration;
     last_checkpoint_dir = to;
     log_info("  successfully saved checkpoint at iteration ", iteration, " to ", to);
+    if (retain && retire_previous_checkpoint(to, previous, iteration, cfg.save_retain_interval))
+      log_info("  removed the checkpoint of iteration ", *previous, " from ", to,
+               " (--save-retain-interval ", cfg.save_retain_interval, " keeps every ",
+               cfg.save_retain_interval, "th and the newest)");
   }
 
   // Saves to --save unless it is unset or this iteration is saved there already.
@@ -261,20 +270,28 @@ struct Trainer::Impl {
                " has another model shape than the flags:", differences);
   }
 
-  // This rank's place in Megatron's sample order, resuming after `consumed_samples`.
-  LoaderPlacement placement(int64_t consumed_samples) const {
-    return {cfg.micro_batch, cfg.global_batch, ps.dp_rank, ps.dp_size, consumed_samples};
+  // This rank's place in Megatron's sample order of global batches of `global_batch`
+  // samples, resuming after `consumed_samples`.
+  LoaderPlacement placement(int64_t consumed_samples, int64_t global_batch) const {
+    return {cfg.micro_batch, global_batch, ps.dp_rank, ps.dp_size, consumed_samples};
+  }
+
+  // The samples of one evaluation iteration.
+  int64_t eval_global_batch() const {
+    return cfg.eval_global_batch > 0 ? cfg.eval_global_batch : cfg.global_batch;
   }
 
   // Mean of per-rank sums of `micro_batches_per_rank` micro-batches' losses over all DP
-  // ranks, identical on every rank. The sums come from the last pipeline stage, which
-  // computes the loss; it broadcasts the mean to the other stages.
+  // ranks, identical on every rank: per micro-batch, or with the per-token loss per token. The
+  // sums come from the last pipeline stage, which computes the loss; it broadcasts the mean to
+  // the other stages.
   LossTerms average_over_dp(const LossTerms& sum, int64_t micro_batches_per_rank) const {
-    // Logged host scalars: one all-reduce of a host f64 [2] over this stack array.
-    double sums[2] = {sum.lm, sum.sop};
-    Tensor t = Tensor::from_blob(sums, {2}, DType::F64);
+    // Logged host scalars: one all-reduce of a host f64 [3] over this stack array.
+    double sums[3] = {sum.lm, sum.sop, sum.tokens};
+    Tensor t = Tensor::from_blob(sums, {3}, DType::F64);
     ps.dp->all_reduce(t);
     if (ps.pp_size > 1) ps.pp->broadcast(t, ps.pp_size - 1);
+    if (cfg.per_token_loss) return {sums[2] > 0 ? sums[0] / sums[2] : 0.0, 0.0, sums[2]};
     const double n = double(micro_batches_per_rank * ps.dp_size);
     return {sums[0] / n, sums[1] / n};
   }
@@ -291,11 +308,14 @@ struct Trainer::Impl {
     store.zero_grads();
     step_num_zeros.reset();
     const double loss_scale = scaler.scale();
-    // Each micro-batch's loss is a mean; Megatron averages them over the global batch.
-    const float grad_scale = float(loss_scale / double(num_micro_batches));
+    // Each micro-batch's loss is a mean; Megatron averages them over the global batch. With the
+    // per-token loss they are sums, summed over micro-batches and DP ranks, and the gradients
+    // are divided by the global token count once it is known (below).
+    const float grad_scale =
+        float(cfg.per_token_loss ? loss_scale : loss_scale / double(num_micro_batches));
     // fp16 checks for overflow while the gradients are still scaled (as fp16 gradients would
     // be), then unscales; otherwise the loss scale is 1 and the average is one pass.
-    const double dp_average = 1.0 / double(ps.dp_size);
+    const double dp_average = cfg.per_token_loss ? 1.0 : 1.0 / double(ps.dp_size);
     grad_buckets->start(num_micro_batches, cfg.fp16 ? dp_average : dp_average / loss_scale);
     // With --overlap-grad-reduce the buckets' reductions start inside the backward.
     const LossTerms local = timers.time("forward-backward", 1, [&] {
@@ -307,6 +327,8 @@ struct Trainer::Impl {
     timers.time("embedding-grads-all-reduce", 1, [&] { reduce_tied_gradients(store, ps); });
     timers.time("all-grads-sync", 1, [&] { grad_buckets->finish(); });
     loss = average_over_dp(local, num_micro_batches);
+    if (cfg.per_token_loss && loss.tokens > 0)
+      kernels::scale(store.flat_grads(), float(1.0 / loss.tokens));
     if (shard) return distributed_step(loss, grad_norm, loss_scale);
     NamedTimers::Scope optimizer_time(timers, "optimizer", 1);
     if (cfg.fp16 && overflowed(store.flat_grads(), loss_scale, grad_norm)) return false;
@@ -317,7 +339,7 @@ struct Trainer::Impl {
       step_num_zeros =
           timers.time("optimizer-count-zeros", 1, [&] { return count_zero_grads(store, ps); });
     check_loss_and_grad(loss, *grad_norm);
-    apply_weight_decay_schedule();
+    apply_optimizer_schedule();
     timers.time("optimizer-inner-step", 1, [&] { optimizer->step(schedule.lr()); });
     Tensor master;  // --fp16 / --bf16: the fp32 master weights beside the store's 16-bit ones
     if (optimizer->separate_master() && guard.enabled())
@@ -360,7 +382,7 @@ struct Trainer::Impl {
       step_num_zeros = timers.time("optimizer-count-zeros", 1,
                                    [&] { return count_zero_grads(store, ps, &grads); });
     check_loss_and_grad(loss, *grad_norm);
-    apply_weight_decay_schedule();
+    apply_optimizer_schedule();
     timers.time("optimizer-inner-step", 1, [&] { optimizer->step(schedule.lr(), grads.grads); });
     timers.time("params-all-gather", 1, [&] { all_gather_shards(store, *ps.dp, *shard); });
     // --fp16 / --bf16: the gathered 16-bit values are the casts of every shard's fp32 master,
@@ -382,8 +404,11 @@ struct Trainer::Impl {
   }
 
   // Megatron's weight-decay increments (lr_schedule.h), before the optimizer step.
-  void apply_weight_decay_schedule() {
+  // The schedule's values for this step beside the learning rate: the weight decay (when it
+  // varies) and the embedding and output layer's --decoupled-lr.
+  void apply_optimizer_schedule() {
     if (schedule.varies_weight_decay()) optimizer->set_weight_decay(schedule.wd());
+    optimizer->set_decoupled_lr(schedule.decoupled_lr());
   }
 
   void finish_step(const Tensor& master) {
@@ -412,9 +437,9 @@ struct Trainer::Impl {
     // As Megatron's validation iterator: each evaluation scores the next eval_iters global
     // batches of the validation set (sized for every evaluation of the run), continuing
     // across evaluations and across a resume (consumed_valid_samples is checkpointed).
-    model->start_validation_data(placement(consumed_valid_samples));
+    model->start_validation_data(placement(consumed_valid_samples, eval_global_batch()));
     const LossTerms loss = evaluate_loaded();
-    consumed_valid_samples += cfg.eval_iters * cfg.global_batch;
+    consumed_valid_samples += cfg.eval_iters * eval_global_batch();
     return loss;
   }
 
@@ -429,7 +454,7 @@ struct Trainer::Impl {
   // Megatron's final "on test set" evaluation: the first eval_iters global batches of the
   // test split.
   void log_test(TrainingResult& result) {
-    model->start_test_data(placement(/*consumed_samples=*/0));
+    model->start_test_data(placement(/*consumed_samples=*/0, eval_global_batch()));
     const LossTerms loss = evaluate_loaded();
     result.last_test_loss = loss.lm;
     log.test("iteration " + std::to_string(iteration) + " on test set", iteration,
@@ -533,7 +558,7 @@ struct Trainer::Impl {
     // reaches each one, made before the first step.
     batch_sizes.check_divisible_from(consumed_train_samples, cfg.micro_batch, ps.dp_size);
     set_step_batch();
-    model->start_training_data(placement(consumed_train_samples));
+    model->start_training_data(placement(consumed_train_samples, cfg.global_batch));
     const int64_t start_iteration = iteration;
     std::optional<ExitSignalHandler> exit_signal;
     if (cfg.exit_signal_handler) exit_signal.emplace();
@@ -582,6 +607,11 @@ struct Trainer::Impl {
       last_num_zeros = step_num_zeros;
       if (cfg.check_weight_hash_interval > 0 && iteration % cfg.check_weight_hash_interval == 0)
         run_on_all_ranks(*ps.world, "", [&] { check_replicas_agree(store, *ps.dp, iteration); });
+      if (cfg.test_mode)
+        run_on_all_ranks(*ps.world, "", [&] {
+          check_replicas_agree(store, *ps.dp, iteration);
+          check_tp_replicated_agree(store, *ps.tp, iteration);
+        });
       if (cfg.on_iteration_end) cfg.on_iteration_end(iteration);
       if (iteration % cfg.tensorboard_log_interval == 0) {
         IterationStats s;  // this iteration's values, as Megatron writes them

@@ -41,10 +41,15 @@ struct TrainerConfig {
   // --check-weight-hash-across-dp-replicas-interval: every this many iterations the DP
   // replicas' parameters must agree (optim/replica_check.h); 0 never.
   int64_t check_weight_hash_interval = 0;
+  // --test-mode (Megatron's real-time consistency tests): after every iteration the DP replicas'
+  // parameters, and the TP ranks' replicated parameters, must agree (optim/replica_check.h).
+  bool test_mode = false;
   int64_t micro_batch = 1;
   // Megatron's args.global_batch_size: the samples of one evaluation iteration (and, with a
   // constant batch size, of every training step).
   int64_t global_batch = 1;
+  // --eval-global-batch-size: the samples of one evaluation iteration instead (0: global_batch).
+  int64_t eval_global_batch = 0;
   // The global batch of each training step (--step-batch-size-schedule); none: global_batch.
   std::optional<BatchSizeSchedule> batch_sizes;
   int64_t train_iters = 0;
@@ -59,6 +64,10 @@ struct TrainerConfig {
   // bf16 parameters (the store's values), fp32 master weights in the optimizer — sharded with
   // the distributed optimizer (docs/training.md). The model must compute in bf16.
   bool bf16 = false;
+  // --calculate-per-token-loss: the model's losses are sums with token counts (LossTerms); the
+  // gradients are summed over micro-batches and DP ranks, then divided by the global batch's
+  // token count, and the logged loss is Σ loss / Σ tokens — Megatron's per-token loss.
+  bool per_token_loss = false;
 
   LrScheduleConfig lr;
   // How a loaded checkpoint's schedule settings meet `lr` (optim/lr_schedule.h): checked
@@ -104,6 +113,9 @@ struct TrainerConfig {
   std::string save;
   std::string load;
   int64_t save_interval = 0;  // 0: only at the end / exit
+  // --save-retain-interval: after each save to --save, the previous checkpoint there is removed
+  // unless its iteration is a multiple of this (0: keep every checkpoint).
+  int64_t save_retain_interval = 0;
   bool no_load_optim = false;
   bool no_load_rng = false;
   bool no_save_optim = false;  // weights only: no optimizer.safetensors, scheduler or scaler

@@ -1,6 +1,7 @@
 // The PyTorch Llama-family golden fixtures (tests/data/llama_tiny: LlamaForCausalLM, 2 layers,
 // h 128, 8 heads, 2 KV groups, untied; tests/data/qwen2_tiny: Qwen2ForCausalLM with q/k/v
-// biases; written by tools/reference/llama_reference.py): loading one into a GptModel at any
+// biases; tests/data/qwen3_tiny: Qwen3ForCausalLM, GQA with the per-head QK RMSNorm; written by
+// tools/reference/llama_reference.py): loading one into a GptModel at any
 // TP rank, with the HF gradients mapped into our layout.
 #pragma once
 
@@ -9,6 +10,7 @@
 
 #include "../common/gpt2_golden.h"
 #include "convert/hf_llama.h"
+#include "optim/grad_reduction.h"
 
 namespace megatron::testing {
 
@@ -21,7 +23,8 @@ struct LlamaGolden {
   TensorMap our_grads;  // our name -> gradient (vocabulary rows padded with zeros)
 };
 
-// `fixture`: "llama_tiny" or "qwen2_tiny"; `padded_vocab`: rows of our vocabulary tables.
+// `fixture`: "llama_tiny", "qwen2_tiny" or "qwen3_tiny"; `padded_vocab`: rows of our vocabulary
+// tables.
 inline LlamaGolden load_llama_golden(const std::string& fixture, int64_t padded_vocab) {
   LlamaGolden g;
   const std::string dir = source_dir() + "/tests/data/" + fixture;
@@ -63,6 +66,8 @@ inline void expect_matches_llama_golden(const LlamaGolden& g, const ParallelStat
   EXPECT_LE(max_relative_error(logits, g.file->get("logits")), 1e-4);
   m.store.zero_grads();
   const double loss = m.model->forward_backward(g.batch, 1.0f, 1234);
+  // TP-partial gradients (the QK norms' at TP > 1) are whole once summed, as the trainer does.
+  reduce_sequence_parallel_gradients(m.store, ps, nullptr, 0, m.store.params().size());
   const double expected = g.file->get("loss").data<double>()[0];
   EXPECT_NEAR(loss, expected, 1e-4 * expected);
   ASSERT_EQ(m.store.params().size(), g.our_grads.size());

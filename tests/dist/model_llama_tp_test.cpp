@@ -9,6 +9,7 @@
 //    and the fused attention.
 #include <gtest/gtest.h>
 
+#include "../common/gpt_variants_golden.h"
 #include "../common/llama_golden.h"
 #include "distributed/parallel_state.h"
 #include "mpi_test_util.h"
@@ -43,6 +44,38 @@ TEST(LlamaPytorchGoldenDist, Qwen2TensorParallelRanksMatchPytorch) {
     SCOPED_TRACE(::testing::Message() << "tp=" << tp);
     const LlamaGolden g = load_llama_golden("qwen2_tiny", 128);
     expect_matches_llama_golden(g, ParallelState::create(test::world(), tp, 1));
+  }
+  if (!ran) GTEST_SKIP() << "needs a world size divisible by 2";
+}
+
+// The QK norms' gains are replicated but each rank normalises its own heads: their gradients
+// are whole only once summed over TP (at TP 4 the 2 KV groups are replicated, too).
+TEST(LlamaPytorchGoldenDist, Qwen3QkNormTensorParallelRanksMatchPytorch) {
+  bool ran = false;
+  for (int tp : {2, 4}) {
+    if (test::world_size() % tp != 0) continue;
+    ran = true;
+    SCOPED_TRACE(::testing::Message() << "tp=" << tp);
+    const LlamaGolden g = load_llama_golden("qwen3_tiny", 128);
+    expect_matches_llama_golden(g, ParallelState::create(test::world(), tp, 1));
+  }
+  if (!ran) GTEST_SKIP() << "needs a world size divisible by 2";
+}
+
+// Nemotron-style variants (--apply-layernorm-1p, --squared-relu, --qk-layernorm with LayerNorm
+// biases, --rotary-interleaved, GQA 4 heads / 2 groups: split at TP 2, replicated at TP 4),
+// with and without sequence parallelism.
+TEST(LlamaPytorchGoldenDist, NemotronStyleVariantsTensorParallelRanksMatchPytorch) {
+  bool ran = false;
+  for (int tp : {2, 4}) {
+    if (test::world_size() % tp != 0) continue;
+    ran = true;
+    const GptVariantsGolden g = load_gpt_variants_golden();
+    for (bool sp : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "tp=" << tp << " sp=" << sp);
+      expect_matches_gpt_variants_golden(g, ParallelState::create(test::world(), tp, 1),
+                                         [&](GptConfig& c) { c.sequence_parallel = sp; });
+    }
   }
   if (!ran) GTEST_SKIP() << "needs a world size divisible by 2";
 }

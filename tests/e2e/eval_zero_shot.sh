@@ -84,4 +84,13 @@ expect_error "--seq-length 65 must be in [1, 64]" --task LAMBADA \
   --valid-data "$DATA/lambada_test.jsonl" --seq-length 65
 expect_error "must divide the number of processes" --task LAMBADA \
   --valid-data "$DATA/lambada_test.jsonl" --tensor-model-parallel-size 2
+# Megatron's zero-shot scripts pass the model shape and --no-load-optim --no-load-rng: checked
+# against the checkpoint (2 layers, hidden 32, 4 heads, 64 positions), otherwise no effect.
+SHAPE=(--num-layers 2 --hidden-size 32 --num-attention-heads 4 --max-position-embeddings 64
+       --no-load-optim --no-load-rng)
+"$MEGATRON_BINARY" eval --task LAMBADA "${MODEL[@]}" "${SHAPE[@]}" \
+  --valid-data "$DATA/lambada_test.jsonl" > "$WORK/shape.log" 2>&1 ||
+  { cat "$WORK/shape.log"; fail "eval with Megatron's shape flags"; }
+expect_error "--hidden-size 64 differs from the checkpoint's 32" --task LAMBADA \
+  --valid-data "$DATA/lambada_test.jsonl" --hidden-size 64
 echo "PASS"

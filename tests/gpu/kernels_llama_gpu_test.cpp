@@ -101,8 +101,11 @@ TEST_P(LlamaKernelsGpuTest, RotaryMatchesCpu) {
   for (int64_t rotary_dim : {int64_t(64), int64_t(32)})
     for (bool inverse : {false, true})
       for (bool llama3 : {false, true}) {
+        // Interleaved pairs (--rotary-interleaved) with the Llama 3 cases: every flag is seen.
+        const bool interleaved = llama3;
         SCOPED_TRACE("r=" + std::to_string(rotary_dim) + " inverse=" + std::to_string(inverse) +
-                     " llama3=" + std::to_string(llama3));
+                     " llama3=" + std::to_string(llama3) +
+                     " interleaved=" + std::to_string(interleaved));
         kernels::RotaryParams p{.rotary_dim = rotary_dim,
                                 .base = 10000.0f,
                                 .seq_interpolation_factor = 2.0f,
@@ -110,6 +113,7 @@ TEST_P(LlamaKernelsGpuTest, RotaryMatchesCpu) {
         // Llama 3's scaling with a short original context, so that s = 33 positions past 100
         // reach all three of its regimes.
         if (llama3) p.llama3 = {8.0f, 1.0f, 4.0f, 256.0f};
+        p.interleaved = interleaved;
         const Tensor qkv = random_tensor({s, b, heads, 3, d}, dt, 7, -2.0, 2.0);
         // Q of [s, b, heads, 3, d], rotated in place.
         auto q_of = [&](const Tensor& t) {

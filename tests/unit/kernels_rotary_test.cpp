@@ -1,7 +1,8 @@
 // Rotary embedding against a double-precision loop of the published formula (RoFormer,
 // rotate-half pairing), on a strided view into a fused [s, b, heads, 3, d] buffer, in place
 // and out of place, with a partial rotary dim, an interpolation factor and positions far past
-// a training length, and Llama 3's frequency scaling (all three of its regimes); the inverse
+// a training length, Llama 3's frequency scaling (all three of its regimes) and the interleaved
+// pairing (--rotary-interleaved: channels 2j and 2j + 1, the RoFormer paper's); the inverse
 // (backward) against the adjoint identity ⟨R x, w⟩ = ⟨x, Rᵀ w⟩.
 #include <gtest/gtest.h>
 
@@ -30,7 +31,8 @@ double llama3_frequency(double freq, const kernels::Llama3RopeScaling& l) {
 }
 
 // x [s, m, d] (rows of m per position, contiguous) rotated at positions start + i, in double:
-// θ_j = (p / f) · base^(−2j/r) (rescaled with p.llama3).
+// θ_j = (p / f) · base^(−2j/r) (rescaled with p.llama3), pair j = channels (j, j + r/2), or
+// (2j, 2j + 1) with p.interleaved.
 std::vector<double> reference(const std::vector<double>& x, int64_t s, int64_t m, int64_t d,
                               int64_t start, const kernels::RotaryParams& p, double sign) {
   std::vector<double> y = x;
@@ -43,9 +45,11 @@ std::vector<double> reference(const std::vector<double>& x, int64_t s, int64_t m
         const double theta = double(start + i) / double(p.seq_interpolation_factor) * freq;
         const double c = std::cos(theta), sn = sign * std::sin(theta);
         const size_t o = size_t((i * m + k) * d);
-        const double a = x[o + size_t(j)], b = x[o + size_t(j + half)];
-        y[o + size_t(j)] = a * c - b * sn;
-        y[o + size_t(j + half)] = b * c + a * sn;
+        const size_t lo = o + size_t(p.interleaved ? 2 * j : j);
+        const size_t hi = o + size_t(p.interleaved ? 2 * j + 1 : j + half);
+        const double a = x[lo], b = x[hi];
+        y[lo] = a * c - b * sn;
+        y[hi] = b * c + a * sn;
       }
   return y;
 }
@@ -130,6 +134,27 @@ TEST_P(RotaryTest, Llama3ScalingMatchesTheFormulaInEveryRegime) {
   unscaled.llama3 = {};
   kernels::rotary_embedding(x, 9000, unscaled, false, plain);
   EXPECT_NE(to_double(scaled), to_double(plain));
+}
+
+TEST_P(RotaryTest, InterleavedPairsNeighbouringChannels) {
+  const DType dt = GetParam();
+  const int64_t s = 5, m = 3, d = 12;
+  kernels::RotaryParams p{
+      .rotary_dim = 8, .base = 10000.0f, .seq_interpolation_factor = 1.0f, .llama3 = {}};
+  p.interleaved = true;
+  const Tensor x = random_tensor({s, m, d}, dt, 41);
+  Tensor y = Tensor::empty(x.shape(), dt), back = Tensor::empty(x.shape(), dt);
+  kernels::rotary_embedding(x, 3, p, false, y);
+  const double rtol = dt == DType::BF16 ? test::kBf16Eps : 1e-5;
+  EXPECT_CLOSE(to_double(y), reference(to_double(x), s, m, d, 3, p, 1.0), 1e-5, rtol);
+  kernels::rotary_embedding(y, 3, p, true, back);  // the inverse, on the same pairs
+  EXPECT_CLOSE(to_double(back), reference(to_double(y), s, m, d, 3, p, -1.0), 1e-5, rtol);
+  // The rotate-half pairing gives another result: the test sees the layout.
+  kernels::RotaryParams half = p;
+  half.interleaved = false;
+  Tensor other = Tensor::empty(x.shape(), dt);
+  kernels::rotary_embedding(x, 3, half, false, other);
+  EXPECT_NE(to_double(y), to_double(other));
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, RotaryTest, ::testing::Values(DType::F32, DType::BF16),

@@ -1,5 +1,6 @@
 // Llama-family models against PyTorch at TP = 1: the HF fixtures (LlamaForCausalLM with GQA
-// and an untied head; Qwen2ForCausalLM with q/k/v biases) imported into our GPT give the
+// and an untied head; Qwen2ForCausalLM with q/k/v biases; Qwen3ForCausalLM with the per-head
+// QK RMSNorm, --qk-layernorm) imported into our GPT give the
 // logits, loss and gradients a plain-torch float64 model computed
 // (tools/reference/llama_reference.py). Also: recompute is bit-identical, HF export gives the
 // fixture's tensors back exactly, KV-cache decoding with RoPE continues positions from the
@@ -33,6 +34,13 @@ TEST(LlamaPytorchGolden, Qwen2WithQkvBiasesMatchesPytorch) {
   expect_matches_llama_golden(g, solo());
 }
 
+TEST(LlamaPytorchGolden, Qwen3WithQkNormMatchesPytorch) {
+  const LlamaGolden g = load_llama_golden("qwen3_tiny", 96);
+  EXPECT_TRUE(g.config.arch.qk_layernorm);
+  expect_matches_llama_golden(g, solo());
+  expect_matches_llama_golden(g, solo(), /*recompute=*/true);
+}
+
 TEST(LlamaPytorchGolden, RecomputeIsBitIdentical) {
   const LlamaGolden g = load_llama_golden("llama_tiny", 128);
   LlamaFromFixture plain(g, solo()), recompute(g, solo(), true);
@@ -44,7 +52,7 @@ TEST(LlamaPytorchGolden, RecomputeIsBitIdentical) {
 }
 
 TEST(LlamaPytorchGolden, ExportReproducesTheFixtureTensorsExactly) {
-  for (const char* fixture : {"llama_tiny", "qwen2_tiny"}) {
+  for (const char* fixture : {"llama_tiny", "qwen2_tiny", "qwen3_tiny"}) {
     SCOPED_TRACE(fixture);
     const LlamaGolden g = load_llama_golden(fixture, 128);
     LlamaFromFixture m(g, solo());

@@ -37,6 +37,30 @@ TEST(LrSchedule, LinearDecay) {
   EXPECT_DOUBLE_EQ(at(LrDecayStyle::Linear, 5000).lr(), 1e-4);
 }
 
+// --decoupled-lr 2e-3 --decoupled-min-lr 5e-5: the same warmup and decay between its own
+// bounds (Megatron's param-group max_lr / min_lr in get_lr); without it, nullopt.
+TEST(LrSchedule, DecoupledLrHasItsOwnPeakAndFloor) {
+  LrScheduleConfig c{/*max_lr=*/1e-3, /*min_lr=*/1e-4, /*warmup=*/100, /*decay=*/1000,
+                     LrDecayStyle::Linear};
+  EXPECT_FALSE(LrSchedule(c).decoupled_lr().has_value());
+  c.decoupled_max_lr = 2e-3;
+  c.decoupled_min_lr = 5e-5;
+  auto decoupled_at = [&](int64_t samples, std::optional<double> min = 5e-5) {
+    LrScheduleConfig d = c;
+    d.decoupled_min_lr = min;
+    LrSchedule s(d);
+    s.step(samples);
+    return *s.decoupled_lr();
+  };
+  EXPECT_DOUBLE_EQ(decoupled_at(50), 1e-3);                           // warmup: half of 2e-3
+  EXPECT_NEAR(decoupled_at(550), 5e-5 + 0.5 * (2e-3 - 5e-5), 1e-15);  // half-way down
+  EXPECT_DOUBLE_EQ(decoupled_at(5000), 5e-5);                         // its own floor
+  EXPECT_DOUBLE_EQ(decoupled_at(5000, std::nullopt), 1e-4);           // default: --min-lr
+  LrSchedule main(c);
+  main.step(550);
+  EXPECT_NEAR(main.lr(), 5.5e-4, 1e-15);  // the other parameters' schedule is unchanged
+}
+
 TEST(LrSchedule, CosineDecay) {
   // ratio 0.25: 0.5 · (cos(π/4) + 1) = 0.8535533905932737.
   EXPECT_NEAR(at(LrDecayStyle::Cosine, 325).lr(), 1e-4 + 0.8535533905932737 * 9e-4, 1e-15);

@@ -20,8 +20,10 @@ and writes
                                                  logits [b, s, vocab]; loss []; grad.<HF name>
 The loss is Σ(ce · loss_mask) / Σ loss_mask over all tokens, as Megatron's GPT loss.
 
-Usage: /usr/bin/python3 tools/reference/llama_reference.py tests/data/llama_tiny [qwen2]
-  qwen2: a Qwen2ForCausalLM instead (q/k/v biases), written to the given directory.
+Usage: /usr/bin/python3 tools/reference/llama_reference.py tests/data/llama_tiny [qwen2|qwen3]
+  qwen2: a Qwen2ForCausalLM instead (q/k/v biases), written to the given directory;
+  qwen3: a Qwen3ForCausalLM (each head's q and k RMS-normalised over its channels before RoPE,
+         q_norm / k_norm of [head_dim], Yang et al. 2025).
 """
 import math
 import os
@@ -47,14 +49,18 @@ LLAMA = {
 QWEN2 = dict(LLAMA, architectures=["Qwen2ForCausalLM"], model_type="qwen2", rope_theta=1000000.0,
              hidden_size=64, intermediate_size=32, num_hidden_layers=1, num_attention_heads=4)
 del QWEN2["attention_bias"], QWEN2["mlp_bias"]
+# GQA with the QK norms; head_dim given explicitly, as Qwen3's configs do.
+QWEN3 = dict(LLAMA, architectures=["Qwen3ForCausalLM"], model_type="qwen3", rope_theta=1000000.0,
+             hidden_size=64, intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, head_dim=16)
 BATCH, SEQ = 2, 16
 
 
-def make_weights(gen, config, qkv_bias):
+def make_weights(gen, config, qkv_bias, qk_norm=False):
     """HF Llama weights; std 0.2 (not 0.02) so that every path carries a visible signal."""
     h, v, f = config["hidden_size"], config["vocab_size"], config["intermediate_size"]
     nh, nkv = config["num_attention_heads"], config["num_key_value_heads"]
-    d = h // nh
+    d = config.get("head_dim", h // nh)
     randn = normal_sampler(gen)
     w = {"model.embed_tokens.weight": randn(v, h)}
     for i in range(config["num_hidden_layers"]):
@@ -66,6 +72,9 @@ def make_weights(gen, config, qkv_bias):
         if qkv_bias:
             for p, n in (("q", nh), ("k", nkv), ("v", nkv)):
                 w[pre + f"self_attn.{p}_proj.bias"] = randn(n * d, std=0.1)
+        if qk_norm:
+            w[pre + "self_attn.q_norm.weight"] = randn(d, std=0.1, mean=1.0)
+            w[pre + "self_attn.k_norm.weight"] = randn(d, std=0.1, mean=1.0)
         w[pre + "self_attn.o_proj.weight"] = randn(h, nh * d, std=0.1)
         w[pre + "post_attention_layernorm.weight"] = randn(h, std=0.1, mean=1.0)
         w[pre + "mlp.gate_proj.weight"] = randn(f, h, std=0.1)
@@ -94,7 +103,8 @@ def rope(x, base):
 def forward(w, ids, config):
     b, s = ids.shape
     h, nh, nkv = config["hidden_size"], config["num_attention_heads"], config["num_key_value_heads"]
-    d, eps, base = h // nh, config["rms_norm_eps"], config["rope_theta"]
+    d = config.get("head_dim", h // nh)
+    eps, base = config["rms_norm_eps"], config["rope_theta"]
     x = w["model.embed_tokens.weight"][ids]
     causal = torch.tril(torch.ones(s, s, dtype=torch.bool))
 
@@ -105,8 +115,12 @@ def forward(w, ids, config):
     for i in range(config["num_hidden_layers"]):
         pre = f"model.layers.{i}."
         a = rms_norm(x, w[pre + "input_layernorm.weight"], eps)
-        q = linear(a, pre + "self_attn.q_proj").reshape(b, s, nh, d).transpose(1, 2)
-        k = linear(a, pre + "self_attn.k_proj").reshape(b, s, nkv, d).transpose(1, 2)
+        q = linear(a, pre + "self_attn.q_proj").reshape(b, s, nh, d)
+        k = linear(a, pre + "self_attn.k_proj").reshape(b, s, nkv, d)
+        if pre + "self_attn.q_norm.weight" in w:  # Qwen3: per head, before RoPE
+            q = rms_norm(q, w[pre + "self_attn.q_norm.weight"], eps)
+            k = rms_norm(k, w[pre + "self_attn.k_norm.weight"], eps)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = linear(a, pre + "self_attn.v_proj").reshape(b, s, nkv, d).transpose(1, 2)
         q, k = rope(q, base), rope(k, base)
         k = k.repeat_interleave(nh // nkv, dim=1)  # query head i uses KV head i // (nh / nkv)
@@ -124,9 +138,11 @@ def forward(w, ids, config):
 
 
 def main(out_dir, variant):
-    config = QWEN2 if variant == "qwen2" else LLAMA
-    gen = torch.Generator().manual_seed(20250301 if variant == "qwen2" else 20250201)
-    weights = make_weights(gen, config, qkv_bias=variant == "qwen2")
+    config = {"qwen2": QWEN2, "qwen3": QWEN3}.get(variant, LLAMA)
+    gen = torch.Generator().manual_seed(
+        {"qwen2": 20250301, "qwen3": 20261206}.get(variant, 20250201))
+    weights = make_weights(gen, config, qkv_bias=variant == "qwen2",
+                           qk_norm=variant == "qwen3")
     v = config["vocab_size"]
     ids = torch.randint(0, v, (BATCH, SEQ), generator=gen)
     labels = torch.randint(0, v, (BATCH, SEQ), generator=gen)
@@ -151,6 +167,8 @@ def main(out_dir, variant):
                last + "post_attention_layernorm.weight", "model.norm.weight", "lm_head.weight"]
     if variant == "qwen2":
         checked.append(last + "self_attn.k_proj.bias")
+    if variant == "qwen3":
+        checked += ["model.layers.0.self_attn.q_norm.weight", last + "self_attn.k_norm.weight"]
     safetensors_io.check_gradients(lambda: compute()[1], params, checked,
                                    torch.Generator().manual_seed(7))
 

@@ -44,6 +44,10 @@ struct ArchitectureArgs {
   bool disable_bias_linear = false;
   bool add_qkv_bias = false;
   bool untie_embeddings_and_output_weights = false;
+  bool apply_layernorm_1p = false;
+  bool squared_relu = false;
+  bool qk_layernorm = false;
+  bool rotary_interleaved = false;
   // --use-checkpoint-args: the model shape (--num-layers, --hidden-size, --num-attention-heads,
   // --ffn-hidden-size, --max-position-embeddings), the flags above and --openai-gelu come from the
   // checkpoint in --load, as Megatron's flag does (e.g. after `convert --from hf`).
@@ -51,6 +55,12 @@ struct ArchitectureArgs {
 };
 
 struct Args {
+  // The samples of one evaluation iteration: --eval-global-batch-size, else
+  // --global-batch-size (after validation).
+  int64_t eval_global_batch() const {
+    return eval_global_batch_size > 0 ? eval_global_batch_size : global_batch_size;
+  }
+
   // Model shape.
   int num_layers = 0;
   int hidden_size = 0;
@@ -73,7 +83,8 @@ struct Args {
 
   // Batches and length of training.
   int64_t micro_batch_size = 0;
-  int64_t global_batch_size = 0;  // 0 → micro_batch_size · data_parallel_size
+  int64_t global_batch_size = 0;       // 0 → micro_batch_size · data_parallel_size
+  int64_t eval_global_batch_size = 0;  // --eval-global-batch-size; 0 → global_batch_size
   // --step-batch-size-schedule "THRESHOLD:BS ..." (train/batch_size_schedule.h); empty: none.
   std::string step_batch_size_schedule;
   int64_t train_iters = 0;  // exactly one of train_iters / train_samples
@@ -85,6 +96,8 @@ struct Args {
   // Learning rate schedule (Megatron's OptimizerParamScheduler).
   std::optional<double> lr;
   double min_lr = 0.0;
+  // --decoupled-lr / --decoupled-min-lr: the word embedding's and output layer's own.
+  std::optional<double> decoupled_lr, decoupled_min_lr;
   std::string lr_decay_style = "linear";
   int64_t lr_decay_iters = 0;
   int64_t lr_decay_samples = 0;
@@ -143,6 +156,7 @@ struct Args {
   std::string save;
   std::string load;
   int64_t save_interval = 0;
+  int64_t save_retain_interval = 0;  // 0: keep every checkpoint
   bool no_load_optim = false;
   bool no_load_rng = false;
   bool no_save_optim = false;
@@ -150,6 +164,7 @@ struct Args {
   bool finetune = false;
   bool use_tp_pp_dp_mapping = false;  // --use-tp-pp-dp-mapping (distributed/parallel_state.h)
   int64_t check_weight_hash_across_dp_replicas_interval = 0;  // 0: never (optim/replica_check.h)
+  bool test_mode = false;                                     // --test-mode
   // How a resumed run's LR-schedule settings meet the checkpoint's (optim/lr_schedule.h).
   bool override_opt_param_scheduler = false;        // --override-opt_param-scheduler
   bool use_checkpoint_opt_param_scheduler = false;  // --use-checkpoint-opt_param-scheduler

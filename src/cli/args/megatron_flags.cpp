@@ -41,8 +41,8 @@ constexpr const char* kLlama =
     "--rotary-percent, --rotary-seq-len-interpolation-factor, --use-rope-scaling, "
     "--rope-scaling-factor, --normalization, --swiglu, "
     "--group-query-attention, --num-query-groups, --kv-channels, --disable-bias-linear, "
-    "--add-qkv-bias and --untie-embeddings-and-output-weights (docs/model.md); pretrain-bert none "
-    "of them";
+    "--add-qkv-bias, --untie-embeddings-and-output-weights, --apply-layernorm-1p, --squared-relu, "
+    "--qk-layernorm and --rotary-interleaved (docs/model.md); pretrain-bert none of them";
 constexpr const char* kMla = "multi-latent attention is not supported";
 constexpr const char* kHybrid = "Mamba / hybrid / linear-attention models are not supported";
 constexpr const char* kVision = "vision models are not supported";
@@ -228,7 +228,9 @@ constexpr Rule kRules[] = {
     {"--num-experts", true, kMoe},
     {"--moe-*", true, kMoe},
     {"--expert-model-parallel-size", true, kMoe, "1"},
-    {"--expert-tensor-parallel-size", true, kMoe},
+    {"--expert-tensor-parallel-size", false,
+     "sizes the tensor parallelism of expert layers; without --num-experts (mixture of experts "
+     "is not supported) there are none"},
     {"--expert-tensor-parallel-num-weight-shards", true, kMoe},
     {"--overlap-moe-expert-parallel-comm", true, kMoe},
     {"--overlap-dispatch-backward-with-experts-wgrad", true, kMoe},
@@ -259,7 +261,10 @@ constexpr Rule kRules[] = {
     {"--mamba-*", true, kHybrid},
     {"--gdp-*", true, kHybrid},
     {"--disable-mamba-mem-eff-path", true, kHybrid},
-    {"--spec", true, "custom layer specs are not supported"},
+    {"--spec", true,
+     "custom layer specs are not supported; `local` (Megatron-Core's own layers instead of "
+     "Transformer Engine's) is the same model here",
+     "local"},
     {"--enable-mhc-connections", true, "hyper-connections are not supported"},
     {"--mhc-*", true, "hyper-connections are not supported"},
     {"--heterogeneous-*", true, "heterogeneous layer configurations are not supported"},
@@ -294,8 +299,9 @@ constexpr Rule kRules[] = {
     {"--apply-layernorm-1p", true, kLlama},
     {"--norm-epsilon", true,
      "Megatron's name for --layernorm-epsilon: pretrain-bert takes --layernorm-epsilon"},
-    {"--apply-wd-to-qk-layernorm", false, "there is no QK LayerNorm here"},
-    {"--squared-relu", true, "squared-ReLU MLPs are not supported"},
+    {"--apply-wd-to-qk-layernorm", true,
+     "weight decay on the QK LayerNorm is not supported (as Megatron's default, it has none)"},
+    {"--squared-relu", true, kLlama},
     {"--quick-geglu", true, "GeGLU MLPs are not supported"},
     {"--glu-linear-offset", true, "GLU MLPs are not supported"},
     {"--activation-func-clamp-value", true, "activation clamping is not supported"},
@@ -312,7 +318,7 @@ constexpr Rule kRules[] = {
     {"--init-method-xavier-uniform", true, "only the normal initialisation exists here"},
     {"--use-mup", true, "muP is not supported"},
     {"--mup-*", true, "muP is not supported"},
-    {"--calculate-per-token-loss", true, "the loss is averaged per micro-batch as by default"},
+    {"--calculate-per-token-loss", true, kGptOnly},
     {"--no-initialization", true, "weights are always initialised"},
     {"--data-parallel-random-init", true,
      "every data-parallel replica starts from the same weights"},
@@ -328,8 +334,6 @@ constexpr Rule kRules[] = {
     {"--main-params-dtype", true, "master weights are always fp32 here", "fp32"},
     {"--exp-avg-dtype", true, "Adam moments are always fp32 here", "fp32"},
     {"--exp-avg-sq-dtype", true, "Adam moments are always fp32 here", "fp32"},
-    {"--decoupled-lr", true, "a separate learning rate for the embedding is not supported"},
-    {"--decoupled-min-lr", true, "a separate learning rate for the embedding is not supported"},
     {"--no-weight-decay-cond-type", true, "weight decay applies to weights, never biases or norms"},
     {"--freeze-all-layers", true, "freezing parameters is not supported"},
     {"--dump-param-to-param-group-map", true, "not supported"},
@@ -390,7 +394,6 @@ constexpr Rule kRules[] = {
      "convert checkpoints with `megatron convert`"},
     {"--ckpt-step", true, kCheckpointExtra},
     {"--non-persistent-*", true, "non-persistent (local) checkpoints are not supported"},
-    {"--save-retain-interval", true, kCheckpointExtra},
     {"--save-params-interval", true, "debug dumps are not supported"},
     {"--save-activations-interval", true, "debug dumps are not supported"},
     {"--save-tokens-per-expert-interval", true, "debug dumps are not supported"},
@@ -401,7 +404,8 @@ constexpr Rule kRules[] = {
      "a task head on a pretrained body is `megatron finetune --pretrained-checkpoint`; to "
      "continue pretraining from a checkpoint's weights use --load with --finetune"},
     {"--use-checkpoint-args", true,
-     "pretrain-bert does not read its model flags from a checkpoint: give them explicitly"},
+     "finetune takes the model flags from the command line: give them as the pretraining run "
+     "did"},
     {"--use-mp-args-from-checkpoint-args", true, kCheckpointExtra},
     {"--override-ckpt-iteration", true, kCheckpointExtra},
     {"--replication", true, kCheckpointExtra},
@@ -442,12 +446,10 @@ constexpr Rule kRules[] = {
     {"--eod-mask-loss", false, kGptOnly},
     {"--apply-residual-connection-post-layernorm", true,
      "implemented by pretrain-bert only; GPT models keep the residual before the LayerNorm"},
-    {"--test-mode", true, "a Megatron testing aid; not supported"},
     {"--full-validation", true, "validation uses --eval-iters batches here"},
     {"--multiple-validation-sets", true, "one validation set is supported"},
     {"--validation-set-names", true, "one validation set is supported"},
     {"--start-eval-at-iter", true, "validation runs every --eval-interval iterations here"},
-    {"--eval-global-batch-size", true, "validation uses --global-batch-size here"},
     {"--eval-micro-batch-size", true, "validation uses --micro-batch-size here"},
 
     // Tokenizers.
@@ -480,8 +482,9 @@ constexpr Rule kRules[] = {
     {"--log-energy", true, "energy is not measured"},
     {"--log-progress", true, "progress.txt is not written"},
     {"--logging-level", false, "Python's logging level; this program's log is fixed"},
-    {"--wandb-*", true,
-     "Weights & Biases is not supported: use --tensorboard-dir or --metrics-file"},
+    {"--wandb-*", false,
+     "Weights & Biases logging needs its Python client; the same metrics go to --tensorboard-dir "
+     "and --metrics-file"},
     {"--otel-*", true, "OpenTelemetry tracing is not supported"},
     {"--config-logger-dir", true, "module configurations are not logged"},
     {"--profile", false, kProfiler},

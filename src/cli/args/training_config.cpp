@@ -7,6 +7,7 @@
 
 #include "checkpoint/architecture_json.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/layout.h"
 #include "cli/args/megatron_flags.h"
 #include "cli/setup/device_setup.h"
 #include "core/error.h"
@@ -49,6 +50,10 @@ ArchitectureOptions architecture_options(const ArchitectureArgs& a) {
   o.add_bias_linear = !a.disable_bias_linear;
   o.add_qkv_bias = a.add_qkv_bias;
   o.untie_embeddings_and_output_weights = a.untie_embeddings_and_output_weights;
+  o.apply_layernorm_1p = a.apply_layernorm_1p;
+  o.squared_relu = a.squared_relu;
+  o.qk_layernorm = a.qk_layernorm;
+  o.rotary_interleaved = a.rotary_interleaved;
   return o;
 }
 
@@ -58,9 +63,16 @@ float norm_epsilon(const ArchitectureArgs& a, double layernorm_epsilon) {
   return float(eps);
 }
 
-void apply_checkpoint_args(Args& a) {
+void apply_checkpoint_args(Args& a, CheckpointArgs which) {
   if (!a.arch.use_checkpoint_args) return;
   MT_REQUIRE(!a.load.empty(), "--use-checkpoint-args needs --load (the checkpoint to read)");
+  // As Megatron's load_args_from_checkpoint: without a checkpoint the command line stands.
+  if (!read_latest_iteration(a.load)) {
+    log_info("WARNING: --use-checkpoint-args: --load ", a.load,
+             " holds no checkpoint (no latest_checkpointed_iteration.txt); using the command "
+             "line's model flags");
+    return;
+  }
   const nlohmann::json state =
       CheckpointShardReader(checkpoint_iteration_dir(a.load, -1)).state(0, 0);
   const nlohmann::json model = state.value("model", nlohmann::json::object());
@@ -71,6 +83,7 @@ void apply_checkpoint_args(Args& a) {
         std::pair{"ffn_hidden_size", &a.ffn_hidden_size},
         std::pair{"max_position_embeddings", &a.max_position_embeddings}})
     if (model.contains(key) && model[key].is_number_integer()) *field = model[key].get<int>();
+  if (which == CheckpointArgs::kShape) return;
   const ArchitectureOptions o = architecture_from_args_json(stored);
   ArchitectureArgs& arch = a.arch;
   arch.position_embedding_type = position_embedding_name(o.position_embedding);
@@ -91,6 +104,10 @@ void apply_checkpoint_args(Args& a) {
   arch.disable_bias_linear = !o.add_bias_linear;
   arch.add_qkv_bias = o.add_qkv_bias;
   arch.untie_embeddings_and_output_weights = o.untie_embeddings_and_output_weights;
+  arch.apply_layernorm_1p = o.apply_layernorm_1p;
+  arch.squared_relu = o.squared_relu;
+  arch.qk_layernorm = o.qk_layernorm;
+  arch.rotary_interleaved = o.rotary_interleaved;
   a.openai_gelu = gelu_form_from_args_json(stored) == kernels::GeluForm::kTanh;
 }
 
@@ -159,6 +176,10 @@ void validate_training_args_except_data(Args& a, int world_size) {
              a.global_batch_size, " must be a positive multiple of --micro-batch-size ",
              a.micro_batch_size, " x data-parallel size ", a.data_parallel_size, " (= ", per_step,
              ")");
+  MT_REQUIRE(a.eval_global_batch_size >= 0 && a.eval_global_batch_size % per_step == 0,
+             "--eval-global-batch-size ", a.eval_global_batch_size,
+             " must be a positive multiple of --micro-batch-size x data-parallel size (", per_step,
+             ")");
 
   MT_REQUIRE(
       a.train_iters >= 0 && a.train_samples >= 0 && (a.train_iters > 0) != (a.train_samples > 0),
@@ -172,7 +193,7 @@ void validate_training_args_except_data(Args& a, int world_size) {
   };
   const BatchSizeSchedule batches = batch_size_schedule(a);
   MT_REQUIRE(fits({a.train_iters, batches.max_global_batch(), a.seq_length}) &&
-                 fits({a.train_iters / a.eval_interval + 1, a.eval_iters, a.global_batch_size,
+                 fits({a.train_iters / a.eval_interval + 1, a.eval_iters, a.eval_global_batch(),
                        a.seq_length}),
              "--train-iters ", a.train_iters, " is too large: its samples (x --global-batch-size ",
              a.global_batch_size, ") and tokens do not fit in 64 bits");
@@ -272,6 +293,11 @@ void validate_training_args_except_data(Args& a, int world_size) {
 
   MT_REQUIRE(a.save_interval >= 0, "--save-interval must be >= 0");
   MT_REQUIRE(a.save_interval == 0 || !a.save.empty(), "--save-interval needs --save DIR");
+  // As Megatron asserts: the retained checkpoints must be ones that are saved.
+  MT_REQUIRE(a.save_retain_interval == 0 || (a.save_retain_interval > 0 && a.save_interval > 0 &&
+                                             a.save_retain_interval % a.save_interval == 0),
+             "--save-retain-interval ", a.save_retain_interval,
+             " must be a positive multiple of --save-interval (", a.save_interval, ")");
   MT_REQUIRE(a.exit_interval >= 0, "--exit-interval must be >= 0");
   MT_REQUIRE(a.exit_duration_in_mins >= 0, "--exit-duration-in-mins must be >= 0");
   MT_REQUIRE(!a.finetune || !a.load.empty(), "--finetune needs --load DIR");
@@ -329,6 +355,14 @@ LrScheduleConfig lr_schedule_config(const Args& a) {
   LrScheduleConfig c;
   c.max_lr = *a.lr;
   c.min_lr = a.min_lr;
+  c.decoupled_max_lr = a.decoupled_lr;
+  c.decoupled_min_lr = a.decoupled_min_lr;
+  MT_REQUIRE(!a.decoupled_min_lr || a.decoupled_lr,
+             "--decoupled-min-lr needs --decoupled-lr (the embedding and output layer's peak)");
+  MT_REQUIRE(!a.decoupled_lr || (*a.decoupled_lr >= a.decoupled_min_lr.value_or(a.min_lr) &&
+                                 a.decoupled_min_lr.value_or(a.min_lr) >= 0),
+             "--decoupled-lr ", a.decoupled_lr.value_or(0), " must be >= --decoupled-min-lr ",
+             a.decoupled_min_lr.value_or(a.min_lr), " >= 0");
   c.style = lr_decay_style_from_name(a.lr_decay_style);
   c.init_lr = a.lr_warmup_init;
   c.wsd_style = wsd_decay_style_from_name(a.lr_wsd_decay_style);
@@ -387,6 +421,7 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   cfg.pipeline_parallel = a.pipeline_model_parallel_size;
   cfg.rank_order = a.use_tp_pp_dp_mapping ? RankOrder::kTpPpDp : RankOrder::kTpDpPp;
   cfg.check_weight_hash_interval = a.check_weight_hash_across_dp_replicas_interval;
+  cfg.test_mode = a.test_mode;
   cfg.micro_batch = a.micro_batch_size;
   cfg.global_batch = a.global_batch_size;
   if (!a.step_batch_size_schedule.empty()) cfg.batch_sizes = batch_size_schedule(a);
@@ -403,6 +438,7 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   cfg.log_interval = a.log_interval;
   cfg.eval_interval = a.eval_interval;
   cfg.eval_iters = a.eval_iters;
+  cfg.eval_global_batch = a.eval_global_batch();
   cfg.metrics_file = a.metrics_file;
   cfg.log_layer_grad_norms = a.log_layer_grad_norms;
   cfg.tensorboard_dir = a.tensorboard_dir;
@@ -422,6 +458,7 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   cfg.save = a.save;
   cfg.load = a.load;
   cfg.save_interval = a.save_interval;
+  cfg.save_retain_interval = a.save_retain_interval;
   cfg.no_load_optim = a.no_load_optim;
   cfg.no_load_rng = a.no_load_rng;
   cfg.no_save_optim = a.no_save_optim;

@@ -14,9 +14,14 @@ namespace megatron::cli {
 ArchitectureOptions architecture_options(const ArchitectureArgs& arch);
 // The norms' epsilon: --norm-epsilon, else --layernorm-epsilon.
 float norm_epsilon(const ArchitectureArgs& arch, double layernorm_epsilon);
-// With --use-checkpoint-args, overwrites the model-shape and architecture flags of `args`
-// with those stored in the latest checkpoint of --load; an Error without --load.
-void apply_checkpoint_args(Args& args);
+// What --use-checkpoint-args takes from the checkpoint: the model shape (--num-layers,
+// --hidden-size, --num-attention-heads, --ffn-hidden-size, --max-position-embeddings; BERT), or
+// also the architecture flags and --openai-gelu (GPT: the Llama-family options).
+enum class CheckpointArgs { kShape, kShapeAndArchitecture };
+// With --use-checkpoint-args, overwrites those flags of `args` with the ones stored in the
+// latest checkpoint of --load; an Error without --load. When --load holds no checkpoint yet,
+// a warning and the command line's flags stand (as Megatron's).
+void apply_checkpoint_args(Args& args, CheckpointArgs which);
 class MegatronFlags;
 // Megatron's own rules across flags (--step-batch-size-schedule with --global-batch-size is an
 // error, as in Megatron), then flags.check() (cli/args/megatron_flags.h).

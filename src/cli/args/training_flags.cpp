@@ -76,6 +76,10 @@ void add_training_args(ArgTable& t, Args& a) {
 
   t.add("--lr", a.lr, "peak learning rate");
   t.add("--min-lr", a.min_lr, "final learning rate of the decay");
+  t.add("--decoupled-lr", a.decoupled_lr,
+        "peak learning rate of the word embedding and output layer (default --lr)");
+  t.add("--decoupled-min-lr", a.decoupled_min_lr,
+        "final learning rate of the word embedding and output layer (default --min-lr)");
   t.add("--lr-decay-style", a.lr_decay_style,
         "constant | linear | cosine | inverse-square-root | WSD");
   t.add("--lr-decay-iters", a.lr_decay_iters, "iterations to decay over (default train iters)");
@@ -134,6 +138,9 @@ void add_training_args(ArgTable& t, Args& a) {
   t.add("--load", a.load, "checkpoint directory to load from");
   t.add("--save-interval,--persistent-save-interval", a.save_interval,
         "save every this many iterations");
+  t.add("--save-retain-interval", a.save_retain_interval,
+        "after each save, remove the previous checkpoint unless its iteration is a multiple of "
+        "this (keeps every N-th and the newest; a multiple of --save-interval)");
   t.add_flag("--no-load-optim", a.no_load_optim, "do not load optimizer state");
   t.add_flag("--no-load-rng", a.no_load_rng, "do not load the RNG state");
   t.add_flag("--no-save-optim", a.no_save_optim,
@@ -148,6 +155,10 @@ void add_training_args(ArgTable& t, Args& a) {
         a.check_weight_hash_across_dp_replicas_interval,
         "every N iterations, check that the data-parallel replicas hold the same parameters "
         "(a CRC-32C of each; the run stops naming a replica that differs)");
+  t.add_flag("--test-mode", a.test_mode,
+             "after every iteration, check that the data-parallel replicas hold the same "
+             "parameters and the tensor-parallel ranks the same replicated ones (LayerNorms, QK "
+             "norms); the run stops naming a rank that differs");
   t.add_flag("--use-tp-pp-dp-mapping", a.use_tp_pp_dp_mapping,
              "order the ranks tensor, then pipeline, then data parallel (default: tensor, data, "
              "pipeline); the same results either way");
@@ -169,6 +180,8 @@ void add_training_args(ArgTable& t, Args& a) {
   t.add("--log-interval", a.log_interval, "iterations between log lines");
   t.add("--eval-interval", a.eval_interval, "iterations between validations");
   t.add("--eval-iters", a.eval_iters, "validation batches per evaluation");
+  t.add("--eval-global-batch-size", a.eval_global_batch_size,
+        "samples of one validation batch (default --global-batch-size)");
   t.add("--metrics-file", a.metrics_file, "append one JSON object per logged event");
   t.add("--tensorboard-dir", a.tensorboard_dir, "write TensorBoard scalars here");
   t.add("--tensorboard-log-interval", a.tensorboard_log_interval,
@@ -237,6 +250,13 @@ void add_architecture_args(ArgTable& t, ArchitectureArgs& a) {
   t.add_flag("--add-qkv-bias", a.add_qkv_bias, "QKV biases even with --disable-bias-linear");
   t.add_flag("--untie-embeddings-and-output-weights", a.untie_embeddings_and_output_weights,
              "a separate output layer instead of the word embedding");
+  t.add_flag("--apply-layernorm-1p", a.apply_layernorm_1p,
+             "zero-centred LayerNorm gains: the weight stores gain - 1 (Nemotron's LayerNorm1P)");
+  t.add_flag("--squared-relu", a.squared_relu, "relu(x)^2 MLP activation instead of GeLU");
+  t.add_flag("--qk-layernorm", a.qk_layernorm,
+             "normalise each head's query and key (--normalization) before RoPE");
+  t.add_flag("--rotary-interleaved", a.rotary_interleaved,
+             "RoPE rotates neighbouring channel pairs (2j, 2j+1) instead of (j, j + d/2)");
   t.add_flag("--use-checkpoint-args", a.use_checkpoint_args,
              "take the model shape and these flags from the checkpoint in --load");
 }

@@ -25,10 +25,10 @@ Vocabulary build_vocabulary(const Args& a) {
 }
 
 GptDatasets build_gpt_data(const Args& a, const Vocabulary& vocab) {
-  const int64_t gb = a.global_batch_size;
-  const int64_t train = a.train_iters * gb;
-  const int64_t valid = (a.train_iters / a.eval_interval + 1) * a.eval_iters * gb;
-  const int64_t test = a.eval_iters * gb;
+  const int64_t train = a.train_iters * a.global_batch_size;
+  const int64_t eval_gb = a.eval_global_batch();
+  const int64_t valid = (a.train_iters / a.eval_interval + 1) * a.eval_iters * eval_gb;
+  const int64_t test = a.eval_iters * eval_gb;
   if (a.mock_data) {
     // Distinct seeds give the validation set other samples than the training set.
     return {std::make_shared<MockGptDataset>(train, a.seq_length, vocab.size, a.seed),

@@ -64,9 +64,11 @@ void rotate(const Tensor& x, int64_t position_start, const RotaryParams& p, bool
     const float* c = cos_t.data() + i * half;
     const float* sn = sin_t.data() + i * half;
     for (int64_t j = 0; j < half; ++j) {
-      const float a = to_f32(xr[j]), b = to_f32(xr[j + half]);
-      yr[j] = from_f32<T>(a * c[j] - b * sn[j]);
-      yr[j + half] = from_f32<T>(b * c[j] + a * sn[j]);
+      const int64_t lo = rotary_pair_lo(j, half, p.interleaved);
+      const int64_t hi = rotary_pair_hi(j, half, p.interleaved);
+      const float a = to_f32(xr[lo]), b = to_f32(xr[hi]);
+      yr[lo] = from_f32<T>(a * c[j] - b * sn[j]);
+      yr[hi] = from_f32<T>(b * c[j] + a * sn[j]);
     }
     if (yr != xr)
       for (int64_t j = p.rotary_dim; j < d; ++j) yr[j] = xr[j];

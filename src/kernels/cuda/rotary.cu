@@ -1,5 +1,6 @@
 // Rotary embedding on CUDA (contract: kernels/rotary.h; CPU twin: kernels/cpu/rotary.cpp).
-// One thread per (row, k): k < r/2 rotates the channel pair (k, k + r/2), the other k copy one
+// One thread per (row, k): k < r/2 rotates channel pair k (see rotary_pair_lo/hi), the other k
+// copy one
 // pass-through channel (nothing to do in place). Angles in f32 with the CPU's formula
 // (powf, cosf, sinf: within a few ulp of the host's).
 #include "kernels/cuda/cuda_kernels.h"
@@ -56,6 +57,7 @@ struct Rotate {
   int64_t position_start, half, rotary_dim;
   float base, factor, sign;
   Llama3RopeScaling llama3;
+  bool interleaved;
   __device__ void operator()(int64_t row, int64_t k, int64_t) const {
     int64_t pos, xo, yo;
     g.offsets(row, pos, xo, yo);
@@ -67,9 +69,11 @@ struct Rotate {
                                           llama3.original_max_position_embeddings);
       const float theta = (float(position_start + pos) / factor) * inv_freq;
       const float c = cosf(theta), s = sign * sinf(theta);
-      const float a = to_f32(x[xo + k]), b = to_f32(x[xo + k + half]);
-      y[yo + k] = from_f32<T>(a * c - b * s);
-      y[yo + k + half] = from_f32<T>(b * c + a * s);
+      const int64_t lo = rotary_pair_lo(k, half, interleaved);
+      const int64_t hi = rotary_pair_hi(k, half, interleaved);
+      const float a = to_f32(x[xo + lo]), b = to_f32(x[xo + hi]);
+      y[yo + lo] = from_f32<T>(a * c - b * s);
+      y[yo + hi] = from_f32<T>(b * c + a * s);
     } else {
       const int64_t j = rotary_dim + (k - half);
       if (x + xo != y + yo) y[yo + j] = x[xo + j];
@@ -95,7 +99,8 @@ void rotary_embedding(const Tensor& x, int64_t position_start, const RotaryParam
                        p.base,
                        p.seq_interpolation_factor,
                        inverse ? -1.0f : 1.0f,
-                       p.llama3};
+                       p.llama3,
+                       p.interleaved};
     launch_rows_cols(op, rows, half + (d - p.rotary_dim), "rotary_embedding");
   });
 }
