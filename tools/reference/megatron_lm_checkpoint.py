@@ -90,7 +90,7 @@ def megatron_args(cfg, tp, pp, iteration):
         position_embedding_type="learned_absolute", normalization="LayerNorm",
         norm_epsilon=cfg["layer_norm_epsilon"], apply_residual_connection_post_layernorm=False,
         openai_gelu=False, bias_gelu_fusion=True, swiglu=False, squared_relu=False,
-        add_bias_linear=True, add_qkv_bias=True, untie_embeddings_and_output_weights=False,
+        add_bias_linear=True, add_qkv_bias=False, untie_embeddings_and_output_weights=False,
         hidden_dropout=0.0, attention_dropout=0.0, init_method_std=0.02,
         make_vocab_size_divisible_by=DIVISIBLE_BY,
         padded_vocab_size=padded_vocab(cfg["vocab_size"], tp), vocab_size=None,
