@@ -62,13 +62,17 @@ void convert_megatron_lm(const std::string& from, const std::string& to, const s
   std::string source = load;  // a megatron-cpp checkpoint
   int64_t source_iteration = load_iteration;
   const std::string tmp = save + ".megatron-cpp.tmp";
+  // Removes the intermediate checkpoint, once this conversion has made it.
   struct RemoveTmp {
-    const std::string& path;
-    ~RemoveTmp() { std::filesystem::remove_all(path); }
-  } remove_tmp{tmp};
+    std::string path;
+    ~RemoveTmp() {
+      if (!path.empty()) std::filesystem::remove_all(path);
+    }
+  } remove_tmp;
   if (from != "megatron") {
     MT_REQUIRE(!std::filesystem::exists(tmp), "'", tmp,
                "' exists (left by an interrupted conversion?): remove it and run again");
+    remove_tmp.path = tmp;
     source = tmp;
     source_iteration = -1;
     if (from == "megatron-lm")

@@ -19,16 +19,33 @@ namespace {
 
 constexpr int64_t kGpt2BpeVocabSize = 50257;
 
-// The real vocabulary: the flag, else args.vocab_size, else the GPT-2 BPE tokenizer's.
+// The real vocabulary: the flag, else args.vocab_size, else the GPT-2 BPE tokenizer's; at most
+// the padded one.
 int64_t real_vocab_size(const nlohmann::json& args, int64_t flag, const std::string& dir) {
-  if (flag > 0) return flag;
-  if (args.contains("vocab_size") && args["vocab_size"].is_number_integer())
-    return args["vocab_size"].get<int64_t>();
-  if (args.value("tokenizer_type", std::string()) == "GPT2BPETokenizer") return kGpt2BpeVocabSize;
-  MT_THROW("Megatron-LM checkpoint '", dir,
-           "' does not record its real vocabulary size (args.vocab_size is unset and the "
-           "tokenizer is ",
-           args.value("tokenizer_type", std::string("unknown")), "); pass it with --vocab-size");
+  const std::string tokenizer = args.value("tokenizer_type", std::string("unknown"));
+  int64_t vocab = 0;
+  std::string from;
+  if (flag > 0) {
+    vocab = flag;
+    from = "--vocab-size";
+  } else if (args.contains("vocab_size") && args["vocab_size"].is_number_integer()) {
+    vocab = args["vocab_size"].get<int64_t>();
+    from = "args.vocab_size";
+  } else if (tokenizer == "GPT2BPETokenizer") {
+    vocab = kGpt2BpeVocabSize;
+    from = "the GPT2BPETokenizer";
+  } else {
+    MT_THROW("Megatron-LM checkpoint '", dir,
+             "' does not record its real vocabulary size (args.vocab_size is unset and the "
+             "tokenizer is ",
+             tokenizer, "); pass it with --vocab-size");
+  }
+  const int64_t padded = args.value("padded_vocab_size", int64_t(0));
+  MT_REQUIRE(vocab >= 1 && vocab <= padded, "Megatron-LM checkpoint '", dir,
+             "': the real vocabulary size ", vocab, " (", from,
+             ") is not within args.padded_vocab_size ", padded,
+             "; pass the real one with --vocab-size");
+  return vocab;
 }
 
 // Options of Megatron runs that megatron-cpp's GPT model does not build.
@@ -179,11 +196,14 @@ void import_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,
   state["converted_from"]["pipeline_model_parallel_size"] = ckpt.pp_size;
   write_imported_checkpoint<GptModel>(save_dir, target, repad_vocabulary(full, target), state,
                                       target_tp);
+  std::string dropped;
   for (const char* part : {"optimizer", "opt_param_scheduler", "rng_state"})
     if (ckpt.ranks.front().root.as_dict("").find(part))
-      log_warning(detail::concat("Megatron-LM checkpoint '", dir, "': its ", part,
-                                 " is not converted (weights only); start from the import with "
-                                 "--finetune, or --no-load-optim --no-load-rng"));
+      dropped += std::string(dropped.empty() ? "" : ", ") + part;
+  if (!dropped.empty())
+    log_warning(detail::concat("Megatron-LM checkpoint '", dir, "': ", dropped,
+                               " not converted (weights only); start from the import with "
+                               "--finetune, or --no-load-optim --no-load-rng"));
 }
 
 void export_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,

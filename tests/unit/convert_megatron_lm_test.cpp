@@ -129,18 +129,20 @@ void flatten(const PyValue& v, const std::string& path, std::map<std::string, Py
 // the padding rows of the word embedding, random in Megatron's files, are zero in ours.
 void expect_same_model_entries(const std::string& ours_dir, const std::string& pytorch_dir,
                                int64_t vocab) {
+  // mp_rank_* name -> its file, in the checkpoint's (only) iteration directory.
   const auto list = [](const std::string& d) {
-    std::vector<std::string> files;
+    std::map<std::string, std::string> files;
     for (const auto& e : fs::recursive_directory_iterator(d))
       if (e.path().filename() == kMegatronLmTorchFileName)
-        files.push_back(fs::relative(e.path(), d).string());
-    std::sort(files.begin(), files.end());
+        files[e.path().parent_path().filename().string()] = e.path().string();
     return files;
   };
-  ASSERT_EQ(list(ours_dir), list(pytorch_dir));
-  for (const std::string& file : list(ours_dir)) {
-    const PyValue ours = torch_load(ours_dir + "/" + file);
-    const PyValue theirs = torch_load(pytorch_dir + "/" + file);
+  const auto ours_files = list(ours_dir), pytorch_files = list(pytorch_dir);
+  ASSERT_EQ(ours_files.size(), pytorch_files.size());
+  for (const auto& [file, ours_path] : ours_files) {
+    ASSERT_TRUE(pytorch_files.count(file)) << file;
+    const PyValue ours = torch_load(ours_path);
+    const PyValue theirs = torch_load(pytorch_files.at(file));
     std::map<std::string, PyValue> a, b;
     flatten(*ours.as_dict("").find("model"), "", a);
     flatten(*theirs.as_dict("").find("model"), "", b);
@@ -187,15 +189,9 @@ void expect_same_model_entries(const std::string& ours_dir, const std::string& p
 
 TEST(MegatronLmExport, WritesTheEntriesOfPyTorchsFilesInBothNamings) {
   TempDir dir;
-  // PyTorch's legacy files were iteration 10: so is the megatron-cpp checkpoint exported.
   import_megatron_lm_gpt(fixture("legacy_tp2_pp2"), -1, dir.file("ours"), 1, 0);
-  fs::rename(dir.file("ours/iter_0000000"), dir.file("ours/iter_0000010"));
-  write_latest_iteration(dir.file("ours"), 10);
   export_megatron_lm_gpt(dir.file("ours"), -1, dir.file("legacy"), 2, 2, MegatronLmNaming::kLegacy);
   expect_same_model_entries(dir.file("legacy"), fixture("legacy_tp2_pp2"), 96);
-
-  fs::rename(dir.file("ours/iter_0000010"), dir.file("ours/iter_0000007"));
-  write_latest_iteration(dir.file("ours"), 7);
   export_megatron_lm_gpt(dir.file("ours"), -1, dir.file("core"), 1, 1, MegatronLmNaming::kCore);
   expect_same_model_entries(dir.file("core"), fixture("mcore_tp1"), 96);
 }
@@ -296,13 +292,19 @@ TEST(MegatronLmImport, BadCheckpointsAreRefusedNamingTheProblem) {
          {"mp_rank_00_000", "mp_rank_01_000", "mp_rank_00_001", "mp_rank_01_001"}) {
       const std::string f = rank_file(mlm, rank);
       PyValue r = torch_load(f);
-      r.as_dict("").find("args")->as_dict("").set(PyValue::str("tokenizer_type"),
-                                                  PyValue::str("NullTokenizer"));
+      PyDict& args = r.as_dict("").find("args")->as_dict("");
+      args.set(PyValue::str("tokenizer_type"), PyValue::str("NullTokenizer"));
+      args.set(PyValue::str("vocab_size"), PyValue());
       fs::remove(f);
       torch_save(f, r);
     }
     e = error_of([&] { import_megatron_lm_gpt(mlm, -1, dir.file("o"), 1, 0); });
-    EXPECT_NE(e.find("pass it with --vocab-size"), std::string::npos) << e;
+    EXPECT_NE(e.find("does not record its real vocabulary size"), std::string::npos) << e;
+    e = error_of([&] { import_megatron_lm_gpt(mlm, -1, dir.file("o"), 1, 50257); });
+    EXPECT_NE(e.find("the real vocabulary size 50257 (--vocab-size) is not within "
+                     "args.padded_vocab_size 128"),
+              std::string::npos)
+        << e;
     import_megatron_lm_gpt(mlm, -1, dir.file("o"), 1, 96);  // with it, it converts
   }
   {  // A megatron-cpp checkpoint is not Megatron-LM's, and the other way round.

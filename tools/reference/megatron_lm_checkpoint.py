@@ -93,7 +93,7 @@ def megatron_args(cfg, tp, pp, iteration):
         add_bias_linear=True, add_qkv_bias=False, untie_embeddings_and_output_weights=False,
         hidden_dropout=0.0, attention_dropout=0.0, init_method_std=0.02,
         make_vocab_size_divisible_by=DIVISIBLE_BY,
-        padded_vocab_size=padded_vocab(cfg["vocab_size"], tp), vocab_size=None,
+        padded_vocab_size=padded_vocab(cfg["vocab_size"], tp), vocab_size=cfg["vocab_size"],
         tokenizer_type="GPT2BPETokenizer", vocab_file="gpt2-vocab.json",
         merge_file="gpt2-merges.txt",
         tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp,
