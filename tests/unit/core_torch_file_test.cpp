@@ -252,7 +252,8 @@ TEST(PickleReader, ReadsMegatronsDictionaries) {
   EXPECT_EQ(args.find("hidden_size")->as_int(""), 32);
   EXPECT_EQ(args.find("norm_epsilon")->as_float(""), 1e-5);
   EXPECT_EQ(args.find("params_dtype")->as_global("").qualified(), "torch.float32");
-  EXPECT_TRUE(args.find("vocab_size")->is_none());
+  EXPECT_EQ(args.find("vocab_size")->as_int(""), 96);
+  EXPECT_TRUE(args.find("recompute_granularity")->is_none());
   EXPECT_EQ(args.find("data_path")->as_sequence("").at(0).as_str(""), "corpus_text_document");
   // Python 3.11's pickle of an enum member: getattr(AttnBackend, "auto"), kept as data.
   const PyObject& backend = args.find("attention_backend")->as_object("");
