@@ -51,15 +51,16 @@ TensorMap full_tensors(const std::string& dir, nlohmann::json* state = nullptr) 
   return read_full_model_tensors(reader, registered_parameter_store<GptModel>(c, 0, 1));
 }
 
-void expect_tensors_as_computed_by_pytorch(const TensorMap& full) {
-  std::ifstream in(fixture("expected.json"));
+void expect_tensors_as_computed_by_pytorch(const TensorMap& full,
+                                           const std::string& expected_file = "expected.json") {
+  std::ifstream in(fixture(expected_file));
   const nlohmann::json expected = nlohmann::json::parse(in);
   const int64_t vocab = expected["vocab_size"];
   EXPECT_EQ(full.size(), expected["tensors"].size());
   for (const auto& [name, e] : expected["tensors"].items()) {
     ASSERT_TRUE(full.count(name)) << name;
     Tensor t = full.at(name);
-    if (name == "embedding.word_embeddings.weight") {
+    if (name == "embedding.word_embeddings.weight" || name == "output_layer.weight") {
       // The padding rows carry nothing.
       const Tensor pad = t.slice(0, vocab, t.size(0)).clone();
       for (float v : pad.to_vector<float>()) EXPECT_EQ(v, 0.0f);
@@ -95,6 +96,27 @@ TEST(MegatronLmImport, MegatronCoreNamesLoadTheSameTensors) {
   nlohmann::json state;
   expect_tensors_as_computed_by_pytorch(full_tensors(dir.file("ckpt"), &state));
   EXPECT_EQ(state["converted_from"]["iteration"], 7);
+}
+
+// Llama-family options through Megatron-Core's names from a --bf16 run: RoPE, RMSNorm, SwiGLU
+// ([gate_r; up_r] per rank), grouped-query attention (one query group per rank), QKV biases
+// without linear biases, an untied output layer.
+TEST(MegatronLmImport, Qwen2FromABf16RunAtTp2) {
+  for (int tp : {1, 2}) {
+    TempDir dir;
+    import_megatron_lm_gpt(fixture("qwen2_core_tp2"), -1, dir.file("ckpt"), tp, 0);
+    nlohmann::json state;
+    expect_tensors_as_computed_by_pytorch(full_tensors(dir.file("ckpt"), &state),
+                                          "qwen2_expected.json");
+    EXPECT_EQ(state["model"]["swiglu"], true);
+    EXPECT_EQ(state["model"]["normalization"], "RMSNorm");
+    EXPECT_EQ(state["model"]["num_query_groups"], 2);
+    EXPECT_EQ(state["model"]["rotary_base"], 1000000.0);
+    // Out again at TP 2 in Megatron-Core's names: PyTorch's entries, values as f32.
+    export_megatron_lm_gpt(dir.file("ckpt"), -1, dir.file("out"), 2, 1, MegatronLmNaming::kCore);
+    import_megatron_lm_gpt(dir.file("out"), -1, dir.file("back"), 1, 0);
+    expect_tensors_as_computed_by_pytorch(full_tensors(dir.file("back")), "qwen2_expected.json");
+  }
 }
 
 TEST(MegatronLmImport, EqualsTheHfImportOfTheSameModel) {

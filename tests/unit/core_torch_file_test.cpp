@@ -105,7 +105,7 @@ bool same(const PyValue& a, const PyValue& b) {
 
 TEST(TorchZip, RewritingPyTorchsRecordsGivesItsExactBytes) {
   const auto files = fixture_files();
-  ASSERT_EQ(files.size(), 5u);
+  ASSERT_EQ(files.size(), 7u);
   TempDir dir;
   for (const std::string& path : files) {
     TorchZipReader in(path);

@@ -22,6 +22,12 @@ Writes, under OUT (default tests/data/megatron_lm_gpt_tiny):
   mcore_tp1/        Megatron-Core names (decoder.layers.N.self_attention.linear_qkv...), TP 1 x
                     PP 1, iteration 7, with Transformer Engine's `_extra_state` entries (None),
                     no optimizer (--no-save-optim)
+  qwen2_core_tp2/   Megatron-Core names, TP 2, iteration 3, a --bf16 run's files (bf16 weights,
+                    params_dtype torch.bfloat16) of the tiny Qwen2 (tests/data/qwen2_tiny/hf):
+                    RoPE, RMSNorm, SwiGLU (linear_fc1 per rank [gate_r; up_r]), grouped-query
+                    attention (linear_qkv per query group [q heads, k, v]; one group per rank),
+                    QKV biases without linear biases, an untied output layer
+  qwen2_expected.json  its CRC-32s as expected.json (of the bf16-rounded values)
   expected.json     CRC-32 (zlib's) of every tensor's float32 bytes in megatron-cpp's names
                     (full, the real vocabulary's rows), from the HF weights directly: what
                     loading either checkpoint must give
@@ -283,6 +289,95 @@ def ours_expected(w, cfg):
             for k, v in sorted(t.items())}
 
 
+def qwen2_checkpoint(out, gen):
+    """The tiny Qwen2 as a Megatron-Core --bf16 run at TP 2 saves it, and the CRC-32s of the
+    tensors megatron-cpp must load (its layout: QKV rows per query group [q heads, k, v], the
+    SwiGLU weight stacked [2, ffn, h] = [gate; up])."""
+    d = os.path.join(ROOT, "tests/data/qwen2_tiny/hf")
+    t, _ = safetensors_io.load(os.path.join(d, "model.safetensors"))
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    w = {k: torch.from_numpy(np.array(v)).bfloat16() for k, v in t.items()}
+    h, heads, groups = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    dh, ffn, vocab, tp = h // heads, cfg["intermediate_size"], cfg["vocab_size"], TP
+    vp = padded_vocab(vocab, tp)
+    q_per_group = heads // groups
+
+    def grouped(q, k, v):  # [heads*d, ...], [g*d, ...] x2 -> rows [g, q + 2, d]
+        rest = q.shape[1:]
+        q = q.reshape(groups, q_per_group * dh, *rest)
+        k = k.reshape(groups, dh, *rest)
+        v = v.reshape(groups, dh, *rest)
+        return torch.cat([q, k, v], dim=1).reshape(-1, *rest)
+
+    def pad(x):
+        return torch.cat([x, (torch.randn(vp - vocab, h, generator=gen) * 0.02).bfloat16()])
+
+    ours = {"embedding.word_embeddings.weight": w["model.embed_tokens.weight"],
+            "output_layer.weight": w["lm_head.weight"],
+            "final_layernorm.weight": w["model.norm.weight"]}
+    p = "model.layers.0."
+    ours["layers.0.input_layernorm.weight"] = w[p + "input_layernorm.weight"]
+    ours["layers.0.post_attention_layernorm.weight"] = w[p + "post_attention_layernorm.weight"]
+    a = p + "self_attn."
+    ours["layers.0.self_attention.query_key_value.weight"] = grouped(
+        w[a + "q_proj.weight"], w[a + "k_proj.weight"], w[a + "v_proj.weight"])
+    ours["layers.0.self_attention.query_key_value.bias"] = grouped(
+        w[a + "q_proj.bias"], w[a + "k_proj.bias"], w[a + "v_proj.bias"])
+    ours["layers.0.self_attention.dense.weight"] = w[a + "o_proj.weight"]
+    gate, up = w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"]
+    ours["layers.0.mlp.dense_h_to_4h.weight"] = torch.stack([gate, up])
+    ours["layers.0.mlp.dense_4h_to_h.weight"] = w[p + "mlp.down_proj.weight"]
+
+    ranks = []
+    for r in range(tp):
+        def col(x):
+            return x.chunk(tp, dim=0)[r].clone()
+        qkv_w = ours["layers.0.self_attention.query_key_value.weight"].reshape(groups, -1, h)
+        qkv_b = ours["layers.0.self_attention.query_key_value.bias"].reshape(groups, -1)
+        m = collections.OrderedDict()
+        m["embedding.word_embeddings.weight"] = col(pad(ours["embedding.word_embeddings.weight"]))
+        pre = "decoder.layers.0."
+        m[pre + "self_attention.linear_qkv.layer_norm_weight"] = ours[
+            "layers.0.input_layernorm.weight"].clone()
+        m[pre + "self_attention.linear_qkv.weight"] = qkv_w.chunk(tp)[r].reshape(-1, h).clone()
+        m[pre + "self_attention.linear_qkv.bias"] = qkv_b.chunk(tp)[r].reshape(-1).clone()
+        m[pre + "self_attention.linear_proj.weight"] = ours[
+            "layers.0.self_attention.dense.weight"].chunk(tp, dim=1)[r].clone()
+        m[pre + "mlp.linear_fc1.layer_norm_weight"] = ours[
+            "layers.0.post_attention_layernorm.weight"].clone()
+        m[pre + "mlp.linear_fc1.weight"] = torch.cat([col(gate), col(up)])
+        m[pre + "mlp.linear_fc2.weight"] = ours[
+            "layers.0.mlp.dense_4h_to_h.weight"].chunk(tp, dim=1)[r].clone()
+        for module in ("self_attention.core_attention", "self_attention.linear_proj",
+                       "self_attention.linear_qkv", "mlp.linear_fc1", "mlp.linear_fc2"):
+            m[pre + module + "._extra_state"] = None
+        m["decoder.final_layernorm.weight"] = ours["final_layernorm.weight"].clone()
+        m["output_layer.weight"] = col(pad(ours["output_layer.weight"]))
+        args = argparse.Namespace(
+            num_layers=cfg["num_hidden_layers"], hidden_size=h, ffn_hidden_size=ffn,
+            num_attention_heads=heads, kv_channels=dh, group_query_attention=True,
+            num_query_groups=groups, max_position_embeddings=cfg["max_position_embeddings"],
+            seq_length=cfg["max_position_embeddings"], position_embedding_type="rope",
+            rotary_base=int(cfg["rope_theta"]), rotary_percent=1.0, normalization="RMSNorm",
+            norm_epsilon=cfg["rms_norm_eps"], swiglu=True, add_bias_linear=False,
+            add_qkv_bias=True, untie_embeddings_and_output_weights=True, bias_gelu_fusion=False,
+            openai_gelu=False, hidden_dropout=0.0, attention_dropout=0.0, init_method_std=0.02,
+            make_vocab_size_divisible_by=DIVISIBLE_BY, padded_vocab_size=vp, vocab_size=vocab,
+            tokenizer_type="HuggingFaceTokenizer", tensor_model_parallel_size=tp,
+            pipeline_model_parallel_size=1, bf16=True, fp16=False, params_dtype=torch.bfloat16,
+            iteration=3, ckpt_format="torch")
+        ranks.append((f"mp_rank_{r:02d}", {"args": args, "checkpoint_version": 3.0,
+                                           "iteration": 3, "model": m,
+                                           "num_floating_point_operations_so_far": 0}))
+    save_checkpoint(os.path.join(out, "qwen2_core_tp2"), 3, ranks)
+    with open(os.path.join(out, "qwen2_expected.json"), "w") as f:
+        json.dump({"vocab_size": vocab, "tensors": {
+            k: {"shape": list(v.shape),
+                "crc32": zlib.crc32(v.float().contiguous().numpy().astype("<f4").tobytes())}
+            for k, v in sorted(ours.items())}}, f, indent=1)
+        f.write("\n")
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "tests/data/megatron_lm_gpt_tiny")
     w, cfg = hf_weights()
@@ -314,6 +409,8 @@ def main():
           "model": mcore_model(full, n, 0, 1), "rng_state": rng_state(99),
           "num_floating_point_operations_so_far": 0}
     save_checkpoint(os.path.join(out, "mcore_tp1"), 7, [("mp_rank_00", sd)])
+
+    qwen2_checkpoint(out, gen)
 
     with open(os.path.join(out, "expected.json"), "w") as f:
         json.dump({"vocab_size": cfg["vocab_size"], "tensors": ours_expected(w, cfg)}, f, indent=1)
