@@ -1,7 +1,7 @@
 #include "checkpoint/megatron_lm_torch.h"
 
-#include <cmath>
-#include <filesystem>
+#include <functional>
+#include <optional>
 #include <regex>
 
 #include "checkpoint/checkpoint.h"
@@ -10,8 +10,6 @@
 #include "core/torch_file.h"
 
 namespace megatron {
-
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -98,16 +96,6 @@ Tensor tensor_of(const PyValue& v, const std::string& path, const std::string& k
 }
 
 }  // namespace
-
-bool is_megatron_lm_torch_iteration(const std::string& iteration_dir) {
-  if (!fs::is_directory(iteration_dir)) return false;
-  static const std::regex pattern(R"(mp_rank_\d{2}(_\d{3})?)");
-  for (const fs::directory_entry& e : fs::directory_iterator(iteration_dir))
-    if (e.is_directory() && std::regex_match(e.path().filename().string(), pattern) &&
-        fs::exists(e.path() / kMegatronLmTorchFileName))
-      return true;
-  return false;
-}
 
 const PyValue& MegatronLmCheckpoint::args() const {
   return entry(ranks.front().root.as_dict(""), "args", ranks.front().path, "the saved dict");

@@ -48,10 +48,6 @@
 
 namespace megatron {
 
-// Whether iteration directory `iteration_dir` holds Megatron-LM torch-format rank directories
-// (mp_rank_*/model_optim_rng.pt).
-bool is_megatron_lm_torch_iteration(const std::string& iteration_dir);
-
 enum class MegatronLmNaming { kLegacy, kCore };
 
 // One rank's file, loaded (tensors are views of the mapped file).

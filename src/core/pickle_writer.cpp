@@ -8,6 +8,27 @@ namespace megatron {
 
 namespace {
 
+// The torch storage class of a dtype ("FloatStorage", "BFloat16Storage", ...).
+const char* torch_storage_type_name(DType dtype) {
+  switch (dtype) {
+    case DType::F32:
+      return "FloatStorage";
+    case DType::F64:
+      return "DoubleStorage";
+    case DType::F16:
+      return "HalfStorage";
+    case DType::BF16:
+      return "BFloat16Storage";
+    case DType::I64:
+      return "LongStorage";
+    case DType::I32:
+      return "IntStorage";
+    case DType::U8:
+      return "ByteStorage";
+  }
+  MT_THROW("no torch storage type for dtype ", dtype_name(dtype));
+}
+
 class Writer {
  public:
   std::string finish(const PyValue& v) {
@@ -191,26 +212,6 @@ class Writer {
 };
 
 }  // namespace
-
-const char* torch_storage_type_name(DType dtype) {
-  switch (dtype) {
-    case DType::F32:
-      return "FloatStorage";
-    case DType::F64:
-      return "DoubleStorage";
-    case DType::F16:
-      return "HalfStorage";
-    case DType::BF16:
-      return "BFloat16Storage";
-    case DType::I64:
-      return "LongStorage";
-    case DType::I32:
-      return "IntStorage";
-    case DType::U8:
-      return "ByteStorage";
-  }
-  MT_THROW("no torch storage type for dtype ", dtype_name(dtype));
-}
 
 std::string write_pickle(const PyValue& value) {
   return Writer().finish(value);

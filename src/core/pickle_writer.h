@@ -15,7 +15,4 @@ namespace megatron {
 // core/torch_file.h assigns the keys and writes the storages.
 std::string write_pickle(const PyValue& value);
 
-// The torch storage class of a dtype ("FloatStorage", "BFloat16Storage", ...).
-const char* torch_storage_type_name(DType dtype);
-
 }  // namespace megatron

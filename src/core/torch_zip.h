@@ -43,15 +43,13 @@ class TorchZipReader {
   const std::string& archive_name() const { return archive_; }
   // Record names relative to the archive folder ("data.pkl", "data/0", ...), in file order.
   std::vector<std::string> record_names() const;
-  bool has_record(const std::string& name) const { return records_.count(name) != 0; }
-  // The bytes of record `name`: a view of the (copy-on-write) mapping, valid while `this` (or
-  // a copy of mapping()) lives. Its CRC-32 is checked on the first call; a mismatch, or a
+  // The bytes of record `name`: a view of the (copy-on-write) mapping, valid while `this`
+  // lives. Its CRC-32 is checked on the first call; a mismatch, or a
   // missing record, throws Error naming the file and the record.
   std::string_view record(const std::string& name) const;
   // Writable pointer to record `name`'s bytes in the private mapping (after the CRC check):
   // tensors are handed out as copy-on-write views of it.
   uint8_t* writable_record(const std::string& name) const;
-  const std::shared_ptr<MappedFile>& mapping() const { return file_; }
 
  private:
   struct Record {
