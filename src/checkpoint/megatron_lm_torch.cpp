@@ -1,5 +1,6 @@
 #include "checkpoint/megatron_lm_torch.h"
 
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <regex>
@@ -96,6 +97,20 @@ Tensor tensor_of(const PyValue& v, const std::string& path, const std::string& k
 }
 
 }  // namespace
+
+bool is_megatron_lm_torch_checkpoint(const std::string& load_dir) {
+  const std::optional<int64_t> iteration = read_latest_iteration(load_dir);
+  if (!iteration) return false;
+  const std::filesystem::path dir =
+      std::filesystem::path(load_dir) / iteration_dir_name(*iteration);
+  if (!std::filesystem::is_directory(dir)) return false;
+  static const std::regex rank(R"(mp_rank_\d{2}(_\d{3})?)");
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.is_directory() && std::regex_match(e.path().filename().string(), rank) &&
+        std::filesystem::exists(e.path() / kMegatronLmTorchFileName))
+      return true;
+  return false;
+}
 
 const PyValue& MegatronLmCheckpoint::args() const {
   return entry(ranks.front().root.as_dict(""), "args", ranks.front().path, "the saved dict");

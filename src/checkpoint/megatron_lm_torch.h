@@ -48,6 +48,10 @@
 
 namespace megatron {
 
+// Whether `load_dir`'s latest checkpoint (its tracker's iteration) is in Megatron-LM's torch
+// format: an mp_rank_* directory of it holds model_optim_rng.pt.
+bool is_megatron_lm_torch_checkpoint(const std::string& load_dir);
+
 enum class MegatronLmNaming { kLegacy, kCore };
 
 // One rank's file, loaded (tensors are views of the mapped file).

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `megatron convert` to and from Megatron-LM's torch format on the checkpoints PyTorch wrote
 # (tests/data/megatron_lm_gpt_tiny): the legacy TP 2 x PP 2 import holds the weights of the HF
-# import of the same model and trains on with the same losses; exports at other
+# import of the same model and trains on with the same losses, also when pretrain-gpt --load
+# names the Megatron-LM directory itself (converted once next to it); exports at other
 # layouts and in both namings re-import unchanged; HF <-> Megatron-LM directly; the errors.
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
@@ -43,7 +44,9 @@ echo "== training from either gives the same losses"
 TRAIN=(pretrain-gpt --openai-gelu --num-layers 2 --hidden-size 32 --num-attention-heads 4
        --seq-length 16 --max-position-embeddings 32 --mock-data --vocab-size 96
        --make-vocab-size-divisible-by 64 --micro-batch-size 2 --global-batch-size 2
-       --train-iters 3 --lr 1e-3 --log-interval 1 --eval-interval 1000 --eval-iters 1 --finetune)
+       --train-iters 3 --lr 1e-3 --log-interval 1 --eval-interval 1000 --eval-iters 1)
+TRAIN_NO_FINETUNE=("${TRAIN[@]}")
+TRAIN+=(--finetune)
 for src in mlm hf; do
   timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 \
     "$MEGATRON_BINARY" "${TRAIN[@]}" --tensor-model-parallel-size 2 --load "$WORK/$src" \
@@ -53,6 +56,22 @@ for src in mlm hf; do
 done
 [[ $(wc -l < "$WORK/loss_mlm.txt") == 3 ]] || { cat "$WORK/train_mlm.log"; fail "3 losses"; }
 diff "$WORK/loss_mlm.txt" "$WORK/loss_hf.txt" || fail "losses differ"
+
+echo "== pretrain-gpt --load of the Megatron-LM directory itself: converted once, same losses"
+cp -r "$MLM/legacy_tp2_pp2" "$WORK/mlm_direct"
+for run in 1 2; do
+  timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 \
+    "$MEGATRON_BINARY" "${TRAIN[@]}" --tensor-model-parallel-size 2 --load "$WORK/mlm_direct" \
+    > "$WORK/train_direct$run.log" 2>&1 \
+    || { cat "$WORK/train_direct$run.log"; fail "pretrain-gpt --load Megatron-LM (run $run)"; }
+  grep -o "lm loss: [0-9.E+-]*" "$WORK/train_direct$run.log" > "$WORK/loss_direct.txt"
+  diff "$WORK/loss_direct.txt" "$WORK/loss_hf.txt" || fail "losses differ (run $run)"
+done
+grep -q "converted Megatron-LM checkpoint" "$WORK/train_direct1.log" || fail "not converted"
+if grep -q "converted Megatron-LM checkpoint" "$WORK/train_direct2.log"; then
+  fail "the conversion was not reused"
+fi
+[[ -s $WORK/mlm_direct.megatron-cpp/latest_checkpointed_iteration.txt ]] || fail "no copy"
 
 echo "== export to Megatron-LM at other layouts and namings; re-import unchanged"
 convert --to megatron-lm --load "$WORK/mlm" --save "$WORK/out_legacy" \
@@ -80,8 +99,11 @@ same_model "$WORK/mlm_from_hf_back" "$WORK/hf"
 [[ ! -e $WORK/mlm_from_hf.megatron-cpp.tmp ]] || fail "temporary checkpoint left behind"
 
 echo "== errors"
-# pretrain-gpt cannot --load it directly yet: the message says how to convert it.
-expect_error "is Megatron-LM's torch format" "${TRAIN[@]}" --load "$MLM/legacy_tp2_pp2"
+expect_error "is a Megatron-LM torch-format checkpoint: its weights are loaded, not its optimizer" \
+  "${TRAIN_NO_FINETUNE[@]}" --load "$WORK/mlm_direct"
+# generate cannot load it directly yet: the message says how to convert it.
+expect_error "is Megatron-LM's torch format" generate --load "$MLM/legacy_tp2_pp2" \
+  --tokenizer-type NullTokenizer --vocab-size 96 --prompt "1 2 3" --tokens-to-generate 1
 grep -qF -- "--from megatron-lm" "$WORK/err.log" || fail "the message names the conversion"
 expect_error "Megatron-LM's torch format is converted for GPT-family models only" convert \
   --model-type bert --from megatron-lm --load "$MLM/legacy_tp2_pp2" --save "$WORK/x"
