@@ -47,6 +47,9 @@ const std::map<std::string, Role>& allow_list() {
       l[std::string(m) + ".scalar"] = Role::kObject;
     }
     l["numpy.ndarray"] = Role::kObject;
+    // Transformer Engine's _extra_state before it became a byte tensor: a BytesIO holding a
+    // torch.save of its FP8 metadata (never opened here).
+    l["_io.BytesIO"] = Role::kObject;
     l["numpy.dtype"] = Role::kObject;
     // Megatron-Core's enums that its arguments hold (pickled as Enum(value)).
     for (const char* e :

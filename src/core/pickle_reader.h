@@ -14,7 +14,8 @@
 //   torch.<Float|Double|Half|BFloat16|Long|Int|Byte>Storage, in persistent ids
 //   torch.<dtype> (float32, bfloat16, ...: `args.params_dtype`) -> a PyGlobal value
 //   _codecs.encode (protocol-2 bytes)   -> bytes
-//   numpy's ndarray/dtype/scalar reconstruction (NumPy RNG states), Megatron-Core's enums
+//   numpy's ndarray/dtype/scalar reconstruction (NumPy RNG states), _io.BytesIO (Transformer
+//   Engine's older _extra_state), Megatron-Core's enums
 //   (Class(value), or getattr(Class, "member") as Python >= 3.11 pickles them; getattr of
 //   anything else is refused)          -> PyObject records: kept as data, never called
 //

@@ -17,9 +17,12 @@ constexpr uint32_t kLocalHeaderSig = 0x04034b50, kCentralHeaderSig = 0x02014b50,
 constexpr size_t kLocalHeaderSize = 30, kCentralHeaderSize = 46, kEndSize = 22, kZip64EndSize = 56,
                  kZip64LocatorSize = 20;
 constexpr uint16_t kZip64ExtraId = 0x0001;
-// General-purpose flags PyTorch's writer sets: bit 3 (sizes and CRC in a data descriptor after
-// the data) and bit 11 (UTF-8 names).
-constexpr uint16_t kTorchFlags = 0x0808;
+// General-purpose flags PyTorch's writer sets: bit 11 (UTF-8 names) and, unless the record is
+// empty, bit 3 (sizes and CRC in a data descriptor after the data; an empty record has none).
+constexpr uint16_t kUtf8Flag = 0x0800, kDescriptorFlag = 0x0008;
+uint16_t torch_flags(uint64_t size) {
+  return size ? kUtf8Flag | kDescriptorFlag : kUtf8Flag;
+}
 constexpr uint32_t kMax32 = 0xFFFFFFFFu;
 constexpr uint64_t kAlignment = 64;
 
@@ -208,10 +211,10 @@ void TorchZipWriter::add_record(const std::string& name, const void* data, size_
   std::string header;
   put32(header, kLocalHeaderSig);
   put16(header, 0);  // version needed (PyTorch writes 0)
-  put16(header, kTorchFlags);
+  put16(header, torch_flags(size));
   put16(header, 0);  // stored
   put32(header, 0);  // DOS time and date: zero, so files are reproducible
-  put32(header, 0);  // CRC and sizes follow the data (flag bit 3)
+  put32(header, 0);  // CRC and sizes follow the data (flag bit 3), or are 0 (empty)
   put32(header, zip64 ? kMax32 : 0);
   put32(header, zip64 ? kMax32 : 0);
   put16(header, uint16_t(full.size()));
@@ -226,6 +229,8 @@ void TorchZipWriter::add_record(const std::string& name, const void* data, size_
   file_.write(data, size);
   offset_ += size;
   const uint32_t crc = crc32(data, size);
+  entries_.push_back({full, header_offset, size, crc});
+  if (size == 0) return;
   std::string descriptor;
   put32(descriptor, kDataDescriptorSig);
   put32(descriptor, crc);
@@ -237,7 +242,6 @@ void TorchZipWriter::add_record(const std::string& name, const void* data, size_
     put32(descriptor, uint32_t(size));
   }
   write(descriptor);
-  entries_.push_back({full, header_offset, size, crc});
 }
 
 void TorchZipWriter::finish() {
@@ -260,7 +264,7 @@ void TorchZipWriter::finish() {
     put32(cd, kCentralHeaderSig);
     put16(cd, 0);  // version made by
     put16(cd, 0);  // version needed
-    put16(cd, kTorchFlags);
+    put16(cd, torch_flags(e.size));
     put16(cd, 0);  // stored
     put32(cd, 0);  // time and date
     put32(cd, e.crc);

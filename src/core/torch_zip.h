@@ -10,7 +10,8 @@
 //
 // Only the profile PyTorch writes is accepted — records *stored* (never compressed), zip64
 // where sizes or offsets pass 4 GiB — which is why no general zip library is used: the writer
-// must reproduce PyTorch's layout exactly, with every record's data 64-byte aligned (the
+// must reproduce PyTorch's layout exactly (a data descriptor after every non-empty record, zero
+// timestamps, the zip64 end records always), with every record's data 64-byte aligned (the
 // local header carries an "FB" extra field of 'Z' padding, as PyTorch's writer does) so that
 // tensors are views of the mapped file, and the file is byte-identical to torch.save's for
 // the same records. The reader validates the whole directory before exposing a record and

@@ -296,6 +296,24 @@ TEST(PickleReader, ReadsMegatronsDictionaries) {
   EXPECT_EQ(torch_rng.shape(), Shape({5056}));
 }
 
+// Transformer Engine's _extra_state as older versions saved it (a BytesIO of a torch.save) is
+// kept as data, never opened; newer versions' empty byte tensor is a tensor like any other.
+TEST(PickleReader, ReadsTransformerEnginesExtraState) {
+  const PyValue root = torch_load(source_dir() +
+                                  "/tests/data/megatron_lm_gpt_tiny/mcore_tp1/iter_0000007/"
+                                  "mp_rank_00/model_optim_rng.pt");
+  const PyDict& model = root.as_dict("").find("model")->as_dict("");
+  const PyObject& bytes_io =
+      model.find("decoder.layers.0.self_attention.linear_qkv._extra_state")->as_object("");
+  EXPECT_EQ(bytes_io.type.qualified(), "_io.BytesIO");
+  ASSERT_TRUE(bytes_io.state);
+  EXPECT_EQ(bytes_io.state->as_sequence("").at(0).as_bytes("").substr(0, 4), "PK\x03\x04");
+  const PyTensor& empty = model.find("decoder.layers.0.mlp.linear_fc1._extra_state")->as_tensor("");
+  EXPECT_EQ(empty.dtype, DType::U8);
+  EXPECT_EQ(empty.shape, Shape({0}));
+  EXPECT_TRUE(model.find("decoder.layers.0.mlp.linear_fc2._extra_state")->is_none());
+}
+
 TEST(TorchFile, SaveThenLoadKeepsEveryValueOfMegatronsFiles) {
   TempDir dir;
   for (const std::string& path : fixture_files()) {

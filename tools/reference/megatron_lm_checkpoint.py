@@ -20,7 +20,8 @@ Writes, under OUT (default tests/data/megatron_lm_gpt_tiny):
                     iteration 10, the FP32 Adam optimizer's state, RNG states, scheduler, args;
                     the last stage also holds word_embeddings_for_head
   mcore_tp1/        Megatron-Core names (decoder.layers.N.self_attention.linear_qkv...), TP 1 x
-                    PP 1, iteration 7, with Transformer Engine's `_extra_state` entries (None),
+                    PP 1, iteration 7, with Transformer Engine's `_extra_state` entries (None,
+                    a BytesIO as older TE saved them, an empty byte tensor as newer TE does),
                     no optimizer (--no-save-optim)
   qwen2_core_tp2/   Megatron-Core names, TP 2, iteration 3, a --bf16 run's files (bf16 weights,
                     params_dtype torch.bfloat16) of the tiny Qwen2 (tests/data/qwen2_tiny/hf):
@@ -38,6 +39,7 @@ Regenerate: /usr/bin/python3 tools/reference/megatron_lm_checkpoint.py [OUT]
 import argparse
 import collections
 import enum
+import io
 import json
 import os
 import random
@@ -202,10 +204,14 @@ def mcore_model(full, n, tp_rank, tp):
         for kind in ("ln1.w", "ln1.b", "qkv.w", "qkv.b", "proj.w", "proj.b", "ln2.w", "ln2.b",
                      "fc1.w", "fc1.b", "fc2.w", "fc2.b"):
             m[f"decoder.layers.{i}.{MCORE[kind]}"] = shard(full, f"{i}.{kind}", tp_rank, tp)
+        # Transformer Engine's extra state in its three spellings: None, a BytesIO holding a
+        # torch.save (older TE), an empty byte tensor (newer TE, without FP8).
+        older_te = io.BytesIO()
+        torch.save(None, older_te)
         m[f"decoder.layers.{i}.self_attention.core_attention._extra_state"] = None
         m[f"decoder.layers.{i}.self_attention.linear_proj._extra_state"] = None
-        m[f"decoder.layers.{i}.self_attention.linear_qkv._extra_state"] = None
-        m[f"decoder.layers.{i}.mlp.linear_fc1._extra_state"] = None
+        m[f"decoder.layers.{i}.self_attention.linear_qkv._extra_state"] = older_te
+        m[f"decoder.layers.{i}.mlp.linear_fc1._extra_state"] = torch.empty(0, dtype=torch.uint8)
         m[f"decoder.layers.{i}.mlp.linear_fc2._extra_state"] = None
     m["decoder.final_layernorm.weight"] = shard(full, "lnf.w", tp_rank, tp)
     m["decoder.final_layernorm.bias"] = shard(full, "lnf.b", tp_rank, tp)
