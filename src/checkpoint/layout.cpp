@@ -100,30 +100,40 @@ namespace {
 
 // Megatron-LM's own formats, recognised so that loading one says what it is and how to bring it
 // here instead of failing on a missing model.safetensors.
-constexpr const char* kConvertMegatronLm =
-    ": megatron-cpp reads its own safetensors layout and cannot load it directly yet. Export "
-    "it to HuggingFace with Megatron-LM's tools (tools/checkpoint/convert.py with the HF saver, "
-    "or Megatron-Bridge) and import that with `megatron convert --from hf`";
-
 // An entry of the iteration directory that is not a rank directory: a PyTorch Distributed
 // Checkpoint file makes the directory Megatron-LM's torch_dist format.
 void refuse_torch_dist(const std::string& iteration_dir, const fs::path& entry) {
   MT_REQUIRE(entry.extension() != ".distcp" && entry.filename() != ".metadata",
              "checkpoint directory '", iteration_dir,
              "' is Megatron-LM's torch_dist format (PyTorch Distributed Checkpoint: ",
-             entry.filename().string(), ")", kConvertMegatronLm);
+             entry.filename().string(),
+             "): megatron-cpp cannot read it yet. Save it in Megatron-LM's torch format "
+             "(--ckpt-format torch) and convert that with `megatron convert --from megatron-lm`, "
+             "or export it to HuggingFace with Megatron-LM's tools and use `megatron convert "
+             "--from hf`");
 }
 
-// A rank directory holding Megatron-LM's pickle instead of our model file: its torch format.
-void refuse_torch(const std::string& iteration_dir, const fs::path& rank_dir) {
-  MT_REQUIRE(!fs::exists(rank_dir / "model_optim_rng.pt") || fs::exists(rank_dir / kModelFileName),
-             "checkpoint directory '", iteration_dir, "' is Megatron-LM's torch format (",
-             (rank_dir / "model_optim_rng.pt").string(), ", a PyTorch pickle)", kConvertMegatronLm);
+// A rank directory in the other format than the one asked for.
+void check_rank_dir_format(const std::string& iteration_dir, const fs::path& rank_dir,
+                           RankDirFormat format) {
+  const bool torch = fs::exists(rank_dir / kMegatronLmTorchFileName);
+  const bool ours = fs::exists(rank_dir / kModelFileName);
+  if (format == RankDirFormat::kMegatronCpp) {
+    MT_REQUIRE(!torch || ours, "checkpoint directory '", iteration_dir,
+               "' is Megatron-LM's torch format (", (rank_dir / kMegatronLmTorchFileName).string(),
+               ", a PyTorch pickle). Convert it once with `megatron convert --model-type gpt "
+               "--from megatron-lm --load <its parent directory> --save <new directory>` and "
+               "load that");
+  } else {
+    MT_REQUIRE(torch, "checkpoint directory '", iteration_dir, "': ", rank_dir.string(), " has no ",
+               kMegatronLmTorchFileName, ", so it is not Megatron-LM's torch format",
+               ours ? " (it is megatron-cpp's own: load it as it is)" : "");
+  }
 }
 
 }  // namespace
 
-std::vector<RankDir> list_rank_dirs(const std::string& iteration_dir) {
+std::vector<RankDir> list_rank_dirs(const std::string& iteration_dir, RankDirFormat format) {
   MT_REQUIRE(fs::is_directory(iteration_dir), "checkpoint directory '", iteration_dir,
              "' does not exist");
   static const std::regex pattern(R"(mp_rank_(\d{2})(_(\d{3}))?)");
@@ -136,7 +146,7 @@ std::vector<RankDir> list_rank_dirs(const std::string& iteration_dir) {
       refuse_torch_dist(iteration_dir, e.path());
       continue;
     }
-    refuse_torch(iteration_dir, e.path());
+    check_rank_dir_format(iteration_dir, e.path(), format);
     styles.insert(m[2].matched);
     dirs.push_back(
         {std::stoi(m[1].str()), m[2].matched ? std::stoi(m[3].str()) : 0, e.path().string()});

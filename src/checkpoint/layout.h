@@ -22,6 +22,8 @@ inline constexpr const char* kTrackerFileName = "latest_checkpointed_iteration.t
 inline constexpr const char* kModelFileName = "model.safetensors";
 inline constexpr const char* kOptimizerFileName = "optimizer.safetensors";
 inline constexpr const char* kStateFileName = "state.json";
+// A rank's file in Megatron-LM's torch format (checkpoint/megatron_lm_torch.h).
+inline constexpr const char* kMegatronLmTorchFileName = "model_optim_rng.pt";
 // The iteration that stands for Megatron's "release" checkpoint (tracker text "release").
 inline constexpr int64_t kReleaseIteration = -2;
 
@@ -47,9 +49,14 @@ struct RankDir {
   int tp_rank = 0, pp_rank = 0;
   std::string path;
 };
+// What the rank directories hold: megatron-cpp's files, or Megatron-LM's torch format
+// (model_optim_rng.pt, checkpoint/megatron_lm_torch.h).
+enum class RankDirFormat { kMegatronCpp, kMegatronLmTorch };
 // The mp_rank_* directories of an iteration directory, sorted by (pp_rank, tp_rank).
-// Throws Error when there are none, when both naming styles are mixed, or when the ranks
-// found do not form a complete tp × pp grid.
-std::vector<RankDir> list_rank_dirs(const std::string& iteration_dir);
+// Throws Error when there are none, when both naming styles are mixed, when the ranks
+// found do not form a complete tp × pp grid, or when they hold another format than `format`
+// (naming the format found and how to convert it).
+std::vector<RankDir> list_rank_dirs(const std::string& iteration_dir,
+                                    RankDirFormat format = RankDirFormat::kMegatronCpp);
 
 }  // namespace megatron

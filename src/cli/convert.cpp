@@ -9,6 +9,17 @@
 //   megatron convert --model-type gpt --load CKPT --save CKPT2 --target-tensor-parallel-size T
 //                    [--target-pipeline-parallel-size P]
 //                    [--use-distributed-optimizer --target-data-parallel-size D]
+//   megatron convert --model-type gpt --from megatron-lm --load MLM_CKPT --save CKPT|HF_DIR
+//                    [--to megatron|hf] [--target-tensor-parallel-size T] [--vocab-size V]
+//   megatron convert --model-type gpt --to megatron-lm|megatron-lm-core --load CKPT|HF_DIR
+//                    --save MLM_CKPT [--from megatron|hf] [--target-tensor-parallel-size T]
+//                    [--target-pipeline-parallel-size P]
+//
+// megatron-lm is Megatron-LM's legacy `torch` checkpoint format (mp_rank_*/model_optim_rng.pt),
+// read in either parameter naming (legacy or Megatron-Core, detected) and written in the legacy
+// naming (megatron-lm) or Megatron-Core's (megatron-lm-core); weights, iteration and model
+// arguments cross, not yet the optimizer, scheduler or RNG state. Between megatron-lm and HF
+// the conversion goes through a megatron-cpp checkpoint in SAVE.megatron-cpp.tmp, removed after.
 //
 // With --use-distributed-optimizer the optimizer state is written as the D data-parallel ranks
 // of a --use-distributed-optimizer run at the target TP × PP save it (one shard file each);
@@ -28,9 +39,68 @@
 #include "convert/bert_checkpoint.h"
 #include "convert/gpt_checkpoint.h"
 #include "convert/llama_checkpoint.h"
+#include "convert/megatron_lm_checkpoint.h"
 #include "core/logging.h"
 
 namespace megatron::cli {
+
+namespace {
+
+// Conversions to or from Megatron-LM's torch format (GPT family). Between it and HF the model
+// passes through a megatron-cpp checkpoint at TP 1 in SAVE.megatron-cpp.tmp (removed after).
+void convert_megatron_lm(const std::string& from, const std::string& to, const std::string& load,
+                         const std::string& save, int64_t load_iteration, int target_tp,
+                         int target_pp, int64_t vocab_size, int64_t max_shard_size,
+                         const TokenizerFileOverrides& tokenizer_files) {
+  const bool to_megatron_lm = to == "megatron-lm" || to == "megatron-lm-core";
+  if (from == "megatron-lm" && to == "megatron") {
+    import_megatron_lm_gpt(load, load_iteration, save, target_tp, vocab_size);
+    log_info("converted Megatron-LM checkpoint ", load, " into checkpoint ", save,
+             " (iteration 0, tensor-parallel size ", target_tp, ")");
+    return;
+  }
+  std::string source = load;  // a megatron-cpp checkpoint
+  int64_t source_iteration = load_iteration;
+  const std::string tmp = save + ".megatron-cpp.tmp";
+  // Removes the intermediate checkpoint, once this conversion has made it.
+  struct RemoveTmp {
+    std::string path;
+    ~RemoveTmp() {
+      if (!path.empty()) std::filesystem::remove_all(path);
+    }
+  } remove_tmp;
+  if (from != "megatron") {
+    MT_REQUIRE(!std::filesystem::exists(tmp), "'", tmp,
+               "' exists (left by an interrupted conversion?): remove it and run again");
+    remove_tmp.path = tmp;
+    source = tmp;
+    source_iteration = -1;
+    if (from == "megatron-lm")
+      import_megatron_lm_gpt(load, load_iteration, tmp, 1, vocab_size);
+    else if (is_hf_llama_directory(load))
+      import_hf_llama(load, tmp, 1, 128);
+    else
+      import_hf_gpt2(load, tmp, 1, 128);
+  }
+  if (to_megatron_lm) {
+    export_megatron_lm_gpt(
+        source, source_iteration, save, target_tp, target_pp,
+        to == "megatron-lm" ? MegatronLmNaming::kLegacy : MegatronLmNaming::kCore);
+    log_info("wrote ", load, " as a Megatron-LM torch checkpoint ", save, " (",
+             to == "megatron-lm" ? "legacy" : "Megatron-Core", " names, ", target_tp, " tensor x ",
+             target_pp, " pipeline ranks)");
+  } else {
+    MT_REQUIRE(to == "hf", "--from megatron-lm --to ", to, " is not a conversion");
+    if (is_llama_checkpoint(
+            CheckpointShardReader(checkpoint_iteration_dir(source, source_iteration)).state(0, 0)))
+      export_hf_llama(source, source_iteration, save, max_shard_size);
+    else
+      export_hf_gpt2(source, source_iteration, save, vocab_size, tokenizer_files);
+    log_info("exported Megatron-LM checkpoint ", load, " as HF model ", save);
+  }
+}
+
+}  // namespace
 
 int run_convert(int argc, char** argv) {
   CLI::App app{"Convert checkpoints: HF GPT-2 <-> megatron-cpp, or change the TP size"};
@@ -44,16 +114,23 @@ int run_convert(int argc, char** argv) {
   int max_queue_size = 0;
   // Megatron's --loader / --saver names: its own checkpoints are "megatron" or "mcore".
   const auto format_name = CLI::CheckedTransformer(
-      std::map<std::string, std::string>{
-          {"hf", "hf"}, {"megatron", "megatron"}, {"mcore", "megatron"}},
+      std::map<std::string, std::string>{{"hf", "hf"},
+                                         {"megatron", "megatron"},
+                                         {"mcore", "megatron"},
+                                         {"megatron-lm", "megatron-lm"},
+                                         {"megatron-lm-core", "megatron-lm-core"}},
       CLI::ignore_case);
   app.add_option("--model-type", model_type, "model family: gpt or bert (GPT, BERT)")
       ->required()
       ->transform(CLI::Transformer(
           std::map<std::string, std::string>{{"gpt", "gpt"}, {"bert", "bert"}}, CLI::ignore_case));
-  app.add_option("--from,--loader", from, "format of --load: hf or megatron (or mcore)")
+  app.add_option("--from,--loader", from,
+                 "format of --load: hf, megatron (or mcore: megatron-cpp's checkpoints) or "
+                 "megatron-lm (Megatron-LM's torch format)")
       ->transform(format_name);
-  app.add_option("--to,--saver", to, "format of --save: megatron (or mcore) or hf")
+  app.add_option("--to,--saver", to,
+                 "format of --save: megatron (or mcore), hf, or megatron-lm / megatron-lm-core "
+                 "(Megatron-LM's torch format, legacy or Megatron-Core parameter names)")
       ->transform(format_name);
   app.add_option("--load,--load-dir", load, "directory to read (HF model directory or checkpoint)")
       ->required();
@@ -86,15 +163,19 @@ int run_convert(int argc, char** argv) {
   app.add_option("--max-shard-size", max_shard_size,
                  "HF export of Llama-family models: bytes per safetensors shard (HF's 5GB)");
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
+  // --from megatron-lm reads either naming; "megatron-lm-core" only chooses what is written.
+  if (from == "megatron-lm-core") from = "megatron-lm";
+  const bool megatron_lm = from == "megatron-lm" || to == "megatron-lm" || to == "megatron-lm-core";
 
   MT_REQUIRE(model_type == "gpt" || model_type == "bert", "--model-type ", model_type,
              " is not supported by convert (expected gpt or bert)");
   MT_REQUIRE(target_tp >= 1, "--target-tensor-parallel-size must be >= 1, got ", target_tp);
   MT_REQUIRE(target_pp >= 1, "--target-pipeline-parallel-size must be >= 1, got ", target_pp);
-  MT_REQUIRE(target_pp == 1 || (from == "megatron" && to == "megatron"),
-             "--target-pipeline-parallel-size ", target_pp,
-             " is supported when resharding checkpoints (megatron to megatron); HF imports write "
-             "pipeline size 1");
+  MT_REQUIRE(
+      target_pp == 1 || (from == "megatron" && to == "megatron") || to.rfind("megatron-lm", 0) == 0,
+      "--target-pipeline-parallel-size ", target_pp,
+      " is supported when resharding checkpoints (megatron to megatron) and when writing "
+      "Megatron-LM's format; imports write pipeline size 1");
   MT_REQUIRE(target_dp >= 1, "--target-data-parallel-size must be >= 1, got ", target_dp);
   MT_REQUIRE(distributed_optimizer || target_dp_option->count() == 0,
              "--target-data-parallel-size ", target_dp,
@@ -103,10 +184,16 @@ int run_convert(int argc, char** argv) {
   MT_REQUIRE(!distributed_optimizer || (from == "megatron" && to == "megatron"),
              "--use-distributed-optimizer is supported when resharding checkpoints (megatron to "
              "megatron): HF imports have no optimizer state, and HF exports none");
-  MT_REQUIRE(from == "megatron" || to == "megatron", "--from hf --to hf is not a conversion");
+  MT_REQUIRE(from != "hf" || to != "hf", "--from hf --to hf is not a conversion");
   MT_REQUIRE(std::filesystem::weakly_canonical(load) != std::filesystem::weakly_canonical(save),
              "--load and --save are both '", load, "': write the conversion elsewhere");
-  if (model_type == "bert" && from == "hf") {
+  if (megatron_lm) {
+    MT_REQUIRE(model_type == "gpt", "--model-type ", model_type,
+               ": Megatron-LM's torch format is converted for GPT-family models only (BERT is not "
+               "supported yet)");
+    convert_megatron_lm(from, to, load, save, load_iteration, target_tp, target_pp, vocab_size,
+                        max_shard_size, tokenizer_files);
+  } else if (model_type == "bert" && from == "hf") {
     import_hf_bert(load, save, target_tp, divisible_by);
     log_info("converted HF BERT ", load, " into checkpoint ", save,
              " (iteration 0, tensor-parallel size ", target_tp, ")");

@@ -8,6 +8,7 @@
 #include "cli/args/training_config.h"
 #include "cli/args/training_flags.h"
 #include "cli/setup/gpt_setup.h"
+#include "cli/setup/megatron_lm_load.h"
 #include "cli/setup/theoretical_memory.h"
 #include "cli/subcommands.h"
 #include "core/logging.h"
@@ -51,6 +52,8 @@ int run_pretrain_gpt(int argc, char** argv) {
   Vocabulary vocab;
   GptStepConfig model;
   GptDatasets data;
+  // A Megatron-LM checkpoint in --load is converted by rank 0 before any rank reads it.
+  run_on_all_ranks(*world, "", [&] { use_megatron_lm_load(args, world->rank() == 0); });
   run_on_all_ranks(*world, "", [&] {
     apply_checkpoint_args(args, CheckpointArgs::kShapeAndArchitecture);
     check_megatron_flags(megatron_flags, args);

@@ -1,7 +1,8 @@
 #include "core/crc32c.h"
 
-#include <array>
 #include <cstring>
+
+#include "core/crc_tables.h"
 
 #if defined(__x86_64__)
 #include <nmmintrin.h>
@@ -11,35 +12,11 @@ namespace megatron {
 
 namespace {
 
-// kTables[k][b]: the CRC of byte b followed by k zero bytes (slicing by 8).
-using Tables = std::array<std::array<uint32_t, 256>, 8>;
-constexpr Tables make_tables() {
-  Tables t{};
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-    t[0][i] = c;
-  }
-  for (uint32_t i = 0; i < 256; ++i)
-    for (int k = 1; k < 8; ++k) t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xFF];
-  return t;
-}
-constexpr Tables kTables = make_tables();
+constexpr detail::CrcTables kTables = detail::make_crc_tables(0x82F63B78u);
 
 // On the inverted state (as the hardware instruction works).
 uint32_t update_portable(uint32_t c, const uint8_t* p, size_t n) {
-  while (n >= 8) {
-    uint64_t word;
-    std::memcpy(&word, p, 8);  // little-endian hosts (x86-64, aarch64)
-    word ^= c;
-    c = kTables[7][word & 0xFF] ^ kTables[6][(word >> 8) & 0xFF] ^ kTables[5][(word >> 16) & 0xFF] ^
-        kTables[4][(word >> 24) & 0xFF] ^ kTables[3][(word >> 32) & 0xFF] ^
-        kTables[2][(word >> 40) & 0xFF] ^ kTables[1][(word >> 48) & 0xFF] ^ kTables[0][word >> 56];
-    p += 8;
-    n -= 8;
-  }
-  for (; n > 0; --n, ++p) c = kTables[0][(c ^ *p) & 0xFF] ^ (c >> 8);
-  return c;
+  return detail::crc_update_sliced(kTables, c, p, n);
 }
 
 #if defined(__x86_64__)

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "../common/source_dir.h"
 #include "convert/hf_directory.h"
 #include "convert/hf_gpt2.h"
 #include "core/safetensors.h"
@@ -17,18 +18,6 @@
 #include "parallel/full_tensors.h"
 
 namespace megatron::testing {
-
-// The source tree: MEGATRON_SOURCE_DIR (CTest sets it), else the path the unit tests were
-// compiled with (so the binary also runs by hand).
-inline std::string source_dir() {
-  if (const char* env = std::getenv("MEGATRON_SOURCE_DIR")) return env;
-#ifdef MEGATRON_TEST_SOURCE_DIR
-  return MEGATRON_TEST_SOURCE_DIR;
-#else
-  ADD_FAILURE() << "MEGATRON_SOURCE_DIR must name the source tree (CTest sets it)";
-  return ".";
-#endif
-}
 
 inline std::string gpt2_fixture_dir() {
   return source_dir() + "/tests/data/gpt2_tiny";

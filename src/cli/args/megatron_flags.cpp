@@ -19,8 +19,9 @@ constexpr const char* kGpuImpl =
 constexpr const char* kCudaGraphs = "CUDA graphs are a GPU launch optimisation";
 constexpr const char* kOffload = "moves GPU memory to the host; the computed function is the same";
 constexpr const char* kCheckpointFormat =
-    "checkpoints are always megatron-cpp's layout (docs/checkpoints.md): written atomically by "
-    "every rank, resharded on load";
+    "checkpoints are saved in megatron-cpp's layout (docs/checkpoints.md): written atomically by "
+    "every rank, resharded on load; `megatron convert --to megatron-lm` writes Megatron-LM's "
+    "torch format, `--from megatron-lm` reads it";
 constexpr const char* kFsdp =
     "configures FSDP / distributed-optimizer internals, which are not used here";
 constexpr const char* kInference =

@@ -1,0 +1,107 @@
+// Megatron-LM's legacy `torch` checkpoint format (--ckpt-format torch): one PyTorch pickle per
+// model-parallel rank, in Megatron's directory layout (checkpoint/layout.h).
+//
+//   LOAD/latest_checkpointed_iteration.txt
+//   LOAD/iter_0000010/mp_rank_TT[_PPP]/model_optim_rng.pt   torch.save of a dict:
+//     "args"                 argparse.Namespace of the run's arguments (the model's shape)
+//     "checkpoint_version"   3.0 (QKV rows per head, [heads, 3, d], since 2.0)
+//     "iteration"            int
+//     "model"                this rank's parameters, local layer numbers, in one of two
+//                            namings (below); Megatron-Core's adds `_extra_state` entries
+//     "optimizer", "opt_param_scheduler", "rng_state", "num_floating_point_operations_so_far"
+//
+// Parameter names, megatron-cpp's on the left (layer i global; Megatron numbers the layers of
+// each pipeline stage from 0):
+//   embedding.word_embeddings.weight   legacy: language_model/embedding/word_embeddings/weight
+//                                      core:   embedding.word_embeddings.weight
+//   embedding.position_embeddings.weight  likewise with position_embeddings
+//   layers.i.input_layernorm.*         legacy: language_model/encoder/layers.j.input_norm.*
+//                                      core:   decoder.layers.j.self_attention.linear_qkv.
+//                                              layer_norm_* (Transformer Engine) or
+//                                              decoder.layers.j.input_layernorm.* (local)
+//   layers.i.self_attention.query_key_value.*   .self_attention.query_key_value.* |
+//                                               .self_attention.linear_qkv.*
+//   layers.i.self_attention.dense.*    .self_attention.dense.* | .self_attention.linear_proj.*
+//   layers.i.post_attention_layernorm.*  .post_attention_norm.* | .mlp.linear_fc1.layer_norm_*
+//                                        or .pre_mlp_layernorm.*
+//   layers.i.mlp.dense_h_to_4h.*       .mlp.dense_h_to_4h.* | .mlp.linear_fc1.*
+//   layers.i.mlp.dense_4h_to_h.*       .mlp.dense_4h_to_h.* | .mlp.linear_fc2.*
+//   final_layernorm.*                  language_model/encoder/final_norm.* |
+//                                      decoder.final_layernorm.*
+//   output_layer.weight                language_model/output_layer/weight | output_layer.weight
+//   (the last stage's copy of a tied word embedding, pipeline size > 1)
+//                                      word_embeddings_for_head/weight | output_layer.weight
+// Older legacy files spell input_norm / post_attention_norm / final_norm as *_layernorm and
+// encoder as transformer; both are read. Each rank's tensor is its slice as megatron-cpp's
+// GptModel registers it for that rank (same split dimension and per-rank row order: QKV rows
+// per query group [g, q + 2, d], SwiGLU's [gate; up] per rank), so tensors move rank by rank.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/pickle_value.h"
+#include "parallel/parameter.h"
+
+namespace megatron {
+
+// Whether `load_dir`'s latest checkpoint (its tracker's iteration) is in Megatron-LM's torch
+// format: an mp_rank_* directory of it holds model_optim_rng.pt.
+bool is_megatron_lm_torch_checkpoint(const std::string& load_dir);
+
+enum class MegatronLmNaming { kLegacy, kCore };
+
+// One rank's file, loaded (tensors are views of the mapped file).
+struct MegatronLmRank {
+  int tp_rank = 0, pp_rank = 0;
+  std::string path;
+  PyValue root;  // the saved dict
+};
+
+// Every rank file of iteration `iteration` (-1: the tracker's) of `load_dir`, loaded and
+// checked to agree with each other and with their directory names: the same iteration, the
+// args' tensor/pipeline sizes equal to the grid of mp_rank_* directories, checkpoint_version
+// known (0, 1, 2 or 3). Sorted by (pp_rank, tp_rank).
+struct MegatronLmCheckpoint {
+  std::string iteration_dir;
+  int64_t iteration = 0;
+  double checkpoint_version = 0;
+  int tp_size = 1, pp_size = 1;
+  MegatronLmNaming naming = MegatronLmNaming::kLegacy;
+  std::vector<MegatronLmRank> ranks;
+  const PyValue& args() const;  // rank 0's "args"
+};
+MegatronLmCheckpoint read_megatron_lm_checkpoint(const std::string& load_dir, int64_t iteration);
+
+// Megatron's args Namespace as JSON (the attribute names kept): numbers, strings, booleans,
+// None, lists; torch dtypes as their names ("torch.bfloat16"); enum members as
+// "Class.member" (pickled by name) or their value. Entries translated into the spellings
+// megatron-cpp's records use: "disable_bias_linear" (= not add_bias_linear); "openai_gelu"
+// true also when Megatron's fused bias-GeLU ran (bias_gelu_fusion with biases), whose GeLU is
+// the tanh form; "kv_channels" 0 when it is hidden / heads and "add_qkv_bias" false with
+// linear biases (Megatron fills both in; megatron-cpp records them only when they matter).
+nlohmann::json megatron_lm_args_json(const PyValue& args);
+// The inverse for a checkpoint megatron-cpp writes: `args` (its state.json args, Megatron
+// names) as a Namespace, with add_bias_linear, params_dtype, the GeLU flags, kv_channels and
+// num_query_groups in Megatron's spelling.
+PyValue megatron_lm_args_namespace(const nlohmann::json& args);
+
+// Rank `rank`'s model tensors under megatron-cpp's names (global layer numbers, given the
+// stage's first layer `first_layer`). With `tied_embeddings` (args without
+// untie_embeddings_and_output_weights) the last stage's copy of the word embedding is left
+// out; `_extra_state` entries are dropped. Throws Error naming the file and the entry for one
+// that is not a tensor or that no GPT-family model has (BERT's, MoE's, ...).
+std::map<std::string, Tensor> megatron_lm_rank_tensors(const MegatronLmRank& rank,
+                                                       MegatronLmNaming naming, int first_layer,
+                                                       bool tied_embeddings);
+
+// Rank tensors in megatron-cpp's names (a stage's registrations: `store`'s parameters, in
+// order) → the "model" entry Megatron saves for that rank in `naming`; `first_layer` turns
+// global layer numbers into the stage's local ones.
+PyValue megatron_lm_model_entry(const ParameterStore& store, MegatronLmNaming naming,
+                                int first_layer);
+
+}  // namespace megatron

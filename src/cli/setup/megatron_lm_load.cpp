@@ -1,0 +1,48 @@
+#include "cli/setup/megatron_lm_load.h"
+
+#include <filesystem>
+
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/layout.h"
+#include "checkpoint/megatron_lm_torch.h"
+#include "checkpoint/shards.h"
+#include "convert/megatron_lm_checkpoint.h"
+#include "core/error.h"
+#include "core/logging.h"
+
+namespace megatron::cli {
+
+namespace {
+
+// Whether `copy` is megatron-cpp's conversion of iteration `iteration` of `source`.
+bool is_conversion_of(const std::string& copy, const std::string& source, int64_t iteration) {
+  if (!read_latest_iteration(copy)) return false;
+  const nlohmann::json state =
+      CheckpointShardReader(checkpoint_iteration_dir(copy, -1)).state(0, 0);
+  const nlohmann::json from = state.value("converted_from", nlohmann::json::object());
+  return from.value("format", std::string()) == "megatron-lm-torch" &&
+         from.value("path", std::string()) == source &&
+         from.value("iteration", int64_t(-1)) == iteration;
+}
+
+}  // namespace
+
+void use_megatron_lm_load(Args& args, bool writer) {
+  if (args.load.empty() || !is_megatron_lm_torch_checkpoint(args.load)) return;
+  MT_REQUIRE(args.finetune || (args.no_load_optim && args.no_load_rng), "--load ", args.load,
+             " is a Megatron-LM torch-format checkpoint: its weights are loaded, not its "
+             "optimizer, scheduler or RNG state. Add --finetune (start from iteration 0), or "
+             "--no-load-optim --no-load-rng");
+  const std::string source = std::filesystem::path(args.load).lexically_normal().string();
+  const std::string copy = source + ".megatron-cpp";
+  const int64_t iteration = resolve_checkpoint_iteration(source, -1);
+  if (writer && !is_conversion_of(copy, source, iteration)) {
+    import_megatron_lm_gpt(source, iteration, copy, args.tensor_model_parallel_size,
+                           args.vocab_size);
+    log_info("converted Megatron-LM checkpoint ", source, " (iteration ", iteration,
+             ") into megatron-cpp's format: ", copy);
+  }
+  args.load = copy;
+}
+
+}  // namespace megatron::cli

@@ -1,0 +1,268 @@
+#include "convert/megatron_lm_checkpoint.h"
+
+#include <filesystem>
+
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/layout.h"
+#include "checkpoint/model_shape.h"
+#include "checkpoint/shards.h"
+#include "convert/convert_common.h"
+#include "convert/gpt_checkpoint.h"
+#include "core/durable_file.h"
+#include "core/logging.h"
+#include "core/torch_file.h"
+#include "model/stage_range.h"
+
+namespace megatron {
+
+namespace {
+
+constexpr int64_t kGpt2BpeVocabSize = 50257;
+
+// The real vocabulary: the flag, else args.vocab_size, else the GPT-2 BPE tokenizer's; at most
+// the padded one.
+int64_t real_vocab_size(const nlohmann::json& args, int64_t flag, const std::string& dir) {
+  const std::string tokenizer = args.value("tokenizer_type", std::string("unknown"));
+  int64_t vocab = 0;
+  std::string from;
+  if (flag > 0) {
+    vocab = flag;
+    from = "--vocab-size";
+  } else if (args.contains("vocab_size") && args["vocab_size"].is_number_integer()) {
+    vocab = args["vocab_size"].get<int64_t>();
+    from = "args.vocab_size";
+  } else if (tokenizer == "GPT2BPETokenizer") {
+    vocab = kGpt2BpeVocabSize;
+    from = "the GPT2BPETokenizer";
+  } else {
+    MT_THROW("Megatron-LM checkpoint '", dir,
+             "' does not record its real vocabulary size (args.vocab_size is unset and the "
+             "tokenizer is ",
+             tokenizer, "); pass it with --vocab-size");
+  }
+  const int64_t padded = args.value("padded_vocab_size", int64_t(0));
+  MT_REQUIRE(vocab >= 1 && vocab <= padded, "Megatron-LM checkpoint '", dir,
+             "': the real vocabulary size ", vocab, " (", from,
+             ") is not within args.padded_vocab_size ", padded,
+             "; pass the real one with --vocab-size");
+  return vocab;
+}
+
+// Options of Megatron runs that megatron-cpp's GPT model does not build.
+void check_supported_args(const nlohmann::json& args, const std::string& dir) {
+  auto set = [&](const char* key) {
+    return args.contains(key) && !args[key].is_null() && args[key] != false && args[key] != 0;
+  };
+  for (const char* key :
+       {"num_experts", "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
+        "num_layers_per_virtual_pipeline_stage", "mtp_num_layers",
+        "apply_residual_connection_post_layernorm", "squared_relu", "qk_layernorm",
+        "multi_latent_attention"})
+    MT_REQUIRE(!set(key), "Megatron-LM checkpoint '", dir, "' was trained with args.", key, " = ",
+               args[key].dump(), ", which megatron-cpp's GPT model does not support yet");
+}
+
+// The state.json-shaped record (model shape + args) of the Megatron args, with the vocabulary
+// padded to `padded`.
+nlohmann::json megatron_state(const nlohmann::json& args, int64_t padded, const std::string& dir) {
+  auto number = [&](const char* key) {
+    MT_REQUIRE(args.contains(key) && args[key].is_number_integer(), "Megatron-LM checkpoint '", dir,
+               "': args.", key, " is not recorded (needed to rebuild the model)");
+    return args[key].get<int64_t>();
+  };
+  const int64_t hidden = number("hidden_size");
+  const int64_t ffn =
+      args.contains("ffn_hidden_size") && args["ffn_hidden_size"].is_number_integer()
+          ? args["ffn_hidden_size"].get<int64_t>()
+          : 4 * hidden;
+  const int64_t positions = args.contains("max_position_embeddings") &&
+                                    args["max_position_embeddings"].is_number_integer()
+                                ? args["max_position_embeddings"].get<int64_t>()
+                                : number("seq_length");
+  return {{"model",
+           {{"num_layers", number("num_layers")},
+            {"hidden_size", hidden},
+            {"num_attention_heads", number("num_attention_heads")},
+            {"ffn_hidden_size", ffn},
+            {"max_position_embeddings", positions},
+            {"padded_vocab_size", padded}}},
+          {"args", args}};
+}
+
+// checkpoint_version 0 and 1 kept a rank's QKV rows as [3, heads, d] and [heads, d, 3]; since
+// 2.0 they are [heads, 3, d], megatron-cpp's order.
+Tensor qkv_rows_per_head(const Tensor& t, double version, int64_t heads, const std::string& name) {
+  if (version >= 2) return t;
+  const int64_t cols = t.dim() == 2 ? t.size(1) : 1;
+  const int64_t d = t.size(0) / (3 * heads);
+  Tensor src = t.view({t.size(0), cols});
+  Tensor out = Tensor::empty(src.shape(), DType::F32);
+  const float* s = src.data<float>();
+  float* o = out.data<float>();
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t k = 0; k < 3; ++k)
+      for (int64_t i = 0; i < d; ++i) {
+        const int64_t from = version == 0 ? (k * heads + h) * d + i : (h * d + i) * 3 + k;
+        std::copy_n(s + from * cols, cols, o + ((h * 3 + k) * d + i) * cols);
+      }
+  log_info("reordered ", name, " from checkpoint_version ", version, "'s QKV rows");
+  return out.view(t.shape());
+}
+
+// Every model tensor of the checkpoint, full (f32), under megatron-cpp's names, for `config`
+// (the vocabulary padded as stored).
+TensorMap gather_full_tensors(const MegatronLmCheckpoint& ckpt, const GptConfig& config) {
+  const bool tied = !config.arch.untie_embeddings_and_output_weights;
+  TensorMap full;
+  std::string problems;
+  for (const MegatronLmRank& rank : ckpt.ranks) {
+    const StageRange stage = stage_range(config.num_layers, ckpt.pp_size, rank.pp_rank, 1, 0);
+    ParameterStore store =
+        registered_parameter_store<GptModel>(config, rank.tp_rank, ckpt.tp_size, stage);
+    std::map<std::string, Tensor> tensors =
+        megatron_lm_rank_tensors(rank, ckpt.naming, stage.first_layer, tied);
+    for (const Parameter& p : store.params()) {
+      if (p.spec.stage_tie == StageTie::kCopy) continue;
+      auto it = tensors.find(p.spec.name);
+      if (it == tensors.end()) {
+        problems += "\n  " + rank.path + ": " + p.spec.name + " is missing";
+        continue;
+      }
+      Tensor t = hf_tensor_to_f32(it->second, "Megatron-LM GPT");
+      tensors.erase(it);
+      if (t.numel() != shape_numel(p.local_shape)) {
+        problems += "\n  " + rank.path + ": " + p.spec.name + " is " + shape_str(t.shape()) +
+                    ", the model's slice is " + shape_str(p.local_shape);
+        continue;
+      }
+      if (p.spec.name.find("query_key_value") != std::string::npos)
+        t = qkv_rows_per_head(t, ckpt.checkpoint_version, config.num_attention_heads / ckpt.tp_size,
+                              p.spec.name);
+      if (p.replicated() && rank.tp_rank != 0) continue;  // every TP rank holds a copy
+      Tensor& f = full[p.spec.name];
+      if (!f.defined()) f = Tensor::zeros(p.spec.full_shape, DType::F32);
+      local_slice(p, f).copy_from(t.view(p.local_shape));
+    }
+    for (const auto& [name, t] : tensors)
+      problems += "\n  " + rank.path + ": " + name + " " + shape_str(t.shape()) +
+                  " is not a parameter of the model its args describe";
+  }
+  MT_REQUIRE(problems.empty(), "Megatron-LM checkpoint '", ckpt.iteration_dir,
+             "' does not hold the model its args describe:", problems);
+  return full;
+}
+
+// `full` with every padded-vocabulary tensor re-padded from `from` to `to` rows (the real rows
+// kept, new padding zero).
+TensorMap repad_vocabulary(TensorMap full, const GptConfig& to) {
+  for (auto& [name, t] : full) {
+    if (name != "embedding.word_embeddings.weight" && name != "output_layer.weight") continue;
+    Tensor out = Tensor::zeros({to.padded_vocab_size, t.size(1)}, DType::F32);
+    const int64_t rows = std::min(to.vocab_size, t.size(0));
+    out.slice(0, 0, rows).copy_from(t.slice(0, 0, rows));
+    t = out;
+  }
+  return full;
+}
+
+}  // namespace
+
+void import_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,
+                            const std::string& save_dir, int target_tp, int64_t vocab_size) {
+  MT_REQUIRE(target_tp >= 1, "--target-tensor-parallel-size must be >= 1, got ", target_tp);
+  const MegatronLmCheckpoint ckpt = read_megatron_lm_checkpoint(load_dir, iteration);
+  const std::string& dir = ckpt.iteration_dir;
+  const nlohmann::json args = megatron_lm_args_json(ckpt.args());
+  check_supported_args(args, dir);
+  const int64_t vocab = real_vocab_size(args, vocab_size, dir);
+  const int64_t stored_padded = args.value("padded_vocab_size", int64_t(0));
+  const GptConfig source =
+      gpt_config_from_checkpoint_state(megatron_state(args, stored_padded, dir), dir, vocab);
+  const TensorMap full = gather_full_tensors(ckpt, source);
+
+  const int divisible_by = args.value("make_vocab_size_divisible_by", 128);
+  GptConfig target = source;
+  target.padded_vocab_size = padded_vocab_size(vocab, divisible_by, target_tp);
+  nlohmann::json ours_args = gpt_imported_args(target);
+  ours_args["seq_length"] = args.value("seq_length", target.seq_length);
+  nlohmann::json state =
+      imported_checkpoint_state(gpt_model_shape_json(target), ours_args, divisible_by, target_tp,
+                                "megatron-lm-torch", load_dir, "");
+  state["model"]["vocab_size"] = vocab;
+  state["converted_from"].erase("config_json");
+  state["converted_from"]["iteration"] = ckpt.iteration;
+  state["converted_from"]["checkpoint_version"] = ckpt.checkpoint_version;
+  state["converted_from"]["tensor_model_parallel_size"] = ckpt.tp_size;
+  state["converted_from"]["pipeline_model_parallel_size"] = ckpt.pp_size;
+  write_imported_checkpoint<GptModel>(save_dir, target, repad_vocabulary(full, target), state,
+                                      target_tp);
+  std::string dropped;
+  for (const char* part : {"optimizer", "opt_param_scheduler", "rng_state"})
+    if (ckpt.ranks.front().root.as_dict("").find(part))
+      dropped += std::string(dropped.empty() ? "" : ", ") + part;
+  if (!dropped.empty())
+    log_warning(detail::concat("Megatron-LM checkpoint '", dir, "': ", dropped,
+                               " not converted (weights only); start from the import with "
+                               "--finetune, or --no-load-optim --no-load-rng"));
+}
+
+void export_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,
+                            const std::string& save_dir, int target_tp, int target_pp,
+                            MegatronLmNaming naming) {
+  MT_REQUIRE(target_tp >= 1, "--target-tensor-parallel-size must be >= 1, got ", target_tp);
+  MT_REQUIRE(target_pp >= 1, "--target-pipeline-parallel-size must be >= 1, got ", target_pp);
+  CheckpointShardReader reader(checkpoint_iteration_dir(load_dir, iteration));
+  const nlohmann::json state = reader.state(0, 0);
+  const std::string& dir = reader.iteration_dir();
+  const GptConfig source = gpt_config_from_checkpoint_state(state, dir);
+  check_pipeline_split(source.num_layers, target_pp, 1);
+  const TensorMap full =
+      read_full_model_tensors(reader, registered_parameter_store<GptModel>(source, 0, 1));
+  nlohmann::json args = state.value("args", nlohmann::json::object());
+  const int divisible_by = args.value("make_vocab_size_divisible_by", 128);
+  GptConfig target = source;
+  target.padded_vocab_size = padded_vocab_size(source.vocab_size, divisible_by, target_tp);
+  const TensorMap padded = repad_vocabulary(full, target);
+  const int64_t it = state.value("iteration", int64_t(0));
+
+  args.update(state["model"]);
+  args["padded_vocab_size"] = target.padded_vocab_size;
+  args["vocab_size"] = target.vocab_size;
+  args["make_vocab_size_divisible_by"] = divisible_by;
+  args["tensor_model_parallel_size"] = target_tp;
+  args["pipeline_model_parallel_size"] = target_pp;
+  args["iteration"] = it;
+  args["seq_length"] = args.value("seq_length", target.seq_length);
+  args["ckpt_format"] = "torch";
+  // Megatron-LM compares these with its flags when it resumes (check_checkpoint_args).
+  args["add_position_embedding"] =
+      target.arch.position_embedding == PositionEmbedding::kLearnedAbsolute;
+  const nlohmann::json tokenizer = state.value("tokenizer", nlohmann::json::object());
+  if (tokenizer.is_object() && tokenizer.contains("type"))
+    args["tokenizer_type"] = tokenizer["type"];
+
+  CheckpointTransaction transaction(save_dir, it, conversion_nonce());
+  for (int pp = 0; pp < target_pp; ++pp) {
+    const StageRange stage = stage_range(target.num_layers, target_pp, pp, 1, 0);
+    for (int tp = 0; tp < target_tp; ++tp) {
+      ParameterStore store = registered_parameter_store<GptModel>(target, tp, target_tp, stage);
+      TensorMap stage_full;
+      for (const Parameter& p : store.params()) stage_full[p.spec.name] = padded.at(p.spec.name);
+      assign_from_full_tensors(stage_full, store);
+      PyValue root = PyValue::dict();
+      PyDict& d = root.as_dict("");
+      d.set(PyValue::str("args"), megatron_lm_args_namespace(args));
+      d.set(PyValue::str("checkpoint_version"), PyValue::real(3.0));
+      d.set(PyValue::str("iteration"), PyValue::integer(it));
+      d.set(PyValue::str("model"), megatron_lm_model_entry(store, naming, stage.first_layer));
+      d.set(PyValue::str("num_floating_point_operations_so_far"), PyValue::integer(0));
+      const std::string rank_dir = transaction.path() + "/" + rank_dir_name(tp, pp, target_pp);
+      std::filesystem::create_directories(rank_dir);
+      torch_save(rank_dir + "/" + kMegatronLmTorchFileName, root);
+      fsync_directory(rank_dir);
+    }
+  }
+  transaction.commit();
+}
+
+}  // namespace megatron

@@ -1,0 +1,44 @@
+// Offline conversion between Megatron-LM's legacy `torch` checkpoints
+// (checkpoint/megatron_lm_torch.h) and megatron-cpp's, for GPT-family models (GPT-2 and the
+// Llama-style options its arguments describe), behind `megatron convert --from megatron-lm` /
+// `--to megatron-lm`. One process, no MPI; both directions write atomically (a
+// CheckpointTransaction), at any tensor × pipeline layout in and out.
+//
+// What crosses: the weights, the iteration (recorded), the model's shape and architecture
+// (Megatron's `args`). Not yet: the optimizer state, the LR scheduler and the RNG states
+// (an import is weights-only, like an HF import; start from it with --finetune, or
+// --no-load-optim --no-load-rng; load an export in Megatron-LM with --finetune, or
+// --no-load-optim --no-load-rng).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "checkpoint/megatron_lm_torch.h"
+
+namespace megatron {
+
+// Reads iteration `iteration` (-1: the tracker's) of the Megatron-LM checkpoint in `load_dir`
+// and writes it to `save_dir` as megatron-cpp iteration 0 at `target_tp` tensor-parallel ranks,
+// the vocabulary re-padded for `target_tp` (args.make_vocab_size_divisible_by). The real
+// vocabulary size is `vocab_size` when > 0, else args.vocab_size, else 50257 for
+// args.tokenizer_type GPT2BPETokenizer; otherwise an Error asks for --vocab-size.
+// state.json records the source ("converted_from": format, path, iteration,
+// checkpoint_version) and Megatron's args in megatron-cpp's spelling.
+// Throws Error naming the file and the problem: tensors missing, unknown or misshaped for the
+// model the args describe; an unsupported option (experts, uneven pipeline stages, virtual
+// pipeline chunks, BERT).
+void import_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,
+                            const std::string& save_dir, int target_tp, int64_t vocab_size);
+
+// Writes iteration `iteration` (-1: latest) of megatron-cpp's checkpoint in `load_dir` as a
+// Megatron-LM torch checkpoint in `save_dir` (same iteration) at `target_tp` × `target_pp`
+// ranks, parameters named per `naming`, the vocabulary padded as Megatron pads it for
+// `target_tp` (padding rows zero). Each rank file holds "args" (the checkpoint's args in
+// Megatron's spelling, the target layout and padded vocabulary), "checkpoint_version" 3.0,
+// "iteration", "model" and "num_floating_point_operations_so_far" 0.
+void export_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,
+                            const std::string& save_dir, int target_tp, int target_pp,
+                            MegatronLmNaming naming);
+
+}  // namespace megatron

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# `megatron convert` to and from Megatron-LM's torch format on the checkpoints PyTorch wrote
+# (tests/data/megatron_lm_gpt_tiny): the legacy TP 2 x PP 2 import holds the weights of the HF
+# import of the same model and trains on with the same losses, also when pretrain-gpt --load
+# names the Megatron-LM directory itself (converted once next to it); exports at other
+# layouts and in both namings re-import unchanged; HF <-> Megatron-LM directly; the errors.
+set -euo pipefail
+: "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+export OMP_NUM_THREADS=1
+MLM="$MEGATRON_SOURCE_DIR/tests/data/megatron_lm_gpt_tiny"
+HF="$MEGATRON_SOURCE_DIR/tests/data/gpt2_tiny/hf"
+fail() { echo "FAIL: $*"; exit 1; }
+convert() { "$MEGATRON_BINARY" convert --model-type gpt "$@" > "$WORK/last.log" 2>&1 \
+              || { cat "$WORK/last.log"; fail "convert $*"; }; }
+expect_error() {
+  local message=$1
+  shift
+  if "$MEGATRON_BINARY" "$@" > "$WORK/err.log" 2>&1; then fail "no error for: $*"; fi
+  grep -qF -- "$message" "$WORK/err.log" || { cat "$WORK/err.log"; fail "expected '$message'"; }
+}
+# same_model CKPT_A CKPT_B: the same weights (their HF exports are byte-identical files; the
+# shards themselves differ in the state.json checksum they carry).
+same_model() {
+  for c in "$1" "$2"; do
+    [[ -e $c.hf ]] || convert --to hf --load "$c" --save "$c.hf" --vocab-size 96
+  done
+  cmp "$1.hf/model.safetensors" "$2.hf/model.safetensors" || fail "$1 and $2 differ"
+}
+
+echo "== Megatron-LM legacy TP 2 x PP 2 -> megatron-cpp TP 2: the HF import's weights"
+convert --from megatron-lm --load "$MLM/legacy_tp2_pp2" --save "$WORK/mlm" \
+  --target-tensor-parallel-size 2
+grep -q "optimizer, opt_param_scheduler, rng_state not converted" "$WORK/last.log" || fail "no warning about the optimizer"
+convert --from hf --load "$HF" --save "$WORK/hf" --target-tensor-parallel-size 2 \
+  --make-vocab-size-divisible-by 64
+same_model "$WORK/mlm" "$WORK/hf"
+convert --from megatron-lm --load "$MLM/mcore_tp1" --save "$WORK/mcore" \
+  --target-tensor-parallel-size 2
+same_model "$WORK/mcore" "$WORK/hf"
+
+echo "== training from either gives the same losses"
+TRAIN=(pretrain-gpt --openai-gelu --num-layers 2 --hidden-size 32 --num-attention-heads 4
+       --seq-length 16 --max-position-embeddings 32 --mock-data --vocab-size 96
+       --make-vocab-size-divisible-by 64 --micro-batch-size 2 --global-batch-size 2
+       --train-iters 3 --lr 1e-3 --log-interval 1 --eval-interval 1000 --eval-iters 1)
+TRAIN_NO_FINETUNE=("${TRAIN[@]}")
+TRAIN+=(--finetune)
+for src in mlm hf; do
+  timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 \
+    "$MEGATRON_BINARY" "${TRAIN[@]}" --tensor-model-parallel-size 2 --load "$WORK/$src" \
+    > "$WORK/train_$src.log" 2>&1 \
+    || { cat "$WORK/train_$src.log"; fail "pretrain-gpt --finetune from $src"; }
+  grep -o "lm loss: [0-9.E+-]*" "$WORK/train_$src.log" > "$WORK/loss_$src.txt"
+done
+[[ $(wc -l < "$WORK/loss_mlm.txt") == 3 ]] || { cat "$WORK/train_mlm.log"; fail "3 losses"; }
+diff "$WORK/loss_mlm.txt" "$WORK/loss_hf.txt" || fail "losses differ"
+
+echo "== pretrain-gpt --load of the Megatron-LM directory itself: converted once, same losses"
+cp -r "$MLM/legacy_tp2_pp2" "$WORK/mlm_direct"
+for run in 1 2; do
+  timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 \
+    "$MEGATRON_BINARY" "${TRAIN[@]}" --tensor-model-parallel-size 2 --load "$WORK/mlm_direct" \
+    > "$WORK/train_direct$run.log" 2>&1 \
+    || { cat "$WORK/train_direct$run.log"; fail "pretrain-gpt --load Megatron-LM (run $run)"; }
+  grep -o "lm loss: [0-9.E+-]*" "$WORK/train_direct$run.log" > "$WORK/loss_direct.txt"
+  diff "$WORK/loss_direct.txt" "$WORK/loss_hf.txt" || fail "losses differ (run $run)"
+done
+grep -q "converted Megatron-LM checkpoint" "$WORK/train_direct1.log" || fail "not converted"
+if grep -q "converted Megatron-LM checkpoint" "$WORK/train_direct2.log"; then
+  fail "the conversion was not reused"
+fi
+[[ -s $WORK/mlm_direct.megatron-cpp/latest_checkpointed_iteration.txt ]] || fail "no copy"
+
+echo "== export to Megatron-LM at other layouts and namings; re-import unchanged"
+convert --to megatron-lm --load "$WORK/mlm" --save "$WORK/out_legacy" \
+  --target-tensor-parallel-size 1 --target-pipeline-parallel-size 2
+[[ -s $WORK/out_legacy/iter_0000000/mp_rank_00_001/model_optim_rng.pt ]] || fail "layout"
+convert --to megatron-lm-core --load "$WORK/mlm" --save "$WORK/out_core" \
+  --target-tensor-parallel-size 2
+[[ -s $WORK/out_core/iter_0000000/mp_rank_01/model_optim_rng.pt ]] || fail "layout"
+for out in out_legacy out_core; do
+  convert --from megatron-lm --load "$WORK/$out" --save "$WORK/${out}_back" \
+    --target-tensor-parallel-size 2 --vocab-size 96
+  same_model "$WORK/${out}_back" "$WORK/hf"
+done
+
+echo "== HF <-> Megatron-LM directly"
+convert --from megatron-lm --to hf --load "$MLM/legacy_tp2_pp2" --save "$WORK/hf_from_mlm"
+convert --to hf --load "$WORK/hf" --save "$WORK/hf_from_hf"
+cmp "$WORK/hf_from_mlm/model.safetensors" "$WORK/hf_from_hf/model.safetensors" \
+  || fail "HF exports differ"
+convert --from hf --to megatron-lm --load "$HF" --save "$WORK/mlm_from_hf" \
+  --target-tensor-parallel-size 2 --target-pipeline-parallel-size 2
+convert --from megatron-lm --load "$WORK/mlm_from_hf" --save "$WORK/mlm_from_hf_back" \
+  --target-tensor-parallel-size 2 --vocab-size 96
+same_model "$WORK/mlm_from_hf_back" "$WORK/hf"
+[[ ! -e $WORK/mlm_from_hf.megatron-cpp.tmp ]] || fail "temporary checkpoint left behind"
+
+echo "== errors"
+expect_error "is a Megatron-LM torch-format checkpoint: its weights are loaded, not its optimizer" \
+  "${TRAIN_NO_FINETUNE[@]}" --load "$WORK/mlm_direct"
+# generate cannot load it directly yet: the message says how to convert it.
+expect_error "is Megatron-LM's torch format" generate --load "$MLM/legacy_tp2_pp2" \
+  --tokenizer-type NullTokenizer --vocab-size 96 --prompt "1 2 3" --tokens-to-generate 1
+grep -qF -- "--from megatron-lm" "$WORK/err.log" || fail "the message names the conversion"
+expect_error "Megatron-LM's torch format is converted for GPT-family models only" convert \
+  --model-type bert --from megatron-lm --load "$MLM/legacy_tp2_pp2" --save "$WORK/x"
+expect_error "it is megatron-cpp's own" convert --model-type gpt --from megatron-lm \
+  --load "$WORK/mlm" --save "$WORK/x"
+expect_error "no checkpoint to load in '$WORK/missing'" convert --model-type gpt \
+  --from megatron-lm --load "$WORK/missing" --save "$WORK/x"
+echo "PASS"
