@@ -39,12 +39,14 @@ run() {  # run NAME NP TP PP [FLAGS...]
 for case in "3 0 --num-layers 3 is not divisible by --pipeline-model-parallel-size 2" \
             "4 3 --num-layers-per-virtual-pipeline-stage 3 must divide --num-layers 4"; do
   read -r layers per expected <<< "$case"
+  virtual=()  # 0: no virtual stages
+  [[ $per == 0 ]] || virtual=(--num-layers-per-virtual-pipeline-stage "$per")
   if out=$(timeout 60 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 \
              "$MEGATRON_BINARY" pretrain-bert --num-layers "$layers" --hidden-size 32 \
              --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32 \
              --data-path "$BERT_DATA" --vocab-file "$VOCAB" --micro-batch-size 2 \
              --global-batch-size 8 --train-iters 1 --lr 1e-3 --pipeline-model-parallel-size 2 \
-             --num-layers-per-virtual-pipeline-stage "$per" 2>&1); then
+             "${virtual[@]}" 2>&1); then
     echo "FAIL: --num-layers $layers (virtual stages of $per) trained"; exit 1
   fi
   [[ $out == *"$expected"* ]] || { echo "$out" | tail -3; echo "FAIL: expected '$expected'"; exit 1; }
