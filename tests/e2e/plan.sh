@@ -167,7 +167,7 @@ expect_error() {  # expected-message command...
 expect_error "--num-attention-heads 96 must be divisible by --tensor-model-parallel-size 5" \
   "$BIN" plan --machine "$A100" "${GPT3[@]}" --tensor-model-parallel-size 5 --world-size 1000 \
   --micro-batch-size 1 --implementation megatron-lm
-expect_error "--num-layers 96 must be divisible by --pipeline-model-parallel-size 7" \
+expect_error "--num-layers 96 is not divisible by --pipeline-model-parallel-size 7" \
   "$BIN" plan --machine "$A100" "${GPT3[@]}" --pipeline-model-parallel-size 7 --world-size 56 \
   --tensor-model-parallel-size 8 --micro-batch-size 1 --implementation megatron-lm
 expect_error "--world-size 100 must be divisible by --tensor-model-parallel-size x" \

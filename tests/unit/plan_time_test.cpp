@@ -209,9 +209,9 @@ TEST(PlanStep, UnevenSplitPacesTheSlowestStage) {
   const ModelSpec m = small_gpt();
   Layout l = small_layout();
   const StepTime even = predict_step_time(m, l, mach, Implementation::kMegatronLm);
-  l.first_stage_layers = 2;
+  l.first_stage_layers = 3;
   l.last_stage_layers = 2;
-  EXPECT_THROW(validate_layout(m, l, Implementation::kMegatronLm), Error);  // 28 over 2 ranks: 14
+  EXPECT_THROW(validate_layout(m, l, Implementation::kMegatronLm), Error);  // 27 over 2 ranks
   l.first_stage_layers = 4;
   l.last_stage_layers = 4;  // 4, 12, 12, 4
   validate_layout(m, l, Implementation::kMegatronLm);
@@ -600,7 +600,7 @@ TEST(PlanLayout, ErrorsNameTheRule) {
   l.pipeline_parallel = 5;
   EXPECT_NE(error_of([&] {
               validate_layout(m, l, Implementation::kMegatronLm);
-            }).find("--num-layers 32 must be divisible by --pipeline-model-parallel-size 5"),
+            }).find("--num-layers 32 is not divisible by --pipeline-model-parallel-size 5"),
             std::string::npos);
   l.pipeline_parallel = 2;
   ModelSpec bert = m;
