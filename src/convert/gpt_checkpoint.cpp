@@ -138,6 +138,17 @@ void reshard_checkpoint(const std::string& load_dir, int64_t iteration, const st
     state["args"]["tensor_model_parallel_size"] = target_tp;
     state["args"]["pipeline_model_parallel_size"] = target_pp;
     if (target_dp > 0) state["args"]["use_distributed_optimizer"] = true;
+    // The target's stages are even, without virtual stages: the source's split flags no
+    // longer describe it.
+    nlohmann::json& args = state["args"];
+    for (const char* key :
+         {"num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank",
+          "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
+          "microbatch_group_size_per_virtual_pipeline_stage"})
+      if (args.contains(key)) args[key] = nullptr;
+    for (const char* key :
+         {"account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"})
+      if (args.contains(key)) args[key] = false;
   }
   // Which pipeline rank writes each tensor (the layer count is needed only to split).
   std::map<std::string, int> stage_of;

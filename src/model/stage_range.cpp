@@ -1,5 +1,9 @@
 #include "model/stage_range.h"
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "core/error.h"
 
 namespace megatron {
@@ -9,7 +13,7 @@ namespace {
 constexpr const char* kFirst = "--decoder-first-pipeline-num-layers";
 constexpr const char* kLast = "--decoder-last-pipeline-num-layers";
 
-// " with 2 model chunks per pipeline rank" when interleaved; the flags that set v differ.
+// " with 2 virtual stages per pipeline rank ..." when interleaved (two flags can set v).
 std::string chunks_clause(int chunks) {
   return chunks > 1 ? " with " + std::to_string(chunks) +
                           " virtual stages per pipeline rank (the interleaved schedule)"

@@ -16,7 +16,8 @@
 #   PP 2, 2 virtual stages, group size 4                        groups of 4 and 2
 # A checkpoint saved at iteration 3 by PP 2 with --decoder-first-pipeline-num-layers 3 (3, 5)
 # resumes at PP 2 with --decoder-last-pipeline-num-layers 1 (7, 1) with the uninterrupted run's
-# losses for iterations 4-6. And with --step-batch-size-schedule "0:4 384:8" (batches of 4 for
+# losses for iterations 4-6, and so does that checkpoint rewritten by `megatron convert` at PP 4
+# (even stages). And with --step-batch-size-schedule "0:4 384:8" (batches of 4 for
 # 384 tokens, 12 samples, then of 8) the interleaved schedule runs each of the schedule's batch
 # sizes — the global batch size the schedule implies, 2, is one micro-batch, which it cannot
 # interleave — with the losses of the same schedule at PP 1.
@@ -70,6 +71,18 @@ grep -q "exiting program at iteration 3" "$WORK/p2_first3_save.log" ||
   { echo "FAIL: p2_first3_save did not exit at 3"; exit 1; }
 run resumed_p2_last1 2 2 --global-batch-size 12 --decoder-last-pipeline-num-layers 1 \
   --load "$WORK/ckpt_first3"
+# `megatron convert` rewrites the uneven checkpoint at PP 4, even stages of 2 layers: the split
+# flags of its state.json no longer apply and are reset; resumed there, the same losses.
+"$MEGATRON_BINARY" convert --model-type gpt --load "$WORK/ckpt_first3" --save "$WORK/ckpt_p4" \
+  --target-pipeline-parallel-size 4 > "$WORK/convert.log" 2>&1 ||
+  { cat "$WORK/convert.log"; echo "FAIL: convert"; exit 1; }
+node -e '
+  const a = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).args;
+  if (a.pipeline_model_parallel_size !== 4 || a.decoder_first_pipeline_num_layers !== null) {
+    console.error("converted args:", a.pipeline_model_parallel_size, a.decoder_first_pipeline_num_layers);
+    process.exit(1);
+  }' "$WORK/ckpt_p4/iter_0000003/mp_rank_00_003/state.json"
+run converted_p4 4 4 --global-batch-size 12 --load "$WORK/ckpt_p4"
 run schedule_p1 1 1 --step-batch-size-schedule "0:4 384:8"
 run schedule_p2v2 2 2 --step-batch-size-schedule "0:4 384:8" --num-layers-per-virtual-pipeline-stage 2
 
@@ -82,12 +95,14 @@ echo "== p1 vs p2_first3_save (iterations 1-3, then it saves and exits)"
 $CHECK "$WORK/p1.jsonl" "$WORK/p2_first3_save.jsonl" --from 1 --to 3 --rtol 1e-5
 echo "== resumed at PP 2 with the last stage of 1 layer from the checkpoint of first stage 3"
 $CHECK "$WORK/p1.jsonl" "$WORK/resumed_p2_last1.jsonl" --from 4 --to 6 --rtol 1e-5
+echo "== resumed at PP 4 (even) from the checkpoint of first stage 3 converted to PP 4"
+$CHECK "$WORK/p1.jsonl" "$WORK/converted_p4.jsonl" --from 4 --to 6 --rtol 1e-5
 echo "== batch-size schedule: PP 1 vs PP 2 interleaved"
 $CHECK "$WORK/schedule_p1.jsonl" "$WORK/schedule_p2v2.jsonl" --from 1 --to 6 --rtol 1e-5
 node "$MEGATRON_SOURCE_DIR/tests/e2e/compare_validation.js" "$WORK/p1.jsonl" \
   "$WORK/p3_first2_last2.jsonl" "$WORK/p2v2_first2_last6.jsonl" "$WORK/p2_account_both.jsonl" \
   "$WORK/p3_account_embedding.jsonl" "$WORK/p3v3_account_loss_group6.jsonl" \
-  "$WORK/p2v2_group4.jsonl" "$WORK/resumed_p2_last1.jsonl"
+  "$WORK/p2v2_group4.jsonl" "$WORK/resumed_p2_last1.jsonl" "$WORK/converted_p4.jsonl"
 # The check must be able to fail: the loss has to move over the 6 iterations.
 node -e '
   const r = require("fs").readFileSync(process.argv[1], "utf8").trim().split("\n")
