@@ -8,6 +8,7 @@
 
 #include "cli/args/arg_table.h"
 #include "cli/args/args.h"
+#include "cli/args/training_config.h"
 #include "cli/args/training_flags.h"
 #include "cli/setup/bert_setup.h"
 #include "cli/setup/theoretical_memory.h"
@@ -57,6 +58,7 @@ int run_plan(int argc, char** argv) {
   args.vocab_size = 0;
   ArgTable table(app);
   add_training_args(table, args);
+  add_pipeline_args(table, args);
 
   std::string machine_path, implementation = "megatron-cpp", family = "gpt";
   int world_size = 0, data_parallel = 0, search_top = 10;
@@ -90,10 +92,9 @@ int run_plan(int argc, char** argv) {
   CLI::Option* overlap_grad = flag(app, "--overlap-grad-reduce", "Megatron-LM layout option");
   CLI::Option* overlap_param = flag(app, "--overlap-param-gather", "Megatron-LM layout option");
   CLI::Option* tp_overlap = flag(app, "--tp-comm-overlap", "Megatron-LM layout option");
-  CLI::Option* layers_per_virtual =
-      option(app, "--num-layers-per-virtual-pipeline-stage", "interleaved schedule chunk size");
   CLI::Option* virtual_size = option(app, "--virtual-pipeline-model-parallel-size",
-                                     "interleaved schedule: chunks per rank");
+                                     "interleaved schedule: chunks per rank (Megatron-LM's "
+                                     "internal name of --num-virtual-stages-per-pipeline-rank)");
   CLI::Option* swiglu = flag(app, "--swiglu", "Llama: gated MLP");
   CLI::Option* gqa = flag(app, "--group-query-attention", "Llama: grouped-query attention");
   CLI::Option* query_groups = option(app, "--num-query-groups", "Llama: key/value head groups");
@@ -180,14 +181,13 @@ int run_plan(int argc, char** argv) {
   set_plan_recompute(args, layout);
   MT_REQUIRE(layout.tensor_parallel > 0 && layout.pipeline_parallel > 0,
              "--tensor-model-parallel-size and --pipeline-model-parallel-size must be positive");
-  if (given(virtual_size)) layout.virtual_stages = virtual_size->as<int>();
-  if (given(layers_per_virtual)) {
-    const int64_t per = layers_per_virtual->as<int64_t>();
-    MT_REQUIRE(per > 0 && model.num_layers % (per * layout.pipeline_parallel) == 0,
-               "--num-layers-per-virtual-pipeline-stage ", per, " must divide --num-layers ",
-               model.num_layers, " / --pipeline-model-parallel-size ", layout.pipeline_parallel);
-    layout.virtual_stages = int(model.num_layers / layout.pipeline_parallel / per);
+  if (given(virtual_size)) {
+    MT_REQUIRE(!args.num_virtual_stages_per_pipeline_rank,
+               "--virtual-pipeline-model-parallel-size and --num-virtual-stages-per-pipeline-rank "
+               "are the same option: give one");
+    args.num_virtual_stages_per_pipeline_rank = virtual_size->as<int>();
   }
+  set_plan_pipeline(args, pipeline_split(args), layout);
   const int model_parallel = layout.tensor_parallel * layout.pipeline_parallel;
   if (world_size > 0) {
     MT_REQUIRE(search || world_size % model_parallel == 0, "--world-size ", world_size,

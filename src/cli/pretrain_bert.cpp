@@ -56,9 +56,7 @@ int run_pretrain_bert(int argc, char** argv) {
   table.add_flag("--use-checkpoint-args", args.arch.use_checkpoint_args,
                  "take the model shape (--num-layers, --hidden-size, --num-attention-heads, "
                  "--ffn-hidden-size, --max-position-embeddings) from the checkpoint in --load");
-  int layers_per_virtual_stage = 0;
-  table.add("--num-layers-per-virtual-pipeline-stage", layers_per_virtual_stage,
-            "layers per model chunk: the interleaved 1F1B schedule (docs/parallelism.md)");
+  add_pipeline_args(table, args);
   MegatronFlags megatron_flags(app);
   if (int rc = megatron_flags.parse(argc, argv); rc >= 0) return rc;
   select_training_device(args);
@@ -108,7 +106,8 @@ int run_pretrain_bert(int argc, char** argv) {
     // Flags that contradict the shape (e.g. --sequence-parallel at TP 1) are reported here,
     // with the other flag errors, before any model is built.
     model.model.validate(args.tensor_model_parallel_size);
-    model.pipeline_chunks = pipeline_chunks(args, layers_per_virtual_stage);
+    model.split = pipeline_split(args);
+    model.microbatch_group = args.microbatch_group_size_per_virtual_pipeline_stage.value_or(0);
     log_info(" > padded vocab (size: ", tokenizer->vocab_size(), ") with ",
              model.model.padded_vocab_size - tokenizer->vocab_size(),
              " dummy tokens (new size: ", model.model.padded_vocab_size, ")");
@@ -134,9 +133,8 @@ int run_pretrain_bert(int argc, char** argv) {
 
   TrainerConfig config = trainer_config(args, table);
   config.tokenizer = tokenizer_id;
-  config.theoretical_memory_report =
-      theoretical_memory_report(plan_model_of(model.model, args, flags.mask_prob),
-                                plan_layout_of(args, model.pipeline_chunks));
+  config.theoretical_memory_report = theoretical_memory_report(
+      plan_model_of(model.model, args, flags.mask_prob), plan_layout_of(args, model.split));
   Trainer trainer(std::move(config), world,
                   bert_step_factory(std::move(model), data.train, data.valid, data.test));
   trainer.run();

@@ -35,9 +35,7 @@ int run_pretrain_gpt(int argc, char** argv) {
   table.add("--data-cache-path", args.data_cache_path,
             "directory for the sample-index cache (default: next to the data)");
   add_sharding_args(table, args);
-  int layers_per_virtual_stage = 0;
-  table.add("--num-layers-per-virtual-pipeline-stage", layers_per_virtual_stage,
-            "layers per model chunk: the interleaved 1F1B schedule (docs/parallelism.md)");
+  add_pipeline_args(table, args);
   // Last: Megatron's flags that this command has not registered above.
   MegatronFlags megatron_flags(app);
   if (int rc = megatron_flags.parse(argc, argv); rc >= 0) return rc;
@@ -62,14 +60,15 @@ int run_pretrain_gpt(int argc, char** argv) {
     vocab = build_vocabulary(args);
     model = gpt_step_config(args, vocab, eod_mask_loss);
     model.model.per_token_loss = per_token_loss;
-    model.pipeline_chunks = pipeline_chunks(args, layers_per_virtual_stage);
+    model.split = pipeline_split(args);
+    model.microbatch_group = args.microbatch_group_size_per_virtual_pipeline_stage.value_or(0);
     data = build_gpt_data(args, vocab);
   });
   TrainerConfig config = trainer_config(args, table);
   config.per_token_loss = per_token_loss;
   config.tokenizer = vocab.identity;
-  config.theoretical_memory_report = theoretical_memory_report(
-      plan_model_of(model.model, args), plan_layout_of(args, model.pipeline_chunks));
+  config.theoretical_memory_report = theoretical_memory_report(plan_model_of(model.model, args),
+                                                               plan_layout_of(args, model.split));
   Trainer trainer(std::move(config), world,
                   gpt_step_factory(std::move(model), data.train, data.valid, data.test));
   trainer.run();

@@ -138,15 +138,26 @@ void reshard_checkpoint(const std::string& load_dir, int64_t iteration, const st
     state["args"]["tensor_model_parallel_size"] = target_tp;
     state["args"]["pipeline_model_parallel_size"] = target_pp;
     if (target_dp > 0) state["args"]["use_distributed_optimizer"] = true;
+    // The target's stages are even, without virtual stages: the source's split flags no
+    // longer describe it.
+    nlohmann::json& args = state["args"];
+    for (const char* key :
+         {"num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank",
+          "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
+          "microbatch_group_size_per_virtual_pipeline_stage"})
+      if (args.contains(key)) args[key] = nullptr;
+    for (const char* key :
+         {"account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"})
+      if (args.contains(key)) args[key] = false;
   }
   // Which pipeline rank writes each tensor (the layer count is needed only to split).
   std::map<std::string, int> stage_of;
-  int num_layers = 0;
+  PipelineSplit split{.pipeline_size = target_pp};
   if (target_pp > 1) {
-    num_layers = state_field<int>(state, "model", "num_layers", reader.iteration_dir());
-    check_pipeline_split(num_layers, target_pp, 1);
+    split.num_layers = state_field<int>(state, "model", "num_layers", reader.iteration_dir());
+    check_pipeline_split(split);
     for (const std::string& name : reader.names())
-      stage_of[name] = pipeline_rank_of_parameter(name, num_layers, target_pp);
+      stage_of[name] = pipeline_rank_of_parameter(name, split);
   }
 
   // Megatron pads the vocabulary to a multiple of make-vocab-size-divisible-by x TP: the
@@ -170,8 +181,7 @@ void reshard_checkpoint(const std::string& load_dir, int64_t iteration, const st
   std::set<std::string> registered;  // by the target ranks' models (sharded)
   auto rank_parameters = [&](int rank, int pp_rank) {
     if (sharded) {
-      const StageRange stage =
-          target_pp > 1 ? stage_range(num_layers, target_pp, pp_rank, 1, 0) : StageRange{};
+      const StageRange stage = target_pp > 1 ? stage_range(split, pp_rank, 0) : StageRange{};
       ParameterStore store =
           distributed.registered(state, reader.iteration_dir(), rank, target_tp, stage);
       check_checkpoint_matches(reader, store, target_pp == 1);

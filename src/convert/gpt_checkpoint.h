@@ -55,7 +55,8 @@ struct DistributedOptimizerTarget {
 // (pipeline_rank_of_parameter; the number of layers from state.json's model.num_layers);
 // state.json of each new rank is the source's rank 0 state with
 // args.tensor_model_parallel_size, args.pipeline_model_parallel_size and, with `distributed`,
-// args.use_distributed_optimizer updated.
+// args.use_distributed_optimizer updated, and the pipeline split's args (virtual stages,
+// first/last counts, account-for flags, micro-batch group) reset: the target's stages are even.
 // Tensors stored as padded vocabularies ("vocab_rows" in their placement) are re-padded to
 // Megatron's padded size for `target_tp` (args.make_vocab_size_divisible_by, default 128), as
 // a run at that size pads them, and model.padded_vocab_size is updated.

@@ -30,7 +30,7 @@ BertEncoder::BertEncoder(const BertConfig& config, bool with_pooler, const Paral
                            std::in_place, bert_input_embedding_config(config), ps, store, weights)
                      : std::nullopt),
       transformer_(config.transformer_config(), ps, store, weights,
-                   {stage.first_layer, stage.num_layers}) {
+                   {stage.first_layer, stage.num_layers, stage.last}) {
   if (with_pooler && stage.last)
     pooler_ =
         std::make_unique<BertPooler>(config.hidden_size, config.init_method_std, store, weights);

@@ -99,7 +99,7 @@ GptModel::GptModel(const GptConfig& config, const ParallelState& ps, ParameterSt
       embedding_(first_stage_embedding(config, stage, ps, store, weights_)),
       head_embedding_(head_embedding_copy(config, stage, ps, store, weights_)),
       transformer_(config.transformer_config(), ps, store, weights_,
-                   {stage.first_layer, stage.num_layers}),
+                   {stage.first_layer, stage.num_layers, stage.last}),
       arena_(store.device()),
       scratch_(store.device()) {
   MT_CHECK(store.tp_size() == ps.tp_size && store.tp_rank() == ps.tp_rank,

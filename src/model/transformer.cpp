@@ -30,7 +30,9 @@ Transformer::Transformer(const TransformerConfig& config, const ParallelState& p
     layer_params_.emplace_back(first, store.params().size());
   }
   const size_t first = store.params().size();
-  if (config.final_layernorm && end == config.num_layers)
+  MT_CHECK(!range.last || end == config.num_layers, "the last stage's layer range [", range.first,
+           ", ", end, ") does not end with the last of ", config.num_layers, " layers");
+  if (config.final_layernorm && range.last)
     final_ln_ = std::make_unique<LayerNorm>(config.name_prefix + "final_layernorm",
                                             config.hidden_size, config.layernorm_epsilon, store,
                                             weights, transformer_norm_options(config));

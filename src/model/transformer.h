@@ -1,6 +1,7 @@
 // Transformer: a stack of TransformerLayers and an optional final LayerNorm, with optional
 // full activation recompute per layer. A pipeline stage holds a contiguous range of the layers
-// (LayerRange); the final LayerNorm belongs to the range that ends with the last layer. Layers
+// (LayerRange); the final LayerNorm belongs to the model's last stage, which may hold no layer
+// at all (Megatron's --account-for-loss-in-pipeline-split, model/stage_range.h). Layers
 // keep their global numbers (parameter names, dropout keys), so a stage computes exactly what
 // the same layers compute in the whole stack.
 //
@@ -34,7 +35,8 @@ namespace megatron {
 // Layers [first, first + count) of a stack of TransformerConfig::num_layers.
 struct LayerRange {
   int first = 0;
-  int count = -1;  // -1: through the last layer
+  int count = -1;    // -1: through the last layer
+  bool last = true;  // the model's last stage: holds the final LayerNorm
 };
 
 class Transformer {

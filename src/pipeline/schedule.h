@@ -11,14 +11,19 @@
 //                          backward alternately, then the remaining backwards: at most p − r
 //                          micro-batches alive on rank r, whatever m
 //   interleaved 1F1B       the same over p·v virtual stages; forwards go chunk by chunk in groups
-//                          of p micro-batches, backwards in the reverse chunk order; warm-up of
-//                          2·(p − r − 1) + (v − 1)·p forwards (all of them when m = p); m must be
-//                          a multiple of p
+//                          of g micro-batches (--microbatch-group-size-per-virtual-pipeline-stage,
+//                          default p; the last group takes the remainder of m), backwards in the
+//                          reverse chunk order; warm-up of 2·(p − r − 1) + (v − 1)·g forwards
+//                          (all of them when m = p). As Megatron-LM requires: p <= g <= m, and
+//                          the last group whole or of at least p micro-batches (with g = p: m a
+//                          multiple of p). A larger g keeps more micro-batches in flight in
+//                          exchange for fewer constraints on m; the arithmetic is the same.
 //   forward only           every chunk's forward of micro-batch 0, then of 1, ... (evaluation)
 //
 // Every list holds each (chunk, micro-batch) forward once and, except forward-only, its backward
 // once, after it. That the lists of all ranks together never deadlock — with sends that never
-// block and receives that wait — is tested by simulation for p ∈ {2, 4} and m ∈ {1, p, 3p}.
+// block and receives that wait — is tested by simulation for p ∈ {2, 4}, m ∈ {1, p, 3p} and several
+// group sizes.
 #pragma once
 
 #include <cstdint>
@@ -38,17 +43,24 @@ struct PipelineOp {
 std::vector<PipelineOp> no_pipelining_schedule(int64_t micro_batches);
 // 1F1B for pipeline rank `rank` of `pipeline_size`.
 std::vector<PipelineOp> one_f_one_b_schedule(int pipeline_size, int rank, int64_t micro_batches);
-// Interleaved 1F1B with `chunks` model chunks per rank. Throws Error unless micro_batches is a
-// multiple of pipeline_size.
+// Interleaved 1F1B with `chunks` model chunks per rank, in groups of `group` micro-batches per
+// model chunk (0: pipeline_size, Megatron's default). Throws Error naming the flags unless
+// check_interleaved_micro_batches accepts the counts.
 std::vector<PipelineOp> interleaved_schedule(int pipeline_size, int rank, int chunks,
-                                             int64_t micro_batches);
+                                             int64_t micro_batches, int64_t group = 0);
+// Throws Error naming the flags unless the interleaved schedule can run `micro_batches` per
+// iteration in groups of `group` (0: pipeline_size): pipeline_size <= group <= micro_batches,
+// and micro_batches % group zero or at least pipeline_size. `batch`: the global batch size the
+// count comes from, as the message names it.
+void check_interleaved_micro_batches(int pipeline_size, int64_t micro_batches, int64_t group = 0,
+                                     const std::string& batch = "--global-batch-size");
 // Forward passes only (no backward), micro-batch by micro-batch, chunk by chunk.
 std::vector<PipelineOp> forward_only_schedule(int chunks, int64_t micro_batches);
 
-// The training schedule for a layout: no pipelining when pipeline_size == 1, interleaved when
-// chunks > 1, else 1F1B.
+// The training schedule for a layout: no pipelining when pipeline_size == 1, interleaved (in
+// groups of `group`, 0: pipeline_size) when chunks > 1, else 1F1B.
 std::vector<PipelineOp> training_schedule(int pipeline_size, int rank, int chunks,
-                                          int64_t micro_batches);
+                                          int64_t micro_batches, int64_t group = 0);
 
 // "F0.1" (forward of micro-batch 1 on chunk 0), "B0.1": for messages and tests.
 std::string op_name(const PipelineOp& op);

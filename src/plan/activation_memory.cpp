@@ -179,9 +179,12 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
   cpp_layer_forward(c, kept_layer);
   recomputed_layer.add(n * h * e);
   kept_layer.add(n * h * e);
-  const double chunk_layers =
-      recomputed * recomputed_layer.bytes + (layers_per_chunk - recomputed) * kept_layer.bytes;
-  r.per_layer = chunk_layers / layers_per_chunk;
+  // The bytes of a chunk of `layers` layers (the split may give the chunks different counts).
+  auto chunk_bytes = [&](double layers) {
+    const double recomputed_here = l.recomputed_layers_per_chunk(layers);
+    return recomputed_here * recomputed_layer.bytes + (layers - recomputed_here) * kept_layer.bytes;
+  };
+  r.per_layer = chunk_bytes(layers_per_chunk) / layers_per_chunk;
 
   Allocations out;
   if (m.final_norm()) cpp_outer_norm(c, out);  // pre-LN: the final norm
@@ -231,22 +234,28 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
   r.output = out.bytes;
 
   // Each pipeline rank's stage contexts and the executor's buffers at its peak
-  // (plan/pipeline_buffers.h). Rank 1 stands for the middle ranks: it has the most contexts in
-  // flight among them and the same gradient copies.
+  // (plan/pipeline_buffers.h). With an even split rank 1 stands for the middle ranks: it has
+  // the most contexts in flight among them and the same gradient copies; an uneven split
+  // weighs each of them.
+  const std::vector<int> stage_layers = l.virtual_stage_layers(m.num_layers);
   auto rank_peak = [&](int rank) {
     std::vector<double> arenas;
     for (int chunk = 0; chunk < v; ++chunk) {
       const int virtual_stage = chunk * p + rank;
-      arenas.push_back((virtual_stage == 0 ? r.embedding : 0.0) + chunk_layers +
+      arenas.push_back((virtual_stage == 0 ? r.embedding : 0.0) +
+                       chunk_bytes(stage_layers[size_t(virtual_stage)]) +
                        (virtual_stage == p * v - 1 ? r.output : 0.0));
     }
-    return pipeline_rank_peak(p, rank, v, l.num_micro_batches(), arenas, n * h * e);
+    return pipeline_rank_peak(p, rank, v, l.num_micro_batches(), l.microbatch_group, arenas,
+                              n * h * e);
   };
   const PipelineRankPeak first = rank_peak(0);
   r.in_flight = 0;
   for (int64_t contexts : first.contexts) r.in_flight += double(contexts);
   r.first_stage = first.peak_bytes;
-  if (p > 2) r.first_stage = std::max(r.first_stage, rank_peak(1).peak_bytes);
+  const bool even = l.pipeline_split(m.num_layers).even();
+  for (int rank = 1; rank < p - 1 && (rank == 1 || !even); ++rank)
+    r.first_stage = std::max(r.first_stage, rank_peak(rank).peak_bytes);
   r.last_stage = p > 1 ? rank_peak(p - 1).peak_bytes : r.first_stage;
 
   // The scratch arena: per layer, forward workspace (with recompute: the whole layer forward)
@@ -320,8 +329,9 @@ ActivationMemory megatron_lm(const ModelSpec& m, const Layout& l) {
   }
   r.in_flight = p * factor;
   const double L = double(m.num_layers);
-  r.first_stage = (L * r.per_layer + p * r.embedding) * factor;
-  r.last_stage = L / p * r.per_layer + r.output;
+  // p micro-batches of the first stage's layers (L/p of them in an even split).
+  r.first_stage = (p * l.rank_layers(m.num_layers, 0) * r.per_layer + p * r.embedding) * factor;
+  r.last_stage = l.rank_layers(m.num_layers, int(p) - 1) * r.per_layer + r.output;
   if (p == 1) r.first_stage = r.last_stage = L * r.per_layer + r.embedding + r.output;
   return r;
 }

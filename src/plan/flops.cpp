@@ -17,9 +17,8 @@ IterationFlops iteration_flops(const ModelSpec& m, const Layout& l, Implementati
   // One forward of a layer is a third of its forward + backward; block recompute re-runs a
   // share of the layers.
   if (l.recompute == Recompute::kFull) {
-    const double chunk = L / (l.pipeline_parallel * l.virtual_stages);
     r.hardware =
-        r.model + base * per_layer_bracket / 3.0 * l.recomputed_layers_per_chunk(chunk) / chunk;
+        r.model + base * per_layer_bracket / 3.0 * l.recomputed_layer_fraction(m.num_layers);
   } else if (l.recompute == Recompute::kSelective) {
     // QKᵀ and AV forward again (megatron-cpp: QKᵀ only).
     const double products = impl == Implementation::kMegatronCpp ? 0.5 : 1.0;

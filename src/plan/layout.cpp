@@ -1,8 +1,10 @@
 #include "plan/layout.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "core/error.h"
+#include "pipeline/schedule.h"
 
 namespace megatron::plan {
 
@@ -34,10 +36,51 @@ int activation_bytes(Precision p) {
   return p == Precision::kFp32 ? 4 : 2;
 }
 
+PipelineSplit Layout::pipeline_split(int num_layers) const {
+  return {.num_layers = num_layers,
+          .pipeline_size = pipeline_parallel,
+          .chunks = virtual_stages,
+          .first_stage_layers = first_stage_layers,
+          .last_stage_layers = last_stage_layers,
+          .account_for_embedding = account_for_embedding,
+          .account_for_loss = account_for_loss};
+}
+
+std::vector<int> Layout::virtual_stage_layers(int num_layers) const {
+  return megatron::virtual_stage_layers(pipeline_split(num_layers));
+}
+
+int Layout::rank_layers(int num_layers, int rank) const {
+  const std::vector<int> layers = virtual_stage_layers(num_layers);
+  int sum = 0;
+  for (int chunk = 0; chunk < virtual_stages; ++chunk)
+    sum += layers[size_t(chunk * pipeline_parallel + rank)];
+  return sum;
+}
+
+int Layout::max_rank_layers(int num_layers) const {
+  int most = 0;
+  for (int rank = 0; rank < pipeline_parallel; ++rank)
+    most = std::max(most, rank_layers(num_layers, rank));
+  return most;
+}
+
+double Layout::recomputed_layer_fraction(int num_layers) const {
+  double recomputed = 0;
+  for (int layers : virtual_stage_layers(num_layers))
+    recomputed += recomputed_layers_per_chunk(layers);
+  return recomputed / double(num_layers);
+}
+
 std::string Layout::describe() const {
   std::ostringstream os;
   os << "TP " << tensor_parallel << " x PP " << pipeline_parallel << " x DP " << data_parallel;
   if (virtual_stages > 1) os << " (interleaved, v " << virtual_stages << ")";
+  if (first_stage_layers > 0) os << ", first stage " << first_stage_layers << " layers";
+  if (last_stage_layers > 0) os << ", last stage " << last_stage_layers << " layers";
+  if (account_for_embedding) os << ", embedding counted as a layer";
+  if (account_for_loss) os << ", loss counted as a layer";
+  if (microbatch_group > 0) os << ", micro-batch groups of " << microbatch_group;
   os << ", micro-batch " << micro_batch << ", global batch " << effective_global_batch()
      << ", recompute " << recompute_name(recompute);
   if (recompute == Recompute::kFull && recompute_block_layers > 0)
@@ -65,26 +108,24 @@ void validate_layout(const ModelSpec& m, const Layout& l, Implementation impl) {
              " must be divisible by --tensor-model-parallel-size ", t);
   MT_REQUIRE(m.ffn_size() % t == 0, "--ffn-hidden-size ", m.ffn_size(),
              " must be divisible by --tensor-model-parallel-size ", t);
-  MT_REQUIRE(m.num_layers % (int64_t(p) * v) == 0, "--num-layers ", m.num_layers,
-             " must be divisible by --pipeline-model-parallel-size ", p,
-             v > 1 ? " x virtual stages " : "", v > 1 ? std::to_string(v) : std::string(),
-             ": every stage holds the same number of layers");
+  check_pipeline_split(l.pipeline_split(m.num_layers));
+  // The fewest layers of a model chunk that holds any (megatron-cpp's Transformer refuses a
+  // block larger than its chunk).
+  int fewest = m.num_layers;
+  for (int layers : l.virtual_stage_layers(m.num_layers))
+    if (layers > 0) fewest = std::min(fewest, layers);
   MT_REQUIRE(l.recompute_block_layers == 0 ||
                  (l.recompute == Recompute::kFull && l.recompute_block_layers > 0 &&
-                  l.recompute_block_layers <= m.num_layers / (int64_t(p) * v)),
+                  l.recompute_block_layers <= fewest),
              "--recompute-method block --recompute-num-layers ", l.recompute_block_layers,
-             " needs --recompute-granularity full and at most the ",
-             m.num_layers / (int64_t(p) * v), " layers of a model chunk");
+             " needs --recompute-granularity full and at most the ", fewest,
+             " layers of a model chunk");
   const int64_t per_step = l.micro_batch * d;
   MT_REQUIRE(l.global_batch == 0 || (l.global_batch > 0 && l.global_batch % per_step == 0),
              "--global-batch-size ", l.global_batch, " must be a positive multiple of ",
              "--micro-batch-size ", l.micro_batch, " x data-parallel size ", d, " (= ", per_step,
              ")");
-  MT_REQUIRE(v == 1 || p > 1, "an interleaved schedule (virtual stages ", v,
-             ") needs --pipeline-model-parallel-size > 1");
-  MT_REQUIRE(v == 1 || l.num_micro_batches() % p == 0, "the interleaved schedule needs the number ",
-             "of micro-batches (", l.num_micro_batches(), " = global batch / (micro-batch x DP)) ",
-             "to be a multiple of --pipeline-model-parallel-size ", p);
+  if (v > 1) check_interleaved_micro_batches(p, l.num_micro_batches(), l.microbatch_group);
   MT_REQUIRE(!l.sequence_parallel || t > 1,
              "--sequence-parallel needs --tensor-model-parallel-size",
              " > 1 (it splits the replicated activations over the TP group)");

@@ -7,7 +7,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "model/stage_range.h"
 #include "plan/implementation.h"
 #include "plan/model_spec.h"
 
@@ -21,8 +23,17 @@ struct Layout {
   int pipeline_parallel = 1;  // --pipeline-model-parallel-size, p
   int data_parallel = 1;      // world size / (t·p), d
   int virtual_stages = 1;     // model chunks per pipeline rank, v (interleaved schedule if > 1)
-  int64_t micro_batch = 1;    // --micro-batch-size, b
-  int64_t global_batch = 0;   // --global-batch-size, B; 0 → b·d
+  // An uneven split of the layers over the stages (model/stage_range.h; 0 / false: even):
+  // --decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers,
+  // --account-for-embedding-in-pipeline-split, --account-for-loss-in-pipeline-split.
+  int first_stage_layers = 0;
+  int last_stage_layers = 0;
+  bool account_for_embedding = false;
+  bool account_for_loss = false;
+  // --microbatch-group-size-per-virtual-pipeline-stage (interleaved; 0: p).
+  int64_t microbatch_group = 0;
+  int64_t micro_batch = 1;                 // --micro-batch-size, b
+  int64_t global_batch = 0;                // --global-batch-size, B; 0 → b·d
   bool sequence_parallel = false;          // --sequence-parallel
   Recompute recompute = Recompute::kNone;  // --recompute-granularity (or --recompute-activations)
   // --recompute-method block --recompute-num-layers N: full recompute of only the first N
@@ -36,6 +47,17 @@ struct Layout {
   bool flash_attention = false;            // --use-flash-attn (no s x s activations)
 
   int world_size() const { return tensor_parallel * pipeline_parallel * data_parallel; }
+  // How `num_layers` layers split over the p·v virtual stages under this layout.
+  PipelineSplit pipeline_split(int num_layers) const;
+  // Transformer layers of each virtual stage (chunk c of rank r at c·p + r).
+  std::vector<int> virtual_stage_layers(int num_layers) const;
+  // Transformer layers pipeline rank `rank` holds, over its model chunks.
+  int rank_layers(int num_layers, int rank) const;
+  // The most layers a pipeline rank holds: the stage that sets the pipeline's pace.
+  int max_rank_layers(int num_layers) const;
+  // The share of the `num_layers` layers that full recompute re-runs: all, or with block
+  // recompute the first recompute_block_layers of each model chunk; 0 without full recompute.
+  double recomputed_layer_fraction(int num_layers) const;
   int64_t effective_global_batch() const {
     return global_batch > 0 ? global_batch : micro_batch * data_parallel;
   }
@@ -51,7 +73,8 @@ struct Layout {
     return double(recompute_block_layers) < layers_per_chunk ? double(recompute_block_layers)
                                                              : layers_per_chunk;
   }
-  // One line: "TP 8 x PP 16 x DP 8, v 1, mb 1, GB 1536, recompute selective, SP, dist-opt, bf16".
+  // One line: "TP 8 x PP 16 x DP 8, v 1, mb 1, GB 1536, recompute selective, SP, dist-opt, bf16"
+  // (and an uneven split or a micro-batch group when set).
   std::string describe() const;
 };
 
@@ -61,8 +84,9 @@ const char* precision_name(Precision p);
 int activation_bytes(Precision p);
 
 // Throws megatron::Error naming the flag and the rule: sizes positive; heads, query groups
-// and the FFN width divisible by TP; layers divisible by p·v; the global batch a multiple of
-// b·d; the interleaved schedule's micro-batch count a multiple of p; sequence parallelism
+// and the FFN width divisible by TP; a pipeline split Megatron-LM accepts (check_pipeline_split:
+// L divisible by p·v unless uneven); the global batch a multiple of b·d; the interleaved
+// schedule's micro-batch count and group (check_interleaved_micro_batches); sequence parallelism
 // only with TP > 1; and what `impl` does not implement (megatron-cpp: the distributed
 // optimizer with fp16, overlaps, flash attention, a sequence not divisible by TP under SP,
 // residuals from the norms in GPT, the Llama options in BERT; Megatron-LM: the post-LayerNorm

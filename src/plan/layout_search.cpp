@@ -83,6 +83,10 @@ SearchResult search_layouts(const ModelSpec& model, const Layout& base, const Ma
                 l.pipeline_parallel = int(p);
                 l.data_parallel = int(d);
                 l.virtual_stages = int(v);
+                // The search ranks even splits in the default micro-batch groups.
+                l.first_stage_layers = l.last_stage_layers = 0;
+                l.account_for_embedding = l.account_for_loss = false;
+                l.microbatch_group = 0;
                 l.micro_batch = b;
                 l.recompute = rc;
                 l.recompute_block_layers = 0;

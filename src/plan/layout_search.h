@@ -9,7 +9,8 @@
 // overlaps and flash attention. TP sizes divide the heads, query groups and FFN width; PP sizes
 // divide the layers; micro-batch sizes divide the batch of one DP rank (up to 16); the interleaved
 // schedule uses v chunks per rank dividing L/p (up to 8) when the micro-batch count is a
-// multiple of p.
+// multiple of p. The layers split evenly (the base layout's uneven split, which may not hold at
+// other pipeline sizes, and its micro-batch group are not searched).
 #pragma once
 
 #include <cstdint>

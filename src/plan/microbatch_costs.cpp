@@ -181,8 +181,7 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
   c.layer_backward = bwd;
   // Full recompute re-runs the forward of every layer, or with block recompute of a share of
   // them: per layer on average.
-  const double chunk = double(model.num_layers) / (l.pipeline_parallel * l.virtual_stages);
-  const double full = l.recomputed_layers_per_chunk(chunk) / chunk;
+  const double full = l.recomputed_layer_fraction(model.num_layers);
   if (l.recompute == Recompute::kFull) c.layer_recompute = fwd * full;
   // megatron-cpp's fused attention keeps nothing of the core that selective recompute would
   // drop, so there is nothing to recompute (Megatron-LM reruns its checkpointed core).

@@ -78,13 +78,15 @@ ParameterTensors count_parameter_tensors(const ModelSpec& m, const Layout& l) {
     head += 1 + 2 + 2;             // LM-head vocabulary bias, dense weight and bias, LayerNorm
     if (m.binary_head) head += 4;  // pooler and binary head, weights and biases
   }
-  const int64_t stage_layers = int64_t(m.num_layers) / l.pipeline_parallel * layer;
+  const int p = l.pipeline_parallel;
+  const int64_t first_layers = int64_t(l.rank_layers(m.num_layers, 0)) * layer;
+  const int64_t last_layers = int64_t(l.rank_layers(m.num_layers, p - 1)) * layer;
   ParameterTensors t;
-  if (l.pipeline_parallel == 1) {
-    t.first_stage_rank = t.last_stage_rank = stage_layers + embedding + output + head;
+  if (p == 1) {
+    t.first_stage_rank = t.last_stage_rank = first_layers + embedding + output + head;
   } else {
-    t.first_stage_rank = stage_layers + embedding;
-    t.last_stage_rank = stage_layers + output + head;
+    t.first_stage_rank = first_layers + embedding;
+    t.last_stage_rank = last_layers + output + head;
   }
   return t;
 }
@@ -94,12 +96,14 @@ SequenceParallelGradients sequence_parallel_gradients(const ModelSpec& m, const 
   SequenceParallelGradients g;
   if (!l.sequence_parallel) return g;
   const ParameterCounts c = count_parameters(m, l);
-  const double layers = double(m.num_layers) / l.pipeline_parallel * c.layer_replicated;
+  const int p = l.pipeline_parallel;
+  const double first_layers = l.rank_layers(m.num_layers, 0) * c.layer_replicated;
+  const double last_layers = l.rank_layers(m.num_layers, p - 1) * c.layer_replicated;
   const double first = c.embedding_norm;
   const double last =
       impl == Implementation::kMegatronCpp ? c.final_norm : c.head_sequence_parallel;
-  g.first_stage_rank = layers + first + (l.pipeline_parallel == 1 ? last : 0.0);
-  g.last_stage_rank = layers + last + (l.pipeline_parallel == 1 ? first : 0.0);
+  g.first_stage_rank = first_layers + first + (p == 1 ? last : 0.0);
+  g.last_stage_rank = last_layers + last + (p == 1 ? first : 0.0);
   return g;
 }
 

@@ -8,6 +8,7 @@
 namespace megatron::plan {
 
 PipelineRankPeak pipeline_rank_peak(int pipeline_size, int rank, int chunks, int64_t micro_batches,
+                                    int64_t microbatch_group,
                                     const std::vector<double>& chunk_arena_bytes,
                                     double buffer_bytes) {
   MT_CHECK(int(chunk_arena_bytes.size()) == chunks, "pipeline_rank_peak: ", chunks, " chunks but ",
@@ -25,7 +26,8 @@ PipelineRankPeak pipeline_rank_peak(int pipeline_size, int rank, int chunks, int
       r.peak_buffers = buffers;
     }
   };
-  for (const PipelineOp& op : training_schedule(pipeline_size, rank, chunks, micro_batches)) {
+  for (const PipelineOp& op :
+       training_schedule(pipeline_size, rank, chunks, micro_batches, microbatch_group)) {
     const size_t c = size_t(op.chunk);
     const int virtual_stage = op.chunk * pipeline_size + rank;
     const bool first = virtual_stage == 0, last = virtual_stage == last_virtual;

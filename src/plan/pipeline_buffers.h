@@ -28,10 +28,12 @@ struct PipelineRankPeak {
   double peak_bytes = 0;          // arenas + buffers at the peak
 };
 
-// Rank `rank` of `pipeline_size`, `chunks` model chunks, `micro_batches` per iteration.
+// Rank `rank` of `pipeline_size`, `chunks` model chunks, `micro_batches` per iteration (in
+// groups of `microbatch_group` when interleaved; 0: pipeline_size).
 // chunk_arena_bytes[c]: the arena one micro-batch fills on chunk c; buffer_bytes: one [s, b, h]
 // activation in the compute dtype.
 PipelineRankPeak pipeline_rank_peak(int pipeline_size, int rank, int chunks, int64_t micro_batches,
+                                    int64_t microbatch_group,
                                     const std::vector<double>& chunk_arena_bytes,
                                     double buffer_bytes);
 

@@ -220,7 +220,7 @@ std::string format_plan(const Plan& p) {
                where);
   };
   const bool pp = l.pipeline_parallel > 1;
-  comm_rows(t.microbatch.layer_comm, double(p.model.num_layers) / l.pipeline_parallel, "");
+  comm_rows(t.microbatch.layer_comm, l.max_rank_layers(p.model.num_layers), "");
   comm_rows(t.microbatch.embedding_comm, 1, pp ? " [first stage]" : "");
   comm_rows(t.microbatch.output_comm, 1, pp ? " [last stage]" : "");
   if (l.pipeline_parallel > 1)

@@ -112,7 +112,6 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
   const MicrobatchCosts& c = r.microbatch;
   const int p = l.pipeline_parallel;
   const double v = l.virtual_stages;
-  const double layers_per_stage = double(model.num_layers) / p;
   const double e = impl == Implementation::kMegatronCpp && l.precision == Precision::kFp16
                        ? 4.0
                        : double(activation_bytes(l.precision));
@@ -142,10 +141,10 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
     double recompute = 0, comm = 0, exposed = 0;
     double total() const { return fwd.total() + bwd.total() + exposed; }
   };
-  auto stage = [&](bool first, bool last) {
+  // A stage of `n` layers (the pipeline split's: uneven splits weigh the stages differently).
+  auto stage = [&](bool first, bool last, double n) {
     Stage s;
     const ComputeTime &f = c.layer_forward, &b = c.layer_backward, &rc = c.layer_recompute;
-    const double n = layers_per_stage;
     s.fwd = {f.gemm * n, f.memory * n};
     s.bwd = {(b.gemm + rc.gemm) * n, (b.memory + rc.memory) * n};
     s.recompute = rc.total() * n;
@@ -165,12 +164,15 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
     return s;
   };
   std::vector<Stage> stages;
+  const int L = model.num_layers;
   if (p == 1) {
-    stages.push_back(stage(true, true));
+    stages.push_back(stage(true, true, L));
   } else {
-    stages.push_back(stage(true, false));
-    if (p > 2) stages.push_back(stage(false, false));
-    stages.push_back(stage(false, true));
+    stages.push_back(stage(true, false, l.rank_layers(L, 0)));
+    int middle = 0;  // the most loaded rank between the first and the last
+    for (int rank = 1; rank < p - 1; ++rank) middle = std::max(middle, l.rank_layers(L, rank));
+    if (p > 2) stages.push_back(stage(false, false, middle));
+    stages.push_back(stage(false, true, l.rank_layers(L, p - 1)));
   }
   const Stage* slowest = &stages[0];
   for (const Stage& s : stages)

@@ -78,7 +78,8 @@ class FinetuneStep final : public ModelStep {
         ps_(ps),
         store_(store),
         chunks_(
-            cfg_.model.bert.num_layers, ps, /*chunks=*/1,
+            PipelineSplit{.num_layers = cfg_.model.bert.num_layers, .pipeline_size = ps.pp_size},
+            /*microbatch_group=*/0, ps,
             [&](const StageRange& stage) {
               return std::make_unique<BertClassifier>(cfg_.model, ps, store, stage);
             },
@@ -122,7 +123,7 @@ class FinetuneStep final : public ModelStep {
   // vocabulary term overstates the work a little (no MLM head here).
   double flops_per_iteration(int64_t global_batch) const override {
     return config_flops_per_iteration(cfg_.model.bert, global_batch * model_.choices(),
-                                      ps_.pp_size);
+                                      chunks_.split());
   }
 
   bool has_validation_data() const override { return false; }

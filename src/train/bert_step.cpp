@@ -26,8 +26,8 @@ class BertStep final : public BertPipelinedStep {
            std::shared_ptr<const BertSampleSource> valid,
            std::shared_ptr<const BertSampleSource> test, const ParallelState& ps,
            ParameterStore& store)
-      : BertPipelinedStep((config.model.validate(ps.tp_size), config.model.num_layers), ps,
-                          config.pipeline_chunks,
+      : BertPipelinedStep((config.model.validate(ps.tp_size), config.split),
+                          config.microbatch_group, ps,
                           [&](const StageRange& stage) {
                             return std::make_unique<BertModel>(config.model, ps, store, stage);
                           },
@@ -35,7 +35,10 @@ class BertStep final : public BertPipelinedStep {
                             return terms(model.stage_losses(ctx));
                           },
                           std::move(train), std::move(valid), std::move(test)),
-        cfg_(std::move(config)) {}
+        cfg_(std::move(config)) {
+    MT_CHECK(cfg_.split.num_layers == cfg_.model.num_layers, "the pipeline split is of ",
+             cfg_.split.num_layers, " layers, the model has ", cfg_.model.num_layers);
+  }
 
   nlohmann::json shape_json() const override { return bert_model_shape_json(cfg_.model); }
   bool has_sop_loss() const override { return cfg_.model.binary_head; }
@@ -43,7 +46,7 @@ class BertStep final : public BertPipelinedStep {
   // Megatron's transformer FLOP formula; the MLM head scores only masked rows, so its
   // vocabulary term overstates BERT's work a little.
   double flops_per_iteration(int64_t global_batch) const override {
-    return config_flops_per_iteration(cfg_.model, global_batch, pipeline_chunks());
+    return config_flops_per_iteration(cfg_.model, global_batch, split());
   }
 
  private:

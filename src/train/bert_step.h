@@ -9,13 +9,17 @@
 
 #include "data/bert_dataset.h"
 #include "model/bert_config.h"
+#include "model/stage_range.h"
 #include "train/model_step.h"
 
 namespace megatron {
 
 struct BertStepConfig {
-  BertConfig model;         // padded_vocab_size already set
-  int pipeline_chunks = 1;  // model chunks per pipeline rank (> 1: interleaved schedule)
+  BertConfig model;  // padded_vocab_size already set
+  // How the layers split over the pipeline stages (num_layers and pipeline_size: the model's
+  // and the run's; chunks > 1: the interleaved schedule).
+  PipelineSplit split;
+  int64_t microbatch_group = 0;  // interleaved: micro-batches per group and chunk (0: PP size)
 };
 
 // `valid` and `test` may be null (no such evaluation).

@@ -20,8 +20,8 @@ class GptStep final : public GptPipelinedStep {
   GptStep(GptStepConfig config, std::shared_ptr<const GptSampleSource> train,
           std::shared_ptr<const GptSampleSource> valid, std::shared_ptr<const GptSampleSource> test,
           const ParallelState& ps, ParameterStore& store)
-      : GptPipelinedStep((config.model.validate(ps.tp_size), config.model.num_layers), ps,
-                         config.pipeline_chunks,
+      : GptPipelinedStep((config.model.validate(ps.tp_size), config.split), config.microbatch_group,
+                         ps,
                          [&](const StageRange& stage) {
                            return std::make_unique<GptModel>(config.model, ps, store, stage);
                          },
@@ -32,13 +32,16 @@ class GptStep final : public GptPipelinedStep {
                            return LossTerms{.lm = sum.sum, .tokens = sum.count};
                          },
                          std::move(train), std::move(valid), std::move(test)),
-        cfg_(std::move(config)) {}
+        cfg_(std::move(config)) {
+    MT_CHECK(cfg_.split.num_layers == cfg_.model.num_layers, "the pipeline split is of ",
+             cfg_.split.num_layers, " layers, the model has ", cfg_.model.num_layers);
+  }
 
   nlohmann::json shape_json() const override { return gpt_model_shape_json(cfg_.model); }
   bool has_sop_loss() const override { return false; }
   int64_t seq_length() const override { return cfg_.model.seq_length; }
   double flops_per_iteration(int64_t global_batch) const override {
-    return config_flops_per_iteration(cfg_.model, global_batch, pipeline_chunks());
+    return config_flops_per_iteration(cfg_.model, global_batch, split());
   }
 
  private:

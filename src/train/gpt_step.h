@@ -11,6 +11,7 @@
 
 #include "data/sample_source.h"
 #include "model/gpt_model.h"
+#include "model/stage_range.h"
 #include "train/model_step.h"
 
 namespace megatron {
@@ -19,7 +20,10 @@ struct GptStepConfig {
   GptConfig model;  // padded_vocab_size already set
   int32_t eod_token = -1;
   bool eod_mask_loss = false;
-  int pipeline_chunks = 1;  // model chunks per pipeline rank (> 1: interleaved schedule)
+  // How the layers split over the pipeline stages (num_layers and pipeline_size: the model's
+  // and the run's; chunks > 1: the interleaved schedule).
+  PipelineSplit split;
+  int64_t microbatch_group = 0;  // interleaved: micro-batches per group and chunk (0: PP size)
 };
 
 // `valid` and `test` may be null (no such evaluation).

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "model/stage_range.h"
 #include "train/log/training_log.h"
 #include "train/model_step.h"
 
@@ -28,23 +29,25 @@ LoaderOptions placed_loader_options(const LoaderPlacement& p) {
 }
 
 // The share of a model config's layers that full recompute re-runs: all of them, none, or
-// with block recompute the first recompute_num_layers of each of the `pipeline_chunks` equal
-// model chunks (pipeline stages × virtual stages).
+// with block recompute the first recompute_num_layers of each model chunk (each virtual stage
+// of `split`).
 template <typename ModelConfig>
-double recomputed_layer_fraction(const ModelConfig& c, int pipeline_chunks) {
+double recomputed_layer_fraction(const ModelConfig& c, const PipelineSplit& split) {
   if (!c.recompute_activations) return 0;
   if (c.recompute_method == RecomputeMethod::kUniform) return 1;
-  const int per_chunk = c.num_layers / pipeline_chunks;
-  return double(std::min(c.recompute_num_layers, per_chunk)) / double(per_chunk);
+  int recomputed = 0;
+  for (int layers : virtual_stage_layers(split))
+    recomputed += std::min(c.recompute_num_layers, layers);
+  return double(recomputed) / double(c.num_layers);
 }
 
 // Megatron's transformer FLOP formula (gpt_flops_per_iteration) for a model config
-// (GptConfig, BertConfig) over `global_batch` samples, split into `pipeline_chunks` chunks.
+// (GptConfig, BertConfig) over `global_batch` samples, its layers split as `split` says.
 template <typename ModelConfig>
-double config_flops_per_iteration(const ModelConfig& c, int64_t global_batch, int pipeline_chunks) {
+double config_flops_per_iteration(const ModelConfig& c, int64_t global_batch,
+                                  const PipelineSplit& split) {
   return gpt_flops_per_iteration(global_batch, c.seq_length, c.num_layers, c.hidden_size,
-                                 c.padded_vocab_size,
-                                 recomputed_layer_fraction(c, pipeline_chunks));
+                                 c.padded_vocab_size, recomputed_layer_fraction(c, split));
 }
 
 // The factory of Step (constructed as Step(config, train, valid, test, ps, store)); `train`

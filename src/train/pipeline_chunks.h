@@ -1,7 +1,7 @@
 // PipelineChunks: what GptStep and BertStep share to run a model family as pipeline stages —
-// this rank's model chunks (one per virtual stage it holds, StageRange) and one iteration's
-// micro-batches through the pipeline schedule (pipeline/schedule.h: no pipelining at PP = 1,
-// 1F1B, or interleaved 1F1B with more than one chunk), driven by the executor
+// this rank's model chunks (one per virtual stage it holds under the PipelineSplit, StageRange)
+// and one iteration's micro-batches through the pipeline schedule (pipeline/schedule.h: no
+// pipelining at PP = 1, 1F1B, or interleaved 1F1B with more than one chunk), driven by the executor
 // (pipeline/pipeline_executor.h). A template over the model (GptModel, BertModel), which
 // provides the stage interface: StageCtxPtr make_stage_ctx(), forward_stage, backward_stage,
 // release_stage, stage(), stage_activation_shape, compute_dtype, device.
@@ -38,26 +38,33 @@ class PipelineChunks {
   using LossOf = std::function<LossTerms(const Model&, const StageCtx&)>;
   using NextBatch = std::function<Batch()>;
 
-  // Throws Error naming the flags unless num_layers splits into pp_size · chunks stages.
-  PipelineChunks(int num_layers, const ParallelState& ps, int chunks, const MakeModel& make,
-                 LossOf loss_of)
-      : ps_(ps), chunks_(chunks), loss_of_(std::move(loss_of)) {
-    check_pipeline_split(num_layers, ps.pp_size, chunks);
-    for (int c = 0; c < chunks; ++c)
-      models_.push_back(make(stage_range(num_layers, ps.pp_size, ps.pp_rank, chunks, c)));
+  // `split`: how the model's layers split over ps.pp_size stages (its pipeline_size);
+  // `microbatch_group`: the interleaved schedule's micro-batches per group (0: ps.pp_size).
+  // Throws Error naming the flags for a split Megatron-LM refuses (check_pipeline_split).
+  PipelineChunks(const PipelineSplit& split, int64_t microbatch_group, const ParallelState& ps,
+                 const MakeModel& make, LossOf loss_of)
+      : ps_(ps),
+        split_(split),
+        chunks_(split.chunks),
+        microbatch_group_(microbatch_group),
+        loss_of_(std::move(loss_of)) {
+    MT_CHECK(split.pipeline_size == ps.pp_size, "the pipeline split is for ", split.pipeline_size,
+             " stages, the run has ", ps.pp_size);
+    check_pipeline_split(split);
+    for (int c = 0; c < chunks_; ++c) models_.push_back(make(stage_range(split, ps.pp_rank, c)));
     free_ctxs_.resize(models_.size());
   }
 
   std::vector<std::unique_ptr<Model>>& models() { return models_; }
-  // Model chunks of the whole pipeline: pipeline stages × chunks per rank.
-  int pipeline_chunks() const { return ps_.pp_size * chunks_; }
+  const PipelineSplit& split() const { return split_; }
 
   // One iteration's `micro_batches` training micro-batches of `micro_batch` samples: forward +
   // backward (gradients scaled by grad_scale accumulated into the store).
   LossTerms train(int64_t micro_batches, int64_t micro_batch, const NextBatch& next,
                   float grad_scale, uint64_t seed) {
-    return run(training_schedule(ps_.pp_size, ps_.pp_rank, chunks_, micro_batches), micro_batch,
-               next, /*train=*/true, grad_scale, seed);
+    return run(
+        training_schedule(ps_.pp_size, ps_.pp_rank, chunks_, micro_batches, microbatch_group_),
+        micro_batch, next, /*train=*/true, grad_scale, seed);
   }
   // The same, forward only, without dropout.
   LossTerms evaluate(int64_t micro_batches, int64_t micro_batch, const NextBatch& next) {
@@ -115,7 +122,9 @@ class PipelineChunks {
   }
 
   ParallelState ps_;
+  PipelineSplit split_;
   int chunks_;
+  int64_t microbatch_group_;
   LossOf loss_of_;
   std::vector<std::unique_ptr<Model>> models_;  // this rank's model chunks
   std::vector<std::vector<CtxPtr>> free_ctxs_;  // per chunk

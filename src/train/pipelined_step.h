@@ -54,19 +54,19 @@ class PipelinedStep : public ModelStep {
   }
 
  protected:
-  // Model chunks of the whole pipeline (stages × virtual stages): what block recompute counts
-  // its layers in.
-  int pipeline_chunks() const { return chunks_.pipeline_chunks(); }
+  // How the layers split over the pipeline's virtual stages: what block recompute counts its
+  // layers in.
+  const PipelineSplit& split() const { return chunks_.split(); }
 
   // The model chunks as PipelineChunks builds them; `valid` and `test` may be null.
-  PipelinedStep(int num_layers, const ParallelState& ps, int chunks,
+  PipelinedStep(const PipelineSplit& split, int64_t microbatch_group, const ParallelState& ps,
                 const typename Chunks::MakeModel& make, typename Chunks::LossOf loss_of,
                 std::shared_ptr<const Source> train, std::shared_ptr<const Source> valid,
                 std::shared_ptr<const Source> test)
       : train_source_(std::move(train)),
         valid_source_(std::move(valid)),
         test_source_(std::move(test)),
-        chunks_(num_layers, ps, chunks, make, std::move(loss_of)) {}
+        chunks_(split, microbatch_group, ps, make, std::move(loss_of)) {}
 
   // The model's batch of loader micro-batch `mb` read at `iteration` (keys the dropout masks).
   virtual Batch to_batch(const MicroBatch& mb, int64_t iteration) const = 0;

@@ -71,8 +71,8 @@ inline ThreeStages run_three_stages(const GptConfig& gc, const ParallelState& ps
   ThreeStages t;
   for (int r = 0; r < 3; ++r) {
     t.stores.push_back(std::make_unique<ParameterStore>(ps.tp_rank, ps.tp_size));
-    t.stages.push_back(
-        std::make_unique<GptModel>(gc, ps, *t.stores.back(), stage_range(3, 3, r, 1, 0)));
+    t.stages.push_back(std::make_unique<GptModel>(
+        gc, ps, *t.stores.back(), stage_range({.num_layers = 3, .pipeline_size = 3}, r, 0)));
     t.stores.back()->allocate();
     t.stages.back()->init_weights(7);
   }
@@ -154,8 +154,8 @@ inline TwoBertStages run_two_bert_stages(const BertConfig& bc, const ParallelSta
   TwoBertStages t;
   for (int r = 0; r < 2; ++r) {
     t.stores.push_back(std::make_unique<ParameterStore>(ps.tp_rank, ps.tp_size));
-    t.stages.push_back(
-        std::make_unique<BertModel>(bc, ps, *t.stores.back(), stage_range(2, 2, r, 1, 0)));
+    t.stages.push_back(std::make_unique<BertModel>(
+        bc, ps, *t.stores.back(), stage_range({.num_layers = 2, .pipeline_size = 2}, r, 0)));
     t.stores.back()->allocate();
     t.stages.back()->init_weights(7);
   }

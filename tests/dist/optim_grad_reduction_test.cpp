@@ -107,7 +107,8 @@ TEST(GradReduction, LayerNormsSumOverPipelineStages) {
   ParallelState ps = ParallelState::create(test::world(), test::world_size() / 2, 2);
   ParameterStore store(ps.tp_rank, ps.tp_size);
   for (const ParamSpec& s : kLayerSpecs)
-    if (pipeline_rank_of_parameter(s.name, 12, 2) == ps.pp_rank) store.add(s);
+    if (pipeline_rank_of_parameter(s.name, {.num_layers = 12, .pipeline_size = 2}) == ps.pp_rank)
+      store.add(s);
   store.allocate();
   fill_grads(store);
   expect_dense_layer_norms(layer_grad_norms(store, ps));

@@ -3,7 +3,10 @@
 # for BERT): one seed, one global batch (8), dropout on, fp32, 4 layers, the tiny sentence-level
 # corpus of pretrain_bert.sh — TP×PP×DP 1×1×1, 1×2×1, 2×2×1, 1×4×1, 1×2×2 (also with
 # --overlap-grad-reduce and small buckets: bit for bit the run without), 1×2×1
-# interleaved (2 chunks of 1 layer per rank), 1×1×4 with the distributed optimizer, and 2×1×2
+# interleaved (2 chunks of 1 layer per rank), Megatron's uneven splits (1×2×1 with a first stage
+# of 1 layer; 1×2×1 interleaved with the embedding and the loss counted as layers: 3 chunks per
+# rank, the first holding the embedding alone and the last the heads alone), 1×1×4 with the
+# distributed optimizer, and 2×1×2
 # and 2×2×1 with sequence parallelism must log the same lm loss, sop loss and grad norm at each
 # of 6 iterations (relative <= 1e-5), and the same validation losses; so must post-LN BERT
 # (embedding LayerNorm) at 2×1×2 with sequence parallelism against its 1×1×1. A checkpoint
@@ -39,12 +42,14 @@ run() {  # run NAME NP TP PP [FLAGS...]
 for case in "3 0 --num-layers 3 is not divisible by --pipeline-model-parallel-size 2" \
             "4 3 --num-layers-per-virtual-pipeline-stage 3 must divide --num-layers 4"; do
   read -r layers per expected <<< "$case"
+  virtual=()  # 0: no virtual stages
+  [[ $per == 0 ]] || virtual=(--num-layers-per-virtual-pipeline-stage "$per")
   if out=$(timeout 60 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 \
              "$MEGATRON_BINARY" pretrain-bert --num-layers "$layers" --hidden-size 32 \
              --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32 \
              --data-path "$BERT_DATA" --vocab-file "$VOCAB" --micro-batch-size 2 \
              --global-batch-size 8 --train-iters 1 --lr 1e-3 --pipeline-model-parallel-size 2 \
-             --num-layers-per-virtual-pipeline-stage "$per" 2>&1); then
+             "${virtual[@]}" 2>&1); then
     echo "FAIL: --num-layers $layers (virtual stages of $per) trained"; exit 1
   fi
   [[ $out == *"$expected"* ]] || { echo "$out" | tail -3; echo "FAIL: expected '$expected'"; exit 1; }
@@ -66,6 +71,9 @@ run t1p4d1 4 1 4 --save "$WORK/ckpt_p4" --save-interval 3 --exit-interval 3
 run t1p2d2 4 1 2
 run t1p2d2_overlap 4 1 2 --overlap-grad-reduce --ddp-bucket-size 5000
 run t1p2d1_interleaved 2 1 2 --num-layers-per-virtual-pipeline-stage 1
+run t1p2d1_first1 2 1 2 --decoder-first-pipeline-num-layers 1
+run t1p2d1_interleaved_account 2 1 2 --num-layers-per-virtual-pipeline-stage 1 \
+  --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split
 run t1p1d4_distopt 4 1 1 --use-distributed-optimizer --save "$WORK/ckpt_distopt" \
   --save-interval 3 --exit-interval 3
 run t2p1d2_sp 4 2 1 --sequence-parallel
@@ -108,7 +116,8 @@ done
 CHECK="node $MEGATRON_SOURCE_DIR/tests/e2e/compare_metrics.js"
 echo "== t1p2d2 with and without --overlap-grad-reduce (bit for bit)"
 $CHECK "$WORK/t1p2d2.jsonl" "$WORK/t1p2d2_overlap.jsonl" --from 1 --to 6 --exact
-for name in t1p2d1 t1p2d2 t1p2d1_interleaved t2p1d2_sp t2p2d1_sp t1p2d2_overlap; do
+for name in t1p2d1 t1p2d2 t1p2d1_interleaved t1p2d1_first1 t1p2d1_interleaved_account t2p1d2_sp \
+  t2p2d1_sp t1p2d2_overlap; do
   echo "== t1p1d1 vs $name"
   $CHECK "$WORK/t1p1d1.jsonl" "$WORK/$name.jsonl" --from 1 --to 6 --rtol 1e-5
 done
@@ -129,7 +138,8 @@ $CHECK "$WORK/t1p1d1.jsonl" "$WORK/converted_t1p2d2_distopt.jsonl" --from 4 --to
 # Validation losses (lm and sop) agree too, matched by iteration and order.
 node "$MEGATRON_SOURCE_DIR/tests/e2e/compare_validation.js" "$WORK/t1p1d1.jsonl" \
      "$WORK/t1p2d1.jsonl" "$WORK/t2p2d1.jsonl" "$WORK/t1p4d1.jsonl" "$WORK/t1p2d2.jsonl" \
-     "$WORK/t1p2d1_interleaved.jsonl" "$WORK/resumed_t1p1d1.jsonl" \
+     "$WORK/t1p2d1_interleaved.jsonl" "$WORK/t1p2d1_first1.jsonl" \
+     "$WORK/t1p2d1_interleaved_account.jsonl" "$WORK/resumed_t1p1d1.jsonl" \
      "$WORK/t1p1d4_distopt.jsonl" "$WORK/t2p1d2_sp.jsonl" "$WORK/t2p2d1_sp.jsonl" \
      "$WORK/resumed_t1p1d2_distopt.jsonl"
 # The check must be able to fail: the losses have to move over the 6 iterations.

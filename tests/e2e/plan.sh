@@ -48,6 +48,18 @@ node -e '
   if (!p.memory.fits) throw new Error("does not fit");
 ' "$WORK/plan.json"
 
+# Megatron's uneven split: the layout names it, and the most loaded stage sets the pace: 96
+# layers over PP 16 as 2, then 6 on each of 14 stages, then 10 are slower than 6 on each.
+"$BIN" plan --machine "$A100" "${GPT3[@]}" "${LAYOUT[@]}" --decoder-first-pipeline-num-layers 2 \
+  --decoder-last-pipeline-num-layers 10 --json > "$WORK/uneven.json"
+"$BIN" plan --machine "$A100" "${GPT3[@]}" "${LAYOUT[@]}" --decoder-first-pipeline-num-layers 2 \
+  --decoder-last-pipeline-num-layers 10 | grep -q "first stage 2 layers, last stage 10 layers"
+node -e '
+  const [even, uneven] = process.argv.slice(1).map(f => JSON.parse(require("fs").readFileSync(f)));
+  if (!(uneven.time.per_micro_batch.stage_seconds > even.time.per_micro_batch.stage_seconds))
+    throw new Error("the stage of 10 layers is not the slowest");
+' "$WORK/plan.json" "$WORK/uneven.json"
+
 # Search: fastest first, all fit, all use 1024 devices.
 "$BIN" plan --machine "$A100" "${GPT3[@]}" --implementation megatron-lm --world-size 1024 \
   --search --search-top 5 --json > "$WORK/search.json"
@@ -167,7 +179,7 @@ expect_error() {  # expected-message command...
 expect_error "--num-attention-heads 96 must be divisible by --tensor-model-parallel-size 5" \
   "$BIN" plan --machine "$A100" "${GPT3[@]}" --tensor-model-parallel-size 5 --world-size 1000 \
   --micro-batch-size 1 --implementation megatron-lm
-expect_error "--num-layers 96 must be divisible by --pipeline-model-parallel-size 7" \
+expect_error "--num-layers 96 is not divisible by --pipeline-model-parallel-size 7" \
   "$BIN" plan --machine "$A100" "${GPT3[@]}" --pipeline-model-parallel-size 7 --world-size 56 \
   --tensor-model-parallel-size 8 --micro-batch-size 1 --implementation megatron-lm
 expect_error "--world-size 100 must be divisible by --tensor-model-parallel-size x" \

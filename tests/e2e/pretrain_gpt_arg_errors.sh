@@ -91,6 +91,37 @@ mapfile -t A < <(with --global-batch-size 2)
 mapfile -t A < <(BASE=("${A[@]}"); with --num-layers 4)  # 2 chunks of 1 layer, 1 micro-batch
 expect_error "the interleaved schedule needs the number of micro-batches (1" 2 -- "${A[@]}" \
   --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1
+# Megatron's uneven pipeline splits and the interleaved schedule's groups: each bad value named.
+mapfile -t A < <(with --num-layers 4)
+expect_error "--decoder-first-pipeline-num-layers must be positive, got 0" 2 -- "${A[@]}" \
+  --pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 0
+expect_error "--num-layers 4 leaves 1 layers after --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers for the other 3 pipeline stages" \
+  4 -- "${A[@]}" --pipeline-model-parallel-size 4 --decoder-first-pipeline-num-layers 3
+expect_error "--decoder-first-pipeline-num-layers 3 and --decoder-last-pipeline-num-layers 2 ask for more than the 4 layers" \
+  2 -- "${A[@]}" --pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 3 \
+  --decoder-last-pipeline-num-layers 2
+expect_error "--decoder-first-pipeline-num-layers 1 must be a multiple of the 2 virtual stages per pipeline rank" \
+  2 -- "${A[@]}" --pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 1 \
+  --num-virtual-stages-per-pipeline-rank 2
+expect_error "give --num-virtual-stages-per-pipeline-rank instead" 2 -- "${A[@]}" \
+  --pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 2 \
+  --num-layers-per-virtual-pipeline-stage 1
+expect_error "cannot be combined with --account-for-embedding-in-pipeline-split" 2 -- "${A[@]}" \
+  --pipeline-model-parallel-size 2 --decoder-last-pipeline-num-layers 1 \
+  --account-for-loss-in-pipeline-split
+expect_error "--num-layers 4 (+ 1 for the embedding, --account-for-*-in-pipeline-split) is not divisible by --pipeline-model-parallel-size 2" \
+  2 -- "${A[@]}" --pipeline-model-parallel-size 2 --account-for-embedding-in-pipeline-split
+expect_error "both set the virtual stages: give one of them" 2 -- "${A[@]}" \
+  --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1 \
+  --num-virtual-stages-per-pipeline-rank 2
+expect_error "--microbatch-group-size-per-virtual-pipeline-stage 1 must lie between --pipeline-model-parallel-size 2 and the number of micro-batches (2" \
+  2 -- "${A[@]}" --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1 \
+  --microbatch-group-size-per-virtual-pipeline-stage 1
+mapfile -t A < <(BASE=("${A[@]}"); without --global-batch-size)
+# Each batch size of a schedule is checked, not the global batch size it implies (2: 1).
+expect_error "the interleaved schedule needs the number of micro-batches (3 = the global batch size 6 of --step-batch-size-schedule" \
+  2 -- "${A[@]}" --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1 \
+  --step-batch-size-schedule "0:4 1K:6"
 mapfile -t A < <(without --lr)
 expect_error "--lr must be given" -- "${A[@]}"
 mapfile -t A < <(without --train-iters)
@@ -153,6 +184,8 @@ expect_warning "Disabling sequence parallelism because tensor model parallelism 
   "${BASE[@]}" --sequence-parallel
 expect_warning "--recompute-method and --recompute-num-layers have no effect without --recompute-granularity full" \
   "${BASE[@]}" --recompute-method block --recompute-num-layers 99
+expect_warning "--microbatch-group-size-per-virtual-pipeline-stage has no effect without the interleaved schedule" \
+  "${BASE[@]}" --microbatch-group-size-per-virtual-pipeline-stage 4
 
 if (( failures )); then echo "$failures argument-error cases failed"; exit 1; fi
 echo "all argument-error cases passed"

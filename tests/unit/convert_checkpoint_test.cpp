@@ -203,7 +203,7 @@ void expect_distributed_optimizer_shards(const ConfigT& config, const nlohmann::
     for (int tp = 0; tp < 2; ++tp) {
       SCOPED_TRACE(::testing::Message() << "tp=" << tp << " pp=" << pp);
       const ParameterStore expected = registered_parameter_store<ModelT>(
-          config, tp, 2, stage_range(config.num_layers, 2, pp, 1, 0));
+          config, tp, 2, stage_range({.num_layers = config.num_layers, .pipeline_size = 2}, pp, 0));
       EXPECT_EQ(std::any_of(expected.params().begin(), expected.params().end(),
                             [](const Parameter& p) { return p.spec.stage_tie == StageTie::kCopy; }),
                 pp == 1);

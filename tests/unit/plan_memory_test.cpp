@@ -55,6 +55,33 @@ TEST(PlanParameters, TensorsPerPipelineStageByHand) {
   EXPECT_EQ(t.last_stage_rank, 75);
 }
 
+// The stages hold what the split gives them: PP 2 with a first stage of 4 layers holds wte, wpe
+// and 4 layers (2 + 48), the last 8 layers, ln_f and the copy of wte (96 + 3); with the
+// embedding and the loss counted as layers (14 over PP 2: 6 layers each), 74 and 75 as evenly.
+TEST(PlanParameters, TensorsPerPipelineStageFollowTheSplit) {
+  Layout l;
+  l.pipeline_parallel = 2;
+  l.first_stage_layers = 4;
+  ParameterTensors t = count_parameter_tensors(gpt2_small(), l);
+  EXPECT_EQ(t.first_stage_rank, 50);
+  EXPECT_EQ(t.last_stage_rank, 99);
+  l.first_stage_layers = 0;
+  l.account_for_embedding = l.account_for_loss = true;
+  t = count_parameter_tensors(gpt2_small(), l);
+  EXPECT_EQ(t.first_stage_rank, 74);
+  EXPECT_EQ(t.last_stage_rank, 75);
+  l.account_for_loss = false;  // 13 over 2 stages
+  try {
+    validate_layout(gpt2_small(), l, Implementation::kMegatronCpp);
+    FAIL() << "13 layers accepted over 2 stages";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("--account-for-*-in-pipeline-split) is not divisible by "
+                               "--pipeline-model-parallel-size 2"),
+              std::string::npos)
+        << e.message();
+  }
+}
+
 TEST(PlanParameters, TensorParallelShareByHand) {
   // TP 2: the word embedding pads to a multiple of 256 (50432 rows, 25216 per rank); per layer
   // the split part is (768·2304 + 2304 + 768·768 + 768·3072 + 3072 + 3072·768)/2 = 3,541,632
@@ -412,15 +439,15 @@ TEST(PlanMemory, MegatronCppBertDistributedOptimizerMatchesItsShards) {
 // three gradient copies sent so far, the input kept by the context and the one just received
 // are alive (5), and at the end the four copies and the kept input (5).
 TEST(PlanPipeline, BuffersOfOneFOneBByHand) {
-  const PipelineRankPeak first = pipeline_rank_peak(2, 0, 1, 4, {100.0}, 1.0);
+  const PipelineRankPeak first = pipeline_rank_peak(2, 0, 1, 4, 0, {100.0}, 1.0);
   EXPECT_EQ(first.contexts, std::vector<int64_t>{2});
   EXPECT_EQ(first.peak_buffers, 3);
   EXPECT_DOUBLE_EQ(first.peak_bytes, 2 * 100.0 + 3);
-  const PipelineRankPeak last = pipeline_rank_peak(2, 1, 1, 4, {100.0}, 1.0);
+  const PipelineRankPeak last = pipeline_rank_peak(2, 1, 1, 4, 0, {100.0}, 1.0);
   EXPECT_EQ(last.contexts, std::vector<int64_t>{1});
   EXPECT_EQ(last.peak_buffers, 5);
   // No pipeline: one context, no buffers.
-  const PipelineRankPeak whole = pipeline_rank_peak(1, 0, 1, 4, {100.0}, 1.0);
+  const PipelineRankPeak whole = pipeline_rank_peak(1, 0, 1, 4, 0, {100.0}, 1.0);
   EXPECT_EQ(whole.contexts, std::vector<int64_t>{1});
   EXPECT_EQ(whole.peak_buffers, 0);
 }
@@ -512,7 +539,8 @@ TEST(PlanPipeline, MegatronCppBertStages) {
   BertConfig bc = arena_bert_config(2, /*dropout=*/false);
   bc.binary_head = false;
   ParameterStore store(0, 1);
-  BertModel last(bc, test::solo_parallel_state(), store, stage_range(2, 2, 1, 1, 0));
+  BertModel last(bc, test::solo_parallel_state(), store,
+                 stage_range({.num_layers = 2, .pipeline_size = 2}, 1, 0));
   store.allocate();
   Layout l;
   l.pipeline_parallel = 2;

@@ -201,6 +201,28 @@ TEST(PlanStep, PipelineBubbleAndInterleaving) {
   EXPECT_NEAR(a.mfu, a.flops.model / (a.step * 32 * 100e12), 1e-12);
 }
 
+// An uneven split sets the pace by its most loaded stage: 32 layers over PP 4 as 4, 12, 12, 4
+// (--decoder-first/last-pipeline-num-layers 4) are slower per micro-batch than 8 each (the
+// last of which adds the output layer, about one layer's work here), and than 6, 10, 10, 6.
+TEST(PlanStep, UnevenSplitPacesTheSlowestStage) {
+  const Machine mach = round_machine();
+  const ModelSpec m = small_gpt();
+  Layout l = small_layout();
+  const StepTime even = predict_step_time(m, l, mach, Implementation::kMegatronLm);
+  l.first_stage_layers = 3;
+  l.last_stage_layers = 2;
+  EXPECT_THROW(validate_layout(m, l, Implementation::kMegatronLm), Error);  // 27 over 2 ranks
+  l.first_stage_layers = 4;
+  l.last_stage_layers = 4;  // 4, 12, 12, 4
+  validate_layout(m, l, Implementation::kMegatronLm);
+  const StepTime ends = predict_step_time(m, l, mach, Implementation::kMegatronLm);
+  EXPECT_GT(ends.stage, 1.2 * even.stage);
+  l.first_stage_layers = 6;
+  l.last_stage_layers = 6;  // 6, 10, 10, 6
+  const StepTime milder = predict_step_time(m, l, mach, Implementation::kMegatronLm);
+  EXPECT_NEAR(ends.stage / milder.stage, 1.2, 0.05);
+}
+
 // megatron-cpp's BERT in four stages: the same pipeline (micro-batches, bubble, step) as GPT's,
 // and the tied word embedding's gradient summed between the first stage and the last stage's
 // copy: the same V_padded/t·h table as a GPT of that vocabulary and width, so the same sync.
@@ -578,7 +600,7 @@ TEST(PlanLayout, ErrorsNameTheRule) {
   l.pipeline_parallel = 5;
   EXPECT_NE(error_of([&] {
               validate_layout(m, l, Implementation::kMegatronLm);
-            }).find("--num-layers 32 must be divisible by --pipeline-model-parallel-size 5"),
+            }).find("--num-layers 32 is not divisible by --pipeline-model-parallel-size 5"),
             std::string::npos);
   l.pipeline_parallel = 2;
   ModelSpec bert = m;

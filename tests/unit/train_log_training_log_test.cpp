@@ -25,15 +25,21 @@ TEST(TrainingLog, FlopFormula) {
 TEST(TrainingLog, RecomputedLayerFractionCountsBlockLayersPerChunk) {
   GptConfig c;
   c.num_layers = 8;
-  EXPECT_EQ(recomputed_layer_fraction(c, 1), 0.0);  // no full recompute
+  const PipelineSplit one{.num_layers = 8}, two{.num_layers = 8, .pipeline_size = 2},
+      four{.num_layers = 8, .pipeline_size = 2, .chunks = 2};
+  EXPECT_EQ(recomputed_layer_fraction(c, one), 0.0);  // no full recompute
   c.recompute_activations = true;
-  EXPECT_EQ(recomputed_layer_fraction(c, 4), 1.0);  // uniform: every layer
+  EXPECT_EQ(recomputed_layer_fraction(c, four), 1.0);  // uniform: every layer
   c.recompute_method = RecomputeMethod::kBlock;
   c.recompute_num_layers = 1;
-  EXPECT_EQ(recomputed_layer_fraction(c, 1), 1.0 / 8);  // the first of 8
-  EXPECT_EQ(recomputed_layer_fraction(c, 2), 2.0 / 8);  // the first of each 4-layer chunk
+  EXPECT_EQ(recomputed_layer_fraction(c, one), 1.0 / 8);  // the first of 8
+  EXPECT_EQ(recomputed_layer_fraction(c, two), 2.0 / 8);  // the first of each 4-layer chunk
   c.recompute_num_layers = 2;
-  EXPECT_EQ(recomputed_layer_fraction(c, 4), 1.0);  // 2 of each chunk's 2
+  EXPECT_EQ(recomputed_layer_fraction(c, four), 1.0);  // 2 of each chunk's 2
+  // Uneven chunks: 2 of the first stage's 3 layers, and the 1 of the last.
+  const PipelineSplit uneven{.num_layers = 4, .pipeline_size = 2, .first_stage_layers = 3};
+  c.num_layers = 4;
+  EXPECT_EQ(recomputed_layer_fraction(c, uneven), 3.0 / 4);
 }
 
 TEST(TrainingLog, IterationLineMatchesMegatronLayout) {

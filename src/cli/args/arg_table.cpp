@@ -46,7 +46,8 @@ std::string show(uint64_t v) {
 std::string show(double v) {
   return python_float_repr(v);
 }
-std::string show(const std::optional<double>& v) {
+template <typename T>
+std::string show(const std::optional<T>& v) {
   return v ? show(*v) : "None";
 }
 std::string show(const std::vector<std::string>& v) {
@@ -56,7 +57,8 @@ std::string show(const std::vector<std::string>& v) {
   return s + "]";
 }
 
-nlohmann::json to_json_value(const std::optional<double>& v) {
+template <typename T>
+nlohmann::json to_json_value(const std::optional<T>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 template <typename T>
@@ -98,14 +100,20 @@ CLI::Validator number_validator() {
       std::is_integral_v<T> ? "INT" : "FLOAT", "number");
 }
 
+template <typename T>
+constexpr bool is_optional_v = false;
+template <typename T>
+constexpr bool is_optional_v<std::optional<T>> = true;
+
 }  // namespace
 
 template <typename T>
 void ArgTable::add(const std::string& flag, T& field, const std::string& help) {
-  if constexpr (std::is_same_v<T, std::optional<double>>) {
-    app_.add_option_function<double>(
-            flag, [&field](const double& v) { field = v; }, help)
-        ->transform(number_validator<double>());
+  if constexpr (is_optional_v<T>) {
+    using Value = typename T::value_type;
+    app_.add_option_function<Value>(
+            flag, [&field](const Value& v) { field = v; }, help)
+        ->transform(number_validator<Value>());
   } else if constexpr (std::is_arithmetic_v<T>) {
     app_.add_option(flag, field, help)->transform(number_validator<T>());
   } else {
@@ -122,6 +130,7 @@ template void ArgTable::add(const std::string&, uint64_t&, const std::string&);
 template void ArgTable::add(const std::string&, double&, const std::string&);
 template void ArgTable::add(const std::string&, std::string&, const std::string&);
 template void ArgTable::add(const std::string&, std::optional<double>&, const std::string&);
+template void ArgTable::add(const std::string&, std::optional<int>&, const std::string&);
 template void ArgTable::add(const std::string&, std::vector<std::string>&, const std::string&);
 
 void ArgTable::add_flag(const std::string& flag, bool& field, const std::string& help) {

@@ -133,6 +133,16 @@ struct Args {
   std::string device;  // --device: "" (automatic), cpu, cuda, cuda:N (cli/setup/device_setup.h)
   int tensor_model_parallel_size = 1;
   int pipeline_model_parallel_size = 1;
+  // How the layers split over the pipeline stages and the interleaved schedule's groups
+  // (model/stage_range.h, pipeline/schedule.h; pipeline_split() in training_config.h), as
+  // Megatron-LM's flags of these names; registered by add_pipeline_args. Unset: not given.
+  std::optional<int> num_layers_per_virtual_pipeline_stage;
+  std::optional<int> num_virtual_stages_per_pipeline_rank;
+  std::optional<int> decoder_first_pipeline_num_layers;
+  std::optional<int> decoder_last_pipeline_num_layers;
+  bool account_for_embedding_in_pipeline_split = false;
+  bool account_for_loss_in_pipeline_split = false;
+  std::optional<int> microbatch_group_size_per_virtual_pipeline_stage;
   std::string distributed_backend;  // "nccl", "mpi"; "" → nccl on a GPU, mpi on the CPU
 
   // Data and tokenizer.

@@ -33,10 +33,13 @@ constexpr const char* kMoe = "mixture of experts is not supported";
 constexpr const char* kFp8 = "FP8 / FP4 training is not supported";
 constexpr const char* kRl = "reinforcement learning (megatron/rl) is not supported";
 constexpr const char* kPipeline =
-    "pipeline stages here are equal contiguous ranges of layers (Megatron's default split; "
-    "pretrain-gpt and pretrain-bert), with --num-layers-per-virtual-pipeline-stage for the "
-    "interleaved "
-    "schedule; this option is not supported";
+    "pipeline stages here are contiguous ranges of layers, split evenly or as "
+    "--decoder-first/last-pipeline-num-layers and --account-for-*-in-pipeline-split say, with "
+    "the interleaved schedule (pretrain-gpt and pretrain-bert; docs/parallelism.md); this "
+    "option is not supported";
+constexpr const char* kPipelineSplit =
+    "pretrain-gpt and pretrain-bert implement Megatron's pipeline splits and the interleaved "
+    "schedule (docs/parallelism.md); this command runs equal pipeline stages with 1F1B";
 constexpr const char* kLlama =
     "not supported here: pretrain-gpt implements --position-embedding-type, --rotary-base, "
     "--rotary-percent, --rotary-seq-len-interpolation-factor, --use-rope-scaling, "
@@ -203,13 +206,13 @@ constexpr Rule kRules[] = {
      "(docs/parallelism.md)"},
     {"--pipeline-model-parallel-comm-backend", true, kPipeline},
     {"--pipeline-model-parallel-layout", true, kPipeline},
-    {"--decoder-first-pipeline-num-layers", true, kPipeline},
-    {"--decoder-last-pipeline-num-layers", true, kPipeline},
-    {"--num-layers-per-virtual-pipeline-stage", true, kPipeline},
-    {"--num-virtual-stages-per-pipeline-rank", true, kPipeline},
-    {"--microbatch-group-size-per-virtual-pipeline-stage", true, kPipeline},
-    {"--account-for-embedding-in-pipeline-split", true, kPipeline},
-    {"--account-for-loss-in-pipeline-split", true, kPipeline},
+    {"--decoder-first-pipeline-num-layers", true, kPipelineSplit},
+    {"--decoder-last-pipeline-num-layers", true, kPipelineSplit},
+    {"--num-layers-per-virtual-pipeline-stage", true, kPipelineSplit},
+    {"--num-virtual-stages-per-pipeline-rank", true, kPipelineSplit},
+    {"--microbatch-group-size-per-virtual-pipeline-stage", true, kPipelineSplit},
+    {"--account-for-embedding-in-pipeline-split", true, kPipelineSplit},
+    {"--account-for-loss-in-pipeline-split", true, kPipelineSplit},
     {"--no-overlap-p2p-communication", false,
      "pipeline communication overlap; the computed function is the same"},
     {"--overlap-p2p-communication-warmup-flush", false,

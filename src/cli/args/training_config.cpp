@@ -16,6 +16,7 @@
 #include "kernels/gemm_options.h"
 #include "model/gpt_model.h"  // padded_vocab_size
 #include "model/stage_range.h"
+#include "pipeline/schedule.h"
 #include "train/log/named_timers.h"
 
 namespace megatron::cli {
@@ -144,7 +145,7 @@ void validate_training_args_except_data(Args& a, int world_size) {
              a.make_vocab_size_divisible_by);
 
   positive(a.pipeline_model_parallel_size, "--pipeline-model-parallel-size");
-  check_pipeline_split(a.num_layers, a.pipeline_model_parallel_size, 1);
+  const PipelineSplit split = pipeline_split(a);
   MT_REQUIRE(a.arch.kv_channels > 0 || a.hidden_size % a.num_attention_heads == 0, "--hidden-size ",
              a.hidden_size, " must be divisible by --num-attention-heads ", a.num_attention_heads,
              " (or set --kv-channels)");
@@ -192,6 +193,20 @@ void validate_training_args_except_data(Args& a, int world_size) {
     return true;
   };
   const BatchSizeSchedule batches = batch_size_schedule(a);
+  // Megatron checks the interleaved schedule's micro-batch count for each batch size it runs:
+  // those of --step-batch-size-schedule, not the --global-batch-size it implies.
+  if (split.chunks > 1)
+    for (const auto& [threshold, batch] : batches.steps())
+      check_interleaved_micro_batches(
+          pp, batch / per_step, a.microbatch_group_size_per_virtual_pipeline_stage.value_or(0),
+          a.step_batch_size_schedule.empty() ? "--global-batch-size " + std::to_string(batch)
+                                             : "the global batch size " + std::to_string(batch) +
+                                                   " of --step-batch-size-schedule");
+  if (split.chunks == 1 && a.microbatch_group_size_per_virtual_pipeline_stage)
+    log_warning(
+        "--microbatch-group-size-per-virtual-pipeline-stage has no effect without the "
+        "interleaved schedule (--num-layers-per-virtual-pipeline-stage or "
+        "--num-virtual-stages-per-pipeline-rank); ignored, as Megatron-LM ignores it");
   MT_REQUIRE(fits({a.train_iters, batches.max_global_batch(), a.seq_length}) &&
                  fits({a.train_iters / a.eval_interval + 1, a.eval_iters, a.eval_global_batch(),
                        a.seq_length}),
@@ -387,6 +402,46 @@ LrScheduleConfig lr_schedule_config(const Args& a) {
              " samples) must be shorter than the decay (", c.decay_steps,
              " samples): check --lr-warmup-* against --lr-decay-* / --train-*");
   return c;
+}
+
+PipelineSplit pipeline_split(const Args& a) {
+  PipelineSplit s{.num_layers = a.num_layers,
+                  .pipeline_size = a.pipeline_model_parallel_size,
+                  .first_stage_layers = a.decoder_first_pipeline_num_layers.value_or(0),
+                  .last_stage_layers = a.decoder_last_pipeline_num_layers.value_or(0),
+                  .account_for_embedding = a.account_for_embedding_in_pipeline_split,
+                  .account_for_loss = a.account_for_loss_in_pipeline_split};
+  for (const auto& [count, flag] :
+       {std::pair{a.decoder_first_pipeline_num_layers, "--decoder-first-pipeline-num-layers"},
+        std::pair{a.decoder_last_pipeline_num_layers, "--decoder-last-pipeline-num-layers"},
+        std::pair{a.num_layers_per_virtual_pipeline_stage,
+                  "--num-layers-per-virtual-pipeline-stage"},
+        std::pair{a.num_virtual_stages_per_pipeline_rank, "--num-virtual-stages-per-pipeline-rank"},
+        std::pair{a.microbatch_group_size_per_virtual_pipeline_stage,
+                  "--microbatch-group-size-per-virtual-pipeline-stage"}})
+    MT_REQUIRE(!count || *count > 0, flag, " must be positive, got ", *count);
+  MT_REQUIRE(!(a.num_layers_per_virtual_pipeline_stage && a.num_virtual_stages_per_pipeline_rank),
+             "--num-layers-per-virtual-pipeline-stage and --num-virtual-stages-per-pipeline-rank "
+             "both set the virtual stages: give one of them");
+  if (a.num_virtual_stages_per_pipeline_rank) s.chunks = *a.num_virtual_stages_per_pipeline_rank;
+  if (const std::optional<int> per_chunk = a.num_layers_per_virtual_pipeline_stage) {
+    MT_REQUIRE(s.first_stage_layers == 0 && s.last_stage_layers == 0,
+               "--num-layers-per-virtual-pipeline-stage assumes equal stages: with "
+               "--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers give "
+               "--num-virtual-stages-per-pipeline-rank instead (as Megatron-LM asks)");
+    // As Megatron: the layers of a pipeline rank (the embedding and loss counted as layers
+    // when accounted for) over the layers of a virtual stage.
+    const int slots = s.num_layers + int(s.account_for_embedding) + int(s.account_for_loss);
+    MT_REQUIRE(
+        slots % s.pipeline_size == 0 && slots / s.pipeline_size % *per_chunk == 0,
+        "--num-layers-per-virtual-pipeline-stage ", *per_chunk, " must divide --num-layers ",
+        s.num_layers,
+        slots > s.num_layers ? " (+ the embedding / loss the --account-for-* flags count)" : "",
+        " / --pipeline-model-parallel-size ", s.pipeline_size, " (the layers of a pipeline stage)");
+    s.chunks = slots / s.pipeline_size / *per_chunk;
+  }
+  check_pipeline_split(s);
+  return s;
 }
 
 BatchSizeSchedule batch_size_schedule(const Args& a) {

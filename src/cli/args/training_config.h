@@ -6,6 +6,7 @@
 #include "cli/args/arg_table.h"
 #include "cli/args/args.h"
 #include "model/language_model_config.h"
+#include "model/stage_range.h"
 
 namespace megatron::cli {
 
@@ -29,6 +30,12 @@ void check_megatron_flags(const MegatronFlags& flags, const Args& args);
 // The global batch size of each step: --step-batch-size-schedule (thresholds in tokens, as
 // Megatron's training passes --seq-length), else the constant --global-batch-size.
 BatchSizeSchedule batch_size_schedule(const Args& args);
+// How the layers split over the pipeline stages (model/stage_range.h): the chunks per rank
+// from --num-virtual-stages-per-pipeline-rank or --num-layers-per-virtual-pipeline-stage (as
+// Megatron-LM derives them, the accounted-for embedding and loss counting as layers), the
+// first/last counts and the account-for flags. Throws Error naming the flags for values
+// Megatron-LM refuses.
+PipelineSplit pipeline_split(const Args& args);
 
 // Fills the derived fields and checks every rule that involves several flags or the world
 // size; throws megatron::Error naming the flag(s) and the rule. Called before any work.

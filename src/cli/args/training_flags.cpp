@@ -228,6 +228,28 @@ void add_sharding_args(ArgTable& table, Args& args) {
 
 // ---- Llama-family architecture flags ----
 
+void add_pipeline_args(ArgTable& t, Args& a) {
+  t.add("--num-layers-per-virtual-pipeline-stage", a.num_layers_per_virtual_pipeline_stage,
+        "layers per model chunk: the interleaved 1F1B schedule (docs/parallelism.md)");
+  t.add("--num-virtual-stages-per-pipeline-rank", a.num_virtual_stages_per_pipeline_rank,
+        "model chunks per pipeline rank: the interleaved 1F1B schedule (the way to ask for it "
+        "with --decoder-first/last-pipeline-num-layers)");
+  t.add("--decoder-first-pipeline-num-layers", a.decoder_first_pipeline_num_layers,
+        "layers of the first pipeline stage; the stages in between split the rest evenly");
+  t.add("--decoder-last-pipeline-num-layers", a.decoder_last_pipeline_num_layers,
+        "layers of the last pipeline stage; the stages in between split the rest evenly");
+  t.add_flag("--account-for-embedding-in-pipeline-split", a.account_for_embedding_in_pipeline_split,
+             "count the embedding as a layer when splitting the layers evenly: the first stage "
+             "holds one layer fewer");
+  t.add_flag("--account-for-loss-in-pipeline-split", a.account_for_loss_in_pipeline_split,
+             "count the head and loss as a layer when splitting the layers evenly: the last "
+             "stage holds one layer fewer");
+  t.add("--microbatch-group-size-per-virtual-pipeline-stage",
+        a.microbatch_group_size_per_virtual_pipeline_stage,
+        "interleaved schedule: micro-batches that go through a model chunk together "
+        "(default: --pipeline-model-parallel-size; same results)");
+}
+
 void add_architecture_args(ArgTable& t, ArchitectureArgs& a) {
   t.add("--position-embedding-type", a.position_embedding_type, "learned_absolute | rope | none");
   t.add("--rotary-base", a.rotary_base, "RoPE base (HF rope_theta)");

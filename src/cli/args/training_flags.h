@@ -26,6 +26,13 @@ void add_training_args(ArgTable& table, Args& args);
 // gradient reduction runs: --overlap-grad-reduce, --ddp-bucket-size.
 void add_sharding_args(ArgTable& table, Args& args);
 
+// Registers the flags of the pipeline split and the interleaved schedule (pretrain-gpt,
+// pretrain-bert, bench --mode step): --num-layers-per-virtual-pipeline-stage,
+// --num-virtual-stages-per-pipeline-rank, --decoder-first/last-pipeline-num-layers,
+// --account-for-embedding/loss-in-pipeline-split and
+// --microbatch-group-size-per-virtual-pipeline-stage.
+void add_pipeline_args(ArgTable& table, Args& args);
+
 // Registers the architecture flags (ArchitectureArgs) on `table`.
 void add_architecture_args(ArgTable& table, ArchitectureArgs& arch);
 }  // namespace megatron::cli

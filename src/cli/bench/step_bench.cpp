@@ -149,9 +149,7 @@ int run_step_bench(int argc, char** argv) {
   app.add_flag("--breakdown", breakdown,
                "time every kernel of the timed steps, on the CPU or the GPU (kernels/profile.h), "
                "against its FLOP and byte floors");
-  int layers_per_virtual_stage = 0;
-  table.add("--num-layers-per-virtual-pipeline-stage", layers_per_virtual_stage,
-            "layers per model chunk: the interleaved 1F1B schedule");
+  add_pipeline_args(table, args);
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
   select_training_device(args);
   MT_CHECK(mode == "step", "--mode ", mode, " is not the step benchmark");
@@ -171,7 +169,8 @@ int run_step_bench(int argc, char** argv) {
 
   const Vocabulary vocab = build_vocabulary(args);
   GptStepConfig gpt = gpt_step_config(args, vocab, false);
-  gpt.pipeline_chunks = pipeline_chunks(args, layers_per_virtual_stage);
+  gpt.split = pipeline_split(args);
+  gpt.microbatch_group = args.microbatch_group_size_per_virtual_pipeline_stage.value_or(0);
   TrainerConfig cfg = trainer_config(args, table);
   double t0 = 0, t1 = 0, comm0 = 0, comm1 = 0, wait0 = 0, wait1 = 0;
   ProcessUsage usage0, usage1;
@@ -206,17 +205,16 @@ int run_step_bench(int argc, char** argv) {
   const double mean_comm_share = timing->all_reduce_scalar(comm_share) / world;
   const double mean_wait_share = timing->all_reduce_scalar(wait_share) / world;
   const int p = args.pipeline_model_parallel_size;
-  const double m = double(args.num_micro_batches()), v = double(gpt.pipeline_chunks);
+  const double m = double(args.num_micro_batches()), v = double(gpt.split.chunks);
   const double max_step = timing->all_reduce_scalar(step, ReduceOp::MAX);
-  const double flops =
-      config_flops_per_iteration(model, args.global_batch_size, p * gpt.pipeline_chunks);
+  const double flops = config_flops_per_iteration(model, args.global_batch_size, gpt.split);
   const double tflops = flops / max_step / world / 1e12;
   const double ceiling_tflops = timing->all_reduce_scalar(ceiling) / world / 1e12;
   log_info("step benchmark: GPT L=", args.num_layers, " h=", args.hidden_size,
            " heads=", args.num_attention_heads, " s=", args.seq_length,
            " global batch=", args.global_batch_size, " TP=", args.tensor_model_parallel_size,
-           " PP=", p, gpt.pipeline_chunks > 1 ? " (interleaved, " : "",
-           gpt.pipeline_chunks > 1 ? std::to_string(gpt.pipeline_chunks) + " chunks)" : "",
+           " PP=", p, gpt.split.chunks > 1 ? " (interleaved, " : "",
+           gpt.split.chunks > 1 ? std::to_string(gpt.split.chunks) + " chunks)" : "",
            " DP=", args.data_parallel_size, " micro-batches=", args.num_micro_batches(),
            " dtype=", dtype_name(dtype), " device=", device.str(),
            args.full_recompute() ? " recompute=full" : "");

@@ -5,7 +5,6 @@
 #include "data/tokenizers/make_tokenizer.h"
 #include "data/tokenizers/tokenizer_identity.h"
 #include "model/gpt_model.h"
-#include "model/stage_range.h"
 
 namespace megatron::cli {
 
@@ -79,25 +78,6 @@ GptStepConfig gpt_step_config(const Args& a, const Vocabulary& vocab, bool eod_m
   cfg.eod_token = vocab.eod;
   cfg.eod_mask_loss = eod_mask_loss;
   return cfg;
-}
-
-int pipeline_chunks(const Args& a, int layers_per_virtual_stage) {
-  if (layers_per_virtual_stage == 0) return 1;
-  const int p = a.pipeline_model_parallel_size;
-  MT_REQUIRE(layers_per_virtual_stage > 0 && a.num_layers % (p * layers_per_virtual_stage) == 0,
-             "--num-layers-per-virtual-pipeline-stage ", layers_per_virtual_stage,
-             " must divide --num-layers ", a.num_layers, " / --pipeline-model-parallel-size ", p);
-  const int chunks = a.num_layers / p / layers_per_virtual_stage;
-  check_pipeline_split(a.num_layers, p, chunks);
-  const BatchSizeSchedule batches = batch_size_schedule(a);
-  for (const auto& [threshold, batch] : batches.steps()) {
-    const int64_t micro_batches = batch / (a.micro_batch_size * a.data_parallel_size);
-    MT_REQUIRE(chunks == 1 || micro_batches % p == 0,
-               "the interleaved schedule needs the number of micro-batches (", micro_batches,
-               " = global batch size ", batch, " / (--micro-batch-size x data-parallel ",
-               "size)) to be a multiple of --pipeline-model-parallel-size ", p);
-  }
-  return chunks;
 }
 
 }  // namespace megatron::cli

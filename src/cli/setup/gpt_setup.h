@@ -27,9 +27,4 @@ GptDatasets build_gpt_data(const Args& args, const Vocabulary& vocab);
 // The model and its data options (the loop's are trainer_config(), args.h).
 GptStepConfig gpt_step_config(const Args& args, const Vocabulary& vocab, bool eod_mask_loss);
 
-// Model chunks per pipeline rank for --num-layers-per-virtual-pipeline-stage (0: not given → 1;
-// pretrain-gpt and pretrain-bert);
-// throws Error naming the flags when the layers do not split into that many virtual stages.
-int pipeline_chunks(const Args& args, int layers_per_virtual_stage);
-
 }  // namespace megatron::cli

@@ -41,14 +41,16 @@ plan::ModelSpec plan_model_of(const BertConfig& model, const Args& a, double mas
   return m;
 }
 
-plan::Layout plan_layout_of(const Args& a, int virtual_stages) {
+plan::Layout plan_layout_of(const Args& a, const PipelineSplit& split) {
   plan::Layout l;
   l.tensor_parallel = a.tensor_model_parallel_size;
   l.pipeline_parallel = a.pipeline_model_parallel_size;
   l.data_parallel = a.data_parallel_size;
-  l.virtual_stages = virtual_stages;
+  set_plan_pipeline(a, split, l);
   l.micro_batch = a.micro_batch_size;
-  l.global_batch = a.global_batch_size;
+  // The global batch size a schedule implies sizes the evaluations only; the training steps
+  // run the schedule's sizes, the largest of which holds the most micro-batches.
+  l.global_batch = batch_size_schedule(a).max_global_batch();
   l.sequence_parallel = a.sequence_parallel;
   set_plan_recompute(a, l);
   l.distributed_optimizer = a.distributed_optimizer;
@@ -58,6 +60,15 @@ plan::Layout plan_layout_of(const Args& a, int virtual_stages) {
                          : plan::Precision::kFp32;
   l.overlap_grad_reduce = a.overlap_grad_reduce;
   return l;
+}
+
+void set_plan_pipeline(const Args& a, const PipelineSplit& split, plan::Layout& l) {
+  l.virtual_stages = split.chunks;
+  l.first_stage_layers = split.first_stage_layers;
+  l.last_stage_layers = split.last_stage_layers;
+  l.account_for_embedding = split.account_for_embedding;
+  l.account_for_loss = split.account_for_loss;
+  l.microbatch_group = a.microbatch_group_size_per_virtual_pipeline_stage.value_or(0);
 }
 
 void set_plan_recompute(const Args& a, plan::Layout& l) {

@@ -34,8 +34,12 @@ plan::ModelSpec plan_model_of(const GptConfig& model, const Args& a);
 // BERT scores `mask_prob` of the tokens (--mask-prob).
 plan::ModelSpec plan_model_of(const BertConfig& model, const Args& a, double mask_prob);
 // The layout of a training command's validated flags (validate_training_args: the
-// data-parallel size is known); `virtual_stages`: model chunks per pipeline rank.
-plan::Layout plan_layout_of(const Args& a, int virtual_stages = 1);
+// data-parallel size is known) with its pipeline split (pipeline_split(a)); with
+// --step-batch-size-schedule, at its largest global batch size (the most micro-batches).
+plan::Layout plan_layout_of(const Args& a, const PipelineSplit& split);
+// The pipeline split (pipeline_split(a)) and the interleaved schedule's micro-batch group of
+// `a` as the planner's layout takes them.
+void set_plan_pipeline(const Args& a, const PipelineSplit& split, plan::Layout& layout);
 // The recompute of `a` (--recompute-granularity, --recompute-activations, --recompute-method,
 // --recompute-num-layers) as the planner's layout takes it; throws Error naming the flags when
 // a method is given without full recompute, or uniform with more than one layer per chunk.
