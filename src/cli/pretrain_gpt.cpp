@@ -29,6 +29,7 @@ int run_pretrain_gpt(int argc, char** argv) {
   table.add("--data-cache-path", args.data_cache_path,
             "directory for the sample-index cache (default: next to the data)");
   add_sharding_args(table, args);
+  add_context_parallel_args(table, args);
   int layers_per_virtual_stage = 0;
   table.add("--num-layers-per-virtual-pipeline-stage", layers_per_virtual_stage,
             "layers per model chunk: the interleaved 1F1B schedule (docs/parallelism.md)");

@@ -120,6 +120,9 @@ struct Args {
   std::string device;  // --device: "" (automatic), cpu, cuda, cuda:N (cli/setup/device_setup.h)
   int tensor_model_parallel_size = 1;
   int pipeline_model_parallel_size = 1;
+  // --context-parallel-size and --cp-comm-type (pretrain-gpt; docs/parallelism.md).
+  int context_parallel_size = 1;
+  std::string cp_comm_type = "p2p";
   std::string distributed_backend;  // "nccl", "mpi"; "" → nccl on a GPU, mpi on the CPU
 
   // Data and tokenizer.

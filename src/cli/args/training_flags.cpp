@@ -215,6 +215,15 @@ void add_sharding_args(ArgTable& table, Args& args) {
 
 // ---- Llama-family architecture flags ----
 
+void add_context_parallel_args(ArgTable& table, Args& args) {
+  table.add("--context-parallel-size", args.context_parallel_size,
+            "CP size: split every sequence over this many ranks (2 x CP chunks, ring attention; "
+            "docs/parallelism.md)");
+  table.add("--cp-comm-type", args.cp_comm_type,
+            "how attention meets the other CP ranks' keys: p2p (the ring, default); all_gather, "
+            "a2a and a2a+p2p are not supported");
+}
+
 void add_architecture_args(ArgTable& t, ArchitectureArgs& a) {
   t.add("--position-embedding-type", a.position_embedding_type, "learned_absolute | rope | none");
   t.add("--rotary-base", a.rotary_base, "RoPE base (HF rope_theta)");

@@ -26,6 +26,10 @@ void add_training_args(ArgTable& table, Args& args);
 // gradient reduction runs: --overlap-grad-reduce, --ddp-bucket-size.
 void add_sharding_args(ArgTable& table, Args& args);
 
+// Registers --context-parallel-size and --cp-comm-type (pretrain-gpt only: context
+// parallelism splits causal attention; elsewhere Megatron's flag table refuses them).
+void add_context_parallel_args(ArgTable& table, Args& args);
+
 // Registers the architecture flags (ArchitectureArgs) on `table`.
 void add_architecture_args(ArgTable& table, ArchitectureArgs& arch);
 }  // namespace megatron::cli
