@@ -144,7 +144,8 @@ TEST(RingAttention, WrongLayoutIsRefused) {
   SKIP_UNLESS_WORLD_SIZE_AT_LEAST(2);
   const ParallelState ps = ParallelState::create(test::world(), 1, 1, RankOrder::kTpDpPp, 2);
   const Tensor qkv = random_values({8, 1, 1, 3, 4}, 9);  // 8 positions: not a local sequence
-  const RingAttentionParams p{.layout = ContextParallelLayout::of(8, 2, ps.cp_rank)};
+  RingAttentionParams p;
+  p.layout = ContextParallelLayout::of(8, 2, ps.cp_rank);
   Arena arena;
   Tensor out = Tensor::empty({4, 1, 4}, DType::F32), lse = Tensor::empty({2, 1, 1, 2}, DType::F32);
   EXPECT_THROW(ring_attention_forward(*ps.cp, qkv, p, out, lse, arena), Error);
