@@ -3,9 +3,10 @@
 # Llama-family model (RoPE, grouped-query attention) trained on real text (State of the Union,
 # GPT-2 BPE), dropout on, fp32, must log the same lm loss and grad norm at each of 6 iterations
 # (relative <= 1e-5) at CP 1, CP 2, CP 4, CP 2 × DP 2, TP 2 × CP 2 with sequence parallelism,
-# PP 2 × CP 2 (1F1B), and CP 2 with the distributed optimizer (sharded over DP × CP) — each CP
-# rank holding only its two chunks of every sequence; a CP 2 × DP 2 checkpoint resumes at CP 1
-# and CP 4 with CP 1's losses. Unsupported combinations are refused with a sentence.
+# PP 2 × CP 2 (1F1B), CP 2 with full recompute, and CP 2 with the distributed optimizer
+# (sharded over DP × CP) — each CP rank holding only its two chunks of every sequence; a
+# CP 2 × DP 2 checkpoint resumes at CP 1 and CP 4 with CP 1's losses. Unsupported combinations
+# are refused with a sentence.
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
 WORK="$(mktemp -d)"
@@ -54,7 +55,11 @@ run gpt_cp4 4 --context-parallel-size 4
 run gpt_cp2_dp2 4 --context-parallel-size 2
 run gpt_tp2_cp2_sp 4 --context-parallel-size 2 --tensor-model-parallel-size 2 --sequence-parallel
 run gpt_pp2_cp2 4 --context-parallel-size 2 --pipeline-model-parallel-size 2
-for name in gpt_cp2 gpt_cp4 gpt_cp2_dp2 gpt_tp2_cp2_sp gpt_pp2_cp2; do same gpt_cp1 "$name"; done
+run gpt_cp2_recompute 2 --context-parallel-size 2 --recompute-granularity full \
+  --recompute-method uniform --recompute-num-layers 1
+for name in gpt_cp2 gpt_cp4 gpt_cp2_dp2 gpt_tp2_cp2_sp gpt_pp2_cp2 gpt_cp2_recompute; do
+  same gpt_cp1 "$name"
+done
 
 # Checkpoints do not depend on CP: CP 2 x DP 2 with the distributed optimizer (shards over
 # dp x cp) saves at iteration 3; runs at CP 1 and CP 4 resume from it and log CP 1's losses.
