@@ -290,10 +290,10 @@ void save_checkpoint(const std::string& save_dir, int64_t iteration, const Param
   const bool sharded = optimizer_shard.dp_size > 1;
   run_on_all_ranks(world, "writing the checkpoint", [&] {
     // Data-parallel replicas hold identical values (and, unless sharded, optimizer state).
-    if (ps.dp_rank != 0 && !sharded) return;
+    if (ps.dp_cp_rank != 0 && !sharded) return;
     check_finite_for_checkpoint(iteration, params, optimizer_flat_buffers, optimizer_shard.range);
     const RankCoordinates coords{ps.tp_rank, ps.tp_size, ps.pp_rank, ps.pp_size};
-    if (ps.dp_rank == 0)
+    if (ps.dp_cp_rank == 0)
       write_checkpoint_rank(tmp, iteration, params,
                             sharded ? std::map<std::string, Tensor>{} : optimizer_flat_buffers,
                             state, coords);

@@ -31,15 +31,17 @@
 namespace megatron {
 
 // Saves iteration `iteration` to `save_dir`. Collective over ps.world: every rank calls it;
-// the ranks with dp_rank 0 write (data-parallel replicas are identical), rank 0 commits.
+// the ranks with dp_cp_rank 0 write (data- and context-parallel ranks hold identical weights),
+// rank 0 commits.
 //   params                  this rank's parameter slices (the fp32 master values)
 //   optimizer_flat_buffers  name -> f32 [range length], laid out like elements
 //                           optimizer_shard.range of params' flat values (e.g. "exp_avg",
 //                           "exp_avg_sq"); may be empty
 //   state                   this rank's trainer state, stored as state.json
 //   optimizer_shard         the whole flat space (default), or this DP rank's shard of the
-//                           distributed optimizer ({range, ps.dp_rank, ps.dp_size}): then every
-//                           DP rank writes its own shard, with no gather and no full-size copy
+//                           distributed optimizer ({range, ps.dp_cp_rank, ps.dp_cp_size}): then
+//                           every DP × CP rank writes its own shard, with no gather and no
+//                           full-size copy
 // Replaces an existing checkpoint of the same iteration. On failure on any rank every rank
 // throws Error and the previous checkpoint and tracker stay as they were.
 void save_checkpoint(const std::string& save_dir, int64_t iteration, const ParameterStore& params,

@@ -1,6 +1,7 @@
 // `megatron pretrain-gpt` — Megatron-LM's pretrain_gpt.py: parse and validate the flags,
 // print them, build the tokenizer and datasets (or --mock-data), then run the Trainer.
 #include <CLI/CLI.hpp>
+#include <string>
 
 #include "cli/args/arg_table.h"
 #include "cli/args/args.h"
@@ -36,6 +37,7 @@ int run_pretrain_gpt(int argc, char** argv) {
             "directory for the sample-index cache (default: next to the data)");
   add_sharding_args(table, args);
   add_pipeline_args(table, args);
+  add_context_parallel_args(table, args);
   // Last: Megatron's flags that this command has not registered above.
   MegatronFlags megatron_flags(app);
   if (int rc = megatron_flags.parse(argc, argv); rc >= 0) return rc;
@@ -69,6 +71,11 @@ int run_pretrain_gpt(int argc, char** argv) {
   config.tokenizer = vocab.identity;
   config.theoretical_memory_report = theoretical_memory_report(plan_model_of(model.model, args),
                                                                plan_layout_of(args, model.split));
+  // The planner (plan/) models no context parallelism yet: its figures are a CP 1 rank's.
+  if (args.context_parallel_size > 1)
+    log_warning("the theoretical memory report does not model --context-parallel-size " +
+                std::to_string(args.context_parallel_size) +
+                ": its activations are those of whole sequences");
   Trainer trainer(std::move(config), world,
                   gpt_step_factory(std::move(model), data.train, data.valid, data.test));
   trainer.run();

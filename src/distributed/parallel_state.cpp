@@ -1,57 +1,71 @@
 #include "distributed/parallel_state.h"
 
+#include <string>
+
 #include "core/error.h"
 
 namespace megatron {
 
-void check_parallel_sizes(int world_size, int tensor_parallel, int pipeline_parallel) {
+void check_parallel_sizes(int world_size, int tensor_parallel, int pipeline_parallel,
+                          int context_parallel) {
   MT_REQUIRE(tensor_parallel >= 1, "--tensor-model-parallel-size must be >= 1, got ",
              tensor_parallel);
   MT_REQUIRE(pipeline_parallel >= 1, "--pipeline-model-parallel-size must be >= 1, got ",
              pipeline_parallel);
-  const int model_parallel = tensor_parallel * pipeline_parallel;
+  MT_REQUIRE(context_parallel >= 1, "--context-parallel-size must be >= 1, got ", context_parallel);
+  const int model_parallel = tensor_parallel * pipeline_parallel * context_parallel;
   if (world_size % model_parallel != 0) {
     MT_THROW("the world size ", world_size, " (processes started by mpirun -np) is not divisible",
              " by --tensor-model-parallel-size ", tensor_parallel,
-             " x --pipeline-model-parallel-size ", pipeline_parallel, " = ", model_parallel,
+             " x --pipeline-model-parallel-size ", pipeline_parallel,
+             context_parallel > 1 ? " x --context-parallel-size " : "",
+             context_parallel > 1 ? std::to_string(context_parallel) : "", " = ", model_parallel,
              "; choose sizes whose product divides ", world_size);
   }
 }
 
 ParallelState ParallelState::create(std::shared_ptr<Communicator> world, int tensor_parallel,
-                                    int pipeline_parallel, RankOrder order) {
+                                    int pipeline_parallel, RankOrder order, int context_parallel) {
   MT_CHECK(world != nullptr, "ParallelState::create: no world communicator");
   const int world_size = world->size();
-  check_parallel_sizes(world_size, tensor_parallel, pipeline_parallel);
-  const int model_parallel = tensor_parallel * pipeline_parallel;
+  check_parallel_sizes(world_size, tensor_parallel, pipeline_parallel, context_parallel);
 
   ParallelState s;
   s.world_size = world_size;
   s.rank = world->rank();
   s.tp_size = tensor_parallel;
+  s.cp_size = context_parallel;
   s.pp_size = pipeline_parallel;
-  s.dp_size = world_size / model_parallel;
+  s.dp_size = world_size / (tensor_parallel * context_parallel * pipeline_parallel);
   s.tp_rank = s.rank % s.tp_size;
+  s.cp_rank = (s.rank / s.tp_size) % s.cp_size;
+  const int tc = s.tp_size * s.cp_size;
   if (order == RankOrder::kTpDpPp) {
-    s.dp_rank = (s.rank / s.tp_size) % s.dp_size;
-    s.pp_rank = s.rank / (s.tp_size * s.dp_size);
+    s.dp_rank = (s.rank / tc) % s.dp_size;
+    s.pp_rank = s.rank / (tc * s.dp_size);
   } else {
-    s.pp_rank = (s.rank / s.tp_size) % s.pp_size;
-    s.dp_rank = s.rank / (s.tp_size * s.pp_size);
+    s.pp_rank = (s.rank / tc) % s.pp_size;
+    s.dp_rank = s.rank / (tc * s.pp_size);
   }
+  s.dp_cp_size = s.dp_size * s.cp_size;
+  s.dp_cp_rank = s.dp_rank * s.cp_size + s.cp_rank;
 
   // Every rank takes part in every split, in the same order (split is collective). Colors
   // name the coordinates the group members share; keys order members by the coordinate
   // that varies inside the group, so group rank == that coordinate.
-  const int t = s.tp_size, d = s.dp_size;
-  s.tp = world->split(/*color=*/s.pp_rank * d + s.dp_rank, /*key=*/s.tp_rank);
-  s.dp = world->split(/*color=*/s.pp_rank * t + s.tp_rank, /*key=*/s.dp_rank);
-  s.pp = world->split(/*color=*/s.dp_rank * t + s.tp_rank, /*key=*/s.pp_rank);
-  s.mp = world->split(/*color=*/s.dp_rank, /*key=*/s.pp_rank * t + s.tp_rank);
+  const int t = s.tp_size, c = s.cp_size, d = s.dp_size;
+  s.tp = world->split(/*color=*/(s.pp_rank * d + s.dp_rank) * c + s.cp_rank, /*key=*/s.tp_rank);
+  s.cp = world->split(/*color=*/(s.pp_rank * d + s.dp_rank) * t + s.tp_rank, /*key=*/s.cp_rank);
+  s.dp = world->split(/*color=*/(s.pp_rank * c + s.cp_rank) * t + s.tp_rank, /*key=*/s.dp_rank);
+  // Without context parallelism dp × cp is the data-parallel group itself.
+  s.dp_cp = c == 1 ? s.dp : world->split(/*color=*/s.pp_rank * t + s.tp_rank, s.dp_cp_rank);
+  s.pp = world->split(/*color=*/(s.dp_rank * c + s.cp_rank) * t + s.tp_rank, /*key=*/s.pp_rank);
+  s.mp = world->split(/*color=*/s.dp_rank * c + s.cp_rank, /*key=*/s.pp_rank * t + s.tp_rank);
   // Middle stages get singleton groups of their own (colors past every member color), unused.
   const bool embedding_member = s.pp_size > 1 && (s.pp_rank == 0 || s.pp_rank == s.pp_size - 1);
+  const int replica = (s.dp_rank * c + s.cp_rank) * t + s.tp_rank;
   std::shared_ptr<Communicator> embedding = world->split(
-      /*color=*/embedding_member ? s.dp_rank * t + s.tp_rank : t * d + s.rank, /*key=*/s.pp_rank);
+      /*color=*/embedding_member ? replica : t * c * d + s.rank, /*key=*/s.pp_rank);
   if (embedding_member) s.embedding = std::move(embedding);
   s.world = std::move(world);
   return s;

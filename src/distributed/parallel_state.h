@@ -1,12 +1,18 @@
-// ParallelState: the rank grid and its groups, with Megatron's layout
-//   tp_rank = rank % t,  dp_rank = (rank / t) % d,  pp_rank = rank / (t·d),  d = world / (t·p).
-// TP groups are consecutive ranks (fastest-varying, so on one node); DP groups share
-// (tp_rank, pp_rank); PP groups share (tp_rank, dp_rank); the model-parallel group is the
-// t·p ranks that together hold one model replica (same dp_rank). With p > 1 the embedding group
-// is the first and the last stage of a pipeline (same tp_rank and dp_rank), the two ranks that
-// hold the tied word embedding (Megatron's rule). --use-tp-pp-dp-mapping (RankOrder::kTpPpDp)
-// makes pipeline ranks vary before data-parallel ones, as Megatron's does:
-//   tp_rank = rank % t,  pp_rank = (rank / t) % p,  dp_rank = rank / (t·p).
+// ParallelState: the rank grid and its groups, with Megatron's layout (order tp-cp-dp-pp)
+//   tp_rank = rank % t,  cp_rank = (rank / t) % c,  dp_rank = (rank / (t·c)) % d,
+//   pp_rank = rank / (t·c·d),  d = world / (t·c·p).
+// TP groups are consecutive ranks (fastest-varying, so on one node); CP groups (context
+// parallelism: the ranks that share one sequence, docs/parallelism.md) share (tp, dp, pp);
+// DP groups share (tp_rank, cp_rank, pp_rank); PP groups share (tp, cp, dp); the
+// model-parallel group is the t·p ranks that together hold one model replica (same dp and cp
+// rank). The context parallel ranks are carved out of the data-parallel dimension: they hold
+// the same weights, so the gradients are reduced (and the distributed optimizer shards) over
+// the DP×CP group, while the data loader places samples by the DP rank alone. With p > 1 the
+// embedding group is the first and the last stage of a pipeline (same tp, cp and dp rank), the
+// two ranks that hold the tied word embedding (Megatron's rule). --use-tp-pp-dp-mapping
+// (RankOrder::kTpPpDp) makes pipeline ranks vary before data-parallel ones, as Megatron's does:
+//   tp_rank = rank % t,  cp_rank = (rank / t) % c,  pp_rank = (rank / (t·c)) % p,
+//   dp_rank = rank / (t·c·p).
 // The groups are the same sets of coordinates either way; only which process holds which
 // coordinates changes, so a run's results do not depend on the order.
 #pragma once
@@ -17,32 +23,39 @@
 
 namespace megatron {
 
-// Throws Error (naming the flags) when a size is < 1 or t·p does not divide the world size.
+// Throws Error (naming the flags) when a size is < 1 or t·c·p does not divide the world size.
 // Communicates nothing: callers may check the grid on every rank before building it.
-void check_parallel_sizes(int world_size, int tensor_parallel, int pipeline_parallel);
+void check_parallel_sizes(int world_size, int tensor_parallel, int pipeline_parallel,
+                          int context_parallel = 1);
 
 // The order in which the grid's coordinates vary with the world rank, fastest first.
 enum class RankOrder {
-  kTpDpPp,  // Megatron's default ("tp-cp-ep-dp-pp" without context or expert parallelism)
-  kTpPpDp,  // --use-tp-pp-dp-mapping
+  kTpDpPp,  // Megatron's default ("tp-cp-ep-dp-pp" without expert parallelism)
+  kTpPpDp,  // --use-tp-pp-dp-mapping ("tp-cp-ep-pp-dp")
 };
 
 struct ParallelState {
-  // Throws Error when t·p does not divide the world size or a size is < 1
+  // Throws Error when t·c·p does not divide the world size or a size is < 1
   // (check_parallel_sizes).
   static ParallelState create(std::shared_ptr<Communicator> world, int tensor_parallel,
-                              int pipeline_parallel, RankOrder order = RankOrder::kTpDpPp);
+                              int pipeline_parallel, RankOrder order = RankOrder::kTpDpPp,
+                              int context_parallel = 1);
 
   int world_size = 1, rank = 0;
   int tp_size = 1, tp_rank = 0;
+  int cp_size = 1, cp_rank = 0;
   int dp_size = 1, dp_rank = 0;
   int pp_size = 1, pp_rank = 0;
+  // The gradient-reduction group's size and rank: dp_rank · cp_size + cp_rank of dp × cp.
+  int dp_cp_size = 1, dp_cp_rank = 0;
 
   std::shared_ptr<Communicator> world;
-  std::shared_ptr<Communicator> tp;  // tensor-model-parallel group
-  std::shared_ptr<Communicator> dp;  // data-parallel group
-  std::shared_ptr<Communicator> pp;  // pipeline group
-  std::shared_ptr<Communicator> mp;  // model-parallel group (tp × pp)
+  std::shared_ptr<Communicator> tp;     // tensor-model-parallel group
+  std::shared_ptr<Communicator> cp;     // context-parallel group (ring order = cp_rank)
+  std::shared_ptr<Communicator> dp;     // data-parallel group (the loader's placement)
+  std::shared_ptr<Communicator> dp_cp;  // dp × cp: gradient reduction, optimizer shards
+  std::shared_ptr<Communicator> pp;     // pipeline group
+  std::shared_ptr<Communicator> mp;     // model-parallel group (tp × pp)
   // Embedding group (pp_rank 0 and pp_size − 1) on those two stages when pp_size > 1; null on
   // the middle stages and when pp_size == 1.
   std::shared_ptr<Communicator> embedding;

@@ -7,6 +7,7 @@
 #include "kernels/flash_attention.h"
 #include "kernels/gemm.h"
 #include "kernels/softmax.h"
+#include "parallel/ring_attention.h"
 
 namespace megatron {
 
@@ -42,6 +43,9 @@ ParallelAttention::ParallelAttention(const std::string& prefix, int layer_number
       dense_bias_(config.arch.add_bias_linear),
       selective_recompute_(config.selective_recompute),
       flash_attention_(config.flash_attention),
+      cp_(ps.cp),
+      cp_size_(ps.cp_size),
+      cp_rank_(ps.cp_rank),
       rotary_{.rotary_dim = config.rotary_dim(),
               .base = config.arch.rotary_base,
               .seq_interpolation_factor = config.arch.rotary_seq_len_interpolation_factor,
@@ -62,6 +66,10 @@ ParallelAttention::ParallelAttention(const std::string& prefix, int layer_number
              ps, store, weights) {
   groups_local_ = query_key_value_.groups_local();
   queries_ = query_key_value_.queries_per_group_local();
+  MT_REQUIRE(cp_size_ == 1 || mask_type_ == AttnMaskType::kCausal, "--context-parallel-size ",
+             cp_size_,
+             " splits causal attention (GPT and Llama-family models) only; BERT's padding-masked "
+             "attention needs --context-parallel-size 1");
 }
 
 void ParallelAttention::init_weights(ParameterStore& store, uint64_t seed) const {
@@ -88,6 +96,30 @@ void ParallelAttention::rotate_qk(Tensor& qkv, int64_t position_start, bool inve
               qkv.dtype());
   kernels::rotary_embedding(queries, position_start, rotary_, inverse, queries);
   kernels::rotary_embedding(keys, position_start, rotary_, inverse, keys);
+}
+
+void ParallelAttention::rotate_local_qk(Tensor& qkv, bool inverse) const {
+  const ContextParallelLayout layout =
+      ContextParallelLayout::of_local(qkv.size(0), cp_size_, cp_rank_);
+  if (!layout.split()) {
+    rotate_qk(qkv, 0, inverse);
+    return;
+  }
+  // A context-parallel rank's two chunks continue from their own first positions.
+  for (int k = 0; k < 2; ++k) {
+    Tensor chunk = qkv.slice(0, k * layout.chunk(), (k + 1) * layout.chunk());
+    rotate_qk(chunk, layout.chunk_begin(k), inverse);
+  }
+}
+
+RingAttentionParams ParallelAttention::ring_params(int64_t seq, const DropoutScope& scope) const {
+  return {.layout = ContextParallelLayout::of_local(seq, cp_size_, cp_rank_),
+          .queries_per_group = queries_,
+          .scale = 1.0f / std::sqrt(float(head_dim_)),
+          .dropout_p = dropout_p_,
+          .scope = scope,
+          .layer = layer_number_,
+          .head_begin = head_begin_};
 }
 
 kernels::FlashAttentionParams ParallelAttention::flash_params(
@@ -159,7 +191,14 @@ Tensor ParallelAttention::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_m
   ctx.pad_mask = pad_mask;
   ctx.scope = scope;
   if (qk_norm_) qk_norm_->forward(ctx.qk_norm, ctx.qkv, arena);
-  rotate_qk(ctx.qkv, 0, false);
+  rotate_local_qk(ctx.qkv, false);
+  if (cp_size_ > 1) {
+    const RingAttentionParams ring = ring_params(s, scope);
+    ctx.context = arena.alloc({s, b, hl * d}, x.dtype());  // [s, b, hl·d]
+    ctx.lse = arena.alloc({2, b, hl, ring.layout.chunk()}, DType::F32);
+    ring_attention_forward(*cp_, ctx.qkv, ring, ctx.context, ctx.lse, workspace);
+    return dense_.forward(ctx.dense, ctx.context, arena);
+  }
   if (flash_attention_) {
     std::vector<kernels::MaskRow> dropout_rows;
     ctx.context = arena.alloc({s, b, hl * d}, x.dtype());  // [s, b, hl·d]
@@ -242,6 +281,12 @@ Tensor ParallelAttention::backward(const Ctx& ctx, const Tensor& dout, Arena& ar
   Tensor v = head_view(ctx.qkv, (q + 1) * d, bg, s, d, group, qkv_row);
 
   Tensor dcontext = dense_.backward(ctx.dense, dout, arena);  // [s, b, hl·d]
+  if (cp_size_ > 1) {
+    Tensor dqkv = arena.alloc(ctx.qkv.shape(), dout.dtype());
+    ring_attention_backward(*cp_, ctx.qkv, ctx.context, ctx.lse, dcontext,
+                            ring_params(s, ctx.scope), dqkv, arena);
+    return qkv_backward(ctx, dqkv, arena);
+  }
   if (flash_attention_) {
     std::vector<kernels::MaskRow> dropout_rows;
     Tensor dqkv = arena.alloc(ctx.qkv.shape(), dout.dtype());
@@ -286,7 +331,7 @@ Tensor ParallelAttention::backward(const Ctx& ctx, const Tensor& dout, Arena& ar
 }
 
 Tensor ParallelAttention::qkv_backward(const Ctx& ctx, Tensor& dqkv, Arena& arena) const {
-  rotate_qk(dqkv, 0, true);  // gradients w.r.t. Q and K before RoPE
+  rotate_local_qk(dqkv, true);  // gradients w.r.t. Q and K before RoPE
   if (qk_norm_) qk_norm_->backward(ctx.qk_norm, dqkv, arena);
   return query_key_value_.backward(ctx.qkv_linear, dqkv, arena);
 }

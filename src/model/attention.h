@@ -23,6 +23,11 @@
 // [b, heads/t, s]) instead of the probabilities and the mask; its backward recomputes them
 // tile by tile. Same function, the same dropout mask; results equal to f32 rounding. Selective
 // recompute has nothing left to recompute then.
+// Context parallelism (--context-parallel-size c > 1, docs/parallelism.md): x is this rank's
+// local sequence (two chunks, parallel/context_parallel_layout.h); RoPE rotates each chunk at
+// its own positions and the core is the fused ring attention of parallel/ring_attention.h
+// (whatever --use-flash-attn says; equal to the unfused core to f32 rounding), which meets the
+// other ranks' keys and values. Causal attention only.
 // Heads are ordered group-major (head = group · q + i), as Megatron-Core and HF's repeat_kv.
 // The output projection's bias is NOT added: the layer fuses it with dropout and the residual.
 // Q, K, V and the context are strided per-head views, multiplied with batched GEMMs with no
@@ -40,6 +45,7 @@
 #include "model/qkv_projection.h"
 #include "model/transformer_config.h"
 #include "parallel/random.h"
+#include "parallel/ring_attention.h"
 #include "parallel/row_parallel_linear.h"
 
 namespace megatron {
@@ -55,7 +61,7 @@ class ParallelAttention {
     Tensor probs;         // [b, heads/t, s, s] before dropout; undefined with selective recompute
     Tensor dropout_mask;  // u8 [b·heads/t·s, s] or undefined (no dropout, selective recompute)
     Tensor context;       // fused attention: [s, b, heads/t · d], the core's output
-    Tensor lse;           // fused attention: f32 [b, heads/t, s]
+    Tensor lse;           // fused attention: f32 [b, heads/t, s]; ring: [2, b, heads/t, s/2]
     RowParallelLinear::Ctx dense;
   };
 
@@ -107,6 +113,11 @@ class ParallelAttention {
   Tensor qkv_backward(const Ctx& ctx, Tensor& dqkv, Arena& arena) const;
   // RoPE on the Q and K views of qkv [s, b, gl, q + 2, d] (inverse: its backward), in place.
   void rotate_qk(Tensor& qkv, int64_t position_start, bool inverse) const;
+  // rotate_qk of the training sequence qkv [s, b, gl, q + 2, d]: positions from 0, or on a
+  // context-parallel rank those of its two chunks.
+  void rotate_local_qk(Tensor& qkv, bool inverse) const;
+  // The ring attention's parameters for a local sequence of `seq` positions.
+  RingAttentionParams ring_params(int64_t seq, const DropoutScope& scope) const;
   // The fused kernel's parameters for this layer; `dropout_rows` receives the mask rows.
   kernels::FlashAttentionParams flash_params(int64_t batch, int64_t seq, const Tensor& pad_mask,
                                              const DropoutScope& scope,
@@ -117,6 +128,8 @@ class ParallelAttention {
   float dropout_p_;
   AttnMaskType mask_type_;
   bool rope_, dense_bias_, selective_recompute_, flash_attention_;
+  std::shared_ptr<Communicator> cp_;  // the context-parallel group (ring attention)
+  int cp_size_, cp_rank_;
   kernels::RotaryParams rotary_;
   mutable Tensor no_bias_;  // undefined: the dense "bias" without linear biases
   QkvProjection query_key_value_;

@@ -6,6 +6,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "model/tied_word_embedding.h"
+#include "parallel/context_parallel_layout.h"
 #include "parallel/mappings.h"
 
 namespace megatron {
@@ -155,7 +156,7 @@ int64_t GptModel::sequence_shards() const {
 }
 
 Shape GptModel::stage_activation_shape(int64_t micro_batch) const {
-  return {config_.seq_length / sequence_shards(), micro_batch, config_.hidden_size};
+  return {config_.seq_length / ps_.cp_size / sequence_shards(), micro_batch, config_.hidden_size};
 }
 
 Tensor GptModel::forward_hidden(Ctx& ctx, const Tensor& input, const DropoutScope& scope) {
@@ -206,8 +207,16 @@ LossSum GptModel::forward_loss_from_logits(Ctx& ctx, const GptBatch& batch, cons
   Tensor losses = vocab_parallel_cross_entropy_forward(ctx.cross_entropy, *ps_.tp, logits, labels,
                                                        config_.vocab_size, ctx.arena);
   const kernels::WeightedSum sum = kernels::weighted_sum(losses, ctx.loss_mask);
-  ctx.mask_sum = sum.weights;
-  return LossSum{sum.weighted, sum.weights};
+  // A context-parallel rank scored its chunks only: the mean is over the whole sequences, so
+  // the sums (host scalars) add up over the CP group, and each rank's backward seeds its
+  // tokens with 1 / (the whole Σ mask) — the ranks' gradients add up to the mean's.
+  double sums[2] = {sum.weighted, sum.weights};
+  if (ps_.cp_size > 1) {
+    Tensor t = Tensor::from_blob(sums, {2}, DType::F64);
+    ps_.cp->all_reduce(t);
+  }
+  ctx.mask_sum = sums[1];
+  return LossSum{sums[0], sums[1]};
 }
 
 Tensor GptModel::backward(Ctx& ctx, float grad_scale, Tensor dhidden) {
@@ -246,12 +255,23 @@ Tensor GptModel::backward(Ctx& ctx, float grad_scale, Tensor dhidden) {
   return Tensor();
 }
 
-GptBatch GptModel::on_device(const GptBatch& batch, Arena& arena) {
+GptBatch GptModel::on_device(const GptBatch& batch, Arena& arena) const {
   GptBatch b = batch;
   std::vector<Tensor> moved = upload({batch.tokens, batch.labels, batch.loss_mask}, arena);
   b.tokens = moved[0];
   b.labels = moved[1];
   b.loss_mask = moved[2];
+  if (ps_.cp_size == 1) return b;
+  // Context parallelism: this rank's chunks of every [b, s] input.
+  for (Tensor* t : {&b.tokens, &b.labels, &b.loss_mask}) {
+    if (!t->defined()) continue;
+    MT_CHECK(t->dim() == 2, "GPT batch inputs must be [b, s], got ", t->describe());
+    const ContextParallelLayout layout =
+        ContextParallelLayout::of(t->size(1), ps_.cp_size, ps_.cp_rank);
+    Tensor local = arena.alloc({t->size(0), layout.local_seq()}, t->dtype());
+    layout.take_local(*t, local);
+    *t = local;
+  }
   return b;
 }
 
@@ -327,6 +347,7 @@ LossSum GptModel::forward_loss_sum(const GptBatch& host_batch) {
 }
 
 Tensor GptModel::forward_logits(const Tensor& host_tokens) {
+  MT_CHECK(ps_.cp_size == 1, "full logits are computed with --context-parallel-size 1 only");
   arena_.reset();
   const Tensor tokens = upload({host_tokens}, arena_)[0];
   Ctx ctx(arena_);
@@ -341,6 +362,7 @@ Tensor GptModel::forward_logits(const Tensor& host_tokens) {
 }
 
 InferenceCtx GptModel::make_inference_ctx(int64_t batch, int64_t max_seq) const {
+  MT_CHECK(ps_.cp_size == 1, "inference runs with --context-parallel-size 1 only");
   MT_CHECK(max_seq >= 1 && max_seq <= config_.max_position_embeddings, "inference length ", max_seq,
            " must be in [1, --max-position-embeddings = ", config_.max_position_embeddings, "]");
   // Keys and values of this rank's KV groups: g/t, or the one group its heads use when g < t.

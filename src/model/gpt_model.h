@@ -14,6 +14,13 @@
 // pipeline stages the activations are the shards. Training and evaluation only: inference
 // (forward_step) needs a model built without it.
 //
+// Context parallelism (--context-parallel-size c, docs/parallelism.md): every CP rank is
+// given the whole micro-batch [b, s] and keeps its two chunks of each sequence
+// (parallel/context_parallel_layout.h), so its activations are [s/c, b, h] ([s/(c·t), b, h]
+// with sequence parallelism); attention meets the other chunks over the ring
+// (parallel/ring_attention.h); the loss sums and token counts add up over the CP group, so
+// the loss is the whole sequences' on every CP rank. Training and evaluation only.
+//
 // Pipeline stages (DESIGN.md §3, docs/parallelism.md): a GptModel may hold one stage of the
 // model — a contiguous range of layers, the embedding when it is the first stage, the final
 // LayerNorm and the LM head when it is the last (StageRange). The last stage of a split
@@ -155,8 +162,9 @@ class GptModel {
 
  private:
   struct Ctx;
-  // The batch with its tensors on the model's device (uploaded into `arena` in one copy).
-  static GptBatch on_device(const GptBatch& batch, Arena& arena);
+  // The batch with its tensors on the model's device (uploaded into `arena` in one copy); on a
+  // context-parallel rank, its chunks of the sequences (parallel/context_parallel_layout.h).
+  GptBatch on_device(const GptBatch& batch, Arena& arena) const;
   // [Embedding →] transformer layers [→ final LayerNorm]: this stage's output [s, b, h].
   // `input` is the tokens i32 [b, s] on the first stage, else the previous stage's output.
   Tensor forward_hidden(Ctx& ctx, const Tensor& input, const DropoutScope& scope);

@@ -21,6 +21,8 @@ InputEmbedding::InputEmbedding(const InputEmbeddingConfig& config, const Paralle
                                ParameterStore& store, const ComputeWeights& weights)
     : config_(config),
       tp_(ps.tp),
+      cp_size_(ps.cp_size),
+      cp_rank_(ps.cp_rank),
       weights_(weights),
       word_(word_embedding_config(config), ps, store, weights) {
   if (config.learned_positions)
@@ -58,7 +60,11 @@ Tensor InputEmbedding::forward(Ctx& ctx, const Tensor& tokens, const Tensor& tok
     check_dtype(token_types, DType::I32, (model + " token types").c_str());
   }
   const int64_t b = tokens.size(0), s = tokens.size(1), h = config_.hidden_size;
-  MT_CHECK(s >= 1 && s <= config_.max_position_embeddings, "sequence length ", s,
+  // A context-parallel rank's s positions are its two chunks of the whole sequence.
+  const ContextParallelLayout layout = ContextParallelLayout::of_local(s, cp_size_, cp_rank_);
+  MT_CHECK(!layout.split() || position_start == 0,
+           "a context-parallel embedding is for training, not decoding");
+  MT_CHECK(s >= 1 && layout.seq <= config_.max_position_embeddings, "sequence length ", layout.seq,
            " must be in [1, --max-position-embeddings = ", config_.max_position_embeddings, "]");
   MT_CHECK(position_start >= 0 && position_start + s <= config_.max_position_embeddings,
            "positions [", position_start, ", ", position_start + s,
@@ -91,7 +97,15 @@ Tensor InputEmbedding::forward(Ctx& ctx, const Tensor& tokens, const Tensor& tok
   ctx.position_ids = Tensor();
   if (position_index_) {
     ctx.position_ids = arena.alloc({s * b}, DType::I32);  // position of row i: i / b
-    kernels::fill_positions(ctx.position_ids, b, position_start);
+    if (layout.split()) {
+      const int64_t c = layout.chunk();
+      for (int k = 0; k < 2; ++k) {
+        Tensor chunk_ids = ctx.position_ids.slice(0, k * c * b, (k + 1) * c * b);
+        kernels::fill_positions(chunk_ids, b, layout.chunk_begin(k));
+      }
+    } else {
+      kernels::fill_positions(ctx.position_ids, b, position_start);
+    }
     kernels::embedding_forward(ctx.position_ids.slice(0, row_begin, row_begin + rows),
                                weights_.weight(*position_index_), 0, table_rows);
     kernels::axpy(1.0f, table_rows, embedded);
@@ -114,7 +128,7 @@ Tensor InputEmbedding::forward(Ctx& ctx, const Tensor& tokens, const Tensor& tok
     ctx.dropout_mask = arena.alloc({rows, h}, DType::U8);
     kernels::dropout_mask(
         scope.seed,
-        hidden_dropout_rows(scope, 0, DropoutSite::kEmbedding, s_local, b, h, seq_begin),
+        hidden_dropout_rows(scope, 0, DropoutSite::kEmbedding, s_local, b, h, seq_begin, layout),
         config_.hidden_dropout, ctx.dropout_mask);
     Tensor dropped = arena.alloc({rows, h}, embedded.dtype());
     kernels::dropout_forward(embedded, ctx.dropout_mask, config_.hidden_dropout, dropped);

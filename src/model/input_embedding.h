@@ -62,7 +62,9 @@ class InputEmbedding {
   // tokens i32 [b, s] (ids in [0, V)), token_types i32 [b, s] (types in [0, num_tokentypes);
   // undefined when there is no token-type table) → [s, b, h]. Position ids are
   // position_start + index in the sequence (> 0: continuing a sequence, KV-cache decoding).
-  // With sequence_parallel → [s/t, b, h] (training only: position_start = 0).
+  // With sequence_parallel → [s/t, b, h] (training only: position_start = 0). On a
+  // context-parallel rank tokens are its local sequence (parallel/context_parallel_layout.h)
+  // and the positions and dropout masks are those of its chunks (training only).
   Tensor forward(Ctx& ctx, const Tensor& tokens, const Tensor& token_types,
                  const DropoutScope& scope, Arena& arena, int64_t position_start = 0) const;
   // dout shaped like forward's output → accumulates the tables' (and the LayerNorm's)
@@ -74,6 +76,7 @@ class InputEmbedding {
  private:
   InputEmbeddingConfig config_;
   std::shared_ptr<Communicator> tp_;
+  int cp_size_, cp_rank_;
   const ComputeWeights& weights_;
   VocabParallelEmbedding word_;
   std::optional<size_t> position_index_;   // none without learned positions

@@ -24,6 +24,9 @@ TransformerLayer::TransformerLayer(int layer_number, const TransformerConfig& co
                                    const ComputeWeights& weights)
     : layer_number_(layer_number),
       sequence_rank_(config.sequence_parallel ? ps.tp_rank : 0),
+      sequence_shards_(config.sequence_parallel ? ps.tp_size : 1),
+      cp_size_(ps.cp_size),
+      cp_rank_(ps.cp_rank),
       config_(config),
       first_ln_(layer_prefix(config, layer_number) +
                     (pre_ln(config) ? "input_layernorm" : "post_attention_layernorm"),
@@ -49,9 +52,13 @@ Tensor TransformerLayer::draw_hidden_mask(DropoutSite site, const Tensor& x,
   if (!scope.enabled || config_.hidden_dropout <= 0.0f) return Tensor();
   const int64_t s = x.size(0), b = x.size(1), h = x.size(2);
   Tensor mask = arena.alloc({s * b, h}, DType::U8);  // [s·b, h]
-  // A sequence shard [s/t, b, h] starts at global position sequence_rank_·s/t.
+  // A sequence shard [s/t, b, h] starts at local position sequence_rank_·s/t; a
+  // context-parallel rank's local positions are its chunks of the sequence.
+  const ContextParallelLayout layout =
+      ContextParallelLayout::of_local(s * sequence_shards_, cp_size_, cp_rank_);
   kernels::dropout_mask(
-      scope.seed, hidden_dropout_rows(scope, layer_number_, site, s, b, h, sequence_rank_ * s),
+      scope.seed,
+      hidden_dropout_rows(scope, layer_number_, site, s, b, h, sequence_rank_ * s, layout),
       config_.hidden_dropout, mask);
   return mask;
 }

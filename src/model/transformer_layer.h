@@ -56,7 +56,9 @@ class TransformerLayer {
   Tensor backward_post_ln(const Ctx& ctx, Tensor dy, Arena& arena) const;
 
   int layer_number_;
-  int64_t sequence_rank_;  // the TP rank with sequence parallelism (which shard), else 0
+  int64_t sequence_rank_;    // the TP rank with sequence parallelism (which shard), else 0
+  int64_t sequence_shards_;  // t with sequence parallelism, else 1
+  int cp_size_, cp_rank_;    // the context-parallel layout of the local sequence
   TransformerConfig config_;
   LayerNorm first_ln_;
   ParallelAttention attention_;

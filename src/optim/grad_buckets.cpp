@@ -65,7 +65,7 @@ GradBuckets::GradBuckets(ParameterStore& store, const ParallelState& ps, int64_t
       buckets_of_[p].end = b + 1;
     }
   if (shard != nullptr) {
-    const int d = ps.dp->size();
+    const int d = ps.dp_cp->size();
     for (const GradBucket& bucket : buckets_) {
       std::vector<int64_t>& counts = shard_counts_.emplace_back(size_t(d));
       for (int r = 0; r < d; ++r) {
@@ -75,7 +75,7 @@ GradBuckets::GradBuckets(ParameterStore& store, const ParallelState& ps, int64_t
                                      std::max(bucket.range.begin, theirs.range.begin));
       }
       // This rank's segment of the bucket, where its reduced sums land (in place).
-      const int64_t count = counts[size_t(ps.dp->rank())];
+      const int64_t count = counts[size_t(ps.dp_cp->rank())];
       const int64_t begin = count > 0 ? std::max(bucket.range.begin, shard->range.begin) : 0;
       shard_segments_.push_back(store.flat_grads().slice(0, begin, begin + count));
     }
@@ -140,7 +140,7 @@ void GradBuckets::launch(size_t b) {
   reduce_sequence_parallel_gradients(store_, ps_, &sp_scratch_, bucket.first_param,
                                      bucket.end_param);
   Tensor grads = store_.flat_grads().slice(0, bucket.range.begin, bucket.range.end);
-  Communicator& dp = *ps_.dp;
+  Communicator& dp = *ps_.dp_cp;  // data × context parallel: the same weights
   if (!sharded_) {
     if (dp.size() > 1) requests_[b] = dp.iall_reduce(grads, ReduceOp::SUM);
     return;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/dropout.h"
+#include "parallel/context_parallel_layout.h"
 
 namespace megatron {
 
@@ -39,12 +40,14 @@ struct DropoutScope {
 };
 
 // Rows of a mask over a replicated activation [s, b, h] viewed as [s·b, h] (row = i·b + r):
-// row (i, r) is global position pos = seq_begin + i and uses key (iteration, first_sample + r,
-// layer, site), counter base pos·h. A sequence-parallel shard [s/t, b, h] passes its first
-// global position as seq_begin and draws exactly its rows of the whole sequence's mask.
+// row (i, r) is global position pos = layout.position(seq_begin + i) and uses key (iteration,
+// first_sample + r, layer, site), counter base pos·h. A sequence-parallel shard [s/t, b, h]
+// passes its first local position as seq_begin, a context-parallel rank its layout, and each
+// draws exactly its rows of the whole sequence's mask.
 std::vector<kernels::MaskRow> hidden_dropout_rows(const DropoutScope& scope, int64_t layer,
                                                   DropoutSite site, int64_t seq, int64_t batch,
-                                                  int64_t hidden, int64_t seq_begin = 0);
+                                                  int64_t hidden, int64_t seq_begin = 0,
+                                                  const ContextParallelLayout& layout = {});
 
 // Rows of a mask over attention probabilities [b, heads_local, s, s] viewed as
 // [b·heads_local·s, s]; local head j is global head head_begin + j. Row (r, j, q) uses key
@@ -52,5 +55,16 @@ std::vector<kernels::MaskRow> hidden_dropout_rows(const DropoutScope& scope, int
 std::vector<kernels::MaskRow> attention_dropout_rows(const DropoutScope& scope, int64_t layer,
                                                      int64_t batch, int64_t head_begin,
                                                      int64_t heads_local, int64_t seq);
+
+// The same mask's rows for one block of it: queries [query_begin, + block) against keys
+// [key_begin, + block) of a sequence of `seq` positions, viewed as [b·heads_local·block, block]
+// (ring attention's blocks, parallel/ring_attention.h): row (r, j, q) has counter base
+// (query_begin + q)·seq + key_begin, so key k of the block draws the element the whole
+// sequence's mask draws for it.
+std::vector<kernels::MaskRow> attention_block_dropout_rows(const DropoutScope& scope, int64_t layer,
+                                                           int64_t batch, int64_t head_begin,
+                                                           int64_t heads_local, int64_t seq,
+                                                           int64_t query_begin, int64_t key_begin,
+                                                           int64_t block);
 
 }  // namespace megatron

@@ -90,7 +90,7 @@ struct Trainer::Impl {
   Impl(TrainerConfig c, std::shared_ptr<Communicator> world, const ModelStepFactory& make_model)
       : cfg(std::move(c)),
         ps(ParallelState::create(std::move(world), cfg.tensor_parallel, cfg.pipeline_parallel,
-                                 cfg.rank_order)),
+                                 cfg.rank_order, cfg.context_parallel)),
         store(ps.tp_rank, ps.tp_size, bound(cfg.device)),
         scaler(cfg.scaler),
         schedule(cfg.lr),
@@ -109,15 +109,18 @@ struct Trainer::Impl {
     eval_micro_batches = eval_global_batch() / per_step;
     model = make_model(ps, store);
     MT_CHECK(!(cfg.bf16 && cfg.fp16), "bf16 and fp16 training exclude each other");
-    store.allocate(cfg.distributed_optimizer ? ps.dp_size : 1, cfg.bf16 ? DType::BF16 : DType::F32);
+    // Context-parallel ranks hold the same weights as data-parallel ones: the distributed
+    // optimizer shards over dp × cp, as Megatron's does.
+    store.allocate(cfg.distributed_optimizer ? ps.dp_cp_size : 1,
+                   cfg.bf16 ? DType::BF16 : DType::F32);
     model->init_weights(cfg.seed);
     if (cfg.distributed_optimizer)
-      shard = DpShard::of(store.flat_values().numel(), ps.dp_size, ps.dp_rank);
+      shard = DpShard::of(store.flat_values().numel(), ps.dp_cp_size, ps.dp_cp_rank);
     grad_buckets = std::make_unique<GradBuckets>(
         store, ps, cfg.ddp_bucket_size, cfg.overlap_grad_reduce, shard ? &*shard : nullptr);
     optimizer = std::make_unique<AdamW>(store, cfg.adam, shard ? shard->range : FlatRange{});
     // --fp16: each rank rounded its shard of the store to f16 (AdamW); every rank gets all of it.
-    if (shard && cfg.fp16) all_gather_shards(store, *ps.dp, *shard);
+    if (shard && cfg.fp16) all_gather_shards(store, *ps.dp_cp, *shard);
     if (cfg.fp16) model->refresh_compute_weights();  // the store now holds f16-rounded values
     log_info(" > number of parameters on (tensor, pipeline) model parallel rank (", ps.tp_rank,
              ", ", ps.pp_rank, "): ", store.flat_values().numel());
@@ -159,7 +162,7 @@ struct Trainer::Impl {
     const std::optional<int64_t> previous = retain ? read_latest_iteration(to) : std::nullopt;
     save_checkpoint(
         to, iteration, store, buffers, state_json(), ps,
-        shard ? OptimizerShard{shard->range, ps.dp_rank, ps.dp_size} : OptimizerShard{});
+        shard ? OptimizerShard{shard->range, ps.dp_cp_rank, ps.dp_cp_size} : OptimizerShard{});
     last_checkpoint = iteration;
     last_checkpoint_dir = to;
     log_info("  successfully saved checkpoint at iteration ", iteration, " to ", to);
@@ -207,7 +210,7 @@ struct Trainer::Impl {
       MT_REQUIRE(plan.warning.empty() || !cfg.exit_on_missing_checkpoint, plan.warning,
                  " is refused: --exit-on-missing-checkpoint (check the --load path)");
       if (cfg.save.empty()) return;
-      if (ps.dp_rank == 0 || shard) check_save_dir_writable(cfg.save, ps.rank);
+      if (ps.dp_cp_rank == 0 || shard) check_save_dir_writable(cfg.save, ps.rank);
       if (ps.rank == 0) check_save_dir_not_foreign(cfg.save, plan.iteration ? cfg.load : "");
     });
     if (!plan.warning.empty()) log_warning(plan.warning);
@@ -282,9 +285,10 @@ struct Trainer::Impl {
   }
 
   // Mean of per-rank sums of `micro_batches_per_rank` micro-batches' losses over all DP
-  // ranks, identical on every rank: per micro-batch, or with the per-token loss per token. The
-  // sums come from the last pipeline stage, which computes the loss; it broadcasts the mean to
-  // the other stages.
+  // ranks, identical on every rank: per micro-batch, or with the per-token loss per token
+  // (context-parallel ranks already share their sequences' losses and token counts). The sums
+  // come from the last pipeline stage, which computes the loss; it broadcasts the mean to the
+  // other stages.
   LossTerms average_over_dp(const LossTerms& sum, int64_t micro_batches_per_rank) const {
     // Logged host scalars: one all-reduce of a host f64 [3] over this stack array.
     double sums[3] = {sum.lm, sum.sop, sum.tokens};
@@ -315,6 +319,8 @@ struct Trainer::Impl {
         float(cfg.per_token_loss ? loss_scale : loss_scale / double(num_micro_batches));
     // fp16 checks for overflow while the gradients are still scaled (as fp16 gradients would
     // be), then unscales; otherwise the loss scale is 1 and the average is one pass.
+    // The sum over dp × cp divided by the data-parallel size alone: the context-parallel
+    // ranks' gradients are parts of one replica's (GptModel's loss), not replicas.
     const double dp_average = cfg.per_token_loss ? 1.0 : 1.0 / double(ps.dp_size);
     grad_buckets->start(num_micro_batches, cfg.fp16 ? dp_average : dp_average / loss_scale);
     // With --overlap-grad-reduce the buckets' reductions start inside the backward.
@@ -384,7 +390,7 @@ struct Trainer::Impl {
     check_loss_and_grad(loss, *grad_norm);
     apply_optimizer_schedule();
     timers.time("optimizer-inner-step", 1, [&] { optimizer->step(schedule.lr(), grads.grads); });
-    timers.time("params-all-gather", 1, [&] { all_gather_shards(store, *ps.dp, *shard); });
+    timers.time("params-all-gather", 1, [&] { all_gather_shards(store, *ps.dp_cp, *shard); });
     // --fp16 / --bf16: the gathered 16-bit values are the casts of every shard's fp32 master,
     // so an inf/NaN master shows in them; the guard checks them.
     finish_step(Tensor());
@@ -511,7 +517,7 @@ struct Trainer::Impl {
     if (reset && !memory_reported) {
       memory_reported = true;
       if (ps.rank == 0) std::printf("%s", cfg.theoretical_memory_report.c_str());
-      if (ps.dp_rank == 0) {
+      if (ps.dp_cp_rank == 0) {
         std::printf(
             "%s\n",
             format_memory_report(ps.rank, iteration, device_memory_stats(store.device())).c_str());
@@ -606,10 +612,10 @@ struct Trainer::Impl {
       last_grad_norm = grad_norm;
       last_num_zeros = step_num_zeros;
       if (cfg.check_weight_hash_interval > 0 && iteration % cfg.check_weight_hash_interval == 0)
-        run_on_all_ranks(*ps.world, "", [&] { check_replicas_agree(store, *ps.dp, iteration); });
+        run_on_all_ranks(*ps.world, "", [&] { check_replicas_agree(store, *ps.dp_cp, iteration); });
       if (cfg.test_mode)
         run_on_all_ranks(*ps.world, "", [&] {
-          check_replicas_agree(store, *ps.dp, iteration);
+          check_replicas_agree(store, *ps.dp_cp, iteration);
           check_tp_replicated_agree(store, *ps.tp, iteration);
         });
       if (cfg.on_iteration_end) cfg.on_iteration_end(iteration);

@@ -36,6 +36,7 @@ struct TrainerConfig {
   // weights, Adam moments) and the activations live there; batches are uploaded to it.
   Device device = Device::CPU;
   int tensor_parallel = 1;
+  int context_parallel = 1;   // --context-parallel-size (ParallelState::cp_size)
   int pipeline_parallel = 1;  // the model step builds this rank's stage (ParallelState::pp_rank)
   RankOrder rank_order = RankOrder::kTpDpPp;  // --use-tp-pp-dp-mapping: kTpPpDp
   // --check-weight-hash-across-dp-replicas-interval: every this many iterations the DP

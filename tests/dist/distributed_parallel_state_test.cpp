@@ -1,7 +1,7 @@
 // ParallelState against the Megatron rank grid enumerated independently: world ranks are
-// laid out by nested loops (pp outermost, then dp, then tp; with --use-tp-pp-dp-mapping dp
-// outermost, then pp, then tp), and every rank checks its coordinates and that each of its
-// groups holds exactly the expected world ranks, in order.
+// laid out by nested loops (pp outermost, then dp, then cp, then tp; with
+// --use-tp-pp-dp-mapping dp outermost, then pp, then cp, then tp), and every rank checks its
+// coordinates and that each of its groups holds exactly the expected world ranks, in order.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -17,20 +17,22 @@ namespace {
 using ::testing::HasSubstr;
 
 struct Coord {
-  int tp, dp, pp;
+  int tp, cp, dp, pp;
 };
 
 // grid[world_rank] = coordinates, by enumeration rather than by the div/mod formula.
-std::vector<Coord> enumerate_grid(int t, int d, int p, RankOrder order) {
+std::vector<Coord> enumerate_grid(int t, int c, int d, int p, RankOrder order) {
   std::vector<Coord> grid;
   if (order == RankOrder::kTpDpPp) {
     for (int pp = 0; pp < p; ++pp)
       for (int dp = 0; dp < d; ++dp)
-        for (int tp = 0; tp < t; ++tp) grid.push_back({tp, dp, pp});
+        for (int cp = 0; cp < c; ++cp)
+          for (int tp = 0; tp < t; ++tp) grid.push_back({tp, cp, dp, pp});
   } else {
     for (int dp = 0; dp < d; ++dp)
       for (int pp = 0; pp < p; ++pp)
-        for (int tp = 0; tp < t; ++tp) grid.push_back({tp, dp, pp});
+        for (int cp = 0; cp < c; ++cp)
+          for (int tp = 0; tp < t; ++tp) grid.push_back({tp, cp, dp, pp});
   }
   return grid;
 }
@@ -44,49 +46,69 @@ std::vector<int64_t> members_of(Communicator& group, int world_rank) {
   return all.to_vector<int64_t>();
 }
 
-void check_grid(int t, int p, RankOrder order) {
+void check_grid(int t, int c, int p, RankOrder order) {
   auto world = test::world();
   const int n = world->size(), me = world->rank();
-  const int d = n / (t * p);
-  SCOPED_TRACE(::testing::Message() << "tp=" << t << " dp=" << d << " pp=" << p << " order "
-                                    << (order == RankOrder::kTpDpPp ? "tp-dp-pp" : "tp-pp-dp"));
-  ParallelState s = ParallelState::create(world, t, p, order);
-  const std::vector<Coord> grid = enumerate_grid(t, d, p, order);
-  const Coord c = grid[size_t(me)];
+  const int d = n / (t * c * p);
+  SCOPED_TRACE(::testing::Message()
+               << "tp=" << t << " cp=" << c << " dp=" << d << " pp=" << p << " order "
+               << (order == RankOrder::kTpDpPp ? "tp-dp-pp" : "tp-pp-dp"));
+  ParallelState s = ParallelState::create(world, t, p, order, c);
+  const std::vector<Coord> grid = enumerate_grid(t, c, d, p, order);
+  const Coord m = grid[size_t(me)];
 
   EXPECT_EQ(s.world_size, n);
   EXPECT_EQ(s.rank, me);
   EXPECT_EQ(s.tp_size, t);
+  EXPECT_EQ(s.cp_size, c);
   EXPECT_EQ(s.dp_size, d);
   EXPECT_EQ(s.pp_size, p);
-  EXPECT_EQ(s.tp_rank, c.tp);
-  EXPECT_EQ(s.dp_rank, c.dp);
-  EXPECT_EQ(s.pp_rank, c.pp);
+  EXPECT_EQ(s.dp_cp_size, d * c);
+  EXPECT_EQ(s.tp_rank, m.tp);
+  EXPECT_EQ(s.cp_rank, m.cp);
+  EXPECT_EQ(s.dp_rank, m.dp);
+  EXPECT_EQ(s.pp_rank, m.pp);
+  EXPECT_EQ(s.dp_cp_rank, m.dp * c + m.cp);
   EXPECT_EQ(s.world.get(), world.get());
 
-  std::vector<int64_t> tp_expected, dp_expected, pp_expected, mp_expected;
+  std::vector<int64_t> tp_expected, cp_expected, dp_expected, dp_cp_expected, pp_expected,
+      mp_expected;
   for (int r = 0; r < n; ++r) {
     const Coord o = grid[size_t(r)];
-    if (o.dp == c.dp && o.pp == c.pp) tp_expected.push_back(r);
-    if (o.tp == c.tp && o.pp == c.pp) dp_expected.push_back(r);
-    if (o.tp == c.tp && o.dp == c.dp) pp_expected.push_back(r);
-    if (o.dp == c.dp) mp_expected.push_back(r);  // enumeration order is (pp, tp)
+    if (o.cp == m.cp && o.dp == m.dp && o.pp == m.pp) tp_expected.push_back(r);
+    if (o.tp == m.tp && o.dp == m.dp && o.pp == m.pp) cp_expected.push_back(r);
+    if (o.tp == m.tp && o.cp == m.cp && o.pp == m.pp) dp_expected.push_back(r);
+    if (o.tp == m.tp && o.cp == m.cp && o.dp == m.dp) pp_expected.push_back(r);
+    if (o.cp == m.cp && o.dp == m.dp) mp_expected.push_back(r);  // enumeration order (pp, tp)
   }
-  // Gather all four before asserting anything: the gathers are collectives.
+  // dp × cp ordered by (dp, cp), which the tp-pp-dp enumeration does not visit in that order.
+  for (int dp = 0; dp < d; ++dp)
+    for (int cp = 0; cp < c; ++cp)
+      for (int r = 0; r < n; ++r) {
+        const Coord o = grid[size_t(r)];
+        if (o.tp == m.tp && o.pp == m.pp && o.dp == dp && o.cp == cp) dp_cp_expected.push_back(r);
+      }
+  // Gather all before asserting anything: the gathers are collectives.
   const auto tp_members = members_of(*s.tp, me);
+  const auto cp_members = members_of(*s.cp, me);
   const auto dp_members = members_of(*s.dp, me);
+  const auto dp_cp_members = members_of(*s.dp_cp, me);
   const auto pp_members = members_of(*s.pp, me);
   const auto mp_members = members_of(*s.mp, me);
   EXPECT_EQ(tp_members, tp_expected);
+  EXPECT_EQ(cp_members, cp_expected);
   EXPECT_EQ(dp_members, dp_expected);
+  EXPECT_EQ(dp_cp_members, dp_cp_expected);
   EXPECT_EQ(pp_members, pp_expected);
   EXPECT_EQ(mp_members, mp_expected);
-  EXPECT_EQ(s.tp->rank(), c.tp);
-  EXPECT_EQ(s.dp->rank(), c.dp);
-  EXPECT_EQ(s.pp->rank(), c.pp);
-  EXPECT_EQ(s.mp->rank(), c.pp * t + c.tp);
+  EXPECT_EQ(s.tp->rank(), m.tp);
+  EXPECT_EQ(s.cp->rank(), m.cp);
+  EXPECT_EQ(s.dp->rank(), m.dp);
+  EXPECT_EQ(s.dp_cp->rank(), m.dp * c + m.cp);
+  EXPECT_EQ(s.pp->rank(), m.pp);
+  EXPECT_EQ(s.mp->rank(), m.pp * t + m.tp);
   // The embedding group: first and last stage of this rank's pipeline, only there.
-  const bool end_stage = p > 1 && (c.pp == 0 || c.pp == p - 1);
+  const bool end_stage = p > 1 && (m.pp == 0 || m.pp == p - 1);
   EXPECT_EQ(s.embedding != nullptr, end_stage);
   if (end_stage) {
     std::vector<int64_t> embedding_expected;
@@ -97,20 +119,21 @@ void check_grid(int t, int p, RankOrder order) {
   EXPECT_EQ(s.mp->size(), t * p);
 }
 
-// Every (t, p) whose product divides the world size, in both rank orders: at np 4 that is 1x1
-// (dp 4), 2x1 (dp 2), 4x1, 1x2 (dp 2), 2x2 (dp 1), 1x4.
+// Every (t, c, p) whose product divides the world size, in both rank orders: at np 4 that is
+// 1x1x1 (dp 4), 2x1x1 (dp 2), 4x1x1, 1x1x2 (dp 2), 2x1x2, 1x1x4, 1x2x1 (dp 2), 2x2x1, 1x2x2,
+// 1x4x1 (t x c x p).
 TEST(ParallelStateTest, EveryGridOfThisWorldSize) {
   const int n = test::world_size();
   int grids = 0;
-  for (int t = 1; t <= n; ++t) {
-    for (int p = 1; t * p <= n; ++p) {
-      if (n % (t * p) != 0) continue;
-      check_grid(t, p, RankOrder::kTpDpPp);
-      check_grid(t, p, RankOrder::kTpPpDp);
-      ++grids;
-    }
-  }
-  const int expected_grids[] = {0, 1, 3, 0, 6};
+  for (int t = 1; t <= n; ++t)
+    for (int c = 1; t * c <= n; ++c)
+      for (int p = 1; t * c * p <= n; ++p) {
+        if (n % (t * c * p) != 0) continue;
+        check_grid(t, c, p, RankOrder::kTpDpPp);
+        check_grid(t, c, p, RankOrder::kTpPpDp);
+        ++grids;
+      }
+  const int expected_grids[] = {0, 1, 4, 0, 10};
   if (n <= 4) {
     EXPECT_EQ(grids, expected_grids[n]);
   }
@@ -149,6 +172,12 @@ TEST(ParallelStateTest, SizesThatDoNotDivideTheWorldNameTheFlags) {
     EXPECT_THAT(e.message(), HasSubstr("--tensor-model-parallel-size must be >= 1"));
   }
   EXPECT_THROW(ParallelState::create(test::world(), 1, -2), Error);
+  try {
+    ParallelState::create(test::world(), 1, 1, RankOrder::kTpDpPp, 2 * n);
+    ADD_FAILURE() << "accepted context parallel size " << 2 * n;
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), HasSubstr("--context-parallel-size " + std::to_string(2 * n)));
+  }
   EXPECT_THROW(ParallelState::create(nullptr, 1, 1), Error);
 }
 

@@ -72,11 +72,11 @@ struct StepResult {
 };
 
 // One step of kMicroBatches "backward" passes on this rank's contributions (rank `r` of the
-// contribution function), reduced by GradBuckets over ps.dp (wrapped to count).
+// contribution function), reduced by GradBuckets over ps.dp_cp (wrapped to count).
 StepResult run_step(ParallelState ps, int r, bool overlap, bool distributed_optimizer,
                     bool sequence_parallel = false) {
-  auto counting = std::make_shared<CountingCommunicator>(ps.dp);
-  ps.dp = counting;
+  auto counting = std::make_shared<CountingCommunicator>(ps.dp_cp);
+  ps.dp = ps.dp_cp = counting;  // one group at CP 1: the gradients reduce over dp × cp
   ParameterStore store(ps.tp_rank, ps.tp_size);
   add_params(store, sequence_parallel);
   const int64_t n = store.flat_grads().numel();

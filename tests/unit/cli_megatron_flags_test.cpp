@@ -138,8 +138,8 @@ TEST(MegatronFlags, RejectedFlagsNameTheFlagAndTheReason) {
   Command cp;
   ASSERT_EQ(cp.parse({"--context-parallel-size", "2"}), -1);
   EXPECT_EQ(check_error(cp),
-            "--context-parallel-size 2: context parallelism is not supported (only 1 is "
-            "accepted)");
+            "--context-parallel-size 2: context parallelism is implemented for pretrain-gpt only "
+            "(causal attention) (only 1 is accepted)");
   Command cyclic;
   ASSERT_EQ(cyclic.parse({"--dataloader-type", "cyclic"}), -1);
   EXPECT_NE(check_error(cyclic).find("--dataloader-type cyclic: "), std::string::npos);

@@ -143,6 +143,9 @@ struct Args {
   bool account_for_embedding_in_pipeline_split = false;
   bool account_for_loss_in_pipeline_split = false;
   std::optional<int> microbatch_group_size_per_virtual_pipeline_stage;
+  // --context-parallel-size and --cp-comm-type (pretrain-gpt; docs/parallelism.md).
+  int context_parallel_size = 1;
+  std::string cp_comm_type = "p2p";
   std::string distributed_backend;  // "nccl", "mpi"; "" → nccl on a GPU, mpi on the CPU
 
   // Data and tokenizer.

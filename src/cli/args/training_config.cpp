@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 #include "checkpoint/architecture_json.h"
 #include "checkpoint/checkpoint.h"
@@ -112,6 +113,33 @@ void apply_checkpoint_args(Args& a, CheckpointArgs which) {
   a.openai_gelu = gelu_form_from_args_json(stored) == kernels::GeluForm::kTanh;
 }
 
+namespace {
+
+// --context-parallel-size and --cp-comm-type (parallel/ring_attention.h).
+void validate_context_parallel_args(const Args& a) {
+  const int cp = a.context_parallel_size;
+  MT_REQUIRE(cp >= 1, "--context-parallel-size must be >= 1, got ", cp);
+  MT_REQUIRE(a.cp_comm_type == "p2p" || a.cp_comm_type == "all_gather" || a.cp_comm_type == "a2a" ||
+                 a.cp_comm_type == "a2a+p2p",
+             "--cp-comm-type '", a.cp_comm_type,
+             "' is not known: expected p2p, all_gather, a2a or a2a+p2p");
+  MT_REQUIRE(a.cp_comm_type == "p2p" || cp == 1, "--cp-comm-type ", a.cp_comm_type,
+             " is not supported: context parallelism here passes keys and values round a ring; "
+             "use --cp-comm-type p2p (the default, the same results)");
+  if (cp == 1) return;
+  MT_REQUIRE(a.seq_length % (2 * cp) == 0, "--seq-length ", a.seq_length,
+             " must be divisible by 2 x --context-parallel-size = ", 2 * cp,
+             " (each sequence is cut into that many chunks)");
+  MT_REQUIRE(!a.sequence_parallel || (a.seq_length / cp) % a.tensor_model_parallel_size == 0,
+             "--sequence-parallel with --context-parallel-size ", cp, ": each rank's ",
+             a.seq_length / cp,
+             " positions (--seq-length / CP) must be divisible by "
+             "--tensor-model-parallel-size ",
+             a.tensor_model_parallel_size);
+}
+
+}  // namespace
+
 void validate_training_args_except_data(Args& a, int world_size) {
   auto positive = [](int64_t v, const char* flag) {
     MT_REQUIRE(v > 0, flag, " must be given and positive, got ", v);
@@ -159,11 +187,15 @@ void validate_training_args_except_data(Args& a, int world_size) {
                  a.distributed_backend == "mpi",
              "--distributed-backend must be nccl or mpi, got '", a.distributed_backend, "'");
   const int pp = a.pipeline_model_parallel_size;
-  MT_REQUIRE(world_size % (tp * pp) == 0, "the world size ", world_size,
+  validate_context_parallel_args(a);
+  const int cp = a.context_parallel_size;
+  MT_REQUIRE(world_size % (tp * cp * pp) == 0, "the world size ", world_size,
              " (number of processes) must be divisible by --tensor-model-parallel-size ", tp,
+             cp > 1 ? " x --context-parallel-size " + std::to_string(cp) : std::string(),
              " x --pipeline-model-parallel-size ", pp);
   a.world_size = world_size;
-  a.data_parallel_size = world_size / (tp * pp);
+  // Megatron's data-parallel size: the context-parallel ranks are carved out of it.
+  a.data_parallel_size = world_size / (tp * cp * pp);
 
   if (a.max_position_embeddings == 0) a.max_position_embeddings = a.seq_length;
   MT_REQUIRE(a.max_position_embeddings >= a.seq_length, "--max-position-embeddings ",
@@ -473,6 +505,7 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   TrainerConfig cfg;
   cfg.device = a.compute_device;
   cfg.tensor_parallel = a.tensor_model_parallel_size;
+  cfg.context_parallel = a.context_parallel_size;
   cfg.pipeline_parallel = a.pipeline_model_parallel_size;
   cfg.rank_order = a.use_tp_pp_dp_mapping ? RankOrder::kTpPpDp : RankOrder::kTpDpPp;
   cfg.check_weight_hash_interval = a.check_weight_hash_across_dp_replicas_interval;

@@ -226,8 +226,6 @@ void add_sharding_args(ArgTable& table, Args& args) {
             "gradient elements per data-parallel reduction bucket (default 4194304)");
 }
 
-// ---- Llama-family architecture flags ----
-
 void add_pipeline_args(ArgTable& t, Args& a) {
   t.add("--num-layers-per-virtual-pipeline-stage", a.num_layers_per_virtual_pipeline_stage,
         "layers per model chunk: the interleaved 1F1B schedule (docs/parallelism.md)");
@@ -249,6 +247,17 @@ void add_pipeline_args(ArgTable& t, Args& a) {
         "interleaved schedule: micro-batches that go through a model chunk together "
         "(default: --pipeline-model-parallel-size; same results)");
 }
+
+void add_context_parallel_args(ArgTable& table, Args& args) {
+  table.add("--context-parallel-size", args.context_parallel_size,
+            "CP size: split every sequence over this many ranks (2 x CP chunks, ring attention; "
+            "docs/parallelism.md)");
+  table.add("--cp-comm-type", args.cp_comm_type,
+            "how attention meets the other CP ranks' keys: p2p (the ring, default); all_gather, "
+            "a2a and a2a+p2p are not supported");
+}
+
+// ---- Llama-family architecture flags ----
 
 void add_architecture_args(ArgTable& t, ArchitectureArgs& a) {
   t.add("--position-embedding-type", a.position_embedding_type, "learned_absolute | rope | none");

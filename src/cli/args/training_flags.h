@@ -32,6 +32,9 @@ void add_sharding_args(ArgTable& table, Args& args);
 // --account-for-embedding/loss-in-pipeline-split and
 // --microbatch-group-size-per-virtual-pipeline-stage.
 void add_pipeline_args(ArgTable& table, Args& args);
+// Registers --context-parallel-size and --cp-comm-type (pretrain-gpt only: context
+// parallelism splits causal attention; elsewhere Megatron's flag table refuses them).
+void add_context_parallel_args(ArgTable& table, Args& args);
 
 // Registers the architecture flags (ArchitectureArgs) on `table`.
 void add_architecture_args(ArgTable& table, ArchitectureArgs& arch);
