@@ -72,6 +72,14 @@ if grep -q "converted Megatron-LM checkpoint" "$WORK/train_direct2.log"; then
   fail "the conversion was not reused"
 fi
 [[ -s $WORK/mlm_direct.megatron-cpp/latest_checkpointed_iteration.txt ]] || fail "no copy"
+# --use-checkpoint-args: the model's shape comes from the Megatron-LM args.
+timeout 300 "$MEGATRON_BINARY" pretrain-gpt --use-checkpoint-args --load "$WORK/mlm_direct" \
+  --finetune --mock-data --vocab-size 96 --seq-length 16 --micro-batch-size 2 \
+  --global-batch-size 2 --train-iters 3 --lr 1e-3 --log-interval 1 --eval-interval 1000 \
+  --eval-iters 1 > "$WORK/train_args.log" 2>&1 \
+  || { cat "$WORK/train_args.log"; fail "pretrain-gpt --use-checkpoint-args"; }
+grep -o "lm loss: [0-9.E+-]*" "$WORK/train_args.log" | diff - "$WORK/loss_hf.txt" \
+  || fail "--use-checkpoint-args: losses differ"
 
 echo "== export to Megatron-LM at other layouts and namings; re-import unchanged"
 convert --to megatron-lm --load "$WORK/mlm" --save "$WORK/out_legacy" \
