@@ -100,9 +100,13 @@ convert --to hf --load "$WORK/hf" --save "$WORK/hf_from_hf"
 cmp "$WORK/hf_from_mlm/model.safetensors" "$WORK/hf_from_hf/model.safetensors" \
   || fail "HF exports differ"
 convert --from hf --to megatron-lm --load "$HF" --save "$WORK/mlm_from_hf" \
-  --target-tensor-parallel-size 2 --target-pipeline-parallel-size 2
+  --target-tensor-parallel-size 2 --target-pipeline-parallel-size 2 \
+  --make-vocab-size-divisible-by 16
 convert --from megatron-lm --load "$WORK/mlm_from_hf" --save "$WORK/mlm_from_hf_back" \
   --target-tensor-parallel-size 2 --vocab-size 96
+# Megatron's padding for TP 2 with --make-vocab-size-divisible-by 16: 96 rows, none added.
+grep -Eq '"padded_vocab_size": ?96[,}]' "$WORK/mlm_from_hf_back/iter_0000000/mp_rank_00/state.json" \
+  || fail "--make-vocab-size-divisible-by not used for the Megatron-LM export"
 same_model "$WORK/mlm_from_hf_back" "$WORK/hf"
 [[ ! -e $WORK/mlm_from_hf.megatron-cpp.tmp ]] || fail "temporary checkpoint left behind"
 
