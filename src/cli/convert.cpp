@@ -50,8 +50,8 @@ namespace {
 // passes through a megatron-cpp checkpoint at TP 1 in SAVE.megatron-cpp.tmp (removed after).
 void convert_megatron_lm(const std::string& from, const std::string& to, const std::string& load,
                          const std::string& save, int64_t load_iteration, int target_tp,
-                         int target_pp, int64_t vocab_size, int64_t max_shard_size,
-                         const TokenizerFileOverrides& tokenizer_files) {
+                         int target_pp, int64_t vocab_size, int divisible_by,
+                         int64_t max_shard_size, const TokenizerFileOverrides& tokenizer_files) {
   const bool to_megatron_lm = to == "megatron-lm" || to == "megatron-lm-core";
   if (from == "megatron-lm" && to == "megatron") {
     import_megatron_lm_gpt(load, load_iteration, save, target_tp, vocab_size);
@@ -78,9 +78,9 @@ void convert_megatron_lm(const std::string& from, const std::string& to, const s
     if (from == "megatron-lm")
       import_megatron_lm_gpt(load, load_iteration, tmp, 1, vocab_size);
     else if (is_hf_llama_directory(load))
-      import_hf_llama(load, tmp, 1, 128);
+      import_hf_llama(load, tmp, 1, divisible_by);
     else
-      import_hf_gpt2(load, tmp, 1, 128);
+      import_hf_gpt2(load, tmp, 1, divisible_by);
   }
   if (to_megatron_lm) {
     export_megatron_lm_gpt(
@@ -150,7 +150,8 @@ int run_convert(int argc, char** argv) {
   app.add_flag("--use-distributed-optimizer", distributed_optimizer,
                "write the optimizer state as a --use-distributed-optimizer run's DP shards");
   app.add_option("--make-vocab-size-divisible-by", divisible_by,
-                 "HF import: pad the vocabulary to a multiple of this x TP size");
+                 "HF import (and HF to Megatron-LM): pad the vocabulary to a multiple of this x "
+                 "TP size");
   app.add_option("--load-iteration", load_iteration,
                  "checkpoint iteration to read (default: the latest)");
   app.add_option("--vocab-size,--true-vocab-size", vocab_size,
@@ -192,7 +193,7 @@ int run_convert(int argc, char** argv) {
                ": Megatron-LM's torch format is converted for GPT-family models only (BERT is not "
                "supported yet)");
     convert_megatron_lm(from, to, load, save, load_iteration, target_tp, target_pp, vocab_size,
-                        max_shard_size, tokenizer_files);
+                        divisible_by, max_shard_size, tokenizer_files);
   } else if (model_type == "bert" && from == "hf") {
     import_hf_bert(load, save, target_tp, divisible_by);
     log_info("converted HF BERT ", load, " into checkpoint ", save,

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <unordered_map>
 
 #include "core/error.h"
 
@@ -549,6 +550,50 @@ class Reader {
   std::vector<std::optional<PyValue>> memo_;
 };
 
+// Whoever reads the result recurses into it (for_each_tensor, the converters): refuses a
+// value that nests containers more than kMaxDepth deep (PyTorch checkpoints nest a handful) or
+// that contains itself. One pass, each container once: its height is kept for later visits.
+void check_nesting(const PyValue& root, const std::string& source) {
+  constexpr size_t kMaxDepth = 1000;
+  std::unordered_map<const void*, size_t> height;  // 0: on the current path
+  struct Frame {
+    const PyValue* value;
+    std::vector<const PyValue*> children;
+    size_t next = 0, height = 1;
+  };
+  std::vector<Frame> path;
+  // Enters `v` below the current path: pushes it, or accounts for a container seen before.
+  auto enter = [&](const PyValue& v) {
+    const void* id = v.identity();
+    if (!id) return;
+    auto [it, fresh] = height.try_emplace(id, 0);
+    if (fresh) {
+      MT_REQUIRE(path.size() < kMaxDepth, "pickle ", source, " nests containers more than ",
+                 kMaxDepth, " deep, which PyTorch checkpoints never do");
+      path.push_back({&v, v.children()});
+      return;
+    }
+    MT_REQUIRE(it->second != 0, "pickle ", source,
+               " holds a container that contains itself, which PyTorch checkpoints never do");
+    MT_REQUIRE(path.size() + it->second <= kMaxDepth, "pickle ", source,
+               " nests containers more than ", kMaxDepth,
+               " deep, which PyTorch checkpoints never do");
+    path.back().height = std::max(path.back().height, it->second + 1);
+  };
+  enter(root);
+  while (!path.empty()) {
+    Frame& f = path.back();
+    if (f.next < f.children.size()) {
+      enter(*f.children[f.next++]);  // may grow `path`: `f` is not used after
+      continue;
+    }
+    const size_t h = f.height;
+    height[f.value->identity()] = h;
+    path.pop_back();
+    if (!path.empty()) path.back().height = std::max(path.back().height, h + 1);
+  }
+}
+
 }  // namespace
 
 bool pickle_global_allowed(const std::string& module, const std::string& name) {
@@ -556,7 +601,9 @@ bool pickle_global_allowed(const std::string& module, const std::string& name) {
 }
 
 PyValue read_pickle(std::string_view bytes, const std::string& source) {
-  return Reader(bytes, source).run();
+  PyValue root = Reader(bytes, source).run();
+  check_nesting(root, source);
+  return root;
 }
 
 }  // namespace megatron

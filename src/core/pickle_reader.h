@@ -19,7 +19,9 @@
 //   (Class(value), or getattr(Class, "member") as Python >= 3.11 pickles them; getattr of
 //   anything else is refused)          -> PyObject records: kept as data, never called
 //
-// Sets, frozensets, extension codes and text-mode persistent ids are refused as unsupported.
+// Sets, frozensets, extension codes and text-mode persistent ids are refused as unsupported, and
+// so is a result nested more than 1000 containers deep or containing itself (its readers
+// recurse; PyTorch checkpoints nest a handful).
 // Every failure is an Error naming the source, the byte offset and the problem (a truncated
 // stream, an unknown opcode, a stack underflow, a forbidden global).
 #pragma once

@@ -102,6 +102,61 @@ PyValue PyValue::tensor(const Tensor& data) {
   return tensor(std::move(t));
 }
 
+PyValue::~PyValue() {
+  std::vector<PyValue> pending;
+  take_unique_children(pending);
+  while (!pending.empty()) {
+    PyValue v = std::move(pending.back());
+    pending.pop_back();
+    v.take_unique_children(pending);
+  }  // each `v` is destroyed holding no children: no recursion
+}
+
+void PyValue::take_unique_children(std::vector<PyValue>& out) {
+  if (auto* list = std::get_if<std::shared_ptr<std::vector<PyValue>>>(&v_)) {
+    if (!*list || list->use_count() != 1) return;
+    for (PyValue& item : **list) out.push_back(std::move(item));
+    (*list)->clear();
+  } else if (auto* dict = std::get_if<std::shared_ptr<PyDict>>(&v_)) {
+    if (!*dict || dict->use_count() != 1) return;
+    for (auto& [key, value] : (*dict)->items) {
+      out.push_back(std::move(key));
+      out.push_back(std::move(value));
+    }
+    (*dict)->items.clear();
+  } else if (auto* object = std::get_if<std::shared_ptr<PyObject>>(&v_)) {
+    if (!*object || object->use_count() != 1) return;
+    for (PyValue& arg : (*object)->args) out.push_back(std::move(arg));
+    (*object)->args.clear();
+    if ((*object)->state && (*object)->state.use_count() == 1)
+      out.push_back(std::move(*(*object)->state));
+    (*object)->state.reset();
+  }
+}
+
+std::vector<const PyValue*> PyValue::children() const {
+  std::vector<const PyValue*> out;
+  if (auto* list = std::get_if<std::shared_ptr<std::vector<PyValue>>>(&v_)) {
+    for (const PyValue& item : **list) out.push_back(&item);
+  } else if (auto* dict = std::get_if<std::shared_ptr<PyDict>>(&v_)) {
+    for (const auto& [key, value] : (*dict)->items) {
+      out.push_back(&key);
+      out.push_back(&value);
+    }
+  } else if (auto* object = std::get_if<std::shared_ptr<PyObject>>(&v_)) {
+    for (const PyValue& arg : (*object)->args) out.push_back(&arg);
+    if ((*object)->state) out.push_back((*object)->state.get());
+  }
+  return out;
+}
+
+const void* PyValue::identity() const {
+  if (auto* list = std::get_if<std::shared_ptr<std::vector<PyValue>>>(&v_)) return list->get();
+  if (auto* dict = std::get_if<std::shared_ptr<PyDict>>(&v_)) return dict->get();
+  if (auto* object = std::get_if<std::shared_ptr<PyObject>>(&v_)) return object->get();
+  return nullptr;
+}
+
 namespace {
 [[noreturn]] void wrong_kind(std::string_view what, const PyValue& v, const char* expected) {
   MT_THROW(what, " is ", v.describe(), ", expected ", expected);

@@ -83,6 +83,17 @@ class PyValue {
   };
 
   PyValue() = default;  // None
+  PyValue(const PyValue&) = default;
+  PyValue(PyValue&&) noexcept = default;
+  // The old value leaves through the destructor (by value: copy and move assignment alike).
+  PyValue& operator=(PyValue other) noexcept {
+    std::swap(kind_, other.kind_);
+    v_.swap(other.v_);
+    return *this;
+  }
+  // Takes nested containers apart with a work list, not by recursion, so that a pickle nested
+  // deeper than the call stack cannot overflow it while being released.
+  ~PyValue();
   static PyValue boolean(bool v);
   static PyValue integer(int64_t v);
   static PyValue real(double v);
@@ -116,8 +127,17 @@ class PyValue {
   std::string describe() const;
   // Python's == on keys: same kind and value (containers by identity).
   bool key_equals(const PyValue& other) const;
+  // The values a container holds directly (items; keys and values; args and state), in order;
+  // none for the others.
+  std::vector<const PyValue*> children() const;
+  // The shared object a container is (two copies of one list have the same identity), or
+  // nullptr for the other kinds.
+  const void* identity() const;
 
  private:
+  // Moves the children of a container this value is the last owner of into `out`.
+  void take_unique_children(std::vector<PyValue>& out);
+
   Kind kind_ = Kind::kNone;
   std::variant<std::monostate, bool, int64_t, double, std::string, PyGlobal,
                std::shared_ptr<std::vector<PyValue>>, std::shared_ptr<PyDict>,

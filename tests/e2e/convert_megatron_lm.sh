@@ -72,6 +72,14 @@ if grep -q "converted Megatron-LM checkpoint" "$WORK/train_direct2.log"; then
   fail "the conversion was not reused"
 fi
 [[ -s $WORK/mlm_direct.megatron-cpp/latest_checkpointed_iteration.txt ]] || fail "no copy"
+# --use-checkpoint-args: the model's shape comes from the Megatron-LM args.
+timeout 300 "$MEGATRON_BINARY" pretrain-gpt --use-checkpoint-args --load "$WORK/mlm_direct" \
+  --finetune --mock-data --vocab-size 96 --seq-length 16 --micro-batch-size 2 \
+  --global-batch-size 2 --train-iters 3 --lr 1e-3 --log-interval 1 --eval-interval 1000 \
+  --eval-iters 1 > "$WORK/train_args.log" 2>&1 \
+  || { cat "$WORK/train_args.log"; fail "pretrain-gpt --use-checkpoint-args"; }
+grep -o "lm loss: [0-9.E+-]*" "$WORK/train_args.log" | diff - "$WORK/loss_hf.txt" \
+  || fail "--use-checkpoint-args: losses differ"
 
 echo "== export to Megatron-LM at other layouts and namings; re-import unchanged"
 convert --to megatron-lm --load "$WORK/mlm" --save "$WORK/out_legacy" \
@@ -92,9 +100,13 @@ convert --to hf --load "$WORK/hf" --save "$WORK/hf_from_hf"
 cmp "$WORK/hf_from_mlm/model.safetensors" "$WORK/hf_from_hf/model.safetensors" \
   || fail "HF exports differ"
 convert --from hf --to megatron-lm --load "$HF" --save "$WORK/mlm_from_hf" \
-  --target-tensor-parallel-size 2 --target-pipeline-parallel-size 2
+  --target-tensor-parallel-size 2 --target-pipeline-parallel-size 2 \
+  --make-vocab-size-divisible-by 16
 convert --from megatron-lm --load "$WORK/mlm_from_hf" --save "$WORK/mlm_from_hf_back" \
   --target-tensor-parallel-size 2 --vocab-size 96
+# Megatron's padding for TP 2 with --make-vocab-size-divisible-by 16: 96 rows, none added.
+grep -Eq '"padded_vocab_size": ?96[,}]' "$WORK/mlm_from_hf_back/iter_0000000/mp_rank_00/state.json" \
+  || fail "--make-vocab-size-divisible-by not used for the Megatron-LM export"
 same_model "$WORK/mlm_from_hf_back" "$WORK/hf"
 [[ ! -e $WORK/mlm_from_hf.megatron-cpp.tmp ]] || fail "temporary checkpoint left behind"
 

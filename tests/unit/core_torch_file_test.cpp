@@ -242,6 +242,31 @@ TEST(PickleReader, MalformedStreamsAreRefused) {
   EXPECT_NE(e.find("runs past its storage of 4 elements"), std::string::npos) << e;
 }
 
+// A pickle can nest lists far deeper than any call stack: refused, and released without
+// recursion; and a list that contains itself is refused.
+TEST(PickleReader, DeepOrSelfContainingNestingIsRefused) {
+  const int depth = 1000000;
+  std::string deep = "\x80\x02";
+  for (int i = 0; i < depth; ++i) deep += "]";      // a million empty lists on the stack ...
+  for (int i = 0; i < depth - 1; ++i) deep += "a";  // ... each appended into the one below
+  deep += ".";
+  std::string e = error_of([&] { read_pickle(deep, "'deep'"); });
+  EXPECT_NE(e.find("nests containers more than 1000 deep"), std::string::npos) << e;
+  // 999 levels are fine.
+  std::string ok = "\x80\x02";
+  for (int i = 0; i < 999; ++i) ok += "]";
+  for (int i = 0; i < 998; ++i) ok += "a";
+  ok += ".";
+  EXPECT_EQ(read_pickle(ok, "'ok'").kind(), PyValue::Kind::kList);
+  // ] q0 h0 a: the list appended to itself.
+  e = error_of([] {
+    read_pickle(raw("\x80\x02]q\x00h\x00"
+                    "a."),
+                "'loop'");
+  });
+  EXPECT_NE(e.find("holds a container that contains itself"), std::string::npos) << e;
+}
+
 TEST(PickleReader, ReadsMegatronsDictionaries) {
   const PyValue root = torch_load(legacy_rank(0, 0));
   const PyDict& d = root.as_dict("root");
