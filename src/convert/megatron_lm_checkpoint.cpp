@@ -116,7 +116,8 @@ TensorMap gather_full_tensors(const MegatronLmCheckpoint& ckpt, const GptConfig&
   TensorMap full;
   std::string problems;
   for (const MegatronLmRank& rank : ckpt.ranks) {
-    const StageRange stage = stage_range(config.num_layers, ckpt.pp_size, rank.pp_rank, 1, 0);
+    const StageRange stage = stage_range(
+        {.num_layers = config.num_layers, .pipeline_size = ckpt.pp_size}, rank.pp_rank, 0);
     ParameterStore store =
         registered_parameter_store<GptModel>(config, rank.tp_rank, ckpt.tp_size, stage);
     std::map<std::string, Tensor> tensors =
@@ -215,7 +216,7 @@ void export_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,
   const nlohmann::json state = reader.state(0, 0);
   const std::string& dir = reader.iteration_dir();
   const GptConfig source = gpt_config_from_checkpoint_state(state, dir);
-  check_pipeline_split(source.num_layers, target_pp, 1);
+  check_pipeline_split({.num_layers = source.num_layers, .pipeline_size = target_pp});
   const TensorMap full =
       read_full_model_tensors(reader, registered_parameter_store<GptModel>(source, 0, 1));
   nlohmann::json args = state.value("args", nlohmann::json::object());
@@ -243,7 +244,8 @@ void export_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,
 
   CheckpointTransaction transaction(save_dir, it, conversion_nonce());
   for (int pp = 0; pp < target_pp; ++pp) {
-    const StageRange stage = stage_range(target.num_layers, target_pp, pp, 1, 0);
+    const StageRange stage =
+        stage_range({.num_layers = target.num_layers, .pipeline_size = target_pp}, pp, 0);
     for (int tp = 0; tp < target_tp; ++tp) {
       ParameterStore store = registered_parameter_store<GptModel>(target, tp, target_tp, stage);
       TensorMap stage_full;
