@@ -226,14 +226,16 @@ void validate_training_args_except_data(Args& a, int world_size) {
   };
   const BatchSizeSchedule batches = batch_size_schedule(a);
   // Megatron checks the interleaved schedule's micro-batch count for each batch size it runs:
-  // those of --step-batch-size-schedule, not the --global-batch-size it implies.
+  // those of --step-batch-size-schedule, not the --global-batch-size it implies. (A batch size
+  // that does not split into micro-batches is the trainer's error, check_divisible_from.)
   if (split.chunks > 1)
     for (const auto& [threshold, batch] : batches.steps())
-      check_interleaved_micro_batches(
-          pp, batch / per_step, a.microbatch_group_size_per_virtual_pipeline_stage.value_or(0),
-          a.step_batch_size_schedule.empty() ? "--global-batch-size " + std::to_string(batch)
-                                             : "the global batch size " + std::to_string(batch) +
-                                                   " of --step-batch-size-schedule");
+      if (batch % per_step == 0)
+        check_interleaved_micro_batches(
+            pp, batch / per_step, a.microbatch_group_size_per_virtual_pipeline_stage.value_or(0),
+            a.step_batch_size_schedule.empty() ? "--global-batch-size " + std::to_string(batch)
+                                               : "the global batch size " + std::to_string(batch) +
+                                                     " of --step-batch-size-schedule");
   if (split.chunks == 1 && a.microbatch_group_size_per_virtual_pipeline_stage)
     log_warning(
         "--microbatch-group-size-per-virtual-pipeline-stage has no effect without the "
