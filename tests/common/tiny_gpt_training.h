@@ -74,6 +74,7 @@ inline std::map<int64_t, TrainMetrics> run_tiny_gpt(const TinyGptRun& run) {
   m.max_position_embeddings = int(kSeq);
   m.seq_length = int(kSeq);
   m.flash_attention = run.flash_attention;
+  step.split = {.num_layers = m.num_layers};  // one pipeline stage
 
   TrainerConfig c;
   c.device = run.device;
