@@ -216,7 +216,9 @@ void ring_attention_backward(Communicator& cp, const Tensor& qkv, const Tensor& 
     }
     wait_all(requests);
     // This step's dK/dV go on to the next rank, which holds their K/V next; the gradient
-    // arriving is that of the K/V this rank holds next (after the last step: its own).
+    // arriving is that of the K/V this rank holds next (after the last step: its own). It is
+    // complete only once this step's blocks are, so this transfer is not overlapped (the K/V's
+    // is).
     Tensor& arriving = dkv[(step + 1) % 2];
     requests = shift(cp, ring, gradient, arriving);
     wait_all(requests);

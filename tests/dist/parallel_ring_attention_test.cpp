@@ -4,6 +4,9 @@
 // alone, then runs the ring on its two chunks (positions enumerated here, not by
 // ContextParallelLayout) and checks its rows of the output, the log-sum-exp and the Q/K/V
 // gradients. Causal; GQA; attention dropout drawing the same mask as the whole sequence's.
+// On every transport path (transport_test_util.h): host tensors over MPI, and where a GPU is
+// visible CUDA tensors staged through MPI and over NCCL (the kernels' CUDA twins, compared with
+// the CPU reference to f32 rounding of another summation order).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,6 +21,7 @@
 #include "mpi_test_util.h"
 #include "parallel/random.h"
 #include "parallel/ring_attention.h"
+#include "transport_test_util.h"
 
 namespace megatron {
 namespace {
@@ -65,11 +69,15 @@ struct Case {
   float dropout;
 };
 
-void check_ring(int cp_size, const Case& k) {
+void check_ring(test::Path path, int cp_size, const Case& k) {
   SCOPED_TRACE("CP " + std::to_string(cp_size) + " s=" + std::to_string(k.seq) +
                " G=" + std::to_string(k.groups) + " q=" + std::to_string(k.queries) +
                " dropout=" + std::to_string(k.dropout));
-  const ParallelState ps = ParallelState::create(test::world(), 1, 1, RankOrder::kTpDpPp, cp_size);
+  const Device device = test::device(path);
+  // The CPU is the reference; a GPU sums in another order.
+  const double tol = path == test::Path::kHost ? 1.0 : 5.0;
+  const ParallelState ps =
+      ParallelState::create(test::communicator(path), 1, 1, RankOrder::kTpDpPp, cp_size);
   const int64_t heads = k.groups * k.queries, hd = heads * k.head_dim;
   const Tensor qkv =
       random_values({k.seq, k.batch, k.groups, k.queries + 2, k.head_dim}, 1 + k.groups);
@@ -105,16 +113,18 @@ void check_ring(int cp_size, const Case& k) {
                               .scope = scope,
                               .layer = layer,
                               .head_begin = head_begin};
-  const Tensor local_qkv = local_rows(qkv, cp_size, r);
-  Arena arena;
-  Tensor local_out = Tensor::empty({2 * chunk, k.batch, hd}, DType::F32);
-  Tensor local_lse = Tensor::empty({2, k.batch, heads, chunk}, DType::F32);
-  ring_attention_forward(*ps.cp, local_qkv, p, local_out, local_lse, arena);
-  Tensor local_dqkv = Tensor::empty(local_qkv.shape(), DType::F32);
-  ring_attention_backward(*ps.cp, local_qkv, local_out, local_lse, local_rows(dout, cp_size, r), p,
-                          local_dqkv, arena);
+  const Tensor local_qkv = local_rows(qkv, cp_size, r).to(device);
+  Arena arena(device);
+  Tensor out_dev = Tensor::empty({2 * chunk, k.batch, hd}, DType::F32, device);
+  Tensor lse_dev = Tensor::empty({2, k.batch, heads, chunk}, DType::F32, device);
+  ring_attention_forward(*ps.cp, local_qkv, p, out_dev, lse_dev, arena);
+  Tensor dqkv_dev = Tensor::empty(local_qkv.shape(), DType::F32, device);
+  ring_attention_backward(*ps.cp, local_qkv, out_dev, lse_dev,
+                          local_rows(dout, cp_size, r).to(device), p, dqkv_dev, arena);
+  const Tensor local_out = out_dev.to(Device::CPU), local_lse = lse_dev.to(Device::CPU),
+               local_dqkv = dqkv_dev.to(Device::CPU);
 
-  EXPECT_TRUE(near(local_out, local_rows(out, cp_size, r), 2e-5));
+  EXPECT_TRUE(near(local_out, local_rows(out, cp_size, r), tol * 2e-5));
   // lse [b, H, s] → position-major, so that local_rows picks the chunks' positions.
   Tensor lse_by_position = Tensor::empty({k.seq, k.batch, heads}, DType::F32);
   kernels::copy(lse.transpose(0, 2).transpose(1, 2), lse_by_position);
@@ -122,14 +132,18 @@ void check_ring(int cp_size, const Case& k) {
   for (int c = 0; c < 2; ++c) {
     Tensor got = Tensor::empty({chunk, k.batch, heads}, DType::F32);
     kernels::copy(local_lse.select(0, c).transpose(0, 2).transpose(1, 2), got);
-    EXPECT_TRUE(near(got, want_lse.slice(0, c * chunk, (c + 1) * chunk), 2e-5)) << "chunk " << c;
+    EXPECT_TRUE(near(got, want_lse.slice(0, c * chunk, (c + 1) * chunk), tol * 2e-5))
+        << "chunk " << c;
   }
-  EXPECT_TRUE(near(local_dqkv, local_rows(dqkv, cp_size, r), 5e-5));
+  EXPECT_TRUE(near(local_dqkv, local_rows(dqkv, cp_size, r), tol * 5e-5));
 }
 
-TEST(RingAttention, EqualsTheWholeSequenceOnOneRank) {
+class RingAttentionPathTest : public ::testing::TestWithParam<test::Path> {};
+
+TEST_P(RingAttentionPathTest, EqualsTheWholeSequenceOnOneRank) {
   const int n = test::world_size();
   if (n < 2) GTEST_SKIP() << "ring attention needs 2 or more ranks";
+  if (const std::string why = test::unavailable(GetParam()); !why.empty()) GTEST_SKIP() << why;
   const std::vector<Case> cases = {
       {24, 2, 2, 1, 8, 0.0f},   // multi-head
       {40, 1, 2, 3, 16, 0.0f},  // grouped-query: 3 query heads per key
@@ -137,8 +151,15 @@ TEST(RingAttention, EqualsTheWholeSequenceOnOneRank) {
   };
   for (int cp = 2; cp <= n; cp *= 2)
     for (const Case& k : cases)
-      if (n % cp == 0) check_ring(cp, k);
+      if (n % cp == 0) check_ring(GetParam(), cp, k);
 }
+
+INSTANTIATE_TEST_SUITE_P(Paths, RingAttentionPathTest,
+                         ::testing::Values(test::Path::kHost, test::Path::kStaged,
+                                           test::Path::kNccl),
+                         [](const ::testing::TestParamInfo<test::Path>& info) {
+                           return std::string(test::path_name(info.param));
+                         });
 
 TEST(RingAttention, WrongLayoutIsRefused) {
   SKIP_UNLESS_WORLD_SIZE_AT_LEAST(2);

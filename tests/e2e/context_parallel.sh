@@ -3,10 +3,10 @@
 # Llama-family model (RoPE, grouped-query attention) trained on real text (State of the Union,
 # GPT-2 BPE), dropout on, fp32, must log the same lm loss and grad norm at each of 6 iterations
 # (relative <= 1e-5) at CP 1, CP 2, CP 4, CP 2 × DP 2, TP 2 × CP 2 with sequence parallelism,
-# PP 2 × CP 2 (1F1B), CP 2 with full recompute, and CP 2 with the distributed optimizer
-# (sharded over DP × CP) — each CP rank holding only its two chunks of every sequence; bf16 at
-# CP 2 follows CP 1 to 1e-3; a CP 2 × DP 2 checkpoint resumes at CP 1 and CP 4 with CP 1's
-# losses. Unsupported combinations are refused with a sentence.
+# PP 2 × CP 2 (1F1B and interleaved), CP 2 with full recompute, and CP 2 with the distributed
+# optimizer (sharded over DP × CP) — each CP rank holding only its two chunks of every
+# sequence; bf16 at CP 2 follows CP 1 to 1e-3; a CP 2 × DP 2 checkpoint resumes at CP 1 and
+# CP 4 with CP 1's losses. Unsupported combinations are refused with a sentence.
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
 WORK="$(mktemp -d)"
@@ -60,6 +60,12 @@ run gpt_cp2_recompute 2 --context-parallel-size 2 --recompute-granularity full \
 for name in gpt_cp2 gpt_cp4 gpt_cp2_dp2 gpt_tp2_cp2_sp gpt_pp2_cp2 gpt_cp2_recompute; do
   same gpt_cp1 "$name"
 done
+
+# The interleaved schedule: 4 layers, PP 2 × CP 2 with 2 model chunks per pipeline rank.
+run gpt4_cp1 1 --num-layers 4
+run gpt4_pp2_vp_cp2 4 --num-layers 4 --context-parallel-size 2 --pipeline-model-parallel-size 2 \
+  --num-layers-per-virtual-pipeline-stage 1
+same gpt4_cp1 gpt4_pp2_vp_cp2
 
 # bf16: the ring rounds each block's output and each merge to bf16 (the whole sequence's
 # attention rounds once), so CP 2 follows CP 1 to bf16 rounding (1e-3; measured 8e-5).
