@@ -39,12 +39,7 @@ for name in tp2_dp2 tp4; do
   echo "== tp1 vs $name"
   $CHECK "$WORK/tp1.jsonl" "$WORK/$name.jsonl" --from 1 --to 8 --rtol 1e-5
 done
-node -e '
-  const r = require("fs").readFileSync(process.argv[1], "utf8").trim().split("\n")
-              .map(JSON.parse).filter(x => x.type === "train");
-  if (r.length !== 8 || !(r[7].lm_loss < r[0].lm_loss)) {
-    console.error("loss did not decrease:", r.map(x => x.lm_loss)); process.exit(1);
-  }' "$WORK/tp1.jsonl"
+node "$MEGATRON_SOURCE_DIR/tests/e2e/loss_decreases.js" 8 "$WORK/tp1.jsonl"
 
 echo "== exact resume from iteration 4"
 run first_half 1 1 --save "$WORK/ckpt" --save-interval 4 --exit-interval 4
