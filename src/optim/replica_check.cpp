@@ -36,10 +36,11 @@ const char* plural(const std::string& ranks) {
 
 }  // namespace
 
-void check_replicas_agree(ParameterStore& store, Communicator& dp, int64_t iteration) {
+void check_replicas_agree(ParameterStore& store, Communicator& dp, int64_t iteration,
+                          const char* flag) {
   const std::string differing = ranks_differing_from_first(parameter_hash(store), dp);
-  MT_REQUIRE(differing.empty(), "--check-weight-hash-across-dp-replicas-interval: at iteration ",
-             iteration, " the parameters of data-parallel replica", plural(differing), differing,
+  MT_REQUIRE(differing.empty(), flag, ": at iteration ", iteration,
+             " the parameters of data-parallel replica", plural(differing), differing,
              " differ from replica 0's: the replicas have diverged (a hardware fault, a broken "
              "collective or a non-deterministic kernel); resume from the last checkpoint");
 }

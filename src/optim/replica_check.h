@@ -19,9 +19,11 @@ namespace megatron {
 // when it lives on a device).
 uint32_t parameter_hash(ParameterStore& store);
 
-// Collective over `dp`. Throws Error, on every rank of the group, naming the iteration and the
-// replicas whose parameters differ from replica 0's.
-void check_replicas_agree(ParameterStore& store, Communicator& dp, int64_t iteration);
+// Collective over `dp`. Throws Error, on every rank of the group, naming `flag` (the option
+// that asked for the check), the iteration and the replicas whose parameters differ from
+// replica 0's.
+void check_replicas_agree(ParameterStore& store, Communicator& dp, int64_t iteration,
+                          const char* flag = "--check-weight-hash-across-dp-replicas-interval");
 
 // CRC-32C of this rank's TP-replicated parameters (partition_dim -1), in store order.
 uint32_t replicated_parameter_hash(ParameterStore& store);

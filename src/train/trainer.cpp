@@ -615,7 +615,7 @@ struct Trainer::Impl {
         run_on_all_ranks(*ps.world, "", [&] { check_replicas_agree(store, *ps.dp_cp, iteration); });
       if (cfg.test_mode)
         run_on_all_ranks(*ps.world, "", [&] {
-          check_replicas_agree(store, *ps.dp_cp, iteration);
+          check_replicas_agree(store, *ps.dp_cp, iteration, "--test-mode");
           check_tp_replicated_agree(store, *ps.tp, iteration);
         });
       if (cfg.on_iteration_end) cfg.on_iteration_end(iteration);

@@ -1,7 +1,9 @@
 // check_replicas_agree (optim/replica_check.h) under mpirun: the whole world as one
 // data-parallel group. Identical parameters pass; a single flipped element on one replica is
 // reported on every rank, naming that replica and the iteration; the hash is CRC-32C of the
-// stored bytes, checked against crc32c over the same bytes.
+// stored bytes, checked against crc32c over the same bytes. --test-mode's TP check, with the
+// world as one TP group: the ranks' own slices of split parameters may differ, their
+// replicated parameters may not.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -44,6 +46,25 @@ TEST(ReplicaCheck, ADivergedReplicaIsNamedOnEveryRank) {
   } catch (const Error& e) {
     EXPECT_THAT(e.message(), HasSubstr("at iteration 12 the parameters of data-parallel replica "
                                        "1 differ from replica 0's"));
+  }
+}
+
+TEST(ReplicaCheck, TensorParallelRanksMustAgreeOnReplicatedParametersOnly) {
+  auto world = test::world();
+  if (world->size() < 2) GTEST_SKIP() << "needs two TP ranks";
+  const std::vector<ParamSpec> specs = {{.name = "split", .full_shape = {8, 4}, .partition_dim = 0},
+                                        {.name = "replicated", .full_shape = {4}}};
+  ParameterStore store = testing::make_fixture_store(world->rank(), world->size(), specs);
+  kernels::fill(store.flat_values(), 0.5f);
+  store.get("split").value.data<float>()[0] = float(world->rank());  // each rank its own slice
+  EXPECT_NO_THROW(check_tp_replicated_agree(store, *world, 3));
+  if (world->rank() == 1) store.get("replicated").value.data<float>()[2] = 0.50000006f;
+  try {
+    check_tp_replicated_agree(store, *world, 4);
+    ADD_FAILURE() << "no error for a TP rank whose replicated parameter differs";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), HasSubstr("--test-mode: at iteration 4 the replicated parameters"));
+    EXPECT_THAT(e.message(), HasSubstr("tensor-parallel rank 1 differ from TP rank 0's"));
   }
 }
 
