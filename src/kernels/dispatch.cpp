@@ -1,7 +1,5 @@
 #include "kernels/dispatch.h"
 
-#include <string>
-
 namespace megatron::kernels {
 
 Device operand_device(const char* kernel, std::initializer_list<const Tensor*> operands) {
@@ -42,28 +40,25 @@ void check_float_contiguous(const Tensor& t, const char* what) {
   check_contiguous(t, what);
 }
 
-void check_bias_activation(const char* kernel, const Tensor& x, const Tensor& bias,
-                           std::initializer_list<const Tensor*> like_x, const Tensor* dbias) {
-  const std::string k = kernel;
-  check_float_contiguous(x, (k + " x").c_str());
-  MT_CHECK(x.dim() == 2, kernel, ": x must be [N, C], got ", x.describe());
-  if (bias.defined()) {
-    const std::string what = k + " bias";
-    check_shape(bias, {x.size(1)}, what.c_str());
-    check_dtype(bias, x.dtype(), what.c_str());
-    check_contiguous(bias, what.c_str());
+void check_bias_activation(NamedOperand x, NamedOperand bias,
+                           std::initializer_list<NamedOperand> like_x, NamedOperand dbias) {
+  check_float_contiguous(*x.tensor, x.name);
+  MT_CHECK(x.tensor->dim() == 2, x.name, " must be [N, C], got ", x.tensor->describe());
+  const int64_t c = x.tensor->size(1);
+  if (bias.tensor->defined()) {
+    check_shape(*bias.tensor, {c}, bias.name);
+    check_dtype(*bias.tensor, x.tensor->dtype(), bias.name);
+    check_contiguous(*bias.tensor, bias.name);
   }
-  for (const Tensor* t : like_x) {
-    const std::string what = k + " operand";
-    check_shape(*t, x.shape(), what.c_str());
-    check_dtype(*t, x.dtype(), what.c_str());
-    check_contiguous(*t, what.c_str());
+  for (const NamedOperand& t : like_x) {
+    check_shape(*t.tensor, x.tensor->shape(), t.name);
+    check_dtype(*t.tensor, x.tensor->dtype(), t.name);
+    check_contiguous(*t.tensor, t.name);
   }
-  if (dbias && dbias->defined()) {
-    const std::string what = k + " dbias";
-    check_shape(*dbias, {x.size(1)}, what.c_str());
-    check_dtype(*dbias, DType::F32, what.c_str());
-    check_contiguous(*dbias, what.c_str());
+  if (dbias.tensor && dbias.tensor->defined()) {
+    check_shape(*dbias.tensor, {c}, dbias.name);
+    check_dtype(*dbias.tensor, DType::F32, dbias.name);
+    check_contiguous(*dbias.tensor, dbias.name);
   }
 }
 

@@ -35,12 +35,17 @@ Device operand_device(const char* kernel, std::initializer_list<const Tensor*> o
 void check_defined(const Tensor& t, const char* what);  // "<what> is undefined"
 // Defined, contiguous and of dtype f32 or bf16 (the activation dtypes).
 void check_float_contiguous(const Tensor& t, const char* what);
+// A kernel operand with the name its messages use (a string literal, so a check that passes
+// builds no string).
+struct NamedOperand {
+  const Tensor* tensor = nullptr;
+  const char* name = "";
+};
 // The operands of a bias + activation kernel (kernels/gelu.h, kernels/squared_relu.h): x [N, C]
 // f32 or bf16, contiguous; bias [C] of x's dtype, or undefined; each of `like_x` x's shape,
 // dtype and contiguity; dbias, when given and defined, [C] f32.
-void check_bias_activation(const char* kernel, const Tensor& x, const Tensor& bias,
-                           std::initializer_list<const Tensor*> like_x,
-                           const Tensor* dbias = nullptr);
+void check_bias_activation(NamedOperand x, NamedOperand bias,
+                           std::initializer_list<NamedOperand> like_x, NamedOperand dbias = {});
 
 }  // namespace megatron::kernels
 

@@ -88,12 +88,7 @@ Tensor& ParallelAttention::dense_bias_grad() const {
 
 void ParallelAttention::rotate_qk(Tensor& qkv, int64_t position_start, bool inverse) const {
   if (!rope_) return;
-  const int64_t s = qkv.size(0), b = qkv.size(1), gl = groups_local_, q = queries_, d = head_dim_;
-  const int64_t group = (q + 2) * d, row = b * gl * group;
-  Tensor queries(qkv.storage(), qkv.offset(), {s, b, gl, q, d}, {row, gl * group, group, d, 1},
-                 qkv.dtype());
-  Tensor keys(qkv.storage(), qkv.offset() + q * d, {s, b, gl, d}, {row, gl * group, group, 1},
-              qkv.dtype());
+  Tensor queries = qkv_query_heads(qkv), keys = qkv_key_heads(qkv);
   kernels::rotary_embedding(queries, position_start, rotary_, inverse, queries);
   kernels::rotary_embedding(keys, position_start, rotary_, inverse, keys);
 }

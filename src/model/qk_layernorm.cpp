@@ -1,6 +1,7 @@
 #include "model/qk_layernorm.h"
 
 #include "kernels/elementwise.h"
+#include "model/qkv_projection.h"
 
 namespace megatron {
 
@@ -10,23 +11,6 @@ NormOptions qk_norm_options(const TransformerConfig& config) {
   NormOptions o = transformer_norm_options(config);
   o.sequence_parallel = true;  // TP-partial gradients: see the header
   return o;
-}
-
-// The query heads [s, b, gl, q, d] and the key heads [s, b, gl, d] of qkv [s, b, gl, q + 2, d].
-Tensor query_heads(const Tensor& qkv) {
-  const int64_t s = qkv.size(0), b = qkv.size(1), gl = qkv.size(2), q = qkv.size(3) - 2,
-                d = qkv.size(4);
-  const int64_t group = (q + 2) * d;
-  return Tensor(qkv.storage(), qkv.offset(), {s, b, gl, q, d},
-                {b * gl * group, gl * group, group, d, 1}, qkv.dtype());
-}
-
-Tensor key_heads(const Tensor& qkv) {
-  const int64_t s = qkv.size(0), b = qkv.size(1), gl = qkv.size(2), q = qkv.size(3) - 2,
-                d = qkv.size(4);
-  const int64_t group = (q + 2) * d;
-  return Tensor(qkv.storage(), qkv.offset() + q * d, {s, b, gl, d},
-                {b * gl * group, gl * group, group, 1}, qkv.dtype());
 }
 
 // heads (a strided view) gathered into a contiguous buffer in `arena`.
@@ -68,8 +52,8 @@ void QkLayerNorm::init_weights(ParameterStore& store) const {
 void QkLayerNorm::forward(Ctx& ctx, Tensor& qkv, Arena& arena) const {
   MT_CHECK(qkv.dim() == 5 && qkv.size(4) == head_dim_, "QK LayerNorm: qkv ", qkv.describe(),
            " must be [s, b, groups, q + 2, ", head_dim_, "]");
-  normalize(q_norm_, ctx.q, query_heads(qkv), arena);
-  normalize(k_norm_, ctx.k, key_heads(qkv), arena);
+  normalize(q_norm_, ctx.q, qkv_query_heads(qkv), arena);
+  normalize(k_norm_, ctx.k, qkv_key_heads(qkv), arena);
 }
 
 void QkLayerNorm::forward_inference(Tensor& qkv, Arena& arena) const {
@@ -78,8 +62,8 @@ void QkLayerNorm::forward_inference(Tensor& qkv, Arena& arena) const {
 }
 
 void QkLayerNorm::backward(const Ctx& ctx, Tensor& dqkv, Arena& arena) const {
-  normalize_backward(q_norm_, ctx.q, query_heads(dqkv), arena);
-  normalize_backward(k_norm_, ctx.k, key_heads(dqkv), arena);
+  normalize_backward(q_norm_, ctx.q, qkv_query_heads(dqkv), arena);
+  normalize_backward(k_norm_, ctx.k, qkv_key_heads(dqkv), arena);
 }
 
 }  // namespace megatron

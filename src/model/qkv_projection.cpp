@@ -7,6 +7,22 @@
 
 namespace megatron {
 
+Tensor qkv_query_heads(const Tensor& qkv) {
+  const int64_t s = qkv.size(0), b = qkv.size(1), g = qkv.size(2), q = qkv.size(3) - 2,
+                d = qkv.size(4);
+  const int64_t group = (q + 2) * d;
+  return Tensor(qkv.storage(), qkv.offset(), {s, b, g, q, d},
+                {b * g * group, g * group, group, d, 1}, qkv.dtype());
+}
+
+Tensor qkv_key_heads(const Tensor& qkv) {
+  const int64_t s = qkv.size(0), b = qkv.size(1), g = qkv.size(2), q = qkv.size(3) - 2,
+                d = qkv.size(4);
+  const int64_t group = (q + 2) * d;
+  return Tensor(qkv.storage(), qkv.offset() + q * d, {s, b, g, d},
+                {b * g * group, g * group, group, 1}, qkv.dtype());
+}
+
 QkvProjection::QkvProjection(const std::string& name, const TransformerConfig& config,
                              const ParallelState& ps, ParameterStore& store,
                              const ComputeWeights& weights)

@@ -25,6 +25,11 @@
 
 namespace megatron {
 
+// Views into a contiguous qkv [s, b, groups, q + 2, d] (the projection's output layout): its
+// query heads [s, b, groups, q, d] and its key heads [s, b, groups, d], with qkv's strides.
+Tensor qkv_query_heads(const Tensor& qkv);
+Tensor qkv_key_heads(const Tensor& qkv);
+
 class QkvProjection {
  public:
   struct Ctx {

@@ -16,21 +16,17 @@
 #   bert       BERT at TP 2 x PP 2 with --spec local, resumed with --use-checkpoint-args
 # Each must log its iterations and exit 0; the resumes must continue from the checkpoint.
 set -euo pipefail
-BIN="${MEGATRON_BINARY:?}"
-DATA="${MEGATRON_DATA_DIR:-$HOME/.cache/megatron-cpp}"
-for f in sotu.jsonl gpt2-vocab.json gpt2-merges.txt bert-base-uncased-vocab.txt; do
+# The BERT data (and DATA, WORK): the first 40 State of the Union documents, WordPiece sentences.
+source "$(dirname "$0")/sotu_bert_data.bash"
+BIN="$MEGATRON_BINARY"
+for f in gpt2-vocab.json gpt2-merges.txt; do
   [[ -f "$DATA/$f" ]] || { echo "missing $DATA/$f: run scripts/fetch_data.sh" >&2; exit 1; }
 done
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 GPT_TOK=(--vocab-file "$DATA/gpt2-vocab.json" --merge-file "$DATA/gpt2-merges.txt")
-BERT_TOK=(--tokenizer-type BertWordPieceLowerCase --vocab-file "$DATA/bert-base-uncased-vocab.txt")
-head -n 40 "$DATA/sotu.jsonl" > "$WORK/docs.jsonl"
-"$BIN" preprocess --input "$WORK/docs.jsonl" --tokenizer-type GPT2BPETokenizer "${GPT_TOK[@]}" \
+BERT_TOK=(--tokenizer-type BertWordPieceLowerCase --vocab-file "$VOCAB")
+"$BIN" preprocess --input "$WORK/in.jsonl" --tokenizer-type GPT2BPETokenizer "${GPT_TOK[@]}" \
   --append-eod --output-prefix "$WORK/gpt" > /dev/null 2>&1
-"$BIN" preprocess --input "$WORK/docs.jsonl" "${BERT_TOK[@]}" --split-sentences \
-  --output-prefix "$WORK/bert" > /dev/null 2>&1
 
 # run NAME NP SUBCOMMAND FLAGS...: trains, and checks the log has iteration lines.
 run() {
@@ -106,7 +102,7 @@ run context_resume 4 pretrain-gpt "${CONTEXT[@]}" --train-iters 4 \
 grep -q "iteration        3/" "$WORK/context_resume.log" || {
   cat "$WORK/context_resume.log"; echo "FAIL: the resume did not continue at iteration 3"; exit 1; }
 
-BERT=("${MCORE[@]}" "${BERT_TOK[@]}" --data-path "$WORK/bert_text_sentence" --split 99,1,0
+BERT=("${MCORE[@]}" "${BERT_TOK[@]}" --data-path "$BERT_DATA" --split 99,1,0
       --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --spec local
       --micro-batch-size 2 --global-batch-size 4 --lr 1e-4 --lr-decay-iters 10 --eval-iters 1
       --eval-interval 1000 --log-interval 1 --save "$WORK/bert" --load "$WORK/bert"
