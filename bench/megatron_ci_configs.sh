@@ -12,7 +12,8 @@
 #   refused  non-zero exit with an error message: the first "error:" line, and the flag it is about
 #   crashed  a signal, an abort, the timeout, exit 0 without an iteration line, or no message
 #
-# and prints a summary: the counts, and what blocks the refused configs, sorted by how many
+# (with KIND=inference: Megatron's inference configs instead, each run as `megatron generate`;
+# see below) and prints a summary: the counts, and what blocks the refused configs, sorted by how many
 # configs it blocks: the flag a refusal is about ("error: --flag VALUE: why"; each flag of an
 # "unrecognized arguments" error), or the message itself when it names a constraint instead.
 #
@@ -46,6 +47,16 @@
 #             --data-cache-path: directories of the run (${CHECKPOINT_LOAD_PATH} does not exist)
 # Every run is `mpirun --oversubscribe -np N` with OMP_NUM_THREADS=1 under a timeout.
 #
+# KIND=inference: the 38 configs of Megatron's inference scripts (MODE inference or a name with
+# "inference", not the RL/GRPO ones), each run as `megatron generate` with its MODEL_ARGS. Its
+# checkpoint (a 583M model in torch_dist format in Megatron's CI) is made here: the config's
+# model flags, shrunk as above but with 256 positions, trained for 1 iteration by one
+# `megatron pretrain-gpt` process; --load points at it. --prompt-file becomes a JSONL of this
+# repository's docs' paragraphs, --num-tokens-to-generate is capped at 32 and --output-path
+# (${INFERENCE_OUTPUT_PATH}) is the run's. A config "generates" when it exits 0 and its
+# --output-path JSON holds generated tokens (or, without --output-path, it exits 0); a refusal
+# of the training step is the config's refusal (e.g. mixture of experts).
+#
 # Usage: bench/megatron_ci_configs.sh MEGATRON_LM [NAME_REGEX]
 #   MEGATRON_LM  a Megatron-LM checkout: a work tree, or a git directory (bare or .git; its
 #                $MEGATRON_REF, default HEAD, is read with git archive)
@@ -72,12 +83,15 @@ BIN=${MEGATRON_BIN:-$REPO/build/megatron}
 TIMEOUT=${TIMEOUT:-120}
 ITERS=${ITERS:-2}
 PEEL=${PEEL:-0}
+KIND=${KIND:-pretraining}
 MAX_WORLD=4
 DATA_DIR=${MEGATRON_DATA_DIR:-$HOME/.cache/megatron-cpp}
 WORK=${WORK_DIR:-$(mktemp -d /tmp/megatron_ci_configs.XXXXXX)}
 PY=/usr/bin/python3
 
 die() { echo "megatron_ci_configs: $*" >&2; exit 1; }
+[[ $KIND == pretraining || $KIND == inference ]] ||
+  die "KIND=$KIND: expected pretraining (the default) or inference"
 [[ -x $BIN ]] || die "no megatron binary at $BIN (set MEGATRON_BIN)"
 command -v mpirun >/dev/null || die "needs mpirun (Debian: openmpi-bin)"
 [[ -x $PY ]] && $PY -c 'import yaml' 2>/dev/null ||
@@ -154,6 +168,19 @@ if [[ ! -f $GPT_PREFIX.idx || ! -f $BERT_PREFIX.idx ]]; then
     die "preprocess failed: $WORK/data/preprocess.log"
 fi
 
+# --prompt-file of the inference configs: JSONL with a "text" field, as Megatron's scripts read
+PROMPT_FILE=$WORK/data/prompts.jsonl
+if [[ $KIND == inference && ! -f $PROMPT_FILE ]]; then
+  $PY - "$REPO"/docs/*.md >"$PROMPT_FILE" <<'EOF' || die "cannot write $PROMPT_FILE"
+import json, sys
+for path in sys.argv[1:]:
+    for line in open(path, encoding="utf-8"):
+        line = line.strip()
+        if 40 <= len(line) <= 200 and line[0].isalpha():
+            print(json.dumps({"text": line}))
+EOF
+fi
+
 # ---- one config -> one command line ------------------------------------------------------------
 # Flags whose value is this script's alone (not the config's choice, as a layout or a feature
 # is): a refusal naming them is the CPU run's doing, and PEEL never drops them.
@@ -168,7 +195,8 @@ NEEDS_MODEL_FILE=" GPTSentencePieceTokenizer SentencePieceTokenizer Llama2Tokeni
 subst() {
   local s=$1 var
   for var in DATA_PATH DATA_BLEND CHECKPOINT_SAVE_PATH CHECKPOINT_LOAD_PATH TENSORBOARD_PATH \
-    DATA_CACHE_PATH OUTPUT_PATH REPEAT RUN_NUMBER WANDB_EXPERIMENT WANDB_SAVE_PATH; do
+    DATA_CACHE_PATH OUTPUT_PATH REPEAT RUN_NUMBER WANDB_EXPERIMENT WANDB_SAVE_PATH \
+    INFERENCE_OUTPUT_PATH; do
     s=${s//"\${$var}"/${!var}}
     s=${s//"\$$var"/${!var}}
   done
@@ -185,7 +213,8 @@ get() { # get FLAG DEFAULT
 # build: KEYS/VALS (a config's MODEL_ARGS, without the dropped flags) -> MODEL, NP, LAYOUT, CMD
 build() {
   local run=$1 i k v words
-  local tp pp cp vp=1 L mbs gbs dp_ci d heads groups hidden=128 sched extra=0 inst
+  local tp pp cp vp=1 L mbs gbs dp_ci d heads groups hidden=128 sched extra=0 inst positions=64
+  [[ $KIND == inference ]] && positions=256
   tp=$(get --tensor-model-parallel-size 1); pp=$(get --pipeline-model-parallel-size 1)
   cp=$(get --context-parallel-size 1)
   while ((tp * pp * cp > MAX_WORLD)); do # halve the largest; ties: PP, then TP, then CP
@@ -256,7 +285,7 @@ build() {
   DATA_BLEND=$GPT_PREFIX
   CHECKPOINT_SAVE_PATH=$run/save CHECKPOINT_LOAD_PATH=$run/load TENSORBOARD_PATH=$run/tensorboard
   DATA_CACHE_PATH=$run/data-cache OUTPUT_PATH=$run REPEAT=1 RUN_NUMBER=1
-  WANDB_EXPERIMENT=megatron-cpp WANDB_SAVE_PATH=$run/wandb
+  WANDB_EXPERIMENT=megatron-cpp WANDB_SAVE_PATH=$run/wandb INFERENCE_OUTPUT_PATH=$run/output.json
 
   local tok vocab=$DATA_DIR/gpt2-vocab.json merges=$DATA_DIR/gpt2-merges.txt prefix=$GPT_PREFIX
   tok=$(get --tokenizer-type "")
@@ -276,7 +305,7 @@ build() {
       --num-query-groups) v=$groups ;;
       --ffn-hidden-size) v=$((4 * hidden)) ;;
       --kv-channels) v=$((hidden / heads)) ;;
-      --seq-length | --max-position-embeddings) v=64 ;;
+      --seq-length | --max-position-embeddings) v=$positions ;;
       --num-layers) v=$L ;;
       --num-layers-per-virtual-pipeline-stage) v=1 ;;
       --tensor-model-parallel-size) v=$tp ;;
@@ -292,12 +321,15 @@ build() {
       --merge-file) [[ -z $merges ]] && continue; v=$merges ;;
       --tokenizer-type) ((swap_tok)) && v=GPT2BPETokenizer ;;
       --tokenizer-model) ((swap_tok)) && continue ;;
+      --load) [[ $KIND == inference ]] && v=$run/load ;;
+      --prompt-file) v=$PROMPT_FILE ;;
+      --num-tokens-to-generate) ((v > 32)) && v=32 ;;
     esac
     seen[$k]=1
     # a relative path of the Megatron-LM checkout (e.g. --tp-comm-overlap-cfg tests/...)
     [[ $v == tests/* && -e $ROOT/$v ]] && v=$ROOT/$v
-    # _run_training.sh's expansion of one MODEL_ARGS item
-    read -ra words <<<"$v"; v="${words[*]}" # xargs's trim
+    # _run_training.sh's expansion of one MODEL_ARGS item (its xargs trims and unquotes)
+    v=$(xargs <<<"$v" 2>/dev/null) || { read -ra words <<<"$v"; v="${words[*]}"; }
     if [[ $v == true ]]; then CMD+=("$k")
     elif [[ $v =~ ^\([^\)]+\)$ ]]; then CMD+=("$k" "$v")
     elif [[ $v =~ ^\[[^]]+\]$ ]]; then
@@ -309,13 +341,18 @@ build() {
   [[ -z ${seen[--eval-iters]:-} ]] && CMD+=(--eval-iters 0)
   [[ -z ${seen[--log-interval]:-} ]] && CMD+=(--log-interval 1)
   [[ -z ${seen[--distributed-backend]:-} ]] && CMD+=(--distributed-backend mpi)
-  [[ -z ${seen[--seq-length]:-} ]] && CMD+=(--seq-length 64)
-  [[ -z ${seen[--max-position-embeddings]:-} ]] && CMD+=(--max-position-embeddings 64)
+  [[ -z ${seen[--seq-length]:-} ]] && CMD+=(--seq-length $positions)
+  [[ -z ${seen[--max-position-embeddings]:-} ]] && CMD+=(--max-position-embeddings $positions)
   [[ -z ${seen[--tensor-model-parallel-size]:-} ]] && ((tp > 1)) &&
     CMD+=(--tensor-model-parallel-size $tp)
   [[ -z ${seen[--pipeline-model-parallel-size]:-} ]] && ((pp > 1)) &&
     CMD+=(--pipeline-model-parallel-size $pp)
   [[ -z ${seen[--context-parallel-size]:-} ]] && ((cp > 1)) && CMD+=(--context-parallel-size $cp)
+  if [[ $KIND == inference ]]; then # generate: the checkpoint's tokenizer, no data
+    LAYOUT="TP$tp PP$pp"; NP=$((tp * pp))
+    [[ -z ${seen[--load]:-} ]] && CMD+=(--load "$run/load")
+    return
+  fi
   if ! has --mock-data; then
     [[ -z ${seen[--data-path]:-} ]] && CMD+=(--data-path "$prefix")
     local vocab_tok=0 # a tokenizer that reads --vocab-file
@@ -326,12 +363,35 @@ build() {
   LAYOUT="TP$tp PP$pp CP$cp DP$DP"
 }
 
+# KIND=inference: the flags of CMD that describe the model, for the training run that makes the
+# config's checkpoint.
+MODEL_FLAGS=" --num-layers --hidden-size --num-attention-heads --ffn-hidden-size --kv-channels
+  --group-query-attention --num-query-groups --max-position-embeddings --seq-length
+  --position-embedding-type --rotary-base --rotary-percent --rotary-interleaved --normalization
+  --norm-epsilon --swiglu --squared-relu --disable-bias-linear --add-qkv-bias
+  --untie-embeddings-and-output-weights --qk-layernorm --apply-layernorm-1p --num-experts
+  --moe-router-topk --moe-ffn-hidden-size --tokenizer-type --multi-latent-attention "
+model_flags_of_cmd() { # CMD -> TRAIN_FLAGS
+  local i keep=0
+  TRAIN_FLAGS=()
+  for ((i = 0; i < ${#CMD[@]}; i++)); do
+    [[ ${CMD[i]} == --* ]] && { keep=0; [[ $MODEL_FLAGS == *" ${CMD[i]} "* ]] && keep=1; }
+    ((keep)) && TRAIN_FLAGS+=("${CMD[i]}")
+  done
+}
+
 # classify LOG RC -> STATUS, MSG, FLAGS
 classify() {
   local log=$1 rc=$2 line
   FLAGS=
-  if ((rc == 0)) && grep -qE 'iteration +[0-9]+/ *[0-9]+' "$log"; then
+  if [[ $KIND == pretraining ]] && ((rc == 0)) && grep -qE 'iteration +[0-9]+/ *[0-9]+' "$log"; then
     STATUS=trains MSG=; return
+  fi
+  if [[ $KIND == inference ]] && ((rc == 0)); then
+    if ! has --output-path || grep -q '"generated_tokens": \[$' "$OUTPUT_JSON" 2>/dev/null; then
+      STATUS=generates MSG=; return
+    fi
+    STATUS=crashed MSG="exit 0 without generated tokens in --output-path"; return
   fi
   if ((rc == 124 || rc == 137)); then STATUS=crashed; MSG="timeout after ${TIMEOUT}s"; return; fi
   if ((rc == 0)); then STATUS=crashed; MSG="exit 0 without an iteration line"; return; fi
@@ -364,16 +424,36 @@ run_one() {
   mkdir -p "$run"
   build "$run"
   LOG=$run/log$attempt.txt
+  OUTPUT_JSON=$INFERENCE_OUTPUT_PATH
+  rm -f "$OUTPUT_JSON"
+  local command=("pretrain-$MODEL") t0=$SECONDS rc
+  if [[ $KIND == inference ]]; then
+    command=(generate)
+    # the config's checkpoint: its model flags, one iteration, one process
+    model_flags_of_cmd
+    timeout -k 10 "$TIMEOUT" mpirun --oversubscribe -np 1 "$BIN" pretrain-gpt "${TRAIN_FLAGS[@]}" \
+      --tokenizer-type GPT2BPETokenizer --vocab-file "$DATA_DIR/gpt2-vocab.json" \
+      --merge-file "$DATA_DIR/gpt2-merges.txt" --data-path "$GPT_PREFIX" --micro-batch-size 1 \
+      --global-batch-size 1 --train-iters 1 --lr 1e-4 --eval-iters 0 --save "$run/load" \
+      --save-interval 1 --distributed-backend mpi </dev/null >"$run/checkpoint$attempt.txt" 2>&1
+    rc=$?
+    if ((rc != 0)); then
+      cp "$run/checkpoint$attempt.txt" "$LOG"
+      ELAPSED=$((SECONDS - t0))
+      classify "$LOG" $rc
+      [[ $STATUS == refused ]] && MSG="making the checkpoint: $MSG"
+      return
+    fi
+  fi
   local a line=
-  for a in mpirun --oversubscribe -np "$NP" "$BIN" "pretrain-$MODEL" "${CMD[@]}"; do
+  for a in mpirun --oversubscribe -np "$NP" "$BIN" "${command[@]}" "${CMD[@]}"; do
     [[ $a =~ ^[A-Za-z0-9_./:=,+@%-]+$ ]] || a=$(printf '%q' "$a")
     line+="$a "
   done
   echo "${line% }" >"$run/cmd$attempt.txt"
-  local t0=$SECONDS
-  timeout -k 10 "$TIMEOUT" mpirun --oversubscribe -np "$NP" "$BIN" "pretrain-$MODEL" "${CMD[@]}" \
+  timeout -k 10 "$TIMEOUT" mpirun --oversubscribe -np "$NP" "$BIN" "${command[@]}" "${CMD[@]}" \
     </dev/null >"$LOG" 2>&1
-  local rc=$?
+  rc=$?
   ELAPSED=$((SECONDS - t0))
   classify "$LOG" $rc
   rm -rf "$run/save" "$run/tensorboard" "$run/data-cache" "$run/wandb"
@@ -388,17 +468,20 @@ declare -A BLOCKS=() PEEL_BLOCKS=() PEEL_NAMES=()
 peel_trains=0
 finish_config() {
   [[ -z ${NAME:-} ]] && return
-  local pretrain=1
+  local pretrain=1 inference=0
   [[ ${MODE,,} == *inference* || ${MODE,,} == rl ]] && pretrain=0
   [[ ${NAME,,} == *inference* || ${NAME,,} == *grpo* ]] && pretrain=0
   has --train-iters || has --train-samples || pretrain=0
+  [[ ${MODE,,} == *inference* || ${NAME,,} == *inference* ]] &&
+    [[ ${MODE,,} != rl && ${NAME,,} != *grpo* ]] && inference=1
   if [[ -n $FILTER ]] && ! grep -qE -- "$FILTER" <<<"$NAME"; then NAME=; return; fi
-  if ((!pretrain)); then skipped=$((skipped + 1)); NAME=; return; fi
+  if [[ $KIND == pretraining ]] && ((!pretrain)); then skipped=$((skipped + 1)); NAME=; return; fi
+  if [[ $KIND == inference ]] && ((!inference)); then skipped=$((skipped + 1)); NAME=; return; fi
   total=$((total + 1))
   run_one 0
   local status=$STATUS msg=$MSG flags=$FLAGS np=$NP layout=$LAYOUT secs=$ELAPSED
   case $status in
-    trains) n_trains=$((n_trains + 1)) ;;
+    trains | generates) n_trains=$((n_trains + 1)) ;;
     refused)
       n_refused=$((n_refused + 1))
       if [[ -n $flags ]]; then
@@ -453,8 +536,13 @@ done < <(read_configs)
 finish_config
 
 echo
-echo "pretraining configs: $total (skipped $skipped inference/RL configs)"
-echo "trains:  $n_trains"
+if [[ $KIND == inference ]]; then
+  echo "inference configs: $total (skipped $skipped pretraining/RL configs)"
+  echo "generates: $n_trains"
+else
+  echo "pretraining configs: $total (skipped $skipped inference/RL configs)"
+  echo "trains:  $n_trains"
+fi
 echo "refused: $n_refused"
 echo "crashed: $n_crashed"
 if ((${#BLOCKS[@]})); then

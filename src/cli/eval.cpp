@@ -7,10 +7,9 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <optional>
-#include <tuple>
 
 #include "cli/args/arg_table.h"
+#include "cli/args/megatron_flags.h"
 #include "cli/setup/inference_setup.h"
 #include "cli/subcommands.h"
 #include "core/logging.h"
@@ -71,36 +70,22 @@ int run_eval(int argc, char** argv) {
   app.add_option("--metrics-file", metrics_file,
                  "append the result, full precision, as one JSON object");
   // Megatron's zero-shot scripts (examples/evaluate_zeroshot_gpt.sh) pass the model shape and
-  // the load switches; the model comes from the checkpoint, so the shape is checked against it
-  // and the switches change nothing (only weights are loaded).
-  std::optional<int64_t> num_layers, hidden_size, num_attention_heads, max_position_embeddings;
-  app.add_option("--num-layers", num_layers, "checked against the checkpoint's");
-  app.add_option("--hidden-size", hidden_size, "checked against the checkpoint's");
-  app.add_option("--num-attention-heads", num_attention_heads, "checked against the checkpoint's");
-  app.add_option("--max-position-embeddings", max_position_embeddings,
-                 "checked against the checkpoint's");
-  bool no_load_optim = false, no_load_rng = false;
-  app.add_flag("--no-load-optim", no_load_optim,
-               "accepted as in Megatron: evaluation loads the weights only");
-  app.add_flag("--no-load-rng", no_load_rng,
-               "accepted as in Megatron: evaluation loads the weights only");
-  if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
+  // the load switches of its training flags: the model comes from the checkpoint, so model flags
+  // are checked against it and training flags change nothing.
+  bool use_checkpoint_args = false;
+  app.add_flag("--use-checkpoint-args", use_checkpoint_args,
+               "model flags given (--num-layers, --hidden-size, ...) yield to the checkpoint's "
+               "instead of having to agree with them");
+  MegatronFlags megatron_flags(app, FlagContext::kCheckpointModel);
+  if (int rc = megatron_flags.parse(argc, argv); rc >= 0) return rc;
+  megatron_flags.check();
   MT_CHECK(valid_data.size() == 1, "--valid-data takes exactly one file for ", task, " (got ",
            valid_data.size(), ")");
   MT_CHECK(micro_batch >= 1, "--micro-batch-size must be >= 1, got ", micro_batch);
 
   InferenceModel m = load_inference_model(ia, /*data_parallel=*/true);
   const GptConfig& config = m.model->config();
-  for (const auto& [flag, given, stored] :
-       {std::tuple{"--num-layers", num_layers, int64_t(config.num_layers)},
-        std::tuple{"--hidden-size", hidden_size, config.hidden_size},
-        std::tuple{"--num-attention-heads", num_attention_heads, config.num_attention_heads},
-        std::tuple{"--max-position-embeddings", max_position_embeddings,
-                   int64_t(config.max_position_embeddings)}})
-    MT_CHECK(!given || *given == stored, flag, " ", given.value_or(0),
-             " differs from the checkpoint's ", stored, " in ", ia.load,
-             ": drop the flag (the model comes from the checkpoint) or load the checkpoint you "
-             "meant");
+  megatron_flags.check_model_flags(config, use_checkpoint_args, ia.load);
   if (seq_length == 0) seq_length = config.seq_length;
   MT_CHECK(seq_length >= 1 && seq_length <= config.max_position_embeddings, "--seq-length ",
            seq_length, " must be in [1, ", config.max_position_embeddings,

@@ -65,6 +65,18 @@ void record_logprobs(GptModel& model, InferenceCtx& ctx, const Tensor& logits,
     for (int64_t i = 0; i < b; ++i) logprobs[size_t(i)][size_t(begin + j)] = lp[size_t(j * b + i)];
 }
 
+// The length of the stop sequence that the generated tokens row[prompt_length, end) end with, or
+// 0.
+int64_t stop_sequence_at_end(const std::vector<int32_t>& row, int64_t prompt_length, int64_t end,
+                             const std::vector<std::vector<int32_t>>& stop_sequences) {
+  for (const std::vector<int32_t>& stop : stop_sequences) {
+    const int64_t n = int64_t(stop.size());
+    if (n == 0 || end - prompt_length < n) continue;
+    if (std::equal(stop.begin(), stop.end(), row.begin() + (end - n))) return n;
+  }
+  return 0;
+}
+
 }  // namespace
 
 GenerationOutput generate_tokens(GptModel& model, const std::vector<std::vector<int32_t>>& prompts,
@@ -93,7 +105,8 @@ GenerationOutput generate_tokens(GptModel& model, const std::vector<std::vector<
   InferenceCtx ctx = model.make_inference_ctx(b, total);
 
   std::vector<int64_t> lengths(static_cast<size_t>(b), total);
-  int64_t last = total - 1;  // the last position filled
+  std::vector<int64_t> trimmed(static_cast<size_t>(b), 0);  // stop-sequence tokens dropped
+  int64_t last = total - 1;                                 // the last position filled
   if (options.tokens_to_generate == 0) {
     // Scoring: one forward over the prompts, log-probabilities of every token after the first.
     Tensor logits = model.forward_step(ctx, token_block(tokens, 0, total), true);
@@ -129,12 +142,20 @@ GenerationOutput generate_tokens(GptModel& model, const std::vector<std::vector<
                           (t == options.eol_token &&
                            (options.stop_on_eol ||
                             tokens[size_t(i)][size_t(context - 1)] == options.eol_token)));
+        const int64_t stop_words =
+            started && !done[size_t(i)]
+                ? stop_sequence_at_end(tokens[size_t(i)], out.prompt_lengths[size_t(i)],
+                                       context + 1, options.stop_sequences)
+                : 0;
         const bool stop =
-            started &&
-            (std::find(options.stop_tokens.begin(), options.stop_tokens.end(), t) !=
-                 options.stop_tokens.end() ||
-             eol || context + 1 == out.prompt_lengths[size_t(i)] + options.tokens_to_generate);
-        if (stop && !done[size_t(i)]) lengths[size_t(i)] = context + 1;
+            started && (std::find(options.stop_tokens.begin(), options.stop_tokens.end(), t) !=
+                            options.stop_tokens.end() ||
+                        eol || stop_words > 0 ||
+                        context + 1 == out.prompt_lengths[size_t(i)] + options.tokens_to_generate);
+        if (stop && !done[size_t(i)]) {
+          lengths[size_t(i)] = context + 1;
+          trimmed[size_t(i)] = stop_words;
+        }
         done[size_t(i)] = done[size_t(i)] || stop;
         all_done = all_done && done[size_t(i)];
       }
@@ -148,7 +169,7 @@ GenerationOutput generate_tokens(GptModel& model, const std::vector<std::vector<
   }
 
   for (int64_t i = 0; i < b; ++i) {
-    const int64_t len = std::min(lengths[size_t(i)], last + 1);
+    const int64_t len = std::min(lengths[size_t(i)], last + 1) - trimmed[size_t(i)];
     out.tokens.emplace_back(tokens[size_t(i)].begin(), tokens[size_t(i)].begin() + len);
     if (options.logprobs)
       out.logprobs.emplace_back(logprobs[size_t(i)].begin(),

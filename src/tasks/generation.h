@@ -34,6 +34,9 @@ struct GenerationOptions {
   // A generated token in this set ends its sequence (Megatron: the tokenizer's EOD). The batch
   // stops when every sequence has ended.
   std::vector<int32_t> stop_tokens;
+  // Megatron's stop_words, tokenized: a sequence also ends when its generated tokens end with one
+  // of these, and the output drops it (Megatron's default, detokenize_stop_sequence off).
+  std::vector<std::vector<int32_t>> stop_sequences;
   // Megatron's stop_on_eol (a generated "\n" or "\n\n" token ends the sequence) and
   // stop_on_double_eol ("\n\n", or "\n" after "\n"); the ids are the tokenizer's (-1: none).
   bool stop_on_eol = false, stop_on_double_eol = false;

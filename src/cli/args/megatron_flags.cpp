@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/args/arg_table.h"
+#include "cli/args/checkpoint_model_flags.h"
 #include "core/error.h"
 #include "core/logging.h"
 
@@ -587,6 +588,30 @@ constexpr Rule kRules[] = {
     {"--dino-*", true, kVision},
 };
 
+// FlagContext::kCheckpointModel (generate): the model and its weights come from a checkpoint.
+constexpr const char* kFromCheckpoint =
+    "the model is the checkpoint's: a value given must equal the checkpoint's, or "
+    "--use-checkpoint-args takes the checkpoint's";
+constexpr const char* kTrainingOnly =
+    "a training option; this command does not train (the model and its weights are the "
+    "checkpoint's)";
+constexpr const char* kInferenceEngine =
+    "configures Megatron's inference engine (batching, memory, CUDA graphs, logging); the tokens "
+    "generated here are the same without it";
+constexpr const char* kWeightsOnly = "this command loads the checkpoint's weights only";
+constexpr Rule kCheckpointModelRules[] = {
+    {"--pipeline-model-parallel-size", true,
+     "generation runs on tensor-parallel ranks only (mpirun -np TP): a pipeline-parallel "
+     "checkpoint is resharded on load, so give --pipeline-model-parallel-size 1",
+     "1"},
+    {"--fp16", true, "generation computes in fp32, or in bf16 with --bf16"},
+    {"--no-load-optim", false, kWeightsOnly},
+    {"--no-load-rng", false, kWeightsOnly},
+    {"--finetune", false, kWeightsOnly},
+    {"--make-vocab-size-divisible-by", false,
+     "the embedding rows are the checkpoint's, re-padded on load for this TP size"},
+};
+
 bool matches(std::string_view pattern, std::string_view flag) {
   if (!pattern.empty() && pattern.back() == '*')
     return flag.substr(0, pattern.size() - 1) == pattern.substr(0, pattern.size() - 1);
@@ -605,9 +630,20 @@ bool same_value(const std::string& given, const std::string& neutral) {
 
 }  // namespace
 
-std::optional<ForeignFlagRule> classify_megatron_flag(std::string_view flag) {
-  for (const Rule& r : kRules)
-    if (matches(r.pattern, flag)) return ForeignFlagRule{r.rejected, r.reason, r.neutral};
+std::optional<ForeignFlagRule> classify_megatron_flag(std::string_view flag, FlagContext context) {
+  if (context == FlagContext::kCheckpointModel) {
+    for (const Rule& r : kCheckpointModelRules)
+      if (matches(r.pattern, flag)) return ForeignFlagRule{r.rejected, r.reason, r.neutral, false};
+    if (is_model_flag(flag)) return ForeignFlagRule{false, kFromCheckpoint, "", true};
+  }
+  for (const Rule& r : kRules) {
+    if (!matches(r.pattern, flag)) continue;
+    const bool engine = context == FlagContext::kCheckpointModel && r.reason == kInference;
+    return ForeignFlagRule{r.rejected, engine ? kInferenceEngine : r.reason, r.neutral, false};
+  }
+  // What the pretrain commands implement and the table therefore does not list: training.
+  if (context == FlagContext::kCheckpointModel)
+    return ForeignFlagRule{false, kTrainingOnly, "", false};
   return std::nullopt;
 }
 
@@ -618,14 +654,14 @@ const std::vector<MegatronFlag>& megatron_flag_list() {
   return flags;
 }
 
-MegatronFlags::MegatronFlags(CLI::App& app) : app_(app) {
+MegatronFlags::MegatronFlags(CLI::App& app, FlagContext context) : app_(app) {
   app.add_flag("--print-megatron-flags", print_table_,
                "print how this command treats each Megatron-LM flag, then exit");
   // Reserved: the options keep pointers into each entry's `values`.
   foreign_.reserve(megatron_flag_list().size());
   for (const MegatronFlag& f : megatron_flag_list()) {
     if (app.get_option_no_throw(f.name) != nullptr) continue;
-    std::optional<ForeignFlagRule> rule = classify_megatron_flag(f.name);
+    std::optional<ForeignFlagRule> rule = classify_megatron_flag(f.name, context);
     MT_CHECK(rule.has_value(), "Megatron flag ", f.name,
              " is not classified in megatron_flags.cpp");
     Foreign& entry = foreign_.emplace_back(Foreign{f.name, nullptr, std::move(*rule), {}});
@@ -659,6 +695,7 @@ void MegatronFlags::check() const {
     const ForeignFlagRule& r = f.rule;
     const bool neutral = !r.neutral_value.empty() && f.values.size() == 1 &&
                          same_value(f.values[0], r.neutral_value);
+    if (r.model) continue;  // check_model_flags, once the model is known
     if (neutral) {
       log_info(" > ", f.name, " ", f.values[0], " has no effect here: it is the only choice");
     } else if (r.rejected) {
@@ -670,6 +707,25 @@ void MegatronFlags::check() const {
       log_info(" > ", f.name, " has no effect here: ", r.reason);
     }
   }
+}
+
+void MegatronFlags::check_model_flags(const LanguageModelConfig& config, bool use_checkpoint_args,
+                                      const std::string& load) const {
+  std::vector<GivenModelFlag> given;
+  for (const Foreign& f : foreign_)
+    if (f.rule.model && f.option->count() > 0) given.push_back({f.name, f.values});
+  const std::vector<std::string> mismatches = model_flag_mismatches(given, config);
+  if (use_checkpoint_args) {
+    for (const std::string& m : mismatches)
+      log_info(" > ", m, " in ", load, ": the checkpoint's is used (--use-checkpoint-args)");
+    return;
+  }
+  if (mismatches.empty()) return;
+  std::string all;
+  for (const std::string& m : mismatches) all += (all.empty() ? "" : "; ") + m;
+  MT_THROW(all, " in ", load,
+           ": the model comes from the checkpoint; drop the flag, add --use-checkpoint-args (as "
+           "Megatron's inference scripts do), or load the checkpoint you meant");
 }
 
 bool MegatronFlags::given(std::string_view flag) const {
@@ -690,6 +746,9 @@ std::string MegatronFlags::table() const {
     if (foreign == nullptr) {
       status = "supported";
       note = option->get_description();
+    } else if (foreign->rule.model) {
+      status = "checked against the checkpoint";
+      note = foreign->rule.reason;
     } else if (!foreign->rule.neutral_value.empty()) {
       status = "no effect if " + foreign->rule.neutral_value;
       note = "else rejected: " + foreign->rule.reason;

@@ -19,6 +19,8 @@
 #include <string_view>
 #include <vector>
 
+#include "model/language_model_config.h"
+
 namespace CLI {
 class App;
 class Option;
@@ -31,11 +33,27 @@ struct ForeignFlagRule {
   bool rejected = false;      // true: the run stops; false: accepted and logged as no effect
   std::string reason;         // why, in words ("mixture of experts is not supported")
   std::string neutral_value;  // non-empty: no effect with exactly this value, rejected otherwise
+  // A model flag on a command whose model is a checkpoint's (cli/args/checkpoint_model_flags.h):
+  // checked against the checkpoint by MegatronFlags::check_model_flags.
+  bool model = false;
 };
 
-// The rule for `flag`, or nullopt when the table does not classify it (a unit test keeps every
-// Megatron flag classified).
-std::optional<ForeignFlagRule> classify_megatron_flag(std::string_view flag);
+// What the subcommand does with Megatron's flags.
+enum class FlagContext {
+  // pretrain-gpt, pretrain-bert, finetune: they register the flags they implement; every other
+  // flag has a rule in the table.
+  kTraining,
+  // generate (Megatron's inference scripts take the training script's flags): the model is the
+  // checkpoint's, so the model flags are checked against it and the training flags that the
+  // pretrain commands implement have no effect.
+  kCheckpointModel,
+};
+
+// The rule for `flag` in `context`, or nullopt when the table does not classify it (a unit test
+// keeps every Megatron flag classified for the pretrain commands; in kCheckpointModel every flag
+// has a rule).
+std::optional<ForeignFlagRule> classify_megatron_flag(std::string_view flag,
+                                                      FlagContext context = FlagContext::kTraining);
 
 // Number of values a Megatron flag takes: 0 (a switch), N, or kMegatronList (one or more).
 constexpr int kMegatronList = -1;
@@ -49,11 +67,18 @@ class MegatronFlags {
  public:
   // Registers on `app` every Megatron flag that `app` does not already have, so that parsing
   // accepts it; call after the subcommand registered all of its own flags.
-  explicit MegatronFlags(CLI::App& app);
+  explicit MegatronFlags(CLI::App& app, FlagContext context = FlagContext::kTraining);
 
   // After parsing: stops (megatron::Error "--flag: reason") at the first rejected flag given,
   // and logs each given flag that has no effect here.
   void check() const;
+
+  // kCheckpointModel, once the model is built from the checkpoint `load`: each model flag given
+  // must agree with `config`, else an Error naming every one that differs; with
+  // `use_checkpoint_args` the checkpoint's values stand and each difference is logged
+  // (Megatron's --use-checkpoint-args).
+  void check_model_flags(const LanguageModelConfig& config, bool use_checkpoint_args,
+                         const std::string& load) const;
 
   // Whether `flag`, one of the flags registered here (not implemented), was given.
   bool given(std::string_view flag) const;

@@ -15,8 +15,8 @@
 namespace megatron::cli {
 
 void add_inference_args(CLI::App& app, InferenceArgs& a) {
-  app.add_option("--load", a.load, "checkpoint directory (megatron convert imports HF GPT-2)")
-      ->required();
+  app.add_option("--load", a.load,
+                 "checkpoint directory, required (megatron convert imports HF checkpoints)");
   app.add_option("--load-iteration", a.load_iteration,
                  "checkpoint iteration to load (default: the latest)");
   app.add_option("--tensor-model-parallel-size", a.tensor_model_parallel_size,
@@ -63,6 +63,7 @@ T model_field(const nlohmann::json& state, const char* key, const std::string& d
 }  // namespace
 
 InferenceModel load_inference_model(InferenceArgs& a, bool data_parallel) {
+  MT_CHECK(!a.load.empty(), "--load is required: the checkpoint directory to load");
   const Device device = select_device(a.device);
   std::shared_ptr<Communicator> world = make_world_communicator(a.distributed_backend, device);
   const int tp = a.tensor_model_parallel_size > 0 ? a.tensor_model_parallel_size : world->size();
