@@ -48,7 +48,7 @@
 # Every run is `mpirun --oversubscribe -np N` with OMP_NUM_THREADS=1 under a timeout.
 #
 # KIND=inference: the 38 configs of Megatron's inference scripts (MODE inference or a name with
-# "inference", not the RL/GRPO ones), each run as `megatron generate` with its MODEL_ARGS. Its
+# "inference", not the RL/GRPO ones, with MODEL_ARGS), each run as `megatron generate` with its MODEL_ARGS. Its
 # checkpoint (a 583M model in torch_dist format in Megatron's CI) is made here: the config's
 # model flags, shrunk as above but with 256 positions, trained for 1 iteration by one
 # `megatron pretrain-gpt` process; --load points at it. --prompt-file becomes a JSONL of this
@@ -188,6 +188,7 @@ OURS=" --hidden-size --num-attention-heads --ffn-hidden-size --kv-channels --seq
   --max-position-embeddings --num-layers --train-iters --train-samples --eval-iters
   --log-interval --distributed-backend --data-path --vocab-file --merge-file --tokenizer-type
   --tokenizer-model --save --load --tensorboard-dir --data-cache-path "
+OURS=${OURS//$'\n'/ } # one line: flags are matched as " --flag "
 NEEDS_MODEL_FILE=" GPTSentencePieceTokenizer SentencePieceTokenizer Llama2Tokenizer
   HuggingFaceTokenizer TikTokenizer MultimodalTokenizer "
 
@@ -371,6 +372,7 @@ MODEL_FLAGS=" --num-layers --hidden-size --num-attention-heads --ffn-hidden-size
   --norm-epsilon --swiglu --squared-relu --disable-bias-linear --add-qkv-bias
   --untie-embeddings-and-output-weights --qk-layernorm --apply-layernorm-1p --num-experts
   --moe-router-topk --moe-ffn-hidden-size --tokenizer-type --multi-latent-attention "
+MODEL_FLAGS=${MODEL_FLAGS//$'\n'/ }
 model_flags_of_cmd() { # CMD -> TRAIN_FLAGS
   local i keep=0
   TRAIN_FLAGS=()
@@ -472,8 +474,9 @@ finish_config() {
   [[ ${MODE,,} == *inference* || ${MODE,,} == rl ]] && pretrain=0
   [[ ${NAME,,} == *inference* || ${NAME,,} == *grpo* ]] && pretrain=0
   has --train-iters || has --train-samples || pretrain=0
+  # (a config without MODEL_ARGS runs a script of its own, e.g. cuda_graphs_validation)
   [[ ${MODE,,} == *inference* || ${NAME,,} == *inference* ]] &&
-    [[ ${MODE,,} != rl && ${NAME,,} != *grpo* ]] && inference=1
+    [[ ${MODE,,} != rl && ${NAME,,} != *grpo* ]] && ((${#KEYS[@]})) && inference=1
   if [[ -n $FILTER ]] && ! grep -qE -- "$FILTER" <<<"$NAME"; then NAME=; return; fi
   if [[ $KIND == pretraining ]] && ((!pretrain)); then skipped=$((skipped + 1)); NAME=; return; fi
   if [[ $KIND == inference ]] && ((!inference)); then skipped=$((skipped + 1)); NAME=; return; fi

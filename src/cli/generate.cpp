@@ -271,12 +271,12 @@ int run_generate(int argc, char** argv) {
   }
   if (root && !script.output_path.empty()) {
     std::ofstream results(script.output_path);
-    MT_CHECK(results, "--output-path '", script.output_path, "' cannot be written");
+    MT_REQUIRE(results, "--output-path '", script.output_path, "' cannot be written");
     results << megatron_results_json(records, script.output_every_n_results,
                                      script.skip_prompt_log_probs)
                    .dump(1, ' ', false, nlohmann::json::error_handler_t::replace)
             << "\n";
-    MT_CHECK(results.flush(), "--output-path '", script.output_path, "': write failed");
+    MT_REQUIRE(bool(results.flush()), "--output-path '", script.output_path, "': write failed");
   }
   if (out) out->flush();
   return 0;

@@ -22,7 +22,7 @@ MEGATRON=(--load "$WORK/ckpt" --tokenizer-type NullTokenizer --vocab-size 96 --u
   --num-layers 2 --hidden-size 32 --num-attention-heads 4 --max-position-embeddings 32
   --seq-length 32 --micro-batch-size 1 --no-load-optim --transformer-impl transformer_engine
   --attention-backend flash --deterministic-mode --ckpt-format torch_dist --log-interval 1
-  --distributed-backend mpi --inference-dynamic-batching-buffer-size-gb 20
+  --distributed-backend mpi --sequence-parallel --inference-dynamic-batching-buffer-size-gb 20
   --incoming-requests-per-sec -1 --inference-logging-step-interval 1 --inference-ckpt-non-strict
   --temperature 1.0 --top_k 1 --num-tokens-to-generate 8 --return-log-probs)
 generate() {  # generate NP LOG ARGS...

@@ -60,27 +60,27 @@ void add_inference_script_flags(CLI::App& app, InferenceScriptArgs& a) {
 }
 
 void check_inference_script_flags(const InferenceScriptArgs& a, bool have_prompts) {
-  MT_CHECK(a.top_n_logprobs == 0, "--top-n-logprobs ", a.top_n_logprobs,
-           ": top-n log-probabilities are not supported; --return-log-probs gives the "
-           "log-probability of every chosen token");
-  MT_CHECK(!a.num_tokens_from_file,
-           "--num-tokens-from-file: per-prompt generation lengths are not supported; give "
-           "--num-tokens-to-generate");
-  MT_CHECK(a.model_provider == "gpt", "--model-provider ", a.model_provider,
-           ": only gpt models are supported here");
-  MT_CHECK(have_prompts || a.num_tokens_to_prompt.empty(),
-           "--num-tokens-to-prompt: Megatron's synthetic prompts are not supported; give "
-           "--prompts or --prompt-file");
-  MT_CHECK(a.prompt_file_num_truncate == -1 || a.prompt_file_num_truncate >= 1,
-           "--prompt-file-num-truncate must be >= 1, got ", a.prompt_file_num_truncate);
-  MT_CHECK(a.output_every_n_results >= 1, "--output-every-n-results must be >= 1, got ",
-           a.output_every_n_results);
-  MT_CHECK(a.inference_repeat_n >= 1, "--inference-repeat-n must be >= 1, got ",
-           a.inference_repeat_n);
-  MT_CHECK(a.inference_max_seq_length >= 0, "--inference-max-seq-length must be >= 1, got ",
-           a.inference_max_seq_length);
+  MT_REQUIRE(a.top_n_logprobs == 0, "--top-n-logprobs ", a.top_n_logprobs,
+             ": top-n log-probabilities are not supported; --return-log-probs gives the "
+             "log-probability of every chosen token");
+  MT_REQUIRE(!a.num_tokens_from_file,
+             "--num-tokens-from-file: per-prompt generation lengths are not supported; give "
+             "--num-tokens-to-generate");
+  MT_REQUIRE(a.model_provider == "gpt", "--model-provider ", a.model_provider,
+             ": only gpt models are supported here");
+  MT_REQUIRE(have_prompts || a.num_tokens_to_prompt.empty(),
+             "--num-tokens-to-prompt: Megatron's synthetic prompts are not supported; give "
+             "--prompts or --prompt-file");
+  MT_REQUIRE(a.prompt_file_num_truncate == -1 || a.prompt_file_num_truncate >= 1,
+             "--prompt-file-num-truncate must be >= 1, got ", a.prompt_file_num_truncate);
+  MT_REQUIRE(a.output_every_n_results >= 1, "--output-every-n-results must be >= 1, got ",
+             a.output_every_n_results);
+  MT_REQUIRE(a.inference_repeat_n >= 1, "--inference-repeat-n must be >= 1, got ",
+             a.inference_repeat_n);
+  MT_REQUIRE(a.inference_max_seq_length >= 0, "--inference-max-seq-length must be >= 1, got ",
+             a.inference_max_seq_length);
   for (const std::string& w : a.stop_words)
-    MT_CHECK(!w.empty(), "--stop-words: an empty stop word would end every sequence at once");
+    MT_REQUIRE(!w.empty(), "--stop-words: an empty stop word would end every sequence at once");
 }
 
 nlohmann::json megatron_results_json(const std::vector<GenerationRecord>& records, int64_t every_n,

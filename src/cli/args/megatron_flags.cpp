@@ -605,6 +605,9 @@ constexpr Rule kCheckpointModelRules[] = {
      "checkpoint is resharded on load, so give --pipeline-model-parallel-size 1",
      "1"},
     {"--fp16", true, "generation computes in fp32, or in bf16 with --bf16"},
+    {"--sequence-parallel", false,
+     "splits training activations over the TP ranks; generation computes the same tokens "
+     "without it"},
     {"--no-load-optim", false, kWeightsOnly},
     {"--no-load-rng", false, kWeightsOnly},
     {"--finetune", false, kWeightsOnly},

@@ -63,7 +63,7 @@ T model_field(const nlohmann::json& state, const char* key, const std::string& d
 }  // namespace
 
 InferenceModel load_inference_model(InferenceArgs& a, bool data_parallel) {
-  MT_CHECK(!a.load.empty(), "--load is required: the checkpoint directory to load");
+  MT_REQUIRE(!a.load.empty(), "--load is required: the checkpoint directory to load");
   const Device device = select_device(a.device);
   std::shared_ptr<Communicator> world = make_world_communicator(a.distributed_backend, device);
   const int tp = a.tensor_model_parallel_size > 0 ? a.tensor_model_parallel_size : world->size();
