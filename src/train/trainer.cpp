@@ -1,11 +1,7 @@
 #include "train/trainer.h"
 
-#include <unistd.h>
-
-#include <climits>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <set>
@@ -14,7 +10,9 @@
 #include "checkpoint/housekeeping.h"
 #include "checkpoint/layout.h"
 #include "checkpoint/model_shape.h"
+#include "checkpoint/save_lock.h"
 #include "core/device_runtime.h"
+#include "core/host_name.h"
 #include "core/logging.h"
 #include "core/number_format.h"
 #include "core/timer.h"
@@ -40,15 +38,6 @@ namespace {
 Device bound(Device device) {
   use_device(device);
   return device;
-}
-
-// This process's node for the rerun state machine: the host name, or the test hook
-// MEGATRON_TEST_NODE_NAME (a restart "on another node" on one machine: tests/e2e/reruns.sh).
-std::string node_name() {
-  if (const char* name = std::getenv("MEGATRON_TEST_NODE_NAME")) return name;
-  char host[HOST_NAME_MAX + 1] = {};
-  if (gethostname(host, sizeof host - 1) != 0) return "unknown";
-  return host;
 }
 
 // Every rank's `text` (shorter than 256 bytes), in rank order.
@@ -122,6 +111,8 @@ struct Trainer::Impl {
   std::optional<double> best_score;  // the best end-of-epoch score (checkpointed)
   int64_t last_saved = -1;           // the iteration this run last saved to --save (-1: none)
   std::string last_checkpoint_dir;
+  // Rank 0's lock on --save for the job's life (checkpoint/save_lock.h).
+  std::optional<SaveLock> save_lock;
   int64_t consecutive_skips = 0, next_skip_warning = kFirstSkipWarning;
   static constexpr int64_t kFirstSkipWarning = 10;
 
@@ -164,7 +155,7 @@ struct Trainer::Impl {
     rerun_config.seed = cfg.seed;
     rerun = std::make_unique<RerunStateMachine>(
         rerun_config,
-        RerunPlacement{ps.rank, all_gather_strings(*ps.world, node_name()),
+        RerunPlacement{ps.rank, all_gather_strings(*ps.world, host_name()),
                        all_gather_strings(*ps.world, cfg.device.str())},
         [this] { scaler_before_iteration = scaler.state(); },
         [this] {
@@ -215,6 +206,10 @@ struct Trainer::Impl {
     // --save-retain-interval: the checkpoint the tracker named before this save.
     const bool retain = to == cfg.save && cfg.save_retain_interval > 0 && ps.rank == 0;
     const std::optional<int64_t> previous = retain ? read_latest_iteration(to) : std::nullopt;
+    // No other job may have taken --save over since this one started.
+    run_on_all_ranks(*ps.world, "", [&] {
+      if (save_lock) save_lock->check_held();
+    });
     save_checkpoint(
         to, iteration, store, buffers, state_json(), ps,
         shard ? OptimizerShard{shard->range, ps.dp_cp_rank, ps.dp_cp_size} : OptimizerShard{});
@@ -266,6 +261,7 @@ struct Trainer::Impl {
                  " is refused: --exit-on-missing-checkpoint (check the --load path)");
       if (cfg.save.empty()) return;
       if (ps.dp_cp_rank == 0 || shard) check_save_dir_writable(cfg.save, ps.rank);
+      if (ps.rank == 0) save_lock.emplace(cfg.save);
       if (ps.rank == 0) check_save_dir_not_foreign(cfg.save, plan.iteration ? cfg.load : "");
     });
     if (!plan.warning.empty()) log_warning(plan.warning);
