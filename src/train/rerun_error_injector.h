@@ -48,10 +48,6 @@ class RerunErrorInjector {
   // the fault type has shown all its behaviour.
   double maybe_miscompare(double natural, RerunAttempt attempt);
 
-  bool pending() const { return injected_.has_value(); }
-  // Drops the pending injection (its iteration is skipped).
-  void cancel() { injected_.reset(); }
-
   // Megatron's checkpointed injector: rate, type and the pending injection.
   nlohmann::json state_json() const;
   void load_state_json(const nlohmann::json& state);

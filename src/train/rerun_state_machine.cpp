@@ -84,6 +84,7 @@ RerunStateMachine::RerunStateMachine(RerunConfig config, RerunPlacement placemen
                                      std::function<void()> restore_state)
     : mode_(config.mode),
       injector_(config.error_injection_rate, config.error_injection_type, config.seed),
+      configured_injector_(injector_),
       tracker_file_(std::move(config.tracker_file)),
       placement_(std::move(placement)),
       save_state_(std::move(save_state)),
@@ -420,7 +421,7 @@ void RerunStateMachine::abandon_pending_rerun(int64_t iteration) {
   log_warning("Iteration " + std::to_string(iteration) +
               " is skipped: its pending rerun from the checkpoint is abandoned");
   state_ = RerunState::kNotRunningYet;
-  injector_.cancel();
+  injector_ = configured_injector_;
 }
 
 }  // namespace megatron

@@ -156,6 +156,9 @@ class RerunStateMachine {
   RerunMode mode_;
   RerunState state_ = RerunState::kNotRunningYet;
   RerunErrorInjector injector_;
+  // The injector of this job's flags: a checkpoint's pending re-run brings its own, which
+  // gives way to this one when the re-run is abandoned.
+  RerunErrorInjector configured_injector_;
   std::string tracker_file_;
   RerunPlacement placement_;
   std::function<void()> save_state_, restore_state_;
