@@ -6,7 +6,8 @@
 // pipeline schedule) → all-reduce of the tied embedding over the first and last pipeline stage →
 // DP all-reduce of the flat gradients in buckets (optim/grad_buckets.h; with
 // --overlap-grad-reduce started during the last micro-batch's backward) → overflow check
-// (fp16) → clip → AdamW → schedule; logs
+// (fp16) → clip → the rerun state machine's checks of the loss and gradient norm (which may
+// run the iteration again, or end the job: rerun_state_machine.h) → AdamW → schedule; logs
 // `lm loss` (and BERT's `sop loss`), evaluates and saves at the configured intervals (and at the
 // end of each epoch, keeping the best, when training in epochs) and exits at
 // --exit-interval / --exit-duration-in-mins. Every decision (skip, clip, save, exit) is taken
