@@ -15,7 +15,9 @@
 #     restart trains past it;
 #  4. a correct result: exit 16, then exit 17 on another node ("Correct result"); the next
 #     run skips the iteration (the tracker file's verdict) and ends with the losses of an
-#     uninjected run given --iterations-to-skip.
+#     uninjected run given --iterations-to-skip;
+#  5. a real fault, no injection (--lr 1e4 diverges): exit 16 with a finite checkpoint of the
+#     state before the NaN iteration, then "Correct result" and exit 17 on another node.
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
 WORK="$(mktemp -d)"
@@ -57,7 +59,7 @@ has() {  # has NAME TEXT
   grep -qF -- "$2" "$WORK/$1.log" || { cat "$WORK/$1.log"; fail "$1: no '$2' in the log"; }
 }
 
-# The iteration of the first injected fault in NAME's log.
+# The iteration of the first rejected result in NAME's log.
 injected_iteration() {
   sed -n 's/.*Unexpected result .* at iteration #\([0-9]*\) .*/\1/p' "$WORK/$1.log" | head -1
 }
@@ -158,4 +160,26 @@ for layout in pp dp; do
     --to $ITERS --exact
   echo "ok: correct result at iteration $k: exit 16, 17, then skipped"
 done
+# 5. A real fault (a run that diverges, --lr 1e4): the NaN loss reproduces, so the state
+# before the iteration is saved (finite) with exit 16; elsewhere it reproduces again: exit 17.
+name=diverged
+tracker="$WORK/tracker_$name.txt"
+run "$name" pp --lr 1e4 --rerun-mode validate_results --save "$WORK/ck_$name" \
+  --result-rejected-tracker-filename "$tracker"
+expect "$name" 16
+k=$(injected_iteration "$name")
+grep -q "Unexpected result \(nan\|inf\) .* at iteration #$k" "$WORK/$name.log" ||
+  fail "$name: the rejected result is not the non-finite loss"
+[[ $(cat "$WORK/ck_$name/latest_checkpointed_iteration.txt") -eq $((k - 1)) ]] ||
+  fail "$name: no checkpoint of iteration $((k - 1))"
+node "$MEGATRON_SOURCE_DIR/tests/e2e/check_checkpoint_finite.js" "$WORK/ck_$name" ||
+  fail "$name: the checkpoint holds inf/nan"
+MEGATRON_TEST_NODE_NAME=other-node run "${name}_other_node" pp --lr 1e4 \
+  --rerun-mode validate_results --load "$WORK/ck_$name" --save "$WORK/ck_$name" \
+  --result-rejected-tracker-filename "$tracker"
+expect "${name}_other_node" 17
+has "${name}_other_node" "Correct result (but possible Application error)"
+grep -q "iteration=$k status=second_rerun_reproducible" "$tracker" ||
+  { cat "$tracker"; fail "$name: no verdict in the tracker"; }
+echo "ok: a diverged loss at iteration $k: exit 16 with a finite checkpoint, then 17"
 echo "reruns: OK"
