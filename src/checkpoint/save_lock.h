@@ -33,8 +33,6 @@ class SaveLock {
   // Throws Error when the lock file no longer holds this job's line.
   void check_held() const;
 
-  const std::string& record() const { return record_; }
-
  private:
   std::string save_dir_, path_, record_;
   int fd_ = -1;
