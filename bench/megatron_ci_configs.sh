@@ -22,7 +22,9 @@
 # --train-samples (at Megatron-LM d98e8a6: 216 configs, 171 pretraining; the 45 others are the
 # gpt_*inference* and gpt_grpo_* configs). A checkpoint-resume or frozen-resume test is run
 # once, with its MODEL_ARGS (its first run); a frozen-start test's checkpoint is not available,
-# so --load points at an empty directory and the run starts from random weights.
+# so --load points at an empty directory and the run starts from random weights — except with
+# --finetune, which needs weights: that checkpoint is first made by the same command without
+# --finetune and --load, saving into the --load directory (its log: prepareN.txt).
 #
 # What is changed for the CPU run (everything else is passed as the config has it):
 #   model     --hidden-size 128, --num-attention-heads 4 (with --num-query-groups: groups = TP and
@@ -419,6 +421,25 @@ classify() {
 }
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+# A config that finetunes (--finetune) from a checkpoint of Megatron's CI that is not here (its
+# --load does not exist): makes one with CMD minus --finetune and --load, saving into --load.
+# Its output goes to $1; a failure shows in the config's own run (nothing to load).
+prepare_finetune_checkpoint() {
+  local i load= skip=0 prep=()
+  for i in "${!CMD[@]}"; do [[ ${CMD[i]} == --load ]] && load=${CMD[i + 1]}; done
+  [[ " ${CMD[*]} " == *" --finetune "* && -n $load && ! -e $load ]] || return 0
+  for i in "${!CMD[@]}"; do
+    if ((skip)); then skip=0; continue; fi
+    case ${CMD[i]} in
+      --finetune) continue ;;
+      --load | --save) skip=1; continue ;;
+    esac
+    prep+=("${CMD[i]}")
+  done
+  timeout -k 10 "$TIMEOUT" mpirun --oversubscribe -np "$NP" "$BIN" "pretrain-$MODEL" "${prep[@]}" \
+    --save "$load" </dev/null >"$1" 2>&1 || true
+}
+
 # runs one config (KEYS/VALS/MODEL/GPN set) as attempt $1 -> STATUS, MSG, FLAGS, and the log
 run_one() {
   local attempt=$1 run=$WORK/runs/${NAME//\//_}
@@ -453,6 +474,7 @@ run_one() {
     line+="$a "
   done
   echo "${line% }" >"$run/cmd$attempt.txt"
+  prepare_finetune_checkpoint "$run/prepare$attempt.txt"
   timeout -k 10 "$TIMEOUT" mpirun --oversubscribe -np "$NP" "$BIN" "${command[@]}" "${CMD[@]}" \
     </dev/null >"$LOG" 2>&1
   rc=$?

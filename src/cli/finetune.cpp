@@ -197,9 +197,10 @@ int run_finetune(int argc, char** argv) {
   config.iterations_per_epoch = flags.epochs > 0 ? iterations_per_epoch : 1;
   Trainer trainer(std::move(config), world,
                   finetune_step_factory(std::move(step), train, std::move(valid)));
-  trainer.run();
-  log_info("done :-)");
-  return 0;
+  // Non-zero when the rerun state machine ends the job (docs/reliability.md).
+  const int exit_code = trainer.run().exit_code;
+  if (exit_code == 0) log_info("done :-)");
+  return exit_code;
 }
 
 }  // namespace megatron::cli

@@ -137,8 +137,8 @@ int run_pretrain_bert(int argc, char** argv) {
       plan_model_of(model.model, args, flags.mask_prob), plan_layout_of(args, model.split));
   Trainer trainer(std::move(config), world,
                   bert_step_factory(std::move(model), data.train, data.valid, data.test));
-  trainer.run();
-  return 0;
+  // Non-zero when the rerun state machine ends the job (docs/reliability.md).
+  return trainer.run().exit_code;
 }
 
 }  // namespace megatron::cli

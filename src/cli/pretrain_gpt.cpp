@@ -78,8 +78,8 @@ int run_pretrain_gpt(int argc, char** argv) {
                 ": its activations are those of whole sequences");
   Trainer trainer(std::move(config), world,
                   gpt_step_factory(std::move(model), data.train, data.valid, data.test));
-  trainer.run();
-  return 0;
+  // Non-zero when the rerun state machine ends the job (docs/reliability.md).
+  return trainer.run().exit_code;
 }
 
 }  // namespace megatron::cli

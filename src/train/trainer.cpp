@@ -4,12 +4,15 @@
 #include <cstdio>
 #include <filesystem>
 #include <optional>
+#include <set>
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/housekeeping.h"
 #include "checkpoint/layout.h"
 #include "checkpoint/model_shape.h"
+#include "checkpoint/save_lock.h"
 #include "core/device_runtime.h"
+#include "core/host_name.h"
 #include "core/logging.h"
 #include "core/number_format.h"
 #include "core/timer.h"
@@ -25,6 +28,7 @@
 #include "train/exit_signal.h"
 #include "train/log/named_timers.h"
 #include "train/log/training_log.h"
+#include "train/rerun_state_machine.h"
 
 namespace megatron {
 
@@ -34,6 +38,22 @@ namespace {
 Device bound(Device device) {
   use_device(device);
   return device;
+}
+
+// Every rank's `text` (shorter than 256 bytes), in rank order.
+std::vector<std::string> all_gather_strings(Communicator& world, const std::string& text) {
+  constexpr int64_t kWidth = 256;
+  MT_REQUIRE(int64_t(text.size()) < kWidth, "the name '", text, "' is longer than ", kWidth - 1,
+             " bytes");
+  std::vector<int32_t> mine(kWidth, 0), all(size_t(kWidth * world.size()), 0);
+  for (size_t i = 0; i < text.size(); ++i) mine[i] = static_cast<unsigned char>(text[i]);
+  Tensor out = Tensor::from_blob(all.data(), {kWidth * world.size()}, DType::I32);
+  world.all_gather(Tensor::from_blob(mine.data(), {kWidth}, DType::I32), out);
+  std::vector<std::string> texts(size_t(world.size()));
+  for (size_t r = 0; r < texts.size(); ++r)
+    for (int64_t i = 0; i < kWidth && all[r * kWidth + size_t(i)] != 0; ++i)
+      texts[r] += char(all[r * kWidth + size_t(i)]);
+  return texts;
 }
 
 }  // namespace
@@ -79,11 +99,20 @@ struct Trainer::Impl {
   std::optional<int64_t> step_num_zeros, last_num_zeros;
 
   DivergenceGuard guard;
+  // Megatron's rerun state machine (--rerun-mode), and the trainer state a re-run of an
+  // iteration starts from (the data position is consumed_train_samples, unchanged until the
+  // iteration ends).
+  std::unique_ptr<RerunStateMachine> rerun;
+  nlohmann::json scaler_before_iteration;
+  // 1-based iterations not trained (--iterations-to-skip, the tracker file's verdicts).
+  std::set<int64_t> iterations_to_skip;
   // The newest checkpoint saved or loaded, and its directory (for the guard's message).
   std::optional<int64_t> last_checkpoint;
   std::optional<double> best_score;  // the best end-of-epoch score (checkpointed)
   int64_t last_saved = -1;           // the iteration this run last saved to --save (-1: none)
   std::string last_checkpoint_dir;
+  // Rank 0's lock on --save for the job's life (checkpoint/save_lock.h).
+  std::optional<SaveLock> save_lock;
   int64_t consecutive_skips = 0, next_skip_warning = kFirstSkipWarning;
   static constexpr int64_t kFirstSkipWarning = 10;
 
@@ -122,6 +151,21 @@ struct Trainer::Impl {
     // --fp16: each rank rounded its shard of the store to f16 (AdamW); every rank gets all of it.
     if (shard && cfg.fp16) all_gather_shards(store, *ps.dp_cp, *shard);
     if (cfg.fp16) model->refresh_compute_weights();  // the store now holds f16-rounded values
+    RerunConfig rerun_config = cfg.rerun;
+    rerun_config.seed = cfg.seed;
+    rerun = std::make_unique<RerunStateMachine>(
+        rerun_config,
+        RerunPlacement{ps.rank, all_gather_strings(*ps.world, host_name()),
+                       all_gather_strings(*ps.world, cfg.device.str())},
+        [this] { scaler_before_iteration = scaler.state(); },
+        [this] {
+          scaler.load_state(scaler_before_iteration);
+          model->start_training_data(placement(consumed_train_samples, cfg.global_batch));
+        });
+    iterations_to_skip.insert(cfg.iterations_to_skip.begin(), cfg.iterations_to_skip.end());
+    if (!cfg.rerun.tracker_file.empty())
+      for (int64_t i : iterations_to_skip_from_tracker(cfg.rerun.tracker_file))
+        iterations_to_skip.insert(i);
     log_info(" > number of parameters on (tensor, pipeline) model parallel rank (", ps.tp_rank,
              ", ", ps.pp_rank, "): ", store.flat_values().numel());
     log_info(" > training on ", cfg.device.str());
@@ -138,6 +182,8 @@ struct Trainer::Impl {
                             {"model", model->shape_json()},
                             {"args", cfg.args}};
     if (best_score) state["best_score"] = *best_score;
+    if (nlohmann::json r = rerun->state_json(layout_name()); !r.is_null())
+      state["rerun_state_machine"] = std::move(r);
     if (!cfg.tokenizer.is_null()) state["tokenizer"] = cfg.tokenizer;
     if (!converted_from.is_null()) state["converted_from"] = converted_from;
     // As Megatron's --no-save-optim / --no-save-rng: the state is left out, and a load then
@@ -160,6 +206,10 @@ struct Trainer::Impl {
     // --save-retain-interval: the checkpoint the tracker named before this save.
     const bool retain = to == cfg.save && cfg.save_retain_interval > 0 && ps.rank == 0;
     const std::optional<int64_t> previous = retain ? read_latest_iteration(to) : std::nullopt;
+    // No other job may have taken --save over since this one started.
+    run_on_all_ranks(*ps.world, "", [&] {
+      if (save_lock) save_lock->check_held();
+    });
     save_checkpoint(
         to, iteration, store, buffers, state_json(), ps,
         shard ? OptimizerShard{shard->range, ps.dp_cp_rank, ps.dp_cp_size} : OptimizerShard{});
@@ -211,6 +261,7 @@ struct Trainer::Impl {
                  " is refused: --exit-on-missing-checkpoint (check the --load path)");
       if (cfg.save.empty()) return;
       if (ps.dp_cp_rank == 0 || shard) check_save_dir_writable(cfg.save, ps.rank);
+      if (ps.rank == 0) save_lock.emplace(cfg.save);
       if (ps.rank == 0) check_save_dir_not_foreign(cfg.save, plan.iteration ? cfg.load : "");
     });
     if (!plan.warning.empty()) log_warning(plan.warning);
@@ -252,6 +303,8 @@ struct Trainer::Impl {
       consumed_train_samples = state.value("consumed_train_samples", int64_t(0));
       consumed_valid_samples = state.value("consumed_valid_samples", int64_t(0));
       if (state.contains("best_score")) best_score = state.at("best_score").get<double>();
+      if (state.contains("rerun_state_machine"))
+        rerun->load_state_json(state.at("rerun_state_machine"), layout_name());
       if (!cfg.no_load_rng && state.contains("rng"))
         seed = state.at("rng").at("seed").get<uint64_t>();
     }
@@ -261,6 +314,12 @@ struct Trainer::Impl {
              release        ? " (release: weights only)"
              : cfg.finetune ? " (finetune: weights only)"
                             : "");
+  }
+
+  // The parallel layout, as the rerun state machine's checkpointed state names it.
+  std::string layout_name() const {
+    return "tp" + std::to_string(ps.tp_size) + " cp" + std::to_string(ps.cp_size) + " pp" +
+           std::to_string(ps.pp_size) + " dp" + std::to_string(ps.dp_size);
   }
 
   // Fields the checkpoint does not record (e.g. an importer's) cannot be checked. The padded
@@ -307,10 +366,37 @@ struct Trainer::Impl {
     global_batch = num_micro_batches * cfg.micro_batch * ps.dp_size;
   }
 
-  // One iteration; returns false when the step was skipped (overflow).
-  bool train_step(LossTerms& loss, std::optional<double>& grad_norm) {
+  // How an iteration ended.
+  enum class StepOutcome {
+    kStepped,
+    kSkipped,  // --fp16: the gradients overflowed
+    kStopped,  // the rerun state machine ends the job (`stop` says how)
+  };
+
+  // One iteration: its gradients (computed again when the rerun state machine asks for it),
+  // then the optimizer step.
+  StepOutcome train_step(LossTerms& loss, std::optional<double>& grad_norm, RerunExit& stop) {
+    const RerunBatch batch{iteration, consumed_train_samples, global_batch};
+    bool overflow = false;
+    while (rerun->should_run_forward_backward(batch)) {
+      overflow = !compute_gradients(loss, grad_norm);
+      validate_results(loss, grad_norm);
+    }
+    stop = rerun->should_checkpoint_and_exit();
+    if (stop.exit) return StepOutcome::kStopped;
+    if (overflow) return StepOutcome::kSkipped;
+    optimizer_step(loss, *grad_norm);
+    return StepOutcome::kStepped;
+  }
+
+  // The iteration's gradients: forward and backward over the global batch, reduced over DP
+  // (with the distributed optimizer: this rank's shard), --fp16: checked for overflow and
+  // unscaled, clipped. False when they overflowed (the step is skipped). Changes nothing but
+  // the gradients, `loss`, `grad_norm` and the loss scaler, so that it can run again.
+  bool compute_gradients(LossTerms& loss, std::optional<double>& grad_norm) {
     store.zero_grads();
     step_num_zeros.reset();
+    grad_norm.reset();
     const double loss_scale = scaler.scale();
     // Each micro-batch's loss is a mean; Megatron averages them over the global batch. With the
     // per-token loss they are sums, summed over micro-batches and DP ranks, and the gradients
@@ -335,22 +421,21 @@ struct Trainer::Impl {
     loss = average_over_dp(local, num_micro_batches);
     if (cfg.per_token_loss && loss.tokens > 0)
       kernels::scale(store.flat_grads(), float(1.0 / loss.tokens));
-    if (shard) return distributed_step(loss, grad_norm, loss_scale);
     NamedTimers::Scope optimizer_time(timers, "optimizer", 1);
-    if (cfg.fp16 && overflowed(store.flat_grads(), loss_scale, grad_norm)) return false;
-    if (log_layer_grad_norms_now()) log.layer_grad_norms(iteration, layer_grad_norms(store, ps));
+    // The distributed optimizer's DP ranks each hold the reduced gradients of their shard.
+    std::optional<GradShard> grads;
+    if (shard)
+      grads = GradShard{store.flat_grads().slice(0, shard->range.begin, shard->range.end),
+                        shard->range};
+    GradShard* range = grads ? &*grads : nullptr;
+    if (cfg.fp16 && overflowed(grads ? grads->grads : store.flat_grads(), loss_scale)) return false;
+    if (log_layer_grad_norms_now() && !rerun->rerunning_in_place())
+      log.layer_grad_norms(iteration, layer_grad_norms(store, ps, range));
     grad_norm = timers.time("optimizer-clip-main-grad", 1,
-                            [&] { return clip_grad_norm(store, ps, cfg.clip_grad); });
+                            [&] { return clip_grad_norm(store, ps, cfg.clip_grad, range); });
     if (cfg.log_num_zeros_in_grad)
-      step_num_zeros =
-          timers.time("optimizer-count-zeros", 1, [&] { return count_zero_grads(store, ps); });
-    check_loss_and_grad(loss, *grad_norm);
-    apply_optimizer_schedule();
-    timers.time("optimizer-inner-step", 1, [&] { optimizer->step(schedule.lr()); });
-    Tensor master;  // --fp16 / --bf16: the fp32 master weights beside the store's 16-bit ones
-    if (optimizer->separate_master() && guard.enabled())
-      master = optimizer->flat_buffers().at(kMasterWeightsBuffer);
-    finish_step(master);
+      step_num_zeros = timers.time("optimizer-count-zeros", 1,
+                                   [&] { return count_zero_grads(store, ps, range); });
     return true;
   }
 
@@ -358,44 +443,72 @@ struct Trainer::Impl {
   // scaled gradients `grads` overflow f16 on any rank — the whole buffer, or each DP rank's
   // shard, whose OR over the world is the same decision — else unscales them. The scaler
   // learns the outcome either way.
-  bool overflowed(Tensor grads, double loss_scale, std::optional<double>& grad_norm) {
+  bool overflowed(Tensor grads, double loss_scale) {
     NamedTimers::Scope unscale_time(timers, "optimizer-unscale-and-check-inf", 1);
     const bool overflow =
         found_overflow_anywhere(grads, *ps.world, true, &optimizer->f16_scratch());
     scaler.update(overflow);
-    if (overflow) {
-      grad_norm.reset();
-      return true;
-    }
-    kernels::scale(grads, float(1.0 / loss_scale));
-    return false;
+    if (!overflow) kernels::scale(grads, float(1.0 / loss_scale));
+    return overflow;
   }
 
-  // The rest of train_step with the distributed optimizer (distributed_optimizer.h): each DP
-  // rank holds the reduced gradients of its shard; it (--fp16: checks and unscales,) clips and
-  // updates the shard, and the shards are all-gathered.
-  bool distributed_step(const LossTerms& loss, std::optional<double>& grad_norm,
-                        double loss_scale) {
+  // The optimizer step on the gradients of compute_gradients (the divergence guard first).
+  // With the distributed optimizer each DP rank updates its shard, and the shards are
+  // all-gathered.
+  void optimizer_step(const LossTerms& loss, double grad_norm) {
     NamedTimers::Scope optimizer_time(timers, "optimizer", 1);
-    GradShard grads{store.flat_grads().slice(0, shard->range.begin, shard->range.end),
-                    shard->range};
-    if (cfg.fp16 && overflowed(grads.grads, loss_scale, grad_norm)) return false;
-    if (log_layer_grad_norms_now())
-      log.layer_grad_norms(iteration, layer_grad_norms(store, ps, &grads));
-    grad_norm = timers.time("optimizer-clip-main-grad", 1,
-                            [&] { return clip_grad_norm(store, ps, cfg.clip_grad, &grads); });
-    if (cfg.log_num_zeros_in_grad)
-      step_num_zeros = timers.time("optimizer-count-zeros", 1,
-                                   [&] { return count_zero_grads(store, ps, &grads); });
-    check_loss_and_grad(loss, *grad_norm);
+    check_loss_and_grad(loss, grad_norm);
     apply_optimizer_schedule();
-    timers.time("optimizer-inner-step", 1, [&] { optimizer->step(schedule.lr(), grads.grads); });
-    timers.time("params-all-gather", 1, [&] { all_gather_shards(store, *ps.dp_cp, *shard); });
-    // --fp16 / --bf16: the gathered 16-bit values are the casts of every shard's fp32 master,
-    // so an inf/NaN master shows in them; the guard checks them.
-    finish_step(Tensor());
-    return true;
+    if (shard) {
+      timers.time("optimizer-inner-step", 1, [&] {
+        optimizer->step(schedule.lr(),
+                        store.flat_grads().slice(0, shard->range.begin, shard->range.end));
+      });
+      timers.time("params-all-gather", 1, [&] { all_gather_shards(store, *ps.dp_cp, *shard); });
+      // --fp16 / --bf16: the gathered 16-bit values are the casts of every shard's fp32
+      // master, so an inf/NaN master shows in them; the guard checks them.
+      finish_step(Tensor());
+      return;
+    }
+    timers.time("optimizer-inner-step", 1, [&] { optimizer->step(schedule.lr()); });
+    Tensor master;  // --fp16 / --bf16: the fp32 master weights beside the store's 16-bit ones
+    if (optimizer->separate_master() && guard.enabled())
+      master = optimizer->flat_buffers().at(kMasterWeightsBuffer);
+    finish_step(master);
   }
+
+  // Megatron's validations of an iteration's results (pretrain_gpt.py's loss checks, the
+  // DDP's gradient checks), on the values every rank shares: the loss terms and the gradient
+  // norm (none when fp16 overflowed).
+  void validate_results(const LossTerms& loss, const std::optional<double>& grad_norm) {
+    RerunStateMachine& m = *rerun;
+    const auto is_nan = [](double v) { return std::isnan(v); };
+    const auto is_inf = [](double v) { return std::isinf(v); };
+    std::vector<std::pair<std::string, double>> losses = {{"lm loss", loss.lm}};
+    if (model->has_sop_loss()) losses.emplace_back("sop loss", loss.sop);
+    // Forward computations are deterministic: no tolerance. The backward may not be (Megatron
+    // allows 0.1% for non-deterministic attention backward kernels).
+    if (cfg.check_for_nan_in_loss_and_grad)
+      for (const auto& [name, value] : losses) {
+        m.validate_result(value, is_nan, "found NaN in the " + name, 0.0, true);
+        m.validate_result(value, is_inf, "found Inf in the " + name, 0.0, true);
+      }
+    if (cfg.check_for_spiky_loss)
+      m.validate_result(
+          loss.lm, [&](double v) { return m.is_unexpectedly_large(v, kSpikeFactor, "loss"); },
+          "Spiky loss", 0.0, false);
+    if (!grad_norm) return;
+    if (cfg.check_for_nan_in_loss_and_grad) {
+      m.validate_result(*grad_norm, is_nan, "found NaN in the grad norm", kGradTolerance, true);
+      m.validate_result(*grad_norm, is_inf, "found Inf in the grad norm", kGradTolerance, true);
+    }
+    if (cfg.check_for_large_grads)
+      m.validate_result(
+          *grad_norm, [&](double v) { return m.is_unexpectedly_large(v, kSpikeFactor, "grads"); },
+          "found unexpected large grads", kGradTolerance, false);
+  }
+  // Megatron's: a loss or gradient norm 10x the largest of the first 100 is unexpected; 0.1%.
+  static constexpr double kSpikeFactor = 10.0, kGradTolerance = 0.001;
 
   void check_loss_and_grad(const LossTerms& loss, double grad_norm) {
     std::vector<std::pair<std::string, double>> checked = {{"lm loss", loss.lm}};
@@ -556,6 +669,31 @@ struct Trainer::Impl {
                 " and the weights do not change. Lower the loss scale (or --lr).");
   }
 
+  // Megatron's skipped iteration: its global batch is consumed without training (no
+  // optimizer or schedule step, no log line), and a re-run pending for it is abandoned.
+  void skip_iteration() {
+    ++iteration;
+    rerun->abandon_pending_rerun(iteration);
+    log_info("skipping iteration ", iteration, " (samples ", consumed_train_samples, "..",
+             consumed_train_samples + global_batch - 1, ")");
+    consumed_train_samples += global_batch;
+    model->start_training_data(placement(consumed_train_samples, cfg.global_batch));
+  }
+
+  // The rerun state machine ends the job. The iteration did not happen: the state is that
+  // before it, and is saved when the machine asks (with the machine's pending re-run in it).
+  void stop_for_rerun(const RerunExit& stop, TrainingResult& result) {
+    --iteration;
+    if (stop.checkpoint && cfg.save.empty())
+      log_warning("no --save: the checkpoint to re-run the iteration from is not saved");
+    if (stop.checkpoint && !cfg.save.empty()) {
+      save();
+      last_saved = iteration;
+    }
+    result.iteration = iteration;
+    result.exit_code = stop.code;
+  }
+
   TrainingResult run() {
     const std::optional<int64_t> to_load = check_checkpoint_directories();
     if (to_load) load(*to_load == kReleaseIteration);
@@ -595,10 +733,20 @@ struct Trainer::Impl {
       const int64_t previous_micro_batches = num_micro_batches;
       set_step_batch();
       if (num_micro_batches != previous_micro_batches && iteration != 0) save_unless_saved();
+      if (iterations_to_skip.contains(iteration + 1)) {
+        skip_iteration();
+        continue;
+      }
       ++iteration;
       LossTerms loss;
       std::optional<double> grad_norm;
-      const bool stepped = train_step(loss, grad_norm);
+      RerunExit stop;
+      const StepOutcome outcome = train_step(loss, grad_norm, stop);
+      if (outcome == StepOutcome::kStopped) {
+        stop_for_rerun(stop, result);
+        return result;
+      }
+      const bool stepped = outcome == StepOutcome::kStepped;
       consumed_train_samples += global_batch;
       ++interval_iterations;
       if (!stepped) ++interval_skipped;

@@ -6,7 +6,8 @@
 // pipeline schedule) → all-reduce of the tied embedding over the first and last pipeline stage →
 // DP all-reduce of the flat gradients in buckets (optim/grad_buckets.h; with
 // --overlap-grad-reduce started during the last micro-batch's backward) → overflow check
-// (fp16) → clip → AdamW → schedule; logs
+// (fp16) → clip → the rerun state machine's checks of the loss and gradient norm (which may
+// run the iteration again, or end the job: rerun_state_machine.h) → AdamW → schedule; logs
 // `lm loss` (and BERT's `sop loss`), evaluates and saves at the configured intervals (and at the
 // end of each epoch, keeping the best, when training in epochs) and exits at
 // --exit-interval / --exit-duration-in-mins. Every decision (skip, clip, save, exit) is taken
@@ -19,6 +20,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/device.h"
 #include "distributed/communicator.h"
@@ -28,6 +30,7 @@
 #include "optim/optimizer.h"
 #include "train/batch_size_schedule.h"
 #include "train/model_step.h"
+#include "train/rerun_state_machine.h"
 
 namespace megatron {
 
@@ -128,6 +131,14 @@ struct TrainerConfig {
   // Reliability (docs/reliability.md).
   bool check_for_nan_in_loss_and_grad = true;  // the divergence guard (divergence_guard.h)
   bool exit_signal_handler = false;            // SIGTERM/SIGINT: finish the iteration, save, exit 0
+  // Megatron's rerun state machine (--rerun-mode, --error-injection-*, the tracker file;
+  // train/rerun_state_machine.h); its seed is `seed`. --check-for-spiky-loss and
+  // --check-for-large-grads add its non-fatal checks of the loss and the gradient norm.
+  RerunConfig rerun;
+  bool check_for_spiky_loss = false;
+  bool check_for_large_grads = false;
+  // --iterations-to-skip: 1-based iterations whose global batch is consumed without training.
+  std::vector<int64_t> iterations_to_skip;
 
   nlohmann::json args;  // every argument, stored in each checkpoint's state.json
   // The tokenizer's identity (tokenizer_identity(), data/), stored in state.json as
@@ -142,6 +153,9 @@ struct TrainingResult {
   double last_validation_loss = -1;  // -1 when no validation ran
   double last_test_loss = -1;        // -1 when no test evaluation ran
   int exit_signal = 0;               // the signal that stopped the run (--exit-signal-handler)
+  // The process's exit code: 0, or the rerun state machine's (kExitResumeToDisambiguate,
+  // kExitFailedOnResultValidation).
+  int exit_code = 0;
 };
 
 class Trainer {

@@ -57,6 +57,13 @@ std::string show(const std::vector<std::string>& v) {
   return s + "]";
 }
 
+// Python's repr of a list of ints, as Megatron's argument dump prints --iterations-to-skip.
+std::string show(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
 template <typename T>
 nlohmann::json to_json_value(const std::optional<T>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
@@ -132,6 +139,7 @@ template void ArgTable::add(const std::string&, std::string&, const std::string&
 template void ArgTable::add(const std::string&, std::optional<double>&, const std::string&);
 template void ArgTable::add(const std::string&, std::optional<int>&, const std::string&);
 template void ArgTable::add(const std::string&, std::vector<std::string>&, const std::string&);
+template void ArgTable::add(const std::string&, std::vector<int64_t>&, const std::string&);
 
 void ArgTable::add_flag(const std::string& flag, bool& field, const std::string& help) {
   app_.add_flag(flag, field, help);

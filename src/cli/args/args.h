@@ -187,6 +187,14 @@ struct Args {
   // Reliability (docs/reliability.md).
   bool check_for_nan_in_loss_and_grad = true;  // off: --no-check-for-nan-in-loss-and-grad
   bool exit_signal_handler = false;
+  // Megatron's rerun state machine (train/rerun_state_machine.h).
+  std::string rerun_mode = "disabled";
+  int64_t error_injection_rate = 0;
+  std::string error_injection_type = "transient_error";
+  std::string result_rejected_tracker_filename;
+  bool check_for_spiky_loss = false;
+  bool check_for_large_grads = false;
+  std::vector<int64_t> iterations_to_skip;  // 1-based
 
   // Logging and evaluation.
   int64_t log_interval = 100;

@@ -371,7 +371,6 @@ constexpr Rule kRules[] = {
     {"--batch-size", true, "Megatron's old name; use --micro-batch-size"},
     {"--checkpoint-activations", true, "Megatron's old name; use --recompute-activations"},
     {"--phase-transition-iterations", true, "phased data schedules are not supported"},
-    {"--iterations-to-skip", true, "skipping iterations is not supported"},
 
     // Checkpoints.
     {"--ckpt-format", false, kCheckpointFormat},
@@ -521,11 +520,6 @@ constexpr Rule kRules[] = {
     {"--exit-signal-handler-for-training", false, "see --exit-signal-handler"},
     {"--gpu-sniff-test-interval", false, "a GPU health check"},
     {"--train-sync-interval", false, "a GPU/CPU synchronisation aid"},
-    {"--check-for-large-grads", true, "Megatron's rerun state machine is not supported"},
-    {"--check-for-spiky-loss", true, "Megatron's rerun state machine is not supported"},
-    {"--result-rejected-tracker-filename", true, "Megatron's rerun state machine is not supported"},
-    {"--rerun-mode", true, "Megatron's rerun state machine is not supported", "disabled"},
-    {"--error-injection-*", true, "Megatron's rerun state machine is not supported"},
     {"--inprocess-*", true, kResilience},
     {"--enable-ft-package", true, kResilience},
     {"--calc-ft-timeouts", true, kResilience},

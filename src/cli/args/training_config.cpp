@@ -19,6 +19,7 @@
 #include "model/stage_range.h"
 #include "pipeline/schedule.h"
 #include "train/log/named_timers.h"
+#include "train/rerun_state_machine.h"
 
 namespace megatron::cli {
 
@@ -164,7 +165,15 @@ void validate_training_args_except_data(Args& a, int world_size) {
   MT_REQUIRE(a.eval_iters >= 0, "--eval-iters must be >= 0, got ", a.eval_iters);
   MT_REQUIRE(a.timing_log_level >= 0 && a.timing_log_level <= 2,
              "--timing-log-level must be 0, 1 or 2, got ", a.timing_log_level);
-  timing_log_option_from_name(a.timing_log_option);  // an Error naming the flag
+  timing_log_option_from_name(a.timing_log_option);    // an Error naming the flag
+  rerun_mode_from_name(a.rerun_mode);                  // an Error naming the flag
+  rerun_diagnostic_from_name(a.error_injection_type);  // an Error naming the flag
+  MT_REQUIRE(a.error_injection_rate >= 0, "--error-injection-rate must be >= 0, got ",
+             a.error_injection_rate);
+  if (!a.result_rejected_tracker_filename.empty())
+    check_tracker_appendable(a.result_rejected_tracker_filename);
+  for (int64_t i : a.iterations_to_skip)
+    MT_REQUIRE(i >= 1, "--iterations-to-skip names 1-based iterations, got ", i);
   MT_REQUIRE(!a.log_layer_grad_norms || !a.metrics_file.empty(),
              "--log-layer-grad-norms writes to the metrics file: give --metrics-file FILE too");
   MT_REQUIRE(a.ffn_hidden_size >= 0, "--ffn-hidden-size must be positive, got ", a.ffn_hidden_size);
@@ -561,6 +570,13 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
                                                                 : ScheduleRestore::kCheck;
   cfg.check_for_nan_in_loss_and_grad = a.check_for_nan_in_loss_and_grad;
   cfg.exit_signal_handler = a.exit_signal_handler;
+  cfg.rerun.mode = rerun_mode_from_name(a.rerun_mode);
+  cfg.rerun.error_injection_rate = a.error_injection_rate;
+  cfg.rerun.error_injection_type = rerun_diagnostic_from_name(a.error_injection_type);
+  cfg.rerun.tracker_file = a.result_rejected_tracker_filename;
+  cfg.check_for_spiky_loss = a.check_for_spiky_loss;
+  cfg.check_for_large_grads = a.check_for_large_grads;
+  cfg.iterations_to_skip = a.iterations_to_skip;
   cfg.args = table.to_json();
   return cfg;
 }

@@ -176,6 +176,26 @@ void add_training_args(ArgTable& t, Args& a) {
                        "(default on)");
   t.add_flag("--exit-signal-handler", a.exit_signal_handler,
              "on SIGTERM/SIGINT: finish the iteration, save a checkpoint and exit 0");
+  t.add("--rerun-mode", a.rerun_mode,
+        "disabled, validate_results (re-run an iteration whose loss or gradient norm is "
+        "rejected, to tell a transient fault, a persistent one and a correct result apart; exit "
+        "codes 16 and 17, docs/reliability.md) or report_determinism_stats (run every iteration "
+        "twice, report the differences)");
+  t.add("--error-injection-rate", a.error_injection_rate,
+        "inject a fault into 1 in N result validations on each rank (0: none; tests the rerun "
+        "state machine)");
+  t.add("--error-injection-type", a.error_injection_type,
+        "the injected fault: correct_result, transient_error or persistent_error");
+  t.add("--result-rejected-tracker-filename", a.result_rejected_tracker_filename,
+        "append rejected results and their verdicts here; iterations it shows to be the data's "
+        "fault are skipped by the next run");
+  t.add_flag("--check-for-spiky-loss", a.check_for_spiky_loss,
+             "validate the loss against 10x the largest of its first 100 values (non-fatal)");
+  t.add_flag("--check-for-large-grads", a.check_for_large_grads,
+             "validate the gradient norm against 10x the largest of its first 100 values "
+             "(non-fatal)");
+  t.add("--iterations-to-skip", a.iterations_to_skip,
+        "1-based iterations whose global batch is consumed without training");
 
   t.add("--log-interval", a.log_interval, "iterations between log lines");
   t.add("--eval-interval", a.eval_interval, "iterations between validations");
