@@ -225,8 +225,8 @@ Tensor GptModel::backward(Ctx& ctx, float grad_scale, Tensor dhidden) {
   const int64_t n = ctx.seq * ctx.batch, h = config_.hidden_size;
   if (stage_.last) {
     // dloss = mask · grad_scale / Σ mask (the mean's gradient), or with the per-token loss
-    // mask · grad_scale (the sum's)
-    // (with distillation, the LM loss's weight in the total, and the other terms')
+    // mask · grad_scale (the sum's); with distillation times the LM loss's weight in the
+    // total, the other terms' gradients joining the logits' and the final norm output's.
     const float dscale = config_.per_token_loss ? grad_scale
                          : ctx.mask_sum > 0     ? float(double(grad_scale) / ctx.mask_sum)
                                                 : 0.0f;

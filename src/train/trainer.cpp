@@ -290,7 +290,7 @@ struct Trainer::Impl {
   // come from the last pipeline stage, which computes the loss; it broadcasts the mean to the
   // other stages.
   LossTerms average_over_dp(const LossTerms& sum, int64_t micro_batches_per_rank) const {
-    // Logged host scalars: one all-reduce of a host f64 [3] over this stack array.
+    // Logged host scalars: one all-reduce of a host f64 [6] over this stack array.
     double sums[6] = {sum.lm,
                       sum.sop,
                       sum.tokens,

@@ -5,7 +5,8 @@
 # and intermediate distillation losses and grad norm (relative <= 1e-5) at TP×DP 1×1, 2×1 and
 # 2×2 with --sequence-parallel (the teacher resharded to TP 2 on load), for the LM + KD config
 # (kd_loss_scale 2, temperature 2, the final norms' cosine pair) and for the CI configs'
-# skip_lm_loss one (lm loss logged as 0, total = the KD loss); the KD losses decrease. The
+# skip_lm_loss one (lm loss logged as 0, total = the KD loss); the KD losses decrease. A
+# Megatron-LM torch-format teacher distills as its `megatron convert` conversion does. The
 # teacher starts from --init-method-std 0.3, so that its predictions are far from the
 # students' near-uniform ones: a KL of ~1e-3 would sit at f32's rounding floor (the
 # difference of two log-normalisers of ~5) and not compare to 1e-5.
@@ -67,6 +68,27 @@ for field in "lm loss: 0.000000E+00 |" "total loss: " "logits distillation loss:
 done
 grep -q '"intermediate_distillation_loss"' "$WORK/mixed_t1d1.jsonl" ||
   { echo "FAIL: no distillation losses in the metrics file"; exit 1; }
+
+# A Megatron-LM torch-format teacher (PyTorch's files, tests/data/megatron_lm_gpt_tiny) is
+# converted once beside itself, as --load converts one, and distills exactly as its offline
+# conversion does.
+MLM_FLAGS=(--openai-gelu --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 16
+  --max-position-embeddings 32 --mock-data --vocab-size 96 --make-vocab-size-divisible-by 64
+  --micro-batch-size 2 --global-batch-size 2 --train-iters 3 --lr 1e-3 --log-interval 1
+  --eval-iters 0 --tensor-model-parallel-size 2 --export-kd-cfg "$WORK/mixed.yaml")
+cp -r "$MEGATRON_SOURCE_DIR/tests/data/megatron_lm_gpt_tiny/legacy_tp2_pp2" "$WORK/mlm_teacher"
+"$MEGATRON_BINARY" convert --model-type gpt --from megatron-lm --load "$WORK/mlm_teacher" \
+  --save "$WORK/mlm_converted" >"$WORK/convert.log" 2>&1 || { cat "$WORK/convert.log"; exit 1; }
+for teacher in mlm_teacher mlm_converted; do
+  timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 "$MEGATRON_BINARY" \
+    pretrain-gpt "${MLM_FLAGS[@]}" --export-kd-teacher-load "$WORK/$teacher" \
+    --metrics-file "$WORK/from_$teacher.jsonl" >"$WORK/from_$teacher.log" 2>&1 ||
+    { cat "$WORK/from_$teacher.log"; echo "FAIL: distilling from $teacher"; exit 1; }
+done
+[[ -f $WORK/mlm_teacher.megatron-cpp/latest_checkpointed_iteration.txt ]] ||
+  { echo "FAIL: the Megatron-LM teacher was not converted beside itself"; exit 1; }
+echo "== a Megatron-LM torch teacher vs its conversion"
+$CHECK "$WORK/from_mlm_converted.jsonl" "$WORK/from_mlm_teacher.jsonl" --from 1 --to 3 --exact
 
 # Bad input: one clear sentence, non-zero exit.
 expect_error() { # NAME MESSAGE FLAGS...
