@@ -22,8 +22,9 @@ std::pair<DistillationLossTerms, DistillationWeights> balance_distillation_losse
     t.total = kd;
     w = {0.0, 1.0, rescale};
   } else {
-    // kd · (lm / kd): the KD loss at the LM loss's magnitude, then weighted by kd_loss_scale.
-    const double match = kd != 0 ? t.lm / kd : 0.0;
+    // kd · (lm / kd): the KD loss at the LM loss's magnitude, then weighted by kd_loss_scale
+    // (left as it is when either is 0, e.g. a micro-batch with no scored token).
+    const double match = kd > 0 && t.lm > 0 ? t.lm / kd : 1.0;
     t.total = t.lm + config.kd_loss_scale * kd * match;
     w = {1.0, config.kd_loss_scale * match, config.kd_loss_scale * match * rescale};
   }

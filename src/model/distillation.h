@@ -11,6 +11,7 @@
 //   intermediate' = intermediate · (logits / intermediate)      (when intermediate > 0)
 //   skip_lm_loss:  total = logits + intermediate'   (the LM loss is not computed in training)
 //   otherwise:     kd = logits + intermediate';  total = lm + kd_loss_scale · kd · (lm / kd)
+//                  (the factor lm / kd only when both are positive)
 // where the ratios are constants (detached), so each term's gradient is scaled by them. The
 // teacher gets no gradients; the student's backward starts from `total` (in training).
 #pragma once

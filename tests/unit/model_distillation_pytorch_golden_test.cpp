@@ -73,6 +73,12 @@ TEST(DistillationBalancer, ScalesAsModelOpt) {
   EXPECT_DOUBLE_EQ(w.lm, 0.0);
   EXPECT_DOUBLE_EQ(w.logits, 1.0);
   EXPECT_DOUBLE_EQ(w.intermediate, 4.0);
+  // No LM loss (no scored token): the KD loss is not brought to its size, as ModelOpt's.
+  c.skip_lm_loss = false;
+  std::tie(t, w) = balance_distillation_losses(c, 0.0, 2.0, 0.5, true);
+  EXPECT_DOUBLE_EQ(t.total, 3.0 * 4.0);
+  EXPECT_DOUBLE_EQ(w.logits, 3.0);
+  c.skip_lm_loss = true;
   // No intermediate pairs: the logits loss alone.
   std::tie(t, w) = balance_distillation_losses(c, 6.0, 2.0, 0.0, false);
   EXPECT_DOUBLE_EQ(t.lm, 6.0);
