@@ -6,7 +6,8 @@
 # 2×2 with --sequence-parallel (the teacher resharded to TP 2 on load), for the LM + KD config
 # (kd_loss_scale 2, temperature 2, the final norms' cosine pair) and for the CI configs'
 # skip_lm_loss one (lm loss logged as 0, total = the KD loss); the KD losses decrease. A
-# Megatron-LM torch-format teacher distills as its `megatron convert` conversion does. The
+# Megatron-LM torch-format teacher distills as its `megatron convert` conversion does. A student
+# saved at iteration 3 and resumed continues with the same losses. The
 # teacher starts from --init-method-std 0.3, so that its predictions are far from the
 # students' near-uniform ones: a KL of ~1e-3 would sit at f32's rounding floor (the
 # difference of two log-normalisers of ~5) and not compare to 1e-5.
@@ -51,6 +52,13 @@ done
 # The comparisons must be able to fail: the distillation losses move. (With the LM loss in
 # the objective the KD term, brought to the LM loss's size and doubled, dominates, so the
 # total need not fall within 6 iterations there; the logits loss must.)
+# The CI configs are checkpoint-resume tests: a resumed run (the teacher loaded again, the
+# student from its checkpoint) continues with the uninterrupted run's losses.
+KD=(--export-kd-teacher-load "$WORK/teacher" --export-kd-cfg "$WORK/skip.yaml")
+run skip_saved 2 2 1 "${KD[@]}" --save "$WORK/student" --save-interval 3 --exit-interval 3
+run skip_resumed 2 2 1 "${KD[@]}" --load "$WORK/student"
+echo "== skip_t1d1 vs a TP 2 run resumed at iteration 3"
+$CHECK "$WORK/skip_t1d1.jsonl" "$WORK/skip_resumed.jsonl" --from 4 --to 6 --rtol 1e-5
 node "$MEGATRON_SOURCE_DIR/tests/e2e/loss_decreases.js" 6 "$WORK/skip_t1d1.jsonl"
 node -e '
 const r = require("fs").readFileSync(process.argv[1], "utf8").trim().split("\n").map(JSON.parse)
