@@ -29,6 +29,10 @@
 // through forward_stage / backward_stage with one StageCtx per micro-batch in flight. The
 // whole-model entry points (forward_backward, forward_loss, forward_logits, inference) need a
 // model that is both first and last stage.
+//
+// Knowledge distillation (model/distillation.h, set_distillation): the last stage of a whole
+// model also runs a frozen teacher and the distillation losses in forward_stage, and its
+// backward_stage starts from their total.
 #pragma once
 
 #include <cstdint>

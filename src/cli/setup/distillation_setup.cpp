@@ -64,7 +64,6 @@ std::optional<GptTeacherConfig> teacher_config(const DistillationArgs& d, const 
   apply_checkpoint_args(teacher, CheckpointArgs::kShapeAndArchitecture);
   GptTeacherConfig t;
   t.model = gpt_step_config(teacher, vocab, false).model;
-  t.model.per_token_loss = false;
   t.load = d.teacher_load;
   t.losses = d.kd_cfg.empty() ? DistillationConfig{} : read_distillation_config(d.kd_cfg);
   if (d.kd_cfg.empty())
