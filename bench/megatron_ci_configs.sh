@@ -47,6 +47,12 @@
 #             needs a model file (--tokenizer-type GPTSentencePieceTokenizer, ...) becomes
 #             GPT2BPETokenizer (--tokenizer-model dropped); --save/--load/--tensorboard-dir/
 #             --data-cache-path: directories of the run (${CHECKPOINT_LOAD_PATH} does not exist)
+# Knowledge distillation configs (ModelOpt's --export-kd-teacher-load, e.g. the
+# *_modelopt_distill_* ones): the teacher checkpoint the config points to (under
+# ${DATA_PATH}, which CI provides) is made first, once per work dir, by a run of the same
+# shrunk command line without --export-kd-* / --load / --save for $ITERS iterations, saved
+# there; and the config's ENV_VARS DISTILL_CONFIG is written to its --export-kd-cfg path as its
+# BEFORE_SCRIPT does (`yq -P`: block-style YAML, here written with python3-yaml).
 # Every run is `mpirun --oversubscribe -np N` with OMP_NUM_THREADS=1 under a timeout.
 #
 # KIND=inference: the 38 configs of Megatron's inference scripts (MODE inference or a name with
@@ -146,6 +152,9 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "*", "*", "model_config.y
     gpn = ((d.get("MODEL_ENV_VARS") or {}).get("MODEL_ARGS") or {}).get("GPUS_PER_NODE", "")
     print(f"C\t{group}/{name}")
     print(f"T\t{flat(d.get('TEST_TYPE', ''))}\t{flat(d.get('MODE') or '')}\t{gpn}")
+    distill = (d.get("ENV_VARS") or {}).get("DISTILL_CONFIG")
+    if distill:
+        print(f"D\t{flat(distill)}")
     for k, v in (d.get("MODEL_ARGS") or {}).items():
         if isinstance(v, list):
             v = "[" + " ".join(map(str, v)) + "]"
@@ -420,6 +429,32 @@ classify() {
   STATUS=crashed; MSG="exit $rc without a message"
 }
 
+# A distillation config (CMD has --export-kd-teacher-load): its teacher checkpoint, trained
+# here from CMD without the distillation, load and save flags unless the path holds one, and
+# its DISTILL_CONFIG as block YAML at the --export-kd-cfg path (the config's BEFORE_SCRIPT).
+prepare_distillation() {
+  local run=$1 i teacher= cfg= args=()
+  for ((i = 0; i < ${#CMD[@]}; i++)); do
+    case ${CMD[i]} in
+      --export-kd-teacher-load) teacher=${CMD[i + 1]}; i=$((i + 1)) ;;
+      --export-kd-cfg) cfg=${CMD[i + 1]}; i=$((i + 1)) ;;
+      --load | --save | --save-interval) i=$((i + 1)) ;;
+      --export-te-mcore-model) ;;
+      *) args+=("${CMD[i]}") ;;
+    esac
+  done
+  [[ -z $teacher ]] && return
+  if [[ -n $cfg ]]; then
+    mkdir -p "$(dirname "$cfg")"
+    DISTILL=$DISTILL $PY -c 'import os, sys, yaml
+yaml.safe_dump(yaml.safe_load(os.environ["DISTILL"]), sys.stdout, default_flow_style=False)' \
+      >"$cfg" 2>"$run/distill_config.err"
+  fi
+  [[ -f $teacher/latest_checkpointed_iteration.txt ]] && return
+  timeout -k 10 "$TIMEOUT" mpirun --oversubscribe -np "$NP" "$BIN" "pretrain-$MODEL" "${args[@]}" \
+    --save "$teacher" --save-interval "$ITERS" </dev/null >"$run/teacher.log" 2>&1
+}
+
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 # A config that finetunes (--finetune) from a checkpoint of Megatron's CI that is not here (its
 # --load does not exist): makes one with CMD minus --finetune and --load, saving into --load.
@@ -446,6 +481,7 @@ run_one() {
   rm -rf "$run/save" "$run/load" "$run/tensorboard" "$run/data-cache" "$run/wandb"
   mkdir -p "$run"
   build "$run"
+  prepare_distillation "$run"
   LOG=$run/log$attempt.txt
   OUTPUT_JSON=$INFERENCE_OUTPUT_PATH
   rm -f "$OUTPUT_JSON"
@@ -553,7 +589,8 @@ finish_config() {
 NAME=
 while IFS=$'\t' read -r kind a b c; do
   case $kind in
-    C) finish_config; NAME=$a; KEYS=(); VALS=(); MODEL=${a%%/*} ;;
+    C) finish_config; NAME=$a; KEYS=(); VALS=(); MODEL=${a%%/*} DISTILL= ;;
+    D) DISTILL=$a ;;
     T) MODE=$b; GPN=$c ;;
     A) KEYS+=("$a"); VALS+=("$b") ;;
   esac

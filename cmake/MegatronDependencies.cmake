@@ -90,8 +90,9 @@ foreach(pkg nlohmann_json CLI11)
 endforeach()
 target_link_libraries(megatron_deps INTERFACE nlohmann_json::nlohmann_json CLI11::CLI11)
 
-# PCRE2 and utf8proc: plain find_path/find_library (no pkg-config needed; the bundle keeps only
-# their static libraries, so the binary needs no runtime package for them either).
+# PCRE2, utf8proc and yaml-cpp (--export-kd-cfg's YAML): plain find_path/find_library (no
+# pkg-config needed; the bundle keeps only their static libraries, so the binary needs no
+# runtime package for them either).
 function(megatron_required_c_library target header libname debian)
   string(MAKE_C_IDENTIFIER "${libname}" id)
   find_path(MEGATRON_${id}_INCLUDE_DIR ${header})
@@ -108,6 +109,7 @@ function(megatron_required_c_library target header libname debian)
 endfunction()
 megatron_required_c_library(megatron::pcre2 pcre2.h pcre2-8 libpcre2-dev)
 megatron_required_c_library(megatron::utf8proc utf8proc.h utf8proc libutf8proc-dev)
+megatron_required_c_library(megatron::yaml_cpp yaml-cpp/yaml.h yaml-cpp libyaml-cpp-dev)
 
 # ---- optional: MPI ------------------------------------------------------------------------------
 megatron_optional(MEGATRON_USE_MPI MPI "Use MPI (OpenMPI) for multi-process runs")

@@ -4,7 +4,8 @@
 # taken from Debian packages:
 #   headers      nlohmann-json3-dev, libcli11-dev
 #   sources      googletest                       (GoogleTest + GoogleMock, built by CMake)
-#   static libs  libpcre2-dev, libutf8proc-dev    (linked statically: nothing needed at run time)
+#   static libs  libpcre2-dev, libutf8proc-dev, libyaml-cpp-dev
+#                                                 (linked statically: nothing needed at run time)
 #   OpenMPI      libopenmpi-dev + runtime (mpirun, libmpi, PMIx, hwloc, libevent, munge, udev),
 #                relocated by OPAL_PREFIX (`scripts/gpu_bundle.sh env` prints the variables)
 # OpenBLAS, oneDNN and SentencePiece stay out (too large, and optional: the build falls back to
@@ -29,7 +30,7 @@ ARCH_TRIPLET=x86_64-linux-gnu
 LIBDIR="$DEST/usr/lib/$ARCH_TRIPLET"
 
 PACKAGES=(
-  nlohmann-json3-dev libcli11-dev googletest libpcre2-dev libutf8proc-dev
+  nlohmann-json3-dev libcli11-dev googletest libpcre2-dev libutf8proc-dev libyaml-cpp-dev
   libopenmpi-dev libopenmpi3 openmpi-bin openmpi-common
   libpmix2 libhwloc15 libevent-core-2.1-7 libevent-pthreads-2.1-7 libmunge2 libudev1
 )
@@ -98,8 +99,9 @@ unpack() {
        -o -name '*mpi_mpifh*' -o -name '*mpi_usempi*' -o -name 'libmpi_java*' -o -name 'liboshmem*' \
        -o -name 'libmca_common_ucx*' -o -name 'libmca_common_verbs*' -o -name 'libmca_common_ofi*' \) -delete
   rm -f "$DEST"/usr/bin/*shmem* "$DEST"/usr/bin/mpijava*
-  # PCRE2 and utf8proc link statically: without the .so link names the linker takes the .a.
-  rm -f "$LIBDIR/libpcre2-8.so" "$LIBDIR/libutf8proc.so"
+  # PCRE2, utf8proc and yaml-cpp link statically: without the .so link names the linker takes
+  # the .a.
+  rm -f "$LIBDIR/libpcre2-8.so" "$LIBDIR/libutf8proc.so" "$LIBDIR/libyaml-cpp.so"
   # The launcher under its usual names, outside usr/ so that CMake's FindMPI does not half-find
   # a relocated OpenMPI (cmake/MegatronDependencies.cmake imports it explicitly).
   mkdir -p "$BUNDLE/bin"

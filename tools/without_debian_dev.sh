@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs a command as if this machine were the GPU machine's image: every file of the Debian
-# packages megatron's build would otherwise use (MPI, OpenBLAS, oneDNN, SentencePiece, PCRE2 and
-# utf8proc headers, nlohmann-json, CLI11, GoogleTest, Google Benchmark, pkg-config) is hidden by
+# packages megatron's build would otherwise use (MPI, OpenBLAS, oneDNN, SentencePiece, PCRE2,
+# utf8proc and yaml-cpp headers, nlohmann-json, CLI11, GoogleTest, Google Benchmark, pkg-config) is hidden by
 # an overlay mount with whiteouts, in a private mount namespace, for this command only. The
 # runtime libpcre2-8-0 stays (every Debian/Ubuntu image has it: grep needs it).
 #
@@ -13,7 +13,7 @@ set -euo pipefail
 HIDDEN_PACKAGES=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian
   libcli11-dev nlohmann-json3-dev libpcre2-dev libpcre2-16-0 libpcre2-32-0 libpcre2-posix3
-  libutf8proc-dev libutf8proc2 libsentencepiece-dev libsentencepiece0 libprotobuf32
+  libutf8proc-dev libutf8proc2 libyaml-cpp-dev libyaml-cpp0.7 libsentencepiece-dev libsentencepiece0 libprotobuf32
   libdnnl-dev libdnnl2 libdnnl3 libopenblas-dev libopenblas-pthread-dev libopenblas0
   libopenblas0-pthread libblas-dev libblas3 liblapack-dev liblapack3
   libopenmpi-dev libopenmpi3 openmpi-bin openmpi-common libcaf-openmpi-3 libcoarrays-openmpi-dev

@@ -8,6 +8,7 @@
 #include "cli/args/megatron_flags.h"
 #include "cli/args/training_config.h"
 #include "cli/args/training_flags.h"
+#include "cli/setup/distillation_setup.h"
 #include "cli/setup/gpt_setup.h"
 #include "cli/setup/megatron_lm_load.h"
 #include "cli/setup/theoretical_memory.h"
@@ -38,6 +39,8 @@ int run_pretrain_gpt(int argc, char** argv) {
   add_sharding_args(table, args);
   add_pipeline_args(table, args);
   add_context_parallel_args(table, args);
+  DistillationArgs distillation;
+  add_distillation_args(table, distillation);
   // Last: Megatron's flags that this command has not registered above.
   MegatronFlags megatron_flags(app);
   if (int rc = megatron_flags.parse(argc, argv); rc >= 0) return rc;
@@ -53,7 +56,10 @@ int run_pretrain_gpt(int argc, char** argv) {
   GptStepConfig model;
   GptDatasets data;
   // A Megatron-LM checkpoint in --load is converted by rank 0 before any rank reads it.
-  run_on_all_ranks(*world, "", [&] { use_megatron_lm_load(args, world->rank() == 0); });
+  run_on_all_ranks(*world, "", [&] {
+    use_megatron_lm_load(args, world->rank() == 0);
+    use_megatron_lm_teacher(distillation, args, world->rank() == 0);
+  });
   run_on_all_ranks(*world, "", [&] {
     apply_checkpoint_args(args, CheckpointArgs::kShapeAndArchitecture);
     check_megatron_flags(megatron_flags, args);
@@ -64,6 +70,7 @@ int run_pretrain_gpt(int argc, char** argv) {
     model.model.per_token_loss = per_token_loss;
     model.split = pipeline_split(args);
     model.microbatch_group = args.microbatch_group_size_per_virtual_pipeline_stage.value_or(0);
+    model.teacher = teacher_config(distillation, args, vocab);
     data = build_gpt_data(args, vocab);
   });
   TrainerConfig config = trainer_config(args, table);

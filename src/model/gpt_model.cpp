@@ -21,8 +21,10 @@ struct GptModel::Ctx {
   VocabParallelCrossEntropyCtx cross_entropy;
   Tensor loss_mask;  // f32 [s·b]
   double mask_sum = 0;
-  float loss = 0;    // the last stage's forward_stage
-  LossSum loss_sum;  // the same before normalisation
+  float loss = 0;                  // the last stage's forward_stage
+  LossSum loss_sum;                // the same before normalisation
+  Distillation::Ctx distillation;  // with a distillation teacher
+  bool distilled = false;          // forward_stage ran the distillation losses
 };
 
 class GptModel::StageCtx : public StageContext<Ctx> {
@@ -223,13 +225,17 @@ Tensor GptModel::backward(Ctx& ctx, float grad_scale, Tensor dhidden) {
   const int64_t n = ctx.seq * ctx.batch, h = config_.hidden_size;
   if (stage_.last) {
     // dloss = mask · grad_scale / Σ mask (the mean's gradient), or with the per-token loss
-    // mask · grad_scale (the sum's)
+    // mask · grad_scale (the sum's); with distillation times the LM loss's weight in the
+    // total, the other terms' gradients joining the logits' and the final norm output's.
+    const float dscale = config_.per_token_loss ? grad_scale
+                         : ctx.mask_sum > 0     ? float(double(grad_scale) / ctx.mask_sum)
+                                                : 0.0f;
+    const float lm_weight = ctx.distilled ? float(ctx.distillation.weights.lm) : 1.0f;
     Tensor dloss = ctx.arena.alloc({n}, DType::F32);  // [s·b]
     kernels::copy(ctx.loss_mask, dloss);
-    kernels::scale(dloss, config_.per_token_loss ? grad_scale
-                          : ctx.mask_sum > 0     ? float(double(grad_scale) / ctx.mask_sum)
-                                                 : 0.0f);
+    kernels::scale(dloss, dscale * lm_weight);
     Tensor dlogits = vocab_parallel_cross_entropy_backward(ctx.cross_entropy, dloss);  // f32
+    if (ctx.distilled) distillation_->backward_logits(ctx.distillation, dscale, dlogits, ctx.arena);
     if (weights_.dtype() != DType::F32) {
       Tensor cast = ctx.arena.alloc(dlogits.shape(), weights_.dtype());
       kernels::cast(dlogits, cast);
@@ -246,6 +252,7 @@ Tensor GptModel::backward(Ctx& ctx, float grad_scale, Tensor dhidden) {
     Tensor dfull2 = dfull.view({n, h});
     kernels::gemm(dlogits, false, table, false, dfull2);
     dhidden = TpRegionInput::backward(*ps_.tp, dfull, config_.sequence_parallel, ctx.arena);
+    if (ctx.distilled) distillation_->backward_hidden(ctx.distillation, dscale, dhidden, ctx.arena);
   }
 
   // [s, b, h], or this rank's sequence shard [s/t, b, h]
@@ -290,9 +297,27 @@ Tensor GptModel::forward_stage(StageCtx& sc, const GptBatch& host_batch, const T
   const DropoutScope scope = stage_dropout(train, seed, batch.iteration, batch.first_sample);
   Tensor hidden = forward_hidden(ctx, stage_.first ? batch.tokens : input, scope);
   if (!stage_.last) return hidden;
-  ctx.loss_sum = forward_loss_from_logits(ctx, batch, head_logits(ctx, hidden));
+  const Tensor logits = head_logits(ctx, hidden);
+  ctx.loss_sum = forward_loss_from_logits(ctx, batch, logits);
   ctx.loss = mean_loss(ctx.loss_sum);
+  ctx.distilled = distillation_ != nullptr;
+  if (ctx.distilled)
+    distillation_->forward(ctx.distillation, batch, hidden, logits, ctx.loss_mask, ctx.loss_sum.sum,
+                           train, sc.arena());
   return Tensor();
+}
+
+void GptModel::set_distillation(Distillation* distillation) {
+  MT_REQUIRE(distillation == nullptr || (stage_.whole() && ps_.cp_size == 1),
+             "knowledge distillation (--export-kd-teacher-load) runs with "
+             "--pipeline-model-parallel-size 1 and --context-parallel-size 1 only");
+  distillation_ = distillation;
+}
+
+const DistillationLossTerms& GptModel::stage_distillation(const StageCtx& sc) const {
+  const Ctx& ctx = sc.state("stage_distillation");
+  MT_CHECK(ctx.distilled, "stage_distillation: only a distilled last stage has its terms");
+  return ctx.distillation.losses;
 }
 
 size_t GptModel::stage_activation_bytes(const StageCtx& sc) const {
@@ -358,6 +383,17 @@ Tensor GptModel::forward_logits(const Tensor& host_tokens) {
   kernels::copy(
       full.view({s, b, config_.padded_vocab_size}).slice(2, 0, config_.vocab_size).transpose(0, 1),
       out);
+  return out;
+}
+
+GptModel::Outputs GptModel::forward_outputs(const GptBatch& host_batch) {
+  MT_CHECK(stage_.whole(), "forward_outputs needs the whole GPT model, not one pipeline stage");
+  arena_.reset();
+  const GptBatch batch = on_device(host_batch, arena_);
+  Ctx ctx(arena_);
+  Outputs out;
+  out.hidden = forward_hidden(ctx, batch.tokens, DropoutScope{});
+  out.logits = head_logits(ctx, out.hidden);
   return out;
 }
 

@@ -29,6 +29,10 @@
 // through forward_stage / backward_stage with one StageCtx per micro-batch in flight. The
 // whole-model entry points (forward_backward, forward_loss, forward_logits, inference) need a
 // model that is both first and last stage.
+//
+// Knowledge distillation (model/distillation.h, set_distillation): the last stage of a whole
+// model also runs a frozen teacher and the distillation losses in forward_stage, and its
+// backward_stage starts from their total.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +41,7 @@
 
 #include "core/arena.h"
 #include "distributed/parallel_state.h"
+#include "model/distillation.h"
 #include "model/input_embedding.h"
 #include "model/kv_cache.h"
 #include "model/language_model_config.h"
@@ -123,6 +128,14 @@ class GptModel {
   float stage_loss(const StageCtx& ctx) const;
   // The same before normalisation: Σ(loss·mask) and Σ(mask).
   LossSum stage_loss_sum(const StageCtx& ctx) const;
+  // With distillation (set_distillation): the last stage's loss terms of the micro-batch
+  // (masked sums; the mean divides by stage_loss_sum's count). The backward starts from their
+  // total, not from the LM loss alone.
+  const DistillationLossTerms& stage_distillation(const StageCtx& ctx) const;
+  // Knowledge distillation (model/distillation.h) on this model's last stage: its forward_stage
+  // also runs the teacher and the distillation losses. Null: none. Not owned; it must outlive
+  // the model's use. The whole model only (no pipeline split), no context parallelism.
+  void set_distillation(Distillation* distillation);
   // Backward of the micro-batch forward_stage ran in `ctx` (with train). `grad_output`: the
   // next stage's input gradient [s, b, h] (ignored on the last stage, where the loss scaled by
   // grad_scale starts the backward). Accumulates the stage's parameter gradients; returns the
@@ -140,6 +153,14 @@ class GptModel {
   // Full-vocabulary logits f32 [b, s, vocab_size] on the model's device (gathered over TP,
   // padding dropped), no dropout. tokens i32 [b, s'] with s' <= max_position_embeddings.
   Tensor forward_logits(const Tensor& tokens);
+  // The whole model's forward for a frozen use (a distillation teacher): no dropout, nothing
+  // kept for a backward. `hidden`: the final norm's output [s, b, h] ([s/t, b, h] with
+  // sequence parallelism) in the compute dtype; `logits`: this rank's vocabulary shard f32
+  // [s·b, V_padded/t]. Both live in the model's arena until its next call.
+  struct Outputs {
+    Tensor hidden, logits;
+  };
+  Outputs forward_outputs(const GptBatch& batch);
 
   // ---- Inference (KV cache; DESIGN.md §3 "Inference") ----
   // A context for `batch` sequences of up to `max_seq` positions (<= max_position_embeddings):
@@ -184,6 +205,7 @@ class GptModel {
   const InputEmbedding& embedding() const;
 
   GptConfig config_;
+  Distillation* distillation_ = nullptr;
   ParallelState ps_;
   ParameterStore& store_;
   StageRange stage_;

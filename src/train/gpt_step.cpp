@@ -4,6 +4,8 @@
 #include <utility>
 
 #include "checkpoint/model_shape.h"
+#include "checkpoint/pretrained_load.h"
+#include "core/logging.h"
 #include "data/data_loader.h"
 #include "train/model_step_common.h"
 #include "train/pipelined_step.h"
@@ -20,25 +22,28 @@ class GptStep final : public GptPipelinedStep {
   GptStep(GptStepConfig config, std::shared_ptr<const GptSampleSource> train,
           std::shared_ptr<const GptSampleSource> valid, std::shared_ptr<const GptSampleSource> test,
           const ParallelState& ps, ParameterStore& store)
-      : GptPipelinedStep((config.model.validate(ps.tp_size), config.split), config.microbatch_group,
-                         ps,
-                         [&](const StageRange& stage) {
-                           return std::make_unique<GptModel>(config.model, ps, store, stage);
-                         },
-                         [per_token = config.model.per_token_loss](const GptModel& model,
-                                                                   const GptModel::StageCtx& ctx) {
-                           if (!per_token) return LossTerms{model.stage_loss(ctx)};
-                           const LossSum sum = model.stage_loss_sum(ctx);
-                           return LossTerms{.lm = sum.sum, .tokens = sum.count};
-                         },
-                         std::move(train), std::move(valid), std::move(test)),
+      : GptPipelinedStep(
+            (config.model.validate(ps.tp_size), config.split), config.microbatch_group, ps,
+            [&](const StageRange& stage) {
+              return std::make_unique<GptModel>(config.model, ps, store, stage);
+            },
+            [per_token = config.model.per_token_loss, distilled = config.teacher.has_value()](
+                const GptModel& model, const GptModel::StageCtx& ctx) {
+              if (!distilled && !per_token) return LossTerms{model.stage_loss(ctx)};
+              const LossSum sum = model.stage_loss_sum(ctx);
+              if (!distilled) return LossTerms{.lm = sum.sum, .tokens = sum.count};
+              return distillation_loss_terms(model.stage_distillation(ctx), sum.count, per_token);
+            },
+            std::move(train), std::move(valid), std::move(test)),
         cfg_(std::move(config)) {
     MT_CHECK(cfg_.split.num_layers == cfg_.model.num_layers, "the pipeline split is of ",
              cfg_.split.num_layers, " layers, the model has ", cfg_.model.num_layers);
+    if (cfg_.teacher) load_teacher(ps, store.device());
   }
 
   nlohmann::json shape_json() const override { return gpt_model_shape_json(cfg_.model); }
   bool has_sop_loss() const override { return false; }
+  bool has_distillation_loss() const override { return cfg_.teacher.has_value(); }
   int64_t seq_length() const override { return cfg_.model.seq_length; }
   double flops_per_iteration(int64_t global_batch) const override {
     return config_flops_per_iteration(cfg_.model, global_batch, split());
@@ -55,7 +60,37 @@ class GptStep final : public GptPipelinedStep {
     return o;
   }
 
+  // The teacher's store and model (frozen: its gradients are never touched), and the
+  // distillation the student's last stage runs.
+  void load_teacher(const ParallelState& ps, Device device) {
+    const GptTeacherConfig& t = *cfg_.teacher;
+    teacher_store_ = std::make_unique<ParameterStore>(ps.tp_rank, ps.tp_size, device);
+    teacher_ = std::make_unique<GptModel>(t.model, ps, *teacher_store_);
+    teacher_store_->allocate();
+    log_info("loading the distillation teacher from ", t.load, " ...");
+    log_pretrained_load(load_pretrained(t.load, -1, *teacher_store_, {}));
+    teacher_->refresh_compute_weights();
+    GptModel& student = *models().back();
+    distillation_ = std::make_unique<Distillation>(t.losses, *teacher_, student, ps);
+    student.set_distillation(distillation_.get());
+  }
+
+  // The logged terms of a distilled micro-batch (Megatron's report): means over its `count`
+  // tokens, or with the per-token loss the sums and the count.
+  static LossTerms distillation_loss_terms(const DistillationLossTerms& d, double count,
+                                           bool per_token) {
+    const double n = per_token ? 1.0 : count > 0 ? count : 1.0;
+    LossTerms t{.lm = d.lm / n, .tokens = per_token ? count : 0.0};
+    t.total = d.total / n;
+    t.logits_distillation = d.logits / n;
+    t.intermediate_distillation = d.intermediate / n;
+    return t;
+  }
+
   GptStepConfig cfg_;
+  std::unique_ptr<ParameterStore> teacher_store_;
+  std::unique_ptr<GptModel> teacher_;
+  std::unique_ptr<Distillation> distillation_;
 };
 
 }  // namespace

@@ -1,7 +1,13 @@
 // ModelStep's default schedule: no pipelining, one micro-batch after the other.
 #include "train/model_step.h"
 
+#include <cmath>
+
 namespace megatron {
+
+bool LossTerms::finite() const {
+  return std::isfinite(lm + sop + total + logits_distillation + intermediate_distillation);
+}
 
 LossTerms ModelStep::train_micro_batches(int64_t micro_batches, float grad_scale, uint64_t seed,
                                          int64_t iteration) {

@@ -20,18 +20,27 @@ namespace megatron {
 // sentence-order head, `sop loss` (0 otherwise). The optimizer minimises their sum. With the
 // per-token loss (--calculate-per-token-loss, GPT) `lm` is the micro-batch's masked loss SUM
 // and `tokens` its token count (Σ loss mask), so that the mean is taken over the global batch.
+// With knowledge distillation (GPT, docs/distillation.md) Megatron's report adds `total loss`
+// (what the optimizer minimises), `logits distillation loss` and `intermediate distillation
+// loss`, the same kind of value as `lm`.
 struct LossTerms {
   double lm = 0;
   double sop = 0;
   double tokens = 0;  // per-token loss only
+  double total = 0, logits_distillation = 0, intermediate_distillation = 0;
 
   // Term by term: sums over micro-batches and over a log interval.
   LossTerms& operator+=(const LossTerms& other) {
     lm += other.lm;
     sop += other.sop;
     tokens += other.tokens;
+    total += other.total;
+    logits_distillation += other.logits_distillation;
+    intermediate_distillation += other.intermediate_distillation;
     return *this;
   }
+  // Whether every term is finite (an inf/NaN iteration otherwise).
+  bool finite() const;
 };
 
 // Where this data-parallel rank reads: Megatron's sampler order over global batches of
@@ -57,6 +66,8 @@ class ModelStep {
   // sequence length loads without a tensor-shape error but computes another function.
   virtual nlohmann::json shape_json() const = 0;
   virtual bool has_sop_loss() const = 0;
+  // Whether the losses include knowledge distillation's terms (LossTerms::total ...).
+  virtual bool has_distillation_loss() const { return false; }
   virtual int64_t seq_length() const = 0;
   // Megatron's FLOP count of one iteration over `global_batch` samples.
   virtual double flops_per_iteration(int64_t global_batch) const = 0;

@@ -57,6 +57,8 @@ class PipelinedStep : public ModelStep {
   // How the layers split over the pipeline's virtual stages: what block recompute counts its
   // layers in.
   const PipelineSplit& split() const { return chunks_.split(); }
+  // This rank's model chunks (the last one holds the last stage when this rank has it).
+  std::vector<std::unique_ptr<Model>>& models() { return chunks_.models(); }
 
   // The model chunks as PipelineChunks builds them; `valid` and `test` may be null.
   PipelinedStep(const PipelineSplit& split, int64_t microbatch_group, const ParallelState& ps,

@@ -349,14 +349,27 @@ struct Trainer::Impl {
   // come from the last pipeline stage, which computes the loss; it broadcasts the mean to the
   // other stages.
   LossTerms average_over_dp(const LossTerms& sum, int64_t micro_batches_per_rank) const {
-    // Logged host scalars: one all-reduce of a host f64 [3] over this stack array.
-    double sums[3] = {sum.lm, sum.sop, sum.tokens};
-    Tensor t = Tensor::from_blob(sums, {3}, DType::F64);
+    // Logged host scalars: one all-reduce of a host f64 [6] over this stack array.
+    double sums[6] = {sum.lm,
+                      sum.sop,
+                      sum.tokens,
+                      sum.total,
+                      sum.logits_distillation,
+                      sum.intermediate_distillation};
+    Tensor t = Tensor::from_blob(sums, {6}, DType::F64);
     ps.dp->all_reduce(t);
     if (ps.pp_size > 1) ps.pp->broadcast(t, ps.pp_size - 1);
-    if (cfg.per_token_loss) return {sums[2] > 0 ? sums[0] / sums[2] : 0.0, 0.0, sums[2]};
-    const double n = double(micro_batches_per_rank * ps.dp_size);
-    return {sums[0] / n, sums[1] / n};
+    const double n = cfg.per_token_loss ? (sums[2] > 0 ? sums[2] : 1.0)
+                                        : double(micro_batches_per_rank * ps.dp_size);
+    LossTerms mean{.lm = sums[0] / n, .sop = sums[1] / n};
+    if (cfg.per_token_loss) {
+      mean.sop = 0;
+      mean.tokens = sums[2];
+    }
+    mean.total = sums[3] / n;
+    mean.logits_distillation = sums[4] / n;
+    mean.intermediate_distillation = sums[5] / n;
+    return mean;
   }
 
   // The global batch and micro-batches per rank of the step after consumed_train_samples.
@@ -486,6 +499,7 @@ struct Trainer::Impl {
     const auto is_inf = [](double v) { return std::isinf(v); };
     std::vector<std::pair<std::string, double>> losses = {{"lm loss", loss.lm}};
     if (model->has_sop_loss()) losses.emplace_back("sop loss", loss.sop);
+    if (model->has_distillation_loss()) losses.emplace_back("total loss", loss.total);
     // Forward computations are deterministic: no tolerance. The backward may not be (Megatron
     // allows 0.1% for non-deterministic attention backward kernels).
     if (cfg.check_for_nan_in_loss_and_grad)
@@ -510,9 +524,16 @@ struct Trainer::Impl {
   // Megatron's: a loss or gradient norm 10x the largest of the first 100 is unexpected; 0.1%.
   static constexpr double kSpikeFactor = 10.0, kGradTolerance = 0.001;
 
+  // Knowledge distillation's logged terms of `loss`, when the model has them.
+  std::optional<DistillationLog> distillation_log(const LossTerms& loss) const {
+    if (!model->has_distillation_loss()) return std::nullopt;
+    return DistillationLog{loss.total, loss.logits_distillation, loss.intermediate_distillation};
+  }
+
   void check_loss_and_grad(const LossTerms& loss, double grad_norm) {
     std::vector<std::pair<std::string, double>> checked = {{"lm loss", loss.lm}};
     if (model->has_sop_loss()) checked.emplace_back("sop loss", loss.sop);
+    if (model->has_distillation_loss()) checked.emplace_back("total loss", loss.total);
     checked.emplace_back("grad norm", grad_norm);
     guard.check_loss_and_grad(iteration, checked, ps, where_saved());
   }
@@ -609,6 +630,10 @@ struct Trainer::Impl {
     if (interval_loss_count > 0) {
       s.lm_loss = interval_loss_sum.lm / double(interval_loss_count);
       if (model->has_sop_loss()) s.sop_loss = interval_loss_sum.sop / double(interval_loss_count);
+      if (const auto d = distillation_log(interval_loss_sum))
+        s.distillation = DistillationLog{d->total / double(interval_loss_count),
+                                         d->logits / double(interval_loss_count),
+                                         d->intermediate / double(interval_loss_count)};
     }
     s.loss_scale = scaler.scale();
     s.grad_norm = last_grad_norm;
@@ -751,7 +776,7 @@ struct Trainer::Impl {
       ++interval_iterations;
       if (!stepped) ++interval_skipped;
       warn_on_consecutive_skips(stepped);
-      if (!std::isfinite(loss.lm + loss.sop)) {
+      if (!loss.finite()) {
         ++interval_nans;
       } else if (stepped) {
         interval_loss_sum += loss;
@@ -773,9 +798,10 @@ struct Trainer::Impl {
         s.consumed_samples = consumed_train_samples;
         s.learning_rate = schedule.lr();
         s.global_batch = global_batch;
-        if (stepped && std::isfinite(loss.lm + loss.sop)) {
+        if (stepped && loss.finite()) {
           s.lm_loss = loss.lm;
           if (model->has_sop_loss()) s.sop_loss = loss.sop;
+          s.distillation = distillation_log(loss);
         }
         s.loss_scale = scaler.scale();
         s.grad_norm = grad_norm;

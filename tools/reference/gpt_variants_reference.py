@@ -42,12 +42,12 @@ ROTARY_BASE, EPS = 10000.0, 1e-5
 BATCH, SEQ = 2, 16
 
 
-def make_weights(gen):
+def make_weights(gen, layers=LAYERS):
     randn = normal_sampler(gen)
     q = HEADS // GROUPS
     qkv_rows = GROUPS * (q + 2) * HEAD_DIM
     w = {"embedding.word_embeddings.weight": randn(VOCAB, HIDDEN)}
-    for i in range(LAYERS):
+    for i in range(layers):
         pre = f"layers.{i}."
         for ln in ("input_layernorm", "post_attention_layernorm"):
             w[pre + ln + ".weight"] = randn(HIDDEN, std=0.1)  # γ − 1: near 0
@@ -91,12 +91,14 @@ def rope_interleaved(x):
     return torch.cat([rotated.flatten(-2), x[..., r:]], dim=-1)
 
 
-def forward(w, ids):
+def final_hidden(w, ids):
+    """The final LayerNorm's output [b, s, h] of the model whose weights are `w` (any depth)."""
     b, s = ids.shape
     q, d = HEADS // GROUPS, HEAD_DIM
     x = w["embedding.word_embeddings.weight"][ids]  # [b, s, h]
     causal = torch.tril(torch.ones(s, s, dtype=torch.bool))
-    for i in range(LAYERS):
+    layers = sum(1 for k in w if k.endswith(".input_layernorm.weight"))
+    for i in range(layers):
         pre = f"layers.{i}."
         a = pre + "self_attention."
         y = layernorm_1p(x, w[pre + "input_layernorm.weight"], w[pre + "input_layernorm.bias"])
@@ -119,8 +121,11 @@ def forward(w, ids):
         u = m @ w[pre + "mlp.dense_h_to_4h.weight"].t() + w[pre + "mlp.dense_h_to_4h.bias"]
         act = torch.relu(u).pow(2)
         x = x + act @ w[pre + "mlp.dense_4h_to_h.weight"].t() + w[pre + "mlp.dense_4h_to_h.bias"]
-    x = layernorm_1p(x, w["final_layernorm.weight"], w["final_layernorm.bias"])
-    return x @ w["output_layer.weight"].t()
+    return layernorm_1p(x, w["final_layernorm.weight"], w["final_layernorm.bias"])
+
+
+def forward(w, ids):
+    return final_hidden(w, ids) @ w["output_layer.weight"].t()
 
 
 def main(out_dir):

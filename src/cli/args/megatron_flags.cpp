@@ -57,7 +57,9 @@ constexpr const char* kResilience =
 constexpr const char* kFim = "fill-in-the-middle data is not supported";
 constexpr const char* kCheckpointExtra = "this checkpoint option is not supported";
 constexpr const char* kTokenizerExtra = "this tokenizer option is not supported";
-constexpr const char* kDistillation = "logit distillation is not supported";
+constexpr const char* kDistillation =
+    "distillation from cached logit files is not supported (distillation from a teacher "
+    "checkpoint is: --export-kd-teacher-load, docs/distillation.md)";
 constexpr const char* kBertOnly = "a BERT flag (pretrain-bert); it does not apply to this model";
 constexpr const char* kGptOnly = "a GPT flag (pretrain-gpt); it does not apply to this model";
 

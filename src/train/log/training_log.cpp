@@ -53,6 +53,13 @@ std::string format_iteration_line(const IterationStats& s) {
   line += format(" global batch size: %5lld |", (long long)s.global_batch);
   if (s.lm_loss) line += " lm loss: " + format_number(*s.lm_loss, "%.6E") + " |";
   if (s.sop_loss) line += " sop loss: " + format_number(*s.sop_loss, "%.6E") + " |";
+  if (s.distillation) {
+    line += " total loss: " + format_number(s.distillation->total, "%.6E") + " |";
+    line += " logits distillation loss: " + format_number(s.distillation->logits, "%.6E") + " |";
+    line +=
+        " intermediate distillation loss: " + format_number(s.distillation->intermediate, "%.6E") +
+        " |";
+  }
   line += format(" loss scale: %.1f |", s.loss_scale);
   if (s.grad_norm) line += " grad norm: " + format_number(*s.grad_norm, "%.3f") + " |";
   if (s.num_zeros) line += format(" num zeros: %lld |", (long long)*s.num_zeros);
@@ -131,6 +138,11 @@ std::vector<TensorBoardScalar> tensorboard_iteration_scalars(const IterationStat
   add("batch-size", double(s.global_batch));
   if (s.lm_loss) add("lm loss", *s.lm_loss);
   if (s.sop_loss) add("sop loss", *s.sop_loss);
+  if (s.distillation) {
+    add("total loss", s.distillation->total);
+    add("logits distillation loss", s.distillation->logits);
+    add("intermediate distillation loss", s.distillation->intermediate);
+  }
   add("loss-scale", s.loss_scale);
   if (s.grad_norm) add("grad-norm", *s.grad_norm);
   if (s.num_zeros) add("num-zeros", double(*s.num_zeros));
@@ -205,6 +217,11 @@ void TrainingLog::iteration(const IterationStats& s) {
                       {"tokens_per_second", s.tokens_per_second},
                       {"tflops_per_process", s.tflops_per_process}};
   if (s.sop_loss) j["sop_loss"] = json_number(*s.sop_loss);
+  if (s.distillation) {
+    j["total_loss"] = json_number(s.distillation->total);
+    j["logits_distillation_loss"] = json_number(s.distillation->logits);
+    j["intermediate_distillation_loss"] = json_number(s.distillation->intermediate);
+  }
   if (s.params_norm) j["params_norm"] = json_number(*s.params_norm);
   if (s.num_zeros) j["num_zeros"] = *s.num_zeros;
   write_json(j.dump());

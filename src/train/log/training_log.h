@@ -25,6 +25,12 @@ double gpt_flops_per_iteration(int64_t global_batch, int64_t seq_length, int64_t
                                int64_t hidden_size, int64_t padded_vocab,
                                double recomputed_fraction);
 
+// Knowledge distillation's terms beside the LM loss (docs/distillation.md): Megatron's
+// "total loss", "logits distillation loss" and "intermediate distillation loss".
+struct DistillationLog {
+  double total = 0, logits = 0, intermediate = 0;
+};
+
 struct IterationStats {
   int64_t iteration = 0;
   int64_t train_iters = 0;
@@ -35,6 +41,7 @@ struct IterationStats {
   int64_t global_batch = 0;
   std::optional<double> lm_loss;   // mean over the interval's non-skipped iterations
   std::optional<double> sop_loss;  // BERT's sentence-order loss (same mean), when it has one
+  std::optional<DistillationLog> distillation;  // (same means) when distilling
   double loss_scale = 1;
   std::optional<double> grad_norm;    // none when the last iteration was skipped
   std::optional<int64_t> num_zeros;   // --log-num-zeros-in-grad (none when skipped)
