@@ -50,6 +50,12 @@ template <typename T>
 std::string show(const std::optional<T>& v) {
   return v ? show(*v) : "None";
 }
+std::string show(const std::vector<int>& v) {
+  if (v.empty()) return "None";
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
 std::string show(const std::vector<std::string>& v) {
   if (v.empty()) return "None";
   std::string s = "[";
@@ -132,6 +138,7 @@ template void ArgTable::add(const std::string&, std::string&, const std::string&
 template void ArgTable::add(const std::string&, std::optional<double>&, const std::string&);
 template void ArgTable::add(const std::string&, std::optional<int>&, const std::string&);
 template void ArgTable::add(const std::string&, std::vector<std::string>&, const std::string&);
+template void ArgTable::add(const std::string&, std::vector<int>&, const std::string&);
 
 void ArgTable::add_flag(const std::string& flag, bool& field, const std::string& help) {
   app_.add_flag(flag, field, help);
