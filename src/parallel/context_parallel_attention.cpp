@@ -11,9 +11,9 @@ CpCommType cp_comm_type_from_name(const std::string& name) {
   if (name == "all_gather" || name == "allgather") return CpCommType::kAllGather;
   if (name == "a2a") return CpCommType::kA2A;
   if (name == "a2a+p2p") return CpCommType::kA2AP2P;
-  throw Error("--cp-comm-type '" + name +
-              "' is not known: expected p2p, all_gather, a2a or a2a+p2p (one for all layers, or "
-              "one per layer)");
+  MT_THROW("--cp-comm-type '", name,
+           "' is not known: expected p2p, all_gather, a2a or a2a+p2p (one for all layers, or "
+           "one per layer)");
 }
 
 const char* cp_comm_type_name(CpCommType type) {
