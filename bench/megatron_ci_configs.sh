@@ -184,11 +184,13 @@ get() { # get FLAG DEFAULT
 }
 
 # levels_for_cp "A P" CP: --hierarchical-context-parallel-sizes for the shrunk CP size, the levels
-# halved (the last, the ring across the groups, first) until their product is CP
+# halved (the last, the ring across the groups, first) until their product is CP ("[A P]" stays
+# bracketed)
 levels_for_cp() {
   local -a levels
-  local cp=$2 i x product
-  read -ra levels <<<"$1"
+  local value=$1 cp=$2 open= close= i x product
+  if [[ $value == \[*\] ]]; then open='[' close=']' value=${value#[} value=${value%]}; fi
+  read -ra levels <<<"$value"
   for ((i = ${#levels[@]} - 1; i >= 0; i--)); do
     while :; do
       product=1
@@ -197,7 +199,7 @@ levels_for_cp() {
       levels[i]=$((levels[i] / 2))
     done
   done
-  printf '%s' "${levels[*]}"
+  printf '%s%s%s' "$open" "${levels[*]}" "$close"
 }
 
 # build: KEYS/VALS (a config's MODEL_ARGS, without the dropped flags) -> MODEL, NP, LAYOUT, CMD

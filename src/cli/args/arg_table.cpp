@@ -122,6 +122,9 @@ void ArgTable::add(const std::string& flag, T& field, const std::string& help) {
         ->transform(number_validator<Value>());
   } else if constexpr (std::is_arithmetic_v<T>) {
     app_.add_option(flag, field, help)->transform(number_validator<T>());
+  } else if constexpr (std::is_same_v<T, std::vector<int>>) {
+    // "2 2" as one argument (how Megatron's CI scripts quote a YAML value with spaces) is two.
+    app_.add_option(flag, field, help)->delimiter(' ');
   } else {
     app_.add_option(flag, field, help);
   }
