@@ -8,7 +8,7 @@
 # sequence; bf16 at CP 2 follows CP 1 to 1e-3; a CP 2 × DP 2 checkpoint resumes at CP 1 and
 # CP 4 with CP 1's losses. The other --cp-comm-types — all_gather, a2a (Ulysses) and a2a+p2p
 # with --hierarchical-context-parallel-sizes, and a per-layer list — give CP 1's losses too, at
-# CP 4 and with TP (sequence parallel), PP and DP. Unsupported combinations are refused with a
+# CP 4 and with TP (sequence parallel), PP, DP and full recompute (a2a+p2p in bf16 to 1e-3). Unsupported combinations are refused with a
 # sentence.
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
@@ -76,8 +76,10 @@ run gpt_pp2_cp2_all_gather 4 --context-parallel-size 2 --cp-comm-type all_gather
 run gpt_pp2_cp2_a2a_p2p 4 --context-parallel-size 2 --cp-comm-type a2a+p2p \
   --hierarchical-context-parallel-sizes 1 2 --pipeline-model-parallel-size 2
 run gpt_cp2_dp2_per_layer 4 --context-parallel-size 2 --cp-comm-type a2a all_gather
+run gpt_cp2_a2a_recompute 2 --context-parallel-size 2 --cp-comm-type a2a \
+  --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
 for name in gpt_cp4_all_gather gpt_cp4_a2a gpt_cp4_a2a_p2p gpt_tp2_cp2_a2a_sp \
-  gpt_pp2_cp2_all_gather gpt_pp2_cp2_a2a_p2p gpt_cp2_dp2_per_layer; do
+  gpt_pp2_cp2_all_gather gpt_pp2_cp2_a2a_p2p gpt_cp2_dp2_per_layer gpt_cp2_a2a_recompute; do
   same gpt_cp1 "$name"
 done
 
@@ -91,8 +93,12 @@ same gpt4_cp1 gpt4_pp2_vp_cp2
 # attention rounds once), so CP 2 follows CP 1 to bf16 rounding (1e-3; measured 8e-5).
 run gpt_cp1_bf16 1 --bf16
 run gpt_cp2_bf16 2 --bf16 --context-parallel-size 2
-echo "== gpt_cp1_bf16 vs gpt_cp2_bf16"
-$CHECK "$WORK/gpt_cp1_bf16.jsonl" "$WORK/gpt_cp2_bf16.jsonl" --from 1 --to 6 --rtol 1e-3
+run gpt_cp4_a2a_p2p_bf16 4 --bf16 --context-parallel-size 4 --cp-comm-type a2a+p2p \
+  --hierarchical-context-parallel-sizes 2 2
+for name in gpt_cp2_bf16 gpt_cp4_a2a_p2p_bf16; do
+  echo "== gpt_cp1_bf16 vs $name"
+  $CHECK "$WORK/gpt_cp1_bf16.jsonl" "$WORK/$name.jsonl" --from 1 --to 6 --rtol 1e-3
+done
 
 # Checkpoints do not depend on CP: CP 2 x DP 2 with the distributed optimizer (shards over
 # dp x cp) saves at iteration 3; runs at CP 1 and CP 4 resume from it and log CP 1's losses.
