@@ -40,7 +40,8 @@
 #   layout    world = TP x PP x CP x DP. While TP x PP x CP > 4 the largest of PP, TP, CP is
 #             halved (ties: PP first, as Megatron's own *_1node variants do); DP is then the
 #             largest of 4, 2, 1 that keeps the world <= 4, is <= the CI's DP (8 GPUs per node,
-#             or the config's GPUS_PER_NODE) and divides global batch / micro-batch
+#             or the config's GPUS_PER_NODE) and divides global batch / micro-batch;
+#             --hierarchical-context-parallel-sizes follows CP (its levels halved, the last first)
 #   paths     --data-path: a GPT-2 BPE (GPT) or lower-case WordPiece sentence (BERT) indexed
 #             dataset made here with `megatron preprocess` from this repository's docs/*.md;
 #             --vocab-file/--merge-file: the files of scripts/fetch_data.sh; a tokenizer that
@@ -222,6 +223,25 @@ get() { # get FLAG DEFAULT
   printf '%s' "$2"
 }
 
+# levels_for_cp "A P" CP: --hierarchical-context-parallel-sizes for the shrunk CP size, the levels
+# halved (the last, the ring across the groups, first) until their product is CP ("[A P]" stays
+# bracketed)
+levels_for_cp() {
+  local -a levels
+  local value=$1 cp=$2 open= close= i x product
+  if [[ $value == \[*\] ]]; then open='[' close=']' value=${value#[} value=${value%]}; fi
+  read -ra levels <<<"$value"
+  for ((i = ${#levels[@]} - 1; i >= 0; i--)); do
+    while :; do
+      product=1
+      for x in "${levels[@]}"; do product=$((product * x)); done
+      ((product > cp && levels[i] > 1)) || break
+      levels[i]=$((levels[i] / 2))
+    done
+  done
+  printf '%s%s%s' "$open" "${levels[*]}" "$close"
+}
+
 # build: KEYS/VALS (a config's MODEL_ARGS, without the dropped flags) -> MODEL, NP, LAYOUT, CMD
 build() {
   local run=$1 i k v words
@@ -323,6 +343,7 @@ build() {
       --tensor-model-parallel-size) v=$tp ;;
       --pipeline-model-parallel-size) v=$pp ;;
       --context-parallel-size) v=$cp ;;
+      --hierarchical-context-parallel-sizes) v=$(levels_for_cp "$v" $cp) ;;
       --train-iters) v=$ITERS ;;
       --train-samples) v=$((ITERS * (gbs > 0 ? gbs : mbs * DP))) ;;
       --eval-iters) v=0 ;;

@@ -25,7 +25,8 @@ void check_parallel_sizes(int world_size, int tensor_parallel, int pipeline_para
 }
 
 ParallelState ParallelState::create(std::shared_ptr<Communicator> world, int tensor_parallel,
-                                    int pipeline_parallel, RankOrder order, int context_parallel) {
+                                    int pipeline_parallel, RankOrder order, int context_parallel,
+                                    int cp_a2a_size) {
   MT_CHECK(world != nullptr, "ParallelState::create: no world communicator");
   const int world_size = world->size();
   check_parallel_sizes(world_size, tensor_parallel, pipeline_parallel, context_parallel);
@@ -56,6 +57,12 @@ ParallelState ParallelState::create(std::shared_ptr<Communicator> world, int ten
   const int t = s.tp_size, c = s.cp_size, d = s.dp_size;
   s.tp = world->split(/*color=*/(s.pp_rank * d + s.dp_rank) * c + s.cp_rank, /*key=*/s.tp_rank);
   s.cp = world->split(/*color=*/(s.pp_rank * d + s.dp_rank) * t + s.tp_rank, /*key=*/s.cp_rank);
+  if (cp_a2a_size > 0) {
+    MT_REQUIRE(c % cp_a2a_size == 0, "--hierarchical-context-parallel-sizes: the a2a level ",
+               cp_a2a_size, " must divide --context-parallel-size ", c);
+    s.hcp_a2a = s.cp->split(/*color=*/s.cp_rank / cp_a2a_size, /*key=*/s.cp_rank % cp_a2a_size);
+    s.hcp_p2p = s.cp->split(/*color=*/s.cp_rank % cp_a2a_size, /*key=*/s.cp_rank / cp_a2a_size);
+  }
   s.dp = world->split(/*color=*/(s.pp_rank * c + s.cp_rank) * t + s.tp_rank, /*key=*/s.dp_rank);
   // Without context parallelism dp × cp is the data-parallel group itself.
   s.dp_cp = c == 1 ? s.dp : world->split(/*color=*/s.pp_rank * t + s.tp_rank, s.dp_cp_rank);

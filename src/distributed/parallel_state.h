@@ -15,6 +15,10 @@
 //   dp_rank = rank / (t·c·p).
 // The groups are the same sets of coordinates either way; only which process holds which
 // coordinates changes, so a run's results do not depend on the order.
+// Hierarchical context parallelism (--hierarchical-context-parallel-sizes A P, for
+// --cp-comm-type a2a+p2p) splits each CP group in two levels, as Megatron's hierarchical
+// groups: hcp_a2a is A consecutive CP ranks (cp_rank / A shared, rank cp_rank mod A), hcp_p2p
+// the P ranks with the same rank in theirs (rank cp_rank / A).
 #pragma once
 
 #include <memory>
@@ -36,10 +40,11 @@ enum class RankOrder {
 
 struct ParallelState {
   // Throws Error when t·c·p does not divide the world size or a size is < 1
-  // (check_parallel_sizes).
+  // (check_parallel_sizes). cp_a2a_size > 0 (A, which must divide context_parallel) builds
+  // the hierarchical CP groups.
   static ParallelState create(std::shared_ptr<Communicator> world, int tensor_parallel,
                               int pipeline_parallel, RankOrder order = RankOrder::kTpDpPp,
-                              int context_parallel = 1);
+                              int context_parallel = 1, int cp_a2a_size = 0);
 
   int world_size = 1, rank = 0;
   int tp_size = 1, tp_rank = 0;
@@ -50,12 +55,13 @@ struct ParallelState {
   int dp_cp_size = 1, dp_cp_rank = 0;
 
   std::shared_ptr<Communicator> world;
-  std::shared_ptr<Communicator> tp;     // tensor-model-parallel group
-  std::shared_ptr<Communicator> cp;     // context-parallel group (ring order = cp_rank)
-  std::shared_ptr<Communicator> dp;     // data-parallel group (the loader's placement)
-  std::shared_ptr<Communicator> dp_cp;  // dp × cp: gradient reduction, optimizer shards
-  std::shared_ptr<Communicator> pp;     // pipeline group
-  std::shared_ptr<Communicator> mp;     // model-parallel group (tp × pp)
+  std::shared_ptr<Communicator> tp;                // tensor-model-parallel group
+  std::shared_ptr<Communicator> cp;                // context-parallel group (ring order = cp_rank)
+  std::shared_ptr<Communicator> hcp_a2a, hcp_p2p;  // hierarchical CP levels, or null
+  std::shared_ptr<Communicator> dp;                // data-parallel group (the loader's placement)
+  std::shared_ptr<Communicator> dp_cp;             // dp × cp: gradient reduction, optimizer shards
+  std::shared_ptr<Communicator> pp;                // pipeline group
+  std::shared_ptr<Communicator> mp;                // model-parallel group (tp × pp)
   // Embedding group (pp_rank 0 and pp_size − 1) on those two stages when pp_size > 1; null on
   // the middle stages and when pp_size == 1.
   std::shared_ptr<Communicator> embedding;

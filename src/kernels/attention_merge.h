@@ -1,5 +1,6 @@
-// Merge of two partial attentions of the same queries over disjoint sets of keys: how ring
-// attention (parallel/ring_attention.h) combines the blocks of keys it meets one at a time.
+// Merge of two partial attentions of the same queries over disjoint sets of keys: how
+// context-parallel attention (parallel/context_parallel_blocks.h) combines the blocks of keys
+// it meets one at a time.
 // A part's output O_k is its softmax-weighted values and L_k its log-sum-exp per query row
 // (kernels/flash_attention.h's `out` and `lse`); the attention over the union of the keys is
 //   L = log(exp L_a + exp L_b),   O = exp(L_a − L)·O_a + exp(L_b − L)·O_b,

@@ -7,7 +7,6 @@
 #include "kernels/flash_attention.h"
 #include "kernels/gemm.h"
 #include "kernels/softmax.h"
-#include "parallel/ring_attention.h"
 
 namespace megatron {
 
@@ -43,7 +42,6 @@ ParallelAttention::ParallelAttention(const std::string& prefix, int layer_number
       dense_bias_(config.arch.add_bias_linear),
       selective_recompute_(config.selective_recompute),
       flash_attention_(config.flash_attention),
-      cp_(ps.cp),
       cp_size_(ps.cp_size),
       cp_rank_(ps.cp_rank),
       rotary_{.rotary_dim = config.rotary_dim(),
@@ -70,6 +68,16 @@ ParallelAttention::ParallelAttention(const std::string& prefix, int layer_number
              cp_size_,
              " splits causal attention (GPT and Llama-family models) only; BERT's padding-masked "
              "attention needs --context-parallel-size 1");
+  if (cp_size_ == 1) return;
+  cp_.emplace(config.cp_comm_type_of(layer_number), ps);
+  const int a2a = cp_->a2a_size();
+  // Ulysses splits each rank's heads over its all-to-all group, KV groups whole.
+  MT_REQUIRE(groups_local_ % a2a == 0, "--cp-comm-type ", cp_comm_type_name(cp_->type()),
+             " splits the attention heads over ", a2a, " ranks, but this tensor-parallel rank has ",
+             groups_local_,
+             " key/value heads (--num-query-groups, or --num-attention-heads, / "
+             "--tensor-model-parallel-size); make them divisible by ",
+             a2a, " or use --cp-comm-type p2p");
 }
 
 void ParallelAttention::init_weights(ParameterStore& store, uint64_t seed) const {
@@ -107,7 +115,7 @@ void ParallelAttention::rotate_local_qk(Tensor& qkv, bool inverse) const {
   }
 }
 
-RingAttentionParams ParallelAttention::ring_params(int64_t seq, const DropoutScope& scope) const {
+CpAttentionParams ParallelAttention::cp_params(int64_t seq, const DropoutScope& scope) const {
   return {.layout = ContextParallelLayout::of_local(seq, cp_size_, cp_rank_),
           .queries_per_group = queries_,
           .scale = 1.0f / std::sqrt(float(head_dim_)),
@@ -187,11 +195,9 @@ Tensor ParallelAttention::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_m
   ctx.scope = scope;
   if (qk_norm_) qk_norm_->forward(ctx.qk_norm, ctx.qkv, arena);
   rotate_local_qk(ctx.qkv, false);
-  if (cp_size_ > 1) {
-    const RingAttentionParams ring = ring_params(s, scope);
+  if (cp_) {
     ctx.context = arena.alloc({s, b, hl * d}, x.dtype());  // [s, b, hl·d]
-    ctx.lse = arena.alloc({2, b, hl, ring.layout.chunk()}, DType::F32);
-    ring_attention_forward(*cp_, ctx.qkv, ring, ctx.context, ctx.lse, workspace);
+    cp_->forward(ctx.qkv, cp_params(s, scope), ctx.context, ctx.cp, arena, workspace);
     return dense_.forward(ctx.dense, ctx.context, arena);
   }
   if (flash_attention_) {
@@ -276,10 +282,9 @@ Tensor ParallelAttention::backward(const Ctx& ctx, const Tensor& dout, Arena& ar
   Tensor v = head_view(ctx.qkv, (q + 1) * d, bg, s, d, group, qkv_row);
 
   Tensor dcontext = dense_.backward(ctx.dense, dout, arena);  // [s, b, hl·d]
-  if (cp_size_ > 1) {
+  if (cp_) {
     Tensor dqkv = arena.alloc(ctx.qkv.shape(), dout.dtype());
-    ring_attention_backward(*cp_, ctx.qkv, ctx.context, ctx.lse, dcontext,
-                            ring_params(s, ctx.scope), dqkv, arena);
+    cp_->backward(ctx.qkv, ctx.context, ctx.cp, dcontext, cp_params(s, ctx.scope), dqkv, arena);
     return qkv_backward(ctx, dqkv, arena);
   }
   if (flash_attention_) {

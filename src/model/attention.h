@@ -25,9 +25,10 @@
 // recompute has nothing left to recompute then.
 // Context parallelism (--context-parallel-size c > 1, docs/parallelism.md): x is this rank's
 // local sequence (two chunks, parallel/context_parallel_layout.h); RoPE rotates each chunk at
-// its own positions and the core is the fused ring attention of parallel/ring_attention.h
-// (whatever --use-flash-attn says; equal to the unfused core to f32 rounding), which meets the
-// other ranks' keys and values. Causal attention only.
+// its own positions and the core is the context-parallel attention of the layer's
+// --cp-comm-type (parallel/context_parallel_attention.h: the K/V ring, an all-gather of K/V,
+// or Ulysses all-to-alls), built on the fused kernel whatever --use-flash-attn says (equal to
+// the unfused core to f32 rounding). Causal attention only.
 // Heads are ordered group-major (head = group · q + i), as Megatron-Core and HF's repeat_kv.
 // The output projection's bias is NOT added: the layer fuses it with dropout and the residual.
 // Q, K, V and the context are strided per-head views, multiplied with batched GEMMs with no
@@ -44,8 +45,8 @@
 #include "model/qk_layernorm.h"
 #include "model/qkv_projection.h"
 #include "model/transformer_config.h"
+#include "parallel/context_parallel_attention.h"
 #include "parallel/random.h"
-#include "parallel/ring_attention.h"
 #include "parallel/row_parallel_linear.h"
 
 namespace megatron {
@@ -61,7 +62,8 @@ class ParallelAttention {
     Tensor probs;         // [b, heads/t, s, s] before dropout; undefined with selective recompute
     Tensor dropout_mask;  // u8 [b·heads/t·s, s] or undefined (no dropout, selective recompute)
     Tensor context;       // fused attention: [s, b, heads/t · d], the core's output
-    Tensor lse;           // fused attention: f32 [b, heads/t, s]; ring: [2, b, heads/t, s/2]
+    Tensor lse;           // fused attention: f32 [b, heads/t, s]
+    ContextParallelAttention::Ctx cp;  // context parallelism: what its exchange keeps
     RowParallelLinear::Ctx dense;
   };
 
@@ -116,8 +118,8 @@ class ParallelAttention {
   // rotate_qk of the training sequence qkv [s, b, gl, q + 2, d]: positions from 0, or on a
   // context-parallel rank those of its two chunks.
   void rotate_local_qk(Tensor& qkv, bool inverse) const;
-  // The ring attention's parameters for a local sequence of `seq` positions.
-  RingAttentionParams ring_params(int64_t seq, const DropoutScope& scope) const;
+  // The context-parallel attention's parameters for a local sequence of `seq` positions.
+  CpAttentionParams cp_params(int64_t seq, const DropoutScope& scope) const;
   // The fused kernel's parameters for this layer; `dropout_rows` receives the mask rows.
   kernels::FlashAttentionParams flash_params(int64_t batch, int64_t seq, const Tensor& pad_mask,
                                              const DropoutScope& scope,
@@ -128,8 +130,8 @@ class ParallelAttention {
   float dropout_p_;
   AttnMaskType mask_type_;
   bool rope_, dense_bias_, selective_recompute_, flash_attention_;
-  std::shared_ptr<Communicator> cp_;  // the context-parallel group (ring attention)
   int cp_size_, cp_rank_;
+  std::optional<ContextParallelAttention> cp_;  // with --context-parallel-size > 1
   kernels::RotaryParams rotary_;
   mutable Tensor no_bias_;  // undefined: the dense "bias" without linear biases
   QkvProjection query_key_value_;

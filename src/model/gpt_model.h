@@ -17,9 +17,9 @@
 // Context parallelism (--context-parallel-size c, docs/parallelism.md): every CP rank is
 // given the whole micro-batch [b, s] and keeps its two chunks of each sequence
 // (parallel/context_parallel_layout.h), so its activations are [s/c, b, h] ([s/(c·t), b, h]
-// with sequence parallelism); attention meets the other chunks over the ring
-// (parallel/ring_attention.h); the loss sums and token counts add up over the CP group, so
-// the loss is the whole sequences' on every CP rank. Training and evaluation only.
+// with sequence parallelism); attention meets the other chunks by the layer's --cp-comm-type
+// (parallel/context_parallel_attention.h); the loss sums and token counts add up over the CP group,
+// so the loss is the whole sequences' on every CP rank. Training and evaluation only.
 //
 // Pipeline stages (DESIGN.md §3, docs/parallelism.md): a GptModel may hold one stage of the
 // model — a contiguous range of layers, the embedding when it is the first stage, the final

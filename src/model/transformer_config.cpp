@@ -73,6 +73,9 @@ void TransformerConfig::validate(int tp_size) const {
   MT_REQUIRE(ffn_size() % tp_size == 0, "--ffn-hidden-size ", ffn_size(),
              " is not divisible by --tensor-model-parallel-size ", tp_size);
   validate_recompute_method(recompute_method, recompute_num_layers);
+  MT_REQUIRE(cp_comm_type.size() == 1 || cp_comm_type.size() == size_t(num_layers),
+             "--cp-comm-type gives ", cp_comm_type.size(), " types for --num-layers ", num_layers,
+             ": give one for every layer, or one per layer");
   MT_REQUIRE(!(arch.squared_relu && arch.swiglu),
              "--squared-relu and --swiglu are two MLP activations: give one of them");
   MT_REQUIRE(!arch.rotary_interleaved || arch.position_embedding == PositionEmbedding::kRope,

@@ -5,9 +5,11 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kernels/gelu.h"
-#include "kernels/rotary.h"  // Llama3RopeScaling
+#include "kernels/rotary.h"                       // Llama3RopeScaling
+#include "parallel/context_parallel_attention.h"  // CpCommType
 
 namespace megatron {
 
@@ -92,6 +94,12 @@ struct TransformerConfig {
   bool selective_recompute = false;
   // --use-flash-attn / --attention-backend flash: the fused attention core (model/attention.h).
   bool flash_attention = false;
+  // --cp-comm-type with --context-parallel-size > 1: one for every layer, or one per layer
+  // (global layer index; parallel/context_parallel_attention.h).
+  std::vector<CpCommType> cp_comm_type = {CpCommType::kP2P};
+  CpCommType cp_comm_type_of(int layer) const {
+    return cp_comm_type.size() == 1 ? cp_comm_type[0] : cp_comm_type.at(size_t(layer));
+  }
   // --sequence-parallel (needs TP > 1): the activations outside the tensor-parallel regions
   // (LayerNorms, dropouts, residuals) are sequence shards [s/t, b, h] (parallel/mappings.h).
   bool sequence_parallel = false;

@@ -58,8 +58,8 @@ std::vector<kernels::MaskRow> attention_dropout_rows(const DropoutScope& scope, 
 
 // The same mask's rows for one block of it: queries [query_begin, + block) against keys
 // [key_begin, + block) of a sequence of `seq` positions, viewed as [b·heads_local·block, block]
-// (ring attention's blocks, parallel/ring_attention.h): row (r, j, q) has counter base
-// (query_begin + q)·seq + key_begin, so key k of the block draws the element the whole
+// (context-parallel attention's blocks, parallel/context_parallel_blocks.h): row (r, j, q) has
+// counter base (query_begin + q)·seq + key_begin, so key k of the block draws the element the whole
 // sequence's mask draws for it.
 std::vector<kernels::MaskRow> attention_block_dropout_rows(const DropoutScope& scope, int64_t layer,
                                                            int64_t batch, int64_t head_begin,

@@ -119,7 +119,7 @@ struct Trainer::Impl {
   Impl(TrainerConfig c, std::shared_ptr<Communicator> world, const ModelStepFactory& make_model)
       : cfg(std::move(c)),
         ps(ParallelState::create(std::move(world), cfg.tensor_parallel, cfg.pipeline_parallel,
-                                 cfg.rank_order, cfg.context_parallel)),
+                                 cfg.rank_order, cfg.context_parallel, cfg.cp_a2a_size)),
         store(ps.tp_rank, ps.tp_size, bound(cfg.device)),
         scaler(cfg.scaler),
         schedule(cfg.lr),

@@ -40,6 +40,7 @@ struct TrainerConfig {
   Device device = Device::CPU;
   int tensor_parallel = 1;
   int context_parallel = 1;   // --context-parallel-size (ParallelState::cp_size)
+  int cp_a2a_size = 0;        // --hierarchical-context-parallel-sizes' first (0: not given)
   int pipeline_parallel = 1;  // the model step builds this rank's stage (ParallelState::pp_rank)
   RankOrder rank_order = RankOrder::kTpDpPp;  // --use-tp-pp-dp-mapping: kTpPpDp
   // --check-weight-hash-across-dp-replicas-interval: every this many iterations the DP

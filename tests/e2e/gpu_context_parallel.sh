@@ -2,9 +2,9 @@
 # Context parallelism on the GPU (docs/parallelism.md): the ring attention's fused kernels and
 # log-sum-exp merges in CUDA, its K/V and dK/dV passed between device buffers. Same seed, same
 # global batch, dropout on, fp32: CP 2 over MPI on one GPU (two processes share cuda:0, device
-# tensors staged through host memory), and TP 2 × CP 2 with sequence parallelism over NCCL
-# (one GPU per rank: a machine with 4 GPUs, or the emulated GPU of tests/simt, which has
-# eight), must log the lm loss and grad norm of CP 1 on the GPU (relative <= 1e-4) at each of 6
+# tensors staged through host memory) with --cp-comm-type p2p, all_gather and a2a, and over
+# NCCL (one GPU per rank: a machine with 4 GPUs, or the emulated GPU of tests/simt, which has
+# eight) TP 2 × CP 2 with sequence parallelism and CP 4 with a2a+p2p (2 × 2), must log the lm loss and grad norm of CP 1 on the GPU (relative <= 1e-4) at each of 6
 # iterations. Exits 77 (CTest's skip) when the binary has no CUDA or no GPU is visible. The NCCL
 # run needs 4 GPUs: it runs where nvidia-smi lists 4 or more, or with GPU_CP_BACKEND=nccl (the
 # emulated GPU's registration, tests/simt/CMakeLists.txt).
@@ -38,10 +38,14 @@ run() {  # run NAME NP DEVICE BACKEND [FLAGS...]
 }
 
 run cp2_mpi 2 cuda:0 mpi --context-parallel-size 2
+run cp2_all_gather_mpi 2 cuda:0 mpi --context-parallel-size 2 --cp-comm-type all_gather
+run cp2_a2a_mpi 2 cuda:0 mpi --context-parallel-size 2 --cp-comm-type a2a
 gpus=$(nvidia-smi -L 2> /dev/null | grep -c GPU || true)
 if [[ "${GPU_CP_BACKEND:-}" == nccl || "${gpus:-0}" -ge 4 ]]; then
   run tp2_cp2_sp_nccl 4 cuda nccl --context-parallel-size 2 --tensor-model-parallel-size 2 \
     --sequence-parallel
+  run cp4_a2a_p2p_nccl 4 cuda nccl --context-parallel-size 4 --cp-comm-type a2a+p2p \
+    --hierarchical-context-parallel-sizes 2 2
 else
   echo "(fewer than 4 GPUs: no NCCL run)"
 fi

@@ -50,6 +50,12 @@ template <typename T>
 std::string show(const std::optional<T>& v) {
   return v ? show(*v) : "None";
 }
+std::string show(const std::vector<int>& v) {
+  if (v.empty()) return "None";
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
 std::string show(const std::vector<std::string>& v) {
   if (v.empty()) return "None";
   std::string s = "[";
@@ -123,6 +129,9 @@ void ArgTable::add(const std::string& flag, T& field, const std::string& help) {
         ->transform(number_validator<Value>());
   } else if constexpr (std::is_arithmetic_v<T>) {
     app_.add_option(flag, field, help)->transform(number_validator<T>());
+  } else if constexpr (std::is_same_v<T, std::vector<int>>) {
+    // "2 2" as one argument (how Megatron's CI scripts quote a YAML value with spaces) is two.
+    app_.add_option(flag, field, help)->delimiter(' ');
   } else {
     app_.add_option(flag, field, help);
   }
@@ -140,6 +149,7 @@ template void ArgTable::add(const std::string&, std::optional<double>&, const st
 template void ArgTable::add(const std::string&, std::optional<int>&, const std::string&);
 template void ArgTable::add(const std::string&, std::vector<std::string>&, const std::string&);
 template void ArgTable::add(const std::string&, std::vector<int64_t>&, const std::string&);
+template void ArgTable::add(const std::string&, std::vector<int>&, const std::string&);
 
 void ArgTable::add_flag(const std::string& flag, bool& field, const std::string& help) {
   app_.add_flag(flag, field, help);

@@ -143,9 +143,11 @@ struct Args {
   bool account_for_embedding_in_pipeline_split = false;
   bool account_for_loss_in_pipeline_split = false;
   std::optional<int> microbatch_group_size_per_virtual_pipeline_stage;
-  // --context-parallel-size and --cp-comm-type (pretrain-gpt; docs/parallelism.md).
+  // --context-parallel-size, --cp-comm-type (one for all layers or one per layer) and
+  // --hierarchical-context-parallel-sizes (pretrain-gpt; docs/parallelism.md).
   int context_parallel_size = 1;
-  std::string cp_comm_type = "p2p";
+  std::vector<std::string> cp_comm_type = {"p2p"};
+  std::vector<int> hierarchical_context_parallel_sizes;
   std::string distributed_backend;  // "nccl", "mpi"; "" → nccl on a GPU, mpi on the CPU
 
   // Data and tokenizer.

@@ -200,7 +200,7 @@ constexpr Rule kRules[] = {
     {"--context-parallel-size", true,
      "context parallelism is implemented for pretrain-gpt only (causal attention)", "1"},
     {"--hierarchical-context-parallel-sizes", true,
-     "hierarchical (a2a+p2p) context parallelism is not supported; use --cp-comm-type p2p"},
+     "context parallelism is implemented for pretrain-gpt only"},
     {"--max-seqlen-per-dp-cp-rank", true,
      "dynamic context parallelism is not supported; use --context-parallel-size"},
     {"--hybrid-context-parallel", true,

@@ -17,6 +17,7 @@
 #include "kernels/gemm_options.h"
 #include "model/gpt_model.h"  // padded_vocab_size
 #include "model/stage_range.h"
+#include "parallel/context_parallel_attention.h"
 #include "pipeline/schedule.h"
 #include "train/log/named_timers.h"
 #include "train/rerun_state_machine.h"
@@ -120,13 +121,21 @@ namespace {
 void validate_context_parallel_args(const Args& a) {
   const int cp = a.context_parallel_size;
   MT_REQUIRE(cp >= 1, "--context-parallel-size must be >= 1, got ", cp);
-  MT_REQUIRE(a.cp_comm_type == "p2p" || a.cp_comm_type == "all_gather" || a.cp_comm_type == "a2a" ||
-                 a.cp_comm_type == "a2a+p2p",
-             "--cp-comm-type '", a.cp_comm_type,
-             "' is not known: expected p2p, all_gather, a2a or a2a+p2p");
-  MT_REQUIRE(a.cp_comm_type == "p2p" || cp == 1, "--cp-comm-type ", a.cp_comm_type,
-             " is not supported: context parallelism here passes keys and values round a ring; "
-             "use --cp-comm-type p2p (the default, the same results)");
+  bool hierarchical = false;
+  for (const std::string& type : a.cp_comm_type)
+    hierarchical |= cp_comm_type_from_name(type) == CpCommType::kA2AP2P;
+  const std::vector<int>& levels = a.hierarchical_context_parallel_sizes;
+  MT_REQUIRE(!hierarchical || !levels.empty(),
+             "--hierarchical-context-parallel-sizes must be set when --cp-comm-type a2a+p2p is "
+             "used: give A P, the all-to-all group size and the ring size (A x P = "
+             "--context-parallel-size)");
+  if (!levels.empty()) {
+    MT_REQUIRE(
+        levels.size() == 2 && levels[0] >= 1 && levels[1] >= 1 && levels[0] * levels[1] == cp,
+        "--hierarchical-context-parallel-sizes takes two positive sizes A P with A x P = "
+        "--context-parallel-size ",
+        cp, " (the all-to-all group, then the ring across the groups)");
+  }
   if (cp == 1) return;
   MT_REQUIRE(a.seq_length % (2 * cp) == 0, "--seq-length ", a.seq_length,
              " must be divisible by 2 x --context-parallel-size = ", 2 * cp,
@@ -403,6 +412,11 @@ LanguageModelConfig language_model_config(const Args& a, int64_t vocab_size) {
   c.recompute_num_layers = a.recompute_num_layers_or_default();
   c.selective_recompute = a.selective_recompute();
   c.flash_attention = a.flash_attention();
+  if (a.context_parallel_size > 1) {
+    c.cp_comm_type.clear();
+    for (const std::string& type : a.cp_comm_type)
+      c.cp_comm_type.push_back(cp_comm_type_from_name(type));
+  }
   c.sequence_parallel = a.sequence_parallel;
   c.gelu = a.gelu_form();
   c.compute_dtype = a.bf16 ? DType::BF16 : DType::F32;  // --fp16: f32 math, f16 weights
@@ -517,6 +531,8 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   cfg.device = a.compute_device;
   cfg.tensor_parallel = a.tensor_model_parallel_size;
   cfg.context_parallel = a.context_parallel_size;
+  if (!a.hierarchical_context_parallel_sizes.empty())
+    cfg.cp_a2a_size = a.hierarchical_context_parallel_sizes[0];
   cfg.pipeline_parallel = a.pipeline_model_parallel_size;
   cfg.rank_order = a.use_tp_pp_dp_mapping ? RankOrder::kTpPpDp : RankOrder::kTpDpPp;
   cfg.check_weight_hash_interval = a.check_weight_hash_across_dp_replicas_interval;

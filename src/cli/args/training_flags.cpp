@@ -273,8 +273,12 @@ void add_context_parallel_args(ArgTable& table, Args& args) {
             "CP size: split every sequence over this many ranks (2 x CP chunks, ring attention; "
             "docs/parallelism.md)");
   table.add("--cp-comm-type", args.cp_comm_type,
-            "how attention meets the other CP ranks' keys: p2p (the ring, default); all_gather, "
-            "a2a and a2a+p2p are not supported");
+            "how attention meets the other CP ranks' positions: p2p (the K/V ring, default), "
+            "all_gather (K/V gathered), a2a (Ulysses: all-to-all to a head split) or a2a+p2p "
+            "(a2a inside groups, the ring across them); one for all layers, or one per layer");
+  table.add("--hierarchical-context-parallel-sizes", args.hierarchical_context_parallel_sizes,
+            "A P: for --cp-comm-type a2a+p2p, the all-to-all runs in groups of A consecutive CP "
+            "ranks and the ring across the P groups (A x P = --context-parallel-size)");
 }
 
 // ---- Llama-family architecture flags ----

@@ -1,9 +1,11 @@
-// Ring attention (parallel/ring_attention.h) at CP 2 and 4 against the fused attention of the
-// whole sequence on one rank (kernels/flash_attention.h, itself tested against a double loop):
-// every rank builds the same full Q/K/V and output gradient, attends over the whole sequence
-// alone, then runs the ring on its two chunks (positions enumerated here, not by
-// ContextParallelLayout) and checks its rows of the output, the log-sum-exp and the Q/K/V
-// gradients. Causal; GQA; attention dropout drawing the same mask as the whole sequence's.
+// Context-parallel attention (parallel/context_parallel_attention.h) at CP 2 and 4, by every
+// --cp-comm-type — the ring (p2p), all_gather, a2a (Ulysses) and a2a+p2p at every hierarchical
+// split A x P of the CP size — against the fused attention of the whole sequence on one rank
+// (kernels/flash_attention.h, itself tested against a double loop): every rank builds the same
+// full Q/K/V and output gradient, attends over the whole sequence alone, then runs the CP
+// attention on its two chunks (positions enumerated here, not by ContextParallelLayout) and
+// checks its rows of the output and the Q/K/V gradients (and the ring's log-sum-exp). Causal;
+// GQA; attention dropout drawing the same mask as the whole sequence's.
 // On every transport path (transport_test_util.h): host tensors over MPI, and where a GPU is
 // visible CUDA tensors staged through MPI and over NCCL (the kernels' CUDA twins, compared with
 // the CPU reference to f32 rounding of another summation order).
@@ -19,6 +21,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/flash_attention.h"
 #include "mpi_test_util.h"
+#include "parallel/context_parallel_attention.h"
 #include "parallel/random.h"
 #include "parallel/ring_attention.h"
 #include "transport_test_util.h"
@@ -69,15 +72,25 @@ struct Case {
   float dropout;
 };
 
-void check_ring(test::Path path, int cp_size, const Case& k) {
-  SCOPED_TRACE("CP " + std::to_string(cp_size) + " s=" + std::to_string(k.seq) +
+// A CP layout and comm type; a2a is the hierarchical split's first level (a2a+p2p only).
+struct Layout {
+  int cp_size;
+  CpCommType type;
+  int a2a = 0;
+};
+
+void check_cp(test::Path path, const Layout& layout, const Case& k) {
+  const int cp_size = layout.cp_size;
+  SCOPED_TRACE("CP " + std::to_string(cp_size) + " " + cp_comm_type_name(layout.type) +
+               " A=" + std::to_string(layout.a2a) + " s=" + std::to_string(k.seq) +
                " G=" + std::to_string(k.groups) + " q=" + std::to_string(k.queries) +
                " dropout=" + std::to_string(k.dropout));
   const Device device = test::device(path);
   // The CPU is the reference; a GPU sums in another order.
   const double tol = path == test::Path::kHost ? 1.0 : 5.0;
-  const ParallelState ps =
-      ParallelState::create(test::communicator(path), 1, 1, RankOrder::kTpDpPp, cp_size);
+  const ParallelState ps = ParallelState::create(test::communicator(path), 1, 1, RankOrder::kTpDpPp,
+                                                 cp_size, layout.a2a);
+  const ContextParallelAttention attention(layout.type, ps);
   const int64_t heads = k.groups * k.queries, hd = heads * k.head_dim;
   const Tensor qkv =
       random_values({k.seq, k.batch, k.groups, k.queries + 2, k.head_dim}, 1 + k.groups);
@@ -103,28 +116,30 @@ void check_ring(test::Path path, int cp_size, const Case& k) {
   Tensor dqkv = Tensor::empty(qkv.shape(), DType::F32);
   kernels::flash_attention_backward(qkv, out, lse, dout, whole, dqkv);
 
-  // This rank's chunks over the ring.
+  // This rank's chunks.
   const int r = ps.cp_rank;
   const int64_t chunk = k.seq / (2 * cp_size);
-  const RingAttentionParams p{.layout = ContextParallelLayout::of(k.seq, cp_size, r),
-                              .queries_per_group = k.queries,
-                              .scale = whole.scale,
-                              .dropout_p = k.dropout,
-                              .scope = scope,
-                              .layer = layer,
-                              .head_begin = head_begin};
+  const CpAttentionParams p{.layout = ContextParallelLayout::of(k.seq, cp_size, r),
+                            .queries_per_group = k.queries,
+                            .scale = whole.scale,
+                            .dropout_p = k.dropout,
+                            .scope = scope,
+                            .layer = layer,
+                            .head_begin = head_begin};
   const Tensor local_qkv = local_rows(qkv, cp_size, r).to(device);
   Arena arena(device);
   Tensor out_dev = Tensor::empty({2 * chunk, k.batch, hd}, DType::F32, device);
-  Tensor lse_dev = Tensor::empty({2, k.batch, heads, chunk}, DType::F32, device);
-  ring_attention_forward(*ps.cp, local_qkv, p, out_dev, lse_dev, arena);
+  ContextParallelAttention::Ctx ctx;
+  attention.forward(local_qkv, p, out_dev, ctx, arena, arena);
   Tensor dqkv_dev = Tensor::empty(local_qkv.shape(), DType::F32, device);
-  ring_attention_backward(*ps.cp, local_qkv, out_dev, lse_dev,
-                          local_rows(dout, cp_size, r).to(device), p, dqkv_dev, arena);
-  const Tensor local_out = out_dev.to(Device::CPU), local_lse = lse_dev.to(Device::CPU),
-               local_dqkv = dqkv_dev.to(Device::CPU);
+  attention.backward(local_qkv, out_dev, ctx, local_rows(dout, cp_size, r).to(device), p, dqkv_dev,
+                     arena);
+  const Tensor local_out = out_dev.to(Device::CPU), local_dqkv = dqkv_dev.to(Device::CPU);
 
   EXPECT_TRUE(near(local_out, local_rows(out, cp_size, r), tol * 2e-5));
+  EXPECT_TRUE(near(local_dqkv, local_rows(dqkv, cp_size, r), tol * 5e-5));
+  if (!ctx.lse.defined()) return;  // Ulysses: the log-sum-exp of the head split's sequence
+  const Tensor local_lse = ctx.lse.to(Device::CPU);
   // lse [b, H, s] → position-major, so that local_rows picks the chunks' positions.
   Tensor lse_by_position = Tensor::empty({k.seq, k.batch, heads}, DType::F32);
   kernels::copy(lse.transpose(0, 2).transpose(1, 2), lse_by_position);
@@ -135,26 +150,39 @@ void check_ring(test::Path path, int cp_size, const Case& k) {
     EXPECT_TRUE(near(got, want_lse.slice(0, c * chunk, (c + 1) * chunk), tol * 2e-5))
         << "chunk " << c;
   }
-  EXPECT_TRUE(near(local_dqkv, local_rows(dqkv, cp_size, r), tol * 5e-5));
 }
 
-class RingAttentionPathTest : public ::testing::TestWithParam<test::Path> {};
+class CpAttentionPathTest : public ::testing::TestWithParam<test::Path> {};
 
-TEST_P(RingAttentionPathTest, EqualsTheWholeSequenceOnOneRank) {
+TEST_P(CpAttentionPathTest, EqualsTheWholeSequenceOnOneRank) {
   const int n = test::world_size();
-  if (n < 2) GTEST_SKIP() << "ring attention needs 2 or more ranks";
+  if (n < 2) GTEST_SKIP() << "context-parallel attention needs 2 or more ranks";
   if (const std::string why = test::unavailable(GetParam()); !why.empty()) GTEST_SKIP() << why;
   const std::vector<Case> cases = {
       {24, 2, 2, 1, 8, 0.0f},   // multi-head
       {40, 1, 2, 3, 16, 0.0f},  // grouped-query: 3 query heads per key
       {24, 2, 1, 2, 8, 0.2f},   // dropout: the same mask as the whole sequence's
+      {32, 2, 4, 1, 8, 0.0f},   // 4 KV groups: Ulysses over 4 ranks
+      {32, 1, 4, 2, 8, 0.2f},   // ... with GQA and dropout
   };
-  for (int cp = 2; cp <= n; cp *= 2)
-    for (const Case& k : cases)
-      if (n % cp == 0) check_ring(GetParam(), cp, k);
+  std::vector<Layout> layouts;
+  for (int cp = 2; cp <= n; cp *= 2) {
+    if (n % cp != 0) continue;
+    for (CpCommType type : {CpCommType::kP2P, CpCommType::kAllGather, CpCommType::kA2A})
+      layouts.push_back({cp, type});
+    for (int a2a = 1; a2a <= cp; a2a *= 2) layouts.push_back({cp, CpCommType::kA2AP2P, a2a});
+  }
+  for (const Layout& layout : layouts)
+    for (const Case& k : cases) {
+      // Ulysses splits the KV groups over its all-to-all group.
+      const int a2a = layout.type == CpCommType::kA2A      ? layout.cp_size
+                      : layout.type == CpCommType::kA2AP2P ? layout.a2a
+                                                           : 1;
+      if (k.groups % a2a == 0) check_cp(GetParam(), layout, k);
+    }
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, RingAttentionPathTest,
+INSTANTIATE_TEST_SUITE_P(Paths, CpAttentionPathTest,
                          ::testing::Values(test::Path::kHost, test::Path::kStaged,
                                            test::Path::kNccl),
                          [](const ::testing::TestParamInfo<test::Path>& info) {
@@ -165,11 +193,24 @@ TEST(RingAttention, WrongLayoutIsRefused) {
   SKIP_UNLESS_WORLD_SIZE_AT_LEAST(2);
   const ParallelState ps = ParallelState::create(test::world(), 1, 1, RankOrder::kTpDpPp, 2);
   const Tensor qkv = random_values({8, 1, 1, 3, 4}, 9);  // 8 positions: not a local sequence
-  RingAttentionParams p;
+  CpAttentionParams p;
   p.layout = ContextParallelLayout::of(8, 2, ps.cp_rank);
   Arena arena;
   Tensor out = Tensor::empty({4, 1, 4}, DType::F32), lse = Tensor::empty({2, 1, 1, 2}, DType::F32);
   EXPECT_THROW(ring_attention_forward(*ps.cp, qkv, p, out, lse, arena), Error);
+}
+
+TEST(UlyssesAttention, HeadsNotDivisibleByTheGroupAreRefused) {
+  SKIP_UNLESS_WORLD_SIZE_AT_LEAST(2);
+  const ParallelState ps = ParallelState::create(test::world(), 1, 1, RankOrder::kTpDpPp, 2);
+  const ContextParallelAttention attention(CpCommType::kA2A, ps);
+  const Tensor qkv = random_values({4, 1, 1, 3, 4}, 9);  // 1 KV group over 2 ranks
+  CpAttentionParams p;
+  p.layout = ContextParallelLayout::of(8, 2, ps.cp_rank);
+  Arena arena;
+  Tensor out = Tensor::empty({4, 1, 4}, DType::F32);
+  ContextParallelAttention::Ctx ctx;
+  EXPECT_THROW(attention.forward(qkv, p, out, ctx, arena, arena), Error);
 }
 
 }  // namespace
