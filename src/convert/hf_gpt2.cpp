@@ -132,9 +132,10 @@ nlohmann::json hf_config_from_gpt(const GptConfig& c) {
           (a.num_query_groups == 0 || a.num_query_groups == c.num_attention_heads) &&
           (a.kv_channels == 0 || a.kv_channels * c.num_attention_heads == c.hidden_size) &&
           a.add_bias_linear && !a.untie_embeddings_and_output_weights && !a.apply_layernorm_1p &&
-          !a.squared_relu && !a.qk_layernorm,
+          !a.squared_relu && !a.qk_layernorm && !a.mla.enabled,
       "only GPT-2-style models (LayerNorm with its plain gain, learned absolute positions, a "
-      "GeLU MLP, no QK LayerNorm, one KV group per head, linear biases, an output layer "
+      "GeLU MLP, no QK LayerNorm, no multi-latent attention, one KV group per head, linear biases, "
+      "an output layer "
       "tied to the word embedding) export to HF GPT-2; RMSNorm + RoPE + SwiGLU models "
       "export to HF Llama");
   nlohmann::json j;

@@ -46,16 +46,23 @@ struct GptVariantsGolden {
   TensorMap weights;  // our name -> full tensor
 };
 
-inline GptVariantsGolden load_gpt_variants_golden() {
+// A fixture of this form (weights "w.<name>", the batch, logits, loss, "grad.<name>") in
+// tests/data/<dir>/golden.safetensors, for the model `config` (also tests/common/mla_golden.h).
+inline GptVariantsGolden load_golden_fixture(const std::string& dir, const GptConfig& config) {
   GptVariantsGolden g;
-  g.file = std::make_unique<SafetensorsReader>(source_dir() +
-                                               "/tests/data/gpt_variants/golden.safetensors");
+  g.config = config;
+  g.file = std::make_unique<SafetensorsReader>(source_dir() + "/tests/data/" + dir +
+                                               "/golden.safetensors");
   g.batch.tokens = g.file->get("input_ids");
   g.batch.labels = g.file->get("labels");
   g.batch.loss_mask = g.file->get("loss_mask");
   for (const std::string& name : g.file->names())
     if (name.rfind("w.", 0) == 0) g.weights[name.substr(2)] = g.file->get(name);
   return g;
+}
+
+inline GptVariantsGolden load_gpt_variants_golden() {
+  return load_golden_fixture("gpt_variants", gpt_variants_config());
 }
 
 // Logits (<= 1e-4), loss and every gradient slice of this rank (<= 1e-3 relative) against the
