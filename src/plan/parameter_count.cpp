@@ -29,7 +29,7 @@ ParameterCounts count_parameters(const ModelSpec& m, const Layout& l) {
     c.layer_sharded += (rq > 0 ? rq : h) * a * (dn + dr)  // linear_q_up_proj / linear_q_proj
                        + r * a * (dn + dv)                // linear_kv_up_proj
                        + a * dv * h                       // projection weight
-                       - h * (a + 2 * g) * d - a * d * h;
+                       - (h + qkv_bias) * (a + 2 * g) * d - a * d * h;  // QKV's and dense's
     c.layer_replicated += h * rq + per_norm * rq          // linear_q_down_proj, q_layernorm
                           + h * (r + dr) + per_norm * r;  // linear_kv_down_proj, kv_layernorm
   }
@@ -79,9 +79,10 @@ ParameterTensors count_parameter_tensors(const ModelSpec& m, const Layout& l) {
   const int64_t qkv_bias = m.qkv_bias() ? 1 : 0;
   // Two norms; QKV, projection, fc1 and fc2 weights; their biases.
   int64_t layer = 2 * norm + 4 + qkv_bias + 3 * bias;
-  // MLA: q (down, norm, up; or one projection) and kv (down, norm, up) instead of the one QKV
-  // weight.
-  if (m.arch.mla.enabled) layer += (m.arch.mla.q_lora_rank > 0 ? 2 + norm : 1) + 2 + norm - 1;
+  // MLA: q (down, norm, up; or one projection) and kv (down, norm, up) instead of the QKV
+  // weight and bias.
+  if (m.arch.mla.enabled)
+    layer += (m.arch.mla.q_lora_rank > 0 ? 2 + norm : 1) + 2 + norm - 1 - qkv_bias;
   const int64_t embedding = 1 + (learned_positions ? 1 : 0) +
                             (m.family == ModelFamily::kBert ? 1 : 0) +
                             (m.embedding_norm() ? norm : 0);
