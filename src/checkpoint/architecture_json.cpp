@@ -51,8 +51,9 @@ ArchitectureOptions architecture_from_args_json(const nlohmann::json& args) {
     o.mla.qk_head_dim = args.value("qk_head_dim", o.mla.qk_head_dim);
     o.mla.qk_pos_emb_head_dim = args.value("qk_pos_emb_head_dim", o.mla.qk_pos_emb_head_dim);
     o.mla.v_head_dim = args.value("v_head_dim", o.mla.v_head_dim);
+    // Unset (Megatron's None, our "") is YaRN, MLA's default.
     const nlohmann::json rope_type = args.value("rope_type", nlohmann::json());
-    o.mla.yarn = !rope_type.is_string() || rope_type.get<std::string>() == "yarn";
+    o.mla.yarn = !(rope_type.is_string() && rope_type.get<std::string>() == "rope");
     o.mla.rotary_scaling_factor = number_or(args, "rotary_scaling_factor", 1.0f);
     o.mla.mscale = number_or(args, "mscale", 1.0f);
     o.mla.mscale_all_dim = number_or(args, "mscale_all_dim", 0.0f);
