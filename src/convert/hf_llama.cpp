@@ -231,9 +231,6 @@ GptConfig gpt_config_from_hf_llama(const nlohmann::json& j, int64_t padded_vocab
 }
 
 nlohmann::json hf_llama_config_from_gpt(const GptConfig& c, const std::string& architecture) {
-  MT_REQUIRE(!c.arch.mla.enabled, "a multi-latent-attention model does not export to ",
-             architecture,
-             ": HF DeepSeek-V2/V3 export is not implemented; keep it in megatron-cpp's format");
   MT_REQUIRE(c.arch.normalization == Normalization::kRMSNorm &&
                  c.arch.position_embedding == PositionEmbedding::kRope && c.arch.swiglu &&
                  !c.arch.add_bias_linear,

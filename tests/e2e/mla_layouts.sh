@@ -9,7 +9,8 @@
 # (no --q-lora-rank) and RMSNorm with --rope-type rope also match across TP 2 + SP. A checkpoint
 # resumes with --use-checkpoint-args and no MLA flags (the shape comes from its arguments) to the
 # losses of an uninterrupted run, and `generate` (the KV cache of the value-padded heads) gives
-# the same tokens and log-probabilities at TP 1 and TP 2. The model runs against PyTorch in
+# the same tokens and log-probabilities at TP 1 and TP 2; `convert` reshards it and refuses its
+# HF and Megatron-LM exports by name. The model runs against PyTorch in
 # tests/unit/mla_pytorch_golden_test.cpp and tests/dist/model_mla_tp_test.cpp.
 set -euo pipefail
 MLA=(--multi-latent-attention --kv-lora-rank 16 --qk-head-dim 16 --qk-pos-emb-head-dim 8
@@ -66,4 +67,14 @@ node -e '
       if (Math.abs(l - r.logprobs[j]) > 1e-4 * Math.abs(r.logprobs[j])) throw new Error("logprob " + j);
     });
   });' "$WORK/gen1.jsonl" "$WORK/gen2.jsonl" || { echo "FAIL: generate TP 1 vs TP 2"; exit 1; }
+
+echo "== convert: resharding keeps MLA; HF and Megatron-LM exports are refused by name"
+"$MEGATRON_BINARY" convert --model-type gpt --to megatron --load "$WORK/ckpt" --save "$WORK/tp2" \
+  --target-tensor-parallel-size 2 > "$WORK/reshard.log" 2>&1 \
+  || { cat "$WORK/reshard.log"; echo "FAIL: reshard"; exit 1; }
+for to in hf megatron-lm; do
+  if "$MEGATRON_BINARY" convert --model-type gpt --to $to --load "$WORK/tp2" --save "$WORK/$to" \
+    > "$WORK/$to.log" 2>&1; then echo "FAIL: --to $to exported an MLA model"; exit 1; fi
+  grep -q "multi-latent-attention model" "$WORK/$to.log" || { cat "$WORK/$to.log"; exit 1; }
+done
 echo "multi-latent attention across layouts: OK"
