@@ -66,13 +66,14 @@ inline GptVariantsGolden load_gpt_variants_golden() {
 }
 
 // Logits (<= 1e-4), loss and every gradient slice of this rank (<= 1e-3 relative) against the
-// fixture, with the options `adjust` sets on the config (recompute, flash attention, ...).
+// fixture, with the options `adjust` sets on the config (recompute, flash attention, ...), the
+// model on `device`.
 template <typename Adjust>
 void expect_matches_gpt_variants_golden(const GptVariantsGolden& g, const ParallelState& ps,
-                                        Adjust adjust) {
+                                        Adjust adjust, Device device = Device::CPU) {
   GptConfig c = g.config;
   adjust(c);
-  ParameterStore store(ps.tp_rank, ps.tp_size, Device::CPU);
+  ParameterStore store(ps.tp_rank, ps.tp_size, device);
   GptModel model(c, ps, store);
   store.allocate();
   assign_from_full_tensors(g.weights, store);
@@ -86,9 +87,9 @@ void expect_matches_gpt_variants_golden(const GptVariantsGolden& g, const Parall
   ASSERT_EQ(store.params().size(), g.weights.size());
   for (const Parameter& p : store.params()) {
     SCOPED_TRACE(p.spec.name);
-    EXPECT_LE(
-        max_relative_error(p.grad, local_slice(p, g.file->get("grad." + p.spec.name)).clone()),
-        1e-3);
+    EXPECT_LE(max_relative_error(p.grad.to(Device::CPU),
+                                 local_slice(p, g.file->get("grad." + p.spec.name)).clone()),
+              1e-3);
   }
 }
 
