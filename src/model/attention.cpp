@@ -1,7 +1,5 @@
 #include "model/attention.h"
 
-#include <cmath>
-
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
 #include "kernels/flash_attention.h"
@@ -185,8 +183,7 @@ ParallelAttention::CoreProbs ParallelAttention::core_probs(const Tensor& qkv,
 Tensor ParallelAttention::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
                                   const DropoutScope& scope, Arena& arena, Arena& workspace) const {
   MT_CHECK(x.dim() == 3, "attention input must be [s, b, h], got ", x.describe());
-  ctx.qkv = mla_ ? mla_->forward(ctx.mla, x, arena)
-                 : query_key_value_->forward(ctx.qkv_linear, x, arena);  // [s, b, gl, q+2, d]
+  ctx.qkv = project(ctx, x, arena);  // [s, b, gl, q+2, d]
   // The whole sequence (a sequence-parallel x is a shard; the projection gathered it).
   const int64_t s = ctx.qkv.size(0), b = x.size(1), hl = heads_local_, d = head_dim_,
                 gl = groups_local_, q = queries_, bg = b * gl;
@@ -250,10 +247,8 @@ Tensor ParallelAttention::forward_cached(const Tensor& x, LayerKv& kv, int64_t s
   MT_CHECK(start >= 0 && sk <= max_s, "positions [", start, ", ", sk,
            ") do not fit the KV cache of ", max_s);
 
-  Ctx discarded;  // no backward
-  Tensor qkv =
-      mla_ ? mla_->forward(discarded.mla, x, arena)
-           : query_key_value_->forward(discarded.qkv_linear, x, arena);  // [s, b, gl, q+2, d]
+  Ctx discarded;                              // no backward
+  Tensor qkv = project(discarded, x, arena);  // [s, b, gl, q+2, d]
   if (qk_norm_) qk_norm_->forward_inference(qkv, arena);
   rotate_qk(qkv, start, false);  // the new positions continue from the cache length
   const int64_t group = (q + 2) * d, qkv_row = bg * group;
@@ -344,6 +339,11 @@ Tensor ParallelAttention::qkv_backward(const Ctx& ctx, Tensor& dqkv, Arena& aren
   if (qk_norm_) qk_norm_->backward(ctx.qk_norm, dqkv, arena);
   return mla_ ? mla_->backward(ctx.mla, dqkv, arena)
               : query_key_value_->backward(ctx.qkv_linear, dqkv, arena);
+}
+
+Tensor ParallelAttention::project(Ctx& ctx, const Tensor& x, Arena& arena) const {
+  return mla_ ? mla_->forward(ctx.mla, x, arena)
+              : query_key_value_->forward(ctx.qkv_linear, x, arena);
 }
 
 Tensor ParallelAttention::dense_forward(RowParallelLinear::Ctx& ctx, const Tensor& context,

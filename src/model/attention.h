@@ -127,6 +127,9 @@ class ParallelAttention {
   void rotate_local_qk(Tensor& qkv, bool inverse) const;
   // The ring attention's parameters for a local sequence of `seq` positions.
   RingAttentionParams ring_params(int64_t seq, const DropoutScope& scope) const;
+  // x → qkv [s, b, gl, q + 2, d] through the QKV projection or MLA's, keeping in ctx what its
+  // backward (qkv_backward) needs.
+  Tensor project(Ctx& ctx, const Tensor& x, Arena& arena) const;
   // The output projection of the core's context [s, b, heads/t · d] (MLA: the first
   // value_dim_ channels of each head taken first) and its backward → dcontext shaped like
   // the context (MLA: zeros in the padding channels).
