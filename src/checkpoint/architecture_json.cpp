@@ -41,6 +41,23 @@ ArchitectureOptions architecture_from_args_json(const nlohmann::json& args) {
   o.squared_relu = args.value("squared_relu", false);
   o.qk_layernorm = args.value("qk_layernorm", false);
   o.rotary_interleaved = args.value("rotary_interleaved", false);
+  // Megatron-LM's names; q_lora_rank null (its None) is a direct query projection.
+  o.mla.enabled = args.value("multi_latent_attention", false);
+  if (o.mla.enabled) {
+    o.mla.q_lora_rank = args.contains("q_lora_rank") && args["q_lora_rank"].is_number_integer()
+                            ? args["q_lora_rank"].get<int64_t>()
+                            : 0;
+    o.mla.kv_lora_rank = args.value("kv_lora_rank", o.mla.kv_lora_rank);
+    o.mla.qk_head_dim = args.value("qk_head_dim", o.mla.qk_head_dim);
+    o.mla.qk_pos_emb_head_dim = args.value("qk_pos_emb_head_dim", o.mla.qk_pos_emb_head_dim);
+    o.mla.v_head_dim = args.value("v_head_dim", o.mla.v_head_dim);
+    // Unset (Megatron's None, our "") is YaRN, MLA's default.
+    const nlohmann::json rope_type = args.value("rope_type", nlohmann::json());
+    o.mla.yarn = !(rope_type.is_string() && rope_type.get<std::string>() == "rope");
+    o.mla.rotary_scaling_factor = number_or(args, "rotary_scaling_factor", 1.0f);
+    o.mla.mscale = number_or(args, "mscale", 1.0f);
+    o.mla.mscale_all_dim = number_or(args, "mscale_all_dim", 0.0f);
+  }
   return o;
 }
 
@@ -63,6 +80,19 @@ nlohmann::json architecture_args_json(const ArchitectureOptions& o) {
       {"squared_relu", o.squared_relu},
       {"qk_layernorm", o.qk_layernorm},
       {"rotary_interleaved", o.rotary_interleaved}};
+  if (o.mla.enabled) {
+    j["multi_latent_attention"] = true;
+    j["q_lora_rank"] =
+        o.mla.q_lora_rank > 0 ? nlohmann::json(o.mla.q_lora_rank) : nlohmann::json(nullptr);
+    j["kv_lora_rank"] = o.mla.kv_lora_rank;
+    j["qk_head_dim"] = o.mla.qk_head_dim;
+    j["qk_pos_emb_head_dim"] = o.mla.qk_pos_emb_head_dim;
+    j["v_head_dim"] = o.mla.v_head_dim;
+    j["rope_type"] = o.mla.yarn ? "yarn" : "rope";
+    j["rotary_scaling_factor"] = o.mla.rotary_scaling_factor;
+    j["mscale"] = o.mla.mscale;
+    j["mscale_all_dim"] = o.mla.mscale_all_dim;
+  }
   // Written only when on, so that a checkpoint without scaling records what older ones did.
   if (o.rope_scaling.enabled()) {
     j["rope_scaling_factor"] = o.rope_scaling.factor;

@@ -126,6 +126,9 @@ nlohmann::json hf_config_from_gpt(const GptConfig& c) {
   // GPT-2's config.json has no keys for other architectures, and its checkpoints no tensors:
   // an untied output layer would be dropped without a word, the rest would not map.
   const ArchitectureOptions& a = c.arch;
+  MT_REQUIRE(!a.mla.enabled,
+             "a multi-latent-attention model does not export to HF: DeepSeek-V2/V3 export is not "
+             "implemented; keep it in megatron-cpp's format");
   MT_REQUIRE(
       a.normalization == Normalization::kLayerNorm &&
           a.position_embedding == PositionEmbedding::kLearnedAbsolute && !a.swiglu &&
@@ -134,7 +137,8 @@ nlohmann::json hf_config_from_gpt(const GptConfig& c) {
           a.add_bias_linear && !a.untie_embeddings_and_output_weights && !a.apply_layernorm_1p &&
           !a.squared_relu && !a.qk_layernorm,
       "only GPT-2-style models (LayerNorm with its plain gain, learned absolute positions, a "
-      "GeLU MLP, no QK LayerNorm, one KV group per head, linear biases, an output layer "
+      "GeLU MLP, no QK LayerNorm, one KV group per head, linear biases, "
+      "an output layer "
       "tied to the word embedding) export to HF GPT-2; RMSNorm + RoPE + SwiGLU models "
       "export to HF Llama");
   nlohmann::json j;

@@ -45,8 +45,9 @@ void import_hf_llama(const std::string& hf_dir, const std::string& save_dir, int
 bool is_llama_checkpoint(const nlohmann::json& state) {
   const ArchitectureOptions a =
       architecture_from_args_json(state.value("args", nlohmann::json::object()));
+  // An MLA model is none (its HF export is refused on the GPT-2 path).
   return a.swiglu && a.normalization == Normalization::kRMSNorm &&
-         a.position_embedding == PositionEmbedding::kRope;
+         a.position_embedding == PositionEmbedding::kRope && !a.mla.enabled;
 }
 
 void export_hf_llama(const std::string& load_dir, int64_t iteration, const std::string& hf_dir,

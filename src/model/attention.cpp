@@ -1,7 +1,5 @@
 #include "model/attention.h"
 
-#include <cmath>
-
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
 #include "kernels/flash_attention.h"
@@ -35,10 +33,13 @@ ParallelAttention::ParallelAttention(const std::string& prefix, int layer_number
     : layer_number_((config.validate(ps.tp_size), layer_number)),
       heads_local_(config.num_attention_heads / ps.tp_size),
       head_dim_(config.head_dim()),
+      value_dim_(config.value_head_dim()),
       head_begin_(int64_t(ps.tp_rank) * (config.num_attention_heads / ps.tp_size)),
+      scale_(config.softmax_scale()),
       dropout_p_(config.attention_dropout),
       mask_type_(config.attn_mask_type),
-      rope_(config.arch.position_embedding == PositionEmbedding::kRope),
+      rope_(config.attention_rope()),
+      rope_offset_(config.arch.mla.enabled ? config.arch.mla.qk_head_dim : 0),
       dense_bias_(config.arch.add_bias_linear),
       selective_recompute_(config.selective_recompute),
       flash_attention_(config.flash_attention),
@@ -49,12 +50,18 @@ ParallelAttention::ParallelAttention(const std::string& prefix, int layer_number
               .seq_interpolation_factor = config.arch.rotary_seq_len_interpolation_factor,
               .llama3 = config.arch.rope_scaling,
               .interleaved = config.arch.rotary_interleaved},
-      query_key_value_(prefix + ".query_key_value", config, ps, store, weights),
+      query_key_value_(config.arch.mla.enabled ? std::nullopt
+                                               : std::optional<QkvProjection>(
+                                                     std::in_place, prefix + ".query_key_value",
+                                                     config, ps, store, weights)),
+      mla_(config.arch.mla.enabled
+               ? std::optional<MlaProjection>(std::in_place, prefix, config, ps, store, weights)
+               : std::nullopt),
       qk_norm_(config.arch.qk_layernorm
                    ? std::optional<QkLayerNorm>(std::in_place, prefix, config, store, weights)
                    : std::nullopt),
       dense_({.name = prefix + ".dense",
-              .input_size = config.num_attention_heads * config.head_dim(),
+              .input_size = config.num_attention_heads * config.value_head_dim(),
               .output_size = config.hidden_size,
               .bias = config.arch.add_bias_linear,
               .input_is_parallel = true,
@@ -62,8 +69,8 @@ ParallelAttention::ParallelAttention(const std::string& prefix, int layer_number
               .sequence_parallel = config.sequence_parallel,
               .init_std = config.output_layer_init_std()},
              ps, store, weights) {
-  groups_local_ = query_key_value_.groups_local();
-  queries_ = query_key_value_.queries_per_group_local();
+  groups_local_ = mla_ ? heads_local_ : query_key_value_->groups_local();
+  queries_ = mla_ ? 1 : query_key_value_->queries_per_group_local();
   MT_REQUIRE(cp_size_ == 1 || mask_type_ == AttnMaskType::kCausal, "--context-parallel-size ",
              cp_size_,
              " splits causal attention (GPT and Llama-family models) only; BERT's padding-masked "
@@ -81,7 +88,8 @@ ParallelAttention::ParallelAttention(const std::string& prefix, int layer_number
 }
 
 void ParallelAttention::init_weights(ParameterStore& store, uint64_t seed) const {
-  query_key_value_.init_weights(store, seed);
+  if (mla_) mla_->init_weights(store, seed);
+  if (query_key_value_) query_key_value_->init_weights(store, seed);
   if (qk_norm_) qk_norm_->init_weights(store);
   dense_.init_weights(store, seed);
 }
@@ -96,7 +104,9 @@ Tensor& ParallelAttention::dense_bias_grad() const {
 
 void ParallelAttention::rotate_qk(Tensor& qkv, int64_t position_start, bool inverse) const {
   if (!rope_) return;
-  Tensor queries = qkv_query_heads(qkv), keys = qkv_key_heads(qkv);
+  // The rotated channels: a whole head, its first rotary_dim, or MLA's RoPE part (the last).
+  Tensor queries = qkv_query_heads(qkv).slice(4, rope_offset_, head_dim_),
+         keys = qkv_key_heads(qkv).slice(3, rope_offset_, head_dim_);
   kernels::rotary_embedding(queries, position_start, rotary_, inverse, queries);
   kernels::rotary_embedding(keys, position_start, rotary_, inverse, keys);
 }
@@ -118,7 +128,7 @@ void ParallelAttention::rotate_local_qk(Tensor& qkv, bool inverse) const {
 CpAttentionParams ParallelAttention::cp_params(int64_t seq, const DropoutScope& scope) const {
   return {.layout = ContextParallelLayout::of_local(seq, cp_size_, cp_rank_),
           .queries_per_group = queries_,
-          .scale = 1.0f / std::sqrt(float(head_dim_)),
+          .scale = scale_,
           .dropout_p = dropout_p_,
           .scope = scope,
           .layer = layer_number_,
@@ -130,7 +140,7 @@ kernels::FlashAttentionParams ParallelAttention::flash_params(
     std::vector<kernels::MaskRow>& dropout_rows) const {
   kernels::FlashAttentionParams p;
   p.queries_per_group = queries_;
-  p.scale = 1.0f / std::sqrt(float(head_dim_));
+  p.scale = scale_;
   p.causal = mask_type_ == AttnMaskType::kCausal;
   p.pad_mask = pad_mask;
   if (scope.enabled && dropout_p_ > 0.0f) {
@@ -167,8 +177,8 @@ ParallelAttention::CoreProbs ParallelAttention::core_probs(const Tensor& qkv,
   }
   CoreProbs core;
   core.probs = arena.alloc({b, hl, s, s}, qkv.dtype());
-  kernels::scaled_masked_softmax_forward(scores, 1.0f / std::sqrt(float(d)),
-                                         mask_type_ == AttnMaskType::kCausal, pad_mask, core.probs);
+  kernels::scaled_masked_softmax_forward(scores, scale_, mask_type_ == AttnMaskType::kCausal,
+                                         pad_mask, core.probs);
   if (scope.enabled && dropout_p_ > 0.0f) {
     core.dropout_mask = arena.alloc({b * hl * s, s}, DType::U8);
     kernels::dropout_mask(scope.seed,
@@ -181,7 +191,7 @@ ParallelAttention::CoreProbs ParallelAttention::core_probs(const Tensor& qkv,
 Tensor ParallelAttention::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
                                   const DropoutScope& scope, Arena& arena, Arena& workspace) const {
   MT_CHECK(x.dim() == 3, "attention input must be [s, b, h], got ", x.describe());
-  ctx.qkv = query_key_value_.forward(ctx.qkv_linear, x, arena);  // [s, b, gl, q+2, d]
+  ctx.qkv = project(ctx, x, arena);  // [s, b, gl, q+2, d]
   // The whole sequence (a sequence-parallel x is a shard; the projection gathered it).
   const int64_t s = ctx.qkv.size(0), b = x.size(1), hl = heads_local_, d = head_dim_,
                 gl = groups_local_, q = queries_, bg = b * gl;
@@ -198,7 +208,7 @@ Tensor ParallelAttention::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_m
   if (cp_) {
     ctx.context = arena.alloc({s, b, hl * d}, x.dtype());  // [s, b, hl·d]
     cp_->forward(ctx.qkv, cp_params(s, scope), ctx.context, ctx.cp, arena, workspace);
-    return dense_.forward(ctx.dense, ctx.context, arena);
+    return dense_forward(ctx.dense, ctx.context, arena);
   }
   if (flash_attention_) {
     std::vector<kernels::MaskRow> dropout_rows;
@@ -206,7 +216,7 @@ Tensor ParallelAttention::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_m
     ctx.lse = arena.alloc({b, hl, s}, DType::F32);
     kernels::flash_attention_forward(ctx.qkv, flash_params(b, s, pad_mask, scope, dropout_rows),
                                      ctx.context, ctx.lse);
-    return dense_.forward(ctx.dense, ctx.context, arena);
+    return dense_forward(ctx.dense, ctx.context, arena);
   }
   const int64_t group = (q + 2) * d, qkv_row = bg * group;
   Tensor v = head_view(ctx.qkv, (q + 1) * d, bg, s, d, group, qkv_row);  // [b·gl, s, d]
@@ -223,7 +233,7 @@ Tensor ParallelAttention::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_m
     Tensor context_i = head_view(context, i * d, bg, s, d, q * d, b * hl * d);
     kernels::batched_gemm(query_scores(probs_dropped, i, bg, q, s, s), false, v, false, context_i);
   }
-  return dense_.forward(ctx.dense, context, arena);
+  return dense_forward(ctx.dense, context, arena);
 }
 
 Tensor ParallelAttention::forward_cached(const Tensor& x, LayerKv& kv, int64_t start,
@@ -243,8 +253,8 @@ Tensor ParallelAttention::forward_cached(const Tensor& x, LayerKv& kv, int64_t s
   MT_CHECK(start >= 0 && sk <= max_s, "positions [", start, ", ", sk,
            ") do not fit the KV cache of ", max_s);
 
-  QkvProjection::Ctx qkv_ctx;                                // discarded: no backward
-  Tensor qkv = query_key_value_.forward(qkv_ctx, x, arena);  // [s, b, gl, q+2, d]
+  Ctx discarded;                              // no backward
+  Tensor qkv = project(discarded, x, arena);  // [s, b, gl, q+2, d]
   if (qk_norm_) qk_norm_->forward_inference(qkv, arena);
   rotate_qk(qkv, start, false);  // the new positions continue from the cache length
   const int64_t group = (q + 2) * d, qkv_row = bg * group;
@@ -264,14 +274,13 @@ Tensor ParallelAttention::forward_cached(const Tensor& x, LayerKv& kv, int64_t s
   }
   // Causal with Sq < Sk: query i (position start + i) sees keys j <= start + i.
   Tensor probs = arena.alloc({b, hl, s, sk}, x.dtype());
-  kernels::scaled_masked_softmax_forward(scores, 1.0f / std::sqrt(float(d)), true, Tensor(), probs);
+  kernels::scaled_masked_softmax_forward(scores, scale_, true, Tensor(), probs);
   Tensor context = arena.alloc({s, b, hl * d}, x.dtype());  // [s, b, hl·d]
   for (int64_t i = 0; i < q; ++i) {
     Tensor context_i = head_view(context, i * d, bg, s, d, q * d, b * hl * d);
     kernels::batched_gemm(query_scores(probs, i, bg, q, s, sk), false, v, false, context_i);
   }
-  RowParallelLinear::Ctx dense_ctx;
-  return dense_.forward(dense_ctx, context, arena);
+  return dense_forward(discarded.dense, context, arena);
 }
 
 Tensor ParallelAttention::backward(const Ctx& ctx, const Tensor& dout, Arena& arena) const {
@@ -281,7 +290,7 @@ Tensor ParallelAttention::backward(const Ctx& ctx, const Tensor& dout, Arena& ar
   Tensor k = head_view(ctx.qkv, q * d, bg, s, d, group, qkv_row);
   Tensor v = head_view(ctx.qkv, (q + 1) * d, bg, s, d, group, qkv_row);
 
-  Tensor dcontext = dense_.backward(ctx.dense, dout, arena);  // [s, b, hl·d]
+  Tensor dcontext = dense_backward(ctx.dense, dout, arena);  // [s, b, hl·d]
   if (cp_) {
     Tensor dqkv = arena.alloc(ctx.qkv.shape(), dout.dtype());
     cp_->backward(ctx.qkv, ctx.context, ctx.cp, dcontext, cp_params(s, ctx.scope), dqkv, arena);
@@ -319,7 +328,7 @@ Tensor ParallelAttention::backward(const Ctx& ctx, const Tensor& dout, Arena& ar
     dprobs = undropped;
   }
   Tensor dscores = arena.alloc({b, hl, s, s}, dout.dtype());
-  kernels::scaled_masked_softmax_backward(dprobs, core.probs, 1.0f / std::sqrt(float(d)), dscores);
+  kernels::scaled_masked_softmax_backward(dprobs, core.probs, scale_, dscores);
   for (int64_t i = 0; i < q; ++i) {
     const Tensor dscores_i = query_scores(dscores, i, bg, q, s, s);
     Tensor dq_i = head_view(dqkv, i * d, bg, s, d, group, qkv_row);
@@ -333,7 +342,37 @@ Tensor ParallelAttention::backward(const Ctx& ctx, const Tensor& dout, Arena& ar
 Tensor ParallelAttention::qkv_backward(const Ctx& ctx, Tensor& dqkv, Arena& arena) const {
   rotate_local_qk(dqkv, true);  // gradients w.r.t. Q and K before RoPE
   if (qk_norm_) qk_norm_->backward(ctx.qk_norm, dqkv, arena);
-  return query_key_value_.backward(ctx.qkv_linear, dqkv, arena);
+  return mla_ ? mla_->backward(ctx.mla, dqkv, arena)
+              : query_key_value_->backward(ctx.qkv_linear, dqkv, arena);
+}
+
+Tensor ParallelAttention::project(Ctx& ctx, const Tensor& x, Arena& arena) const {
+  return mla_ ? mla_->forward(ctx.mla, x, arena)
+              : query_key_value_->forward(ctx.qkv_linear, x, arena);
+}
+
+Tensor ParallelAttention::dense_forward(RowParallelLinear::Ctx& ctx, const Tensor& context,
+                                        Arena& arena) const {
+  if (value_dim_ == head_dim_) return dense_.forward(ctx, context, arena);
+  // MLA: the first value_dim_ channels of each head (the rest are the zero padding's).
+  const int64_t n = context.size(0) * context.size(1) * heads_local_;
+  Tensor values =
+      arena.alloc({context.size(0), context.size(1), heads_local_ * value_dim_}, context.dtype());
+  Tensor rows = values.view({n, value_dim_});
+  kernels::copy(context.view({n, head_dim_}).slice(1, 0, value_dim_), rows);
+  return dense_.forward(ctx, values, arena);
+}
+
+Tensor ParallelAttention::dense_backward(const RowParallelLinear::Ctx& ctx, const Tensor& dout,
+                                         Arena& arena) const {
+  Tensor dvalues = dense_.backward(ctx, dout, arena);  // [s, b, hl·dv]
+  if (value_dim_ == head_dim_) return dvalues;
+  const int64_t s = dvalues.size(0), b = dvalues.size(1), n = s * b * heads_local_;
+  Tensor dcontext = arena.alloc({s, b, heads_local_ * head_dim_}, dvalues.dtype());
+  kernels::fill(dcontext, 0.0f);  // the padding channels' (they feed nothing)
+  Tensor rows = dcontext.view({n, head_dim_}).slice(1, 0, value_dim_);
+  kernels::copy(dvalues.view({n, value_dim_}), rows);
+  return dcontext;
 }
 
 }  // namespace megatron

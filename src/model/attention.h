@@ -29,6 +29,12 @@
 // --cp-comm-type (parallel/context_parallel_attention.h: the K/V ring, an all-gather of K/V,
 // or Ulysses all-to-alls), built on the fused kernel whatever --use-flash-attn says (equal to
 // the unfused core to f32 rounding). Causal attention only.
+// Multi-latent attention (--multi-latent-attention, model/mla_projection.h): the projection is
+// MLA's, its qkv the multi-head layout above with d = qk_head_dim + qk_pos_emb_head_dim and the
+// values zero-padded to d; RoPE rotates the last qk_pos_emb_head_dim channels of Q and K (whatever
+// --position-embedding-type says, as Megatron-Core), the softmax scale is Megatron-Core's
+// (TransformerConfig::softmax_scale), and the output projection takes the first v_head_dim
+// channels of each context head. Every core (unfused, fused, ring) runs unchanged.
 // Heads are ordered group-major (head = group · q + i), as Megatron-Core and HF's repeat_kv.
 // The output projection's bias is NOT added: the layer fuses it with dropout and the residual.
 // Q, K, V and the context are strided per-head views, multiplied with batched GEMMs with no
@@ -42,6 +48,7 @@
 #include "kernels/flash_attention.h"
 #include "kernels/rotary.h"
 #include "model/kv_cache.h"
+#include "model/mla_projection.h"
 #include "model/qk_layernorm.h"
 #include "model/qkv_projection.h"
 #include "model/transformer_config.h"
@@ -55,6 +62,7 @@ class ParallelAttention {
  public:
   struct Ctx {
     QkvProjection::Ctx qkv_linear;
+    MlaProjection::Ctx mla;  // --multi-latent-attention instead of qkv_linear
     QkLayerNorm::Ctx qk_norm;
     Tensor qkv;           // [s, b, groups/t, q + 2, d], Q and K after RoPE
     Tensor pad_mask;      // u8 [b, s] or undefined
@@ -69,7 +77,8 @@ class ParallelAttention {
 
   // Registers "<prefix>.query_key_value.{weight,bias}" and "<prefix>.dense.{weight,bias}"
   // (biases as the config's add_bias_linear / add_qkv_bias say), and with --qk-layernorm
-  // "<prefix>.{q,k}_layernorm.*".
+  // "<prefix>.{q,k}_layernorm.*"; with --multi-latent-attention MLA's projections
+  // (model/mla_projection.h) instead of query_key_value.
   ParallelAttention(const std::string& prefix, int layer_number, const TransformerConfig& config,
                     const ParallelState& ps, ParameterStore& store, const ComputeWeights& weights);
 
@@ -120,22 +129,34 @@ class ParallelAttention {
   void rotate_local_qk(Tensor& qkv, bool inverse) const;
   // The context-parallel attention's parameters for a local sequence of `seq` positions.
   CpAttentionParams cp_params(int64_t seq, const DropoutScope& scope) const;
+  // x → qkv [s, b, gl, q + 2, d] through the QKV projection or MLA's, keeping in ctx what its
+  // backward (qkv_backward) needs.
+  Tensor project(Ctx& ctx, const Tensor& x, Arena& arena) const;
+  // The output projection of the core's context [s, b, heads/t · d] (MLA: the first
+  // value_dim_ channels of each head taken first) and its backward → dcontext shaped like
+  // the context (MLA: zeros in the padding channels).
+  Tensor dense_forward(RowParallelLinear::Ctx& ctx, const Tensor& context, Arena& arena) const;
+  Tensor dense_backward(const RowParallelLinear::Ctx& ctx, const Tensor& dout, Arena& arena) const;
   // The fused kernel's parameters for this layer; `dropout_rows` receives the mask rows.
   kernels::FlashAttentionParams flash_params(int64_t batch, int64_t seq, const Tensor& pad_mask,
                                              const DropoutScope& scope,
                                              std::vector<kernels::MaskRow>& dropout_rows) const;
 
   int layer_number_;
-  int64_t heads_local_, groups_local_, queries_, head_dim_, head_begin_;
+  int64_t heads_local_, groups_local_, queries_, head_dim_, value_dim_, head_begin_;
+  float scale_;  // the softmax scale (TransformerConfig::softmax_scale)
   float dropout_p_;
   AttnMaskType mask_type_;
-  bool rope_, dense_bias_, selective_recompute_, flash_attention_;
+  bool rope_;
+  int64_t rope_offset_;  // the first rotated channel of a head: 0, or MLA's RoPE part
+  bool dense_bias_, selective_recompute_, flash_attention_;
   int cp_size_, cp_rank_;
   std::optional<ContextParallelAttention> cp_;  // with --context-parallel-size > 1
   kernels::RotaryParams rotary_;
   mutable Tensor no_bias_;  // undefined: the dense "bias" without linear biases
-  QkvProjection query_key_value_;
-  std::optional<QkLayerNorm> qk_norm_;  // --qk-layernorm
+  std::optional<QkvProjection> query_key_value_;  // without MLA
+  std::optional<MlaProjection> mla_;              // --multi-latent-attention
+  std::optional<QkLayerNorm> qk_norm_;            // --qk-layernorm
   RowParallelLinear dense_;
 };
 

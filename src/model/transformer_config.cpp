@@ -52,6 +52,54 @@ float TransformerConfig::output_layer_init_std() const {
   return init_method_std / std::sqrt(2.0f * float(num_layers));
 }
 
+float TransformerConfig::softmax_scale() const {
+  // YaRN's attention-temperature factor (Peng et al. 2023) at the scaling factor: 1 up to 1.
+  const auto yarn_mscale = [](float factor, float mscale) {
+    return factor <= 1.0f ? 1.0f : 0.1f * mscale * std::log(factor) + 1.0f;
+  };
+  const float m = arch.mla.enabled && arch.mla.yarn
+                      ? yarn_mscale(arch.mla.rotary_scaling_factor, arch.mla.mscale_all_dim)
+                      : 1.0f;
+  return m * m / std::sqrt(float(head_dim()));
+}
+
+namespace {
+
+void validate_mla(const TransformerConfig& c) {
+  const MlaOptions& m = c.arch.mla;
+  MT_REQUIRE(m.q_lora_rank >= 0 && m.kv_lora_rank > 0 && m.qk_head_dim > 0 && m.v_head_dim > 0,
+             "--multi-latent-attention needs positive --kv-lora-rank (", m.kv_lora_rank,
+             "), --qk-head-dim (", m.qk_head_dim, ") and --v-head-dim (", m.v_head_dim,
+             ") and a --q-lora-rank that is positive or absent (", m.q_lora_rank, ")");
+  MT_REQUIRE(m.qk_pos_emb_head_dim >= 2 && m.qk_pos_emb_head_dim % 2 == 0,
+             "--qk-pos-emb-head-dim must be a positive even number (RoPE rotates channel pairs), "
+             "got ",
+             m.qk_pos_emb_head_dim);
+  MT_REQUIRE(m.v_head_dim <= c.head_dim(), "--v-head-dim ", m.v_head_dim,
+             " must not exceed --qk-head-dim + --qk-pos-emb-head-dim = ", c.head_dim(),
+             " (values are zero-padded to the query/key head size for the attention core)");
+  MT_REQUIRE(!m.yarn || m.rotary_scaling_factor == 1.0f, "--rotary-scaling-factor ",
+             m.rotary_scaling_factor,
+             ": YaRN's frequency interpolation and mscale are not implemented; use "
+             "--rotary-scaling-factor 1 (no context extension) or --rope-type rope");
+  MT_REQUIRE(!m.yarn || !c.arch.rotary_interleaved,
+             "YaRN RoPE (--rope-type yarn, MLA's default) does not rotate interleaved channel "
+             "pairs (as in Megatron-Core): drop --rotary-interleaved or use --rope-type rope");
+  MT_REQUIRE(c.arch.num_query_groups == 0,
+             "--group-query-attention and --multi-latent-attention exclude one another (as in "
+             "Megatron-LM): give one of them");
+  MT_REQUIRE(!c.arch.qk_layernorm && !c.arch.add_qkv_bias,
+             "--multi-latent-attention normalises its query and key/value latents itself and has "
+             "no projection biases: drop --qk-layernorm and --add-qkv-bias");
+  MT_REQUIRE(c.arch.rotary_percent == 1.0f && c.arch.rotary_seq_len_interpolation_factor == 1.0f &&
+                 !c.arch.rope_scaling.enabled(),
+             "--multi-latent-attention rotates its whole --qk-pos-emb-head-dim part at the "
+             "positions themselves: --rotary-percent, --rotary-seq-len-interpolation-factor and "
+             "--use-rope-scaling are not implemented with it");
+}
+
+}  // namespace
+
 void TransformerConfig::validate(int tp_size) const {
   MT_REQUIRE(num_layers > 0, "--num-layers must be positive, got ", num_layers);
   MT_REQUIRE(hidden_size > 0 && num_attention_heads > 0, "--hidden-size (", hidden_size,
@@ -78,8 +126,9 @@ void TransformerConfig::validate(int tp_size) const {
              ": give one for every layer, or one per layer");
   MT_REQUIRE(!(arch.squared_relu && arch.swiglu),
              "--squared-relu and --swiglu are two MLP activations: give one of them");
-  MT_REQUIRE(!arch.rotary_interleaved || arch.position_embedding == PositionEmbedding::kRope,
+  MT_REQUIRE(!arch.rotary_interleaved || attention_rope(),
              "--rotary-interleaved needs --position-embedding-type rope");
+  if (arch.mla.enabled) validate_mla(*this);
   MT_REQUIRE(hidden_dropout >= 0 && hidden_dropout < 1, "--hidden-dropout must be in [0, 1), got ",
              hidden_dropout);
   MT_REQUIRE(attention_dropout >= 0 && attention_dropout < 1,

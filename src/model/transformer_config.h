@@ -38,6 +38,26 @@ enum class PositionEmbedding { kLearnedAbsolute, kRope, kNone };  // --position-
 // (Megatron's block: memory traded for compute layer by layer).
 enum class RecomputeMethod { kUniform, kBlock };
 
+// Multi-latent attention (DeepSeek-V2, --multi-latent-attention; model/mla_projection.h):
+// queries (optionally through a low-rank latent) and keys/values through a shared low-rank
+// latent, each head's query and key made of a content part (qk_head_dim) and a RoPE part
+// (qk_pos_emb_head_dim; one rotated key shared by all heads), values of v_head_dim.
+struct MlaOptions {
+  bool enabled = false;
+  int64_t q_lora_rank = 0;  // --q-lora-rank; 0 (Megatron's None): a direct query projection
+  int64_t kv_lora_rank = 32;
+  int64_t qk_head_dim = 128;
+  int64_t qk_pos_emb_head_dim = 64;
+  int64_t v_head_dim = 128;
+  // --rope-type yarn (Megatron-Core's default for MLA) or rope, and YaRN's
+  // --rotary-scaling-factor: only 1 (no context extension) is implemented, where YaRN's
+  // frequencies and its mscale are those of plain RoPE.
+  bool yarn = true;
+  float rotary_scaling_factor = 1.0f;
+  float mscale = 1.0f, mscale_all_dim = 0.0f;  // YaRN's; no effect at scaling factor 1
+  bool operator==(const MlaOptions&) const = default;
+};
+
 // Megatron-Core's flag values ("rope", "RMSNorm", "block", ...) ↔ the enums; an unknown name is
 // an Error naming the flag and the accepted values.
 PositionEmbedding position_embedding_from_name(const std::string& name);
@@ -70,6 +90,7 @@ struct ArchitectureOptions {
   // after the projection, before RoPE (Qwen3, OLMo-2-style; model/attention.h).
   bool qk_layernorm = false;
   bool rotary_interleaved = false;  // --rotary-interleaved: RoPE pairs (2j, 2j + 1)
+  MlaOptions mla;                   // --multi-latent-attention
 };
 
 struct TransformerConfig {
@@ -109,15 +130,32 @@ struct TransformerConfig {
   ArchitectureOptions arch;
 
   int64_t ffn_size() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
+  // The attention core's head dim: of queries and keys (and of values, which MLA zero-pads to
+  // it; model/attention.h).
   int64_t head_dim() const {
+    if (arch.mla.enabled) return arch.mla.qk_head_dim + arch.mla.qk_pos_emb_head_dim;
     return arch.kv_channels > 0 ? arch.kv_channels : hidden_size / num_attention_heads;
+  }
+  // A head's value (and context) channels: head_dim(), or MLA's v_head_dim.
+  int64_t value_head_dim() const { return arch.mla.enabled ? arch.mla.v_head_dim : head_dim(); }
+  // The attention softmax's scale, 1/√head_dim(); with MLA Megatron-Core's mscale² / √head_dim()
+  // (YaRN's mscale_all_dim factor, 1 at scaling factor 1).
+  float softmax_scale() const;
+  // Whether the attention rotates queries and keys: --position-embedding-type rope, or MLA
+  // (its RoPE part, whatever the position embedding type, as Megatron-Core).
+  bool attention_rope() const {
+    return arch.mla.enabled || arch.position_embedding == PositionEmbedding::kRope;
   }
   int64_t query_groups() const {
     return arch.num_query_groups > 0 ? arch.num_query_groups : num_attention_heads;
   }
   bool qkv_bias() const { return arch.add_bias_linear || arch.add_qkv_bias; }
   // Channels of a head that RoPE rotates: head_dim · rotary_percent (Megatron rounds down).
-  int64_t rotary_dim() const { return int64_t(float(head_dim()) * arch.rotary_percent); }
+  // With MLA: its RoPE part, the last qk_pos_emb_head_dim channels of a query and key head.
+  int64_t rotary_dim() const {
+    if (arch.mla.enabled) return arch.mla.qk_pos_emb_head_dim;
+    return int64_t(float(head_dim()) * arch.rotary_percent);
+  }
   // std/√(2L) for the two residual-branch output projections (attention dense, dense_4h_to_h).
   float output_layer_init_std() const;
   // Whether full recompute re-runs the layer at `index_in_chunk` (0 = the chunk's first).

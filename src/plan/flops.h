@@ -7,8 +7,10 @@
 // (Megatron does not halve it for causal masks), the output layer once.
 // Hardware FLOPs add what recompute runs again: full recompute one more forward of every
 // layer (Narayanan's 96·B·s·L·h²·(1 + s/(6h) + V/(16·L·h))), selective recompute the QKᵀ and
-// attention-times-V products (megatron-cpp: QKᵀ only; its backward does not need the context). MFU
-// uses model FLOPs; "TFLOP/s" as the 2021 paper reports it uses hardware FLOPs.
+// attention-times-V products (megatron-cpp: QKᵀ only; its backward does not need the context).
+// With multi-latent attention the attention terms are Megatron-LM's MLA count (its down/up
+// projections, QKᵀ over qk_head_dim + qk_pos_emb_head_dim, AV over v_head_dim). MFU uses model
+// FLOPs; "TFLOP/s" as the 2021 paper reports it uses hardware FLOPs.
 #pragma once
 
 #include "plan/implementation.h"

@@ -21,6 +21,18 @@ ParameterCounts count_parameters(const ModelSpec& m, const Layout& l) {
                     + gated * h * f + bias * gated * f                // fc1 weight, bias
                     + f * h;                                          // fc2 weight
   c.layer_replicated = 2 * norm + 2 * bias * h;  // two norms; projection and fc2 biases
+  if (m.arch.mla.enabled) {  // model/mla_projection.h: its projections replace QKV's
+    const MlaOptions& mla = m.arch.mla;
+    const double rq = double(mla.q_lora_rank), r = double(mla.kv_lora_rank),
+                 dn = double(mla.qk_head_dim), dr = double(mla.qk_pos_emb_head_dim),
+                 dv = double(mla.v_head_dim), per_norm = rmsnorm ? 1.0 : 2.0;
+    c.layer_sharded += (rq > 0 ? rq : h) * a * (dn + dr)  // linear_q_up_proj / linear_q_proj
+                       + r * a * (dn + dv)                // linear_kv_up_proj
+                       + a * dv * h                       // projection weight
+                       - (h + qkv_bias) * (a + 2 * g) * d - a * d * h;  // QKV's and dense's
+    c.layer_replicated += h * rq + per_norm * rq          // linear_q_down_proj, q_layernorm
+                          + h * (r + dr) + per_norm * r;  // linear_kv_down_proj, kv_layernorm
+  }
   const double vocab = double(m.padded_vocab(l.tensor_parallel));
   c.word_embedding = vocab * h;
   c.other_embedding = (learned_positions ? double(m.positions()) * h : 0.0) +
@@ -66,7 +78,11 @@ ParameterTensors count_parameter_tensors(const ModelSpec& m, const Layout& l) {
   const int64_t bias = m.arch.add_bias_linear ? 1 : 0;
   const int64_t qkv_bias = m.qkv_bias() ? 1 : 0;
   // Two norms; QKV, projection, fc1 and fc2 weights; their biases.
-  const int64_t layer = 2 * norm + 4 + qkv_bias + 3 * bias;
+  int64_t layer = 2 * norm + 4 + qkv_bias + 3 * bias;
+  // MLA: q (down, norm, up; or one projection) and kv (down, norm, up) instead of the QKV
+  // weight and bias.
+  if (m.arch.mla.enabled)
+    layer += (m.arch.mla.q_lora_rank > 0 ? 2 + norm : 1) + 2 + norm - 1 - qkv_bias;
   const int64_t embedding = 1 + (learned_positions ? 1 : 0) +
                             (m.family == ModelFamily::kBert ? 1 : 0) +
                             (m.embedding_norm() ? norm : 0);

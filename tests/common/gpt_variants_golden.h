@@ -46,10 +46,13 @@ struct GptVariantsGolden {
   TensorMap weights;  // our name -> full tensor
 };
 
-inline GptVariantsGolden load_gpt_variants_golden() {
+// A fixture of this form (weights "w.<name>", the batch, logits, loss, "grad.<name>") in
+// tests/data/<dir>/golden.safetensors, for the model `config` (also tests/common/mla_golden.h).
+inline GptVariantsGolden load_golden_fixture(const std::string& dir, const GptConfig& config) {
   GptVariantsGolden g;
-  g.file = std::make_unique<SafetensorsReader>(source_dir() +
-                                               "/tests/data/gpt_variants/golden.safetensors");
+  g.config = config;
+  g.file = std::make_unique<SafetensorsReader>(source_dir() + "/tests/data/" + dir +
+                                               "/golden.safetensors");
   g.batch.tokens = g.file->get("input_ids");
   g.batch.labels = g.file->get("labels");
   g.batch.loss_mask = g.file->get("loss_mask");
@@ -58,14 +61,19 @@ inline GptVariantsGolden load_gpt_variants_golden() {
   return g;
 }
 
+inline GptVariantsGolden load_gpt_variants_golden() {
+  return load_golden_fixture("gpt_variants", gpt_variants_config());
+}
+
 // Logits (<= 1e-4), loss and every gradient slice of this rank (<= 1e-3 relative) against the
-// fixture, with the options `adjust` sets on the config (recompute, flash attention, ...).
+// fixture, with the options `adjust` sets on the config (recompute, flash attention, ...), the
+// model on `device`.
 template <typename Adjust>
 void expect_matches_gpt_variants_golden(const GptVariantsGolden& g, const ParallelState& ps,
-                                        Adjust adjust) {
+                                        Adjust adjust, Device device = Device::CPU) {
   GptConfig c = g.config;
   adjust(c);
-  ParameterStore store(ps.tp_rank, ps.tp_size, Device::CPU);
+  ParameterStore store(ps.tp_rank, ps.tp_size, device);
   GptModel model(c, ps, store);
   store.allocate();
   assign_from_full_tensors(g.weights, store);
@@ -79,9 +87,9 @@ void expect_matches_gpt_variants_golden(const GptVariantsGolden& g, const Parall
   ASSERT_EQ(store.params().size(), g.weights.size());
   for (const Parameter& p : store.params()) {
     SCOPED_TRACE(p.spec.name);
-    EXPECT_LE(
-        max_relative_error(p.grad, local_slice(p, g.file->get("grad." + p.spec.name)).clone()),
-        1e-3);
+    EXPECT_LE(max_relative_error(p.grad.to(Device::CPU),
+                                 local_slice(p, g.file->get("grad." + p.spec.name)).clone()),
+              1e-3);
   }
 }
 

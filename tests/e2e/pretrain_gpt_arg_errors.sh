@@ -160,6 +160,19 @@ expect_error "asks for more layers than the" -- "${BASE[@]}" --recompute-granula
 expect_error "--lr-warmup-fraction cannot be combined" -- "${BASE[@]}" --lr-warmup-fraction 0.1 --lr-warmup-iters 5
 expect_error "--use-rope-scaling scales RoPE frequencies: it needs --position-embedding-type rope" \
   -- "${BASE[@]}" --use-rope-scaling
+# Multi-latent attention (docs/model.md): its RoPE type and shape.
+expect_error "--rope-type yarn applies to --multi-latent-attention only" -- "${BASE[@]}" \
+  --rope-type yarn
+expect_error "--rope-type 'ntk' is not known: expected rope or yarn" -- "${BASE[@]}" \
+  --multi-latent-attention --rope-type ntk
+expect_error "--rotary-scaling-factor 40: YaRN's frequency interpolation and mscale are not implemented" \
+  -- "${BASE[@]}" --multi-latent-attention --rotary-scaling-factor 40
+expect_error "--v-head-dim 200 must not exceed --qk-head-dim + --qk-pos-emb-head-dim = 192" \
+  -- "${BASE[@]}" --multi-latent-attention --v-head-dim 200
+expect_error "--group-query-attention and --multi-latent-attention exclude one another" \
+  -- "${BASE[@]}" --multi-latent-attention --group-query-attention --num-query-groups 2
+expect_error "--cache-mla-latents: caches MLA's latents in Megatron's dynamic inference engine" \
+  -- "${BASE[@]}" --multi-latent-attention --cache-mla-latents
 
 # What Megatron-LM accepts with a warning (and does): --sequence-parallel at TP 1 trains without
 # it; --recompute-method/--recompute-num-layers without full recompute are ignored.

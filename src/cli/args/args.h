@@ -48,6 +48,17 @@ struct ArchitectureArgs {
   bool squared_relu = false;
   bool qk_layernorm = false;
   bool rotary_interleaved = false;
+  // --multi-latent-attention and its shape (Megatron-LM's defaults; model/mla_projection.h).
+  bool multi_latent_attention = false;
+  int q_lora_rank = 0;  // 0: Megatron's None (a direct query projection)
+  int kv_lora_rank = 32;
+  int qk_head_dim = 128;
+  int qk_pos_emb_head_dim = 64;
+  int v_head_dim = 128;
+  std::string rope_type;  // rope | yarn; "" (unset): yarn with MLA, rope without
+  double rotary_scaling_factor = 1.0;
+  double mscale = 1.0;
+  double mscale_all_dim = 0.0;
   // --use-checkpoint-args: the model shape (--num-layers, --hidden-size, --num-attention-heads,
   // --ffn-hidden-size, --max-position-embeddings), the flags above and --openai-gelu come from the
   // checkpoint in --load, as Megatron's flag does (e.g. after `convert --from hf`).

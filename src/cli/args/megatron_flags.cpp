@@ -48,7 +48,13 @@ constexpr const char* kLlama =
     "--group-query-attention, --num-query-groups, --kv-channels, --disable-bias-linear, "
     "--add-qkv-bias, --untie-embeddings-and-output-weights, --apply-layernorm-1p, --squared-relu, "
     "--qk-layernorm and --rotary-interleaved (docs/model.md); pretrain-bert none of them";
-constexpr const char* kMla = "multi-latent attention is not supported";
+constexpr const char* kMla =
+    "multi-latent attention is implemented by pretrain-gpt (docs/model.md); pretrain-bert does "
+    "not take it";
+constexpr const char* kDsa =
+    "not implemented: Megatron-Core's experimental attention variants, DeepSeek sparse "
+    "attention (dsa: the lightning indexer, its top-k key selection and KL loss) among them; "
+    "--multi-latent-attention without a variant is (pretrain-gpt, docs/model.md)";
 constexpr const char* kHybrid = "Mamba / hybrid / linear-attention models are not supported";
 constexpr const char* kVision = "vision models are not supported";
 constexpr const char* kRetrieval = "ICT / biencoder retrieval models are not supported";
@@ -260,12 +266,15 @@ constexpr Rule kRules[] = {
     {"--rotary-scaling-factor", true, kMla},
     {"--mscale", true, kMla},
     {"--mscale-all-dim", true, kMla},
-    {"--cache-mla-latents", true, kMla},
-    {"--mla-down-proj-fusion", true, kMla},
-    {"--experimental-attention-variant", true, "experimental attention variants are not supported"},
-    {"--dsa-*", true, "DeepSeek sparse attention is not supported"},
-    {"--no-dsa-*", true, "DeepSeek sparse attention is not supported"},
-    {"--disable-dsa-*", true, "DeepSeek sparse attention is not supported"},
+    {"--cache-mla-latents", true,
+     "caches MLA's latents in Megatron's dynamic inference engine (flash MLA decoding), which "
+     "is not implemented; Megatron rejects it in training; `megatron generate` caches MLA's "
+     "keys and values"},
+    {"--mla-down-proj-fusion", false, kGpuImpl},
+    {"--experimental-attention-variant", true, kDsa},
+    {"--dsa-*", true, kDsa},
+    {"--no-dsa-*", true, kDsa},
+    {"--disable-dsa-*", true, kDsa},
     {"--linear-*", true, kHybrid},
     {"--is-hybrid-model", true, kHybrid},
     {"--hybrid-*", true, kHybrid},
@@ -293,7 +302,7 @@ constexpr Rule kRules[] = {
     {"--no-position-embedding", true, kLlama},
     {"--use-rotary-position-embeddings", true, kLlama},
     {"--rotary-*", true, kLlama},
-    {"--rope-type", true, kLlama},
+    {"--rope-type", true, kMla},
     {"--use-rope-scaling", true, kLlama},
     {"--rope-scaling-factor", true, kLlama},
     {"--no-rope-freq", true, kLlama},

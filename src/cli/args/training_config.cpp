@@ -58,6 +58,23 @@ ArchitectureOptions architecture_options(const ArchitectureArgs& a) {
   o.squared_relu = a.squared_relu;
   o.qk_layernorm = a.qk_layernorm;
   o.rotary_interleaved = a.rotary_interleaved;
+  MT_REQUIRE(a.rope_type.empty() || a.rope_type == "rope" || a.rope_type == "yarn", "--rope-type '",
+             a.rope_type, "' is not known: expected rope or yarn");
+  MT_REQUIRE(a.multi_latent_attention || a.rope_type != "yarn",
+             "--rope-type yarn applies to --multi-latent-attention only (as in Megatron-LM); "
+             "other attention takes rope");
+  o.mla.enabled = a.multi_latent_attention;
+  if (o.mla.enabled) {
+    o.mla.q_lora_rank = a.q_lora_rank;
+    o.mla.kv_lora_rank = a.kv_lora_rank;
+    o.mla.qk_head_dim = a.qk_head_dim;
+    o.mla.qk_pos_emb_head_dim = a.qk_pos_emb_head_dim;
+    o.mla.v_head_dim = a.v_head_dim;
+    o.mla.yarn = a.rope_type != "rope";
+    o.mla.rotary_scaling_factor = float(a.rotary_scaling_factor);
+    o.mla.mscale = float(a.mscale);
+    o.mla.mscale_all_dim = float(a.mscale_all_dim);
+  }
   return o;
 }
 
@@ -112,6 +129,18 @@ void apply_checkpoint_args(Args& a, CheckpointArgs which) {
   arch.squared_relu = o.squared_relu;
   arch.qk_layernorm = o.qk_layernorm;
   arch.rotary_interleaved = o.rotary_interleaved;
+  arch.multi_latent_attention = o.mla.enabled;
+  if (o.mla.enabled) {
+    arch.q_lora_rank = int(o.mla.q_lora_rank);
+    arch.kv_lora_rank = int(o.mla.kv_lora_rank);
+    arch.qk_head_dim = int(o.mla.qk_head_dim);
+    arch.qk_pos_emb_head_dim = int(o.mla.qk_pos_emb_head_dim);
+    arch.v_head_dim = int(o.mla.v_head_dim);
+    arch.rope_type = o.mla.yarn ? "yarn" : "rope";
+    arch.rotary_scaling_factor = o.mla.rotary_scaling_factor;
+    arch.mscale = o.mla.mscale;
+    arch.mscale_all_dim = o.mla.mscale_all_dim;
+  }
   a.openai_gelu = gelu_form_from_args_json(stored) == kernels::GeluForm::kTanh;
 }
 

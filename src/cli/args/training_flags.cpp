@@ -312,6 +312,23 @@ void add_architecture_args(ArgTable& t, ArchitectureArgs& a) {
              "normalise each head's query and key (--normalization) before RoPE");
   t.add_flag("--rotary-interleaved", a.rotary_interleaved,
              "RoPE rotates neighbouring channel pairs (2j, 2j+1) instead of (j, j + d/2)");
+  t.add_flag("--multi-latent-attention", a.multi_latent_attention,
+             "DeepSeek-V2's multi-latent attention (docs/model.md)");
+  t.add("--q-lora-rank", a.q_lora_rank,
+        "MLA: rank of the query latent (default none: a direct query projection)");
+  t.add("--kv-lora-rank", a.kv_lora_rank, "MLA: rank of the key/value latent (default 32)");
+  t.add("--qk-head-dim", a.qk_head_dim, "MLA: a query/key head's content channels (default 128)");
+  t.add("--qk-pos-emb-head-dim", a.qk_pos_emb_head_dim,
+        "MLA: a query/key head's RoPE channels, one rotated key per position (default 64)");
+  t.add("--v-head-dim", a.v_head_dim, "MLA: a value head's channels (default 128)");
+  t.add("--rope-type", a.rope_type,
+        "rope | yarn: MLA's RoPE (default yarn, equal to rope at --rotary-scaling-factor 1); "
+        "rope without MLA");
+  t.add("--rotary-scaling-factor", a.rotary_scaling_factor,
+        "MLA YaRN scaling factor (only 1, no context extension, is implemented)");
+  t.add("--mscale", a.mscale, "MLA YaRN mscale (no effect at --rotary-scaling-factor 1)");
+  t.add("--mscale-all-dim", a.mscale_all_dim,
+        "MLA YaRN mscale_all_dim (no effect at --rotary-scaling-factor 1)");
   t.add_flag("--use-checkpoint-args", a.use_checkpoint_args,
              "take the model shape and these flags from the checkpoint in --load");
 }

@@ -1,0 +1,51 @@
+// The PyTorch golden fixtures of multi-latent attention (tests/data/mla and tests/data/mla_rms,
+// written by tools/reference/mla_reference.py): 2-layer GPTs with MLA (4 heads, query/key
+// content 8 + RoPE 4 channels, values 6, key/value latent 16), weights in our names.
+//   mla      learned absolute positions and MLA's RoPE, LayerNorm (also on the latents), linear
+//            biases, GeLU, a query latent of 24 (--q-lora-rank), untied output layer
+//   mla_rms  --position-embedding-type rope, RMSNorm, SwiGLU, no biases, a direct query
+//            projection, tied output layer
+// They load and compare through gpt_variants_golden.h's helpers.
+#pragma once
+
+#include <string>
+
+#include "../common/gpt_variants_golden.h"
+
+namespace megatron::testing {
+
+// The shape of the reference script's model `name` ("mla" or "mla_rms"; its constants).
+inline GptConfig mla_golden_config(const std::string& name) {
+  const bool rms = name == "mla_rms";
+  GptConfig c;
+  c.num_layers = 2;
+  c.hidden_size = 32;
+  c.num_attention_heads = 4;
+  c.ffn_hidden_size = 48;
+  c.vocab_size = 64;
+  c.padded_vocab_size = 64;
+  c.max_position_embeddings = 16;
+  c.seq_length = 16;
+  c.hidden_dropout = 0.0f;
+  c.attention_dropout = 0.0f;
+  c.layernorm_epsilon = 1e-5f;
+  ArchitectureOptions& a = c.arch;
+  a.mla = {.enabled = true,
+           .q_lora_rank = rms ? 0 : 24,
+           .kv_lora_rank = 16,
+           .qk_head_dim = 8,
+           .qk_pos_emb_head_dim = 4,
+           .v_head_dim = 6};
+  a.position_embedding = rms ? PositionEmbedding::kRope : PositionEmbedding::kLearnedAbsolute;
+  a.normalization = rms ? Normalization::kRMSNorm : Normalization::kLayerNorm;
+  a.swiglu = rms;
+  a.add_bias_linear = !rms;
+  a.untie_embeddings_and_output_weights = !rms;
+  return c;
+}
+
+inline GptVariantsGolden load_mla_golden(const std::string& name) {
+  return load_golden_fixture(name, mla_golden_config(name));
+}
+
+}  // namespace megatron::testing
