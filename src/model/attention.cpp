@@ -36,6 +36,7 @@ ParallelAttention::ParallelAttention(const std::string& prefix, int layer_number
     : layer_number_((config.validate(ps.tp_size), layer_number)),
       heads_local_(config.num_attention_heads / ps.tp_size),
       head_dim_(config.head_dim()),
+      softmax_scale_(config.softmax_scale()),
       head_begin_(int64_t(ps.tp_rank) * (config.num_attention_heads / ps.tp_size)),
       dropout_p_(config.attention_dropout),
       mask_type_(config.attn_mask_type),
@@ -110,7 +111,7 @@ void ParallelAttention::rotate_local_qk(Tensor& qkv, bool inverse) const {
 RingAttentionParams ParallelAttention::ring_params(int64_t seq, const DropoutScope& scope) const {
   return {.layout = ContextParallelLayout::of_local(seq, cp_size_, cp_rank_),
           .queries_per_group = queries_,
-          .scale = 1.0f / std::sqrt(float(head_dim_)),
+          .scale = softmax_scale_,
           .dropout_p = dropout_p_,
           .scope = scope,
           .layer = layer_number_,
@@ -122,7 +123,7 @@ kernels::FlashAttentionParams ParallelAttention::flash_params(
     std::vector<kernels::MaskRow>& dropout_rows) const {
   kernels::FlashAttentionParams p;
   p.queries_per_group = queries_;
-  p.scale = 1.0f / std::sqrt(float(head_dim_));
+  p.scale = softmax_scale_;
   p.causal = mask_type_ == AttnMaskType::kCausal;
   p.pad_mask = pad_mask;
   if (scope.enabled && dropout_p_ > 0.0f) {
@@ -159,7 +160,7 @@ ParallelAttention::CoreProbs ParallelAttention::core_probs(const Tensor& qkv,
   }
   CoreProbs core;
   core.probs = arena.alloc({b, hl, s, s}, qkv.dtype());
-  kernels::scaled_masked_softmax_forward(scores, 1.0f / std::sqrt(float(d)),
+  kernels::scaled_masked_softmax_forward(scores, softmax_scale_,
                                          mask_type_ == AttnMaskType::kCausal, pad_mask, core.probs);
   if (scope.enabled && dropout_p_ > 0.0f) {
     core.dropout_mask = arena.alloc({b * hl * s, s}, DType::U8);
@@ -258,7 +259,7 @@ Tensor ParallelAttention::forward_cached(const Tensor& x, LayerKv& kv, int64_t s
   }
   // Causal with Sq < Sk: query i (position start + i) sees keys j <= start + i.
   Tensor probs = arena.alloc({b, hl, s, sk}, x.dtype());
-  kernels::scaled_masked_softmax_forward(scores, 1.0f / std::sqrt(float(d)), true, Tensor(), probs);
+  kernels::scaled_masked_softmax_forward(scores, softmax_scale_, true, Tensor(), probs);
   Tensor context = arena.alloc({s, b, hl * d}, x.dtype());  // [s, b, hl·d]
   for (int64_t i = 0; i < q; ++i) {
     Tensor context_i = head_view(context, i * d, bg, s, d, q * d, b * hl * d);
@@ -314,7 +315,7 @@ Tensor ParallelAttention::backward(const Ctx& ctx, const Tensor& dout, Arena& ar
     dprobs = undropped;
   }
   Tensor dscores = arena.alloc({b, hl, s, s}, dout.dtype());
-  kernels::scaled_masked_softmax_backward(dprobs, core.probs, 1.0f / std::sqrt(float(d)), dscores);
+  kernels::scaled_masked_softmax_backward(dprobs, core.probs, softmax_scale_, dscores);
   for (int64_t i = 0; i < q; ++i) {
     const Tensor dscores_i = query_scores(dscores, i, bg, q, s, s);
     Tensor dq_i = head_view(dqkv, i * d, bg, s, d, group, qkv_row);

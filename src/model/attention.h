@@ -124,7 +124,9 @@ class ParallelAttention {
                                              std::vector<kernels::MaskRow>& dropout_rows) const;
 
   int layer_number_;
-  int64_t heads_local_, groups_local_, queries_, head_dim_, head_begin_;
+  int64_t heads_local_, groups_local_, queries_, head_dim_;
+  float softmax_scale_;  // TransformerConfig::softmax_scale()
+  int64_t head_begin_;
   float dropout_p_;
   AttnMaskType mask_type_;
   bool rope_, dense_bias_, selective_recompute_, flash_attention_;
