@@ -44,10 +44,10 @@ ArchitectureOptions architecture_from_args_json(const nlohmann::json& args) {
   MupOptions& m = o.mup;
   m.enabled = args.value("use_mup", false);
   if (m.enabled) {
-    m.base_hidden_size = args.contains("mup_base_hidden_size") &&
-                                 args["mup_base_hidden_size"].is_number_integer()
-                             ? args["mup_base_hidden_size"].get<int64_t>()
-                             : 0;
+    m.base_hidden_size =
+        args.contains("mup_base_hidden_size") && args["mup_base_hidden_size"].is_number_integer()
+            ? args["mup_base_hidden_size"].get<int64_t>()
+            : 0;
     m.embedding_mult = number_or(args, "mup_embedding_mult", 1.0f);
     m.output_mult = number_or(args, "mup_output_mult", 1.0f);
     if (args.contains("mup_base_head_dim") && args["mup_base_head_dim"].is_number())

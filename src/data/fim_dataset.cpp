@@ -50,8 +50,7 @@ class FimTransform {
   // Megatron's _fim_split_and_permute_sequence.
   Tokens split_and_permute(std::span<const int32_t> segment) {
     const auto is_split = [&](int32_t t) { return o_.split_token && t == *o_.split_token; };
-    if (std::none_of(segment.begin(), segment.end(), is_split))
-      return permute(segment, o_.rate);
+    if (std::none_of(segment.begin(), segment.end(), is_split)) return permute(segment, o_.rate);
     if (!bernoulli(o_.rate)) return Tokens(segment.begin(), segment.end());
     Tokens out;
     size_t start = 0;

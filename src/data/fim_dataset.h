@@ -45,8 +45,8 @@ struct FimOptions {
   double rate = 0.5;      // --fim-rate
   double spm_rate = 0.5;  // --fim-spm-rate
   FimTokens tokens;
-  std::optional<int32_t> split_token;   // --fim-split-sample, resolved
-  double fragment_rate = 0.0;           // --fim-fragment-rate (with split_token)
+  std::optional<int32_t> split_token;    // --fim-split-sample, resolved
+  double fragment_rate = 0.0;            // --fim-fragment-rate (with split_token)
   std::optional<std::string> no_prefix;  // --fim-no-prefix
 };
 

@@ -137,7 +137,8 @@ TEST(FimDataset, MissingSentinelNamesItsFlag) {
   }
   // Naming tokens it has resolves them.
   const FimTokens t = resolve_fim_tokens(
-      *tokenizer, {.prefix = "a", .middle = "b", .suffix = "c", .pad = "d", .eod = "<|endoftext|>"});
+      *tokenizer,
+      {.prefix = "a", .middle = "b", .suffix = "c", .pad = "d", .eod = "<|endoftext|>"});
   EXPECT_EQ(t.eod, tokenizer->eod());
   EXPECT_EQ(t.prefix, tokenizer->token_to_id("a"));
 }

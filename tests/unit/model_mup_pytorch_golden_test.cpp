@@ -131,7 +131,7 @@ TEST(MupPytorchGolden, EveryIngredientIsSeen) {
     SCOPED_TRACE(variant);
     GptConfig c = mup_config();
     if (variant == 0) c.arch.mup.embedding_mult = 1.0f;
-    if (variant == 1) c.arch.mup.output_mult = 0.75f;      // instead of 1/m
+    if (variant == 1) c.arch.mup.output_mult = 0.75f;     // instead of 1/m
     if (variant == 2) c.arch.mup.attn_scale_power = 0.5;  // the standard 1/√d
     Loaded l(c, g);
     EXPECT_GT(std::abs(l.model.forward_backward(g.batch, 1.0f, 1) - g.loss()), 1e-4 * g.loss());
@@ -161,8 +161,7 @@ TEST(MupPytorchGolden, InitScalesTheHiddenMatricesOnly) {
   const double sigma = 0.02, m = 4.0, tol = 0.05;  // relative: >= 12k samples each
   EXPECT_NEAR(sample_std("embedding.word_embeddings.weight") / sigma, 1.0, tol);
   EXPECT_NEAR(sample_std("embedding.position_embeddings.weight") / sigma, 1.0, tol);
-  EXPECT_NEAR(sample_std("layers.0.self_attention.query_key_value.weight") / (sigma / 2), 1.0,
-              tol);
+  EXPECT_NEAR(sample_std("layers.0.self_attention.query_key_value.weight") / (sigma / 2), 1.0, tol);
   EXPECT_NEAR(sample_std("layers.1.mlp.dense_h_to_4h.weight") / (sigma / std::sqrt(m)), 1.0, tol);
   const double out = sigma / std::sqrt(2.0 * c.num_layers) / std::sqrt(m);
   EXPECT_NEAR(sample_std("layers.0.self_attention.dense.weight") / out, 1.0, tol);

@@ -64,8 +64,8 @@ MupOptions mup_options(const ArchitectureArgs& a) {
   MupOptions m;
   m.enabled = a.use_mup;
   if (!a.use_mup) return m;
-  MT_REQUIRE(a.mup_base_hidden_size.value_or(1) > 0, "--mup-base-hidden-size must be positive, got ",
-             a.mup_base_hidden_size.value_or(0));
+  MT_REQUIRE(a.mup_base_hidden_size.value_or(1) > 0,
+             "--mup-base-hidden-size must be positive, got ", a.mup_base_hidden_size.value_or(0));
   m.base_hidden_size = a.mup_base_hidden_size.value_or(0);
   m.embedding_mult = float(a.mup_embedding_mult);
   m.output_mult = float(a.mup_output_mult);
@@ -516,7 +516,11 @@ GradScalerConfig grad_scaler_config(const Args& a) {
 }
 
 AdamWConfig adamw_config(const Args& a) {
-  return {a.adam_beta1, a.adam_beta2, a.adam_eps, a.weight_decay, /*f16_model_weights=*/a.fp16,
+  return {a.adam_beta1,
+          a.adam_beta2,
+          a.adam_eps,
+          a.weight_decay,
+          /*f16_model_weights=*/a.fp16,
           mup_width_mult(mup_options(a.arch), a.hidden_size)};
 }
 

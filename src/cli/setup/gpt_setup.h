@@ -16,9 +16,9 @@
 namespace megatron::cli {
 
 struct Vocabulary {
-  int64_t size = 0;         // real entries, before padding
-  int32_t eod = -1;         // -1: none
-  nlohmann::json identity;  // tokenizer_identity(); null with --mock-data
+  int64_t size = 0;                            // real entries, before padding
+  int32_t eod = -1;                            // -1: none
+  nlohmann::json identity;                     // tokenizer_identity(); null with --mock-data
   std::shared_ptr<const Tokenizer> tokenizer;  // null with --mock-data --vocab-size
 };
 
