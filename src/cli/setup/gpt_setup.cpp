@@ -10,7 +10,8 @@
 namespace megatron::cli {
 
 Vocabulary build_vocabulary(const Args& a) {
-  if (a.tokenizer_type.empty()) return {a.vocab_size, -1, nullptr};  // --mock-data --vocab-size V
+  if (a.tokenizer_type.empty())  // --mock-data --vocab-size V
+    return {a.vocab_size, -1, nullptr, nullptr};
   TokenizerOptions o{a.tokenizer_type,
                      a.vocab_file,
                      a.merge_file,
