@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Fill-in-the-middle data (--fim-data, docs/data.md): a tiny GPT on real text (State of the
 # Union, GPT-2 BPE with the four FIM sentinels appended to the vocabulary) with --fim-rate 0.5
-# --fim-spm-rate 0.5, and with fragments cut at newlines (--fim-split-sample Ċ
+# --fim-spm-rate 0.5, and with fragments cut at full stops (--fim-split-sample .
 # --fim-fragment-rate 0.5), logs the same lm loss and grad norm (relative <= 1e-5, 6 iterations)
 # at DP 1, DP 2, DP 4, TP 2 x DP 2 and PP 2 x DP 2, with --eod-mask-loss: each sample is a
-# function of its index, whichever rank reads it. Without --fim-data the losses differ. A
+# function of its index, whichever rank reads it. Without --fim-data, or without the fragments,
+# the losses differ. A
 # vocabulary without the sentinels is refused with a sentence naming --fim-prefix-token, and
 # --fim-data with --mock-data is refused. The samples themselves are checked against
 # tools/reference/fim_reference.py in tests/unit/data_fim_dataset_test.cpp.
@@ -42,7 +43,7 @@ GPT=(pretrain-gpt --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-
   --merge-file "$DATA_DIR/gpt2-merges.txt" --make-vocab-size-divisible-by 128
   --log-interval 1 --eval-interval 1000 --eval-iters 0)
 FIM=(--vocab-file "$WORK/fim-vocab.json" --fim-data --fim-rate 0.5 --fim-spm-rate 0.5)
-SPLIT=(--fim-split-sample Ċ --fim-fragment-rate 0.5)
+SPLIT=(--fim-split-sample . --fim-fragment-rate 0.5)
 
 run() {  # run NAME NP ARGS...
   local name=$1 np=$2
