@@ -69,10 +69,10 @@ float TransformerConfig::output_layer_init_std() const {
 }
 
 float TransformerConfig::softmax_scale() const {
-  const double d = double(head_dim());
   const MupOptions& m = arch.mup;
-  if (!m.enabled) return float(1.0 / std::sqrt(d));
-  return float(std::sqrt(m.base_head_dim.value_or(1.0)) / std::pow(d, m.attn_scale_power));
+  if (!m.enabled) return 1.0f / std::sqrt(float(head_dim()));
+  return float(std::sqrt(m.base_head_dim.value_or(1.0)) /
+               std::pow(double(head_dim()), m.attn_scale_power));
 }
 
 void TransformerConfig::validate(int tp_size) const {

@@ -11,6 +11,7 @@
 
 #include "../common/gpt2_golden.h"
 #include "distributed/solo_communicator.h"
+#include "kernels/elementwise.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 
@@ -32,7 +33,9 @@ GptConfig mup_config() {
   c.seq_length = 16;
   c.hidden_dropout = 0.0f;
   c.attention_dropout = 0.0f;
-  c.arch.mup = {.enabled = true, .base_hidden_size = 16, .embedding_mult = 1.5f};
+  c.arch.mup.enabled = true;
+  c.arch.mup.base_hidden_size = 16;
+  c.arch.mup.embedding_mult = 1.5f;
   return c;
 }
 constexpr double kLr = 1e-2, kWeightDecay = 0.1, kBeta1 = 0.9, kBeta2 = 0.95, kEps = 1e-3;
@@ -78,11 +81,13 @@ void step_from_golden_gradients(Loaded& l, const MupGolden& g, double m) {
   sc.style = LrDecayStyle::Constant;
   sc.mup_width_mult = m;
   const LrSchedule schedule(sc);
-  AdamW adam(l.store, {.beta1 = kBeta1,
-                       .beta2 = kBeta2,
-                       .eps = kEps,
-                       .weight_decay = kWeightDecay,
-                       .mup_width_mult = m});
+  AdamWConfig config;
+  config.beta1 = kBeta1;
+  config.beta2 = kBeta2;
+  config.eps = kEps;
+  config.weight_decay = kWeightDecay;
+  config.mup_width_mult = m;
+  AdamW adam(l.store, config);
   adam.set_mup_hidden_lr(schedule.mup_hidden_lr());
   adam.step(schedule.lr());
 }
