@@ -55,12 +55,12 @@ void validate_recompute_method(RecomputeMethod method, int num_layers);
 // embedding output × embedding_mult and the logits × output_mult (1/m when left at 1). The
 // optimizer's share (the hidden matrices' learning rate and Adam eps / m) is optim/optimizer.h's.
 struct MupOptions {
-  bool enabled = false;                 // --use-mup
-  int64_t base_hidden_size = 0;         // --mup-base-hidden-size; 0: hidden_size (m = 1)
-  float embedding_mult = 1.0f;          // --mup-embedding-mult
-  float output_mult = 1.0f;             // --mup-output-mult; 1: 1/m
-  std::optional<double> base_head_dim;  // --mup-base-head-dim
-  double attn_scale_power = 1.0;        // --mup-attn-scale-power
+  bool enabled = false;          // --use-mup
+  int64_t base_hidden_size = 0;  // --mup-base-hidden-size; 0: hidden_size (m = 1)
+  float embedding_mult = 1.0f;   // --mup-embedding-mult
+  float output_mult = 1.0f;      // --mup-output-mult; 1: 1/m
+  std::optional<double> base_head_dim = std::nullopt;  // --mup-base-head-dim
+  double attn_scale_power = 1.0;                       // --mup-attn-scale-power
 };
 
 // hidden_size / base_hidden_size with muP, else 1.
