@@ -46,7 +46,9 @@
 #             dataset made here with `megatron preprocess` from this repository's docs/*.md;
 #             --vocab-file/--merge-file: the files of scripts/fetch_data.sh; a tokenizer that
 #             needs a model file (--tokenizer-type GPTSentencePieceTokenizer, ...) becomes
-#             GPT2BPETokenizer (--tokenizer-model dropped); --save/--load/--tensorboard-dir/
+#             GPT2BPETokenizer (--tokenizer-model dropped); with --fim-data the vocabulary is
+#             GPT-2's with the FIM sentinels <fim_prefix>, <fim_middle>, <fim_suffix>, <fim_pad>
+#             appended (a FIM vocabulary has them; GPT-2's does not); --save/--load/--tensorboard-dir/
 #             --data-cache-path: directories of the run (${CHECKPOINT_LOAD_PATH} does not exist)
 # Knowledge distillation configs (ModelOpt's --export-kd-teacher-load, e.g. the
 # *_modelopt_distill_* ones): the teacher checkpoint the config points to (under
@@ -193,6 +195,16 @@ for path in sys.argv[1:]:
 EOF
 fi
 
+# GPT-2's vocabulary with the FIM sentinels (--fim-data), ids 50257-50260.
+FIM_VOCAB=$WORK/data/gpt2-fim-vocab.json
+[[ -f $FIM_VOCAB ]] || /usr/bin/python3 -c '
+import json, sys
+vocab = json.load(open(sys.argv[1], encoding="utf-8"))
+for token in ("<fim_prefix>", "<fim_middle>", "<fim_suffix>", "<fim_pad>"):
+    vocab[token] = len(vocab)
+json.dump(vocab, open(sys.argv[2], "w", encoding="utf-8"), ensure_ascii=False)
+' "$DATA_DIR/gpt2-vocab.json" "$FIM_VOCAB" || die "cannot write $FIM_VOCAB"
+
 # ---- one config -> one command line ------------------------------------------------------------
 # Flags whose value is this script's alone (not the config's choice, as a layout or a feature
 # is): a refusal naming them is the CPU run's doing, and PEEL never drops them.
@@ -323,6 +335,8 @@ build() {
   tok=$(get --tokenizer-type "")
   if [[ $MODEL == bert ]]; then
     vocab=$DATA_DIR/bert-base-uncased-vocab.txt merges= prefix=$BERT_PREFIX
+  elif has --fim-data; then
+    vocab=$FIM_VOCAB
   fi
   local swap_tok=0
   [[ -n $tok && $NEEDS_MODEL_FILE == *" $tok "* ]] && swap_tok=1

@@ -58,6 +58,19 @@ ArchitectureOptions architecture_from_args_json(const nlohmann::json& args) {
     o.mla.mscale = number_or(args, "mscale", 1.0f);
     o.mla.mscale_all_dim = number_or(args, "mscale_all_dim", 0.0f);
   }
+  MupOptions& m = o.mup;
+  m.enabled = args.value("use_mup", false);
+  if (m.enabled) {
+    m.base_hidden_size =
+        args.contains("mup_base_hidden_size") && args["mup_base_hidden_size"].is_number_integer()
+            ? args["mup_base_hidden_size"].get<int64_t>()
+            : 0;
+    m.embedding_mult = number_or(args, "mup_embedding_mult", 1.0f);
+    m.output_mult = number_or(args, "mup_output_mult", 1.0f);
+    if (args.contains("mup_base_head_dim") && args["mup_base_head_dim"].is_number())
+      m.base_head_dim = args["mup_base_head_dim"].get<double>();
+    m.attn_scale_power = number_or(args, "mup_attn_scale_power", 1.0f);
+  }
   return o;
 }
 
@@ -92,6 +105,15 @@ nlohmann::json architecture_args_json(const ArchitectureOptions& o) {
     j["rotary_scaling_factor"] = o.mla.rotary_scaling_factor;
     j["mscale"] = o.mla.mscale;
     j["mscale_all_dim"] = o.mla.mscale_all_dim;
+  }
+  // Written only when on, so that a checkpoint without muP records what older ones did.
+  if (o.mup.enabled) {
+    j["use_mup"] = true;
+    if (o.mup.base_hidden_size > 0) j["mup_base_hidden_size"] = o.mup.base_hidden_size;
+    j["mup_embedding_mult"] = o.mup.embedding_mult;
+    j["mup_output_mult"] = o.mup.output_mult;
+    if (o.mup.base_head_dim) j["mup_base_head_dim"] = *o.mup.base_head_dim;
+    j["mup_attn_scale_power"] = o.mup.attn_scale_power;
   }
   // Written only when on, so that a checkpoint without scaling records what older ones did.
   if (o.rope_scaling.enabled()) {

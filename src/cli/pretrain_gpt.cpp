@@ -28,6 +28,7 @@ int run_pretrain_gpt(int argc, char** argv) {
   ArgTable table(app);
   add_training_args(table, args);
   add_architecture_args(table, args.arch);
+  add_fim_args(table, args.fim);
   table.add_flag("--eod-mask-loss", eod_mask_loss, "mask the loss of end-of-document labels");
   bool per_token_loss = false;
   table.add_flag(

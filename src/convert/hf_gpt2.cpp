@@ -141,6 +141,9 @@ nlohmann::json hf_config_from_gpt(const GptConfig& c) {
       "an output layer "
       "tied to the word embedding) export to HF GPT-2; RMSNorm + RoPE + SwiGLU models "
       "export to HF Llama");
+  MT_REQUIRE(!a.mup.enabled,
+             "HF GPT-2's config.json has no muP attention scale or multipliers: a --use-mup "
+             "model does not export to it");
   nlohmann::json j;
   j["architectures"] = {"GPT2LMHeadModel"};
   j["model_type"] = "gpt2";

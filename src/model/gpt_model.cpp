@@ -49,6 +49,7 @@ InputEmbeddingConfig input_embedding_config(const GptConfig& c) {
           .num_tokentypes = 0,
           .learned_positions = c.arch.position_embedding == PositionEmbedding::kLearnedAbsolute,
           .init_method_std = c.init_method_std,
+          .output_mult = c.embedding_mult(),
           .hidden_dropout = c.hidden_dropout,
           .layernorm = false,
           .layernorm_epsilon = c.layernorm_epsilon,
@@ -114,7 +115,8 @@ GptModel::GptModel(const GptConfig& config, const ParallelState& ps, ParameterSt
                                      .full_shape = {config.padded_vocab_size, config.hidden_size},
                                      .partition_dim = 0,
                                      .vocab_rows = config.vocab_size,
-                                     .embedding_or_output = true});
+                                     .embedding_or_output = true,
+                                     .embedding = true});
 }
 
 const Tensor& GptModel::lm_head_weight() const {
@@ -189,7 +191,7 @@ Tensor GptModel::head_logits(Ctx& ctx, const Tensor& hidden) {
                    .view({s * b, h});
   const Tensor& table = lm_head_weight();                               // [V/t, h]
   Tensor logits = ctx.arena.alloc({s * b, table.size(0)}, DType::F32);  // [s·b, V/t]
-  kernels::gemm(ctx.hidden, false, table, true, logits);
+  kernels::gemm(ctx.hidden, false, table, true, logits, config_.logit_mult());
   return logits;
 }
 
@@ -243,14 +245,16 @@ Tensor GptModel::backward(Ctx& ctx, float grad_scale, Tensor dhidden) {
     }
 
     const Tensor& table = lm_head_weight();  // [V/t, h]
-    kernels::gemm(dlogits, true, ctx.hidden, false, lm_head_grad(), 1.0f, 1.0f);
+    // The logits are logit_mult() · hidden · tableᵀ (muP's output multiplier; 1 without).
+    const float mult = config_.logit_mult();
+    kernels::gemm(dlogits, true, ctx.hidden, false, lm_head_grad(), mult, 1.0f);
     // An untied output layer is complete now; a tied one (the word embedding) is not announced:
     // reduced after the backward.
     if (output_layer_index_)
       store_.grads_accumulated(*output_layer_index_, *output_layer_index_ + 1);
     Tensor dfull = ctx.arena.alloc({ctx.seq, ctx.batch, h}, weights_.dtype());  // [s, b, h]
     Tensor dfull2 = dfull.view({n, h});
-    kernels::gemm(dlogits, false, table, false, dfull2);
+    kernels::gemm(dlogits, false, table, false, dfull2, mult);
     dhidden = TpRegionInput::backward(*ps_.tp, dfull, config_.sequence_parallel, ctx.arena);
     if (ctx.distilled) distillation_->backward_hidden(ctx.distillation, dscale, dhidden, ctx.arena);
   }
@@ -437,7 +441,7 @@ Tensor GptModel::forward_step(InferenceCtx& ctx, const Tensor& host_tokens, bool
   Tensor rows = all_positions ? hidden.view({s * b, h}) : hidden.select(0, s - 1);
   const Tensor& table = lm_head_weight();  // [V/t, h]
   Tensor logits = ctx.arena.alloc({rows.size(0), table.size(0)}, DType::F32);
-  kernels::gemm(rows, false, table, true, logits);
+  kernels::gemm(rows, false, table, true, logits, config_.logit_mult());
   return all_positions ? logits.view({s, b, table.size(0)}) : logits;
 }
 

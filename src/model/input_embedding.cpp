@@ -26,15 +26,13 @@ InputEmbedding::InputEmbedding(const InputEmbeddingConfig& config, const Paralle
       weights_(weights),
       word_(word_embedding_config(config), ps, store, weights) {
   if (config.learned_positions)
-    position_index_ = store.add({"embedding.position_embeddings.weight",
-                                 {config.max_position_embeddings, config.hidden_size},
-                                 -1,
-                                 true});
+    position_index_ = store.add({.name = "embedding.position_embeddings.weight",
+                                 .full_shape = {config.max_position_embeddings, config.hidden_size},
+                                 .embedding = true});
   if (config.num_tokentypes > 0)
-    tokentype_index_ = store.add({"embedding.tokentype_embeddings.weight",
-                                  {config.num_tokentypes, config.hidden_size},
-                                  -1,
-                                  true});
+    tokentype_index_ = store.add({.name = "embedding.tokentype_embeddings.weight",
+                                  .full_shape = {config.num_tokentypes, config.hidden_size},
+                                  .embedding = true});
   if (config.layernorm)
     layernorm_ = std::make_unique<LayerNorm>(
         "embedding.layernorm", config.hidden_size, config.layernorm_epsilon, store, weights,
@@ -121,6 +119,7 @@ Tensor InputEmbedding::forward(Ctx& ctx, const Tensor& tokens, const Tensor& tok
     kernels::axpy(1.0f, table_rows, embedded);
   }
 
+  if (config_.output_mult != 1.0f) kernels::scale(embedded, config_.output_mult);
   if (layernorm_) embedded = layernorm_->forward(ctx.layernorm, embedded, arena);
 
   ctx.dropout_mask = Tensor();
@@ -149,6 +148,12 @@ void InputEmbedding::backward(const Ctx& ctx, const Tensor& dout, Arena& arena) 
     Tensor dsum = arena.alloc(d.shape(), d.dtype());
     layernorm_->backward(ctx.layernorm, d, dsum, 0.0f);
     d = dsum;
+  }
+  if (config_.output_mult != 1.0f) {
+    Tensor scaled = arena.alloc(d.shape(), d.dtype());
+    kernels::copy(d, scaled);
+    kernels::scale(scaled, config_.output_mult);
+    d = scaled;
   }
   // The gradient of the whole sequence: the reduce-scatter's backward all-gathers the shards.
   if (config_.sequence_parallel)

@@ -1,8 +1,8 @@
 // InputEmbedding: the input layer of GPT and BERT (Megatron-LM's Embedding).
 //   tokens i32 [b, s] (and, with a token-type table, token types i32 [b, s]) → (transposed
 //   to [s, b]) vocab-parallel word embedding + learned position embedding (position = index
-//   in the sequence) [+ token-type embedding] [→ LayerNorm] → dropout → [s, b, h] in the
-//   compute dtype.
+//   in the sequence) [+ token-type embedding] [× output_mult] [→ LayerNorm] → dropout →
+//   [s, b, h] in the compute dtype.
 // Parameters: "embedding.word_embeddings.weight" [V_padded, h] partition 0,
 // "embedding.position_embeddings.weight" [max_pos, h], "embedding.tokentype_embeddings.weight"
 // [types, h] when num_tokentypes > 0 (BERT), "embedding.layernorm.{weight,bias}" [h] when
@@ -37,7 +37,9 @@ struct InputEmbeddingConfig {
   int max_position_embeddings = 0;
   int num_tokentypes = 0;  // 0: no token-type table (GPT)
   bool learned_positions = true;
-  float init_method_std = 0.02f, hidden_dropout = 0.1f;
+  float init_method_std = 0.02f;
+  float output_mult = 1.0f;  // the sum of the tables × this (muP's --mup-embedding-mult)
+  float hidden_dropout = 0.1f;
   bool layernorm = false;  // LayerNorm before the dropout (post-LN BERT)
   float layernorm_epsilon = 1e-5f;
   bool sequence_parallel = false;  // output the sequence shard [s/t, b, h]

@@ -36,7 +36,7 @@ MlaProjection::MlaProjection(const std::string& prefix, const TransformerConfig&
       sequence_parallel_(config.sequence_parallel),
       tp_(ps.tp),
       weights_(weights),
-      init_std_(config.init_method_std),
+      init_std_(config.hidden_init_std()),  // muP scales the hidden matrices
       q_down_index_(mla_.q_lora_rank > 0
                         ? add_down_projection(store, prefix + ".linear_q_down_proj",
                                               mla_.q_lora_rank, hidden_, sequence_parallel_)

@@ -20,7 +20,7 @@ ParallelMLP::ParallelMLP(const std::string& prefix, const TransformerConfig& con
                       .bias = config.arch.add_bias_linear,
                       .skip_bias_add = !config.arch.swiglu,
                       .sequence_parallel = config.sequence_parallel,
-                      .init_std = config.init_method_std,
+                      .init_std = config.hidden_init_std(),
                       .stacked_blocks = config.arch.swiglu ? 2 : 1},
                      ps, store, weights),
       dense_4h_to_h_({.name = prefix + ".dense_4h_to_h",

@@ -32,7 +32,7 @@ QkvProjection::QkvProjection(const std::string& name, const TransformerConfig& c
       sequence_parallel_(config.sequence_parallel),
       tp_(ps.tp),
       weights_(weights),
-      init_std_(config.init_method_std) {
+      init_std_(config.hidden_init_std()) {
   const int64_t g = config.query_groups(), q = config.num_attention_heads / g;
   const int64_t rows = g * (q + 2) * head_dim_;
   if (g % ps.tp_size == 0) {
@@ -44,7 +44,7 @@ QkvProjection::QkvProjection(const std::string& name, const TransformerConfig& c
                                    .output_size = rows,
                                    .bias = bias_,
                                    .sequence_parallel = config.sequence_parallel,
-                                   .init_std = config.init_method_std},
+                                   .init_std = config.hidden_init_std()},
         ps, store, weights);
     return;
   }

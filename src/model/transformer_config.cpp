@@ -48,8 +48,24 @@ void validate_recompute_method(RecomputeMethod method, int num_layers) {
              num_layers, "); to recompute only some layers use --recompute-method block");
 }
 
+double mup_width_mult(const MupOptions& mup, int64_t hidden_size) {
+  if (!mup.enabled || mup.base_hidden_size <= 0) return 1.0;
+  return double(hidden_size) / double(mup.base_hidden_size);
+}
+
+float TransformerConfig::logit_mult() const {
+  if (!arch.mup.enabled) return 1.0f;
+  // Megatron sets 1/m only when the multiplier was left at its default of 1.
+  if (arch.mup.output_mult == 1.0f) return float(1.0 / mup_width_mult());
+  return arch.mup.output_mult;
+}
+
+float TransformerConfig::hidden_init_std() const {
+  return float(double(init_method_std) / std::sqrt(mup_width_mult()));
+}
+
 float TransformerConfig::output_layer_init_std() const {
-  return init_method_std / std::sqrt(2.0f * float(num_layers));
+  return hidden_init_std() / std::sqrt(2.0f * float(num_layers));
 }
 
 float TransformerConfig::softmax_scale() const {
@@ -60,7 +76,11 @@ float TransformerConfig::softmax_scale() const {
   const float m = arch.mla.enabled && arch.mla.yarn
                       ? yarn_mscale(arch.mla.rotary_scaling_factor, arch.mla.mscale_all_dim)
                       : 1.0f;
-  return m * m / std::sqrt(float(head_dim()));
+  const MupOptions& mup = arch.mup;
+  const float scale = mup.enabled ? float(std::sqrt(mup.base_head_dim.value_or(1.0)) /
+                                          std::pow(double(head_dim()), mup.attn_scale_power))
+                                  : 1.0f / std::sqrt(float(head_dim()));
+  return m * m * scale;
 }
 
 namespace {
@@ -133,6 +153,10 @@ void TransformerConfig::validate(int tp_size) const {
              hidden_dropout);
   MT_REQUIRE(attention_dropout >= 0 && attention_dropout < 1,
              "--attention-dropout must be in [0, 1), got ", attention_dropout);
+  MT_REQUIRE(arch.mup.base_hidden_size >= 0, "--mup-base-hidden-size must be positive, got ",
+             arch.mup.base_hidden_size);
+  MT_REQUIRE(!arch.mup.base_head_dim || *arch.mup.base_head_dim > 0,
+             "--mup-base-head-dim must be positive, got ", arch.mup.base_head_dim.value_or(0));
   if (arch.position_embedding == PositionEmbedding::kRope) {
     MT_REQUIRE(arch.rotary_percent > 0 && arch.rotary_percent <= 1,
                "--rotary-percent must be in (0, 1], got ", arch.rotary_percent);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,25 @@ RecomputeMethod recompute_method_from_name(const std::string& name);
 // Throws Error naming the flags unless `num_layers` >= 1, and 1 with the uniform method.
 void validate_recompute_method(RecomputeMethod method, int num_layers);
 
+// Megatron-Core's muP (--use-mup; Yang et al. 2022, "Tensor Programs V"): the width multiplier
+// m = hidden_size / --mup-base-hidden-size rescales what depends on the width so that the
+// hyperparameters tuned at the base width transfer: the hidden matrices' init std σ/√m (the
+// residual output projections' σ/(√(2L)·√m); the embeddings and the output layer keep σ), the
+// attention softmax scale √base_head_dim / d^power (1/d by default, instead of 1/√d), the
+// embedding output × embedding_mult and the logits × output_mult (1/m when left at 1). The
+// optimizer's share (the hidden matrices' learning rate and Adam eps / m) is optim/optimizer.h's.
+struct MupOptions {
+  bool enabled = false;          // --use-mup
+  int64_t base_hidden_size = 0;  // --mup-base-hidden-size; 0: hidden_size (m = 1)
+  float embedding_mult = 1.0f;   // --mup-embedding-mult
+  float output_mult = 1.0f;      // --mup-output-mult; 1: 1/m
+  std::optional<double> base_head_dim = std::nullopt;  // --mup-base-head-dim
+  double attn_scale_power = 1.0;                       // --mup-attn-scale-power
+};
+
+// hidden_size / base_hidden_size with muP, else 1.
+double mup_width_mult(const MupOptions& mup, int64_t hidden_size);
+
 struct ArchitectureOptions {
   Normalization normalization = Normalization::kLayerNorm;
   PositionEmbedding position_embedding = PositionEmbedding::kLearnedAbsolute;
@@ -91,6 +111,7 @@ struct ArchitectureOptions {
   bool qk_layernorm = false;
   bool rotary_interleaved = false;  // --rotary-interleaved: RoPE pairs (2j, 2j + 1)
   MlaOptions mla;                   // --multi-latent-attention
+  MupOptions mup;                   // --use-mup
 };
 
 struct TransformerConfig {
@@ -138,8 +159,8 @@ struct TransformerConfig {
   }
   // A head's value (and context) channels: head_dim(), or MLA's v_head_dim.
   int64_t value_head_dim() const { return arch.mla.enabled ? arch.mla.v_head_dim : head_dim(); }
-  // The attention softmax's scale, 1/√head_dim(); with MLA Megatron-Core's mscale² / √head_dim()
-  // (YaRN's mscale_all_dim factor, 1 at scaling factor 1).
+  // The attention softmax's scale: 1/√head_dim(), or muP's √base_head_dim / head_dim^power;
+  // with MLA times Megatron-Core's mscale² (YaRN's mscale_all_dim factor, 1 at scaling factor 1).
   float softmax_scale() const;
   // Whether the attention rotates queries and keys: --position-embedding-type rope, or MLA
   // (its RoPE part, whatever the position embedding type, as Megatron-Core).
@@ -156,8 +177,16 @@ struct TransformerConfig {
     if (arch.mla.enabled) return arch.mla.qk_pos_emb_head_dim;
     return int64_t(float(head_dim()) * arch.rotary_percent);
   }
-  // std/√(2L) for the two residual-branch output projections (attention dense, dense_4h_to_h).
+  // The init std of the hidden matrices (QKV, dense_h_to_4h): init_method_std, / √m with muP.
+  float hidden_init_std() const;
+  // hidden_init_std()/√(2L) for the two residual-branch output projections (attention dense,
+  // dense_4h_to_h).
   float output_layer_init_std() const;
+  // muP's width multiplier hidden_size / base_hidden_size (1 without muP).
+  double mup_width_mult() const { return megatron::mup_width_mult(arch.mup, hidden_size); }
+  // The factors of the input embedding's output and of the logits (1 without muP).
+  float embedding_mult() const { return arch.mup.enabled ? arch.mup.embedding_mult : 1.0f; }
+  float logit_mult() const;
   // Whether full recompute re-runs the layer at `index_in_chunk` (0 = the chunk's first).
   bool recomputes_layer(int index_in_chunk) const {
     return recompute_activations &&

@@ -92,6 +92,12 @@ std::optional<double> LrSchedule::decoupled_lr() const {
   return lr_between(*config_.decoupled_max_lr, config_.decoupled_min_lr.value_or(config_.min_lr));
 }
 
+std::optional<double> LrSchedule::mup_hidden_lr() const {
+  if (config_.mup_width_mult == 1.0) return std::nullopt;
+  return lr_between(config_.max_lr / config_.mup_width_mult,
+                    config_.min_lr / config_.mup_width_mult);
+}
+
 double LrSchedule::lr_between(double max_lr, double min_lr) const {
   const LrScheduleConfig& c = config_;
   const double n = double(num_steps_);

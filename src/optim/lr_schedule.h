@@ -50,6 +50,9 @@ struct LrScheduleConfig {
   // (ParamSpec::embedding_or_output), on the same warmup and decay; min defaults to min_lr.
   std::optional<double> decoupled_max_lr = std::nullopt;
   std::optional<double> decoupled_min_lr = std::nullopt;
+  // --use-mup's width multiplier m: the hidden matrices' max_lr and min_lr are these / m
+  // (Megatron's get_mup_config_overrides), on the same warmup (from init_lr) and decay.
+  double mup_width_mult = 1.0;
 };
 
 // How a resumed run's schedule settings meet the checkpoint's (Megatron's
@@ -67,6 +70,8 @@ class LrSchedule {
   double lr() const;  // at the current number of samples
   // The embedding and output layer's learning rate with --decoupled-lr (nullopt without).
   std::optional<double> decoupled_lr() const;
+  // muP's hidden matrices' learning rate (nullopt without muP, or at width multiplier 1).
+  std::optional<double> mup_hidden_lr() const;
   // Whether the weight decay changes during the run (wd() then overrides the optimizer's).
   bool varies_weight_decay() const { return config_.wd_style != WeightDecayIncrStyle::Constant; }
   double wd() const;  // at the current number of samples (start_wd == end_wd when constant)

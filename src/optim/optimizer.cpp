@@ -42,17 +42,23 @@ AdamW::AdamW(ParameterStore& store, const AdamWConfig& config, FlatRange range)
   const std::vector<Parameter>& params = store.params();
   for (size_t i = 0; i < params.size();) {
     const bool decay = params[i].spec.weight_decay;
-    const bool decoupled = params[i].spec.embedding_or_output;
+    const LrGroup group = lr_group(params[i].spec);
     int64_t begin = params[i].flat_offset;
     int64_t end = begin;
     for (; i < params.size() && params[i].spec.weight_decay == decay &&
-           params[i].spec.embedding_or_output == decoupled;
+           lr_group(params[i].spec) == group;
          ++i)
       end = params[i].flat_offset + params[i].value.numel();
     begin = std::max(begin, range_.begin) - range_.begin;
     end = std::min(end, range_.end) - range_.begin;
-    if (end > begin) (decoupled ? decoupled_runs_ : runs_).push_back({begin, end, decay});
+    if (end > begin) runs_[group].push_back({begin, end, decay});
   }
+}
+
+AdamW::LrGroup AdamW::lr_group(const ParamSpec& spec) const {
+  if (spec.embedding_or_output) return kDecoupled;
+  if (config_.mup_width_mult != 1.0 && spec.mup_hidden()) return kMupHidden;
+  return kBase;
 }
 
 void AdamW::step(double lr) {
@@ -66,10 +72,12 @@ void AdamW::step(double lr, const Tensor& grads) {
   ++steps_;
   kernels::AdamWHyper h{float(lr),          float(config_.beta1),        float(config_.beta2),
                         float(config_.eps), float(config_.weight_decay), steps_};
-  if (!runs_.empty()) kernels::adamw_update(master_, grads, exp_avg_, exp_avg_sq_, h, runs_);
-  if (!decoupled_runs_.empty()) {
-    h.lr = float(decoupled_lr_.value_or(lr));
-    kernels::adamw_update(master_, grads, exp_avg_, exp_avg_sq_, h, decoupled_runs_);
+  const std::optional<double> group_lr[kNumGroups] = {lr, decoupled_lr_, mup_hidden_lr_};
+  for (int g = 0; g < kNumGroups; ++g) {
+    if (runs_[g].empty()) continue;
+    h.lr = float(group_lr[g].value_or(lr));
+    h.eps = float(g == kMupHidden ? config_.eps / config_.mup_width_mult : config_.eps);
+    kernels::adamw_update(master_, grads, exp_avg_, exp_avg_sq_, h, runs_[g]);
   }
   write_model_weights();
 }

@@ -38,6 +38,10 @@ struct AdamWConfig {
   double eps = 1e-8;
   double weight_decay = 0.01;
   bool f16_model_weights = false;  // keep a separate fp32 master; store gets f16-rounded values
+  // --use-mup's width multiplier m: Megatron's Adam overrides for the hidden matrices
+  // (ParamSpec::mup_hidden()) — eps / m here, and the learning rate set_mup_hidden_lr() gives
+  // (the schedule's max and min / m). 1: no muP group (Megatron adds none at m = 1).
+  double mup_width_mult = 1.0;
 };
 
 // Elements [begin, end) of the flat parameter space; end -1: through the last element.
@@ -63,6 +67,8 @@ class AdamW {
   // --decoupled-lr: the learning rate of the next steps for the embedding and output layer
   // (ParamSpec::embedding_or_output; nullopt: step()'s lr, as for every other parameter).
   void set_decoupled_lr(std::optional<double> lr) { decoupled_lr_ = lr; }
+  // --use-mup: the learning rate of the next steps for the hidden matrices (nullopt: step()'s).
+  void set_mup_hidden_lr(std::optional<double> lr) { mup_hidden_lr_ = lr; }
   int64_t steps() const { return steps_; }
 
   // "exp_avg", "exp_avg_sq" (and "fp32_master" with a separate master): f32 [range length],
@@ -91,10 +97,14 @@ class AdamW {
   Tensor exp_avg_;        // f32 [range]
   Tensor exp_avg_sq_;     // f32 [range]
   Tensor f16_scratch_;    // f16 [range], only with f16 model weights
-  // The range's runs of parameters with and without weight decay (offsets within the range):
-  // the embedding and output layer's (--decoupled-lr) apart from the others'.
-  std::vector<kernels::AdamWRun> runs_, decoupled_runs_;
-  std::optional<double> decoupled_lr_;
+  // The range's runs of parameters with and without weight decay (offsets within the range),
+  // per learning-rate group: the embedding and output layer's (--decoupled-lr) and muP's hidden
+  // matrices apart from the others'. Megatron's groups are disjoint: the embedding and output
+  // layer are not hidden matrices.
+  enum LrGroup { kBase, kDecoupled, kMupHidden, kNumGroups };
+  LrGroup lr_group(const ParamSpec& spec) const;
+  std::vector<kernels::AdamWRun> runs_[kNumGroups];
+  std::optional<double> decoupled_lr_, mup_hidden_lr_;
   int64_t steps_ = 0;
 };
 

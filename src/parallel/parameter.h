@@ -56,6 +56,12 @@ struct ParamSpec {
   // Megatron's is_embedding_or_output_parameter (the word embedding, the untied output layer):
   // --decoupled-lr gives these their own learning rate (optim/optimizer.h).
   bool embedding_or_output = false;
+  // Megatron's is_embedding_parameter (every table of the input embedding and the output
+  // layer): with --use-mup these keep the base learning rate and Adam eps, like the vectors,
+  // while the other matrices take them / the width multiplier (optim/optimizer.h).
+  bool embedding = false;
+  // A hidden matrix in muP's sense: neither an embedding nor a vector (bias, norm gain).
+  bool mup_hidden() const { return !embedding && full_shape.size() >= 2; }
 };
 
 struct Parameter {

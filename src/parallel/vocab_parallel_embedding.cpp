@@ -13,13 +13,15 @@ VocabParallelEmbedding::VocabParallelEmbedding(const VocabParallelEmbeddingConfi
   MT_CHECK(config.num_embeddings % ps.tp_size == 0, config.name, ": vocabulary size ",
            config.num_embeddings, " is not divisible by the tensor-model-parallel size ",
            ps.tp_size, " (pad it with padded_vocab_size)");
-  // The word embedding: --decoupled-lr's (Megatron's is_embedding_or_output_parameter).
+  // The word embedding: --decoupled-lr's (Megatron's is_embedding_or_output_parameter) and an
+  // embedding for muP.
   weight_index_ = store.add({.name = config.name + ".weight",
                              .full_shape = {config.num_embeddings, config.embedding_dim},
                              .partition_dim = 0,
                              .weight_decay = true,
                              .vocab_rows = config.vocab_rows,
-                             .embedding_or_output = true});
+                             .embedding_or_output = true,
+                             .embedding = true});
   vocab_start_ = int64_t(ps.tp_rank) * (config.num_embeddings / ps.tp_size);
 }
 

@@ -545,10 +545,11 @@ struct Trainer::Impl {
 
   // Megatron's weight-decay increments (lr_schedule.h), before the optimizer step.
   // The schedule's values for this step beside the learning rate: the weight decay (when it
-  // varies) and the embedding and output layer's --decoupled-lr.
+  // varies), the embedding and output layer's --decoupled-lr and muP's hidden matrices'.
   void apply_optimizer_schedule() {
     if (schedule.varies_weight_decay()) optimizer->set_weight_decay(schedule.wd());
     optimizer->set_decoupled_lr(schedule.decoupled_lr());
+    optimizer->set_mup_hidden_lr(schedule.mup_hidden_lr());
   }
 
   void finish_step(const Tensor& master) {

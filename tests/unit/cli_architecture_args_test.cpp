@@ -74,6 +74,34 @@ TEST(CliArchitectureArgs, LlamaFlagsGiveTheOptionsAndSurviveTheStoredArguments) 
   EXPECT_EQ(norm_epsilon_from_args_json(stored), 1e-6f);
 }
 
+// --use-mup and its options survive the stored arguments, so generate and convert rebuild the
+// same attention scale and multipliers; an unset base width stays unset (multiplier 1).
+TEST(CliArchitectureArgs, MupFlagsSurviveTheStoredArguments) {
+  Parsed p({"--use-mup", "--mup-base-hidden-size", "256", "--mup-embedding-mult", "3",
+            "--mup-output-mult", "0.25", "--mup-base-head-dim", "64", "--mup-attn-scale-power",
+            "0.75"});
+  const ArchitectureOptions o = architecture_options(p.arch);
+  EXPECT_TRUE(o.mup.enabled);
+  EXPECT_EQ(o.mup.base_hidden_size, 256);
+  EXPECT_EQ(o.mup.embedding_mult, 3.0f);
+  EXPECT_EQ(o.mup.output_mult, 0.25f);
+  EXPECT_EQ(o.mup.base_head_dim, 64.0);
+  EXPECT_EQ(o.mup.attn_scale_power, 0.75);
+  const ArchitectureOptions back = architecture_from_args_json(p.table.to_json());
+  EXPECT_EQ(architecture_args_json(back), architecture_args_json(o));
+  EXPECT_EQ(mup_width_mult(back.mup, 512), 2.0);
+
+  Parsed defaults({"--use-mup"});
+  const ArchitectureOptions d = architecture_from_args_json(defaults.table.to_json());
+  EXPECT_TRUE(d.mup.enabled);
+  EXPECT_EQ(mup_width_mult(d.mup, 512), 1.0);
+  EXPECT_FALSE(d.mup.base_head_dim.has_value());
+  ArchitectureArgs zero;
+  zero.use_mup = true;
+  zero.mup_base_hidden_size = 0;
+  EXPECT_THROW(mup_options(zero), Error);
+}
+
 TEST(CliArchitectureArgs, DefaultsAreGpt2AndOldCheckpointsReadAsGpt2) {
   Parsed p({});
   const ArchitectureOptions o = architecture_options(p.arch);

@@ -61,6 +61,29 @@ TEST(LrSchedule, DecoupledLrHasItsOwnPeakAndFloor) {
   EXPECT_NEAR(main.lr(), 5.5e-4, 1e-15);  // the other parameters' schedule is unchanged
 }
 
+// --use-mup at width multiplier 4: the hidden matrices' rate runs between --lr / 4 and
+// --min-lr / 4 on the same warmup (from --lr-warmup-init, shared as in Megatron's scheduler)
+// and decay; at multiplier 1 there is no such group (nullopt), as Megatron adds none.
+TEST(LrSchedule, MupHiddenLrIsTheScheduleOverTheWidth) {
+  LrScheduleConfig c{/*max_lr=*/1e-3, /*min_lr=*/1e-4, /*warmup=*/100, /*decay=*/1000,
+                     LrDecayStyle::Linear};
+  EXPECT_FALSE(LrSchedule(c).mup_hidden_lr().has_value());
+  c.mup_width_mult = 4.0;
+  c.init_lr = 1e-5;
+  auto hidden_at = [&](int64_t samples) {
+    LrSchedule s(c);
+    s.step(samples);
+    return *s.mup_hidden_lr();
+  };
+  EXPECT_DOUBLE_EQ(hidden_at(0), 1e-5);                                  // shared init
+  EXPECT_NEAR(hidden_at(50), 1e-5 + 0.5 * (2.5e-4 - 1e-5), 1e-15);       // warmup
+  EXPECT_NEAR(hidden_at(550), 2.5e-5 + 0.5 * (2.5e-4 - 2.5e-5), 1e-15);  // half-way down
+  EXPECT_DOUBLE_EQ(hidden_at(5000), 2.5e-5);                             // --min-lr / 4
+  LrSchedule main(c);
+  main.step(550);
+  EXPECT_NEAR(main.lr(), 5.5e-4, 1e-15);  // the other parameters' schedule is unchanged
+}
+
 TEST(LrSchedule, CosineDecay) {
   // ratio 0.25: 0.5 · (cos(π/4) + 1) = 0.8535533905932737.
   EXPECT_NEAR(at(LrDecayStyle::Cosine, 325).lr(), 1e-4 + 0.8535533905932737 * 9e-4, 1e-15);

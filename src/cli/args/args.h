@@ -59,10 +59,30 @@ struct ArchitectureArgs {
   double rotary_scaling_factor = 1.0;
   double mscale = 1.0;
   double mscale_all_dim = 0.0;
+  // --use-mup and its options (model/transformer_config.h, MupOptions).
+  bool use_mup = false;
+  std::optional<int> mup_base_hidden_size;  // unset: --hidden-size (width multiplier 1)
+  double mup_embedding_mult = 1.0;
+  double mup_output_mult = 1.0;
+  std::optional<double> mup_base_head_dim;
+  double mup_attn_scale_power = 1.0;
   // --use-checkpoint-args: the model shape (--num-layers, --hidden-size, --num-attention-heads,
   // --ffn-hidden-size, --max-position-embeddings), the flags above and --openai-gelu come from the
   // checkpoint in --load, as Megatron's flag does (e.g. after `convert --from hf`).
   bool use_checkpoint_args = false;
+};
+
+// ---- Fill-in-the-middle data (--fim-data; GPT only, data/fim_dataset.h) ----
+// Registered by pretrain-gpt (add_fim_args). Empty strings are Megatron's None.
+struct FimArgs {
+  bool data = false;  // --fim-data
+  double rate = 0.5;
+  double spm_rate = 0.5;
+  std::string split_sample;  // a vocabulary token: fragments are cut at it
+  std::optional<double> fragment_rate;
+  std::string no_prefix;
+  std::string prefix_token = "<fim_prefix>", middle_token = "<fim_middle>",
+              suffix_token = "<fim_suffix>", pad_token = "<fim_pad>", eod_token = "<|endoftext|>";
 };
 
 struct Args {
@@ -177,6 +197,7 @@ struct Args {
   int64_t tiktoken_num_special_tokens = 1000;
   bool mock_data = false;
   std::string data_cache_path;  // --data-cache-path (pretrain-gpt): the sample-index cache's dir
+  FimArgs fim;                  // pretrain-gpt
 
   // Checkpoints.
   std::string save;

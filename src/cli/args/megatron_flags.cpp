@@ -60,7 +60,6 @@ constexpr const char* kVision = "vision models are not supported";
 constexpr const char* kRetrieval = "ICT / biencoder retrieval models are not supported";
 constexpr const char* kResilience =
     "in-process restart, fault tolerance and fault injection are not supported";
-constexpr const char* kFim = "fill-in-the-middle data is not supported";
 constexpr const char* kCheckpointExtra = "this checkpoint option is not supported";
 constexpr const char* kTokenizerExtra = "this tokenizer option is not supported";
 constexpr const char* kDistillation =
@@ -336,8 +335,10 @@ constexpr Rule kRules[] = {
     {"--fp32-residual-connection", true, "the residual stream follows the compute dtype here"},
     {"--embedding-init-method-std", true, "the embedding uses --init-method-std here"},
     {"--init-method-xavier-uniform", true, "only the normal initialisation exists here"},
-    {"--use-mup", true, "muP is not supported"},
-    {"--mup-*", true, "muP is not supported"},
+    {"--use-mup", true, "muP is implemented by pretrain-gpt (docs/training.md)"},
+    {"--mup-width-mult", false,
+     "Megatron overwrites it: the width multiplier is --hidden-size / --mup-base-hidden-size"},
+    {"--mup-*", true, "muP is implemented by pretrain-gpt (docs/training.md)"},
     {"--calculate-per-token-loss", true, kGptOnly},
     {"--no-initialization", true, "weights are always initialised"},
     {"--data-parallel-random-init", true,
@@ -458,7 +459,7 @@ constexpr Rule kRules[] = {
     {"--reset-attention-mask", true, "attention is not masked at document boundaries here"},
     {"--dataloader-inter-document-masking", true,
      "attention is not masked at document boundaries here"},
-    {"--fim-*", true, kFim},
+    {"--fim-*", true, "fill-in-the-middle data is implemented by pretrain-gpt (docs/data.md)"},
     {"--mask-prob", false, kBertOnly},
     {"--short-seq-prob", false, kBertOnly},
     {"--bert-no-binary-head", false, kBertOnly},

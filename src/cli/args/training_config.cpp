@@ -75,7 +75,22 @@ ArchitectureOptions architecture_options(const ArchitectureArgs& a) {
     o.mla.mscale = float(a.mscale);
     o.mla.mscale_all_dim = float(a.mscale_all_dim);
   }
+  o.mup = mup_options(a);
   return o;
+}
+
+MupOptions mup_options(const ArchitectureArgs& a) {
+  MupOptions m;
+  m.enabled = a.use_mup;
+  if (!a.use_mup) return m;
+  MT_REQUIRE(a.mup_base_hidden_size.value_or(1) > 0,
+             "--mup-base-hidden-size must be positive, got ", a.mup_base_hidden_size.value_or(0));
+  m.base_hidden_size = a.mup_base_hidden_size.value_or(0);
+  m.embedding_mult = float(a.mup_embedding_mult);
+  m.output_mult = float(a.mup_output_mult);
+  m.base_head_dim = a.mup_base_head_dim;
+  m.attn_scale_power = a.mup_attn_scale_power;
+  return m;
 }
 
 float norm_epsilon(const ArchitectureArgs& a, double layernorm_epsilon) {
@@ -141,6 +156,12 @@ void apply_checkpoint_args(Args& a, CheckpointArgs which) {
     arch.mscale = o.mla.mscale;
     arch.mscale_all_dim = o.mla.mscale_all_dim;
   }
+  arch.use_mup = o.mup.enabled;
+  if (o.mup.base_hidden_size > 0) arch.mup_base_hidden_size = int(o.mup.base_hidden_size);
+  arch.mup_embedding_mult = o.mup.embedding_mult;
+  arch.mup_output_mult = o.mup.output_mult;
+  arch.mup_base_head_dim = o.mup.base_head_dim;
+  arch.mup_attn_scale_power = o.mup.attn_scale_power;
   a.openai_gelu = gelu_form_from_args_json(stored) == kernels::GeluForm::kTanh;
 }
 
@@ -456,6 +477,7 @@ LrScheduleConfig lr_schedule_config(const Args& a) {
   LrScheduleConfig c;
   c.max_lr = *a.lr;
   c.min_lr = a.min_lr;
+  c.mup_width_mult = mup_width_mult(mup_options(a.arch), a.hidden_size);
   c.decoupled_max_lr = a.decoupled_lr;
   c.decoupled_min_lr = a.decoupled_min_lr;
   MT_REQUIRE(!a.decoupled_min_lr || a.decoupled_lr,
@@ -546,7 +568,12 @@ GradScalerConfig grad_scaler_config(const Args& a) {
 }
 
 AdamWConfig adamw_config(const Args& a) {
-  return {a.adam_beta1, a.adam_beta2, a.adam_eps, a.weight_decay, /*f16_model_weights=*/a.fp16};
+  return {a.adam_beta1,
+          a.adam_beta2,
+          a.adam_eps,
+          a.weight_decay,
+          /*f16_model_weights=*/a.fp16,
+          mup_width_mult(mup_options(a.arch), a.hidden_size)};
 }
 
 void select_training_device(Args& a) {

@@ -13,6 +13,8 @@ namespace megatron::cli {
 // The model options the flags ask for; throws megatron::Error naming a flag with an unknown
 // value.
 ArchitectureOptions architecture_options(const ArchitectureArgs& arch);
+// --use-mup and its options (throws Error naming a bad value).
+MupOptions mup_options(const ArchitectureArgs& arch);
 // The norms' epsilon: --norm-epsilon, else --layernorm-epsilon.
 float norm_epsilon(const ArchitectureArgs& arch, double layernorm_epsilon);
 // What --use-checkpoint-args takes from the checkpoint: the model shape (--num-layers,

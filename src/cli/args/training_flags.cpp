@@ -329,8 +329,41 @@ void add_architecture_args(ArgTable& t, ArchitectureArgs& a) {
   t.add("--mscale", a.mscale, "MLA YaRN mscale (no effect at --rotary-scaling-factor 1)");
   t.add("--mscale-all-dim", a.mscale_all_dim,
         "MLA YaRN mscale_all_dim (no effect at --rotary-scaling-factor 1)");
+  t.add_flag("--use-mup", a.use_mup,
+             "maximal update parameterisation: init, attention scale, embedding and logit "
+             "multipliers, hidden learning rates and Adam eps scaled by the width multiplier");
+  t.add("--mup-base-hidden-size", a.mup_base_hidden_size,
+        "muP's base width (default --hidden-size): width multiplier = hidden / base");
+  t.add("--mup-embedding-mult", a.mup_embedding_mult, "muP: the embedding output x this");
+  t.add("--mup-output-mult", a.mup_output_mult,
+        "muP: the logits x this (default 1 means 1 / width multiplier)");
+  t.add("--mup-base-head-dim", a.mup_base_head_dim,
+        "muP: attention scale sqrt(this) / head_dim^power (default: 1 / head_dim^power)");
+  t.add("--mup-attn-scale-power", a.mup_attn_scale_power,
+        "muP: the power of head_dim in the attention scale (1; 0.5 is the standard scale)");
   t.add_flag("--use-checkpoint-args", a.use_checkpoint_args,
              "take the model shape and these flags from the checkpoint in --load");
+}
+
+// ---- Fill-in-the-middle data ----
+
+void add_fim_args(ArgTable& t, FimArgs& a) {
+  t.add_flag("--fim-data", a.data,
+             "fill-in-the-middle samples: segments cut into prefix, middle and suffix and "
+             "rearranged with sentinel tokens (docs/data.md)");
+  t.add("--fim-rate", a.rate, "probability that a segment is rearranged");
+  t.add("--fim-spm-rate", a.spm_rate,
+        "probability that a rearranged segment is suffix-prefix-middle, not prefix-suffix-middle");
+  t.add("--fim-split-sample", a.split_sample,
+        "a vocabulary token: segments holding it are cut at it into fragments rearranged apart");
+  t.add("--fim-fragment-rate", a.fragment_rate,
+        "probability that a fragment is rearranged (with --fim-split-sample)");
+  t.add("--fim-no-prefix", a.no_prefix, "text that, starting a fragment, keeps it as it is");
+  t.add("--fim-prefix-token", a.prefix_token, "the prefix sentinel (a vocabulary token)");
+  t.add("--fim-middle-token", a.middle_token, "the middle sentinel (a vocabulary token)");
+  t.add("--fim-suffix-token", a.suffix_token, "the suffix sentinel (a vocabulary token)");
+  t.add("--fim-pad-token", a.pad_token, "the padding token (a vocabulary token)");
+  t.add("--fim-eod-token", a.eod_token, "the end-of-document token segments are cut at");
 }
 
 }  // namespace megatron::cli

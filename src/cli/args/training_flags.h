@@ -38,4 +38,6 @@ void add_context_parallel_args(ArgTable& table, Args& args);
 
 // Registers the architecture flags (ArchitectureArgs) on `table`.
 void add_architecture_args(ArgTable& table, ArchitectureArgs& arch);
+// --fim-data and its options (pretrain-gpt).
+void add_fim_args(ArgTable& table, FimArgs& fim);
 }  // namespace megatron::cli

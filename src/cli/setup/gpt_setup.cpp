@@ -1,6 +1,7 @@
 #include "cli/setup/gpt_setup.h"
 
 #include "core/logging.h"
+#include "data/fim_dataset.h"
 #include "data/mock_gpt_dataset.h"
 #include "data/tokenizers/make_tokenizer.h"
 #include "data/tokenizers/tokenizer_identity.h"
@@ -9,7 +10,8 @@
 namespace megatron::cli {
 
 Vocabulary build_vocabulary(const Args& a) {
-  if (a.tokenizer_type.empty()) return {a.vocab_size, -1, nullptr};  // --mock-data --vocab-size V
+  if (a.tokenizer_type.empty())  // --mock-data --vocab-size V
+    return {a.vocab_size, -1, nullptr, nullptr};
   TokenizerOptions o{a.tokenizer_type,
                      a.vocab_file,
                      a.merge_file,
@@ -17,13 +19,41 @@ Vocabulary build_vocabulary(const Args& a) {
                      a.vocab_size,
                      a.tiktoken_pattern,
                      a.tiktoken_num_special_tokens};
-  std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(o);
+  std::shared_ptr<const Tokenizer> tokenizer = make_tokenizer(o);
   MT_REQUIRE(tokenizer->vocab_size() > 0, "--tokenizer-type ", a.tokenizer_type,
              " gave an empty vocabulary");
-  return {tokenizer->vocab_size(), tokenizer->eod(), tokenizer_identity(o, *tokenizer)};
+  return {tokenizer->vocab_size(), tokenizer->eod(), tokenizer_identity(o, *tokenizer), tokenizer};
 }
 
-GptDatasets build_gpt_data(const Args& a, const Vocabulary& vocab) {
+namespace {
+
+// --fim-* as the dataset's options, the sentinels looked up in the vocabulary.
+FimOptions fim_options(const FimArgs& f, const Tokenizer& tokenizer) {
+  FimOptions o;
+  o.rate = f.rate;
+  o.spm_rate = f.spm_rate;
+  o.tokens = resolve_fim_tokens(tokenizer, {.prefix = f.prefix_token,
+                                            .middle = f.middle_token,
+                                            .suffix = f.suffix_token,
+                                            .pad = f.pad_token,
+                                            .eod = f.eod_token});
+  if (!f.split_sample.empty()) {
+    const std::optional<int32_t> split = tokenizer.token_to_id(f.split_sample);
+    MT_REQUIRE(split.has_value(), "--fim-split-sample '", f.split_sample,
+               "' is not a token of the tokenizer's vocabulary; give one of its tokens");
+    MT_REQUIRE(f.fragment_rate.has_value(),
+               "--fim-split-sample needs --fim-fragment-rate (the probability that each "
+               "fragment is rearranged)");
+    o.split_token = split;
+    o.fragment_rate = *f.fragment_rate;
+  }
+  if (!f.no_prefix.empty()) o.no_prefix = f.no_prefix;
+  validate_fim_options(o);
+  return o;
+}
+
+// The sources without FIM (indexed datasets or --mock-data).
+GptDatasets build_plain_gpt_data(const Args& a, const Vocabulary& vocab) {
   const int64_t train = a.train_iters * a.global_batch_size;
   const int64_t eval_gb = a.eval_global_batch();
   const int64_t valid = (a.train_iters / a.eval_interval + 1) * a.eval_iters * eval_gb;
@@ -49,6 +79,20 @@ GptDatasets build_gpt_data(const Args& a, const Vocabulary& vocab) {
   };
   return {whole(a.train_data_path, train), whole(a.valid_data_path, valid),
           whole(a.test_data_path, test)};
+}
+
+}  // namespace
+
+GptDatasets build_gpt_data(const Args& a, const Vocabulary& vocab) {
+  if (!a.fim.data) return build_plain_gpt_data(a, vocab);
+  MT_REQUIRE(!a.mock_data && vocab.tokenizer,
+             "--fim-data rearranges the text of indexed data (--data-path and a tokenizer); "
+             "--mock-data has no text: drop one of them");
+  const FimOptions options = fim_options(a.fim, *vocab.tokenizer);
+  GptDatasets data = build_plain_gpt_data(a, vocab);
+  for (std::shared_ptr<const GptSampleSource>* source : {&data.train, &data.valid, &data.test})
+    if (*source) *source = std::make_shared<FimDataset>(*source, vocab.tokenizer, options, a.seed);
+  return data;
 }
 
 namespace {

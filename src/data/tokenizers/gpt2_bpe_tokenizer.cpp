@@ -40,6 +40,8 @@ struct GPT2BPETokenizer::State {
   std::array<int32_t, 256> byte_ids{};            // id of each single-byte token
   std::unordered_map<uint64_t, BpeMerge> merges;  // (first id, second id) -> merge
   int32_t eod = -1;
+  // encoder.json's entries as written (byte-unicode form): token_to_id's lookup.
+  StringMap<int32_t> token_ids;
   std::unique_ptr<RegexSplitter> splitter;
   mutable PieceCache cache;  // thread-safe, so encode() can stay const
 
@@ -88,6 +90,7 @@ GPT2BPETokenizer::GPT2BPETokenizer(const std::string& vocab_file, const std::str
     seen[id] = true;
     s.id_to_bytes[id] = byte_level_token_bytes(token, vocab_file);
     bytes_to_id.emplace(s.id_to_bytes[id], static_cast<int32_t>(id));
+    s.token_ids.emplace(token, static_cast<int32_t>(id));
     if (token == "<|endoftext|>") s.eod = static_cast<int32_t>(id);
   }
   MT_REQUIRE(s.eod >= 0, "--vocab-file '", vocab_file, "' has no '<|endoftext|>' token");
@@ -165,6 +168,12 @@ int64_t GPT2BPETokenizer::vocab_size() const {
 
 int32_t GPT2BPETokenizer::eod() const {
   return state_->eod;
+}
+
+std::optional<int32_t> GPT2BPETokenizer::token_to_id(std::string_view token) const {
+  const auto it = state_->token_ids.find(token);
+  if (it == state_->token_ids.end()) return std::nullopt;
+  return it->second;
 }
 
 }  // namespace megatron

@@ -30,6 +30,7 @@ class GPT2BPETokenizer final : public Tokenizer {
   std::string decode(const std::vector<int32_t>& ids) const override;
   int64_t vocab_size() const override;
   int32_t eod() const override;
+  std::optional<int32_t> token_to_id(std::string_view token) const override;
 
   // The pre-tokenized pieces of text (GPT-2's regex split), exposed for tests.
   std::vector<std::string_view> pre_tokenize(std::string_view text) const;

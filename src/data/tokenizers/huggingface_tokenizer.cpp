@@ -443,4 +443,10 @@ int32_t HuggingFaceTokenizer::bos() const {
   return state_->bos;
 }
 
+std::optional<int32_t> HuggingFaceTokenizer::token_to_id(std::string_view token) const {
+  const int32_t id = state_->token_id(token);
+  if (id < 0) return std::nullopt;
+  return id;
+}
+
 }  // namespace megatron

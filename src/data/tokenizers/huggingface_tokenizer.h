@@ -41,6 +41,8 @@ class HuggingFaceTokenizer final : public Tokenizer {
   int32_t eod() const override;         // eos_token of tokenizer_config.json, else -1
   int32_t pad() const override;         // pad_token, else -1
   int32_t bos() const;                  // bos_token, else -1
+  // An added token's content, or a vocabulary entry in its byte-level spelling.
+  std::optional<int32_t> token_to_id(std::string_view token) const override;
 
  private:
   struct State;

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +27,12 @@ class Tokenizer {
   virtual int32_t sep() const { return -1; }
   virtual int32_t mask() const { return -1; }
   virtual int32_t pad() const { return -1; }
+  // The id of the vocabulary entry spelled `token` (as the vocabulary file writes it, e.g.
+  // "<fim_prefix>"), Megatron's tokens_to_ids; nullopt when there is none, or when this
+  // tokenizer cannot look entries up.
+  virtual std::optional<int32_t> token_to_id(std::string_view /*token*/) const {
+    return std::nullopt;
+  }
 };
 
 }  // namespace megatron
