@@ -2,17 +2,16 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <fstream>
 #include <map>
 #include <regex>
 #include <set>
 
 #include "core/error.h"
+#include "core/local_time.h"
 #include "core/logging.h"
 #include "core/number_format.h"
 
@@ -44,29 +43,10 @@ void check_tracker_appendable(const std::string& file) {
   std::fclose(f);
 }
 
-namespace {
-
-// Local time with microseconds, as Python's str(datetime.now()).
-std::string timestamp() {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
-  const auto micros =
-      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() %
-      1000000;
-  std::tm local{};
-  localtime_r(&seconds, &local);
-  char text[64];
-  const size_t n = std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", &local);
-  std::snprintf(text + n, sizeof text - n, ".%06lld", static_cast<long long>(micros));
-  return text;
-}
-
-}  // namespace
-
 void append_tracker_record(const std::string& file, const RerunTrackerRecord& r) {
   const char* job = std::getenv("SLURM_JOBID");
-  const std::string line = "ts=" + timestamp() + " node=" + r.node + " device=" + r.device +
-                           " jobID=" + (job != nullptr ? job : "N/A") +
+  const std::string line = "ts=" + local_time_with_micros() + " node=" + r.node +
+                           " device=" + r.device + " jobID=" + (job != nullptr ? job : "N/A") +
                            " rank=" + std::to_string(r.rank) +
                            " iteration=" + std::to_string(r.iteration) +
                            " status=" + rerun_validation_status_name(r.status) +

@@ -2,15 +2,14 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/local_time.h"
 #include "core/logging.h"
 #include "core/number_format.h"
 #include "train/log/metrics_file.h"
@@ -116,16 +115,7 @@ std::string format_validation_block(const std::string& prefix, double lm_loss,
 }
 
 std::string log_timestamp() {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
-  const auto micros =
-      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() %
-      1000000;
-  std::tm local{};
-  localtime_r(&seconds, &local);
-  char buf[64];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &local);
-  return format(" [%s.%06lld]", buf, (long long)micros);
+  return " [" + local_time_with_micros() + "]";
 }
 
 std::vector<TensorBoardScalar> tensorboard_iteration_scalars(const IterationStats& s) {
