@@ -17,6 +17,7 @@
 
 #include "cli/args/arg_table.h"
 #include "cli/args/inference_script_flags.h"
+#include "cli/args/last_flag_wins.h"
 #include "cli/args/megatron_flags.h"
 #include "cli/setup/inference_setup.h"
 #include "cli/subcommands.h"
@@ -101,7 +102,7 @@ int run_generate(int argc, char** argv) {
   int64_t batch = 1;
   bool greedy = false;
   std::vector<int64_t> stop_tokens;
-  app.add_option("--prompt", prompts, "a prompt (repeatable)");
+  repeatable(app.add_option("--prompt", prompts, "a prompt (repeatable)"));
   app.add_option("--prompt-file", prompt_file,
                  "prompts, one per line, or JSONL with a \"prompt\" (or \"text\") field");
   app.add_option("--output-file", output_file,
@@ -114,9 +115,9 @@ int run_generate(int argc, char** argv) {
   app.add_option("--top-k,--top_k", r.top_k, "sample from the k most likely tokens (1: greedy)");
   app.add_option("--top-p,--top_p", r.top_p, "nucleus sampling: the smallest set with mass top-p");
   app.add_flag("--greedy", greedy, "always take the most likely token (= --top-k 1)");
-  app.add_option("--stop-token,--termination-id", stop_tokens,
-                 "token id that ends a sequence (repeatable; default: the end-of-document "
-                 "token; -1: none)");
+  repeatable(app.add_option("--stop-token,--termination-id", stop_tokens,
+                            "token id that ends a sequence (repeatable; default: the "
+                            "end-of-document token; -1: none)"));
   app.add_flag("--add-bos", r.add_bos, "start every prompt with the end-of-document token");
   app.add_flag("--logprobs,--return-log-probs", r.logprobs,
                "also compute the log-probability of every token");

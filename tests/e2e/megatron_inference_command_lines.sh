@@ -37,6 +37,12 @@ generate 1 "$WORK/ref.log" --load "$WORK/ckpt" --tokenizer-type NullTokenizer --
   --prompt-file "$WORK/prompts.txt" --greedy --tokens-to-generate 8 --logprobs \
   --output-file "$WORK/ref.jsonl"
 
+echo "== --prompt given three times: three prompts (each occurrence kept), as the file's"
+generate 1 "$WORK/repeated.log" --load "$WORK/ckpt" --tokenizer-type NullTokenizer --vocab-size 96 \
+  --prompt "1 2 3" --prompt "40 41 42 43" --prompt "7" --greedy --tokens-to-generate 8 --logprobs \
+  --output-file "$WORK/repeated.jsonl"
+cmp "$WORK/ref.jsonl" "$WORK/repeated.jsonl" || fail "--prompt repeated differs from --prompt-file"
+
 echo "== Megatron's command line at TP 1 and TP 2: the same tokens and log-probabilities"
 for np in 1 2; do
   generate $np "$WORK/megatron$np.log" "${MEGATRON[@]}" --tensor-model-parallel-size $np \

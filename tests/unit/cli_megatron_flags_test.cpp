@@ -85,6 +85,25 @@ TEST(LastFlagWins, TokensAreDroppedWithTheirValuesOnly) {
             Strings({"--fp16", "--rampup-batch-size", "4", "5", "6"}));
 }
 
+TEST(LastFlagWins, RepeatableOptionsKeepEveryOccurrence) {
+  // argparse's action="append" (generate's --prompt, --stop-token): every occurrence counts.
+  CLI::App app;
+  Strings prompts;
+  std::vector<int64_t> stops;
+  int seed = 0;
+  repeatable(app.add_option("--prompt", prompts));
+  repeatable(app.add_option("--stop-token", stops));
+  app.add_option("--seed", seed);
+  Strings flags = {"--prompt", "a b", "--seed",       "1",  "--stop-token", "32",
+                   "--prompt", "-1",  "--stop-token", "-1", "--seed",       "2"};
+  std::vector<char*> argv{const_cast<char*>("generate")};
+  for (std::string& f : flags) argv.push_back(f.data());
+  ASSERT_EQ(parse_command_line(app, int(argv.size()), argv.data()), -1);
+  EXPECT_EQ(prompts, Strings({"a b", "-1"}));
+  EXPECT_EQ(stops, std::vector<int64_t>({32, -1}));
+  EXPECT_EQ(seed, 2);  // a plain option: the last still wins
+}
+
 TEST(LastFlagWins, UnknownFlagsAreStillErrors) {
   Command c;
   EXPECT_NE(c.parse({"--no-such-flag", "1"}), -1);

@@ -18,6 +18,10 @@ bool looks_like_option(const std::string& token) {
 
 }  // namespace
 
+CLI::Option* repeatable(CLI::Option* option) {
+  return option->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
 std::vector<std::string> keep_last_occurrences(const CLI::App& app,
                                                const std::vector<std::string>& args) {
   struct Span {
@@ -44,8 +48,11 @@ std::vector<std::string> keep_last_occurrences(const CLI::App& app,
            ++taken)
         ++end;
     }
-    last[option] = spans.size();
-    spans.push_back({i, end, option});
+    // A repeatable option's occurrences all stay (repeatable() is the only TakeAll here).
+    if (option->get_multi_option_policy() != CLI::MultiOptionPolicy::TakeAll) {
+      last[option] = spans.size();
+      spans.push_back({i, end, option});
+    }
     i = end;
   }
 
