@@ -80,7 +80,7 @@
 # Needs: bash, mpirun (Open MPI), coreutils timeout, awk, git (for a git directory), Debian's
 #   python3-yaml for /usr/bin/python3 (apt-get install -y python3-yaml; used only to read the
 #   YAML), and the files of scripts/fetch_data.sh in ${MEGATRON_DATA_DIR:-~/.cache/megatron-cpp}.
-#   All 171 configs: about 7 minutes on 2 cores (PEEL=10: about 25).
+#   All 171 configs: about 10 minutes on 2 cores (PEEL=10: about 25); KIND=inference: about 6.
 set -uo pipefail
 
 if [[ $# -lt 1 || $1 == -h || $1 == --help ]]; then
