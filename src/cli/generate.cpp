@@ -208,7 +208,7 @@ int run_generate(int argc, char** argv) {
       o.stop_sequences = stop_sequences;
       for (const std::vector<int32_t>& p : ids)
         if (error.empty() && script.inference_max_seq_length > 0 &&
-            int64_t(p.size()) + o.tokens_to_generate > script.inference_max_seq_length)
+            o.tokens_to_generate > script.inference_max_seq_length - int64_t(p.size()))
           error = "a prompt of " + std::to_string(p.size()) + " tokens + " +
                   std::to_string(o.tokens_to_generate) +
                   " tokens to generate is longer than --inference-max-seq-length " +

@@ -20,9 +20,10 @@ std::string generation_request_error(const std::vector<std::vector<int32_t>>& pr
                " outside the vocabulary [0, " + std::to_string(model.vocab_size) + ")";
     longest = std::max(longest, prompts[i].size());
   }
-  const int64_t total = int64_t(longest) + options.tokens_to_generate;
-  if (total > model.max_position_embeddings)
+  // Compared without the sum, which a huge tokens_to_generate would overflow.
+  if (options.tokens_to_generate > int64_t(model.max_position_embeddings) - int64_t(longest))
     return "Length of prompt + tokens_to_generate longer than allowed";
+  const int64_t total = int64_t(longest) + options.tokens_to_generate;
   if (total * int64_t(prompts.size()) > options.max_tokens)
     return "Too many tokens.  " + std::to_string(total * int64_t(prompts.size())) +
            " is greater than " + std::to_string(options.max_tokens);

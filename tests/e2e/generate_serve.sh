@@ -60,6 +60,9 @@ expect_error "does not record its tokenizer" --load "$WORK/ckpt" --prompt "1 2"
 expect_error "must equal the number of processes" "${MODEL[@]}" --prompt "1" --tensor-model-parallel-size 2
 expect_error "Length of prompt + tokens_to_generate longer than allowed" "${MODEL[@]}" --prompt "1 2" \
   --tokens-to-generate 40
+# The largest int64: prompt + tokens must not overflow past the check.
+expect_error "Length of prompt + tokens_to_generate longer than allowed" "${MODEL[@]}" --prompt "1 2" \
+  --tokens-to-generate 9223372036854775807
 expect_error "cannot set both top-k and top-p samplings." "${MODEL[@]}" --prompt "1" --top-k 3 \
   --top-p 0.5 --tokens-to-generate 4
 expect_error "not a token id" "${MODEL[@]}" --prompt "hello" --tokens-to-generate 4
@@ -131,6 +134,7 @@ expect_status 400 "logprobs must be a boolean value" '{"prompts": ["1"], "logpro
 expect_status 400 "Empty prompts require add_BOS=true" '{"prompts": [""]}'
 expect_status 400 "random_seed must be a positive integer" '{"prompts": ["1"], "random_seed": -3}'
 expect_status 400 "Length of prompt + tokens_to_generate longer than allowed" '{"prompts": ["1 2"], "tokens_to_generate": 1000}'
+expect_status 400 "Length of prompt + tokens_to_generate longer than allowed" '{"prompts": ["1 2"], "tokens_to_generate": 9223372036854775807}'
 expect_status 400 "Maximum number of prompts is 128" "{\"prompts\": [$(printf '"1",%.0s' $(seq 1 128))\"1\"]}"
 expect_status 400 "not a token id" '{"prompts": ["hello"]}'
 expect_status 413 "" "{\"prompts\": [\"$(printf '1 %.0s' $(seq 1 3000))\"]}"
