@@ -40,8 +40,8 @@ float BertBinaryHead::loss(Ctx& ctx, const Tensor& labels, Arena& arena) const {
   check_shape(labels, {b}, "BERT sentence-order labels");
   check_dtype(labels, DType::I32, "BERT sentence-order labels");
   const int64_t bad = kernels::first_out_of_range(labels, 0, kClasses);
-  MT_CHECK(bad < 0, "BERT sentence-order label ", element_value<int32_t>(labels, bad),
-           " is not 0 or 1");
+  MT_REQUIRE(bad < 0, "BERT sentence-order label ", element_value<int32_t>(labels, bad),
+             " is not 0 or 1");
   ctx.labels = labels;
   ctx.row_max = arena.alloc({b}, DType::F32);
   ctx.sum_exp = arena.alloc({b}, DType::F32);

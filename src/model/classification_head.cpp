@@ -59,8 +59,8 @@ float ClassificationHead::loss(Ctx& ctx, const Tensor& labels, Arena& arena) con
   check_shape(labels, {b}, what.c_str());
   check_dtype(labels, DType::I32, what.c_str());
   const int64_t bad = kernels::first_out_of_range(labels, 0, c);
-  MT_CHECK(bad < 0, config_.name, " label ", element_value<int32_t>(labels, bad), " is not in [0, ",
-           c, ")");
+  MT_REQUIRE(bad < 0, config_.name, " label ", element_value<int32_t>(labels, bad),
+             " is not in [0, ", c, ")");
   ctx.labels = labels;
   ctx.row_max = arena.alloc({b}, DType::F32);
   ctx.sum_exp = arena.alloc({b}, DType::F32);

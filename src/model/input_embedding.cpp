@@ -112,8 +112,8 @@ Tensor InputEmbedding::forward(Ctx& ctx, const Tensor& tokens, const Tensor& tok
   if (tokentype_index_) {
     ctx.tokentype_ids = to_seq_major(token_types, arena).view({s * b});
     const int64_t bad = kernels::first_out_of_range(ctx.tokentype_ids, 0, config_.num_tokentypes);
-    MT_CHECK(bad < 0, model, " token type ", element_value<int32_t>(ctx.tokentype_ids, bad),
-             " is outside [0, ", config_.num_tokentypes, ")");
+    MT_REQUIRE(bad < 0, model, " token type ", element_value<int32_t>(ctx.tokentype_ids, bad),
+               " is outside [0, ", config_.num_tokentypes, ")");
     kernels::embedding_forward(ctx.tokentype_ids.slice(0, row_begin, row_begin + rows),
                                weights_.weight(*tokentype_index_), 0, table_rows);
     kernels::axpy(1.0f, table_rows, embedded);

@@ -16,8 +16,8 @@ Tensor vocab_parallel_cross_entropy_forward(VocabParallelCrossEntropyCtx& ctx, C
   check_shape(targets, {n}, "vocab-parallel cross entropy targets");
   check_dtype(targets, DType::I32, "vocab-parallel cross entropy targets");
   const int64_t bad = kernels::first_out_of_range(targets, 0, vocab_size);
-  MT_CHECK(bad < 0, "label ", element_value<int32_t>(targets, bad), " at token ", bad,
-           " is outside the vocabulary [0, ", vocab_size, ")");
+  MT_REQUIRE(bad < 0, "label ", element_value<int32_t>(targets, bad), " at token ", bad,
+             " is outside the vocabulary [0, ", vocab_size, ")");
   MT_CHECK(vocab_size <= v_local * tp.size(), "vocabulary size ", vocab_size, " exceeds the ",
            v_local * tp.size(), " logit columns");
 

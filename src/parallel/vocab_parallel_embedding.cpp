@@ -39,8 +39,10 @@ Tensor VocabParallelEmbedding::lookup(Ctx& ctx, const Tensor& ids, Arena& arena)
   check_dtype(ids, DType::I32, "VocabParallelEmbedding ids");
   ctx.ids = ids.view({ids.numel()});  // [N]
   const int64_t bad = kernels::first_out_of_range(ctx.ids, 0, config_.num_embeddings);
-  MT_CHECK(bad < 0, config_.name, ": token id ", element_value<int32_t>(ctx.ids, bad),
-           " at position ", bad, " is outside the vocabulary [0, ", config_.num_embeddings, ")");
+  MT_REQUIRE(bad < 0, config_.name, ": token id ", element_value<int32_t>(ctx.ids, bad),
+             " at position ", bad, " is outside the vocabulary [0, ", config_.num_embeddings,
+             "): the data was tokenized with a larger vocabulary; give the tokenizer (or "
+             "--vocab-size) it was made with");
   const Tensor& table = weight();                                                     // [V/t, h]
   Tensor out = arena.alloc({ctx.ids.numel(), config_.embedding_dim}, table.dtype());  // [N, h]
   kernels::embedding_forward(ctx.ids, table, vocab_start_, out);

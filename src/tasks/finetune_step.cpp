@@ -287,7 +287,7 @@ ModelStepFactory finetune_step_factory(FinetuneStepConfig config,
                                        std::vector<std::shared_ptr<const FinetuneDataset>> valid) {
   return [config = std::move(config), train = std::move(train), valid = std::move(valid)](
              const ParallelState& ps, ParameterStore& store) -> std::unique_ptr<ModelStep> {
-    MT_CHECK(train != nullptr, "no training data");
+    MT_REQUIRE(train != nullptr, "no training data");
     return std::make_unique<FinetuneStep>(config, train, valid, ps, store);
   };
 }

@@ -59,7 +59,7 @@ ModelStepFactory model_step_factory(StepConfig config, std::shared_ptr<const Sou
   return [config = std::move(config), train = std::move(train), valid = std::move(valid),
           test = std::move(test)](const ParallelState& ps,
                                   ParameterStore& store) -> std::unique_ptr<ModelStep> {
-    MT_CHECK(train != nullptr, "no training data");
+    MT_REQUIRE(train != nullptr, "no training data");
     return std::make_unique<Step>(config, train, valid, test, ps, store);
   };
 }

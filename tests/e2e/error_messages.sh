@@ -96,5 +96,22 @@ else
   echo "FAIL: stale preprocess temporaries (exit $rc): $out"; ls "$WORK"; failures=$((failures + 1))
 fi
 
+# Data tokenized with a larger vocabulary than the model's: a sentence naming the token and the
+# fix, no internal check text.
+printf '{"text": "1 2 999 3 4 5 6 7 8 9 10 11"}\n%.0s' $(seq 1 30) > "$WORK/big.jsonl"
+timeout 60 "$MEGATRON_BINARY" preprocess --tokenizer-type NullTokenizer --vocab-size 1000 \
+  --input "$WORK/big.jsonl" --output-prefix "$WORK/big" > /dev/null 2>&1
+out=$(timeout 60 "$MEGATRON_BINARY" pretrain-gpt --num-layers 2 --hidden-size 64 --num-attention-heads 4 \
+      --seq-length 8 --max-position-embeddings 8 --micro-batch-size 2 --global-batch-size 4 \
+      --tokenizer-type NullTokenizer --vocab-size 128 --data-path "$WORK/big_text_document" \
+      --train-iters 2 --lr 1e-3 --eval-iters 0 2>&1 >/dev/null)
+rc=$?
+if [[ $rc != 0 ]] && grep -q "^error: embedding.word_embeddings: token id 999 at position [0-9]* is outside the vocabulary \[0, 128): the data was tokenized with a larger vocabulary" <<< "$out" &&
+   ! grep -q 'check `' <<< "$out"; then
+  echo "ok: a token id outside the vocabulary"
+else
+  echo "FAIL: token id outside the vocabulary (exit $rc): $out" | tail -3; failures=$((failures + 1))
+fi
+
 if [[ $failures -ne 0 ]]; then echo "error_messages: $failures failure(s)"; exit 1; fi
 echo "error_messages: OK"
