@@ -13,13 +13,14 @@
 
 namespace megatron::testing {
 
-// The shape of the reference script's model (its constants).
-inline GptConfig gpt_variants_config() {
+// The tiny GPT the PyTorch reference scripts share (gpt_variants, mla and mup_reference.py):
+// 2 layers, hidden 32, 4 heads, vocabulary 64, 16 positions, no dropout.
+inline GptConfig tiny_reference_gpt(int64_t ffn_hidden_size) {
   GptConfig c;
   c.num_layers = 2;
   c.hidden_size = 32;
   c.num_attention_heads = 4;
-  c.ffn_hidden_size = 48;
+  c.ffn_hidden_size = ffn_hidden_size;
   c.vocab_size = 64;
   c.padded_vocab_size = 64;
   c.max_position_embeddings = 16;
@@ -27,6 +28,12 @@ inline GptConfig gpt_variants_config() {
   c.hidden_dropout = 0.0f;
   c.attention_dropout = 0.0f;
   c.layernorm_epsilon = 1e-5f;
+  return c;
+}
+
+// The shape of the reference script's model (its constants).
+inline GptConfig gpt_variants_config() {
+  GptConfig c = tiny_reference_gpt(48);
   ArchitectureOptions& a = c.arch;
   a.position_embedding = PositionEmbedding::kRope;
   a.rotary_percent = 0.5f;

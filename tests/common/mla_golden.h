@@ -17,18 +17,7 @@ namespace megatron::testing {
 // The shape of the reference script's model `name` ("mla" or "mla_rms"; its constants).
 inline GptConfig mla_golden_config(const std::string& name) {
   const bool rms = name == "mla_rms";
-  GptConfig c;
-  c.num_layers = 2;
-  c.hidden_size = 32;
-  c.num_attention_heads = 4;
-  c.ffn_hidden_size = 48;
-  c.vocab_size = 64;
-  c.padded_vocab_size = 64;
-  c.max_position_embeddings = 16;
-  c.seq_length = 16;
-  c.hidden_dropout = 0.0f;
-  c.attention_dropout = 0.0f;
-  c.layernorm_epsilon = 1e-5f;
+  GptConfig c = tiny_reference_gpt(48);
   ArchitectureOptions& a = c.arch;
   a.mla = {.enabled = true,
            .q_lora_rank = rms ? 0 : 24,

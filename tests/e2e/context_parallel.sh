@@ -12,28 +12,18 @@
 # sentence.
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
 export OMP_NUM_THREADS=1
-DATA_DIR="${MEGATRON_DATA_DIR:-$HOME/.cache/megatron-cpp}"
-for f in sotu.jsonl gpt2-vocab.json gpt2-merges.txt; do
-  [[ -f "$DATA_DIR/$f" ]] || { echo "missing $DATA_DIR/$f: run scripts/fetch_data.sh" >&2; exit 1; }
-done
 CHECK="node $MEGATRON_SOURCE_DIR/tests/e2e/compare_metrics.js"
 fail() { echo "FAIL: $*"; exit 1; }
+# shellcheck source=tests/e2e/sotu_gpt_data.bash
+source "$MEGATRON_SOURCE_DIR/tests/e2e/sotu_gpt_data.bash"
 
-head -n 10 "$DATA_DIR/sotu.jsonl" > "$WORK/sotu10.jsonl"
-timeout 300 "$MEGATRON_BINARY" preprocess --input "$WORK/sotu10.jsonl" \
-  --output-prefix "$WORK/sotu" --tokenizer-type GPT2BPETokenizer \
-  --vocab-file "$DATA_DIR/gpt2-vocab.json" --merge-file "$DATA_DIR/gpt2-merges.txt" \
-  --append-eod --workers 1 > "$WORK/preprocess.log" 2>&1 ||
-  { cat "$WORK/preprocess.log"; fail "preprocess"; }
 
 GPT=(pretrain-gpt --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64
   --max-position-embeddings 64 --micro-batch-size 2 --global-batch-size 8 --train-iters 6
   --lr 3e-3 --min-lr 3e-4 --lr-decay-style cosine --lr-warmup-iters 2 --weight-decay 0.01
   --clip-grad 1.0 --seed 1234 --use-flash-attn
-  --data-path "$WORK/sotu_text_document" --split 949,50,1 --tokenizer-type GPT2BPETokenizer
+  --data-path "$GPT_DATA" --split 949,50,1 --tokenizer-type GPT2BPETokenizer
   --vocab-file "$DATA_DIR/gpt2-vocab.json" --merge-file "$DATA_DIR/gpt2-merges.txt"
   --make-vocab-size-divisible-by 128 --log-interval 1 --eval-interval 1000 --eval-iters 0)
 LLAMA=(--position-embedding-type rope --normalization RMSNorm --swiglu --ffn-hidden-size 96

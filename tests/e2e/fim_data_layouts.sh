@@ -11,15 +11,11 @@
 # tools/reference/fim_reference.py in tests/unit/data_fim_dataset_test.cpp.
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
 export OMP_NUM_THREADS=1
-DATA_DIR="${MEGATRON_DATA_DIR:-$HOME/.cache/megatron-cpp}"
-for f in sotu.jsonl gpt2-vocab.json gpt2-merges.txt; do
-  [[ -f "$DATA_DIR/$f" ]] || { echo "missing $DATA_DIR/$f: run scripts/fetch_data.sh" >&2; exit 1; }
-done
 CHECK="node $MEGATRON_SOURCE_DIR/tests/e2e/compare_metrics.js"
 fail() { echo "FAIL: $*"; exit 1; }
+# shellcheck source=tests/e2e/sotu_gpt_data.bash
+source "$MEGATRON_SOURCE_DIR/tests/e2e/sotu_gpt_data.bash"
 
 node -e '
 const fs = require("fs");
@@ -28,18 +24,12 @@ for (const t of ["<fim_prefix>", "<fim_middle>", "<fim_suffix>", "<fim_pad>"])
   vocab[t] = Object.keys(vocab).length;
 fs.writeFileSync(process.argv[2], JSON.stringify(vocab));
 ' "$DATA_DIR/gpt2-vocab.json" "$WORK/fim-vocab.json"
-head -n 10 "$DATA_DIR/sotu.jsonl" > "$WORK/sotu10.jsonl"
-timeout 300 "$MEGATRON_BINARY" preprocess --input "$WORK/sotu10.jsonl" \
-  --output-prefix "$WORK/sotu" --tokenizer-type GPT2BPETokenizer \
-  --vocab-file "$DATA_DIR/gpt2-vocab.json" --merge-file "$DATA_DIR/gpt2-merges.txt" \
-  --append-eod --workers 1 > "$WORK/preprocess.log" 2>&1 ||
-  { cat "$WORK/preprocess.log"; fail "preprocess"; }
 
 GPT=(pretrain-gpt --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64
   --max-position-embeddings 64 --micro-batch-size 2 --global-batch-size 8 --train-iters 6
   --lr 3e-3 --min-lr 3e-4 --lr-decay-style cosine --lr-warmup-iters 2 --weight-decay 0.01
   --clip-grad 1.0 --seed 1234 --eod-mask-loss
-  --data-path "$WORK/sotu_text_document" --split 949,50,1 --tokenizer-type GPT2BPETokenizer
+  --data-path "$GPT_DATA" --split 949,50,1 --tokenizer-type GPT2BPETokenizer
   --merge-file "$DATA_DIR/gpt2-merges.txt" --make-vocab-size-divisible-by 128
   --log-interval 1 --eval-interval 1000 --eval-iters 0)
 FIM=(--vocab-file "$WORK/fim-vocab.json" --fim-data --fim-rate 0.5 --fim-spm-rate 0.5)

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "../common/gpt2_golden.h"
+#include "../common/gpt_variants_golden.h"
 #include "distributed/solo_communicator.h"
 #include "kernels/elementwise.h"
 #include "optim/lr_schedule.h"
@@ -22,17 +23,7 @@ using namespace megatron::testing;
 
 // The reference script's model and muP options (its constants).
 GptConfig mup_config() {
-  GptConfig c;
-  c.num_layers = 2;
-  c.hidden_size = 32;
-  c.num_attention_heads = 4;
-  c.ffn_hidden_size = 64;
-  c.vocab_size = 64;
-  c.padded_vocab_size = 64;
-  c.max_position_embeddings = 16;
-  c.seq_length = 16;
-  c.hidden_dropout = 0.0f;
-  c.attention_dropout = 0.0f;
+  GptConfig c = tiny_reference_gpt(64);
   c.arch.mup.enabled = true;
   c.arch.mup.base_hidden_size = 16;
   c.arch.mup.embedding_mult = 1.5f;
