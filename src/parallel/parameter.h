@@ -60,6 +60,11 @@ struct ParamSpec {
   // layer): with --use-mup these keep the base learning rate and Adam eps, like the vectors,
   // while the other matrices take them / the width multiplier (optim/optimizer.h).
   bool embedding = false;
+  // A mixture-of-experts expert weight (model/moe_layer.h): dim 0 counts the experts
+  // ([experts, ...] as if unsplit). With expert parallelism that dimension is split over the
+  // expert-parallel group and the gradient is reduced over the expert-data-parallel group
+  // instead of the data-parallel one; at expert-parallel size 1 it is an ordinary parameter.
+  bool expert = false;
   // A hidden matrix in muP's sense: neither an embedding nor a vector (bias, norm gain).
   bool mup_hidden() const { return !embedding && full_shape.size() >= 2; }
 };
