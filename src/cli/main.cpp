@@ -50,6 +50,8 @@ const Subcommand kSubcommands[] = {
      "zero-shot GPT evaluation: WikiText-103 perplexity, LAMBADA accuracy (Megatron's tasks)"},
     {"finetune", megatron::cli::run_finetune,
      "finetune a BERT on RACE, MNLI or QQP; per-epoch validation accuracy (Megatron's tasks)"},
+    {"launch", megatron::cli::run_launch,
+     "run a training job, restarting it from its newest checkpoint when it fails"},
 };
 
 void print_usage() {

@@ -18,5 +18,6 @@ int run_plan(int argc, char** argv);
 int run_plot(int argc, char** argv);
 int run_eval(int argc, char** argv);
 int run_finetune(int argc, char** argv);
+int run_launch(int argc, char** argv);
 
 }  // namespace megatron::cli

@@ -48,8 +48,7 @@ bool listed(const char* ranks, int rank) {
 }  // namespace
 
 std::string signal_name(int signal) {
-  if (signal == SIGTERM) return "SIGTERM";
-  if (signal == SIGINT) return "SIGINT";
+  if (const char* abbreviation = sigabbrev_np(signal)) return std::string("SIG") + abbreviation;
   return "signal " + std::to_string(signal);
 }
 

@@ -40,7 +40,7 @@ class ExitSignalHandler {
   void test_pause(int64_t iteration, int rank);
 };
 
-// "SIGTERM", "SIGINT", or "signal N".
+// "SIGTERM", "SIGKILL", ..., or "signal N" for a number without a name.
 std::string signal_name(int signal);
 
 }  // namespace megatron

@@ -54,8 +54,13 @@ std::optional<int> RerunErrorInjector::maybe_inject(int64_t iteration, int64_t c
                                                     int world_size) {
   if (rate_ <= 0 || injected_) return std::nullopt;
   for (int rank = 0; rank < world_size; ++rank) {
-    const PhiloxStream draws(
-        seed_, philox_key({kInjectionSite, uint64_t(rank), uint64_t(iteration), uint64_t(call)}));
+    // The first attempt keeps the key it always had, so its draws do not depend on launch.
+    const uint64_t key =
+        launch_attempt_ == 0
+            ? philox_key({kInjectionSite, uint64_t(rank), uint64_t(iteration), uint64_t(call)})
+            : philox_key({kInjectionSite, uint64_t(rank), uint64_t(iteration), uint64_t(call),
+                          uint64_t(launch_attempt_)});
+    const PhiloxStream draws(seed_, key);
     const uint64_t draw = (uint64_t(draws.u32(0)) << 32) | draws.u32(1);
     if (draw % uint64_t(rate_) != 0) continue;
     injected_ = type_;

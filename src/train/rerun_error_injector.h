@@ -12,7 +12,10 @@
 //   correct_result    identical                  identical
 //
 // The draws are a pure function of (--seed, rank, iteration, validation), from Philox, where
-// Megatron draws from Python's `random` (seeded and checkpointed, so also reproducible). All
+// Megatron draws from Python's `random` (seeded and checkpointed, so also reproducible), and of
+// the restart attempt of `megatron launch` (cli/launch/launch_attempt.h): a restarted job
+// draws new faults, as a transient fault of real hardware does not come back on a restart —
+// without it, the restart would inject the same fault at the same iteration again. All
 // ranks compute every rank's draws, so every rank knows which rank injected without
 // communicating: the machine's state stays identical on all ranks.
 #pragma once
@@ -35,8 +38,8 @@ enum class RerunAttempt { kInPlace, kFromCheckpoint };
 
 class RerunErrorInjector {
  public:
-  RerunErrorInjector(int64_t rate, RerunDiagnostic type, uint64_t seed)
-      : rate_(rate), type_(type), seed_(seed) {}
+  RerunErrorInjector(int64_t rate, RerunDiagnostic type, uint64_t seed, int64_t launch_attempt = 0)
+      : rate_(rate), type_(type), seed_(seed), launch_attempt_(launch_attempt) {}
 
   // The rank (of `world_size`) that injects a fault into validation `call` (0-based, in this
   // iteration) of 1-based `iteration`, the lowest when several draw one; none when no rank
@@ -56,6 +59,7 @@ class RerunErrorInjector {
   int64_t rate_;
   RerunDiagnostic type_;
   uint64_t seed_;
+  int64_t launch_attempt_;
   std::optional<RerunDiagnostic> injected_;
 };
 

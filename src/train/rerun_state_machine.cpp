@@ -83,7 +83,8 @@ RerunStateMachine::RerunStateMachine(RerunConfig config, RerunPlacement placemen
                                      std::function<void()> save_state,
                                      std::function<void()> restore_state)
     : mode_(config.mode),
-      injector_(config.error_injection_rate, config.error_injection_type, config.seed),
+      injector_(config.error_injection_rate, config.error_injection_type, config.seed,
+                config.launch_attempt),
       configured_injector_(injector_),
       tracker_file_(std::move(config.tracker_file)),
       placement_(std::move(placement)),

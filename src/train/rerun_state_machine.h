@@ -72,6 +72,8 @@ struct RerunConfig {
   RerunDiagnostic error_injection_type = RerunDiagnostic::kTransientError;
   std::string tracker_file;  // --result-rejected-tracker-filename; empty: none
   uint64_t seed = 0;         // keys the injection draws
+  // The attempt of `megatron launch` this job is (0: the first run): keys the draws too.
+  int64_t launch_attempt = 0;
 };
 
 // Where this process runs: the node (host name) and device of each rank (index: world rank).

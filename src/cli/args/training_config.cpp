@@ -10,6 +10,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/layout.h"
 #include "cli/args/megatron_flags.h"
+#include "cli/launch/launch_attempt.h"
 #include "cli/setup/device_setup.h"
 #include "core/error.h"
 #include "core/logging.h"
@@ -646,6 +647,7 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   cfg.rerun.error_injection_rate = a.error_injection_rate;
   cfg.rerun.error_injection_type = rerun_diagnostic_from_name(a.error_injection_type);
   cfg.rerun.tracker_file = a.result_rejected_tracker_filename;
+  cfg.rerun.launch_attempt = launch_attempt_from_environment();
   cfg.check_for_spiky_loss = a.check_for_spiky_loss;
   cfg.check_for_large_grads = a.check_for_large_grads;
   cfg.iterations_to_skip = a.iterations_to_skip;
