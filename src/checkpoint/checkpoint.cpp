@@ -270,11 +270,9 @@ void write_checkpoint_rank(const std::string& tmp_iteration_dir, int64_t iterati
   fsync_directory(tmp_iteration_dir);
 }
 
-void save_checkpoint(const std::string& save_dir, int64_t iteration, const ParameterStore& params,
-                     const std::map<std::string, Tensor>& optimizer_flat_buffers,
-                     const nlohmann::json& state, const ParallelState& ps,
-                     const OptimizerShard& optimizer_shard) {
-  MT_CHECK(ps.world != nullptr, "save_checkpoint: ParallelState has no world communicator");
+std::unique_ptr<CheckpointTransaction> begin_save(const std::string& save_dir, int64_t iteration,
+                                                  const ParallelState& ps, std::string& tmp_dir) {
+  MT_CHECK(ps.world != nullptr, "begin_save: ParallelState has no world communicator");
   Communicator& world = *ps.world;
   std::unique_ptr<CheckpointTransaction> transaction;  // rank 0 only
   int64_t nonce = 0;  // rank 0's, broadcast as a host i64 [1] over this variable
@@ -286,33 +284,52 @@ void save_checkpoint(const std::string& save_dir, int64_t iteration, const Param
     nonce = int64_t(n);
   });
   world.broadcast(nonce_tensor, 0);
-  const std::string tmp = CheckpointTransaction::tmp_dir(save_dir, iteration, uint64_t(nonce));
+  tmp_dir = CheckpointTransaction::tmp_dir(save_dir, iteration, uint64_t(nonce));
+  return transaction;
+}
+
+void write_rank_files(const std::string& tmp_dir, int64_t iteration, const ParameterStore& params,
+                      const std::map<std::string, Tensor>& optimizer_flat_buffers,
+                      const nlohmann::json& state, const ParallelState& ps,
+                      const OptimizerShard& optimizer_shard) {
   const bool sharded = optimizer_shard.dp_size > 1;
-  run_on_all_ranks(world, "writing the checkpoint", [&] {
-    // Data-parallel replicas hold identical values (and, unless sharded, optimizer state).
-    if (ps.dp_cp_rank != 0 && !sharded) return;
-    check_finite_for_checkpoint(iteration, params, optimizer_flat_buffers, optimizer_shard.range);
-    const RankCoordinates coords{ps.tp_rank, ps.tp_size, ps.pp_rank, ps.pp_size};
-    if (ps.dp_cp_rank == 0)
-      write_checkpoint_rank(tmp, iteration, params,
-                            sharded ? std::map<std::string, Tensor>{} : optimizer_flat_buffers,
-                            state, coords);
-    if (sharded && !optimizer_flat_buffers.empty()) {
-      write_optimizer_shard(make_rank_dir(tmp, coords), iteration, params, optimizer_flat_buffers,
-                            optimizer_shard, coords);
-      fsync_directory(tmp);
-    }
+  // Data-parallel replicas hold identical values (and, unless sharded, optimizer state).
+  if (ps.dp_cp_rank != 0 && !sharded) return;
+  check_finite_for_checkpoint(iteration, params, optimizer_flat_buffers, optimizer_shard.range);
+  const RankCoordinates coords{ps.tp_rank, ps.tp_size, ps.pp_rank, ps.pp_size};
+  if (ps.dp_cp_rank == 0)
+    write_checkpoint_rank(tmp_dir, iteration, params,
+                          sharded ? std::map<std::string, Tensor>{} : optimizer_flat_buffers, state,
+                          coords);
+  if (sharded && !optimizer_flat_buffers.empty()) {
+    write_optimizer_shard(make_rank_dir(tmp_dir, coords), iteration, params, optimizer_flat_buffers,
+                          optimizer_shard, coords);
+    fsync_directory(tmp_dir);
+  }
+}
+
+void commit_save(CheckpointTransaction& transaction, const std::string& save_dir) {
+  transaction.commit();
+  // Killed saves leave their temporary directories behind; this one succeeded, so any
+  // other is stale.
+  const RemovedTemporaries removed = remove_stale_checkpoint_temporaries(save_dir);
+  if (removed.count > 0)
+    log_info("  removed ", removed.count, " stale temporary checkpoint director",
+             removed.count == 1 ? "y" : "ies", " (", removed.bytes / 1000000,
+             " MB) of earlier, interrupted saves from ", save_dir);
+}
+
+void save_checkpoint(const std::string& save_dir, int64_t iteration, const ParameterStore& params,
+                     const std::map<std::string, Tensor>& optimizer_flat_buffers,
+                     const nlohmann::json& state, const ParallelState& ps,
+                     const OptimizerShard& optimizer_shard) {
+  std::string tmp;
+  std::unique_ptr<CheckpointTransaction> transaction = begin_save(save_dir, iteration, ps, tmp);
+  run_on_all_ranks(*ps.world, "writing the checkpoint", [&] {
+    write_rank_files(tmp, iteration, params, optimizer_flat_buffers, state, ps, optimizer_shard);
   });
-  run_on_all_ranks(world, "committing the checkpoint", [&] {
-    if (ps.rank != 0) return;
-    transaction->commit();
-    // Killed saves leave their temporary directories behind; this one succeeded, so any
-    // other is stale.
-    const RemovedTemporaries removed = remove_stale_checkpoint_temporaries(save_dir);
-    if (removed.count > 0)
-      log_info("  removed ", removed.count, " stale temporary checkpoint director",
-               removed.count == 1 ? "y" : "ies", " (", removed.bytes / 1000000,
-               " MB) of earlier, interrupted saves from ", save_dir);
+  run_on_all_ranks(*ps.world, "committing the checkpoint", [&] {
+    if (ps.rank == 0) commit_save(*transaction, save_dir);
   });
 }
 

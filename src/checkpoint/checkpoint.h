@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -113,6 +114,20 @@ class CheckpointTransaction {
   int64_t iteration_;
   bool committed_ = false;
 };
+
+// save_checkpoint's three steps, for a save whose writes run elsewhere (checkpoint/async_save.h):
+//  1. begin_save — collective over ps.world: rank 0 creates the temporary directory (the
+//     transaction it returns; null on the other ranks), every rank learns its path (tmp_dir);
+//  2. write_rank_files — local, no communication: this rank's files, if it writes (the ranks
+//     with dp_cp_rank 0, and every DP rank's shard of the distributed optimizer); throws Error;
+//  3. commit_save — rank 0, once every rank's writes succeeded: the rename and the tracker.
+std::unique_ptr<CheckpointTransaction> begin_save(const std::string& save_dir, int64_t iteration,
+                                                  const ParallelState& ps, std::string& tmp_dir);
+void write_rank_files(const std::string& tmp_dir, int64_t iteration, const ParameterStore& params,
+                      const std::map<std::string, Tensor>& optimizer_flat_buffers,
+                      const nlohmann::json& state, const ParallelState& ps,
+                      const OptimizerShard& optimizer_shard);
+void commit_save(CheckpointTransaction& transaction, const std::string& save_dir);
 
 // Creates `tmp_iteration_dir`/mp_rank_* for these coordinates (unless a data-parallel peer
 // did) and writes the model, state and (whole) optimizer files.

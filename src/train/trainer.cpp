@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 
+#include "checkpoint/async_save.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/housekeeping.h"
 #include "checkpoint/layout.h"
@@ -113,6 +114,9 @@ struct Trainer::Impl {
   std::string last_checkpoint_dir;
   // Rank 0's lock on --save for the job's life (checkpoint/save_lock.h).
   std::optional<SaveLock> save_lock;
+  // --async-save: the save being written in the background, if any (at most one).
+  std::unique_ptr<AsyncCheckpointSave> async_save;
+  std::optional<int64_t> async_save_previous;  // its --save-retain-interval predecessor
   int64_t consecutive_skips = 0, next_skip_warning = kFirstSkipWarning;
   static constexpr int64_t kFirstSkipWarning = 10;
 
@@ -197,29 +201,61 @@ struct Trainer::Impl {
     return state;
   }
 
-  // Saves to `dir` (default: --save).
+  // Saves to `dir` (default: --save); with --async-save, a save to --save is only started
+  // here and committed at a later step boundary (finish_async_save).
   void save(const std::string& dir = "") {
     const std::string& to = dir.empty() ? cfg.save : dir;
+    finish_async_save(/*wait=*/true);  // at most one save in flight
     // The distributed optimizer's DP ranks each write their own shard: no gather.
     std::map<std::string, Tensor> buffers;
     if (!cfg.no_save_optim) buffers = optimizer->flat_buffers();
     // --save-retain-interval: the checkpoint the tracker named before this save.
     const bool retain = to == cfg.save && cfg.save_retain_interval > 0 && ps.rank == 0;
     const std::optional<int64_t> previous = retain ? read_latest_iteration(to) : std::nullopt;
-    // No other job may have taken --save over since this one started.
+    check_save_lock();
+    const OptimizerShard optimizer_shard =
+        shard ? OptimizerShard{shard->range, ps.dp_cp_rank, ps.dp_cp_size} : OptimizerShard{};
+    if (cfg.async_save && to == cfg.save) {
+      Timer snapshot;
+      snapshot.start();
+      async_save = std::make_unique<AsyncCheckpointSave>(to, iteration, store, buffers,
+                                                         state_json(), ps, optimizer_shard);
+      async_save_previous = previous;
+      log_info("  started saving the checkpoint of iteration ", iteration, " to ", to,
+               " in the background (--async-save; training stalled ",
+               format_number(snapshot.seconds(), "%.3f"), " s for the snapshot)");
+      return;
+    }
+    save_checkpoint(to, iteration, store, buffers, state_json(), ps, optimizer_shard);
+    saved(to, iteration, previous);
+  }
+
+  // No other job may have taken --save over since this one started.
+  void check_save_lock() {
     run_on_all_ranks(*ps.world, "", [&] {
       if (save_lock) save_lock->check_held();
     });
-    save_checkpoint(
-        to, iteration, store, buffers, state_json(), ps,
-        shard ? OptimizerShard{shard->range, ps.dp_cp_rank, ps.dp_cp_size} : OptimizerShard{});
-    last_checkpoint = iteration;
+  }
+
+  // A committed save of `at` to `to`; `previous`: the checkpoint the tracker named before it,
+  // when --save-retain-interval may retire it.
+  void saved(const std::string& to, int64_t at, const std::optional<int64_t>& previous) {
+    last_checkpoint = at;
     last_checkpoint_dir = to;
-    log_info("  successfully saved checkpoint at iteration ", iteration, " to ", to);
-    if (retain && retire_previous_checkpoint(to, previous, iteration, cfg.save_retain_interval))
+    log_info("  successfully saved checkpoint at iteration ", at, " to ", to);
+    if (previous && retire_previous_checkpoint(to, previous, at, cfg.save_retain_interval))
       log_info("  removed the checkpoint of iteration ", *previous, " from ", to,
                " (--save-retain-interval ", cfg.save_retain_interval, " keeps every ",
                cfg.save_retain_interval, "th and the newest)");
+  }
+
+  // Collective: commits the save in flight once every rank has written it (with `wait`,
+  // after waiting for it). A failed background write ends the run here, with its reason.
+  void finish_async_save(bool wait) {
+    if (!async_save) return;
+    if (!async_save->try_commit(wait, [&] { check_save_lock(); })) return;
+    saved(async_save->save_dir(), async_save->iteration(), async_save_previous);
+    async_save.reset();
   }
 
   // Saves to --save unless it is unset or this iteration is saved there already.
@@ -720,7 +756,14 @@ struct Trainer::Impl {
     result.exit_code = stop.code;
   }
 
+  // Every save this run started is committed before it returns.
   TrainingResult run() {
+    TrainingResult result = run_training();
+    finish_async_save(/*wait=*/true);
+    return result;
+  }
+
+  TrainingResult run_training() {
     const std::optional<int64_t> to_load = check_checkpoint_directories();
     if (to_load) load(*to_load == kReleaseIteration);
     log.start_at(iteration);
@@ -752,6 +795,7 @@ struct Trainer::Impl {
     Timer training_time;
     training_time.start();
     while (iteration < cfg.train_iters) {
+      finish_async_save(/*wait=*/false);
       if (cfg.iterations_per_epoch > 0 && iteration % cfg.iterations_per_epoch == 0)
         log_info("working on epoch ", iteration / cfg.iterations_per_epoch + 1, " ...");
       // As Megatron: when the schedule changes the number of micro-batches, a checkpoint of

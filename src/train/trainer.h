@@ -131,7 +131,8 @@ struct TrainerConfig {
 
   // Reliability (docs/reliability.md).
   bool check_for_nan_in_loss_and_grad = true;  // the divergence guard (divergence_guard.h)
-  bool exit_signal_handler = false;            // SIGTERM/SIGINT: finish the iteration, save, exit 0
+  bool async_save = false;           // --async-save: periodic saves written in the background
+  bool exit_signal_handler = false;  // SIGTERM/SIGINT: finish the iteration, save, exit 0
   // Megatron's rerun state machine (--rerun-mode, --error-injection-*, the tracker file;
   // train/rerun_state_machine.h); its seed is `seed`. --check-for-spiky-loss and
   // --check-for-large-grads add its non-fatal checks of the loss and the gradient norm.

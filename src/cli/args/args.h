@@ -220,6 +220,7 @@ struct Args {
 
   // Reliability (docs/reliability.md).
   bool check_for_nan_in_loss_and_grad = true;  // off: --no-check-for-nan-in-loss-and-grad
+  bool async_save = false;
   bool exit_signal_handler = false;
   // Megatron's rerun state machine (train/rerun_state_machine.h).
   std::string rerun_mode = "disabled";

@@ -58,6 +58,8 @@ constexpr const char* kDsa =
 constexpr const char* kHybrid = "Mamba / hybrid / linear-attention models are not supported";
 constexpr const char* kVision = "vision models are not supported";
 constexpr const char* kRetrieval = "ICT / biencoder retrieval models are not supported";
+constexpr const char* kAsyncWriter =
+    "--async-save writes with megatron-cpp's own background thread (checkpoint/async_save.h)";
 constexpr const char* kResilience =
     "in-process restart, fault tolerance and fault injection are not supported";
 constexpr const char* kCheckpointExtra = "this checkpoint option is not supported";
@@ -399,10 +401,9 @@ constexpr Rule kRules[] = {
     {"--no-strict-fsdp-dtensor-load", false, kCheckpointFormat},
     {"--disable-strict-fsdp-dtensor-load", false, kCheckpointFormat},
     {"--distrib-optim-fully-reshardable-mem-efficient", false, kCheckpointFormat},
-    {"--async-save", false, "checkpoints are written synchronously here"},
-    {"--async-strategy", false, "checkpoints are written synchronously here"},
-    {"--async-ckpt-*", false, "checkpoints are written synchronously here"},
-    {"--use-persistent-ckpt-worker", false, "checkpoints are written synchronously here"},
+    {"--async-strategy", false, kAsyncWriter},
+    {"--async-ckpt-*", false, kAsyncWriter},
+    {"--use-persistent-ckpt-worker", false, kAsyncWriter},
     {"--no-save-tokenizer-assets", false, "the tokenizer is recorded by identity, not copied"},
     {"--disable-save-tokenizer-assets", false, "the tokenizer is recorded by identity, not copied"},
     {"--no-use-tokenizer-model-from-checkpoint-args", false, "tokenizers come from the flags here"},

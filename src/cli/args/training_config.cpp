@@ -643,6 +643,7 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
                                                                 : ScheduleRestore::kCheck;
   cfg.check_for_nan_in_loss_and_grad = a.check_for_nan_in_loss_and_grad;
   cfg.exit_signal_handler = a.exit_signal_handler;
+  cfg.async_save = a.async_save;
   cfg.rerun.mode = rerun_mode_from_name(a.rerun_mode);
   cfg.rerun.error_injection_rate = a.error_injection_rate;
   cfg.rerun.error_injection_type = rerun_diagnostic_from_name(a.error_injection_type);

@@ -174,6 +174,9 @@ void add_training_args(ArgTable& t, Args& a) {
                        a.check_for_nan_in_loss_and_grad,
                        "stop when the loss, the gradient norm or the weights become inf/NaN "
                        "(default on)");
+  t.add_flag("--async-save", a.async_save,
+             "write the --save checkpoints in the background while training goes on; each is "
+             "committed at a later iteration once every rank's files are written");
   t.add_flag("--exit-signal-handler", a.exit_signal_handler,
              "on SIGTERM/SIGINT: finish the iteration, save a checkpoint and exit 0");
   t.add("--rerun-mode", a.rerun_mode,
