@@ -1,5 +1,8 @@
 #include "core/error.h"
 
+#include <cerrno>
+#include <cstring>
+
 namespace megatron {
 
 namespace {
@@ -15,5 +18,9 @@ Error::Error(std::string message, const char* file, int line, std::string failed
       failed_check_(std::move(failed_check)),
       file_(file),
       line_(line) {}
+
+std::string io_error_reason() {
+  return errno != 0 ? std::strerror(errno) : "I/O error";
+}
 
 }  // namespace megatron

@@ -50,6 +50,11 @@ class Error : public std::runtime_error {
   bool collective_ = false, reporting_ = true;
 };
 
+// Why the last failed I/O call failed, for a message: strerror(errno) ("No space left on
+// device"), or "I/O error" when errno says nothing (streams do not always set it). Clear errno
+// before the call.
+std::string io_error_reason();
+
 namespace detail {
 template <typename... Args>
 std::string concat(const Args&... args) {

@@ -21,7 +21,9 @@ std::string list_names(const std::vector<std::string>& names, size_t shown = 3) 
 std::string stop_note(const std::string& where_saved) {
   return " Stopped without saving" +
          (where_saved.empty() ? std::string(".") : "; " + where_saved + ".") +
-         " Lower --lr (or check the data), then resume from the last checkpoint;"
+         " Lower --lr (or check the data), then resume from a checkpoint saved before the loss"
+         " began to rise — the newest one may already hold diverging (huge but finite)"
+         " weights: look at the losses logged before it;"
          " --no-check-for-nan-in-loss-and-grad turns this check off.";
 }
 

@@ -53,6 +53,15 @@ expect 1 "error: --layernorm-epsilon must be > 0, got -1 (LayerNorm divides by s
   -- --train-iters 2 --lr 1e-3 --layernorm-epsilon -1
 expect 1 "error: --num-attention-heads 4 must be divisible by --tensor-model-parallel-size 3" \
   -- --train-iters 2 --lr 1e-3 --tensor-model-parallel-size 3
+# 0 is not Megatron's default (its None has no spelling): refused, saying what omitting gives.
+expect 1 "--global-batch-size: '0' is not positive; leave the flag out for --micro-batch-size x the data-parallel size" \
+  -- --train-iters 2 --lr 1e-3 --global-batch-size 0
+expect 1 "--ffn-hidden-size: '0' is not positive; leave the flag out for 4 x --hidden-size" \
+  -- --train-iters 2 --lr 1e-3 --ffn-hidden-size 0
+expect 1 "--kv-channels: '0' is not positive; leave the flag out for --hidden-size / --num-attention-heads" \
+  -- --train-iters 2 --lr 1e-3 --kv-channels 0
+expect 1 "error: --mock-data --vocab-size 1 leaves nothing to learn: with one token every prediction is right and the loss is 0; give --vocab-size 2 or more" \
+  -- --train-iters 2 --lr 1e-3 --vocab-size 1
 # Under mpirun every rank hits the error; one prints it.
 expect 2 "error: --lr must be >= 0, got -0.001" -- --train-iters 2 --lr -1e-3
 expect 2 "--lr: 'nan' is not a finite number" -- --train-iters 2 --lr nan
@@ -111,6 +120,43 @@ if [[ $rc != 0 ]] && grep -q "^error: embedding.word_embeddings: token id 999 at
   echo "ok: a token id outside the vocabulary"
 else
   echo "FAIL: token id outside the vocabulary (exit $rc): $out" | tail -3; failures=$((failures + 1))
+fi
+
+# generate on a checkpoint whose weights hold a NaN (its checksum removed, as a file written by
+# another tool would have none): refused by name, not blank text with exit 0.
+timeout 120 "$MEGATRON_BINARY" pretrain-gpt "${BASE[@]}" --max-position-embeddings 32 \
+  --train-iters 1 --lr 1e-3 --save "$WORK/nan" > /dev/null 2>&1
+node -e '
+  const fs = require("fs"), path = process.argv[1];
+  const buf = fs.readFileSync(path), n = Number(buf.readBigUInt64LE(0));
+  const header = JSON.parse(buf.subarray(8, 8 + n).toString());
+  const entry = header["final_layernorm.weight"];
+  delete entry.crc32c;
+  buf.writeUInt32LE(0x7fc00000, 8 + n + entry.data_offsets[0]);  // a NaN
+  buf.write(JSON.stringify(header).padEnd(n, " "), 8);
+  fs.writeFileSync(path, buf);' "$WORK/nan/iter_0000001/mp_rank_00/model.safetensors"
+out=$(timeout 60 "$MEGATRON_BINARY" generate --load "$WORK/nan" --prompt "1 2 3" \
+      --tokens-to-generate 4 2>&1 >/dev/null)
+rc=$?
+if [[ $rc != 0 ]] && grep -qF "error: the checkpoint of iteration 1 in $WORK/nan holds inf or nan weights (final_layernorm.weight): it cannot generate text; load an earlier checkpoint" <<< "$out"; then
+  echo "ok: generate refuses NaN weights"
+else
+  echo "FAIL: generate on NaN weights (exit $rc): $out" | tail -3; failures=$((failures + 1))
+fi
+
+# A full disk under --tensorboard-dir (a one-page tmpfs): the error names the reason.
+if mkdir -p "$WORK/tb_disk" && mount -t tmpfs -o size=4k tmpfs "$WORK/tb_disk" 2>/dev/null; then
+  out=$(timeout 120 "$MEGATRON_BINARY" pretrain-gpt "${BASE[@]}" --train-iters 200 --lr 1e-3 \
+        --tensorboard-dir "$WORK/tb_disk/tb" 2>&1 >/dev/null)
+  rc=$?
+  umount "$WORK/tb_disk"
+  if [[ $rc != 0 ]] && grep -q "^error: writing TensorBoard event file '.*' failed: No space left on device$" <<< "$out"; then
+    echo "ok: a full disk under --tensorboard-dir names the reason"
+  else
+    echo "FAIL: TensorBoard on a full disk (exit $rc): $out" | tail -3; failures=$((failures + 1))
+  fi
+else
+  echo "skipped: cannot mount a tmpfs here (not root?): TensorBoard on a full disk not tested"
 fi
 
 if [[ $failures -ne 0 ]]; then echo "error_messages: $failures failure(s)"; exit 1; fi

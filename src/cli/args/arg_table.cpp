@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <optional>
 
@@ -150,6 +151,15 @@ template void ArgTable::add(const std::string&, std::optional<int>&, const std::
 template void ArgTable::add(const std::string&, std::vector<std::string>&, const std::string&);
 template void ArgTable::add(const std::string&, std::vector<int64_t>&, const std::string&);
 template void ArgTable::add(const std::string&, std::vector<int>&, const std::string&);
+
+void ArgTable::require_positive(const std::string& flag, const std::string& omitted) {
+  app_.get_option(flag)->check(CLI::Validator(
+      [omitted](std::string& value) -> std::string {
+        if (std::strtod(value.c_str(), nullptr) > 0) return "";
+        return "'" + value + "' is not positive; leave the flag out for " + omitted;
+      },
+      "POSITIVE"));
+}
 
 void ArgTable::add_flag(const std::string& flag, bool& field, const std::string& help) {
   app_.add_flag(flag, field, help);

@@ -29,6 +29,11 @@ class ArgTable {
   void add_negatable_flag(const std::string& flag, const std::string& negation, bool& field,
                           const std::string& help);
 
+  // A numeric flag whose unset value (0) stands for a default: given, it must be positive —
+  // Megatron's None default has no spelling on the command line, and 0 given there is not
+  // the default. `omitted`: what leaving the flag out gives, for the message.
+  void require_positive(const std::string& flag, const std::string& omitted);
+
   // Megatron's "arguments" block: `  name ......... value`, sorted by name.
   std::string format() const;
   nlohmann::json to_json() const;

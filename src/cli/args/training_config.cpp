@@ -438,6 +438,9 @@ void validate_training_args(Args& a, int world_size) {
   if (a.mock_data) {
     MT_REQUIRE(a.vocab_size > 0 || !a.tokenizer_type.empty(),
                "--mock-data needs --vocab-size (or a --tokenizer-type to take it from)");
+    MT_REQUIRE(a.vocab_size != 1 || !a.tokenizer_type.empty(),
+               "--mock-data --vocab-size 1 leaves nothing to learn: with one token every "
+               "prediction is right and the loss is 0; give --vocab-size 2 or more");
   } else {
     MT_REQUIRE(!a.tokenizer_type.empty(), "--data-path needs --tokenizer-type");
   }

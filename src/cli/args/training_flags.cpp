@@ -32,6 +32,7 @@ void add_training_args(ArgTable& t, Args& a) {
   t.add("--hidden-size", a.hidden_size, "transformer hidden size");
   t.add("--num-attention-heads", a.num_attention_heads, "number of attention heads");
   t.add("--ffn-hidden-size", a.ffn_hidden_size, "MLP hidden size (default 4 x hidden size)");
+  t.require_positive("--ffn-hidden-size", "4 x --hidden-size");
   t.add("--seq-length", a.seq_length, "sequence length");
   t.add("--max-position-embeddings", a.max_position_embeddings,
         "position embedding table size (default: --seq-length)");
@@ -64,6 +65,7 @@ void add_training_args(ArgTable& t, Args& a) {
   t.add("--micro-batch-size", a.micro_batch_size, "samples per micro-batch per DP rank");
   t.add("--global-batch-size", a.global_batch_size,
         "samples per iteration (default micro-batch size x DP size)");
+  t.require_positive("--global-batch-size", "--micro-batch-size x the data-parallel size");
   t.add("--step-batch-size-schedule", a.step_batch_size_schedule,
         "global batch size by consumed tokens, \"THRESHOLD:BS ...\" (K/M/B/T suffixes), "
         "instead of --global-batch-size");
@@ -304,6 +306,7 @@ void add_architecture_args(ArgTable& t, ArchitectureArgs& a) {
              "grouped-query attention with --num-query-groups KV heads");
   t.add("--num-query-groups", a.num_query_groups, "KV heads with --group-query-attention");
   t.add("--kv-channels", a.kv_channels, "head dimension (default hidden size / heads)");
+  t.require_positive("--kv-channels", "--hidden-size / --num-attention-heads");
   t.add_flag("--disable-bias-linear", a.disable_bias_linear, "no biases in the linear layers");
   t.add_flag("--add-qkv-bias", a.add_qkv_bias, "QKV biases even with --disable-bias-linear");
   t.add_flag("--untie-embeddings-and-output-weights", a.untie_embeddings_and_output_weights,

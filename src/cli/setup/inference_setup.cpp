@@ -9,8 +9,10 @@
 #include "cli/setup/device_setup.h"
 #include "core/logging.h"
 #include "data/tokenizers/make_tokenizer.h"
+#include "distributed/agreement.h"
 #include "distributed/backend.h"
 #include "distributed/runtime.h"
+#include "optim/divergence_guard.h"
 
 namespace megatron::cli {
 
@@ -122,6 +124,15 @@ InferenceModel load_inference_model(InferenceArgs& a, bool data_parallel) {
   m.model = std::make_unique<GptModel>(c, m.ps, *m.store);
   m.store->allocate();
   load_checkpoint(a.load, iteration, *m.store, nullptr, m.ps);
+  // Weights that are not finite (a diverged run saved with the guard off, or another tool's
+  // file) would only generate blanks.
+  run_on_all_ranks(*world, "", [&] {
+    const std::vector<std::string> bad = non_finite_parameters(*m.store, Tensor{});
+    MT_REQUIRE(bad.empty(), "the checkpoint of iteration ", iteration, " in ", a.load,
+               " holds inf or nan weights (", bad.front(),
+               bad.size() > 1 ? " and " + std::to_string(bad.size() - 1) + " more" : "",
+               "): it cannot generate text; load an earlier checkpoint");
+  });
   m.model->refresh_compute_weights();
   m.iteration = iteration;
   m.description = "GPT " + std::to_string(c.num_layers) + " layers, hidden " +

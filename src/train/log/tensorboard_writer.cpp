@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -83,15 +84,19 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir) {
   gethostname(host, sizeof(host) - 1);
   const double now = now_seconds();
   path_ = dir + "/events.out.tfevents." + std::to_string(int64_t(now)) + "." + host;
+  errno = 0;
   out_.open(path_, std::ios::binary | std::ios::trunc);
-  MT_REQUIRE(out_.good(), "cannot open TensorBoard event file '", path_, "' for writing");
+  MT_REQUIRE(out_.good(), "cannot open TensorBoard event file '", path_,
+             "' for writing: ", io_error_reason());
   write_record(encode_file_version_event(now, "brain.Event:2"));
   flush();
 }
 
 void TensorBoardWriter::flush() {
+  errno = 0;
   out_.flush();
-  MT_REQUIRE(out_.good(), "writing TensorBoard event file '", path_, "' failed");
+  MT_REQUIRE(out_.good(), "writing TensorBoard event file '", path_,
+             "' failed: ", io_error_reason());
 }
 
 void TensorBoardWriter::add_scalar(const std::string& tag, float value, int64_t step) {
@@ -105,8 +110,10 @@ void TensorBoardWriter::write_record(const std::string& payload) {
   put_fixed(framed, masked_crc32c(header.data(), header.size()));
   framed += payload;
   put_fixed(framed, masked_crc32c(payload.data(), payload.size()));
+  errno = 0;
   out_.write(framed.data(), std::streamsize(framed.size()));
-  MT_REQUIRE(out_.good(), "writing TensorBoard event file '", path_, "' failed");
+  MT_REQUIRE(out_.good(), "writing TensorBoard event file '", path_,
+             "' failed: ", io_error_reason());
 }
 
 }  // namespace megatron

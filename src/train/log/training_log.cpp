@@ -4,7 +4,6 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -297,7 +296,7 @@ void TrainingLog::write_json(const std::string& line) {
   metrics_ << line << '\n';
   metrics_.flush();
   MT_REQUIRE(metrics_.good(), "cannot write --metrics-file '", metrics_path_,
-             "': ", errno != 0 ? std::strerror(errno) : "I/O error");
+             "': ", io_error_reason());
 }
 
 }  // namespace megatron
