@@ -1,0 +1,57 @@
+// The hand-over between the HTTP threads of `megatron serve` and the thread that generates:
+// a bounded queue of jobs (one request's prompts and options each), taken one at a time, and
+// per job the tokens as they are generated (for streaming) and the result.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tasks/generation.h"
+
+namespace megatron {
+
+struct Job {
+  std::vector<std::vector<int32_t>> prompts;
+  GenerationOptions options;
+  bool streaming = false;  // record each step's tokens in `generated`
+
+  // Written by the generating thread, read by the request's thread; guarded by `mutex`.
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<std::vector<int32_t>> generated;  // per row, the tokens generated so far
+  uint64_t steps = 0;                           // bumps with every change of `generated`
+  bool finished = false;
+  std::string error;  // when finished: "" or why the generation failed
+  GenerationOutput output;
+
+  // The generating thread's side.
+  void record_step(const std::vector<int32_t>& tokens, const std::vector<char>& generated_now);
+  void finish(std::string error_message, GenerationOutput result);
+  // The request's side: waits until finished.
+  void wait();
+};
+
+class JobQueue {
+ public:
+  explicit JobQueue(int64_t max_queued) : max_queued_(max_queued) {}
+  // "" when queued; else why not (full, or shutting down) for a 503.
+  std::string submit(std::shared_ptr<Job> job);
+  // The next job, waiting up to ~200 ms; nullptr when there is none yet.
+  std::shared_ptr<Job> take();
+  // Refuses new jobs and fails the queued ones.
+  void close();
+
+ private:
+  int64_t max_queued_;
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  bool closed_ = false;
+};
+
+}  // namespace megatron
