@@ -15,10 +15,10 @@
 namespace megatron {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 TEST(ChatTemplate, MatchesJinja2OnRealAndFeatureTemplates) {
-  std::ifstream in(source_dir() + "/tests/data/chat_templates/golden.json");
+  std::ifstream in(testing::source_dir() + "/tests/data/chat_templates/golden.json");
   ASSERT_TRUE(in.good());
   const json cases = json::parse(in);
   ASSERT_GE(cases.size(), 80u);
@@ -60,7 +60,7 @@ TEST(ChatTemplate, RefusesWhatItDoesNotRenderByName) {
 }
 
 TEST(ChatTemplate, ReadsTokenizerConfigAndJinjaFiles) {
-  const std::string dir = source_dir() + "/tests/data/chat_templates/";
+  const std::string dir = testing::source_dir() + "/tests/data/chat_templates/";
   const ChatTemplateFile llama = read_chat_template_file(dir + "llama3_tokenizer_config.json");
   EXPECT_EQ(llama.bos_token, "<|begin_of_text|>");
   EXPECT_EQ(llama.eos_token, "<|eot_id|>");

@@ -49,7 +49,9 @@ CONVERSATIONS = {
                    {"role": "assistant", "content": "Blue."},
                    {"role": "user", "content": "Another one?"}],
     "whitespace": [{"role": "user", "content": "  padded question \n\n"}],
-    "unicode": [{"role": "user", "content": "Grüße, 世界 — \"quotes\" and 'apostrophes' \\ 🙂"}],
+    # Non-ASCII text (no ß: upper() maps it to "SS" in Python, to itself in the C++ renderer,
+    # which documents it).
+    "unicode": [{"role": "user", "content": "Grüezi Ωmega, 世界 — \"quotes\" and 'apostrophes' \\ 🙂"}],
 }
 
 # Small templates for each construct of the subset (the real templates above use only some).

@@ -1,5 +1,7 @@
 #include "tasks/serve/chat_template.h"
 
+#include <utf8proc.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -847,6 +849,16 @@ class Renderer {
     return kUndefined;
   }
 
+  // Where each character (code point) of a UTF-8 string starts, and its end: Python indexes
+  // and slices characters, not bytes.
+  static std::vector<size_t> char_offsets(const std::string& s) {
+    std::vector<size_t> at;
+    for (size_t i = 0; i < s.size(); ++i)
+      if ((s[i] & 0xC0) != 0x80) at.push_back(i);
+    at.push_back(s.size());
+    return at;
+  }
+
   static Value index(const Value& v, const Value& key) {
     if (is_undefined(v)) fail("an index of an undefined value");
     if (v.is_object()) {
@@ -855,11 +867,14 @@ class Renderer {
       return it == v.end() ? kUndefined : *it;
     }
     if ((v.is_array() || v.is_string()) && key.is_number_integer()) {
-      const int64_t n = v.is_array() ? int64_t(v.size()) : int64_t(v.get<std::string>().size());
+      const std::vector<size_t> at =
+          v.is_string() ? char_offsets(v.get<std::string>()) : std::vector<size_t>();
+      const int64_t n = v.is_array() ? int64_t(v.size()) : int64_t(at.size()) - 1;
       int64_t i = key.get<int64_t>();
       if (i < 0) i += n;
       if (i < 0 || i >= n) return kUndefined;
-      return v.is_array() ? v[size_t(i)] : Value(v.get<std::string>().substr(size_t(i), 1));
+      if (v.is_array()) return v[size_t(i)];
+      return v.get<std::string>().substr(at[size_t(i)], at[size_t(i) + 1] - at[size_t(i)]);
     }
     return kUndefined;
   }
@@ -867,7 +882,9 @@ class Renderer {
   Value slice(const Expr& e) {
     const Value v = eval(*e.args[0]);
     if (!v.is_array() && !v.is_string()) fail("only lists and strings can be sliced");
-    const int64_t n = v.is_array() ? int64_t(v.size()) : int64_t(v.get<std::string>().size());
+    const std::vector<size_t> at =
+        v.is_string() ? char_offsets(v.get<std::string>()) : std::vector<size_t>();
+    const int64_t n = v.is_array() ? int64_t(v.size()) : int64_t(at.size()) - 1;
     const auto bound = [&](const ExprPtr& x, int64_t fallback) {
       if (!x) return fallback;
       const Value b = eval(*x);
@@ -877,7 +894,8 @@ class Renderer {
       return std::clamp<int64_t>(i, 0, n);
     };
     const int64_t lo = bound(e.args[1], 0), hi = std::max(lo, bound(e.args[2], n));
-    if (v.is_string()) return v.get<std::string>().substr(size_t(lo), size_t(hi - lo));
+    if (v.is_string())
+      return v.get<std::string>().substr(at[size_t(lo)], at[size_t(hi)] - at[size_t(lo)]);
     return Value(std::vector<Value>(v.begin() + lo, v.begin() + hi));
   }
 
@@ -1032,18 +1050,26 @@ class Renderer {
     fail("the method ." + m + "() is not supported on " + repr(self).substr(0, 60));
   }
 
+  // upper / lower / capitalize with Unicode's simple case mappings (utf8proc); Python's full
+  // mappings differ only for a few characters that change length (ß → SS, ligatures).
   static Value filter_name(const std::string& name, const Value& v) {
     if (!v.is_string()) fail("the filter " + name + " needs a string");
-    std::string s = v.get<std::string>();
-    if (name == "upper")
-      for (char& c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
-    if (name == "lower")
-      for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
-    if (name == "capitalize" && !s.empty()) {
-      for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
-      s[0] = char(std::toupper(static_cast<unsigned char>(s[0])));
+    const std::string& s = v.get_ref<const std::string&>();
+    std::string out;
+    bool first = true;
+    for (size_t i = 0; i < s.size();) {
+      utf8proc_int32_t cp = 0;
+      const utf8proc_ssize_t n = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(&s[i]),
+                                                  utf8proc_ssize_t(s.size() - i), &cp);
+      if (n <= 0) fail("the filter " + name + " needs UTF-8 text");
+      const bool up = name == "upper" || (name == "capitalize" && first);
+      cp = up ? utf8proc_toupper(cp) : utf8proc_tolower(cp);
+      utf8proc_uint8_t buf[4];
+      out.append(reinterpret_cast<const char*>(buf), size_t(utf8proc_encode_char(cp, buf)));
+      i += size_t(n);
+      first = false;
     }
-    return s;
+    return out;
   }
 
   Value filter(const Expr& e) {
@@ -1056,7 +1082,7 @@ class Renderer {
       return s.substr(b, s.find_last_not_of(" \t\n\r\f\v") - b + 1);
     }
     if (f == "length" || f == "count") {
-      if (v.is_string()) return int64_t(v.get<std::string>().size());
+      if (v.is_string()) return int64_t(char_offsets(v.get<std::string>()).size()) - 1;
       if (v.is_array() || v.is_object()) return int64_t(v.size());
       fail("the filter length needs a string, list or dictionary");
     }
@@ -1124,11 +1150,11 @@ class Renderer {
 
 }  // namespace
 
-std::string render_chat_template(const std::string& source, const nlohmann::json& context) {
+std::string render_chat_template(const std::string& source, const nlohmann::ordered_json& context) {
   std::string stop;
   std::unique_ptr<ExprParser> tail;
   const Body body = TemplateParser(split(source)).parse_body({}, stop, tail);
-  Renderer renderer(Value::parse(context.dump()));
+  Renderer renderer(context);
   std::string out;
   renderer.render(body, out);
   return out;

@@ -11,7 +11,9 @@
 //   `is none`, `is string`, inline `a if c else b`, filters trim, length, upper, lower,
 //   capitalize, default, tojson, first, last, and the calls raise_exception(msg), x.strip(),
 //   x.startswith(s), x.endswith(s), x.split(s), x.items(), range(n), namespace(...).
-// Anything else is an error that names it, never a silent difference.
+// Strings index, slice and count by character (code point), as Python's do; upper/lower use
+// Unicode's simple case mappings, so the few characters whose Python mapping changes length
+// (ß → SS) differ. Anything else is an error that names it, never a silent difference.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -20,8 +22,9 @@
 namespace megatron {
 
 // Renders `source` with the variables of `context` (a JSON object: messages,
-// add_generation_prompt, bos_token, eos_token, ...). Throws Error: a template outside the
+// add_generation_prompt, bos_token, eos_token, ...; its keys keep their order, as Python dicts
+// do, for loops over a dict and tojson). Throws Error: a template outside the
 // subset, or the message of the template's raise_exception() (a conversation it refuses).
-std::string render_chat_template(const std::string& source, const nlohmann::json& context);
+std::string render_chat_template(const std::string& source, const nlohmann::ordered_json& context);
 
 }  // namespace megatron

@@ -203,9 +203,12 @@ bool HttpResponder::send(int status, std::string_view content_type, std::string_
                          const HttpHeaders& headers) {
   if (responded_) return false;
   responded_ = true;
-  return write_all(head(status, content_type, headers) +
-                   "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n") &&
-         write_all(body);
+  // One write for head and body: the answer leaves in as few segments as it can, and a client
+  // that reads once gets all of it.
+  std::string whole = head(status, content_type, headers);
+  whole += "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n";
+  whole += body;
+  return write_all(whole);
 }
 
 bool HttpResponder::begin_stream(int status, std::string_view content_type,

@@ -23,7 +23,8 @@ OpenAIError render_chat(const ServeContext& c, OpenAIRequest& r) {
             "this model has no chat template: serve it with --chat-template (a "
             "tokenizer_config.json or a Jinja file), or use /v1/completions",
             "messages", ""};
-  json messages = json::array();
+  // Ordered as the client sent them (a template may loop over a message's keys).
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   for (const ChatMessage& m : r.messages)
     messages.push_back({{"role", m.role}, {"content", m.content}});
   try {
@@ -143,14 +144,13 @@ void serve_openai_completion(const HttpRequest& request, HttpResponder& responde
   auto job = std::make_shared<Job>();
   const ApiRequest api = to_api_request(r, longest, c.config.max_position_embeddings);
   r.max_tokens = api.tokens_to_generate;
-  if (std::string error =
-          prepare_generation(api, c.tokenizer, c.config, c.options.max_tokens, c.options.seed,
-                             c.request_number++, job->prompts, job->options);
+  const uint64_t number = c.request_number++;
+  if (std::string error = prepare_generation(api, c.tokenizer, c.config, c.options.max_tokens,
+                                             c.options.seed, number, job->prompts, job->options);
       !error.empty())
     return reply_openai_error(responder, {400, error, "", ""});
   job->options.stop_sequences = stop_token_sequences(r, c.tokenizer);
   job->streaming = r.stream;
-  const uint64_t number = c.request_number.load();
   const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(number);
   log_info("request IP: ", request.remote_addr, " ", request.path, "\n", json_log_summary(body));
   if (std::string busy = c.queue.submit(job); !busy.empty())
