@@ -107,7 +107,7 @@ async function main() {
   const cut = await Promise.all(slow);
   const limit = (requestTimeout + 3) * 1000;
   check(cut.every((c) => c.ms < limit && c.text.startsWith("HTTP/1.1 408")),
-    `slow clients answered 408 and closed within ${limit} ms: ${cut.map((c) => c.ms).join(" ")}`);
+    `slow clients answered 408 and closed within ${limit} ms: ${cut.map((c) => c.ms + " " + JSON.stringify(c.text.slice(0, 12))).join(", ")}`);
 
   // 4. Framing.
   const body = '{"prompts": ["1"], "tokens_to_generate": 2}';

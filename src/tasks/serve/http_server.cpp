@@ -56,8 +56,8 @@ const char* reason_phrase(int status) {
 // Waits until fd is ready for `events` or the deadline passes; false on timeout or error.
 bool wait_ready(int fd, short events, Clock::time_point deadline) {
   while (true) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    // Rounded up: a wait never ends before the deadline (the caller tells a timeout by it).
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) return false;
     pollfd p{fd, events, 0};
     const int r = ::poll(&p, 1, int(std::min<int64_t>(left, 1000)));
