@@ -79,7 +79,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
   if ((await evaluate("document.title")) !== "megatron-cpp") finish(1, "FAIL: not the page");
   // The loaded model is shown, and the length slider stops where the context does.
   const model = await evaluate('document.getElementById("model").textContent');
-  if (!model.includes(modelName) || !model.includes("context " + context + " tokens") || !/\d parameters/.test(model))
+  if (!model.includes(modelName) || !model.includes("context " + context + " tokens") || !/\d(\.\d)?[KMB]? parameters/.test(model))
     finish(1, `FAIL: the model line "${model}" does not name ${modelName} and context ${context}`);
   const max = await evaluate('document.getElementById("tokens").max');
   if (max !== String(context - 1)) finish(1, `FAIL: the length slider goes to ${max}, not ${context - 1}`);
