@@ -11,6 +11,13 @@ std::string generation_request_error(const std::vector<std::vector<int32_t>>& pr
     return "tokens_to_generate must be an integer greater than or equal to 0";
   if (options.tokens_to_generate == 0 && !options.logprobs)
     return "tokens_to_generate=0 implies logprobs should be True";
+  const auto per_row = [&](size_t n) { return n == 0 || n == prompts.size(); };
+  if (!per_row(options.row_requests.size()) || !per_row(options.row_indices.size()) ||
+      !per_row(options.row_tokens_to_generate.size()))
+    return "the per-row request keys and lengths must have one entry per prompt";
+  for (int64_t n : options.row_tokens_to_generate)
+    if (n < 1 || n > options.tokens_to_generate)
+      return "a row's tokens to generate must be in [1, tokens_to_generate]";
   size_t longest = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
     if (prompts[i].empty()) return "Empty prompts require add_BOS=true";
@@ -121,13 +128,20 @@ GenerationOutput generate_tokens(GptModel& model, const std::vector<std::vector<
     std::vector<char> done(static_cast<size_t>(b), 0), generated(static_cast<size_t>(b), 0);
     std::vector<uint64_t> keys(static_cast<size_t>(b));
     std::vector<int32_t> column(static_cast<size_t>(b));
+    const auto row_tokens = [&](size_t i) {
+      return options.row_tokens_to_generate.empty() ? options.tokens_to_generate
+                                                    : options.row_tokens_to_generate[i];
+    };
     int64_t prev = 0;
     for (int64_t context = min_len; context < total; ++context) {
       last = context;
       Tensor logits = model.forward_step(ctx, token_block(tokens, prev, context), options.logprobs);
       Tensor last_logits = options.logprobs ? logits.select(0, logits.size(0) - 1) : logits;
       for (int64_t i = 0; i < b; ++i)
-        keys[size_t(i)] = sampling_row_key(options.request, uint64_t(i), uint64_t(context));
+        keys[size_t(i)] = sampling_row_key(
+            options.row_requests.empty() ? options.request : options.row_requests[size_t(i)],
+            options.row_indices.empty() ? uint64_t(i) : options.row_indices[size_t(i)],
+            uint64_t(context));
       const std::vector<int32_t> drawn =
           sampler.sample(last_logits, sampling, keys, ctx.arena).to_vector<int32_t>();
       bool all_done = true;
@@ -152,7 +166,7 @@ GenerationOutput generate_tokens(GptModel& model, const std::vector<std::vector<
             started && (std::find(options.stop_tokens.begin(), options.stop_tokens.end(), t) !=
                             options.stop_tokens.end() ||
                         eol || stop_words > 0 ||
-                        context + 1 == out.prompt_lengths[size_t(i)] + options.tokens_to_generate);
+                        context + 1 == out.prompt_lengths[size_t(i)] + row_tokens(size_t(i)));
         if (stop && !done[size_t(i)]) {
           lengths[size_t(i)] = context + 1;
           trimmed[size_t(i)] = stop_words;

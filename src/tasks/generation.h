@@ -46,6 +46,12 @@ struct GenerationOptions {
   int32_t pad_token = 0;  // fills the rows past their prompts (never attended to)
   // Megatron's --max-tokens-to-oom: batch × (longest prompt + tokens_to_generate) at most.
   int64_t max_tokens = 12000;
+  // A batch of several requests (the server's): per row, when not empty, the request number and
+  // the row's index within its request that key its draws (in place of `request` and the row's
+  // index in the batch, so that a row draws what it draws alone), and its own number of tokens
+  // to generate (1 .. tokens_to_generate, which is their maximum).
+  std::vector<uint64_t> row_requests, row_indices;
+  std::vector<int64_t> row_tokens_to_generate;
 };
 
 struct GenerationOutput {

@@ -10,6 +10,7 @@
 #include "distributed/broadcast_bytes.h"
 #include "tasks/generation.h"
 #include "tasks/serve/access.h"
+#include "tasks/serve/batch.h"
 #include "tasks/serve/http_server.h"
 #include "tasks/serve/json_body.h"
 #include "tasks/serve/openai_routes.h"
@@ -46,7 +47,10 @@ json job_json(const std::vector<std::vector<int32_t>>& prompts, const Generation
           {"top_p_decay", o.top_p_decay},
           {"top_p_bound", o.top_p_bound},
           {"pad_token", o.pad_token},
-          {"max_tokens", o.max_tokens}};
+          {"max_tokens", o.max_tokens},
+          {"row_requests", o.row_requests},
+          {"row_indices", o.row_indices},
+          {"row_tokens_to_generate", o.row_tokens_to_generate}};
 }
 
 void from_job_json(const json& j, std::vector<std::vector<int32_t>>& prompts,
@@ -69,6 +73,9 @@ void from_job_json(const json& j, std::vector<std::vector<int32_t>>& prompts,
   o.top_p_bound = j.at("top_p_bound");
   o.pad_token = j.at("pad_token");
   o.max_tokens = j.at("max_tokens");
+  o.row_requests = j.at("row_requests").get<std::vector<uint64_t>>();
+  o.row_indices = j.at("row_indices").get<std::vector<uint64_t>>();
+  o.row_tokens_to_generate = j.at("row_tokens_to_generate").get<std::vector<int64_t>>();
 }
 
 constexpr const char* kStop = "stop";
@@ -242,17 +249,26 @@ void serve_rank0(GptModel& model, const Tokenizer& tokenizer, const ServerOption
 
   int64_t served = 0;
   while (!g_stop_signal && (opt.max_requests == 0 || served < opt.max_requests)) {
-    std::shared_ptr<Job> job = queue.take();
-    if (!job) continue;
-    broadcast_string(world, job_json(job->prompts, job->options).dump(), 0);
+    // The oldest queued request and every other that can run beside it.
+    Batch batch;
+    const size_t taken = queue.take([&](const std::shared_ptr<Job>& job) {
+      return (opt.max_requests == 0 || served + int64_t(batch.jobs.size()) < opt.max_requests) &&
+             batch.try_join(job, model.config());
+    });
+    if (taken == 0) continue;
+    if (taken > 1)
+      log_info("serve: ", taken, " requests run as one batch of ", batch.prompts.size(), " rows");
+    broadcast_string(world, job_json(batch.prompts, batch.options).dump(), 0);
     GenerationOutput output;
     GenerationStepCallback on_step;
-    if (job->streaming)
-      on_step = [&job](int64_t, const std::vector<int32_t>& tokens,
-                       const std::vector<char>& generated) { job->record_step(tokens, generated); };
-    std::string error = run_job(model, job->prompts, job->options, output, on_step);
-    job->finish(std::move(error), std::move(output));
-    ++served;
+    if (batch.streaming())
+      on_step = [&batch](int64_t, const std::vector<int32_t>& tokens,
+                         const std::vector<char>& generated) {
+        batch.record_step(tokens, generated);
+      };
+    const std::string error = run_job(model, batch.prompts, batch.options, output, on_step);
+    batch.finish(error, output);
+    served += int64_t(taken);
   }
   log_info("serve: stopping after ", served, " request(s)");
   // Requests still queued (and any arriving now) get an answer rather than a dropped

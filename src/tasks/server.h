@@ -11,9 +11,10 @@
 //
 // HTTP (tasks/serve/http_server.h) runs on one thread per connection: it checks who asks
 // (tasks/serve/access.h), validates and tokenizes, queues the request (tasks/serve/job_queue.h)
-// and waits, streaming the tokens as they come when asked. The main thread of rank 0 takes one
-// request at a time (Megatron's lock), broadcasts it to the other ranks and generates with
-// them; no other thread communicates. Nothing a request does can end the process: every
+// and waits, streaming the tokens as they come when asked. The main thread of rank 0 takes the
+// oldest request with every queued one that can run beside it (tasks/serve/batch.h: each gets
+// what it gets alone), broadcasts the batch to the other ranks and generates with them; no
+// other thread communicates. Nothing a request does can end the process: every
 // exception is caught where the request is answered. SIGINT / SIGTERM (or --max-requests) stop
 // the server: rank 0 answers what is queued, closes every connection and tells the other ranks
 // to return.

@@ -42,13 +42,13 @@ std::string JobQueue::submit(std::shared_ptr<Job> job) {
   return "";
 }
 
-std::shared_ptr<Job> JobQueue::take() {
+size_t JobQueue::take(const std::function<bool(const std::shared_ptr<Job>&)>& join) {
   std::unique_lock lock(mutex_);
   ready_.wait_for(lock, std::chrono::milliseconds(200), [&] { return !queue_.empty(); });
-  if (queue_.empty()) return nullptr;
-  std::shared_ptr<Job> job = std::move(queue_.front());
-  queue_.pop_front();
-  return job;
+  const size_t before = queue_.size();
+  for (auto it = queue_.begin(); it != queue_.end();)
+    it = join(*it) ? queue_.erase(it) : std::next(it);
+  return before - queue_.size();
 }
 
 void JobQueue::close() {

@@ -1,11 +1,13 @@
 // The hand-over between the HTTP threads of `megatron serve` and the thread that generates:
-// a bounded queue of jobs (one request's prompts and options each), taken one at a time, and
-// per job the tokens as they are generated (for streaming) and the result.
+// a bounded queue of jobs (one request's prompts and options each), taken a batch at a time
+// (tasks/serve/batch.h), and per job the tokens as they are generated (for streaming) and the
+// result.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -41,8 +43,9 @@ class JobQueue {
   explicit JobQueue(int64_t max_queued) : max_queued_(max_queued) {}
   // "" when queued; else why not (full, or shutting down) for a 503.
   std::string submit(std::shared_ptr<Job> job);
-  // The next job, waiting up to ~200 ms; nullptr when there is none yet.
-  std::shared_ptr<Job> take();
+  // Waits up to ~200 ms for a job; hands the oldest to `join`, then every other queued job in
+  // order, and removes those it accepted (the first always is). Returns how many it took.
+  size_t take(const std::function<bool(const std::shared_ptr<Job>&)>& join);
   // Refuses new jobs and fails the queued ones.
   void close();
 
