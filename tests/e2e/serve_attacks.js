@@ -146,12 +146,13 @@ async function main() {
   for (let i = 0; i < maxConnections; ++i) {
     const s = net.connect(port, "127.0.0.1");
     s.on("error", () => {});
-    held.push(s);
+    held.push(new Promise((resolve) => s.on("connect", () => resolve(s))));
   }
-  await sleep(500);
+  await Promise.all(held);
+  await sleep(1000);  // the server has accepted them all (well within their 3 s deadline)
   const over = await raw(put(body), 5000);
   check(over.status === 503 && over.ms < 2000, `connection ${maxConnections + 1}: ${over.status} in ${over.ms} ms`);
-  held.forEach((s) => s.destroy());
+  (await Promise.all(held)).forEach((s) => s.destroy());
   await sleep(500);
   await stillServing("the connection limit");
 

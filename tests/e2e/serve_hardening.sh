@@ -85,7 +85,8 @@ got=$(curl -s -m 30 -H 'Authorization: Bearer s3cret' "$URL/v1/models" -w '\n%{h
 [[ $(tail -n1 <<< "$got") == 200 ]] || fail "right key: $got"
 grep -q '"id":"ckpt"' <<< "$got" || fail "model list: $got"
 # The page itself needs no key (it asks for one); everything it calls does.
-curl -s -m 30 "$URL/" | grep -q '"api_key_required":true' || fail "page without key"
+page=$(curl -s -m 30 "$URL/")  # whole, then searched: grep -q in a pipe could cut curl short
+grep -q '"api_key_required":true' <<< "$page" || fail "page without key"
 stop_server
 
 echo "== beyond loopback without a key: a loud warning"

@@ -45,8 +45,16 @@ async function main() {
   const models = await client.models.list();
   check(models.data.length === 1 && models.data[0].id === model, `models: ${JSON.stringify(models.data)}`);
 
-  // Completions: greedy, whole and streamed.
   const request = { model, prompt: "1 2 3", max_tokens: 8, temperature: 0 };
+  // Errors, as the client raises them (none reaches the model).
+  await expectError("unknown model", 404, () => client.completions.create({ ...request, model: "gpt-4" }));
+  await expectError("too long", 400, () => client.completions.create({ ...request, max_tokens: 100000 }));
+  await expectError("n = 0", 400, () => client.completions.create({ ...request, n: 0 }));
+  await expectError("bad message", 400, () => client.chat.completions.create({ model, messages: [] }));
+  const wrongKey = new OpenAI({ baseURL, apiKey: "wrong", maxRetries: 0 });
+  await expectError("wrong API key", 401, () => wrongKey.models.list());
+
+  // Completions: greedy, whole and streamed.
   const whole = await client.completions.create(request);
   const text = whole.choices[0].text;
   check(whole.object === "text_completion" && text.length > 0 && whole.usage.prompt_tokens === 3 &&
@@ -97,13 +105,6 @@ async function main() {
   check(chatStream.choices[0].text === reply.content && chatStream.choices[0].finish_reason === chat.choices[0].finish_reason,
     `streamed chat reassembles: "${chatStream.choices[0].text}"`);
 
-  // Errors, as the client raises them.
-  await expectError("unknown model", 404, () => client.completions.create({ ...request, model: "gpt-4" }));
-  await expectError("too long", 400, () => client.completions.create({ ...request, max_tokens: 100000 }));
-  await expectError("n = 0", 400, () => client.completions.create({ ...request, n: 0 }));
-  await expectError("bad message", 400, () => client.chat.completions.create({ model, messages: [] }));
-  const wrongKey = new OpenAI({ baseURL, apiKey: "wrong", maxRetries: 0 });
-  await expectError("wrong API key", 401, () => wrongKey.models.list());
   if (failures) { console.log(`${failures} check(s) failed`); process.exit(1); }
   console.log("openai client: all checks passed");
 }

@@ -367,10 +367,14 @@ void HttpServer::serve_connection(int fd, std::string remote_addr) {
     reject_(req.path, refusal.status, refusal.reason, responder);
   else if (refusal.status == 0)
     handler_(req, responder);
-  linger_close(fd, std::chrono::milliseconds(500));
-  std::lock_guard lock(mutex_);
-  open_.erase(fd);
-  idle_.notify_all();
+  {
+    // Out of the set before the descriptor is closed: once closed, its number can come back
+    // with the next accepted connection, which this erase must not remove.
+    std::lock_guard lock(mutex_);
+    open_.erase(fd);
+    idle_.notify_all();
+  }
+  linger_close(fd, std::chrono::milliseconds(500));  // touches no member: the server may be gone
 }
 
 void HttpServer::stop() {
