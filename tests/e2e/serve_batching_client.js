@@ -1,13 +1,15 @@
 // Concurrent clients against `megatron serve`'s /v1/completions:
-//   node serve_batching_client.js BASE_URL MODEL CLIENTS
+//   node serve_batching_client.js BASE_URL MODEL CLIENTS [LENGTH_SCALE]
 // CLIENTS different requests (prompts of 1 to 5 tokens, 2 to 12 tokens to generate, greedy or
 // sampled with one seed, some with a stop string or n = 2), first one at a time, then all at
 // once: every answer at once must equal the same request's answer alone (the server batches
-// them; each row keeps what it gets alone). Prints both wall times. Exits 1 on a difference.
+// them; each row keeps what it gets alone). Prints both wall times and generated tokens/s
+// (bench/serve_concurrency.sh uses it too). Exits 1 on a difference.
 "use strict";
 const http = require("http");
-const [base, model, clientsText] = process.argv.slice(2);
+const [base, model, clientsText, scaleText] = process.argv.slice(2);
 const clients = Number(clientsText);
+const scale = Number(scaleText || 1);  // multiplies every max_tokens
 const url = new URL(base + "/completions");
 
 function post(body) {
@@ -29,7 +31,7 @@ function post(body) {
 
 const requests = Array.from({ length: clients }, (_, i) => {
   const prompt = Array.from({ length: 1 + (i % 5) }, (_, k) => String((i * 7 + k * 3) % 90)).join(" ");
-  const r = { model, prompt, max_tokens: 2 + ((i * 5) % 11) };
+  const r = { model, prompt, max_tokens: Math.round((2 + ((i * 5) % 11)) * scale) };
   if (i % 2 === 0) r.temperature = 0; else { r.temperature = 0.9; r.seed = 7; }
   if (i % 8 === 3) r.n = 2;
   if (i % 8 === 5) r.stop = [" 1"];
@@ -43,7 +45,8 @@ const answer = (res) => JSON.stringify(res.choices.map((c) => [c.text, c.finish_
   const alone = [];
   for (const r of requests) alone.push(answer(await post(r)));
   const t1 = Date.now();
-  const together = (await Promise.all(requests.map(post))).map(answer);
+  const answers = await Promise.all(requests.map(post));
+  const together = answers.map(answer);
   const t2 = Date.now();
   let differ = 0;
   together.forEach((a, i) => {
@@ -52,7 +55,10 @@ const answer = (res) => JSON.stringify(res.choices.map((c) => [c.text, c.finish_
       console.log(`FAIL request ${i} ${JSON.stringify(requests[i])}: alone ${alone[i]}, concurrent ${a}`);
     }
   });
-  console.log(`${clients} requests: one at a time ${t1 - t0} ms, all at once ${t2 - t1} ms`);
+  const tokens = answers.reduce((n, a) => n + a.usage.completion_tokens, 0);
+  const rate = (ms) => (tokens / (ms / 1000)).toFixed(1);
+  console.log(`${clients} requests, ${tokens} generated tokens: one at a time ${t1 - t0} ms ` +
+    `(${rate(t1 - t0)} tokens/s), all at once ${t2 - t1} ms (${rate(t2 - t1)} tokens/s)`);
   if (differ) process.exit(1);
   console.log(`all ${clients} concurrent answers equal the answers alone`);
 })().catch((e) => { console.log("FAIL: " + e.message); process.exit(1); });
