@@ -6,7 +6,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/source_dir.h"
+#include "data/tokenizers/huggingface_tokenizer.h"
 #include "tasks/serve/access.h"
+#include "tasks/serve/chat_template.h"
 #include "tasks/serve/json_body.h"
 #include "tasks/serve/openai_api.h"
 
@@ -212,6 +215,29 @@ TEST(OpenAIApi, JsonDepthIsCappedWithoutRecursion) {
   EXPECT_EQ(parse_json_body(R"({"a": "[[[[\"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["})", out), "");
   EXPECT_EQ(parse_json_body("{", out).substr(0, 35), "the request body is not valid JSON:");
   EXPECT_EQ(json_log_summary(json(std::string(5000, 'x')), 100).size(), 100u + 16u);
+}
+
+// Llama 3's template writes <|begin_of_text|> and Llama 3's tokenizer adds it to every text:
+// the chat prompt has it once, as transformers' apply_chat_template(tokenize=True) gives.
+TEST(OpenAIApi, ChatPromptHasOneBos) {
+  const HuggingFaceTokenizer llama(testing::source_dir() +
+                                   "/tests/data/tokenizers/hf_llama3_style/tokenizer.json");
+  const int32_t bos = *llama.token_to_id("<|begin_of_text|>");
+  const nlohmann::ordered_json context = {{"messages", {{{"role", "user"}, {"content", "Hello"}}}},
+                                          {"add_generation_prompt", true},
+                                          {"bos_token", "<|begin_of_text|>"},
+                                          {"eos_token", "<|eot_id|>"}};
+  const std::string rendered = render_chat_template(
+      "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}", context);
+  ASSERT_EQ(rendered, "<|begin_of_text|>Hello");
+  const std::vector<int32_t> ids =
+      llama.encode(chat_prompt_text(rendered, "<|begin_of_text|>", llama));
+  ASSERT_GE(ids.size(), 2u);
+  EXPECT_EQ(ids[0], bos);
+  EXPECT_NE(ids[1], bos);
+  EXPECT_EQ(ids, llama.encode("Hello"));
+  // A tokenizer that adds nothing keeps the template's text.
+  EXPECT_EQ(chat_prompt_text(rendered, "<|begin_of_text|>", ByteTokenizer()), rendered);
 }
 
 HttpRequest with_headers(std::vector<std::pair<std::string, std::string>> headers) {

@@ -193,6 +193,20 @@ OpenAIError parse_openai_request(const json& body, bool chat, const std::string&
   return {};
 }
 
+std::string chat_prompt_text(std::string rendered, const std::string& bos_token,
+                             const Tokenizer& tokenizer) {
+  if (bos_token.empty() || rendered.compare(0, bos_token.size(), bos_token) != 0) return rendered;
+  std::vector<int32_t> added;
+  try {
+    added = tokenizer.encode("");  // what the tokenizer adds to any text
+  } catch (const Error&) {
+    return rendered;  // a tokenizer that cannot encode "" adds nothing
+  }
+  if (!added.empty() && tokenizer.token_to_id(bos_token) == added.front())
+    rendered.erase(0, bos_token.size());
+  return rendered;
+}
+
 ApiRequest to_api_request(const OpenAIRequest& r, int64_t longest_prompt, int64_t context) {
   ApiRequest api;
   for (const std::string& p : r.prompts)

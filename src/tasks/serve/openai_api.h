@@ -61,6 +61,13 @@ struct OpenAIRequest {
 OpenAIError parse_openai_request(const nlohmann::json& body, bool chat, const std::string& model,
                                  OpenAIRequest& out);
 
+// A rendered conversation as prompt text. transformers tokenizes chat prompts without special
+// tokens, so the template's own bos_token is the only BOS; a tokenizer here adds its special
+// tokens to every text (an HF post-processor's BOS), so when it does and the text starts with
+// bos_token, that text is left out: the model sees one BOS either way.
+std::string chat_prompt_text(std::string rendered, const std::string& bos_token,
+                             const Tokenizer& tokenizer);
+
 // The Megatron request (prompts repeated n times) for prepare_generation, and the stop strings'
 // tokens for GenerationOptions::stop_sequences. `context` is the model's position count (a chat
 // request without max_tokens generates up to it).

@@ -28,11 +28,12 @@ OpenAIError render_chat(const ServeContext& c, OpenAIRequest& r) {
   for (const ChatMessage& m : r.messages)
     messages.push_back({{"role", m.role}, {"content", m.content}});
   try {
-    r.prompts = {
+    const std::string rendered =
         render_chat_template(c.options.chat_template, {{"messages", messages},
                                                        {"add_generation_prompt", true},
                                                        {"bos_token", c.options.bos_token},
-                                                       {"eos_token", c.options.eos_token}})};
+                                                       {"eos_token", c.options.eos_token}});
+    r.prompts = {chat_prompt_text(rendered, c.options.bos_token, c.tokenizer)};
   } catch (const Error& e) {
     return {400, "the chat template refused the conversation: " + e.message(), "messages", ""};
   }
