@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "distributed/broadcast_bytes.h"
+
 namespace megatron {
 
 std::string generation_request_error(const std::vector<std::vector<int32_t>>& prompts,
@@ -85,11 +87,21 @@ int64_t stop_sequence_at_end(const std::vector<int32_t>& row, int64_t prompt_len
   return 0;
 }
 
+// The cancel check's answer as one byte per row (0 or 1), for the broadcast.
+std::string cancelled_rows(const GenerationCancelCheck& check, int64_t rows) {
+  const std::vector<char> flags = check();
+  MT_CHECK(int64_t(flags.size()) == rows, "a cancel check must answer for every row");
+  std::string bytes(size_t(rows), '\0');
+  for (int64_t i = 0; i < rows; ++i) bytes[size_t(i)] = flags[size_t(i)] ? 1 : 0;
+  return bytes;
+}
+
 }  // namespace
 
 GenerationOutput generate_tokens(GptModel& model, const std::vector<std::vector<int32_t>>& prompts,
                                  const GenerationOptions& options,
-                                 const GenerationStepCallback& on_step) {
+                                 const GenerationStepCallback& on_step,
+                                 const GenerationCancelCheck& cancelled) {
   const GptConfig& config = model.config();
   const std::string error = generation_request_error(prompts, options, config);
   MT_CHECK(error.empty(), error);
@@ -176,6 +188,18 @@ GenerationOutput generate_tokens(GptModel& model, const std::vector<std::vector<
       }
       if (options.logprobs) record_logprobs(model, ctx, logits, tokens, prev, context, logprobs);
       if (on_step) on_step(context, column, generated);
+      if (options.cancellable) {
+        // TP rank 0's answer, on every rank: the ranks must end the same rows.
+        Communicator& tp = *model.parallel_state().tp;
+        std::string rows = tp.rank() == 0 && cancelled ? cancelled_rows(cancelled, b) : "";
+        rows = broadcast_string(tp, rows, 0);
+        for (int64_t i = 0; i < b; ++i)
+          if (rows[size_t(i)] && !done[size_t(i)]) {
+            done[size_t(i)] = 1;
+            lengths[size_t(i)] = context + 1;
+          }
+        all_done = std::all_of(done.begin(), done.end(), [](char d) { return d != 0; });
+      }
       prev = context;
       if (sampling.top_p > 0.0f && options.top_p_decay > 0.0f)
         sampling.top_p = std::max(sampling.top_p * options.top_p_decay, options.top_p_bound);

@@ -52,6 +52,10 @@ struct GenerationOptions {
   // to generate (1 .. tokens_to_generate, which is their maximum).
   std::vector<uint64_t> row_requests, row_indices;
   std::vector<int64_t> row_tokens_to_generate;
+  // Rows may be cancelled between steps (the server's clients that left): after each step TP
+  // rank 0 asks its GenerationCancelCheck and broadcasts the answer, and the cancelled rows end
+  // there. Every rank must pass the same value.
+  bool cancellable = false;
 };
 
 struct GenerationOutput {
@@ -69,6 +73,9 @@ struct GenerationOutput {
 using GenerationStepCallback = std::function<void(
     int64_t position, const std::vector<int32_t>& tokens, const std::vector<char>& generated)>;
 
+// On TP rank 0 of a cancellable generation, after each step: per row, 1 to end it now.
+using GenerationCancelCheck = std::function<std::vector<char>()>;
+
 // Megatron's checks of a request before any work, as its error strings: "" when the batch fits,
 // else the message ("Length of prompt + tokens_to_generate longer than allowed", "Too many
 // tokens.  N is greater than M", ...).
@@ -79,6 +86,7 @@ std::string generation_request_error(const std::vector<std::vector<int32_t>>& pr
 // collective when the request does not fit.
 GenerationOutput generate_tokens(GptModel& model, const std::vector<std::vector<int32_t>>& prompts,
                                  const GenerationOptions& options,
-                                 const GenerationStepCallback& on_step = {});
+                                 const GenerationStepCallback& on_step = {},
+                                 const GenerationCancelCheck& cancelled = {});
 
 }  // namespace megatron

@@ -1,5 +1,6 @@
 #include "tasks/server.h"
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <ctime>
@@ -50,7 +51,8 @@ json job_json(const std::vector<std::vector<int32_t>>& prompts, const Generation
           {"max_tokens", o.max_tokens},
           {"row_requests", o.row_requests},
           {"row_indices", o.row_indices},
-          {"row_tokens_to_generate", o.row_tokens_to_generate}};
+          {"row_tokens_to_generate", o.row_tokens_to_generate},
+          {"cancellable", o.cancellable}};
 }
 
 void from_job_json(const json& j, std::vector<std::vector<int32_t>>& prompts,
@@ -76,6 +78,7 @@ void from_job_json(const json& j, std::vector<std::vector<int32_t>>& prompts,
   o.row_requests = j.at("row_requests").get<std::vector<uint64_t>>();
   o.row_indices = j.at("row_indices").get<std::vector<uint64_t>>();
   o.row_tokens_to_generate = j.at("row_tokens_to_generate").get<std::vector<int64_t>>();
+  o.cancellable = j.at("cancellable");
 }
 
 constexpr const char* kStop = "stop";
@@ -85,9 +88,10 @@ constexpr const char* kStop = "stop";
 // request and the server goes on.
 std::string run_job(GptModel& model, const std::vector<std::vector<int32_t>>& prompts,
                     const GenerationOptions& o, GenerationOutput& out,
-                    const GenerationStepCallback& on_step = {}) {
+                    const GenerationStepCallback& on_step = {},
+                    const GenerationCancelCheck& cancelled = {}) {
   try {
-    out = generate_tokens(model, prompts, o, on_step);
+    out = generate_tokens(model, prompts, o, on_step, cancelled);
     return "";
   } catch (const Error& e) {
     return e.message();
@@ -143,7 +147,7 @@ void serve_megatron_api(const HttpRequest& req, HttpResponder& res, ServeContext
     log_info("request IP: ", req.remote_addr, "\n", json_log_summary(body),
              "\nstart time: ", now_string());
   if (std::string busy = c.queue.submit(job); !busy.empty()) return reply_error(res, 503, busy);
-  job->wait();
+  if (!job->wait([&res] { return res.peer_closed(); })) return;  // the client left
   if (!job->error.empty()) return reply_error(res, 400, job->error);
   res.send(200, "application/json",
            api_response(job->output, c.tokenizer, api.logprobs)
@@ -266,7 +270,16 @@ void serve_rank0(GptModel& model, const Tokenizer& tokenizer, const ServerOption
                          const std::vector<char>& generated) {
         batch.record_step(tokens, generated);
       };
-    const std::string error = run_job(model, batch.prompts, batch.options, output, on_step);
+    const std::string error = run_job(model, batch.prompts, batch.options, output, on_step,
+                                      [&batch] { return batch.cancelled_rows(); });
+    if (const size_t left = batch.cancelled_jobs()) {
+      size_t ended = 0, longest_prompt = 0;
+      for (const auto& row : output.tokens) ended = std::max(ended, row.size());
+      for (const auto& p : batch.prompts) longest_prompt = std::max(longest_prompt, p.size());
+      log_info("serve: ", left, " request(s) cancelled (their clients left); the batch ended at ",
+               ended, " of up to ", int64_t(longest_prompt) + batch.options.tokens_to_generate,
+               " positions");
+    }
     batch.finish(error, output);
     served += int64_t(taken);
   }

@@ -35,6 +35,7 @@ bool Batch::try_join(const std::shared_ptr<Job>& job, const GptConfig& model) {
     first = {0, job->prompts.size()};
     prompts = job->prompts;
     options = job->options;
+    options.cancellable = true;  // any client can leave
     return true;
   }
   // Scoring requests (no tokens to generate) run alone, as do requests whose rules differ.
@@ -57,6 +58,18 @@ bool Batch::try_join(const std::shared_ptr<Job>& job, const GptConfig& model) {
 
 bool Batch::streaming() const {
   return std::any_of(jobs.begin(), jobs.end(), [](const auto& j) { return j->streaming; });
+}
+
+std::vector<char> Batch::cancelled_rows() const {
+  std::vector<char> rows(prompts.size(), 0);
+  for (size_t k = 0; k < jobs.size(); ++k)
+    if (jobs[k]->cancelled) std::fill(rows.begin() + first[k], rows.begin() + first[k + 1], 1);
+  return rows;
+}
+
+size_t Batch::cancelled_jobs() const {
+  return size_t(
+      std::count_if(jobs.begin(), jobs.end(), [](const auto& j) { return j->cancelled.load(); }));
 }
 
 void Batch::record_step(const std::vector<int32_t>& tokens, const std::vector<char>& generated) {

@@ -27,6 +27,9 @@ struct Batch {
   // The batch's step, handed to each streaming job as its own rows.
   void record_step(const std::vector<int32_t>& tokens, const std::vector<char>& generated);
   bool streaming() const;
+  // Per row, whether its client has left (GenerationCancelCheck).
+  std::vector<char> cancelled_rows() const;
+  size_t cancelled_jobs() const;
   // Each job gets its rows of the output (or the error).
   void finish(const std::string& error, const GenerationOutput& output);
 };

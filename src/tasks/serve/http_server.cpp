@@ -199,6 +199,14 @@ std::string HttpResponder::head(int status, std::string_view content_type,
   return h;
 }
 
+bool HttpResponder::peer_closed() const {
+  pollfd p{fd_, short(POLLIN | POLLRDHUP), 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  if (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) return true;
+  char byte;
+  return ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
 bool HttpResponder::send(int status, std::string_view content_type, std::string_view body,
                          const HttpHeaders& headers) {
   if (responded_) return false;

@@ -56,6 +56,9 @@ class HttpResponder {
   bool write_chunk(std::string_view data);
   bool end_stream();
   bool responded() const { return responded_; }
+  // Whether the client has closed its side (asked while an answer is being prepared; the
+  // request was read whole, so anything readable is the end).
+  bool peer_closed() const;
   bool client_gone() const { return failed_; }
 
  private:

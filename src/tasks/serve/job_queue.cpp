@@ -25,9 +25,14 @@ void Job::finish(std::string error_message, GenerationOutput result) {
   changed.notify_all();
 }
 
-void Job::wait() {
+bool Job::wait(const std::function<bool()>& client_left) {
   std::unique_lock lock(mutex);
-  changed.wait(lock, [&] { return finished; });
+  while (!changed.wait_for(lock, std::chrono::milliseconds(100), [&] { return finished; }))
+    if (client_left()) {
+      cancelled = true;
+      return false;
+    }
+  return true;
 }
 
 std::string JobQueue::submit(std::shared_ptr<Job> job) {

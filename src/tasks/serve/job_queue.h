@@ -4,6 +4,7 @@
 // result.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -21,6 +22,8 @@ struct Job {
   std::vector<std::vector<int32_t>> prompts;
   GenerationOptions options;
   bool streaming = false;  // record each step's tokens in `generated`
+  // Set by the request's thread when its client has left: the job's rows end at the next step.
+  std::atomic<bool> cancelled{false};
 
   // Written by the generating thread, read by the request's thread; guarded by `mutex`.
   std::mutex mutex;
@@ -34,8 +37,9 @@ struct Job {
   // The generating thread's side.
   void record_step(const std::vector<int32_t>& tokens, const std::vector<char>& generated_now);
   void finish(std::string error_message, GenerationOutput result);
-  // The request's side: waits until finished.
-  void wait();
+  // The request's side: waits until finished, or until `client_left` says so (asked every
+  // 100 ms; the job is then cancelled). Returns whether the job finished.
+  bool wait(const std::function<bool()>& client_left);
 };
 
 class JobQueue {

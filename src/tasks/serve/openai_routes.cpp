@@ -48,6 +48,14 @@ bool send_event(HttpResponder& responder, const json& data) {
 // left (the generation then runs to its end unseen).
 void stream_job(HttpResponder& responder, Job& job, const OpenAIRequest& r, const ServeContext& c,
                 const std::string& id) {
+  // However this returns: a client that could not be written to has left, and its rows end.
+  struct CancelWhenGone {
+    Job& job;
+    const HttpResponder& responder;
+    ~CancelWhenGone() {
+      if (responder.client_gone()) job.cancelled = true;
+    }
+  } cancel_when_gone{job, responder};
   const std::string& model = c.options.model_name;
   const size_t rows = job.prompts.size();
   const int64_t max_tokens = job.options.tokens_to_generate;
@@ -157,7 +165,7 @@ void serve_openai_completion(const HttpRequest& request, HttpResponder& responde
   if (std::string busy = c.queue.submit(job); !busy.empty())
     return reply_openai_error(responder, {503, busy, "", ""});
   if (r.stream) return stream_job(responder, *job, r, c, id);
-  job->wait();
+  if (!job->wait([&responder] { return responder.peer_closed(); })) return;  // the client left
   if (!job->error.empty()) return reply_openai_error(responder, {400, job->error, "", ""});
   responder.send(200, "application/json",
                  dump(openai_response(r, job->output, c.tokenizer, job->options.stop_tokens, id,
