@@ -45,7 +45,7 @@ bool send_event(HttpResponder& responder, const json& data) {
 }
 
 // Streams the job's choices as they are generated; returns when the job finished or the client
-// left (the generation then runs to its end unseen).
+// left (the job is then cancelled: its rows end at the next step).
 void stream_job(HttpResponder& responder, Job& job, const OpenAIRequest& r, const ServeContext& c,
                 const std::string& id) {
   // However this returns: a client that could not be written to has left, and its rows end.
