@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <system_error>
 
 #include "core/error.h"
 
@@ -314,7 +315,20 @@ void HttpServer::accept_loop() {
     }
     open_.insert(fd);
     lock.unlock();
-    std::thread([this, fd, remote = std::string(addr)] { serve_connection(fd, remote); }).detach();
+    try {
+      std::thread([this, fd, remote = std::string(addr)] {
+        serve_connection(fd, remote);
+      }).detach();
+    } catch (const std::system_error&) {  // no thread to be had: this connection only is refused
+      {
+        std::lock_guard relock(mutex_);
+        open_.erase(fd);
+        idle_.notify_all();
+      }
+      HttpResponder busy(fd, 1);
+      reject_("", 503, "the server cannot start a thread for this connection; retry later", busy);
+      linger_close(fd, std::chrono::milliseconds(0));
+    }
   }
 }
 
