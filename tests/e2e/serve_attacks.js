@@ -199,6 +199,42 @@ async function main() {
   check(Object.keys(statuses).every((s) => ["200", "400", "404"].includes(s)),
     `300 fuzzed requests answered: ${JSON.stringify(statuses)}`);
   await stillServing("the fuzz");
+
+  // 8. Fuzz of the HTTP request parser: valid requests with bytes flipped, CR/LF inserted,
+  // lines repeated or cut, or random bytes, each sent and then the write side closed (so a cut
+  // request ends at once instead of at the deadline). Every one is answered with a status or
+  // closed without an answer; never a crash, never a hang.
+  const valid = [put('{"prompts": ["1 2"], "tokens_to_generate": 2, "top_k": 1}'),
+    "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    'POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n' +
+    'Content-Length: 36\r\n\r\n{"prompt": "1 2", "max_tokens": 2}  '];
+  const httpStatuses = {};
+  for (let round = 0; round < 30; ++round) {
+    await Promise.all(Array.from({ length: 10 }, async () => {
+      let b = Buffer.from(valid[rand(valid.length)], "latin1");
+      const kind = rand(5);
+      if (kind === 0) for (let k = 0; k < 1 + rand(3); ++k) b[rand(b.length)] = rand(256);
+      else if (kind === 1) { const at = rand(b.length); b = Buffer.concat([b.subarray(0, at), Buffer.from(["\r", "\n", "\r\n", ":", " "][rand(5)]), b.subarray(at)]); }
+      else if (kind === 2) { const lines = b.toString("latin1").split("\r\n"); const i = rand(lines.length); lines.splice(i, 0, lines[i]); b = Buffer.from(lines.join("\r\n"), "latin1"); }
+      else if (kind === 3) b = b.subarray(0, rand(b.length));
+      else b = Buffer.from(Array.from({ length: rand(200) }, () => rand(256)));
+      const r = await new Promise((resolve) => {
+        const socket = net.connect(port, "127.0.0.1");
+        let text = "";
+        socket.on("data", (d) => { text += d.toString("latin1"); });
+        socket.on("error", () => {});
+        socket.on("close", () => resolve(text));
+        socket.setTimeout(10000, () => { text = "HUNG"; socket.destroy(); });
+        socket.end(b);
+      });
+      const m = /^HTTP\/1\.1 (\d{3})/.exec(r);
+      const key = m ? m[1] : r === "" ? "closed" : r === "HUNG" ? "hung" : "garbage";
+      httpStatuses[key] = (httpStatuses[key] || 0) + 1;
+    }));
+  }
+  check(!httpStatuses.hung && !httpStatuses.garbage && !httpStatuses["500"],
+    `300 fuzzed raw requests: ${JSON.stringify(httpStatuses)}`);
+  await stillServing("the HTTP fuzz");
   if (failures) { console.log(`${failures} check(s) failed`); process.exit(1); }
   console.log("all attacks answered");
 }

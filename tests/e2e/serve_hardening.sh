@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `megatron serve` against the requests and clients of issue 38 that used to stop or stall it
 # (serve_attacks.js: the largest int64 as a length, 100,000-deep JSON, slow clients trickling
-# headers, ambiguous framing, foreign Host/Origin, the connection limit, 300 fuzzed bodies), then:
+# headers, ambiguous framing, foreign Host/Origin, the connection limit, 300 fuzzed bodies and
+# 300 fuzzed raw HTTP requests), then:
 # a second server on a taken port is refused by name; --api-key (OpenAI's 401); the warning for
 # a non-loopback bind without a key; SIGTERM with slow clients connected returns at once; and
 # under `mpirun -np 2` the job survives the same overflow request. Loopback only; bounded: every

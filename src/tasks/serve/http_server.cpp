@@ -339,11 +339,13 @@ void HttpServer::serve_connection(int fd, std::string remote_addr) {
   req.remote_addr = std::move(remote_addr);
   std::string data;
   Refusal refusal;
+  bool ended = false;  // the client closed its side (it may still read the answer)
   // Everything that reads the request runs against the one deadline.
   const auto read_more = [&](size_t cap) {
     if (!wait_ready(fd, POLLIN, deadline)) return false;
     char buf[8192];
     const ssize_t n = ::recv(fd, buf, std::min(sizeof(buf), cap - data.size()), 0);
+    ended = n == 0;
     if (n <= 0) return false;
     data.append(buf, size_t(n));
     return true;
@@ -356,7 +358,9 @@ void HttpServer::serve_connection(int fd, std::string remote_addr) {
       break;
     }
     if (!read_more(limits_.max_header_bytes)) {
-      if (!data.empty() && Clock::now() >= deadline)
+      if (!data.empty() && ended)
+        refusal = {400, "the request ended before its headers did (a blank line ends them)"};
+      else if (!data.empty() && Clock::now() >= deadline)
         refusal = {408, "the request did not arrive within --request-timeout (" +
                             std::to_string(limits_.request_timeout_seconds) + " s)"};
       else
@@ -376,7 +380,10 @@ void HttpServer::serve_connection(int fd, std::string remote_addr) {
     }
     while (data.size() < length && read_more(length)) {
     }
-    if (data.size() < length)
+    if (data.size() < length && ended)
+      refusal = {400, "the request body ended after " + std::to_string(data.size()) + " of its " +
+                          std::to_string(length) + " bytes (Content-Length)"};
+    else if (data.size() < length)
       refusal = {408, "the request body did not arrive within --request-timeout (" +
                           std::to_string(limits_.request_timeout_seconds) + " s)"};
     else if (data.size() > length)

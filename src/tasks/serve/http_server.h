@@ -13,7 +13,8 @@
 //   - strict framing: a request line and headers within `max_header_bytes`, no obsolete line
 //     folding, no Transfer-Encoding (a chunked body is refused: send Content-Length),
 //     Content-Length given once (repeats must be identical digits) and at most
-//     `max_body_bytes` (413, answered before the body is read);
+//     `max_body_bytes` (413, answered before the body is read); a request the client cuts short
+//     (closing its side) is answered 400 at once;
 //   - one request per connection (Connection: close), so no state carries from one to the next.
 // Writes wait at most `request_timeout` each for the client to take the bytes. stop() shuts every
 // connection down (a blocked read or write returns at once) and waits for their threads.
