@@ -38,9 +38,11 @@ bool Batch::try_join(const std::shared_ptr<Job>& job, const GptConfig& model) {
     options.cancellable = true;  // any client can leave
     return true;
   }
-  // Scoring requests (no tokens to generate) run alone, as do requests whose rules differ.
+  // Scoring requests (no tokens to generate) run alone, as do requests whose rules differ and
+  // those with top_p_decay (the decay counts the batch's steps, which start at its shortest
+  // prompt, not the request's).
   if (options.tokens_to_generate == 0 || job->options.tokens_to_generate == 0 ||
-      !same_rules(options, job->options))
+      options.top_p_decay > 0.0f || !same_rules(options, job->options))
     return false;
   std::vector<std::vector<int32_t>> joined = prompts;
   joined.insert(joined.end(), job->prompts.begin(), job->prompts.end());

@@ -10,7 +10,8 @@
 
 namespace megatron {
 
-constexpr int kMaxJsonDepth = 32;  // an API request needs 3 (chat: body, messages, a message)
+// A request needs at most 5 levels (chat: body, messages, a message, its parts, a part).
+constexpr int kMaxJsonDepth = 32;
 
 // Parses `body` into `out`; "" or the sentence for a 400 answer (too deep, not JSON).
 std::string parse_json_body(std::string_view body, nlohmann::json& out);
