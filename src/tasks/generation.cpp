@@ -13,6 +13,11 @@ std::string generation_request_error(const std::vector<std::vector<int32_t>>& pr
     return "tokens_to_generate must be an integer greater than or equal to 0";
   if (options.tokens_to_generate == 0 && !options.logprobs)
     return "tokens_to_generate=0 implies logprobs should be True";
+  if (options.top_logprobs < 0 || options.top_logprobs > 20 ||
+      (options.top_logprobs > 0 && !options.logprobs))
+    return "top_logprobs must be in [0, 20], and needs logprobs";
+  if (options.top_logprobs >= model.vocab_size)
+    return "top_logprobs must be smaller than the vocabulary";
   const auto per_row = [&](size_t n) { return n == 0 || n == prompts.size(); };
   if (!per_row(options.row_requests.size()) || !per_row(options.row_indices.size()) ||
       !per_row(options.row_tokens_to_generate.size()))
@@ -56,23 +61,45 @@ Tensor token_block(const std::vector<std::vector<int32_t>>& rows, int64_t begin,
   return Tensor::from_vector(block, {b, s});
 }
 
+using TopLogprobs = std::vector<std::vector<std::vector<std::pair<int32_t, float>>>>;
+
 // Log-probabilities of tokens[:, begin + 1 : end + 1] from the logits of positions
-// [begin, end) (f32 [s, b, V/t], sequence-major), stored into logprobs[i][begin .. end).
+// [begin, end) (f32 [s, b, V/t], sequence-major), stored into logprobs[i][begin .. end); with
+// `top_n` > 0 also the top_n most likely tokens of each of those positions into top[i][...].
 void record_logprobs(GptModel& model, InferenceCtx& ctx, const Tensor& logits,
                      const std::vector<std::vector<int32_t>>& tokens, int64_t begin, int64_t end,
-                     std::vector<std::vector<float>>& logprobs) {
+                     std::vector<std::vector<float>>& logprobs, int top_n, TopLogprobs& top) {
   const int64_t b = int64_t(tokens.size()), s = end - begin;
+  Communicator& tp = *model.parallel_state().tp;
+  const Tensor flat = logits.view({s * b, logits.size(2)});
+  const auto log_probs_of = [&](const std::vector<int32_t>& targets) {  // [s · b] ids
+    Tensor target_tensor = Tensor::from_vector(targets, {s * b}).to(logits.device());
+    return vocab_parallel_log_probs(tp, flat, target_tensor, model.config().vocab_size, ctx.arena)
+        .to_vector<float>();
+  };
   std::vector<int32_t> targets(size_t(s * b));  // [s, b]
   for (int64_t j = 0; j < s; ++j)
     for (int64_t i = 0; i < b; ++i)
       targets[size_t(j * b + i)] = tokens[size_t(i)][size_t(begin + j + 1)];
-  Tensor target_tensor = Tensor::from_vector(targets, {s * b}).to(logits.device());
-  const std::vector<float> lp =
-      vocab_parallel_log_probs(*model.parallel_state().tp, logits.view({s * b, logits.size(2)}),
-                               target_tensor, model.config().vocab_size, ctx.arena)
-          .to_vector<float>();
+  const std::vector<float> lp = log_probs_of(targets);
   for (int64_t j = 0; j < s; ++j)
     for (int64_t i = 0; i < b; ++i) logprobs[size_t(i)][size_t(begin + j)] = lp[size_t(j * b + i)];
+  if (top_n == 0) return;
+  // The n largest logits are the n most likely tokens; their log-probabilities come from the
+  // same vocab-parallel cross-entropy as the chosen tokens'.
+  VocabParallelSampler sampler(tp, model.config().vocab_size, model.config().padded_vocab_size);
+  Tensor values, ids;
+  sampler.top_k(flat, top_n, ctx.arena, values, ids);
+  const std::vector<int32_t> top_ids = ids.to_vector<int32_t>();  // [s · b, n]
+  for (int k = 0; k < top_n; ++k) {
+    std::vector<int32_t> column(size_t(s * b));
+    for (int64_t r = 0; r < s * b; ++r) column[size_t(r)] = top_ids[size_t(r * top_n + k)];
+    const std::vector<float> top_lp = log_probs_of(column);
+    for (int64_t j = 0; j < s; ++j)
+      for (int64_t i = 0; i < b; ++i)
+        top[size_t(i)][size_t(begin + j)].emplace_back(column[size_t(j * b + i)],
+                                                       top_lp[size_t(j * b + i)]);
+  }
 }
 
 // The length of the stop sequence that the generated tokens row[prompt_length, end) end with, or
@@ -122,6 +149,9 @@ GenerationOutput generate_tokens(GptModel& model, const std::vector<std::vector<
   std::vector<std::vector<float>> logprobs(
       options.logprobs ? size_t(b) : 0,
       std::vector<float>(size_t(std::max<int64_t>(total - 1, 0))));
+  TopLogprobs top(
+      options.top_logprobs > 0 ? size_t(b) : 0,
+      std::vector<std::vector<std::pair<int32_t, float>>>(size_t(std::max<int64_t>(total - 1, 0))));
   InferenceCtx ctx = model.make_inference_ctx(b, total);
 
   std::vector<int64_t> lengths(static_cast<size_t>(b), total);
@@ -131,7 +161,8 @@ GenerationOutput generate_tokens(GptModel& model, const std::vector<std::vector<
     // Scoring: one forward over the prompts, log-probabilities of every token after the first.
     Tensor logits = model.forward_step(ctx, token_block(tokens, 0, total), true);
     if (total > 1)
-      record_logprobs(model, ctx, logits.slice(0, 0, total - 1), tokens, 0, total - 1, logprobs);
+      record_logprobs(model, ctx, logits.slice(0, 0, total - 1), tokens, 0, total - 1, logprobs,
+                      options.top_logprobs, top);
     lengths = out.prompt_lengths;
   } else {
     VocabParallelSampler sampler(*model.parallel_state().tp, config.vocab_size,
@@ -186,7 +217,9 @@ GenerationOutput generate_tokens(GptModel& model, const std::vector<std::vector<
         done[size_t(i)] = done[size_t(i)] || stop;
         all_done = all_done && done[size_t(i)];
       }
-      if (options.logprobs) record_logprobs(model, ctx, logits, tokens, prev, context, logprobs);
+      if (options.logprobs)
+        record_logprobs(model, ctx, logits, tokens, prev, context, logprobs, options.top_logprobs,
+                        top);
       if (on_step) on_step(context, column, generated);
       if (options.cancellable) {
         // TP rank 0's answer, on every rank: the ranks must end the same rows.
@@ -213,6 +246,9 @@ GenerationOutput generate_tokens(GptModel& model, const std::vector<std::vector<
     if (options.logprobs)
       out.logprobs.emplace_back(logprobs[size_t(i)].begin(),
                                 logprobs[size_t(i)].begin() + std::max<int64_t>(len - 1, 0));
+    if (options.top_logprobs > 0)
+      out.top_logprobs.emplace_back(top[size_t(i)].begin(),
+                                    top[size_t(i)].begin() + std::max<int64_t>(len - 1, 0));
   }
   return out;
 }

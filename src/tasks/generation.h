@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/gpt_model.h"
@@ -31,6 +32,7 @@ struct GenerationOptions {
   SamplingParams sampling;          // seed included
   uint64_t request = 0;             // keys the draws together with the seed
   bool logprobs = false;            // log-probabilities of every token after the first
+  int top_logprobs = 0;             // with logprobs: also the n most likely tokens at each one
   // A generated token in this set ends its sequence (Megatron: the tokenizer's EOD). The batch
   // stops when every sequence has ended.
   std::vector<int32_t> stop_tokens;
@@ -66,6 +68,9 @@ struct GenerationOutput {
   // With logprobs: per sequence, log p(tokens[j] | tokens[< j]) for j = 1 .. length − 1 under
   // the raw (temperature 1) distribution over the real vocabulary.
   std::vector<std::vector<float>> logprobs;
+  // With top_logprobs = n: per sequence, for j = 1 .. length − 1, the n most likely tokens at
+  // position j and their log-probabilities (same distribution), most likely first.
+  std::vector<std::vector<std::vector<std::pair<int32_t, float>>>> top_logprobs;
 };
 
 // After each step: the position just filled and every row's token there; generated[i] is 0 for

@@ -39,6 +39,7 @@ json job_json(const std::vector<std::vector<int32_t>>& prompts, const Generation
           {"seed", o.sampling.seed},
           {"request", o.request},
           {"logprobs", o.logprobs},
+          {"top_logprobs", o.top_logprobs},
           {"stop_tokens", o.stop_tokens},
           {"stop_sequences", o.stop_sequences},
           {"stop_on_eol", o.stop_on_eol},
@@ -65,6 +66,7 @@ void from_job_json(const json& j, std::vector<std::vector<int32_t>>& prompts,
   o.sampling.seed = j.at("seed");
   o.request = j.at("request");
   o.logprobs = j.at("logprobs");
+  o.top_logprobs = j.at("top_logprobs");
   o.stop_tokens = j.at("stop_tokens").get<std::vector<int32_t>>();
   o.stop_sequences = j.at("stop_sequences").get<std::vector<std::vector<int32_t>>>();
   o.stop_on_eol = j.at("stop_on_eol");

@@ -58,9 +58,9 @@ for np in 1 2; do
   if ((np == 1)); then  # the process itself, so that its exit status after SIGTERM is its own
     start_server "$WORK/serve$np.log" "$MEGATRON_BINARY" serve "${MODEL[@]}"
   else
-    # Stops itself after the client's 10 generations (its errors never reach the model).
+    # Stops itself after the client's 12 generations (its errors never reach the model).
     start_server "$WORK/serve$np.log" mpirun --oversubscribe --allow-run-as-root --bind-to none -np $np \
-      "$MEGATRON_BINARY" serve "${MODEL[@]}" --max-requests 10
+      "$MEGATRON_BINARY" serve "${MODEL[@]}" --max-requests 12
   fi
   timeout 300 node "$MEGATRON_SOURCE_DIR/tests/e2e/serve_openai_client.js" "$CLIENT_DIR/node_modules" \
     "$URL/v1" s3cret ckpt | tee "$WORK/client$np.log" || { tail -n 30 "$WORK/serve$np.log"; fail "openai client at TP $np"; }

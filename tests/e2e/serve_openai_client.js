@@ -94,6 +94,35 @@ async function main() {
   check(lp.choices[0].text === "1 2 3" + text && l.tokens.length === 11 && l.token_logprobs[0] === null &&
     l.token_logprobs.slice(1).every((x) => x < 0), `echo + logprobs: ${JSON.stringify(l.token_logprobs)}`);
 
+  // The two most likely tokens at each position: the greedy token is the first, with its own
+  // log-probability; at the first generated position they are the two best of the whole
+  // distribution, scored independently through Megatron's API (all 96 continuations of the
+  // prompt, tokens_to_generate 0).
+  const top = await client.completions.create({ ...request, logprobs: 2 });
+  const t = top.choices[0].logprobs;
+  const best = (m) => Object.entries(m).sort((x, y) => y[1] - x[1]);
+  check(t.tokens.length === 8 && t.top_logprobs.every((m, j) => {
+    const b = best(m);
+    return b.length === 2 && b[0][0] === t.tokens[j] && Math.abs(b[0][1] - t.token_logprobs[j]) < 1e-6;
+  }), `logprobs 2: the greedy token is the most likely: ${JSON.stringify(t.top_logprobs.slice(0, 2))}`);
+  const scored = await new Promise((resolve, reject) => {
+    const u = new URL(baseURL.replace(/\/v1$/, "/api"));
+    const body = JSON.stringify({ prompts: Array.from({ length: 96 }, (_, id) => `1 2 3 ${id}`),
+      tokens_to_generate: 0, logprobs: true });
+    const req = require("http").request({ host: u.hostname, port: u.port, path: u.pathname, method: "PUT",
+      headers: { "Content-Type": "application/json", Authorization: "Bearer " + apiKey } }, (res) => {
+      let text = "";
+      res.on("data", (d) => { text += d; });
+      res.on("end", () => resolve(JSON.parse(text)));
+    });
+    req.on("error", reject);
+    req.end(body);
+  });
+  const full = scored.logprobs.map((l, id) => [String(id), l[l.length - 1]]).sort((x, y) => y[1] - x[1]);
+  const first = best(t.top_logprobs[0]);
+  check(first.every((e, k) => e[0] === full[k][0] && Math.abs(e[1] - full[k][1]) < 1e-4),
+    `top 2 at the first position ${JSON.stringify(first)} = the best of all 96 scored ${JSON.stringify(full.slice(0, 2))}`);
+
   // Chat (the model's template: contents joined, then its turn).
   const chatRequest = { model, messages: [{ role: "system", content: "1" }, { role: "user", content: "2 3" }],
     max_tokens: 6, temperature: 0 };

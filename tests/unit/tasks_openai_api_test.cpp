@@ -78,8 +78,8 @@ TEST(OpenAIApi, ChecksEveryFieldBeforeUse) {
             "400 stop: stop must be a string or a list of at most 4 strings");
   EXPECT_EQ(error_of({{"prompt", "a"}, {"stop", ""}}),
             "400 stop: stop must be a string or a list of at most 4 non-empty strings");
-  EXPECT_EQ(error_of({{"prompt", "a"}, {"logprobs", 2}}).substr(0, 40),
-            "400 logprobs: logprobs > 0 (alternatives");
+  EXPECT_EQ(error_of({{"prompt", "a"}, {"logprobs", 6}}),
+            "400 logprobs: logprobs must be an integer from 0 to 5 (got 6)");
   EXPECT_EQ(error_of({{"prompt", "a"}, {"echo", 1}}), "400 echo: echo must be true or false");
   EXPECT_EQ(error_of({{"prompt", "a"}, {"stream_options", {{"include_usage", true}}}}),
             "400 stream_options: stream_options needs stream: true");
@@ -92,9 +92,8 @@ TEST(OpenAIApi, ChecksEveryFieldBeforeUse) {
       error_of({{"messages", {{{"role", "user"}, {"content", {{{"type", "image_url"}}}}}}}}, true),
       "400 messages: only text parts ({\"type\": \"text\", \"text\": ...}) are served");
   EXPECT_EQ(
-      error_of({{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"top_logprobs", 3}}, true)
-          .substr(0, 30),
-      "400 top_logprobs: top_logprobs");
+      error_of({{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"top_logprobs", 3}}, true),
+      "400 top_logprobs: top_logprobs needs logprobs: true");
 }
 
 TEST(OpenAIApi, MapsToMegatronsRequest) {
@@ -194,6 +193,29 @@ TEST(OpenAIApi, ResponsesAndUsage) {
   EXPECT_EQ(res["choices"][1]["logprobs"]["token_logprobs"],
             json::parse("[null, -1.0, -5.0, -6.0]"));
   EXPECT_EQ(res["choices"][1]["logprobs"]["text_offset"], json::parse("[0, 1, 2, 3]"));
+  EXPECT_EQ(res["choices"][1]["logprobs"]["top_logprobs"], nullptr);  // logprobs 0: none
+  // logprobs 2: the two most likely tokens at each position, as {text: logprob}; chat as a list.
+  ASSERT_FALSE(parse_openai_request({{"prompt", "ab"}, {"max_tokens", 3}, {"logprobs", 2}}, false,
+                                    "tiny", r));
+  out.top_logprobs = {
+      {{{'c', -0.5f}, {'z', -1.5f}},
+       {{'d', -0.25f}, {'q', -2.0f}},
+       {{'e', -0.75f}, {'d', -1.0f}},
+       {{'f', -1.0f}, {'g', -1.25f}}},
+      {{{'x', -0.5f}, {'y', -0.75f}}, {{'x', -1.0f}, {256, -2.0f}}, {{'q', -1.0f}, {'r', -1.5f}}}};
+  const json top = openai_response(r, out, ByteTokenizer(), {256}, "c", "tiny", 7);
+  EXPECT_EQ(top["choices"][0]["logprobs"]["top_logprobs"],
+            json::parse(R"([{"d": -0.25, "q": -2.0}, {"e": -0.75, "d": -1.0},
+                            {"f": -1.0, "g": -1.25}])"));
+  ASSERT_FALSE(parse_openai_request({{"messages", {{{"role", "user"}, {"content", "x"}}}},
+                                     {"logprobs", true},
+                                     {"top_logprobs", 2}},
+                                    true, "tiny", r));
+  r.prompts = {"ab"};
+  const json chat = openai_response(r, out, ByteTokenizer(), {256}, "c", "tiny", 7);
+  EXPECT_EQ(chat["choices"][0]["logprobs"]["content"][0]["top_logprobs"],
+            json::parse(R"([{"token": "d", "logprob": -0.25, "bytes": [100]},
+                            {"token": "q", "logprob": -2.0, "bytes": [113]}])"));
   // The prompt counts once, the completions all their tokens (the end of document included).
   EXPECT_EQ(res["usage"], json::parse(R"({"prompt_tokens": 2, "completion_tokens": 5,
                                           "total_tokens": 7})"));

@@ -10,12 +10,12 @@ namespace {
 bool same_rules(const GenerationOptions& a, const GenerationOptions& b) {
   return a.sampling.temperature == b.sampling.temperature && a.sampling.top_k == b.sampling.top_k &&
          a.sampling.top_p == b.sampling.top_p && a.sampling.seed == b.sampling.seed &&
-         a.logprobs == b.logprobs && a.stop_tokens == b.stop_tokens &&
-         a.stop_sequences == b.stop_sequences && a.stop_on_eol == b.stop_on_eol &&
-         a.stop_on_double_eol == b.stop_on_double_eol && a.eol_token == b.eol_token &&
-         a.double_eol_token == b.double_eol_token && a.top_p_decay == b.top_p_decay &&
-         a.top_p_bound == b.top_p_bound && a.pad_token == b.pad_token &&
-         a.max_tokens == b.max_tokens;
+         a.logprobs == b.logprobs && a.top_logprobs == b.top_logprobs &&
+         a.stop_tokens == b.stop_tokens && a.stop_sequences == b.stop_sequences &&
+         a.stop_on_eol == b.stop_on_eol && a.stop_on_double_eol == b.stop_on_double_eol &&
+         a.eol_token == b.eol_token && a.double_eol_token == b.double_eol_token &&
+         a.top_p_decay == b.top_p_decay && a.top_p_bound == b.top_p_bound &&
+         a.pad_token == b.pad_token && a.max_tokens == b.max_tokens;
 }
 
 // A job's rows as batch rows: its request number, each row's index in it, its length.
@@ -93,6 +93,7 @@ void Batch::finish(const std::string& error, const GenerationOutput& output) {
       part.tokens = rows(output.tokens);
       part.prompt_lengths = rows(output.prompt_lengths);
       part.logprobs = rows(output.logprobs);
+      part.top_logprobs = rows(output.top_logprobs);
     }
     jobs[k]->finish(error, std::move(part));
   }

@@ -160,17 +160,14 @@ OpenAIError parse_openai_request(const json& body, bool chat, const std::string&
     if (OpenAIError e = read_bool(body, "logprobs", out.logprobs)) return e;
     v.reset();
     if (OpenAIError e = read_int(body, "top_logprobs", 0, 20, v)) return e;
-    if (v && *v > 0)
-      return bad("top_logprobs",
-                 "top_logprobs > 0 (alternatives to the chosen tokens) is not supported; send 0");
+    if (v && *v > 0 && !out.logprobs)
+      return bad("top_logprobs", "top_logprobs needs logprobs: true");
+    out.top_logprobs = int(v.value_or(0));
   } else {
     v.reset();
     if (OpenAIError e = read_int(body, "logprobs", 0, 5, v)) return e;
-    if (v && *v > 0)
-      return bad("logprobs",
-                 "logprobs > 0 (alternatives to the chosen tokens) is not supported; send 0 for "
-                 "the chosen tokens' log-probabilities");
     out.logprobs = v.has_value();
+    out.top_logprobs = int(v.value_or(0));
     if (OpenAIError e = read_bool(body, "echo", out.echo)) return e;
     if (field(body, "suffix")) return bad("suffix", "suffix (insertion) is not supported");
     v.reset();
@@ -329,25 +326,43 @@ json row_logprobs(const OpenAIRequest& r, const GenerationOutput& output, size_t
                   const Tokenizer& tokenizer) {
   const auto& tokens = output.tokens[row];
   const size_t first = r.echo ? 0 : size_t(output.prompt_lengths[row]);
+  // A generation that lacks what was asked is a bug: an Error (500), never a read out of range.
+  MT_CHECK(row < output.logprobs.size() && output.logprobs[row].size() + 1 >= tokens.size() &&
+               (r.top_logprobs == 0 || (row < output.top_logprobs.size() &&
+                                        output.top_logprobs[row].size() + 1 >= tokens.size())),
+           "the generation has no log-probabilities for choice ", row);
   json pieces = json::array(), values = json::array(), offsets = json::array(),
-       content = json::array();
+       content = json::array(), tops = json::array();
+  const auto bytes_of = [](const std::string& piece) {
+    return std::vector<int>(piece.begin(), piece.end());
+  };
   size_t offset = 0;
   for (size_t j = first; j < tokens.size(); ++j) {
     const std::string piece = tokenizer.decode({tokens[j]});
     const json value = j == 0 ? json() : json(output.logprobs[row][j - 1]);
+    // The most likely tokens at this position: completions as {text: logprob} (OpenAI's
+    // legacy shape), chat as [{token, logprob, bytes}].
+    json top_map = j == 0 ? json() : json::object(), top_list = json::array();
+    if (r.top_logprobs > 0 && j > 0)
+      for (const auto& [id, lp] : output.top_logprobs[row][j - 1]) {
+        const std::string text = tokenizer.decode({id});
+        if (!top_map.contains(text)) top_map[text] = lp;
+        top_list.push_back({{"token", text}, {"logprob", lp}, {"bytes", bytes_of(text)}});
+      }
     pieces.push_back(piece);
     values.push_back(value);
     offsets.push_back(offset);
+    tops.push_back(top_map);
     offset += piece.size();
     content.push_back({{"token", piece},
                        {"logprob", value},
-                       {"bytes", std::vector<int>(piece.begin(), piece.end())},
-                       {"top_logprobs", json::array()}});
+                       {"bytes", bytes_of(piece)},
+                       {"top_logprobs", top_list}});
   }
   if (r.chat) return {{"content", content}};
   return {{"tokens", pieces},
           {"token_logprobs", values},
-          {"top_logprobs", nullptr},
+          {"top_logprobs", r.top_logprobs > 0 ? tops : json()},
           {"text_offset", offsets}};
 }
 

@@ -10,9 +10,9 @@
 // `stop` strings end a choice at their first occurrence in its text (the text excludes them;
 // generation also stops there when the string's tokens are generated as the tokenizer encodes
 // it alone); the tokenizer's end-of-document token ends a choice and is not part of its text.
-// logprobs: the chosen tokens' log-probabilities (completions: logprobs 0; chat: logprobs true)
-// under the model's raw distribution; top alternatives (logprobs > 0, top_logprobs > 0) are
-// refused.
+// logprobs: the chosen tokens' log-probabilities under the model's raw distribution, with the n
+// most likely tokens at each position (completions: logprobs n in 0..5; chat: logprobs true,
+// top_logprobs n in 0..20).
 #pragma once
 
 #include <cstdint>
@@ -52,6 +52,7 @@ struct OpenAIRequest {
   std::vector<std::string> stop;
   std::optional<int64_t> seed;
   bool logprobs = false;  // the chosen tokens' log-probabilities
+  int top_logprobs = 0;   // and the n most likely tokens' at each position
   bool echo = false;      // completions: the prompt before the completion
   bool stream = false, include_usage = false;
 };

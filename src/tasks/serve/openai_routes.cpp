@@ -159,6 +159,7 @@ void serve_openai_completion(const HttpRequest& request, HttpResponder& responde
       !error.empty())
     return reply_openai_error(responder, {400, error, "", ""});
   job->options.stop_sequences = stop_token_sequences(r, c.tokenizer);
+  job->options.top_logprobs = r.top_logprobs;
   job->streaming = r.stream;
   const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(number);
   log_info("request IP: ", request.remote_addr, " ", request.path, "\n", json_log_summary(body));
