@@ -164,7 +164,8 @@ async function main() {
   const seeds = [
     ["PUT", "/api", { prompts: ["1 2 3"], tokens_to_generate: 4, top_k: 1, logprobs: true }],
     ["PUT", "/api", { prompts: ["4 5", "6"], tokens_to_generate: 2, top_p: 0.5, random_seed: 3 }],
-    ["POST", "/v1/completions", { model: "ckpt", prompt: ["1 2", "3"], max_tokens: 3, n: 2, stop: ["5"], logprobs: 0, echo: true }],
+    ["POST", "/v1/completions", { model: "ckpt", prompt: ["1 2", "3"], max_tokens: 3, n: 2, stop: ["5"], logprobs: 2, echo: true }],
+    ["POST", "/v1/chat/completions", { messages: [{ role: "user", content: "1 2" }], max_tokens: 2, logprobs: true, top_logprobs: 3, stream: true }],
     ["POST", "/v1/completions", { prompt: "7 8", max_tokens: 2, stream: true, stream_options: { include_usage: true } }],
     ["POST", "/v1/chat/completions", { messages: [{ role: "user", content: "1 2" }], max_tokens: 2 }],
   ];

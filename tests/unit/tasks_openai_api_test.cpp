@@ -81,6 +81,9 @@ TEST(OpenAIApi, ChecksEveryFieldBeforeUse) {
   EXPECT_EQ(error_of({{"prompt", "a"}, {"logprobs", 6}}),
             "400 logprobs: logprobs must be an integer from 0 to 5 (got 6)");
   EXPECT_EQ(error_of({{"prompt", "a"}, {"echo", 1}}), "400 echo: echo must be true or false");
+  EXPECT_EQ(error_of({{"prompt", "a"}, {"logprobs", 1}, {"stream", true}}),
+            "400 logprobs: log-probabilities are not streamed here: send stream: false with "
+            "logprobs");
   EXPECT_EQ(error_of({{"prompt", "a"}, {"stream_options", {{"include_usage", true}}}}),
             "400 stream_options: stream_options needs stream: true");
   EXPECT_EQ(error_of({{"prompt", "a"}, {"presence_penalty", 0.5}}),

@@ -182,6 +182,9 @@ OpenAIError parse_openai_request(const json& body, bool chat, const std::string&
   if (const json* bias = field(body, "logit_bias"); bias != nullptr && !bias->empty())
     return bad("logit_bias", "logit_bias is not supported");
   if (OpenAIError e = read_bool(body, "stream", out.stream)) return e;
+  if (out.stream && out.logprobs)
+    return bad("logprobs",
+               "log-probabilities are not streamed here: send stream: false with logprobs");
   if (const json* options = field(body, "stream_options")) {
     if (!out.stream) return bad("stream_options", "stream_options needs stream: true");
     if (!options->is_object()) return bad("stream_options", "stream_options must be an object");
