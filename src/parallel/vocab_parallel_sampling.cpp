@@ -72,6 +72,15 @@ void VocabParallelSampler::global_topk(const Tensor& logits, int64_t k, int64_t 
   kernels::topk_rows(all_values, all_ids, 0, all_values.size(1), values, ids);
 }
 
+void VocabParallelSampler::top_k(const Tensor& logits, int64_t k, Arena& arena, Tensor& values,
+                                 Tensor& ids) {
+  check_dtype(logits, DType::F32, "top-k logits");
+  MT_CHECK(logits.dim() == 2 && logits.size(1) == local_cols_, "top-k logits must be [B, ",
+           local_cols_, "], got ", logits.describe());
+  MT_CHECK(k >= 1 && k < vocab_size_, "top-k needs 1 <= k < the vocabulary, got ", k);
+  global_topk(logits, k, k, arena, values, ids);
+}
+
 Tensor VocabParallelSampler::sample(const Tensor& logits, const SamplingParams& p,
                                     const std::vector<uint64_t>& row_keys, Arena& arena) {
   check_dtype(logits, DType::F32, "sampler logits");

@@ -48,6 +48,10 @@ class VocabParallelSampler {
   Tensor sample(const Tensor& logits, const SamplingParams& params,
                 const std::vector<uint64_t>& row_keys, Arena& arena);
 
+  // The k largest logits of each row over the real vocabulary, sorted (ties to the smaller id):
+  // values f32 [B, k] and ids i32 [B, k] in `arena`, the same on every TP rank.
+  void top_k(const Tensor& logits, int64_t k, Arena& arena, Tensor& values, Tensor& ids);
+
  private:
   // Every rank's rows of per-rank candidates values [B, k] / ids [B, k] → [B, t·k], rank-major.
   void gather_candidates(const Tensor& values, const Tensor& ids, Arena& arena, Tensor& all_values,

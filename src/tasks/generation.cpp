@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "distributed/broadcast_bytes.h"
+
 namespace megatron {
 
 std::string generation_request_error(const std::vector<std::vector<int32_t>>& prompts,
@@ -11,6 +13,18 @@ std::string generation_request_error(const std::vector<std::vector<int32_t>>& pr
     return "tokens_to_generate must be an integer greater than or equal to 0";
   if (options.tokens_to_generate == 0 && !options.logprobs)
     return "tokens_to_generate=0 implies logprobs should be True";
+  if (options.top_logprobs < 0 || options.top_logprobs > 20 ||
+      (options.top_logprobs > 0 && !options.logprobs))
+    return "top_logprobs must be in [0, 20], and needs logprobs";
+  if (options.top_logprobs >= model.vocab_size)
+    return "top_logprobs must be smaller than the vocabulary";
+  const auto per_row = [&](size_t n) { return n == 0 || n == prompts.size(); };
+  if (!per_row(options.row_requests.size()) || !per_row(options.row_indices.size()) ||
+      !per_row(options.row_tokens_to_generate.size()))
+    return "the per-row request keys and lengths must have one entry per prompt";
+  for (int64_t n : options.row_tokens_to_generate)
+    if (n < 1 || n > options.tokens_to_generate)
+      return "a row's tokens to generate must be in [1, tokens_to_generate]";
   size_t longest = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
     if (prompts[i].empty()) return "Empty prompts require add_BOS=true";
@@ -47,23 +61,45 @@ Tensor token_block(const std::vector<std::vector<int32_t>>& rows, int64_t begin,
   return Tensor::from_vector(block, {b, s});
 }
 
+using TopLogprobs = std::vector<std::vector<std::vector<std::pair<int32_t, float>>>>;
+
 // Log-probabilities of tokens[:, begin + 1 : end + 1] from the logits of positions
-// [begin, end) (f32 [s, b, V/t], sequence-major), stored into logprobs[i][begin .. end).
+// [begin, end) (f32 [s, b, V/t], sequence-major), stored into logprobs[i][begin .. end); with
+// `top_n` > 0 also the top_n most likely tokens of each of those positions into top[i][...].
 void record_logprobs(GptModel& model, InferenceCtx& ctx, const Tensor& logits,
                      const std::vector<std::vector<int32_t>>& tokens, int64_t begin, int64_t end,
-                     std::vector<std::vector<float>>& logprobs) {
+                     std::vector<std::vector<float>>& logprobs, int top_n, TopLogprobs& top) {
   const int64_t b = int64_t(tokens.size()), s = end - begin;
+  Communicator& tp = *model.parallel_state().tp;
+  const Tensor flat = logits.view({s * b, logits.size(2)});
+  const auto log_probs_of = [&](const std::vector<int32_t>& targets) {  // [s · b] ids
+    Tensor target_tensor = Tensor::from_vector(targets, {s * b}).to(logits.device());
+    return vocab_parallel_log_probs(tp, flat, target_tensor, model.config().vocab_size, ctx.arena)
+        .to_vector<float>();
+  };
   std::vector<int32_t> targets(size_t(s * b));  // [s, b]
   for (int64_t j = 0; j < s; ++j)
     for (int64_t i = 0; i < b; ++i)
       targets[size_t(j * b + i)] = tokens[size_t(i)][size_t(begin + j + 1)];
-  Tensor target_tensor = Tensor::from_vector(targets, {s * b}).to(logits.device());
-  const std::vector<float> lp =
-      vocab_parallel_log_probs(*model.parallel_state().tp, logits.view({s * b, logits.size(2)}),
-                               target_tensor, model.config().vocab_size, ctx.arena)
-          .to_vector<float>();
+  const std::vector<float> lp = log_probs_of(targets);
   for (int64_t j = 0; j < s; ++j)
     for (int64_t i = 0; i < b; ++i) logprobs[size_t(i)][size_t(begin + j)] = lp[size_t(j * b + i)];
+  if (top_n == 0) return;
+  // The n largest logits are the n most likely tokens; their log-probabilities come from the
+  // same vocab-parallel cross-entropy as the chosen tokens'.
+  VocabParallelSampler sampler(tp, model.config().vocab_size, model.config().padded_vocab_size);
+  Tensor values, ids;
+  sampler.top_k(flat, top_n, ctx.arena, values, ids);
+  const std::vector<int32_t> top_ids = ids.to_vector<int32_t>();  // [s · b, n]
+  for (int k = 0; k < top_n; ++k) {
+    std::vector<int32_t> column(size_t(s * b));
+    for (int64_t r = 0; r < s * b; ++r) column[size_t(r)] = top_ids[size_t(r * top_n + k)];
+    const std::vector<float> top_lp = log_probs_of(column);
+    for (int64_t j = 0; j < s; ++j)
+      for (int64_t i = 0; i < b; ++i)
+        top[size_t(i)][size_t(begin + j)].emplace_back(column[size_t(j * b + i)],
+                                                       top_lp[size_t(j * b + i)]);
+  }
 }
 
 // The length of the stop sequence that the generated tokens row[prompt_length, end) end with, or
@@ -78,11 +114,21 @@ int64_t stop_sequence_at_end(const std::vector<int32_t>& row, int64_t prompt_len
   return 0;
 }
 
+// The cancel check's answer as one byte per row (0 or 1), for the broadcast.
+std::string cancelled_rows(const GenerationCancelCheck& check, int64_t rows) {
+  const std::vector<char> flags = check();
+  MT_CHECK(int64_t(flags.size()) == rows, "a cancel check must answer for every row");
+  std::string bytes(size_t(rows), '\0');
+  for (int64_t i = 0; i < rows; ++i) bytes[size_t(i)] = flags[size_t(i)] ? 1 : 0;
+  return bytes;
+}
+
 }  // namespace
 
 GenerationOutput generate_tokens(GptModel& model, const std::vector<std::vector<int32_t>>& prompts,
                                  const GenerationOptions& options,
-                                 const GenerationStepCallback& on_step) {
+                                 const GenerationStepCallback& on_step,
+                                 const GenerationCancelCheck& cancelled) {
   const GptConfig& config = model.config();
   const std::string error = generation_request_error(prompts, options, config);
   MT_CHECK(error.empty(), error);
@@ -103,6 +149,9 @@ GenerationOutput generate_tokens(GptModel& model, const std::vector<std::vector<
   std::vector<std::vector<float>> logprobs(
       options.logprobs ? size_t(b) : 0,
       std::vector<float>(size_t(std::max<int64_t>(total - 1, 0))));
+  TopLogprobs top(
+      options.top_logprobs > 0 ? size_t(b) : 0,
+      std::vector<std::vector<std::pair<int32_t, float>>>(size_t(std::max<int64_t>(total - 1, 0))));
   InferenceCtx ctx = model.make_inference_ctx(b, total);
 
   std::vector<int64_t> lengths(static_cast<size_t>(b), total);
@@ -112,7 +161,8 @@ GenerationOutput generate_tokens(GptModel& model, const std::vector<std::vector<
     // Scoring: one forward over the prompts, log-probabilities of every token after the first.
     Tensor logits = model.forward_step(ctx, token_block(tokens, 0, total), true);
     if (total > 1)
-      record_logprobs(model, ctx, logits.slice(0, 0, total - 1), tokens, 0, total - 1, logprobs);
+      record_logprobs(model, ctx, logits.slice(0, 0, total - 1), tokens, 0, total - 1, logprobs,
+                      options.top_logprobs, top);
     lengths = out.prompt_lengths;
   } else {
     VocabParallelSampler sampler(*model.parallel_state().tp, config.vocab_size,
@@ -121,13 +171,20 @@ GenerationOutput generate_tokens(GptModel& model, const std::vector<std::vector<
     std::vector<char> done(static_cast<size_t>(b), 0), generated(static_cast<size_t>(b), 0);
     std::vector<uint64_t> keys(static_cast<size_t>(b));
     std::vector<int32_t> column(static_cast<size_t>(b));
+    const auto row_tokens = [&](size_t i) {
+      return options.row_tokens_to_generate.empty() ? options.tokens_to_generate
+                                                    : options.row_tokens_to_generate[i];
+    };
     int64_t prev = 0;
     for (int64_t context = min_len; context < total; ++context) {
       last = context;
       Tensor logits = model.forward_step(ctx, token_block(tokens, prev, context), options.logprobs);
       Tensor last_logits = options.logprobs ? logits.select(0, logits.size(0) - 1) : logits;
       for (int64_t i = 0; i < b; ++i)
-        keys[size_t(i)] = sampling_row_key(options.request, uint64_t(i), uint64_t(context));
+        keys[size_t(i)] = sampling_row_key(
+            options.row_requests.empty() ? options.request : options.row_requests[size_t(i)],
+            options.row_indices.empty() ? uint64_t(i) : options.row_indices[size_t(i)],
+            uint64_t(context));
       const std::vector<int32_t> drawn =
           sampler.sample(last_logits, sampling, keys, ctx.arena).to_vector<int32_t>();
       bool all_done = true;
@@ -152,7 +209,7 @@ GenerationOutput generate_tokens(GptModel& model, const std::vector<std::vector<
             started && (std::find(options.stop_tokens.begin(), options.stop_tokens.end(), t) !=
                             options.stop_tokens.end() ||
                         eol || stop_words > 0 ||
-                        context + 1 == out.prompt_lengths[size_t(i)] + options.tokens_to_generate);
+                        context + 1 == out.prompt_lengths[size_t(i)] + row_tokens(size_t(i)));
         if (stop && !done[size_t(i)]) {
           lengths[size_t(i)] = context + 1;
           trimmed[size_t(i)] = stop_words;
@@ -160,8 +217,22 @@ GenerationOutput generate_tokens(GptModel& model, const std::vector<std::vector<
         done[size_t(i)] = done[size_t(i)] || stop;
         all_done = all_done && done[size_t(i)];
       }
-      if (options.logprobs) record_logprobs(model, ctx, logits, tokens, prev, context, logprobs);
+      if (options.logprobs)
+        record_logprobs(model, ctx, logits, tokens, prev, context, logprobs, options.top_logprobs,
+                        top);
       if (on_step) on_step(context, column, generated);
+      if (options.cancellable) {
+        // TP rank 0's answer, on every rank: the ranks must end the same rows.
+        Communicator& tp = *model.parallel_state().tp;
+        std::string rows = tp.rank() == 0 && cancelled ? cancelled_rows(cancelled, b) : "";
+        rows = broadcast_string(tp, rows, 0);
+        for (int64_t i = 0; i < b; ++i)
+          if (rows[size_t(i)] && !done[size_t(i)]) {
+            done[size_t(i)] = 1;
+            lengths[size_t(i)] = context + 1;
+          }
+        all_done = std::all_of(done.begin(), done.end(), [](char d) { return d != 0; });
+      }
       prev = context;
       if (sampling.top_p > 0.0f && options.top_p_decay > 0.0f)
         sampling.top_p = std::max(sampling.top_p * options.top_p_decay, options.top_p_bound);
@@ -175,6 +246,9 @@ GenerationOutput generate_tokens(GptModel& model, const std::vector<std::vector<
     if (options.logprobs)
       out.logprobs.emplace_back(logprobs[size_t(i)].begin(),
                                 logprobs[size_t(i)].begin() + std::max<int64_t>(len - 1, 0));
+    if (options.top_logprobs > 0)
+      out.top_logprobs.emplace_back(top[size_t(i)].begin(),
+                                    top[size_t(i)].begin() + std::max<int64_t>(len - 1, 0));
   }
   return out;
 }

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/gpt_model.h"
@@ -31,6 +32,7 @@ struct GenerationOptions {
   SamplingParams sampling;          // seed included
   uint64_t request = 0;             // keys the draws together with the seed
   bool logprobs = false;            // log-probabilities of every token after the first
+  int top_logprobs = 0;             // with logprobs: also the n most likely tokens at each one
   // A generated token in this set ends its sequence (Megatron: the tokenizer's EOD). The batch
   // stops when every sequence has ended.
   std::vector<int32_t> stop_tokens;
@@ -46,6 +48,16 @@ struct GenerationOptions {
   int32_t pad_token = 0;  // fills the rows past their prompts (never attended to)
   // Megatron's --max-tokens-to-oom: batch × (longest prompt + tokens_to_generate) at most.
   int64_t max_tokens = 12000;
+  // A batch of several requests (the server's): per row, when not empty, the request number and
+  // the row's index within its request that key its draws (in place of `request` and the row's
+  // index in the batch, so that a row draws what it draws alone), and its own number of tokens
+  // to generate (1 .. tokens_to_generate, which is their maximum).
+  std::vector<uint64_t> row_requests, row_indices;
+  std::vector<int64_t> row_tokens_to_generate;
+  // Rows may be cancelled between steps (the server's clients that left): after each step TP
+  // rank 0 asks its GenerationCancelCheck and broadcasts the answer, and the cancelled rows end
+  // there. Every rank must pass the same value.
+  bool cancellable = false;
 };
 
 struct GenerationOutput {
@@ -56,12 +68,18 @@ struct GenerationOutput {
   // With logprobs: per sequence, log p(tokens[j] | tokens[< j]) for j = 1 .. length − 1 under
   // the raw (temperature 1) distribution over the real vocabulary.
   std::vector<std::vector<float>> logprobs;
+  // With top_logprobs = n: per sequence, for j = 1 .. length − 1, the n most likely tokens at
+  // position j and their log-probabilities (same distribution), most likely first.
+  std::vector<std::vector<std::vector<std::pair<int32_t, float>>>> top_logprobs;
 };
 
 // After each step: the position just filled and every row's token there; generated[i] is 0 for
 // a row still inside its prompt (its token is the prompt's) and for a row that had ended.
 using GenerationStepCallback = std::function<void(
     int64_t position, const std::vector<int32_t>& tokens, const std::vector<char>& generated)>;
+
+// On TP rank 0 of a cancellable generation, after each step: per row, 1 to end it now.
+using GenerationCancelCheck = std::function<std::vector<char>()>;
 
 // Megatron's checks of a request before any work, as its error strings: "" when the batch fits,
 // else the message ("Length of prompt + tokens_to_generate longer than allowed", "Too many
@@ -73,6 +91,7 @@ std::string generation_request_error(const std::vector<std::vector<int32_t>>& pr
 // collective when the request does not fit.
 GenerationOutput generate_tokens(GptModel& model, const std::vector<std::vector<int32_t>>& prompts,
                                  const GenerationOptions& options,
-                                 const GenerationStepCallback& on_step = {});
+                                 const GenerationStepCallback& on_step = {},
+                                 const GenerationCancelCheck& cancelled = {});
 
 }  // namespace megatron

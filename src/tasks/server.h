@@ -1,18 +1,27 @@
-// The text generation server (Megatron-LM's tools/run_text_generation_server.py): rank 0 speaks
-// HTTP, every rank generates.
+// The text generation server (Megatron-LM's tools/run_text_generation_server.py, plus OpenAI's
+// API): rank 0 speaks HTTP, every rank generates.
 //
-//   PUT /api   Megatron's API (tasks/text_api.h): {"prompts": [...], "tokens_to_generate", ...}
-//              → {"text": [...], "segments": [...], "logprobs": [...] | null}; a bad request is
-//              answered 400 with the message as a JSON string, never a crash
-//   GET /      a small web page (prompt, sliders for length / temperature / top-p, the text)
+//   PUT  /api                  Megatron's API (tasks/text_api.h): {"prompts": [...], ...} →
+//                              {"text", "segments", "logprobs"}; errors: 400 with the message
+//                              as a JSON string
+//   POST /v1/completions       OpenAI's API (tasks/serve/openai_api.h), streamed as server-sent
+//   POST /v1/chat/completions  events with "stream": true; errors in OpenAI's error JSON
+//   GET  /v1/models            the served model
+//   GET  /                     a web page (prompt, sliders limited to the model's context)
 //
-// HTTP handler threads only validate and tokenize; they queue the request and wait. The main
-// thread of rank 0 takes one request at a time (Megatron's lock), broadcasts it to the other
-// ranks and generates with them; no thread but the main one communicates. SIGINT / SIGTERM
-// (or --max-requests) stop the server: rank 0 tells the other ranks to return, and they do.
+// HTTP (tasks/serve/http_server.h) runs on one thread per connection: it checks who asks
+// (tasks/serve/access.h), validates and tokenizes, queues the request (tasks/serve/job_queue.h)
+// and waits, streaming the tokens as they come when asked. The main thread of rank 0 takes the
+// oldest request with every queued one that can run beside it (tasks/serve/batch.h: each gets
+// what it gets alone), broadcasts the batch to the other ranks and generates with them; no
+// other thread communicates. Nothing a request does can end the process: every
+// exception is caught where the request is answered. SIGINT / SIGTERM (or --max-requests) stop
+// the server: rank 0 answers what is queued, closes every connection and tells the other ranks
+// to return.
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "data/tokenizers/tokenizer.h"
@@ -25,11 +34,17 @@ struct ServerOptions {
   int port = 5000;        // 0: any free port (the chosen one is logged and written to port_file)
   std::string port_file;  // when set, rank 0 writes the bound port there
   size_t max_request_bytes = 1 << 20;  // larger bodies get 413
-  int timeout_seconds = 30;            // reading a request / writing a response
+  int timeout_seconds = 30;            // reading a whole request; each write of an answer
+  int max_connections = 64;            // connections served at once; more get 503
   int64_t max_queued = 64;             // requests waiting beyond this get 503
   int64_t max_requests = 0;            // stop after this many generations (0: never)
   int64_t max_tokens = 12000;          // --max-tokens-to-oom
   uint64_t seed = 1234;
+  std::string api_key;               // non-empty: every request but GET / needs "Bearer <key>"
+  std::string model_name;            // GET /v1/models, the "model" field, the page
+  int64_t parameters = 0;            // the model's parameter count, for the page
+  std::string chat_template;         // a Jinja chat template ("": chat completions are refused)
+  std::string bos_token, eos_token;  // the template's bos_token / eos_token
 };
 
 // Collective over the model's world (= its TP group): every rank calls it, rank 0 serves.
@@ -37,7 +52,8 @@ struct ServerOptions {
 void run_text_generation_server(GptModel& model, const Tokenizer& tokenizer,
                                 const ServerOptions& options);
 
-// The page served at "/": self-contained HTML, no external assets.
-const std::string& server_page_html();
+// The page served at "/": self-contained HTML, no external assets; `model` ({"name",
+// "parameters", "context_length"}) is shown and limits the sliders.
+std::string server_page_html(const nlohmann::json& model);
 
 }  // namespace megatron

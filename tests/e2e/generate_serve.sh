@@ -140,7 +140,8 @@ expect_status 400 "not a token id" '{"prompts": ["hello"]}'
 expect_status 413 "" "{\"prompts\": [\"$(printf '1 %.0s' $(seq 1 3000))\"]}"
 got=$(curl -s -m 30 -X POST "$URL/api" -d '{}' -w '\n%{http_code}')
 [[ $(tail -n1 <<< "$got") == 405 ]] || fail "POST /api: $got"
-curl -s -m 30 "$URL/" | grep -q '<textarea id="prompt"' || fail "web page"
+page=$(curl -s -m 30 "$URL/")  # whole, then searched: grep -q in a pipe could cut curl short
+grep -q '<textarea id="prompt"' <<< "$page" || fail "web page"
 
 echo "== serve: concurrent requests are queued and all answered"
 for i in 1 2 3 4; do

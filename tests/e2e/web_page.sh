@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `megatron serve`'s web page in headless Chromium (Debian's `chromium`; skipped when it is not
-# installed): typing a prompt and pressing "Generate" shows the prompt followed by generated
-# text. The browser is driven over the DevTools protocol on a pipe (web_page_browser.js, plain
+# installed): it names the model (the tiny fixture: context 32) and limits its length slider to
+# it; typing a prompt and pressing "Generate" shows the prompt followed by the streamed text and
+# the count of generated tokens only. The browser is driven over the DevTools protocol on a pipe (web_page_browser.js, plain
 # node). Bounded: the server stops after one generation, the browser script after 120 s.
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
@@ -29,7 +30,7 @@ for _ in $(seq 1 120); do
 done
 [[ -s $WORK/port ]] || { cat "$WORK/serve.log"; fail "server did not start"; }
 timeout 150 node "$MEGATRON_SOURCE_DIR/tests/e2e/web_page_browser.js" "$CHROMIUM" \
-  "http://127.0.0.1:$(cat "$WORK/port")/" "1 2 3" || { cat "$WORK/serve.log"; fail "browser"; }
+  "http://127.0.0.1:$(cat "$WORK/port")/" "1 2 3" ckpt 32 || { cat "$WORK/serve.log"; fail "browser"; }
 wait "$SERVER_PID" || { cat "$WORK/serve.log"; fail "server exit status"; }
 SERVER_PID=""
 echo "PASS"

@@ -1,16 +1,18 @@
 // Drives headless Chromium over the DevTools protocol on a pipe (--remote-debugging-pipe: no
 // WebSocket, no npm package) against `megatron serve`'s web page: types a prompt into the box,
 // clicks "Generate" with the mouse and waits for the generated text.
-//   node web_page_browser.js CHROMIUM URL PROMPT
-// Exits 0 when the result box shows the prompt followed by generated text, else prints why
-// and exits 1. Bounded: gives up after 120 s.
+//   node web_page_browser.js CHROMIUM URL PROMPT MODEL_NAME CONTEXT_LENGTH
+// Exits 0 when the page names the model and its context (and its length slider stops there)
+// and the result box shows the prompt followed by generated text, counted without the prompt's
+// tokens; else prints why and exits 1. Bounded: gives up after 120 s.
 "use strict";
 const { spawn } = require("child_process");
 const fs = require("fs");
 const os = require("os");
 const path = require("path");
 
-const [chromium, url, prompt] = process.argv.slice(2);
+const [chromium, url, prompt, modelName, contextText] = process.argv.slice(2);
+const context = Number(contextText);
 const profile = fs.mkdtempSync(path.join(os.tmpdir(), "megatron-chromium-"));
 const browser = spawn(chromium, [
   "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
@@ -75,6 +77,12 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
   await page("Page.navigate", { url });
   await loaded;
   if ((await evaluate("document.title")) !== "megatron-cpp") finish(1, "FAIL: not the page");
+  // The loaded model is shown, and the length slider stops where the context does.
+  const model = await evaluate('document.getElementById("model").textContent');
+  if (!model.includes(modelName) || !model.includes("context " + context + " tokens") || !/\d(\.\d)?[KMB]? parameters/.test(model))
+    finish(1, `FAIL: the model line "${model}" does not name ${modelName} and context ${context}`);
+  const max = await evaluate('document.getElementById("tokens").max');
+  if (max !== String(context - 1)) finish(1, `FAIL: the length slider goes to ${max}, not ${context - 1}`);
 
   // Type the prompt: focus the box, select its text, insert ours as keyboard input would.
   await evaluate('document.getElementById("prompt").focus(); document.getElementById("prompt").select()');
@@ -94,6 +102,9 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
     if (status.includes("tokens in") && text) {
       if (!text.startsWith(prompt) || text.length <= prompt.length)
         finish(1, `FAIL: result "${text}" is not the prompt followed by generated text`);
+      // At most the 8 tokens asked for: the prompt's are not counted.
+      const n = parseInt(status, 10);
+      if (!(n >= 1 && n <= 8)) finish(1, `FAIL: the page counts ${n} generated tokens for 8 asked`);
       finish(0, `page: "${text}" (${status})`);
     }
   }
