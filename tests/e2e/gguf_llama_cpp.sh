@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# `megatron convert --to gguf` checked by llama.cpp itself (npm's node-llama-cpp 3.21.1, its
+# prebuilt CPU binaries; scripts/fetch_llama_cpp.sh installs them into a cache directory):
+#
+# 1. The tiny HF fixtures without a tokenizer — GPT-2 (llama.cpp's gpt2), Llama with 2 KV groups
+#    (llama: q/k rows permuted for llama.cpp's RoPE) and Qwen2 with q/k/v biases (qwen2) — in
+#    f32, f16 and bf16: llama.cpp's greedy continuations of token-id prompts are those of
+#    `megatron generate`; in f32 each token's log-probability of a 40-token text matches
+#    `megatron generate --logprobs` to 1e-4 and the perplexity `megatron eval`'s to 1e-4 relative.
+# 2. A GPT-2 and a Llama-style model trained at TP 2 on State of the Union text with GPT-2's BPE,
+#    so the files carry the tokenizer: llama.cpp tokenizes the prompts and the text into the
+#    same ids as megatron-cpp, and the same comparisons hold. The export of the TP-2 checkpoint
+#    and of its resharding to TP 1 are the same bytes.
+# 3. What cannot be exported is refused with a sentence.
+#
+# Skips (exit 77) when node-llama-cpp cannot be installed (no npm, no network).
+set -euo pipefail
+: "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
+fail() { echo "FAIL: $*"; exit 1; }
+if ! command -v npm > /dev/null || ! command -v node > /dev/null; then
+  echo "SKIP: npm/node are not installed (scripts/setup.sh installs them): llama.cpp cannot run"
+  exit 77
+fi
+LLAMA_CPP_DIR="${MEGATRON_LLAMA_CPP_DIR:-${MEGATRON_DATA_DIR:-$HOME/.cache/megatron-cpp}/node-llama-cpp-3.21.1}"
+if ! MEGATRON_LLAMA_CPP_DIR="$LLAMA_CPP_DIR" bash "$MEGATRON_SOURCE_DIR/scripts/fetch_llama_cpp.sh" \
+  > /tmp/fetch_llama_cpp.$$.log 2>&1; then
+  tail -5 /tmp/fetch_llama_cpp.$$.log
+  rm -f /tmp/fetch_llama_cpp.$$.log
+  echo "SKIP: node-llama-cpp 3.21.1 could not be installed (no network?): llama.cpp cannot run"
+  exit 77
+fi
+rm -f /tmp/fetch_llama_cpp.$$.log
+source "$MEGATRON_SOURCE_DIR/tests/e2e/sotu_gpt_data.bash"  # WORK, DATA_DIR, GPT_DATA
+export OMP_NUM_THREADS=1
+CHECK=(node "$MEGATRON_SOURCE_DIR/tests/e2e/llama_cpp_check.mjs" "$LLAMA_CPP_DIR")
+convert() { "$MEGATRON_BINARY" convert --model-type gpt "$@" > "$WORK/convert.log" 2>&1 \
+              || { cat "$WORK/convert.log"; fail "convert $*"; }; }
+megatron() {  # megatron LOG SUBCOMMAND ARGS...
+  local log=$1
+  shift
+  "$MEGATRON_BINARY" "$@" > "$WORK/$log.log" 2>&1 || { cat "$WORK/$log.log"; fail "$*"; }
+}
+# check_model NAME CKPT PROMPT_FILE SCORED_TEXT_FILE TOKENIZER_FLAGS...: exports CKPT in the three
+# types, writes megatron-cpp's greedy continuations, log-probabilities and eval perplexity, and
+# compares llama.cpp's (every type: greedy; f32: also the scores).
+check_model() {
+  local name=$1 ckpt=$2 prompts=$3 text=$4
+  shift 4
+  megatron "$name.generate" generate --load "$ckpt" "$@" --top-k 1 --tokens-to-generate 8 \
+    --stop-token -1 --prompt-file "$prompts" --output-file "$WORK/$name.generated.jsonl"
+  node -e 'const fs = require("fs"); fs.writeFileSync(process.argv[2], JSON.stringify({prompt: fs.readFileSync(process.argv[1], "utf-8").trim()}) + "\n")' \
+    "$text" "$WORK/$name.text.jsonl"
+  megatron "$name.score" generate --load "$ckpt" "$@" --logprobs --tokens-to-generate 0 \
+    --prompt-file "$WORK/$name.text.jsonl" --output-file "$WORK/$name.scored.jsonl"
+  megatron "$name.eval" eval --task WIKITEXT103 --valid-data "$text" --load "$ckpt" "$@" \
+    --seq-length 64 --micro-batch-size 1 --metrics-file "$WORK/$name.eval.jsonl"
+  for dtype in f32 f16 bf16; do
+    echo "== $name: $dtype"
+    convert --to gguf --gguf-dtype "$dtype" --load "$ckpt" --save "$WORK/$name.$dtype.gguf"
+    if [[ $dtype == f32 ]]; then
+      "${CHECK[@]}" "$WORK/$name.$dtype.gguf" "$WORK/$name.generated.jsonl" \
+        "$WORK/$name.scored.jsonl" "$WORK/$name.eval.jsonl" || fail "$name $dtype in llama.cpp"
+    else
+      "${CHECK[@]}" "$WORK/$name.$dtype.gguf" "$WORK/$name.generated.jsonl" \
+        || fail "$name $dtype in llama.cpp"
+    fi
+  done
+}
+
+echo "== 1. the tiny HF fixtures, token ids (no tokenizer)"
+printf '%s\n' "5 17 3" "90 1 2 3 4" "42" > "$WORK/id_prompts.txt"
+# Named like WikiText's test file so that eval's detokenizer (which leaves ids alone) is chosen.
+echo "7 11 13 17 19 23 29 31 37 41 43 47 53 59 61 67 71 73 79 83 89 2 4 6 8 10 12 14 16 18 20 22 24 26 28 30 32 34 36 38" \
+  > "$WORK/ids.wiki.test.tokens"
+for fixture in gpt2_tiny llama_tiny qwen2_tiny; do
+  convert --from hf --load "$MEGATRON_SOURCE_DIR/tests/data/$fixture/hf" --save "$WORK/$fixture" \
+    --make-vocab-size-divisible-by 32
+  check_model "$fixture" "$WORK/$fixture" "$WORK/id_prompts.txt" "$WORK/ids.wiki.test.tokens" \
+    --tokenizer-type NullTokenizer --vocab-size 95
+done
+
+echo "== 2. GPT-2 and Llama-style models trained with GPT-2's BPE at TP 2"
+TOKENIZER=(--tokenizer-type GPT2BPETokenizer --vocab-file "$DATA_DIR/gpt2-vocab.json"
+           --merge-file "$DATA_DIR/gpt2-merges.txt")
+train() {  # train NAME ARCH_FLAGS...
+  local name=$1
+  shift
+  timeout 600 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 \
+    "$MEGATRON_BINARY" pretrain-gpt "$@" --num-layers 2 --hidden-size 64 --num-attention-heads 4 \
+    --seq-length 64 --max-position-embeddings 64 --data-path "$GPT_DATA" "${TOKENIZER[@]}" \
+    --split 100,0,0 --micro-batch-size 4 --global-batch-size 8 --train-iters 30 --lr 3e-3 \
+    --lr-warmup-iters 3 --lr-decay-style cosine --min-lr 3e-4 --seed 7 \
+    --tensor-model-parallel-size 2 --log-interval 10 --eval-iters 0 --eval-interval 1000 \
+    --save "$WORK/$name/model" --save-interval 30 > "$WORK/$name.train.log" 2>&1 \
+    || { cat "$WORK/$name.train.log"; fail "train $name"; }
+}
+printf '%s\n' "The President of the United States" "Congress shall" "Our nation" \
+  > "$WORK/text_prompts.txt"
+echo "The people of this country have a right to know what their government does, and the Congress has a duty to tell them the truth about the state of the Union." \
+  > "$WORK/sotu.wiki.test.tokens"
+train gpt2_bpe --openai-gelu
+train llama_bpe --position-embedding-type rope --normalization RMSNorm --swiglu \
+  --ffn-hidden-size 96 --group-query-attention --num-query-groups 2 \
+  --untie-embeddings-and-output-weights --disable-bias-linear --use-rope-scaling
+for name in gpt2_bpe llama_bpe; do
+  check_model "$name" "$WORK/$name/model" "$WORK/text_prompts.txt" "$WORK/sotu.wiki.test.tokens" \
+    "${TOKENIZER[@]}"
+  echo "== $name: the TP-2 checkpoint and its TP-1 resharding export the same bytes"
+  convert --load "$WORK/$name/model" --save "$WORK/$name/tp1/model" --target-tensor-parallel-size 1
+  convert --to gguf --load "$WORK/$name/tp1/model" --save "$WORK/$name.tp1.f32.gguf"
+  cmp "$WORK/$name.f32.gguf" "$WORK/$name.tp1.f32.gguf" || fail "$name: TP 1 export differs"
+done
+
+echo "== an HF directory exports directly (the same tensors as through a checkpoint)"
+convert --from hf --to gguf --load "$MEGATRON_SOURCE_DIR/tests/data/qwen2_tiny/hf" \
+  --save "$WORK/direct/qwen2_tiny.gguf"
+"${CHECK[@]}" "$WORK/direct/qwen2_tiny.gguf" "$WORK/qwen2_tiny.generated.jsonl" \
+  || fail "direct HF export in llama.cpp"
+
+echo "== 3. refusals"
+expect_error() {  # expect_error MESSAGE CONVERT_FLAGS...
+  local message=$1
+  shift
+  if "$MEGATRON_BINARY" convert "$@" > "$WORK/err.log" 2>&1; then fail "no error for: $*"; fi
+  grep -qF -- "$message" "$WORK/err.log" || { cat "$WORK/err.log"; fail "expected '$message'"; }
+}
+expect_error "only GPT-family models (GPT-2 and Llama-style) convert to GGUF" \
+  --model-type bert --to gguf --load "$WORK/gpt2_tiny" --save "$WORK/x.gguf"
+expect_error "--gguf-dtype q8_0 is not a GGUF tensor type written here: use f32, f16 or bf16" \
+  --model-type gpt --to gguf --gguf-dtype q8_0 --load "$WORK/gpt2_tiny" --save "$WORK/x.gguf"
+expect_error "--from gguf: GGUF files are written (--to gguf), not read" \
+  --model-type gpt --from gguf --load "$WORK/gpt2_tiny.f32.gguf" --save "$WORK/x"
+timeout 300 "$MEGATRON_BINARY" pretrain-gpt --num-layers 1 --hidden-size 32 \
+  --num-attention-heads 4 --seq-length 16 --max-position-embeddings 16 --mock-data \
+  --vocab-size 64 --micro-batch-size 2 --train-iters 1 --lr 1e-4 --save "$WORK/erf" \
+  --save-interval 1 --eval-iters 0 > "$WORK/erf.log" 2>&1 || { cat "$WORK/erf.log"; fail "erf run"; }
+expect_error "llama.cpp's gpt2 architecture computes the tanh GeLU, this model the exact erf GeLU" \
+  --model-type gpt --to gguf --load "$WORK/erf" --save "$WORK/x.gguf"
+[[ ! -e $WORK/x.gguf ]] || fail "a refused export left a file"
+echo "gguf llama.cpp: OK"
