@@ -12,7 +12,7 @@ namespace megatron {
 namespace {
 
 // llama.cpp's token types (llama_token_type in llama.h).
-constexpr int32_t kNormal = 1, kControl = 3;
+constexpr int32_t kNormal = 1, kControl = 3, kUserDefined = 4;
 
 void add_gpt2_bpe(GgufWriter& gguf, const nlohmann::json& tokenizer, int64_t vocab_size,
                   const TokenizerFileOverrides& overrides) {
@@ -29,8 +29,8 @@ void add_gpt2_bpe(GgufWriter& gguf, const nlohmann::json& tokenizer, int64_t voc
   MT_REQUIRE(vocab.is_object() && int64_t(vocab.size()) == vocab_size, "GPT-2 vocabulary '",
              vocab_path, "' holds ", vocab.is_object() ? int64_t(vocab.size()) : 0,
              " tokens but the model ", vocab_size, ": pass the vocabulary it was trained with");
-  std::vector<std::string> tokens(size_t(vocab_size));
-  std::vector<bool> seen(size_t(vocab_size), false);
+  std::vector<std::string> tokens(static_cast<size_t>(vocab_size));
+  std::vector<bool> seen(static_cast<size_t>(vocab_size), false);
   for (const auto& [token, id] : vocab.items()) {
     MT_REQUIRE(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < vocab_size &&
                    !seen[id.get<size_t>()],
@@ -42,7 +42,7 @@ void add_gpt2_bpe(GgufWriter& gguf, const nlohmann::json& tokenizer, int64_t voc
   const int64_t eod = tokenizer.value("eod", int64_t(-1));
   MT_REQUIRE(eod >= 0 && eod < vocab_size, "the checkpoint's tokenizer record has no ",
              "end-of-document id below ", vocab_size);
-  std::vector<int32_t> types(size_t(vocab_size), kNormal);
+  std::vector<int32_t> types(static_cast<size_t>(vocab_size), kNormal);
   types[size_t(eod)] = kControl;
 
   std::vector<std::string> merges;
@@ -82,12 +82,26 @@ void add_gguf_tokenizer(GgufWriter& gguf, const nlohmann::json& tokenizer, int64
   }
   MT_REQUIRE(tokenizer.is_null() || type == "NullTokenizer", "--tokenizer-type ", type,
              " has no GGUF export yet (GPT2BPETokenizer has; a checkpoint without a tokenizer "
-             "exports one llama.cpp feeds token ids only)");
+             "exports placeholder tokens)");
   log_warning(
       "the checkpoint records no tokenizer (--mock-data, NullTokenizer or an HF import): the "
-      "GGUF file holds none (tokenizer.ggml.model \"none\"), so llama.cpp takes token ids, not "
-      "text");
-  gguf.add_string("tokenizer.ggml.model", "none");
+      "GGUF file's tokens are placeholders <|0|>, <|1|>, ... (user-defined tokens, so the text "
+      "'<|5|><|17|>' is the ids 5, 17 in llama.cpp)");
+  std::vector<std::string> tokens;
+  tokens.reserve(static_cast<size_t>(vocab_size));
+  for (int64_t id = 0; id < vocab_size; ++id) tokens.push_back("<|" + std::to_string(id) + "|>");
+  gguf.add_string("tokenizer.ggml.model", "gpt2");
+  gguf.add_string("tokenizer.ggml.pre", "default");
+  gguf.add_string_array("tokenizer.ggml.tokens", tokens);
+  gguf.add_int32_array("tokenizer.ggml.token_type",
+                       std::vector<int32_t>(static_cast<size_t>(vocab_size), kUserDefined));
+  gguf.add_string_array("tokenizer.ggml.merges", {});
+  if (tokenizer.is_object() && tokenizer.contains("eod")) {
+    const auto eod = tokenizer["eod"].get<uint32_t>();
+    gguf.add_uint32("tokenizer.ggml.bos_token_id", eod);
+    gguf.add_uint32("tokenizer.ggml.eos_token_id", eod);
+  }
+  gguf.add_bool("tokenizer.ggml.add_bos_token", false);
 }
 
 }  // namespace megatron

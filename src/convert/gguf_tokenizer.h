@@ -6,10 +6,12 @@
 //                      token_type (1 normal, 3 control: <|endoftext|>), merges (merges.txt's
 //                      lines after the "#version" header), bos/eos = the end-of-document id,
 //                      add_bos_token false (Megatron's GPT prompts start without one)
-//   none (--mock-data, NullTokenizer, an HF import: no tokenizer recorded)
-//                      tokenizer.ggml.model "none": llama.cpp then holds {arch}.vocab_size
-//                      placeholder tokens (the exporter writes that key) and takes token ids
-//                      only (a warning says so)
+//   none recorded (--mock-data, NullTokenizer, an HF import)
+//                      placeholder tokens "<|0|>", "<|1|>", ... of type user-defined (which
+//                      llama.cpp matches in any text: "<|5|><|17|>" is the ids 5, 17), no
+//                      merges, pre-tokenizer "default", bos/eos = NullTokenizer's end of
+//                      document when recorded. (llama.cpp's tokenizer-less "none" model aborts
+//                      as soon as anything tokenizes, e.g. node-llama-cpp's loader.)
 // Other tokenizers (SentencePiece, HF tokenizer.json, tiktoken) are refused by name.
 #pragma once
 

@@ -12,6 +12,9 @@
 // metrics of `megatron eval --task WIKITEXT103` on the same text: llama.cpp's log-probabilities
 // of the same tokens give the perplexity, which must equal eval's within PPL_RTOL (relative;
 // environment, default 1e-4), and each token's within LOGPROB_ATOL (default 1e-4, absolute).
+// With REFERENCE_LOGPROBS (tools/reference/gguf_gpt2_gelu_reference.py's JSON) the per-token
+// check is instead llama.cpp against its "fp16_gelu" values and megatron against its "exact"
+// ones, each within REFERENCE_ATOL (default 1e-5): llama.cpp's gpt2 GeLU is an f16 table.
 // Without them (bf16/f16 files) only the greedy continuations are compared.
 //
 // Exit status 0 when everything agrees, 1 with a line per disagreement otherwise.
@@ -27,6 +30,8 @@ if (!generatedPath) {
 const readJsonl = (p) => fs.readFileSync(p, "utf-8").split("\n").filter((l) => l.trim()).map((l) => JSON.parse(l));
 const pplRtol = Number(process.env.PPL_RTOL ?? "1e-4");
 const logprobAtol = Number(process.env.LOGPROB_ATOL ?? "1e-4");
+const referencePath = process.env.REFERENCE_LOGPROBS;
+const referenceAtol = Number(process.env.REFERENCE_ATOL ?? "1e-5");
 
 const { getLlama, LlamaLogLevel } = await import(
   pathToFileURL(path.join(moduleDir, "node_modules/node-llama-cpp/dist/index.js")).href);
@@ -40,49 +45,44 @@ const context = await model.createContext({
   contextSize, batchSize: contextSize, threads: 1, flashAttention: false,
   experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32",
 });
-const hasTokenizer = model.fileInfo.metadata.tokenizer?.ggml?.model !== "none";
+// Every evaluation starts from an empty cache on the context's one sequence.
+const sequence = context.getSequence();
 const failures = [];
+// A file exported without a tokenizer holds placeholder tokens "<|ID|>": megatron's prompts are
+// then NullTokenizer ids, written "<|5|><|17|>" in llama.cpp.
+const placeholders = model.fileInfo.metadata.tokenizer.ggml.tokens?.[0] === "<|0|>";
+const llamaText = (text) => (placeholders ? text.trim().split(/\s+/).map((id) => `<|${id}|>`).join("") : text);
 const same = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
 
 // Greedy: llama.cpp's most likely token after each prefix, generated one at a time.
 async function greedy(prompt, count) {
-  const sequence = context.getSequence();
-  try {
-    const out = [];
-    let input = prompt.slice(0, -1).map((t) => t);
-    let last = prompt[prompt.length - 1];
-    for (let i = 0; i < count; ++i) {
-      const results = await sequence.controlledEvaluate([...input, [last, { generateNext: { token: true } }]]);
-      const next = results[results.length - 1].next.token;
-      out.push(next);
-      input = [];
-      last = next;
-    }
-    return out;
-  } finally {
-    sequence.dispose();
+  await sequence.clearHistory();
+  const out = [];
+  let input = prompt.slice(0, -1);
+  let last = prompt[prompt.length - 1];
+  for (let i = 0; i < count; ++i) {
+    const results = await sequence.controlledEvaluate([...input, [last, { generateNext: { token: true } }]]);
+    const next = results[results.length - 1].next.token;
+    out.push(next);
+    input = [];
+    last = next;
   }
+  return out;
 }
 
 // log p(tokens[i + 1] | tokens[..i]) for every i, from llama.cpp's full next-token distributions.
 async function logprobs(tokens) {
-  const sequence = context.getSequence();
-  try {
-    const results = await sequence.controlledEvaluate(
-      tokens.map((t, i) => (i + 1 < tokens.length ? [t, { generateNext: { probabilities: true } }] : t)));
-    return tokens.slice(1).map((t, i) => Math.log(results[i].next.probabilities.get(t)));
-  } finally {
-    sequence.dispose();
-  }
+  await sequence.clearHistory();
+  const results = await sequence.controlledEvaluate(
+    tokens.map((t, i) => (i + 1 < tokens.length ? [t, { generateNext: { probabilities: true } }] : t)));
+  return tokens.slice(1).map((t, i) => Math.log(results[i].next.probabilities.get(t)));
 }
 
 for (const record of readJsonl(generatedPath)) {
   const prompt = record.prompt_tokens;
-  if (hasTokenizer) {
-    const tokenized = Array.from(model.tokenize(record.prompt, false));
-    if (!same(tokenized, prompt))
-      failures.push(`tokenization of ${JSON.stringify(record.prompt)}: llama.cpp [${tokenized}], megatron [${prompt}]`);
-  }
+  const tokenized = Array.from(model.tokenize(llamaText(record.prompt), false));
+  if (!same(tokenized, prompt))
+    failures.push(`tokenization of ${JSON.stringify(record.prompt)}: llama.cpp [${tokenized}], megatron [${prompt}]`);
   const expected = record.generated_tokens;
   const got = await greedy(prompt, expected.length);
   const verdict = same(got, expected) ? "same" : "DIFFERENT";
@@ -93,15 +93,25 @@ for (const record of readJsonl(generatedPath)) {
 if (scoredPath) {
   const [scored] = readJsonl(scoredPath);
   const tokens = scored.prompt_tokens;
-  if (hasTokenizer) {
-    const tokenized = Array.from(model.tokenize(scored.prompt, false));
-    if (!same(tokenized, tokens)) failures.push(`tokenization of the scored text (${tokenized.length} tokens, megatron ${tokens.length})`);
-  }
+  const tokenized = Array.from(model.tokenize(llamaText(scored.prompt), false));
+  if (!same(tokenized, tokens)) failures.push(`tokenization of the scored text (${tokenized.length} tokens, megatron ${tokens.length})`);
   const lp = await logprobs(tokens);
-  let worst = 0;
-  lp.forEach((x, i) => { worst = Math.max(worst, Math.abs(x - scored.logprobs[i])); });
-  console.log(`per-token log-probabilities: ${lp.length} tokens, largest difference ${worst.toExponential(3)} (limit ${logprobAtol})`);
-  if (!(worst <= logprobAtol)) failures.push(`per-token log-probabilities differ by ${worst}`);
+  const worst = (a, b) => a.reduce((m, x, i) => Math.max(m, Math.abs(x - b[i])), a.length === b.length ? 0 : Infinity);
+  const compare = (what, a, b, limit) => {
+    const diff = worst(a, b);
+    console.log(`per-token log-probabilities, ${what}: ${a.length} tokens, largest difference ${diff.toExponential(3)} (limit ${limit})`);
+    if (!(diff <= limit)) failures.push(`per-token log-probabilities, ${what}, differ by ${diff}`);
+  };
+  if (referencePath) {
+    // llama.cpp's gpt2 rounds its GeLU through an f16 table: its numbers are compared with a
+    // float64 model doing the same, megatron's with the exact model, each within REFERENCE_ATOL.
+    const reference = JSON.parse(fs.readFileSync(referencePath, "utf-8"));
+    if (!same(reference.tokens, tokens)) failures.push("the reference scores other tokens");
+    compare("llama.cpp vs the f16-GeLU reference", lp, reference.fp16_gelu, referenceAtol);
+    compare("megatron vs the exact reference", scored.logprobs, reference.exact, referenceAtol);
+  } else {
+    compare("llama.cpp vs megatron", lp, scored.logprobs, logprobAtol);
+  }
 
   const [metrics] = readJsonl(evalPath);
   if (metrics.num_tokenized_tokens !== tokens.length)
