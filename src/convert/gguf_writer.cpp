@@ -131,20 +131,30 @@ void GgufWriter::write(const std::string& path) const {
   header.resize(align_up(header.size(), alignment_), '\0');
 
   const std::string tmp = path + ".tmp";
-  {
+  try {
     DurableFile file(tmp);
     file.write(header.data(), header.size());
     const std::string zeros(alignment_, '\0');
     for (const PendingTensor& t : tensors_) {
       Tensor stored = Tensor::empty(t.values.shape(), dtype_of(t.type));
-      if (t.type == GgufTensorType::kF32)
+      if (t.type == GgufTensorType::kF32) {
         kernels::copy(t.values, stored);
-      else
-        kernels::cast(t.values.is_contiguous() ? t.values : t.values.clone(), stored);
+      } else {
+        const Tensor values = t.values.is_contiguous() ? t.values : t.values.clone();
+        kernels::cast(values, stored);
+        // f16 tops out at 65504: a larger weight would silently become infinite.
+        MT_REQUIRE(!kernels::has_inf_or_nan(stored) || kernels::has_inf_or_nan(values),
+                   "GGUF tensor '", t.name,
+                   "' has values beyond f16's range (|x| > 65504): ", "export it as bf16 or f32");
+      }
       file.write(stored.raw_data(), t.bytes);
       file.write(zeros.data(), align_up(t.bytes, alignment_) - t.bytes);
     }
     file.close();
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    throw;
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);

@@ -43,7 +43,8 @@ class GgufWriter {
   void add_tensor(const std::string& name, const Tensor& values, GgufTensorType type);
 
   // Writes the file to `path` (through `path`.tmp, fsync'ed and renamed into place, so a
-  // crash never leaves a truncated file under the name).
+  // crash never leaves a truncated file under the name; on an Error the temporary is removed).
+  // A finite value that f16 cannot hold (|x| > 65504) is an Error naming the tensor.
   void write(const std::string& path) const;
 
  private:

@@ -14,7 +14,8 @@
 #    on State of the Union text with GPT-2's BPE, so the files carry the tokenizer: llama.cpp
 #    tokenizes the prompts and the text into the same ids as megatron-cpp, and the same
 #    comparisons hold (f32 and bf16). The export of the TP-2 checkpoint and of its resharding to
-#    TP 1 are the same bytes. An HF directory exports directly.
+#    TP 1 are the same bytes. An HF directory and a Megatron-LM torch checkpoint export directly
+#    (the same bytes as through a megatron-cpp checkpoint).
 # 3. What cannot be exported is refused with a sentence.
 #
 # Skips (exit 77) when node-llama-cpp cannot be installed (no npm, no network).
@@ -157,6 +158,15 @@ convert --from hf --load "$MEGATRON_SOURCE_DIR/tests/data/qwen2_tiny/hf" --save 
 convert --to gguf --load "$WORK/via/hf" --save "$WORK/via/qwen2_tiny.gguf"
 cmp "$WORK/direct/qwen2_tiny.gguf" "$WORK/via/qwen2_tiny.gguf" || fail "direct HF export differs"
 [[ ! -e $WORK/direct/qwen2_tiny.gguf.megatron-cpp.tmp ]] || fail "intermediate checkpoint left"
+
+echo "== a Megatron-LM torch checkpoint (the GPT-2 fixture at TP 2 x PP 2) exports the same bytes"
+convert --from megatron-lm --to gguf \
+  --load "$MEGATRON_SOURCE_DIR/tests/data/megatron_lm_gpt_tiny/legacy_tp2_pp2" \
+  --save "$WORK/mlm/gpt2_tiny.gguf"
+convert --from hf --load "$MEGATRON_SOURCE_DIR/tests/data/gpt2_tiny/hf" \
+  --save "$WORK/mlm/legacy_tp2_pp2" --make-vocab-size-divisible-by 32
+convert --to gguf --load "$WORK/mlm/legacy_tp2_pp2" --save "$WORK/mlm/via_hf.gguf"
+cmp "$WORK/mlm/gpt2_tiny.gguf" "$WORK/mlm/via_hf.gguf" || fail "Megatron-LM export differs"
 
 echo "== 3. refusals"
 expect_error() {  # expect_error MESSAGE CONVERT_FLAGS...

@@ -115,6 +115,24 @@ TEST(GgufWriter, DuplicateNamesAreBugs) {
   EXPECT_THROW(gguf.add_tensor("t", Tensor::zeros({2}, DType::F32), GgufTensorType::kF32), Error);
 }
 
+TEST(GgufWriter, ValuesBeyondF16AreRefusedAndNothingIsLeft) {
+  GgufWriter gguf;
+  gguf.add_tensor("big", Tensor::from_vector<float>({1.0f, 70000.0f}, {2}), GgufTensorType::kF16);
+  TempDir dir;
+  try {
+    gguf.write(dir.file("m.gguf"));
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("GGUF tensor 'big' has values beyond f16's range"));
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("m.gguf")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("m.gguf.tmp")));
+  GgufWriter bf16;  // bf16 has f32's range
+  bf16.add_tensor("big", Tensor::from_vector<float>({1.0f, 70000.0f}, {2}), GgufTensorType::kBF16);
+  bf16.write(dir.file("m.gguf"));
+  EXPECT_TRUE(std::filesystem::exists(dir.file("m.gguf")));
+}
+
 TEST(GgufExport, TensorTypeNames) {
   EXPECT_EQ(gguf_tensor_type_from_name("f32"), GgufTensorType::kF32);
   EXPECT_EQ(gguf_tensor_type_from_name("f16"), GgufTensorType::kF16);
@@ -197,16 +215,37 @@ TEST(GgufTokenizer, Errors) {
   EXPECT_THAT(message(2), HasSubstr("has 5 entries but its model 2"));
 }
 
-TEST(GgufTokenizer, NoTokenizerWritesNone) {
-  GgufWriter gguf;
-  add_gguf_tokenizer(gguf, nullptr, 96, {});
-  TempDir dir;
-  gguf.write(dir.file("m.gguf"));
-  Bytes want;
-  want.raw("GGUF").le(3, 4).le(0, 8).le(1, 8);
-  want.str("tokenizer.ggml.model").le(8, 4).str("none");
-  want.zeros((32 - want.s.size() % 32) % 32);
-  EXPECT_EQ(read_file(dir.file("m.gguf"), "test"), want.s);
+// Without a tokenizer: placeholder tokens, user-defined (llama.cpp matches them in any text),
+// no merges; NullTokenizer's end of document as bos/eos when recorded.
+TEST(GgufTokenizer, NoTokenizerWritesPlaceholders) {
+  for (const nlohmann::json& identity :
+       {nlohmann::json(nullptr),
+        nlohmann::json{{"type", "NullTokenizer"}, {"vocab_size", 3}, {"eod", 2}}}) {
+    GgufWriter gguf;
+    add_gguf_tokenizer(gguf, identity, 3, {});
+    TempDir dir;
+    gguf.write(dir.file("m.gguf"));
+    Bytes want;
+    want.raw("GGUF").le(3, 4).le(0, 8).le(identity.is_null() ? 6 : 8, 8);
+    want.str("tokenizer.ggml.model").le(8, 4).str("gpt2");
+    want.str("tokenizer.ggml.pre").le(8, 4).str("default");
+    want.str("tokenizer.ggml.tokens")
+        .le(9, 4)
+        .le(8, 4)
+        .le(3, 8)
+        .str("<|0|>")
+        .str("<|1|>")
+        .str("<|2|>");
+    want.str("tokenizer.ggml.token_type").le(9, 4).le(5, 4).le(3, 8).le(4, 4).le(4, 4).le(4, 4);
+    want.str("tokenizer.ggml.merges").le(9, 4).le(8, 4).le(0, 8);
+    if (!identity.is_null()) {
+      want.str("tokenizer.ggml.bos_token_id").le(4, 4).le(2, 4);
+      want.str("tokenizer.ggml.eos_token_id").le(4, 4).le(2, 4);
+    }
+    want.str("tokenizer.ggml.add_bos_token").le(7, 4).le(0, 1);
+    want.zeros((32 - want.s.size() % 32) % 32);
+    EXPECT_EQ(read_file(dir.file("m.gguf"), "test"), want.s);
+  }
 }
 
 }  // namespace
