@@ -67,10 +67,6 @@ GgufTensorType stored_type(const std::string& gguf_name, const Tensor& t, GgufTe
 
 // GPT-2-style model -> llama.cpp gpt2 tensors (through HF GPT-2's layout and its refusals).
 std::map<std::string, Tensor> gpt2_tensors(const TensorMap& full, const GptConfig& c) {
-  hf_config_from_gpt(c);  // throws for what GPT-2 cannot describe
-  MT_REQUIRE(c.gelu == kernels::GeluForm::kTanh,
-             "llama.cpp's gpt2 architecture computes the tanh GeLU, this model the exact erf GeLU: "
-             "it does not export to GGUF (train with --openai-gelu for a model that does)");
   static const std::map<std::string, std::string> kLayer = {
       {"ln_1.weight", "attn_norm.weight"},          {"ln_1.bias", "attn_norm.bias"},
       {"attn.c_attn.weight", "attn_qkv.weight"},    {"attn.c_attn.bias", "attn_qkv.bias"},
@@ -150,6 +146,52 @@ Tensor llama3_rope_freqs(const GptConfig& c, int64_t rotary_dim) {
   return Tensor::from_vector(factors, {rotary_dim / 2});
 }
 
+// The llama.cpp architecture that computes the checkpoint's model, after refusing, each with a
+// sentence, what none of those written here computes.
+std::string gguf_architecture(const nlohmann::json& state, const GptConfig& c) {
+  const ArchitectureOptions& a = c.arch;
+  const nlohmann::json experts =
+      state.value("args", nlohmann::json::object()).value("num_experts", nlohmann::json());
+  MT_REQUIRE(!experts.is_number() || experts.get<int64_t>() == 0,
+             "a mixture-of-experts model does not export to GGUF yet: keep it in megatron-cpp's "
+             "format");
+  MT_REQUIRE(!a.mla.enabled,
+             "a multi-latent-attention model does not export to GGUF: llama.cpp's deepseek2 "
+             "architecture is not written here; keep it in megatron-cpp's format");
+  MT_REQUIRE(!a.mup.enabled,
+             "a --use-mup model does not export to GGUF: llama.cpp's gpt2 and llama "
+             "architectures have no muP attention scale or multipliers");
+  if (!is_llama_checkpoint(state)) {
+    hf_config_from_gpt(c);  // refuses, with its sentence, what GPT-2 cannot describe
+    MT_REQUIRE(c.gelu == kernels::GeluForm::kTanh,
+               "llama.cpp's gpt2 architecture computes the tanh GeLU, this model the exact erf "
+               "GeLU: it does not export to GGUF (train with --openai-gelu for a model that does)");
+    return "gpt2";
+  }
+  MT_REQUIRE(!a.qk_layernorm,
+             "a model with QK norms (--qk-layernorm, Qwen3) does not export to GGUF yet: "
+             "llama.cpp's qwen3 architecture is not written here");
+  MT_REQUIRE(a.rotary_percent == 1.0f && !a.rotary_interleaved, "a model with ",
+             a.rotary_interleaved ? "--rotary-interleaved" : "--rotary-percent ",
+             a.rotary_interleaved ? "" : std::to_string(a.rotary_percent),
+             " does not export to GGUF yet: only RoPE over whole heads, in halves as HF rotates "
+             "them, is mapped onto llama.cpp's llama and qwen2");
+  const std::string arch = a.add_qkv_bias ? "qwen2" : "llama";
+  // Refuses, with its sentence, what HF Llama / Qwen2 cannot describe (biases, norm gains, ...).
+  hf_llama_config_from_gpt(c, a.add_qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM");
+  MT_REQUIRE(!(a.rope_scaling.enabled() && a.rotary_seq_len_interpolation_factor != 1.0f),
+             "--use-rope-scaling and --rotary-seq-len-interpolation-factor together do not "
+             "export to GGUF (llama.cpp applies one scaling)");
+  MT_REQUIRE(arch == "llama" || !a.rope_scaling.enabled(),
+             "llama.cpp's qwen2 architecture has no Llama 3.1 RoPE scaling: a model with q/k/v "
+             "biases and --use-rope-scaling does not export to GGUF");
+  const TransformerConfig t = c.transformer_config();
+  MT_REQUIRE(arch == "llama" || t.head_dim() * c.num_attention_heads == c.hidden_size,
+             "llama.cpp's qwen2 architecture needs heads x head size = hidden size (",
+             c.num_attention_heads, " x ", t.head_dim(), " != ", c.hidden_size, ")");
+  return arch;
+}
+
 }  // namespace
 
 GgufTensorType gguf_tensor_type_from_name(const std::string& name) {
@@ -163,52 +205,16 @@ std::string export_gguf(const std::string& load_dir, int64_t iteration,
                         const std::string& gguf_path, const GgufExportOptions& options) {
   CheckpointShardReader reader(checkpoint_iteration_dir(load_dir, iteration));
   const nlohmann::json state = reader.state(0, 0);
-  const nlohmann::json args = state.value("args", nlohmann::json::object());
-  const nlohmann::json experts = args.value("num_experts", nlohmann::json());
-  MT_REQUIRE(!experts.is_number() || experts.get<int64_t>() == 0,
-             "a mixture-of-experts model does not export to GGUF yet: keep it in megatron-cpp's "
-             "format");
   const GptConfig c =
       gpt_config_from_checkpoint_state(state, reader.iteration_dir(), options.vocab_size);
   const ArchitectureOptions& a = c.arch;
-  MT_REQUIRE(!a.mla.enabled,
-             "a multi-latent-attention model does not export to GGUF: llama.cpp's deepseek2 "
-             "architecture is not written here; keep it in megatron-cpp's format");
-  MT_REQUIRE(!a.mup.enabled,
-             "a --use-mup model does not export to GGUF: llama.cpp's gpt2 and llama "
-             "architectures have no muP attention scale or multipliers");
+  const std::string arch = gguf_architecture(state, c);
   const TensorMap full =
       read_full_model_tensors(reader, registered_parameter_store<GptModel>(c, 0, 1));
-
   const TransformerConfig t = c.transformer_config();
-  std::string arch;
-  std::map<std::string, Tensor> tensors;
-  if (is_llama_checkpoint(state)) {
-    MT_REQUIRE(!a.qk_layernorm,
-               "a model with QK norms (--qk-layernorm, Qwen3) does not export to GGUF yet: "
-               "llama.cpp's qwen3 architecture is not written here");
-    MT_REQUIRE(a.rotary_percent == 1.0f && !a.rotary_interleaved,
-               "llama.cpp's llama and qwen2 architectures rotate whole heads in halves: a model "
-               "with --rotary-percent ",
-               a.rotary_percent, a.rotary_interleaved ? " and --rotary-interleaved" : "",
-               " does not export to GGUF");
-    arch = a.add_qkv_bias ? "qwen2" : "llama";
-    hf_llama_config_from_gpt(c, a.add_qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM");
-    MT_REQUIRE(!(a.rope_scaling.enabled() && a.rotary_seq_len_interpolation_factor != 1.0f),
-               "--use-rope-scaling and --rotary-seq-len-interpolation-factor together do not "
-               "export to GGUF (llama.cpp applies one scaling)");
-    MT_REQUIRE(arch == "llama" || !a.rope_scaling.enabled(),
-               "llama.cpp's qwen2 architecture has no Llama 3.1 RoPE scaling: a model with "
-               "q/k/v biases and --use-rope-scaling does not export to GGUF");
-    MT_REQUIRE(arch == "llama" || t.head_dim() * c.num_attention_heads == c.hidden_size,
-               "llama.cpp's qwen2 architecture needs heads x head size = hidden size (",
-               c.num_attention_heads, " x ", t.head_dim(), " != ", c.hidden_size, ")");
-    tensors = llama_tensors(full, c, arch == "llama");
-    if (a.rope_scaling.enabled()) tensors["rope_freqs.weight"] = llama3_rope_freqs(c, t.head_dim());
-  } else {
-    arch = "gpt2";
-    tensors = gpt2_tensors(full, c);
-  }
+  std::map<std::string, Tensor> tensors =
+      arch == "gpt2" ? gpt2_tensors(full, c) : llama_tensors(full, c, arch == "llama");
+  if (a.rope_scaling.enabled()) tensors["rope_freqs.weight"] = llama3_rope_freqs(c, t.head_dim());
 
   GgufWriter gguf;
   gguf.add_string("general.architecture", arch);
