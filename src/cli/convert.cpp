@@ -121,6 +121,7 @@ void convert_to_gguf(const std::string& from, const std::string& load, const std
     MT_REQUIRE(!std::filesystem::exists(tmp), "'", tmp,
                "' exists (left by an interrupted conversion?): remove it and run again");
     remove_tmp.path = source = tmp;
+    if (from == "hf") options.tokenizer_identity = hf_gpt2_tokenizer_identity(load);
     if (from == "megatron-lm")
       import_megatron_lm_gpt(load, load_iteration, tmp, 1, options.vocab_size);
     else if (is_hf_llama_directory(load))
@@ -242,8 +243,9 @@ int run_convert(int argc, char** argv) {
     MT_REQUIRE(target_tp == 1 && target_pp == 1,
                "--to gguf writes one file for one process: leave out --target-tensor-parallel-size "
                "and --target-pipeline-parallel-size");
-    convert_to_gguf(from, load, save, load_iteration, divisible_by,
-                    {gguf_tensor_type_from_name(gguf_dtype), vocab_size, "", tokenizer_files});
+    convert_to_gguf(
+        from, load, save, load_iteration, divisible_by,
+        {gguf_tensor_type_from_name(gguf_dtype), vocab_size, "", tokenizer_files, nullptr});
   } else if (megatron_lm) {
     MT_REQUIRE(model_type == "gpt", "--model-type ", model_type,
                ": Megatron-LM's torch format is converted for GPT-family models only (BERT is not "

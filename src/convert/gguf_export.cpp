@@ -1,6 +1,7 @@
 #include "convert/gguf_export.h"
 
 #include <cmath>
+#include <filesystem>
 #include <map>
 
 #include "checkpoint/checkpoint.h"
@@ -8,6 +9,7 @@
 #include "convert/convert_common.h"
 #include "convert/gguf_tokenizer.h"
 #include "convert/gpt_checkpoint.h"
+#include "convert/hf_directory.h"
 #include "convert/hf_gpt2.h"
 #include "convert/hf_llama.h"
 #include "convert/llama_checkpoint.h"
@@ -201,6 +203,19 @@ GgufTensorType gguf_tensor_type_from_name(const std::string& name) {
   MT_THROW("--gguf-dtype ", name, " is not a GGUF tensor type written here: use f32, f16 or bf16");
 }
 
+nlohmann::json hf_gpt2_tokenizer_identity(const std::string& hf_dir) {
+  const std::string vocab = hf_dir + "/vocab.json", merges = hf_dir + "/merges.txt";
+  if (!std::filesystem::exists(vocab) || !std::filesystem::exists(merges)) return nullptr;
+  const nlohmann::json config = read_hf_directory(hf_dir).config;
+  MT_REQUIRE(config.contains("eos_token_id") && config["eos_token_id"].is_number_integer(),
+             "HF directory '", hf_dir,
+             "': config.json has no integer eos_token_id, the end-of-document token its "
+             "vocab.json and merges.txt need in the GGUF file");
+  return {{"type", "GPT2BPETokenizer"},
+          {"eod", config["eos_token_id"]},
+          {"files", {{"vocab_file", {{"path", vocab}}}, {"merge_file", {{"path", merges}}}}}};
+}
+
 std::string export_gguf(const std::string& load_dir, int64_t iteration,
                         const std::string& gguf_path, const GgufExportOptions& options) {
   CheckpointShardReader reader(checkpoint_iteration_dir(load_dir, iteration));
@@ -243,7 +258,10 @@ std::string export_gguf(const std::string& load_dir, int64_t iteration,
       gguf.add_float32(p + "rope.scaling.factor", a.rotary_seq_len_interpolation_factor);
     }
   }
-  add_gguf_tokenizer(gguf, checkpoint_tokenizer(state), c.vocab_size, options.tokenizer);
+  add_gguf_tokenizer(gguf,
+                     options.tokenizer_identity.is_null() ? checkpoint_tokenizer(state)
+                                                          : options.tokenizer_identity,
+                     c.vocab_size, options.tokenizer);
   for (const auto& [tensor_name, value] : tensors)
     gguf.add_tensor(tensor_name, value, stored_type(tensor_name, value, options.type));
   gguf.write(gguf_path);

@@ -14,8 +14,9 @@
 #    on State of the Union text with GPT-2's BPE, so the files carry the tokenizer: llama.cpp
 #    tokenizes the prompts and the text into the same ids as megatron-cpp, and the same
 #    comparisons hold (f32 and bf16). The export of the TP-2 checkpoint and of its resharding to
-#    TP 1 are the same bytes. An HF directory and a Megatron-LM torch checkpoint export directly
-#    (the same bytes as through a megatron-cpp checkpoint).
+#    TP 1 are the same bytes. An HF directory (its vocab.json and merges.txt giving the
+#    tokenizer) and a Megatron-LM torch checkpoint export directly (the same bytes as through a
+#    megatron-cpp checkpoint).
 # 3. What cannot be exported is refused with a sentence.
 #
 # Skips (exit 77) when node-llama-cpp cannot be installed (no npm, no network).
@@ -148,6 +149,10 @@ for name in gpt2_bpe llama_bpe; do
   convert --to gguf --load "$WORK/$name/tp1/model" --save "$WORK/$name.tp1.f32.gguf"
   cmp "$WORK/$name.f32.gguf" "$WORK/$name.tp1.f32.gguf" || fail "$name: TP 1 export differs"
 done
+echo "== gpt2_bpe exported to HF (vocab.json, merges.txt) and from there to GGUF: the same bytes"
+convert --to hf --load "$WORK/gpt2_bpe/model" --save "$WORK/gpt2_bpe/hf/model"
+convert --from hf --to gguf --load "$WORK/gpt2_bpe/hf/model" --save "$WORK/gpt2_bpe.hf.gguf"
+cmp "$WORK/gpt2_bpe.f32.gguf" "$WORK/gpt2_bpe.hf.gguf" || fail "HF GPT-2 with its tokenizer"
 
 echo "== an HF directory exports directly: the bytes of the export through a checkpoint"
 # general.name is the --load directory's name: "hf" both times.
