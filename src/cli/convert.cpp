@@ -35,6 +35,7 @@
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/shards.h"
@@ -51,6 +52,40 @@ namespace megatron::cli {
 
 namespace {
 
+// The megatron-cpp checkpoint SAVE.megatron-cpp.tmp that a conversion from HF or Megatron-LM
+// passes through: `load` (`from` "hf" or "megatron-lm") imported at TP 1, removed again when
+// this goes out of scope.
+class IntermediateCheckpoint {
+ public:
+  IntermediateCheckpoint(const std::string& from, const std::string& load, int64_t load_iteration,
+                         const std::string& save, int64_t vocab_size, int divisible_by)
+      : path_(save + ".megatron-cpp.tmp") {
+    MT_REQUIRE(!std::filesystem::exists(path_), "'", path_,
+               "' exists (left by an interrupted conversion?): remove it and run again");
+    try {
+      if (from == "megatron-lm")
+        import_megatron_lm_gpt(load, load_iteration, path_, 1, vocab_size);
+      else if (is_hf_llama_directory(load))
+        import_hf_llama(load, path_, 1, divisible_by);
+      else
+        import_hf_gpt2(load, path_, 1, divisible_by);
+    } catch (...) {
+      std::filesystem::remove_all(path_);
+      throw;
+    }
+  }
+  ~IntermediateCheckpoint() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  IntermediateCheckpoint(const IntermediateCheckpoint&) = delete;
+  IntermediateCheckpoint& operator=(const IntermediateCheckpoint&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 // Conversions to or from Megatron-LM's torch format (GPT family). Between it and HF the model
 // passes through a megatron-cpp checkpoint at TP 1 in SAVE.megatron-cpp.tmp (removed after).
 void convert_megatron_lm(const std::string& from, const std::string& to, const std::string& load,
@@ -66,26 +101,11 @@ void convert_megatron_lm(const std::string& from, const std::string& to, const s
   }
   std::string source = load;  // a megatron-cpp checkpoint
   int64_t source_iteration = load_iteration;
-  const std::string tmp = save + ".megatron-cpp.tmp";
-  // Removes the intermediate checkpoint, once this conversion has made it.
-  struct RemoveTmp {
-    std::string path;
-    ~RemoveTmp() {
-      if (!path.empty()) std::filesystem::remove_all(path);
-    }
-  } remove_tmp;
+  std::optional<IntermediateCheckpoint> intermediate;
   if (from != "megatron") {
-    MT_REQUIRE(!std::filesystem::exists(tmp), "'", tmp,
-               "' exists (left by an interrupted conversion?): remove it and run again");
-    remove_tmp.path = tmp;
-    source = tmp;
+    intermediate.emplace(from, load, load_iteration, save, vocab_size, divisible_by);
+    source = intermediate->path();
     source_iteration = -1;
-    if (from == "megatron-lm")
-      import_megatron_lm_gpt(load, load_iteration, tmp, 1, vocab_size);
-    else if (is_hf_llama_directory(load))
-      import_hf_llama(load, tmp, 1, divisible_by);
-    else
-      import_hf_gpt2(load, tmp, 1, divisible_by);
   }
   if (to_megatron_lm) {
     export_megatron_lm_gpt(
@@ -110,24 +130,11 @@ void convert_megatron_lm(const std::string& from, const std::string& to, const s
 void convert_to_gguf(const std::string& from, const std::string& load, const std::string& save,
                      int64_t load_iteration, int divisible_by, GgufExportOptions options) {
   std::string source = load;
-  const std::string tmp = save + ".megatron-cpp.tmp";
-  struct RemoveTmp {
-    std::string path;
-    ~RemoveTmp() {
-      if (!path.empty()) std::filesystem::remove_all(path);
-    }
-  } remove_tmp;
+  std::optional<IntermediateCheckpoint> intermediate;
   if (from != "megatron") {
-    MT_REQUIRE(!std::filesystem::exists(tmp), "'", tmp,
-               "' exists (left by an interrupted conversion?): remove it and run again");
-    remove_tmp.path = source = tmp;
     if (from == "hf") options.tokenizer_identity = hf_gpt2_tokenizer_identity(load);
-    if (from == "megatron-lm")
-      import_megatron_lm_gpt(load, load_iteration, tmp, 1, options.vocab_size);
-    else if (is_hf_llama_directory(load))
-      import_hf_llama(load, tmp, 1, divisible_by);
-    else
-      import_hf_gpt2(load, tmp, 1, divisible_by);
+    intermediate.emplace(from, load, load_iteration, save, options.vocab_size, divisible_by);
+    source = intermediate->path();
     load_iteration = -1;
   }
   // general.name: the directory the model came from.

@@ -192,5 +192,9 @@ timeout 300 "$MEGATRON_BINARY" pretrain-gpt --num-layers 1 --hidden-size 32 \
   --save-interval 1 --eval-iters 0 > "$WORK/erf.log" 2>&1 || { cat "$WORK/erf.log"; fail "erf run"; }
 expect_error "llama.cpp's gpt2 architecture computes the tanh GeLU, this model the exact erf GeLU" \
   --model-type gpt --to gguf --load "$WORK/erf" --save "$WORK/x.gguf"
+convert --from hf --load "$MEGATRON_SOURCE_DIR/tests/data/qwen3_tiny/hf" --save "$WORK/qwen3" \
+  --make-vocab-size-divisible-by 32
+expect_error "a model with QK norms (--qk-layernorm, Qwen3) does not export to GGUF yet" \
+  --model-type gpt --to gguf --load "$WORK/qwen3" --save "$WORK/x.gguf"
 [[ ! -e $WORK/x.gguf ]] || fail "a refused export left a file"
 echo "gguf llama.cpp: OK"
