@@ -9,7 +9,8 @@
 #    generate --logprobs` to 1e-4 (GPT-2: each side against a float64 reference to 1e-5, since
 #    llama.cpp rounds its GeLU through an f16 table) and the perplexity `megatron eval`'s to
 #    1e-4 relative. Each fixture finetuned at TP 2 to count: greedy continuations identical in
-#    f32, f16 and bf16.
+#    f32, f16 and bf16. A Llama-style counting model with linear RoPE scaling and a head size
+#    other than hidden / heads: the same checks.
 # 2. A GPT-2 and a Llama-style model (untied, Llama 3.1 RoPE scaling: rope_freqs) trained at TP 2
 #    on State of the Union text with GPT-2's BPE, so the files carry the tokenizer: llama.cpp
 #    tokenizes the prompts and the text into the same ids as megatron-cpp, and the same
@@ -116,6 +117,22 @@ for fixture in gpt2_tiny llama_tiny qwen2_tiny; do
   check_model "$fixture.count" "$WORK/$fixture.count" "f32 f16 bf16" "$WORK/count_prompts.txt" \
     -- --tokenizer-type NullTokenizer --vocab-size 96
 done
+
+echo "== a Llama-style model with linear RoPE scaling and heads of 32 channels in hidden 64"
+# rope.scaling.{type,factor} and attention.key_length/value_length: trained at TP 2 to count.
+timeout 600 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 \
+  "$MEGATRON_BINARY" pretrain-gpt --num-layers 2 --hidden-size 64 --num-attention-heads 4 \
+  --kv-channels 32 --position-embedding-type rope --rotary-seq-len-interpolation-factor 2 \
+  --normalization RMSNorm --swiglu --ffn-hidden-size 96 --group-query-attention \
+  --num-query-groups 2 --disable-bias-linear --untie-embeddings-and-output-weights \
+  --seq-length 32 --max-position-embeddings 64 --data-path "$WORK/count_text_document" \
+  --tokenizer-type NullTokenizer --vocab-size 96 --split 100,0,0 --micro-batch-size 4 \
+  --global-batch-size 8 --train-iters 100 --lr 3e-3 --lr-warmup-iters 5 --lr-decay-style cosine \
+  --min-lr 3e-4 --log-interval 50 --eval-iters 0 --eval-interval 1000 \
+  --tensor-model-parallel-size 2 --save "$WORK/llama_linear" --save-interval 100 \
+  > "$WORK/llama_linear.log" 2>&1 || { cat "$WORK/llama_linear.log"; fail "train llama_linear"; }
+check_model llama_linear "$WORK/llama_linear" "f32 bf16" "$WORK/count_prompts.txt" \
+  "$WORK/ids.wiki.test.tokens" -- --tokenizer-type NullTokenizer --vocab-size 96
 
 echo "== 2. GPT-2 and Llama-style models trained with GPT-2's BPE at TP 2 (the tokenizer)"
 TOKENIZER=(--tokenizer-type GPT2BPETokenizer --vocab-file "$DATA_DIR/gpt2-vocab.json"
