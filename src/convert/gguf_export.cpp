@@ -67,7 +67,8 @@ GgufTensorType stored_type(const std::string& gguf_name, const Tensor& t, GgufTe
   return t.dim() == 1 || gguf_name.rfind("position_embd.", 0) == 0 ? GgufTensorType::kF32 : type;
 }
 
-// GPT-2-style model -> llama.cpp gpt2 tensors (through HF GPT-2's layout and its refusals).
+// GPT-2-style model -> llama.cpp gpt2 tensors, through HF GPT-2's layout (gguf_architecture
+// has refused what it cannot describe).
 std::map<std::string, Tensor> gpt2_tensors(const TensorMap& full, const GptConfig& c) {
   static const std::map<std::string, std::string> kLayer = {
       {"ln_1.weight", "attn_norm.weight"},          {"ln_1.bias", "attn_norm.bias"},
