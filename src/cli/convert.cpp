@@ -14,6 +14,8 @@
 //   megatron convert --model-type gpt --to megatron-lm|megatron-lm-core --load CKPT|HF_DIR
 //                    --save MLM_CKPT [--from megatron|hf] [--target-tensor-parallel-size T]
 //                    [--target-pipeline-parallel-size P]
+//   megatron convert --model-type gpt --to gguf --load CKPT|HF_DIR|MLM_CKPT --save MODEL.gguf
+//                    [--from megatron|hf|megatron-lm] [--gguf-dtype f32|f16|bf16]
 //
 // megatron-lm is Megatron-LM's legacy `torch` checkpoint format (mp_rank_*/model_optim_rng.pt),
 // read in either parameter naming (legacy or Megatron-Core, detected) and written in the legacy
@@ -25,18 +27,22 @@
 // of a --use-distributed-optimizer run at the target TP × PP save it (one shard file each);
 // without it, as whole buffers (which load at any DP size, sharded or not, all the same).
 //
+// gguf is llama.cpp's one-file format (convert/gguf_export.h), written, never read.
+//
 // Megatron's spellings work too: --model-type GPT | BERT, --loader / --saver (megatron, mcore
 // or hf) for --from / --to, --load-dir / --save-dir, --true-vocab-size for --vocab-size;
 // --megatron-path and --max-queue-size are accepted and have no effect here.
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/shards.h"
 #include "cli/args/arg_table.h"
 #include "cli/subcommands.h"
 #include "convert/bert_checkpoint.h"
+#include "convert/gguf_export.h"
 #include "convert/gpt_checkpoint.h"
 #include "convert/llama_checkpoint.h"
 #include "convert/megatron_lm_checkpoint.h"
@@ -45,6 +51,40 @@
 namespace megatron::cli {
 
 namespace {
+
+// The megatron-cpp checkpoint SAVE.megatron-cpp.tmp that a conversion from HF or Megatron-LM
+// passes through: `load` (`from` "hf" or "megatron-lm") imported at TP 1, removed again when
+// this goes out of scope.
+class IntermediateCheckpoint {
+ public:
+  IntermediateCheckpoint(const std::string& from, const std::string& load, int64_t load_iteration,
+                         const std::string& save, int64_t vocab_size, int divisible_by)
+      : path_(save + ".megatron-cpp.tmp") {
+    MT_REQUIRE(!std::filesystem::exists(path_), "'", path_,
+               "' exists (left by an interrupted conversion?): remove it and run again");
+    try {
+      if (from == "megatron-lm")
+        import_megatron_lm_gpt(load, load_iteration, path_, 1, vocab_size);
+      else if (is_hf_llama_directory(load))
+        import_hf_llama(load, path_, 1, divisible_by);
+      else
+        import_hf_gpt2(load, path_, 1, divisible_by);
+    } catch (...) {
+      std::filesystem::remove_all(path_);
+      throw;
+    }
+  }
+  ~IntermediateCheckpoint() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  IntermediateCheckpoint(const IntermediateCheckpoint&) = delete;
+  IntermediateCheckpoint& operator=(const IntermediateCheckpoint&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 // Conversions to or from Megatron-LM's torch format (GPT family). Between it and HF the model
 // passes through a megatron-cpp checkpoint at TP 1 in SAVE.megatron-cpp.tmp (removed after).
@@ -61,26 +101,11 @@ void convert_megatron_lm(const std::string& from, const std::string& to, const s
   }
   std::string source = load;  // a megatron-cpp checkpoint
   int64_t source_iteration = load_iteration;
-  const std::string tmp = save + ".megatron-cpp.tmp";
-  // Removes the intermediate checkpoint, once this conversion has made it.
-  struct RemoveTmp {
-    std::string path;
-    ~RemoveTmp() {
-      if (!path.empty()) std::filesystem::remove_all(path);
-    }
-  } remove_tmp;
+  std::optional<IntermediateCheckpoint> intermediate;
   if (from != "megatron") {
-    MT_REQUIRE(!std::filesystem::exists(tmp), "'", tmp,
-               "' exists (left by an interrupted conversion?): remove it and run again");
-    remove_tmp.path = tmp;
-    source = tmp;
+    intermediate.emplace(from, load, load_iteration, save, vocab_size, divisible_by);
+    source = intermediate->path();
     source_iteration = -1;
-    if (from == "megatron-lm")
-      import_megatron_lm_gpt(load, load_iteration, tmp, 1, vocab_size);
-    else if (is_hf_llama_directory(load))
-      import_hf_llama(load, tmp, 1, divisible_by);
-    else
-      import_hf_gpt2(load, tmp, 1, divisible_by);
   }
   if (to_megatron_lm) {
     export_megatron_lm_gpt(
@@ -98,6 +123,29 @@ void convert_megatron_lm(const std::string& from, const std::string& to, const s
       export_hf_gpt2(source, source_iteration, save, vocab_size, tokenizer_files);
     log_info("exported Megatron-LM checkpoint ", load, " as HF model ", save);
   }
+}
+
+// `--to gguf`: the checkpoint (or, --from hf / megatron-lm, the import of `load` into
+// SAVE.megatron-cpp.tmp, removed after) as the GGUF file `save`.
+void convert_to_gguf(const std::string& from, const std::string& load, const std::string& save,
+                     int64_t load_iteration, int divisible_by, GgufExportOptions options) {
+  std::string source = load;
+  std::optional<IntermediateCheckpoint> intermediate;
+  if (from != "megatron") {
+    if (from == "hf") options.tokenizer_identity = hf_gpt2_tokenizer_identity(load);
+    intermediate.emplace(from, load, load_iteration, save, options.vocab_size, divisible_by);
+    source = intermediate->path();
+    load_iteration = -1;
+  }
+  // general.name: the directory the model came from.
+  options.name = std::filesystem::absolute(load).lexically_normal().filename().string();
+  if (options.name.empty())
+    options.name =
+        std::filesystem::absolute(load).lexically_normal().parent_path().filename().string();
+  const std::filesystem::path parent = std::filesystem::absolute(save).parent_path();
+  std::filesystem::create_directories(parent);
+  const std::string arch = export_gguf(source, load_iteration, save, options);
+  log_info("exported ", load, " as GGUF file ", save, " (llama.cpp architecture ", arch, ")");
 }
 
 }  // namespace
@@ -118,7 +166,8 @@ int run_convert(int argc, char** argv) {
                                          {"megatron", "megatron"},
                                          {"mcore", "megatron"},
                                          {"megatron-lm", "megatron-lm"},
-                                         {"megatron-lm-core", "megatron-lm-core"}},
+                                         {"megatron-lm-core", "megatron-lm-core"},
+                                         {"gguf", "gguf"}},
       CLI::ignore_case);
   app.add_option("--model-type", model_type, "model family: gpt or bert (GPT, BERT)")
       ->required()
@@ -130,7 +179,8 @@ int run_convert(int argc, char** argv) {
       ->transform(format_name);
   app.add_option("--to,--saver", to,
                  "format of --save: megatron (or mcore), hf, or megatron-lm / megatron-lm-core "
-                 "(Megatron-LM's torch format, legacy or Megatron-Core parameter names)")
+                 "(Megatron-LM's torch format, legacy or Megatron-Core parameter names) or gguf "
+                 "(one file for llama.cpp)")
       ->transform(format_name);
   app.add_option("--load,--load-dir", load, "directory to read (HF model directory or checkpoint)")
       ->required();
@@ -163,6 +213,10 @@ int run_convert(int argc, char** argv) {
   int64_t max_shard_size = 5000000000;
   app.add_option("--max-shard-size", max_shard_size,
                  "HF export of Llama-family models: bytes per safetensors shard (HF's 5GB)");
+  std::string gguf_dtype = "f32";
+  app.add_option("--gguf-dtype,--outtype", gguf_dtype,
+                 "GGUF export: the matrices' type, f32 (lossless, the default), f16 or bf16 "
+                 "(norms, biases and position embeddings stay f32)");
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
   // --from megatron-lm reads either naming; "megatron-lm-core" only chooses what is written.
   if (from == "megatron-lm-core") from = "megatron-lm";
@@ -186,9 +240,20 @@ int run_convert(int argc, char** argv) {
              "--use-distributed-optimizer is supported when resharding checkpoints (megatron to "
              "megatron): HF imports have no optimizer state, and HF exports none");
   MT_REQUIRE(from != "hf" || to != "hf", "--from hf --to hf is not a conversion");
+  MT_REQUIRE(from != "gguf", "--from gguf: GGUF files are written (--to gguf), not read");
   MT_REQUIRE(std::filesystem::weakly_canonical(load) != std::filesystem::weakly_canonical(save),
              "--load and --save are both '", load, "': write the conversion elsewhere");
-  if (megatron_lm) {
+  if (to == "gguf") {
+    MT_REQUIRE(model_type == "gpt", "--model-type ", model_type,
+               ": llama.cpp has no BERT architecture this export writes; only GPT-family models "
+               "(GPT-2 and Llama-style) convert to GGUF");
+    MT_REQUIRE(target_tp == 1 && target_pp == 1,
+               "--to gguf writes one file for one process: leave out --target-tensor-parallel-size "
+               "and --target-pipeline-parallel-size");
+    convert_to_gguf(
+        from, load, save, load_iteration, divisible_by,
+        {gguf_tensor_type_from_name(gguf_dtype), vocab_size, "", tokenizer_files, nullptr});
+  } else if (megatron_lm) {
     MT_REQUIRE(model_type == "gpt", "--model-type ", model_type,
                ": Megatron-LM's torch format is converted for GPT-family models only (BERT is not "
                "supported yet)");
