@@ -97,7 +97,8 @@ Tensor Transformer::backward(Ctx& ctx, Tensor dy, Arena& arena, Arena& scratch) 
     if (recompute)
       layers_[i]->forward(recomputed, ctx.layer_inputs[i], ctx.pad_mask, ctx.scope, scratch,
                           scratch);
-    const TransformerLayer::Ctx& layer_ctx = recompute ? recomputed : ctx.layers[i];
+    TransformerLayer::Ctx& layer_ctx = recompute ? recomputed : ctx.layers[i];
+    layer_ctx.attention.indexer_grad_scale = ctx.aux_loss_grad_scale;
     dy = copy_into(arena, layers_[i]->backward(layer_ctx, dy, scratch));
     store_->grads_accumulated(layer_params_[i].first, layer_params_[i].second);
   }
