@@ -67,9 +67,12 @@ ArchitectureOptions architecture_from_args_json(const nlohmann::json& args) {
     o.dsa.topk = args.value("dsa_indexer_topk", int64_t(0));
     o.dsa.loss_coeff = number_or(args, "dsa_indexer_loss_coeff", 0.0f);
     o.dsa.sparse_loss = args.value("dsa_indexer_use_sparse_loss", false);
-    o.dsa.scoring_relu = args.value("dsa_indexer_scoring_relu", true);
+    // Megatron's attribute names, or the flags' as our argument table stores them.
+    o.dsa.scoring_relu =
+        args.value("dsa_indexer_scoring_relu", !args.value("no_dsa_indexer_scoring_relu", false));
     o.dsa.rope_interleaved = args.value("dsa_indexer_rope_interleaved", false);
-    o.dsa.rotate_activation = args.value("dsa_indexer_rotate_activation", true);
+    o.dsa.rotate_activation = args.value("dsa_indexer_rotate_activation",
+                                         !args.value("no_dsa_indexer_rotate_activation", false));
     o.dsa.k_norm_epsilon = number_or(args, "dsa_indexer_k_norm_epsilon", 0.0f);
   }
   MupOptions& m = o.mup;

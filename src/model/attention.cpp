@@ -175,7 +175,7 @@ Tensor ParallelAttention::dropped_probs(const CoreProbs& core, Arena& arena) con
   return dropped;
 }
 
-ParallelAttention::CoreProbs ParallelAttention::core_probs(const Tensor& qkv,
+ParallelAttention::CoreProbs ParallelAttention::core_probs(const Tensor& qkv, DType dtype,
                                                            const Tensor& pad_mask,
                                                            const DropoutScope& scope, Arena& arena,
                                                            Arena& workspace) const {
@@ -183,14 +183,14 @@ ParallelAttention::CoreProbs ParallelAttention::core_probs(const Tensor& qkv,
                 gl = groups_local_, q = queries_, bg = b * gl;
   const int64_t group = (q + 2) * d, qkv_row = bg * group;     // strides of a group, a position
   Tensor k = head_view(qkv, q * d, bg, s, d, group, qkv_row);  // [b·gl, s, d]
-  Tensor scores = workspace.alloc({b, hl, s, s}, qkv.dtype());
+  Tensor scores = workspace.alloc({b, hl, s, s}, dtype);
   for (int64_t i = 0; i < q; ++i) {
     Tensor scores_i = query_scores(scores, i, bg, q, s, s);
     kernels::batched_gemm(head_view(qkv, i * d, bg, s, d, group, qkv_row), false, k, true,
                           scores_i);
   }
   CoreProbs core;
-  core.probs = arena.alloc({b, hl, s, s}, qkv.dtype());
+  core.probs = arena.alloc({b, hl, s, s}, dtype);
   kernels::scaled_masked_softmax_forward(scores, scale_, mask_type_ == AttnMaskType::kCausal,
                                          pad_mask, core.probs);
   if (scope.enabled && dropout_p_ > 0.0f) {
@@ -237,7 +237,7 @@ Tensor ParallelAttention::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_m
   Tensor v = head_view(ctx.qkv, (q + 1) * d, bg, s, d, group, qkv_row);  // [b·gl, s, d]
 
   // With selective recompute the probabilities and the mask die with the forward.
-  const CoreProbs core = core_probs(ctx.qkv, key_mask(ctx), scope,
+  const CoreProbs core = core_probs(ctx.qkv, ctx.qkv.dtype(), key_mask(ctx), scope,
                                     selective_recompute_ ? workspace : arena, workspace);
   ctx.probs = selective_recompute_ ? Tensor() : core.probs;
   ctx.dropout_mask = selective_recompute_ ? Tensor() : core.dropout_mask;
@@ -272,7 +272,8 @@ void ParallelAttention::indexer_loss(Ctx& ctx, const Tensor& scores, Arena& aren
   const int64_t s = ctx.qkv.size(0), b = ctx.qkv.size(1), hl = heads_local_;
   // The target: this rank's heads' probabilities (no dropout) summed, then every rank's.
   const Tensor& loss_mask = dsa_.sparse_loss ? ctx.topk_mask : Tensor();
-  const Tensor probs = core_probs(ctx.qkv, loss_mask, DropoutScope{}, workspace, workspace).probs;
+  const Tensor probs =
+      core_probs(ctx.qkv, DType::F32, loss_mask, DropoutScope{}, workspace, workspace).probs;
   Tensor ones = workspace.alloc({hl}, probs.dtype());
   kernels::fill(ones, 1.0f);
   Tensor target = workspace.alloc({b, s, s}, DType::F32);
@@ -366,9 +367,9 @@ Tensor ParallelAttention::backward(const Ctx& ctx, const Tensor& dout, Arena& ar
                                       dqkv);
     return qkv_backward(ctx, dqkv, arena);
   }
-  const CoreProbs core = selective_recompute_
-                             ? core_probs(ctx.qkv, key_mask(ctx), ctx.scope, arena, arena)
-                             : CoreProbs{ctx.probs, ctx.dropout_mask};
+  const CoreProbs core = selective_recompute_ ? core_probs(ctx.qkv, ctx.qkv.dtype(), key_mask(ctx),
+                                                           ctx.scope, arena, arena)
+                                              : CoreProbs{ctx.probs, ctx.dropout_mask};
   // dqkv is fully written by the GEMMs below (dQ_i, dK, dV views tile it).
   Tensor dqkv = arena.alloc(ctx.qkv.shape(), dout.dtype());
   Tensor dk = head_view(dqkv, q * d, bg, s, d, group, qkv_row);

@@ -140,9 +140,10 @@ class ParallelAttention {
     Tensor dropout_mask;  // u8 [b·heads/t·s, s] or undefined
   };
   // softmax(Q Kᵀ / √d + mask) of qkv [s, b, gl, q + 2, d] and its dropout mask (drawn when
-  // scope.enabled), both in `arena`; the raw scores go to `workspace`.
-  CoreProbs core_probs(const Tensor& qkv, const Tensor& pad_mask, const DropoutScope& scope,
-                       Arena& arena, Arena& workspace) const;
+  // scope.enabled), both in `arena`; the raw scores go to `workspace`. Scores and probabilities
+  // in `dtype`: qkv's, or f32 (DSA's indexer loss, from bf16 Q and K as Megatron's fp32 target).
+  CoreProbs core_probs(const Tensor& qkv, DType dtype, const Tensor& pad_mask,
+                       const DropoutScope& scope, Arena& arena, Arena& workspace) const;
   // probs ⊙ mask / (1 − p), in `arena` (probs itself without dropout).
   Tensor dropped_probs(const CoreProbs& core, Arena& arena) const;
   // dqkv [s, b, gl, q + 2, d] (w.r.t. the attention core's Q, K, V) back through RoPE, the QK

@@ -338,6 +338,10 @@ float GptModel::stage_loss(const StageCtx& sc) const {
   return sc.state("stage_loss").loss;
 }
 
+double GptModel::stage_indexer_loss(const StageCtx& sc) const {
+  return sc.state("stage_indexer_loss").transformer.aux_loss;
+}
+
 LossSum GptModel::stage_loss_sum(const StageCtx& sc) const {
   MT_CHECK(stage_.last && sc.started(),
            "stage_loss_sum: only the last stage computes the loss, after forward_stage");

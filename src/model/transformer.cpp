@@ -50,6 +50,7 @@ Tensor Transformer::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
   ctx.scope = scope;
   ctx.layers.assign(layers_.size(), {});
   ctx.layer_inputs.assign(layers_.size(), {});
+  ctx.aux_loss = 0;
   Tensor h = x;
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (config_.recomputes_layer(int(i))) {
@@ -57,9 +58,11 @@ Tensor Transformer::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
       scratch.reset();
       TransformerLayer::Ctx discarded;
       h = copy_into(arena, layers_[i]->forward(discarded, h, pad_mask, scope, scratch, scratch));
+      ctx.aux_loss += discarded.attention.indexer_loss;
     } else {
       scratch.reset();  // the previous layer's forward temporaries are dead
       h = layers_[i]->forward(ctx.layers[i], h, pad_mask, scope, arena, scratch);
+      ctx.aux_loss += ctx.layers[i].attention.indexer_loss;
     }
   }
   return final_ln_ ? final_ln_->forward(ctx.final_ln, h, arena) : h;

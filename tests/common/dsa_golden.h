@@ -6,6 +6,7 @@
 //               the dense indexer loss, ReLU scores
 //   dsa_sparse  --position-embedding-type rope, RMSNorm, SwiGLU, a direct query projection,
 //               tied output layer; the sparse indexer loss, no ReLU, interleaved indexer RoPE
+//   dsa_dense   dsa keeping every causal key (top-k 16): no selection for bf16 to change
 // Besides mla_golden.h's entries, each holds indexer_loss [layers]. They load and compare
 // through gpt_variants_golden.h's helpers.
 #pragma once
@@ -16,7 +17,8 @@
 
 namespace megatron::testing {
 
-// The shape of the reference script's model `name` ("dsa" or "dsa_sparse"; its constants).
+// The shape of the reference script's model `name` ("dsa", "dsa_sparse" or "dsa_dense"; its
+// constants).
 inline GptConfig dsa_golden_config(const std::string& name) {
   const bool sparse = name == "dsa_sparse";
   GptConfig c = mla_golden_config(sparse ? "mla_rms" : "mla");
@@ -24,7 +26,7 @@ inline GptConfig dsa_golden_config(const std::string& name) {
   c.arch.dsa = {.enabled = true,
                 .indexer_heads = 4,
                 .indexer_head_dim = 8,
-                .topk = 5,
+                .topk = name == "dsa_dense" ? 16 : 5,
                 .loss_coeff = 0.5f,
                 .sparse_loss = sparse,
                 .scoring_relu = !sparse,

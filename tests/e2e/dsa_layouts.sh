@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # DeepSeek sparse attention (--experimental-attention-variant dsa on multi-latent attention, each
 # query attending to its top 8 of up to 32 keys, the indexer trained by its KL loss) trains to the
-# same lm loss, grad norm and indexer loss (relative <= 1e-5, 6 iterations, dropout on) at TP 1,
+# same lm loss and grad norm (relative <= 1e-5, 6 iterations, dropout on) and indexer loss (1e-3,
+# see same_indexer_loss) at TP 1,
 # TP 2 (the indexer replicated, the loss's target summed over the ranks' heads), TP 2 with
 # sequence parallelism (the indexer gathers its inputs), PP 2 (each stage's layers' indexer
 # losses summed into the logged mean), TP 2 x PP 2 with sequence parallelism (the CI config's
 # layout), DP 2, and with full and selective recompute; the sparse loss and a direct query
 # projection match across TP 2 + SP too. Iteration lines carry Megatron's "indexer loss". A
 # checkpoint resumes with --use-checkpoint-args (the DSA options from its arguments) to the losses
-# of an uninterrupted run, and loading it without the DSA flags is refused by the shape check.
+# of an uninterrupted run, and loading it without the DSA flags is refused naming the indexer.
 # Context parallelism, --dsa-indexer-topk-freq > 1 and generation are refused by name. The model
 # runs against PyTorch in tests/unit/dsa_pytorch_golden_test.cpp and
 # tests/dist/model_dsa_tp_test.cpp.
@@ -34,21 +35,31 @@ run sparse_tp1 1 1 1 "${SPARSE[@]}"
 run sparse_tp2_sp 2 2 1 --sequence-parallel "${SPARSE[@]}"
 node "$MEGATRON_SOURCE_DIR/tests/e2e/loss_decreases.js" 6 "$WORK/tp1.jsonl" "$WORK/sparse_tp1.jsonl"
 grep -q "| indexer loss: [0-9.E+-]* |" "$WORK/tp1.log" || { cat "$WORK/tp1.log"; exit 1; }
-# The indexer loss is logged, positive, and the same across layouts (compare_metrics.js also
-# compares it, as every logged loss).
-node -e '
-  const fs = require("fs");
-  const read = (f) => fs.readFileSync(f, "utf8").trim().split("\n").map(JSON.parse)
-    .filter((r) => r.type === "train");
-  for (const r of read(process.argv[1]))
-    if (!(r.indexer_loss > 0)) throw new Error("no positive indexer_loss at " + r.iteration);
-' "$WORK/tp1.jsonl" || { echo "FAIL: indexer_loss in the metrics"; exit 1; }
+# The indexer loss of every iteration of CAND is positive and within 1e-3 of REF's (relative). It
+# is a KL divergence close to 0 here (~5e-6: the fresh indexer's distribution is nearly the
+# target's), a sum of terms of size log(keys) that cancel, so inputs equal to f32 rounding across
+# layouts give it to ~1e-4 relative; the lm loss and grad norm are compared at 1e-5.
+same_indexer_loss() {
+  node -e '
+    const fs = require("fs");
+    const read = (f) => new Map(fs.readFileSync(f, "utf8").trim().split("\n").map(JSON.parse)
+      .filter((r) => r.type === "train").map((r) => [r.iteration, r.indexer_loss]));
+    const [a, b] = [read(process.argv[1]), read(process.argv[2])];
+    if (a.size !== 6) throw new Error("expected 6 iterations, got " + a.size);
+    for (const [it, x] of a) {
+      const y = b.get(it);
+      if (!(x > 0) || !(Math.abs(x - y) <= 1e-3 * x))
+        throw new Error("iteration " + it + " indexer_loss " + x + " vs " + y);
+    }' "$1" "$2" || { echo "FAIL: indexer loss $1 vs $2"; exit 1; }
+}
 for name in tp2 tp2_sp pp2 tp2_pp2_sp dp2 tp2_recompute selective; do
   echo "== tp1 vs $name"
   $CHECK "$WORK/tp1.jsonl" "$WORK/$name.jsonl" --from 1 --to 6 --rtol 1e-5
+  same_indexer_loss "$WORK/tp1.jsonl" "$WORK/$name.jsonl"
 done
 echo "== sparse loss, direct query projection: tp1 vs tp2_sp"
 $CHECK "$WORK/sparse_tp1.jsonl" "$WORK/sparse_tp2_sp.jsonl" --from 1 --to 6 --rtol 1e-5
+same_indexer_loss "$WORK/sparse_tp1.jsonl" "$WORK/sparse_tp2_sp.jsonl"
 
 echo "== --use-checkpoint-args: a resumed run takes the DSA options from the checkpoint"
 TINY_GPT_FLAGS=(--train-iters 8 --eval-iters 0)
@@ -72,11 +83,11 @@ refused() {
   fi
   grep -qF -- "$expected" "$WORK/$name.log" || { cat "$WORK/$name.log"; echo "FAIL: $name"; exit 1; }
 }
-COMMON=(pretrain-gpt --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32
+COMMON=(pretrain-gpt --num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 32
   --max-position-embeddings 32 --mock-data --vocab-size 128 --micro-batch-size 2
   --global-batch-size 2 --lr 1e-3 --train-iters 2 --eval-iters 0 "${MLA[@]}" "${Q_LORA[@]}")
 echo "== a DSA checkpoint loaded without the DSA flags"
-refused no_flags "experimental_attention_variant: checkpoint \"dsa\", flags null" \
+refused no_flags "layers.0.self_attention.core_attention.indexer.linear_wq_b.weight: not in the model" \
   "${COMMON[@]}" --load "$WORK/ckpt" --train-iters 8
 echo "== context parallelism"
 refused cp "--experimental-attention-variant dsa with --context-parallel-size 2" \

@@ -1,9 +1,9 @@
 // DeepSeek sparse attention against PyTorch at TP = 1 (the fixtures of
 // tools/reference/dsa_reference.py, tests/common/dsa_golden.h): logits, LM loss and every
 // gradient — the indexer's from its KL loss — with full and selective recompute (and
-// --use-flash-attn, which the sparse core overrides), and in bf16; the top-k selection matters
-// (all keys give another loss); the planner counts the indexer's parameters; bad DSA options are
-// refused by name.
+// --use-flash-attn, which the sparse core overrides), and in bf16 (every key kept); the top-k
+// selection matters (all keys give another loss); the planner counts the indexer's parameters;
+// bad DSA options are refused by name.
 #include <gtest/gtest.h>
 
 #include "../common/dsa_golden.h"
@@ -21,7 +21,7 @@ ParallelState solo() {
 }
 
 TEST(DsaPytorchGolden, MatchesPytorch) {
-  for (const char* name : {"dsa", "dsa_sparse"}) {
+  for (const char* name : {"dsa", "dsa_sparse", "dsa_dense"}) {
     SCOPED_TRACE(name);
     expect_matches_gpt_variants_golden(load_dsa_golden(name), solo(), [](GptConfig&) {});
   }
@@ -66,9 +66,11 @@ TEST(DsaPytorchGolden, TopkSelectionChangesTheLoss) {
 }
 
 // bf16 GEMMs (f32 statistics, scores and gradients): the loss within 1e-3 and the gradients
-// within 2e-2 of PyTorch's float64, and not f32-exact (bf16 really ran).
+// within 2e-2 of PyTorch's float64, and not f32-exact (bf16 really ran). On the fixture that
+// keeps every key: bf16's rounding of the indexer's scores (~4e-3) may reorder near keys, which
+// changes a top-k selection (the sparse fixtures' margins are set for f32).
 TEST(DsaPytorchGolden, Bf16MatchesPytorch) {
-  const GptVariantsGolden g = load_dsa_golden("dsa");
+  const GptVariantsGolden g = load_dsa_golden("dsa_dense");
   ParallelState ps = solo();
   ParameterStore store(0, 1, Device::CPU);
   GptConfig c = g.config;

@@ -76,7 +76,7 @@ std::vector<double> mask_reference(const std::vector<double>& s, int64_t b, int6
   std::vector<double> mask(s.size(), 1.0);
   for (int64_t r = 0; r < b * sq; ++r) {
     const int64_t visible = std::min(sk, r % sq + (sk - sq) + 1);
-    std::vector<int64_t> order(size_t(visible));
+    std::vector<int64_t> order(static_cast<size_t>(visible));
     std::iota(order.begin(), order.end(), int64_t{0});
     std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
       return s[size_t(r * sk + x)] > s[size_t(r * sk + y)];
@@ -137,7 +137,7 @@ TEST(SparseAttentionKernels, IndexerKlAndGradientMatchDoubleLoop) {
     const Tensor mask = sparse ? key_mask : Tensor();
     const std::vector<uint8_t> m = key_mask.to_vector<uint8_t>();
     auto valid_row = [&](int64_t r) {
-      std::vector<bool> valid(size_t(sk));
+      std::vector<bool> valid(static_cast<size_t>(sk));
       for (int64_t j = 0; j < sk; ++j)
         valid[size_t(j)] = j <= r % sq + (sk - sq) && !(sparse && m[size_t(r * sk + j)]);
       return valid;

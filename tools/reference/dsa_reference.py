@@ -21,11 +21,13 @@ attention adds the lightning indexer:
   objective lm loss + Σ over layers of the indexer losses (Megatron's DSAIndexerLossAutoScaler
             gives the indexer loss the LM loss's gradient scale); the golden loss is the lm loss
 
-Two fixtures (argument VARIANT):
+Three fixtures (argument VARIANT):
   dsa         learned positions, LayerNorm, a query latent (--q-lora-rank 24), no linear biases,
               GeLU, untied output layer; the dense indexer loss, ReLU scores
   dsa_sparse  --position-embedding-type rope, RMSNorm, SwiGLU, no query latent, tied output
               layer; the sparse indexer loss, no ReLU, interleaved indexer RoPE
+  dsa_dense   dsa with top-k = the sequence (every causal key kept): no selection that bf16's
+              rounding could change, for the bf16 comparison of the indexer and its loss
 
 Weights in megatron-cpp's names (model/mla_projection.h, model/dsa_indexer.h): mla_reference.py's
 plus layers.i.self_attention.core_attention.indexer.{linear_wq_b.weight [H·D, rq],
@@ -35,6 +37,7 @@ indexer_loss [layers] and grad.<name>.
 
 Usage: /usr/bin/python3 tools/reference/dsa_reference.py dsa tests/data/dsa
        /usr/bin/python3 tools/reference/dsa_reference.py dsa_sparse tests/data/dsa_sparse
+       /usr/bin/python3 tools/reference/dsa_reference.py dsa_dense tests/data/dsa_dense
 """
 import math
 import os
@@ -67,6 +70,7 @@ class Variant:
         self.sparse_loss = sparse
         self.relu = not sparse
         self.rope_interleaved = sparse
+        self.topk = SEQ if name == "dsa_dense" else TOPK
 
 
 def make_weights(gen, v):
@@ -130,17 +134,17 @@ def indexer_scores(w, p, x, qr, v):
     return (per_head * weights.transpose(1, 2)[..., None]).sum(1)
 
 
-def topk_mask(scores):
+def topk_mask(scores, topk):
     """True where query i keeps key j: its TOPK best causal keys, ties to the smaller index."""
     b, s, _ = scores.shape
     causal = torch.tril(torch.ones(s, s, dtype=torch.bool))
     masked = scores.detach().masked_fill(~causal, float("-inf"))
-    order = torch.sort(-masked, dim=-1, stable=True).indices[..., :TOPK]
+    order = torch.sort(-masked, dim=-1, stable=True).indices[..., :topk]
     keep = torch.zeros(b, s, s, dtype=torch.bool).scatter_(-1, order, True)
     # The selection must not hinge on rounding: f32 (the C++ side) picks the same keys.
     sorted_scores = torch.sort(masked, dim=-1, descending=True).values
-    for i in range(TOPK, s):
-        gap = sorted_scores[:, i, TOPK - 1] - sorted_scores[:, i, TOPK]
+    for i in range(topk, s):
+        gap = sorted_scores[:, i, topk - 1] - sorted_scores[:, i, topk]
         assert bool((gap > 1e-4).all() | (gap == 0).all()), ("near tie at query", i, gap)
     return keep & causal
 
@@ -164,7 +168,7 @@ def dsa_attention(w, a, x, v, losses):
     k = torch.cat([k_content, mla.rope(k_rope)[:, None].expand(b, HEADS, s, ROPE_DIM)], dim=-1)
 
     idx = indexer_scores(w, a + "core_attention.indexer.", x.detach(), qr.detach(), v)
-    keep = topk_mask(idx)
+    keep = topk_mask(idx, v.topk)
     causal = torch.tril(torch.ones(s, s, dtype=torch.bool))
     scores = (q @ k.transpose(-1, -2)) / math.sqrt(d)
     probs = torch.softmax(scores.masked_fill(~keep[:, None], float("-inf")), dim=-1)
@@ -256,5 +260,5 @@ def main(variant, out_dir):
 
 if __name__ == "__main__":
     name = sys.argv[1] if len(sys.argv) > 1 else "dsa"
-    assert name in ("dsa", "dsa_sparse"), name
+    assert name in ("dsa", "dsa_sparse", "dsa_dense"), name
     main(name, sys.argv[2] if len(sys.argv) > 2 else "tests/data/" + name)

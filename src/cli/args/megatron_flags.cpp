@@ -52,8 +52,9 @@ constexpr const char* kMla =
     "multi-latent attention is implemented by pretrain-gpt (docs/model.md); pretrain-bert does "
     "not take it";
 constexpr const char* kDsa =
-    "DeepSeek sparse attention (--experimental-attention-variant dsa) is implemented by "
-    "pretrain-gpt on multi-latent attention (docs/model.md); pretrain-bert does not take it";
+    "DeepSeek sparse attention (--experimental-attention-variant dsa) is trained by pretrain-gpt "
+    "on multi-latent attention (docs/model.md); pretrain-bert does not take it, and generating "
+    "with it is not implemented";
 constexpr const char* kHybrid = "Mamba / hybrid / linear-attention models are not supported";
 constexpr const char* kVision = "vision models are not supported";
 constexpr const char* kRetrieval = "ICT / biencoder retrieval models are not supported";
