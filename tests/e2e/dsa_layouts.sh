@@ -72,10 +72,11 @@ grep -q "experimental_attention_variant \.* dsa" "$WORK/resumed.log" \
 $CHECK "$WORK/whole.jsonl" "$WORK/resumed.jsonl" --from 7 --to 8 --rtol 1e-5
 
 # Refusals: each names the problem and the fix, and nothing trains.
+# refused NAME NP EXPECTED ARGS...: the command on NP ranks fails, its output has EXPECTED.
 refused() {
-  local name=$1 expected=$2
-  shift 2
-  if timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 1 \
+  local name=$1 np=$2 expected=$3
+  shift 3
+  if timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np "$np" \
     "$MEGATRON_BINARY" "$@" > "$WORK/$name.log" 2>&1; then
     cat "$WORK/$name.log"
     echo "FAIL: $name was not refused"
@@ -87,22 +88,22 @@ COMMON=(pretrain-gpt --num-layers 4 --hidden-size 64 --num-attention-heads 4 --s
   --max-position-embeddings 32 --mock-data --vocab-size 128 --micro-batch-size 2
   --global-batch-size 2 --lr 1e-3 --train-iters 2 --eval-iters 0 "${MLA[@]}" "${Q_LORA[@]}")
 echo "== a DSA checkpoint loaded without the DSA flags"
-refused no_flags "layers.0.self_attention.core_attention.indexer.linear_wq_b.weight: not in the model" \
+refused no_flags 1 "layers.0.self_attention.core_attention.indexer.linear_wq_b.weight: not in the model" \
   "${COMMON[@]}" --load "$WORK/ckpt" --train-iters 8
 echo "== context parallelism"
-refused cp "--experimental-attention-variant dsa with --context-parallel-size 2" \
+refused cp 2 "--experimental-attention-variant dsa with --context-parallel-size 2" \
   "${COMMON[@]}" "${DSA[@]}" --context-parallel-size 2
 echo "== top-k sharing across layers"
-refused topk_freq "--dsa-indexer-topk-freq 2: sharing one layer's top-k keys" \
+refused topk_freq 1 "--dsa-indexer-topk-freq 2: sharing one layer's top-k keys" \
   "${COMMON[@]}" "${DSA[@]}" --dsa-indexer-topk-freq 2
 echo "== DSA without MLA"
-refused no_mla "it needs --multi-latent-attention" pretrain-gpt --num-layers 2 --hidden-size 64 \
+refused no_mla 1 "it needs --multi-latent-attention" pretrain-gpt --num-layers 2 --hidden-size 64 \
   --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32 --mock-data \
   --vocab-size 128 --micro-batch-size 2 --global-batch-size 2 --lr 1e-3 --train-iters 2 \
   --disable-bias-linear "${DSA[@]}"
 echo "== generate"
 printf '1 2 3\n' > "$WORK/prompts.txt"
-refused generate "generation with DeepSeek sparse attention" generate --load "$WORK/ckpt" \
+refused generate 1 "generation with DeepSeek sparse attention" generate --load "$WORK/ckpt" \
   --tokenizer-type NullTokenizer --vocab-size 128 --prompt-file "$WORK/prompts.txt" \
   --tokens-to-generate 2 --greedy --output-file "$WORK/gen.jsonl"
 echo "DeepSeek sparse attention across layouts: OK"

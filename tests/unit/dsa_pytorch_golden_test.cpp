@@ -65,10 +65,14 @@ TEST(DsaPytorchGolden, TopkSelectionChangesTheLoss) {
   EXPECT_GT(std::abs(fixture_loss(g, c) - expected), 1e-4 * expected);
 }
 
-// bf16 GEMMs (f32 statistics, scores and gradients): the loss within 1e-3 and the gradients
-// within 2e-2 of PyTorch's float64, and not f32-exact (bf16 really ran). On the fixture that
-// keeps every key: bf16's rounding of the indexer's scores (~4e-3) may reorder near keys, which
-// changes a top-k selection (the sparse fixtures' margins are set for f32).
+// bf16 GEMMs (f32 statistics, scores and gradients): the loss within 1e-3 and the model's
+// gradients within 2e-2 of PyTorch's float64 (model_gpt_test's bf16 bounds), and not f32-exact
+// (bf16 really ran). The indexer's gradients within 1e-1: they are the KL gradient p − t̂, a
+// difference of two nearly equal distributions, which the bf16 rounding of both (its queries and
+// keys, the layer's input) moves by more than the values themselves round (the f32 fixtures
+// check them at 1e-3). On the fixture that keeps every key: bf16's rounding of the indexer's
+// scores (~4e-3) may reorder near keys, which changes a top-k selection (the sparse fixtures'
+// margins are set for f32).
 TEST(DsaPytorchGolden, Bf16MatchesPytorch) {
   const GptVariantsGolden g = load_dsa_golden("dsa_dense");
   ParallelState ps = solo();
@@ -82,13 +86,17 @@ TEST(DsaPytorchGolden, Bf16MatchesPytorch) {
   store.zero_grads();
   const double expected = g.file->get("loss").data<double>()[0];
   EXPECT_NEAR(model.forward_backward(g.batch, 1.0f, 1), expected, 1e-3 * expected);
-  double worst = 0;
-  for (const Parameter& p : store.params())
-    worst =
-        std::max(worst, double(max_relative_error(
-                            p.grad, local_slice(p, g.file->get("grad." + p.spec.name)).clone())));
+  double worst = 0, worst_indexer = 0;
+  for (const Parameter& p : store.params()) {
+    const double error = double(
+        max_relative_error(p.grad, local_slice(p, g.file->get("grad." + p.spec.name)).clone()));
+    double& bound =
+        p.spec.name.find(".core_attention.indexer.") != std::string::npos ? worst_indexer : worst;
+    bound = std::max(bound, error);
+  }
   EXPECT_LE(worst, 2e-2);
   EXPECT_GT(worst, 1e-5);
+  EXPECT_LE(worst_indexer, 1e-1);
 }
 
 TEST(DsaPytorchGolden, PlannerCountsTheIndexer) {
