@@ -58,6 +58,23 @@ ArchitectureOptions architecture_from_args_json(const nlohmann::json& args) {
     o.mla.mscale = number_or(args, "mscale", 1.0f);
     o.mla.mscale_all_dim = number_or(args, "mscale_all_dim", 0.0f);
   }
+  // Megatron-LM's names; a checkpoint without the variant records none.
+  const nlohmann::json variant = args.value("experimental_attention_variant", nlohmann::json());
+  o.dsa.enabled = variant.is_string() && variant.get<std::string>() == "dsa";
+  if (o.dsa.enabled) {
+    o.dsa.indexer_heads = args.value("dsa_indexer_n_heads", int64_t(0));
+    o.dsa.indexer_head_dim = args.value("dsa_indexer_head_dim", int64_t(0));
+    o.dsa.topk = args.value("dsa_indexer_topk", int64_t(0));
+    o.dsa.loss_coeff = number_or(args, "dsa_indexer_loss_coeff", 0.0f);
+    o.dsa.sparse_loss = args.value("dsa_indexer_use_sparse_loss", false);
+    // Megatron's attribute names, or the flags' as our argument table stores them.
+    o.dsa.scoring_relu =
+        args.value("dsa_indexer_scoring_relu", !args.value("no_dsa_indexer_scoring_relu", false));
+    o.dsa.rope_interleaved = args.value("dsa_indexer_rope_interleaved", false);
+    o.dsa.rotate_activation = args.value("dsa_indexer_rotate_activation",
+                                         !args.value("no_dsa_indexer_rotate_activation", false));
+    o.dsa.k_norm_epsilon = number_or(args, "dsa_indexer_k_norm_epsilon", 0.0f);
+  }
   MupOptions& m = o.mup;
   m.enabled = args.value("use_mup", false);
   if (m.enabled) {
@@ -105,6 +122,20 @@ nlohmann::json architecture_args_json(const ArchitectureOptions& o) {
     j["rotary_scaling_factor"] = o.mla.rotary_scaling_factor;
     j["mscale"] = o.mla.mscale;
     j["mscale_all_dim"] = o.mla.mscale_all_dim;
+  }
+  // Megatron's None when off, so that a DSA checkpoint and a model without it (or the reverse)
+  // differ in the shape check; the indexer's options only when on.
+  j["experimental_attention_variant"] = o.dsa.enabled ? nlohmann::json("dsa") : nlohmann::json();
+  if (o.dsa.enabled) {
+    j["dsa_indexer_n_heads"] = o.dsa.indexer_heads;
+    j["dsa_indexer_head_dim"] = o.dsa.indexer_head_dim;
+    j["dsa_indexer_topk"] = o.dsa.topk;
+    j["dsa_indexer_loss_coeff"] = o.dsa.loss_coeff;
+    j["dsa_indexer_use_sparse_loss"] = o.dsa.sparse_loss;
+    j["dsa_indexer_scoring_relu"] = o.dsa.scoring_relu;
+    j["dsa_indexer_rope_interleaved"] = o.dsa.rope_interleaved;
+    j["dsa_indexer_rotate_activation"] = o.dsa.rotate_activation;
+    if (o.dsa.k_norm_epsilon > 0) j["dsa_indexer_k_norm_epsilon"] = o.dsa.k_norm_epsilon;
   }
   // Written only when on, so that a checkpoint without muP records what older ones did.
   if (o.mup.enabled) {

@@ -18,7 +18,8 @@ void scaled_masked_softmax_forward(const Tensor& scores, float scale, bool causa
   check_dtype(probs, scores.dtype(), "softmax probs");
   check_contiguous(probs, "softmax probs");
   if (pad_mask.defined()) {
-    check_shape(pad_mask, {b, sk}, "softmax pad_mask");
+    check_shape(pad_mask, pad_mask.dim() == 3 ? Shape{b, sq, sk} : Shape{b, sk},
+                "softmax pad_mask");
     check_dtype(pad_mask, DType::U8, "softmax pad_mask");
     check_contiguous(pad_mask, "softmax pad_mask");
   }

@@ -5,6 +5,8 @@
 #include "kernels/flash_attention.h"
 #include "kernels/gemm.h"
 #include "kernels/softmax.h"
+#include "kernels/sparse_attention.h"
+#include "parallel/mappings.h"
 
 namespace megatron {
 
@@ -60,6 +62,13 @@ ParallelAttention::ParallelAttention(const std::string& prefix, int layer_number
       qk_norm_(config.arch.qk_layernorm
                    ? std::optional<QkLayerNorm>(std::in_place, prefix, config, store, weights)
                    : std::nullopt),
+      indexer_(config.arch.dsa.enabled
+                   ? std::optional<DsaIndexer>(std::in_place, prefix + ".core_attention.indexer",
+                                               config, store, weights)
+                   : std::nullopt),
+      dsa_(config.arch.dsa),
+      sequence_parallel_(config.sequence_parallel),
+      tp_(ps.tp),
       dense_({.name = prefix + ".dense",
               .input_size = config.num_attention_heads * config.value_head_dim(),
               .output_size = config.hidden_size,
@@ -75,6 +84,10 @@ ParallelAttention::ParallelAttention(const std::string& prefix, int layer_number
              cp_size_,
              " splits causal attention (GPT and Llama-family models) only; BERT's padding-masked "
              "attention needs --context-parallel-size 1");
+  MT_REQUIRE(cp_size_ == 1 || !indexer_,
+             "--experimental-attention-variant dsa with --context-parallel-size ", cp_size_,
+             " is not implemented (Megatron-Core's takes --cp-comm-type allgather only); use "
+             "--context-parallel-size 1");
   if (cp_size_ == 1) return;
   cp_.emplace(config.cp_comm_type_of(layer_number), ps);
   const int a2a = cp_->a2a_size();
@@ -91,6 +104,7 @@ void ParallelAttention::init_weights(ParameterStore& store, uint64_t seed) const
   if (mla_) mla_->init_weights(store, seed);
   if (query_key_value_) query_key_value_->init_weights(store, seed);
   if (qk_norm_) qk_norm_->init_weights(store);
+  if (indexer_) indexer_->init_weights(store, seed);
   dense_.init_weights(store, seed);
 }
 
@@ -161,7 +175,7 @@ Tensor ParallelAttention::dropped_probs(const CoreProbs& core, Arena& arena) con
   return dropped;
 }
 
-ParallelAttention::CoreProbs ParallelAttention::core_probs(const Tensor& qkv,
+ParallelAttention::CoreProbs ParallelAttention::core_probs(const Tensor& qkv, DType dtype,
                                                            const Tensor& pad_mask,
                                                            const DropoutScope& scope, Arena& arena,
                                                            Arena& workspace) const {
@@ -169,14 +183,14 @@ ParallelAttention::CoreProbs ParallelAttention::core_probs(const Tensor& qkv,
                 gl = groups_local_, q = queries_, bg = b * gl;
   const int64_t group = (q + 2) * d, qkv_row = bg * group;     // strides of a group, a position
   Tensor k = head_view(qkv, q * d, bg, s, d, group, qkv_row);  // [b·gl, s, d]
-  Tensor scores = workspace.alloc({b, hl, s, s}, qkv.dtype());
+  Tensor scores = workspace.alloc({b, hl, s, s}, dtype);
   for (int64_t i = 0; i < q; ++i) {
     Tensor scores_i = query_scores(scores, i, bg, q, s, s);
     kernels::batched_gemm(head_view(qkv, i * d, bg, s, d, group, qkv_row), false, k, true,
                           scores_i);
   }
   CoreProbs core;
-  core.probs = arena.alloc({b, hl, s, s}, qkv.dtype());
+  core.probs = arena.alloc({b, hl, s, s}, dtype);
   kernels::scaled_masked_softmax_forward(scores, scale_, mask_type_ == AttnMaskType::kCausal,
                                          pad_mask, core.probs);
   if (scope.enabled && dropout_p_ > 0.0f) {
@@ -205,12 +219,13 @@ Tensor ParallelAttention::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_m
   ctx.scope = scope;
   if (qk_norm_) qk_norm_->forward(ctx.qk_norm, ctx.qkv, arena);
   rotate_local_qk(ctx.qkv, false);
+  if (indexer_) select_keys(ctx, x, scope, arena, workspace);
   if (cp_) {
     ctx.context = arena.alloc({s, b, hl * d}, x.dtype());  // [s, b, hl·d]
     cp_->forward(ctx.qkv, cp_params(s, scope), ctx.context, ctx.cp, arena, workspace);
     return dense_forward(ctx.dense, ctx.context, arena);
   }
-  if (flash_attention_) {
+  if (flash_attention_ && !indexer_) {
     std::vector<kernels::MaskRow> dropout_rows;
     ctx.context = arena.alloc({s, b, hl * d}, x.dtype());  // [s, b, hl·d]
     ctx.lse = arena.alloc({b, hl, s}, DType::F32);
@@ -222,8 +237,8 @@ Tensor ParallelAttention::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_m
   Tensor v = head_view(ctx.qkv, (q + 1) * d, bg, s, d, group, qkv_row);  // [b·gl, s, d]
 
   // With selective recompute the probabilities and the mask die with the forward.
-  const CoreProbs core =
-      core_probs(ctx.qkv, pad_mask, scope, selective_recompute_ ? workspace : arena, workspace);
+  const CoreProbs core = core_probs(ctx.qkv, ctx.qkv.dtype(), key_mask(ctx), scope,
+                                    selective_recompute_ ? workspace : arena, workspace);
   ctx.probs = selective_recompute_ ? Tensor() : core.probs;
   ctx.dropout_mask = selective_recompute_ ? Tensor() : core.dropout_mask;
   Tensor probs_dropped = dropped_probs(core, workspace);  // [b, hl, s, s]
@@ -236,10 +251,53 @@ Tensor ParallelAttention::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_m
   return dense_forward(ctx.dense, context, arena);
 }
 
+void ParallelAttention::select_keys(Ctx& ctx, const Tensor& x, const DropoutScope& scope,
+                                    Arena& arena, Arena& workspace) const {
+  const int64_t s = ctx.qkv.size(0), b = ctx.qkv.size(1);
+  const bool loss = scope.enabled && dsa_.loss_coeff > 0;
+  Arena& kept = loss ? arena : workspace;  // the indexer's state lives on for its backward
+  // The whole sequence: the indexer's own gather of a sequence shard; MLA's query projection
+  // already gathered its input (the query latent, or x without --q-lora-rank).
+  const Tensor whole = sequence_parallel_ ? gather_first_dim(*tp_, x, kept) : x;
+  const Tensor& latent = mla_->query_input(ctx.mla);  // [s·b, rq]
+  const Tensor scores =
+      indexer_->forward(ctx.indexer, whole, latent.view({s, b, latent.size(1)}), kept);
+  ctx.topk_mask = arena.alloc({b, s, s}, DType::U8);
+  kernels::topk_key_mask(scores, dsa_.topk, ctx.topk_mask);
+  if (loss) indexer_loss(ctx, scores, arena, workspace);
+}
+
+void ParallelAttention::indexer_loss(Ctx& ctx, const Tensor& scores, Arena& arena,
+                                     Arena& workspace) const {
+  const int64_t s = ctx.qkv.size(0), b = ctx.qkv.size(1), hl = heads_local_;
+  // The target: this rank's heads' probabilities (no dropout) summed, then every rank's.
+  const Tensor& loss_mask = dsa_.sparse_loss ? ctx.topk_mask : Tensor();
+  const Tensor probs =
+      core_probs(ctx.qkv, DType::F32, loss_mask, DropoutScope{}, workspace, workspace).probs;
+  Tensor ones = workspace.alloc({hl}, probs.dtype());
+  kernels::fill(ones, 1.0f);
+  Tensor target = workspace.alloc({b, s, s}, DType::F32);
+  Tensor target_rows = target.view({b, 1, s * s});
+  kernels::batched_gemm(Tensor(ones.storage(), ones.offset(), {b, 1, hl}, {0, hl, 1}, ones.dtype()),
+                        false, probs.view({b, hl, s * s}), false, target_rows);
+  tp_->all_reduce(target);
+
+  Tensor kl = workspace.alloc({b, s}, DType::F32);
+  ctx.indexer_dscores = arena.alloc({b, s, s}, DType::F32);
+  kernels::indexer_kl(scores, target, loss_mask, kl, ctx.indexer_dscores);
+  // The mean over the b·s queries, times the coefficient (Megatron's indexer loss).
+  const float per_query = dsa_.loss_coeff / float(b * s);
+  kernels::scale(ctx.indexer_dscores, per_query);
+  Tensor row_weights = workspace.alloc({b, s}, DType::F32);
+  kernels::fill(row_weights, 1.0f);
+  ctx.indexer_loss = kernels::weighted_sum(kl, row_weights).weighted * double(per_query);
+}
+
 Tensor ParallelAttention::forward_cached(const Tensor& x, LayerKv& kv, int64_t start,
                                          Arena& arena) const {
   MT_CHECK(mask_type_ == AttnMaskType::kCausal,
            "incremental decoding needs causal attention (a GPT), not a padding mask");
+  MT_CHECK(!indexer_, "incremental decoding with DeepSeek sparse attention is not implemented");
   MT_CHECK(x.dim() == 3, "attention input must be [s, b, h], got ", x.describe());
   const int64_t s = x.size(0), b = x.size(1), hl = heads_local_, d = head_dim_, gl = groups_local_,
                 q = queries_, bg = b * gl;
@@ -290,13 +348,18 @@ Tensor ParallelAttention::backward(const Ctx& ctx, const Tensor& dout, Arena& ar
   Tensor k = head_view(ctx.qkv, q * d, bg, s, d, group, qkv_row);
   Tensor v = head_view(ctx.qkv, (q + 1) * d, bg, s, d, group, qkv_row);
 
+  if (ctx.indexer_dscores.defined()) {  // the indexer's loss, scaled as the LM loss
+    Tensor dscores = ctx.indexer_dscores;
+    kernels::scale(dscores, ctx.indexer_grad_scale);
+    indexer_->backward(ctx.indexer, dscores, arena);
+  }
   Tensor dcontext = dense_backward(ctx.dense, dout, arena);  // [s, b, hl·d]
   if (cp_) {
     Tensor dqkv = arena.alloc(ctx.qkv.shape(), dout.dtype());
     cp_->backward(ctx.qkv, ctx.context, ctx.cp, dcontext, cp_params(s, ctx.scope), dqkv, arena);
     return qkv_backward(ctx, dqkv, arena);
   }
-  if (flash_attention_) {
+  if (flash_attention_ && !indexer_) {
     std::vector<kernels::MaskRow> dropout_rows;
     Tensor dqkv = arena.alloc(ctx.qkv.shape(), dout.dtype());
     kernels::flash_attention_backward(ctx.qkv, ctx.context, ctx.lse, dcontext,
@@ -304,9 +367,9 @@ Tensor ParallelAttention::backward(const Ctx& ctx, const Tensor& dout, Arena& ar
                                       dqkv);
     return qkv_backward(ctx, dqkv, arena);
   }
-  const CoreProbs core = selective_recompute_
-                             ? core_probs(ctx.qkv, ctx.pad_mask, ctx.scope, arena, arena)
-                             : CoreProbs{ctx.probs, ctx.dropout_mask};
+  const CoreProbs core = selective_recompute_ ? core_probs(ctx.qkv, ctx.qkv.dtype(), key_mask(ctx),
+                                                           ctx.scope, arena, arena)
+                                              : CoreProbs{ctx.probs, ctx.dropout_mask};
   // dqkv is fully written by the GEMMs below (dQ_i, dK, dV views tile it).
   Tensor dqkv = arena.alloc(ctx.qkv.shape(), dout.dtype());
   Tensor dk = head_view(dqkv, q * d, bg, s, d, group, qkv_row);

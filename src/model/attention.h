@@ -35,6 +35,20 @@
 // --position-embedding-type says, as Megatron-Core), the softmax scale is Megatron-Core's
 // (TransformerConfig::softmax_scale), and the output projection takes the first v_head_dim
 // channels of each context head. Every core (unfused, fused, ring) runs unchanged.
+// DeepSeek sparse attention (--experimental-attention-variant dsa, with MLA; model/dsa_indexer.h):
+// the lightning indexer scores every key for every query from the whole sequence's hidden state
+// and MLA's query latent (all-gathered with sequence parallelism; replicated on every TP rank,
+// so every rank selects the same keys), each query keeps its top --dsa-indexer-topk causal keys
+// (kernels/sparse_attention.h, topk_key_mask) and the unfused core masks the others in its
+// softmax (a per-query key mask, shared by the heads; exact, and what every later step —
+// dropout, selective recompute, backward — sees). The fused kernel takes no such mask: with
+// DSA the core is the unfused one whatever --use-flash-attn says. Training with
+// --dsa-indexer-loss-coeff c > 0 adds the indexer's KL loss: the target is the main attention's
+// probabilities of the detached Q and K (dense causal, or the sparse ones with
+// --dsa-indexer-use-sparse-loss) summed over all heads (all-reduced over TP) and normalised;
+// loss = c · mean over queries of KL(target ‖ softmax(indexer scores)). Its gradient reaches the
+// indexer's parameters only, scaled as the LM loss's (Ctx::indexer_grad_scale: the micro-batch's
+// grad_scale, Megatron's DSAIndexerLossAutoScaler). Context parallelism is refused.
 // Heads are ordered group-major (head = group · q + i), as Megatron-Core and HF's repeat_kv.
 // The output projection's bias is NOT added: the layer fuses it with dropout and the residual.
 // Q, K, V and the context are strided per-head views, multiplied with batched GEMMs with no
@@ -47,6 +61,7 @@
 
 #include "kernels/flash_attention.h"
 #include "kernels/rotary.h"
+#include "model/dsa_indexer.h"
 #include "model/kv_cache.h"
 #include "model/mla_projection.h"
 #include "model/qk_layernorm.h"
@@ -73,6 +88,14 @@ class ParallelAttention {
     Tensor lse;           // fused attention: f32 [b, heads/t, s]
     ContextParallelAttention::Ctx cp;  // context parallelism: what its exchange keeps
     RowParallelLinear::Ctx dense;
+    // DSA: the indexer's state, the top-k key mask (u8 [b, s, s], 1 = key not attended), and
+    // with its loss the loss's gradient w.r.t. the indexer's scores (f32 [b, s, s], for a
+    // loss gradient of 1), the loss itself, and the scale its backward applies (the caller's).
+    DsaIndexer::Ctx indexer;
+    Tensor topk_mask;
+    Tensor indexer_dscores;
+    double indexer_loss = 0;
+    float indexer_grad_scale = 0.0f;
   };
 
   // Registers "<prefix>.query_key_value.{weight,bias}" and "<prefix>.dense.{weight,bias}"
@@ -104,6 +127,9 @@ class ParallelAttention {
   // temporary goes to `arena`. → out [s_new, b, h] without the dense bias.
   Tensor forward_cached(const Tensor& x, LayerKv& kv, int64_t start, Arena& arena) const;
 
+  // Whether the layer is DSA's (model/dsa_indexer.h).
+  bool sparse() const { return indexer_.has_value(); }
+
   // Undefined without linear biases (--disable-bias-linear).
   const Tensor& dense_bias() const;
   Tensor& dense_bias_grad() const;
@@ -114,9 +140,10 @@ class ParallelAttention {
     Tensor dropout_mask;  // u8 [b·heads/t·s, s] or undefined
   };
   // softmax(Q Kᵀ / √d + mask) of qkv [s, b, gl, q + 2, d] and its dropout mask (drawn when
-  // scope.enabled), both in `arena`; the raw scores go to `workspace`.
-  CoreProbs core_probs(const Tensor& qkv, const Tensor& pad_mask, const DropoutScope& scope,
-                       Arena& arena, Arena& workspace) const;
+  // scope.enabled), both in `arena`; the raw scores go to `workspace`. Scores and probabilities
+  // in `dtype`: qkv's, or f32 (DSA's indexer loss, from bf16 Q and K as Megatron's fp32 target).
+  CoreProbs core_probs(const Tensor& qkv, DType dtype, const Tensor& pad_mask,
+                       const DropoutScope& scope, Arena& arena, Arena& workspace) const;
   // probs ⊙ mask / (1 − p), in `arena` (probs itself without dropout).
   Tensor dropped_probs(const CoreProbs& core, Arena& arena) const;
   // dqkv [s, b, gl, q + 2, d] (w.r.t. the attention core's Q, K, V) back through RoPE, the QK
@@ -137,6 +164,16 @@ class ParallelAttention {
   // the context (MLA: zeros in the padding channels).
   Tensor dense_forward(RowParallelLinear::Ctx& ctx, const Tensor& context, Arena& arena) const;
   Tensor dense_backward(const RowParallelLinear::Ctx& ctx, const Tensor& dout, Arena& arena) const;
+  // DSA: the indexer's scores of the whole sequence (x: the layer's input, a shard with
+  // sequence parallelism), the top-k key mask, and when training with the indexer loss the
+  // loss and its gradient, into ctx.
+  void select_keys(Ctx& ctx, const Tensor& x, const DropoutScope& scope, Arena& arena,
+                   Arena& workspace) const;
+  // The indexer's KL loss against the head-summed main attention (model comment above) of
+  // scores f32 [b, s, s] → ctx.indexer_loss and ctx.indexer_dscores.
+  void indexer_loss(Ctx& ctx, const Tensor& scores, Arena& arena, Arena& workspace) const;
+  // The softmax's key mask: the padding mask, or DSA's top-k mask.
+  const Tensor& key_mask(const Ctx& ctx) const { return indexer_ ? ctx.topk_mask : ctx.pad_mask; }
   // The fused kernel's parameters for this layer; `dropout_rows` receives the mask rows.
   kernels::FlashAttentionParams flash_params(int64_t batch, int64_t seq, const Tensor& pad_mask,
                                              const DropoutScope& scope,
@@ -157,6 +194,10 @@ class ParallelAttention {
   std::optional<QkvProjection> query_key_value_;  // without MLA
   std::optional<MlaProjection> mla_;              // --multi-latent-attention
   std::optional<QkLayerNorm> qk_norm_;            // --qk-layernorm
+  std::optional<DsaIndexer> indexer_;             // --experimental-attention-variant dsa
+  DsaOptions dsa_;
+  bool sequence_parallel_;
+  std::shared_ptr<Communicator> tp_;
   RowParallelLinear dense_;
 };
 

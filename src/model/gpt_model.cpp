@@ -91,6 +91,9 @@ void GptConfig::validate(int tp_size) const {
   MT_REQUIRE(!(selective_recompute && recompute_activations),
              "selective and full recompute exclude each other: choose one "
              "--recompute-granularity");
+  MT_REQUIRE(!per_token_loss || !arch.dsa.enabled || arch.dsa.loss_coeff == 0,
+             "--calculate-per-token-loss with DSA's indexer loss (--dsa-indexer-loss-coeff > 0) "
+             "is not implemented: drop one of them");
 }
 
 GptModel::GptModel(const GptConfig& config, const ParallelState& ps, ParameterStore& store,
@@ -260,6 +263,7 @@ Tensor GptModel::backward(Ctx& ctx, float grad_scale, Tensor dhidden) {
   }
 
   // [s, b, h], or this rank's sequence shard [s/t, b, h]
+  ctx.transformer.aux_loss_grad_scale = grad_scale;
   Tensor dembedded = transformer_.backward(ctx.transformer, dhidden, ctx.arena, scratch_);
   if (!stage_.first) return dembedded;
   embedding_->backward(ctx.embedding, dembedded, ctx.arena);
@@ -332,6 +336,10 @@ float GptModel::stage_loss(const StageCtx& sc) const {
   MT_CHECK(stage_.last && sc.started(),
            "stage_loss: only the last stage computes the loss, after forward_stage");
   return sc.state("stage_loss").loss;
+}
+
+double GptModel::stage_indexer_loss(const StageCtx& sc) const {
+  return sc.state("stage_indexer_loss").transformer.aux_loss;
 }
 
 LossSum GptModel::stage_loss_sum(const StageCtx& sc) const {

@@ -126,6 +126,9 @@ class GptModel {
                        uint64_t seed);
   // The last stage's loss of the micro-batch: Σ(loss·mask)/Σ(mask) (0 when Σ mask = 0).
   float stage_loss(const StageCtx& ctx) const;
+  // DSA (model/attention.h): the indexer losses of this stage's layers in the micro-batch, summed
+  // (0 without DSA's indexer loss, or without training).
+  double stage_indexer_loss(const StageCtx& ctx) const;
   // The same before normalisation: Σ(loss·mask) and Σ(mask).
   LossSum stage_loss_sum(const StageCtx& ctx) const;
   // With distillation (set_distillation): the last stage's loss terms of the micro-batch

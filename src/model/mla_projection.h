@@ -55,6 +55,9 @@ class MlaProjection {
   // x [s, b, h] (a shard [s/t, b, h] with sequence parallelism) → qkv [s, b, a/t, 3, D] over
   // the whole sequence (layout above).
   Tensor forward(Ctx& ctx, const Tensor& x, Arena& arena) const;
+  // The whole sequence's query latent after q_layernorm [s·b, rq] (x [s·b, h] without
+  // --q-lora-rank): the input of the query up projection, which DSA's indexer also reads.
+  const Tensor& query_input(const Ctx& ctx) const { return ctx.q_up.input; }
   // dqkv shaped like the output (V's padding channels ignored) → dx shaped like x, all-reduced
   // (reduce-scattered) over TP; accumulates every projection's and norm's gradients.
   Tensor backward(const Ctx& ctx, const Tensor& dqkv, Arena& arena) const;

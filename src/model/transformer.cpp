@@ -50,6 +50,7 @@ Tensor Transformer::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
   ctx.scope = scope;
   ctx.layers.assign(layers_.size(), {});
   ctx.layer_inputs.assign(layers_.size(), {});
+  ctx.aux_loss = 0;
   Tensor h = x;
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (config_.recomputes_layer(int(i))) {
@@ -57,9 +58,11 @@ Tensor Transformer::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
       scratch.reset();
       TransformerLayer::Ctx discarded;
       h = copy_into(arena, layers_[i]->forward(discarded, h, pad_mask, scope, scratch, scratch));
+      ctx.aux_loss += discarded.attention.indexer_loss;
     } else {
       scratch.reset();  // the previous layer's forward temporaries are dead
       h = layers_[i]->forward(ctx.layers[i], h, pad_mask, scope, arena, scratch);
+      ctx.aux_loss += ctx.layers[i].attention.indexer_loss;
     }
   }
   return final_ln_ ? final_ln_->forward(ctx.final_ln, h, arena) : h;
@@ -97,7 +100,8 @@ Tensor Transformer::backward(Ctx& ctx, Tensor dy, Arena& arena, Arena& scratch) 
     if (recompute)
       layers_[i]->forward(recomputed, ctx.layer_inputs[i], ctx.pad_mask, ctx.scope, scratch,
                           scratch);
-    const TransformerLayer::Ctx& layer_ctx = recompute ? recomputed : ctx.layers[i];
+    TransformerLayer::Ctx& layer_ctx = recompute ? recomputed : ctx.layers[i];
+    layer_ctx.attention.indexer_grad_scale = ctx.aux_loss_grad_scale;
     dy = copy_into(arena, layers_[i]->backward(layer_ctx, dy, scratch));
     store_->grads_accumulated(layer_params_[i].first, layer_params_[i].second);
   }

@@ -47,6 +47,11 @@ class Transformer {
     LayerNorm::Ctx final_ln;
     Tensor pad_mask;
     DropoutScope scope;
+    // The gradient of the layers' own losses (DSA's indexer loss, model/attention.h): the
+    // micro-batch's grad_scale, set by the model before backward.
+    float aux_loss_grad_scale = 0.0f;
+    // The layers' own losses of the micro-batch, summed (the forward's, recomputed or not).
+    double aux_loss = 0;
   };
 
   Transformer(const TransformerConfig& config, const ParallelState& ps, ParameterStore& store,

@@ -118,6 +118,33 @@ void validate_mla(const TransformerConfig& c) {
              "--use-rope-scaling are not implemented with it");
 }
 
+void validate_dsa(const TransformerConfig& c) {
+  const DsaOptions& d = c.arch.dsa;
+  MT_REQUIRE(c.arch.mla.enabled,
+             "--experimental-attention-variant dsa selects the keys of multi-latent attention's "
+             "queries: it needs --multi-latent-attention");
+  MT_REQUIRE(!c.arch.add_bias_linear,
+             "--experimental-attention-variant dsa runs Megatron-Core's absorbed MLA, which has "
+             "no linear biases: add --disable-bias-linear");
+  MT_REQUIRE(d.indexer_heads > 0 && d.indexer_head_dim > 0 && d.topk > 0,
+             "--experimental-attention-variant dsa needs positive --dsa-indexer-n-heads (",
+             d.indexer_heads, "), --dsa-indexer-head-dim (", d.indexer_head_dim,
+             ") and --dsa-indexer-topk (", d.topk, ")");
+  MT_REQUIRE(d.indexer_head_dim >= c.arch.mla.qk_pos_emb_head_dim, "--dsa-indexer-head-dim ",
+             d.indexer_head_dim, " must hold the indexer's RoPE part, --qk-pos-emb-head-dim ",
+             c.arch.mla.qk_pos_emb_head_dim);
+  MT_REQUIRE(!d.rotate_activation || (d.indexer_head_dim & (d.indexer_head_dim - 1)) == 0,
+             "--dsa-indexer-head-dim ", d.indexer_head_dim,
+             " is not a power of two, where the indexer's Hadamard rotation (on by default) is "
+             "not orthogonal: use a power of two or --no-dsa-indexer-rotate-activation");
+  MT_REQUIRE(d.loss_coeff >= 0, "--dsa-indexer-loss-coeff must be >= 0, got ", d.loss_coeff);
+  MT_REQUIRE(d.k_norm_epsilon >= 0, "--dsa-indexer-k-norm-epsilon must be > 0, got ",
+             d.k_norm_epsilon);
+  MT_REQUIRE(!(d.rope_interleaved && c.arch.rotary_interleaved),
+             "--dsa-indexer-rope-interleaved and --rotary-interleaved together interleave the "
+             "indexer's RoPE channels twice; give one of them");
+}
+
 }  // namespace
 
 void TransformerConfig::validate(int tp_size) const {
@@ -149,6 +176,7 @@ void TransformerConfig::validate(int tp_size) const {
   MT_REQUIRE(!arch.rotary_interleaved || attention_rope(),
              "--rotary-interleaved needs --position-embedding-type rope");
   if (arch.mla.enabled) validate_mla(*this);
+  if (arch.dsa.enabled) validate_dsa(*this);
   MT_REQUIRE(hidden_dropout >= 0 && hidden_dropout < 1, "--hidden-dropout must be in [0, 1), got ",
              hidden_dropout);
   MT_REQUIRE(attention_dropout >= 0 && attention_dropout < 1,

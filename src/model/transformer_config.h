@@ -59,6 +59,27 @@ struct MlaOptions {
   bool operator==(const MlaOptions&) const = default;
 };
 
+// DeepSeek sparse attention (DeepSeek-V3.2, --experimental-attention-variant dsa, on top of MLA;
+// model/dsa_indexer.h): a lightning indexer scores every key for every query, each query attends
+// to its top-k causal keys only, and the indexer learns from a KL loss against the main
+// attention's distribution.
+struct DsaOptions {
+  bool enabled = false;
+  int64_t indexer_heads = 0;      // --dsa-indexer-n-heads
+  int64_t indexer_head_dim = 0;   // --dsa-indexer-head-dim
+  int64_t topk = 0;               // --dsa-indexer-topk
+  float loss_coeff = 0.0f;        // --dsa-indexer-loss-coeff (Megatron's None: 0, no loss)
+  bool sparse_loss = false;       // --dsa-indexer-use-sparse-loss: the KL over the top-k keys
+  bool scoring_relu = true;       // cleared by --no-dsa-indexer-scoring-relu
+  bool rope_interleaved = false;  // --dsa-indexer-rope-interleaved: RoPE pairs (2j, 2j + 1)
+  // Cleared by --no-dsa-indexer-rotate-activation. The Hadamard rotation of the indexer's
+  // queries and keys is orthogonal, so their products (all the indexer uses) are the same
+  // without it; it needs a power-of-two --dsa-indexer-head-dim to be orthogonal.
+  bool rotate_activation = true;
+  float k_norm_epsilon = 0.0f;  // --dsa-indexer-k-norm-epsilon; 0: --layernorm-epsilon
+  bool operator==(const DsaOptions&) const = default;
+};
+
 // Megatron-Core's flag values ("rope", "RMSNorm", "block", ...) ↔ the enums; an unknown name is
 // an Error naming the flag and the accepted values.
 PositionEmbedding position_embedding_from_name(const std::string& name);
@@ -111,6 +132,7 @@ struct ArchitectureOptions {
   bool qk_layernorm = false;
   bool rotary_interleaved = false;  // --rotary-interleaved: RoPE pairs (2j, 2j + 1)
   MlaOptions mla;                   // --multi-latent-attention
+  DsaOptions dsa;                   // --experimental-attention-variant dsa (with MLA)
   MupOptions mup;                   // --use-mup
 };
 

@@ -33,6 +33,13 @@ ParameterCounts count_parameters(const ModelSpec& m, const Layout& l) {
     c.layer_replicated += h * rq + per_norm * rq          // linear_q_down_proj, q_layernorm
                           + h * (r + dr) + per_norm * r;  // linear_kv_down_proj, kv_layernorm
   }
+  if (m.arch.dsa.enabled) {  // model/dsa_indexer.h: replicated, its k_norm a LayerNorm
+    const double rq = double(m.arch.mla.q_lora_rank), heads = double(m.arch.dsa.indexer_heads),
+                 dim = double(m.arch.dsa.indexer_head_dim);
+    c.layer_replicated += (rq > 0 ? rq : h) * heads * dim  // linear_wq_b
+                          + h * dim + 2 * dim              // linear_wk, k_norm
+                          + h * heads;                     // linear_weights_proj
+  }
   const double vocab = double(m.padded_vocab(l.tensor_parallel));
   c.word_embedding = vocab * h;
   c.other_embedding = (learned_positions ? double(m.positions()) * h : 0.0) +
@@ -83,6 +90,8 @@ ParameterTensors count_parameter_tensors(const ModelSpec& m, const Layout& l) {
   // weight and bias.
   if (m.arch.mla.enabled)
     layer += (m.arch.mla.q_lora_rank > 0 ? 2 + norm : 1) + 2 + norm - 1 - qkv_bias;
+  // DSA's indexer: linear_wq_b, linear_wk, k_norm (weight, bias), linear_weights_proj.
+  if (m.arch.dsa.enabled) layer += 5;
   const int64_t embedding = 1 + (learned_positions ? 1 : 0) +
                             (m.family == ModelFamily::kBert ? 1 : 0) +
                             (m.embedding_norm() ? norm : 0);

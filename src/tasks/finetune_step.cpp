@@ -84,7 +84,7 @@ class FinetuneStep final : public ModelStep {
               return std::make_unique<BertClassifier>(cfg_.model, ps, store, stage);
             },
             [this](const BertClassifier& model, const BertClassifier::StageCtx& ctx) {
-              return score(model.stage_output(ctx));
+              return model.stage().last ? score(model.stage_output(ctx)) : LossTerms{};
             }) {
     MT_CHECK(train_->choices == model_.choices(), "the training data has ", train_->choices,
              " rows per sample, the model's head ", model_.choices());

@@ -26,15 +26,15 @@ class BertStep final : public BertPipelinedStep {
            std::shared_ptr<const BertSampleSource> valid,
            std::shared_ptr<const BertSampleSource> test, const ParallelState& ps,
            ParameterStore& store)
-      : BertPipelinedStep((config.model.validate(ps.tp_size), config.split),
-                          config.microbatch_group, ps,
-                          [&](const StageRange& stage) {
-                            return std::make_unique<BertModel>(config.model, ps, store, stage);
-                          },
-                          [](const BertModel& model, const BertModel::StageCtx& ctx) {
-                            return terms(model.stage_losses(ctx));
-                          },
-                          std::move(train), std::move(valid), std::move(test)),
+      : BertPipelinedStep(
+            (config.model.validate(ps.tp_size), config.split), config.microbatch_group, ps,
+            [&](const StageRange& stage) {
+              return std::make_unique<BertModel>(config.model, ps, store, stage);
+            },
+            [](const BertModel& model, const BertModel::StageCtx& ctx) {
+              return model.stage().last ? terms(model.stage_losses(ctx)) : LossTerms{};
+            },
+            std::move(train), std::move(valid), std::move(test)),
         cfg_(std::move(config)) {
     MT_CHECK(cfg_.split.num_layers == cfg_.model.num_layers, "the pipeline split is of ",
              cfg_.split.num_layers, " layers, the model has ", cfg_.model.num_layers);

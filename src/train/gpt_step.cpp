@@ -27,12 +27,14 @@ class GptStep final : public GptPipelinedStep {
             [&](const StageRange& stage) {
               return std::make_unique<GptModel>(config.model, ps, store, stage);
             },
-            [per_token = config.model.per_token_loss, distilled = config.teacher.has_value()](
-                const GptModel& model, const GptModel::StageCtx& ctx) {
-              if (!distilled && !per_token) return LossTerms{model.stage_loss(ctx)};
-              const LossSum sum = model.stage_loss_sum(ctx);
-              if (!distilled) return LossTerms{.lm = sum.sum, .tokens = sum.count};
-              return distillation_loss_terms(model.stage_distillation(ctx), sum.count, per_token);
+            [per_token = config.model.per_token_loss, distilled = config.teacher.has_value(),
+             layers = double(config.model.num_layers)](const GptModel& model,
+                                                       const GptModel::StageCtx& ctx) {
+              LossTerms t = model.stage().last
+                                ? last_stage_loss_terms(model, ctx, per_token, distilled)
+                                : LossTerms{};
+              t.indexer = model.stage_indexer_loss(ctx) / layers;
+              return t;
             },
             std::move(train), std::move(valid), std::move(test)),
         cfg_(std::move(config)) {
@@ -44,6 +46,9 @@ class GptStep final : public GptPipelinedStep {
   nlohmann::json shape_json() const override { return gpt_model_shape_json(cfg_.model); }
   bool has_sop_loss() const override { return false; }
   bool has_distillation_loss() const override { return cfg_.teacher.has_value(); }
+  bool has_indexer_loss() const override {
+    return cfg_.model.arch.dsa.enabled && cfg_.model.arch.dsa.loss_coeff > 0;
+  }
   int64_t seq_length() const override { return cfg_.model.seq_length; }
   double flops_per_iteration(int64_t global_batch) const override {
     return config_flops_per_iteration(cfg_.model, global_batch, split());
@@ -73,6 +78,15 @@ class GptStep final : public GptPipelinedStep {
     GptModel& student = *models().back();
     distillation_ = std::make_unique<Distillation>(t.losses, *teacher_, student, ps);
     student.set_distillation(distillation_.get());
+  }
+
+  // The LM's loss terms of a micro-batch on the last stage.
+  static LossTerms last_stage_loss_terms(const GptModel& model, const GptModel::StageCtx& ctx,
+                                         bool per_token, bool distilled) {
+    if (!distilled && !per_token) return LossTerms{model.stage_loss(ctx)};
+    const LossSum sum = model.stage_loss_sum(ctx);
+    if (!distilled) return LossTerms{.lm = sum.sum, .tokens = sum.count};
+    return distillation_loss_terms(model.stage_distillation(ctx), sum.count, per_token);
   }
 
   // The logged terms of a distilled micro-batch (Megatron's report): means over its `count`

@@ -6,7 +6,8 @@
 namespace megatron {
 
 bool LossTerms::finite() const {
-  return std::isfinite(lm + sop + total + logits_distillation + intermediate_distillation);
+  return std::isfinite(lm + sop + total + logits_distillation + intermediate_distillation +
+                       indexer);
 }
 
 LossTerms ModelStep::train_micro_batches(int64_t micro_batches, float grad_scale, uint64_t seed,

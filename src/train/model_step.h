@@ -22,12 +22,15 @@ namespace megatron {
 // and `tokens` its token count (Σ loss mask), so that the mean is taken over the global batch.
 // With knowledge distillation (GPT, docs/distillation.md) Megatron's report adds `total loss`
 // (what the optimizer minimises), `logits distillation loss` and `intermediate distillation
-// loss`, the same kind of value as `lm`.
+// loss`, the same kind of value as `lm`. With DSA's indexer loss (--dsa-indexer-loss-coeff > 0)
+// `indexer` is Megatron's `indexer loss`: the layers' indexer losses summed over this rank's
+// pipeline stages and divided by the model's layer count (their mean; the stages' shares add up).
 struct LossTerms {
   double lm = 0;
   double sop = 0;
   double tokens = 0;  // per-token loss only
   double total = 0, logits_distillation = 0, intermediate_distillation = 0;
+  double indexer = 0;
 
   // Term by term: sums over micro-batches and over a log interval.
   LossTerms& operator+=(const LossTerms& other) {
@@ -37,6 +40,7 @@ struct LossTerms {
     total += other.total;
     logits_distillation += other.logits_distillation;
     intermediate_distillation += other.intermediate_distillation;
+    indexer += other.indexer;
     return *this;
   }
   // Whether every term is finite (an inf/NaN iteration otherwise).
@@ -68,6 +72,8 @@ class ModelStep {
   virtual bool has_sop_loss() const = 0;
   // Whether the losses include knowledge distillation's terms (LossTerms::total ...).
   virtual bool has_distillation_loss() const { return false; }
+  // Whether the losses include DSA's indexer loss (LossTerms::indexer).
+  virtual bool has_indexer_loss() const { return false; }
   virtual int64_t seq_length() const = 0;
   // Megatron's FLOP count of one iteration over `global_batch` samples.
   virtual double flops_per_iteration(int64_t global_batch) const = 0;

@@ -32,8 +32,9 @@ class PipelineChunks {
  public:
   using CtxPtr = typename Model::StageCtxPtr;
   using StageCtx = typename Model::StageCtx;
-  // make(stage): the model of one chunk. loss_of(model, ctx): the losses of a micro-batch the
-  // last stage's forward_stage ran in ctx.
+  // make(stage): the model of one chunk. loss_of(model, ctx): the losses of a micro-batch that
+  // forward_stage ran in ctx, on every stage: the LM's on the last, the layers' own (DSA's
+  // indexer loss) on each.
   using MakeModel = std::function<std::unique_ptr<Model>(const StageRange&)>;
   using LossOf = std::function<LossTerms(const Model&, const StageCtx&)>;
   using NextBatch = std::function<Batch()>;
@@ -84,7 +85,7 @@ class PipelineChunks {
       Model& model = *models_[size_t(c)];
       CtxPtr ctx = acquire(c);
       Tensor output = model.forward_stage(*ctx, batches[size_t(m)], input, train, seed);
-      if (model.stage().last) sum += loss_of_(model, *ctx);
+      sum += loss_of_(model, *ctx);
       if (train)
         live.emplace(std::make_pair(c, m), std::move(ctx));
       else

@@ -385,16 +385,24 @@ struct Trainer::Impl {
   // come from the last pipeline stage, which computes the loss; it broadcasts the mean to the
   // other stages.
   LossTerms average_over_dp(const LossTerms& sum, int64_t micro_batches_per_rank) const {
-    // Logged host scalars: one all-reduce of a host f64 [6] over this stack array.
-    double sums[6] = {sum.lm,
+    // Logged host scalars: one all-reduce of a host f64 [7] over this stack array.
+    double sums[7] = {sum.lm,
                       sum.sop,
                       sum.tokens,
                       sum.total,
                       sum.logits_distillation,
-                      sum.intermediate_distillation};
-    Tensor t = Tensor::from_blob(sums, {6}, DType::F64);
+                      sum.intermediate_distillation,
+                      sum.indexer};
+    Tensor t = Tensor::from_blob(sums, {7}, DType::F64);
     ps.dp->all_reduce(t);
-    if (ps.pp_size > 1) ps.pp->broadcast(t, ps.pp_size - 1);
+    if (ps.pp_size > 1) {
+      // The indexer loss is every stage's share; the other terms the last stage's.
+      double indexer = sums[6];
+      Tensor shares = Tensor::from_blob(&indexer, {1}, DType::F64);
+      ps.pp->all_reduce(shares);
+      ps.pp->broadcast(t, ps.pp_size - 1);
+      sums[6] = indexer;
+    }
     const double n = cfg.per_token_loss ? (sums[2] > 0 ? sums[2] : 1.0)
                                         : double(micro_batches_per_rank * ps.dp_size);
     LossTerms mean{.lm = sums[0] / n, .sop = sums[1] / n};
@@ -405,6 +413,7 @@ struct Trainer::Impl {
     mean.total = sums[3] / n;
     mean.logits_distillation = sums[4] / n;
     mean.intermediate_distillation = sums[5] / n;
+    mean.indexer = sums[6] / double(micro_batches_per_rank * ps.dp_size);
     return mean;
   }
 
@@ -536,6 +545,7 @@ struct Trainer::Impl {
     std::vector<std::pair<std::string, double>> losses = {{"lm loss", loss.lm}};
     if (model->has_sop_loss()) losses.emplace_back("sop loss", loss.sop);
     if (model->has_distillation_loss()) losses.emplace_back("total loss", loss.total);
+    if (model->has_indexer_loss()) losses.emplace_back("indexer loss", loss.indexer);
     // Forward computations are deterministic: no tolerance. The backward may not be (Megatron
     // allows 0.1% for non-deterministic attention backward kernels).
     if (cfg.check_for_nan_in_loss_and_grad)
@@ -667,6 +677,8 @@ struct Trainer::Impl {
     if (interval_loss_count > 0) {
       s.lm_loss = interval_loss_sum.lm / double(interval_loss_count);
       if (model->has_sop_loss()) s.sop_loss = interval_loss_sum.sop / double(interval_loss_count);
+      if (model->has_indexer_loss())
+        s.indexer_loss = interval_loss_sum.indexer / double(interval_loss_count);
       if (const auto d = distillation_log(interval_loss_sum))
         s.distillation = DistillationLog{d->total / double(interval_loss_count),
                                          d->logits / double(interval_loss_count),
@@ -846,6 +858,7 @@ struct Trainer::Impl {
         if (stepped && loss.finite()) {
           s.lm_loss = loss.lm;
           if (model->has_sop_loss()) s.sop_loss = loss.sop;
+          if (model->has_indexer_loss()) s.indexer_loss = loss.indexer;
           s.distillation = distillation_log(loss);
         }
         s.loss_scale = scaler.scale();

@@ -102,6 +102,60 @@ TEST(CliArchitectureArgs, MupFlagsSurviveTheStoredArguments) {
   EXPECT_THROW(mup_options(zero), Error);
 }
 
+// --experimental-attention-variant dsa and its options survive the stored arguments (our table's
+// names, --no-* included, and Megatron's), so --use-checkpoint-args rebuilds the same indexer;
+// the options Megatron has and megatron-cpp does not implement are refused by name.
+TEST(CliArchitectureArgs, DsaFlagsSurviveTheStoredArguments) {
+  Parsed p({"--multi-latent-attention", "--experimental-attention-variant", "dsa",
+            "--dsa-indexer-n-heads", "8", "--dsa-indexer-head-dim", "32", "--dsa-indexer-topk",
+            "16", "--dsa-indexer-loss-coeff", "0.01", "--dsa-indexer-use-sparse-loss",
+            "--no-dsa-indexer-scoring-relu", "--disable-dsa-indexer-rotate-activation",
+            "--dsa-indexer-rope-interleaved", "--dsa-indexer-k-norm-epsilon", "1e-6"});
+  const ArchitectureOptions o = architecture_options(p.arch);
+  EXPECT_EQ(o.dsa, (DsaOptions{.enabled = true,
+                               .indexer_heads = 8,
+                               .indexer_head_dim = 32,
+                               .topk = 16,
+                               .loss_coeff = 0.01f,
+                               .sparse_loss = true,
+                               .scoring_relu = false,
+                               .rope_interleaved = true,
+                               .rotate_activation = false,
+                               .k_norm_epsilon = 1e-6f}));
+  EXPECT_EQ(architecture_from_args_json(p.table.to_json()).dsa, o.dsa);
+  EXPECT_EQ(architecture_from_args_json(architecture_args_json(o)).dsa, o.dsa);
+  EXPECT_FALSE(architecture_options(Parsed({}).arch).dsa.enabled);
+  EXPECT_TRUE(architecture_args_json(architecture_options(Parsed({}).arch))
+                  .at("experimental_attention_variant")
+                  .is_null());
+
+  auto refusal = [](std::vector<std::string> flags) {
+    try {
+      architecture_options(Parsed(std::move(flags)).arch);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::vector<std::string> dsa = {
+      "--experimental-attention-variant", "dsa", "--dsa-indexer-n-heads", "8",
+      "--dsa-indexer-head-dim",           "32",  "--dsa-indexer-topk",    "16"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> all = dsa;
+    all.insert(all.end(), extra.begin(), extra.end());
+    return all;
+  };
+  EXPECT_THAT(refusal({"--experimental-attention-variant", "gdn"}),
+              HasSubstr("--experimental-attention-variant 'gdn' is not implemented"));
+  EXPECT_THAT(refusal({"--experimental-attention-variant", "dsa"}),
+              HasSubstr("needs --dsa-indexer-n-heads"));
+  EXPECT_THAT(refusal(with({"--dsa-indexer-topk-freq", "2"})),
+              HasSubstr("--dsa-indexer-topk-freq 2: sharing one layer's top-k keys"));
+  EXPECT_THAT(refusal(with({"--dsa-kernel-backend", "triton"})),
+              HasSubstr("--dsa-kernel-backend 'triton' is not known"));
+  EXPECT_EQ(refusal(with({"--dsa-kernel-backend", "tilelang", "--dsa-indexer-k-norm-fp32"})), "");
+}
+
 TEST(CliArchitectureArgs, DefaultsAreGpt2AndOldCheckpointsReadAsGpt2) {
   Parsed p({});
   const ArchitectureOptions o = architecture_options(p.arch);

@@ -59,6 +59,20 @@ struct ArchitectureArgs {
   double rotary_scaling_factor = 1.0;
   double mscale = 1.0;
   double mscale_all_dim = 0.0;
+  // --experimental-attention-variant dsa and its --dsa-* options (model/transformer_config.h,
+  // DsaOptions; Megatron-LM's defaults). Unset optional values are Megatron's None.
+  std::string experimental_attention_variant;  // "" (None) or dsa
+  std::optional<int> dsa_indexer_n_heads, dsa_indexer_head_dim, dsa_indexer_topk;
+  int dsa_indexer_topk_freq = 1;
+  int dsa_indexer_skip_topk_offset = 0;
+  std::optional<double> dsa_indexer_loss_coeff;
+  bool dsa_indexer_use_sparse_loss = false;
+  std::string dsa_kernel_backend = "none";
+  bool dsa_indexer_rope_interleaved = false;
+  bool no_dsa_indexer_rotate_activation = false;
+  bool no_dsa_indexer_scoring_relu = false;
+  std::optional<double> dsa_indexer_k_norm_epsilon;
+  bool dsa_indexer_k_norm_fp32 = false;
   // --use-mup and its options (model/transformer_config.h, MupOptions).
   bool use_mup = false;
   std::optional<int> mup_base_hidden_size;  // unset: --hidden-size (width multiplier 1)

@@ -52,9 +52,9 @@ constexpr const char* kMla =
     "multi-latent attention is implemented by pretrain-gpt (docs/model.md); pretrain-bert does "
     "not take it";
 constexpr const char* kDsa =
-    "not implemented: Megatron-Core's experimental attention variants, DeepSeek sparse "
-    "attention (dsa: the lightning indexer, its top-k key selection and KL loss) among them; "
-    "--multi-latent-attention without a variant is (pretrain-gpt, docs/model.md)";
+    "DeepSeek sparse attention (--experimental-attention-variant dsa) is trained by pretrain-gpt "
+    "on multi-latent attention (docs/model.md); pretrain-bert does not take it, and generating "
+    "with it is not implemented";
 constexpr const char* kHybrid = "Mamba / hybrid / linear-attention models are not supported";
 constexpr const char* kVision = "vision models are not supported";
 constexpr const char* kRetrieval = "ICT / biencoder retrieval models are not supported";

@@ -76,8 +76,44 @@ ArchitectureOptions architecture_options(const ArchitectureArgs& a) {
     o.mla.mscale = float(a.mscale);
     o.mla.mscale_all_dim = float(a.mscale_all_dim);
   }
+  o.dsa = dsa_options(a);
   o.mup = mup_options(a);
   return o;
+}
+
+DsaOptions dsa_options(const ArchitectureArgs& a) {
+  DsaOptions d;
+  MT_REQUIRE(a.experimental_attention_variant.empty() || a.experimental_attention_variant == "dsa",
+             "--experimental-attention-variant '", a.experimental_attention_variant,
+             "' is not implemented: dsa (DeepSeek sparse attention) is; Megatron's gated delta "
+             "net variants (gdn, gdn2) are linear attention, not supported here");
+  d.enabled = a.experimental_attention_variant == "dsa";
+  if (!d.enabled) return d;
+  MT_REQUIRE(a.dsa_indexer_n_heads && a.dsa_indexer_head_dim && a.dsa_indexer_topk,
+             "--experimental-attention-variant dsa needs --dsa-indexer-n-heads, "
+             "--dsa-indexer-head-dim and --dsa-indexer-topk");
+  MT_REQUIRE(a.dsa_indexer_topk_freq == 1, "--dsa-indexer-topk-freq ", a.dsa_indexer_topk_freq,
+             ": sharing one layer's top-k keys with the next layers is not implemented; use 1 "
+             "(every layer selects its own keys)");
+  MT_REQUIRE(a.dsa_indexer_skip_topk_offset >= 0,
+             "--dsa-indexer-skip-topk-offset must be non-negative, got ",
+             a.dsa_indexer_skip_topk_offset);
+  MT_REQUIRE(a.dsa_kernel_backend == "none" || a.dsa_kernel_backend == "tilelang" ||
+                 a.dsa_kernel_backend == "cudnn",
+             "--dsa-kernel-backend '", a.dsa_kernel_backend,
+             "' is not known: expected none, tilelang or cudnn");
+  d.indexer_heads = *a.dsa_indexer_n_heads;
+  d.indexer_head_dim = *a.dsa_indexer_head_dim;
+  d.topk = *a.dsa_indexer_topk;
+  d.loss_coeff = float(a.dsa_indexer_loss_coeff.value_or(0.0));
+  d.sparse_loss = a.dsa_indexer_use_sparse_loss;
+  d.scoring_relu = !a.no_dsa_indexer_scoring_relu;
+  d.rope_interleaved = a.dsa_indexer_rope_interleaved;
+  d.rotate_activation = !a.no_dsa_indexer_rotate_activation;
+  d.k_norm_epsilon = float(a.dsa_indexer_k_norm_epsilon.value_or(0.0));
+  MT_REQUIRE(!a.dsa_indexer_k_norm_epsilon || d.k_norm_epsilon > 0,
+             "--dsa-indexer-k-norm-epsilon must be > 0, got ", *a.dsa_indexer_k_norm_epsilon);
+  return d;
 }
 
 MupOptions mup_options(const ArchitectureArgs& a) {
@@ -156,6 +192,18 @@ void apply_checkpoint_args(Args& a, CheckpointArgs which) {
     arch.rotary_scaling_factor = o.mla.rotary_scaling_factor;
     arch.mscale = o.mla.mscale;
     arch.mscale_all_dim = o.mla.mscale_all_dim;
+  }
+  if (o.dsa.enabled) {
+    arch.experimental_attention_variant = "dsa";
+    arch.dsa_indexer_n_heads = int(o.dsa.indexer_heads);
+    arch.dsa_indexer_head_dim = int(o.dsa.indexer_head_dim);
+    arch.dsa_indexer_topk = int(o.dsa.topk);
+    if (o.dsa.loss_coeff > 0) arch.dsa_indexer_loss_coeff = o.dsa.loss_coeff;
+    arch.dsa_indexer_use_sparse_loss = o.dsa.sparse_loss;
+    arch.no_dsa_indexer_scoring_relu = !o.dsa.scoring_relu;
+    arch.dsa_indexer_rope_interleaved = o.dsa.rope_interleaved;
+    arch.no_dsa_indexer_rotate_activation = !o.dsa.rotate_activation;
+    if (o.dsa.k_norm_epsilon > 0) arch.dsa_indexer_k_norm_epsilon = o.dsa.k_norm_epsilon;
   }
   arch.use_mup = o.mup.enabled;
   if (o.mup.base_hidden_size > 0) arch.mup_base_hidden_size = int(o.mup.base_hidden_size);

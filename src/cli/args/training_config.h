@@ -13,6 +13,9 @@ namespace megatron::cli {
 // The model options the flags ask for; throws megatron::Error naming a flag with an unknown
 // value.
 ArchitectureOptions architecture_options(const ArchitectureArgs& arch);
+// --experimental-attention-variant dsa and its --dsa-* options (throws Error naming a flag
+// with a bad or unimplemented value).
+DsaOptions dsa_options(const ArchitectureArgs& arch);
 // --use-mup and its options (throws Error naming a bad value).
 MupOptions mup_options(const ArchitectureArgs& arch);
 // The norms' epsilon: --norm-epsilon, else --layernorm-epsilon.

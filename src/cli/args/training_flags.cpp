@@ -335,6 +335,35 @@ void add_architecture_args(ArgTable& t, ArchitectureArgs& a) {
   t.add("--mscale", a.mscale, "MLA YaRN mscale (no effect at --rotary-scaling-factor 1)");
   t.add("--mscale-all-dim", a.mscale_all_dim,
         "MLA YaRN mscale_all_dim (no effect at --rotary-scaling-factor 1)");
+  t.add("--experimental-attention-variant", a.experimental_attention_variant,
+        "dsa: DeepSeek sparse attention on top of --multi-latent-attention (docs/model.md)");
+  t.add("--dsa-indexer-n-heads", a.dsa_indexer_n_heads, "DSA: the lightning indexer's heads");
+  t.add("--dsa-indexer-head-dim", a.dsa_indexer_head_dim,
+        "DSA: an indexer head's channels (its first --qk-pos-emb-head-dim rotated)");
+  t.add("--dsa-indexer-topk", a.dsa_indexer_topk,
+        "DSA: the keys each query attends to (all its causal keys when fewer)");
+  t.add("--dsa-indexer-topk-freq", a.dsa_indexer_topk_freq,
+        "DSA: layers between top-k computations (only 1, every layer its own, is implemented)");
+  t.add("--dsa-indexer-skip-topk-offset", a.dsa_indexer_skip_topk_offset,
+        "DSA: first layer of top-k sharing (no effect at --dsa-indexer-topk-freq 1)");
+  t.add("--dsa-indexer-loss-coeff", a.dsa_indexer_loss_coeff,
+        "DSA: weight of the indexer's KL loss (default none: no indexer loss)");
+  t.add_flag("--dsa-indexer-use-sparse-loss", a.dsa_indexer_use_sparse_loss,
+             "DSA: the indexer's KL loss over each query's top-k keys only");
+  t.add("--dsa-kernel-backend", a.dsa_kernel_backend,
+        "none | tilelang | cudnn: Megatron's fused DSA kernels; the same function here");
+  t.add_flag("--dsa-indexer-rope-interleaved", a.dsa_indexer_rope_interleaved,
+             "DSA: the indexer's RoPE rotates channel pairs (2j, 2j+1)");
+  t.add_flag("--no-dsa-indexer-rotate-activation,--disable-dsa-indexer-rotate-activation",
+             a.no_dsa_indexer_rotate_activation,
+             "DSA: no Hadamard rotation of the indexer's queries and keys (the same scores: it "
+             "is orthogonal)");
+  t.add_flag("--no-dsa-indexer-scoring-relu,--disable-dsa-indexer-scoring-relu",
+             a.no_dsa_indexer_scoring_relu, "DSA: no ReLU on the indexer's per-head scores");
+  t.add("--dsa-indexer-k-norm-epsilon", a.dsa_indexer_k_norm_epsilon,
+        "DSA: epsilon of the indexer's key LayerNorm (default --layernorm-epsilon)");
+  t.add_flag("--dsa-indexer-k-norm-fp32", a.dsa_indexer_k_norm_fp32,
+             "DSA: the key LayerNorm in fp32 (its statistics always are here)");
   t.add_flag("--use-mup", a.use_mup,
              "maximal update parameterisation: init, attention scale, embedding and logit "
              "multipliers, hidden learning rates and Adam eps scaled by the width multiplier");

@@ -109,6 +109,10 @@ InferenceModel load_inference_model(InferenceArgs& a, bool data_parallel) {
   c.seq_length = args.value("seq_length", c.max_position_embeddings);
   c.layernorm_epsilon = norm_epsilon_from_args_json(args);
   c.arch = architecture_from_args_json(args);
+  MT_REQUIRE(!c.arch.dsa.enabled, "the checkpoint in ", a.load,
+             " is a DeepSeek sparse attention model (--experimental-attention-variant dsa): "
+             "generation with DeepSeek sparse attention is not implemented (its KV cache would "
+             "keep the indexer's keys too); `megatron eval` and training take it");
   c.gelu = gelu_form_from_args_json(args);
   c.hidden_dropout = c.attention_dropout = 0.0f;
   c.compute_dtype = a.bf16 ? DType::BF16 : DType::F32;

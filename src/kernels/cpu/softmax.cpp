@@ -14,12 +14,13 @@ namespace megatron::kernels::cpu {
 namespace {
 
 // probs row = softmax(scale · scores + mask). Keys [0, visible) that pad[] does not mark are
-// unmasked; with causal, query i sees keys j <= i + (Sk − Sq) (the last Sq queries of an
-// Sk-long sequence, which is Sq == Sk for training and Sq < Sk when decoding with a cache).
-// kHasPad is a template parameter so the unpadded loops carry no mask loads at all.
+// unmasked (pad[] is one row per sample, or with per_query one per sample and query); with causal,
+// query i sees keys j <= i + (Sk − Sq) (the last Sq queries of an Sk-long sequence, which is Sq ==
+// Sk for training and Sq < Sk when decoding with a cache). kHasPad is a template parameter so the
+// unpadded loops carry no mask loads at all.
 template <typename T, bool kHasPad>
-void forward_rows(const T* scores, float scale, bool causal, const uint8_t* pad, T* probs,
-                  int64_t b, int64_t h, int64_t sq, int64_t sk) {
+void forward_rows(const T* scores, float scale, bool causal, const uint8_t* pad, bool per_query,
+                  T* probs, int64_t b, int64_t h, int64_t sq, int64_t sk) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const int64_t rows = b * h * sq;
 #pragma omp parallel
@@ -28,9 +29,10 @@ void forward_rows(const T* scores, float scale, bool causal, const uint8_t* pad,
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t bi = r / (h * sq), qi = r % sq;
-      const T* s = scores + r * sk;                             // [Sk]
-      T* p = probs + r * sk;                                    // [Sk]
-      const uint8_t* padr = kHasPad ? pad + bi * sk : nullptr;  // [Sk]
+      const T* s = scores + r * sk;  // [Sk]
+      T* p = probs + r * sk;         // [Sk]
+      const int64_t pad_row = per_query ? bi * sq + qi : bi;
+      const uint8_t* padr = kHasPad ? pad + pad_row * sk : nullptr;  // [Sk]
       const int64_t visible = causal ? std::min(sk, qi + (sk - sq) + 1) : sk;
       auto logit = [&](int64_t j) {  // scale · score, or −inf where padded
         const float v = scale * to_f32(s[j]);
@@ -83,10 +85,10 @@ void scaled_masked_softmax_forward(const Tensor& scores, float scale, bool causa
     using T = decltype(tag);
     if (pad_mask.defined())
       forward_rows<T, true>(scores.data<T>(), scale, causal, pad_mask.data<uint8_t>(),
-                            probs.data<T>(), b, h, sq, sk);
+                            pad_mask.dim() == 3, probs.data<T>(), b, h, sq, sk);
     else
-      forward_rows<T, false>(scores.data<T>(), scale, causal, nullptr, probs.data<T>(), b, h, sq,
-                             sk);
+      forward_rows<T, false>(scores.data<T>(), scale, causal, nullptr, false, probs.data<T>(), b, h,
+                             sq, sk);
   });
 }
 

@@ -3,7 +3,8 @@
 // length), statistics in f32, fixed-order reductions (cuda_rows.cuh).
 //
 // Masking exactly as the CPU: query i of Sq sees keys j <= i + (Sk − Sq) when causal (keys past
-// that get probability 0 and are never read), pad_mask[b, j] = 1 makes key j's logit −inf
+// that get probability 0 and are never read), pad_mask[b, j] = 1 (or per query,
+// pad_mask[b, i, j] = 1) makes key j's logit −inf
 // (exp → 0). The max skips NaN as the CPU's does; a row whose max is −inf (every key masked)
 // is all zeros, never NaN. probs = e_j · (1 / Σ e), as the CPU's inv · e.
 #include "kernels/cuda/cuda_kernels.h"
@@ -15,16 +16,17 @@ namespace {
 
 template <typename T, bool kWarp>
 __global__ void __launch_bounds__(512)
-    forward_kernel(const T* scores, float scale, bool causal, const uint8_t* pad, T* probs,
-                   int64_t h, int64_t sq, int64_t sk, int64_t rows) {
+    forward_kernel(const T* scores, float scale, bool causal, const uint8_t* pad, bool per_query,
+                   T* probs, int64_t h, int64_t sq, int64_t sk, int64_t rows) {
   using G = RowGroup<kWarp>;
   __shared__ float smem[32];
   for (int64_t r = G::first(); r < rows; r += G::stride()) {
     const int64_t bi = r / (h * sq), qi = r % sq;
-    const T* s = scores + r * sk;                         // [Sk]
-    T* p = probs + r * sk;                                // [Sk]
-    const uint8_t* padr = pad ? pad + bi * sk : nullptr;  // [Sk]
-    const int64_t last = qi + (sk - sq) + 1;              // causal: keys [0, last)
+    const T* s = scores + r * sk;  // [Sk]
+    T* p = probs + r * sk;         // [Sk]
+    const int64_t pad_row = per_query ? bi * sq + qi : bi;
+    const uint8_t* padr = pad ? pad + pad_row * sk : nullptr;  // [Sk]
+    const int64_t last = qi + (sk - sq) + 1;                   // causal: keys [0, last)
     const int64_t visible = causal && last < sk ? last : sk;
     auto logit = [&](int64_t j) {  // scale · score, or −inf where padded
       const float v = scale * to_f32(s[j]);
@@ -77,7 +79,7 @@ void scaled_masked_softmax_forward(const Tensor& scores, float scale, bool causa
     using T = decltype(tag);
     with_row_mode(L, [&](auto warp) {
       forward_kernel<T, decltype(warp)::value><<<L.grid, L.block, 0, stream()>>>(
-          ptr<T>(scores), scale, causal, pad, ptr<T>(probs), h, sq, sk, rows);
+          ptr<T>(scores), scale, causal, pad, pad_mask.dim() == 3, ptr<T>(probs), h, sq, sk, rows);
     });
   });
   ::megatron::cuda::check_launch("scaled_masked_softmax_forward");

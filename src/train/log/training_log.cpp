@@ -58,6 +58,9 @@ std::string format_iteration_line(const IterationStats& s) {
         " intermediate distillation loss: " + format_number(s.distillation->intermediate, "%.6E") +
         " |";
   }
+  if (s.indexer_loss) {
+    line += " indexer loss: " + format_number(*s.indexer_loss, "%.6E") + " |";
+  }
   line += format(" loss scale: %.1f |", s.loss_scale);
   if (s.grad_norm) line += " grad norm: " + format_number(*s.grad_norm, "%.3f") + " |";
   if (s.num_zeros) line += format(" num zeros: %lld |", (long long)*s.num_zeros);
@@ -132,6 +135,8 @@ std::vector<TensorBoardScalar> tensorboard_iteration_scalars(const IterationStat
     add("logits distillation loss", s.distillation->logits);
     add("intermediate distillation loss", s.distillation->intermediate);
   }
+  // Megatron writes the indexer loss against the iteration only.
+  if (s.indexer_loss) out.push_back({"indexer loss", float(*s.indexer_loss), s.iteration});
   add("loss-scale", s.loss_scale);
   if (s.grad_norm) add("grad-norm", *s.grad_norm);
   if (s.num_zeros) add("num-zeros", double(*s.num_zeros));
@@ -211,6 +216,7 @@ void TrainingLog::iteration(const IterationStats& s) {
     j["logits_distillation_loss"] = json_number(s.distillation->logits);
     j["intermediate_distillation_loss"] = json_number(s.distillation->intermediate);
   }
+  if (s.indexer_loss) j["indexer_loss"] = json_number(*s.indexer_loss);
   if (s.params_norm) j["params_norm"] = json_number(*s.params_norm);
   if (s.num_zeros) j["num_zeros"] = *s.num_zeros;
   write_json(j.dump());

@@ -42,6 +42,7 @@ struct IterationStats {
   std::optional<double> lm_loss;   // mean over the interval's non-skipped iterations
   std::optional<double> sop_loss;  // BERT's sentence-order loss (same mean), when it has one
   std::optional<DistillationLog> distillation;  // (same means) when distilling
+  std::optional<double> indexer_loss;           // DSA's indexer loss (same mean), when it has one
   double loss_scale = 1;
   std::optional<double> grad_norm;    // none when the last iteration was skipped
   std::optional<int64_t> num_zeros;   // --log-num-zeros-in-grad (none when skipped)
