@@ -29,7 +29,8 @@
 # What is changed for the CPU run (everything else is passed as the config has it):
 #   model     --hidden-size 128, --num-attention-heads 4 (with --num-query-groups: groups = TP and
 #             heads = groups x the config's heads/groups ratio; hidden 8 x heads when 128 is not
-#             a multiple), --ffn-hidden-size 4 x hidden and --kv-channels hidden/heads when the
+#             a multiple), --ffn-hidden-size 4 x hidden, --moe-ffn-hidden-size and
+#             --moe-shared-expert-intermediate-size 2 x hidden and --kv-channels hidden/heads when the
 #             config sets them, --seq-length 64, --max-position-embeddings 64, 2 layers per
 #             pipeline stage (interleaved: the config's number of virtual stages, 1 layer each;
 #             --decoder-first/last-pipeline-num-layers kept, 2 layers on each stage between;
@@ -212,6 +213,7 @@ json.dump(vocab, open(sys.argv[2], "w", encoding="utf-8"), ensure_ascii=False)
 # Flags whose value is this script's alone (not the config's choice, as a layout or a feature
 # is): a refusal naming them is the CPU run's doing, and PEEL never drops them.
 OURS=" --hidden-size --num-attention-heads --ffn-hidden-size --kv-channels --seq-length
+  --moe-ffn-hidden-size --moe-shared-expert-intermediate-size
   --max-position-embeddings --num-layers --train-iters --train-samples --eval-iters
   --log-interval --distributed-backend --data-path --vocab-file --merge-file --tokenizer-type
   --tokenizer-model --save --load --tensorboard-dir --data-cache-path "
@@ -353,6 +355,7 @@ build() {
       --num-attention-heads) v=$heads ;;
       --num-query-groups) v=$groups ;;
       --ffn-hidden-size) v=$((4 * hidden)) ;;
+      --moe-ffn-hidden-size | --moe-shared-expert-intermediate-size) v=$((2 * hidden)) ;;
       --kv-channels) v=$((hidden / heads)) ;;
       --seq-length | --max-position-embeddings) v=$positions ;;
       --num-layers) v=$L ;;

@@ -45,8 +45,6 @@ MoeOptions moe_from_args_json(const nlohmann::json& args) {
   m.topk_scaling_factor = optional_number(args, "moe_router_topk_scaling_factor");
   m.num_groups = integer_or(args, "moe_router_num_groups", 0);
   m.group_topk = integer_or(args, "moe_router_group_topk", 0);
-  m.expert_bias = args.value("moe_router_enable_expert_bias", false);
-  m.bias_update_rate = optional_number(args, "moe_router_bias_update_rate").value_or(1e-3);
   if (args.contains("moe_layer_freq")) {
     const nlohmann::json& f = args["moe_layer_freq"];
     if (f.is_number_integer()) {
@@ -61,7 +59,6 @@ MoeOptions moe_from_args_json(const nlohmann::json& args) {
     }
   }
   m.shared_expert_ffn = integer_or(args, "moe_shared_expert_intermediate_size", 0);
-  m.shared_expert_gate = args.value("moe_shared_expert_gate", false);
   m.capacity_factor = optional_number(args, "moe_expert_capacity_factor");
   m.pad_to_capacity = args.value("moe_pad_expert_input_to_capacity", false);
   m.drop_policy =
@@ -184,8 +181,8 @@ nlohmann::json architecture_args_json(const ArchitectureOptions& o) {
     j["mup_attn_scale_power"] = o.mup.attn_scale_power;
   }
   // Written only with experts, so that a dense checkpoint records what older ones did. The
-  // function the model computes only: the losses' coefficients and the bias update rate are
-  // training settings (a resume may change them), read back from a run's stored arguments.
+  // function the model computes only: the losses' coefficients are training settings (a resume may
+  // change them), read back from a run's stored arguments.
   if (o.moe.enabled()) {
     const MoeOptions& m = o.moe;
     j["num_experts"] = m.num_experts;
@@ -196,10 +193,8 @@ nlohmann::json architecture_args_json(const ArchitectureOptions& o) {
     j["moe_router_topk_scaling_factor"] = optional_json(m.topk_scaling_factor);
     j["moe_router_num_groups"] = positive_or_null(m.num_groups);
     j["moe_router_group_topk"] = positive_or_null(m.group_topk);
-    j["moe_router_enable_expert_bias"] = m.expert_bias;
     j["moe_layer_freq"] = m.layer_freq;
     j["moe_shared_expert_intermediate_size"] = positive_or_null(m.shared_expert_ffn);
-    j["moe_shared_expert_gate"] = m.shared_expert_gate;
     j["moe_expert_capacity_factor"] = optional_json(m.capacity_factor);
     j["moe_pad_expert_input_to_capacity"] = m.pad_to_capacity;
     j["moe_token_drop_policy"] = moe_token_drop_policy_name(m.drop_policy);

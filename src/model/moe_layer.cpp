@@ -38,7 +38,6 @@ MoeLayer::MoeLayer(const std::string& prefix, const TransformerConfig& config,
       router_(prefix + ".router", config, store, weights) {
   MT_REQUIRE(ps.cp_size == 1,
              "mixture of experts with --context-parallel-size > 1 is not implemented yet");
-  MT_REQUIRE(!moe_.shared_expert_gate, "--moe-shared-expert-gate is not implemented yet");
   const int64_t e = moe_.num_experts, h = config.hidden_size, ffn = config.expert_ffn_size();
   const bool swiglu = config.arch.swiglu, bias = config.arch.add_bias_linear;
   const std::string fc1 = prefix + ".experts.linear_fc1", fc2 = prefix + ".experts.linear_fc2";

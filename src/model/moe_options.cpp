@@ -184,16 +184,8 @@ void validate_moe_options(const MoeOptions& m, int num_layers, int64_t dense_ffn
                m.group_topk, " and at most ", m.group_topk, " x the ", e / m.num_groups,
                " experts of a group (each group is scored by its top topk/group_topk experts)");
   }
-  MT_REQUIRE(!m.expert_bias || m.score_function == MoeScoreFunction::kSigmoid,
-             "--moe-router-enable-expert-bias (aux-loss-free balancing) needs "
-             "--moe-router-score-function sigmoid, as in Megatron-LM");
-  MT_REQUIRE(!m.pre_softmax || m.score_function == MoeScoreFunction::kSoftmax,
-             "--moe-router-pre-softmax applies to --moe-router-score-function softmax");
   MT_REQUIRE(!m.topk_scaling_factor || *m.topk_scaling_factor > 0,
              "--moe-router-topk-scaling-factor must be positive");
-  MT_REQUIRE(!m.shared_expert_gate || m.shared_expert_ffn > 0,
-             "--moe-shared-expert-gate gates the shared expert: it needs "
-             "--moe-shared-expert-intermediate-size");
   MT_REQUIRE(!m.capacity_factor || *m.capacity_factor > 0,
              "--moe-expert-capacity-factor must be positive");
   MT_REQUIRE(!m.pad_to_capacity || m.capacity_factor,

@@ -41,20 +41,14 @@ struct MoeOptions {
   double seq_aux_loss_coeff = 0.0;
   double z_loss_coeff = 0.0;  // --moe-z-loss-coeff (0: Megatron's None, no z-loss)
   MoeScoreFunction score_function = MoeScoreFunction::kSoftmax;
-  bool pre_softmax = false;                   // --moe-router-pre-softmax
+  bool pre_softmax = false;  // --moe-router-pre-softmax (softmax scores only; else ignored)
   std::optional<double> topk_scaling_factor;  // --moe-router-topk-scaling-factor
   int64_t num_groups = 0;                     // --moe-router-num-groups (0: None)
   int64_t group_topk = 0;                     // --moe-router-group-topk (0: None)
-  // --moe-router-enable-expert-bias: DeepSeek-V3's aux-loss-free balancing, a per-expert bias
-  // added to the scores for the choice only, moved by --moe-router-bias-update-rate after each
-  // step towards the mean load (model/moe_router.h).
-  bool expert_bias = false;
-  double bias_update_rate = 1e-3;
-  std::string layer_freq = "1";           // --moe-layer-freq as given (moe_layer_pattern)
-  int64_t shared_expert_ffn = 0;          // --moe-shared-expert-intermediate-size (0: none)
-  bool shared_expert_gate = false;        // --moe-shared-expert-gate
-  std::optional<double> capacity_factor;  // --moe-expert-capacity-factor (none: dropless)
-  bool pad_to_capacity = false;           // --moe-pad-expert-input-to-capacity
+  std::string layer_freq = "1";               // --moe-layer-freq as given (moe_layer_pattern)
+  int64_t shared_expert_ffn = 0;              // --moe-shared-expert-intermediate-size (0: none)
+  std::optional<double> capacity_factor;      // --moe-expert-capacity-factor (none: dropless)
+  bool pad_to_capacity = false;               // --moe-pad-expert-input-to-capacity
   MoeTokenDropPolicy drop_policy = MoeTokenDropPolicy::kProbs;
 
   bool enabled() const { return num_experts > 0; }

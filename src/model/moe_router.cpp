@@ -17,12 +17,11 @@ MoeRouter::MoeRouter(const std::string& prefix, const TransformerConfig& config,
   const MoeOptions& m = config.arch.moe;
   params_.topk = m.topk;
   params_.sigmoid = m.score_function == MoeScoreFunction::kSigmoid;
-  params_.pre_softmax = m.pre_softmax;
+  // As Megatron, --moe-router-pre-softmax has no effect on sigmoid scores.
+  params_.pre_softmax = m.pre_softmax && !params_.sigmoid;
   params_.num_groups = m.num_groups;
   params_.group_topk = m.group_topk;
   params_.scaling_factor = float(m.topk_scaling_factor.value_or(1.0));
-  MT_REQUIRE(!m.expert_bias,
-             "--moe-router-enable-expert-bias (aux-loss-free balancing) is not implemented yet");
   weight_index_ = store.add({prefix + ".weight", {experts_, hidden_}, -1});
 }
 

@@ -5,8 +5,8 @@
 # distributed optimizer), TP 2 x PP 2 with sequence parallelism, and with full recompute; the
 # first layer stays dense (--moe-layer-freq as a Python list). A second model (sigmoid scores,
 # group-limited top-4, a scaling factor, the per-sequence loss, SwiGLU experts, a shared
-# expert) and a third (pre-softmax, capacity factor 1 with padding) match across TP 2 + SP and
-# PP 2. A TP 1 checkpoint resumes at TP 2 x PP 2 (resharded on load, the MoE shape from its
+# expert, and --moe-router-pre-softmax, which sigmoid scores ignore as in Megatron) and a third
+# (pre-softmax, capacity factor 1 with padding) match across TP 2 + SP and PP 2. A TP 1 checkpoint resumes at TP 2 x PP 2 (resharded on load, the MoE shape from its
 # arguments) to the losses of an uninterrupted run, and `generate` gives the same tokens at
 # TP 1 and TP 2. The layer runs against PyTorch in tests/unit/model_moe_golden_test.cpp and
 # tests/dist/model_moe_tp_test.cpp.
@@ -17,7 +17,7 @@ MOE=(--num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 48 --moe-aux-loss
 SIGMOID=(--num-experts 8 --moe-router-topk 4 --moe-router-score-function sigmoid
   --moe-router-num-groups 4 --moe-router-group-topk 2 --moe-router-topk-scaling-factor 2.5
   --moe-router-load-balancing-type seq_aux_loss --moe-aux-loss-coeff 1e-2 --moe-ffn-hidden-size 32
-  --moe-shared-expert-intermediate-size 64 --swiglu --disable-bias-linear)
+  --moe-shared-expert-intermediate-size 64 --swiglu --disable-bias-linear --moe-router-pre-softmax)
 CAPACITY=(--num-experts 4 --moe-router-topk 2 --moe-router-pre-softmax --moe-aux-loss-coeff 1e-2
   --moe-expert-capacity-factor 1.0 --moe-pad-expert-input-to-capacity)
 TINY_GPT_FLAGS=(--train-iters 6 --eval-iters 0)

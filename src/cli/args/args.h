@@ -79,12 +79,9 @@ struct ArchitectureArgs {
   std::optional<double> moe_router_topk_scaling_factor;
   std::optional<int> moe_router_num_groups;
   std::optional<int> moe_router_group_topk;
-  bool moe_router_enable_expert_bias = false;
-  double moe_router_bias_update_rate = 1e-3;
   std::string moe_router_dtype;  // "" (None) or fp32: the router computes in fp32 here
   std::string moe_layer_freq = "1";
   std::optional<int> moe_shared_expert_intermediate_size;
-  bool moe_shared_expert_gate = false;
   std::optional<double> moe_expert_capacity_factor;
   bool moe_pad_expert_input_to_capacity = false;
   std::string moe_token_drop_policy = "probs";

@@ -31,8 +31,13 @@ constexpr const char* kInference =
 constexpr const char* kProfiler = "drives the CUDA / PyTorch profiler";
 constexpr const char* kTelemetry = "an NVIDIA service client (telemetry, straggler detection)";
 constexpr const char* kMoe =
-    "not implemented: mixture of experts is pretrain-gpt's --num-experts with the --moe-* "
-    "options it lists (docs/moe.md); this one is not among them";
+    "not implemented: mixture of experts is pretrain-gpt's --num-experts and the --moe-* flags "
+    "it implements (docs/moe.md)";
+constexpr const char* kMoeExpertBias =
+    "not implemented yet: aux-loss-free balancing (a per-expert routing bias updated from the "
+    "expert load each step; docs/moe.md)";
+constexpr const char* kMoeSharedGate =
+    "not implemented yet: the shared expert's sigmoid gate (docs/moe.md)";
 constexpr const char* kFp8 = "FP8 / FP4 training is not supported";
 constexpr const char* kRl = "reinforcement learning (megatron/rl) is not supported";
 constexpr const char* kPipeline =
@@ -265,6 +270,11 @@ constexpr Rule kRules[] = {
      "logs each layer's load-balancing and z-loss; the average over MoE layers is logged here"},
     {"--moe-router-padding-for-fp8", false, kFp8},
     {"--moe-router-padding-for-quantization", false, kFp8},
+    {"--moe-router-enable-expert-bias", true, kMoeExpertBias},
+    {"--moe-router-bias-update-rate", true,
+     "the step of --moe-router-enable-expert-bias's bias update, which is not implemented yet",
+     "1e-3"},
+    {"--moe-shared-expert-gate", true, kMoeSharedGate},
     {"--moe-*", true, kMoe},
     {"--expert-model-parallel-size", true,
      "expert parallelism is not implemented yet: every rank holds all experts (size 1)", "1"},
@@ -641,6 +651,8 @@ constexpr Rule kCheckpointModelRules[] = {
     {"--no-load-optim", false, kWeightsOnly},
     {"--no-load-rng", false, kWeightsOnly},
     {"--finetune", false, kWeightsOnly},
+    {"--moe-router-enable-expert-bias", true, kMoeExpertBias},
+    {"--moe-shared-expert-gate", true, kMoeSharedGate},
     {"--make-vocab-size-divisible-by", false,
      "the embedding rows are the checkpoint's, re-padded on load for this TP size"},
 };
@@ -668,7 +680,7 @@ std::optional<ForeignFlagRule> classify_megatron_flag(std::string_view flag, Fla
     for (const Rule& r : kCheckpointModelRules)
       if (matches(r.pattern, flag)) return ForeignFlagRule{r.rejected, r.reason, r.neutral, false};
     if (is_model_flag(flag)) return ForeignFlagRule{false, kFromCheckpoint, "", true};
-    // The MoE flags that are not the model's shape (routing, losses, dispatch) train it.
+    // The other MoE flags (the losses, the dispatcher, fusions) train the model.
     if (matches("--moe-*", flag)) return ForeignFlagRule{false, kTrainingOnly, "", false};
   }
   for (const Rule& r : kRules) {

@@ -95,8 +95,6 @@ MoeOptions moe_options(const ArchitectureArgs& a) {
   m.topk_scaling_factor = a.moe_router_topk_scaling_factor;
   m.num_groups = a.moe_router_num_groups.value_or(0);
   m.group_topk = a.moe_router_group_topk.value_or(0);
-  m.expert_bias = a.moe_router_enable_expert_bias;
-  m.bias_update_rate = a.moe_router_bias_update_rate;
   MT_REQUIRE(a.moe_router_dtype.empty() || a.moe_router_dtype == "fp32", "--moe-router-dtype ",
              a.moe_router_dtype,
              " is not implemented: the router computes in fp32 here (give fp32 or nothing)");
@@ -104,7 +102,6 @@ MoeOptions moe_options(const ArchitectureArgs& a) {
   MT_REQUIRE(a.moe_shared_expert_intermediate_size.value_or(1) > 0,
              "--moe-shared-expert-intermediate-size must be positive");
   m.shared_expert_ffn = a.moe_shared_expert_intermediate_size.value_or(0);
-  m.shared_expert_gate = a.moe_shared_expert_gate;
   m.capacity_factor = a.moe_expert_capacity_factor;
   m.pad_to_capacity = a.moe_pad_expert_input_to_capacity;
   m.drop_policy = moe_token_drop_policy_from_name(a.moe_token_drop_policy);
@@ -205,12 +202,9 @@ void apply_checkpoint_args(Args& a, CheckpointArgs which) {
     arch.moe_router_topk_scaling_factor = m.topk_scaling_factor;
     if (m.num_groups > 0) arch.moe_router_num_groups = int(m.num_groups);
     if (m.group_topk > 0) arch.moe_router_group_topk = int(m.group_topk);
-    arch.moe_router_enable_expert_bias = m.expert_bias;
-    arch.moe_router_bias_update_rate = m.bias_update_rate;
     arch.moe_layer_freq = m.layer_freq;
     if (m.shared_expert_ffn > 0)
       arch.moe_shared_expert_intermediate_size = int(m.shared_expert_ffn);
-    arch.moe_shared_expert_gate = m.shared_expert_gate;
     arch.moe_expert_capacity_factor = m.capacity_factor;
     arch.moe_pad_expert_input_to_capacity = m.pad_to_capacity;
     arch.moe_token_drop_policy = moe_token_drop_policy_name(m.drop_policy);

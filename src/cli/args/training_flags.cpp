@@ -306,18 +306,12 @@ void add_moe_args(ArgTable& t, ArchitectureArgs& a) {
         "group-limited routing: experts in this many groups");
   t.add("--moe-router-group-topk", a.moe_router_group_topk,
         "group-limited routing: groups each token may use");
-  t.add_flag("--moe-router-enable-expert-bias", a.moe_router_enable_expert_bias,
-             "aux-loss-free balancing: a per-expert bias on the choice, updated each step");
-  t.add("--moe-router-bias-update-rate", a.moe_router_bias_update_rate,
-        "step of the expert-bias update (default 1e-3)");
   t.add("--moe-router-dtype", a.moe_router_dtype,
         "fp32: the router's logits and routing in fp32 (always so here)");
   t.add("--moe-layer-freq", a.moe_layer_freq,
         "MoE layers: every N-th layer, or a 0/1 list per layer such as '([0]+[1]*23)'");
   t.add("--moe-shared-expert-intermediate-size", a.moe_shared_expert_intermediate_size,
         "hidden width of the shared expert every token also goes through (default none)");
-  t.add_flag("--moe-shared-expert-gate", a.moe_shared_expert_gate,
-             "scale the shared expert's output by a learned sigmoid gate");
   t.add("--moe-expert-capacity-factor", a.moe_expert_capacity_factor,
         "expert capacity = factor x tokens x topk / experts; tokens past it are dropped "
         "(default none: dropless)");
