@@ -20,7 +20,7 @@ __device__ double sigmoid(double x) {
 }
 
 __device__ double row_max(const float* row, int64_t e) {
-  double m = -CUDART_INF;
+  double m = -double(CUDART_INF_F);
   for (int64_t c = 0; c < e; ++c) m = fmax(m, double(row[c]));
   return m;
 }
@@ -106,7 +106,7 @@ __device__ void row_weights(const float* l, const int32_t* idx, const MoeTopkPar
   } else if (p.pre_softmax) {
     for (int64_t j = 0; j < k; ++j) w[j] = exp(double(l[idx[j]]) - m) / sum;
   } else {
-    double mx = -CUDART_INF, s = 0;
+    double mx = -double(CUDART_INF_F), s = 0;
     for (int64_t j = 0; j < k; ++j) mx = fmax(mx, double(l[idx[j]]));
     for (int64_t j = 0; j < k; ++j) s += (w[j] = exp(double(l[idx[j]]) - mx));
     for (int64_t j = 0; j < k; ++j) w[j] /= s;
