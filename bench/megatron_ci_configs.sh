@@ -29,7 +29,8 @@
 # What is changed for the CPU run (everything else is passed as the config has it):
 #   model     --hidden-size 128, --num-attention-heads 4 (with --num-query-groups: groups = TP and
 #             heads = groups x the config's heads/groups ratio; hidden 8 x heads when 128 is not
-#             a multiple), --ffn-hidden-size 4 x hidden and --kv-channels hidden/heads when the
+#             a multiple), --ffn-hidden-size 4 x hidden, --moe-ffn-hidden-size and
+#             --moe-shared-expert-intermediate-size 2 x hidden and --kv-channels hidden/heads when the
 #             config sets them, --seq-length 64, --max-position-embeddings 64, 2 layers per
 #             pipeline stage (interleaved: the config's number of virtual stages, 1 layer each;
 #             --decoder-first/last-pipeline-num-layers kept, 2 layers on each stage between;
@@ -74,7 +75,8 @@
 #   NAME_REGEX   only the configs whose group/name matches (grep -E), e.g. 'bert/|tp4'
 # Environment: MEGATRON_BIN (default build/megatron of this repository), TIMEOUT (seconds per
 #   run, default 120), ITERS (default 2), WORK_DIR (default a new mktemp -d; logs, commands and
-#   results.tsv stay there), PEEL=N (after a refusal about a flag of the config, drop that flag
+#   results.tsv stay there), CI_GROUPS (the test-case groups read, default "gpt bert"; add
+#   "moe mixtral" for Megatron's mixture-of-experts configs, run as pretrain-gpt), PEEL=N (after a refusal about a flag of the config, drop that flag
 #   and run again, up to N times: the flags that block a config behind the first one, and
 #   whether it trains without them; default 0).
 # Needs: bash, mpirun (Open MPI), coreutils timeout, awk, git (for a git directory), Debian's
@@ -95,6 +97,7 @@ TIMEOUT=${TIMEOUT:-120}
 ITERS=${ITERS:-2}
 PEEL=${PEEL:-0}
 KIND=${KIND:-pretraining}
+read -r -a CI_GROUPS <<<"${CI_GROUPS:-gpt bert}"
 MAX_WORLD=4
 DATA_DIR=${MEGATRON_DATA_DIR:-$HOME/.cache/megatron-cpp}
 WORK=${WORK_DIR:-$(mktemp -d /tmp/megatron_ci_configs.XXXXXX)}
@@ -119,7 +122,8 @@ if [[ -d $MLM/$CASES ]]; then
 elif git --git-dir="$MLM" rev-parse --verify -q "${MEGATRON_REF:-HEAD}^{commit}" >/dev/null; then
   ROOT=$WORK/megatron-lm
   mkdir -p "$ROOT"
-  git --git-dir="$MLM" archive "${MEGATRON_REF:-HEAD}" $CASES/gpt $CASES/bert | tar -x -C "$ROOT" ||
+  git --git-dir="$MLM" archive "${MEGATRON_REF:-HEAD}" "${CI_GROUPS[@]/#/$CASES/}" |
+    tar -x -C "$ROOT" ||
     die "git archive of $MLM failed"
 else
   die "$MLM is neither a Megatron-LM work tree nor a git directory"
@@ -132,7 +136,7 @@ MLM_REV=$(git -C "$MLM" rev-parse --short HEAD 2>/dev/null ||
 # explode does). Scalars keep their text as written (yq prints 1.0e-5 as 1.0e-5; YAML 1.2
 # booleans only, so `true` is a bare flag).
 read_configs() {
-  $PY - "$ROOT/$CASES" <<'EOF'
+  $PY - "$ROOT/$CASES" "${CI_GROUPS[@]}" <<'EOF'
 import glob, os, sys, yaml
 class Loader(yaml.SafeLoader):
     pass
@@ -148,7 +152,7 @@ Loader.add_constructor("tag:yaml.org,2002:bool", boolean)
 flat = lambda s: " ".join(str(s).split("\n")).replace("\t", " ")
 for path in sorted(glob.glob(os.path.join(sys.argv[1], "*", "*", "model_config.yaml"))):
     group, name = path.split(os.sep)[-3:-1]
-    if group not in ("gpt", "bert"):
+    if group not in sys.argv[2:]:
         continue
     with open(path) as f:
         d = yaml.load(f, Loader=Loader) or {}
@@ -209,6 +213,7 @@ json.dump(vocab, open(sys.argv[2], "w", encoding="utf-8"), ensure_ascii=False)
 # Flags whose value is this script's alone (not the config's choice, as a layout or a feature
 # is): a refusal naming them is the CPU run's doing, and PEEL never drops them.
 OURS=" --hidden-size --num-attention-heads --ffn-hidden-size --kv-channels --seq-length
+  --moe-ffn-hidden-size --moe-shared-expert-intermediate-size
   --max-position-embeddings --num-layers --train-iters --train-samples --eval-iters
   --log-interval --distributed-backend --data-path --vocab-file --merge-file --tokenizer-type
   --tokenizer-model --save --load --tensorboard-dir --data-cache-path "
@@ -350,6 +355,7 @@ build() {
       --num-attention-heads) v=$heads ;;
       --num-query-groups) v=$groups ;;
       --ffn-hidden-size) v=$((4 * hidden)) ;;
+      --moe-ffn-hidden-size | --moe-shared-expert-intermediate-size) v=$((2 * hidden)) ;;
       --kv-channels) v=$((hidden / heads)) ;;
       --seq-length | --max-position-embeddings) v=$positions ;;
       --num-layers) v=$L ;;
@@ -624,7 +630,11 @@ finish_config() {
 NAME=
 while IFS=$'\t' read -r kind a b c; do
   case $kind in
-    C) finish_config; NAME=$a; KEYS=(); VALS=(); MODEL=${a%%/*} DISTILL= ;;
+    C)
+      finish_config
+      NAME=$a KEYS=() VALS=() MODEL=${a%%/*} DISTILL=
+      [[ $MODEL == bert ]] || MODEL=gpt  # gpt, moe, mixtral: decoders
+      ;;
     D) DISTILL=$a ;;
     T) MODE=$b; GPN=$c ;;
     A) KEYS+=("$a"); VALS+=("$b") ;;

@@ -51,6 +51,7 @@ Tensor Transformer::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
   ctx.layers.assign(layers_.size(), {});
   ctx.layer_inputs.assign(layers_.size(), {});
   ctx.aux_loss = 0;
+  ctx.moe_losses = {};
   Tensor h = x;
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (config_.recomputes_layer(int(i))) {
@@ -59,10 +60,12 @@ Tensor Transformer::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
       TransformerLayer::Ctx discarded;
       h = copy_into(arena, layers_[i]->forward(discarded, h, pad_mask, scope, scratch, scratch));
       ctx.aux_loss += discarded.attention.indexer_loss;
+      ctx.moe_losses += layers_[i]->moe_losses(discarded);
     } else {
       scratch.reset();  // the previous layer's forward temporaries are dead
       h = layers_[i]->forward(ctx.layers[i], h, pad_mask, scope, arena, scratch);
       ctx.aux_loss += ctx.layers[i].attention.indexer_loss;
+      ctx.moe_losses += layers_[i]->moe_losses(ctx.layers[i]);
     }
   }
   return final_ln_ ? final_ln_->forward(ctx.final_ln, h, arena) : h;
@@ -102,7 +105,7 @@ Tensor Transformer::backward(Ctx& ctx, Tensor dy, Arena& arena, Arena& scratch) 
                           scratch);
     TransformerLayer::Ctx& layer_ctx = recompute ? recomputed : ctx.layers[i];
     layer_ctx.attention.indexer_grad_scale = ctx.aux_loss_grad_scale;
-    dy = copy_into(arena, layers_[i]->backward(layer_ctx, dy, scratch));
+    dy = copy_into(arena, layers_[i]->backward(layer_ctx, dy, ctx.aux_loss_grad_scale, scratch));
     store_->grads_accumulated(layer_params_[i].first, layer_params_[i].second);
   }
   return dy;

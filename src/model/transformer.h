@@ -47,11 +47,14 @@ class Transformer {
     LayerNorm::Ctx final_ln;
     Tensor pad_mask;
     DropoutScope scope;
-    // The gradient of the layers' own losses (DSA's indexer loss, model/attention.h): the
-    // micro-batch's grad_scale, set by the model before backward.
+    // The gradient scale of the layers' own losses (DSA's indexer loss, model/attention.h; the
+    // MoE layers' router losses, model/moe_layer.h): the main loss's, the micro-batch's
+    // grad_scale, set by the model before backward.
     float aux_loss_grad_scale = 0.0f;
-    // The layers' own losses of the micro-batch, summed (the forward's, recomputed or not).
+    // The layers' own losses of the micro-batch, summed over the layers (the forward's,
+    // recomputed or not: a recomputing backward does not add them again).
     double aux_loss = 0;
+    MoeLosses moe_losses;
   };
 
   Transformer(const TransformerConfig& config, const ParallelState& ps, ParameterStore& store,

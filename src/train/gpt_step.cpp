@@ -34,6 +34,11 @@ class GptStep final : public GptPipelinedStep {
                                 ? last_stage_loss_terms(model, ctx, per_token, distilled)
                                 : LossTerms{};
               t.indexer = model.stage_indexer_loss(ctx) / layers;
+              // Every stage's MoE layers add their router losses (model/moe_router.h).
+              const MoeLosses moe = model.stage_moe_losses(ctx);
+              t.load_balancing = moe.load_balancing;
+              t.seq_load_balancing = moe.seq_load_balancing;
+              t.z_loss = moe.z_loss;
               return t;
             },
             std::move(train), std::move(valid), std::move(test)),
@@ -48,6 +53,18 @@ class GptStep final : public GptPipelinedStep {
   bool has_distillation_loss() const override { return cfg_.teacher.has_value(); }
   bool has_indexer_loss() const override {
     return cfg_.model.arch.dsa.enabled && cfg_.model.arch.dsa.loss_coeff > 0;
+  }
+  MoeLossLog moe_loss_log() const override {
+    const MoeOptions& m = cfg_.model.arch.moe;
+    MoeLossLog log;
+    if (!m.enabled()) return log;
+    log.layers = m.count_moe_layers(cfg_.model.num_layers);
+    if (m.aux_loss_coeff > 0)
+      log.losses.emplace_back("load_balancing_loss", &LossTerms::load_balancing);
+    if (m.seq_aux_loss_coeff > 0)
+      log.losses.emplace_back("seq_load_balancing_loss", &LossTerms::seq_load_balancing);
+    if (m.z_loss_coeff > 0) log.losses.emplace_back("z_loss", &LossTerms::z_loss);
+    return log;
   }
   int64_t seq_length() const override { return cfg_.model.seq_length; }
   double flops_per_iteration(int64_t global_batch) const override {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "model/moe_router.h"  // MoeLosses
 #include "model/stage_range.h"
 #include "pipeline/pipeline_executor.h"
 #include "pipeline/schedule.h"

@@ -14,6 +14,9 @@
 #   context    TP 2 x CP 2 with --calculate-per-token-loss and --expert-tensor-parallel-size
 #              (no experts: no effect), resumed with --use-checkpoint-opt_param-scheduler
 #   bert       BERT at TP 2 x PP 2 with --spec local, resumed with --use-checkpoint-args
+#   moe        the moe/ configs' mixture of experts at expert-parallel size 1: 4 experts, top-2,
+#              the aux loss, --moe-grouped-gemm, the all-to-all dispatcher, the first layer dense,
+#              TP 2 x PP 2 with sequence parallelism and the distributed optimizer, bf16
 # Each must log its iterations and exit 0; the resumes must continue from the checkpoint.
 set -euo pipefail
 # The BERT data (and DATA, WORK): the first 40 State of the Union documents, WordPiece sentences.
@@ -69,6 +72,17 @@ run nemotron 4 pretrain-gpt "${MCORE[@]}" "${GPT_TOK[@]}" --data-path "$WORK/gpt
 # newest.
 got="$(cd "$WORK/nemotron" && ls -d iter_* | tr '\n' ' ')"
 [ "$got" = "iter_0000002 iter_0000003 " ] || { echo "FAIL: nemotron kept $got"; exit 1; }
+
+run moe 4 pretrain-gpt "${MCORE[@]}" "${GPT_TOK[@]}" --data-path "$WORK/gpt_text_document" \
+  --split 99,1,0 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 \
+  --sequence-parallel --use-distributed-optimizer "${SHAPE[@]}" --micro-batch-size 2 \
+  --global-batch-size 8 --train-iters 2 --lr 1e-4 --min-lr 1e-5 --lr-decay-style cosine \
+  --num-experts 4 --moe-router-topk 2 --moe-router-load-balancing-type aux_loss \
+  --moe-aux-loss-coeff 1e-2 --moe-grouped-gemm --moe-token-dispatcher-type alltoall \
+  --moe-permute-fusion --moe-router-dtype fp32 --moe-layer-freq "([0]+[1]*3)" \
+  --expert-model-parallel-size 1 --expert-tensor-parallel-size 2 --disable-bias-linear \
+  --swiglu --bf16 --eval-iters 1 --eval-interval 1000 --log-interval 1
+grep -q "load_balancing_loss: " "$WORK/moe.log" || { cat "$WORK/moe.log"; echo "FAIL: moe"; exit 1; }
 
 run per_token 4 pretrain-gpt "${MCORE[@]}" "${GPT_TOK[@]}" --data-path "$WORK/gpt_text_document" \
   --split 99,1,0 --tensor-model-parallel-size 1 --pipeline-model-parallel-size 4 \

@@ -111,6 +111,33 @@ TEST(PlanParameters, MatchesTheParameterStoreOfRealModels) {
     m.max_position_embeddings = 40;
     EXPECT_DOUBLE_EQ(count_parameters(m, Layout{}).total, double(store.flat_values().numel()));
   }
+  // Mixture of experts (model/moe_layer.h): routed experts on some layers, with or without
+  // biases, SwiGLU and a shared expert.
+  for (bool llama : {false, true}) {
+    SCOPED_TRACE(llama ? "swiglu, shared expert, no biases" : "gelu, biases");
+    GptConfig gc;
+    gc.num_layers = 3;
+    gc.hidden_size = 64;
+    gc.num_attention_heads = 4;
+    gc.vocab_size = 1000;
+    gc.padded_vocab_size = 1024;
+    gc.max_position_embeddings = 40;
+    gc.seq_length = 32;
+    gc.arch.swiglu = llama;
+    gc.arch.add_bias_linear = !llama;
+    MoeOptions& moe = gc.arch.moe;
+    moe.num_experts = 6;
+    moe.ffn_hidden_size = 40;
+    moe.layer_freq = "[0,1,1]";
+    moe.shared_expert_ffn = llama ? 24 : 0;
+    ParameterStore store(0, 1);
+    GptModel model(gc, ps, store);
+    store.allocate();
+    ModelSpec m = gpt_spec(3, 64, 4, 32, 1000);
+    m.max_position_embeddings = 40;
+    m.arch = gc.arch;
+    EXPECT_DOUBLE_EQ(count_parameters(m, Layout{}).total, double(store.flat_values().numel()));
+  }
   {
     BertConfig bc;
     bc.num_layers = 2;
