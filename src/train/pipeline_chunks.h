@@ -20,7 +20,6 @@
 #include <vector>
 
 #include "core/error.h"
-#include "model/moe_router.h"  // MoeLosses
 #include "model/stage_range.h"
 #include "pipeline/pipeline_executor.h"
 #include "pipeline/schedule.h"
