@@ -10,6 +10,7 @@
 #include <limits>
 #include <optional>
 
+#include "cli/args/did_you_mean.h"
 #include "cli/args/last_flag_wins.h"
 #include "core/logging.h"
 #include "core/number_format.h"
@@ -151,6 +152,14 @@ template void ArgTable::add(const std::string&, std::vector<std::string>&, const
 template void ArgTable::add(const std::string&, std::vector<int64_t>&, const std::string&);
 template void ArgTable::add(const std::string&, std::vector<int>&, const std::string&);
 
+void ArgTable::add_repeatable(const std::string& flag, std::vector<std::string>& field,
+                              const std::string& help) {
+  repeatable(app_.add_option(flag, field, help));
+  const std::string name = attribute_name(flag);
+  printers_.emplace_back(name, [&field] { return show(field); });
+  jsoners_.emplace_back(name, [&field] { return to_json_value(field); });
+}
+
 void ArgTable::add_flag(const std::string& flag, bool& field, const std::string& help) {
   app_.add_flag(flag, field, help);
   const std::string name = attribute_name(flag);
@@ -201,10 +210,12 @@ int parse_command_line(CLI::App& app, int argc, char** argv) {
     if (log_rank() == 0) {
       std::string words;
       for (const std::string& w : app.remaining()) words += (words.empty() ? "" : " ") + w;
-      std::fprintf(stderr,
-                   "%s: error: unrecognized arguments: %s\nRun with --help for more "
-                   "information.\n",
-                   app.get_name().c_str(), words.c_str());
+      std::fprintf(stderr, "%s: error: unrecognized arguments: %s\n", app.get_name().c_str(),
+                   words.c_str());
+      for (const std::string& w : app.remaining())
+        if (const std::string flag = nearest_flag(app, w); !flag.empty())
+          std::fprintf(stderr, "%s: did you mean %s?\n", w.c_str(), flag.c_str());
+      std::fprintf(stderr, "Run with --help for more information.\n");
     }
     return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
