@@ -102,7 +102,7 @@ demo: step 4/5 — train a GPT for $MINUTES minutes on 2 processes, tensor paral
       4.8 (~120) at 2000 and 4.7 (~112) at 2400, where the time limit stopped it; a busier
       machine stops earlier (at iteration ~400 under load 10: 5.8, ~330). Every 20 iterations
       Megatron's iteration line is followed by a progress line saying how much time is left and
-      near which iteration the run will stop; every 100 comes a validation loss, and every 500
+      near which iteration the run will stop; every 100 comes a validation loss, and every 200
       the model continues two prompts (--sample-interval), so you can watch it learn to write.
       Then the model writes (step 5/5): expect recognisable, if broken, English.
 EOF
@@ -118,7 +118,7 @@ mpirun --oversubscribe --bind-to none -np 2 "$MEGATRON" pretrain-gpt \
   --data-path "${PREFIX}_text_document" --split 949,50,1 \
   --tokenizer-type SentencePieceTokenizer --tokenizer-model "$SP_MODEL" \
   --log-interval 20 --eval-interval 100 --eval-iters 8 --save "$OUT/checkpoints" \
-  --sample-interval 500 --sample-prompt "The Congress of the United States" \
+  --sample-interval 200 --sample-prompt "The Congress of the United States" \
   --sample-prompt "Our economy" --sample-tokens 24 \
   --metrics-file "$OUT/metrics.jsonl" --tensorboard-dir "$OUT/tensorboard" | tee "$OUT/train.log"
 

@@ -10,8 +10,8 @@
 #
 # MEGATRON_CUDA=AUTO|ON|OFF (environment, default: the build tree's own setting, else AUTO)
 # chooses the CUDA backend; the demo sets OFF where no GPU is visible. ccache (installed here)
-# makes a rebuild of unchanged files nearly free. Before building, the files left to compile
-# and the expected time on this machine's cores are printed; ninja then prints
+# makes a rebuild of unchanged files nearly free. Before a first build, the files to compile and
+# the expected time on this machine's cores are printed; ninja then prints
 # [finished/total elapsed] per file.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -46,19 +46,20 @@ CONFIG=(-DCMAKE_BUILD_TYPE=Release -DMEGATRON_WERROR=ON)
 [[ -n ${MEGATRON_CUDA:-} ]] && CONFIG+=("-DMEGATRON_CUDA=$MEGATRON_CUDA")
 echo "setup: configuring $BUILD (${*:-every target}${MEGATRON_CUDA:+, CUDA backend $MEGATRON_CUDA})"
 cmake -S "$ROOT" -B "$BUILD" -G Ninja "${CONFIG[@]}" >/dev/null
-# The expected time: what is left to compile (ninja's dry run), at the cost measured on our
-# 2-core VM for a clean build without ccache (bench/RESULTS.md, "Build"): about 1.0 CPU-second
-# per C++ file of `megatron` ... see SECONDS_PER_FILE, over this machine's cores.
-SECONDS_PER_FILE=2.4
+# The expected time of a first build: the C++ files of the targets (ninja's command list) at
+# the CPU time one costs without ccache on our 2-core VM (bench/RESULTS.md, "Build"), over this
+# machine's cores. A tree built before only recompiles what changed (with ccache, seconds for
+# files compiled before).
+SECONDS_PER_FILE=1.3
 CORES=$(nproc)
-left=$(ninja -C "$BUILD" -n "$@" 2>/dev/null | grep -c "Building CXX" || true)
-if ((left > 0)); then
-  estimate=$(awk -v n="$left" -v s="$SECONDS_PER_FILE" -v c="$CORES" \
-    'BEGIN { t = n * s / c; printf "%d min %02d s", t / 60, t % 60 }')
-  echo "setup: $left C++ files to compile on $CORES cores: about $estimate on idle cores" \
-    "(ccache makes files compiled before nearly free)"
+files=$(ninja -C "$BUILD" -t commands "$@" | grep -c ' -c ' || true)
+if [[ -f $BUILD/.ninja_log && $(wc -l < "$BUILD/.ninja_log") -gt 1 ]]; then
+  echo "setup: building ${*:-every target} in $BUILD: only what changed since the last build"
 else
-  echo "setup: $BUILD is up to date (${*:-every target})"
+  estimate=$(awk -v n="$files" -v s="$SECONDS_PER_FILE" -v c="$CORES" \
+    'BEGIN { t = n * s / c; printf "%d min %02d s", t / 60, t % 60 }')
+  echo "setup: first build of ${*:-every target}: $files files to compile on $CORES cores," \
+    "about $estimate if the cores are idle"
 fi
 TARGETS=()
 for t in "$@"; do TARGETS+=(--target "$t"); done
