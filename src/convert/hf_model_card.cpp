@@ -109,6 +109,7 @@ void training(std::ostringstream& out, const nlohmann::json& state) {
   if (data.empty() && args.value("mock_data", false)) data = "synthetic tokens (`--mock-data`)";
   table_row(out, "training data", data.empty() ? "" : "`" + data + "`");
   table_row(out, "split (train, validation, test)", arg(args, "split"));
+  table_row(out, "sequence length", seq);
   if (!seq.empty()) {
     const int64_t tokens = samples * std::stoll(seq);
     table_row(
@@ -180,18 +181,20 @@ std::string hf_model_card(const nlohmann::json& state, const nlohmann::json& hf_
       << checkpoint_dir << "` (iteration " << state.value("iteration", int64_t(0)) << ").\n\n";
   architecture(out, state, hf_config, parameters);
   training(out, state);
+  const bool hf_tokenizer =
+      std::filesystem::exists(std::filesystem::path(hf_dir) / "tokenizer_config.json");
   out << "## How to load it\n\nWith HuggingFace `transformers`:\n\n```python\n"
-      << "from transformers import " << cls << ", AutoTokenizer\n\n"
+      << "from transformers import " << cls << (hf_tokenizer ? ", AutoTokenizer" : "") << "\n\n"
       << "model = " << cls << ".from_pretrained(\"" << hf_dir << "\")\n";
-  if (std::filesystem::exists(std::filesystem::path(hf_dir) / "tokenizer_config.json"))
-    out << "tokenizer = AutoTokenizer.from_pretrained(\"" << hf_dir << "\")\n";
+  if (hf_tokenizer) out << "tokenizer = AutoTokenizer.from_pretrained(\"" << hf_dir << "\")\n";
   out << "```\n\nWith megatron-cpp (back to its checkpoint format, to train further or to "
          "serve at any tensor-parallel size):\n\n```bash\n"
       << "megatron convert --model-type " << (encoder ? "bert" : "gpt") << " --from hf --load "
       << hf_dir << " --save CHECKPOINT_DIR\n```\n";
-  if (!std::filesystem::exists(std::filesystem::path(hf_dir) / "tokenizer_config.json"))
-    out << "\nThe checkpoint records no tokenizer files that HF can load: give the tokenizer the "
-           "model was trained with.\n";
+  if (!hf_tokenizer)
+    out << "\nNo tokenizer files for HF here (HF has none for this tokenizer type, or the "
+           "checkpoint records none): tokenize with the tokenizer the model was trained with"
+        << (state.contains("tokenizer") ? " (Training, above)" : "") << ".\n";
   return out.str();
 }
 

@@ -19,8 +19,12 @@ echo "== --version"
 "$MEGATRON_BINARY" --version > "$WORK/version"
 cat "$WORK/version"
 grep -Eq '^megatron [0-9]+\.[0-9]+\.[0-9]+ \(megatron-cpp\)$' "$WORK/version" || fail "version line"
-if commit=$(git -C "$MEGATRON_SOURCE_DIR" rev-parse --short=12 HEAD 2>/dev/null); then
-  grep -q "^git commit: $commit" "$WORK/version" || fail "commit is not $commit"
+# The commit the binary was built from: one of this checkout's (HEAD, or before it when the
+# binary was built before the last commit).
+if git -C "$MEGATRON_SOURCE_DIR" rev-parse HEAD >/dev/null 2>&1; then
+  commit=$(sed -n 's/^git commit: \([0-9a-f]\{12\}\)\( with local changes\)\?$/\1/p' "$WORK/version")
+  [[ -n $commit ]] && git -C "$MEGATRON_SOURCE_DIR" merge-base --is-ancestor "$commit" HEAD \
+    || fail "the git commit line does not name a commit of this checkout"
 fi
 grep -Eq '^build: [A-Za-z]+, -march=[^,]+, (GCC|clang) [0-9]' "$WORK/version" || fail "build line"
 grep -Eq '^CUDA backend: (built|not built)' "$WORK/version" || fail "CUDA line"

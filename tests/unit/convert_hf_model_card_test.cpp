@@ -2,6 +2,10 @@
 // that the checkpoint records, how to load it — and nothing the checkpoint does not record.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "convert/hf_model_card.h"
 
@@ -71,13 +75,29 @@ TEST(HfModelCard, SaysWhatTheCheckpointRecords) {
                               "iterations |\n"));
   EXPECT_THAT(card, HasSubstr("| precision | fp32 |\n"));
   EXPECT_THAT(card, HasSubstr("| parallel layout | tensor-parallel 2, pipeline-parallel 1"));
-  EXPECT_THAT(card, HasSubstr("from transformers import GPT2LMHeadModel, AutoTokenizer"));
+  EXPECT_THAT(card, HasSubstr("| sequence length | 64 |\n"));
+  // No tokenizer_config.json in runs/own/hf (not written here): no AutoTokenizer, and a note.
+  EXPECT_THAT(card, HasSubstr("from transformers import GPT2LMHeadModel\n"));
+  EXPECT_THAT(card, HasSubstr("tokenize with the tokenizer the model was trained with "
+                              "(Training, above)"));
   EXPECT_THAT(card, HasSubstr("GPT2LMHeadModel.from_pretrained(\"runs/own/hf\")"));
   EXPECT_THAT(card, HasSubstr("megatron convert --model-type gpt --from hf --load runs/own/hf"));
   // Not recorded, so not written: no query groups, no SwiGLU, no imported origin.
   EXPECT_THAT(card, Not(HasSubstr("key/value head groups")));
   EXPECT_THAT(card, Not(HasSubstr("SwiGLU")));
   EXPECT_THAT(card, Not(HasSubstr("imported")));
+}
+
+TEST(HfModelCard, WithTheTokenizersFilesItLoadsThemToo) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("hf_model_card_test_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "tokenizer_config.json") << "{}\n";
+  const std::string card = hf_model_card(trained_state(), kGpt2Config, 10, "c", dir.string());
+  std::filesystem::remove_all(dir);
+  EXPECT_THAT(card, HasSubstr("from transformers import GPT2LMHeadModel, AutoTokenizer\n"));
+  EXPECT_THAT(card, HasSubstr("tokenizer = AutoTokenizer.from_pretrained(\"" + dir.string()));
+  EXPECT_THAT(card, Not(HasSubstr("No tokenizer files")));
 }
 
 TEST(HfModelCard, AnImportedModelNotTrainedHereSendsToItsOwnCard) {
