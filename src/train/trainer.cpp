@@ -626,7 +626,8 @@ struct Trainer::Impl {
   // `reset`: start a new interval. Megatron also logs the first iteration of every run, without
   // resetting, so that the next line still covers its whole interval.
   // `first_of_run`: the first iteration of this run (Megatron writes no "iteration-time" then).
-  // `first_of_run`: this run's first iteration; `resumed`: the run started from a checkpoint.
+  // `resumed`: the run started from a checkpoint (its first line, unless it ends an interval,
+  // stays out of the metrics file: IterationStats::console_only).
   void log_interval_stats(bool reset, bool first_of_run, bool resumed) {
     interval_timer.stop();
     IterationStats s;
