@@ -5,8 +5,12 @@
 # GPT (4 layers, hidden 128, 4 heads, sequence 128) on 2 processes with tensor parallelism 2 for
 # DEMO_MINUTES minutes (--exit-duration-in-mins), evaluating every 100 iterations (bf16 where
 # the CPU multiplies bf16 natively: AMX or AVX512-BF16; f32 elsewhere), draw the loss curve
-# (terminal chart + SVG), and let the model write: three prompts continued by `megatron
-# generate` at tensor parallelism 2. Ends with how to serve the model and where everything is.
+# (terminal chart + SVG), and let the model write: two prompts continued every 500 iterations
+# during training (--sample-interval), three by `megatron generate` at tensor parallelism 2 at
+# the end. Ends with how to serve the model and where everything is. Before it starts it says
+# how long it will take on this machine; the build is of `megatron` alone, for this CPU (the
+# CUDA backend only where a GPU is visible or MEGATRON_CUDA=ON asks for it), and prints its
+# progress.
 #
 # Why not GPT-2's 50,257-token vocabulary: at this size its LM head would be ~85% of the FLOPs,
 # and minutes on 2 cores would end in word salad; a vocabulary of the corpus itself, 12x
@@ -26,8 +30,30 @@ ITERS="${DEMO_ITERS:-4000}"
 MINUTES="${DEMO_MINUTES:-6}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
-echo "demo: step 1/5 — install missing Debian packages and build build/megatron (first time:"
-echo "      several minutes; later runs only rebuild what changed)"
+# Only what this machine can run: the CUDA backend only where a GPU is visible (or asked for
+# with MEGATRON_CUDA=ON); a build tree configured before keeps its own setting.
+if [[ -z ${MEGATRON_CUDA:-} && ! -f $BUILD/CMakeCache.txt ]]; then
+  if command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+    export MEGATRON_CUDA=AUTO
+  else
+    export MEGATRON_CUDA=OFF
+  fi
+fi
+CORES=$(nproc)
+if [[ -x $BUILD/megatron ]]; then
+  BUILD_NOTE="the build only recompiles what changed"
+else
+  # A clean CPU-only build of `megatron` alone: BUILD_CPU_MINUTES of CPU time on our VM
+  # (bench/RESULTS.md, "Build"), spread over the cores.
+  BUILD_CPU_MINUTES=6
+  BUILD_NOTE="a first build of megatron takes about $(((BUILD_CPU_MINUTES + CORES - 1) / CORES)) min on $CORES idle cores"
+fi
+cat <<EOF
+demo: expected time on this machine ($CORES cores): $BUILD_NOTE; then ~1 min to fetch the data
+      and train the tokenizer (the first time only), $MINUTES min of training, and under a
+      minute to evaluate, plot and generate.
+demo: step 1/5 — install missing Debian packages and build build/megatron only${MEGATRON_CUDA:+ (CUDA backend $MEGATRON_CUDA)}
+EOF
 "$ROOT/scripts/setup.sh" megatron
 echo "demo: step 2/5 — fetch the State of the Union corpus (and the vocabularies the tests use)"
 "$ROOT/scripts/fetch_data.sh"
@@ -76,8 +102,9 @@ demo: step 4/5 — train a GPT for $MINUTES minutes on 2 processes, tensor paral
       4.8 (~120) at 2000 and 4.7 (~112) at 2400, where the time limit stopped it; a busier
       machine stops earlier (at iteration ~400 under load 10: 5.8, ~330). Every 20 iterations
       Megatron's iteration line is followed by a progress line saying how much time is left and
-      near which iteration the run will stop; every 100 comes a validation loss. Then the model
-      writes (step 5/5): expect recognisable, if broken, English.
+      near which iteration the run will stop; every 100 comes a validation loss, and every 200
+      the model continues two prompts (--sample-interval), so you can watch it learn to write.
+      Then the model writes (step 5/5): expect recognisable, if broken, English.
 EOF
 
 rm -rf "$OUT"
@@ -91,6 +118,8 @@ mpirun --oversubscribe --bind-to none -np 2 "$MEGATRON" pretrain-gpt \
   --data-path "${PREFIX}_text_document" --split 949,50,1 \
   --tokenizer-type SentencePieceTokenizer --tokenizer-model "$SP_MODEL" \
   --log-interval 20 --eval-interval 100 --eval-iters 8 --save "$OUT/checkpoints" \
+  --sample-interval 200 --sample-prompt "The Congress of the United States" \
+  --sample-prompt "Our economy" --sample-tokens 24 \
   --metrics-file "$OUT/metrics.jsonl" --tensorboard-dir "$OUT/tensorboard" | tee "$OUT/train.log"
 
 echo
@@ -107,9 +136,9 @@ mpirun --oversubscribe --bind-to none -np 2 "$MEGATRON" generate --load "$OUT/ch
   --prompt "I have the honor to" --output-file "$OUT/generated.jsonl" | grep -v "^generate: "
 cat <<EOF
 demo: everything is in $OUT/
-        loss.svg       training and validation loss against iterations and tokens (open it in
-                       a web browser)
-        metrics.jsonl  one JSON object per logged iteration and per evaluation
+        loss.svg       training and validation loss, and the learning rate, against iterations
+                       (open it in a web browser)
+        metrics.jsonl  one JSON object per logged iteration, evaluation and sample
         generated.jsonl  the three continuations above (prompt, text, tokens)
         train.log      the console output above
         checkpoints/   Megatron's layout; continue training with --load $OUT/checkpoints

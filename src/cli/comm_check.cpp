@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "cli/args/arg_table.h"
 #include "cli/subcommands.h"
 #include "core/logging.h"
 #include "distributed/agreement.h"
@@ -34,7 +35,7 @@ int run_comm_check(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--fail-rank", fail_rank,
                  "diagnostic: this rank throws an error at the start (tests job-wide abort)");
-  CLI11_PARSE(app, argc, argv);
+  if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
 
   auto world = world_communicator();
   const int n = world->size(), me = world->rank();

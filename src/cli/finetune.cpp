@@ -171,7 +171,7 @@ int run_finetune(int argc, char** argv) {
     args.train_iters = flags.epochs > 0 ? flags.epochs * iterations_per_epoch : 1;
     if (flags.epochs == 0) args.skip_train = true;
     validate_training_args_except_data(args, world->size());
-    log_line(table.format());
+    if (args.log_args) log_line(table.format());
 
     step.model.bert =
         bert_config(args, flags.layernorm, /*binary_head=*/false, tokenizer->vocab_size());

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cli/subcommands.h"
+#include "cli/version.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "distributed/runtime.h"
@@ -55,7 +56,9 @@ const Subcommand kSubcommands[] = {
 };
 
 void print_usage() {
-  std::printf("usage: megatron SUBCOMMAND [flags]   (megatron SUBCOMMAND --help for flags)\n\n");
+  std::printf(
+      "usage: megatron SUBCOMMAND [flags]   (megatron SUBCOMMAND --help for flags)\n"
+      "       megatron --version            (version, build, this CPU and its GEMM kernels)\n\n");
   for (const Subcommand& s : kSubcommands) std::printf("  %-14s %s\n", s.name, s.help);
 }
 
@@ -142,6 +145,10 @@ int main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     print_usage();
     return argc < 2 ? 2 : 0;
+  }
+  if (!std::strcmp(argv[1], "--version")) {
+    std::fputs(megatron::cli::version_report().c_str(), stdout);
+    return 0;
   }
   for (const Subcommand& s : kSubcommands) {
     if (std::strcmp(argv[1], s.name) != 0) continue;

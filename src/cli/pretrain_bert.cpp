@@ -85,7 +85,7 @@ int run_pretrain_bert(int argc, char** argv) {
     MT_REQUIRE(flags.short_seq_prob >= 0 && flags.short_seq_prob <= 1,
                "--short-seq-prob must be in [0, 1], got ", flags.short_seq_prob);
     check_bert_layernorm_flags(flags.layernorm);
-    log_line(table.format());
+    if (args.log_args) log_line(table.format());
 
     TokenizerOptions o{args.tokenizer_type,
                        args.vocab_file,

@@ -12,6 +12,7 @@
 #include "cli/setup/gpt_setup.h"
 #include "cli/setup/megatron_lm_load.h"
 #include "cli/setup/theoretical_memory.h"
+#include "cli/setup/training_samples.h"
 #include "cli/subcommands.h"
 #include "core/logging.h"
 #include "distributed/agreement.h"
@@ -42,6 +43,8 @@ int run_pretrain_gpt(int argc, char** argv) {
   add_context_parallel_args(table, args);
   DistillationArgs distillation;
   add_distillation_args(table, distillation);
+  SampleArgs samples;
+  add_sample_args(table, samples);
   // Last: Megatron's flags that this command has not registered above.
   MegatronFlags megatron_flags(app);
   if (int rc = megatron_flags.parse(argc, argv); rc >= 0) return rc;
@@ -65,18 +68,23 @@ int run_pretrain_gpt(int argc, char** argv) {
     apply_checkpoint_args(args, CheckpointArgs::kShapeAndArchitecture);
     check_megatron_flags(megatron_flags, args);
     validate_training_args(args, world->size());
-    log_line(table.format());
+    if (args.log_args) log_line(table.format());
     vocab = build_vocabulary(args);
     model = gpt_step_config(args, vocab, eod_mask_loss);
     model.model.per_token_loss = per_token_loss;
     model.split = pipeline_split(args);
     model.microbatch_group = args.microbatch_group_size_per_virtual_pipeline_stage.value_or(0);
     model.teacher = teacher_config(distillation, args, vocab);
+    check_sample_args(samples, args, vocab, model.model);
     data = build_gpt_data(args, vocab);
   });
   TrainerConfig config = trainer_config(args, table);
   config.per_token_loss = per_token_loss;
   config.tokenizer = vocab.identity;
+  if (samples.interval > 0) {
+    config.sample_interval = samples.interval;
+    config.sample = training_sampler(samples, vocab, args.seed);
+  }
   config.theoretical_memory_report = theoretical_memory_report(plan_model_of(model.model, args),
                                                                plan_layout_of(args, model.split));
   // The planner (plan/) models no context parallelism yet: its figures are a CP 1 rank's.

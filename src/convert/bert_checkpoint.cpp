@@ -6,6 +6,7 @@
 #include "convert/convert_common.h"
 #include "convert/hf_bert.h"
 #include "convert/hf_directory.h"
+#include "convert/hf_model_card.h"
 #include "model/bert_model.h"
 #include "model/gpt_model.h"  // padded_vocab_size
 
@@ -88,6 +89,7 @@ void export_hf_bert(const std::string& load_dir, int64_t iteration, const std::s
   write_hf_directory(hf_dir, {hf_config, hf_tensors_from_bert(full, c), {}}, 0, config_text);
   write_hf_tokenizer_files(hf_dir, checkpoint_tokenizer(state), c.vocab_size,
                            c.max_position_embeddings, tokenizer);
+  write_hf_model_card(hf_dir, state, dir);
 }
 
 }  // namespace megatron

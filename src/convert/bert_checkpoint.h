@@ -19,7 +19,8 @@ namespace megatron {
 void import_hf_bert(const std::string& hf_dir, const std::string& save_dir, int target_tp,
                     int make_vocab_size_divisible_by);
 // Gathers a (post-LN) BERT checkpoint's shards and writes an HF BertForPreTraining directory,
-// with the tokenizer's files (write_hf_tokenizer_files).
+// with the tokenizer's files (write_hf_tokenizer_files) and the model card README.md
+// (convert/hf_model_card.h).
 void export_hf_bert(const std::string& load_dir, int64_t iteration, const std::string& hf_dir,
                     const TokenizerFileOverrides& tokenizer = {});
 // What an HF config.json says of a BERT model: the shape record plus the dropouts and the init

@@ -9,6 +9,7 @@
 #include "convert/convert_common.h"
 #include "convert/hf_directory.h"
 #include "convert/hf_gpt2.h"
+#include "convert/hf_model_card.h"
 #include "core/durable_file.h"
 #include "model/stage_range.h"
 #include "optim/distributed_optimizer.h"
@@ -75,6 +76,7 @@ void export_hf_gpt2(const std::string& load_dir, int64_t iteration, const std::s
   write_file_durably(hf_dir + "/generation_config.json", generation.dump(2) + "\n");
   write_hf_tokenizer_files(hf_dir, tokenizer, c.vocab_size, c.max_position_embeddings,
                            tokenizer_files);
+  write_hf_model_card(hf_dir, state, dir);
 }
 
 GptConfig gpt_config_from_checkpoint_state(const nlohmann::json& state, const std::string& dir,

@@ -26,8 +26,8 @@ void import_hf_gpt2(const std::string& hf_dir, const std::string& save_dir, int 
 // Gathers iteration `iteration` (-1: latest) of our checkpoint in `load_dir` into full
 // tensors and writes an HF GPT-2 directory (config.json + model.safetensors) to `hf_dir`.
 // The model is gpt_config_from_checkpoint_state(state.json, `vocab_size`). Also writes the
-// tokenizer's files (write_hf_tokenizer_files) and a generation_config.json (end-of-document token
-// as BOS/EOS).
+// tokenizer's files (write_hf_tokenizer_files), a generation_config.json (end-of-document token
+// as BOS/EOS) and the model card README.md (convert/hf_model_card.h).
 void export_hf_gpt2(const std::string& load_dir, int64_t iteration, const std::string& hf_dir,
                     int64_t vocab_size, const TokenizerFileOverrides& tokenizer = {});
 

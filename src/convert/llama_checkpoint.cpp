@@ -6,6 +6,7 @@
 #include "convert/gpt_checkpoint.h"
 #include "convert/hf_directory.h"
 #include "convert/hf_llama.h"
+#include "convert/hf_model_card.h"
 #include "core/logging.h"
 #include "kernels/elementwise.h"
 
@@ -83,6 +84,7 @@ void export_hf_llama(const std::string& load_dir, int64_t iteration, const std::
     out.tensors[name] = stored;
   }
   write_hf_directory(hf_dir, out, max_shard_bytes, config_text);
+  write_hf_model_card(hf_dir, state, reader.iteration_dir());
 }
 
 }  // namespace megatron

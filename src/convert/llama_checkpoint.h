@@ -31,7 +31,8 @@ bool is_llama_checkpoint(const nlohmann::json& state);
 // directory: config.json, and the weights in the dtype recorded at import (else f32) as
 // model.safetensors, or — when they exceed `max_shard_bytes` — as model-0000k-of-0000n
 // shards listed by model.safetensors.index.json (HF's layout). The architecture is the one
-// recorded at import, else Qwen2ForCausalLM with q/k/v biases, else LlamaForCausalLM.
+// recorded at import, else Qwen2ForCausalLM with q/k/v biases, else LlamaForCausalLM. Also the
+// model card README.md (convert/hf_model_card.h).
 void export_hf_llama(const std::string& load_dir, int64_t iteration, const std::string& hf_dir,
                      int64_t max_shard_bytes);
 

@@ -67,6 +67,9 @@ class GptStep final : public GptPipelinedStep {
     return log;
   }
   int64_t seq_length() const override { return cfg_.model.seq_length; }
+  GptModel* whole_gpt_model() override {
+    return models().size() == 1 && split().pipeline_size == 1 ? models().front().get() : nullptr;
+  }
   double flops_per_iteration(int64_t global_batch) const override {
     return config_flops_per_iteration(cfg_.model, global_batch, split());
   }

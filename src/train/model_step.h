@@ -19,6 +19,8 @@
 
 namespace megatron {
 
+class GptModel;
+
 // One micro-batch's losses, or a mean of them: Megatron's `lm loss` and, for a BERT with a
 // sentence-order head, `sop loss` (0 otherwise). The optimizer minimises their sum. With the
 // per-token loss (--calculate-per-token-loss, GPT) `lm` is the micro-batch's masked loss SUM
@@ -126,6 +128,10 @@ class ModelStep {
   // finetuning's validation accuracy: prints its result and returns a score, higher is
   // better, identical on every rank; nullopt: no score. Collective. Default: none.
   virtual std::optional<double> end_of_epoch(int64_t epoch) { return std::nullopt; }
+
+  // The model being trained, for generating text from it during training (--sample-interval):
+  // a GPT whose every layer is on this rank (one pipeline stage, one model chunk); else null.
+  virtual GptModel* whole_gpt_model() { return nullptr; }
 };
 
 // Builds the model's parameters into `store` (still unallocated) for this rank's TP slice.

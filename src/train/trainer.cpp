@@ -655,12 +655,21 @@ struct Trainer::Impl {
              model->has_sop_loss() ? std::optional<double>(loss.sop) : std::nullopt);
   }
 
-  void log_validation(const std::string& prefix, TrainingResult& result) {
+  // An evaluation every --eval-interval iterations, or (final) Megatron's evaluation "on
+  // validation set" after the last iteration.
+  void log_validation(TrainingResult& result, bool final) {
     const LossTerms loss = evaluate();
     result.last_validation_loss = loss.lm;
-    log.validation(prefix, iteration, consumed_train_samples,
-                   consumed_train_samples * model->seq_length(), loss.lm,
-                   model->has_sop_loss() ? std::optional<double>(loss.sop) : std::nullopt);
+    const std::optional<double> sop =
+        model->has_sop_loss() ? std::optional<double>(loss.sop) : std::nullopt;
+    const int64_t tokens = consumed_train_samples * model->seq_length();
+    const std::string prefix = "iteration " + std::to_string(iteration);
+    if (final) {
+      log.final_validation(prefix + " on validation set", iteration, consumed_train_samples, tokens,
+                           loss.lm, sop);
+    } else {
+      log.validation(prefix, iteration, consumed_train_samples, tokens, loss.lm, sop);
+    }
   }
 
   bool do_valid() const { return model->has_validation_data() && cfg.eval_iters > 0; }
@@ -669,7 +678,9 @@ struct Trainer::Impl {
   // `reset`: start a new interval. Megatron also logs the first iteration of every run, without
   // resetting, so that the next line still covers its whole interval.
   // `first_of_run`: the first iteration of this run (Megatron writes no "iteration-time" then).
-  void log_interval_stats(bool reset, bool first_of_run) {
+  // `resumed`: the run started from a checkpoint (its first line, unless it ends an interval,
+  // stays out of the metrics file: IterationStats::console_only).
+  void log_interval_stats(bool reset, bool first_of_run, bool resumed) {
     interval_timer.stop();
     IterationStats s;
     s.iteration = iteration;
@@ -704,6 +715,7 @@ struct Trainer::Impl {
     s.log_throughput = cfg.log_throughput;
     s.timers_to_tensorboard = cfg.log_timers_to_tensorboard;
     s.first_of_run = first_of_run;
+    s.console_only = first_of_run && resumed && !reset;
     log.iteration(s);
     // Megatron's memory report, once per run at the end of its first log interval (the
     // optimizer state exists by then, and from the second iteration on each activation arena
@@ -800,8 +812,7 @@ struct Trainer::Impl {
     if (cfg.skip_train) {
       // Megatron's --skip-train: no iteration, no save; only the evaluation.
       log_info("skipping training (--skip-train) ...");
-      if (do_valid())
-        log_validation("iteration " + std::to_string(iteration) + " on validation set", result);
+      if (do_valid()) log_validation(result, /*final=*/true);
       if (do_test()) log_test(result);
       if (cfg.iterations_per_epoch > 0) {
         log_info("evaluation only mode, setting epoch to -1");
@@ -881,12 +892,14 @@ struct Trainer::Impl {
 
       const bool interval_end = iteration % cfg.log_interval == 0;
       if (interval_end || iteration == start_iteration + 1) {
-        log_interval_stats(/*reset=*/interval_end, iteration == start_iteration + 1);
+        log_interval_stats(/*reset=*/interval_end, iteration == start_iteration + 1,
+                           /*resumed=*/start_iteration > 0);
         log.progress({iteration, start_iteration, cfg.train_iters, training_time.seconds(),
                       cfg.exit_duration_seconds});
       }
-      if (do_valid() && iteration % cfg.eval_interval == 0)
-        log_validation("iteration " + std::to_string(iteration), result);
+      if (do_valid() && iteration % cfg.eval_interval == 0) log_validation(result, /*final=*/false);
+      if (cfg.sample_interval > 0 && iteration % cfg.sample_interval == 0)
+        log.samples(iteration, cfg.sample(*model, iteration));
       // The epoch's end first: its save then records the epoch's score (end_epoch).
       if (cfg.iterations_per_epoch > 0 && iteration % cfg.iterations_per_epoch == 0)
         end_epoch(iteration / cfg.iterations_per_epoch - 1);
@@ -919,8 +932,7 @@ struct Trainer::Impl {
       }
     }
     if (iteration > 0) save_unless_saved();
-    if (do_valid() && iteration > 0)
-      log_validation("iteration " + std::to_string(iteration) + " on validation set", result);
+    if (do_valid() && iteration > 0) log_validation(result, /*final=*/true);
     if (do_test() && iteration > 0) log_test(result);
     result.iteration = iteration;
     return result;

@@ -148,6 +148,12 @@ struct TrainerConfig {
   nlohmann::json tokenizer;
   // Called on every rank after each iteration's optimizer step (e.g. by the step benchmark).
   std::function<void(int64_t iteration)> on_iteration_end;
+  // --sample-interval: every this many iterations (0: never), after that iteration's log line
+  // and evaluation, `sample` lets the model being trained write. Called on every rank (it is
+  // collective); it returns a JSON array of {"prompt", "text"}, which rank 0 prints and writes
+  // to the metrics file (TrainingLog::samples).
+  int64_t sample_interval = 0;
+  std::function<nlohmann::json(ModelStep& model, int64_t iteration)> sample;
 };
 
 struct TrainingResult {

@@ -106,7 +106,7 @@ grep -q "Cannot specify both --step-batch-size-schedule and --global-batch-size"
 # Without the schedule line (Megatron runs it so too).
 TRAINING_ARGS=("${TRAINING_ARGS[@]:0:4}" "${TRAINING_ARGS[@]:6}")
 launch pretrain-gpt ${GPT_MODEL_ARGS[@]} ${TRAINING_ARGS[@]} ${MODEL_PARALLEL_ARGS[@]} \
-  ${DATA_ARGS[@]} ${EVAL_AND_LOGGING_ARGS[@]} "${GPT_SHRINK[@]}" > "$WORK/gpt.log" 2>&1 ||
+  ${DATA_ARGS[@]} ${EVAL_AND_LOGGING_ARGS[@]} "${GPT_SHRINK[@]}" --log-args > "$WORK/gpt.log" 2>&1 ||
   { cat "$WORK/gpt.log" >&2; exit 1; }
 grep -q "  attention_backend .* auto$" "$WORK/gpt.log"  # Megatron's default path here
 grep -q "  tokenizer_type .* GPT2BPETokenizer" "$WORK/gpt.log"  # pretrain_gpt.py's default
@@ -125,7 +125,7 @@ TRAINING_ARGS=(--micro-batch-size 1
   "${TRAINING_ARGS[@]:4}")  # the rest after --micro-batch-size 1 --global-batch-size 1536
 launch pretrain-gpt "${GPT_MODEL_ARGS[@]}" "${TRAINING_ARGS[@]}" "${MODEL_PARALLEL_ARGS[@]}" \
   "${DATA_ARGS[@]}" "${EVAL_AND_LOGGING_ARGS[@]}" "${SHRINK[@]}" --pipeline-model-parallel-size 2 \
-  --save "$WORK/gpt_schedule_ckpt" --load "$WORK/gpt_schedule_ckpt" \
+  --save "$WORK/gpt_schedule_ckpt" --load "$WORK/gpt_schedule_ckpt" --log-args \
   > "$WORK/gpt_schedule.log" 2>&1 || { cat "$WORK/gpt_schedule.log" >&2; exit 1; }
 grep -q "  step_batch_size_schedule .* 0:16 2.4B:320 4.8B:624 7.2B:928 9.6B:1232 12B:1536$" \
   "$WORK/gpt_schedule.log"
@@ -179,7 +179,7 @@ EVAL_AND_LOGGING_ARGS=(
 )
 launch pretrain-bert ${BERT_MODEL_ARGS[@]} ${TRAINING_ARGS[@]} ${MODEL_PARALLEL_ARGS[@]} \
   ${DATA_ARGS[@]} ${EVAL_AND_LOGGING_ARGS[@]} "${SHRINK[@]}" --micro-batch-size 2 \
-  --global-batch-size 8 > "$WORK/bert.log" 2>&1 || { cat "$WORK/bert.log" >&2; exit 1; }
+  --global-batch-size 8 --log-args > "$WORK/bert.log" 2>&1 || { cat "$WORK/bert.log" >&2; exit 1; }
 grep -q "  tokenizer_type .* BertWordPieceLowerCase" "$WORK/bert.log"  # pretrain_bert.py's
 grep -q "  weight_decay .* 0.01$" "$WORK/bert.log"  # given twice
 grep -q "iteration        2/       2 |" "$WORK/bert.log"

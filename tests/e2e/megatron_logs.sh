@@ -68,8 +68,9 @@ fi
 grep -q -- "--timing-log-level must be 0, 1 or 2, got 3" "$WORK/bad.log" || fail "level message"
 
 echo "== GeLU forms"
-run erf 1 --save "$WORK/erf" --metrics-file "$WORK/erf.jsonl"
-run tanh 1 --openai-gelu --save "$WORK/tanh" --metrics-file "$WORK/tanh.jsonl"
+# --log-args: the argument dump shows the form.
+run erf 1 --save "$WORK/erf" --metrics-file "$WORK/erf.jsonl" --log-args
+run tanh 1 --openai-gelu --save "$WORK/tanh" --metrics-file "$WORK/tanh.jsonl" --log-args
 grep -q "openai_gelu \.* False" "$WORK/erf.log" || fail "erf: argument dump"
 grep -q "openai_gelu \.* True" "$WORK/tanh.log" || fail "tanh: argument dump"
 grep -q '"openai_gelu": *true' "$WORK/tanh/iter_0000002/mp_rank_00/state.json" \

@@ -29,7 +29,7 @@ COMMON=(--tensor-model-parallel-size 2 --num-layers 2 --hidden-size 32 --num-att
         --train-data-path "$WORK/train_text_document" --valid-data-path "$WORK/valid_text_document"
         --test-data-path "$WORK/valid_text_document")
 
-gpt "${COMMON[@]}" --train-iters 2 --save "$WORK/ckpt" --no-save-optim --no-save-rng \
+gpt "${COMMON[@]}" --train-iters 2 --save "$WORK/ckpt" --no-save-optim --no-save-rng --log-args \
   > "$WORK/run1.log" 2>&1 || { cat "$WORK/run1.log" >&2; exit 1; }
 grep -q "  tokenizer_type .* GPT2BPETokenizer" "$WORK/run1.log"
 grep -q "validation loss at iteration 2 on validation set" "$WORK/run1.log"

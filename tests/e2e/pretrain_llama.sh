@@ -68,6 +68,7 @@ timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 \
   --seq-length 32 --mock-data --vocab-size 128 --make-vocab-size-divisible-by 32 \
   --micro-batch-size 2 --global-batch-size 4 --train-iters 2 --lr 1e-4 --log-interval 1 \
   --eval-interval 1000 --eval-iters 0 --tensor-model-parallel-size 2 --save "$WORK/from_hf" \
+  --log-args \
   > "$WORK/from_hf.log" 2>&1 || { cat "$WORK/from_hf.log"; fail "pretrain from the import"; }
 grep -q "position_embedding_type .* rope" "$WORK/from_hf.log" || fail "flags not taken"
 grep -q "num_query_groups .* 2" "$WORK/from_hf.log" || fail "groups not taken"

@@ -72,11 +72,17 @@ echo "== running $(grep -c '^echo "== README.md line' "$WORK/readme_blocks.sh") 
 # ---- what the blocks promise ----
 cd "$CHECKOUT"
 echo "== checking the results"
-for f in config.json model.safetensors generation_config.json vocab.json merges.txt \
-  tokenizer_config.json special_tokens_map.json; do
+for f in config.json model.safetensors generation_config.json README.md; do
   [[ -s runs/own/hf/$f ]] || fail "the HF export has no $f"
 done
-cmp -s runs/own/hf/vocab.json "$MEGATRON_DATA_DIR/gpt2-vocab.json" || fail "vocab.json differs"
+# The model card says what the README promises: the data, the tokens seen, the tokenizer.
+for line in '| training data | `runs/own/data/corpus_text_document` |' \
+  '| tokens seen | 10,240 (160 sequences of 64 tokens) |' \
+  '| tokenizer | SentencePieceTokenizer (`'; do
+  grep -qF -- "$line" runs/own/hf/README.md || fail "the model card has no line '$line'"
+done
+# Step 2's tokenizer: 2,000 pieces, the vocabulary of every model above.
+grep -q '"vocab_size": 2000' runs/own/hf/config.json || fail "the HF model's vocabulary is not 2000"
 grep -q '<svg' runs/own/loss.svg || fail "runs/own/loss.svg is not an SVG"
 # Step 7's LAMBADA run: every sample of the file evaluated once by the two replicas.
 grep -q '"task":"LAMBADA".*"total_examples":9' runs/own/eval.jsonl ||
@@ -87,9 +93,10 @@ const rows = (p) => fs.readFileSync(p, 'utf8').trim().split('\n').map(JSON.parse
 const [tp1, tp2] = process.argv.slice(2).map(rows);
 const train = (r) => r.filter((x) => x.type === 'train');
 const iterations = (r) => JSON.stringify(train(r).map((x) => x.iteration));
-// Every 5 iterations, and (as Megatron) the first iteration of each run: the resumed run's 11.
+// Every 5 iterations and the first: the resumed run prints its first iteration (11), as
+// Megatron, but keeps it out of the metrics file, which then has an uninterrupted run's rows.
 for (const [name, r, logged] of [['tp1', tp1, [1, 5, 10, 15, 20]],
-                                 ['tp2 (stopped at 10, resumed)', tp2, [1, 5, 10, 11, 15, 20]]]) {
+                                 ['tp2 (stopped at 10, resumed)', tp2, [1, 5, 10, 15, 20]]]) {
   const expected = JSON.stringify(logged);
   if (iterations(r) !== expected) {
     console.error(`FAIL: ${name} logs iterations ${iterations(r)}, expected ${expected} once each`);
@@ -104,7 +111,21 @@ train(tp1).forEach((a) => {
     process.exit(1);
   }
 });
+// The evaluations every 5 iterations, then the final one, marked as such.
+// Step 5's samples: iterations 10 (the first run) and 20 (the resumed one), each continuing its
+// prompt.
+const samples = tp2.filter((x) => x.type === 'samples');
+if (JSON.stringify(samples.map((x) => x.iteration)) !== '[10,20]' ||
+    !samples.every((x) => x.samples.length === 1 && x.samples[0].text.startsWith('Tensor parallelism'))) {
+  console.error('FAIL: tp2 sample rows', JSON.stringify(samples));
+  process.exit(1);
+}
 const valid = tp2.filter((x) => x.type === 'validation');
+const finals = valid.filter((x) => x.final).map((x) => x.iteration);
+if (JSON.stringify(finals) !== '[20]' || !valid[valid.length - 1].final) {
+  console.error(`FAIL: tp2's final validation rows are at ${JSON.stringify(finals)}, expected [20], last`);
+  process.exit(1);
+}
 if (!(valid.length >= 2 && valid[valid.length - 1].lm_loss < valid[0].lm_loss - 0.5)) {
   console.error('FAIL: the validation loss did not fall by 0.5:', valid.map((x) => x.lm_loss));
   process.exit(1);
@@ -125,7 +146,7 @@ if [[ -n $SOURCE_STATUS_BEFORE || -d $SRC/.git || -f $SRC/.git ]]; then
 fi
 
 # ---- steps waiting for their subcommand ----
-for step in "eval:7. Evaluate" "generate:9. Generate text"; do
+for step in "eval:8. Evaluate" "generate:10. Generate text"; do
   cmd="${step%%:*}"
   if megatron "$cmd" --help >/dev/null 2>&1 && ! grep -q "megatron $cmd" "$WORK/tutorial_blocks.sh"; then
     fail "megatron $cmd exists now: show it in README.md's \"Train on your own text\", step" \

@@ -83,15 +83,25 @@ TEST(MetricsFile, ResumedLogLeavesOneRowPerIteration) {
     TrainingLog log(true, path, "");
     log.start_at(20);  // resumed from the checkpoint of iteration 20
     IterationStats s;
+    s.iteration = 21;  // the resumed run's first iteration: printed only
+    s.lm_loss = 8.1;
+    s.first_of_run = s.console_only = true;
+    log.iteration(s);
     s.iteration = 25;
     s.lm_loss = 8.0;
+    s.first_of_run = s.console_only = false;
     log.iteration(s);
     log.validation("iteration 25", 25, /*consumed_samples=*/25, 25 * 128, 8.2);
+    log.final_validation("iteration 25 on validation set", 25, 25, 25 * 128, 8.25);
   }
-  EXPECT_EQ(iterations(path), (std::vector<int64_t>{10, 10, 20, 20, 25, 25}));
+  EXPECT_EQ(iterations(path), (std::vector<int64_t>{10, 10, 20, 20, 25, 25, 25}));
   const std::vector<nlohmann::json> rows = read_metrics_file(path);
   EXPECT_EQ(rows[4]["lm_loss"], 8.0);
   EXPECT_EQ(rows[5]["consumed_tokens"], 25 * 128);
+  EXPECT_FALSE(rows[5].contains("final"));
+  EXPECT_EQ(rows[6]["type"], "validation");
+  EXPECT_EQ(rows[6]["final"], true);
+  EXPECT_EQ(rows[6]["lm_loss"], 8.25);
 }
 
 TEST(TrainingLog, ProgressLineGivesTheTimeLeft) {

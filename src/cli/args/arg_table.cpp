@@ -11,6 +11,7 @@
 #include <limits>
 #include <optional>
 
+#include "cli/args/did_you_mean.h"
 #include "cli/args/last_flag_wins.h"
 #include "core/logging.h"
 #include "core/number_format.h"
@@ -171,6 +172,14 @@ void ArgTable::require_positive(const std::string& flag, const std::string& omit
       "POSITIVE"));
 }
 
+void ArgTable::add_repeatable(const std::string& flag, std::vector<std::string>& field,
+                              const std::string& help) {
+  repeatable(app_.add_option(flag, field, help));
+  const std::string name = attribute_name(flag);
+  printers_.emplace_back(name, [&field] { return show(field); });
+  jsoners_.emplace_back(name, [&field] { return to_json_value(field); });
+}
+
 void ArgTable::add_flag(const std::string& flag, bool& field, const std::string& help) {
   app_.add_flag(flag, field, help);
   const std::string name = attribute_name(flag);
@@ -221,10 +230,12 @@ int parse_command_line(CLI::App& app, int argc, char** argv) {
     if (log_rank() == 0) {
       std::string words;
       for (const std::string& w : app.remaining()) words += (words.empty() ? "" : " ") + w;
-      std::fprintf(stderr,
-                   "%s: error: unrecognized arguments: %s\nRun with --help for more "
-                   "information.\n",
-                   app.get_name().c_str(), words.c_str());
+      std::fprintf(stderr, "%s: error: unrecognized arguments: %s\n", app.get_name().c_str(),
+                   words.c_str());
+      for (const std::string& w : app.remaining())
+        if (const std::string flag = nearest_flag(app, w); !flag.empty())
+          std::fprintf(stderr, "%s: did you mean %s?\n", w.c_str(), flag.c_str());
+      std::fprintf(stderr, "Run with --help for more information.\n");
     }
     return e.get_exit_code();
   } catch (const CLI::ParseError& e) {

@@ -24,6 +24,10 @@ class ArgTable {
   explicit ArgTable(CLI::App& app) : app_(app) {}
   template <typename T>
   void add(const std::string& flag, T& field, const std::string& help);
+  // A flag given once per value, every occurrence kept (argparse's action="append";
+  // cli/args/last_flag_wins.h repeatable()).
+  void add_repeatable(const std::string& flag, std::vector<std::string>& field,
+                      const std::string& help);
   void add_flag(const std::string& flag, bool& field, const std::string& help);
   // `flag` sets `field`, `negation` clears it; printed under `flag`'s name.
   void add_negatable_flag(const std::string& flag, const std::string& negation, bool& field,

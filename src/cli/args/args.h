@@ -288,6 +288,7 @@ struct Args {
   std::string timing_log_option = "minmax";  // --timing-log-option minmax|max|all
   bool log_timers_to_tensorboard = false;
   bool log_memory_to_tensorboard = false;
+  bool log_args = false;  // print Megatron's argument block at the start
 
   // Derived by validate_args (printed, not flags).
   int world_size = 1;

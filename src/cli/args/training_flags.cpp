@@ -203,6 +203,9 @@ void add_training_args(ArgTable& t, Args& a) {
         "1-based iterations whose global batch is consumed without training");
 
   t.add("--log-interval", a.log_interval, "iterations between log lines");
+  t.add_flag("--log-args", a.log_args,
+             "print every argument at the start, as Megatron-LM's \"arguments\" block (Megatron "
+             "always prints it; here it is asked for)");
   t.add("--eval-interval", a.eval_interval, "iterations between validations");
   t.add("--eval-iters", a.eval_iters, "validation batches per evaluation");
   t.add("--eval-global-batch-size", a.eval_global_batch_size,

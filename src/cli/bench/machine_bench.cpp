@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/args/arg_table.h"
 #include "cli/setup/device_setup.h"
 #include "core/device_runtime.h"
 #include "core/error.h"
@@ -196,7 +197,7 @@ int run_machine_bench(int argc, char** argv) {
   app.add_option("--refit", refit,
                  "instead of measuring: refit a machine file's GEMM model from its "
                  "_gemm_samples and write it back (to --output, else in place)");
-  CLI11_PARSE(app, argc, argv);
+  if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
   MT_REQUIRE(mode == "machine", "--mode ", mode, " is not the machine benchmark");
   if (!refit.empty()) return refit_machine_file(refit, output.empty() ? refit : output);
 

@@ -198,7 +198,7 @@ void TrainingLog::progress(const Progress& p) {
 
 void TrainingLog::iteration(const IterationStats& s) {
   log_line(log_timestamp() + format_iteration_line(s));
-  if (!writer_) return;
+  if (!writer_ || s.console_only) return;
   nlohmann::json j = {{"type", "train"},
                       {"iteration", s.iteration},
                       {"consumed_samples", s.consumed_samples},
@@ -252,17 +252,26 @@ void TrainingLog::tensorboard_iteration(const IterationStats& s) {
 void TrainingLog::validation(const std::string& prefix, int64_t iteration, int64_t consumed_samples,
                              int64_t consumed_tokens, double lm_loss,
                              std::optional<double> sop_loss) {
-  evaluation("validation", prefix, iteration, consumed_samples, consumed_tokens, lm_loss, sop_loss);
+  evaluation("validation", false, prefix, iteration, consumed_samples, consumed_tokens, lm_loss,
+             sop_loss);
+}
+
+void TrainingLog::final_validation(const std::string& prefix, int64_t iteration,
+                                   int64_t consumed_samples, int64_t consumed_tokens,
+                                   double lm_loss, std::optional<double> sop_loss) {
+  evaluation("validation", true, prefix, iteration, consumed_samples, consumed_tokens, lm_loss,
+             sop_loss);
 }
 
 void TrainingLog::test(const std::string& prefix, int64_t iteration, int64_t consumed_samples,
                        int64_t consumed_tokens, double lm_loss, std::optional<double> sop_loss) {
-  evaluation("test", prefix, iteration, consumed_samples, consumed_tokens, lm_loss, sop_loss);
+  evaluation("test", false, prefix, iteration, consumed_samples, consumed_tokens, lm_loss,
+             sop_loss);
 }
 
-void TrainingLog::evaluation(const char* type, const std::string& prefix, int64_t iteration,
-                             int64_t consumed_samples, int64_t consumed_tokens, double lm_loss,
-                             std::optional<double> sop_loss) {
+void TrainingLog::evaluation(const char* type, bool final, const std::string& prefix,
+                             int64_t iteration, int64_t consumed_samples, int64_t consumed_tokens,
+                             double lm_loss, std::optional<double> sop_loss) {
   log_line(format_validation_block(prefix, lm_loss, sop_loss));
   if (!writer_) return;
   nlohmann::json j = {{"type", type},
@@ -271,6 +280,7 @@ void TrainingLog::evaluation(const char* type, const std::string& prefix, int64_
                       {"lm_loss", json_number(lm_loss)},
                       {"lm_loss_ppl", json_number(perplexity(lm_loss))}};
   if (sop_loss) j["sop_loss"] = json_number(*sop_loss);
+  if (final) j["final"] = true;
   write_json(j.dump());
   if (tensorboard_) {
     // Megatron's tags: "<loss> validation" and, with --log-validation-ppl-to-tensorboard,
@@ -287,6 +297,20 @@ void TrainingLog::evaluation(const char* type, const std::string& prefix, int64_
     }
     tensorboard_->flush();
   }
+}
+
+void TrainingLog::samples(int64_t iteration, const nlohmann::json& samples) {
+  // One line per sample, the text quoted as JSON: a newline the model wrote stays "\n" and
+  // the continuation stays on its line.
+  std::string block = " samples at iteration " + std::to_string(iteration) + ":";
+  for (const nlohmann::json& s : samples)
+    block.append("\n   ").append(
+        s["text"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  log_line(block);
+  if (!writer_) return;
+  write_json(
+      nlohmann::json{{"type", "samples"}, {"iteration", iteration}, {"samples", samples}}.dump(
+          -1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 void TrainingLog::layer_grad_norms(int64_t iteration, const std::vector<double>& norms) {

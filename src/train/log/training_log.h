@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
@@ -62,6 +63,9 @@ struct IterationStats {
   // iteration of a run, as Megatron) and, with log_throughput, "throughput" (TFLOP/s).
   bool timers_to_tensorboard = false;
   bool first_of_run = false;
+  // The first iteration of a resumed run that ends no interval: printed (as Megatron) but not
+  // written to the metrics file, whose rows then are those of an uninterrupted run.
+  bool console_only = false;
   // --log-memory-to-tensorboard: this process's device memory, written as Megatron's
   // "mem-reserved-bytes", "mem-allocated-bytes", "mem-max-allocated-bytes" and
   // "mem-allocated-count" (at the iteration only, no "vs samples").
@@ -134,16 +138,26 @@ class TrainingLog {
   void validation(const std::string& prefix, int64_t iteration, int64_t consumed_samples,
                   int64_t consumed_tokens, double lm_loss,
                   std::optional<double> sop_loss = std::nullopt);
+  // The evaluation after the last iteration (Megatron's "iteration N on validation set"): a
+  // validation row marked "final": true, so that a plot tells it from the interval evaluation
+  // of the same iteration (which scored other batches).
+  void final_validation(const std::string& prefix, int64_t iteration, int64_t consumed_samples,
+                        int64_t consumed_tokens, double lm_loss,
+                        std::optional<double> sop_loss = std::nullopt);
   // The final evaluation "on test set": the same block and TensorBoard tags as Megatron
   // writes them; metrics-file rows of type "test".
   void test(const std::string& prefix, int64_t iteration, int64_t consumed_samples,
             int64_t consumed_tokens, double lm_loss, std::optional<double> sop_loss);
+  // --sample-interval: the text the model wrote at `iteration`, a JSON array of {"prompt",
+  // "text"} (text: the prompt and its continuation). Printed under " samples at iteration N:"
+  // one quoted line each; the metrics file gets {"type":"samples","iteration":N,"samples":[...]}.
+  void samples(int64_t iteration, const nlohmann::json& samples);
   // --log-layer-grad-norms: the gradient norm of each transformer layer (layer_grad_norms.h),
   // written to the metrics file only.
   void layer_grad_norms(int64_t iteration, const std::vector<double>& norms);
 
  private:
-  void evaluation(const char* type, const std::string& prefix, int64_t iteration,
+  void evaluation(const char* type, bool final, const std::string& prefix, int64_t iteration,
                   int64_t consumed_samples, int64_t consumed_tokens, double lm_loss,
                   std::optional<double> sop_loss);
   void write_json(const std::string& line);
