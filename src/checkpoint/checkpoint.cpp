@@ -43,6 +43,18 @@ void rename_or_throw(const std::string& from, const std::string& to) {
   MT_REQUIRE(!ec, "cannot rename '", from, "' to '", to, "': ", ec.message());
 }
 
+// The checkpoint layout holds one copy of each tensor-parallel slice per pipeline stage, saved
+// by the data-parallel replica 0: expert parameters on an expert grid of their own (EP > 1, or an
+// etp size other than TP's) live on other replicas too, which it does not save yet.
+void require_dense_expert_grid(const ParallelState& ps, const char* flag) {
+  MT_REQUIRE(ps.ep_size == 1 && ps.etp_size == ps.tp_size, flag,
+             ": checkpoints of experts split by --expert-model-parallel-size ", ps.ep_size,
+             " and --expert-tensor-parallel-size ", ps.etp_size,
+             " are not implemented yet; train with expert-parallel size 1 and the expert "
+             "tensor-parallel size equal to --tensor-model-parallel-size ",
+             ps.tp_size, " to save or load (docs/moe.md)");
+}
+
 // `tmp_iteration_dir`/mp_rank_* of these coordinates, created unless it exists: the
 // distributed optimizer's DP ranks write into one directory.
 std::string make_rank_dir(const std::string& tmp_iteration_dir, const RankCoordinates& coords) {
@@ -204,6 +216,7 @@ nlohmann::json load_checkpoint(const std::string& load_dir, int64_t iteration,
                                ParameterStore& params,
                                std::map<std::string, Tensor>* optimizer_flat_buffers,
                                const ParallelState& ps, FlatRange optimizer_range) {
+  require_dense_expert_grid(ps, "--load");
   CheckpointShardReader reader(checkpoint_iteration_dir(load_dir, iteration));
   check_checkpoint_matches(reader, params, ps.pp_size == 1);
   read_parameters(reader, params, optimizer_flat_buffers, {}, optimizer_range);
@@ -275,6 +288,7 @@ void save_checkpoint(const std::string& save_dir, int64_t iteration, const Param
                      const nlohmann::json& state, const ParallelState& ps,
                      const OptimizerShard& optimizer_shard) {
   MT_CHECK(ps.world != nullptr, "save_checkpoint: ParallelState has no world communicator");
+  require_dense_expert_grid(ps, "--save");
   Communicator& world = *ps.world;
   std::unique_ptr<CheckpointTransaction> transaction;  // rank 0 only
   int64_t nonce = 0;  // rank 0's, broadcast as a host i64 [1] over this variable
