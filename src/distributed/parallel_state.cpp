@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "distributed/solo_communicator.h"
 
 namespace megatron {
 
@@ -63,7 +64,12 @@ ParallelState ParallelState::create(std::shared_ptr<Communicator> world, int ten
   if (expert_tensor_parallel == 0) expert_tensor_parallel = tensor_parallel;
   check_expert_parallel_sizes(world_size, expert_model_parallel, expert_tensor_parallel,
                               pipeline_parallel);
-  if (order == RankOrder::kTpPpDp &&
+  // Without expert parallelism and with the experts split like the dense layers, the expert
+  // grid is the dense one folded (etp = tp, edp = dp × cp): no groups of its own, whatever the
+  // order and the context parallelism.
+  const bool own_expert_grid =
+      expert_model_parallel > 1 || expert_tensor_parallel != tensor_parallel;
+  if (own_expert_grid && order == RankOrder::kTpPpDp &&
       expert_tensor_parallel * expert_model_parallel != tensor_parallel * context_parallel) {
     MT_THROW("--use-tp-pp-dp-mapping needs --expert-tensor-parallel-size ", expert_tensor_parallel,
              " x --expert-model-parallel-size ", expert_model_parallel,
@@ -99,8 +105,13 @@ ParallelState ParallelState::create(std::shared_ptr<Communicator> world, int ten
   s.ep_rank = (s.rank / s.etp_size) % s.ep_size;
   const int te = s.etp_size * s.ep_size;
   // The pipeline rank of the expert grid equals the dense one: world / p = t·c·d = et·e·ed
-  // (etp-ep-edp-pp), and et·e = t·c was required above for etp-ep-pp-edp.
-  s.edp_rank = order == RankOrder::kTpDpPp ? (s.rank / te) % s.edp_size : s.rank / (te * s.pp_size);
+  // (etp-ep-edp-pp), and et·e = t·c was required above for etp-ep-pp-edp. Folded, edp is
+  // dp × cp in either order.
+  if (!own_expert_grid)
+    s.edp_rank = s.dp_cp_rank;
+  else
+    s.edp_rank =
+        order == RankOrder::kTpDpPp ? (s.rank / te) % s.edp_size : s.rank / (te * s.pp_size);
 
   // Every rank takes part in every split, in the same order (split is collective). Colors
   // name the coordinates the group members share; keys order members by the coordinate
@@ -119,13 +130,19 @@ ParallelState ParallelState::create(std::shared_ptr<Communicator> world, int ten
   s.dp_cp = c == 1 ? s.dp : world->split(/*color=*/s.pp_rank * t + s.tp_rank, s.dp_cp_rank);
   s.pp = world->split(/*color=*/(s.dp_rank * c + s.cp_rank) * t + s.tp_rank, /*key=*/s.pp_rank);
   s.mp = world->split(/*color=*/s.dp_rank * c + s.cp_rank, /*key=*/s.pp_rank * t + s.tp_rank);
-  const int et = s.etp_size, e = s.ep_size, ed = s.edp_size;
-  s.ep = world->split(/*color=*/(s.pp_rank * ed + s.edp_rank) * et + s.etp_rank, /*key=*/s.ep_rank);
-  s.etp = world->split(/*color=*/(s.pp_rank * ed + s.edp_rank) * e + s.ep_rank, /*key=*/s.etp_rank);
-  s.tp_ep =
-      world->split(/*color=*/s.pp_rank * ed + s.edp_rank, /*key=*/s.ep_rank * et + s.etp_rank);
-  s.edp = world->split(/*color=*/(s.pp_rank * e + s.ep_rank) * et + s.etp_rank, /*key=*/s.edp_rank);
-  s.emp = world->split(/*color=*/s.edp_rank, /*key=*/(s.pp_rank * e + s.ep_rank) * et + s.etp_rank);
+  if (own_expert_grid) {
+    const int et = s.etp_size, e = s.ep_size, ed = s.edp_size;
+    s.ep = world->split(/*color=*/(s.pp_rank * ed + s.edp_rank) * et + s.etp_rank, s.ep_rank);
+    s.etp = world->split(/*color=*/(s.pp_rank * ed + s.edp_rank) * e + s.ep_rank, s.etp_rank);
+    s.tp_ep = world->split(/*color=*/s.pp_rank * ed + s.edp_rank, s.ep_rank * et + s.etp_rank);
+    s.edp = world->split(/*color=*/(s.pp_rank * e + s.ep_rank) * et + s.etp_rank, s.edp_rank);
+    s.emp = world->split(/*color=*/s.edp_rank, (s.pp_rank * e + s.ep_rank) * et + s.etp_rank);
+  } else {
+    s.ep = std::make_shared<SoloCommunicator>();
+    s.etp = s.tp_ep = s.tp;
+    s.edp = s.dp_cp;
+    s.emp = s.mp;
+  }
   // Middle stages get singleton groups of their own (colors past every member color), unused.
   const bool embedding_member = s.pp_size > 1 && (s.pp_rank == 0 || s.pp_rank == s.pp_size - 1);
   const int replica = (s.dp_rank * c + s.cp_rank) * t + s.tp_rank;

@@ -36,6 +36,9 @@
 // shard: the expert gradients are reduced over it instead of dp × cp) and emp (etp × ep × pp,
 // Megatron's expert tensor-model-pipeline group: the ranks that together hold one copy of every
 // expert, over which the expert parameters' gradient norm is summed, as the dense ones' over mp).
+// With ep = 1 and et = t (no expert parallelism, the default) the expert grid is the dense one
+// folded and the expert groups are the dense ones (etp = tp_ep = tp, edp = dp_cp, emp = mp, ep a
+// world of one), in either order and with context parallelism: no communicators of their own.
 #pragma once
 
 #include <memory>
