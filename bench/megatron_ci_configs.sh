@@ -74,7 +74,8 @@
 #   NAME_REGEX   only the configs whose group/name matches (grep -E), e.g. 'bert/|tp4'
 # Environment: MEGATRON_BIN (default build/megatron of this repository), TIMEOUT (seconds per
 #   run, default 120), ITERS (default 2), WORK_DIR (default a new mktemp -d; logs, commands and
-#   results.tsv stay there), PEEL=N (after a refusal about a flag of the config, drop that flag
+#   results.tsv stay there), CI_GROUPS (the test-case groups read, default "gpt bert"; add
+#   "moe mixtral" for Megatron's mixture-of-experts configs, run as pretrain-gpt), PEEL=N (after a refusal about a flag of the config, drop that flag
 #   and run again, up to N times: the flags that block a config behind the first one, and
 #   whether it trains without them; default 0).
 # Needs: bash, mpirun (Open MPI), coreutils timeout, awk, git (for a git directory), Debian's
@@ -95,6 +96,7 @@ TIMEOUT=${TIMEOUT:-120}
 ITERS=${ITERS:-2}
 PEEL=${PEEL:-0}
 KIND=${KIND:-pretraining}
+read -r -a CI_GROUPS <<<"${CI_GROUPS:-gpt bert}"
 MAX_WORLD=4
 DATA_DIR=${MEGATRON_DATA_DIR:-$HOME/.cache/megatron-cpp}
 WORK=${WORK_DIR:-$(mktemp -d /tmp/megatron_ci_configs.XXXXXX)}
@@ -119,7 +121,8 @@ if [[ -d $MLM/$CASES ]]; then
 elif git --git-dir="$MLM" rev-parse --verify -q "${MEGATRON_REF:-HEAD}^{commit}" >/dev/null; then
   ROOT=$WORK/megatron-lm
   mkdir -p "$ROOT"
-  git --git-dir="$MLM" archive "${MEGATRON_REF:-HEAD}" $CASES/gpt $CASES/bert | tar -x -C "$ROOT" ||
+  git --git-dir="$MLM" archive "${MEGATRON_REF:-HEAD}" "${CI_GROUPS[@]/#/$CASES/}" |
+    tar -x -C "$ROOT" ||
     die "git archive of $MLM failed"
 else
   die "$MLM is neither a Megatron-LM work tree nor a git directory"
@@ -132,7 +135,7 @@ MLM_REV=$(git -C "$MLM" rev-parse --short HEAD 2>/dev/null ||
 # explode does). Scalars keep their text as written (yq prints 1.0e-5 as 1.0e-5; YAML 1.2
 # booleans only, so `true` is a bare flag).
 read_configs() {
-  $PY - "$ROOT/$CASES" <<'EOF'
+  $PY - "$ROOT/$CASES" "${CI_GROUPS[@]}" <<'EOF'
 import glob, os, sys, yaml
 class Loader(yaml.SafeLoader):
     pass
@@ -148,7 +151,7 @@ Loader.add_constructor("tag:yaml.org,2002:bool", boolean)
 flat = lambda s: " ".join(str(s).split("\n")).replace("\t", " ")
 for path in sorted(glob.glob(os.path.join(sys.argv[1], "*", "*", "model_config.yaml"))):
     group, name = path.split(os.sep)[-3:-1]
-    if group not in ("gpt", "bert"):
+    if group not in sys.argv[2:]:
         continue
     with open(path) as f:
         d = yaml.load(f, Loader=Loader) or {}
@@ -624,7 +627,11 @@ finish_config() {
 NAME=
 while IFS=$'\t' read -r kind a b c; do
   case $kind in
-    C) finish_config; NAME=$a; KEYS=(); VALS=(); MODEL=${a%%/*} DISTILL= ;;
+    C)
+      finish_config
+      NAME=$a KEYS=() VALS=() MODEL=${a%%/*} DISTILL=
+      [[ $MODEL == bert ]] || MODEL=gpt  # gpt, moe, mixtral: decoders
+      ;;
     D) DISTILL=$a ;;
     T) MODE=$b; GPN=$c ;;
     A) KEYS+=("$a"); VALS+=("$b") ;;

@@ -1,5 +1,8 @@
 #include "checkpoint/architecture_json.h"
 
+#include <optional>
+#include <string>
+
 namespace megatron {
 
 namespace {
@@ -7,6 +10,70 @@ namespace {
 // A stored number that Megatron writes as null when unset.
 float number_or(const nlohmann::json& args, const char* key, float fallback) {
   return args.contains(key) && args[key].is_number() ? args[key].get<float>() : fallback;
+}
+
+int64_t integer_or(const nlohmann::json& args, const char* key, int64_t fallback) {
+  return args.contains(key) && args[key].is_number_integer() ? args[key].get<int64_t>() : fallback;
+}
+
+std::optional<double> optional_number(const nlohmann::json& args, const char* key) {
+  if (args.contains(key) && args[key].is_number()) return args[key].get<double>();
+  return std::nullopt;
+}
+
+// Megatron-LM's attribute names of --num-experts and the --moe-* flags; null is its None.
+MoeOptions moe_from_args_json(const nlohmann::json& args) {
+  MoeOptions m;
+  m.num_experts = integer_or(args, "num_experts", 0);
+  if (!m.enabled()) return m;
+  m.ffn_hidden_size = integer_or(args, "moe_ffn_hidden_size", 0);
+  m.topk = integer_or(args, "moe_router_topk", m.topk);
+  // Megatron stores a type and a coefficient, or lists of them.
+  const auto list = [&](const char* key, auto fallback) {
+    using T = typename decltype(fallback)::value_type;
+    if (!args.contains(key) || args[key].is_null()) return fallback;
+    if (args[key].is_array()) return args[key].get<decltype(fallback)>();
+    return decltype(fallback){args[key].get<T>()};
+  };
+  set_moe_load_balancing(
+      m, list("moe_router_load_balancing_type", std::vector<std::string>{"aux_loss"}),
+      list("moe_aux_loss_coeff", std::vector<double>{0.0}));
+  m.z_loss_coeff = optional_number(args, "moe_z_loss_coeff").value_or(0.0);
+  m.score_function =
+      moe_score_function_from_name(args.value("moe_router_score_function", std::string("softmax")));
+  m.pre_softmax = args.value("moe_router_pre_softmax", false);
+  m.topk_scaling_factor = optional_number(args, "moe_router_topk_scaling_factor");
+  m.num_groups = integer_or(args, "moe_router_num_groups", 0);
+  m.group_topk = integer_or(args, "moe_router_group_topk", 0);
+  m.expert_bias = args.value("moe_router_enable_expert_bias", false);
+  m.bias_update_rate = optional_number(args, "moe_router_bias_update_rate").value_or(1e-3);
+  if (args.contains("moe_layer_freq")) {
+    const nlohmann::json& f = args["moe_layer_freq"];
+    if (f.is_number_integer()) {
+      m.layer_freq = std::to_string(f.get<int64_t>());
+    } else if (f.is_array()) {  // Megatron stores the evaluated list
+      m.layer_freq = "[";
+      for (size_t i = 0; i < f.size(); ++i)
+        m.layer_freq += (i ? "," : "") + std::to_string(f[i].get<int64_t>());
+      m.layer_freq += "]";
+    } else if (f.is_string()) {
+      m.layer_freq = f.get<std::string>();
+    }
+  }
+  m.shared_expert_ffn = integer_or(args, "moe_shared_expert_intermediate_size", 0);
+  m.shared_expert_gate = args.value("moe_shared_expert_gate", false);
+  m.capacity_factor = optional_number(args, "moe_expert_capacity_factor");
+  m.pad_to_capacity = args.value("moe_pad_expert_input_to_capacity", false);
+  m.drop_policy =
+      moe_token_drop_policy_from_name(args.value("moe_token_drop_policy", std::string("probs")));
+  return m;
+}
+
+nlohmann::json optional_json(const std::optional<double>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+nlohmann::json positive_or_null(int64_t v) {
+  return v > 0 ? nlohmann::json(v) : nlohmann::json(nullptr);
 }
 
 }  // namespace
@@ -71,6 +138,7 @@ ArchitectureOptions architecture_from_args_json(const nlohmann::json& args) {
       m.base_head_dim = args["mup_base_head_dim"].get<double>();
     m.attn_scale_power = number_or(args, "mup_attn_scale_power", 1.0f);
   }
+  o.moe = moe_from_args_json(args);
   return o;
 }
 
@@ -114,6 +182,27 @@ nlohmann::json architecture_args_json(const ArchitectureOptions& o) {
     j["mup_output_mult"] = o.mup.output_mult;
     if (o.mup.base_head_dim) j["mup_base_head_dim"] = *o.mup.base_head_dim;
     j["mup_attn_scale_power"] = o.mup.attn_scale_power;
+  }
+  // Written only with experts, so that a dense checkpoint records what older ones did. The
+  // function the model computes only: the losses' coefficients and the bias update rate are
+  // training settings (a resume may change them), read back from a run's stored arguments.
+  if (o.moe.enabled()) {
+    const MoeOptions& m = o.moe;
+    j["num_experts"] = m.num_experts;
+    j["moe_ffn_hidden_size"] = positive_or_null(m.ffn_hidden_size);
+    j["moe_router_topk"] = m.topk;
+    j["moe_router_score_function"] = moe_score_function_name(m.score_function);
+    j["moe_router_pre_softmax"] = m.pre_softmax;
+    j["moe_router_topk_scaling_factor"] = optional_json(m.topk_scaling_factor);
+    j["moe_router_num_groups"] = positive_or_null(m.num_groups);
+    j["moe_router_group_topk"] = positive_or_null(m.group_topk);
+    j["moe_router_enable_expert_bias"] = m.expert_bias;
+    j["moe_layer_freq"] = m.layer_freq;
+    j["moe_shared_expert_intermediate_size"] = positive_or_null(m.shared_expert_ffn);
+    j["moe_shared_expert_gate"] = m.shared_expert_gate;
+    j["moe_expert_capacity_factor"] = optional_json(m.capacity_factor);
+    j["moe_pad_expert_input_to_capacity"] = m.pad_to_capacity;
+    j["moe_token_drop_policy"] = moe_token_drop_policy_name(m.drop_policy);
   }
   // Written only when on, so that a checkpoint without scaling records what older ones did.
   if (o.rope_scaling.enabled()) {

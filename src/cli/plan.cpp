@@ -59,6 +59,7 @@ int run_plan(int argc, char** argv) {
   ArgTable table(app);
   add_training_args(table, args);
   add_pipeline_args(table, args);
+  add_moe_args(table, args.arch);
 
   std::string machine_path, implementation = "megatron-cpp", family = "gpt";
   int world_size = 0, data_parallel = 0, search_top = 10;
@@ -147,6 +148,7 @@ int run_plan(int argc, char** argv) {
       pos == "rope" ? PositionEmbedding::kRope : PositionEmbedding::kLearnedAbsolute;
   model.arch.add_bias_linear = !given(no_bias);
   model.arch.add_qkv_bias = given(qkv_bias);
+  model.arch.moe = moe_options(args.arch);
   model.mask_prob = value_or<double>(mask_prob, 0.15);
   if (given(no_binary_head)) {
     MT_REQUIRE(model.family == plan::ModelFamily::kBert,

@@ -126,6 +126,9 @@ nlohmann::json hf_config_from_gpt(const GptConfig& c) {
   // GPT-2's config.json has no keys for other architectures, and its checkpoints no tensors:
   // an untied output layer would be dropped without a word, the rest would not map.
   const ArchitectureOptions& a = c.arch;
+  MT_REQUIRE(!a.moe.enabled(),
+             "a mixture-of-experts model does not export to HF GPT-2: Mixtral / Qwen-MoE export "
+             "is not implemented; keep it in megatron-cpp's format");
   MT_REQUIRE(!a.mla.enabled,
              "a multi-latent-attention model does not export to HF: DeepSeek-V2/V3 export is not "
              "implemented; keep it in megatron-cpp's format");

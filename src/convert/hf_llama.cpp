@@ -240,6 +240,8 @@ nlohmann::json hf_llama_config_from_gpt(const GptConfig& c, const std::string& a
              c.arch.apply_layernorm_1p ? "zero-centred norm gains (--apply-layernorm-1p)"
                                        : "interleaved RoPE (--rotary-interleaved)",
              ": this model does not export to it");
+  MT_REQUIRE(!c.arch.moe.enabled(), "a mixture-of-experts model does not export to ", architecture,
+             ": Mixtral / Qwen-MoE export is not implemented; keep it in megatron-cpp's format");
   MT_REQUIRE(!c.arch.mup.enabled, architecture,
              "'s config.json has no muP attention scale or multipliers: a --use-mup model does "
              "not export to it");

@@ -216,6 +216,10 @@ void export_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,
   const nlohmann::json state = reader.state(0, 0);
   const std::string& dir = reader.iteration_dir();
   const GptConfig source = gpt_config_from_checkpoint_state(state, dir);
+  MT_REQUIRE(!source.arch.moe.enabled(), "checkpoint '", dir,
+             "' is a mixture-of-experts model: its export to Megatron-LM's format is not "
+             "implemented (the experts' parameter names are not mapped); keep it in "
+             "megatron-cpp's format");
   MT_REQUIRE(!source.arch.mla.enabled, "checkpoint '", dir,
              "' is a multi-latent-attention model: its export to Megatron-LM's format is not "
              "implemented (MLA's parameter names and layouts are not mapped); keep it in "

@@ -91,6 +91,12 @@ void GptConfig::validate(int tp_size) const {
   MT_REQUIRE(!(selective_recompute && recompute_activations),
              "selective and full recompute exclude each other: choose one "
              "--recompute-granularity");
+  const MoeOptions& m = arch.moe;
+  MT_REQUIRE(!per_token_loss ||
+                 (m.aux_loss_coeff == 0 && m.seq_aux_loss_coeff == 0 && m.z_loss_coeff == 0),
+             "--calculate-per-token-loss with the MoE load-balancing loss or z-loss is not "
+             "implemented: give --moe-aux-loss-coeff 0 and no --moe-z-loss-coeff, or drop "
+             "--calculate-per-token-loss");
 }
 
 GptModel::GptModel(const GptConfig& config, const ParallelState& ps, ParameterStore& store,
@@ -260,6 +266,7 @@ Tensor GptModel::backward(Ctx& ctx, float grad_scale, Tensor dhidden) {
   }
 
   // [s, b, h], or this rank's sequence shard [s/t, b, h]
+  ctx.transformer.loss_scale = grad_scale;
   Tensor dembedded = transformer_.backward(ctx.transformer, dhidden, ctx.arena, scratch_);
   if (!stage_.first) return dembedded;
   embedding_->backward(ctx.embedding, dembedded, ctx.arena);
@@ -338,6 +345,10 @@ LossSum GptModel::stage_loss_sum(const StageCtx& sc) const {
   MT_CHECK(stage_.last && sc.started(),
            "stage_loss_sum: only the last stage computes the loss, after forward_stage");
   return sc.state("stage_loss_sum").loss_sum;
+}
+
+MoeLosses GptModel::stage_moe_losses(const StageCtx& sc) const {
+  return sc.state("stage_moe_losses").transformer.moe_losses;
 }
 
 Tensor GptModel::backward_stage(StageCtx& sc, const Tensor& grad_output, float grad_scale) {

@@ -128,6 +128,8 @@ class GptModel {
   float stage_loss(const StageCtx& ctx) const;
   // The same before normalisation: Σ(loss·mask) and Σ(mask).
   LossSum stage_loss_sum(const StageCtx& ctx) const;
+  // The router losses of this stage's MoE layers in the last forward_stage (training only).
+  MoeLosses stage_moe_losses(const StageCtx& ctx) const;
   // With distillation (set_distillation): the last stage's loss terms of the micro-batch
   // (masked sums; the mean divides by stage_loss_sum's count). The backward starts from their
   // total, not from the LM loss alone.

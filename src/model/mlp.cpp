@@ -9,22 +9,23 @@ namespace megatron {
 
 ParallelMLP::ParallelMLP(const std::string& prefix, const TransformerConfig& config,
                          const ParallelState& ps, ParameterStore& store,
-                         const ComputeWeights& weights)
+                         const ComputeWeights& weights, const MlpShape& shape)
     : swiglu_(config.arch.swiglu),
       squared_relu_(config.arch.squared_relu),
       bias_(config.arch.add_bias_linear),
       gelu_(config.gelu),
-      dense_h_to_4h_({.name = prefix + ".dense_h_to_4h",
+      dense_h_to_4h_({.name = prefix + "." + shape.fc1,
                       .input_size = config.hidden_size,
-                      .output_size = (config.arch.swiglu ? 2 : 1) * config.ffn_size(),
+                      .output_size = (config.arch.swiglu ? 2 : 1) *
+                                     (shape.ffn > 0 ? shape.ffn : config.ffn_size()),
                       .bias = config.arch.add_bias_linear,
                       .skip_bias_add = !config.arch.swiglu,
                       .sequence_parallel = config.sequence_parallel,
                       .init_std = config.hidden_init_std(),
                       .stacked_blocks = config.arch.swiglu ? 2 : 1},
                      ps, store, weights),
-      dense_4h_to_h_({.name = prefix + ".dense_4h_to_h",
-                      .input_size = config.ffn_size(),
+      dense_4h_to_h_({.name = prefix + "." + shape.fc2,
+                      .input_size = shape.ffn > 0 ? shape.ffn : config.ffn_size(),
                       .output_size = config.hidden_size,
                       .bias = config.arch.add_bias_linear,
                       .input_is_parallel = true,

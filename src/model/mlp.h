@@ -21,6 +21,14 @@
 
 namespace megatron {
 
+// The MLP's width and layer names, when not the dense MLP's (a MoE layer's shared expert:
+// Megatron-Core's linear_fc1 / linear_fc2 of --moe-shared-expert-intermediate-size).
+struct MlpShape {
+  int64_t ffn = 0;  // 0: TransformerConfig::ffn_size()
+  const char* fc1 = "dense_h_to_4h";
+  const char* fc2 = "dense_4h_to_h";
+};
+
 class ParallelMLP {
  public:
   struct Ctx {
@@ -29,9 +37,10 @@ class ParallelMLP {
     RowParallelLinear::Ctx dense_4h_to_h;
   };
 
-  // Registers "<prefix>.dense_h_to_4h.{weight,bias}" and "<prefix>.dense_4h_to_h.{weight,bias}".
+  // Registers "<prefix>.dense_h_to_4h.{weight,bias}" and "<prefix>.dense_4h_to_h.{weight,bias}"
+  // (shape.fc1 and shape.fc2).
   ParallelMLP(const std::string& prefix, const TransformerConfig& config, const ParallelState& ps,
-              ParameterStore& store, const ComputeWeights& weights);
+              ParameterStore& store, const ComputeWeights& weights, const MlpShape& shape = {});
 
   void init_weights(ParameterStore& store, uint64_t seed) const;
 

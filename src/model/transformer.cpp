@@ -50,6 +50,7 @@ Tensor Transformer::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
   ctx.scope = scope;
   ctx.layers.assign(layers_.size(), {});
   ctx.layer_inputs.assign(layers_.size(), {});
+  ctx.moe_losses = {};
   Tensor h = x;
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (config_.recomputes_layer(int(i))) {
@@ -57,9 +58,11 @@ Tensor Transformer::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
       scratch.reset();
       TransformerLayer::Ctx discarded;
       h = copy_into(arena, layers_[i]->forward(discarded, h, pad_mask, scope, scratch, scratch));
+      ctx.moe_losses += layers_[i]->moe_losses(discarded);
     } else {
       scratch.reset();  // the previous layer's forward temporaries are dead
       h = layers_[i]->forward(ctx.layers[i], h, pad_mask, scope, arena, scratch);
+      ctx.moe_losses += layers_[i]->moe_losses(ctx.layers[i]);
     }
   }
   return final_ln_ ? final_ln_->forward(ctx.final_ln, h, arena) : h;
@@ -98,7 +101,7 @@ Tensor Transformer::backward(Ctx& ctx, Tensor dy, Arena& arena, Arena& scratch) 
       layers_[i]->forward(recomputed, ctx.layer_inputs[i], ctx.pad_mask, ctx.scope, scratch,
                           scratch);
     const TransformerLayer::Ctx& layer_ctx = recompute ? recomputed : ctx.layers[i];
-    dy = copy_into(arena, layers_[i]->backward(layer_ctx, dy, scratch));
+    dy = copy_into(arena, layers_[i]->backward(layer_ctx, dy, ctx.loss_scale, scratch));
     store_->grads_accumulated(layer_params_[i].first, layer_params_[i].second);
   }
   return dy;

@@ -47,6 +47,12 @@ class Transformer {
     LayerNorm::Ctx final_ln;
     Tensor pad_mask;
     DropoutScope scope;
+    // The MoE layers' router losses of this forward, summed over the layers (a recomputing
+    // backward does not add them again).
+    MoeLosses moe_losses;
+    // Set by the caller before backward: the scale of the main loss's gradient, which the MoE
+    // layers' router losses take for theirs (TransformerLayer::backward).
+    float loss_scale = 1.0f;
   };
 
   Transformer(const TransformerConfig& config, const ParallelState& ps, ParameterStore& store,

@@ -149,6 +149,7 @@ void TransformerConfig::validate(int tp_size) const {
   MT_REQUIRE(!arch.rotary_interleaved || attention_rope(),
              "--rotary-interleaved needs --position-embedding-type rope");
   if (arch.mla.enabled) validate_mla(*this);
+  validate_moe_options(arch.moe, num_layers, ffn_size(), tp_size);
   MT_REQUIRE(hidden_dropout >= 0 && hidden_dropout < 1, "--hidden-dropout must be in [0, 1), got ",
              hidden_dropout);
   MT_REQUIRE(attention_dropout >= 0 && attention_dropout < 1,

@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "kernels/gelu.h"
-#include "kernels/rotary.h"                       // Llama3RopeScaling
+#include "kernels/rotary.h"  // Llama3RopeScaling
+#include "model/moe_options.h"
 #include "parallel/context_parallel_attention.h"  // CpCommType
 
 namespace megatron {
@@ -112,6 +113,7 @@ struct ArchitectureOptions {
   bool rotary_interleaved = false;  // --rotary-interleaved: RoPE pairs (2j, 2j + 1)
   MlaOptions mla;                   // --multi-latent-attention
   MupOptions mup;                   // --use-mup
+  MoeOptions moe;                   // --num-experts, --moe-* (model/moe_layer.h)
 };
 
 struct TransformerConfig {
@@ -151,6 +153,12 @@ struct TransformerConfig {
   ArchitectureOptions arch;
 
   int64_t ffn_size() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
+  // A routed expert's hidden width: --moe-ffn-hidden-size, else the dense ffn_size().
+  int64_t expert_ffn_size() const {
+    return arch.moe.ffn_hidden_size > 0 ? arch.moe.ffn_hidden_size : ffn_size();
+  }
+  // Whether the (0-based, global) layer's MLP is a mixture of experts.
+  bool is_moe_layer(int layer) const { return arch.moe.is_moe_layer(layer, num_layers); }
   // The attention core's head dim: of queries and keys (and of values, which MLA zero-pads to
   // it; model/attention.h).
   int64_t head_dim() const {

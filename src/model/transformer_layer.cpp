@@ -37,14 +37,44 @@ TransformerLayer::TransformerLayer(int layer_number, const TransformerConfig& co
       second_ln_(layer_prefix(config, layer_number) +
                      (pre_ln(config) ? "post_attention_layernorm" : "post_mlp_layernorm"),
                  config.hidden_size, config.layernorm_epsilon, store, weights,
-                 transformer_norm_options(config)),
-      mlp_(layer_prefix(config, layer_number) + "mlp", config, ps, store, weights) {}
+                 transformer_norm_options(config)) {
+  const std::string mlp = layer_prefix(config, layer_number) + "mlp";
+  if (config.is_moe_layer(layer_number))
+    moe_.emplace(mlp, config, ps, store, weights);
+  else
+    mlp_.emplace(mlp, config, ps, store, weights);
+}
 
 void TransformerLayer::init_weights(ParameterStore& store, uint64_t seed) const {
   first_ln_.init_weights(store);
   attention_.init_weights(store, seed);
   second_ln_.init_weights(store);
-  mlp_.init_weights(store, seed);
+  if (moe_)
+    moe_->init_weights(store, seed);
+  else
+    mlp_->init_weights(store, seed);
+}
+
+Tensor TransformerLayer::mlp_forward(Ctx& ctx, const Tensor& x, bool train, Arena& arena) const {
+  return moe_ ? moe_->forward(ctx.moe, x, train, arena) : mlp_->forward(ctx.mlp, x, arena);
+}
+
+Tensor TransformerLayer::mlp_backward(const Ctx& ctx, const Tensor& dout, float loss_scale,
+                                      Arena& arena) const {
+  return moe_ ? moe_->backward(ctx.moe, dout, loss_scale, arena)
+              : mlp_->backward(ctx.mlp, dout, arena);
+}
+
+const Tensor& TransformerLayer::mlp_output_bias() const {
+  return moe_ ? no_bias_ : mlp_->output_bias();
+}
+
+Tensor& TransformerLayer::mlp_output_bias_grad() const {
+  return moe_ ? no_bias_ : mlp_->output_bias_grad();
+}
+
+MoeLosses TransformerLayer::moe_losses(const Ctx& ctx) const {
+  return moe_ ? ctx.moe.router.losses : MoeLosses{};
 }
 
 Tensor TransformerLayer::draw_hidden_mask(DropoutSite site, const Tensor& x,
@@ -73,8 +103,9 @@ Tensor TransformerLayer::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_ma
                          : forward_post_ln(ctx, x, pad_mask, scope, arena, workspace);
 }
 
-Tensor TransformerLayer::backward(const Ctx& ctx, Tensor dy, Arena& arena) const {
-  return pre_ln(config_) ? backward_pre_ln(ctx, dy, arena) : backward_post_ln(ctx, dy, arena);
+Tensor TransformerLayer::backward(const Ctx& ctx, Tensor dy, float loss_scale, Arena& arena) const {
+  return pre_ln(config_) ? backward_pre_ln(ctx, dy, loss_scale, arena)
+                         : backward_post_ln(ctx, dy, loss_scale, arena);
 }
 
 Tensor TransformerLayer::forward_pre_ln(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
@@ -89,10 +120,10 @@ Tensor TransformerLayer::forward_pre_ln(Ctx& ctx, const Tensor& x, const Tensor&
   kernels::bias_dropout_add_forward(rows(attn), attention_.dense_bias(),
                                     rows(ln_residual ? ln1 : x), ctx.attention_dropout_mask, p, h2);
   Tensor ln2 = second_ln_.forward(ctx.second_ln, h, arena);
-  Tensor mlp = mlp_.forward(ctx.mlp, ln2, arena);
+  Tensor mlp = mlp_forward(ctx, ln2, scope.enabled, arena);
   Tensor y = arena.alloc(x.shape(), x.dtype());
   Tensor y2 = rows(y);
-  kernels::bias_dropout_add_forward(rows(mlp), mlp_.output_bias(), rows(ln_residual ? ln2 : h),
+  kernels::bias_dropout_add_forward(rows(mlp), mlp_output_bias(), rows(ln_residual ? ln2 : h),
                                     ctx.mlp_dropout_mask, p, y2);
   return y;
 }
@@ -113,23 +144,24 @@ Tensor TransformerLayer::forward_cached(const Tensor& x, LayerKv& kv, int64_t st
   kernels::bias_dropout_add_forward(rows(attn), attention_.dense_bias(),
                                     rows(ln_residual ? ln1 : x), Tensor(), 0.0f, h2);
   Tensor ln2 = second_ln_.forward(ctx.second_ln, h, arena);
-  Tensor mlp = mlp_.forward(ctx.mlp, ln2, arena);
+  Tensor mlp = mlp_forward(ctx, ln2, false, arena);
   Tensor y = arena.alloc(x.shape(), x.dtype());
   Tensor y2 = rows(y);
-  kernels::bias_dropout_add_forward(rows(mlp), mlp_.output_bias(), rows(ln_residual ? ln2 : h),
+  kernels::bias_dropout_add_forward(rows(mlp), mlp_output_bias(), rows(ln_residual ? ln2 : h),
                                     Tensor(), 0.0f, y2);
   return y;
 }
 
-Tensor TransformerLayer::backward_pre_ln(const Ctx& ctx, Tensor dy, Arena& arena) const {
+Tensor TransformerLayer::backward_pre_ln(const Ctx& ctx, Tensor dy, float loss_scale,
+                                         Arena& arena) const {
   const float p = config_.hidden_dropout;
   const bool ln_residual = config_.apply_residual_connection_post_layernorm;
   // MLP block: y = r2 + drop(mlp(LN2(h)) + b), r2 = h (or LN2(h)).
   Tensor dmlp = arena.alloc(dy.shape(), dy.dtype());
   Tensor dmlp2 = rows(dmlp);
   kernels::bias_dropout_add_backward(rows(dy), ctx.mlp_dropout_mask, p, dmlp2,
-                                     mlp_.output_bias_grad());
-  Tensor dln2 = mlp_.backward(ctx.mlp, dmlp, arena);
+                                     mlp_output_bias_grad());
+  Tensor dln2 = mlp_backward(ctx, dmlp, loss_scale, arena);
   Tensor dh;  // [s, b, h]
   if (ln_residual) {
     kernels::axpy(1.0f, dy, dln2);
@@ -165,23 +197,24 @@ Tensor TransformerLayer::forward_post_ln(Ctx& ctx, const Tensor& x, const Tensor
   kernels::bias_dropout_add_forward(rows(attn), attention_.dense_bias(), rows(x),
                                     ctx.attention_dropout_mask, p, h2);
   Tensor ln1 = first_ln_.forward(ctx.first_ln, h, arena);
-  Tensor mlp = mlp_.forward(ctx.mlp, ln1, arena);
+  Tensor mlp = mlp_forward(ctx, ln1, scope.enabled, arena);
   Tensor h_mlp = arena.alloc(x.shape(), x.dtype());
   Tensor h_mlp2 = rows(h_mlp);
-  kernels::bias_dropout_add_forward(rows(mlp), mlp_.output_bias(), rows(ln1), ctx.mlp_dropout_mask,
+  kernels::bias_dropout_add_forward(rows(mlp), mlp_output_bias(), rows(ln1), ctx.mlp_dropout_mask,
                                     p, h_mlp2);
   return second_ln_.forward(ctx.second_ln, h_mlp, arena);
 }
 
-Tensor TransformerLayer::backward_post_ln(const Ctx& ctx, Tensor dy, Arena& arena) const {
+Tensor TransformerLayer::backward_post_ln(const Ctx& ctx, Tensor dy, float loss_scale,
+                                          Arena& arena) const {
   const float p = config_.hidden_dropout;
   Tensor dh_mlp = arena.alloc(dy.shape(), dy.dtype());
   second_ln_.backward(ctx.second_ln, dy, dh_mlp, 0.0f);
   Tensor dmlp = dy;  // dy is dead: reuse its memory
   Tensor dmlp2 = rows(dmlp);
   kernels::bias_dropout_add_backward(rows(dh_mlp), ctx.mlp_dropout_mask, p, dmlp2,
-                                     mlp_.output_bias_grad());
-  Tensor dln1 = mlp_.backward(ctx.mlp, dmlp, arena);
+                                     mlp_output_bias_grad());
+  Tensor dln1 = mlp_backward(ctx, dmlp, loss_scale, arena);
   kernels::axpy(1.0f, dh_mlp, dln1);  // residual from LN1's output
   Tensor dh = arena.alloc(dy.shape(), dy.dtype());
   first_ln_.backward(ctx.first_ln, dln1, dh, 0.0f);

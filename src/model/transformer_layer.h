@@ -11,11 +11,14 @@
 // Parameter names ("<prefix>layers.<i>."):
 //   pre-LN:  input_layernorm, self_attention.*, post_attention_layernorm, mlp.*
 //   post-LN: self_attention.*, post_attention_layernorm, mlp.*, post_mlp_layernorm
+// On the layers TransformerConfig::is_moe_layer selects, mlp.* is a mixture of experts
+// (model/moe_layer.h) instead of the dense MLP; its output has no separate bias.
 #pragma once
 
 #include "model/attention.h"
 #include "model/layer_norm.h"
 #include "model/mlp.h"
+#include "model/moe_layer.h"
 
 namespace megatron {
 
@@ -25,6 +28,7 @@ class TransformerLayer {
     LayerNorm::Ctx first_ln, second_ln;
     ParallelAttention::Ctx attention;
     ParallelMLP::Ctx mlp;
+    MoeLayer::Ctx moe;              // on a MoE layer, instead of mlp
     Tensor attention_dropout_mask;  // u8 [s·b, h] or undefined
     Tensor mlp_dropout_mask;        // u8 [s·b, h] or undefined
   };
@@ -43,7 +47,12 @@ class TransformerLayer {
   // forward_cached); no dropout, nothing kept. Everything, y included, goes to `arena`.
   Tensor forward_cached(const Tensor& x, LayerKv& kv, int64_t start, Arena& arena) const;
   // dy [s, b, h] → dx [s, b, h]. dy is consumed: its memory may be reused for dx.
-  Tensor backward(const Ctx& ctx, Tensor dy, Arena& arena) const;
+  // loss_scale: the scale of the main loss's gradient (the loss scale / the micro-batches),
+  // which a MoE layer's router losses take for theirs (MoeRouter::backward).
+  Tensor backward(const Ctx& ctx, Tensor dy, float loss_scale, Arena& arena) const;
+  // A MoE layer's router losses of the micro-batch run in `ctx` (zeros on a dense layer, or
+  // out of training).
+  MoeLosses moe_losses(const Ctx& ctx) const;
 
  private:
   Tensor draw_hidden_mask(DropoutSite site, const Tensor& x, const DropoutScope& scope,
@@ -52,8 +61,13 @@ class TransformerLayer {
                         const DropoutScope& scope, Arena& arena, Arena& workspace) const;
   Tensor forward_post_ln(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
                          const DropoutScope& scope, Arena& arena, Arena& workspace) const;
-  Tensor backward_pre_ln(const Ctx& ctx, Tensor dy, Arena& arena) const;
-  Tensor backward_post_ln(const Ctx& ctx, Tensor dy, Arena& arena) const;
+  Tensor backward_pre_ln(const Ctx& ctx, Tensor dy, float loss_scale, Arena& arena) const;
+  Tensor backward_post_ln(const Ctx& ctx, Tensor dy, float loss_scale, Arena& arena) const;
+  // The MLP block (dense or MoE): x → its output, without the dense MLP's output bias.
+  Tensor mlp_forward(Ctx& ctx, const Tensor& x, bool train, Arena& arena) const;
+  Tensor mlp_backward(const Ctx& ctx, const Tensor& dout, float loss_scale, Arena& arena) const;
+  const Tensor& mlp_output_bias() const;
+  Tensor& mlp_output_bias_grad() const;
 
   int layer_number_;
   int64_t sequence_rank_;    // the TP rank with sequence parallelism (which shard), else 0
@@ -63,7 +77,9 @@ class TransformerLayer {
   LayerNorm first_ln_;
   ParallelAttention attention_;
   LayerNorm second_ln_;
-  ParallelMLP mlp_;
+  std::optional<ParallelMLP> mlp_;  // a dense layer's
+  std::optional<MoeLayer> moe_;     // a MoE layer's
+  mutable Tensor no_bias_;          // undefined: the MoE output's bias
 };
 
 }  // namespace megatron

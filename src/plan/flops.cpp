@@ -25,7 +25,18 @@ IterationFlops iteration_flops(const ModelSpec& m, const Layout& l, Implementati
     qk = 3.0 * B * s * s * L * a * (dn + dr);
     av = 3.0 * B * s * s * L * a * dv;
   }
-  const double layers = attention_linear + qk + av + base * f / h * gated;
+  // MoE layers (Megatron's count): each token through k experts of the expert width and the
+  // shared expert, plus the router's h x E projection.
+  double mlp = base * f / h * gated;
+  if (m.arch.moe.enabled()) {
+    const MoeOptions& moe = m.arch.moe;
+    const double share = double(moe.count_moe_layers(m.num_layers)) / L;
+    const double routed =
+        double(moe.topk) * double(m.expert_ffn_size()) + double(moe.shared_expert_ffn);
+    const double router = 6.0 * B * s * L * h * double(moe.num_experts);
+    mlp = (1 - share) * mlp + share * (base * routed / h * gated + router);
+  }
+  const double layers = attention_linear + qk + av + mlp;
   IterationFlops r;
   r.model = layers + base * V / (2.0 * L * h);
   // One forward of a layer is a third of its forward + backward; block recompute re-runs a

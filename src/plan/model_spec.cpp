@@ -48,6 +48,9 @@ void validate_model(const ModelSpec& m) {
   MT_REQUIRE(m.norm_order() != NormOrder::kPost || m.family == ModelFamily::kBert,
              "--post-layernorm is a BERT option: give --model bert (GPT models are "
              "pre-LayerNorm)");
+  MT_REQUIRE(!m.arch.moe.enabled() || m.family == ModelFamily::kGpt,
+             "--num-experts: mixture of experts is a GPT option: give --model gpt");
+  validate_moe_options(m.arch.moe, m.num_layers, m.ffn_size(), 1);
 }
 
 const char* family_name(ModelFamily family) {

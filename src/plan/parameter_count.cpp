@@ -33,6 +33,19 @@ ParameterCounts count_parameters(const ModelSpec& m, const Layout& l) {
     c.layer_replicated += h * rq + per_norm * rq          // linear_q_down_proj, q_layernorm
                           + h * (r + dr) + per_norm * r;  // linear_kv_down_proj, kv_layernorm
   }
+  if (m.arch.moe.enabled()) {  // model/moe_layer.h: on its layers the experts replace the MLP
+    const MoeOptions& moe = m.arch.moe;
+    const double e = double(moe.num_experts), fe = double(m.expert_ffn_size()),
+                 fs = double(moe.shared_expert_ffn);
+    // Per layer, averaged over the dense and MoE layers (--moe-layer-freq).
+    const double share = double(moe.count_moe_layers(m.num_layers)) / double(m.num_layers);
+    const double dense = gated * h * f + bias * gated * f + f * h;
+    const double experts = e * (gated * h * fe + bias * gated * fe + fe * h)  // fc1, fc2
+                           + gated * h * fs + bias * gated * fs + fs * h;     // shared expert
+    c.layer_sharded += share * (experts - dense);
+    // The router; the experts' fc2 biases (and the shared expert's) instead of the MLP's.
+    c.layer_replicated += share * (e * h + bias * (e * h + (fs > 0 ? h : 0.0) - h));
+  }
   const double vocab = double(m.padded_vocab(l.tensor_parallel));
   c.word_embedding = vocab * h;
   c.other_embedding = (learned_positions ? double(m.positions()) * h : 0.0) +

@@ -44,6 +44,18 @@ class GptStep final : public GptPipelinedStep {
   nlohmann::json shape_json() const override { return gpt_model_shape_json(cfg_.model); }
   bool has_sop_loss() const override { return false; }
   bool has_distillation_loss() const override { return cfg_.teacher.has_value(); }
+  MoeLossLog moe_loss_log() const override {
+    const MoeOptions& m = cfg_.model.arch.moe;
+    MoeLossLog log;
+    if (!m.enabled()) return log;
+    log.layers = m.count_moe_layers(cfg_.model.num_layers);
+    if (m.aux_loss_coeff > 0)
+      log.losses.emplace_back("load_balancing_loss", &LossTerms::load_balancing);
+    if (m.seq_aux_loss_coeff > 0)
+      log.losses.emplace_back("seq_load_balancing_loss", &LossTerms::seq_load_balancing);
+    if (m.z_loss_coeff > 0) log.losses.emplace_back("z_loss", &LossTerms::z_loss);
+    return log;
+  }
   int64_t seq_length() const override { return cfg_.model.seq_length; }
   double flops_per_iteration(int64_t global_batch) const override {
     return config_flops_per_iteration(cfg_.model, global_batch, split());

@@ -10,6 +10,9 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "distributed/parallel_state.h"
 #include "parallel/parameter.h"
@@ -28,6 +31,10 @@ struct LossTerms {
   double sop = 0;
   double tokens = 0;  // per-token loss only
   double total = 0, logits_distillation = 0, intermediate_distillation = 0;
+  // The MoE router losses (model/moe_router.h, MoeLosses), summed over this rank's MoE layers;
+  // every pipeline stage adds its own. Logged, never part of the loss the optimizer minimises
+  // (their gradients enter the backward directly, as Megatron's MoEAuxLossAutoScaler).
+  double load_balancing = 0, seq_load_balancing = 0, z_loss = 0;
 
   // Term by term: sums over micro-batches and over a log interval.
   LossTerms& operator+=(const LossTerms& other) {
@@ -37,6 +44,9 @@ struct LossTerms {
     total += other.total;
     logits_distillation += other.logits_distillation;
     intermediate_distillation += other.intermediate_distillation;
+    load_balancing += other.load_balancing;
+    seq_load_balancing += other.seq_load_balancing;
+    z_loss += other.z_loss;
     return *this;
   }
   // Whether every term is finite (an inf/NaN iteration otherwise).
@@ -68,6 +78,14 @@ class ModelStep {
   virtual bool has_sop_loss() const = 0;
   // Whether the losses include knowledge distillation's terms (LossTerms::total ...).
   virtual bool has_distillation_loss() const { return false; }
+  // The MoE router losses the iteration line reports, as Megatron names them
+  // ("load_balancing_loss", "seq_load_balancing_loss", "z_loss"), each with the LossTerms field
+  // it averages, and the number of MoE layers they are averaged over. None without MoE.
+  struct MoeLossLog {
+    std::vector<std::pair<std::string, double LossTerms::*>> losses;
+    int layers = 0;
+  };
+  virtual MoeLossLog moe_loss_log() const { return {}; }
   virtual int64_t seq_length() const = 0;
   // Megatron's FLOP count of one iteration over `global_batch` samples.
   virtual double flops_per_iteration(int64_t global_batch) const = 0;

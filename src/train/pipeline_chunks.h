@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "model/moe_router.h"  // MoeLosses
 #include "model/stage_range.h"
 #include "pipeline/pipeline_executor.h"
 #include "pipeline/schedule.h"
@@ -85,6 +86,13 @@ class PipelineChunks {
       CtxPtr ctx = acquire(c);
       Tensor output = model.forward_stage(*ctx, batches[size_t(m)], input, train, seed);
       if (model.stage().last) sum += loss_of_(model, *ctx);
+      // Every stage's MoE layers add their router losses (model/moe_router.h).
+      if constexpr (requires { model.stage_moe_losses(*ctx); }) {
+        const MoeLosses moe = model.stage_moe_losses(*ctx);
+        sum += LossTerms{.load_balancing = moe.load_balancing,
+                         .seq_load_balancing = moe.seq_load_balancing,
+                         .z_loss = moe.z_loss};
+      }
       if (train)
         live.emplace(std::make_pair(c, m), std::move(ctx));
       else

@@ -351,16 +351,20 @@ struct Trainer::Impl {
   // come from the last pipeline stage, which computes the loss; it broadcasts the mean to the
   // other stages.
   LossTerms average_over_dp(const LossTerms& sum, int64_t micro_batches_per_rank) const {
-    // Logged host scalars: one all-reduce of a host f64 [6] over this stack array.
-    double sums[6] = {sum.lm,
+    // Logged host scalars: one all-reduce of a host f64 [9] over this stack array. The loss
+    // terms are the last stage's (zeros on the others); the MoE ones every stage's share.
+    double sums[9] = {sum.lm,
                       sum.sop,
                       sum.tokens,
                       sum.total,
                       sum.logits_distillation,
-                      sum.intermediate_distillation};
-    Tensor t = Tensor::from_blob(sums, {6}, DType::F64);
+                      sum.intermediate_distillation,
+                      sum.load_balancing,
+                      sum.seq_load_balancing,
+                      sum.z_loss};
+    Tensor t = Tensor::from_blob(sums, {9}, DType::F64);
     ps.dp->all_reduce(t);
-    if (ps.pp_size > 1) ps.pp->broadcast(t, ps.pp_size - 1);
+    if (ps.pp_size > 1) ps.pp->all_reduce(t);
     const double n = cfg.per_token_loss ? (sums[2] > 0 ? sums[2] : 1.0)
                                         : double(micro_batches_per_rank * ps.dp_size);
     LossTerms mean{.lm = sums[0] / n, .sop = sums[1] / n};
@@ -371,6 +375,14 @@ struct Trainer::Impl {
     mean.total = sums[3] / n;
     mean.logits_distillation = sums[4] / n;
     mean.intermediate_distillation = sums[5] / n;
+    // Megatron's MoE metrics: per micro-batch, averaged over data-parallel ranks and MoE layers.
+    const int moe_layers = model->moe_loss_log().layers;
+    if (moe_layers > 0) {
+      const double per = double(micro_batches_per_rank * ps.dp_size) * moe_layers;
+      mean.load_balancing = sums[6] / per;
+      mean.seq_load_balancing = sums[7] / per;
+      mean.z_loss = sums[8] / per;
+    }
     return mean;
   }
 
@@ -637,6 +649,8 @@ struct Trainer::Impl {
         s.distillation = DistillationLog{d->total / double(interval_loss_count),
                                          d->logits / double(interval_loss_count),
                                          d->intermediate / double(interval_loss_count)};
+      for (const auto& [name, field] : model->moe_loss_log().losses)
+        s.moe_losses.emplace_back(name, interval_loss_sum.*field / double(interval_loss_count));
     }
     s.loss_scale = scaler.scale();
     s.grad_norm = last_grad_norm;
@@ -806,6 +820,8 @@ struct Trainer::Impl {
           s.lm_loss = loss.lm;
           if (model->has_sop_loss()) s.sop_loss = loss.sop;
           s.distillation = distillation_log(loss);
+          for (const auto& [name, field] : model->moe_loss_log().losses)
+            s.moe_losses.emplace_back(name, loss.*field);
         }
         s.loss_scale = scaler.scale();
         s.grad_norm = grad_norm;

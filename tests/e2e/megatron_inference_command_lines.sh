@@ -147,7 +147,7 @@ expect_error "--pipeline-model-parallel-size 2: generation runs on tensor-parall
   "${MEGATRON[@]}" --prompts "1" --pipeline-model-parallel-size 2
 expect_error "--top-n-logprobs 5: top-n log-probabilities are not supported" "${MEGATRON[@]}" --prompts "1" \
   --top-n-logprobs 5
-expect_error "--num-experts 8: mixture of experts is not supported" "${MEGATRON[@]}" --prompts "1" --num-experts 8
+expect_error "--num-experts 8 differs from the checkpoint's 0" "${MEGATRON[@]}" --prompts "1" --num-experts 8
 expect_error "--num-tokens-to-prompt: Megatron's synthetic prompts are not supported" "${MEGATRON[@]}" \
   --num-tokens-to-prompt 16 32 < /dev/null
 expect_error "is longer than --inference-max-seq-length 9" "${MEGATRON[@]}" --prompts "1 2" \

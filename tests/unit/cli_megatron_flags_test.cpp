@@ -135,7 +135,8 @@ TEST(MegatronFlags, EveryFlagIsImplementedOrClassified) {
   EXPECT_NE(table.find("--hidden-size\tsupported\t"), std::string::npos);
   EXPECT_NE(table.find("--transformer-impl\tno effect\t"), std::string::npos);
   EXPECT_NE(table.find("--use-flash-attn\tsupported\t"), std::string::npos);
-  EXPECT_NE(table.find("--num-experts\trejected\tmixture of experts is not supported\n"),
+  EXPECT_NE(table.find("--num-experts\trejected\tmixture of experts is implemented by "
+                       "pretrain-gpt (docs/moe.md); this command does not take it\n"),
             std::string::npos);
   EXPECT_NE(table.find("--context-parallel-size\tno effect if 1\t"), std::string::npos);
 }
@@ -153,7 +154,9 @@ TEST(MegatronFlags, GpuImplementationFlagsAreAcceptedWithoutEffect) {
 TEST(MegatronFlags, RejectedFlagsNameTheFlagAndTheReason) {
   Command moe;
   ASSERT_EQ(moe.parse({"--num-experts", "8"}), -1);
-  EXPECT_EQ(check_error(moe), "--num-experts 8: mixture of experts is not supported");
+  EXPECT_EQ(check_error(moe),
+            "--num-experts 8: mixture of experts is implemented by pretrain-gpt (docs/moe.md); "
+            "this command does not take it");
   Command cp;
   ASSERT_EQ(cp.parse({"--context-parallel-size", "2"}), -1);
   EXPECT_EQ(check_error(cp),

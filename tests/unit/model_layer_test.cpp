@@ -56,7 +56,7 @@ void check_layer(const LayerCase& lc) {
   TransformerLayer::Ctx ctx;
   Tensor y = layer.forward(ctx, x, pad_mask, scope, arena, arena);
   Tensor dy = r.clone();
-  Tensor dx = layer.backward(ctx, dy, arena);
+  Tensor dx = layer.backward(ctx, dy, 1.0f, arena);
 
   test::RefShape sh{s, b, h, heads, ffn, 1e-5};
   test::RefDropout drop{true, scope.seed, scope.iteration, scope.first_sample, 0.2, 0.3};

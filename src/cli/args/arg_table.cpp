@@ -63,6 +63,15 @@ std::string show(const std::vector<std::string>& v) {
   return s + "]";
 }
 
+// A list of floats as Megatron's argument dump prints one (--moe-aux-loss-coeff): one value
+// alone (Megatron unwraps a list of one), else Python's list repr.
+std::string show(const std::vector<double>& v) {
+  if (v.size() == 1) return show(v[0]);
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + show(v[i]);
+  return s + "]";
+}
+
 // Python's repr of a list of ints, as Megatron's argument dump prints --iterations-to-skip.
 std::string show(const std::vector<int64_t>& v) {
   std::string s = "[";
@@ -150,6 +159,7 @@ template void ArgTable::add(const std::string&, std::optional<int>&, const std::
 template void ArgTable::add(const std::string&, std::vector<std::string>&, const std::string&);
 template void ArgTable::add(const std::string&, std::vector<int64_t>&, const std::string&);
 template void ArgTable::add(const std::string&, std::vector<int>&, const std::string&);
+template void ArgTable::add(const std::string&, std::vector<double>&, const std::string&);
 
 void ArgTable::add_flag(const std::string& flag, bool& field, const std::string& help) {
   app_.add_flag(flag, field, help);

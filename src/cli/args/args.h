@@ -66,6 +66,35 @@ struct ArchitectureArgs {
   double mup_output_mult = 1.0;
   std::optional<double> mup_base_head_dim;
   double mup_attn_scale_power = 1.0;
+  // --num-experts and --moe-*: the mixture-of-experts layers (model/moe_options.h), with
+  // Megatron-LM's defaults; unset optionals are its None.
+  int num_experts = 0;
+  std::optional<int> moe_ffn_hidden_size;
+  int moe_router_topk = 2;
+  std::vector<std::string> moe_router_load_balancing_type = {"aux_loss"};
+  std::vector<double> moe_aux_loss_coeff = {0.0};
+  std::optional<double> moe_z_loss_coeff;
+  std::string moe_router_score_function = "softmax";
+  bool moe_router_pre_softmax = false;
+  std::optional<double> moe_router_topk_scaling_factor;
+  std::optional<int> moe_router_num_groups;
+  std::optional<int> moe_router_group_topk;
+  bool moe_router_enable_expert_bias = false;
+  double moe_router_bias_update_rate = 1e-3;
+  std::string moe_router_dtype;  // "" (None) or fp32: the router computes in fp32 here
+  std::string moe_layer_freq = "1";
+  std::optional<int> moe_shared_expert_intermediate_size;
+  bool moe_shared_expert_gate = false;
+  std::optional<double> moe_expert_capacity_factor;
+  bool moe_pad_expert_input_to_capacity = false;
+  std::string moe_token_drop_policy = "probs";
+  // Implementations of the same function (accepted, docs/moe.md): the experts always run as one
+  // grouped GEMM, tokens are always permuted by the fused gather kernels, and at
+  // expert-parallel size 1 every dispatcher moves nothing.
+  bool moe_grouped_gemm = false;
+  bool moe_permute_fusion = false;
+  bool moe_router_fusion = false;
+  std::string moe_token_dispatcher_type = "allgather";
   // --use-checkpoint-args: the model shape (--num-layers, --hidden-size, --num-attention-heads,
   // --ffn-hidden-size, --max-position-embeddings), the flags above and --openai-gelu come from the
   // checkpoint in --load, as Megatron's flag does (e.g. after `convert --from hf`).

@@ -62,6 +62,12 @@ const std::vector<ModelFlag>& model_flags() {
       on("--qk-layernorm", [](const C& c) { return c.arch.qk_layernorm; }),
       on("--untie-embeddings-and-output-weights",
          [](const C& c) { return c.arch.untie_embeddings_and_output_weights; }),
+      integer("--num-experts", [](const C& c) { return double(c.arch.moe.num_experts); }),
+      integer("--moe-ffn-hidden-size", [](const C& c) { return double(c.expert_ffn_size()); }),
+      integer("--moe-router-topk", [](const C& c) { return double(c.arch.moe.topk); }),
+      integer("--moe-shared-expert-intermediate-size",
+              [](const C& c) { return double(c.arch.moe.shared_expert_ffn); }),
+      on("--moe-shared-expert-gate", [](const C& c) { return c.arch.moe.shared_expert_gate; }),
       on("--apply-residual-connection-post-layernorm",
          [](const C& c) { return c.apply_residual_connection_post_layernorm; }),
   };

@@ -30,7 +30,9 @@ constexpr const char* kInference =
     "and `megatron serve`)";
 constexpr const char* kProfiler = "drives the CUDA / PyTorch profiler";
 constexpr const char* kTelemetry = "an NVIDIA service client (telemetry, straggler detection)";
-constexpr const char* kMoe = "mixture of experts is not supported";
+constexpr const char* kMoe =
+    "not implemented: mixture of experts is pretrain-gpt's --num-experts with the --moe-* "
+    "options it lists (docs/moe.md); this one is not among them";
 constexpr const char* kFp8 = "FP8 / FP4 training is not supported";
 constexpr const char* kRl = "reinforcement learning (megatron/rl) is not supported";
 constexpr const char* kPipeline =
@@ -240,19 +242,41 @@ constexpr Rule kRules[] = {
      "selective recompute here recomputes the attention core (Megatron's default, core_attn); "
      "choosing other modules is not supported"},
 
-    // Mixture of experts.
-    {"--num-experts", true, kMoe},
+    // Mixture of experts (pretrain-gpt registers the implemented flags; docs/moe.md).
+    {"--num-experts", true,
+     "mixture of experts is implemented by pretrain-gpt (docs/moe.md); this command does not "
+     "take it"},
+    {"--moe-pad-experts-for-cuda-graph-inference", false, kCudaGraphs},
+    {"--moe-use-legacy-grouped-gemm", false, kGpuImpl},
+    {"--moe-use-grouped-tensor", false, kGpuImpl},
+    {"--moe-single-grouped-weight", false, kGpuImpl},
+    {"--moe-single-grouped-bias", false, kGpuImpl},
+    {"--moe-shared-expert-overlap", false, kGpuImpl},
+    {"--moe-enable-deepep", true, kMoe},
+    {"--moe-deepep-num-sms", false, kGpuImpl},
+    {"--moe-flex-dispatcher-num-sms", false, kGpuImpl},
+    {"--moe-hybridep-*", false, kGpuImpl},
+    {"--moe-permute-fusion-into-hybridep", false, kGpuImpl},
+    {"--moe-ncclep-zero-copy", false, kGpuImpl},
+    {"--moe-layer-recompute", false,
+     "recomputes the MoE layer in the backward to save memory; the computed function is the "
+     "same (full recompute, --recompute-granularity full, covers MoE layers)"},
+    {"--moe-per-layer-logging", false,
+     "logs each layer's load-balancing and z-loss; the average over MoE layers is logged here"},
+    {"--moe-router-padding-for-fp8", false, kFp8},
+    {"--moe-router-padding-for-quantization", false, kFp8},
     {"--moe-*", true, kMoe},
-    {"--expert-model-parallel-size", true, kMoe, "1"},
+    {"--expert-model-parallel-size", true,
+     "expert parallelism is not implemented yet: every rank holds all experts (size 1)", "1"},
     {"--expert-tensor-parallel-size", false,
-     "sizes the tensor parallelism of expert layers; without --num-experts (mixture of experts "
-     "is not supported) there are none"},
+     "sizes the tensor parallelism of expert layers; the experts here are split over the "
+     "tensor-parallel group like the dense MLP, which computes the same function"},
     {"--expert-tensor-parallel-num-weight-shards", true, kMoe},
-    {"--overlap-moe-expert-parallel-comm", true, kMoe},
-    {"--overlap-dispatch-backward-with-experts-wgrad", true, kMoe},
-    {"--ep-overlap-early-attn-memory-release", true, kMoe},
-    {"--use-grouped-gemm-for-shared-expert", true, kMoe},
-    {"--use-grouped-gemm-for-dense-mlp", true, kMoe},
+    {"--overlap-moe-expert-parallel-comm", false, kGpuImpl},
+    {"--overlap-dispatch-backward-with-experts-wgrad", false, kGpuImpl},
+    {"--ep-overlap-early-attn-memory-release", false, kGpuImpl},
+    {"--use-grouped-gemm-for-shared-expert", false, kGpuImpl},
+    {"--use-grouped-gemm-for-dense-mlp", false, kGpuImpl},
 
     // Multi-token prediction, MLA, hybrid and exotic architectures.
     {"--mtp-*", true, "multi-token prediction is not supported"},
@@ -644,6 +668,8 @@ std::optional<ForeignFlagRule> classify_megatron_flag(std::string_view flag, Fla
     for (const Rule& r : kCheckpointModelRules)
       if (matches(r.pattern, flag)) return ForeignFlagRule{r.rejected, r.reason, r.neutral, false};
     if (is_model_flag(flag)) return ForeignFlagRule{false, kFromCheckpoint, "", true};
+    // The MoE flags that are not the model's shape (routing, losses, dispatch) train it.
+    if (matches("--moe-*", flag)) return ForeignFlagRule{false, kTrainingOnly, "", false};
   }
   for (const Rule& r : kRules) {
     if (!matches(r.pattern, flag)) continue;

@@ -76,7 +76,43 @@ ArchitectureOptions architecture_options(const ArchitectureArgs& a) {
     o.mla.mscale_all_dim = float(a.mscale_all_dim);
   }
   o.mup = mup_options(a);
+  o.moe = moe_options(a);
   return o;
+}
+
+MoeOptions moe_options(const ArchitectureArgs& a) {
+  MoeOptions m;
+  MT_REQUIRE(a.num_experts >= 0, "--num-experts must be positive, got ", a.num_experts);
+  m.num_experts = a.num_experts;
+  if (m.num_experts == 0) return m;
+  MT_REQUIRE(a.moe_ffn_hidden_size.value_or(1) > 0, "--moe-ffn-hidden-size must be positive");
+  m.ffn_hidden_size = a.moe_ffn_hidden_size.value_or(0);
+  m.topk = a.moe_router_topk;
+  set_moe_load_balancing(m, a.moe_router_load_balancing_type, a.moe_aux_loss_coeff);
+  m.z_loss_coeff = a.moe_z_loss_coeff.value_or(0.0);
+  m.score_function = moe_score_function_from_name(a.moe_router_score_function);
+  m.pre_softmax = a.moe_router_pre_softmax;
+  m.topk_scaling_factor = a.moe_router_topk_scaling_factor;
+  m.num_groups = a.moe_router_num_groups.value_or(0);
+  m.group_topk = a.moe_router_group_topk.value_or(0);
+  m.expert_bias = a.moe_router_enable_expert_bias;
+  m.bias_update_rate = a.moe_router_bias_update_rate;
+  MT_REQUIRE(a.moe_router_dtype.empty() || a.moe_router_dtype == "fp32", "--moe-router-dtype ",
+             a.moe_router_dtype,
+             " is not implemented: the router computes in fp32 here (give fp32 or nothing)");
+  m.layer_freq = a.moe_layer_freq;
+  MT_REQUIRE(a.moe_shared_expert_intermediate_size.value_or(1) > 0,
+             "--moe-shared-expert-intermediate-size must be positive");
+  m.shared_expert_ffn = a.moe_shared_expert_intermediate_size.value_or(0);
+  m.shared_expert_gate = a.moe_shared_expert_gate;
+  m.capacity_factor = a.moe_expert_capacity_factor;
+  m.pad_to_capacity = a.moe_pad_expert_input_to_capacity;
+  m.drop_policy = moe_token_drop_policy_from_name(a.moe_token_drop_policy);
+  MT_REQUIRE(
+      a.moe_token_dispatcher_type == "allgather" || a.moe_token_dispatcher_type == "alltoall",
+      "--moe-token-dispatcher-type ", a.moe_token_dispatcher_type,
+      " is not implemented: give allgather or alltoall (flex needs DeepEP/HybridEP)");
+  return m;
 }
 
 MupOptions mup_options(const ArchitectureArgs& a) {
@@ -155,6 +191,29 @@ void apply_checkpoint_args(Args& a, CheckpointArgs which) {
     arch.rotary_scaling_factor = o.mla.rotary_scaling_factor;
     arch.mscale = o.mla.mscale;
     arch.mscale_all_dim = o.mla.mscale_all_dim;
+  }
+  const MoeOptions& m = o.moe;
+  arch.num_experts = int(m.num_experts);
+  if (m.enabled()) {
+    if (m.ffn_hidden_size > 0) arch.moe_ffn_hidden_size = int(m.ffn_hidden_size);
+    arch.moe_router_topk = int(m.topk);
+    arch.moe_router_load_balancing_type = moe_load_balancing_types(m);
+    arch.moe_aux_loss_coeff = moe_load_balancing_coeffs(m);
+    if (m.z_loss_coeff > 0) arch.moe_z_loss_coeff = m.z_loss_coeff;
+    arch.moe_router_score_function = moe_score_function_name(m.score_function);
+    arch.moe_router_pre_softmax = m.pre_softmax;
+    arch.moe_router_topk_scaling_factor = m.topk_scaling_factor;
+    if (m.num_groups > 0) arch.moe_router_num_groups = int(m.num_groups);
+    if (m.group_topk > 0) arch.moe_router_group_topk = int(m.group_topk);
+    arch.moe_router_enable_expert_bias = m.expert_bias;
+    arch.moe_router_bias_update_rate = m.bias_update_rate;
+    arch.moe_layer_freq = m.layer_freq;
+    if (m.shared_expert_ffn > 0)
+      arch.moe_shared_expert_intermediate_size = int(m.shared_expert_ffn);
+    arch.moe_shared_expert_gate = m.shared_expert_gate;
+    arch.moe_expert_capacity_factor = m.capacity_factor;
+    arch.moe_pad_expert_input_to_capacity = m.pad_to_capacity;
+    arch.moe_token_drop_policy = moe_token_drop_policy_name(m.drop_policy);
   }
   arch.use_mup = o.mup.enabled;
   if (o.mup.base_hidden_size > 0) arch.mup_base_hidden_size = int(o.mup.base_hidden_size);

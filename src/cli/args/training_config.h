@@ -15,6 +15,9 @@ namespace megatron::cli {
 ArchitectureOptions architecture_options(const ArchitectureArgs& arch);
 // --use-mup and its options (throws Error naming a bad value).
 MupOptions mup_options(const ArchitectureArgs& arch);
+// The MoE options of the --num-experts and --moe-* flags; throws Error naming a flag whose
+// value is not known or not implemented (the options' own checks: validate_moe_options).
+MoeOptions moe_options(const ArchitectureArgs& arch);
 // The norms' epsilon: --norm-epsilon, else --layernorm-epsilon.
 float norm_epsilon(const ArchitectureArgs& arch, double layernorm_epsilon);
 // What --use-checkpoint-args takes from the checkpoint: the model shape (--num-layers,

@@ -281,6 +281,60 @@ void add_context_parallel_args(ArgTable& table, Args& args) {
             "ranks and the ring across the P groups (A x P = --context-parallel-size)");
 }
 
+// ---- Mixture of experts (docs/moe.md) ----
+
+void add_moe_args(ArgTable& t, ArchitectureArgs& a) {
+  t.add("--num-experts", a.num_experts,
+        "mixture of experts: routed experts per MoE layer (default none: dense MLPs)");
+  t.add("--moe-ffn-hidden-size", a.moe_ffn_hidden_size,
+        "hidden width of each routed expert (default --ffn-hidden-size)");
+  t.add("--moe-router-topk", a.moe_router_topk, "experts each token is routed to (default 2)");
+  t.add("--moe-router-load-balancing-type", a.moe_router_load_balancing_type,
+        "aux_loss | seq_aux_loss | none, or several: the load-balancing losses (default "
+        "aux_loss)");
+  t.add("--moe-aux-loss-coeff", a.moe_aux_loss_coeff,
+        "weight of each load-balancing loss in the training loss (default 0)");
+  t.add("--moe-z-loss-coeff", a.moe_z_loss_coeff,
+        "weight of the router z-loss, mean logsumexp(logits)^2 (default none)");
+  t.add("--moe-router-score-function", a.moe_router_score_function,
+        "softmax | sigmoid: the router's scores (default softmax)");
+  t.add_flag("--moe-router-pre-softmax", a.moe_router_pre_softmax,
+             "softmax over all experts before the top-k (default: over the chosen k)");
+  t.add("--moe-router-topk-scaling-factor", a.moe_router_topk_scaling_factor,
+        "multiply the chosen experts' probabilities by this");
+  t.add("--moe-router-num-groups", a.moe_router_num_groups,
+        "group-limited routing: experts in this many groups");
+  t.add("--moe-router-group-topk", a.moe_router_group_topk,
+        "group-limited routing: groups each token may use");
+  t.add_flag("--moe-router-enable-expert-bias", a.moe_router_enable_expert_bias,
+             "aux-loss-free balancing: a per-expert bias on the choice, updated each step");
+  t.add("--moe-router-bias-update-rate", a.moe_router_bias_update_rate,
+        "step of the expert-bias update (default 1e-3)");
+  t.add("--moe-router-dtype", a.moe_router_dtype,
+        "fp32: the router's logits and routing in fp32 (always so here)");
+  t.add("--moe-layer-freq", a.moe_layer_freq,
+        "MoE layers: every N-th layer, or a 0/1 list per layer such as '([0]+[1]*23)'");
+  t.add("--moe-shared-expert-intermediate-size", a.moe_shared_expert_intermediate_size,
+        "hidden width of the shared expert every token also goes through (default none)");
+  t.add_flag("--moe-shared-expert-gate", a.moe_shared_expert_gate,
+             "scale the shared expert's output by a learned sigmoid gate");
+  t.add("--moe-expert-capacity-factor", a.moe_expert_capacity_factor,
+        "expert capacity = factor x tokens x topk / experts; tokens past it are dropped "
+        "(default none: dropless)");
+  t.add_flag("--moe-pad-expert-input-to-capacity", a.moe_pad_expert_input_to_capacity,
+             "pad every expert's input to its capacity");
+  t.add("--moe-token-drop-policy", a.moe_token_drop_policy,
+        "probs | position: which tokens past the capacity are dropped (default probs)");
+  t.add_flag("--moe-grouped-gemm", a.moe_grouped_gemm,
+             "accepted: the experts always run as one grouped GEMM here");
+  t.add_flag("--moe-permute-fusion", a.moe_permute_fusion,
+             "accepted: tokens are always permuted by fused gather kernels here");
+  t.add_flag("--moe-router-fusion", a.moe_router_fusion,
+             "accepted: the router's top-k and losses are fused kernels here");
+  t.add("--moe-token-dispatcher-type", a.moe_token_dispatcher_type,
+        "allgather | alltoall: how tokens reach the experts' ranks (the same function)");
+}
+
 // ---- Llama-family architecture flags ----
 
 void add_architecture_args(ArgTable& t, ArchitectureArgs& a) {
@@ -341,6 +395,7 @@ void add_architecture_args(ArgTable& t, ArchitectureArgs& a) {
         "muP: attention scale sqrt(this) / head_dim^power (default: 1 / head_dim^power)");
   t.add("--mup-attn-scale-power", a.mup_attn_scale_power,
         "muP: the power of head_dim in the attention scale (1; 0.5 is the standard scale)");
+  add_moe_args(t, a);
   t.add_flag("--use-checkpoint-args", a.use_checkpoint_args,
              "take the model shape and these flags from the checkpoint in --load");
 }

@@ -36,8 +36,10 @@ void add_pipeline_args(ArgTable& table, Args& args);
 // parallelism splits causal attention; elsewhere Megatron's flag table refuses them).
 void add_context_parallel_args(ArgTable& table, Args& args);
 
-// Registers the architecture flags (ArchitectureArgs) on `table`.
+// Registers the architecture flags (ArchitectureArgs) on `table`, the MoE ones among them.
 void add_architecture_args(ArgTable& table, ArchitectureArgs& arch);
+// Registers --num-experts and the --moe-* flags (ArchitectureArgs' moe_* fields).
+void add_moe_args(ArgTable& table, ArchitectureArgs& arch);
 // --fim-data and its options (pretrain-gpt).
 void add_fim_args(ArgTable& table, FimArgs& fim);
 }  // namespace megatron::cli

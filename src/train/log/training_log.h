@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/device_runtime.h"
@@ -42,6 +43,9 @@ struct IterationStats {
   std::optional<double> lm_loss;   // mean over the interval's non-skipped iterations
   std::optional<double> sop_loss;  // BERT's sentence-order loss (same mean), when it has one
   std::optional<DistillationLog> distillation;  // (same means) when distilling
+  // The MoE router losses (same means, over the MoE layers too), by Megatron's names, printed
+  // after the lm loss and written to TensorBoard and the metrics file under those names.
+  std::vector<std::pair<std::string, double>> moe_losses;
   double loss_scale = 1;
   std::optional<double> grad_norm;    // none when the last iteration was skipped
   std::optional<int64_t> num_zeros;   // --log-num-zeros-in-grad (none when skipped)

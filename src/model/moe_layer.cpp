@@ -1,0 +1,211 @@
+#include "model/moe_layer.h"
+
+#include <cmath>
+
+#include "kernels/bias_add.h"
+#include "kernels/elementwise.h"
+#include "kernels/gelu.h"
+#include "kernels/grouped_gemm.h"
+#include "kernels/moe_permute.h"
+#include "kernels/squared_relu.h"
+#include "kernels/swiglu.h"
+#include "parallel/mappings.h"
+
+namespace megatron {
+
+namespace {
+
+ParamSpec expert_spec(std::string name, Shape shape, int partition_dim, bool weight_decay) {
+  ParamSpec s;
+  s.name = std::move(name);
+  s.full_shape = std::move(shape);
+  s.partition_dim = partition_dim;
+  s.weight_decay = weight_decay;
+  s.expert = true;
+  return s;
+}
+
+}  // namespace
+
+MoeLayer::MoeLayer(const std::string& prefix, const TransformerConfig& config,
+                   const ParallelState& ps, ParameterStore& store, const ComputeWeights& weights)
+    : config_(config),
+      moe_(config.arch.moe),
+      tp_(ps.tp),
+      tp_rank_(ps.tp_rank),
+      ffn_local_(config.expert_ffn_size() / ps.tp_size),
+      weights_(weights),
+      router_(prefix + ".router", config, store, weights) {
+  MT_REQUIRE(ps.cp_size == 1,
+             "mixture of experts with --context-parallel-size > 1 is not implemented yet");
+  MT_REQUIRE(!moe_.shared_expert_gate, "--moe-shared-expert-gate is not implemented yet");
+  const int64_t e = moe_.num_experts, h = config.hidden_size, ffn = config.expert_ffn_size();
+  const bool swiglu = config.arch.swiglu, bias = config.arch.add_bias_linear;
+  const std::string fc1 = prefix + ".experts.linear_fc1", fc2 = prefix + ".experts.linear_fc2";
+  fc1_weight_ = store.add(swiglu ? expert_spec(fc1 + ".weight", {e, 2, ffn, h}, 2, true)
+                                 : expert_spec(fc1 + ".weight", {e, ffn, h}, 1, true));
+  if (bias)
+    fc1_bias_ = store.add(swiglu ? expert_spec(fc1 + ".bias", {e, 2, ffn}, 2, false)
+                                 : expert_spec(fc1 + ".bias", {e, ffn}, 1, false));
+  fc2_weight_ = store.add(expert_spec(fc2 + ".weight", {e, h, ffn}, 2, true));
+  if (bias) fc2_bias_ = store.add(expert_spec(fc2 + ".bias", {e, h}, -1, false));
+  if (moe_.shared_expert_ffn > 0) {
+    shared_.emplace(prefix + ".shared_experts", config, ps, store, weights,
+                    MlpShape{moe_.shared_expert_ffn, "linear_fc1", "linear_fc2"});
+  }
+}
+
+void MoeLayer::init_weights(ParameterStore& store, uint64_t seed) const {
+  router_.init_weights(store, seed);
+  init_normal(store.params()[fc1_weight_], seed, config_.hidden_init_std());
+  init_normal(store.params()[fc2_weight_], seed, config_.output_layer_init_std());
+  if (config_.arch.add_bias_linear) {
+    init_constant(store.params()[fc1_bias_], 0.0f);
+    init_constant(store.params()[fc2_bias_], 0.0f);
+  }
+  if (shared_) shared_->init_weights(store, seed);
+}
+
+std::vector<int64_t> MoeLayer::expert_slots(const std::vector<int64_t>& counts,
+                                            int64_t tokens) const {
+  std::vector<int64_t> slots(counts.size() + 1, 0);
+  // Megatron's get_capacity over the routed pairs: ⌈N·k / E · factor⌉.
+  const int64_t capacity =
+      moe_.capacity_factor ? int64_t(std::ceil(double(tokens * moe_.topk) /
+                                               double(moe_.num_experts) * *moe_.capacity_factor))
+                           : 0;
+  for (size_t e = 0; e < counts.size(); ++e) {
+    int64_t n = counts[e];
+    if (moe_.capacity_factor) n = moe_.pad_to_capacity ? capacity : std::min(n, capacity);
+    slots[e + 1] = slots[e] + n;
+  }
+  return slots;
+}
+
+Tensor MoeLayer::activation_forward(const Ctx& ctx, Arena& arena) const {
+  Tensor g = arena.alloc({ctx.pre_activation.size(0), ffn_local_}, ctx.pre_activation.dtype());
+  if (config_.arch.swiglu)
+    kernels::swiglu_forward(ctx.pre_activation, g);
+  else if (config_.arch.squared_relu)
+    kernels::bias_squared_relu_forward(ctx.pre_activation, Tensor(), g);
+  else
+    kernels::bias_gelu_forward(ctx.pre_activation, Tensor(), g, config_.gelu);
+  return g;
+}
+
+Tensor MoeLayer::forward(Ctx& ctx, const Tensor& x, bool train, Arena& arena) const {
+  const bool sp = config_.sequence_parallel;
+  const Tensor full = TpRegionInput::forward(*tp_, x, sp, arena);  // [s, b, h]
+  const int64_t h = config_.hidden_size, n = full.numel() / h, k = moe_.topk;
+  ctx.input = full.view({n, h});
+  router_.forward(ctx.router, ctx.input, full.size(1), train, arena);
+
+  Tensor counts = arena.alloc({moe_.num_experts}, DType::I64);
+  kernels::moe_expert_counts(ctx.router.indices, moe_.num_experts, counts);
+  const std::vector<int64_t> slots = expert_slots(counts.to(Device::CPU).to_vector<int64_t>(), n);
+  ctx.tokens_per_expert.resize(size_t(moe_.num_experts));
+  for (size_t e = 0; e < ctx.tokens_per_expert.size(); ++e)
+    ctx.tokens_per_expert[e] = slots[e + 1] - slots[e];
+  const int64_t m = slots.back();
+  ctx.slot_source = arena.alloc({m}, DType::I32);
+  ctx.slot_of = arena.alloc({n * k}, DType::I32);
+  const bool drop_by_probs = moe_.capacity_factor && moe_.drop_policy == MoeTokenDropPolicy::kProbs;
+  kernels::moe_assign_slots(ctx.router.indices, drop_by_probs ? ctx.router.probs : Tensor(), slots,
+                            ctx.slot_source, ctx.slot_of);
+  ctx.permuted = arena.alloc({m, h}, full.dtype());
+  kernels::moe_permute(ctx.input, ctx.slot_source, k, ctx.permuted);
+
+  const int64_t f_local = (config_.arch.swiglu ? 2 : 1) * ffn_local_;
+  const Tensor w1 = weights_.weight(fc1_weight_).view({moe_.num_experts, f_local, h});
+  ctx.pre_activation = arena.alloc({m, f_local}, full.dtype());
+  kernels::grouped_gemm(ctx.permuted, w1, true, ctx.tokens_per_expert, ctx.pre_activation);
+  if (config_.arch.add_bias_linear)
+    kernels::grouped_bias_add(ctx.pre_activation,
+                              weights_.weight(fc1_bias_).view({moe_.num_experts, f_local}),
+                              ctx.tokens_per_expert);
+  ctx.activation = activation_forward(ctx, arena);
+  ctx.expert_out = arena.alloc({m, h}, full.dtype());
+  kernels::grouped_gemm(ctx.activation, weights_.weight(fc2_weight_), true, ctx.tokens_per_expert,
+                        ctx.expert_out);
+  // The bias enters the TP sum once.
+  if (config_.arch.add_bias_linear && tp_rank_ == 0)
+    kernels::grouped_bias_add(ctx.expert_out, weights_.weight(fc2_bias_), ctx.tokens_per_expert);
+
+  Tensor out = arena.alloc(full.shape(), full.dtype());  // [s, b, h] partial
+  Tensor out2 = out.view({n, h});
+  kernels::moe_unpermute(ctx.expert_out, ctx.slot_of, ctx.router.probs, out2);
+  Tensor y;
+  if (sp) {
+    y = ReduceScatterToSequenceParallelRegion::forward(*tp_, out, arena);
+  } else {
+    ReduceFromTpRegion::forward(*tp_, out);
+    y = out;
+  }
+  if (shared_) {
+    ctx.shared.emplace();
+    Tensor shared = shared_->forward(*ctx.shared, x, arena);
+    Tensor shared2 = shared.view({-1, h});
+    if (config_.arch.add_bias_linear) kernels::bias_add_forward(shared2, shared_->output_bias());
+    kernels::axpy(1.0f, shared, y);
+  }
+  return y;
+}
+
+Tensor MoeLayer::backward(const Ctx& ctx, const Tensor& dout, float loss_scale,
+                          Arena& arena) const {
+  const bool sp = config_.sequence_parallel;
+  const int64_t h = config_.hidden_size, n = ctx.input.size(0);
+  const Tensor dfull = sp ? ReduceScatterToSequenceParallelRegion::backward(*tp_, dout, arena)
+                          : dout;  // [s, b, h], complete on every rank
+  const Tensor d2 = dfull.view({n, h});
+
+  Tensor dy = arena.alloc(ctx.expert_out.shape(), ctx.expert_out.dtype());
+  Tensor dprobs = arena.alloc(ctx.router.probs.shape(), DType::F32);
+  kernels::moe_unpermute_backward(d2, ctx.expert_out, ctx.slot_source, ctx.slot_of,
+                                  ctx.router.probs, dy, dprobs);
+  // Each rank's dot products are with its partial expert outputs.
+  if (tp_->size() > 1) tp_->all_reduce(dprobs);
+  if (config_.arch.add_bias_linear)
+    kernels::grouped_bias_add_backward(dy, ctx.tokens_per_expert, weights_.grad(fc2_bias_));
+
+  const int64_t m = ctx.permuted.size(0), f_local = ctx.pre_activation.size(1);
+  Tensor dact = arena.alloc({m, ffn_local_}, dy.dtype());
+  kernels::grouped_gemm(dy, weights_.weight(fc2_weight_), false, ctx.tokens_per_expert, dact);
+  Tensor dw2 = weights_.grad(fc2_weight_);
+  kernels::grouped_gemm_weight_grad(dy, ctx.activation, ctx.tokens_per_expert, dw2);
+
+  Tensor dpre = arena.alloc({m, f_local}, dy.dtype());
+  Tensor no_bias;
+  if (config_.arch.swiglu)
+    kernels::swiglu_backward(dact, ctx.pre_activation, dpre);
+  else if (config_.arch.squared_relu)
+    kernels::bias_squared_relu_backward(dact, ctx.pre_activation, Tensor(), dpre, no_bias);
+  else
+    kernels::bias_gelu_backward(dact, ctx.pre_activation, Tensor(), dpre, no_bias, config_.gelu);
+  if (config_.arch.add_bias_linear) {
+    Tensor db1 = weights_.grad(fc1_bias_).view({moe_.num_experts, f_local});
+    kernels::grouped_bias_add_backward(dpre, ctx.tokens_per_expert, db1);
+  }
+  const Tensor w1 = weights_.weight(fc1_weight_).view({moe_.num_experts, f_local, h});
+  Tensor dpermuted = arena.alloc({m, h}, dy.dtype());
+  kernels::grouped_gemm(dpre, w1, false, ctx.tokens_per_expert, dpermuted);
+  Tensor dw1 = weights_.grad(fc1_weight_).view({moe_.num_experts, f_local, h});
+  kernels::grouped_gemm_weight_grad(dpre, ctx.permuted, ctx.tokens_per_expert, dw1);
+
+  Tensor dx_full = arena.alloc(dfull.shape(), dy.dtype());  // [s, b, h] partial
+  Tensor dx2 = dx_full.view({n, h});
+  kernels::moe_permute_backward(dpermuted, ctx.slot_of, moe_.topk, dx2);
+  // The router's input gradient is replicated: it enters the TP sum once.
+  router_.backward(ctx.router, dprobs, loss_scale, tp_rank_ == 0 ? dx2 : Tensor(), arena);
+  Tensor dx = TpRegionInput::backward(*tp_, dx_full, sp, arena);
+  if (shared_) {
+    if (config_.arch.add_bias_linear) {
+      Tensor db = shared_->output_bias_grad();
+      kernels::bias_add_backward(dout.view({-1, h}), db);
+    }
+    kernels::axpy(1.0f, shared_->backward(*ctx.shared, dout, arena), dx);
+  }
+  return dx;
+}
+
+}  // namespace megatron

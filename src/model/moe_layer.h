@@ -1,0 +1,86 @@
+// MoeLayer: Megatron-Core's MoELayer in place of a transformer layer's MLP (the layers
+// --moe-layer-freq selects), at expert-parallel size 1, with tensor and sequence parallelism.
+//
+//   x [s(/t), b, h] ─ḡ/f─→ X [N, h] (the micro-batch's N = s·b tokens on every TP rank)
+//     ├─ router (model/moe_router.h): indices [N, k], probs [N, k]
+//     ├─ permute (kernels/moe_permute.h): the N·k (token, choice) pairs into M slots grouped by
+//     │    expert, dropless (M = N·k) or at most C per expert (--moe-expert-capacity-factor,
+//     │    C = ⌈N·k/E · factor⌉; padded to exactly C with --moe-pad-expert-input-to-capacity)
+//     │    tokens_by_expert [M, h], tokens_per_expert [E] (host)
+//     ├─ experts (kernels/grouped_gemm.h, one GEMM per expert): fc1 [M, F/t] (+b1) ─ GeLU /
+//     │    SwiGLU / squared ReLU ─ fc2 [M, h] (+b2 on TP rank 0), this rank's partial sum
+//     ├─ unpermute: Σ_j probs[n, j]·y[slot of (n, j)] → [N, h] partial
+//     └─ ─g/g̅─→ [s(/t), b, h]: all-reduced, or reduce-scattered with sequence parallelism
+//   + the shared expert (--moe-shared-expert-intermediate-size): a dense ParallelMLP on x.
+//
+// Each TP rank holds a slice of every expert, split like the dense MLP (the expert
+// tensor-parallel size is the TP size): fc1 by output rows (with SwiGLU matching slices of the
+// gate and up halves), fc2 by input columns. The router, run on the gathered tokens, is
+// replicated: its probabilities' gradient (a dot product with the partial expert outputs) is
+// all-reduced over TP, and its input gradient enters the TP reduction from rank 0 only.
+//
+// Parameters ("<prefix>." = the layer's "layers.<i>.mlp."; ParamSpec::expert marks dim 0 as
+// the expert dimension):
+//   router.weight                [E, h]                 replicated
+//   experts.linear_fc1.weight    [E, ffn, h] split dim 1, or with SwiGLU [E, 2, ffn, h] split
+//                                dim 2 (gate rows, then up rows: [E, 2·ffn, h] in memory)
+//   experts.linear_fc1.bias      [E, ffn] / [E, 2, ffn]  (with linear biases)
+//   experts.linear_fc2.weight    [E, h, ffn] split dim 2
+//   experts.linear_fc2.bias      [E, h] replicated      (with linear biases)
+//   shared_experts.linear_fc1 / linear_fc2 (.weight, .bias) as a dense MLP's
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "distributed/parallel_state.h"
+#include "model/mlp.h"
+#include "model/moe_router.h"
+
+namespace megatron {
+
+class MoeLayer {
+ public:
+  struct Ctx {
+    Tensor input;  // X [N, h]
+    MoeRouter::Ctx router;
+    std::vector<int64_t> tokens_per_expert;  // slots per expert (host), Σ = M
+    Tensor slot_source, slot_of;             // i32 [M], [N·k] (kernels/moe_permute.h)
+    Tensor permuted;                         // [M, h]
+    Tensor pre_activation;                   // [M, F/t]
+    Tensor activation;                       // [M, ffn/t]
+    Tensor expert_out;                       // [M, h], this rank's partial sum
+    std::optional<ParallelMLP::Ctx> shared;
+  };
+
+  MoeLayer(const std::string& prefix, const TransformerConfig& config, const ParallelState& ps,
+           ParameterStore& store, const ComputeWeights& weights);
+
+  void init_weights(ParameterStore& store, uint64_t seed) const;
+
+  // x [s, b, h] ([s/t, b, h] with sequence parallelism) → the same shape. `train`: the router's
+  // losses are computed (MoeRouter::forward).
+  Tensor forward(Ctx& ctx, const Tensor& x, bool train, Arena& arena) const;
+  // dout shaped like the output → dx shaped like the input. loss_scale: the router losses'
+  // gradient scale (MoeRouter::backward).
+  Tensor backward(const Ctx& ctx, const Tensor& dout, float loss_scale, Arena& arena) const;
+
+ private:
+  // The slots of each expert for the counts of the routing (capacity, padding).
+  std::vector<int64_t> expert_slots(const std::vector<int64_t>& counts, int64_t tokens) const;
+  Tensor activation_forward(const Ctx& ctx, Arena& arena) const;
+
+  TransformerConfig config_;
+  MoeOptions moe_;
+  std::shared_ptr<Communicator> tp_;
+  int tp_rank_;
+  int64_t ffn_local_;  // an expert's hidden width on this rank
+  const ComputeWeights& weights_;
+  MoeRouter router_;
+  size_t fc1_weight_, fc2_weight_, fc1_bias_ = 0, fc2_bias_ = 0;
+  std::optional<ParallelMLP> shared_;
+  size_t shared_bias_ = 0;  // the shared expert's output bias, with linear biases
+};
+
+}  // namespace megatron

@@ -1,0 +1,100 @@
+#include "model/moe_router.h"
+
+#include "kernels/elementwise.h"
+#include "kernels/gemm.h"
+
+namespace megatron {
+
+MoeRouter::MoeRouter(const std::string& prefix, const TransformerConfig& config,
+                     ParameterStore& store, const ComputeWeights& weights)
+    : experts_(config.arch.moe.num_experts),
+      hidden_(config.hidden_size),
+      aux_coeff_(config.arch.moe.aux_loss_coeff),
+      seq_aux_coeff_(config.arch.moe.seq_aux_loss_coeff),
+      z_coeff_(config.arch.moe.z_loss_coeff),
+      init_std_(config.hidden_init_std()),
+      weights_(weights) {
+  const MoeOptions& m = config.arch.moe;
+  params_.topk = m.topk;
+  params_.sigmoid = m.score_function == MoeScoreFunction::kSigmoid;
+  params_.pre_softmax = m.pre_softmax;
+  params_.num_groups = m.num_groups;
+  params_.group_topk = m.group_topk;
+  params_.scaling_factor = float(m.topk_scaling_factor.value_or(1.0));
+  MT_REQUIRE(!m.expert_bias,
+             "--moe-router-enable-expert-bias (aux-loss-free balancing) is not implemented yet");
+  weight_index_ = store.add({prefix + ".weight", {experts_, hidden_}, -1});
+}
+
+void MoeRouter::init_weights(ParameterStore& store, uint64_t seed) const {
+  init_normal(store.params()[weight_index_], seed, init_std_);
+}
+
+void MoeRouter::forward(Ctx& ctx, const Tensor& x, int64_t batch, bool train, Arena& arena) const {
+  const int64_t n = x.size(0);
+  if (x.dtype() == DType::F32) {
+    ctx.input = x;
+  } else {
+    ctx.input = arena.alloc({n, hidden_}, DType::F32);
+    kernels::cast(x, ctx.input);
+  }
+  ctx.logits = arena.alloc({n, experts_}, DType::F32);
+  kernels::gemm(ctx.input, false, weights_.master(weight_index_), true, ctx.logits);
+  ctx.indices = arena.alloc({n, params_.topk}, DType::I32);
+  ctx.probs = arena.alloc({n, params_.topk}, DType::F32);
+  kernels::moe_topk_forward(ctx.logits, Tensor(), params_, ctx.indices, ctx.probs);
+  ctx.losses = {};
+  ctx.z_loss = train && z_coeff_ > 0;
+  if (ctx.z_loss) ctx.losses.z_loss = kernels::moe_z_loss_sum(ctx.logits) / double(n);
+  // Switch Transformer's loss E/(k·T²)·Σ_e (Σ_t q_te)·count_e over groups of T tokens, the
+  // per-sequence one averaged over the b sequences; its gradient weights are
+  // coefficient·E/(k·T²·groups)·count.
+  const auto balancing = [&](int64_t groups, double coeff, Tensor& weights) {
+    if (!train || coeff <= 0) return 0.0;
+    const int64_t tokens = n / groups;
+    Tensor counts = arena.alloc({groups, experts_}, DType::F32);
+    Tensor sums = arena.alloc({groups, experts_}, DType::F32);
+    kernels::moe_aux_loss_stats(ctx.logits, params_.topk, params_.sigmoid, groups, counts, sums);
+    const double factor =
+        double(experts_) / (double(params_.topk) * double(tokens) * double(tokens) * groups);
+    const std::vector<float> c = counts.to(Device::CPU).to_vector<float>();
+    const std::vector<float> s = sums.to(Device::CPU).to_vector<float>();
+    double loss = 0;
+    for (size_t i = 0; i < c.size(); ++i) loss += double(c[i]) * double(s[i]);
+    weights = counts;
+    kernels::scale(weights, float(coeff * factor));
+    return loss * factor;
+  };
+  ctx.losses.load_balancing = balancing(1, aux_coeff_, ctx.aux_weights);
+  ctx.losses.seq_load_balancing = balancing(batch, seq_aux_coeff_, ctx.seq_aux_weights);
+}
+
+void MoeRouter::backward(const Ctx& ctx, Tensor& dprobs, float loss_scale, Tensor dx,
+                         Arena& arena) const {
+  const int64_t n = ctx.logits.size(0);
+  Tensor dlogits = arena.zeros({n, experts_}, DType::F32);
+  kernels::moe_topk_backward(dprobs, ctx.logits, ctx.indices, params_, dlogits);
+  for (const Tensor* w : {&ctx.aux_weights, &ctx.seq_aux_weights}) {
+    if (!w->defined()) continue;
+    Tensor scaled = arena.alloc(w->shape(), DType::F32);
+    scaled.copy_from(*w);
+    kernels::scale(scaled, loss_scale);
+    kernels::moe_aux_loss_backward(ctx.logits, scaled, params_.sigmoid, dlogits);
+  }
+  if (ctx.z_loss)
+    kernels::moe_z_loss_backward(ctx.logits, float(z_coeff_ / double(n)) * loss_scale, dlogits);
+  Tensor dw = weights_.grad(weight_index_);
+  kernels::gemm(dlogits, true, ctx.input, false, dw, 1.0f, 1.0f);
+  if (!dx.defined()) return;
+  if (dx.dtype() == DType::F32) {
+    kernels::gemm(dlogits, false, weights_.master(weight_index_), false, dx, 1.0f, 1.0f);
+    return;
+  }
+  Tensor d32 = arena.alloc({n, hidden_}, DType::F32);
+  kernels::gemm(dlogits, false, weights_.master(weight_index_), false, d32);
+  Tensor d16 = arena.alloc(dx.shape(), dx.dtype());
+  kernels::cast(d32, d16);
+  kernels::axpy(1.0f, d16, dx);
+}
+
+}  // namespace megatron

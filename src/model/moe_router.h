@@ -1,0 +1,76 @@
+// MoeRouter: Megatron-Core's TopKRouter at expert-parallel size 1. A linear layer without
+// bias scores every token against every expert (logits in fp32, as --moe-router-dtype fp32),
+// then kernels/moe_router.h picks each token's top-k experts and their weights:
+//
+//   x [N, h] ─(f32)─ logits = x·Wᵀ [N, E] ─ top-k (score function, groups, bias) → indices
+//                                                                       [N, k], probs [N, k]
+//            training only: + z-loss(logits), + load-balancing losses(logits)
+//
+// The losses never enter the loss the trainer reports: as Megatron's MoEAuxLossAutoScaler they
+// add their gradient in the backward, scaled like the main loss's (the backward's loss_scale:
+// the loss scale / the micro-batches), and are logged apart (MoeLosses). The router sees the
+// whole micro-batch's tokens on every tensor-parallel rank (model/moe_layer.h), so its losses
+// are those of the micro-batch at any TP size (Megatron's with sequence parallelism, where
+// the ranks' shares are summed), and its weight gradient is complete on every rank.
+//
+// Parameter: "<prefix>.weight" [E, h], replicated, f32 compute.
+#pragma once
+
+#include <string>
+
+#include "kernels/moe_router.h"
+#include "model/transformer_config.h"
+#include "parallel/compute_weights.h"
+
+namespace megatron {
+
+// One micro-batch's MoE losses, as Megatron logs them: each loss without its coefficient,
+// summed over the MoE layers that computed it (the log divides by the number of MoE layers).
+struct MoeLosses {
+  double load_balancing = 0;      // aux_loss ("load_balancing_loss")
+  double seq_load_balancing = 0;  // seq_aux_loss ("seq_load_balancing_loss")
+  double z_loss = 0;              // mean logsumexp(logits)² ("z_loss")
+  MoeLosses& operator+=(const MoeLosses& o) {
+    load_balancing += o.load_balancing;
+    seq_load_balancing += o.seq_load_balancing;
+    z_loss += o.z_loss;
+    return *this;
+  }
+};
+
+class MoeRouter {
+ public:
+  struct Ctx {
+    Tensor input;    // f32 [N, h]: x in fp32
+    Tensor logits;   // f32 [N, E]
+    Tensor indices;  // i32 [N, k]
+    Tensor probs;    // f32 [N, k]
+    // The losses' gradient weights per unit of loss scale (kernels::moe_aux_loss_backward),
+    // f32 [1, E] and [b, E]; undefined when the loss is off.
+    Tensor aux_weights, seq_aux_weights;
+    bool z_loss = false;
+    MoeLosses losses;
+  };
+
+  MoeRouter(const std::string& prefix, const TransformerConfig& config, ParameterStore& store,
+            const ComputeWeights& weights);
+
+  void init_weights(ParameterStore& store, uint64_t seed) const;
+
+  // x [N, h] (compute dtype; rows in [s, b] order, b = batch) → ctx.indices, ctx.probs.
+  // `train`: the losses are computed (and their gradients kept for the backward).
+  void forward(Ctx& ctx, const Tensor& x, int64_t batch, bool train, Arena& arena) const;
+  // dprobs f32 [N, k] (consumed) → the weight gradient, and with `dx` defined (f32 or the
+  // compute dtype [N, h]) dx += the input gradient. loss_scale: the losses' gradient scale.
+  void backward(const Ctx& ctx, Tensor& dprobs, float loss_scale, Tensor dx, Arena& arena) const;
+
+ private:
+  kernels::MoeTopkParams params_;
+  int64_t experts_, hidden_;
+  double aux_coeff_, seq_aux_coeff_, z_coeff_;
+  float init_std_;
+  const ComputeWeights& weights_;
+  size_t weight_index_;
+};
+
+}  // namespace megatron

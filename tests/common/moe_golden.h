@@ -1,0 +1,127 @@
+// The PyTorch golden fixtures of the mixture-of-experts layer (tests/data/moe/<name>, written by
+// tools/reference/moe_reference.py): one MoE layer (hidden 16, 8 experts of width 12) on an
+// input [6, 3, 16], its output for a random upstream gradient, the router losses, and the
+// gradients of the input and of every weight, in our names (model/moe_layer.h).
+//   softmax   top-2 post-softmax, aux_loss 1e-2, z-loss 1e-3, GeLU, linear biases
+//   sigmoid   top-4 sigmoid, 4 groups of which 2 are used, scaling factor 2.5, seq_aux_loss
+//             1e-2, SwiGLU, no biases, a shared expert of width 20
+//   capacity  top-2 pre-softmax, capacity factor 1 (probs policy), padded, aux_loss 1e-2, GeLU,
+//             linear biases
+// Builds the layer at any tensor-parallel rank (with or without sequence parallelism) and
+// compares this rank's output, input gradient and gradient slices.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "../common/gpt2_golden.h"  // max_relative_error, SafetensorsReader
+#include "model/moe_layer.h"
+#include "optim/grad_reduction.h"
+
+namespace megatron::testing {
+
+inline TransformerConfig moe_golden_config(const std::string& name) {
+  TransformerConfig c;
+  c.num_layers = 1;
+  c.hidden_size = 16;
+  c.num_attention_heads = 4;
+  c.ffn_hidden_size = 12;
+  c.hidden_dropout = c.attention_dropout = 0.0f;
+  MoeOptions& m = c.arch.moe;
+  m.num_experts = 8;
+  if (name == "softmax") {
+    m.topk = 2;
+    m.aux_loss_coeff = 1e-2;
+    m.z_loss_coeff = 1e-3;
+  } else if (name == "sigmoid") {
+    m.topk = 4;
+    m.score_function = MoeScoreFunction::kSigmoid;
+    m.num_groups = 4;
+    m.group_topk = 2;
+    m.topk_scaling_factor = 2.5;
+    m.seq_aux_loss_coeff = 1e-2;
+    m.shared_expert_ffn = 20;
+    c.arch.swiglu = true;
+    c.arch.add_bias_linear = false;
+  } else {
+    m.topk = 2;
+    m.pre_softmax = true;
+    m.capacity_factor = 1.0;
+    m.pad_to_capacity = true;
+    m.aux_loss_coeff = 1e-2;
+  }
+  return c;
+}
+
+struct MoeGolden {
+  std::string name;
+  std::unique_ptr<SafetensorsReader> file;
+  std::map<std::string, Tensor> weights;  // "mlp.router.weight", ...
+};
+
+inline MoeGolden load_moe_golden(const std::string& name) {
+  MoeGolden g;
+  g.name = name;
+  g.file = std::make_unique<SafetensorsReader>(source_dir() + "/tests/data/moe/" + name +
+                                               "/golden.safetensors");
+  for (const std::string& n : g.file->names())
+    if (n.rfind("w.", 0) == 0) g.weights[n.substr(2)] = g.file->get(n);
+  return g;
+}
+
+// This rank's rows of a sequence-first [s, b, h] tensor: its sequence shard with sequence
+// parallelism, else all of it.
+inline Tensor sequence_rows(const Tensor& full, const ParallelState& ps, bool sp) {
+  if (!sp) return full.clone();
+  const int64_t s = full.size(0) / ps.tp_size;
+  return full.slice(0, ps.tp_rank * s, (ps.tp_rank + 1) * s).clone();
+}
+
+// The layer "mlp" of the fixture on this rank: output (<= 1e-5 relative), router losses
+// (<= 1e-5), tokens per expert (exact), input gradient and every gradient slice (<= 1e-4).
+template <typename Adjust>
+void expect_matches_moe_golden(const MoeGolden& g, const ParallelState& ps, Adjust adjust) {
+  TransformerConfig c = moe_golden_config(g.name);
+  adjust(c);
+  ParameterStore store(ps.tp_rank, ps.tp_size);
+  ComputeWeights weights(store, DType::F32);
+  MoeLayer layer("mlp", c, ps, store, weights);
+  store.allocate();
+  assign_from_full_tensors(g.weights, store);
+  weights.refresh();
+
+  Arena arena;
+  MoeLayer::Ctx ctx;
+  const bool sp = c.sequence_parallel;
+  const Tensor x = sequence_rows(g.file->get("x"), ps, sp);
+  const Tensor out = layer.forward(ctx, x, /*train=*/true, arena);
+  EXPECT_LE(max_relative_error(out, sequence_rows(g.file->get("out"), ps, sp)), 1e-5);
+  const MoeLosses& losses = ctx.router.losses;
+  for (const auto& [key, value] :
+       {std::pair{"loss.load_balancing", losses.load_balancing},
+        std::pair{"loss.seq_load_balancing", losses.seq_load_balancing},
+        std::pair{"loss.z_loss", losses.z_loss}}) {
+    SCOPED_TRACE(key);
+    const double expected = g.file->contains(key) ? g.file->get(key).data<double>()[0] : 0.0;
+    EXPECT_NEAR(value, expected, 1e-5 * std::fabs(expected));
+  }
+  const std::vector<int64_t> tokens = g.file->get("tokens_per_expert").to_vector<int64_t>();
+  EXPECT_EQ(ctx.tokens_per_expert, tokens);
+
+  store.zero_grads();
+  const Tensor dx = layer.backward(ctx, sequence_rows(g.file->get("dout"), ps, sp), 1.0f, arena);
+  EXPECT_LE(max_relative_error(dx, sequence_rows(g.file->get("grad.x"), ps, sp)), 1e-4);
+  reduce_sequence_parallel_gradients(store, ps, nullptr, 0, store.params().size());
+  ASSERT_EQ(store.params().size(), g.weights.size());
+  for (const Parameter& p : store.params()) {
+    SCOPED_TRACE(p.spec.name);
+    EXPECT_TRUE(p.spec.expert || p.spec.name.find(".experts.") == std::string::npos);
+    EXPECT_LE(max_relative_error(p.grad, local_slice(p, g.file->get("grad." + p.spec.name)).clone()),
+              1e-4);
+  }
+}
+
+}  // namespace megatron::testing

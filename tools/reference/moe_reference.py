@@ -1,0 +1,230 @@
+#!/usr/bin/python3
+"""PyTorch reference for the mixture-of-experts layer (Megatron-Core's MoELayer with its
+TopKRouter, at expert-parallel size 1), for tests/unit/model_moe_golden_test.cpp and
+tests/dist/model_moe_tp_test.cpp, in plain torch float64 with autograd, written from the
+semantics of Megatron-Core's router and experts (Switch Transformer, ST-MoE, DeepSeek-V2/V3),
+with a loop over experts and no Megatron code:
+
+  logits   = x Wrᵀ                                    x [N, h] (tokens in [s, b] order)
+  choice   softmax: top-k of the logits, then softmax over the k (post), or of softmax(logits)
+           (pre-softmax); sigmoid: top-k of sigmoid(logits), weights normalised over the k;
+           group-limited: only the group_topk groups with the largest sums of their top
+           k/group_topk scores; weights × scaling factor
+  capacity C = ceil(N·k/E · factor): an expert keeps its C pairs of the largest weights, padded
+  expert e = fc2_e(act(fc1_e(x) + b1_e)) + b2_e        (GeLU erf, or SwiGLU [gate | up])
+  output   Σ_j weight_j · expert_{e_j}(x)  (+ shared expert: a dense MLP of its own width)
+  losses   aux_loss = E/(k·N²) Σ_e (Σ_n q_ne)·count_e with q = softmax(logits) (or normalised
+           sigmoid), count over the top-k of q; seq_aux_loss the same per sequence of s tokens,
+           averaged over the b sequences; z_loss = mean_n logsumexp(logits_n)²
+
+The objective whose gradients are written is Σ(output · R) + coeff·aux + coeff·seq_aux +
+coeff·z for a random R (the upstream gradient, "dout"), so the gradients of the losses are
+those a backward with loss scale 1 adds (Megatron's MoEAuxLossAutoScaler).
+
+Fixtures (argument VARIANT):
+  softmax   top-2 post-softmax, aux_loss 1e-2, z-loss 1e-3, GeLU, linear biases
+  sigmoid   top-4 sigmoid with 4 groups (2 chosen), scaling factor 2.5, seq_aux_loss 1e-2,
+            SwiGLU, no biases, a shared expert
+  capacity  top-2 pre-softmax, capacity factor 1.0 with the probs drop policy, padded,
+            aux_loss 1e-2, GeLU, linear biases
+
+The weights are in megatron-cpp's names and layouts (model/moe_layer.h), OUT/golden.safetensors
+holds w.<name>, x, dout, out, loss.<name>, grad.x and grad.<name>.
+
+Usage: /usr/bin/python3 tools/reference/moe_reference.py softmax tests/data/moe/softmax
+"""
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_io  # noqa: E402
+from reference_common import normal_sampler  # noqa: E402
+
+# The shapes the C++ tests build (tests/common/moe_golden.h): keep in step.
+SEQ, BATCH, HIDDEN, EXPERTS, FFN, SHARED_FFN = 6, 3, 16, 8, 12, 20
+
+
+class Variant:
+    def __init__(self, name):
+        self.name = name
+        self.topk = {"softmax": 2, "sigmoid": 4, "capacity": 2}[name]
+        self.sigmoid = name == "sigmoid"
+        self.pre_softmax = name == "capacity"
+        self.groups, self.group_topk = (4, 2) if name == "sigmoid" else (0, 0)
+        self.scaling = 2.5 if name == "sigmoid" else 1.0
+        self.aux = 1e-2 if name in ("softmax", "capacity") else 0.0
+        self.seq_aux = 1e-2 if name == "sigmoid" else 0.0
+        self.z = 1e-3 if name == "softmax" else 0.0
+        self.swiglu = name == "sigmoid"
+        self.bias = name != "sigmoid"
+        self.shared = SHARED_FFN if name == "sigmoid" else 0
+        self.capacity = 1.0 if name == "capacity" else None
+
+
+def top_k(scores, k):
+    """Indices of the k largest of each row, decreasing (ties never occur in these fixtures)."""
+    return torch.topk(scores, k, dim=-1).indices
+
+
+def choose(v, logits):
+    """Each token's experts [N, k] and weights [N, k] (differentiable in the logits)."""
+    n, e = logits.shape
+    if v.sigmoid:
+        scores = torch.sigmoid(logits)
+    elif v.pre_softmax:
+        scores = torch.softmax(logits, dim=-1)
+    else:
+        scores = logits
+    select = scores.detach()
+    if v.groups:
+        per = e // v.groups
+        grouped = select.view(n, v.groups, per)
+        group_score = torch.topk(grouped, v.topk // v.group_topk, dim=-1).values.sum(-1)
+        keep = torch.zeros(n, v.groups, dtype=torch.bool)
+        keep.scatter_(1, top_k(group_score, v.group_topk), True)
+        mask = keep.unsqueeze(-1).expand(n, v.groups, per).reshape(n, e)
+        select = select.masked_fill(~mask, float("-inf"))
+    idx = top_k(select, v.topk)
+    chosen = torch.gather(scores, 1, idx)
+    if v.sigmoid:
+        weights = chosen / (chosen.sum(-1, keepdim=True) + 1e-20) if v.topk > 1 else chosen
+    elif v.pre_softmax:
+        weights = chosen
+    else:
+        weights = torch.softmax(chosen, dim=-1)
+    return idx, weights * v.scaling
+
+
+def balancing_loss(v, logits, groups):
+    """Switch Transformer's loss over `groups` groups of tokens (token n in group n % groups)."""
+    n, e = logits.shape
+    if v.sigmoid:
+        s = torch.sigmoid(logits)
+        q = s / (s.sum(-1, keepdim=True) + 1e-20)
+    else:
+        q = torch.softmax(logits, dim=-1)
+    routed = torch.zeros(n, e, dtype=torch.float64)
+    routed.scatter_(1, top_k(q.detach(), v.topk), 1.0)
+    tokens = n // groups
+    total = 0.0
+    for g in range(groups):
+        rows = torch.arange(g, n, groups)
+        total = total + (q[rows].sum(0) * routed[rows].sum(0)).sum()
+    return total * e / (v.topk * tokens * tokens * groups)
+
+
+def expert_slots(v, idx, weights):
+    """For each expert, the (token, choice) pairs it computes, in token order, and its slot
+    count (capacity and padding)."""
+    n, k = idx.shape
+    pairs = [[] for _ in range(EXPERTS)]
+    for t in range(n):
+        for j in range(k):
+            pairs[int(idx[t, j])].append((t, j))
+    slots = [len(p) for p in pairs]
+    if v.capacity is not None:
+        cap = math.ceil(n * k / EXPERTS * v.capacity)
+        for e in range(EXPERTS):
+            if len(pairs[e]) > cap:
+                ranked = sorted(pairs[e], key=lambda tj: (-float(weights[tj]), tj))
+                pairs[e] = sorted(ranked[:cap])
+            slots[e] = cap
+    return pairs, slots
+
+
+def activation(v, u, ffn):
+    if v.swiglu:
+        a, b = u[..., :ffn], u[..., ffn:]
+        return torch.nn.functional.silu(a) * b
+    return torch.nn.functional.gelu(u)
+
+
+def main():
+    name, out_dir = sys.argv[1], sys.argv[2]
+    v = Variant(name)
+    gen = torch.Generator().manual_seed({"softmax": 11, "sigmoid": 12, "capacity": 13}[name])
+    sample = normal_sampler(gen)
+
+    def randn(*shape, std):  # values exact in f32, the C++ tests' dtype
+        return sample(*shape, std=std).float().double()
+
+    f1 = (2 if v.swiglu else 1) * FFN
+    w = {"mlp.router.weight": randn(EXPERTS, HIDDEN, std=0.5)}
+    fc1 = randn(EXPERTS, f1, HIDDEN, std=0.3)
+    w["mlp.experts.linear_fc1.weight"] = fc1.view(EXPERTS, 2, FFN, HIDDEN) if v.swiglu else fc1
+    w["mlp.experts.linear_fc2.weight"] = randn(EXPERTS, HIDDEN, FFN, std=0.3)
+    if v.bias:
+        w["mlp.experts.linear_fc1.bias"] = randn(EXPERTS, f1, std=0.1)
+        w["mlp.experts.linear_fc2.bias"] = randn(EXPERTS, HIDDEN, std=0.1)
+    if v.shared:
+        sf1 = (2 if v.swiglu else 1) * v.shared
+        sw1 = randn(sf1, HIDDEN, std=0.3)
+        w["mlp.shared_experts.linear_fc1.weight"] = sw1.view(2, v.shared, HIDDEN) if v.swiglu else sw1
+        w["mlp.shared_experts.linear_fc2.weight"] = randn(HIDDEN, v.shared, std=0.3)
+    params = {k: t.clone().requires_grad_(True) for k, t in w.items()}
+    x = randn(SEQ, BATCH, HIDDEN, std=1.0).requires_grad_(True)
+    dout = randn(SEQ, BATCH, HIDDEN, std=1.0)
+
+    n = SEQ * BATCH
+    x2 = x.view(n, HIDDEN)
+    logits = x2 @ params["mlp.router.weight"].t()
+    idx, weights = choose(v, logits)
+    # The fixtures must route the same in f32: no near-tie at the k-th choice.
+    if not v.groups:
+        scores = torch.sigmoid(logits) if v.sigmoid else logits
+        top = torch.topk(scores.detach(), v.topk + 1, dim=-1).values
+        assert float((top[:, -2] - top[:, -1]).min()) > 1e-3, "near-tie: change the seed"
+    pairs, slots = expert_slots(v, idx, weights.detach())
+    w1 = params["mlp.experts.linear_fc1.weight"].reshape(EXPERTS, f1, HIDDEN)
+    out = torch.zeros(n, HIDDEN, dtype=torch.float64)
+    for e in range(EXPERTS):
+        if not pairs[e]:
+            continue
+        tokens = torch.tensor([t for t, _ in pairs[e]])
+        choice = torch.tensor([j for _, j in pairs[e]])
+        u = x2[tokens] @ w1[e].t()
+        if v.bias:
+            u = u + params["mlp.experts.linear_fc1.bias"].reshape(EXPERTS, f1)[e]
+        y = activation(v, u, FFN) @ params["mlp.experts.linear_fc2.weight"][e].t()
+        if v.bias:
+            y = y + params["mlp.experts.linear_fc2.bias"][e]
+        out = out.index_add(0, tokens, y * weights[tokens, choice].unsqueeze(-1))
+    if v.shared:
+        sw1 = params["mlp.shared_experts.linear_fc1.weight"].reshape(-1, HIDDEN)
+        out = out + activation(v, x2 @ sw1.t(), v.shared) @ params[
+            "mlp.shared_experts.linear_fc2.weight"].t()
+    out = out.view(SEQ, BATCH, HIDDEN)
+
+    objective = (out * dout).sum()
+    losses = {}
+    if v.aux:
+        losses["load_balancing"] = balancing_loss(v, logits, 1)
+        objective = objective + v.aux * losses["load_balancing"]
+    if v.seq_aux:
+        losses["seq_load_balancing"] = balancing_loss(v, logits, BATCH)
+        objective = objective + v.seq_aux * losses["seq_load_balancing"]
+    if v.z:
+        losses["z_loss"] = (torch.logsumexp(logits, dim=-1) ** 2).mean()
+        objective = objective + v.z * losses["z_loss"]
+    objective.backward()
+
+    golden = {"x": x.detach().float().numpy(), "dout": dout.float().numpy(),
+              "out": out.detach().float().numpy(), "grad.x": x.grad.float().numpy(),
+              "tokens_per_expert": np.array(slots, dtype=np.int64)}
+    for k, t in w.items():
+        golden["w." + k] = t.float().numpy()
+        golden["grad." + k] = params[k].grad.float().numpy()
+    for k, t in losses.items():
+        golden["loss." + k] = np.array([float(t)], dtype=np.float64)
+    os.makedirs(out_dir, exist_ok=True)
+    safetensors_io.save(os.path.join(out_dir, "golden.safetensors"), golden,
+                        {"generator": "tools/reference/moe_reference.py " + name,
+                         "torch": torch.__version__})
+
+
+if __name__ == "__main__":
+    main()
