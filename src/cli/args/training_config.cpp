@@ -18,6 +18,7 @@
 #include "model/gpt_model.h"  // padded_vocab_size
 #include "model/stage_range.h"
 #include "parallel/context_parallel_attention.h"
+#include "parallel/expert_token_exchange.h"
 #include "pipeline/schedule.h"
 #include "train/log/named_timers.h"
 #include "train/rerun_state_machine.h"
@@ -108,10 +109,7 @@ MoeOptions moe_options(const ArchitectureArgs& a) {
   m.capacity_factor = a.moe_expert_capacity_factor;
   m.pad_to_capacity = a.moe_pad_expert_input_to_capacity;
   m.drop_policy = moe_token_drop_policy_from_name(a.moe_token_drop_policy);
-  MT_REQUIRE(
-      a.moe_token_dispatcher_type == "allgather" || a.moe_token_dispatcher_type == "alltoall",
-      "--moe-token-dispatcher-type ", a.moe_token_dispatcher_type,
-      " is not implemented: give allgather or alltoall (flex needs DeepEP/HybridEP)");
+  token_dispatcher_from_name(a.moe_token_dispatcher_type);  // an Error naming the flag
   return m;
 }
 
@@ -320,6 +318,22 @@ void validate_training_args_except_data(Args& a, int world_size) {
              " (number of processes) must be divisible by --tensor-model-parallel-size ", tp,
              cp > 1 ? " x --context-parallel-size " + std::to_string(cp) : std::string(),
              " x --pipeline-model-parallel-size ", pp);
+  // Expert parallelism (docs/moe.md): the experts split evenly, and the expert grid (the
+  // experts split over TP like the dense MLP) fits the world.
+  const int ep = a.expert_model_parallel_size;
+  check_expert_count(int(a.arch.num_experts), ep);
+  check_expert_parallel_sizes(world_size, ep, tp, pp);
+  if (ep > 1) {
+    MT_REQUIRE(!a.distributed_optimizer,
+               "--use-distributed-optimizer with --expert-model-parallel-size ", ep,
+               " is not implemented yet: its shards of the flat buffer would mix the experts of "
+               "several ranks; drop one of the two");
+    MT_REQUIRE(a.save.empty() && a.load.empty(),
+               "--save / --load with --expert-model-parallel-size ", ep,
+               " is not implemented yet: the checkpoint layout saves data-parallel replica 0, "
+               "which holds only its own experts; train with expert-parallel size 1 to save or "
+               "load");
+  }
   a.world_size = world_size;
   // Megatron's data-parallel size: the context-parallel ranks are carved out of it.
   a.data_parallel_size = world_size / (tp * cp * pp);
@@ -650,6 +664,7 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
     cfg.cp_a2a_size = a.hierarchical_context_parallel_sizes[0];
   cfg.pipeline_parallel = a.pipeline_model_parallel_size;
   cfg.rank_order = a.use_tp_pp_dp_mapping ? RankOrder::kTpPpDp : RankOrder::kTpDpPp;
+  cfg.expert_model_parallel = a.expert_model_parallel_size;
   cfg.check_weight_hash_interval = a.check_weight_hash_across_dp_replicas_interval;
   cfg.test_mode = a.test_mode;
   cfg.micro_batch = a.micro_batch_size;
