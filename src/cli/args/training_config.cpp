@@ -328,11 +328,6 @@ void validate_training_args_except_data(Args& a, int world_size) {
                "--use-distributed-optimizer with --expert-model-parallel-size ", ep,
                " is not implemented yet: its shards of the flat buffer would mix the experts of "
                "several ranks; drop one of the two");
-    MT_REQUIRE(a.save.empty() && a.load.empty(),
-               "--save / --load with --expert-model-parallel-size ", ep,
-               " is not implemented yet: the checkpoint layout saves data-parallel replica 0, "
-               "which holds only its own experts; train with expert-parallel size 1 to save or "
-               "load");
   }
   a.world_size = world_size;
   // Megatron's data-parallel size: the context-parallel ranks are carved out of it.
