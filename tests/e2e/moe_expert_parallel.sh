@@ -5,8 +5,9 @@
 # data-parallel ranks), EP 4, EP 2 x DP 2, EP 2 x TP 2 with sequence parallelism and EP 2 x PP 2,
 # under mpirun -np 4. A checkpoint saved at EP 2 resumes bit for bit at EP 2 and, resharded,
 # at EP 1 and EP 4 to the losses of an uninterrupted run; a checkpoint saved at EP 1 resumes at
-# EP 4. Then the refusals: experts that do not split over EP, expert parallelism without
-# experts and the distributed optimizer with EP > 1, each a sentence naming the flags.
+# EP 4. With --use-distributed-optimizer at EP 2 the optimizer state stays whole (a warning
+# says so) and the losses are the same. Then the refusals: experts that do not split over EP and
+# expert parallelism without experts, each a sentence naming the flags.
 set -euo pipefail
 MOE=(--num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 48 --moe-aux-loss-coeff 1e-2
   --moe-z-loss-coeff 1e-3 --moe-layer-freq '([0]+[1]*3)' --moe-grouped-gemm
@@ -20,9 +21,12 @@ run ep4 4 1 1 --expert-model-parallel-size 4 "${MOE[@]}"
 run ep2_dp2 4 1 1 --expert-model-parallel-size 2 "${MOE[@]}"
 run ep2_tp2_sp 4 2 1 --sequence-parallel --expert-model-parallel-size 2 "${MOE[@]}"
 run ep2_pp2 4 1 2 --expert-model-parallel-size 2 "${MOE[@]}"
+run ep2_distopt 2 1 1 --expert-model-parallel-size 2 --use-distributed-optimizer "${MOE[@]}"
+grep -q "the optimizer state is not sharded" "$WORK/ep2_distopt.log" \
+  || { cat "$WORK/ep2_distopt.log"; echo "FAIL: no note on the unsharded optimizer"; exit 1; }
 grep -q "load_balancing_loss: .* | z_loss: " "$WORK/ep2.log" \
   || { cat "$WORK/ep2.log"; echo "FAIL: the MoE losses are not logged"; exit 1; }
-for name in ep2 ep4 ep2_dp2 ep2_tp2_sp ep2_pp2; do
+for name in ep2 ep4 ep2_dp2 ep2_tp2_sp ep2_pp2 ep2_distopt; do
   echo "== ep1 vs $name"
   $CHECK "$WORK/ep1.jsonl" "$WORK/$name.jsonl" --from 1 --to 6 --rtol 1e-5
 done
@@ -61,6 +65,4 @@ refused() {
 refused uneven 4 "--num-experts 6 is not divisible by --expert-model-parallel-size 4" \
   --num-experts 6 --expert-model-parallel-size 4
 refused no_experts 2 "give --num-experts" --expert-model-parallel-size 2
-refused distopt 2 "--use-distributed-optimizer with --expert-model-parallel-size 2" \
-  --num-experts 4 --expert-model-parallel-size 2 --use-distributed-optimizer
 echo "expert parallelism across layouts: OK"

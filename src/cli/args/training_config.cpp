@@ -323,12 +323,14 @@ void validate_training_args_except_data(Args& a, int world_size) {
   const int ep = a.expert_model_parallel_size;
   check_expert_count(int(a.arch.num_experts), ep);
   check_expert_parallel_sizes(world_size, ep, tp, pp);
-  if (ep > 1) {
-    MT_REQUIRE(!a.distributed_optimizer,
-               "--use-distributed-optimizer with --expert-model-parallel-size ", ep,
-               " is not implemented yet: its shards of the flat buffer would mix the experts of "
-               "several ranks; drop one of the two");
-  }
+  // The distributed optimizer shards the flat buffer over dp x cp, whose ranks hold different
+  // experts with EP > 1; the optimizer state then stays whole on every rank, which computes the
+  // same update (Megatron's distributed optimizer is the plain one, sharded).
+  if (ep > 1 && a.distributed_optimizer)
+    log_warning("--use-distributed-optimizer with --expert-model-parallel-size " +
+                std::to_string(ep) +
+                ": the optimizer state is not sharded (each rank keeps that of its parameters); "
+                "the update is the same");
   a.world_size = world_size;
   // Megatron's data-parallel size: the context-parallel ranks are carved out of it.
   a.data_parallel_size = world_size / (tp * cp * pp);
@@ -691,7 +693,7 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   cfg.log_timers_to_tensorboard = a.log_timers_to_tensorboard;
   cfg.log_memory_to_tensorboard = a.log_memory_to_tensorboard;
   cfg.log_loss_scale_to_tensorboard = a.log_loss_scale_to_tensorboard;
-  cfg.distributed_optimizer = a.distributed_optimizer;
+  cfg.distributed_optimizer = a.distributed_optimizer && a.expert_model_parallel_size == 1;
   cfg.overlap_grad_reduce = a.overlap_grad_reduce;
   cfg.ddp_bucket_size = a.ddp_bucket_size;
   cfg.log_validation_ppl_to_tensorboard = a.log_validation_ppl_to_tensorboard;
