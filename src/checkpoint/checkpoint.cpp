@@ -273,7 +273,10 @@ nlohmann::json load_checkpoint(const std::string& load_dir, int64_t iteration,
                                const ParallelState& ps, FlatRange optimizer_range) {
   require_experts_split_like_tp(ps, "--load");
   if (ps.ep_size > 1) {
-    MT_CHECK(optimizer_range.begin == 0 && optimizer_range.end < 0,
+    // The optimizer range is the whole flat space: the distributed optimizer keeps its state
+    // whole with expert parallelism (cli/args/training_config.cpp).
+    const int64_t flat = params.flat_values().numel();
+    MT_CHECK(optimizer_range.begin == 0 && (optimizer_range.end < 0 || optimizer_range.end == flat),
              "load_checkpoint: the distributed optimizer's shards with expert parallelism");
     std::vector<std::string> names;
     if (optimizer_flat_buffers != nullptr)
