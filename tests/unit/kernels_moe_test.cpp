@@ -55,7 +55,9 @@ std::vector<int> ref_choice(const std::vector<double>& l, const std::vector<doub
   std::vector<double> sel(e);
   const std::vector<double> sm = softmax(l);
   for (size_t c = 0; c < e; ++c)
-    sel[c] = p.sigmoid ? sigmoid(l[c]) + (bias.empty() ? 0 : bias[c]) : p.pre_softmax ? sm[c] : l[c];
+    sel[c] = p.sigmoid       ? sigmoid(l[c]) + (bias.empty() ? 0 : bias[c])
+             : p.pre_softmax ? sm[c]
+                             : l[c];
   if (p.num_groups > 0) {
     const size_t per = e / size_t(p.num_groups);
     std::vector<double> gs(size_t(p.num_groups));
@@ -144,21 +146,21 @@ TEST_P(MoeTopk, ChoicesWeightsAndGradientMatchDoubleReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Variants, MoeTopk,
-    ::testing::Values(
-        RouterCase{"post_softmax", 17, 13, {.topk = 3}, false},
-        RouterCase{"pre_softmax", 11, 7, {.topk = 2, .pre_softmax = true}, false},
-        RouterCase{"sigmoid_bias_scaled",
-                   13,
-                   11,
-                   {.topk = 3, .sigmoid = true, .scaling_factor = 1.7f},
-                   true},
-        RouterCase{"sigmoid_top1", 9, 5, {.topk = 1, .sigmoid = true}, false},
-        RouterCase{"groups", 15, 12, {.topk = 4, .num_groups = 4, .group_topk = 2}, false},
-        RouterCase{"groups_pre_softmax",
-                   7,
-                   9,
-                   {.topk = 3, .pre_softmax = true, .num_groups = 3, .group_topk = 3},
-                   false}),
+    ::testing::Values(RouterCase{"post_softmax", 17, 13, {.topk = 3}, false},
+                      RouterCase{"pre_softmax", 11, 7, {.topk = 2, .pre_softmax = true}, false},
+                      RouterCase{"sigmoid_bias_scaled",
+                                 13,
+                                 11,
+                                 {.topk = 3, .sigmoid = true, .scaling_factor = 1.7f},
+                                 true},
+                      RouterCase{"sigmoid_top1", 9, 5, {.topk = 1, .sigmoid = true}, false},
+                      RouterCase{
+                          "groups", 15, 12, {.topk = 4, .num_groups = 4, .group_topk = 2}, false},
+                      RouterCase{"groups_pre_softmax",
+                                 7,
+                                 9,
+                                 {.topk = 3, .pre_softmax = true, .num_groups = 3, .group_topk = 3},
+                                 false}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(MoeAuxLoss, StatisticsAndGradientMatchDoubleReference) {
@@ -176,7 +178,8 @@ TEST(MoeAuxLoss, StatisticsAndGradientMatchDoubleReference) {
         for (double& x : s) x /= sum;
         return s;
       };
-      std::vector<double> counts(size_t(groups * e)), sums(size_t(groups * e));
+      std::vector<double> counts(static_cast<size_t>(groups * e)),
+          sums(static_cast<size_t>(groups * e));
       for (int64_t r = 0; r < n; ++r) {
         const std::vector<double> q = scores(row(l, r, e));
         for (int c : top(q, k)) counts[size_t((r % groups) * e + c)] += 1;
@@ -245,7 +248,7 @@ TEST_P(MoeSlots, AssignmentAndGathersMatchLoops) {
   std::vector<double> ids;
   std::mt19937_64 gen(41);
   for (int64_t t = 0; t < n; ++t) {
-    std::vector<int> perm(size_t(e));
+    std::vector<int> perm(static_cast<size_t>(e));
     std::iota(perm.begin(), perm.end(), 0);
     std::shuffle(perm.begin(), perm.end(), gen);
     for (int64_t j = 0; j < k; ++j) ids.push_back(perm[size_t(j)]);
@@ -258,7 +261,7 @@ TEST_P(MoeSlots, AssignmentAndGathersMatchLoops) {
   Tensor counts = Tensor::empty({e}, DType::I64);
   kernels::moe_expert_counts(idx, e, counts);
   // Reference: each expert's pairs in token order, the kept ones, the slots.
-  std::vector<std::vector<int>> members(size_t(e));
+  std::vector<std::vector<int>> members(static_cast<size_t>(e));
   for (int64_t i = 0; i < n * k; ++i) members[size_t(ids[size_t(i)])].push_back(int(i));
   std::vector<int64_t> slots = {0};
   std::vector<int> want_source, want_of(size_t(n * k), -1);
@@ -283,7 +286,8 @@ TEST_P(MoeSlots, AssignmentAndGathersMatchLoops) {
   const int64_t m = slots.back();
   Tensor source = Tensor::empty({m}, DType::I32), of = Tensor::empty({n * k}, DType::I32);
   kernels::moe_assign_slots(idx, sc.by_probs ? probs : Tensor(), slots, source, of);
-  EXPECT_EQ(source.to_vector<int32_t>(), std::vector<int32_t>(want_source.begin(), want_source.end()));
+  EXPECT_EQ(source.to_vector<int32_t>(),
+            std::vector<int32_t>(want_source.begin(), want_source.end()));
   EXPECT_EQ(of.to_vector<int32_t>(), std::vector<int32_t>(want_of.begin(), want_of.end()));
 
   const Tensor x = random_tensor({n, h}, DType::F32, 43);
@@ -293,7 +297,8 @@ TEST_P(MoeSlots, AssignmentAndGathersMatchLoops) {
   std::vector<double> want(size_t(m * h), 0.0);
   for (int64_t r = 0; r < m; ++r)
     if (want_source[size_t(r)] >= 0)
-      for (int64_t c = 0; c < h; ++c) want[size_t(r * h + c)] = xv[size_t((want_source[size_t(r)] / k) * h + c)];
+      for (int64_t c = 0; c < h; ++c)
+        want[size_t(r * h + c)] = xv[size_t((want_source[size_t(r)] / k) * h + c)];
   EXPECT_EQ(to_double(permuted), want);
 
   const Tensor y = random_tensor({m, h}, DType::F32, 44);
@@ -356,7 +361,8 @@ TEST(GroupedGemm, MatchesLoopOverGroupsInBothDtypes) {
       for (int64_t r = r0; r < r0 + rows[size_t(gi)]; ++r)
         for (int64_t o = 0; o < n; ++o)
           for (int64_t i = 0; i < kdim; ++i)
-            want[size_t(r * n + o)] += xv[size_t(r * kdim + i)] * wv[size_t((gi * n + o) * kdim + i)];
+            want[size_t(r * n + o)] +=
+                xv[size_t(r * kdim + i)] * wv[size_t((gi * n + o) * kdim + i)];
       r0 += rows[size_t(gi)];
     }
     EXPECT_LE(worst_ratio(to_double(y), want, tol, tol), 1.0);
@@ -366,7 +372,8 @@ TEST(GroupedGemm, MatchesLoopOverGroupsInBothDtypes) {
     const std::vector<double> dyv = to_double(dy);
     Tensor dx = Tensor::empty({m, kdim}, dtype);
     kernels::grouped_gemm(dy, w, false, rows, dx);
-    Tensor dw = from_double(std::vector<double>(size_t(g * n * kdim), 1.0), {g, n, kdim}, DType::F32);
+    Tensor dw =
+        from_double(std::vector<double>(size_t(g * n * kdim), 1.0), {g, n, kdim}, DType::F32);
     kernels::grouped_gemm_weight_grad(dy, x, rows, dw);
     std::vector<double> want_dx(size_t(m * kdim), 0.0), want_dw(size_t(g * n * kdim), 1.0);
     r0 = 0;
@@ -374,8 +381,10 @@ TEST(GroupedGemm, MatchesLoopOverGroupsInBothDtypes) {
       for (int64_t r = r0; r < r0 + rows[size_t(gi)]; ++r)
         for (int64_t o = 0; o < n; ++o)
           for (int64_t i = 0; i < kdim; ++i) {
-            want_dx[size_t(r * kdim + i)] += dyv[size_t(r * n + o)] * wv[size_t((gi * n + o) * kdim + i)];
-            want_dw[size_t((gi * n + o) * kdim + i)] += dyv[size_t(r * n + o)] * xv[size_t(r * kdim + i)];
+            want_dx[size_t(r * kdim + i)] +=
+                dyv[size_t(r * n + o)] * wv[size_t((gi * n + o) * kdim + i)];
+            want_dw[size_t((gi * n + o) * kdim + i)] +=
+                dyv[size_t(r * n + o)] * xv[size_t(r * kdim + i)];
           }
       r0 += rows[size_t(gi)];
     }
