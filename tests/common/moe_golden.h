@@ -100,10 +100,9 @@ void expect_matches_moe_golden(const MoeGolden& g, const ParallelState& ps, Adju
   const Tensor out = layer.forward(ctx, x, /*train=*/true, arena);
   EXPECT_LE(max_relative_error(out, sequence_rows(g.file->get("out"), ps, sp)), 1e-5);
   const MoeLosses& losses = ctx.router.losses;
-  for (const auto& [key, value] :
-       {std::pair{"loss.load_balancing", losses.load_balancing},
-        std::pair{"loss.seq_load_balancing", losses.seq_load_balancing},
-        std::pair{"loss.z_loss", losses.z_loss}}) {
+  for (const auto& [key, value] : {std::pair{"loss.load_balancing", losses.load_balancing},
+                                   std::pair{"loss.seq_load_balancing", losses.seq_load_balancing},
+                                   std::pair{"loss.z_loss", losses.z_loss}}) {
     SCOPED_TRACE(key);
     const std::string name = key;
     const double expected =
@@ -121,8 +120,9 @@ void expect_matches_moe_golden(const MoeGolden& g, const ParallelState& ps, Adju
   for (const Parameter& p : store.params()) {
     SCOPED_TRACE(p.spec.name);
     EXPECT_TRUE(p.spec.expert || p.spec.name.find(".experts.") == std::string::npos);
-    EXPECT_LE(max_relative_error(p.grad, local_slice(p, g.file->get("grad." + p.spec.name)).clone()),
-              1e-4);
+    EXPECT_LE(
+        max_relative_error(p.grad, local_slice(p, g.file->get("grad." + p.spec.name)).clone()),
+        1e-4);
   }
 }
 

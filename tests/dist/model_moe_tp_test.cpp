@@ -23,7 +23,8 @@ TEST(MoePytorchGoldenDist, TensorParallelRanksMatchPytorch) {
       for (bool sp : {false, true}) {
         if (sp && 6 % tp != 0) continue;  // the fixture's 6 positions split evenly
         SCOPED_TRACE(::testing::Message() << name << " tp=" << tp << " sp=" << sp);
-        expect_matches_moe_golden(load_moe_golden(name), ParallelState::create(test::world(), tp, 1),
+        expect_matches_moe_golden(load_moe_golden(name),
+                                  ParallelState::create(test::world(), tp, 1),
                                   [&](TransformerConfig& c) { c.sequence_parallel = sp; });
       }
   }

@@ -99,8 +99,8 @@ TEST(MoePermuteGpuTest, SlotsAndGathersMatchCpu) {
   for (int64_t capacity : {int64_t(0), int64_t(8)})
     for (bool by_probs : {false, true})
       for (DType dt : {DType::F32, DType::BF16}) {
-        SCOPED_TRACE(::testing::Message() << "capacity=" << capacity << " probs=" << by_probs
-                                          << " " << dtype_name(dt));
+        SCOPED_TRACE(::testing::Message()
+                     << "capacity=" << capacity << " probs=" << by_probs << " " << dtype_name(dt));
         std::vector<int64_t> slots = {0};
         for (int64_t x : c) slots.push_back(slots.back() + (capacity > 0 ? capacity : x));
         const int64_t m = slots.back();
