@@ -42,7 +42,9 @@
 #             halved (ties: PP first, as Megatron's own *_1node variants do); DP is then the
 #             largest of 4, 2, 1 that keeps the world <= 4, is <= the CI's DP (8 GPUs per node,
 #             or the config's GPUS_PER_NODE) and divides global batch / micro-batch;
-#             --hierarchical-context-parallel-sizes follows CP (its levels halved, the last first)
+#             --hierarchical-context-parallel-sizes follows CP (its levels halved, the last first);
+#             --expert-model-parallel-size is halved until it divides DP (EP is carved out of the
+#             data-parallel ranks)
 #   paths     --data-path: a GPT-2 BPE (GPT) or lower-case WordPiece sentence (BERT) indexed
 #             dataset made here with `megatron preprocess` from this repository's docs/*.md;
 #             --vocab-file/--merge-file: the files of scripts/fetch_data.sh; a tokenizer that
@@ -262,7 +264,7 @@ levels_for_cp() {
 # build: KEYS/VALS (a config's MODEL_ARGS, without the dropped flags) -> MODEL, NP, LAYOUT, CMD
 build() {
   local run=$1 i k v words
-  local tp pp cp vp=1 L mbs gbs dp_ci d heads groups hidden=128 sched extra=0 inst positions=64
+  local tp pp cp ep vp=1 L mbs gbs dp_ci d heads groups hidden=128 sched extra=0 inst positions=64
   [[ $KIND == inference ]] && positions=256
   tp=$(get --tensor-model-parallel-size 1); pp=$(get --pipeline-model-parallel-size 1)
   cp=$(get --context-parallel-size 1)
@@ -291,6 +293,8 @@ build() {
     DP=$d; break
   done
   NP=$((tp * pp * cp * DP))
+  ep=$(get --expert-model-parallel-size 1)
+  while ((ep > 1 && DP % ep != 0)); do ep=$((ep / 2)); done
   # layers
   local cfg_layers cfg_pp
   cfg_layers=$(get --num-layers 2); cfg_pp=$(get --pipeline-model-parallel-size 1)
@@ -363,6 +367,7 @@ build() {
       --tensor-model-parallel-size) v=$tp ;;
       --pipeline-model-parallel-size) v=$pp ;;
       --context-parallel-size) v=$cp ;;
+      --expert-model-parallel-size) v=$ep ;;
       --hierarchical-context-parallel-sizes) v=$(levels_for_cp "$v" $cp) ;;
       --train-iters) v=$ITERS ;;
       --train-samples) v=$((ITERS * (gbs > 0 ? gbs : mbs * DP))) ;;
@@ -414,6 +419,7 @@ build() {
     [[ -z ${seen[--merge-file]:-} && -n $merges ]] && ((vocab_tok)) && CMD+=(--merge-file "$merges")
   fi
   LAYOUT="TP$tp PP$pp CP$cp DP$DP"
+  if ((ep > 1)); then LAYOUT+=" EP$ep"; fi
 }
 
 # KIND=inference: the flags of CMD that describe the model, for the training run that makes the

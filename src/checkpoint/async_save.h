@@ -11,7 +11,8 @@
 // for the whole write. Atomicity is the synchronous save's (checkpoint.h): the files go to the
 // temporary directory and nothing names them until the commit, so a crash or kill while a
 // save is in flight leaves the previous checkpoint and tracker as they were. The thread only
-// writes files; every collective stays on the training thread.
+// writes files; every collective stays on the training thread. Not with expert parallelism
+// (its saves gather the experts first: checkpoint.cpp); the command line refuses the pair.
 #pragma once
 
 #include <cstdint>

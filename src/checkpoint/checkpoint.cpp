@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -41,6 +42,72 @@ void rename_or_throw(const std::string& from, const std::string& to) {
   std::error_code ec;
   fs::rename(from, to, ec);
   MT_REQUIRE(!ec, "cannot rename '", from, "' to '", to, "': ", ec.message());
+}
+
+// The checkpoint layout holds one copy of each tensor-parallel slice per pipeline stage, saved
+// by the data-parallel replica 0; expert parameters split over EP are brought to that layout
+// (Ep1Layout), but experts split over an etp group other than TP are not.
+void require_experts_split_like_tp(const ParallelState& ps, const char* flag) {
+  MT_REQUIRE(ps.etp_size == ps.tp_size, flag,
+             ": checkpoints of experts split by --expert-tensor-parallel-size ", ps.etp_size,
+             " other than --tensor-model-parallel-size ", ps.tp_size,
+             " are not implemented (docs/moe.md)");
+}
+
+// A rank's parameters and optimizer buffers laid out as at expert-parallel size 1: every expert
+// whole (dim 0 of each expert parameter), the other parameters as they are.
+struct Ep1Layout {
+  ParameterStore store;
+  std::map<std::string, Tensor> buffers;  // name -> f32 [store's flat elements]
+};
+
+Ep1Layout ep1_layout(const ParameterStore& params, const std::vector<std::string>& buffer_names) {
+  Ep1Layout out{ParameterStore(params.tp_rank(), params.tp_size(), params.device()), {}};
+  // The expert tensor split stays (etp = TP, required above); only dim 0 becomes whole.
+  out.store.set_expert_grid(0, 1, params.tp_rank(), params.tp_size());
+  for (const Parameter& p : params.params()) out.store.add(p.spec);
+  out.store.allocate(1, params.flat_values().dtype());
+  for (const std::string& name : buffer_names)
+    out.buffers[name] =
+        Tensor::zeros({out.store.flat_values().numel()}, DType::F32, params.device());
+  return out;
+}
+
+// The elements of parameter `p` in a flat buffer laid out like its store's values.
+Tensor param_view(const Tensor& flat, const Parameter& p) {
+  return flat.slice(0, p.flat_offset, p.flat_offset + shape_numel(p.local_shape))
+      .view(p.local_shape);
+}
+
+// Collective over ps.ep: the EP 1 layout of this rank's parameters and buffers, the experts
+// all-gathered (EP rank r's experts are rows [r·E/ep, (r+1)·E/ep) of dim 0).
+Ep1Layout gather_experts(const ParameterStore& params, const std::map<std::string, Tensor>& buffers,
+                         const ParallelState& ps) {
+  std::vector<std::string> names;
+  for (const auto& [name, buffer] : buffers) names.push_back(name);
+  Ep1Layout whole = ep1_layout(params, names);
+  auto copy = [&](const Parameter& p, const Tensor& mine, Tensor dst) {
+    if (p.spec.expert)
+      ps.ep->all_gather(mine, dst);
+    else
+      dst.copy_from(mine);
+  };
+  for (size_t i = 0; i < params.params().size(); ++i) {
+    const Parameter& p = params.params()[i];
+    const Parameter& w = whole.store.params()[i];
+    copy(p, p.value, w.value);
+    for (const auto& [name, buffer] : buffers)
+      copy(p, param_view(buffer, p), param_view(whole.buffers.at(name), w));
+  }
+  return whole;
+}
+
+// The parallel state as at expert-parallel size 1 (the checkpoint's own view of the experts).
+ParallelState without_expert_parallelism(const ParallelState& ps) {
+  ParallelState ep1 = ps;
+  ep1.ep_size = 1;
+  ep1.ep_rank = 0;
+  return ep1;
 }
 
 // `tmp_iteration_dir`/mp_rank_* of these coordinates, created unless it exists: the
@@ -204,6 +271,37 @@ nlohmann::json load_checkpoint(const std::string& load_dir, int64_t iteration,
                                ParameterStore& params,
                                std::map<std::string, Tensor>* optimizer_flat_buffers,
                                const ParallelState& ps, FlatRange optimizer_range) {
+  require_experts_split_like_tp(ps, "--load");
+  if (ps.ep_size > 1) {
+    // The optimizer range is the whole flat space: the distributed optimizer keeps its state
+    // whole with expert parallelism (cli/args/training_config.cpp).
+    const int64_t flat = params.flat_values().numel();
+    MT_CHECK(optimizer_range.begin == 0 && (optimizer_range.end < 0 || optimizer_range.end == flat),
+             "load_checkpoint: the distributed optimizer's shards with expert parallelism");
+    std::vector<std::string> names;
+    if (optimizer_flat_buffers != nullptr)
+      for (const auto& [name, buffer] : *optimizer_flat_buffers) names.push_back(name);
+    Ep1Layout whole = ep1_layout(params, names);
+    const nlohmann::json state = load_checkpoint(load_dir, iteration, whole.store,
+                                                 optimizer_flat_buffers ? &whole.buffers : nullptr,
+                                                 without_expert_parallelism(ps));
+    // This rank's experts out of the whole ones.
+    auto keep = [](const Parameter& p, const Tensor& full, Tensor dst) {
+      if (p.spec.expert)
+        dst.copy_from(full.slice(0, p.expert_start, p.expert_start + p.local_shape[0]));
+      else
+        dst.copy_from(full);
+    };
+    for (size_t i = 0; i < params.params().size(); ++i) {
+      Parameter& p = params.params()[i];
+      const Parameter& w = whole.store.params()[i];
+      keep(p, w.value, p.value);
+      if (optimizer_flat_buffers != nullptr)
+        for (auto& [name, buffer] : *optimizer_flat_buffers)
+          keep(p, param_view(whole.buffers.at(name), w), param_view(buffer, p));
+    }
+    return state;
+  }
   CheckpointShardReader reader(checkpoint_iteration_dir(load_dir, iteration));
   check_checkpoint_matches(reader, params, ps.pp_size == 1);
   read_parameters(reader, params, optimizer_flat_buffers, {}, optimizer_range);
@@ -323,6 +421,19 @@ void save_checkpoint(const std::string& save_dir, int64_t iteration, const Param
                      const std::map<std::string, Tensor>& optimizer_flat_buffers,
                      const nlohmann::json& state, const ParallelState& ps,
                      const OptimizerShard& optimizer_shard) {
+  MT_CHECK(ps.world != nullptr, "save_checkpoint: ParallelState has no world communicator");
+  require_experts_split_like_tp(ps, "--save");
+  if (ps.ep_size > 1) {
+    MT_REQUIRE(optimizer_shard.dp_size == 1,
+               "--save with --use-distributed-optimizer and --expert-model-parallel-size ",
+               ps.ep_size, " is not implemented (docs/moe.md)");
+    // Only the replicas that write (edp rank 0, whose EP rank 0 is dp × cp rank 0) gather.
+    std::optional<Ep1Layout> whole;
+    if (ps.edp_rank == 0) whole = gather_experts(params, optimizer_flat_buffers, ps);
+    return save_checkpoint(save_dir, iteration, whole ? whole->store : params,
+                           whole ? whole->buffers : optimizer_flat_buffers, state,
+                           without_expert_parallelism(ps), optimizer_shard);
+  }
   std::string tmp;
   std::unique_ptr<CheckpointTransaction> transaction = begin_save(save_dir, iteration, ps, tmp);
   run_on_all_ranks(*ps.world, "writing the checkpoint", [&] {

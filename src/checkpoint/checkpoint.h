@@ -45,6 +45,10 @@ namespace megatron {
 //                           full-size copy
 // Replaces an existing checkpoint of the same iteration. On failure on any rank every rank
 // throws Error and the previous checkpoint and tracker stay as they were.
+// With expert parallelism (ps.ep_size > 1) the expert parameters and their optimizer state are
+// first all-gathered over the EP group into a copy laid out as at EP 1, which the replica 0
+// ranks write: the files are those of an EP 1 run, so a checkpoint loads at any EP size
+// (docs/moe.md). Not with the distributed optimizer.
 void save_checkpoint(const std::string& save_dir, int64_t iteration, const ParameterStore& params,
                      const std::map<std::string, Tensor>& optimizer_flat_buffers,
                      const nlohmann::json& state, const ParallelState& ps,
@@ -55,7 +59,8 @@ void save_checkpoint(const std::string& save_dir, int64_t iteration, const Param
 // When `optimizer_flat_buffers` is not null, each buffer it names (f32, laid out like elements
 // `optimizer_range` of the flat values: all of them, or the distributed optimizer's shard) is
 // filled from the checkpoint's optimizer state — sharded or not, saved at any DP size — reading
-// only the stored pieces that overlap it. Returns the stored state.json
+// only the stored pieces that overlap it. With expert parallelism the experts are read whole
+// (into a copy laid out as at EP 1) and this rank keeps its own. Returns the stored state.json
 // (of the same rank when the checkpoint has it, else of mp_rank_00).
 // Throws Error, before changing anything, when there is no such checkpoint, or when its
 // parameters differ from the model's — listing every parameter whose full shape differs

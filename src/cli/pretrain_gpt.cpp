@@ -41,6 +41,7 @@ int run_pretrain_gpt(int argc, char** argv) {
   add_sharding_args(table, args);
   add_pipeline_args(table, args);
   add_context_parallel_args(table, args);
+  add_expert_parallel_args(table, args);
   DistillationArgs distillation;
   add_distillation_args(table, distillation);
   SampleArgs samples;

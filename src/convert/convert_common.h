@@ -27,6 +27,8 @@ ParameterStore registered_parameter_store(const ConfigT& config, int rank, int s
   ParallelState ps;
   ps.tp_rank = rank;
   ps.tp_size = size;
+  ps.etp_rank = rank;  // experts split like the dense layers (ParameterStore's default)
+  ps.etp_size = size;
   ParameterStore store(rank, size);
   ModelT model(config, ps, store, stage);
   store.allocate();

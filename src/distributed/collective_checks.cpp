@@ -42,6 +42,45 @@ void check_scatter_counts(const Tensor& t, std::span<const int64_t> counts, int 
            " elements of the counts, got ", t.describe());
 }
 
+namespace {
+int64_t checked_row_total(std::span<const int64_t> rows, int group_size, const char* which) {
+  MT_CHECK(int64_t(rows.size()) == group_size, "all_to_all_v: ", rows.size(), " ", which,
+           " counts for a group of ", group_size, " (one per rank)");
+  int64_t total = 0;
+  for (const int64_t r : rows) {
+    MT_CHECK(r >= 0, "all_to_all_v: negative ", which, " count ", r);
+    total += r;
+  }
+  return total;
+}
+}  // namespace
+
+int64_t check_all_to_all_v(const Tensor& in, std::span<const int64_t> send_rows, const Tensor& out,
+                           std::span<const int64_t> recv_rows, int group_size) {
+  check_comm_tensor(in, "all_to_all_v", "input");
+  check_comm_tensor(out, "all_to_all_v", "output");
+  MT_CHECK(in.dtype() == out.dtype(), "all_to_all_v: input ", in.describe(), " and output ",
+           out.describe(), " must have the same dtype");
+  MT_CHECK(in.device() == out.device(), "all_to_all_v: input is on ", in.device().str(),
+           " and output on ", out.device().str(),
+           "; both tensors of one call must be on the same device");
+  MT_CHECK(in.dim() >= 1 && out.dim() == in.dim(), "all_to_all_v: input ", in.describe(),
+           " and output ", out.describe(), " need the same number (>= 1) of dimensions");
+  int64_t row_elements = 1;
+  for (int64_t d = 1; d < in.dim(); ++d) {
+    MT_CHECK(in.shape()[size_t(d)] == out.shape()[size_t(d)], "all_to_all_v: input ", in.describe(),
+             " and output ", out.describe(), " differ past dim 0");
+    row_elements *= in.shape()[size_t(d)];
+  }
+  const int64_t sent = checked_row_total(send_rows, group_size, "send");
+  const int64_t received = checked_row_total(recv_rows, group_size, "receive");
+  MT_CHECK(in.shape()[0] == sent, "all_to_all_v: input ", in.describe(), " must have the ", sent,
+           " rows of the send counts");
+  MT_CHECK(out.shape()[0] == received, "all_to_all_v: output ", out.describe(), " must have the ",
+           received, " rows of the receive counts");
+  return row_elements;
+}
+
 void check_peer_rank(int r, int size, const char* op, const char* what) {
   MT_CHECK(r >= 0 && r < size, op, ": ", what, " rank ", r, " is outside the group of size ", size,
            " (expected 0..", size - 1, ")");

@@ -25,6 +25,11 @@ void check_nonblocking_reduction(const Tensor& t, const char* op);
 // their sum.
 void check_scatter_counts(const Tensor& t, std::span<const int64_t> counts, int group_size,
                           const char* op);
+// all_to_all_v's shapes: size group_size for both count lists, each >= 0, `in` and `out` with
+// one dtype and device, at least one dimension, equal trailing dims and dim 0 the counts' sums.
+// Returns the elements of one row (the product of the trailing dims).
+int64_t check_all_to_all_v(const Tensor& in, std::span<const int64_t> send_rows, const Tensor& out,
+                           std::span<const int64_t> recv_rows, int group_size);
 // 0 <= r < size, naming the argument (root, dst, src).
 void check_peer_rank(int r, int size, const char* op, const char* what);
 // split() colors must be non-negative (negative values are reserved by MPI).

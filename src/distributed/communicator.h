@@ -62,6 +62,14 @@ class Communicator {
   // in.shape[0] == size() · out.shape[0]; rank r receives the reduced r-th chunk.
   virtual void reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op = ReduceOp::SUM) = 0;
   virtual void broadcast(Tensor& t, int root) = 0;
+  // All-to-all with per-peer counts (MPI_Alltoallv), in rows along dim 0 (the expert token
+  // exchange: parallel/expert_token_exchange.h). `in` [Σ send_rows, ...] holds the rows for
+  // rank 0, then those for rank 1, ...; `out` [Σ recv_rows, ...] receives recv_rows[r] rows from
+  // rank r, in rank order. Both have size() counts (each >= 0), one dtype, one device and equal
+  // trailing dims, and must not overlap. recv_rows[r] here must equal send_rows[rank()] on rank r:
+  // the caller exchanges the counts first (neither MPI nor NCCL can be relied on to notice).
+  virtual void all_to_all_v(const Tensor& in, std::span<const int64_t> send_rows, Tensor& out,
+                            std::span<const int64_t> recv_rows) = 0;
   virtual void send(const Tensor& t, int dst, int tag = 0) = 0;
   virtual void recv(Tensor& t, int src, int tag = 0) = 0;
   // Non-blocking point-to-point (see above); dst/src != rank().

@@ -161,6 +161,40 @@ void MpiCommunicator::broadcast(Tensor& t, int root) {
   });
 }
 
+namespace {
+
+// MPI_Alltoallv's int counts and displacements, in elements, of `rows` rows of `row_elements`.
+std::vector<int> element_counts(std::span<const int64_t> rows, int64_t row_elements,
+                                std::vector<int>& displacements) {
+  std::vector<int> counts;
+  int64_t offset = 0;
+  for (const int64_t r : rows) {
+    const int64_t count = r * row_elements;
+    MT_CHECK(offset + count <= INT_MAX, "all_to_all_v: ", offset + count,
+             " elements exceed MPI's int count limit ", INT_MAX, "; exchange fewer rows at once");
+    counts.push_back(int(count));
+    displacements.push_back(int(offset));
+    offset += count;
+  }
+  return counts;
+}
+
+}  // namespace
+
+void MpiCommunicator::all_to_all_v(const Tensor& in, std::span<const int64_t> send_rows,
+                                   Tensor& out, std::span<const int64_t> recv_rows) {
+  const int64_t row_elements = check_all_to_all_v(in, send_rows, out, recv_rows, size_);
+  if (!in.device().is_cpu()) return staged_all_to_all_v(in, send_rows, out, recv_rows);
+  std::vector<int> send_displacements, recv_displacements;
+  const std::vector<int> send_counts = element_counts(send_rows, row_elements, send_displacements);
+  const std::vector<int> recv_counts = element_counts(recv_rows, row_elements, recv_displacements);
+  const MPI_Datatype type = mpi_type(in.dtype());
+  mpi_check(
+      MPI_Alltoallv(in.raw_data(), send_counts.data(), send_displacements.data(), type,
+                    out.raw_data(), recv_counts.data(), recv_displacements.data(), type, comm_),
+      "all_to_all_v");
+}
+
 void MpiCommunicator::send(const Tensor& t, int dst, int tag) {
   check_comm_tensor(t, "send", "tensor");
   check_peer_rank(dst, size_, "send", "destination");
@@ -430,6 +464,15 @@ void MpiCommunicator::staged_broadcast(Tensor& t, int root) {
   });
 }
 
+void MpiCommunicator::staged_all_to_all_v(const Tensor& in, std::span<const int64_t> send_rows,
+                                          Tensor& out, std::span<const int64_t> recv_rows) {
+  Tensor host_in = Tensor::empty(in.shape(), in.dtype());
+  host_in.copy_from(in);
+  Tensor host_out = Tensor::empty(out.shape(), out.dtype());
+  all_to_all_v(host_in, send_rows, host_out, recv_rows);
+  out.copy_from(host_out);
+}
+
 void MpiCommunicator::staged_send(const Tensor& t, int dst, int tag) {
   const char* device = static_cast<const char*>(t.raw_data());
   for_each_staged_piece(t.dtype(), t.numel(), 1, [&](const StagedPiece& p) {
@@ -468,6 +511,10 @@ void MpiCommunicator::staged_reduce_scatter(const Tensor& in, Tensor&, ReduceOp)
 }
 void MpiCommunicator::staged_broadcast(Tensor& t, int) {
   no_staging("broadcast", t);
+}
+void MpiCommunicator::staged_all_to_all_v(const Tensor& in, std::span<const int64_t>, Tensor&,
+                                          std::span<const int64_t>) {
+  no_staging("all_to_all_v", in);
 }
 void MpiCommunicator::staged_send(const Tensor& t, int, int) {
   no_staging("send", t);

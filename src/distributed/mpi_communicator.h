@@ -17,7 +17,9 @@
 // kStagingPieceBytes at a time (one buffer per process, grown and reused, see
 // distributed/cuda/pinned_staging.h), so large tensors move in pieces; the members of a call
 // must therefore agree on whether its tensors are on the host or on a GPU (they do: one device
-// kind per job). For speed on GPUs use NcclCommunicator. The non-blocking reductions
+// kind per job); all_to_all_v stages its CUDA tensors whole (a host copy of each: its row counts
+// differ per peer, so fixed pieces would not line up across ranks). For speed on GPUs use
+// NcclCommunicator. The non-blocking reductions
 // (iall_reduce, ireduce_scatter) are rings of point-to-point messages (ring_reduction.h: OpenMPI's
 // own non-blocking reductions were 5x slower on one machine) and stage a CUDA tensor through a
 // host copy of their own, made when the operation is posted and copied back by wait().
@@ -58,6 +60,8 @@ class MpiCommunicator final : public Communicator {
   void all_gather(const Tensor& in, Tensor& out) override;
   void reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op = ReduceOp::SUM) override;
   void broadcast(Tensor& t, int root) override;
+  void all_to_all_v(const Tensor& in, std::span<const int64_t> send_rows, Tensor& out,
+                    std::span<const int64_t> recv_rows) override;
   void send(const Tensor& t, int dst, int tag = 0) override;
   void recv(Tensor& t, int src, int tag = 0) override;
   std::unique_ptr<CommRequest> isend(const Tensor& t, int dst, int tag = 0) override;
@@ -85,6 +89,8 @@ class MpiCommunicator final : public Communicator {
   void staged_all_gather(const Tensor& in, Tensor& out);
   void staged_reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op);
   void staged_broadcast(Tensor& t, int root);
+  void staged_all_to_all_v(const Tensor& in, std::span<const int64_t> send_rows, Tensor& out,
+                           std::span<const int64_t> recv_rows);
   void staged_send(const Tensor& t, int dst, int tag);
   void staged_recv(Tensor& t, int src, int tag);
 

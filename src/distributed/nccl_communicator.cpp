@@ -258,6 +258,37 @@ void NcclCommunicator::broadcast(Tensor& t, int root) {
   });
 }
 
+void NcclCommunicator::all_to_all_v(const Tensor& in, std::span<const int64_t> send_rows,
+                                    Tensor& out, std::span<const int64_t> recv_rows) {
+  const size_t row_elements = size_t(check_all_to_all_v(in, send_rows, out, recv_rows, size()));
+  if (in.device().is_cpu()) return host_->all_to_all_v(in, send_rows, out, recv_rows);
+  check_on_device(in, "all_to_all_v", "input");
+  post_deferred();
+  const size_t row_bytes = row_elements * dtype_size(in.dtype());
+  const ncclDataType_t type = nccl_type(in.dtype());
+  // NCCL has no all-to-all: one group of a send and a receive per peer (itself included), which
+  // NCCL runs as one operation. Empty blocks post nothing, on both sides alike (the counts
+  // agree).
+  on_communication_stream([&](cudaStream_t stream) {
+    NcclGroup group(comm_);
+    const char* send = static_cast<const char*>(in.raw_data());
+    char* recv = static_cast<char*>(out.raw_data());
+    for (int peer = 0; peer < size(); ++peer) {
+      const size_t sent = size_t(send_rows[size_t(peer)]),
+                   received = size_t(recv_rows[size_t(peer)]);
+      if (sent > 0)
+        nccl_check(ncclSend(send, sent * row_elements, type, peer, comm_, stream), "ncclSend",
+                   comm_);
+      if (received > 0)
+        nccl_check(ncclRecv(recv, received * row_elements, type, peer, comm_, stream), "ncclRecv",
+                   comm_);
+      send += sent * row_bytes;
+      recv += received * row_bytes;
+    }
+    group.end();
+  });
+}
+
 void NcclCommunicator::send(const Tensor& t, int dst, int tag) {
   check_comm_tensor(t, "send", "tensor");
   check_peer_rank(dst, size(), "send", "destination");

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "distributed/solo_communicator.h"
 
 namespace megatron {
 
@@ -24,12 +25,59 @@ void check_parallel_sizes(int world_size, int tensor_parallel, int pipeline_para
   }
 }
 
+void check_expert_parallel_sizes(int world_size, int expert_model_parallel,
+                                 int expert_tensor_parallel, int pipeline_parallel) {
+  MT_REQUIRE(expert_model_parallel >= 1, "--expert-model-parallel-size must be >= 1, got ",
+             expert_model_parallel);
+  MT_REQUIRE(expert_tensor_parallel >= 1, "--expert-tensor-parallel-size must be >= 1, got ",
+             expert_tensor_parallel);
+  const int expert_model = expert_tensor_parallel * expert_model_parallel * pipeline_parallel;
+  if (world_size % expert_model != 0) {
+    MT_THROW("the world size ", world_size, " (processes started by mpirun -np) is not divisible",
+             " by --expert-tensor-parallel-size ", expert_tensor_parallel,
+             " x --expert-model-parallel-size ", expert_model_parallel,
+             " x --pipeline-model-parallel-size ", pipeline_parallel, " = ", expert_model,
+             "; choose expert sizes whose product divides ", world_size);
+  }
+}
+
+void check_expert_count(int num_experts, int expert_model_parallel) {
+  if (num_experts == 0) {
+    MT_REQUIRE(expert_model_parallel == 1, "--expert-model-parallel-size ", expert_model_parallel,
+               " splits the experts of a mixture-of-experts model, but the model has none; give "
+               "--num-experts or drop --expert-model-parallel-size");
+    return;
+  }
+  MT_REQUIRE(num_experts % expert_model_parallel == 0, "--num-experts ", num_experts,
+             " is not divisible by --expert-model-parallel-size ", expert_model_parallel,
+             ": each expert-parallel rank holds an equal share of the experts; choose an expert "
+             "count that is a multiple of it");
+}
+
 ParallelState ParallelState::create(std::shared_ptr<Communicator> world, int tensor_parallel,
                                     int pipeline_parallel, RankOrder order, int context_parallel,
-                                    int cp_a2a_size) {
+                                    int cp_a2a_size, int expert_model_parallel,
+                                    int expert_tensor_parallel) {
   MT_CHECK(world != nullptr, "ParallelState::create: no world communicator");
   const int world_size = world->size();
   check_parallel_sizes(world_size, tensor_parallel, pipeline_parallel, context_parallel);
+  if (expert_tensor_parallel == 0) expert_tensor_parallel = tensor_parallel;
+  check_expert_parallel_sizes(world_size, expert_model_parallel, expert_tensor_parallel,
+                              pipeline_parallel);
+  // Without expert parallelism and with the experts split like the dense layers, the expert
+  // grid is the dense one folded (etp = tp, edp = dp × cp): no groups of its own, whatever the
+  // order and the context parallelism.
+  const bool own_expert_grid =
+      expert_model_parallel > 1 || expert_tensor_parallel != tensor_parallel;
+  if (own_expert_grid && order == RankOrder::kTpPpDp &&
+      expert_tensor_parallel * expert_model_parallel != tensor_parallel * context_parallel) {
+    MT_THROW("--use-tp-pp-dp-mapping needs --expert-tensor-parallel-size ", expert_tensor_parallel,
+             " x --expert-model-parallel-size ", expert_model_parallel,
+             " to equal --tensor-model-parallel-size ", tensor_parallel,
+             " x --context-parallel-size ", context_parallel,
+             " (the expert and the dense layers must see the same pipeline stages and data-"
+             "parallel size, as in Megatron); choose sizes that match or drop the flag");
+  }
 
   ParallelState s;
   s.world_size = world_size;
@@ -50,6 +98,20 @@ ParallelState ParallelState::create(std::shared_ptr<Communicator> world, int ten
   }
   s.dp_cp_size = s.dp_size * s.cp_size;
   s.dp_cp_rank = s.dp_rank * s.cp_size + s.cp_rank;
+  s.etp_size = expert_tensor_parallel;
+  s.ep_size = expert_model_parallel;
+  s.edp_size = world_size / (s.etp_size * s.ep_size * s.pp_size);
+  s.etp_rank = s.rank % s.etp_size;
+  s.ep_rank = (s.rank / s.etp_size) % s.ep_size;
+  const int te = s.etp_size * s.ep_size;
+  // The pipeline rank of the expert grid equals the dense one: world / p = t·c·d = et·e·ed
+  // (etp-ep-edp-pp), and et·e = t·c was required above for etp-ep-pp-edp. Folded, edp is
+  // dp × cp in either order.
+  if (!own_expert_grid)
+    s.edp_rank = s.dp_cp_rank;
+  else
+    s.edp_rank =
+        order == RankOrder::kTpDpPp ? (s.rank / te) % s.edp_size : s.rank / (te * s.pp_size);
 
   // Every rank takes part in every split, in the same order (split is collective). Colors
   // name the coordinates the group members share; keys order members by the coordinate
@@ -68,6 +130,19 @@ ParallelState ParallelState::create(std::shared_ptr<Communicator> world, int ten
   s.dp_cp = c == 1 ? s.dp : world->split(/*color=*/s.pp_rank * t + s.tp_rank, s.dp_cp_rank);
   s.pp = world->split(/*color=*/(s.dp_rank * c + s.cp_rank) * t + s.tp_rank, /*key=*/s.pp_rank);
   s.mp = world->split(/*color=*/s.dp_rank * c + s.cp_rank, /*key=*/s.pp_rank * t + s.tp_rank);
+  if (own_expert_grid) {
+    const int et = s.etp_size, e = s.ep_size, ed = s.edp_size;
+    s.ep = world->split(/*color=*/(s.pp_rank * ed + s.edp_rank) * et + s.etp_rank, s.ep_rank);
+    s.etp = world->split(/*color=*/(s.pp_rank * ed + s.edp_rank) * e + s.ep_rank, s.etp_rank);
+    s.tp_ep = world->split(/*color=*/s.pp_rank * ed + s.edp_rank, s.ep_rank * et + s.etp_rank);
+    s.edp = world->split(/*color=*/(s.pp_rank * e + s.ep_rank) * et + s.etp_rank, s.edp_rank);
+    s.emp = world->split(/*color=*/s.edp_rank, (s.pp_rank * e + s.ep_rank) * et + s.etp_rank);
+  } else {
+    s.ep = std::make_shared<SoloCommunicator>();
+    s.etp = s.tp_ep = s.tp;
+    s.edp = s.dp_cp;
+    s.emp = s.mp;
+  }
   // Middle stages get singleton groups of their own (colors past every member color), unused.
   const bool embedding_member = s.pp_size > 1 && (s.pp_rank == 0 || s.pp_rank == s.pp_size - 1);
   const int replica = (s.dp_rank * c + s.cp_rank) * t + s.tp_rank;

@@ -27,6 +27,12 @@ void SoloCommunicator::broadcast(Tensor& t, int root) {
   check_peer_rank(root, 1, "broadcast", "root");
 }
 
+void SoloCommunicator::all_to_all_v(const Tensor& in, std::span<const int64_t> send_rows,
+                                    Tensor& out, std::span<const int64_t> recv_rows) {
+  check_all_to_all_v(in, send_rows, out, recv_rows, 1);
+  out.copy_from(in);  // the only peer is this rank: both counts are the one block
+}
+
 void SoloCommunicator::send(const Tensor& t, int dst, int) {
   check_comm_tensor(t, "send", "tensor");
   MT_THROW("send: a world of one process has no peer ", dst,

@@ -28,6 +28,12 @@ void TimingCommunicator::broadcast(Tensor& t, int root) {
   inner_->broadcast(t, root);
 }
 
+void TimingCommunicator::all_to_all_v(const Tensor& in, std::span<const int64_t> send_rows,
+                                      Tensor& out, std::span<const int64_t> recv_rows) {
+  ScopedTimer timed(*clock_);
+  inner_->all_to_all_v(in, send_rows, out, recv_rows);
+}
+
 void TimingCommunicator::send(const Tensor& t, int dst, int tag) {
   ScopedTimer timed(*clock_);
   inner_->send(t, dst, tag);

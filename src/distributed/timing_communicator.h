@@ -24,6 +24,8 @@ class TimingCommunicator final : public Communicator {
   void all_gather(const Tensor& in, Tensor& out) override;
   void reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op = ReduceOp::SUM) override;
   void broadcast(Tensor& t, int root) override;
+  void all_to_all_v(const Tensor& in, std::span<const int64_t> send_rows, Tensor& out,
+                    std::span<const int64_t> recv_rows) override;
   void send(const Tensor& t, int dst, int tag = 0) override;
   void recv(Tensor& t, int src, int tag = 0) override;
   std::unique_ptr<CommRequest> isend(const Tensor& t, int dst, int tag = 0) override;

@@ -35,9 +35,21 @@ MoeLayer::MoeLayer(const std::string& prefix, const TransformerConfig& config,
       tp_rank_(ps.tp_rank),
       ffn_local_(config.expert_ffn_size() / ps.tp_size),
       weights_(weights),
-      router_(prefix + ".router", config, store, weights) {
+      router_(prefix + ".router", config, store, weights),
+      local_experts_(config.arch.moe.num_experts / ps.ep_size) {
   MT_REQUIRE(ps.cp_size == 1,
              "mixture of experts with --context-parallel-size > 1 is not implemented yet");
+  MT_REQUIRE(ps.etp_size == ps.tp_size, "--expert-tensor-parallel-size ", ps.etp_size,
+             " other than --tensor-model-parallel-size ", ps.tp_size,
+             " is not implemented: the experts here are split over the tensor-parallel group "
+             "like the dense MLP (the computed function is the same); drop the flag");
+  if (ps.ep_size > 1) {
+    // The TP ranks route the whole micro-batch alike (the gather above), so the rows move over
+    // the EP group alone; fc2's partial sums are reduced over TP after the unpermute. Both
+    // dispatchers give the same bits (parallel/expert_token_exchange.h): alltoall moves less.
+    exchange_.emplace(ps, config.arch.moe.num_experts, TokenDispatcher::kAllToAll,
+                      EtpTokens::kShared);
+  }
   const int64_t e = moe_.num_experts, h = config.hidden_size, ffn = config.expert_ffn_size();
   const bool swiglu = config.arch.swiglu, bias = config.arch.add_bias_linear;
   const std::string fc1 = prefix + ".experts.linear_fc1", fc2 = prefix + ".experts.linear_fc2";
@@ -113,22 +125,34 @@ Tensor MoeLayer::forward(Ctx& ctx, const Tensor& x, bool train, Arena& arena) co
                             ctx.slot_source, ctx.slot_of);
   ctx.permuted = arena.alloc({m, h}, full.dtype());
   kernels::moe_permute(ctx.input, ctx.slot_source, k, ctx.permuted);
+  if (exchange_) {
+    LocalTokens local =
+        exchange_->dispatch(ctx.exchange, ctx.permuted, ctx.tokens_per_expert, arena);
+    ctx.local_tokens = local.tokens;
+    ctx.local_tokens_per_expert = std::move(local.tokens_per_expert);
+  } else {
+    ctx.local_tokens = ctx.permuted;
+    ctx.local_tokens_per_expert = ctx.tokens_per_expert;
+  }
+  const std::vector<int64_t>& counts_local = ctx.local_tokens_per_expert;
+  const int64_t m_local = ctx.local_tokens.size(0);
 
   const int64_t f_local = (config_.arch.swiglu ? 2 : 1) * ffn_local_;
-  const Tensor w1 = weights_.weight(fc1_weight_).view({moe_.num_experts, f_local, h});
-  ctx.pre_activation = arena.alloc({m, f_local}, full.dtype());
-  kernels::grouped_gemm(ctx.permuted, w1, true, ctx.tokens_per_expert, ctx.pre_activation);
+  const Tensor w1 = weights_.weight(fc1_weight_).view({local_experts_, f_local, h});
+  ctx.pre_activation = arena.alloc({m_local, f_local}, full.dtype());
+  kernels::grouped_gemm(ctx.local_tokens, w1, true, counts_local, ctx.pre_activation);
   if (config_.arch.add_bias_linear)
     kernels::grouped_bias_add(ctx.pre_activation,
-                              weights_.weight(fc1_bias_).view({moe_.num_experts, f_local}),
-                              ctx.tokens_per_expert);
+                              weights_.weight(fc1_bias_).view({local_experts_, f_local}),
+                              counts_local);
   ctx.activation = activation_forward(ctx, arena);
-  ctx.expert_out = arena.alloc({m, h}, full.dtype());
-  kernels::grouped_gemm(ctx.activation, weights_.weight(fc2_weight_), true, ctx.tokens_per_expert,
-                        ctx.expert_out);
+  Tensor expert_out = arena.alloc({m_local, h}, full.dtype());
+  kernels::grouped_gemm(ctx.activation, weights_.weight(fc2_weight_), true, counts_local,
+                        expert_out);
   // The bias enters the TP sum once.
   if (config_.arch.add_bias_linear && tp_rank_ == 0)
-    kernels::grouped_bias_add(ctx.expert_out, weights_.weight(fc2_bias_), ctx.tokens_per_expert);
+    kernels::grouped_bias_add(expert_out, weights_.weight(fc2_bias_), counts_local);
+  ctx.expert_out = exchange_ ? exchange_->combine(ctx.exchange, expert_out, arena) : expert_out;
 
   Tensor out = arena.alloc(full.shape(), full.dtype());  // [s, b, h] partial
   Tensor out2 = out.view({n, h});
@@ -164,16 +188,19 @@ Tensor MoeLayer::backward(const Ctx& ctx, const Tensor& dout, float loss_scale,
                                   ctx.router.probs, dy, dprobs);
   // Each rank's dot products are with its partial expert outputs.
   if (tp_->size() > 1) tp_->all_reduce(dprobs);
+  // The experts' output gradient on the rows they computed (combine's backward at ep > 1).
+  if (exchange_) dy = exchange_->combine_backward(ctx.exchange, dy, arena);
+  const std::vector<int64_t>& counts_local = ctx.local_tokens_per_expert;
   if (config_.arch.add_bias_linear)
-    kernels::grouped_bias_add_backward(dy, ctx.tokens_per_expert, weights_.grad(fc2_bias_));
+    kernels::grouped_bias_add_backward(dy, counts_local, weights_.grad(fc2_bias_));
 
-  const int64_t m = ctx.permuted.size(0), f_local = ctx.pre_activation.size(1);
-  Tensor dact = arena.alloc({m, ffn_local_}, dy.dtype());
-  kernels::grouped_gemm(dy, weights_.weight(fc2_weight_), false, ctx.tokens_per_expert, dact);
+  const int64_t m_local = ctx.local_tokens.size(0), f_local = ctx.pre_activation.size(1);
+  Tensor dact = arena.alloc({m_local, ffn_local_}, dy.dtype());
+  kernels::grouped_gemm(dy, weights_.weight(fc2_weight_), false, counts_local, dact);
   Tensor dw2 = weights_.grad(fc2_weight_);
-  kernels::grouped_gemm_weight_grad(dy, ctx.activation, ctx.tokens_per_expert, dw2);
+  kernels::grouped_gemm_weight_grad(dy, ctx.activation, counts_local, dw2);
 
-  Tensor dpre = arena.alloc({m, f_local}, dy.dtype());
+  Tensor dpre = arena.alloc({m_local, f_local}, dy.dtype());
   Tensor no_bias;
   if (config_.arch.swiglu)
     kernels::swiglu_backward(dact, ctx.pre_activation, dpre);
@@ -182,14 +209,17 @@ Tensor MoeLayer::backward(const Ctx& ctx, const Tensor& dout, float loss_scale,
   else
     kernels::bias_gelu_backward(dact, ctx.pre_activation, Tensor(), dpre, no_bias, config_.gelu);
   if (config_.arch.add_bias_linear) {
-    Tensor db1 = weights_.grad(fc1_bias_).view({moe_.num_experts, f_local});
-    kernels::grouped_bias_add_backward(dpre, ctx.tokens_per_expert, db1);
+    Tensor db1 = weights_.grad(fc1_bias_).view({local_experts_, f_local});
+    kernels::grouped_bias_add_backward(dpre, counts_local, db1);
   }
-  const Tensor w1 = weights_.weight(fc1_weight_).view({moe_.num_experts, f_local, h});
-  Tensor dpermuted = arena.alloc({m, h}, dy.dtype());
-  kernels::grouped_gemm(dpre, w1, false, ctx.tokens_per_expert, dpermuted);
-  Tensor dw1 = weights_.grad(fc1_weight_).view({moe_.num_experts, f_local, h});
-  kernels::grouped_gemm_weight_grad(dpre, ctx.permuted, ctx.tokens_per_expert, dw1);
+  const Tensor w1 = weights_.weight(fc1_weight_).view({local_experts_, f_local, h});
+  Tensor dlocal = arena.alloc({m_local, h}, dy.dtype());
+  kernels::grouped_gemm(dpre, w1, false, counts_local, dlocal);
+  Tensor dw1 = weights_.grad(fc1_weight_).view({local_experts_, f_local, h});
+  kernels::grouped_gemm_weight_grad(dpre, ctx.local_tokens, counts_local, dw1);
+  // Back to the rows of this rank's tokens (dispatch's backward at ep > 1).
+  const Tensor dpermuted =
+      exchange_ ? exchange_->dispatch_backward(ctx.exchange, dlocal, arena) : dlocal;
 
   Tensor dx_full = arena.alloc(dfull.shape(), dy.dtype());  // [s, b, h] partial
   Tensor dx2 = dx_full.view({n, h});

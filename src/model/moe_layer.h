@@ -1,5 +1,5 @@
 // MoeLayer: Megatron-Core's MoELayer in place of a transformer layer's MLP (the layers
-// --moe-layer-freq selects), at expert-parallel size 1, with tensor and sequence parallelism.
+// --moe-layer-freq selects), with tensor, sequence and expert parallelism.
 //
 //   x [s(/t), b, h] ─ḡ/f─→ X [N, h] (the micro-batch's N = s·b tokens on every TP rank)
 //     ├─ router (model/moe_router.h): indices [N, k], probs [N, k]
@@ -7,17 +7,22 @@
 //     │    expert, dropless (M = N·k) or at most C per expert (--moe-expert-capacity-factor,
 //     │    C = ⌈N·k/E · factor⌉; padded to exactly C with --moe-pad-expert-input-to-capacity)
 //     │    tokens_by_expert [M, h], tokens_per_expert [E] (host)
-//     ├─ experts (kernels/grouped_gemm.h, one GEMM per expert): fc1 [M, F/t] (+b1) ─ GeLU /
-//     │    SwiGLU / squared ReLU ─ fc2 [M, h] (+b2 on TP rank 0), this rank's partial sum
+//     ├─ with expert parallelism (ep > 1): ExpertTokenExchange::dispatch over the EP group
+//     │    (parallel/expert_token_exchange.h, EtpTokens::kShared: the TP ranks hold the same
+//     │    tokens) → the rows of this rank's E/ep experts [M', h]; otherwise M' = M, the same rows
+//     ├─ experts (kernels/grouped_gemm.h, one GEMM per local expert): fc1 [M', F/t] (+b1) ─
+//     │    GeLU / SwiGLU / squared ReLU ─ fc2 [M', h] (+b2 on TP rank 0), this rank's partial
+//     │    sum; with ep > 1 combine brings the rows back to [M, h]
 //     ├─ unpermute: Σ_j probs[n, j]·y[slot of (n, j)] → [N, h] partial
 //     └─ ─g/g̅─→ [s(/t), b, h]: all-reduced, or reduce-scattered with sequence parallelism
 //   + the shared expert (--moe-shared-expert-intermediate-size): a dense ParallelMLP on x.
 //
-// Each TP rank holds a slice of every expert, split like the dense MLP (the expert
-// tensor-parallel size is the TP size): fc1 by output rows (with SwiGLU matching slices of the
-// gate and up halves), fc2 by input columns. The router, run on the gathered tokens, is
-// replicated: its probabilities' gradient (a dot product with the partial expert outputs) is
-// all-reduced over TP, and its input gradient enters the TP reduction from rank 0 only.
+// EP rank r holds experts [r·E/ep, (r+1)·E/ep) (ParameterStore::set_expert_grid splits dim 0 of
+// the expert parameters). Each TP rank holds a slice of each of its experts, split like the
+// dense MLP (the expert tensor-parallel size is the TP size): fc1 by output rows (with SwiGLU
+// matching slices of the gate and up halves), fc2 by input columns. The router, run on the gathered
+// tokens, is replicated: its probabilities' gradient (a dot product with the partial expert
+// outputs) is all-reduced over TP, and its input gradient enters the TP reduction from rank 0 only.
 //
 // Parameters ("<prefix>." = the layer's "layers.<i>.mlp."; ParamSpec::expert marks dim 0 as
 // the expert dimension):
@@ -37,6 +42,7 @@
 #include "distributed/parallel_state.h"
 #include "model/mlp.h"
 #include "model/moe_router.h"
+#include "parallel/expert_token_exchange.h"
 
 namespace megatron {
 
@@ -48,9 +54,14 @@ class MoeLayer {
     std::vector<int64_t> tokens_per_expert;  // slots per expert (host), Σ = M
     Tensor slot_source, slot_of;             // i32 [M], [N·k] (kernels/moe_permute.h)
     Tensor permuted;                         // [M, h]
-    Tensor pre_activation;                   // [M, F/t]
-    Tensor activation;                       // [M, ffn/t]
-    Tensor expert_out;                       // [M, h], this rank's partial sum
+    // The rows this rank's experts compute on, [M', h], and their counts [E/ep]: `permuted`
+    // and tokens_per_expert at ep = 1, what the exchange dispatched otherwise.
+    ExpertExchangeCtx exchange;
+    Tensor local_tokens;
+    std::vector<int64_t> local_tokens_per_expert;
+    Tensor pre_activation;  // [M', F/t]
+    Tensor activation;      // [M', ffn/t]
+    Tensor expert_out;      // [M, h], this rank's partial sum (combined back at ep > 1)
     std::optional<ParallelMLP::Ctx> shared;
   };
 
@@ -78,6 +89,8 @@ class MoeLayer {
   int64_t ffn_local_;  // an expert's hidden width on this rank
   const ComputeWeights& weights_;
   MoeRouter router_;
+  int64_t local_experts_;                        // E / ep
+  std::optional<ExpertTokenExchange> exchange_;  // ep > 1
   size_t fc1_weight_, fc2_weight_, fc1_bias_ = 0, fc2_bias_ = 0;
   std::optional<ParallelMLP> shared_;
   size_t shared_bias_ = 0;  // the shared expert's output bias, with linear biases

@@ -20,13 +20,17 @@ std::vector<GradBucket> make_grad_buckets(const ParameterStore& store, int64_t b
         {first,
          end,
          {params[first].flat_offset, last.flat_offset + shape_numel(last.local_shape)},
-         tied});
+         tied,
+         last.spec.expert});
     end = first;
   };
   for (size_t p = params.size(); p-- > 0;) {
     const int64_t begin = params[p].flat_offset;
     const int64_t size = shape_numel(params[p].local_shape);
     const bool tied = params[p].spec.stage_tie != StageTie::kNone;
+    const bool expert = params[p].spec.expert;
+    // Expert and dense parameters are reduced over different groups: never in one bucket.
+    if (end > p + 1 && params[end - 1].spec.expert != expert) close(p + 1, false);
     // A tied parameter gets buckets of its own; so does one larger than a bucket, cut from its
     // end into pieces of at most bucket_elements. Not a sequence-parallel one: each piece would
     // sum the whole parameter over TP again (they are norms and biases, far below a bucket).
@@ -34,7 +38,7 @@ std::vector<GradBucket> make_grad_buckets(const ParameterStore& store, int64_t b
       close(p + 1, false);
       for (int64_t piece_end = begin + size; piece_end > begin; piece_end -= bucket_elements)
         buckets.push_back(
-            {p, p + 1, {std::max(begin, piece_end - bucket_elements), piece_end}, tied});
+            {p, p + 1, {std::max(begin, piece_end - bucket_elements), piece_end}, tied, expert});
       end = p;
       continue;
     }
@@ -65,6 +69,9 @@ GradBuckets::GradBuckets(ParameterStore& store, const ParallelState& ps, int64_t
       buckets_of_[p].end = b + 1;
     }
   if (shard != nullptr) {
+    MT_CHECK(ps.ep_size == 1 && ps.etp_size == ps.tp_size,
+             "GradBuckets: the distributed optimizer shards over dp x cp, which does not hold "
+             "expert parameters split over an expert grid of their own");
     const int d = ps.dp_cp->size();
     for (const GradBucket& bucket : buckets_) {
       std::vector<int64_t>& counts = shard_counts_.emplace_back(size_t(d));
@@ -140,7 +147,9 @@ void GradBuckets::launch(size_t b) {
   reduce_sequence_parallel_gradients(store_, ps_, &sp_scratch_, bucket.first_param,
                                      bucket.end_param);
   Tensor grads = store_.flat_grads().slice(0, bucket.range.begin, bucket.range.end);
-  Communicator& dp = *ps_.dp_cp;  // data × context parallel: the same weights
+  // The ranks holding the same weights: data × context parallel, or for experts the expert
+  // data-parallel group.
+  Communicator& dp = bucket.expert ? *ps_.edp : *ps_.dp_cp;
   if (!sharded_) {
     if (dp.size() > 1) requests_[b] = dp.iall_reduce(grads, ReduceOp::SUM);
     return;

@@ -12,6 +12,10 @@
 // may be a whole embedding. Every TP rank of a stage cuts the same
 // buckets (a parameter's local size is the same on each), and so does every DP rank.
 //
+// Expert parameters (ParamSpec::expert) and dense ones never share a bucket: an expert bucket is
+// summed over the expert data-parallel group (ParallelState::edp: the ranks holding the same
+// experts) instead of dp × cp, and scaled alike (Megatron's 1 / (DP × CP) for both).
+//
 // Each bucket, in this order: the sequence-parallel gradients in it are summed over TP
 // (reduce_sequence_parallel_gradients), the bucket is summed over DP — all-reduced in place, or,
 // with the distributed optimizer, reduce-scattered in place: the bucket's segment of each rank's
@@ -58,6 +62,7 @@ struct GradBucket {
   size_t first_param = 0, end_param = 0;  // store indices [first, end)
   FlatRange range;                        // flat elements [begin, end)
   bool tied = false;                      // a StageTie parameter's own bucket
+  bool expert = false;                    // expert parameters (summed over the edp group)
 };
 
 // The buckets of `store` (allocated), in launch order: the end of the flat buffer first.

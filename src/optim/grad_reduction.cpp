@@ -74,12 +74,14 @@ bool found_overflow_anywhere(const Tensor& flat_grads, Communicator& world, bool
 namespace {
 
 // Σ reduce(run) over the runs of counted elements (ParameterStore::norm_ranges) of `flat`,
-// which holds flat elements [first, first + flat.numel()) of the store's layout.
+// which holds flat elements [first, first + flat.numel()) of the store's layout: the dense
+// parameters' or the expert parameters'.
 template <typename T, typename Reduce>
-T counted_sum(const Tensor& flat, int64_t first, const ParameterStore& store, Reduce reduce) {
+T counted_sum(const Tensor& flat, int64_t first, const ParameterStore& store, Reduce reduce,
+              bool experts) {
   const int64_t last = first + flat.numel();
   T sum = 0;
-  for (auto [begin, end] : store.norm_ranges()) {
+  for (auto [begin, end] : store.norm_ranges(experts)) {
     begin = std::max(begin, first);
     end = std::min(end, last);
     if (begin < end) sum += reduce(flat.slice(0, begin - first, end - first));
@@ -87,9 +89,47 @@ T counted_sum(const Tensor& flat, int64_t first, const ParameterStore& store, Re
   return sum;
 }
 
-double counted_sum_squares(const Tensor& flat, int64_t first, const ParameterStore& store) {
-  return counted_sum<double>(flat, first, store,
-                             [](const Tensor& run) { return kernels::sum_squares(run); });
+// Whether the expert parameters live on another grid than the dense ones (ep > 1, or an etp
+// group other than TP): then their sums run over ps.emp, the dense ones' over ps.mp. Otherwise
+// emp and mp are the same ranks and one reduction serves both.
+bool separate_expert_grid(const ParallelState& ps) {
+  return ps.ep_size > 1 || ps.etp_size != ps.tp_size;
+}
+
+// The model-parallel sum (dense over mp, experts over emp) of a counted per-rank quantity.
+template <typename T, typename Reduce>
+double model_parallel_sum(const Tensor& flat, const ParameterStore& store, const ParallelState& ps,
+                          Reduce reduce) {
+  double dense = double(counted_sum<T>(flat, 0, store, reduce, false));
+  double experts = double(counted_sum<T>(flat, 0, store, reduce, true));
+  if (!separate_expert_grid(ps)) {
+    dense += experts;
+    return ps.tp_size * ps.pp_size > 1 ? ps.mp->all_reduce_scalar(dense, ReduceOp::SUM) : dense;
+  }
+  if (ps.tp_size * ps.pp_size > 1) dense = ps.mp->all_reduce_scalar(dense, ReduceOp::SUM);
+  if (ps.emp->size() > 1) experts = ps.emp->all_reduce_scalar(experts, ReduceOp::SUM);
+  return dense + experts;
+}
+
+// The sum over the world of a counted quantity of each rank's distributed-optimizer shard.
+template <typename T, typename Reduce>
+double sharded_sum(const GradShard& shard, const ParameterStore& store, const ParallelState& ps,
+                   Reduce reduce) {
+  // The shards cut the flat space over dp × cp, which only holds for expert parameters when
+  // they are replicated like the dense ones (the CLI refuses the rest).
+  MT_CHECK(!separate_expert_grid(ps),
+           "the distributed optimizer does not shard expert "
+           "parameters split over an expert grid of their own");
+  const double local = double(counted_sum<T>(shard.grads, shard.range.begin, store, reduce, false) +
+                              counted_sum<T>(shard.grads, shard.range.begin, store, reduce, true));
+  return ps.world_size > 1 ? ps.world->all_reduce_scalar(local, ReduceOp::SUM) : local;
+}
+
+double squares(const Tensor& run) {
+  return kernels::sum_squares(run);
+}
+int64_t zeros(const Tensor& run) {
+  return kernels::count_zeros(run);
 }
 
 }  // namespace
@@ -99,9 +139,7 @@ double global_grad_norm(const ParameterStore& store, const ParallelState& ps,
   if (shard == nullptr) return global_norm(store.flat_grads(), store, ps);
   MT_CHECK(store.tp_rank() == ps.tp_rank, "global_grad_norm: the store is for TP rank ",
            store.tp_rank(), ", the parallel state is rank ", ps.tp_rank);
-  double sum = counted_sum_squares(shard->grads, shard->range.begin, store);
-  if (ps.world_size > 1) sum = ps.world->all_reduce_scalar(sum, ReduceOp::SUM);
-  return std::sqrt(sum);
+  return std::sqrt(sharded_sum<double>(*shard, store, ps, squares));
 }
 
 double global_norm(const Tensor& flat, const ParameterStore& store, const ParallelState& ps) {
@@ -109,25 +147,17 @@ double global_norm(const Tensor& flat, const ParameterStore& store, const Parall
            ", the parallel state is rank ", ps.tp_rank);
   MT_CHECK(flat.numel() == store.flat_values().numel(), "global_norm: a buffer of ", flat.numel(),
            " elements, the store has ", store.flat_values().numel());
-  double sum = counted_sum_squares(flat, 0, store);
-  if (ps.tp_size * ps.pp_size > 1) sum = ps.mp->all_reduce_scalar(sum, ReduceOp::SUM);
-  return std::sqrt(sum);
+  return std::sqrt(model_parallel_sum<double>(flat, store, ps, squares));
 }
 
 int64_t count_zero_grads(const ParameterStore& store, const ParallelState& ps,
                          const GradShard* shard) {
   MT_CHECK(store.tp_rank() == ps.tp_rank, "count_zero_grads: the store is for TP rank ",
            store.tp_rank(), ", the parallel state is rank ", ps.tp_rank);
-  auto zeros = [](const Tensor& run) { return kernels::count_zeros(run); };
   // Counts are exact in f64 up to 2^53, far above any model size.
-  if (shard == nullptr) {
-    const double local = double(counted_sum<int64_t>(store.flat_grads(), 0, store, zeros));
-    return ps.tp_size * ps.pp_size > 1 ? int64_t(ps.mp->all_reduce_scalar(local, ReduceOp::SUM))
-                                       : int64_t(local);
-  }
-  const double local = double(counted_sum<int64_t>(shard->grads, shard->range.begin, store, zeros));
-  return ps.world_size > 1 ? int64_t(ps.world->all_reduce_scalar(local, ReduceOp::SUM))
-                           : int64_t(local);
+  if (shard == nullptr)
+    return int64_t(model_parallel_sum<int64_t>(store.flat_grads(), store, ps, zeros));
+  return int64_t(sharded_sum<int64_t>(*shard, store, ps, zeros));
 }
 
 double clip_grad_norm(ParameterStore& store, const ParallelState& ps, double max_norm,

@@ -41,9 +41,11 @@ bool found_overflow_anywhere(const Tensor& flat_grads, Communicator& world, bool
 // L2 norm of the full (unsplit) model gradient: partitioned parameters' squares are summed
 // over the model-parallel group (TP × PP), replicated ones (identical on every TP rank) are
 // counted once — only TP rank 0 contributes them — and a pipeline stage's copy of a tied
-// parameter not at all. One sum-of-squares pass per run of counted parameters in the flat
-// gradient buffer (ParameterStore::norm_ranges: the whole buffer on TP rank 0). Identical on
-// every rank.
+// parameter not at all. Expert parameters on an expert grid of their own (EP > 1 or an etp
+// size other than TP's) are summed over the expert model-parallel group (etp × ep × pp, each
+// replicated one counted on etp rank 0) and added, as Megatron adds the expert norm. One
+// sum-of-squares pass per run of counted parameters in the flat gradient buffer
+// (ParameterStore::norm_ranges: the whole buffer on TP rank 0). Identical on every rank.
 //
 // With the distributed optimizer each DP rank holds the reduced gradients of one shard of the
 // flat space only (`shard`: grads f32 [range length] of flat elements [range.begin, range.end));

@@ -8,12 +8,22 @@
 
 namespace megatron {
 
-uint32_t parameter_hash(ParameterStore& store) {
-  const Tensor& values = store.flat_values();
-  if (values.device().is_cpu()) return crc32c(values.raw_data(), values.nbytes());
-  Tensor host = Tensor::empty(values.shape(), values.dtype());
-  host.copy_from(values);
-  return crc32c(host.raw_data(), host.nbytes());
+uint32_t parameter_hash(ParameterStore& store, bool experts) {
+  Tensor values = store.flat_values();
+  if (!values.device().is_cpu()) {
+    Tensor host = Tensor::empty(values.shape(), values.dtype());
+    host.copy_from(values);
+    values = host;
+  }
+  // The CRC of consecutive parameters extended one by one is the CRC of their bytes together.
+  uint32_t crc = 0;
+  const char* base = static_cast<const char*>(values.raw_data());
+  const size_t element = dtype_size(values.dtype());
+  for (const Parameter& p : store.params())
+    if (p.spec.expert == experts)
+      crc = crc32c_extend(crc, base + size_t(p.flat_offset) * element,
+                          size_t(shape_numel(p.local_shape)) * element);
+  return crc;
 }
 
 namespace {
@@ -36,11 +46,18 @@ const char* plural(const std::string& ranks) {
 
 }  // namespace
 
-void check_replicas_agree(ParameterStore& store, Communicator& dp, int64_t iteration,
-                          const char* flag) {
+void check_replicas_agree(ParameterStore& store, Communicator& dp, Communicator& edp,
+                          int64_t iteration, const char* flag) {
   const std::string differing = ranks_differing_from_first(parameter_hash(store), dp);
+  const std::string experts_differing =
+      ranks_differing_from_first(parameter_hash(store, /*experts=*/true), edp);
   MT_REQUIRE(differing.empty(), flag, ": at iteration ", iteration,
              " the parameters of data-parallel replica", plural(differing), differing,
+             " differ from replica 0's: the replicas have diverged (a hardware fault, a broken "
+             "collective or a non-deterministic kernel); resume from the last checkpoint");
+  MT_REQUIRE(experts_differing.empty(), flag, ": at iteration ", iteration,
+             " the expert parameters of expert-data-parallel replica", plural(experts_differing),
+             experts_differing,
              " differ from replica 0's: the replicas have diverged (a hardware fault, a broken "
              "collective or a non-deterministic kernel); resume from the last checkpoint");
 }
@@ -48,7 +65,7 @@ void check_replicas_agree(ParameterStore& store, Communicator& dp, int64_t itera
 uint32_t replicated_parameter_hash(ParameterStore& store) {
   uint32_t crc = 0;
   for (const Parameter& p : store.params()) {
-    if (p.spec.partition_dim != -1) continue;
+    if (p.spec.partition_dim != -1 || p.spec.expert) continue;
     Tensor host = p.value;
     if (!host.device().is_cpu()) {
       host = Tensor::empty(p.value.shape(), p.value.dtype());

@@ -6,6 +6,9 @@
 // are gathered over the DP group; every rank sees all of them, so all stop together.
 // Megatron's --test-mode adds the tensor-parallel side: the parameters every TP rank holds
 // whole (LayerNorms, replicated biases, the QK norms) must be the same on all of them.
+// Expert parameters (ParamSpec::expert) are replicated over another group, the expert
+// data-parallel one (ParallelState::edp): their hash is compared there, and they take no part
+// in the TP check (with expert parallelism the TP ranks may hold different experts).
 #pragma once
 
 #include <cstdint>
@@ -15,17 +18,20 @@
 
 namespace megatron {
 
-// CRC-32C of this rank's parameter values (the store's flat value buffer, copied to the host
-// when it lives on a device).
-uint32_t parameter_hash(ParameterStore& store);
+// CRC-32C of this rank's dense parameter values (experts false: every parameter that is not an
+// expert one; without experts, the store's whole flat value buffer) or of its expert parameter
+// values, in store order (copied to the host when they live on a device).
+uint32_t parameter_hash(ParameterStore& store, bool experts = false);
 
-// Collective over `dp`. Throws Error, on every rank of the group, naming `flag` (the option
-// that asked for the check), the iteration and the replicas whose parameters differ from
-// replica 0's.
-void check_replicas_agree(ParameterStore& store, Communicator& dp, int64_t iteration,
+// Collective over `dp` (the dense parameters' replicas) and then over `edp` (the expert
+// parameters'; the same group as dp without expert parallelism). Throws Error, on every rank of
+// the group, naming `flag` (the option that asked for the check), the iteration and the
+// replicas whose parameters differ from replica 0's.
+void check_replicas_agree(ParameterStore& store, Communicator& dp, Communicator& edp,
+                          int64_t iteration,
                           const char* flag = "--check-weight-hash-across-dp-replicas-interval");
 
-// CRC-32C of this rank's TP-replicated parameters (partition_dim -1), in store order.
+// CRC-32C of this rank's TP-replicated dense parameters (partition_dim -1), in store order.
 uint32_t replicated_parameter_hash(ParameterStore& store);
 
 // Collective over `tp` (--test-mode). Throws Error, on every rank of the group, naming the

@@ -5,21 +5,47 @@
 
 namespace megatron {
 
+void ParameterStore::set_expert_grid(int ep_rank, int ep_size, int etp_rank, int etp_size) {
+  MT_CHECK(params_.empty(), "ParameterStore::set_expert_grid after parameters were registered");
+  MT_CHECK(ep_size >= 1 && ep_rank >= 0 && ep_rank < ep_size && etp_size >= 1 && etp_rank >= 0 &&
+               etp_rank < etp_size,
+           "ParameterStore::set_expert_grid: EP rank ", ep_rank, " of ", ep_size, ", ETP rank ",
+           etp_rank, " of ", etp_size);
+  ep_rank_ = ep_rank;
+  ep_size_ = ep_size;
+  etp_rank_ = etp_rank;
+  etp_size_ = etp_size;
+}
+
 size_t ParameterStore::add(const ParamSpec& spec) {
   MT_CHECK(!flat_values_.defined(), "parameter '", spec.name, "' registered after allocate()");
   MT_CHECK(index_.count(spec.name) == 0, "parameter '", spec.name, "' registered twice");
   Parameter p;
   p.spec = spec;
   p.local_shape = spec.full_shape;
+  // An expert parameter's tensor split is the etp group's (the TP group's by default).
+  const int split_size = spec.expert && etp_size_ > 0 ? etp_size_ : tp_size_;
+  const int split_rank = spec.expert && etp_size_ > 0 ? etp_rank_ : tp_rank_;
+  if (spec.expert) {
+    MT_CHECK(!spec.full_shape.empty() && spec.partition_dim != 0, "expert parameter '", spec.name,
+             "': dim 0 counts the experts and cannot be its tensor-parallel dimension");
+    const int64_t experts = spec.full_shape[0];
+    MT_CHECK(experts % ep_size_ == 0, "expert parameter '", spec.name, "': its ", experts,
+             " experts are not divisible by the expert-model-parallel size ", ep_size_);
+    p.local_shape[0] = experts / ep_size_;
+    p.expert_start = int64_t(ep_rank_) * (experts / ep_size_);
+    has_experts_ = true;
+  }
   if (spec.partition_dim >= 0) {
     MT_CHECK(spec.partition_dim < int(spec.full_shape.size()), "parameter '", spec.name,
              "': partition dim ", spec.partition_dim, " out of range for shape ",
              shape_str(spec.full_shape));
     int64_t full = spec.full_shape[spec.partition_dim];
-    MT_CHECK(full % tp_size_ == 0, "parameter '", spec.name, "': dimension ", spec.partition_dim,
-             " of size ", full, " is not divisible by the tensor-model-parallel size ", tp_size_);
-    p.local_shape[spec.partition_dim] = full / tp_size_;
-    p.local_start = int64_t(tp_rank_) * (full / tp_size_);
+    MT_CHECK(full % split_size == 0, "parameter '", spec.name, "': dimension ", spec.partition_dim,
+             " of size ", full, " is not divisible by the ", spec.expert ? "expert-" : "",
+             "tensor-model-parallel size ", split_size);
+    p.local_shape[spec.partition_dim] = full / split_size;
+    p.local_start = int64_t(split_rank) * (full / split_size);
   }
   params_.push_back(std::move(p));
   index_[spec.name] = params_.size() - 1;
@@ -69,10 +95,12 @@ void ParameterStore::zero_grads() {
   kernels::fill(flat_grads_, 0.0f);
 }
 
-std::vector<std::pair<int64_t, int64_t>> ParameterStore::norm_ranges() const {
+std::vector<std::pair<int64_t, int64_t>> ParameterStore::norm_ranges(bool experts) const {
   std::vector<std::pair<int64_t, int64_t>> ranges;
+  const int split_rank = experts && etp_size_ > 0 ? etp_rank_ : tp_rank_;
   for (const Parameter& p : params_) {
-    if (p.replicated() && tp_rank_ != 0) continue;
+    if (p.spec.expert != experts) continue;
+    if (p.replicated() && split_rank != 0) continue;
     if (p.spec.stage_tie == StageTie::kCopy) continue;
     const int64_t begin = p.flat_offset, end = begin + shape_numel(p.local_shape);
     if (begin == end) continue;
@@ -92,6 +120,7 @@ int64_t full_element_index(const Parameter& p, int64_t local) {
     int64_t i = local % ls[d];
     local /= ls[d];
     if (d == p.spec.partition_dim) i += p.local_start;
+    if (d == 0 && p.spec.expert) i += p.expert_start;
     full += i * stride;
     stride *= fs[d];
   }

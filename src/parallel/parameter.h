@@ -64,6 +64,8 @@ struct ParamSpec {
   // ([experts, ...] as if unsplit). With expert parallelism that dimension is split over the
   // expert-parallel group and the gradient is reduced over the expert-data-parallel group
   // instead of the data-parallel one; at expert-parallel size 1 it is an ordinary parameter.
+  // Its partition_dim (never 0) is split over the expert tensor-parallel group (ParameterStore::
+  // set_expert_grid), which is the TP group unless --expert-tensor-parallel-size says otherwise.
   bool expert = false;
   // A hidden matrix in muP's sense: neither an embedding nor a vector (bias, norm gain).
   bool mup_hidden() const { return !embedding && full_shape.size() >= 2; }
@@ -71,11 +73,12 @@ struct ParamSpec {
 
 struct Parameter {
   ParamSpec spec;
-  Shape local_shape;        // this rank's slice
-  int64_t local_start = 0;  // first index of the slice along partition_dim (0 if replicated)
-  int64_t flat_offset = 0;  // element offset in the flat buffers
-  Tensor value;             // f32 or bf16 [local_shape], view into the flat value buffer
-  Tensor grad;              // f32 [local_shape], view into the flat gradient buffer
+  Shape local_shape;         // this rank's slice
+  int64_t local_start = 0;   // first index of the slice along partition_dim (0 if replicated)
+  int64_t expert_start = 0;  // an expert parameter's first expert (dim 0) on this rank
+  int64_t flat_offset = 0;   // element offset in the flat buffers
+  Tensor value;              // f32 or bf16 [local_shape], view into the flat value buffer
+  Tensor grad;               // f32 [local_shape], view into the flat gradient buffer
 
   bool replicated() const { return spec.partition_dim < 0; }
 };
@@ -85,8 +88,15 @@ class ParameterStore {
   ParameterStore(int tp_rank, int tp_size, Device device = Device::CPU)
       : tp_rank_(tp_rank), tp_size_(tp_size), device_(device) {}
 
-  // Registers a parameter; a partitioned dimension must be divisible by the TP size.
-  // Returns its index. Names must be unique. Not allowed after allocate().
+  // The expert grid (ParallelState's ep and etp groups): an expert parameter's dim 0 is split
+  // over the ep_size ranks (rank r holds experts [r·E/ep, (r+1)·E/ep)) and its partition_dim over
+  // the etp_size ranks instead of the TP group. Until called: ep 1 and etp = the TP group. Not
+  // allowed after add().
+  void set_expert_grid(int ep_rank, int ep_size, int etp_rank, int etp_size);
+
+  // Registers a parameter; a partitioned dimension must be divisible by the TP size (the etp
+  // size for an expert parameter, whose experts must also divide over ep). Returns its index.
+  // Names must be unique. Not allowed after allocate().
   size_t add(const ParamSpec& spec);
   // Carves the flat buffers (values and gradients zeroed, on device()) and binds every view.
   // The value buffer's allocation is padded with zeros to a multiple of `pad_values_to`
@@ -112,6 +122,10 @@ class ParameterStore {
   void zero_grads();
   int tp_rank() const { return tp_rank_; }
   int tp_size() const { return tp_size_; }
+  int ep_size() const { return ep_size_; }
+  int etp_size() const { return etp_size_; }
+  // Whether any expert parameter is registered.
+  bool has_experts() const { return has_experts_; }
   Device device() const { return device_; }
 
   // Marks a registered parameter as held by two pipeline stages (StageTie). Not allowed after
@@ -132,11 +146,15 @@ class ParameterStore {
   // the global gradient norm counts on this TP rank: every parameter on TP rank 0, only the
   // partitioned ones on the others (replicated parameters are counted once); never a
   // StageTie::kCopy (its original is counted on the first stage). Adjacent counted parameters
-  // merge into one range.
-  std::vector<std::pair<int64_t, int64_t>> norm_ranges() const;
+  // merge into one range. `experts` false: the dense parameters; true: the expert parameters,
+  // where "TP" reads "etp" (their norm is summed over another group: optim/grad_reduction.h).
+  std::vector<std::pair<int64_t, int64_t>> norm_ranges(bool experts = false) const;
 
  private:
   int tp_rank_, tp_size_;
+  int ep_rank_ = 0, ep_size_ = 1;
+  int etp_rank_ = -1, etp_size_ = -1;  // -1: the TP group's (set_expert_grid)
+  bool has_experts_ = false;
   Device device_;
   std::vector<Parameter> params_;
   std::map<std::string, size_t> index_;
@@ -146,7 +164,8 @@ class ParameterStore {
 };
 
 // Index of a local element in the full tensor: the local multi-index shifted by local_start
-// along the partition dimension, linearised row-major in the full shape.
+// along the partition dimension (and by expert_start along dim 0 for an expert parameter),
+// linearised row-major in the full shape. Initialisation keyed by it is TP- and EP-invariant.
 int64_t full_element_index(const Parameter& p, int64_t local_linear_index);
 
 // The values `values` (f32 or bf16, any device) as a host f32 tensor: the tensor itself when it

@@ -123,7 +123,8 @@ struct Trainer::Impl {
   Impl(TrainerConfig c, std::shared_ptr<Communicator> world, const ModelStepFactory& make_model)
       : cfg(std::move(c)),
         ps(ParallelState::create(std::move(world), cfg.tensor_parallel, cfg.pipeline_parallel,
-                                 cfg.rank_order, cfg.context_parallel, cfg.cp_a2a_size)),
+                                 cfg.rank_order, cfg.context_parallel, cfg.cp_a2a_size,
+                                 cfg.expert_model_parallel, cfg.expert_tensor_parallel)),
         store(ps.tp_rank, ps.tp_size, bound(cfg.device)),
         scaler(cfg.scaler),
         schedule(cfg.lr),
@@ -140,6 +141,7 @@ struct Trainer::Impl {
     MT_CHECK(eval_global_batch() % per_step == 0, "--eval-global-batch-size ", eval_global_batch(),
              " must be a multiple of --micro-batch-size x data-parallel size (", per_step, ")");
     eval_micro_batches = eval_global_batch() / per_step;
+    store.set_expert_grid(ps.ep_rank, ps.ep_size, ps.etp_rank, ps.etp_size);
     model = make_model(ps, store);
     MT_CHECK(!(cfg.bf16 && cfg.fp16), "bf16 and fp16 training exclude each other");
     // Context-parallel ranks hold the same weights as data-parallel ones: the distributed
@@ -861,10 +863,11 @@ struct Trainer::Impl {
       last_grad_norm = grad_norm;
       last_num_zeros = step_num_zeros;
       if (cfg.check_weight_hash_interval > 0 && iteration % cfg.check_weight_hash_interval == 0)
-        run_on_all_ranks(*ps.world, "", [&] { check_replicas_agree(store, *ps.dp_cp, iteration); });
+        run_on_all_ranks(*ps.world, "",
+                         [&] { check_replicas_agree(store, *ps.dp_cp, *ps.edp, iteration); });
       if (cfg.test_mode)
         run_on_all_ranks(*ps.world, "", [&] {
-          check_replicas_agree(store, *ps.dp_cp, iteration, "--test-mode");
+          check_replicas_agree(store, *ps.dp_cp, *ps.edp, iteration, "--test-mode");
           check_tp_replicated_agree(store, *ps.tp, iteration);
         });
       if (cfg.on_iteration_end) cfg.on_iteration_end(iteration);

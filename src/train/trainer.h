@@ -43,6 +43,10 @@ struct TrainerConfig {
   int cp_a2a_size = 0;        // --hierarchical-context-parallel-sizes' first (0: not given)
   int pipeline_parallel = 1;  // the model step builds this rank's stage (ParallelState::pp_rank)
   RankOrder rank_order = RankOrder::kTpDpPp;  // --use-tp-pp-dp-mapping: kTpPpDp
+  // The expert grid (ParallelState's ep and etp; docs/moe.md): --expert-model-parallel-size and
+  // --expert-tensor-parallel-size (0: the TP size).
+  int expert_model_parallel = 1;
+  int expert_tensor_parallel = 0;
   // --check-weight-hash-across-dp-replicas-interval: every this many iterations the DP
   // replicas' parameters must agree (optim/replica_check.h); 0 never.
   int64_t check_weight_hash_interval = 0;

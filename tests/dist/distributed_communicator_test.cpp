@@ -231,6 +231,39 @@ void check_ireduce_scatter(Communicator& comm, Device device, test::Path path) {
   }
 }
 
+// Rank r sends rows(r, q) = (r + 2q + 1) mod 3 rows of 4 to rank q: uneven, some empty, and
+// one to itself. Rank r's input element i is value(r, i), so the block rank r sends to rank q
+// starts at element 4 · Σ_{q' < q} rows(r, q') of its input; the output is those blocks in
+// source-rank order.
+template <typename T>
+void check_all_to_all_v(Communicator& comm, Device device) {
+  const int n = comm.size(), me = comm.rank();
+  const int64_t cols = 4;
+  auto rows = [](int r, int q) { return int64_t((r + 2 * q + 1) % 3); };
+  std::vector<int64_t> send_rows, recv_rows;
+  int64_t sent = 0, received = 0;
+  for (int q = 0; q < n; ++q) {
+    send_rows.push_back(rows(me, q));
+    recv_rows.push_back(rows(q, me));
+    sent += rows(me, q);
+    received += rows(q, me);
+  }
+  Tensor in = rank_tensor<T>(me, {sent, cols}, device);
+  Tensor out = Tensor::empty({received, cols}, dtype_of<T>(), device);
+  comm.all_to_all_v(in, send_rows, out, recv_rows);
+  EXPECT_EQ(out.device(), device);
+  const std::vector<double> got = as_doubles<T>(out);
+  size_t k = 0;
+  for (int r = 0; r < n; ++r) {
+    int64_t first = 0;  // the first row rank r sends to this rank
+    for (int q = 0; q < me; ++q) first += rows(r, q);
+    for (int64_t i = first * cols; i < (first + rows(r, me)) * cols; ++i, ++k)
+      EXPECT_EQ(got[k], Elem<T>::to(Elem<T>::from(Elem<T>::value(r, i))))
+          << "from rank " << r << ", its element " << i;
+  }
+  EXPECT_EQ(k, got.size());
+}
+
 // --- Every operation x every dtype x every path ----------------------------------------------
 
 template <typename T, test::Path P>
@@ -280,6 +313,33 @@ TYPED_TEST(CommunicatorDtypeTest, AllGatherAlongDim0) {
 
 TYPED_TEST(CommunicatorDtypeTest, ReduceScatterSumAndMax) {
   check_reduce_scatter<typename TestFixture::T>(*this->comm(), this->device(), this->path);
+}
+
+TYPED_TEST(CommunicatorDtypeTest, AllToAllWithPerPeerCounts) {
+  check_all_to_all_v<typename TestFixture::T>(*this->comm(), this->device());
+}
+
+TEST(CommunicatorTest, AllToAllCountsMustFitTheTensors) {
+  auto comm = test::world();
+  const int n = comm->size();
+  std::vector<int64_t> ones(size_t(n), 1);
+  Tensor in = Tensor::zeros({n, 2}, DType::F32);
+  Tensor out = Tensor::zeros({n, 2}, DType::F32);
+  try {
+    comm->all_to_all_v(in, ones, out, std::vector<int64_t>(size_t(n) + 1, 1));
+    ADD_FAILURE() << "accepted " << n + 1 << " receive counts";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), HasSubstr("receive counts for a group of " + std::to_string(n)));
+  }
+  Tensor wide = Tensor::zeros({n, 3}, DType::F32);
+  EXPECT_THROW(comm->all_to_all_v(in, ones, wide, ones), Error);
+  std::vector<int64_t> twos(size_t(n), 2);
+  try {
+    comm->all_to_all_v(in, twos, out, ones);
+    ADD_FAILURE() << "accepted send counts past the input";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), HasSubstr("rows of the send counts"));
+  }
 }
 
 // The non-blocking reductions take the types gradients and counters have.

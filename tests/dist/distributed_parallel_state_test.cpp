@@ -139,6 +139,158 @@ TEST(ParallelStateTest, EveryGridOfThisWorldSize) {
   }
 }
 
+struct ExpertCoord {
+  int etp, ep, edp, pp;
+};
+
+// The expert grid by enumeration: etp fastest, then ep, then edp and pp (pp outermost in
+// Megatron's default order, edp outermost with --use-tp-pp-dp-mapping).
+std::vector<ExpertCoord> enumerate_expert_grid(int et, int e, int ed, int p, RankOrder order) {
+  std::vector<ExpertCoord> grid;
+  const int outer = order == RankOrder::kTpDpPp ? p : ed,
+            inner = order == RankOrder::kTpDpPp ? ed : p;
+  for (int o = 0; o < outer; ++o)
+    for (int i = 0; i < inner; ++i)
+      for (int ep = 0; ep < e; ++ep)
+        for (int etp = 0; etp < et; ++etp) {
+          if (order == RankOrder::kTpDpPp) {
+            grid.push_back({etp, ep, i, o});
+          } else {
+            grid.push_back({etp, ep, o, i});
+          }
+        }
+  return grid;
+}
+
+void check_expert_grid(int t, int c, int p, int e, int et, RankOrder order) {
+  auto world = test::world();
+  const int n = world->size(), me = world->rank();
+  const int ed = n / (et * e * p);
+  SCOPED_TRACE(::testing::Message()
+               << "tp=" << t << " cp=" << c << " pp=" << p << " ep=" << e << " etp=" << et
+               << " order " << (order == RankOrder::kTpDpPp ? "tp-dp-pp" : "tp-pp-dp"));
+  ParallelState s = ParallelState::create(world, t, p, order, c, /*cp_a2a_size=*/0, e, et);
+  const std::vector<ExpertCoord> grid = enumerate_expert_grid(et, e, ed, p, order);
+  const ExpertCoord m = grid[size_t(me)];
+  EXPECT_EQ(s.ep_size, e);
+  EXPECT_EQ(s.etp_size, et);
+  EXPECT_EQ(s.edp_size, ed);
+  EXPECT_EQ(s.ep_rank, m.ep);
+  EXPECT_EQ(s.etp_rank, m.etp);
+  EXPECT_EQ(s.edp_rank, m.edp);
+  EXPECT_EQ(s.pp_rank, m.pp);  // both grids put this rank on the same pipeline stage
+
+  std::vector<int64_t> ep_expected, etp_expected, edp_expected, tp_ep_expected, emp_expected;
+  for (int r = 0; r < n; ++r) {
+    const ExpertCoord o = grid[size_t(r)];
+    if (o.etp == m.etp && o.edp == m.edp && o.pp == m.pp) ep_expected.push_back(r);
+    if (o.ep == m.ep && o.edp == m.edp && o.pp == m.pp) etp_expected.push_back(r);
+    if (o.etp == m.etp && o.ep == m.ep && o.pp == m.pp) edp_expected.push_back(r);
+  }
+  for (int pp = 0; pp < p; ++pp)  // ordered by (pp, ep, etp)
+    for (int ep = 0; ep < e; ++ep)
+      for (int etp = 0; etp < et; ++etp)
+        for (int r = 0; r < n; ++r) {
+          const ExpertCoord o = grid[size_t(r)];
+          if (o.edp == m.edp && o.pp == pp && o.ep == ep && o.etp == etp) emp_expected.push_back(r);
+        }
+  for (int ep = 0; ep < e; ++ep)  // ordered by (ep, etp)
+    for (int etp = 0; etp < et; ++etp)
+      for (int r = 0; r < n; ++r) {
+        const ExpertCoord o = grid[size_t(r)];
+        if (o.edp == m.edp && o.pp == m.pp && o.ep == ep && o.etp == etp)
+          tp_ep_expected.push_back(r);
+      }
+  const auto ep_members = members_of(*s.ep, me);
+  const auto etp_members = members_of(*s.etp, me);
+  const auto edp_members = members_of(*s.edp, me);
+  const auto tp_ep_members = members_of(*s.tp_ep, me);
+  const auto emp_members = members_of(*s.emp, me);
+  EXPECT_EQ(emp_members, emp_expected);
+  EXPECT_EQ(ep_members, ep_expected);
+  EXPECT_EQ(etp_members, etp_expected);
+  EXPECT_EQ(edp_members, edp_expected);
+  EXPECT_EQ(tp_ep_members, tp_ep_expected);
+  EXPECT_EQ(s.ep->rank(), m.ep);
+  EXPECT_EQ(s.etp->rank(), m.etp);
+  EXPECT_EQ(s.edp->rank(), m.edp);
+  EXPECT_EQ(s.tp_ep->rank(), m.ep * et + m.etp);
+}
+
+// Every dense grid (t, c, p) with every expert grid (e, et) on it that Megatron accepts: et·e·p
+// divides the world size, and with --use-tp-pp-dp-mapping et·e = t·c.
+TEST(ParallelStateTest, EveryExpertGridOfThisWorldSize) {
+  const int n = test::world_size();
+  int grids = 0;
+  for (int t = 1; t <= n; ++t)
+    for (int c = 1; t * c <= n; ++c)
+      for (int p = 1; t * c * p <= n; ++p) {
+        if (n % (t * c * p) != 0) continue;
+        for (int e = 1; e * p <= n; ++e)
+          for (int et = 1; et * e * p <= n; ++et) {
+            if (n % (et * e * p) != 0) continue;
+            check_expert_grid(t, c, p, e, et, RankOrder::kTpDpPp);
+            ++grids;
+            if (et * e == t * c) check_expert_grid(t, c, p, e, et, RankOrder::kTpPpDp);
+          }
+      }
+  EXPECT_GT(grids, 0);
+}
+
+TEST(ParallelStateTest, ExpertGroupsDefaultToTheDenseTensorParallelSize) {
+  SKIP_UNLESS_WORLD_SIZE(4);
+  // TP 2, EP 2: etp follows TP; ep takes the dense grid's data-parallel ranks.
+  ParallelState s = ParallelState::create(test::world(), 2, 1, RankOrder::kTpDpPp, 1, 0, 2);
+  EXPECT_EQ(s.etp_size, 2);
+  EXPECT_EQ(s.edp_size, 1);
+  EXPECT_EQ(s.etp_rank, s.tp_rank);
+  EXPECT_EQ(s.ep_rank, s.dp_rank);
+}
+
+TEST(ParallelStateTest, ExpertSizesThatDoNotFitNameTheFlags) {
+  const int n = test::world_size();
+  try {
+    ParallelState::create(test::world(), 1, 1, RankOrder::kTpDpPp, 1, 0, 2 * n);
+    ADD_FAILURE() << "accepted expert parallel size " << 2 * n;
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), HasSubstr("--expert-model-parallel-size " + std::to_string(2 * n)));
+    EXPECT_THAT(e.message(), HasSubstr("world size " + std::to_string(n)));
+  }
+  try {
+    ParallelState::create(test::world(), 1, 1, RankOrder::kTpDpPp, 1, 0, 0);
+    ADD_FAILURE() << "accepted expert parallel size 0";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), HasSubstr("--expert-model-parallel-size must be >= 1"));
+  }
+  EXPECT_THROW(ParallelState::create(test::world(), 1, 1, RankOrder::kTpDpPp, 1, 0, 1, -1), Error);
+  if (n >= 2) {
+    try {
+      ParallelState::create(test::world(), 1, 1, RankOrder::kTpPpDp, 1, 0, 2);
+      ADD_FAILURE() << "accepted tp-pp-dp with ep 2 over tp 1";
+    } catch (const Error& e) {
+      EXPECT_THAT(e.message(), HasSubstr("--use-tp-pp-dp-mapping needs"));
+    }
+  }
+}
+
+TEST(ParallelStateTest, ExpertCountsMustSplitEvenly) {
+  EXPECT_NO_THROW(check_expert_count(8, 4));
+  EXPECT_NO_THROW(check_expert_count(0, 1));
+  try {
+    check_expert_count(6, 4);
+    ADD_FAILURE() << "accepted 6 experts over 4 ranks";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), HasSubstr("--num-experts 6 is not divisible by "
+                                       "--expert-model-parallel-size 4"));
+  }
+  try {
+    check_expert_count(0, 2);
+    ADD_FAILURE() << "accepted expert parallelism without experts";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), HasSubstr("give --num-experts"));
+  }
+}
+
 TEST(ParallelStateTest, TwoByTwoHasTheMegatronLayout) {
   SKIP_UNLESS_WORLD_SIZE(4);
   ParallelState s = ParallelState::create(test::world(), 2, 1);

@@ -23,6 +23,10 @@ class ForwardingCommunicator : public Communicator {
     inner_->reduce_scatter(in, out, op);
   }
   void broadcast(Tensor& t, int root) override { inner_->broadcast(t, root); }
+  void all_to_all_v(const Tensor& in, std::span<const int64_t> send_rows, Tensor& out,
+                    std::span<const int64_t> recv_rows) override {
+    inner_->all_to_all_v(in, send_rows, out, recv_rows);
+  }
   void send(const Tensor& t, int dst, int tag) override { inner_->send(t, dst, tag); }
   void recv(Tensor& t, int src, int tag) override { inner_->recv(t, src, tag); }
   std::unique_ptr<CommRequest> isend(const Tensor& t, int dst, int tag) override {

@@ -4,7 +4,8 @@
 // place, or the distributed optimizer's shard's range, also in place) must equal a double-precision
 // sum over ranks and micro-batches computed here, and be bit-identical with and without overlap;
 // with overlap the buckets whose parameters are all announced must be launched before finish().
-// With TP = world, the sequence-parallel parameters of each bucket are summed over TP.
+// With TP = world, the sequence-parallel parameters of each bucket are summed over TP. With
+// expert parallelism, the expert parameters are summed over the expert data-parallel group only.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -32,13 +33,19 @@ const std::vector<std::pair<size_t, size_t>> kLayers = {{1, 3}, {3, 5}, {5, 7}};
 constexpr int64_t kBucketElements = 12;  // buckets [4, 7), [2, 4), [0, 2): across the layers
 constexpr int kMicroBatches = 3;
 
-void add_params(ParameterStore& store, bool sequence_parallel = false) {
+// With `experts` > 0, parameters 3 and 4 are expert parameters of that many experts (full shape
+// [experts, size], split over EP to [1, size]: the same local elements).
+void add_params(ParameterStore& store, bool sequence_parallel = false, int64_t experts = 0) {
   for (size_t p = 0; p < kSizes.size(); ++p) {
     // The name is appended, not "p" + to_string: GCC 12 warns falsely (-Wrestrict) on that.
     std::string name = "p";
     name += std::to_string(p);
     ParamSpec spec{name, {kSizes[p]}, -1, true};
     spec.sequence_parallel = sequence_parallel && p % 2 == 1;
+    if (experts > 0 && (p == 3 || p == 4)) {
+      spec.full_shape = {experts, kSizes[p]};
+      spec.expert = true;
+    }
     store.add(spec);
   }
   store.allocate();
@@ -78,7 +85,8 @@ StepResult run_step(ParallelState ps, int r, bool overlap, bool distributed_opti
   auto counting = std::make_shared<CountingCommunicator>(ps.dp_cp);
   ps.dp = ps.dp_cp = counting;  // one group at CP 1: the gradients reduce over dp × cp
   ParameterStore store(ps.tp_rank, ps.tp_size);
-  add_params(store, sequence_parallel);
+  store.set_expert_grid(ps.ep_rank, ps.ep_size, ps.etp_rank, ps.etp_size);
+  add_params(store, sequence_parallel, ps.ep_size > 1 ? ps.ep_size : 0);
   const int64_t n = store.flat_grads().numel();
   std::optional<DpShard> shard;
   if (distributed_optimizer) shard = DpShard::of(n, ps.dp_size, ps.dp_rank);
@@ -159,6 +167,29 @@ TEST(GradBuckets, ReduceScatterFillsTheShardAndOverlapIsBitIdentical) {
   }
   EXPECT_EQ(plain.reduced, overlapped.reduced);
   EXPECT_EQ(overlapped.posted_before_finish, ps.dp_size > 1 ? 2 : 0);
+}
+
+TEST(GradBuckets, SumsExpertGradientsOverTheExpertDataParallelRanks) {
+  SKIP_UNLESS_WORLD_SIZE_DIVISIBLE_BY(2);
+  // TP 1, EP 2: the dense parameters' replicas are every rank, the experts' the ranks of the
+  // same EP rank (world rank mod 2).
+  ParallelState ps = ParallelState::create(test::world(), 1, 1, RankOrder::kTpDpPp, 1, 0, 2);
+  const StepResult plain = run_step(ps, ps.rank, false, false);
+  const StepResult overlapped = run_step(ps, ps.rank, true, false);
+  std::vector<int> same_experts;
+  for (int r = 0; r < ps.world_size; ++r)
+    if (r % 2 == ps.ep_rank) same_experts.push_back(r);
+  int64_t offset = 0;
+  for (size_t p = 0; p < kSizes.size(); ++p) {
+    const std::vector<int> ranks = p == 3 || p == 4 ? same_experts : all_ranks(ps.world_size);
+    for (int64_t i = offset; i < offset + kSizes[p]; ++i) {
+      const double want = reference(ranks, i);
+      EXPECT_NEAR(plain.reduced[size_t(i)], want, 1e-6 * std::abs(want) + 1e-6)
+          << "parameter " << p << ", element " << i;
+    }
+    offset += kSizes[p];
+  }
+  EXPECT_EQ(plain.reduced, overlapped.reduced);
 }
 
 TEST(GradBuckets, SumsSequenceParallelGradientsOverTensorParallelRanks) {

@@ -3,7 +3,8 @@
 // reported on every rank, naming that replica and the iteration; the hash is CRC-32C of the
 // stored bytes, checked against crc32c over the same bytes. --test-mode's TP check, with the
 // world as one TP group: the ranks' own slices of split parameters may differ, their
-// replicated parameters may not.
+// replicated parameters may not. Expert parameters are compared over the expert data-parallel
+// group passed for them, not over the dense replicas.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -30,7 +31,7 @@ ParameterStore filled_store(float value) {
 TEST(ReplicaCheck, IdenticalReplicasAgree) {
   auto world = test::world();
   ParameterStore store = filled_store(0.25f);
-  EXPECT_NO_THROW(check_replicas_agree(store, *world, 7));
+  EXPECT_NO_THROW(check_replicas_agree(store, *world, *world, 7));
   EXPECT_EQ(parameter_hash(store),
             crc32c(store.flat_values().raw_data(), store.flat_values().nbytes()));
 }
@@ -41,7 +42,7 @@ TEST(ReplicaCheck, ADivergedReplicaIsNamedOnEveryRank) {
   ParameterStore store = filled_store(0.25f);
   if (world->rank() == 1) store.flat_values().data<float>()[3] = 0.25000003f;  // one ulp
   try {
-    check_replicas_agree(store, *world, 12);
+    check_replicas_agree(store, *world, *world, 12);
     ADD_FAILURE() << "no error for a replica that differs";
   } catch (const Error& e) {
     EXPECT_THAT(e.message(), HasSubstr("at iteration 12 the parameters of data-parallel replica "
@@ -65,6 +66,30 @@ TEST(ReplicaCheck, TensorParallelRanksMustAgreeOnReplicatedParametersOnly) {
   } catch (const Error& e) {
     EXPECT_THAT(e.message(), HasSubstr("--test-mode: at iteration 4 the replicated parameters"));
     EXPECT_THAT(e.message(), HasSubstr("tensor-parallel rank 1 differ from TP rank 0's"));
+  }
+}
+
+TEST(ReplicaCheck, ExpertParametersAreComparedOverTheirOwnReplicas) {
+  auto world = test::world();
+  if (world->size() < 2) GTEST_SKIP() << "needs two replicas";
+  // Every rank its own experts (expert parallelism over the world): the dense parameters agree
+  // over the world, the expert ones only within each rank's own (singleton) edp group.
+  ParamSpec expert{.name = "experts.weight", .full_shape = {world->size(), 3}, .expert = true};
+  ParameterStore store(0, 1);
+  store.set_expert_grid(world->rank(), world->size(), 0, 1);
+  store.add({.name = "dense", .full_shape = {4}});
+  store.add(expert);
+  store.allocate();
+  kernels::fill(store.flat_values(), 0.25f);
+  kernels::fill(store.get("experts.weight").value, float(world->rank()));
+  const std::unique_ptr<Communicator> own = world->split(world->rank(), 0);
+  EXPECT_NO_THROW(check_replicas_agree(store, *world, *own, 5));
+  EXPECT_NO_THROW(check_tp_replicated_agree(store, *world, 5));  // experts are not TP's
+  try {
+    check_replicas_agree(store, *world, *world, 6);
+    ADD_FAILURE() << "no error for expert replicas that differ";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), HasSubstr("the expert parameters of expert-data-parallel replica"));
   }
 }
 

@@ -47,6 +47,20 @@ TEST(SoloCommunicatorTest, NonBlockingReductionsAreDoneWhenPosted) {
   EXPECT_THROW(solo.iall_reduce(half), Error);
 }
 
+TEST(SoloCommunicatorTest, AllToAllCopiesItsOneBlock) {
+  SoloCommunicator solo;
+  const std::vector<float> values{1, 2, 3, 4, 5, 6};
+  Tensor in = Tensor::from_vector(values, {3, 2});
+  Tensor out = Tensor::zeros({3, 2}, DType::F32);
+  const std::vector<int64_t> three{3}, two{2};
+  solo.all_to_all_v(in, three, out, three);
+  EXPECT_EQ(out.to_vector<float>(), values);
+  EXPECT_THROW(solo.all_to_all_v(in, three, out, two), Error);  // 2 rows cannot fill 3
+  Tensor none = Tensor::zeros({0, 2}, DType::F32), nothing = Tensor::zeros({0, 2}, DType::F32);
+  const std::vector<int64_t> zero{0};
+  solo.all_to_all_v(none, zero, nothing, zero);  // an empty exchange is an exchange
+}
+
 TEST(SoloCommunicatorTest, GatherAndScatterCopy) {
   SoloCommunicator solo;
   const std::vector<int32_t> values{1, 2, 3, 4, 5, 6};
@@ -153,6 +167,10 @@ class OffByOneCommunicator final : public Communicator {
     solo_.reduce_scatter(in, out, op);
   }
   void broadcast(Tensor& t, int root) override { solo_.broadcast(t, root); }
+  void all_to_all_v(const Tensor& in, std::span<const int64_t> send_rows, Tensor& out,
+                    std::span<const int64_t> recv_rows) override {
+    solo_.all_to_all_v(in, send_rows, out, recv_rows);
+  }
   void send(const Tensor& t, int dst, int tag) override { solo_.send(t, dst, tag); }
   void recv(Tensor& t, int src, int tag) override { solo_.recv(t, src, tag); }
   std::unique_ptr<CommRequest> isend(const Tensor& t, int dst, int tag) override {

@@ -54,6 +54,28 @@ TEST(GradBuckets, CutFromTheEndAtParameterBoundaries) {
   EXPECT_EQ(make_grad_buckets(store, 1).size(), 38u);
 }
 
+// Expert and dense parameters are reduced over different groups, so a bucket never holds both:
+// the run of experts in the middle is cut off on both sides, below the bucket size.
+TEST(GradBuckets, ExpertParametersNeverShareABucketWithDenseOnes) {
+  ParameterStore store(0, 1);
+  const std::vector<std::pair<int64_t, bool>> params = {
+      {5, false}, {3, true}, {4, true}, {2, false}};
+  for (size_t p = 0; p < params.size(); ++p) {
+    std::string name = "p";
+    name += std::to_string(p);
+    ParamSpec spec{name, {2, params[p].first}, -1, true};
+    spec.expert = params[p].second;
+    store.add(spec);
+  }
+  store.allocate();
+  // Flat offsets 0, 10, 16, 24 (end 28).
+  const std::vector<GradBucket> buckets = make_grad_buckets(store, 100);
+  expect_buckets(buckets, {{3, 4, 24, 28, false}, {1, 3, 10, 24, false}, {0, 1, 0, 10, false}});
+  EXPECT_FALSE(buckets[0].expert);
+  EXPECT_TRUE(buckets[1].expert);
+  EXPECT_FALSE(buckets[2].expert);
+}
+
 // A parameter larger than a bucket is its own buckets, pieces of at most the bucket size cut
 // from its end; the parameters around it are cut as before.
 TEST(GradBuckets, ParameterLargerThanABucketIsCutIntoPieces) {

@@ -219,6 +219,9 @@ struct Args {
   int context_parallel_size = 1;
   std::vector<std::string> cp_comm_type = {"p2p"};
   std::vector<int> hierarchical_context_parallel_sizes;
+  // --expert-model-parallel-size (pretrain-gpt): the MoE layers' experts split over this many
+  // ranks, carved out of the data-parallel ones (docs/moe.md).
+  int expert_model_parallel_size = 1;
   std::string distributed_backend;  // "nccl", "mpi"; "" → nccl on a GPU, mpi on the CPU
 
   // Data and tokenizer.

@@ -279,7 +279,9 @@ constexpr Rule kRules[] = {
     {"--moe-shared-expert-gate", true, kMoeSharedGate},
     {"--moe-*", true, kMoe},
     {"--expert-model-parallel-size", true,
-     "expert parallelism is not implemented yet: every rank holds all experts (size 1)", "1"},
+     "expert parallelism is implemented by pretrain-gpt (docs/moe.md); this command does not "
+     "take it",
+     "1"},
     {"--expert-tensor-parallel-size", false,
      "sizes the tensor parallelism of expert layers; the experts here are split over the "
      "tensor-parallel group like the dense MLP, which computes the same function"},

@@ -19,6 +19,7 @@
 #include "model/gpt_model.h"  // padded_vocab_size
 #include "model/stage_range.h"
 #include "parallel/context_parallel_attention.h"
+#include "parallel/expert_token_exchange.h"
 #include "pipeline/schedule.h"
 #include "train/log/named_timers.h"
 #include "train/rerun_state_machine.h"
@@ -142,10 +143,7 @@ MoeOptions moe_options(const ArchitectureArgs& a) {
   m.capacity_factor = a.moe_expert_capacity_factor;
   m.pad_to_capacity = a.moe_pad_expert_input_to_capacity;
   m.drop_policy = moe_token_drop_policy_from_name(a.moe_token_drop_policy);
-  MT_REQUIRE(
-      a.moe_token_dispatcher_type == "allgather" || a.moe_token_dispatcher_type == "alltoall",
-      "--moe-token-dispatcher-type ", a.moe_token_dispatcher_type,
-      " is not implemented: give allgather or alltoall (flex needs DeepEP/HybridEP)");
+  token_dispatcher_from_name(a.moe_token_dispatcher_type);  // an Error naming the flag
   return m;
 }
 
@@ -363,6 +361,23 @@ void validate_training_args_except_data(Args& a, int world_size) {
              " (number of processes) must be divisible by --tensor-model-parallel-size ", tp,
              cp > 1 ? " x --context-parallel-size " + std::to_string(cp) : std::string(),
              " x --pipeline-model-parallel-size ", pp);
+  // Expert parallelism (docs/moe.md): the experts split evenly, and the expert grid (the
+  // experts split over TP like the dense MLP) fits the world.
+  const int ep = a.expert_model_parallel_size;
+  check_expert_count(int(a.arch.num_experts), ep);
+  check_expert_parallel_sizes(world_size, ep, tp, pp);
+  // checkpoint/async_save.h snapshots this rank's parameters as they are; with EP > 1 a save
+  // first gathers the experts over EP (checkpoint.cpp), which the background writer does not.
+  MT_REQUIRE(ep == 1 || !a.async_save, "--async-save with --expert-model-parallel-size ", ep,
+             " is not implemented: drop --async-save (saves are then synchronous)");
+  // The distributed optimizer shards the flat buffer over dp x cp, whose ranks hold different
+  // experts with EP > 1; the optimizer state then stays whole on every rank, which computes the
+  // same update (Megatron's distributed optimizer is the plain one, sharded).
+  if (ep > 1 && a.distributed_optimizer)
+    log_warning("--use-distributed-optimizer with --expert-model-parallel-size " +
+                std::to_string(ep) +
+                ": the optimizer state is not sharded (each rank keeps that of its parameters); "
+                "the update is the same");
   a.world_size = world_size;
   // Megatron's data-parallel size: the context-parallel ranks are carved out of it.
   a.data_parallel_size = world_size / (tp * cp * pp);
@@ -696,6 +711,7 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
     cfg.cp_a2a_size = a.hierarchical_context_parallel_sizes[0];
   cfg.pipeline_parallel = a.pipeline_model_parallel_size;
   cfg.rank_order = a.use_tp_pp_dp_mapping ? RankOrder::kTpPpDp : RankOrder::kTpDpPp;
+  cfg.expert_model_parallel = a.expert_model_parallel_size;
   cfg.check_weight_hash_interval = a.check_weight_hash_across_dp_replicas_interval;
   cfg.test_mode = a.test_mode;
   cfg.micro_batch = a.micro_batch_size;
@@ -727,7 +743,7 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   cfg.log_timers_to_tensorboard = a.log_timers_to_tensorboard;
   cfg.log_memory_to_tensorboard = a.log_memory_to_tensorboard;
   cfg.log_loss_scale_to_tensorboard = a.log_loss_scale_to_tensorboard;
-  cfg.distributed_optimizer = a.distributed_optimizer;
+  cfg.distributed_optimizer = a.distributed_optimizer && a.expert_model_parallel_size == 1;
   cfg.overlap_grad_reduce = a.overlap_grad_reduce;
   cfg.ddp_bucket_size = a.ddp_bucket_size;
   cfg.log_validation_ppl_to_tensorboard = a.log_validation_ppl_to_tensorboard;

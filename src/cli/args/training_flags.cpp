@@ -337,6 +337,12 @@ void add_moe_args(ArgTable& t, ArchitectureArgs& a) {
         "allgather | alltoall: how tokens reach the experts' ranks (the same function)");
 }
 
+void add_expert_parallel_args(ArgTable& table, Args& args) {
+  table.add("--expert-model-parallel-size", args.expert_model_parallel_size,
+            "EP size: split each MoE layer's experts over this many ranks, taken from the "
+            "data-parallel ones; tokens travel to their experts by all-to-all (docs/moe.md)");
+}
+
 // ---- Llama-family architecture flags ----
 
 void add_architecture_args(ArgTable& t, ArchitectureArgs& a) {

@@ -35,6 +35,8 @@ void add_pipeline_args(ArgTable& table, Args& args);
 // Registers --context-parallel-size and --cp-comm-type (pretrain-gpt only: context
 // parallelism splits causal attention; elsewhere Megatron's flag table refuses them).
 void add_context_parallel_args(ArgTable& table, Args& args);
+// Registers --expert-model-parallel-size (pretrain-gpt: the MoE layers' expert parallelism).
+void add_expert_parallel_args(ArgTable& table, Args& args);
 
 // Registers the architecture flags (ArchitectureArgs) on `table`, the MoE ones among them.
 void add_architecture_args(ArgTable& table, ArchitectureArgs& arch);

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Expert parallelism (docs/moe.md): the same mixture-of-experts training (dropout on, aux loss
+# and z-loss on, the first layer dense) gives the same lm loss, grad norm, load-balancing loss
+# and z-loss (relative <= 1e-5, 6 iterations) at EP 1 (one process), EP 2 (the experts of two
+# data-parallel ranks), EP 4, EP 2 x DP 2, EP 2 x TP 2 with sequence parallelism and EP 2 x PP 2,
+# under mpirun -np 4. A checkpoint saved at EP 2 resumes bit for bit at EP 2 and, resharded,
+# at EP 1 and EP 4 to the losses of an uninterrupted run; a checkpoint saved at EP 1 resumes at
+# EP 4. With --use-distributed-optimizer at EP 2 the optimizer state stays whole (a warning
+# says so) and the losses are the same. Then the refusals: experts that do not split over EP and
+# expert parallelism without experts, each a sentence naming the flags.
+set -euo pipefail
+MOE=(--num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 48 --moe-aux-loss-coeff 1e-2
+  --moe-z-loss-coeff 1e-3 --moe-layer-freq '([0]+[1]*3)' --moe-grouped-gemm
+  --moe-token-dispatcher-type alltoall)
+TINY_GPT_FLAGS=(--train-iters 6 --eval-iters 0)
+source "$(dirname "$0")/tiny_gpt_run.bash"
+
+run ep1 1 1 1 "${MOE[@]}"
+run ep2 2 1 1 --expert-model-parallel-size 2 "${MOE[@]}"
+run ep4 4 1 1 --expert-model-parallel-size 4 "${MOE[@]}"
+run ep2_dp2 4 1 1 --expert-model-parallel-size 2 "${MOE[@]}"
+run ep2_tp2_sp 4 2 1 --sequence-parallel --expert-model-parallel-size 2 "${MOE[@]}"
+run ep2_pp2 4 1 2 --expert-model-parallel-size 2 "${MOE[@]}"
+run ep2_distopt 2 1 1 --expert-model-parallel-size 2 --use-distributed-optimizer "${MOE[@]}"
+grep -q "the optimizer state is not sharded" "$WORK/ep2_distopt.log" \
+  || { cat "$WORK/ep2_distopt.log"; echo "FAIL: no note on the unsharded optimizer"; exit 1; }
+grep -q "load_balancing_loss: .* | z_loss: " "$WORK/ep2.log" \
+  || { cat "$WORK/ep2.log"; echo "FAIL: the MoE losses are not logged"; exit 1; }
+for name in ep2 ep4 ep2_dp2 ep2_tp2_sp ep2_pp2 ep2_distopt; do
+  echo "== ep1 vs $name"
+  $CHECK "$WORK/ep1.jsonl" "$WORK/$name.jsonl" --from 1 --to 6 --rtol 1e-5
+done
+
+echo "== checkpoints across expert-parallel sizes"
+TINY_GPT_FLAGS=(--train-iters 8 --eval-iters 0)
+run whole 1 1 1 "${MOE[@]}"
+run whole_ep2 2 1 1 --expert-model-parallel-size 2 "${MOE[@]}"
+run first_ep2 2 1 1 --expert-model-parallel-size 2 "${MOE[@]}" --exit-interval 6 \
+  --save "$WORK/ckpt_ep2" --save-interval 6
+run first_ep1 1 1 1 "${MOE[@]}" --exit-interval 6 --save "$WORK/ckpt_ep1" --save-interval 6
+run resumed_ep2 2 1 1 --expert-model-parallel-size 2 "${MOE[@]}" --load "$WORK/ckpt_ep2"
+$CHECK "$WORK/whole_ep2.jsonl" "$WORK/resumed_ep2.jsonl" --from 7 --to 8 --exact
+run resumed_ep1 1 1 1 "${MOE[@]}" --load "$WORK/ckpt_ep2"
+run resumed_ep4 4 1 1 --expert-model-parallel-size 4 "${MOE[@]}" --load "$WORK/ckpt_ep2"
+run resumed_ep4_from_ep1 4 1 1 --expert-model-parallel-size 4 "${MOE[@]}" --load "$WORK/ckpt_ep1"
+for name in resumed_ep1 resumed_ep4 resumed_ep4_from_ep1; do
+  echo "== whole vs $name"
+  $CHECK "$WORK/whole.jsonl" "$WORK/$name.jsonl" --from 7 --to 8 --rtol 1e-5
+done
+
+# Runs that must stop before training, with `expected` in their output.
+refused() {
+  local name=$1 np=$2 expected=$3
+  shift 3
+  if timeout 120 mpirun --oversubscribe --allow-run-as-root --bind-to none -np "$np" \
+    "$MEGATRON_BINARY" pretrain-gpt --num-layers 2 --hidden-size 64 --num-attention-heads 4 \
+    --seq-length 32 --max-position-embeddings 32 --mock-data --vocab-size 128 \
+    --micro-batch-size 2 --global-batch-size 8 --lr 1e-3 --train-iters 1 "$@" \
+    > "$WORK/$name.log" 2>&1; then
+    cat "$WORK/$name.log"; echo "FAIL: $name was not refused"; exit 1
+  fi
+  grep -qF -- "$expected" "$WORK/$name.log" \
+    || { cat "$WORK/$name.log"; echo "FAIL: $name: no '$expected'"; exit 1; }
+}
+refused uneven 4 "--num-experts 6 is not divisible by --expert-model-parallel-size 4" \
+  --num-experts 6 --expert-model-parallel-size 4
+refused no_experts 2 "give --num-experts" --expert-model-parallel-size 2
+echo "expert parallelism across layouts: OK"
