@@ -7,17 +7,9 @@
 # 2000 tokens take seconds. Loopback only; bounded: servers run under `timeout`.
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
-WORK="$(mktemp -d)"
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-export OMP_NUM_THREADS=1
-fail() { echo "FAIL: $*"; exit 1; }
-command -v curl > /dev/null || { echo "curl is not installed: skipping"; exit 77; }
-command -v node > /dev/null || { echo "node is not installed: skipping"; exit 77; }
+# shellcheck source=serve_test_setup.bash
+source "$MEGATRON_SOURCE_DIR/tests/e2e/serve_test_setup.bash"
+require_tools curl node
 
 timeout 300 "$MEGATRON_BINARY" pretrain-gpt --num-layers 2 --hidden-size 128 --num-attention-heads 4 \
   --seq-length 32 --max-position-embeddings 2048 --mock-data --vocab-size 128 --micro-batch-size 1 \

@@ -9,21 +9,11 @@
 # server runs under `timeout` and is stopped by the script.
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
-WORK="$(mktemp -d)"
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-export OMP_NUM_THREADS=1
-fail() { echo "FAIL: $*"; exit 1; }
-command -v curl > /dev/null || { echo "curl is not installed: skipping"; exit 77; }
-command -v node > /dev/null || { echo "node is not installed: skipping"; exit 77; }
+# shellcheck source=serve_test_setup.bash
+source "$MEGATRON_SOURCE_DIR/tests/e2e/serve_test_setup.bash"
+require_tools curl node
 
-"$MEGATRON_BINARY" convert --model-type gpt --from hf --load "$MEGATRON_SOURCE_DIR/tests/data/gpt2_tiny/hf" \
-  --save "$WORK/ckpt" --make-vocab-size-divisible-by 32 > "$WORK/convert.log" 2>&1 \
-  || { cat "$WORK/convert.log"; fail "convert"; }
+tiny_gpt2_checkpoint "$WORK/ckpt"
 MODEL=(--load "$WORK/ckpt" --tokenizer-type NullTokenizer --vocab-size 96)
 
 # start_server LOG LAUNCHER... -- ARGS...: starts `serve` in the background, waits for its port

@@ -7,17 +7,9 @@
 # skipped with a message. Loopback only; bounded: servers run under `timeout`.
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
-WORK="$(mktemp -d)"
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-export OMP_NUM_THREADS=1
-fail() { echo "FAIL: $*"; exit 1; }
-command -v curl > /dev/null || { echo "curl is not installed: skipping"; exit 77; }
-command -v node > /dev/null || { echo "node is not installed: skipping"; exit 77; }
+# shellcheck source=serve_test_setup.bash
+source "$MEGATRON_SOURCE_DIR/tests/e2e/serve_test_setup.bash"
+require_tools curl node
 CLIENT_VERSION=4.104.0
 CLIENT_DIR="${MEGATRON_DATA_DIR:-$HOME/.cache/megatron-cpp}/npm-openai-$CLIENT_VERSION"
 if [[ ! -f $CLIENT_DIR/node_modules/openai/package.json ]]; then
@@ -27,9 +19,7 @@ if [[ ! -f $CLIENT_DIR/node_modules/openai/package.json ]]; then
     > "$WORK/npm.log" 2>&1 || { tail -n 5 "$WORK/npm.log"; echo "the npm registry is not reachable: skipping"; exit 77; }
 fi
 
-"$MEGATRON_BINARY" convert --model-type gpt --from hf --load "$MEGATRON_SOURCE_DIR/tests/data/gpt2_tiny/hf" \
-  --save "$WORK/ckpt" --make-vocab-size-divisible-by 32 > "$WORK/convert.log" 2>&1 \
-  || { cat "$WORK/convert.log"; fail "convert"; }
+tiny_gpt2_checkpoint "$WORK/ckpt"
 # The NullTokenizer's text is token ids: a chat template that joins the contents and ends with
 # the token 9 stands for the model's turn.
 printf '{%% for m in messages %%}{{ m.content }} {%% endfor %%}{%% if add_generation_prompt %%}9{%% endif %%}\n' \
