@@ -66,7 +66,7 @@ TINY_GPT_FLAGS=(--train-iters 8 --eval-iters 0)
 run whole 1 1 1 "${MLA[@]}" "${DSA[@]}" "${Q_LORA[@]}"
 run first 1 1 1 "${MLA[@]}" "${DSA[@]}" "${Q_LORA[@]}" --exit-interval 6 --save "$WORK/ckpt" \
   --save-interval 6
-run resumed 1 1 1 --load "$WORK/ckpt" --use-checkpoint-args
+run resumed 1 1 1 --load "$WORK/ckpt" --use-checkpoint-args --log-args
 grep -q "experimental_attention_variant \.* dsa" "$WORK/resumed.log" \
   || { cat "$WORK/resumed.log"; exit 1; }
 $CHECK "$WORK/whole.jsonl" "$WORK/resumed.jsonl" --from 7 --to 8 --rtol 1e-5

@@ -16,7 +16,9 @@
 //   * Groups (ncclGroupStart/End, nestable): point-to-point sends and receives are posted at
 //     once and completed at the outermost ncclGroupEnd; collectives run when called (every
 //     rank calls them in the same order, as NCCL requires). A send or receive outside a group
-//     completes before it returns, which deadlocks where NCCL would too.
+//     completes before it returns, which deadlocks where NCCL would too. Inside a group a rank
+//     may send to itself (all_to_all_v's own block): its k-th send to itself fills its k-th
+//     receive from itself at ncclGroupEnd, sizes equal, as NCCL pairs them.
 // Each call first runs what its stream queued before it (simt_streams.h), then runs at once: its
 // inputs are stream-ordered, its outputs are not delayed.
 #include <cuda_bf16.h>
@@ -48,6 +50,12 @@ constexpr int kPointToPointTag = 0x5a17;
 
 int group_depth = 0;
 std::vector<MPI_Request> group_requests;
+// A group's sends to and receives from the rank itself, in the order posted.
+struct SelfTransfer {
+  void* buffer;
+  size_t bytes;
+};
+std::vector<SelfTransfer> group_self_sends, group_self_receives;
 // Device memory stays accessible from the outermost ncclGroupStart to its ncclGroupEnd: MPI
 // may read or write the posted buffers until then.
 std::unique_ptr<DeviceAccess> group_access;
@@ -171,11 +179,17 @@ ncclResult_t check_call(ncclComm* comm, ncclDataType_t t, ncclRedOp_t op, bool r
 ncclResult_t point_to_point(bool send, void* buf, size_t count, ncclDataType_t t, int peer,
                             ncclComm* comm, cudaStream_t stream) {
   if (const ncclResult_t r = check_call(comm, t, ncclSum, false); r != ncclSuccess) return r;
-  if (peer < 0 || peer >= comm->size || peer == comm->rank)
-    return invalid(comm, "a send or receive whose peer is not another rank of the communicator");
+  if (peer < 0 || peer >= comm->size || (peer == comm->rank && group_depth == 0))
+    return invalid(comm,
+                   "a send or receive whose peer is not another rank of the communicator (or the "
+                   "rank itself, inside a group)");
   MPI_Request request = MPI_REQUEST_NULL;
   const int bytes = int(count * type_bytes(t));
   megatron::simt::synchronize(stream);  // what the stream queued before the send or receive
+  if (peer == comm->rank) {
+    (send ? group_self_sends : group_self_receives).push_back({buf, size_t(bytes)});
+    return ncclSuccess;
+  }
   DeviceAccess access;                  // a lone send or receive completes within it
   const int code =
       send ? MPI_Isend(buf, bytes, MPI_BYTE, peer, kPointToPointTag, comm->mpi, &request)
@@ -295,7 +309,16 @@ ncclResult_t ncclGroupEnd() {
   std::vector<MPI_Request> requests;
   requests.swap(group_requests);
   const int code = MPI_Waitall(int(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+  std::vector<SelfTransfer> sends, receives;
+  sends.swap(group_self_sends);
+  receives.swap(group_self_receives);
+  bool paired = sends.size() == receives.size();
+  for (size_t i = 0; paired && i < sends.size(); ++i) {
+    paired = sends[i].bytes == receives[i].bytes;
+    if (paired) std::memmove(receives[i].buffer, sends[i].buffer, sends[i].bytes);
+  }
   group_access.reset();
+  if (!paired) return ncclInvalidUsage;  // a send to itself without its matching receive
   return code == MPI_SUCCESS ? ncclSuccess : ncclSystemError;
 }
 

@@ -93,7 +93,7 @@ InferenceModel load_inference_model(InferenceArgs& a, bool data_parallel) {
     tok.tiktoken_num_special_tokens = args.value("tiktoken_num_special_tokens", int64_t{1000});
   if (tok.vocab_size == 0 && args.contains("vocab_size") && args["vocab_size"].is_number_integer())
     tok.vocab_size = args["vocab_size"].get<int64_t>();
-  MT_CHECK(!tok.type.empty(), "checkpoint '", dir,
+  MT_REQUIRE(!tok.type.empty(), "checkpoint '", dir,
            "' does not record its tokenizer: give --tokenizer-type (and its files)");
   InferenceModel m;
   m.tokenizer = make_tokenizer(tok);

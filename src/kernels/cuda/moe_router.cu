@@ -253,7 +253,10 @@ __global__ void z_squares_kernel(const float* logits, int64_t n, int64_t e, doub
   }
 }
 
+// One warp, one working lane: the sum in row order, as the CPU adds it (the rows are few, one per
+// token; a whole warp because a block is launched in warps).
 __global__ void sum_in_order_kernel(const double* v, int64_t n, double* out) {
+  if (threadIdx.x != 0) return;
   double s = 0;
   for (int64_t i = 0; i < n; ++i) s += v[i];
   *out = s;
@@ -331,7 +334,7 @@ double moe_z_loss_sum(const Tensor& logits) {
   Tensor sq = Tensor::empty({n + 1}, DType::F64, logits.device());
   double* v = static_cast<double*>(sq.raw_data());
   z_squares_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(ptr<float>(logits), n, e, v);
-  sum_in_order_kernel<<<1, 1, 0, stream()>>>(v, n, v + n);
+  sum_in_order_kernel<<<1, 32, 0, stream()>>>(v, n, v + n);
   megatron::cuda::check_launch("moe_z_loss_sum");
   return element_value<double>(sq, n);
 }
