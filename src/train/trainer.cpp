@@ -18,7 +18,9 @@
 #include "core/number_format.h"
 #include "core/timer.h"
 #include "distributed/agreement.h"
+#include "distributed/observed_communicator.h"
 #include "distributed/parallel_state.h"
+#include "distributed/watchdog.h"
 #include "kernels/elementwise.h"
 #include "optim/distributed_optimizer.h"
 #include "optim/divergence_guard.h"
@@ -41,6 +43,27 @@ Device bound(Device device) {
   return device;
 }
 
+// The run's hang detection (collective: every rank makes the heartbeat directory together),
+// or null when cfg turns it off or the world is one process (nothing to wait for).
+std::shared_ptr<CollectiveWatchdog> start_watchdog(const TrainerConfig& cfg, Communicator& world) {
+  if (cfg.distributed_timeout_seconds <= 0 || world.size() == 1) return nullptr;
+  WatchdogOptions options;
+  options.timeout_seconds = cfg.distributed_timeout_seconds;
+  options.timeout_flag = cfg.distributed_timeout_flag;
+  options.heartbeat_dir = make_heartbeat_dir(world, cfg.heartbeat_dir);
+  options.rank = world.rank();
+  options.world_size = world.size();
+  // Several beats per timeout, at most one a second: a few small files per second per host.
+  options.heartbeat_seconds = std::min(1.0, cfg.distributed_timeout_seconds / 4);
+  return std::make_shared<CollectiveWatchdog>(std::move(options));
+}
+
+std::shared_ptr<Communicator> watched(std::shared_ptr<Communicator> world,
+                                      std::shared_ptr<CollectiveWatchdog> watchdog) {
+  if (!watchdog) return world;
+  return std::make_shared<ObservedCommunicator>(std::move(world), std::move(watchdog));
+}
+
 // Every rank's `text` (shorter than 256 bytes), in rank order.
 std::vector<std::string> all_gather_strings(Communicator& world, const std::string& text) {
   constexpr int64_t kWidth = 256;
@@ -61,6 +84,8 @@ std::vector<std::string> all_gather_strings(Communicator& world, const std::stri
 
 struct Trainer::Impl {
   TrainerConfig cfg;
+  // Hang detection: observes every communication of `ps`'s groups (null when turned off).
+  std::shared_ptr<CollectiveWatchdog> watchdog;
   ParallelState ps;
   ParameterStore store;
   std::unique_ptr<ModelStep> model;
@@ -122,9 +147,11 @@ struct Trainer::Impl {
 
   Impl(TrainerConfig c, std::shared_ptr<Communicator> world, const ModelStepFactory& make_model)
       : cfg(std::move(c)),
-        ps(ParallelState::create(std::move(world), cfg.tensor_parallel, cfg.pipeline_parallel,
-                                 cfg.rank_order, cfg.context_parallel, cfg.cp_a2a_size,
-                                 cfg.expert_model_parallel, cfg.expert_tensor_parallel)),
+        watchdog(start_watchdog(cfg, *world)),
+        ps(ParallelState::create(watched(std::move(world), watchdog), cfg.tensor_parallel,
+                                 cfg.pipeline_parallel, cfg.rank_order, cfg.context_parallel,
+                                 cfg.cp_a2a_size, cfg.expert_model_parallel,
+                                 cfg.expert_tensor_parallel)),
         store(ps.tp_rank, ps.tp_size, bound(cfg.device)),
         scaler(cfg.scaler),
         schedule(cfg.lr),
@@ -828,6 +855,7 @@ struct Trainer::Impl {
     Timer training_time;
     training_time.start();
     while (iteration < cfg.train_iters) {
+      if (watchdog) watchdog->set_iteration(iteration + 1);
       finish_async_save(/*wait=*/false);
       if (cfg.iterations_per_epoch > 0 && iteration % cfg.iterations_per_epoch == 0)
         log_info("working on epoch ", iteration / cfg.iterations_per_epoch + 1, " ...");

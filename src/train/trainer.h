@@ -137,6 +137,12 @@ struct TrainerConfig {
   bool check_for_nan_in_loss_and_grad = true;  // the divergence guard (divergence_guard.h)
   bool async_save = false;           // --async-save: periodic saves written in the background
   bool exit_signal_handler = false;  // SIGTERM/SIGINT: finish the iteration, save, exit 0
+  // Hang detection (distributed/watchdog.h): a rank waiting longer than this in one
+  // communication ends the job with a report; 0 turns the watchdog off. The flag that set it,
+  // for the report; the base directory of the heartbeat files ("": $TMPDIR or /tmp).
+  double distributed_timeout_seconds = 600;
+  std::string distributed_timeout_flag = "--distributed-timeout-minutes 10";
+  std::string heartbeat_dir;
   // Megatron's rerun state machine (--rerun-mode, --error-injection-*, the tracker file;
   // train/rerun_state_machine.h); its seed is `seed`. --check-for-spiky-loss and
   // --check-for-large-grads add its non-fatal checks of the loss and the gradient norm.

@@ -265,6 +265,10 @@ struct Args {
   bool check_for_nan_in_loss_and_grad = true;  // off: --no-check-for-nan-in-loss-and-grad
   bool async_save = false;
   bool exit_signal_handler = false;
+  // Hang detection (distributed/watchdog.h): an operation waiting longer ends the job.
+  int64_t distributed_timeout_minutes = 10;            // Megatron's default
+  int64_t distributed_timeout_seconds_after_init = 0;  // 0: not given; else replaces the above
+  std::string heartbeat_dir;                           // base of the heartbeat files' directory
   // Megatron's rerun state machine (train/rerun_state_machine.h).
   std::string rerun_mode = "disabled";
   int64_t error_injection_rate = 0;

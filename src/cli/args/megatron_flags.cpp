@@ -160,10 +160,6 @@ constexpr Rule kRules[] = {
     {"--disable-manual-gc-eval", false, "controls Python's garbage collector"},
 
     // Distributed runtime.
-    {"--distributed-timeout-minutes", false,
-     "a failing rank aborts the whole job here (MPI_Abort) instead of timing out"},
-    {"--distributed-timeout-seconds-after-init", false,
-     "a failing rank aborts the whole job here (MPI_Abort) instead of timing out"},
     {"--local-rank", false, "set by torchrun; ranks come from MPI here"},
     {"--lazy-mpu-init", false, "for external process-group setup; MPI sets it up here"},
     {"--nccl-communicator-config-path", false, kGpuImpl},

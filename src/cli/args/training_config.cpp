@@ -763,6 +763,16 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
                                                                 : ScheduleRestore::kCheck;
   cfg.check_for_nan_in_loss_and_grad = a.check_for_nan_in_loss_and_grad;
   cfg.exit_signal_handler = a.exit_signal_handler;
+  if (a.distributed_timeout_seconds_after_init > 0) {
+    cfg.distributed_timeout_seconds = double(a.distributed_timeout_seconds_after_init);
+    cfg.distributed_timeout_flag = "--distributed-timeout-seconds-after-init " +
+                                   std::to_string(a.distributed_timeout_seconds_after_init);
+  } else {
+    cfg.distributed_timeout_seconds = double(a.distributed_timeout_minutes) * 60.0;
+    cfg.distributed_timeout_flag =
+        "--distributed-timeout-minutes " + std::to_string(a.distributed_timeout_minutes);
+  }
+  cfg.heartbeat_dir = a.heartbeat_dir;
   cfg.async_save = a.async_save;
   cfg.rerun.mode = rerun_mode_from_name(a.rerun_mode);
   cfg.rerun.error_injection_rate = a.error_injection_rate;

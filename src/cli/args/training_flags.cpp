@@ -181,6 +181,17 @@ void add_training_args(ArgTable& t, Args& a) {
              "committed at a later iteration once every rank's files are written");
   t.add_flag("--exit-signal-handler", a.exit_signal_handler,
              "on SIGTERM/SIGINT: finish the iteration, save a checkpoint and exit 0");
+  t.add("--distributed-timeout-minutes", a.distributed_timeout_minutes,
+        "a rank that waits longer than this in one collective or point-to-point operation ends "
+        "the job, with a report of where every rank is (hang detection)");
+  t.require_positive("--distributed-timeout-minutes", "10 minutes");
+  t.add("--distributed-timeout-seconds-after-init", a.distributed_timeout_seconds_after_init,
+        "the same timeout in seconds, for training (replaces --distributed-timeout-minutes once "
+        "the run is set up)");
+  t.require_positive("--distributed-timeout-seconds-after-init", "--distributed-timeout-minutes");
+  t.add("--heartbeat-dir", a.heartbeat_dir,
+        "where the ranks' heartbeat files go (a directory per job is made inside; default $TMPDIR "
+        "or /tmp; give a shared directory for multi-node hang reports)");
   t.add("--rerun-mode", a.rerun_mode,
         "disabled, validate_results (re-run an iteration whose loss or gradient norm is "
         "rejected, to tell a transient fault, a persistent one and a correct result apart; exit "

@@ -1,22 +1,33 @@
-// TimingCommunicator: a Communicator decorator that forwards every operation and adds its wall
-// time to a clock shared with every group split from it, so a whole job's communication time
-// (TP and DP collectives alike) can be read off one counter. Used by `megatron bench --mode
-// step` to report the communication share of a training step.
+// ObservedCommunicator: a Communicator decorator that forwards every operation to the
+// communicator it wraps and tells an observer when this rank enters and leaves it. Posting a
+// non-blocking operation and each wait() / progress() of its request are observed as their own
+// spans. Every group split from an observed communicator is observed by the same observer, so
+// one observer sees all of a job's communication (TP, CP, DP, PP and expert groups alike).
+//
+// Observers: CommunicationTimer (communication_timer.h: the seconds spent communicating, for
+// `megatron bench --mode step`) and CollectiveWatchdog (watchdog.h: hang detection).
 #pragma once
 
 #include <memory>
 
-#include "core/timer.h"
 #include "distributed/communicator.h"
 
 namespace megatron {
 
-class TimingCommunicator final : public Communicator {
+class CommunicationObserver {
  public:
-  explicit TimingCommunicator(std::shared_ptr<Communicator> inner,
-                              std::shared_ptr<Timer> clock = std::make_shared<Timer>());
-  // Seconds spent inside operations of this communicator and of every group split from it.
-  double seconds() const { return clock_->seconds(); }
+  virtual ~CommunicationObserver() = default;
+  // This rank starts `operation` ("all_reduce", "wait", ...: a string literal) as member
+  // `group_rank` of a group of `group_size`. Called from the thread that communicates.
+  virtual void enter(const char* operation, int group_rank, int group_size) = 0;
+  // The operation entered last has returned (or thrown).
+  virtual void leave() = 0;
+};
+
+class ObservedCommunicator final : public Communicator {
+ public:
+  ObservedCommunicator(std::shared_ptr<Communicator> inner,
+                       std::shared_ptr<CommunicationObserver> observer);
 
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
@@ -38,7 +49,7 @@ class TimingCommunicator final : public Communicator {
 
  private:
   std::shared_ptr<Communicator> inner_;
-  std::shared_ptr<Timer> clock_;
+  std::shared_ptr<CommunicationObserver> observer_;
 };
 
 }  // namespace megatron
