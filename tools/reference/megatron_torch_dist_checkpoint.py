@@ -19,7 +19,8 @@ dist_checkpointing/strategies/torch.py, serialization.py):
   up of every rank], rank r's gate at row r·ffn/t, its up at ffn + r·ffn/t;
 * QKV rows are Megatron's per query group [g, q + 2, d] (checkpoint_version 3.0);
 * Transformer Engine's `_extra_state` are byte items (torch.save of [state]) keyed
-  "<key>/shard_<layer>_<L>", saved by TP rank 0.
+  "<key>/shard_<layer>_<L>", saved by TP rank 0, written as they are (MCoreSavePlanner's
+  transform_object; DCP's default planner would torch.save the BytesIO again).
 
 Writes, under OUT (default tests/data/megatron_lm_gpt_tiny):
   torch_dist_gpt2_tp2/     the tiny GPT-2 (HF weights, tests/data/gpt2_tiny/hf), f32, tied
@@ -87,6 +88,7 @@ _hashable_tensor_properties()
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 from torch.distributed._shard import checkpoint as dcp  # noqa: E402
+from torch.distributed._shard.checkpoint.default_planner import DefaultSavePlanner  # noqa: E402
 from torch.distributed._shard.metadata import ShardMetadata  # noqa: E402
 from torch.distributed._shard.sharded_tensor import Shard, ShardedTensor, ShardedTensorMetadata  # noqa: E402
 from torch.distributed._shard.sharded_tensor.metadata import TensorProperties  # noqa: E402
@@ -276,6 +278,14 @@ def sharded_tensor(global_shape, chunks, rank):
     return ShardedTensor._init_from_local_shards_and_global_metadata(local, meta)
 
 
+class MCoreSavePlanner(DefaultSavePlanner):
+    """Megatron-Core's planner as far as the files go: its objects are already torch.save'd
+    into BytesIO, so they are written as they are (DCP's default would torch.save them again)."""
+
+    def transform_object(self, write_item, object):
+        return object
+
+
 def save_rank(rank, port, which, directory):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
@@ -289,7 +299,8 @@ def save_rank(rank, port, which, directory):
             buf = io.BytesIO()
             torch.save([common_state(args, iteration)], buf)
             state["common_state/shard_0_1"] = buf
-    dcp.save_state_dict(state, dcp.FileSystemWriter(directory, single_file_per_rank=True))
+    dcp.save_state_dict(state, dcp.FileSystemWriter(directory, single_file_per_rank=True),
+                        planner=MCoreSavePlanner())
     dist.barrier()
     dist.destroy_process_group()
 

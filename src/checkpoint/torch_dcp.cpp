@@ -1,0 +1,247 @@
+#include "checkpoint/torch_dcp.h"
+
+#include <filesystem>
+#include <functional>
+#include <optional>
+
+#include "core/durable_file.h"
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "core/pickle_reader.h"
+#include "core/torch_file.h"
+
+namespace megatron {
+
+namespace {
+
+// A dataclass instance's attribute `name` (its pickled state is the dict of its fields), or
+// nullptr when the state has none.
+const PyValue* field(const PyValue& obj, const char* name, const std::string& where) {
+  const PyObject& o = obj.as_object(where);
+  MT_REQUIRE(o.state, where, " (", o.type.qualified(), ") has no state");
+  if (o.state->kind() != PyValue::Kind::kDict) return nullptr;
+  return o.state->as_dict(where).find(name);
+}
+
+const PyValue& required(const PyValue& obj, const char* name, const std::string& where) {
+  const PyValue* v = field(obj, name, where);
+  MT_REQUIRE(v, where, " (", obj.as_object(where).type.qualified(), ") has no field '", name, "'");
+  return *v;
+}
+
+const std::string& type_name(const PyValue& v, const std::string& where) {
+  return v.as_object(where).type.name;
+}
+
+Shape ints(const PyValue& v, const std::string& where) {
+  Shape out;
+  for (const PyValue& d : v.as_sequence(where)) out.push_back(d.as_int(where));
+  return out;
+}
+
+// torch.<name> as pickled in TensorProperties.
+DType torch_dtype(const PyValue& v, const std::string& where) {
+  const PyGlobal& g = v.as_global(where);
+  static const std::map<std::string, DType> types = {
+      {"float32", DType::F32},   {"float", DType::F32},   {"float64", DType::F64},
+      {"double", DType::F64},    {"float16", DType::F16}, {"half", DType::F16},
+      {"bfloat16", DType::BF16}, {"int64", DType::I64},   {"long", DType::I64},
+      {"int32", DType::I32},     {"int", DType::I32},     {"uint8", DType::U8}};
+  auto it = types.find(g.name);
+  MT_REQUIRE(g.module == "torch" && it != types.end(), where, " has dtype ", g.qualified(),
+             ", which megatron-cpp does not read");
+  return it->second;
+}
+
+// TensorProperties' dtype: its state is the tuple (dtype, layout, requires_grad, memory
+// format, pin_memory) since PyTorch 1.13 (a __getstate__), or the dict of its fields.
+DType properties_dtype(const PyValue& props, const std::string& where) {
+  const PyObject& o = props.as_object(where);
+  MT_REQUIRE(o.state, where, " has no state");
+  if (o.state->kind() == PyValue::Kind::kTuple) {
+    const auto& t = o.state->as_sequence(where);
+    MT_REQUIRE(!t.empty(), where, " has an empty state");
+    return torch_dtype(t[0], where + " dtype");
+  }
+  return torch_dtype(required(props, "dtype", where), where + " dtype");
+}
+
+// A chunk or byte item's identity in storage_data: its key and offsets (none for bytes).
+using ItemId = std::pair<std::string, std::optional<Shape>>;
+
+}  // namespace
+
+DcpCheckpoint::~DcpCheckpoint() = default;
+DcpCheckpoint::DcpCheckpoint(DcpCheckpoint&&) noexcept = default;
+DcpCheckpoint& DcpCheckpoint::operator=(DcpCheckpoint&&) noexcept = default;
+
+DcpCheckpoint::DcpCheckpoint(const std::string& dir) : dir_(dir) {
+  const std::string path = dir + "/.metadata";
+  MT_REQUIRE(std::filesystem::exists(path), "'", dir,
+             "' has no .metadata file, so it is not a PyTorch Distributed Checkpoint (or its save "
+             "did not finish: .metadata is written last)");
+  const PyValue root =
+      read_pickle(read_file(path, "PyTorch Distributed Checkpoint metadata"), "'" + path + "'");
+  const std::string what = "the object in '" + path + "'";
+  MT_REQUIRE(root.kind() == PyValue::Kind::kObject &&
+                 (type_name(root, what) == "Metadata" || type_name(root, what) == "MCoreMetadata"),
+             what, " is ", root.describe(), ", not DCP's Metadata");
+
+  std::map<ItemId, DcpStorage> storage;
+  const PyValue& storage_data = required(root, "storage_data", what);
+  for (const auto& [index, info] : storage_data.as_dict(what + ".storage_data").items) {
+    const std::string w = what + ".storage_data";
+    const std::string fqn = required(index, "fqn", w + " key").as_str(w + " key fqn");
+    const PyValue* offset = field(index, "offset", w + " key");
+    std::optional<Shape> offsets;
+    if (offset && !offset->is_none()) offsets = ints(*offset, w + " key offset");
+    const std::string wi = w + "['" + fqn + "']";
+    const PyValue* transforms = field(info, "transform_descriptors", wi);
+    MT_REQUIRE(!transforms || transforms->is_none() ||
+                   transforms->as_sequence(wi + ".transform_descriptors").empty(),
+               "'", path, "': item '", fqn,
+               "' was written through a DCP stream transform (transform_descriptors, e.g. "
+               "compression), which megatron-cpp does not read; save the checkpoint without it");
+    DcpStorage s{required(info, "relative_path", wi).as_str(wi + ".relative_path"),
+                 uint64_t(required(info, "offset", wi).as_int(wi + ".offset")),
+                 uint64_t(required(info, "length", wi).as_int(wi + ".length"))};
+    MT_REQUIRE(
+        !s.file.empty() && s.file.find('/') == std::string::npos && s.file != "." && s.file != "..",
+        "'", path, "': item '", fqn, "' is stored in '", s.file,
+        "', which is not a file name of the checkpoint directory");
+    storage[{fqn, offsets}] = s;
+  }
+
+  const PyValue& sdm = required(root, "state_dict_metadata", what);
+  for (const auto& [k, m] : sdm.as_dict(what + ".state_dict_metadata").items) {
+    const std::string key = k.as_str("a state_dict_metadata key");
+    const std::string w = "'" + path + "' entry '" + key + "'";
+    const std::string& kind = type_name(m, w);
+    if (kind == "BytesStorageMetadata") {
+      auto it = storage.find({key, std::nullopt});
+      MT_REQUIRE(it != storage.end(), w, " (bytes) has no storage record");
+      bytes_[key] = it->second;
+      continue;
+    }
+    MT_REQUIRE(kind == "TensorStorageMetadata", w, " is a ", kind,
+               ", not TensorStorageMetadata or BytesStorageMetadata");
+    DcpTensor t;
+    t.dtype = properties_dtype(required(m, "properties", w), w + " properties");
+    t.shape = ints(required(m, "size", w), w + " size");
+    for (const PyValue& c : required(m, "chunks", w).as_sequence(w + " chunks")) {
+      DcpChunk chunk;
+      chunk.offsets = ints(required(c, "offsets", w + " chunk"), w + " chunk offsets");
+      chunk.sizes = ints(required(c, "sizes", w + " chunk"), w + " chunk sizes");
+      bool inside = chunk.offsets.size() == t.shape.size() && chunk.sizes.size() == t.shape.size();
+      for (size_t d = 0; inside && d < t.shape.size(); ++d)
+        inside = chunk.offsets[d] >= 0 && chunk.sizes[d] >= 0 &&
+                 chunk.offsets[d] + chunk.sizes[d] <= t.shape[d];
+      MT_REQUIRE(inside, w, ": a chunk ", shape_str(chunk.sizes), " at ", shape_str(chunk.offsets),
+                 " lies outside its global shape ", shape_str(t.shape));
+      auto it = storage.find({key, chunk.offsets});
+      MT_REQUIRE(it != storage.end(), w, ": the chunk at ", shape_str(chunk.offsets),
+                 " has no storage record");
+      chunk.storage = it->second;
+      t.chunks.push_back(std::move(chunk));
+    }
+    tensors_[key] = std::move(t);
+  }
+}
+
+std::shared_ptr<MappedFile> DcpCheckpoint::file(const std::string& name) const {
+  std::shared_ptr<MappedFile>& f = files_[name];
+  if (!f) {
+    const std::string path = dir_ + "/" + name;
+    MT_REQUIRE(std::filesystem::exists(path), "PyTorch Distributed Checkpoint '", dir_,
+               "': its .metadata names the data file '", name,
+               "', which is missing (copy the whole checkpoint directory)");
+    f = std::make_shared<MappedFile>(path, MappedFile::Access::kCopyOnWrite);
+  }
+  return f;
+}
+
+std::string DcpCheckpoint::where(const DcpStorage& s, const std::string& what) const {
+  return dir_ + "/" + s.file + " bytes [" + std::to_string(s.offset) + ", " +
+         std::to_string(s.offset + s.length) + ") (" + what + ")";
+}
+
+namespace {
+
+// `fn` on the flat index of the first element of every last-dimension run of the box
+// [offsets, offsets + sizes) of a row-major `shape`.
+void for_each_row(const Shape& shape, const Shape& offsets, const Shape& sizes,
+                  const std::function<void(int64_t)>& fn) {
+  const size_t n = shape.size();
+  if (shape_numel(sizes) == 0) return;
+  if (n == 0) return fn(0);
+  const Shape strides = contiguous_strides(shape);
+  Shape i(n - 1, 0);
+  for (;;) {
+    int64_t flat = offsets[n - 1];
+    for (size_t d = 0; d + 1 < n; ++d) flat += (offsets[d] + i[d]) * strides[d];
+    fn(flat);
+    size_t d = n - 1;
+    while (d > 0 && ++i[d - 1] == sizes[d - 1]) i[--d] = 0;
+    if (d == 0) return;
+  }
+}
+
+}  // namespace
+
+Tensor DcpCheckpoint::read_tensor(const std::string& key) const {
+  auto it = tensors_.find(key);
+  MT_CHECK(it != tensors_.end(), "read_tensor of a key the checkpoint does not hold");
+  const DcpTensor& t = it->second;
+  Tensor out = Tensor::empty(t.shape, t.dtype);
+  std::vector<uint8_t> covered(size_t(shape_numel(t.shape)), 0);
+  for (const DcpChunk& c : t.chunks) {
+    const std::string name =
+        where(c.storage, "the chunk of " + key + " at " + shape_str(c.offsets));
+    PyValue item;
+    try {
+      item = torch_load(file(c.storage.file), c.storage.offset, c.storage.length, name);
+    } catch (const Error& e) {
+      MT_THROW(e.message(),
+               "; its .metadata places that chunk there, so the .distcp file is truncated or "
+               "was not written together with this .metadata");
+    }
+    MT_REQUIRE(item.kind() == PyValue::Kind::kTensor, "'", name, "' holds ", item.describe(),
+               ", not a tensor");
+    const Tensor& data = item.as_tensor(name).data;
+    MT_REQUIRE(data.shape() == c.sizes && data.dtype() == t.dtype, "'", name, "' holds ",
+               dtype_name(data.dtype()), shape_str(data.shape()), ", but .metadata says ",
+               dtype_name(t.dtype), shape_str(c.sizes));
+    Tensor box = out;
+    for (size_t d = 0; d < t.shape.size(); ++d)
+      box = box.slice(int64_t(d), c.offsets[d], c.offsets[d] + c.sizes[d]);
+    box.copy_from(data);
+    const int64_t run = t.shape.empty() ? 1 : c.sizes.back();
+    bool overlap = false;
+    for_each_row(t.shape, c.offsets, c.sizes, [&](int64_t flat) {
+      for (int64_t j = 0; j < run; ++j) overlap |= covered[size_t(flat + j)]++ != 0;
+    });
+    MT_REQUIRE(!overlap, "PyTorch Distributed Checkpoint '", dir_, "': the chunks of '", key,
+               "' overlap (the one at ", shape_str(c.offsets), " covers elements stored before)");
+  }
+  int64_t missing = 0;
+  for (uint8_t v : covered) missing += v == 0;
+  MT_REQUIRE(missing == 0, "PyTorch Distributed Checkpoint '", dir_, "': the chunks of '", key,
+             "' ", shape_str(t.shape), " leave ", missing,
+             " elements uncovered (a rank's data is missing from .metadata)");
+  return out;
+}
+
+PyValue DcpCheckpoint::load_byte_item(const std::string& key) const {
+  auto it = bytes_.find(key);
+  MT_CHECK(it != bytes_.end(), "load_byte_item of a key the checkpoint does not hold");
+  const std::string name = where(it->second, "item " + key);
+  try {
+    return torch_load(file(it->second.file), it->second.offset, it->second.length, name);
+  } catch (const Error& e) {
+    MT_THROW(e.message(),
+             "; its .metadata places that item there, so the .distcp file is truncated or was "
+             "not written together with this .metadata");
+  }
+}
+
+}  // namespace megatron
