@@ -53,10 +53,11 @@ convert --from megatron-lm --load "$MLM/torch_dist_qwen2_tp2" --save "$WORK/qwen
 convert --from megatron-lm --load "$MLM/qwen2_core_tp2" --save "$WORK/qwen_torch"
 for c in qwen_dist qwen_torch; do
   "$MEGATRON_BINARY" generate --load "$WORK/$c" --tokenizer-type NullTokenizer --vocab-size 96 \
-    --prompt "1 2 3 4" --tokens-to-generate 6 --top-k 1 > "$WORK/gen_$c.txt" \
-    2> "$WORK/gen_$c.log" || { cat "$WORK/gen_$c.log"; fail "generate from $c"; }
+    --prompt "1 2 3 4" --tokens-to-generate 6 --top-k 1 > "$WORK/gen_$c.log" 2>&1 \
+    || { cat "$WORK/gen_$c.log"; fail "generate from $c"; }
+  grep -E "^1 2 3 4( [0-9]+){6}$" "$WORK/gen_$c.log" > "$WORK/gen_$c.txt" \
+    || { cat "$WORK/gen_$c.log"; fail "no 6 tokens generated from $c"; }
 done
-[[ -s $WORK/gen_qwen_dist.txt ]] || { cat "$WORK/gen_qwen_dist.log"; fail "nothing generated"; }
 diff "$WORK/gen_qwen_dist.txt" "$WORK/gen_qwen_torch.txt" || fail "generations differ"
 
 echo "== errors"
