@@ -1,7 +1,6 @@
 #include "checkpoint/torch_dcp.h"
 
 #include <filesystem>
-#include <functional>
 #include <optional>
 
 #include "core/durable_file.h"
@@ -64,6 +63,31 @@ DType properties_dtype(const PyValue& props, const std::string& where) {
     return torch_dtype(t[0], where + " dtype");
   }
   return torch_dtype(required(props, "dtype", where), where + " dtype");
+}
+
+// Whether two boxes (offsets, sizes) of one shape share an element.
+bool overlap(const DcpChunk& a, const DcpChunk& b) {
+  if (shape_numel(a.sizes) == 0 || shape_numel(b.sizes) == 0) return false;
+  for (size_t d = 0; d < a.offsets.size(); ++d)
+    if (a.offsets[d] >= b.offsets[d] + b.sizes[d] || b.offsets[d] >= a.offsets[d] + a.sizes[d])
+      return false;
+  return true;
+}
+
+// The chunks (each inside the global shape) cover every element exactly once: pairwise
+// disjoint, their sizes adding up to the whole.
+void check_tiling(const DcpTensor& t, const std::string& where) {
+  int64_t covered = 0;
+  for (size_t i = 0; i < t.chunks.size(); ++i) {
+    covered += shape_numel(t.chunks[i].sizes);
+    for (size_t j = 0; j < i; ++j)
+      MT_REQUIRE(!overlap(t.chunks[i], t.chunks[j]), where, ": the chunks at ",
+                 shape_str(t.chunks[j].offsets), " and ", shape_str(t.chunks[i].offsets),
+                 " overlap (two saves mixed in one directory?)");
+  }
+  MT_REQUIRE(covered == shape_numel(t.shape), where, ": its chunks cover ", covered, " of the ",
+             shape_numel(t.shape), " elements of ", shape_str(t.shape),
+             " (a rank's chunks are missing from .metadata)");
 }
 
 // A chunk or byte item's identity in storage_data: its key and offsets (none for bytes).
@@ -144,6 +168,7 @@ DcpCheckpoint::DcpCheckpoint(const std::string& dir) : dir_(dir) {
       chunk.storage = it->second;
       t.chunks.push_back(std::move(chunk));
     }
+    check_tiling(t, w);
     tensors_[key] = std::move(t);
   }
 }
@@ -165,35 +190,11 @@ std::string DcpCheckpoint::where(const DcpStorage& s, const std::string& what) c
          std::to_string(s.offset + s.length) + ") (" + what + ")";
 }
 
-namespace {
-
-// `fn` on the flat index of the first element of every last-dimension run of the box
-// [offsets, offsets + sizes) of a row-major `shape`.
-void for_each_row(const Shape& shape, const Shape& offsets, const Shape& sizes,
-                  const std::function<void(int64_t)>& fn) {
-  const size_t n = shape.size();
-  if (shape_numel(sizes) == 0) return;
-  if (n == 0) return fn(0);
-  const Shape strides = contiguous_strides(shape);
-  Shape i(n - 1, 0);
-  for (;;) {
-    int64_t flat = offsets[n - 1];
-    for (size_t d = 0; d + 1 < n; ++d) flat += (offsets[d] + i[d]) * strides[d];
-    fn(flat);
-    size_t d = n - 1;
-    while (d > 0 && ++i[d - 1] == sizes[d - 1]) i[--d] = 0;
-    if (d == 0) return;
-  }
-}
-
-}  // namespace
-
 Tensor DcpCheckpoint::read_tensor(const std::string& key) const {
   auto it = tensors_.find(key);
   MT_CHECK(it != tensors_.end(), "read_tensor of a key the checkpoint does not hold");
   const DcpTensor& t = it->second;
   Tensor out = Tensor::empty(t.shape, t.dtype);
-  std::vector<uint8_t> covered(size_t(shape_numel(t.shape)), 0);
   for (const DcpChunk& c : t.chunks) {
     const std::string name =
         where(c.storage, "the chunk of " + key + " at " + shape_str(c.offsets));
@@ -215,19 +216,7 @@ Tensor DcpCheckpoint::read_tensor(const std::string& key) const {
     for (size_t d = 0; d < t.shape.size(); ++d)
       box = box.slice(int64_t(d), c.offsets[d], c.offsets[d] + c.sizes[d]);
     box.copy_from(data);
-    const int64_t run = t.shape.empty() ? 1 : c.sizes.back();
-    bool overlap = false;
-    for_each_row(t.shape, c.offsets, c.sizes, [&](int64_t flat) {
-      for (int64_t j = 0; j < run; ++j) overlap |= covered[size_t(flat + j)]++ != 0;
-    });
-    MT_REQUIRE(!overlap, "PyTorch Distributed Checkpoint '", dir_, "': the chunks of '", key,
-               "' overlap (the one at ", shape_str(c.offsets), " covers elements stored before)");
   }
-  int64_t missing = 0;
-  for (uint8_t v : covered) missing += v == 0;
-  MT_REQUIRE(missing == 0, "PyTorch Distributed Checkpoint '", dir_, "': the chunks of '", key,
-             "' ", shape_str(t.shape), " leave ", missing,
-             " elements uncovered (a rank's data is missing from .metadata)");
   return out;
 }
 

@@ -54,9 +54,10 @@ struct DcpTensor {
 class DcpCheckpoint {
  public:
   // Reads and checks DIR/.metadata: every chunk inside its tensor's global shape with a storage
-  // record, every storage record a plain file name of DIR. Nothing else is read until asked.
-  // Throws Error naming the file and the problem (a missing .metadata, a forbidden global, a
-  // layout this reader does not know).
+  // record, the chunks of a tensor covering each element exactly once (Megatron saves only the
+  // main replica of a replicated tensor), every storage record a plain file name of DIR. Nothing
+  // else is read until asked. Throws Error naming the file and the problem (a missing .metadata, a
+  // forbidden global, a layout this reader does not know).
   explicit DcpCheckpoint(const std::string& dir);
   ~DcpCheckpoint();
   DcpCheckpoint(DcpCheckpoint&&) noexcept;
@@ -69,7 +70,7 @@ class DcpCheckpoint {
   // The global tensor `key` (its stored dtype), assembled from its chunks. Throws Error naming
   // the key, the file and the byte range when a chunk's range lies past the end of its file, is
   // not a torch.save archive of one tensor (a wrong offset), or holds another shape or dtype
-  // than the metadata says, and when the chunks do not cover every element exactly once.
+  // than the metadata says.
   Tensor read_tensor(const std::string& key) const;
   // The byte item `key` read as a torch.save archive (how Megatron-Core stores its objects:
   // torch.save of a list of them).

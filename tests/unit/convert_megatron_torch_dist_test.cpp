@@ -25,6 +25,8 @@
 #include "convert/megatron_lm_checkpoint.h"
 #include "core/crc32.h"
 #include "core/durable_file.h"
+#include "core/pickle_reader.h"
+#include "core/pickle_writer.h"
 
 namespace megatron {
 namespace {
@@ -209,6 +211,33 @@ TEST(MegatronTorchDistImport, ATruncatedOrShiftedDataFileIsAClearError) {
   e = error_of([&] { import_megatron_lm_gpt(ckpt, -1, dir.file("o"), 1, 0); });
   EXPECT_THAT(e, HasSubstr("names the data file '__1_0.distcp', which is missing"));
   EXPECT_FALSE(fs::exists(dir.file("o")));
+}
+
+// .metadata read, changed by `change` (given the chunk list of the stacked QKV weight) and
+// written back (core/pickle_writer.h writes DCP's dataclasses as REDUCE + BUILD, which the
+// reader reads as it reads Python's NEWOBJ + BUILD).
+void rewrite_qkv_chunks(const std::string& it_dir,
+                        const std::function<void(std::vector<PyValue>&)>& change) {
+  const std::string path = it_dir + "/.metadata";
+  const PyValue root = read_pickle(read_file(path, "test"), path);
+  const PyValue& sdm = *root.as_object("").state->as_dict("").find("state_dict_metadata");
+  const PyValue& qkv = *sdm.as_dict("").find("decoder.layers.self_attention.linear_qkv.weight");
+  change(qkv.as_object("").state->as_dict("").find("chunks")->as_sequence(""));
+  write_file_durably(path, write_pickle(root));
+}
+
+TEST(TorchDcp, ChunksThatDoNotTileTheTensorAreRefused) {
+  TempDir dir;
+  const std::string it = iteration_dir(copy_fixture(dir, "torch_dist_gpt2_tp2"));
+  rewrite_qkv_chunks(it, [](std::vector<PyValue>&) {});  // unchanged: still read
+  EXPECT_EQ(DcpCheckpoint(it).tensors().size(), 16u);
+  rewrite_qkv_chunks(it, [](std::vector<PyValue>& chunks) { chunks.pop_back(); });
+  std::string e = error_of([&] { DcpCheckpoint{it}; });
+  EXPECT_THAT(e, HasSubstr("entry 'decoder.layers.self_attention.linear_qkv.weight': its chunks "
+                           "cover 4608 of the 6144 elements of [2, 96, 32]"));
+  rewrite_qkv_chunks(it, [](std::vector<PyValue>& chunks) { chunks.push_back(chunks.front()); });
+  e = error_of([&] { DcpCheckpoint{it}; });
+  EXPECT_THAT(e, HasSubstr("overlap"));
 }
 
 TEST(MegatronTorchDistImport, OtherBackendsAndAMissingCommonStateAreRefused) {
