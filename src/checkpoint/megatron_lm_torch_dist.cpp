@@ -158,7 +158,7 @@ MegatronLmTorchDistModel megatron_lm_torch_dist_tensors(const MegatronLmTorchDis
                num_layers, " layers (args.num_layers)");
     for (int64_t i = 0; i < num_layers; ++i)
       add("layers." + std::to_string(i) + "." + target->name,
-          global.slice(0, i, i + 1).clone().view(Shape(t.shape.begin() + 1, t.shape.end())), key);
+          global.slice(0, i, i + 1).view(Shape(t.shape.begin() + 1, t.shape.end())), key);
   }
   return out;
 }

@@ -187,8 +187,7 @@ TensorMap torch_dist_full_tensors(const MegatronLmTorchDist& ckpt, const GptConf
       problems += "\n  " + p.spec.name + " is " + shape_str(it->second.shape()) +
                   ", the model's is " + shape_str(p.spec.full_shape);
     } else {
-      full[p.spec.name] =
-          hf_tensor_to_f32(it->second, "Megatron-LM GPT").clone().view(p.spec.full_shape);
+      full[p.spec.name] = hf_tensor_to_f32(it->second, "Megatron-LM GPT").view(p.spec.full_shape);
     }
     model.tensors.erase(it);
   }
