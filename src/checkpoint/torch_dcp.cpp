@@ -126,9 +126,12 @@ DcpCheckpoint::DcpCheckpoint(const std::string& dir) : dir_(dir) {
                "'", path, "': item '", fqn,
                "' was written through a DCP stream transform (transform_descriptors, e.g. "
                "compression), which megatron-cpp does not read; save the checkpoint without it");
+    const int64_t offset_bytes = required(info, "offset", wi).as_int(wi + ".offset");
+    const int64_t length = required(info, "length", wi).as_int(wi + ".length");
+    MT_REQUIRE(offset_bytes >= 0 && length >= 0, "'", path, "': item '", fqn,
+               "' has a negative offset or length (", offset_bytes, ", ", length, ")");
     DcpStorage s{required(info, "relative_path", wi).as_str(wi + ".relative_path"),
-                 uint64_t(required(info, "offset", wi).as_int(wi + ".offset")),
-                 uint64_t(required(info, "length", wi).as_int(wi + ".length"))};
+                 uint64_t(offset_bytes), uint64_t(length)};
     MT_REQUIRE(
         !s.file.empty() && s.file.find('/') == std::string::npos && s.file != "." && s.file != "..",
         "'", path, "': item '", fqn, "' is stored in '", s.file,
@@ -198,6 +201,10 @@ Tensor DcpCheckpoint::read_tensor(const std::string& key) const {
   for (const DcpChunk& c : t.chunks) {
     const std::string name =
         where(c.storage, "the chunk of " + key + " at " + shape_str(c.offsets));
+    // DCP's SAFETENSORS serialization stores a chunk's raw elements, no archive around them.
+    MT_REQUIRE(c.storage.length != uint64_t(shape_numel(c.sizes)) * dtype_size(t.dtype), "'", name,
+               "' holds the chunk's raw elements (DCP's SAFETENSORS serialization), which "
+               "megatron-cpp does not read; Megatron-Core saves with TORCH_SAVE");
     PyValue item;
     try {
       item = torch_load(file(c.storage.file), c.storage.offset, c.storage.length, name);

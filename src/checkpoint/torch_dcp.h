@@ -18,7 +18,8 @@
 // torch.distributed.checkpoint, the TensorProperties state as a tuple (dtype, layout,
 // requires_grad, memory-format enum, pin_memory), plus storage_meta and version, which are not
 // needed here. A storage record with transform_descriptors (a DCP stream extension, e.g.
-// compression) and the SAFETENSORS serialization (no torch.save archive) are refused by name.
+// compression) and a chunk of the SAFETENSORS serialization (its raw elements, no torch.save
+// archive: told by its length) are refused by name.
 #pragma once
 
 #include <cstdint>

@@ -213,17 +213,39 @@ TEST(MegatronTorchDistImport, ATruncatedOrShiftedDataFileIsAClearError) {
   EXPECT_FALSE(fs::exists(dir.file("o")));
 }
 
-// .metadata read, changed by `change` (given the chunk list of the stacked QKV weight) and
-// written back (core/pickle_writer.h writes DCP's dataclasses as REDUCE + BUILD, which the
-// reader reads as it reads Python's NEWOBJ + BUILD).
-void rewrite_qkv_chunks(const std::string& it_dir,
-                        const std::function<void(std::vector<PyValue>&)>& change) {
+// .metadata read, changed by `change` (given Metadata's fields) and written back
+// (core/pickle_writer.h writes DCP's dataclasses as REDUCE + BUILD, which the reader reads as it
+// reads Python's NEWOBJ + BUILD).
+void rewrite_metadata(const std::string& it_dir, const std::function<void(PyDict&)>& change) {
   const std::string path = it_dir + "/.metadata";
   const PyValue root = read_pickle(read_file(path, "test"), path);
-  const PyValue& sdm = *root.as_object("").state->as_dict("").find("state_dict_metadata");
-  const PyValue& qkv = *sdm.as_dict("").find("decoder.layers.self_attention.linear_qkv.weight");
-  change(qkv.as_object("").state->as_dict("").find("chunks")->as_sequence(""));
+  change(root.as_object("").state->as_dict(""));
   write_file_durably(path, write_pickle(root));
+}
+
+// The same with the chunk list of the stacked QKV weight.
+void rewrite_qkv_chunks(const std::string& it_dir,
+                        const std::function<void(std::vector<PyValue>&)>& change) {
+  rewrite_metadata(it_dir, [&](PyDict& metadata) {
+    const PyValue& qkv = *metadata.find("state_dict_metadata")
+                              ->as_dict("")
+                              .find("decoder.layers.self_attention.linear_qkv.weight");
+    change(qkv.as_object("").state->as_dict("").find("chunks")->as_sequence(""));
+  });
+}
+
+TEST(TorchDcp, RawChunksOfTheSafetensorsSerializationAreRefusedByName) {
+  TempDir dir;
+  const std::string it = iteration_dir(copy_fixture(dir, "torch_dist_gpt2_tp2"));
+  rewrite_metadata(it, [](PyDict& metadata) {
+    for (auto& [index, info] : metadata.find("storage_data")->as_dict("").items)
+      if (index.as_object("").state->as_dict("").find("fqn")->as_str("") ==
+          "decoder.final_layernorm.weight")
+        info.as_object("").state->as_dict("").set(PyValue::str("length"), PyValue::integer(32 * 4));
+  });
+  const std::string e =
+      error_of([&] { DcpCheckpoint(it).read_tensor("decoder.final_layernorm.weight"); });
+  EXPECT_THAT(e, HasSubstr("holds the chunk's raw elements (DCP's SAFETENSORS serialization)"));
 }
 
 TEST(TorchDcp, ChunksThatDoNotTileTheTensorAreRefused) {
