@@ -48,6 +48,9 @@ struct Target {
   bool stacked = false;  // the tensor carries all layers on axis 0
 };
 
+// Keys of one layer ("decoder.layers.<i>.<suffix>": non-homogeneous layers, or
+// singleton_local_shards) have no stacked layer axis; they are not read yet.
+
 // The target of model key `key`, or nullopt when no GPT-family model has it.
 std::optional<Target> model_target(const std::string& key, bool tied) {
   if (key == "embedding.word_embeddings.weight" || key == "embedding.position_embeddings.weight")
@@ -55,17 +58,12 @@ std::optional<Target> model_target(const std::string& key, bool tied) {
   if (key == "output_layer.weight") return Target{tied ? "" : key};  // tied: the embedding's copy
   if (key == "decoder.final_layernorm.weight" || key == "decoder.final_layernorm.bias")
     return Target{key.substr(8)};
-  static const std::regex per_layer(R"(decoder\.layers\.(\d+)\.(.+))");
-  static const std::regex stacked(R"(decoder\.layers\.(.+))");
-  std::smatch m;
-  if (std::regex_match(key, m, per_layer)) {
-    const std::string ours = megatron_lm_layer_name(m[2].str(), MegatronLmNaming::kCore);
-    if (!ours.empty()) return Target{"layers." + m[1].str() + "." + ours};
-  } else if (std::regex_match(key, m, stacked)) {
-    const std::string ours = megatron_lm_layer_name(m[1].str(), MegatronLmNaming::kCore);
-    if (!ours.empty()) return Target{ours, true};
-  }
-  return std::nullopt;
+  const std::string prefix = "decoder.layers.";
+  if (key.rfind(prefix, 0) != 0) return std::nullopt;
+  const std::string ours =
+      megatron_lm_layer_name(key.substr(prefix.size()), MegatronLmNaming::kCore);
+  if (ours.empty()) return std::nullopt;
+  return Target{ours, true};
 }
 
 }  // namespace
@@ -145,11 +143,6 @@ MegatronLmTorchDistModel megatron_lm_torch_dist_tensors(const MegatronLmTorchDis
     if (target->name.empty()) continue;
     const Tensor global = ckpt.dcp.read_tensor(key);
     if (!target->stacked) {
-      if (target->name.rfind("layers.", 0) == 0) {
-        const int64_t layer = std::stoll(target->name.substr(7));
-        MT_REQUIRE(layer < num_layers, "Megatron-LM checkpoint '", dir, "' holds '", key,
-                   "', but its args say the model has ", num_layers, " layers");
-      }
       add(target->name, global, key);
       continue;
     }

@@ -15,8 +15,8 @@
 //   output_layer.weight (untied only), decoder.final_layernorm.{weight,bias},
 //   decoder.layers.<suffix>      a transformer layer's tensor stacked over all layers: the
 //                                layer is a leading axis [L, ...] (homogeneous layers, the
-//                                default)
-//   decoder.layers.<i>.<suffix>  one layer's tensor (non-homogeneous layers)
+//                                default; one layer's keys, decoder.layers.<i>.<suffix> of
+//                                non-homogeneous layers, are not read yet)
 // with <suffix> Megatron-Core's layer names (checkpoint/megatron_lm_torch.h: linear_qkv,
 // linear_proj, linear_fc1, linear_fc2, the norms as Transformer Engine's layer_norm_* or the
 // local spec's input_layernorm / pre_mlp_layernorm). The global tensors are megatron-cpp's full
@@ -66,8 +66,8 @@ struct MegatronLmTorchDistModel {
 
 // The model tensors of `ckpt` for a GPT-family model of `num_layers` layers. With
 // `tied_embeddings` an output_layer.weight entry is left out. Throws Error naming the key for an
-// entry no GPT-family model of megatron-cpp has (BERT's, MoE's, ...), a stacked tensor whose
-// layer axis is not num_layers, or a layer number out of range.
+// entry no GPT-family model of megatron-cpp has (BERT's, MoE's, one layer's, ...) and for a
+// stacked tensor whose layer axis is not num_layers.
 MegatronLmTorchDistModel megatron_lm_torch_dist_tensors(const MegatronLmTorchDist& ckpt,
                                                         int64_t num_layers, bool tied_embeddings);
 

@@ -262,6 +262,25 @@ TEST(TorchDcp, ChunksThatDoNotTileTheTensorAreRefused) {
   EXPECT_THAT(e, HasSubstr("overlap"));
 }
 
+TEST(MegatronTorchDistImport, AKeyNoGptModelHasIsRefusedByName) {
+  TempDir dir;
+  const std::string ckpt = copy_fixture(dir, "torch_dist_gpt2_tp2");
+  // The stacked fc1 bias renamed as one layer's key (as non-homogeneous layers save it).
+  const std::string from = "decoder.layers.mlp.linear_fc1.bias";
+  const std::string to = "decoder.layers.0.mlp.linear_fc1.bias";
+  rewrite_metadata(iteration_dir(ckpt), [&](PyDict& metadata) {
+    for (auto& [key, m] : metadata.find("state_dict_metadata")->as_dict("").items)
+      if (key.as_str("") == from) key = PyValue::str(to);
+    for (auto& [index, info] : metadata.find("storage_data")->as_dict("").items) {
+      PyDict& fields = index.as_object("").state->as_dict("");
+      if (fields.find("fqn")->as_str("") == from) fields.set(PyValue::str("fqn"), PyValue::str(to));
+    }
+  });
+  const std::string e = error_of([&] { import_megatron_lm_gpt(ckpt, -1, dir.file("o"), 1, 0); });
+  EXPECT_THAT(e, HasSubstr("holds 'decoder.layers.0.mlp.linear_fc1.bias' [2, 128], which no "
+                           "GPT-family model of megatron-cpp has"));
+}
+
 TEST(MegatronTorchDistImport, OtherBackendsAndAMissingCommonStateAreRefused) {
   TempDir dir;
   const std::string ckpt = copy_fixture(dir, "torch_dist_gpt2_tp2");
