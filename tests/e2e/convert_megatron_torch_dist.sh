@@ -3,7 +3,7 @@
 # (tests/data/megatron_lm_gpt_tiny/torch_dist_*, tools/reference/megatron_torch_dist_checkpoint.py):
 # `megatron convert --from megatron-lm` of the TP-2 GPT-2 holds the weights of the HF import of
 # the same model and trains on with the same losses, also when pretrain-gpt --load names the
-# torch_dist directory itself; the TP-2 Qwen2 (bf16, PyTorch 2.x's .metadata) generates the
+# torch_dist directory itself (with --use-checkpoint-args too); the TP-2 Qwen2 (bf16, PyTorch 2.x's .metadata) generates the
 # tokens its torch-format twin generates; the errors.
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
@@ -47,6 +47,14 @@ done
 diff "$WORK/loss_direct.txt" "$WORK/loss_hf.txt" || fail "losses differ"
 grep -q "converted Megatron-LM checkpoint" "$WORK/train_direct.log" || fail "not converted"
 [[ -s $WORK/direct.megatron-cpp/latest_checkpointed_iteration.txt ]] || fail "no copy"
+# --use-checkpoint-args: the model's shape comes from the args in common.pt.
+timeout 300 "$MEGATRON_BINARY" pretrain-gpt --use-checkpoint-args --load "$WORK/direct" \
+  --finetune --mock-data --vocab-size 96 --seq-length 16 --micro-batch-size 2 \
+  --global-batch-size 2 --train-iters 3 --lr 1e-3 --log-interval 1 --eval-interval 1000 \
+  --eval-iters 1 > "$WORK/train_args.log" 2>&1 \
+  || { cat "$WORK/train_args.log"; fail "pretrain-gpt --use-checkpoint-args"; }
+grep -o "lm loss: [0-9.E+-]*" "$WORK/train_args.log" | diff - "$WORK/loss_hf.txt" \
+  || fail "--use-checkpoint-args: losses differ"
 
 echo "== torch_dist Qwen2 (bf16, PyTorch 2.x .metadata) generates what its torch twin generates"
 convert --from megatron-lm --load "$MLM/torch_dist_qwen2_tp2" --save "$WORK/qwen_dist"
