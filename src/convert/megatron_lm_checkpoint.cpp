@@ -222,17 +222,24 @@ struct MegatronLmSource {
   std::vector<std::string> not_converted;  // what a warning names as left behind
 };
 
-MegatronLmSource read_torch_format(const std::string& load_dir, int64_t iteration,
-                                   int64_t vocab_size) {
-  const MegatronLmCheckpoint ckpt = read_megatron_lm_checkpoint(load_dir, iteration);
-  const std::string& dir = ckpt.iteration_dir;
+// The source's args, real vocabulary and model (the vocabulary padded as stored), from
+// Megatron's `args` in `dir`.
+MegatronLmSource source_model(const PyValue& args, const std::string& dir, int64_t vocab_size,
+                              bool per_rank_files) {
   MegatronLmSource src;
-  src.args = megatron_lm_args_json(ckpt.args());
-  check_supported_args(src.args, dir, true);
+  src.args = megatron_lm_args_json(args);
+  check_supported_args(src.args, dir, per_rank_files);
   src.vocab = real_vocab_size(src.args, vocab_size, dir);
   src.config = gpt_config_from_checkpoint_state(
       megatron_state(src.args, src.args.value("padded_vocab_size", int64_t(0)), dir), dir,
       src.vocab);
+  return src;
+}
+
+MegatronLmSource read_torch_format(const std::string& load_dir, int64_t iteration,
+                                   int64_t vocab_size) {
+  const MegatronLmCheckpoint ckpt = read_megatron_lm_checkpoint(load_dir, iteration);
+  MegatronLmSource src = source_model(ckpt.args(), ckpt.iteration_dir, vocab_size, true);
   src.full = gather_full_tensors(ckpt, src.config);
   src.converted_from = {{"format", "megatron-lm-torch"},
                         {"iteration", ckpt.iteration},
@@ -247,14 +254,7 @@ MegatronLmSource read_torch_format(const std::string& load_dir, int64_t iteratio
 MegatronLmSource read_torch_dist_format(const std::string& load_dir, int64_t iteration,
                                         int64_t vocab_size) {
   const MegatronLmTorchDist ckpt = read_megatron_lm_torch_dist(load_dir, iteration);
-  const std::string& dir = ckpt.iteration_dir;
-  MegatronLmSource src;
-  src.args = megatron_lm_args_json(ckpt.args());
-  check_supported_args(src.args, dir, false);
-  src.vocab = real_vocab_size(src.args, vocab_size, dir);
-  src.config = gpt_config_from_checkpoint_state(
-      megatron_state(src.args, src.args.value("padded_vocab_size", int64_t(0)), dir), dir,
-      src.vocab);
+  MegatronLmSource src = source_model(ckpt.args(), ckpt.iteration_dir, vocab_size, false);
   src.full = torch_dist_full_tensors(ckpt, src.config, src.not_converted);
   src.converted_from = {
       {"format", "megatron-lm-torch_dist"},
