@@ -98,8 +98,8 @@ void write_latest_iteration(const std::string& save_dir, int64_t iteration) {
 
 namespace {
 
-// Megatron-LM's own formats, recognised so that loading one says what it is and how to bring it
-// here instead of failing on a missing model.safetensors.
+// Megatron-LM's own formats, recognised so that loading one says what it is and how to convert
+// it instead of failing on a missing model.safetensors.
 // An entry of the iteration directory that is not a rank directory: a PyTorch Distributed
 // Checkpoint file makes the directory Megatron-LM's torch_dist format.
 void refuse_torch_dist(const std::string& iteration_dir, const fs::path& entry) {
@@ -107,10 +107,9 @@ void refuse_torch_dist(const std::string& iteration_dir, const fs::path& entry) 
              "checkpoint directory '", iteration_dir,
              "' is Megatron-LM's torch_dist format (PyTorch Distributed Checkpoint: ",
              entry.filename().string(),
-             "): megatron-cpp cannot read it yet. Save it in Megatron-LM's torch format "
-             "(--ckpt-format torch) and convert that with `megatron convert --from megatron-lm`, "
-             "or export it to HuggingFace with Megatron-LM's tools and use `megatron convert "
-             "--from hf`");
+             "). Convert it once with `megatron convert --model-type gpt --from megatron-lm "
+             "--load <its parent directory> --save <new directory>` and load that (GPT-family "
+             "models; pretrain-gpt --load with --finetune converts it itself)");
 }
 
 // A rank directory in the other format than the one asked for.

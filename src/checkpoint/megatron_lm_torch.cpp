@@ -98,6 +98,17 @@ Tensor tensor_of(const PyValue& v, const std::string& path, const std::string& k
 
 }  // namespace
 
+std::string megatron_lm_layer_name(const std::string& suffix, MegatronLmNaming naming) {
+  for (const LayerName& n : layer_names()) {
+    std::vector<const char*> spellings = {naming == MegatronLmNaming::kLegacy ? n.legacy : n.core};
+    const auto& aliases = naming == MegatronLmNaming::kLegacy ? n.legacy_aliases : n.core_aliases;
+    spellings.insert(spellings.end(), aliases.begin(), aliases.end());
+    for (const char* s : spellings)
+      if (suffix == s) return n.ours;
+  }
+  return "";
+}
+
 bool is_megatron_lm_torch_checkpoint(const std::string& load_dir) {
   const std::optional<int64_t> iteration = read_latest_iteration(load_dir);
   if (!iteration) return false;
@@ -273,17 +284,10 @@ std::map<std::string, Tensor> megatron_lm_rank_tensors(const MegatronLmRank& ran
   auto add_layer = [&](const std::string& key, const std::string& name, const PyValue& v) {
     const auto layer = split_layer(name);
     if (layer) {
-      for (const LayerName& n : layer_names()) {
-        std::vector<const char*> spellings = {naming == MegatronLmNaming::kLegacy ? n.legacy
-                                                                                  : n.core};
-        const auto& aliases =
-            naming == MegatronLmNaming::kLegacy ? n.legacy_aliases : n.core_aliases;
-        spellings.insert(spellings.end(), aliases.begin(), aliases.end());
-        for (const char* s : spellings)
-          if (layer->second == s) {
-            add("layers." + std::to_string(first_layer + layer->first) + "." + n.ours, v, key);
-            return;
-          }
+      const std::string ours = megatron_lm_layer_name(layer->second, naming);
+      if (!ours.empty()) {
+        add("layers." + std::to_string(first_layer + layer->first) + "." + ours, v, key);
+        return;
       }
     }
     MT_THROW("Megatron-LM checkpoint '", path, "' holds '", key,

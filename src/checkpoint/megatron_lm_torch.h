@@ -89,6 +89,11 @@ nlohmann::json megatron_lm_args_json(const PyValue& args);
 // num_query_groups in Megatron's spelling.
 PyValue megatron_lm_args_namespace(const nlohmann::json& args);
 
+// megatron-cpp's layer-local parameter name ("self_attention.query_key_value.weight") of
+// Megatron's layer-local `suffix` in `naming` ("self_attention.linear_qkv.weight"; the older
+// spellings too), or "" when no GPT-family model of megatron-cpp has it.
+std::string megatron_lm_layer_name(const std::string& suffix, MegatronLmNaming naming);
+
 // Rank `rank`'s model tensors under megatron-cpp's names (global layer numbers, given the
 // stage's first layer `first_layer`). With `tied_embeddings` (args without
 // untie_embeddings_and_output_weights) the last stage's copy of the word embedding is left

@@ -19,7 +19,8 @@
 //
 // megatron-lm is Megatron-LM's legacy `torch` checkpoint format (mp_rank_*/model_optim_rng.pt),
 // read in either parameter naming (legacy or Megatron-Core, detected) and written in the legacy
-// naming (megatron-lm) or Megatron-Core's (megatron-lm-core); weights, iteration and model
+// naming (megatron-lm) or Megatron-Core's (megatron-lm-core), or — read only — its `torch_dist`
+// format (metadata.json, .metadata, __R_K.distcp; detected); weights, iteration and model
 // arguments cross, not yet the optimizer, scheduler or RNG state. Between megatron-lm and HF
 // the conversion goes through a megatron-cpp checkpoint in SAVE.megatron-cpp.tmp, removed after.
 //
@@ -175,7 +176,7 @@ int run_convert(int argc, char** argv) {
           std::map<std::string, std::string>{{"gpt", "gpt"}, {"bert", "bert"}}, CLI::ignore_case));
   app.add_option("--from,--loader", from,
                  "format of --load: hf, megatron (or mcore: megatron-cpp's checkpoints) or "
-                 "megatron-lm (Megatron-LM's torch format)")
+                 "megatron-lm (Megatron-LM's torch or torch_dist format)")
       ->transform(format_name);
   app.add_option("--to,--saver", to,
                  "format of --save: megatron (or mcore), hf, or megatron-lm / megatron-lm-core "

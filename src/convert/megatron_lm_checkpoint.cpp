@@ -4,6 +4,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/layout.h"
+#include "checkpoint/megatron_lm_torch_dist.h"
 #include "checkpoint/model_shape.h"
 #include "checkpoint/shards.h"
 #include "convert/convert_common.h"
@@ -48,16 +49,20 @@ int64_t real_vocab_size(const nlohmann::json& args, int64_t flag, const std::str
   return vocab;
 }
 
-// Options of Megatron runs that megatron-cpp's GPT model does not build.
-void check_supported_args(const nlohmann::json& args, const std::string& dir) {
+// Options of Megatron runs that megatron-cpp's GPT model does not build, and (with
+// `per_rank_files`, the torch format) pipeline layouts whose rank files it does not split.
+void check_supported_args(const nlohmann::json& args, const std::string& dir, bool per_rank_files) {
   auto set = [&](const char* key) {
     return args.contains(key) && !args[key].is_null() && args[key] != false && args[key] != 0;
   };
-  for (const char* key :
-       {"num_experts", "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
-        "num_layers_per_virtual_pipeline_stage", "mtp_num_layers",
-        "apply_residual_connection_post_layernorm", "squared_relu", "qk_layernorm",
-        "multi_latent_attention"})
+  std::vector<const char*> keys = {
+      "num_experts",  "mtp_num_layers", "apply_residual_connection_post_layernorm",
+      "squared_relu", "qk_layernorm",   "multi_latent_attention"};
+  if (per_rank_files)
+    keys.insert(keys.end(),
+                {"decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
+                 "num_layers_per_virtual_pipeline_stage"});
+  for (const char* key : keys)
     MT_REQUIRE(!set(key), "Megatron-LM checkpoint '", dir, "' was trained with args.", key, " = ",
                args[key].dump(), ", which megatron-cpp's GPT model does not support yet");
 }
@@ -153,6 +158,47 @@ TensorMap gather_full_tensors(const MegatronLmCheckpoint& ckpt, const GptConfig&
   return full;
 }
 
+// Whether a torch_dist global tensor of `stored` shape is megatron-cpp's full tensor of `full`
+// shape: the same, or (SwiGLU's linear_fc1 [2·ffn, ...] = [gate; up]) with full's first two
+// dimensions merged.
+bool same_layout(const Shape& stored, const Shape& full) {
+  if (stored == full) return true;
+  return full.size() == stored.size() + 1 && full[0] * full[1] == stored[0] &&
+         std::equal(stored.begin() + 1, stored.end(), full.begin() + 2);
+}
+
+// Every model tensor of a torch_dist checkpoint, full (f32), under megatron-cpp's names, for
+// `config` (the vocabulary padded as stored); what was read past goes to `not_converted`.
+TensorMap torch_dist_full_tensors(const MegatronLmTorchDist& ckpt, const GptConfig& config,
+                                  std::vector<std::string>& not_converted) {
+  MegatronLmTorchDistModel model = megatron_lm_torch_dist_tensors(
+      ckpt, config.num_layers, !config.arch.untie_embeddings_and_output_weights);
+  not_converted = model.not_converted;
+  TensorMap full;
+  std::string problems;
+  const ParameterStore store = registered_parameter_store<GptModel>(config, 0, 1);
+  for (const Parameter& p : store.params()) {
+    auto it = model.tensors.find(p.spec.name);
+    if (it == model.tensors.end()) {
+      problems += "\n  " + p.spec.name + " is missing";
+      continue;
+    }
+    if (!same_layout(it->second.shape(), p.spec.full_shape)) {
+      problems += "\n  " + p.spec.name + " is " + shape_str(it->second.shape()) +
+                  ", the model's is " + shape_str(p.spec.full_shape);
+    } else {
+      full[p.spec.name] = hf_tensor_to_f32(it->second, "Megatron-LM GPT").view(p.spec.full_shape);
+    }
+    model.tensors.erase(it);
+  }
+  for (const auto& [name, t] : model.tensors)
+    problems += "\n  " + name + " " + shape_str(t.shape()) +
+                " is not a parameter of the model its args describe";
+  MT_REQUIRE(problems.empty(), "Megatron-LM checkpoint '", ckpt.iteration_dir,
+             "' does not hold the model its args describe:", problems);
+  return full;
+}
+
 // `full` with every padded-vocabulary tensor re-padded from `from` to `to` rows (the real rows
 // kept, new padding zero).
 TensorMap repad_vocabulary(TensorMap full, const GptConfig& to) {
@@ -166,45 +212,93 @@ TensorMap repad_vocabulary(TensorMap full, const GptConfig& to) {
   return full;
 }
 
+// A Megatron-LM checkpoint's model, read: its args (megatron-cpp's spelling), its real
+// vocabulary, the model it describes and its full tensors.
+struct MegatronLmSource {
+  nlohmann::json args, converted_from;
+  int64_t vocab = 0;
+  GptConfig config;
+  TensorMap full;
+  std::vector<std::string> not_converted;  // what a warning names as left behind
+};
+
+// The source's args, real vocabulary and model (the vocabulary padded as stored), from
+// Megatron's `args` in `dir`.
+MegatronLmSource source_model(const PyValue& args, const std::string& dir, int64_t vocab_size,
+                              bool per_rank_files) {
+  MegatronLmSource src;
+  src.args = megatron_lm_args_json(args);
+  check_supported_args(src.args, dir, per_rank_files);
+  src.vocab = real_vocab_size(src.args, vocab_size, dir);
+  src.config = gpt_config_from_checkpoint_state(
+      megatron_state(src.args, src.args.value("padded_vocab_size", int64_t(0)), dir), dir,
+      src.vocab);
+  return src;
+}
+
+MegatronLmSource read_torch_format(const std::string& load_dir, int64_t iteration,
+                                   int64_t vocab_size) {
+  const MegatronLmCheckpoint ckpt = read_megatron_lm_checkpoint(load_dir, iteration);
+  MegatronLmSource src = source_model(ckpt.args(), ckpt.iteration_dir, vocab_size, true);
+  src.full = gather_full_tensors(ckpt, src.config);
+  src.converted_from = {{"format", "megatron-lm-torch"},
+                        {"iteration", ckpt.iteration},
+                        {"checkpoint_version", ckpt.checkpoint_version},
+                        {"tensor_model_parallel_size", ckpt.tp_size},
+                        {"pipeline_model_parallel_size", ckpt.pp_size}};
+  for (const char* part : {"optimizer", "opt_param_scheduler", "rng_state"})
+    if (ckpt.ranks.front().root.as_dict("").find(part)) src.not_converted.push_back(part);
+  return src;
+}
+
+MegatronLmSource read_torch_dist_format(const std::string& load_dir, int64_t iteration,
+                                        int64_t vocab_size) {
+  const MegatronLmTorchDist ckpt = read_megatron_lm_torch_dist(load_dir, iteration);
+  MegatronLmSource src = source_model(ckpt.args(), ckpt.iteration_dir, vocab_size, false);
+  src.full = torch_dist_full_tensors(ckpt, src.config, src.not_converted);
+  src.converted_from = {
+      {"format", "megatron-lm-torch_dist"},
+      {"iteration", ckpt.iteration},
+      {"checkpoint_version", ckpt.checkpoint_version},
+      {"tensor_model_parallel_size", src.args.value("tensor_model_parallel_size", 1)},
+      {"pipeline_model_parallel_size", src.args.value("pipeline_model_parallel_size", 1)}};
+  for (const char* part : {"opt_param_scheduler", "optimizer"})
+    if (ckpt.common.as_dict("").find(part)) src.not_converted.push_back(part);
+  return src;
+}
+
 }  // namespace
 
 void import_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,
                             const std::string& save_dir, int target_tp, int64_t vocab_size) {
   MT_REQUIRE(target_tp >= 1, "--target-tensor-parallel-size must be >= 1, got ", target_tp);
-  const MegatronLmCheckpoint ckpt = read_megatron_lm_checkpoint(load_dir, iteration);
-  const std::string& dir = ckpt.iteration_dir;
-  const nlohmann::json args = megatron_lm_args_json(ckpt.args());
-  check_supported_args(args, dir);
-  const int64_t vocab = real_vocab_size(args, vocab_size, dir);
-  const int64_t stored_padded = args.value("padded_vocab_size", int64_t(0));
-  const GptConfig source =
-      gpt_config_from_checkpoint_state(megatron_state(args, stored_padded, dir), dir, vocab);
-  const TensorMap full = gather_full_tensors(ckpt, source);
-
-  const int divisible_by = args.value("make_vocab_size_divisible_by", 128);
-  GptConfig target = source;
-  target.padded_vocab_size = padded_vocab_size(vocab, divisible_by, target_tp);
+  const MegatronLmSource src =
+      is_megatron_lm_torch_dist_dir(checkpoint_iteration_dir(load_dir, iteration))
+          ? read_torch_dist_format(load_dir, iteration, vocab_size)
+          : read_torch_format(load_dir, iteration, vocab_size);
+  const int divisible_by = src.args.value("make_vocab_size_divisible_by", 128);
+  GptConfig target = src.config;
+  target.padded_vocab_size = padded_vocab_size(src.vocab, divisible_by, target_tp);
   nlohmann::json ours_args = gpt_imported_args(target);
-  ours_args["seq_length"] = args.value("seq_length", target.seq_length);
+  ours_args["seq_length"] = src.args.value("seq_length", target.seq_length);
   nlohmann::json state =
       imported_checkpoint_state(gpt_model_shape_json(target), ours_args, divisible_by, target_tp,
-                                "megatron-lm-torch", load_dir, "");
-  state["model"]["vocab_size"] = vocab;
+                                src.converted_from["format"].get<std::string>(), load_dir, "");
+  state["model"]["vocab_size"] = src.vocab;
   state["converted_from"].erase("config_json");
-  state["converted_from"]["iteration"] = ckpt.iteration;
-  state["converted_from"]["checkpoint_version"] = ckpt.checkpoint_version;
-  state["converted_from"]["tensor_model_parallel_size"] = ckpt.tp_size;
-  state["converted_from"]["pipeline_model_parallel_size"] = ckpt.pp_size;
-  write_imported_checkpoint<GptModel>(save_dir, target, repad_vocabulary(full, target), state,
+  state["converted_from"].update(src.converted_from);
+  write_imported_checkpoint<GptModel>(save_dir, target, repad_vocabulary(src.full, target), state,
                                       target_tp);
-  std::string dropped;
-  for (const char* part : {"optimizer", "opt_param_scheduler", "rng_state"})
-    if (ckpt.ranks.front().root.as_dict("").find(part))
-      dropped += std::string(dropped.empty() ? "" : ", ") + part;
-  if (!dropped.empty())
-    log_warning(detail::concat("Megatron-LM checkpoint '", dir, "': ", dropped,
+  if (!src.not_converted.empty()) {
+    std::string parts;
+    for (size_t i = 0; i < src.not_converted.size() && i < 4; ++i)
+      parts += (i ? ", " : "") + src.not_converted[i];
+    if (src.not_converted.size() > 4)
+      parts += " and " + std::to_string(src.not_converted.size() - 4) + " more";
+    log_warning(detail::concat("Megatron-LM checkpoint '", load_dir, "': ", parts,
                                " not converted (weights only); start from the import with "
                                "--finetune, or --no-load-optim --no-load-rng"));
+  }
 }
 
 void export_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,

@@ -21,6 +21,7 @@ enum class Role {
   kRebuildTensor,  // torch._utils._rebuild_tensor_v2
   kRebuildParameter,
   kCodecsEncode,  // _codecs.encode(str, "latin1"): how protocol 2 spells bytes
+  kTorchSize,     // torch.Size((d0, d1, ...)) -> the tuple of its dimensions
   kObject,        // recorded as a PyObject (numpy reconstruction, enums), never called
   kGetattr,       // getattr(an allowed kObject class, "member"): how Python >= 3.11 pickles
                   // an enum member; recorded as a PyObject, never called
@@ -52,6 +53,28 @@ const std::map<std::string, Role>& allow_list() {
     // torch.save of its FP8 metadata (never opened here).
     l["_io.BytesIO"] = Role::kObject;
     l["numpy.dtype"] = Role::kObject;
+    l["torch.Size"] = Role::kTorchSize;
+    // PyTorch Distributed Checkpoint's `.metadata` (checkpoint/torch_dcp.h): its dataclasses
+    // (PyTorch 2.x's modules, and 1.13-2.1's torch.distributed._shard ones), the storage
+    // records of its file system writer, Megatron-Core's Metadata subclass (mcore 0.15), a
+    // tensor layout as torch pickles it (_get_layout("torch.strided")) and the PosixPath of
+    // the writer's checkpoint directory (StorageMeta.checkpoint_id): records, never called.
+    for (const char* m : {"torch.distributed.checkpoint.metadata.",
+                          "torch.distributed._shard.checkpoint.metadata."})
+      for (const char* c : {"Metadata", "TensorStorageMetadata", "ChunkStorageMetadata",
+                            "BytesStorageMetadata", "MetadataIndex"})
+        l[std::string(m) + c] = Role::kObject;
+    for (const char* e :
+         {"torch.distributed.checkpoint.metadata.TensorProperties",
+          "torch.distributed.checkpoint.metadata._MEM_FORMAT_ENCODING",
+          "torch.distributed.checkpoint.metadata.StorageMeta",
+          "torch.distributed._shard.sharded_tensor.metadata.TensorProperties",
+          "torch.distributed._shard.sharded_tensor.metadata.MEM_FORMAT_ENCODING",
+          "torch.distributed.checkpoint.filesystem._StorageInfo",
+          "torch.distributed._shard.checkpoint.filesystem._StorageInfo",
+          "megatron.core.dist_checkpointing.strategies.torch.MCoreMetadata",
+          "torch.serialization._get_layout", "pathlib.PosixPath", "pathlib._local.PosixPath"})
+      l[e] = Role::kObject;
     // Megatron-Core's enums that its arguments hold (pickled as Enum(value)).
     for (const char* e :
          {"megatron.core.transformer.enums.AttnBackend",
@@ -219,6 +242,15 @@ class Reader {
         const std::string& enc = args[1].as_str("_codecs.encode's encoding");
         if (enc != "latin1" && enc != "latin-1") fail("_codecs.encode with encoding ", enc);
         return PyValue::bytes(latin1_bytes(args[0].as_str("_codecs.encode's text")));
+      }
+      case Role::kTorchSize: {
+        if (args.size() != 1) fail("torch.Size called with ", args.size(), " arguments");
+        std::vector<PyValue> dims;
+        for (const PyValue& d : args[0].as_sequence("torch.Size's argument")) {
+          if (d.kind() != PyValue::Kind::kInt) fail("torch.Size of ", d.describe());
+          dims.push_back(d);
+        }
+        return PyValue::tuple(std::move(dims));
       }
       case Role::kObject:
         return PyValue::object(PyObject{g, args, nullptr});

@@ -14,6 +14,13 @@
 //   torch.<Float|Double|Half|BFloat16|Long|Int|Byte>Storage, in persistent ids
 //   torch.<dtype> (float32, bfloat16, ...: `args.params_dtype`) -> a PyGlobal value
 //   _codecs.encode (protocol-2 bytes)   -> bytes
+//   torch.Size                         -> the tuple of its dimensions
+//   PyTorch Distributed Checkpoint's .metadata classes (torch.distributed.checkpoint.metadata's
+//   Metadata, TensorStorageMetadata, ChunkStorageMetadata, BytesStorageMetadata, MetadataIndex,
+//   TensorProperties, _MEM_FORMAT_ENCODING, StorageMeta; filesystem._StorageInfo; their
+//   PyTorch 1.13 modules under torch.distributed._shard; Megatron-Core's MCoreMetadata),
+//   torch.serialization._get_layout and pathlib.PosixPath (a layout and a directory recorded
+//   there)
 //   numpy's ndarray/dtype/scalar reconstruction (NumPy RNG states), _io.BytesIO (Transformer
 //   Engine's older _extra_state), Megatron-Core's enums
 //   (Class(value), or getattr(Class, "member") as Python >= 3.11 pickles them; getattr of

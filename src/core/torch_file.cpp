@@ -60,7 +60,13 @@ void for_each_tensor(const PyValue& value, const std::function<void(PyTensor&)>&
 }
 
 PyValue torch_load(const std::string& path) {
-  auto zip = std::make_shared<TorchZipReader>(path);
+  return torch_load(std::make_shared<MappedFile>(path, MappedFile::Access::kCopyOnWrite), 0,
+                    uint64_t(-1), path);
+}
+
+PyValue torch_load(std::shared_ptr<MappedFile> file, uint64_t offset, uint64_t length,
+                   const std::string& path) {
+  auto zip = std::make_shared<TorchZipReader>(std::move(file), offset, length, path);
   const std::string source = "'" + path + "' (" + zip->archive_name() + "/data.pkl)";
   PyValue root = read_pickle(zip->record("data.pkl"), source);
   std::map<std::string, std::shared_ptr<Storage>> storages;

@@ -4,12 +4,16 @@
 // data/<storage key> record.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "core/pickle_value.h"
 
 namespace megatron {
+
+class MappedFile;
 
 // The object saved in the PyTorch file `path`, every tensor's `data` set: a copy-on-write view
 // of the mapped file (tensors that share a storage share memory, as in PyTorch), or a copy
@@ -17,6 +21,11 @@ namespace megatron {
 // problem: a corrupt or truncated archive, a forbidden global (core/pickle_reader.h), a
 // missing storage, a storage whose size disagrees with the pickle.
 PyValue torch_load(const std::string& path);
+// The same for the archive torch.save wrote at bytes [offset, offset + length) of `file` (mapped
+// copy-on-write; a PyTorch Distributed Checkpoint item, checkpoint/torch_dcp.h; `length`
+// uint64_t(-1): to the end of the file); `name` names it in messages.
+PyValue torch_load(std::shared_ptr<MappedFile> file, uint64_t offset, uint64_t length,
+                   const std::string& name);
 
 // Writes `value` to `path` as torch.save (PyTorch 1.6+ zip format, pickle protocol 2) does:
 // records <stem>/data.pkl, <stem>/data/<key> for each tensor ("0", "1", ... in the order the

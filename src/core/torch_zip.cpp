@@ -54,9 +54,21 @@ void put64(std::string& s, uint64_t v) {
 // ---- reader -------------------------------------------------------------------------------------
 
 TorchZipReader::TorchZipReader(const std::string& path)
-    : path_(path), file_(std::make_shared<MappedFile>(path, MappedFile::Access::kCopyOnWrite)) {
-  const uint8_t* base = file_->data();
-  const uint64_t size = file_->size();
+    : TorchZipReader(std::make_shared<MappedFile>(path, MappedFile::Access::kCopyOnWrite), 0,
+                     uint64_t(-1), path) {}
+
+TorchZipReader::TorchZipReader(std::shared_ptr<MappedFile> file, uint64_t offset, uint64_t length,
+                               std::string name)
+    : path_(std::move(name)), file_(std::move(file)), window_(offset) {
+  MT_REQUIRE(offset <= file_->size(), "PyTorch checkpoint '", path_, "' starts at byte ", offset,
+             " of '", file_->path(), "', which has ", file_->size(),
+             " bytes (the file is truncated)");
+  size_ = length == uint64_t(-1) ? file_->size() : length;
+  MT_REQUIRE(size_ <= file_->size() - offset, "PyTorch checkpoint '", path_, "' is bytes [", offset,
+             ", ", offset + size_, ") of '", file_->path(), "', which has ", file_->size(),
+             " bytes (the file is truncated)");
+  const uint8_t* base = this->base();
+  const uint64_t size = size_;
   auto corrupt = [&](const auto&... what) {
     MT_THROW("PyTorch checkpoint '", path_, "' is not a valid torch.save zip archive: ", what...,
              " (a truncated or corrupt file; save it again or copy it anew)");
@@ -142,6 +154,10 @@ TorchZipReader::TorchZipReader(const std::string& path)
 
 TorchZipReader::~TorchZipReader() = default;
 
+const uint8_t* TorchZipReader::base() const {
+  return file_->data() + window_;
+}
+
 std::vector<std::string> TorchZipReader::record_names() const {
   std::vector<std::pair<size_t, std::string>> ordered;
   for (const auto& [name, r] : records_) ordered.emplace_back(r.order, name);
@@ -157,7 +173,7 @@ const TorchZipReader::Record& TorchZipReader::find(const std::string& name) cons
              "/", name, "' (a storage its pickle refers to is missing: the file is corrupt)");
   const Record& r = it->second;
   if (!r.verified) {
-    MT_REQUIRE(crc32(file_->data() + r.offset, r.size) == r.crc, "PyTorch checkpoint '", path_,
+    MT_REQUIRE(crc32(base() + r.offset, r.size) == r.crc, "PyTorch checkpoint '", path_,
                "': record '", archive_, "/", name,
                "' fails its CRC-32 check (the file is corrupt; copy or save it again)");
     r.verified = true;
@@ -167,12 +183,12 @@ const TorchZipReader::Record& TorchZipReader::find(const std::string& name) cons
 
 std::string_view TorchZipReader::record(const std::string& name) const {
   const Record& r = find(name);
-  return {reinterpret_cast<const char*>(file_->data() + r.offset), size_t(r.size)};
+  return {reinterpret_cast<const char*>(base() + r.offset), size_t(r.size)};
 }
 
 uint8_t* TorchZipReader::writable_record(const std::string& name) const {
   const Record& r = find(name);
-  return file_->writable_data() + r.offset;
+  return file_->writable_data() + window_ + r.offset;
 }
 
 // ---- writer -------------------------------------------------------------------------------------

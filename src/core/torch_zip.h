@@ -18,6 +18,7 @@
 // checks each record's CRC-32 the first time it is read.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -36,6 +37,12 @@ class TorchZipReader {
   // truncated or corrupt directory, a compressed or encrypted record, records outside one
   // archive folder, a record past the end of the file).
   explicit TorchZipReader(const std::string& path);
+  // The archive torch.save wrote at bytes [offset, offset + length) of `file` (mapped
+  // copy-on-write): its offsets count from `offset` (a PyTorch Distributed Checkpoint item,
+  // checkpoint/torch_dcp.h); `length` uint64_t(-1) runs to the end of the file. `name` stands
+  // for the file in messages. A range past the end of the file is an Error (truncated).
+  TorchZipReader(std::shared_ptr<MappedFile> file, uint64_t offset, uint64_t length,
+                 std::string name);
   ~TorchZipReader();
   TorchZipReader(const TorchZipReader&) = delete;
   TorchZipReader& operator=(const TorchZipReader&) = delete;
@@ -61,8 +68,12 @@ class TorchZipReader {
   };
   const Record& find(const std::string& name) const;
 
+  // The archive's bytes (its window of the mapping).
+  const uint8_t* base() const;
+
   std::string path_, archive_;
   std::shared_ptr<MappedFile> file_;
+  uint64_t window_ = 0, size_ = 0;  // where the archive starts in the file, its length
   std::map<std::string, Record> records_;
 };
 

@@ -260,9 +260,9 @@ TEST(CheckpointErrors, MissingRankDirectory) {
 }
 
 // Megatron-LM's own formats are named, with the way to bring them here, instead of failing on a
-// missing model.safetensors: `torch` (mp_rank_XX[_YYY]/model_optim_rng.pt: megatron convert
-// --from megatron-lm) and `torch_dist` (PyTorch Distributed Checkpoint files in the iteration
-// directory).
+// missing model.safetensors: `torch` (mp_rank_XX[_YYY]/model_optim_rng.pt) and `torch_dist`
+// (PyTorch Distributed Checkpoint files in the iteration directory), both converted with
+// megatron convert --from megatron-lm.
 TEST(CheckpointErrors, MegatronLmFormatsAreNamed) {
   TempDir dir;
   write_bytes(dir.file("latest_checkpointed_iteration.txt"), "20\n");
@@ -280,9 +280,8 @@ TEST(CheckpointErrors, MegatronLmFormatsAreNamed) {
   write_bytes(dir.file("iter_0000020/.metadata"), "meta");
   msg = load_error(dir.path(), -1);
   EXPECT_THAT(msg, HasSubstr("is Megatron-LM's torch_dist format (PyTorch Distributed Checkpoint"));
-  EXPECT_THAT(msg, HasSubstr("megatron convert --from hf"));
-  EXPECT_THAT(msg, HasSubstr("(--ckpt-format torch) and convert that with `megatron convert "
-                             "--from megatron-lm`"));
+  EXPECT_THAT(msg, HasSubstr("Convert it once with `megatron convert --model-type gpt --from "
+                             "megatron-lm --load <its parent directory>"));
 }
 
 TEST(CheckpointErrors, ShardWithoutPlacementMetadata) {

@@ -5,6 +5,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/layout.h"
 #include "checkpoint/megatron_lm_torch.h"
+#include "checkpoint/megatron_lm_torch_dist.h"
 #include "checkpoint/shards.h"
 #include "convert/megatron_lm_checkpoint.h"
 #include "core/error.h"
@@ -20,7 +21,8 @@ bool is_conversion_of(const std::string& copy, const std::string& source, int64_
   const nlohmann::json state =
       CheckpointShardReader(checkpoint_iteration_dir(copy, -1)).state(0, 0);
   const nlohmann::json from = state.value("converted_from", nlohmann::json::object());
-  return from.value("format", std::string()) == "megatron-lm-torch" &&
+  const std::string format = from.value("format", std::string());
+  return (format == "megatron-lm-torch" || format == "megatron-lm-torch_dist") &&
          from.value("path", std::string()) == source &&
          from.value("iteration", int64_t(-1)) == iteration;
 }
@@ -28,11 +30,13 @@ bool is_conversion_of(const std::string& copy, const std::string& source, int64_
 }  // namespace
 
 void use_megatron_lm_load(Args& args, bool writer) {
-  if (args.load.empty() || !is_megatron_lm_torch_checkpoint(args.load)) return;
+  if (args.load.empty()) return;
+  const bool torch_dist = is_megatron_lm_torch_dist_checkpoint(args.load);
+  if (!torch_dist && !is_megatron_lm_torch_checkpoint(args.load)) return;
   MT_REQUIRE(args.finetune || (args.no_load_optim && args.no_load_rng), "--load ", args.load,
-             " is a Megatron-LM torch-format checkpoint: its weights are loaded, not its "
-             "optimizer, scheduler or RNG state. Add --finetune (start from iteration 0), or "
-             "--no-load-optim --no-load-rng");
+             " is a Megatron-LM ", torch_dist ? "torch_dist" : "torch",
+             "-format checkpoint: its weights are loaded, not its optimizer, scheduler or RNG "
+             "state. Add --finetune (start from iteration 0), or --no-load-optim --no-load-rng");
   const std::string source = std::filesystem::path(args.load).lexically_normal().string();
   const std::string copy = source + ".megatron-cpp";
   const int64_t iteration = resolve_checkpoint_iteration(source, -1);

@@ -1,18 +1,19 @@
-// `--load` of a Megatron-LM torch-format checkpoint (checkpoint/megatron_lm_torch.h) in a
-// training run: its weights are converted once into megatron-cpp's format next to it,
-// LOAD.megatron-cpp/ (convert/megatron_lm_checkpoint.h, at the run's TP size), and the run
-// loads that. A later run reuses the copy while it was made from the same directory and
-// iteration. Only the weights cross (no optimizer, scheduler or RNG state), so the run must
-// say so: --finetune, or --no-load-optim --no-load-rng.
+// `--load` of a Megatron-LM torch- or torch_dist-format checkpoint
+// (checkpoint/megatron_lm_torch.h, checkpoint/megatron_lm_torch_dist.h) in a training run: its
+// weights are converted once into megatron-cpp's format next to it, LOAD.megatron-cpp/
+// (convert/megatron_lm_checkpoint.h, at the run's TP size), and the run loads that. A later run
+// reuses the copy while it was made from the same directory and iteration. Only the weights cross
+// (no optimizer, scheduler or RNG state), so the run must say so: --finetune, or --no-load-optim
+// --no-load-rng.
 #pragma once
 
 #include "cli/args/args.h"
 
 namespace megatron::cli {
 
-// When args.load is a Megatron-LM torch checkpoint: checks the flags above, converts it (only
-// when `writer`, e.g. rank 0; the others wait for it in the caller's run_on_all_ranks) unless
-// an up-to-date copy exists, and points args.load at the copy. Otherwise leaves args alone.
+// When args.load is a Megatron-LM torch or torch_dist checkpoint: checks the flags above, converts
+// it (only when `writer`, e.g. rank 0; the others wait for it in the caller's run_on_all_ranks)
+// unless an up-to-date copy exists, and points args.load at the copy. Otherwise leaves args alone.
 void use_megatron_lm_load(Args& args, bool writer);
 
 }  // namespace megatron::cli

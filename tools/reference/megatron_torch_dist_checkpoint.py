@@ -1,0 +1,461 @@
+#!/usr/bin/python3
+"""Megatron-LM `torch_dist` checkpoints (Megatron-Core dist_checkpointing over PyTorch Distributed
+Checkpoint, DCP) of the tiny GPT-2 and the tiny Qwen2, written by PyTorch 1.13's own DCP writer
+(torch.distributed._shard.checkpoint.save_state_dict, FileSystemWriter) from two gloo processes:
+tensor-parallel ranks 0 and 1 each save their own chunks. For
+tests/unit/convert_megatron_torch_dist_test.cpp and tests/e2e/convert_megatron_lm.sh.
+
+Megatron-LM is not imported: the sharded state dict is built here the way Megatron-Core builds it
+(read from its source: GPTModel / TransformerBlock / TransformerLayer sharded_state_dict,
+make_sharded_tensors_for_checkpoint, apply_swiglu_sharded_factory,
+dist_checkpointing/strategies/torch.py, serialization.py):
+
+* keys are ShardedTensor keys; a transformer layer's tensors are stacked over the layers, with
+  the layer as a leading axis of the global shape ("decoder.layers.self_attention.linear_qkv.
+  weight" [L, 3h, h]), each rank's chunk [1, ...] at offset (layer, ...);
+* column-parallel weights are split along their output rows, row-parallel ones along their
+  input columns, replicated tensors saved once (by TP rank 0, the main replica);
+* SwiGLU's linear_fc1 is saved as two chunks per rank: the global tensor is [gate of every rank;
+  up of every rank], rank r's gate at row r·ffn/t, its up at ffn + r·ffn/t;
+* QKV rows are Megatron's per query group [g, q + 2, d] (checkpoint_version 3.0);
+* Transformer Engine's `_extra_state` are byte items (torch.save of [state]) keyed
+  "<key>/shard_<layer>_<L>", saved by TP rank 0, written as they are (MCoreSavePlanner's
+  transform_object; DCP's default planner would torch.save the BytesIO again).
+
+Writes, under OUT (default tests/data/megatron_lm_gpt_tiny):
+  torch_dist_gpt2_tp2/     the tiny GPT-2 (HF weights, tests/data/gpt2_tiny/hf), f32, tied
+                           embedding, iteration 12; metadata.json with the common backend and the
+                           common state in common.pt (Megatron-Core before July 2026); the
+                           `.metadata` pickle exactly as PyTorch 1.13 writes it
+  torch_dist_qwen2_tp2/    the tiny Qwen2 (tests/data/qwen2_tiny/hf) as a --bf16 run saves it
+                           (bf16, RoPE, RMSNorm, SwiGLU, GQA, QKV biases, untied output layer),
+                           iteration 5; metadata.json without the common backend and the common
+                           state as the DCP byte item "common_state/shard_0_1" (Megatron-Core
+                           since July 2026); the `.metadata` pickle as PyTorch 2.x writes it (its
+                           classes in torch.distributed.checkpoint.metadata / .filesystem, the
+                           TensorProperties state with _MEM_FORMAT_ENCODING, a StorageMeta with a
+                           PosixPath, version "1.0.0"), pickled from stand-ins of PyTorch 2.9's
+                           dataclasses (same module, names, fields and __getstate__), since only
+                           PyTorch 1.13 is installed here
+  torch_dist_expected.json the dtype, global shape and CRC-32 (zlib's) of the raw bytes of every
+                           DCP tensor of both checkpoints, as the script built them: what reading
+                           the chunks back must give, bit for bit
+The megatron-cpp tensors either import must give are expected.json / qwen2_expected.json (written
+by megatron_lm_checkpoint.py from the same HF weights).
+
+Regenerate: /usr/bin/python3 tools/reference/megatron_torch_dist_checkpoint.py [OUT]
+(deterministic: the same bytes each run).
+"""
+import argparse
+import dataclasses
+import enum
+import io
+import json
+import os
+import pathlib
+import pickle
+import shutil
+import sys
+import types
+import zlib
+
+import numpy as np
+import torch
+
+
+def _hashable_tensor_properties():
+    """Debian's PyTorch 1.13 predates Python 3.11, whose dataclasses refuse an unhashable
+    default: ShardedTensorMetadata's TensorProperties() default fails to import. Making that one
+    dataclass hashable (unsafe_hash, which changes neither its fields nor its pickle) lets
+    torch.distributed._shard import unchanged otherwise."""
+    original = dataclasses.dataclass
+
+    def patched(cls=None, /, **kwargs):
+        def wrap(c):
+            if c.__name__ == "TensorProperties":
+                kwargs["unsafe_hash"] = True
+            return original(**kwargs)(c)
+        return wrap if cls is None else wrap(cls)
+
+    dataclasses.dataclass = patched
+    try:
+        import torch.distributed._shard.sharded_tensor  # noqa: F401
+    finally:
+        dataclasses.dataclass = original
+
+
+_hashable_tensor_properties()
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+from torch.distributed._shard import checkpoint as dcp  # noqa: E402
+from torch.distributed._shard.checkpoint.default_planner import DefaultSavePlanner  # noqa: E402
+from torch.distributed._shard.metadata import ShardMetadata  # noqa: E402
+from torch.distributed._shard.sharded_tensor import Shard, ShardedTensor, ShardedTensorMetadata  # noqa: E402
+from torch.distributed._shard.sharded_tensor.metadata import TensorProperties  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import megatron_lm_checkpoint as mlm  # noqa: E402
+import safetensors_io  # noqa: E402
+
+TP = 2
+
+
+# ---- the sharded state dict ------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Chunk:
+    """One rank's piece of a global tensor: `data` sits at `offset` of `global_shape`."""
+    rank: int
+    offset: tuple
+    data: torch.Tensor
+
+
+def split(global_tensor, key, axis, stacked_layers):
+    """The TP chunks of `global_tensor` ([L, ...] when stacked_layers, the layer axis first):
+    split along `axis` (of the per-layer tensor) over the ranks, or whole on rank 0."""
+    chunks = []
+    layers = range(global_tensor.shape[0]) if stacked_layers else [None]
+    for layer in layers:
+        t = global_tensor[layer] if layer is not None else global_tensor
+        pre = (layer,) if layer is not None else ()
+        if axis is None:
+            chunks.append(Chunk(0, pre + (0,) * t.dim(), t))
+            continue
+        step = t.shape[axis] // TP
+        for r in range(TP):
+            off = [0] * t.dim()
+            off[axis] = r * step
+            chunks.append(Chunk(r, pre + tuple(off), t.narrow(axis, r * step, step)))
+    if stacked_layers:
+        for c in chunks:
+            c.data = c.data.unsqueeze(0)
+    return chunks
+
+
+def swiglu_chunks(global_tensor):
+    """linear_fc1 [L, 2·ffn, ...] = [gate; up]: rank r saves rows r·ffn/t of each half
+    (apply_swiglu_sharded_factory)."""
+    chunks = []
+    ffn = global_tensor.shape[1] // 2
+    step = ffn // TP
+    for layer in range(global_tensor.shape[0]):
+        for r in range(TP):
+            for half in (0, 1):
+                row = half * ffn + r * step
+                rest = (0,) * (global_tensor.dim() - 2)
+                chunks.append(Chunk(r, (layer, row) + rest,
+                                    global_tensor[layer:layer + 1, row:row + step]))
+    return chunks
+
+
+def extra_states(layers, modules):
+    """Transformer Engine's _extra_state ShardedObjects: torch.save([state]) bytes on TP rank 0,
+    keyed by their unique key "<key>/shard_<layer>_<L>" (an empty byte tensor: no FP8)."""
+    items = {}
+    for module in modules:
+        for layer in range(layers):
+            buf = io.BytesIO()
+            torch.save([torch.empty(0, dtype=torch.uint8)], buf)
+            items[f"decoder.layers.{module}._extra_state/shard_{layer}_{layers}"] = buf.getvalue()
+    return items
+
+
+TE_MODULES = ("self_attention.core_attention", "self_attention.linear_proj",
+              "self_attention.linear_qkv", "mlp.linear_fc1", "mlp.linear_fc2")
+
+
+def gpt2_state():
+    """The tiny GPT-2's global tensors (Megatron-Core keys) and their chunks, and its args."""
+    w, cfg = mlm.hf_weights()
+    gen = torch.Generator().manual_seed(38)
+    n = cfg["n_layer"]
+    vp = mlm.padded_vocab(cfg["vocab_size"], TP)
+    full = mlm.megatron_full_tensors(w, cfg, vp, gen)
+
+    def stack(kind):
+        return torch.stack([full[f"{i}.{kind}"] for i in range(n)])
+
+    axis = {"qkv.w": 0, "qkv.b": 0, "proj.w": 1, "fc1.w": 0, "fc1.b": 0, "fc2.w": 1}
+    tensors = {"embedding.word_embeddings.weight": (full["word"], 0, False),
+               "embedding.position_embeddings.weight": (full["pos"], None, False)}
+    for kind, name in mlm.MCORE.items():
+        tensors["decoder.layers." + name] = (stack(kind), axis.get(kind), True)
+    tensors["decoder.final_layernorm.weight"] = (full["lnf.w"], None, False)
+    tensors["decoder.final_layernorm.bias"] = (full["lnf.b"], None, False)
+    chunks = {k: split(t, k, ax, stacked) for k, (t, ax, stacked) in tensors.items()}
+    globals_ = {k: t for k, (t, _, _) in tensors.items()}
+    args = mlm.megatron_args(cfg, TP, 1, 12)
+    args.ckpt_format = "torch_dist"
+    args.use_dist_ckpt = True
+    args.transformer_impl = "transformer_engine"
+    return globals_, chunks, extra_states(n, TE_MODULES), args, 12
+
+
+def qwen2_state():
+    """The tiny Qwen2 in bf16: Megatron's global tensors, their chunks, and its args."""
+    d = os.path.join(mlm.ROOT, "tests/data/qwen2_tiny/hf")
+    t, _ = safetensors_io.load(os.path.join(d, "model.safetensors"))
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    w = {k: torch.from_numpy(np.array(v)).bfloat16() for k, v in t.items()}
+    h, heads, groups = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    dh, ffn, vocab = h // heads, cfg["intermediate_size"], cfg["vocab_size"]
+    vp = mlm.padded_vocab(vocab, TP)
+    gen = torch.Generator().manual_seed(39)
+    q_per_group = heads // groups
+
+    def grouped(q, k, v):  # rows [g, q + 2, d]: each query group's q heads, its key, its value
+        rest = q.shape[1:]
+        return torch.cat([q.reshape(groups, q_per_group * dh, *rest),
+                          k.reshape(groups, dh, *rest), v.reshape(groups, dh, *rest)],
+                         dim=1).reshape(-1, *rest)
+
+    def pad(x):  # Megatron's padding rows hold their random initial values
+        return torch.cat([x, (torch.randn(vp - vocab, h, generator=gen) * 0.02).bfloat16()])
+
+    p, a = "model.layers.0.", "model.layers.0.self_attn."
+    one = lambda x: x.unsqueeze(0).contiguous()  # noqa: E731 -- the stacked layer axis (L = 1)
+    tensors = {
+        "embedding.word_embeddings.weight": (pad(w["model.embed_tokens.weight"]), 0, False),
+        "decoder.layers.self_attention.linear_qkv.layer_norm_weight":
+            (one(w[p + "input_layernorm.weight"]), None, True),
+        "decoder.layers.self_attention.linear_qkv.weight": (one(grouped(
+            w[a + "q_proj.weight"], w[a + "k_proj.weight"], w[a + "v_proj.weight"])), 0, True),
+        "decoder.layers.self_attention.linear_qkv.bias": (one(grouped(
+            w[a + "q_proj.bias"], w[a + "k_proj.bias"], w[a + "v_proj.bias"])), 0, True),
+        "decoder.layers.self_attention.linear_proj.weight": (one(w[a + "o_proj.weight"]), 1, True),
+        "decoder.layers.mlp.linear_fc1.layer_norm_weight":
+            (one(w[p + "post_attention_layernorm.weight"]), None, True),
+        "decoder.layers.mlp.linear_fc2.weight": (one(w[p + "mlp.down_proj.weight"]), 1, True),
+        "decoder.final_layernorm.weight": (w["model.norm.weight"], None, False),
+        "output_layer.weight": (pad(w["lm_head.weight"]), 0, False),
+    }
+    chunks = {k: split(t, k, ax, stacked) for k, (t, ax, stacked) in tensors.items()}
+    globals_ = {k: t for k, (t, _, _) in tensors.items()}
+    fc1 = one(torch.cat([w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"]]))
+    globals_["decoder.layers.mlp.linear_fc1.weight"] = fc1
+    chunks["decoder.layers.mlp.linear_fc1.weight"] = swiglu_chunks(fc1)
+    args = argparse.Namespace(
+        num_layers=cfg["num_hidden_layers"], hidden_size=h, ffn_hidden_size=ffn,
+        num_attention_heads=heads, kv_channels=dh, group_query_attention=True,
+        num_query_groups=groups, max_position_embeddings=cfg["max_position_embeddings"],
+        seq_length=cfg["max_position_embeddings"], position_embedding_type="rope",
+        rotary_base=int(cfg["rope_theta"]), rotary_percent=1.0, normalization="RMSNorm",
+        norm_epsilon=cfg["rms_norm_eps"], swiglu=True, add_bias_linear=False, add_qkv_bias=True,
+        untie_embeddings_and_output_weights=True, bias_gelu_fusion=False, openai_gelu=False,
+        hidden_dropout=0.0, attention_dropout=0.0, init_method_std=0.02,
+        make_vocab_size_divisible_by=mlm.DIVISIBLE_BY, padded_vocab_size=vp, vocab_size=vocab,
+        tokenizer_type="HuggingFaceTokenizer", tensor_model_parallel_size=TP,
+        pipeline_model_parallel_size=1, bf16=True, fp16=False, params_dtype=torch.bfloat16,
+        iteration=5, ckpt_format="torch_dist", use_dist_ckpt=True,
+        attention_backend=mlm.AttnBackend.auto)
+    return globals_, chunks, extra_states(1, TE_MODULES), args, 5
+
+
+def common_state(args, iteration):
+    """The non-sharded part Megatron's generate_state_dict leaves after the sharded tensors are
+    taken out."""
+    return {"args": args, "checkpoint_version": 3.0, "iteration": iteration,
+            "num_floating_point_operations_so_far": 0,
+            "content_metadata": {"singleton_local_shards": False,
+                                 "chained_optim_avoid_prefix": True}}
+
+
+# ---- saving with PyTorch's DCP ----------------------------------------------------------------
+
+def sharded_tensor(global_shape, chunks, rank):
+    """A torch ShardedTensor of `rank`'s chunks, as Megatron's
+    sharded_tensor_to_torch_sharded_tensor builds it (every chunk listed in the metadata)."""
+    local = [Shard.from_tensor_and_offsets(c.data.contiguous(), list(c.offset), rank)
+             for c in chunks if c.rank == rank]
+    meta = ShardedTensorMetadata(
+        shards_metadata=[ShardMetadata(list(c.offset), list(c.data.shape), f"rank:{c.rank}/cpu")
+                         for c in chunks],
+        size=torch.Size(global_shape),
+        tensor_properties=TensorProperties(dtype=chunks[0].data.dtype, layout=torch.strided,
+                                           requires_grad=False,
+                                           memory_format=torch.contiguous_format,
+                                           pin_memory=False))
+    return ShardedTensor._init_from_local_shards_and_global_metadata(local, meta)
+
+
+class MCoreSavePlanner(DefaultSavePlanner):
+    """Megatron-Core's planner as far as the files go: its objects are already torch.save'd
+    into BytesIO, so they are written as they are (DCP's default would torch.save them again)."""
+
+    def transform_object(self, write_item, object):
+        return object
+
+
+def save_rank(rank, port, which, directory):
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=TP)
+    globals_, chunks, extras, args, iteration = STATES[which]()
+    state = {k: sharded_tensor(globals_[k].shape, chunks[k], rank) for k in sorted(globals_)}
+    if rank == 0:
+        for k, v in extras.items():
+            state[k] = io.BytesIO(v)
+        if which == "qwen2":  # the common state as a DCP byte item (Megatron-Core >= July 2026)
+            buf = io.BytesIO()
+            torch.save([common_state(args, iteration)], buf)
+            state["common_state/shard_0_1"] = buf
+    dcp.save_state_dict(state, dcp.FileSystemWriter(directory, single_file_per_rank=True),
+                        planner=MCoreSavePlanner())
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+STATES = {"gpt2": gpt2_state, "qwen2": qwen2_state}
+
+
+def write_checkpoint(out, which, port):
+    globals_, _, _, args, iteration = STATES[which]()
+    root = os.path.join(out, f"torch_dist_{which}_tp2")
+    shutil.rmtree(root, ignore_errors=True)
+    it_dir = os.path.join(root, f"iter_{iteration:07d}")
+    mp.spawn(save_rank, args=(port, which, it_dir), nprocs=TP, join=True)
+    config = {"sharded_backend": "torch_dist", "sharded_backend_version": 1}
+    if which == "gpt2":  # Megatron-Core before July 2026: common.pt and the common backend
+        config.update(common_backend="torch", common_backend_version=1)
+        torch.save(common_state(args, iteration), os.path.join(it_dir, "common.pt"))
+    with open(os.path.join(it_dir, "metadata.json"), "w") as f:
+        json.dump(config, f)
+    with open(os.path.join(root, "latest_checkpointed_iteration.txt"), "w") as f:
+        f.write(str(iteration))
+    return globals_, it_dir
+
+
+# ---- PyTorch 2.x's .metadata ----------------------------------------------------------------
+
+def pytorch2_classes():
+    """Stand-ins of PyTorch 2.9's torch/distributed/checkpoint/metadata.py and filesystem.py
+    dataclasses (module, name, field order, __getstate__ as there), importable by those names so
+    that pickle writes what PyTorch 2.x's pickle.dump(metadata) writes."""
+    names = ["torch.distributed.checkpoint", "torch.distributed.checkpoint.metadata",
+             "torch.distributed.checkpoint.filesystem"]
+    mods = {n: sys.modules.setdefault(n, types.ModuleType(n)) for n in names}
+    md, fs = mods[names[1]], mods[names[2]]
+
+    class _MEM_FORMAT_ENCODING(enum.Enum):
+        TORCH_CONTIGUOUS_FORMAT = 0
+        TORCH_CHANNELS_LAST = 1
+        TORCH_PRESERVE_FORMAT = 2
+
+    @dataclasses.dataclass
+    class ChunkStorageMetadata:
+        offsets: torch.Size
+        sizes: torch.Size
+
+    @dataclasses.dataclass
+    class TensorProperties:
+        dtype: torch.dtype = None
+        layout: torch.layout = torch.strided
+        requires_grad: bool = False
+        memory_format: torch.memory_format = torch.contiguous_format
+        pin_memory: bool = False
+
+        def __getstate__(self):
+            return (self.dtype, self.layout, self.requires_grad,
+                    _MEM_FORMAT_ENCODING.TORCH_CONTIGUOUS_FORMAT, self.pin_memory)
+
+    @dataclasses.dataclass
+    class TensorStorageMetadata:
+        properties: TensorProperties
+        size: torch.Size
+        chunks: list
+
+    @dataclasses.dataclass
+    class BytesStorageMetadata:
+        pass
+
+    @dataclasses.dataclass
+    class StorageMeta:
+        checkpoint_id: object = None
+        save_id: object = None
+        load_id: object = None
+        modules: list = dataclasses.field(default_factory=list)
+
+    @dataclasses.dataclass
+    class Metadata:
+        state_dict_metadata: dict
+        planner_data: object = None
+        storage_data: object = None
+        storage_meta: object = None
+        version: object = None
+
+    @dataclasses.dataclass(frozen=True)
+    class MetadataIndex:
+        fqn: str
+        offset: object = None
+        index: object = dataclasses.field(hash=False, compare=False, default=None)
+
+    @dataclasses.dataclass
+    class _StorageInfo:
+        relative_path: str
+        offset: int
+        length: int
+        transform_descriptors: object = None
+
+        def __getstate__(self):
+            return {k: v for k, v in self.__dict__.items() if v is not None}
+
+    for cls in (_MEM_FORMAT_ENCODING, ChunkStorageMetadata, TensorProperties,
+                TensorStorageMetadata, BytesStorageMetadata, StorageMeta, Metadata,
+                MetadataIndex):
+        cls.__module__ = md.__name__
+        cls.__qualname__ = cls.__name__
+        setattr(md, cls.__name__, cls)
+    _StorageInfo.__module__ = fs.__name__
+    _StorageInfo.__qualname__ = "_StorageInfo"
+    fs._StorageInfo = _StorageInfo
+    return md, fs
+
+
+def as_pytorch2(metadata, checkpoint_id):
+    """PyTorch 1.13's Metadata object → the object graph PyTorch 2.x pickles for it."""
+    md, fs = pytorch2_classes()
+    sdm = {}
+    for fqn, m in metadata.state_dict_metadata.items():
+        if hasattr(m, "chunks"):
+            sdm[fqn] = md.TensorStorageMetadata(
+                md.TensorProperties(dtype=m.properties.dtype), m.size,
+                [md.ChunkStorageMetadata(c.offsets, c.sizes) for c in m.chunks])
+        else:
+            sdm[fqn] = md.BytesStorageMetadata()
+    storage = {md.MetadataIndex(i.fqn, i.offset, i.index): fs._StorageInfo(
+        s.relative_path, s.offset, s.length) for i, s in metadata.storage_data.items()}
+    return md.Metadata(sdm, None, storage,
+                       md.StorageMeta(pathlib.PosixPath(checkpoint_id),
+                                      "5d2c3a8e-5f1b-4e84-9a56-0c1f2d3e4b5a"),
+                       "1.0.0")
+
+
+def expected(globals_):
+    return {k: {"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape),
+                "crc32": zlib.crc32(t.contiguous().view(torch.uint8).numpy().tobytes())
+                if t.dtype != torch.bfloat16 else
+                zlib.crc32(t.contiguous().view(torch.int16).numpy().tobytes())}
+            for k, t in sorted(globals_.items())}
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(mlm.ROOT,
+                                                             "tests/data/megatron_lm_gpt_tiny")
+    result = {}
+    gpt2, _ = write_checkpoint(out, "gpt2", 29537)
+    result["torch_dist_gpt2_tp2"] = expected(gpt2)
+    qwen2, it_dir = write_checkpoint(out, "qwen2", 29538)
+    result["torch_dist_qwen2_tp2"] = expected(qwen2)
+    path = os.path.join(it_dir, ".metadata")
+    with open(path, "rb") as f:
+        metadata = pickle.load(f)
+    converted = as_pytorch2(metadata, "/checkpoints/qwen2/iter_0000005")
+    with open(path, "wb") as f:
+        pickle.dump(converted, f)
+    with open(os.path.join(out, "torch_dist_expected.json"), "w") as f:
+        json.dump(result, f, indent=1)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
