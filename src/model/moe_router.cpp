@@ -93,8 +93,8 @@ void MoeRouter::backward(const Ctx& ctx, Tensor& dprobs, float loss_scale, Tenso
     kernels::moe_aux_loss_backward(ctx.logits, scaled, params_.sigmoid, dlogits);
   }
   if (ctx.z_loss)
-    kernels::moe_z_loss_backward(ctx.logits,
-                                 float(z_coeff_ / double(micro_batch_tokens)) * loss_scale, dlogits);
+    kernels::moe_z_loss_backward(
+        ctx.logits, float(z_coeff_ / double(micro_batch_tokens)) * loss_scale, dlogits);
   Tensor dw = weights_.grad(weight_index_);
   kernels::gemm(dlogits, true, ctx.input, false, dw, 1.0f, 1.0f);
   if (!dx.defined()) return;

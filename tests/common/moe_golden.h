@@ -115,7 +115,8 @@ void expect_matches_moe_golden(const MoeGolden& g, const ParallelState& ps, Adju
     EXPECT_NEAR(value, expected, 1e-5 * std::fabs(expected));
   }
   // A CP rank routes its own tokens: the counts add up over the CP group.
-  Tensor counts = Tensor::from_vector(ctx.tokens_per_expert, {int64_t(ctx.tokens_per_expert.size())});
+  Tensor counts =
+      Tensor::from_vector(ctx.tokens_per_expert, {int64_t(ctx.tokens_per_expert.size())});
   ps.cp->all_reduce(counts);
   const std::vector<int64_t> tokens = g.file->get("tokens_per_expert").to_vector<int64_t>();
   EXPECT_EQ(counts.to_vector<int64_t>(), tokens);
