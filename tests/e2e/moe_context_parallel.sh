@@ -3,9 +3,10 @@
 # routes its own chunks of the sequences and the router's load-balancing statistics and z-loss
 # sum are summed over the CP group, so the same model (dropout on, aux loss and z-loss on, the
 # first layer dense) trains to the same lm loss, grad norm, load-balancing loss and z-loss
-# (relative <= 1e-5, 6 iterations) at CP 1, CP 2, CP 4, CP 2 x TP 2 with sequence parallelism
-# and CP 2 x EP 2 (the expert-parallel group is the CP pair: tokens of different chunks travel
-# to their experts) under mpirun -np 4; the per-sequence loss (seq_aux_loss, whose sequences
+# (relative <= 1e-5, 6 iterations) at CP 1, CP 2, CP 4, CP 2 x TP 2 with sequence parallelism,
+# CP 2 with full recompute (the router's reductions run again in the backward) and CP 2 x EP 2
+# (the expert-parallel group is the CP pair: tokens of different chunks travel to their experts)
+# under mpirun -np 4; the per-sequence loss (seq_aux_loss, whose sequences
 # span the CP ranks) matches at CP 2 x EP 2. A CP 2 x
 # EP 2 checkpoint resumes at CP 1 and a CP 1 one at CP 2 x TP 2, to the losses of an
 # uninterrupted run.
@@ -34,10 +35,12 @@ run cp1 1 1 1 "${MOE[@]}"
 run cp2 2 1 1 --context-parallel-size 2 "${MOE[@]}"
 run cp4 4 1 1 --context-parallel-size 4 "${MOE[@]}"
 run cp2_tp2_sp 4 2 1 --context-parallel-size 2 --sequence-parallel "${MOE[@]}"
+run cp2_recompute 2 1 1 --context-parallel-size 2 --recompute-granularity full \
+  --recompute-method uniform --recompute-num-layers 1 "${MOE[@]}"
 run cp2_ep2 2 1 1 --context-parallel-size 2 --expert-model-parallel-size 2 "${MOE[@]}"
 grep -q "load_balancing_loss: .* | z_loss: " "$WORK/cp2.log" \
   || { cat "$WORK/cp2.log"; echo "FAIL: the MoE losses are not logged"; exit 1; }
-for name in cp2 cp4 cp2_tp2_sp cp2_ep2; do same cp1 "$name"; done
+for name in cp2 cp4 cp2_tp2_sp cp2_recompute cp2_ep2; do same cp1 "$name"; done
 
 run seq_cp1 1 1 1 "${SEQ[@]}"
 run seq_cp2_ep2 2 1 1 --context-parallel-size 2 --expert-model-parallel-size 2 "${SEQ[@]}"
