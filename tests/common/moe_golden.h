@@ -8,8 +8,7 @@
 //   capacity  top-2 pre-softmax, capacity factor 1 (probs policy), padded, aux_loss 1e-2, GeLU,
 //             linear biases
 // Builds the layer at any tensor-parallel rank (with or without sequence parallelism) and
-// context-parallel rank, and compares this rank's output, input gradient and gradient slices
-// (summed over the CP group) and the micro-batch's router losses and token counts.
+// compares this rank's output, input gradient and gradient slices.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -87,6 +86,8 @@ inline Tensor sequence_rows(const Tensor& full, const ParallelState& ps, bool sp
 
 // The layer "mlp" of the fixture on this rank: output (<= 1e-5 relative), router losses
 // (<= 1e-5), tokens per expert (exact), input gradient and every gradient slice (<= 1e-4).
+// At any context-parallel rank too: the losses are the micro-batch's, the token counts and the
+// gradients summed over the CP group.
 template <typename Adjust>
 void expect_matches_moe_golden(const MoeGolden& g, const ParallelState& ps, Adjust adjust) {
   TransformerConfig c = moe_golden_config(g.name);

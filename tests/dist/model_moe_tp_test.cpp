@@ -2,9 +2,7 @@
 // parallelism, against the PyTorch fixtures of tools/reference/moe_reference.py: each rank's
 // output (its sequence shard with sequence parallelism), router losses (those of the whole
 // micro-batch), input gradient and gradient slices (experts split like the dense MLP, the
-// router whole on every rank). With context parallelism (CP 2, CP 2 × DP 2) each CP rank
-// computes on its block of the sequence; its router losses are still the micro-batch's and its
-// gradients sum over CP to the fixture's.
+// router whole on every rank).
 #include <gtest/gtest.h>
 
 #include "../common/moe_golden.h"
@@ -33,8 +31,11 @@ TEST(MoePytorchGoldenDist, TensorParallelRanksMatchPytorch) {
   if (!ran) GTEST_SKIP() << "needs a world size divisible by 2";
 }
 
-// Not the capacity fixture: Megatron's capacity is per CP rank (of its tokens), not the
-// micro-batch's. The sigmoid one has the per-sequence loss, whose sequences span the CP ranks.
+// With context parallelism (CP 2, CP 2 × DP 2) each CP rank computes on its block of the
+// sequence; its router losses are still the micro-batch's and its gradients sum over CP to the
+// fixture's. Not the capacity fixture: Megatron's capacity is per CP rank (of its tokens), not
+// the micro-batch's. The sigmoid one has the per-sequence loss, whose sequences span the CP
+// ranks.
 TEST(MoePytorchGoldenDist, ContextParallelRanksMatchPytorch) {
   if (test::world_size() % 2 != 0) GTEST_SKIP() << "needs a world size divisible by 2";
   const ParallelState ps =
