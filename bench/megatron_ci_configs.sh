@@ -43,8 +43,8 @@
 #             largest of 4, 2, 1 that keeps the world <= 4, is <= the CI's DP (8 GPUs per node,
 #             or the config's GPUS_PER_NODE) and divides global batch / micro-batch;
 #             --hierarchical-context-parallel-sizes follows CP (its levels halved, the last first);
-#             --expert-model-parallel-size is halved until it divides DP (EP is carved out of the
-#             data-parallel ranks)
+#             --expert-model-parallel-size is halved until it divides CP x DP (EP is carved out
+#             of the context- and data-parallel ranks, Megatron's tp-cp-ep-dp-pp order)
 #   paths     --data-path: a GPT-2 BPE (GPT) or lower-case WordPiece sentence (BERT) indexed
 #             dataset made here with `megatron preprocess` from this repository's docs/*.md;
 #             --vocab-file/--merge-file: the files of scripts/fetch_data.sh; a tokenizer that
@@ -294,7 +294,7 @@ build() {
   done
   NP=$((tp * pp * cp * DP))
   ep=$(get --expert-model-parallel-size 1)
-  while ((ep > 1 && DP % ep != 0)); do ep=$((ep / 2)); done
+  while ((ep > 1 && (cp * DP) % ep != 0)); do ep=$((ep / 2)); done
   # layers
   local cfg_layers cfg_pp
   cfg_layers=$(get --num-layers 2); cfg_pp=$(get --pipeline-model-parallel-size 1)

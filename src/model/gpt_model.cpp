@@ -94,12 +94,6 @@ void GptConfig::validate(int tp_size) const {
   MT_REQUIRE(!per_token_loss || !arch.dsa.enabled || arch.dsa.loss_coeff == 0,
              "--calculate-per-token-loss with DSA's indexer loss (--dsa-indexer-loss-coeff > 0) "
              "is not implemented: drop one of them");
-  const MoeOptions& m = arch.moe;
-  MT_REQUIRE(!per_token_loss ||
-                 (m.aux_loss_coeff == 0 && m.seq_aux_loss_coeff == 0 && m.z_loss_coeff == 0),
-             "--calculate-per-token-loss with the MoE load-balancing loss or z-loss is not "
-             "implemented: give --moe-aux-loss-coeff 0 and no --moe-z-loss-coeff, or drop "
-             "--calculate-per-token-loss");
 }
 
 GptModel::GptModel(const GptConfig& config, const ParallelState& ps, ParameterStore& store,

@@ -62,10 +62,6 @@ struct LossSum {
 // GPT-2 and the Llama-family decoders: the transformer is always pre-LN and causal with a final
 // LayerNorm (transformer_config() fixes those options); the Llama-family ones are `arch`.
 struct GptConfig : LanguageModelConfig {
-  // --calculate-per-token-loss: backward starts from the micro-batch's masked loss SUM
-  // (dloss = mask · grad_scale), not its mean; the trainer divides the accumulated gradients
-  // by the global batch's token count (Megatron's per-token loss).
-  bool per_token_loss = false;
   TransformerConfig transformer_config() const;
   void validate(int tp_size) const;  // throws Error naming the offending option
 };

@@ -35,10 +35,8 @@ MoeLayer::MoeLayer(const std::string& prefix, const TransformerConfig& config,
       tp_rank_(ps.tp_rank),
       ffn_local_(config.expert_ffn_size() / ps.tp_size),
       weights_(weights),
-      router_(prefix + ".router", config, store, weights),
+      router_(prefix + ".router", config, ps, store, weights),
       local_experts_(config.arch.moe.num_experts / ps.ep_size) {
-  MT_REQUIRE(ps.cp_size == 1,
-             "mixture of experts with --context-parallel-size > 1 is not implemented yet");
   MT_REQUIRE(ps.etp_size == ps.tp_size, "--expert-tensor-parallel-size ", ps.etp_size,
              " other than --tensor-model-parallel-size ", ps.tp_size,
              " is not implemented: the experts here are split over the tensor-parallel group "

@@ -1,11 +1,14 @@
 // MoeLayer: Megatron-Core's MoELayer in place of a transformer layer's MLP (the layers
-// --moe-layer-freq selects), with tensor, sequence and expert parallelism.
+// --moe-layer-freq selects), with tensor, sequence, context and expert parallelism.
 //
 //   x [s(/t), b, h] ─ḡ/f─→ X [N, h] (the micro-batch's N = s·b tokens on every TP rank)
+//   (with context parallelism c: this CP rank's chunks, s/c in place of s; the layer is
+//   token-wise, only the router's loss statistics are summed over CP, model/moe_router.h)
 //     ├─ router (model/moe_router.h): indices [N, k], probs [N, k]
 //     ├─ permute (kernels/moe_permute.h): the N·k (token, choice) pairs into M slots grouped by
 //     │    expert, dropless (M = N·k) or at most C per expert (--moe-expert-capacity-factor,
-//     │    C = ⌈N·k/E · factor⌉; padded to exactly C with --moe-pad-expert-input-to-capacity)
+//     │    C = ⌈N·k/E · factor⌉ of this rank's N, per CP rank as in Megatron; padded to
+//     │    exactly C with --moe-pad-expert-input-to-capacity)
 //     │    tokens_by_expert [M, h], tokens_per_expert [E] (host)
 //     ├─ with expert parallelism (ep > 1): ExpertTokenExchange::dispatch over the EP group
 //     │    (parallel/expert_token_exchange.h, EtpTokens::kShared: the TP ranks hold the same

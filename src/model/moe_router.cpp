@@ -6,12 +6,14 @@
 namespace megatron {
 
 MoeRouter::MoeRouter(const std::string& prefix, const TransformerConfig& config,
-                     ParameterStore& store, const ComputeWeights& weights)
+                     const ParallelState& ps, ParameterStore& store, const ComputeWeights& weights)
     : experts_(config.arch.moe.num_experts),
       hidden_(config.hidden_size),
       aux_coeff_(config.arch.moe.aux_loss_coeff),
       seq_aux_coeff_(config.arch.moe.seq_aux_loss_coeff),
       z_coeff_(config.arch.moe.z_loss_coeff),
+      per_token_loss_(config.per_token_loss),
+      cp_(ps.cp),
       init_std_(config.hidden_init_std()),
       weights_(weights) {
   const MoeOptions& m = config.arch.moe;
@@ -44,16 +46,24 @@ void MoeRouter::forward(Ctx& ctx, const Tensor& x, int64_t batch, bool train, Ar
   kernels::moe_topk_forward(ctx.logits, Tensor(), params_, ctx.indices, ctx.probs);
   ctx.losses = {};
   ctx.z_loss = train && z_coeff_ > 0;
-  if (ctx.z_loss) ctx.losses.z_loss = kernels::moe_z_loss_sum(ctx.logits) / double(n);
+  // The micro-batch's tokens: this rank's n times the context-parallel ranks sharing them.
+  const int64_t cp = cp_->size(), micro_batch_tokens = n * cp;
+  if (ctx.z_loss) {
+    double sum = kernels::moe_z_loss_sum(ctx.logits);
+    if (cp > 1) sum = cp_->all_reduce_scalar(sum);
+    ctx.losses.z_loss = sum / double(micro_batch_tokens);
+  }
   // Switch Transformer's loss E/(k·T²)·Σ_e (Σ_t q_te)·count_e over groups of T tokens, the
   // per-sequence one averaged over the b sequences; its gradient weights are
-  // coefficient·E/(k·T²·groups)·count.
+  // coefficient·E/(k·T²·groups)·count. With CP a group's tokens are spread over the CP ranks:
+  // counts and score sums are summed over them (one all-reduce), so T counts them all.
   const auto balancing = [&](int64_t groups, double coeff, Tensor& weights) {
     if (!train || coeff <= 0) return 0.0;
-    const int64_t tokens = n / groups;
-    Tensor counts = arena.alloc({groups, experts_}, DType::F32);
-    Tensor sums = arena.alloc({groups, experts_}, DType::F32);
+    const int64_t tokens = micro_batch_tokens / groups;
+    Tensor stats = arena.alloc({2 * groups, experts_}, DType::F32);
+    Tensor counts = stats.slice(0, 0, groups), sums = stats.slice(0, groups, 2 * groups);
     kernels::moe_aux_loss_stats(ctx.logits, params_.topk, params_.sigmoid, groups, counts, sums);
+    if (cp > 1) cp_->all_reduce(stats);
     const double factor =
         double(experts_) / (double(params_.topk) * double(tokens) * double(tokens) * groups);
     const std::vector<float> c = counts.to(Device::CPU).to_vector<float>();
@@ -70,9 +80,11 @@ void MoeRouter::forward(Ctx& ctx, const Tensor& x, int64_t batch, bool train, Ar
 
 void MoeRouter::backward(const Ctx& ctx, Tensor& dprobs, float loss_scale, Tensor dx,
                          Arena& arena) const {
-  const int64_t n = ctx.logits.size(0);
+  const int64_t n = ctx.logits.size(0), micro_batch_tokens = n * cp_->size();
   Tensor dlogits = arena.zeros({n, experts_}, DType::F32);
   kernels::moe_topk_backward(dprobs, ctx.logits, ctx.indices, params_, dlogits);
+  // The per-token loss's gradients are sums the trainer divides by the global token count.
+  if (per_token_loss_) loss_scale *= float(micro_batch_tokens);
   for (const Tensor* w : {&ctx.aux_weights, &ctx.seq_aux_weights}) {
     if (!w->defined()) continue;
     Tensor scaled = arena.alloc(w->shape(), DType::F32);
@@ -81,7 +93,8 @@ void MoeRouter::backward(const Ctx& ctx, Tensor& dprobs, float loss_scale, Tenso
     kernels::moe_aux_loss_backward(ctx.logits, scaled, params_.sigmoid, dlogits);
   }
   if (ctx.z_loss)
-    kernels::moe_z_loss_backward(ctx.logits, float(z_coeff_ / double(n)) * loss_scale, dlogits);
+    kernels::moe_z_loss_backward(
+        ctx.logits, float(z_coeff_ / double(micro_batch_tokens)) * loss_scale, dlogits);
   Tensor dw = weights_.grad(weight_index_);
   kernels::gemm(dlogits, true, ctx.input, false, dw, 1.0f, 1.0f);
   if (!dx.defined()) return;

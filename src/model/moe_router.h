@@ -12,12 +12,22 @@
 // whole micro-batch's tokens on every tensor-parallel rank (model/moe_layer.h), so its losses
 // are those of the micro-batch at any TP size (Megatron's with sequence parallelism, where
 // the ranks' shares are summed), and its weight gradient is complete on every rank.
+// With context parallelism each CP rank routes its own chunks of the sequences; the
+// load-balancing statistics (per-expert counts and score sums, per sequence for seq_aux_loss)
+// and the z-loss sum are summed over the CP group (Megatron's tp_cp reduction), so every CP rank
+// logs the micro-batch's losses and its gradient is its tokens' share of them: the CP ranks'
+// gradients add up to the CP 1 gradient (the trainer sums them over dp × cp).
+// With --calculate-per-token-loss the losses' gradients are multiplied by the micro-batch's
+// token count (s·b), as Megatron's (aux_loss × num_local_tokens × tp_cp size): the trainer's
+// division by the global batch's token count then leaves them averaged over micro-batches and
+// data-parallel ranks, as without it when every token counts.
 //
 // Parameter: "<prefix>.weight" [E, h], replicated, f32 compute.
 #pragma once
 
 #include <string>
 
+#include "distributed/parallel_state.h"
 #include "kernels/moe_router.h"
 #include "model/transformer_config.h"
 #include "parallel/compute_weights.h"
@@ -52,8 +62,9 @@ class MoeRouter {
     MoeLosses losses;
   };
 
-  MoeRouter(const std::string& prefix, const TransformerConfig& config, ParameterStore& store,
-            const ComputeWeights& weights);
+  // ps: its context-parallel group sums the losses' statistics.
+  MoeRouter(const std::string& prefix, const TransformerConfig& config, const ParallelState& ps,
+            ParameterStore& store, const ComputeWeights& weights);
 
   void init_weights(ParameterStore& store, uint64_t seed) const;
 
@@ -68,6 +79,8 @@ class MoeRouter {
   kernels::MoeTopkParams params_;
   int64_t experts_, hidden_;
   double aux_coeff_, seq_aux_coeff_, z_coeff_;
+  bool per_token_loss_;
+  std::shared_ptr<Communicator> cp_;  // the context-parallel group (size 1 without CP)
   float init_std_;
   const ComputeWeights& weights_;
   size_t weight_index_;

@@ -169,6 +169,11 @@ struct TransformerConfig {
   // --sequence-parallel (needs TP > 1): the activations outside the tensor-parallel regions
   // (LayerNorms, dropouts, residuals) are sequence shards [s/t, b, h] (parallel/mappings.h).
   bool sequence_parallel = false;
+  // --calculate-per-token-loss (Megatron's per-token loss, GPT): the backward starts from the
+  // micro-batch's masked loss SUM (dloss = mask · grad_scale), not its mean, the MoE router's
+  // losses are scaled to match (model/moe_router.h), and the trainer divides the accumulated
+  // gradients by the global batch's token count.
+  bool per_token_loss = false;
   // The MLP's GeLU: erf by default as in Megatron, tanh with --openai-gelu (and GPT-2).
   kernels::GeluForm gelu = kernels::GeluForm::kErf;
   std::string name_prefix;  // prepended to every parameter name ("" for GPT)

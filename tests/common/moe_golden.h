@@ -72,16 +72,22 @@ inline MoeGolden load_moe_golden(const std::string& name) {
   return g;
 }
 
-// This rank's rows of a sequence-first [s, b, h] tensor: its sequence shard with sequence
-// parallelism, else all of it.
+// This rank's rows of a sequence-first [s, b, h] tensor: with context parallelism its CP rank's
+// block of s/c positions (the layer is token-wise, so which positions a CP rank holds does not
+// matter to it; the model's load-balanced chunks are another choice of them), within that its
+// sequence shard with sequence parallelism, else all of it.
 inline Tensor sequence_rows(const Tensor& full, const ParallelState& ps, bool sp) {
-  if (!sp) return full.clone();
-  const int64_t s = full.size(0) / ps.tp_size;
-  return full.slice(0, ps.tp_rank * s, (ps.tp_rank + 1) * s).clone();
+  const int64_t c = full.size(0) / ps.cp_size;
+  const Tensor mine = full.slice(0, ps.cp_rank * c, (ps.cp_rank + 1) * c);
+  if (!sp) return mine.clone();
+  const int64_t s = c / ps.tp_size;
+  return mine.slice(0, ps.tp_rank * s, (ps.tp_rank + 1) * s).clone();
 }
 
 // The layer "mlp" of the fixture on this rank: output (<= 1e-5 relative), router losses
 // (<= 1e-5), tokens per expert (exact), input gradient and every gradient slice (<= 1e-4).
+// At any context-parallel rank too: the losses are the micro-batch's, the token counts and the
+// gradients summed over the CP group.
 template <typename Adjust>
 void expect_matches_moe_golden(const MoeGolden& g, const ParallelState& ps, Adjust adjust) {
   TransformerConfig c = moe_golden_config(g.name);
@@ -109,13 +115,19 @@ void expect_matches_moe_golden(const MoeGolden& g, const ParallelState& ps, Adju
         g.file->contains(name) ? g.file->get(name).to_vector<double>().at(0) : 0.0;
     EXPECT_NEAR(value, expected, 1e-5 * std::fabs(expected));
   }
+  // A CP rank routes its own tokens: the counts add up over the CP group.
+  Tensor counts =
+      Tensor::from_vector(ctx.tokens_per_expert, {int64_t(ctx.tokens_per_expert.size())});
+  ps.cp->all_reduce(counts);
   const std::vector<int64_t> tokens = g.file->get("tokens_per_expert").to_vector<int64_t>();
-  EXPECT_EQ(ctx.tokens_per_expert, tokens);
+  EXPECT_EQ(counts.to_vector<int64_t>(), tokens);
 
   store.zero_grads();
   const Tensor dx = layer.backward(ctx, sequence_rows(g.file->get("dout"), ps, sp), 1.0f, arena);
   EXPECT_LE(max_relative_error(dx, sequence_rows(g.file->get("grad.x"), ps, sp)), 1e-4);
   reduce_sequence_parallel_gradients(store, ps, nullptr, 0, store.params().size());
+  // The CP ranks' gradients are parts of the micro-batch's (the trainer sums them over dp × cp).
+  for (Parameter& p : store.params()) ps.cp->all_reduce(p.grad);
   ASSERT_EQ(store.params().size(), g.weights.size());
   for (const Parameter& p : store.params()) {
     SCOPED_TRACE(p.spec.name);

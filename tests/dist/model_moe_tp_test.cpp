@@ -31,5 +31,20 @@ TEST(MoePytorchGoldenDist, TensorParallelRanksMatchPytorch) {
   if (!ran) GTEST_SKIP() << "needs a world size divisible by 2";
 }
 
+// With context parallelism (CP 2, CP 2 × DP 2) each CP rank computes on its block of the
+// sequence; its router losses are still the micro-batch's and its gradients sum over CP to the
+// fixture's. Not the capacity fixture: Megatron's capacity is per CP rank (of its tokens), not
+// the micro-batch's. The sigmoid one has the per-sequence loss, whose sequences span the CP
+// ranks.
+TEST(MoePytorchGoldenDist, ContextParallelRanksMatchPytorch) {
+  if (test::world_size() % 2 != 0) GTEST_SKIP() << "needs a world size divisible by 2";
+  const ParallelState ps =
+      ParallelState::create(test::world(), 1, 1, RankOrder::kTpDpPp, /*context_parallel=*/2);
+  for (const char* name : {"softmax", "sigmoid"}) {
+    SCOPED_TRACE(name);
+    expect_matches_moe_golden(load_moe_golden(name), ps, [](TransformerConfig&) {});
+  }
+}
+
 }  // namespace
 }  // namespace megatron
