@@ -1,5 +1,7 @@
 #include "train/trainer.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -18,6 +20,7 @@
 #include "core/number_format.h"
 #include "core/timer.h"
 #include "distributed/agreement.h"
+#include "distributed/communication_timer.h"
 #include "distributed/observed_communicator.h"
 #include "distributed/parallel_state.h"
 #include "distributed/watchdog.h"
@@ -30,6 +33,7 @@
 #include "optim/replica_check.h"
 #include "train/exit_signal.h"
 #include "train/log/named_timers.h"
+#include "train/log/straggler_report.h"
 #include "train/log/training_log.h"
 #include "train/rerun_state_machine.h"
 
@@ -58,10 +62,15 @@ std::shared_ptr<CollectiveWatchdog> start_watchdog(const TrainerConfig& cfg, Com
   return std::make_shared<CollectiveWatchdog>(std::move(options));
 }
 
-std::shared_ptr<Communicator> watched(std::shared_ptr<Communicator> world,
-                                      std::shared_ptr<CollectiveWatchdog> watchdog) {
-  if (!watchdog) return world;
-  return std::make_shared<ObservedCommunicator>(std::move(world), std::move(watchdog));
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// `world` observed by `observer` (every group split from it too), or `world` when it is null.
+std::shared_ptr<Communicator> observed(std::shared_ptr<Communicator> world,
+                                       std::shared_ptr<CommunicationObserver> observer) {
+  if (!observer) return world;
+  return std::make_shared<ObservedCommunicator>(std::move(world), std::move(observer));
 }
 
 // Every rank's `text` (shorter than 256 bytes), in rank order.
@@ -86,6 +95,9 @@ struct Trainer::Impl {
   TrainerConfig cfg;
   // Hang detection: observes every communication of `ps`'s groups (null when turned off).
   std::shared_ptr<CollectiveWatchdog> watchdog;
+  // --log-straggler: the time spent communicating, and where the current report window began.
+  std::shared_ptr<CommunicationTimer> communication_time;
+  double straggler_window_wall = 0, straggler_window_communication = 0;
   ParallelState ps;
   ParameterStore store;
   std::unique_ptr<ModelStep> model;
@@ -148,9 +160,10 @@ struct Trainer::Impl {
   Impl(TrainerConfig c, std::shared_ptr<Communicator> world, const ModelStepFactory& make_model)
       : cfg(std::move(c)),
         watchdog(start_watchdog(cfg, *world)),
-        ps(ParallelState::create(watched(std::move(world), watchdog), cfg.tensor_parallel,
-                                 cfg.pipeline_parallel, cfg.rank_order, cfg.context_parallel,
-                                 cfg.cp_a2a_size, cfg.expert_model_parallel,
+        communication_time(cfg.log_straggler ? std::make_shared<CommunicationTimer>() : nullptr),
+        ps(ParallelState::create(observed(observed(std::move(world), communication_time), watchdog),
+                                 cfg.tensor_parallel, cfg.pipeline_parallel, cfg.rank_order,
+                                 cfg.context_parallel, cfg.cp_a2a_size, cfg.expert_model_parallel,
                                  cfg.expert_tensor_parallel)),
         store(ps.tp_rank, ps.tp_size, bound(cfg.device)),
         scaler(cfg.scaler),
@@ -709,6 +722,32 @@ struct Trainer::Impl {
   // `first_of_run`: the first iteration of this run (Megatron writes no "iteration-time" then).
   // `resumed`: the run started from a checkpoint (its first line, unless it ends an interval,
   // stays out of the metrics file: IterationStats::console_only).
+  // --log-straggler: the report window starts now.
+  void start_straggler_window() {
+    straggler_window_wall = steady_seconds();
+    straggler_window_communication = communication_time->seconds();
+  }
+
+  // Every rank's compute and communication time per iteration since the window began, printed
+  // by rank 0 (a collective over the world: every rank ends its log interval together).
+  void report_stragglers(int64_t iterations) {
+    const double now = steady_seconds(), communication = communication_time->seconds();
+    const double communication_ms =
+        (communication - straggler_window_communication) * 1000.0 / double(iterations);
+    const double wall_ms = (now - straggler_window_wall) * 1000.0 / double(iterations);
+    // times [2, world]: row 0 compute, row 1 communication; each rank fills its column.
+    Tensor times = Tensor::zeros({2, ps.world_size}, DType::F64);
+    double* t = times.data<double>();
+    t[ps.rank] = std::max(0.0, wall_ms - communication_ms);
+    t[ps.world_size + ps.rank] = communication_ms;
+    ps.world->all_reduce(times);
+    if (ps.rank == 0)
+      log_line(straggler_report(iteration, iterations, {t, size_t(ps.world_size)},
+                                {t + ps.world_size, size_t(ps.world_size)},
+                                cfg.straggler_minmax_count));
+    start_straggler_window();
+  }
+
   void log_interval_stats(bool reset, bool first_of_run, bool resumed) {
     interval_timer.stop();
     IterationStats s;
@@ -764,6 +803,7 @@ struct Trainer::Impl {
     const NamedTimers::Report times = timers.report(*ps.world, interval_iterations, reset);
     if (!times.text.empty()) log_line(times.text);
     if (cfg.log_timers_to_tensorboard) log.timers(iteration, times.max_ms);
+    if (reset && communication_time) report_stragglers(interval_iterations);
     if (reset) {
       interval_timer.reset();
       interval_iterations = interval_loss_count = interval_skipped = interval_nans = 0;
@@ -851,6 +891,7 @@ struct Trainer::Impl {
       return result;
     }
     log_info("training ...");
+    if (communication_time) start_straggler_window();
     interval_timer.start();
     Timer training_time;
     training_time.start();

@@ -143,6 +143,10 @@ struct TrainerConfig {
   double distributed_timeout_seconds = 600;
   std::string distributed_timeout_flag = "--distributed-timeout-minutes 10";
   std::string heartbeat_dir;
+  // --log-straggler: every rank's compute and communication time per iteration, after each log
+  // interval (train/log/straggler_report.h), naming --straggler-minmax-count ranks each way.
+  bool log_straggler = false;
+  int straggler_minmax_count = 1;
   // Megatron's rerun state machine (--rerun-mode, --error-injection-*, the tracker file;
   // train/rerun_state_machine.h); its seed is `seed`. --check-for-spiky-loss and
   // --check-for-large-grads add its non-fatal checks of the loss and the gradient norm.

@@ -5,7 +5,9 @@
 #   0's report names the operation it waits in and rank 1 as not responding, with its PID;
 # - the checkpoint committed before the hang is intact: the job resumes from it;
 # - a run that ends normally leaves no heartbeat directory behind;
-# - --distributed-timeout-minutes 0 is refused with a sentence.
+# - --distributed-timeout-minutes 0 is refused with a sentence;
+# - --log-straggler: a rank stopped for 2 s inside a log interval is named as the straggler of
+#   that interval (its wall time is compute time; the other rank's is communication time).
 set -euo pipefail
 : "${MEGATRON_BINARY:?set MEGATRON_BINARY to the megatron executable}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
@@ -84,4 +86,31 @@ if "$MEGATRON_BINARY" pretrain-gpt "${TINY[@]}" --train-iters 1 \
 fi
 grep -q "'0' is not positive; leave the flag out for 10 minutes" "$WORK/zero.log" ||
   fail "--distributed-timeout-minutes 0: no sentence"
+echo "ok: a timeout of 0 is refused"
+
+# 5. The straggler report names a rank made slow.
+"${MPIRUN[@]}" "$MEGATRON_BINARY" pretrain-gpt "${TINY[@]}" --train-iters 100000 \
+  --log-interval 5 --log-straggler > "$WORK/straggler.log" 2>&1 &
+JOB=$!
+for _ in $(seq 600); do
+  grep -q "straggler report, iterations 1-5," "$WORK/straggler.log" && break
+  sleep 0.1
+done
+grep -q "straggler report, iterations 1-5," "$WORK/straggler.log" || fail "no straggler report"
+rank1=$(pgrep -f "megatron pretrain-gpt .*--log-straggler" | sort -n | tail -1)
+kill -STOP "$rank1"
+sleep 2
+kill -CONT "$rank1"
+for _ in $(seq 600); do
+  grep -q "stragglers (compute > 1.1x the median): rank [01] " "$WORK/straggler.log" && break
+  sleep 0.1
+done
+kill -9 "$JOB" 2>/dev/null || true
+wait "$JOB" 2>/dev/null || true
+JOB=""
+grep -q "compute min [0-9.]* (rank [01]) | median [0-9.]* | max [0-9.]* (rank [01]); communication min" \
+  "$WORK/straggler.log" || fail "the straggler report's line is not complete"
+grep -q "stragglers (compute > 1.1x the median): rank [01] ([0-9.]*x)" "$WORK/straggler.log" ||
+  fail "the rank stopped for 2 s was not named a straggler"
+echo "ok: $(grep -o "stragglers (compute > 1.1x the median): rank [01] ([0-9.]*x)" "$WORK/straggler.log" | head -1)"
 echo "hang_detection: OK"

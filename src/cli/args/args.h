@@ -269,6 +269,8 @@ struct Args {
   int64_t distributed_timeout_minutes = 10;            // Megatron's default
   int64_t distributed_timeout_seconds_after_init = 0;  // 0: not given; else replaces the above
   std::string heartbeat_dir;                           // base of the heartbeat files' directory
+  bool log_straggler = false;                          // train/log/straggler_report.h
+  int straggler_minmax_count = 1;
   // Megatron's rerun state machine (train/rerun_state_machine.h).
   std::string rerun_mode = "disabled";
   int64_t error_injection_rate = 0;

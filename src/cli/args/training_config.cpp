@@ -773,6 +773,8 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
         "--distributed-timeout-minutes " + std::to_string(a.distributed_timeout_minutes);
   }
   cfg.heartbeat_dir = a.heartbeat_dir;
+  cfg.log_straggler = a.log_straggler;
+  cfg.straggler_minmax_count = a.straggler_minmax_count;
   cfg.async_save = a.async_save;
   cfg.rerun.mode = rerun_mode_from_name(a.rerun_mode);
   cfg.rerun.error_injection_rate = a.error_injection_rate;

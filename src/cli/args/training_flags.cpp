@@ -192,6 +192,12 @@ void add_training_args(ArgTable& t, Args& a) {
   t.add("--heartbeat-dir", a.heartbeat_dir,
         "where the ranks' heartbeat files go (a directory per job is made inside; default $TMPDIR "
         "or /tmp; give a shared directory for multi-node hang reports)");
+  t.add_flag("--log-straggler", a.log_straggler,
+             "after each log interval, rank 0 prints every rank's time per iteration split into "
+             "computing and communicating, and names the ranks computing slower than the others");
+  t.add("--straggler-minmax-count", a.straggler_minmax_count,
+        "how many of the fastest and slowest ranks the straggler report names");
+  t.require_positive("--straggler-minmax-count", "1");
   t.add("--rerun-mode", a.rerun_mode,
         "disabled, validate_results (re-run an iteration whose loss or gradient norm is "
         "rejected, to tell a transient fault, a persistent one and a correct result apart; exit "
