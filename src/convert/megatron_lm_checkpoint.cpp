@@ -55,7 +55,7 @@ void check_supported_args(const nlohmann::json& args, const std::string& dir) {
   };
   for (const char* key :
        {"num_experts", "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
-        "num_layers_per_virtual_pipeline_stage", "mtp_num_layers",
+        "num_layers_per_virtual_pipeline_stage", "pipeline_model_parallel_layout", "mtp_num_layers",
         "apply_residual_connection_post_layernorm", "squared_relu", "qk_layernorm",
         "multi_latent_attention"})
     MT_REQUIRE(!set(key), "Megatron-LM checkpoint '", dir, "' was trained with args.", key, " = ",
