@@ -33,8 +33,8 @@ int count_at(std::string_view text, size_t at, size_t& end, std::string_view lay
     n = std::min<long long>(n * 10 + (text[end] - '0'), kMaxCount + 1LL);
     ++end;
   }
-  MT_REQUIRE(n <= kMaxCount, flag_of(layout), ": the repetition count ",
-             text.substr(at, end - at), " is larger than ", kMaxCount);
+  MT_REQUIRE(n <= kMaxCount, flag_of(layout), ": the repetition count ", text.substr(at, end - at),
+             " is larger than ", kMaxCount);
   return int(n);
 }
 
@@ -150,8 +150,7 @@ std::vector<int> pipeline_layout_stage_layers(std::string_view layout, int num_l
              " transformer layers (t), but --num-layers is ", num_layers);
 
   std::vector<int> layers;
-  for (const std::string& s : stages)
-    layers.push_back(int(std::count(s.begin(), s.end(), 't')));
+  for (const std::string& s : stages) layers.push_back(int(std::count(s.begin(), s.end(), 't')));
   return layers;
 }
 

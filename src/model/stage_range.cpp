@@ -94,7 +94,8 @@ void check_pipeline_split(const PipelineSplit& s) {
   MT_REQUIRE(s.chunks == 1 || s.pipeline_size > 1,
              "virtual pipeline stages (the interleaved schedule: "
              "--num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank, or "
-             "a --pipeline-model-parallel-layout of more stages than pipeline ranks) need --pipeline-model-parallel-size > 1");
+             "a --pipeline-model-parallel-layout of more stages than pipeline ranks) need "
+             "--pipeline-model-parallel-size > 1");
   MT_REQUIRE(s.first_stage_layers >= 0 && s.last_stage_layers >= 0, kFirst, " and ", kLast,
              " must be positive, got ", s.first_stage_layers, " and ", s.last_stage_layers);
   if (!s.layout.empty()) return check_layout(s);

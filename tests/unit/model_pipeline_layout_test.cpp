@@ -211,11 +211,10 @@ TEST(PipelineLayout, SplitChecks) {
   EXPECT_THAT(
       error_of({.num_layers = 4, .pipeline_size = 2, .first_stage_layers = 1, .layout = {1, 3}}),
       HasSubstr("--pipeline-model-parallel-layout sets every stage's layers itself"));
-  EXPECT_THAT(error_of({.num_layers = 4,
-                        .pipeline_size = 2,
-                        .account_for_embedding = true,
-                        .layout = {1, 3}}),
-              HasSubstr("cannot be combined with --decoder-first-pipeline-num-layers"));
+  EXPECT_THAT(
+      error_of(
+          {.num_layers = 4, .pipeline_size = 2, .account_for_embedding = true, .layout = {1, 3}}),
+      HasSubstr("cannot be combined with --decoder-first-pipeline-num-layers"));
   EXPECT_THAT(error_of({.num_layers = 4, .pipeline_size = 2, .chunks = 2, .layout = {1, 3}}),
               HasSubstr("has 2 stages, but --pipeline-model-parallel-size 2 x 2"));
   EXPECT_THAT(error_of({.num_layers = 5, .pipeline_size = 2, .layout = {1, 3}}),
