@@ -84,7 +84,21 @@ grep -q "exiting program at iteration 3" "$WORK/p2_first3_save.log" ||
 run resumed_p2_last1 2 2 --global-batch-size 12 --decoder-last-pipeline-num-layers 1 \
   --load "$WORK/ckpt_first3"
 run resumed_p2_layout 2 2 --global-batch-size 12 --pipeline-model-parallel-layout "Et*7|tL" \
-  --load "$WORK/ckpt_first3"
+  --load "$WORK/ckpt_first3" --save "$WORK/ckpt_layout" --save-interval 6
+# Rewritten at PP 4, its layout no longer applies either: reset as an unset flag is saved.
+"$MEGATRON_BINARY" convert --model-type gpt --load "$WORK/ckpt_layout" \
+  --save "$WORK/ckpt_layout_p4" --target-pipeline-parallel-size 4 > "$WORK/convert_layout.log" 2>&1 ||
+  { cat "$WORK/convert_layout.log"; echo "FAIL: convert the layout's checkpoint"; exit 1; }
+node -e '
+  const args = f => JSON.parse(require("fs").readFileSync(f, "utf8")).args;
+  const [before, after] = process.argv.slice(1).map(args);
+  if (before.pipeline_model_parallel_layout !== "Et*7|tL" ||
+      after.pipeline_model_parallel_layout !== "") {
+    console.error("layout before/after convert:", before.pipeline_model_parallel_layout,
+                  after.pipeline_model_parallel_layout);
+    process.exit(1);
+  }' "$WORK/ckpt_layout/iter_0000006/mp_rank_00_001/state.json" \
+  "$WORK/ckpt_layout_p4/iter_0000006/mp_rank_00_003/state.json"
 # `megatron convert` rewrites the uneven checkpoint at PP 4, even stages of 2 layers: the split
 # flags of its state.json no longer apply and are reset; resumed there, the same losses.
 "$MEGATRON_BINARY" convert --model-type gpt --load "$WORK/ckpt_first3" --save "$WORK/ckpt_p4" \
