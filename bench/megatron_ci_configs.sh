@@ -34,7 +34,8 @@
 #             config sets them, --seq-length 64, --max-position-embeddings 64, 2 layers per
 #             pipeline stage (interleaved: the config's number of virtual stages, 1 layer each;
 #             --decoder-first/last-pipeline-num-layers kept, 2 layers on each stage between;
-#             --account-for-embedding/loss-in-pipeline-split: PP x VP minus the accounted ones)
+#             --account-for-embedding/loss-in-pipeline-split: PP x VP minus the accounted ones;
+#             --pipeline-model-parallel-layout: kept, with the config's --num-layers)
 #   run       --train-iters $ITERS (--train-samples: $ITERS x the first global batch size),
 #             --eval-iters 0, --log-interval 1, --distributed-backend mpi (also for 1 process:
 #             megatron-cpp refuses nccl on the CPU)
@@ -308,7 +309,9 @@ build() {
   fi
   has --account-for-embedding-in-pipeline-split && extra=$((extra + 1))
   has --account-for-loss-in-pipeline-split && extra=$((extra + 1))
-  if ((vp > 1 || extra > 0)); then
+  if has --pipeline-model-parallel-layout; then
+    L=$cfg_layers # the layout names every layer (Megatron checks its t's against --num-layers)
+  elif ((vp > 1 || extra > 0)); then
     L=$((pp * vp - extra))
     ((L < 1 || (vp == 1 && L < 2 * pp - extra))) && L=$((2 * pp * vp - extra))
   elif has --decoder-first-pipeline-num-layers || has --decoder-last-pipeline-num-layers; then

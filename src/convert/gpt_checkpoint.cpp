@@ -151,6 +151,8 @@ void reshard_checkpoint(const std::string& load_dir, int64_t iteration, const st
     for (const char* key :
          {"account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"})
       if (args.contains(key)) args[key] = false;
+    if (args.contains("pipeline_model_parallel_layout"))
+      args["pipeline_model_parallel_layout"] = "";
   }
   // Which pipeline rank writes each tensor (the layer count is needed only to split).
   std::map<std::string, int> stage_of;

@@ -61,7 +61,7 @@ void check_supported_args(const nlohmann::json& args, const std::string& dir, bo
   if (per_rank_files)
     keys.insert(keys.end(),
                 {"decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
-                 "num_layers_per_virtual_pipeline_stage"});
+                 "num_layers_per_virtual_pipeline_stage", "pipeline_model_parallel_layout"});
   for (const char* key : keys)
     MT_REQUIRE(!set(key), "Megatron-LM checkpoint '", dir, "' was trained with args.", key, " = ",
                args[key].dump(), ", which megatron-cpp's GPT model does not support yet");

@@ -65,6 +65,25 @@ void check_uneven(const PipelineSplit& s) {
              chunks_clause(v), "; change the counts or --num-layers");
 }
 
+void check_layout(const PipelineSplit& s) {
+  constexpr const char* kLayout = "--pipeline-model-parallel-layout";
+  MT_REQUIRE(s.first_stage_layers == 0 && s.last_stage_layers == 0 && !s.account_for_embedding &&
+                 !s.account_for_loss,
+             kLayout, " sets every stage's layers itself: it cannot be combined with ", kFirst,
+             ", ", kLast,
+             ", --account-for-embedding-in-pipeline-split or --account-for-loss-in-pipeline-split");
+  MT_REQUIRE(int(s.layout.size()) == s.virtual_stages(), kLayout, " has ", s.layout.size(),
+             " stages, but --pipeline-model-parallel-size ", s.pipeline_size, " x ", s.chunks,
+             " virtual stages per pipeline rank makes ", s.virtual_stages());
+  int layers = 0;
+  for (int n : s.layout) {
+    MT_CHECK(n >= 0, "a stage of ", kLayout, " holds ", n, " layers");
+    layers += n;
+  }
+  MT_REQUIRE(layers == s.num_layers, kLayout, " holds ", layers, " transformer layers, but ",
+             "--num-layers is ", s.num_layers);
+}
+
 }  // namespace
 
 void check_pipeline_split(const PipelineSplit& s) {
@@ -74,10 +93,12 @@ void check_pipeline_split(const PipelineSplit& s) {
   MT_REQUIRE(s.chunks >= 1, "the virtual stages per pipeline rank must be >= 1, got ", s.chunks);
   MT_REQUIRE(s.chunks == 1 || s.pipeline_size > 1,
              "virtual pipeline stages (the interleaved schedule: "
-             "--num-layers-per-virtual-pipeline-stage or --num-virtual-stages-per-pipeline-rank) "
-             "need --pipeline-model-parallel-size > 1");
+             "--num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank, or "
+             "a --pipeline-model-parallel-layout of more stages than pipeline ranks) need "
+             "--pipeline-model-parallel-size > 1");
   MT_REQUIRE(s.first_stage_layers >= 0 && s.last_stage_layers >= 0, kFirst, " and ", kLast,
              " must be positive, got ", s.first_stage_layers, " and ", s.last_stage_layers);
+  if (!s.layout.empty()) return check_layout(s);
   if (s.first_stage_layers > 0 || s.last_stage_layers > 0) return check_uneven(s);
   const int slots = s.num_layers + accounted(s);
   MT_REQUIRE(slots % s.pipeline_size == 0, "--num-layers ", s.num_layers, accounted_clause(s),
@@ -92,6 +113,7 @@ void check_pipeline_split(const PipelineSplit& s) {
 
 std::vector<int> virtual_stage_layers(const PipelineSplit& s) {
   check_pipeline_split(s);
+  if (!s.layout.empty()) return s.layout;
   const int p = s.pipeline_size, v = s.chunks, stages = s.virtual_stages();
   std::vector<int> layers(size_t(stages), 0);
   if (s.even() || accounted(s) > 0) {

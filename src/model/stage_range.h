@@ -46,12 +46,16 @@ struct PipelineSplit {
   int last_stage_layers = 0;           // --decoder-last-pipeline-num-layers; 0: not given
   bool account_for_embedding = false;  // --account-for-embedding-in-pipeline-split
   bool account_for_loss = false;       // --account-for-loss-in-pipeline-split
+  // --pipeline-model-parallel-layout: the layers of each virtual stage c·p + r
+  // (pipeline_layout_stage_layers); empty: not given.
+  std::vector<int> layout{};
 
   int virtual_stages() const { return pipeline_size * chunks; }
-  // Every virtual stage holds L/(p·v) layers (no first/last counts, nothing accounted for).
+  // Every virtual stage holds L/(p·v) layers (no first/last counts, nothing accounted for, no
+  // layout).
   bool even() const {
     return first_stage_layers == 0 && last_stage_layers == 0 && !account_for_embedding &&
-           !account_for_loss;
+           !account_for_loss && layout.empty();
   }
 };
 
@@ -59,7 +63,7 @@ struct PipelineSplit {
 // positive and, with v > 1, multiples of v; the layers left for the ranks in between divisible
 // by them (and by v), none left when there are no such ranks; first/last counts not combined
 // with the account-for flags (nor given with p = 1); L (plus what is accounted for) divisible
-// by p·v otherwise; v > 1 only with p > 1.
+// by p·v otherwise; v > 1 only with p > 1; a layout alone, of p·v stages holding L layers.
 void check_pipeline_split(const PipelineSplit& split);
 
 // Transformer layers of each virtual stage, indexed c·p + r (check_pipeline_split first).

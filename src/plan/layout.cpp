@@ -43,7 +43,8 @@ PipelineSplit Layout::pipeline_split(int num_layers) const {
           .first_stage_layers = first_stage_layers,
           .last_stage_layers = last_stage_layers,
           .account_for_embedding = account_for_embedding,
-          .account_for_loss = account_for_loss};
+          .account_for_loss = account_for_loss,
+          .layout = pipeline_layout};
 }
 
 std::vector<int> Layout::virtual_stage_layers(int num_layers) const {
@@ -80,6 +81,12 @@ std::string Layout::describe() const {
   if (last_stage_layers > 0) os << ", last stage " << last_stage_layers << " layers";
   if (account_for_embedding) os << ", embedding counted as a layer";
   if (account_for_loss) os << ", loss counted as a layer";
+  if (!pipeline_layout.empty()) {
+    os << ", stages of";
+    for (size_t i = 0; i < pipeline_layout.size(); ++i)
+      os << (i ? ", " : " ") << pipeline_layout[i];
+    os << " layers (layout)";
+  }
   if (microbatch_group > 0) os << ", micro-batch groups of " << microbatch_group;
   os << ", micro-batch " << micro_batch << ", global batch " << effective_global_batch()
      << ", recompute " << recompute_name(recompute);

@@ -30,6 +30,9 @@ struct Layout {
   int last_stage_layers = 0;
   bool account_for_embedding = false;
   bool account_for_loss = false;
+  // --pipeline-model-parallel-layout: the transformer layers of each virtual stage c·p + r
+  // (model/pipeline_layout.h); empty: not given.
+  std::vector<int> pipeline_layout{};
   // --microbatch-group-size-per-virtual-pipeline-stage (interleaved; 0: p).
   int64_t microbatch_group = 0;
   int64_t micro_batch = 1;                 // --micro-batch-size, b

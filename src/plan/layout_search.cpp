@@ -86,6 +86,7 @@ SearchResult search_layouts(const ModelSpec& model, const Layout& base, const Ma
                 // The search ranks even splits in the default micro-batch groups.
                 l.first_stage_layers = l.last_stage_layers = 0;
                 l.account_for_embedding = l.account_for_loss = false;
+                l.pipeline_layout.clear();
                 l.microbatch_group = 0;
                 l.micro_batch = b;
                 l.recompute = rc;

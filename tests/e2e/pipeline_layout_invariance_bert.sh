@@ -5,7 +5,8 @@
 # --overlap-grad-reduce and small buckets: bit for bit the run without), 1×2×1
 # interleaved (2 chunks of 1 layer per rank), Megatron's uneven splits (1×2×1 with a first stage
 # of 1 layer; 1×2×1 interleaved with the embedding and the loss counted as layers: 3 chunks per
-# rank, the first holding the embedding alone and the last the heads alone), 1×1×4 with the
+# rank, the first holding the embedding alone and the last the heads alone; 1×2×1 with Megatron's
+# layout string "E|t*3|t|L": virtual stages of 0, 3, 1, 0 layers), 1×1×4 with the
 # distributed optimizer, and 2×1×2
 # and 2×2×1 with sequence parallelism must log the same lm loss, sop loss and grad norm at each
 # of 6 iterations (relative <= 1e-5), and the same validation losses; so must post-LN BERT
@@ -72,6 +73,7 @@ run t1p2d2 4 1 2
 run t1p2d2_overlap 4 1 2 --overlap-grad-reduce --ddp-bucket-size 5000
 run t1p2d1_interleaved 2 1 2 --num-layers-per-virtual-pipeline-stage 1
 run t1p2d1_first1 2 1 2 --decoder-first-pipeline-num-layers 1
+run t1p2d1_layout 2 1 2 --pipeline-model-parallel-layout "E|t*3|t|L"
 run t1p2d1_interleaved_account 2 1 2 --num-layers-per-virtual-pipeline-stage 1 \
   --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split
 run t1p1d4_distopt 4 1 1 --use-distributed-optimizer --save "$WORK/ckpt_distopt" \
@@ -117,7 +119,7 @@ CHECK="node $MEGATRON_SOURCE_DIR/tests/e2e/compare_metrics.js"
 echo "== t1p2d2 with and without --overlap-grad-reduce (bit for bit)"
 $CHECK "$WORK/t1p2d2.jsonl" "$WORK/t1p2d2_overlap.jsonl" --from 1 --to 6 --exact
 for name in t1p2d1 t1p2d2 t1p2d1_interleaved t1p2d1_first1 t1p2d1_interleaved_account t2p1d2_sp \
-  t2p2d1_sp t1p2d2_overlap; do
+  t2p2d1_sp t1p2d2_overlap t1p2d1_layout; do
   echo "== t1p1d1 vs $name"
   $CHECK "$WORK/t1p1d1.jsonl" "$WORK/$name.jsonl" --from 1 --to 6 --rtol 1e-5
 done
@@ -138,7 +140,7 @@ $CHECK "$WORK/t1p1d1.jsonl" "$WORK/converted_t1p2d2_distopt.jsonl" --from 4 --to
 # Validation losses (lm and sop) agree too, matched by iteration and order.
 node "$MEGATRON_SOURCE_DIR/tests/e2e/compare_validation.js" "$WORK/t1p1d1.jsonl" \
      "$WORK/t1p2d1.jsonl" "$WORK/t2p2d1.jsonl" "$WORK/t1p4d1.jsonl" "$WORK/t1p2d2.jsonl" \
-     "$WORK/t1p2d1_interleaved.jsonl" "$WORK/t1p2d1_first1.jsonl" \
+     "$WORK/t1p2d1_interleaved.jsonl" "$WORK/t1p2d1_first1.jsonl" "$WORK/t1p2d1_layout.jsonl" \
      "$WORK/t1p2d1_interleaved_account.jsonl" "$WORK/resumed_t1p1d1.jsonl" \
      "$WORK/t1p1d4_distopt.jsonl" "$WORK/t2p1d2_sp.jsonl" "$WORK/t2p2d1_sp.jsonl" \
      "$WORK/resumed_t1p1d2_distopt.jsonl"

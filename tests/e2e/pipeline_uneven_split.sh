@@ -14,10 +14,17 @@
 #     split, --microbatch-group-size-per-virtual-pipeline-     micro-batches
 #     stage 6
 #   PP 2, 2 virtual stages, group size 4                        groups of 4 and 2
+# and Megatron's --pipeline-model-parallel-layout, which must also log the runs of the split
+# flags it equals:
+#   PP 3, "Ett|t*4|ttL"                                         2, 4, 2 (first/last 2)
+#   PP 2, "E,t|(t*3|t|)*1t*3,L"                                 1, 3, 1, 3 (v 2, first 2, last 6)
+#   PP 3, "Et*4||t*4L"                                          4, 0, 4: rank 1 holds nothing
+#   PP 2, "E|t*4||t*4L"                                         0, 4, 0, 4: rank 0 the embedding
 # A checkpoint saved at iteration 3 by PP 2 with --decoder-first-pipeline-num-layers 3 (3, 5)
 # resumes at PP 2 with --decoder-last-pipeline-num-layers 1 (7, 1) with the uninterrupted run's
 # losses for iterations 4-6, and so does that checkpoint rewritten by `megatron convert` at PP 4
-# (even stages). And with --step-batch-size-schedule "0:4 384:8" (batches of 4 for
+# (even stages), and so does it at PP 2 with the layout "Et*7|tL" (7, 1). And with
+# --step-batch-size-schedule "0:4 384:8" (batches of 4 for
 # 384 tokens, 12 samples, then of 8) the interleaved schedule runs each of the schedule's batch
 # sizes — the global batch size the schedule implies, 2, is one micro-batch, which it cannot
 # interleave — with the losses of the same schedule at PP 1.
@@ -65,12 +72,33 @@ run p3v3_account_loss_group6 3 3 --global-batch-size 12 --num-virtual-stages-per
   --account-for-loss-in-pipeline-split --microbatch-group-size-per-virtual-pipeline-stage 6
 run p2v2_group4 2 2 --global-batch-size 12 --num-layers-per-virtual-pipeline-stage 2 \
   --microbatch-group-size-per-virtual-pipeline-stage 4
+run p3_layout 3 3 --global-batch-size 12 --pipeline-model-parallel-layout "Ett|t*4|ttL"
+run p2v2_layout 2 2 --global-batch-size 12 --pipeline-model-parallel-layout "E,t|(t*3|t|)*1t*3,L"
+run p3_layout_empty_rank 3 3 --global-batch-size 12 --pipeline-model-parallel-layout "Et*4||t*4L"
+run p2v2_layout_empty_stages 2 2 --global-batch-size 12 \
+  --pipeline-model-parallel-layout "E|t*4||t*4L"
 run p2_first3_save 2 2 --global-batch-size 12 --decoder-first-pipeline-num-layers 3 \
   --save "$WORK/ckpt_first3" --save-interval 3 --exit-interval 3
 grep -q "exiting program at iteration 3" "$WORK/p2_first3_save.log" ||
   { echo "FAIL: p2_first3_save did not exit at 3"; exit 1; }
 run resumed_p2_last1 2 2 --global-batch-size 12 --decoder-last-pipeline-num-layers 1 \
   --load "$WORK/ckpt_first3"
+run resumed_p2_layout 2 2 --global-batch-size 12 --pipeline-model-parallel-layout "Et*7|tL" \
+  --load "$WORK/ckpt_first3" --save "$WORK/ckpt_layout" --save-interval 6
+# Rewritten at PP 4, its layout no longer applies either: reset as an unset flag is saved.
+"$MEGATRON_BINARY" convert --model-type gpt --load "$WORK/ckpt_layout" \
+  --save "$WORK/ckpt_layout_p4" --target-pipeline-parallel-size 4 > "$WORK/convert_layout.log" 2>&1 ||
+  { cat "$WORK/convert_layout.log"; echo "FAIL: convert the layout's checkpoint"; exit 1; }
+node -e '
+  const args = f => JSON.parse(require("fs").readFileSync(f, "utf8")).args;
+  const [before, after] = process.argv.slice(1).map(args);
+  if (before.pipeline_model_parallel_layout !== "Et*7|tL" ||
+      after.pipeline_model_parallel_layout !== "") {
+    console.error("layout before/after convert:", before.pipeline_model_parallel_layout,
+                  after.pipeline_model_parallel_layout);
+    process.exit(1);
+  }' "$WORK/ckpt_layout/iter_0000006/mp_rank_00_001/state.json" \
+  "$WORK/ckpt_layout_p4/iter_0000006/mp_rank_00_003/state.json"
 # `megatron convert` rewrites the uneven checkpoint at PP 4, even stages of 2 layers: the split
 # flags of its state.json no longer apply and are reset; resumed there, the same losses.
 "$MEGATRON_BINARY" convert --model-type gpt --load "$WORK/ckpt_first3" --save "$WORK/ckpt_p4" \
@@ -87,14 +115,20 @@ run schedule_p1 1 1 --step-batch-size-schedule "0:4 384:8"
 run schedule_p2v2 2 2 --step-batch-size-schedule "0:4 384:8" --num-layers-per-virtual-pipeline-stage 2
 
 for name in p3_first2_last2 p2v2_first2_last6 p2_account_both p3_account_embedding \
-  p3v3_account_loss_group6 p2v2_group4; do
+  p3v3_account_loss_group6 p2v2_group4 p3_layout p2v2_layout p3_layout_empty_rank \
+  p2v2_layout_empty_stages; do
   echo "== p1 vs $name"
   $CHECK "$WORK/p1.jsonl" "$WORK/$name.jsonl" --from 1 --to 6 --rtol 1e-5
 done
+echo "== the layouts vs the split flags they equal"
+$CHECK "$WORK/p3_first2_last2.jsonl" "$WORK/p3_layout.jsonl" --from 1 --to 6 --rtol 1e-5
+$CHECK "$WORK/p2v2_first2_last6.jsonl" "$WORK/p2v2_layout.jsonl" --from 1 --to 6 --rtol 1e-5
 echo "== p1 vs p2_first3_save (iterations 1-3, then it saves and exits)"
 $CHECK "$WORK/p1.jsonl" "$WORK/p2_first3_save.jsonl" --from 1 --to 3 --rtol 1e-5
 echo "== resumed at PP 2 with the last stage of 1 layer from the checkpoint of first stage 3"
 $CHECK "$WORK/p1.jsonl" "$WORK/resumed_p2_last1.jsonl" --from 4 --to 6 --rtol 1e-5
+echo "== resumed at PP 2 with the layout Et*7|tL from the checkpoint of first stage 3"
+$CHECK "$WORK/p1.jsonl" "$WORK/resumed_p2_layout.jsonl" --from 4 --to 6 --rtol 1e-5
 echo "== resumed at PP 4 (even) from the checkpoint of first stage 3 converted to PP 4"
 $CHECK "$WORK/p1.jsonl" "$WORK/converted_p4.jsonl" --from 4 --to 6 --rtol 1e-5
 echo "== batch-size schedule: PP 1 vs PP 2 interleaved"
@@ -102,7 +136,9 @@ $CHECK "$WORK/schedule_p1.jsonl" "$WORK/schedule_p2v2.jsonl" --from 1 --to 6 --r
 node "$MEGATRON_SOURCE_DIR/tests/e2e/compare_validation.js" "$WORK/p1.jsonl" \
   "$WORK/p3_first2_last2.jsonl" "$WORK/p2v2_first2_last6.jsonl" "$WORK/p2_account_both.jsonl" \
   "$WORK/p3_account_embedding.jsonl" "$WORK/p3v3_account_loss_group6.jsonl" \
-  "$WORK/p2v2_group4.jsonl" "$WORK/resumed_p2_last1.jsonl" "$WORK/converted_p4.jsonl"
+  "$WORK/p2v2_group4.jsonl" "$WORK/resumed_p2_last1.jsonl" "$WORK/converted_p4.jsonl" \
+  "$WORK/p3_layout.jsonl" "$WORK/p2v2_layout.jsonl" "$WORK/p3_layout_empty_rank.jsonl" \
+  "$WORK/p2v2_layout_empty_stages.jsonl" "$WORK/resumed_p2_layout.jsonl"
 # The check must be able to fail: the loss has to move over the 6 iterations.
 node "$MEGATRON_SOURCE_DIR/tests/e2e/loss_decreases.js" 6 "$WORK/p1.jsonl"
 echo "pipeline uneven split: OK"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # e2e: `megatron plan` on the shipped machine files and one measured here:
 #  - GPT-3 175B on 1024 A100s at TP 8 x PP 16: the text report and the JSON agree, memory
-#    adds up, the step is the sum of its parts;
+#    adds up, the step is the sum of its parts; an uneven split sets the pace, planned alike
+#    from the split flags and from the --pipeline-model-parallel-layout string that equals them;
 #  - --search over 1024 devices lists fitting layouts fastest first;
 #  - megatron-cpp's BERT in pipeline stages, planned and searched, pre- and post-LN;
 #  - `bench --mode machine` (tiny sizes) writes a machine file that `plan` reads;
@@ -59,6 +60,17 @@ node -e '
   if (!(uneven.time.per_micro_batch.stage_seconds > even.time.per_micro_batch.stage_seconds))
     throw new Error("the stage of 10 layers is not the slowest");
 ' "$WORK/plan.json" "$WORK/uneven.json"
+# The same split as Megatron's layout string: the same memory and time, the stages named.
+"$BIN" plan --machine "$A100" "${GPT3[@]}" "${LAYOUT[@]}" \
+  --pipeline-model-parallel-layout "Et*2|(t*6|)*14t*10L" --json > "$WORK/layout.json"
+"$BIN" plan --machine "$A100" "${GPT3[@]}" "${LAYOUT[@]}" \
+  --pipeline-model-parallel-layout "Et*2|(t*6|)*14t*10L" | grep -q "stages of 2, 6, 6, "
+node -e '
+  const [uneven, layout] = process.argv.slice(1).map(f => JSON.parse(require("fs").readFileSync(f)));
+  for (const key of ["memory", "time"])
+    if (JSON.stringify(uneven[key]) !== JSON.stringify(layout[key]))
+      throw new Error("the layout plans another " + key + " than the split flags it equals");
+' "$WORK/uneven.json" "$WORK/layout.json"
 
 # Search: fastest first, all fit, all use 1024 devices.
 "$BIN" plan --machine "$A100" "${GPT3[@]}" --implementation megatron-lm --world-size 1024 \

@@ -114,6 +114,19 @@ expect_error "--num-layers 4 (+ 1 for the embedding, --account-for-*-in-pipeline
 expect_error "both set the virtual stages: give one of them" 2 -- "${A[@]}" \
   --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1 \
   --num-virtual-stages-per-pipeline-rank 2
+# Megatron's layout string: its grammar, its layers against --num-layers, the flags it excludes.
+expect_error '--pipeline-model-parallel-layout "Ett| ttL": a space is not a layer symbol' 2 -- \
+  "${A[@]}" --pipeline-model-parallel-size 2 --pipeline-model-parallel-layout "Ett| ttL"
+expect_error 'holds 3 transformer layers (t), but --num-layers is 4' 2 -- "${A[@]}" \
+  --pipeline-model-parallel-size 2 --pipeline-model-parallel-layout "Ett|tL"
+expect_error 'give neither --num-layers-per-virtual-pipeline-stage nor' 2 -- "${A[@]}" \
+  --pipeline-model-parallel-size 2 --pipeline-model-parallel-layout "Et|t|t|tL" \
+  --num-virtual-stages-per-pipeline-rank 2
+expect_error 'cannot be combined with --decoder-first-pipeline-num-layers' 2 -- "${A[@]}" \
+  --pipeline-model-parallel-size 2 --pipeline-model-parallel-layout "Ett|ttL" \
+  --decoder-first-pipeline-num-layers 2
+expect_error "multi-token prediction (--mtp-num-layers) is not implemented" 2 -- "${A[@]}" \
+  --pipeline-model-parallel-size 2 --pipeline-model-parallel-layout "Ett|ttmL"
 expect_error "--microbatch-group-size-per-virtual-pipeline-stage 1 must lie between --pipeline-model-parallel-size 2 and the number of micro-batches (2" \
   2 -- "${A[@]}" --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1 \
   --microbatch-group-size-per-virtual-pipeline-stage 1

@@ -214,6 +214,7 @@ struct Args {
   bool account_for_embedding_in_pipeline_split = false;
   bool account_for_loss_in_pipeline_split = false;
   std::optional<int> microbatch_group_size_per_virtual_pipeline_stage;
+  std::string pipeline_model_parallel_layout;  // "": not given (model/pipeline_layout.h)
   // --context-parallel-size, --cp-comm-type (one for all layers or one per layer) and
   // --hierarchical-context-parallel-sizes (pretrain-gpt; docs/parallelism.md).
   int context_parallel_size = 1;

@@ -42,9 +42,9 @@ constexpr const char* kFp8 = "FP8 / FP4 training is not supported";
 constexpr const char* kRl = "reinforcement learning (megatron/rl) is not supported";
 constexpr const char* kPipeline =
     "pipeline stages here are contiguous ranges of layers, split evenly or as "
-    "--decoder-first/last-pipeline-num-layers and --account-for-*-in-pipeline-split say, with "
-    "the interleaved schedule (pretrain-gpt and pretrain-bert; docs/parallelism.md); this "
-    "option is not supported";
+    "--decoder-first/last-pipeline-num-layers, --account-for-*-in-pipeline-split or "
+    "--pipeline-model-parallel-layout say, with the interleaved schedule (pretrain-gpt and "
+    "pretrain-bert; docs/parallelism.md); this option is not supported";
 constexpr const char* kPipelineSplit =
     "pretrain-gpt and pretrain-bert implement Megatron's pipeline splits and the interleaved "
     "schedule (docs/parallelism.md); this command runs equal pipeline stages with 1F1B";
@@ -222,7 +222,7 @@ constexpr Rule kRules[] = {
      "sequence parallelism is implemented for pretrain-gpt, pretrain-bert and finetune only "
      "(docs/parallelism.md)"},
     {"--pipeline-model-parallel-comm-backend", true, kPipeline},
-    {"--pipeline-model-parallel-layout", true, kPipeline},
+    {"--pipeline-model-parallel-layout", true, kPipelineSplit},
     {"--decoder-first-pipeline-num-layers", true, kPipelineSplit},
     {"--decoder-last-pipeline-num-layers", true, kPipelineSplit},
     {"--num-layers-per-virtual-pipeline-stage", true, kPipelineSplit},

@@ -17,6 +17,7 @@
 #include "core/number_format.h"
 #include "kernels/gemm_options.h"
 #include "model/gpt_model.h"  // padded_vocab_size
+#include "model/pipeline_layout.h"
 #include "model/stage_range.h"
 #include "parallel/context_parallel_attention.h"
 #include "parallel/expert_token_exchange.h"
@@ -651,6 +652,17 @@ PipelineSplit pipeline_split(const Args& a) {
   MT_REQUIRE(!(a.num_layers_per_virtual_pipeline_stage && a.num_virtual_stages_per_pipeline_rank),
              "--num-layers-per-virtual-pipeline-stage and --num-virtual-stages-per-pipeline-rank "
              "both set the virtual stages: give one of them");
+  if (!a.pipeline_model_parallel_layout.empty()) {
+    // As Megatron: the layout sets the virtual stages, so neither flag that also sets them.
+    MT_REQUIRE(!a.num_layers_per_virtual_pipeline_stage && !a.num_virtual_stages_per_pipeline_rank,
+               "--pipeline-model-parallel-layout sets the virtual stages (its stages over "
+               "--pipeline-model-parallel-size): give neither "
+               "--num-layers-per-virtual-pipeline-stage nor --num-virtual-stages-per-pipeline-rank "
+               "with it");
+    s.layout = pipeline_layout_stage_layers(a.pipeline_model_parallel_layout, s.num_layers,
+                                            s.pipeline_size);
+    s.chunks = int(s.layout.size()) / s.pipeline_size;
+  }
   if (a.num_virtual_stages_per_pipeline_rank) s.chunks = *a.num_virtual_stages_per_pipeline_rank;
   if (const std::optional<int> per_chunk = a.num_layers_per_virtual_pipeline_stage) {
     MT_REQUIRE(s.first_stage_layers == 0 && s.last_stage_layers == 0,

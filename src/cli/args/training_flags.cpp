@@ -291,6 +291,10 @@ void add_pipeline_args(ArgTable& t, Args& a) {
         a.microbatch_group_size_per_virtual_pipeline_stage,
         "interleaved schedule: micro-batches that go through a model chunk together "
         "(default: --pipeline-model-parallel-size; same results)");
+  t.add("--pipeline-model-parallel-layout", a.pipeline_model_parallel_layout,
+        "what each virtual stage holds, as Megatron-LM writes it: E embedding, t transformer "
+        "layer, L loss, '|' between stages, c*N and (X)*N repeat, commas cosmetic; e.g. "
+        "\"Et*3|(tt|)*2,t|tL\" (more stages than pipeline ranks: the interleaved schedule)");
 }
 
 void add_context_parallel_args(ArgTable& table, Args& args) {

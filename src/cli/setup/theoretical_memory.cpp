@@ -68,6 +68,7 @@ void set_plan_pipeline(const Args& a, const PipelineSplit& split, plan::Layout& 
   l.last_stage_layers = split.last_stage_layers;
   l.account_for_embedding = split.account_for_embedding;
   l.account_for_loss = split.account_for_loss;
+  l.pipeline_layout = split.layout;
   l.microbatch_group = a.microbatch_group_size_per_virtual_pipeline_stage.value_or(0);
 }
 
