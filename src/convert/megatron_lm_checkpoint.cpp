@@ -5,6 +5,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/layout.h"
 #include "checkpoint/megatron_lm_torch_dist.h"
+#include "checkpoint/megatron_lm_trainer_state.h"
 #include "checkpoint/model_shape.h"
 #include "checkpoint/shards.h"
 #include "convert/convert_common.h"
@@ -167,35 +168,30 @@ bool same_layout(const Shape& stored, const Shape& full) {
          std::equal(stored.begin() + 1, stored.end(), full.begin() + 2);
 }
 
-// Every model tensor of a torch_dist checkpoint, full (f32), under megatron-cpp's names, for
-// `config` (the vocabulary padded as stored); what was read past goes to `not_converted`.
-TensorMap torch_dist_full_tensors(const MegatronLmTorchDist& ckpt, const GptConfig& config,
-                                  std::vector<std::string>& not_converted) {
-  MegatronLmTorchDistModel model = megatron_lm_torch_dist_tensors(
-      ckpt, config.num_layers, !config.arch.untie_embeddings_and_output_weights);
-  not_converted = model.not_converted;
+// `stored` (megatron-cpp's names → torch_dist global tensors; `what`: "" for the model, else the
+// optimizer buffer's name) as full f32 tensors of `store`'s parameters; what is missing,
+// misshaped or unknown is added to `problems`.
+TensorMap full_parameter_tensors(std::map<std::string, Tensor> stored, const ParameterStore& store,
+                                 const std::string& what, std::string& problems) {
+  const std::string prefix = what.empty() ? "" : what + " of ";
   TensorMap full;
-  std::string problems;
-  const ParameterStore store = registered_parameter_store<GptModel>(config, 0, 1);
   for (const Parameter& p : store.params()) {
-    auto it = model.tensors.find(p.spec.name);
-    if (it == model.tensors.end()) {
-      problems += "\n  " + p.spec.name + " is missing";
+    auto it = stored.find(p.spec.name);
+    if (it == stored.end()) {
+      problems += "\n  " + prefix + p.spec.name + " is missing";
       continue;
     }
     if (!same_layout(it->second.shape(), p.spec.full_shape)) {
-      problems += "\n  " + p.spec.name + " is " + shape_str(it->second.shape()) +
+      problems += "\n  " + prefix + p.spec.name + " is " + shape_str(it->second.shape()) +
                   ", the model's is " + shape_str(p.spec.full_shape);
     } else {
       full[p.spec.name] = hf_tensor_to_f32(it->second, "Megatron-LM GPT").view(p.spec.full_shape);
     }
-    model.tensors.erase(it);
+    stored.erase(it);
   }
-  for (const auto& [name, t] : model.tensors)
-    problems += "\n  " + name + " " + shape_str(t.shape()) +
+  for (const auto& [name, t] : stored)
+    problems += "\n  " + prefix + name + " " + shape_str(t.shape()) +
                 " is not a parameter of the model its args describe";
-  MT_REQUIRE(problems.empty(), "Megatron-LM checkpoint '", ckpt.iteration_dir,
-             "' does not hold the model its args describe:", problems);
   return full;
 }
 
@@ -220,6 +216,10 @@ struct MegatronLmSource {
   GptConfig config;
   TensorMap full;
   std::vector<std::string> not_converted;  // what a warning names as left behind
+  // The optimizer state (buffer name → full tensors, as `full`) and the trainer state
+  // (checkpoint/megatron_lm_trainer_state.h) when the checkpoint carries them; else empty.
+  std::map<std::string, TensorMap> optimizer;
+  nlohmann::json trainer;
 };
 
 // The source's args, real vocabulary and model (the vocabulary padded as stored), from
@@ -255,19 +255,47 @@ MegatronLmSource read_torch_dist_format(const std::string& load_dir, int64_t ite
                                         int64_t vocab_size) {
   const MegatronLmTorchDist ckpt = read_megatron_lm_torch_dist(load_dir, iteration);
   MegatronLmSource src = source_model(ckpt.args(), ckpt.iteration_dir, vocab_size, false);
-  src.full = torch_dist_full_tensors(ckpt, src.config, src.not_converted);
+  MegatronLmTorchDistModel model = megatron_lm_torch_dist_tensors(
+      ckpt, src.config.num_layers, !src.config.arch.untie_embeddings_and_output_weights);
+  src.not_converted = model.not_converted;
+  const ParameterStore store = registered_parameter_store<GptModel>(src.config, 0, 1);
+  std::string problems;
+  src.full = full_parameter_tensors(std::move(model.tensors), store, "", problems);
+  for (auto& [buffer, tensors] : model.optimizer)
+    src.optimizer[buffer] = full_parameter_tensors(std::move(tensors), store, buffer, problems);
+  MT_REQUIRE(problems.empty(), "Megatron-LM checkpoint '", ckpt.iteration_dir,
+             "' does not hold the model its args describe:", problems);
+  src.trainer = megatron_lm_trainer_state(ckpt.common, src.args, ckpt.iteration_dir);
   src.converted_from = {
       {"format", "megatron-lm-torch_dist"},
       {"iteration", ckpt.iteration},
       {"checkpoint_version", ckpt.checkpoint_version},
       {"tensor_model_parallel_size", src.args.value("tensor_model_parallel_size", 1)},
       {"pipeline_model_parallel_size", src.args.value("pipeline_model_parallel_size", 1)}};
-  for (const char* part : {"opt_param_scheduler", "optimizer"})
-    if (ckpt.common.as_dict("").find(part)) src.not_converted.push_back(part);
   return src;
 }
 
+// Whether the source carries what a resumed run needs: Adam's moments of every parameter (checked
+// complete when read), the step and the scheduler state.
+bool resumable(const MegatronLmSource& src) {
+  return src.optimizer.count("exp_avg") && src.optimizer.count("exp_avg_sq") &&
+         src.trainer.contains("optimizer") && src.trainer.contains("scheduler");
+}
+
 }  // namespace
+
+bool megatron_lm_checkpoint_is_resumable(const std::string& load_dir, int64_t iteration) {
+  if (!is_megatron_lm_torch_dist_dir(checkpoint_iteration_dir(load_dir, iteration))) return false;
+  const MegatronLmTorchDist ckpt = read_megatron_lm_torch_dist(load_dir, iteration);
+  bool moments[2] = {false, false};
+  for (const auto& [key, t] : ckpt.dcp.tensors()) {
+    (void)t;
+    moments[0] |= key.rfind("optimizer.state.exp_avg.", 0) == 0;
+    moments[1] |= key.rfind("optimizer.state.exp_avg_sq.", 0) == 0;
+  }
+  const PyDict& common = ckpt.common.as_dict("");
+  return moments[0] && moments[1] && common.find("optimizer") && common.find("opt_param_scheduler");
+}
 
 void import_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,
                             const std::string& save_dir, int target_tp, int64_t vocab_size) {
@@ -287,17 +315,35 @@ void import_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,
   state["model"]["vocab_size"] = src.vocab;
   state["converted_from"].erase("config_json");
   state["converted_from"].update(src.converted_from);
-  write_imported_checkpoint<GptModel>(save_dir, target, repad_vocabulary(src.full, target), state,
-                                      target_tp);
-  if (!src.not_converted.empty()) {
+  std::vector<std::string> not_converted = src.not_converted;
+  if (resumable(src)) {
+    state.update(src.trainer);
+    std::map<std::string, TensorMap> optimizer;
+    for (const auto& [buffer, full] : src.optimizer)
+      optimizer[buffer] = repad_vocabulary(full, target);
+    write_imported_checkpoint<GptModel>(save_dir, target, repad_vocabulary(src.full, target), state,
+                                        target_tp, state["iteration"].get<int64_t>(), optimizer);
+    log_info("Megatron-LM checkpoint '", load_dir, "': imported at iteration ",
+             state["iteration"].get<int64_t>(), " with its optimizer state (", src.optimizer.size(),
+             " buffers, step ", state["optimizer"]["steps"].get<int64_t>(),
+             ") and LR scheduler; its RNG state is not carried (the run draws from its --seed)");
+  } else {
+    if (!src.optimizer.empty() || src.trainer.contains("optimizer"))
+      not_converted.push_back(
+          "the optimizer state (it needs exp_avg, exp_avg_sq, the step and opt_param_scheduler)");
+    write_imported_checkpoint<GptModel>(save_dir, target, repad_vocabulary(src.full, target), state,
+                                        target_tp);
+  }
+  if (!not_converted.empty()) {
     std::string parts;
-    for (size_t i = 0; i < src.not_converted.size() && i < 4; ++i)
-      parts += (i ? ", " : "") + src.not_converted[i];
-    if (src.not_converted.size() > 4)
-      parts += " and " + std::to_string(src.not_converted.size() - 4) + " more";
-    log_warning(detail::concat("Megatron-LM checkpoint '", load_dir, "': ", parts,
-                               " not converted (weights only); start from the import with "
-                               "--finetune, or --no-load-optim --no-load-rng"));
+    for (size_t i = 0; i < not_converted.size() && i < 4; ++i)
+      parts += (i ? ", " : "") + not_converted[i];
+    if (not_converted.size() > 4)
+      parts += " and " + std::to_string(not_converted.size() - 4) + " more";
+    log_warning(detail::concat("Megatron-LM checkpoint '", load_dir, "': ", parts, " not converted",
+                               resumable(src) ? ""
+                                              : " (weights only); start from the import with "
+                                                "--finetune, or --no-load-optim --no-load-rng"));
   }
 }
 

@@ -33,13 +33,17 @@ void use_megatron_lm_load(Args& args, bool writer) {
   if (args.load.empty()) return;
   const bool torch_dist = is_megatron_lm_torch_dist_checkpoint(args.load);
   if (!torch_dist && !is_megatron_lm_torch_checkpoint(args.load)) return;
-  MT_REQUIRE(args.finetune || (args.no_load_optim && args.no_load_rng), "--load ", args.load,
-             " is a Megatron-LM ", torch_dist ? "torch_dist" : "torch",
-             "-format checkpoint: its weights are loaded, not its optimizer, scheduler or RNG "
-             "state. Add --finetune (start from iteration 0), or --no-load-optim --no-load-rng");
   const std::string source = std::filesystem::path(args.load).lexically_normal().string();
   const std::string copy = source + ".megatron-cpp";
   const int64_t iteration = resolve_checkpoint_iteration(source, -1);
+  MT_REQUIRE(args.finetune || (args.no_load_optim && args.no_load_rng) ||
+                 megatron_lm_checkpoint_is_resumable(source, iteration),
+             "--load ", args.load, " is a Megatron-LM ", torch_dist ? "torch_dist" : "torch",
+             "-format checkpoint without optimizer state megatron-cpp reads (",
+             torch_dist ? "it holds no optimizer.state.exp_avg.* tensors or no opt_param_scheduler"
+                        : "the torch format's optimizer is not read yet",
+             "): its weights are loaded, not its optimizer, scheduler or RNG state. Add "
+             "--finetune (start from iteration 0), or --no-load-optim --no-load-rng");
   if (writer && !is_conversion_of(copy, source, iteration)) {
     import_megatron_lm_gpt(source, iteration, copy, args.tensor_model_parallel_size,
                            args.vocab_size);

@@ -1,0 +1,167 @@
+// The optimizer and trainer state of a Megatron-LM torch_dist checkpoint
+// (convert/megatron_lm_checkpoint.h, checkpoint/megatron_lm_trainer_state.h) against the files
+// PyTorch wrote (tests/data/megatron_lm_gpt_tiny/torch_dist_gpt2_adam_tp2: the tiny GPT-2 after 3
+// iterations of torch.optim.AdamW as Megatron's bf16 mixed-precision optimizer saves them,
+// tools/reference/megatron_torch_dist_checkpoint.py): the imported moments and fp32 master weights
+// are bit for bit the script's, at any target TP size; the step, iteration, consumed samples and
+// schedule are Megatron's; and megatron-cpp's AdamW from the imported state takes the step
+// PyTorch's AdamW takes next.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "../common/source_dir.h"
+#include "../common/temp_dir.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/shards.h"
+#include "convert/convert_common.h"
+#include "convert/gpt_checkpoint.h"
+#include "convert/megatron_lm_checkpoint.h"
+#include "core/crc32.h"
+#include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
+
+namespace megatron {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using testing::source_dir;
+using testing::TempDir;
+
+std::string fixture(const std::string& name) {
+  return source_dir() + "/tests/data/megatron_lm_gpt_tiny/" + name;
+}
+
+nlohmann::json expected() {
+  std::ifstream in(fixture("torch_dist_adam_expected.json"));
+  return nlohmann::json::parse(in);
+}
+
+// The imported checkpoint in `dir` at TP 1: its model, the store and its state.json.
+struct Imported {
+  GptConfig config;
+  ParameterStore store;
+  nlohmann::json state;
+  std::map<std::string, Tensor> buffers;  // every optimizer buffer, laid out as the store
+};
+
+Imported read_imported(const std::string& dir) {
+  CheckpointShardReader reader(checkpoint_iteration_dir(dir, -1));
+  nlohmann::json state = reader.state(0, 0);
+  GptConfig config = gpt_config_from_checkpoint_state(state, dir);
+  ParameterStore store = registered_parameter_store<GptModel>(config, 0, 1);
+  std::map<std::string, Tensor> buffers;
+  for (const std::string& name : reader.optimizer_buffer_names())
+    buffers[name] = Tensor::zeros({store.flat_values().numel()}, DType::F32);
+  read_parameters(reader, store, &buffers);
+  return {config, std::move(store), std::move(state), std::move(buffers)};
+}
+
+TEST(MegatronTorchDistOptimizerImport, MomentsMastersAndStepAreBitForBitPyTorchs) {
+  const nlohmann::json e = expected();
+  for (int tp : {1, 2, 4}) {
+    TempDir dir;
+    import_megatron_lm_gpt(fixture("torch_dist_gpt2_adam_tp2"), -1, dir.file("ckpt"), tp, 0);
+    EXPECT_EQ(read_latest_iteration(dir.file("ckpt")), e["iteration"].get<int64_t>());
+    CheckpointShardReader reader(checkpoint_iteration_dir(dir.file("ckpt"), -1));
+    EXPECT_EQ(reader.optimizer_buffer_names(),
+              (std::vector<std::string>{"exp_avg", "exp_avg_sq", "fp32_master"}));
+    const GptConfig config = gpt_config_from_checkpoint_state(reader.state(0, 0), "ckpt");
+    const ParameterStore full = registered_parameter_store<GptModel>(config, 0, 1);
+    const int64_t vocab = e["vocab_size"];
+    for (const auto& [buffer, want] : e["buffers"].items()) {
+      EXPECT_EQ(want["tensors"].size(), full.params().size()) << buffer;
+      for (const Parameter& p : full.params()) {
+        SCOPED_TRACE(buffer + " " + p.spec.name + " TP " + std::to_string(tp));
+        ASSERT_TRUE(want["tensors"].contains(p.spec.name));
+        Tensor t = Tensor::zeros(p.spec.full_shape, DType::F32);
+        reader.read_optimizer(buffer, p.spec.name, t, -1, 0, SlicePart::whole(p.spec.full_shape));
+        if (p.spec.name == "embedding.word_embeddings.weight") {
+          for (float v : t.slice(0, vocab, t.size(0)).clone().to_vector<float>())
+            EXPECT_EQ(v, 0.0f);  // re-padded: the padding rows carry nothing
+          t = t.slice(0, 0, vocab);
+        }
+        const Tensor c = t.clone();
+        EXPECT_EQ(c.shape(), want["tensors"][p.spec.name]["shape"].get<Shape>());
+        EXPECT_EQ(crc32(c.raw_data(), c.nbytes()),
+                  want["tensors"][p.spec.name]["crc32"].get<uint32_t>());
+      }
+    }
+    const nlohmann::json state = reader.state(0, 0);
+    EXPECT_EQ(state["iteration"], e["iteration"]);
+    EXPECT_EQ(state["consumed_train_samples"], e["consumed_train_samples"]);
+    EXPECT_EQ(state["optimizer"]["steps"], e["steps"]);
+    EXPECT_EQ(state["scheduler"]["num_steps"], e["scheduler_num_steps"]);
+    EXPECT_EQ(state["scheduler"]["decay_style"], int(LrDecayStyle::Linear));
+    EXPECT_EQ(state["scheduler"]["decay_steps"], 10);
+    EXPECT_EQ(state["converted_from"]["iteration"], e["iteration"]);
+    EXPECT_FALSE(state.contains("rng"));  // Megatron's generator states do not carry over
+  }
+}
+
+// The first resumed step: megatron-cpp's AdamW over the imported master weights, moments and step,
+// at the learning rate the imported schedule gives, with the gradient the script used, moves
+// every parameter as PyTorch's AdamW moved it.
+TEST(MegatronTorchDistOptimizerImport, TheNextStepIsPyTorchsNextAdamWStep) {
+  const nlohmann::json e = expected();
+  TempDir dir;
+  import_megatron_lm_gpt(fixture("torch_dist_gpt2_adam_tp2"), -1, dir.file("ckpt"), 1, 0);
+  Imported in = read_imported(dir.file("ckpt"));
+  // The trainer's fp32 master weights: the imported fp32_master (the model values are bf16).
+  in.store.flat_values().copy_from(in.buffers.at(kMasterWeightsBuffer));
+  const Tensor before = in.store.flat_values().clone();
+  AdamW adam(in.store, {.beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01});
+  std::map<std::string, Tensor> moments = adam.flat_buffers();
+  moments.at("exp_avg").copy_from(in.buffers.at("exp_avg"));
+  moments.at("exp_avg_sq").copy_from(in.buffers.at("exp_avg_sq"));
+  adam.load_state(in.state.at("optimizer"));
+  LrSchedule schedule({.max_lr = 1, .min_lr = 1});  // every setting comes from the checkpoint
+  schedule.load_state(in.state.at("scheduler"), ScheduleRestore::kFromCheckpoint);
+  const double lr = schedule.lr();
+  EXPECT_NEAR(lr, e["next_step"]["lr"].get<double>(), 1e-15);
+  // next_step_gradient: element j of each tensor, row-major.
+  for (Parameter& p : in.store.params()) {
+    float* g = p.grad.data<float>();
+    for (int64_t j = 0; j < p.grad.numel(); ++j)
+      g[j] = float(double((j * 7919) % 2001 - 1000) * 1e-5);
+  }
+  adam.step(lr);
+  const Tensor after = in.store.flat_values().clone();
+  for (const Parameter& p : in.store.params()) {
+    SCOPED_TRACE(p.spec.name);
+    const nlohmann::json& want = e["next_step"]["updates"].at(p.spec.name);
+    const float* b = before.data<float>() + p.flat_offset;
+    const float* a = after.data<float>() + p.flat_offset;
+    const int64_t n = shape_numel(p.local_shape);
+    double sum = 0, scale = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      sum += double(a[j]) - double(b[j]);
+      scale += std::fabs(double(a[j]) - double(b[j]));
+    }
+    // f32 arithmetic on both sides, in another order: each element's update agrees to a few
+    // ulps of the weight it moves (weights ~0.1, updates ~4e-4).
+    EXPECT_NEAR(sum, want["sum"].get<double>(), 1e-8 * n + 1e-6 * scale);
+    for (int64_t j = 0; j < 4 && j < n; ++j)
+      EXPECT_NEAR(double(a[j]) - double(b[j]), want["first"][j].get<double>(), 3e-8);
+  }
+}
+
+TEST(MegatronTorchDistOptimizerImport, ACheckpointWithoutOptimizerStateStaysWeightsOnly) {
+  EXPECT_TRUE(megatron_lm_checkpoint_is_resumable(fixture("torch_dist_gpt2_adam_tp2"), -1));
+  EXPECT_FALSE(megatron_lm_checkpoint_is_resumable(fixture("torch_dist_gpt2_tp2"), -1));
+  EXPECT_FALSE(megatron_lm_checkpoint_is_resumable(fixture("legacy_tp2_pp2"), -1));
+  TempDir dir;
+  import_megatron_lm_gpt(fixture("torch_dist_gpt2_tp2"), -1, dir.file("ckpt"), 1, 0);
+  CheckpointShardReader reader(checkpoint_iteration_dir(dir.file("ckpt"), -1));
+  EXPECT_TRUE(reader.optimizer_buffer_names().empty());
+  EXPECT_EQ(reader.state(0, 0)["iteration"], 0);
+  EXPECT_FALSE(reader.state(0, 0).contains("optimizer"));
+}
+
+}  // namespace
+}  // namespace megatron
