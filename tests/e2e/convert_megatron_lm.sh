@@ -111,7 +111,7 @@ same_model "$WORK/mlm_from_hf_back" "$WORK/hf"
 [[ ! -e $WORK/mlm_from_hf.megatron-cpp.tmp ]] || fail "temporary checkpoint left behind"
 
 echo "== errors"
-expect_error "is a Megatron-LM torch-format checkpoint: its weights are loaded, not its optimizer" \
+expect_error "is a Megatron-LM torch-format checkpoint without optimizer state megatron-cpp reads (the torch format's optimizer is not read yet): its weights are loaded, not its optimizer" \
   "${TRAIN_NO_FINETUNE[@]}" --load "$WORK/mlm_direct"
 # generate cannot load it directly yet: the message says how to convert it.
 expect_error "is Megatron-LM's torch format" generate --load "$MLM/legacy_tp2_pp2" \

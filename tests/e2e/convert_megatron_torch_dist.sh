@@ -96,7 +96,7 @@ done
 diff "$WORK/gen_qwen_dist.txt" "$WORK/gen_qwen_torch.txt" || fail "generations differ"
 
 echo "== errors"
-expect_error "is a Megatron-LM torch_dist-format checkpoint: its weights are loaded" \
+expect_error "is a Megatron-LM torch_dist-format checkpoint without optimizer state megatron-cpp reads" \
   "${TRAIN[@]}" --load "$WORK/direct"
 expect_error "is Megatron-LM's torch_dist format (PyTorch Distributed Checkpoint" generate \
   --load "$MLM/torch_dist_gpt2_tp2" --tokenizer-type NullTokenizer --vocab-size 96 \
