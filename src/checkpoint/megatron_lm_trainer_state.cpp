@@ -29,22 +29,29 @@ double number(const PyValue& v, const std::string& what) {
 }
 
 // The Adam step count: the torch.optim state's "common_step" (Megatron-Core's sharded state
-// dicts) or every param group's "step" (Apex and Transformer Engine FusedAdam, the distributed
-// optimizer), which must agree.
+// dicts), else every param group's "step" (Apex and Transformer Engine FusedAdam, the
+// distributed optimizer), else every parameter state's "step" (torch.optim.Adam in the legacy
+// torch format); they must agree.
 std::optional<int64_t> optimizer_step(const PyDict& torch_optim, const std::string& where) {
-  if (const PyValue* state = torch_optim.find("state");
-      state && state->kind() == PyValue::Kind::kDict)
+  const PyValue* state = torch_optim.find("state");
+  if (state && state->kind() == PyValue::Kind::kDict)
     if (const PyValue* step = state->as_dict(where).find("common_step"))
       return int64_t(number(*step, where + " state.common_step"));
   std::optional<int64_t> step;
+  auto take = [&](const PyValue* s, const std::string& what) {
+    if (!s || s->is_none()) return;
+    const int64_t v = int64_t(number(*s, what));
+    MT_REQUIRE(!step || *step == v, where, ": the ", what, "s differ (", *step, " and ", v,
+               "); megatron-cpp keeps one step for all parameters, as Megatron does");
+    step = v;
+  };
   if (const PyValue* groups = torch_optim.find("param_groups"))
-    for (const PyValue& g : groups->as_sequence(where + " param_groups")) {
-      const PyValue* s = g.as_dict(where + " param group").find("step");
-      if (!s || s->is_none()) continue;
-      const int64_t v = int64_t(number(*s, where + " param group step"));
-      MT_REQUIRE(!step || *step == v, where, ": the param groups' steps differ (", *step, " and ",
-                 v, "); Megatron saves one step for all of them");
-      step = v;
+    for (const PyValue& g : groups->as_sequence(where + " param_groups"))
+      take(g.as_dict(where + " param group").find("step"), "param group step");
+  if (!step && state && state->kind() == PyValue::Kind::kDict)
+    for (const auto& [id, s] : state->as_dict(where).items) {
+      (void)id;
+      if (s.kind() == PyValue::Kind::kDict) take(s.as_dict(where).find("step"), "parameter step");
     }
   return step;
 }

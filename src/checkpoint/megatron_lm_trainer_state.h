@@ -1,24 +1,23 @@
 // The trainer state of a Megatron-LM checkpoint (the legacy torch format's rank dict or the
 // torch_dist format's common state: they share these entries) in megatron-cpp's state.json
-// spelling (train/trainer.cpp's state_json), so that a run resumes where Megatron-LM stopped:
-//
-//   Megatron-LM                                  megatron-cpp state.json
-//   "iteration"                                  "iteration"
-//   args.consumed_train_samples / _valid_        "consumed_train_samples" /
-//   "consumed_valid_samples" optimizer step: "optimizer" → ["optimizer"]  "optimizer": {"steps"}
-//     → "state" → "common_step" (torch.optim),
-//     else param_groups[*]["step"] (Apex / TE FusedAdam)
-//   "optimizer" → "grad_scaler"                  "grad_scaler": {scale, growth_tracker,
-//     {scale, growth_tracker, hysteresis_tracker}                 hysteresis_tracker}
-//   "opt_param_scheduler" {max_lr, min_lr,       "scheduler" {max_lr, min_lr, warmup_steps,
-//     lr_warmup_steps, lr_decay_steps,             decay_steps, decay_style (LrDecayStyle),
-//     lr_decay_style, start_wd, end_wd,            start_wd, end_wd, wd_incr_steps,
-//     wd_incr_steps, wd_incr_style, num_steps}     wd_incr_style, num_steps} — all in samples
-//                                                  on both sides
-// Not carried: "rng_state" (Python's, NumPy's, torch's CPU and CUDA generators and Megatron's
-// CUDA RNG tracker states are Mersenne Twister / Philox generator states with no counterpart in
-// megatron-cpp's counter-based dropout keying, which needs only the seed: the resumed run draws
-// from its --seed).
+// spelling (train/trainer.cpp's state_json), so that a run resumes where Megatron-LM stopped.
+// Megatron-LM's entry → megatron-cpp's:
+//   "iteration" → "iteration"
+//   args.consumed_train_samples, args.consumed_valid_samples → "consumed_train_samples",
+//     "consumed_valid_samples"
+//   the Adam step → "optimizer": {"steps"}; it is "optimizer" → ["optimizer" →] "state" →
+//     "common_step" (torch_dist), else param_groups[*]["step"] (Apex / TE FusedAdam), else
+//     state[*]["step"] (torch.optim.Adam in the torch format)
+//   "optimizer" → "grad_scaler" {scale, growth_tracker, hysteresis_tracker} → "grad_scaler"
+//     (a bf16 / fp32 run has none: a constant scale)
+//   "opt_param_scheduler" {max_lr, min_lr, lr_warmup_steps, lr_decay_steps, lr_decay_style,
+//     start_wd, end_wd, wd_incr_steps, wd_incr_style, num_steps} → "scheduler" {max_lr, min_lr,
+//     warmup_steps, decay_steps, decay_style (LrDecayStyle), start_wd, end_wd, wd_incr_steps,
+//     wd_incr_style, num_steps}: samples on both sides
+// Not carried: "rng_state" (Python's, NumPy's and torch's Mersenne Twister states, the CUDA
+// generator and Megatron's CUDA RNG tracker states have no counterpart in megatron-cpp's
+// counter-based dropout keying, which needs only the seed: the resumed run draws from its
+// --seed).
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -5,6 +5,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/layout.h"
 #include "checkpoint/megatron_lm_torch_dist.h"
+#include "checkpoint/megatron_lm_torch_optimizer.h"
 #include "checkpoint/megatron_lm_trainer_state.h"
 #include "checkpoint/model_shape.h"
 #include "checkpoint/shards.h"
@@ -115,31 +116,37 @@ Tensor qkv_rows_per_head(const Tensor& t, double version, int64_t heads, const s
   return out.view(t.shape());
 }
 
-// Every model tensor of the checkpoint, full (f32), under megatron-cpp's names, for `config`
-// (the vocabulary padded as stored).
-TensorMap gather_full_tensors(const MegatronLmCheckpoint& ckpt, const GptConfig& config) {
-  const bool tied = !config.arch.untie_embeddings_and_output_weights;
+// One tensor per parameter of each rank (ckpt.ranks' order), under megatron-cpp's names: the
+// model's values or one optimizer buffer.
+using RankTensors = std::vector<std::map<std::string, Tensor>>;
+
+// `per_rank` (`what`: "" for the model, else the optimizer buffer's name) as full (f32) tensors
+// under megatron-cpp's names, for `config` (the vocabulary padded as stored). A replicated
+// parameter is taken from TP rank 0.
+TensorMap gather_full_tensors(const MegatronLmCheckpoint& ckpt, const GptConfig& config,
+                              RankTensors per_rank, const std::string& what) {
+  const std::string prefix = what.empty() ? "" : what + " of ";
   TensorMap full;
   std::string problems;
-  for (const MegatronLmRank& rank : ckpt.ranks) {
+  for (size_t r = 0; r < ckpt.ranks.size(); ++r) {
+    const MegatronLmRank& rank = ckpt.ranks[r];
     const StageRange stage = stage_range(
         {.num_layers = config.num_layers, .pipeline_size = ckpt.pp_size}, rank.pp_rank, 0);
     ParameterStore store =
         registered_parameter_store<GptModel>(config, rank.tp_rank, ckpt.tp_size, stage);
-    std::map<std::string, Tensor> tensors =
-        megatron_lm_rank_tensors(rank, ckpt.naming, stage.first_layer, tied);
+    std::map<std::string, Tensor>& tensors = per_rank[r];
     for (const Parameter& p : store.params()) {
       if (p.spec.stage_tie == StageTie::kCopy) continue;
       auto it = tensors.find(p.spec.name);
       if (it == tensors.end()) {
-        problems += "\n  " + rank.path + ": " + p.spec.name + " is missing";
+        problems += "\n  " + rank.path + ": " + prefix + p.spec.name + " is missing";
         continue;
       }
       Tensor t = hf_tensor_to_f32(it->second, "Megatron-LM GPT");
       tensors.erase(it);
       if (t.numel() != shape_numel(p.local_shape)) {
-        problems += "\n  " + rank.path + ": " + p.spec.name + " is " + shape_str(t.shape()) +
-                    ", the model's slice is " + shape_str(p.local_shape);
+        problems += "\n  " + rank.path + ": " + prefix + p.spec.name + " is " +
+                    shape_str(t.shape()) + ", the model's slice is " + shape_str(p.local_shape);
         continue;
       }
       if (p.spec.name.find("query_key_value") != std::string::npos)
@@ -151,7 +158,7 @@ TensorMap gather_full_tensors(const MegatronLmCheckpoint& ckpt, const GptConfig&
       local_slice(p, f).copy_from(t.view(p.local_shape));
     }
     for (const auto& [name, t] : tensors)
-      problems += "\n  " + rank.path + ": " + name + " " + shape_str(t.shape()) +
+      problems += "\n  " + rank.path + ": " + prefix + name + " " + shape_str(t.shape()) +
                   " is not a parameter of the model its args describe";
   }
   MT_REQUIRE(problems.empty(), "Megatron-LM checkpoint '", ckpt.iteration_dir,
@@ -240,14 +247,39 @@ MegatronLmSource read_torch_format(const std::string& load_dir, int64_t iteratio
                                    int64_t vocab_size) {
   const MegatronLmCheckpoint ckpt = read_megatron_lm_checkpoint(load_dir, iteration);
   MegatronLmSource src = source_model(ckpt.args(), ckpt.iteration_dir, vocab_size, true);
-  src.full = gather_full_tensors(ckpt, src.config);
+  const bool tied = !src.config.arch.untie_embeddings_and_output_weights;
+  // Each rank's parameters in Megatron's order (the optimizer's ids follow it); the model is
+  // checked whole before its optimizer state is matched to it.
+  std::vector<std::vector<std::pair<std::string, Tensor>>> parameters;
+  RankTensors model(ckpt.ranks.size());
+  for (size_t r = 0; r < ckpt.ranks.size(); ++r) {
+    const StageRange stage =
+        stage_range({.num_layers = src.config.num_layers, .pipeline_size = ckpt.pp_size},
+                    ckpt.ranks[r].pp_rank, 0);
+    parameters.push_back(
+        megatron_lm_rank_parameters(ckpt.ranks[r], ckpt.naming, stage.first_layer, tied));
+    for (const auto& [name, t] : parameters.back())
+      if (!name.empty()) model[r][name] = t;
+  }
+  src.full = gather_full_tensors(ckpt, src.config, std::move(model), "");
+  std::map<std::string, RankTensors> optimizer;
+  for (size_t r = 0; r < ckpt.ranks.size(); ++r)
+    for (auto& [buffer, tensors] : megatron_lm_rank_optimizer(ckpt.ranks[r], parameters[r])) {
+      optimizer.try_emplace(buffer, ckpt.ranks.size());
+      optimizer.at(buffer)[r] = std::move(tensors);
+    }
+  for (auto& [buffer, tensors] : optimizer)
+    src.optimizer[buffer] = gather_full_tensors(ckpt, src.config, std::move(tensors), buffer);
+  src.trainer = megatron_lm_trainer_state(ckpt.ranks.front().root, src.args, ckpt.iteration_dir);
   src.converted_from = {{"format", "megatron-lm-torch"},
                         {"iteration", ckpt.iteration},
                         {"checkpoint_version", ckpt.checkpoint_version},
                         {"tensor_model_parallel_size", ckpt.tp_size},
                         {"pipeline_model_parallel_size", ckpt.pp_size}};
-  for (const char* part : {"optimizer", "opt_param_scheduler", "rng_state"})
-    if (ckpt.ranks.front().root.as_dict("").find(part)) src.not_converted.push_back(part);
+  if (ckpt.ranks.front().root.as_dict("").find("rng_state"))
+    src.not_converted.push_back("rng_state");
+  if (src.optimizer.empty() && src.args.value("use_distributed_optimizer", false))
+    src.not_converted.push_back("the distributed optimizer's state (distrib_optim.pt)");
   return src;
 }
 
@@ -285,7 +317,12 @@ bool resumable(const MegatronLmSource& src) {
 }  // namespace
 
 bool megatron_lm_checkpoint_is_resumable(const std::string& load_dir, int64_t iteration) {
-  if (!is_megatron_lm_torch_dist_dir(checkpoint_iteration_dir(load_dir, iteration))) return false;
+  if (!is_megatron_lm_torch_dist_dir(checkpoint_iteration_dir(load_dir, iteration))) {
+    const MegatronLmCheckpoint ckpt = read_megatron_lm_checkpoint(load_dir, iteration);
+    const MegatronLmRank& rank = ckpt.ranks.front();
+    return megatron_lm_rank_has_optimizer_state(rank) &&
+           rank.root.as_dict("").find("opt_param_scheduler");
+  }
   const MegatronLmTorchDist ckpt = read_megatron_lm_torch_dist(load_dir, iteration);
   bool moments[2] = {false, false};
   for (const auto& [key, t] : ckpt.dcp.tensors()) {

@@ -45,7 +45,8 @@ void use_megatron_lm_load(Args& args, bool writer) {
              args.load, " is a Megatron-LM ", torch_dist ? "torch_dist" : "torch",
              "-format checkpoint without optimizer state megatron-cpp reads (",
              torch_dist ? "it holds no optimizer.state.exp_avg.* tensors or no opt_param_scheduler"
-                        : "the torch format's optimizer is not read yet",
+                        : "it holds no Adam state: saved with --no-save-optim, or by the "
+                          "distributed optimizer, whose distrib_optim.pt is not read yet",
              "): its weights are loaded, not its optimizer, scheduler or RNG state. Add "
              "--finetune (start from iteration 0), or --no-load-optim --no-load-rng");
   if (writer && !is_conversion_of(copy, source, iteration, resumable)) {

@@ -1,27 +1,34 @@
-// The optimizer and trainer state of a Megatron-LM torch_dist checkpoint
-// (convert/megatron_lm_checkpoint.h, checkpoint/megatron_lm_trainer_state.h) against the files
-// PyTorch wrote (tests/data/megatron_lm_gpt_tiny/torch_dist_gpt2_adam_tp2: the tiny GPT-2 after 3
-// iterations of torch.optim.AdamW as Megatron's bf16 mixed-precision optimizer saves them,
-// tools/reference/megatron_torch_dist_checkpoint.py): the imported moments and fp32 master weights
-// are bit for bit the script's, at any target TP size; the step, iteration, consumed samples and
-// schedule are Megatron's; and megatron-cpp's AdamW from the imported state takes the step
-// PyTorch's AdamW takes next.
+// The optimizer and trainer state of Megatron-LM checkpoints (convert/megatron_lm_checkpoint.h,
+// checkpoint/megatron_lm_trainer_state.h, checkpoint/megatron_lm_torch_optimizer.h) against the
+// files PyTorch wrote (tests/data/megatron_lm_gpt_tiny): torch_dist_gpt2_adam_tp2, the tiny GPT-2
+// after 3 iterations of torch.optim.AdamW as Megatron's bf16 mixed-precision optimizer saves them
+// (tools/reference/megatron_torch_dist_checkpoint.py), and legacy_tp2_pp2, the torch format's
+// FP32 Adam state at TP 2 x PP 2 (tools/reference/megatron_lm_checkpoint.py). The imported
+// moments and fp32 master weights are bit for bit the scripts', at any target TP size; the step,
+// iteration, consumed samples and schedule are Megatron's; megatron-cpp's AdamW from the imported
+// state takes the step PyTorch's AdamW takes next; what cannot be read is refused by name.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "../common/source_dir.h"
 #include "../common/temp_dir.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/layout.h"
+#include "checkpoint/megatron_lm_torch.h"
+#include "checkpoint/megatron_lm_torch_optimizer.h"
 #include "checkpoint/shards.h"
 #include "convert/convert_common.h"
 #include "convert/gpt_checkpoint.h"
 #include "convert/megatron_lm_checkpoint.h"
 #include "core/crc32.h"
+#include "core/error.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 
@@ -37,9 +44,50 @@ std::string fixture(const std::string& name) {
   return source_dir() + "/tests/data/megatron_lm_gpt_tiny/" + name;
 }
 
-nlohmann::json expected() {
-  std::ifstream in(fixture("torch_dist_adam_expected.json"));
+nlohmann::json read_json(const std::string& name) {
+  std::ifstream in(fixture(name));
   return nlohmann::json::parse(in);
+}
+
+nlohmann::json expected() {
+  return read_json("torch_dist_adam_expected.json");
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Every optimizer buffer of `want` ({buffer: {"vocab_size", "tensors": {name: {shape, crc32}}}})
+// is, in the checkpoint `reader` reads, bit for bit the script's (the real vocabulary rows; the
+// padding rows zero).
+void expect_buffers_as_written_by_pytorch(const CheckpointShardReader& reader,
+                                          const nlohmann::json& want) {
+  const GptConfig config = gpt_config_from_checkpoint_state(reader.state(0, 0), "ckpt");
+  const ParameterStore full = registered_parameter_store<GptModel>(config, 0, 1);
+  for (const auto& [buffer, w] : want.items()) {
+    const int64_t vocab = w["vocab_size"];
+    EXPECT_EQ(w["tensors"].size(), full.params().size()) << buffer;
+    for (const Parameter& p : full.params()) {
+      SCOPED_TRACE(buffer + " " + p.spec.name);
+      ASSERT_TRUE(w["tensors"].contains(p.spec.name));
+      Tensor t = Tensor::zeros(p.spec.full_shape, DType::F32);
+      reader.read_optimizer(buffer, p.spec.name, t, -1, 0, SlicePart::whole(p.spec.full_shape));
+      if (p.spec.name == "embedding.word_embeddings.weight") {
+        for (float v : t.slice(0, vocab, t.size(0)).clone().to_vector<float>())
+          EXPECT_EQ(v, 0.0f);  // re-padded: the padding rows carry nothing
+        t = t.slice(0, 0, vocab);
+      }
+      const Tensor c = t.clone();
+      EXPECT_EQ(c.shape(), w["tensors"][p.spec.name]["shape"].get<Shape>());
+      EXPECT_EQ(crc32(c.raw_data(), c.nbytes()),
+                w["tensors"][p.spec.name]["crc32"].get<uint32_t>());
+    }
+  }
 }
 
 // The imported checkpoint in `dir` at TP 1: its model, the store and its state.json.
@@ -71,27 +119,7 @@ TEST(MegatronTorchDistOptimizerImport, MomentsMastersAndStepAreBitForBitPyTorchs
     CheckpointShardReader reader(checkpoint_iteration_dir(dir.file("ckpt"), -1));
     EXPECT_EQ(reader.optimizer_buffer_names(),
               (std::vector<std::string>{"exp_avg", "exp_avg_sq", "fp32_master"}));
-    const GptConfig config = gpt_config_from_checkpoint_state(reader.state(0, 0), "ckpt");
-    const ParameterStore full = registered_parameter_store<GptModel>(config, 0, 1);
-    const int64_t vocab = e["vocab_size"];
-    for (const auto& [buffer, want] : e["buffers"].items()) {
-      EXPECT_EQ(want["tensors"].size(), full.params().size()) << buffer;
-      for (const Parameter& p : full.params()) {
-        SCOPED_TRACE(buffer + " " + p.spec.name + " TP " + std::to_string(tp));
-        ASSERT_TRUE(want["tensors"].contains(p.spec.name));
-        Tensor t = Tensor::zeros(p.spec.full_shape, DType::F32);
-        reader.read_optimizer(buffer, p.spec.name, t, -1, 0, SlicePart::whole(p.spec.full_shape));
-        if (p.spec.name == "embedding.word_embeddings.weight") {
-          for (float v : t.slice(0, vocab, t.size(0)).clone().to_vector<float>())
-            EXPECT_EQ(v, 0.0f);  // re-padded: the padding rows carry nothing
-          t = t.slice(0, 0, vocab);
-        }
-        const Tensor c = t.clone();
-        EXPECT_EQ(c.shape(), want["tensors"][p.spec.name]["shape"].get<Shape>());
-        EXPECT_EQ(crc32(c.raw_data(), c.nbytes()),
-                  want["tensors"][p.spec.name]["crc32"].get<uint32_t>());
-      }
-    }
+    expect_buffers_as_written_by_pytorch(reader, e["buffers"]);
     const nlohmann::json state = reader.state(0, 0);
     EXPECT_EQ(state["iteration"], e["iteration"]);
     EXPECT_EQ(state["consumed_train_samples"], e["consumed_train_samples"]);
@@ -151,10 +179,53 @@ TEST(MegatronTorchDistOptimizerImport, TheNextStepIsPyTorchsNextAdamWStep) {
   }
 }
 
+// The torch format's FP32 Adam state at TP 2 x PP 2: ids matched to parameters by the param
+// groups (weight-decayed first, as Megatron sorts them), the tied output layer's state on the last
+// stage skipped, the per-parameter step and the cosine schedule.
+TEST(MegatronLmTorchOptimizerImport, Fp32AdamStateIsBitForBitPyTorchs) {
+  for (int tp : {1, 2}) {
+    TempDir dir;
+    import_megatron_lm_gpt(fixture("legacy_tp2_pp2"), -1, dir.file("ckpt"), tp, 0);
+    EXPECT_EQ(read_latest_iteration(dir.file("ckpt")), 10);
+    CheckpointShardReader reader(checkpoint_iteration_dir(dir.file("ckpt"), -1));
+    EXPECT_EQ(reader.optimizer_buffer_names(), (std::vector<std::string>{"exp_avg", "exp_avg_sq"}));
+    expect_buffers_as_written_by_pytorch(reader, read_json("legacy_optimizer_expected.json"));
+    const nlohmann::json state = reader.state(0, 0);
+    EXPECT_EQ(state["iteration"], 10);
+    EXPECT_EQ(state["consumed_train_samples"], 40);
+    EXPECT_EQ(state["optimizer"]["steps"], 10);
+    EXPECT_EQ(state["scheduler"]["num_steps"], 40);
+    EXPECT_EQ(state["scheduler"]["warmup_steps"], 8);
+    EXPECT_EQ(state["scheduler"]["decay_steps"], 80);
+    EXPECT_EQ(state["scheduler"]["decay_style"], int(LrDecayStyle::Cosine));
+    EXPECT_EQ(state["scheduler"]["min_lr"], 1e-4);
+  }
+}
+
+// Param groups the default grouping does not explain, and state that does not fit its parameter.
+TEST(MegatronLmTorchOptimizerImport, GroupsAndStateThatDoNotFitAreRefusedByName) {
+  const MegatronLmCheckpoint ckpt = read_megatron_lm_checkpoint(fixture("legacy_tp2_pp2"), -1);
+  const MegatronLmRank& rank = ckpt.ranks.front();
+  const auto parameters = megatron_lm_rank_parameters(rank, ckpt.naming, 0, true);
+  EXPECT_EQ(megatron_lm_rank_optimizer(rank, parameters).at("exp_avg").size(), parameters.size());
+  // The parameters listed in another order than the model's: a shape differs.
+  auto reversed = parameters;
+  std::reverse(reversed.begin(), reversed.end());
+  EXPECT_THAT(error_of([&] { megatron_lm_rank_optimizer(rank, reversed); }),
+              HasSubstr("the param groups do not list the parameters in the model's order"));
+  // Both groups claiming weight decay (the loaded dict is changed in place).
+  PyDict& adam = rank.root.as_dict("").find("optimizer")->as_dict("");
+  for (PyValue& g : adam.find("param_groups")->as_sequence(""))
+    g.as_dict("").set(PyValue::str("wd_mult"), PyValue::real(1.0));
+  EXPECT_THAT(error_of([&] { megatron_lm_rank_optimizer(rank, parameters); }),
+              HasSubstr("has more than one non-empty param group with weight decay"));
+}
+
 TEST(MegatronTorchDistOptimizerImport, ACheckpointWithoutOptimizerStateStaysWeightsOnly) {
   EXPECT_TRUE(megatron_lm_checkpoint_is_resumable(fixture("torch_dist_gpt2_adam_tp2"), -1));
   EXPECT_FALSE(megatron_lm_checkpoint_is_resumable(fixture("torch_dist_gpt2_tp2"), -1));
-  EXPECT_FALSE(megatron_lm_checkpoint_is_resumable(fixture("legacy_tp2_pp2"), -1));
+  EXPECT_TRUE(megatron_lm_checkpoint_is_resumable(fixture("legacy_tp2_pp2"), -1));
+  EXPECT_FALSE(megatron_lm_checkpoint_is_resumable(fixture("mcore_tp1"), -1));
   TempDir dir;
   import_megatron_lm_gpt(fixture("torch_dist_gpt2_tp2"), -1, dir.file("ckpt"), 1, 0);
   CheckpointShardReader reader(checkpoint_iteration_dir(dir.file("ckpt"), -1));
