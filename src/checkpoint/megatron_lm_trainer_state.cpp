@@ -56,6 +56,12 @@ std::optional<int64_t> optimizer_step(const PyDict& torch_optim, const std::stri
   return step;
 }
 
+// args[key] when it is a number, else `fallback` (absent, or None as Megatron leaves unset ones).
+double arg_or(const nlohmann::json& args, const char* key, double fallback) {
+  const auto it = args.find(key);
+  return it != args.end() && it->is_number() ? it->get<double>() : fallback;
+}
+
 nlohmann::json scheduler(const PyDict& s, const std::string& where) {
   auto get = [&](const char* key) -> const PyValue& {
     const PyValue* v = s.find(key);
@@ -86,8 +92,8 @@ nlohmann::json megatron_lm_trainer_state(const PyValue& root, const nlohmann::js
   const PyDict& d = root.as_dict(where);
   nlohmann::json state = {
       {"iteration", d.find("iteration") ? d.find("iteration")->as_int(where + " iteration") : 0},
-      {"consumed_train_samples", args.value("consumed_train_samples", int64_t(0))},
-      {"consumed_valid_samples", args.value("consumed_valid_samples", int64_t(0))}};
+      {"consumed_train_samples", int64_t(arg_or(args, "consumed_train_samples", 0))},
+      {"consumed_valid_samples", int64_t(arg_or(args, "consumed_valid_samples", 0))}};
   if (const PyValue* s = d.find("opt_param_scheduler"); s && !s->is_none())
     state["scheduler"] = scheduler(s->as_dict(where), where + " opt_param_scheduler");
   if (const PyValue* o = d.find("optimizer"); o && !o->is_none()) {
@@ -99,11 +105,9 @@ nlohmann::json megatron_lm_trainer_state(const PyValue& root, const nlohmann::js
     if (const std::optional<int64_t> step = optimizer_step(torch_optim, where + " optimizer"))
       state["optimizer"] = {{"steps", *step}};
     // bf16 and fp32 runs have no scaler (megatron-cpp's is then constant and reads nothing).
-    state["grad_scaler"] = {{"scale", args.value("loss_scale", nlohmann::json(1.0)).is_number()
-                                          ? args["loss_scale"].get<double>()
-                                          : 1.0},
+    state["grad_scaler"] = {{"scale", arg_or(args, "loss_scale", 1.0)},
                             {"growth_tracker", 0},
-                            {"hysteresis_tracker", args.value("hysteresis", int64_t(2))}};
+                            {"hysteresis_tracker", int64_t(arg_or(args, "hysteresis", 2))}};
     if (const PyValue* g = outer.find("grad_scaler"); g && !g->is_none()) {
       const PyDict& scaler = g->as_dict(where + " grad_scaler");
       if (const PyValue* scale = scaler.find("scale")) {
