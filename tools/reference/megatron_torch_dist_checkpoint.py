@@ -425,12 +425,29 @@ def next_step_gradient(numel):
     return torch.from_numpy((((j * 7919) % 2001 - 1000) * 1e-5).astype(np.float32))
 
 
+def fused_adamw_step(p, g, m, v, step, lr, wd):
+    """One AdamW step in float32 as the fused optimizers Megatron-LM trains with compute it (Apex
+    FusedAdam's multi_tensor_adam, ADAM_MODE_1, read from its source; TE's FusedAdam is the same
+    kernel): the betas and 1 - beta in float32, bias corrections in double on the host, then
+    p - lr * ((m / bc1) / (sqrt(v / bc2) + eps) + wd * p). Returns the new p."""
+    f32 = torch.float32
+    b1, b2 = torch.tensor(ADAM["betas"][0], dtype=f32), torch.tensor(ADAM["betas"][1], dtype=f32)
+    bc1 = torch.tensor(1 - ADAM["betas"][0] ** step, dtype=f32)
+    bc2 = torch.tensor(1 - ADAM["betas"][1] ** step, dtype=f32)
+    eps, lr_, wd_ = (torch.tensor(x, dtype=f32) for x in (ADAM["eps"], lr, wd))
+    m = b1 * m + (1 - b1) * g
+    v = b2 * v + (1 - b2) * g * g
+    update = (m / bc1) / (torch.sqrt(v / bc2) + eps) + wd_ * p
+    return p - lr_ * update
+
+
 def adam_expected(globals_, common, vocab):
     """What the import of torch_dist_gpt2_adam_tp2 must give: CRC-32s of each optimizer buffer in
     megatron-cpp's names (the real vocabulary rows of the embedding), the step and the schedule;
-    and PyTorch's next AdamW step from that state (torch.optim.AdamW, the learning rate Megatron's
-    linear decay gives at the checkpoint's sample count, next_step_gradient as the gradient): the
-    sum of every tensor's update and its first elements' updates."""
+    and the next AdamW step from that state (fused_adamw_step, checked against torch.optim.AdamW;
+    the learning rate Megatron's linear decay gives at the checkpoint's sample count,
+    next_step_gradient as the gradient): the sum of every tensor's update (the word embedding's
+    real rows) and its first elements'."""
     buffers = {}
     for state, buffer in (("exp_avg", "exp_avg"), ("exp_avg_sq", "exp_avg_sq"),
                           ("fp32_param", "fp32_master")):
@@ -454,8 +471,19 @@ def adam_expected(globals_, common, vocab):
         p.grad = next_step_gradient(p.numel()).reshape(p.shape)
     opt.step()
     updates = {}
-    for n in names:
-        u = (params[n].detach().double() - buffers["fp32_master"][n].double()).flatten()
+    for n in names:  # the word embedding's real rows only (the import zeroes the padding)
+        p0 = buffers["fp32_master"][n]
+        fused = fused_adamw_step(p0, params[n].grad, buffers["exp_avg"][n],
+                                 buffers["exp_avg_sq"][n], ADAM_STEPS + 1, lr,
+                                 ADAM["weight_decay"] if p0.dim() > 1 else 0.0)
+        torch_u = params[n].detach().double() - p0.double()
+        u = fused.double() - p0.double()
+        # torch.optim.AdamW forms 1 - beta in double, Apex in float32 (1 - 0.999f is 1.3e-5 off
+        # 0.001): the two updates agree to that, relative to the update, and to the rounding of
+        # the new weight (2 ulps: the two apply the weight decay in another order).
+        tolerance = 3e-5 * u.abs() + 2 * p0.double().abs() * 2.0 ** -23
+        assert ((u - torch_u).abs() <= tolerance).all(), n
+        u = (u[:vocab] if n == "embedding.word_embeddings.weight" else u).flatten()
         updates[n] = {"sum": u.sum().item(), "first": u[:4].tolist()}
 
     def crcs(tensors):
