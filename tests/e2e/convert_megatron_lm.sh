@@ -86,7 +86,8 @@ grep -o "lm loss: [0-9.E+-]*" "$WORK/train_args.log" | diff - "$WORK/loss_hf.txt
 echo "== resuming the Megatron-LM run (FP32 Adam state, iteration 10) without --finetune"
 # The checkpoint's schedule (cosine, 8 warmup and 80 decay samples) taken whole; iterations 11
 # and 12 at 4 samples each, from the directory itself and from its import: the same losses, and
-# the learning rate Megatron's cosine gives at 40 samples, 1e-4 + 9e-4 * (1 + cos(pi * 32/72)) / 2.
+# iteration 11 logs (as Megatron, after its step) the learning rate of Megatron's cosine at 44
+# samples, 1e-4 + 9e-4 * (1 + cos(pi * (44 - 8) / 72)) / 2 = 5.5e-4.
 RESUME=(pretrain-gpt --openai-gelu --num-layers 2 --hidden-size 32 --num-attention-heads 4
         --seq-length 16 --max-position-embeddings 32 --mock-data --vocab-size 96
         --make-vocab-size-divisible-by 64 --micro-batch-size 2 --global-batch-size 4
@@ -103,7 +104,7 @@ done
 [[ $(wc -l < "$WORK/resume_mlm_direct.txt") == 2 ]] \
   || { cat "$WORK/resume_mlm_direct.log"; fail "iterations 11 and 12 logged"; }
 diff "$WORK/resume_mlm_direct.txt" "$WORK/resume_mlm.txt" || fail "resumed losses differ"
-grep "iteration  *11/" "$WORK/resume_mlm_direct.log" | grep -q "learning rate: 6.2814" \
+grep "iteration  *11/" "$WORK/resume_mlm_direct.log" | grep -q "learning rate: 5.500000E-04" \
   || { cat "$WORK/resume_mlm_direct.log"; fail "the learning rate of Megatron's schedule"; }
 
 echo "== export to Megatron-LM at other layouts and namings; re-import unchanged"

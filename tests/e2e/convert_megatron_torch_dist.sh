@@ -66,9 +66,11 @@ grep -qF "imported at iteration 3 with its optimizer state (3 buffers, step 3)" 
   || { cat "$WORK/last.log"; fail "the import names the optimizer state"; }
 # TRAIN with --train-iters 5: the run the checkpoint's schedule decays over (10 samples).
 RESUME=()
+previous=
 for a in "${TRAIN[@]}"; do
-  [[ ${RESUME[-1]:-} == --train-iters ]] && a=5
+  [[ $previous == --train-iters ]] && a=5
   RESUME+=("$a")
+  previous=$a
 done
 for src in adam_import adam_direct; do
   timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 \
