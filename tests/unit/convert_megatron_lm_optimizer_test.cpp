@@ -202,7 +202,8 @@ TEST(MegatronLmTorchOptimizerImport, Fp32AdamStateIsBitForBitPyTorchs) {
     EXPECT_EQ(read_latest_iteration(dir.file("ckpt")), 10);
     CheckpointShardReader reader(checkpoint_iteration_dir(dir.file("ckpt"), -1));
     EXPECT_EQ(reader.optimizer_buffer_names(), (std::vector<std::string>{"exp_avg", "exp_avg_sq"}));
-    expect_buffers_as_written_by_pytorch(reader, read_json("legacy_optimizer_expected.json"));
+    expect_buffers_as_written_by_pytorch(
+        reader, read_json("legacy_optimizer_expected.json")["legacy_tp2_pp2"]);
     const nlohmann::json state = reader.state(0, 0);
     EXPECT_EQ(state["iteration"], 10);
     EXPECT_EQ(state["consumed_train_samples"], 40);
@@ -213,6 +214,22 @@ TEST(MegatronLmTorchOptimizerImport, Fp32AdamStateIsBitForBitPyTorchs) {
     EXPECT_EQ(state["scheduler"]["decay_style"], int(LrDecayStyle::Cosine));
     EXPECT_EQ(state["scheduler"]["min_lr"], 1e-4);
   }
+}
+
+// A --bf16 run's MixedPrecisionOptimizer: the fp32 main params per param group
+// (fp32_from_fp16_params) become fp32_master, bf16 weights beside them.
+TEST(MegatronLmTorchOptimizerImport, MixedPrecisionMastersAreBitForBitPyTorchs) {
+  TempDir dir;
+  import_megatron_lm_gpt(fixture("legacy_bf16_tp2"), -1, dir.file("ckpt"), 1, 0);
+  CheckpointShardReader reader(checkpoint_iteration_dir(dir.file("ckpt"), -1));
+  EXPECT_EQ(reader.optimizer_buffer_names(),
+            (std::vector<std::string>{"exp_avg", "exp_avg_sq", "fp32_master"}));
+  expect_buffers_as_written_by_pytorch(
+      reader, read_json("legacy_optimizer_expected.json")["legacy_bf16_tp2"]);
+  const nlohmann::json state = reader.state(0, 0);
+  EXPECT_EQ(state["iteration"], 4);
+  EXPECT_EQ(state["optimizer"]["steps"], 4);
+  EXPECT_EQ(state["scheduler"]["num_steps"], 16);
 }
 
 // Param groups the default grouping does not explain, and state that does not fit its parameter.
