@@ -2,8 +2,9 @@
 # `megatron convert` to and from Megatron-LM's torch format on the checkpoints PyTorch wrote
 # (tests/data/megatron_lm_gpt_tiny): the legacy TP 2 x PP 2 import holds the weights of the HF
 # import of the same model and trains on with the same losses, also when pretrain-gpt --load
-# names the Megatron-LM directory itself (converted once next to it); exports at other
-# layouts and in both namings re-import unchanged; HF <-> Megatron-LM directly; the errors.
+# names the Megatron-LM directory itself (converted once next to it); with its FP32 Adam state it
+# resumes at iteration 10 without --finetune; exports at other layouts and in both namings
+# re-import unchanged; HF <-> Megatron-LM directly; the errors.
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
 WORK="$(mktemp -d)"
