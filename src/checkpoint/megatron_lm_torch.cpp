@@ -4,6 +4,7 @@
 #include <functional>
 #include <optional>
 #include <regex>
+#include <set>
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/layout.h"
@@ -268,17 +269,19 @@ PyValue megatron_lm_args_namespace(const nlohmann::json& args) {
   return ns;
 }
 
-std::map<std::string, Tensor> megatron_lm_rank_tensors(const MegatronLmRank& rank,
-                                                       MegatronLmNaming naming, int first_layer,
-                                                       bool tied_embeddings) {
+std::vector<std::pair<std::string, Tensor>> megatron_lm_rank_parameters(const MegatronLmRank& rank,
+                                                                        MegatronLmNaming naming,
+                                                                        int first_layer,
+                                                                        bool tied_embeddings) {
   const std::string& path = rank.path;
   const PyDict& model = entry(rank.root.as_dict(""), "model", path, "the saved dict")
                             .as_dict("\"model\" of Megatron-LM checkpoint '" + path + "'");
-  std::map<std::string, Tensor> out;
+  std::vector<std::pair<std::string, Tensor>> out;
+  std::set<std::string> seen;
   auto add = [&](const std::string& ours, const PyValue& v, const std::string& key) {
-    MT_REQUIRE(!out.count(ours), "Megatron-LM checkpoint '", path, "' holds ", ours,
-               " twice (the last one under '", key, "')");
-    out[ours] = tensor_of(v, path, key);
+    MT_REQUIRE(ours.empty() || seen.insert(ours).second, "Megatron-LM checkpoint '", path,
+               "' holds ", ours, " twice (the last one under '", key, "')");
+    out.emplace_back(ours, tensor_of(v, path, key));
   };
   // A layer entry "layers.<j>.<suffix>" in one naming, or an Error naming it.
   auto add_layer = [&](const std::string& key, const std::string& name, const PyValue& v) {
@@ -297,7 +300,10 @@ std::map<std::string, Tensor> megatron_lm_rank_tensors(const MegatronLmRank& ran
   if (naming == MegatronLmNaming::kLegacy) {
     for (const auto& [k, v] : model.items) {
       const std::string key = k.as_str("a model key");
-      if (key == "word_embeddings_for_head") continue;  // the last stage's copy
+      if (key == "word_embeddings_for_head") {  // the last stage's copy
+        add("", entry(v.as_dict(key), "weight", path, key.c_str()), key + ".weight");
+        continue;
+      }
       MT_REQUIRE(key == "language_model", "Megatron-LM checkpoint '", path, "' holds model entry '",
                  key, "', which a GPT model does not have");
       for (const auto& [k2, part] : v.as_dict(key).items) {
@@ -344,7 +350,7 @@ std::map<std::string, Tensor> megatron_lm_rank_tensors(const MegatronLmRank& ran
     } else if (key == "decoder.final_layernorm.weight" || key == "decoder.final_layernorm.bias") {
       add(key.substr(8), v, key);
     } else if (key == "output_layer.weight") {
-      if (!tied_embeddings) add(key, v, key);  // else the last stage's copy of the embedding
+      add(tied_embeddings ? "" : key, v, key);  // tied: the last stage's copy of the embedding
     } else if (key.rfind("decoder.", 0) == 0) {
       add_layer(key, key.substr(8), v);
     } else {

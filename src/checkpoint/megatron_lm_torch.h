@@ -41,6 +41,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/pickle_value.h"
@@ -95,13 +96,16 @@ PyValue megatron_lm_args_namespace(const nlohmann::json& args);
 std::string megatron_lm_layer_name(const std::string& suffix, MegatronLmNaming naming);
 
 // Rank `rank`'s model tensors under megatron-cpp's names (global layer numbers, given the
-// stage's first layer `first_layer`). With `tied_embeddings` (args without
-// untie_embeddings_and_output_weights) the last stage's copy of the word embedding is left
-// out; `_extra_state` entries are dropped. Throws Error naming the file and the entry for one
-// that is not a tensor or that no GPT-family model has (BERT's, MoE's, ...).
-std::map<std::string, Tensor> megatron_lm_rank_tensors(const MegatronLmRank& rank,
-                                                       MegatronLmNaming naming, int first_layer,
-                                                       bool tied_embeddings);
+// stage's first layer `first_layer`), in the order saved — the model's parameter order, which
+// the optimizer's parameter ids follow. With `tied_embeddings` (args without
+// untie_embeddings_and_output_weights) the last stage's copy of the word embedding is named ""
+// (a parameter of Megatron's, not of megatron-cpp's model); `_extra_state` entries are dropped.
+// Throws Error naming the file and the entry for one that is not a tensor or that no GPT-family
+// model has (BERT's, MoE's, ...).
+std::vector<std::pair<std::string, Tensor>> megatron_lm_rank_parameters(const MegatronLmRank& rank,
+                                                                        MegatronLmNaming naming,
+                                                                        int first_layer,
+                                                                        bool tied_embeddings);
 
 // Rank tensors in megatron-cpp's names (a stage's registrations: `store`'s parameters, in
 // order) → the "model" entry Megatron saves for that rank in `naming`; `first_layer` turns

@@ -126,24 +126,52 @@ MegatronLmTorchDistModel megatron_lm_torch_dist_tensors(const MegatronLmTorchDis
     if (key != kCommonItem && key.find("._extra_state/") == std::string::npos)
       out.not_converted.push_back(key);
   }
-  auto add = [&](const std::string& name, Tensor t, const std::string& key) {
-    MT_REQUIRE(!out.tensors.count(name), "Megatron-LM checkpoint '", dir, "' holds ", name,
-               " twice (the second time as '", key, "')");
-    out.tensors[name] = std::move(t);
-  };
+  // Megatron-Core's optimizer tensors of a parameter replace the model's ShardedTensor key by
+  // "optimizer.state.<state>.<model key>" and keep its global shape (MixedPrecisionOptimizer's
+  // and FP32Optimizer's sharded_state_dict); the distributed optimizer's flattened layouts
+  // (fully_sharded_model_space: [X/x, Y/y, x·y]) do not.
+  static const std::regex optimizer_pattern(
+      R"(optimizer\.state\.(exp_avg|exp_avg_sq|fp32_param)\.(.+))");
+  std::map<std::string, Shape> model_shapes;
+  for (const auto& [key, t] : ckpt.dcp.tensors())
+    if (!is_optimizer_key(key)) model_shapes[key] = t.shape;
   for (const auto& [key, t] : ckpt.dcp.tensors()) {
+    std::map<std::string, Tensor>* sink = &out.tensors;
+    std::string model_key = key;
     if (is_optimizer_key(key)) {
-      out.not_converted.push_back(key);
-      continue;
+      std::smatch m;
+      if (!std::regex_match(key, m, optimizer_pattern)) {
+        out.not_converted.push_back(key);
+        continue;
+      }
+      model_key = m[2];
+      const auto shape = model_shapes.find(model_key);
+      MT_REQUIRE(shape != model_shapes.end() && shape->second == t.shape,
+                 "Megatron-LM checkpoint '", dir, "' holds the optimizer tensor '", key, "' ",
+                 shape_str(t.shape),
+                 shape == model_shapes.end()
+                     ? std::string(" of no model tensor")
+                     : ", not of its parameter's shape " + shape_str(shape->second),
+                 ": only the non-distributed optimizer's state is read (the distributed "
+                 "optimizer's flattened layouts are not); load it in Megatron-LM without "
+                 "--use-distributed-optimizer and save again, or start from the weights with "
+                 "--finetune");
+      const std::string state = m[1];
+      sink = &out.optimizer[state == "fp32_param" ? "fp32_master" : state];
     }
-    const std::optional<Target> target = model_target(key, tied_embeddings);
+    const std::optional<Target> target = model_target(model_key, tied_embeddings);
     MT_REQUIRE(target, "Megatron-LM checkpoint '", dir, "' holds '", key, "' ", shape_str(t.shape),
                ", which no GPT-family model of megatron-cpp has (BERT, MoE, multi-latent "
                "attention and multi-token prediction checkpoints are not read yet)");
     if (target->name.empty()) continue;
+    auto add = [&](const std::string& name, Tensor value) {
+      MT_REQUIRE(!sink->count(name), "Megatron-LM checkpoint '", dir, "' holds ", name,
+                 " twice (the second time as '", key, "')");
+      (*sink)[name] = std::move(value);
+    };
     const Tensor global = ckpt.dcp.read_tensor(key);
     if (!target->stacked) {
-      add(target->name, global, key);
+      add(target->name, global);
       continue;
     }
     MT_REQUIRE(!t.shape.empty() && t.shape[0] == num_layers, "Megatron-LM checkpoint '", dir,
@@ -151,7 +179,7 @@ MegatronLmTorchDistModel megatron_lm_torch_dist_tensors(const MegatronLmTorchDis
                num_layers, " layers (args.num_layers)");
     for (int64_t i = 0; i < num_layers; ++i)
       add("layers." + std::to_string(i) + "." + target->name,
-          global.slice(0, i, i + 1).view(Shape(t.shape.begin() + 1, t.shape.end())), key);
+          global.slice(0, i, i + 1).view(Shape(t.shape.begin() + 1, t.shape.end())));
   }
   return out;
 }

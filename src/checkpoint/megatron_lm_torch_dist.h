@@ -22,7 +22,10 @@
 // local spec's input_layernorm / pre_mlp_layernorm). The global tensors are megatron-cpp's full
 // tensors: QKV rows per query group [g, q + 2, d]; SwiGLU's linear_fc1 [gate; up] = the stacked
 // [2, ffn, h]. Byte items (Transformer Engine's `_extra_state`, the RNG states, the rerun state
-// machine) and the optimizer's tensors ("optimizer.*") are not model tensors.
+// machine) are not model tensors. The non-distributed optimizer's state of a parameter is stored
+// as global tensors of the parameter's shape under "optimizer.state.<state>.<model key>"
+// (exp_avg, exp_avg_sq, and fp32_param with 16-bit params); its step, the param groups, the loss
+// scaler and the LR scheduler ("opt_param_scheduler") are in the common state.
 #pragma once
 
 #include <cstdint>
@@ -59,15 +62,20 @@ struct MegatronLmTorchDistModel {
   // megatron-cpp's names (layers.i...., global layer numbers) → global tensors as stored (their
   // dtype, Megatron's shape without the layer axis).
   std::map<std::string, Tensor> tensors;
-  // What was read past: the optimizer's tensors and the byte items other than `_extra_state`
+  // The optimizer's state of each parameter, by megatron-cpp's buffer name — "exp_avg",
+  // "exp_avg_sq" (Adam's moments), "fp32_master" (the fp32 main params of a bf16/fp16 run) —
+  // then by parameter name as `tensors`: optimizer.state.{exp_avg,exp_avg_sq,fp32_param}.<key>.
+  std::map<std::string, std::map<std::string, Tensor>> optimizer;
+  // What was read past: other optimizer items, and the byte items other than `_extra_state`
   // and the common state (RNG states, ...), by key.
   std::vector<std::string> not_converted;
 };
 
-// The model tensors of `ckpt` for a GPT-family model of `num_layers` layers. With
-// `tied_embeddings` an output_layer.weight entry is left out. Throws Error naming the key for an
-// entry no GPT-family model of megatron-cpp has (BERT's, MoE's, one layer's, ...) and for a
-// stacked tensor whose layer axis is not num_layers.
+// The model tensors and the optimizer's tensors of `ckpt` for a GPT-family model of `num_layers`
+// layers. With `tied_embeddings` output_layer.weight entries are left out. Throws Error naming the
+// key for an entry no GPT-family model of megatron-cpp has (BERT's, MoE's, one layer's, ...), for
+// a stacked tensor whose layer axis is not num_layers, and for an optimizer tensor not of its
+// parameter's global shape (the distributed optimizer's flattened layouts).
 MegatronLmTorchDistModel megatron_lm_torch_dist_tensors(const MegatronLmTorchDist& ckpt,
                                                         int64_t num_layers, bool tied_embeddings);
 

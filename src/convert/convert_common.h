@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -67,16 +68,27 @@ std::string exported_hf_config_text(
     const nlohmann::json& state, const nlohmann::json& regenerated,
     const std::function<nlohmann::json(const nlohmann::json&)>& describe);
 
-// Writes the full tensors `full` of ModelT(config) as iteration 0 of `save_dir` at `target_tp`
-// tensor-parallel ranks (no optimizer state), atomically.
+// Writes the full tensors `full` of ModelT(config) as iteration `iteration` of `save_dir` at
+// `target_tp` tensor-parallel ranks, atomically, with the optimizer state `optimizer` (buffer
+// name, e.g. "exp_avg" → full tensors of every parameter, as `full`; empty: none).
 template <typename ModelT, typename ConfigT>
 void write_imported_checkpoint(const std::string& save_dir, const ConfigT& config,
-                               const TensorMap& full, const nlohmann::json& state, int target_tp) {
-  CheckpointTransaction transaction(save_dir, 0, conversion_nonce());
+                               const TensorMap& full, const nlohmann::json& state, int target_tp,
+                               int64_t iteration = 0,
+                               const std::map<std::string, TensorMap>& optimizer = {}) {
+  CheckpointTransaction transaction(save_dir, iteration, conversion_nonce());
   for (int rank = 0; rank < target_tp; ++rank) {
     ParameterStore store = registered_parameter_store<ModelT>(config, rank, target_tp);
     assign_from_full_tensors(full, store);
-    write_checkpoint_rank(transaction.path(), 0, store, {}, state, {rank, target_tp, 0, 1});
+    // Each buffer laid out as the store's flat values: a store of its own filled the same way.
+    std::map<std::string, Tensor> buffers;
+    for (const auto& [name, tensors] : optimizer) {
+      ParameterStore buffer = registered_parameter_store<ModelT>(config, rank, target_tp);
+      assign_from_full_tensors(tensors, buffer);
+      buffers[name] = buffer.flat_values();
+    }
+    write_checkpoint_rank(transaction.path(), iteration, store, buffers, state,
+                          {rank, target_tp, 0, 1});
   }
   transaction.commit();
 }

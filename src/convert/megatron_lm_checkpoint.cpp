@@ -5,6 +5,8 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/layout.h"
 #include "checkpoint/megatron_lm_torch_dist.h"
+#include "checkpoint/megatron_lm_torch_optimizer.h"
+#include "checkpoint/megatron_lm_trainer_state.h"
 #include "checkpoint/model_shape.h"
 #include "checkpoint/shards.h"
 #include "convert/convert_common.h"
@@ -114,31 +116,37 @@ Tensor qkv_rows_per_head(const Tensor& t, double version, int64_t heads, const s
   return out.view(t.shape());
 }
 
-// Every model tensor of the checkpoint, full (f32), under megatron-cpp's names, for `config`
-// (the vocabulary padded as stored).
-TensorMap gather_full_tensors(const MegatronLmCheckpoint& ckpt, const GptConfig& config) {
-  const bool tied = !config.arch.untie_embeddings_and_output_weights;
+// One tensor per parameter of each rank (ckpt.ranks' order), under megatron-cpp's names: the
+// model's values or one optimizer buffer.
+using RankTensors = std::vector<std::map<std::string, Tensor>>;
+
+// `per_rank` (`what`: "" for the model, else the optimizer buffer's name) as full (f32) tensors
+// under megatron-cpp's names, for `config` (the vocabulary padded as stored). A replicated
+// parameter is taken from TP rank 0.
+TensorMap gather_full_tensors(const MegatronLmCheckpoint& ckpt, const GptConfig& config,
+                              RankTensors per_rank, const std::string& what) {
+  const std::string prefix = what.empty() ? "" : what + " of ";
   TensorMap full;
   std::string problems;
-  for (const MegatronLmRank& rank : ckpt.ranks) {
+  for (size_t r = 0; r < ckpt.ranks.size(); ++r) {
+    const MegatronLmRank& rank = ckpt.ranks[r];
     const StageRange stage = stage_range(
         {.num_layers = config.num_layers, .pipeline_size = ckpt.pp_size}, rank.pp_rank, 0);
     ParameterStore store =
         registered_parameter_store<GptModel>(config, rank.tp_rank, ckpt.tp_size, stage);
-    std::map<std::string, Tensor> tensors =
-        megatron_lm_rank_tensors(rank, ckpt.naming, stage.first_layer, tied);
+    std::map<std::string, Tensor>& tensors = per_rank[r];
     for (const Parameter& p : store.params()) {
       if (p.spec.stage_tie == StageTie::kCopy) continue;
       auto it = tensors.find(p.spec.name);
       if (it == tensors.end()) {
-        problems += "\n  " + rank.path + ": " + p.spec.name + " is missing";
+        problems += "\n  " + rank.path + ": " + prefix + p.spec.name + " is missing";
         continue;
       }
       Tensor t = hf_tensor_to_f32(it->second, "Megatron-LM GPT");
       tensors.erase(it);
       if (t.numel() != shape_numel(p.local_shape)) {
-        problems += "\n  " + rank.path + ": " + p.spec.name + " is " + shape_str(t.shape()) +
-                    ", the model's slice is " + shape_str(p.local_shape);
+        problems += "\n  " + rank.path + ": " + prefix + p.spec.name + " is " +
+                    shape_str(t.shape()) + ", the model's slice is " + shape_str(p.local_shape);
         continue;
       }
       if (p.spec.name.find("query_key_value") != std::string::npos)
@@ -150,7 +158,7 @@ TensorMap gather_full_tensors(const MegatronLmCheckpoint& ckpt, const GptConfig&
       local_slice(p, f).copy_from(t.view(p.local_shape));
     }
     for (const auto& [name, t] : tensors)
-      problems += "\n  " + rank.path + ": " + name + " " + shape_str(t.shape()) +
+      problems += "\n  " + rank.path + ": " + prefix + name + " " + shape_str(t.shape()) +
                   " is not a parameter of the model its args describe";
   }
   MT_REQUIRE(problems.empty(), "Megatron-LM checkpoint '", ckpt.iteration_dir,
@@ -167,35 +175,30 @@ bool same_layout(const Shape& stored, const Shape& full) {
          std::equal(stored.begin() + 1, stored.end(), full.begin() + 2);
 }
 
-// Every model tensor of a torch_dist checkpoint, full (f32), under megatron-cpp's names, for
-// `config` (the vocabulary padded as stored); what was read past goes to `not_converted`.
-TensorMap torch_dist_full_tensors(const MegatronLmTorchDist& ckpt, const GptConfig& config,
-                                  std::vector<std::string>& not_converted) {
-  MegatronLmTorchDistModel model = megatron_lm_torch_dist_tensors(
-      ckpt, config.num_layers, !config.arch.untie_embeddings_and_output_weights);
-  not_converted = model.not_converted;
+// `stored` (megatron-cpp's names → torch_dist global tensors; `what`: "" for the model, else the
+// optimizer buffer's name) as full f32 tensors of `store`'s parameters; what is missing,
+// misshaped or unknown is added to `problems`.
+TensorMap full_parameter_tensors(std::map<std::string, Tensor> stored, const ParameterStore& store,
+                                 const std::string& what, std::string& problems) {
+  const std::string prefix = what.empty() ? "" : what + " of ";
   TensorMap full;
-  std::string problems;
-  const ParameterStore store = registered_parameter_store<GptModel>(config, 0, 1);
   for (const Parameter& p : store.params()) {
-    auto it = model.tensors.find(p.spec.name);
-    if (it == model.tensors.end()) {
-      problems += "\n  " + p.spec.name + " is missing";
+    auto it = stored.find(p.spec.name);
+    if (it == stored.end()) {
+      problems += "\n  " + prefix + p.spec.name + " is missing";
       continue;
     }
     if (!same_layout(it->second.shape(), p.spec.full_shape)) {
-      problems += "\n  " + p.spec.name + " is " + shape_str(it->second.shape()) +
+      problems += "\n  " + prefix + p.spec.name + " is " + shape_str(it->second.shape()) +
                   ", the model's is " + shape_str(p.spec.full_shape);
     } else {
       full[p.spec.name] = hf_tensor_to_f32(it->second, "Megatron-LM GPT").view(p.spec.full_shape);
     }
-    model.tensors.erase(it);
+    stored.erase(it);
   }
-  for (const auto& [name, t] : model.tensors)
-    problems += "\n  " + name + " " + shape_str(t.shape()) +
+  for (const auto& [name, t] : stored)
+    problems += "\n  " + prefix + name + " " + shape_str(t.shape()) +
                 " is not a parameter of the model its args describe";
-  MT_REQUIRE(problems.empty(), "Megatron-LM checkpoint '", ckpt.iteration_dir,
-             "' does not hold the model its args describe:", problems);
   return full;
 }
 
@@ -220,6 +223,10 @@ struct MegatronLmSource {
   GptConfig config;
   TensorMap full;
   std::vector<std::string> not_converted;  // what a warning names as left behind
+  // The optimizer state (buffer name → full tensors, as `full`) and the trainer state
+  // (checkpoint/megatron_lm_trainer_state.h) when the checkpoint carries them; else empty.
+  std::map<std::string, TensorMap> optimizer;
+  nlohmann::json trainer;
 };
 
 // The source's args, real vocabulary and model (the vocabulary padded as stored), from
@@ -240,14 +247,39 @@ MegatronLmSource read_torch_format(const std::string& load_dir, int64_t iteratio
                                    int64_t vocab_size) {
   const MegatronLmCheckpoint ckpt = read_megatron_lm_checkpoint(load_dir, iteration);
   MegatronLmSource src = source_model(ckpt.args(), ckpt.iteration_dir, vocab_size, true);
-  src.full = gather_full_tensors(ckpt, src.config);
+  const bool tied = !src.config.arch.untie_embeddings_and_output_weights;
+  // Each rank's parameters in Megatron's order (the optimizer's ids follow it); the model is
+  // checked whole before its optimizer state is matched to it.
+  std::vector<std::vector<std::pair<std::string, Tensor>>> parameters;
+  RankTensors model(ckpt.ranks.size());
+  for (size_t r = 0; r < ckpt.ranks.size(); ++r) {
+    const StageRange stage =
+        stage_range({.num_layers = src.config.num_layers, .pipeline_size = ckpt.pp_size},
+                    ckpt.ranks[r].pp_rank, 0);
+    parameters.push_back(
+        megatron_lm_rank_parameters(ckpt.ranks[r], ckpt.naming, stage.first_layer, tied));
+    for (const auto& [name, t] : parameters.back())
+      if (!name.empty()) model[r][name] = t;
+  }
+  src.full = gather_full_tensors(ckpt, src.config, std::move(model), "");
+  std::map<std::string, RankTensors> optimizer;
+  for (size_t r = 0; r < ckpt.ranks.size(); ++r)
+    for (auto& [buffer, tensors] : megatron_lm_rank_optimizer(ckpt.ranks[r], parameters[r])) {
+      optimizer.try_emplace(buffer, ckpt.ranks.size());
+      optimizer.at(buffer)[r] = std::move(tensors);
+    }
+  for (auto& [buffer, tensors] : optimizer)
+    src.optimizer[buffer] = gather_full_tensors(ckpt, src.config, std::move(tensors), buffer);
+  src.trainer = megatron_lm_trainer_state(ckpt.ranks.front().root, src.args, ckpt.iteration_dir);
   src.converted_from = {{"format", "megatron-lm-torch"},
                         {"iteration", ckpt.iteration},
                         {"checkpoint_version", ckpt.checkpoint_version},
                         {"tensor_model_parallel_size", ckpt.tp_size},
                         {"pipeline_model_parallel_size", ckpt.pp_size}};
-  for (const char* part : {"optimizer", "opt_param_scheduler", "rng_state"})
-    if (ckpt.ranks.front().root.as_dict("").find(part)) src.not_converted.push_back(part);
+  if (ckpt.ranks.front().root.as_dict("").find("rng_state"))
+    src.not_converted.push_back("rng_state");
+  if (src.optimizer.empty() && src.args.value("use_distributed_optimizer", false))
+    src.not_converted.push_back("the distributed optimizer's state (distrib_optim.pt)");
   return src;
 }
 
@@ -255,19 +287,52 @@ MegatronLmSource read_torch_dist_format(const std::string& load_dir, int64_t ite
                                         int64_t vocab_size) {
   const MegatronLmTorchDist ckpt = read_megatron_lm_torch_dist(load_dir, iteration);
   MegatronLmSource src = source_model(ckpt.args(), ckpt.iteration_dir, vocab_size, false);
-  src.full = torch_dist_full_tensors(ckpt, src.config, src.not_converted);
+  MegatronLmTorchDistModel model = megatron_lm_torch_dist_tensors(
+      ckpt, src.config.num_layers, !src.config.arch.untie_embeddings_and_output_weights);
+  src.not_converted = model.not_converted;
+  const ParameterStore store = registered_parameter_store<GptModel>(src.config, 0, 1);
+  std::string problems;
+  src.full = full_parameter_tensors(std::move(model.tensors), store, "", problems);
+  for (auto& [buffer, tensors] : model.optimizer)
+    src.optimizer[buffer] = full_parameter_tensors(std::move(tensors), store, buffer, problems);
+  MT_REQUIRE(problems.empty(), "Megatron-LM checkpoint '", ckpt.iteration_dir,
+             "' does not hold the model its args describe:", problems);
+  src.trainer = megatron_lm_trainer_state(ckpt.common, src.args, ckpt.iteration_dir);
   src.converted_from = {
       {"format", "megatron-lm-torch_dist"},
       {"iteration", ckpt.iteration},
       {"checkpoint_version", ckpt.checkpoint_version},
       {"tensor_model_parallel_size", src.args.value("tensor_model_parallel_size", 1)},
       {"pipeline_model_parallel_size", src.args.value("pipeline_model_parallel_size", 1)}};
-  for (const char* part : {"opt_param_scheduler", "optimizer"})
-    if (ckpt.common.as_dict("").find(part)) src.not_converted.push_back(part);
   return src;
 }
 
+// Whether the source carries what a resumed run needs: Adam's moments of every parameter (checked
+// complete when read), the step and the scheduler state.
+bool resumable(const MegatronLmSource& src) {
+  return src.optimizer.count("exp_avg") && src.optimizer.count("exp_avg_sq") &&
+         src.trainer.contains("optimizer") && src.trainer.contains("scheduler");
+}
+
 }  // namespace
+
+bool megatron_lm_checkpoint_is_resumable(const std::string& load_dir, int64_t iteration) {
+  if (!is_megatron_lm_torch_dist_dir(checkpoint_iteration_dir(load_dir, iteration))) {
+    const MegatronLmCheckpoint ckpt = read_megatron_lm_checkpoint(load_dir, iteration);
+    const MegatronLmRank& rank = ckpt.ranks.front();
+    return megatron_lm_rank_has_optimizer_state(rank) &&
+           rank.root.as_dict("").find("opt_param_scheduler");
+  }
+  const MegatronLmTorchDist ckpt = read_megatron_lm_torch_dist(load_dir, iteration);
+  bool moments[2] = {false, false};
+  for (const auto& [key, t] : ckpt.dcp.tensors()) {
+    (void)t;
+    moments[0] |= key.rfind("optimizer.state.exp_avg.", 0) == 0;
+    moments[1] |= key.rfind("optimizer.state.exp_avg_sq.", 0) == 0;
+  }
+  const PyDict& common = ckpt.common.as_dict("");
+  return moments[0] && moments[1] && common.find("optimizer") && common.find("opt_param_scheduler");
+}
 
 void import_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,
                             const std::string& save_dir, int target_tp, int64_t vocab_size) {
@@ -287,17 +352,35 @@ void import_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,
   state["model"]["vocab_size"] = src.vocab;
   state["converted_from"].erase("config_json");
   state["converted_from"].update(src.converted_from);
-  write_imported_checkpoint<GptModel>(save_dir, target, repad_vocabulary(src.full, target), state,
-                                      target_tp);
-  if (!src.not_converted.empty()) {
+  std::vector<std::string> not_converted = src.not_converted;
+  if (resumable(src)) {
+    state.update(src.trainer);
+    std::map<std::string, TensorMap> optimizer;
+    for (const auto& [buffer, full] : src.optimizer)
+      optimizer[buffer] = repad_vocabulary(full, target);
+    write_imported_checkpoint<GptModel>(save_dir, target, repad_vocabulary(src.full, target), state,
+                                        target_tp, state["iteration"].get<int64_t>(), optimizer);
+    log_info("Megatron-LM checkpoint '", load_dir, "': imported at iteration ",
+             state["iteration"].get<int64_t>(), " with its optimizer state (", src.optimizer.size(),
+             " buffers, step ", state["optimizer"]["steps"].get<int64_t>(),
+             ") and LR scheduler; its RNG state is not carried (the run draws from its --seed)");
+  } else {
+    if (!src.optimizer.empty() || src.trainer.contains("optimizer"))
+      not_converted.push_back(
+          "the optimizer state (it needs exp_avg, exp_avg_sq, the step and opt_param_scheduler)");
+    write_imported_checkpoint<GptModel>(save_dir, target, repad_vocabulary(src.full, target), state,
+                                        target_tp);
+  }
+  if (!not_converted.empty()) {
     std::string parts;
-    for (size_t i = 0; i < src.not_converted.size() && i < 4; ++i)
-      parts += (i ? ", " : "") + src.not_converted[i];
-    if (src.not_converted.size() > 4)
-      parts += " and " + std::to_string(src.not_converted.size() - 4) + " more";
-    log_warning(detail::concat("Megatron-LM checkpoint '", load_dir, "': ", parts,
-                               " not converted (weights only); start from the import with "
-                               "--finetune, or --no-load-optim --no-load-rng"));
+    for (size_t i = 0; i < not_converted.size() && i < 4; ++i)
+      parts += (i ? ", " : "") + not_converted[i];
+    if (not_converted.size() > 4)
+      parts += " and " + std::to_string(not_converted.size() - 4) + " more";
+    log_warning(detail::concat("Megatron-LM checkpoint '", load_dir, "': ", parts, " not converted",
+                               resumable(src) ? ""
+                                              : " (weights only); start from the import with "
+                                                "--finetune, or --no-load-optim --no-load-rng"));
   }
 }
 

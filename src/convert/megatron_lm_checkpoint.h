@@ -5,10 +5,13 @@
 // CheckpointTransaction), at any tensor × pipeline layout in and out.
 //
 // What crosses: the weights, the iteration (recorded), the model's shape and architecture
-// (Megatron's `args`). Not yet: the optimizer state, the LR scheduler and the RNG states
-// (an import is weights-only, like an HF import; start from it with --finetune, or
-// --no-load-optim --no-load-rng; load an export in Megatron-LM with --finetune, or
-// --no-load-optim --no-load-rng).
+// (Megatron's `args`); from a torch_dist checkpoint of the non-distributed optimizer also Adam's
+// moments, the fp32 master weights, the step, the loss scaler, the LR scheduler and the consumed
+// samples (checkpoint/megatron_lm_trainer_state.h), so that a run resumes from the import. Not
+// yet: the legacy torch format's optimizer state (its import is weights-only, like an HF import;
+// start from it with --finetune, or --no-load-optim --no-load-rng), the distributed optimizer's
+// layouts, an export's optimizer state (load an export in Megatron-LM with --finetune, or
+// --no-load-optim --no-load-rng), and the RNG states.
 #pragma once
 
 #include <cstdint>
@@ -18,10 +21,19 @@
 
 namespace megatron {
 
+// Whether iteration `iteration` (-1: the tracker's) of the Megatron-LM checkpoint in `load_dir`
+// carries the state import_megatron_lm_gpt turns into a resumable checkpoint: a torch_dist one
+// with Adam's moments (optimizer.state.exp_avg.*, optimizer.state.exp_avg_sq.*), the optimizer's
+// common state and opt_param_scheduler. Reads the metadata and the common state only.
+bool megatron_lm_checkpoint_is_resumable(const std::string& load_dir, int64_t iteration);
+
 // Reads iteration `iteration` (-1: the tracker's) of the Megatron-LM checkpoint in `load_dir`
-// and writes it to `save_dir` as megatron-cpp iteration 0 at `target_tp` tensor-parallel ranks,
-// the vocabulary re-padded for `target_tp` (args.make_vocab_size_divisible_by). The real
-// vocabulary size is `vocab_size` when > 0, else args.vocab_size, else 50257 for
+// and writes it to `save_dir` at `target_tp` tensor-parallel ranks — as megatron-cpp iteration 0
+// with the weights alone, or, when it carries the optimizer state (above), as the checkpoint's
+// own iteration with that state (optimizer.safetensors: exp_avg, exp_avg_sq and, from a bf16 /
+// fp16 run, fp32_master; state.json: iteration, consumed samples, optimizer step, loss scaler,
+// scheduler) — the vocabulary re-padded for `target_tp` (args.make_vocab_size_divisible_by). The
+// real vocabulary size is `vocab_size` when > 0, else args.vocab_size, else 50257 for
 // args.tokenizer_type GPT2BPETokenizer; otherwise an Error asks for --vocab-size.
 // state.json records the source ("converted_from": format, path, iteration,
 // checkpoint_version) and Megatron's args in megatron-cpp's spelling.

@@ -2,8 +2,9 @@
 # `megatron convert` to and from Megatron-LM's torch format on the checkpoints PyTorch wrote
 # (tests/data/megatron_lm_gpt_tiny): the legacy TP 2 x PP 2 import holds the weights of the HF
 # import of the same model and trains on with the same losses, also when pretrain-gpt --load
-# names the Megatron-LM directory itself (converted once next to it); exports at other
-# layouts and in both namings re-import unchanged; HF <-> Megatron-LM directly; the errors.
+# names the Megatron-LM directory itself (converted once next to it); with its FP32 Adam state it
+# resumes at iteration 10 without --finetune; exports at other layouts and in both namings
+# re-import unchanged; HF <-> Megatron-LM directly; the errors.
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
 WORK="$(mktemp -d)"
@@ -32,7 +33,9 @@ same_model() {
 echo "== Megatron-LM legacy TP 2 x PP 2 -> megatron-cpp TP 2: the HF import's weights"
 convert --from megatron-lm --load "$MLM/legacy_tp2_pp2" --save "$WORK/mlm" \
   --target-tensor-parallel-size 2
-grep -q "optimizer, opt_param_scheduler, rng_state not converted" "$WORK/last.log" || fail "no warning about the optimizer"
+grep -qF "imported at iteration 10 with its optimizer state (2 buffers, step 10)" "$WORK/last.log" \
+  || { cat "$WORK/last.log"; fail "the import names the optimizer state"; }
+grep -q "rng_state not converted" "$WORK/last.log" || fail "no warning about the RNG state"
 convert --from hf --load "$HF" --save "$WORK/hf" --target-tensor-parallel-size 2 \
   --make-vocab-size-divisible-by 64
 same_model "$WORK/mlm" "$WORK/hf"
@@ -81,13 +84,37 @@ timeout 300 "$MEGATRON_BINARY" pretrain-gpt --use-checkpoint-args --load "$WORK/
 grep -o "lm loss: [0-9.E+-]*" "$WORK/train_args.log" | diff - "$WORK/loss_hf.txt" \
   || fail "--use-checkpoint-args: losses differ"
 
+echo "== resuming the Megatron-LM run (FP32 Adam state, iteration 10) without --finetune"
+# The checkpoint's schedule (cosine, 8 warmup and 80 decay samples) taken whole; iterations 11
+# and 12 at 4 samples each, from the directory itself and from its import: the same losses, and
+# iteration 11 logs (as Megatron, after its step) the learning rate of Megatron's cosine at 44
+# samples, 1e-4 + 9e-4 * (1 + cos(pi * (44 - 8) / 72)) / 2 = 5.5e-4.
+RESUME=(pretrain-gpt --openai-gelu --num-layers 2 --hidden-size 32 --num-attention-heads 4
+        --seq-length 16 --max-position-embeddings 32 --mock-data --vocab-size 96
+        --make-vocab-size-divisible-by 64 --micro-batch-size 2 --global-batch-size 4
+        --train-iters 12 --lr 1e-3 --log-interval 1 --eval-interval 1000 --eval-iters 1
+        --use-checkpoint-opt_param-scheduler --tensor-model-parallel-size 2)
+for src in mlm_direct mlm; do
+  timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 \
+    "$MEGATRON_BINARY" "${RESUME[@]}" --load "$WORK/$src" > "$WORK/resume_$src.log" 2>&1 \
+    || { cat "$WORK/resume_$src.log"; fail "resume from $src"; }
+  grep -q "loaded checkpoint from .* at iteration 10$" "$WORK/resume_$src.log" \
+    || { cat "$WORK/resume_$src.log"; fail "$src: not resumed at iteration 10"; }
+  grep -o "lm loss: [0-9.E+-]*" "$WORK/resume_$src.log" > "$WORK/resume_$src.txt"
+done
+[[ $(wc -l < "$WORK/resume_mlm_direct.txt") == 2 ]] \
+  || { cat "$WORK/resume_mlm_direct.log"; fail "iterations 11 and 12 logged"; }
+diff "$WORK/resume_mlm_direct.txt" "$WORK/resume_mlm.txt" || fail "resumed losses differ"
+grep "iteration  *11/" "$WORK/resume_mlm_direct.log" | grep -q "learning rate: 5.500000E-04" \
+  || { cat "$WORK/resume_mlm_direct.log"; fail "the learning rate of Megatron's schedule"; }
+
 echo "== export to Megatron-LM at other layouts and namings; re-import unchanged"
 convert --to megatron-lm --load "$WORK/mlm" --save "$WORK/out_legacy" \
   --target-tensor-parallel-size 1 --target-pipeline-parallel-size 2
-[[ -s $WORK/out_legacy/iter_0000000/mp_rank_00_001/model_optim_rng.pt ]] || fail "layout"
+[[ -s $WORK/out_legacy/iter_0000010/mp_rank_00_001/model_optim_rng.pt ]] || fail "layout"
 convert --to megatron-lm-core --load "$WORK/mlm" --save "$WORK/out_core" \
   --target-tensor-parallel-size 2
-[[ -s $WORK/out_core/iter_0000000/mp_rank_01/model_optim_rng.pt ]] || fail "layout"
+[[ -s $WORK/out_core/iter_0000010/mp_rank_01/model_optim_rng.pt ]] || fail "layout"
 for out in out_legacy out_core; do
   convert --from megatron-lm --load "$WORK/$out" --save "$WORK/${out}_back" \
     --target-tensor-parallel-size 2 --vocab-size 96
@@ -111,8 +138,9 @@ same_model "$WORK/mlm_from_hf_back" "$WORK/hf"
 [[ ! -e $WORK/mlm_from_hf.megatron-cpp.tmp ]] || fail "temporary checkpoint left behind"
 
 echo "== errors"
-expect_error "is a Megatron-LM torch-format checkpoint: its weights are loaded, not its optimizer" \
-  "${TRAIN_NO_FINETUNE[@]}" --load "$WORK/mlm_direct"
+cp -r "$MLM/mcore_tp1" "$WORK/mcore_direct"  # saved with --no-save-optim
+expect_error "is a Megatron-LM torch-format checkpoint without optimizer state megatron-cpp reads" \
+  "${TRAIN_NO_FINETUNE[@]}" --load "$WORK/mcore_direct"
 # generate cannot load it directly yet: the message says how to convert it.
 expect_error "is Megatron-LM's torch format" generate --load "$MLM/legacy_tp2_pp2" \
   --tokenizer-type NullTokenizer --vocab-size 96 --prompt "1 2 3" --tokens-to-generate 1

@@ -3,7 +3,8 @@
 # (tests/data/megatron_lm_gpt_tiny/torch_dist_*, tools/reference/megatron_torch_dist_checkpoint.py):
 # `megatron convert --from megatron-lm` of the TP-2 GPT-2 holds the weights of the HF import of
 # the same model and trains on with the same losses, also when pretrain-gpt --load names the
-# torch_dist directory itself (with --use-checkpoint-args too); the TP-2 Qwen2 (bf16, PyTorch 2.x's .metadata) generates the
+# torch_dist directory itself (with --use-checkpoint-args too); a bf16 run's checkpoint with its
+# Adam state resumes at its iteration, from the import and from the directory itself alike; the TP-2 Qwen2 (bf16, PyTorch 2.x's .metadata) generates the
 # tokens its torch-format twin generates; the errors.
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
@@ -56,6 +57,34 @@ timeout 300 "$MEGATRON_BINARY" pretrain-gpt --use-checkpoint-args --load "$WORK/
 grep -o "lm loss: [0-9.E+-]*" "$WORK/train_args.log" | diff - "$WORK/loss_hf.txt" \
   || fail "--use-checkpoint-args: losses differ"
 
+echo "== resuming a Megatron-LM run (bf16, Adam state after 3 iterations): from the import and"
+echo "   from the torch_dist directory itself, at iteration 3, with the same losses"
+cp -r "$MLM/torch_dist_gpt2_adam_tp2" "$WORK/adam_direct"
+convert --from megatron-lm --load "$MLM/torch_dist_gpt2_adam_tp2" --save "$WORK/adam_import" \
+  --target-tensor-parallel-size 2
+grep -qF "imported at iteration 3 with its optimizer state (3 buffers, step 3)" "$WORK/last.log" \
+  || { cat "$WORK/last.log"; fail "the import names the optimizer state"; }
+# TRAIN with --train-iters 5: the run the checkpoint's schedule decays over (10 samples).
+RESUME=()
+previous=
+for a in "${TRAIN[@]}"; do
+  [[ $previous == --train-iters ]] && a=5
+  RESUME+=("$a")
+  previous=$a
+done
+for src in adam_import adam_direct; do
+  timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 \
+    "$MEGATRON_BINARY" "${RESUME[@]}" --bf16 --load "$WORK/$src" \
+    > "$WORK/resume_$src.log" 2>&1 || { cat "$WORK/resume_$src.log"; fail "resume from $src"; }
+  grep -q "loaded checkpoint from .* at iteration 3$" "$WORK/resume_$src.log" \
+    || { cat "$WORK/resume_$src.log"; fail "$src: not resumed at iteration 3"; }
+  grep -o "iteration \+[0-9]*/ *5 .*lm loss: [0-9.E+-]*" "$WORK/resume_$src.log" \
+    | sed 's/|.*lm loss/ lm loss/' > "$WORK/resume_$src.txt"
+done
+[[ $(wc -l < "$WORK/resume_adam_direct.txt") == 2 ]] \
+  || { cat "$WORK/resume_adam_direct.log"; fail "iterations 4 and 5 logged"; }
+diff "$WORK/resume_adam_direct.txt" "$WORK/resume_adam_import.txt" || fail "resumed losses differ"
+
 echo "== torch_dist Qwen2 (bf16, PyTorch 2.x .metadata) generates what its torch twin generates"
 convert --from megatron-lm --load "$MLM/torch_dist_qwen2_tp2" --save "$WORK/qwen_dist"
 convert --from megatron-lm --load "$MLM/qwen2_core_tp2" --save "$WORK/qwen_torch"
@@ -69,7 +98,7 @@ done
 diff "$WORK/gen_qwen_dist.txt" "$WORK/gen_qwen_torch.txt" || fail "generations differ"
 
 echo "== errors"
-expect_error "is a Megatron-LM torch_dist-format checkpoint: its weights are loaded" \
+expect_error "is a Megatron-LM torch_dist-format checkpoint without optimizer state megatron-cpp reads" \
   "${TRAIN[@]}" --load "$WORK/direct"
 expect_error "is Megatron-LM's torch_dist format (PyTorch Distributed Checkpoint" generate \
   --load "$MLM/torch_dist_gpt2_tp2" --tokenizer-type NullTokenizer --vocab-size 96 \

@@ -79,14 +79,15 @@ TEST(MegatronLmImport, LegacyTp2Pp2LoadsTheTensorsPyTorchComputed) {
     nlohmann::json state;
     const TensorMap full = full_tensors(dir.file("ckpt"), &state);
     expect_tensors_as_computed_by_pytorch(full);
-    EXPECT_EQ(state["iteration"], 0);
+    EXPECT_EQ(state["iteration"],
+              10);  // with its optimizer state (convert_megatron_lm_optimizer_test)
     EXPECT_EQ(state["converted_from"]["format"], "megatron-lm-torch");
     EXPECT_EQ(state["converted_from"]["iteration"], 10);
     EXPECT_EQ(state["model"]["vocab_size"], 96);
     EXPECT_EQ(state["model"]["padded_vocab_size"], padded_vocab_size(96, 64, tp));
     // Megatron's fused bias-GeLU computed the tanh form.
     EXPECT_EQ(state["model"]["openai_gelu"], true);
-    EXPECT_EQ(int(list_rank_dirs(dir.file("ckpt/iter_0000000")).size()), tp);
+    EXPECT_EQ(int(list_rank_dirs(dir.file("ckpt/iter_0000010")).size()), tp);
   }
 }
 
@@ -197,7 +198,7 @@ void expect_same_model_entries(const std::string& ours_dir, const std::string& p
     }
     const PyDict& root = ours.as_dict("");
     EXPECT_EQ(root.find("checkpoint_version")->as_float(""), 3.0);
-    EXPECT_EQ(root.find("iteration")->as_int(""), 0);  // the import's
+    EXPECT_EQ(root.find("iteration")->as_int(""), 10);  // the import's
     const PyDict& args = root.find("args")->as_dict("");
     EXPECT_EQ(args.kind, PyDict::Kind::kNamespace);
     for (const char* key : {"num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size",

@@ -58,7 +58,8 @@ TEST(TorchDcp, GlobalTensorsAreBitForBitThoseThePyTorchScriptBuilt) {
   const nlohmann::json expected = read_json(fixture("torch_dist_expected.json"));
   for (const auto& [name, iteration] :
        {std::pair<std::string, std::string>{"torch_dist_gpt2_tp2", "iter_0000012"},
-        {"torch_dist_qwen2_tp2", "iter_0000005"}}) {
+        {"torch_dist_qwen2_tp2", "iter_0000005"},
+        {"torch_dist_gpt2_adam_tp2", "iter_0000003"}}) {
     const DcpCheckpoint dcp(fixture(name + "/" + iteration));
     const nlohmann::json& e = expected[name];
     EXPECT_EQ(dcp.tensors().size(), e.size()) << name;
@@ -279,6 +280,34 @@ TEST(MegatronTorchDistImport, AKeyNoGptModelHasIsRefusedByName) {
   const std::string e = error_of([&] { import_megatron_lm_gpt(ckpt, -1, dir.file("o"), 1, 0); });
   EXPECT_THAT(e, HasSubstr("holds 'decoder.layers.0.mlp.linear_fc1.bias' [2, 128], which no "
                            "GPT-family model of megatron-cpp has"));
+}
+
+// An optimizer tensor not of its parameter's global shape (as the distributed optimizer's
+// flattened layouts save them) is refused by name: here two moments' keys swapped.
+TEST(MegatronTorchDistImport, AnOptimizerTensorNotOfItsParametersShapeIsRefusedByName) {
+  TempDir dir;
+  const std::string ckpt = copy_fixture(dir, "torch_dist_gpt2_adam_tp2");
+  const std::string a = "optimizer.state.exp_avg.embedding.position_embeddings.weight";
+  const std::string b = "optimizer.state.exp_avg.embedding.word_embeddings.weight";
+  rewrite_metadata(iteration_dir(ckpt), [&](PyDict& metadata) {
+    auto swap = [&](PyValue& key) {
+      const std::string k = key.as_str("");
+      if (k == a || k == b) key = PyValue::str(k == a ? b : a);
+    };
+    for (auto& [key, m] : metadata.find("state_dict_metadata")->as_dict("").items) swap(key);
+    for (auto& [index, info] : metadata.find("storage_data")->as_dict("").items) {
+      PyDict& fields = index.as_object("").state->as_dict("");
+      PyValue fqn = *fields.find("fqn");
+      swap(fqn);
+      fields.set(PyValue::str("fqn"), fqn);
+    }
+  });
+  const std::string e = error_of([&] { import_megatron_lm_gpt(ckpt, -1, dir.file("o"), 1, 0); });
+  EXPECT_THAT(e, HasSubstr("holds the optimizer tensor '" + a +
+                           "' [128, 32], not of its "
+                           "parameter's shape [32, 32]: only the non-distributed optimizer's state "
+                           "is read"));
+  EXPECT_FALSE(fs::exists(dir.file("o")));
 }
 
 TEST(MegatronTorchDistImport, OtherBackendsAndAMissingCommonStateAreRefused) {

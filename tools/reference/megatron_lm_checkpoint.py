@@ -29,6 +29,10 @@ Writes, under OUT (default tests/data/megatron_lm_gpt_tiny):
                     attention (linear_qkv per query group [q heads, k, v]; one group per rank),
                     QKV biases without linear biases, an untied output layer
   qwen2_expected.json  its CRC-32s as expected.json (of the bf16-rounded values)
+  legacy_bf16_tp2/  legacy names, TP 2, iteration 4, a --bf16 run's files: bf16 weights and the
+                    MixedPrecisionOptimizer's state (Adam's, and fp32_from_fp16_params)
+  legacy_optimizer_expected.json  both checkpoints' Adam moments (and fp32 main params) in
+                    megatron-cpp's names (CRC-32s; a replicated parameter's from TP rank 0)
   expected.json     CRC-32 (zlib's) of every tensor's float32 bytes in megatron-cpp's names
                     (full, the real vocabulary's rows), from the HF weights directly: what
                     loading either checkpoint must give
@@ -248,6 +252,82 @@ def adam_state(model, gen, iteration):
     return {"state": state, "param_groups": groups}
 
 
+# megatron-cpp's names of the layout-neutral keys' layer kinds.
+OURS_KIND = {"qkv.w": "self_attention.query_key_value.weight",
+             "qkv.b": "self_attention.query_key_value.bias",
+             "proj.w": "self_attention.dense.weight", "proj.b": "self_attention.dense.bias",
+             "fc1.w": "mlp.dense_h_to_4h.weight", "fc1.b": "mlp.dense_h_to_4h.bias",
+             "fc2.w": "mlp.dense_4h_to_h.weight", "fc2.b": "mlp.dense_4h_to_h.bias",
+             "ln1.w": "input_layernorm.weight", "ln1.b": "input_layernorm.bias",
+             "ln2.w": "post_attention_layernorm.weight", "ln2.b": "post_attention_layernorm.bias"}
+
+
+def legacy_param_keys(n, pp_rank, pp):
+    """legacy_model's tensors in tensors_of order, as (layout-neutral key, megatron-cpp name);
+    the last stage's tied copy of the embedding is ("word", None)."""
+    per = n // pp
+    keys = [("word", "embedding.word_embeddings.weight"),
+            ("pos", "embedding.position_embeddings.weight")] if pp_rank == 0 else []
+    for local in range(per):
+        i = pp_rank * per + local
+        for kind in ("ln1.w", "ln1.b", "qkv.w", "qkv.b", "proj.w", "proj.b", "ln2.w", "ln2.b",
+                     "fc1.w", "fc1.b", "fc2.w", "fc2.b"):
+            keys.append((f"{i}.{kind}", f"layers.{i}.{OURS_KIND[kind]}"))
+    if pp_rank == pp - 1:
+        keys += [("lnf.w", "final_layernorm.weight"), ("lnf.b", "final_layernorm.bias")]
+        if pp > 1:
+            keys.append(("word", None))
+    return keys
+
+
+def mixed_precision_state(model, gen, iteration):
+    """A --bf16 run's MixedPrecisionOptimizer state_dict for the bf16 `model`: adam_state's
+    Adam state (fp32 moments) and the fp32 main params per param group, in its order (each the
+    bf16 value plus a perturbation below bf16's resolution, as training leaves them)."""
+    adam = adam_state(model, gen, iteration)
+    params = list(tensors_of(model))
+    order = ([i for i, p in enumerate(params) if p.dim() > 1] +
+             [i for i, p in enumerate(params) if p.dim() <= 1])
+    masters = []
+    for group in adam["param_groups"]:
+        masters.append([params[order[i]].float() + torch.randn(params[order[i]].shape,
+                                                                generator=gen) * 1e-4
+                        for i in group["params"]])
+    return {"optimizer": adam, "grad_scaler": None, "fp32_from_fp16_params": masters}
+
+
+def legacy_optimizer_expected(ranks, n, vocab, pp):
+    """The Adam state of a legacy-named checkpoint in megatron-cpp's names: each parameter's
+    moments (and fp32 main params) put together from the TP ranks' slices (a replicated
+    parameter's from TP rank 0; the tied copy's left out), by the ids adam_state gave them;
+    CRC-32s of the real vocabulary rows."""
+    pieces = {}
+    for (pp_rank, tp_rank), sd in ranks:
+        keys = legacy_param_keys(n, pp_rank, pp)
+        params = list(tensors_of(sd["model"]))
+        order = ([i for i, p in enumerate(params) if p.dim() > 1] +
+                 [i for i, p in enumerate(params) if p.dim() <= 1])
+        optimizer = sd["optimizer"].get("optimizer", sd["optimizer"])
+        masters = [t for group in sd["optimizer"].get("fp32_from_fp16_params", []) for t in group]
+        for new, old in enumerate(order):
+            key, name = keys[old]
+            if name is None:
+                continue
+            for buf in ("exp_avg", "exp_avg_sq"):
+                pieces.setdefault((buf, name, key), {})[tp_rank] = optimizer["state"][new][buf]
+            if masters:
+                pieces.setdefault(("fp32_master", name, key), {})[tp_rank] = masters[new]
+    out = {buf: {} for buf, _, _ in pieces}
+    for (buf, name, key), by_rank in pieces.items():
+        kind = key.split(".", 1)[1] if key[0].isdigit() else key
+        dim = SPLIT[kind]
+        t = by_rank[0] if dim is None else torch.cat([by_rank[r] for r in range(TP)], dim=dim)
+        t = t[:vocab] if name == "embedding.word_embeddings.weight" else t
+        out[buf][name] = {"shape": list(t.shape),
+                          "crc32": zlib.crc32(t.contiguous().numpy().astype("<f4").tobytes())}
+    return {b: {"vocab_size": vocab, "tensors": dict(sorted(t.items()))} for b, t in out.items()}
+
+
 def rng_state(seed):
     random.seed(seed)
     np.random.seed(seed)
@@ -408,6 +488,32 @@ def main():
                   "num_floating_point_operations_so_far": 123456789}
             ranks.append((f"mp_rank_{tp_rank:02d}_{pp_rank:03d}", sd))
     save_checkpoint(os.path.join(out, "legacy_tp2_pp2"), 10, ranks)
+    coords = [(pp_rank, tp_rank) for pp_rank in range(PP) for tp_rank in range(TP)]
+    expected_optimizer = {"legacy_tp2_pp2": legacy_optimizer_expected(
+        [(c, sd) for c, (_, sd) in zip(coords, ranks)], n, cfg["vocab_size"], PP)}
+
+    # Legacy names, TP 2, a --bf16 run's files: bf16 weights, the mixed-precision optimizer.
+    bf16_gen = torch.Generator().manual_seed(41)
+    full_bf16 = {k: v.bfloat16() for k, v in megatron_full_tensors(w, cfg, vp, bf16_gen).items()}
+    bf16_ranks = []
+    for tp_rank in range(TP):
+        model = legacy_model(full_bf16, n, tp_rank, TP, 0, 1)
+        args = megatron_args(cfg, TP, 1, 4)
+        args.bf16, args.params_dtype = True, torch.bfloat16
+        sd = {"args": args, "checkpoint_version": 3.0, "iteration": 4, "model": model,
+              "optimizer": mixed_precision_state(model, bf16_gen, 4),
+              "opt_param_scheduler": {"max_lr": 1e-3, "lr_warmup_steps": 8, "num_steps": 16,
+                                      "lr_decay_style": "cosine", "lr_decay_steps": 80,
+                                      "min_lr": 1e-4, "start_wd": 0.01, "end_wd": 0.01,
+                                      "wd_incr_style": "constant", "wd_incr_steps": 80},
+              "rng_state": rng_state(4321 + tp_rank), "num_floating_point_operations_so_far": 0}
+        bf16_ranks.append((f"mp_rank_{tp_rank:02d}", sd))
+    save_checkpoint(os.path.join(out, "legacy_bf16_tp2"), 4, bf16_ranks)
+    expected_optimizer["legacy_bf16_tp2"] = legacy_optimizer_expected(
+        [((0, r), sd) for r, (_, sd) in enumerate(bf16_ranks)], n, cfg["vocab_size"], 1)
+    with open(os.path.join(out, "legacy_optimizer_expected.json"), "w") as f:
+        json.dump(expected_optimizer, f, indent=1)
+        f.write("\n")
 
     # Megatron-Core names, TP 1 x PP 1 (its padded vocabulary is shorter), no optimizer.
     full = megatron_full_tensors(w, cfg, padded_vocab(cfg["vocab_size"], 1), gen)

@@ -37,6 +37,14 @@ Writes, under OUT (default tests/data/megatron_lm_gpt_tiny):
                            PosixPath, version "1.0.0"), pickled from stand-ins of PyTorch 2.9's
                            dataclasses (same module, names, fields and __getstate__), since only
                            PyTorch 1.13 is installed here
+  torch_dist_gpt2_adam_tp2/ the tiny GPT-2 as a --bf16 run saves it after 3 iterations of
+                           torch.optim.AdamW with Megatron's non-distributed mixed-precision
+                           optimizer (adam_state): bf16 weights, the optimizer state as
+                           optimizer.state.{exp_avg,exp_avg_sq,fp32_param}.<key>, the step, param
+                           groups and opt_param_scheduler in common.pt
+  torch_dist_adam_expected.json  what its import must give (adam_expected): the optimizer buffers
+                           in megatron-cpp's names (CRC-32s), the step, and PyTorch's next AdamW
+                           step from that state
   torch_dist_expected.json the dtype, global shape and CRC-32 (zlib's) of the raw bytes of every
                            DCP tensor of both checkpoints, as the script built them: what reading
                            the chunks back must give, bit for bit
@@ -188,7 +196,7 @@ def gpt2_state():
     args.ckpt_format = "torch_dist"
     args.use_dist_ckpt = True
     args.transformer_impl = "transformer_engine"
-    return globals_, chunks, extra_states(n, TE_MODULES), args, 12
+    return globals_, chunks, extra_states(n, TE_MODULES), args, 12, {}
 
 
 def qwen2_state():
@@ -248,16 +256,89 @@ def qwen2_state():
         pipeline_model_parallel_size=1, bf16=True, fp16=False, params_dtype=torch.bfloat16,
         iteration=5, ckpt_format="torch_dist", use_dist_ckpt=True,
         attention_backend=mlm.AttnBackend.auto)
-    return globals_, chunks, extra_states(1, TE_MODULES), args, 5
+    return globals_, chunks, extra_states(1, TE_MODULES), args, 5, {}
 
 
-def common_state(args, iteration):
+ADAM = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+ADAM_STEPS = 3  # iterations of global batch 2: the fixture is iteration 3, 6 samples consumed
+ADAM_GBS = 2
+ADAM_TRAIN_ITERS = 5
+
+
+def adam_gradients(globals_, seed):
+    """One synthetic gradient per tensor (standing in for a backward pass: the optimizer state
+    does not depend on where the gradients came from)."""
+    gen = torch.Generator().manual_seed(seed)
+    return {k: torch.randn(t.shape, generator=gen) * 0.01 for k, t in sorted(globals_.items())}
+
+
+def adam_state():
+    """The tiny GPT-2 as a --bf16 run with Megatron's non-distributed mixed-precision optimizer
+    saves it after ADAM_STEPS iterations: torch.optim.AdamW (Megatron's Adam with decoupled weight
+    decay) stepped on fp32 main params (weight decay on the matrices only, Megatron's
+    no-wd rule for biases and norms), the bf16 model params their copies; the optimizer state
+    under Megatron-Core's keys optimizer.state.{exp_avg,exp_avg_sq,fp32_param}.<model key>
+    (MixedPrecisionOptimizer.sharded_state_dict), chunked as the model's tensors."""
+    globals_, chunks, extras, args, _, _ = gpt2_state()
+    main = {k: t.clone().requires_grad_(True) for k, t in globals_.items()}
+    stacked = lambda k: k.startswith("decoder.layers.")  # noqa: E731 -- the layer axis
+    no_wd = [k for k in sorted(main) if main[k].dim() - stacked(k) == 1]
+    wd = [k for k in sorted(main) if k not in no_wd]
+    opt = torch.optim.AdamW([{"params": [main[k] for k in wd]},
+                             {"params": [main[k] for k in no_wd], "weight_decay": 0.0}], **ADAM)
+    for step in range(ADAM_STEPS):
+        grads = adam_gradients(globals_, 100 + step)
+        for k, p in main.items():
+            p.grad = grads[k]
+        opt.step()
+    model, optim = {}, {}
+    for k, p in main.items():
+        state = opt.state[p]
+        model[k] = p.detach().bfloat16()
+        optim["optimizer.state.exp_avg." + k] = state["exp_avg"]
+        optim["optimizer.state.exp_avg_sq." + k] = state["exp_avg_sq"]
+        optim["optimizer.state.fp32_param." + k] = p.detach().clone()
+    out_globals, out_chunks = {}, {}
+    for k, t in {**model, **optim}.items():
+        model_key = k.split(".", 3)[3] if k.startswith("optimizer.") else k
+        out_globals[k] = t
+        out_chunks[k] = [Chunk(c.rank, c.offset, t[tuple(slice(o, o + n) for o, n in
+                                                        zip(c.offset, c.data.shape))])
+                         for c in chunks[model_key]]
+    args.bf16 = True
+    args.params_dtype = torch.bfloat16
+    args.iteration = ADAM_STEPS
+    args.global_batch_size = ADAM_GBS
+    args.train_iters = ADAM_TRAIN_ITERS
+    args.consumed_train_samples = ADAM_STEPS * ADAM_GBS
+    args.lr_decay_style = "linear"
+    args.min_lr = 0.0
+    param_groups = [{"lr": ADAM["lr"], "betas": ADAM["betas"], "eps": ADAM["eps"],
+                     "weight_decay": wd_, "amsgrad": False, "maximize": False, "foreach": None,
+                     "capturable": False, "differentiable": False, "fused": None,
+                     "wd_mult": float(wd_ > 0), "lr_mult": 1.0, "is_expert_parallel": False,
+                     "is_decoupled_lr": False, "params": list(range(first, first + n))}
+                    for wd_, first, n in ((ADAM["weight_decay"], 0, len(wd)),
+                                          (0.0, len(wd), len(no_wd)))]
+    common = {"optimizer": {"optimizer": {"state": {"common_step": torch.tensor(
+        float(ADAM_STEPS))}, "param_groups": param_groups},
+        "fp32_from_fp16_params": [[], []]},
+        "opt_param_scheduler": {"max_lr": ADAM["lr"], "lr_warmup_steps": 0,
+                                "num_steps": ADAM_STEPS * ADAM_GBS, "lr_decay_style": "linear",
+                                "lr_decay_steps": ADAM_TRAIN_ITERS * ADAM_GBS, "min_lr": 0.0,
+                                "start_wd": ADAM["weight_decay"],
+                                "end_wd": ADAM["weight_decay"], "wd_incr_style": "constant",
+                                "wd_incr_steps": ADAM_TRAIN_ITERS * ADAM_GBS}}
+    return out_globals, out_chunks, extras, args, ADAM_STEPS, common
+
+
+def common_state(args, iteration, extra):
     """The non-sharded part Megatron's generate_state_dict leaves after the sharded tensors are
     taken out."""
     return {"args": args, "checkpoint_version": 3.0, "iteration": iteration,
             "num_floating_point_operations_so_far": 0,
             "content_metadata": {"singleton_local_shards": False,
-                                 "chained_optim_avoid_prefix": True}}
+                                 "chained_optim_avoid_prefix": True}, **extra}
 
 
 # ---- saving with PyTorch's DCP ----------------------------------------------------------------
@@ -290,14 +371,14 @@ def save_rank(rank, port, which, directory):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("gloo", rank=rank, world_size=TP)
-    globals_, chunks, extras, args, iteration = STATES[which]()
+    globals_, chunks, extras, args, iteration, common = STATES[which]()
     state = {k: sharded_tensor(globals_[k].shape, chunks[k], rank) for k in sorted(globals_)}
     if rank == 0:
         for k, v in extras.items():
             state[k] = io.BytesIO(v)
         if which == "qwen2":  # the common state as a DCP byte item (Megatron-Core >= July 2026)
             buf = io.BytesIO()
-            torch.save([common_state(args, iteration)], buf)
+            torch.save([common_state(args, iteration, common)], buf)
             state["common_state/shard_0_1"] = buf
     dcp.save_state_dict(state, dcp.FileSystemWriter(directory, single_file_per_rank=True),
                         planner=MCoreSavePlanner())
@@ -305,24 +386,136 @@ def save_rank(rank, port, which, directory):
     dist.destroy_process_group()
 
 
-STATES = {"gpt2": gpt2_state, "qwen2": qwen2_state}
+STATES = {"gpt2": gpt2_state, "qwen2": qwen2_state, "gpt2_adam": adam_state}
+
+
+# megatron-cpp's names of the GPT-2's Megatron-Core keys (the layer-local part of a stacked key).
+OURS = {"self_attention.linear_qkv.layer_norm_weight": "input_layernorm.weight",
+        "self_attention.linear_qkv.layer_norm_bias": "input_layernorm.bias",
+        "self_attention.linear_qkv.weight": "self_attention.query_key_value.weight",
+        "self_attention.linear_qkv.bias": "self_attention.query_key_value.bias",
+        "self_attention.linear_proj.weight": "self_attention.dense.weight",
+        "self_attention.linear_proj.bias": "self_attention.dense.bias",
+        "mlp.linear_fc1.layer_norm_weight": "post_attention_layernorm.weight",
+        "mlp.linear_fc1.layer_norm_bias": "post_attention_layernorm.bias",
+        "mlp.linear_fc1.weight": "mlp.dense_h_to_4h.weight",
+        "mlp.linear_fc1.bias": "mlp.dense_h_to_4h.bias",
+        "mlp.linear_fc2.weight": "mlp.dense_4h_to_h.weight",
+        "mlp.linear_fc2.bias": "mlp.dense_4h_to_h.bias"}
+
+
+def ours(globals_):
+    """Megatron-Core global tensors → megatron-cpp's names (each layer of a stacked one apart)."""
+    out = {}
+    for k, t in globals_.items():
+        if k.startswith("decoder.layers."):
+            for i in range(t.shape[0]):
+                out[f"layers.{i}.{OURS[k[len('decoder.layers.'):]]}"] = t[i]
+        elif k.startswith("decoder."):
+            out[k[len("decoder."):]] = t
+        else:
+            out[k] = t
+    return out
+
+
+def next_step_gradient(numel):
+    """The gradient of the next step, element j of a tensor (row-major, megatron-cpp's layout):
+    an integer formula both sides compute exactly (float64, rounded once to float32)."""
+    j = np.arange(numel, dtype=np.int64)
+    return torch.from_numpy((((j * 7919) % 2001 - 1000) * 1e-5).astype(np.float32))
+
+
+def fused_adamw_step(p, g, m, v, step, lr, wd):
+    """One AdamW step in float32 as the fused optimizers Megatron-LM trains with compute it (Apex
+    FusedAdam's multi_tensor_adam, ADAM_MODE_1, read from its source; TE's FusedAdam is the same
+    kernel): the betas and 1 - beta in float32, bias corrections in double on the host, then
+    p - lr * ((m / bc1) / (sqrt(v / bc2) + eps) + wd * p). Returns the new p."""
+    f32 = torch.float32
+    b1, b2 = torch.tensor(ADAM["betas"][0], dtype=f32), torch.tensor(ADAM["betas"][1], dtype=f32)
+    bc1 = torch.tensor(1 - ADAM["betas"][0] ** step, dtype=f32)
+    bc2 = torch.tensor(1 - ADAM["betas"][1] ** step, dtype=f32)
+    eps, lr_, wd_ = (torch.tensor(x, dtype=f32) for x in (ADAM["eps"], lr, wd))
+    m = b1 * m + (1 - b1) * g
+    v = b2 * v + (1 - b2) * g * g
+    update = (m / bc1) / (torch.sqrt(v / bc2) + eps) + wd_ * p
+    return p - lr_ * update
+
+
+def adam_expected(globals_, common, vocab):
+    """What the import of torch_dist_gpt2_adam_tp2 must give: CRC-32s of each optimizer buffer in
+    megatron-cpp's names (the real vocabulary rows of the embedding), the step and the schedule;
+    and the next AdamW step from that state (fused_adamw_step, checked against torch.optim.AdamW;
+    the learning rate Megatron's linear decay gives at the checkpoint's sample count,
+    next_step_gradient as the gradient): the sum of every tensor's update (the word embedding's
+    real rows) and its first elements'."""
+    buffers = {}
+    for state, buffer in (("exp_avg", "exp_avg"), ("exp_avg_sq", "exp_avg_sq"),
+                          ("fp32_param", "fp32_master")):
+        prefix = f"optimizer.state.{state}."
+        tensors = ours({k[len(prefix):]: t for k, t in globals_.items() if k.startswith(prefix)})
+        buffers[buffer] = tensors
+    sched = common["opt_param_scheduler"]
+    ratio = sched["num_steps"] / sched["lr_decay_steps"]
+    lr = sched["min_lr"] + (1 - ratio) * (sched["max_lr"] - sched["min_lr"])
+    names = sorted(buffers["fp32_master"])
+    params = {n: buffers["fp32_master"][n].clone().requires_grad_(True) for n in names}
+    wd = [params[n] for n in names if params[n].dim() > 1]
+    no_wd = [params[n] for n in names if params[n].dim() == 1]
+    opt = torch.optim.AdamW([{"params": wd}, {"params": no_wd, "weight_decay": 0.0}],
+                            **{**ADAM, "lr": lr})
+    for n in names:
+        p = params[n]
+        opt.state[p] = {"step": torch.tensor(float(ADAM_STEPS)),
+                        "exp_avg": buffers["exp_avg"][n].clone(),
+                        "exp_avg_sq": buffers["exp_avg_sq"][n].clone()}
+        p.grad = next_step_gradient(p.numel()).reshape(p.shape)
+    opt.step()
+    updates = {}
+    for n in names:  # the word embedding's real rows only (the import zeroes the padding)
+        p0 = buffers["fp32_master"][n]
+        fused = fused_adamw_step(p0, params[n].grad, buffers["exp_avg"][n],
+                                 buffers["exp_avg_sq"][n], ADAM_STEPS + 1, lr,
+                                 ADAM["weight_decay"] if p0.dim() > 1 else 0.0)
+        torch_u = params[n].detach().double() - p0.double()
+        u = fused.double() - p0.double()
+        # torch.optim.AdamW forms 1 - beta in double, Apex in float32 (1 - 0.999f is 1.3e-5 off
+        # 0.001): the two updates agree to that, relative to the update, and to the rounding of
+        # the new weight (2 ulps: the two apply the weight decay in another order).
+        tolerance = 3e-5 * u.abs() + 2 * p0.double().abs() * 2.0 ** -23
+        assert ((u - torch_u).abs() <= tolerance).all(), n
+        u = (u[:vocab] if n == "embedding.word_embeddings.weight" else u).flatten()
+        updates[n] = {"sum": u.sum().item(), "first": u[:4].tolist()}
+
+    def crcs(tensors):
+        out = {}
+        for n, t in sorted(tensors.items()):
+            t = t[:vocab] if n == "embedding.word_embeddings.weight" else t
+            out[n] = {"shape": list(t.shape),
+                      "crc32": zlib.crc32(t.contiguous().numpy().tobytes())}
+        return out
+
+    return {"vocab_size": vocab, "iteration": ADAM_STEPS, "steps": ADAM_STEPS,
+            "consumed_train_samples": ADAM_STEPS * ADAM_GBS, "scheduler_num_steps":
+            sched["num_steps"], "buffers": {b: {"vocab_size": vocab, "tensors": crcs(t)}
+                                            for b, t in buffers.items()},
+            "next_step": {"lr": lr, "updates": updates}}
 
 
 def write_checkpoint(out, which, port):
-    globals_, _, _, args, iteration = STATES[which]()
+    globals_, _, _, args, iteration, common = STATES[which]()
     root = os.path.join(out, f"torch_dist_{which}_tp2")
     shutil.rmtree(root, ignore_errors=True)
     it_dir = os.path.join(root, f"iter_{iteration:07d}")
     mp.spawn(save_rank, args=(port, which, it_dir), nprocs=TP, join=True)
     config = {"sharded_backend": "torch_dist", "sharded_backend_version": 1}
-    if which == "gpt2":  # Megatron-Core before July 2026: common.pt and the common backend
+    if which != "qwen2":  # Megatron-Core before July 2026: common.pt and the common backend
         config.update(common_backend="torch", common_backend_version=1)
-        torch.save(common_state(args, iteration), os.path.join(it_dir, "common.pt"))
+        torch.save(common_state(args, iteration, common), os.path.join(it_dir, "common.pt"))
     with open(os.path.join(it_dir, "metadata.json"), "w") as f:
         json.dump(config, f)
     with open(os.path.join(root, "latest_checkpointed_iteration.txt"), "w") as f:
         f.write(str(iteration))
-    return globals_, it_dir
+    return globals_, it_dir, common
 
 
 # ---- PyTorch 2.x's .metadata ----------------------------------------------------------------
@@ -442,10 +635,16 @@ def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(mlm.ROOT,
                                                              "tests/data/megatron_lm_gpt_tiny")
     result = {}
-    gpt2, _ = write_checkpoint(out, "gpt2", 29537)
+    gpt2, _, _ = write_checkpoint(out, "gpt2", 29537)
     result["torch_dist_gpt2_tp2"] = expected(gpt2)
-    qwen2, it_dir = write_checkpoint(out, "qwen2", 29538)
+    qwen2, it_dir, _ = write_checkpoint(out, "qwen2", 29538)
     result["torch_dist_qwen2_tp2"] = expected(qwen2)
+    adam, _, adam_common = write_checkpoint(out, "gpt2_adam", 29539)
+    result["torch_dist_gpt2_adam_tp2"] = expected(adam)
+    with open(os.path.join(out, "torch_dist_adam_expected.json"), "w") as f:
+        json.dump(adam_expected(adam, adam_common, mlm.hf_weights()[1]["vocab_size"]), f,
+                  indent=1)
+        f.write("\n")
     path = os.path.join(it_dir, ".metadata")
     with open(path, "rb") as f:
         metadata = pickle.load(f)

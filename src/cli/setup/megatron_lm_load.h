@@ -2,9 +2,11 @@
 // (checkpoint/megatron_lm_torch.h, checkpoint/megatron_lm_torch_dist.h) in a training run: its
 // weights are converted once into megatron-cpp's format next to it, LOAD.megatron-cpp/
 // (convert/megatron_lm_checkpoint.h, at the run's TP size), and the run loads that. A later run
-// reuses the copy while it was made from the same directory and iteration. Only the weights cross
-// (no optimizer, scheduler or RNG state), so the run must say so: --finetune, or --no-load-optim
-// --no-load-rng.
+// reuses the copy while it was made from the same directory and iteration. A checkpoint of the
+// non-distributed optimizer (either format) carries its Adam state, step, loss scaler, scheduler
+// and consumed samples into the copy, and the run resumes at its iteration (the RNG state does not
+// cross: the run's --seed keys dropout); from any other only the weights cross, so the run must
+// say so: --finetune, or --no-load-optim --no-load-rng.
 #pragma once
 
 #include "cli/args/args.h"
