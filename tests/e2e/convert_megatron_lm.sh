@@ -5,22 +5,7 @@
 # names the Megatron-LM directory itself (converted once next to it); with its FP32 Adam state it
 # resumes at iteration 10 without --finetune; exports at other layouts and in both namings
 # re-import unchanged; HF <-> Megatron-LM directly; the errors.
-set -euo pipefail
-: "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
-export OMP_NUM_THREADS=1
-MLM="$MEGATRON_SOURCE_DIR/tests/data/megatron_lm_gpt_tiny"
-HF="$MEGATRON_SOURCE_DIR/tests/data/gpt2_tiny/hf"
-fail() { echo "FAIL: $*"; exit 1; }
-convert() { "$MEGATRON_BINARY" convert --model-type gpt "$@" > "$WORK/last.log" 2>&1 \
-              || { cat "$WORK/last.log"; fail "convert $*"; }; }
-expect_error() {
-  local message=$1
-  shift
-  if "$MEGATRON_BINARY" "$@" > "$WORK/err.log" 2>&1; then fail "no error for: $*"; fi
-  grep -qF -- "$message" "$WORK/err.log" || { cat "$WORK/err.log"; fail "expected '$message'"; }
-}
+source "$(dirname "$0")/convert_megatron_lm_setup.bash"
 # same_model CKPT_A CKPT_B: the same weights (their HF exports are byte-identical files; the
 # shards themselves differ in the state.json checksum they carry).
 same_model() {

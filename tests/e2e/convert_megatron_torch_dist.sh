@@ -6,22 +6,7 @@
 # torch_dist directory itself (with --use-checkpoint-args too); a bf16 run's checkpoint with its
 # Adam state resumes at its iteration, from the import and from the directory itself alike; the TP-2 Qwen2 (bf16, PyTorch 2.x's .metadata) generates the
 # tokens its torch-format twin generates; the errors.
-set -euo pipefail
-: "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
-export OMP_NUM_THREADS=1
-MLM="$MEGATRON_SOURCE_DIR/tests/data/megatron_lm_gpt_tiny"
-HF="$MEGATRON_SOURCE_DIR/tests/data/gpt2_tiny/hf"
-fail() { echo "FAIL: $*"; exit 1; }
-convert() { "$MEGATRON_BINARY" convert --model-type gpt "$@" > "$WORK/last.log" 2>&1 \
-              || { cat "$WORK/last.log"; fail "convert $*"; }; }
-expect_error() {
-  local message=$1
-  shift
-  if "$MEGATRON_BINARY" "$@" > "$WORK/err.log" 2>&1; then fail "no error for: $*"; fi
-  grep -qF -- "$message" "$WORK/err.log" || { cat "$WORK/err.log"; fail "expected '$message'"; }
-}
+source "$(dirname "$0")/convert_megatron_lm_setup.bash"
 
 echo "== torch_dist GPT-2 (TP 2) -> megatron-cpp TP 2: the HF import's weights"
 convert --from megatron-lm --load "$MLM/torch_dist_gpt2_tp2" --save "$WORK/dist" \

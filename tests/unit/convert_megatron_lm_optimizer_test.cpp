@@ -17,6 +17,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "../common/error_of.h"
 #include "../common/source_dir.h"
 #include "../common/temp_dir.h"
 #include "checkpoint/checkpoint.h"
@@ -35,6 +36,8 @@
 namespace megatron {
 namespace {
 
+using testing::error_of;
+
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using testing::source_dir;
@@ -51,15 +54,6 @@ nlohmann::json read_json(const std::string& name) {
 
 nlohmann::json expected() {
   return read_json("torch_dist_adam_expected.json");
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // Every optimizer buffer of `want` ({buffer: {"vocab_size", "tensors": {name: {shape, crc32}}}})

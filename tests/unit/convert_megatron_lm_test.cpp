@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "../common/error_of.h"
 #include "../common/source_dir.h"
 #include "../common/temp_dir.h"
 #include "checkpoint/checkpoint.h"
@@ -25,21 +26,14 @@
 namespace megatron {
 namespace {
 
+using testing::error_of;
+
 namespace fs = std::filesystem;
 using testing::source_dir;
 using testing::TempDir;
 
 std::string fixture(const std::string& name) {
   return source_dir() + "/tests/data/megatron_lm_gpt_tiny/" + name;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // Every model tensor of megatron-cpp's checkpoint in `dir` (latest iteration), full.

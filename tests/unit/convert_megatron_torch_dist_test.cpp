@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "../common/error_of.h"
 #include "../common/source_dir.h"
 #include "../common/temp_dir.h"
 #include "checkpoint/checkpoint.h"
@@ -31,6 +32,8 @@
 namespace megatron {
 namespace {
 
+using testing::error_of;
+
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using testing::source_dir;
@@ -38,15 +41,6 @@ using testing::TempDir;
 
 std::string fixture(const std::string& name) {
   return source_dir() + "/tests/data/megatron_lm_gpt_tiny/" + name;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 nlohmann::json read_json(const std::string& path) {

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "../common/error_of.h"
 #include "../common/source_dir.h"
 #include "../common/temp_dir.h"
 #include "core/crc32.h"
@@ -18,6 +19,8 @@
 
 namespace megatron {
 namespace {
+
+using testing::error_of;
 
 using testing::source_dir;
 using testing::TempDir;
@@ -47,15 +50,6 @@ std::vector<std::string> fixture_files() {
 std::string legacy_rank(int tp, int pp) {
   return source_dir() + "/tests/data/megatron_lm_gpt_tiny/legacy_tp2_pp2/iter_0000010/mp_rank_0" +
          std::to_string(tp) + "_00" + std::to_string(pp) + "/model_optim_rng.pt";
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // Structural equality (tensors by dtype, shape and bytes).

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "../common/error_of.h"
 #include "../common/temp_dir.h"
 #include "core/error.h"
 #include "data/read_file.h"
@@ -14,6 +15,8 @@
 
 namespace megatron {
 namespace {
+
+using testing::error_of;
 
 std::string fixture(const std::string& name) {
   return testing::source_file("tests/data/finetune/" + name);
@@ -75,15 +78,6 @@ TEST(FinetuneData, BertPairInputAsMegatron) {
 TEST(FinetuneData, CleanText) {
   // Three passes of " . " → ". " over "c . . . d" leave "c. .. d" (Python agrees).
   EXPECT_EQ(clean_text("a\n\n b\u3000\x1c c . . . d"), "a b c. .. d");
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
 }
 
 TEST(FinetuneData, BadInputNamesFileAndLine) {
