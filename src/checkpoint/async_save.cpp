@@ -6,10 +6,12 @@ namespace megatron {
 
 namespace {
 
-// A host copy of `params`: the same parameters, slices and flat layout, with values (in their
-// dtype) copied out of the store's device.
+// A host copy of `params`: the same parameters, slices (expert grid included) and flat layout,
+// with values (in their dtype) copied out of the store's device.
 std::unique_ptr<ParameterStore> host_snapshot(const ParameterStore& params) {
   auto copy = std::make_unique<ParameterStore>(params.tp_rank(), params.tp_size(), Device::CPU);
+  if (params.etp_size() > 0)
+    copy->set_expert_grid(params.ep_rank(), params.ep_size(), params.etp_rank(), params.etp_size());
   for (const Parameter& p : params.params()) copy->add(p.spec);
   copy->allocate(1, params.flat_values().dtype());
   copy->flat_values().copy_from(params.flat_values());
