@@ -11,8 +11,9 @@
 // for the whole write. Atomicity is the synchronous save's (checkpoint.h): the files go to the
 // temporary directory and nothing names them until the commit, so a crash or kill while a
 // save is in flight leaves the previous checkpoint and tracker as they were. The thread only
-// writes files; every collective stays on the training thread. Not with expert parallelism
-// (its saves gather the experts first: checkpoint.cpp); the command line refuses the pair.
+// writes files; every collective stays on the training thread. With expert parallelism the
+// snapshot is of the EP 1 layout (SaveSource, checkpoint.h): the experts are all-gathered over
+// the EP group at the step boundary, as a synchronous save does, and the writer writes that.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +33,8 @@ namespace megatron {
 class AsyncCheckpointSave {
  public:
   // Collective over ps.world: starts saving iteration `iteration` to `save_dir` (arguments as
-  // save_checkpoint's). Returns once this rank's state is snapshotted.
+  // save_checkpoint's; with EP > 1 also over ps.ep). Returns once this rank's state, in the
+  // layout it is saved in, is snapshotted.
   AsyncCheckpointSave(const std::string& save_dir, int64_t iteration, const ParameterStore& params,
                       const std::map<std::string, Tensor>& optimizer_flat_buffers,
                       nlohmann::json state, const ParallelState& ps,
@@ -57,9 +59,11 @@ class AsyncCheckpointSave {
 
   std::string save_dir_;
   int64_t iteration_;
-  const ParallelState& ps_;
+  const ParallelState& ps_;  // the training's: the commit's collectives
+  ParallelState write_ps_;   // the writer's view: as at EP 1 (SaveSource::ps)
   std::unique_ptr<CheckpointTransaction> transaction_;  // rank 0
-  // The snapshot the writer reads: a host copy of the parameter store and of the buffers.
+  // The snapshot the writer reads: a host copy of the parameter store and of the buffers, laid
+  // out as at EP 1.
   std::unique_ptr<ParameterStore> params_;
   std::map<std::string, Tensor> buffers_;
   nlohmann::json state_;

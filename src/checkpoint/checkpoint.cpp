@@ -22,6 +22,14 @@
 namespace fs = std::filesystem;
 
 namespace megatron {
+
+// A rank's parameters and optimizer buffers laid out as at expert-parallel size 1: every expert
+// whole (dim 0 of each expert parameter), the other parameters as they are.
+struct SaveSource::Ep1Layout {
+  ParameterStore store;
+  std::map<std::string, Tensor> buffers;  // name -> f32 [store's flat elements]
+};
+
 namespace {
 
 // A vocabulary padded for another TP size: the same real rows, another number of padding
@@ -54,12 +62,7 @@ void require_experts_split_like_tp(const ParallelState& ps, const char* flag) {
              " are not implemented (docs/moe.md)");
 }
 
-// A rank's parameters and optimizer buffers laid out as at expert-parallel size 1: every expert
-// whole (dim 0 of each expert parameter), the other parameters as they are.
-struct Ep1Layout {
-  ParameterStore store;
-  std::map<std::string, Tensor> buffers;  // name -> f32 [store's flat elements]
-};
+using Ep1Layout = SaveSource::Ep1Layout;
 
 Ep1Layout ep1_layout(const ParameterStore& params, const std::vector<std::string>& buffer_names) {
   Ep1Layout out{ParameterStore(params.tp_rank(), params.tp_size(), params.device()), {}};
@@ -122,6 +125,31 @@ std::string make_rank_dir(const std::string& tmp_iteration_dir, const RankCoordi
 }
 
 }  // namespace
+
+SaveSource::SaveSource(const ParameterStore& params,
+                       const std::map<std::string, Tensor>& optimizer_flat_buffers,
+                       const ParallelState& ps, const OptimizerShard& optimizer_shard)
+    : params_(params), buffers_(optimizer_flat_buffers), ps_(ps) {
+  require_experts_split_like_tp(ps, "--save");
+  if (ps.ep_size == 1) return;
+  MT_REQUIRE(optimizer_shard.dp_size == 1,
+             "--save with --use-distributed-optimizer and --expert-model-parallel-size ",
+             ps.ep_size, " is not implemented (docs/moe.md)");
+  // Only the replicas that write (edp rank 0, whose EP rank 0 is dp × cp rank 0) gather.
+  if (ps.edp_rank == 0)
+    gathered_ = std::make_unique<Ep1Layout>(gather_experts(params, optimizer_flat_buffers, ps));
+  ps_ = without_expert_parallelism(ps);
+}
+
+SaveSource::~SaveSource() = default;
+
+const ParameterStore& SaveSource::params() const {
+  return gathered_ ? gathered_->store : params_;
+}
+
+const std::map<std::string, Tensor>& SaveSource::buffers() const {
+  return gathered_ ? gathered_->buffers : buffers_;
+}
 
 int64_t resolve_checkpoint_iteration(const std::string& load_dir, int64_t iteration) {
   if (iteration >= 0) return iteration;
@@ -422,22 +450,12 @@ void save_checkpoint(const std::string& save_dir, int64_t iteration, const Param
                      const nlohmann::json& state, const ParallelState& ps,
                      const OptimizerShard& optimizer_shard) {
   MT_CHECK(ps.world != nullptr, "save_checkpoint: ParallelState has no world communicator");
-  require_experts_split_like_tp(ps, "--save");
-  if (ps.ep_size > 1) {
-    MT_REQUIRE(optimizer_shard.dp_size == 1,
-               "--save with --use-distributed-optimizer and --expert-model-parallel-size ",
-               ps.ep_size, " is not implemented (docs/moe.md)");
-    // Only the replicas that write (edp rank 0, whose EP rank 0 is dp × cp rank 0) gather.
-    std::optional<Ep1Layout> whole;
-    if (ps.edp_rank == 0) whole = gather_experts(params, optimizer_flat_buffers, ps);
-    return save_checkpoint(save_dir, iteration, whole ? whole->store : params,
-                           whole ? whole->buffers : optimizer_flat_buffers, state,
-                           without_expert_parallelism(ps), optimizer_shard);
-  }
+  const SaveSource source(params, optimizer_flat_buffers, ps, optimizer_shard);
   std::string tmp;
   std::unique_ptr<CheckpointTransaction> transaction = begin_save(save_dir, iteration, ps, tmp);
   run_on_all_ranks(*ps.world, "writing the checkpoint", [&] {
-    write_rank_files(tmp, iteration, params, optimizer_flat_buffers, state, ps, optimizer_shard);
+    write_rank_files(tmp, iteration, source.params(), source.buffers(), state, source.ps(),
+                     optimizer_shard);
   });
   run_on_all_ranks(*ps.world, "committing the checkpoint", [&] {
     if (ps.rank == 0) commit_save(*transaction, save_dir);

@@ -120,7 +120,38 @@ class CheckpointTransaction {
   bool committed_ = false;
 };
 
-// save_checkpoint's three steps, for a save whose writes run elsewhere (checkpoint/async_save.h):
+// What a save writes: the state laid out as at expert-parallel size 1, so that a checkpoint
+// loads at any EP size (docs/moe.md "Checkpoints"). With ps.ep_size > 1 its construction is a
+// collective over ps.ep (every rank calls it): the ranks that write (expert-data-parallel rank
+// 0) all-gather the expert parameters and their optimizer state into a copy with every expert
+// whole, and ps() is the parallel state as at EP 1. Otherwise it refers to `params` and
+// `optimizer_flat_buffers` as they are, which then must outlive it. Arguments as
+// save_checkpoint's; throws Error for the layouts a checkpoint cannot hold (experts split over
+// an etp group other than TP; the distributed optimizer with EP > 1).
+class SaveSource {
+ public:
+  SaveSource(const ParameterStore& params,
+             const std::map<std::string, Tensor>& optimizer_flat_buffers, const ParallelState& ps,
+             const OptimizerShard& optimizer_shard);
+  ~SaveSource();
+  SaveSource(const SaveSource&) = delete;
+  SaveSource& operator=(const SaveSource&) = delete;
+
+  const ParameterStore& params() const;
+  const std::map<std::string, Tensor>& buffers() const;
+  const ParallelState& ps() const { return ps_; }
+
+  struct Ep1Layout;  // the gathered copy (checkpoint.cpp)
+
+ private:
+  const ParameterStore& params_;
+  const std::map<std::string, Tensor>& buffers_;
+  ParallelState ps_;
+  std::unique_ptr<Ep1Layout> gathered_;  // on the ranks that gathered
+};
+
+// save_checkpoint's steps after its SaveSource, for a save whose writes run elsewhere
+// (checkpoint/async_save.h), each given the SaveSource's params, buffers and ps:
 //  1. begin_save — collective over ps.world: rank 0 creates the temporary directory (the
 //     transaction it returns; null on the other ranks), every rank learns its path (tmp_dir);
 //  2. write_rank_files — local, no communication: this rank's files, if it writes (the ranks

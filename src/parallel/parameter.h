@@ -122,7 +122,9 @@ class ParameterStore {
   void zero_grads();
   int tp_rank() const { return tp_rank_; }
   int tp_size() const { return tp_size_; }
+  int ep_rank() const { return ep_rank_; }
   int ep_size() const { return ep_size_; }
+  int etp_rank() const { return etp_rank_; }  // -1 until set_expert_grid, as etp_size()
   int etp_size() const { return etp_size_; }
   // Whether any expert parameter is registered.
   bool has_experts() const { return has_experts_; }

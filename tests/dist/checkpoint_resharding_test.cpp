@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "../common/checkpoint_fixture.h"
+#include "checkpoint/async_save.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/layout.h"
 #include "distributed/parallel_state.h"
@@ -101,7 +102,9 @@ void fill_expert_store(ExpertStore& s) {
   s.optimizer["exp_avg"] = m;
 }
 
-TEST(CheckpointDist, ExpertParallelCheckpointsLoadAtEveryExpertParallelSize) {
+// Saves (with `async`, --async-save's: the experts gathered when it starts, the gathered
+// snapshot written in the background) at every EP size of the world, each loaded at every other.
+void check_expert_parallel_checkpoints(bool async) {
   const int n = test::world_size();
   ExpertStore reference = expert_store(0, 1);
   fill_expert_store(reference);
@@ -116,7 +119,16 @@ TEST(CheckpointDist, ExpertParallelCheckpointsLoadAtEveryExpertParallelSize) {
             ParallelState::create(test::world(), 1, 1, RankOrder::kTpDpPp, 1, 0, save_ep);
         ExpertStore saved = expert_store(ps.ep_rank, save_ep);
         fill_expert_store(saved);
-        save_checkpoint(dir.path(), 2, saved.store, saved.optimizer, {{"iteration", 2}}, ps);
+        if (async) {
+          AsyncCheckpointSave save(dir.path(), 2, saved.store, saved.optimizer, {{"iteration", 2}},
+                                   ps, OptimizerShard{});
+          // Training goes on while the writer writes: the files hold the snapshot.
+          kernels::scale(saved.store.flat_values(), 0.0f);
+          kernels::scale(saved.optimizer["exp_avg"], 0.0f);
+          ASSERT_TRUE(save.try_commit(/*wait=*/true, [] {}));
+        } else {
+          save_checkpoint(dir.path(), 2, saved.store, saved.optimizer, {{"iteration", 2}}, ps);
+        }
       }
       ParallelState ps =
           ParallelState::create(test::world(), 1, 1, RankOrder::kTpDpPp, 1, 0, load_ep);
@@ -143,6 +155,14 @@ TEST(CheckpointDist, ExpertParallelCheckpointsLoadAtEveryExpertParallelSize) {
             << p.spec.name;
       }
     }
+}
+
+TEST(CheckpointDist, ExpertParallelCheckpointsLoadAtEveryExpertParallelSize) {
+  check_expert_parallel_checkpoints(/*async=*/false);
+}
+
+TEST(CheckpointDist, ExpertParallelAsyncSavesLoadAtEveryExpertParallelSize) {
+  check_expert_parallel_checkpoints(/*async=*/true);
 }
 
 TEST(CheckpointDist, RoundTripAtEveryTensorParallelSize) {

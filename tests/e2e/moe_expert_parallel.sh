@@ -5,7 +5,10 @@
 # data-parallel ranks), EP 4, EP 2 x DP 2, EP 2 x TP 2 with sequence parallelism and EP 2 x PP 2,
 # under mpirun -np 4. A checkpoint saved at EP 2 resumes bit for bit at EP 2 and, resharded,
 # at EP 1 and EP 4 to the losses of an uninterrupted run; a checkpoint saved at EP 1 resumes at
-# EP 4. With --use-distributed-optimizer at EP 2 the optimizer state stays whole (a warning
+# EP 4. The same EP 2 run saving with --async-save (the experts gathered at the step boundary,
+# written in the background) writes the synchronous save's tensors byte for byte, and resumes at
+# EP 2 and EP 1 bit for bit to the losses of the resumes of the synchronous save's checkpoint.
+# With --use-distributed-optimizer at EP 2 the optimizer state stays whole (a warning
 # says so) and the losses are the same. Then the refusals: experts that do not split over EP and
 # expert parallelism without experts, each a sentence naming the flags.
 set -euo pipefail
@@ -47,6 +50,31 @@ for name in resumed_ep1 resumed_ep4 resumed_ep4_from_ep1; do
   echo "== whole vs $name"
   $CHECK "$WORK/whole.jsonl" "$WORK/$name.jsonl" --from 7 --to 8 --rtol 1e-5
 done
+
+echo "== --async-save at EP 2"
+# Saves at 3 (committed at a later step boundary, while training goes on) and at 6.
+run first_ep2_async 2 1 1 --expert-model-parallel-size 2 "${MOE[@]}" --exit-interval 6 \
+  --save "$WORK/ckpt_ep2_async" --save-interval 3 --async-save
+for it in 3 6; do
+  grep -q "started saving the checkpoint of iteration $it to .* in the background" \
+    "$WORK/first_ep2_async.log" \
+    || { cat "$WORK/first_ep2_async.log"; echo "FAIL: iteration $it not saved async"; exit 1; }
+done
+[[ $(cat "$WORK/ckpt_ep2_async/latest_checkpointed_iteration.txt") -eq 6 ]] \
+  || { echo "FAIL: the newest --async-save checkpoint is not iteration 6"; exit 1; }
+# The tensor bytes of a safetensors file: after its header (8 bytes of length, then JSON), which
+# holds the checksum of state.json, whose stored command line differs between the two runs.
+tensor_bytes() { tail -c +$(($(od -An -t u8 -N 8 "$1" | tr -d ' ') + 9)) "$1"; }
+for f in "$WORK"/ckpt_ep2/iter_0000006/*/*.safetensors; do
+  g="$WORK/ckpt_ep2_async/${f#"$WORK/ckpt_ep2/"}"
+  cmp <(tensor_bytes "$f") <(tensor_bytes "$g") \
+    || { echo "FAIL: --async-save at EP 2 wrote other tensors than the synchronous save"; exit 1; }
+done
+run resumed_async_ep2 2 1 1 --expert-model-parallel-size 2 "${MOE[@]}" \
+  --load "$WORK/ckpt_ep2_async"
+$CHECK "$WORK/resumed_ep2.jsonl" "$WORK/resumed_async_ep2.jsonl" --from 7 --to 8 --exact
+run resumed_async_ep1 1 1 1 "${MOE[@]}" --load "$WORK/ckpt_ep2_async"
+$CHECK "$WORK/resumed_ep1.jsonl" "$WORK/resumed_async_ep1.jsonl" --from 7 --to 8 --exact
 
 # Runs that must stop before training, with `expected` in their output.
 refused() {

@@ -367,10 +367,6 @@ void validate_training_args_except_data(Args& a, int world_size) {
   const int ep = a.expert_model_parallel_size;
   check_expert_count(int(a.arch.num_experts), ep);
   check_expert_parallel_sizes(world_size, ep, tp, pp);
-  // checkpoint/async_save.h snapshots this rank's parameters as they are; with EP > 1 a save
-  // first gathers the experts over EP (checkpoint.cpp), which the background writer does not.
-  MT_REQUIRE(ep == 1 || !a.async_save, "--async-save with --expert-model-parallel-size ", ep,
-             " is not implemented: drop --async-save (saves are then synchronous)");
   // The distributed optimizer shards the flat buffer over dp x cp, whose ranks hold different
   // experts with EP > 1; the optimizer state then stays whole on every rank, which computes the
   // same update (Megatron's distributed optimizer is the plain one, sharded).
