@@ -7,6 +7,9 @@
 //             1e-2, SwiGLU, no biases, a shared expert of width 20
 //   capacity  top-2 pre-softmax, capacity factor 1 (probs policy), padded, aux_loss 1e-2, GeLU,
 //             linear biases
+//   sinkhorn  top-2 sinkhorn balancing, z-loss 1e-3, GeLU, no biases, a gated shared expert of
+//             width 20 (out_eval: the evaluation output, routed by plain top-k)
+//   sinkhorn_top1  top-1 sinkhorn balancing, GeLU, linear biases (and out_eval)
 // Builds the layer at any tensor-parallel rank (with or without sequence parallelism) and
 // compares this rank's output, input gradient and gradient slices.
 #pragma once
@@ -46,6 +49,16 @@ inline TransformerConfig moe_golden_config(const std::string& name) {
     m.shared_expert_ffn = 20;
     c.arch.swiglu = true;
     c.arch.add_bias_linear = false;
+  } else if (name == "sinkhorn") {
+    m.topk = 2;
+    m.sinkhorn = true;
+    m.z_loss_coeff = 1e-3;
+    m.shared_expert_ffn = 20;
+    m.shared_expert_gate = true;
+    c.arch.add_bias_linear = false;
+  } else if (name == "sinkhorn_top1") {
+    m.topk = 1;
+    m.sinkhorn = true;
   } else {
     m.topk = 2;
     m.pre_softmax = true;
@@ -97,6 +110,11 @@ void expect_matches_moe_golden(const MoeGolden& g, const ParallelState& ps, Adju
   MoeLayer::Ctx ctx;
   const bool sp = c.sequence_parallel;
   const Tensor x = sequence_rows(g.file->get("x"), ps, sp);
+  if (g.file->contains("out_eval")) {  // evaluation routes differently (sinkhorn)
+    MoeLayer::Ctx eval;
+    const Tensor out = layer.forward(eval, x, /*train=*/false, arena);
+    EXPECT_LE(max_relative_error(out, sequence_rows(g.file->get("out_eval"), ps, sp)), 1e-5);
+  }
   const Tensor out = layer.forward(ctx, x, /*train=*/true, arena);
   EXPECT_LE(max_relative_error(out, sequence_rows(g.file->get("out"), ps, sp)), 1e-5);
   const MoeLosses& losses = ctx.router.losses;
