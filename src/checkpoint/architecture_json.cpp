@@ -59,6 +59,7 @@ MoeOptions moe_from_args_json(const nlohmann::json& args) {
     }
   }
   m.shared_expert_ffn = integer_or(args, "moe_shared_expert_intermediate_size", 0);
+  m.shared_expert_gate = args.value("moe_shared_expert_gate", false);
   m.capacity_factor = optional_number(args, "moe_expert_capacity_factor");
   m.pad_to_capacity = args.value("moe_pad_expert_input_to_capacity", false);
   m.drop_policy =
@@ -219,6 +220,8 @@ nlohmann::json architecture_args_json(const ArchitectureOptions& o) {
     j["num_experts"] = m.num_experts;
     j["moe_ffn_hidden_size"] = positive_or_null(m.ffn_hidden_size);
     j["moe_router_topk"] = m.topk;
+    // Sinkhorn changes the evaluation routing too (model/moe_options.h).
+    if (m.sinkhorn) j["moe_router_load_balancing_type"] = "sinkhorn";
     j["moe_router_score_function"] = moe_score_function_name(m.score_function);
     j["moe_router_pre_softmax"] = m.pre_softmax;
     j["moe_router_topk_scaling_factor"] = optional_json(m.topk_scaling_factor);
@@ -226,6 +229,7 @@ nlohmann::json architecture_args_json(const ArchitectureOptions& o) {
     j["moe_router_group_topk"] = positive_or_null(m.group_topk);
     j["moe_layer_freq"] = m.layer_freq;
     j["moe_shared_expert_intermediate_size"] = positive_or_null(m.shared_expert_ffn);
+    if (m.shared_expert_gate) j["moe_shared_expert_gate"] = true;
     j["moe_expert_capacity_factor"] = optional_json(m.capacity_factor);
     j["moe_pad_expert_input_to_capacity"] = m.pad_to_capacity;
     j["moe_token_drop_policy"] = moe_token_drop_policy_name(m.drop_policy);

@@ -60,6 +60,18 @@ void moe_topk_forward(const Tensor& logits, const Tensor& expert_bias, const Moe
   MT_DISPATCH(device, moe_topk_forward, logits, expert_bias, p, indices, probs);
 }
 
+void moe_topk_weights(const Tensor& logits, const Tensor& indices, const MoeTopkParams& p,
+                      Tensor& probs) {
+  const int64_t e = check_logits(logits, "moe_topk_weights logits");
+  check_params(p, e);
+  MT_CHECK(p.num_groups == 0, "moe_topk_weights: groups only change the choice");
+  const int64_t n = logits.size(0);
+  check_topk_tensor(indices, DType::I32, n, p.topk, "moe_topk_weights indices");
+  check_topk_tensor(probs, DType::F32, n, p.topk, "moe_topk_weights probs");
+  const Device device = operand_device("moe_topk_weights", {&logits, &indices, &probs});
+  MT_DISPATCH(device, moe_topk_weights, logits, indices, p, probs);
+}
+
 void moe_topk_backward(const Tensor& dprobs, const Tensor& logits, const Tensor& indices,
                        const MoeTopkParams& p, Tensor& dlogits) {
   const int64_t e = check_logits(logits, "moe_topk_backward logits");

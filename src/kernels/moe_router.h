@@ -38,6 +38,11 @@ struct MoeTopkParams {
 // scaling_factor. Ties pick the lower expert index first.
 void moe_topk_forward(const Tensor& logits, const Tensor& expert_bias, const MoeTopkParams& p,
                       Tensor& indices, Tensor& probs);
+// The weights moe_topk_forward gives the experts `indices` i32 [N, k] chosen elsewhere
+// (Megatron's precomputed_indices; the sinkhorn choice, kernels/moe_sinkhorn.h) → probs.
+// No groups, no bias: they only change the choice.
+void moe_topk_weights(const Tensor& logits, const Tensor& indices, const MoeTopkParams& p,
+                      Tensor& probs);
 // dlogits += ∂(Σ dprobs · probs)/∂logits, for dprobs f32 [N, k] and the forward's indices.
 void moe_topk_backward(const Tensor& dprobs, const Tensor& logits, const Tensor& indices,
                        const MoeTopkParams& p, Tensor& dlogits);

@@ -5,8 +5,10 @@
 #include "kernels/bias_add.h"
 #include "kernels/elementwise.h"
 #include "kernels/gelu.h"
+#include "kernels/gemm.h"
 #include "kernels/grouped_gemm.h"
 #include "kernels/moe_permute.h"
+#include "kernels/sigmoid_gate.h"
 #include "kernels/squared_relu.h"
 #include "kernels/swiglu.h"
 #include "parallel/mappings.h"
@@ -61,6 +63,11 @@ MoeLayer::MoeLayer(const std::string& prefix, const TransformerConfig& config,
   if (moe_.shared_expert_ffn > 0) {
     shared_.emplace(prefix + ".shared_experts", config, ps, store, weights,
                     MlpShape{moe_.shared_expert_ffn, "linear_fc1", "linear_fc2"});
+    if (moe_.shared_expert_gate) {
+      ParamSpec gate{prefix + ".shared_experts.gate_weight", {1, h}, -1};
+      gate.sequence_parallel = config.sequence_parallel;
+      gate_weight_ = store.add(gate);
+    }
   }
 }
 
@@ -73,6 +80,7 @@ void MoeLayer::init_weights(ParameterStore& store, uint64_t seed) const {
     init_constant(store.params()[fc2_bias_], 0.0f);
   }
   if (shared_) shared_->init_weights(store, seed);
+  if (gate_weight_) init_normal(store.params()[*gate_weight_], seed, config_.hidden_init_std());
 }
 
 std::vector<int64_t> MoeLayer::expert_slots(const std::vector<int64_t>& counts,
@@ -167,7 +175,22 @@ Tensor MoeLayer::forward(Ctx& ctx, const Tensor& x, bool train, Arena& arena) co
     Tensor shared = shared_->forward(*ctx.shared, x, arena);
     Tensor shared2 = shared.view({-1, h});
     if (config_.arch.add_bias_linear) kernels::bias_add_forward(shared2, shared_->output_bias());
-    kernels::axpy(1.0f, shared, y);
+    if (gate_weight_) {
+      const int64_t rows = shared2.size(0);
+      ctx.shared_out = shared2;
+      if (x.dtype() == DType::F32) {
+        ctx.gate_input = x.view({rows, h});
+      } else {
+        ctx.gate_input = arena.alloc({rows, h}, DType::F32);
+        kernels::cast(x.view({rows, h}), ctx.gate_input);
+      }
+      ctx.gate_logits = arena.alloc({rows, 1}, DType::F32);
+      kernels::gemm(ctx.gate_input, false, weights_.master(*gate_weight_), true, ctx.gate_logits);
+      Tensor y2 = y.view({rows, h});
+      kernels::sigmoid_gate_forward(shared2, ctx.gate_logits.view({rows}), y2);
+    } else {
+      kernels::axpy(1.0f, shared, y);
+    }
   }
   return y;
 }
@@ -226,13 +249,39 @@ Tensor MoeLayer::backward(const Ctx& ctx, const Tensor& dout, float loss_scale,
   router_.backward(ctx.router, dprobs, loss_scale, tp_rank_ == 0 ? dx2 : Tensor(), arena);
   Tensor dx = TpRegionInput::backward(*tp_, dx_full, sp, arena);
   if (shared_) {
+    const Tensor dshared = gate_weight_ ? shared_gate_backward(ctx, dout, dx, arena) : dout;
     if (config_.arch.add_bias_linear) {
       Tensor db = shared_->output_bias_grad();
-      kernels::bias_add_backward(dout.view({-1, h}), db);
+      kernels::bias_add_backward(dshared.view({-1, h}), db);
     }
-    kernels::axpy(1.0f, shared_->backward(*ctx.shared, dout, arena), dx);
+    kernels::axpy(1.0f, shared_->backward(*ctx.shared, dshared, arena), dx);
   }
   return dx;
+}
+
+Tensor MoeLayer::shared_gate_backward(const Ctx& ctx, const Tensor& dout, Tensor& dx,
+                                      Arena& arena) const {
+  const int64_t rows = ctx.shared_out.size(0), h = config_.hidden_size;
+  Tensor dshared = arena.alloc(dout.shape(), dout.dtype());
+  Tensor dshared2 = dshared.view({rows, h});
+  Tensor dlogits = arena.alloc({rows, 1}, DType::F32);
+  Tensor dlogits1 = dlogits.view({rows});
+  kernels::sigmoid_gate_backward(dout.view({rows, h}), ctx.shared_out, ctx.gate_logits.view({rows}),
+                                 dshared2, dlogits1);
+  Tensor dw = weights_.grad(*gate_weight_);
+  kernels::gemm(dlogits, true, ctx.gate_input, false, dw, 1.0f, 1.0f);
+  // dx += dlogits · w_gate, formed in f32 and added once in dx's dtype.
+  Tensor d32 = arena.alloc({rows, h}, DType::F32);
+  kernels::gemm(dlogits, false, weights_.master(*gate_weight_), false, d32);
+  if (dx.dtype() == DType::F32) {
+    kernels::axpy(1.0f, d32.view(dx.shape()), dx);
+  } else {
+    Tensor d16 = arena.alloc(dx.shape(), dx.dtype());
+    Tensor d16v = d16.view({rows, h});
+    kernels::cast(d32, d16v);
+    kernels::axpy(1.0f, d16, dx);
+  }
+  return dshared;
 }
 
 }  // namespace megatron

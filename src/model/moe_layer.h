@@ -18,7 +18,10 @@
 //     │    sum; with ep > 1 combine brings the rows back to [M, h]
 //     ├─ unpermute: Σ_j probs[n, j]·y[slot of (n, j)] → [N, h] partial
 //     └─ ─g/g̅─→ [s(/t), b, h]: all-reduced, or reduce-scattered with sequence parallelism
-//   + the shared expert (--moe-shared-expert-intermediate-size): a dense ParallelMLP on x.
+//   + the shared expert (--moe-shared-expert-intermediate-size): a dense ParallelMLP on x, with
+//     --moe-shared-expert-gate scaled per token by sigmoid(x·w_gateᵀ) (kernels/sigmoid_gate.h;
+//     the gate's logits in f32 on this rank's rows, so with sequence parallelism its weight
+//     gradient is summed over TP like a LayerNorm's).
 //
 // EP rank r holds experts [r·E/ep, (r+1)·E/ep) (ParameterStore::set_expert_grid splits dim 0 of
 // the expert parameters). Each TP rank holds a slice of each of its experts, split like the
@@ -36,6 +39,7 @@
 //   experts.linear_fc2.weight    [E, h, ffn] split dim 2
 //   experts.linear_fc2.bias      [E, h] replicated      (with linear biases)
 //   shared_experts.linear_fc1 / linear_fc2 (.weight, .bias) as a dense MLP's
+//   shared_experts.gate_weight   [1, h] replicated      (--moe-shared-expert-gate)
 #pragma once
 
 #include <optional>
@@ -66,6 +70,9 @@ class MoeLayer {
     Tensor activation;      // [M', ffn/t]
     Tensor expert_out;      // [M, h], this rank's partial sum (combined back at ep > 1)
     std::optional<ParallelMLP::Ctx> shared;
+    // With the shared expert's gate: its output (with its bias) [T, h], the input in f32 and
+    // the gate's logits f32 [T] (T: this rank's rows of x).
+    Tensor shared_out, gate_input, gate_logits;
   };
 
   MoeLayer(const std::string& prefix, const TransformerConfig& config, const ParallelState& ps,
@@ -84,6 +91,9 @@ class MoeLayer {
   // The slots of each expert for the counts of the routing (capacity, padding).
   std::vector<int64_t> expert_slots(const std::vector<int64_t>& counts, int64_t tokens) const;
   Tensor activation_forward(const Ctx& ctx, Arena& arena) const;
+  // The shared expert's gate: its weight gradient, dx += its input gradient; returns the shared
+  // expert's output gradient (dout × the gate).
+  Tensor shared_gate_backward(const Ctx& ctx, const Tensor& dout, Tensor& dx, Arena& arena) const;
 
   TransformerConfig config_;
   MoeOptions moe_;
@@ -96,7 +106,8 @@ class MoeLayer {
   std::optional<ExpertTokenExchange> exchange_;  // ep > 1
   size_t fc1_weight_, fc2_weight_, fc1_bias_ = 0, fc2_bias_ = 0;
   std::optional<ParallelMLP> shared_;
-  size_t shared_bias_ = 0;  // the shared expert's output bias, with linear biases
+  size_t shared_bias_ = 0;             // the shared expert's output bias, with linear biases
+  std::optional<size_t> gate_weight_;  // --moe-shared-expert-gate
 };
 
 }  // namespace megatron

@@ -14,21 +14,30 @@ void set_moe_load_balancing(MoeOptions& m, const std::vector<std::string>& types
              " types and --moe-aux-loss-coeff ", coeffs.size(),
              " coefficients: give one coefficient per type");
   m.aux_loss_coeff = m.seq_aux_loss_coeff = 0.0;
+  m.sinkhorn = false;
   for (size_t i = 0; i < types.size(); ++i) {
     const double c = i < coeffs.size() ? coeffs[i] : 0.0;
     MT_REQUIRE(c >= 0, "--moe-aux-loss-coeff must be >= 0, got ", c);
-    if (types[i] == "aux_loss")
+    if (types[i] == "sinkhorn") {
+      // Megatron's router asserts a zero coefficient and routes by sinkhorn only when it is
+      // the one type.
+      MT_REQUIRE(types.size() == 1 && c == 0,
+                 "--moe-router-load-balancing-type sinkhorn balances by its routing alone: give "
+                 "it as the only type, with --moe-aux-loss-coeff 0 (or none)");
+      m.sinkhorn = true;
+    } else if (types[i] == "aux_loss")
       m.aux_loss_coeff = c;
     else if (types[i] == "seq_aux_loss")
       m.seq_aux_loss_coeff = c;
     else
       MT_REQUIRE(types[i] == "none", "--moe-router-load-balancing-type '", types[i],
-                 "' is not implemented: expected aux_loss, seq_aux_loss or none (sinkhorn, "
-                 "global_aux_loss and quantile_balancing are not implemented)");
+                 "' is not implemented: expected aux_loss, seq_aux_loss, sinkhorn or none "
+                 "(global_aux_loss and quantile_balancing are not implemented)");
   }
 }
 
 std::vector<std::string> moe_load_balancing_types(const MoeOptions& m) {
+  if (m.sinkhorn) return {"sinkhorn"};
   std::vector<std::string> out;
   if (m.aux_loss_coeff > 0) out.push_back("aux_loss");
   if (m.seq_aux_loss_coeff > 0) out.push_back("seq_aux_loss");
@@ -37,6 +46,7 @@ std::vector<std::string> moe_load_balancing_types(const MoeOptions& m) {
 }
 
 std::vector<double> moe_load_balancing_coeffs(const MoeOptions& m) {
+  if (m.sinkhorn) return {0.0};
   std::vector<double> out;
   if (m.aux_loss_coeff > 0) out.push_back(m.aux_loss_coeff);
   if (m.seq_aux_loss_coeff > 0) out.push_back(m.seq_aux_loss_coeff);
@@ -170,6 +180,9 @@ void validate_moe_options(const MoeOptions& m, int num_layers, int64_t dense_ffn
              " (each rank holds a slice of every expert)");
   MT_REQUIRE(m.shared_expert_ffn % tp_size == 0, "--moe-shared-expert-intermediate-size ",
              m.shared_expert_ffn, " is not divisible by --tensor-model-parallel-size ", tp_size);
+  MT_REQUIRE(!m.shared_expert_gate || m.shared_expert_ffn > 0,
+             "--moe-shared-expert-gate gates the shared expert: give "
+             "--moe-shared-expert-intermediate-size too, or drop the gate");
   MT_REQUIRE(m.z_loss_coeff >= 0, "--moe-z-loss-coeff must be >= 0, got ", m.z_loss_coeff);
   MT_REQUIRE((m.num_groups > 0) == (m.group_topk > 0),
              "--moe-router-num-groups and --moe-router-group-topk go together: give both "

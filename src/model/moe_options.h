@@ -40,6 +40,12 @@ struct MoeOptions {
   double aux_loss_coeff = 0.0;
   double seq_aux_loss_coeff = 0.0;
   double z_loss_coeff = 0.0;  // --moe-z-loss-coeff (0: Megatron's None, no z-loss)
+  // --moe-router-load-balancing-type sinkhorn (S-BASE): in training each token takes the top k
+  // of the Sinkhorn-normalised scores (kernels/moe_sinkhorn.h), weighted by the plain scores —
+  // the sigmoid for k = 1, else the softmax over all experts; in evaluation the top k of those
+  // plain scores. As Megatron, the score function, pre-softmax, groups and the scaling factor
+  // do not apply.
+  bool sinkhorn = false;
   MoeScoreFunction score_function = MoeScoreFunction::kSoftmax;
   bool pre_softmax = false;  // --moe-router-pre-softmax (softmax scores only; else ignored)
   std::optional<double> topk_scaling_factor;  // --moe-router-topk-scaling-factor
@@ -47,8 +53,10 @@ struct MoeOptions {
   int64_t group_topk = 0;                     // --moe-router-group-topk (0: None)
   std::string layer_freq = "1";               // --moe-layer-freq as given (moe_layer_pattern)
   int64_t shared_expert_ffn = 0;              // --moe-shared-expert-intermediate-size (0: none)
-  std::optional<double> capacity_factor;      // --moe-expert-capacity-factor (none: dropless)
-  bool pad_to_capacity = false;               // --moe-pad-expert-input-to-capacity
+  // --moe-shared-expert-gate: the shared expert's output × sigmoid(x·w_gate) per token.
+  bool shared_expert_gate = false;
+  std::optional<double> capacity_factor;  // --moe-expert-capacity-factor (none: dropless)
+  bool pad_to_capacity = false;           // --moe-pad-expert-input-to-capacity
   MoeTokenDropPolicy drop_policy = MoeTokenDropPolicy::kProbs;
 
   bool enabled() const { return num_experts > 0; }
@@ -61,11 +69,12 @@ struct MoeOptions {
 
 // Megatron's --moe-router-load-balancing-type and --moe-aux-loss-coeff, lists of equal length
 // (the i-th coefficient weighs the i-th type; one type takes one coefficient): sets
-// aux_loss_coeff and seq_aux_loss_coeff. Types: aux_loss, seq_aux_loss, none; another is an
-// Error naming it.
+// aux_loss_coeff, seq_aux_loss_coeff and sinkhorn. Types: aux_loss, seq_aux_loss, none, and
+// sinkhorn alone with coefficient 0; another is an Error naming it.
 void set_moe_load_balancing(MoeOptions& moe, const std::vector<std::string>& types,
                             const std::vector<double>& coeffs);
-// The inverse, for a stored record: the types with a positive coefficient ("none" for none).
+// The inverse, for a stored record: sinkhorn, or the types with a positive coefficient ("none"
+// for none).
 std::vector<std::string> moe_load_balancing_types(const MoeOptions& moe);
 std::vector<double> moe_load_balancing_coeffs(const MoeOptions& moe);
 

@@ -2,6 +2,7 @@
 
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
+#include "kernels/moe_sinkhorn.h"
 
 namespace megatron {
 
@@ -18,12 +19,20 @@ MoeRouter::MoeRouter(const std::string& prefix, const TransformerConfig& config,
       weights_(weights) {
   const MoeOptions& m = config.arch.moe;
   params_.topk = m.topk;
-  params_.sigmoid = m.score_function == MoeScoreFunction::kSigmoid;
-  // As Megatron, --moe-router-pre-softmax has no effect on sigmoid scores.
-  params_.pre_softmax = m.pre_softmax && !params_.sigmoid;
-  params_.num_groups = m.num_groups;
-  params_.group_topk = m.group_topk;
-  params_.scaling_factor = float(m.topk_scaling_factor.value_or(1.0));
+  if (m.sinkhorn) {
+    // Sinkhorn's weights (and its evaluation routing): the sigmoid for k = 1, else the softmax
+    // over all experts — the pre-softmax top-k; nothing else applies (model/moe_options.h).
+    params_.sigmoid = m.topk == 1;
+    params_.pre_softmax = m.topk > 1;
+    sinkhorn_ = true;
+  } else {
+    params_.sigmoid = m.score_function == MoeScoreFunction::kSigmoid;
+    // As Megatron, --moe-router-pre-softmax has no effect on sigmoid scores.
+    params_.pre_softmax = m.pre_softmax && !params_.sigmoid;
+    params_.num_groups = m.num_groups;
+    params_.group_topk = m.group_topk;
+    params_.scaling_factor = float(m.topk_scaling_factor.value_or(1.0));
+  }
   weight_index_ = store.add({prefix + ".weight", {experts_, hidden_}, -1});
 }
 
@@ -43,7 +52,12 @@ void MoeRouter::forward(Ctx& ctx, const Tensor& x, int64_t batch, bool train, Ar
   kernels::gemm(ctx.input, false, weights_.master(weight_index_), true, ctx.logits);
   ctx.indices = arena.alloc({n, params_.topk}, DType::I32);
   ctx.probs = arena.alloc({n, params_.topk}, DType::F32);
-  kernels::moe_topk_forward(ctx.logits, Tensor(), params_, ctx.indices, ctx.probs);
+  if (sinkhorn_ && train) {
+    kernels::moe_sinkhorn_topk(ctx.logits, params_.topk, ctx.indices);
+    kernels::moe_topk_weights(ctx.logits, ctx.indices, params_, ctx.probs);
+  } else {
+    kernels::moe_topk_forward(ctx.logits, Tensor(), params_, ctx.indices, ctx.probs);
+  }
   ctx.losses = {};
   ctx.z_loss = train && z_coeff_ > 0;
   // The micro-batch's tokens: this rank's n times the context-parallel ranks sharing them.

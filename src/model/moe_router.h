@@ -4,6 +4,8 @@
 //
 //   x [N, h] ─(f32)─ logits = x·Wᵀ [N, E] ─ top-k (score function, groups, bias) → indices
 //                                                                       [N, k], probs [N, k]
+//            (--moe-router-load-balancing-type sinkhorn, training: the sinkhorn choice,
+//             kernels/moe_sinkhorn.h, with the plain scores' weights)
 //            training only: + z-loss(logits), + load-balancing losses(logits)
 //
 // The losses never enter the loss the trainer reports: as Megatron's MoEAuxLossAutoScaler they
@@ -77,6 +79,7 @@ class MoeRouter {
 
  private:
   kernels::MoeTopkParams params_;
+  bool sinkhorn_ = false;  // training chooses by kernels/moe_sinkhorn.h
   int64_t experts_, hidden_;
   double aux_coeff_, seq_aux_coeff_, z_coeff_;
   bool per_token_loss_;

@@ -50,8 +50,10 @@ ParameterCounts count_parameters(const ModelSpec& m, const Layout& l) {
     const double experts = e * (gated * h * fe + bias * gated * fe + fe * h)  // fc1, fc2
                            + gated * h * fs + bias * gated * fs + fs * h;     // shared expert
     c.layer_sharded += share * (experts - dense);
-    // The router; the experts' fc2 biases (and the shared expert's) instead of the MLP's.
-    c.layer_replicated += share * (e * h + bias * (e * h + (fs > 0 ? h : 0.0) - h));
+    // The router; the experts' fc2 biases (and the shared expert's) instead of the MLP's; the
+    // shared expert's gate.
+    c.layer_replicated += share * (e * h + bias * (e * h + (fs > 0 ? h : 0.0) - h) +
+                                   (moe.shared_expert_gate ? h : 0.0));
   }
   const double vocab = double(m.padded_vocab(l.tensor_parallel));
   c.word_embedding = vocab * h;

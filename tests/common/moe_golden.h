@@ -7,8 +7,11 @@
 //             1e-2, SwiGLU, no biases, a shared expert of width 20
 //   capacity  top-2 pre-softmax, capacity factor 1 (probs policy), padded, aux_loss 1e-2, GeLU,
 //             linear biases
-// Builds the layer at any tensor-parallel rank (with or without sequence parallelism) and
-// compares this rank's output, input gradient and gradient slices.
+//   sinkhorn  top-2 sinkhorn balancing, z-loss 1e-3, GeLU, no biases, a gated shared expert of
+//             width 20 (out_eval: the evaluation output, routed by plain top-k)
+//   sinkhorn_top1  top-1 sinkhorn balancing, GeLU, linear biases (and out_eval)
+// Builds the layer at any tensor-parallel rank (with or without sequence parallelism), on the
+// CPU or a GPU, and compares this rank's output, input gradient and gradient slices.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -46,6 +49,16 @@ inline TransformerConfig moe_golden_config(const std::string& name) {
     m.shared_expert_ffn = 20;
     c.arch.swiglu = true;
     c.arch.add_bias_linear = false;
+  } else if (name == "sinkhorn") {
+    m.topk = 2;
+    m.sinkhorn = true;
+    m.z_loss_coeff = 1e-3;
+    m.shared_expert_ffn = 20;
+    m.shared_expert_gate = true;
+    c.arch.add_bias_linear = false;
+  } else if (name == "sinkhorn_top1") {
+    m.topk = 1;
+    m.sinkhorn = true;
   } else {
     m.topk = 2;
     m.pre_softmax = true;
@@ -85,25 +98,31 @@ inline Tensor sequence_rows(const Tensor& full, const ParallelState& ps, bool sp
 }
 
 // The layer "mlp" of the fixture on this rank: output (<= 1e-5 relative), router losses
-// (<= 1e-5), tokens per expert (exact), input gradient and every gradient slice (<= 1e-4).
-// At any context-parallel rank too: the losses are the micro-batch's, the token counts and the
-// gradients summed over the CP group.
+// (<= 1e-5), tokens per expert (exact), input gradient and every gradient slice (<= 1e-4), with
+// the parameters and activations on `device`. At any context-parallel rank too: the losses are
+// the micro-batch's, the token counts and the gradients summed over the CP group.
 template <typename Adjust>
-void expect_matches_moe_golden(const MoeGolden& g, const ParallelState& ps, Adjust adjust) {
+void expect_matches_moe_golden(const MoeGolden& g, const ParallelState& ps, Adjust adjust,
+                               Device device = Device::CPU) {
   TransformerConfig c = moe_golden_config(g.name);
   adjust(c);
-  ParameterStore store(ps.tp_rank, ps.tp_size);
+  ParameterStore store(ps.tp_rank, ps.tp_size, device);
   ComputeWeights weights(store, DType::F32);
   MoeLayer layer("mlp", c, ps, store, weights);
   store.allocate();
   assign_from_full_tensors(g.weights, store);
   weights.refresh();
 
-  Arena arena;
+  Arena arena(device);
   MoeLayer::Ctx ctx;
   const bool sp = c.sequence_parallel;
-  const Tensor x = sequence_rows(g.file->get("x"), ps, sp);
-  const Tensor out = layer.forward(ctx, x, /*train=*/true, arena);
+  const Tensor x = sequence_rows(g.file->get("x"), ps, sp).to(device);
+  if (g.file->contains("out_eval")) {  // evaluation routes differently (sinkhorn)
+    MoeLayer::Ctx eval;
+    const Tensor out = layer.forward(eval, x, /*train=*/false, arena).to(Device::CPU);
+    EXPECT_LE(max_relative_error(out, sequence_rows(g.file->get("out_eval"), ps, sp)), 1e-5);
+  }
+  const Tensor out = layer.forward(ctx, x, /*train=*/true, arena).to(Device::CPU);
   EXPECT_LE(max_relative_error(out, sequence_rows(g.file->get("out"), ps, sp)), 1e-5);
   const MoeLosses& losses = ctx.router.losses;
   for (const auto& [key, value] : {std::pair{"loss.load_balancing", losses.load_balancing},
@@ -123,7 +142,9 @@ void expect_matches_moe_golden(const MoeGolden& g, const ParallelState& ps, Adju
   EXPECT_EQ(counts.to_vector<int64_t>(), tokens);
 
   store.zero_grads();
-  const Tensor dx = layer.backward(ctx, sequence_rows(g.file->get("dout"), ps, sp), 1.0f, arena);
+  const Tensor dx =
+      layer.backward(ctx, sequence_rows(g.file->get("dout"), ps, sp).to(device), 1.0f, arena)
+          .to(Device::CPU);
   EXPECT_LE(max_relative_error(dx, sequence_rows(g.file->get("grad.x"), ps, sp)), 1e-4);
   reduce_sequence_parallel_gradients(store, ps, nullptr, 0, store.params().size());
   // The CP ranks' gradients are parts of the micro-batch's (the trainer sums them over dp × cp).
@@ -132,9 +153,9 @@ void expect_matches_moe_golden(const MoeGolden& g, const ParallelState& ps, Adju
   for (const Parameter& p : store.params()) {
     SCOPED_TRACE(p.spec.name);
     EXPECT_TRUE(p.spec.expert || p.spec.name.find(".experts.") == std::string::npos);
-    EXPECT_LE(
-        max_relative_error(p.grad, local_slice(p, g.file->get("grad." + p.spec.name)).clone()),
-        1e-4);
+    EXPECT_LE(max_relative_error(p.grad.to(Device::CPU),
+                                 local_slice(p, g.file->get("grad." + p.spec.name)).clone()),
+              1e-4);
   }
 }
 

@@ -2,7 +2,8 @@
 // parallelism, against the PyTorch fixtures of tools/reference/moe_reference.py: each rank's
 // output (its sequence shard with sequence parallelism), router losses (those of the whole
 // micro-batch), input gradient and gradient slices (experts split like the dense MLP, the
-// router whole on every rank).
+// router whole on every rank; the sinkhorn variants balance over the whole micro-batch, their
+// shared expert's gate on each rank's rows).
 #include <gtest/gtest.h>
 
 #include "../common/moe_golden.h"
@@ -19,7 +20,7 @@ TEST(MoePytorchGoldenDist, TensorParallelRanksMatchPytorch) {
   for (int tp : {2, 4}) {
     if (test::world_size() % tp != 0) continue;
     ran = true;
-    for (const char* name : {"softmax", "sigmoid", "capacity"})
+    for (const char* name : {"softmax", "sigmoid", "capacity", "sinkhorn", "sinkhorn_top1"})
       for (bool sp : {false, true}) {
         if (sp && 6 % tp != 0) continue;  // the fixture's 6 positions split evenly
         SCOPED_TRACE(::testing::Message() << name << " tp=" << tp << " sp=" << sp);

@@ -3,7 +3,8 @@
 # and z-loss on, the first layer dense) gives the same lm loss, grad norm, load-balancing loss
 # and z-loss (relative <= 1e-5, 6 iterations) at EP 1 (one process), EP 2 (the experts of two
 # data-parallel ranks), EP 4, EP 2 x DP 2, EP 2 x TP 2 with sequence parallelism and EP 2 x PP 2,
-# under mpirun -np 4. A checkpoint saved at EP 2 resumes bit for bit at EP 2 and, resharded,
+# under mpirun -np 4; Sinkhorn-balanced routing with a gated shared expert at EP 2 as at EP 1.
+# A checkpoint saved at EP 2 resumes bit for bit at EP 2 and, resharded,
 # at EP 1 and EP 4 to the losses of an uninterrupted run; a checkpoint saved at EP 1 resumes at
 # EP 4. The same EP 2 run saving with --async-save (the experts gathered at the step boundary,
 # written in the background) writes the synchronous save's tensors byte for byte, and resumes at
@@ -33,6 +34,12 @@ for name in ep2 ep4 ep2_dp2 ep2_tp2_sp ep2_pp2 ep2_distopt; do
   echo "== ep1 vs $name"
   $CHECK "$WORK/ep1.jsonl" "$WORK/$name.jsonl" --from 1 --to 6 --rtol 1e-5
 done
+SINKHORN=(--num-experts 4 --moe-router-topk 1 --moe-router-load-balancing-type sinkhorn
+  --moe-ffn-hidden-size 48 --moe-shared-expert-intermediate-size 64 --moe-shared-expert-gate)
+run sinkhorn_ep1 1 1 1 "${SINKHORN[@]}"
+run sinkhorn_ep2 2 1 1 --expert-model-parallel-size 2 "${SINKHORN[@]}"
+echo "== sinkhorn: ep1 vs ep2"
+$CHECK "$WORK/sinkhorn_ep1.jsonl" "$WORK/sinkhorn_ep2.jsonl" --from 1 --to 6 --rtol 1e-5
 
 echo "== checkpoints across expert-parallel sizes"
 TINY_GPT_FLAGS=(--train-iters 8 --eval-iters 0)

@@ -6,7 +6,9 @@
 # first layer stays dense (--moe-layer-freq as a Python list). A second model (sigmoid scores,
 # group-limited top-4, a scaling factor, the per-sequence loss, SwiGLU experts, a shared
 # expert, and --moe-router-pre-softmax, which sigmoid scores ignore as in Megatron) and a third
-# (pre-softmax, capacity factor 1 with padding) match across TP 2 + SP and PP 2. A TP 1 checkpoint resumes at TP 2 x PP 2 (resharded on load, the MoE shape from its
+# (pre-softmax, capacity factor 1 with padding) match across TP 2 + SP and PP 2, and a fourth
+# (Sinkhorn-balanced top-1 routing, a shared expert with its sigmoid gate) across TP 2 + SP,
+# PP 2 and DP 2. A TP 1 checkpoint resumes at TP 2 x PP 2 (resharded on load, the MoE shape from its
 # arguments) to the losses of an uninterrupted run, and `generate` gives the same tokens at
 # TP 1 and TP 2. The layer runs against PyTorch in tests/unit/model_moe_golden_test.cpp and
 # tests/dist/model_moe_tp_test.cpp.
@@ -20,6 +22,8 @@ SIGMOID=(--num-experts 8 --moe-router-topk 4 --moe-router-score-function sigmoid
   --moe-shared-expert-intermediate-size 64 --swiglu --disable-bias-linear --moe-router-pre-softmax)
 CAPACITY=(--num-experts 4 --moe-router-topk 2 --moe-router-pre-softmax --moe-aux-loss-coeff 1e-2
   --moe-expert-capacity-factor 1.0 --moe-pad-expert-input-to-capacity)
+SINKHORN=(--num-experts 4 --moe-router-topk 1 --moe-router-load-balancing-type sinkhorn
+  --moe-ffn-hidden-size 48 --moe-shared-expert-intermediate-size 64 --moe-shared-expert-gate)
 TINY_GPT_FLAGS=(--train-iters 6 --eval-iters 0)
 source "$(dirname "$0")/tiny_gpt_run.bash"
 
@@ -38,12 +42,17 @@ for name in tp2 tp2_sp pp2 dp2 dp2_distopt tp2_pp2_sp tp2_recompute; do
   echo "== tp1 vs $name"
   $CHECK "$WORK/tp1.jsonl" "$WORK/$name.jsonl" --from 1 --to 6 --rtol 1e-5
 done
-for variant in SIGMOID CAPACITY; do
+for variant in SIGMOID CAPACITY SINKHORN; do
   declare -n flags=$variant
   run "${variant}_tp1" 1 1 1 "${flags[@]}"
   run "${variant}_tp2_sp" 2 2 1 --sequence-parallel "${flags[@]}"
   run "${variant}_pp2" 2 1 2 "${flags[@]}"
-  for layout in tp2_sp pp2; do
+  layouts=(tp2_sp pp2)
+  if [[ $variant == SINKHORN ]]; then  # balanced over each micro-batch: the same at DP 2
+    run "${variant}_dp2" 2 1 1 "${flags[@]}"
+    layouts+=(dp2)
+  fi
+  for layout in "${layouts[@]}"; do
     echo "== $variant: tp1 vs $layout"
     $CHECK "$WORK/${variant}_tp1.jsonl" "$WORK/${variant}_$layout.jsonl" --from 1 --to 6 --rtol 1e-5
   done

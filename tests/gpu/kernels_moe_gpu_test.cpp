@@ -1,8 +1,10 @@
 // The mixture-of-experts kernels on the GPU against their CPU twins (kernels/moe_router.h,
-// kernels/moe_permute.h): the router's choices (the same experts), weights and gradients, the
-// load-balancing statistics and the z-loss; the slot assignment (the same slots, dropless and
-// with both drop policies) and the gathers in f32 and bf16, the same bits where the arithmetic
-// is the same (copies, sums in order) and within rounding elsewhere.
+// kernels/moe_sinkhorn.h, kernels/sigmoid_gate.h, kernels/moe_permute.h): the router's choices
+// (the same experts), weights and gradients, the weights of given choices, the Sinkhorn choice,
+// the shared expert's sigmoid gate, the load-balancing statistics and the z-loss; the slot
+// assignment (the same slots, dropless and with both drop policies) and the gathers in f32 and
+// bf16, the same bits where the arithmetic is the same (copies, sums in order) and within rounding
+// elsewhere.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +16,8 @@
 #include "gpu_test_compare.h"
 #include "kernels/moe_permute.h"
 #include "kernels/moe_router.h"
+#include "kernels/moe_sinkhorn.h"
+#include "kernels/sigmoid_gate.h"
 
 namespace megatron {
 namespace {
@@ -48,6 +52,11 @@ TEST(MoeRouterGpuTest, RoutingLossesAndGradientsMatchCpu) {
     kernels::moe_topk_forward(lg, p.sigmoid ? on_gpu(bias) : Tensor(), p, idx_g, probs_g);
     EXPECT_TRUE(bit_equal(idx_g, idx));
     EXPECT_TRUE(close(probs_g, probs, 1e-7, 1e-6));
+    if (p.num_groups == 0) {
+      Tensor given_g = Tensor::empty({n, k}, DType::F32, gpu());
+      kernels::moe_topk_weights(lg, idx_g, p, given_g);
+      EXPECT_TRUE(close(given_g, probs, 1e-7, 1e-6));
+    }
 
     const Tensor dprobs = dprobs0.slice(1, 0, k).clone();
     Tensor dl = Tensor::zeros({n, e}, DType::F32), dl_g = Tensor::zeros({n, e}, DType::F32, gpu());
@@ -76,6 +85,43 @@ TEST(MoeRouterGpuTest, RoutingLossesAndGradientsMatchCpu) {
   kernels::moe_z_loss_backward(logits, 0.3f, dz);
   kernels::moe_z_loss_backward(lg, 0.3f, dz_g);
   EXPECT_TRUE(close(dz_g, dz, 1e-7, 1e-5));
+}
+
+TEST(MoeRouterGpuTest, SinkhornChoiceMatchesCpu) {
+  if (megatron::cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  const int64_t n = 45, e = 11;
+  const Tensor logits = random_tensor({n, e}, DType::F32, 5, -3.0, 3.0);
+  for (int64_t k : {int64_t(1), int64_t(3)}) {
+    SCOPED_TRACE(k);
+    Tensor idx = Tensor::empty({n, k}, DType::I32),
+           idx_g = Tensor::empty({n, k}, DType::I32, gpu());
+    kernels::moe_sinkhorn_topk(logits, k, idx);
+    kernels::moe_sinkhorn_topk(on_gpu(logits), k, idx_g);
+    EXPECT_TRUE(bit_equal(idx_g, idx));
+  }
+}
+
+TEST(SigmoidGateGpuTest, ForwardAndBackwardMatchCpu) {
+  if (megatron::cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  const int64_t n = 19, c = 40;
+  for (DType dt : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor y = random_tensor({n, c}, dt, 6),
+                 logits = random_tensor({n}, DType::F32, 7, -3, 3);
+    const Tensor out0 = random_tensor({n, c}, dt, 8), dout = random_tensor({n, c}, dt, 9);
+    Tensor out = out0.clone(), out_g = on_gpu(out0);
+    kernels::sigmoid_gate_forward(y, logits, out);
+    kernels::sigmoid_gate_forward(on_gpu(y), on_gpu(logits), out_g);
+    // One rounding of the same f32 arithmetic apart at most (a bf16 step when it falls there).
+    const double tol = dt == DType::F32 ? 1e-6 : 1.0 / 128;
+    EXPECT_TRUE(close(out_g, out, tol, tol));
+    Tensor dy = Tensor::empty({n, c}, dt), dl = Tensor::empty({n}, DType::F32);
+    Tensor dy_g = Tensor::empty({n, c}, dt, gpu()), dl_g = Tensor::empty({n}, DType::F32, gpu());
+    kernels::sigmoid_gate_backward(dout, y, logits, dy, dl);
+    kernels::sigmoid_gate_backward(on_gpu(dout), on_gpu(y), on_gpu(logits), dy_g, dl_g);
+    EXPECT_TRUE(close(dy_g, dy, tol, tol));
+    EXPECT_TRUE(close(dl_g, dl, 1e-7, 1e-6));
+  }
 }
 
 TEST(MoePermuteGpuTest, SlotsAndGathersMatchCpu) {

@@ -102,6 +102,23 @@ TEST(CliArchitectureArgs, MupFlagsSurviveTheStoredArguments) {
   EXPECT_THROW(mup_options(zero), Error);
 }
 
+// Sinkhorn routing and the shared expert's gate change the function the model computes (the
+// evaluation routing, the gate): both survive the run's stored arguments and the architecture
+// record a checkpoint keeps, so `generate` and --use-checkpoint-args rebuild the same layer.
+TEST(CliArchitectureArgs, MoeRoutingFlagsSurviveTheStoredArguments) {
+  Parsed p({"--num-experts", "4", "--moe-router-topk", "1", "--moe-router-load-balancing-type",
+            "sinkhorn", "--moe-shared-expert-intermediate-size", "64", "--moe-shared-expert-gate"});
+  const ArchitectureOptions o = architecture_options(p.arch);
+  EXPECT_TRUE(o.moe.sinkhorn);
+  EXPECT_TRUE(o.moe.shared_expert_gate);
+  EXPECT_EQ(architecture_from_args_json(p.table.to_json()).moe, o.moe);
+  EXPECT_EQ(architecture_from_args_json(architecture_args_json(o)).moe, o.moe);
+  Parsed plain({"--num-experts", "4"});
+  const ArchitectureOptions d = architecture_options(plain.arch);
+  EXPECT_FALSE(d.moe.sinkhorn);
+  EXPECT_FALSE(architecture_from_args_json(architecture_args_json(d)).moe.shared_expert_gate);
+}
+
 // --experimental-attention-variant dsa and its options survive the stored arguments (our table's
 // names, --no-* included, and Megatron's), so --use-checkpoint-args rebuilds the same indexer;
 // the options Megatron has and megatron-cpp does not implement are refused by name.

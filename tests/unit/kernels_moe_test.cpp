@@ -1,7 +1,9 @@
-// The mixture-of-experts kernels (kernels/moe_router.h, kernels/moe_permute.h,
-// kernels/grouped_gemm.h) against plain double-precision loops on odd sizes: the router's
-// choices and weights for each score function (softmax post/pre, sigmoid with a bias,
-// group-limited), its gradients and the losses' against central finite differences, the slot
+// The mixture-of-experts kernels (kernels/moe_router.h, kernels/moe_sinkhorn.h,
+// kernels/sigmoid_gate.h, kernels/moe_permute.h, kernels/grouped_gemm.h) against plain
+// double-precision loops on odd sizes: the router's choices and weights for each score function
+// (softmax post/pre, sigmoid with a bias, group-limited), the weights of given choices, the
+// Sinkhorn choice (and that it balances a skewed router), the shared expert's sigmoid gate, its
+// gradients and the router's and the losses' against central finite differences, the slot
 // assignment (dropless, capacity with either drop policy, padding), the gathers, and the
 // grouped GEMM against a loop over groups.
 #include <gtest/gtest.h>
@@ -14,6 +16,8 @@
 #include "kernels/grouped_gemm.h"
 #include "kernels/moe_permute.h"
 #include "kernels/moe_router.h"
+#include "kernels/moe_sinkhorn.h"
+#include "kernels/sigmoid_gate.h"
 
 namespace megatron {
 namespace {
@@ -123,6 +127,11 @@ TEST_P(MoeTopk, ChoicesWeightsAndGradientMatchDoubleReference) {
     for (double w : ref_weights(row(l, r, e), idx, p)) want_p.push_back(w);
   }
   EXPECT_LE(worst_ratio(got_p, want_p, 1e-6, 1e-5), 1.0);
+  if (p.num_groups == 0) {  // the same weights for the choices given (groups only choose)
+    Tensor given = Tensor::empty({n, k}, DType::F32);
+    kernels::moe_topk_weights(logits, indices, p, given);
+    EXPECT_LE(worst_ratio(to_double(given), want_p, 1e-6, 1e-5), 1.0);
+  }
 
   // Backward: ∂(Σ dprobs·probs)/∂logits with the choices fixed.
   const Tensor dprobs = random_tensor({n, k}, DType::F32, 13);
@@ -162,6 +171,90 @@ INSTANTIATE_TEST_SUITE_P(
                                  {.topk = 3, .pre_softmax = true, .num_groups = 3, .group_topk = 3},
                                  false}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// Sinkhorn (S-BASE) in double: factors d0 (tokens) and d1 (experts) of exp(logits), iterated
+// until the experts' factors move by at most 1e-4 on average; returns the normalised scores.
+std::vector<double> ref_sinkhorn(const std::vector<double>& l, int64_t n, int64_t e) {
+  std::vector<double> cost(l.size()), d0(size_t(n), 1.0), d1(size_t(e), 1.0);
+  for (size_t i = 0; i < l.size(); ++i) cost[i] = std::exp(l[i]);
+  for (double error = 1e9; error > 1e-4;) {
+    for (int64_t r = 0; r < n; ++r) {
+      double s = 0;
+      for (int64_t c = 0; c < e; ++c) s += d1[size_t(c)] * cost[size_t(r * e + c)];
+      d0[size_t(r)] = 1.0 / double(n) / (s + 1e-8);
+    }
+    error = 0;
+    for (int64_t c = 0; c < e; ++c) {
+      double s = 0;
+      for (int64_t r = 0; r < n; ++r) s += d0[size_t(r)] * cost[size_t(r * e + c)];
+      const double next = 1.0 / double(e) / (s + 1e-8);
+      error += std::fabs(next - d1[size_t(c)]) / double(e);
+      d1[size_t(c)] = next;
+    }
+  }
+  std::vector<double> out(l.size());
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < e; ++c)
+      out[size_t(r * e + c)] = d0[size_t(r)] * cost[size_t(r * e + c)] * d1[size_t(c)];
+  return out;
+}
+
+TEST(MoeSinkhorn, ChoiceMatchesDoubleReferenceAndBalancesASkewedRouter) {
+  const int64_t n = 29, e = 7, k = 2;
+  // Expert 2 scores 2.5 higher for every token: plain top-k sends it every token.
+  std::vector<double> l = to_double(random_tensor({n, e}, DType::F32, 41, -1, 1));
+  for (int64_t r = 0; r < n; ++r) l[size_t(r * e + 2)] += 2.5;
+  const Tensor logits = from_double(l, {n, e}, DType::F32);
+  Tensor indices = Tensor::empty({n, k}, DType::I32);
+  kernels::moe_sinkhorn_topk(logits, k, indices);
+  const std::vector<double> norm = ref_sinkhorn(to_double(logits), n, e);
+  const std::vector<double> got = to_double(indices);
+  std::vector<int64_t> load(size_t(e), 0);
+  for (int64_t r = 0; r < n; ++r) {
+    const std::vector<int> want = top(row(norm, r, e), k);
+    for (int64_t j = 0; j < k; ++j) {
+      ASSERT_EQ(got[size_t(r * k + j)], want[size_t(j)]) << r;
+      ++load[size_t(want[size_t(j)])];
+    }
+  }
+  // Balanced: no expert is sent much more than its share N·k/E ≈ 8.3 (plain top-k: 29).
+  EXPECT_LE(*std::max_element(load.begin(), load.end()), 12);
+}
+
+TEST(SigmoidGate, ForwardAndGradientsMatchDoubleReference) {
+  const int64_t n = 13, c = 9;
+  for (DType dt : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const double tol = dt == DType::F32 ? 1e-6 : 4 * test::kBf16Eps;
+    const Tensor y = random_tensor({n, c}, dt, 51),
+                 logits = random_tensor({n}, DType::F32, 52, -3, 3);
+    const Tensor out0 = random_tensor({n, c}, dt, 53), dout = random_tensor({n, c}, dt, 54);
+    const std::vector<double> yv = to_double(y), l = to_double(logits), o = to_double(out0),
+                              d = to_double(dout);
+    Tensor out = out0.clone();
+    kernels::sigmoid_gate_forward(y, logits, out);
+    std::vector<double> want(o);
+    for (int64_t i = 0; i < n * c; ++i)
+      want[size_t(i)] += sigmoid(l[size_t(i / c)]) * yv[size_t(i)];
+    EXPECT_LE(worst_ratio(to_double(out), want, tol, tol), 1.0);
+
+    Tensor dy = Tensor::empty({n, c}, dt), dlogits = Tensor::empty({n}, DType::F32);
+    kernels::sigmoid_gate_backward(dout, y, logits, dy, dlogits);
+    // The objective Σ dout · σ(l)·y, differentiated in y and in l.
+    const auto objective = [&](const std::vector<double>& ys, const std::vector<double>& ls) {
+      double s = 0;
+      for (int64_t i = 0; i < n * c; ++i)
+        s += d[size_t(i)] * sigmoid(ls[size_t(i / c)]) * ys[size_t(i)];
+      return s;
+    };
+    const std::vector<double> want_dy =
+        numeric_grad([&](const std::vector<double>& x) { return objective(x, l); }, yv);
+    const std::vector<double> want_dl =
+        numeric_grad([&](const std::vector<double>& x) { return objective(yv, x); }, l);
+    EXPECT_LE(worst_ratio(to_double(dy), want_dy, tol, tol), 1.0);
+    EXPECT_LE(worst_ratio(to_double(dlogits), want_dl, 1e-6, 1e-5), 1.0);
+  }
+}
 
 TEST(MoeAuxLoss, StatisticsAndGradientMatchDoubleReference) {
   for (bool sig : {false, true})

@@ -1,6 +1,7 @@
 // The MoE layer at TP = 1 against the PyTorch fixtures of tools/reference/moe_reference.py
 // (tests/common/moe_golden.h): output, router losses, tokens per expert, input gradient and
-// every weight gradient, for the softmax / sigmoid-grouped-shared / capacity variants.
+// every weight gradient, for the softmax / sigmoid-grouped-shared / capacity / sinkhorn (with a
+// gated shared expert) variants, and the sinkhorn variants' evaluation output.
 #include <gtest/gtest.h>
 
 #include "../common/moe_golden.h"
@@ -12,7 +13,7 @@ namespace {
 using namespace megatron::testing;
 
 TEST(MoePytorchGolden, LayerMatchesPytorch) {
-  for (const char* name : {"softmax", "sigmoid", "capacity"}) {
+  for (const char* name : {"softmax", "sigmoid", "capacity", "sinkhorn", "sinkhorn_top1"}) {
     SCOPED_TRACE(name);
     expect_matches_moe_golden(load_moe_golden(name), test::solo_parallel_state(),
                               [](TransformerConfig&) {});

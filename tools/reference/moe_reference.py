@@ -27,6 +27,16 @@ Fixtures (argument VARIANT):
             SwiGLU, no biases, a shared expert
   capacity  top-2 pre-softmax, capacity factor 1.0 with the probs drop policy, padded,
             aux_loss 1e-2, GeLU, linear biases
+  sinkhorn  top-2 sinkhorn balancing, z-loss 1e-3, GeLU, no biases, a shared expert with its
+            sigmoid gate (--moe-shared-expert-gate)
+  sinkhorn_top1  top-1 sinkhorn balancing, GeLU, linear biases
+
+Sinkhorn (S-BASE, Megatron's --moe-router-load-balancing-type sinkhorn): in training the
+choice is the top-k of the Sinkhorn-normalised exp(logits) (row and column factors iterated
+until the column factors change by at most 1e-4 on average), the weights are the chosen
+entries of sigmoid(logits) (k = 1) or softmax(logits) over all experts (k > 1), without
+renormalisation; in evaluation the choice is the top-k of those same scores. out_eval holds
+the evaluation output of the sinkhorn fixtures.
 
 The weights are in megatron-cpp's names and layouts (model/moe_layer.h), OUT/golden.safetensors
 holds w.<name>, x, dout, out, loss.<name>, grad.x and grad.<name>.
@@ -48,21 +58,44 @@ from reference_common import normal_sampler  # noqa: E402
 SEQ, BATCH, HIDDEN, EXPERTS, FFN, SHARED_FFN = 6, 3, 16, 8, 12, 20
 
 
+SEEDS = {"softmax": 11, "sigmoid": 12, "capacity": 13, "sinkhorn": 14, "sinkhorn_top1": 15}
+
+
 class Variant:
     def __init__(self, name):
         self.name = name
-        self.topk = {"softmax": 2, "sigmoid": 4, "capacity": 2}[name]
-        self.sigmoid = name == "sigmoid"
-        self.pre_softmax = name == "capacity"
+        self.topk = {"softmax": 2, "sigmoid": 4, "capacity": 2, "sinkhorn": 2,
+                     "sinkhorn_top1": 1}[name]
+        self.sinkhorn = name.startswith("sinkhorn")
+        # Sinkhorn's scores: the sigmoid for k = 1, else the softmax over all experts.
+        self.sigmoid = name == "sigmoid" or (self.sinkhorn and self.topk == 1)
+        self.pre_softmax = name == "capacity" or (self.sinkhorn and self.topk > 1)
         self.groups, self.group_topk = (4, 2) if name == "sigmoid" else (0, 0)
         self.scaling = 2.5 if name == "sigmoid" else 1.0
         self.aux = 1e-2 if name in ("softmax", "capacity") else 0.0
         self.seq_aux = 1e-2 if name == "sigmoid" else 0.0
-        self.z = 1e-3 if name == "softmax" else 0.0
+        self.z = 1e-3 if name in ("softmax", "sinkhorn") else 0.0
         self.swiglu = name == "sigmoid"
-        self.bias = name != "sigmoid"
-        self.shared = SHARED_FFN if name == "sigmoid" else 0
+        self.bias = name not in ("sigmoid", "sinkhorn")
+        self.shared = SHARED_FFN if name in ("sigmoid", "sinkhorn") else 0
+        self.shared_gate = name == "sinkhorn"
         self.capacity = 1.0 if name == "capacity" else None
+
+
+def sinkhorn(logits, tol=1e-4):
+    """The Sinkhorn-normalised exp(logits): row factors d0 [N], column factors d1 [E]."""
+    cost = torch.exp(logits)
+    n, e = cost.shape
+    d0 = torch.ones(n, dtype=cost.dtype)
+    d1 = torch.ones(e, dtype=cost.dtype)
+    d1_old = d1
+    error = 1e9
+    while error > tol:
+        d0 = 1.0 / n / ((cost * d1).sum(1) + 1e-8)
+        d1 = 1.0 / e / ((cost * d0.unsqueeze(1)).sum(0) + 1e-8)
+        error = float((d1_old - d1).abs().mean())
+        d1_old = d1
+    return cost * d0.unsqueeze(1) * d1
 
 
 def top_k(scores, k):
@@ -70,9 +103,14 @@ def top_k(scores, k):
     return torch.topk(scores, k, dim=-1).indices
 
 
-def choose(v, logits):
+def choose(v, logits, train=True):
     """Each token's experts [N, k] and weights [N, k] (differentiable in the logits)."""
     n, e = logits.shape
+    if v.sinkhorn:
+        scores = torch.sigmoid(logits) if v.topk == 1 else torch.softmax(logits, dim=-1)
+        select = sinkhorn(logits.detach()) if train else scores.detach()
+        idx = top_k(select, v.topk)
+        return idx, torch.gather(scores, 1, idx)
     if v.sigmoid:
         scores = torch.sigmoid(logits)
     elif v.pre_softmax:
@@ -146,7 +184,7 @@ def activation(v, u, ffn):
 def main():
     name, out_dir = sys.argv[1], sys.argv[2]
     v = Variant(name)
-    gen = torch.Generator().manual_seed({"softmax": 11, "sigmoid": 12, "capacity": 13}[name])
+    gen = torch.Generator().manual_seed(SEEDS[name])
     sample = normal_sampler(gen)
 
     def randn(*shape, std):  # values exact in f32, the C++ tests' dtype
@@ -165,6 +203,8 @@ def main():
         sw1 = randn(sf1, HIDDEN, std=0.3)
         w["mlp.shared_experts.linear_fc1.weight"] = sw1.view(2, v.shared, HIDDEN) if v.swiglu else sw1
         w["mlp.shared_experts.linear_fc2.weight"] = randn(HIDDEN, v.shared, std=0.3)
+        if v.shared_gate:
+            w["mlp.shared_experts.gate_weight"] = randn(1, HIDDEN, std=0.5)
     params = {k: t.clone().requires_grad_(True) for k, t in w.items()}
     x = randn(SEQ, BATCH, HIDDEN, std=1.0).requires_grad_(True)
     dout = randn(SEQ, BATCH, HIDDEN, std=1.0)
@@ -172,33 +212,46 @@ def main():
     n = SEQ * BATCH
     x2 = x.view(n, HIDDEN)
     logits = x2 @ params["mlp.router.weight"].t()
-    idx, weights = choose(v, logits)
-    # The fixtures must route the same in f32: no near-tie at the k-th choice.
-    if not v.groups:
-        scores = torch.sigmoid(logits) if v.sigmoid else logits
-        top = torch.topk(scores.detach(), v.topk + 1, dim=-1).values
-        assert float((top[:, -2] - top[:, -1]).min()) > 1e-3, "near-tie: change the seed"
-    pairs, slots = expert_slots(v, idx, weights.detach())
-    w1 = params["mlp.experts.linear_fc1.weight"].reshape(EXPERTS, f1, HIDDEN)
-    out = torch.zeros(n, HIDDEN, dtype=torch.float64)
-    for e in range(EXPERTS):
-        if not pairs[e]:
-            continue
-        tokens = torch.tensor([t for t, _ in pairs[e]])
-        choice = torch.tensor([j for _, j in pairs[e]])
-        u = x2[tokens] @ w1[e].t()
-        if v.bias:
-            u = u + params["mlp.experts.linear_fc1.bias"].reshape(EXPERTS, f1)[e]
-        y = activation(v, u, FFN) @ params["mlp.experts.linear_fc2.weight"][e].t()
-        if v.bias:
-            y = y + params["mlp.experts.linear_fc2.bias"][e]
-        out = out.index_add(0, tokens, y * weights[tokens, choice].unsqueeze(-1))
-    if v.shared:
-        sw1 = params["mlp.shared_experts.linear_fc1.weight"].reshape(-1, HIDDEN)
-        out = out + activation(v, x2 @ sw1.t(), v.shared) @ params[
-            "mlp.shared_experts.linear_fc2.weight"].t()
-    out = out.view(SEQ, BATCH, HIDDEN)
 
+    def layer(train):
+        idx, weights = choose(v, logits, train)
+        # The fixtures must route the same in f32: no near-tie at the k-th choice.
+        if not v.groups:
+            if v.sinkhorn:  # the choice's scores, compared relatively (sinkhorn's are ~1/N)
+                plain = torch.sigmoid(logits) if v.topk == 1 else torch.softmax(logits, dim=-1)
+                scores = sinkhorn(logits.detach()) if train else plain.detach()
+                top = torch.topk(scores, v.topk + 1, dim=-1).values
+                margin = float(((top[:, -2] - top[:, -1]) / top[:, -2]).min())
+            else:
+                scores = torch.sigmoid(logits) if v.sigmoid else logits
+                top = torch.topk(scores.detach(), v.topk + 1, dim=-1).values
+                margin = float((top[:, -2] - top[:, -1]).min())
+            assert margin > 1e-3, "near-tie: change the seed"
+        pairs, slots = expert_slots(v, idx, weights.detach())
+        w1 = params["mlp.experts.linear_fc1.weight"].reshape(EXPERTS, f1, HIDDEN)
+        out = torch.zeros(n, HIDDEN, dtype=torch.float64)
+        for e in range(EXPERTS):
+            if not pairs[e]:
+                continue
+            tokens = torch.tensor([t for t, _ in pairs[e]])
+            choice = torch.tensor([j for _, j in pairs[e]])
+            u = x2[tokens] @ w1[e].t()
+            if v.bias:
+                u = u + params["mlp.experts.linear_fc1.bias"].reshape(EXPERTS, f1)[e]
+            y = activation(v, u, FFN) @ params["mlp.experts.linear_fc2.weight"][e].t()
+            if v.bias:
+                y = y + params["mlp.experts.linear_fc2.bias"][e]
+            out = out.index_add(0, tokens, y * weights[tokens, choice].unsqueeze(-1))
+        if v.shared:
+            sw1 = params["mlp.shared_experts.linear_fc1.weight"].reshape(-1, HIDDEN)
+            shared = activation(v, x2 @ sw1.t(), v.shared) @ params[
+                "mlp.shared_experts.linear_fc2.weight"].t()
+            if v.shared_gate:
+                shared = shared * torch.sigmoid(x2 @ params["mlp.shared_experts.gate_weight"].t())
+            out = out + shared
+        return out.view(SEQ, BATCH, HIDDEN), slots
+
+    out, slots = layer(train=True)
     objective = (out * dout).sum()
     losses = {}
     if v.aux:
@@ -220,6 +273,8 @@ def main():
         golden["grad." + k] = params[k].grad.float().numpy()
     for k, t in losses.items():
         golden["loss." + k] = np.array([float(t)], dtype=np.float64)
+    if v.sinkhorn:
+        golden["out_eval"] = layer(train=False)[0].detach().float().numpy()
     os.makedirs(out_dir, exist_ok=True)
     safetensors_io.save(os.path.join(out_dir, "golden.safetensors"), golden,
                         {"generator": "tools/reference/moe_reference.py " + name,

@@ -96,6 +96,7 @@ struct ArchitectureArgs {
   std::string moe_router_dtype;  // "" (None) or fp32: the router computes in fp32 here
   std::string moe_layer_freq = "1";
   std::optional<int> moe_shared_expert_intermediate_size;
+  bool moe_shared_expert_gate = false;
   std::optional<double> moe_expert_capacity_factor;
   bool moe_pad_expert_input_to_capacity = false;
   std::string moe_token_drop_policy = "probs";

@@ -67,6 +67,7 @@ const std::vector<ModelFlag>& model_flags() {
       integer("--moe-router-topk", [](const C& c) { return double(c.arch.moe.topk); }),
       integer("--moe-shared-expert-intermediate-size",
               [](const C& c) { return double(c.arch.moe.shared_expert_ffn); }),
+      on("--moe-shared-expert-gate", [](const C& c) { return c.arch.moe.shared_expert_gate; }),
       name("--moe-router-score-function",
            [](const C& c) { return moe_score_function_name(c.arch.moe.score_function); }),
       on("--moe-router-pre-softmax", [](const C& c) { return c.arch.moe.pre_softmax; }),

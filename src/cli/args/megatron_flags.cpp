@@ -36,8 +36,6 @@ constexpr const char* kMoe =
 constexpr const char* kMoeExpertBias =
     "not implemented yet: aux-loss-free balancing (a per-expert routing bias updated from the "
     "expert load each step; docs/moe.md)";
-constexpr const char* kMoeSharedGate =
-    "not implemented yet: the shared expert's sigmoid gate (docs/moe.md)";
 constexpr const char* kFp8 = "FP8 / FP4 training is not supported";
 constexpr const char* kRl = "reinforcement learning (megatron/rl) is not supported";
 constexpr const char* kPipeline =
@@ -272,7 +270,6 @@ constexpr Rule kRules[] = {
     {"--moe-router-bias-update-rate", true,
      "the step of --moe-router-enable-expert-bias's bias update, which is not implemented yet",
      "1e-3"},
-    {"--moe-shared-expert-gate", true, kMoeSharedGate},
     {"--moe-*", true, kMoe},
     {"--expert-model-parallel-size", true,
      "expert parallelism is implemented by pretrain-gpt (docs/moe.md); this command does not "
@@ -650,7 +647,6 @@ constexpr Rule kCheckpointModelRules[] = {
     {"--no-load-rng", false, kWeightsOnly},
     {"--finetune", false, kWeightsOnly},
     {"--moe-router-enable-expert-bias", true, kMoeExpertBias},
-    {"--moe-shared-expert-gate", true, kMoeSharedGate},
     {"--make-vocab-size-divisible-by", false,
      "the embedding rows are the checkpoint's, re-padded on load for this TP size"},
 };

@@ -141,6 +141,7 @@ MoeOptions moe_options(const ArchitectureArgs& a) {
   MT_REQUIRE(a.moe_shared_expert_intermediate_size.value_or(1) > 0,
              "--moe-shared-expert-intermediate-size must be positive");
   m.shared_expert_ffn = a.moe_shared_expert_intermediate_size.value_or(0);
+  m.shared_expert_gate = a.moe_shared_expert_gate;
   m.capacity_factor = a.moe_expert_capacity_factor;
   m.pad_to_capacity = a.moe_pad_expert_input_to_capacity;
   m.drop_policy = moe_token_drop_policy_from_name(a.moe_token_drop_policy);
@@ -253,6 +254,7 @@ void apply_checkpoint_args(Args& a, CheckpointArgs which) {
     arch.moe_layer_freq = m.layer_freq;
     if (m.shared_expert_ffn > 0)
       arch.moe_shared_expert_intermediate_size = int(m.shared_expert_ffn);
+    arch.moe_shared_expert_gate = m.shared_expert_gate;
     arch.moe_expert_capacity_factor = m.capacity_factor;
     arch.moe_pad_expert_input_to_capacity = m.pad_to_capacity;
     arch.moe_token_drop_policy = moe_token_drop_policy_name(m.drop_policy);

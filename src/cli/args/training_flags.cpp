@@ -320,7 +320,7 @@ void add_moe_args(ArgTable& t, ArchitectureArgs& a) {
   t.add("--moe-router-topk", a.moe_router_topk, "experts each token is routed to (default 2)");
   t.add("--moe-router-load-balancing-type", a.moe_router_load_balancing_type,
         "aux_loss | seq_aux_loss | none, or several: the load-balancing losses (default "
-        "aux_loss)");
+        "aux_loss); or sinkhorn: Sinkhorn-balanced routing in training");
   t.add("--moe-aux-loss-coeff", a.moe_aux_loss_coeff,
         "weight of each load-balancing loss in the training loss (default 0)");
   t.add("--moe-z-loss-coeff", a.moe_z_loss_coeff,
@@ -341,6 +341,8 @@ void add_moe_args(ArgTable& t, ArchitectureArgs& a) {
         "MoE layers: every N-th layer, or a 0/1 list per layer such as '([0]+[1]*23)'");
   t.add("--moe-shared-expert-intermediate-size", a.moe_shared_expert_intermediate_size,
         "hidden width of the shared expert every token also goes through (default none)");
+  t.add_flag("--moe-shared-expert-gate", a.moe_shared_expert_gate,
+             "scale the shared expert's output by sigmoid(x . w_gate) per token");
   t.add("--moe-expert-capacity-factor", a.moe_expert_capacity_factor,
         "expert capacity = factor x tokens x topk / experts; tokens past it are dropped "
         "(default none: dropless)");

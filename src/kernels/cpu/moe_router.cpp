@@ -143,6 +143,28 @@ void moe_topk_forward(const Tensor& logits, const Tensor& expert_bias, const Moe
   }
 }
 
+void moe_topk_weights(const Tensor& logits, const Tensor& indices, const MoeTopkParams& p,
+                      Tensor& probs) {
+  const int64_t n = logits.size(0), e = logits.size(1), k = p.topk;
+  const float* l = logits.data<float>();
+  const int32_t* idx = indices.data<int32_t>();
+  float* pr = probs.data<float>();
+#pragma omp parallel
+  {
+    std::vector<double> act(static_cast<size_t>(e)), w(static_cast<size_t>(k));
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < n; ++r) {
+      const float* row = l + r * e;
+      if (p.sigmoid)
+        for (int64_t c = 0; c < e; ++c) act[size_t(c)] = sigmoid(row[c]);
+      else if (p.pre_softmax)
+        softmax_row(row, e, act.data());
+      row_weights(row, act.data(), idx + r * k, p, w.data());
+      for (int64_t j = 0; j < k; ++j) pr[r * k + j] = float(w[size_t(j)] * p.scaling_factor);
+    }
+  }
+}
+
 void moe_topk_backward(const Tensor& dprobs, const Tensor& logits, const Tensor& indices,
                        const MoeTopkParams& p, Tensor& dlogits) {
   const int64_t n = logits.size(0), e = logits.size(1), k = p.topk;

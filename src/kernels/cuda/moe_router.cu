@@ -131,6 +131,22 @@ __global__ void topk_forward_kernel(const float* logits, const float* bias, int6
   }
 }
 
+__global__ void topk_weights_kernel(const float* logits, const int32_t* indices, int64_t n,
+                                    int64_t e, MoeTopkParams p, float* probs) {
+  for (int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < n;
+       r += int64_t(gridDim.x) * blockDim.x) {
+    const float* l = logits + r * e;
+    double m = 0, sum = 1;
+    if (p.pre_softmax) {
+      m = row_max(l, e);
+      sum = row_exp_sum(l, e, m);
+    }
+    double w[kMaxChoices];
+    row_weights(l, indices + r * p.topk, p, m, sum, w);
+    for (int64_t j = 0; j < p.topk; ++j) probs[r * p.topk + j] = float(w[j] * p.scaling_factor);
+  }
+}
+
 __global__ void topk_backward_kernel(const float* dprobs, const float* logits,
                                      const int32_t* indices, int64_t n, int64_t e, MoeTopkParams p,
                                      float* dlogits) {
@@ -290,6 +306,16 @@ void moe_topk_forward(const Tensor& logits, const Tensor& expert_bias, const Moe
       ptr<float>(logits), expert_bias.defined() ? ptr<float>(expert_bias) : nullptr, n, e, p,
       ptr<int32_t>(indices), ptr<float>(probs));
   megatron::cuda::check_launch("moe_topk_forward");
+}
+
+void moe_topk_weights(const Tensor& logits, const Tensor& indices, const MoeTopkParams& p,
+                      Tensor& probs) {
+  check_choices(p);
+  const int64_t n = logits.size(0), e = logits.size(1);
+  if (n == 0) return;
+  topk_weights_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(
+      ptr<float>(logits), ptr<int32_t>(indices), n, e, p, ptr<float>(probs));
+  megatron::cuda::check_launch("moe_topk_weights");
 }
 
 void moe_topk_backward(const Tensor& dprobs, const Tensor& logits, const Tensor& indices,
