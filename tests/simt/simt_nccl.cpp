@@ -190,7 +190,7 @@ ncclResult_t point_to_point(bool send, void* buf, size_t count, ncclDataType_t t
     (send ? group_self_sends : group_self_receives).push_back({buf, size_t(bytes)});
     return ncclSuccess;
   }
-  DeviceAccess access;                  // a lone send or receive completes within it
+  DeviceAccess access;  // a lone send or receive completes within it
   const int code =
       send ? MPI_Isend(buf, bytes, MPI_BYTE, peer, kPointToPointTag, comm->mpi, &request)
            : MPI_Irecv(buf, bytes, MPI_BYTE, peer, kPointToPointTag, comm->mpi, &request);

@@ -94,7 +94,7 @@ InferenceModel load_inference_model(InferenceArgs& a, bool data_parallel) {
   if (tok.vocab_size == 0 && args.contains("vocab_size") && args["vocab_size"].is_number_integer())
     tok.vocab_size = args["vocab_size"].get<int64_t>();
   MT_REQUIRE(!tok.type.empty(), "checkpoint '", dir,
-           "' does not record its tokenizer: give --tokenizer-type (and its files)");
+             "' does not record its tokenizer: give --tokenizer-type (and its files)");
   InferenceModel m;
   m.tokenizer = make_tokenizer(tok);
 
