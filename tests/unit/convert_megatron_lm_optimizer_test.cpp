@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/error_of.h"
+#include "../common/megatron_lm_fixture.h"
 #include "../common/source_dir.h"
 #include "../common/temp_dir.h"
 #include "checkpoint/checkpoint.h"
@@ -37,18 +38,15 @@ namespace megatron {
 namespace {
 
 using testing::error_of;
+using testing::megatron_lm_fixture;
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using testing::source_dir;
 using testing::TempDir;
 
-std::string fixture(const std::string& name) {
-  return source_dir() + "/tests/data/megatron_lm_gpt_tiny/" + name;
-}
-
 nlohmann::json read_json(const std::string& name) {
-  std::ifstream in(fixture(name));
+  std::ifstream in(megatron_lm_fixture(name));
   return nlohmann::json::parse(in);
 }
 
@@ -108,7 +106,8 @@ TEST(MegatronTorchDistOptimizerImport, MomentsMastersAndStepAreBitForBitPyTorchs
   const nlohmann::json e = expected();
   for (int tp : {1, 2, 4}) {
     TempDir dir;
-    import_megatron_lm_gpt(fixture("torch_dist_gpt2_adam_tp2"), -1, dir.file("ckpt"), tp, 0);
+    import_megatron_lm_gpt(megatron_lm_fixture("torch_dist_gpt2_adam_tp2"), -1, dir.file("ckpt"),
+                           tp, 0);
     EXPECT_EQ(read_latest_iteration(dir.file("ckpt")), e["iteration"].get<int64_t>());
     CheckpointShardReader reader(checkpoint_iteration_dir(dir.file("ckpt"), -1));
     EXPECT_EQ(reader.optimizer_buffer_names(),
@@ -132,7 +131,8 @@ TEST(MegatronTorchDistOptimizerImport, MomentsMastersAndStepAreBitForBitPyTorchs
 TEST(MegatronTorchDistOptimizerImport, TheNextStepIsPyTorchsNextAdamWStep) {
   const nlohmann::json e = expected();
   TempDir dir;
-  import_megatron_lm_gpt(fixture("torch_dist_gpt2_adam_tp2"), -1, dir.file("ckpt"), 1, 0);
+  import_megatron_lm_gpt(megatron_lm_fixture("torch_dist_gpt2_adam_tp2"), -1, dir.file("ckpt"), 1,
+                         0);
   Imported in = read_imported(dir.file("ckpt"));
   // The trainer's fp32 master weights: the imported fp32_master (the model values are bf16).
   in.store.flat_values().copy_from(in.buffers.at(kMasterWeightsBuffer));
@@ -192,7 +192,7 @@ TEST(MegatronTorchDistOptimizerImport, TheNextStepIsPyTorchsNextAdamWStep) {
 TEST(MegatronLmTorchOptimizerImport, Fp32AdamStateIsBitForBitPyTorchs) {
   for (int tp : {1, 2}) {
     TempDir dir;
-    import_megatron_lm_gpt(fixture("legacy_tp2_pp2"), -1, dir.file("ckpt"), tp, 0);
+    import_megatron_lm_gpt(megatron_lm_fixture("legacy_tp2_pp2"), -1, dir.file("ckpt"), tp, 0);
     EXPECT_EQ(read_latest_iteration(dir.file("ckpt")), 10);
     CheckpointShardReader reader(checkpoint_iteration_dir(dir.file("ckpt"), -1));
     EXPECT_EQ(reader.optimizer_buffer_names(), (std::vector<std::string>{"exp_avg", "exp_avg_sq"}));
@@ -214,7 +214,7 @@ TEST(MegatronLmTorchOptimizerImport, Fp32AdamStateIsBitForBitPyTorchs) {
 // (fp32_from_fp16_params) become fp32_master, bf16 weights beside them.
 TEST(MegatronLmTorchOptimizerImport, MixedPrecisionMastersAreBitForBitPyTorchs) {
   TempDir dir;
-  import_megatron_lm_gpt(fixture("legacy_bf16_tp2"), -1, dir.file("ckpt"), 1, 0);
+  import_megatron_lm_gpt(megatron_lm_fixture("legacy_bf16_tp2"), -1, dir.file("ckpt"), 1, 0);
   CheckpointShardReader reader(checkpoint_iteration_dir(dir.file("ckpt"), -1));
   EXPECT_EQ(reader.optimizer_buffer_names(),
             (std::vector<std::string>{"exp_avg", "exp_avg_sq", "fp32_master"}));
@@ -228,7 +228,8 @@ TEST(MegatronLmTorchOptimizerImport, MixedPrecisionMastersAreBitForBitPyTorchs) 
 
 // Param groups the default grouping does not explain, and state that does not fit its parameter.
 TEST(MegatronLmTorchOptimizerImport, GroupsAndStateThatDoNotFitAreRefusedByName) {
-  const MegatronLmCheckpoint ckpt = read_megatron_lm_checkpoint(fixture("legacy_tp2_pp2"), -1);
+  const MegatronLmCheckpoint ckpt =
+      read_megatron_lm_checkpoint(megatron_lm_fixture("legacy_tp2_pp2"), -1);
   const MegatronLmRank& rank = ckpt.ranks.front();
   const auto parameters = megatron_lm_rank_parameters(rank, ckpt.naming, 0, true);
   EXPECT_EQ(megatron_lm_rank_optimizer(rank, parameters).at("exp_avg").size(), parameters.size());
@@ -246,12 +247,13 @@ TEST(MegatronLmTorchOptimizerImport, GroupsAndStateThatDoNotFitAreRefusedByName)
 }
 
 TEST(MegatronTorchDistOptimizerImport, ACheckpointWithoutOptimizerStateStaysWeightsOnly) {
-  EXPECT_TRUE(megatron_lm_checkpoint_is_resumable(fixture("torch_dist_gpt2_adam_tp2"), -1));
-  EXPECT_FALSE(megatron_lm_checkpoint_is_resumable(fixture("torch_dist_gpt2_tp2"), -1));
-  EXPECT_TRUE(megatron_lm_checkpoint_is_resumable(fixture("legacy_tp2_pp2"), -1));
-  EXPECT_FALSE(megatron_lm_checkpoint_is_resumable(fixture("mcore_tp1"), -1));
+  EXPECT_TRUE(
+      megatron_lm_checkpoint_is_resumable(megatron_lm_fixture("torch_dist_gpt2_adam_tp2"), -1));
+  EXPECT_FALSE(megatron_lm_checkpoint_is_resumable(megatron_lm_fixture("torch_dist_gpt2_tp2"), -1));
+  EXPECT_TRUE(megatron_lm_checkpoint_is_resumable(megatron_lm_fixture("legacy_tp2_pp2"), -1));
+  EXPECT_FALSE(megatron_lm_checkpoint_is_resumable(megatron_lm_fixture("mcore_tp1"), -1));
   TempDir dir;
-  import_megatron_lm_gpt(fixture("torch_dist_gpt2_tp2"), -1, dir.file("ckpt"), 1, 0);
+  import_megatron_lm_gpt(megatron_lm_fixture("torch_dist_gpt2_tp2"), -1, dir.file("ckpt"), 1, 0);
   CheckpointShardReader reader(checkpoint_iteration_dir(dir.file("ckpt"), -1));
   EXPECT_TRUE(reader.optimizer_buffer_names().empty());
   EXPECT_EQ(reader.state(0, 0)["iteration"], 0);

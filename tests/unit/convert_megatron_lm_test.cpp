@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "../common/error_of.h"
+#include "../common/megatron_lm_fixture.h"
 #include "../common/source_dir.h"
 #include "../common/temp_dir.h"
 #include "checkpoint/checkpoint.h"
@@ -27,52 +28,21 @@ namespace megatron {
 namespace {
 
 using testing::error_of;
+using testing::expect_tensors_as_computed_by_pytorch;
+using testing::full_model_tensors;
+using testing::megatron_lm_fixture;
 
 namespace fs = std::filesystem;
 using testing::source_dir;
 using testing::TempDir;
 
-std::string fixture(const std::string& name) {
-  return source_dir() + "/tests/data/megatron_lm_gpt_tiny/" + name;
-}
-
-// Every model tensor of megatron-cpp's checkpoint in `dir` (latest iteration), full.
-TensorMap full_tensors(const std::string& dir, nlohmann::json* state = nullptr) {
-  CheckpointShardReader reader(checkpoint_iteration_dir(dir, -1));
-  const nlohmann::json s = reader.state(0, 0);
-  if (state) *state = s;
-  const GptConfig c = gpt_config_from_checkpoint_state(s, dir);
-  return read_full_model_tensors(reader, registered_parameter_store<GptModel>(c, 0, 1));
-}
-
-void expect_tensors_as_computed_by_pytorch(const TensorMap& full,
-                                           const std::string& expected_file = "expected.json") {
-  std::ifstream in(fixture(expected_file));
-  const nlohmann::json expected = nlohmann::json::parse(in);
-  const int64_t vocab = expected["vocab_size"];
-  EXPECT_EQ(full.size(), expected["tensors"].size());
-  for (const auto& [name, e] : expected["tensors"].items()) {
-    ASSERT_TRUE(full.count(name)) << name;
-    Tensor t = full.at(name);
-    if (name == "embedding.word_embeddings.weight" || name == "output_layer.weight") {
-      // The padding rows carry nothing.
-      const Tensor pad = t.slice(0, vocab, t.size(0)).clone();
-      for (float v : pad.to_vector<float>()) EXPECT_EQ(v, 0.0f);
-      t = t.slice(0, 0, vocab);
-    }
-    const Tensor c = t.clone();
-    EXPECT_EQ(c.shape(), e["shape"].get<Shape>()) << name;
-    EXPECT_EQ(crc32(c.raw_data(), c.nbytes()), e["crc32"].get<uint32_t>()) << name;
-  }
-}
-
 TEST(MegatronLmImport, LegacyTp2Pp2LoadsTheTensorsPyTorchComputed) {
   for (int tp : {1, 2, 4}) {
     TempDir dir;
-    import_megatron_lm_gpt(fixture("legacy_tp2_pp2"), -1, dir.file("ckpt"), tp, 0);
+    import_megatron_lm_gpt(megatron_lm_fixture("legacy_tp2_pp2"), -1, dir.file("ckpt"), tp, 0);
     nlohmann::json state;
-    const TensorMap full = full_tensors(dir.file("ckpt"), &state);
-    expect_tensors_as_computed_by_pytorch(full);
+    const TensorMap full = full_model_tensors(dir.file("ckpt"), &state);
+    expect_tensors_as_computed_by_pytorch(full, "expected.json");
     EXPECT_EQ(state["iteration"],
               10);  // with its optimizer state (convert_megatron_lm_optimizer_test)
     EXPECT_EQ(state["converted_from"]["format"], "megatron-lm-torch");
@@ -87,9 +57,10 @@ TEST(MegatronLmImport, LegacyTp2Pp2LoadsTheTensorsPyTorchComputed) {
 
 TEST(MegatronLmImport, MegatronCoreNamesLoadTheSameTensors) {
   TempDir dir;
-  import_megatron_lm_gpt(fixture("mcore_tp1"), -1, dir.file("ckpt"), 2, 0);
+  import_megatron_lm_gpt(megatron_lm_fixture("mcore_tp1"), -1, dir.file("ckpt"), 2, 0);
   nlohmann::json state;
-  expect_tensors_as_computed_by_pytorch(full_tensors(dir.file("ckpt"), &state));
+  expect_tensors_as_computed_by_pytorch(full_model_tensors(dir.file("ckpt"), &state),
+                                        "expected.json");
   EXPECT_EQ(state["converted_from"]["iteration"], 7);
 }
 
@@ -99,9 +70,9 @@ TEST(MegatronLmImport, MegatronCoreNamesLoadTheSameTensors) {
 TEST(MegatronLmImport, Qwen2FromABf16RunAtTp2) {
   for (int tp : {1, 2}) {
     TempDir dir;
-    import_megatron_lm_gpt(fixture("qwen2_core_tp2"), -1, dir.file("ckpt"), tp, 0);
+    import_megatron_lm_gpt(megatron_lm_fixture("qwen2_core_tp2"), -1, dir.file("ckpt"), tp, 0);
     nlohmann::json state;
-    expect_tensors_as_computed_by_pytorch(full_tensors(dir.file("ckpt"), &state),
+    expect_tensors_as_computed_by_pytorch(full_model_tensors(dir.file("ckpt"), &state),
                                           "qwen2_expected.json");
     EXPECT_EQ(state["model"]["swiglu"], true);
     EXPECT_EQ(state["model"]["normalization"], "RMSNorm");
@@ -110,17 +81,18 @@ TEST(MegatronLmImport, Qwen2FromABf16RunAtTp2) {
     // Out again at TP 2 in Megatron-Core's names: PyTorch's entries, values as f32.
     export_megatron_lm_gpt(dir.file("ckpt"), -1, dir.file("out"), 2, 1, MegatronLmNaming::kCore);
     import_megatron_lm_gpt(dir.file("out"), -1, dir.file("back"), 1, 0);
-    expect_tensors_as_computed_by_pytorch(full_tensors(dir.file("back")), "qwen2_expected.json");
+    expect_tensors_as_computed_by_pytorch(full_model_tensors(dir.file("back")),
+                                          "qwen2_expected.json");
   }
 }
 
 TEST(MegatronLmImport, EqualsTheHfImportOfTheSameModel) {
   TempDir dir;
-  import_megatron_lm_gpt(fixture("legacy_tp2_pp2"), -1, dir.file("mlm"), 1, 0);
+  import_megatron_lm_gpt(megatron_lm_fixture("legacy_tp2_pp2"), -1, dir.file("mlm"), 1, 0);
   import_hf_gpt2(source_dir() + "/tests/data/gpt2_tiny/hf", dir.file("hf"), 1, 64);
   nlohmann::json mlm_state, hf_state;
-  const TensorMap a = full_tensors(dir.file("mlm"), &mlm_state);
-  const TensorMap b = full_tensors(dir.file("hf"), &hf_state);
+  const TensorMap a = full_model_tensors(dir.file("mlm"), &mlm_state);
+  const TensorMap b = full_model_tensors(dir.file("hf"), &hf_state);
   ASSERT_EQ(a.size(), b.size());
   for (const auto& [name, t] : a) {
     const Tensor x = t.clone(), y = b.at(name).clone();
@@ -207,17 +179,17 @@ void expect_same_model_entries(const std::string& ours_dir, const std::string& p
 
 TEST(MegatronLmExport, WritesTheEntriesOfPyTorchsFilesInBothNamings) {
   TempDir dir;
-  import_megatron_lm_gpt(fixture("legacy_tp2_pp2"), -1, dir.file("ours"), 1, 0);
+  import_megatron_lm_gpt(megatron_lm_fixture("legacy_tp2_pp2"), -1, dir.file("ours"), 1, 0);
   export_megatron_lm_gpt(dir.file("ours"), -1, dir.file("legacy"), 2, 2, MegatronLmNaming::kLegacy);
-  expect_same_model_entries(dir.file("legacy"), fixture("legacy_tp2_pp2"), 96);
+  expect_same_model_entries(dir.file("legacy"), megatron_lm_fixture("legacy_tp2_pp2"), 96);
   export_megatron_lm_gpt(dir.file("ours"), -1, dir.file("core"), 1, 1, MegatronLmNaming::kCore);
-  expect_same_model_entries(dir.file("core"), fixture("mcore_tp1"), 96);
+  expect_same_model_entries(dir.file("core"), megatron_lm_fixture("mcore_tp1"), 96);
 }
 
 TEST(MegatronLmExport, RoundTripsAtAnyLayoutAndIsDeterministic) {
   TempDir dir;
-  import_megatron_lm_gpt(fixture("mcore_tp1"), -1, dir.file("ours"), 2, 0);
-  const TensorMap original = full_tensors(dir.file("ours"));
+  import_megatron_lm_gpt(megatron_lm_fixture("mcore_tp1"), -1, dir.file("ours"), 2, 0);
+  const TensorMap original = full_model_tensors(dir.file("ours"));
   struct Layout {
     int tp, pp;
     MegatronLmNaming naming;
@@ -228,7 +200,7 @@ TEST(MegatronLmExport, RoundTripsAtAnyLayoutAndIsDeterministic) {
     const std::string out = dir.file("mlm_" + std::to_string(l.tp) + "_" + std::to_string(l.pp));
     export_megatron_lm_gpt(dir.file("ours"), -1, out, l.tp, l.pp, l.naming);
     import_megatron_lm_gpt(out, -1, out + "_back", 1, 96);
-    const TensorMap back = full_tensors(out + "_back");
+    const TensorMap back = full_model_tensors(out + "_back");
     for (const auto& [name, t] : original) {
       const Tensor x = t.clone(), y = back.at(name).clone();
       EXPECT_EQ(std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()), 0) << name;
@@ -249,7 +221,7 @@ TEST(MegatronLmExport, RoundTripsAtAnyLayoutAndIsDeterministic) {
 
 // A copy of the legacy fixture to break.
 std::string copy_legacy(const TempDir& dir) {
-  fs::copy(fixture("legacy_tp2_pp2"), dir.file("mlm"), fs::copy_options::recursive);
+  fs::copy(megatron_lm_fixture("legacy_tp2_pp2"), dir.file("mlm"), fs::copy_options::recursive);
   return dir.file("mlm");
 }
 
@@ -327,11 +299,11 @@ TEST(MegatronLmImport, BadCheckpointsAreRefusedNamingTheProblem) {
   }
   {  // A megatron-cpp checkpoint is not Megatron-LM's, and the other way round.
     TempDir dir;
-    import_megatron_lm_gpt(fixture("mcore_tp1"), -1, dir.file("ours"), 1, 0);
+    import_megatron_lm_gpt(megatron_lm_fixture("mcore_tp1"), -1, dir.file("ours"), 1, 0);
     std::string e =
         error_of([&] { import_megatron_lm_gpt(dir.file("ours"), -1, dir.file("o"), 1, 0); });
     EXPECT_NE(e.find("it is megatron-cpp's own"), std::string::npos) << e;
-    e = error_of([&] { CheckpointShardReader r(fixture("mcore_tp1/iter_0000007")); });
+    e = error_of([&] { CheckpointShardReader r(megatron_lm_fixture("mcore_tp1/iter_0000007")); });
     EXPECT_NE(e.find("is Megatron-LM's torch format"), std::string::npos) << e;
     EXPECT_NE(e.find("--from megatron-lm"), std::string::npos) << e;
   }

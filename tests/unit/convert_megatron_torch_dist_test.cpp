@@ -15,6 +15,7 @@
 #include <set>
 
 #include "../common/error_of.h"
+#include "../common/megatron_lm_fixture.h"
 #include "../common/source_dir.h"
 #include "../common/temp_dir.h"
 #include "checkpoint/checkpoint.h"
@@ -33,15 +34,14 @@ namespace megatron {
 namespace {
 
 using testing::error_of;
+using testing::expect_tensors_as_computed_by_pytorch;
+using testing::full_model_tensors;
+using testing::megatron_lm_fixture;
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using testing::source_dir;
 using testing::TempDir;
-
-std::string fixture(const std::string& name) {
-  return source_dir() + "/tests/data/megatron_lm_gpt_tiny/" + name;
-}
 
 nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);
@@ -49,12 +49,12 @@ nlohmann::json read_json(const std::string& path) {
 }
 
 TEST(TorchDcp, GlobalTensorsAreBitForBitThoseThePyTorchScriptBuilt) {
-  const nlohmann::json expected = read_json(fixture("torch_dist_expected.json"));
+  const nlohmann::json expected = read_json(megatron_lm_fixture("torch_dist_expected.json"));
   for (const auto& [name, iteration] :
        {std::pair<std::string, std::string>{"torch_dist_gpt2_tp2", "iter_0000012"},
         {"torch_dist_qwen2_tp2", "iter_0000005"},
         {"torch_dist_gpt2_adam_tp2", "iter_0000003"}}) {
-    const DcpCheckpoint dcp(fixture(name + "/" + iteration));
+    const DcpCheckpoint dcp(megatron_lm_fixture(name + "/" + iteration));
     const nlohmann::json& e = expected[name];
     EXPECT_EQ(dcp.tensors().size(), e.size()) << name;
     for (const auto& [key, want] : e.items()) {
@@ -68,7 +68,7 @@ TEST(TorchDcp, GlobalTensorsAreBitForBitThoseThePyTorchScriptBuilt) {
 }
 
 TEST(TorchDcp, ChunksComeFromEveryRanksFile) {
-  const DcpCheckpoint dcp(fixture("torch_dist_gpt2_tp2/iter_0000012"));
+  const DcpCheckpoint dcp(megatron_lm_fixture("torch_dist_gpt2_tp2/iter_0000012"));
   // Layer-stacked, column-parallel: 2 layers x 2 TP ranks, one file per rank.
   const DcpTensor& qkv = dcp.tensors().at("decoder.layers.self_attention.linear_qkv.weight");
   EXPECT_EQ(qkv.shape, (Shape{2, 96, 32}));
@@ -88,7 +88,7 @@ TEST(TorchDcp, ChunksComeFromEveryRanksFile) {
   ASSERT_EQ(extra.as_sequence("").size(), 1u);  // torch.save([state]): an empty byte tensor
   EXPECT_EQ(extra.as_sequence("")[0].as_tensor("").data.shape(), (Shape{0}));
   // SwiGLU: two chunks per rank, gate rows then up rows of the global [gate; up].
-  const DcpCheckpoint qwen(fixture("torch_dist_qwen2_tp2/iter_0000005"));
+  const DcpCheckpoint qwen(megatron_lm_fixture("torch_dist_qwen2_tp2/iter_0000005"));
   const DcpTensor& fc1 = qwen.tensors().at("decoder.layers.mlp.linear_fc1.weight");
   EXPECT_EQ(fc1.shape, (Shape{1, 64, 64}));
   std::set<Shape> offsets;
@@ -97,41 +97,13 @@ TEST(TorchDcp, ChunksComeFromEveryRanksFile) {
   EXPECT_TRUE(qwen.byte_items().count("common_state/shard_0_1"));
 }
 
-// Every model tensor of megatron-cpp's checkpoint in `dir` (latest iteration), full.
-TensorMap full_tensors(const std::string& dir, nlohmann::json* state = nullptr) {
-  CheckpointShardReader reader(checkpoint_iteration_dir(dir, -1));
-  const nlohmann::json s = reader.state(0, 0);
-  if (state) *state = s;
-  const GptConfig c = gpt_config_from_checkpoint_state(s, dir);
-  return read_full_model_tensors(reader, registered_parameter_store<GptModel>(c, 0, 1));
-}
-
-// `full` holds exactly the tensors of `expected_file` (CRC-32s the reference scripts computed
-// from the HF weights in megatron-cpp's names), the vocabulary padding zero.
-void expect_tensors_as_computed_by_pytorch(const TensorMap& full,
-                                           const std::string& expected_file) {
-  const nlohmann::json expected = read_json(fixture(expected_file));
-  const int64_t vocab = expected["vocab_size"];
-  EXPECT_EQ(full.size(), expected["tensors"].size());
-  for (const auto& [name, e] : expected["tensors"].items()) {
-    ASSERT_TRUE(full.count(name)) << name;
-    Tensor t = full.at(name);
-    if (name == "embedding.word_embeddings.weight" || name == "output_layer.weight") {
-      for (float v : t.slice(0, vocab, t.size(0)).clone().to_vector<float>()) EXPECT_EQ(v, 0.0f);
-      t = t.slice(0, 0, vocab);
-    }
-    const Tensor c = t.clone();
-    EXPECT_EQ(c.shape(), e["shape"].get<Shape>()) << name;
-    EXPECT_EQ(crc32(c.raw_data(), c.nbytes()), e["crc32"].get<uint32_t>()) << name;
-  }
-}
-
 TEST(MegatronTorchDistImport, Gpt2FromPyTorch113sDcpLoadsTheTensorsPyTorchComputed) {
   for (int tp : {1, 2, 4}) {
     TempDir dir;
-    import_megatron_lm_gpt(fixture("torch_dist_gpt2_tp2"), -1, dir.file("ckpt"), tp, 0);
+    import_megatron_lm_gpt(megatron_lm_fixture("torch_dist_gpt2_tp2"), -1, dir.file("ckpt"), tp, 0);
     nlohmann::json state;
-    expect_tensors_as_computed_by_pytorch(full_tensors(dir.file("ckpt"), &state), "expected.json");
+    expect_tensors_as_computed_by_pytorch(full_model_tensors(dir.file("ckpt"), &state),
+                                          "expected.json");
     EXPECT_EQ(state["iteration"], 0);
     EXPECT_EQ(state["converted_from"]["format"], "megatron-lm-torch_dist");
     EXPECT_EQ(state["converted_from"]["iteration"], 12);
@@ -147,9 +119,10 @@ TEST(MegatronTorchDistImport, Gpt2FromPyTorch113sDcpLoadsTheTensorsPyTorchComput
 TEST(MegatronTorchDistImport, Qwen2WithPyTorch2sMetadataLoadsTheTensorsPyTorchComputed) {
   for (int tp : {1, 2}) {
     TempDir dir;
-    import_megatron_lm_gpt(fixture("torch_dist_qwen2_tp2"), -1, dir.file("ckpt"), tp, 0);
+    import_megatron_lm_gpt(megatron_lm_fixture("torch_dist_qwen2_tp2"), -1, dir.file("ckpt"), tp,
+                           0);
     nlohmann::json state;
-    expect_tensors_as_computed_by_pytorch(full_tensors(dir.file("ckpt"), &state),
+    expect_tensors_as_computed_by_pytorch(full_model_tensors(dir.file("ckpt"), &state),
                                           "qwen2_expected.json");
     EXPECT_EQ(state["converted_from"]["iteration"], 5);
     EXPECT_EQ(state["model"]["swiglu"], true);
@@ -159,7 +132,7 @@ TEST(MegatronTorchDistImport, Qwen2WithPyTorch2sMetadataLoadsTheTensorsPyTorchCo
 
 // A copy of a fixture's iteration directory to spoil.
 std::string copy_fixture(const TempDir& dir, const std::string& name) {
-  fs::copy(fixture(name), dir.file(name), fs::copy_options::recursive);
+  fs::copy(megatron_lm_fixture(name), dir.file(name), fs::copy_options::recursive);
   return dir.file(name);
 }
 
