@@ -50,7 +50,7 @@ cmake -S "$ROOT" -B "$BUILD" -G Ninja "${CONFIG[@]}" >/dev/null
 # the CPU time one costs without ccache on our 2-core VM (bench/RESULTS.md, "Build"), over this
 # machine's cores. A tree built before only recompiles what changed (with ccache, seconds for
 # files compiled before).
-SECONDS_PER_FILE=1.3
+SECONDS_PER_FILE=2.7
 CORES=$(nproc)
 files=$(ninja -C "$BUILD" -t commands "$@" | grep -c ' -c ' || true)
 if [[ -f $BUILD/.ninja_log && $(wc -l < "$BUILD/.ninja_log") -gt 1 ]]; then
