@@ -180,8 +180,9 @@ TEST(HfMoeConvert, RefusesModelsHfCannotExpressByFlag) {
       has(export_error("mixtral", mixtral,
                        [](auto& c) { c.arch.moe.score_function = MoeScoreFunction::kSigmoid; }),
           "--moe-router-score-function sigmoid"));
-  EXPECT_TRUE(has(export_error("mixtral", mixtral, [](auto& c) { c.arch.moe.layer_freq = "2"; }),
-                  "layer 1 is dense (--moe-layer-freq 2)"));
+  EXPECT_TRUE(has(
+      export_error("mixtral", mixtral, [](auto& c) { c.arch.moe.layer_freq = std::to_string(2); }),
+      "layer 1 is dense (--moe-layer-freq 2)"));
   EXPECT_TRUE(has(export_error("mixtral", "LlamaForCausalLM", [](auto&) {}),
                   "exports as MixtralForCausalLM, Qwen2MoeForCausalLM or Qwen3MoeForCausalLM"));
   EXPECT_TRUE(has(export_error("qwen2_moe", "Qwen2MoeForCausalLM",
