@@ -308,7 +308,8 @@ GptConfig gpt_config_from_hf_llama(const nlohmann::json& j, int64_t padded_vocab
     if (d * c.num_attention_heads != c.hidden_size) a.kv_channels = d;
   }
   a.add_bias_linear = false;
-  a.add_qkv_bias = has_qkv_bias(arch);
+  // Newer Qwen2-MoE configs may switch the biases off (qkv_bias, default true).
+  a.add_qkv_bias = has_qkv_bias(arch) && j.value("qkv_bias", true);
   a.qk_layernorm = has_qk_norm(arch);  // q_norm and k_norm: RMSNorm per head
   a.untie_embeddings_and_output_weights = !j.value("tie_word_embeddings", false);
   MT_REQUIRE(c.padded_vocab_size >= c.vocab_size, "padded vocabulary size ", c.padded_vocab_size,
@@ -341,8 +342,10 @@ nlohmann::json hf_llama_config_from_gpt(const GptConfig& c, const std::string& a
              c.arch.qk_layernorm ? " has no QK norm (export to " : " needs a QK norm (",
              c.arch.qk_layernorm ? (moe ? "Qwen3MoeForCausalLM)" : "Qwen3ForCausalLM)")
                                  : "--qk-layernorm)");
-  MT_REQUIRE(c.arch.add_qkv_bias == has_qkv_bias(architecture), architecture,
-             c.arch.add_qkv_bias ? " has no" : " needs", " q/k/v biases (",
+  const bool optional_qkv_bias = architecture == "Qwen2MoeForCausalLM";  // its qkv_bias key
+  MT_REQUIRE(c.arch.add_qkv_bias == has_qkv_bias(architecture) ||
+                 (optional_qkv_bias && !c.arch.add_qkv_bias),
+             architecture, c.arch.add_qkv_bias ? " has no" : " needs", " q/k/v biases (",
              c.arch.add_qkv_bias
                  ? (moe ? "export to Qwen2MoeForCausalLM" : "export to Qwen2ForCausalLM")
                  : "--add-qkv-bias",
@@ -384,6 +387,7 @@ nlohmann::json hf_llama_config_from_gpt(const GptConfig& c, const std::string& a
   j["attention_dropout"] = as_written(c.attention_dropout);
   j["initializer_range"] = as_written(c.init_method_std);
   j["tie_word_embeddings"] = !c.arch.untie_embeddings_and_output_weights;
+  if (optional_qkv_bias && !c.arch.add_qkv_bias) j["qkv_bias"] = false;
   if (moe) add_hf_moe_config(c, architecture, j);
   return j;
 }

@@ -69,6 +69,20 @@ TEST(HfMoeConvert, Qwen2MoeRoutesPreSoftmaxWithItsGatedSharedExpertAndDenseLayer
   EXPECT_EQ(hf_moe_architecture_of(c), "Qwen2MoeForCausalLM");
 }
 
+// Newer transformers write Qwen2-MoE's qkv_bias (default true); false exports back as false.
+TEST(HfMoeConvert, Qwen2MoeQkvBiasKeyIsHonoured) {
+  nlohmann::json j = fixture_config("qwen2_moe");
+  j["qkv_bias"] = false;
+  const GptConfig c = gpt_config_from_hf_llama(j, 64);
+  EXPECT_FALSE(c.arch.add_qkv_bias);
+  const nlohmann::json back = hf_llama_config_from_gpt(c, "Qwen2MoeForCausalLM");
+  EXPECT_EQ(back.value("qkv_bias", true), false);
+  EXPECT_FALSE(gpt_config_from_hf_llama(back, 64).arch.add_qkv_bias);
+  EXPECT_FALSE(hf_llama_config_from_gpt(gpt_config_from_hf_llama(fixture_config("qwen2_moe"), 64),
+                                        "Qwen2MoeForCausalLM")
+                   .contains("qkv_bias"));
+}
+
 TEST(HfMoeConvert, Qwen3MoeRenormalisesWithQkNormsAndSparseStep) {
   const GptConfig c = gpt_config_from_hf_llama(fixture_config("qwen3_moe"), 64);
   EXPECT_FALSE(c.arch.moe.pre_softmax);       // norm_topk_prob true
@@ -84,8 +98,9 @@ TEST(HfMoeConvert, TensorsAndConfigRoundTripInMemory) {
     const HfDirectory hf = read_hf_directory(fixture_dir(fixture));
     const GptConfig c = gpt_config_from_hf_llama(hf.config, 64);
     const TensorMap ours = gpt_tensors_from_hf_llama(hf.tensors, c);
-    EXPECT_EQ(ours.at("layers.1.mlp.router.weight").shape(), (Shape{4, 32}))
-        << "layer 1 is sparse in every fixture";
+    const std::string last = "layers." + std::to_string(c.num_layers - 1);
+    EXPECT_EQ(ours.at(last + ".mlp.router.weight").shape(), (Shape{4, 32}))
+        << "the last layer is sparse in every fixture";
     const TensorMap back = hf_llama_tensors_from_gpt(ours, c);
     ASSERT_EQ(back.size(), hf.tensors.size());
     for (const auto& [name, t] : hf.tensors) {
