@@ -1,6 +1,7 @@
 // `megatron convert` — Megatron-LM's tools/checkpoint/convert.py: import/export HuggingFace
-// GPT-2 and Llama-family (Llama, Mistral, Qwen2; recognised from config.json or from the
-// checkpoint's architecture arguments) checkpoints and change the tensor-parallel size of our
+// GPT-2 and Llama-family (Llama, Mistral, Qwen2, Qwen3, and the mixtures of experts Mixtral,
+// Qwen2-MoE, Qwen3-MoE; recognised from config.json or from the checkpoint's architecture
+// arguments) checkpoints and change the tensor-parallel size of our
 // checkpoints offline.
 //
 //   megatron convert --model-type gpt --from hf --load HF_DIR --save CKPT

@@ -5,15 +5,26 @@
 #include <iterator>
 #include <sstream>
 
+#include "convert/hf_moe.h"
 #include "convert/hf_tensor.h"
 #include "core/decimal.h"
 
 namespace megatron {
 namespace {
 
-const char* const kArchitectures[] = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
-                                      "Qwen3ForCausalLM"};
-const char* const kModelTypes[] = {"llama", "mistral", "qwen2", "qwen3"};
+const char* const kArchitectures[] = {
+    "LlamaForCausalLM",   "MistralForCausalLM",  "Qwen2ForCausalLM",   "Qwen3ForCausalLM",
+    "MixtralForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM"};
+const char* const kModelTypes[] = {"llama",   "mistral",   "qwen2",    "qwen3",
+                                   "mixtral", "qwen2_moe", "qwen3_moe"};
+
+// Qwen2's q/k/v biases and Qwen3's per-head QK norms, in their dense and MoE forms.
+bool has_qkv_bias(const std::string& arch) {
+  return arch == "Qwen2ForCausalLM" || arch == "Qwen2MoeForCausalLM";
+}
+bool has_qk_norm(const std::string& arch) {
+  return arch == "Qwen3ForCausalLM" || arch == "Qwen3MoeForCausalLM";
+}
 
 template <typename T>
 T required(const nlohmann::json& j, const char* key) {
@@ -150,6 +161,81 @@ Tensor ungroup_qkv(const Tensor& qkv, int64_t first, int64_t heads, const Shapes
   return qkv.view(grouped).slice(1, first, first + heads).clone().view(flat);
 }
 
+// The gated MLP's gate and up projections [f, h] as our stacked fc1 [2, f, h] (undefined when
+// either is missing or misshaped: noted by `hf`).
+Tensor take_gated_fc1(HfSource& hf, const std::string& gate_name, const std::string& up_name,
+                      int64_t f, int64_t h) {
+  const Tensor gate = hf.take(gate_name, {f, h}), up = hf.take(up_name, {f, h});
+  if (!gate.defined() || !up.defined()) return Tensor();
+  Tensor fc1 = Tensor::zeros({2, f, h}, DType::F32);
+  fc1.select(0, 0).copy_from(gate);
+  fc1.select(0, 1).copy_from(up);
+  return fc1;
+}
+
+// MoE layer i's sparse block (convert/hf_moe.h): the router, every expert's gate/up/down stacked
+// into experts.linear_fc1 [E, 2, F, h] and linear_fc2 [E, h, F], the gated shared expert.
+void take_sparse_block(HfSource& hf, const GptConfig& c, int i, TensorMap& ours) {
+  const HfSparseBlockNames n = hf_sparse_block_names(c, i);
+  const int64_t e = c.arch.moe.num_experts, f = c.transformer_config().expert_ffn_size(),
+                h = c.hidden_size;
+  const std::string us = layer(i) + "mlp.";
+  const Tensor router = hf.take(n.router, {e, h});
+  if (router.defined()) ours[us + "router.weight"] = router;
+  Tensor fc1 = Tensor::zeros({e, 2, f, h}, DType::F32), fc2 = Tensor::zeros({e, h, f}, DType::F32);
+  bool complete = true;
+  for (int64_t x = 0; x < e; ++x) {
+    const auto& [gate, up, down] = n.experts[size_t(x)];
+    const Tensor gate_up = take_gated_fc1(hf, gate, up, f, h), w2 = hf.take(down, {h, f});
+    complete = complete && gate_up.defined() && w2.defined();
+    if (!complete) continue;
+    fc1.select(0, x).copy_from(gate_up);
+    fc2.select(0, x).copy_from(w2);
+  }
+  if (complete) {
+    ours[us + "experts.linear_fc1.weight"] = fc1;
+    ours[us + "experts.linear_fc2.weight"] = fc2;
+  }
+  if (n.shared_gate.empty()) return;
+  const int64_t sf = c.arch.moe.shared_expert_ffn;
+  const std::pair<std::string, Tensor> shared[] = {
+      {"linear_fc1.weight", take_gated_fc1(hf, n.shared[0], n.shared[1], sf, h)},
+      {"linear_fc2.weight", hf.take(n.shared[2], {h, sf})},
+      {"gate_weight", hf.take(n.shared_gate, {1, h})}};
+  for (const auto& [name, t] : shared)
+    if (t.defined()) ours[us + "shared_experts." + name] = t;
+}
+
+const Tensor& our_tensor(const TensorMap& ours, const std::string& name) {
+  auto it = ours.find(name);
+  MT_REQUIRE(it != ours.end(), "no tensor '", name, "' to export to HF");
+  return it->second;
+}
+
+// The inverse of take_sparse_block, names with "model.".
+void put_sparse_block(const TensorMap& ours, const GptConfig& c, int i, TensorMap& hf) {
+  const HfSparseBlockNames n = hf_sparse_block_names(c, i);
+  const int64_t e = c.arch.moe.num_experts;
+  const std::string us = layer(i) + "mlp.";
+  hf["model." + n.router] = our_tensor(ours, us + "router.weight").clone();
+  const Tensor& fc1 = our_tensor(ours, us + "experts.linear_fc1.weight");  // [E, 2, F, h]
+  const Tensor& fc2 = our_tensor(ours, us + "experts.linear_fc2.weight");  // [E, h, F]
+  for (int64_t x = 0; x < e; ++x) {
+    const auto& [gate, up, down] = n.experts[size_t(x)];
+    hf["model." + gate] = fc1.select(0, x).select(0, 0).clone();
+    hf["model." + up] = fc1.select(0, x).select(0, 1).clone();
+    hf["model." + down] = fc2.select(0, x).clone();
+  }
+  if (n.shared_gate.empty()) return;
+  const int64_t sf = c.arch.moe.shared_expert_ffn;
+  const Tensor shared_fc1 =
+      our_tensor(ours, us + "shared_experts.linear_fc1.weight").view({2, sf, c.hidden_size});
+  hf["model." + n.shared[0]] = shared_fc1.select(0, 0).clone();
+  hf["model." + n.shared[1]] = shared_fc1.select(0, 1).clone();
+  hf["model." + n.shared[2]] = our_tensor(ours, us + "shared_experts.linear_fc2.weight").clone();
+  hf["model." + n.shared_gate] = our_tensor(ours, us + "shared_experts.gate_weight").clone();
+}
+
 }  // namespace
 
 std::string hf_llama_architecture(const nlohmann::json& j) {
@@ -167,8 +253,8 @@ std::string hf_llama_architecture(const nlohmann::json& j) {
 GptConfig gpt_config_from_hf_llama(const nlohmann::json& j, int64_t padded_vocab_size) {
   const std::string arch = hf_llama_architecture(j);
   MT_REQUIRE(!arch.empty(),
-             "HF config.json is not a LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM or "
-             "Qwen3ForCausalLM");
+             "HF config.json is not a LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
+             "Qwen3ForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM or Qwen3MoeForCausalLM");
   const std::string act = j.value("hidden_act", std::string("silu"));
   MT_REQUIRE(act == "silu", "HF Llama config.json: hidden_act '", act,
              "' is not supported (the gated MLP computes SiLU: silu)");
@@ -185,7 +271,7 @@ GptConfig gpt_config_from_hf_llama(const nlohmann::json& j, int64_t padded_vocab
   c.padded_vocab_size = padded_vocab_size;
   c.max_position_embeddings = required<int>(j, "max_position_embeddings");
   if (j.contains("sliding_window") && j["sliding_window"].is_number_integer() &&
-      j.value("use_sliding_window", arch == "MistralForCausalLM"))
+      j.value("use_sliding_window", arch == "MistralForCausalLM" || arch == "MixtralForCausalLM"))
     c.max_position_embeddings = std::min(c.max_position_embeddings, j["sliding_window"].get<int>());
   c.seq_length = c.max_position_embeddings;
   c.layernorm_epsilon = optional_float(j, "rms_norm_eps", 1e-6f);
@@ -222,11 +308,13 @@ GptConfig gpt_config_from_hf_llama(const nlohmann::json& j, int64_t padded_vocab
     if (d * c.num_attention_heads != c.hidden_size) a.kv_channels = d;
   }
   a.add_bias_linear = false;
-  a.add_qkv_bias = arch == "Qwen2ForCausalLM";
-  a.qk_layernorm = arch == "Qwen3ForCausalLM";  // q_norm and k_norm: RMSNorm per head
+  // Newer Qwen2-MoE configs may switch the biases off (qkv_bias, default true).
+  a.add_qkv_bias = has_qkv_bias(arch) && j.value("qkv_bias", true);
+  a.qk_layernorm = has_qk_norm(arch);  // q_norm and k_norm: RMSNorm per head
   a.untie_embeddings_and_output_weights = !j.value("tie_word_embeddings", false);
   MT_REQUIRE(c.padded_vocab_size >= c.vocab_size, "padded vocabulary size ", c.padded_vocab_size,
              " is smaller than the HF vocab_size ", c.vocab_size);
+  if (is_hf_moe_architecture(arch)) set_moe_options_from_hf(j, arch, c);
   return c;
 }
 
@@ -240,24 +328,35 @@ nlohmann::json hf_llama_config_from_gpt(const GptConfig& c, const std::string& a
              c.arch.apply_layernorm_1p ? "zero-centred norm gains (--apply-layernorm-1p)"
                                        : "interleaved RoPE (--rotary-interleaved)",
              ": this model does not export to it");
-  MT_REQUIRE(!c.arch.moe.enabled(), "a mixture-of-experts model does not export to ", architecture,
-             ": Mixtral / Qwen-MoE export is not implemented; keep it in megatron-cpp's format");
+  MT_REQUIRE(c.arch.moe.enabled() || !is_hf_moe_architecture(architecture), architecture,
+             " is a mixture of experts: a dense model exports as LlamaForCausalLM, "
+             "Qwen2ForCausalLM or Qwen3ForCausalLM");
+  MT_REQUIRE(!c.arch.moe.enabled() || is_hf_moe_architecture(architecture),
+             "a mixture-of-experts model does not export to ", architecture,
+             ": it exports as MixtralForCausalLM, Qwen2MoeForCausalLM or Qwen3MoeForCausalLM");
   MT_REQUIRE(!c.arch.mup.enabled, architecture,
              "'s config.json has no muP attention scale or multipliers: a --use-mup model does "
              "not export to it");
-  MT_REQUIRE(c.arch.qk_layernorm == (architecture == "Qwen3ForCausalLM"), architecture,
-             c.arch.qk_layernorm ? " has no QK norm (export to Qwen3ForCausalLM)"
-                                 : " needs a QK norm (--qk-layernorm)");
-  MT_REQUIRE(c.arch.add_qkv_bias == (architecture == "Qwen2ForCausalLM"), architecture,
-             c.arch.add_qkv_bias ? " has no" : " needs", " q/k/v biases (",
-             c.arch.add_qkv_bias ? "export to Qwen2ForCausalLM" : "--add-qkv-bias", ")");
+  const bool moe = c.arch.moe.enabled();
+  MT_REQUIRE(c.arch.qk_layernorm == has_qk_norm(architecture), architecture,
+             c.arch.qk_layernorm ? " has no QK norm (export to " : " needs a QK norm (",
+             c.arch.qk_layernorm ? (moe ? "Qwen3MoeForCausalLM)" : "Qwen3ForCausalLM)")
+                                 : "--qk-layernorm)");
+  const bool optional_qkv_bias = architecture == "Qwen2MoeForCausalLM";  // its qkv_bias key
+  MT_REQUIRE(c.arch.add_qkv_bias == has_qkv_bias(architecture) ||
+                 (optional_qkv_bias && !c.arch.add_qkv_bias),
+             architecture, c.arch.add_qkv_bias ? " has no" : " needs", " q/k/v biases (",
+             c.arch.add_qkv_bias
+                 ? (moe ? "export to Qwen2MoeForCausalLM" : "export to Qwen2ForCausalLM")
+                 : "--add-qkv-bias",
+             ")");
   const Shapes s = shapes(c);
   nlohmann::json j;
   j["architectures"] = {architecture};
-  j["model_type"] = architecture == "Qwen2ForCausalLM"     ? "qwen2"
-                    : architecture == "Qwen3ForCausalLM"   ? "qwen3"
-                    : architecture == "MistralForCausalLM" ? "mistral"
-                                                           : "llama";
+  for (size_t i = 0; i < std::size(kArchitectures); ++i)
+    if (architecture == kArchitectures[i]) j["model_type"] = kModelTypes[i];
+  MT_REQUIRE(j.contains("model_type"), "'", architecture,
+             "' is not an HF Llama-family architecture");
   j["hidden_act"] = "silu";
   j["vocab_size"] = c.vocab_size;
   j["max_position_embeddings"] = c.max_position_embeddings;
@@ -288,6 +387,8 @@ nlohmann::json hf_llama_config_from_gpt(const GptConfig& c, const std::string& a
   j["attention_dropout"] = as_written(c.attention_dropout);
   j["initializer_range"] = as_written(c.init_method_std);
   j["tie_word_embeddings"] = !c.arch.untie_embeddings_and_output_weights;
+  if (optional_qkv_bias && !c.arch.add_qkv_bias) j["qkv_bias"] = false;
+  if (moe) add_hf_moe_config(c, architecture, j);
   return j;
 }
 
@@ -326,14 +427,12 @@ TensorMap gpt_tensors_from_hf_llama(const TensorMap& hf_in, const GptConfig& c) 
     put(us + "self_attention.dense.weight", hf.take(a + "o_proj.weight", {s.h, s.heads * s.d}));
     put(us + "post_attention_layernorm.weight",
         hf.take(hl + "post_attention_layernorm.weight", {s.h}));
-    Tensor gate = hf.take(hl + "mlp.gate_proj.weight", {s.f, s.h});
-    Tensor up = hf.take(hl + "mlp.up_proj.weight", {s.f, s.h});
-    if (gate.defined() && up.defined()) {
-      Tensor fc1 = Tensor::zeros({2, s.f, s.h}, DType::F32);
-      fc1.select(0, 0).copy_from(gate);
-      fc1.select(0, 1).copy_from(up);
-      put(us + "mlp.dense_h_to_4h.weight", fc1);
+    if (c.arch.moe.is_moe_layer(i, c.num_layers)) {
+      take_sparse_block(hf, c, i, ours);
+      continue;
     }
+    put(us + "mlp.dense_h_to_4h.weight",
+        take_gated_fc1(hf, hl + "mlp.gate_proj.weight", hl + "mlp.up_proj.weight", s.f, s.h));
     put(us + "mlp.dense_4h_to_h.weight", hf.take(hl + "mlp.down_proj.weight", {s.h, s.f}));
   }
   put("final_layernorm.weight", hf.take("norm.weight", {s.h}));
@@ -356,11 +455,7 @@ TensorMap gpt_tensors_from_hf_llama(const TensorMap& hf_in, const GptConfig& c) 
 
 TensorMap hf_llama_tensors_from_gpt(const TensorMap& ours, const GptConfig& c) {
   const Shapes s = shapes(c);
-  auto get = [&](const std::string& name) -> const Tensor& {
-    auto it = ours.find(name);
-    MT_REQUIRE(it != ours.end(), "no tensor '", name, "' to export to HF Llama");
-    return it->second;
-  };
+  auto get = [&](const std::string& name) -> const Tensor& { return our_tensor(ours, name); };
   TensorMap hf;
   hf["model.embed_tokens.weight"] =
       get("embedding.word_embeddings.weight").slice(0, 0, s.vocab).clone();
@@ -381,6 +476,10 @@ TensorMap hf_llama_tensors_from_gpt(const TensorMap& ours, const GptConfig& c) {
     hf[hl + "self_attn.o_proj.weight"] = get(us + "self_attention.dense.weight").clone();
     hf[hl + "post_attention_layernorm.weight"] =
         get(us + "post_attention_layernorm.weight").clone();
+    if (c.arch.moe.is_moe_layer(i, c.num_layers)) {
+      put_sparse_block(ours, c, i, hf);
+      continue;
+    }
     const Tensor fc1 = get(us + "mlp.dense_h_to_4h.weight").view({2, s.f, s.h});
     hf[hl + "mlp.gate_proj.weight"] = fc1.select(0, 0).clone();
     hf[hl + "mlp.up_proj.weight"] = fc1.select(0, 1).clone();

@@ -2,7 +2,9 @@
 // I/O). LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM share one
 // layout (Qwen2 adds q/k/v biases, Qwen3 a per-head RMSNorm of queries and keys); they map onto the
 // GPT model with the Llama architecture options (RoPE, RMSNorm, SwiGLU, grouped-query attention, no
-// linear biases, untied output layer).
+// linear biases, untied output layer). Their mixture-of-experts forms MixtralForCausalLM (Mistral's
+// attention), Qwen2MoeForCausalLM (Qwen2's) and Qwen3MoeForCausalLM (Qwen3's) replace the MLP of
+// their sparse layers by a routed block: the MoE options and those tensors are convert/hf_moe.h's.
 //
 //   HF ("model." prefix)                        ours
 //   embed_tokens.weight [V, h]               -> embedding.word_embeddings.weight [Vp, h]
@@ -18,6 +20,7 @@
 //   layers.i.mlp.down_proj.weight            -> layers.i.mlp.dense_4h_to_h.weight
 //   norm.weight                              -> final_layernorm.weight
 //   lm_head.weight [V, h]                    -> output_layer.weight [Vp, h] (absent when tied)
+//   (MoE layers: layers.i.mlp.router / experts.* / shared_experts.*, see convert/hf_moe.h)
 // Vocabulary rows are padded with zeros on import and cut on export. Both directions move
 // values exactly (permutations of rows), so import → export returns the same numbers.
 #pragma once
@@ -41,11 +44,14 @@ std::string hf_llama_architecture(const nlohmann::json& hf_config);
 // partial_rotary_factor, tie_word_embeddings, attention_dropout, initializer_range). Throws
 // Error naming the key when one is missing or asks for something the model does not compute
 // (hidden_act other than silu, attention or MLP biases on Llama, other RoPE scalings). A
-// Mistral sliding window shorter than max_position_embeddings caps max_position_embeddings:
-// within the window, windowed attention is full causal attention.
+// Mistral (or Mixtral) sliding window shorter than max_position_embeddings caps
+// max_position_embeddings: within the window, windowed attention is full causal attention. The MoE
+// architectures' keys set arch.moe (set_moe_options_from_hf).
 GptConfig gpt_config_from_hf_llama(const nlohmann::json& hf_config, int64_t padded_vocab_size);
 // The config.json of `architecture` ("LlamaForCausalLM", "MistralForCausalLM",
-// "Qwen2ForCausalLM") for `config`.
+// "Qwen2ForCausalLM", "Qwen3ForCausalLM", or with experts "MixtralForCausalLM",
+// "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM") for `config`; Error naming the flag the
+// architecture cannot express.
 nlohmann::json hf_llama_config_from_gpt(const GptConfig& config, const std::string& architecture);
 
 // HF tensors (any float dtype, names with or without "model.") -> our full logical f32

@@ -7,6 +7,7 @@
 #include "convert/hf_directory.h"
 #include "convert/hf_llama.h"
 #include "convert/hf_model_card.h"
+#include "convert/hf_moe.h"
 #include "core/logging.h"
 #include "kernels/elementwise.h"
 
@@ -58,9 +59,10 @@ void export_hf_llama(const std::string& load_dir, int64_t iteration, const std::
   const GptConfig c = gpt_config_from_checkpoint_state(state, reader.iteration_dir());
   const nlohmann::json from = state.value("converted_from", nlohmann::json::object());
   const std::string architecture =
-      from.value("architecture", std::string(c.arch.add_qkv_bias   ? "Qwen2ForCausalLM"
-                                             : c.arch.qk_layernorm ? "Qwen3ForCausalLM"
-                                                                   : "LlamaForCausalLM"));
+      from.value("architecture", c.arch.moe.enabled()  ? hf_moe_architecture_of(c)
+                                 : c.arch.add_qkv_bias ? std::string("Qwen2ForCausalLM")
+                                 : c.arch.qk_layernorm ? std::string("Qwen3ForCausalLM")
+                                                       : std::string("LlamaForCausalLM"));
 
   const TensorMap full =
       read_full_model_tensors(reader, registered_parameter_store<GptModel>(c, 0, 1));

@@ -1,4 +1,6 @@
-// HF Llama-family (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM) <-> our checkpoints,
+// HF Llama-family (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM and
+// the mixtures of experts MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, whose
+// MoE flags --num-experts, --moe-* come from config.json alike) <-> our checkpoints,
 // behind `megatron convert --model-type gpt --from hf` / `--to hf` (convert/hf_llama.h has the
 // layouts). The architecture flags (--position-embedding-type rope, --normalization RMSNorm,
 // --swiglu, --group-query-attention --num-query-groups, --untie-embeddings-and-output-weights,
@@ -31,7 +33,8 @@ bool is_llama_checkpoint(const nlohmann::json& state);
 // directory: config.json, and the weights in the dtype recorded at import (else f32) as
 // model.safetensors, or — when they exceed `max_shard_bytes` — as model-0000k-of-0000n
 // shards listed by model.safetensors.index.json (HF's layout). The architecture is the one
-// recorded at import, else Qwen2ForCausalLM with q/k/v biases, else LlamaForCausalLM. Also the
+// recorded at import, else (with experts) hf_moe_architecture_of, else Qwen2ForCausalLM with
+// q/k/v biases, Qwen3ForCausalLM with QK norms, else LlamaForCausalLM. Also the
 // model card README.md (convert/hf_model_card.h).
 void export_hf_llama(const std::string& load_dir, int64_t iteration, const std::string& hf_dir,
                      int64_t max_shard_bytes);

@@ -100,7 +100,17 @@ def rope(x, base):
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
 
-def forward(w, ids, config):
+def dense_mlp(w, pre, m):
+    """HF's gated MLP of layer `pre`: (silu(m Wgᵀ) ⊙ m Wuᵀ) Wdᵀ."""
+    gate = m @ w[pre + "mlp.gate_proj.weight"].t()
+    up = m @ w[pre + "mlp.up_proj.weight"].t()
+    return (gate * torch.sigmoid(gate) * up) @ w[pre + "mlp.down_proj.weight"].t()
+
+
+def forward(w, ids, config, mlp=None):
+    """Logits [b, s, vocab]; mlp(w, layer prefix, m [b, s, h]) is the MLP block (default: the
+    dense gated MLP; hf_moe_reference.py passes its sparse blocks)."""
+    mlp = mlp or dense_mlp
     b, s = ids.shape
     h, nh, nkv = config["hidden_size"], config["num_attention_heads"], config["num_key_value_heads"]
     d = config.get("head_dim", h // nh)
@@ -130,9 +140,7 @@ def forward(w, ids, config):
         y = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(b, s, nh * d)
         x = x + y @ w[pre + "self_attn.o_proj.weight"].t()
         m = rms_norm(x, w[pre + "post_attention_layernorm.weight"], eps)
-        gate = m @ w[pre + "mlp.gate_proj.weight"].t()
-        up = m @ w[pre + "mlp.up_proj.weight"].t()
-        x = x + (gate * torch.sigmoid(gate) * up) @ w[pre + "mlp.down_proj.weight"].t()
+        x = x + mlp(w, pre, m)
     x = rms_norm(x, w["model.norm.weight"], eps)
     return x @ w["lm_head.weight"].t()
 
