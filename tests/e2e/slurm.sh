@@ -203,6 +203,8 @@ job=$(MEGATRON="$MEGATRON_BINARY" CKPT="$WORK/ck" TRAIN_LOG="$WORK/train.log" \
   sbatch --parsable --nodes=1 --ntasks-per-node=4 --gpus-per-node=0 --cpus-per-task=1 \
   --output="$WORK/job.out" "$EXAMPLE" "${TINY[@]:1}" --train-iters 8 \
   --metrics-file "$WORK/requeued.jsonl") || fail "sbatch $EXAMPLE"
+scontrol show job "$job" | grep -q "JobName=gpt-345m" ||
+  fail "sbatch did not read the example's #SBATCH lines (its job name)"
 waited=0
 for ((i = 0; i < 4; i++)); do
   until read -r -t 1 -u 3 rank pid; do
