@@ -7,7 +7,8 @@
 #     bit for bit; so does `mpirun` inside an allocation (salloc);
 #  b) ranks started by srun get the OpenMP thread count mpirun's get (OpenMPI tells a rank how
 #     many ranks share its machine only inside MPI_Init, too late for OMP_NUM_THREADS);
-#  c) `srun --mpi=none` (tasks without an MPI bootstrap) is refused with one message, instead of
+#  c) a rank that fails alone ends the srun job (MPI_Abort through PMIx), with its message once;
+#     `srun --mpi=none` (tasks without an MPI bootstrap) is refused with one message, instead of
 #     every task training alone into the same --save;
 #  d) examples/slurm_pretrain_gpt.sbatch, `scontrol requeue`d while it runs: Slurm sends SIGTERM
 #     to every task, the ranks save at iteration 4 (--exit-signal-handler), the job goes back to
@@ -184,7 +185,14 @@ echo "srun:   $srun_threads"
   fail "mpirun's ranks do not all have OMP_NUM_THREADS"
 [[ $srun_threads == "$mpirun_threads" ]] || fail "srun's ranks run other thread counts than mpirun's"
 
-echo "== c) srun without an MPI plugin is refused, once"
+echo "== c) a rank failing alone ends the srun job; srun without an MPI plugin is refused, once"
+rc=0
+timeout 60 srun -n 4 --mpi=pmix "$MEGATRON_BINARY" comm-check --fail-rank 2 --bandwidth-mb 0 \
+  > "$WORK/rank_failure.log" 2>&1 || rc=$?
+[[ $rc -ne 0 && $rc -ne 124 && $rc -ne 137 ]] ||
+  fail "srun job with a failing rank: exit $rc (0: not failed; 124, 137: hung)"
+[[ $(grep -cxF "error: comm-check: failure injected on rank 2 by --fail-rank" \
+  "$WORK/rank_failure.log") -eq 1 ]] || fail "srun job with a failing rank: its error, once"
 rc=0
 timeout 120 srun -n 2 --mpi=none "$MEGATRON_BINARY" "${TINY[@]}" --train-iters 2 \
   > "$WORK/mpi_none.log" 2>&1 || rc=$?
