@@ -3,8 +3,10 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # Headless Chromium drives the web page test (tests/e2e/web_page.sh); NumPy, the independent
-# reader of the indexed dataset (tests/e2e/preprocess_gpt2.sh).
-MEGATRON_EXTRA_PACKAGES="chromium python3-numpy" "$ROOT/scripts/setup.sh"
+# reader of the indexed dataset (tests/e2e/preprocess_gpt2.sh); Slurm (slurmctld, slurmd, srun),
+# the one-node cluster tests/e2e/slurm.sh starts with its own slurm.conf to train under srun and
+# requeue a job (where systemd runs, Debian's packages also start munged; the test needs none).
+MEGATRON_EXTRA_PACKAGES="chromium python3-numpy slurm-wlm" "$ROOT/scripts/setup.sh"
 "$ROOT/scripts/fetch_data.sh"
 cd "${MEGATRON_BUILD_DIR:-$ROOT/build}"
 ctest --output-on-failure -j 2 --timeout 900

@@ -77,15 +77,25 @@ bool set_openblas_coretype() {
 #endif
 }
 
-// Under mpirun every process of a machine would start one OpenMP (and OpenBLAS) thread per
-// core: with 2 processes on 2 cores, 4 spinning threads on 2 cores, several times slower.
+// How many processes of this job the launcher started on this machine (1 without one):
+// OpenMPI's mpirun and MPICH's hydra say so; srun lists the global ids of this node's tasks in
+// SLURM_GTIDS ("0,1,2,3"). OpenMPI sets its variable inside MPI_Init when srun starts the
+// ranks, too late for the libraries that read OMP_NUM_THREADS as they load.
+int processes_on_this_machine() {
+  if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) return std::atoi(local);
+  if (const char* local = std::getenv("MPI_LOCALNRANKS")) return std::atoi(local);
+  if (const char* tasks = std::getenv("SLURM_GTIDS"); tasks != nullptr && *tasks != '\0')
+    return 1 + int(std::count(tasks, tasks + std::strlen(tasks), ','));
+  return 1;
+}
+
+// Under mpirun or srun every process of a machine would start one OpenMP (and OpenBLAS) thread
+// per core: with 2 processes on 2 cores, 4 spinning threads on 2 cores, several times slower.
 // Unless the user set OMP_NUM_THREADS, each process gets the cores it may run on, shared with
 // the other processes of its machine when the launcher did not bind them apart.
 bool set_threads_per_process() {
   if (std::getenv("OMP_NUM_THREADS") != nullptr) return false;
-  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");  // OpenMPI
-  if (local == nullptr) local = std::getenv("MPI_LOCALNRANKS");   // MPICH's hydra
-  const int processes = local != nullptr ? std::atoi(local) : 1;
+  const int processes = processes_on_this_machine();
   if (processes <= 1) return false;
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) != 0) return false;
@@ -158,7 +168,7 @@ int main(int argc, char** argv) {
     try {
       runtime.emplace(argc, argv);
     } catch (const megatron::Error& e) {
-      megatron::log_error(e.report());
+      if (!e.collective() || e.reporting()) megatron::log_error(e.report());
       return 1;
     }
     try {

@@ -13,6 +13,7 @@
 #include <exception>
 #include <thread>
 
+#include "core/error.h"
 #include "core/logging.h"
 #ifdef MEGATRON_HAS_MPI
 #include "distributed/mpi_communicator.h"
@@ -83,6 +84,25 @@ int shared_memory_rank() {
 }
 #endif
 
+// srun starts each task with SLURM_STEP_NUM_TASKS and SLURM_PROCID; only its MPI plugin
+// (srun --mpi=pmix) adds the variables MPI bootstraps from. Without one (--mpi=none, Slurm's
+// default MpiDefault) the tasks cannot find each other: each would train alone, at world size
+// 1, into the same --save. Every task finds this at once, so task 0 alone reports it.
+void refuse_srun_without_mpi() {
+  const std::optional<int> tasks = env_rank("SLURM_STEP_NUM_TASKS");
+  const std::optional<int> task = env_rank("SLURM_PROCID");
+  if (!tasks || *tasks <= 1 || !task) return;
+  Error error(
+      detail::concat("this process is task ", *task, " of ", *tasks,
+                     " that srun started without MPI (srun --mpi=none, the default where "
+                     "slurm.conf sets no MpiDefault), so the tasks cannot reach each other and "
+                     "each would run the whole job alone. Start it with srun --mpi=pmix (srun "
+                     "--mpi=list names this Slurm's plugins), or with mpirun inside the "
+                     "allocation; MEGATRON_FORCE_MPI=0 runs every task alone on purpose"),
+      __FILE__, __LINE__);
+  throw error.mark_collective(/*reporting=*/*task == 0);
+}
+
 }  // namespace
 
 bool mpi_built() {
@@ -145,6 +165,7 @@ DistRuntime::DistRuntime(int& argc, char**& argv) {
     g_world = std::shared_ptr<Communicator>(MpiCommunicator::duplicate(MPI_COMM_WORLD));
 #endif
   } else {
+    if (!env_set("MEGATRON_FORCE_MPI")) refuse_srun_without_mpi();
     g_world = std::make_shared<SoloCommunicator>();
     local_rank_ = 0;
   }

@@ -4,7 +4,10 @@
 // main() constructs one DistRuntime before anything communicates. When the process was
 // started by an MPI launcher (mpirun/mpiexec, or srun with PMI/PMIx) it initialises MPI and
 // the world is an MpiCommunicator; otherwise it does not touch MPI at all and the world is a
-// SoloCommunicator. Why not MPI singleton init: OpenMPI's singleton mode forks a helper
+// SoloCommunicator — unless srun started this process as one of several tasks without an MPI
+// plugin (srun --mpi=none): then the tasks could not reach each other and each would run the job
+// alone, so the constructor throws an Error saying to use srun --mpi=pmix (collective: only
+// task 0 reports it). Why not MPI singleton init: OpenMPI's singleton mode forks a helper
 // daemon, which is slow and fails in some containers, for a world that is one process
 // anyway. MEGATRON_FORCE_MPI=1 forces MPI initialisation for launchers we do not recognise.
 //

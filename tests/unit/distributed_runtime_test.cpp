@@ -126,6 +126,51 @@ TEST(LocalRankFromEnvironment, LauncherVariables) {
   }
 }
 
+// srun --mpi=none (Slurm's default plugin) starts N tasks that cannot reach each other: each
+// would train alone at world size 1 into the same --save. Refused, reported by task 0 only.
+TEST(SrunWithoutMpi, SeveralTasksWithoutAnMpiPluginAreRefused) {
+  ScopedEnv force("MEGATRON_FORCE_MPI", nullptr);
+  ScopedEnv ompi("OMPI_COMM_WORLD_SIZE", nullptr);
+  ScopedEnv pmix("PMIX_RANK", nullptr);
+  ScopedEnv pmi("PMI_RANK", nullptr);
+  ScopedEnv tasks("SLURM_STEP_NUM_TASKS", "4");
+  int argc = 1;
+  char arg0[9] = "megatron";
+  char* args[2] = {arg0, nullptr};
+  char** argv = args;
+  for (const char* task : {"0", "2"}) {
+    ScopedEnv proc("SLURM_PROCID", task);
+    try {
+      DistRuntime runtime(argc, argv);
+      ADD_FAILURE() << "task " << task << " of srun --mpi=none ran alone";
+    } catch (const Error& e) {
+      EXPECT_THAT(e.message(), HasSubstr("task " + std::string(task) +
+                                         " of 4 that srun started "
+                                         "without MPI"));
+      EXPECT_THAT(e.message(), HasSubstr("srun --mpi=pmix"));
+      EXPECT_TRUE(e.collective());
+      EXPECT_EQ(e.reporting(), std::string(task) == "0");
+    }
+  }
+  {  // srun -n 1, and a batch script (no step variables): one process is the whole job
+    ScopedEnv one("SLURM_STEP_NUM_TASKS", "1");
+    ScopedEnv proc("SLURM_PROCID", "0");
+    DistRuntime runtime(argc, argv);
+    EXPECT_EQ(world_communicator()->size(), 1);
+  }
+  {
+    ScopedEnv proc("SLURM_PROCID", nullptr);
+    DistRuntime runtime(argc, argv);
+    EXPECT_EQ(world_communicator()->size(), 1);
+  }
+  {  // running every task alone on purpose
+    ScopedEnv proc("SLURM_PROCID", "1");
+    ScopedEnv solo("MEGATRON_FORCE_MPI", "0");
+    DistRuntime runtime(argc, argv);
+    EXPECT_EQ(world_communicator()->size(), 1);
+  }
+}
+
 TEST_F(SoloRuntimeTest, AbortJobPrintsTheMessageAndExitsWithTheCode) {
   EXPECT_EXIT(abort_job("the data file x.bin is missing", 7), ::testing::ExitedWithCode(7),
               "^error: the data file x.bin is missing\n$");
