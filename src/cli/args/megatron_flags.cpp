@@ -376,7 +376,8 @@ constexpr Rule kRules[] = {
      "every data-parallel replica starts from the same weights"},
 
     // Optimizer.
-    {"--optimizer", true, "only Adam (AdamW) exists here", "adam"},
+    {"--optimizer", true, "training (pretrain-gpt, pretrain-bert) implements adam and muon",
+     "adam"},
     {"--sgd-momentum", false, "used with --optimizer sgd only"},
     {"--muon-*", false, "used with --optimizer muon only"},
     {"--lion-*", false, "used with --optimizer lion only"},
