@@ -23,12 +23,6 @@ Tensor qkv_key_heads(const Tensor& qkv) {
                 {b * g * group, g * group, group, 1}, qkv.dtype());
 }
 
-void QkvProjection::mark_qkv_weight(ParamSpec& spec, int64_t groups, int64_t queries) const {
-  spec.qkv_groups = groups;
-  spec.qkv_queries = queries;
-  spec.qkv_head_dim = head_dim_;
-}
-
 QkvProjection::QkvProjection(const std::string& name, const TransformerConfig& config,
                              const ParallelState& ps, ParameterStore& store,
                              const ComputeWeights& weights)
@@ -52,7 +46,6 @@ QkvProjection::QkvProjection(const std::string& name, const TransformerConfig& c
                                    .sequence_parallel = config.sequence_parallel,
                                    .init_std = config.hidden_init_std()},
         ps, store, weights);
-    mark_qkv_weight(store.get(name + ".weight").spec, g, q);
     return;
   }
   const int64_t ranks_per_group = ps.tp_size / g;  // validated: t divisible by g
@@ -62,7 +55,6 @@ QkvProjection::QkvProjection(const std::string& name, const TransformerConfig& c
   q_row_begin_ = group * (q + 2) + (ps.tp_rank % ranks_per_group) * queries_local_;
   kv_row_begin_ = group * (q + 2) + q;
   weight_index_ = store.add({name + ".weight", {rows, hidden_}, -1});
-  mark_qkv_weight(store.params()[weight_index_].spec, g, q);
   if (bias_) bias_index_ = store.add({name + ".bias", {rows}, -1, false});
 }
 

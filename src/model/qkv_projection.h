@@ -53,8 +53,6 @@ class QkvProjection {
   Tensor backward(const Ctx& ctx, const Tensor& dqkv, Arena& arena) const;
 
  private:
-  // Records the weight's query-group layout in its spec (ParamSpec::qkv_groups: Muon splits it).
-  void mark_qkv_weight(ParamSpec& spec, int64_t groups, int64_t queries) const;
   // Replicated mode: this rank's rows of a [g·(q+2)·d, ...] tensor into `out` (q rows, kv rows).
   void gather_rows(const Tensor& full, Tensor& out) const;
 

@@ -287,9 +287,11 @@ void Muon::update_parameter(const Parameter& p, const Tensor& u_local, Tensor& m
 }
 
 void Muon::orthogonalize_matrix(const ParamSpec& spec, Tensor& matrix) const {
-  if (!(config_.split_qkv && spec.qkv_groups > 0)) return orthogonalize_and_scale(matrix);
+  const MuonQkvLayout& qkv = config_.qkv;
+  if (!config_.split_qkv || qkv.groups == 0 || !ends_with(spec.name, ".query_key_value.weight"))
+    return orthogonalize_and_scale(matrix);
   // Query, key and value rows of every group, each part orthogonalised on its own.
-  const int64_t g = spec.qkv_groups, d = spec.qkv_head_dim, q = spec.qkv_queries;
+  const int64_t g = qkv.groups, d = qkv.head_dim, q = qkv.queries;
   const int64_t cols = matrix.size(1);
   MT_CHECK(matrix.size(0) == g * (q + 2) * d, spec.name, ": ", matrix.describe(),
            " is not ", g, " query groups of ", q + 2, " x ", d, " rows");

@@ -20,9 +20,9 @@
 // A matrix is what Megatron holds as one 2-D tensor: a stacked column-parallel weight
 // [k, block, in] is the matrix [k·block, in] (SwiGLU's fc1 [gate; up], orthogonalised whole as
 // Megatron does), an expert weight [experts, ...] is one matrix per expert (Transformer
-// Engine's grouped GEMM keeps one weight per expert). A fused QKV weight (ParamSpec::qkv) is
-// split, as --muon-split-qkv (Megatron's default) asks, into its query, key and value rows over
-// all groups, each orthogonalised and scaled alone.
+// Engine's grouped GEMM keeps one weight per expert). A fused QKV weight (MuonQkvLayout) is
+// split, unless --muon-no-split-qkv, into its query, key and value rows over all groups (as
+// Megatron's default), each orthogonalised and scaled alone.
 //
 // Layouts: the orthogonalisation needs the whole matrix (Megatron's --muon-tp-mode duplicated):
 // a tensor-parallel weight's momentum is all-gathered over the TP group (the expert TP group
@@ -54,6 +54,13 @@ namespace megatron {
 
 enum class MuonScaleMode { kSpectral, kUnitRmsNorm, kShapeScaling };
 
+// The fused QKV weights' rows (Megatron's qkv_split_shapes): a parameter named
+// "*.query_key_value.weight" holds `groups` query groups of [queries·head_dim query rows;
+// head_dim key rows; head_dim value rows] (model/qkv_projection.h). groups 0: none is split.
+struct MuonQkvLayout {
+  int64_t groups = 0, queries = 0, head_dim = 0;
+};
+
 struct MuonConfig {
   double momentum = 0.9;  // Megatron's --muon-momentum default
   bool nesterov = false;
@@ -62,6 +69,7 @@ struct MuonConfig {
   std::string coefficient_type = "quintic";
   int num_ns_steps = 5;
   double extra_scale_factor = 1.0;
+  MuonQkvLayout qkv;  // the model's (with split_qkv)
 };
 
 // "spectral" | "unit_rms_norm" | "shape_scaling"; anything else is refused by name.

@@ -67,11 +67,6 @@ struct ParamSpec {
   // Its partition_dim (never 0) is split over the expert tensor-parallel group (ParameterStore::
   // set_expert_grid), which is the TP group unless --expert-tensor-parallel-size says otherwise.
   bool expert = false;
-  // Megatron's is_qkv: a fused QKV weight whose rows (full tensor) are qkv_groups query groups
-  // of [qkv_queries · qkv_head_dim query rows; qkv_head_dim key rows; qkv_head_dim value rows].
-  // The Muon optimizer orthogonalises its query, key and value rows apart (optim/muon.h).
-  // 0: not a fused QKV weight.
-  int64_t qkv_groups = 0, qkv_queries = 0, qkv_head_dim = 0;
   // A hidden matrix in muP's sense: neither an embedding nor a vector (bias, norm gain).
   bool mup_hidden() const { return !embedding && full_shape.size() >= 2; }
 };

@@ -41,12 +41,8 @@ ParameterStore make_store(DType values) {
   store.add({.name = "layers.0.input_layernorm.weight",
              .full_shape = {kHidden},
              .weight_decay = false});
-  ParamSpec qkv{"layers.0.self_attention.linear_qkv.weight", {kQkvRows, kHidden}, 0};
-  qkv.qkv_groups = kGroups;
-  qkv.qkv_queries = kQueries;
-  qkv.qkv_head_dim = kHeadDim;
-  store.add(qkv);
-  store.add({"layers.0.self_attention.linear_qkv.bias", {kQkvRows}, 0, false});
+  store.add({"layers.0.self_attention.query_key_value.weight", {kQkvRows, kHidden}, 0});
+  store.add({"layers.0.self_attention.query_key_value.bias", {kQkvRows}, 0, false});
   store.add({"layers.0.self_attention.linear_proj.weight", {kHidden, kHidden}, 1});
   store.add({"layers.0.mlp.linear_fc1.weight", {2, kFfn, kHidden}, 1});
   store.add({"layers.0.mlp.linear_fc2.weight", {kHidden, kFfn}, 1});
@@ -92,6 +88,7 @@ void check_case(const std::string& name, const MuonConfig& muon, DType values) {
   assign_from_full_tensors(with_prefix(file, "w0."), store);
   AdamWConfig config{.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = kWeightDecay};
   config.muon = muon;
+  config.muon->qkv = {kGroups, kQueries, kHeadDim};
   AdamW optimizer(store, config);
   const std::vector<double> lrs = file.get("lr").to_vector<double>();
   for (size_t step = 1; step <= lrs.size(); ++step) {

@@ -751,6 +751,12 @@ AdamWConfig adamw_config(const Args& a) {
   return c;
 }
 
+void set_muon_qkv_layout(TrainerConfig& config, const TransformerConfig& model) {
+  if (!config.adam.muon || model.arch.mla.enabled) return;  // MLA has no fused QKV
+  const int64_t groups = model.query_groups();
+  config.adam.muon->qkv = {groups, model.num_attention_heads / groups, model.head_dim()};
+}
+
 void select_training_device(Args& a) {
   a.compute_device = select_device(a.device);
   a.device = a.compute_device.str();
