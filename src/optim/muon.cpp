@@ -81,7 +81,8 @@ const std::map<std::string, CoefficientSet>& coefficient_sets() {
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // The whole tensor of a parameter split along `dim` over `group`, from this rank's slice
@@ -126,7 +127,7 @@ Coefficients newton_schulz_coefficients(const std::string& type, int steps) {
              list.size(), "-step schedule; --muon-num-ns-steps ", steps, " must be ", list.size());
   Coefficients out;
   for (int i = 0; i < steps; ++i)
-    out.push_back(size_t(i) < list.size()               ? list[size_t(i)]
+    out.push_back(size_t(i) < list.size()                  ? list[size_t(i)]
                   : it->second.past_end == PastEnd::kCycle ? list[size_t(i) % list.size()]
                                                            : list.back());
   return out;
@@ -151,8 +152,8 @@ void newton_schulz_in_place(Tensor& x, const Coefficients& coefficients) {
            "newton_schulz_in_place: x must be contiguous f32 [rows, cols], got ", x.describe());
   // Iterate on the wide orientation: the Gram matrix X·Xᵀ is then the small one.
   const bool transpose = x.size(0) > x.size(1);
-  Tensor X = Tensor::empty(transpose ? Shape{x.size(1), x.size(0)} : x.shape(), DType::F32,
-                           x.device());
+  Tensor X =
+      Tensor::empty(transpose ? Shape{x.size(1), x.size(0)} : x.shape(), DType::F32, x.device());
   kernels::copy(transpose ? x.transpose(0, 1) : x, X);
   const double norm = std::sqrt(kernels::sum_squares(X));
   kernels::scale(X, float(1.0 / std::max(norm, 1e-15)));
@@ -256,12 +257,10 @@ void Muon::step(Tensor& master, const Tensor& grads, double lr, double weight_de
   }
 }
 
-void Muon::update_parameter(const Parameter& p, const Tensor& u_local, Tensor& master,
-                            double lr) {
+void Muon::update_parameter(const Parameter& p, const Tensor& u_local, Tensor& master, double lr) {
   Communicator* group = (p.spec.expert ? groups_.etp : groups_.tp).get();
   const bool split = !p.replicated() && group != nullptr && group->size() > 1;
-  Tensor full =
-      split ? gather_partitioned(u_local, p.spec.partition_dim, *group) : u_local.clone();
+  Tensor full = split ? gather_partitioned(u_local, p.spec.partition_dim, *group) : u_local.clone();
   // One matrix per expert; each is [rows, cols] with cols the last dimension (a stacked
   // column-parallel weight's blocks are rows).
   const int64_t experts = p.spec.expert ? full.size(0) : 1;
@@ -274,16 +273,15 @@ void Muon::update_parameter(const Parameter& p, const Tensor& u_local, Tensor& m
   Tensor mine = full;
   if (split) {
     const int64_t width = p.local_shape[size_t(p.spec.partition_dim)];
-    Tensor slice = full.slice(p.spec.partition_dim, group->rank() * width,
-                              (group->rank() + 1) * width);
+    Tensor slice =
+        full.slice(p.spec.partition_dim, group->rank() * width, (group->rank() + 1) * width);
     mine = Tensor::empty(p.local_shape, DType::F32, full.device());
     kernels::copy(slice, mine);
   }
   const int64_t begin = std::max(p.flat_offset, range_.begin);
   const int64_t end = std::min(p.flat_offset + p.value.numel(), range_.end);
   Tensor w = master.slice(0, begin - range_.begin, end - range_.begin);
-  kernels::axpy(float(-lr), mine.flatten().slice(0, begin - p.flat_offset, end - p.flat_offset),
-                w);
+  kernels::axpy(float(-lr), mine.flatten().slice(0, begin - p.flat_offset, end - p.flat_offset), w);
 }
 
 void Muon::orthogonalize_matrix(const ParamSpec& spec, Tensor& matrix) const {
@@ -293,11 +291,11 @@ void Muon::orthogonalize_matrix(const ParamSpec& spec, Tensor& matrix) const {
   // Query, key and value rows of every group, each part orthogonalised on its own.
   const int64_t g = qkv.groups, d = qkv.head_dim, q = qkv.queries;
   const int64_t cols = matrix.size(1);
-  MT_CHECK(matrix.size(0) == g * (q + 2) * d, spec.name, ": ", matrix.describe(),
-           " is not ", g, " query groups of ", q + 2, " x ", d, " rows");
+  MT_CHECK(matrix.size(0) == g * (q + 2) * d, spec.name, ": ", matrix.describe(), " is not ", g,
+           " query groups of ", q + 2, " x ", d, " rows");
   const Tensor grouped = matrix.view({g, (q + 2) * d, cols});
-  const std::pair<int64_t, int64_t> parts[] = {{0, q * d}, {q * d, (q + 1) * d},
-                                               {(q + 1) * d, (q + 2) * d}};
+  const std::pair<int64_t, int64_t> parts[] = {
+      {0, q * d}, {q * d, (q + 1) * d}, {(q + 1) * d, (q + 2) * d}};
   for (const auto& [begin, end] : parts) {
     Tensor rows = grouped.slice(1, begin, end);  // [g, part, cols], strided
     Tensor part = Tensor::empty({g * (end - begin), cols}, DType::F32, matrix.device());

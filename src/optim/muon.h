@@ -101,8 +101,7 @@ class Muon {
   // `master` (f32 [range length], laid out as the range). A range other than the whole flat
   // space must be this rank's DpShard over groups.dp. Every rank of a TP group must hold the
   // same range (the gathers are collective per matrix): they share their DP rank.
-  Muon(const ParameterStore& store, const MuonConfig& config, FlatRange range,
-       MuonGroups groups);
+  Muon(const ParameterStore& store, const MuonConfig& config, FlatRange range, MuonGroups groups);
 
   // One update of the matrices in the range with learning rate `lr`, weight decay `wd`;
   // grads: f32 [range length], reduced over DP and clipped.

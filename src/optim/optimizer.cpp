@@ -54,7 +54,8 @@ AdamW::AdamW(ParameterStore& store, const AdamWConfig& config, FlatRange range,
     end = std::min(end, range_.end) - range_.begin;
     if (end > begin && group != kMuon) runs_[group].push_back({begin, end, decay});
   }
-  if (config.muon) muon_ = std::make_unique<Muon>(store, *config.muon, range_, std::move(muon_groups));
+  if (config.muon)
+    muon_ = std::make_unique<Muon>(store, *config.muon, range_, std::move(muon_groups));
 }
 
 AdamW::LrGroup AdamW::lr_group(const ParamSpec& spec) const {

@@ -38,9 +38,8 @@ ParameterStore make_store(DType values) {
   store.add({.name = "embedding.position_embeddings.weight",
              .full_shape = {kMaxPos, kHidden},
              .embedding = true});
-  store.add({.name = "layers.0.input_layernorm.weight",
-             .full_shape = {kHidden},
-             .weight_decay = false});
+  store.add(
+      {.name = "layers.0.input_layernorm.weight", .full_shape = {kHidden}, .weight_decay = false});
   store.add({"layers.0.self_attention.query_key_value.weight", {kQkvRows, kHidden}, 0});
   store.add({"layers.0.self_attention.query_key_value.bias", {kQkvRows}, 0, false});
   store.add({"layers.0.self_attention.linear_proj.weight", {kHidden, kHidden}, 1});
@@ -108,9 +107,9 @@ void check_case(const std::string& name, const MuonConfig& muon, DType values) {
     // f32 against float64: the Newton–Schulz GEMMs (sums of <= 48 products of O(1) values,
     // 5 to 9 steps) and AdamW round at ~1e-7 of O(1) weights; a wrong coefficient, scale,
     // split or momentum moves them by >= 1e-4.
-    EXPECT_LT(max_abs_difference(master.slice(0, p.flat_offset, p.flat_offset + n),
-                                 want.at(p.spec.name)),
-              2e-6);
+    EXPECT_LT(
+        max_abs_difference(master.slice(0, p.flat_offset, p.flat_offset + n), want.at(p.spec.name)),
+        2e-6);
     const Tensor m = momentum.slice(0, p.flat_offset, p.flat_offset + n);
     if (want_momentum.count(p.spec.name)) {
       EXPECT_TRUE(is_muon_matrix(p.spec));
@@ -135,7 +134,9 @@ MuonConfig variant_flags() {
           .num_ns_steps = 9};
 }
 
-TEST(MuonPytorchGolden, CiFlagsMatchTorch) { check_case("ci", ci_flags(), DType::F32); }
+TEST(MuonPytorchGolden, CiFlagsMatchTorch) {
+  check_case("ci", ci_flags(), DType::F32);
+}
 
 TEST(MuonPytorchGolden, CiFlagsWithBf16ParametersMatchTorchInTheMaster) {
   check_case("ci", ci_flags(), DType::BF16);

@@ -306,8 +306,9 @@ void validate_context_parallel_args(const Args& a) {
 // of muon with --use-distributed-optimizer.
 void check_optimizer_args(Args& a) {
   if (a.optimizer == "dist_muon") {
-    log_warning("--optimizer dist_muon is deprecated in Megatron-LM: it runs as --optimizer muon "
-                "--use-distributed-optimizer");
+    log_warning(
+        "--optimizer dist_muon is deprecated in Megatron-LM: it runs as --optimizer muon "
+        "--use-distributed-optimizer");
     a.optimizer = "muon";
     a.distributed_optimizer = true;
   }
@@ -319,8 +320,7 @@ void check_optimizer_args(Args& a) {
              "--optimizer muon with --fp16 is refused (Megatron-LM refuses it too): use --bf16");
   MT_REQUIRE(a.muon_momentum >= 0 && a.muon_momentum < 1, "--muon-momentum must be in [0, 1), got ",
              a.muon_momentum);
-  MT_REQUIRE(a.muon_scalar_optimizer == "adam", "--muon-scalar-optimizer ",
-             a.muon_scalar_optimizer,
+  MT_REQUIRE(a.muon_scalar_optimizer == "adam", "--muon-scalar-optimizer ", a.muon_scalar_optimizer,
              " is not implemented here: the parameters Muon leaves are AdamW's (adam)");
   MT_REQUIRE(a.muon_tp_mode != "blockwise",
              "--muon-tp-mode blockwise is not implemented here: it orthogonalises each "
