@@ -85,7 +85,11 @@ void check_case(const std::string& name, const MuonConfig& muon, DType values) {
   const SafetensorsReader file(source_dir() + "/tests/data/muon/" + name + ".safetensors");
   ParameterStore store = make_store(values);
   assign_from_full_tensors(with_prefix(file, "w0."), store);
-  AdamWConfig config{.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = kWeightDecay};
+  AdamWConfig config;
+  config.beta1 = 0.9;
+  config.beta2 = 0.95;
+  config.eps = 1e-8;
+  config.weight_decay = kWeightDecay;
   config.muon = muon;
   config.muon->qkv = {kGroups, kQueries, kHeadDim};
   AdamW optimizer(store, config);
@@ -122,16 +126,22 @@ void check_case(const std::string& name, const MuonConfig& muon, DType values) {
 }
 
 MuonConfig ci_flags() {
-  return {.momentum = 0.9, .scale_mode = MuonScaleMode::kSpectral, .extra_scale_factor = 0.2};
+  MuonConfig c;
+  c.momentum = 0.9;
+  c.scale_mode = MuonScaleMode::kSpectral;
+  c.extra_scale_factor = 0.2;
+  return c;
 }
 
 MuonConfig variant_flags() {
-  return {.momentum = 0.8,
-          .nesterov = true,
-          .split_qkv = false,
-          .scale_mode = MuonScaleMode::kUnitRmsNorm,
-          .coefficient_type = "polar_express",
-          .num_ns_steps = 9};
+  MuonConfig c;
+  c.momentum = 0.8;
+  c.nesterov = true;
+  c.split_qkv = false;
+  c.scale_mode = MuonScaleMode::kUnitRmsNorm;
+  c.coefficient_type = "polar_express";
+  c.num_ns_steps = 9;
+  return c;
 }
 
 TEST(MuonPytorchGolden, CiFlagsMatchTorch) {

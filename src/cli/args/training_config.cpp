@@ -734,20 +734,23 @@ GradScalerConfig grad_scaler_config(const Args& a) {
 }
 
 AdamWConfig adamw_config(const Args& a) {
-  AdamWConfig c{a.adam_beta1,
-                a.adam_beta2,
-                a.adam_eps,
-                a.weight_decay,
-                /*f16_model_weights=*/a.fp16,
-                mup_width_mult(mup_options(a.arch), a.hidden_size)};
-  if (a.optimizer != "adam")
-    c.muon = MuonConfig{.momentum = a.muon_momentum,
-                        .nesterov = a.muon_nesterov,
-                        .split_qkv = !a.muon_no_split_qkv,
-                        .scale_mode = muon_scale_mode_from_name(a.muon_scale_mode),
-                        .coefficient_type = a.muon_coefficient_type,
-                        .num_ns_steps = a.muon_num_ns_steps,
-                        .extra_scale_factor = a.muon_extra_scale_factor};
+  AdamWConfig c;
+  c.beta1 = a.adam_beta1;
+  c.beta2 = a.adam_beta2;
+  c.eps = a.adam_eps;
+  c.weight_decay = a.weight_decay;
+  c.f16_model_weights = a.fp16;
+  c.mup_width_mult = mup_width_mult(mup_options(a.arch), a.hidden_size);
+  if (a.optimizer != "adam") {
+    MuonConfig& m = c.muon.emplace();
+    m.momentum = a.muon_momentum;
+    m.nesterov = a.muon_nesterov;
+    m.split_qkv = !a.muon_no_split_qkv;
+    m.scale_mode = muon_scale_mode_from_name(a.muon_scale_mode);
+    m.coefficient_type = a.muon_coefficient_type;
+    m.num_ns_steps = a.muon_num_ns_steps;
+    m.extra_scale_factor = a.muon_extra_scale_factor;
+  }
   return c;
 }
 
