@@ -7,7 +7,8 @@
 # TP 4 (the QKV replicated: 2 groups on 4 ranks), TP 2 with sequence parallelism, PP 2, DP 2,
 # EP 2, DP 2 with --optimizer dist_muon (the momentum sharded over DP) and TP 2 x PP 2. A TP 1
 # checkpoint resumes at TP 2 x DP 2 with the distributed optimizer (the momentum resharded on
-# load) to the losses of the uninterrupted run; a resume with --optimizer adam is refused. Adam
+# load) to the losses of the uninterrupted run, and at TP 1 bit for bit, as a bf16 run at TP 2
+# does; a resume with --optimizer adam is refused. Adam
 # trains otherwise (the flag is seen), and unsupported choices are refused by name. The update
 # runs against PyTorch in tests/unit/optim_muon_pytorch_golden_test.cpp.
 set -euo pipefail
@@ -48,6 +49,14 @@ run whole 1 1 1 "${MODEL[@]}" "${MUON[@]}"
 run first 1 1 1 "${MODEL[@]}" "${MUON[@]}" --exit-interval 5 --save "$WORK/ckpt" --save-interval 5
 run resumed 4 2 1 "${MODEL[@]}" "${MUON[@]}" --use-distributed-optimizer --load "$WORK/ckpt"
 $CHECK "$WORK/whole.jsonl" "$WORK/resumed.jsonl" --from 6 --to 8 --rtol 1e-5
+echo "== at the same layout the resume is bit for bit, also with bf16 parameters (fp32 master)"
+run resumed_tp1 1 1 1 "${MODEL[@]}" "${MUON[@]}" --load "$WORK/ckpt"
+$CHECK "$WORK/whole.jsonl" "$WORK/resumed_tp1.jsonl" --from 6 --to 8 --exact
+run bf16_whole 2 2 1 --bf16 "${MODEL[@]}" "${MUON[@]}"
+run bf16_first 2 2 1 --bf16 "${MODEL[@]}" "${MUON[@]}" --exit-interval 5 --save "$WORK/bf16" \
+  --save-interval 5
+run bf16_resumed 2 2 1 --bf16 "${MODEL[@]}" "${MUON[@]}" --load "$WORK/bf16"
+$CHECK "$WORK/bf16_whole.jsonl" "$WORK/bf16_resumed.jsonl" --from 6 --to 8 --exact
 
 # Each refusal: exit non-zero before training, naming the flag.
 refused() {
