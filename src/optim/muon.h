@@ -69,7 +69,7 @@ struct MuonConfig {
   std::string coefficient_type = "quintic";
   int num_ns_steps = 5;
   double extra_scale_factor = 1.0;
-  MuonQkvLayout qkv;  // the model's (with split_qkv)
+  MuonQkvLayout qkv{};  // the model's (with split_qkv)
 };
 
 // "spectral" | "unit_rms_norm" | "shape_scaling"; anything else is refused by name.

@@ -49,7 +49,7 @@ struct AdamWConfig {
   double mup_width_mult = 1.0;
   // --optimizer muon: the 2-D weight matrices (is_muon_matrix) are Muon's (optim/muon.h),
   // with this optimizer's learning rate and weight decay; AdamW updates the rest.
-  std::optional<MuonConfig> muon;
+  std::optional<MuonConfig> muon{};
 };
 
 class AdamW {
