@@ -286,8 +286,10 @@ void Muon::update_parameter(const Parameter& p, const Tensor& u_local, Tensor& m
 
 void Muon::orthogonalize_matrix(const ParamSpec& spec, Tensor& matrix) const {
   const MuonQkvLayout& qkv = config_.qkv;
-  if (!config_.split_qkv || qkv.groups == 0 || !ends_with(spec.name, ".query_key_value.weight"))
+  if (!config_.split_qkv || !ends_with(spec.name, ".query_key_value.weight"))
     return orthogonalize_and_scale(matrix);
+  MT_CHECK(qkv.groups > 0, spec.name,
+           ": Muon splits the fused QKV weight, but its MuonConfig has no QKV layout");
   // Query, key and value rows of every group, each part orthogonalised on its own.
   const int64_t g = qkv.groups, d = qkv.head_dim, q = qkv.queries;
   const int64_t cols = matrix.size(1);

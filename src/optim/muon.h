@@ -56,7 +56,8 @@ enum class MuonScaleMode { kSpectral, kUnitRmsNorm, kShapeScaling };
 
 // The fused QKV weights' rows (Megatron's qkv_split_shapes): a parameter named
 // "*.query_key_value.weight" holds `groups` query groups of [queries·head_dim query rows;
-// head_dim key rows; head_dim value rows] (model/qkv_projection.h). groups 0: none is split.
+// head_dim key rows; head_dim value rows] (model/qkv_projection.h). Required with split_qkv
+// when the model has one.
 struct MuonQkvLayout {
   int64_t groups = 0, queries = 0, head_dim = 0;
 };
