@@ -81,6 +81,7 @@ int run_pretrain_gpt(int argc, char** argv) {
   });
   TrainerConfig config = trainer_config(args, table);
   config.per_token_loss = per_token_loss;
+  set_muon_qkv_layout(config, model.model);
   config.tokenizer = vocab.identity;
   if (samples.interval > 0) {
     config.sample_interval = samples.interval;

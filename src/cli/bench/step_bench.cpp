@@ -174,6 +174,7 @@ int run_step_bench(int argc, char** argv) {
   gpt.split = pipeline_split(args);
   gpt.microbatch_group = args.microbatch_group_size_per_virtual_pipeline_stage.value_or(0);
   TrainerConfig cfg = trainer_config(args, table);
+  set_muon_qkv_layout(cfg, gpt.model);
   double t0 = 0, t1 = 0, comm0 = 0, comm1 = 0, wait0 = 0, wait1 = 0;
   ProcessUsage usage0, usage1;
   cfg.on_iteration_end = [&](int64_t it) {
