@@ -10,8 +10,8 @@
 #   bash bench/context_parallel.sh memory [OUT_DIR]   the long-context run: the same model at
 #       sequence 8,192 and 32,768 (SEQS) trains a few iterations at CP 4 on 4 processes and at
 #       CP 1 in one process (both under mpirun, OMP_NUM_THREADS=1): peak RSS per rank
-#       (/usr/bin/time %M), the memory report and the theoretical memory line of each log, and `megatron plan`'s
-#       figures; OUT_DIR/context_parallel_measured.json holds them for plan_validation_test.
+#       (/usr/bin/time %M), the memory report and the theoretical memory line of each log, and
+#       `megatron plan`'s figures; OUT_DIR/context_parallel_measured.json holds them for plan_validation_test.
 #       PREDICT_ONLY=1: the plans and the summary of the runs already in OUT_DIR.
 #
 # The planner's machine files are the shipped ones of this machine (examples/machines/
