@@ -33,10 +33,21 @@ MODEL=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --group-query-att
        --position-embedding-type rope --disable-bias-linear --untie-embeddings-and-output-weights
        --use-flash-attn --vocab-size 512 --micro-batch-size 1 --global-batch-size 1)
 
+# The 2 x 1 machine file with 4 devices on the node, for the memory plans of the CP 4 runs (4
+# processes on the 2 cores; its times would not describe them and are not used).
+python3 - "$ROOT/examples/machines/cpu_dev_2x1.json" "$OUT/cpu_dev_4x1.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["name"] += ", as 4 processes on one node (memory only)"
+m["node"]["devices"] = 4
+json.dump(m, open(sys.argv[2], "w"), indent=1)
+PY
+
 # plan NAME MACHINE SEQ CP: `megatron plan` of the run (text in NAME.plan).
 plan() {
   local name="$1" machine="$2" seq="$3" cp="$4"
-  "$BIN" plan --machine "$ROOT/examples/machines/$machine" "${MODEL[@]}" --seq-length "$seq" \
+  [[ -f "$OUT/$machine" ]] && machine="$OUT/$machine" || machine="$ROOT/examples/machines/$machine"
+  "$BIN" plan --machine "$machine" "${MODEL[@]}" --seq-length "$seq" \
     --max-position-embeddings "$seq" --context-parallel-size "$cp" --world-size "$cp" \
     > "$OUT/$name.plan"
 }
@@ -96,7 +107,7 @@ elif [[ "$PART" == memory ]]; then
   fi
   for SEQ in "${SEQS[@]}"; do
     plan plan_cp1_s$SEQ cpu_dev_1x2.json "$SEQ" 1
-    plan plan_cp4_s$SEQ cpu_dev_2x1.json "$SEQ" 4
+    plan plan_cp4_s$SEQ cpu_dev_4x1.json "$SEQ" 4
     for run in cp1_s$SEQ cp4_s$SEQ; do
       echo "== $run: peak RSS per rank (MB): $(rss "$run")"
       grep -E "lm loss|Theoretical memory|memory \(MB\)" "$OUT/$run.log" | sed 's/^/   /' |
