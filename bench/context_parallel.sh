@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Context parallelism on this 2-core machine (issue 36), two parts:
 #
-#   bash bench/context_parallel.sh step   [OUT_DIR]   the benchmark: a tiny Llama-family GPT at
-#       sequence 16,384, CP 2 over 2 processes x 1 thread against CP 1 in 1 process x 2 threads,
+#   bash bench/context_parallel.sh step   [OUT_DIR]   the benchmark: a tiny GPT at
+#       sequence 16,384 (the widths below, learned positions: the step benchmark's flags), CP 2 over 2 processes x 1 thread against CP 1 in 1 process x 2 threads,
 #       alternated (A B, ROUNDS times, default 2) in one run with `megatron bench --mode step`:
 #       the step time (ITERS timed steps after one warm-up), the communication share and the
 #       ring's wait share (the K/V and dK/dV transfers its blocks' compute did not hide), peak
@@ -60,7 +60,11 @@ rss() {
 
 if [[ "$PART" == step ]]; then
   SEQ=16384
-  STEP=(bench --mode step "${MODEL[@]}" --seq-length "$SEQ" --max-position-embeddings "$SEQ"
+  # `bench --mode step` takes the GPT flags only (no Llama options): the same widths with
+  # learned positions, 4 KV heads and a GeLU MLP of 4h.
+  STEP_MODEL=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --use-flash-attn
+              --vocab-size 512 --micro-batch-size 1 --global-batch-size 1)
+  STEP=(bench --mode step "${STEP_MODEL[@]}" --seq-length "$SEQ" --max-position-embeddings "$SEQ"
         --warmup-iters 1 --timed-iters "$ITERS")
   echo "load before: $(uptime)"
   for round in $(seq "${ROUNDS:-2}"); do
@@ -79,6 +83,7 @@ if [[ "$PART" == step ]]; then
     echo "   peak RSS (MB): $(rss "$name")"
   done
   echo "load after: $(uptime)"
+  MODEL=("${STEP_MODEL[@]}")
   plan plan_cp1 cpu_dev_1x2.json "$SEQ" 1
   plan plan_cp2 cpu_dev_2x1.json "$SEQ" 2
   for p in plan_cp1 plan_cp2; do
