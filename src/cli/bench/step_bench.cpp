@@ -176,8 +176,9 @@ int run_step_bench(int argc, char** argv) {
   gpt.split = pipeline_split(args);
   gpt.microbatch_group = args.microbatch_group_size_per_virtual_pipeline_stage.value_or(0);
   TrainerConfig cfg = trainer_config(args, table);
-  double t0 = 0, t1 = 0, comm0 = 0, comm1 = 0, wait0 = 0, wait1 = 0, ring0 = 0, ring1 = 0;
+  double t0 = 0, t1 = 0, comm0 = 0, comm1 = 0, wait0 = 0, wait1 = 0;
   ProcessUsage usage0, usage1;
+  double ring0 = 0, ring1 = 0;  // the context-parallel ring's waits (parallel/ring_attention.h)
   cfg.on_iteration_end = [&](int64_t it) {
     if (it != warmup_iters && it != args.train_iters) return;
     synchronize(device);  // the GPU may still be working on the step's last kernels
