@@ -1,5 +1,6 @@
 #include "parallel/ring_attention.h"
 
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -26,6 +27,9 @@ struct Ring {
 
 using Requests = std::vector<std::unique_ptr<CommRequest>>;
 
+// ring_attention_wait_seconds(): only the thread that trains runs the attention.
+double wait_seconds = 0;
+
 // Posts the exchange of one step: `out` to the next rank, `in` from the previous one.
 Requests shift(Communicator& cp, const Ring& ring, const Tensor& out, Tensor& in) {
   Requests requests;
@@ -35,8 +39,10 @@ Requests shift(Communicator& cp, const Ring& ring, const Tensor& out, Tensor& in
 }
 
 void wait_all(Requests& requests) {
+  const auto start = std::chrono::steady_clock::now();
   for (auto& r : requests) r->wait();
   requests.clear();
+  wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace
@@ -88,6 +94,10 @@ void ring_attention_backward(Communicator& cp, const Tensor& qkv, const Tensor& 
     wait_all(requests);
   }
   blocks.finish(dkv[ring.size % 2], dqkv);
+}
+
+double ring_attention_wait_seconds() {
+  return wait_seconds;
 }
 
 }  // namespace megatron
