@@ -6,7 +6,8 @@
 # that places the `m` with the loss: two depths on a learned-position GPT with tied embeddings,
 # one depth on a RoPE model with an untied output layer, and one depth whose layer is a mixture
 # of experts (the decoder's last layer is one) at EP 2. A checkpoint resumes at another layout
-# to the losses of an uninterrupted run, and `generate` loads it (the depths unused). The model
+# to the losses of an uninterrupted run, `generate` loads it (the depths unused), an HF export
+# leaves the depths out with a warning and a Megatron-LM export is refused. The model
 # runs against PyTorch in tests/unit/model_mtp_golden_test.cpp.
 set -euo pipefail
 TINY_GPT_FLAGS=(--train-iters 6 --eval-iters 0)
@@ -64,4 +65,16 @@ timeout 300 "$MEGATRON_BINARY" generate --load "$WORK/ckpt" --tokenizer-type Nul
   --output-file "$WORK/gen.jsonl" > "$WORK/gen.log" 2>&1 \
   || { cat "$WORK/gen.log"; echo "FAIL: generate"; exit 1; }
 grep -q generated_tokens "$WORK/gen.jsonl" || { cat "$WORK/gen.log"; echo "FAIL: no tokens"; exit 1; }
+
+echo "== convert: HF export leaves the depths out and says so; Megatron-LM export is refused"
+"$MEGATRON_BINARY" convert --model-type gpt --from megatron --to hf --load "$WORK/ckpt" \
+  --save "$WORK/hf" > "$WORK/hf.log" 2>&1 || { cat "$WORK/hf.log"; echo "FAIL: HF export"; exit 1; }
+grep -q "multi-token-prediction depths (mtp.\*, --mtp-num-layers) are not exported" "$WORK/hf.log" \
+  || { cat "$WORK/hf.log"; echo "FAIL: no warning about the MTP depths"; exit 1; }
+if "$MEGATRON_BINARY" convert --model-type gpt --from megatron --to megatron-lm-core \
+  --load "$WORK/ckpt" --save "$WORK/mlm" > "$WORK/mlm.log" 2>&1; then
+  echo "FAIL: the Megatron-LM export of an MTP checkpoint was not refused"; exit 1
+fi
+grep -q "has multi-token prediction (--mtp-num-layers): its export to Megatron-LM's format is not implemented" \
+  "$WORK/mlm.log" || { cat "$WORK/mlm.log"; echo "FAIL: the refusal's message"; exit 1; }
 echo "multi-token prediction across layouts: OK"
