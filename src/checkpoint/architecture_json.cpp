@@ -238,12 +238,10 @@ nlohmann::json architecture_args_json(const ArchitectureOptions& o) {
     j["moe_pad_expert_input_to_capacity"] = m.pad_to_capacity;
     j["moe_token_drop_policy"] = moe_token_drop_policy_name(m.drop_policy);
   }
-  // Written only when on, so that a checkpoint without MTP records what older ones did; the
-  // depths are parameters (checkpoints, the shape check), the loss factor a training setting.
-  if (o.mtp.enabled()) {
-    j["mtp_num_layers"] = o.mtp.num_layers;
-    j["mtp_loss_scaling_factor"] = o.mtp.loss_scaling_factor;
-  }
+  // Written only when on, so that a checkpoint without MTP records what older ones did. The
+  // depths only: the loss factor is a training setting (a resume may change it), read back from
+  // a run's stored arguments.
+  if (o.mtp.enabled()) j["mtp_num_layers"] = o.mtp.num_layers;
   // Written only when on, so that a checkpoint without scaling records what older ones did.
   if (o.rope_scaling.enabled()) {
     j["rope_scaling_factor"] = o.rope_scaling.factor;
