@@ -2,7 +2,8 @@
 # Multi-token prediction (--mtp-num-layers, docs/model.md) trains to the same lm loss, grad
 # norm and `mtp_k loss` values (relative <= 1e-5, 6 iterations, dropout on) at TP 1, TP 2, TP 2
 # with sequence parallelism, DP 2, PP 2 (the depths on the last stage, with its copy of the
-# input embedding), TP 2 x PP 2 with sequence parallelism, full recompute (of the decoder), the
+# input embedding), TP 2 x PP 2 with sequence parallelism, full recompute (of the decoder), DP 2
+# with --overlap-grad-reduce and the distributed optimizer, the
 # per-token loss at DP 2 x PP 2 as at 1 process, and a --pipeline-model-parallel-layout
 # that places the `m` with the loss: two depths on a learned-position GPT with tied embeddings,
 # one depth on a RoPE model with an untied output layer, and one depth whose layer is a mixture
@@ -37,7 +38,9 @@ run mtp2_dp2 2 1 1 "${MTP2[@]}"
 run mtp2_pp2 2 1 2 "${MTP2[@]}"
 run mtp2_tp2_pp2_sp 4 2 2 --sequence-parallel "${MTP2[@]}"
 run mtp2_recompute 1 1 1 --recompute-activations "${MTP2[@]}"
-compare mtp2_tp1 mtp2_tp2 mtp2_tp2_sp mtp2_dp2 mtp2_pp2 mtp2_tp2_pp2_sp mtp2_recompute
+run mtp2_dp2_overlap 2 1 1 --overlap-grad-reduce --use-distributed-optimizer "${MTP2[@]}"
+compare mtp2_tp1 mtp2_tp2 mtp2_tp2_sp mtp2_dp2 mtp2_pp2 mtp2_tp2_pp2_sp mtp2_recompute \
+  mtp2_dp2_overlap
 run per_token_tp1 1 1 1 --calculate-per-token-loss "${MTP2[@]}"
 run per_token_dp2_pp2 4 1 2 --calculate-per-token-loss "${MTP2[@]}"
 compare per_token_tp1 per_token_dp2_pp2
