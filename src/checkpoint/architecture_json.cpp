@@ -154,6 +154,10 @@ ArchitectureOptions architecture_from_args_json(const nlohmann::json& args) {
     m.attn_scale_power = number_or(args, "mup_attn_scale_power", 1.0f);
   }
   o.moe = moe_from_args_json(args);
+  // Megatron-LM's names; null (its None) or absent: no multi-token prediction.
+  if (args.contains("mtp_num_layers") && args["mtp_num_layers"].is_number_integer())
+    o.mtp.num_layers = args["mtp_num_layers"].get<int>();
+  o.mtp.loss_scaling_factor = number_or(args, "mtp_loss_scaling_factor", o.mtp.loss_scaling_factor);
   return o;
 }
 
@@ -234,6 +238,10 @@ nlohmann::json architecture_args_json(const ArchitectureOptions& o) {
     j["moe_pad_expert_input_to_capacity"] = m.pad_to_capacity;
     j["moe_token_drop_policy"] = moe_token_drop_policy_name(m.drop_policy);
   }
+  // Written only when on, so that a checkpoint without MTP records what older ones did. The
+  // depths only: the loss factor is a training setting (a resume may change it), read back from
+  // a run's stored arguments.
+  if (o.mtp.enabled()) j["mtp_num_layers"] = o.mtp.num_layers;
   // Written only when on, so that a checkpoint without scaling records what older ones did.
   if (o.rope_scaling.enabled()) {
     j["rope_scaling_factor"] = o.rope_scaling.factor;

@@ -225,6 +225,7 @@ std::string export_gguf(const std::string& load_dir, int64_t iteration,
       gpt_config_from_checkpoint_state(state, reader.iteration_dir(), options.vocab_size);
   const ArchitectureOptions& a = c.arch;
   const std::string arch = gguf_architecture(state, c);
+  warn_mtp_not_exported(c, "GGUF");
   const TensorMap full =
       read_full_model_tensors(reader, registered_parameter_store<GptModel>(c, 0, 1));
   const TransformerConfig t = c.transformer_config();

@@ -11,6 +11,7 @@
 #include "convert/hf_gpt2.h"
 #include "convert/hf_model_card.h"
 #include "core/durable_file.h"
+#include "core/logging.h"
 #include "model/stage_range.h"
 #include "optim/distributed_optimizer.h"
 
@@ -49,6 +50,14 @@ void import_hf_gpt2(const std::string& hf_dir, const std::string& save_dir, int 
       target_tp);
 }
 
+void warn_mtp_not_exported(const GptConfig& config, const std::string& format) {
+  if (config.arch.mtp.enabled())
+    log_warning(detail::concat("the ", config.arch.mtp.num_layers,
+                               " multi-token-prediction depths (mtp.*, --mtp-num-layers) are not "
+                               "exported: ",
+                               format, " has no place for them (generation does not use them)"));
+}
+
 void export_hf_gpt2(const std::string& load_dir, int64_t iteration, const std::string& hf_dir,
                     int64_t vocab_size, const TokenizerFileOverrides& tokenizer_files) {
   CheckpointShardReader reader(checkpoint_iteration_dir(load_dir, iteration));
@@ -58,6 +67,7 @@ void export_hf_gpt2(const std::string& load_dir, int64_t iteration, const std::s
   const nlohmann::json tokenizer = checkpoint_tokenizer(state);
 
   nlohmann::json config = hf_config_from_gpt(c);  // rejects what GPT-2 cannot describe
+  warn_mtp_not_exported(c, "HF GPT-2");
   const TensorMap full =
       read_full_model_tensors(reader, registered_parameter_store<GptModel>(c, 0, 1));
   nlohmann::json generation = {{"_from_model_config", true}};

@@ -80,6 +80,9 @@ ParameterStore gpt_rank_parameters(const nlohmann::json& state, const std::strin
 // `dir` and a missing shape field, or a real vocabulary unknown or above the padded one.
 GptConfig gpt_config_from_checkpoint_state(const nlohmann::json& state, const std::string& dir,
                                            int64_t vocab_size = 0);
+// Warns that an export to `format` (HF, GGUF) leaves out the multi-token-prediction depths
+// (mtp.*, a training-only head those formats have no place for) when `config` has them.
+void warn_mtp_not_exported(const GptConfig& config, const std::string& format);
 // What an HF config.json says of a GPT model: the shape record plus the norm epsilon, the
 // dropouts and the init scale (exported_hf_config_text() compares these).
 nlohmann::json gpt_hf_description(const GptConfig& config);

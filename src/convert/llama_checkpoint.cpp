@@ -57,6 +57,7 @@ void export_hf_llama(const std::string& load_dir, int64_t iteration, const std::
   CheckpointShardReader reader(checkpoint_iteration_dir(load_dir, iteration));
   const nlohmann::json state = reader.state(0, 0);
   const GptConfig c = gpt_config_from_checkpoint_state(state, reader.iteration_dir());
+  warn_mtp_not_exported(c, "HF Llama");
   const nlohmann::json from = state.value("converted_from", nlohmann::json::object());
   const std::string architecture =
       from.value("architecture", c.arch.moe.enabled()  ? hf_moe_architecture_of(c)

@@ -401,6 +401,10 @@ void export_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,
              "' is a multi-latent-attention model: its export to Megatron-LM's format is not "
              "implemented (MLA's parameter names and layouts are not mapped); keep it in "
              "megatron-cpp's format");
+  MT_REQUIRE(!source.arch.mtp.enabled(), "checkpoint '", dir,
+             "' has multi-token prediction (--mtp-num-layers): its export to Megatron-LM's "
+             "format is not implemented (the depths' Megatron-Core names and the MTP stage's "
+             "embedding copy are not written); keep it in megatron-cpp's format");
   check_pipeline_split({.num_layers = source.num_layers, .pipeline_size = target_pp});
   const TensorMap full =
       read_full_model_tensors(reader, registered_parameter_store<GptModel>(source, 0, 1));

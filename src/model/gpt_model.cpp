@@ -25,6 +25,15 @@ struct GptModel::Ctx {
   LossSum loss_sum;                // the same before normalisation
   Distillation::Ctx distillation;  // with a distillation teacher
   bool distilled = false;          // forward_stage ran the distillation losses
+  // Multi-token prediction (training forwards only): the depths, and each depth's head.
+  MultiTokenPrediction::Ctx mtp;
+  struct MtpHead {
+    Tensor input;  // the head's input [s·b, h]
+    VocabParallelCrossEntropyCtx cross_entropy;
+    Tensor loss_mask;  // f32 [s·b], shifted
+    LossSum loss;
+  };
+  std::vector<MtpHead> mtp_heads;  // empty: no MTP in the last forward
 };
 
 class GptModel::StageCtx : public StageContext<Ctx> {
@@ -65,14 +74,33 @@ std::optional<InputEmbedding> first_stage_embedding(const GptConfig& c, const St
 }
 
 // The last stage's copy of the word embedding for the tied LM head; none with an untied
-// output layer.
+// output layer, nor with MTP (whose copy of the whole input embedding the head reads).
 std::optional<VocabParallelEmbedding> head_embedding_copy(const GptConfig& c,
                                                           const StageRange& stage,
                                                           const ParallelState& ps,
                                                           ParameterStore& store,
                                                           const ComputeWeights& weights) {
-  if (c.arch.untie_embeddings_and_output_weights) return std::nullopt;
+  if (c.arch.untie_embeddings_and_output_weights || c.arch.mtp.enabled()) return std::nullopt;
   return tied_word_embedding_copy(input_embedding_config(c), stage, ps, store, weights);
+}
+
+// With MTP, the last stage of a split model embeds the shifted tokens itself: a copy of the
+// input embedding (word and position tables, same names, same init), tied to the first
+// stage's (StageTie) so that both take the same steps. Megatron shares the word table the same
+// way; its position table (learned positions) it leaves untied, which would make the loss
+// depend on the pipeline layout.
+std::optional<InputEmbedding> mtp_embedding_copy(const GptConfig& c, const StageRange& stage,
+                                                 const ParallelState& ps, ParameterStore& store,
+                                                 const ComputeWeights& weights) {
+  if (!c.arch.mtp.enabled() || stage.whole() || !(stage.first || stage.last)) return std::nullopt;
+  const InputEmbeddingConfig e = input_embedding_config(c);
+  std::vector<std::string> tables = {word_embedding_config(e).name + ".weight"};
+  if (e.learned_positions) tables.push_back("embedding.position_embeddings.weight");
+  std::optional<InputEmbedding> copy;
+  if (stage.last) copy.emplace(e, ps, store, weights);
+  for (const std::string& name : tables)
+    store.set_stage_tie(name, stage.last ? StageTie::kCopy : StageTie::kOriginal);
+  return copy;
 }
 
 }  // namespace
@@ -91,6 +119,12 @@ void GptConfig::validate(int tp_size) const {
   MT_REQUIRE(!(selective_recompute && recompute_activations),
              "selective and full recompute exclude each other: choose one "
              "--recompute-granularity");
+  MT_REQUIRE(arch.mtp.num_layers >= 0, "--mtp-num-layers must be at least 1");
+  MT_REQUIRE(!arch.mtp.enabled() || seq_length > arch.mtp.num_layers, "--mtp-num-layers ",
+             arch.mtp.num_layers,
+             " needs a --seq-length above it (depth k shifts the input k "
+             "places), got ",
+             seq_length);
   MT_REQUIRE(!per_token_loss || !arch.dsa.enabled || arch.dsa.loss_coeff == 0,
              "--calculate-per-token-loss with DSA's indexer loss (--dsa-indexer-loss-coeff > 0) "
              "is not implemented: drop one of them");
@@ -105,6 +139,7 @@ GptModel::GptModel(const GptConfig& config, const ParallelState& ps, ParameterSt
       weights_((config.validate(ps.tp_size), store), config.compute_dtype),
       embedding_(first_stage_embedding(config, stage, ps, store, weights_)),
       head_embedding_(head_embedding_copy(config, stage, ps, store, weights_)),
+      mtp_embedding_(mtp_embedding_copy(config, stage, ps, store, weights_)),
       transformer_(config.transformer_config(), ps, store, weights_,
                    {stage.first_layer, stage.num_layers, stage.last}),
       arena_(store.device()),
@@ -112,6 +147,10 @@ GptModel::GptModel(const GptConfig& config, const ParallelState& ps, ParameterSt
   MT_CHECK(store.tp_size() == ps.tp_size && store.tp_rank() == ps.tp_rank,
            "the ParameterStore was made for TP rank ", store.tp_rank(), " of ", store.tp_size(),
            ", the parallel state is rank ", ps.tp_rank, " of ", ps.tp_size);
+  // The MTP depths follow the decoder on the last stage (Megatron registers them before the
+  // output layer).
+  if (config.arch.mtp.enabled() && stage.last)
+    mtp_.emplace(config.transformer_config(), ps, store, weights_);
   // The untied output layer belongs to the last stage, like the LM head it is.
   if (config.arch.untie_embeddings_and_output_weights && stage.last)
     output_layer_index_ = store.add({.name = "output_layer.weight",
@@ -135,7 +174,9 @@ GptModel::~GptModel() = default;
 void GptModel::init_weights(uint64_t seed) {
   if (embedding_) embedding_->init_weights(store_, seed);
   if (head_embedding_) head_embedding_->init_weights(store_, seed);
+  if (mtp_embedding_) mtp_embedding_->init_weights(store_, seed);
   transformer_.init_weights(store_, seed);
+  if (mtp_) mtp_->init_weights(store_, seed);
   if (output_layer_index_)
     init_normal(store_.params()[*output_layer_index_], seed, config_.init_method_std);
   refresh_compute_weights();
@@ -155,7 +196,13 @@ const VocabParallelEmbedding& GptModel::head_embedding() const {
   MT_CHECK(stage_.last, "this GPT stage (layers from ", stage_.first_layer,
            ") is not the last pipeline stage: it has no LM head");
   MT_CHECK(!output_layer_index_, "the LM head is the untied output layer, not the word embedding");
-  return embedding_ ? embedding_->word_embeddings() : *head_embedding_;
+  if (embedding_) return embedding_->word_embeddings();
+  return mtp_embedding_ ? mtp_embedding_->word_embeddings() : *head_embedding_;
+}
+
+const InputEmbedding& GptModel::mtp_embedding() const {
+  MT_CHECK(mtp_.has_value(), "this GPT stage has no multi-token prediction");
+  return embedding_ ? *embedding_ : *mtp_embedding_;
 }
 
 int64_t GptModel::sequence_shards() const {
@@ -185,22 +232,81 @@ Tensor GptModel::forward_hidden(Ctx& ctx, const Tensor& input, const DropoutScop
   return transformer_.forward(ctx.transformer, x, Tensor(), scope, ctx.arena, scratch_);
 }
 
-Tensor GptModel::head_logits(Ctx& ctx, const Tensor& hidden) {
+Tensor GptModel::head_logits(Ctx& ctx, const Tensor& hidden, Tensor& input) {
   const int64_t s = ctx.seq, b = ctx.batch, h = config_.hidden_size;
   // LM head (tied to the word embedding unless untied): the input enters the TP region (f, or
   // with sequence parallelism ḡ: the sequence is all-gathered), each rank computes its
   // vocabulary shard of the logits, in f32 for the cross-entropy.
-  ctx.hidden = TpRegionInput::forward(*ps_.tp, hidden, config_.sequence_parallel, ctx.arena)
-                   .view({s * b, h});
+  input = TpRegionInput::forward(*ps_.tp, hidden, config_.sequence_parallel, ctx.arena)
+              .view({s * b, h});
   const Tensor& table = lm_head_weight();                               // [V/t, h]
   Tensor logits = ctx.arena.alloc({s * b, table.size(0)}, DType::F32);  // [s·b, V/t]
-  kernels::gemm(ctx.hidden, false, table, true, logits, config_.logit_mult());
+  kernels::gemm(input, false, table, true, logits, config_.logit_mult());
   return logits;
+}
+
+Tensor GptModel::head_backward(Ctx& ctx, Tensor dlogits, const Tensor& input) {
+  const int64_t n = ctx.seq * ctx.batch, h = config_.hidden_size;
+  if (weights_.dtype() != DType::F32) {
+    Tensor cast = ctx.arena.alloc(dlogits.shape(), weights_.dtype());
+    kernels::cast(dlogits, cast);
+    dlogits = cast;
+  }
+  const Tensor& table = lm_head_weight();  // [V/t, h]
+  // The logits are logit_mult() · hidden · tableᵀ (muP's output multiplier; 1 without).
+  const float mult = config_.logit_mult();
+  kernels::gemm(dlogits, true, input, false, lm_head_grad(), mult, 1.0f);
+  Tensor dfull = ctx.arena.alloc({ctx.seq, ctx.batch, h}, weights_.dtype());  // [s, b, h]
+  Tensor dfull2 = dfull.view({n, h});
+  kernels::gemm(dlogits, false, table, false, dfull2, mult);
+  return TpRegionInput::backward(*ps_.tp, dfull, config_.sequence_parallel, ctx.arena);
+}
+
+void GptModel::forward_mtp(Ctx& ctx, const GptBatch& batch, const Tensor& hidden,
+                           const DropoutScope& scope) {
+  const std::vector<Tensor> outputs =
+      mtp_->forward(ctx.mtp, hidden, batch.tokens, mtp_embedding(), scope, ctx.arena, scratch_);
+  const int64_t n = ctx.seq * ctx.batch;
+  const Tensor labels = to_seq_major(batch.labels, ctx.arena);  // [s, b]
+  const Tensor mask = to_seq_major(batch.loss_mask, ctx.arena);
+  ctx.mtp_heads.assign(outputs.size(), {});
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    Ctx::MtpHead& head = ctx.mtp_heads[k];
+    const Tensor logits = head_logits(ctx, outputs[k], head.input);
+    const int64_t shift = int64_t(k) + 1;
+    const Tensor shifted_labels = shift_sequence_left(labels, shift, ctx.arena).view({n});
+    head.loss_mask = shift_sequence_left(mask, shift, ctx.arena).view({n});
+    const Tensor losses = vocab_parallel_cross_entropy_forward(
+        head.cross_entropy, *ps_.tp, logits, shifted_labels, config_.vocab_size, ctx.arena);
+    const kernels::WeightedSum sum = kernels::weighted_sum(losses, head.loss_mask);
+    head.loss = LossSum{sum.weighted, sum.weights};
+  }
+}
+
+void GptModel::backward_mtp(Ctx& ctx, float grad_scale, Tensor& dhidden) {
+  const int64_t n = ctx.seq * ctx.batch;
+  // Megatron's MTPLossAutoScaler: depth k's loss Σ(loss·mask_k)/max(Σ mask_k, 1), × the factor
+  // over the depths, with the main loss's gradient scale; with the per-token loss its masked sum
+  // × Σ mask / max(Σ mask_k, 1), so the trainer's division by the batch's tokens scales it right.
+  const double factor = double(config_.arch.mtp.loss_scaling_factor) / double(ctx.mtp_heads.size());
+  std::vector<Tensor> douts;
+  for (Ctx::MtpHead& head : ctx.mtp_heads) {
+    const double count = std::max(head.loss.count, 1.0);
+    const double tokens = config_.per_token_loss ? ctx.mask_sum : 1.0;
+    Tensor dloss = ctx.arena.alloc({n}, DType::F32);  // [s·b]
+    kernels::copy(head.loss_mask, dloss);
+    kernels::scale(dloss, float(double(grad_scale) * factor * tokens / count));
+    douts.push_back(head_backward(
+        ctx, vocab_parallel_cross_entropy_backward(head.cross_entropy, dloss), head.input));
+  }
+  const Tensor dmain =
+      mtp_->backward(ctx.mtp, std::move(douts), mtp_embedding(), grad_scale, ctx.arena, scratch_);
+  kernels::axpy(1.0f, dmain, dhidden);
 }
 
 Tensor GptModel::forward_to_logits(Ctx& ctx, const Tensor& tokens, const DropoutScope& scope) {
   MT_CHECK(stage_.whole(), "this GptModel holds one pipeline stage, not the whole model");
-  return head_logits(ctx, forward_hidden(ctx, tokens, scope));
+  return head_logits(ctx, forward_hidden(ctx, tokens, scope), ctx.hidden);
 }
 
 LossSum GptModel::forward_loss_from_logits(Ctx& ctx, const GptBatch& batch, const Tensor& logits) {
@@ -227,7 +333,7 @@ LossSum GptModel::forward_loss_from_logits(Ctx& ctx, const GptBatch& batch, cons
 }
 
 Tensor GptModel::backward(Ctx& ctx, float grad_scale, Tensor dhidden) {
-  const int64_t n = ctx.seq * ctx.batch, h = config_.hidden_size;
+  const int64_t n = ctx.seq * ctx.batch;
   if (stage_.last) {
     // dloss = mask · grad_scale / Σ mask (the mean's gradient), or with the per-token loss
     // mask · grad_scale (the sum's); with distillation times the LM loss's weight in the
@@ -241,25 +347,13 @@ Tensor GptModel::backward(Ctx& ctx, float grad_scale, Tensor dhidden) {
     kernels::scale(dloss, dscale * lm_weight);
     Tensor dlogits = vocab_parallel_cross_entropy_backward(ctx.cross_entropy, dloss);  // f32
     if (ctx.distilled) distillation_->backward_logits(ctx.distillation, dscale, dlogits, ctx.arena);
-    if (weights_.dtype() != DType::F32) {
-      Tensor cast = ctx.arena.alloc(dlogits.shape(), weights_.dtype());
-      kernels::cast(dlogits, cast);
-      dlogits = cast;
-    }
-
-    const Tensor& table = lm_head_weight();  // [V/t, h]
-    // The logits are logit_mult() · hidden · tableᵀ (muP's output multiplier; 1 without).
-    const float mult = config_.logit_mult();
-    kernels::gemm(dlogits, true, ctx.hidden, false, lm_head_grad(), mult, 1.0f);
-    // An untied output layer is complete now; a tied one (the word embedding) is not announced:
-    // reduced after the backward.
+    dhidden = head_backward(ctx, dlogits, ctx.hidden);
+    if (ctx.distilled) distillation_->backward_hidden(ctx.distillation, dscale, dhidden, ctx.arena);
+    if (!ctx.mtp_heads.empty()) backward_mtp(ctx, grad_scale, dhidden);
+    // An untied output layer is complete now (the MTP heads included); a tied one (the word
+    // embedding) is not announced: reduced after the backward.
     if (output_layer_index_)
       store_.grads_accumulated(*output_layer_index_, *output_layer_index_ + 1);
-    Tensor dfull = ctx.arena.alloc({ctx.seq, ctx.batch, h}, weights_.dtype());  // [s, b, h]
-    Tensor dfull2 = dfull.view({n, h});
-    kernels::gemm(dlogits, false, table, false, dfull2, mult);
-    dhidden = TpRegionInput::backward(*ps_.tp, dfull, config_.sequence_parallel, ctx.arena);
-    if (ctx.distilled) distillation_->backward_hidden(ctx.distillation, dscale, dhidden, ctx.arena);
   }
 
   // [s, b, h], or this rank's sequence shard [s/t, b, h]
@@ -305,8 +399,11 @@ Tensor GptModel::forward_stage(StageCtx& sc, const GptBatch& host_batch, const T
   const DropoutScope scope = stage_dropout(train, seed, batch.iteration, batch.first_sample);
   Tensor hidden = forward_hidden(ctx, stage_.first ? batch.tokens : input, scope);
   if (!stage_.last) return hidden;
-  const Tensor logits = head_logits(ctx, hidden);
+  const Tensor logits = head_logits(ctx, hidden, ctx.hidden);
   ctx.loss_sum = forward_loss_from_logits(ctx, batch, logits);
+  ctx.mtp_heads.clear();
+  // The depths only train: their losses join the gradient and are logged in training.
+  if (mtp_ && train) forward_mtp(ctx, batch, hidden, scope);
   ctx.loss = mean_loss(ctx.loss_sum);
   ctx.distilled = distillation_ != nullptr;
   if (ctx.distilled)
@@ -316,6 +413,9 @@ Tensor GptModel::forward_stage(StageCtx& sc, const GptBatch& host_batch, const T
 }
 
 void GptModel::set_distillation(Distillation* distillation) {
+  MT_REQUIRE(distillation == nullptr || !config_.arch.mtp.enabled(),
+             "knowledge distillation (--export-kd-teacher-load) with multi-token prediction "
+             "(--mtp-num-layers) is not implemented: drop one of them");
   MT_REQUIRE(distillation == nullptr || (stage_.whole() && ps_.cp_size == 1),
              "knowledge distillation (--export-kd-teacher-load) runs with "
              "--pipeline-model-parallel-size 1 and --context-parallel-size 1 only");
@@ -349,7 +449,17 @@ LossSum GptModel::stage_loss_sum(const StageCtx& sc) const {
 }
 
 MoeLosses GptModel::stage_moe_losses(const StageCtx& sc) const {
-  return sc.state("stage_moe_losses").transformer.moe_losses;
+  const Ctx& ctx = sc.state("stage_moe_losses");
+  MoeLosses losses = ctx.transformer.moe_losses;
+  if (!ctx.mtp_heads.empty()) losses += ctx.mtp.moe_losses;
+  return losses;
+}
+
+std::vector<double> GptModel::stage_mtp_losses(const StageCtx& sc) const {
+  std::vector<double> losses;
+  for (const Ctx::MtpHead& head : sc.state("stage_mtp_losses").mtp_heads)
+    losses.push_back(head.loss.count > 0 ? head.loss.sum / head.loss.count : 0.0);
+  return losses;
 }
 
 Tensor GptModel::backward_stage(StageCtx& sc, const Tensor& grad_output, float grad_scale) {
@@ -369,8 +479,11 @@ float GptModel::forward_backward(const GptBatch& host_batch, float grad_scale, u
   const GptBatch batch = on_device(host_batch, arena_);
   Ctx ctx(arena_);
   const DropoutScope scope{true, seed, batch.iteration, batch.first_sample};
-  Tensor logits = forward_to_logits(ctx, batch.tokens, scope);
+  MT_CHECK(stage_.whole(), "this GptModel holds one pipeline stage, not the whole model");
+  const Tensor hidden = forward_hidden(ctx, batch.tokens, scope);
+  const Tensor logits = head_logits(ctx, hidden, ctx.hidden);
   const float loss = mean_loss(forward_loss_from_logits(ctx, batch, logits));
+  if (mtp_) forward_mtp(ctx, batch, hidden, scope);
   backward(ctx, grad_scale);
   return loss;
 }
@@ -409,7 +522,7 @@ GptModel::Outputs GptModel::forward_outputs(const GptBatch& host_batch) {
   Ctx ctx(arena_);
   Outputs out;
   out.hidden = forward_hidden(ctx, batch.tokens, DropoutScope{});
-  out.logits = head_logits(ctx, out.hidden);
+  out.logits = head_logits(ctx, out.hidden, ctx.hidden);
   return out;
 }
 

@@ -30,6 +30,17 @@
 // whole-model entry points (forward_backward, forward_loss, forward_logits, inference) need a
 // model that is both first and last stage.
 //
+// Multi-token prediction (--mtp-num-layers N, model/multi_token_prediction.h): the last stage
+// also runs the N depths on the final norm's output and scores depth k through the same LM head
+// against the labels and loss mask shifted k places (Megatron's roll_tensor: the last k places
+// of each sequence are not scored). Depth k's loss is Σ(loss·mask_k)/max(Σ mask_k, 1); the
+// backward adds their mean over the depths × --mtp-loss-scaling-factor to the main loss (with
+// the per-token loss: each depth's masked sum × Σ mask / max(Σ mask_k, 1), Megatron's
+// normalisation), and stage_mtp_losses reports them. Training and evaluation (the reported LM
+// loss is the main one alone); inference ignores the depths. On the last stage of a split model
+// the input embedding the depths read is a copy of the first stage's (word and position tables,
+// StageTie::kCopy), which the tied LM head then reads too.
+//
 // Knowledge distillation (model/distillation.h, set_distillation): the last stage of a whole
 // model also runs a frozen teacher and the distillation losses in forward_stage, and its
 // backward_stage starts from their total.
@@ -38,6 +49,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "core/arena.h"
 #include "distributed/parallel_state.h"
@@ -45,6 +57,7 @@
 #include "model/input_embedding.h"
 #include "model/kv_cache.h"
 #include "model/language_model_config.h"
+#include "model/multi_token_prediction.h"
 #include "model/stage_context.h"
 #include "model/stage_range.h"
 #include "model/transformer.h"
@@ -127,8 +140,13 @@ class GptModel {
   double stage_indexer_loss(const StageCtx& ctx) const;
   // The same before normalisation: Σ(loss·mask) and Σ(mask).
   LossSum stage_loss_sum(const StageCtx& ctx) const;
-  // The router losses of this stage's MoE layers in the last forward_stage (training only).
+  // The router losses of this stage's MoE layers in the last forward_stage (training only),
+  // the MTP depths' included.
   MoeLosses stage_moe_losses(const StageCtx& ctx) const;
+  // Multi-token prediction: the last stage's loss of each depth in the micro-batch,
+  // Σ(loss·mask_k)/Σ(mask_k) (0 when Σ mask_k = 0), what Megatron logs as `mtp_k loss`. Empty
+  // without MTP.
+  std::vector<double> stage_mtp_losses(const StageCtx& ctx) const;
   // With distillation (set_distillation): the last stage's loss terms of the micro-batch
   // (masked sums; the mean divides by stage_loss_sum's count). The backward starts from their
   // total, not from the LM loss alone.
@@ -190,8 +208,19 @@ class GptModel {
   // [Embedding →] transformer layers [→ final LayerNorm]: this stage's output [s, b, h].
   // `input` is the tokens i32 [b, s] on the first stage, else the previous stage's output.
   Tensor forward_hidden(Ctx& ctx, const Tensor& input, const DropoutScope& scope);
-  // LM head: local logits f32 [s·b, V_padded/t] of the last stage's hidden [s, b, h].
-  Tensor head_logits(Ctx& ctx, const Tensor& hidden);
+  // LM head: local logits f32 [s·b, V_padded/t] of the last stage's hidden [s, b, h]
+  // ([s/t, b, h] with sequence parallelism); `input` keeps the head's input [s·b, h] for its
+  // backward.
+  Tensor head_logits(Ctx& ctx, const Tensor& hidden, Tensor& input);
+  // The head's backward: dlogits f32 [s·b, V/t] (consumed) → accumulates the head weight's
+  // gradient, returns the gradient of its hidden [s, b, h] ([s/t, b, h]) in ctx's arena.
+  Tensor head_backward(Ctx& ctx, Tensor dlogits, const Tensor& input);
+  // Multi-token prediction on the last stage: the depths' outputs through the head, scored
+  // against the shifted labels (kept in ctx for the backward).
+  void forward_mtp(Ctx& ctx, const GptBatch& batch, const Tensor& hidden,
+                   const DropoutScope& scope);
+  // Their backward: adds the gradient of the decoder's final-norm output to dhidden.
+  void backward_mtp(Ctx& ctx, float grad_scale, Tensor& dhidden);
   // Embedding → transformer → local logits f32 [s·b, V_padded/t] (whole model).
   Tensor forward_to_logits(Ctx& ctx, const Tensor& tokens, const DropoutScope& scope);
   // Σ(loss·mask) and Σ(mask) of the micro-batch (kept in ctx for the backward).
@@ -201,6 +230,8 @@ class GptModel {
   Tensor backward(Ctx& ctx, float grad_scale, Tensor dhidden = Tensor());
   // The word embedding the LM head reads: the first stage's, or the last stage's tied copy.
   const VocabParallelEmbedding& head_embedding() const;
+  // The input embedding the MTP depths read: the first stage's, or the last stage's copy.
+  const InputEmbedding& mtp_embedding() const;
   // t with sequence parallelism (the activations are [s/t, b, h]), else 1.
   int64_t sequence_shards() const;
   const InputEmbedding& embedding() const;
@@ -213,7 +244,11 @@ class GptModel {
   ComputeWeights weights_;
   std::optional<InputEmbedding> embedding_;               // the first stage
   std::optional<VocabParallelEmbedding> head_embedding_;  // the last stage of a split model
+  // With MTP, the last stage of a split model: a copy of the input embedding (the tied head
+  // reads its word table instead of head_embedding_).
+  std::optional<InputEmbedding> mtp_embedding_;
   Transformer transformer_;
+  std::optional<MultiTokenPrediction> mtp_;  // the last stage, with --mtp-num-layers
   // --untie-embeddings-and-output-weights: "output_layer.weight" [V_padded, h], split over
   // the vocabulary like the word embedding; otherwise the LM head is the word embedding.
   std::optional<size_t> output_layer_index_;

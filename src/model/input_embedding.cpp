@@ -57,7 +57,7 @@ Tensor InputEmbedding::forward(Ctx& ctx, const Tensor& tokens, const Tensor& tok
     check_shape(token_types, tokens.shape(), (model + " token types").c_str());
     check_dtype(token_types, DType::I32, (model + " token types").c_str());
   }
-  const int64_t b = tokens.size(0), s = tokens.size(1), h = config_.hidden_size;
+  const int64_t s = tokens.size(1);
   // A context-parallel rank's s positions are its two chunks of the whole sequence.
   const ContextParallelLayout layout = ContextParallelLayout::of_local(s, cp_size_, cp_rank_);
   MT_CHECK(!layout.split() || position_start == 0,
@@ -67,6 +67,36 @@ Tensor InputEmbedding::forward(Ctx& ctx, const Tensor& tokens, const Tensor& tok
   MT_CHECK(position_start >= 0 && position_start + s <= config_.max_position_embeddings,
            "positions [", position_start, ", ", position_start + s,
            ") exceed --max-position-embeddings = ", config_.max_position_embeddings);
+  return embed(ctx, to_seq_major(tokens, arena), token_types, scope, arena, position_start, 0, 0);
+}
+
+Tensor InputEmbedding::forward_shifted(Ctx& ctx, const Tensor& tokens, int64_t shift,
+                                       int dropout_layer, const DropoutScope& scope,
+                                       Arena& arena) const {
+  check_dtype(tokens, DType::I32, "shifted tokens");
+  MT_CHECK(tokens.dim() == 2, "shifted tokens must be [b, s], got ", tokens.describe());
+  MT_CHECK(!tokentype_index_ && cp_size_ == 1,
+           "a shifted embedding has no token-type table and no context parallelism");
+  const int64_t b = tokens.size(0), s = tokens.size(1);
+  MT_CHECK(shift >= 1 && shift < s && s <= config_.max_position_embeddings, "shift ", shift,
+           " of a sequence of ", s, " (--max-position-embeddings ", config_.max_position_embeddings,
+           ")");
+  // [s, b] sequence-major: rows [0, s − shift) are the rows from `shift` on, the rest token 0
+  // (fill_positions over one "sample" of all the rows writes 0 everywhere).
+  const Tensor ids = to_seq_major(tokens, arena);
+  Tensor shifted = arena.alloc({s, b}, DType::I32);
+  Tensor head = shifted.slice(0, 0, s - shift), tail = shifted.slice(0, s - shift, s);
+  kernels::copy(ids.slice(0, shift, s), head);
+  kernels::fill_positions(tail, tail.numel(), 0);
+  return embed(ctx, shifted, Tensor(), scope, arena, 0, shift, dropout_layer);
+}
+
+Tensor InputEmbedding::embed(Ctx& ctx, const Tensor& ids, const Tensor& token_types,
+                             const DropoutScope& scope, Arena& arena, int64_t position_start,
+                             int64_t shift, int dropout_layer) const {
+  const std::string model = config_.model_name;
+  const int64_t s = ids.size(0), b = ids.size(1), h = config_.hidden_size;
+  const ContextParallelLayout layout = ContextParallelLayout::of_local(s, cp_size_, cp_rank_);
   ctx.seq = s;
   ctx.batch = b;
 
@@ -74,8 +104,7 @@ Tensor InputEmbedding::forward(Ctx& ctx, const Tensor& tokens, const Tensor& tok
   // sequence shard. With sequence parallelism the vocabulary-parallel partial lookups are
   // reduce-scattered straight to the shard (Korthikanti et al. §4.2.2), half the bytes of an
   // all-reduce and no slice; the replicated tables are then looked up for the shard's rows only.
-  const Tensor ids = to_seq_major(tokens, arena);  // [s, b]
-  Tensor embedded;                                 // [s_local, b, h]
+  Tensor embedded;  // [s_local, b, h]
   int64_t seq_begin = 0, s_local = s;
   if (config_.sequence_parallel) {
     MT_CHECK(position_start == 0, "a sequence-parallel embedding is for training, not decoding");
@@ -101,6 +130,12 @@ Tensor InputEmbedding::forward(Ctx& ctx, const Tensor& tokens, const Tensor& tok
         Tensor chunk_ids = ctx.position_ids.slice(0, k * c * b, (k + 1) * c * b);
         kernels::fill_positions(chunk_ids, b, layout.chunk_begin(k));
       }
+    } else if (shift > 0) {
+      // Positions shifted like the tokens: i + shift, then 0 (Megatron rolls them too).
+      Tensor head = ctx.position_ids.slice(0, 0, (s - shift) * b);
+      Tensor tail = ctx.position_ids.slice(0, (s - shift) * b, s * b);
+      kernels::fill_positions(head, b, shift);
+      kernels::fill_positions(tail, tail.numel(), 0);
     } else {
       kernels::fill_positions(ctx.position_ids, b, position_start);
     }
@@ -125,10 +160,10 @@ Tensor InputEmbedding::forward(Ctx& ctx, const Tensor& tokens, const Tensor& tok
   ctx.dropout_mask = Tensor();
   if (scope.enabled && config_.hidden_dropout > 0.0f) {
     ctx.dropout_mask = arena.alloc({rows, h}, DType::U8);
-    kernels::dropout_mask(
-        scope.seed,
-        hidden_dropout_rows(scope, 0, DropoutSite::kEmbedding, s_local, b, h, seq_begin, layout),
-        config_.hidden_dropout, ctx.dropout_mask);
+    kernels::dropout_mask(scope.seed,
+                          hidden_dropout_rows(scope, dropout_layer, DropoutSite::kEmbedding,
+                                              s_local, b, h, seq_begin, layout),
+                          config_.hidden_dropout, ctx.dropout_mask);
     Tensor dropped = arena.alloc({rows, h}, embedded.dtype());
     kernels::dropout_forward(embedded, ctx.dropout_mask, config_.hidden_dropout, dropped);
     embedded = dropped;

@@ -69,6 +69,13 @@ class InputEmbedding {
   // and the positions and dropout masks are those of its chunks (training only).
   Tensor forward(Ctx& ctx, const Tensor& tokens, const Tensor& token_types,
                  const DropoutScope& scope, Arena& arena, int64_t position_start = 0) const;
+  // Multi-token prediction's input at depth `shift` >= 1 (model/multi_token_prediction.h,
+  // Megatron's roll_tensor): the tokens i32 [b, s] and their positions shifted left by `shift`,
+  // the last `shift` places of each sequence holding token 0 at position 0; no token-type table.
+  // The dropout mask is keyed by (layer `dropout_layer`, DropoutSite::kEmbedding), not the
+  // input's (layer 0). Training and evaluation only (positions from 0), no context parallelism.
+  Tensor forward_shifted(Ctx& ctx, const Tensor& tokens, int64_t shift, int dropout_layer,
+                         const DropoutScope& scope, Arena& arena) const;
   // dout shaped like forward's output → accumulates the tables' (and the LayerNorm's)
   // gradients.
   void backward(const Ctx& ctx, const Tensor& dout, Arena& arena) const;
@@ -76,6 +83,11 @@ class InputEmbedding {
   const VocabParallelEmbedding& word_embeddings() const { return word_; }
 
  private:
+  // forward's work on the checked inputs: ids [s, b] (sequence-major), positions from
+  // position_start, or shifted left by `shift` (> 0) with position 0 past the end.
+  Tensor embed(Ctx& ctx, const Tensor& ids, const Tensor& token_types, const DropoutScope& scope,
+               Arena& arena, int64_t position_start, int64_t shift, int dropout_layer) const;
+
   InputEmbeddingConfig config_;
   std::shared_ptr<Communicator> tp_;
   int cp_size_, cp_rank_;

@@ -120,7 +120,7 @@ std::vector<std::string> parse_pipeline_layout(std::string_view layout) {
 }
 
 std::vector<int> pipeline_layout_stage_layers(std::string_view layout, int num_layers,
-                                              int pipeline_size) {
+                                              int pipeline_size, int mtp_num_layers) {
   const std::vector<std::string> stages = parse_pipeline_layout(layout);
   const int n = int(stages.size());
   MT_REQUIRE(pipeline_size >= 1, "--pipeline-model-parallel-size must be >= 1, got ",
@@ -135,9 +135,16 @@ std::vector<int> pipeline_layout_stage_layers(std::string_view layout, int num_l
   std::string all;
   for (const std::string& s : stages) all += s;
   const auto count = [&](char c) { return int(std::count(all.begin(), all.end(), c)); };
-  MT_REQUIRE(count('m') == 0, flag_of(layout), " places ", count('m'),
-             " MTP layers ('m'): multi-token prediction (--mtp-num-layers) is not implemented "
-             "here; write the layout without them");
+  MT_REQUIRE(count('m') == mtp_num_layers, flag_of(layout), " places ", count('m'),
+             " MTP layers ('m'), but --mtp-num-layers is ", mtp_num_layers,
+             " (Megatron's rule: the layout names every MTP layer)");
+  const std::string& last = stages.back();
+  MT_REQUIRE(std::count(last.begin(), last.end(), 'm') == mtp_num_layers &&
+                 (mtp_num_layers == 0 || last.find('t', last.find('m')) == std::string::npos),
+             flag_of(layout),
+             " must place the MTP layers ('m') in the last stage, after its transformer layers "
+             "and with the loss (L): MTP on a stage of its own (Megatron's standalone MTP) is not "
+             "implemented here");
   MT_REQUIRE(!stages.front().empty() && stages.front().front() == 'E' && count('E') == 1,
              flag_of(layout),
              " must name the embedding (E) once, as the first symbol of the first stage: the "

@@ -15,7 +15,9 @@
 // What megatron-cpp builds from it: the transformer layers of each virtual stage, consecutive in
 // stage order (the same cut model/stage_range.h makes from the other split flags). The
 // embedding lives on the first virtual stage and the loss on the last, as in Megatron, so E
-// must open the first stage and L close the last, once each; MTP layers are not implemented.
+// must open the first stage and L close the last, once each; the MTP layers ('m', as many as
+// --mtp-num-layers) go with the loss, in the last stage after its transformer layers
+// (model/multi_token_prediction.h: the depths follow the decoder on the last stage).
 #pragma once
 
 #include <string>
@@ -38,8 +40,8 @@ std::vector<std::string> parse_pipeline_layout(std::string_view layout);
 // `num_layers` layers and `pipeline_size` pipeline ranks. Throws Error naming the layout and
 // the rule unless: the number of stages is a multiple of pipeline_size; E is the first symbol
 // of the first stage and L the last of the last, once each; it holds num_layers 't'; it holds
-// no 'm' (multi-token prediction is not implemented).
+// mtp_num_layers 'm', all in the last stage after its 't's.
 std::vector<int> pipeline_layout_stage_layers(std::string_view layout, int num_layers,
-                                              int pipeline_size);
+                                              int pipeline_size, int mtp_num_layers = 0);
 
 }  // namespace megatron

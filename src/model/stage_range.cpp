@@ -147,6 +147,8 @@ StageRange stage_range(const PipelineSplit& s, int pipeline_rank, int chunk) {
 }
 
 int pipeline_rank_of_parameter(const std::string& name, const PipelineSplit& s) {
+  // Multi-token prediction's depths ("mtp.layers.<k>....") follow the loss, on the last rank.
+  if (name.rfind("mtp.", 0) == 0) return s.pipeline_size - 1;
   const std::vector<int> layers = virtual_stage_layers(s);
   const size_t at = name.find("layers.");
   if (at != std::string::npos && (at == 0 || name[at - 1] == '.')) {

@@ -74,7 +74,8 @@ StageRange stage_range(const PipelineSplit& split, int pipeline_rank, int chunk)
 
 // The pipeline rank that holds parameter `name` under `split`: "...layers.<i>...." the rank
 // whose virtual stage holds layer i, "embedding...." the first rank, anything else (final
-// LayerNorm, heads) the last. Throws Error for a layer index outside [0, num_layers).
+// LayerNorm, heads, multi-token prediction's "mtp....") the last. Throws Error for a layer index
+// outside [0, num_layers).
 int pipeline_rank_of_parameter(const std::string& name, const PipelineSplit& split);
 
 }  // namespace megatron

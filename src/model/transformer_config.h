@@ -110,6 +110,18 @@ struct MupOptions {
 // hidden_size / base_hidden_size with muP, else 1.
 double mup_width_mult(const MupOptions& mup, int64_t hidden_size);
 
+// Multi-token prediction (DeepSeek-V3, Megatron-Core's MultiTokenPredictionBlock;
+// model/multi_token_prediction.h): after the decoder, num_layers depths each predict one token
+// further ahead from the previous depth's hidden states and the embedding of the input shifted
+// once more; their losses, averaged over the depths and scaled by loss_scaling_factor, join the
+// main loss in the gradient (reported apart as `mtp_k loss`). Training only: inference ignores it.
+struct MtpOptions {
+  int num_layers = 0;                // --mtp-num-layers; 0 (Megatron's None): none
+  float loss_scaling_factor = 0.1f;  // --mtp-loss-scaling-factor
+  bool enabled() const { return num_layers > 0; }
+  bool operator==(const MtpOptions&) const = default;
+};
+
 struct ArchitectureOptions {
   Normalization normalization = Normalization::kLayerNorm;
   PositionEmbedding position_embedding = PositionEmbedding::kLearnedAbsolute;
@@ -136,6 +148,7 @@ struct ArchitectureOptions {
   DsaOptions dsa;                   // --experimental-attention-variant dsa (with MLA)
   MupOptions mup;                   // --use-mup
   MoeOptions moe;                   // --num-experts, --moe-* (model/moe_layer.h)
+  MtpOptions mtp;                   // --mtp-num-layers, --mtp-loss-scaling-factor
 };
 
 struct TransformerConfig {

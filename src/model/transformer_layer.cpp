@@ -22,27 +22,29 @@ Tensor rows(const Tensor& t) {
 TransformerLayer::TransformerLayer(int layer_number, const TransformerConfig& config,
                                    const ParallelState& ps, ParameterStore& store,
                                    const ComputeWeights& weights)
+    : TransformerLayer(layer_number, layer_prefix(config, layer_number),
+                       config.is_moe_layer(layer_number), config, ps, store, weights) {}
+
+TransformerLayer::TransformerLayer(int layer_number, const std::string& prefix, bool moe,
+                                   const TransformerConfig& config, const ParallelState& ps,
+                                   ParameterStore& store, const ComputeWeights& weights)
     : layer_number_(layer_number),
       sequence_rank_(config.sequence_parallel ? ps.tp_rank : 0),
       sequence_shards_(config.sequence_parallel ? ps.tp_size : 1),
       cp_size_(ps.cp_size),
       cp_rank_(ps.cp_rank),
       config_(config),
-      first_ln_(layer_prefix(config, layer_number) +
-                    (pre_ln(config) ? "input_layernorm" : "post_attention_layernorm"),
+      first_ln_(prefix + (pre_ln(config) ? "input_layernorm" : "post_attention_layernorm"),
                 config.hidden_size, config.layernorm_epsilon, store, weights,
                 transformer_norm_options(config)),
-      attention_(layer_prefix(config, layer_number) + "self_attention", layer_number, config, ps,
-                 store, weights),
-      second_ln_(layer_prefix(config, layer_number) +
-                     (pre_ln(config) ? "post_attention_layernorm" : "post_mlp_layernorm"),
+      attention_(prefix + "self_attention", layer_number, config, ps, store, weights),
+      second_ln_(prefix + (pre_ln(config) ? "post_attention_layernorm" : "post_mlp_layernorm"),
                  config.hidden_size, config.layernorm_epsilon, store, weights,
                  transformer_norm_options(config)) {
-  const std::string mlp = layer_prefix(config, layer_number) + "mlp";
-  if (config.is_moe_layer(layer_number))
-    moe_.emplace(mlp, config, ps, store, weights);
+  if (moe)
+    moe_.emplace(prefix + "mlp", config, ps, store, weights);
   else
-    mlp_.emplace(mlp, config, ps, store, weights);
+    mlp_.emplace(prefix + "mlp", config, ps, store, weights);
 }
 
 void TransformerLayer::init_weights(ParameterStore& store, uint64_t seed) const {

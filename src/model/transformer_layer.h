@@ -33,8 +33,16 @@ class TransformerLayer {
     Tensor mlp_dropout_mask;        // u8 [s·b, h] or undefined
   };
 
+  // Layer `layer_number` (0-based, global) of the stack: parameters "<prefix>layers.<i>.", a
+  // mixture of experts where TransformerConfig::is_moe_layer says.
   TransformerLayer(int layer_number, const TransformerConfig& config, const ParallelState& ps,
                    ParameterStore& store, const ComputeWeights& weights);
+  // A layer outside the stack (multi-token prediction's, model/multi_token_prediction.h):
+  // parameters named "<prefix><name>" (prefix ends in '.'), dropout keyed by `layer_number`
+  // (past the stack's), its MLP a mixture of experts when `moe`.
+  TransformerLayer(int layer_number, const std::string& prefix, bool moe,
+                   const TransformerConfig& config, const ParallelState& ps, ParameterStore& store,
+                   const ComputeWeights& weights);
 
   void init_weights(ParameterStore& store, uint64_t seed) const;
 

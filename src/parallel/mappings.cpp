@@ -47,6 +47,25 @@ Tensor ReduceScatterToSequenceParallelRegion::backward(Communicator& tp, const T
   return gather_first_dim(tp, grad, arena);
 }
 
+Tensor ScatterToSequenceParallelRegion::forward(Communicator& tp, const Tensor& x, Arena& arena) {
+  const int64_t t = tp.size();
+  if (t == 1) return x;
+  const int64_t s = x.size(0);
+  MT_CHECK(s % t == 0, "ScatterToSequenceParallelRegion: the sequence ", s, " of ", x.describe(),
+           " is not divisible by the tensor-model-parallel size ", t);
+  const int64_t chunk = s / t;
+  Shape shape = x.shape();
+  shape[0] = chunk;
+  Tensor out = arena.alloc(shape, x.dtype());  // [s/t, ...]
+  kernels::copy(x.slice(0, tp.rank() * chunk, (tp.rank() + 1) * chunk), out);
+  return out;
+}
+
+Tensor ScatterToSequenceParallelRegion::backward(Communicator& tp, const Tensor& grad,
+                                                 Arena& arena) {
+  return gather_first_dim(tp, grad, arena);
+}
+
 Tensor TpRegionInput::forward(Communicator& tp, const Tensor& x, bool sequence_parallel,
                               Arena& arena) {
   return sequence_parallel ? GatherFromSequenceParallelRegion::forward(tp, x, arena)

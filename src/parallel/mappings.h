@@ -15,6 +15,9 @@
 //   g̅  ReduceScatterToSequenceParallelRegion  forward reduce-scatter along dim 0, backward
 //                                             all-gather along dim 0 (leaves the TP region;
 //                                             also the vocab-parallel embedding's output)
+//      ScatterToSequenceParallelRegion        forward keep own chunk of dim 0, backward
+//                                             all-gather along dim 0 (a replicated [s, ...]
+//                                             back to its shards: the MTP projection's output)
 // TpRegionInput picks f or ḡ for the input of a column-parallel layer.
 // All-reduces work in place; scatter/gather outputs are allocated from the arena. With one
 // rank every operator is the identity and returns its input without copying.
@@ -60,6 +63,13 @@ struct ReduceScatterToSequenceParallelRegion {
   // y [s, ...] (contiguous, partial sums) → [s/t, ...], the sum of this rank's chunk.
   static Tensor forward(Communicator& tp, const Tensor& y, Arena& arena);
   // grad [s/t, ...] → [s, ...].
+  static Tensor backward(Communicator& tp, const Tensor& grad, Arena& arena);
+};
+
+struct ScatterToSequenceParallelRegion {
+  // x [s, ...] (replicated on the group) → [s/t, ...], this rank's chunk.
+  static Tensor forward(Communicator& tp, const Tensor& x, Arena& arena);
+  // grad [s/t, ...] (contiguous) → [s, ...].
   static Tensor backward(Communicator& tp, const Tensor& grad, Arena& arena);
 };
 

@@ -39,6 +39,7 @@ class GptStep final : public GptPipelinedStep {
               t.load_balancing = moe.load_balancing;
               t.seq_load_balancing = moe.seq_load_balancing;
               t.z_loss = moe.z_loss;
+              if (model.stage().last) t.mtp = model.stage_mtp_losses(ctx);
               return t;
             },
             std::move(train), std::move(valid), std::move(test)),
@@ -59,6 +60,10 @@ class GptStep final : public GptPipelinedStep {
     MoeLossLog log;
     if (!m.enabled()) return log;
     log.layers = m.count_moe_layers(cfg_.model.num_layers);
+    // The MTP depths' layers are MoE when the decoder's last one is (model/
+    // multi_token_prediction.h); Megatron averages over them too.
+    if (cfg_.model.is_moe_layer(cfg_.model.num_layers - 1))
+      log.layers += cfg_.model.arch.mtp.num_layers;
     if (m.aux_loss_coeff > 0)
       log.losses.emplace_back("load_balancing_loss", &LossTerms::load_balancing);
     if (m.seq_aux_loss_coeff > 0)
@@ -66,6 +71,7 @@ class GptStep final : public GptPipelinedStep {
     if (m.z_loss_coeff > 0) log.losses.emplace_back("z_loss", &LossTerms::z_loss);
     return log;
   }
+  int mtp_depths() const override { return cfg_.model.arch.mtp.num_layers; }
   int64_t seq_length() const override { return cfg_.model.seq_length; }
   GptModel* whole_gpt_model() override {
     return models().size() == 1 && split().pipeline_size == 1 ? models().front().get() : nullptr;

@@ -6,8 +6,10 @@
 namespace megatron {
 
 bool LossTerms::finite() const {
+  double mtp_sum = 0;
+  for (double loss : mtp) mtp_sum += loss;
   return std::isfinite(lm + sop + total + logits_distillation + intermediate_distillation +
-                       indexer);
+                       indexer + mtp_sum);
 }
 
 LossTerms ModelStep::train_micro_batches(int64_t micro_batches, float grad_scale, uint64_t seed,

@@ -40,6 +40,10 @@ struct LossTerms {
   // every pipeline stage adds its own. Logged, never part of the loss the optimizer minimises
   // (their gradients enter the backward directly, as Megatron's MoEAuxLossAutoScaler).
   double load_balancing = 0, seq_load_balancing = 0, z_loss = 0;
+  // Multi-token prediction (GPT, --mtp-num-layers): each depth's loss, a mean over its shifted
+  // loss mask as Megatron logs `mtp_<k> loss` (also with the per-token loss); the last stage's,
+  // empty elsewhere and without MTP.
+  std::vector<double> mtp{};
 
   // Term by term: sums over micro-batches and over a log interval.
   LossTerms& operator+=(const LossTerms& other) {
@@ -53,6 +57,8 @@ struct LossTerms {
     load_balancing += other.load_balancing;
     seq_load_balancing += other.seq_load_balancing;
     z_loss += other.z_loss;
+    if (mtp.size() < other.mtp.size()) mtp.resize(other.mtp.size(), 0.0);
+    for (size_t k = 0; k < other.mtp.size(); ++k) mtp[k] += other.mtp[k];
     return *this;
   }
   // Whether every term is finite (an inf/NaN iteration otherwise).
@@ -94,6 +100,8 @@ class ModelStep {
     int layers = 0;
   };
   virtual MoeLossLog moe_loss_log() const { return {}; }
+  // The depths of multi-token prediction (LossTerms::mtp, logged as "mtp_<k> loss"); 0: none.
+  virtual int mtp_depths() const { return 0; }
   virtual int64_t seq_length() const = 0;
   // Megatron's FLOP count of one iteration over `global_batch` samples.
   virtual double flops_per_iteration(int64_t global_batch) const = 0;

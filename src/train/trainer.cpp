@@ -41,6 +41,11 @@ namespace megatron {
 
 namespace {
 
+// Megatron's name of multi-token prediction depth k + 1's loss.
+std::string mtp_loss_name(size_t k) {
+  return "mtp_" + std::to_string(k + 1) + " loss";
+}
+
 // `device`, after binding this process to it (before the first allocation there).
 Device bound(Device device) {
   use_device(device);
@@ -429,20 +434,22 @@ struct Trainer::Impl {
   // come from the last pipeline stage, which computes the loss; it broadcasts the mean to the
   // other stages.
   LossTerms average_over_dp(const LossTerms& sum, int64_t micro_batches_per_rank) const {
-    // Logged host scalars: one all-reduce of a host f64 [10] over this stack array. The loss
-    // terms are the last stage's (zeros on the others); the indexer and MoE ones every stage's
-    // share, so a sum over the pipeline stages gives each.
-    double sums[10] = {sum.lm,
-                       sum.sop,
-                       sum.tokens,
-                       sum.total,
-                       sum.logits_distillation,
-                       sum.intermediate_distillation,
-                       sum.indexer,
-                       sum.load_balancing,
-                       sum.seq_load_balancing,
-                       sum.z_loss};
-    Tensor t = Tensor::from_blob(sums, {10}, DType::F64);
+    // Logged host scalars: one all-reduce of a host f64 [10 + MTP depths]. The loss terms are
+    // the last stage's (zeros on the others); the indexer and MoE ones every stage's share, so a
+    // sum over the pipeline stages gives each.
+    std::vector<double> sums = {sum.lm,
+                                sum.sop,
+                                sum.tokens,
+                                sum.total,
+                                sum.logits_distillation,
+                                sum.intermediate_distillation,
+                                sum.indexer,
+                                sum.load_balancing,
+                                sum.seq_load_balancing,
+                                sum.z_loss};
+    const size_t depths = size_t(model->mtp_depths());
+    for (size_t k = 0; k < depths; ++k) sums.push_back(k < sum.mtp.size() ? sum.mtp[k] : 0.0);
+    Tensor t = Tensor::from_blob(sums.data(), {int64_t(sums.size())}, DType::F64);
     ps.dp->all_reduce(t);
     if (ps.pp_size > 1) ps.pp->all_reduce(t);
     const double n = cfg.per_token_loss ? (sums[2] > 0 ? sums[2] : 1.0)
@@ -464,6 +471,10 @@ struct Trainer::Impl {
       mean.seq_load_balancing = sums[8] / per;
       mean.z_loss = sums[9] / per;
     }
+    // Megatron's MTP metrics: each depth's per-micro-batch mean, averaged over micro-batches and
+    // data-parallel ranks (with the per-token loss too).
+    for (size_t k = 0; k < depths; ++k)
+      mean.mtp.push_back(sums[10 + k] / double(micro_batches_per_rank * ps.dp_size));
     return mean;
   }
 
@@ -771,7 +782,10 @@ struct Trainer::Impl {
                                          d->logits / double(interval_loss_count),
                                          d->intermediate / double(interval_loss_count)};
       for (const auto& [name, field] : model->moe_loss_log().losses)
-        s.moe_losses.emplace_back(name, interval_loss_sum.*field / double(interval_loss_count));
+        s.named_losses.emplace_back(name, interval_loss_sum.*field / double(interval_loss_count));
+      for (size_t k = 0; k < interval_loss_sum.mtp.size(); ++k)
+        s.named_losses.emplace_back(mtp_loss_name(k),
+                                    interval_loss_sum.mtp[k] / double(interval_loss_count));
     }
     s.loss_scale = scaler.scale();
     s.grad_norm = last_grad_norm;
@@ -954,7 +968,9 @@ struct Trainer::Impl {
           if (model->has_indexer_loss()) s.indexer_loss = loss.indexer;
           s.distillation = distillation_log(loss);
           for (const auto& [name, field] : model->moe_loss_log().losses)
-            s.moe_losses.emplace_back(name, loss.*field);
+            s.named_losses.emplace_back(name, loss.*field);
+          for (size_t k = 0; k < loss.mtp.size(); ++k)
+            s.named_losses.emplace_back(mtp_loss_name(k), loss.mtp[k]);
         }
         s.loss_scale = scaler.scale();
         s.grad_norm = grad_norm;

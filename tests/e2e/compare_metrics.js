@@ -5,7 +5,8 @@
 // For every iteration A..B both files must have a "train" line; lm_loss and grad_norm (and
 // sop_loss, when either line has one: BERT; total_loss, logits_distillation_loss and
 // intermediate_distillation_loss, when either has them: knowledge distillation; the MoE router
-// losses load_balancing_loss, seq_load_balancing_loss and z_loss, when either has them) must
+// losses load_balancing_loss, seq_load_balancing_loss and z_loss, and multi-token prediction's
+// "mtp_1 loss", "mtp_2 loss", ..., when either has them) must
 // agree to relative tolerance R
 // (|a − b| <= R·|a|), or bit for bit with --exact — or both be null (--fp16: a skipped step
 // has no loss or norm) — and the loss scale and the number of skipped iterations must be equal
@@ -60,6 +61,8 @@ for (let it = opts.from; it <= opts.to; ++it) {
     keys.push('total_loss', 'logits_distillation_loss', 'intermediate_distillation_loss');
   for (const key of ['load_balancing_loss', 'seq_load_balancing_loss', 'z_loss'])
     if (key in a || key in b) keys.push(key);
+  for (const key of new Set([...Object.keys(a), ...Object.keys(b)]))
+    if (/^mtp_\d+ loss$/.test(key)) keys.push(key);
   for (const key of keys) {
     const x = a[key], y = b[key];
     const ok = opts.exact || (x === null && y === null)

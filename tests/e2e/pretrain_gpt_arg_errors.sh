@@ -125,8 +125,15 @@ expect_error 'give neither --num-layers-per-virtual-pipeline-stage nor' 2 -- "${
 expect_error 'cannot be combined with --decoder-first-pipeline-num-layers' 2 -- "${A[@]}" \
   --pipeline-model-parallel-size 2 --pipeline-model-parallel-layout "Ett|ttL" \
   --decoder-first-pipeline-num-layers 2
-expect_error "multi-token prediction (--mtp-num-layers) is not implemented" 2 -- "${A[@]}" \
+expect_error "places 1 MTP layers ('m'), but --mtp-num-layers is 0" 2 -- "${A[@]}" \
   --pipeline-model-parallel-size 2 --pipeline-model-parallel-layout "Ett|ttmL"
+expect_error "standalone MTP) is not implemented" 2 -- "${A[@]}" --mtp-num-layers 1 \
+  --pipeline-model-parallel-size 2 --pipeline-model-parallel-layout "Ettm|ttL"
+expect_error "with --context-parallel-size > 1 is not implemented" 2 -- "${A[@]}" \
+  --mtp-num-layers 1 --context-parallel-size 2
+expect_error "--mtp-num-layers must be at least 1, got 0" 2 -- "${A[@]}" --mtp-num-layers 0
+expect_error "multi-token prediction is pretrain-gpt's --mtp-num-layers" 2 -- "${A[@]}" \
+  --mtp-num-layers 1 --mtp-use-repeated-layer
 expect_error "--microbatch-group-size-per-virtual-pipeline-stage 1 must lie between --pipeline-model-parallel-size 2 and the number of micro-batches (2" \
   2 -- "${A[@]}" --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1 \
   --microbatch-group-size-per-virtual-pipeline-stage 1

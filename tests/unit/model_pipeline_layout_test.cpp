@@ -20,9 +20,10 @@ using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-std::string stage_layers_error(const std::string& layout, int num_layers, int pipeline_size) {
+std::string stage_layers_error(const std::string& layout, int num_layers, int pipeline_size,
+                               int mtp_num_layers = 0) {
   try {
-    pipeline_layout_stage_layers(layout, num_layers, pipeline_size);
+    pipeline_layout_stage_layers(layout, num_layers, pipeline_size, mtp_num_layers);
   } catch (const Error& e) {
     return e.message();
   }
@@ -79,18 +80,28 @@ TEST(PipelineLayout, ParsesMegatronsDocumentedExample) {
   EXPECT_THAT(parse_pipeline_layout("E||t|L"), ElementsAre("E", "", "t", "L"));
 }
 
-// The guide's DeepSeek-V3 example names an MTP layer: refused by name, as multi-token
-// prediction is not implemented.
-TEST(PipelineLayout, RefusesMtpLayersByName) {
-  EXPECT_THAT(stage_layers_error("Et*3|(tt|)*29,m|L", 61, 16),
-              AllOf(HasSubstr("--pipeline-model-parallel-layout \"Et*3|(tt|)*29,m|L\" places 1 "
-                              "MTP layers ('m')"),
-                    HasSubstr("multi-token prediction (--mtp-num-layers) is not implemented")));
-  EXPECT_THAT(stage_layers_error("E|t*3|(t|)*5mL", 8, 4), HasSubstr("MTP layers ('m')"));
+// MTP layers ('m', --mtp-num-layers) go with the loss: as many as the flag says, in the last
+// stage after its transformer layers. The guide's DeepSeek-V3 example puts its 'm' on a stage
+// of its own (Megatron's standalone MTP), which is refused by name.
+TEST(PipelineLayout, MtpLayersGoWithTheLoss) {
+  EXPECT_THAT(pipeline_layout_stage_layers("Et*7|t*7mL", 14, 2, 1), ElementsAre(7, 7));
+  EXPECT_THAT(pipeline_layout_stage_layers("Et*3|(tt|)*6mL", 15, 2, 1),
+              ElementsAre(3, 2, 2, 2, 2, 2, 2, 0));
+  EXPECT_THAT(pipeline_layout_stage_layers("Et|t|t|tmmL", 4, 2, 2), ElementsAre(1, 1, 1, 1));
+  EXPECT_THAT(stage_layers_error("Et*7|t*7mL", 14, 2),
+              HasSubstr("places 1 MTP layers ('m'), but --mtp-num-layers is 0"));
+  EXPECT_THAT(stage_layers_error("Et*7|t*7L", 14, 2, 1),
+              HasSubstr("places 0 MTP layers ('m'), but --mtp-num-layers is 1"));
+  EXPECT_THAT(stage_layers_error("Et*3|(tt|)*29,m|L", 61, 16, 1),
+              AllOf(HasSubstr("--pipeline-model-parallel-layout \"Et*3|(tt|)*29,m|L\" must place "
+                              "the MTP layers ('m') in the last stage"),
+                    HasSubstr("standalone MTP) is not implemented")));
+  EXPECT_THAT(stage_layers_error("Et|tmtL", 3, 2, 1), HasSubstr("after its transformer layers"));
 }
 
 // Megatron's CI configs: gpt3_moe_mcore_te_tp2_pp2_ep4_etp1_no_mtp_no_a2a_ovlp_fine_grained_
-// offloading (15 layers, PP 2: 8 stages, v = 4), and the MTP configs' layouts without their m.
+// offloading (15 layers, PP 2: 8 stages, v = 4), and the MTP configs' layouts without their m
+// (with them: MtpLayersGoWithTheLoss).
 TEST(PipelineLayout, StageLayersOfMegatronsCiLayouts) {
   EXPECT_THAT(pipeline_layout_stage_layers("Et*3|(tt|)*6L", 15, 2),
               ElementsAre(3, 2, 2, 2, 2, 2, 2, 0));

@@ -80,6 +80,10 @@ struct ArchitectureArgs {
   double mup_output_mult = 1.0;
   std::optional<double> mup_base_head_dim;
   double mup_attn_scale_power = 1.0;
+  // --mtp-num-layers and --mtp-loss-scaling-factor: multi-token prediction (model/
+  // transformer_config.h, MtpOptions); unset is Megatron's None.
+  std::optional<int> mtp_num_layers;
+  double mtp_loss_scaling_factor = 0.1;
   // --num-experts and --moe-*: the mixture-of-experts layers (model/moe_options.h), with
   // Megatron-LM's defaults; unset optionals are its None.
   int num_experts = 0;

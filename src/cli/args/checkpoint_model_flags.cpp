@@ -82,6 +82,7 @@ const std::vector<ModelFlag>& model_flags() {
          [](const C& c) { return c.arch.moe.pad_to_capacity; }),
       name("--moe-token-drop-policy",
            [](const C& c) { return moe_token_drop_policy_name(c.arch.moe.drop_policy); }),
+      integer("--mtp-num-layers", [](const C& c) { return double(c.arch.mtp.num_layers); }),
       on("--apply-residual-connection-post-layernorm",
          [](const C& c) { return c.apply_residual_connection_post_layernorm; }),
   };

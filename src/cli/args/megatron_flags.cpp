@@ -286,7 +286,12 @@ constexpr Rule kRules[] = {
     {"--use-grouped-gemm-for-dense-mlp", false, kGpuImpl},
 
     // Multi-token prediction, MLA, hybrid and exotic architectures.
-    {"--mtp-*", true, "multi-token prediction is not supported"},
+    {"--mtp-loss-scaling-factor", false,
+     "weights multi-token prediction's loss in training (pretrain-gpt); nothing else uses it"},
+    {"--mtp-*", true,
+     "not implemented: multi-token prediction is pretrain-gpt's --mtp-num-layers and "
+     "--mtp-loss-scaling-factor (docs/model.md); its repeated layer, detached heads, hidden-state "
+     "mixing, standalone placement and hybrid patterns are not"},
     {"--multi-latent-attention", true, kMla},
     {"--q-lora-rank", true, kMla},
     {"--kv-lora-rank", true, kMla},

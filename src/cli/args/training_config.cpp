@@ -82,6 +82,10 @@ ArchitectureOptions architecture_options(const ArchitectureArgs& a) {
   o.dsa = dsa_options(a);
   o.mup = mup_options(a);
   o.moe = moe_options(a);
+  MT_REQUIRE(a.mtp_num_layers.value_or(1) >= 1, "--mtp-num-layers must be at least 1, got ",
+             a.mtp_num_layers.value_or(0), " (leave it out for no multi-token prediction)");
+  o.mtp.num_layers = a.mtp_num_layers.value_or(0);
+  o.mtp.loss_scaling_factor = float(a.mtp_loss_scaling_factor);
   return o;
 }
 
@@ -260,6 +264,8 @@ void apply_checkpoint_args(Args& a, CheckpointArgs which) {
     arch.moe_pad_expert_input_to_capacity = m.pad_to_capacity;
     arch.moe_token_drop_policy = moe_token_drop_policy_name(m.drop_policy);
   }
+  if (o.mtp.enabled()) arch.mtp_num_layers = o.mtp.num_layers;
+  arch.mtp_loss_scaling_factor = o.mtp.loss_scaling_factor;
   arch.use_mup = o.mup.enabled;
   if (o.mup.base_hidden_size > 0) arch.mup_base_hidden_size = int(o.mup.base_hidden_size);
   arch.mup_embedding_mult = o.mup.embedding_mult;
@@ -694,7 +700,7 @@ PipelineSplit pipeline_split(const Args& a) {
                "--num-layers-per-virtual-pipeline-stage nor --num-virtual-stages-per-pipeline-rank "
                "with it");
     s.layout = pipeline_layout_stage_layers(a.pipeline_model_parallel_layout, s.num_layers,
-                                            s.pipeline_size);
+                                            s.pipeline_size, a.arch.mtp_num_layers.value_or(0));
     s.chunks = int(s.layout.size()) / s.pipeline_size;
   }
   if (a.num_virtual_stages_per_pipeline_rank) s.chunks = *a.num_virtual_stages_per_pipeline_rank;

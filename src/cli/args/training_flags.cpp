@@ -483,6 +483,11 @@ void add_architecture_args(ArgTable& t, ArchitectureArgs& a) {
   t.add("--mup-attn-scale-power", a.mup_attn_scale_power,
         "muP: the power of head_dim in the attention scale (1; 0.5 is the standard scale)");
   add_moe_args(t, a);
+  t.add("--mtp-num-layers", a.mtp_num_layers,
+        "multi-token prediction: this many depths after the decoder, each predicting one token "
+        "further ahead (DeepSeek-V3); training only");
+  t.add("--mtp-loss-scaling-factor", a.mtp_loss_scaling_factor,
+        "multi-token prediction: the depths' mean loss x this joins the gradient");
   t.add_flag("--use-checkpoint-args", a.use_checkpoint_args,
              "take the model shape and these flags from the checkpoint in --load");
 }

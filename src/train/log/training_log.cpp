@@ -51,7 +51,7 @@ std::string format_iteration_line(const IterationStats& s) {
   line += format(" global batch size: %5lld |", (long long)s.global_batch);
   if (s.lm_loss) line += " lm loss: " + format_number(*s.lm_loss, "%.6E") + " |";
   if (s.sop_loss) line += " sop loss: " + format_number(*s.sop_loss, "%.6E") + " |";
-  for (const auto& [name, value] : s.moe_losses)
+  for (const auto& [name, value] : s.named_losses)
     line += " " + name + ": " + format_number(value, "%.6E") + " |";
   if (s.distillation) {
     line += " total loss: " + format_number(s.distillation->total, "%.6E") + " |";
@@ -132,7 +132,7 @@ std::vector<TensorBoardScalar> tensorboard_iteration_scalars(const IterationStat
   add("batch-size", double(s.global_batch));
   if (s.lm_loss) add("lm loss", *s.lm_loss);
   if (s.sop_loss) add("sop loss", *s.sop_loss);
-  for (const auto& [name, value] : s.moe_losses) add(name, value);
+  for (const auto& [name, value] : s.named_losses) add(name, value);
   if (s.distillation) {
     add("total loss", s.distillation->total);
     add("logits distillation loss", s.distillation->logits);
@@ -214,7 +214,7 @@ void TrainingLog::iteration(const IterationStats& s) {
                       {"tokens_per_second", s.tokens_per_second},
                       {"tflops_per_process", s.tflops_per_process}};
   if (s.sop_loss) j["sop_loss"] = json_number(*s.sop_loss);
-  for (const auto& [name, value] : s.moe_losses) j[name] = json_number(value);
+  for (const auto& [name, value] : s.named_losses) j[name] = json_number(value);
   if (s.distillation) {
     j["total_loss"] = json_number(s.distillation->total);
     j["logits_distillation_loss"] = json_number(s.distillation->logits);

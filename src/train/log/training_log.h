@@ -45,9 +45,10 @@ struct IterationStats {
   std::optional<double> sop_loss;  // BERT's sentence-order loss (same mean), when it has one
   std::optional<DistillationLog> distillation;  // (same means) when distilling
   std::optional<double> indexer_loss;           // DSA's indexer loss (same mean), when it has one
-  // The MoE router losses (same means, over the MoE layers too), by Megatron's names, printed
-  // after the lm loss and written to TensorBoard and the metrics file under those names.
-  std::vector<std::pair<std::string, double>> moe_losses;
+  // The MoE router losses (same means, over the MoE layers too), then multi-token prediction's
+  // depths' ("mtp_1 loss", ...), by Megatron's names, printed after the lm loss and written to
+  // TensorBoard and the metrics file under those names.
+  std::vector<std::pair<std::string, double>> named_losses;
   double loss_scale = 1;
   std::optional<double> grad_norm;    // none when the last iteration was skipped
   std::optional<int64_t> num_zeros;   // --log-num-zeros-in-grad (none when skipped)
