@@ -24,19 +24,12 @@ struct Ring {
   int prev() const { return (rank - 1 + size) % size; }
 };
 
-using Requests = std::vector<std::unique_ptr<CommRequest>>;
-
 // Posts the exchange of one step: `out` to the next rank, `in` from the previous one.
-Requests shift(Communicator& cp, const Ring& ring, const Tensor& out, Tensor& in) {
-  Requests requests;
+CommRequests shift(Communicator& cp, const Ring& ring, const Tensor& out, Tensor& in) {
+  CommRequests requests;
   requests.push_back(cp.irecv(in, ring.prev()));
   requests.push_back(cp.isend(out, ring.next()));
   return requests;
-}
-
-void wait_all(Requests& requests) {
-  for (auto& r : requests) r->wait();
-  requests.clear();
 }
 
 }  // namespace
@@ -51,7 +44,7 @@ void ring_attention_forward(Communicator& cp, const Tensor& qkv, const CpAttenti
   kernels::copy(qkv.slice(3, shape.q, shape.q + 2), kv[0]);
   for (int step = 0; step < ring.size; ++step) {
     const Tensor& current = kv[step % 2];
-    Requests requests;
+    CommRequests requests;
     if (step + 1 < ring.size) requests = shift(cp, ring, current, kv[(step + 1) % 2]);
     blocks.meet(current, ring.source(step), [&requests] {
       for (const auto& r : requests) r->progress();
@@ -74,7 +67,7 @@ void ring_attention_backward(Communicator& cp, const Tensor& qkv, const Tensor& 
   for (int step = 0; step < ring.size; ++step) {
     const Tensor& current = kv[step % 2];
     Tensor& gradient = dkv[step % 2];
-    Requests requests;
+    CommRequests requests;
     if (step + 1 < ring.size) requests = shift(cp, ring, current, kv[(step + 1) % 2]);
     blocks.meet(current, ring.source(step), gradient, [&requests] {
       for (const auto& r : requests) r->progress();
