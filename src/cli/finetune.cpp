@@ -194,6 +194,7 @@ int run_finetune(int argc, char** argv) {
 
   TrainerConfig config = trainer_config(args, table);
   config.tokenizer = tokenizer_id;
+  set_muon_qkv_layout(config, step.model.bert);
   config.iterations_per_epoch = flags.epochs > 0 ? iterations_per_epoch : 1;
   Trainer trainer(std::move(config), world,
                   finetune_step_factory(std::move(step), train, std::move(valid)));

@@ -59,6 +59,7 @@ int run_plan(int argc, char** argv) {
   ArgTable table(app);
   add_training_args(table, args);
   add_pipeline_args(table, args);
+  add_context_parallel_args(table, args);
   add_moe_args(table, args.arch);
 
   std::string machine_path, implementation = "megatron-cpp", family = "gpt";
@@ -164,6 +165,7 @@ int run_plan(int argc, char** argv) {
   plan::Layout layout;
   layout.tensor_parallel = args.tensor_model_parallel_size;
   layout.pipeline_parallel = args.pipeline_model_parallel_size;
+  set_plan_context_parallel(args, layout);
   layout.micro_batch = args.micro_batch_size;
   layout.global_batch = args.global_batch_size;
   layout.sequence_parallel = given(sequence_parallel);
@@ -190,16 +192,17 @@ int run_plan(int argc, char** argv) {
     args.num_virtual_stages_per_pipeline_rank = virtual_size->as<int>();
   }
   set_plan_pipeline(args, pipeline_split(args), layout);
-  const int model_parallel = layout.tensor_parallel * layout.pipeline_parallel;
+  const int model_parallel =
+      layout.tensor_parallel * layout.context_parallel * layout.pipeline_parallel;
   if (world_size > 0) {
     MT_REQUIRE(search || world_size % model_parallel == 0, "--world-size ", world_size,
-               " must be divisible by --tensor-model-parallel-size x "
+               " must be divisible by --tensor-model-parallel-size x --context-parallel-size x "
                "--pipeline-model-parallel-size = ",
                model_parallel);
     layout.data_parallel = search ? 1 : world_size / model_parallel;
     MT_REQUIRE(data_parallel == 0 || search || data_parallel == layout.data_parallel,
                "--data-parallel-size ", data_parallel, " contradicts --world-size ", world_size,
-               " / (TP x PP = ", model_parallel, ") = ", layout.data_parallel);
+               " / (TP x CP x PP = ", model_parallel, ") = ", layout.data_parallel);
   } else if (data_parallel > 0) {
     layout.data_parallel = data_parallel;
   }

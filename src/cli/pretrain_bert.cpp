@@ -133,6 +133,7 @@ int run_pretrain_bert(int argc, char** argv) {
 
   TrainerConfig config = trainer_config(args, table);
   config.tokenizer = tokenizer_id;
+  set_muon_qkv_layout(config, model.model);
   config.theoretical_memory_report = theoretical_memory_report(
       plan_model_of(model.model, args, flags.mask_prob), plan_layout_of(args, model.split));
   Trainer trainer(std::move(config), world,

@@ -81,6 +81,7 @@ int run_pretrain_gpt(int argc, char** argv) {
   });
   TrainerConfig config = trainer_config(args, table);
   config.per_token_loss = per_token_loss;
+  set_muon_qkv_layout(config, model.model);
   config.tokenizer = vocab.identity;
   if (samples.interval > 0) {
     config.sample_interval = samples.interval;
@@ -88,11 +89,6 @@ int run_pretrain_gpt(int argc, char** argv) {
   }
   config.theoretical_memory_report = theoretical_memory_report(plan_model_of(model.model, args),
                                                                plan_layout_of(args, model.split));
-  // The planner (plan/) models no context parallelism yet: its figures are a CP 1 rank's.
-  if (args.context_parallel_size > 1)
-    log_warning("the theoretical memory report does not model --context-parallel-size " +
-                std::to_string(args.context_parallel_size) +
-                ": its activations are those of whole sequences");
   Trainer trainer(std::move(config), world,
                   gpt_step_factory(std::move(model), data.train, data.valid, data.test));
   // Non-zero when the rerun state machine ends the job (docs/reliability.md).

@@ -7,7 +7,8 @@
 
 namespace megatron {
 
-AdamW::AdamW(ParameterStore& store, const AdamWConfig& config, FlatRange range)
+AdamW::AdamW(ParameterStore& store, const AdamWConfig& config, FlatRange range,
+             MuonGroups muon_groups)
     : store_(store),
       config_(config),
       separate_master_(config.f16_model_weights || store.flat_values().dtype() != DType::F32),
@@ -51,11 +52,14 @@ AdamW::AdamW(ParameterStore& store, const AdamWConfig& config, FlatRange range)
       end = params[i].flat_offset + params[i].value.numel();
     begin = std::max(begin, range_.begin) - range_.begin;
     end = std::min(end, range_.end) - range_.begin;
-    if (end > begin) runs_[group].push_back({begin, end, decay});
+    if (end > begin && group != kMuon) runs_[group].push_back({begin, end, decay});
   }
+  if (config.muon)
+    muon_ = std::make_unique<Muon>(store, *config.muon, range_, std::move(muon_groups));
 }
 
 AdamW::LrGroup AdamW::lr_group(const ParamSpec& spec) const {
+  if (config_.muon && is_muon_matrix(spec)) return kMuon;
   if (spec.embedding_or_output) return kDecoupled;
   if (config_.mup_width_mult != 1.0 && spec.mup_hidden()) return kMupHidden;
   return kBase;
@@ -79,6 +83,7 @@ void AdamW::step(double lr, const Tensor& grads) {
     h.eps = float(g == kMupHidden ? config_.eps / config_.mup_width_mult : config_.eps);
     kernels::adamw_update(master_, grads, exp_avg_, exp_avg_sq_, h, runs_[g]);
   }
+  if (muon_) muon_->step(master_, grads, lr, config_.weight_decay);
   write_model_weights();
 }
 
@@ -101,11 +106,23 @@ void AdamW::reset_master_from_store() {
 std::map<std::string, Tensor> AdamW::flat_buffers() const {
   std::map<std::string, Tensor> buffers{{"exp_avg", exp_avg_}, {"exp_avg_sq", exp_avg_sq_}};
   if (separate_master_) buffers.emplace(kMasterWeightsBuffer, master_);
+  if (muon_) buffers.emplace(kMuonMomentumBuffer, muon_->momentum());
   return buffers;
+}
+
+nlohmann::json AdamW::state() const {
+  nlohmann::json state = {{"steps", steps_}};
+  if (muon_) state["optimizer"] = "muon";
+  return state;
 }
 
 void AdamW::load_state(const nlohmann::json& state) {
   MT_REQUIRE(state.contains("steps"), "checkpoint optimizer state has no 'steps'");
+  const std::string saved_by = state.value("optimizer", std::string("adam"));
+  const std::string running = muon_ ? "muon" : "adam";
+  MT_REQUIRE(saved_by == running, "the checkpoint's optimizer state was saved by --optimizer ",
+             saved_by, ", this run uses --optimizer ", running,
+             ": give the same --optimizer, or --no-load-optim to start the optimizer afresh");
   steps_ = state.at("steps").get<int64_t>();
 }
 

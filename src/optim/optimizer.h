@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -25,12 +26,16 @@
 
 #include "core/tensor.h"
 #include "kernels/adamw.h"
+#include "optim/flat_range.h"
+#include "optim/muon.h"
 #include "parallel/parameter.h"
 
 namespace megatron {
 
 // The name of the separate fp32 master weights among AdamW::flat_buffers() and in checkpoints.
 inline constexpr char kMasterWeightsBuffer[] = "fp32_master";
+// Muon's momentum among AdamW::flat_buffers() and in checkpoints (Megatron's state name).
+inline constexpr char kMuonMomentumBuffer[] = "momentum_buffer";
 
 struct AdamWConfig {
   double beta1 = 0.9;
@@ -42,19 +47,17 @@ struct AdamWConfig {
   // (ParamSpec::mup_hidden()) — eps / m here, and the learning rate set_mup_hidden_lr() gives
   // (the schedule's max and min / m). 1: no muP group (Megatron adds none at m = 1).
   double mup_width_mult = 1.0;
-};
-
-// Elements [begin, end) of the flat parameter space; end -1: through the last element.
-struct FlatRange {
-  int64_t begin = 0;
-  int64_t end = -1;
+  // --optimizer muon: the 2-D weight matrices (is_muon_matrix) are Muon's (optim/muon.h),
+  // with this optimizer's learning rate and weight decay; AdamW updates the rest.
+  std::optional<MuonConfig> muon{};
 };
 
 class AdamW {
  public:
   // Takes the store's current values (in `range`) as the master weights (a copy when they are
-  // bf16 or f16_model_weights is set).
-  AdamW(ParameterStore& store, const AdamWConfig& config, FlatRange range = {});
+  // bf16 or f16_model_weights is set). `muon_groups`: the groups config.muon gathers over.
+  AdamW(ParameterStore& store, const AdamWConfig& config, FlatRange range = {},
+        MuonGroups muon_groups = {});
 
   // One update of every parameter (in the range) with learning rate `lr`; bias correction uses
   // the number of steps taken so far (skipped steps do not count). The gradients are the
@@ -71,10 +74,13 @@ class AdamW {
   void set_mup_hidden_lr(std::optional<double> lr) { mup_hidden_lr_ = lr; }
   int64_t steps() const { return steps_; }
 
-  // "exp_avg", "exp_avg_sq" (and "fp32_master" with a separate master): f32 [range length],
-  // laid out as the range of store.flat_values().
+  // "exp_avg", "exp_avg_sq" (and "fp32_master" with a separate master, "momentum_buffer" with
+  // Muon): f32 [range length], laid out as the range of store.flat_values(). Muon's matrices
+  // keep zero Adam moments, AdamW's parameters a zero momentum.
   std::map<std::string, Tensor> flat_buffers() const;
-  nlohmann::json state() const { return {{"steps", steps_}}; }
+  // The steps taken, and "optimizer": "muon" with Muon (a load refuses a checkpoint of the
+  // other kind: its state would be missing or ignored).
+  nlohmann::json state() const;
   void load_state(const nlohmann::json& state);
   // After the store's values were replaced without optimizer state (e.g. --no-load-optim):
   // take them as the master weights again.
@@ -101,10 +107,12 @@ class AdamW {
   // per learning-rate group: the embedding and output layer's (--decoupled-lr) and muP's hidden
   // matrices apart from the others'. Megatron's groups are disjoint: the embedding and output
   // layer are not hidden matrices.
-  enum LrGroup { kBase, kDecoupled, kMupHidden, kNumGroups };
+  // kMuon: not AdamW's (no runs).
+  enum LrGroup { kBase, kDecoupled, kMupHidden, kNumGroups, kMuon = kNumGroups };
   LrGroup lr_group(const ParamSpec& spec) const;
   std::vector<kernels::AdamWRun> runs_[kNumGroups];
   std::optional<double> decoupled_lr_, mup_hidden_lr_;
+  std::unique_ptr<Muon> muon_;  // with config.muon
   int64_t steps_ = 0;
 };
 

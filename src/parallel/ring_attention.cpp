@@ -1,5 +1,6 @@
 #include "parallel/ring_attention.h"
 
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -24,12 +25,22 @@ struct Ring {
   int prev() const { return (rank - 1 + size) % size; }
 };
 
+// ring_attention_wait_seconds(): only the thread that trains runs the attention.
+double wait_seconds = 0;
+
 // Posts the exchange of one step: `out` to the next rank, `in` from the previous one.
 CommRequests shift(Communicator& cp, const Ring& ring, const Tensor& out, Tensor& in) {
   CommRequests requests;
   requests.push_back(cp.irecv(in, ring.prev()));
   requests.push_back(cp.isend(out, ring.next()));
   return requests;
+}
+
+// wait_all, timed for ring_attention_wait_seconds().
+void timed_wait_all(CommRequests& requests) {
+  const auto start = std::chrono::steady_clock::now();
+  wait_all(requests);
+  wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace
@@ -49,7 +60,7 @@ void ring_attention_forward(Communicator& cp, const Tensor& qkv, const CpAttenti
     blocks.meet(current, ring.source(step), [&requests] {
       for (const auto& r : requests) r->progress();
     });
-    wait_all(requests);
+    timed_wait_all(requests);
   }
 }
 
@@ -72,15 +83,19 @@ void ring_attention_backward(Communicator& cp, const Tensor& qkv, const Tensor& 
     blocks.meet(current, ring.source(step), gradient, [&requests] {
       for (const auto& r : requests) r->progress();
     });
-    wait_all(requests);
+    timed_wait_all(requests);
     // This step's dK/dV go on to the next rank, which holds their K/V next; the gradient
     // arriving is that of the K/V this rank holds next (after the last step: its own). It is
     // complete only once this step's blocks are, so this transfer is not overlapped (the K/V's
     // is).
     requests = shift(cp, ring, gradient, dkv[(step + 1) % 2]);
-    wait_all(requests);
+    timed_wait_all(requests);
   }
   blocks.finish(dkv[ring.size % 2], dqkv);
+}
+
+double ring_attention_wait_seconds() {
+  return wait_seconds;
 }
 
 }  // namespace megatron

@@ -36,4 +36,9 @@ void ring_attention_backward(Communicator& cp, const Tensor& qkv, const Tensor& 
                              const Tensor& lse, const Tensor& dout, const CpAttentionParams& p,
                              Tensor& dqkv, Arena& arena);
 
+// Seconds this process has waited for the ring's transfers so far: what the blocks' compute
+// did not hide, the ring's exposed communication (`megatron bench --mode step` reports its
+// share of the step).
+double ring_attention_wait_seconds();
+
 }  // namespace megatron

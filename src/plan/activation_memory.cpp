@@ -20,7 +20,7 @@ struct Allocations {
 };
 
 struct CppShapes {
-  double N, h, e, hl, s, b, qkv, ctx, ffn, vocab_local;
+  double N, h, e, hl, s, b, qkv, ctx, ffn, vocab_local;  // s: this rank's s/c positions, N = s·b
   double n;           // tokens of this rank's sequence shard: N, or N/t with sequence parallelism
   bool sp;            // sequence parallelism (parallel/mappings.h)
   double fc1;         // fc1 output width: ffn, or 2·ffn (gate and value) with SwiGLU
@@ -28,12 +28,79 @@ struct CppShapes {
   bool hidden_dropout, attention_dropout;
   bool selective;  // selective recompute: the probabilities and mask are not kept (attention.h)
   bool flash;      // fused attention: only the f32 log-sum-exp [b, a/t, s] is kept (attention.h)
+  // Context parallelism (parallel/context_parallel_attention.h): CP size, the ranks of its
+  // all-to-all (a2a, a2a+p2p) and of its ring (p2p, a2a+p2p), and the all-gather of all_gather.
+  double cp = 1, cp_a2a = 1, cp_ring = 1;
+  bool cp_gather = false;
   // Residuals from the norms' outputs (pre-LN BERT, --apply-residual-connection-post-layernorm):
   // the backward writes each norm's input gradient to a new tensor instead of adding it in place
   // to the residual's.
   bool residual_from_norm;
   double scores() const { return b * hl * s * s; }  // elements of one [b, a/t, s, s] tensor
+  // Elements of this rank's Q, K/V and QKV of its local sequence ([2C, b, G, q + 2, d]).
+  double q_elems() const { return N * ctx; }
+  double kv_elems() const { return N * (qkv - ctx); }
+  double qkv_elems() const { return N * qkv; }
+  bool cp_blocks() const { return cp_ring > 1 || cp_gather; }  // parallel/context_parallel_blocks
 };
+
+// What the context-parallel attention keeps for the backward beyond the fused kernel's
+// log-sum-exp: Ulysses' head-split QKV and output (parallel/ulysses_attention.h; its log-sum-exp
+// has the same bytes as the others').
+void cpp_cp_kept(const CppShapes& c, Allocations& a) {
+  if (c.cp_a2a == 1) return;
+  a.add(c.qkv_elems() * c.e);  // saved QKV, [2AC, b, G/A, q + 2, d]
+  a.add(c.q_elems() * c.e);    // saved output
+}
+
+// The context-parallel attention's forward temporaries (the layer's workspace). Every shape is
+// the local sequence's: Ulysses' head split holds A times the positions of 1/A of the groups.
+void cpp_cp_forward_workspace(const CppShapes& c, Allocations& a) {
+  const double A = c.cp_a2a, e = c.e;
+  if (A > 1) a.add(c.qkv_elems() / A * e, A - 1);  // all-to-all: the shares sent
+  if (c.cp_blocks()) {                             // CpBlocksForward: one block's operands
+    a.add(c.qkv_elems() / 2 * e);                  // packed Q of a chunk and K/V of one
+    a.add(c.q_elems() / 2 * e);                    // block output
+    a.add(c.b * c.hl * c.s / 2 * 4);               // block log-sum-exp
+  }
+  if (c.cp_ring > 1) a.add(c.kv_elems() * e, 2);  // the ring's K/V: held and arriving
+  if (c.cp_gather) {
+    a.add(c.kv_elems() * e);         // own K/V
+    a.add(c.cp * c.kv_elems() * e);  // every rank's K/V
+  }
+  if (A > 1) a.add(c.q_elems() / A * e, A - 1);  // all-to-all back: the shares received
+}
+
+// The context-parallel attention's backward temporaries (the layer's scratch arena).
+void cpp_cp_backward(const CppShapes& c, Allocations& a) {
+  const double A = c.cp_a2a, e = c.e;
+  if (A > 1) {
+    a.add(c.q_elems() * e);             // d(output), head split
+    a.add(c.q_elems() / A * e, A - 1);  // all-to-all: the shares sent
+    a.add(c.qkv_elems() * e);           // dQKV, head split
+  }
+  if (c.cp_blocks()) {                // CpBlocksBackward
+    a.add(c.q_elems() * 4);           // f32 dQ, summed over the blocks
+    a.add(c.qkv_elems() / 2 * e, 2);  // packed block operands and their gradient
+    a.add(c.q_elems() / 2 * 4);       // f32 staging of a block's dQ
+    a.add(c.kv_elems() / 2 * 4);      // ... and dK/dV
+    if (e != 4) {
+      a.add(c.q_elems() * e);   // dQ narrowed
+      a.add(c.kv_elems() * e);  // dK/dV narrowed
+    }
+  }
+  if (c.cp_ring > 1) {
+    a.add(c.kv_elems() * e, 2);  // K/V held and arriving
+    a.add(c.kv_elems() * 4, 2);  // f32 dK/dV travelling with them
+  }
+  if (c.cp_gather) {
+    a.add(c.kv_elems() * e);         // own K/V
+    a.add(c.cp * c.kv_elems() * e);  // every rank's K/V, gathered again
+    a.add(c.cp * c.kv_elems() * 4);  // f32 dK/dV of every rank's
+    a.add(c.kv_elems() * 4);         // own dK/dV, reduce-scattered
+  }
+  if (A > 1) a.add(c.qkv_elems() / A * e, A - 1);  // all-to-all back: the shares received
+}
 
 // ParallelAttention::core_probs's kept outputs: the softmax output and the u8 attention mask.
 void cpp_attention_probs(const CppShapes& c, Allocations& a) {
@@ -58,6 +125,7 @@ void cpp_layer_forward(const CppShapes& c, Allocations& a) {
     a.add(c.b * c.hl * c.s * 4);  // log-sum-exp
   else if (!c.selective)
     cpp_attention_probs(c, a);
+  cpp_cp_kept(c, a);
   a.add(c.N * c.ctx * c.e);          // context
   a.add(c.N * c.h * c.e);            // projection output (partial sums with SP)
   if (c.sp) a.add(c.n * c.h * c.e);  // projection output reduce-scattered
@@ -75,7 +143,10 @@ void cpp_layer_forward(const CppShapes& c, Allocations& a) {
 // The attention's `workspace` allocations during one layer forward: raw scores (with
 // selective recompute the probabilities and mask too), dropped probabilities.
 void cpp_layer_workspace(const CppShapes& c, Allocations& a) {
-  if (c.flash) return;  // the fused kernel's tiles are its own
+  if (c.flash) {  // the fused kernel's tiles are its own; the CP exchange's are not
+    cpp_cp_forward_workspace(c, a);
+    return;
+  }
   a.add(c.scores() * c.e);
   if (c.selective) cpp_attention_probs(c, a);
   if (c.attention_dropout) a.add(c.scores() * c.e);
@@ -100,7 +171,8 @@ void cpp_layer_backward(const CppShapes& c, Allocations& a) {
   if (c.sp) a.add(c.N * c.h * c.e);  // ... all-gathered (projection backward)
   a.add(c.N * c.ctx * c.e);          // d(context)
   a.add(c.N * c.qkv * c.e);          // dQKV
-  if (!c.flash) {                    // (the fused backward needs nothing more)
+  cpp_cp_backward(c, a);
+  if (!c.flash) {                                      // (the fused backward needs nothing more)
     if (c.attention_dropout) a.add(c.scores() * c.e);  // dropped probabilities, re-derived
     a.add(c.scores() * c.e);                           // d(dropped probabilities)
     if (c.attention_dropout) a.add(c.scores() * c.e);  // d(probabilities)
@@ -123,7 +195,7 @@ void cpp_outer_norm(const CppShapes& c, Allocations& a) {
 ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
   const double t = l.tensor_parallel;
   CppShapes c;
-  c.s = double(m.seq_length);
+  c.s = l.local_sequence(m.seq_length);
   c.b = double(l.micro_batch);
   c.N = c.s * c.b;
   c.sp = l.sequence_parallel;
@@ -142,7 +214,11 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
   c.vocab_local = double(m.padded_vocab(l.tensor_parallel)) / t;
   c.hidden_dropout = m.hidden_dropout > 0;
   c.attention_dropout = m.attention_dropout > 0;
-  c.flash = l.flash_attention;
+  c.flash = l.fused_attention();
+  c.cp = l.context_parallel;
+  c.cp_a2a = l.cp_a2a_ranks();
+  c.cp_ring = l.cp_ring_ranks();
+  c.cp_gather = l.context_parallel > 1 && l.cp_comm == CpCommType::kAllGather;
   c.selective = l.recompute == Recompute::kSelective && !c.flash;
   c.residual_from_norm = m.norm_order() == NormOrder::kPreResidualFromNorm;
   const bool bert = m.family == ModelFamily::kBert;
@@ -171,6 +247,10 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
   if (c.sp) emb.add(N * h * e);  // backward: the gradient all-gathered
 
   r.embedding = emb.bytes;
+  // A context-parallel rank copies its chunks of the micro-batch's tokens, labels and loss mask
+  // into each stage context's arena (GptModel::on_device).
+  Allocations cp_inputs;
+  if (c.cp > 1) cp_inputs.add(N * 4, 3);
 
   // A recomputed layer keeps its input, copied out of the scratch arena; another layer its
   // forward's activations. Both copy their input gradient out of the scratch arena.
@@ -242,7 +322,7 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
     std::vector<double> arenas;
     for (int chunk = 0; chunk < v; ++chunk) {
       const int virtual_stage = chunk * p + rank;
-      arenas.push_back((virtual_stage == 0 ? r.embedding : 0.0) +
+      arenas.push_back(cp_inputs.bytes + (virtual_stage == 0 ? r.embedding : 0.0) +
                        chunk_bytes(stage_layers[size_t(virtual_stage)]) +
                        (virtual_stage == p * v - 1 ? r.output : 0.0));
     }
@@ -279,7 +359,9 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
 
 ActivationMemory megatron_lm(const ModelSpec& m, const Layout& l) {
   const double t = l.tensor_parallel, p = l.pipeline_parallel, v = l.virtual_stages;
-  const double s = double(m.seq_length), b = double(l.micro_batch), h = double(m.hidden_size);
+  // A context-parallel rank holds s/c positions of each sequence.
+  const double s = l.local_sequence(m.seq_length), b = double(l.micro_batch),
+               h = double(m.hidden_size);
   const double a = double(m.num_attention_heads), d = double(m.head_dim()),
                g = double(m.query_groups()), f = double(m.ffn_size());
   const double e = activation_bytes(l.precision);
@@ -294,8 +376,9 @@ ActivationMemory megatron_lm(const ModelSpec& m, const Layout& l) {
                        t;
   const double scores =
       b * a * s * s * (e + mask_a + (mask_a > 0 ? e : 0.0)) / t;  // softmax out, mask, dropped
-  const bool keep_scores = l.recompute == Recompute::kNone && !l.flash_attention;
-  const double full_layer = replicated + split + (l.flash_attention ? 0.0 : scores);
+  const bool fused = l.fused_attention();
+  const bool keep_scores = l.recompute == Recompute::kNone && !fused;
+  const double full_layer = replicated + split + (fused ? 0.0 : scores);
 
   ActivationMemory r;
   switch (l.recompute) {
@@ -303,7 +386,7 @@ ActivationMemory megatron_lm(const ModelSpec& m, const Layout& l) {
       // Recomputed layers keep their input; with block recompute the others keep everything.
       const double chunk = double(m.num_layers) / (p * v);
       const double recomputed = l.recomputed_layers_per_chunk(chunk);
-      const double kept_layer = replicated + split + (l.flash_attention ? 0.0 : scores);
+      const double kept_layer = replicated + split + (fused ? 0.0 : scores);
       r.per_layer = (recomputed * sbh * e / sp + (chunk - recomputed) * kept_layer) / chunk;
       r.workspace = full_layer;  // one layer recomputed at a time
       break;
@@ -315,6 +398,14 @@ ActivationMemory megatron_lm(const ModelSpec& m, const Layout& l) {
       r.per_layer = replicated + split + (keep_scores ? scores : 0.0);
       break;
   }
+  // The context-parallel exchange's transient buffers in one layer's backward (Transformer
+  // Engine's): the ring's K/V held and arriving with their gradients, the all-gather's every
+  // rank's K/V and their gradients, or Ulysses' head-split QKV and output.
+  const double kv = s * b * 2 * g * d / t * e, q = s * b * a * d / t * e;
+  if (l.cp_ring_ranks() > 1) r.workspace += 4 * kv;
+  if (l.context_parallel > 1 && l.cp_comm == CpCommType::kAllGather)
+    r.workspace += 2 * l.context_parallel * kv;
+  if (l.cp_a2a_ranks() > 1) r.workspace += kv + 2 * q;
   r.embedding = (8 * s * b + sbh * mask_h) / sp;  // token ids, embedding dropout mask
   const double vocab = double(m.padded_vocab(l.tensor_parallel));
   r.output = 4 * sbh / sp + 4 * s * b * vocab / t;  // output-layer input, fp32 logits

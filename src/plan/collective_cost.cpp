@@ -43,6 +43,7 @@ double collective_seconds(const Machine& m, Collective op, double bytes, const G
       return 2 * (n - 1) * latency + 2 * (n - 1) / n * bytes / bandwidth;
     case Collective::kAllGather:
     case Collective::kReduceScatter:
+    case Collective::kAllToAll:
       return (n - 1) * latency + (n - 1) / n * bytes / bandwidth;
     case Collective::kSendRecv:
       return latency + bytes / bandwidth;
@@ -58,6 +59,8 @@ const char* collective_name(Collective op) {
       return "all-gather";
     case Collective::kReduceScatter:
       return "reduce-scatter";
+    case Collective::kAllToAll:
+      return "all-to-all";
     case Collective::kSendRecv:
       return "send/recv";
   }

@@ -3,6 +3,7 @@
 //   all-reduce       2(n−1)·α + 2(n−1)/n · S / B
 //   all-gather,
 //   reduce-scatter    (n−1)·α +  (n−1)/n · S / B     (S = the gathered / unreduced size)
+//   all-to-all        (n−1)·α +  (n−1)/n · S / B     (S = what one rank holds before)
 //   send/recv               α +           S / B
 // B is the group's bus bandwidth. Within a node it is the per-device link (times its
 // efficiency). Across nodes each device owns 1/(devices per node) of the node's network
@@ -18,10 +19,10 @@
 
 namespace megatron::plan {
 
-enum class Collective { kAllReduce, kAllGather, kReduceScatter, kSendRecv };
+enum class Collective { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kSendRecv };
 
 // Where the members of one group sit. Ranks follow Megatron's grid: TP groups are
-// consecutive ranks, DP groups stride t, pipeline neighbours stride t·d.
+// consecutive ranks, CP groups stride t, DP groups t·c, pipeline neighbours t·c·d.
 struct GroupPlacement {
   int size = 1;              // members
   int members_per_node = 1;  // members of the group on one node

@@ -73,9 +73,27 @@ double Layout::recomputed_layer_fraction(int num_layers) const {
   return recomputed / double(num_layers);
 }
 
+int Layout::cp_a2a_ranks() const {
+  if (context_parallel == 1) return 1;
+  if (cp_comm == CpCommType::kA2A) return context_parallel;
+  return cp_comm == CpCommType::kA2AP2P ? cp_a2a_size : 1;
+}
+
+int Layout::cp_ring_ranks() const {
+  if (context_parallel == 1) return 1;
+  if (cp_comm == CpCommType::kP2P) return context_parallel;
+  return cp_comm == CpCommType::kA2AP2P ? context_parallel / cp_a2a_size : 1;
+}
+
 std::string Layout::describe() const {
   std::ostringstream os;
-  os << "TP " << tensor_parallel << " x PP " << pipeline_parallel << " x DP " << data_parallel;
+  os << "TP " << tensor_parallel;
+  if (context_parallel > 1) {
+    os << " x CP " << context_parallel << " (" << cp_comm_type_name(cp_comm);
+    if (cp_comm == CpCommType::kA2AP2P) os << ", " << cp_a2a_size << " x " << cp_ring_ranks();
+    os << ")";
+  }
+  os << " x PP " << pipeline_parallel << " x DP " << data_parallel;
   if (virtual_stages > 1) os << " (interleaved, v " << virtual_stages << ")";
   if (first_stage_layers > 0) os << ", first stage " << first_stage_layers << " layers";
   if (last_stage_layers > 0) os << ", last stage " << last_stage_layers << " layers";
@@ -105,6 +123,30 @@ void validate_layout(const ModelSpec& m, const Layout& l, Implementation impl) {
   MT_REQUIRE(p > 0, "--pipeline-model-parallel-size must be positive, got ", p);
   MT_REQUIRE(d > 0, "the data-parallel size must be positive, got ", d);
   MT_REQUIRE(v > 0, "the number of virtual pipeline stages must be positive, got ", v);
+  const int c = l.context_parallel;
+  MT_REQUIRE(c > 0, "--context-parallel-size must be positive, got ", c);
+  if (c > 1) {
+    MT_REQUIRE(m.seq_length % (2 * c) == 0, "--context-parallel-size ", c, ": --seq-length ",
+               m.seq_length, " must be divisible by 2 x CP = ", 2 * c,
+               " (each rank holds 2 equal chunks)");
+    MT_REQUIRE(!l.sequence_parallel || (m.seq_length / c) % t == 0,
+               "--sequence-parallel with --context-parallel-size ", c, ": each rank's ",
+               m.seq_length / c, " positions must be divisible by --tensor-model-parallel-size ",
+               t);
+    MT_REQUIRE(l.cp_comm != CpCommType::kA2AP2P || (l.cp_a2a_size > 0 && c % l.cp_a2a_size == 0),
+               "--cp-comm-type a2a+p2p needs --hierarchical-context-parallel-sizes A P with A x P "
+               "= --context-parallel-size ",
+               c, " (got A = ", l.cp_a2a_size, ")");
+    MT_REQUIRE((m.query_groups() / t) % l.cp_a2a_ranks() == 0, "--cp-comm-type ",
+               cp_comm_type_name(l.cp_comm), ": the ", m.query_groups() / t,
+               " query groups of a TP rank must be divisible by the ", l.cp_a2a_ranks(),
+               " ranks of its all-to-all (each takes whole groups)");
+    MT_REQUIRE(m.family == ModelFamily::kGpt || impl != Implementation::kMegatronCpp,
+               "--context-parallel-size: megatron-cpp's BERT attends with a padding mask, which "
+               "context parallelism does not split (use --context-parallel-size 1)");
+    MT_REQUIRE(impl != Implementation::kMegatronLm2019,
+               "megatron-lm-2019 had no context parallelism (use --context-parallel-size 1)");
+  }
   MT_REQUIRE(l.micro_batch > 0, "--micro-batch-size must be given and positive, got ",
              l.micro_batch);
   MT_REQUIRE(m.num_attention_heads % t == 0, "--num-attention-heads ", m.num_attention_heads,

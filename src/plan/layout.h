@@ -1,7 +1,7 @@
-// Layout: how one training job splits a model over devices — tensor (TP), pipeline (PP) and
-// data (DP) parallel sizes, the interleaved schedule, batch sizes, recompute, sequence
-// parallelism, the distributed optimizer, precision and the communication overlaps — with the
-// Megatron-LM flag of each field. validate_layout() holds every rule that ties the layout to a
+// Layout: how one training job splits a model over devices — tensor (TP), context (CP),
+// pipeline (PP) and data (DP) parallel sizes, the interleaved schedule, batch sizes, recompute,
+// sequence parallelism, the distributed optimizer, precision and the communication overlaps — with
+// the Megatron-LM flag of each field. validate_layout() holds every rule that ties the layout to a
 // model and to the implementation that will run it.
 #pragma once
 
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/stage_range.h"
+#include "model/transformer_config.h"
 #include "plan/implementation.h"
 #include "plan/model_spec.h"
 
@@ -21,8 +22,15 @@ enum class Precision { kFp32, kBf16, kFp16 };
 struct Layout {
   int tensor_parallel = 1;    // --tensor-model-parallel-size, t
   int pipeline_parallel = 1;  // --pipeline-model-parallel-size, p
-  int data_parallel = 1;      // world size / (t·p), d
-  int virtual_stages = 1;     // model chunks per pipeline rank, v (interleaved schedule if > 1)
+  int data_parallel = 1;      // world size / (t·c·p), d
+  // --context-parallel-size c: every sequence split into 2c chunks, rank r holding chunks r and
+  // 2c − 1 − r (parallel/context_parallel_layout.h); gradients are reduced over d·c ranks.
+  int context_parallel = 1;
+  // --cp-comm-type (one for every layer; a per-layer list is planned as its first entry) and,
+  // for a2a+p2p, the all-to-all level A of --hierarchical-context-parallel-sizes A P.
+  CpCommType cp_comm = CpCommType::kP2P;
+  int cp_a2a_size = 0;
+  int virtual_stages = 1;  // model chunks per pipeline rank, v (interleaved schedule if > 1)
   // An uneven split of the layers over the stages (model/stage_range.h; 0 / false: even):
   // --decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers,
   // --account-for-embedding-in-pipeline-split, --account-for-loss-in-pipeline-split.
@@ -49,7 +57,22 @@ struct Layout {
   bool tp_comm_overlap = false;            // --tp-comm-overlap
   bool flash_attention = false;            // --use-flash-attn (no s x s activations)
 
-  int world_size() const { return tensor_parallel * pipeline_parallel * data_parallel; }
+  int world_size() const {
+    return tensor_parallel * context_parallel * pipeline_parallel * data_parallel;
+  }
+  // Ranks that reduce each gradient and share the distributed optimizer's state: d·c.
+  int gradient_group() const { return data_parallel * context_parallel; }
+  // The ranks of a CP group that exchange by all-to-all (a2a: all c; a2a+p2p: A), and those
+  // that pass K/V round a ring (p2p: c; a2a+p2p: P = c / A); 1 where none does.
+  int cp_a2a_ranks() const;
+  int cp_ring_ranks() const;
+  // Tokens of a sequence one rank holds: s / c.
+  double local_sequence(int64_t seq_length) const {
+    return double(seq_length) / double(context_parallel);
+  }
+  // Whether attention runs the fused kernel: --use-flash-attn, or context parallelism (whose
+  // exchanges run its blocks, parallel/context_parallel_blocks.h).
+  bool fused_attention() const { return flash_attention || context_parallel > 1; }
   // How `num_layers` layers split over the p·v virtual stages under this layout.
   PipelineSplit pipeline_split(int num_layers) const;
   // Transformer layers of each virtual stage (chunk c of rank r at c·p + r).
@@ -86,11 +109,13 @@ const char* precision_name(Precision p);
 // Bytes of one activation element in this precision (4, or 2 for bf16/fp16).
 int activation_bytes(Precision p);
 
-// Throws megatron::Error naming the flag and the rule: sizes positive; heads, query groups
-// and the FFN width divisible by TP; a pipeline split Megatron-LM accepts (check_pipeline_split:
-// L divisible by p·v unless uneven); the global batch a multiple of b·d; the interleaved
-// schedule's micro-batch count and group (check_interleaved_micro_batches); sequence parallelism
-// only with TP > 1; and what `impl` does not implement (megatron-cpp: the distributed
+// Throws megatron::Error naming the flag and the rule: sizes positive; the sequence divisible
+// by 2·CP (and its s/CP positions by TP with sequence parallelism), the query groups per TP rank by
+// the all-to-all's ranks, a2a+p2p's A dividing CP, no CP in BERT (megatron-cpp) or the 2019 code;
+// heads, query groups and the FFN width divisible by TP; a pipeline split Megatron-LM accepts
+// (check_pipeline_split: L divisible by p·v unless uneven); the global batch a multiple of b·d; the
+// interleaved schedule's micro-batch count and group (check_interleaved_micro_batches); sequence
+// parallelism only with TP > 1; and what `impl` does not implement (megatron-cpp: the distributed
 // optimizer with fp16, overlaps, flash attention, a sequence not divisible by TP under SP,
 // residuals from the norms in GPT, the Llama options in BERT; Megatron-LM: the post-LayerNorm
 // order).

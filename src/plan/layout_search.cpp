@@ -64,67 +64,73 @@ SearchResult search_layouts(const ModelSpec& model, const Layout& base, const Ma
     if (model.num_attention_heads % t || model.query_groups() % t || model.ffn_size() % t) continue;
     // megatron-lm-2019 had no pipeline; the other two split GPT and BERT into stages.
     const bool pipelines = impl != Implementation::kMegatronLm2019;
-    for (int64_t p : divisors(devices / t, pipelines ? model.num_layers : 1)) {
-      if (model.num_layers % p) continue;
-      const int64_t d = devices / (t * p);
-      if (base.global_batch % d) continue;
-      for (int64_t b : divisors(base.global_batch / d, 16)) {
-        const int64_t m = base.global_batch / (b * d);
-        std::vector<int64_t> chunks = {1};
-        if (p > 1 && m % p == 0)
-          for (int64_t v : divisors(model.num_layers / p, 8))
-            if (v > 1) chunks.push_back(v);
-        for (int64_t v : chunks)
-          for (Recompute rc : recomputes)
-            for (int sp = 0; sp <= (t > 1 ? 1 : 0); ++sp)
-              for (int dist = 0; dist <= (d > 1 ? 1 : 0); ++dist) {
-                Layout l = base;
-                l.tensor_parallel = int(t);
-                l.pipeline_parallel = int(p);
-                l.data_parallel = int(d);
-                l.virtual_stages = int(v);
-                // The search ranks even splits in the default micro-batch groups.
-                l.first_stage_layers = l.last_stage_layers = 0;
-                l.account_for_embedding = l.account_for_loss = false;
-                l.pipeline_layout.clear();
-                l.microbatch_group = 0;
-                l.micro_batch = b;
-                l.recompute = rc;
-                l.recompute_block_layers = 0;
-                l.sequence_parallel = sp;
-                l.distributed_optimizer = dist;
-                if (!l.distributed_optimizer) l.overlap_param_gather = false;
-                const std::optional<Candidate> c = evaluate(l);
-                if (!c || !c->fits || rc != Recompute::kFull) continue;
-                // Full recompute fits and no recompute does not: block recompute of the fewest
-                // layers of each chunk that still fits is faster (memory only falls as more
-                // layers recompute).
-                Layout kept = l;
-                kept.recompute = Recompute::kNone;
-                if (estimate_memory(model, kept, machine, impl).peak() <= usable) continue;
-                int lo = 1, hi = int(model.num_layers / (p * v)) - 1, fewest = 0;
-                while (lo <= hi) {
-                  const int mid = (lo + hi) / 2;
-                  l.recompute_block_layers = mid;
-                  if (estimate_memory(model, l, machine, impl).peak() <= usable) {
-                    fewest = mid;
-                    hi = mid - 1;
-                  } else {
-                    lo = mid + 1;
+    // Context-parallel sizes whose 2c chunks split the sequence (validate_layout drops what an
+    // implementation or model does not run with CP).
+    for (int64_t cp : divisors(devices / t, devices / t)) {
+      if (model.seq_length % (2 * cp) && cp > 1) continue;
+      for (int64_t p : divisors(devices / (t * cp), pipelines ? model.num_layers : 1)) {
+        if (model.num_layers % p) continue;
+        const int64_t d = devices / (t * cp * p);
+        if (base.global_batch % d) continue;
+        for (int64_t b : divisors(base.global_batch / d, 16)) {
+          const int64_t m = base.global_batch / (b * d);
+          std::vector<int64_t> chunks = {1};
+          if (p > 1 && m % p == 0)
+            for (int64_t v : divisors(model.num_layers / p, 8))
+              if (v > 1) chunks.push_back(v);
+          for (int64_t v : chunks)
+            for (Recompute rc : recomputes)
+              for (int sp = 0; sp <= (t > 1 ? 1 : 0); ++sp)
+                for (int dist = 0; dist <= (d * cp > 1 ? 1 : 0); ++dist) {
+                  Layout l = base;
+                  l.tensor_parallel = int(t);
+                  l.context_parallel = int(cp);
+                  l.pipeline_parallel = int(p);
+                  l.data_parallel = int(d);
+                  l.virtual_stages = int(v);
+                  // The search ranks even splits in the default micro-batch groups.
+                  l.first_stage_layers = l.last_stage_layers = 0;
+                  l.account_for_embedding = l.account_for_loss = false;
+                  l.pipeline_layout.clear();
+                  l.microbatch_group = 0;
+                  l.micro_batch = b;
+                  l.recompute = rc;
+                  l.recompute_block_layers = 0;
+                  l.sequence_parallel = sp;
+                  l.distributed_optimizer = dist;
+                  if (!l.distributed_optimizer) l.overlap_param_gather = false;
+                  const std::optional<Candidate> c = evaluate(l);
+                  if (!c || !c->fits || rc != Recompute::kFull) continue;
+                  // Full recompute fits and no recompute does not: block recompute of the fewest
+                  // layers of each chunk that still fits is faster (memory only falls as more
+                  // layers recompute).
+                  Layout kept = l;
+                  kept.recompute = Recompute::kNone;
+                  if (estimate_memory(model, kept, machine, impl).peak() <= usable) continue;
+                  int lo = 1, hi = int(model.num_layers / (p * v)) - 1, fewest = 0;
+                  while (lo <= hi) {
+                    const int mid = (lo + hi) / 2;
+                    l.recompute_block_layers = mid;
+                    if (estimate_memory(model, l, machine, impl).peak() <= usable) {
+                      fewest = mid;
+                      hi = mid - 1;
+                    } else {
+                      lo = mid + 1;
+                    }
+                  }
+                  if (fewest > 0) {
+                    l.recompute_block_layers = fewest;
+                    evaluate(l);
                   }
                 }
-                if (fewest > 0) {
-                  l.recompute_block_layers = fewest;
-                  evaluate(l);
-                }
-              }
+        }
       }
     }
   }
   MT_REQUIRE(result.evaluated > 0, "no layout of this model fits the rules on ", devices,
              " devices: the TP size must divide the heads (", model.num_attention_heads,
-             ") and FFN width, PP the layers (", model.num_layers, "), and DP the global batch (",
-             base.global_batch, ")");
+             ") and FFN width, PP the layers (", model.num_layers, "), 2 x CP the sequence (",
+             model.seq_length, ") and DP the global batch (", base.global_batch, ")");
   result.fitting = int64_t(fitting.size());
   std::sort(fitting.begin(), fitting.end(), faster);
   if (int64_t(fitting.size()) > top) fitting.resize(size_t(top));

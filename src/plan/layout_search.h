@@ -1,16 +1,17 @@
 // Layout search: every layout of a model over a number of devices that the implementation can
-// run — TP x PP x DP sizes, micro-batch size, interleaving, recompute, sequence parallelism,
-// distributed optimizer — predicted and ranked by throughput among those that fit in device
-// memory (Narayanan et al. 2021 §3 explore the same space by hand).
+// run — TP x CP x PP x DP sizes (CP sizes whose 2·CP chunks divide the sequence), micro-batch size,
+// interleaving, recompute, sequence parallelism, distributed optimizer — predicted and ranked by
+// throughput among those that fit in device memory (Narayanan et al. 2021 §3 explore the same space
+// by hand).
 //
 // Where full recompute fits, block recompute of the fewest layers per chunk that still fits
 // is tried too (--recompute-method block --recompute-num-layers N: memory falls as N grows,
 // time rises). Fixed from the base layout: the global batch, precision, the communication
-// overlaps and flash attention. TP sizes divide the heads, query groups and FFN width; PP sizes
-// divide the layers; micro-batch sizes divide the batch of one DP rank (up to 16); the interleaved
-// schedule uses v chunks per rank dividing L/p (up to 8) when the micro-batch count is a
-// multiple of p. The layers split evenly (the base layout's uneven split, which may not hold at
-// other pipeline sizes, and its micro-batch group are not searched).
+// overlaps, flash attention and the CP exchange (--cp-comm-type). TP sizes divide the heads, query
+// groups and FFN width; PP sizes divide the layers; micro-batch sizes divide the batch of one DP
+// rank (up to 16); the interleaved schedule uses v chunks per rank dividing L/p (up to 8) when the
+// micro-batch count is a multiple of p. The layers split evenly (the base layout's uneven split,
+// which may not hold at other pipeline sizes, and its micro-batch group are not searched).
 #pragma once
 
 #include <cstdint>

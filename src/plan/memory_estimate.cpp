@@ -5,7 +5,8 @@
 namespace megatron::plan {
 
 BytesPerParameter bytes_per_parameter(const Layout& l, Implementation impl) {
-  const double dp_shard = l.distributed_optimizer ? double(l.data_parallel) : 1.0;
+  // The distributed optimizer shards over the gradient group, d·c ranks.
+  const double dp_shard = l.distributed_optimizer ? double(l.gradient_group()) : 1.0;
   BytesPerParameter b;
   switch (impl) {
     case Implementation::kMegatronCpp:
@@ -73,7 +74,7 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const Layout& layout, con
     if (impl == Implementation::kMegatronCpp) {
       const double bucket_elements = double(int64_t(1) << 22);
       const double in_flight = params > bucket_elements ? 2 : 1;
-      const double d = layout.data_parallel;
+      const double d = layout.gradient_group();  // d·c ranks reduce the gradients
       const double segment =
           std::min(params, bucket_elements) / (layout.distributed_optimizer ? 1 : d);
       if (d > 1) r.step_buffers = in_flight * 4 * segment;

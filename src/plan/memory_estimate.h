@@ -7,7 +7,8 @@
 //                     and a separate f32 master (2 + 4 + 8 + 4 = 18); fp16 keeps f16-rounded
 //                     f32 values, a separate f32 master and an f16 scratch (4 + 4 + 8 + 4 + 2 =
 //                     22). The distributed optimizer divides the optimizer part (moments,
-//                     master, scratch) by d: f32 4 + 4 + 8/d, bf16 2 + 4 + 12/d, as Megatron-LM.
+//                     master, scratch) by d (d·c with context parallelism: its shards span
+//                     the gradient group): f32 4 + 4 + 8/d, bf16 2 + 4 + 12/d, as Megatron-LM.
 //   megatron-lm       bf16/fp16: 2 weights + 4 fp32 main gradients + 12 (fp32 master and two
 //                     moments) = 18, or 6 + 12/d with the distributed optimizer — Megatron's
 //                     theoretical_memory_usage; fp32: 4 + 4 + 8 (8/d distributed).

@@ -27,6 +27,18 @@ double MicrobatchCosts::layer_comm_exposed() const {
   return s;
 }
 
+double MicrobatchCosts::layer_cp_seconds() const {
+  double s = 0;
+  for (const CommTerm& c : layer_cp_comm) s += c.seconds;
+  return s;
+}
+
+double MicrobatchCosts::layer_cp_exposed() const {
+  double s = 0;
+  for (const CommTerm& c : layer_cp_comm) s += c.seconds - c.overlapped;
+  return s;
+}
+
 namespace {
 
 class Costing {
@@ -56,6 +68,73 @@ class Costing {
   const ComputeSpec& spec_;
 };
 
+// The context-parallel attention's exchanges of one layer (parallel/context_parallel_attention.h)
+// into c.layer_cp_comm, given the attention core's forward and backward time on this rank and
+// the share of layers full recompute re-runs. Bytes are of this rank's local sequence (N
+// tokens): K/V 2g·d/t wide, Q and the output a·d/t, in the activation dtype.
+//   p2p         R − 1 K/V transfers forward and backward, each overlapped with one ring step's
+//               blocks (the core over R) — what a step's compute does not cover is exposed;
+//               and the dK/dV travelling back: megatron-cpp sends its f32 dK/dV after each
+//               step's blocks (R transfers, not overlapped), Transformer Engine sends them
+//               during the next step (only the last exposed);
+//   all_gather  one all-gather of every rank's K/V forward, again in backward, and a
+//               reduce-scatter of their gradients (f32 in megatron-cpp), none overlapped;
+//   a2a         all-to-alls of QKV and of the output forward, of their gradients backward;
+//   a2a+p2p     both: the all-to-alls within groups of A, the ring across the P groups.
+// CP ranks are consecutive after TP (stride t; the ring's ranks stride t·A).
+void context_parallel_comm(MicrobatchCosts& c, const ModelSpec& model, const Layout& l,
+                           const Machine& machine, Implementation impl, double core_forward,
+                           double core_backward, double recomputed) {
+  if (l.context_parallel == 1) return;
+  const double e = impl == Implementation::kMegatronCpp && l.precision == Precision::kFp16
+                       ? 4.0
+                       : double(activation_bytes(l.precision));
+  const double N = l.local_sequence(model.seq_length) * double(l.micro_batch);
+  const double t = l.tensor_parallel, d = double(model.head_dim());
+  const double kv = N * 2 * double(model.query_groups()) * d / t * e;
+  const double q = N * double(model.num_attention_heads) * d / t * e;
+  const double grad_e = impl == Implementation::kMegatronCpp ? 4.0 : e;  // dK/dV element
+  const int A = l.cp_a2a_ranks(), R = l.cp_ring_ranks();
+  auto add = [&](const char* name, Collective op, double bytes, double calls,
+                 const GroupPlacement& group, double hidden_per_call) {
+    CommTerm ct{name, op, bytes, calls, 0, 0};
+    const double one = collective_seconds(machine, op, bytes, group);
+    ct.seconds = calls * one;
+    ct.overlapped = calls * std::min(one, std::max(0.0, hidden_per_call));
+    c.layer_cp_comm.push_back(ct);
+  };
+  const int devices = machine.devices_per_node;
+  if (A > 1) {
+    const GroupPlacement group = place_group(A, l.tensor_parallel, devices);
+    add("CP all-to-all QKV (forward)", Collective::kAllToAll, q + kv, 1 + recomputed, group, 0);
+    add("CP all-to-all output (forward)", Collective::kAllToAll, q, 1 + recomputed, group, 0);
+    add("CP all-to-all d(output) (backward)", Collective::kAllToAll, q, 1, group, 0);
+    add("CP all-to-all dQKV (backward)", Collective::kAllToAll, q + kv, 1, group, 0);
+  }
+  if (R > 1) {
+    const GroupPlacement ring = place_group(R, l.tensor_parallel * A, devices);
+    const double fwd_step = core_forward / R, bwd_step = core_backward / R;
+    add("CP ring K/V (forward)", Collective::kSendRecv, kv, (R - 1) * (1 + recomputed), ring,
+        fwd_step);
+    add("CP ring K/V (backward)", Collective::kSendRecv, kv, R - 1, ring, bwd_step);
+    const double kv_seconds = collective_seconds(machine, Collective::kSendRecv, kv, ring);
+    if (impl == Implementation::kMegatronCpp) {
+      add("CP ring dK/dV (backward)", Collective::kSendRecv, kv / e * grad_e, R, ring, 0);
+    } else {  // the last step's dK/dV has no step after it to hide behind
+      add("CP ring dK/dV (backward)", Collective::kSendRecv, kv, R, ring,
+          (R - 1.0) / R * std::min(kv_seconds, std::max(0.0, bwd_step - kv_seconds)));
+    }
+  }
+  if (l.cp_comm == CpCommType::kAllGather) {
+    const GroupPlacement group = place_group(l.context_parallel, l.tensor_parallel, devices);
+    const double all = l.context_parallel * kv;
+    add("CP all-gather K/V (forward)", Collective::kAllGather, all, 1 + recomputed, group, 0);
+    add("CP all-gather K/V (backward)", Collective::kAllGather, all, 1, group, 0);
+    add("CP reduce-scatter dK/dV (backward)", Collective::kReduceScatter, all / e * grad_e, 1,
+        group, 0);
+  }
+}
+
 }  // namespace
 
 MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const Machine& machine,
@@ -63,7 +142,10 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
   const ComputeSpec& spec = machine.compute(gemm_precision(l, impl));
   const Costing k(machine, spec);
   const double t = l.tensor_parallel;
-  const double s = double(model.seq_length), b = double(l.micro_batch);
+  // This rank's queries: s/c positions of each sequence (context parallelism), against the
+  // keys of all s.
+  const double s = l.local_sequence(model.seq_length), sk = double(model.seq_length),
+               b = double(l.micro_batch);
   const double h = double(model.hidden_size), a = double(model.num_attention_heads),
                g = double(model.query_groups()), d = double(model.head_dim()),
                f = double(model.ffn_size());
@@ -79,29 +161,29 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
   const double C = N * a * d / t;                         // context elements
   const double F = N * f / t;                             // MLP activation output elements
   const double F1 = F * (model.arch.swiglu ? 2.0 : 1.0);  // fc1 output elements
-  const double S2 = b * (a / t) * s * s;                  // attention score elements
+  const double S2 = b * (a / t) * s * sk;                 // attention score elements
   const double QK = N * (a + g) * d / t;                  // rotated elements (RoPE): Q and K
   const double rope =
       model.arch.position_embedding != PositionEmbedding::kLearnedAbsolute ? 1.0 : 0.0;
   const double qkv_bias = model.qkv_bias() ? 1.0 : 0.0;
   const bool hdrop = model.hidden_dropout > 0, adrop = model.attention_dropout > 0;
-  const bool flash = l.flash_attention;
+  const bool flash = l.fused_attention();
 
   MicrobatchCosts c;
   ComputeTime fwd, bwd, core_fwd, core_bwd;
   // megatron-cpp's selective recompute re-runs the attention core up to its probabilities and
   // mask (ParallelAttention::core_probs): scores = Q Kᵀ, softmax, mask; not P V.
   ComputeTime cpp_probs;
-  cpp_probs.gemm = gemm_seconds(spec, s, s, d, b * a / t);
+  cpp_probs.gemm = gemm_seconds(spec, s, sk, d, b * a / t);
 
   // GEMMs of one layer (every implementation).
-  k.linear(fwd, bwd, N, (a + 2 * g) * d / t, h);     // QKV
-  k.linear(core_fwd, core_bwd, s, s, d, b * a / t);  // scores = Q Kᵀ
-  k.linear(core_fwd, core_bwd, s, d, s, b * a / t);  // context = P V
-  k.linear(fwd, bwd, N, h, a * d / t);               // output projection
-  k.linear(fwd, bwd, N, F1 / N, h);                  // fc1 (gate and value with SwiGLU)
-  k.linear(fwd, bwd, N, h, f / t);                   // fc2
-  if (flash) core_bwd.gemm += gemm_seconds(spec, s, s, d, b * a / t);  // scores recomputed
+  k.linear(fwd, bwd, N, (a + 2 * g) * d / t, h);      // QKV
+  k.linear(core_fwd, core_bwd, s, sk, d, b * a / t);  // scores = Q Kᵀ
+  k.linear(core_fwd, core_bwd, s, d, sk, b * a / t);  // context = P V
+  k.linear(fwd, bwd, N, h, a * d / t);                // output projection
+  k.linear(fwd, bwd, N, F1 / N, h);                   // fc1 (gate and value with SwiGLU)
+  k.linear(fwd, bwd, N, h, f / t);                    // fc2
+  if (flash) core_bwd.gemm += gemm_seconds(spec, s, sk, d, b * a / t);  // scores recomputed
 
   // Element-wise kernels of one layer.
   const double dmask = hdrop ? 1.0 : 0.0, amask = adrop ? 1.0 : 0.0;
@@ -224,6 +306,8 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
     for (CommTerm& ct : c.layer_comm)
       if (comm > 0) ct.overlapped += (ct.seconds - ct.overlapped) * hidden / comm;
   }
+
+  context_parallel_comm(c, model, l, machine, impl, core_fwd.total(), core_bwd.total(), full);
 
   // Embedding: token + position lookups, dropout; its gradient scattered into the tables.
   k.memory(c.embedding_forward, 3 + 2 * dmask, 8 * N * h * e + dmask * (2 * e + 1) * N * h, 0,

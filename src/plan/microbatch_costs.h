@@ -2,6 +2,9 @@
 // (plan/machine.h), memory-bound kernels from the bytes they move (or the exp / random draws
 // they evaluate, where that is slower), and the tensor-parallel collectives each layer issues.
 //
+// With context parallelism a rank computes s/c query positions of each sequence against all s
+// keys (the core's work over c), and its attention exchanges K/V with the other CP ranks.
+//
 // Each implementation has its own list of element-wise kernels (plan/implementation.h):
 //   megatron-lm       fused kernels: LayerNorm, scale-mask-softmax, bias-dropout-add, bias-GeLU
 //                     (or flash attention, which never writes the s x s scores to memory);
@@ -55,8 +58,13 @@ struct MicrobatchCosts {
   ComputeTime output_forward, output_backward;        // last stage: final norm, logits, loss
   // Tensor-parallel collectives: per layer, and once for the embedding / output layer.
   std::vector<CommTerm> layer_comm, embedding_comm, output_comm;
+  // Context-parallel exchanges of the attention, per layer (microbatch_costs.cpp lists them;
+  // "overlapped": hidden behind the ring's blocks).
+  std::vector<CommTerm> layer_cp_comm;
   double layer_comm_seconds() const;
   double layer_comm_exposed() const;
+  double layer_cp_seconds() const;
+  double layer_cp_exposed() const;
 };
 
 MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& layout,

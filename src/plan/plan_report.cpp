@@ -71,6 +71,8 @@ json rank_json(const RankMemory& r) {
 json layout_json(const Layout& l) {
   return {{"tensor_model_parallel_size", l.tensor_parallel},
           {"pipeline_model_parallel_size", l.pipeline_parallel},
+          {"context_parallel_size", l.context_parallel},
+          {"cp_comm_type", cp_comm_type_name(l.cp_comm)},
           {"data_parallel_size", l.data_parallel},
           {"virtual_pipeline_model_parallel_size", l.virtual_stages},
           {"world_size", l.world_size()},
@@ -101,6 +103,7 @@ json time_json(const StepTime& t) {
                       {"overlapped_seconds", c.overlapped}});
   };
   add(t.microbatch.layer_comm, "per layer");
+  add(t.microbatch.layer_cp_comm, "per layer, context parallel");
   add(t.microbatch.embedding_comm, "embedding");
   add(t.microbatch.output_comm, "output layer");
   return {{"per_micro_batch",
@@ -111,6 +114,8 @@ json time_json(const StepTime& t) {
             {"memory_bound_seconds", t.memory_bound},
             {"tp_comm_seconds", t.tp_comm},
             {"tp_comm_exposed_seconds", t.tp_exposed},
+            {"cp_comm_seconds", t.cp_comm},
+            {"cp_comm_exposed_seconds", t.cp_exposed},
             {"pp_p2p_seconds", t.pp_p2p},
             {"stage_seconds", t.stage},
             {"tp_collectives", comm}}},
@@ -136,9 +141,10 @@ std::string layout_short(const Layout& l) {
   const std::string recompute = l.recompute == Recompute::kFull && l.recompute_block_layers > 0
                                     ? "block " + std::to_string(l.recompute_block_layers)
                                     : recompute_name(l.recompute);
-  return fmt("%3d %3d %4d %2d %3lld %-9s %-3s %-4s", l.tensor_parallel, l.pipeline_parallel,
-             l.data_parallel, l.virtual_stages, (long long)l.micro_batch, recompute.c_str(),
-             l.sequence_parallel ? "yes" : "no", l.distributed_optimizer ? "yes" : "no");
+  return fmt("%3d %3d %3d %4d %2d %3lld %-9s %-3s %-4s", l.tensor_parallel, l.context_parallel,
+             l.pipeline_parallel, l.data_parallel, l.virtual_stages, (long long)l.micro_batch,
+             recompute.c_str(), l.sequence_parallel ? "yes" : "no",
+             l.distributed_optimizer ? "yes" : "no");
 }
 
 }  // namespace
@@ -220,6 +226,11 @@ std::string format_plan(const Plan& p) {
   };
   const bool pp = l.pipeline_parallel > 1;
   comm_rows(t.microbatch.layer_comm, l.max_rank_layers(p.model.num_layers), "");
+  if (l.context_parallel > 1) {
+    o += fmt("    %-28s %12s  issued, %s exposed\n", "context-parallel attention",
+             ms(t.cp_comm).c_str(), ms(t.cp_exposed).c_str());
+    comm_rows(t.microbatch.layer_cp_comm, l.max_rank_layers(p.model.num_layers), "");
+  }
   comm_rows(t.microbatch.embedding_comm, 1, pp ? " [first stage]" : "");
   comm_rows(t.microbatch.output_comm, 1, pp ? " [last stage]" : "");
   if (l.pipeline_parallel > 1)
@@ -228,7 +239,7 @@ std::string format_plan(const Plan& p) {
   o += fmt("  %-30s %12s  (%lld x %s + bubble %s, %.1f%%)\n", "pipeline", ms(t.pipeline).c_str(),
            (long long)t.micro_batches, ms(t.stage).c_str(), ms(t.bubble).c_str(),
            100.0 * t.bubble / t.step);
-  if (l.data_parallel > 1)
+  if (l.gradient_group() > 1)
     o += fmt("  %-30s %12s  exposed of %s issued (%s%s)\n", "data-parallel gradients",
              ms(t.dp_exposed).c_str(), ms(t.dp_comm).c_str(),
              l.distributed_optimizer ? "reduce-scatter + parameter all-gather" : "all-reduce",
@@ -289,17 +300,18 @@ std::string format_search(const ModelSpec& model, const Machine& machine, Implem
              r.smallest.memory.peak() / kGiB, r.smallest.layout.describe().c_str());
     return o;
   }
-  o += "\nrank  TP  PP   DP  v  mb recompute SP  dist  mem GiB  step (s)  tokens/s  "
-       "TFLOP/s  MFU   bubble  TP exp  DP exp\n";
+  o += "\nrank  TP  CP  PP   DP  v  mb recompute SP  dist  mem GiB  step (s)  tokens/s  "
+       "TFLOP/s  MFU   bubble  TP exp  CP exp  DP exp\n";
   for (size_t i = 0; i < r.best.size(); ++i) {
     const Candidate& c = r.best[i];
     const StepTime& t = c.time;
-    o += fmt("%4zu %s %8.2f %9.3f %9.4g %8.1f %4.1f%% %6.1f%% %6.1f%% %6.1f%%\n", i + 1,
+    o += fmt("%4zu %s %8.2f %9.3f %9.4g %8.1f %4.1f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%%\n", i + 1,
              layout_short(c.layout).c_str(), c.memory.peak() / kGiB, t.step, t.tokens_per_second,
              t.model_tflops_per_device, 100 * t.mfu, 100 * t.bubble / t.step,
-             100 * t.tp_exposed * t.micro_batches / t.step, 100 * t.dp_exposed / t.step);
+             100 * t.tp_exposed * t.micro_batches / t.step,
+             100 * t.cp_exposed * t.micro_batches / t.step, 100 * t.dp_exposed / t.step);
   }
-  o += "\n(TFLOP/s: model FLOPs per device; bubble, TP exp(osed) and DP exp(osed) as shares "
+  o += "\n(TFLOP/s: model FLOPs per device; bubble, TP, CP and DP exp(osed) as shares "
        "of the step)\n";
   return o;
 }

@@ -17,7 +17,7 @@ double grad_reduce_bytes(const Layout& l, Implementation impl) {
 
 // Bytes the optimizer step moves per local parameter (plan/memory_estimate.h's state).
 double optimizer_bytes_per_parameter(const Layout& l, Implementation impl) {
-  const double d = l.distributed_optimizer ? double(l.data_parallel) : 1.0;
+  const double d = l.distributed_optimizer ? double(l.gradient_group()) : 1.0;
   switch (impl) {
     case Implementation::kMegatronCpp:
       // zero gradients (w 4), norm (r 4), AdamW (r p g m v, w p m v = 28); bf16: refresh the
@@ -103,6 +103,29 @@ double optimizer_seconds(const ModelSpec& model, const Layout& l, const Machine&
          4 * machine.kernel_overhead;  // zero, norm, update, cast: a few passes
 }
 
+// One bucket of the data-parallel gradient reduction: when its gradients are complete (seconds
+// into the last micro-batch's backward) and how long its collective takes.
+struct ReductionBucket {
+  double ready = 0, seconds = 0;
+};
+
+// Seconds the reduction of `buckets` (in the order they are issued) adds after a backward of
+// `window` seconds when each starts as soon as it is ready and the one before it is done (one
+// collective at a time, as NCCL's stream and megatron-cpp's ring run them): the last buckets,
+// which the backward completes only at its end, cannot hide; a reduction slower than the
+// backward produces gradients falls behind and runs on past it. The overlapped part slows the
+// compute by `slowdown` per second.
+double exposed_reduction(const std::vector<ReductionBucket>& buckets, double window,
+                         double slowdown) {
+  double end = 0, hidden = 0;
+  for (const ReductionBucket& b : buckets) {
+    const double start = std::max(b.ready, end);
+    end = start + b.seconds;
+    hidden += std::max(0.0, std::min(end, window) - start);
+  }
+  return std::max(0.0, end - window) + slowdown * hidden;
+}
+
 }  // namespace
 
 StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machine& machine,
@@ -121,11 +144,12 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
   // from every TP rank unless it is a sequence shard), forward and backward, per chunk.
   double p2p = 0;
   if (p > 1) {
-    const GroupPlacement neighbours =
-        place_group(2, l.tensor_parallel * l.data_parallel, machine.devices_per_node);
+    const GroupPlacement neighbours = place_group(
+        2, l.tensor_parallel * l.context_parallel * l.data_parallel, machine.devices_per_node);
     const double split =
         impl == Implementation::kMegatronCpp && !l.sequence_parallel ? 1.0 : l.tensor_parallel;
-    const double bytes = double(model.seq_length) * l.micro_batch * model.hidden_size * e / split;
+    const double bytes =
+        l.local_sequence(model.seq_length) * l.micro_batch * model.hidden_size * e / split;
     p2p = 2 * v * collective_seconds(machine, Collective::kSendRecv, bytes, neighbours);
   }
 
@@ -138,8 +162,8 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
   };
   struct Stage {
     ComputeTime fwd, bwd;
-    double recompute = 0, comm = 0, exposed = 0;
-    double total() const { return fwd.total() + bwd.total() + exposed; }
+    double recompute = 0, comm = 0, exposed = 0, cp_comm = 0, cp_exposed = 0;
+    double total() const { return fwd.total() + bwd.total() + exposed + cp_exposed; }
   };
   // A stage of `n` layers (the pipeline split's: uneven splits weigh the stages differently).
   auto stage = [&](bool first, bool last, double n) {
@@ -150,6 +174,8 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
     s.recompute = rc.total() * n;
     s.comm = c.layer_comm_seconds() * n;
     s.exposed = c.layer_comm_exposed() * n;
+    s.cp_comm = c.layer_cp_seconds() * n;
+    s.cp_exposed = c.layer_cp_exposed() * n;
     if (first) {
       s.fwd += c.embedding_forward;
       s.bwd += c.embedding_backward;
@@ -189,6 +215,8 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
   r.memory_bound = slowest->fwd.memory + slowest->bwd.memory;
   r.tp_comm = slowest->comm;
   r.tp_exposed = slowest->exposed - p2p;
+  r.cp_comm = slowest->cp_comm;
+  r.cp_exposed = slowest->cp_exposed;
   r.pp_p2p = p2p;
   r.stage = slowest->total();
   r.micro_batches = l.num_micro_batches();
@@ -198,14 +226,14 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
   // Data-parallel gradient reduction of the most loaded rank.
   const ParameterCounts params = count_parameters(model, l);
   const double local = params.max_rank();
+  // Gradients are reduced over the d·c ranks of the DP and CP groups (consecutive after TP).
   const GroupPlacement dp_group =
-      place_group(l.data_parallel, l.tensor_parallel, machine.devices_per_node);
-  const double grad_bytes = local * grad_reduce_bytes(l, impl);
+      place_group(l.gradient_group(), l.tensor_parallel, machine.devices_per_node);
   // Gradients go in buckets, each its own collective (latency paid per bucket): megatron-cpp
   // 2^22 elements (--ddp-bucket-size's default, optim/grad_buckets.h), Megatron-LM
   // max(40M, 1M·d) elements, the 2019 code one flat buffer after the backward or PyTorch DDP's
   // 25 MB buckets when overlapped.
-  double bucket_elements = std::max(40e6, 1e6 * l.data_parallel);
+  double bucket_elements = std::max(40e6, 1e6 * l.gradient_group());
   if (impl == Implementation::kMegatronCpp) bucket_elements = double(int64_t(1) << 22);
   if (impl == Implementation::kMegatronLm2019)
     bucket_elements = l.overlap_grad_reduce ? 25e6 / grad_reduce_bytes(l, impl) : local;
@@ -213,31 +241,55 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
   auto bucketed = [&](Collective op, double bytes, double calls) {
     return calls * collective_seconds(machine, op, bytes / calls, dp_group);
   };
+  // The buckets in the order the last micro-batch's backward completes them (Megatron-LM's and
+  // PyTorch's DDP register the parameters in reverse, megatron-cpp announces each layer's):
+  // the layers' gradients at an even pace over its backward, then, on a rank that holds the
+  // embeddings (the first stage), theirs only at its very end — the embedding lookup's backward
+  // is the last, and a tied word embedding also gathers the output layer's gradient. A
+  // parameter larger than a bucket is a bucket of its own (megatron-cpp cuts it into bucket-
+  // sized pieces).
+  const Collective reduce_op =
+      l.distributed_optimizer ? Collective::kReduceScatter : Collective::kAllReduce;
+  // (The 2019 code's own DDP reduces one flat buffer after the backward.)
+  const bool holds_embeddings = p == 1 || params.first_stage_rank >= params.last_stage_rank;
+  const bool one_buffer = impl == Implementation::kMegatronLm2019 && !l.overlap_grad_reduce;
+  const double late = holds_embeddings && !one_buffer
+                          ? params.word_embedding / l.tensor_parallel + params.other_embedding
+                          : 0.0;
+  const double backward_window = slowest->bwd.total();
+  std::vector<ReductionBucket> timeline;
+  auto add_buckets = [&](double elements, double count, double first_ready, double last_ready) {
+    for (double i = 1; i <= count; ++i)
+      timeline.push_back(
+          {first_ready + (last_ready - first_ready) * i / count,
+           collective_seconds(machine, reduce_op, elements / count * grad_reduce_bytes(l, impl),
+                              dp_group)});
+  };
+  add_buckets(local - late, std::ceil((local - late) / bucket_elements), 0.0, backward_window);
+  if (late > 0)
+    add_buckets(late,
+                impl == Implementation::kMegatronCpp ? std::ceil(late / bucket_elements) : 1.0,
+                backward_window, backward_window);
   double reduce = 0, gather = 0;
+  for (const ReductionBucket& b : timeline) reduce += b.seconds;
   if (l.distributed_optimizer) {
-    reduce = bucketed(Collective::kReduceScatter, grad_bytes, buckets);
     // Megatron-LM gathers the 16-bit parameters in buckets, megatron-cpp the f32 values in one
     // call.
     const double value_bytes =
         impl == Implementation::kMegatronCpp || l.precision == Precision::kFp32 ? 4.0 : 2.0;
     gather = bucketed(Collective::kAllGather, local * value_bytes,
                       impl == Implementation::kMegatronCpp ? 1.0 : buckets);
-  } else {
-    reduce = bucketed(Collective::kAllReduce, grad_bytes, buckets);
   }
   r.dp_comm = reduce + gather;
-  // The reduction of a bucket can start once the last micro-batch's backward produced it.
+  // The parameter all-gather overlapped with the first forward: all but its last bucket hidden.
   auto exposed_part = [&](double comm, double window, Collective op, double bucket_bytes) {
     const double tail = std::min(comm, collective_seconds(machine, op, bucket_bytes, dp_group));
     const double hidden = std::min(comm - tail, window);
     return comm - hidden + machine.overlap_slowdown * hidden;
   };
-  const double bucket = grad_bytes / buckets;
+  // Without overlap the reduction runs after the backward.
   double dp_exposed = l.overlap_grad_reduce
-                          ? exposed_part(reduce, slowest->bwd.total(),
-                                         l.distributed_optimizer ? Collective::kReduceScatter
-                                                                 : Collective::kAllReduce,
-                                         bucket)
+                          ? exposed_reduction(timeline, backward_window, machine.overlap_slowdown)
                           : reduce;
   if (gather > 0) {
     dp_exposed += l.overlap_param_gather
@@ -250,7 +302,8 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
   // Tied word embeddings on the first and last stage: their gradients are summed.
   if (p > 1 && !model.arch.untie_embeddings_and_output_weights) {
     const GroupPlacement ends =
-        place_group(2, (p - 1) * l.tensor_parallel * l.data_parallel, machine.devices_per_node);
+        place_group(2, (p - 1) * l.tensor_parallel * l.context_parallel * l.data_parallel,
+                    machine.devices_per_node);
     r.embedding_sync = collective_seconds(machine, Collective::kAllReduce,
                                           params.word_embedding / l.tensor_parallel * 4.0, ends);
   }

@@ -1,14 +1,20 @@
 // Predicted time of one training iteration and where it goes.
 //
 //   stage time per micro-batch  t_s = forward + backward (+ recompute) + exposed TP collectives
-//                                     + pipeline send/recv (2·v per micro-batch)
+//                                     + exposed context-parallel exchanges (the ring's K/V
+//                                     transfers beyond its blocks' compute, all-gathers,
+//                                     all-to-alls) + pipeline send/recv (2·v per micro-batch)
 //   pipeline                    m · max_s t_s + (p − 1)/v · mean_s t_s   (1F1B; interleaved
 //                               with v chunks per rank: Narayanan et al. 2021 §2.2)
-//   data-parallel gradients     all-reduce of this rank's gradients (reduce-scatter with the
-//                               distributed optimizer, then an all-gather of the parameters);
-//                               with --overlap-grad-reduce hidden behind the last micro-batch's
-//                               backward except the last bucket, and with the machine's
-//                               overlap_slowdown charged for the overlapped part
+//   data-parallel gradients     all-reduce of this rank's gradients over the d·c ranks of DP x
+//                               CP (reduce-scatter with the distributed optimizer, then an
+//                               all-gather of the parameters), in buckets; without
+//                               --overlap-grad-reduce after the backward; with it each bucket
+//                               starts when the last micro-batch's backward has completed it
+//                               (the layers' at an even pace, the first stage's embeddings at
+//                               its end) and the one before it is done: what runs past the
+//                               backward is exposed, and the machine's overlap_slowdown is
+//                               charged for the overlapped part
 //   tied embedding (p > 1)      all-reduce of the word-embedding gradient between the first and
 //                               last stage
 //   sequence-parallel grads     with sequence parallelism, all-reduce over TP of the gradients
@@ -38,6 +44,8 @@ struct StepTime {
   double memory_bound = 0;  // element-wise share of forward + backward
   double tp_comm = 0;       // TP collectives issued
   double tp_exposed = 0;    // of which not hidden behind compute
+  double cp_comm = 0;       // context-parallel exchanges of the attention issued
+  double cp_exposed = 0;    // of which not hidden behind the ring's blocks
   double pp_p2p = 0;        // pipeline send/recv on the critical path
   double stage = 0;         // t_s of the slowest stage
   // Per iteration.

@@ -193,7 +193,9 @@ struct Trainer::Impl {
       shard = DpShard::of(store.flat_values().numel(), ps.dp_cp_size, ps.dp_cp_rank);
     grad_buckets = std::make_unique<GradBuckets>(
         store, ps, cfg.ddp_bucket_size, cfg.overlap_grad_reduce, shard ? &*shard : nullptr);
-    optimizer = std::make_unique<AdamW>(store, cfg.adam, shard ? shard->range : FlatRange{});
+    // Muon gathers a TP-split matrix over its TP group, and a sharded one over dp × cp.
+    optimizer = std::make_unique<AdamW>(store, cfg.adam, shard ? shard->range : FlatRange{},
+                                        MuonGroups{ps.tp, ps.etp, shard ? ps.dp_cp : nullptr});
     // --fp16: each rank rounded its shard of the store to f16 (AdamW); every rank gets all of it.
     if (shard && cfg.fp16) all_gather_shards(store, *ps.dp_cp, *shard);
     if (cfg.fp16) model->refresh_compute_weights();  // the store now holds f16-rounded values

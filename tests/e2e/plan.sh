@@ -178,6 +178,25 @@ node -e '
     throw new Error("first stage changed");
 ' "$WORK/bert_pre.json" "$WORK/bert_nohead.json"
 
+# Context parallelism: a CP rank's plan, each exchange listed; the search tries CP sizes.
+LONG=(--num-layers 2 --hidden-size 1024 --num-attention-heads 16 --group-query-attention
+      --num-query-groups 4 --seq-length 65536 --vocab-size 32000 --micro-batch-size 1 --bf16
+      --global-batch-size 2)
+"$BIN" plan --machine "$A100" "${LONG[@]}" --world-size 8 --context-parallel-size 4 \
+  > "$WORK/cp_plan.txt"
+grep -q "TP 1 x CP 4 (p2p) x PP 1 x DP 2" "$WORK/cp_plan.txt"
+grep -q "context-parallel attention" "$WORK/cp_plan.txt"
+grep -q "CP ring K/V (forward)" "$WORK/cp_plan.txt"
+"$BIN" plan --machine "$A100" "${LONG[@]}" --world-size 8 --context-parallel-size 4 \
+  --cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes 2 2 | grep -q "CP all-to-all QKV"
+"$BIN" plan --machine "$A100" "${LONG[@]}" --world-size 8 --search --search-top 1000 --json \
+  > "$WORK/cp_search.json"
+node -e '
+  const s = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+  if (!s.best.some((c) => c.layout.context_parallel_size > 1))
+    throw new Error("no context-parallel layout in the search");
+' "$WORK/cp_search.json"
+
 # Bad input: message and non-zero exit.
 expect_error() {  # expected-message command...
   local want="$1"
@@ -196,6 +215,9 @@ expect_error "--num-layers 96 is not divisible by --pipeline-model-parallel-size
   --tensor-model-parallel-size 8 --micro-batch-size 1 --implementation megatron-lm
 expect_error "--world-size 100 must be divisible by --tensor-model-parallel-size x" \
   "$BIN" plan --machine "$A100" "${GPT3[@]}" --tensor-model-parallel-size 8 --world-size 100 \
+  --micro-batch-size 1
+expect_error "--seq-length 2048 must be divisible by 2 x CP = 6" \
+  "$BIN" plan --machine "$A100" "${GPT3[@]}" --context-parallel-size 3 --world-size 3 \
   --micro-batch-size 1
 expect_error "cannot read the machine file '$WORK/none.json'" \
   "$BIN" plan --machine "$WORK/none.json" "${GPT3[@]}" --micro-batch-size 1

@@ -292,6 +292,112 @@ TEST(PlanStep, MegatronCppOverlapsItsGradientBuckets) {
   }
 }
 
+// The reduction buckets against the backward they overlap (plan/step_time.cpp,
+// exposed_reduction): a GPT of L 2, h 512, s 64, V 1000 (1024 padded) on one rank holds
+// 2·(12·512² + 13·512) + 1024 (final norm) = 6,305,792 parameters in its layers and
+// 1024·512 + 64·512 = 557,056 in its embeddings, whose gradients the backward completes last.
+// At d 4 an all-reduce of 4 B per gradient over 100 GB/s (0 latency) takes 2·3/4·4·n / 1e11 s:
+// 378.34752 µs for the layers', 33.42336 µs for the embeddings'. Megatron-LM's 40M-element
+// buckets hold each whole; the layers' is complete only when the backward ends, so nothing
+// hides: 411.77088 µs exposed, as without overlap. megatron-cpp's 2^22-element buckets split
+// the layers' in two of 189.17376 µs, ready at W/2 and W: with a backward W far longer, the
+// first hides (charged overlap_slowdown 0.1 of it), the second and the embeddings' run after.
+TEST(PlanStep, OverlappedBucketsStartWhenTheBackwardCompletesThem) {
+  Machine mach = round_machine();
+  const ModelSpec m = gpt_spec(2, 512, 8, 64, 1000);
+  Layout l;
+  l.data_parallel = 4;
+  l.micro_batch = 1;
+  l.global_batch = 4;
+  l.overlap_grad_reduce = true;
+  const StepTime t = predict_step_time(m, l, mach, Implementation::kMegatronLm);
+  EXPECT_NEAR(t.dp_comm * 1e6, 378.34752 + 33.42336, 1e-6);
+  EXPECT_NEAR(t.dp_exposed * 1e6, 378.34752 + 33.42336, 1e-6);
+  l.overlap_grad_reduce = false;
+  EXPECT_NEAR(predict_step_time(m, l, mach, Implementation::kMegatronLm).dp_exposed * 1e6,
+              378.34752 + 33.42336, 1e-6);
+  l.overlap_grad_reduce = true;
+  mach.overlap_slowdown = 0.1;
+  mach.fp32.gemm_efficiency = 0.0005;  // a backward of milliseconds
+  const StepTime cpp = predict_step_time(m, l, mach, Implementation::kMegatronCpp);
+  EXPECT_GT(cpp.backward, 1e-3);
+  EXPECT_NEAR(cpp.dp_comm * 1e6, 2 * 189.17376 + 33.42336, 1e-6);
+  EXPECT_NEAR(cpp.dp_exposed * 1e6, 189.17376 + 33.42336 + 0.1 * 189.17376, 1e-6);
+}
+
+// Context parallelism (microbatch_costs.cpp, context_parallel_comm): a Llama-style GPT (h 1024,
+// 16 heads in 4 KV groups, head dim 64, s 8192) at CP 4 on one node of round_machine, bf16,
+// micro-batch 1. Each rank holds 2048 positions: K/V 2048·2·4·64·2 B = 2 MiB (2,097,152 B),
+// 20.97152 µs per ring transfer at 100 GB/s; its f32 dK/dV twice that. The ring (p2p) sends
+// 3 K/V forward and 3 backward, each hidden behind a step's blocks (the core's time over 4,
+// far longer here), and megatron-cpp's 4 dK/dV after the steps, exposed: 4·41.94304 µs per
+// layer. all_gather: all-gathers of 4 ranks' K/V (3/4·8 MiB at 100 GB/s = 62.91456 µs) forward
+// and backward and a reduce-scatter of their f32 gradients (125.82912 µs), all exposed; a2a:
+// all-to-alls of QKV (2048·(16 + 8)·64·2 B = 6 MiB: 3/4 of it, 47.18592 µs) and of the output
+// (4 MiB: 31.45728 µs), forward and backward.
+TEST(PlanStep, ContextParallelRingHidesItsKvTransfers) {
+  const Machine mach = round_machine();
+  ModelSpec m = gpt_spec(2, 1024, 16, 8192, 32000);
+  m.arch.num_query_groups = 4;
+  Layout l;
+  l.context_parallel = 4;
+  l.micro_batch = 1;
+  l.global_batch = 1;
+  l.precision = Precision::kBf16;
+  validate_layout(m, l, Implementation::kMegatronCpp);
+  EXPECT_EQ(l.world_size(), 4);
+  const StepTime ring = predict_step_time(m, l, mach, Implementation::kMegatronCpp);
+  const double kv = 20.97152e-6;
+  EXPECT_NEAR(ring.cp_comm / 2, 6 * kv + 4 * 2 * kv, 1e-12);
+  EXPECT_NEAR(ring.cp_exposed / 2, 4 * 2 * kv, 1e-12);
+  // The stage time counts the exposed part; CP 1 computes the same layers on 4x the tokens.
+  Layout whole = l;
+  whole.context_parallel = 1;
+  whole.flash_attention = true;
+  const StepTime one = predict_step_time(m, whole, mach, Implementation::kMegatronCpp);
+  EXPECT_EQ(one.cp_comm, 0.0);
+  EXPECT_GT(one.forward, 3.5 * ring.forward);
+  EXPECT_NEAR(ring.stage, ring.forward + ring.backward + ring.tp_exposed + ring.cp_exposed, 1e-12);
+  // Transformer Engine sends dK/dV in bf16 during the next step: only the last one shows.
+  const StepTime te = predict_step_time(m, l, mach, Implementation::kMegatronLm);
+  EXPECT_NEAR(te.cp_exposed / 2, kv, 1e-12);
+
+  l.cp_comm = CpCommType::kAllGather;
+  const StepTime gather = predict_step_time(m, l, mach, Implementation::kMegatronCpp);
+  EXPECT_NEAR(gather.cp_exposed / 2, 2 * 62.91456e-6 + 125.82912e-6, 1e-12);
+  EXPECT_NEAR(gather.cp_comm, gather.cp_exposed, 1e-15);
+  l.cp_comm = CpCommType::kA2A;
+  const StepTime a2a = predict_step_time(m, l, mach, Implementation::kMegatronCpp);
+  EXPECT_NEAR(a2a.cp_exposed / 2, 2 * (47.18592e-6 + 31.45728e-6), 1e-12);
+  // a2a+p2p 2 x 2: all-to-alls of 2 ranks (1/2 of the bytes) and a ring of 2 (one K/V each
+  // way, two dK/dV).
+  l.cp_comm = CpCommType::kA2AP2P;
+  l.cp_a2a_size = 2;
+  const StepTime both = predict_step_time(m, l, mach, Implementation::kMegatronCpp);
+  EXPECT_NEAR(both.cp_exposed / 2, 2 * (31.45728e-6 + 20.97152e-6) + 2 * 2 * kv, 1e-12);
+}
+
+// Gradients are reduced over DP x CP (d·c ranks, consecutive after TP), and the distributed
+// optimizer shards over them: CP 2 x DP 2 moves what DP 4 moves.
+TEST(PlanStep, ContextParallelRanksReduceGradientsWithTheDataParallelOnes) {
+  const Machine mach = round_machine();
+  ModelSpec m = gpt_spec(2, 1024, 16, 8192, 32000);
+  Layout cp2;
+  cp2.context_parallel = 2;
+  cp2.data_parallel = 2;
+  cp2.micro_batch = 1;
+  cp2.global_batch = 2;
+  cp2.distributed_optimizer = true;
+  Layout dp4 = cp2;
+  dp4.context_parallel = 1;
+  dp4.data_parallel = 4;
+  dp4.global_batch = 4;
+  EXPECT_EQ(cp2.gradient_group(), 4);
+  EXPECT_DOUBLE_EQ(predict_step_time(m, cp2, mach, Implementation::kMegatronCpp).dp_comm,
+                   predict_step_time(m, dp4, mach, Implementation::kMegatronCpp).dp_comm);
+  EXPECT_DOUBLE_EQ(bytes_per_parameter(cp2, Implementation::kMegatronCpp).optimizer, 8.0 / 4);
+}
+
 // The 2019 code's step after the backward (plan/step_time.cpp, k2019Optimizer): per-tensor
 // loops, two of which wait for the device per tensor. A GPT of L 2, h 128, s 64, V 1000 (1024
 // padded) has n = 2·12 + 4 = 28 tensors and P = 2·(12·128² + 13·128) + 1024·128 + 64·128 + 256
@@ -657,6 +763,38 @@ TEST(PlanLayout, ErrorsNameTheRule) {
             }).find("--apply-residual-connection-post-layernorm: megatron-cpp's GPT"),
             std::string::npos);
   EXPECT_NO_THROW(validate_layout(residual_gpt, l, Implementation::kMegatronLm));
+
+  // Context parallelism: 2c chunks of the sequence, whole KV groups per all-to-all rank, GPT only.
+  Layout cp;
+  cp.micro_batch = 1;
+  cp.context_parallel = 3;
+  EXPECT_NE(error_of([&] {
+              validate_layout(m, cp, Implementation::kMegatronCpp);
+            }).find("--seq-length 2048 must be divisible by 2 x CP = 6"),
+            std::string::npos);
+  cp.context_parallel = 4;
+  cp.cp_comm = CpCommType::kA2AP2P;
+  EXPECT_NE(error_of([&] {
+              validate_layout(m, cp, Implementation::kMegatronCpp);
+            }).find("--cp-comm-type a2a+p2p needs --hierarchical-context-parallel-sizes"),
+            std::string::npos);
+  ModelSpec gqa = m;
+  gqa.arch.num_query_groups = 2;
+  cp.cp_comm = CpCommType::kA2A;
+  EXPECT_NE(error_of([&] {
+              validate_layout(gqa, cp, Implementation::kMegatronCpp);
+            }).find("query groups of a TP rank must be divisible by the 4 ranks"),
+            std::string::npos);
+  cp.cp_comm = CpCommType::kP2P;
+  EXPECT_NO_THROW(validate_layout(gqa, cp, Implementation::kMegatronCpp));
+  EXPECT_NE(error_of([&] {
+              validate_layout(bert, cp, Implementation::kMegatronCpp);
+            }).find("megatron-cpp's BERT attends with a padding mask"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              validate_layout(m, cp, Implementation::kMegatronLm2019);
+            }).find("megatron-lm-2019 had no context parallelism"),
+            std::string::npos);
 }
 
 // Where full recompute fits and no recompute does not, the search offers block recompute of the
@@ -690,6 +828,25 @@ TEST(PlanSearch, BlockRecomputeOfTheFewestLayersThatFit) {
     uniform =
         uniform || (c.layout.recompute == Recompute::kFull && c.layout.recompute_block_layers == 0);
   EXPECT_TRUE(uniform);
+}
+
+// A sequence too long for one device's activations: only context-parallel layouts fit, and
+// the search finds them (a 2-layer h 1024 GPT at s 131072 on 8 devices of 4 GB, megatron-cpp).
+TEST(PlanSearch, LongSequencesFitOnlyWithContextParallelism) {
+  Machine mach = round_machine();
+  mach.memory_bytes = 4e9;
+  ModelSpec m = gpt_spec(2, 1024, 16, 131072, 1000);
+  Layout base;
+  base.global_batch = 8;
+  base.precision = Precision::kBf16;
+  const SearchResult r = search_layouts(m, base, mach, Implementation::kMegatronCpp, 8, 500);
+  ASSERT_FALSE(r.best.empty());
+  for (const Candidate& c : r.best) EXPECT_GT(c.layout.context_parallel, 1) << c.layout.describe();
+  bool cp8 = false;
+  for (const Candidate& c : r.best) cp8 = cp8 || c.layout.context_parallel == 8;
+  EXPECT_TRUE(cp8);
+  EXPECT_NE(format_search(m, mach, Implementation::kMegatronCpp, 8, r, 0).find(" CP "),
+            std::string::npos);
 }
 
 TEST(PlanSearch, RanksFittingLayoutsFastestFirst) {

@@ -284,5 +284,57 @@ TEST(PlanValidation, ThisMachinePeakMemoryPipelineDistributedOptimizerLlama) {
   }
 }
 
+// Context parallelism on this machine (bench/context_parallel.sh memory, bench/RESULTS.md): a
+// tiny Llama-family GPT (L 2, h 64, 4 heads in 2 KV groups, SwiGLU ffn 96, RMSNorm, RoPE, no
+// biases, untied, V 512, fused attention, micro-batch 1) at s 8,192 and 32,768, CP 1 in one
+// process and CP 4 on four. The memory report's tensors (rank 0, allocated, after the first
+// iteration) against the planner's weights, gradients, optimizer state, activations, workspace
+// and the gradient reduction's ring buffers (d·c = 4 ranks reduce); and each CP 4 rank's peak RSS
+// beyond the process baseline of that sequence's CP 1 run (its RSS minus its prediction) against
+// its prediction.
+ModelSpec cp_llama(int seq) {
+  ModelSpec m = gpt_spec(2, 64, 4, seq, 512);
+  m.arch.num_query_groups = 2;
+  m.ffn_hidden_size = 96;
+  m.arch.swiglu = true;
+  m.arch.normalization = Normalization::kRMSNorm;
+  m.arch.position_embedding = PositionEmbedding::kRope;
+  m.arch.add_bias_linear = false;
+  m.arch.untie_embeddings_and_output_weights = true;
+  return m;
+}
+
+TEST(PlanValidation, ThisMachineContextParallelMemory) {
+  std::ifstream in(source_dir() + "/bench/plan_validation/context_parallel_measured.json");
+  const nlohmann::json runs = nlohmann::json::parse(in);
+  constexpr double kMB = 1024.0 * 1024.0;
+  for (int seq : {8192, 32768}) {
+    const ModelSpec m = cp_llama(seq);
+    auto predicted = [&](int cp) {
+      Layout l;
+      l.context_parallel = cp;
+      l.micro_batch = 1;
+      l.global_batch = 1;
+      l.flash_attention = true;
+      validate_layout(m, l, Implementation::kMegatronCpp);
+      Machine none;
+      none.memory_bytes = 1e12;
+      return estimate_memory(m, l, none, Implementation::kMegatronCpp).first_stage;
+    };
+    const nlohmann::json& one = runs.at("cp1_s" + std::to_string(seq));
+    const nlohmann::json& four = runs.at("cp4_s" + std::to_string(seq));
+    const RankMemory p1 = predicted(1), p4 = predicted(4);
+    SCOPED_TRACE("s " + std::to_string(seq));
+    EXPECT_NEAR(one.at("allocated_mb").get<double>() * kMB / p1.total(), 1.0, 0.01);
+    EXPECT_NEAR(four.at("allocated_mb").get<double>() * kMB / p4.total(), 1.0, 0.01);
+    const double baseline = one.at("peak_rss_kb").get<double>() * 1024 - p1.total();
+    EXPECT_GT(baseline, 0);
+    for (const auto& rss_kb : four.at("rank_rss_kb"))
+      EXPECT_NEAR((rss_kb.get<double>() * 1024 - baseline) / p4.total(), 1.0, 0.10)
+          << "RSS " << rss_kb.get<double>() / 1024 << " MiB, baseline " << baseline / kMB
+          << " MiB, predicted " << p4.total() / kMB << " MiB";
+  }
+}
+
 }  // namespace
 }  // namespace megatron::plan

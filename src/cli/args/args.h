@@ -190,6 +190,20 @@ struct Args {
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.999;
   double adam_eps = 1e-8;
+  // --optimizer adam | muon | dist_muon (Megatron's deprecated muon + distributed optimizer);
+  // Muon's settings, with Megatron's defaults (optim/muon.h).
+  std::string optimizer = "adam";
+  double muon_momentum = 0.9;
+  bool muon_no_split_qkv = false;
+  bool muon_nesterov = false;
+  std::string muon_scale_mode = "spectral";
+  std::string muon_fp32_matmul_prec = "medium";
+  std::string muon_coefficient_type = "quintic";
+  int muon_num_ns_steps = 5;
+  std::string muon_tp_mode = "duplicated";
+  bool muon_use_syrk = false;
+  double muon_extra_scale_factor = 1.0;
+  std::string muon_scalar_optimizer = "adam";
 
   // Mixed precision.
   bool bf16 = false;

@@ -376,9 +376,10 @@ constexpr Rule kRules[] = {
      "every data-parallel replica starts from the same weights"},
 
     // Optimizer.
-    {"--optimizer", true, "only Adam (AdamW) exists here", "adam"},
+    {"--optimizer", false,
+     "selects the training optimizer (adam, muon); this command does not train"},
     {"--sgd-momentum", false, "used with --optimizer sgd only"},
-    {"--muon-*", false, "used with --optimizer muon only"},
+    {"--muon-*", false, "configures the training optimizer muon; this command does not train"},
     {"--lion-*", false, "used with --optimizer lion only"},
     {"--use-precision-aware-optimizer", true,
      "master weights, gradients and Adam moments are always fp32 here"},

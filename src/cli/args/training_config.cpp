@@ -19,6 +19,7 @@
 #include "model/gpt_model.h"  // padded_vocab_size
 #include "model/pipeline_layout.h"
 #include "model/stage_range.h"
+#include "optim/muon.h"
 #include "parallel/context_parallel_attention.h"
 #include "parallel/expert_token_exchange.h"
 #include "pipeline/schedule.h"
@@ -301,9 +302,44 @@ void validate_context_parallel_args(const Args& a) {
              a.tensor_model_parallel_size);
 }
 
+// --optimizer and the Muon flags (optim/muon.h). dist_muon is Megatron's deprecated spelling
+// of muon with --use-distributed-optimizer.
+void check_optimizer_args(Args& a) {
+  if (a.optimizer == "dist_muon") {
+    log_warning(
+        "--optimizer dist_muon is deprecated in Megatron-LM: it runs as --optimizer muon "
+        "--use-distributed-optimizer");
+    a.optimizer = "muon";
+    a.distributed_optimizer = true;
+  }
+  MT_REQUIRE(a.optimizer == "adam" || a.optimizer == "muon", "--optimizer ", a.optimizer,
+             " is not implemented here: adam, muon and dist_muon are (sgd, lion, soap and "
+             "adaptive_muon are not)");
+  if (a.optimizer != "muon") return;
+  MT_REQUIRE(!a.fp16,
+             "--optimizer muon with --fp16 is refused (Megatron-LM refuses it too): use --bf16");
+  MT_REQUIRE(a.muon_momentum >= 0 && a.muon_momentum < 1, "--muon-momentum must be in [0, 1), got ",
+             a.muon_momentum);
+  MT_REQUIRE(a.muon_scalar_optimizer == "adam", "--muon-scalar-optimizer ", a.muon_scalar_optimizer,
+             " is not implemented here: the parameters Muon leaves are AdamW's (adam)");
+  MT_REQUIRE(a.muon_tp_mode != "blockwise",
+             "--muon-tp-mode blockwise is not implemented here: it orthogonalises each "
+             "tensor-parallel shard alone, so the update depends on the layout; use duplicated "
+             "(Megatron's default) or distributed, which give the same update");
+  MT_REQUIRE(a.muon_tp_mode == "duplicated" || a.muon_tp_mode == "distributed", "--muon-tp-mode ",
+             a.muon_tp_mode, " is not one of blockwise, duplicated, distributed");
+  MT_REQUIRE(a.muon_fp32_matmul_prec == "low" || a.muon_fp32_matmul_prec == "medium" ||
+                 a.muon_fp32_matmul_prec == "high",
+             "--muon-fp32-matmul-prec ", a.muon_fp32_matmul_prec,
+             " is not one of low, medium, high");
+  muon_scale_mode_from_name(a.muon_scale_mode);
+  newton_schulz_coefficients(a.muon_coefficient_type, a.muon_num_ns_steps);
+}
+
 }  // namespace
 
 void validate_training_args_except_data(Args& a, int world_size) {
+  check_optimizer_args(a);  // first: dist_muon sets --use-distributed-optimizer
   auto positive = [](int64_t v, const char* flag) {
     MT_REQUIRE(v > 0, flag, " must be given and positive, got ", v);
   };
@@ -698,12 +734,30 @@ GradScalerConfig grad_scaler_config(const Args& a) {
 }
 
 AdamWConfig adamw_config(const Args& a) {
-  return {a.adam_beta1,
-          a.adam_beta2,
-          a.adam_eps,
-          a.weight_decay,
-          /*f16_model_weights=*/a.fp16,
-          mup_width_mult(mup_options(a.arch), a.hidden_size)};
+  AdamWConfig c;
+  c.beta1 = a.adam_beta1;
+  c.beta2 = a.adam_beta2;
+  c.eps = a.adam_eps;
+  c.weight_decay = a.weight_decay;
+  c.f16_model_weights = a.fp16;
+  c.mup_width_mult = mup_width_mult(mup_options(a.arch), a.hidden_size);
+  if (a.optimizer != "adam") {
+    MuonConfig& m = c.muon.emplace();
+    m.momentum = a.muon_momentum;
+    m.nesterov = a.muon_nesterov;
+    m.split_qkv = !a.muon_no_split_qkv;
+    m.scale_mode = muon_scale_mode_from_name(a.muon_scale_mode);
+    m.coefficient_type = a.muon_coefficient_type;
+    m.num_ns_steps = a.muon_num_ns_steps;
+    m.extra_scale_factor = a.muon_extra_scale_factor;
+  }
+  return c;
+}
+
+void set_muon_qkv_layout(TrainerConfig& config, const TransformerConfig& model) {
+  if (!config.adam.muon || model.arch.mla.enabled) return;  // MLA has no fused QKV
+  const int64_t groups = model.query_groups();
+  config.adam.muon->qkv = {groups, model.num_attention_heads / groups, model.head_dim()};
 }
 
 void select_training_device(Args& a) {

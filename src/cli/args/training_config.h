@@ -73,5 +73,7 @@ AdamWConfig adamw_config(const Args& args);
 // Every loop option (parallel sizes, batches, intervals, checkpoints, logging); `table`'s
 // values are stored in each checkpoint.
 TrainerConfig trainer_config(const Args& args, const ArgTable& table);
+// --optimizer muon: the model's fused QKV rows, which Muon splits (optim/muon.h).
+void set_muon_qkv_layout(TrainerConfig& config, const TransformerConfig& model);
 
 }  // namespace megatron::cli

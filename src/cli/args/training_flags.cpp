@@ -105,6 +105,32 @@ void add_training_args(ArgTable& t, Args& a) {
   t.add("--adam-beta1", a.adam_beta1, "Adam beta1");
   t.add("--adam-beta2", a.adam_beta2, "Adam beta2");
   t.add("--adam-eps", a.adam_eps, "Adam epsilon");
+  t.add("--optimizer", a.optimizer,
+        "adam | muon (Muon on the weight matrices, AdamW on the rest; docs/training.md) | "
+        "dist_muon (= muon --use-distributed-optimizer)");
+  t.add("--muon-momentum", a.muon_momentum, "Muon's momentum (EMA of the gradients)");
+  t.add_flag("--muon-no-split-qkv", a.muon_no_split_qkv,
+             "orthogonalise the fused QKV weight whole, not its Q, K and V rows apart");
+  t.add_flag("--muon-nesterov", a.muon_nesterov, "Nesterov-style momentum in Muon");
+  t.add("--muon-scale-mode", a.muon_scale_mode,
+        "spectral | unit_rms_norm | shape_scaling: the scale of Muon's orthogonalised update");
+  t.add("--muon-fp32-matmul-prec", a.muon_fp32_matmul_prec,
+        "low | medium | high; Newton-Schulz always multiplies in f32 here (TF32 on GPUs only "
+        "with --tf32)");
+  t.add("--muon-coefficient-type", a.muon_coefficient_type,
+        "Newton-Schulz coefficients: simple | quintic | polar_express | cans | aol | deepseekv4 "
+        "| cubic5");
+  t.add("--muon-num-ns-steps", a.muon_num_ns_steps, "Newton-Schulz steps");
+  t.add("--muon-tp-mode", a.muon_tp_mode,
+        "duplicated | distributed: both orthogonalise the whole matrix (gathered over TP) and "
+        "give the same update here; blockwise is refused (layout-dependent)");
+  t.add_flag("--muon-use-syrk", a.muon_use_syrk,
+             "Megatron's Triton SYRK kernel for the Gram matrix: the same product, a GEMM here");
+  t.add("--muon-extra-scale-factor", a.muon_extra_scale_factor,
+        "extra factor on Muon's scaled update");
+  t.add("--muon-scalar-optimizer", a.muon_scalar_optimizer,
+        "the optimizer of the parameters Muon leaves (embeddings, output layer, norms, biases): "
+        "adam (lion is refused)");
 
   t.add_flag("--bf16", a.bf16, "bf16 parameters and GEMMs, fp32 master weights");
   t.add_flag("--fp16", a.fp16, "fp16 weights with dynamic loss scaling");

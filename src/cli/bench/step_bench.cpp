@@ -21,6 +21,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/profile.h"
+#include "parallel/ring_attention.h"
 #include "pipeline/pipeline_executor.h"
 #include "train/log/training_log.h"
 #include "train/model_step_common.h"
@@ -151,6 +152,7 @@ int run_step_bench(int argc, char** argv) {
                "time every kernel of the timed steps, on the CPU or the GPU (kernels/profile.h), "
                "against its FLOP and byte floors");
   add_pipeline_args(table, args);
+  add_context_parallel_args(table, args);
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
   select_training_device(args);
   MT_CHECK(mode == "step", "--mode ", mode, " is not the step benchmark");
@@ -174,8 +176,10 @@ int run_step_bench(int argc, char** argv) {
   gpt.split = pipeline_split(args);
   gpt.microbatch_group = args.microbatch_group_size_per_virtual_pipeline_stage.value_or(0);
   TrainerConfig cfg = trainer_config(args, table);
+  set_muon_qkv_layout(cfg, gpt.model);
   double t0 = 0, t1 = 0, comm0 = 0, comm1 = 0, wait0 = 0, wait1 = 0;
   ProcessUsage usage0, usage1;
+  double ring0 = 0, ring1 = 0;  // the context-parallel ring's waits (parallel/ring_attention.h)
   cfg.on_iteration_end = [&](int64_t it) {
     if (it != warmup_iters && it != args.train_iters) return;
     synchronize(device);  // the GPU may still be working on the step's last kernels
@@ -184,12 +188,14 @@ int run_step_bench(int argc, char** argv) {
       t0 = now_seconds();
       comm0 = communication_time->seconds();
       wait0 = pipeline_receive_wait_seconds();
+      ring0 = ring_attention_wait_seconds();
       usage0 = process_usage();
       if (breakdown) kernels::set_kernel_profiling(true);
     } else if (it == args.train_iters) {
       t1 = now_seconds();
       comm1 = communication_time->seconds();
       wait1 = pipeline_receive_wait_seconds();
+      ring1 = ring_attention_wait_seconds();
       usage1 = process_usage();
       kernels::set_kernel_profiling(false);
     }
@@ -229,6 +235,16 @@ int run_step_bench(int argc, char** argv) {
                 std::string(dtype_name(dtype)).c_str(), ceiling_tflops,
                 100.0 * tflops / ceiling_tflops, 100.0 * mean_comm_share);
   log_line(line);
+  if (args.context_parallel_size > 1) {
+    // The ring's waits are inside the communication share too: the part its blocks' compute
+    // did not hide (parallel/ring_attention.h).
+    const double ring_share = timing->all_reduce_scalar((ring1 - ring0) / (t1 - t0)) / world;
+    std::snprintf(line, sizeof(line),
+                  "  context-parallel ring wait share (exposed K/V and dK/dV transfers, mean over "
+                  "ranks): %.1f%%",
+                  100.0 * ring_share);
+    log_line(line);
+  }
   if (p > 1) {
     // The ideal bubble with backward = 2 x forward and equal stages: (p-1)/(v·m + p-1).
     std::snprintf(line, sizeof(line),

@@ -46,6 +46,7 @@ plan::Layout plan_layout_of(const Args& a, const PipelineSplit& split) {
   l.tensor_parallel = a.tensor_model_parallel_size;
   l.pipeline_parallel = a.pipeline_model_parallel_size;
   l.data_parallel = a.data_parallel_size;
+  set_plan_context_parallel(a, l);
   set_plan_pipeline(a, split, l);
   l.micro_batch = a.micro_batch_size;
   // The global batch size a schedule implies sizes the evaluations only; the training steps
@@ -70,6 +71,13 @@ void set_plan_pipeline(const Args& a, const PipelineSplit& split, plan::Layout& 
   l.account_for_loss = split.account_for_loss;
   l.pipeline_layout = split.layout;
   l.microbatch_group = a.microbatch_group_size_per_virtual_pipeline_stage.value_or(0);
+}
+
+void set_plan_context_parallel(const Args& a, plan::Layout& l) {
+  l.context_parallel = a.context_parallel_size;
+  l.cp_comm = a.cp_comm_type.empty() ? CpCommType::kP2P : cp_comm_type_from_name(a.cp_comm_type[0]);
+  l.cp_a2a_size =
+      a.hierarchical_context_parallel_sizes.empty() ? 0 : a.hierarchical_context_parallel_sizes[0];
 }
 
 void set_plan_recompute(const Args& a, plan::Layout& l) {

@@ -10,7 +10,8 @@
 //   total=3192.78 MB
 //
 // The figures are megatron-cpp's own (its bytes per parameter, its activation arenas, the
-// first pipeline stage, which holds the embeddings), so they can be read beside the memory
+// first pipeline stage, which holds the embeddings; a context-parallel rank's, with its s/CP
+// positions and its attention exchange's buffers), so they can be read beside the memory
 // report of the same run: "weight and optimizer" is the parameters, gradients and optimizer
 // state; "activation" what the model keeps for backward at the first stage's peak plus the
 // transient workspace; "total" also counts the step's communication buffers. Megatron prints
@@ -40,6 +41,10 @@ plan::Layout plan_layout_of(const Args& a, const PipelineSplit& split);
 // The pipeline split (pipeline_split(a)) and the interleaved schedule's micro-batch group of
 // `a` as the planner's layout takes them.
 void set_plan_pipeline(const Args& a, const PipelineSplit& split, plan::Layout& layout);
+// The context parallelism of `a` (--context-parallel-size, --cp-comm-type: a per-layer list is
+// planned as its first type; --hierarchical-context-parallel-sizes) as the planner's layout
+// takes it.
+void set_plan_context_parallel(const Args& a, plan::Layout& layout);
 // The recompute of `a` (--recompute-granularity, --recompute-activations, --recompute-method,
 // --recompute-num-layers) as the planner's layout takes it; throws Error naming the flags when
 // a method is given without full recompute, or uniform with more than one layer per chunk.
