@@ -44,11 +44,6 @@ std::string block(int layer, const std::string& what) {
   return "blk." + std::to_string(layer) + "." + what;
 }
 
-// HF's [in, out] Conv1D weight as the [out, in] matrix llama.cpp's gpt2 multiplies by.
-Tensor transposed(const Tensor& t) {
-  return t.transpose(0, 1).clone();
-}
-
 // Rows of a q or k projection (weight [heads·d, h] or bias [heads·d]) reordered per head from
 // the rotated halves (j, j + d/2) to llama.cpp's adjacent pairs (2j, 2j + 1): within a head,
 // row t·d/2 + j goes to 2j + t.
@@ -91,7 +86,7 @@ std::map<std::string, Tensor> gpt2_tensors(const TensorMap& full, const GptConfi
     }
     MT_CHECK(kLayer.count(rest), "HF GPT-2 tensor '", name, "' has no GGUF name");
     const bool conv1d = t.dim() == 2;  // HF GPT-2's Conv1D weights are [in, out]
-    out[block(layer, kLayer.at(rest))] = conv1d ? transposed(t) : t;
+    out[block(layer, kLayer.at(rest))] = conv1d ? transposed_matrix(t) : t;
   }
   return out;
 }

@@ -10,24 +10,16 @@
 namespace megatron {
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-bool starts_with(const std::string& s, const std::string& prefix) {
-  return s.compare(0, prefix.size(), prefix) == 0;
-}
-
 // One-to-one tensors; `padded` ones get zero rows up to the padded vocabulary.
-struct Mapping {
+struct BertMapping {
   std::string hf, ours;
   Shape hf_shape;
   bool padded = false;
 };
 
-std::vector<Mapping> mappings(const BertConfig& c) {
+std::vector<BertMapping> mappings(const BertConfig& c) {
   const int64_t h = c.hidden_size, f = c.ffn_hidden_size > 0 ? c.ffn_hidden_size : 4 * h;
-  std::vector<Mapping> m = {
+  std::vector<BertMapping> m = {
       {"bert.embeddings.word_embeddings.weight",
        "embedding.word_embeddings.weight",
        {c.vocab_size, h},
@@ -80,9 +72,9 @@ const char* const kQkv[] = {"query", "key", "value"};
 // HF names as BertForPreTraining stores them: a bare BertModel's names get "bert.", TF-era
 // LayerNorm gamma/beta become weight/bias.
 std::string canonical_name(const std::string& name) {
-  std::string n = starts_with(name, "bert.") || starts_with(name, "cls.") ? name : "bert." + name;
-  if (ends_with(n, "LayerNorm.gamma")) n = n.substr(0, n.size() - 5) + "weight";
-  if (ends_with(n, "LayerNorm.beta")) n = n.substr(0, n.size() - 4) + "bias";
+  std::string n = name.starts_with("bert.") || name.starts_with("cls.") ? name : "bert." + name;
+  if (n.ends_with("LayerNorm.gamma")) n = n.substr(0, n.size() - 5) + "weight";
+  if (n.ends_with("LayerNorm.beta")) n = n.substr(0, n.size() - 4) + "bias";
   return n;
 }
 
@@ -175,7 +167,7 @@ TensorMap bert_tensors_from_hf(const TensorMap& hf_in, const BertConfig& c) {
   };
 
   TensorMap ours;
-  for (const Mapping& m : mappings(c)) {
+  for (const BertMapping& m : mappings(c)) {
     Tensor t = fetch(m.hf, m.hf_shape);
     if (!t.defined()) continue;
     if (!m.padded) {
@@ -241,7 +233,7 @@ TensorMap hf_tensors_from_bert(const TensorMap& ours, const BertConfig& c) {
     return it->second;
   };
   TensorMap hf;
-  for (const Mapping& m : mappings(c)) {
+  for (const BertMapping& m : mappings(c)) {
     const Tensor& t = get(m.ours);
     hf[m.hf] = (m.padded ? t.slice(0, 0, c.vocab_size) : t).clone();
   }

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/error.h"
 #include "core/tensor.h"
 
 namespace megatron {
@@ -27,5 +28,18 @@ HfDirectory read_hf_directory(const std::string& dir);
 // {"metadata": {"total_size"}, "weight_map": {name: file}}.
 void write_hf_directory(const std::string& dir, const HfDirectory& model,
                         int64_t max_shard_bytes = 0, const std::string& config_text = "");
+
+// config.json's `key` as a T; throws Error naming the model ("HF Llama") when it is absent,
+// null or of another type.
+template <typename T>
+T required_config_field(const nlohmann::json& config, const char* key, const char* model_name) {
+  MT_REQUIRE(config.contains(key) && !config[key].is_null(), model_name, " config.json has no '",
+             key, "'");
+  try {
+    return config[key].get<T>();
+  } catch (const nlohmann::json::exception&) {
+    MT_THROW(model_name, " config.json: '", key, "' = ", config[key].dump(), " has the wrong type");
+  }
+}
 
 }  // namespace megatron

@@ -3,21 +3,13 @@
 #include <cstring>
 #include <sstream>
 
+#include "convert/hf_directory.h"
 #include "convert/hf_gelu.h"
 #include "convert/hf_tensor.h"
 #include "core/decimal.h"
 
 namespace megatron {
 namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-Tensor transposed(const Tensor& t) {
-  return t.transpose(0, 1).clone();
-}
 
 // [3, heads, head_dim, ...] <-> [heads, 3, head_dim, ...] on the leading 3·h rows.
 Tensor swap_qkv_and_heads(const Tensor& t, int64_t first, int64_t second) {
@@ -26,64 +18,58 @@ Tensor swap_qkv_and_heads(const Tensor& t, int64_t first, int64_t second) {
   return t.view(grouped).transpose(0, 1).clone().view(t.shape());
 }
 
-struct Mapping {
+struct Gpt2Mapping {
   std::string hf, ours;
   enum Kind { kCopy, kTranspose, kQkvWeight, kQkvBias, kWordEmbedding } kind;
   Shape hf_shape;
 };
 
-std::vector<Mapping> mappings(const GptConfig& c) {
+std::vector<Gpt2Mapping> mappings(const GptConfig& c) {
   const int64_t h = c.hidden_size, f = c.ffn_hidden_size > 0 ? c.ffn_hidden_size : 4 * h;
-  std::vector<Mapping> m = {
+  std::vector<Gpt2Mapping> m = {
       {"wte.weight",
        "embedding.word_embeddings.weight",
-       Mapping::kWordEmbedding,
+       Gpt2Mapping::kWordEmbedding,
        {c.vocab_size, h}},
       {"wpe.weight",
        "embedding.position_embeddings.weight",
-       Mapping::kCopy,
+       Gpt2Mapping::kCopy,
        {c.max_position_embeddings, h}},
   };
   for (int i = 0; i < c.num_layers; ++i) {
     const std::string hf = "h." + std::to_string(i) + ".", us = "layers." + std::to_string(i) + ".";
     for (const char* p : {"weight", "bias"}) {
-      m.push_back({hf + "ln_1." + p, us + "input_layernorm." + p, Mapping::kCopy, {h}});
-      m.push_back({hf + "ln_2." + p, us + "post_attention_layernorm." + p, Mapping::kCopy, {h}});
+      m.push_back({hf + "ln_1." + p, us + "input_layernorm." + p, Gpt2Mapping::kCopy, {h}});
+      m.push_back(
+          {hf + "ln_2." + p, us + "post_attention_layernorm." + p, Gpt2Mapping::kCopy, {h}});
     }
     m.push_back({hf + "attn.c_attn.weight",
                  us + "self_attention.query_key_value.weight",
-                 Mapping::kQkvWeight,
+                 Gpt2Mapping::kQkvWeight,
                  {h, 3 * h}});
     m.push_back({hf + "attn.c_attn.bias",
                  us + "self_attention.query_key_value.bias",
-                 Mapping::kQkvBias,
+                 Gpt2Mapping::kQkvBias,
                  {3 * h}});
     m.push_back({hf + "attn.c_proj.weight",
                  us + "self_attention.dense.weight",
-                 Mapping::kTranspose,
+                 Gpt2Mapping::kTranspose,
                  {h, h}});
-    m.push_back({hf + "attn.c_proj.bias", us + "self_attention.dense.bias", Mapping::kCopy, {h}});
     m.push_back(
-        {hf + "mlp.c_fc.weight", us + "mlp.dense_h_to_4h.weight", Mapping::kTranspose, {h, f}});
-    m.push_back({hf + "mlp.c_fc.bias", us + "mlp.dense_h_to_4h.bias", Mapping::kCopy, {f}});
+        {hf + "attn.c_proj.bias", us + "self_attention.dense.bias", Gpt2Mapping::kCopy, {h}});
     m.push_back(
-        {hf + "mlp.c_proj.weight", us + "mlp.dense_4h_to_h.weight", Mapping::kTranspose, {f, h}});
-    m.push_back({hf + "mlp.c_proj.bias", us + "mlp.dense_4h_to_h.bias", Mapping::kCopy, {h}});
+        {hf + "mlp.c_fc.weight", us + "mlp.dense_h_to_4h.weight", Gpt2Mapping::kTranspose, {h, f}});
+    m.push_back({hf + "mlp.c_fc.bias", us + "mlp.dense_h_to_4h.bias", Gpt2Mapping::kCopy, {f}});
+    m.push_back({hf + "mlp.c_proj.weight",
+                 us + "mlp.dense_4h_to_h.weight",
+                 Gpt2Mapping::kTranspose,
+                 {f, h}});
+    m.push_back({hf + "mlp.c_proj.bias", us + "mlp.dense_4h_to_h.bias", Gpt2Mapping::kCopy, {h}});
   }
   for (const char* p : {"weight", "bias"})
     m.push_back(
-        {std::string("ln_f.") + p, std::string("final_layernorm.") + p, Mapping::kCopy, {h}});
+        {std::string("ln_f.") + p, std::string("final_layernorm.") + p, Gpt2Mapping::kCopy, {h}});
   return m;
-}
-
-template <typename T>
-T required(const nlohmann::json& j, const char* key) {
-  MT_REQUIRE(j.contains(key) && !j[key].is_null(), "HF GPT-2 config.json has no '", key, "'");
-  try {
-    return j[key].get<T>();
-  } catch (const nlohmann::json::exception&) {
-    MT_THROW("HF GPT-2 config.json: '", key, "' = ", j[key].dump(), " has the wrong type");
-  }
 }
 
 }  // namespace
@@ -103,14 +89,15 @@ GptConfig gpt_config_from_hf(const nlohmann::json& j, int64_t padded_vocab_size)
   MT_REQUIRE(j.value("tie_word_embeddings", true),
              "HF GPT-2 config.json: tie_word_embeddings = false is not supported");
   GptConfig c;
-  c.num_layers = required<int>(j, "n_layer");
-  c.hidden_size = required<int>(j, "n_embd");
-  c.num_attention_heads = required<int>(j, "n_head");
-  c.ffn_hidden_size =
-      j.contains("n_inner") && !j["n_inner"].is_null() ? required<int>(j, "n_inner") : 0;
-  c.vocab_size = required<int64_t>(j, "vocab_size");
+  c.num_layers = required_config_field<int>(j, "n_layer", "HF GPT-2");
+  c.hidden_size = required_config_field<int>(j, "n_embd", "HF GPT-2");
+  c.num_attention_heads = required_config_field<int>(j, "n_head", "HF GPT-2");
+  c.ffn_hidden_size = j.contains("n_inner") && !j["n_inner"].is_null()
+                          ? required_config_field<int>(j, "n_inner", "HF GPT-2")
+                          : 0;
+  c.vocab_size = required_config_field<int64_t>(j, "vocab_size", "HF GPT-2");
   c.padded_vocab_size = padded_vocab_size;
-  c.max_position_embeddings = required<int>(j, "n_positions");
+  c.max_position_embeddings = required_config_field<int>(j, "n_positions", "HF GPT-2");
   c.seq_length = c.max_position_embeddings;
   c.layernorm_epsilon = j.value("layer_norm_epsilon", 1e-5f);
   c.hidden_dropout = j.value("resid_pdrop", 0.1f);
@@ -175,7 +162,7 @@ TensorMap gpt_tensors_from_hf(const TensorMap& hf_in, const GptConfig& c) {
   Tensor lm_head;
   for (const auto& [raw, t] : hf_in) {
     std::string name = raw.rfind("transformer.", 0) == 0 ? raw.substr(12) : raw;
-    if (ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias")) continue;
+    if (name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias")) continue;
     if (name == "lm_head.weight") {
       lm_head = t;
       continue;
@@ -186,7 +173,7 @@ TensorMap gpt_tensors_from_hf(const TensorMap& hf_in, const GptConfig& c) {
   int count = 0;
   TensorMap ours;
   const int64_t heads = c.num_attention_heads;
-  for (const Mapping& m : mappings(c)) {
+  for (const Gpt2Mapping& m : mappings(c)) {
     auto it = hf.find(m.hf);
     if (it == hf.end()) {
       problems << "\n  " << m.hf << ": missing (expected shape " << shape_str(m.hf_shape) << ")";
@@ -203,19 +190,19 @@ TensorMap gpt_tensors_from_hf(const TensorMap& hf_in, const GptConfig& c) {
     Tensor t = hf_tensor_to_f32(it->second, "GPT-2");
     hf.erase(it);
     switch (m.kind) {
-      case Mapping::kCopy:
+      case Gpt2Mapping::kCopy:
         ours[m.ours] = t;
         break;
-      case Mapping::kTranspose:
-        ours[m.ours] = transposed(t);
+      case Gpt2Mapping::kTranspose:
+        ours[m.ours] = transposed_matrix(t);
         break;
-      case Mapping::kQkvWeight:
-        ours[m.ours] = swap_qkv_and_heads(transposed(t), 3, heads);
+      case Gpt2Mapping::kQkvWeight:
+        ours[m.ours] = swap_qkv_and_heads(transposed_matrix(t), 3, heads);
         break;
-      case Mapping::kQkvBias:
+      case Gpt2Mapping::kQkvBias:
         ours[m.ours] = swap_qkv_and_heads(t, 3, heads);
         break;
-      case Mapping::kWordEmbedding: {
+      case Gpt2Mapping::kWordEmbedding: {
         Tensor padded = Tensor::zeros({c.padded_vocab_size, c.hidden_size}, DType::F32);
         padded.slice(0, 0, c.vocab_size).copy_from(t);
         ours[m.ours] = padded;
@@ -243,24 +230,24 @@ TensorMap gpt_tensors_from_hf(const TensorMap& hf_in, const GptConfig& c) {
 TensorMap hf_tensors_from_gpt(const TensorMap& ours, const GptConfig& c) {
   TensorMap hf;
   const int64_t heads = c.num_attention_heads;
-  for (const Mapping& m : mappings(c)) {
+  for (const Gpt2Mapping& m : mappings(c)) {
     auto it = ours.find(m.ours);
     MT_REQUIRE(it != ours.end(), "no tensor '", m.ours, "' to export to HF GPT-2");
     const Tensor& t = it->second;
     switch (m.kind) {
-      case Mapping::kCopy:
+      case Gpt2Mapping::kCopy:
         hf[m.hf] = t.clone();
         break;
-      case Mapping::kTranspose:
-        hf[m.hf] = transposed(t);
+      case Gpt2Mapping::kTranspose:
+        hf[m.hf] = transposed_matrix(t);
         break;
-      case Mapping::kQkvWeight:
-        hf[m.hf] = transposed(swap_qkv_and_heads(t, heads, 3));
+      case Gpt2Mapping::kQkvWeight:
+        hf[m.hf] = transposed_matrix(swap_qkv_and_heads(t, heads, 3));
         break;
-      case Mapping::kQkvBias:
+      case Gpt2Mapping::kQkvBias:
         hf[m.hf] = swap_qkv_and_heads(t, heads, 3);
         break;
-      case Mapping::kWordEmbedding:
+      case Gpt2Mapping::kWordEmbedding:
         hf[m.hf] = t.slice(0, 0, c.vocab_size).clone();
         break;
     }

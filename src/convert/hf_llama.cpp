@@ -5,6 +5,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "convert/hf_directory.h"
 #include "convert/hf_moe.h"
 #include "convert/hf_tensor.h"
 #include "core/decimal.h"
@@ -24,16 +25,6 @@ bool has_qkv_bias(const std::string& arch) {
 }
 bool has_qk_norm(const std::string& arch) {
   return arch == "Qwen3ForCausalLM" || arch == "Qwen3MoeForCausalLM";
-}
-
-template <typename T>
-T required(const nlohmann::json& j, const char* key) {
-  MT_REQUIRE(j.contains(key) && !j[key].is_null(), "HF Llama config.json has no '", key, "'");
-  try {
-    return j[key].get<T>();
-  } catch (const nlohmann::json::exception&) {
-    MT_THROW("HF Llama config.json: '", key, "' = ", j[key].dump(), " has the wrong type");
-  }
 }
 
 // A float field that may be absent or null.
@@ -263,13 +254,13 @@ GptConfig gpt_config_from_hf_llama(const nlohmann::json& j, int64_t padded_vocab
              "only Qwen2's q/k/v biases are");
   MT_REQUIRE(!j.value("mlp_bias", false), "HF Llama config.json: mlp_bias = true is not supported");
   GptConfig c;
-  c.num_layers = required<int>(j, "num_hidden_layers");
-  c.hidden_size = required<int>(j, "hidden_size");
-  c.num_attention_heads = required<int>(j, "num_attention_heads");
-  c.ffn_hidden_size = required<int>(j, "intermediate_size");
-  c.vocab_size = required<int64_t>(j, "vocab_size");
+  c.num_layers = required_config_field<int>(j, "num_hidden_layers", "HF Llama");
+  c.hidden_size = required_config_field<int>(j, "hidden_size", "HF Llama");
+  c.num_attention_heads = required_config_field<int>(j, "num_attention_heads", "HF Llama");
+  c.ffn_hidden_size = required_config_field<int>(j, "intermediate_size", "HF Llama");
+  c.vocab_size = required_config_field<int64_t>(j, "vocab_size", "HF Llama");
   c.padded_vocab_size = padded_vocab_size;
-  c.max_position_embeddings = required<int>(j, "max_position_embeddings");
+  c.max_position_embeddings = required_config_field<int>(j, "max_position_embeddings", "HF Llama");
   if (j.contains("sliding_window") && j["sliding_window"].is_number_integer() &&
       j.value("use_sliding_window", arch == "MistralForCausalLM" || arch == "MixtralForCausalLM"))
     c.max_position_embeddings = std::min(c.max_position_embeddings, j["sliding_window"].get<int>());
@@ -289,22 +280,25 @@ GptConfig gpt_config_from_hf_llama(const nlohmann::json& j, int64_t padded_vocab
     MT_REQUIRE(type == "linear" || type == "llama3", "HF Llama config.json: rope_scaling type '",
                type, "' is not supported (only linear position interpolation and llama3)");
     if (type == "linear") {
-      a.rotary_seq_len_interpolation_factor = required<float>(rs, "factor");
+      a.rotary_seq_len_interpolation_factor =
+          required_config_field<float>(rs, "factor", "HF Llama");
     } else {
-      a.rope_scaling.factor = required<float>(rs, "factor");
-      a.rope_scaling.low_freq_factor = required<float>(rs, "low_freq_factor");
-      a.rope_scaling.high_freq_factor = required<float>(rs, "high_freq_factor");
+      a.rope_scaling.factor = required_config_field<float>(rs, "factor", "HF Llama");
+      a.rope_scaling.low_freq_factor =
+          required_config_field<float>(rs, "low_freq_factor", "HF Llama");
+      a.rope_scaling.high_freq_factor =
+          required_config_field<float>(rs, "high_freq_factor", "HF Llama");
       a.rope_scaling.original_max_position_embeddings =
-          required<float>(rs, "original_max_position_embeddings");
+          required_config_field<float>(rs, "original_max_position_embeddings", "HF Llama");
     }
   }
   a.swiglu = true;
   const int kv = j.contains("num_key_value_heads") && !j["num_key_value_heads"].is_null()
-                     ? required<int>(j, "num_key_value_heads")
+                     ? required_config_field<int>(j, "num_key_value_heads", "HF Llama")
                      : c.num_attention_heads;
   a.num_query_groups = kv == c.num_attention_heads ? 0 : kv;
   if (j.contains("head_dim") && !j["head_dim"].is_null()) {
-    const int d = required<int>(j, "head_dim");
+    const int d = required_config_field<int>(j, "head_dim", "HF Llama");
     if (d * c.num_attention_heads != c.hidden_size) a.kv_channels = d;
   }
   a.add_bias_linear = false;

@@ -5,6 +5,10 @@
 
 namespace megatron {
 
+Tensor transposed_matrix(const Tensor& t) {
+  return t.transpose(0, 1).clone();
+}
+
 Tensor hf_tensor_to_f32(const Tensor& t, const char* model_name) {
   Tensor src = t.is_contiguous() ? t : t.clone();
   Tensor out = Tensor::empty(src.shape(), DType::F32);

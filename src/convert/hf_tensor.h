@@ -17,4 +17,8 @@ using TensorMap = std::map<std::string, Tensor>;
 // the Error thrown for a non-float dtype.
 Tensor hf_tensor_to_f32(const Tensor& t, const char* model_name);
 
+// A contiguous copy of the matrix `t` [a, b] transposed to [b, a]: HF GPT-2's Conv1D weights
+// are stored [in, out], the transpose of a linear layer's [out, in].
+Tensor transposed_matrix(const Tensor& t);
+
 }  // namespace megatron

@@ -12,11 +12,11 @@ namespace megatron {
 
 namespace {
 
-constexpr detail::CrcTables kTables = detail::make_crc_tables(0x82F63B78u);
+constexpr detail::CrcTables kCrc32cTables = detail::make_crc_tables(0x82F63B78u);
 
 // On the inverted state (as the hardware instruction works).
 uint32_t update_portable(uint32_t c, const uint8_t* p, size_t n) {
-  return detail::crc_update_sliced(kTables, c, p, n);
+  return detail::crc_update_sliced(kCrc32cTables, c, p, n);
 }
 
 #if defined(__x86_64__)

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -48,6 +49,14 @@ class CommRequest {
   // waiting calls this now and then; NCCL and a world of one progress by themselves (no-op).
   virtual void progress() = 0;
 };
+
+// Requests posted together, waited for together.
+using CommRequests = std::vector<std::unique_ptr<CommRequest>>;
+// Waits for each request in order, then empties the list.
+inline void wait_all(CommRequests& requests) {
+  for (auto& r : requests) r->wait();
+  requests.clear();
+}
 
 class Communicator {
  public:

@@ -33,6 +33,12 @@ void check_defined(const Tensor& t, const char* what) {
   MT_CHECK(t.defined(), what, " is undefined");
 }
 
+void check_i32_contiguous(const Tensor& t, const char* what) {
+  check_defined(t, what);
+  check_dtype(t, DType::I32, what);
+  check_contiguous(t, what);
+}
+
 void check_float_contiguous(const Tensor& t, const char* what) {
   MT_CHECK(t.defined(), what, " is undefined, expected an f32 or bf16 tensor");
   MT_CHECK(t.dtype() == DType::F32 || t.dtype() == DType::BF16, what, " has dtype ",

@@ -35,6 +35,8 @@ Device operand_device(const char* kernel, std::initializer_list<const Tensor*> o
 void check_defined(const Tensor& t, const char* what);  // "<what> is undefined"
 // Defined, contiguous and of dtype f32 or bf16 (the activation dtypes).
 void check_float_contiguous(const Tensor& t, const char* what);
+// Defined, contiguous and of dtype i32 (token ids, positions, sampled ids).
+void check_i32_contiguous(const Tensor& t, const char* what);
 // A kernel operand with the name its messages use (a string literal, so a check that passes
 // builds no string).
 struct NamedOperand {

@@ -12,10 +12,8 @@ namespace megatron::kernels {
 namespace {
 
 // Checks ids [N] i32; returns N.
-int64_t check_ids(const Tensor& ids, const char* what) {
-  check_defined(ids, what);
-  check_dtype(ids, DType::I32, what);
-  check_contiguous(ids, what);
+int64_t check_embedding_ids(const Tensor& ids, const char* what) {
+  check_i32_contiguous(ids, what);
   MT_CHECK(ids.dim() == 1, what, " must be [N], got ", ids.describe());
   return ids.numel();
 }
@@ -31,7 +29,7 @@ void check_ids_nonnegative(const Tensor& ids, const char* what) {
 }  // namespace
 
 void embedding_forward(const Tensor& ids, const Tensor& table, int64_t vocab_start, Tensor& out) {
-  const int64_t n = check_ids(ids, "embedding_forward ids");
+  const int64_t n = check_embedding_ids(ids, "embedding_forward ids");
   check_float_contiguous(table, "embedding_forward table");
   MT_CHECK(table.dim() == 2, "embedding_forward table must be [V_local, C], got ",
            table.describe());
@@ -46,7 +44,7 @@ void embedding_forward(const Tensor& ids, const Tensor& table, int64_t vocab_sta
 
 void embedding_backward(const Tensor& dout, const Tensor& ids, int64_t vocab_start,
                         Tensor& dtable) {
-  const int64_t n = check_ids(ids, "embedding_backward ids");
+  const int64_t n = check_embedding_ids(ids, "embedding_backward ids");
   check_defined(dtable, "embedding_backward dtable");
   check_dtype(dtable, DType::F32, "embedding_backward dtable");
   check_contiguous(dtable, "embedding_backward dtable");

@@ -7,18 +7,8 @@
 
 namespace megatron::kernels {
 
-namespace {
-
-void check_ids(const Tensor& ids, const char* what) {
-  check_defined(ids, what);
-  check_dtype(ids, DType::I32, what);
-  check_contiguous(ids, what);
-}
-
-}  // namespace
-
 void fill_positions(Tensor& ids, int64_t batch, int64_t start) {
-  check_ids(ids, "fill_positions ids");
+  check_i32_contiguous(ids, "fill_positions ids");
   MT_CHECK(batch >= 1, "fill_positions batch must be >= 1, got ", batch);
   MT_CHECK(ids.numel() % batch == 0, "fill_positions ids ", ids.describe(),
            " is not a whole number of rows of batch ", batch);
@@ -30,7 +20,7 @@ void fill_positions(Tensor& ids, int64_t batch, int64_t start) {
 }
 
 int64_t first_out_of_range(const Tensor& ids, int64_t lo, int64_t hi) {
-  check_ids(ids, "first_out_of_range ids");
+  check_i32_contiguous(ids, "first_out_of_range ids");
   const Device device = operand_device("first_out_of_range", {&ids});
   return MT_DISPATCH(device, first_out_of_range, ids, lo, hi);
 }

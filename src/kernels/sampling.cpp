@@ -15,11 +15,10 @@ void check_values(const Tensor& values, const char* what) {
   MT_CHECK(values.dim() == 2, what, " must be [B, N], got ", values.describe());
 }
 
-void check_ids(const Tensor& ids, const Shape& shape, const char* what) {
+void check_sampled_ids(const Tensor& ids, const Shape& shape, const char* what) {
   check_defined(ids, what);
   check_shape(ids, shape, what);
-  check_dtype(ids, DType::I32, what);
-  check_contiguous(ids, what);
+  check_i32_contiguous(ids, what);
 }
 
 void check_row_stat(const Tensor& t, int64_t rows, const char* what) {
@@ -40,13 +39,13 @@ void topk_rows(const Tensor& values, const Tensor& ids, int64_t id_offset, int64
                Tensor& out_values, Tensor& out_ids) {
   check_values(values, "topk_rows values");
   const int64_t rows = values.size(0), n = values.size(1);
-  if (ids.defined()) check_ids(ids, values.shape(), "topk_rows ids");
+  if (ids.defined()) check_sampled_ids(ids, values.shape(), "topk_rows ids");
   MT_CHECK(valid_cols >= 0 && valid_cols <= n, "topk_rows: valid_cols ", valid_cols,
            " must be in [0, ", n, "]");
   check_values(out_values, "topk_rows out_values");
   MT_CHECK(out_values.size(0) == rows && out_values.size(1) >= 1, "topk_rows out_values ",
            out_values.describe(), " must be [", rows, ", k >= 1]");
-  check_ids(out_ids, out_values.shape(), "topk_rows out_ids");
+  check_sampled_ids(out_ids, out_values.shape(), "topk_rows out_ids");
   const Device device = operand_device("topk_rows", {&values, &ids, &out_values, &out_ids});
   MT_DISPATCH(device, topk_rows, values, ids, id_offset, valid_cols, out_values, out_ids);
 }
@@ -60,7 +59,7 @@ void gumbel_max_rows(const Tensor& values, int64_t id_offset, int64_t valid_cols
   MT_CHECK(id_offset >= 0, "gumbel_max_rows: id_offset ", id_offset, " must be >= 0");
   check_keys(row_keys, rows, "gumbel_max_rows");
   check_row_stat(out_values, rows, "gumbel_max_rows out_values");
-  check_ids(out_ids, {rows}, "gumbel_max_rows out_ids");
+  check_sampled_ids(out_ids, {rows}, "gumbel_max_rows out_ids");
   const Device device = operand_device("gumbel_max_rows", {&values, &out_values, &out_ids});
   MT_DISPATCH(device, gumbel_max_rows, values, id_offset, valid_cols, seed, row_keys, out_values,
               out_ids);
@@ -71,14 +70,14 @@ int64_t sample_candidates(const Tensor& values, const Tensor& ids, const Tensor&
                           const std::vector<uint64_t>& row_keys, Tensor& out_ids) {
   check_values(values, "sample_candidates values");
   const int64_t rows = values.size(0);
-  check_ids(ids, values.shape(), "sample_candidates ids");
+  check_sampled_ids(ids, values.shape(), "sample_candidates ids");
   MT_CHECK(top_p <= 1.0f, "sample_candidates: top_p ", top_p, " must be <= 1");
   if (top_p > 0.0f) {
     check_row_stat(row_max, rows, "sample_candidates row_max");
     check_row_stat(sum_exp, rows, "sample_candidates sum_exp");
   }
   check_keys(row_keys, rows, "sample_candidates");
-  check_ids(out_ids, {rows}, "sample_candidates out_ids");
+  check_sampled_ids(out_ids, {rows}, "sample_candidates out_ids");
   const Device device =
       operand_device("sample_candidates", {&values, &ids, &row_max, &sum_exp, &out_ids});
   return MT_DISPATCH(device, sample_candidates, values, ids, row_max, sum_exp, top_p,

@@ -25,23 +25,21 @@ struct Ring {
   int prev() const { return (rank - 1 + size) % size; }
 };
 
-using Requests = std::vector<std::unique_ptr<CommRequest>>;
-
 // ring_attention_wait_seconds(): only the thread that trains runs the attention.
 double wait_seconds = 0;
 
 // Posts the exchange of one step: `out` to the next rank, `in` from the previous one.
-Requests shift(Communicator& cp, const Ring& ring, const Tensor& out, Tensor& in) {
-  Requests requests;
+CommRequests shift(Communicator& cp, const Ring& ring, const Tensor& out, Tensor& in) {
+  CommRequests requests;
   requests.push_back(cp.irecv(in, ring.prev()));
   requests.push_back(cp.isend(out, ring.next()));
   return requests;
 }
 
-void wait_all(Requests& requests) {
+// wait_all, timed for ring_attention_wait_seconds().
+void timed_wait_all(CommRequests& requests) {
   const auto start = std::chrono::steady_clock::now();
-  for (auto& r : requests) r->wait();
-  requests.clear();
+  wait_all(requests);
   wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
@@ -57,12 +55,12 @@ void ring_attention_forward(Communicator& cp, const Tensor& qkv, const CpAttenti
   kernels::copy(qkv.slice(3, shape.q, shape.q + 2), kv[0]);
   for (int step = 0; step < ring.size; ++step) {
     const Tensor& current = kv[step % 2];
-    Requests requests;
+    CommRequests requests;
     if (step + 1 < ring.size) requests = shift(cp, ring, current, kv[(step + 1) % 2]);
     blocks.meet(current, ring.source(step), [&requests] {
       for (const auto& r : requests) r->progress();
     });
-    wait_all(requests);
+    timed_wait_all(requests);
   }
 }
 
@@ -80,18 +78,18 @@ void ring_attention_backward(Communicator& cp, const Tensor& qkv, const Tensor& 
   for (int step = 0; step < ring.size; ++step) {
     const Tensor& current = kv[step % 2];
     Tensor& gradient = dkv[step % 2];
-    Requests requests;
+    CommRequests requests;
     if (step + 1 < ring.size) requests = shift(cp, ring, current, kv[(step + 1) % 2]);
     blocks.meet(current, ring.source(step), gradient, [&requests] {
       for (const auto& r : requests) r->progress();
     });
-    wait_all(requests);
+    timed_wait_all(requests);
     // This step's dK/dV go on to the next rank, which holds their K/V next; the gradient
     // arriving is that of the K/V this rank holds next (after the last step: its own). It is
     // complete only once this step's blocks are, so this transfer is not overlapped (the K/V's
     // is).
     requests = shift(cp, ring, gradient, dkv[(step + 1) % 2]);
-    wait_all(requests);
+    timed_wait_all(requests);
   }
   blocks.finish(dkv[ring.size % 2], dqkv);
 }

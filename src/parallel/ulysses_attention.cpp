@@ -49,19 +49,12 @@ struct Ulysses {
   }
 };
 
-using Requests = std::vector<std::unique_ptr<CommRequest>>;
-
-void wait_all(Requests& requests) {
-  for (auto& r : requests) r->wait();
-  requests.clear();
-}
-
 // x [2C, b, G, F] (this rank's chunks, every group) → y [2AC, b, G/A, F] (the a2a group's
 // chunks in the layout of CP size P, this member's groups). Temporaries in `arena`.
 void sequence_to_heads(Communicator& a2a, const Ulysses& u, const Tensor& x, Tensor& y,
                        Arena& arena) {
   const int64_t c = u.chunk, share = u.share();
-  Requests requests;
+  CommRequests requests;
   for (int i = 0; i < u.a; ++i)
     for (int k = 0; k < 2 && i != u.member; ++k) {
       Tensor rows = y.slice(0, u.row_of(i, k), u.row_of(i, k) + c);
@@ -92,7 +85,7 @@ void heads_to_sequence(Communicator& a2a, const Ulysses& u, const Tensor& y, Ten
   Shape shape = x.shape();
   shape[2] = share;
   std::vector<Tensor> received(size_t(u.a));
-  Requests requests;
+  CommRequests requests;
   for (int i = 0; i < u.a; ++i) {
     if (i == u.member) continue;
     received[size_t(i)] = arena.alloc(shape, x.dtype());

@@ -13,7 +13,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kGB = 1e9;
 
 // Reads the members of one JSON object, remembering which keys were used so that unknown

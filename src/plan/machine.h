@@ -19,6 +19,8 @@
 
 namespace megatron::plan {
 
+inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;  // bytes
+
 struct ComputeSpec {
   double peak_flops = 0;       // per device, FLOP/s (0: this dtype is not supported)
   double gemm_efficiency = 0;  // fraction of peak a large GEMM reaches

@@ -4,14 +4,13 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "plan/machine.h"
 
 namespace megatron::plan {
 
 namespace {
 
 using nlohmann::json;
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 std::string fmt(const char* format, ...) {
   char buffer[1024];

@@ -8,25 +8,13 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/replace_all.h"
 #include "data/utf8.h"
 #include "tasks/python_text.h"
 
 namespace megatron {
 
 namespace {
-
-// str.replace(from, to): every non-overlapping occurrence, scanning left to right.
-void replace_all(std::string& text, std::string_view from, std::string_view to) {
-  std::string out;
-  size_t pos = 0;
-  for (size_t hit; (hit = text.find(from, pos)) != std::string::npos; pos = hit + from.size()) {
-    out.append(text, pos, hit - pos);
-    out.append(to);
-  }
-  if (pos == 0) return;  // nothing replaced
-  out.append(text, pos, std::string::npos);
-  text = std::move(out);
-}
 
 struct CodeDeleter {
   void operator()(pcre2_code* code) const { pcre2_code_free(code); }

@@ -8,22 +8,13 @@
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "core/replace_all.h"
 #include "data/utf8.h"
 #include "tasks/python_text.h"
 
 namespace megatron {
 
 namespace {
-
-void replace_all(std::string& text, std::string_view from, std::string_view to) {
-  std::string out;
-  size_t pos = 0;
-  for (size_t hit; (hit = text.find(from, pos)) != std::string::npos; pos = hit + from.size())
-    out.append(text, pos, hit - pos).append(to);
-  if (pos == 0) return;
-  out.append(text, pos, std::string::npos);
-  text = std::move(out);
-}
 
 // The lines of a text file as Python's text mode yields them: "\n", "\r\n" and "\r" all end a
 // line (universal newlines), the terminator dropped.

@@ -63,12 +63,12 @@ double timed(Communicator& world, Device device, const std::function<void()>& fn
   return world.all_reduce_scalar(best, ReduceOp::MAX);
 }
 
-struct Shape {
+struct BatchedGemmShape {
   int64_t m, n, k, batch;
 };
 
-plan::GemmSample measure_gemm(Communicator& world, Device device, const Shape& s, DType dtype,
-                              double min_time) {
+plan::GemmSample measure_gemm(Communicator& world, Device device, const BatchedGemmShape& s,
+                              DType dtype, double min_time) {
   plan::GemmSample g{double(s.m), double(s.n), double(s.k), double(s.batch), 0};
   if (s.batch == 1) {
     Tensor a = Tensor::empty({s.m, s.k}, dtype, device),
@@ -105,8 +105,8 @@ std::string compute_key(const std::string& dtype) {
 
 // The linear and attention GEMMs of a GPT layer of width h (FFN 4h, head dim 64) over
 // `tokens` rows, forward and both gradients, at TP 1 and TP 2.
-std::vector<Shape> layer_shapes(int64_t tokens, int64_t h, int64_t seq) {
-  std::vector<Shape> shapes;
+std::vector<BatchedGemmShape> layer_shapes(int64_t tokens, int64_t h, int64_t seq) {
+  std::vector<BatchedGemmShape> shapes;
   for (int64_t t : {1, 2}) {
     const int64_t f = 4 * h;
     const int64_t lin[4][2] = {{3 * h / t, h}, {h, h / t}, {f / t, h}, {h, f / t}};  // N, K
@@ -258,7 +258,7 @@ int run_machine_bench(int argc, char** argv) {
     std::vector<plan::GemmSample> samples = {
         measure_gemm(*world, device, {ceiling, ceiling, ceiling, 1}, dt, min_time)};
     for (int64_t tokens : token_counts)
-      for (const Shape& s : layer_shapes(tokens, hidden, seq))
+      for (const BatchedGemmShape& s : layer_shapes(tokens, hidden, seq))
         samples.push_back(measure_gemm(*world, device, s, dt, min_time));
     // Without a datasheet figure the peak is the best rate measured (a CPU has no useful one
     // per process); the fit then gives the large-GEMM efficiency against it and the shape

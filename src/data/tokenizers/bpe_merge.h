@@ -17,6 +17,11 @@
 
 namespace megatron {
 
+// The key of a merges table: the pair (left id, right id) in one integer.
+inline uint64_t bpe_pair_key(int32_t left, int32_t right) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
+}
+
 struct BpeMerge {
   int32_t rank;    // lower merges first
   int32_t merged;  // id of the token the pair becomes

@@ -25,14 +25,6 @@ namespace {
 constexpr const char* kGpt2Pattern =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
-uint64_t pair_key(int32_t first, int32_t second) {
-  return (static_cast<uint64_t>(static_cast<uint32_t>(first)) << 32) |
-         static_cast<uint32_t>(second);
-}
-
-// Pieces longer than this are not cached.
-constexpr size_t kMaxCachedPieceBytes = 256;
-
 }  // namespace
 
 struct GPT2BPETokenizer::State {
@@ -55,13 +47,13 @@ void GPT2BPETokenizer::State::bpe(std::string_view piece, std::vector<int32_t>& 
   std::vector<int32_t> ids(piece.size());
   for (size_t i = 0; i < piece.size(); ++i) ids[i] = byte_ids[static_cast<uint8_t>(piece[i])];
   bpe_merge(ids, [&](int32_t left, int32_t right) -> std::optional<BpeMerge> {
-    auto it = merges.find(pair_key(left, right));
+    auto it = merges.find(bpe_pair_key(left, right));
     if (it == merges.end()) return std::nullopt;
     return it->second;
   });
   out.insert(out.end(), ids.begin(), ids.end());
   // Long pieces are rare and would crowd the cache out; they are fast to redo anyway.
-  if (piece.size() <= kMaxCachedPieceBytes) cache.insert(piece, hash, std::move(ids));
+  if (piece.size() <= PieceCache::kMaxPieceBytes) cache.insert(piece, hash, std::move(ids));
 }
 
 GPT2BPETokenizer::GPT2BPETokenizer(const std::string& vocab_file, const std::string& merge_file)
@@ -128,7 +120,7 @@ GPT2BPETokenizer::GPT2BPETokenizer(const std::string& vocab_file, const std::str
                "--merge-file '", merge_file, "' line ", line_number, ": merge '", line,
                "' uses or makes a token that is not in --vocab-file '", vocab_file, "'");
     // A repeated pair takes the later rank, as dict(zip(merges, range(...))) does.
-    s.merges.insert_or_assign(pair_key(first_id->second, second_id->second),
+    s.merges.insert_or_assign(bpe_pair_key(first_id->second, second_id->second),
                               BpeMerge{rank++, merged_id->second});
   }
   MT_REQUIRE(rank > 0, "--merge-file '", merge_file, "' has no merges");

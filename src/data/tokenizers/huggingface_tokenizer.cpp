@@ -32,13 +32,6 @@ using nlohmann::json;
 constexpr const char* kByteLevelPattern =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
-constexpr size_t kMaxCachedPieceBytes = 256;
-
-uint64_t pair_key(int32_t first, int32_t second) {
-  return (static_cast<uint64_t>(static_cast<uint32_t>(first)) << 32) |
-         static_cast<uint32_t>(second);
-}
-
 // A pre-tokenization step: a regex split, or ByteLevel's optional prefix space (+ GPT-2 split).
 struct PreTokenizer {
   std::unique_ptr<RegexSplitter> splitter;  // null: no split
@@ -163,7 +156,7 @@ void HuggingFaceTokenizer::State::load_model(const json& model) {
         where("model.merges"), "[", rank, "]: '", first, " ", second,
         "' uses or makes a token that is not in model.vocab");
     // The first occurrence of a pair keeps its rank, as HuggingFace's BPE builder does.
-    merges.try_emplace(pair_key(a_id->second, b_id->second), BpeMerge{rank, merged->second});
+    merges.try_emplace(bpe_pair_key(a_id->second, b_id->second), BpeMerge{rank, merged->second});
     ++rank;
   }
 }
@@ -355,13 +348,13 @@ void HuggingFaceTokenizer::State::bpe(std::string_view piece, std::vector<int32_
     ids.resize(piece.size());
     for (size_t i = 0; i < piece.size(); ++i) ids[i] = byte_ids[static_cast<uint8_t>(piece[i])];
     bpe_merge(ids, [&](int32_t left, int32_t right) -> std::optional<BpeMerge> {
-      auto it = merges.find(pair_key(left, right));
+      auto it = merges.find(bpe_pair_key(left, right));
       if (it == merges.end()) return std::nullopt;
       return it->second;
     });
   }
   out.insert(out.end(), ids.begin(), ids.end());
-  if (piece.size() <= kMaxCachedPieceBytes) cache.insert(piece, hash, std::move(ids));
+  if (piece.size() <= PieceCache::kMaxPieceBytes) cache.insert(piece, hash, std::move(ids));
 }
 
 void HuggingFaceTokenizer::State::encode_text(std::string_view text,

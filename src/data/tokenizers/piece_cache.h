@@ -20,6 +20,8 @@ class PieceCache {
  public:
   static constexpr size_t kShards = 64;
   static constexpr size_t kDefaultShardCapacity = 8192;  // 512K pieces in all
+  // Pieces longer than this are not cached (long pieces are rare and would crowd out words).
+  static constexpr size_t kMaxPieceBytes = 256;
 
   explicit PieceCache(size_t shard_capacity = kDefaultShardCapacity)
       : shard_capacity_(shard_capacity) {}

@@ -62,8 +62,6 @@ std::optional<std::string> base64_decode(std::string_view text) {
   return out;
 }
 
-constexpr size_t kMaxCachedPieceBytes = 256;
-
 }  // namespace
 
 struct TikTokenizer::State {
@@ -112,7 +110,7 @@ void TikTokenizer::State::bpe(std::string_view piece, std::vector<int32_t>& out)
     });
   }
   out.insert(out.end(), ranks.begin(), ranks.end());
-  if (piece.size() <= kMaxCachedPieceBytes) cache.insert(piece, hash, std::move(ranks));
+  if (piece.size() <= PieceCache::kMaxPieceBytes) cache.insert(piece, hash, std::move(ranks));
 }
 
 TikTokenizer::TikTokenizer(const std::string& ranks_file, const std::string& pattern,
