@@ -29,10 +29,14 @@ void set_moe_load_balancing(MoeOptions& m, const std::vector<std::string>& types
       m.aux_loss_coeff = c;
     else if (types[i] == "seq_aux_loss")
       m.seq_aux_loss_coeff = c;
+    else if (types[i] == "global_aux_loss" || types[i] == "quantile_balancing")
+      MT_THROW("--moe-router-load-balancing-type ", types[i],
+               " is not implemented (docs/moe.md): aux_loss, seq_aux_loss, sinkhorn, none and "
+               "--moe-router-enable-expert-bias (aux-loss-free balancing) are");
     else
       MT_REQUIRE(types[i] == "none", "--moe-router-load-balancing-type '", types[i],
-                 "' is not implemented: expected aux_loss, seq_aux_loss, sinkhorn or none "
-                 "(global_aux_loss and quantile_balancing are not implemented)");
+                 "' is not known: expected aux_loss, seq_aux_loss, global_aux_loss, sinkhorn, "
+                 "quantile_balancing or none");
   }
 }
 

@@ -165,9 +165,12 @@ MoeOptions moe_options(const ArchitectureArgs& a) {
   m.bias_update_rate = a.moe_router_bias_update_rate;
   m.num_groups = a.moe_router_num_groups.value_or(0);
   m.group_topk = a.moe_router_group_topk.value_or(0);
-  MT_REQUIRE(a.moe_router_dtype.empty() || a.moe_router_dtype == "fp32", "--moe-router-dtype ",
-             a.moe_router_dtype,
-             " is not implemented: the router computes in fp32 here (give fp32 or nothing)");
+  MT_REQUIRE(a.moe_router_dtype.empty() || a.moe_router_dtype == "fp32" ||
+                 a.moe_router_dtype == "fp64",
+             "--moe-router-dtype '", a.moe_router_dtype, "' is not known: expected fp32 or fp64");
+  MT_REQUIRE(a.moe_router_dtype != "fp64",
+             "--moe-router-dtype fp64 is not implemented: the router's logits are an fp32 GEMM "
+             "here (no fp64 GEMM), routed in double; give fp32 (docs/moe.md)");
   m.layer_freq = a.moe_layer_freq;
   MT_REQUIRE(a.moe_shared_expert_intermediate_size.value_or(1) > 0,
              "--moe-shared-expert-intermediate-size must be positive");
