@@ -165,9 +165,9 @@ MoeOptions moe_options(const ArchitectureArgs& a) {
   m.bias_update_rate = a.moe_router_bias_update_rate;
   m.num_groups = a.moe_router_num_groups.value_or(0);
   m.group_topk = a.moe_router_group_topk.value_or(0);
-  MT_REQUIRE(a.moe_router_dtype.empty() || a.moe_router_dtype == "fp32" ||
-                 a.moe_router_dtype == "fp64",
-             "--moe-router-dtype '", a.moe_router_dtype, "' is not known: expected fp32 or fp64");
+  MT_REQUIRE(
+      a.moe_router_dtype.empty() || a.moe_router_dtype == "fp32" || a.moe_router_dtype == "fp64",
+      "--moe-router-dtype '", a.moe_router_dtype, "' is not known: expected fp32 or fp64");
   MT_REQUIRE(a.moe_router_dtype != "fp64",
              "--moe-router-dtype fp64 is not implemented: the router's logits are an fp32 GEMM "
              "here (no fp64 GEMM), routed in double; give fp32 (docs/moe.md)");
