@@ -43,6 +43,8 @@ MoeOptions moe_from_args_json(const nlohmann::json& args) {
       moe_score_function_from_name(args.value("moe_router_score_function", std::string("softmax")));
   m.pre_softmax = args.value("moe_router_pre_softmax", false);
   m.topk_scaling_factor = optional_number(args, "moe_router_topk_scaling_factor");
+  m.expert_bias = args.value("moe_router_enable_expert_bias", false);
+  m.bias_update_rate = optional_number(args, "moe_router_bias_update_rate").value_or(1e-3);
   m.num_groups = integer_or(args, "moe_router_num_groups", 0);
   m.group_topk = integer_or(args, "moe_router_group_topk", 0);
   if (args.contains("moe_layer_freq")) {
@@ -229,6 +231,9 @@ nlohmann::json architecture_args_json(const ArchitectureOptions& o) {
     j["moe_router_score_function"] = moe_score_function_name(m.score_function);
     j["moe_router_pre_softmax"] = m.pre_softmax;
     j["moe_router_topk_scaling_factor"] = optional_json(m.topk_scaling_factor);
+    // The bias changes the routing (and the checkpoint holds it); its rate is a training
+    // setting, read back from the run's stored arguments.
+    if (m.expert_bias) j["moe_router_enable_expert_bias"] = true;
     j["moe_router_num_groups"] = positive_or_null(m.num_groups);
     j["moe_router_group_topk"] = positive_or_null(m.group_topk);
     j["moe_layer_freq"] = m.layer_freq;

@@ -15,6 +15,7 @@ std::unique_ptr<ParameterStore> host_snapshot(const ParameterStore& params) {
   for (const Parameter& p : params.params()) copy->add(p.spec);
   copy->allocate(1, params.flat_values().dtype());
   copy->flat_values().copy_from(params.flat_values());
+  copy->copy_buffers_from(params);
   return copy;
 }
 

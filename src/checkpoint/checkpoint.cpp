@@ -70,6 +70,7 @@ Ep1Layout ep1_layout(const ParameterStore& params, const std::vector<std::string
   out.store.set_expert_grid(0, 1, params.tp_rank(), params.tp_size());
   for (const Parameter& p : params.params()) out.store.add(p.spec);
   out.store.allocate(1, params.flat_values().dtype());
+  out.store.copy_buffers_from(params);  // replicated: the same at every EP size
   for (const std::string& name : buffer_names)
     out.buffers[name] =
         Tensor::zeros({out.store.flat_values().numel()}, DType::F32, params.device());
@@ -189,9 +190,22 @@ void check_checkpoint_matches(const CheckpointShardReader& reader, const Paramet
       ++count;
     }
   }
+  for (const Buffer& b : params.buffers()) {
+    if (!b.spec.persistent || (skip && skip(b.spec.name))) continue;
+    if (!reader.contains(b.spec.name)) {
+      diffs << "\n  " << b.spec.name << ": missing in the checkpoint (model buffer of shape "
+            << shape_str(b.spec.shape) << ")";
+      ++count;
+    } else if (reader.placement(b.spec.name).full_shape != b.spec.shape) {
+      diffs << "\n  " << b.spec.name << ": checkpoint shape "
+            << shape_str(reader.placement(b.spec.name).full_shape) << ", model buffer shape "
+            << shape_str(b.spec.shape);
+      ++count;
+    }
+  }
   if (model_is_complete) {
     for (const std::string& name : reader.names()) {
-      if (params.contains(name)) continue;
+      if (params.contains(name) || params.contains_persistent_buffer(name)) continue;
       diffs << "\n  " << name << ": not in the model (checkpoint shape "
             << shape_str(reader.placement(name).full_shape) << ")";
       ++count;
@@ -288,6 +302,12 @@ void read_parameters(const CheckpointShardReader& reader, ParameterStore& params
       });
     }
   }
+  for (Buffer& b : params.buffers()) {
+    if (!b.spec.persistent || (skip && skip(b.spec.name))) continue;
+    Tensor host = Tensor::empty(b.spec.shape, DType::F32);
+    reader.read_model(b.spec.name, host, -1, 0);
+    b.value.copy_from(host);
+  }
   assign_values_from_host_f32(params.flat_values(), host_values);
   for (auto& [buffer, host] : host_buffers) {
     Tensor& flat = optimizer_flat_buffers->at(buffer);
@@ -328,6 +348,8 @@ nlohmann::json load_checkpoint(const std::string& load_dir, int64_t iteration,
         for (auto& [name, buffer] : *optimizer_flat_buffers)
           keep(p, param_view(whole.buffers.at(name), w), param_view(buffer, p));
     }
+    for (size_t i = 0; i < params.buffers().size(); ++i)
+      params.buffers()[i].value.copy_from(whole.store.buffers()[i].value);
     return state;
   }
   CheckpointShardReader reader(checkpoint_iteration_dir(load_dir, iteration));

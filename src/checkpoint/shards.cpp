@@ -142,6 +142,12 @@ void write_rank_shards(const std::string& rank_dir, int64_t iteration, const Par
     model_meta[p.spec.name] =
         placement_json({p.spec.full_shape, p.spec.partition_dim, p.local_start, p.spec.vocab_rows});
   }
+  // Persistent model buffers (the MoE routers' expert bias), whole, beside the parameters.
+  for (const Buffer& b : params.buffers()) {
+    if (!b.spec.persistent) continue;
+    model.emplace_back(b.spec.name, b.value.to(Device::CPU));
+    model_meta[b.spec.name] = placement_json({b.spec.shape, -1, 0, 0});
+  }
   add_checksums(model, model_meta);
   const std::string state_text = state.dump(2);
   model_meta["state_crc32c"] = std::to_string(crc32c(state_text.data(), state_text.size()));

@@ -4,7 +4,8 @@
 // Each mp_rank_* directory holds
 //   model.safetensors      this rank's slice of every parameter, under its logical name (a
 //                          pipeline stage's copy of a tied parameter, StageTie::kCopy, is left
-//                          to the stage that holds the original)
+//                          to the stage that holds the original), and every persistent model
+//                          buffer (parallel/parameter.h: the MoE routers' expert_bias), whole
 //   optimizer.safetensors  the same slices of each optimizer flat buffer, as "<buffer>.<name>"
 //                          (e.g. "exp_avg.layers.0.mlp.dense_h_to_4h.weight"); absent when
 //                          the checkpoint carries no optimizer state (e.g. an HF import)

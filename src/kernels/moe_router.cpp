@@ -123,4 +123,19 @@ void moe_z_loss_backward(const Tensor& logits, float scale, Tensor& dlogits) {
   MT_DISPATCH(device, moe_z_loss_backward, logits, scale, dlogits);
 }
 
+void moe_expert_bias_update(const Tensor& tokens_per_expert, float rate, Tensor& expert_bias) {
+  check_defined(tokens_per_expert, "moe_expert_bias_update tokens_per_expert");
+  check_dtype(tokens_per_expert, DType::F32, "moe_expert_bias_update tokens_per_expert");
+  check_contiguous(tokens_per_expert, "moe_expert_bias_update tokens_per_expert");
+  MT_CHECK(tokens_per_expert.dim() == 2,
+           "moe_expert_bias_update tokens_per_expert must be [R, E], got ",
+           tokens_per_expert.describe());
+  check_dtype(expert_bias, DType::F32, "moe_expert_bias_update expert_bias");
+  check_contiguous(expert_bias, "moe_expert_bias_update expert_bias");
+  check_shape(expert_bias, tokens_per_expert.shape(), "moe_expert_bias_update expert_bias");
+  const Device device =
+      operand_device("moe_expert_bias_update", {&tokens_per_expert, &expert_bias});
+  MT_DISPATCH(device, moe_expert_bias_update, tokens_per_expert, rate, expert_bias);
+}
+
 }  // namespace megatron::kernels

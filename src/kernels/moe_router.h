@@ -1,8 +1,9 @@
 // The mixture-of-experts router's numeric primitives (model/moe_router.h): top-k routing with
 // its score function, Switch Transformer's load-balancing loss and the router z-loss, each
-// with its gradient with respect to the router logits. Megatron-Core's semantics
-// (moe_utils.py: topk_routing_with_score_function, compute_routing_scores_for_aux_loss,
-// switch_load_balancing_loss_func, z_loss_func).
+// with its gradient with respect to the router logits, and the expert bias's update.
+// Megatron-Core's semantics (moe_utils.py: topk_routing_with_score_function,
+// compute_routing_scores_for_aux_loss, switch_load_balancing_loss_func, z_loss_func,
+// get_updated_expert_bias).
 //
 //   logits   f32 [N, E]  one row per token (tokens in [s, b] order: token n = i·b + j)
 //   indices  i32 [N, k]  each token's experts, in decreasing order of the selection score
@@ -66,5 +67,14 @@ double moe_z_loss_sum(const Tensor& logits);
 // dlogits += scale · 2·logsumexp(logits[n])·softmax(logits[n]) (scale = coefficient / N × the
 // backward's scale).
 void moe_z_loss_backward(const Tensor& logits, float scale, Tensor& dlogits);
+
+// Aux-loss-free load balancing's bias update (DeepSeek-V3; Megatron's get_updated_expert_bias),
+// once per training step. Per row r (one MoE layer's router) of tokens_per_expert f32 [R, E],
+// the tokens it routed to each expert during the step, summed over the data-parallel ranks:
+//   expert_bias[r, e] += rate · sign(mean_e' tokens[r, e'] − tokens[r, e])     (f32 [R, E])
+// in f32 (sign 0: unchanged), so an expert that received fewer tokens than the average gains
+// `rate` and one that received more loses it. The counts are integers, summed exactly (in
+// double) for the mean; the comparison is the exact one while they stay below 2^24.
+void moe_expert_bias_update(const Tensor& tokens_per_expert, float rate, Tensor& expert_bias);
 
 }  // namespace megatron::kernels

@@ -110,7 +110,8 @@ Tensor MoeLayer::activation_forward(const Ctx& ctx, Arena& arena) const {
   return g;
 }
 
-Tensor MoeLayer::forward(Ctx& ctx, const Tensor& x, bool train, Arena& arena) const {
+Tensor MoeLayer::forward(Ctx& ctx, const Tensor& x, bool train, Arena& arena,
+                         Arena* workspace) const {
   const bool sp = config_.sequence_parallel;
   const Tensor full = TpRegionInput::forward(*tp_, x, sp, arena);  // [s, b, h]
   const int64_t h = config_.hidden_size, n = full.numel() / h, k = moe_.topk;
@@ -151,10 +152,12 @@ Tensor MoeLayer::forward(Ctx& ctx, const Tensor& x, bool train, Arena& arena) co
     kernels::grouped_bias_add(ctx.pre_activation,
                               weights_.weight(fc1_bias_).view({local_experts_, f_local}),
                               counts_local);
-  ctx.activation = activation_forward(ctx, arena);
+  const bool recompute_act = config_.recompute_moe_act && workspace != nullptr;
+  ctx.activation = activation_forward(ctx, recompute_act ? *workspace : arena);
   Tensor expert_out = arena.alloc({m_local, h}, full.dtype());
   kernels::grouped_gemm(ctx.activation, weights_.weight(fc2_weight_), true, counts_local,
                         expert_out);
+  if (recompute_act) ctx.activation = Tensor();
   // The bias enters the TP sum once.
   if (config_.arch.add_bias_linear && tp_rank_ == 0)
     kernels::grouped_bias_add(expert_out, weights_.weight(fc2_bias_), counts_local);
@@ -219,7 +222,9 @@ Tensor MoeLayer::backward(const Ctx& ctx, const Tensor& dout, float loss_scale,
   Tensor dact = arena.alloc({m_local, ffn_local_}, dy.dtype());
   kernels::grouped_gemm(dy, weights_.weight(fc2_weight_), false, counts_local, dact);
   Tensor dw2 = weights_.grad(fc2_weight_);
-  kernels::grouped_gemm_weight_grad(dy, ctx.activation, counts_local, dw2);
+  const Tensor activation =
+      ctx.activation.defined() ? ctx.activation : activation_forward(ctx, arena);
+  kernels::grouped_gemm_weight_grad(dy, activation, counts_local, dw2);
 
   Tensor dpre = arena.alloc({m_local, f_local}, dy.dtype());
   Tensor no_bias;
@@ -247,6 +252,7 @@ Tensor MoeLayer::backward(const Ctx& ctx, const Tensor& dout, float loss_scale,
   kernels::moe_permute_backward(dpermuted, ctx.slot_of, moe_.topk, dx2);
   // The router's input gradient is replicated: it enters the TP sum once.
   router_.backward(ctx.router, dprobs, loss_scale, tp_rank_ == 0 ? dx2 : Tensor(), arena);
+  router_.count_routed_tokens(ctx.tokens_per_expert);
   Tensor dx = TpRegionInput::backward(*tp_, dx_full, sp, arena);
   if (shared_) {
     const Tensor dshared = gate_weight_ ? shared_gate_backward(ctx, dout, dx, arena) : dout;

@@ -67,7 +67,7 @@ class MoeLayer {
     Tensor local_tokens;
     std::vector<int64_t> local_tokens_per_expert;
     Tensor pre_activation;  // [M', F/t]
-    Tensor activation;      // [M', ffn/t]
+    Tensor activation;      // [M', ffn/t]; undefined when recomputed (moe_act)
     Tensor expert_out;      // [M, h], this rank's partial sum (combined back at ep > 1)
     std::optional<ParallelMLP::Ctx> shared;
     // With the shared expert's gate: its output (with its bias) [T, h], the input in f32 and
@@ -81,8 +81,12 @@ class MoeLayer {
   void init_weights(ParameterStore& store, uint64_t seed) const;
 
   // x [s, b, h] ([s/t, b, h] with sequence parallelism) → the same shape. `train`: the router's
-  // losses are computed (MoeRouter::forward).
-  Tensor forward(Ctx& ctx, const Tensor& x, bool train, Arena& arena) const;
+  // losses are computed (MoeRouter::forward). With --recompute-modules moe_act
+  // (TransformerConfig::recompute_moe_act) and a `workspace`, the experts' activation goes
+  // there and is not kept: the backward recomputes it from the kept pre-activation (the same
+  // kernel on the same input: the same bits).
+  Tensor forward(Ctx& ctx, const Tensor& x, bool train, Arena& arena,
+                 Arena* workspace = nullptr) const;
   // dout shaped like the output → dx shaped like the input. loss_scale: the router losses'
   // gradient scale (MoeRouter::backward).
   Tensor backward(const Ctx& ctx, const Tensor& dout, float loss_scale, Arena& arena) const;

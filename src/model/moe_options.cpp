@@ -29,10 +29,14 @@ void set_moe_load_balancing(MoeOptions& m, const std::vector<std::string>& types
       m.aux_loss_coeff = c;
     else if (types[i] == "seq_aux_loss")
       m.seq_aux_loss_coeff = c;
+    else if (types[i] == "global_aux_loss" || types[i] == "quantile_balancing")
+      MT_THROW("--moe-router-load-balancing-type ", types[i],
+               " is not implemented (docs/moe.md): aux_loss, seq_aux_loss, sinkhorn, none and "
+               "--moe-router-enable-expert-bias (aux-loss-free balancing) are");
     else
       MT_REQUIRE(types[i] == "none", "--moe-router-load-balancing-type '", types[i],
-                 "' is not implemented: expected aux_loss, seq_aux_loss, sinkhorn or none "
-                 "(global_aux_loss and quantile_balancing are not implemented)");
+                 "' is not known: expected aux_loss, seq_aux_loss, global_aux_loss, sinkhorn, "
+                 "quantile_balancing or none");
   }
 }
 
@@ -197,6 +201,12 @@ void validate_moe_options(const MoeOptions& m, int num_layers, int64_t dense_ffn
                m.group_topk, " and at most ", m.group_topk, " x the ", e / m.num_groups,
                " experts of a group (each group is scored by its top topk/group_topk experts)");
   }
+  // Megatron's rule: the bias is added to sigmoid scores (softmax routing ignores it).
+  MT_REQUIRE(!m.expert_bias || m.score_function == MoeScoreFunction::kSigmoid,
+             "--moe-router-enable-expert-bias adds its bias to sigmoid scores: give "
+             "--moe-router-score-function sigmoid, or drop the flag");
+  MT_REQUIRE(m.bias_update_rate >= 0, "--moe-router-bias-update-rate must be >= 0, got ",
+             m.bias_update_rate);
   MT_REQUIRE(!m.topk_scaling_factor || *m.topk_scaling_factor > 0,
              "--moe-router-topk-scaling-factor must be positive");
   MT_REQUIRE(!m.capacity_factor || *m.capacity_factor > 0,

@@ -49,10 +49,16 @@ struct MoeOptions {
   MoeScoreFunction score_function = MoeScoreFunction::kSoftmax;
   bool pre_softmax = false;  // --moe-router-pre-softmax (softmax scores only; else ignored)
   std::optional<double> topk_scaling_factor;  // --moe-router-topk-scaling-factor
-  int64_t num_groups = 0;                     // --moe-router-num-groups (0: None)
-  int64_t group_topk = 0;                     // --moe-router-group-topk (0: None)
-  std::string layer_freq = "1";               // --moe-layer-freq as given (moe_layer_pattern)
-  int64_t shared_expert_ffn = 0;              // --moe-shared-expert-intermediate-size (0: none)
+  // --moe-router-enable-expert-bias (aux-loss-free balancing, DeepSeek-V3): a per-expert bias
+  // added to the sigmoid scores for the top-k choice only (not to the weights), moved after
+  // every training step by --moe-router-bias-update-rate towards the mean load
+  // (model/moe_router.h, update_moe_expert_biases).
+  bool expert_bias = false;
+  double bias_update_rate = 1e-3;
+  int64_t num_groups = 0;         // --moe-router-num-groups (0: None)
+  int64_t group_topk = 0;         // --moe-router-group-topk (0: None)
+  std::string layer_freq = "1";   // --moe-layer-freq as given (moe_layer_pattern)
+  int64_t shared_expert_ffn = 0;  // --moe-shared-expert-intermediate-size (0: none)
   // --moe-shared-expert-gate: the shared expert's output × sigmoid(x·w_gate) per token.
   bool shared_expert_gate = false;
   std::optional<double> capacity_factor;  // --moe-expert-capacity-factor (none: dropless)

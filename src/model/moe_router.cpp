@@ -1,10 +1,20 @@
 #include "model/moe_router.h"
 
+#include <cstring>
+
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/moe_sinkhorn.h"
 
 namespace megatron {
+
+namespace {
+
+// The router buffers' names after the router's prefix (Megatron's attribute names).
+constexpr const char* kExpertBiasSuffix = ".expert_bias";
+constexpr const char* kTokenCountsSuffix = ".local_tokens_per_expert";
+
+}  // namespace
 
 MoeRouter::MoeRouter(const std::string& prefix, const TransformerConfig& config,
                      const ParallelState& ps, ParameterStore& store, const ComputeWeights& weights)
@@ -34,6 +44,49 @@ MoeRouter::MoeRouter(const std::string& prefix, const TransformerConfig& config,
     params_.scaling_factor = float(m.topk_scaling_factor.value_or(1.0));
   }
   weight_index_ = store.add({prefix + ".weight", {experts_, hidden_}, -1});
+  store_ = &store;
+  if (m.expert_bias) {
+    bias_buffer_ = store.add_buffer({prefix + kExpertBiasSuffix, {experts_}, true});
+    counts_buffer_ = store.add_buffer({prefix + kTokenCountsSuffix, {experts_}, false});
+  }
+}
+
+void MoeRouter::count_routed_tokens(const std::vector<int64_t>& tokens_per_expert) const {
+  if (!counts_buffer_) return;
+  const std::vector<float> counts(tokens_per_expert.begin(), tokens_per_expert.end());
+  Tensor& total = store_->buffers()[*counts_buffer_].value;
+  kernels::axpy(1.0f, Tensor::from_vector(counts, {experts_}).to(total.device()), total);
+}
+
+void update_moe_expert_biases(ParameterStore& store, Communicator& dp_cp, float rate) {
+  // The routers' (bias, counts) pairs, by their names.
+  std::vector<std::pair<Tensor, Tensor>> routers;
+  for (const Buffer& b : store.buffers()) {
+    const std::string& name = b.spec.name;
+    if (!name.ends_with(kExpertBiasSuffix)) continue;
+    const std::string counts =
+        name.substr(0, name.size() - std::strlen(kExpertBiasSuffix)) + kTokenCountsSuffix;
+    for (const Buffer& c : store.buffers())
+      if (c.spec.name == counts) routers.emplace_back(b.value, c.value);
+  }
+  if (routers.empty()) return;
+  const int64_t e = routers.front().first.numel();
+  Tensor stacked = Tensor::empty({int64_t(routers.size()), e}, DType::F32, store.device());
+  for (size_t r = 0; r < routers.size(); ++r) {
+    Tensor row = stacked.slice(0, int64_t(r), int64_t(r) + 1).view({e});
+    row.copy_from(routers[r].second);
+  }
+  if (dp_cp.size() > 1) dp_cp.all_reduce(stacked);
+  for (size_t r = 0; r < routers.size(); ++r) {
+    Tensor bias = routers[r].first.view({1, e});
+    kernels::moe_expert_bias_update(stacked.slice(0, int64_t(r), int64_t(r) + 1), rate, bias);
+  }
+  reset_moe_token_counts(store);
+}
+
+void reset_moe_token_counts(ParameterStore& store) {
+  for (Buffer& b : store.buffers())
+    if (b.spec.name.ends_with(kTokenCountsSuffix)) kernels::fill(b.value, 0.0f);
 }
 
 void MoeRouter::init_weights(ParameterStore& store, uint64_t seed) const {
@@ -56,7 +109,10 @@ void MoeRouter::forward(Ctx& ctx, const Tensor& x, int64_t batch, bool train, Ar
     kernels::moe_sinkhorn_topk(ctx.logits, params_.topk, ctx.indices);
     kernels::moe_topk_weights(ctx.logits, ctx.indices, params_, ctx.probs);
   } else {
-    kernels::moe_topk_forward(ctx.logits, Tensor(), params_, ctx.indices, ctx.probs);
+    // Sinkhorn's evaluation choice is plain, as Megatron's: the bias is the top-k router's.
+    const Tensor bias =
+        bias_buffer_ && !sinkhorn_ ? store_->buffers()[*bias_buffer_].value : Tensor();
+    kernels::moe_topk_forward(ctx.logits, bias, params_, ctx.indices, ctx.probs);
   }
   ctx.losses = {};
   ctx.z_loss = train && z_coeff_ > 0;

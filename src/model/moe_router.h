@@ -24,10 +24,22 @@
 // division by the global batch's token count then leaves them averaged over micro-batches and
 // data-parallel ranks, as without it when every token counts.
 //
+// Aux-loss-free balancing (--moe-router-enable-expert-bias, DeepSeek-V3; Megatron's
+// TopKRouter buffers): the expert bias is added to the sigmoid scores for the choice only, in
+// training and evaluation; each training micro-batch's backward adds the tokens the layer
+// routed to each expert (after the capacity's drops: its slots) to the step's counts — in the
+// backward because it runs once per micro-batch, where a recomputed layer runs its forward
+// twice — and update_moe_expert_biases moves the bias once per step.
+//
 // Parameter: "<prefix>.weight" [E, h], replicated, f32 compute.
+// Buffers (parallel/parameter.h, with --moe-router-enable-expert-bias; Megatron's names):
+//   "<prefix>.expert_bias"              f32 [E], persistent (in checkpoints)
+//   "<prefix>.local_tokens_per_expert"  f32 [E], this rank's counts of the step
 #pragma once
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "distributed/parallel_state.h"
 #include "kernels/moe_router.h"
@@ -76,6 +88,9 @@ class MoeRouter {
   // dprobs f32 [N, k] (consumed) → the weight gradient, and with `dx` defined (f32 or the
   // compute dtype [N, h]) dx += the input gradient. loss_scale: the losses' gradient scale.
   void backward(const Ctx& ctx, Tensor& dprobs, float loss_scale, Tensor dx, Arena& arena) const;
+  // With the expert bias: adds a training micro-batch's routed tokens per expert (host, [E])
+  // to the step's counts; otherwise nothing.
+  void count_routed_tokens(const std::vector<int64_t>& tokens_per_expert) const;
 
  private:
   kernels::MoeTopkParams params_;
@@ -87,6 +102,19 @@ class MoeRouter {
   float init_std_;
   const ComputeWeights& weights_;
   size_t weight_index_;
+  ParameterStore* store_;  // its buffers (the expert bias and counts)
+  std::optional<size_t> bias_buffer_, counts_buffer_;
 };
+
+// The step's end for every router of `store` with an expert bias (Megatron's
+// _update_router_expert_bias in finalize_model_grads): its token counts are summed over `dp_cp`
+// — the ranks that routed other tokens; the TP ranks route the same ones, so the counts (and
+// the bias) are those of the global batch on every rank, at any layout — in one all-reduce
+// of [routers, E], each bias moves by rate · sign(mean − count) (kernels::
+// moe_expert_bias_update), and the counts restart from zero. Collective over dp_cp when the
+// store holds a router with an expert bias (all of dp_cp hold the same stage); else nothing.
+void update_moe_expert_biases(ParameterStore& store, Communicator& dp_cp, float rate);
+// Zeroes the routers' token counts (before a step's micro-batches run, or run again).
+void reset_moe_token_counts(ParameterStore& store);
 
 }  // namespace megatron

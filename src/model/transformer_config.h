@@ -169,8 +169,11 @@ struct TransformerConfig {
   bool recompute_activations = false;  // full recompute (--recompute-granularity full)
   RecomputeMethod recompute_method = RecomputeMethod::kUniform;  // which layers (see above)
   int recompute_num_layers = 1;                                  // --recompute-num-layers
-  // --recompute-granularity selective: only the attention core is recomputed (attention.h).
+  // --recompute-granularity selective with --recompute-modules core_attn (Megatron's default):
+  // the attention core is recomputed (attention.h).
   bool selective_recompute = false;
+  // ... with --recompute-modules moe_act: the MoE experts' activation (model/moe_layer.h).
+  bool recompute_moe_act = false;
   // --use-flash-attn / --attention-backend flash: the fused attention core (model/attention.h).
   bool flash_attention = false;
   // --cp-comm-type with --context-parallel-size > 1: one for every layer, or one per layer

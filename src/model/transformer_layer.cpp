@@ -57,8 +57,10 @@ void TransformerLayer::init_weights(ParameterStore& store, uint64_t seed) const 
     mlp_->init_weights(store, seed);
 }
 
-Tensor TransformerLayer::mlp_forward(Ctx& ctx, const Tensor& x, bool train, Arena& arena) const {
-  return moe_ ? moe_->forward(ctx.moe, x, train, arena) : mlp_->forward(ctx.mlp, x, arena);
+Tensor TransformerLayer::mlp_forward(Ctx& ctx, const Tensor& x, bool train, Arena& arena,
+                                     Arena& workspace) const {
+  return moe_ ? moe_->forward(ctx.moe, x, train, arena, &workspace)
+              : mlp_->forward(ctx.mlp, x, arena);
 }
 
 Tensor TransformerLayer::mlp_backward(const Ctx& ctx, const Tensor& dout, float loss_scale,
@@ -122,7 +124,7 @@ Tensor TransformerLayer::forward_pre_ln(Ctx& ctx, const Tensor& x, const Tensor&
   kernels::bias_dropout_add_forward(rows(attn), attention_.dense_bias(),
                                     rows(ln_residual ? ln1 : x), ctx.attention_dropout_mask, p, h2);
   Tensor ln2 = second_ln_.forward(ctx.second_ln, h, arena);
-  Tensor mlp = mlp_forward(ctx, ln2, scope.enabled, arena);
+  Tensor mlp = mlp_forward(ctx, ln2, scope.enabled, arena, workspace);
   Tensor y = arena.alloc(x.shape(), x.dtype());
   Tensor y2 = rows(y);
   kernels::bias_dropout_add_forward(rows(mlp), mlp_output_bias(), rows(ln_residual ? ln2 : h),
@@ -146,7 +148,7 @@ Tensor TransformerLayer::forward_cached(const Tensor& x, LayerKv& kv, int64_t st
   kernels::bias_dropout_add_forward(rows(attn), attention_.dense_bias(),
                                     rows(ln_residual ? ln1 : x), Tensor(), 0.0f, h2);
   Tensor ln2 = second_ln_.forward(ctx.second_ln, h, arena);
-  Tensor mlp = mlp_forward(ctx, ln2, false, arena);
+  Tensor mlp = mlp_forward(ctx, ln2, false, arena, arena);
   Tensor y = arena.alloc(x.shape(), x.dtype());
   Tensor y2 = rows(y);
   kernels::bias_dropout_add_forward(rows(mlp), mlp_output_bias(), rows(ln_residual ? ln2 : h),
@@ -199,7 +201,7 @@ Tensor TransformerLayer::forward_post_ln(Ctx& ctx, const Tensor& x, const Tensor
   kernels::bias_dropout_add_forward(rows(attn), attention_.dense_bias(), rows(x),
                                     ctx.attention_dropout_mask, p, h2);
   Tensor ln1 = first_ln_.forward(ctx.first_ln, h, arena);
-  Tensor mlp = mlp_forward(ctx, ln1, scope.enabled, arena);
+  Tensor mlp = mlp_forward(ctx, ln1, scope.enabled, arena, workspace);
   Tensor h_mlp = arena.alloc(x.shape(), x.dtype());
   Tensor h_mlp2 = rows(h_mlp);
   kernels::bias_dropout_add_forward(rows(mlp), mlp_output_bias(), rows(ln1), ctx.mlp_dropout_mask,

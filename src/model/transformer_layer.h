@@ -71,8 +71,9 @@ class TransformerLayer {
                          const DropoutScope& scope, Arena& arena, Arena& workspace) const;
   Tensor backward_pre_ln(const Ctx& ctx, Tensor dy, float loss_scale, Arena& arena) const;
   Tensor backward_post_ln(const Ctx& ctx, Tensor dy, float loss_scale, Arena& arena) const;
-  // The MLP block (dense or MoE): x → its output, without the dense MLP's output bias.
-  Tensor mlp_forward(Ctx& ctx, const Tensor& x, bool train, Arena& arena) const;
+  // The MLP block (dense or MoE): x → its output, without the dense MLP's output bias. What the
+  // backward recomputes (--recompute-modules moe_act) goes to `workspace`, not kept.
+  Tensor mlp_forward(Ctx& ctx, const Tensor& x, bool train, Arena& arena, Arena& workspace) const;
   Tensor mlp_backward(const Ctx& ctx, const Tensor& dout, float loss_scale, Arena& arena) const;
   const Tensor& mlp_output_bias() const;
   Tensor& mlp_output_bias_grad() const;

@@ -100,14 +100,11 @@ Tensor reduce_scatter_rows(Communicator& group, const Tensor& whole,
 TokenDispatcher token_dispatcher_from_name(const std::string& name) {
   if (name == "alltoall") return TokenDispatcher::kAllToAll;
   if (name == "allgather") return TokenDispatcher::kAllGather;
-  if (name == "flex") {
-    MT_THROW(
-        "--moe-token-dispatcher-type flex: the flex dispatcher drives DeepEP / HybridEP, GPU "
-        "communication libraries not used here; alltoall and allgather exchange the same "
-        "tokens");
-  }
+  // Megatron's flex dispatcher drives DeepEP / HybridEP / NCCL-EP, GPU communication libraries
+  // that move the same tokens to the same experts: the all-to-all exchange does it here.
+  if (name == "flex") return TokenDispatcher::kAllToAll;
   MT_THROW("--moe-token-dispatcher-type ", name,
-           ": unknown dispatcher; choose alltoall (the default) or allgather");
+           ": unknown dispatcher; choose alltoall, allgather (the default) or flex");
 }
 
 ExpertTokenExchange::ExpertTokenExchange(const ParallelState& ps, int64_t num_experts,

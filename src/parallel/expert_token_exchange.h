@@ -57,8 +57,9 @@ enum class TokenDispatcher { kAllToAll, kAllGather };
 // Whether the ranks of an etp group route tokens of their own or the same tokens (above).
 enum class EtpTokens { kOwn, kShared };
 
-// --moe-token-dispatcher-type: "alltoall" or "allgather"; Error naming the flag otherwise
-// ("flex" needs DeepEP / HybridEP, which are GPU libraries not used here).
+// --moe-token-dispatcher-type: "alltoall", "allgather", or "flex" — Megatron's dispatcher over
+// DeepEP / HybridEP / NCCL-EP, GPU communication libraries, whose exchange is alltoall's;
+// Error naming the flag otherwise.
 TokenDispatcher token_dispatcher_from_name(const std::string& name);
 
 // What one micro-batch's dispatch leaves for its combine and the two backwards.

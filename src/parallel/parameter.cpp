@@ -52,6 +52,24 @@ size_t ParameterStore::add(const ParamSpec& spec) {
   return params_.size() - 1;
 }
 
+size_t ParameterStore::add_buffer(const BufferSpec& spec) {
+  MT_CHECK(index_.count(spec.name) == 0, "buffer '", spec.name, "' has a parameter's name");
+  for (const Buffer& b : buffers_)
+    MT_CHECK(b.spec.name != spec.name, "buffer '", spec.name, "' registered twice");
+  buffers_.push_back({spec, Tensor::zeros(spec.shape, DType::F32, device_)});
+  return buffers_.size() - 1;
+}
+
+void ParameterStore::copy_buffers_from(const ParameterStore& other) {
+  for (const Buffer& b : other.buffers()) buffers_[add_buffer(b.spec)].value.copy_from(b.value);
+}
+
+bool ParameterStore::contains_persistent_buffer(const std::string& name) const {
+  for (const Buffer& b : buffers_)
+    if (b.spec.persistent && b.spec.name == name) return true;
+  return false;
+}
+
 void ParameterStore::allocate(int64_t pad_values_to, DType value_dtype) {
   MT_CHECK(!flat_values_.defined(), "ParameterStore::allocate() called twice");
   MT_CHECK(pad_values_to >= 1, "ParameterStore::allocate: padding multiple ", pad_values_to,

@@ -71,6 +71,22 @@ struct ParamSpec {
   bool mup_hidden() const { return !embedding && full_shape.size() >= 2; }
 };
 
+// A model buffer (Megatron's register_buffer): an f32 tensor the model keeps beside its
+// parameters, whole on every rank, that no gradient reaches and no optimizer changes — the MoE
+// routers' expert bias and token counts (model/moe_router.h). A persistent buffer is saved and
+// loaded with the parameters, under its name, as a replicated tensor (checkpoint/shards.h), so
+// it survives resharding to any TP × PP × EP × DP layout; the others live within a step.
+struct BufferSpec {
+  std::string name;  // e.g. "layers.3.mlp.router.expert_bias"
+  Shape shape;
+  bool persistent = true;
+};
+
+struct Buffer {
+  BufferSpec spec;
+  Tensor value;  // f32 [spec.shape] on the store's device, zeros until set
+};
+
 struct Parameter {
   ParamSpec spec;
   Shape local_shape;         // this rank's slice
@@ -106,9 +122,20 @@ class ParameterStore {
   // `value_dtype`: F32, or BF16 for a trainer whose optimizer holds the fp32 master weights.
   void allocate(int64_t pad_values_to = 1, DType value_dtype = DType::F32);
 
+  // Registers a buffer (allocated at once, zeros); its name must differ from every parameter's
+  // and buffer's. Returns its index in buffers().
+  size_t add_buffer(const BufferSpec& spec);
+  std::vector<Buffer>& buffers() { return buffers_; }
+  const std::vector<Buffer>& buffers() const { return buffers_; }
+  // Registers every buffer of `other` here and copies its values (snapshots and re-laid-out
+  // copies of a store: checkpoint/async_save.h, checkpoint/checkpoint.cpp).
+  void copy_buffers_from(const ParameterStore& other);
+
   Parameter& get(const std::string& name);
   const Parameter& get(const std::string& name) const;
   bool contains(const std::string& name) const { return index_.count(name) > 0; }
+  // Whether a persistent buffer of that name is registered.
+  bool contains_persistent_buffer(const std::string& name) const;
   std::vector<Parameter>& params() { return params_; }
   const std::vector<Parameter>& params() const { return params_; }
 
@@ -160,6 +187,7 @@ class ParameterStore {
   Device device_;
   std::vector<Parameter> params_;
   std::map<std::string, size_t> index_;
+  std::vector<Buffer> buffers_;
   Tensor padded_values_;  // the allocation; flat_values_ is its head
   Tensor flat_values_, flat_grads_;
   GradReadyListener* listener_ = nullptr;

@@ -7,6 +7,7 @@
 #include "checkpoint/pretrained_load.h"
 #include "core/logging.h"
 #include "data/data_loader.h"
+#include "model/moe_router.h"
 #include "train/model_step_common.h"
 #include "train/pipelined_step.h"
 
@@ -43,7 +44,9 @@ class GptStep final : public GptPipelinedStep {
               return t;
             },
             std::move(train), std::move(valid), std::move(test)),
-        cfg_(std::move(config)) {
+        cfg_(std::move(config)),
+        store_(store),
+        dp_cp_(ps.dp_cp) {
     MT_CHECK(cfg_.split.num_layers == cfg_.model.num_layers, "the pipeline split is of ",
              cfg_.split.num_layers, " layers, the model has ", cfg_.model.num_layers);
     if (cfg_.teacher) load_teacher(ps, store.device());
@@ -72,6 +75,12 @@ class GptStep final : public GptPipelinedStep {
     return log;
   }
   int mtp_depths() const override { return cfg_.model.arch.mtp.num_layers; }
+  // The MoE routers' expert biases (--moe-router-enable-expert-bias).
+  void reset_step_statistics() override { reset_moe_token_counts(store_); }
+  void apply_step_statistics() override {
+    if (cfg_.model.arch.moe.expert_bias)
+      update_moe_expert_biases(store_, *dp_cp_, float(cfg_.model.arch.moe.bias_update_rate));
+  }
   int64_t seq_length() const override { return cfg_.model.seq_length; }
   GptModel* whole_gpt_model() override {
     return models().size() == 1 && split().pipeline_size == 1 ? models().front().get() : nullptr;
@@ -128,6 +137,8 @@ class GptStep final : public GptPipelinedStep {
   }
 
   GptStepConfig cfg_;
+  ParameterStore& store_;
+  std::shared_ptr<Communicator> dp_cp_;
   std::unique_ptr<ParameterStore> teacher_store_;
   std::unique_ptr<GptModel> teacher_;
   std::unique_ptr<Distillation> distillation_;

@@ -123,6 +123,13 @@ class ModelStep {
   // no-pipelining schedule: train_micro_batch, micro_batches times.
   virtual LossTerms train_micro_batches(int64_t micro_batches, float grad_scale, uint64_t seed,
                                         int64_t iteration);
+  // A training step's statistics that are not gradients — what the MoE routers routed, for
+  // aux-loss-free balancing (model/moe_router.h): reset before each run of the step's
+  // micro-batches (a rerun counts afresh), applied once after them, before the optimizer step
+  // and whether or not it is then skipped (Megatron's finalize_model_grads). Collective over
+  // the data- and context-parallel group. Default: none.
+  virtual void reset_step_statistics() {}
+  virtual void apply_step_statistics() {}
   // The same for `micro_batches` validation micro-batches, forward only.
   virtual LossTerms valid_micro_batches(int64_t micro_batches, int64_t iteration);
 

@@ -503,6 +503,7 @@ struct Trainer::Impl {
     }
     stop = rerun->should_checkpoint_and_exit();
     if (stop.exit) return StepOutcome::kStopped;
+    model->apply_step_statistics();
     if (overflow) return StepOutcome::kSkipped;
     optimizer_step(loss, *grad_norm);
     return StepOutcome::kStepped;
@@ -514,6 +515,7 @@ struct Trainer::Impl {
   // the gradients, `loss`, `grad_norm` and the loss scaler, so that it can run again.
   bool compute_gradients(LossTerms& loss, std::optional<double>& grad_norm) {
     store.zero_grads();
+    model->reset_step_statistics();
     step_num_zeros.reset();
     grad_norm.reset();
     const double loss_scale = scaler.scale();

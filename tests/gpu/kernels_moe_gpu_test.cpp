@@ -1,7 +1,8 @@
 // The mixture-of-experts kernels on the GPU against their CPU twins (kernels/moe_router.h,
 // kernels/moe_sinkhorn.h, kernels/sigmoid_gate.h, kernels/moe_permute.h): the router's choices
 // (the same experts), weights and gradients, the weights of given choices, the Sinkhorn choice,
-// the shared expert's sigmoid gate, the load-balancing statistics and the z-loss; the slot
+// the shared expert's sigmoid gate, the load-balancing statistics and the z-loss, the expert
+// bias's update; the slot
 // assignment (the same slots, dropless and with both drop policies) and the gathers in f32 and
 // bf16, the same bits where the arithmetic is the same (copies, sums in order) and within rounding
 // elsewhere.
@@ -99,6 +100,23 @@ TEST(MoeRouterGpuTest, SinkhornChoiceMatchesCpu) {
     kernels::moe_sinkhorn_topk(on_gpu(logits), k, idx_g);
     EXPECT_TRUE(bit_equal(idx_g, idx));
   }
+}
+
+// The aux-loss-free bias update: integer counts (with rows where some sit at the mean), the
+// same bits as the CPU.
+TEST(MoeRouterGpuTest, ExpertBiasUpdateMatchesCpu) {
+  if (megatron::cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  const int64_t rows = 5, e = 12;
+  std::vector<float> counts(size_t(rows * e));
+  std::mt19937 gen(7);
+  for (float& c : counts) c = float(gen() % 9);
+  for (int64_t c = 0; c < e; ++c) counts[size_t(2 * e + c)] = 4.0f;  // a balanced router
+  const Tensor tokens = Tensor::from_vector(counts, {rows, e});
+  Tensor bias = random_tensor({rows, e}, DType::F32, 8, -0.5, 0.5);
+  Tensor bias_g = on_gpu(bias);
+  kernels::moe_expert_bias_update(tokens, 1e-3f, bias);
+  kernels::moe_expert_bias_update(on_gpu(tokens), 1e-3f, bias_g);
+  EXPECT_TRUE(bit_equal(bias_g, bias));
 }
 
 TEST(SigmoidGateGpuTest, ForwardAndBackwardMatchCpu) {

@@ -13,6 +13,7 @@
 #include "../common/temp_dir.h"
 #include "checkpoint/layout.h"
 #include "distributed/solo_communicator.h"
+#include "kernels/elementwise.h"
 
 namespace megatron {
 namespace {
@@ -93,6 +94,47 @@ TEST(Checkpoint, SaveWritesMegatronLayoutAndLoadsBack) {
   EXPECT_EQ(state, (nlohmann::json{{"iteration", 100}}));
   EXPECT_EQ(count_fixture_mismatches(store, store.flat_values(), 0), 0);
   EXPECT_EQ(count_fixture_optimizer_mismatches(store, optimizer), 0);
+}
+
+// Model buffers (parallel/parameter.h: the MoE routers' expert bias): a persistent one is
+// saved whole beside the parameters and loaded by name at another TP size; a non-persistent
+// one is neither saved nor touched by a load; a buffer the other side lacks is named.
+TEST(Checkpoint, ModelBuffersAreSavedWholeAndLoadedByName) {
+  const BufferSpec bias{"layers.0.mlp.router.expert_bias", {5}, true};
+  const BufferSpec counts{"layers.0.mlp.router.local_tokens_per_expert", {5}, false};
+  const std::vector<float> values = {0.25f, -0.125f, 0.0f, 1e-3f, -2.0f};
+  TempDir dir;
+  {
+    CheckpointTransaction t(dir.path(), 1, 42);
+    for (int r = 0; r < 2; ++r) {
+      ParameterStore store = make_fixture_store(r, 2);
+      fill_fixture(store, store.flat_values(), 0);
+      store.buffers()[store.add_buffer(bias)].value.copy_from(Tensor::from_vector(values, {5}));
+      kernels::fill(store.buffers()[store.add_buffer(counts)].value, 3.0f);
+      write_checkpoint_rank(t.path(), 1, store, {}, {{"rank", r}}, {r, 2, 0, 1});
+    }
+    t.commit();
+  }
+  ParameterStore store = make_fixture_store(0, 1);
+  store.add_buffer(bias);
+  kernels::fill(store.buffers()[store.add_buffer(counts)].value, 7.0f);
+  load_checkpoint(dir.path(), -1, store, nullptr, solo());
+  EXPECT_EQ(count_fixture_mismatches(store, store.flat_values(), 0), 0);
+  EXPECT_EQ(store.buffers()[0].value.to_vector<float>(), values);
+  EXPECT_EQ(store.buffers()[1].value.to_vector<float>(), std::vector<float>(5, 7.0f));
+  EXPECT_THAT(load_error(dir.path(), 1, fixture_specs(), false),
+              HasSubstr("layers.0.mlp.router.expert_bias: not in the model"));
+  TempDir plain;
+  save_solo(plain.path(), 1);
+  ParameterStore with_bias = make_fixture_store(0, 1);
+  with_bias.add_buffer(bias);
+  try {
+    load_checkpoint(plain.path(), -1, with_bias, nullptr, solo());
+    ADD_FAILURE() << "loaded a checkpoint without the expert bias";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), HasSubstr("layers.0.mlp.router.expert_bias: missing in the "
+                                       "checkpoint (model buffer of shape [5])"));
+  }
 }
 
 TEST(Checkpoint, ModelFileRecordsPlacementMetadata) {

@@ -117,6 +117,48 @@ TEST(CliArchitectureArgs, MoeRoutingFlagsSurviveTheStoredArguments) {
   const ArchitectureOptions d = architecture_options(plain.arch);
   EXPECT_FALSE(d.moe.sinkhorn);
   EXPECT_FALSE(architecture_from_args_json(architecture_args_json(d)).moe.shared_expert_gate);
+  // Aux-loss-free balancing: the stored arguments keep the bias and its rate; the model record
+  // keeps the bias (it changes the routing), not the rate (a training setting).
+  Parsed bias({"--num-experts", "4", "--moe-router-score-function", "sigmoid",
+               "--moe-router-enable-expert-bias", "--moe-router-bias-update-rate", "0.01"});
+  const ArchitectureOptions b = architecture_options(bias.arch);
+  EXPECT_TRUE(b.moe.expert_bias);
+  EXPECT_EQ(b.moe.bias_update_rate, 0.01);
+  EXPECT_EQ(architecture_from_args_json(bias.table.to_json()).moe, b.moe);
+  EXPECT_TRUE(architecture_from_args_json(architecture_args_json(b)).moe.expert_bias);
+  EXPECT_FALSE(architecture_from_args_json(architecture_args_json(d)).moe.expert_bias);
+}
+
+// The flex dispatcher (alltoall's exchange here) with Megatron's rules on its backends, and
+// the router options refused by name.
+TEST(CliArchitectureArgs, FlexDispatcherRulesAndRefusedRouterOptions) {
+  for (const char* backend : {"deepep", "hybridep", "ncclep"}) {
+    Parsed flex({"--num-experts", "4", "--moe-token-dispatcher-type", "flex",
+                 "--moe-flex-dispatcher-backend", backend});
+    EXPECT_NO_THROW(architecture_options(flex.arch)) << backend;
+  }
+  const auto refused = [](std::vector<std::string> flags, const std::string& message) {
+    flags.insert(flags.begin(), {"--num-experts", "4"});
+    Parsed p(flags);
+    try {
+      validate_moe_options(architecture_options(p.arch).moe, 2, 64, 1);
+      ADD_FAILURE() << "accepted " << flags.back();
+    } catch (const Error& e) {
+      EXPECT_THAT(e.message(), HasSubstr(message));
+    }
+  };
+  refused({"--moe-enable-deepep"}, "--moe-enable-deepep needs --moe-token-dispatcher-type flex");
+  refused({"--moe-token-dispatcher-type", "flex", "--moe-enable-deepep",
+           "--moe-flex-dispatcher-backend", "hybridep"},
+          "name two backends");
+  refused({"--moe-flex-dispatcher-backend", "ncclep"}, "ncclep needs --moe-token-dispatcher-type");
+  refused({"--moe-token-dispatcher-type", "flex", "--moe-expert-capacity-factor", "1",
+           "--moe-pad-expert-input-to-capacity"},
+          "does not take --moe-pad-expert-input-to-capacity");
+  refused({"--moe-router-enable-expert-bias"}, "adds its bias to sigmoid scores");
+  refused({"--moe-router-load-balancing-type", "global_aux_loss", "--moe-aux-loss-coeff", "1e-2"},
+          "--moe-router-load-balancing-type global_aux_loss is not implemented");
+  refused({"--moe-router-dtype", "fp64"}, "--moe-router-dtype fp64 is not implemented");
 }
 
 // --experimental-attention-variant dsa and its options survive the stored arguments (our table's

@@ -41,7 +41,18 @@ the evaluation output of the sinkhorn fixtures.
 The weights are in megatron-cpp's names and layouts (model/moe_layer.h), OUT/golden.safetensors
 holds w.<name>, x, dout, out, loss.<name>, grad.x and grad.<name>.
 
+expert_bias (a fixture of its own, for tests/unit/kernels_moe_test.cpp and the GPU twin):
+aux-loss-free load balancing (DeepSeek-V3, Megatron's --moe-router-enable-expert-bias) over
+STEPS training steps of two routers (MoE layers), each step MICRO micro-batches on each of RANKS
+data-parallel ranks, in float32 as Megatron's buffers: each token takes the top-k of
+sigmoid(logits) + expert_bias (the weights do not see the bias); the tokens routed to each
+expert are counted over the step's micro-batches and summed over the ranks; then
+expert_bias += rate * sign(mean(count) - count). It holds logits [STEPS, RANKS, MICRO, ROUTERS,
+N, E], indices [the same, N, k] (each micro-batch's choice), counts [STEPS, ROUTERS, E] (the
+summed counts) and bias [STEPS + 1, ROUTERS, E] (before each step, and after the last), rate.
+
 Usage: /usr/bin/python3 tools/reference/moe_reference.py softmax tests/data/moe/softmax
+       /usr/bin/python3 tools/reference/moe_reference.py expert_bias tests/data/moe/expert_bias
 """
 import math
 import os
@@ -181,8 +192,51 @@ def activation(v, u, ffn):
     return torch.nn.functional.gelu(u)
 
 
+def expert_bias_fixture(out_dir):
+    steps, ranks, micro, routers, n, e, k, rate = 5, 2, 2, 2, 13, 8, 2, 0.05
+    gen = torch.Generator().manual_seed(21)
+    sample = normal_sampler(gen)
+    # A skewed router (experts 0 and 1 preferred) that the bias must rebalance.
+    skew = torch.tensor([1.5, 1.0] + [0.0] * (e - 2), dtype=torch.float64)
+    logits = (sample(steps, ranks, micro, routers, n, e, std=1.0) + skew).float()
+    bias = torch.zeros(routers, e, dtype=torch.float32)
+    biases, indices, sums = [bias.clone()], [], []
+    for step in range(steps):
+        counts = torch.zeros(routers, e, dtype=torch.float32)
+        chosen_step = []
+        for rank in range(ranks):
+            for mb in range(micro):
+                chosen_mb = []
+                for r in range(routers):
+                    select = torch.sigmoid(logits[step, rank, mb, r]) + bias[r]
+                    top = torch.topk(select, k + 1, dim=-1)
+                    # Routes the same in the C++ kernels' double: no near-tie at the k-th choice.
+                    assert float((top.values[:, -2] - top.values[:, -1]).min()) > 1e-4, \
+                        "near-tie: change the seed"
+                    idx = top.indices[:, :k]
+                    counts[r] += torch.zeros(n, e).scatter(1, idx, 1.0).sum(0)
+                    chosen_mb.append(idx.to(torch.int32))
+                chosen_step.append(torch.stack(chosen_mb))
+        indices.append(torch.stack(chosen_step).view(ranks, micro, routers, n, k))
+        sums.append(counts.clone())
+        mean = counts.sum(-1, keepdim=True) / e
+        bias = bias + torch.sign(mean - counts) * rate
+        biases.append(bias.clone())
+    golden = {"logits": logits.numpy(), "indices": torch.stack(indices).numpy(),
+              "counts": torch.stack(sums).numpy(), "bias": torch.stack(biases).numpy(),
+              "rate": np.array([rate], dtype=np.float32)}
+    assert not torch.equal(indices[0], indices[-1]), "the bias changed no choice"
+    os.makedirs(out_dir, exist_ok=True)
+    safetensors_io.save(os.path.join(out_dir, "golden.safetensors"), golden,
+                        {"generator": "tools/reference/moe_reference.py expert_bias",
+                         "torch": torch.__version__})
+
+
 def main():
     name, out_dir = sys.argv[1], sys.argv[2]
+    if name == "expert_bias":
+        expert_bias_fixture(out_dir)
+        return
     v = Variant(name)
     gen = torch.Generator().manual_seed(SEEDS[name])
     sample = normal_sampler(gen)

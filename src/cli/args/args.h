@@ -95,6 +95,8 @@ struct ArchitectureArgs {
   std::string moe_router_score_function = "softmax";
   bool moe_router_pre_softmax = false;
   std::optional<double> moe_router_topk_scaling_factor;
+  bool moe_router_enable_expert_bias = false;
+  double moe_router_bias_update_rate = 1e-3;
   std::optional<int> moe_router_num_groups;
   std::optional<int> moe_router_group_topk;
   std::string moe_router_dtype;  // "" (None) or fp32: the router computes in fp32 here
@@ -111,6 +113,9 @@ struct ArchitectureArgs {
   bool moe_permute_fusion = false;
   bool moe_router_fusion = false;
   std::string moe_token_dispatcher_type = "allgather";
+  // flex's communication backends (GPU libraries; flex runs the alltoall dispatcher here).
+  bool moe_enable_deepep = false;
+  std::string moe_flex_dispatcher_backend = "deepep";
   // --use-checkpoint-args: the model shape (--num-layers, --hidden-size, --num-attention-heads,
   // --ffn-hidden-size, --max-position-embeddings), the flags above and --openai-gelu come from the
   // checkpoint in --load, as Megatron's flag does (e.g. after `convert --from hf`).
@@ -149,13 +154,14 @@ struct Args {
   double hidden_dropout = 0.1;
   double attention_dropout = 0.1;
   double init_method_std = 0.02;
-  bool openai_gelu = false;                // GeLU's tanh form; the default is the exact (erf) form
-  bool recompute_activations = false;      // Megatron's shorthand for granularity selective
-  std::string recompute_granularity;       // "", "full" or "selective"
-  std::string recompute_method;            // "" (uniform), "uniform" or "block": with full
-  int recompute_num_layers = -1;           // -1: not given (1)
-  bool use_flash_attn = false;             // the fused attention core (model/attention.h)
-  std::string attention_backend = "auto";  // Megatron's names; "flash" = --use-flash-attn
+  bool openai_gelu = false;            // GeLU's tanh form; the default is the exact (erf) form
+  bool recompute_activations = false;  // Megatron's shorthand for granularity selective
+  std::string recompute_granularity;   // "", "full" or "selective"
+  std::string recompute_method;        // "" (uniform), "uniform" or "block": with full
+  int recompute_num_layers = -1;       // -1: not given (1)
+  std::vector<std::string> recompute_modules;  // --recompute-modules; empty: not given
+  bool use_flash_attn = false;                 // the fused attention core (model/attention.h)
+  std::string attention_backend = "auto";      // Megatron's names; "flash" = --use-flash-attn
 
   // Batches and length of training.
   int64_t micro_batch_size = 0;
@@ -352,6 +358,9 @@ struct Args {
   bool selective_recompute() const {
     return recompute_activations || recompute_granularity == "selective";
   }
+  // --recompute-modules (with selective recompute): whether `module` is in the list, which is
+  // Megatron's default {core_attn} when the flag is not given.
+  bool recomputes_module(const std::string& module) const;
   bool flash_attention() const { return use_flash_attn || attention_backend == "flash"; }
   // Registered by add_sharding_args (pretrain-gpt, pretrain-bert, finetune).
   bool sequence_parallel = false;                        // --sequence-parallel

@@ -71,6 +71,7 @@ const std::vector<ModelFlag>& model_flags() {
       name("--moe-router-score-function",
            [](const C& c) { return moe_score_function_name(c.arch.moe.score_function); }),
       on("--moe-router-pre-softmax", [](const C& c) { return c.arch.moe.pre_softmax; }),
+      on("--moe-router-enable-expert-bias", [](const C& c) { return c.arch.moe.expert_bias; }),
       integer("--moe-router-num-groups", [](const C& c) { return double(c.arch.moe.num_groups); }),
       integer("--moe-router-group-topk", [](const C& c) { return double(c.arch.moe.group_topk); }),
       real("--moe-router-topk-scaling-factor",

@@ -33,9 +33,6 @@ constexpr const char* kTelemetry = "an NVIDIA service client (telemetry, straggl
 constexpr const char* kMoe =
     "not implemented: mixture of experts is pretrain-gpt's --num-experts and the --moe-* flags "
     "it implements (docs/moe.md)";
-constexpr const char* kMoeExpertBias =
-    "not implemented yet: aux-loss-free balancing (a per-expert routing bias updated from the "
-    "expert load each step; docs/moe.md)";
 constexpr const char* kFp8 = "FP8 / FP4 training is not supported";
 constexpr const char* kRl = "reinforcement learning (megatron/rl) is not supported";
 constexpr const char* kPipeline =
@@ -239,9 +236,6 @@ constexpr Rule kRules[] = {
     {"--wgrad-deferral-limit", false,
      "pipeline scheduling of the embedding's gradient; the computed function is the same"},
     {"--distribute-saved-activations", true, kPipeline},
-    {"--recompute-modules", true,
-     "selective recompute here recomputes the attention core (Megatron's default, core_attn); "
-     "choosing other modules is not supported"},
 
     // Mixture of experts (pretrain-gpt registers the implemented flags; docs/moe.md).
     {"--num-experts", true,
@@ -253,7 +247,6 @@ constexpr Rule kRules[] = {
     {"--moe-single-grouped-weight", false, kGpuImpl},
     {"--moe-single-grouped-bias", false, kGpuImpl},
     {"--moe-shared-expert-overlap", false, kGpuImpl},
-    {"--moe-enable-deepep", true, kMoe},
     {"--moe-deepep-num-sms", false, kGpuImpl},
     {"--moe-flex-dispatcher-num-sms", false, kGpuImpl},
     {"--moe-hybridep-*", false, kGpuImpl},
@@ -266,10 +259,6 @@ constexpr Rule kRules[] = {
      "logs each layer's load-balancing and z-loss; the average over MoE layers is logged here"},
     {"--moe-router-padding-for-fp8", false, kFp8},
     {"--moe-router-padding-for-quantization", false, kFp8},
-    {"--moe-router-enable-expert-bias", true, kMoeExpertBias},
-    {"--moe-router-bias-update-rate", true,
-     "the step of --moe-router-enable-expert-bias's bias update, which is not implemented yet",
-     "1e-3"},
     {"--moe-*", true, kMoe},
     {"--expert-model-parallel-size", true,
      "expert parallelism is implemented by pretrain-gpt (docs/moe.md); this command does not "
@@ -652,7 +641,6 @@ constexpr Rule kCheckpointModelRules[] = {
     {"--no-load-optim", false, kWeightsOnly},
     {"--no-load-rng", false, kWeightsOnly},
     {"--finetune", false, kWeightsOnly},
-    {"--moe-router-enable-expert-bias", true, kMoeExpertBias},
     {"--make-vocab-size-divisible-by", false,
      "the embedding rows are the checkpoint's, re-padded on load for this TP size"},
 };

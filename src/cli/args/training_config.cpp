@@ -124,6 +124,35 @@ DsaOptions dsa_options(const ArchitectureArgs& a) {
   return d;
 }
 
+// --moe-token-dispatcher-type and flex's flags, with Megatron's rules (TransformerConfig).
+// flex is Megatron's dispatcher over DeepEP / HybridEP / NCCL-EP, GPU communication libraries:
+// it moves the same tokens to the same experts as alltoall, which runs in its place (the layer
+// always exchanges by all-to-all: parallel/expert_token_exchange.h).
+static void check_token_dispatcher(const ArchitectureArgs& a) {
+  const std::string& backend = a.moe_flex_dispatcher_backend;
+  const bool flex = a.moe_token_dispatcher_type == "flex";
+  MT_REQUIRE(backend == "deepep" || backend == "hybridep" || backend == "ncclep",
+             "--moe-flex-dispatcher-backend '", backend,
+             "' is not known: expected deepep, hybridep or ncclep");
+  MT_REQUIRE(!a.moe_enable_deepep || flex,
+             "--moe-enable-deepep needs --moe-token-dispatcher-type flex (DeepEP is a backend of "
+             "the flex dispatcher)");
+  MT_REQUIRE(!a.moe_enable_deepep || backend != "hybridep",
+             "--moe-enable-deepep and --moe-flex-dispatcher-backend hybridep name two backends: "
+             "give one");
+  MT_REQUIRE(backend != "ncclep" || flex,
+             "--moe-flex-dispatcher-backend ncclep needs --moe-token-dispatcher-type flex");
+  token_dispatcher_from_name(a.moe_token_dispatcher_type);  // an Error naming the flag
+  if (!flex) return;
+  MT_REQUIRE(!a.moe_pad_expert_input_to_capacity || backend != "deepep",
+             "--moe-token-dispatcher-type flex with the deepep backend does not take "
+             "--moe-pad-expert-input-to-capacity (Megatron's rule): choose --moe-flex-dispatcher-"
+             "backend hybridep, or drop the padding");
+  log_info(" > --moe-token-dispatcher-type flex (", a.moe_enable_deepep ? "deepep" : backend,
+           ") has no effect here: DeepEP / HybridEP / NCCL-EP are GPU communication libraries; "
+           "the tokens move by the alltoall dispatcher, which computes the same function");
+}
+
 MoeOptions moe_options(const ArchitectureArgs& a) {
   MoeOptions m;
   MT_REQUIRE(a.num_experts >= 0, "--num-experts must be positive, got ", a.num_experts);
@@ -137,11 +166,16 @@ MoeOptions moe_options(const ArchitectureArgs& a) {
   m.score_function = moe_score_function_from_name(a.moe_router_score_function);
   m.pre_softmax = a.moe_router_pre_softmax;
   m.topk_scaling_factor = a.moe_router_topk_scaling_factor;
+  m.expert_bias = a.moe_router_enable_expert_bias;
+  m.bias_update_rate = a.moe_router_bias_update_rate;
   m.num_groups = a.moe_router_num_groups.value_or(0);
   m.group_topk = a.moe_router_group_topk.value_or(0);
-  MT_REQUIRE(a.moe_router_dtype.empty() || a.moe_router_dtype == "fp32", "--moe-router-dtype ",
-             a.moe_router_dtype,
-             " is not implemented: the router computes in fp32 here (give fp32 or nothing)");
+  MT_REQUIRE(
+      a.moe_router_dtype.empty() || a.moe_router_dtype == "fp32" || a.moe_router_dtype == "fp64",
+      "--moe-router-dtype '", a.moe_router_dtype, "' is not known: expected fp32 or fp64");
+  MT_REQUIRE(a.moe_router_dtype != "fp64",
+             "--moe-router-dtype fp64 is not implemented: the router's logits are an fp32 GEMM "
+             "here (no fp64 GEMM), routed in double; give fp32 (docs/moe.md)");
   m.layer_freq = a.moe_layer_freq;
   MT_REQUIRE(a.moe_shared_expert_intermediate_size.value_or(1) > 0,
              "--moe-shared-expert-intermediate-size must be positive");
@@ -150,7 +184,7 @@ MoeOptions moe_options(const ArchitectureArgs& a) {
   m.capacity_factor = a.moe_expert_capacity_factor;
   m.pad_to_capacity = a.moe_pad_expert_input_to_capacity;
   m.drop_policy = moe_token_drop_policy_from_name(a.moe_token_drop_policy);
-  token_dispatcher_from_name(a.moe_token_dispatcher_type);  // an Error naming the flag
+  check_token_dispatcher(a);
   return m;
 }
 
@@ -254,6 +288,8 @@ void apply_checkpoint_args(Args& a, CheckpointArgs which) {
     arch.moe_router_score_function = moe_score_function_name(m.score_function);
     arch.moe_router_pre_softmax = m.pre_softmax;
     arch.moe_router_topk_scaling_factor = m.topk_scaling_factor;
+    arch.moe_router_enable_expert_bias = m.expert_bias;
+    arch.moe_router_bias_update_rate = m.bias_update_rate;
     if (m.num_groups > 0) arch.moe_router_num_groups = int(m.num_groups);
     if (m.group_topk > 0) arch.moe_router_group_topk = int(m.group_topk);
     arch.moe_layer_freq = m.layer_freq;
@@ -621,7 +657,8 @@ LanguageModelConfig language_model_config(const Args& a, int64_t vocab_size) {
   c.recompute_activations = a.full_recompute();
   c.recompute_method = a.recompute_method_or_default();
   c.recompute_num_layers = a.recompute_num_layers_or_default();
-  c.selective_recompute = a.selective_recompute();
+  c.selective_recompute = a.selective_recompute() && a.recomputes_module("core_attn");
+  c.recompute_moe_act = a.selective_recompute() && a.recomputes_module("moe_act");
   c.flash_attention = a.flash_attention();
   if (a.context_parallel_size > 1) {
     c.cp_comm_type.clear();
@@ -858,7 +895,30 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   return cfg;
 }
 
+bool Args::recomputes_module(const std::string& module) const {
+  if (recompute_modules.empty()) return module == "core_attn";
+  return std::find(recompute_modules.begin(), recompute_modules.end(), module) !=
+         recompute_modules.end();
+}
+
 void Args::check_recompute_method() const {
+  // Megatron's modules (TransformerConfig.recompute_modules); two are implemented here.
+  static const std::vector<std::string> kMegatronModules = {
+      "core_attn",      "moe_act",      "layernorm",   "mla_up_proj", "mlp", "moe",
+      "shared_experts", "gdn_norm_out", "gdp_in_proj", "gdp_qkv",     "mhc"};
+  for (const std::string& m : recompute_modules) {
+    MT_REQUIRE(
+        std::find(kMegatronModules.begin(), kMegatronModules.end(), m) != kMegatronModules.end(),
+        "--recompute-modules ", m,
+        " is not one of Megatron's modules (core_attn, moe_act, layernorm, mla_up_proj, "
+        "mlp, moe, shared_experts, ...)");
+    MT_REQUIRE(m == "core_attn" || m == "moe_act", "--recompute-modules ", m,
+               " is not implemented: selective recompute here recomputes core_attn (the "
+               "attention core) and moe_act (the MoE experts' activation); drop ",
+               m, " (recompute changes memory only) or use --recompute-granularity full");
+  }
+  MT_REQUIRE(!selective_recompute() || !recomputes_module("moe_act") || arch.moe_grouped_gemm,
+             "--recompute-modules moe_act needs --moe-grouped-gemm (Megatron's rule)");
   // Megatron-LM refuses a method with selective recompute, and ignores the two flags without
   // full recompute (validate_training_args warns).
   MT_REQUIRE(recompute_method.empty() || !selective_recompute(),

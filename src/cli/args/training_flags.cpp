@@ -49,6 +49,9 @@ void add_training_args(ArgTable& t, Args& a) {
   t.add("--recompute-granularity", a.recompute_granularity,
         "full: recompute each layer in backward from its input; selective: recompute only the "
         "attention core (QK^T, softmax, dropout)");
+  t.add("--recompute-modules", a.recompute_modules,
+        "with selective recompute, what is recomputed: core_attn (the attention core; the "
+        "default) and/or moe_act (the MoE experts' activation)");
   t.add("--recompute-method", a.recompute_method,
         "with --recompute-granularity full: uniform (every layer, one at a time; the default) or "
         "block (only the first --recompute-num-layers layers of each pipeline stage's model "
@@ -346,7 +349,8 @@ void add_moe_args(ArgTable& t, ArchitectureArgs& a) {
   t.add("--moe-router-topk", a.moe_router_topk, "experts each token is routed to (default 2)");
   t.add("--moe-router-load-balancing-type", a.moe_router_load_balancing_type,
         "aux_loss | seq_aux_loss | none, or several: the load-balancing losses (default "
-        "aux_loss); or sinkhorn: Sinkhorn-balanced routing in training");
+        "aux_loss); or sinkhorn: Sinkhorn-balanced routing in training (global_aux_loss and "
+        "quantile_balancing are refused)");
   t.add("--moe-aux-loss-coeff", a.moe_aux_loss_coeff,
         "weight of each load-balancing loss in the training loss (default 0)");
   t.add("--moe-z-loss-coeff", a.moe_z_loss_coeff,
@@ -357,12 +361,17 @@ void add_moe_args(ArgTable& t, ArchitectureArgs& a) {
              "softmax over all experts before the top-k (default: over the chosen k)");
   t.add("--moe-router-topk-scaling-factor", a.moe_router_topk_scaling_factor,
         "multiply the chosen experts' probabilities by this");
+  t.add_flag("--moe-router-enable-expert-bias", a.moe_router_enable_expert_bias,
+             "aux-loss-free balancing (DeepSeek-V3): a per-expert bias added to the sigmoid "
+             "scores for the choice, moved each step towards the mean load; saved in checkpoints");
+  t.add("--moe-router-bias-update-rate", a.moe_router_bias_update_rate,
+        "the expert bias's step: bias += rate x sign(mean load - load) (default 1e-3)");
   t.add("--moe-router-num-groups", a.moe_router_num_groups,
         "group-limited routing: experts in this many groups");
   t.add("--moe-router-group-topk", a.moe_router_group_topk,
         "group-limited routing: groups each token may use");
   t.add("--moe-router-dtype", a.moe_router_dtype,
-        "fp32: the router's logits and routing in fp32 (always so here)");
+        "fp32: the router's logits and routing in fp32 (always so here; fp64 is refused)");
   t.add("--moe-layer-freq", a.moe_layer_freq,
         "MoE layers: every N-th layer, or a 0/1 list per layer such as '([0]+[1]*23)'");
   t.add("--moe-shared-expert-intermediate-size", a.moe_shared_expert_intermediate_size,
@@ -383,7 +392,12 @@ void add_moe_args(ArgTable& t, ArchitectureArgs& a) {
   t.add_flag("--moe-router-fusion", a.moe_router_fusion,
              "accepted: the router's top-k and losses are fused kernels here");
   t.add("--moe-token-dispatcher-type", a.moe_token_dispatcher_type,
-        "allgather | alltoall: how tokens reach the experts' ranks (the same function)");
+        "allgather | alltoall | flex: how tokens reach the experts' ranks (the same function; "
+        "flex's DeepEP / HybridEP are GPU libraries: it runs the alltoall dispatcher here)");
+  t.add_flag("--moe-enable-deepep", a.moe_enable_deepep,
+             "Megatron's deprecated --moe-flex-dispatcher-backend deepep (with flex)");
+  t.add("--moe-flex-dispatcher-backend", a.moe_flex_dispatcher_backend,
+        "deepep | hybridep | ncclep: flex's communication library (no effect here)");
 }
 
 void add_expert_parallel_args(ArgTable& table, Args& args) {

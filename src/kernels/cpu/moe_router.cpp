@@ -295,4 +295,21 @@ void moe_z_loss_backward(const Tensor& logits, float scale, Tensor& dlogits) {
   }
 }
 
+void moe_expert_bias_update(const Tensor& tokens_per_expert, float rate, Tensor& expert_bias) {
+  const int64_t rows = tokens_per_expert.size(0), e = tokens_per_expert.size(1);
+  const float* t = tokens_per_expert.data<float>();
+  float* b = expert_bias.data<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = t + r * e;
+    double sum = 0;
+    for (int64_t c = 0; c < e; ++c) sum += double(row[c]);
+    const double mean = sum / double(e);
+    for (int64_t c = 0; c < e; ++c) {
+      const double offset = mean - double(row[c]);
+      const float step = offset > 0 ? rate : offset < 0 ? -rate : 0.0f;
+      b[r * e + c] = b[r * e + c] + step;
+    }
+  }
+}
+
 }  // namespace megatron::kernels::cpu

@@ -289,6 +289,22 @@ __global__ void z_backward_kernel(const float* logits, int64_t n, int64_t e, flo
   }
 }
 
+// One thread per router row: the row's count sum in expert order (as the CPU), then its biases.
+__global__ void expert_bias_update_kernel(const float* tokens, int64_t rows, int64_t e, float rate,
+                                          float* bias) {
+  const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  const float* row = tokens + r * e;
+  double sum = 0;
+  for (int64_t c = 0; c < e; ++c) sum += double(row[c]);
+  const double mean = sum / double(e);
+  for (int64_t c = 0; c < e; ++c) {
+    const double offset = mean - double(row[c]);
+    const float step = offset > 0 ? rate : offset < 0 ? -rate : 0.0f;
+    bias[r * e + c] = bias[r * e + c] + step;
+  }
+}
+
 void check_choices(const MoeTopkParams& p) {
   MT_CHECK(p.topk <= kMaxChoices && p.num_groups <= kMaxChoices,
            "the CUDA MoE router takes at most ", kMaxChoices, " experts per token and ",
@@ -371,6 +387,14 @@ void moe_z_loss_backward(const Tensor& logits, float scale, Tensor& dlogits) {
   z_backward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(ptr<float>(logits), n, e, scale,
                                                               ptr<float>(dlogits));
   megatron::cuda::check_launch("moe_z_loss_backward");
+}
+
+void moe_expert_bias_update(const Tensor& tokens_per_expert, float rate, Tensor& expert_bias) {
+  const int64_t rows = tokens_per_expert.size(0), e = tokens_per_expert.size(1);
+  if (rows == 0) return;
+  expert_bias_update_kernel<<<blocks_for(rows), kThreads, 0, stream()>>>(
+      ptr<float>(tokens_per_expert), rows, e, rate, ptr<float>(expert_bias));
+  megatron::cuda::check_launch("moe_expert_bias_update");
 }
 
 }  // namespace megatron::kernels::cuda
