@@ -41,6 +41,13 @@ void copy(const Tensor& src, Tensor& dst) {
   MT_DISPATCH(device, copy, src, dst);
 }
 
+Tensor copy_into(Arena& arena, const Tensor& src) {
+  check_defined(src, "copy_into src");
+  Tensor c = arena.alloc(src.shape(), src.dtype());
+  copy(src, c);
+  return c;
+}
+
 void fill(Tensor& t, float value) {
   check_any_float(t, "fill tensor");
   const Device device = operand_device("fill", {&t});

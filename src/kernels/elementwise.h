@@ -2,6 +2,7 @@
 // inf/NaN check, zero count.
 #pragma once
 
+#include "core/arena.h"
 #include "core/tensor.h"
 
 namespace megatron::kernels {
@@ -11,6 +12,9 @@ void cast(const Tensor& src, Tensor& dst);
 // dst = src, same shape and dtype (any dtype), any strides on either side: the strided copy of
 // every device (Tensor::copy_from copies contiguous bytes between devices).
 void copy(const Tensor& src, Tensor& dst);
+// A contiguous copy of `src` (any strides) allocated in `arena`: moves a tensor out of a scratch
+// arena that is about to be reset.
+Tensor copy_into(Arena& arena, const Tensor& src);
 void fill(Tensor& t, float value);                   // f32 / bf16 / f16
 void scale(Tensor& t, float factor);                 // t *= factor
 void axpy(float alpha, const Tensor& x, Tensor& y);  // y += alpha·x (same shape)

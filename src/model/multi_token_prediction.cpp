@@ -10,13 +10,6 @@ namespace megatron {
 
 namespace {
 
-// A copy of t in `arena` (moves a tensor out of the scratch arena before it is reset).
-Tensor copy_into(Arena& arena, const Tensor& t) {
-  Tensor c = arena.alloc(t.shape(), t.dtype());
-  kernels::copy(t, c);
-  return c;
-}
-
 // The MTP layer's configuration: the decoder's, with one context-parallel communication type
 // (a per-layer list has no entry past the decoder's layers; MTP runs without CP).
 TransformerConfig depth_layer_config(const TransformerConfig& decoder) {
@@ -146,14 +139,14 @@ Tensor MultiTokenPrediction::backward(Ctx& ctx, std::vector<Tensor> douts,
     depth.final_ln.backward(c.final_ln, dout, dy, 0.0f);
     scratch.reset();
     c.layer.attention.indexer_grad_scale = loss_scale;
-    Tensor dx = copy_into(arena, depth.layer.backward(c.layer, dy, loss_scale, scratch));
+    Tensor dx = kernels::copy_into(arena, depth.layer.backward(c.layer, dy, loss_scale, scratch));
     if (sequence_parallel_) dx = ScatterToSequenceParallelRegion::backward(*tp_, dx, arena);
     const Tensor dcat = depth.eh_proj.backward(
         c.eh_proj, GatherFromTpRegion::backward(*tp_, dx, arena), arena);  // [s, b, 2h]
     const int64_t rows = dcat.numel() / (2 * h);
     const Tensor dcat_rows = dcat.view({rows, 2 * h});
-    Tensor de = copy_into(arena, dcat_rows.slice(1, 0, h));
-    Tensor dp = copy_into(arena, dcat_rows.slice(1, h, 2 * h));
+    Tensor de = kernels::copy_into(arena, dcat_rows.slice(1, 0, h));
+    Tensor dp = kernels::copy_into(arena, dcat_rows.slice(1, h, 2 * h));
     Tensor dembedded = arena.alloc({rows, h}, de.dtype());
     depth.enorm.backward(c.enorm, de, dembedded, 0.0f);
     embedding.backward(c.embedding, dembedded.view(dout.shape()), arena);

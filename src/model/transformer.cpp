@@ -1,15 +1,8 @@
 #include "model/transformer.h"
 
-namespace megatron {
+#include "kernels/elementwise.h"
 
-namespace {
-// A copy of t in `arena` (moves a tensor out of a scratch arena that is about to be reset).
-Tensor copy_into(Arena& arena, const Tensor& t) {
-  Tensor c = arena.alloc(t.shape(), t.dtype());
-  c.copy_from(t);
-  return c;
-}
-}  // namespace
+namespace megatron {
 
 Transformer::Transformer(const TransformerConfig& config, const ParallelState& ps,
                          ParameterStore& store, const ComputeWeights& weights, LayerRange range)
@@ -58,7 +51,8 @@ Tensor Transformer::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
       ctx.layer_inputs[i] = h;
       scratch.reset();
       TransformerLayer::Ctx discarded;
-      h = copy_into(arena, layers_[i]->forward(discarded, h, pad_mask, scope, scratch, scratch));
+      h = kernels::copy_into(arena,
+                             layers_[i]->forward(discarded, h, pad_mask, scope, scratch, scratch));
       ctx.aux_loss += discarded.attention.indexer_loss;
       ctx.moe_losses += layers_[i]->moe_losses(discarded);
     } else {
@@ -78,8 +72,8 @@ Tensor Transformer::forward_cached(const Tensor& x, KvCache& cache, Arena& arena
   Tensor h = x;
   for (size_t i = 0; i < layers_.size(); ++i) {
     scratch.reset();  // the previous layer's temporaries are dead; its output was copied out
-    h = copy_into(arena,
-                  layers_[i]->forward_cached(h, cache.layer(int(i)), cache.length(), scratch));
+    h = kernels::copy_into(
+        arena, layers_[i]->forward_cached(h, cache.layer(int(i)), cache.length(), scratch));
   }
   if (!final_ln_) return h;
   LayerNorm::Ctx discarded;
@@ -105,7 +99,8 @@ Tensor Transformer::backward(Ctx& ctx, Tensor dy, Arena& arena, Arena& scratch) 
                           scratch);
     TransformerLayer::Ctx& layer_ctx = recompute ? recomputed : ctx.layers[i];
     layer_ctx.attention.indexer_grad_scale = ctx.aux_loss_grad_scale;
-    dy = copy_into(arena, layers_[i]->backward(layer_ctx, dy, ctx.aux_loss_grad_scale, scratch));
+    dy = kernels::copy_into(arena,
+                            layers_[i]->backward(layer_ctx, dy, ctx.aux_loss_grad_scale, scratch));
     store_->grads_accumulated(layer_params_[i].first, layer_params_[i].second);
   }
   return dy;
