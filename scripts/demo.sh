@@ -44,8 +44,8 @@ if [[ -x $BUILD/megatron ]]; then
   BUILD_NOTE="the build only recompiles what changed"
 else
   # A clean CPU-only build of `megatron` alone: BUILD_CPU_MINUTES of CPU time on our VM
-  # (bench/RESULTS.md, "Build"), spread over the cores.
-  BUILD_CPU_MINUTES=14
+  # (bench/RESULTS.md, "The first hour"), spread over the cores.
+  BUILD_CPU_MINUTES=6
   BUILD_NOTE="a first build of megatron takes about $(((BUILD_CPU_MINUTES + CORES - 1) / CORES)) min on $CORES idle cores"
 fi
 cat <<EOF
