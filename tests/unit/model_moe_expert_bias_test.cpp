@@ -30,7 +30,8 @@ std::string router_name(int64_t r) {
 }
 
 TEST(MoeExpertBias, TrajectoryMatchesPytorch) {
-  SafetensorsReader golden(testing::source_dir() + "/tests/data/moe/expert_bias/golden.safetensors");
+  SafetensorsReader golden(testing::source_dir() +
+                           "/tests/data/moe/expert_bias/golden.safetensors");
   const Tensor logits = golden.get("logits");    // [steps, ranks, micro, routers, n, e]
   const Tensor indices = golden.get("indices");  // [steps, ranks, micro, routers, n, k]
   const Tensor counts = golden.get("counts");    // [steps, routers, e]
