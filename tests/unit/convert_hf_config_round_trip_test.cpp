@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "../common/bert_golden.h"
+#include "../common/file_bytes.h"
 #include "../common/gpt2_golden.h"
 #include "../common/temp_dir.h"
 #include "convert/bert_checkpoint.h"
@@ -22,16 +23,9 @@ namespace {
 
 using namespace megatron::testing;
 
-std::string bytes_of(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 TEST(HfConfigRoundTrip, Gpt2ConfigIsByteIdenticalAtEveryTpSize) {
   const std::string hf_dir = gpt2_fixture_dir() + "/hf";
-  const std::string original = bytes_of(hf_dir + "/config.json");
+  const std::string original = file_bytes(hf_dir + "/config.json");
   // The fixture's keys are in insertion order, not sorted: a regenerated file would differ.
   ASSERT_NE(read_hf_directory(hf_dir).config.dump(2) + "\n", original);
   for (int tp : {1, 2, 4}) {
@@ -39,7 +33,7 @@ TEST(HfConfigRoundTrip, Gpt2ConfigIsByteIdenticalAtEveryTpSize) {
     TempDir dir;
     import_hf_gpt2(hf_dir, dir.file("ckpt"), tp, 32);
     export_hf_gpt2(dir.file("ckpt"), -1, dir.file("hf"), 0);
-    EXPECT_EQ(bytes_of(dir.file("hf/config.json")), original);
+    EXPECT_EQ(file_bytes(dir.file("hf/config.json")), original);
   }
 }
 
@@ -48,7 +42,7 @@ TEST(HfConfigRoundTrip, BertConfigIsByteIdentical) {
   TempDir dir;
   import_hf_bert(hf_dir, dir.file("ckpt"), 2, 32);
   export_hf_bert(dir.file("ckpt"), -1, dir.file("hf"));
-  EXPECT_EQ(bytes_of(dir.file("hf/config.json")), bytes_of(hf_dir + "/config.json"));
+  EXPECT_EQ(file_bytes(dir.file("hf/config.json")), file_bytes(hf_dir + "/config.json"));
 }
 
 // A config as real checkpoints ship it: 4-space indentation, keys the importer ignores,
@@ -66,7 +60,7 @@ TEST(HfConfigRoundTrip, LlamaConfigWithForeignFormattingIsByteIdentical) {
   write_hf_directory(dir.file("hf"), fixture, 0, text);
   import_hf_llama(dir.file("hf"), dir.file("ckpt"), 2, 32);
   export_hf_llama(dir.file("ckpt"), -1, dir.file("back"), 0);
-  EXPECT_EQ(bytes_of(dir.file("back/config.json")), text);
+  EXPECT_EQ(file_bytes(dir.file("back/config.json")), text);
 }
 
 TEST(HfConfigRoundTrip, AnotherModelOrNoImportRegeneratesTheConfig) {

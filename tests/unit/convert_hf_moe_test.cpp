@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "../common/error_of.h"
+#include "../common/file_bytes.h"
 #include "../common/source_dir.h"
 #include "../common/temp_dir.h"
 #include "checkpoint/architecture_json.h"
@@ -22,13 +23,6 @@ namespace megatron {
 namespace {
 
 using namespace megatron::testing;
-
-std::string bytes_of(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::string fixture_dir(const std::string& name) {
   return source_dir() + "/tests/data/" + name + "_tiny/hf";
@@ -127,10 +121,10 @@ TEST(HfMoeConvert, ImportExportIsByteIdenticalAtEveryTpSize) {
       EXPECT_TRUE(is_llama_checkpoint(state));
       EXPECT_EQ(architecture_from_args_json(state["args"]).moe.num_experts, 4);
       export_hf_llama(dir.file("ckpt"), -1, dir.file("hf"), 0);
-      EXPECT_EQ(bytes_of(dir.file("hf/model.safetensors")),
-                bytes_of(fixture_dir(fixture) + "/model.safetensors"));
-      EXPECT_EQ(bytes_of(dir.file("hf/config.json")),
-                bytes_of(fixture_dir(fixture) + "/config.json"));
+      EXPECT_EQ(file_bytes(dir.file("hf/model.safetensors")),
+                file_bytes(fixture_dir(fixture) + "/model.safetensors"));
+      EXPECT_EQ(file_bytes(dir.file("hf/config.json")),
+                file_bytes(fixture_dir(fixture) + "/config.json"));
     }
   }
 }

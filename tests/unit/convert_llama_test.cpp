@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "../common/file_bytes.h"
 #include "../common/gpt2_golden.h"
 #include "../common/temp_dir.h"
 #include "checkpoint/architecture_json.h"
@@ -25,13 +26,6 @@ namespace megatron {
 namespace {
 
 using namespace megatron::testing;
-
-std::string bytes_of(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 TEST(LlamaConvert, HfImportExportRoundTripIsExactAtEveryTpSize) {
   for (const char* fixture : {"llama_tiny", "qwen2_tiny"}) {
@@ -57,14 +51,15 @@ TEST(LlamaConvert, HfImportExportRoundTripIsExactAtEveryTpSize) {
         EXPECT_EQ(std::memcmp(exported.tensors.at(name).raw_data(), t.raw_data(), t.nbytes()), 0)
             << name;
       }
-      const std::string bytes = bytes_of(dir.file("hf/model.safetensors"));
+      const std::string bytes = file_bytes(dir.file("hf/model.safetensors"));
       if (first_export.empty()) first_export = bytes;
       EXPECT_EQ(bytes, first_export) << "exports from TP 1 and TP " << tp << " differ";
       // Re-import of the export, exported again: the same bytes.
       import_hf_llama(dir.file("hf"), dir.file("again"), tp, 32);
       export_hf_llama(dir.file("again"), -1, dir.file("hf_again"), 0);
-      EXPECT_EQ(bytes_of(dir.file("hf_again/model.safetensors")), bytes);
-      EXPECT_EQ(bytes_of(dir.file("hf_again/config.json")), bytes_of(dir.file("hf/config.json")));
+      EXPECT_EQ(file_bytes(dir.file("hf_again/model.safetensors")), bytes);
+      EXPECT_EQ(file_bytes(dir.file("hf_again/config.json")),
+                file_bytes(dir.file("hf/config.json")));
     }
   }
 }
@@ -78,7 +73,7 @@ TEST(LlamaConvert, ShardedExportHasAnIndexAndImportsAgain) {
   EXPECT_FALSE(fs::exists(dir.file("sharded/model.safetensors")));
   ASSERT_TRUE(fs::exists(dir.file("sharded/model.safetensors.index.json")));
   const nlohmann::json index =
-      nlohmann::json::parse(bytes_of(dir.file("sharded/model.safetensors.index.json")));
+      nlohmann::json::parse(file_bytes(dir.file("sharded/model.safetensors.index.json")));
   std::set<std::string> files;
   for (const auto& [name, file] : index["weight_map"].items()) files.insert(file);
   EXPECT_GT(files.size(), 2u);
@@ -96,8 +91,8 @@ TEST(LlamaConvert, ShardedExportHasAnIndexAndImportsAgain) {
   import_hf_llama(dir.file("sharded"), dir.file("ckpt2"), 4, 32);
   export_hf_llama(dir.file("ckpt2"), -1, dir.file("single"), 0);
   export_hf_llama(dir.file("ckpt"), -1, dir.file("single_direct"), 0);
-  EXPECT_EQ(bytes_of(dir.file("single/model.safetensors")),
-            bytes_of(dir.file("single_direct/model.safetensors")));
+  EXPECT_EQ(file_bytes(dir.file("single/model.safetensors")),
+            file_bytes(dir.file("single_direct/model.safetensors")));
 }
 
 // A bf16 checkpoint (as real Llama weights ship) exports back to bf16, byte for byte.
@@ -115,8 +110,8 @@ TEST(LlamaConvert, Bf16WeightsRoundTripByteIdentically) {
   write_hf_directory(dir.file("hf"), narrow);
   import_hf_llama(dir.file("hf"), dir.file("ckpt"), 2, 32);
   export_hf_llama(dir.file("ckpt"), -1, dir.file("back"), 0);
-  EXPECT_EQ(bytes_of(dir.file("back/model.safetensors")),
-            bytes_of(dir.file("hf/model.safetensors")));
+  EXPECT_EQ(file_bytes(dir.file("back/model.safetensors")),
+            file_bytes(dir.file("hf/model.safetensors")));
 }
 
 // Mistral and the optional config keys: the sliding window caps the positions (full causal
@@ -213,7 +208,7 @@ TEST(LlamaConvert, Llama3RopeScalingRoundTrips) {
   EXPECT_TRUE(state["args"]["use_rope_scaling"].get<bool>());
   EXPECT_EQ(state["args"]["rope_scaling_factor"].get<float>(), 32.0f);
   export_hf_llama(dir.file("ckpt"), -1, dir.file("back"), 0);
-  EXPECT_EQ(bytes_of(dir.file("back/config.json")), text);
+  EXPECT_EQ(file_bytes(dir.file("back/config.json")), text);
 }
 
 }  // namespace
