@@ -15,28 +15,34 @@ Precision gemm_precision(const Layout& l, Implementation impl) {
                                                                                  : l.precision;
 }
 
+namespace {
+
+double total_seconds(const std::vector<CommTerm>& terms) {
+  double s = 0;
+  for (const CommTerm& c : terms) s += c.seconds;
+  return s;
+}
+
+// What compute does not hide: each term's seconds less its overlapped part.
+double exposed_seconds(const std::vector<CommTerm>& terms) {
+  double s = 0;
+  for (const CommTerm& c : terms) s += c.seconds - c.overlapped;
+  return s;
+}
+
+}  // namespace
+
 double MicrobatchCosts::layer_comm_seconds() const {
-  double s = 0;
-  for (const CommTerm& c : layer_comm) s += c.seconds;
-  return s;
+  return total_seconds(layer_comm);
 }
-
 double MicrobatchCosts::layer_comm_exposed() const {
-  double s = 0;
-  for (const CommTerm& c : layer_comm) s += c.seconds - c.overlapped;
-  return s;
+  return exposed_seconds(layer_comm);
 }
-
 double MicrobatchCosts::layer_cp_seconds() const {
-  double s = 0;
-  for (const CommTerm& c : layer_cp_comm) s += c.seconds;
-  return s;
+  return total_seconds(layer_cp_comm);
 }
-
 double MicrobatchCosts::layer_cp_exposed() const {
-  double s = 0;
-  for (const CommTerm& c : layer_cp_comm) s += c.seconds - c.overlapped;
-  return s;
+  return exposed_seconds(layer_cp_comm);
 }
 
 namespace {
