@@ -199,9 +199,13 @@ GgufTensorType gguf_tensor_type_from_name(const std::string& name) {
   MT_THROW("--gguf-dtype ", name, " is not a GGUF tensor type written here: use f32, f16 or bf16");
 }
 
-nlohmann::json hf_gpt2_tokenizer_identity(const std::string& hf_dir) {
+nlohmann::json hf_tokenizer_identity(const std::string& hf_dir) {
   const std::string vocab = hf_dir + "/vocab.json", merges = hf_dir + "/merges.txt";
-  if (!std::filesystem::exists(vocab) || !std::filesystem::exists(merges)) return nullptr;
+  if (!std::filesystem::exists(vocab) || !std::filesystem::exists(merges)) {
+    const std::string model = hf_dir + "/tokenizer.model";
+    if (!std::filesystem::exists(model)) return nullptr;
+    return {{"type", "Llama2Tokenizer"}, {"files", {{"tokenizer_model", {{"path", model}}}}}};
+  }
   const nlohmann::json config = read_hf_directory(hf_dir).config;
   MT_REQUIRE(config.contains("eos_token_id") && config["eos_token_id"].is_number_integer(),
              "HF directory '", hf_dir,

@@ -42,15 +42,16 @@ struct GgufExportOptions {
   int64_t vocab_size = 0;  // the real vocabulary when state.json does not record it
   std::string name;        // general.name
   TokenizerFileOverrides tokenizer;
-  // The tokenizer when the checkpoint records none (an HF import: the HF directory's GPT-2
-  // files, hf_gpt2_tokenizer_identity()); null: the checkpoint's.
+  // The tokenizer when the checkpoint records none (an HF import: the HF directory's
+  // tokenizer files, hf_tokenizer_identity()); null: the checkpoint's.
   nlohmann::json tokenizer_identity;
 };
 
 // The tokenizer identity (data/tokenizers/tokenizer_identity.h's shape) of an HF directory's
-// GPT-2 BPE files — vocab.json and merges.txt, the end of document being config.json's
-// eos_token_id — or null when the directory has no such pair.
-nlohmann::json hf_gpt2_tokenizer_identity(const std::string& hf_dir);
+// tokenizer files: GPT-2 BPE's vocab.json and merges.txt (the end of document being
+// config.json's eos_token_id), else a SentencePiece tokenizer.model (as Llama2Tokenizer, which
+// encodes with the model alone); null when the directory has neither.
+nlohmann::json hf_tokenizer_identity(const std::string& hf_dir);
 
 // Gathers iteration `iteration` (-1: latest) of the megatron-cpp checkpoint in `load_dir` into
 // full tensors and writes `gguf_path` (atomically). Returns the llama.cpp architecture written.

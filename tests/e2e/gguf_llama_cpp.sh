@@ -18,6 +18,9 @@
 #    TP 1 are the same bytes. An HF directory (its vocab.json and merges.txt giving the
 #    tokenizer) and a Megatron-LM torch checkpoint export directly (the same bytes as through a
 #    megatron-cpp checkpoint).
+#    A Llama-style model trained with a SentencePiece BPE model (Llama2Tokenizer,
+#    tests/data/tokenizers/llama_style.model): llama.cpp's own SPM tokenizer gives megatron's ids,
+#    and the same comparisons hold; its HF export carries tokenizer.model.
 # 3. What cannot be exported is refused with a sentence.
 #
 # Skips (exit 77) when node-llama-cpp cannot be installed (no npm, no network).
@@ -170,6 +173,25 @@ echo "== gpt2_bpe exported to HF (vocab.json, merges.txt) and from there to GGUF
 convert --to hf --load "$WORK/gpt2_bpe/model" --save "$WORK/gpt2_bpe/hf/model"
 convert --from hf --to gguf --load "$WORK/gpt2_bpe/hf/model" --save "$WORK/gpt2_bpe.hf.gguf"
 cmp "$WORK/gpt2_bpe.f32.gguf" "$WORK/gpt2_bpe.hf.gguf" || fail "HF GPT-2 with its tokenizer"
+
+echo "== a Llama-style model trained with a SentencePiece BPE model (Llama2Tokenizer) at TP 2"
+# tokenizer.ggml.model "llama": llama.cpp's SPM tokenizer must give the ids libsentencepiece
+# gave megatron (prompts and the scored text), with the model's scores and byte pieces.
+SPM_MODEL="$MEGATRON_SOURCE_DIR/tests/data/tokenizers/llama_style.model"
+TOKENIZER=(--tokenizer-type Llama2Tokenizer --tokenizer-model "$SPM_MODEL")
+megatron spm.preprocess preprocess --input "$WORK/sotu10.jsonl" --output-prefix "$WORK/sotu_spm" \
+  "${TOKENIZER[@]}" --append-eod --workers 1
+GPT_DATA="$WORK/sotu_spm_text_document"
+train llama_spm "${LLAMA[@]}"
+check_model llama_spm "$WORK/llama_spm/model" "f32 bf16" "$WORK/text_prompts.txt" \
+  "$WORK/sotu.wiki.test.tokens" -- "${TOKENIZER[@]}"
+echo "== llama_spm exported to HF (tokenizer.model, a LlamaTokenizer config), then to GGUF: the same bytes"
+convert --to hf --load "$WORK/llama_spm/model" --save "$WORK/llama_spm/hf/model"
+cmp "$SPM_MODEL" "$WORK/llama_spm/hf/model/tokenizer.model" || fail "HF export's tokenizer.model"
+grep -q '"tokenizer_class": "LlamaTokenizer"' "$WORK/llama_spm/hf/model/tokenizer_config.json" ||
+  fail "HF export's tokenizer_config.json"
+convert --from hf --to gguf --load "$WORK/llama_spm/hf/model" --save "$WORK/llama_spm.hf.gguf"
+cmp "$WORK/llama_spm.f32.gguf" "$WORK/llama_spm.hf.gguf" || fail "HF Llama with tokenizer.model"
 
 echo "== an HF directory exports directly: the bytes of the export through a checkpoint"
 # general.name is the --load directory's name: "hf" both times.
