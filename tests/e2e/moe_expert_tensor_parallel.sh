@@ -28,6 +28,11 @@ for name in tp2 tp2_etp1_ep2 tp2_etp1 tp2_sp_etp1_ep2_dp2 tp1_etp2; do
   echo "== tp1 vs $name"
   $CHECK "$WORK/tp1.jsonl" "$WORK/$name.jsonl" --from 1 --to 6 --rtol 1e-5
 done
+# The flag took effect: rank 0 holds its experts whole at ETP 1 (more parameters than at TP 2)
+# and half of each at ETP 2 (fewer than at TP 1).
+params() { grep -o "model parallel rank (0, 0): [0-9]*" "$WORK/$1.log" | grep -o "[0-9]*$"; }
+(($(params tp2_etp1) > $(params tp2) && $(params tp1_etp2) < $(params tp1))) \
+  || { echo "FAIL: the experts are not split over the expert tensor-parallel group"; exit 1; }
 
 echo "== checkpoints across expert tensor-parallel sizes"
 TINY_GPT_FLAGS=(--train-iters 8 --eval-iters 0)
