@@ -4,7 +4,8 @@
 # grad norm, load-balancing loss and z-loss (relative <= 1e-5, 6 iterations) at TP 1 (one
 # process), TP 2 (the experts split like the dense MLP), TP 2 ETP 1 EP 2 (each expert whole on
 # one rank, the rows moved over tp_ep), TP 2 ETP 1 without EP, TP 2 ETP 1 EP 2 with sequence
-# parallelism and DP 2, and TP 1 ETP 2 (the experts split over data-parallel ranks), under
+# parallelism and DP 2, TP 1 ETP 2 (the experts split over data-parallel ranks) and TP 2 ETP 1
+# DP 2 with --use-distributed-optimizer (whose state stays whole: a warning says so), under
 # mpirun -np 4. Checkpoints: a TP 2 ETP 1 EP 2 save resumes at the same layout bit for bit and,
 # resharded, at TP 2 (ETP 2) and TP 1 to the losses of an uninterrupted run; a TP 2 (ETP 2) save
 # resumes at TP 2 ETP 1 EP 2. Then the refusal of an expert width ETP does not divide.
@@ -22,9 +23,12 @@ run tp2_etp1 2 2 1 --expert-tensor-parallel-size 1 "${MOE[@]}"
 run tp2_sp_etp1_ep2_dp2 4 2 1 --sequence-parallel --expert-tensor-parallel-size 1 \
   --expert-model-parallel-size 2 "${MOE[@]}"
 run tp1_etp2 2 1 1 --expert-tensor-parallel-size 2 "${MOE[@]}"
+run tp2_etp1_distopt 4 2 1 --expert-tensor-parallel-size 1 --use-distributed-optimizer "${MOE[@]}"
+grep -q "the optimizer state is not sharded" "$WORK/tp2_etp1_distopt.log" \
+  || { cat "$WORK/tp2_etp1_distopt.log"; echo "FAIL: no note on the unsharded optimizer"; exit 1; }
 grep -q "load_balancing_loss: .* | z_loss: " "$WORK/tp2_etp1_ep2.log" \
   || { cat "$WORK/tp2_etp1_ep2.log"; echo "FAIL: the MoE losses are not logged"; exit 1; }
-for name in tp2 tp2_etp1_ep2 tp2_etp1 tp2_sp_etp1_ep2_dp2 tp1_etp2; do
+for name in tp2 tp2_etp1_ep2 tp2_etp1 tp2_sp_etp1_ep2_dp2 tp1_etp2 tp2_etp1_distopt; do
   echo "== tp1 vs $name"
   $CHECK "$WORK/tp1.jsonl" "$WORK/$name.jsonl" --from 1 --to 6 --rtol 1e-5
 done
