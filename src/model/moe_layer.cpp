@@ -243,7 +243,8 @@ Tensor MoeLayer::backward(const Ctx& ctx, const Tensor& dout, float loss_scale,
                                   ctx.router.probs, dy, dprobs);
   // Each rank's dot products are with its partial expert outputs.
   if (tp_->size() > 1) tp_->all_reduce(dprobs);
-  // The experts' output gradient on the rows they computed (combine's backward at ep > 1).
+  // The experts' output gradient on the rows they computed: this rank's block (all rows unless
+  // the TP ranks share them out), through combine's backward with an exchange.
   dy = dy.slice(0, ctx.block.begin, ctx.block.end);
   if (exchange_) dy = exchange_->combine_backward(ctx.exchange, dy, arena);
   const std::vector<int64_t>& counts_local = ctx.local_tokens_per_expert;
@@ -275,7 +276,8 @@ Tensor MoeLayer::backward(const Ctx& ctx, const Tensor& dout, float loss_scale,
   kernels::grouped_gemm(dpre, w1, false, counts_local, dlocal);
   Tensor dw1 = weights_.grad(fc1_weight_).view({local_experts_, f_local, h});
   kernels::grouped_gemm_weight_grad(dpre, ctx.local_tokens, counts_local, dw1);
-  // Back to the rows of this rank's tokens (dispatch's backward at ep > 1).
+  // Back to the rows of this rank's block (dispatch's backward with an exchange), among zeros
+  // for the other TP ranks' blocks: the input gradient's TP sum adds them.
   const Tensor dpermuted = all_rows(
       ctx.block, exchange_ ? exchange_->dispatch_backward(ctx.exchange, dlocal, arena) : dlocal,
       arena);
