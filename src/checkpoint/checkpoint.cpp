@@ -24,7 +24,8 @@ namespace fs = std::filesystem;
 namespace megatron {
 
 // A rank's parameters and optimizer buffers laid out as at expert-parallel size 1: every expert
-// whole (dim 0 of each expert parameter), the other parameters as they are.
+// whole (dim 0 of each expert parameter), its tensor split over the given expert TP group (on
+// save the TP group's, the checkpoint's layout), the other parameters as they are.
 struct SaveSource::Ep1Layout {
   ParameterStore store;
   std::map<std::string, Tensor> buffers;  // name -> f32 [store's flat elements]
@@ -53,21 +54,18 @@ void rename_or_throw(const std::string& from, const std::string& to) {
 }
 
 // The checkpoint layout holds one copy of each tensor-parallel slice per pipeline stage, saved
-// by the data-parallel replica 0; expert parameters split over EP are brought to that layout
-// (Ep1Layout), but experts split over an etp group other than TP are not.
-void require_experts_split_like_tp(const ParallelState& ps, const char* flag) {
-  MT_REQUIRE(ps.etp_size == ps.tp_size, flag,
-             ": checkpoints of experts split by --expert-tensor-parallel-size ", ps.etp_size,
-             " other than --tensor-model-parallel-size ", ps.tp_size,
-             " are not implemented (docs/moe.md)");
+// by the data-parallel replica 0; expert parameters on an expert grid of their own (split over
+// EP, or over an etp group other than TP) are brought to that layout (Ep1Layout) on save.
+bool own_expert_grid(const ParallelState& ps) {
+  return ps.ep_size > 1 || ps.etp_size != ps.tp_size;
 }
 
 using Ep1Layout = SaveSource::Ep1Layout;
 
-Ep1Layout ep1_layout(const ParameterStore& params, const std::vector<std::string>& buffer_names) {
+Ep1Layout ep1_layout(const ParameterStore& params, const std::vector<std::string>& buffer_names,
+                     int etp_rank, int etp_size) {
   Ep1Layout out{ParameterStore(params.tp_rank(), params.tp_size(), params.device()), {}};
-  // The expert tensor split stays (etp = TP, required above); only dim 0 becomes whole.
-  out.store.set_expert_grid(0, 1, params.tp_rank(), params.tp_size());
+  out.store.set_expert_grid(0, 1, etp_rank, etp_size);
   for (const Parameter& p : params.params()) out.store.add(p.spec);
   out.store.allocate(1, params.flat_values().dtype());
   out.store.copy_buffers_from(params);  // replicated: the same at every EP size
@@ -83,35 +81,78 @@ Tensor param_view(const Tensor& flat, const Parameter& p) {
       .view(p.local_shape);
 }
 
-// Collective over ps.ep: the EP 1 layout of this rank's parameters and buffers, the experts
-// all-gathered (EP rank r's experts are rows [r·E/ep, (r+1)·E/ep) of dim 0).
+// The group an expert save gathers over: ps.ep when the experts' tensor split is TP's (each
+// rank then needs its own TP slice of every expert), else tp_ep (every expert's every slice).
+Communicator& expert_gather_group(const ParallelState& ps) {
+  return ps.etp_size == ps.tp_size ? *ps.ep : *ps.tp_ep;
+}
+
+// dst (expert parameter `w` of the checkpoint layout: every expert, the TP slice) out of
+// `mine` (the same parameter `p` on this rank: its experts, its etp slice), collective over
+// expert_gather_group. At etp = TP an all-gather over ep (EP rank r's experts are rows
+// [r·E/ep, (r+1)·E/ep) of dim 0). Otherwise every (ep, etp) rank's piece is gathered over tp_ep
+// — the whole parameter, transiently — and the TP slice copied out of the pieces it overlaps.
+void gather_expert(const Parameter& p, const Parameter& w, const Tensor& mine, Tensor dst,
+                   const ParallelState& ps) {
+  if (ps.etp_size == ps.tp_size) {
+    ps.ep->all_gather(mine, dst);
+    return;
+  }
+  const int64_t n = mine.numel(), members = ps.tp_ep->size();
+  Tensor pieces = Tensor::empty({members * n}, mine.dtype(), mine.device());
+  ps.tp_ep->all_gather(mine.view({n}), pieces);
+  const int64_t experts = p.local_shape[0];
+  const int d = p.spec.partition_dim;
+  for (int64_t g = 0; g < members; ++g) {
+    const int64_t ep_rank = g / ps.etp_size, etp_rank = g % ps.etp_size;
+    Tensor piece = pieces.slice(0, g * n, (g + 1) * n).view(p.local_shape);
+    Tensor rows = dst.slice(0, ep_rank * experts, (ep_rank + 1) * experts);
+    if (d < 0) {  // replicated over etp: every etp rank's piece is the same
+      if (etp_rank == 0) kernels::copy(piece, rows);
+      continue;
+    }
+    // The piece holds [begin, begin + width) of dim d; the TP slice [w.local_start, + its width).
+    const int64_t width = p.local_shape[d], begin = etp_rank * width;
+    const int64_t lo = std::max(begin, w.local_start);
+    const int64_t hi = std::min(begin + width, w.local_start + w.local_shape[d]);
+    if (lo >= hi) continue;
+    Tensor to = rows.slice(d, lo - w.local_start, hi - w.local_start);
+    kernels::copy(piece.slice(d, lo - begin, hi - begin), to);
+  }
+}
+
+// Collective over expert_gather_group: the checkpoint layout of this rank's parameters and
+// buffers (Ep1Layout with the experts split over TP).
 Ep1Layout gather_experts(const ParameterStore& params, const std::map<std::string, Tensor>& buffers,
                          const ParallelState& ps) {
   std::vector<std::string> names;
   for (const auto& [name, buffer] : buffers) names.push_back(name);
-  Ep1Layout whole = ep1_layout(params, names);
-  auto copy = [&](const Parameter& p, const Tensor& mine, Tensor dst) {
+  Ep1Layout whole = ep1_layout(params, names, params.tp_rank(), params.tp_size());
+  auto copy = [&](const Parameter& p, const Parameter& w, const Tensor& mine, Tensor dst) {
     if (p.spec.expert)
-      ps.ep->all_gather(mine, dst);
+      gather_expert(p, w, mine, dst, ps);
     else
       dst.copy_from(mine);
   };
   for (size_t i = 0; i < params.params().size(); ++i) {
     const Parameter& p = params.params()[i];
     const Parameter& w = whole.store.params()[i];
-    copy(p, p.value, w.value);
+    copy(p, w, p.value, w.value);
     for (const auto& [name, buffer] : buffers)
-      copy(p, param_view(buffer, p), param_view(whole.buffers.at(name), w));
+      copy(p, w, param_view(buffer, p), param_view(whole.buffers.at(name), w));
   }
   return whole;
 }
 
-// The parallel state as at expert-parallel size 1 (the checkpoint's own view of the experts).
-ParallelState without_expert_parallelism(const ParallelState& ps) {
-  ParallelState ep1 = ps;
-  ep1.ep_size = 1;
-  ep1.ep_rank = 0;
-  return ep1;
+// The parallel state as the checkpoint sees the experts: EP 1, split over TP like the dense
+// layers.
+ParallelState checkpoint_expert_view(const ParallelState& ps) {
+  ParallelState view = ps;
+  view.ep_size = 1;
+  view.ep_rank = 0;
+  view.etp_size = ps.tp_size;
+  view.etp_rank = ps.tp_rank;
+  return view;
 }
 
 // `tmp_iteration_dir`/mp_rank_* of these coordinates, created unless it exists: the
@@ -131,15 +172,17 @@ SaveSource::SaveSource(const ParameterStore& params,
                        const std::map<std::string, Tensor>& optimizer_flat_buffers,
                        const ParallelState& ps, const OptimizerShard& optimizer_shard)
     : params_(params), buffers_(optimizer_flat_buffers), ps_(ps) {
-  require_experts_split_like_tp(ps, "--save");
-  if (ps.ep_size == 1) return;
+  if (!own_expert_grid(ps)) return;
   MT_REQUIRE(optimizer_shard.dp_size == 1,
-             "--save with --use-distributed-optimizer and --expert-model-parallel-size ",
-             ps.ep_size, " is not implemented (docs/moe.md)");
-  // Only the replicas that write (edp rank 0, whose EP rank 0 is dp × cp rank 0) gather.
-  if (ps.edp_rank == 0)
+             "--save with --use-distributed-optimizer and an expert grid of its own "
+             "(--expert-model-parallel-size ",
+             ps.ep_size, ", --expert-tensor-parallel-size ", ps.etp_size,
+             ") is not implemented (docs/moe.md)");
+  // Only the gather groups holding a rank that writes (dp × cp rank 0) gather.
+  Communicator& group = expert_gather_group(ps);
+  if (group.all_reduce_scalar(ps.dp_cp_rank == 0 ? 1.0 : 0.0, ReduceOp::MAX) > 0.0)
     gathered_ = std::make_unique<Ep1Layout>(gather_experts(params, optimizer_flat_buffers, ps));
-  ps_ = without_expert_parallelism(ps);
+  ps_ = checkpoint_expert_view(ps);
 }
 
 SaveSource::~SaveSource() = default;
@@ -319,20 +362,20 @@ nlohmann::json load_checkpoint(const std::string& load_dir, int64_t iteration,
                                ParameterStore& params,
                                std::map<std::string, Tensor>* optimizer_flat_buffers,
                                const ParallelState& ps, FlatRange optimizer_range) {
-  require_experts_split_like_tp(ps, "--load");
-  if (ps.ep_size > 1) {
+  if (own_expert_grid(ps)) {
     // The optimizer range is the whole flat space: the distributed optimizer keeps its state
-    // whole with expert parallelism (cli/args/training_config.cpp).
+    // whole on an expert grid of its own (cli/args/training_config.cpp).
     const int64_t flat = params.flat_values().numel();
     MT_CHECK(optimizer_range.begin == 0 && (optimizer_range.end < 0 || optimizer_range.end == flat),
              "load_checkpoint: the distributed optimizer's shards with expert parallelism");
     std::vector<std::string> names;
     if (optimizer_flat_buffers != nullptr)
       for (const auto& [name, buffer] : *optimizer_flat_buffers) names.push_back(name);
-    Ep1Layout whole = ep1_layout(params, names);
+    // Every expert, each in this rank's etp slice, read from any TP split the checkpoint has.
+    Ep1Layout whole = ep1_layout(params, names, ps.etp_rank, ps.etp_size);
     const nlohmann::json state = load_checkpoint(load_dir, iteration, whole.store,
                                                  optimizer_flat_buffers ? &whole.buffers : nullptr,
-                                                 without_expert_parallelism(ps));
+                                                 checkpoint_expert_view(ps));
     // This rank's experts out of the whole ones.
     auto keep = [](const Parameter& p, const Tensor& full, Tensor dst) {
       if (p.spec.expert)

@@ -45,10 +45,11 @@ namespace megatron {
 //                           full-size copy
 // Replaces an existing checkpoint of the same iteration. On failure on any rank every rank
 // throws Error and the previous checkpoint and tracker stay as they were.
-// With expert parallelism (ps.ep_size > 1) the expert parameters and their optimizer state are
-// first all-gathered over the EP group into a copy laid out as at EP 1, which the replica 0
-// ranks write: the files are those of an EP 1 run, so a checkpoint loads at any EP size
-// (docs/moe.md). Not with the distributed optimizer.
+// With expert parallelism (ps.ep_size > 1), or experts split over an etp group other than TP,
+// the expert parameters and their optimizer state are first all-gathered (over the EP group, or
+// over tp_ep) into a copy laid out as at EP 1 with the experts split over TP, which the replica 0
+// ranks write: the files are those of an EP 1 run at the same TP size, so a checkpoint loads at
+// any EP and ETP size (docs/moe.md). Not with the distributed optimizer.
 void save_checkpoint(const std::string& save_dir, int64_t iteration, const ParameterStore& params,
                      const std::map<std::string, Tensor>& optimizer_flat_buffers,
                      const nlohmann::json& state, const ParallelState& ps,
@@ -59,8 +60,9 @@ void save_checkpoint(const std::string& save_dir, int64_t iteration, const Param
 // When `optimizer_flat_buffers` is not null, each buffer it names (f32, laid out like elements
 // `optimizer_range` of the flat values: all of them, or the distributed optimizer's shard) is
 // filled from the checkpoint's optimizer state — sharded or not, saved at any DP size — reading
-// only the stored pieces that overlap it. With expert parallelism the experts are read whole
-// (into a copy laid out as at EP 1) and this rank keeps its own. Returns the stored state.json
+// only the stored pieces that overlap it. With expert parallelism (or an etp group other than
+// TP) every expert is read, in this rank's etp slice (into a copy laid out as at EP 1), and
+// this rank keeps its own experts. Returns the stored state.json
 // (of the same rank when the checkpoint has it, else of mp_rank_00).
 // Throws Error, before changing anything, when there is no such checkpoint, or when its
 // parameters differ from the model's — listing every parameter whose full shape differs
@@ -121,13 +123,14 @@ class CheckpointTransaction {
 };
 
 // What a save writes: the state laid out as at expert-parallel size 1, so that a checkpoint
-// loads at any EP size (docs/moe.md "Checkpoints"). With ps.ep_size > 1 its construction is a
-// collective over ps.ep (every rank calls it): the ranks that write (expert-data-parallel rank
-// 0) all-gather the expert parameters and their optimizer state into a copy with every expert
-// whole, and ps() is the parallel state as at EP 1. Otherwise it refers to `params` and
-// `optimizer_flat_buffers` as they are, which then must outlive it. Arguments as
-// save_checkpoint's; throws Error for the layouts a checkpoint cannot hold (experts split over
-// an etp group other than TP; the distributed optimizer with EP > 1).
+// loads at any EP size (docs/moe.md "Checkpoints"). On an expert grid of its own (ps.ep_size > 1
+// or ps.etp_size != ps.tp_size) its construction is a collective over ps.ep (at etp = TP) or
+// ps.tp_ep (every rank calls it): the groups holding a rank that writes (dp × cp rank 0)
+// all-gather the expert parameters and their optimizer state into a copy with every expert
+// whole and split over TP, and ps() is the parallel state as at EP 1 with etp = TP. Otherwise it
+// refers to `params` and `optimizer_flat_buffers` as they are, which then must outlive it.
+// Arguments as save_checkpoint's; throws Error for the layout a checkpoint cannot hold (the
+// distributed optimizer's shards on an expert grid of its own).
 class SaveSource {
  public:
   SaveSource(const ParameterStore& params,

@@ -35,20 +35,24 @@ MoeLayer::MoeLayer(const std::string& prefix, const TransformerConfig& config,
       moe_(config.arch.moe),
       tp_(ps.tp),
       tp_rank_(ps.tp_rank),
-      ffn_local_(config.expert_ffn_size() / ps.tp_size),
+      ffn_local_(config.expert_ffn_size() / ps.etp_size),
       weights_(weights),
       router_(prefix + ".router", config, ps, store, weights),
-      local_experts_(config.arch.moe.num_experts / ps.ep_size) {
-  MT_REQUIRE(ps.etp_size == ps.tp_size, "--expert-tensor-parallel-size ", ps.etp_size,
-             " other than --tensor-model-parallel-size ", ps.tp_size,
-             " is not implemented: the experts here are split over the tensor-parallel group "
-             "like the dense MLP (the computed function is the same); drop the flag");
-  if (ps.ep_size > 1) {
-    // The TP ranks route the whole micro-batch alike (the gather above), so the rows move over
-    // the EP group alone; fc2's partial sums are reduced over TP after the unpermute. Both
-    // dispatchers give the same bits (parallel/expert_token_exchange.h): alltoall moves less.
+      local_experts_(config.arch.moe.num_experts / ps.ep_size),
+      // With the expert grid's own TP size the TP ranks share the routed rows out (block_of).
+      rows_shared_out_(ps.etp_size != ps.tp_size),
+      first_etp_rank_(ps.etp_rank == 0) {
+  if (!rows_shared_out_ && ps.ep_size > 1) {
+    // The TP ranks route the whole micro-batch alike (the gather above) and the experts are
+    // split over TP, so the rows move over the EP group alone; fc2's partial sums are reduced
+    // over TP after the unpermute. Both dispatchers give the same bits
+    // (parallel/expert_token_exchange.h): alltoall moves less.
     exchange_.emplace(ps, config.arch.moe.num_experts, TokenDispatcher::kAllToAll,
                       EtpTokens::kShared);
+  } else if (rows_shared_out_ && ps.ep_size * ps.etp_size > 1) {
+    // Each TP rank brings its block of the rows, as each rank brings its sequence shard in
+    // Megatron: the rows move over tp_ep and the etp partial sums are added in the combine.
+    exchange_.emplace(ps, config.arch.moe.num_experts, TokenDispatcher::kAllToAll, EtpTokens::kOwn);
   }
   const int64_t e = moe_.num_experts, h = config.hidden_size, ffn = config.expert_ffn_size();
   const bool swiglu = config.arch.swiglu, bias = config.arch.add_bias_linear;
@@ -81,6 +85,29 @@ void MoeLayer::init_weights(ParameterStore& store, uint64_t seed) const {
   }
   if (shared_) shared_->init_weights(store, seed);
   if (gate_weight_) init_normal(store.params()[*gate_weight_], seed, config_.hidden_init_std());
+}
+
+MoeLayer::RowBlock MoeLayer::block_of(int64_t rows) const {
+  if (!rows_shared_out_) return {0, rows, rows};
+  const int64_t t = tp_->size(), r = tp_->rank();
+  return {rows * r / t, rows * (r + 1) / t, rows};
+}
+
+std::vector<int64_t> MoeLayer::rows_per_expert_in(const RowBlock& block,
+                                                  const std::vector<int64_t>& slots) {
+  std::vector<int64_t> rows(slots.size() - 1);
+  for (size_t e = 0; e + 1 < slots.size(); ++e)
+    rows[e] =
+        std::max<int64_t>(0, std::min(slots[e + 1], block.end) - std::max(slots[e], block.begin));
+  return rows;
+}
+
+Tensor MoeLayer::all_rows(const RowBlock& block, const Tensor& rows, Arena& arena) const {
+  if (!rows_shared_out_) return rows;
+  // Zeros elsewhere: the TP sum that follows adds exactly nothing for them.
+  Tensor all = arena.zeros({block.total, rows.size(1)}, rows.dtype());
+  all.slice(0, block.begin, block.end).copy_from(rows);
+  return all;
 }
 
 std::vector<int64_t> MoeLayer::expert_slots(const std::vector<int64_t>& counts,
@@ -132,14 +159,16 @@ Tensor MoeLayer::forward(Ctx& ctx, const Tensor& x, bool train, Arena& arena,
                             ctx.slot_source, ctx.slot_of);
   ctx.permuted = arena.alloc({m, h}, full.dtype());
   kernels::moe_permute(ctx.input, ctx.slot_source, k, ctx.permuted);
+  ctx.block = block_of(m);
+  const Tensor mine = ctx.permuted.slice(0, ctx.block.begin, ctx.block.end);
+  const std::vector<int64_t> mine_per_expert = rows_per_expert_in(ctx.block, slots);
   if (exchange_) {
-    LocalTokens local =
-        exchange_->dispatch(ctx.exchange, ctx.permuted, ctx.tokens_per_expert, arena);
+    LocalTokens local = exchange_->dispatch(ctx.exchange, mine, mine_per_expert, arena);
     ctx.local_tokens = local.tokens;
     ctx.local_tokens_per_expert = std::move(local.tokens_per_expert);
   } else {
-    ctx.local_tokens = ctx.permuted;
-    ctx.local_tokens_per_expert = ctx.tokens_per_expert;
+    ctx.local_tokens = mine;
+    ctx.local_tokens_per_expert = mine_per_expert;
   }
   const std::vector<int64_t>& counts_local = ctx.local_tokens_per_expert;
   const int64_t m_local = ctx.local_tokens.size(0);
@@ -158,10 +187,12 @@ Tensor MoeLayer::forward(Ctx& ctx, const Tensor& x, bool train, Arena& arena,
   kernels::grouped_gemm(ctx.activation, weights_.weight(fc2_weight_), true, counts_local,
                         expert_out);
   if (recompute_act) ctx.activation = Tensor();
-  // The bias enters the TP sum once.
-  if (config_.arch.add_bias_linear && tp_rank_ == 0)
+  // The bias enters the sum over the expert's weight shards once.
+  if (config_.arch.add_bias_linear && first_etp_rank_)
     kernels::grouped_bias_add(expert_out, weights_.weight(fc2_bias_), counts_local);
-  ctx.expert_out = exchange_ ? exchange_->combine(ctx.exchange, expert_out, arena) : expert_out;
+  const Tensor mine_out =
+      exchange_ ? exchange_->combine(ctx.exchange, expert_out, arena) : expert_out;
+  ctx.expert_out = all_rows(ctx.block, mine_out, arena);
 
   Tensor out = arena.alloc(full.shape(), full.dtype());  // [s, b, h] partial
   Tensor out2 = out.view({n, h});
@@ -212,7 +243,9 @@ Tensor MoeLayer::backward(const Ctx& ctx, const Tensor& dout, float loss_scale,
                                   ctx.router.probs, dy, dprobs);
   // Each rank's dot products are with its partial expert outputs.
   if (tp_->size() > 1) tp_->all_reduce(dprobs);
-  // The experts' output gradient on the rows they computed (combine's backward at ep > 1).
+  // The experts' output gradient on the rows they computed: this rank's block (all rows unless
+  // the TP ranks share them out), through combine's backward with an exchange.
+  dy = dy.slice(0, ctx.block.begin, ctx.block.end);
   if (exchange_) dy = exchange_->combine_backward(ctx.exchange, dy, arena);
   const std::vector<int64_t>& counts_local = ctx.local_tokens_per_expert;
   if (config_.arch.add_bias_linear)
@@ -243,9 +276,11 @@ Tensor MoeLayer::backward(const Ctx& ctx, const Tensor& dout, float loss_scale,
   kernels::grouped_gemm(dpre, w1, false, counts_local, dlocal);
   Tensor dw1 = weights_.grad(fc1_weight_).view({local_experts_, f_local, h});
   kernels::grouped_gemm_weight_grad(dpre, ctx.local_tokens, counts_local, dw1);
-  // Back to the rows of this rank's tokens (dispatch's backward at ep > 1).
-  const Tensor dpermuted =
-      exchange_ ? exchange_->dispatch_backward(ctx.exchange, dlocal, arena) : dlocal;
+  // Back to the rows of this rank's block (dispatch's backward with an exchange), among zeros
+  // for the other TP ranks' blocks: the input gradient's TP sum adds them.
+  const Tensor dpermuted = all_rows(
+      ctx.block, exchange_ ? exchange_->dispatch_backward(ctx.exchange, dlocal, arena) : dlocal,
+      arena);
 
   Tensor dx_full = arena.alloc(dfull.shape(), dy.dtype());  // [s, b, h] partial
   Tensor dx2 = dx_full.view({n, h});

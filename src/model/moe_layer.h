@@ -12,10 +12,13 @@
 //     │    tokens_by_expert [M, h], tokens_per_expert [E] (host)
 //     ├─ with expert parallelism (ep > 1): ExpertTokenExchange::dispatch over the EP group
 //     │    (parallel/expert_token_exchange.h, EtpTokens::kShared: the TP ranks hold the same
-//     │    tokens) → the rows of this rank's E/ep experts [M', h]; otherwise M' = M, the same rows
+//     │    tokens) → the rows of this rank's E/ep experts [M', h]; otherwise M' = M, the same rows.
+//     │    With --expert-tensor-parallel-size et ≠ t each TP rank brings only its block of the
+//     │    M rows (block_of) and the exchange runs over tp_ep (EtpTokens::kOwn, when ep·et > 1)
 //     ├─ experts (kernels/grouped_gemm.h, one GEMM per local expert): fc1 [M', F/t] (+b1) ─
 //     │    GeLU / SwiGLU / squared ReLU ─ fc2 [M', h] (+b2 on TP rank 0), this rank's partial
-//     │    sum; with ep > 1 combine brings the rows back to [M, h]
+//     │    sum; with ep > 1 combine brings the rows back to [M, h] (at et ≠ t: the block's
+//     │    rows, summed over etp, placed among zeros for the other TP ranks' blocks)
 //     ├─ unpermute: Σ_j probs[n, j]·y[slot of (n, j)] → [N, h] partial
 //     └─ ─g/g̅─→ [s(/t), b, h]: all-reduced, or reduce-scattered with sequence parallelism
 //   + the shared expert (--moe-shared-expert-intermediate-size): a dense ParallelMLP on x, with
@@ -24,11 +27,19 @@
 //     gradient is summed over TP like a LayerNorm's).
 //
 // EP rank r holds experts [r·E/ep, (r+1)·E/ep) (ParameterStore::set_expert_grid splits dim 0 of
-// the expert parameters). Each TP rank holds a slice of each of its experts, split like the
-// dense MLP (the expert tensor-parallel size is the TP size): fc1 by output rows (with SwiGLU
-// matching slices of the gate and up halves), fc2 by input columns. The router, run on the gathered
-// tokens, is replicated: its probabilities' gradient (a dot product with the partial expert
-// outputs) is all-reduced over TP, and its input gradient enters the TP reduction from rank 0 only.
+// the expert parameters). Each rank of the expert tensor-parallel group (etp: the TP group unless
+// --expert-tensor-parallel-size says otherwise) holds a slice of each of its experts, split like
+// the dense MLP: fc1 by output rows (with SwiGLU matching slices of the gate and up halves), fc2
+// by input columns. The router, run on the gathered tokens, is replicated: its probabilities'
+// gradient (a dot product with the partial expert outputs) is all-reduced over TP, and its input
+// gradient enters the TP reduction from rank 0 only.
+//
+// With et ≠ t every routed row still reaches each slice of its expert exactly once: the TP
+// ranks' blocks partition the micro-batch's rows, the tp_ep exchange brings every block to the
+// etp group of its expert, and the TP sum after the unpermute (each rank's rows complete, zeros
+// elsewhere) puts the micro-batch back together. Which rows meet which expert shard is all that
+// changes (the expert gradients then differ per rank and are summed over edp, the ranks holding
+// the same shard), so the function is that of et = t.
 //
 // Parameters ("<prefix>." = the layer's "layers.<i>.mlp."; ParamSpec::expert marks dim 0 as
 // the expert dimension):
@@ -55,20 +66,27 @@ namespace megatron {
 
 class MoeLayer {
  public:
+  // Rows [begin, end) of the `total` routed rows (tokens_by_expert's M).
+  struct RowBlock {
+    int64_t begin = 0, end = 0, total = 0;
+  };
+
   struct Ctx {
     Tensor input;  // X [N, h]
     MoeRouter::Ctx router;
     std::vector<int64_t> tokens_per_expert;  // slots per expert (host), Σ = M
     Tensor slot_source, slot_of;             // i32 [M], [N·k] (kernels/moe_permute.h)
     Tensor permuted;                         // [M, h]
-    // The rows this rank's experts compute on, [M', h], and their counts [E/ep]: `permuted`
-    // and tokens_per_expert at ep = 1, what the exchange dispatched otherwise.
+    RowBlock block;  // the rows of `permuted` this rank brings to the experts (block_of)
+    // The rows this rank's experts compute on, [M', h], and their counts [E/ep]: the block of
+    // `permuted` and its counts without an exchange, what the exchange dispatched otherwise.
     ExpertExchangeCtx exchange;
     Tensor local_tokens;
     std::vector<int64_t> local_tokens_per_expert;
     Tensor pre_activation;  // [M', F/t]
     Tensor activation;      // [M', ffn/t]; undefined when recomputed (moe_act)
-    Tensor expert_out;      // [M, h], this rank's partial sum (combined back at ep > 1)
+    Tensor expert_out;      // [M, h], this rank's partial sum (combined back at ep > 1; zeros
+                            // outside the block)
     std::optional<ParallelMLP::Ctx> shared;
     // With the shared expert's gate: its output (with its bias) [T, h], the input in f32 and
     // the gate's logits f32 [T] (T: this rank's rows of x).
@@ -95,6 +113,17 @@ class MoeLayer {
   // The slots of each expert for the counts of the routing (capacity, padding).
   std::vector<int64_t> expert_slots(const std::vector<int64_t>& counts, int64_t tokens) const;
   Tensor activation_forward(const Ctx& ctx, Arena& arena) const;
+  // The block of the M routed rows this rank brings to the experts: all of them when the
+  // experts are split over TP; with another expert TP size (--expert-tensor-parallel-size) TP
+  // rank r's r-th of t contiguous blocks, so that every routed row reaches its expert once.
+  RowBlock block_of(int64_t rows) const;
+  // The rows of each expert in `block`, given the experts' first slots (expert_slots).
+  static std::vector<int64_t> rows_per_expert_in(const RowBlock& block,
+                                                 const std::vector<int64_t>& slots);
+  // The block's rows [end - begin, h] placed in [total, h] with zeros elsewhere (the TP sum
+  // after the unpermute, or the permute's backward, adds the other ranks' blocks); the rows
+  // themselves when the block is all of them.
+  Tensor all_rows(const RowBlock& block, const Tensor& rows, Arena& arena) const;
   // The shared expert's gate: its weight gradient, dx += its input gradient; returns the shared
   // expert's output gradient (dout × the gate).
   Tensor shared_gate_backward(const Ctx& ctx, const Tensor& dout, Tensor& dx, Arena& arena) const;
@@ -106,8 +135,13 @@ class MoeLayer {
   int64_t ffn_local_;  // an expert's hidden width on this rank
   const ComputeWeights& weights_;
   MoeRouter router_;
-  int64_t local_experts_;                        // E / ep
-  std::optional<ExpertTokenExchange> exchange_;  // ep > 1
+  int64_t local_experts_;  // E / ep
+  // --expert-tensor-parallel-size other than the TP size: the TP ranks route the same rows and
+  // share them out (block_of); the experts are split over etp and their partial sums added by
+  // the exchange's combine (EtpTokens::kOwn).
+  bool rows_shared_out_;
+  bool first_etp_rank_;                          // adds fc2's bias (the etp sum counts it once)
+  std::optional<ExpertTokenExchange> exchange_;  // ep > 1, or ep · etp > 1 with rows shared out
   size_t fc1_weight_, fc2_weight_, fc1_bias_ = 0, fc2_bias_ = 0;
   std::optional<ParallelMLP> shared_;
   size_t shared_bias_ = 0;             // the shared expert's output bias, with linear biases

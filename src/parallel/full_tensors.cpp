@@ -9,9 +9,12 @@ namespace megatron {
 Tensor local_slice(const Parameter& p, const Tensor& full) {
   MT_CHECK(full.shape() == p.spec.full_shape, "parameter '", p.spec.name, "': full tensor ",
            full.describe(), ", expected shape ", shape_str(p.spec.full_shape));
-  if (p.replicated()) return full;
+  // An expert parameter's experts (dim 0) first: all of them at expert-parallel size 1.
+  const Tensor mine =
+      p.spec.expert ? full.slice(0, p.expert_start, p.expert_start + p.local_shape[0]) : full;
+  if (p.replicated()) return mine;
   const int d = p.spec.partition_dim;
-  return full.slice(d, p.local_start, p.local_start + p.local_shape[d]);
+  return mine.slice(d, p.local_start, p.local_start + p.local_shape[d]);
 }
 
 void assign_from_full_tensors(const std::map<std::string, Tensor>& full, ParameterStore& store) {

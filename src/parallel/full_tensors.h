@@ -9,7 +9,8 @@
 
 namespace megatron {
 
-// This rank's slice of `full` (a view): `full` has p.spec.full_shape.
+// This rank's slice of `full` (a view): `full` has p.spec.full_shape. For an expert parameter
+// its experts' rows of dim 0 too (ParameterStore::set_expert_grid).
 Tensor local_slice(const Parameter& p, const Tensor& full);
 
 // Copies each parameter's slice out of `full` (name -> f32 tensor of the full shape). Throws

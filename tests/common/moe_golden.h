@@ -10,8 +10,9 @@
 //   sinkhorn  top-2 sinkhorn balancing, z-loss 1e-3, GeLU, no biases, a gated shared expert of
 //             width 20 (out_eval: the evaluation output, routed by plain top-k)
 //   sinkhorn_top1  top-1 sinkhorn balancing, GeLU, linear biases (and out_eval)
-// Builds the layer at any tensor-parallel rank (with or without sequence parallelism), on the
-// CPU or a GPU, and compares this rank's output, input gradient and gradient slices.
+// Builds the layer at any tensor-parallel rank (with or without sequence parallelism), on any
+// expert grid (ParallelState's ep and etp), on the CPU or a GPU, and compares this rank's output,
+// input gradient and gradient slices.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -21,6 +22,7 @@
 #include <string>
 
 #include "../common/gpt2_golden.h"  // max_relative_error, SafetensorsReader
+#include "kernels/elementwise.h"
 #include "model/moe_layer.h"
 #include "optim/grad_reduction.h"
 
@@ -100,13 +102,17 @@ inline Tensor sequence_rows(const Tensor& full, const ParallelState& ps, bool sp
 // The layer "mlp" of the fixture on this rank: output (<= 1e-5 relative), router losses
 // (<= 1e-5), tokens per expert (exact), input gradient and every gradient slice (<= 1e-4), with
 // the parameters and activations on `device`. At any context-parallel rank too: the losses are
-// the micro-batch's, the token counts and the gradients summed over the CP group.
+// the micro-batch's, the token counts and the gradients summed over the CP group. Every
+// data-parallel replica computes on the fixture's micro-batch; the gradients are reduced as the
+// trainer does (dense ones over dp × cp, expert ones over edp, which together saw every
+// replica's rows) and divided by the replicas.
 template <typename Adjust>
 void expect_matches_moe_golden(const MoeGolden& g, const ParallelState& ps, Adjust adjust,
                                Device device = Device::CPU) {
   TransformerConfig c = moe_golden_config(g.name);
   adjust(c);
   ParameterStore store(ps.tp_rank, ps.tp_size, device);
+  store.set_expert_grid(ps.ep_rank, ps.ep_size, ps.etp_rank, ps.etp_size);
   ComputeWeights weights(store, DType::F32);
   MoeLayer layer("mlp", c, ps, store, weights);
   store.allocate();
@@ -148,7 +154,10 @@ void expect_matches_moe_golden(const MoeGolden& g, const ParallelState& ps, Adju
   EXPECT_LE(max_relative_error(dx, sequence_rows(g.file->get("grad.x"), ps, sp)), 1e-4);
   reduce_sequence_parallel_gradients(store, ps, nullptr, 0, store.params().size());
   // The CP ranks' gradients are parts of the micro-batch's (the trainer sums them over dp × cp).
-  for (Parameter& p : store.params()) ps.cp->all_reduce(p.grad);
+  for (Parameter& p : store.params()) {
+    (p.spec.expert ? ps.edp : ps.dp_cp)->all_reduce(p.grad);
+    kernels::scale(p.grad, 1.0f / float(ps.dp_size));
+  }
   ASSERT_EQ(store.params().size(), g.weights.size());
   for (const Parameter& p : store.params()) {
     SCOPED_TRACE(p.spec.name);

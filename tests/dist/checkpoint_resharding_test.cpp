@@ -2,7 +2,7 @@
 // allows (with data-parallel replicas), resharding chains such as TP4 -> TP2 -> TP1 -> TP4,
 // and the distributed optimizer's shards (every DP rank writes its own) loaded at every TP
 // size, sharded or whole, every loaded element checked against the fixture's full tensors; and
-// expert parameters saved at every expert-parallel size loaded at every other.
+// expert parameters saved at every expert grid (EP, and ETP other than TP) loaded at every other.
 #include <unistd.h>
 
 #include <filesystem>
@@ -12,9 +12,11 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/layout.h"
 #include "distributed/parallel_state.h"
+#include "distributed/solo_communicator.h"
 #include "kernels/elementwise.h"
 #include "mpi_test_util.h"
 #include "optim/distributed_optimizer.h"
+#include "parallel/full_tensors.h"
 
 namespace megatron {
 namespace {
@@ -73,22 +75,31 @@ Loaded load_fixture(const std::string& dir, int64_t iteration, int tp) {
   return out;
 }
 
-// Expert parameters split over EP: a checkpoint saved at one expert-parallel size loads at any
-// other, bit for bit — every rank's values and optimizer buffers equal those of a store
-// initialised at EP 1 (the initialisation is EP-invariant, parallel/parameter.h), with the
-// buffers derived from the values so that a mix-up between them shows.
+// Expert parameters on an expert grid (split over EP, their tensor split over an etp group of
+// any size): a checkpoint saved at one (TP, EP, ETP) layout loads at any other, bit for bit —
+// every rank's values and optimizer buffers equal its slices of a store initialised whole (the
+// initialisation is layout-invariant, parallel/parameter.h), with the buffers derived from the
+// values so that a mix-up between them shows.
 struct ExpertStore {
   ParameterStore store;
   std::map<std::string, Tensor> optimizer;
 };
 
-ExpertStore expert_store(int ep_rank, int ep) {
-  ExpertStore s{ParameterStore(0, 1), {}};
-  s.store.set_expert_grid(ep_rank, ep, 0, 1);
-  s.store.add({.name = "dense.weight", .full_shape = {5, 3}, .partition_dim = 0});
+struct ExpertGrid {
+  int tp, ep, etp;
+};
+
+ExpertStore expert_store(const ParallelState& ps) {
+  ExpertStore s{ParameterStore(ps.tp_rank, ps.tp_size), {}};
+  s.store.set_expert_grid(ps.ep_rank, ps.ep_size, ps.etp_rank, ps.etp_size);
+  s.store.add({.name = "dense.weight", .full_shape = {12, 3}, .partition_dim = 0});
   s.store.add({.name = "experts.linear_fc1.weight",
-               .full_shape = {4, 6, 3},
+               .full_shape = {4, 12, 3},
                .partition_dim = 1,
+               .expert = true});
+  s.store.add({.name = "experts.linear_fc2.weight",
+               .full_shape = {4, 3, 8},
+               .partition_dim = 2,
                .expert = true});
   s.store.add({.name = "experts.linear_fc2.bias", .full_shape = {4, 3}, .expert = true});
   s.store.allocate();
@@ -102,22 +113,33 @@ void fill_expert_store(ExpertStore& s) {
   s.optimizer["exp_avg"] = m;
 }
 
+ParallelState expert_grid_state(const ExpertGrid& g) {
+  return ParallelState::create(test::world(), g.tp, 1, RankOrder::kTpDpPp, 1, 0, g.ep, g.etp);
+}
+
 // Saves (with `async`, --async-save's: the experts gathered when it starts, the gathered
-// snapshot written in the background) at every EP size of the world, each loaded at every other.
+// snapshot written in the background) at every expert grid of the world, each loaded at every
+// other: EP 1, 2, 4 with the experts split like the dense layers, and ETP other than TP (ETP 1
+// at TP 2 with and without EP, ETP 2 at TP 1 with and without EP, ETP 1 at TP 4).
 void check_expert_parallel_checkpoints(bool async) {
   const int n = test::world_size();
-  ExpertStore reference = expert_store(0, 1);
+  ExpertStore reference =
+      expert_store(ParallelState::create(std::make_shared<SoloCommunicator>(), 1, 1));
   fill_expert_store(reference);
-  for (int save_ep = 1; save_ep <= n; save_ep *= 2)
-    for (int load_ep = 1; load_ep <= n; load_ep *= 2) {
-      if (n % save_ep != 0 || n % load_ep != 0 || 4 % save_ep != 0 || 4 % load_ep != 0) continue;
+  std::vector<ExpertGrid> grids;
+  for (const ExpertGrid g : {ExpertGrid{1, 1, 1}, ExpertGrid{1, 2, 1}, ExpertGrid{1, 4, 1},
+                             ExpertGrid{2, 1, 1}, ExpertGrid{2, 2, 1}, ExpertGrid{1, 1, 2},
+                             ExpertGrid{1, 2, 2}, ExpertGrid{2, 2, 2}, ExpertGrid{4, 1, 1}})
+    if (n % g.tp == 0 && n % (g.ep * g.etp) == 0) grids.push_back(g);
+  for (const ExpertGrid& save : grids)
+    for (const ExpertGrid& load : grids) {
       SCOPED_TRACE(::testing::Message()
-                   << "saved at EP " << save_ep << ", loaded at EP " << load_ep);
+                   << "saved at TP " << save.tp << " EP " << save.ep << " ETP " << save.etp
+                   << ", loaded at TP " << load.tp << " EP " << load.ep << " ETP " << load.etp);
       SharedTempDir dir;
       {
-        ParallelState ps =
-            ParallelState::create(test::world(), 1, 1, RankOrder::kTpDpPp, 1, 0, save_ep);
-        ExpertStore saved = expert_store(ps.ep_rank, save_ep);
+        ParallelState ps = expert_grid_state(save);
+        ExpertStore saved = expert_store(ps);
         fill_expert_store(saved);
         if (async) {
           AsyncCheckpointSave save(dir.path(), 2, saved.store, saved.optimizer, {{"iteration", 2}},
@@ -130,28 +152,22 @@ void check_expert_parallel_checkpoints(bool async) {
           save_checkpoint(dir.path(), 2, saved.store, saved.optimizer, {{"iteration", 2}}, ps);
         }
       }
-      ParallelState ps =
-          ParallelState::create(test::world(), 1, 1, RankOrder::kTpDpPp, 1, 0, load_ep);
-      ExpertStore loaded = expert_store(ps.ep_rank, load_ep);
+      ParallelState ps = expert_grid_state(load);
+      ExpertStore loaded = expert_store(ps);
       loaded.optimizer["exp_avg"] = Tensor::zeros({loaded.store.flat_values().numel()}, DType::F32);
       load_checkpoint(dir.path(), -1, loaded.store, &loaded.optimizer, ps);
       for (const Parameter& p : loaded.store.params()) {
         const Parameter& r = reference.store.get(p.spec.name);
-        const Tensor want =
-            p.spec.expert ? r.value.slice(0, p.expert_start, p.expert_start + p.local_shape[0])
-                          : r.value;
         const Tensor want_m =
             reference.optimizer["exp_avg"]
                 .slice(0, r.flat_offset, r.flat_offset + shape_numel(r.local_shape))
                 .view(r.local_shape);
-        const Tensor want_m_mine =
-            p.spec.expert ? want_m.slice(0, p.expert_start, p.expert_start + p.local_shape[0])
-                          : want_m;
-        EXPECT_EQ(p.value.to_vector<float>(), want.clone().to_vector<float>()) << p.spec.name;
+        EXPECT_EQ(p.value.to_vector<float>(), local_slice(p, r.value).clone().to_vector<float>())
+            << p.spec.name;
         EXPECT_EQ(loaded.optimizer["exp_avg"]
                       .slice(0, p.flat_offset, p.flat_offset + shape_numel(p.local_shape))
                       .to_vector<float>(),
-                  want_m_mine.clone().to_vector<float>())
+                  local_slice(p, want_m).clone().to_vector<float>())
             << p.spec.name;
       }
     }

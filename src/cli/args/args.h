@@ -248,6 +248,9 @@ struct Args {
   // --expert-model-parallel-size (pretrain-gpt): the MoE layers' experts split over this many
   // ranks, carved out of the data-parallel ones (docs/moe.md).
   int expert_model_parallel_size = 1;
+  // --expert-tensor-parallel-size (pretrain-gpt): the experts' own tensor-parallel size; 0 (the
+  // default, Megatron's None) is the TP size.
+  int expert_tensor_parallel_size = 0;
   std::string distributed_backend;  // "nccl", "mpi"; "" → nccl on a GPU, mpi on the CPU
 
   // Data and tokenizer.
@@ -331,6 +334,12 @@ struct Args {
   // Set by select_training_device (not a flag).
   Device compute_device = Device::CPU;
 
+  // The experts' tensor-parallel size: --expert-tensor-parallel-size, else (and in a model
+  // without experts, where the flag has nothing to split) the TP size.
+  int effective_expert_tensor_parallel_size() const {
+    return expert_tensor_parallel_size > 0 && arch.num_experts > 0 ? expert_tensor_parallel_size
+                                                                   : tensor_model_parallel_size;
+  }
   int effective_ffn_hidden_size() const {
     return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size;
   }

@@ -265,8 +265,9 @@ constexpr Rule kRules[] = {
      "take it",
      "1"},
     {"--expert-tensor-parallel-size", false,
-     "sizes the tensor parallelism of expert layers; the experts here are split over the "
-     "tensor-parallel group like the dense MLP, which computes the same function"},
+     "sizes the tensor parallelism of expert layers, which pretrain-gpt implements (docs/moe.md); "
+     "this command splits the experts over the tensor-parallel group like the dense MLP, which "
+     "computes the same function"},
     {"--expert-tensor-parallel-num-weight-shards", true, kMoe},
     {"--overlap-moe-expert-parallel-comm", false, kGpuImpl},
     {"--overlap-dispatch-backward-with-experts-wgrad", false, kGpuImpl},

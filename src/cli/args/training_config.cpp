@@ -442,17 +442,28 @@ void validate_training_args_except_data(Args& a, int world_size) {
              " (number of processes) must be divisible by --tensor-model-parallel-size ", tp,
              cp > 1 ? " x --context-parallel-size " + std::to_string(cp) : std::string(),
              " x --pipeline-model-parallel-size ", pp);
-  // Expert parallelism (docs/moe.md): the experts split evenly, and the expert grid (the
-  // experts split over TP like the dense MLP) fits the world.
+  // Expert parallelism (docs/moe.md): the experts split evenly, and the expert grid (etp × ep ×
+  // pp, the experts' tensor split by default the dense TP's) fits the world.
   const int ep = a.expert_model_parallel_size;
   check_expert_count(int(a.arch.num_experts), ep);
-  check_expert_parallel_sizes(world_size, ep, tp, pp);
+  MT_REQUIRE(a.expert_tensor_parallel_size >= 0, "--expert-tensor-parallel-size must be >= 1, got ",
+             a.expert_tensor_parallel_size);
+  const int etp = a.effective_expert_tensor_parallel_size();
+  check_expert_parallel_sizes(world_size, ep, etp, pp);
+  if (etp != tp) {
+    const int ffn = a.arch.moe_ffn_hidden_size.value_or(a.effective_ffn_hidden_size());
+    MT_REQUIRE(ffn % etp == 0, "the experts' hidden width ", ffn,
+               " (--moe-ffn-hidden-size, else --ffn-hidden-size) is not divisible by "
+               "--expert-tensor-parallel-size ",
+               etp, "; choose a width that is a multiple of it");
+  }
   // The distributed optimizer shards the flat buffer over dp x cp, whose ranks hold different
-  // experts with EP > 1; the optimizer state then stays whole on every rank, which computes the
-  // same update (Megatron's distributed optimizer is the plain one, sharded).
-  if (ep > 1 && a.distributed_optimizer)
+  // experts on an expert grid of their own (EP > 1 or ETP other than TP); the optimizer state
+  // then stays whole on every rank, which computes the same update (Megatron's distributed
+  // optimizer is the plain one, sharded).
+  if ((ep > 1 || etp != tp) && a.distributed_optimizer)
     log_warning("--use-distributed-optimizer with --expert-model-parallel-size " +
-                std::to_string(ep) +
+                std::to_string(ep) + " and --expert-tensor-parallel-size " + std::to_string(etp) +
                 ": the optimizer state is not sharded (each rank keeps that of its parameters); "
                 "the update is the same");
   a.world_size = world_size;
@@ -819,6 +830,7 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   cfg.pipeline_parallel = a.pipeline_model_parallel_size;
   cfg.rank_order = a.use_tp_pp_dp_mapping ? RankOrder::kTpPpDp : RankOrder::kTpDpPp;
   cfg.expert_model_parallel = a.expert_model_parallel_size;
+  cfg.expert_tensor_parallel = a.effective_expert_tensor_parallel_size();
   cfg.check_weight_hash_interval = a.check_weight_hash_across_dp_replicas_interval;
   cfg.test_mode = a.test_mode;
   cfg.micro_batch = a.micro_batch_size;
@@ -850,7 +862,9 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   cfg.log_timers_to_tensorboard = a.log_timers_to_tensorboard;
   cfg.log_memory_to_tensorboard = a.log_memory_to_tensorboard;
   cfg.log_loss_scale_to_tensorboard = a.log_loss_scale_to_tensorboard;
-  cfg.distributed_optimizer = a.distributed_optimizer && a.expert_model_parallel_size == 1;
+  cfg.distributed_optimizer =
+      a.distributed_optimizer && a.expert_model_parallel_size == 1 &&
+      a.effective_expert_tensor_parallel_size() == a.tensor_model_parallel_size;
   cfg.overlap_grad_reduce = a.overlap_grad_reduce;
   cfg.ddp_bucket_size = a.ddp_bucket_size;
   cfg.log_validation_ppl_to_tensorboard = a.log_validation_ppl_to_tensorboard;

@@ -404,6 +404,9 @@ void add_expert_parallel_args(ArgTable& table, Args& args) {
   table.add("--expert-model-parallel-size", args.expert_model_parallel_size,
             "EP size: split each MoE layer's experts over this many ranks, taken from the "
             "data-parallel ones; tokens travel to their experts by all-to-all (docs/moe.md)");
+  table.add("--expert-tensor-parallel-size", args.expert_tensor_parallel_size,
+            "ETP size: split each expert's weights over this many ranks instead of the "
+            "tensor-parallel group (default: the TP size; docs/moe.md)");
 }
 
 // ---- Llama-family architecture flags ----
