@@ -64,7 +64,7 @@ cat "$WORK/gpt_first.loss" "$WORK/gpt_resumed.loss" | diff - "$WORK/gpt_whole.lo
 check_torch_save "$WORK/gpt" 6 mp_rank_00 mp_rank_01
 
 echo "== pretrain-bert, PP 2: the same"
-head -n 20 "${MEGATRON_DATA_DIR:-$HOME/.cache/megatron-cpp}/sotu.jsonl" > "$WORK/in.jsonl"
+head -n 40 "${MEGATRON_DATA_DIR:-$HOME/.cache/megatron-cpp}/sotu.jsonl" > "$WORK/in.jsonl"
 "$MEGATRON_BINARY" preprocess --input "$WORK/in.jsonl" --tokenizer-type BertWordPieceLowerCase \
   --vocab-file "$BERT/vocab.txt" --split-sentences --output-prefix "$WORK/sotu" 2> /dev/null
 BERT_RUN=(pretrain-bert --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32

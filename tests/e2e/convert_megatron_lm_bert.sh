@@ -67,7 +67,7 @@ same_bert "$WORK/mlm_from_hf_back" "$WORK/legacy"
 
 echo "== pretrain-bert --load of the Megatron-LM directory resumes at iteration 10"
 # Real text with the fixture's 100-token vocabulary (characters and ## continuations).
-head -n 20 "${MEGATRON_DATA_DIR:-$HOME/.cache/megatron-cpp}/sotu.jsonl" > "$WORK/in.jsonl"
+head -n 40 "${MEGATRON_DATA_DIR:-$HOME/.cache/megatron-cpp}/sotu.jsonl" > "$WORK/in.jsonl"
 "$MEGATRON_BINARY" preprocess --input "$WORK/in.jsonl" --tokenizer-type BertWordPieceLowerCase \
   --vocab-file "$BERT/vocab.txt" --split-sentences --output-prefix "$WORK/sotu" 2> /dev/null
 RESUME=(pretrain-bert --num-layers 2 --hidden-size 32 --num-attention-heads 4 --ffn-hidden-size 128
