@@ -62,8 +62,10 @@ int64_t real_vocab_size(const nlohmann::json& args, int64_t flag, const std::str
 // (with `per_rank_files`, the torch format) pipeline layouts whose rank files it does not split.
 void check_supported_args(const nlohmann::json& args, const std::string& dir, bool per_rank_files,
                           bool bert = false) {
+  // Unset: absent, None, false, 0 or "" (megatron-cpp's own args spell an unset layout so).
   auto set = [&](const char* key) {
-    return args.contains(key) && !args[key].is_null() && args[key] != false && args[key] != 0;
+    return args.contains(key) && !args[key].is_null() && args[key] != false && args[key] != 0 &&
+           args[key] != "";
   };
   std::vector<const char*> keys = {
       "num_experts",  "mtp_num_layers", "apply_residual_connection_post_layernorm",

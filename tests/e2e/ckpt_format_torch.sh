@@ -33,12 +33,19 @@ d = sys.argv[1]
 for r in sys.argv[2:]:
     sd = torch.load(os.path.join(d, r, "model_optim_rng.pt"))
     assert sd["checkpoint_version"] == 3.0 and isinstance(sd["iteration"], int)
-    params = [v for k, v in sd["model"].items() if isinstance(v, torch.Tensor)]
+    # Megatron-Core names: the saved order is the parameter order; the ids number the group
+    # without weight decay (biases, 1-D), then the other.
+    named = [(k, v) for k, v in sd["model"].items() if isinstance(v, torch.Tensor)]
+    no_wd = [v for k, v in named if v.dim() == 1 or k.endswith("bias")]
+    params = no_wd + [v for k, v in named if not (v.dim() == 1 or k.endswith("bias"))]
     opt = sd["optimizer"]
-    assert sorted(i for g in opt["param_groups"] for i in g["params"]) == list(range(len(params)))
-    for i, g in enumerate(i for g in opt["param_groups"] for i in g["params"]):
-        s = opt["state"][g]
-        assert s["exp_avg"].shape == params[g].shape == s["exp_avg_sq"].shape, (r, g)
+    ids = [i for g in opt["param_groups"] for i in g["params"]]
+    assert ids == list(range(len(params))), (r, ids)
+    assert [g["wd_mult"] for g in opt["param_groups"]] == [0.0, 1.0]
+    for i, p in enumerate(params):
+        s = opt["state"][i]
+        assert s["exp_avg"].shape == p.shape == s["exp_avg_sq"].shape, (r, i)
+        assert s["exp_avg"].dtype == s["exp_avg_sq"].dtype == torch.float32, (r, i)
         assert float(s["step"]) == sd["iteration"]
     assert sd["opt_param_scheduler"]["num_steps"] == sd["args"].consumed_train_samples
     print(r, len(params), "parameters with Adam state, scheduler at",
