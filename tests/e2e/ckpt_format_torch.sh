@@ -61,6 +61,7 @@ GPT=(pretrain-gpt --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-
      --lr-decay-iters 6 --lr-decay-style cosine --log-interval 1 --eval-interval 1000
      --eval-iters 1 --tensor-model-parallel-size 2)
 run gpt_whole 2 "${GPT[@]}"
+[[ $(wc -l < "$WORK/gpt_whole.loss") == 6 ]] || { cat "$WORK/gpt_whole.log"; fail "6 losses"; }
 run gpt_first 2 "${GPT[@]}" --save "$WORK/gpt" --ckpt-format torch --exit-interval 3
 check_torch_save "$WORK/gpt" 3 mp_rank_00 mp_rank_01
 run gpt_resumed 2 "${GPT[@]}" --load "$WORK/gpt" --save "$WORK/gpt" --ckpt-format torch
@@ -80,6 +81,7 @@ BERT_RUN=(pretrain-bert --num-layers 2 --hidden-size 32 --num-attention-heads 4 
           --global-batch-size 4 --train-iters 6 --lr 1e-3 --lr-warmup-iters 1 --lr-decay-iters 6
           --log-interval 1 --eval-interval 1000 --eval-iters 1 --pipeline-model-parallel-size 2)
 run bert_whole 2 "${BERT_RUN[@]}"
+[[ $(wc -l < "$WORK/bert_whole.loss") == 6 ]] || { cat "$WORK/bert_whole.log"; fail "6 losses"; }
 run bert_first 2 "${BERT_RUN[@]}" --save "$WORK/bert" --ckpt-format torch --exit-interval 3
 check_torch_save "$WORK/bert" 3 mp_rank_00_000 mp_rank_00_001
 run bert_resumed 2 "${BERT_RUN[@]}" --load "$WORK/bert" --save "$WORK/bert" --ckpt-format torch
