@@ -26,7 +26,9 @@ double number_arg(const nlohmann::json& args, const char* key, double fallback) 
   return it != args.end() && it->is_number() ? it->get<double>() : fallback;
 }
 
-PyValue host_copy(const Tensor& t) { return PyValue::tensor(t.to(Device::CPU).clone()); }
+PyValue host_copy(const Tensor& t) {
+  return PyValue::tensor(t.to(Device::CPU).clone());
+}
 
 }  // namespace
 
@@ -82,7 +84,8 @@ PyValue megatron_lm_optimizer_entry(
     d.set(PyValue::str("eps"), PyValue::real(number_arg(args, "adam_eps", 1e-8)));
     d.set(PyValue::str("weight_decay"),
           PyValue::real(decays ? number_arg(args, "weight_decay", 0.01) : 0.0));
-    for (const char* flag : {"amsgrad", "maximize"}) d.set(PyValue::str(flag), PyValue::boolean(false));
+    for (const char* flag : {"amsgrad", "maximize"})
+      d.set(PyValue::str(flag), PyValue::boolean(false));
     d.set(PyValue::str("foreach"), PyValue());
     for (const char* flag : {"capturable", "differentiable"})
       d.set(PyValue::str(flag), PyValue::boolean(false));
@@ -141,8 +144,8 @@ PyValue megatron_lm_scheduler_entry(const nlohmann::json& state, const std::stri
   d.set(PyValue::str("start_wd"), PyValue::real(field("start_wd").get<double>()));
   d.set(PyValue::str("end_wd"), PyValue::real(field("end_wd").get<double>()));
   d.set(PyValue::str("wd_incr_style"),
-        PyValue::str(weight_decay_incr_style_name(
-            WeightDecayIncrStyle(field("wd_incr_style").get<int>()))));
+        PyValue::str(
+            weight_decay_incr_style_name(WeightDecayIncrStyle(field("wd_incr_style").get<int>()))));
   d.set(PyValue::str("wd_incr_steps"), count("wd_incr_steps"));
   return out;
 }

@@ -1,7 +1,7 @@
 #include "checkpoint/megatron_lm_torch.h"
 
-#include <filesystem>
 #include <algorithm>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
@@ -332,9 +332,11 @@ std::string core_block_prefix(MegatronLmFamily family) {
 
 }  // namespace
 
-std::vector<std::pair<std::string, Tensor>> megatron_lm_rank_parameters(
-    const MegatronLmRank& rank, MegatronLmNaming naming, int first_layer, bool tied_embeddings,
-    MegatronLmFamily family) {
+std::vector<std::pair<std::string, Tensor>> megatron_lm_rank_parameters(const MegatronLmRank& rank,
+                                                                        MegatronLmNaming naming,
+                                                                        int first_layer,
+                                                                        bool tied_embeddings,
+                                                                        MegatronLmFamily family) {
   const std::string& path = rank.path;
   const bool bert = family == MegatronLmFamily::kBert;
   const char* model_kind = bert ? "a BERT model" : "a GPT model";
@@ -429,15 +431,15 @@ std::vector<std::pair<std::string, Tensor>> megatron_lm_rank_parameters(
           for (const auto& [k3, t] : part.as_dict(where).items) {
             const std::string key = k3.as_str("a pooler key");
             const std::string ours = legacy_bert_head_name("pooler", key);
-            MT_REQUIRE(!ours.empty(), "Megatron-LM checkpoint '", path, "' holds ", where, ".",
-                       key, ", which a BERT model does not have");
+            MT_REQUIRE(!ours.empty(), "Megatron-LM checkpoint '", path, "' holds ", where, ".", key,
+                       ", which a BERT model does not have");
             add(ours, t, where + "." + key);
           }
         } else {
-          MT_THROW("Megatron-LM checkpoint '", path, "' holds ", where, ", which ", model_kind,
-                   " does not have",
-                   sub == "pooler" ? " (a BERT checkpoint: convert it with --model-type bert)"
-                                   : "");
+          MT_THROW(
+              "Megatron-LM checkpoint '", path, "' holds ", where, ", which ", model_kind,
+              " does not have",
+              sub == "pooler" ? " (a BERT checkpoint: convert it with --model-type bert)" : "");
         }
       }
     }
@@ -483,7 +485,7 @@ MegatronLmModelEntry megatron_lm_model_entry(const ParameterStore& store, Megatr
   // (`group`), then Megatron's order inside a BERT head (`within`), else the store's.
   struct Slot {
     const Parameter* p;
-    std::string name;  // legacy: the name inside its module's dict; core: the full key
+    std::string name;    // legacy: the name inside its module's dict; core: the full key
     std::string module;  // legacy: "embedding", "encoder", "output_layer", "pooler",
                          // "word_embeddings_for_head", "lm_head", "binary_head"
     int group = 0, within = 0;
@@ -534,10 +536,7 @@ MegatronLmModelEntry megatron_lm_model_entry(const ParameterStore& store, Megatr
         if (legacy)
           s.group = m == "pooler" ? 2 : m == "lm_head" ? 5 : 6;
         else
-          s.group = m == "pooler"         ? 5
-                    : m == "binary_head"  ? 4
-                    : name == "lm_head.bias" ? 3
-                                             : 2;
+          s.group = m == "pooler" ? 5 : m == "binary_head" ? 4 : name == "lm_head.bias" ? 3 : 2;
       }
       MT_REQUIRE(!s.module.empty(), "parameter ", name, " has no name in Megatron-LM's ",
                  bert ? "BERT" : "GPT", " checkpoints");
@@ -575,8 +574,9 @@ MegatronLmModelEntry megatron_lm_model_entry(const ParameterStore& store, Megatr
   auto module_dict = [&](const std::string& m) -> PyDict& {
     auto it = modules.find(m);
     if (it == modules.end())
-      it = modules.emplace(m, PyValue::dict(m == "embedding" ? PyDict::Kind::kDict
-                                                             : PyDict::Kind::kOrderedDict))
+      it = modules
+               .emplace(m, PyValue::dict(m == "embedding" ? PyDict::Kind::kDict
+                                                          : PyDict::Kind::kOrderedDict))
                .first;
     return it->second.as_dict("");
   };

@@ -134,7 +134,8 @@ void convert_megatron_lm(const std::string& from, const std::string& to, const s
     if (bert)
       export_hf_bert(source, source_iteration, save, tokenizer_files);
     else if (is_llama_checkpoint(
-            CheckpointShardReader(checkpoint_iteration_dir(source, source_iteration)).state(0, 0)))
+                 CheckpointShardReader(checkpoint_iteration_dir(source, source_iteration))
+                     .state(0, 0)))
       export_hf_llama(source, source_iteration, save, max_shard_size);
     else
       export_hf_gpt2(source, source_iteration, save, vocab_size, tokenizer_files);

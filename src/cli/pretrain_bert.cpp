@@ -4,13 +4,13 @@
 #include <CLI/CLI.hpp>
 
 #include "checkpoint/megatron_lm_torch.h"
+#include "checkpoint/megatron_lm_torch_dist.h"
 #include "cli/args/arg_table.h"
 #include "cli/args/args.h"
 #include "cli/args/megatron_flags.h"
 #include "cli/args/training_config.h"
 #include "cli/args/training_flags.h"
 #include "cli/setup/bert_setup.h"
-#include "checkpoint/megatron_lm_torch_dist.h"
 #include "cli/setup/gpt_setup.h"
 #include "cli/setup/megatron_lm_load.h"
 #include "cli/setup/megatron_lm_save.h"
@@ -79,10 +79,10 @@ int run_pretrain_bert(int argc, char** argv) {
     if (args.load.empty() || !(is_megatron_lm_torch_checkpoint(args.load) ||
                                is_megatron_lm_torch_dist_checkpoint(args.load)))
       return;
-    const int64_t vocab = make_tokenizer({args.tokenizer_type, args.vocab_file, args.merge_file,
-                                          args.tokenizer_model, args.vocab_size,
-                                          args.tiktoken_pattern, args.tiktoken_num_special_tokens})
-                              ->vocab_size();
+    const int64_t vocab =
+        make_tokenizer({args.tokenizer_type, args.vocab_file, args.merge_file, args.tokenizer_model,
+                        args.vocab_size, args.tiktoken_pattern, args.tiktoken_num_special_tokens})
+            ->vocab_size();
     use_megatron_lm_load(args, world->rank() == 0, MegatronLmFamily::kBert, vocab);
   });
   run_on_all_ranks(*world, "", [&] {

@@ -4,9 +4,9 @@
 #include <filesystem>
 #include <type_traits>
 
+#include "checkpoint/architecture_json.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/layout.h"
-#include "checkpoint/architecture_json.h"
 #include "checkpoint/megatron_lm_rank_state.h"
 #include "checkpoint/megatron_lm_torch_dist.h"
 #include "checkpoint/megatron_lm_torch_optimizer.h"
@@ -82,7 +82,8 @@ void check_supported_args(const nlohmann::json& args, const std::string& dir, bo
     MT_REQUIRE(!set(key), "Megatron-LM checkpoint '", dir, "' was trained with args.", key, " = ",
                args[key].dump(), ", which megatron-cpp's ", model, " model does not support yet");
   if (!bert) return;
-  const std::string position = args.value("position_embedding_type", std::string("learned_absolute"));
+  const std::string position =
+      args.value("position_embedding_type", std::string("learned_absolute"));
   const std::string norm = args.value("normalization", std::string("LayerNorm"));
   MT_REQUIRE(position == "learned_absolute" && norm == "LayerNorm", "Megatron-LM checkpoint '", dir,
              "' is a BERT with position_embedding_type ", position, " and normalization ", norm,
@@ -260,8 +261,8 @@ struct MegatronLmSource {
 // padded to `padded`: Megatron's BERT is pre-LayerNorm with a final LayerNorm, token types and
 // the pooler and binary head with args.bert_binary_head (pretrain_bert.py's num_tokentypes: 2
 // with the binary head, else 0).
-BertConfig bert_config_from_megatron_args(const nlohmann::json& args, int64_t padded,
-                                          int64_t vocab, const std::string& dir) {
+BertConfig bert_config_from_megatron_args(const nlohmann::json& args, int64_t padded, int64_t vocab,
+                                          const std::string& dir) {
   const nlohmann::json shape = megatron_state(args, padded, dir)["model"];
   BertConfig c;
   c.num_layers = shape["num_layers"].get<int>();
@@ -371,8 +372,8 @@ MegatronLmSource<ConfigT> read_torch_format(const std::string& load_dir, int64_t
   return src;
 }
 
-MegatronLmSource<GptConfig> read_torch_dist_format(const std::string& load_dir,
-                                                   int64_t iteration, int64_t vocab_size) {
+MegatronLmSource<GptConfig> read_torch_dist_format(const std::string& load_dir, int64_t iteration,
+                                                   int64_t vocab_size) {
   const MegatronLmTorchDist ckpt = read_megatron_lm_torch_dist(load_dir, iteration);
   MegatronLmSource<GptConfig> src =
       source_model<GptConfig>(ckpt.args(), ckpt.iteration_dir, vocab_size, false);
@@ -505,9 +506,8 @@ std::map<std::string, TensorMap> read_full_optimizer_tensors(const CheckpointSha
 }
 
 template <typename ConfigT>
-void export_megatron_lm(const std::string& load_dir, int64_t iteration,
-                        const std::string& save_dir, int target_tp, int target_pp,
-                        MegatronLmNaming naming) {
+void export_megatron_lm(const std::string& load_dir, int64_t iteration, const std::string& save_dir,
+                        int target_tp, int target_pp, MegatronLmNaming naming) {
   using ModelT = ModelOf<ConfigT>;
   constexpr bool bert = std::is_same_v<ConfigT, BertConfig>;
   MT_REQUIRE(target_tp >= 1, "--target-tensor-parallel-size must be >= 1, got ", target_tp);
@@ -517,8 +517,8 @@ void export_megatron_lm(const std::string& load_dir, int64_t iteration,
   const std::string& dir = reader.iteration_dir();
   ConfigT source;
   if constexpr (bert) {
-    MT_REQUIRE(state.contains("model") && state["model"].contains("num_tokentypes"),
-               "checkpoint '", dir,
+    MT_REQUIRE(state.contains("model") && state["model"].contains("num_tokentypes"), "checkpoint '",
+               dir,
                "' is not a BERT checkpoint (its state.json has no model.num_tokentypes): export "
                "it with --model-type gpt");
     source = bert_config_from_checkpoint_state(state, dir);
@@ -614,8 +614,7 @@ void export_megatron_lm(const std::string& load_dir, int64_t iteration,
         std::vector<ParameterStore> buffer_stores;
         buffer_stores.reserve(padded_optimizer.size());
         for (const auto& [buffer, tensors] : padded_optimizer) {
-          buffer_stores.push_back(
-              registered_parameter_store<ModelT>(target, tp, target_tp, stage));
+          buffer_stores.push_back(registered_parameter_store<ModelT>(target, tp, target_tp, stage));
           assign_from_full_tensors(stage_tensors(tensors), buffer_stores.back());
           for (const Parameter& p : buffer_stores.back().params())
             rank_buffers[buffer][p.spec.name] = p.value;

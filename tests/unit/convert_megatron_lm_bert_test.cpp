@@ -48,12 +48,12 @@ TensorMap full_bert_tensors(const std::string& dir, const std::string& buffer,
   read_parameters(reader, store, buffer.empty() ? nullptr : &flat);
   TensorMap full;
   for (const Parameter& p : store.params())
-    full[p.spec.name] = buffer.empty() ? p.value.clone()
-                                       : flat[buffer]
-                                             .slice(0, p.flat_offset,
-                                                    p.flat_offset + shape_numel(p.local_shape))
-                                             .view(p.local_shape)
-                                             .clone();
+    full[p.spec.name] =
+        buffer.empty() ? p.value.clone()
+                       : flat[buffer]
+                             .slice(0, p.flat_offset, p.flat_offset + shape_numel(p.local_shape))
+                             .view(p.local_shape)
+                             .clone();
   return full;
 }
 

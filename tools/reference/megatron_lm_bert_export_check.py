@@ -10,6 +10,8 @@ layout and naming:
   (step, exp_avg, exp_avg_sq), the ids mapped to parameters by Megatron's parameter order,
   worked out here from the model dict (language model, the last stage's embedding copy, whose
   state Megatron keeps apart and is not compared, lm_head, binary_head);
+* that torch.optim.Adam's load_state_dict takes the optimizer state over the parameters grouped
+  as Megatron groups them;
 * opt_param_scheduler, iteration, checkpoint_version and the args Megatron-LM checks.
 
   /usr/bin/python3 tools/reference/megatron_lm_bert_export_check.py OURS_DIR FIXTURE_DIR VOCAB
@@ -122,6 +124,12 @@ def main():
                     equal_rows(so[new][buf], st[new][buf], path,
                                max(0, min(rows, vocab - tp_rank * rows)))
                 states += 1
+            # torch's own Adam takes the state dict over the parameters grouped as Megatron
+            # groups them (load_state_dict checks the groups' sizes).
+            params = [torch.nn.Parameter(order[i][1].clone()) for i in by_group]
+            n_no_wd = len(go[0]["params"])
+            adam = torch.optim.Adam([{"params": params[:n_no_wd]}, {"params": params[n_no_wd:]}])
+            adam.load_state_dict(ours["optimizer"])
             assert ours["opt_param_scheduler"] == theirs["opt_param_scheduler"], (
                 f, ours["opt_param_scheduler"], theirs["opt_param_scheduler"])
             for key in ("consumed_train_samples", "consumed_valid_samples"):

@@ -19,8 +19,7 @@ namespace megatron::cli {
 // unless an up-to-date copy exists, and points args.load at the copy. Otherwise leaves args alone.
 // `family`: the run's model (a checkpoint of the other family is an Error); `vocab_size`: the
 // real vocabulary when the checkpoint's args do not record it (0: args.vocab_size).
-void use_megatron_lm_load(Args& args, bool writer,
-                          MegatronLmFamily family = MegatronLmFamily::kGpt,
+void use_megatron_lm_load(Args& args, bool writer, MegatronLmFamily family = MegatronLmFamily::kGpt,
                           int64_t vocab_size = 0);
 
 }  // namespace megatron::cli

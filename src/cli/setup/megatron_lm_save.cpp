@@ -12,8 +12,10 @@ void use_megatron_lm_save(TrainerConfig& config, const Args& args, MegatronLmFam
                                     const std::string& save_dir) {
     (family == MegatronLmFamily::kBert ? export_megatron_lm_bert : export_megatron_lm_gpt)(
         staged, iteration, save_dir, tp, pp, MegatronLmNaming::kCore);
-    log_info("  wrote iteration ", iteration, " in Megatron-LM's torch format (--ckpt-format "
-             "torch, ", tp, " tensor x ", pp, " pipeline ranks)");
+    log_info("  wrote iteration ", iteration,
+             " in Megatron-LM's torch format (--ckpt-format "
+             "torch, ",
+             tp, " tensor x ", pp, " pipeline ranks)");
   };
 }
 
