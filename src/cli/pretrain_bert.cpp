@@ -149,7 +149,7 @@ int run_pretrain_bert(int argc, char** argv) {
   });
 
   TrainerConfig config = trainer_config(args, table);
-  use_megatron_lm_save(config, args, MegatronLmFamily::kBert);
+  run_on_all_ranks(*world, "", [&] { use_megatron_lm_save(config, args, model.model); });
   config.tokenizer = tokenizer_id;
   set_muon_qkv_layout(config, model.model);
   config.theoretical_memory_report = theoretical_memory_report(

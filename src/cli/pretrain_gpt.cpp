@@ -81,7 +81,7 @@ int run_pretrain_gpt(int argc, char** argv) {
     data = build_gpt_data(args, vocab);
   });
   TrainerConfig config = trainer_config(args, table);
-  use_megatron_lm_save(config, args, MegatronLmFamily::kGpt);
+  run_on_all_ranks(*world, "", [&] { use_megatron_lm_save(config, args, model.model); });
   config.per_token_loss = per_token_loss;
   set_muon_qkv_layout(config, model.model);
   config.tokenizer = vocab.identity;

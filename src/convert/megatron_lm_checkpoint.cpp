@@ -522,27 +522,12 @@ void export_megatron_lm(const std::string& load_dir, int64_t iteration, const st
                "' is not a BERT checkpoint (its state.json has no model.num_tokentypes): export "
                "it with --model-type gpt");
     source = bert_config_from_checkpoint_state(state, dir);
-    MT_REQUIRE(!source.post_layernorm(), "checkpoint '", dir,
-               "' is a post-LayerNorm BERT (--post-layernorm, or an HF BertForPreTraining "
-               "import): Megatron-LM's BERT is pre-LayerNorm, so it has no Megatron-LM "
-               "counterpart; keep it in megatron-cpp's format or export it to HF");
   } else {
     MT_REQUIRE(!state.contains("model") || !state["model"].contains("num_tokentypes"),
                "checkpoint '", dir, "' is a BERT checkpoint: export it with --model-type bert");
     source = gpt_config_from_checkpoint_state(state, dir);
-    MT_REQUIRE(!source.arch.moe.enabled(), "checkpoint '", dir,
-               "' is a mixture-of-experts model: its export to Megatron-LM's format is not "
-               "implemented (the experts' parameter names are not mapped); keep it in "
-               "megatron-cpp's format");
-    MT_REQUIRE(!source.arch.mla.enabled, "checkpoint '", dir,
-               "' is a multi-latent-attention model: its export to Megatron-LM's format is not "
-               "implemented (MLA's parameter names and layouts are not mapped); keep it in "
-               "megatron-cpp's format");
-    MT_REQUIRE(!source.arch.mtp.enabled(), "checkpoint '", dir,
-               "' has multi-token prediction (--mtp-num-layers): its export to Megatron-LM's "
-               "format is not implemented (the depths' Megatron-Core names and the MTP stage's "
-               "embedding copy are not written); keep it in megatron-cpp's format");
   }
+  check_megatron_lm_exportable(source, "checkpoint '" + dir + "'");
   check_pipeline_split({.num_layers = source.num_layers, .pipeline_size = target_pp});
   ParameterStore whole = registered_parameter_store<ModelT>(source, 0, 1);
   const TensorMap full = read_full_model_tensors(reader, whole);
@@ -634,6 +619,28 @@ void export_megatron_lm(const std::string& load_dir, int64_t iteration, const st
 }
 
 }  // namespace
+
+void check_megatron_lm_exportable(const GptConfig& config, const std::string& what) {
+  MT_REQUIRE(!config.arch.moe.enabled(), what,
+             " is a mixture-of-experts model: its export to Megatron-LM's format is not "
+             "implemented (the experts' parameter names are not mapped); keep it in "
+             "megatron-cpp's format");
+  MT_REQUIRE(!config.arch.mla.enabled, what,
+             " is a multi-latent-attention model: its export to Megatron-LM's format is not "
+             "implemented (MLA's parameter names and layouts are not mapped); keep it in "
+             "megatron-cpp's format");
+  MT_REQUIRE(!config.arch.mtp.enabled(), what,
+             " has multi-token prediction (--mtp-num-layers): its export to Megatron-LM's "
+             "format is not implemented (the depths' Megatron-Core names and the MTP stage's "
+             "embedding copy are not written); keep it in megatron-cpp's format");
+}
+
+void check_megatron_lm_exportable(const BertConfig& config, const std::string& what) {
+  MT_REQUIRE(!config.post_layernorm(), what,
+             " is a post-LayerNorm BERT (--post-layernorm, or an HF BertForPreTraining "
+             "import): Megatron-LM's BERT is pre-LayerNorm, so it has no Megatron-LM "
+             "counterpart; keep it in megatron-cpp's format or export it to HF");
+}
 
 void import_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,
                             const std::string& save_dir, int target_tp, int64_t vocab_size) {

@@ -19,6 +19,8 @@
 #include <string>
 
 #include "checkpoint/megatron_lm_torch.h"
+#include "model/bert_config.h"
+#include "model/gpt_model.h"
 
 namespace megatron {
 
@@ -62,6 +64,12 @@ void import_megatron_lm_bert(const std::string& load_dir, int64_t iteration,
 void export_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,
                             const std::string& save_dir, int target_tp, int target_pp,
                             MegatronLmNaming naming);
+// Throws Error when a model of `config` has no Megatron-LM counterpart export_megatron_lm_*
+// writes (GPT: experts, multi-latent attention, multi-token prediction; BERT: post-LayerNorm),
+// naming `what` (the checkpoint, the run).
+void check_megatron_lm_exportable(const GptConfig& config, const std::string& what);
+void check_megatron_lm_exportable(const BertConfig& config, const std::string& what);
+
 // The same for a pre-LayerNorm BERT checkpoint (Megatron-LM has no post-LayerNorm BERT: an
 // Error), in Megatron's BertModel names.
 void export_megatron_lm_bert(const std::string& load_dir, int64_t iteration,

@@ -97,4 +97,6 @@ expect_error "--async-save with --ckpt-format torch is not supported" "${GPT[@]}
   --tensor-model-parallel-size 1 --save "$WORK/x" --ckpt-format torch --async-save
 expect_error "--ckpt-format zarr is not a format megatron-cpp writes" "${GPT[@]}" \
   --tensor-model-parallel-size 1 --save "$WORK/x" --ckpt-format zarr
+expect_error "--ckpt-format torch: the model is a mixture-of-experts model" "${GPT[@]}" \
+  --tensor-model-parallel-size 1 --save "$WORK/x" --ckpt-format torch --num-experts 2
 echo "PASS"

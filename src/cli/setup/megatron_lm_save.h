@@ -13,12 +13,17 @@
 
 #include "checkpoint/megatron_lm_torch.h"
 #include "cli/args/args.h"
+#include "model/bert_config.h"
+#include "model/gpt_model.h"
 #include "train/trainer.h"
 
 namespace megatron::cli {
 
-// Sets config.save_as for args.ckpt_format "torch" (a `family` model at the run's layout);
-// leaves it empty otherwise.
-void use_megatron_lm_save(TrainerConfig& config, const Args& args, MegatronLmFamily family);
+// Sets config.save_as for args.ckpt_format "torch" (the run's `model`, at its layout); leaves
+// it empty otherwise. Throws Error, before training, for a model or layout the format does not
+// take (convert/megatron_lm_checkpoint.h's check_megatron_lm_exportable; layers that do not
+// split evenly over the pipeline stages).
+void use_megatron_lm_save(TrainerConfig& config, const Args& args, const GptConfig& model);
+void use_megatron_lm_save(TrainerConfig& config, const Args& args, const BertConfig& model);
 
 }  // namespace megatron::cli
