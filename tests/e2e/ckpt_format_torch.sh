@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# --ckpt-format torch on --save (pretrain-gpt at TP 2, pretrain-bert at PP 2): the run writes
+# --ckpt-format torch on --save (pretrain-gpt at TP 2, with the distributed optimizer at DP 2 and
+# with --bf16; pretrain-bert at PP 2): the run writes
 # Megatron-LM's torch format (iter_N/mp_rank_TT[_PPP]/model_optim_rng.pt and the tracker, no
 # megatron-cpp files, no staging directory left), with the optimizer state, scheduler, args and
 # iteration, and a run resumed from it (--load of that directory) logs the uninterrupted run's
@@ -38,7 +39,11 @@ for r in sys.argv[2:]:
     named = [(k, v) for k, v in sd["model"].items() if isinstance(v, torch.Tensor)]
     no_wd = [v for k, v in named if v.dim() == 1 or k.endswith("bias")]
     params = no_wd + [v for k, v in named if not (v.dim() == 1 or k.endswith("bias"))]
-    opt = sd["optimizer"]
+    opt = sd["optimizer"].get("optimizer", sd["optimizer"])  # --bf16: the mixed-precision one's
+    if sd["args"].bf16:
+        masters = [t for g in sd["optimizer"]["fp32_from_fp16_params"] for t in g]
+        assert [t.shape for t in masters] == [p.shape for p in params], r
+        assert all(t.dtype == torch.float32 for t in masters), r
     ids = [i for g in opt["param_groups"] for i in g["params"]]
     assert ids == list(range(len(params))), (r, ids)
     assert [g["wd_mult"] for g in opt["param_groups"]] == [0.0, 1.0]
@@ -70,6 +75,19 @@ grep -q "loaded checkpoint from .* at iteration 3$" "$WORK/gpt_resumed.log" \
 cat "$WORK/gpt_first.loss" "$WORK/gpt_resumed.loss" | diff - "$WORK/gpt_whole.loss" \
   || fail "pretrain-gpt: the resumed losses differ from the uninterrupted run's"
 check_torch_save "$WORK/gpt" 6 mp_rank_00 mp_rank_01
+
+echo "== pretrain-gpt with the distributed optimizer (DP 2), and --bf16: the same"
+for variant in "dopt 2 --use-distributed-optimizer" "bf16 1 --bf16"; do
+  read -r name np flag <<< "$variant"
+  ONE=("${GPT[@]}" --tensor-model-parallel-size 1 "$flag")
+  run "${name}_whole" "$np" "${ONE[@]}"
+  run "${name}_first" "$np" "${ONE[@]}" --save "$WORK/$name" --ckpt-format torch --exit-interval 3
+  check_torch_save "$WORK/$name" 3 mp_rank_00
+  run "${name}_resumed" "$np" "${ONE[@]}" --load "$WORK/$name" --save "$WORK/$name" \
+    --ckpt-format torch
+  cat "$WORK/${name}_first.loss" "$WORK/${name}_resumed.loss" | diff - "$WORK/${name}_whole.loss" \
+    || fail "$name: the resumed losses differ from the uninterrupted run's"
+done
 
 echo "== pretrain-bert, PP 2: the same"
 head -n 40 "${MEGATRON_DATA_DIR:-$HOME/.cache/megatron-cpp}/sotu.jsonl" > "$WORK/in.jsonl"
