@@ -223,6 +223,7 @@ OURS=" --hidden-size --num-attention-heads --ffn-hidden-size --kv-channels --seq
 OURS=${OURS//$'\n'/ } # one line: flags are matched as " --flag "
 NEEDS_MODEL_FILE=" GPTSentencePieceTokenizer SentencePieceTokenizer Llama2Tokenizer
   HuggingFaceTokenizer TikTokenizer MultimodalTokenizer "
+NEEDS_MODEL_FILE=${NEEDS_MODEL_FILE//$'\n'/ } # one line, as OURS: Llama2Tokenizer ended a line
 
 # envsubst as _run_training.sh runs it on the whole file: only variables that are set change.
 subst() {

@@ -7,6 +7,7 @@
 #include "cli/bench/generate_bench.h"
 #include "cli/bench/kernel_bench.h"
 #include "cli/bench/machine_bench.h"
+#include "cli/bench/moe_layer_bench.h"
 #include "cli/bench/step_bench.h"
 #include "cli/subcommands.h"
 
@@ -22,13 +23,17 @@ int run_bench(int argc, char** argv) {
       return run_generate_bench(argc, argv);  // cli/bench/generate_bench.h
     if (!std::strcmp(argv[i], "--mode") && !std::strcmp(argv[i + 1], "machine"))
       return run_machine_bench(argc, argv);  // cli/bench/machine_bench.h, for `megatron plan`
+    if (!std::strcmp(argv[i], "--mode") && !std::strcmp(argv[i + 1], "moe"))
+      return run_moe_layer_bench(argc, argv);  // cli/bench/moe_layer_bench.h
   }
   CLI::App app{"megatron bench: measure kernel throughput against the machine's own ceilings",
                "megatron bench"};
   std::string mode = "kernels";
-  app.add_option("--mode", mode,
-                 "what to measure (step: whole training steps; generate: KV-cache decoding; "
-                 "machine: a machine file for `megatron plan`; each with its own flags)")
+  app.add_option(
+         "--mode", mode,
+         "what to measure (step: whole training steps; generate: KV-cache decoding; "
+         "machine: a machine file for `megatron plan`; moe: one mixture-of-experts layer; each "
+         "with its own flags)")
       ->check(CLI::IsMember({"kernels"}))
       ->capture_default_str();
   KernelBenchOptions k;

@@ -136,7 +136,7 @@ void convert_megatron_lm(const std::string& from, const std::string& to, const s
     else if (is_llama_checkpoint(
                  CheckpointShardReader(checkpoint_iteration_dir(source, source_iteration))
                      .state(0, 0)))
-      export_hf_llama(source, source_iteration, save, max_shard_size);
+      export_hf_llama(source, source_iteration, save, max_shard_size, tokenizer_files);
     else
       export_hf_gpt2(source, source_iteration, save, vocab_size, tokenizer_files);
     log_info("exported Megatron-LM checkpoint ", load, " as HF model ", save);
@@ -150,7 +150,7 @@ void convert_to_gguf(const std::string& from, const std::string& load, const std
   std::string source = load;
   std::optional<IntermediateCheckpoint> intermediate;
   if (from != "megatron") {
-    if (from == "hf") options.tokenizer_identity = hf_gpt2_tokenizer_identity(load);
+    if (from == "hf") options.tokenizer_identity = hf_tokenizer_identity(load);
     intermediate.emplace(from, load, load_iteration, save, options.vocab_size, divisible_by);
     source = intermediate->path();
     load_iteration = -1;
@@ -228,6 +228,8 @@ int run_convert(int argc, char** argv) {
                  "HF export: the tokenizer's vocabulary, when it moved since training");
   app.add_option("--merge-file", tokenizer_files.merge_file,
                  "HF export: the GPT-2 BPE merges, when they moved since training");
+  app.add_option("--tokenizer-model", tokenizer_files.tokenizer_model,
+                 "HF and GGUF export: the SentencePiece model, when it moved since training");
   int64_t max_shard_size = 5000000000;
   app.add_option("--max-shard-size", max_shard_size,
                  "HF export of Llama-family models: bytes per safetensors shard (HF's 5GB)");
@@ -288,7 +290,7 @@ int run_convert(int argc, char** argv) {
   } else if (to == "hf" && is_llama_checkpoint(
                                CheckpointShardReader(checkpoint_iteration_dir(load, load_iteration))
                                    .state(0, 0))) {
-    export_hf_llama(load, load_iteration, save, max_shard_size);
+    export_hf_llama(load, load_iteration, save, max_shard_size, tokenizer_files);
     log_info("exported checkpoint ", load, " as an HF Llama-family model ", save);
   } else if (from == "hf") {
     import_hf_gpt2(load, save, target_tp, divisible_by);

@@ -12,6 +12,7 @@
 #include "convert/hf_directory.h"
 #include "convert/hf_gpt2.h"
 #include "convert/hf_llama.h"
+#include "convert/hf_moe.h"
 #include "convert/llama_checkpoint.h"
 #include "kernels/rotary.h"
 
@@ -91,7 +92,47 @@ std::map<std::string, Tensor> gpt2_tensors(const TensorMap& full, const GptConfi
   return out;
 }
 
-// Llama-family model -> llama.cpp llama (or qwen2: `permute` false) tensors.
+// The tensors stacked along a new first dimension: [parts, ...part's shape].
+Tensor stacked(const std::vector<Tensor>& parts) {
+  Shape shape = parts.at(0).shape();
+  shape.insert(shape.begin(), int64_t(parts.size()));
+  Tensor out = Tensor::empty(shape, DType::F32);
+  for (size_t i = 0; i < parts.size(); ++i) out.select(0, int64_t(i)).copy_from(parts[i]);
+  return out;
+}
+
+// Moves MoE layer `layer`'s HF sparse block (convert/hf_moe.h) out of `hf` into llama.cpp's
+// tensors: the router ffn_gate_inp [E, h], the experts' gate/up/down stacked into
+// ffn_gate_exps / ffn_up_exps [E, F, h] and ffn_down_exps [E, h, F], and a shared expert's
+// ffn_{gate,up,down}_shexp with its gate ffn_gate_inp_shexp [h] (qwen2moe).
+void take_moe_block(TensorMap& hf, const GptConfig& c, int layer,
+                    std::map<std::string, Tensor>& out) {
+  const HfSparseBlockNames n = hf_sparse_block_names(c, layer);
+  const auto take = [&](const std::string& name) {
+    auto it = hf.find("model." + name);
+    MT_CHECK(it != hf.end(), "HF tensor 'model.", name, "' missing from the MoE export");
+    Tensor t = it->second;
+    hf.erase(it);
+    return t;
+  };
+  out[block(layer, "ffn_gate_inp.weight")] = take(n.router);
+  std::vector<Tensor> gate, up, down;
+  for (const auto& [g, u, d] : n.experts) {
+    gate.push_back(take(g));
+    up.push_back(take(u));
+    down.push_back(take(d));
+  }
+  out[block(layer, "ffn_gate_exps.weight")] = stacked(gate);
+  out[block(layer, "ffn_up_exps.weight")] = stacked(up);
+  out[block(layer, "ffn_down_exps.weight")] = stacked(down);
+  if (n.shared_gate.empty()) return;
+  out[block(layer, "ffn_gate_shexp.weight")] = take(n.shared[0]);
+  out[block(layer, "ffn_up_shexp.weight")] = take(n.shared[1]);
+  out[block(layer, "ffn_down_shexp.weight")] = take(n.shared[2]);
+  out[block(layer, "ffn_gate_inp_shexp.weight")] = take(n.shared_gate).view({c.hidden_size});
+}
+
+// Llama-family model -> llama.cpp llama (or qwen2 / qwen2moe: `permute` false) tensors.
 std::map<std::string, Tensor> llama_tensors(const TensorMap& full, const GptConfig& c,
                                             bool permute) {
   static const std::map<std::string, std::string> kLayer = {
@@ -113,7 +154,10 @@ std::map<std::string, Tensor> llama_tensors(const TensorMap& full, const GptConf
       {"lm_head.weight", "output.weight"}};
   const TransformerConfig t = c.transformer_config();
   std::map<std::string, Tensor> out;
-  for (const auto& [name, value] : hf_llama_tensors_from_gpt(full, c)) {
+  TensorMap hf = hf_llama_tensors_from_gpt(full, c);
+  if (c.arch.moe.enabled())
+    for (int layer = 0; layer < c.num_layers; ++layer) take_moe_block(hf, c, layer, out);
+  for (const auto& [name, value] : hf) {
     const auto [layer, rest] = split_layer(name, "model.layers.");
     if (layer < 0) {
       MT_CHECK(kGlobal.count(name), "HF Llama tensor '", name, "' has no GGUF name");
@@ -148,11 +192,6 @@ Tensor llama3_rope_freqs(const GptConfig& c, int64_t rotary_dim) {
 // sentence, what none of those written here computes.
 std::string gguf_architecture(const nlohmann::json& state, const GptConfig& c) {
   const ArchitectureOptions& a = c.arch;
-  const nlohmann::json experts =
-      state.value("args", nlohmann::json::object()).value("num_experts", nlohmann::json());
-  MT_REQUIRE(!experts.is_number() || experts.get<int64_t>() == 0,
-             "a mixture-of-experts model does not export to GGUF yet: keep it in megatron-cpp's "
-             "format");
   MT_REQUIRE(!a.mla.enabled,
              "a multi-latent-attention model does not export to GGUF: llama.cpp's deepseek2 "
              "architecture is not written here; keep it in megatron-cpp's format");
@@ -174,9 +213,29 @@ std::string gguf_architecture(const nlohmann::json& state, const GptConfig& c) {
              a.rotary_interleaved ? "" : std::to_string(a.rotary_percent),
              " does not export to GGUF yet: only RoPE over whole heads, in halves as HF rotates "
              "them, is mapped onto llama.cpp's llama and qwen2");
-  const std::string arch = a.add_qkv_bias ? "qwen2" : "llama";
-  // Refuses, with its sentence, what HF Llama / Qwen2 cannot describe (biases, norm gains, ...).
-  hf_llama_config_from_gpt(c, a.add_qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM");
+  const MoeOptions& moe = a.moe;
+  const std::string hf_arch = moe.enabled()    ? hf_moe_architecture_of(c)
+                              : a.add_qkv_bias ? "Qwen2ForCausalLM"
+                                               : "LlamaForCausalLM";
+  // Refuses, with its sentence, what the HF architecture cannot describe (biases, norm gains,
+  // Mixtral's routing, ...).
+  hf_llama_config_from_gpt(c, hf_arch);
+  // Mixtral is llama.cpp's llama with experts on every layer (softmax, top k, the k weights
+  // renormalised: Mixtral's routing); Qwen2-MoE its qwen2moe (the same without renormalising,
+  // every layer sparse, the sigmoid-gated shared expert, q/k/v biases).
+  if (moe.enabled()) {
+    MT_REQUIRE(moe.count_moe_layers(c.num_layers) == c.num_layers,
+               "llama.cpp's MoE architectures make every layer a mixture of experts; this model "
+               "has dense layers (--moe-layer-freq ",
+               moe.layer_freq, "), so it does not export to GGUF");
+    MT_REQUIRE(hf_arch != "Qwen2MoeForCausalLM" || (moe.pre_softmax && a.add_qkv_bias),
+               "llama.cpp's qwen2moe keeps the top-k softmax weights as they are (Qwen2-MoE's "
+               "norm_topk_prob false: --moe-router-pre-softmax) and needs q/k/v biases "
+               "(--add-qkv-bias); this model does not export to GGUF");
+  }
+  const std::string arch = moe.enabled() && moe.shared_expert_ffn > 0 ? "qwen2moe"
+                           : a.add_qkv_bias                           ? "qwen2"
+                                                                      : "llama";
   MT_REQUIRE(!(a.rope_scaling.enabled() && a.rotary_seq_len_interpolation_factor != 1.0f),
              "--use-rope-scaling and --rotary-seq-len-interpolation-factor together do not "
              "export to GGUF (llama.cpp applies one scaling)");
@@ -199,9 +258,13 @@ GgufTensorType gguf_tensor_type_from_name(const std::string& name) {
   MT_THROW("--gguf-dtype ", name, " is not a GGUF tensor type written here: use f32, f16 or bf16");
 }
 
-nlohmann::json hf_gpt2_tokenizer_identity(const std::string& hf_dir) {
+nlohmann::json hf_tokenizer_identity(const std::string& hf_dir) {
   const std::string vocab = hf_dir + "/vocab.json", merges = hf_dir + "/merges.txt";
-  if (!std::filesystem::exists(vocab) || !std::filesystem::exists(merges)) return nullptr;
+  if (!std::filesystem::exists(vocab) || !std::filesystem::exists(merges)) {
+    const std::string model = hf_dir + "/tokenizer.model";
+    if (!std::filesystem::exists(model)) return nullptr;
+    return {{"type", "Llama2Tokenizer"}, {"files", {{"tokenizer_model", {{"path", model}}}}}};
+  }
   const nlohmann::json config = read_hf_directory(hf_dir).config;
   MT_REQUIRE(config.contains("eos_token_id") && config["eos_token_id"].is_number_integer(),
              "HF directory '", hf_dir,
@@ -236,7 +299,18 @@ std::string export_gguf(const std::string& load_dir, int64_t iteration,
   gguf.add_uint32(p + "context_length", uint32_t(c.max_position_embeddings));
   gguf.add_uint32(p + "embedding_length", uint32_t(c.hidden_size));
   gguf.add_uint32(p + "block_count", uint32_t(c.num_layers));
-  gguf.add_uint32(p + "feed_forward_length", uint32_t(t.ffn_size()));
+  // Mixtral in llama: the experts' width is the feed-forward length.
+  gguf.add_uint32(
+      p + "feed_forward_length",
+      uint32_t(arch == "llama" && a.moe.enabled() ? t.expert_ffn_size() : t.ffn_size()));
+  if (a.moe.enabled()) {
+    gguf.add_uint32(p + "expert_count", uint32_t(a.moe.num_experts));
+    gguf.add_uint32(p + "expert_used_count", uint32_t(a.moe.topk));
+  }
+  if (arch == "qwen2moe") {
+    gguf.add_uint32(p + "expert_feed_forward_length", uint32_t(t.expert_ffn_size()));
+    gguf.add_uint32(p + "expert_shared_feed_forward_length", uint32_t(a.moe.shared_expert_ffn));
+  }
   gguf.add_uint32(p + "attention.head_count", uint32_t(c.num_attention_heads));
   gguf.add_uint32(p + "attention.head_count_kv", uint32_t(t.query_groups()));
   gguf.add_uint32(p + "vocab_size", uint32_t(c.vocab_size));

@@ -14,10 +14,16 @@
 //          t·d/2 + j moves to 2j + t — as llama.cpp's own converter does.
 //   qwen2  the same with q/k/v biases (--add-qkv-bias): llama.cpp's qwen2 rotates the halves,
 //          so nothing is permuted.
+//   Mixtures of experts, every layer sparse: Mixtral's routing (softmax, top k renormalised) is
+//          llama with expert_count/expert_used_count, the router blk.N.ffn_gate_inp [E, h] and
+//          the experts stacked as ffn_gate_exps, ffn_up_exps [E, F, h], ffn_down_exps [E, h, F];
+//          Qwen2-MoE's (top-k softmax weights as they are, q/k/v biases, a sigmoid-gated
+//          shared expert ffn_{gate,up,down}_shexp with gate ffn_gate_inp_shexp [h]) is qwen2moe.
 // Llama 3.1's RoPE scaling (--use-rope-scaling) is the rope_freqs tensor (each frequency's
 // divisor), linear scaling (--rotary-seq-len-interpolation-factor) the rope.scaling keys.
 //
-// Refused, each with a sentence: BERT, multi-latent attention, mixture of experts, QK norms
+// Refused, each with a sentence: BERT, multi-latent attention, a mixture of experts with dense
+// layers or another routing, QK norms
 // (Qwen3), muP, partial or interleaved RoPE, Nemotron's options, the exact erf GeLU (llama.cpp's
 // gpt2 computes the tanh form), anything else GPT-2 or Llama cannot describe.
 //
@@ -42,15 +48,16 @@ struct GgufExportOptions {
   int64_t vocab_size = 0;  // the real vocabulary when state.json does not record it
   std::string name;        // general.name
   TokenizerFileOverrides tokenizer;
-  // The tokenizer when the checkpoint records none (an HF import: the HF directory's GPT-2
-  // files, hf_gpt2_tokenizer_identity()); null: the checkpoint's.
+  // The tokenizer when the checkpoint records none (an HF import: the HF directory's
+  // tokenizer files, hf_tokenizer_identity()); null: the checkpoint's.
   nlohmann::json tokenizer_identity;
 };
 
 // The tokenizer identity (data/tokenizers/tokenizer_identity.h's shape) of an HF directory's
-// GPT-2 BPE files — vocab.json and merges.txt, the end of document being config.json's
-// eos_token_id — or null when the directory has no such pair.
-nlohmann::json hf_gpt2_tokenizer_identity(const std::string& hf_dir);
+// tokenizer files: GPT-2 BPE's vocab.json and merges.txt (the end of document being
+// config.json's eos_token_id), else a SentencePiece tokenizer.model (as Llama2Tokenizer, which
+// encodes with the model alone); null when the directory has neither.
+nlohmann::json hf_tokenizer_identity(const std::string& hf_dir);
 
 // Gathers iteration `iteration` (-1: latest) of the megatron-cpp checkpoint in `load_dir` into
 // full tensors and writes `gguf_path` (atomically). Returns the llama.cpp architecture written.

@@ -5,6 +5,7 @@
 #include "core/durable_file.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "data/tokenizers/sentencepiece_model_file.h"
 #include "data/tokenizers/tokenizer_identity.h"
 
 namespace megatron {
@@ -66,6 +67,57 @@ void add_gpt2_bpe(GgufWriter& gguf, const nlohmann::json& tokenizer, int64_t voc
   gguf.add_bool("tokenizer.ggml.add_bos_token", false);
 }
 
+// A SentencePiece BPE model as llama.cpp's "llama" (SPM) tokenizer: its pieces, scores and types
+// by id, the special ids, no BOS/EOS added (Megatron encodes with the model alone) and the
+// model's dummy prefix as add_space_prefix.
+void add_sentencepiece(GgufWriter& gguf, const nlohmann::json& tokenizer, int64_t vocab_size,
+                       const TokenizerFileOverrides& overrides) {
+  const std::string path =
+      tokenizer_file(tokenizer, "tokenizer_model", overrides.tokenizer_model, "--tokenizer-model");
+  const SentencePieceModelFile model =
+      parse_sentencepiece_model(read_file(path, "SentencePiece model"), path);
+  MT_REQUIRE(int64_t(model.pieces.size()) == vocab_size, "SentencePiece model '", path, "' holds ",
+             model.pieces.size(), " pieces but the model ", vocab_size,
+             ": pass the --tokenizer-model it was trained with");
+  // llama.cpp's SPM tokenizer merges pairs by score, which is BPE's algorithm; a unigram model
+  // (sentencepiece's default) would be tokenized differently there.
+  MT_REQUIRE(
+      model.model_type == SentencePieceModelFile::ModelType::kBpe, "SentencePiece model '", path,
+      "' is a ",
+      model.model_type == SentencePieceModelFile::ModelType::kUnigram ? "unigram" : "word/char",
+      " model: llama.cpp's llama tokenizer reproduces BPE SentencePiece models (Llama's, "
+      "spm_train --model_type=bpe) only, so this export is refused");
+  if (!(model.normalizer_name.empty() || model.normalizer_name == "identity") ||
+      model.remove_extra_whitespaces)
+    log_warning("SentencePiece model '" + path + "' normalizes text (" +
+                (model.normalizer_name.empty() ? "default" : model.normalizer_name) +
+                (model.remove_extra_whitespaces ? ", extra whitespace removed" : "") +
+                "), which llama.cpp's llama tokenizer does not: texts that normalization "
+                "changes will tokenize differently there");
+  std::vector<std::string> tokens;
+  std::vector<float> scores;
+  std::vector<int32_t> types;
+  for (const SentencePieceModelFile::Piece& p : model.pieces) {
+    tokens.push_back(p.piece);
+    scores.push_back(p.score);
+    types.push_back(int32_t(p.type));  // sentencepiece's type values are llama.cpp's
+  }
+  gguf.add_string("tokenizer.ggml.model", "llama");
+  gguf.add_string("tokenizer.ggml.pre", "default");
+  gguf.add_string_array("tokenizer.ggml.tokens", tokens);
+  gguf.add_float32_array("tokenizer.ggml.scores", scores);
+  gguf.add_int32_array("tokenizer.ggml.token_type", types);
+  const std::pair<const char*, int32_t> ids[] = {{"tokenizer.ggml.unknown_token_id", model.unk_id},
+                                                 {"tokenizer.ggml.bos_token_id", model.bos_id},
+                                                 {"tokenizer.ggml.eos_token_id", model.eos_id},
+                                                 {"tokenizer.ggml.padding_token_id", model.pad_id}};
+  for (const auto& [key, id] : ids)
+    if (id >= 0) gguf.add_uint32(key, uint32_t(id));
+  gguf.add_bool("tokenizer.ggml.add_bos_token", false);
+  gguf.add_bool("tokenizer.ggml.add_eos_token", false);
+  gguf.add_bool("tokenizer.ggml.add_space_prefix", model.add_dummy_prefix);
+}
+
 }  // namespace
 
 void add_gguf_tokenizer(GgufWriter& gguf, const nlohmann::json& tokenizer, int64_t vocab_size,
@@ -80,9 +132,14 @@ void add_gguf_tokenizer(GgufWriter& gguf, const nlohmann::json& tokenizer, int64
     add_gpt2_bpe(gguf, tokenizer, vocab_size, overrides);
     return;
   }
+  if (type == "GPTSentencePieceTokenizer" || type == "Llama2Tokenizer") {
+    add_sentencepiece(gguf, tokenizer, vocab_size, overrides);
+    return;
+  }
   MT_REQUIRE(tokenizer.is_null() || type == "NullTokenizer", "--tokenizer-type ", type,
-             " has no GGUF export yet (GPT2BPETokenizer has; a checkpoint without a tokenizer "
-             "exports placeholder tokens)");
+             " has no GGUF export yet (GPT2BPETokenizer, GPTSentencePieceTokenizer and "
+             "Llama2Tokenizer have; a checkpoint without a tokenizer exports placeholder "
+             "tokens)");
   log_warning(
       "the checkpoint records no tokenizer (--mock-data, NullTokenizer or an HF import): the "
       "GGUF file's tokens are placeholders <|0|>, <|1|>, ... (user-defined tokens, so the text "

@@ -102,6 +102,13 @@ void GgufWriter::add_int32_array(const std::string& key, const std::vector<int32
   for (int32_t v : values) append(metadata_, v);
 }
 
+void GgufWriter::add_float32_array(const std::string& key, const std::vector<float>& values) {
+  begin_key(key, kArray);
+  append<int32_t>(metadata_, kFloat32);
+  append<uint64_t>(metadata_, values.size());
+  for (float v : values) append(metadata_, v);
+}
+
 void GgufWriter::add_tensor(const std::string& name, const Tensor& values, GgufTensorType type) {
   MT_CHECK(values.dtype() == DType::F32, "GGUF tensor '", name, "': expected f32 values, got ",
            values.describe());

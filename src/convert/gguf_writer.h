@@ -37,6 +37,7 @@ class GgufWriter {
   void add_string(const std::string& key, const std::string& value);
   void add_string_array(const std::string& key, const std::vector<std::string>& values);
   void add_int32_array(const std::string& key, const std::vector<int32_t>& values);
+  void add_float32_array(const std::string& key, const std::vector<float>& values);
 
   // `values` (f32, any strides, row-major logical order) stored as `type`: f16 and bf16 are
   // rounded to nearest even (kernels::cast). The tensor is kept by reference until write().

@@ -5,6 +5,7 @@
 #include "core/durable_file.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "data/tokenizers/sentencepiece_model_file.h"
 #include "data/tokenizers/tokenizer_identity.h"
 
 namespace fs = std::filesystem;
@@ -85,7 +86,35 @@ std::vector<std::string> write_hf_tokenizer_files(const std::string& hf_dir,
     write_json(hf_dir, "special_tokens_map.json", special);
     return {"vocab.txt", "tokenizer_config.json", "special_tokens_map.json"};
   }
-  log_warning("HF has no GPT-2/BERT tokenizer files for --tokenizer-type " + type +
+  if (type == "GPTSentencePieceTokenizer" || type == "Llama2Tokenizer") {
+    const std::string path = tokenizer_file(tokenizer, "tokenizer_model", overrides.tokenizer_model,
+                                            "--tokenizer-model");
+    const std::string bytes = read_file(path, "SentencePiece model");
+    const SentencePieceModelFile model = parse_sentencepiece_model(bytes, path);
+    MT_REQUIRE(int64_t(model.pieces.size()) == model_vocab_size, "SentencePiece model '", path,
+               "' holds ", model.pieces.size(), " pieces but the model ", model_vocab_size,
+               ": pass the --tokenizer-model it was trained with");
+    write_file_durably(hf_dir + "/tokenizer.model", bytes);
+    const auto piece = [&](int32_t id) -> nlohmann::json {
+      return id >= 0 ? nlohmann::json(model.pieces[size_t(id)].piece) : nlohmann::json(nullptr);
+    };
+    nlohmann::json special = {{"unk_token", piece(model.unk_id)},
+                              {"bos_token", piece(model.bos_id)},
+                              {"eos_token", piece(model.eos_id)}};
+    if (model.pad_id >= 0) special["pad_token"] = piece(model.pad_id);
+    nlohmann::json config = special;
+    // Megatron's SentencePiece tokenizers encode with the model alone: no BOS, no EOS.
+    config["add_bos_token"] = false;
+    config["add_eos_token"] = false;
+    // legacy: LlamaTokenizer encodes plain text with the model itself (sp.encode), as Megatron.
+    config["legacy"] = true;
+    config["model_max_length"] = max_length;
+    config["tokenizer_class"] = "LlamaTokenizer";
+    write_json(hf_dir, "tokenizer_config.json", config);
+    write_json(hf_dir, "special_tokens_map.json", special);
+    return {"tokenizer.model", "tokenizer_config.json", "special_tokens_map.json"};
+  }
+  log_warning("HF has no GPT-2/BERT/SentencePiece tokenizer files for --tokenizer-type " + type +
               ": only the model was written to " + hf_dir);
   return {};
 }

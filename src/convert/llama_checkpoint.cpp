@@ -53,7 +53,7 @@ bool is_llama_checkpoint(const nlohmann::json& state) {
 }
 
 void export_hf_llama(const std::string& load_dir, int64_t iteration, const std::string& hf_dir,
-                     int64_t max_shard_bytes) {
+                     int64_t max_shard_bytes, const TokenizerFileOverrides& tokenizer_files) {
   CheckpointShardReader reader(checkpoint_iteration_dir(load_dir, iteration));
   const nlohmann::json state = reader.state(0, 0);
   const GptConfig c = gpt_config_from_checkpoint_state(state, reader.iteration_dir());
@@ -87,6 +87,10 @@ void export_hf_llama(const std::string& load_dir, int64_t iteration, const std::
     out.tensors[name] = stored;
   }
   write_hf_directory(hf_dir, out, max_shard_bytes, config_text);
+  // An HF import records no tokenizer (its files stay in the source directory).
+  if (const nlohmann::json tokenizer = checkpoint_tokenizer(state); !tokenizer.is_null())
+    write_hf_tokenizer_files(hf_dir, tokenizer, c.vocab_size, c.max_position_embeddings,
+                             tokenizer_files);
   write_hf_model_card(hf_dir, state, reader.iteration_dir());
 }
 

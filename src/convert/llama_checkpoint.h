@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "convert/hf_tokenizer_files.h"
+
 namespace megatron {
 
 // True when `hf_dir`'s config.json names a Llama-family architecture.
@@ -35,8 +37,9 @@ bool is_llama_checkpoint(const nlohmann::json& state);
 // shards listed by model.safetensors.index.json (HF's layout). The architecture is the one
 // recorded at import, else (with experts) hf_moe_architecture_of, else Qwen2ForCausalLM with
 // q/k/v biases, Qwen3ForCausalLM with QK norms, else LlamaForCausalLM. Also the
-// model card README.md (convert/hf_model_card.h).
+// model card README.md (convert/hf_model_card.h) and, when the checkpoint was trained with a
+// tokenizer, its files (convert/hf_tokenizer_files.h; `tokenizer_files` overrides their paths).
 void export_hf_llama(const std::string& load_dir, int64_t iteration, const std::string& hf_dir,
-                     int64_t max_shard_bytes);
+                     int64_t max_shard_bytes, const TokenizerFileOverrides& tokenizer_files = {});
 
 }  // namespace megatron

@@ -10,7 +10,8 @@
 #    llama.cpp rounds its GeLU through an f16 table) and the perplexity `megatron eval`'s to
 #    1e-4 relative. Each fixture finetuned at TP 2 to count: greedy continuations identical in
 #    f32, f16 and bf16. A Llama-style counting model with linear RoPE scaling and a head size
-#    other than hidden / heads: the same checks.
+#    other than hidden / heads: the same checks. Mixtures of experts: the HF Mixtral fixture
+#    (llama.cpp's llama with experts) and a Qwen2-MoE-style model trained at EP 2 (qwen2moe).
 # 2. A GPT-2 and a Llama-style model (untied, Llama 3.1 RoPE scaling: rope_freqs) trained at TP 2
 #    on State of the Union text with GPT-2's BPE, so the files carry the tokenizer: llama.cpp
 #    tokenizes the prompts and the text into the same ids as megatron-cpp, and the same
@@ -18,6 +19,9 @@
 #    TP 1 are the same bytes. An HF directory (its vocab.json and merges.txt giving the
 #    tokenizer) and a Megatron-LM torch checkpoint export directly (the same bytes as through a
 #    megatron-cpp checkpoint).
+#    A Llama-style model trained with a SentencePiece BPE model (Llama2Tokenizer,
+#    tests/data/tokenizers/llama_style.model): llama.cpp's own SPM tokenizer gives megatron's ids,
+#    and the same comparisons hold; its HF export carries tokenizer.model.
 # 3. What cannot be exported is refused with a sentence.
 #
 # Skips (exit 77) when node-llama-cpp cannot be installed (no npm, no network).
@@ -134,6 +138,32 @@ timeout 600 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 \
 check_model llama_linear "$WORK/llama_linear" "f32 bf16" "$WORK/count_prompts.txt" \
   "$WORK/ids.wiki.test.tokens" -- --tokenizer-type NullTokenizer --vocab-size 96
 
+echo "== mixtures of experts: HF Mixtral (llama.cpp's llama with experts), a Qwen2-MoE-style model"
+# Mixtral: softmax over the experts, the top 2 renormalised. The Qwen2-MoE-style model (qwen2moe:
+# the top-k softmax weights kept as they are, a sigmoid-gated shared expert, q/k/v biases) is
+# trained at EP 2 to count, from weights of std 0.2 so that routing differs between tokens.
+printf '%s\n' "5 17 3" "50 1 2 3 4" "42" > "$WORK/moe_prompts.txt"
+printf '%s' "7 11 13 17 19 23 29 31 37 41 43 47 53 59 61 2 4 6 8 10 12 14 16 18" \
+  > "$WORK/moe_ids.wiki.test.tokens"
+convert --from hf --load "$MEGATRON_SOURCE_DIR/tests/data/mixtral_tiny/hf" \
+  --save "$WORK/mixtral_tiny" --make-vocab-size-divisible-by 32
+check_model mixtral_tiny "$WORK/mixtral_tiny" f32 "$WORK/moe_prompts.txt" \
+  "$WORK/moe_ids.wiki.test.tokens" -- --tokenizer-type NullTokenizer --vocab-size 64
+timeout 600 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 \
+  "$MEGATRON_BINARY" pretrain-gpt --num-layers 2 --hidden-size 64 --num-attention-heads 4 \
+  --position-embedding-type rope --normalization RMSNorm --swiglu --ffn-hidden-size 96 \
+  --group-query-attention --num-query-groups 2 --disable-bias-linear --add-qkv-bias \
+  --untie-embeddings-and-output-weights --num-experts 4 --moe-router-topk 2 \
+  --moe-router-pre-softmax --moe-ffn-hidden-size 32 --moe-shared-expert-intermediate-size 48 \
+  --moe-shared-expert-gate --expert-model-parallel-size 2 --init-method-std 0.2 \
+  --seq-length 32 --max-position-embeddings 64 --data-path "$WORK/count_text_document" \
+  --tokenizer-type NullTokenizer --vocab-size 96 --split 100,0,0 --micro-batch-size 4 \
+  --global-batch-size 8 --train-iters 100 --lr 3e-3 --lr-warmup-iters 5 --lr-decay-style cosine \
+  --min-lr 3e-4 --log-interval 50 --eval-iters 0 --eval-interval 1000 --save "$WORK/qwen2moe" \
+  --save-interval 100 > "$WORK/qwen2moe.log" 2>&1 || { cat "$WORK/qwen2moe.log"; fail "train qwen2moe"; }
+check_model qwen2moe "$WORK/qwen2moe" "f32 bf16" "$WORK/count_prompts.txt" \
+  "$WORK/ids.wiki.test.tokens" -- --tokenizer-type NullTokenizer --vocab-size 96
+
 echo "== 2. GPT-2 and Llama-style models trained with GPT-2's BPE at TP 2 (the tokenizer)"
 TOKENIZER=(--tokenizer-type GPT2BPETokenizer --vocab-file "$DATA_DIR/gpt2-vocab.json"
            --merge-file "$DATA_DIR/gpt2-merges.txt")
@@ -170,6 +200,25 @@ echo "== gpt2_bpe exported to HF (vocab.json, merges.txt) and from there to GGUF
 convert --to hf --load "$WORK/gpt2_bpe/model" --save "$WORK/gpt2_bpe/hf/model"
 convert --from hf --to gguf --load "$WORK/gpt2_bpe/hf/model" --save "$WORK/gpt2_bpe.hf.gguf"
 cmp "$WORK/gpt2_bpe.f32.gguf" "$WORK/gpt2_bpe.hf.gguf" || fail "HF GPT-2 with its tokenizer"
+
+echo "== a Llama-style model trained with a SentencePiece BPE model (Llama2Tokenizer) at TP 2"
+# tokenizer.ggml.model "llama": llama.cpp's SPM tokenizer must give the ids libsentencepiece
+# gave megatron (prompts and the scored text), with the model's scores and byte pieces.
+SPM_MODEL="$MEGATRON_SOURCE_DIR/tests/data/tokenizers/llama_style.model"
+TOKENIZER=(--tokenizer-type Llama2Tokenizer --tokenizer-model "$SPM_MODEL")
+megatron spm.preprocess preprocess --input "$WORK/sotu10.jsonl" --output-prefix "$WORK/sotu_spm" \
+  "${TOKENIZER[@]}" --append-eod --workers 1
+GPT_DATA="$WORK/sotu_spm_text_document"
+train llama_spm "${LLAMA[@]}"
+check_model llama_spm "$WORK/llama_spm/model" "f32 bf16" "$WORK/text_prompts.txt" \
+  "$WORK/sotu.wiki.test.tokens" -- "${TOKENIZER[@]}"
+echo "== llama_spm exported to HF (tokenizer.model, a LlamaTokenizer config), then to GGUF: the same bytes"
+convert --to hf --load "$WORK/llama_spm/model" --save "$WORK/llama_spm/hf/model"
+cmp "$SPM_MODEL" "$WORK/llama_spm/hf/model/tokenizer.model" || fail "HF export's tokenizer.model"
+grep -q '"tokenizer_class": "LlamaTokenizer"' "$WORK/llama_spm/hf/model/tokenizer_config.json" ||
+  fail "HF export's tokenizer_config.json"
+convert --from hf --to gguf --load "$WORK/llama_spm/hf/model" --save "$WORK/llama_spm.hf.gguf"
+cmp "$WORK/llama_spm.f32.gguf" "$WORK/llama_spm.hf.gguf" || fail "HF Llama with tokenizer.model"
 
 echo "== an HF directory exports directly: the bytes of the export through a checkpoint"
 # general.name is the --load directory's name: "hf" both times.
@@ -213,5 +262,9 @@ convert --from hf --load "$MEGATRON_SOURCE_DIR/tests/data/qwen3_tiny/hf" --save 
   --make-vocab-size-divisible-by 32
 expect_error "a model with QK norms (--qk-layernorm, Qwen3) does not export to GGUF yet" \
   --model-type gpt --to gguf --load "$WORK/qwen3" --save "$WORK/x.gguf"
+convert --from hf --load "$MEGATRON_SOURCE_DIR/tests/data/qwen2_moe_tiny/hf" \
+  --save "$WORK/qwen2_moe_tiny" --make-vocab-size-divisible-by 32
+expect_error "llama.cpp's MoE architectures make every layer a mixture of experts" \
+  --model-type gpt --to gguf --load "$WORK/qwen2_moe_tiny" --save "$WORK/x.gguf"
 [[ ! -e $WORK/x.gguf ]] || fail "a refused export left a file"
 echo "gguf llama.cpp: OK"

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "../common/source_dir.h"
 #include "../common/temp_dir.h"
 #include "convert/hf_tokenizer_files.h"
 #include "core/durable_file.h"
@@ -78,12 +79,41 @@ TEST(HfTokenizerFiles, IdentityRecordsFilesAndMovedFilesAreFoundByFlag) {
     EXPECT_THAT(e.message(), HasSubstr("does not exist; give its new place with --vocab-file"));
   }
   write_hf_tokenizer_files(dir.file("hf"), identity, identity["vocab_size"].get<int64_t>(), 512,
-                           {moved, ""});
+                           {moved, "", ""});
   const nlohmann::json config =
       nlohmann::json::parse(read_file(dir.file("hf/tokenizer_config.json"), "test"));
   EXPECT_EQ(config["tokenizer_class"], "BertTokenizer");
   EXPECT_EQ(config["do_lower_case"], true);
   EXPECT_EQ(read_file(dir.file("hf/vocab.txt"), "test"), kBertVocab);
+}
+
+TEST(HfTokenizerFiles, SentencePieceModelIsCopiedWithLlamaTokenizerConfig) {
+  TempDir dir;
+  const std::string model = testing::source_dir() + "/tests/data/tokenizers/llama_style.model";
+  const nlohmann::json identity = {{"type", "Llama2Tokenizer"},
+                                   {"vocab_size", 1000},
+                                   {"files", {{"tokenizer_model", {{"path", model}}}}}};
+  EXPECT_EQ(write_hf_tokenizer_files(dir.file("hf"), identity, 1000, 128, {}),
+            (std::vector<std::string>{"tokenizer.model", "tokenizer_config.json",
+                                      "special_tokens_map.json"}));
+  EXPECT_EQ(read_file(dir.file("hf/tokenizer.model"), "test"), read_file(model, "test"));
+  const nlohmann::json config =
+      nlohmann::json::parse(read_file(dir.file("hf/tokenizer_config.json"), "test"));
+  EXPECT_EQ(config["tokenizer_class"], "LlamaTokenizer");
+  // The pieces spm_train gave ids 0, 1, 2 (tools/reference/sentencepiece_goldens.sh); no pad.
+  EXPECT_EQ(config["unk_token"], "<unk>");
+  EXPECT_EQ(config["bos_token"], "<s>");
+  EXPECT_EQ(config["eos_token"], "</s>");
+  EXPECT_FALSE(config.contains("pad_token"));
+  EXPECT_EQ(config["add_bos_token"], false);  // Megatron encodes with the model alone
+  EXPECT_EQ(config["add_eos_token"], false);
+  EXPECT_EQ(config["model_max_length"], 128);
+  try {  // the model of another vocabulary
+    write_hf_tokenizer_files(dir.file("hf2"), identity, 1001, 128, {});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), HasSubstr("has 1000 entries but its model 1001"));
+  }
 }
 
 TEST(HfTokenizerFiles, CheckpointsWithoutAnIdentityUseTheirArguments) {

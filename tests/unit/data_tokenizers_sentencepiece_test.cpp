@@ -1,13 +1,17 @@
 // SentencePieceTokenizer with a tiny BPE model trained here by libsentencepiece's trainer on
 // the committed golden text (byte fallback and identity normalization, so every text
-// round-trips exactly).
+// round-trips exactly), and parse_sentencepiece_model (the .model file read without
+// libsentencepiece) against what libsentencepiece says of that model and of Llama's kind.
 #include <gtest/gtest.h>
+#include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
 #include <fstream>
 #include <sstream>
 
 #include "core/error.h"
+#include "data/read_file.h"
+#include "data/tokenizers/sentencepiece_model_file.h"
 #include "data/tokenizers/sentencepiece_tokenizer.h"
 #include "tokenizer_test_files.h"
 
@@ -86,6 +90,82 @@ TEST(SentencePieceTokenizer, BadModelFiles) {
   } catch (const Error& e) {
     EXPECT_NE(e.message().find("--tokenizer-model"), std::string::npos) << e.message();
   }
+}
+
+// Every piece, score and type, the special ids and the trainer/normalizer settings as
+// libsentencepiece reads them (user-defined pieces, which its API does not expose, are the
+// symbols the model was trained with).
+void expect_model_file_matches_libsentencepiece(const std::string& path,
+                                                const std::vector<std::string>& user_defined) {
+  const std::string bytes = read_file(path, "model");
+  const SentencePieceModelFile model = parse_sentencepiece_model(bytes, path);
+  sentencepiece::SentencePieceProcessor sp;
+  ASSERT_TRUE(sp.LoadFromSerializedProto(bytes).ok());
+  ASSERT_EQ(int64_t(model.pieces.size()), int64_t(sp.GetPieceSize()));
+  using Type = SentencePieceModelFile::PieceType;
+  int64_t counted_user_defined = 0;
+  for (int id = 0; id < sp.GetPieceSize(); ++id) {
+    const SentencePieceModelFile::Piece& p = model.pieces[size_t(id)];
+    SCOPED_TRACE(p.piece);
+    EXPECT_EQ(p.piece, sp.IdToPiece(id));
+    EXPECT_EQ(p.score, sp.GetScore(id));
+    EXPECT_EQ(p.type == Type::kUnknown, sp.IsUnknown(id));
+    EXPECT_EQ(p.type == Type::kControl, sp.IsControl(id));
+    EXPECT_EQ(p.type == Type::kUnused, sp.IsUnused(id));
+    EXPECT_EQ(p.type == Type::kByte, sp.IsByte(id));
+    const bool user =
+        std::find(user_defined.begin(), user_defined.end(), p.piece) != user_defined.end();
+    EXPECT_EQ(p.type == Type::kUserDefined, user);
+    counted_user_defined += p.type == Type::kUserDefined;
+  }
+  EXPECT_EQ(counted_user_defined, int64_t(user_defined.size()));
+  EXPECT_EQ(model.unk_id, sp.unk_id());
+  EXPECT_EQ(model.bos_id, sp.bos_id());
+  EXPECT_EQ(model.eos_id, sp.eos_id());
+  EXPECT_EQ(model.pad_id, sp.pad_id());
+  EXPECT_EQ(model.model_type, SentencePieceModelFile::ModelType::kBpe);
+  EXPECT_TRUE(model.byte_fallback);
+  EXPECT_EQ(model.normalizer_name, "identity");
+  EXPECT_FALSE(model.remove_extra_whitespaces);
+}
+
+TEST(SentencePieceModelFile, ReadsWhatLibsentencepieceReads) {
+  {
+    SCOPED_TRACE("trained here: user symbols, pad 3, no dummy prefix");
+    expect_model_file_matches_libsentencepiece(model_path(), {"<CLS>", "<SEP>", "<MASK>"});
+    EXPECT_FALSE(parse_sentencepiece_model(read_file(model_path(), "model"), "m").add_dummy_prefix);
+  }
+  {
+    SCOPED_TRACE("tests/data/tokenizers/llama_style.model: Llama 2's settings");
+    const std::string path = source_file("tests/data/tokenizers/llama_style.model");
+    expect_model_file_matches_libsentencepiece(path, {});
+    const SentencePieceModelFile model = parse_sentencepiece_model(read_file(path, "m"), path);
+    EXPECT_TRUE(model.add_dummy_prefix);
+    EXPECT_EQ(model.pad_id, -1);  // none: a 10-byte varint in the file
+  }
+}
+
+TEST(SentencePieceModelFile, RefusesBrokenFiles) {
+  const std::string bytes = read_file(model_path(), "model");
+  const auto expect_refused = [](const std::string& b, const std::string& what) {
+    try {
+      parse_sentencepiece_model(b, "x.model");
+      ADD_FAILURE() << "accepted: " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("SentencePiece model 'x.model' is not a valid model "
+                                           "file (at byte "),
+                std::string::npos)
+          << e.what();
+    }
+  };
+  // The file ends in a message field (the normalizer specs), so one byte less cuts it short.
+  expect_refused(bytes.substr(0, bytes.size() - 1), "a truncated file");
+  expect_refused("", "an empty file");
+  expect_refused("not a protobuf", "text");
+  // One piece "a" of type 9 (sentencepiece's types are 1-6).
+  expect_refused(std::string("\x0a\x05\x0a\x01\x61\x18\x09", 7), "an unknown piece type");
+  // Wire type 7 does not exist.
+  expect_refused(std::string("\x0f", 1), "an unknown wire type");
 }
 
 }  // namespace

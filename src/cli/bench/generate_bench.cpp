@@ -2,13 +2,13 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "cli/args/arg_table.h"
+#include "cli/bench/seconds_per_call.h"
 #include "cli/setup/device_setup.h"
 #include "core/device_runtime.h"
 #include "core/logging.h"
@@ -19,10 +19,6 @@
 namespace megatron::cli {
 
 namespace {
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // memcpy bandwidth (bytes read + written per second) on a buffer far larger than the caches,
 // best of 3: the ceiling a memory-bound decode step is compared with.

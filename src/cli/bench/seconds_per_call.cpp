@@ -6,6 +6,10 @@
 
 namespace megatron::cli {
 
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 double seconds_per_call(const std::function<void()>& fn, double min_time, Device device) {
   using Clock = std::chrono::steady_clock;
   fn();  // warm-up

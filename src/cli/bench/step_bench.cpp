@@ -4,13 +4,13 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 
 #include "cli/args/arg_table.h"
 #include "cli/args/args.h"
 #include "cli/args/training_config.h"
 #include "cli/args/training_flags.h"
+#include "cli/bench/seconds_per_call.h"
 #include "cli/setup/gpt_setup.h"
 #include "core/device_runtime.h"
 #include "core/logging.h"
@@ -29,10 +29,6 @@
 namespace megatron::cli {
 
 namespace {
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // The ceiling: FLOP/s of one process on a large square GEMM in the compute dtype (f32 output,
 // as the model's GEMMs) on the training device, measured while every rank runs it at once —
