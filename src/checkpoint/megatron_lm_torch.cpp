@@ -1,7 +1,9 @@
 #include "checkpoint/megatron_lm_torch.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <regex>
 #include <set>
@@ -269,11 +271,75 @@ PyValue megatron_lm_args_namespace(const nlohmann::json& args) {
   return ns;
 }
 
+MegatronLmFamily megatron_lm_model_family(const MegatronLmRank& rank) {
+  const PyDict& model = entry(rank.root.as_dict(""), "model", rank.path, "the saved dict")
+                            .as_dict("\"model\" of Megatron-LM checkpoint '" + rank.path + "'");
+  for (const auto& [k, v] : model.items) {
+    if (k.kind() != PyValue::Kind::kStr) continue;
+    const std::string key = k.as_str("");
+    if (key == "lm_head" || key == "binary_head") return MegatronLmFamily::kBert;
+    if (key == "language_model" && v.kind() == PyValue::Kind::kDict) {
+      const PyDict& lm = v.as_dict("");
+      if (lm.find("pooler")) return MegatronLmFamily::kBert;
+      if (const PyValue* e = lm.find("embedding"); e && e->kind() == PyValue::Kind::kDict)
+        if (e->as_dict("").find("tokentype_embeddings")) return MegatronLmFamily::kBert;
+    }
+    for (const char* bert : {"encoder.", "lm_head.", "binary_head.", "pooler.",
+                             "embedding.tokentype_embeddings.", "output_layer.bias"})
+      if (key.rfind(bert, 0) == 0) return MegatronLmFamily::kBert;
+  }
+  return MegatronLmFamily::kGpt;
+}
+
+namespace {
+
+// BERT's head entries: Megatron's name inside its module (legacy: the module's flat dict;
+// core: the full key) → megatron-cpp's.
+struct BertHeadName {
+  const char* legacy_module;
+  const char* legacy;
+  const char* core;
+  const char* ours;
+};
+// In Megatron's parameter order within each module (the legacy BertLMHead registers its bias
+// before its dense layer and norm).
+constexpr BertHeadName kBertHeadNames[] = {
+    {"pooler", "dense.weight", "pooler.dense.weight", "pooler.dense.weight"},
+    {"pooler", "dense.bias", "pooler.dense.bias", "pooler.dense.bias"},
+    {"lm_head", "bias", "output_layer.bias", "lm_head.bias"},
+    {"lm_head", "dense.weight", "lm_head.dense.weight", "lm_head.dense.weight"},
+    {"lm_head", "dense.bias", "lm_head.dense.bias", "lm_head.dense.bias"},
+    {"lm_head", "norm.weight", "lm_head.layer_norm.weight", "lm_head.layernorm.weight"},
+    {"lm_head", "norm.bias", "lm_head.layer_norm.bias", "lm_head.layernorm.bias"},
+    {"binary_head", "weight", "binary_head.weight", "binary_head.weight"},
+    {"binary_head", "bias", "binary_head.bias", "binary_head.bias"},
+};
+
+// megatron-cpp's name of a legacy BERT head entry `key` of `module` ("" when none): the older
+// `layernorm` spelling of the LM head's norm is read too.
+std::string legacy_bert_head_name(const std::string& module, std::string key) {
+  if (module == "lm_head" && key.rfind("layernorm.", 0) == 0) key = "norm." + key.substr(10);
+  for (const BertHeadName& n : kBertHeadNames)
+    if (module == n.legacy_module && key == n.legacy) return n.ours;
+  return "";
+}
+
+// The transformer block's key prefix in Megatron-Core's naming: GPTModel's `decoder`,
+// BertModel's `encoder`.
+std::string core_block_prefix(MegatronLmFamily family) {
+  return family == MegatronLmFamily::kBert ? "encoder." : "decoder.";
+}
+
+}  // namespace
+
 std::vector<std::pair<std::string, Tensor>> megatron_lm_rank_parameters(const MegatronLmRank& rank,
                                                                         MegatronLmNaming naming,
                                                                         int first_layer,
-                                                                        bool tied_embeddings) {
+                                                                        bool tied_embeddings,
+                                                                        MegatronLmFamily family) {
   const std::string& path = rank.path;
+  const bool bert = family == MegatronLmFamily::kBert;
+  const char* model_kind = bert ? "a BERT model" : "a GPT model";
   const PyDict& model = entry(rank.root.as_dict(""), "model", path, "the saved dict")
                             .as_dict("\"model\" of Megatron-LM checkpoint '" + path + "'");
   std::vector<std::pair<std::string, Tensor>> out;
@@ -293,29 +359,57 @@ std::vector<std::pair<std::string, Tensor>> megatron_lm_rank_parameters(const Me
         return;
       }
     }
-    MT_THROW("Megatron-LM checkpoint '", path, "' holds '", key,
-             "', which no GPT-family model of megatron-cpp has (BERT, MoE and multi-token "
-             "prediction checkpoints are not read yet)");
+    MT_THROW("Megatron-LM checkpoint '", path, "' holds '", key, "', which no ",
+             bert ? "BERT" : "GPT-family",
+             " model of megatron-cpp has (MoE and multi-token prediction checkpoints are not "
+             "read yet)");
   };
   if (naming == MegatronLmNaming::kLegacy) {
+    // Megatron's parameter order: the language model, the last stage's embedding copy, BERT's
+    // heads; the dict may have been saved in another order.
+    const std::vector<std::string> modules =
+        bert ? std::vector<std::string>{"language_model", "word_embeddings_for_head", "lm_head",
+                                        "binary_head"}
+             : std::vector<std::string>{"language_model", "word_embeddings_for_head"};
     for (const auto& [k, v] : model.items) {
       const std::string key = k.as_str("a model key");
-      if (key == "word_embeddings_for_head") {  // the last stage's copy
-        add("", entry(v.as_dict(key), "weight", path, key.c_str()), key + ".weight");
+      MT_REQUIRE(std::find(modules.begin(), modules.end(), key) != modules.end(),
+                 "Megatron-LM checkpoint '", path, "' holds model entry '", key, "', which ",
+                 model_kind, " does not have",
+                 !bert && (key == "lm_head" || key == "binary_head")
+                     ? " (a BERT checkpoint: convert it with --model-type bert)"
+                     : "");
+    }
+    for (const std::string& module : modules) {
+      const PyValue* v = model.find(module);
+      if (!v) continue;
+      if (module == "word_embeddings_for_head") {  // the last stage's copy
+        add("", entry(v->as_dict(module), "weight", path, module.c_str()), module + ".weight");
         continue;
       }
-      MT_REQUIRE(key == "language_model", "Megatron-LM checkpoint '", path, "' holds model entry '",
-                 key, "', which a GPT model does not have");
-      for (const auto& [k2, part] : v.as_dict(key).items) {
+      if (module == "lm_head" || module == "binary_head") {
+        for (const auto& [k2, t] : v->as_dict(module).items) {
+          const std::string key = k2.as_str("a model key");
+          const std::string ours = legacy_bert_head_name(module, key);
+          MT_REQUIRE(!ours.empty(), "Megatron-LM checkpoint '", path, "' holds ", module, ".", key,
+                     ", which a BERT model does not have");
+          add(ours, t, module + "." + key);
+        }
+        continue;
+      }
+      for (const auto& [k2, part] : v->as_dict(module).items) {
         const std::string sub = k2.as_str("a model key");
         const std::string where = "language_model." + sub;
         if (sub == "embedding") {
           for (const auto& [k3, table] : part.as_dict(where).items) {
             const std::string e = k3.as_str("an embedding key");
-            MT_REQUIRE(e == "word_embeddings" || e == "position_embeddings",
-                       "Megatron-LM checkpoint '", path, "' holds ", where, ".", e,
-                       ", which a GPT model does not have (tokentype embeddings: a BERT model, not "
-                       "read yet)");
+            MT_REQUIRE(e == "word_embeddings" || e == "position_embeddings" ||
+                           (bert && e == "tokentype_embeddings"),
+                       "Megatron-LM checkpoint '", path, "' holds ", where, ".", e, ", which ",
+                       model_kind, " does not have",
+                       e == "tokentype_embeddings"
+                           ? " (a BERT checkpoint: convert it with --model-type bert)"
+                           : "");
             add("embedding." + e + ".weight",
                 entry(table.as_dict(where + "." + e), "weight", path, e.c_str()),
                 where + "." + e + ".weight");
@@ -330,107 +424,182 @@ std::vector<std::pair<std::string, Tensor>> megatron_lm_rank_parameters(const Me
             else
               add_layer(where + "." + name, name, t);
           }
-        } else if (sub == "output_layer") {
+        } else if (sub == "output_layer" && !bert) {
           add("output_layer.weight", entry(part.as_dict(where), "weight", path, "output_layer"),
               where + ".weight");
+        } else if (sub == "pooler" && bert) {
+          for (const auto& [k3, t] : part.as_dict(where).items) {
+            const std::string key = k3.as_str("a pooler key");
+            const std::string ours = legacy_bert_head_name("pooler", key);
+            MT_REQUIRE(!ours.empty(), "Megatron-LM checkpoint '", path, "' holds ", where, ".", key,
+                       ", which a BERT model does not have");
+            add(ours, t, where + "." + key);
+          }
         } else {
-          MT_THROW("Megatron-LM checkpoint '", path, "' holds ", where,
-                   ", which a GPT model does not have (a pooler: a BERT model, not read yet)");
+          MT_THROW(
+              "Megatron-LM checkpoint '", path, "' holds ", where, ", which ", model_kind,
+              " does not have",
+              sub == "pooler" ? " (a BERT checkpoint: convert it with --model-type bert)" : "");
         }
       }
     }
     return out;
   }
+  const std::string block = core_block_prefix(family);
   for (const auto& [k, v] : model.items) {
     const std::string key = k.as_str("a model key");
     if (key.ends_with("._extra_state")) continue;
-    if (key == "embedding.word_embeddings.weight" ||
-        key == "embedding.position_embeddings.weight") {
+    std::string head;
+    if (bert)
+      for (const BertHeadName& n : kBertHeadNames)
+        if (key == n.core) head = n.ours;
+    if (!head.empty()) {
+      add(head, v, key);
+    } else if (key == "embedding.word_embeddings.weight" ||
+               key == "embedding.position_embeddings.weight" ||
+               (bert && key == "embedding.tokentype_embeddings.weight")) {
       add(key, v, key);
-    } else if (key == "decoder.final_layernorm.weight" || key == "decoder.final_layernorm.bias") {
-      add(key.substr(8), v, key);
+    } else if (key == block + "final_layernorm.weight" || key == block + "final_layernorm.bias") {
+      add(key.substr(block.size()), v, key);
     } else if (key == "output_layer.weight") {
-      add(tied_embeddings ? "" : key, v, key);  // tied: the last stage's copy of the embedding
-    } else if (key.rfind("decoder.", 0) == 0) {
-      add_layer(key, key.substr(8), v);
+      // tied: the last stage's copy of the embedding (BERT's always is)
+      add(tied_embeddings || bert ? "" : key, v, key);
+    } else if (key.rfind(block, 0) == 0) {
+      add_layer(key, key.substr(block.size()), v);
     } else {
-      MT_THROW("Megatron-LM checkpoint '", path, "' holds '", key,
-               "', which no GPT-family model of megatron-cpp has");
+      MT_THROW("Megatron-LM checkpoint '", path, "' holds '", key, "', which no ",
+               bert ? "BERT" : "GPT-family", " model of megatron-cpp has",
+               !bert && megatron_lm_model_family(rank) == MegatronLmFamily::kBert
+                   ? " (a BERT checkpoint: convert it with --model-type bert)"
+                   : "");
     }
   }
   return out;
 }
 
-PyValue megatron_lm_model_entry(const ParameterStore& store, MegatronLmNaming naming,
-                                int first_layer) {
-  auto ours_to_megatron = [&](const Parameter& p) -> std::string {
-    const std::string& name = p.spec.name;
-    if (const auto layer = split_layer(name)) {
-      for (const LayerName& n : layer_names())
-        if (layer->second == n.ours)
-          return (naming == MegatronLmNaming::kLegacy ? "layers." : "decoder.layers.") +
-                 std::to_string(layer->first - first_layer) + "." +
-                 (naming == MegatronLmNaming::kLegacy ? n.legacy : n.core);
-      MT_THROW("parameter ", name, " has no name in Megatron-LM's checkpoints");
-    }
-    if (name == "final_layernorm.weight" || name == "final_layernorm.bias")
-      return naming == MegatronLmNaming::kLegacy ? "final_norm." + name.substr(16)
-                                                 : "decoder." + name;
-    if (p.spec.stage_tie == StageTie::kCopy)
-      return naming == MegatronLmNaming::kLegacy ? "word_embeddings_for_head"
-                                                 : "output_layer.weight";
-    return name;
+MegatronLmModelEntry megatron_lm_model_entry(const ParameterStore& store, MegatronLmNaming naming,
+                                             int first_layer, MegatronLmFamily family) {
+  const bool legacy = naming == MegatronLmNaming::kLegacy;
+  const bool bert = family == MegatronLmFamily::kBert;
+  // Each parameter's Megatron name and its place in Megatron's parameter order: the module
+  // (`group`), then Megatron's order inside a BERT head (`within`), else the store's.
+  struct Slot {
+    const Parameter* p;
+    std::string name;    // legacy: the name inside its module's dict; core: the full key
+    std::string module;  // legacy: "embedding", "encoder", "output_layer", "pooler",
+                         // "word_embeddings_for_head", "lm_head", "binary_head"
+    int group = 0, within = 0;
   };
+  std::vector<Slot> slots;
+  const std::string block = core_block_prefix(family);
+  for (const Parameter& p : store.params()) {
+    const std::string& name = p.spec.name;
+    Slot s{&p, "", "", 0, 0};
+    if (const auto layer = split_layer(name)) {
+      bool found = false;
+      for (const LayerName& n : layer_names())
+        if (layer->second == n.ours) {
+          s.name = (legacy ? "layers." : block + "layers.") +
+                   std::to_string(layer->first - first_layer) + "." + (legacy ? n.legacy : n.core);
+          found = true;
+        }
+      MT_REQUIRE(found, "parameter ", name, " has no name in Megatron-LM's checkpoints");
+      s.module = "encoder";
+      s.group = 1;
+    } else if (name == "final_layernorm.weight" || name == "final_layernorm.bias") {
+      s.name = legacy ? "final_norm." + name.substr(16) : block + name;
+      s.module = "encoder";
+      s.group = 1;
+    } else if (p.spec.stage_tie == StageTie::kCopy) {
+      s.name = legacy ? "weight" : "output_layer.weight";
+      s.module = "word_embeddings_for_head";
+      // legacy: after the language model; core: the output layer (BERT's after its LM head)
+      s.group = legacy ? 4 : (bert ? 3 : 2);
+    } else if (name.rfind("embedding.", 0) == 0) {
+      s.name = legacy ? name.substr(10, name.size() - 17) : name;
+      s.module = "embedding";
+    } else if (name == "output_layer.weight") {
+      s.name = legacy ? "weight" : name;
+      s.module = "output_layer";
+      s.group = 2;
+    } else {
+      for (int i = 0; i < int(std::size(kBertHeadNames)); ++i) {
+        const BertHeadName& n = kBertHeadNames[i];
+        if (!bert || name != n.ours) continue;
+        s.module = n.legacy_module;
+        s.name = legacy ? n.legacy : n.core;
+        s.within = i;
+        // legacy: language_model (embedding 0, encoder 1, pooler 2), word_embeddings_for_head
+        // 4, lm_head 5, binary_head 6; core: embedding, encoder, lm_head 2, output_layer 3
+        // (its bias: lm_head.bias), binary_head 4, pooler 5
+        const std::string m = s.module;
+        if (legacy)
+          s.group = m == "pooler" ? 2 : m == "lm_head" ? 5 : 6;
+        else
+          s.group = m == "pooler" ? 5 : m == "binary_head" ? 4 : name == "lm_head.bias" ? 3 : 2;
+      }
+      MT_REQUIRE(!s.module.empty(), "parameter ", name, " has no name in Megatron-LM's ",
+                 bert ? "BERT" : "GPT", " checkpoints");
+    }
+    slots.push_back(std::move(s));
+  }
+  std::stable_sort(slots.begin(), slots.end(), [](const Slot& a, const Slot& b) {
+    return a.group != b.group ? a.group < b.group : a.within < b.within;
+  });
+  MegatronLmModelEntry out;
+  for (const Slot& s : slots) out.order.push_back(s.p);
   auto host = [](const Tensor& t) { return PyValue::tensor(t.to(Device::CPU).clone()); };
-  if (naming == MegatronLmNaming::kCore) {
-    PyValue model = PyValue::dict(PyDict::Kind::kOrderedDict);
-    PyDict& m = model.as_dict("");
+  if (!legacy) {
+    out.model = PyValue::dict(PyDict::Kind::kOrderedDict);
+    PyDict& m = out.model.as_dict("");
     int last_layer = -1;
     auto extra_states = [&](int layer) {
       for (const char* module : kCoreExtraStates)
-        m.set(PyValue::str("decoder.layers." + std::to_string(layer - first_layer) + "." + module +
+        m.set(PyValue::str(block + "layers." + std::to_string(layer - first_layer) + "." + module +
                            "._extra_state"),
               PyValue());
     };
-    for (const Parameter& p : store.params()) {
-      const auto layer = split_layer(p.spec.name);
+    for (const Slot& s : slots) {
+      const auto layer = split_layer(s.p->spec.name);
       if (last_layer >= 0 && (!layer || layer->first != last_layer)) extra_states(last_layer);
       last_layer = layer ? layer->first : -1;
-      m.set(PyValue::str(ours_to_megatron(p)), host(p.value));
+      m.set(PyValue::str(s.name), host(s.p->value));
     }
     if (last_layer >= 0) extra_states(last_layer);
-    return model;
+    return out;
   }
-  PyValue model = PyValue::dict();
-  PyValue lm = PyValue::dict();
-  PyValue embedding = PyValue::dict();
-  PyValue encoder = PyValue::dict(PyDict::Kind::kOrderedDict);
-  PyValue output_layer;
+  // Legacy: nested dicts per module; the saved order is the language model (embedding,
+  // encoder, pooler, output layer), BERT's LM head and binary head, then the embedding copy.
+  std::map<std::string, PyValue> modules;
+  auto module_dict = [&](const std::string& m) -> PyDict& {
+    auto it = modules.find(m);
+    if (it == modules.end())
+      it = modules
+               .emplace(m, PyValue::dict(m == "embedding" ? PyDict::Kind::kDict
+                                                          : PyDict::Kind::kOrderedDict))
+               .first;
+    return it->second.as_dict("");
+  };
   auto weight_dict = [&](const Parameter& p) {
     PyValue d = PyValue::dict(PyDict::Kind::kOrderedDict);
     d.as_dict("").set(PyValue::str("weight"), host(p.value));
     return d;
   };
-  for (const Parameter& p : store.params()) {
-    const std::string name = ours_to_megatron(p);
-    if (p.spec.stage_tie == StageTie::kCopy) {
-      model.as_dict("").set(PyValue::str(name), weight_dict(p));
-    } else if (name.rfind("embedding.", 0) == 0) {
-      embedding.as_dict("").set(PyValue::str(name.substr(10, name.size() - 17)), weight_dict(p));
-    } else if (name == "output_layer.weight") {
-      output_layer = weight_dict(p);
-    } else {
-      encoder.as_dict("").set(PyValue::str(name), host(p.value));
-    }
+  for (const Slot& s : slots) {
+    if (s.module == "embedding")
+      module_dict("embedding").set(PyValue::str(s.name), weight_dict(*s.p));
+    else
+      module_dict(s.module).set(PyValue::str(s.name), host(s.p->value));
   }
-  if (!embedding.as_dict("").items.empty())
-    lm.as_dict("").set(PyValue::str("embedding"), embedding);
-  lm.as_dict("").set(PyValue::str("encoder"), encoder);
-  if (!output_layer.is_none()) lm.as_dict("").set(PyValue::str("output_layer"), output_layer);
-  // The language model first, as Megatron's GPT model saves it.
-  PyDict& m = model.as_dict("");
-  m.items.insert(m.items.begin(), {PyValue::str("language_model"), lm});
-  return model;
+  out.model = PyValue::dict();
+  PyDict& m = out.model.as_dict("");
+  PyValue lm = PyValue::dict();
+  for (const char* sub : {"embedding", "encoder", "pooler", "output_layer"})
+    if (modules.count(sub)) lm.as_dict("").set(PyValue::str(sub), modules.at(sub));
+  m.set(PyValue::str("language_model"), lm);
+  for (const char* head : {"lm_head", "binary_head", "word_embeddings_for_head"})
+    if (modules.count(head)) m.set(PyValue::str(head), modules.at(head));
+  return out;
 }
 
 }  // namespace megatron

@@ -32,7 +32,24 @@
 //   (the last stage's copy of a tied word embedding, pipeline size > 1)
 //                                      word_embeddings_for_head/weight | output_layer.weight
 // Older legacy files spell input_norm / post_attention_norm / final_norm as *_layernorm and
-// encoder as transformer; both are read. Each rank's tensor is its slice as megatron-cpp's
+// encoder as transformer; both are read.
+// BERT (Megatron-LM's legacy BertModel, megatron/legacy/model/bert_model.py, and Megatron-Core's
+// BertModel, megatron/core/models/bert/bert_model.py) adds, megatron-cpp's names on the left:
+//   embedding.tokentype_embeddings.weight  legacy: language_model/embedding/tokentype_embeddings/
+//                                          weight; core: embedding.tokentype_embeddings.weight
+//   layers.i.*, final_layernorm.*      core: encoder.layers.j.*, encoder.final_layernorm.* (the
+//                                      block is Megatron-Core BERT's `encoder`); legacy as GPT
+//   pooler.dense.*                     legacy: language_model/pooler/dense.*; core: pooler.dense.*
+//   lm_head.dense.*                    lm_head/dense.* | lm_head.dense.*
+//   lm_head.layernorm.*                lm_head/norm.* (older: lm_head/layernorm.*) |
+//                                      lm_head.layer_norm.*
+//   lm_head.bias                       lm_head/bias | output_layer.bias
+//   binary_head.*                      binary_head/* | binary_head.*
+//   (the last stage's copy of the word embedding, pipeline size > 1)
+//                                      word_embeddings_for_head/weight | output_layer.weight
+// Megatron's parameter order (the optimizer's ids) is the legacy model's language_model,
+// word_embeddings_for_head, lm_head (bias first), binary_head, whatever order the dict was saved
+// in; Megatron-Core's is the saved order. Each rank's tensor is its slice as megatron-cpp's
 // GptModel registers it for that rank (same split dimension and per-rank row order: QKV rows
 // per query group [g, q + 2, d], SwiGLU's [gate; up] per rank), so tensors move rank by rank.
 #pragma once
@@ -54,6 +71,8 @@ namespace megatron {
 bool is_megatron_lm_torch_checkpoint(const std::string& load_dir);
 
 enum class MegatronLmNaming { kLegacy, kCore };
+// The model a checkpoint holds: GPT family (GPT-2, Llama-style) or BERT.
+enum class MegatronLmFamily { kGpt, kBert };
 
 // One rank's file, loaded (tensors are views of the mapped file).
 struct MegatronLmRank {
@@ -95,22 +114,32 @@ PyValue megatron_lm_args_namespace(const nlohmann::json& args);
 // spellings too), or "" when no GPT-family model of megatron-cpp has it.
 std::string megatron_lm_layer_name(const std::string& suffix, MegatronLmNaming naming);
 
+// The family of the model in rank `rank`'s "model" entry: BERT when it holds BERT's heads or
+// token-type embeddings (legacy lm_head / binary_head / embedding.tokentype_embeddings, core
+// lm_head.* / encoder.* / embedding.tokentype_embeddings.weight), else GPT.
+MegatronLmFamily megatron_lm_model_family(const MegatronLmRank& rank);
+
 // Rank `rank`'s model tensors under megatron-cpp's names (global layer numbers, given the
 // stage's first layer `first_layer`), in the order saved — the model's parameter order, which
 // the optimizer's parameter ids follow. With `tied_embeddings` (args without
 // untie_embeddings_and_output_weights) the last stage's copy of the word embedding is named ""
 // (a parameter of Megatron's, not of megatron-cpp's model); `_extra_state` entries are dropped.
-// Throws Error naming the file and the entry for one that is not a tensor or that no GPT-family
-// model has (BERT's, MoE's, ...).
-std::vector<std::pair<std::string, Tensor>> megatron_lm_rank_parameters(const MegatronLmRank& rank,
-                                                                        MegatronLmNaming naming,
-                                                                        int first_layer,
-                                                                        bool tied_embeddings);
+// BERT's (`family`) are returned in Megatron's parameter order (above). Throws Error naming the
+// file and the entry for one that is not a tensor or that no model of `family` has (MoE's, ...).
+std::vector<std::pair<std::string, Tensor>> megatron_lm_rank_parameters(
+    const MegatronLmRank& rank, MegatronLmNaming naming, int first_layer, bool tied_embeddings,
+    MegatronLmFamily family = MegatronLmFamily::kGpt);
 
-// Rank tensors in megatron-cpp's names (a stage's registrations: `store`'s parameters, in
-// order) → the "model" entry Megatron saves for that rank in `naming`; `first_layer` turns
-// global layer numbers into the stage's local ones.
-PyValue megatron_lm_model_entry(const ParameterStore& store, MegatronLmNaming naming,
-                                int first_layer);
+// Rank tensors in megatron-cpp's names (a stage's registrations: `store`'s parameters) → the
+// "model" entry Megatron saves for that rank in `naming`, and the parameters in Megatron's
+// parameter order (the ids of the optimizer state Megatron saves); `first_layer` turns global
+// layer numbers into the stage's local ones.
+struct MegatronLmModelEntry {
+  PyValue model;
+  std::vector<const Parameter*> order;
+};
+MegatronLmModelEntry megatron_lm_model_entry(const ParameterStore& store, MegatronLmNaming naming,
+                                             int first_layer,
+                                             MegatronLmFamily family = MegatronLmFamily::kGpt);
 
 }  // namespace megatron

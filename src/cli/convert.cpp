@@ -10,9 +10,9 @@
 //   megatron convert --model-type gpt --load CKPT --save CKPT2 --target-tensor-parallel-size T
 //                    [--target-pipeline-parallel-size P]
 //                    [--use-distributed-optimizer --target-data-parallel-size D]
-//   megatron convert --model-type gpt --from megatron-lm --load MLM_CKPT --save CKPT|HF_DIR
+//   megatron convert --model-type gpt|bert --from megatron-lm --load MLM_CKPT --save CKPT|HF_DIR
 //                    [--to megatron|hf] [--target-tensor-parallel-size T] [--vocab-size V]
-//   megatron convert --model-type gpt --to megatron-lm|megatron-lm-core --load CKPT|HF_DIR
+//   megatron convert --model-type gpt|bert --to megatron-lm|megatron-lm-core --load CKPT|HF_DIR
 //                    --save MLM_CKPT [--from megatron|hf] [--target-tensor-parallel-size T]
 //                    [--target-pipeline-parallel-size P]
 //   megatron convert --model-type gpt --to gguf --load CKPT|HF_DIR|MLM_CKPT --save MODEL.gguf
@@ -21,9 +21,12 @@
 // megatron-lm is Megatron-LM's legacy `torch` checkpoint format (mp_rank_*/model_optim_rng.pt),
 // read in either parameter naming (legacy or Megatron-Core, detected) and written in the legacy
 // naming (megatron-lm) or Megatron-Core's (megatron-lm-core), or — read only — its `torch_dist`
-// format (metadata.json, .metadata, __R_K.distcp; detected); weights, iteration and model
-// arguments cross, not yet the optimizer, scheduler or RNG state. Between megatron-lm and HF
-// the conversion goes through a megatron-cpp checkpoint in SAVE.megatron-cpp.tmp, removed after.
+// format (metadata.json, .metadata, __R_K.distcp; detected; GPT family only); weights,
+// iteration and model arguments cross, and the non-distributed optimizer's state and scheduler
+// where the source has them (convert/megatron_lm_checkpoint.h), not the RNG state. A BERT
+// (--model-type bert) is Megatron-LM's pre-LayerNorm BertModel, whose HF counterpart is
+// MegatronBertForPreTraining. Between megatron-lm and HF the conversion goes through a
+// megatron-cpp checkpoint in SAVE.megatron-cpp.tmp, removed after.
 //
 // With --use-distributed-optimizer the optimizer state is written as the D data-parallel ranks
 // of a --use-distributed-optimizer run at the target TP × PP save it (one shard file each);
@@ -60,13 +63,18 @@ namespace {
 class IntermediateCheckpoint {
  public:
   IntermediateCheckpoint(const std::string& from, const std::string& load, int64_t load_iteration,
-                         const std::string& save, int64_t vocab_size, int divisible_by)
+                         const std::string& save, int64_t vocab_size, int divisible_by,
+                         bool bert = false)
       : path_(save + ".megatron-cpp.tmp") {
     MT_REQUIRE(!std::filesystem::exists(path_), "'", path_,
                "' exists (left by an interrupted conversion?): remove it and run again");
     try {
-      if (from == "megatron-lm")
+      if (from == "megatron-lm" && bert)
+        import_megatron_lm_bert(load, load_iteration, path_, 1, vocab_size);
+      else if (from == "megatron-lm")
         import_megatron_lm_gpt(load, load_iteration, path_, 1, vocab_size);
+      else if (bert)
+        import_hf_bert(load, path_, 1, divisible_by);
       else if (is_hf_llama_directory(load))
         import_hf_llama(load, path_, 1, divisible_by);
       else
@@ -88,15 +96,20 @@ class IntermediateCheckpoint {
   std::string path_;
 };
 
-// Conversions to or from Megatron-LM's torch format (GPT family). Between it and HF the model
-// passes through a megatron-cpp checkpoint at TP 1 in SAVE.megatron-cpp.tmp (removed after).
+// Conversions to or from Megatron-LM's torch format (GPT family, or `bert`). Between it and HF
+// the model passes through a megatron-cpp checkpoint at TP 1 in SAVE.megatron-cpp.tmp (removed
+// after).
 void convert_megatron_lm(const std::string& from, const std::string& to, const std::string& load,
                          const std::string& save, int64_t load_iteration, int target_tp,
                          int target_pp, int64_t vocab_size, int divisible_by,
-                         int64_t max_shard_size, const TokenizerFileOverrides& tokenizer_files) {
+                         int64_t max_shard_size, const TokenizerFileOverrides& tokenizer_files,
+                         bool bert) {
   const bool to_megatron_lm = to == "megatron-lm" || to == "megatron-lm-core";
   if (from == "megatron-lm" && to == "megatron") {
-    import_megatron_lm_gpt(load, load_iteration, save, target_tp, vocab_size);
+    if (bert)
+      import_megatron_lm_bert(load, load_iteration, save, target_tp, vocab_size);
+    else
+      import_megatron_lm_gpt(load, load_iteration, save, target_tp, vocab_size);
     log_info("converted Megatron-LM checkpoint ", load, " into checkpoint ", save,
              " (iteration 0, tensor-parallel size ", target_tp, ")");
     return;
@@ -105,12 +118,12 @@ void convert_megatron_lm(const std::string& from, const std::string& to, const s
   int64_t source_iteration = load_iteration;
   std::optional<IntermediateCheckpoint> intermediate;
   if (from != "megatron") {
-    intermediate.emplace(from, load, load_iteration, save, vocab_size, divisible_by);
+    intermediate.emplace(from, load, load_iteration, save, vocab_size, divisible_by, bert);
     source = intermediate->path();
     source_iteration = -1;
   }
   if (to_megatron_lm) {
-    export_megatron_lm_gpt(
+    (bert ? export_megatron_lm_bert : export_megatron_lm_gpt)(
         source, source_iteration, save, target_tp, target_pp,
         to == "megatron-lm" ? MegatronLmNaming::kLegacy : MegatronLmNaming::kCore);
     log_info("wrote ", load, " as a Megatron-LM torch checkpoint ", save, " (",
@@ -118,8 +131,11 @@ void convert_megatron_lm(const std::string& from, const std::string& to, const s
              target_pp, " pipeline ranks)");
   } else {
     MT_REQUIRE(to == "hf", "--from megatron-lm --to ", to, " is not a conversion");
-    if (is_llama_checkpoint(
-            CheckpointShardReader(checkpoint_iteration_dir(source, source_iteration)).state(0, 0)))
+    if (bert)
+      export_hf_bert(source, source_iteration, save, tokenizer_files);
+    else if (is_llama_checkpoint(
+                 CheckpointShardReader(checkpoint_iteration_dir(source, source_iteration))
+                     .state(0, 0)))
       export_hf_llama(source, source_iteration, save, max_shard_size, tokenizer_files);
     else
       export_hf_gpt2(source, source_iteration, save, vocab_size, tokenizer_files);
@@ -258,11 +274,8 @@ int run_convert(int argc, char** argv) {
         from, load, save, load_iteration, divisible_by,
         {gguf_tensor_type_from_name(gguf_dtype), vocab_size, "", tokenizer_files, nullptr});
   } else if (megatron_lm) {
-    MT_REQUIRE(model_type == "gpt", "--model-type ", model_type,
-               ": Megatron-LM's torch format is converted for GPT-family models only (BERT is not "
-               "supported yet)");
     convert_megatron_lm(from, to, load, save, load_iteration, target_tp, target_pp, vocab_size,
-                        divisible_by, max_shard_size, tokenizer_files);
+                        divisible_by, max_shard_size, tokenizer_files, model_type == "bert");
   } else if (model_type == "bert" && from == "hf") {
     import_hf_bert(load, save, target_tp, divisible_by);
     log_info("converted HF BERT ", load, " into checkpoint ", save,

@@ -181,6 +181,10 @@ int run_finetune(int argc, char** argv) {
     step.model.multiple_choice = flags.task == "RACE";
     step.model.head_name = step.model.multiple_choice ? "multichoice_head" : "classification_head";
     step.model.classes = flags.task == "RACE" ? kRaceChoices : flags.task == "MNLI" ? 3 : 2;
+    MT_REQUIRE(args.ckpt_format != "torch",
+               "finetune --ckpt-format torch is not supported: a finetuned BERT's task head has "
+               "no name in Megatron-LM's checkpoints; leave --ckpt-format out (megatron-cpp's "
+               "format)");
     step.pretrained_checkpoint = flags.pretrained_checkpoint;
     step.eval_micro_batch = args.micro_batch_size;
     log_info("building ", step.model.multiple_choice ? "multichoice" : "classification",

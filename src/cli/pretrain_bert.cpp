@@ -3,6 +3,8 @@
 // the Trainer with the BERT model step (logs `lm loss` and `sop loss`).
 #include <CLI/CLI.hpp>
 
+#include "checkpoint/megatron_lm_torch.h"
+#include "checkpoint/megatron_lm_torch_dist.h"
 #include "cli/args/arg_table.h"
 #include "cli/args/args.h"
 #include "cli/args/megatron_flags.h"
@@ -10,6 +12,8 @@
 #include "cli/args/training_flags.h"
 #include "cli/setup/bert_setup.h"
 #include "cli/setup/gpt_setup.h"
+#include "cli/setup/megatron_lm_load.h"
+#include "cli/setup/megatron_lm_save.h"
 #include "cli/setup/theoretical_memory.h"
 #include "cli/subcommands.h"
 #include "core/logging.h"
@@ -68,6 +72,19 @@ int run_pretrain_bert(int argc, char** argv) {
   BertStepConfig model;
   BertDatasets data;
   nlohmann::json tokenizer_id;
+  // A Megatron-LM checkpoint in --load is converted by rank 0 before any rank reads it; its args
+  // do not record the real vocabulary (BERT's tokenizers are read from --vocab-file): the
+  // tokenizer's is used.
+  run_on_all_ranks(*world, "", [&] {
+    if (args.load.empty() || !(is_megatron_lm_torch_checkpoint(args.load) ||
+                               is_megatron_lm_torch_dist_checkpoint(args.load)))
+      return;
+    const int64_t vocab =
+        make_tokenizer({args.tokenizer_type, args.vocab_file, args.merge_file, args.tokenizer_model,
+                        args.vocab_size, args.tiktoken_pattern, args.tiktoken_num_special_tokens})
+            ->vocab_size();
+    use_megatron_lm_load(args, world->rank() == 0, MegatronLmFamily::kBert, vocab);
+  });
   run_on_all_ranks(*world, "", [&] {
     apply_checkpoint_args(args, CheckpointArgs::kShape);
     check_megatron_flags(megatron_flags, args);
@@ -132,6 +149,7 @@ int run_pretrain_bert(int argc, char** argv) {
   });
 
   TrainerConfig config = trainer_config(args, table);
+  run_on_all_ranks(*world, "", [&] { use_megatron_lm_save(config, args, model.model); });
   config.tokenizer = tokenizer_id;
   set_muon_qkv_layout(config, model.model);
   config.theoretical_memory_report = theoretical_memory_report(

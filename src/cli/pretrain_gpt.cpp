@@ -11,6 +11,7 @@
 #include "cli/setup/distillation_setup.h"
 #include "cli/setup/gpt_setup.h"
 #include "cli/setup/megatron_lm_load.h"
+#include "cli/setup/megatron_lm_save.h"
 #include "cli/setup/theoretical_memory.h"
 #include "cli/setup/training_samples.h"
 #include "cli/subcommands.h"
@@ -80,6 +81,7 @@ int run_pretrain_gpt(int argc, char** argv) {
     data = build_gpt_data(args, vocab);
   });
   TrainerConfig config = trainer_config(args, table);
+  run_on_all_ranks(*world, "", [&] { use_megatron_lm_save(config, args, model.model); });
   config.per_token_loss = per_token_loss;
   set_muon_qkv_layout(config, model.model);
   config.tokenizer = vocab.identity;

@@ -78,7 +78,7 @@ void export_hf_bert(const std::string& load_dir, int64_t iteration, const std::s
   const nlohmann::json state = reader.state(0, 0);
   const std::string& dir = reader.iteration_dir();
   const BertConfig c = bert_config_from_checkpoint_state(state, dir);
-  const nlohmann::json hf_config = hf_config_from_bert(c);  // rejects pre-LN models
+  const nlohmann::json hf_config = hf_config_from_bert(c);  // MegatronBert when pre-LN
 
   const TensorMap full =
       read_full_model_tensors(reader, registered_parameter_store<BertModel>(c, 0, 1));

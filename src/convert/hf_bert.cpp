@@ -34,10 +34,14 @@ std::vector<BertMapping> mappings(const BertConfig& c) {
       {"cls.predictions.transform.dense.bias", "lm_head.dense.bias", {h}},
       {"cls.predictions.bias", "lm_head.bias", {c.vocab_size}, true},
   };
+  const bool pre_ln = !c.post_layernorm();  // MegatronBertForPreTraining
   for (const char* p : {"weight", "bias"}) {
-    m.push_back({std::string("bert.embeddings.LayerNorm.") + p,
-                 std::string("embedding.layernorm.") + p,
-                 {h}});
+    if (pre_ln)
+      m.push_back({std::string("bert.encoder.ln.") + p, std::string("final_layernorm.") + p, {h}});
+    else
+      m.push_back({std::string("bert.embeddings.LayerNorm.") + p,
+                   std::string("embedding.layernorm.") + p,
+                   {h}});
     m.push_back({std::string("cls.predictions.transform.LayerNorm.") + p,
                  std::string("lm_head.layernorm.") + p,
                  {h}});
@@ -55,19 +59,27 @@ std::vector<BertMapping> mappings(const BertConfig& c) {
       const bool w = p == "weight";
       m.push_back({hf + "attention.output.dense." + p, us + "self_attention.dense." + p,
                    w ? Shape{h, h} : Shape{h}});
-      m.push_back(
-          {hf + "attention.output.LayerNorm." + p, us + "post_attention_layernorm." + p, {h}});
+      if (pre_ln) {  // the LayerNorms before attention and before the MLP
+        m.push_back({hf + "attention.ln." + p, us + "input_layernorm." + p, {h}});
+        m.push_back({hf + "ln." + p, us + "post_attention_layernorm." + p, {h}});
+      } else {
+        m.push_back(
+            {hf + "attention.output.LayerNorm." + p, us + "post_attention_layernorm." + p, {h}});
+        m.push_back({hf + "output.LayerNorm." + p, us + "post_mlp_layernorm." + p, {h}});
+      }
       m.push_back({hf + "intermediate.dense." + p, us + "mlp.dense_h_to_4h." + p,
                    w ? Shape{f, h} : Shape{f}});
       m.push_back(
           {hf + "output.dense." + p, us + "mlp.dense_4h_to_h." + p, w ? Shape{h, f} : Shape{h}});
-      m.push_back({hf + "output.LayerNorm." + p, us + "post_mlp_layernorm." + p, {h}});
     }
   }
   return m;
 }
 
 const char* const kQkv[] = {"query", "key", "value"};
+
+// HF's model_type of MegatronBertForPreTraining (Megatron-LM's pre-LayerNorm BERT).
+constexpr char kMegatronBertType[] = "megatron-bert";
 
 // HF names as BertForPreTraining stores them: a bare BertModel's names get "bert.", TF-era
 // LayerNorm gamma/beta become weight/bias.
@@ -114,7 +126,9 @@ BertConfig bert_config_from_hf(const nlohmann::json& j, int64_t padded_vocab_siz
   c.layernorm_epsilon = j.value("layer_norm_eps", 1e-12f);
   c.hidden_dropout = j.value("hidden_dropout_prob", 0.1f);
   c.attention_dropout = j.value("attention_probs_dropout_prob", 0.1f);
-  c.layernorm_order = LayerNormOrder::kPostLayerNorm;
+  c.layernorm_order = j.value("model_type", std::string("bert")) == kMegatronBertType
+                          ? LayerNormOrder::kPreLayerNorm
+                          : LayerNormOrder::kPostLayerNorm;
   c.binary_head = binary_head;
   const std::string position = j.value("position_embedding_type", std::string("absolute"));
   MT_REQUIRE(position == "absolute", "HF BERT position_embedding_type '", position,
@@ -124,11 +138,9 @@ BertConfig bert_config_from_hf(const nlohmann::json& j, int64_t padded_vocab_siz
 }
 
 nlohmann::json hf_config_from_bert(const BertConfig& c) {
-  MT_REQUIRE(c.post_layernorm(),
-             "HF BertForPreTraining is a post-LayerNorm model: only a BERT trained with "
-             "--post-layernorm can be exported to HF");
-  return {{"architectures", {"BertForPreTraining"}},
-          {"model_type", "bert"},
+  const bool post = c.post_layernorm();
+  return {{"architectures", {post ? "BertForPreTraining" : "MegatronBertForPreTraining"}},
+          {"model_type", post ? "bert" : kMegatronBertType},
           {"vocab_size", c.vocab_size},
           {"hidden_size", c.hidden_size},
           {"num_hidden_layers", c.num_layers},
@@ -146,7 +158,6 @@ nlohmann::json hf_config_from_bert(const BertConfig& c) {
 }
 
 TensorMap bert_tensors_from_hf(const TensorMap& hf_in, const BertConfig& c) {
-  MT_REQUIRE(c.post_layernorm(), "an HF BERT imports into the post-LayerNorm order only");
   TensorMap hf;
   for (const auto& [name, t] : hf_in) hf[canonical_name(name)] = t;
   std::string errors;

@@ -25,6 +25,11 @@
 //   cls.predictions.transform.LayerNorm.*       -> lm_head.layernorm.*
 //   cls.predictions.bias [V]                    -> lm_head.bias [Vp]
 //   cls.seq_relationship.{weight,bias}          -> binary_head.*             (binary head only)
+// A pre-LayerNorm BERT (Megatron-LM's, megatron-cpp's default) is HF's MegatronBertForPreTraining
+// (model_type "megatron-bert"): the same names but no embeddings.LayerNorm and, per layer,
+// attention.ln (-> layers.i.input_layernorm) and ln (-> layers.i.post_attention_layernorm, the
+// LayerNorm before the MLP) instead of attention.output.LayerNorm and output.LayerNorm, plus
+// bert.encoder.ln (-> final_layernorm).
 // Accepted on import and ignored: bert.embeddings.position_ids (a buffer),
 // cls.predictions.decoder.{weight,bias} (tied copies; checked equal), the TF-era LayerNorm
 // names gamma/beta for weight/bias.
@@ -46,7 +51,7 @@ namespace megatron {
 // pooler and cls.seq_relationship. seq_length is set to max_position_embeddings.
 BertConfig bert_config_from_hf(const nlohmann::json& hf_config, int64_t padded_vocab_size,
                                bool binary_head);
-// Throws Error for a pre-LN config, which HF's BertForPreTraining cannot express.
+// BertForPreTraining's config for a post-LN model, MegatronBertForPreTraining's for a pre-LN one.
 nlohmann::json hf_config_from_bert(const BertConfig& config);
 
 // True when HF tensors (names as stored) hold the pooler and the sentence-order head.

@@ -1,20 +1,27 @@
 #include "convert/megatron_lm_checkpoint.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <type_traits>
 
+#include "checkpoint/architecture_json.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/layout.h"
+#include "checkpoint/megatron_lm_rank_state.h"
 #include "checkpoint/megatron_lm_torch_dist.h"
 #include "checkpoint/megatron_lm_torch_optimizer.h"
 #include "checkpoint/megatron_lm_trainer_state.h"
 #include "checkpoint/model_shape.h"
 #include "checkpoint/shards.h"
+#include "convert/bert_checkpoint.h"
 #include "convert/convert_common.h"
 #include "convert/gpt_checkpoint.h"
 #include "core/durable_file.h"
 #include "core/logging.h"
 #include "core/torch_file.h"
+#include "model/bert_model.h"
 #include "model/stage_range.h"
+#include "optim/optimizer.h"
 
 namespace megatron {
 
@@ -51,11 +58,14 @@ int64_t real_vocab_size(const nlohmann::json& args, int64_t flag, const std::str
   return vocab;
 }
 
-// Options of Megatron runs that megatron-cpp's GPT model does not build, and (with
-// `per_rank_files`, the torch format) pipeline layouts whose rank files it does not split.
-void check_supported_args(const nlohmann::json& args, const std::string& dir, bool per_rank_files) {
+// Options of Megatron runs that megatron-cpp's GPT (or, `bert`, BERT) model does not build, and
+// (with `per_rank_files`, the torch format) pipeline layouts whose rank files it does not split.
+void check_supported_args(const nlohmann::json& args, const std::string& dir, bool per_rank_files,
+                          bool bert = false) {
+  // Unset: absent, None, false, 0 or "" (megatron-cpp's own args spell an unset layout so).
   auto set = [&](const char* key) {
-    return args.contains(key) && !args[key].is_null() && args[key] != false && args[key] != 0;
+    return args.contains(key) && !args[key].is_null() && args[key] != false && args[key] != 0 &&
+           args[key] != "";
   };
   std::vector<const char*> keys = {
       "num_experts",  "mtp_num_layers", "apply_residual_connection_post_layernorm",
@@ -64,9 +74,20 @@ void check_supported_args(const nlohmann::json& args, const std::string& dir, bo
     keys.insert(keys.end(),
                 {"decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
                  "num_layers_per_virtual_pipeline_stage", "pipeline_model_parallel_layout"});
+  if (bert)
+    keys.insert(keys.end(), {"swiglu", "group_query_attention", "disable_bias_linear",
+                             "untie_embeddings_and_output_weights", "add_qkv_bias"});
+  const char* model = bert ? "BERT" : "GPT";
   for (const char* key : keys)
     MT_REQUIRE(!set(key), "Megatron-LM checkpoint '", dir, "' was trained with args.", key, " = ",
-               args[key].dump(), ", which megatron-cpp's GPT model does not support yet");
+               args[key].dump(), ", which megatron-cpp's ", model, " model does not support yet");
+  if (!bert) return;
+  const std::string position =
+      args.value("position_embedding_type", std::string("learned_absolute"));
+  const std::string norm = args.value("normalization", std::string("LayerNorm"));
+  MT_REQUIRE(position == "learned_absolute" && norm == "LayerNorm", "Megatron-LM checkpoint '", dir,
+             "' is a BERT with position_embedding_type ", position, " and normalization ", norm,
+             "; megatron-cpp's BERT has learned absolute positions and LayerNorm");
 }
 
 // The state.json-shaped record (model shape + args) of the Megatron args, with the vocabulary
@@ -123,7 +144,8 @@ using RankTensors = std::vector<std::map<std::string, Tensor>>;
 // `per_rank` (`what`: "" for the model, else the optimizer buffer's name) as full (f32) tensors
 // under megatron-cpp's names, for `config` (the vocabulary padded as stored). A replicated
 // parameter is taken from TP rank 0.
-TensorMap gather_full_tensors(const MegatronLmCheckpoint& ckpt, const GptConfig& config,
+template <typename ModelT, typename ConfigT>
+TensorMap gather_full_tensors(const MegatronLmCheckpoint& ckpt, const ConfigT& config,
                               RankTensors per_rank, const std::string& what) {
   const std::string prefix = what.empty() ? "" : what + " of ";
   TensorMap full;
@@ -133,7 +155,7 @@ TensorMap gather_full_tensors(const MegatronLmCheckpoint& ckpt, const GptConfig&
     const StageRange stage = stage_range(
         {.num_layers = config.num_layers, .pipeline_size = ckpt.pp_size}, rank.pp_rank, 0);
     ParameterStore store =
-        registered_parameter_store<GptModel>(config, rank.tp_rank, ckpt.tp_size, stage);
+        registered_parameter_store<ModelT>(config, rank.tp_rank, ckpt.tp_size, stage);
     std::map<std::string, Tensor>& tensors = per_rank[r];
     for (const Parameter& p : store.params()) {
       if (p.spec.stage_tie == StageTie::kCopy) continue;
@@ -142,7 +164,7 @@ TensorMap gather_full_tensors(const MegatronLmCheckpoint& ckpt, const GptConfig&
         problems += "\n  " + rank.path + ": " + prefix + p.spec.name + " is missing";
         continue;
       }
-      Tensor t = hf_tensor_to_f32(it->second, "Megatron-LM GPT");
+      Tensor t = hf_tensor_to_f32(it->second, "Megatron-LM");
       tensors.erase(it);
       if (t.numel() != shape_numel(p.local_shape)) {
         problems += "\n  " + rank.path + ": " + prefix + p.spec.name + " is " +
@@ -202,12 +224,17 @@ TensorMap full_parameter_tensors(std::map<std::string, Tensor> stored, const Par
   return full;
 }
 
-// `full` with every padded-vocabulary tensor re-padded from `from` to `to` rows (the real rows
-// kept, new padding zero).
-TensorMap repad_vocabulary(TensorMap full, const GptConfig& to) {
+// `full` with every padded-vocabulary tensor (the word embedding, GPT's output layer, BERT's
+// LM-head bias) re-padded to `to`'s rows (the real rows kept, new padding zero).
+template <typename ConfigT>
+TensorMap repad_vocabulary(TensorMap full, const ConfigT& to) {
   for (auto& [name, t] : full) {
-    if (name != "embedding.word_embeddings.weight" && name != "output_layer.weight") continue;
-    Tensor out = Tensor::zeros({to.padded_vocab_size, t.size(1)}, DType::F32);
+    if (name != "embedding.word_embeddings.weight" && name != "output_layer.weight" &&
+        name != "lm_head.bias")
+      continue;
+    Shape shape = t.shape();
+    shape[0] = to.padded_vocab_size;
+    Tensor out = Tensor::zeros(shape, DType::F32);
     const int64_t rows = std::min(to.vocab_size, t.size(0));
     out.slice(0, 0, rows).copy_from(t.slice(0, 0, rows));
     t = out;
@@ -217,10 +244,11 @@ TensorMap repad_vocabulary(TensorMap full, const GptConfig& to) {
 
 // A Megatron-LM checkpoint's model, read: its args (megatron-cpp's spelling), its real
 // vocabulary, the model it describes and its full tensors.
+template <typename ConfigT>
 struct MegatronLmSource {
   nlohmann::json args, converted_from;
   int64_t vocab = 0;
-  GptConfig config;
+  ConfigT config;
   TensorMap full;
   std::vector<std::string> not_converted;  // what a warning names as left behind
   // The optimizer state (buffer name → full tensors, as `full`) and the trainer state
@@ -229,25 +257,85 @@ struct MegatronLmSource {
   nlohmann::json trainer;
 };
 
+// The BERT that Megatron-LM's `args` (megatron_lm_args_json's spelling) describe, the vocabulary
+// padded to `padded`: Megatron's BERT is pre-LayerNorm with a final LayerNorm, token types and
+// the pooler and binary head with args.bert_binary_head (pretrain_bert.py's num_tokentypes: 2
+// with the binary head, else 0).
+BertConfig bert_config_from_megatron_args(const nlohmann::json& args, int64_t padded, int64_t vocab,
+                                          const std::string& dir) {
+  const nlohmann::json shape = megatron_state(args, padded, dir)["model"];
+  BertConfig c;
+  c.num_layers = shape["num_layers"].get<int>();
+  c.hidden_size = shape["hidden_size"].get<int>();
+  c.num_attention_heads = shape["num_attention_heads"].get<int>();
+  c.ffn_hidden_size = shape["ffn_hidden_size"].get<int>();
+  c.max_position_embeddings = c.seq_length = shape["max_position_embeddings"].get<int>();
+  c.padded_vocab_size = padded;
+  c.vocab_size = vocab;
+  c.binary_head = args.value("bert_binary_head", true);
+  c.num_tokentypes = c.binary_head ? 2 : 0;
+  c.layernorm_epsilon = norm_epsilon_from_args_json(args);
+  c.layernorm_order = LayerNormOrder::kPreLayerNorm;
+  auto number = [&](const char* key, float fallback) {
+    return args.contains(key) && args[key].is_number() ? args[key].get<float>() : fallback;
+  };
+  c.hidden_dropout = number("hidden_dropout", c.hidden_dropout);
+  c.attention_dropout = number("attention_dropout", c.attention_dropout);
+  c.init_method_std = number("init_method_std", c.init_method_std);
+  c.gelu = gelu_form_from_args_json(args);
+  return c;
+}
+
 // The source's args, real vocabulary and model (the vocabulary padded as stored), from
 // Megatron's `args` in `dir`.
-MegatronLmSource source_model(const PyValue& args, const std::string& dir, int64_t vocab_size,
-                              bool per_rank_files) {
-  MegatronLmSource src;
+template <typename ConfigT>
+MegatronLmSource<ConfigT> source_model(const PyValue& args, const std::string& dir,
+                                       int64_t vocab_size, bool per_rank_files) {
+  constexpr bool bert = std::is_same_v<ConfigT, BertConfig>;
+  MegatronLmSource<ConfigT> src;
   src.args = megatron_lm_args_json(args);
-  check_supported_args(src.args, dir, per_rank_files);
+  check_supported_args(src.args, dir, per_rank_files, bert);
   src.vocab = real_vocab_size(src.args, vocab_size, dir);
-  src.config = gpt_config_from_checkpoint_state(
-      megatron_state(src.args, src.args.value("padded_vocab_size", int64_t(0)), dir), dir,
-      src.vocab);
+  const int64_t padded = src.args.value("padded_vocab_size", int64_t(0));
+  if constexpr (bert)
+    src.config = bert_config_from_megatron_args(src.args, padded, src.vocab, dir);
+  else
+    src.config =
+        gpt_config_from_checkpoint_state(megatron_state(src.args, padded, dir), dir, src.vocab);
   return src;
 }
 
-MegatronLmSource read_torch_format(const std::string& load_dir, int64_t iteration,
-                                   int64_t vocab_size) {
+// The model class of a config, and the family of its Megatron-LM names.
+template <typename ConfigT>
+using ModelOf = std::conditional_t<std::is_same_v<ConfigT, BertConfig>, BertModel, GptModel>;
+template <typename ConfigT>
+constexpr MegatronLmFamily kFamilyOf =
+    std::is_same_v<ConfigT, BertConfig> ? MegatronLmFamily::kBert : MegatronLmFamily::kGpt;
+
+template <typename ConfigT>
+bool tied_embeddings(const ConfigT& config) {
+  if constexpr (std::is_same_v<ConfigT, BertConfig>)
+    return true;
+  else
+    return !config.arch.untie_embeddings_and_output_weights;
+}
+
+template <typename ConfigT>
+MegatronLmSource<ConfigT> read_torch_format(const std::string& load_dir, int64_t iteration,
+                                            int64_t vocab_size) {
+  using ModelT = ModelOf<ConfigT>;
+  constexpr MegatronLmFamily family = kFamilyOf<ConfigT>;
   const MegatronLmCheckpoint ckpt = read_megatron_lm_checkpoint(load_dir, iteration);
-  MegatronLmSource src = source_model(ckpt.args(), ckpt.iteration_dir, vocab_size, true);
-  const bool tied = !src.config.arch.untie_embeddings_and_output_weights;
+  const bool bert_file = std::any_of(ckpt.ranks.begin(), ckpt.ranks.end(), [](const auto& r) {
+    return megatron_lm_model_family(r) == MegatronLmFamily::kBert;
+  });
+  MT_REQUIRE(bert_file == (family == MegatronLmFamily::kBert), "Megatron-LM checkpoint '",
+             ckpt.iteration_dir, "' holds a ", bert_file ? "BERT" : "GPT-family",
+             " model: convert it with --model-type ", bert_file ? "bert" : "gpt",
+             bert_file ? " (pretrain-bert loads it)" : " (pretrain-gpt loads it)");
+  MegatronLmSource<ConfigT> src =
+      source_model<ConfigT>(ckpt.args(), ckpt.iteration_dir, vocab_size, true);
+  const bool tied = tied_embeddings(src.config);
   // Each rank's parameters in Megatron's order (the optimizer's ids follow it); the model is
   // checked whole before its optimizer state is matched to it.
   std::vector<std::vector<std::pair<std::string, Tensor>>> parameters;
@@ -257,11 +345,11 @@ MegatronLmSource read_torch_format(const std::string& load_dir, int64_t iteratio
         stage_range({.num_layers = src.config.num_layers, .pipeline_size = ckpt.pp_size},
                     ckpt.ranks[r].pp_rank, 0);
     parameters.push_back(
-        megatron_lm_rank_parameters(ckpt.ranks[r], ckpt.naming, stage.first_layer, tied));
+        megatron_lm_rank_parameters(ckpt.ranks[r], ckpt.naming, stage.first_layer, tied, family));
     for (const auto& [name, t] : parameters.back())
       if (!name.empty()) model[r][name] = t;
   }
-  src.full = gather_full_tensors(ckpt, src.config, std::move(model), "");
+  src.full = gather_full_tensors<ModelT>(ckpt, src.config, std::move(model), "");
   std::map<std::string, RankTensors> optimizer;
   for (size_t r = 0; r < ckpt.ranks.size(); ++r)
     for (auto& [buffer, tensors] : megatron_lm_rank_optimizer(ckpt.ranks[r], parameters[r])) {
@@ -269,7 +357,8 @@ MegatronLmSource read_torch_format(const std::string& load_dir, int64_t iteratio
       optimizer.at(buffer)[r] = std::move(tensors);
     }
   for (auto& [buffer, tensors] : optimizer)
-    src.optimizer[buffer] = gather_full_tensors(ckpt, src.config, std::move(tensors), buffer);
+    src.optimizer[buffer] =
+        gather_full_tensors<ModelT>(ckpt, src.config, std::move(tensors), buffer);
   src.trainer = megatron_lm_trainer_state(ckpt.ranks.front().root, src.args, ckpt.iteration_dir);
   src.converted_from = {{"format", "megatron-lm-torch"},
                         {"iteration", ckpt.iteration},
@@ -283,10 +372,11 @@ MegatronLmSource read_torch_format(const std::string& load_dir, int64_t iteratio
   return src;
 }
 
-MegatronLmSource read_torch_dist_format(const std::string& load_dir, int64_t iteration,
-                                        int64_t vocab_size) {
+MegatronLmSource<GptConfig> read_torch_dist_format(const std::string& load_dir, int64_t iteration,
+                                                   int64_t vocab_size) {
   const MegatronLmTorchDist ckpt = read_megatron_lm_torch_dist(load_dir, iteration);
-  MegatronLmSource src = source_model(ckpt.args(), ckpt.iteration_dir, vocab_size, false);
+  MegatronLmSource<GptConfig> src =
+      source_model<GptConfig>(ckpt.args(), ckpt.iteration_dir, vocab_size, false);
   MegatronLmTorchDistModel model = megatron_lm_torch_dist_tensors(
       ckpt, src.config.num_layers, !src.config.arch.untie_embeddings_and_output_weights);
   src.not_converted = model.not_converted;
@@ -309,7 +399,8 @@ MegatronLmSource read_torch_dist_format(const std::string& load_dir, int64_t ite
 
 // Whether the source carries what a resumed run needs: Adam's moments of every parameter (checked
 // complete when read), the step and the scheduler state.
-bool resumable(const MegatronLmSource& src) {
+template <typename ConfigT>
+bool resumable(const MegatronLmSource<ConfigT>& src) {
   return src.optimizer.count("exp_avg") && src.optimizer.count("exp_avg_sq") &&
          src.trainer.contains("optimizer") && src.trainer.contains("scheduler");
 }
@@ -334,21 +425,28 @@ bool megatron_lm_checkpoint_is_resumable(const std::string& load_dir, int64_t it
   return moments[0] && moments[1] && common.find("optimizer") && common.find("opt_param_scheduler");
 }
 
-void import_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,
-                            const std::string& save_dir, int target_tp, int64_t vocab_size) {
-  MT_REQUIRE(target_tp >= 1, "--target-tensor-parallel-size must be >= 1, got ", target_tp);
-  const MegatronLmSource src =
-      is_megatron_lm_torch_dist_dir(checkpoint_iteration_dir(load_dir, iteration))
-          ? read_torch_dist_format(load_dir, iteration, vocab_size)
-          : read_torch_format(load_dir, iteration, vocab_size);
+namespace {
+
+// Writes `src` (read from `load_dir`) to `save_dir` at `target_tp` (megatron_lm_checkpoint.h).
+template <typename ConfigT>
+void write_import(const MegatronLmSource<ConfigT>& src, const std::string& load_dir,
+                  const std::string& save_dir, int target_tp) {
+  using ModelT = ModelOf<ConfigT>;
   const int divisible_by = src.args.value("make_vocab_size_divisible_by", 128);
-  GptConfig target = src.config;
+  ConfigT target = src.config;
   target.padded_vocab_size = padded_vocab_size(src.vocab, divisible_by, target_tp);
-  nlohmann::json ours_args = gpt_imported_args(target);
+  nlohmann::json ours_args, shape;
+  if constexpr (std::is_same_v<ConfigT, BertConfig>) {
+    ours_args = bert_hf_description(target);
+    shape = bert_model_shape_json(target);
+  } else {
+    ours_args = gpt_imported_args(target);
+    shape = gpt_model_shape_json(target);
+  }
   ours_args["seq_length"] = src.args.value("seq_length", target.seq_length);
   nlohmann::json state =
-      imported_checkpoint_state(gpt_model_shape_json(target), ours_args, divisible_by, target_tp,
-                                src.converted_from["format"].get<std::string>(), load_dir, "");
+      imported_checkpoint_state(shape, ours_args, divisible_by, target_tp,
+                                src.converted_from.value("format", std::string()), load_dir, "");
   state["model"]["vocab_size"] = src.vocab;
   state["converted_from"].erase("config_json");
   state["converted_from"].update(src.converted_from);
@@ -358,8 +456,8 @@ void import_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,
     std::map<std::string, TensorMap> optimizer;
     for (const auto& [buffer, full] : src.optimizer)
       optimizer[buffer] = repad_vocabulary(full, target);
-    write_imported_checkpoint<GptModel>(save_dir, target, repad_vocabulary(src.full, target), state,
-                                        target_tp, state["iteration"].get<int64_t>(), optimizer);
+    write_imported_checkpoint<ModelT>(save_dir, target, repad_vocabulary(src.full, target), state,
+                                      target_tp, state["iteration"].get<int64_t>(), optimizer);
     log_info("Megatron-LM checkpoint '", load_dir, "': imported at iteration ",
              state["iteration"].get<int64_t>(), " with its optimizer state (", src.optimizer.size(),
              " buffers, step ", state["optimizer"]["steps"].get<int64_t>(),
@@ -368,8 +466,8 @@ void import_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,
     if (!src.optimizer.empty() || src.trainer.contains("optimizer"))
       not_converted.push_back(
           "the optimizer state (it needs exp_avg, exp_avg_sq, the step and opt_param_scheduler)");
-    write_imported_checkpoint<GptModel>(save_dir, target, repad_vocabulary(src.full, target), state,
-                                        target_tp);
+    write_imported_checkpoint<ModelT>(save_dir, target, repad_vocabulary(src.full, target), state,
+                                      target_tp);
   }
   if (!not_converted.empty()) {
     std::string parts;
@@ -384,35 +482,70 @@ void import_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,
   }
 }
 
-void export_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,
-                            const std::string& save_dir, int target_tp, int target_pp,
-                            MegatronLmNaming naming) {
+// The optimizer buffers of the checkpoint `reader` indexes as full f32 tensors of `expected`'s
+// parameters (ModelT at TP 1): buffer name → parameter name → tensor; empty without optimizer
+// state. The master weights come with them only from a run that kept them (bf16 / fp16).
+std::map<std::string, TensorMap> read_full_optimizer_tensors(const CheckpointShardReader& reader,
+                                                             ParameterStore& expected,
+                                                             bool with_masters) {
+  std::map<std::string, Tensor> flat;
+  for (const std::string& name : reader.optimizer_buffer_names())
+    if (name != kMasterWeightsBuffer || with_masters)
+      flat[name] = Tensor::zeros({expected.flat_values().numel()}, DType::F32);
+  if (flat.empty()) return {};
+  if (with_masters && !flat.count(kMasterWeightsBuffer))
+    flat[kMasterWeightsBuffer] = Tensor::zeros({expected.flat_values().numel()}, DType::F32);
+  read_parameters(reader, expected, &flat);
+  std::map<std::string, TensorMap> full;
+  for (const auto& [buffer, values] : flat)
+    for (const Parameter& p : expected.params())
+      full[buffer][p.spec.name] =
+          values.slice(0, p.flat_offset, p.flat_offset + shape_numel(p.spec.full_shape))
+              .view(p.spec.full_shape);
+  return full;
+}
+
+template <typename ConfigT>
+void export_megatron_lm(const std::string& load_dir, int64_t iteration, const std::string& save_dir,
+                        int target_tp, int target_pp, MegatronLmNaming naming) {
+  using ModelT = ModelOf<ConfigT>;
+  constexpr bool bert = std::is_same_v<ConfigT, BertConfig>;
   MT_REQUIRE(target_tp >= 1, "--target-tensor-parallel-size must be >= 1, got ", target_tp);
   MT_REQUIRE(target_pp >= 1, "--target-pipeline-parallel-size must be >= 1, got ", target_pp);
   CheckpointShardReader reader(checkpoint_iteration_dir(load_dir, iteration));
   const nlohmann::json state = reader.state(0, 0);
   const std::string& dir = reader.iteration_dir();
-  const GptConfig source = gpt_config_from_checkpoint_state(state, dir);
-  MT_REQUIRE(!source.arch.moe.enabled(), "checkpoint '", dir,
-             "' is a mixture-of-experts model: its export to Megatron-LM's format is not "
-             "implemented (the experts' parameter names are not mapped); keep it in "
-             "megatron-cpp's format");
-  MT_REQUIRE(!source.arch.mla.enabled, "checkpoint '", dir,
-             "' is a multi-latent-attention model: its export to Megatron-LM's format is not "
-             "implemented (MLA's parameter names and layouts are not mapped); keep it in "
-             "megatron-cpp's format");
-  MT_REQUIRE(!source.arch.mtp.enabled(), "checkpoint '", dir,
-             "' has multi-token prediction (--mtp-num-layers): its export to Megatron-LM's "
-             "format is not implemented (the depths' Megatron-Core names and the MTP stage's "
-             "embedding copy are not written); keep it in megatron-cpp's format");
+  ConfigT source;
+  if constexpr (bert) {
+    MT_REQUIRE(state.contains("model") && state["model"].contains("num_tokentypes"), "checkpoint '",
+               dir,
+               "' is not a BERT checkpoint (its state.json has no model.num_tokentypes): export "
+               "it with --model-type gpt");
+    source = bert_config_from_checkpoint_state(state, dir);
+  } else {
+    MT_REQUIRE(!state.contains("model") || !state["model"].contains("num_tokentypes"),
+               "checkpoint '", dir, "' is a BERT checkpoint: export it with --model-type bert");
+    source = gpt_config_from_checkpoint_state(state, dir);
+  }
+  check_megatron_lm_exportable(source, "checkpoint '" + dir + "'");
   check_pipeline_split({.num_layers = source.num_layers, .pipeline_size = target_pp});
-  const TensorMap full =
-      read_full_model_tensors(reader, registered_parameter_store<GptModel>(source, 0, 1));
+  ParameterStore whole = registered_parameter_store<ModelT>(source, 0, 1);
+  const TensorMap full = read_full_model_tensors(reader, whole);
   nlohmann::json args = state.value("args", nlohmann::json::object());
+  const bool mixed_precision = args.value("bf16", false) || args.value("fp16", false);
+  // The training state crosses when the checkpoint holds it (a save of a training run).
+  const bool training_state = state.contains("optimizer") && state.contains("scheduler") &&
+                              !reader.optimizer_buffer_names().empty();
+  const std::map<std::string, TensorMap> optimizer =
+      training_state ? read_full_optimizer_tensors(reader, whole, mixed_precision)
+                     : std::map<std::string, TensorMap>{};
   const int divisible_by = args.value("make_vocab_size_divisible_by", 128);
-  GptConfig target = source;
+  ConfigT target = source;
   target.padded_vocab_size = padded_vocab_size(source.vocab_size, divisible_by, target_tp);
   const TensorMap padded = repad_vocabulary(full, target);
+  std::map<std::string, TensorMap> padded_optimizer;
+  for (const auto& [buffer, tensors] : optimizer)
+    padded_optimizer[buffer] = repad_vocabulary(tensors, target);
   const int64_t it = state.value("iteration", int64_t(0));
 
   args.update(state["model"]);
@@ -424,9 +557,18 @@ void export_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,
   args["iteration"] = it;
   args["seq_length"] = args.value("seq_length", target.seq_length);
   args["ckpt_format"] = "torch";
-  // Megatron-LM compares these with its flags when it resumes (check_checkpoint_args).
-  args["add_position_embedding"] =
-      target.arch.position_embedding == PositionEmbedding::kLearnedAbsolute;
+  if (training_state) {
+    args["consumed_train_samples"] = state.value("consumed_train_samples", int64_t(0));
+    args["consumed_valid_samples"] = state.value("consumed_valid_samples", int64_t(0));
+  }
+  if constexpr (bert) {
+    args["bert_binary_head"] = target.binary_head;
+    args["add_position_embedding"] = true;
+  } else {
+    // Megatron-LM compares these with its flags when it resumes (check_checkpoint_args).
+    args["add_position_embedding"] =
+        target.arch.position_embedding == PositionEmbedding::kLearnedAbsolute;
+  }
   const nlohmann::json tokenizer = state.value("tokenizer", nlohmann::json::object());
   if (tokenizer.is_object() && tokenizer.contains("type"))
     args["tokenizer_type"] = tokenizer["type"];
@@ -436,16 +578,36 @@ void export_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,
     const StageRange stage =
         stage_range({.num_layers = target.num_layers, .pipeline_size = target_pp}, pp, 0);
     for (int tp = 0; tp < target_tp; ++tp) {
-      ParameterStore store = registered_parameter_store<GptModel>(target, tp, target_tp, stage);
-      TensorMap stage_full;
-      for (const Parameter& p : store.params()) stage_full[p.spec.name] = padded.at(p.spec.name);
-      assign_from_full_tensors(stage_full, store);
+      ParameterStore store = registered_parameter_store<ModelT>(target, tp, target_tp, stage);
+      auto stage_tensors = [&](const TensorMap& tensors) {
+        TensorMap out;
+        for (const Parameter& p : store.params()) out[p.spec.name] = tensors.at(p.spec.name);
+        return out;
+      };
+      assign_from_full_tensors(stage_tensors(padded), store);
+      const MegatronLmModelEntry model =
+          megatron_lm_model_entry(store, naming, stage.first_layer, kFamilyOf<ConfigT>);
       PyValue root = PyValue::dict();
       PyDict& d = root.as_dict("");
       d.set(PyValue::str("args"), megatron_lm_args_namespace(args));
       d.set(PyValue::str("checkpoint_version"), PyValue::real(3.0));
       d.set(PyValue::str("iteration"), PyValue::integer(it));
-      d.set(PyValue::str("model"), megatron_lm_model_entry(store, naming, stage.first_layer));
+      d.set(PyValue::str("model"), model.model);
+      if (training_state) {
+        // Each buffer's slices of this rank, as the model's values are sliced.
+        std::map<std::string, std::map<std::string, Tensor>> rank_buffers;
+        std::vector<ParameterStore> buffer_stores;
+        buffer_stores.reserve(padded_optimizer.size());
+        for (const auto& [buffer, tensors] : padded_optimizer) {
+          buffer_stores.push_back(registered_parameter_store<ModelT>(target, tp, target_tp, stage));
+          assign_from_full_tensors(stage_tensors(tensors), buffer_stores.back());
+          for (const Parameter& p : buffer_stores.back().params())
+            rank_buffers[buffer][p.spec.name] = p.value;
+        }
+        d.set(PyValue::str("optimizer"),
+              megatron_lm_optimizer_entry(model.order, rank_buffers, state, args));
+        d.set(PyValue::str("opt_param_scheduler"), megatron_lm_scheduler_entry(state, dir));
+      }
       d.set(PyValue::str("num_floating_point_operations_so_far"), PyValue::integer(0));
       const std::string rank_dir = transaction.path() + "/" + rank_dir_name(tp, pp, target_pp);
       std::filesystem::create_directories(rank_dir);
@@ -454,6 +616,63 @@ void export_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,
     }
   }
   transaction.commit();
+}
+
+}  // namespace
+
+void check_megatron_lm_exportable(const GptConfig& config, const std::string& what) {
+  MT_REQUIRE(!config.arch.moe.enabled(), what,
+             " is a mixture-of-experts model: its export to Megatron-LM's format is not "
+             "implemented (the experts' parameter names are not mapped); keep it in "
+             "megatron-cpp's format");
+  MT_REQUIRE(!config.arch.mla.enabled, what,
+             " is a multi-latent-attention model: its export to Megatron-LM's format is not "
+             "implemented (MLA's parameter names and layouts are not mapped); keep it in "
+             "megatron-cpp's format");
+  MT_REQUIRE(!config.arch.mtp.enabled(), what,
+             " has multi-token prediction (--mtp-num-layers): its export to Megatron-LM's "
+             "format is not implemented (the depths' Megatron-Core names and the MTP stage's "
+             "embedding copy are not written); keep it in megatron-cpp's format");
+}
+
+void check_megatron_lm_exportable(const BertConfig& config, const std::string& what) {
+  MT_REQUIRE(!config.post_layernorm(), what,
+             " is a post-LayerNorm BERT (--post-layernorm, or an HF BertForPreTraining "
+             "import): Megatron-LM's BERT is pre-LayerNorm, so it has no Megatron-LM "
+             "counterpart; keep it in megatron-cpp's format or export it to HF");
+}
+
+void import_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,
+                            const std::string& save_dir, int target_tp, int64_t vocab_size) {
+  MT_REQUIRE(target_tp >= 1, "--target-tensor-parallel-size must be >= 1, got ", target_tp);
+  const MegatronLmSource<GptConfig> src =
+      is_megatron_lm_torch_dist_dir(checkpoint_iteration_dir(load_dir, iteration))
+          ? read_torch_dist_format(load_dir, iteration, vocab_size)
+          : read_torch_format<GptConfig>(load_dir, iteration, vocab_size);
+  write_import(src, load_dir, save_dir, target_tp);
+}
+
+void import_megatron_lm_bert(const std::string& load_dir, int64_t iteration,
+                             const std::string& save_dir, int target_tp, int64_t vocab_size) {
+  MT_REQUIRE(target_tp >= 1, "--target-tensor-parallel-size must be >= 1, got ", target_tp);
+  MT_REQUIRE(!is_megatron_lm_torch_dist_dir(checkpoint_iteration_dir(load_dir, iteration)),
+             "Megatron-LM checkpoint '", load_dir,
+             "' is a BERT in the torch_dist format, which megatron-cpp does not read yet (its "
+             "torch format is read: save it with --ckpt-format torch)");
+  write_import(read_torch_format<BertConfig>(load_dir, iteration, vocab_size), load_dir, save_dir,
+               target_tp);
+}
+
+void export_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,
+                            const std::string& save_dir, int target_tp, int target_pp,
+                            MegatronLmNaming naming) {
+  export_megatron_lm<GptConfig>(load_dir, iteration, save_dir, target_tp, target_pp, naming);
+}
+
+void export_megatron_lm_bert(const std::string& load_dir, int64_t iteration,
+                             const std::string& save_dir, int target_tp, int target_pp,
+                             MegatronLmNaming naming) {
+  export_megatron_lm<BertConfig>(load_dir, iteration, save_dir, target_tp, target_pp, naming);
 }
 
 }  // namespace megatron

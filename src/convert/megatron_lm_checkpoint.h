@@ -1,23 +1,26 @@
 // Offline conversion between Megatron-LM's legacy `torch` checkpoints
 // (checkpoint/megatron_lm_torch.h) and megatron-cpp's, for GPT-family models (GPT-2 and the
-// Llama-style options its arguments describe), behind `megatron convert --from megatron-lm` /
-// `--to megatron-lm`. One process, no MPI; both directions write atomically (a
+// Llama-style options its arguments describe) and BERT, behind `megatron convert --from
+// megatron-lm` / `--to megatron-lm`, `pretrain-gpt|bert --load` of a Megatron-LM directory and
+// `--ckpt-format torch` saves. One process, no MPI; both directions write atomically (a
 // CheckpointTransaction), at any tensor × pipeline layout in and out.
 //
-// What crosses: the weights, the iteration (recorded), the model's shape and architecture
-// (Megatron's `args`); from a torch_dist checkpoint of the non-distributed optimizer also Adam's
-// moments, the fp32 master weights, the step, the loss scaler, the LR scheduler and the consumed
-// samples (checkpoint/megatron_lm_trainer_state.h), so that a run resumes from the import. Not
-// yet: the legacy torch format's optimizer state (its import is weights-only, like an HF import;
-// start from it with --finetune, or --no-load-optim --no-load-rng), the distributed optimizer's
-// layouts, an export's optimizer state (load an export in Megatron-LM with --finetune, or
-// --no-load-optim --no-load-rng), and the RNG states.
+// What crosses: the weights, the iteration, the model's shape and architecture (Megatron's
+// `args`); from a checkpoint of the non-distributed optimizer (torch or, GPT only, torch_dist)
+// also Adam's moments, the fp32 master weights, the step, the loss scaler, the LR scheduler and
+// the consumed samples (checkpoint/megatron_lm_trainer_state.h), so that a run resumes from the
+// import; an export of a checkpoint with that state writes it back in Megatron's spelling
+// (checkpoint/megatron_lm_rank_state.h). Not yet: the distributed optimizer's layouts
+// (distrib_optim.pt) and the RNG states (an export has no rng_state: Megatron-LM loads it with
+// --no-load-rng).
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 #include "checkpoint/megatron_lm_torch.h"
+#include "model/bert_config.h"
+#include "model/gpt_model.h"
 
 namespace megatron {
 
@@ -39,18 +42,38 @@ bool megatron_lm_checkpoint_is_resumable(const std::string& load_dir, int64_t it
 // checkpoint_version) and Megatron's args in megatron-cpp's spelling.
 // Throws Error naming the file and the problem: tensors missing, unknown or misshaped for the
 // model the args describe; an unsupported option (experts, uneven pipeline stages, virtual
-// pipeline chunks, BERT).
+// pipeline chunks, a BERT checkpoint).
 void import_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,
                             const std::string& save_dir, int target_tp, int64_t vocab_size);
+// The same for a BERT (Megatron-LM's legacy or Megatron-Core BertModel, torch format only): a
+// pre-LayerNorm megatron-cpp BERT with the pooler and binary head when args.bert_binary_head
+// (the default). Megatron's GeLU form is recorded as for GPT (tanh with its fused bias-GeLU or
+// --openai-gelu, else erf) and used by the whole model, its LM head included.
+void import_megatron_lm_bert(const std::string& load_dir, int64_t iteration,
+                             const std::string& save_dir, int target_tp, int64_t vocab_size);
 
 // Writes iteration `iteration` (-1: latest) of megatron-cpp's checkpoint in `load_dir` as a
 // Megatron-LM torch checkpoint in `save_dir` (same iteration) at `target_tp` × `target_pp`
 // ranks, parameters named per `naming`, the vocabulary padded as Megatron pads it for
 // `target_tp` (padding rows zero). Each rank file holds "args" (the checkpoint's args in
 // Megatron's spelling, the target layout and padded vocabulary), "checkpoint_version" 3.0,
-// "iteration", "model" and "num_floating_point_operations_so_far" 0.
+// "iteration", "model" and "num_floating_point_operations_so_far" 0; when the checkpoint holds
+// the optimizer state and scheduler (a training run's save), also "optimizer" (the
+// non-distributed optimizer's, checkpoint/megatron_lm_rank_state.h), "opt_param_scheduler" and
+// args.consumed_train_samples / consumed_valid_samples. Throws Error for a BERT checkpoint.
 void export_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,
                             const std::string& save_dir, int target_tp, int target_pp,
                             MegatronLmNaming naming);
+// Throws Error when a model of `config` has no Megatron-LM counterpart export_megatron_lm_*
+// writes (GPT: experts, multi-latent attention, multi-token prediction; BERT: post-LayerNorm),
+// naming `what` (the checkpoint, the run).
+void check_megatron_lm_exportable(const GptConfig& config, const std::string& what);
+void check_megatron_lm_exportable(const BertConfig& config, const std::string& what);
+
+// The same for a pre-LayerNorm BERT checkpoint (Megatron-LM has no post-LayerNorm BERT: an
+// Error), in Megatron's BertModel names.
+void export_megatron_lm_bert(const std::string& load_dir, int64_t iteration,
+                             const std::string& save_dir, int target_tp, int target_pp,
+                             MegatronLmNaming naming);
 
 }  // namespace megatron

@@ -275,7 +275,27 @@ struct Trainer::Impl {
                format_number(snapshot.seconds(), "%.3f"), " s for the snapshot)");
       return;
     }
-    save_checkpoint(to, iteration, store, buffers, state_json(), ps, optimizer_shard);
+    if (cfg.save_as) {
+      // Staged in megatron-cpp's format, then rewritten by rank 0; every rank fails together.
+      MT_CHECK(!cfg.async_save, "--async-save with another checkpoint format");
+      const std::string staged = to + ".megatron-cpp-staging";
+      run_on_all_ranks(*ps.world, "", [&] {
+        if (ps.rank == 0) std::filesystem::remove_all(staged);
+      });
+      save_checkpoint(staged, iteration, store, buffers, state_json(), ps, optimizer_shard);
+      run_on_all_ranks(*ps.world, "", [&] {
+        if (ps.rank != 0) return;
+        try {
+          cfg.save_as(staged, iteration, to);
+        } catch (...) {
+          std::filesystem::remove_all(staged);
+          throw;
+        }
+        std::filesystem::remove_all(staged);
+      });
+    } else {
+      save_checkpoint(to, iteration, store, buffers, state_json(), ps, optimizer_shard);
+    }
     saved(to, iteration, previous);
   }
 

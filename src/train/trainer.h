@@ -129,6 +129,13 @@ struct TrainerConfig {
   bool no_load_rng = false;
   bool no_save_optim = false;  // weights only: no optimizer.safetensors, scheduler or scaler
   bool no_save_rng = false;
+  // Another format for the saves (--ckpt-format torch): each save is written in megatron-cpp's
+  // format to SAVE_DIR.megatron-cpp-staging, then rank 0 calls save_as(staged, iteration,
+  // save_dir), which must write that iteration of `staged` into save_dir atomically (a failure
+  // leaves save_dir's checkpoints as they were), and removes the staging directory. Empty:
+  // megatron-cpp's format, written directly. Not with async_save.
+  std::function<void(const std::string& staged, int64_t iteration, const std::string& save_dir)>
+      save_as;
   bool finetune = false;
   bool exit_on_missing_checkpoint = false;  // --load without a checkpoint: stop, not random init
   bool skip_train = false;  // load, evaluate on the validation set, exit (no training, no save)

@@ -130,7 +130,7 @@ expect_error "is a Megatron-LM torch-format checkpoint without optimizer state m
 expect_error "is Megatron-LM's torch format" generate --load "$MLM/legacy_tp2_pp2" \
   --tokenizer-type NullTokenizer --vocab-size 96 --prompt "1 2 3" --tokens-to-generate 1
 grep -qF -- "--from megatron-lm" "$WORK/err.log" || fail "the message names the conversion"
-expect_error "Megatron-LM's torch format is converted for GPT-family models only" convert \
+expect_error "holds a GPT-family model: convert it with --model-type gpt" convert \
   --model-type bert --from megatron-lm --load "$MLM/legacy_tp2_pp2" --save "$WORK/x"
 expect_error "it is megatron-cpp's own" convert --model-type gpt --from megatron-lm \
   --load "$WORK/mlm" --save "$WORK/x"

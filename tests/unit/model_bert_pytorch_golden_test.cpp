@@ -133,9 +133,20 @@ TEST(BertHfImport, RejectsConfigsOurModelDoesNotCompute) {
   c = g.hf.config;
   c.erase("num_hidden_layers");
   EXPECT_THROW(bert_config_from_hf(c, kPaddedVocab, true), Error);
+}
+
+// A pre-LN BERT (Megatron-LM's) is HF's MegatronBertForPreTraining, and reads back as pre-LN.
+TEST(BertHfImport, PreLayerNormIsMegatronBert) {
+  BertGolden g = load_bert_golden(kPaddedVocab);
   BertConfig pre_ln = g.config;
   pre_ln.layernorm_order = LayerNormOrder::kPreLayerNorm;
-  EXPECT_THROW(hf_config_from_bert(pre_ln), Error);
+  const nlohmann::json hf = hf_config_from_bert(pre_ln);
+  EXPECT_EQ(hf["model_type"], "megatron-bert");
+  EXPECT_EQ(hf["architectures"][0], "MegatronBertForPreTraining");
+  EXPECT_EQ(bert_config_from_hf(hf, kPaddedVocab, true).layernorm_order,
+            LayerNormOrder::kPreLayerNorm);
+  EXPECT_EQ(bert_config_from_hf(g.hf.config, kPaddedVocab, true).layernorm_order,
+            LayerNormOrder::kPostLayerNorm);
 }
 
 }  // namespace

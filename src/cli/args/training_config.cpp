@@ -615,6 +615,20 @@ void validate_training_args_except_data(Args& a, int world_size) {
 
   MT_REQUIRE(a.save_interval >= 0, "--save-interval must be >= 0");
   MT_REQUIRE(a.save_interval == 0 || !a.save.empty(), "--save-interval needs --save DIR");
+  MT_REQUIRE(a.ckpt_format.empty() || a.ckpt_format == "safetensors" || a.ckpt_format == "torch" ||
+                 a.ckpt_format == "torch_dist",
+             "--ckpt-format ", a.ckpt_format,
+             " is not a format megatron-cpp writes: give safetensors (megatron-cpp's, the "
+             "default) or torch (Megatron-LM's legacy mp_rank_*/model_optim_rng.pt)");
+  // Megatron-LM's default, so its command lines carry it: accepted as before, saved as ours.
+  if (a.ckpt_format == "torch_dist" && !a.save.empty())
+    log_warning(
+        "--ckpt-format torch_dist: saving Megatron-LM's torch_dist format is not implemented yet; "
+        "the checkpoints are saved in megatron-cpp's format (--ckpt-format torch writes "
+        "Megatron-LM's legacy format; --load reads both)");
+  MT_REQUIRE(a.ckpt_format != "torch" || !a.async_save,
+             "--async-save with --ckpt-format torch is not supported (the torch files are "
+             "written from a finished save); leave out one of them");
   // As Megatron asserts: the retained checkpoints must be ones that are saved.
   MT_REQUIRE(a.save_retain_interval == 0 || (a.save_retain_interval > 0 && a.save_interval > 0 &&
                                              a.save_retain_interval % a.save_interval == 0),

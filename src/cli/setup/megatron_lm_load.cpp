@@ -33,7 +33,7 @@ bool is_conversion_of(const std::string& copy, const std::string& source, int64_
 
 }  // namespace
 
-void use_megatron_lm_load(Args& args, bool writer) {
+void use_megatron_lm_load(Args& args, bool writer, MegatronLmFamily family, int64_t vocab_size) {
   if (args.load.empty()) return;
   const bool torch_dist = is_megatron_lm_torch_dist_checkpoint(args.load);
   if (!torch_dist && !is_megatron_lm_torch_checkpoint(args.load)) return;
@@ -50,8 +50,9 @@ void use_megatron_lm_load(Args& args, bool writer) {
              "): its weights are loaded, not its optimizer, scheduler or RNG state. Add "
              "--finetune (start from iteration 0), or --no-load-optim --no-load-rng");
   if (writer && !is_conversion_of(copy, source, iteration, resumable)) {
-    import_megatron_lm_gpt(source, iteration, copy, args.tensor_model_parallel_size,
-                           args.vocab_size);
+    (family == MegatronLmFamily::kBert ? import_megatron_lm_bert : import_megatron_lm_gpt)(
+        source, iteration, copy, args.tensor_model_parallel_size,
+        vocab_size > 0 ? vocab_size : args.vocab_size);
     log_info("converted Megatron-LM checkpoint ", source, " (iteration ", iteration,
              ") into megatron-cpp's format: ", copy);
   }

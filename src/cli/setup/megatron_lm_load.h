@@ -9,6 +9,7 @@
 // say so: --finetune, or --no-load-optim --no-load-rng.
 #pragma once
 
+#include "checkpoint/megatron_lm_torch.h"
 #include "cli/args/args.h"
 
 namespace megatron::cli {
@@ -16,6 +17,9 @@ namespace megatron::cli {
 // When args.load is a Megatron-LM torch or torch_dist checkpoint: checks the flags above, converts
 // it (only when `writer`, e.g. rank 0; the others wait for it in the caller's run_on_all_ranks)
 // unless an up-to-date copy exists, and points args.load at the copy. Otherwise leaves args alone.
-void use_megatron_lm_load(Args& args, bool writer);
+// `family`: the run's model (a checkpoint of the other family is an Error); `vocab_size`: the
+// real vocabulary when the checkpoint's args do not record it (0: args.vocab_size).
+void use_megatron_lm_load(Args& args, bool writer, MegatronLmFamily family = MegatronLmFamily::kGpt,
+                          int64_t vocab_size = 0);
 
 }  // namespace megatron::cli
