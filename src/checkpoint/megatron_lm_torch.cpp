@@ -110,6 +110,12 @@ std::string megatron_lm_layer_name(const std::string& suffix, MegatronLmNaming n
   return "";
 }
 
+std::string megatron_lm_layer_suffix(const std::string& ours, MegatronLmNaming naming) {
+  for (const LayerName& n : layer_names())
+    if (ours == n.ours) return naming == MegatronLmNaming::kLegacy ? n.legacy : n.core;
+  return "";
+}
+
 bool is_megatron_lm_torch_checkpoint(const std::string& load_dir) {
   const std::optional<int64_t> iteration = read_latest_iteration(load_dir);
   if (!iteration) return false;
@@ -366,12 +372,10 @@ PyValue megatron_lm_model_entry(const ParameterStore& store, MegatronLmNaming na
   auto ours_to_megatron = [&](const Parameter& p) -> std::string {
     const std::string& name = p.spec.name;
     if (const auto layer = split_layer(name)) {
-      for (const LayerName& n : layer_names())
-        if (layer->second == n.ours)
-          return (naming == MegatronLmNaming::kLegacy ? "layers." : "decoder.layers.") +
-                 std::to_string(layer->first - first_layer) + "." +
-                 (naming == MegatronLmNaming::kLegacy ? n.legacy : n.core);
-      MT_THROW("parameter ", name, " has no name in Megatron-LM's checkpoints");
+      const std::string suffix = megatron_lm_layer_suffix(layer->second, naming);
+      MT_REQUIRE(!suffix.empty(), "parameter ", name, " has no name in Megatron-LM's checkpoints");
+      return (naming == MegatronLmNaming::kLegacy ? "layers." : "decoder.layers.") +
+             std::to_string(layer->first - first_layer) + "." + suffix;
     }
     if (name == "final_layernorm.weight" || name == "final_layernorm.bias")
       return naming == MegatronLmNaming::kLegacy ? "final_norm." + name.substr(16)

@@ -94,6 +94,9 @@ PyValue megatron_lm_args_namespace(const nlohmann::json& args);
 // Megatron's layer-local `suffix` in `naming` ("self_attention.linear_qkv.weight"; the older
 // spellings too), or "" when no GPT-family model of megatron-cpp has it.
 std::string megatron_lm_layer_name(const std::string& suffix, MegatronLmNaming naming);
+// The inverse: Megatron's layer-local name in `naming` (Transformer Engine's norm names for
+// kCore) of megatron-cpp's layer-local `ours`, or "" when Megatron's GPT has none.
+std::string megatron_lm_layer_suffix(const std::string& ours, MegatronLmNaming naming);
 
 // Rank `rank`'s model tensors under megatron-cpp's names (global layer numbers, given the
 // stage's first layer `first_layer`), in the order saved — the model's parameter order, which

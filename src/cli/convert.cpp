@@ -14,16 +14,17 @@
 //                    [--to megatron|hf] [--target-tensor-parallel-size T] [--vocab-size V]
 //   megatron convert --model-type gpt --to megatron-lm|megatron-lm-core --load CKPT|HF_DIR
 //                    --save MLM_CKPT [--from megatron|hf] [--target-tensor-parallel-size T]
-//                    [--target-pipeline-parallel-size P]
+//                    [--target-pipeline-parallel-size P] [--ckpt-format torch|torch_dist]
 //   megatron convert --model-type gpt --to gguf --load CKPT|HF_DIR|MLM_CKPT --save MODEL.gguf
 //                    [--from megatron|hf|megatron-lm] [--gguf-dtype f32|f16|bf16]
 //
 // megatron-lm is Megatron-LM's legacy `torch` checkpoint format (mp_rank_*/model_optim_rng.pt),
 // read in either parameter naming (legacy or Megatron-Core, detected) and written in the legacy
 // naming (megatron-lm) or Megatron-Core's (megatron-lm-core), or — read only — its `torch_dist`
-// format (metadata.json, .metadata, __R_K.distcp; detected); weights, iteration and model
-// arguments cross, not yet the optimizer, scheduler or RNG state. Between megatron-lm and HF
-// the conversion goes through a megatron-cpp checkpoint in SAVE.megatron-cpp.tmp, removed after.
+// format (metadata.json, .metadata, __R_K.distcp; detected), which --ckpt-format torch_dist
+// writes (Megatron-Core's names, with the optimizer state, scheduler and consumed samples). Between
+// megatron-lm and HF the conversion goes through a megatron-cpp checkpoint in
+// SAVE.megatron-cpp.tmp, removed after.
 //
 // With --use-distributed-optimizer the optimizer state is written as the D data-parallel ranks
 // of a --use-distributed-optimizer run at the target TP × PP save it (one shard file each);
@@ -93,7 +94,8 @@ class IntermediateCheckpoint {
 void convert_megatron_lm(const std::string& from, const std::string& to, const std::string& load,
                          const std::string& save, int64_t load_iteration, int target_tp,
                          int target_pp, int64_t vocab_size, int divisible_by,
-                         int64_t max_shard_size, const TokenizerFileOverrides& tokenizer_files) {
+                         int64_t max_shard_size, const TokenizerFileOverrides& tokenizer_files,
+                         const std::string& ckpt_format) {
   const bool to_megatron_lm = to == "megatron-lm" || to == "megatron-lm-core";
   if (from == "megatron-lm" && to == "megatron") {
     import_megatron_lm_gpt(load, load_iteration, save, target_tp, vocab_size);
@@ -109,7 +111,11 @@ void convert_megatron_lm(const std::string& from, const std::string& to, const s
     source = intermediate->path();
     source_iteration = -1;
   }
-  if (to_megatron_lm) {
+  if (to_megatron_lm && ckpt_format == "torch_dist") {
+    export_megatron_lm_gpt_torch_dist(source, source_iteration, save, target_tp, target_pp);
+    log_info("wrote ", load, " as a Megatron-LM torch_dist checkpoint ", save, " (", target_tp,
+             " tensor x ", target_pp, " pipeline ranks)");
+  } else if (to_megatron_lm) {
     export_megatron_lm_gpt(
         source, source_iteration, save, target_tp, target_pp,
         to == "megatron-lm" ? MegatronLmNaming::kLegacy : MegatronLmNaming::kCore);
@@ -215,6 +221,12 @@ int run_convert(int argc, char** argv) {
   int64_t max_shard_size = 5000000000;
   app.add_option("--max-shard-size", max_shard_size,
                  "HF export of Llama-family models: bytes per safetensors shard (HF's 5GB)");
+  std::string ckpt_format = "torch";
+  app.add_option("--ckpt-format", ckpt_format,
+                 "--to megatron-lm / megatron-lm-core: Megatron-LM's torch format "
+                 "(mp_rank_*/model_optim_rng.pt, the default) or torch_dist (.metadata + "
+                 "__R_0.distcp, Megatron-Core's names)")
+      ->check(CLI::IsMember({"torch", "torch_dist"}));
   std::string gguf_dtype = "f32";
   app.add_option("--gguf-dtype,--outtype", gguf_dtype,
                  "GGUF export: the matrices' type, f32 (lossless, the default), f16 or bf16 "
@@ -242,6 +254,11 @@ int run_convert(int argc, char** argv) {
              "--use-distributed-optimizer is supported when resharding checkpoints (megatron to "
              "megatron): HF imports have no optimizer state, and HF exports none");
   MT_REQUIRE(from != "hf" || to != "hf", "--from hf --to hf is not a conversion");
+  MT_REQUIRE(ckpt_format == "torch" || to == "megatron-lm" || to == "megatron-lm-core",
+             "--ckpt-format ", ckpt_format,
+             " chooses the Megatron-LM format written by --to megatron-lm-core (or megatron-lm); "
+             "--to ",
+             to, " writes no Megatron-LM checkpoint");
   MT_REQUIRE(from != "gguf", "--from gguf: GGUF files are written (--to gguf), not read");
   MT_REQUIRE(std::filesystem::weakly_canonical(load) != std::filesystem::weakly_canonical(save),
              "--load and --save are both '", load, "': write the conversion elsewhere");
@@ -260,7 +277,7 @@ int run_convert(int argc, char** argv) {
                ": Megatron-LM's torch format is converted for GPT-family models only (BERT is not "
                "supported yet)");
     convert_megatron_lm(from, to, load, save, load_iteration, target_tp, target_pp, vocab_size,
-                        divisible_by, max_shard_size, tokenizer_files);
+                        divisible_by, max_shard_size, tokenizer_files, ckpt_format);
   } else if (model_type == "bert" && from == "hf") {
     import_hf_bert(load, save, target_tp, divisible_by);
     log_info("converted HF BERT ", load, " into checkpoint ", save,

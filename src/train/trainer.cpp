@@ -12,6 +12,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/housekeeping.h"
 #include "checkpoint/layout.h"
+#include "checkpoint/megatron_lm_torch_dist_writer.h"
 #include "checkpoint/model_shape.h"
 #include "checkpoint/save_lock.h"
 #include "core/device_runtime.h"
@@ -194,6 +195,7 @@ struct Trainer::Impl {
     store.allocate(cfg.distributed_optimizer ? ps.dp_cp_size : 1,
                    cfg.bf16 ? DType::BF16 : DType::F32);
     model->init_weights(cfg.seed);
+    if (cfg.torch_dist_save) check_megatron_lm_torch_dist_parameters(store);
     if (cfg.distributed_optimizer)
       shard = DpShard::of(store.flat_values().numel(), ps.dp_cp_size, ps.dp_cp_rank);
     grad_buckets = std::make_unique<GradBuckets>(
@@ -275,7 +277,10 @@ struct Trainer::Impl {
                format_number(snapshot.seconds(), "%.3f"), " s for the snapshot)");
       return;
     }
-    save_checkpoint(to, iteration, store, buffers, state_json(), ps, optimizer_shard);
+    if (cfg.torch_dist_save && to == cfg.save)
+      save_megatron_lm_torch_dist(to, iteration, store, buffers, state_json(), ps, optimizer_shard);
+    else
+      save_checkpoint(to, iteration, store, buffers, state_json(), ps, optimizer_shard);
     saved(to, iteration, previous);
   }
 

@@ -129,6 +129,10 @@ struct TrainerConfig {
   bool no_load_rng = false;
   bool no_save_optim = false;  // weights only: no optimizer.safetensors, scheduler or scaler
   bool no_save_rng = false;
+  // --ckpt-format torch_dist: saves to `save` are written in Megatron-LM's torch_dist format
+  // (checkpoint/megatron_lm_torch_dist_writer.h) by every rank, not in megatron-cpp's. Only for
+  // parameters Megatron-Core's GPT has keys for (checked when the trainer is built).
+  bool torch_dist_save = false;
   bool finetune = false;
   bool exit_on_missing_checkpoint = false;  // --load without a checkpoint: stop, not random init
   bool skip_train = false;  // load, evaluate on the validation set, exit (no training, no save)

@@ -551,6 +551,13 @@ def pytorch2_classes():
             return (self.dtype, self.layout, self.requires_grad,
                     _MEM_FORMAT_ENCODING.TORCH_CONTIGUOUS_FORMAT, self.pin_memory)
 
+        def __setstate__(self, state):  # as PyTorch's: the encoded memory format decoded
+            self.dtype, self.layout, self.requires_grad, encoding, self.pin_memory = state
+            self.memory_format = {
+                _MEM_FORMAT_ENCODING.TORCH_CONTIGUOUS_FORMAT: torch.contiguous_format,
+                _MEM_FORMAT_ENCODING.TORCH_CHANNELS_LAST: torch.channels_last,
+                _MEM_FORMAT_ENCODING.TORCH_PRESERVE_FORMAT: torch.preserve_format}[encoding]
+
     @dataclasses.dataclass
     class TensorStorageMetadata:
         properties: TensorProperties

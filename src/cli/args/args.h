@@ -277,6 +277,9 @@ struct Args {
   bool no_load_rng = false;
   bool no_save_optim = false;
   bool no_save_rng = false;
+  // --ckpt-format of the saves: "" or "safetensors" megatron-cpp's format, "torch_dist"
+  // Megatron-LM's (checkpoint/megatron_lm_torch_dist_writer.h). --load detects the format itself.
+  std::string ckpt_format;
   bool finetune = false;
   bool use_tp_pp_dp_mapping = false;  // --use-tp-pp-dp-mapping (distributed/parallel_state.h)
   int64_t check_weight_hash_across_dp_replicas_interval = 0;  // 0: never (optim/replica_check.h)

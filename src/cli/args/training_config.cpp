@@ -604,6 +604,14 @@ void validate_training_args_except_data(Args& a, int world_size) {
 
   MT_REQUIRE(a.save_interval >= 0, "--save-interval must be >= 0");
   MT_REQUIRE(a.save_interval == 0 || !a.save.empty(), "--save-interval needs --save DIR");
+  MT_REQUIRE(
+      a.ckpt_format.empty() || a.ckpt_format == "safetensors" || a.ckpt_format == "torch_dist",
+      "--ckpt-format ", a.ckpt_format,
+      " is not a format megatron-cpp writes: give safetensors (megatron-cpp's, the "
+      "default) or torch_dist (Megatron-LM's .metadata + __R_0.distcp files)");
+  MT_REQUIRE(a.ckpt_format != "torch_dist" || !a.async_save,
+             "--async-save with --ckpt-format torch_dist is not supported (its files are written "
+             "by the save itself); leave out one of them");
   // As Megatron asserts: the retained checkpoints must be ones that are saved.
   MT_REQUIRE(a.save_retain_interval == 0 || (a.save_retain_interval > 0 && a.save_interval > 0 &&
                                              a.save_retain_interval % a.save_interval == 0),
@@ -862,6 +870,7 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   cfg.no_load_rng = a.no_load_rng;
   cfg.no_save_optim = a.no_save_optim;
   cfg.no_save_rng = a.no_save_rng;
+  cfg.torch_dist_save = a.ckpt_format == "torch_dist";
   cfg.skip_train = a.skip_train;
   cfg.exit_on_missing_checkpoint = a.exit_on_missing_checkpoint;
   cfg.finetune = a.finetune;
