@@ -2,8 +2,9 @@
 # --save with --ckpt-format torch_dist (checkpoint/megatron_lm_torch_dist_writer.h): a run that
 # stops after saving at iteration 4 in Megatron-LM's torch_dist format, then resumes from that
 # directory (--load detects the format), logs iterations 5-8 bit for bit as the uninterrupted
-# run — at TP 2 (f32, the non-distributed optimizer) and at DP 2 with --bf16 and the distributed
-# optimizer (each DP rank writes the part of Adam's state its shard holds). The files are
+# run — at TP 2 (f32, the non-distributed optimizer), at DP 2 with --bf16 and the distributed
+# optimizer (each DP rank writes the part of Adam's state its shard holds) and at PP 2 (each
+# stage its layers; the last stage's tied embedding copy not written). The files are
 # Megatron-Core's (.metadata, one __R_0.distcp per writing rank, common.pt, metadata.json), a
 # model without Megatron-Core GPT keys (QK norms) is refused before training, and the flag's
 # errors.
@@ -29,12 +30,12 @@ run() {  # run NAME [FLAGS...] — always 2 processes
 }
 CHECK="node $MEGATRON_SOURCE_DIR/tests/e2e/compare_metrics.js"
 
-for layout in tp2 dp2; do
-  if [[ $layout == tp2 ]]; then
-    FLAGS=(--tensor-model-parallel-size 2)
-  else
-    FLAGS=(--bf16 --use-distributed-optimizer)
-  fi
+for layout in tp2 dp2 pp2; do
+  case $layout in
+    tp2) FLAGS=(--tensor-model-parallel-size 2) ;;
+    dp2) FLAGS=(--bf16 --use-distributed-optimizer) ;;
+    pp2) FLAGS=(--pipeline-model-parallel-size 2) ;;
+  esac
   echo "== $layout: save at 4 in torch_dist, resume from it: iterations 5-8 bit for bit"
   run "full_$layout" "${FLAGS[@]}"
   run "first_$layout" "${FLAGS[@]}" --save "$WORK/$layout" --save-interval 4 --exit-interval 4 \
@@ -44,7 +45,7 @@ for layout in tp2 dp2; do
   for f in .metadata common.pt metadata.json __0_0.distcp; do
     [[ -s $it/$f ]] || fail "$layout: no $f"
   done
-  # TP 2: both TP ranks write; DP 2: both DP ranks write their shard's optimizer state.
+  # Each rank writes: its TP slices, its DP shard's optimizer state, its pipeline stage.
   [[ -s $it/__1_0.distcp ]] || fail "$layout: rank 1 wrote nothing"
   ls "$WORK/$layout" | grep -q "mp_rank\|\.tmp" && fail "$layout: leftovers or megatron-cpp files"
   run "resumed_$layout" "${FLAGS[@]}" --load "$WORK/$layout" --save "$WORK/$layout" \
