@@ -68,8 +68,11 @@ Shape core_global_shape(const ParamSpec& spec, const CoreKey& key, int64_t num_l
   return shape;
 }
 
+// `t` as a contiguous host tensor: itself when it is one already (the chunks are written before
+// training goes on, so the rank's state needs no copy), else a copy.
 Tensor host_contiguous(const Tensor& t) {
-  return t.to(Device::CPU).clone();
+  Tensor h = t.device().is_cpu() ? t : t.to(Device::CPU);
+  return h.is_contiguous() ? h : h.clone();
 }
 
 // The chunks of the box `box` (megatron-cpp's full-tensor coordinates) of parameter `spec`.

@@ -46,8 +46,10 @@ void check_megatron_lm_torch_dist_parameters(const ParameterStore& params);
 // The chunks a rank writes: the model's (when `write_model`) and its part of the optimizer
 // buffers (name → f32 [range length], laid out like elements `optimizer_range` of `params`'
 // flat values: "exp_avg", "exp_avg_sq" and "fp32_master"), for a model of `num_layers` layers.
-// Host copies. Throws Error naming a parameter Megatron-Core's GPT has no key for (MoE, MLA,
-// QK norms, multi-token prediction, BERT's) or a buffer with no torch_dist name (Muon's).
+// Views of `params` and the buffers where they are contiguous host tensors (else host copies):
+// write them before either changes. Throws Error naming a parameter Megatron-Core's GPT has no key
+// for (MoE, MLA, QK norms, multi-token prediction, BERT's) or a buffer with no torch_dist name
+// (Muon's).
 std::vector<DcpChunkToWrite> megatron_lm_torch_dist_chunks(
     const ParameterStore& params, const std::map<std::string, Tensor>& optimizer_flat_buffers,
     FlatRange optimizer_range, int64_t num_layers, bool write_model);
