@@ -112,6 +112,12 @@ std::string megatron_lm_layer_name(const std::string& suffix, MegatronLmNaming n
   return "";
 }
 
+std::string megatron_lm_layer_suffix(const std::string& ours, MegatronLmNaming naming) {
+  for (const LayerName& n : layer_names())
+    if (ours == n.ours) return naming == MegatronLmNaming::kLegacy ? n.legacy : n.core;
+  return "";
+}
+
 bool is_megatron_lm_torch_checkpoint(const std::string& load_dir) {
   const std::optional<int64_t> iteration = read_latest_iteration(load_dir);
   if (!iteration) return false;

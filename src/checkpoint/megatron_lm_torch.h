@@ -113,6 +113,9 @@ PyValue megatron_lm_args_namespace(const nlohmann::json& args);
 // Megatron's layer-local `suffix` in `naming` ("self_attention.linear_qkv.weight"; the older
 // spellings too), or "" when no GPT-family model of megatron-cpp has it.
 std::string megatron_lm_layer_name(const std::string& suffix, MegatronLmNaming naming);
+// The inverse: Megatron's layer-local name in `naming` (Transformer Engine's norm names for
+// kCore) of megatron-cpp's layer-local `ours`, or "" when Megatron's GPT has none.
+std::string megatron_lm_layer_suffix(const std::string& ours, MegatronLmNaming naming);
 
 // The family of the model in rank `rank`'s "model" entry: BERT when it holds BERT's heads or
 // token-type embeddings (legacy lm_head / binary_head / embedding.tokentype_embeddings, core

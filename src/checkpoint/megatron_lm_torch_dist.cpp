@@ -130,8 +130,10 @@ MegatronLmTorchDistModel megatron_lm_torch_dist_tensors(const MegatronLmTorchDis
   // "optimizer.state.<state>.<model key>" and keep its global shape (MixedPrecisionOptimizer's
   // and FP32Optimizer's sharded_state_dict); the distributed optimizer's flattened layouts
   // (fully_sharded_model_space: [X/x, Y/y, x·y]) do not.
+  // The distributed optimizer's fully_reshardable layout (sharded_param_state_fully_reshardable)
+  // is the same with the fp32 main params under the state key "param".
   static const std::regex optimizer_pattern(
-      R"(optimizer\.state\.(exp_avg|exp_avg_sq|fp32_param)\.(.+))");
+      R"(optimizer\.state\.(exp_avg|exp_avg_sq|fp32_param|param)\.(.+))");
   std::map<std::string, Shape> model_shapes;
   for (const auto& [key, t] : ckpt.dcp.tensors())
     if (!is_optimizer_key(key)) model_shapes[key] = t.shape;
@@ -157,7 +159,7 @@ MegatronLmTorchDistModel megatron_lm_torch_dist_tensors(const MegatronLmTorchDis
                  "--use-distributed-optimizer and save again, or start from the weights with "
                  "--finetune");
       const std::string state = m[1];
-      sink = &out.optimizer[state == "fp32_param" ? "fp32_master" : state];
+      sink = &out.optimizer[state == "fp32_param" || state == "param" ? "fp32_master" : state];
     }
     const std::optional<Target> target = model_target(model_key, tied_embeddings);
     MT_REQUIRE(target, "Megatron-LM checkpoint '", dir, "' holds '", key, "' ", shape_str(t.shape),

@@ -24,8 +24,11 @@
 // [2, ffn, h]. Byte items (Transformer Engine's `_extra_state`, the RNG states, the rerun state
 // machine) are not model tensors. The non-distributed optimizer's state of a parameter is stored
 // as global tensors of the parameter's shape under "optimizer.state.<state>.<model key>"
-// (exp_avg, exp_avg_sq, and fp32_param with 16-bit params); its step, the param groups, the loss
-// scaler and the LR scheduler ("opt_param_scheduler") are in the common state.
+// (exp_avg, exp_avg_sq, and fp32_param with 16-bit params); the distributed optimizer's
+// fully_reshardable layout likewise, its fp32 main params as "param"; the step, the param
+// groups, the loss scaler and the LR scheduler ("opt_param_scheduler") are in the common state.
+// The distributed optimizer's dp_reshardable layout (per-bucket flat buffers,
+// optimizer.distributed.dp_group_idx_*) is not read: the import is then weights-only.
 #pragma once
 
 #include <cstdint>
@@ -64,7 +67,8 @@ struct MegatronLmTorchDistModel {
   std::map<std::string, Tensor> tensors;
   // The optimizer's state of each parameter, by megatron-cpp's buffer name — "exp_avg",
   // "exp_avg_sq" (Adam's moments), "fp32_master" (the fp32 main params of a bf16/fp16 run) —
-  // then by parameter name as `tensors`: optimizer.state.{exp_avg,exp_avg_sq,fp32_param}.<key>.
+  // then by parameter name as `tensors`: optimizer.state.{exp_avg,exp_avg_sq,fp32_param}.<key>
+  // (the distributed optimizer's fully_reshardable layout: param for fp32_param).
   std::map<std::string, std::map<std::string, Tensor>> optimizer;
   // What was read past: other optimizer items, and the byte items other than `_extra_state`
   // and the common state (RNG states, ...), by key.

@@ -124,4 +124,117 @@ nlohmann::json megatron_lm_trainer_state(const PyValue& root, const nlohmann::js
   return state;
 }
 
+nlohmann::json megatron_lm_saved_args(const nlohmann::json& state, int tp, int pp,
+                                      const std::string& ckpt_format) {
+  nlohmann::json args = state.value("args", nlohmann::json::object());
+  args.update(state.value("model", nlohmann::json::object()));
+  args["tensor_model_parallel_size"] = tp;
+  args["pipeline_model_parallel_size"] = pp;
+  args["iteration"] = state.value("iteration", int64_t(0));
+  args["consumed_train_samples"] = state.value("consumed_train_samples", int64_t(0));
+  args["consumed_valid_samples"] = state.value("consumed_valid_samples", int64_t(0));
+  args["make_vocab_size_divisible_by"] = args.value("make_vocab_size_divisible_by", 128);
+  args["ckpt_format"] = ckpt_format;
+  // Megatron-LM compares these with its flags when it resumes (check_checkpoint_args).
+  args["add_position_embedding"] =
+      args.value("position_embedding_type", std::string("learned_absolute")) == "learned_absolute";
+  const nlohmann::json tokenizer = state.value("tokenizer", nlohmann::json::object());
+  if (tokenizer.is_object() && tokenizer.contains("type"))
+    args["tokenizer_type"] = tokenizer["type"];
+  return args;
+}
+
+namespace {
+
+PyValue py_number(const nlohmann::json& v) {
+  return v.is_number_integer() ? PyValue::integer(v.get<int64_t>())
+                               : PyValue::real(v.get<double>());
+}
+
+PyValue py_dict(std::vector<std::pair<std::string, PyValue>> items) {
+  PyValue d = PyValue::dict();
+  for (auto& [k, v] : items) d.as_dict("").set(PyValue::str(k), std::move(v));
+  return d;
+}
+
+// torch.optim's param group of an AdamW with `args`' settings holding parameter ids
+// [first, first + count).
+PyValue adam_param_group(const nlohmann::json& args, bool decayed, int64_t first, int64_t count) {
+  auto number = [&](const char* key, double fallback) {
+    const auto it = args.find(key);
+    return it != args.end() && it->is_number() ? it->get<double>() : fallback;
+  };
+  const double wd = decayed ? number("weight_decay", 0.01) : 0.0;
+  std::vector<PyValue> ids;
+  for (int64_t i = first; i < first + count; ++i) ids.push_back(PyValue::integer(i));
+  return py_dict({{"lr", PyValue::real(number("lr", 0))},
+                  {"betas", PyValue::tuple({PyValue::real(number("adam_beta1", 0.9)),
+                                            PyValue::real(number("adam_beta2", 0.999))})},
+                  {"eps", PyValue::real(number("adam_eps", 1e-8))},
+                  {"weight_decay", PyValue::real(wd)},
+                  {"amsgrad", PyValue::boolean(false)},
+                  {"wd_mult", PyValue::real(decayed ? 1.0 : 0.0)},
+                  {"lr_mult", PyValue::real(1.0)},
+                  {"is_expert_parallel", PyValue::boolean(false)},
+                  {"is_decoupled_lr", PyValue::boolean(false)},
+                  {"params", PyValue::list(std::move(ids))}});
+}
+
+}  // namespace
+
+void add_megatron_lm_trainer_state(PyDict& root, const nlohmann::json& state,
+                                   const nlohmann::json& args, bool mixed_precision,
+                                   const std::pair<int64_t, int64_t>& group_sizes) {
+  root.set(PyValue::str("iteration"), PyValue::integer(state.value("iteration", int64_t(0))));
+  if (state.contains("scheduler")) {
+    const nlohmann::json& s = state["scheduler"];
+    root.set(
+        PyValue::str("opt_param_scheduler"),
+        py_dict({{"max_lr", py_number(s.at("max_lr"))},
+                 {"lr_warmup_steps", py_number(s.at("warmup_steps"))},
+                 {"num_steps", py_number(s.at("num_steps"))},
+                 {"lr_decay_style",
+                  PyValue::str(lr_decay_style_name(LrDecayStyle(s.at("decay_style").get<int>())))},
+                 {"lr_decay_steps", py_number(s.at("decay_steps"))},
+                 {"min_lr", py_number(s.at("min_lr"))},
+                 {"start_wd", py_number(s.at("start_wd"))},
+                 {"end_wd", py_number(s.at("end_wd"))},
+                 {"wd_incr_style", PyValue::str(weight_decay_incr_style_name(
+                                       WeightDecayIncrStyle(s.at("wd_incr_style").get<int>())))},
+                 {"wd_incr_steps", py_number(s.at("wd_incr_steps"))}}));
+  }
+  if (!state.contains("optimizer")) return;
+  // torch.optim keeps the step as a float32 0-d tensor; Megatron-Core's sharded state dict
+  // moves it to "common_step".
+  Tensor step = Tensor::empty({}, DType::F32);
+  step.data<float>()[0] = float(state["optimizer"].value("steps", int64_t(0)));
+  PyValue torch_optim = py_dict(
+      {{"state", py_dict({{"common_step", PyValue::tensor(step)}})},
+       {"param_groups",
+        PyValue::list({adam_param_group(args, true, 0, group_sizes.first),
+                       adam_param_group(args, false, group_sizes.first, group_sizes.second)})}});
+  if (!mixed_precision) {
+    root.set(PyValue::str("optimizer"), torch_optim);
+    return;
+  }
+  PyValue outer = py_dict({{"optimizer", torch_optim}});
+  if (args.value("fp16", false) && state.contains("grad_scaler")) {
+    const nlohmann::json& g = state["grad_scaler"];
+    auto scalar = [](double v) {
+      Tensor t = Tensor::empty({}, DType::F32);
+      t.data<float>()[0] = float(v);
+      return PyValue::tensor(t);
+    };
+    outer.as_dict("").set(
+        PyValue::str("grad_scaler"),
+        py_dict(
+            {{"scale", scalar(g.value("scale", 1.0))},
+             {"growth_tracker", PyValue::integer(g.value("growth_tracker", int64_t(0)))},
+             {"hysteresis_tracker", PyValue::integer(g.value("hysteresis_tracker", int64_t(0)))}}));
+  }
+  outer.as_dict("").set(PyValue::str("fp32_from_fp16_params"),
+                        PyValue::list({PyValue::list(), PyValue::list()}));
+  root.set(PyValue::str("optimizer"), outer);
+}
+
 }  // namespace megatron

@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 
 #include "core/pickle_value.h"
 
@@ -33,5 +34,25 @@ namespace megatron {
 // setting or names a decay style megatron-cpp does not know.
 nlohmann::json megatron_lm_trainer_state(const PyValue& root, const nlohmann::json& args,
                                          const std::string& dir);
+
+// The other way, for a checkpoint megatron-cpp writes in a Megatron-LM format:
+//
+// Megatron's args (megatron-cpp's spelling, for megatron_lm_args_namespace) of the run whose
+// state.json is `state`: its "args" with its "model" record, the iteration and consumed samples,
+// the tokenizer type, add_position_embedding, and the layout `tp` × `pp` and `ckpt_format`
+// ("torch", "torch_dist") of the files written.
+nlohmann::json megatron_lm_saved_args(const nlohmann::json& state, int tp, int pp,
+                                      const std::string& ckpt_format);
+// Adds to `root` (the rank dict / common state) the entries megatron_lm_trainer_state reads back
+// from `state`: "iteration", "opt_param_scheduler" (from "scheduler") and "optimizer" (from
+// "optimizer" and "grad_scaler") — torch's Adam state dict {"state": {"common_step"},
+// "param_groups"} with the AdamW settings of `args` (megatron_lm_saved_args) and, for a 16-bit run
+// (`mixed_precision`), wrapped as MixedPrecisionOptimizer saves it ({"optimizer", "grad_scaler"
+// when the loss scale is dynamic, "fp32_from_fp16_params"}). `group_sizes`: the parameters of
+// the weight-decayed and of the other param group, numbered group after group as Megatron does.
+// A state without optimizer or scheduler (--no-save-optim) adds neither.
+void add_megatron_lm_trainer_state(PyDict& root, const nlohmann::json& state,
+                                   const nlohmann::json& args, bool mixed_precision,
+                                   const std::pair<int64_t, int64_t>& group_sizes);
 
 }  // namespace megatron

@@ -14,14 +14,15 @@
 //                    [--to megatron|hf] [--target-tensor-parallel-size T] [--vocab-size V]
 //   megatron convert --model-type gpt|bert --to megatron-lm|megatron-lm-core --load CKPT|HF_DIR
 //                    --save MLM_CKPT [--from megatron|hf] [--target-tensor-parallel-size T]
-//                    [--target-pipeline-parallel-size P]
+//                    [--target-pipeline-parallel-size P] [--ckpt-format torch|torch_dist]
 //   megatron convert --model-type gpt --to gguf --load CKPT|HF_DIR|MLM_CKPT --save MODEL.gguf
 //                    [--from megatron|hf|megatron-lm] [--gguf-dtype f32|f16|bf16]
 //
 // megatron-lm is Megatron-LM's legacy `torch` checkpoint format (mp_rank_*/model_optim_rng.pt),
 // read in either parameter naming (legacy or Megatron-Core, detected) and written in the legacy
 // naming (megatron-lm) or Megatron-Core's (megatron-lm-core), or — read only — its `torch_dist`
-// format (metadata.json, .metadata, __R_K.distcp; detected; GPT family only); weights,
+// format (metadata.json, .metadata, __R_K.distcp; detected; GPT family only), which
+// --ckpt-format torch_dist writes (Megatron-Core's names); weights,
 // iteration and model arguments cross, and the non-distributed optimizer's state and scheduler
 // where the source has them (convert/megatron_lm_checkpoint.h), not the RNG state. A BERT
 // (--model-type bert) is Megatron-LM's pre-LayerNorm BertModel, whose HF counterpart is
@@ -103,7 +104,7 @@ void convert_megatron_lm(const std::string& from, const std::string& to, const s
                          const std::string& save, int64_t load_iteration, int target_tp,
                          int target_pp, int64_t vocab_size, int divisible_by,
                          int64_t max_shard_size, const TokenizerFileOverrides& tokenizer_files,
-                         bool bert) {
+                         bool bert, const std::string& ckpt_format) {
   const bool to_megatron_lm = to == "megatron-lm" || to == "megatron-lm-core";
   if (from == "megatron-lm" && to == "megatron") {
     if (bert)
@@ -122,7 +123,14 @@ void convert_megatron_lm(const std::string& from, const std::string& to, const s
     source = intermediate->path();
     source_iteration = -1;
   }
-  if (to_megatron_lm) {
+  MT_REQUIRE(!(to_megatron_lm && bert && ckpt_format == "torch_dist"),
+             "--ckpt-format torch_dist: a BERT is written in Megatron-LM's torch format only; "
+             "leave out --ckpt-format");
+  if (to_megatron_lm && ckpt_format == "torch_dist") {
+    export_megatron_lm_gpt_torch_dist(source, source_iteration, save, target_tp, target_pp);
+    log_info("wrote ", load, " as a Megatron-LM torch_dist checkpoint ", save, " (", target_tp,
+             " tensor x ", target_pp, " pipeline ranks)");
+  } else if (to_megatron_lm) {
     (bert ? export_megatron_lm_bert : export_megatron_lm_gpt)(
         source, source_iteration, save, target_tp, target_pp,
         to == "megatron-lm" ? MegatronLmNaming::kLegacy : MegatronLmNaming::kCore);
@@ -233,6 +241,12 @@ int run_convert(int argc, char** argv) {
   int64_t max_shard_size = 5000000000;
   app.add_option("--max-shard-size", max_shard_size,
                  "HF export of Llama-family models: bytes per safetensors shard (HF's 5GB)");
+  std::string ckpt_format = "torch";
+  app.add_option("--ckpt-format", ckpt_format,
+                 "--to megatron-lm / megatron-lm-core: Megatron-LM's torch format "
+                 "(mp_rank_*/model_optim_rng.pt, the default) or torch_dist (.metadata + "
+                 "__R_0.distcp, Megatron-Core's names)")
+      ->check(CLI::IsMember({"torch", "torch_dist"}));
   std::string gguf_dtype = "f32";
   app.add_option("--gguf-dtype,--outtype", gguf_dtype,
                  "GGUF export: the matrices' type, f32 (lossless, the default), f16 or bf16 "
@@ -260,6 +274,11 @@ int run_convert(int argc, char** argv) {
              "--use-distributed-optimizer is supported when resharding checkpoints (megatron to "
              "megatron): HF imports have no optimizer state, and HF exports none");
   MT_REQUIRE(from != "hf" || to != "hf", "--from hf --to hf is not a conversion");
+  MT_REQUIRE(ckpt_format == "torch" || to == "megatron-lm" || to == "megatron-lm-core",
+             "--ckpt-format ", ckpt_format,
+             " chooses the Megatron-LM format written by --to megatron-lm-core (or megatron-lm); "
+             "--to ",
+             to, " writes no Megatron-LM checkpoint");
   MT_REQUIRE(from != "gguf", "--from gguf: GGUF files are written (--to gguf), not read");
   MT_REQUIRE(std::filesystem::weakly_canonical(load) != std::filesystem::weakly_canonical(save),
              "--load and --save are both '", load, "': write the conversion elsewhere");
@@ -275,7 +294,8 @@ int run_convert(int argc, char** argv) {
         {gguf_tensor_type_from_name(gguf_dtype), vocab_size, "", tokenizer_files, nullptr});
   } else if (megatron_lm) {
     convert_megatron_lm(from, to, load, save, load_iteration, target_tp, target_pp, vocab_size,
-                        divisible_by, max_shard_size, tokenizer_files, model_type == "bert");
+                        divisible_by, max_shard_size, tokenizer_files, model_type == "bert",
+                        ckpt_format);
   } else if (model_type == "bert" && from == "hf") {
     import_hf_bert(load, save, target_tp, divisible_by);
     log_info("converted HF BERT ", load, " into checkpoint ", save,

@@ -9,6 +9,7 @@
 #include "checkpoint/layout.h"
 #include "checkpoint/megatron_lm_rank_state.h"
 #include "checkpoint/megatron_lm_torch_dist.h"
+#include "checkpoint/megatron_lm_torch_dist_writer.h"
 #include "checkpoint/megatron_lm_torch_optimizer.h"
 #include "checkpoint/megatron_lm_trainer_state.h"
 #include "checkpoint/model_shape.h"
@@ -673,6 +674,58 @@ void export_megatron_lm_bert(const std::string& load_dir, int64_t iteration,
                              const std::string& save_dir, int target_tp, int target_pp,
                              MegatronLmNaming naming) {
   export_megatron_lm<BertConfig>(load_dir, iteration, save_dir, target_tp, target_pp, naming);
+}
+
+void export_megatron_lm_gpt_torch_dist(const std::string& load_dir, int64_t iteration,
+                                       const std::string& save_dir, int target_tp, int target_pp) {
+  MT_REQUIRE(target_tp >= 1, "--target-tensor-parallel-size must be >= 1, got ", target_tp);
+  MT_REQUIRE(target_pp >= 1, "--target-pipeline-parallel-size must be >= 1, got ", target_pp);
+  CheckpointShardReader reader(checkpoint_iteration_dir(load_dir, iteration));
+  nlohmann::json state = reader.state(0, 0);
+  const std::string& dir = reader.iteration_dir();
+  const GptConfig source = gpt_config_from_checkpoint_state(state, dir);
+  const PipelineSplit split{.num_layers = source.num_layers, .pipeline_size = target_pp};
+  check_pipeline_split(split);
+  const int divisible_by =
+      state.value("args", nlohmann::json::object()).value("make_vocab_size_divisible_by", 128);
+  GptConfig target = source;
+  target.padded_vocab_size = padded_vocab_size(source.vocab_size, divisible_by, target_tp);
+  state["model"]["padded_vocab_size"] = target.padded_vocab_size;
+  state["model"]["vocab_size"] = target.vocab_size;
+  const int64_t it = state.value("iteration", int64_t(0));
+
+  CheckpointTransaction transaction(save_dir, it, conversion_nonce());
+  std::vector<DcpWrittenItem> items;
+  PyValue common;
+  for (int pp = 0; pp < target_pp; ++pp) {
+    for (int tp = 0; tp < target_tp; ++tp) {
+      ParameterStore store =
+          registered_parameter_store<GptModel>(target, tp, target_tp, stage_range(split, pp, 0));
+      const std::string unwritable =
+          megatron_lm_torch_dist_unwritable(store, reader.optimizer_buffer_names());
+      MT_REQUIRE(unwritable.empty(), "--ckpt-format torch_dist: ", unwritable,
+                 "; convert to the torch format (leave out --ckpt-format) or keep megatron-cpp's");
+      check_checkpoint_matches(reader, store, target_pp == 1);
+      std::map<std::string, Tensor> optimizer;
+      for (const std::string& buffer : reader.optimizer_buffer_names())
+        optimizer[buffer] = Tensor::zeros({store.flat_values().numel()}, DType::F32);
+      read_parameters(reader, store, &optimizer);
+      const std::vector<DcpChunkToWrite> chunks =
+          megatron_lm_torch_dist_chunks(store, optimizer, {}, target.num_layers, true);
+      const std::string file = "__" + std::to_string(pp * target_tp + tp) + "_0.distcp";
+      for (DcpWrittenItem& i : write_dcp_data_file(transaction.path(), file, chunks, {}))
+        items.push_back(std::move(i));
+      if (pp == 0 && tp == 0)
+        common = megatron_lm_torch_dist_common_state(state, store, target_tp, target_pp,
+                                                     optimizer.count(kMasterWeightsBuffer));
+    }
+  }
+  write_megatron_lm_torch_dist_common(transaction.path(), common);
+  const std::string final_dir =
+      std::filesystem::absolute(save_dir + "/" + iteration_dir_name(it)).string();
+  const std::string& tmp = transaction.path();
+  write_dcp_metadata(tmp, items, final_dir, tmp.substr(tmp.rfind(".tmp-") + 5));
+  transaction.commit();
 }
 
 }  // namespace megatron

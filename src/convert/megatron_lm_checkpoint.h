@@ -76,4 +76,13 @@ void export_megatron_lm_bert(const std::string& load_dir, int64_t iteration,
                              const std::string& save_dir, int target_tp, int target_pp,
                              MegatronLmNaming naming);
 
+// Writes iteration `iteration` (-1: latest) of megatron-cpp's checkpoint in `load_dir` in
+// Megatron-LM's torch_dist format (checkpoint/megatron_lm_torch_dist_writer.h) in `save_dir`
+// (same iteration), as a run at `target_tp` × `target_pp` saves it: one __R_0.distcp per
+// model-parallel rank R = pp · target_tp + tp, the vocabulary padded for `target_tp`, f32
+// weights, and the optimizer state, scheduler and consumed samples when the checkpoint has them.
+// Throws Error for a model Megatron-Core's GPT keys do not describe (MoE, MLA, QK norms, MTP).
+void export_megatron_lm_gpt_torch_dist(const std::string& load_dir, int64_t iteration,
+                                       const std::string& save_dir, int target_tp, int target_pp);
+
 }  // namespace megatron

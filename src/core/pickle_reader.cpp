@@ -331,7 +331,7 @@ class Reader {
     if (cls.kind() == PyValue::Kind::kGlobal) {
       const PyGlobal& g = cls.as_global("");
       if (role_of(g) == Role::kNamespace) return PyValue::dict(PyDict::Kind::kNamespace);
-      if (role_of(g) == Role::kObject) return PyValue::object(PyObject{g, args, nullptr});
+      if (role_of(g) == Role::kObject) return PyValue::object(PyObject{g, args, nullptr, true});
     }
     fail("NEWOBJ constructs ", cls.describe());
   }

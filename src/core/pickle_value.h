@@ -52,6 +52,9 @@ struct PyObject {
   PyGlobal type;
   std::vector<PyValue> args;
   std::shared_ptr<PyValue> state;  // BUILD's argument, or null
+  // Made by NEWOBJ (cls.__new__(cls, *args), how pickle rebuilds a dataclass instance) rather
+  // than by REDUCE (a call of type(*args), how it rebuilds an enum member).
+  bool new_object = false;
 };
 
 // A tensor as _rebuild_tensor_v2 describes it: a view (offset, shape, strides in elements) of

@@ -195,7 +195,7 @@ class Writer {
         const PyObject& o = v.as_object("");
         global(o.type.module, o.type.name);
         tuple(o.args);
-        out_ += 'R';
+        out_ += o.new_object ? '\x81' : 'R';  // NEWOBJ or REDUCE
         if (o.state) {
           value(*o.state);
           out_ += 'b';

@@ -2,7 +2,8 @@
 // lists and tuples as Python writes them, OrderedDict and argparse.Namespace by their globals,
 // bytes as _codecs.encode(text, "latin1"), tensors as torch._utils._rebuild_tensor_v2 with a
 // persistent id ('storage', torch.<X>Storage, key, location, numel). Python's memo is not
-// used (no object is written twice), so the bytes differ from Python's, never the object.
+// used (no object is written twice), so the bytes differ from Python's, never the object. An
+// object (PyObject) is rebuilt by NEWOBJ or REDUCE as it says (new_object).
 #pragma once
 
 #include <string>

@@ -96,7 +96,10 @@ PyValue torch_load(std::shared_ptr<MappedFile> file, uint64_t offset, uint64_t l
   return root;
 }
 
-void torch_save(const std::string& path, const PyValue& value) {
+namespace {
+
+// torch.save's records of `value` into `zip`: the pickle, the storages, the version.
+void write_torch_archive(TorchZipWriter& zip, const PyValue& value) {
   // Keys in pickle order; each tensor its own contiguous storage.
   std::vector<Tensor> storages;
   for_each_tensor(value, [&](PyTensor& t) {
@@ -111,12 +114,24 @@ void torch_save(const std::string& path, const PyValue& value) {
     storages.push_back(t.data);
   });
   const std::string pickle = write_pickle(value);
-  TorchZipWriter zip(path, std::filesystem::path(path).stem().string());
   zip.add_record("data.pkl", pickle.data(), pickle.size());
   for (size_t i = 0; i < storages.size(); ++i)
     zip.add_record("data/" + std::to_string(i), storages[i].raw_data(), storages[i].nbytes());
   zip.add_record("version", "3\n", 2);
   zip.finish();
+}
+
+}  // namespace
+
+void torch_save(const std::string& path, const PyValue& value) {
+  TorchZipWriter zip(path, std::filesystem::path(path).stem().string());
+  write_torch_archive(zip, value);
+}
+
+uint64_t torch_save(DurableFile& file, const PyValue& value) {
+  TorchZipWriter zip(file, "archive");
+  write_torch_archive(zip, value);
+  return zip.size();
 }
 
 }  // namespace megatron

@@ -13,6 +13,7 @@
 
 namespace megatron {
 
+class DurableFile;
 class MappedFile;
 
 // The object saved in the PyTorch file `path`, every tensor's `data` set: a copy-on-write view
@@ -33,6 +34,10 @@ PyValue torch_load(std::shared_ptr<MappedFile> file, uint64_t offset, uint64_t l
 // record 64-byte aligned; `stem` is the file name without its extension, as torch.save names
 // it. Tensors must be host tensors. The file is fsync'ed.
 void torch_save(const std::string& path, const PyValue& value);
+// The same archive appended to the open `file` (torch.save into a stream: the folder is named
+// "archive"), as a PyTorch Distributed Checkpoint data file holds its items; returns its size in
+// bytes. The file is neither synced nor closed.
+uint64_t torch_save(DurableFile& file, const PyValue& value);
 
 // Calls `fn` on every tensor of `value` in pickle order (containers met twice, once).
 void for_each_tensor(const PyValue& value, const std::function<void(PyTensor&)>& fn);

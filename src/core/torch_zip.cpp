@@ -194,7 +194,15 @@ uint8_t* TorchZipReader::writable_record(const std::string& name) const {
 // ---- writer -------------------------------------------------------------------------------------
 
 TorchZipWriter::TorchZipWriter(const std::string& path, std::string archive_name)
-    : path_(path), archive_(std::move(archive_name)), file_(path) {
+    : archive_(std::move(archive_name)),
+      own_file_(std::make_unique<DurableFile>(path)),
+      file_(*own_file_) {
+  MT_CHECK(!archive_.empty() && archive_.find('/') == std::string::npos,
+           "a torch archive folder is one non-empty path component");
+}
+
+TorchZipWriter::TorchZipWriter(DurableFile& file, std::string archive_name)
+    : archive_(std::move(archive_name)), file_(file) {
   MT_CHECK(!archive_.empty() && archive_.find('/') == std::string::npos,
            "a torch archive folder is one non-empty path component");
 }
@@ -323,7 +331,7 @@ void TorchZipWriter::finish() {
   put32(end, uint32_t(std::min<uint64_t>(cd_offset, kMax32)));
   put16(end, 0);
   write(end);
-  file_.close();
+  if (own_file_) file_.close();
   finished_ = true;
 }
 

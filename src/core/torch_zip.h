@@ -81,10 +81,18 @@ class TorchZipWriter {
  public:
   // Creates `path` (truncated); records go into the folder `archive_name`.
   TorchZipWriter(const std::string& path, std::string archive_name);
+  // Appends the archive to `file`, which stays open (a PyTorch Distributed Checkpoint data
+  // file, checkpoint/torch_dcp_writer.h, holds one archive per tensor chunk, back to back, as
+  // torch.save into a stream writes it): offsets and alignment count from the archive's first
+  // byte, so the archive reads where it lands.
+  TorchZipWriter(DurableFile& file, std::string archive_name);
   // Appends record `name` (relative to the archive folder), stored, its data 64-byte aligned.
   void add_record(const std::string& name, const void* data, size_t size);
-  // Writes the central directory and the (zip64) end records, fsyncs and closes the file.
+  // Writes the central directory and the (zip64) end records; a file of its own is then
+  // fsync'ed and closed.
   void finish();
+  // Bytes of the archive written so far (all of it after finish()).
+  uint64_t size() const { return offset_; }
 
  private:
   struct Entry {
@@ -94,8 +102,9 @@ class TorchZipWriter {
   };
   void write(const std::string& bytes);
 
-  std::string path_, archive_;
-  DurableFile file_;
+  std::string archive_;
+  std::unique_ptr<DurableFile> own_file_;  // null when appending to another's file
+  DurableFile& file_;
   uint64_t offset_ = 0;
   std::vector<Entry> entries_;
   bool finished_ = false;

@@ -12,6 +12,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/housekeeping.h"
 #include "checkpoint/layout.h"
+#include "checkpoint/megatron_lm_torch_dist_writer.h"
 #include "checkpoint/model_shape.h"
 #include "checkpoint/save_lock.h"
 #include "core/device_runtime.h"
@@ -201,6 +202,7 @@ struct Trainer::Impl {
     // Muon gathers a TP-split matrix over its TP group, and a sharded one over dp × cp.
     optimizer = std::make_unique<AdamW>(store, cfg.adam, shard ? shard->range : FlatRange{},
                                         MuonGroups{ps.tp, ps.etp, shard ? ps.dp_cp : nullptr});
+    if (cfg.torch_dist_save) choose_torch_dist_save();
     // --fp16: each rank rounded its shard of the store to f16 (AdamW); every rank gets all of it.
     if (shard && cfg.fp16) all_gather_shards(store, *ps.dp_cp, *shard);
     if (cfg.fp16) model->refresh_compute_weights();  // the store now holds f16-rounded values
@@ -275,7 +277,9 @@ struct Trainer::Impl {
                format_number(snapshot.seconds(), "%.3f"), " s for the snapshot)");
       return;
     }
-    if (cfg.save_as) {
+    if (cfg.torch_dist_save && to == cfg.save) {
+      save_megatron_lm_torch_dist(to, iteration, store, buffers, state_json(), ps, optimizer_shard);
+    } else if (cfg.save_as) {
       // Staged in megatron-cpp's format, then rewritten by rank 0; every rank fails together.
       MT_CHECK(!cfg.async_save, "--async-save with another checkpoint format");
       const std::string staged = to + ".megatron-cpp-staging";
@@ -320,6 +324,27 @@ struct Trainer::Impl {
 
   // Collective: commits the save in flight once every rank has written it (with `wait`,
   // after waiting for it). A failed background write ends the run here, with its reason.
+  // --ckpt-format torch_dist is Megatron-LM's default, so Megatron's command lines carry it for
+  // every model: a model or optimizer state the format cannot hold here is saved in megatron-cpp's
+  // format instead (warned), and --async-save does not apply to torch_dist saves (written
+  // synchronously, warned).
+  void choose_torch_dist_save() {
+    std::vector<std::string> buffer_names;
+    if (!cfg.no_save_optim)
+      for (const auto& [name, buffer] : optimizer->flat_buffers()) buffer_names.push_back(name);
+    const std::string unwritable = megatron_lm_torch_dist_unwritable(store, buffer_names);
+    if (!unwritable.empty()) {
+      if (ps.rank == 0)
+        log_warning("--ckpt-format torch_dist: " + unwritable +
+                    "; the checkpoints are saved in megatron-cpp's format (--load reads both)");
+      cfg.torch_dist_save = false;
+    } else if (cfg.async_save) {
+      if (ps.rank == 0)
+        log_warning("--async-save: torch_dist checkpoints are written synchronously");
+      cfg.async_save = false;
+    }
+  }
+
   void finish_async_save(bool wait) {
     if (!async_save) return;
     if (!async_save->try_commit(wait, [&] { check_save_lock(); })) return;

@@ -136,6 +136,10 @@ struct TrainerConfig {
   // megatron-cpp's format, written directly. Not with async_save.
   std::function<void(const std::string& staged, int64_t iteration, const std::string& save_dir)>
       save_as;
+  // --ckpt-format torch_dist: saves to `save` are written in Megatron-LM's torch_dist format
+  // (checkpoint/megatron_lm_torch_dist_writer.h) by every rank, not in megatron-cpp's. Only for
+  // parameters Megatron-Core's GPT has keys for (checked when the trainer is built).
+  bool torch_dist_save = false;
   bool finetune = false;
   bool exit_on_missing_checkpoint = false;  // --load without a checkpoint: stop, not random init
   bool skip_train = false;  // load, evaluate on the validation set, exit (no training, no save)

@@ -102,12 +102,18 @@ Imported read_imported(const std::string& dir) {
   return {config, std::move(store), std::move(state), std::move(buffers)};
 }
 
+// Also from the distributed optimizer's fully_reshardable layout of the same run (the fp32 main
+// params as optimizer.state.param.*, the step in the param groups).
 TEST(MegatronTorchDistOptimizerImport, MomentsMastersAndStepAreBitForBitPyTorchs) {
   const nlohmann::json e = expected();
-  for (int tp : {1, 2, 4}) {
+  for (const auto& [fixture, tp] : {std::pair<std::string, int>{"torch_dist_gpt2_adam_tp2", 1},
+                                    {"torch_dist_gpt2_adam_tp2", 2},
+                                    {"torch_dist_gpt2_adam_tp2", 4},
+                                    {"torch_dist_gpt2_adam_dist_tp2", 1},
+                                    {"torch_dist_gpt2_adam_dist_tp2", 2}}) {
+    SCOPED_TRACE(fixture + " at TP " + std::to_string(tp));
     TempDir dir;
-    import_megatron_lm_gpt(megatron_lm_fixture("torch_dist_gpt2_adam_tp2"), -1, dir.file("ckpt"),
-                           tp, 0);
+    import_megatron_lm_gpt(megatron_lm_fixture(fixture), -1, dir.file("ckpt"), tp, 0);
     EXPECT_EQ(read_latest_iteration(dir.file("ckpt")), e["iteration"].get<int64_t>());
     CheckpointShardReader reader(checkpoint_iteration_dir(dir.file("ckpt"), -1));
     EXPECT_EQ(reader.optimizer_buffer_names(),
@@ -249,6 +255,8 @@ TEST(MegatronLmTorchOptimizerImport, GroupsAndStateThatDoNotFitAreRefusedByName)
 TEST(MegatronTorchDistOptimizerImport, ACheckpointWithoutOptimizerStateStaysWeightsOnly) {
   EXPECT_TRUE(
       megatron_lm_checkpoint_is_resumable(megatron_lm_fixture("torch_dist_gpt2_adam_tp2"), -1));
+  EXPECT_TRUE(megatron_lm_checkpoint_is_resumable(
+      megatron_lm_fixture("torch_dist_gpt2_adam_dist_tp2"), -1));
   EXPECT_FALSE(megatron_lm_checkpoint_is_resumable(megatron_lm_fixture("torch_dist_gpt2_tp2"), -1));
   EXPECT_TRUE(megatron_lm_checkpoint_is_resumable(megatron_lm_fixture("legacy_tp2_pp2"), -1));
   EXPECT_FALSE(megatron_lm_checkpoint_is_resumable(megatron_lm_fixture("mcore_tp1"), -1));

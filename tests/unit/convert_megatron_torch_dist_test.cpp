@@ -53,7 +53,8 @@ TEST(TorchDcp, GlobalTensorsAreBitForBitThoseThePyTorchScriptBuilt) {
   for (const auto& [name, iteration] :
        {std::pair<std::string, std::string>{"torch_dist_gpt2_tp2", "iter_0000012"},
         {"torch_dist_qwen2_tp2", "iter_0000005"},
-        {"torch_dist_gpt2_adam_tp2", "iter_0000003"}}) {
+        {"torch_dist_gpt2_adam_tp2", "iter_0000003"},
+        {"torch_dist_gpt2_adam_dist_tp2", "iter_0000003"}}) {
     const DcpCheckpoint dcp(megatron_lm_fixture(name + "/" + iteration));
     const nlohmann::json& e = expected[name];
     EXPECT_EQ(dcp.tensors().size(), e.size()) << name;

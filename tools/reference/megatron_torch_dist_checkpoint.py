@@ -42,6 +42,10 @@ Writes, under OUT (default tests/data/megatron_lm_gpt_tiny):
                            optimizer (adam_state): bf16 weights, the optimizer state as
                            optimizer.state.{exp_avg,exp_avg_sq,fp32_param}.<key>, the step, param
                            groups and opt_param_scheduler in common.pt
+  torch_dist_gpt2_adam_dist_tp2/ the same run with --use-distributed-optimizer in its
+                           `fully_reshardable` layout (adam_dist_state): the fp32 main params as
+                           optimizer.state.param.<key>, the step in the param groups; its import
+                           must give what torch_dist_adam_expected.json says too
   torch_dist_adam_expected.json  what its import must give (adam_expected): the optimizer buffers
                            in megatron-cpp's names (CRC-32s), the step, and PyTorch's next AdamW
                            step from that state
@@ -332,6 +336,25 @@ def adam_state():
     return out_globals, out_chunks, extras, args, ADAM_STEPS, common
 
 
+def adam_dist_state():
+    """The same run with --use-distributed-optimizer, saved in the distributed optimizer's
+    `fully_reshardable` layout (DistributedOptimizer.sharded_param_state_fully_reshardable): its
+    DP buffers gathered and cut back into tensors of each parameter's global shape, the fp32 main
+    params as optimizer.state.param.<key> (the state key "param"), the moments as for the
+    non-distributed optimizer; in the common state DistributedOptimizer.state_dict's entries — no
+    "state", every param group without "params" and with the step (Apex / TE FusedAdam), and
+    "param_state_sharding_type"."""
+    globals_, chunks, extras, args, iteration, common = adam_state()
+    rename = lambda k: k.replace("optimizer.state.fp32_param.", "optimizer.state.param.")  # noqa
+    groups = [{**{k: v for k, v in g.items() if k != "params"}, "step": ADAM_STEPS}
+              for g in common["optimizer"]["optimizer"]["param_groups"]]
+    common = {**common, "optimizer": {"optimizer": {"param_groups": groups},
+                                      "param_state_sharding_type": "fully_reshardable"}}
+    args.use_distributed_optimizer = True
+    return ({rename(k): v for k, v in globals_.items()},
+            {rename(k): v for k, v in chunks.items()}, extras, args, iteration, common)
+
+
 def common_state(args, iteration, extra):
     """The non-sharded part Megatron's generate_state_dict leaves after the sharded tensors are
     taken out."""
@@ -386,7 +409,8 @@ def save_rank(rank, port, which, directory):
     dist.destroy_process_group()
 
 
-STATES = {"gpt2": gpt2_state, "qwen2": qwen2_state, "gpt2_adam": adam_state}
+STATES = {"gpt2": gpt2_state, "qwen2": qwen2_state, "gpt2_adam": adam_state,
+          "gpt2_adam_dist": adam_dist_state}
 
 
 # megatron-cpp's names of the GPT-2's Megatron-Core keys (the layer-local part of a stacked key).
@@ -551,6 +575,13 @@ def pytorch2_classes():
             return (self.dtype, self.layout, self.requires_grad,
                     _MEM_FORMAT_ENCODING.TORCH_CONTIGUOUS_FORMAT, self.pin_memory)
 
+        def __setstate__(self, state):  # as PyTorch's: the encoded memory format decoded
+            self.dtype, self.layout, self.requires_grad, encoding, self.pin_memory = state
+            self.memory_format = {
+                _MEM_FORMAT_ENCODING.TORCH_CONTIGUOUS_FORMAT: torch.contiguous_format,
+                _MEM_FORMAT_ENCODING.TORCH_CHANNELS_LAST: torch.channels_last,
+                _MEM_FORMAT_ENCODING.TORCH_PRESERVE_FORMAT: torch.preserve_format}[encoding]
+
     @dataclasses.dataclass
     class TensorStorageMetadata:
         properties: TensorProperties
@@ -641,6 +672,8 @@ def main():
     result["torch_dist_qwen2_tp2"] = expected(qwen2)
     adam, _, adam_common = write_checkpoint(out, "gpt2_adam", 29539)
     result["torch_dist_gpt2_adam_tp2"] = expected(adam)
+    adam_dist, _, _ = write_checkpoint(out, "gpt2_adam_dist", 29540)
+    result["torch_dist_gpt2_adam_dist_tp2"] = expected(adam_dist)
     with open(os.path.join(out, "torch_dist_adam_expected.json"), "w") as f:
         json.dump(adam_expected(adam, adam_common, mlm.hf_weights()[1]["vocab_size"]), f,
                   indent=1)

@@ -281,7 +281,8 @@ struct Args {
   bool no_save_optim = false;
   bool no_save_rng = false;
   // --ckpt-format of the saves: "" or "safetensors" megatron-cpp's format, "torch" Megatron-LM's
-  // legacy format (cli/setup/megatron_lm_save.h). --load detects the format itself.
+  // legacy format (cli/setup/megatron_lm_save.h), "torch_dist" Megatron-LM's distributed format
+  // (checkpoint/megatron_lm_torch_dist_writer.h). --load detects the format itself.
   std::string ckpt_format;
   bool finetune = false;
   bool use_tp_pp_dp_mapping = false;  // --use-tp-pp-dp-mapping (distributed/parallel_state.h)

@@ -619,13 +619,8 @@ void validate_training_args_except_data(Args& a, int world_size) {
                  a.ckpt_format == "torch_dist",
              "--ckpt-format ", a.ckpt_format,
              " is not a format megatron-cpp writes: give safetensors (megatron-cpp's, the "
-             "default) or torch (Megatron-LM's legacy mp_rank_*/model_optim_rng.pt)");
-  // Megatron-LM's default, so its command lines carry it: accepted as before, saved as ours.
-  if (a.ckpt_format == "torch_dist" && !a.save.empty())
-    log_warning(
-        "--ckpt-format torch_dist: saving Megatron-LM's torch_dist format is not implemented yet; "
-        "the checkpoints are saved in megatron-cpp's format (--ckpt-format torch writes "
-        "Megatron-LM's legacy format; --load reads both)");
+             "default), torch (Megatron-LM's legacy mp_rank_*/model_optim_rng.pt) or torch_dist "
+             "(Megatron-LM's .metadata + __R_0.distcp files)");
   MT_REQUIRE(a.ckpt_format != "torch" || !a.async_save,
              "--async-save with --ckpt-format torch is not supported (the torch files are "
              "written from a finished save); leave out one of them");
@@ -890,6 +885,7 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   cfg.no_load_rng = a.no_load_rng;
   cfg.no_save_optim = a.no_save_optim;
   cfg.no_save_rng = a.no_save_rng;
+  cfg.torch_dist_save = a.ckpt_format == "torch_dist";
   cfg.skip_train = a.skip_train;
   cfg.exit_on_missing_checkpoint = a.exit_on_missing_checkpoint;
   cfg.finetune = a.finetune;

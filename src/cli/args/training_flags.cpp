@@ -178,8 +178,9 @@ void add_training_args(ArgTable& t, Args& a) {
              "save weights only: no optimizer or schedule state (load with --no-load-optim)");
   t.add_flag("--no-save-rng", a.no_save_rng, "do not save the RNG state");
   t.add("--ckpt-format", a.ckpt_format,
-        "format of the --save checkpoints: safetensors (megatron-cpp's, the default) or torch "
-        "(Megatron-LM's mp_rank_*/model_optim_rng.pt); --load detects the format");
+        "format of the --save checkpoints: safetensors (megatron-cpp's, the default), torch "
+        "(Megatron-LM's mp_rank_*/model_optim_rng.pt) or torch_dist (Megatron-LM's .distcp "
+        "files, GPT-family models); --load detects the format");
   t.add_flag("--exit-on-missing-checkpoint", a.exit_on_missing_checkpoint,
              "stop when --load holds no checkpoint instead of starting from random weights");
   t.add_flag("--skip-train", a.skip_train,
