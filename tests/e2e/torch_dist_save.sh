@@ -90,6 +90,6 @@ warned_run async "--async-save: torch_dist checkpoints are written synchronously
 [[ -f $WORK/async/iter_0000001/.metadata ]] || fail "--async-save: no torch_dist checkpoint"
 warned_run qk_norm "has no key in Megatron-Core's GPT checkpoints" --ckpt-format torch_dist \
   --qk-layernorm --save-interval 1
-[[ -f $WORK/qk_norm/iter_0000001/state.json && ! -e $WORK/qk_norm/iter_0000001/.metadata ]] \
+[[ -f $WORK/qk_norm/iter_0000001/mp_rank_00/state.json && ! -e $WORK/qk_norm/iter_0000001/.metadata ]] \
   || fail "--qk-layernorm: not saved in megatron-cpp's format"
 echo "PASS"
