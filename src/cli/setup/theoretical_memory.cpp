@@ -81,9 +81,12 @@ void set_plan_context_parallel(const Args& a, plan::Layout& l) {
 }
 
 void set_plan_recompute(const Args& a, plan::Layout& l) {
-  l.recompute = a.full_recompute()        ? plan::Recompute::kFull
-                : a.selective_recompute() ? plan::Recompute::kSelective
-                                          : plan::Recompute::kNone;
+  // The planner models the attention core's selective recompute (core_attn); the other
+  // --recompute-modules regions are not modelled: it predicts their memory as kept.
+  l.recompute = a.full_recompute() ? plan::Recompute::kFull
+                : a.selective_recompute() && a.recomputes_module("core_attn")
+                    ? plan::Recompute::kSelective
+                    : plan::Recompute::kNone;
   a.check_recompute_method();
   l.recompute_block_layers = a.recompute_method_or_default() == RecomputeMethod::kBlock
                                  ? a.recompute_num_layers_or_default()
