@@ -110,6 +110,8 @@ std::string Layout::describe() const {
      << ", recompute " << recompute_name(recompute);
   if (recompute == Recompute::kFull && recompute_block_layers > 0)
     os << " (block: " << recompute_block_layers << " layers per chunk)";
+  if (recompute_layernorm) os << " + layernorm";
+  if (recompute_mlp) os << " + mlp";
   if (sequence_parallel) os << ", sequence-parallel";
   if (distributed_optimizer) os << ", distributed optimizer";
   os << ", " << precision_name(precision);
