@@ -7,8 +7,9 @@
 # multi-latent attention at TP 2 with sequence parallelism (the MoE CI configs' module list,
 # layernorm mla_up_proj mlp moe_act), and under pipeline parallelism (PP 2). Megatron's
 # deprecated --moe-layer-recompute is --recompute-modules moe. Refused: mla_up_proj without
-# MLA, gdn_norm_out (Megatron's rules), and --fine-grained-activation-offloading is accepted on
-# the CPU backend (where activations live in host memory already) with the same losses.
+# MLA, gdn_norm_out, shared_experts with --moe-shared-expert-overlap (Megatron's rules);
+# --fine-grained-activation-offloading is accepted on the CPU backend (where activations live
+# in host memory already) with the same losses.
 set -euo pipefail
 TINY_GPT_FLAGS=(--train-iters 4 --eval-iters 0)
 source "$(dirname "$0")/tiny_gpt_run.bash"
@@ -83,4 +84,7 @@ refused mla_up_proj "--recompute-modules mla_up_proj needs --multi-latent-attent
   "${SELECTIVE[@]}" mla_up_proj
 refused gdn_norm_out "--recompute-modules gdn_norm_out needs --experimental-attention-variant gdn" \
   "${SELECTIVE[@]}" gdn_norm_out
+refused shared_overlap "--recompute-modules shared_experts cannot work with --moe-shared-expert-overlap" \
+  --num-experts 4 --moe-shared-expert-intermediate-size 32 --moe-shared-expert-overlap \
+  "${SELECTIVE[@]}" shared_experts
 echo "selective recompute of every module: OK"

@@ -37,6 +37,11 @@ void check_megatron_flags(const MegatronFlags& flags, const Args& a) {
   // Megatron's fine-grained activation offloading copies the saved activations of the
   // --offload-modules to pinned host memory after their forward and back before their
   // backward. The CPU backend's activations are host memory already: there it is the identity.
+  MT_REQUIRE(
+      !(a.selective_recompute() && a.recomputes_module("shared_experts") &&
+        a.arch.moe_shared_expert_intermediate_size && flags.given("--moe-shared-expert-overlap")),
+      "--recompute-modules shared_experts cannot work with --moe-shared-expert-overlap "
+      "(Megatron's rule): drop one of them");
   MT_REQUIRE(a.compute_device.is_cpu() || !flags.given("--fine-grained-activation-offloading"),
              "--fine-grained-activation-offloading: offloading saved activations from GPU memory "
              "to the host is not implemented on the CUDA backend; drop it (and --offload-modules), "
