@@ -55,7 +55,7 @@ void add_training_args(ArgTable& t, Args& a) {
         "default), layernorm (the input and pre-MLP norms), mlp (a dense layer's MLP), moe (a "
         "MoE layer's whole mixture of experts), shared_experts (the MoE shared expert), moe_act "
         "(the experts' activation), mla_up_proj (MLA's up projections and RoPE); "
-        "docs/training.md");
+        "docs/model.md");
   t.add_flag("--moe-layer-recompute", a.moe_layer_recompute,
              "Megatron's deprecated spelling of --recompute-granularity selective "
              "--recompute-modules moe (added to the modules given)");
