@@ -44,6 +44,7 @@ ParallelAttention::ParallelAttention(const std::string& prefix, int layer_number
       rope_offset_(config.arch.mla.enabled ? config.arch.mla.qk_head_dim : 0),
       dense_bias_(config.arch.add_bias_linear),
       selective_recompute_(config.selective_recompute),
+      recompute_mla_up_(config.recompute_mla_up_proj),
       flash_attention_(config.flash_attention),
       cp_size_(ps.cp_size),
       cp_rank_(ps.cp_rank),
@@ -205,7 +206,14 @@ ParallelAttention::CoreProbs ParallelAttention::core_probs(const Tensor& qkv, DT
 Tensor ParallelAttention::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
                                   const DropoutScope& scope, Arena& arena, Arena& workspace) const {
   MT_CHECK(x.dim() == 3, "attention input must be [s, b, h], got ", x.describe());
-  ctx.qkv = project(ctx, x, arena);  // [s, b, gl, q+2, d]
+  if (recompute_mla_up_) {  // the latents are kept; Q, K, V die with the workspace
+    mla_->down(ctx.mla, x, arena);
+    ctx.qkv = mla_up_and_rope(ctx, workspace);
+  } else {
+    ctx.qkv = project(ctx, x, arena);  // [s, b, gl, q+2, d]
+    if (qk_norm_) qk_norm_->forward(ctx.qk_norm, ctx.qkv, arena);
+    rotate_local_qk(ctx.qkv, false);
+  }
   // The whole sequence (a sequence-parallel x is a shard; the projection gathered it).
   const int64_t s = ctx.qkv.size(0), b = x.size(1), hl = heads_local_, d = head_dim_,
                 gl = groups_local_, q = queries_, bg = b * gl;
@@ -217,8 +225,6 @@ Tensor ParallelAttention::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_m
   }
   ctx.pad_mask = pad_mask;
   ctx.scope = scope;
-  if (qk_norm_) qk_norm_->forward(ctx.qk_norm, ctx.qkv, arena);
-  rotate_local_qk(ctx.qkv, false);
   if (indexer_) select_keys(ctx, x, scope, arena, workspace);
   if (cp_) {
     ctx.context = arena.alloc({s, b, hl * d}, x.dtype());  // [s, b, hl·d]
@@ -341,7 +347,25 @@ Tensor ParallelAttention::forward_cached(const Tensor& x, LayerKv& kv, int64_t s
   return dense_forward(discarded.dense, context, arena);
 }
 
+Tensor ParallelAttention::mla_up_and_rope(Ctx& ctx, Arena& arena) const {
+  Tensor qkv = mla_->up(ctx.mla, arena);
+  if (qk_norm_) qk_norm_->forward(ctx.qk_norm, qkv, arena);
+  rotate_local_qk(qkv, false);
+  return qkv;
+}
+
 Tensor ParallelAttention::backward(const Ctx& ctx, const Tensor& dout, Arena& arena) const {
+  if (!recompute_mla_up_) return backward_from_qkv(ctx, dout, arena);
+  Ctx again = ctx;  // --recompute-modules mla_up_proj: Q, K, V once more, from the latents
+  again.qkv = mla_up_and_rope(again, arena);
+  // DSA's indexer reads the query latent after q_layernorm, which the up projection keeps.
+  if (again.indexer.qr.defined())
+    again.indexer.qr = mla_->query_input(again.mla).view(ctx.indexer.qr.shape());
+  return backward_from_qkv(again, dout, arena);
+}
+
+Tensor ParallelAttention::backward_from_qkv(const Ctx& ctx, const Tensor& dout,
+                                            Arena& arena) const {
   const int64_t s = ctx.qkv.size(0), b = ctx.qkv.size(1), hl = heads_local_, d = head_dim_,
                 gl = groups_local_, q = queries_, bg = b * gl;
   const int64_t group = (q + 2) * d, qkv_row = bg * group;

@@ -49,6 +49,10 @@
 // loss = c · mean over queries of KL(target ‖ softmax(indexer scores)). Its gradient reaches the
 // indexer's parameters only, scaled as the LM loss's (Ctx::indexer_grad_scale: the micro-batch's
 // grad_scale, Megatron's DSAIndexerLossAutoScaler). Context parallelism is refused.
+// --recompute-modules mla_up_proj (MLA only, Megatron-Core's qkv_up_checkpoint): the down
+// projections' outputs are kept; the norms, up projections, RoPE (and the QK LayerNorm) run
+// in `workspace`, so Q, K and V of the core die with the forward and the backward computes
+// them again from the latents (all-gathers included with sequence parallelism).
 // Heads are ordered group-major (head = group · q + i), as Megatron-Core and HF's repeat_kv.
 // The output projection's bias is NOT added: the layer fuses it with dropout and the residual.
 // Q, K, V and the context are strided per-head views, multiplied with batched GEMMs with no
@@ -159,6 +163,11 @@ class ParallelAttention {
   // x → qkv [s, b, gl, q + 2, d] through the QKV projection or MLA's, keeping in ctx what its
   // backward (qkv_backward) needs.
   Tensor project(Ctx& ctx, const Tensor& x, Arena& arena) const;
+  // MLA from the latents in ctx.mla: up projections, QK LayerNorm, RoPE → qkv (the core's Q
+  // and K rotated), everything in `arena`.
+  Tensor mla_up_and_rope(Ctx& ctx, Arena& arena) const;
+  // backward from a ctx whose qkv is the forward's (kept or recomputed).
+  Tensor backward_from_qkv(const Ctx& ctx, const Tensor& dout, Arena& arena) const;
   // The output projection of the core's context [s, b, heads/t · d] (MLA: the first
   // value_dim_ channels of each head taken first) and its backward → dcontext shaped like
   // the context (MLA: zeros in the padding channels).
@@ -186,7 +195,7 @@ class ParallelAttention {
   AttnMaskType mask_type_;
   bool rope_;
   int64_t rope_offset_;  // the first rotated channel of a head: 0, or MLA's RoPE part
-  bool dense_bias_, selective_recompute_, flash_attention_;
+  bool dense_bias_, selective_recompute_, recompute_mla_up_, flash_attention_;
   int cp_size_, cp_rank_;
   std::optional<ContextParallelAttention> cp_;  // with --context-parallel-size > 1
   kernels::RotaryParams rotary_;

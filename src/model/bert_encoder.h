@@ -82,6 +82,9 @@ class BertEncoder {
   const InputEmbedding& embedding() const;
   const StageRange& stage() const { return stage_; }
 
+  // The transformer's norm-output slot (--recompute-modules layernorm; Transformer).
+  size_t norm_output_bytes() const { return transformer_.norm_output_bytes(); }
+
  private:
   int64_t hidden_size_;
   DType compute_dtype_;

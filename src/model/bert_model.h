@@ -89,7 +89,9 @@ class BertModel {
   // Evaluation: the same losses without dropout and without gradients.
   BertLosses forward_loss(const BertBatch& batch);
   // High-water bytes of the activation arenas (what `megatron plan` predicts).
-  size_t activation_bytes() const { return arena_.high_water() + scratch_.high_water(); }
+  size_t activation_bytes() const {
+    return arena_.high_water() + scratch_.high_water() + encoder_.norm_output_bytes();
+  }
   // Logits at every position, no dropout, on the model's device. tokens, token_types i32
   // [b, s]; pad_mask u8 [b, s].
   BertOutputs forward_logits(const Tensor& tokens, const Tensor& token_types,

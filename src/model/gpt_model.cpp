@@ -116,9 +116,6 @@ TransformerConfig GptConfig::transformer_config() const {
 
 void GptConfig::validate(int tp_size) const {
   validate_language_model(transformer_config(), tp_size, "GptModel");
-  MT_REQUIRE(!(selective_recompute && recompute_activations),
-             "selective and full recompute exclude each other: choose one "
-             "--recompute-granularity");
   MT_REQUIRE(arch.mtp.num_layers >= 0, "--mtp-num-layers must be at least 1");
   MT_REQUIRE(!arch.mtp.enabled() || seq_length > arch.mtp.num_layers, "--mtp-num-layers ",
              arch.mtp.num_layers,

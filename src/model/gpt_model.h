@@ -198,7 +198,9 @@ class GptModel {
 
   const GptConfig& config() const { return config_; }
   // Peak activation bytes of the whole-model entry points (StageCtxs own their arenas).
-  size_t activation_bytes() const { return arena_.high_water() + scratch_.high_water(); }
+  size_t activation_bytes() const {
+    return arena_.high_water() + scratch_.high_water() + transformer_.norm_output_bytes();
+  }
 
  private:
   struct Ctx;

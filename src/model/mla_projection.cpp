@@ -78,33 +78,45 @@ void MlaProjection::init_weights(ParameterStore& store, uint64_t seed) const {
 }
 
 Tensor MlaProjection::forward(Ctx& ctx, const Tensor& x, Arena& arena) const {
+  down(ctx, x, arena);
+  return up(ctx, arena);
+}
+
+void MlaProjection::down(Ctx& ctx, const Tensor& x, Arena& arena) const {
   MT_CHECK(x.dim() == 3 && x.size(2) == hidden_, "MLA projection: input ", x.describe(),
            " must be [s, b, ", hidden_, "]");
-  const int64_t sl = x.size(0), b = x.size(1), n = sl * b, a = heads_local_, d = head_dim_,
-                r = mla_.kv_lora_rank, dn = mla_.qk_head_dim, dr = mla_.qk_pos_emb_head_dim,
-                dv = mla_.v_head_dim;
+  const int64_t sl = x.size(0), b = x.size(1), n = sl * b, r = mla_.kv_lora_rank,
+                dr = mla_.qk_pos_emb_head_dim;
   ctx.input = x.view({n, hidden_});
-  Tensor q;  // [s, b, a·D]
-  if (q_norm_) {
-    const Tensor latent = local_linear_forward(ctx.input, weights_.weight(q_down_index_), arena);
-    const Tensor normed = q_norm_->forward(ctx.q_norm, latent, arena);
-    q = q_up_.forward(ctx.q_up, normed.view({sl, b, mla_.q_lora_rank}), arena);
-  } else {
-    q = q_up_.forward(ctx.q_up, x, arena);
-  }
+  if (q_norm_)
+    ctx.q_latent = local_linear_forward(ctx.input, weights_.weight(q_down_index_), arena);
   // [latent r | k_rope dr] per position, split into contiguous tensors.
   const Tensor down = local_linear_forward(ctx.input, weights_.weight(kv_down_index_), arena);
-  Tensor latent = arena.alloc({n, r}, x.dtype());
-  kernels::copy(down.slice(1, 0, r), latent);
-  Tensor k_rope = arena.alloc({sl, b, dr}, x.dtype());
-  Tensor k_rope_rows = k_rope.view({n, dr});
+  ctx.kv_latent = arena.alloc({n, r}, x.dtype());
+  kernels::copy(down.slice(1, 0, r), ctx.kv_latent);
+  ctx.k_rope = arena.alloc({sl, b, dr}, x.dtype());
+  Tensor k_rope_rows = ctx.k_rope.view({n, dr});
   kernels::copy(down.slice(1, r, r + dr), k_rope_rows);
-  if (sequence_parallel_) k_rope = gather_first_dim(*tp_, k_rope, arena);  // [s, b, dr]
-  const Tensor normed = kv_norm_.forward(ctx.kv_norm, latent, arena);
+}
+
+Tensor MlaProjection::up(Ctx& ctx, Arena& arena) const {
+  const int64_t sl = ctx.k_rope.size(0), b = ctx.k_rope.size(1), a = heads_local_, d = head_dim_,
+                r = mla_.kv_lora_rank, dn = mla_.qk_head_dim, dr = mla_.qk_pos_emb_head_dim,
+                dv = mla_.v_head_dim;
+  Tensor q;  // [s, b, a·D]
+  if (q_norm_) {
+    const Tensor normed = q_norm_->forward(ctx.q_norm, ctx.q_latent, arena);
+    q = q_up_.forward(ctx.q_up, normed.view({sl, b, mla_.q_lora_rank}), arena);
+  } else {
+    q = q_up_.forward(ctx.q_up, ctx.input.view({sl, b, hidden_}), arena);
+  }
+  const Tensor k_rope =
+      sequence_parallel_ ? gather_first_dim(*tp_, ctx.k_rope, arena) : ctx.k_rope;  // [s, b, dr]
+  const Tensor normed = kv_norm_.forward(ctx.kv_norm, ctx.kv_latent, arena);
   const Tensor kv = kv_up_.forward(ctx.kv_up, normed.view({sl, b, r}), arena);  // [s, b, a·(dn+dv)]
 
   const int64_t s = q.size(0), m = s * b, head = 3 * d, kv_head = dn + dv;
-  Tensor qkv = arena.alloc({s, b, a, 3, d}, x.dtype());
+  Tensor qkv = arena.alloc({s, b, a, 3, d}, q.dtype());
   if (dv < d) kernels::fill(qkv, 0.0f);  // V's padding channels
   const Shape qkv_strides = {a * head, head, 1};
   Tensor q_out = strided(qkv, 0, {m, a, d}, qkv_strides);

@@ -42,7 +42,11 @@ namespace megatron {
 class MlaProjection {
  public:
   struct Ctx {
-    Tensor input;                           // x [N, h] (N = this rank's positions × batch)
+    Tensor input;  // x [N, h] (N = this rank's positions × batch)
+    // The down projections' outputs, the up projections' inputs: the query latent [N, rq]
+    // (with --q-lora-rank), the key-value latent [N, r] and the rope key [s_l, b, dr] (this
+    // rank's positions).
+    Tensor q_latent, kv_latent, k_rope;
     LayerNorm::Ctx q_norm, kv_norm;         // inputs: the latents [N, rq], [N, r]
     ColumnParallelLinear::Ctx q_up, kv_up;  // q_up: linear_q_up_proj or linear_q_proj
   };
@@ -53,8 +57,14 @@ class MlaProjection {
   void init_weights(ParameterStore& store, uint64_t seed) const;
 
   // x [s, b, h] (a shard [s/t, b, h] with sequence parallelism) → qkv [s, b, a/t, 3, D] over
-  // the whole sequence (layout above).
+  // the whole sequence (layout above): down, then up.
   Tensor forward(Ctx& ctx, const Tensor& x, Arena& arena) const;
+  // The down projections of x: ctx.input, q_latent, kv_latent, k_rope.
+  void down(Ctx& ctx, const Tensor& x, Arena& arena) const;
+  // From the down projections' outputs in ctx: the norms, the up projections (all-gathers
+  // with sequence parallelism) and the assembly → qkv. --recompute-modules mla_up_proj runs
+  // this in the forward's workspace and again in the backward (model/attention.h).
+  Tensor up(Ctx& ctx, Arena& arena) const;
   // The whole sequence's query latent after q_layernorm [s·b, rq] (x [s·b, h] without
   // --q-lora-rank): the input of the query up projection, which DSA's indexer also reads.
   const Tensor& query_input(const Ctx& ctx) const { return ctx.q_up.input; }

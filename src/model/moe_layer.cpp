@@ -205,28 +205,36 @@ Tensor MoeLayer::forward(Ctx& ctx, const Tensor& x, bool train, Arena& arena,
     y = out;
   }
   if (shared_) {
-    ctx.shared.emplace();
-    Tensor shared = shared_->forward(*ctx.shared, x, arena);
-    Tensor shared2 = shared.view({-1, h});
-    if (config_.arch.add_bias_linear) kernels::bias_add_forward(shared2, shared_->output_bias());
+    const bool recompute_shared = config_.recompute_shared_experts && workspace != nullptr;
+    if (recompute_shared) ctx.shared_input = x;
+    const Tensor shared2 = shared_forward(ctx, x, recompute_shared ? *workspace : arena);
     if (gate_weight_) {
-      const int64_t rows = shared2.size(0);
-      ctx.shared_out = shared2;
-      if (x.dtype() == DType::F32) {
-        ctx.gate_input = x.view({rows, h});
-      } else {
-        ctx.gate_input = arena.alloc({rows, h}, DType::F32);
-        kernels::cast(x.view({rows, h}), ctx.gate_input);
-      }
-      ctx.gate_logits = arena.alloc({rows, 1}, DType::F32);
-      kernels::gemm(ctx.gate_input, false, weights_.master(*gate_weight_), true, ctx.gate_logits);
-      Tensor y2 = y.view({rows, h});
-      kernels::sigmoid_gate_forward(shared2, ctx.gate_logits.view({rows}), y2);
+      Tensor y2 = y.view(shared2.shape());
+      kernels::sigmoid_gate_forward(shared2, ctx.gate_logits.view({shared2.size(0)}), y2);
     } else {
-      kernels::axpy(1.0f, shared, y);
+      kernels::axpy(1.0f, shared2.view(y.shape()), y);
     }
   }
   return y;
+}
+
+Tensor MoeLayer::shared_forward(Ctx& ctx, const Tensor& x, Arena& arena) const {
+  const int64_t h = config_.hidden_size;
+  ctx.shared.emplace();
+  Tensor shared2 = shared_->forward(*ctx.shared, x, arena).view({-1, h});  // [T, h]
+  if (config_.arch.add_bias_linear) kernels::bias_add_forward(shared2, shared_->output_bias());
+  if (!gate_weight_) return shared2;
+  const int64_t rows = shared2.size(0);
+  ctx.shared_out = shared2;
+  if (x.dtype() == DType::F32) {
+    ctx.gate_input = x.view({rows, h});
+  } else {
+    ctx.gate_input = arena.alloc({rows, h}, DType::F32);
+    kernels::cast(x.view({rows, h}), ctx.gate_input);
+  }
+  ctx.gate_logits = arena.alloc({rows, 1}, DType::F32);
+  kernels::gemm(ctx.gate_input, false, weights_.master(*gate_weight_), true, ctx.gate_logits);
+  return shared2;
 }
 
 Tensor MoeLayer::backward(const Ctx& ctx, const Tensor& dout, float loss_scale,
@@ -290,12 +298,15 @@ Tensor MoeLayer::backward(const Ctx& ctx, const Tensor& dout, float loss_scale,
   router_.count_routed_tokens(ctx.tokens_per_expert);
   Tensor dx = TpRegionInput::backward(*tp_, dx_full, sp, arena);
   if (shared_) {
-    const Tensor dshared = gate_weight_ ? shared_gate_backward(ctx, dout, dx, arena) : dout;
+    Ctx again;  // --recompute-modules shared_experts: the shared expert's forward once more
+    if (ctx.shared_input.defined()) shared_forward(again, ctx.shared_input, arena);
+    const Ctx& sc = ctx.shared_input.defined() ? again : ctx;
+    const Tensor dshared = gate_weight_ ? shared_gate_backward(sc, dout, dx, arena) : dout;
     if (config_.arch.add_bias_linear) {
       Tensor db = shared_->output_bias_grad();
       kernels::bias_add_backward(dshared.view({-1, h}), db);
     }
-    kernels::axpy(1.0f, shared_->backward(*ctx.shared, dshared, arena), dx);
+    kernels::axpy(1.0f, shared_->backward(*sc.shared, dshared, arena), dx);
   }
   return dx;
 }

@@ -91,6 +91,9 @@ class MoeLayer {
     // With the shared expert's gate: its output (with its bias) [T, h], the input in f32 and
     // the gate's logits f32 [T] (T: this rank's rows of x).
     Tensor shared_out, gate_input, gate_logits;
+    // --recompute-modules shared_experts: the shared expert's input x (the fields above then
+    // hold dead workspace views; backward re-runs the shared expert and its gate from x).
+    Tensor shared_input;
   };
 
   MoeLayer(const std::string& prefix, const TransformerConfig& config, const ParallelState& ps,
@@ -102,7 +105,10 @@ class MoeLayer {
   // losses are computed (MoeRouter::forward). With --recompute-modules moe_act
   // (TransformerConfig::recompute_moe_act) and a `workspace`, the experts' activation goes
   // there and is not kept: the backward recomputes it from the kept pre-activation (the same
-  // kernel on the same input: the same bits).
+  // kernel on the same input: the same bits). With --recompute-modules shared_experts
+  // (TransformerConfig::recompute_shared_experts) and a `workspace`, so does everything the
+  // shared expert and its gate keep (Megatron's SharedExpertMLP checkpoint): the backward
+  // re-runs them from x, all-gather included with sequence parallelism.
   Tensor forward(Ctx& ctx, const Tensor& x, bool train, Arena& arena,
                  Arena* workspace = nullptr) const;
   // dout shaped like the output → dx shaped like the input. loss_scale: the router losses'
@@ -124,6 +130,9 @@ class MoeLayer {
   // after the unpermute, or the permute's backward, adds the other ranks' blocks); the rows
   // themselves when the block is all of them.
   Tensor all_rows(const RowBlock& block, const Tensor& rows, Arena& arena) const;
+  // The shared expert (with its output bias) on x [s(/t), b, h] → [T, h], its gate's input and
+  // logits with --moe-shared-expert-gate; what their backward needs goes to ctx.
+  Tensor shared_forward(Ctx& ctx, const Tensor& x, Arena& arena) const;
   // The shared expert's gate: its weight gradient, dx += its input gradient; returns the shared
   // expert's output gradient (dout × the gate).
   Tensor shared_gate_backward(const Ctx& ctx, const Tensor& dout, Tensor& dx, Arena& arena) const;

@@ -17,9 +17,11 @@ Transformer::Transformer(const TransformerConfig& config, const ParallelState& p
              " asks for more layers than the ", end - range.first,
              " of a model chunk (a pipeline stage's layers, or one virtual stage's): give at most ",
              end - range.first);
+  if (config.recompute_layernorm) norm_outputs_ = std::make_shared<Arena>(store.device());
   for (int i = range.first; i < end; ++i) {
     const size_t first = store.params().size();
-    layers_.push_back(std::make_unique<TransformerLayer>(i, config, ps, store, weights));
+    layers_.push_back(
+        std::make_unique<TransformerLayer>(i, config, ps, store, weights, norm_outputs_));
     layer_params_.emplace_back(first, store.params().size());
   }
   const size_t first = store.params().size();

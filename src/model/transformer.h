@@ -13,9 +13,11 @@
 // of them, or with --recompute-method block the first --recompute-num-layers of this stack
 // (one model chunk); the others keep their activations in `arena`.
 //
-// Selective recompute (TransformerConfig::selective_recompute) is the attention's business
-// (model/attention.h); it composes with either mode. With sequence parallelism every [s, b, h]
-// below is this rank's shard [s/t, b, h].
+// Selective recompute (--recompute-modules, TransformerConfig::recomputes_modules) is the
+// layers' business (model/transformer_layer.h, attention.h, moe_layer.h): their recomputed
+// regions live in `scratch` during the layer's forward and again during its backward; with
+// layernorm the stack's layers share one norm-output slot (norm_output_bytes). With sequence
+// parallelism every [s, b, h] below is this rank's shard [s/t, b, h].
 //
 // Backward: whether or not it recomputes, each layer's backward temporaries go to the scratch
 // arena (reset per layer) and only the layer's input gradient is copied to `arena`. After the
@@ -73,12 +75,16 @@ class Transformer {
   Tensor forward_cached(const Tensor& x, KvCache& cache, Arena& arena, Arena& scratch) const;
   // dy [s, b, h] (consumed) → dx [s, b, h].
   Tensor backward(Ctx& ctx, Tensor dy, Arena& arena, Arena& scratch) const;
+  // The norm-output slot's bytes (--recompute-modules layernorm; 0 without): activation
+  // memory beside the arenas.
+  size_t norm_output_bytes() const { return norm_outputs_ ? norm_outputs_->capacity() : 0; }
 
  private:
   TransformerConfig config_;
   std::vector<std::unique_ptr<TransformerLayer>> layers_;
   std::unique_ptr<LayerNorm> final_ln_;  // null without a final LayerNorm
   ParameterStore* store_;                // told when gradients are complete
+  std::shared_ptr<Arena> norm_outputs_;  // the layers' norm-output slot, or null
   // Each layer's parameters and the final LayerNorm's, as [first, end) store indices.
   std::vector<std::pair<size_t, size_t>> layer_params_;
   std::pair<size_t, size_t> final_ln_params_;

@@ -175,6 +175,15 @@ void TransformerConfig::validate(int tp_size) const {
              "--squared-relu and --swiglu are two MLP activations: give one of them");
   MT_REQUIRE(!arch.rotary_interleaved || attention_rope(),
              "--rotary-interleaved needs --position-embedding-type rope");
+  MT_REQUIRE(!(recomputes_modules() && recompute_activations),
+             "selective and full recompute exclude each other: choose one "
+             "--recompute-granularity");
+  MT_REQUIRE(!recompute_mla_up_proj || arch.mla.enabled,
+             "--recompute-modules mla_up_proj needs --multi-latent-attention (Megatron's rule)");
+  MT_REQUIRE(!recompute_layernorm || layernorm_order == LayerNormOrder::kPreLayerNorm,
+             "--recompute-modules layernorm recomputes a pre-LayerNorm layer's norms (Megatron-"
+             "Core's layers); a post-LayerNorm layer's norm outputs are its residual stream: "
+             "drop layernorm");
   if (arch.mla.enabled) validate_mla(*this);
   if (arch.dsa.enabled) validate_dsa(*this);
   validate_moe_options(arch.moe, num_layers, ffn_size(), tp_size);

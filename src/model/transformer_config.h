@@ -169,11 +169,30 @@ struct TransformerConfig {
   bool recompute_activations = false;  // full recompute (--recompute-granularity full)
   RecomputeMethod recompute_method = RecomputeMethod::kUniform;  // which layers (see above)
   int recompute_num_layers = 1;                                  // --recompute-num-layers
-  // --recompute-granularity selective with --recompute-modules core_attn (Megatron's default):
-  // the attention core is recomputed (attention.h).
+  // --recompute-granularity selective: Megatron's --recompute-modules, each a region whose
+  // activations die with the forward and are recomputed by the backward from its kept inputs
+  // (same kernels, same inputs, same dropout keys: bit-identical results).
+  // core_attn (Megatron's default): the attention core (model/attention.h).
   bool selective_recompute = false;
-  // ... with --recompute-modules moe_act: the MoE experts' activation (model/moe_layer.h).
+  // moe_act: the MoE experts' activation (model/moe_layer.h).
   bool recompute_moe_act = false;
+  // layernorm: the pre-LN layers' input_layernorm and pre_mlp_layernorm outputs
+  // (model/transformer_layer.h).
+  bool recompute_layernorm = false;
+  // mlp: a dense layer's whole MLP (model/transformer_layer.h; MoE layers: `moe`).
+  bool recompute_mlp = false;
+  // moe: a MoE layer's whole mixture of experts, router and exchange included.
+  bool recompute_moe = false;
+  // shared_experts: the MoE layer's shared expert, its gate included (model/moe_layer.h).
+  bool recompute_shared_experts = false;
+  // mla_up_proj: multi-latent attention's up projections, their norms and RoPE (Q, K, V of
+  // the core; model/attention.h).
+  bool recompute_mla_up_proj = false;
+  // Whether any --recompute-modules region is recomputed.
+  bool recomputes_modules() const {
+    return selective_recompute || recompute_moe_act || recompute_layernorm || recompute_mlp ||
+           recompute_moe || recompute_shared_experts || recompute_mla_up_proj;
+  }
   // --use-flash-attn / --attention-backend flash: the fused attention core (model/attention.h).
   bool flash_attention = false;
   // --cp-comm-type with --context-parallel-size > 1: one for every layer, or one per layer

@@ -16,18 +16,27 @@ bool pre_ln(const TransformerConfig& c) {
 Tensor rows(const Tensor& t) {
   return t.view({-1, t.size(-1)});
 }  // [..., h] → [N, h]
+// An upper bound of what two LayerNorm forwards of x [N, h] allocate (per norm: the output,
+// rstd, mean and a 1 + γ vector, each rounded up to the arena's alignment).
+size_t two_norm_outputs_bytes(const Tensor& x) {
+  const size_t n = size_t(x.numel() / x.size(-1)), h = size_t(x.size(-1)), align = 256;
+  return 2 * (n * h * dtype_size(x.dtype()) + 2 * n * 4 + h * 4 + 4 * align);
+}
 
 }  // namespace
 
 TransformerLayer::TransformerLayer(int layer_number, const TransformerConfig& config,
                                    const ParallelState& ps, ParameterStore& store,
-                                   const ComputeWeights& weights)
+                                   const ComputeWeights& weights,
+                                   std::shared_ptr<Arena> norm_outputs)
     : TransformerLayer(layer_number, layer_prefix(config, layer_number),
-                       config.is_moe_layer(layer_number), config, ps, store, weights) {}
+                       config.is_moe_layer(layer_number), config, ps, store, weights,
+                       std::move(norm_outputs)) {}
 
 TransformerLayer::TransformerLayer(int layer_number, const std::string& prefix, bool moe,
                                    const TransformerConfig& config, const ParallelState& ps,
-                                   ParameterStore& store, const ComputeWeights& weights)
+                                   ParameterStore& store, const ComputeWeights& weights,
+                                   std::shared_ptr<Arena> norm_outputs)
     : layer_number_(layer_number),
       sequence_rank_(config.sequence_parallel ? ps.tp_rank : 0),
       sequence_shards_(config.sequence_parallel ? ps.tp_size : 1),
@@ -45,6 +54,9 @@ TransformerLayer::TransformerLayer(int layer_number, const std::string& prefix, 
     moe_.emplace(prefix + "mlp", config, ps, store, weights);
   else
     mlp_.emplace(prefix + "mlp", config, ps, store, weights);
+  if (config.recompute_layernorm)
+    norm_outputs_ =
+        norm_outputs ? std::move(norm_outputs) : std::make_shared<Arena>(store.device());
 }
 
 void TransformerLayer::init_weights(ParameterStore& store, uint64_t seed) const {
@@ -57,14 +69,30 @@ void TransformerLayer::init_weights(ParameterStore& store, uint64_t seed) const 
     mlp_->init_weights(store, seed);
 }
 
+bool TransformerLayer::recomputes_mlp_block() const {
+  return moe_ ? config_.recompute_moe : config_.recompute_mlp;
+}
+
 Tensor TransformerLayer::mlp_forward(Ctx& ctx, const Tensor& x, bool train, Arena& arena,
                                      Arena& workspace) const {
-  return moe_ ? moe_->forward(ctx.moe, x, train, arena, &workspace)
-              : mlp_->forward(ctx.mlp, x, arena);
+  // A recomputed block keeps only its input; its context's tensors die with `workspace`.
+  Arena& kept = recomputes_mlp_block() ? workspace : arena;
+  if (recomputes_mlp_block()) ctx.mlp_input = x;
+  return moe_ ? moe_->forward(ctx.moe, x, train, kept, &workspace)
+              : mlp_->forward(ctx.mlp, x, kept);
 }
 
 Tensor TransformerLayer::mlp_backward(const Ctx& ctx, const Tensor& dout, float loss_scale,
                                       Arena& arena) const {
+  if (ctx.mlp_input.defined()) {  // re-run the block's forward (training: the backward's)
+    Ctx again;
+    if (moe_) {
+      moe_->forward(again.moe, ctx.mlp_input, true, arena, &arena);
+      return moe_->backward(again.moe, dout, loss_scale, arena);
+    }
+    mlp_->forward(again.mlp, ctx.mlp_input, arena);
+    return mlp_->backward(again.mlp, dout, arena);
+  }
   return moe_ ? moe_->backward(ctx.moe, dout, loss_scale, arena)
               : mlp_->backward(ctx.mlp, dout, arena);
 }
@@ -108,8 +136,27 @@ Tensor TransformerLayer::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_ma
 }
 
 Tensor TransformerLayer::backward(const Ctx& ctx, Tensor dy, float loss_scale, Arena& arena) const {
+  if (ctx.first_ln_output.defined()) {
+    Ctx refilled = ctx;
+    refill_norm_outputs(refilled);
+    return backward_pre_ln(refilled, dy, loss_scale, arena);
+  }
   return pre_ln(config_) ? backward_pre_ln(ctx, dy, loss_scale, arena)
                          : backward_post_ln(ctx, dy, loss_scale, arena);
+}
+
+void TransformerLayer::refill_norm_outputs(Ctx& ctx) const {
+  norm_outputs_->reset();
+  const Tensor x = ctx.first_ln.input.view(ctx.first_ln_output.shape());
+  const Tensor h = ctx.second_ln.input.view(ctx.second_ln_output.shape());
+  const Tensor ln1 = first_ln_.forward(ctx.first_ln, x, *norm_outputs_);
+  const Tensor ln2 = second_ln_.forward(ctx.second_ln, h, *norm_outputs_);
+  MT_CHECK(ln1.raw_data() == ctx.first_ln_output.raw_data() &&
+               ln2.raw_data() == ctx.second_ln_output.raw_data(),
+           "transformer layer ", layer_number_,
+           ": the norm-output slot (--recompute-modules layernorm) was refilled at other "
+           "addresses than its forward's (it grew between the forward and the backward: "
+           "micro-batches of different shapes)");
 }
 
 Tensor TransformerLayer::forward_pre_ln(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
@@ -117,13 +164,26 @@ Tensor TransformerLayer::forward_pre_ln(Ctx& ctx, const Tensor& x, const Tensor&
                                         Arena& workspace) const {
   const float p = config_.hidden_dropout;
   const bool ln_residual = config_.apply_residual_connection_post_layernorm;
-  Tensor ln1 = first_ln_.forward(ctx.first_ln, x, arena);
+  // --recompute-modules layernorm (training): the norms' outputs go to the slot, not kept.
+  const bool slot_norms = norm_outputs_ && scope.enabled;
+  if (slot_norms) {
+    // One block big enough for both norms, so every fill lands at the same addresses.
+    const size_t bytes = two_norm_outputs_bytes(x);
+    if (norm_outputs_->capacity() < bytes) *norm_outputs_ = Arena(norm_outputs_->device(), bytes);
+    norm_outputs_->reset();
+  }
+  Arena& norms = slot_norms ? *norm_outputs_ : arena;
+  Tensor ln1 = first_ln_.forward(ctx.first_ln, x, norms);
   Tensor attn = attention_.forward(ctx.attention, ln1, pad_mask, scope, arena, workspace);
   Tensor h = arena.alloc(x.shape(), x.dtype());  // [s, b, h]
   Tensor h2 = rows(h);
   kernels::bias_dropout_add_forward(rows(attn), attention_.dense_bias(),
                                     rows(ln_residual ? ln1 : x), ctx.attention_dropout_mask, p, h2);
-  Tensor ln2 = second_ln_.forward(ctx.second_ln, h, arena);
+  Tensor ln2 = second_ln_.forward(ctx.second_ln, h, norms);
+  if (slot_norms) {
+    ctx.first_ln_output = ln1;
+    ctx.second_ln_output = ln2;
+  }
   Tensor mlp = mlp_forward(ctx, ln2, scope.enabled, arena, workspace);
   Tensor y = arena.alloc(x.shape(), x.dtype());
   Tensor y2 = rows(y);

@@ -27,7 +27,9 @@ struct CppShapes {
   double norm_stats;  // f32 [N] statistics a norm keeps: mean and rstd (LayerNorm), rstd (RMSNorm)
   bool hidden_dropout, attention_dropout;
   bool selective;  // selective recompute: the probabilities and mask are not kept (attention.h)
-  bool flash;      // fused attention: only the f32 log-sum-exp [b, a/t, s] is kept (attention.h)
+  bool norm_slot;  // --recompute-modules layernorm: the norms' outputs in the shared slot
+  bool mlp_recomputed;  // --recompute-modules mlp: the MLP's activations in the workspace
+  bool flash;  // fused attention: only the f32 log-sum-exp [b, a/t, s] is kept (attention.h)
   // Context parallelism (parallel/context_parallel_attention.h): CP size, the ranks of its
   // all-to-all (a2a, a2a+p2p) and of its ring (p2p, a2a+p2p), and the all-gather of all_gather.
   double cp = 1, cp_a2a = 1, cp_ring = 1;
@@ -115,12 +117,24 @@ void cpp_attention_probs(const CppShapes& c, Allocations& a) {
 // layer (forward_post_ln) allocates the same tensors in another order — attention on x,
 // h = x + attention, LN1(h), the MLP on it, LN1(h) + mlp, LN2 of that as the output — so the
 // sum is the same.
+// The MLP's allocations (ParallelMLP::forward): kept, or with --recompute-modules mlp in the
+// workspace, and again in the backward's scratch.
+void cpp_mlp_forward(const CppShapes& c, Allocations& a) {
+  if (c.sp) a.add(c.N * c.h * c.e);  // LN2 output all-gathered
+  a.add(c.N * c.fc1 * c.e);          // fc1 output
+  a.add(c.N * c.ffn * c.e);          // GeLU / SwiGLU output
+  a.add(c.N * c.h * c.e);            // fc2 output (partial sums with SP)
+  if (c.sp) a.add(c.n * c.h * c.e);  // fc2 output reduce-scattered
+}
+
 void cpp_layer_forward(const CppShapes& c, Allocations& a) {
   if (c.hidden_dropout) a.add(c.n * c.h, 2);  // two u8 hidden masks
-  a.add(c.n * 4, c.norm_stats);               // LN1 rstd (and mean)
-  a.add(c.n * c.h * c.e);                     // LN1 output
-  if (c.sp) a.add(c.N * c.h * c.e);           // LN1 output all-gathered
-  a.add(c.N * c.qkv * c.e);                   // QKV
+  if (!c.norm_slot) {
+    a.add(c.n * 4, c.norm_stats);  // LN1 rstd (and mean)
+    a.add(c.n * c.h * c.e);        // LN1 output
+  }
+  if (c.sp) a.add(c.N * c.h * c.e);  // LN1 output all-gathered
+  a.add(c.N * c.qkv * c.e);          // QKV
   if (c.flash)
     a.add(c.b * c.hl * c.s * 4);  // log-sum-exp
   else if (!c.selective)
@@ -130,19 +144,24 @@ void cpp_layer_forward(const CppShapes& c, Allocations& a) {
   a.add(c.N * c.h * c.e);            // projection output (partial sums with SP)
   if (c.sp) a.add(c.n * c.h * c.e);  // projection output reduce-scattered
   a.add(c.n * c.h * c.e);            // h = x + attention
-  a.add(c.n * 4, c.norm_stats);      // LN2 rstd (and mean)
-  a.add(c.n * c.h * c.e);            // LN2 output
-  if (c.sp) a.add(c.N * c.h * c.e);  // LN2 output all-gathered
-  a.add(c.N * c.fc1 * c.e);          // fc1 output
-  a.add(c.N * c.ffn * c.e);          // GeLU / SwiGLU output
-  a.add(c.N * c.h * c.e);            // fc2 output (partial sums with SP)
-  if (c.sp) a.add(c.n * c.h * c.e);  // fc2 output reduce-scattered
-  a.add(c.n * c.h * c.e);            // y = h + mlp
+  if (!c.norm_slot) {
+    a.add(c.n * 4, c.norm_stats);  // LN2 rstd (and mean)
+    a.add(c.n * c.h * c.e);        // LN2 output
+  }
+  if (!c.mlp_recomputed) cpp_mlp_forward(c, a);
+  a.add(c.n * c.h * c.e);  // y = h + mlp
+}
+
+// The norm-output slot's capacity (TransformerLayer's bound for two norms of the shard, the
+// arena's one block rounded up to 64 bytes).
+double cpp_norm_slot(const CppShapes& c) {
+  return std::ceil(2 * (c.n * c.h * c.e + 2 * c.n * 4 + c.h * 4 + 4 * 256) / 64.0) * 64.0;
 }
 
 // The attention's `workspace` allocations during one layer forward: raw scores (with
 // selective recompute the probabilities and mask too), dropped probabilities.
 void cpp_layer_workspace(const CppShapes& c, Allocations& a) {
+  if (c.mlp_recomputed) cpp_mlp_forward(c, a);
   if (c.flash) {  // the fused kernel's tiles are its own; the CP exchange's are not
     cpp_cp_forward_workspace(c, a);
     return;
@@ -157,6 +176,7 @@ void cpp_layer_workspace(const CppShapes& c, Allocations& a) {
 // allocates d(mlp output), and LN1's where it allocates d(attention output); it writes
 // d(mlp output) over its dy and d(attention output) over LN2's input gradient: the same sum.
 void cpp_layer_backward(const CppShapes& c, Allocations& a) {
+  if (c.mlp_recomputed) cpp_mlp_forward(c, a);  // the MLP's forward once more
   if (c.selective) {          // ParallelAttention::backward recomputes the core's probabilities
     a.add(c.scores() * c.e);  // raw scores
     cpp_attention_probs(c, a);
@@ -220,6 +240,8 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
   c.cp_ring = l.cp_ring_ranks();
   c.cp_gather = l.context_parallel > 1 && l.cp_comm == CpCommType::kAllGather;
   c.selective = l.recompute == Recompute::kSelective && !c.flash;
+  c.norm_slot = l.recompute_layernorm;
+  c.mlp_recomputed = l.recompute_mlp;
   c.residual_from_norm = m.norm_order() == NormOrder::kPreResidualFromNorm;
   const bool bert = m.family == ModelFamily::kBert;
   const int p = l.pipeline_parallel, v = l.virtual_stages;
@@ -349,8 +371,10 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
   }
   cpp_layer_workspace(c, forward_scratch);
   cpp_layer_backward(c, backward_scratch);
-  // One scratch arena per model chunk.
-  r.workspace = v * std::max(forward_scratch.bytes, backward_scratch.bytes);
+  // One scratch arena per model chunk, and with --recompute-modules layernorm one norm-output
+  // slot.
+  r.workspace = v * (std::max(forward_scratch.bytes, backward_scratch.bytes) +
+                     (c.norm_slot ? cpp_norm_slot(c) : 0.0));
   return r;
 }
 

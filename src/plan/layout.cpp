@@ -110,6 +110,8 @@ std::string Layout::describe() const {
      << ", recompute " << recompute_name(recompute);
   if (recompute == Recompute::kFull && recompute_block_layers > 0)
     os << " (block: " << recompute_block_layers << " layers per chunk)";
+  if (recompute_layernorm) os << " + layernorm";
+  if (recompute_mlp) os << " + mlp";
   if (sequence_parallel) os << ", sequence-parallel";
   if (distributed_optimizer) os << ", distributed optimizer";
   os << ", " << precision_name(precision);
@@ -213,6 +215,12 @@ void validate_layout(const ModelSpec& m, const Layout& l, Implementation impl) {
              "--post-layernorm: ", implementation_name(impl),
              " has no post-LayerNorm order (its BERT is pre-LN); plan it with --implementation "
              "megatron-cpp");
+  MT_REQUIRE(!l.recompute_layernorm || m.norm_order() != NormOrder::kPost,
+             "--recompute-modules layernorm recomputes a pre-LayerNorm layer's norms; a "
+             "post-LayerNorm layer's norm outputs are its residual stream: drop layernorm");
+  MT_REQUIRE(l.recompute != Recompute::kFull || (!l.recompute_layernorm && !l.recompute_mlp),
+             "selective and full recompute exclude each other: choose one "
+             "--recompute-granularity");
   if (impl == Implementation::kMegatronLm2019) {
     MT_REQUIRE(p == 1 && !l.sequence_parallel && !l.distributed_optimizer &&
                    l.recompute != Recompute::kSelective && l.recompute_block_layers == 0 &&

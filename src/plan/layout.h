@@ -50,6 +50,13 @@ struct Layout {
   // --recompute-method block --recompute-num-layers N: full recompute of only the first N
   // layers of each model chunk (L/(p·v) layers); 0: every layer (uniform).
   int recompute_block_layers = 0;
+  // With --recompute-granularity selective, --recompute-modules beyond core_attn (which is
+  // `recompute` kSelective): layernorm (the two norms' outputs in the norm-output slot) and mlp
+  // (a dense layer's MLP in the workspace; model/transformer_layer.h). Memory only: their
+  // recomputed FLOPs are not counted. The MoE and MLA regions have no model here (neither
+  // have MoE or MLA layers).
+  bool recompute_layernorm = false;
+  bool recompute_mlp = false;
   bool distributed_optimizer = false;      // --use-distributed-optimizer
   Precision precision = Precision::kFp32;  // --bf16 / --fp16
   bool overlap_grad_reduce = false;        // --overlap-grad-reduce

@@ -81,6 +81,8 @@ json layout_json(const Layout& l) {
           {"num_micro_batches", l.num_micro_batches()},
           {"recompute", recompute_name(l.recompute)},
           {"recompute_block_layers", l.recompute_block_layers},
+          {"recompute_layernorm", l.recompute_layernorm},
+          {"recompute_mlp", l.recompute_mlp},
           {"sequence_parallel", l.sequence_parallel},
           {"use_distributed_optimizer", l.distributed_optimizer},
           {"precision", precision_name(l.precision)},

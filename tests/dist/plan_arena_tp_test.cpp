@@ -27,6 +27,8 @@ struct TpArenaCase {
   bool bf16;
   bool llama;  // GQA (2 groups of 4 heads), head dim 24, SwiGLU, RMSNorm, RoPE, no biases, untied
   bool flash = false;  // the fused attention (model/attention.h)
+  // --recompute-modules layernorm / mlp (with `recompute` kSelective or kNone: core_attn or not)
+  bool recompute_layernorm = false, recompute_mlp = false;
 };
 
 void expect_tp_arenas_predicted(const TpArenaCase& k) {
@@ -37,6 +39,8 @@ void expect_tp_arenas_predicted(const TpArenaCase& k) {
   gc.sequence_parallel = k.sequence_parallel;
   gc.compute_dtype = k.bf16 ? DType::BF16 : DType::F32;
   gc.flash_attention = k.flash;
+  gc.recompute_layernorm = k.recompute_layernorm;
+  gc.recompute_mlp = k.recompute_mlp;
   ParallelState ps = test::tp_world_state();
   ParameterStore store(ps.tp_rank, ps.tp_size);
   GptModel model(gc, ps, store);
@@ -53,9 +57,34 @@ void expect_tp_arenas_predicted(const TpArenaCase& k) {
   l.recompute = k.recompute;
   l.precision = k.bf16 ? Precision::kBf16 : Precision::kFp32;
   l.flash_attention = k.flash;
+  l.recompute_layernorm = k.recompute_layernorm;
+  l.recompute_mlp = k.recompute_mlp;
   validate_layout(m, l, Implementation::kMegatronCpp);
   const ActivationMemory a = activation_memory(m, l, Implementation::kMegatronCpp);
   EXPECT_DOUBLE_EQ(a.first_stage + a.workspace, double(model.activation_bytes()));
+}
+
+// Selective recompute of the norms' outputs (the norm-output slot) and of the dense MLP, alone
+// and together, with and without the attention core's, with and without SP.
+TEST(PlanArenaTensorParallel, RecomputeModulesGptPredictsTheArenasExactly) {
+  const int t = test::world_size();
+  for (bool sp : {false, true}) {
+    if (sp && t == 1) continue;
+    for (Recompute rc : {Recompute::kNone, Recompute::kSelective})
+      for (int modules : {1, 2, 3}) {
+        const bool layernorm = modules & 1, mlp = modules & 2;
+        for (bool llama : {false, true}) {
+          if (llama && 2 % t != 0) continue;
+          SCOPED_TRACE(::testing::Message() << "TP " << t << " SP " << sp << " core_attn "
+                                            << (rc == Recompute::kSelective) << " layernorm "
+                                            << layernorm << " mlp " << mlp << " llama " << llama);
+          TpArenaCase k{sp, rc, false, llama};
+          k.recompute_layernorm = layernorm;
+          k.recompute_mlp = mlp;
+          expect_tp_arenas_predicted(k);
+        }
+      }
+  }
 }
 
 TEST(PlanArenaTensorParallel, GptPredictsTheArenasExactly) {

@@ -146,6 +146,73 @@ TEST(ModelGpt, RecomputeIsBitIdentical) {
   }
 }
 
+// Selective recompute of each of Megatron's --recompute-modules regions, alone and together,
+// gives the losses and gradients of a run that keeps every activation, bit for bit (dropout
+// on: the recomputed regions redraw the same masks). Dense layers (layernorm, mlp), MoE layers
+// with a gated shared expert (moe, shared_experts, moe_act) and multi-latent attention
+// (mla_up_proj), in one model whose first layer is dense.
+TEST(ModelGpt, RecomputeModulesAreBitIdentical) {
+  struct Mode {
+    const char* name;
+    void (*set)(GptConfig&);
+  };
+  const Mode modes[] = {
+      {"layernorm", [](GptConfig& c) { c.recompute_layernorm = true; }},
+      {"mlp", [](GptConfig& c) { c.recompute_mlp = true; }},
+      {"moe", [](GptConfig& c) { c.recompute_moe = true; }},
+      {"shared_experts", [](GptConfig& c) { c.recompute_shared_experts = true; }},
+      {"moe_act", [](GptConfig& c) { c.recompute_moe_act = true; }},
+      {"mla_up_proj", [](GptConfig& c) { c.recompute_mla_up_proj = true; }},
+      {"layernorm mla_up_proj mlp moe_act (the MoE CI configs')",
+       [](GptConfig& c) {
+         c.recompute_layernorm = c.recompute_mla_up_proj = c.recompute_mlp = true;
+         c.recompute_moe_act = true;
+       }},
+      {"all",
+       [](GptConfig& c) {
+         c.selective_recompute = c.recompute_layernorm = c.recompute_mla_up_proj = true;
+         c.recompute_mlp = c.recompute_moe = c.recompute_shared_experts = true;
+         c.recompute_moe_act = true;
+       }},
+  };
+  for (const bool mla : {false, true})
+    for (const Mode& mode : modes) {
+      SCOPED_TRACE(::testing::Message() << mode.name << (mla ? ", MLA" : ""));
+      GptConfig c = tiny_config();
+      c.num_layers = 3;
+      c.arch.moe.num_experts = 4;
+      c.arch.moe.topk = 2;
+      c.arch.moe.layer_freq = "([0]+[1]*2)";
+      c.arch.moe.shared_expert_ffn = 10;
+      c.arch.moe.shared_expert_gate = true;
+      if (mla) {
+        c.arch.position_embedding = PositionEmbedding::kRope;
+        c.arch.mla.enabled = true;
+        c.arch.mla.q_lora_rank = 6;
+        c.arch.mla.kv_lora_rank = 6;
+        c.arch.mla.qk_head_dim = 4;
+        c.arch.mla.qk_pos_emb_head_dim = 2;
+        c.arch.mla.v_head_dim = 3;
+      } else if (std::string(mode.name) == "mla_up_proj") {
+        continue;
+      }
+      TinyGpt plain(c);
+      mode.set(c);
+      c.recompute_mla_up_proj = c.recompute_mla_up_proj && mla;  // MLA's alone
+      TinyGpt recompute(c);
+      for (int step = 0; step < 2; ++step) {  // accumulate over two micro-batches
+        const GptBatch batch = make_batch(c, 2, 2 * step, 3);
+        const float a = plain.model.forward_backward(batch, 0.5f, 77);
+        const float b = recompute.model.forward_backward(batch, 0.5f, 77);
+        EXPECT_EQ(std::memcmp(&a, &b, sizeof a), 0) << a << " vs " << b;
+      }
+      const Tensor& ga = plain.store.flat_grads();
+      const Tensor& gb = recompute.store.flat_grads();
+      ASSERT_EQ(ga.numel(), gb.numel());
+      EXPECT_EQ(std::memcmp(ga.raw_data(), gb.raw_data(), ga.nbytes()), 0);
+    }
+}
+
 TEST(ModelGpt, DropoutMasksIndependentOfMicroBatchSplit) {
   const GptConfig c = tiny_config();
   TinyGpt whole(c), split(c);

@@ -160,6 +160,7 @@ struct Args {
   std::string recompute_method;        // "" (uniform), "uniform" or "block": with full
   int recompute_num_layers = -1;       // -1: not given (1)
   std::vector<std::string> recompute_modules;  // --recompute-modules; empty: not given
+  bool moe_layer_recompute = false;            // Megatron's deprecated spelling of selective "moe"
   bool use_flash_attn = false;                 // the fused attention core (model/attention.h)
   std::string attention_backend = "auto";      // Megatron's names; "flash" = --use-flash-attn
 
@@ -369,10 +370,10 @@ struct Args {
     return recompute_num_layers == -1 || !full_recompute() ? 1 : recompute_num_layers;
   }
   bool selective_recompute() const {
-    return recompute_activations || recompute_granularity == "selective";
+    return recompute_activations || recompute_granularity == "selective" || moe_layer_recompute;
   }
   // --recompute-modules (with selective recompute): whether `module` is in the list, which is
-  // Megatron's default {core_attn} when the flag is not given.
+  // Megatron's default {core_attn} when the flag is not given; --moe-layer-recompute adds moe.
   bool recomputes_module(const std::string& module) const;
   bool flash_attention() const { return use_flash_attn || attention_backend == "flash"; }
   // Registered by add_sharding_args (pretrain-gpt, pretrain-bert, finetune).

@@ -19,6 +19,10 @@ constexpr const char* kGpuImpl =
     "is the same here";
 constexpr const char* kCudaGraphs = "CUDA graphs are a GPU launch optimisation";
 constexpr const char* kOffload = "moves GPU memory to the host; the computed function is the same";
+// Refused on a GPU by check_megatron_flags (cli/args/training_config.cpp).
+constexpr const char* kActivationOffload =
+    "offloads saved activations to host memory; on the CPU backend activations already live in "
+    "host memory, so it is the identity there (refused on a GPU, where it is not implemented)";
 constexpr const char* kCheckpointFormat =
     "checkpoints are saved in megatron-cpp's layout (docs/checkpoints.md): written atomically by "
     "every rank, resharded on load; `megatron convert --to megatron-lm` writes Megatron-LM's "
@@ -135,9 +139,9 @@ constexpr Rule kRules[] = {
     {"--decode-only-cuda-graphs", false, kCudaGraphs},
     {"--optimizer-cuda-graph", false, kCudaGraphs},
     {"--cpu-offloading-*", false, kOffload},
-    {"--fine-grained-activation-offloading", false, kOffload},
-    {"--fine-grained-offloading-max-inflight-offloads", false, kOffload},
-    {"--offload-modules", false, kOffload},
+    {"--fine-grained-activation-offloading", false, kActivationOffload},
+    {"--fine-grained-offloading-max-inflight-offloads", false, kActivationOffload},
+    {"--offload-modules", false, kActivationOffload},
     {"--min-offloaded-tensor-size", false, kOffload},
     {"--delay-offload-until-cuda-graph", false, kOffload},
     {"--delta-offload-bytes-across-pp-ranks", false, kOffload},
@@ -252,9 +256,6 @@ constexpr Rule kRules[] = {
     {"--moe-hybridep-*", false, kGpuImpl},
     {"--moe-permute-fusion-into-hybridep", false, kGpuImpl},
     {"--moe-ncclep-zero-copy", false, kGpuImpl},
-    {"--moe-layer-recompute", false,
-     "recomputes the MoE layer in the backward to save memory; the computed function is the "
-     "same (full recompute, --recompute-granularity full, covers MoE layers)"},
     {"--moe-per-layer-logging", false,
      "logs each layer's load-balancing and z-loss; the average over MoE layers is logged here"},
     {"--moe-router-padding-for-fp8", false, kFp8},

@@ -34,6 +34,19 @@ void check_megatron_flags(const MegatronFlags& flags, const Args& a) {
              "Cannot specify both --step-batch-size-schedule and --global-batch-size (as in "
              "Megatron-LM): drop one of them");
   flags.check();
+  // Megatron's fine-grained activation offloading copies the saved activations of the
+  // --offload-modules to pinned host memory after their forward and back before their
+  // backward. The CPU backend's activations are host memory already: there it is the identity.
+  MT_REQUIRE(
+      !(a.selective_recompute() && a.recomputes_module("shared_experts") &&
+        a.arch.moe_shared_expert_intermediate_size && flags.given("--moe-shared-expert-overlap")),
+      "--recompute-modules shared_experts cannot work with --moe-shared-expert-overlap "
+      "(Megatron's rule): drop one of them");
+  MT_REQUIRE(a.compute_device.is_cpu() || !flags.given("--fine-grained-activation-offloading"),
+             "--fine-grained-activation-offloading: offloading saved activations from GPU memory "
+             "to the host is not implemented on the CUDA backend; drop it (and --offload-modules), "
+             "or save activation memory with --recompute-granularity selective "
+             "--recompute-modules (docs/training.md)");
 }
 
 ArchitectureOptions architecture_options(const ArchitectureArgs& a) {
@@ -677,8 +690,16 @@ LanguageModelConfig language_model_config(const Args& a, int64_t vocab_size) {
   c.recompute_activations = a.full_recompute();
   c.recompute_method = a.recompute_method_or_default();
   c.recompute_num_layers = a.recompute_num_layers_or_default();
-  c.selective_recompute = a.selective_recompute() && a.recomputes_module("core_attn");
-  c.recompute_moe_act = a.selective_recompute() && a.recomputes_module("moe_act");
+  const auto recomputes = [&](const char* module) {
+    return a.selective_recompute() && a.recomputes_module(module);
+  };
+  c.selective_recompute = recomputes("core_attn");
+  c.recompute_moe_act = recomputes("moe_act");
+  c.recompute_layernorm = recomputes("layernorm");
+  c.recompute_mlp = recomputes("mlp");
+  c.recompute_moe = recomputes("moe");
+  c.recompute_shared_experts = recomputes("shared_experts");
+  c.recompute_mla_up_proj = recomputes("mla_up_proj");
   c.flash_attention = a.flash_attention();
   if (a.context_parallel_size > 1) {
     c.cp_comm_type.clear();
@@ -920,13 +941,17 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
 }
 
 bool Args::recomputes_module(const std::string& module) const {
+  if (module == "moe" && moe_layer_recompute) return true;
   if (recompute_modules.empty()) return module == "core_attn";
   return std::find(recompute_modules.begin(), recompute_modules.end(), module) !=
          recompute_modules.end();
 }
 
 void Args::check_recompute_method() const {
-  // Megatron's modules (TransformerConfig.recompute_modules); two are implemented here.
+  // Megatron's modules (TransformerConfig.recompute_modules). The last four belong to layers
+  // megatron-cpp does not have: Megatron refuses gdn_norm_out and mhc without their features,
+  // and gdp_in_proj / gdp_qkv recompute nothing in a model without gated delta product
+  // (Mamba-hybrid) layers, which every model here is.
   static const std::vector<std::string> kMegatronModules = {
       "core_attn",      "moe_act",      "layernorm",   "mla_up_proj", "mlp", "moe",
       "shared_experts", "gdn_norm_out", "gdp_in_proj", "gdp_qkv",     "mhc"};
@@ -935,12 +960,22 @@ void Args::check_recompute_method() const {
         std::find(kMegatronModules.begin(), kMegatronModules.end(), m) != kMegatronModules.end(),
         "--recompute-modules ", m,
         " is not one of Megatron's modules (core_attn, moe_act, layernorm, mla_up_proj, "
-        "mlp, moe, shared_experts, ...)");
-    MT_REQUIRE(m == "core_attn" || m == "moe_act", "--recompute-modules ", m,
-               " is not implemented: selective recompute here recomputes core_attn (the "
-               "attention core) and moe_act (the MoE experts' activation); drop ",
-               m, " (recompute changes memory only) or use --recompute-granularity full");
+        "mlp, moe, shared_experts, gdn_norm_out, gdp_in_proj, gdp_qkv, mhc)");
+    MT_REQUIRE(m != "gdn_norm_out",
+               "--recompute-modules gdn_norm_out needs --experimental-attention-variant gdn "
+               "(Megatron's rule), a gated delta net that megatron-cpp does not implement: "
+               "drop it");
+    MT_REQUIRE(m != "mhc",
+               "--recompute-modules mhc recomputes hyper-connections "
+               "(--enable-mhc-connections), which megatron-cpp does not implement: "
+               "drop it");
   }
+  MT_REQUIRE(!moe_layer_recompute || !full_recompute(),
+             "--moe-layer-recompute is selective recompute of the MoE layers; with "
+             "--recompute-granularity full it is refused (as in Megatron-LM): drop one of them");
+  MT_REQUIRE(
+      !selective_recompute() || !recomputes_module("mla_up_proj") || arch.multi_latent_attention,
+      "--recompute-modules mla_up_proj needs --multi-latent-attention (Megatron's rule)");
   MT_REQUIRE(!selective_recompute() || !recomputes_module("moe_act") || arch.moe_grouped_gemm,
              "--recompute-modules moe_act needs --moe-grouped-gemm (Megatron's rule)");
   // Megatron-LM refuses a method with selective recompute, and ignores the two flags without

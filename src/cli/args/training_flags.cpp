@@ -48,10 +48,17 @@ void add_training_args(ArgTable& t, Args& a) {
              "selective recompute (as in Megatron-LM: --recompute-granularity selective)");
   t.add("--recompute-granularity", a.recompute_granularity,
         "full: recompute each layer in backward from its input; selective: recompute only the "
-        "attention core (QK^T, softmax, dropout)");
+        "regions --recompute-modules names (default: the attention core)");
   t.add("--recompute-modules", a.recompute_modules,
-        "with selective recompute, what is recomputed: core_attn (the attention core; the "
-        "default) and/or moe_act (the MoE experts' activation)");
+        "with selective recompute, the regions whose activations are dropped after forward and "
+        "recomputed in backward (Megatron's names, any of): core_attn (the attention core; the "
+        "default), layernorm (the input and pre-MLP norms), mlp (a dense layer's MLP), moe (a "
+        "MoE layer's whole mixture of experts), shared_experts (the MoE shared expert), moe_act "
+        "(the experts' activation), mla_up_proj (MLA's up projections and RoPE); "
+        "docs/model.md");
+  t.add_flag("--moe-layer-recompute", a.moe_layer_recompute,
+             "Megatron's deprecated spelling of --recompute-granularity selective "
+             "--recompute-modules moe (added to the modules given)");
   t.add("--recompute-method", a.recompute_method,
         "with --recompute-granularity full: uniform (every layer, one at a time; the default) or "
         "block (only the first --recompute-num-layers layers of each pipeline stage's model "

@@ -81,9 +81,14 @@ void set_plan_context_parallel(const Args& a, plan::Layout& l) {
 }
 
 void set_plan_recompute(const Args& a, plan::Layout& l) {
-  l.recompute = a.full_recompute()        ? plan::Recompute::kFull
-                : a.selective_recompute() ? plan::Recompute::kSelective
-                                          : plan::Recompute::kNone;
+  // Selective recompute: core_attn is `recompute`, layernorm and mlp have flags of their own;
+  // the MoE and MLA regions have no model (nor have MoE and MLA layers).
+  const bool selective = !a.full_recompute() && a.selective_recompute();
+  l.recompute = a.full_recompute()                              ? plan::Recompute::kFull
+                : selective && a.recomputes_module("core_attn") ? plan::Recompute::kSelective
+                                                                : plan::Recompute::kNone;
+  l.recompute_layernorm = selective && a.recomputes_module("layernorm");
+  l.recompute_mlp = selective && a.recomputes_module("mlp");
   a.check_recompute_method();
   l.recompute_block_layers = a.recompute_method_or_default() == RecomputeMethod::kBlock
                                  ? a.recompute_num_layers_or_default()
