@@ -121,11 +121,14 @@ class ParallelAttention {
   Tensor backward(const Ctx& ctx, const Tensor& dout, Arena& arena) const;
 
   // Incremental (inference) forward with a KV cache, causal attention only: x [s_new, b, h]
-  // holds positions [start, start + s_new); their keys and values (keys after RoPE at those
-  // positions) are written into `kv` ([b, groups/t, max_s, d]) and the queries attend to
-  // positions [0, start + s_new) (Sq ≤ Sk). No dropout, nothing kept for a backward; every
-  // temporary goes to `arena`. → out [s_new, b, h] without the dense bias.
-  Tensor forward_cached(const Tensor& x, LayerKv& kv, int64_t start, Arena& arena) const;
+  // holds, for each row r of the step, positions [start_r, start_r + s_new) of cache row
+  // slot_r (rows.starts / rows.slots); their keys and values (keys after RoPE at those
+  // positions) are written into that row of `kv` ([B, groups/t, max_s, d]) and its queries
+  // attend to its positions [0, start_r + s_new) (Sq ≤ Sk). A static batch (every cache row at
+  // one start) runs as batched GEMMs over the rows; other row sets (continuous batching) run
+  // the projections batched and the attention core row by row. No dropout, nothing kept for a
+  // backward; every temporary goes to `arena`. → out [s_new, b, h] without the dense bias.
+  Tensor forward_cached(const Tensor& x, LayerKv& kv, const CacheRows& rows, Arena& arena) const;
 
   // Whether the layer is DSA's (model/dsa_indexer.h).
   bool sparse() const { return indexer_.has_value(); }
