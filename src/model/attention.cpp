@@ -1,5 +1,6 @@
 #include "model/attention.h"
 
+#include "core/upload.h"
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
 #include "kernels/flash_attention.h"
@@ -322,16 +323,31 @@ Tensor ParallelAttention::forward_cached(const Tensor& x, LayerKv& kv, const Cac
   if (qk_norm_) qk_norm_->forward_inference(qkv, arena);
   const int64_t group = (q + 2) * d, qkv_row = b * gl * group;
   Tensor context = arena.alloc({s, b, hl * d}, x.dtype());  // [s, b, hl·d]
-  // Attention of `n` consecutive step rows from `first`, whose cache rows are consecutive from
-  // `slot` and all start at `start`: one batched GEMM per query of a group over the n·gl heads.
-  const auto attend = [&](int64_t first, int64_t n, int64_t slot, int64_t start) {
-    const int64_t ng = n * gl, sk = start + s, qkv_at = first * gl * group;
-    // The new keys and values go to positions [start, sk) of the cache ([B·gl, max_s, d]).
-    const int64_t cache_at = slot * gl * max_s * d;
-    Tensor k_new = head_view(kv.k, cache_at + start * d, ng, s, d, max_s * d, d);
-    Tensor v_new = head_view(kv.v, cache_at + start * d, ng, s, d, max_s * d, d);
-    kernels::copy(head_view(qkv, qkv_at + q * d, ng, s, d, group, qkv_row), k_new);
-    kernels::copy(head_view(qkv, qkv_at + (q + 1) * d, ng, s, d, group, qkv_row), v_new);
+  const auto start_of = [&](int64_t r) { return rows.starts[size_t(r)]; };
+  // Attention of the `n` step rows from `first`, whose cache rows are consecutive from `slot`:
+  // one batched GEMM per query of a group over the n·gl heads. Their new keys and values go to
+  // positions [start_r, start_r + s) of their cache rows ([B·gl, max_s, d]). Rows at one start
+  // use the causal mask (Sq ≤ Sk); decode rows (s = 1) at different starts attend over the
+  // longest row's keys with the keys past each row's own masked out (exp(−inf) = 0 exactly).
+  const auto attend = [&](int64_t first, int64_t n, int64_t slot) {
+    int64_t lo = start_of(first), hi = lo;
+    for (int64_t r = first; r < first + n; ++r) {
+      lo = std::min(lo, start_of(r));
+      hi = std::max(hi, start_of(r));
+    }
+    const int64_t ng = n * gl, sk = hi + s, qkv_at = first * gl * group,
+                  cache_at = slot * gl * max_s * d;
+    for (int64_t r = first; r < first + n;) {  // runs of rows at one start
+      int64_t e = r + 1;
+      while (e < first + n && start_of(e) == start_of(r)) ++e;
+      const int64_t at = (slot + r - first) * gl * max_s * d + start_of(r) * d,
+                    from = qkv_at + (r - first) * gl * group, heads = (e - r) * gl;
+      Tensor k_new = head_view(kv.k, at, heads, s, d, max_s * d, d);
+      Tensor v_new = head_view(kv.v, at, heads, s, d, max_s * d, d);
+      kernels::copy(head_view(qkv, from + q * d, heads, s, d, group, qkv_row), k_new);
+      kernels::copy(head_view(qkv, from + (q + 1) * d, heads, s, d, group, qkv_row), v_new);
+      r = e;
+    }
     Tensor k = head_view(kv.k, cache_at, ng, sk, d, max_s * d, d);  // [n·gl, sk, d]
     Tensor v = head_view(kv.v, cache_at, ng, sk, d, max_s * d, d);
     Tensor scores = arena.alloc({n, hl, s, sk}, x.dtype());
@@ -340,23 +356,38 @@ Tensor ParallelAttention::forward_cached(const Tensor& x, LayerKv& kv, const Cac
       kernels::batched_gemm(head_view(qkv, qkv_at + i * d, ng, s, d, group, qkv_row), false, k,
                             true, scores_i);
     }
-    // Causal with Sq < Sk: query i (position start + i) sees keys j <= start + i.
     Tensor probs = arena.alloc({n, hl, s, sk}, x.dtype());
-    kernels::scaled_masked_softmax_forward(scores, scale_, true, Tensor(), probs);
+    if (lo == hi) {
+      // Causal with Sq < Sk: query i (position start + i) sees keys j <= start + i.
+      kernels::scaled_masked_softmax_forward(scores, scale_, true, Tensor(), probs);
+    } else {
+      std::vector<uint8_t> past(size_t(n * sk), 0);  // [n, sk]: 1 = a key after the row's own
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t j = start_of(first + r) + 1; j < sk; ++j) past[size_t(r * sk + j)] = 1;
+      const Tensor mask = upload({Tensor::from_vector(past, {n, sk})}, arena)[0];
+      kernels::scaled_masked_softmax_forward(scores, scale_, false, mask, probs);
+    }
     for (int64_t i = 0; i < q; ++i) {
       Tensor context_i = head_view(context, first * hl * d + i * d, ng, s, d, q * d, b * hl * d);
       kernels::batched_gemm(query_scores(probs, i, ng, q, s, sk), false, v, false, context_i);
     }
   };
-  if (rows.whole_at(rows.starts.empty() ? 0 : rows.starts[0], cache_rows)) {
-    rotate_qk(qkv, rows.starts[0], false);  // the new positions continue from the cache length
-    attend(0, b, 0, rows.starts[0]);
-  } else {
-    for (int64_t r = 0; r < b; ++r) {
-      Tensor row_qkv = qkv.slice(1, r, r + 1);
-      rotate_qk(row_qkv, rows.starts[size_t(r)], false);
-      attend(r, 1, rows.slots[size_t(r)], rows.starts[size_t(r)]);
-    }
+  // RoPE over runs of rows at one start: the new positions continue from each row's length.
+  for (int64_t r = 0; r < b;) {
+    int64_t e = r + 1;
+    while (e < b && start_of(e) == start_of(r)) ++e;
+    Tensor run = qkv.slice(1, r, e);
+    rotate_qk(run, start_of(r), false);
+    r = e;
+  }
+  // Runs of rows whose cache rows are consecutive (decode rows at any starts; others at one).
+  for (int64_t r = 0; r < b;) {
+    int64_t e = r + 1;
+    while (e < b && rows.slots[size_t(e)] == rows.slots[size_t(e - 1)] + 1 &&
+           (s == 1 || start_of(e) == start_of(r)))
+      ++e;
+    attend(r, e - r, rows.slots[size_t(r)]);
+    r = e;
   }
   return dense_forward(discarded.dense, context, arena);
 }

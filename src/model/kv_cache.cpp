@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kernels/elementwise.h"
+
 namespace megatron {
 
 KvCache::KvCache(int num_layers, int64_t batch, int64_t heads_local, int64_t max_seq,
@@ -10,9 +12,15 @@ KvCache::KvCache(int num_layers, int64_t batch, int64_t heads_local, int64_t max
   MT_CHECK(num_layers >= 0 && batch >= 1 && heads_local >= 1 && max_seq >= 1 && head_dim >= 1,
            "KV cache: layers ", num_layers, ", batch ", batch, ", local heads ", heads_local,
            ", max sequence ", max_seq, ", head dim ", head_dim, " must be positive");
-  for (int i = 0; i < num_layers; ++i)
-    layers_.push_back({Tensor::empty({batch, heads_local, max_seq, head_dim}, dtype, device),
-                       Tensor::empty({batch, heads_local, max_seq, head_dim}, dtype, device)});
+  // Zeroed: a decode step over rows of different lengths reads (and masks out) the positions
+  // past a row's own, which must hold finite numbers (0 · NaN would poison the sum).
+  for (int i = 0; i < num_layers; ++i) {
+    LayerKv kv{Tensor::empty({batch, heads_local, max_seq, head_dim}, dtype, device),
+               Tensor::empty({batch, heads_local, max_seq, head_dim}, dtype, device)};
+    kernels::fill(kv.k, 0.0f);
+    kernels::fill(kv.v, 0.0f);
+    layers_.push_back(std::move(kv));
+  }
 }
 
 bool CacheRows::whole_at(int64_t start, int64_t cache_batch) const {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <tuple>
 
 #include "kernels/elementwise.h"
@@ -176,17 +177,13 @@ void ContinuousBatch::prefill(const std::vector<int64_t>& slots, StepReport& rep
 }
 
 void ContinuousBatch::decode(const std::vector<int64_t>& slots, StepReport& report) {
-  // Rows that sample alike next to each other, so each sampler call takes a block of rows.
-  std::vector<int64_t> order = slots;
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    return sampling_key(states_[size_t(a)].sampling) < sampling_key(states_[size_t(b)].sampling);
-  });
+  // In slot order: rows in consecutive slots share their attention GEMMs.
   std::vector<int32_t> column;
-  for (int64_t slot : order) column.push_back(states_[size_t(slot)].tokens.back());
+  for (int64_t slot : slots) column.push_back(states_[size_t(slot)].tokens.back());
   const Tensor logits = model_.forward_rows(
-      ctx_, order, Tensor::from_vector(column, {int64_t(order.size()), 1}), false);
-  report.decoded_rows += int64_t(order.size());
-  draw(order, logits, report);
+      ctx_, slots, Tensor::from_vector(column, {int64_t(slots.size()), 1}), false);
+  report.decoded_rows += int64_t(slots.size());
+  draw(slots, logits, report);
 }
 
 void ContinuousBatch::draw(const std::vector<int64_t>& slots, const Tensor& logits,
@@ -195,23 +192,40 @@ void ContinuousBatch::draw(const std::vector<int64_t>& slots, const Tensor& logi
   const GptConfig& config = model_.config();
   VocabParallelSampler sampler(*model_.parallel_state().tp, config.vocab_size,
                                config.padded_vocab_size);
+  // One sampler call per set of rows that sample alike; their logits rows gathered into one
+  // block when they are not one already.
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), int64_t(0));
+  const auto key_of = [&](int64_t r) {
+    return sampling_key(states_[size_t(slots[size_t(r)])].sampling);
+  };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return key_of(a) < key_of(b); });
   std::vector<int32_t> drawn(static_cast<size_t>(n));
   for (int64_t begin = 0; begin < n;) {
-    const SamplingParams& params = states_[size_t(slots[size_t(begin)])].sampling;
     int64_t end = begin + 1;
-    while (end < n &&
-           sampling_key(states_[size_t(slots[size_t(end)])].sampling) == sampling_key(params))
-      ++end;
+    while (end < n && key_of(order[size_t(end)]) == key_of(order[size_t(begin)])) ++end;
+    const int64_t first = order[size_t(begin)], count = end - begin;
+    bool block = true;
+    for (int64_t i = begin; i < end; ++i) block = block && order[size_t(i)] == first + (i - begin);
+    Tensor rows = block ? logits.slice(0, first, first + count)
+                        : ctx_.arena.alloc({count, logits.size(1)}, DType::F32);
+    if (!block)
+      for (int64_t i = begin; i < end; ++i) {
+        Tensor row = rows.slice(0, i - begin, i - begin + 1);
+        kernels::copy(logits.slice(0, order[size_t(i)], order[size_t(i)] + 1), row);
+      }
     std::vector<uint64_t> keys;
-    for (int64_t r = begin; r < end; ++r) {
-      const SequenceState& state = states_[size_t(slots[size_t(r)])];
+    for (int64_t i = begin; i < end; ++i) {
+      const SequenceState& state = states_[size_t(slots[size_t(order[size_t(i)])])];
       // Keyed by the position the token takes, as generate_tokens keys it.
       keys.push_back(
           sampling_row_key(state.spec.request, state.spec.index, uint64_t(state.tokens.size())));
     }
     const std::vector<int32_t> part =
-        sampler.sample(logits.slice(0, begin, end), params, keys, ctx_.arena).to_vector<int32_t>();
-    std::copy(part.begin(), part.end(), drawn.begin() + begin);
+        sampler.sample(rows, states_[size_t(slots[size_t(first)])].sampling, keys, ctx_.arena)
+            .to_vector<int32_t>();
+    for (int64_t i = begin; i < end; ++i) drawn[size_t(order[size_t(i)])] = part[size_t(i - begin)];
     begin = end;
   }
   // Log-probabilities of the drawn tokens, for the rows that want them.
