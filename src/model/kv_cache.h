@@ -3,7 +3,7 @@
 //
 // Per layer, the keys and values of THIS rank's KV heads — its heads/t heads, or with
 // grouped-query attention its groups/t KV groups (1 when there are fewer groups than ranks):
-// [b, kv_heads_local, max_s, head_dim] in the compute dtype, preallocated once for the
+// [b, kv_heads_local, max_s, head_dim] in the compute dtype, preallocated (zeroed) once for the
 // longest sequence the context will hold. Each row (a sequence's slot) has its own length:
 // positions [0, length(row)) of it are filled; a forward step over s_new tokens writes
 // positions [length(row), + s_new) of the rows it runs on and then advances them.

@@ -313,10 +313,19 @@ void serve_rank0(GptModel& model, const Tokenizer& tokenizer, const ServerOption
       const bool wait = running == 0 && plan.add.empty() && plan.cancel.empty();
       const std::optional<RowScheduler::Row> row =
           scheduler.next_row([&]() -> std::shared_ptr<Job> {
-            if (all_taken()) return nullptr;
-            std::shared_ptr<Job> job = queue.pop(std::chrono::milliseconds(wait ? 200 : 0));
-            if (job) ++taken;
-            return job;
+            while (!all_taken()) {
+              std::shared_ptr<Job> job = queue.pop(std::chrono::milliseconds(wait ? 200 : 0));
+              if (!job) return nullptr;
+              ++taken;
+              // Checked before queueing; a row that still cannot fit a slot answers its request
+              // alone rather than failing the step of every running row.
+              std::string error;
+              for (size_t r = 0; r < job->prompts.size() && error.empty(); ++r)
+                error = batch.get().fit_error({job->prompts[r], job->options, 0, 0});
+              if (error.empty()) return job;
+              job->finish(error, {});
+            }
+            return nullptr;
           });
       if (!row) break;
       SequenceRequest seq{row->job->prompts[row->row], row->job->options, row->job->options.request,
