@@ -259,12 +259,13 @@ class GptModel {
   // the vocabulary like the word embedding; otherwise the LM head is the word embedding.
   std::optional<size_t> output_layer_index_;
   const Tensor& lm_head_weight() const;  // [V_padded/t, h], compute dtype
+  Tensor& lm_head_grad() const;          // f32 [V_padded/t, h]
+  Arena arena_;    // activations of one micro-batch, reset at the start of each call
+  Arena scratch_;  // per-layer workspace for activation recompute
+
   // forward_step / forward_rows on checked cache rows.
   Tensor forward_cached(InferenceCtx& ctx, const CacheRows& rows, const Tensor& host_tokens,
                         bool all_positions);
-  Tensor& lm_head_grad() const;  // f32 [V_padded/t, h]
-  Arena arena_;                  // activations of one micro-batch, reset at the start of each call
-  Arena scratch_;                // per-layer workspace for activation recompute
 };
 extern template struct StageDelete<GptModel::StageCtx>;
 
