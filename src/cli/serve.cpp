@@ -53,6 +53,10 @@ int run_serve(int argc, char** argv) {
   app.add_option("--max-queued-requests", so.max_queued,
                  "requests waiting for the model beyond this are answered 503")
       ->check(CLI::PositiveNumber);
+  app.add_option("--max-num-seqs", so.max_num_seqs,
+                 "sequences decoded together (continuous batching: the KV cache's slots, each "
+                 "of the model's context; default 32; 1 serves one sequence at a time)")
+      ->check(CLI::Range(1, 1024));
   app.add_option("--max-requests", so.max_requests,
                  "stop after this many generations (default 0: serve until SIGINT/SIGTERM)");
   app.add_option("--api-key", so.api_key,

@@ -1,5 +1,6 @@
 #include "model/attention.h"
 
+#include "core/upload.h"
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
 #include "kernels/flash_attention.h"
@@ -299,50 +300,100 @@ void ParallelAttention::indexer_loss(Ctx& ctx, const Tensor& scores, Arena& aren
   ctx.indexer_loss = kernels::weighted_sum(kl, row_weights).weighted * double(per_query);
 }
 
-Tensor ParallelAttention::forward_cached(const Tensor& x, LayerKv& kv, int64_t start,
+Tensor ParallelAttention::forward_cached(const Tensor& x, LayerKv& kv, const CacheRows& rows,
                                          Arena& arena) const {
   MT_CHECK(mask_type_ == AttnMaskType::kCausal,
            "incremental decoding needs causal attention (a GPT), not a padding mask");
   MT_CHECK(!indexer_, "incremental decoding with DeepSeek sparse attention is not implemented");
   MT_CHECK(x.dim() == 3, "attention input must be [s, b, h], got ", x.describe());
   const int64_t s = x.size(0), b = x.size(1), hl = heads_local_, d = head_dim_, gl = groups_local_,
-                q = queries_, bg = b * gl;
-  MT_CHECK(kv.k.dim() == 4 && kv.k.size(0) == b && kv.k.size(1) == gl && kv.k.size(3) == d,
-           "KV cache ", kv.k.describe(), " does not fit batch ", b, ", ", gl, " local KV heads of ",
-           d);
+                q = queries_;
+  MT_CHECK(rows.size() == b && int64_t(rows.starts.size()) == b, "the step has ", b, " rows but ",
+           rows.size(), " cache rows");
+  MT_CHECK(kv.k.dim() == 4 && kv.k.size(1) == gl && kv.k.size(3) == d, "KV cache ", kv.k.describe(),
+           " does not fit ", gl, " local KV heads of ", d);
   check_shape(kv.v, kv.k.shape(), "KV cache values");
   check_dtype(kv.k, x.dtype(), "KV cache keys");
   check_dtype(kv.v, x.dtype(), "KV cache values");
-  const int64_t max_s = kv.k.size(2), sk = start + s;
-  MT_CHECK(start >= 0 && sk <= max_s, "positions [", start, ", ", sk,
-           ") do not fit the KV cache of ", max_s);
+  const int64_t cache_rows = kv.k.size(0), max_s = kv.k.size(2);
+  for (int64_t r = 0; r < b; ++r) {
+    const int64_t slot = rows.slots[size_t(r)], start = rows.starts[size_t(r)];
+    MT_CHECK(slot >= 0 && slot < cache_rows, "cache row ", slot, " is outside the KV cache's ",
+             cache_rows);
+    MT_CHECK(start >= 0 && start + s <= max_s, "positions [", start, ", ", start + s,
+             ") do not fit the KV cache of ", max_s);
+  }
 
   Ctx discarded;                              // no backward
   Tensor qkv = project(discarded, x, arena);  // [s, b, gl, q+2, d]
   if (qk_norm_) qk_norm_->forward_inference(qkv, arena);
-  rotate_qk(qkv, start, false);  // the new positions continue from the cache length
-  const int64_t group = (q + 2) * d, qkv_row = bg * group;
-  // The new keys and values go to positions [start, sk) of the cache ([b·gl, max_s, d]).
-  Tensor k_new = head_view(kv.k, start * d, bg, s, d, max_s * d, d);
-  Tensor v_new = head_view(kv.v, start * d, bg, s, d, max_s * d, d);
-  kernels::copy(head_view(qkv, q * d, bg, s, d, group, qkv_row), k_new);
-  kernels::copy(head_view(qkv, (q + 1) * d, bg, s, d, group, qkv_row), v_new);
-  Tensor k = head_view(kv.k, 0, bg, sk, d, max_s * d, d);  // [b·gl, sk, d]
-  Tensor v = head_view(kv.v, 0, bg, sk, d, max_s * d, d);
-
-  Tensor scores = arena.alloc({b, hl, s, sk}, x.dtype());
-  for (int64_t i = 0; i < q; ++i) {
-    Tensor scores_i = query_scores(scores, i, bg, q, s, sk);
-    kernels::batched_gemm(head_view(qkv, i * d, bg, s, d, group, qkv_row), false, k, true,
-                          scores_i);
-  }
-  // Causal with Sq < Sk: query i (position start + i) sees keys j <= start + i.
-  Tensor probs = arena.alloc({b, hl, s, sk}, x.dtype());
-  kernels::scaled_masked_softmax_forward(scores, scale_, true, Tensor(), probs);
+  const int64_t group = (q + 2) * d, qkv_row = b * gl * group;
   Tensor context = arena.alloc({s, b, hl * d}, x.dtype());  // [s, b, hl·d]
-  for (int64_t i = 0; i < q; ++i) {
-    Tensor context_i = head_view(context, i * d, bg, s, d, q * d, b * hl * d);
-    kernels::batched_gemm(query_scores(probs, i, bg, q, s, sk), false, v, false, context_i);
+  const auto start_of = [&](int64_t r) { return rows.starts[size_t(r)]; };
+  // Attention of the `n` step rows from `first`, whose cache rows are consecutive from `slot`:
+  // one batched GEMM per query of a group over the n·gl heads. Their new keys and values go to
+  // positions [start_r, start_r + s) of their cache rows ([B·gl, max_s, d]). Rows at one start
+  // use the causal mask (Sq ≤ Sk); decode rows (s = 1) at different starts attend over the
+  // longest row's keys with the keys past each row's own masked out (exp(−inf) = 0 exactly).
+  const auto attend = [&](int64_t first, int64_t n, int64_t slot) {
+    int64_t lo = start_of(first), hi = lo;
+    for (int64_t r = first; r < first + n; ++r) {
+      lo = std::min(lo, start_of(r));
+      hi = std::max(hi, start_of(r));
+    }
+    const int64_t ng = n * gl, sk = hi + s, qkv_at = first * gl * group,
+                  cache_at = slot * gl * max_s * d;
+    for (int64_t r = first; r < first + n;) {  // runs of rows at one start
+      int64_t e = r + 1;
+      while (e < first + n && start_of(e) == start_of(r)) ++e;
+      const int64_t at = (slot + r - first) * gl * max_s * d + start_of(r) * d,
+                    from = qkv_at + (r - first) * gl * group, heads = (e - r) * gl;
+      Tensor k_new = head_view(kv.k, at, heads, s, d, max_s * d, d);
+      Tensor v_new = head_view(kv.v, at, heads, s, d, max_s * d, d);
+      kernels::copy(head_view(qkv, from + q * d, heads, s, d, group, qkv_row), k_new);
+      kernels::copy(head_view(qkv, from + (q + 1) * d, heads, s, d, group, qkv_row), v_new);
+      r = e;
+    }
+    Tensor k = head_view(kv.k, cache_at, ng, sk, d, max_s * d, d);  // [n·gl, sk, d]
+    Tensor v = head_view(kv.v, cache_at, ng, sk, d, max_s * d, d);
+    Tensor scores = arena.alloc({n, hl, s, sk}, x.dtype());
+    for (int64_t i = 0; i < q; ++i) {
+      Tensor scores_i = query_scores(scores, i, ng, q, s, sk);
+      kernels::batched_gemm(head_view(qkv, qkv_at + i * d, ng, s, d, group, qkv_row), false, k,
+                            true, scores_i);
+    }
+    Tensor probs = arena.alloc({n, hl, s, sk}, x.dtype());
+    if (lo == hi) {
+      // Causal with Sq < Sk: query i (position start + i) sees keys j <= start + i.
+      kernels::scaled_masked_softmax_forward(scores, scale_, true, Tensor(), probs);
+    } else {
+      std::vector<uint8_t> past(size_t(n * sk), 0);  // [n, sk]: 1 = a key after the row's own
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t j = start_of(first + r) + 1; j < sk; ++j) past[size_t(r * sk + j)] = 1;
+      const Tensor mask = upload({Tensor::from_vector(past, {n, sk})}, arena)[0];
+      kernels::scaled_masked_softmax_forward(scores, scale_, false, mask, probs);
+    }
+    for (int64_t i = 0; i < q; ++i) {
+      Tensor context_i = head_view(context, first * hl * d + i * d, ng, s, d, q * d, b * hl * d);
+      kernels::batched_gemm(query_scores(probs, i, ng, q, s, sk), false, v, false, context_i);
+    }
+  };
+  // RoPE over runs of rows at one start: the new positions continue from each row's length.
+  for (int64_t r = 0; r < b;) {
+    int64_t e = r + 1;
+    while (e < b && start_of(e) == start_of(r)) ++e;
+    Tensor run = qkv.slice(1, r, e);
+    rotate_qk(run, start_of(r), false);
+    r = e;
+  }
+  // Runs of rows whose cache rows are consecutive (decode rows at any starts; others at one).
+  for (int64_t r = 0; r < b;) {
+    int64_t e = r + 1;
+    while (e < b && rows.slots[size_t(e)] == rows.slots[size_t(e - 1)] + 1 &&
+           (s == 1 || start_of(e) == start_of(r)))
+      ++e;
+    attend(r, e - r, rows.slots[size_t(r)]);
+    r = e;
   }
   return dense_forward(discarded.dense, context, arena);
 }

@@ -125,11 +125,16 @@ class ParallelAttention {
   Tensor backward(const Ctx& ctx, const Tensor& dout, Arena& arena) const;
 
   // Incremental (inference) forward with a KV cache, causal attention only: x [s_new, b, h]
-  // holds positions [start, start + s_new); their keys and values (keys after RoPE at those
-  // positions) are written into `kv` ([b, groups/t, max_s, d]) and the queries attend to
-  // positions [0, start + s_new) (Sq ≤ Sk). No dropout, nothing kept for a backward; every
-  // temporary goes to `arena`. → out [s_new, b, h] without the dense bias.
-  Tensor forward_cached(const Tensor& x, LayerKv& kv, int64_t start, Arena& arena) const;
+  // holds, for each row r of the step, positions [start_r, start_r + s_new) of cache row
+  // slot_r (rows.starts / rows.slots); their keys and values (keys after RoPE at those
+  // positions) are written into that row of `kv` ([B, groups/t, max_s, d]) and its queries
+  // attend to its positions [0, start_r + s_new) (Sq ≤ Sk). The projections run batched over
+  // all rows, the attention core batched over each run of rows in consecutive cache rows: at
+  // one start with the causal mask, or (decode, s_new = 1) at different starts over the run's
+  // longest keys with each row's later keys masked out (the cache is zeroed at allocation, so
+  // they are finite). No dropout, nothing kept for a backward; every temporary goes to `arena`.
+  // → out [s_new, b, h] without the dense bias.
+  Tensor forward_cached(const Tensor& x, LayerKv& kv, const CacheRows& rows, Arena& arena) const;
 
   // Whether the layer is DSA's (model/dsa_indexer.h).
   bool sparse() const { return indexer_.has_value(); }

@@ -541,6 +541,25 @@ int64_t GptModel::vocab_start() const {
 }
 
 Tensor GptModel::forward_step(InferenceCtx& ctx, const Tensor& host_tokens, bool all_positions) {
+  return forward_cached(ctx, ctx.cache.all_rows(), host_tokens, all_positions);
+}
+
+Tensor GptModel::forward_rows(InferenceCtx& ctx, const std::vector<int64_t>& slots,
+                              const Tensor& host_tokens, bool all_positions) {
+  CacheRows rows;
+  std::vector<char> taken(size_t(ctx.batch()), 0);
+  for (int64_t slot : slots) {
+    MT_CHECK(slot >= 0 && slot < ctx.batch() && !taken[size_t(slot)], "cache row ", slot,
+             " is outside the inference context's ", ctx.batch(), " rows or repeated");
+    taken[size_t(slot)] = 1;
+    rows.slots.push_back(slot);
+    rows.starts.push_back(ctx.cache.length(slot));
+  }
+  return forward_cached(ctx, rows, host_tokens, all_positions);
+}
+
+Tensor GptModel::forward_cached(InferenceCtx& ctx, const CacheRows& rows, const Tensor& host_tokens,
+                                bool all_positions) {
   MT_CHECK(stage_.whole(), "inference needs the whole GPT model, not one pipeline stage");
   MT_CHECK(!config_.sequence_parallel,
            "inference runs without sequence parallelism (a training option): build the model "
@@ -548,22 +567,27 @@ Tensor GptModel::forward_step(InferenceCtx& ctx, const Tensor& host_tokens, bool
   ctx.arena.reset();
   const Tensor tokens = upload({host_tokens}, ctx.arena)[0];
   check_dtype(tokens, DType::I32, "GPT tokens");
-  MT_CHECK(tokens.dim() == 2 && tokens.size(0) == ctx.batch() && tokens.size(1) >= 1,
-           "inference tokens must be [", ctx.batch(), ", s >= 1], got ", tokens.describe());
+  MT_CHECK(tokens.dim() == 2 && tokens.size(0) == rows.size() && tokens.size(1) >= 1,
+           "inference tokens must be [", rows.size(), ", s >= 1], got ", tokens.describe());
   const int64_t b = tokens.size(0), s = tokens.size(1), h = config_.hidden_size;
-  MT_CHECK(ctx.length() + s <= ctx.cache.max_seq(), "positions [", ctx.length(), ", ",
-           ctx.length() + s, ") exceed the inference context's ", ctx.cache.max_seq());
+  for (int64_t r = 0; r < b; ++r)
+    MT_CHECK(rows.starts[size_t(r)] + s <= ctx.cache.max_seq(), "positions [",
+             rows.starts[size_t(r)], ", ", rows.starts[size_t(r)] + s,
+             ") exceed the inference context's ", ctx.cache.max_seq());
 
   InputEmbedding::Ctx embedding_ctx;  // discarded: no backward
-  Tensor embedded =
-      embedding().forward(embedding_ctx, tokens, Tensor(), DropoutScope{}, ctx.arena, ctx.length());
-  Tensor hidden = transformer_.forward_cached(embedded, ctx.cache, ctx.arena, ctx.scratch);
-  ctx.cache.advance(s);
+  const bool uniform = rows.whole_at(rows.starts.empty() ? 0 : rows.starts[0], ctx.batch());
+  Tensor embedded = uniform
+                        ? embedding().forward(embedding_ctx, tokens, Tensor(), DropoutScope{},
+                                              ctx.arena, rows.starts[0])
+                        : embedding().forward_rows(embedding_ctx, tokens, rows.starts, ctx.arena);
+  Tensor hidden = transformer_.forward_cached(embedded, ctx.cache, rows, ctx.arena, ctx.scratch);
+  ctx.cache.advance(rows, s);
   // [s, b, h] is sequence-major, so the last position's rows are contiguous.
-  Tensor rows = all_positions ? hidden.view({s * b, h}) : hidden.select(0, s - 1);
+  Tensor last = all_positions ? hidden.view({s * b, h}) : hidden.select(0, s - 1);
   const Tensor& table = lm_head_weight();  // [V/t, h]
-  Tensor logits = ctx.arena.alloc({rows.size(0), table.size(0)}, DType::F32);
-  kernels::gemm(rows, false, table, true, logits, config_.logit_mult());
+  Tensor logits = ctx.arena.alloc({last.size(0), table.size(0)}, DType::F32);
+  kernels::gemm(last, false, table, true, logits, config_.logit_mult());
   return all_positions ? logits.view({s, b, table.size(0)}) : logits;
 }
 

@@ -192,6 +192,12 @@ class GptModel {
   // all_positions of every new position, [s_new, b, V_padded/t] (sequence-major). The result
   // lives in ctx's arena until the next step on ctx. Collective over the TP group.
   Tensor forward_step(InferenceCtx& ctx, const Tensor& tokens, bool all_positions = false);
+  // Continuous batching: tokens i32 [b, s_new], row r continuing cache row slots[r] at its
+  // own length (ctx.cache.length(slots[r])), b <= ctx.batch() distinct rows; advances those
+  // rows. Returns the logit shards as forward_step does, [b, V_padded/t] (or
+  // [s_new, b, V_padded/t]), row r's are slots[r]'s. Collective over the TP group.
+  Tensor forward_rows(InferenceCtx& ctx, const std::vector<int64_t>& slots, const Tensor& tokens,
+                      bool all_positions = false);
   // This rank's columns of the padded vocabulary: [vocab_start, vocab_start + V_padded/t).
   int64_t vocab_start() const;
   const ParallelState& parallel_state() const { return ps_; }
@@ -258,6 +264,10 @@ class GptModel {
   Tensor& lm_head_grad() const;          // f32 [V_padded/t, h]
   Arena arena_;    // activations of one micro-batch, reset at the start of each call
   Arena scratch_;  // per-layer workspace for activation recompute
+
+  // forward_step / forward_rows on checked cache rows.
+  Tensor forward_cached(InferenceCtx& ctx, const CacheRows& rows, const Tensor& host_tokens,
+                        bool all_positions);
 };
 extern template struct StageDelete<GptModel::StageCtx>;
 

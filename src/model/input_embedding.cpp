@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "core/upload.h"
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
@@ -70,6 +71,25 @@ Tensor InputEmbedding::forward(Ctx& ctx, const Tensor& tokens, const Tensor& tok
   return embed(ctx, to_seq_major(tokens, arena), token_types, scope, arena, position_start, 0, 0);
 }
 
+Tensor InputEmbedding::forward_rows(Ctx& ctx, const Tensor& tokens,
+                                    const std::vector<int64_t>& row_starts, Arena& arena) const {
+  const std::string model = config_.model_name;
+  check_dtype(tokens, DType::I32, (model + " tokens").c_str());
+  MT_CHECK(tokens.dim() == 2 && int64_t(row_starts.size()) == tokens.size(0), model,
+           " tokens must be [b, s] with one start per row, got ", tokens.describe(), " and ",
+           row_starts.size(), " starts");
+  MT_CHECK(!tokentype_index_ && !config_.sequence_parallel && cp_size_ == 1,
+           "rows at their own positions are for decoding: no token types, no sequence or context "
+           "parallelism");
+  const int64_t s = tokens.size(1);
+  for (int64_t start : row_starts)
+    MT_CHECK(start >= 0 && s >= 1 && start + s <= config_.max_position_embeddings, "positions [",
+             start, ", ", start + s,
+             ") exceed --max-position-embeddings = ", config_.max_position_embeddings);
+  return embed(ctx, to_seq_major(tokens, arena), Tensor(), DropoutScope{}, arena, 0, 0, 0,
+               &row_starts);
+}
+
 Tensor InputEmbedding::forward_shifted(Ctx& ctx, const Tensor& tokens, int64_t shift,
                                        int dropout_layer, const DropoutScope& scope,
                                        Arena& arena) const {
@@ -93,7 +113,8 @@ Tensor InputEmbedding::forward_shifted(Ctx& ctx, const Tensor& tokens, int64_t s
 
 Tensor InputEmbedding::embed(Ctx& ctx, const Tensor& ids, const Tensor& token_types,
                              const DropoutScope& scope, Arena& arena, int64_t position_start,
-                             int64_t shift, int dropout_layer) const {
+                             int64_t shift, int dropout_layer,
+                             const std::vector<int64_t>* row_starts) const {
   const std::string model = config_.model_name;
   const int64_t s = ids.size(0), b = ids.size(1), h = config_.hidden_size;
   const ContextParallelLayout layout = ContextParallelLayout::of_local(s, cp_size_, cp_rank_);
@@ -123,21 +144,29 @@ Tensor InputEmbedding::embed(Ctx& ctx, const Tensor& ids, const Tensor& token_ty
   // complete on every rank and need no reduction.
   ctx.position_ids = Tensor();
   if (position_index_) {
-    ctx.position_ids = arena.alloc({s * b}, DType::I32);  // position of row i: i / b
-    if (layout.split()) {
-      const int64_t c = layout.chunk();
-      for (int k = 0; k < 2; ++k) {
-        Tensor chunk_ids = ctx.position_ids.slice(0, k * c * b, (k + 1) * c * b);
-        kernels::fill_positions(chunk_ids, b, layout.chunk_begin(k));
-      }
-    } else if (shift > 0) {
-      // Positions shifted like the tokens: i + shift, then 0 (Megatron rolls them too).
-      Tensor head = ctx.position_ids.slice(0, 0, (s - shift) * b);
-      Tensor tail = ctx.position_ids.slice(0, (s - shift) * b, s * b);
-      kernels::fill_positions(head, b, shift);
-      kernels::fill_positions(tail, tail.numel(), 0);
+    if (row_starts) {
+      std::vector<int32_t> positions(size_t(s * b));  // element (j, r): row r's start + j
+      for (int64_t j = 0; j < s; ++j)
+        for (int64_t r = 0; r < b; ++r)
+          positions[size_t(j * b + r)] = int32_t((*row_starts)[size_t(r)] + j);
+      ctx.position_ids = upload({Tensor::from_vector(positions, {s * b})}, arena)[0];
     } else {
-      kernels::fill_positions(ctx.position_ids, b, position_start);
+      ctx.position_ids = arena.alloc({s * b}, DType::I32);  // position of row i: i / b
+      if (layout.split()) {
+        const int64_t c = layout.chunk();
+        for (int k = 0; k < 2; ++k) {
+          Tensor chunk_ids = ctx.position_ids.slice(0, k * c * b, (k + 1) * c * b);
+          kernels::fill_positions(chunk_ids, b, layout.chunk_begin(k));
+        }
+      } else if (shift > 0) {
+        // Positions shifted like the tokens: i + shift, then 0 (Megatron rolls them too).
+        Tensor head = ctx.position_ids.slice(0, 0, (s - shift) * b);
+        Tensor tail = ctx.position_ids.slice(0, (s - shift) * b, s * b);
+        kernels::fill_positions(head, b, shift);
+        kernels::fill_positions(tail, tail.numel(), 0);
+      } else {
+        kernels::fill_positions(ctx.position_ids, b, position_start);
+      }
     }
     kernels::embedding_forward(ctx.position_ids.slice(0, row_begin, row_begin + rows),
                                weights_.weight(*position_index_), 0, table_rows);

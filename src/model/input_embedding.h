@@ -69,6 +69,11 @@ class InputEmbedding {
   // and the positions and dropout masks are those of its chunks (training only).
   Tensor forward(Ctx& ctx, const Tensor& tokens, const Tensor& token_types,
                  const DropoutScope& scope, Arena& arena, int64_t position_start = 0) const;
+  // KV-cache decoding of rows at different positions (continuous batching): tokens i32 [b, s],
+  // row r's at positions [row_starts[r], + s) → [s, b, h]. No token types, no sequence or
+  // context parallelism. Equals forward() row by row.
+  Tensor forward_rows(Ctx& ctx, const Tensor& tokens, const std::vector<int64_t>& row_starts,
+                      Arena& arena) const;
   // Multi-token prediction's input at depth `shift` >= 1 (model/multi_token_prediction.h,
   // Megatron's roll_tensor): the tokens i32 [b, s] and their positions shifted left by `shift`,
   // the last `shift` places of each sequence holding token 0 at position 0; no token-type table.
@@ -84,9 +89,11 @@ class InputEmbedding {
 
  private:
   // forward's work on the checked inputs: ids [s, b] (sequence-major), positions from
-  // position_start, or shifted left by `shift` (> 0) with position 0 past the end.
+  // position_start, or shifted left by `shift` (> 0) with position 0 past the end, or with
+  // row_starts (not null) from each row's own start.
   Tensor embed(Ctx& ctx, const Tensor& ids, const Tensor& token_types, const DropoutScope& scope,
-               Arena& arena, int64_t position_start, int64_t shift, int dropout_layer) const;
+               Arena& arena, int64_t position_start, int64_t shift, int dropout_layer,
+               const std::vector<int64_t>* row_starts = nullptr) const;
 
   InputEmbeddingConfig config_;
   std::shared_ptr<Communicator> tp_;

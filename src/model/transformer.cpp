@@ -67,15 +67,15 @@ Tensor Transformer::forward(Ctx& ctx, const Tensor& x, const Tensor& pad_mask,
   return final_ln_ ? final_ln_->forward(ctx.final_ln, h, arena) : h;
 }
 
-Tensor Transformer::forward_cached(const Tensor& x, KvCache& cache, Arena& arena,
-                                   Arena& scratch) const {
+Tensor Transformer::forward_cached(const Tensor& x, KvCache& cache, const CacheRows& rows,
+                                   Arena& arena, Arena& scratch) const {
   MT_CHECK(cache.num_layers() == int(layers_.size()), "the KV cache has ", cache.num_layers(),
            " layers, the model ", layers_.size());
   Tensor h = x;
   for (size_t i = 0; i < layers_.size(); ++i) {
     scratch.reset();  // the previous layer's temporaries are dead; its output was copied out
-    h = kernels::copy_into(
-        arena, layers_[i]->forward_cached(h, cache.layer(int(i)), cache.length(), scratch));
+    h = kernels::copy_into(arena,
+                           layers_[i]->forward_cached(h, cache.layer(int(i)), rows, scratch));
   }
   if (!final_ln_) return h;
   LayerNorm::Ctx discarded;

@@ -68,11 +68,12 @@ class Transformer {
   // internals use `scratch`, which is reset per layer.
   Tensor forward(Ctx& ctx, const Tensor& x, const Tensor& pad_mask, const DropoutScope& scope,
                  Arena& arena, Arena& scratch) const;
-  // Incremental (inference) forward over the KV cache: x [s_new, b, h] at positions
-  // [cache.length(), + s_new) → y [s_new, b, h] in `arena` (after the final LayerNorm). Each
-  // layer's temporaries go to `scratch`, reset per layer. Writes every layer's keys and values
-  // for the new positions; the caller advances the cache.
-  Tensor forward_cached(const Tensor& x, KvCache& cache, Arena& arena, Arena& scratch) const;
+  // Incremental (inference) forward over the KV cache: x [s_new, b, h], row r at positions
+  // [rows.starts[r], + s_new) of cache row rows.slots[r] → y [s_new, b, h] in `arena` (after
+  // the final LayerNorm). Each layer's temporaries go to `scratch`, reset per layer. Writes
+  // every layer's keys and values for the new positions; the caller advances the cache.
+  Tensor forward_cached(const Tensor& x, KvCache& cache, const CacheRows& rows, Arena& arena,
+                        Arena& scratch) const;
   // dy [s, b, h] (consumed) → dx [s, b, h].
   Tensor backward(Ctx& ctx, Tensor dy, Arena& arena, Arena& scratch) const;
   // The norm-output slot's bytes (--recompute-modules layernorm; 0 without): activation

@@ -192,7 +192,7 @@ Tensor TransformerLayer::forward_pre_ln(Ctx& ctx, const Tensor& x, const Tensor&
   return y;
 }
 
-Tensor TransformerLayer::forward_cached(const Tensor& x, LayerKv& kv, int64_t start,
+Tensor TransformerLayer::forward_cached(const Tensor& x, LayerKv& kv, const CacheRows& cache_rows,
                                         Arena& arena) const {
   MT_CHECK(pre_ln(config_), "incremental decoding supports pre-LayerNorm layers (GPT) only");
   MT_CHECK(!config_.sequence_parallel,
@@ -202,7 +202,7 @@ Tensor TransformerLayer::forward_cached(const Tensor& x, LayerKv& kv, int64_t st
   const bool ln_residual = config_.apply_residual_connection_post_layernorm;
   Ctx ctx;  // discarded: no backward
   Tensor ln1 = first_ln_.forward(ctx.first_ln, x, arena);
-  Tensor attn = attention_.forward_cached(ln1, kv, start, arena);
+  Tensor attn = attention_.forward_cached(ln1, kv, cache_rows, arena);
   Tensor h = arena.alloc(x.shape(), x.dtype());  // [s, b, h]
   Tensor h2 = rows(h);
   kernels::bias_dropout_add_forward(rows(attn), attention_.dense_bias(),

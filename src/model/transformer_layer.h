@@ -79,10 +79,12 @@ class TransformerLayer {
   // workspace as ParallelAttention::forward.
   Tensor forward(Ctx& ctx, const Tensor& x, const Tensor& pad_mask, const DropoutScope& scope,
                  Arena& arena, Arena& workspace) const;
-  // Incremental (inference) forward of a pre-LN layer: x [s_new, b, h] at positions
-  // [start, start + s_new), attention over the KV cache `kv` (ParallelAttention::
-  // forward_cached); no dropout, nothing kept. Everything, y included, goes to `arena`.
-  Tensor forward_cached(const Tensor& x, LayerKv& kv, int64_t start, Arena& arena) const;
+  // Incremental (inference) forward of a pre-LN layer: x [s_new, b, h], row r at positions
+  // [cache_rows.starts[r], + s_new) of cache row cache_rows.slots[r], attention over the KV cache
+  // `kv` (ParallelAttention::forward_cached); no dropout, nothing kept. Everything, y included,
+  // goes to `arena`.
+  Tensor forward_cached(const Tensor& x, LayerKv& kv, const CacheRows& cache_rows,
+                        Arena& arena) const;
   // dy [s, b, h] → dx [s, b, h]. dy is consumed: its memory may be reused for dx.
   // loss_scale: the scale of the main loss's gradient (the loss scale / the micro-batches),
   // which a MoE layer's router losses take for theirs (MoeRouter::backward).

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "distributed/broadcast_bytes.h"
-
 namespace megatron {
 
 std::string generation_request_error(const std::vector<std::vector<int32_t>>& prompts,
@@ -18,13 +16,6 @@ std::string generation_request_error(const std::vector<std::vector<int32_t>>& pr
     return "top_logprobs must be in [0, 20], and needs logprobs";
   if (options.top_logprobs >= model.vocab_size)
     return "top_logprobs must be smaller than the vocabulary";
-  const auto per_row = [&](size_t n) { return n == 0 || n == prompts.size(); };
-  if (!per_row(options.row_requests.size()) || !per_row(options.row_indices.size()) ||
-      !per_row(options.row_tokens_to_generate.size()))
-    return "the per-row request keys and lengths must have one entry per prompt";
-  for (int64_t n : options.row_tokens_to_generate)
-    if (n < 1 || n > options.tokens_to_generate)
-      return "a row's tokens to generate must be in [1, tokens_to_generate]";
   size_t longest = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
     if (prompts[i].empty()) return "Empty prompts require add_BOS=true";
@@ -70,36 +61,18 @@ void record_logprobs(GptModel& model, InferenceCtx& ctx, const Tensor& logits,
                      const std::vector<std::vector<int32_t>>& tokens, int64_t begin, int64_t end,
                      std::vector<std::vector<float>>& logprobs, int top_n, TopLogprobs& top) {
   const int64_t b = int64_t(tokens.size()), s = end - begin;
-  Communicator& tp = *model.parallel_state().tp;
-  const Tensor flat = logits.view({s * b, logits.size(2)});
-  const auto log_probs_of = [&](const std::vector<int32_t>& targets) {  // [s · b] ids
-    Tensor target_tensor = Tensor::from_vector(targets, {s * b}).to(logits.device());
-    return vocab_parallel_log_probs(tp, flat, target_tensor, model.config().vocab_size, ctx.arena)
-        .to_vector<float>();
-  };
   std::vector<int32_t> targets(size_t(s * b));  // [s, b]
   for (int64_t j = 0; j < s; ++j)
     for (int64_t i = 0; i < b; ++i)
       targets[size_t(j * b + i)] = tokens[size_t(i)][size_t(begin + j + 1)];
-  const std::vector<float> lp = log_probs_of(targets);
+  TokenScores scores =
+      score_tokens(model, ctx.arena, logits.view({s * b, logits.size(2)}), targets, top_n);
   for (int64_t j = 0; j < s; ++j)
-    for (int64_t i = 0; i < b; ++i) logprobs[size_t(i)][size_t(begin + j)] = lp[size_t(j * b + i)];
-  if (top_n == 0) return;
-  // The n largest logits are the n most likely tokens; their log-probabilities come from the
-  // same vocab-parallel cross-entropy as the chosen tokens'.
-  VocabParallelSampler sampler(tp, model.config().vocab_size, model.config().padded_vocab_size);
-  Tensor values, ids;
-  sampler.top_k(flat, top_n, ctx.arena, values, ids);
-  const std::vector<int32_t> top_ids = ids.to_vector<int32_t>();  // [s · b, n]
-  for (int k = 0; k < top_n; ++k) {
-    std::vector<int32_t> column(size_t(s * b));
-    for (int64_t r = 0; r < s * b; ++r) column[size_t(r)] = top_ids[size_t(r * top_n + k)];
-    const std::vector<float> top_lp = log_probs_of(column);
-    for (int64_t j = 0; j < s; ++j)
-      for (int64_t i = 0; i < b; ++i)
-        top[size_t(i)][size_t(begin + j)].emplace_back(column[size_t(j * b + i)],
-                                                       top_lp[size_t(j * b + i)]);
-  }
+    for (int64_t i = 0; i < b; ++i) {
+      logprobs[size_t(i)][size_t(begin + j)] = scores.logprobs[size_t(j * b + i)];
+      if (top_n > 0)
+        top[size_t(i)][size_t(begin + j)] = std::move(scores.top_logprobs[size_t(j * b + i)]);
+    }
 }
 
 // The length of the stop sequence that the generated tokens row[prompt_length, end) end with, or
@@ -114,21 +87,55 @@ int64_t stop_sequence_at_end(const std::vector<int32_t>& row, int64_t prompt_len
   return 0;
 }
 
-// The cancel check's answer as one byte per row (0 or 1), for the broadcast.
-std::string cancelled_rows(const GenerationCancelCheck& check, int64_t rows) {
-  const std::vector<char> flags = check();
-  MT_CHECK(int64_t(flags.size()) == rows, "a cancel check must answer for every row");
-  std::string bytes(size_t(rows), '\0');
-  for (int64_t i = 0; i < rows; ++i) bytes[size_t(i)] = flags[size_t(i)] ? 1 : 0;
-  return bytes;
+}  // namespace
+
+TokenScores score_tokens(GptModel& model, Arena& arena, const Tensor& logits,
+                         const std::vector<int32_t>& targets, int top_n) {
+  const int64_t n = int64_t(targets.size());
+  Communicator& tp = *model.parallel_state().tp;
+  const auto log_probs_of = [&](const std::vector<int32_t>& ids) {  // [n] ids
+    Tensor id_tensor = Tensor::from_vector(ids, {n}).to(logits.device());
+    return vocab_parallel_log_probs(tp, logits, id_tensor, model.config().vocab_size, arena)
+        .to_vector<float>();
+  };
+  TokenScores out;
+  out.logprobs = log_probs_of(targets);
+  if (top_n == 0) return out;
+  // The n largest logits are the n most likely tokens; their log-probabilities come from the
+  // same vocab-parallel cross-entropy as the chosen tokens'.
+  VocabParallelSampler sampler(tp, model.config().vocab_size, model.config().padded_vocab_size);
+  Tensor values, ids;
+  sampler.top_k(logits, top_n, arena, values, ids);
+  const std::vector<int32_t> top_ids = ids.to_vector<int32_t>();  // [n, top_n]
+  out.top_logprobs.resize(size_t(n));
+  for (int k = 0; k < top_n; ++k) {
+    std::vector<int32_t> column(static_cast<size_t>(n));
+    for (int64_t r = 0; r < n; ++r) column[size_t(r)] = top_ids[size_t(r * top_n + k)];
+    const std::vector<float> top_lp = log_probs_of(column);
+    for (int64_t r = 0; r < n; ++r)
+      out.top_logprobs[size_t(r)].emplace_back(column[size_t(r)], top_lp[size_t(r)]);
+  }
+  return out;
 }
 
-}  // namespace
+bool generated_token_ends(const std::vector<int32_t>& row, int64_t prompt_length, int64_t position,
+                          int64_t tokens_to_generate, const GenerationOptions& options,
+                          int64_t& stop_sequence_tokens) {
+  const int32_t t = row[size_t(position)];
+  const bool eol = (options.stop_on_eol || options.stop_on_double_eol) && t >= 0 &&
+                   (t == options.double_eol_token ||
+                    (t == options.eol_token &&
+                     (options.stop_on_eol || row[size_t(position - 1)] == options.eol_token)));
+  stop_sequence_tokens =
+      stop_sequence_at_end(row, prompt_length, position + 1, options.stop_sequences);
+  return std::find(options.stop_tokens.begin(), options.stop_tokens.end(), t) !=
+             options.stop_tokens.end() ||
+         eol || stop_sequence_tokens > 0 || position + 1 == prompt_length + tokens_to_generate;
+}
 
 GenerationOutput generate_tokens(GptModel& model, const std::vector<std::vector<int32_t>>& prompts,
                                  const GenerationOptions& options,
-                                 const GenerationStepCallback& on_step,
-                                 const GenerationCancelCheck& cancelled) {
+                                 const GenerationStepCallback& on_step) {
   const GptConfig& config = model.config();
   const std::string error = generation_request_error(prompts, options, config);
   MT_CHECK(error.empty(), error);
@@ -171,20 +178,13 @@ GenerationOutput generate_tokens(GptModel& model, const std::vector<std::vector<
     std::vector<char> done(static_cast<size_t>(b), 0), generated(static_cast<size_t>(b), 0);
     std::vector<uint64_t> keys(static_cast<size_t>(b));
     std::vector<int32_t> column(static_cast<size_t>(b));
-    const auto row_tokens = [&](size_t i) {
-      return options.row_tokens_to_generate.empty() ? options.tokens_to_generate
-                                                    : options.row_tokens_to_generate[i];
-    };
     int64_t prev = 0;
     for (int64_t context = min_len; context < total; ++context) {
       last = context;
       Tensor logits = model.forward_step(ctx, token_block(tokens, prev, context), options.logprobs);
       Tensor last_logits = options.logprobs ? logits.select(0, logits.size(0) - 1) : logits;
       for (int64_t i = 0; i < b; ++i)
-        keys[size_t(i)] = sampling_row_key(
-            options.row_requests.empty() ? options.request : options.row_requests[size_t(i)],
-            options.row_indices.empty() ? uint64_t(i) : options.row_indices[size_t(i)],
-            uint64_t(context));
+        keys[size_t(i)] = sampling_row_key(options.request, uint64_t(i), uint64_t(context));
       const std::vector<int32_t> drawn =
           sampler.sample(last_logits, sampling, keys, ctx.arena).to_vector<int32_t>();
       bool all_done = true;
@@ -194,23 +194,12 @@ GenerationOutput generate_tokens(GptModel& model, const std::vector<std::vector<
         column[size_t(i)] = tokens[size_t(i)][size_t(context)];
         generated[size_t(i)] = started && !done[size_t(i)];
         // A sequence ends at a stop token or after tokens_to_generate tokens of its own.
-        const int32_t t = drawn[size_t(i)];
-        const bool eol = (options.stop_on_eol || options.stop_on_double_eol) && t >= 0 &&
-                         (t == options.double_eol_token ||
-                          (t == options.eol_token &&
-                           (options.stop_on_eol ||
-                            tokens[size_t(i)][size_t(context - 1)] == options.eol_token)));
-        const int64_t stop_words =
-            started && !done[size_t(i)]
-                ? stop_sequence_at_end(tokens[size_t(i)], out.prompt_lengths[size_t(i)],
-                                       context + 1, options.stop_sequences)
-                : 0;
+        int64_t stop_words = 0;
         const bool stop =
-            started && (std::find(options.stop_tokens.begin(), options.stop_tokens.end(), t) !=
-                            options.stop_tokens.end() ||
-                        eol || stop_words > 0 ||
-                        context + 1 == out.prompt_lengths[size_t(i)] + row_tokens(size_t(i)));
-        if (stop && !done[size_t(i)]) {
+            generated[size_t(i)] &&
+            generated_token_ends(tokens[size_t(i)], out.prompt_lengths[size_t(i)], context,
+                                 options.tokens_to_generate, options, stop_words);
+        if (stop) {
           lengths[size_t(i)] = context + 1;
           trimmed[size_t(i)] = stop_words;
         }
@@ -221,18 +210,6 @@ GenerationOutput generate_tokens(GptModel& model, const std::vector<std::vector<
         record_logprobs(model, ctx, logits, tokens, prev, context, logprobs, options.top_logprobs,
                         top);
       if (on_step) on_step(context, column, generated);
-      if (options.cancellable) {
-        // TP rank 0's answer, on every rank: the ranks must end the same rows.
-        Communicator& tp = *model.parallel_state().tp;
-        std::string rows = tp.rank() == 0 && cancelled ? cancelled_rows(cancelled, b) : "";
-        rows = broadcast_string(tp, rows, 0);
-        for (int64_t i = 0; i < b; ++i)
-          if (rows[size_t(i)] && !done[size_t(i)]) {
-            done[size_t(i)] = 1;
-            lengths[size_t(i)] = context + 1;
-          }
-        all_done = std::all_of(done.begin(), done.end(), [](char d) { return d != 0; });
-      }
       prev = context;
       if (sampling.top_p > 0.0f && options.top_p_decay > 0.0f)
         sampling.top_p = std::max(sampling.top_p * options.top_p_decay, options.top_p_bound);

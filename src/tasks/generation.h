@@ -48,16 +48,6 @@ struct GenerationOptions {
   int32_t pad_token = 0;  // fills the rows past their prompts (never attended to)
   // Megatron's --max-tokens-to-oom: batch × (longest prompt + tokens_to_generate) at most.
   int64_t max_tokens = 12000;
-  // A batch of several requests (the server's): per row, when not empty, the request number and
-  // the row's index within its request that key its draws (in place of `request` and the row's
-  // index in the batch, so that a row draws what it draws alone), and its own number of tokens
-  // to generate (1 .. tokens_to_generate, which is their maximum).
-  std::vector<uint64_t> row_requests, row_indices;
-  std::vector<int64_t> row_tokens_to_generate;
-  // Rows may be cancelled between steps (the server's clients that left): after each step TP
-  // rank 0 asks its GenerationCancelCheck and broadcasts the answer, and the cancelled rows end
-  // there. Every rank must pass the same value.
-  bool cancellable = false;
 };
 
 struct GenerationOutput {
@@ -78,8 +68,22 @@ struct GenerationOutput {
 using GenerationStepCallback = std::function<void(
     int64_t position, const std::vector<int32_t>& tokens, const std::vector<char>& generated)>;
 
-// On TP rank 0 of a cancellable generation, after each step: per row, 1 to end it now.
-using GenerationCancelCheck = std::function<std::vector<char>()>;
+// The log-probabilities of targets[n] under logits f32 [n, V_padded/t] (this rank's shard) over
+// the real vocabulary, and with top_n > 0 each row's top_n most likely tokens with theirs (most
+// likely first). Collective over the model's TP group; the same on every rank.
+struct TokenScores {
+  std::vector<float> logprobs;                                       // [n]
+  std::vector<std::vector<std::pair<int32_t, float>>> top_logprobs;  // [n][top_n]
+};
+TokenScores score_tokens(GptModel& model, Arena& arena, const Tensor& logits,
+                         const std::vector<int32_t>& targets, int top_n);
+
+// Whether the token just generated at `position` of `row` (row[position], position >=
+// prompt_length) ends its sequence: a stop token, end of line, a stop sequence (its length goes
+// to `stop_sequence_tokens`, which the output drops) or its tokens_to_generate-th token.
+bool generated_token_ends(const std::vector<int32_t>& row, int64_t prompt_length, int64_t position,
+                          int64_t tokens_to_generate, const GenerationOptions& options,
+                          int64_t& stop_sequence_tokens);
 
 // Megatron's checks of a request before any work, as its error strings: "" when the batch fits,
 // else the message ("Length of prompt + tokens_to_generate longer than allowed", "Too many
@@ -91,7 +95,6 @@ std::string generation_request_error(const std::vector<std::vector<int32_t>>& pr
 // collective when the request does not fit.
 GenerationOutput generate_tokens(GptModel& model, const std::vector<std::vector<int32_t>>& prompts,
                                  const GenerationOptions& options,
-                                 const GenerationStepCallback& on_step = {},
-                                 const GenerationCancelCheck& cancelled = {});
+                                 const GenerationStepCallback& on_step = {});
 
 }  // namespace megatron

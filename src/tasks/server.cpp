@@ -6,15 +6,16 @@
 #include <ctime>
 #include <exception>
 #include <fstream>
+#include <optional>
 
 #include "core/logging.h"
 #include "distributed/broadcast_bytes.h"
-#include "tasks/generation.h"
+#include "tasks/continuous_batch.h"
 #include "tasks/serve/access.h"
-#include "tasks/serve/batch.h"
 #include "tasks/serve/http_server.h"
 #include "tasks/serve/json_body.h"
 #include "tasks/serve/openai_routes.h"
+#include "tasks/serve/row_scheduler.h"
 #include "tasks/serve/serve_context.h"
 #include "tasks/text_api.h"
 
@@ -29,15 +30,14 @@ extern "C" void on_stop_signal(int) {
   g_stop_signal = 1;
 }
 
-// A request as the ranks exchange it: tokens and options, nothing the tokenizer must redo.
-json job_json(const std::vector<std::vector<int32_t>>& prompts, const GenerationOptions& o) {
-  return {{"prompts", prompts},
-          {"tokens_to_generate", o.tokens_to_generate},
+// A sequence's rules as the ranks exchange them: tokens and options, nothing the tokenizer
+// must redo.
+json options_json(const GenerationOptions& o) {
+  return {{"tokens_to_generate", o.tokens_to_generate},
           {"temperature", o.sampling.temperature},
           {"top_k", o.sampling.top_k},
           {"top_p", o.sampling.top_p},
           {"seed", o.sampling.seed},
-          {"request", o.request},
           {"logprobs", o.logprobs},
           {"top_logprobs", o.top_logprobs},
           {"stop_tokens", o.stop_tokens},
@@ -48,23 +48,16 @@ json job_json(const std::vector<std::vector<int32_t>>& prompts, const Generation
           {"double_eol_token", o.double_eol_token},
           {"top_p_decay", o.top_p_decay},
           {"top_p_bound", o.top_p_bound},
-          {"pad_token", o.pad_token},
-          {"max_tokens", o.max_tokens},
-          {"row_requests", o.row_requests},
-          {"row_indices", o.row_indices},
-          {"row_tokens_to_generate", o.row_tokens_to_generate},
-          {"cancellable", o.cancellable}};
+          {"max_tokens", o.max_tokens}};
 }
 
-void from_job_json(const json& j, std::vector<std::vector<int32_t>>& prompts,
-                   GenerationOptions& o) {
-  prompts = j.at("prompts").get<std::vector<std::vector<int32_t>>>();
+GenerationOptions options_from_json(const json& j) {
+  GenerationOptions o;
   o.tokens_to_generate = j.at("tokens_to_generate");
   o.sampling.temperature = j.at("temperature");
   o.sampling.top_k = j.at("top_k");
   o.sampling.top_p = j.at("top_p");
   o.sampling.seed = j.at("seed");
-  o.request = j.at("request");
   o.logprobs = j.at("logprobs");
   o.top_logprobs = j.at("top_logprobs");
   o.stop_tokens = j.at("stop_tokens").get<std::vector<int32_t>>();
@@ -75,32 +68,76 @@ void from_job_json(const json& j, std::vector<std::vector<int32_t>>& prompts,
   o.double_eol_token = j.at("double_eol_token");
   o.top_p_decay = j.at("top_p_decay");
   o.top_p_bound = j.at("top_p_bound");
-  o.pad_token = j.at("pad_token");
   o.max_tokens = j.at("max_tokens");
-  o.row_requests = j.at("row_requests").get<std::vector<uint64_t>>();
-  o.row_indices = j.at("row_indices").get<std::vector<uint64_t>>();
-  o.row_tokens_to_generate = j.at("row_tokens_to_generate").get<std::vector<int64_t>>();
-  o.cancellable = j.at("cancellable");
+  return o;
 }
 
 constexpr const char* kStop = "stop";
 
-// Runs one broadcast job on this rank; "" or the error every rank hit alike. Requests were
-// checked before they were queued, so an error here is one the checks missed: it answers that
-// request and the server goes on.
-std::string run_job(GptModel& model, const std::vector<std::vector<int32_t>>& prompts,
-                    const GenerationOptions& o, GenerationOutput& out,
-                    const GenerationStepCallback& on_step = {},
-                    const GenerationCancelCheck& cancelled = {}) {
-  try {
-    out = generate_tokens(model, prompts, o, on_step, cancelled);
-    return "";
-  } catch (const Error& e) {
-    return e.message();
-  } catch (const std::exception& e) {
-    return std::string("the generation failed: ") + e.what();
-  }
+// One token boundary's changes to the running batch, as rank 0 broadcasts them: the slots to
+// end (clients that left) and the sequences that start, with their slots.
+struct BoundaryPlan {
+  std::vector<int64_t> cancel;
+  std::vector<std::pair<int64_t, SequenceRequest>> add;
+};
+
+std::string plan_json(const BoundaryPlan& plan) {
+  json added = json::array();
+  for (const auto& [slot, seq] : plan.add)
+    added.push_back({{"slot", slot},
+                     {"prompt", seq.prompt},
+                     {"request", seq.request},
+                     {"index", seq.index},
+                     {"options", options_json(seq.options)}});
+  return json{{"cancel", plan.cancel}, {"add", added}}.dump();
 }
+
+BoundaryPlan plan_from_json(const std::string& message) {
+  const json j = json::parse(message);
+  BoundaryPlan plan;
+  plan.cancel = j.at("cancel").get<std::vector<int64_t>>();
+  for (const json& a : j.at("add")) {
+    SequenceRequest seq;
+    seq.prompt = a.at("prompt").get<std::vector<int32_t>>();
+    seq.request = a.at("request");
+    seq.index = a.at("index");
+    seq.options = options_from_json(a.at("options"));
+    plan.add.emplace_back(a.at("slot").get<int64_t>(), std::move(seq));
+  }
+  return plan;
+}
+
+// The running batch of this rank: every rank makes the same calls, so every rank's batch is
+// the same. A step that throws (on every rank alike: the checks before it are the same) leaves
+// the batch unusable, so it is built anew.
+class RankBatch {
+ public:
+  RankBatch(GptModel& model, int64_t slots) : model_(model), slots_(slots) { reset(); }
+  ContinuousBatch& get() { return *batch_; }
+  void reset() { batch_.emplace(model_, slots_, model_.config().max_position_embeddings); }
+  // Applies rank 0's plan (the slots it names are the ones add() picks on every rank) and runs
+  // the step; "" or the error every rank hit alike.
+  std::string step(const BoundaryPlan& plan, StepReport& report) {
+    try {
+      for (int64_t slot : plan.cancel) batch_->cancel(slot);
+      for (const auto& [slot, seq] : plan.add)
+        MT_CHECK(batch_->add(seq) == slot, "serve: the ranks' batches disagree on slot ", slot);
+      report = batch_->step();
+      return "";
+    } catch (const Error& e) {
+      reset();
+      return e.message();
+    } catch (const std::exception& e) {
+      reset();
+      return std::string("the generation failed: ") + e.what();
+    }
+  }
+
+ private:
+  GptModel& model_;
+  int64_t slots_;
+  std::optional<ContinuousBatch> batch_;
+};
 
 std::string json_string(const std::string& s) {
   return json(s).dump(-1, ' ', false, json::error_handler_t::replace);
@@ -253,56 +290,79 @@ void serve_rank0(GptModel& model, const Tokenizer& tokenizer, const ServerOption
            "web page at /)");
   server.start();
 
-  int64_t served = 0;
-  while (!g_stop_signal && (opt.max_requests == 0 || served < opt.max_requests)) {
-    // The oldest queued request and every other that can run beside it.
-    Batch batch;
-    const size_t taken = queue.take([&](const std::shared_ptr<Job>& job) {
-      return (opt.max_requests == 0 || served + int64_t(batch.jobs.size()) < opt.max_requests) &&
-             batch.try_join(job, model.config());
-    });
-    if (taken == 0) continue;
-    if (taken > 1)
-      log_info("serve: ", taken, " requests run as one batch of ", batch.prompts.size(), " rows");
-    broadcast_string(world, job_json(batch.prompts, batch.options).dump(), 0);
-    GenerationOutput output;
-    GenerationStepCallback on_step;
-    if (batch.streaming())
-      on_step = [&batch](int64_t, const std::vector<int32_t>& tokens,
-                         const std::vector<char>& generated) {
-        batch.record_step(tokens, generated);
-      };
-    const std::string error = run_job(model, batch.prompts, batch.options, output, on_step,
-                                      [&batch] { return batch.cancelled_rows(); });
-    if (const size_t left = batch.cancelled_jobs()) {
-      size_t ended = 0, longest_prompt = 0;
-      for (const auto& row : output.tokens) ended = std::max(ended, row.size());
-      for (const auto& p : batch.prompts) longest_prompt = std::max(longest_prompt, p.size());
-      log_info("serve: ", left, " request(s) cancelled (their clients left); the batch ended at ",
-               ended, " of up to ", int64_t(longest_prompt) + batch.options.tokens_to_generate,
-               " positions");
+  RankBatch batch(model, opt.max_num_seqs);
+  RowScheduler scheduler(opt.max_num_seqs);
+  int64_t taken = 0;  // requests taken from the queue
+  const auto all_taken = [&] { return opt.max_requests > 0 && taken >= opt.max_requests; };
+  while (!g_stop_signal && !(all_taken() && scheduler.open_requests() == 0)) {
+    // A token boundary: rows whose clients left end, queued rows start in the free slots.
+    BoundaryPlan plan;
+    for (int64_t slot : scheduler.cancelled_slots()) {
+      const SequenceState& seq = batch.get().sequence(slot);
+      log_info("serve: a request was cancelled (its client left); its row ended at ",
+               seq.tokens.size(), " of up to ",
+               int64_t(seq.spec.prompt.size()) + seq.spec.options.tokens_to_generate, " positions");
+      plan.cancel.push_back(slot);
     }
-    batch.finish(error, output);
-    served += int64_t(taken);
+    const int64_t running = scheduler.running_rows() - int64_t(plan.cancel.size());
+    std::vector<int64_t> free;
+    for (int64_t slot = 0; slot < batch.get().slots(); ++slot)
+      if (!batch.get().used(slot)) free.push_back(slot);
+    for (int64_t slot : free) {
+      // Wait for work only when nothing runs.
+      const bool wait = running == 0 && plan.add.empty() && plan.cancel.empty();
+      const std::optional<RowScheduler::Row> row =
+          scheduler.next_row([&]() -> std::shared_ptr<Job> {
+            while (!all_taken()) {
+              std::shared_ptr<Job> job = queue.pop(std::chrono::milliseconds(wait ? 200 : 0));
+              if (!job) return nullptr;
+              ++taken;
+              // Checked before queueing; a row that still cannot fit a slot answers its request
+              // alone rather than failing the step of every running row.
+              std::string error;
+              for (size_t r = 0; r < job->prompts.size() && error.empty(); ++r)
+                error = batch.get().fit_error({job->prompts[r], job->options, 0, 0});
+              if (error.empty()) return job;
+              job->finish(error, {});
+            }
+            return nullptr;
+          });
+      if (!row) break;
+      SequenceRequest seq{row->job->prompts[row->row], row->job->options, row->job->options.request,
+                          uint64_t(row->row)};
+      plan.add.emplace_back(slot, std::move(seq));
+      scheduler.started(slot, *row);
+    }
+    if (plan.add.empty() && plan.cancel.empty() && running == 0) continue;
+    if (!plan.add.empty() && running > 0)
+      log_info("serve: ", plan.add.size(), " row(s) join the running batch of ", running,
+               " at a token boundary");
+    broadcast_string(world, plan_json(plan), 0);
+    StepReport report;
+    if (std::string error = batch.step(plan, report); !error.empty()) {
+      scheduler.fail_all(error);
+      continue;
+    }
+    for (int64_t slot : report.advanced) scheduler.advanced(slot, batch.get().sequence(slot));
+    for (auto& [slot, output] : report.finished) scheduler.finished(slot, std::move(output));
   }
-  log_info("serve: stopping after ", served, " request(s)");
-  // Requests still queued (and any arriving now) get an answer rather than a dropped
-  // connection; then every connection is closed and its thread joined.
+  log_info("serve: stopping after ", taken, " request(s)");
+  // Requests running or still queued (and any arriving now) get an answer rather than a
+  // dropped connection; then every connection is closed and its thread joined.
+  scheduler.fail_all("the server is shutting down");
   queue.close();
   broadcast_string(world, kStop, 0);
   server.stop();
 }
 
-void serve_other_rank(GptModel& model) {
+void serve_other_rank(GptModel& model, int64_t slots) {
   Communicator& world = *model.parallel_state().world;
+  RankBatch batch(model, slots);
   while (true) {
     const std::string message = broadcast_string(world, "", 0);
     if (message == kStop) return;
-    std::vector<std::vector<int32_t>> prompts;
-    GenerationOptions options;
-    from_job_json(json::parse(message), prompts, options);
-    GenerationOutput ignored;
-    run_job(model, prompts, options, ignored);
+    StepReport ignored;
+    batch.step(plan_from_json(message), ignored);
   }
 }
 
@@ -318,7 +378,7 @@ void run_text_generation_server(GptModel& model, const Tokenizer& tokenizer,
   if (model.parallel_state().world->rank() == 0)
     serve_rank0(model, tokenizer, options);
   else
-    serve_other_rank(model);
+    serve_other_rank(model, options.max_num_seqs);
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
 }

@@ -11,10 +11,11 @@
 //
 // HTTP (tasks/serve/http_server.h) runs on one thread per connection: it checks who asks
 // (tasks/serve/access.h), validates and tokenizes, queues the request (tasks/serve/job_queue.h)
-// and waits, streaming the tokens as they come when asked. The main thread of rank 0 takes the
-// oldest request with every queued one that can run beside it (tasks/serve/batch.h: each gets
-// what it gets alone), broadcasts the batch to the other ranks and generates with them; no
-// other thread communicates. Nothing a request does can end the process: every
+// and waits, streaming the tokens as they come when asked. The main thread of rank 0 runs the
+// continuous batch (tasks/continuous_batch.h): at every token boundary it ends the rows whose
+// clients left, starts queued requests' rows in the free slots (tasks/serve/row_scheduler.h),
+// broadcasts those changes to the other ranks, and all ranks run the step together; no other
+// thread communicates. Nothing a request does can end the process: every
 // exception is caught where the request is answered. SIGINT / SIGTERM (or --max-requests) stop
 // the server: rank 0 answers what is queued, closes every connection and tells the other ranks
 // to return.
@@ -37,6 +38,7 @@ struct ServerOptions {
   int timeout_seconds = 30;            // reading a whole request; each write of an answer
   int max_connections = 64;            // connections served at once; more get 503
   int64_t max_queued = 64;             // requests waiting beyond this get 503
+  int64_t max_num_seqs = 32;           // rows of the running batch (KV cache slots)
   int64_t max_requests = 0;            // stop after this many generations (0: never)
   int64_t max_tokens = 12000;          // --max-tokens-to-oom
   uint64_t seed = 1234;

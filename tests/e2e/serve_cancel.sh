@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A client that leaves cancels its generation in `megatron serve`: a 2000-token request whose
 # client times out after 0.4 s (curl -m), and a streamed one whose client leaves after the first
-# chunk, both end early (the log names the position the batch ended at), and the server answers
+# chunk, both end early (the log names the position the row ended at), and the server answers
 # the next request; at TP 1 and TP 2 (every rank ends the same rows). The model: 2 layers,
 # hidden 128, 2048 positions, random weights (one training iteration on mock data), so that
 # 2000 tokens take seconds. Loopback only; bounded: servers run under `timeout`.
@@ -50,10 +50,10 @@ for np in 1 2; do
   [[ $(tail -n1 <<< "$got") == 200 ]] || fail "the next request: $got"
   wait "$PID" || { tail -n 20 "$WORK/serve$np.log"; fail "server exit status at TP $np"; }
   grep "cancelled" "$WORK/serve$np.log" || true
-  n=$(grep -c "request(s) cancelled (their clients left); the batch ended at" "$WORK/serve$np.log" || true)
+  n=$(grep -c "a request was cancelled (its client left); its row ended at" "$WORK/serve$np.log" || true)
   ((n == 2)) || { cat "$WORK/serve$np.log"; fail "$n cancellations at TP $np, not 2"; }
   # Both ended before their 2001 positions.
-  if grep "the batch ended at" "$WORK/serve$np.log" | grep -q "ended at 2001 of"; then
+  if grep "its row ended at" "$WORK/serve$np.log" | grep -q "ended at 2001 of"; then
     fail "a cancelled generation ran to its end at TP $np"
   fi
 done

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # OpenAI's API of `megatron serve` with the official `openai` npm client (serve_openai_client.js:
 # completions, chat, streaming that reassembles to the whole text under greedy decoding, n > 1,
-# seeds, stop sequences, logprobs, echo, usage, errors), at TP 1 and TP 2 (same texts), and
+# seeds, stop sequences, logprobs whole and streamed, echo, usage, errors), at TP 1 and TP 2 (same texts), and
 # curl for the server-sent-event framing. The client is installed once into
 # $MEGATRON_DATA_DIR/npm-openai (outside the checkout); without npm or its registry the test is
 # skipped with a message. Loopback only; bounded: servers run under `timeout`.
@@ -10,14 +10,7 @@ set -euo pipefail
 # shellcheck source=serve_test_setup.bash
 source "$MEGATRON_SOURCE_DIR/tests/e2e/serve_test_setup.bash"
 require_tools curl node
-CLIENT_VERSION=4.104.0
-CLIENT_DIR="${MEGATRON_DATA_DIR:-$HOME/.cache/megatron-cpp}/npm-openai-$CLIENT_VERSION"
-if [[ ! -f $CLIENT_DIR/node_modules/openai/package.json ]]; then
-  command -v npm > /dev/null || { echo "npm is not installed (apt-get install npm): skipping"; exit 77; }
-  mkdir -p "$CLIENT_DIR"
-  timeout 300 npm install --prefix "$CLIENT_DIR" --no-audit --no-fund "openai@$CLIENT_VERSION" \
-    > "$WORK/npm.log" 2>&1 || { tail -n 5 "$WORK/npm.log"; echo "the npm registry is not reachable: skipping"; exit 77; }
-fi
+CLIENT_DIR="$(openai_npm_client)"
 
 tiny_gpt2_checkpoint "$WORK/ckpt"
 # The NullTokenizer's text is token ids: a chat template that joins the contents and ends with
@@ -48,9 +41,9 @@ for np in 1 2; do
   if ((np == 1)); then  # the process itself, so that its exit status after SIGTERM is its own
     start_server "$WORK/serve$np.log" "$MEGATRON_BINARY" serve "${MODEL[@]}"
   else
-    # Stops itself after the client's 12 generations (its errors never reach the model).
+    # Stops itself after the client's 15 generations (its errors never reach the model).
     start_server "$WORK/serve$np.log" mpirun --oversubscribe --allow-run-as-root --bind-to none -np $np \
-      "$MEGATRON_BINARY" serve "${MODEL[@]}" --max-requests 12
+      "$MEGATRON_BINARY" serve "${MODEL[@]}" --max-requests 15
   fi
   timeout 300 node "$MEGATRON_SOURCE_DIR/tests/e2e/serve_openai_client.js" "$CLIENT_DIR/node_modules" \
     "$URL/v1" s3cret ckpt | tee "$WORK/client$np.log" || { tail -n 30 "$WORK/serve$np.log"; fail "openai client at TP $np"; }

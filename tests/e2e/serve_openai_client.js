@@ -15,7 +15,9 @@ const check = (ok, what) => {
 };
 const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
 
-// Reassembles a streamed completion or chat: per choice index, its text and finish_reason.
+// Reassembles a streamed completion or chat: per choice index, its text, finish_reason and
+// logprobs (each chunk's lists joined: completions' tokens, token_logprobs, top_logprobs,
+// text_offset; chat's content), and how many chunks carried logprobs.
 async function collect(stream, chat) {
   const choices = {};
   let usage = null, chunks = 0;
@@ -23,12 +25,37 @@ async function collect(stream, chat) {
     chunks++;
     if (chunk.usage) usage = chunk.usage;
     for (const c of chunk.choices) {
-      const slot = choices[c.index] || (choices[c.index] = { text: "", finish_reason: null });
+      const slot = choices[c.index] ||
+        (choices[c.index] = { text: "", finish_reason: null, logprobs: null, logprob_chunks: 0 });
       slot.text += chat ? (c.delta.content || "") : c.text;
       if (c.finish_reason) slot.finish_reason = c.finish_reason;
+      if (c.logprobs) {
+        slot.logprob_chunks++;
+        if (!slot.logprobs) slot.logprobs = {};
+        for (const [key, list] of Object.entries(c.logprobs))
+          slot.logprobs[key] = (slot.logprobs[key] || []).concat(list);
+      }
     }
   }
   return { choices, usage, chunks };
+}
+
+// Two logprobs objects agree: the same tokens and offsets, log-probabilities within 1e-6.
+function sameLogprobs(a, b) {
+  const close = (x, y) => (x === null || y === null ? x === y : Math.abs(x - y) < 1e-6);
+  const sameTop = (x, y) => same(Object.keys(x || {}), Object.keys(y || {})) &&
+    Object.keys(x || {}).every((k) => close(x[k], y[k]));
+  if (a.content || b.content)
+    return a.content.length === b.content.length && a.content.every((e, j) => {
+      const f = b.content[j];
+      return e.token === f.token && close(e.logprob, f.logprob) && same(e.bytes, f.bytes) &&
+        e.top_logprobs.length === f.top_logprobs.length &&
+        e.top_logprobs.every((t, k) => t.token === f.top_logprobs[k].token && close(t.logprob, f.top_logprobs[k].logprob));
+    });
+  return same(a.tokens, b.tokens) && same(a.text_offset, b.text_offset) &&
+    a.token_logprobs.length === b.token_logprobs.length &&
+    a.token_logprobs.every((x, j) => close(x, b.token_logprobs[j])) &&
+    a.top_logprobs.length === b.top_logprobs.length && a.top_logprobs.every((m, j) => sameTop(m, b.top_logprobs[j]));
 }
 
 async function expectError(what, status, call) {
@@ -105,6 +132,13 @@ async function main() {
     const b = best(m);
     return b.length === 2 && b[0][0] === t.tokens[j] && Math.abs(b[0][1] - t.token_logprobs[j]) < 1e-6;
   }), `logprobs 2: the greedy token is the most likely: ${JSON.stringify(t.top_logprobs.slice(0, 2))}`);
+  // Streamed, each chunk carries its tokens' log-probabilities (a fast model may finish in one
+  // chunk: steps coalesce while the connection thread sleeps); joined, they are the whole
+  // answer's (OpenAI's chunk format: the same logprobs object per chunk).
+  const topStream = await collect(await client.completions.create({ ...request, logprobs: 2, stream: true }), false);
+  const ts = topStream.choices[0];
+  check(ts.text === top.choices[0].text && ts.logprob_chunks >= 1 && sameLogprobs(ts.logprobs, t),
+    `streamed logprobs 2 join to the whole answer's in ${ts.logprob_chunks} chunks: ${JSON.stringify(ts.logprobs.token_logprobs)}`);
   const scored = await new Promise((resolve, reject) => {
     const u = new URL(baseURL.replace(/\/v1$/, "/api"));
     const body = JSON.stringify({ prompts: Array.from({ length: 96 }, (_, id) => `1 2 3 ${id}`),
@@ -133,6 +167,15 @@ async function main() {
   const chatStream = await collect(await client.chat.completions.create({ ...chatRequest, stream: true }), true);
   check(chatStream.choices[0].text === reply.content && chatStream.choices[0].finish_reason === chat.choices[0].finish_reason,
     `streamed chat reassembles: "${chatStream.choices[0].text}"`);
+
+  // Chat log-probabilities, whole and streamed.
+  const chatLp = await client.chat.completions.create({ ...chatRequest, logprobs: true, top_logprobs: 2 });
+  const chatLpStream = await collect(await client.chat.completions.create({ ...chatRequest, logprobs: true,
+    top_logprobs: 2, stream: true }), true);
+  const cs = chatLpStream.choices[0];
+  check(chatLp.choices[0].logprobs.content.length === 6 && cs.logprob_chunks >= 1 &&
+    sameLogprobs(cs.logprobs, chatLp.choices[0].logprobs),
+  `streamed chat logprobs join to the whole answer's: ${JSON.stringify(cs.logprobs.content.map((e) => e.logprob))}`);
 
   if (failures) { console.log(`${failures} check(s) failed`); process.exit(1); }
   console.log("openai client: all checks passed");

@@ -81,9 +81,9 @@ TEST(OpenAIApi, ChecksEveryFieldBeforeUse) {
   EXPECT_EQ(error_of({{"prompt", "a"}, {"logprobs", 6}}),
             "400 logprobs: logprobs must be an integer from 0 to 5 (got 6)");
   EXPECT_EQ(error_of({{"prompt", "a"}, {"echo", 1}}), "400 echo: echo must be true or false");
-  EXPECT_EQ(error_of({{"prompt", "a"}, {"logprobs", 1}, {"stream", true}}),
-            "400 logprobs: log-probabilities are not streamed here: send stream: false with "
-            "logprobs");
+  EXPECT_EQ(error_of({{"prompt", "a"}, {"logprobs", 1}, {"stream", true}, {"echo", true}}),
+            "400 echo: a streamed answer does not repeat the prompt's log-probabilities: send "
+            "echo with stream: false, or logprobs without echo");
   EXPECT_EQ(error_of({{"prompt", "a"}, {"stream_options", {{"include_usage", true}}}}),
             "400 stream_options: stream_options needs stream: true");
   EXPECT_EQ(error_of({{"prompt", "a"}, {"presence_penalty", 0.5}}),
@@ -227,6 +227,41 @@ TEST(OpenAIApi, ResponsesAndUsage) {
   EXPECT_EQ(openai_error_json({401, "no key", "", "invalid_api_key"}),
             json::parse(R"({"error": {"message": "no key", "type": "invalid_request_error",
                                       "param": null, "code": "invalid_api_key"}})"));
+}
+
+// The logprobs of a stream's chunks, joined list by list, are the whole answer's.
+TEST(OpenAIApi, StreamedLogprobsJoinToTheWholeAnswers) {
+  GenerationOutput out;
+  out.tokens = {{'a', 'b', 'c', 'd', 'e'}};
+  out.prompt_lengths = {2};
+  out.logprobs = {{-1, -2, -3, -4}};
+  out.top_logprobs = {{{{'b', -0.5f}, {'z', -1.5f}},
+                       {{'d', -0.25f}, {'c', -2.0f}},
+                       {{'e', -0.75f}, {'d', -1.0f}},
+                       {{'f', -1.0f}, {'e', -1.25f}}}};
+  for (const bool chat : {false, true}) {
+    OpenAIRequest r;
+    const json body = chat ? json{{"messages", {{{"role", "user"}, {"content", "x"}}}},
+                                  {"logprobs", true},
+                                  {"top_logprobs", 2},
+                                  {"stream", true}}
+                           : json{{"prompt", "ab"}, {"logprobs", 2}, {"stream", true}};
+    ASSERT_FALSE(parse_openai_request(body, chat, "tiny", r));
+    r.prompts = {"ab"};
+    const json whole =
+        openai_response(r, out, ByteTokenizer(), {256}, "c", "tiny", 7)["choices"][0]["logprobs"];
+    // Chunks of tokens {c}, then {d, e}: generated token k has logprobs[prompt − 1 + k].
+    const auto tops = out.top_logprobs[0];
+    const json first = openai_stream_logprobs(r, ByteTokenizer(), {'c'}, {-2}, {tops[1]}, 0);
+    const json second =
+        openai_stream_logprobs(r, ByteTokenizer(), {'d', 'e'}, {-3, -4}, {tops[2], tops[3]}, 1);
+    json joined = first;
+    for (auto& [key, list] : joined.items())
+      for (const json& item : second[key]) list.push_back(item);
+    EXPECT_EQ(joined, whole) << (chat ? "chat" : "completions");
+    const json chunk = openai_stream_chunk(chat, "c", "tiny", 7, 0, "c", "", false, first);
+    EXPECT_EQ(chunk["choices"][0]["logprobs"], first);
+  }
 }
 
 TEST(OpenAIApi, JsonDepthIsCappedWithoutRecursion) {

@@ -4,12 +4,23 @@
 
 namespace megatron {
 
-void Job::record_step(const std::vector<int32_t>& tokens, const std::vector<char>& generated_now) {
+void Job::record_row(size_t row, const std::vector<int32_t>& sequence, int64_t prompt_length,
+                     const std::vector<float>& logprobs,
+                     const std::vector<std::vector<std::pair<int32_t, float>>>& top_logprobs) {
   {
     std::lock_guard lock(mutex);
-    generated.resize(tokens.size());
-    for (size_t i = 0; i < tokens.size(); ++i)
-      if (generated_now[i]) generated[i].push_back(tokens[i]);
+    const size_t rows = prompts.size();
+    generated.resize(rows);
+    generated_logprobs.resize(rows);
+    generated_top_logprobs.resize(rows);
+    generated[row].assign(sequence.begin() + prompt_length, sequence.end());
+    // logprobs[j] is the log-probability of sequence[j + 1].
+    const auto generated_part = [&](const auto& v) {
+      using V = std::decay_t<decltype(v)>;
+      return v.empty() ? V() : V(v.begin() + (prompt_length - 1), v.end());
+    };
+    generated_logprobs[row] = generated_part(logprobs);
+    generated_top_logprobs[row] = generated_part(top_logprobs);
     ++steps;
   }
   changed.notify_all();
@@ -47,13 +58,12 @@ std::string JobQueue::submit(std::shared_ptr<Job> job) {
   return "";
 }
 
-size_t JobQueue::take(const std::function<bool(const std::shared_ptr<Job>&)>& join) {
+std::shared_ptr<Job> JobQueue::pop(std::chrono::milliseconds wait) {
   std::unique_lock lock(mutex_);
-  ready_.wait_for(lock, std::chrono::milliseconds(200), [&] { return !queue_.empty(); });
-  const size_t before = queue_.size();
-  for (auto it = queue_.begin(); it != queue_.end();)
-    it = join(*it) ? queue_.erase(it) : std::next(it);
-  return before - queue_.size();
+  if (!ready_.wait_for(lock, wait, [&] { return !queue_.empty(); })) return nullptr;
+  std::shared_ptr<Job> job = std::move(queue_.front());
+  queue_.pop_front();
+  return job;
 }
 
 void JobQueue::close() {

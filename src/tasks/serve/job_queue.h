@@ -1,10 +1,11 @@
 // The hand-over between the HTTP threads of `megatron serve` and the thread that generates:
-// a bounded queue of jobs (one request's prompts and options each), taken a batch at a time
-// (tasks/serve/batch.h), and per job the tokens as they are generated (for streaming) and the
-// result.
+// a bounded queue of jobs (one request's prompts and options each), taken one at a time as
+// slots of the running batch free up (tasks/serve/row_scheduler.h), and per job the tokens as
+// they are generated (for streaming) and the result.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -12,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tasks/generation.h"
@@ -28,14 +30,22 @@ struct Job {
   // Written by the generating thread, read by the request's thread; guarded by `mutex`.
   std::mutex mutex;
   std::condition_variable changed;
-  std::vector<std::vector<int32_t>> generated;  // per row, the tokens generated so far
-  uint64_t steps = 0;                           // bumps with every change of `generated`
+  // Per row, the tokens generated so far and, with logprobs, theirs (and the most likely
+  // tokens' at each, with top_logprobs).
+  std::vector<std::vector<int32_t>> generated;
+  std::vector<std::vector<float>> generated_logprobs;
+  std::vector<std::vector<std::vector<std::pair<int32_t, float>>>> generated_top_logprobs;
+  uint64_t steps = 0;  // bumps with every change of `generated`
   bool finished = false;
   std::string error;  // when finished: "" or why the generation failed
   GenerationOutput output;
 
-  // The generating thread's side.
-  void record_step(const std::vector<int32_t>& tokens, const std::vector<char>& generated_now);
+  // The generating thread's side: row `row` of the job has generated `tokens` (its whole
+  // sequence `sequence`, `prompt_length` tokens of prompt, and with logprobs their
+  // log-probabilities, generate_tokens' layout).
+  void record_row(size_t row, const std::vector<int32_t>& sequence, int64_t prompt_length,
+                  const std::vector<float>& logprobs,
+                  const std::vector<std::vector<std::pair<int32_t, float>>>& top_logprobs);
   void finish(std::string error_message, GenerationOutput result);
   // The request's side: waits until finished, or until `client_left` says so (asked every
   // 100 ms; the job is then cancelled). Returns whether the job finished.
@@ -47,9 +57,8 @@ class JobQueue {
   explicit JobQueue(int64_t max_queued) : max_queued_(max_queued) {}
   // "" when queued; else why not (full, or shutting down) for a 503.
   std::string submit(std::shared_ptr<Job> job);
-  // Waits up to ~200 ms for a job; hands the oldest to `join`, then every other queued job in
-  // order, and removes those it accepted (the first always is). Returns how many it took.
-  size_t take(const std::function<bool(const std::shared_ptr<Job>&)>& join);
+  // The oldest job, waiting up to `wait` for one; null when none came.
+  std::shared_ptr<Job> pop(std::chrono::milliseconds wait);
   // Refuses new jobs and fails the queued ones.
   void close();
 

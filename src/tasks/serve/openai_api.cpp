@@ -182,9 +182,10 @@ OpenAIError parse_openai_request(const json& body, bool chat, const std::string&
   if (const json* bias = field(body, "logit_bias"); bias != nullptr && !bias->empty())
     return bad("logit_bias", "logit_bias is not supported");
   if (OpenAIError e = read_bool(body, "stream", out.stream)) return e;
-  if (out.stream && out.logprobs)
-    return bad("logprobs",
-               "log-probabilities are not streamed here: send stream: false with logprobs");
+  if (out.stream && out.logprobs && out.echo)
+    return bad("echo",
+               "a streamed answer does not repeat the prompt's log-probabilities: send echo with "
+               "stream: false, or logprobs without echo");
   if (const json* options = field(body, "stream_options")) {
     if (!out.stream) return bad("stream_options", "stream_options needs stream: true");
     if (!options->is_object()) return bad("stream_options", "stream_options must be an object");
@@ -322,9 +323,48 @@ std::vector<int32_t> generated_tokens(const GenerationOutput& output, size_t row
   return {t.begin() + output.prompt_lengths[row], t.end()};
 }
 
-// The chosen tokens' log-probabilities of one row, in OpenAI's shape for completions (legacy:
-// tokens, token_logprobs, text_offset; with echo the prompt's tokens first, the first one null)
-// or chat (content: [{token, logprob, bytes, top_logprobs}]).
+// OpenAI's logprobs object for `tokens`: values[k] the log-probability of tokens[k] (null for
+// a sequence's first token), tops[k] the most likely tokens at its position (null: none), and
+// text offsets from `offset`; completions' legacy shape (tokens, token_logprobs, top_logprobs,
+// text_offset) or chat's (content: [{token, logprob, bytes, top_logprobs}]).
+json tokens_logprobs(const OpenAIRequest& r, const Tokenizer& tokenizer,
+                     const std::vector<int32_t>& tokens, const std::vector<json>& values,
+                     const std::vector<const TopTokens*>& tops, size_t offset) {
+  json pieces = json::array(), lps = json::array(), offsets = json::array(),
+       content = json::array(), top_maps = json::array();
+  const auto bytes_of = [](const std::string& piece) {
+    return std::vector<int>(piece.begin(), piece.end());
+  };
+  for (size_t k = 0; k < tokens.size(); ++k) {
+    const std::string piece = tokenizer.decode({tokens[k]});
+    // The most likely tokens at this position: completions as {text: logprob} (OpenAI's
+    // legacy shape), chat as [{token, logprob, bytes}].
+    json top_map = values[k].is_null() ? json() : json::object(), top_list = json::array();
+    if (r.top_logprobs > 0 && tops[k])
+      for (const auto& [id, lp] : *tops[k]) {
+        const std::string text = tokenizer.decode({id});
+        if (!top_map.contains(text)) top_map[text] = lp;
+        top_list.push_back({{"token", text}, {"logprob", lp}, {"bytes", bytes_of(text)}});
+      }
+    pieces.push_back(piece);
+    lps.push_back(values[k]);
+    offsets.push_back(offset);
+    top_maps.push_back(top_map);
+    offset += piece.size();
+    content.push_back({{"token", piece},
+                       {"logprob", values[k]},
+                       {"bytes", bytes_of(piece)},
+                       {"top_logprobs", top_list}});
+  }
+  if (r.chat) return {{"content", content}};
+  return {{"tokens", pieces},
+          {"token_logprobs", lps},
+          {"top_logprobs", r.top_logprobs > 0 ? top_maps : json()},
+          {"text_offset", offsets}};
+}
+
+// The chosen tokens' log-probabilities of one row (with echo the prompt's tokens first, the
+// first one null).
 json row_logprobs(const OpenAIRequest& r, const GenerationOutput& output, size_t row,
                   const Tokenizer& tokenizer) {
   const auto& tokens = output.tokens[row];
@@ -334,39 +374,13 @@ json row_logprobs(const OpenAIRequest& r, const GenerationOutput& output, size_t
                (r.top_logprobs == 0 || (row < output.top_logprobs.size() &&
                                         output.top_logprobs[row].size() + 1 >= tokens.size())),
            "the generation has no log-probabilities for choice ", row);
-  json pieces = json::array(), values = json::array(), offsets = json::array(),
-       content = json::array(), tops = json::array();
-  const auto bytes_of = [](const std::string& piece) {
-    return std::vector<int>(piece.begin(), piece.end());
-  };
-  size_t offset = 0;
+  std::vector<json> values;
+  std::vector<const TopTokens*> tops;
   for (size_t j = first; j < tokens.size(); ++j) {
-    const std::string piece = tokenizer.decode({tokens[j]});
-    const json value = j == 0 ? json() : json(output.logprobs[row][j - 1]);
-    // The most likely tokens at this position: completions as {text: logprob} (OpenAI's
-    // legacy shape), chat as [{token, logprob, bytes}].
-    json top_map = j == 0 ? json() : json::object(), top_list = json::array();
-    if (r.top_logprobs > 0 && j > 0)
-      for (const auto& [id, lp] : output.top_logprobs[row][j - 1]) {
-        const std::string text = tokenizer.decode({id});
-        if (!top_map.contains(text)) top_map[text] = lp;
-        top_list.push_back({{"token", text}, {"logprob", lp}, {"bytes", bytes_of(text)}});
-      }
-    pieces.push_back(piece);
-    values.push_back(value);
-    offsets.push_back(offset);
-    tops.push_back(top_map);
-    offset += piece.size();
-    content.push_back({{"token", piece},
-                       {"logprob", value},
-                       {"bytes", bytes_of(piece)},
-                       {"top_logprobs", top_list}});
+    values.push_back(j == 0 ? json() : json(output.logprobs[row][j - 1]));
+    tops.push_back(j > 0 && r.top_logprobs > 0 ? &output.top_logprobs[row][j - 1] : nullptr);
   }
-  if (r.chat) return {{"content", content}};
-  return {{"tokens", pieces},
-          {"token_logprobs", values},
-          {"top_logprobs", r.top_logprobs > 0 ? tops : json()},
-          {"text_offset", offsets}};
+  return tokens_logprobs(r, tokenizer, {tokens.begin() + first, tokens.end()}, values, tops, 0);
 }
 
 }  // namespace
@@ -402,11 +416,24 @@ json openai_response(const OpenAIRequest& r, const GenerationOutput& output,
           {"choices", choices}, {"usage", openai_usage(r, output)}};
 }
 
+json openai_stream_logprobs(const OpenAIRequest& request, const Tokenizer& tokenizer,
+                            const std::vector<int32_t>& tokens, const std::vector<float>& logprobs,
+                            const std::vector<TopTokens>& top_logprobs, size_t text_offset) {
+  MT_CHECK(logprobs.size() == tokens.size() &&
+               (request.top_logprobs == 0 || top_logprobs.size() == tokens.size()),
+           "streamed log-probabilities need one per token");
+  std::vector<json> values(logprobs.begin(), logprobs.end());
+  std::vector<const TopTokens*> tops;
+  for (size_t k = 0; k < tokens.size(); ++k)
+    tops.push_back(request.top_logprobs > 0 ? &top_logprobs[k] : nullptr);
+  return tokens_logprobs(request, tokenizer, tokens, values, tops, text_offset);
+}
+
 json openai_stream_chunk(bool chat, const std::string& id, const std::string& model,
                          int64_t created, int64_t index, const std::string& text,
-                         const std::string& finish_reason, bool first) {
+                         const std::string& finish_reason, bool first, const json& logprobs) {
   json choice = {{"index", index},
-                 {"logprobs", nullptr},
+                 {"logprobs", logprobs},
                  {"finish_reason", finish_reason.empty() ? json() : json(finish_reason)}};
   if (chat) {
     json delta = json::object();

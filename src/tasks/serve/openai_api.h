@@ -12,7 +12,7 @@
 // it alone); the tokenizer's end-of-document token ends a choice and is not part of its text.
 // logprobs: the chosen tokens' log-probabilities under the model's raw distribution, with the n
 // most likely tokens at each position (completions: logprobs n in 0..5; chat: logprobs true,
-// top_logprobs n in 0..20).
+// top_logprobs n in 0..20); streamed too, each chunk with its tokens' (not with echo).
 #pragma once
 
 #include <cstdint>
@@ -117,11 +117,22 @@ nlohmann::json openai_response(const OpenAIRequest& request, const GenerationOut
                                const Tokenizer& tokenizer, const std::vector<int32_t>& stop_tokens,
                                const std::string& id, const std::string& model, int64_t created);
 
-// Streamed answers: one chunk's JSON (a choice's text delta, or its finish_reason when given),
+// Streamed answers: one chunk's JSON (a choice's text delta, or its finish_reason when given,
+// and `logprobs` — openai_stream_logprobs() — for the tokens generated since the last chunk),
 // the final usage chunk (stream_options.include_usage), and the usage object of both kinds.
 nlohmann::json openai_stream_chunk(bool chat, const std::string& id, const std::string& model,
                                    int64_t created, int64_t index, const std::string& text,
-                                   const std::string& finish_reason, bool first);
+                                   const std::string& finish_reason, bool first,
+                                   const nlohmann::json& logprobs = nullptr);
+// The logprobs of a chunk: generated `tokens` with their log-probabilities (and, with
+// top_logprobs, the most likely tokens at each), the first at `text_offset` of the choice's
+// text; the same shape as a whole answer's, so a stream's chunks join to its logprobs.
+using TopTokens = std::vector<std::pair<int32_t, float>>;
+nlohmann::json openai_stream_logprobs(const OpenAIRequest& request, const Tokenizer& tokenizer,
+                                      const std::vector<int32_t>& tokens,
+                                      const std::vector<float>& logprobs,
+                                      const std::vector<TopTokens>& top_logprobs,
+                                      size_t text_offset);
 nlohmann::json openai_usage(const OpenAIRequest& request, const GenerationOutput& output);
 
 // GET /v1/models: the one served model.

@@ -69,9 +69,31 @@ void stream_job(HttpResponder& responder, Job& job, const OpenAIRequest& r, cons
                       openai_stream_chunk(r.chat, id, model, c.started, int64_t(row),
                                           r.echo ? r.prompts[row / size_t(r.n)] : "", "", true)))
         return;
+  // Log-probabilities go out with the tokens they belong to, except the last tokens that may
+  // still turn out to be a stop sequence (the answer drops those); the rest come at the end.
+  size_t hold = 0;
+  for (const auto& stop : job.options.stop_sequences)
+    if (!stop.empty()) hold = std::max(hold, stop.size() - 1);
+  std::vector<size_t> scored(rows, 0), offset(rows, 0);  // per row: tokens sent, their bytes
+  const auto logprobs_of = [&](size_t row, const std::vector<int32_t>& tokens,
+                               const std::vector<float>& logprobs,
+                               const std::vector<TopTokens>& top, size_t end) -> json {
+    if (!r.logprobs || end <= scored[row]) return nullptr;
+    const auto part = [&](const auto& v) {
+      using V = std::decay_t<decltype(v)>;
+      return v.empty() ? V() : V(v.begin() + scored[row], v.begin() + end);
+    };
+    const std::vector<int32_t> sent = part(tokens);
+    json lp = openai_stream_logprobs(r, c.tokenizer, sent, part(logprobs), part(top), offset[row]);
+    for (int32_t t : sent) offset[row] += c.tokenizer.decode({t}).size();
+    scored[row] = end;
+    return lp;
+  };
   uint64_t seen = 0;
   while (true) {
     std::vector<std::vector<int32_t>> generated;
+    std::vector<std::vector<float>> generated_logprobs;
+    std::vector<std::vector<TopTokens>> generated_top;
     bool finished = false;
     std::string error;
     GenerationOutput output;
@@ -80,31 +102,52 @@ void stream_job(HttpResponder& responder, Job& job, const OpenAIRequest& r, cons
       job.changed.wait(lock, [&] { return job.finished || job.steps != seen; });
       seen = job.steps;
       generated = job.generated;
-      generated.resize(rows);
+      generated_logprobs = job.generated_logprobs;
+      generated_top = job.generated_top_logprobs;
       finished = job.finished;
       error = job.error;
       if (finished) output = job.output;
     }
+    generated.resize(rows);
+    generated_logprobs.resize(rows);
+    generated_top.resize(rows);
     if (finished && !error.empty()) {
       send_event(responder, openai_error_json({400, error, "", ""}));
       break;
     }
     for (size_t row = 0; row < rows; ++row) {
       const std::string delta = streams[row].update(generated[row]);
-      if (!delta.empty() &&
+      const size_t final_tokens = generated[row].size() > hold ? generated[row].size() - hold : 0;
+      const json lp = finished ? json()
+                               : logprobs_of(row, generated[row], generated_logprobs[row],
+                                             generated_top[row], final_tokens);
+      if ((!delta.empty() || !lp.is_null()) &&
           !send_event(responder, openai_stream_chunk(r.chat, id, model, c.started, int64_t(row),
-                                                     delta, "", false)))
+                                                     delta, "", false, lp)))
         return;
     }
     if (!finished) continue;
     for (size_t row = 0; row < rows; ++row) {
       const auto& tokens = output.tokens[row];
+      const int64_t prompt = output.prompt_lengths[row];
+      const std::vector<int32_t> tail(tokens.begin() + prompt, tokens.end());
       std::string reason;
-      const std::string rest =
-          streams[row].finish({tokens.begin() + output.prompt_lengths[row], tokens.end()}, reason);
-      if (!rest.empty() &&
+      const std::string rest = streams[row].finish(tail, reason);
+      json lp;
+      if (r.logprobs) {
+        // generate_tokens' layout: logprobs[j] is that of tokens[j + 1].
+        const std::vector<float> values(output.logprobs[row].begin() + (prompt - 1),
+                                        output.logprobs[row].end());
+        const std::vector<TopTokens> top =
+            r.top_logprobs > 0
+                ? std::vector<TopTokens>(output.top_logprobs[row].begin() + (prompt - 1),
+                                         output.top_logprobs[row].end())
+                : std::vector<TopTokens>();
+        lp = logprobs_of(row, tail, values, top, tail.size());
+      }
+      if ((!rest.empty() || !lp.is_null()) &&
           !send_event(responder, openai_stream_chunk(r.chat, id, model, c.started, int64_t(row),
-                                                     rest, "", false)))
+                                                     rest, "", false, lp)))
         return;
       if (!send_event(responder, openai_stream_chunk(r.chat, id, model, c.started, int64_t(row), "",
                                                      reason, false)))
