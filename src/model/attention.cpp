@@ -51,6 +51,7 @@ ParallelAttention::ParallelAttention(const std::string& prefix, int layer_number
               .base = config.arch.rotary_base,
               .seq_interpolation_factor = config.arch.rotary_seq_len_interpolation_factor,
               .llama3 = config.arch.rope_scaling,
+              .yarn = config.yarn_rope(),
               .interleaved = config.arch.rotary_interleaved},
       query_key_value_(config.arch.mla.enabled ? std::nullopt
                                                : std::optional<QkvProjection>(
