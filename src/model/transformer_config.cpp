@@ -117,9 +117,8 @@ void validate_mla(const TransformerConfig& c) {
   MT_REQUIRE(c.arch.num_query_groups == 0,
              "--group-query-attention and --multi-latent-attention exclude one another (as in "
              "Megatron-LM): give one of them");
-  MT_REQUIRE(!c.arch.qk_layernorm && !c.arch.add_qkv_bias,
-             "--multi-latent-attention normalises its query and key/value latents itself and has "
-             "no projection biases: drop --qk-layernorm and --add-qkv-bias");
+  MT_REQUIRE(!c.arch.add_qkv_bias,
+             "--multi-latent-attention has no projection biases: drop --add-qkv-bias");
   MT_REQUIRE(c.arch.rotary_percent == 1.0f && c.arch.rotary_seq_len_interpolation_factor == 1.0f &&
                  !c.arch.rope_scaling.enabled(),
              "--multi-latent-attention rotates its whole --qk-pos-emb-head-dim part at the "

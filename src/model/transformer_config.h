@@ -141,7 +141,9 @@ struct ArchitectureOptions {
   bool apply_layernorm_1p = false;  // --apply-layernorm-1p: zero-centred gains (layer_norm.h)
   bool squared_relu = false;        // --squared-relu: relu(x)² MLP activation instead of GeLU
   // --qk-layernorm: each head's query and key normalised (--normalization) over its channels
-  // after the projection, before RoPE (Qwen3, OLMo-2-style; model/attention.h).
+  // after the projection, before RoPE (Qwen3, OLMo-2-style; model/attention.h). With MLA:
+  // Megatron-Core's switch for the query and key/value latent norms, which MLA has here with
+  // or without it (model/mla_projection.h).
   bool qk_layernorm = false;
   bool rotary_interleaved = false;  // --rotary-interleaved: RoPE pairs (2j, 2j + 1)
   // YaRN's flags (--rotary-scaling-factor, --mscale, --mscale-all-dim, --yarn-*): the RoPE of

@@ -301,7 +301,7 @@ TEST(CliArchitectureArgs, BadValuesAreNamed) {
     return std::string("no error");
   };
   EXPECT_THAT(message({"--position-embedding-type", "alibi"}),
-              HasSubstr("--position-embedding-type must be learned_absolute, rope or none"));
+              HasSubstr("--position-embedding-type must be learned_absolute, rope, yarn or none"));
   EXPECT_THAT(message({"--normalization", "BatchNorm"}),
               HasSubstr("--normalization must be LayerNorm or RMSNorm, got 'BatchNorm'"));
   EXPECT_THAT(message({"--group-query-attention", "--num-query-groups", "0"}),
