@@ -121,10 +121,18 @@ ArchitectureOptions architecture_from_args_json(const nlohmann::json& args) {
     // Unset (Megatron's None, our "") is YaRN, MLA's default.
     const nlohmann::json rope_type = args.value("rope_type", nlohmann::json());
     o.mla.yarn = !(rope_type.is_string() && rope_type.get<std::string>() == "rope");
-    o.mla.rotary_scaling_factor = number_or(args, "rotary_scaling_factor", 1.0f);
-    o.mla.mscale = number_or(args, "mscale", 1.0f);
-    o.mla.mscale_all_dim = number_or(args, "mscale_all_dim", 0.0f);
   }
+  // YaRN's (Megatron-LM's names; null, its None, or absent: YarnRotaryEmbedding's defaults).
+  kernels::YarnRopeScaling& y = o.yarn;
+  y.factor = number_or(args, "rotary_scaling_factor", y.factor);
+  y.mscale = number_or(args, "mscale", y.mscale);
+  y.mscale_all_dim = number_or(args, "mscale_all_dim", y.mscale_all_dim);
+  y.original_max_position_embeddings =
+      number_or(args, "yarn_original_max_position_embeddings", y.original_max_position_embeddings);
+  y.beta_fast = number_or(args, "yarn_beta_fast", y.beta_fast);
+  y.beta_slow = number_or(args, "yarn_beta_slow", y.beta_slow);
+  const nlohmann::json round = args.value("yarn_correction_range_round_to_int", nlohmann::json());
+  y.round_to_int = round.is_boolean() ? round.get<bool>() : y.round_to_int;
   // Megatron-LM's names; a checkpoint without the variant records none.
   const nlohmann::json variant = args.value("experimental_attention_variant", nlohmann::json());
   o.dsa.enabled = variant.is_string() && variant.get<std::string>() == "dsa";
@@ -191,10 +199,14 @@ nlohmann::json architecture_args_json(const ArchitectureOptions& o) {
     j["qk_pos_emb_head_dim"] = o.mla.qk_pos_emb_head_dim;
     j["v_head_dim"] = o.mla.v_head_dim;
     j["rope_type"] = o.mla.yarn ? "yarn" : "rope";
-    j["rotary_scaling_factor"] = o.mla.rotary_scaling_factor;
-    j["mscale"] = o.mla.mscale;
-    j["mscale_all_dim"] = o.mla.mscale_all_dim;
   }
+  j["rotary_scaling_factor"] = o.yarn.factor;
+  j["mscale"] = o.yarn.mscale;
+  j["mscale_all_dim"] = o.yarn.mscale_all_dim;
+  j["yarn_original_max_position_embeddings"] = o.yarn.original_max_position_embeddings;
+  j["yarn_beta_fast"] = o.yarn.beta_fast;
+  j["yarn_beta_slow"] = o.yarn.beta_slow;
+  j["yarn_correction_range_round_to_int"] = o.yarn.round_to_int;
   // Megatron's None when off, so that a DSA checkpoint and a model without it (or the reverse)
   // differ in the shape check; the indexer's options only when on.
   j["experimental_attention_variant"] = o.dsa.enabled ? nlohmann::json("dsa") : nlohmann::json();

@@ -40,6 +40,16 @@ void rotary_embedding(const Tensor& x, int64_t position_start, const RotaryParam
            "), 0 < low_freq_factor (", l3.low_freq_factor, ") < high_freq_factor (",
            l3.high_freq_factor, ") and original_max_position_embeddings > 0 (",
            l3.original_max_position_embeddings, ")");
+  if (p.yarn) {
+    const YarnRopeScaling& yarn = *p.yarn;
+    MT_CHECK(!l3.enabled() && p.seq_interpolation_factor == 1.0f && yarn.factor > 0 &&
+                 yarn.original_max_position_embeddings > 0 && yarn.beta_fast > 0 &&
+                 yarn.beta_slow > 0,
+             "rotary_embedding: YaRN needs a positive factor (", yarn.factor,
+             "), original_max_position_embeddings (", yarn.original_max_position_embeddings,
+             ") and betas (", yarn.beta_fast, ", ", yarn.beta_slow,
+             "), and excludes Llama 3 scaling and a sequence interpolation factor");
+  }
   MT_CHECK(position_start >= 0, "rotary_embedding: position_start must be >= 0, got ",
            position_start);
   const Device device = operand_device("rotary_embedding", {&x, &y});

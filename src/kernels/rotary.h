@@ -9,18 +9,22 @@
 //   are views into the fused QKV buffer. f32 or bf16, one dtype; y may be x (in place).
 //   Row i is at position p = position_start + i; with interpolation factor f and, for
 //   j < r/2, θ_j = (p / f) · ω_j, ω_j = base^(−2j/r) (rescaled by Llama 3's rule when
-//   `llama3` is set, see Llama3RopeScaling), all in f32 (Megatron's fp32 angles):
-//     y[lo(j)] = x[lo(j)] · cos θ_j − x[hi(j)] · sin θ_j
-//     y[hi(j)] = x[hi(j)] · cos θ_j + x[lo(j)] · sin θ_j
+//   `llama3` is set, see Llama3RopeScaling; replaced by YaRN's blend, with cos and sin times its
+//   concentration factor m, when `yarn` is set, see kernels/yarn_rope.h), all in f32
+//   (Megatron's fp32 angles), m = 1 without YaRN:
+//     y[lo(j)] = m · (x[lo(j)] · cos θ_j − x[hi(j)] · sin θ_j)
+//     y[hi(j)] = m · (x[hi(j)] · cos θ_j + x[lo(j)] · sin θ_j)
 //   Channels j >= r pass through unchanged (--rotary-percent < 1).
-//   inverse = true rotates by −θ: the backward, since the rotation is orthogonal
-//   (dx = Rᵀ dy = R(−θ) dy).
+//   inverse = true rotates by −θ: the backward, since the rotation is orthogonal up to m
+//   (dx = m · Rᵀ dy = m · R(−θ) dy).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "core/tensor.h"
 #include "kernels/host_device.h"
+#include "kernels/yarn_rope.h"
 
 namespace megatron::kernels {
 
@@ -55,11 +59,12 @@ MT_HOST_DEVICE inline float llama3_scaled_inv_freq(float inv_freq, float factor,
 }
 
 struct RotaryParams {
-  int64_t rotary_dim = 0;                 // r: even, 2 <= r <= d
-  float base = 10000.0f;                  // --rotary-base (HF rope_theta)
-  float seq_interpolation_factor = 1.0f;  // --rotary-seq-len-interpolation-factor
-  Llama3RopeScaling llama3;               // --use-rope-scaling
-  bool interleaved = false;               // --rotary-interleaved: pairs (2j, 2j + 1)
+  int64_t rotary_dim = 0;                              // r: even, 2 <= r <= d
+  float base = 10000.0f;                               // --rotary-base (HF rope_theta)
+  float seq_interpolation_factor = 1.0f;               // --rotary-seq-len-interpolation-factor
+  Llama3RopeScaling llama3 = {};                       // --use-rope-scaling
+  std::optional<YarnRopeScaling> yarn = std::nullopt;  // --position-embedding-type/--rope-type yarn
+  bool interleaved = false;                            // --rotary-interleaved: pairs (2j, 2j + 1)
 };
 
 // The channels of rotation pair j (contract above); shared by the CPU and CUDA kernels.

@@ -53,6 +53,7 @@ ParallelAttention::ParallelAttention(const std::string& prefix, int layer_number
               .base = config.arch.rotary_base,
               .seq_interpolation_factor = config.arch.rotary_seq_len_interpolation_factor,
               .llama3 = config.arch.rope_scaling,
+              .yarn = config.yarn_rope(),
               .interleaved = config.arch.rotary_interleaved},
       query_key_value_(config.arch.mla.enabled ? std::nullopt
                                                : std::optional<QkvProjection>(
@@ -61,7 +62,9 @@ ParallelAttention::ParallelAttention(const std::string& prefix, int layer_number
       mla_(config.arch.mla.enabled
                ? std::optional<MlaProjection>(std::in_place, prefix, config, ps, store, weights)
                : std::nullopt),
-      qk_norm_(config.arch.qk_layernorm
+      // With MLA, --qk-layernorm is Megatron-Core's switch for the latent norms, which
+      // MlaProjection has: no per-head norm.
+      qk_norm_(config.arch.qk_layernorm && !config.arch.mla.enabled
                    ? std::optional<QkLayerNorm>(std::in_place, prefix, config, store, weights)
                    : std::nullopt),
       indexer_(config.arch.dsa.enabled

@@ -67,6 +67,7 @@ DsaIndexer::DsaIndexer(const std::string& prefix, const TransformerConfig& confi
               .base = config.arch.rotary_base,
               .seq_interpolation_factor = 1.0f,
               .llama3 = {},
+              .yarn = config.yarn_rope(),
               .interleaved = config.arch.dsa.rope_interleaved || config.arch.rotary_interleaved},
       weights_(weights),
       wq_index_(add_replicated(store, prefix + ".linear_wq_b", heads_ * head_dim_, q_input_)),

@@ -7,16 +7,19 @@
 namespace megatron {
 
 PositionEmbedding position_embedding_from_name(const std::string& name) {
-  for (PositionEmbedding p :
-       {PositionEmbedding::kLearnedAbsolute, PositionEmbedding::kRope, PositionEmbedding::kNone})
+  for (PositionEmbedding p : {PositionEmbedding::kLearnedAbsolute, PositionEmbedding::kRope,
+                              PositionEmbedding::kYarn, PositionEmbedding::kNone})
     if (name == position_embedding_name(p)) return p;
-  MT_THROW("--position-embedding-type must be learned_absolute, rope or none, got '", name, "'");
+  MT_THROW("--position-embedding-type must be learned_absolute, rope, yarn or none, got '", name,
+           "'");
 }
 
 const char* position_embedding_name(PositionEmbedding p) {
   switch (p) {
     case PositionEmbedding::kRope:
       return "rope";
+    case PositionEmbedding::kYarn:
+      return "yarn";
     case PositionEmbedding::kNone:
       return "none";
     default:
@@ -69,18 +72,22 @@ float TransformerConfig::output_layer_init_std() const {
 }
 
 float TransformerConfig::softmax_scale() const {
-  // YaRN's attention-temperature factor (Peng et al. 2023) at the scaling factor: 1 up to 1.
-  const auto yarn_mscale = [](float factor, float mscale) {
-    return factor <= 1.0f ? 1.0f : 0.1f * mscale * std::log(factor) + 1.0f;
-  };
-  const float m = arch.mla.enabled && arch.mla.yarn
-                      ? yarn_mscale(arch.mla.rotary_scaling_factor, arch.mla.mscale_all_dim)
-                      : 1.0f;
+  // Megatron-Core's MLA corrects its softmax for YaRN's attention temperature whatever its
+  // --rope-type (1 at scaling factor 1); other attention does not (its YaRN scales cos/sin only).
   const MupOptions& mup = arch.mup;
-  const float scale = mup.enabled ? float(std::sqrt(mup.base_head_dim.value_or(1.0)) /
-                                          std::pow(double(head_dim()), mup.attn_scale_power))
-                                  : 1.0f / std::sqrt(float(head_dim()));
-  return m * m * scale;
+  const double m =
+      arch.mla.enabled ? kernels::yarn_mscale(arch.yarn.factor, arch.yarn.mscale_all_dim) : 1.0;
+  if (mup.enabled)
+    return float(m * m * std::sqrt(mup.base_head_dim.value_or(1.0)) /
+                 std::pow(double(head_dim()), mup.attn_scale_power));
+  return arch.mla.enabled ? float(m * m / std::sqrt(double(head_dim())))
+                          : 1.0f / std::sqrt(float(head_dim()));
+}
+
+std::optional<kernels::YarnRopeScaling> TransformerConfig::yarn_rope() const {
+  const bool yarn =
+      arch.mla.enabled ? arch.mla.yarn : arch.position_embedding == PositionEmbedding::kYarn;
+  return yarn ? std::optional(arch.yarn) : std::nullopt;
 }
 
 namespace {
@@ -98,24 +105,43 @@ void validate_mla(const TransformerConfig& c) {
   MT_REQUIRE(m.v_head_dim <= c.head_dim(), "--v-head-dim ", m.v_head_dim,
              " must not exceed --qk-head-dim + --qk-pos-emb-head-dim = ", c.head_dim(),
              " (values are zero-padded to the query/key head size for the attention core)");
-  MT_REQUIRE(!m.yarn || m.rotary_scaling_factor == 1.0f, "--rotary-scaling-factor ",
-             m.rotary_scaling_factor,
-             ": YaRN's frequency interpolation and mscale are not implemented; use "
-             "--rotary-scaling-factor 1 (no context extension) or --rope-type rope");
+  MT_REQUIRE(c.arch.yarn.original_max_position_embeddings == 4096.0f &&
+                 c.arch.yarn.beta_fast == 32.0f && c.arch.yarn.beta_slow == 1.0f &&
+                 c.arch.yarn.round_to_int,
+             "--multi-latent-attention takes YaRN's original context, betas and rounding from "
+             "Megatron-Core's defaults (4096, 32, 1, rounded), whatever the --yarn-* flags say "
+             "(they configure --position-embedding-type yarn): drop the --yarn-* flags");
   MT_REQUIRE(!m.yarn || !c.arch.rotary_interleaved,
              "YaRN RoPE (--rope-type yarn, MLA's default) does not rotate interleaved channel "
              "pairs (as in Megatron-Core): drop --rotary-interleaved or use --rope-type rope");
   MT_REQUIRE(c.arch.num_query_groups == 0,
              "--group-query-attention and --multi-latent-attention exclude one another (as in "
              "Megatron-LM): give one of them");
-  MT_REQUIRE(!c.arch.qk_layernorm && !c.arch.add_qkv_bias,
-             "--multi-latent-attention normalises its query and key/value latents itself and has "
-             "no projection biases: drop --qk-layernorm and --add-qkv-bias");
+  MT_REQUIRE(!c.arch.add_qkv_bias,
+             "--multi-latent-attention has no projection biases: drop --add-qkv-bias");
   MT_REQUIRE(c.arch.rotary_percent == 1.0f && c.arch.rotary_seq_len_interpolation_factor == 1.0f &&
                  !c.arch.rope_scaling.enabled(),
              "--multi-latent-attention rotates its whole --qk-pos-emb-head-dim part at the "
              "positions themselves: --rotary-percent, --rotary-seq-len-interpolation-factor and "
              "--use-rope-scaling are not implemented with it");
+}
+
+void validate_yarn(const TransformerConfig& c) {
+  const kernels::YarnRopeScaling& y = c.arch.yarn;
+  MT_REQUIRE(
+      y.factor > 0 && y.original_max_position_embeddings > 0 && y.beta_fast > 0 && y.beta_slow > 0,
+      "YaRN needs a positive --rotary-scaling-factor (", y.factor,
+      "), --yarn-original-max-position-embeddings (", y.original_max_position_embeddings,
+      "), --yarn-beta-fast (", y.beta_fast, ") and --yarn-beta-slow (", y.beta_slow, ")");
+  if (c.arch.position_embedding != PositionEmbedding::kYarn || c.arch.mla.enabled) return;
+  MT_REQUIRE(!c.arch.rotary_interleaved,
+             "--position-embedding-type yarn does not rotate interleaved channel pairs (as in "
+             "Megatron-Core): drop --rotary-interleaved");
+  MT_REQUIRE(c.arch.rotary_percent == 1.0f && c.arch.rotary_seq_len_interpolation_factor == 1.0f &&
+                 !c.arch.rope_scaling.enabled(),
+             "--position-embedding-type yarn rotates whole heads at YaRN's own frequencies "
+             "(Megatron-Core's YaRN ignores the others): drop --rotary-percent, "
+             "--rotary-seq-len-interpolation-factor and --use-rope-scaling");
 }
 
 void validate_dsa(const TransformerConfig& c) {
@@ -184,6 +210,7 @@ void TransformerConfig::validate(int tp_size) const {
              "--recompute-modules layernorm recomputes a pre-LayerNorm layer's norms (Megatron-"
              "Core's layers); a post-LayerNorm layer's norm outputs are its residual stream: "
              "drop layernorm");
+  validate_yarn(*this);
   if (arch.mla.enabled) validate_mla(*this);
   if (arch.dsa.enabled) validate_dsa(*this);
   validate_moe_options(arch.moe, num_layers, ffn_size(), tp_size);
@@ -195,7 +222,8 @@ void TransformerConfig::validate(int tp_size) const {
              arch.mup.base_hidden_size);
   MT_REQUIRE(!arch.mup.base_head_dim || *arch.mup.base_head_dim > 0,
              "--mup-base-head-dim must be positive, got ", arch.mup.base_head_dim.value_or(0));
-  if (arch.position_embedding == PositionEmbedding::kRope) {
+  if (arch.position_embedding == PositionEmbedding::kRope ||
+      arch.position_embedding == PositionEmbedding::kYarn) {
     MT_REQUIRE(arch.rotary_percent > 0 && arch.rotary_percent <= 1,
                "--rotary-percent must be in (0, 1], got ", arch.rotary_percent);
     MT_REQUIRE(rotary_dim() >= 2 && rotary_dim() % 2 == 0, "RoPE rotates ", rotary_dim(),

@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "kernels/gelu.h"
-#include "kernels/rotary.h"  // Llama3RopeScaling
+#include "kernels/rotary.h"     // Llama3RopeScaling
+#include "kernels/yarn_rope.h"  // YarnRopeScaling
 #include "model/moe_options.h"
 #include "parallel/context_parallel_attention.h"  // CpCommType
 
@@ -29,8 +30,10 @@ enum class LayerNormOrder {
 
 // Megatron-Core's architecture options of the Llama family (Mistral, Qwen2, ...), on the one
 // transformer: the defaults give GPT-2 (LayerNorm, GeLU, learned positions, biases, MHA).
-enum class Normalization { kLayerNorm, kRMSNorm };                // --normalization
-enum class PositionEmbedding { kLearnedAbsolute, kRope, kNone };  // --position-embedding-type
+enum class Normalization { kLayerNorm, kRMSNorm };  // --normalization
+// --position-embedding-type; kYarn is RoPE with YaRN's frequencies and concentration factor
+// (ArchitectureOptions::yarn, kernels/yarn_rope.h).
+enum class PositionEmbedding { kLearnedAbsolute, kRope, kYarn, kNone };
 
 // --recompute-method, with --recompute-granularity full: which layers of each model chunk (a
 // pipeline stage's layers, or one virtual stage's with the interleaved schedule) recompute.
@@ -51,12 +54,9 @@ struct MlaOptions {
   int64_t qk_head_dim = 128;
   int64_t qk_pos_emb_head_dim = 64;
   int64_t v_head_dim = 128;
-  // --rope-type yarn (Megatron-Core's default for MLA) or rope, and YaRN's
-  // --rotary-scaling-factor: only 1 (no context extension) is implemented, where YaRN's
-  // frequencies and its mscale are those of plain RoPE.
+  // --rope-type yarn (Megatron-Core's default for MLA: YaRN with ArchitectureOptions::yarn's
+  // factor and mscales, its other fields at their defaults) or rope.
   bool yarn = true;
-  float rotary_scaling_factor = 1.0f;
-  float mscale = 1.0f, mscale_all_dim = 0.0f;  // YaRN's; no effect at scaling factor 1
   bool operator==(const MlaOptions&) const = default;
 };
 
@@ -141,14 +141,20 @@ struct ArchitectureOptions {
   bool apply_layernorm_1p = false;  // --apply-layernorm-1p: zero-centred gains (layer_norm.h)
   bool squared_relu = false;        // --squared-relu: relu(x)² MLP activation instead of GeLU
   // --qk-layernorm: each head's query and key normalised (--normalization) over its channels
-  // after the projection, before RoPE (Qwen3, OLMo-2-style; model/attention.h).
+  // after the projection, before RoPE (Qwen3, OLMo-2-style; model/attention.h). With MLA:
+  // Megatron-Core's switch for the query and key/value latent norms, which MLA has here with
+  // or without it (model/mla_projection.h).
   bool qk_layernorm = false;
   bool rotary_interleaved = false;  // --rotary-interleaved: RoPE pairs (2j, 2j + 1)
-  MlaOptions mla;                   // --multi-latent-attention
-  DsaOptions dsa;                   // --experimental-attention-variant dsa (with MLA)
-  MupOptions mup;                   // --use-mup
-  MoeOptions moe;                   // --num-experts, --moe-* (model/moe_layer.h)
-  MtpOptions mtp;                   // --mtp-num-layers, --mtp-loss-scaling-factor
+  // YaRN's flags (--rotary-scaling-factor, --mscale, --mscale-all-dim, --yarn-*): the RoPE of
+  // --position-embedding-type yarn, or of MLA with --rope-type yarn; MLA's softmax scale takes
+  // the factor and mscale_all_dim whatever its rope type (TransformerConfig::softmax_scale).
+  kernels::YarnRopeScaling yarn;
+  MlaOptions mla;  // --multi-latent-attention
+  DsaOptions dsa;  // --experimental-attention-variant dsa (with MLA)
+  MupOptions mup;  // --use-mup
+  MoeOptions moe;  // --num-experts, --moe-* (model/moe_layer.h)
+  MtpOptions mtp;  // --mtp-num-layers, --mtp-loss-scaling-factor
 };
 
 struct TransformerConfig {
@@ -230,13 +236,17 @@ struct TransformerConfig {
   // A head's value (and context) channels: head_dim(), or MLA's v_head_dim.
   int64_t value_head_dim() const { return arch.mla.enabled ? arch.mla.v_head_dim : head_dim(); }
   // The attention softmax's scale: 1/√head_dim(), or muP's √base_head_dim / head_dim^power;
-  // with MLA times Megatron-Core's mscale² (YaRN's mscale_all_dim factor, 1 at scaling factor 1).
+  // with MLA times Megatron-Core's yarn_mscale(factor, mscale_all_dim)² (1 at factor 1).
   float softmax_scale() const;
-  // Whether the attention rotates queries and keys: --position-embedding-type rope, or MLA
-  // (its RoPE part, whatever the position embedding type, as Megatron-Core).
+  // Whether the attention rotates queries and keys: --position-embedding-type rope or yarn, or
+  // MLA (its RoPE part, whatever the position embedding type, as Megatron-Core).
   bool attention_rope() const {
-    return arch.mla.enabled || arch.position_embedding == PositionEmbedding::kRope;
+    return arch.mla.enabled || arch.position_embedding == PositionEmbedding::kRope ||
+           arch.position_embedding == PositionEmbedding::kYarn;
   }
+  // YaRN's scaling of the attention's RoPE (--position-embedding-type yarn, or MLA's
+  // --rope-type yarn); none for plain RoPE.
+  std::optional<kernels::YarnRopeScaling> yarn_rope() const;
   int64_t query_groups() const {
     return arch.num_query_groups > 0 ? arch.num_query_groups : num_attention_heads;
   }

@@ -185,8 +185,14 @@ expect_error "--rope-type yarn applies to --multi-latent-attention only" -- "${B
   --rope-type yarn
 expect_error "--rope-type 'ntk' is not known: expected rope or yarn" -- "${BASE[@]}" \
   --multi-latent-attention --rope-type ntk
-expect_error "--rotary-scaling-factor 40: YaRN's frequency interpolation and mscale are not implemented" \
-  -- "${BASE[@]}" --multi-latent-attention --rotary-scaling-factor 40
+expect_error "--multi-latent-attention takes YaRN's original context, betas and rounding from Megatron-Core's defaults" \
+  -- "${BASE[@]}" --multi-latent-attention --rotary-scaling-factor 40 --yarn-beta-fast 16
+expect_error "--position-embedding-type yarn rotates whole heads at YaRN's own frequencies" \
+  -- "${BASE[@]}" --position-embedding-type yarn --rotary-percent 0.5
+expect_error "--position-embedding-type yarn does not rotate interleaved channel pairs" \
+  -- "${BASE[@]}" --position-embedding-type yarn --rotary-interleaved
+expect_error "YaRN needs a positive --rotary-scaling-factor" \
+  -- "${BASE[@]}" --position-embedding-type yarn --rotary-scaling-factor 0
 expect_error "--v-head-dim 200 must not exceed --qk-head-dim + --qk-pos-emb-head-dim = 192" \
   -- "${BASE[@]}" --multi-latent-attention --v-head-dim 200
 expect_error "--group-query-attention and --multi-latent-attention exclude one another" \

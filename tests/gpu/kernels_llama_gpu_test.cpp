@@ -2,9 +2,11 @@
 // RMSNorm forward and backward (dx written, accumulated and written over dy, dgamma accumulated,
 // the same bits run to run) on widths that take every row launch shape; rotary in place on a
 // strided Q view of a fused QKV buffer and out of place, forward and inverse, with a partial rotary
-// dim; SwiGLU forward and backward.
+// dim, plain, with Llama 3's scaling and with YaRN's (kernels/yarn_rope.h); SwiGLU forward and
+// backward.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -100,19 +102,27 @@ TEST_P(LlamaKernelsGpuTest, RotaryMatchesCpu) {
   const int64_t s = 33, b = 3, heads = 4, d = 64;
   for (int64_t rotary_dim : {int64_t(64), int64_t(32)})
     for (bool inverse : {false, true})
-      for (bool llama3 : {false, true}) {
+      for (const char* scaling : {"none", "llama3", "yarn"}) {
+        const bool llama3 = scaling == std::string("llama3"), yarn = scaling == std::string("yarn");
         // Interleaved pairs (--rotary-interleaved) with the Llama 3 cases: every flag is seen.
         const bool interleaved = llama3;
         SCOPED_TRACE("r=" + std::to_string(rotary_dim) + " inverse=" + std::to_string(inverse) +
-                     " llama3=" + std::to_string(llama3) +
-                     " interleaved=" + std::to_string(interleaved));
+                     " scaling=" + scaling + " interleaved=" + std::to_string(interleaved));
         kernels::RotaryParams p{.rotary_dim = rotary_dim,
                                 .base = 10000.0f,
-                                .seq_interpolation_factor = 2.0f,
+                                .seq_interpolation_factor = yarn ? 1.0f : 2.0f,
                                 .llama3 = {}};
         // Llama 3's scaling with a short original context, so that s = 33 positions past 100
         // reach all three of its regimes.
         if (llama3) p.llama3 = {8.0f, 1.0f, 4.0f, 256.0f};
+        // YaRN's with a short original context too: its ramp spans pairs 0 to 13 (r = 64) or
+        // 0 to 6.4 unrounded (r = 32), and a concentration factor other than 1.
+        if (yarn)
+          p.yarn = kernels::YarnRopeScaling{.factor = 40.0f,
+                                            .original_max_position_embeddings = 256.0f,
+                                            .mscale = 1.2f,
+                                            .mscale_all_dim = 0.5f,
+                                            .round_to_int = rotary_dim == 64};
         p.interleaved = interleaved;
         const Tensor qkv = random_tensor({s, b, heads, 3, d}, dt, 7, -2.0, 2.0);
         // Q of [s, b, heads, 3, d], rotated in place.

@@ -20,7 +20,7 @@ TEST(MlaPytorchGoldenGpu, LogitsLossAndGradientsMatchPytorch) {
   const Device gpu = Device::cuda(0);
   use_device(gpu);
   const ParallelState solo = ParallelState::create(std::make_shared<SoloCommunicator>(), 1, 1);
-  for (const char* fixture : {"mla", "mla_rms"})
+  for (const char* fixture : {"mla", "mla_rms", "mla_yarn"})
     for (int variant = 0; variant < 3; ++variant) {
       SCOPED_TRACE(::testing::Message() << fixture << " variant=" << variant);
       expect_matches_gpt_variants_golden(

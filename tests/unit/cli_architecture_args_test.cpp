@@ -74,6 +74,43 @@ TEST(CliArchitectureArgs, LlamaFlagsGiveTheOptionsAndSurviveTheStoredArguments) 
   EXPECT_EQ(norm_epsilon_from_args_json(stored), 1e-6f);
 }
 
+// YaRN's flags (kernels/yarn_rope.h) reach the options and survive the stored arguments (the
+// table's and the architecture record's), so --load, generate and convert rebuild the same
+// frequencies and factors; a record without them (an older checkpoint) reads as no extension.
+TEST(CliArchitectureArgs, YarnFlagsSurviveTheStoredArguments) {
+  Parsed p({"--position-embedding-type", "yarn", "--rotary-scaling-factor", "16", "--mscale", "0.9",
+            "--mscale-all-dim", "0.5", "--yarn-original-max-position-embeddings", "2048",
+            "--yarn-beta-fast", "24", "--yarn-beta-slow", "2",
+            "--no-yarn-correction-range-round-to-int"});
+  const ArchitectureOptions o = architecture_options(p.arch);
+  EXPECT_EQ(o.position_embedding, PositionEmbedding::kYarn);
+  const kernels::YarnRopeScaling expected{.factor = 16.0f,
+                                          .original_max_position_embeddings = 2048.0f,
+                                          .beta_fast = 24.0f,
+                                          .beta_slow = 2.0f,
+                                          .mscale = 0.9f,
+                                          .mscale_all_dim = 0.5f,
+                                          .round_to_int = false};
+  EXPECT_EQ(o.yarn, expected);
+  for (const nlohmann::json& stored : {p.table.to_json(), architecture_args_json(o)}) {
+    const ArchitectureOptions back = architecture_from_args_json(stored);
+    EXPECT_EQ(back.position_embedding, PositionEmbedding::kYarn);
+    EXPECT_EQ(back.yarn, expected);
+  }
+  const ArchitectureOptions old = architecture_from_args_json(
+      nlohmann::json{{"position_embedding_type", "rope"}, {"multi_latent_attention", true}});
+  EXPECT_EQ(old.yarn, kernels::YarnRopeScaling{});
+  EXPECT_TRUE(old.mla.yarn);  // MLA's default rope type
+
+  // MLA with YaRN at factor 40 (the DeepSeek-V3 proxies' flags) keeps them too.
+  Parsed mla({"--multi-latent-attention", "--rotary-scaling-factor", "40", "--mscale", "1.0",
+              "--mscale-all-dim", "1.0"});
+  const ArchitectureOptions m = architecture_from_args_json(mla.table.to_json());
+  EXPECT_TRUE(m.mla.enabled && m.mla.yarn);
+  EXPECT_EQ(m.yarn.factor, 40.0f);
+  EXPECT_EQ(m.yarn.mscale_all_dim, 1.0f);
+}
+
 // --use-mup and its options survive the stored arguments, so generate and convert rebuild the
 // same attention scale and multipliers; an unset base width stays unset (multiplier 1).
 TEST(CliArchitectureArgs, MupFlagsSurviveTheStoredArguments) {
@@ -264,7 +301,7 @@ TEST(CliArchitectureArgs, BadValuesAreNamed) {
     return std::string("no error");
   };
   EXPECT_THAT(message({"--position-embedding-type", "alibi"}),
-              HasSubstr("--position-embedding-type must be learned_absolute, rope or none"));
+              HasSubstr("--position-embedding-type must be learned_absolute, rope, yarn or none"));
   EXPECT_THAT(message({"--normalization", "BatchNorm"}),
               HasSubstr("--normalization must be LayerNorm or RMSNorm, got 'BatchNorm'"));
   EXPECT_THAT(message({"--group-query-attention", "--num-query-groups", "0"}),

@@ -10,15 +10,21 @@ Megatron code):
            key of dr channels per position, shared by every head; [k_content (dn) | v (dv)] =
            W_UKV c_kv per head; k = [k_content | k_rope]
   RoPE     on q_rope and k_rope only (rotate-half pairs (j, j + dr/2), base 10000, positions
-           0..s-1), at YaRN scaling factor 1 (where YaRN's frequencies are RoPE's)
-  scores   q kᵀ / √(dn + dr), causal softmax, times v → [b, s, heads · dv] → output projection
+           0..s-1), at YaRN scaling factor 1 (where YaRN's frequencies are RoPE's), or with
+           mla_yarn at factor 40 (yarn_reference.py's frequencies and cos/sin factor, with
+           Megatron-Core MLA's fixed original context 4096 and betas 32, 1)
+  scores   q kᵀ · mscale(F, mscale_all_dim)² / √(dn + dr) (YaRN's temperature, 1 at F = 1),
+           causal softmax, times v → [b, s, heads · dv] → output projection
 
-Two fixtures (argument VARIANT):
+Three fixtures (argument VARIANT):
   mla       GPT with learned absolute positions AND MLA's RoPE (Megatron's default position
             embedding), LayerNorm (with biases, also on the two latents), linear biases, GeLU
             (erf), a query latent (--q-lora-rank), untied output layer
   mla_rms   --position-embedding-type rope (no learned positions), RMSNorm everywhere, SwiGLU,
             no linear biases, no query latent (a direct query projection), tied output layer
+  mla_yarn  mla's model with a RoPE part of 10 channels (5 pairs: kept, blended and
+            interpolated frequencies) and YaRN: --rotary-scaling-factor 40 --mscale 1
+            --mscale-all-dim 0.8 (cos/sin factor 1.369/1.295, softmax scale × 1.295²)
 
 The weights are in megatron-cpp's parameter names and layouts (model/mla_projection.h):
   layers.i.self_attention.linear_q_down_proj.weight [rq, h], .q_layernorm.{weight,bias} [rq],
@@ -30,6 +36,7 @@ and OUT/golden.safetensors holds w.<name>, input_ids, labels, loss_mask, logits,
 
 Usage: /usr/bin/python3 tools/reference/mla_reference.py mla tests/data/mla
        /usr/bin/python3 tools/reference/mla_reference.py mla_rms tests/data/mla_rms
+       /usr/bin/python3 tools/reference/mla_reference.py mla_yarn tests/data/mla_yarn
 """
 import math
 import os
@@ -41,10 +48,12 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_io  # noqa: E402
 from reference_common import normal_sampler  # noqa: E402
+from yarn_reference import rotate_half, yarn_cos_sin, yarn_mscale  # noqa: E402
 
 # The shapes the C++ tests build (tests/common/mla_golden.h): keep in step.
 LAYERS, HIDDEN, HEADS, FFN, VOCAB = 2, 32, 4, 48, 64
-Q_LORA, KV_LORA, QK_DIM, ROPE_DIM, V_DIM = 24, 16, 8, 4, 6
+Q_LORA, KV_LORA, QK_DIM, V_DIM = 24, 16, 8, 6
+YARN_FACTOR, YARN_MSCALE, YARN_MSCALE_ALL_DIM = 40.0, 1.0, 0.8  # mla_yarn
 ROTARY_BASE, EPS = 10000.0, 1e-5
 BATCH, SEQ = 2, 16
 
@@ -59,11 +68,14 @@ class Variant:
         self.swiglu = rms
         self.q_lora = 0 if rms else Q_LORA
         self.tied = rms
+        self.yarn = name == "mla_yarn"
+        self.rope_dim = 10 if self.yarn else 4
+        self.factor = YARN_FACTOR if self.yarn else 1.0
 
 
 def make_weights(gen, v):
     randn = normal_sampler(gen)
-    d = QK_DIM + ROPE_DIM
+    d = QK_DIM + v.rope_dim
     w = {"embedding.word_embeddings.weight": randn(VOCAB, HIDDEN)}
     if v.learned_positions:
         w["embedding.position_embeddings.weight"] = randn(SEQ, HIDDEN)
@@ -83,7 +95,7 @@ def make_weights(gen, v):
             w[a + "linear_q_up_proj.weight"] = randn(HEADS * d, v.q_lora, std=0.15)
         else:
             w[a + "linear_q_proj.weight"] = randn(HEADS * d, HIDDEN, std=0.15)
-        w[a + "linear_kv_down_proj.weight"] = randn(KV_LORA + ROPE_DIM, HIDDEN, std=0.15)
+        w[a + "linear_kv_down_proj.weight"] = randn(KV_LORA + v.rope_dim, HIDDEN, std=0.15)
         norm(a + "kv_layernorm", KV_LORA)
         w[a + "linear_kv_up_proj.weight"] = randn(HEADS * (QK_DIM + V_DIM), KV_LORA, std=0.15)
         w[a + "dense.weight"] = randn(HIDDEN, HEADS * V_DIM, std=0.1)
@@ -114,14 +126,17 @@ def normalise(w, name, x, v):
     return (x - mean) / torch.sqrt(var + EPS) * w[name + ".weight"] + w[name + ".bias"]
 
 
-def rope(x):
-    """x [..., s, dr]: channel j paired with j + dr/2, rotated by θ_j = p · base^(−2j/dr)."""
+def rope(x, v):
+    """x [..., s, dr]: channel j paired with j + dr/2, rotated by θ_j = p · ω_j, ω_j =
+    base^(−2j/dr) (YaRN's blend, cos and sin times its factor, with mla_yarn)."""
     s, r = x.shape[-2], x.shape[-1]
+    if v.yarn:
+        cos, sin = yarn_cos_sin(r, range(s), ROTARY_BASE, v.factor, mscale=YARN_MSCALE,
+                                mscale_all_dim=YARN_MSCALE_ALL_DIM)
+        return rotate_half(x, cos, sin)
     inv_freq = ROTARY_BASE ** (-torch.arange(0, r, 2, dtype=torch.float64) / r)
     theta = torch.arange(s, dtype=torch.float64)[:, None] * inv_freq[None, :]  # [s, r/2]
-    cos, sin = torch.cos(theta), torch.sin(theta)
-    lo, hi = x[..., : r // 2], x[..., r // 2:]
-    return torch.cat([lo * cos - hi * sin, hi * cos + lo * sin], dim=-1)
+    return rotate_half(x, torch.cos(theta), torch.sin(theta))
 
 
 def linear(w, name, x, v):
@@ -132,7 +147,7 @@ def linear(w, name, x, v):
 
 def mla(w, a, x, v):
     b, s, _ = x.shape
-    d = QK_DIM + ROPE_DIM
+    d = QK_DIM + v.rope_dim
     if v.q_lora:
         c_q = normalise(w, a + "q_layernorm", x @ w[a + "linear_q_down_proj.weight"].t(), v)
         q = c_q @ w[a + "linear_q_up_proj.weight"].t()
@@ -144,10 +159,11 @@ def mla(w, a, x, v):
     kv = normalise(w, a + "kv_layernorm", c_kv, v) @ w[a + "linear_kv_up_proj.weight"].t()
     kv = kv.reshape(b, s, HEADS, QK_DIM + V_DIM).transpose(1, 2)
     k_content, values = kv[..., :QK_DIM], kv[..., QK_DIM:]
-    q = torch.cat([q[..., :QK_DIM], rope(q[..., QK_DIM:])], dim=-1)
-    k_rope = rope(k_rope)[:, None].expand(b, HEADS, s, ROPE_DIM)  # one per position
+    q = torch.cat([q[..., :QK_DIM], rope(q[..., QK_DIM:], v)], dim=-1)
+    k_rope = rope(k_rope, v)[:, None].expand(b, HEADS, s, v.rope_dim)  # one per position
     k = torch.cat([k_content, k_rope], dim=-1)
-    scores = (q @ k.transpose(-1, -2)) / math.sqrt(d)
+    temperature = yarn_mscale(v.factor, YARN_MSCALE_ALL_DIM) ** 2
+    scores = (q @ k.transpose(-1, -2)) * temperature / math.sqrt(d)
     causal = torch.tril(torch.ones(s, s, dtype=torch.bool))
     scores = scores.masked_fill(~causal, float("-inf"))
     context = (torch.softmax(scores, dim=-1) @ values).transpose(1, 2).reshape(b, s, HEADS * V_DIM)
@@ -176,7 +192,8 @@ def forward(w, ids, v):
 
 def main(variant, out_dir):
     v = Variant(variant)
-    gen = torch.Generator().manual_seed(20261208 if v.rmsnorm else 20261207)
+    gen = torch.Generator().manual_seed(
+        {"mla": 20261207, "mla_rms": 20261208, "mla_yarn": 20261209}[variant])
     weights = make_weights(gen, v)
     ids = torch.randint(0, VOCAB, (BATCH, SEQ), generator=gen)
     labels = torch.randint(0, VOCAB, (BATCH, SEQ), generator=gen)
@@ -218,5 +235,5 @@ def main(variant, out_dir):
 
 if __name__ == "__main__":
     name = sys.argv[1] if len(sys.argv) > 1 else "mla"
-    assert name in ("mla", "mla_rms"), name
+    assert name in ("mla", "mla_rms", "mla_yarn"), name
     main(name, sys.argv[2] if len(sys.argv) > 2 else "tests/data/" + name)

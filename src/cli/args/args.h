@@ -28,7 +28,7 @@ namespace megatron::cli {
 // checkpoints under their attribute names and read back from them by generate and convert
 // (checkpoint/architecture_json.h).
 struct ArchitectureArgs {
-  std::string position_embedding_type = "learned_absolute";  // learned_absolute | rope | none
+  std::string position_embedding_type = "learned_absolute";  // learned_absolute|rope|yarn|none
   double rotary_base = 10000.0;
   double rotary_percent = 1.0;
   std::optional<double> rotary_seq_len_interpolation_factor;
@@ -56,9 +56,14 @@ struct ArchitectureArgs {
   int qk_pos_emb_head_dim = 64;
   int v_head_dim = 128;
   std::string rope_type;  // rope | yarn; "" (unset): yarn with MLA, rope without
+  // YaRN (kernels/yarn_rope.h): MLA's with --rope-type yarn, or --position-embedding-type yarn
+  // (which alone takes the --yarn-* flags, Megatron's None giving YarnRotaryEmbedding's defaults).
   double rotary_scaling_factor = 1.0;
   double mscale = 1.0;
   double mscale_all_dim = 0.0;
+  std::optional<int> yarn_original_max_position_embeddings;
+  std::optional<double> yarn_beta_fast, yarn_beta_slow;
+  bool yarn_correction_range_round_to_int = true;
   // --experimental-attention-variant dsa and its --dsa-* options (model/transformer_config.h,
   // DsaOptions; Megatron-LM's defaults). Unset optional values are Megatron's None.
   std::string experimental_attention_variant;  // "" (None) or dsa

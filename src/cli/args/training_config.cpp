@@ -79,7 +79,15 @@ ArchitectureOptions architecture_options(const ArchitectureArgs& a) {
              a.rope_type, "' is not known: expected rope or yarn");
   MT_REQUIRE(a.multi_latent_attention || a.rope_type != "yarn",
              "--rope-type yarn applies to --multi-latent-attention only (as in Megatron-LM); "
-             "other attention takes rope");
+             "other attention takes --position-embedding-type yarn");
+  o.yarn = {.factor = float(a.rotary_scaling_factor),
+            .original_max_position_embeddings =
+                float(a.yarn_original_max_position_embeddings.value_or(4096)),
+            .beta_fast = float(a.yarn_beta_fast.value_or(32.0)),
+            .beta_slow = float(a.yarn_beta_slow.value_or(1.0)),
+            .mscale = float(a.mscale),
+            .mscale_all_dim = float(a.mscale_all_dim),
+            .round_to_int = a.yarn_correction_range_round_to_int};
   o.mla.enabled = a.multi_latent_attention;
   if (o.mla.enabled) {
     o.mla.q_lora_rank = a.q_lora_rank;
@@ -88,9 +96,6 @@ ArchitectureOptions architecture_options(const ArchitectureArgs& a) {
     o.mla.qk_pos_emb_head_dim = a.qk_pos_emb_head_dim;
     o.mla.v_head_dim = a.v_head_dim;
     o.mla.yarn = a.rope_type != "rope";
-    o.mla.rotary_scaling_factor = float(a.rotary_scaling_factor);
-    o.mla.mscale = float(a.mscale);
-    o.mla.mscale_all_dim = float(a.mscale_all_dim);
   }
   o.dsa = dsa_options(a);
   o.mup = mup_options(a);
@@ -274,10 +279,14 @@ void apply_checkpoint_args(Args& a, CheckpointArgs which) {
     arch.qk_pos_emb_head_dim = int(o.mla.qk_pos_emb_head_dim);
     arch.v_head_dim = int(o.mla.v_head_dim);
     arch.rope_type = o.mla.yarn ? "yarn" : "rope";
-    arch.rotary_scaling_factor = o.mla.rotary_scaling_factor;
-    arch.mscale = o.mla.mscale;
-    arch.mscale_all_dim = o.mla.mscale_all_dim;
   }
+  arch.rotary_scaling_factor = o.yarn.factor;
+  arch.mscale = o.yarn.mscale;
+  arch.mscale_all_dim = o.yarn.mscale_all_dim;
+  arch.yarn_original_max_position_embeddings = int(o.yarn.original_max_position_embeddings);
+  arch.yarn_beta_fast = o.yarn.beta_fast;
+  arch.yarn_beta_slow = o.yarn.beta_slow;
+  arch.yarn_correction_range_round_to_int = o.yarn.round_to_int;
   if (o.dsa.enabled) {
     arch.experimental_attention_variant = "dsa";
     arch.dsa_indexer_n_heads = int(o.dsa.indexer_heads);

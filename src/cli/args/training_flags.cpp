@@ -423,7 +423,23 @@ void add_expert_parallel_args(ArgTable& table, Args& args) {
 // ---- Llama-family architecture flags ----
 
 void add_architecture_args(ArgTable& t, ArchitectureArgs& a) {
-  t.add("--position-embedding-type", a.position_embedding_type, "learned_absolute | rope | none");
+  t.add("--position-embedding-type", a.position_embedding_type,
+        "learned_absolute | rope | yarn (RoPE with YaRN's context extension: "
+        "--rotary-scaling-factor, --mscale, --mscale-all-dim, --yarn-*) | none");
+  t.add("--yarn-original-max-position-embeddings", a.yarn_original_max_position_embeddings,
+        "YaRN's original context for its frequency correction (default 4096; "
+        "--position-embedding-type yarn)");
+  t.add("--yarn-beta-fast", a.yarn_beta_fast,
+        "YaRN's rotations where frequencies stop being kept (default 32; "
+        "--position-embedding-type yarn)");
+  t.add("--yarn-beta-slow", a.yarn_beta_slow,
+        "YaRN's rotations where frequencies are fully interpolated (default 1; "
+        "--position-embedding-type yarn)");
+  t.add_negatable_flag("--yarn-correction-range-round-to-int",
+                       "--no-yarn-correction-range-round-to-int",
+                       a.yarn_correction_range_round_to_int,
+                       "round YaRN's correction range outwards to whole pairs (default on; "
+                       "--position-embedding-type yarn)");
   t.add("--rotary-base", a.rotary_base, "RoPE base (HF rope_theta)");
   t.add("--rotary-percent", a.rotary_percent, "share of each head's channels RoPE rotates");
   t.add("--rotary-seq-len-interpolation-factor", a.rotary_seq_len_interpolation_factor,
@@ -463,12 +479,15 @@ void add_architecture_args(ArgTable& t, ArchitectureArgs& a) {
   t.add("--v-head-dim", a.v_head_dim, "MLA: a value head's channels (default 128)");
   t.add("--rope-type", a.rope_type,
         "rope | yarn: MLA's RoPE (default yarn, equal to rope at --rotary-scaling-factor 1); "
-        "rope without MLA");
+        "rope without MLA (--position-embedding-type yarn there)");
   t.add("--rotary-scaling-factor", a.rotary_scaling_factor,
-        "MLA YaRN scaling factor (only 1, no context extension, is implemented)");
-  t.add("--mscale", a.mscale, "MLA YaRN mscale (no effect at --rotary-scaling-factor 1)");
+        "YaRN's context extension factor F (MLA's, or --position-embedding-type yarn; default 1)");
+  t.add("--mscale", a.mscale,
+        "YaRN: cos/sin times mscale(F, mscale) / mscale(F, mscale-all-dim), mscale(F, m) = "
+        "0.1 m ln F + 1 (default 1)");
   t.add("--mscale-all-dim", a.mscale_all_dim,
-        "MLA YaRN mscale_all_dim (no effect at --rotary-scaling-factor 1)");
+        "YaRN's mscale_all_dim (default 0); MLA also scales its softmax by "
+        "mscale(F, mscale-all-dim)^2");
   t.add("--experimental-attention-variant", a.experimental_attention_variant,
         "dsa: DeepSeek sparse attention on top of --multi-latent-attention (docs/model.md)");
   t.add("--dsa-indexer-n-heads", a.dsa_indexer_n_heads, "DSA: the lightning indexer's heads");

@@ -33,11 +33,14 @@ void rotate(const Tensor& x, int64_t position_start, const RotaryParams& p, bool
             Tensor& y) {
   const int64_t s = x.size(0), d = x.size(-1), half = p.rotary_dim / 2;
   const int64_t mid = x.numel() / (s * d);  // rows per position
-  // inv_freq_j = 1 / base^(2j/r) and θ = (pos / f) · inv_freq_j in f32, as Megatron computes.
+  // inv_freq_j = 1 / base^(2j/r) (or YaRN's blend) and θ = (pos / f) · inv_freq_j in f32, as
+  // Megatron computes; cos and sin times YaRN's concentration factor (1 without it).
   std::vector<float> inv_freq(static_cast<size_t>(half));
   const Llama3RopeScaling& l3 = p.llama3;
+  const YarnTerms yarn = p.yarn ? yarn_terms(*p.yarn, p.rotary_dim, p.base) : YarnTerms{};
   for (int64_t j = 0; j < half; ++j) {
-    inv_freq[size_t(j)] = 1.0f / std::pow(p.base, float(2 * j) / float(p.rotary_dim));
+    const float base_pow = std::pow(p.base, float(2 * j) / float(p.rotary_dim));
+    inv_freq[size_t(j)] = p.yarn ? yarn_inv_freq(base_pow, j, yarn) : 1.0f / base_pow;
     if (l3.enabled())
       inv_freq[size_t(j)] =
           llama3_scaled_inv_freq(inv_freq[size_t(j)], l3.factor, l3.low_freq_factor,
@@ -49,8 +52,8 @@ void rotate(const Tensor& x, int64_t position_start, const RotaryParams& p, bool
     const float pos = float(position_start + i) / p.seq_interpolation_factor;
     for (int64_t j = 0; j < half; ++j) {
       const float theta = pos * inv_freq[size_t(j)];
-      cos_t[size_t(i * half + j)] = std::cos(theta);
-      sin_t[size_t(i * half + j)] = sign * std::sin(theta);
+      cos_t[size_t(i * half + j)] = std::cos(theta) * yarn.concentration;
+      sin_t[size_t(i * half + j)] = sign * (std::sin(theta) * yarn.concentration);
     }
   }
   const std::vector<int64_t> x_rows = row_offsets(x), y_rows = row_offsets(y);

@@ -1,4 +1,5 @@
-// Rotary embedding on CUDA (contract: kernels/rotary.h; CPU twin: kernels/cpu/rotary.cpp).
+// Rotary embedding on CUDA (contract: kernels/rotary.h; CPU twin: kernels/cpu/rotary.cpp),
+// YaRN's frequency blend and concentration factor with it (kernels/yarn_rope.h).
 // One thread per (row, k): k < r/2 rotates channel pair k (see rotary_pair_lo/hi), the other k
 // copy one
 // pass-through channel (nothing to do in place). Angles in f32 with the CPU's formula
@@ -57,18 +58,22 @@ struct Rotate {
   int64_t position_start, half, rotary_dim;
   float base, factor, sign;
   Llama3RopeScaling llama3;
+  bool yarn;
+  YarnTerms yarn_terms;  // its factor 1 and concentration 1 when yarn is off
   bool interleaved;
   __device__ void operator()(int64_t row, int64_t k, int64_t) const {
     int64_t pos, xo, yo;
     g.offsets(row, pos, xo, yo);
     if (k < half) {
-      float inv_freq = 1.0f / powf(base, float(2 * k) / float(rotary_dim));
+      const float base_pow = powf(base, float(2 * k) / float(rotary_dim));
+      float inv_freq = yarn ? yarn_inv_freq(base_pow, k, yarn_terms) : 1.0f / base_pow;
       if (llama3.factor > 0.0f)
         inv_freq = llama3_scaled_inv_freq(inv_freq, llama3.factor, llama3.low_freq_factor,
                                           llama3.high_freq_factor,
                                           llama3.original_max_position_embeddings);
       const float theta = (float(position_start + pos) / factor) * inv_freq;
-      const float c = cosf(theta), s = sign * sinf(theta);
+      const float c = cosf(theta) * yarn_terms.concentration,
+                  s = sign * (sinf(theta) * yarn_terms.concentration);
       const int64_t lo = rotary_pair_lo(k, half, interleaved);
       const int64_t hi = rotary_pair_hi(k, half, interleaved);
       const float a = to_f32(x[xo + lo]), b = to_f32(x[xo + hi]);
@@ -100,6 +105,8 @@ void rotary_embedding(const Tensor& x, int64_t position_start, const RotaryParam
                        p.seq_interpolation_factor,
                        inverse ? -1.0f : 1.0f,
                        p.llama3,
+                       p.yarn.has_value(),
+                       p.yarn ? yarn_terms(*p.yarn, p.rotary_dim, p.base) : YarnTerms{},
                        p.interleaved};
     launch_rows_cols(op, rows, half + (d - p.rotary_dim), "rotary_embedding");
   });
