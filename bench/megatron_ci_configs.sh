@@ -35,8 +35,13 @@
 #             pipeline stage (interleaved: the config's number of virtual stages, 1 layer each;
 #             --decoder-first/last-pipeline-num-layers kept, 2 layers on each stage between;
 #             --account-for-embedding/loss-in-pipeline-split: PP x VP minus the accounted ones;
-#             --pipeline-model-parallel-layout: kept, with the config's --num-layers)
-#   run       --train-iters $ITERS (--train-samples: $ITERS x the first global batch size),
+#             --pipeline-model-parallel-layout: kept, with the config's --num-layers);
+#             --moe-layer-freq ([0]*a+[1]*b): the a dense layers first (at most layers - 1),
+#             MoE after them, over the shrunk layers
+#   run       --global-batch-size at most $MAX_MICRO_BATCHES micro-batches per DP rank (default
+#             16; a CI global batch of 512 sequences is 512 steps of the pipeline on 2 cores;
+#             not with --rampup-batch-size or --step-batch-size-schedule),
+#             --train-iters $ITERS (--train-samples: $ITERS x the first global batch size),
 #             --eval-iters 0, --log-interval 1, --distributed-backend mpi (also for 1 process:
 #             megatron-cpp refuses nccl on the CPU)
 #   layout    world = TP x PP x CP x DP. While TP x PP x CP > 4 the largest of PP, TP, CP is
@@ -99,6 +104,7 @@ BIN=${MEGATRON_BIN:-$REPO/build/megatron}
 TIMEOUT=${TIMEOUT:-120}
 ITERS=${ITERS:-2}
 PEEL=${PEEL:-0}
+MAX_MICRO_BATCHES=${MAX_MICRO_BATCHES:-16}
 KIND=${KIND:-pretraining}
 read -r -a CI_GROUPS <<<"${CI_GROUPS:-gpt bert}"
 MAX_WORLD=4
@@ -295,6 +301,9 @@ build() {
     DP=$d; break
   done
   NP=$((tp * pp * cp * DP))
+  if [[ -z $sched ]] && ! has --rampup-batch-size && ((gbs > mbs * DP * MAX_MICRO_BATCHES)); then
+    gbs=$((mbs * DP * MAX_MICRO_BATCHES))
+  fi
   ep=$(get --expert-model-parallel-size 1)
   while ((ep > 1 && (cp * DP) % ep != 0)); do ep=$((ep / 2)); done
   # layers
@@ -367,6 +376,13 @@ build() {
       --kv-channels) v=$((hidden / heads)) ;;
       --seq-length | --max-position-embeddings) v=$positions ;;
       --num-layers) v=$L ;;
+      --global-batch-size) ((gbs > 0)) && v=$gbs ;;
+      --moe-layer-freq)
+        if [[ $v =~ ^\(\[0\]\*([0-9]+)\+\[1\]\*([0-9]+)\)$ ]]; then
+          local dense=${BASH_REMATCH[1]}
+          ((dense > L - 1)) && dense=$((L - 1))
+          v="([0]*$dense+[1]*$((L - dense)))"
+        fi ;;
       --num-layers-per-virtual-pipeline-stage) v=1 ;;
       --tensor-model-parallel-size) v=$tp ;;
       --pipeline-model-parallel-size) v=$pp ;;
