@@ -46,16 +46,8 @@ if [[ $ISA == avx2 ]]; then
   DTYPES=fp32
 fi
 THREADS=${THREADS:-2} ROUNDS=${ROUNDS:-1} WARMUP=${WARMUP:-2} ITERS=${ITERS:-2}
-PYTHON=${PYTHON:-/usr/bin/python3}
-"$PYTHON" -c 'import torch' 2>/dev/null || {
-  echo "compare_pytorch: $PYTHON cannot import torch; install Debian's PyTorch" \
-    "(apt-get install python3-torch) or set PYTHON to an interpreter that has it" >&2
-  exit 2
-}
-if [[ -z "${DTYPES:-}" ]]; then
-  DTYPES=fp32
-  grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo && DTYPES="fp32 bf16"
-fi
+BENCH_NAME=compare_pytorch
+source "$ROOT/bench/pytorch_side.bash"  # PYTHON, DTYPES
 L=12 H=768 HEADS=12 S=128 MB=8
 export OMP_NUM_THREADS=$THREADS
 

@@ -17,16 +17,8 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build}
 THREADS=${THREADS:-2} ROUNDS=${ROUNDS:-1} ITERS=${ITERS:-3} EP2=${EP2:-1}
-PYTHON=${PYTHON:-/usr/bin/python3}
-"$PYTHON" -c 'import torch' 2>/dev/null || {
-  echo "moe_layer: $PYTHON cannot import torch; install Debian's PyTorch" \
-    "(apt-get install python3-torch) or set PYTHON to an interpreter that has it" >&2
-  exit 2
-}
-if [[ -z "${DTYPES:-}" ]]; then
-  DTYPES=fp32
-  grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo && DTYPES="fp32 bf16"
-fi
+BENCH_NAME=moe_layer
+source "$ROOT/bench/pytorch_side.bash"  # PYTHON, DTYPES
 TOKENS=${TOKENS:-4096} H=${H:-1024} FFN=${FFN:-3584} E=${E:-8} K=${K:-2}
 export OMP_NUM_THREADS=$THREADS
 
