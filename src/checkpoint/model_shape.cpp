@@ -18,6 +18,18 @@ nlohmann::json transformer_shape_json(const LanguageModelConfig& c) {
           {"max_position_embeddings", c.max_position_embeddings}};
 }
 
+// A record with the attention head size written as "kv_channels" 0 where it is the implied
+// hidden / heads (Megatron-LM fills it in, imports drop it, a flag may give it explicitly): the
+// same model either way.
+nlohmann::json canonical_shape(nlohmann::json shape) {
+  if (shape.contains("kv_channels") && shape.contains("num_attention_heads") &&
+      shape.contains("hidden_size") &&
+      shape["kv_channels"].get<int64_t>() * shape["num_attention_heads"].get<int64_t>() ==
+          shape["hidden_size"].get<int64_t>())
+    shape["kv_channels"] = 0;
+  return shape;
+}
+
 }  // namespace
 
 nlohmann::json gpt_model_shape_json(const GptConfig& c) {
@@ -39,14 +51,17 @@ nlohmann::json bert_model_shape_json(const BertConfig& c) {
   return shape;
 }
 
-std::string model_shape_differences(const nlohmann::json& stored, const nlohmann::json& want,
+std::string model_shape_differences(const nlohmann::json& stored_record,
+                                    const nlohmann::json& want_record,
                                     const std::set<std::string>& ignored) {
+  const nlohmann::json stored = canonical_shape(stored_record);
+  const nlohmann::json want = canonical_shape(want_record);
   std::string differences;
   for (const auto& [key, value] : want.items()) {
     if (!stored.contains(key) || ignored.count(key)) continue;
     if (stored[key] != value)
-      differences +=
-          "\n  " + key + ": checkpoint " + stored[key].dump() + ", flags " + value.dump();
+      differences += "\n  " + key + ": checkpoint " + stored_record[key].dump() + ", flags " +
+                     want_record[key].dump();
   }
   return differences;
 }

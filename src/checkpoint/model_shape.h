@@ -16,7 +16,8 @@ namespace megatron {
 
 // One line "\n  key: checkpoint X, flags Y" per key of `want` that `stored` records with
 // another value, except the keys in `ignored`; "" when they agree. Keys `stored` lacks (an
-// older or imported checkpoint's) cannot be compared and are skipped.
+// older or imported checkpoint's) cannot be compared and are skipped. A head size
+// ("kv_channels") equal to hidden / heads is the same as 0 (implied) on either side.
 std::string model_shape_differences(const nlohmann::json& stored, const nlohmann::json& want,
                                     const std::set<std::string>& ignored);
 
