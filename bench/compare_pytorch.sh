@@ -64,7 +64,6 @@ theirs() {
     --threads "$THREADS" --model "$L,$H,$HEADS,$S,$MB" --warmup "$WARMUP" --iters "$ITERS" 2>&1 |
     grep -o 'step time (ms): [0-9.]*' | sed 's/.*: //'
 }
-median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
 echo "GPT-2 124M, micro-batch $MB, seq $S, $THREADS threads, warmup $WARMUP, timed $ITERS," \
   "rounds $ROUNDS, dtypes: $DTYPES, isa: $ISA; $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"
@@ -82,9 +81,5 @@ for ((r = 1; r <= ROUNDS; ++r)); do
     done
   done
 done
-for d in $DTYPES; do
-  o=$(tr ' ' '\n' <<<"${OURS[$d]}" | grep . | median)
-  t=$(tr ' ' '\n' <<<"${THEIRS[$d]}" | grep . | median)
-  awk -v d="$d" -v o="$o" -v t="$t" 'BEGIN {printf "%s: megatron %.1f ms/step | pytorch %.1f ms/step | pytorch/megatron %.2fx\n", d, o, t, t / o}'
-done
+print_median_ratios
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

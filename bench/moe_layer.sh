@@ -34,7 +34,6 @@ theirs() {
     grep -o 'step time (ms): [0-9.]*' | sed 's/.*: //'
 }
 ms_of() { grep -o 'step time (ms): [0-9.]*' | sed 's/.*: //'; }
-median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
 echo "MoE layer: $E experts top-$K, h $H, expert FFN $FFN (SwiGLU), $TOKENS tokens, $THREADS" \
   "threads, best of $ITERS steps, rounds $ROUNDS, dtypes: $DTYPES;" \
@@ -59,11 +58,7 @@ for ((r = 1; r <= ROUNDS; ++r)); do
     done
   done
 done
-for d in $DTYPES; do
-  o=$(tr ' ' '\n' <<<"${OURS[$d]}" | grep . | median)
-  t=$(tr ' ' '\n' <<<"${THEIRS[$d]}" | grep . | median)
-  awk -v d="$d" -v o="$o" -v t="$t" 'BEGIN {printf "%s: megatron %.1f ms/step | pytorch %.1f ms/step | pytorch/megatron %.2fx\n", d, o, t, t / o}'
-done
+print_median_ratios
 if ((EP2)); then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   half=$(((THREADS + 1) / 2))
