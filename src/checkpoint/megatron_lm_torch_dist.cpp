@@ -7,7 +7,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/layout.h"
-#include "checkpoint/megatron_lm_torch.h"
+#include "checkpoint/megatron_core_keys.h"
 #include "core/durable_file.h"
 #include "core/error.h"
 #include "core/torch_file.h"
@@ -40,30 +40,6 @@ PyValue read_common(const std::string& dir, const DcpCheckpoint& dcp) {
 bool is_optimizer_key(const std::string& key) {
   static const std::regex pattern(R"((chained_\d+\.)?optimizer\..*)");
   return std::regex_match(key, pattern);
-}
-
-// Where a DCP tensor goes in megatron-cpp's names.
-struct Target {
-  std::string name;      // megatron-cpp's name; the layer-local one when stacked; "": skipped
-  bool stacked = false;  // the tensor carries all layers on axis 0
-};
-
-// Keys of one layer ("decoder.layers.<i>.<suffix>": non-homogeneous layers, or
-// singleton_local_shards) have no stacked layer axis; they are not read yet.
-
-// The target of model key `key`, or nullopt when no GPT-family model has it.
-std::optional<Target> model_target(const std::string& key, bool tied) {
-  if (key == "embedding.word_embeddings.weight" || key == "embedding.position_embeddings.weight")
-    return Target{key};
-  if (key == "output_layer.weight") return Target{tied ? "" : key};  // tied: the embedding's copy
-  if (key == "decoder.final_layernorm.weight" || key == "decoder.final_layernorm.bias")
-    return Target{key.substr(8)};
-  const std::string prefix = "decoder.layers.";
-  if (key.rfind(prefix, 0) != 0) return std::nullopt;
-  const std::string ours =
-      megatron_lm_layer_name(key.substr(prefix.size()), MegatronLmNaming::kCore);
-  if (ours.empty()) return std::nullopt;
-  return Target{ours, true};
 }
 
 }  // namespace
@@ -161,11 +137,12 @@ MegatronLmTorchDistModel megatron_lm_torch_dist_tensors(const MegatronLmTorchDis
       const std::string state = m[1];
       sink = &out.optimizer[state == "fp32_param" || state == "param" ? "fp32_master" : state];
     }
-    const std::optional<Target> target = model_target(model_key, tied_embeddings);
+    const std::optional<MegatronCppName> target = megatron_cpp_name(model_key);
     MT_REQUIRE(target, "Megatron-LM checkpoint '", dir, "' holds '", key, "' ", shape_str(t.shape),
-               ", which no GPT-family model of megatron-cpp has (BERT, MoE, multi-latent "
-               "attention and multi-token prediction checkpoints are not read yet)");
-    if (target->name.empty()) continue;
+               ", which no GPT-family model of megatron-cpp has (BERT and multi-latent "
+               "attention checkpoints are not read yet)");
+    // Tied: output_layer.weight is the embedding's copy.
+    if (tied_embeddings && target->name == "output_layer.weight") continue;
     auto add = [&](const std::string& name, Tensor value) {
       MT_REQUIRE(!sink->count(name), "Megatron-LM checkpoint '", dir, "' holds ", name,
                  " twice (the second time as '", key, "')");

@@ -10,25 +10,27 @@
 //                                      since July 2026 stores it instead as the DCP byte item
 //                                      "common_state/shard_0_1" (torch.save of [state])
 //
-// DCP keys are Megatron-Core's ShardedTensor keys, their tensors global (whole over TP and PP):
+// DCP keys are Megatron-Core's ShardedTensor keys, their tensors global (whole over TP, PP and EP):
 //   embedding.word_embeddings.weight [padded vocab, h], embedding.position_embeddings.weight,
 //   output_layer.weight (untied only), decoder.final_layernorm.{weight,bias},
 //   decoder.layers.<suffix>      a transformer layer's tensor stacked over all layers: the
-//                                layer is a leading axis [L, ...] (homogeneous layers, the
-//                                default; one layer's keys, decoder.layers.<i>.<suffix> of
-//                                non-homogeneous layers, are not read yet)
-// with <suffix> Megatron-Core's layer names (checkpoint/megatron_lm_torch.h: linear_qkv,
+//                                layer is a leading axis [L, ...] (homogeneous layers)
+//   decoder.layers.<i>.<suffix>  one layer's tensor (non-homogeneous layers: --moe-layer-freq)
+//   mtp.layers.<d>.<...>         multi-token prediction's depth d (never stacked)
+// with <suffix> Megatron-Core's layer names (checkpoint/megatron_core_keys.h: linear_qkv,
 // linear_proj, linear_fc1, linear_fc2, the norms as Transformer Engine's layer_norm_* or the
-// local spec's input_layernorm / pre_mlp_layernorm). The global tensors are megatron-cpp's full
-// tensors: QKV rows per query group [g, q + 2, d]; SwiGLU's linear_fc1 [gate; up] = the stacked
-// [2, ffn, h]. Byte items (Transformer Engine's `_extra_state`, the RNG states, the rerun state
-// machine) are not model tensors. The non-distributed optimizer's state of a parameter is stored
-// as global tensors of the parameter's shape under "optimizer.state.<state>.<model key>"
-// (exp_avg, exp_avg_sq, and fp32_param with 16-bit params); the distributed optimizer's
-// fully_reshardable layout likewise, its fp32 main params as "param"; the step, the param
-// groups, the loss scaler and the LR scheduler ("opt_param_scheduler") are in the common state.
-// The distributed optimizer's dp_reshardable layout (per-bucket flat buffers,
-// optimizer.distributed.dp_group_idx_*) is not read: the import is then weights-only.
+// local spec's input_layernorm / pre_mlp_layernorm, the QK norms, the MoE router, its
+// expert_bias, the experts [E, ...] and the shared experts). The global tensors are megatron-cpp's
+// full tensors: QKV rows per query group [g, q + 2, d]; SwiGLU's linear_fc1 [gate; up] = the
+// stacked [2, ffn, h] (an expert's [E, 2, ffn, h]). Byte items (Transformer Engine's
+// `_extra_state`, the RNG states, the rerun state machine) are not model tensors. The
+// non-distributed optimizer's state of a parameter is stored as global tensors of the parameter's
+// shape under "optimizer.state.<state>.<model key>" (exp_avg, exp_avg_sq, and fp32_param with
+// 16-bit params); the distributed optimizer's fully_reshardable layout likewise, its fp32 main
+// params as "param"; the step, the param groups, the loss scaler and the LR scheduler
+// ("opt_param_scheduler") are in the common state. The distributed optimizer's dp_reshardable
+// layout (per-bucket flat buffers, optimizer.distributed.dp_group_idx_*) is not read: the import is
+// then weights-only.
 #pragma once
 
 #include <cstdint>
@@ -75,9 +77,10 @@ struct MegatronLmTorchDistModel {
   std::vector<std::string> not_converted;
 };
 
-// The model tensors and the optimizer's tensors of `ckpt` for a GPT-family model of `num_layers`
-// layers. With `tied_embeddings` output_layer.weight entries are left out. Throws Error naming the
-// key for an entry no GPT-family model of megatron-cpp has (BERT's, MoE's, one layer's, ...), for
+// The model tensors (the persistent buffers — the routers' expert_bias — among them) and the
+// optimizer's tensors of `ckpt` for a GPT-family model of `num_layers` layers. With
+// `tied_embeddings` output_layer.weight entries are left out. Throws Error naming the key for an
+// entry no GPT-family model of megatron-cpp has (BERT's, multi-latent attention's, ...), for
 // a stacked tensor whose layer axis is not num_layers, and for an optimizer tensor not of its
 // parameter's global shape (the distributed optimizer's flattened layouts).
 MegatronLmTorchDistModel megatron_lm_torch_dist_tensors(const MegatronLmTorchDist& ckpt,

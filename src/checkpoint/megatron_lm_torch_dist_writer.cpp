@@ -4,8 +4,10 @@
 #include <optional>
 #include <regex>
 
+#include "checkpoint/architecture_json.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/layout.h"
+#include "checkpoint/megatron_core_keys.h"
 #include "checkpoint/megatron_lm_torch.h"
 #include "checkpoint/megatron_lm_trainer_state.h"
 #include "checkpoint/regions.h"
@@ -21,50 +23,31 @@ namespace megatron {
 
 namespace {
 
-// Where a parameter goes in Megatron-Core's sharded state dict.
-struct CoreKey {
-  std::string key;
-  int64_t layer = -1;  // >= 0: stacked, the tensor's index on the leading layer axis
-  // SwiGLU's linear_fc1: megatron-cpp's [2, ffn, ...] is Megatron's [2·ffn, ...].
-  bool merge_halves = false;
+// Where a tensor goes in Megatron-Core's sharded state dict, and its full shape.
+struct CoreKeyPlace {
+  MegatronCoreKey core;
+  Shape full_shape;
 };
 
-std::optional<CoreKey> core_key(const ParamSpec& spec) {
-  const std::string& name = spec.name;
-  if (name == "embedding.word_embeddings.weight" ||
-      name == "embedding.position_embeddings.weight" || name == "output_layer.weight")
-    return CoreKey{name};
-  if (name == "final_layernorm.weight" || name == "final_layernorm.bias")
-    return CoreKey{"decoder." + name};
-  static const std::regex layer_pattern(R"(layers\.(\d+)\.(.+))");
-  std::smatch m;
-  if (!std::regex_match(name, m, layer_pattern)) return std::nullopt;
-  const std::string suffix = megatron_lm_layer_suffix(m[2].str(), MegatronLmNaming::kCore);
-  if (suffix.empty()) return std::nullopt;
-  const bool fc1 = m[2].str().rfind("mlp.dense_h_to_4h.", 0) == 0;
-  const size_t plain_rank = m[2].str().ends_with(".weight") ? 2 : 1;
-  return CoreKey{"decoder.layers." + suffix, std::stoll(m[1].str()),
-                 fc1 && spec.full_shape.size() == plain_rank + 1};
+CoreKeyPlace require_core_key(const std::string& name, const Shape& full_shape,
+                              const MegatronCoreKeyContext& context) {
+  const std::optional<MegatronCoreKey> key = megatron_core_key(name, full_shape, context);
+  MT_REQUIRE(key, "tensor ", name,
+             " has no key in Megatron-Core's GPT checkpoints as megatron-cpp ",
+             "writes them (multi-latent attention and BERT are not written yet); save in ",
+             "megatron-cpp's format (leave out --ckpt-format)");
+  return {*key, full_shape};
 }
 
-CoreKey require_core_key(const ParamSpec& spec) {
-  const std::optional<CoreKey> key = core_key(spec);
-  MT_REQUIRE(key, "parameter ", spec.name,
-             " has no key in Megatron-Core's GPT checkpoints as megatron-cpp writes them: "
-             "--ckpt-format torch_dist saves GPT-2 and Llama-style models (no mixture of "
-             "experts, multi-latent attention, QK norms, multi-token prediction or BERT yet); "
-             "save in megatron-cpp's format (leave out --ckpt-format)");
-  return *key;
-}
-
-// Megatron's global shape of `spec`'s full tensor.
-Shape core_global_shape(const ParamSpec& spec, const CoreKey& key, int64_t num_layers) {
-  Shape shape = spec.full_shape;
-  if (key.merge_halves) {
-    shape[1] *= shape[0];
-    shape.erase(shape.begin());
+// Megatron's global shape of the full tensor `place`.
+Shape core_global_shape(const CoreKeyPlace& place, int64_t num_layers) {
+  Shape shape = place.full_shape;
+  if (place.core.merge_axis >= 0) {
+    const size_t a = size_t(place.core.merge_axis);
+    shape[a + 1] *= shape[a];
+    shape.erase(shape.begin() + ptrdiff_t(a));
   }
-  if (key.layer >= 0) shape.insert(shape.begin(), num_layers);
+  if (place.core.layer >= 0) shape.insert(shape.begin(), num_layers);
   return shape;
 }
 
@@ -75,11 +58,13 @@ Tensor host_contiguous(const Tensor& t) {
   return h.is_contiguous() ? h : h.clone();
 }
 
-// The chunks of the box `box` (megatron-cpp's full-tensor coordinates) of parameter `spec`.
-void add_box_chunks(const std::string& key, const ParamSpec& spec, const CoreKey& core,
-                    int64_t num_layers, const PlacedBox& box, std::vector<DcpChunkToWrite>& out) {
+// The chunks of the box `box` (megatron-cpp's full-tensor coordinates) of tensor `place`, under
+// `key` (its own, or an optimizer state's).
+void add_box_chunks(const std::string& key, const CoreKeyPlace& place, int64_t num_layers,
+                    const PlacedBox& box, std::vector<DcpChunkToWrite>& out) {
   if (box.view.numel() == 0) return;
-  const Shape global = core_global_shape(spec, core, num_layers);
+  const Shape global = core_global_shape(place, num_layers);
+  const MegatronCoreKey& core = place.core;
   auto add = [&](Shape offsets, Tensor data) {
     if (core.layer >= 0) {
       offsets.insert(offsets.begin(), core.layer);
@@ -89,17 +74,21 @@ void add_box_chunks(const std::string& key, const ParamSpec& spec, const CoreKey
     }
     out.push_back({key, global, std::move(offsets), std::move(data)});
   };
-  if (!core.merge_halves) {
+  if (core.merge_axis < 0) {
     add(box.origin, host_contiguous(box.view));
     return;
   }
-  // One chunk per half: rows [k·ffn + i0, k·ffn + i1) of Megatron's [2·ffn, ...].
-  const int64_t ffn = spec.full_shape[1];
-  for (int64_t k = 0; k < box.view.size(0); ++k) {
-    Shape offsets(box.origin.begin() + 1, box.origin.end());
-    offsets[0] += (box.origin[0] + k) * ffn;
-    const Tensor half = host_contiguous(box.view.slice(0, k, k + 1));
-    add(std::move(offsets), half.view(Shape(half.shape().begin() + 1, half.shape().end())));
+  // One chunk per half: rows [k·ffn + i0, k·ffn + i1) of Megatron's [..., 2·ffn, ...].
+  const int a = core.merge_axis;
+  const int64_t ffn = place.full_shape[size_t(a) + 1];
+  for (int64_t k = 0; k < box.view.size(a); ++k) {
+    Shape offsets = box.origin;
+    offsets.erase(offsets.begin() + a);
+    offsets[size_t(a)] += (box.origin[size_t(a)] + k) * ffn;
+    const Tensor half = host_contiguous(box.view.slice(a, k, k + 1));
+    Shape sizes = half.shape();
+    sizes.erase(sizes.begin() + a);
+    add(std::move(offsets), half.view(sizes));
   }
 }
 
@@ -107,7 +96,18 @@ void add_box_chunks(const std::string& key, const ParamSpec& spec, const CoreKey
 Shape slice_origin(const Parameter& p) {
   Shape origin(p.spec.full_shape.size(), 0);
   if (!p.replicated()) origin[size_t(p.spec.partition_dim)] = p.local_start;
+  if (p.spec.expert) origin[0] = p.expert_start;
   return origin;
+}
+
+// The key context of the model `params` holds (MoE layers: those with a router).
+MegatronCoreKeyContext key_context(const ParameterStore& params, bool per_layer_keys) {
+  MegatronCoreKeyContext context{per_layer_keys, {}};
+  const std::string router = "mlp.router.weight";
+  for (const Parameter& p : params.params())
+    if (p.spec.name.ends_with("." + router))
+      context.moe_layers.insert(p.spec.name.substr(0, p.spec.name.size() - router.size()));
+  return context;
 }
 
 // Megatron-Core's name of megatron-cpp's optimizer buffer, or "".
@@ -125,12 +125,14 @@ constexpr const char* kConfigJson =
 
 std::string megatron_lm_torch_dist_unwritable(const ParameterStore& params,
                                               const std::vector<std::string>& optimizer_buffers) {
+  const MegatronCoreKeyContext context = key_context(params, false);
   for (const Parameter& p : params.params())
-    if (p.spec.stage_tie != StageTie::kCopy && !core_key(p.spec))
+    if (p.spec.stage_tie != StageTie::kCopy &&
+        !megatron_core_key(p.spec.name, p.spec.full_shape, context))
       return "parameter " + p.spec.name +
-             " has no key in Megatron-Core's GPT checkpoints as megatron-cpp writes them (GPT-2 "
-             "and Llama-style models are written; mixture of experts, multi-latent attention, QK "
-             "norms, multi-token prediction and BERT not yet)";
+             " has no key in Megatron-Core's GPT checkpoints as megatron-cpp writes them (dense, "
+             "mixture-of-experts, QK-norm and multi-token-prediction GPT models are written; "
+             "multi-latent attention and BERT not yet)";
   for (const std::string& buffer : optimizer_buffers)
     if (optimizer_state_name(buffer).empty())
       return "the optimizer state '" + buffer +
@@ -141,7 +143,7 @@ std::string megatron_lm_torch_dist_unwritable(const ParameterStore& params,
 
 std::vector<DcpChunkToWrite> megatron_lm_torch_dist_chunks(
     const ParameterStore& params, const std::map<std::string, Tensor>& optimizer_flat_buffers,
-    FlatRange optimizer_range, int64_t num_layers, bool write_model) {
+    FlatRange optimizer_range, int64_t num_layers, const TorchDistWrites& writes) {
   std::vector<DcpChunkToWrite> out;
   const int64_t total = params.flat_values().numel();
   const int64_t range_begin = optimizer_range.begin;
@@ -151,16 +153,21 @@ std::vector<DcpChunkToWrite> megatron_lm_torch_dist_chunks(
                "' has no name in Megatron-Core's torch_dist checkpoints (Adam's exp_avg, "
                "exp_avg_sq and fp32 main params do): save in megatron-cpp's format (leave out "
                "--ckpt-format), or with --no-save-optim");
+  const MegatronCoreKeyContext context = key_context(params, writes.per_layer_keys);
+  // An expert parameter's tensor split is the expert grid's (etp); its experts are EP's.
+  const int etp_rank = params.etp_rank() >= 0 ? params.etp_rank() : params.tp_rank();
   for (const Parameter& p : params.params()) {
     // The last stage's copy of a tied embedding is the embedding's replica in Megatron; a
-    // replicated tensor's main replica is TP rank 0's.
+    // replicated tensor's main replica is TP rank 0's (etp rank 0's for an expert's).
     if (p.spec.stage_tie == StageTie::kCopy) continue;
-    const CoreKey core = require_core_key(p.spec);
-    if (p.replicated() && params.tp_rank() != 0) continue;
+    const CoreKeyPlace place = require_core_key(p.spec.name, p.spec.full_shape, context);
+    if (p.replicated() && (p.spec.expert ? etp_rank : params.tp_rank()) != 0) continue;
+    const bool main = p.spec.expert ? writes.experts : writes.dense;
     const Shape origin = slice_origin(p);
-    if (write_model)
+    if (main)
       for (const PlacedBox& box : part_boxes(origin, SlicePart::whole(p.local_shape), p.value))
-        add_box_chunks(core.key, p.spec, core, num_layers, box, out);
+        add_box_chunks(place.core.key, place, num_layers, box, out);
+    if (!main && !writes.sharded_optimizer) continue;
     const int64_t begin = std::max(p.flat_offset, range_begin);
     const int64_t end = std::min(p.flat_offset + p.value.numel(), range_end);
     if (begin >= end) continue;
@@ -168,10 +175,19 @@ std::vector<DcpChunkToWrite> megatron_lm_torch_dist_chunks(
       const Tensor piece = data.slice(0, begin - range_begin, end - range_begin);
       const SlicePart part{p.local_shape, begin - p.flat_offset, end - p.flat_offset};
       for (const PlacedBox& box : part_boxes(origin, part, piece))
-        add_box_chunks("optimizer.state." + optimizer_state_name(buffer) + "." + core.key, p.spec,
-                       core, num_layers, box, out);
+        add_box_chunks("optimizer.state." + optimizer_state_name(buffer) + "." + place.core.key,
+                       place, num_layers, box, out);
     }
   }
+  // The persistent buffers (the routers' expert bias): whole on every rank, replicated.
+  if (writes.dense && params.tp_rank() == 0)
+    for (const Buffer& b : params.buffers()) {
+      if (!b.spec.persistent) continue;
+      const CoreKeyPlace place = require_core_key(b.spec.name, b.spec.shape, context);
+      const Tensor value = host_contiguous(b.value);
+      add_box_chunks(place.core.key, place, num_layers,
+                     PlacedBox{Shape(b.spec.shape.size(), 0), value}, out);
+    }
   return out;
 }
 
@@ -207,22 +223,30 @@ void save_megatron_lm_torch_dist(const std::string& save_dir, int64_t iteration,
                                  const nlohmann::json& state, const ParallelState& ps,
                                  const OptimizerShard& optimizer_shard) {
   MT_CHECK(ps.world != nullptr, "save_megatron_lm_torch_dist: no world communicator");
-  MT_REQUIRE(ps.ep_size == 1,
-             "--ckpt-format torch_dist saves no mixture-of-experts model yet "
-             "(expert parallelism); leave out --ckpt-format");
+  const bool sharded = optimizer_shard.dp_size > 1;
+  // The distributed optimizer's shards of expert parameters on an expert grid of their own are
+  // not laid out as the dense ones (megatron-cpp's format refuses them too: checkpoint.cpp).
+  MT_REQUIRE(!sharded || (ps.ep_size == 1 && ps.etp_size == ps.tp_size),
+             "--save with --use-distributed-optimizer and an expert grid of its own "
+             "(--expert-model-parallel-size ",
+             ps.ep_size, ", --expert-tensor-parallel-size ", ps.etp_size,
+             ") is not implemented (docs/moe.md)");
   std::string tmp;
   std::unique_ptr<CheckpointTransaction> transaction = begin_save(save_dir, iteration, ps, tmp);
-  const bool sharded = optimizer_shard.dp_size > 1;
   std::string mine;  // this rank's item records
   run_on_all_ranks(*ps.world, "writing the checkpoint", [&] {
-    // Data-parallel replicas hold identical values (and, unless sharded, optimizer state).
-    const bool model = ps.dp_cp_rank == 0;
-    if (!model && !sharded) return;
+    // Data-parallel replicas hold identical values (and, unless sharded, optimizer state); the
+    // experts' replicas are the expert-data-parallel ones.
+    const TorchDistWrites writes{.dense = ps.dp_cp_rank == 0,
+                                 .experts = ps.edp_rank == 0,
+                                 .sharded_optimizer = sharded,
+                                 .per_layer_keys = megatron_core_per_layer_keys(
+                                     architecture_from_args_json(state.at("model")).moe)};
+    if (!writes.dense && !writes.experts && !sharded) return;
     check_finite_for_checkpoint(iteration, params, optimizer_flat_buffers, optimizer_shard.range);
     const int64_t num_layers = state.at("model").at("num_layers").get<int64_t>();
     const std::vector<DcpChunkToWrite> chunks = megatron_lm_torch_dist_chunks(
-        params, model || sharded ? optimizer_flat_buffers : std::map<std::string, Tensor>{},
-        optimizer_shard.range, num_layers, model);
+        params, optimizer_flat_buffers, optimizer_shard.range, num_layers, writes);
     if (chunks.empty()) return;
     mine = dcp_items_text(
         write_dcp_data_file(tmp, "__" + std::to_string(ps.rank) + "_0.distcp", chunks, {}));

@@ -7,6 +7,7 @@
 #include "checkpoint/architecture_json.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/layout.h"
+#include "checkpoint/megatron_core_keys.h"
 #include "checkpoint/megatron_lm_rank_state.h"
 #include "checkpoint/megatron_lm_torch_dist.h"
 #include "checkpoint/megatron_lm_torch_dist_writer.h"
@@ -68,12 +69,14 @@ void check_supported_args(const nlohmann::json& args, const std::string& dir, bo
     return args.contains(key) && !args[key].is_null() && args[key] != false && args[key] != 0 &&
            args[key] != "";
   };
-  std::vector<const char*> keys = {
-      "num_experts",  "mtp_num_layers", "apply_residual_connection_post_layernorm",
-      "squared_relu", "qk_layernorm",   "multi_latent_attention"};
+  std::vector<const char*> keys = {"apply_residual_connection_post_layernorm", "squared_relu",
+                                   "multi_latent_attention"};
+  // The torch format's rank files name experts, MTP depths and QK norms in ways not mapped yet
+  // (torch_dist's keys are: checkpoint/megatron_core_keys.h).
   if (per_rank_files)
     keys.insert(keys.end(),
-                {"decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
+                {"num_experts", "mtp_num_layers", "qk_layernorm",
+                 "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
                  "num_layers_per_virtual_pipeline_stage", "pipeline_model_parallel_layout"});
   if (bert)
     keys.insert(keys.end(), {"swiglu", "group_query_attention", "disable_bias_linear",
@@ -190,12 +193,18 @@ TensorMap gather_full_tensors(const MegatronLmCheckpoint& ckpt, const ConfigT& c
 }
 
 // Whether a torch_dist global tensor of `stored` shape is megatron-cpp's full tensor of `full`
-// shape: the same, or (SwiGLU's linear_fc1 [2·ffn, ...] = [gate; up]) with full's first two
-// dimensions merged.
+// shape: the same, or (SwiGLU's linear_fc1 [..., 2·ffn, ...] = [..., gate; up, ...], dense or
+// per expert) with two adjacent dimensions of full's merged.
 bool same_layout(const Shape& stored, const Shape& full) {
   if (stored == full) return true;
-  return full.size() == stored.size() + 1 && full[0] * full[1] == stored[0] &&
-         std::equal(stored.begin() + 1, stored.end(), full.begin() + 2);
+  if (full.size() != stored.size() + 1) return false;
+  for (size_t a = 0; a < stored.size(); ++a) {
+    Shape merged = full;
+    merged[a + 1] *= merged[a];
+    merged.erase(merged.begin() + ptrdiff_t(a));
+    if (merged == stored) return true;
+  }
+  return false;
 }
 
 // `stored` (megatron-cpp's names → torch_dist global tensors; `what`: "" for the model, else the
@@ -217,6 +226,21 @@ TensorMap full_parameter_tensors(std::map<std::string, Tensor> stored, const Par
     } else {
       full[p.spec.name] = hf_tensor_to_f32(it->second, "Megatron-LM GPT").view(p.spec.full_shape);
     }
+    stored.erase(it);
+  }
+  // The persistent buffers (the routers' expert_bias), model tensors without optimizer state.
+  for (const Buffer& b : store.buffers()) {
+    if (!b.spec.persistent || !what.empty()) continue;
+    auto it = stored.find(b.spec.name);
+    if (it == stored.end()) {
+      problems += "\n  " + b.spec.name + " is missing";
+      continue;
+    }
+    if (it->second.shape() != b.spec.shape)
+      problems += "\n  " + b.spec.name + " is " + shape_str(it->second.shape()) +
+                  ", the model's is " + shape_str(b.spec.shape);
+    else
+      full[b.spec.name] = hf_tensor_to_f32(it->second, "Megatron-LM GPT");
     stored.erase(it);
   }
   for (const auto& [name, t] : stored)
@@ -710,8 +734,9 @@ void export_megatron_lm_gpt_torch_dist(const std::string& load_dir, int64_t iter
       for (const std::string& buffer : reader.optimizer_buffer_names())
         optimizer[buffer] = Tensor::zeros({store.flat_values().numel()}, DType::F32);
       read_parameters(reader, store, &optimizer);
-      const std::vector<DcpChunkToWrite> chunks =
-          megatron_lm_torch_dist_chunks(store, optimizer, {}, target.num_layers, true);
+      const std::vector<DcpChunkToWrite> chunks = megatron_lm_torch_dist_chunks(
+          store, optimizer, {}, target.num_layers,
+          {.per_layer_keys = megatron_core_per_layer_keys(target.arch.moe)});
       const std::string file = "__" + std::to_string(pp * target_tp + tp) + "_0.distcp";
       for (DcpWrittenItem& i : write_dcp_data_file(transaction.path(), file, chunks, {}))
         items.push_back(std::move(i));

@@ -17,6 +17,17 @@ Tensor local_slice(const Parameter& p, const Tensor& full) {
   return mine.slice(d, p.local_start, p.local_start + p.local_shape[d]);
 }
 
+namespace {
+
+// The persistent buffer named `name`, or nullptr.
+const Buffer* persistent_buffer(const ParameterStore& store, const std::string& name) {
+  for (const Buffer& b : store.buffers())
+    if (b.spec.persistent && b.spec.name == name) return &b;
+  return nullptr;
+}
+
+}  // namespace
+
 void assign_from_full_tensors(const std::map<std::string, Tensor>& full, ParameterStore& store) {
   std::ostringstream problems;
   int count = 0;
@@ -34,7 +45,15 @@ void assign_from_full_tensors(const std::map<std::string, Tensor>& full, Paramet
   }
   for (const auto& [name, t] : full) {
     if (store.contains(name)) continue;
-    problems << "\n  " << name << ": not a model parameter";
+    if (const Buffer* b = persistent_buffer(store, name)) {
+      if (t.shape() != b->spec.shape || t.dtype() != DType::F32) {
+        problems << "\n  " << name << ": given " << t.describe() << ", buffer shape f32"
+                 << shape_str(b->spec.shape);
+        ++count;
+      }
+      continue;
+    }
+    problems << "\n  " << name << ": not a model parameter or persistent buffer";
     ++count;
   }
   MT_CHECK(count == 0, "weights do not match the model (", count, " problem", count == 1 ? "" : "s",
@@ -45,6 +64,10 @@ void assign_from_full_tensors(const std::map<std::string, Tensor>& full, Paramet
       kernels::copy(slice, p.value);
     else  // between devices only contiguous bytes move: gather a strided slice first
       p.value.copy_from(slice.is_contiguous() ? slice : slice.clone());
+  }
+  for (Buffer& b : store.buffers()) {
+    auto it = full.find(b.spec.name);
+    if (b.spec.persistent && it != full.end()) b.value.copy_from(it->second);
   }
 }
 

@@ -5,9 +5,12 @@
 # run — at TP 2 (f32, the non-distributed optimizer), at DP 2 with --bf16 and the distributed
 # optimizer (each DP rank writes the part of Adam's state its shard holds) and at PP 2 (each
 # stage its layers; the last stage's tied embedding copy not written). The files are
-# Megatron-Core's (.metadata, one __R_0.distcp per writing rank, common.pt, metadata.json); a
-# model without Megatron-Core GPT keys (QK norms) saves megatron-cpp's format and --async-save
-# saves torch_dist synchronously, each with a warning; the flag's errors.
+# Megatron-Core's (.metadata, one __R_0.distcp per writing rank, common.pt, metadata.json). Also
+# mixture-of-experts models: at EP 2 (each EP rank writes its experts) with the expert bias, a
+# gated shared expert and MoE layers mixed with dense ones (one key per layer), and at TP 2 with
+# QK norms and a multi-token-prediction depth. A model without Megatron-Core GPT keys (multi-
+# latent attention) saves megatron-cpp's format and --async-save saves torch_dist synchronously,
+# each with a warning; the flag's errors.
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
 WORK="$(mktemp -d)"
@@ -30,11 +33,16 @@ run() {  # run NAME [FLAGS...] — always 2 processes
 }
 CHECK="node $MEGATRON_SOURCE_DIR/tests/e2e/compare_metrics.js"
 
-for layout in tp2 dp2 pp2; do
+MOE=(--num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 48 --moe-aux-loss-coeff 1e-2)
+for layout in tp2 dp2 pp2 moe_ep2 moe_tp2; do
   case $layout in
     tp2) FLAGS=(--tensor-model-parallel-size 2) ;;
     dp2) FLAGS=(--bf16 --use-distributed-optimizer) ;;
     pp2) FLAGS=(--pipeline-model-parallel-size 2) ;;
+    moe_ep2) FLAGS=("${MOE[@]}" --expert-model-parallel-size 2 --moe-router-score-function sigmoid
+      --moe-router-enable-expert-bias --moe-shared-expert-intermediate-size 64
+      --moe-shared-expert-gate --moe-layer-freq '[1,0]') ;;
+    moe_tp2) FLAGS=("${MOE[@]}" --tensor-model-parallel-size 2 --qk-layernorm --mtp-num-layers 1) ;;
   esac
   echo "== $layout: save at 4 in torch_dist, resume from it: iterations 5-8 bit for bit"
   run "full_$layout" "${FLAGS[@]}"
@@ -77,7 +85,7 @@ expect_error "--ckpt-format zarr is not a format megatron-cpp writes" pretrain-g
   --ckpt-format zarr
 echo "== Megatron's command lines carry torch_dist for every model: what it cannot hold falls back"
 # (each warned): --async-save saves torch_dist synchronously; a model without Megatron-Core GPT
-# keys (QK norms) saves megatron-cpp's format.
+# keys (multi-latent attention) saves megatron-cpp's format.
 warned_run() {  # warned_run NAME MESSAGE FLAGS...
   local name=$1 message=$2
   shift 2
@@ -88,8 +96,9 @@ warned_run() {  # warned_run NAME MESSAGE FLAGS...
 warned_run async "--async-save: torch_dist checkpoints are written synchronously" \
   --ckpt-format torch_dist --async-save --save-interval 1
 [[ -f $WORK/async/iter_0000001/.metadata ]] || fail "--async-save: no torch_dist checkpoint"
-warned_run qk_norm "has no key in Megatron-Core's GPT checkpoints" --ckpt-format torch_dist \
-  --qk-layernorm --save-interval 1
-[[ -f $WORK/qk_norm/iter_0000001/mp_rank_00/state.json && ! -e $WORK/qk_norm/iter_0000001/.metadata ]] \
-  || fail "--qk-layernorm: not saved in megatron-cpp's format"
+warned_run mla "has no key in Megatron-Core's GPT checkpoints" --ckpt-format torch_dist \
+  --save-interval 1 --multi-latent-attention --kv-lora-rank 16 --qk-head-dim 16 \
+  --qk-pos-emb-head-dim 8 --v-head-dim 12 --disable-bias-linear
+[[ -f $WORK/mla/iter_0000001/mp_rank_00/state.json && ! -e $WORK/mla/iter_0000001/.metadata ]] \
+  || fail "--multi-latent-attention: not saved in megatron-cpp's format"
 echo "PASS"

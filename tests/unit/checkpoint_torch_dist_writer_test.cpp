@@ -23,6 +23,7 @@
 #include "checkpoint/layout.h"
 #include "checkpoint/megatron_lm_torch_dist.h"
 #include "checkpoint/megatron_lm_torch_dist_writer.h"
+#include "checkpoint/model_shape.h"
 #include "checkpoint/shards.h"
 #include "checkpoint/torch_dcp.h"
 #include "checkpoint/torch_dcp_writer.h"
@@ -127,6 +128,100 @@ TEST(MegatronTorchDistExport, Qwen2RoundTripsBitForBit) {
   }
 }
 
+// Every persistent buffer (the routers' expert_bias) of megatron-cpp's checkpoint in `dir`.
+TensorMap persistent_buffers(const std::string& dir) {
+  CheckpointShardReader reader(checkpoint_iteration_dir(dir, -1));
+  const GptConfig c = gpt_config_from_checkpoint_state(reader.state(0, 0), dir);
+  ParameterStore store = registered_parameter_store<GptModel>(c, 0, 1);
+  read_parameters(reader, store);
+  TensorMap out;
+  for (const Buffer& b : store.buffers())
+    if (b.spec.persistent) out[b.spec.name] = b.value.clone();
+  return out;
+}
+
+// `base`'s model with Megatron-LM args `extra` added (expert bias, MTP depths, ...) as megatron-
+// cpp's checkpoint in `dir`: every parameter and persistent buffer filled with distinct values.
+std::string variant_checkpoint(const std::string& base, const nlohmann::json& extra,
+                               const std::string& dir) {
+  nlohmann::json state = CheckpointShardReader(checkpoint_iteration_dir(base, -1)).state(0, 0);
+  state["args"].update(extra);
+  const GptConfig c = gpt_config_from_checkpoint_state(state, base);
+  state["model"] = gpt_model_shape_json(c);
+  state["model"]["vocab_size"] = c.vocab_size;
+  const ParameterStore store = registered_parameter_store<GptModel>(c, 0, 1);
+  TensorMap full;
+  uint32_t k = 0;
+  auto fill = [&](const std::string& name, const Shape& shape) {
+    Tensor t = Tensor::empty(shape, DType::F32);
+    float* f = t.data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i) f[i] = float((i * 7919 + 131 * ++k) % 2003) / 2003.0f;
+    full[name] = t;
+  };
+  for (const Parameter& p : store.params()) fill(p.spec.name, p.spec.full_shape);
+  for (const Buffer& b : store.buffers())
+    if (b.spec.persistent) fill(b.spec.name, b.spec.shape);
+  write_imported_checkpoint<GptModel>(dir, c, full, state, 1);
+  return dir;
+}
+
+// Megatron-Core's MoE, QK-norm and multi-token-prediction keys: megatron-cpp → torch_dist (at TP
+// 1 and 2, PP 1 and 2) → megatron-cpp (at TP 2) gives every weight and expert bias back bit for
+// bit, the experts as Megatron's [L, E, ...] (SwiGLU's [gate; up] per expert), MoE layers mixed
+// with dense ones as one key per layer.
+TEST(MegatronTorchDistExport, MoeQkNormAndMtpModelsRoundTripBitForBit) {
+  TempDir dir;
+  import_hf_llama(source_dir() + "/tests/data/mixtral_tiny/hf", dir.file("mixtral"), 1, 32);
+  import_hf_llama(source_dir() + "/tests/data/qwen2_moe_tiny/hf", dir.file("qwen2_moe"), 1, 32);
+  import_hf_llama(source_dir() + "/tests/data/qwen3_moe_tiny/hf", dir.file("qwen3_moe"), 1, 32);
+  import_hf_llama(source_dir() + "/tests/data/qwen3_tiny/hf", dir.file("qwen3"), 1, 32);
+  variant_checkpoint(dir.file("mixtral"),
+                     {{"moe_router_score_function", "sigmoid"},
+                      {"moe_router_enable_expert_bias", true},
+                      {"mtp_num_layers", 1}},
+                     dir.file("bias_mtp"));
+  for (const std::string name : {"mixtral", "qwen2_moe", "qwen3_moe", "qwen3", "bias_mtp"}) {
+    const std::string src = dir.file(name);
+    const TensorMap model = full_model_tensors(src);
+    const TensorMap buffers = persistent_buffers(src);
+    EXPECT_EQ(buffers.empty(), name != "bias_mtp") << name;
+    for (const auto& [tp, pp] : {std::pair{1, 1}, {2, 1}, {2, 2}}) {
+      const std::string layout = name + " " + std::to_string(tp) + "x" + std::to_string(pp);
+      const std::string out = dir.file(name + "_dist" + std::to_string(tp) + std::to_string(pp));
+      export_megatron_lm_gpt_torch_dist(src, -1, out, tp, pp);
+      const DcpCheckpoint dcp(checkpoint_iteration_dir(out, -1));
+      const std::string back = dir.file(name + "_back" + std::to_string(tp) + std::to_string(pp));
+      import_megatron_lm_gpt(out, -1, back, 2, 0);
+      expect_bit_identical(full_model_tensors(back), model, layout);
+      expect_bit_identical(persistent_buffers(back), buffers, layout);
+      if (name == "mixtral") {
+        // [layers, experts, 2 · ffn, h], each TP rank's gate and up rows chunks of their own.
+        const DcpTensor& fc1 = dcp.tensors().at("decoder.layers.mlp.experts.linear_fc1.weight");
+        EXPECT_EQ(fc1.shape, (Shape{2, 4, 32, 32})) << layout;
+        EXPECT_EQ(fc1.chunks.size(), size_t(2 * 2 * tp)) << layout;
+        EXPECT_EQ(dcp.tensors().at("decoder.layers.mlp.router.weight").shape, (Shape{2, 4, 32}));
+        EXPECT_EQ(dcp.tensors().at("decoder.layers.pre_mlp_layernorm.weight").shape,
+                  (Shape{2, 32}));
+      }
+      if (name == "qwen2_moe") {  // mlp_only_layers [1]: one key per layer
+        EXPECT_TRUE(dcp.tensors().count("decoder.layers.0.mlp.shared_experts.gate_weight"));
+        EXPECT_TRUE(dcp.tensors().count("decoder.layers.1.mlp.linear_fc1.layer_norm_weight"));
+        EXPECT_TRUE(dcp.tensors().count("decoder.layers.2.mlp.experts.linear_fc2.weight"));
+        EXPECT_FALSE(dcp.tensors().count("decoder.layers.self_attention.linear_qkv.weight"));
+      }
+      if (name == "qwen3")
+        EXPECT_EQ(dcp.tensors().at("decoder.layers.self_attention.k_layernorm.weight").shape,
+                  (Shape{2, 16}));
+      if (name == "bias_mtp") {
+        EXPECT_EQ(dcp.tensors().at("decoder.layers.mlp.router.expert_bias").shape, (Shape{2, 4}));
+        EXPECT_EQ(dcp.tensors().at("mtp.layers.0.eh_proj.weight").shape, (Shape{32, 64}));
+        EXPECT_TRUE(
+            dcp.tensors().count("mtp.layers.0.transformer_layer.mlp.experts.linear_fc1.weight"));
+      }
+    }
+  }
+}
+
 TEST(MegatronTorchDistExport, FilesAreLaidOutAsMegatronCoresWithPyTorch2Classes) {
   TempDir dir;
   const std::string src = adam_source(dir);
@@ -186,16 +281,22 @@ TEST(MegatronTorchDistExport, DistributedOptimizerShardsWriteTheSameGlobalTensor
     fs::create_directories(d);
     std::vector<DcpWrittenItem> items;
     if (name == "whole") {
-      items = write_dcp_data_file(d, "__0_0.distcp",
-                                  megatron_lm_torch_dist_chunks(store, whole, {}, 2, false), {});
+      items = write_dcp_data_file(
+          d, "__0_0.distcp",
+          megatron_lm_torch_dist_chunks(
+              store, whole, {}, 2, {.dense = false, .experts = false, .sharded_optimizer = true}),
+          {});
     } else {
       for (int r = 0; r < 3; ++r) {
         const DpShard shard = DpShard::of(total, 3, r);
         const std::map<std::string, Tensor> part = {
             {"exp_avg", flat.slice(0, shard.range.begin, shard.range.end).clone()}};
-        for (DcpWrittenItem& i : write_dcp_data_file(
-                 d, "__" + std::to_string(r) + "_0.distcp",
-                 megatron_lm_torch_dist_chunks(store, part, shard.range, 2, false), {}))
+        for (DcpWrittenItem& i :
+             write_dcp_data_file(d, "__" + std::to_string(r) + "_0.distcp",
+                                 megatron_lm_torch_dist_chunks(
+                                     store, part, shard.range, 2,
+                                     {.dense = false, .experts = false, .sharded_optimizer = true}),
+                                 {}))
           items.push_back(std::move(i));
       }
     }
@@ -218,10 +319,18 @@ TEST(MegatronTorchDistExport, AFailedSaveKeepsThePreviousCheckpointAndModelsWith
   export_megatron_lm_gpt_torch_dist(dir.file("gpt2"), -1, dir.file("dist"), 1, 1);
   const std::string before =
       read_file(dir.file("dist/iter_0000000/__0_0.distcp"), "the first save");
-  // A mixture-of-experts model has no keys this writer knows: refused, nothing replaced.
+  // A multi-latent-attention model has no keys this writer knows: refused, nothing replaced.
   import_hf_llama(source_dir() + "/tests/data/mixtral_tiny/hf", dir.file("moe"), 1, 64);
+  variant_checkpoint(dir.file("moe"),
+                     {{"multi_latent_attention", true},
+                      {"kv_lora_rank", 16},
+                      {"qk_head_dim", 8},
+                      {"qk_pos_emb_head_dim", 8},
+                      {"v_head_dim", 8},
+                      {"rope_type", "rope"}},
+                     dir.file("mla"));
   const std::string message = error_of(
-      [&] { export_megatron_lm_gpt_torch_dist(dir.file("moe"), -1, dir.file("dist"), 1, 1); });
+      [&] { export_megatron_lm_gpt_torch_dist(dir.file("mla"), -1, dir.file("dist"), 1, 1); });
   EXPECT_NE(message.find("has no key in Megatron-Core's GPT checkpoints"), std::string::npos)
       << message;
   EXPECT_EQ(read_file(dir.file("dist/iter_0000000/__0_0.distcp"), "the first save"), before);
