@@ -1,6 +1,7 @@
 #include "checkpoint/megatron_core_keys.h"
 
 #include <regex>
+#include <utility>
 
 #include "checkpoint/megatron_lm_torch.h"
 
@@ -12,12 +13,26 @@ namespace {
 bool same_on_both_sides(const std::string& suffix) {
   static const std::regex pattern(
       R"(self_attention\.(q|k)_layernorm\.(weight|bias)|mlp\.router\.(weight|expert_bias)|)"
-      R"(mlp\.(experts|shared_experts)\.linear_fc[12]\.(weight|bias)|mlp\.shared_experts\.gate_weight)");
+      R"(mlp\.(experts|shared_experts)\.linear_fc[12]\.(weight|bias)|mlp\.shared_experts\.gate_weight|)"
+      R"(self_attention\.linear_(q_proj|q_down_proj|q_up_proj|kv_down_proj|kv_up_proj)\.weight)");
   return std::regex_match(suffix, pattern);
 }
 
-// Megatron-Core's layer-local name of megatron-cpp's `ours` in a layer that is MoE or not, or "".
-std::string core_suffix(const std::string& ours, bool moe) {
+// An MLA layer's latent norms: megatron-cpp's names and Transformer Engine's fused ones.
+constexpr std::pair<const char*, const char*> kLatentNorms[] = {
+    {"self_attention.q_layernorm.weight", "self_attention.linear_q_up_proj.layer_norm_weight"},
+    {"self_attention.q_layernorm.bias", "self_attention.linear_q_up_proj.layer_norm_bias"},
+    {"self_attention.kv_layernorm.weight", "self_attention.linear_kv_up_proj.layer_norm_weight"},
+    {"self_attention.kv_layernorm.bias", "self_attention.linear_kv_up_proj.layer_norm_bias"}};
+
+// Megatron-Core's layer-local name of megatron-cpp's `ours` in a layer that is MoE or not, with
+// multi-latent attention or not, or "".
+std::string core_suffix(const std::string& ours, bool moe, bool mla) {
+  if (mla) {
+    for (const auto& [cpp, core] : kLatentNorms)
+      if (ours == cpp) return core;
+    if (ours.rfind("input_layernorm.", 0) == 0) return ours;  // not fused: a TELinear follows
+  }
   if (same_on_both_sides(ours)) return ours;
   if (moe && ours.rfind("post_attention_layernorm.", 0) == 0)
     return "pre_mlp_layernorm." + ours.substr(ours.find('.') + 1);
@@ -26,6 +41,8 @@ std::string core_suffix(const std::string& ours, bool moe) {
 
 // megatron-cpp's layer-local name of Megatron-Core's `suffix`, or "".
 std::string ours_suffix(const std::string& suffix) {
+  for (const auto& [cpp, core] : kLatentNorms)
+    if (suffix == core) return cpp;
   if (same_on_both_sides(suffix)) return suffix;
   return megatron_lm_layer_name(suffix, MegatronLmNaming::kCore);
 }
@@ -72,7 +89,8 @@ std::optional<MegatronCoreKey> megatron_core_key(const std::string& name, const 
   std::smatch m;
   if (std::regex_match(name, m, layer_pattern)) {
     const std::string prefix = "layers." + m[1].str() + ".", ours = m[2].str();
-    const std::string suffix = core_suffix(ours, context.moe_layers.count(prefix) > 0);
+    const std::string suffix =
+        core_suffix(ours, context.moe_layers.count(prefix) > 0, context.mla.enabled);
     if (suffix.empty()) return std::nullopt;
     if (context.per_layer_keys)
       return MegatronCoreKey{"decoder." + prefix + suffix, -1, merge_axis(ours, full_shape)};
@@ -85,7 +103,8 @@ std::optional<MegatronCoreKey> megatron_core_key(const std::string& name, const 
   if (rest.rfind(kTransformerLayer, 0) != 0) return std::nullopt;
   const std::string prefix = "mtp.layers." + m[1].str() + "." + kTransformerLayer;
   const std::string ours = rest.substr(std::string(kTransformerLayer).size());
-  const std::string suffix = core_suffix(ours, context.moe_layers.count(prefix) > 0);
+  const std::string suffix =
+      core_suffix(ours, context.moe_layers.count(prefix) > 0, context.mla.enabled);
   if (suffix.empty()) return std::nullopt;
   return MegatronCoreKey{prefix + suffix, -1, merge_axis(ours, full_shape)};
 }
@@ -116,6 +135,35 @@ std::optional<MegatronCppName> megatron_cpp_name(const std::string& key) {
   const std::string ours = ours_suffix(rest.substr(std::string(kTransformerLayer).size()));
   if (ours.empty()) return std::nullopt;
   return MegatronCppName{"mtp.layers." + m[1].str() + "." + kTransformerLayer + ours};
+}
+
+bool megatron_core_permutes_rows(const std::string& name, const MlaOptions& mla) {
+  return mla.enabled && mla.qk_pos_emb_head_dim > 0 &&
+         (name.ends_with("self_attention.linear_q_up_proj.weight") ||
+          name.ends_with("self_attention.linear_q_proj.weight") ||
+          name.ends_with("self_attention.linear_kv_down_proj.weight"));
+}
+
+int64_t megatron_core_row(const std::string& name, int64_t row, const MlaOptions& mla) {
+  const int64_t dr = mla.qk_pos_emb_head_dim;
+  // The rope rows follow `content` rows: per head for the query, once for the key latent.
+  const bool query = !name.ends_with("linear_kv_down_proj.weight");
+  const int64_t content = query ? mla.qk_head_dim : mla.kv_lora_rank;
+  const int64_t block = query ? content + dr : row + 1;
+  const int64_t base = query ? row / block * block : 0, in = row - base;
+  if (in < content) return row;
+  const int64_t j = in - content;
+  return base + content + (j < dr / 2 ? 2 * j : 2 * (j - dr / 2) + 1);
+}
+
+Tensor megatron_cpp_rows(const std::string& name, const Tensor& t, const MlaOptions& mla) {
+  if (!megatron_core_permutes_rows(name, mla)) return t;
+  Tensor out = Tensor::empty(t.shape(), t.dtype());
+  for (int64_t r = 0; r < t.size(0); ++r) {
+    const int64_t from = megatron_core_row(name, r, mla);
+    out.slice(0, r, r + 1).copy_from(t.slice(0, from, from + 1));
+  }
+  return out;
 }
 
 }  // namespace megatron

@@ -22,9 +22,23 @@
 //                                            expert axis (TEGroupedMLP, the legacy GroupedMLP and
 //                                            SequentialMLP all emit these keys: experts.py)
 //   mlp.shared_experts.linear_fc{1,2}.*, mlp.shared_experts.gate_weight [1, h]
+//   self_attention.linear_{q_proj,q_down_proj,q_up_proj,kv_down_proj,kv_up_proj}.weight   multi-
+//                                            latent attention's projections (Megatron's MLA layer
+//                                            spec with --qk-layernorm, Transformer Engine's)
 // except that a MoE layer's pre-MLP norm is Megatron-Core's separate pre_mlp_layernorm.* (no
-// linear_fc1 to fuse it into). SwiGLU's linear_fc1 — dense, shared or per expert — is megatron-
-// cpp's [..., 2, ffn, ...] (gate, up) and Megatron's [..., 2·ffn, ...]: the same elements.
+// linear_fc1 to fuse it into), and in an MLA layer the input norm is Megatron-Core's separate
+// input_layernorm.* and the latent norms q_layernorm.* / kv_layernorm.* are Transformer Engine's
+// fused linear_q_up_proj.layer_norm_* / linear_kv_up_proj.layer_norm_*. SwiGLU's linear_fc1 —
+// dense, shared or per expert — is megatron-cpp's [..., 2, ffn, ...] (gate, up) and Megatron's
+// [..., 2·ffn, ...]: the same elements.
+//
+// MLA's rope channels: megatron-cpp rotates a head's rope channel pairs (j, j + dr/2); Megatron-
+// Core's MLA (apply_rotary_pos_emb with mla_rotary_interleaved, as HF DeepSeek) rotates the
+// stored channels (2j, 2j + 1). So the rows that make the rope channels — each head's last dr
+// rows of linear_q_up_proj / linear_q_proj, the last dr rows of linear_kv_down_proj — are stored
+// permuted: Megatron's row dn + 2j is megatron-cpp's dn + j, its dn + 2j + 1 megatron-cpp's
+// dn + dr/2 + j (dn: the content rows before them). Queries and keys rotate alike, so the
+// attention scores — the function — are the same.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +48,7 @@
 
 #include "core/tensor.h"
 #include "model/moe_options.h"
+#include "model/transformer_config.h"
 
 namespace megatron {
 
@@ -47,6 +62,7 @@ struct MegatronCoreKeyContext {
   // megatron-cpp's prefixes of the MoE layers ("layers.3.", "mtp.layers.0.transformer_layer."):
   // those whose MLP has a router.
   std::set<std::string> moe_layers;
+  MlaOptions mla;  // enabled: every layer's attention is multi-latent
 };
 
 // Where megatron-cpp's tensor `name` of full shape `full_shape` goes.
@@ -67,5 +83,13 @@ struct MegatronCppName {
   bool stacked = false;  // name is layer-local: the key carries every layer on axis 0
 };
 std::optional<MegatronCppName> megatron_cpp_name(const std::string& key);
+
+// Whether megatron-cpp's tensor `name` holds MLA rope rows stored permuted (above).
+bool megatron_core_permutes_rows(const std::string& name, const MlaOptions& mla);
+// Megatron-Core's row of megatron-cpp's row `row` (of the full tensor) of such a tensor `name`.
+int64_t megatron_core_row(const std::string& name, int64_t row, const MlaOptions& mla);
+// Megatron-Core's full tensor `t` (rows on dim 0) as megatron-cpp's: a row-permuted copy when
+// `name` permutes rows, else `t`.
+Tensor megatron_cpp_rows(const std::string& name, const Tensor& t, const MlaOptions& mla);
 
 }  // namespace megatron

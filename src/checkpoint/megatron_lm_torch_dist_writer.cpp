@@ -100,9 +100,40 @@ Shape slice_origin(const Parameter& p) {
   return origin;
 }
 
+// The boxes of `part` of the 2-D slice of `p` at `origin` (data as part_boxes takes it) with its
+// rows moved to Megatron-Core's rows (MLA's rope rows, megatron_core_keys.h): a whole slice as
+// one permuted host copy, a part of one (a distributed-optimizer shard) row by row.
+std::vector<PlacedBox> permuted_row_boxes(const Parameter& p, const Shape& origin,
+                                          const SlicePart& part, const Tensor& data,
+                                          const MlaOptions& mla) {
+  MT_CHECK(p.local_shape.size() == 2 && (p.replicated() || p.spec.partition_dim == 0),
+           "permuted_row_boxes: ", p.spec.name, " is not split by rows");
+  const int64_t rows = p.local_shape[0], cols = p.local_shape[1];
+  const Tensor host = data.device().is_cpu() ? data : data.to(Device::CPU);
+  auto row_of = [&](int64_t r) { return megatron_core_row(p.spec.name, origin[0] + r, mla); };
+  if (part.begin == 0 && part.end == rows * cols) {
+    // Megatron's rows of one head (query) or of the key latent stay within this slice.
+    Tensor copy = Tensor::empty({rows, cols}, host.dtype());
+    const Tensor whole = host.view({rows, cols});
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t to = row_of(r) - origin[0];
+      copy.slice(0, to, to + 1).copy_from(whole.slice(0, r, r + 1));
+    }
+    return {PlacedBox{origin, copy}};
+  }
+  std::vector<PlacedBox> boxes;
+  for (int64_t r = part.begin / cols; r * cols < part.end; ++r) {
+    const int64_t lo = std::max(part.begin, r * cols), hi = std::min(part.end, (r + 1) * cols);
+    const Tensor piece = host.slice(0, lo - part.begin, hi - part.begin).view({1, hi - lo});
+    boxes.push_back({Shape{row_of(r), origin[1] + lo - r * cols}, piece});
+  }
+  return boxes;
+}
+
 // The key context of the model `params` holds (MoE layers: those with a router).
-MegatronCoreKeyContext key_context(const ParameterStore& params, bool per_layer_keys) {
-  MegatronCoreKeyContext context{per_layer_keys, {}};
+MegatronCoreKeyContext key_context(const ParameterStore& params, bool per_layer_keys,
+                                   const MlaOptions& mla) {
+  MegatronCoreKeyContext context{per_layer_keys, {}, mla};
   const std::string router = "mlp.router.weight";
   for (const Parameter& p : params.params())
     if (p.spec.name.ends_with("." + router))
@@ -125,14 +156,14 @@ constexpr const char* kConfigJson =
 
 std::string megatron_lm_torch_dist_unwritable(const ParameterStore& params,
                                               const std::vector<std::string>& optimizer_buffers) {
-  const MegatronCoreKeyContext context = key_context(params, false);
+  const MegatronCoreKeyContext context = key_context(params, false, MlaOptions{});
   for (const Parameter& p : params.params())
     if (p.spec.stage_tie != StageTie::kCopy &&
         !megatron_core_key(p.spec.name, p.spec.full_shape, context))
       return "parameter " + p.spec.name +
              " has no key in Megatron-Core's GPT checkpoints as megatron-cpp writes them (dense, "
-             "mixture-of-experts, QK-norm and multi-token-prediction GPT models are written; "
-             "multi-latent attention and BERT not yet)";
+             "mixture-of-experts, QK-norm, multi-latent-attention and multi-token-prediction GPT "
+             "models are written; BERT not yet)";
   for (const std::string& buffer : optimizer_buffers)
     if (optimizer_state_name(buffer).empty())
       return "the optimizer state '" + buffer +
@@ -153,7 +184,7 @@ std::vector<DcpChunkToWrite> megatron_lm_torch_dist_chunks(
                "' has no name in Megatron-Core's torch_dist checkpoints (Adam's exp_avg, "
                "exp_avg_sq and fp32 main params do): save in megatron-cpp's format (leave out "
                "--ckpt-format), or with --no-save-optim");
-  const MegatronCoreKeyContext context = key_context(params, writes.per_layer_keys);
+  const MegatronCoreKeyContext context = key_context(params, writes.per_layer_keys, writes.mla);
   // An expert parameter's tensor split is the expert grid's (etp); its experts are EP's.
   const int etp_rank = params.etp_rank() >= 0 ? params.etp_rank() : params.tp_rank();
   for (const Parameter& p : params.params()) {
@@ -164,7 +195,12 @@ std::vector<DcpChunkToWrite> megatron_lm_torch_dist_chunks(
     if (p.replicated() && (p.spec.expert ? etp_rank : params.tp_rank()) != 0) continue;
     const bool main = p.spec.expert ? writes.experts : writes.dense;
     const Shape origin = slice_origin(p);
-    if (main)
+    const bool permuted = megatron_core_permutes_rows(p.spec.name, writes.mla);
+    if (main && permuted)
+      for (const PlacedBox& box :
+           permuted_row_boxes(p, origin, SlicePart::whole(p.local_shape), p.value, writes.mla))
+        add_box_chunks(place.core.key, place, num_layers, box, out);
+    else if (main)
       for (const PlacedBox& box : part_boxes(origin, SlicePart::whole(p.local_shape), p.value))
         add_box_chunks(place.core.key, place, num_layers, box, out);
     if (!main && !writes.sharded_optimizer) continue;
@@ -174,7 +210,8 @@ std::vector<DcpChunkToWrite> megatron_lm_torch_dist_chunks(
     for (const auto& [buffer, data] : optimizer_flat_buffers) {
       const Tensor piece = data.slice(0, begin - range_begin, end - range_begin);
       const SlicePart part{p.local_shape, begin - p.flat_offset, end - p.flat_offset};
-      for (const PlacedBox& box : part_boxes(origin, part, piece))
+      for (const PlacedBox& box : permuted ? permuted_row_boxes(p, origin, part, piece, writes.mla)
+                                           : part_boxes(origin, part, piece))
         add_box_chunks("optimizer.state." + optimizer_state_name(buffer) + "." + place.core.key,
                        place, num_layers, box, out);
     }
@@ -194,7 +231,9 @@ std::vector<DcpChunkToWrite> megatron_lm_torch_dist_chunks(
 PyValue megatron_lm_torch_dist_common_state(const nlohmann::json& state,
                                             const ParameterStore& params, int tp, int pp,
                                             bool mixed_precision) {
-  const nlohmann::json args = megatron_lm_saved_args(state, tp, pp, "torch_dist");
+  nlohmann::json args = megatron_lm_saved_args(state, tp, pp, "torch_dist");
+  // Megatron-Core's MLA has its latent norms (megatron-cpp's always are) with --qk-layernorm.
+  if (args.value("multi_latent_attention", false)) args["qk_layernorm"] = true;
   PyValue root = PyValue::dict();
   PyDict& d = root.as_dict("");
   d.set(PyValue::str("args"), megatron_lm_args_namespace(args));
@@ -237,6 +276,7 @@ void save_megatron_lm_torch_dist(const std::string& save_dir, int64_t iteration,
   run_on_all_ranks(*ps.world, "writing the checkpoint", [&] {
     // Data-parallel replicas hold identical values (and, unless sharded, optimizer state); the
     // experts' replicas are the expert-data-parallel ones.
+    const ArchitectureOptions architecture = architecture_from_args_json(state.at("model"));
     const TorchDistWrites writes{.dense = ps.dp_cp_rank == 0,
                                  .experts = ps.edp_rank == 0,
                                  .sharded_optimizer = sharded,

@@ -16,7 +16,8 @@
 // is stacked over all layers ([L, ...], its chunk at (global layer, ...)) unless MoE and dense
 // layers mix (one key per layer); QKV rows per query group; SwiGLU's linear_fc1 [gate of every
 // rank; up of every rank], two chunks per rank; an expert tensor [E, ...], each EP rank's experts
-// at their global index; the word embedding padded as the run pads it. Each element is written
+// at their global index; MLA's rope rows permuted to Megatron's pairing; the word embedding
+// padded as the run pads it. Each element is written
 // once (Megatron's main replica): the dense model by the data-parallel rank 0 of each TP × PP
 // rank, the experts by the expert-data-parallel rank 0 of each EP × ETP rank, a replicated tensor
 // by TP (ETP) rank 0 only, the last stage's copy of a tied embedding never. The optimizer's state
@@ -42,9 +43,8 @@
 namespace megatron {
 
 // Why Megatron-LM's torch_dist format cannot hold `params` with the optimizer buffers named
-// `optimizer_buffers` — the first parameter Megatron-Core's GPT has no key for (multi-latent
-// attention, BERT), or a buffer with no name there (see megatron_lm_torch_dist_chunks) — or ""
-// when it can. Checked before
+// `optimizer_buffers` — the first parameter Megatron-Core's GPT has no key for (BERT's), or a
+// buffer with no name there (see megatron_lm_torch_dist_chunks) — or "" when it can. Checked before
 // training, so a run learns it before its first save.
 std::string megatron_lm_torch_dist_unwritable(const ParameterStore& params,
                                               const std::vector<std::string>& optimizer_buffers);
@@ -58,6 +58,7 @@ struct TorchDistWrites {
   // optimizer's shard, the part of every parameter the optimizer range covers.
   bool sharded_optimizer = false;
   bool per_layer_keys = false;  // non-homogeneous layers (megatron_core_per_layer_keys)
+  MlaOptions mla;               // the model's multi-latent attention (its rope rows: above)
 };
 
 // The chunks a rank writes (`writes`): the model's and its part of the optimizer buffers (name →
@@ -66,8 +67,9 @@ struct TorchDistWrites {
 // shapes checkpoint/megatron_core_keys.h's, an expert parameter's experts at their global index
 // (EP), the persistent buffers (the routers' expert_bias) as replicated tensors. Views of `params`
 // and the buffers where they are contiguous host tensors (else host copies): write them before
-// either changes. Throws Error naming a parameter Megatron-Core's GPT has no key for (MLA's,
-// BERT's) or a buffer with no torch_dist name (Muon's).
+// either changes (MLA's rope rows are written from permuted copies). Throws Error naming a
+// parameter Megatron-Core's GPT has no key for (BERT's) or a buffer with no torch_dist name
+// (Muon's).
 std::vector<DcpChunkToWrite> megatron_lm_torch_dist_chunks(
     const ParameterStore& params, const std::map<std::string, Tensor>& optimizer_flat_buffers,
     FlatRange optimizer_range, int64_t num_layers, const TorchDistWrites& writes);

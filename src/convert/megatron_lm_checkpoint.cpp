@@ -69,13 +69,12 @@ void check_supported_args(const nlohmann::json& args, const std::string& dir, bo
     return args.contains(key) && !args[key].is_null() && args[key] != false && args[key] != 0 &&
            args[key] != "";
   };
-  std::vector<const char*> keys = {"apply_residual_connection_post_layernorm", "squared_relu",
-                                   "multi_latent_attention"};
-  // The torch format's rank files name experts, MTP depths and QK norms in ways not mapped yet
-  // (torch_dist's keys are: checkpoint/megatron_core_keys.h).
+  std::vector<const char*> keys = {"apply_residual_connection_post_layernorm", "squared_relu"};
+  // The torch format's rank files name experts, MTP depths, QK norms and MLA in ways not mapped
+  // yet (torch_dist's keys are: checkpoint/megatron_core_keys.h).
   if (per_rank_files)
     keys.insert(keys.end(),
-                {"num_experts", "mtp_num_layers", "qk_layernorm",
+                {"num_experts", "mtp_num_layers", "qk_layernorm", "multi_latent_attention",
                  "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
                  "num_layers_per_virtual_pipeline_stage", "pipeline_model_parallel_layout"});
   if (bert)
@@ -402,6 +401,14 @@ MegatronLmSource<GptConfig> read_torch_dist_format(const std::string& load_dir, 
   const MegatronLmTorchDist ckpt = read_megatron_lm_torch_dist(load_dir, iteration);
   MegatronLmSource<GptConfig> src =
       source_model<GptConfig>(ckpt.args(), ckpt.iteration_dir, vocab_size, false);
+  // Megatron-Core's MLA normalises its latents only with --qk-layernorm (Transformer Engine's
+  // fused linear_q_up_proj / linear_kv_up_proj norms); megatron-cpp's MLA always does.
+  MlaOptions& mla = src.config.arch.mla;
+  MT_REQUIRE(!mla.enabled || src.config.arch.qk_layernorm, "Megatron-LM checkpoint '",
+             ckpt.iteration_dir,
+             "' is a multi-latent-attention model without --qk-layernorm (no latent norms), "
+             "which megatron-cpp's MLA does not build");
+  if (mla.enabled) src.config.arch.qk_layernorm = false;  // implied by MLA here
   MegatronLmTorchDistModel model = megatron_lm_torch_dist_tensors(
       ckpt, src.config.num_layers, !src.config.arch.untie_embeddings_and_output_weights);
   src.not_converted = model.not_converted;
@@ -412,6 +419,10 @@ MegatronLmSource<GptConfig> read_torch_dist_format(const std::string& load_dir, 
     src.optimizer[buffer] = full_parameter_tensors(std::move(tensors), store, buffer, problems);
   MT_REQUIRE(problems.empty(), "Megatron-LM checkpoint '", ckpt.iteration_dir,
              "' does not hold the model its args describe:", problems);
+  // MLA's rope rows in megatron-cpp's pairing (checkpoint/megatron_core_keys.h).
+  for (auto& [name, t] : src.full) t = megatron_cpp_rows(name, t, mla);
+  for (auto& [buffer, tensors] : src.optimizer)
+    for (auto& [name, t] : tensors) t = megatron_cpp_rows(name, t, mla);
   src.trainer = megatron_lm_trainer_state(ckpt.common, src.args, ckpt.iteration_dir);
   src.converted_from = {
       {"format", "megatron-lm-torch_dist"},
@@ -736,7 +747,8 @@ void export_megatron_lm_gpt_torch_dist(const std::string& load_dir, int64_t iter
       read_parameters(reader, store, &optimizer);
       const std::vector<DcpChunkToWrite> chunks = megatron_lm_torch_dist_chunks(
           store, optimizer, {}, target.num_layers,
-          {.per_layer_keys = megatron_core_per_layer_keys(target.arch.moe)});
+          {.per_layer_keys = megatron_core_per_layer_keys(target.arch.moe),
+           .mla = target.arch.mla});
       const std::string file = "__" + std::to_string(pp * target_tp + tp) + "_0.distcp";
       for (DcpWrittenItem& i : write_dcp_data_file(transaction.path(), file, chunks, {}))
         items.push_back(std::move(i));

@@ -8,9 +8,10 @@
 # Megatron-Core's (.metadata, one __R_0.distcp per writing rank, common.pt, metadata.json). Also
 # mixture-of-experts models: at EP 2 (each EP rank writes its experts) with the expert bias, a
 # gated shared expert and MoE layers mixed with dense ones (one key per layer), and at TP 2 with
-# QK norms and a multi-token-prediction depth. A model without Megatron-Core GPT keys (multi-
-# latent attention) saves megatron-cpp's format and --async-save saves torch_dist synchronously,
-# each with a warning; the flag's errors.
+# QK norms and a multi-token-prediction depth; multi-latent attention at TP 2 (its rope rows
+# permuted to Megatron's pairing and back). Muon's momentum, which the format has no name for,
+# is saved in megatron-cpp's format and --async-save saves torch_dist synchronously, each with a
+# warning; the flag's errors.
 set -euo pipefail
 : "${MEGATRON_BINARY:?}" "${MEGATRON_SOURCE_DIR:?}"
 WORK="$(mktemp -d)"
@@ -34,7 +35,7 @@ run() {  # run NAME [FLAGS...] — always 2 processes
 CHECK="node $MEGATRON_SOURCE_DIR/tests/e2e/compare_metrics.js"
 
 MOE=(--num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 48 --moe-aux-loss-coeff 1e-2)
-for layout in tp2 dp2 pp2 moe_ep2 moe_tp2; do
+for layout in tp2 dp2 pp2 moe_ep2 moe_tp2 mla_tp2; do
   case $layout in
     tp2) FLAGS=(--tensor-model-parallel-size 2) ;;
     dp2) FLAGS=(--bf16 --use-distributed-optimizer) ;;
@@ -43,6 +44,9 @@ for layout in tp2 dp2 pp2 moe_ep2 moe_tp2; do
       --moe-router-enable-expert-bias --moe-shared-expert-intermediate-size 64
       --moe-shared-expert-gate --moe-layer-freq '[1,0]') ;;
     moe_tp2) FLAGS=("${MOE[@]}" --tensor-model-parallel-size 2 --qk-layernorm --mtp-num-layers 1) ;;
+    mla_tp2) FLAGS=(--tensor-model-parallel-size 2 --multi-latent-attention --q-lora-rank 32
+      --kv-lora-rank 16 --qk-head-dim 16 --qk-pos-emb-head-dim 8 --v-head-dim 12
+      --disable-bias-linear) ;;
   esac
   echo "== $layout: save at 4 in torch_dist, resume from it: iterations 5-8 bit for bit"
   run "full_$layout" "${FLAGS[@]}"
@@ -84,8 +88,8 @@ BASE=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 --
 expect_error "--ckpt-format zarr is not a format megatron-cpp writes" pretrain-gpt "${BASE[@]}" \
   --ckpt-format zarr
 echo "== Megatron's command lines carry torch_dist for every model: what it cannot hold falls back"
-# (each warned): --async-save saves torch_dist synchronously; a model without Megatron-Core GPT
-# keys (multi-latent attention) saves megatron-cpp's format.
+# (each warned): --async-save saves torch_dist synchronously; Muon's momentum (no torch_dist
+# name) saves megatron-cpp's format.
 warned_run() {  # warned_run NAME MESSAGE FLAGS...
   local name=$1 message=$2
   shift 2
@@ -96,9 +100,8 @@ warned_run() {  # warned_run NAME MESSAGE FLAGS...
 warned_run async "--async-save: torch_dist checkpoints are written synchronously" \
   --ckpt-format torch_dist --async-save --save-interval 1
 [[ -f $WORK/async/iter_0000001/.metadata ]] || fail "--async-save: no torch_dist checkpoint"
-warned_run mla "has no key in Megatron-Core's GPT checkpoints" --ckpt-format torch_dist \
-  --save-interval 1 --multi-latent-attention --kv-lora-rank 16 --qk-head-dim 16 \
-  --qk-pos-emb-head-dim 8 --v-head-dim 12 --disable-bias-linear
-[[ -f $WORK/mla/iter_0000001/mp_rank_00/state.json && ! -e $WORK/mla/iter_0000001/.metadata ]] \
-  || fail "--multi-latent-attention: not saved in megatron-cpp's format"
+warned_run muon "has no name in Megatron-Core's torch_dist checkpoints" --ckpt-format torch_dist \
+  --save-interval 1 --optimizer muon
+[[ -f $WORK/muon/iter_0000001/mp_rank_00/state.json && ! -e $WORK/muon/iter_0000001/.metadata ]] \
+  || fail "--optimizer muon: not saved in megatron-cpp's format"
 echo "PASS"

@@ -165,11 +165,12 @@ std::string variant_checkpoint(const std::string& base, const nlohmann::json& ex
   return dir;
 }
 
-// Megatron-Core's MoE, QK-norm and multi-token-prediction keys: megatron-cpp → torch_dist (at TP
-// 1 and 2, PP 1 and 2) → megatron-cpp (at TP 2) gives every weight and expert bias back bit for
-// bit, the experts as Megatron's [L, E, ...] (SwiGLU's [gate; up] per expert), MoE layers mixed
-// with dense ones as one key per layer.
-TEST(MegatronTorchDistExport, MoeQkNormAndMtpModelsRoundTripBitForBit) {
+// Megatron-Core's MoE, QK-norm, multi-latent-attention and multi-token-prediction keys:
+// megatron-cpp → torch_dist (at TP 1 and 2, PP 1 and 2) → megatron-cpp (at TP 2) gives every
+// weight and expert bias back bit for bit, the experts as Megatron's [L, E, ...] (SwiGLU's
+// [gate; up] per expert), MoE layers mixed with dense ones as one key per layer, MLA's rope rows
+// in Megatron's pairing.
+TEST(MegatronTorchDistExport, MoeQkNormMlaAndMtpModelsRoundTripBitForBit) {
   TempDir dir;
   import_hf_llama(source_dir() + "/tests/data/mixtral_tiny/hf", dir.file("mixtral"), 1, 32);
   import_hf_llama(source_dir() + "/tests/data/qwen2_moe_tiny/hf", dir.file("qwen2_moe"), 1, 32);
@@ -180,7 +181,17 @@ TEST(MegatronTorchDistExport, MoeQkNormAndMtpModelsRoundTripBitForBit) {
                       {"moe_router_enable_expert_bias", true},
                       {"mtp_num_layers", 1}},
                      dir.file("bias_mtp"));
-  for (const std::string name : {"mixtral", "qwen2_moe", "qwen3_moe", "qwen3", "bias_mtp"}) {
+  variant_checkpoint(dir.file("mixtral"),
+                     {{"multi_latent_attention", true},
+                      {"group_query_attention", false},
+                      {"q_lora_rank", 16},
+                      {"kv_lora_rank", 16},
+                      {"qk_head_dim", 8},
+                      {"qk_pos_emb_head_dim", 8},
+                      {"v_head_dim", 8},
+                      {"rope_type", "rope"}},
+                     dir.file("mla"));
+  for (const std::string name : {"mixtral", "qwen2_moe", "qwen3_moe", "qwen3", "bias_mtp", "mla"}) {
     const std::string src = dir.file(name);
     const TensorMap model = full_model_tensors(src);
     const TensorMap buffers = persistent_buffers(src);
@@ -212,6 +223,29 @@ TEST(MegatronTorchDistExport, MoeQkNormAndMtpModelsRoundTripBitForBit) {
       if (name == "qwen3")
         EXPECT_EQ(dcp.tensors().at("decoder.layers.self_attention.k_layernorm.weight").shape,
                   (Shape{2, 16}));
+      if (name == "mla") {
+        // Megatron's rope row 2j is megatron-cpp's j, its 2j + 1 megatron-cpp's dr/2 + j (dr 8,
+        // after the 16 latent rows); the latent norms fused into the up projections.
+        const Tensor ours = model.at("layers.0.self_attention.linear_kv_down_proj.weight");
+        const Tensor theirs =
+            dcp.read_tensor("decoder.layers.self_attention.linear_kv_down_proj.weight")
+                .slice(0, 0, 1)
+                .view({24, 32});
+        for (const auto& [row, our_row] : {std::pair{0, 0},
+                                           {15, 15},
+                                           {16, 16},
+                                           {17, 20},
+                                           {18, 17},
+                                           {19, 21},
+                                           {22, 19},
+                                           {23, 23}})
+          EXPECT_EQ(theirs.slice(0, row, row + 1).clone().to_vector<float>(),
+                    ours.slice(0, our_row, our_row + 1).clone().to_vector<float>())
+              << layout << " row " << row;
+        EXPECT_TRUE(dcp.tensors().count(
+            "decoder.layers.self_attention.linear_kv_up_proj.layer_norm_weight"));
+        EXPECT_TRUE(dcp.tensors().count("decoder.layers.input_layernorm.weight"));
+      }
       if (name == "bias_mtp") {
         EXPECT_EQ(dcp.tensors().at("decoder.layers.mlp.router.expert_bias").shape, (Shape{2, 4}));
         EXPECT_EQ(dcp.tensors().at("mtp.layers.0.eh_proj.weight").shape, (Shape{32, 64}));
@@ -319,18 +353,23 @@ TEST(MegatronTorchDistExport, AFailedSaveKeepsThePreviousCheckpointAndModelsWith
   export_megatron_lm_gpt_torch_dist(dir.file("gpt2"), -1, dir.file("dist"), 1, 1);
   const std::string before =
       read_file(dir.file("dist/iter_0000000/__0_0.distcp"), "the first save");
-  // A multi-latent-attention model has no keys this writer knows: refused, nothing replaced.
+  // DeepSeek sparse attention's indexer has no key this writer knows: refused, nothing replaced.
   import_hf_llama(source_dir() + "/tests/data/mixtral_tiny/hf", dir.file("moe"), 1, 64);
   variant_checkpoint(dir.file("moe"),
                      {{"multi_latent_attention", true},
+                      {"group_query_attention", false},
                       {"kv_lora_rank", 16},
                       {"qk_head_dim", 8},
                       {"qk_pos_emb_head_dim", 8},
                       {"v_head_dim", 8},
-                      {"rope_type", "rope"}},
-                     dir.file("mla"));
+                      {"rope_type", "rope"},
+                      {"experimental_attention_variant", "dsa"},
+                      {"dsa_indexer_n_heads", 2},
+                      {"dsa_indexer_head_dim", 16},
+                      {"dsa_indexer_topk", 4}},
+                     dir.file("dsa"));
   const std::string message = error_of(
-      [&] { export_megatron_lm_gpt_torch_dist(dir.file("mla"), -1, dir.file("dist"), 1, 1); });
+      [&] { export_megatron_lm_gpt_torch_dist(dir.file("dsa"), -1, dir.file("dist"), 1, 1); });
   EXPECT_NE(message.find("has no key in Megatron-Core's GPT checkpoints"), std::string::npos)
       << message;
   EXPECT_EQ(read_file(dir.file("dist/iter_0000000/__0_0.distcp"), "the first save"), before);
