@@ -277,11 +277,12 @@ void save_megatron_lm_torch_dist(const std::string& save_dir, int64_t iteration,
     // Data-parallel replicas hold identical values (and, unless sharded, optimizer state); the
     // experts' replicas are the expert-data-parallel ones.
     const ArchitectureOptions architecture = architecture_from_args_json(state.at("model"));
-    const TorchDistWrites writes{.dense = ps.dp_cp_rank == 0,
-                                 .experts = ps.edp_rank == 0,
-                                 .sharded_optimizer = sharded,
-                                 .per_layer_keys = megatron_core_per_layer_keys(
-                                     architecture_from_args_json(state.at("model")).moe)};
+    TorchDistWrites writes;
+    writes.dense = ps.dp_cp_rank == 0;
+    writes.experts = ps.edp_rank == 0;
+    writes.sharded_optimizer = sharded;
+    writes.per_layer_keys = megatron_core_per_layer_keys(architecture.moe);
+    writes.mla = architecture.mla;
     if (!writes.dense && !writes.experts && !sharded) return;
     check_finite_for_checkpoint(iteration, params, optimizer_flat_buffers, optimizer_shard.range);
     const int64_t num_layers = state.at("model").at("num_layers").get<int64_t>();

@@ -745,10 +745,11 @@ void export_megatron_lm_gpt_torch_dist(const std::string& load_dir, int64_t iter
       for (const std::string& buffer : reader.optimizer_buffer_names())
         optimizer[buffer] = Tensor::zeros({store.flat_values().numel()}, DType::F32);
       read_parameters(reader, store, &optimizer);
-      const std::vector<DcpChunkToWrite> chunks = megatron_lm_torch_dist_chunks(
-          store, optimizer, {}, target.num_layers,
-          {.per_layer_keys = megatron_core_per_layer_keys(target.arch.moe),
-           .mla = target.arch.mla});
+      TorchDistWrites writes;
+      writes.per_layer_keys = megatron_core_per_layer_keys(target.arch.moe);
+      writes.mla = target.arch.mla;
+      const std::vector<DcpChunkToWrite> chunks =
+          megatron_lm_torch_dist_chunks(store, optimizer, {}, target.num_layers, writes);
       const std::string file = "__" + std::to_string(pp * target_tp + tp) + "_0.distcp";
       for (DcpWrittenItem& i : write_dcp_data_file(transaction.path(), file, chunks, {}))
         items.push_back(std::move(i));

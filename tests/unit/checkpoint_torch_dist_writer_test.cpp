@@ -45,6 +45,14 @@ using testing::megatron_lm_fixture;
 using testing::source_dir;
 using testing::TempDir;
 
+// The optimizer state of the part each rank's range covers, no model tensor.
+const TorchDistWrites kShardedOptimizerOnly = [] {
+  TorchDistWrites w;
+  w.dense = w.experts = false;
+  w.sharded_optimizer = true;
+  return w;
+}();
+
 // Every optimizer buffer of megatron-cpp's checkpoint in `dir`, as full tensors by parameter.
 std::map<std::string, TensorMap> full_optimizer_tensors(const std::string& dir) {
   CheckpointShardReader reader(checkpoint_iteration_dir(dir, -1));
@@ -317,20 +325,16 @@ TEST(MegatronTorchDistExport, DistributedOptimizerShardsWriteTheSameGlobalTensor
     if (name == "whole") {
       items = write_dcp_data_file(
           d, "__0_0.distcp",
-          megatron_lm_torch_dist_chunks(
-              store, whole, {}, 2, {.dense = false, .experts = false, .sharded_optimizer = true}),
-          {});
+          megatron_lm_torch_dist_chunks(store, whole, {}, 2, kShardedOptimizerOnly), {});
     } else {
       for (int r = 0; r < 3; ++r) {
         const DpShard shard = DpShard::of(total, 3, r);
         const std::map<std::string, Tensor> part = {
             {"exp_avg", flat.slice(0, shard.range.begin, shard.range.end).clone()}};
-        for (DcpWrittenItem& i :
-             write_dcp_data_file(d, "__" + std::to_string(r) + "_0.distcp",
-                                 megatron_lm_torch_dist_chunks(
-                                     store, part, shard.range, 2,
-                                     {.dense = false, .experts = false, .sharded_optimizer = true}),
-                                 {}))
+        for (DcpWrittenItem& i : write_dcp_data_file(
+                 d, "__" + std::to_string(r) + "_0.distcp",
+                 megatron_lm_torch_dist_chunks(store, part, shard.range, 2, kShardedOptimizerOnly),
+                 {}))
           items.push_back(std::move(i));
       }
     }

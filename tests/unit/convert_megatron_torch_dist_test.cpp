@@ -166,6 +166,24 @@ TEST(MegatronTorchDistImport, MoeCheckpointsHoldTheWeightsOfTheHfImport) {
   }
 }
 
+// Multi-latent attention as Megatron-Core's MLA layer spec saves it (Transformer Engine's fused
+// latent norms, a separate input norm) with its rope rows in Megatron's pairing (2j, 2j + 1):
+// tools/reference/megatron_torch_dist_mla_checkpoint.py checked that Megatron's rope on those
+// rows computes mla_reference.py's logits, then saved them with PyTorch 1.13's DCP from two TP
+// ranks. The import gives mla_reference's weights in megatron-cpp's rows — those the MLA golden
+// test runs — bit for bit.
+TEST(MegatronTorchDistImport, MlaWithMegatronsRopePairingLoadsTheReferenceWeights) {
+  for (int tp : {1, 2}) {
+    TempDir dir;
+    import_megatron_lm_gpt(megatron_lm_fixture("torch_dist_mla_tp2"), -1, dir.file("ckpt"), tp, 0);
+    nlohmann::json state;
+    expect_tensors_as_computed_by_pytorch(full_model_tensors(dir.file("ckpt"), &state),
+                                          "torch_dist_mla_expected.json");
+    EXPECT_EQ(state["model"]["multi_latent_attention"], true);
+    EXPECT_EQ(state["model"]["qk_layernorm"], false);  // MLA's latent norms: not QK norms here
+  }
+}
+
 // A copy of a fixture's iteration directory to spoil.
 std::string copy_fixture(const TempDir& dir, const std::string& name) {
   fs::copy(megatron_lm_fixture(name), dir.file(name), fs::copy_options::recursive);
