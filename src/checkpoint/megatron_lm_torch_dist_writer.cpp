@@ -1,5 +1,6 @@
 #include "checkpoint/megatron_lm_torch_dist_writer.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <regex>
@@ -156,7 +157,12 @@ constexpr const char* kConfigJson =
 
 std::string megatron_lm_torch_dist_unwritable(const ParameterStore& params,
                                               const std::vector<std::string>& optimizer_buffers) {
-  const MegatronCoreKeyContext context = key_context(params, false, MlaOptions{});
+  // Which keys exist does not depend on MLA's dimensions, only on its being there.
+  MlaOptions mla;
+  mla.enabled = std::any_of(params.params().begin(), params.params().end(), [](const Parameter& p) {
+    return p.spec.name.ends_with("self_attention.linear_kv_down_proj.weight");
+  });
+  const MegatronCoreKeyContext context = key_context(params, false, mla);
   for (const Parameter& p : params.params())
     if (p.spec.stage_tie != StageTie::kCopy &&
         !megatron_core_key(p.spec.name, p.spec.full_shape, context))

@@ -141,7 +141,7 @@ TensorMap persistent_buffers(const std::string& dir) {
   CheckpointShardReader reader(checkpoint_iteration_dir(dir, -1));
   const GptConfig c = gpt_config_from_checkpoint_state(reader.state(0, 0), dir);
   ParameterStore store = registered_parameter_store<GptModel>(c, 0, 1);
-  read_parameters(reader, store);
+  read_parameters(reader, store, nullptr);
   TensorMap out;
   for (const Buffer& b : store.buffers())
     if (b.spec.persistent) out[b.spec.name] = b.value.clone();
@@ -205,6 +205,7 @@ TEST(MegatronTorchDistExport, MoeQkNormMlaAndMtpModelsRoundTripBitForBit) {
     const TensorMap buffers = persistent_buffers(src);
     EXPECT_EQ(buffers.empty(), name != "bias_mtp") << name;
     for (const auto& [tp, pp] : {std::pair{1, 1}, {2, 1}, {2, 2}}) {
+      if (pp == 2 && name == "qwen2_moe") continue;  // 3 layers: no even pipeline split
       const std::string layout = name + " " + std::to_string(tp) + "x" + std::to_string(pp);
       const std::string out = dir.file(name + "_dist" + std::to_string(tp) + std::to_string(pp));
       export_megatron_lm_gpt_torch_dist(src, -1, out, tp, pp);
@@ -228,9 +229,10 @@ TEST(MegatronTorchDistExport, MoeQkNormMlaAndMtpModelsRoundTripBitForBit) {
         EXPECT_TRUE(dcp.tensors().count("decoder.layers.2.mlp.experts.linear_fc2.weight"));
         EXPECT_FALSE(dcp.tensors().count("decoder.layers.self_attention.linear_qkv.weight"));
       }
-      if (name == "qwen3")
+      if (name == "qwen3") {
         EXPECT_EQ(dcp.tensors().at("decoder.layers.self_attention.k_layernorm.weight").shape,
                   (Shape{2, 16}));
+      }
       if (name == "mla") {
         // Megatron's rope row 2j is megatron-cpp's j, its 2j + 1 megatron-cpp's dr/2 + j (dr 8,
         // after the 16 latent rows); the latent norms fused into the up projections.

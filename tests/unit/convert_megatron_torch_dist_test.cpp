@@ -287,9 +287,9 @@ TEST(TorchDcp, ChunksThatDoNotTileTheTensorAreRefused) {
 TEST(MegatronTorchDistImport, AKeyNoGptModelHasIsRefusedByName) {
   TempDir dir;
   const std::string ckpt = copy_fixture(dir, "torch_dist_gpt2_tp2");
-  // The stacked fc1 bias renamed as a multi-latent-attention key (not read yet).
+  // The stacked fc1 bias renamed as a key of Megatron-Core's BERT (not read yet).
   const std::string from = "decoder.layers.mlp.linear_fc1.bias";
-  const std::string to = "decoder.layers.self_attention.linear_q_down_proj.weight";
+  const std::string to = "lm_head.dense.bias";
   rewrite_metadata(iteration_dir(ckpt), [&](PyDict& metadata) {
     for (auto& [key, m] : metadata.find("state_dict_metadata")->as_dict("").items)
       if (key.as_str("") == from) key = PyValue::str(to);
@@ -299,8 +299,8 @@ TEST(MegatronTorchDistImport, AKeyNoGptModelHasIsRefusedByName) {
     }
   });
   const std::string e = error_of([&] { import_megatron_lm_gpt(ckpt, -1, dir.file("o"), 1, 0); });
-  EXPECT_THAT(e, HasSubstr("holds 'decoder.layers.self_attention.linear_q_down_proj.weight' "
-                           "[2, 128], which no GPT-family model of megatron-cpp has"));
+  EXPECT_THAT(e, HasSubstr("holds 'lm_head.dense.bias' [2, 128], which no GPT-family model of "
+                           "megatron-cpp has"));
 }
 
 // An optimizer tensor not of its parameter's global shape (as the distributed optimizer's
