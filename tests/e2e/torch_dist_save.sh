@@ -35,14 +35,14 @@ run() {  # run NAME [FLAGS...] — always 2 processes
 CHECK="node $MEGATRON_SOURCE_DIR/tests/e2e/compare_metrics.js"
 
 MOE=(--num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 48 --moe-aux-loss-coeff 1e-2)
+EP2_MOE=("${MOE[@]}" --moe-router-score-function sigmoid --moe-router-enable-expert-bias
+  --moe-shared-expert-intermediate-size 64 --moe-shared-expert-gate --moe-layer-freq '[1,0]')
 for layout in tp2 dp2 pp2 moe_ep2 moe_tp2 mla_tp2; do
   case $layout in
     tp2) FLAGS=(--tensor-model-parallel-size 2) ;;
     dp2) FLAGS=(--bf16 --use-distributed-optimizer) ;;
     pp2) FLAGS=(--pipeline-model-parallel-size 2) ;;
-    moe_ep2) FLAGS=("${MOE[@]}" --expert-model-parallel-size 2 --moe-router-score-function sigmoid
-      --moe-router-enable-expert-bias --moe-shared-expert-intermediate-size 64
-      --moe-shared-expert-gate --moe-layer-freq '[1,0]') ;;
+    moe_ep2) FLAGS=("${EP2_MOE[@]}" --expert-model-parallel-size 2) ;;
     moe_tp2) FLAGS=("${MOE[@]}" --tensor-model-parallel-size 2 --qk-layernorm --mtp-num-layers 1) ;;
     mla_tp2) FLAGS=(--tensor-model-parallel-size 2 --multi-latent-attention --q-lora-rank 32
       --kv-lora-rank 16 --qk-head-dim 16 --qk-pos-emb-head-dim 8 --v-head-dim 12
@@ -60,6 +60,7 @@ for layout in tp2 dp2 pp2 moe_ep2 moe_tp2 mla_tp2; do
   # Each rank writes: its TP slices, its DP shard's optimizer state, its pipeline stage.
   [[ -s $it/__1_0.distcp ]] || fail "$layout: rank 1 wrote nothing"
   ls "$WORK/$layout" | grep -q "mp_rank\|\.tmp" && fail "$layout: leftovers or megatron-cpp files"
+  [[ $layout == moe_ep2 ]] && cp -r "$WORK/$layout" "$WORK/moe_ep2_at4"  # resharded below
   run "resumed_$layout" "${FLAGS[@]}" --load "$WORK/$layout" --save "$WORK/$layout" \
     --save-interval 4 --ckpt-format torch_dist
   grep -q "loaded checkpoint from .* at iteration 4$" "$WORK/resumed_$layout.log" \
@@ -67,6 +68,13 @@ for layout in tp2 dp2 pp2 moe_ep2 moe_tp2 mla_tp2; do
   $CHECK "$WORK/full_$layout.jsonl" "$WORK/resumed_$layout.jsonl" --from 5 --to 8 --exact
   [[ $(cat "$WORK/$layout/latest_checkpointed_iteration.txt") == 8 ]] || fail "tracker at 8"
 done
+
+echo "== resharded: the EP 2 save resumes at TP 2 (EP 1), iterations 5-8 as the EP 2 resume's"
+# (to rounding: TP 2 sums the experts' partial products in another order than EP 2)
+run reshard_tp2 "${EP2_MOE[@]}" --tensor-model-parallel-size 2 --load "$WORK/moe_ep2_at4"
+grep -q "loaded checkpoint from .* at iteration 4$" "$WORK/reshard_tp2.log" \
+  || { cat "$WORK/reshard_tp2.log"; fail "resharded: not resumed at iteration 4"; }
+$CHECK "$WORK/resumed_moe_ep2.jsonl" "$WORK/reshard_tp2.jsonl" --from 5 --to 8 --rtol 1e-4
 
 echo "== the resumed run's own torch_dist save (iteration 8) resumes too"
 cp -r "$WORK/tp2" "$WORK/tp2_again"
