@@ -8,8 +8,9 @@
 # Megatron-Core's (.metadata, one __R_0.distcp per writing rank, common.pt, metadata.json). Also
 # mixture-of-experts models: at EP 2 (each EP rank writes its experts) with the expert bias, a
 # gated shared expert and MoE layers mixed with dense ones (one key per layer), and at TP 2 with
-# QK norms and a multi-token-prediction depth; multi-latent attention at TP 2 (its rope rows
-# permuted to Megatron's pairing and back). Muon's momentum, which the format has no name for,
+# QK norms and a multi-token-prediction depth; multi-latent attention at DP 2 with the distributed
+# optimizer (its rope rows permuted to Megatron's pairing and back, a shard that cuts them
+# written row by row). Muon's momentum, which the format has no name for,
 # is saved in megatron-cpp's format and --async-save saves torch_dist synchronously, each with a
 # warning; the flag's errors.
 set -euo pipefail
@@ -37,14 +38,14 @@ CHECK="node $MEGATRON_SOURCE_DIR/tests/e2e/compare_metrics.js"
 MOE=(--num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 48 --moe-aux-loss-coeff 1e-2)
 EP2_MOE=("${MOE[@]}" --moe-router-score-function sigmoid --moe-router-enable-expert-bias
   --moe-shared-expert-intermediate-size 64 --moe-shared-expert-gate --moe-layer-freq '[1,0]')
-for layout in tp2 dp2 pp2 moe_ep2 moe_tp2 mla_tp2; do
+for layout in tp2 dp2 pp2 moe_ep2 moe_tp2 mla_dp2; do
   case $layout in
     tp2) FLAGS=(--tensor-model-parallel-size 2) ;;
     dp2) FLAGS=(--bf16 --use-distributed-optimizer) ;;
     pp2) FLAGS=(--pipeline-model-parallel-size 2) ;;
     moe_ep2) FLAGS=("${EP2_MOE[@]}" --expert-model-parallel-size 2) ;;
     moe_tp2) FLAGS=("${MOE[@]}" --tensor-model-parallel-size 2 --qk-layernorm --mtp-num-layers 1) ;;
-    mla_tp2) FLAGS=(--tensor-model-parallel-size 2 --multi-latent-attention --q-lora-rank 32
+    mla_dp2) FLAGS=(--use-distributed-optimizer --multi-latent-attention --q-lora-rank 32
       --kv-lora-rank 16 --qk-head-dim 16 --qk-pos-emb-head-dim 8 --v-head-dim 12
       --disable-bias-linear) ;;
   esac
