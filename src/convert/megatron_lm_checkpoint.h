@@ -41,8 +41,9 @@ bool megatron_lm_checkpoint_is_resumable(const std::string& load_dir, int64_t it
 // state.json records the source ("converted_from": format, path, iteration,
 // checkpoint_version) and Megatron's args in megatron-cpp's spelling.
 // Throws Error naming the file and the problem: tensors missing, unknown or misshaped for the
-// model the args describe; an unsupported option (experts, uneven pipeline stages, virtual
-// pipeline chunks, a BERT checkpoint).
+// model the args describe; an unsupported option (in the torch format experts, multi-latent
+// attention, QK norms and MTP — torch_dist reads them: checkpoint/megatron_core_keys.h —,
+// uneven pipeline stages, virtual pipeline chunks; a BERT checkpoint).
 void import_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,
                             const std::string& save_dir, int target_tp, int64_t vocab_size);
 // The same for a BERT (Megatron-LM's legacy or Megatron-Core BertModel, torch format only): a
@@ -81,7 +82,9 @@ void export_megatron_lm_bert(const std::string& load_dir, int64_t iteration,
 // (same iteration), as a run at `target_tp` × `target_pp` saves it: one __R_0.distcp per
 // model-parallel rank R = pp · target_tp + tp, the vocabulary padded for `target_tp`, f32
 // weights, and the optimizer state, scheduler and consumed samples when the checkpoint has them.
-// Throws Error for a model Megatron-Core's GPT keys do not describe (MoE, MLA, QK norms, MTP).
+// MoE, QK-norm, MLA (its rope rows in Megatron's order) and MTP models included
+// (checkpoint/megatron_core_keys.h). Throws Error for a model Megatron-Core's GPT keys do not
+// describe here (DeepSeek sparse attention's indexer).
 void export_megatron_lm_gpt_torch_dist(const std::string& load_dir, int64_t iteration,
                                        const std::string& save_dir, int target_tp, int target_pp);
 
