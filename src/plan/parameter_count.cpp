@@ -47,13 +47,13 @@ ParameterCounts count_parameters(const ModelSpec& m, const Layout& l) {
     // Per layer, averaged over the dense and MoE layers (--moe-layer-freq).
     const double share = double(moe.count_moe_layers(m.num_layers)) / double(m.num_layers);
     const double dense = gated * h * f + bias * gated * f + f * h;
-    const double experts = e * (gated * h * fe + bias * gated * fe + fe * h)  // fc1, fc2
-                           + gated * h * fs + bias * gated * fs + fs * h;     // shared expert
-    c.layer_sharded += share * (experts - dense);
-    // The router; the experts' fc2 biases (and the shared expert's) instead of the MLP's; the
-    // shared expert's gate.
-    c.layer_replicated += share * (e * h + bias * (e * h + (fs > 0 ? h : 0.0) - h) +
-                                   (moe.shared_expert_gate ? h : 0.0));
+    const double shared = gated * h * fs + bias * gated * fs + fs * h;  // the shared expert
+    c.layer_sharded += share * (shared - dense);
+    c.layer_expert = share * e * (gated * h * fe + bias * gated * fe + fe * h);  // fc1, fc2
+    c.layer_expert_bias = share * bias * e * h;                                  // fc2 biases
+    // The router; the shared expert's fc2 bias instead of the MLP's; the shared expert's gate.
+    c.layer_replicated +=
+        share * (e * h + bias * ((fs > 0 ? h : 0.0) - h) + (moe.shared_expert_gate ? h : 0.0));
   }
   const double vocab = double(m.padded_vocab(l.tensor_parallel));
   c.word_embedding = vocab * h;
@@ -73,10 +73,14 @@ ParameterCounts count_parameters(const ModelSpec& m, const Layout& l) {
   if (m.family == ModelFamily::kBert && m.binary_head)
     c.head_replicated += h * h + h + 2 * h + 2;  // pooler, binary head
   const double layers = double(m.num_layers);
-  c.total = layers * (c.layer_sharded + c.layer_replicated) + c.word_embedding + c.other_embedding +
-            c.embedding_norm + c.output_layer + c.head_sharded + c.head_replicated;
+  c.total = layers * (c.layer_sharded + c.layer_replicated + c.layer_expert + c.layer_expert_bias) +
+            c.word_embedding + c.other_embedding + c.embedding_norm + c.output_layer +
+            c.head_sharded + c.head_replicated;
 
-  const double stage_layers = layers / p * (c.layer_sharded / t + c.layer_replicated);
+  const double ep = l.expert_parallel, et = l.expert_tp();
+  c.stage_expert_rank = layers / p * (c.layer_expert / (ep * et) + c.layer_expert_bias / ep);
+  const double stage_layers =
+      layers / p * (c.layer_sharded / t + c.layer_replicated) + c.stage_expert_rank;
   const double embedding = c.word_embedding / t + c.other_embedding + c.embedding_norm;
   // The last stage computes the logits with the output layer: its own weights when untied,
   // else (p > 1) a copy of the word embedding kept in sync by the embedding group.

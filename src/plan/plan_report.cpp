@@ -57,15 +57,11 @@ std::string machine_line(const Machine& m, Implementation impl) {
 }
 
 json rank_json(const RankMemory& r) {
-  return {{"parameters", r.parameters},
-          {"weights_bytes", r.weights},
-          {"gradients_bytes", r.gradients},
-          {"optimizer_bytes", r.optimizer},
-          {"activations_bytes", r.activations},
-          {"workspace_bytes", r.workspace},
-          {"step_buffers_bytes", r.step_buffers},
-          {"reserved_bytes", r.reserved},
-          {"total_bytes", r.total()}};
+  return {{"parameters", r.parameters},     {"expert_parameters", r.expert_parameters},
+          {"weights_bytes", r.weights},     {"gradients_bytes", r.gradients},
+          {"optimizer_bytes", r.optimizer}, {"activations_bytes", r.activations},
+          {"workspace_bytes", r.workspace}, {"step_buffers_bytes", r.step_buffers},
+          {"reserved_bytes", r.reserved},   {"total_bytes", r.total()}};
 }
 
 json layout_json(const Layout& l) {
@@ -74,6 +70,11 @@ json layout_json(const Layout& l) {
           {"context_parallel_size", l.context_parallel},
           {"cp_comm_type", cp_comm_type_name(l.cp_comm)},
           {"data_parallel_size", l.data_parallel},
+          {"expert_model_parallel_size", l.expert_parallel},
+          {"expert_tensor_parallel_size", l.expert_tp()},
+          {"expert_data_parallel_size", l.expert_data_parallel()},
+          {"moe_token_dispatcher_type",
+           l.dispatcher == TokenDispatcher::kAllToAll ? "alltoall" : "allgather"},
           {"virtual_pipeline_model_parallel_size", l.virtual_stages},
           {"world_size", l.world_size()},
           {"micro_batch_size", l.micro_batch},
@@ -143,10 +144,10 @@ std::string layout_short(const Layout& l) {
   const std::string recompute = l.recompute == Recompute::kFull && l.recompute_block_layers > 0
                                     ? "block " + std::to_string(l.recompute_block_layers)
                                     : recompute_name(l.recompute);
-  return fmt("%3d %3d %3d %4d %2d %3lld %-9s %-3s %-4s", l.tensor_parallel, l.context_parallel,
-             l.pipeline_parallel, l.data_parallel, l.virtual_stages, (long long)l.micro_batch,
-             recompute.c_str(), l.sequence_parallel ? "yes" : "no",
-             l.distributed_optimizer ? "yes" : "no");
+  return fmt("%3d %3d %3d %4d %3d %3d %2d %3lld %-9s %-3s %-4s", l.tensor_parallel,
+             l.context_parallel, l.pipeline_parallel, l.data_parallel, l.expert_parallel,
+             l.expert_tp(), l.virtual_stages, (long long)l.micro_batch, recompute.c_str(),
+             l.sequence_parallel ? "yes" : "no", l.distributed_optimizer ? "yes" : "no");
 }
 
 }  // namespace
@@ -188,13 +189,26 @@ std::string format_plan(const Plan& p) {
                 count(mem.first_stage.parameters).c_str(), count(mem.last_stage.parameters).c_str())
           : fmt("  %-30s %11s\n", "parameters on the rank",
                 count(mem.first_stage.parameters).c_str());
+  const bool moe = p.model.arch.moe.enabled();
+  if (moe) {
+    const std::string shard =
+        fmt("  of which experts (EP %d x ETP %d)", l.expert_parallel, l.expert_tp());
+    o += two ? fmt("  %-30s %11s  %11s\n", shard.c_str(),
+                   count(mem.first_stage.expert_parameters).c_str(),
+                   count(mem.last_stage.expert_parameters).c_str())
+             : fmt("  %-30s %11s\n", shard.c_str(),
+                   count(mem.first_stage.expert_parameters).c_str());
+  }
   const BytesPerParameter& bpp = mem.bytes_per_parameter;
   row(fmt("weights (%.3g B/param)", bpp.weights).c_str(), mem.first_stage.weights,
       mem.last_stage.weights);
   row(fmt("gradients (%.3g B/param)", bpp.gradients).c_str(), mem.first_stage.gradients,
       mem.last_stage.gradients);
-  row(fmt("optimizer state (%.3g B/param)", bpp.optimizer).c_str(), mem.first_stage.optimizer,
-      mem.last_stage.optimizer);
+  row((moe ? fmt("optimizer state (%.3g, experts %.3g B/param)", bpp.optimizer,
+                 bpp.expert_optimizer)
+           : fmt("optimizer state (%.3g B/param)", bpp.optimizer))
+          .c_str(),
+      mem.first_stage.optimizer, mem.last_stage.optimizer);
   row(fmt("activations (%.3g micro-batches)", mem.activations.in_flight).c_str(),
       mem.first_stage.activations, mem.last_stage.activations);
   row("workspace (transient)", mem.first_stage.workspace, mem.last_stage.workspace);
@@ -209,6 +223,12 @@ std::string format_plan(const Plan& p) {
            p.fits() ? "fits" : "DOES NOT FIT (see --search for layouts that do)");
   o += fmt("  activations per layer and micro-batch: %s\n",
            bytes(mem.activations.per_layer).c_str());
+  if (moe)
+    o +=
+        fmt("  of a MoE layer: %s (router, permuted rows, experts' fc1 / activation / fc2 at "
+            "%s rows, token exchange); expert-data-parallel size %d\n",
+            bytes(mem.activations.per_moe_layer).c_str(),
+            count(mem.activations.expert_rows).c_str(), l.expert_data_parallel());
 
   o += "\ntime per iteration\n";
   o += "  one micro-batch on the slowest stage:\n";
@@ -281,6 +301,7 @@ json plan_to_json(const Plan& p) {
            {{"first_stage", rank_json(p.memory.first_stage)},
             {"last_stage", rank_json(p.memory.last_stage)},
             {"activation_bytes_per_layer", p.memory.activations.per_layer},
+            {"activation_bytes_per_moe_layer", p.memory.activations.per_moe_layer},
             {"in_flight_micro_batches", p.memory.activations.in_flight},
             {"peak_bytes", p.memory.peak()},
             {"device_bytes", p.machine.memory_bytes},
@@ -302,7 +323,7 @@ std::string format_search(const ModelSpec& model, const Machine& machine, Implem
              r.smallest.memory.peak() / kGiB, r.smallest.layout.describe().c_str());
     return o;
   }
-  o += "\nrank  TP  CP  PP   DP  v  mb recompute SP  dist  mem GiB  step (s)  tokens/s  "
+  o += "\nrank  TP  CP  PP   DP  EP ETP  v  mb recompute SP  dist  mem GiB  step (s)  tokens/s  "
        "TFLOP/s  MFU   bubble  TP exp  CP exp  DP exp\n";
   for (size_t i = 0; i < r.best.size(); ++i) {
     const Candidate& c = r.best[i];
