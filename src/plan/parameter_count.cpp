@@ -1,5 +1,7 @@
 #include "plan/parameter_count.h"
 
+#include <vector>
+
 namespace megatron::plan {
 
 ParameterCounts count_parameters(const ModelSpec& m, const Layout& l) {
@@ -122,9 +124,29 @@ ParameterTensors count_parameter_tensors(const ModelSpec& m, const Layout& l) {
     head += 1 + 2 + 2;             // LM-head vocabulary bias, dense weight and bias, LayerNorm
     if (m.binary_head) head += 4;  // pooler and binary head, weights and biases
   }
+  // A MoE layer (model/moe_layer.h) has, instead of the MLP's fc1 and fc2 weights and biases,
+  // the router's weight, the experts' fc1 and fc2 weights (and biases), the shared expert's
+  // (and its gate).
+  const MoeOptions& moe = m.arch.moe;
+  const int64_t moe_extra = moe.enabled() ? 1 + (moe.shared_expert_ffn > 0 ? 2 + 2 * bias : 0) +
+                                                (moe.shared_expert_gate ? 1 : 0)
+                                          : 0;
   const int p = l.pipeline_parallel;
-  const int64_t first_layers = int64_t(l.rank_layers(m.num_layers, 0)) * layer;
-  const int64_t last_layers = int64_t(l.rank_layers(m.num_layers, p - 1)) * layer;
+  // The layers of pipeline rank r: its model chunks' (virtual stage c·p + r) runs of layers.
+  const std::vector<int> stage_layers = l.virtual_stage_layers(m.num_layers);
+  auto rank_tensors = [&](int rank) {
+    int64_t tensors = 0;
+    int first = 0;
+    for (size_t stage = 0; stage < stage_layers.size(); ++stage) {
+      if (int(stage) % p == rank)
+        for (int i = first; i < first + stage_layers[stage]; ++i)
+          tensors += layer + (moe.is_moe_layer(i, m.num_layers) ? moe_extra : 0);
+      first += stage_layers[stage];
+    }
+    return tensors;
+  };
+  const int64_t first_layers = rank_tensors(0);
+  const int64_t last_layers = rank_tensors(p - 1);
   ParameterTensors t;
   if (p == 1) {
     t.first_stage_rank = t.last_stage_rank = first_layers + embedding + output + head;
