@@ -63,8 +63,8 @@ struct Layout {
   // With --recompute-granularity selective, --recompute-modules beyond core_attn (which is
   // `recompute` kSelective): layernorm (the two norms' outputs in the norm-output slot) and mlp
   // (a dense layer's MLP in the workspace; model/transformer_layer.h). Memory only: their
-  // recomputed FLOPs are not counted. The MoE and MLA regions have no model here (neither
-  // have MoE or MLA layers).
+  // recomputed FLOPs are not counted. The MoE and MLA regions (moe, moe_act, shared_experts,
+  // mla_up_proj) have no model here: their activations are planned as kept.
   bool recompute_layernorm = false;
   bool recompute_mlp = false;
   bool distributed_optimizer = false;      // --use-distributed-optimizer

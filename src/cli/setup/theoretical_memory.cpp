@@ -90,7 +90,7 @@ void set_plan_experts(const Args& a, plan::Layout& l) {
 
 void set_plan_recompute(const Args& a, plan::Layout& l) {
   // Selective recompute: core_attn is `recompute`, layernorm and mlp have flags of their own;
-  // the MoE and MLA regions have no model (nor have MoE and MLA layers).
+  // the MoE and MLA regions have no model (their activations are planned as kept).
   const bool selective = !a.full_recompute() && a.selective_recompute();
   l.recompute = a.full_recompute()                              ? plan::Recompute::kFull
                 : selective && a.recomputes_module("core_attn") ? plan::Recompute::kSelective
