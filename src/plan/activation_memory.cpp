@@ -51,7 +51,9 @@ struct CppShapes {
   double ep = 1, etp_gather = 1, fe = 0, fe1 = 0, shared_ffn = 0, shared_fc1 = 0;
   bool rows_shared_out = false;  // ETP ≠ TP: the TP ranks share the routed rows out
   bool shared_gate = false;
-  double loss_stats = 0;  // rows of [·, E] f32 load-balancing statistics (2 per group)
+  // Groups of the load-balancing losses (model/moe_router.h): the aux loss's one (the
+  // micro-batch), the per-sequence loss's b; 0 without.
+  double aux_groups = 0, seq_aux_groups = 0;
   bool exchange() const { return rows_shared_out ? ep * etp_gather > 1 : ep > 1; }
   double scores() const { return b * hl * s * s; }  // elements of one [b, a/t, s, s] tensor
   // Elements of this rank's Q, K/V and QKV of its local sequence ([2C, b, G, q + 2, d]).
@@ -180,15 +182,16 @@ void cpp_from_experts(const CppShapes& c, double rows, Allocations& a) {
 // MoeLayer::forward's allocations (kept for backward) in place of the dense MLP's.
 void cpp_moe_forward(const CppShapes& c, Allocations& a) {
   const double N = c.N, h = c.h, e = c.e, E = c.experts, k = c.topk;
-  if (c.sp) a.add(N * h * e);                         // LN2 output all-gathered
-  if (e != 4) a.add(N * h * 4);                       // the router's f32 input
-  a.add(N * E * 4);                                   // router logits (f32)
-  a.add(N * k * 4, 2);                                // top-k indices (i32), probabilities (f32)
-  if (c.loss_stats > 0) a.add(c.loss_stats * E * 4);  // load-balancing statistics
-  a.add(E * 8);                                       // tokens per expert (i64)
-  a.add(c.routed * 4);                                // slot sources (i32)
-  a.add(N * k * 4);                                   // slot of each (token, choice) (i32)
-  a.add(c.routed * h * e);                            // permuted rows
+  if (c.sp) a.add(N * h * e);    // LN2 output all-gathered
+  if (e != 4) a.add(N * h * 4);  // the router's f32 input
+  a.add(N * E * 4);              // router logits (f32)
+  a.add(N * k * 4, 2);           // top-k indices (i32), probabilities (f32)
+  for (double groups : {c.aux_groups, c.seq_aux_groups})
+    if (groups > 0) a.add(2 * groups * E * 4);  // load-balancing statistics (counts, sums)
+  a.add(E * 8);                                 // tokens per expert (i64)
+  a.add(c.routed * 4);                          // slot sources (i32)
+  a.add(N * k * 4);                             // slot of each (token, choice) (i32)
+  a.add(c.routed * h * e);                      // permuted rows
   if (c.exchange()) cpp_to_experts(c, c.block, a);
   a.add(c.local * c.fe1 * e);  // fc1 output
   a.add(c.local * c.fe * e);   // activation output
@@ -217,13 +220,14 @@ void cpp_moe_backward(const CppShapes& c, Allocations& a) {
   a.add(c.local * c.fe1 * e);  // d(fc1 output)
   a.add(c.local * h * e);      // d(expert inputs)
   if (c.exchange()) cpp_from_experts(c, c.block, a);
-  if (c.rows_shared_out) a.add(c.routed * h * e);         // this block among zeros
-  a.add(N * h * e);                                       // input gradient (partial sums)
-  a.add(N * E * 4);                                       // d(router logits) (f32)
-  if (c.loss_stats > 0) a.add(c.loss_stats / 2 * E * 4);  // scaled loss weights
-  if (e != 4) a.add(N * h * 4);  // the router's input gradient in f32 (TP rank 0)
-  if (e != 4) a.add(N * h * e);  // ... cast
-  if (c.sp) a.add(c.n * h * e);  // input gradient reduce-scattered
+  if (c.rows_shared_out) a.add(c.routed * h * e);  // this block among zeros
+  a.add(N * h * e);                                // input gradient (partial sums)
+  a.add(N * E * 4);                                // d(router logits) (f32)
+  for (double groups : {c.aux_groups, c.seq_aux_groups})
+    if (groups > 0) a.add(groups * E * 4);  // the losses' weights, scaled
+  if (e != 4) a.add(N * h * 4);             // the router's input gradient in f32 (TP rank 0)
+  if (e != 4) a.add(N * h * e);             // ... cast
+  if (c.sp) a.add(c.n * h * e);             // input gradient reduce-scattered
   if (c.shared_ffn > 0) {
     if (c.shared_gate) {
       a.add(c.n * h * e);              // d(shared output) through the gate
@@ -374,8 +378,8 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
     c.shared_ffn = double(moe.shared_expert_ffn) / t;
     c.shared_fc1 = gated * c.shared_ffn;
     c.shared_gate = moe.shared_expert_gate;
-    c.loss_stats =
-        (moe.aux_loss_coeff > 0 ? 2.0 : 0.0) + (moe.seq_aux_loss_coeff > 0 ? 2 * c.b : 0.0);
+    c.aux_groups = moe.aux_loss_coeff > 0 ? 1.0 : 0.0;
+    c.seq_aux_groups = moe.seq_aux_loss_coeff > 0 ? c.b : 0.0;
   }
   const bool bert = m.family == ModelFamily::kBert;
   const int p = l.pipeline_parallel, v = l.virtual_stages;
