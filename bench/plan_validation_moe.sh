@@ -26,6 +26,16 @@ MODEL=(--num-layers 2 --hidden-size 128 --num-attention-heads 4 --seq-length 256
        --num-experts 8 --moe-ffn-hidden-size 512 --moe-router-topk 2
        --moe-router-load-balancing-type aux_loss --moe-aux-loss-coeff 0.01)
 
+# The 2 x 1 machine file with 4 devices on the node, for the plan of the 4-process run (its
+# memory only: 4 processes share the 2 cores).
+python3 - "$ROOT/examples/machines/cpu_dev_2x1.json" "$OUT/cpu_dev_4x1.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["name"] += ", as 4 processes on one node (memory only)"
+m["node"]["devices"] = 4
+json.dump(m, open(sys.argv[2], "w"), indent=1)
+PY
+
 # NAME NPROCS layout flags...
 RUNS=("ep1 1 --global-batch-size 4"
       "ep2 2 --global-batch-size 8 --expert-model-parallel-size 2"
@@ -41,8 +51,10 @@ for spec in "${RUNS[@]}"; do
       pretrain-gpt "${MODEL[@]}" "${LAYOUT[@]}" --train-iters "$ITERS" --lr 1e-3 --mock-data \
       --log-interval 1 --eval-iters 0 --seed 7 > "$OUT/$name.log" 2>&1
   fi
-  "$BIN" plan --machine "$ROOT/examples/machines/cpu_dev_2x1.json" "${MODEL[@]}" "${LAYOUT[@]}" \
-    --world-size "$np" > "$OUT/plan_$name.plan"
+  machine="$ROOT/examples/machines/cpu_dev_2x1.json"
+  [[ "$np" == 4 ]] && machine="$OUT/cpu_dev_4x1.json"
+  "$BIN" plan --machine "$machine" "${MODEL[@]}" "${LAYOUT[@]}" --world-size "$np" \
+    > "$OUT/plan_$name.plan"
   echo "== $name: peak RSS per rank (MB):" \
     "$(for f in "$OUT/$name".rss.*; do printf '%.1f ' "$(awk '{print $1 / 1024}' "$f")"; done)"
   grep -E "Theoretical memory|memory \(MB\)" "$OUT/$name.log" | sed 's/^/   /' | cut -c1-200
