@@ -86,9 +86,10 @@ SearchResult search_layouts(const ModelSpec& model, const Layout& base, const Ma
           if (model.arch.moe.enabled()) {
             expert_grids.clear();
             for (int64_t ep : divisors(d * cp, d * cp))
-              if (model.arch.moe.num_experts % ep == 0)
-                for (int64_t et : {t, int64_t(1)})
-                  if (et == t || t > 1) expert_grids.push_back({int(ep), int(et)});
+              if (model.arch.moe.num_experts % ep == 0) {
+                expert_grids.push_back({int(ep), int(t)});
+                if (t > 1) expert_grids.push_back({int(ep), 1});
+              }
           }
           for (int64_t v : chunks)
             for (Recompute rc : recomputes)

@@ -45,6 +45,9 @@ double MicrobatchCosts::layer_cp_seconds() const {
 double MicrobatchCosts::layer_cp_exposed() const {
   return exposed_seconds(layer_cp_comm);
 }
+double MicrobatchCosts::layer_ep_seconds() const {
+  return total_seconds(layer_ep_comm);
+}
 
 namespace {
 
@@ -373,7 +376,7 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
       if (group.size == 1 || calls == 0) return;
       CommTerm ct{name, op, bytes, calls, 0, 0};
       ct.seconds = calls * collective_seconds(machine, op, bytes, group);
-      c.layer_comm.push_back(ct);
+      c.layer_ep_comm.push_back(ct);
     };
     const double fwd_calls = moe_share * (1 + full), bwd_calls = moe_share;
     const bool own_rows = !cpp || et != t;

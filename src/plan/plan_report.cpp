@@ -107,6 +107,7 @@ json time_json(const StepTime& t) {
   };
   add(t.microbatch.layer_comm, "per layer");
   add(t.microbatch.layer_cp_comm, "per layer, context parallel");
+  add(t.microbatch.layer_ep_comm, "per layer, expert parallel");
   add(t.microbatch.embedding_comm, "embedding");
   add(t.microbatch.output_comm, "output layer");
   return {{"per_micro_batch",
@@ -119,6 +120,7 @@ json time_json(const StepTime& t) {
             {"tp_comm_exposed_seconds", t.tp_exposed},
             {"cp_comm_seconds", t.cp_comm},
             {"cp_comm_exposed_seconds", t.cp_exposed},
+            {"ep_comm_seconds", t.ep_comm},
             {"pp_p2p_seconds", t.pp_p2p},
             {"stage_seconds", t.stage},
             {"tp_collectives", comm}}},
@@ -253,6 +255,10 @@ std::string format_plan(const Plan& p) {
              ms(t.cp_comm).c_str(), ms(t.cp_exposed).c_str());
     comm_rows(t.microbatch.layer_cp_comm, l.max_rank_layers(p.model.num_layers), "");
   }
+  if (!t.microbatch.layer_ep_comm.empty()) {
+    o += fmt("    %-28s %12s  issued and exposed\n", "MoE token exchange", ms(t.ep_comm).c_str());
+    comm_rows(t.microbatch.layer_ep_comm, l.max_rank_layers(p.model.num_layers), "");
+  }
   comm_rows(t.microbatch.embedding_comm, 1, pp ? " [first stage]" : "");
   comm_rows(t.microbatch.output_comm, 1, pp ? " [last stage]" : "");
   if (l.pipeline_parallel > 1)
@@ -324,17 +330,18 @@ std::string format_search(const ModelSpec& model, const Machine& machine, Implem
     return o;
   }
   o += "\nrank  TP  CP  PP   DP  EP ETP  v  mb recompute SP  dist  mem GiB  step (s)  tokens/s  "
-       "TFLOP/s  MFU   bubble  TP exp  CP exp  DP exp\n";
+       "TFLOP/s  MFU   bubble  TP exp  CP exp  EP exp  DP exp\n";
   for (size_t i = 0; i < r.best.size(); ++i) {
     const Candidate& c = r.best[i];
     const StepTime& t = c.time;
-    o += fmt("%4zu %s %8.2f %9.3f %9.4g %8.1f %4.1f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%%\n", i + 1,
-             layout_short(c.layout).c_str(), c.memory.peak() / kGiB, t.step, t.tokens_per_second,
-             t.model_tflops_per_device, 100 * t.mfu, 100 * t.bubble / t.step,
+    o += fmt("%4zu %s %8.2f %9.3f %9.4g %8.1f %4.1f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%%\n",
+             i + 1, layout_short(c.layout).c_str(), c.memory.peak() / kGiB, t.step,
+             t.tokens_per_second, t.model_tflops_per_device, 100 * t.mfu, 100 * t.bubble / t.step,
              100 * t.tp_exposed * t.micro_batches / t.step,
-             100 * t.cp_exposed * t.micro_batches / t.step, 100 * t.dp_exposed / t.step);
+             100 * t.cp_exposed * t.micro_batches / t.step,
+             100 * t.ep_comm * t.micro_batches / t.step, 100 * t.dp_exposed / t.step);
   }
-  o += "\n(TFLOP/s: model FLOPs per device; bubble, TP, CP and DP exp(osed) as shares "
+  o += "\n(TFLOP/s: model FLOPs per device; bubble, TP, CP, EP and DP exp(osed) as shares "
        "of the step)\n";
   return o;
 }

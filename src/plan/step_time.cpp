@@ -165,8 +165,8 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
   };
   struct Stage {
     ComputeTime fwd, bwd;
-    double recompute = 0, comm = 0, exposed = 0, cp_comm = 0, cp_exposed = 0;
-    double total() const { return fwd.total() + bwd.total() + exposed + cp_exposed; }
+    double recompute = 0, comm = 0, exposed = 0, cp_comm = 0, cp_exposed = 0, ep_comm = 0;
+    double total() const { return fwd.total() + bwd.total() + exposed + cp_exposed + ep_comm; }
   };
   // A stage of `n` layers (the pipeline split's: uneven splits weigh the stages differently).
   auto stage = [&](bool first, bool last, double n) {
@@ -179,6 +179,7 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
     s.exposed = c.layer_comm_exposed() * n;
     s.cp_comm = c.layer_cp_seconds() * n;
     s.cp_exposed = c.layer_cp_exposed() * n;
+    s.ep_comm = c.layer_ep_seconds() * n;
     if (first) {
       s.fwd += c.embedding_forward;
       s.bwd += c.embedding_backward;
@@ -220,6 +221,7 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
   r.tp_exposed = slowest->exposed - p2p;
   r.cp_comm = slowest->cp_comm;
   r.cp_exposed = slowest->cp_exposed;
+  r.ep_comm = slowest->ep_comm;
   r.pp_p2p = p2p;
   r.stage = slowest->total();
   r.micro_batches = l.num_micro_batches();

@@ -210,8 +210,10 @@ grep -q "of which experts (EP 4 x ETP 2)" "$WORK/moe_plan.txt"
 grep -q "optimizer state (1.5, experts 6 B/param)" "$WORK/moe_plan.txt"
 grep -q "EP all-to-all dispatch + combine (forward)" "$WORK/moe_plan.txt"
 grep -q "ETP all-gather + reduce-scatter (forward)" "$WORK/moe_plan.txt"
-"$BIN" plan --machine "$A100" "${MOE[@]}" --world-size 16 --search --search-top 100000 \
-  | grep -qE "^ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +(2|4|8|16) "
+"$BIN" plan --machine "$A100" "${MOE[@]}" --world-size 16 --search --search-top 20 \
+  > "$WORK/moe_search.txt"
+grep -qE "^ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +(2|4|8|16) " "$WORK/moe_search.txt"
+grep -q "MoE token exchange" "$WORK/moe_plan.txt"
 
 # Bad input: message and non-zero exit.
 expect_error() {  # expected-message command...

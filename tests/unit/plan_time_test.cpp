@@ -884,8 +884,8 @@ TEST(PlanStep, MoeGroupedGemmAndAllToAllByHand) {
   EXPECT_NEAR(c.layer_forward.gemm, flops / 50e12, 1e-20);
   // The token exchange: dispatch and combine, each an all-to-all of the 64 routed rows
   // (64·64·2 bytes) over the 4 EP ranks, forward and backward: (3/4)·8192 / 100 GB/s each.
-  ASSERT_EQ(c.layer_comm.size(), 2u);
-  for (const CommTerm& t : c.layer_comm) {
+  ASSERT_EQ(c.layer_ep_comm.size(), 2u);
+  for (const CommTerm& t : c.layer_ep_comm) {
     EXPECT_EQ(t.op, Collective::kAllToAll);
     EXPECT_DOUBLE_EQ(t.bytes, 8192.0);
     EXPECT_DOUBLE_EQ(t.calls, 2.0);
@@ -894,6 +894,9 @@ TEST(PlanStep, MoeGroupedGemmAndAllToAllByHand) {
   // Every rank holds different experts (ed = 1): only the dense gradients are all-reduced over
   // DP 4, in one megatron-cpp bucket: 2·(3/4)·4 bytes each / 100 GB/s.
   const StepTime st = predict_step_time(m, l, mach, Implementation::kMegatronCpp);
+  EXPECT_TRUE(c.layer_comm.empty());  // TP 1: no tensor-parallel collective
+  // On the critical path: 2 layers x 4 all-to-alls.
+  EXPECT_NEAR(st.ep_comm, 2 * 4 * 0.75 * 8192 / 1e11, 1e-18);
   const ParameterCounts p = count_parameters(m, l);
   EXPECT_GT(p.stage_expert_rank, 0);
   EXPECT_NEAR(st.dp_comm, 2 * 0.75 * 4 * (p.max_rank() - p.stage_expert_rank) / 1e11, 1e-15);
@@ -902,9 +905,9 @@ TEST(PlanStep, MoeGroupedGemmAndAllToAllByHand) {
   Layout ag = l;
   ag.dispatcher = TokenDispatcher::kAllGather;
   const MicrobatchCosts g = microbatch_costs(m, ag, mach, Implementation::kMegatronLm);
-  ASSERT_EQ(g.layer_comm.size(), 2u);
-  EXPECT_DOUBLE_EQ(g.layer_comm[0].bytes, 4 * 32 * 64 * 2.0);
-  EXPECT_NEAR(g.layer_comm[0].seconds, 2 * 0.75 * 16384 / 1e11, 1e-18);
+  ASSERT_EQ(g.layer_ep_comm.size(), 2u);
+  EXPECT_DOUBLE_EQ(g.layer_ep_comm[0].bytes, 4 * 32 * 64 * 2.0);
+  EXPECT_NEAR(g.layer_ep_comm[0].seconds, 2 * 0.75 * 16384 / 1e11, 1e-18);
 }
 
 TEST(PlanSearch, ExpertsFitOnlyWithExpertParallelism) {
