@@ -223,6 +223,13 @@ void validate_layout(const ModelSpec& m, const Layout& l, Implementation impl) {
                "original architecture (they are GPT options there)",
                use_lm);
   }
+  // Megatron-Core's MoE layers with TP route each rank's sequence shard (its arguments check).
+  MT_REQUIRE(
+      impl != Implementation::kMegatronLm || !m.arch.moe.enabled() || t == 1 || l.sequence_parallel,
+      "--num-experts with --tensor-model-parallel-size ", t,
+      ": Megatron-LM's MoE layers need --sequence-parallel");
+  MT_REQUIRE(impl != Implementation::kMegatronLm2019 || !m.arch.moe.enabled(),
+             "--num-experts: megatron-lm-2019 had no mixture of experts");
   // Megatron-LM's layers are pre-LN (with or without residuals from the norms); the
   // original BERT's order is megatron-cpp's import format.
   MT_REQUIRE(impl == Implementation::kMegatronCpp || m.norm_order() != NormOrder::kPost,

@@ -129,7 +129,7 @@ struct Layout {
                                                              : layers_per_chunk;
   }
   // One line: "TP 8 x PP 16 x DP 8, v 1, mb 1, GB 1536, recompute selective, SP, dist-opt, bf16"
-  // (and an uneven split or a micro-batch group when set).
+  // (and an expert grid of its own, an uneven split or a micro-batch group when set).
   std::string describe() const;
 };
 
@@ -149,7 +149,7 @@ int activation_bytes(Precision p);
 // parallelism only with TP > 1; and what `impl` does not implement (megatron-cpp: the distributed
 // optimizer with fp16, overlaps, flash attention, a sequence not divisible by TP under SP,
 // residuals from the norms in GPT, the Llama options in BERT; Megatron-LM: the post-LayerNorm
-// order).
+// order, MoE with TP but without sequence parallelism; the 2019 code: MoE).
 void validate_layout(const ModelSpec& model, const Layout& layout, Implementation impl);
 
 }  // namespace megatron::plan

@@ -481,6 +481,7 @@ Layout moe_layout() {
   l.expert_parallel = 3;
   l.expert_tensor_parallel = 1;
   l.global_batch = 6;
+  l.sequence_parallel = true;  // (Megatron-LM's MoE layers need it with TP)
   return l;
 }
 

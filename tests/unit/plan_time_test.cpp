@@ -948,6 +948,14 @@ TEST(PlanLayout, BadExpertGridNamesTheFlag) {
               validate_layout(m, l, Implementation::kMegatronCpp);
             }).find("--expert-model-parallel-size 2"),
             std::string::npos);
+  // Megatron-LM's MoE layers with TP route sequence shards.
+  l = moe_ep4();
+  l.tensor_parallel = 2;
+  l.data_parallel = 2;
+  l.expert_parallel = 2;
+  EXPECT_NE(error_of([&] { validate_layout(m, l, Implementation::kMegatronLm); })
+                .find("Megatron-LM's MoE layers need --sequence-parallel"),
+            std::string::npos);
   ModelSpec dense = gpt_spec(2, 64, 4, 16, 128);
   l = moe_ep4();
   EXPECT_NE(error_of([&] {
