@@ -953,8 +953,9 @@ TEST(PlanLayout, BadExpertGridNamesTheFlag) {
   l.tensor_parallel = 2;
   l.data_parallel = 2;
   l.expert_parallel = 2;
-  EXPECT_NE(error_of([&] { validate_layout(m, l, Implementation::kMegatronLm); })
-                .find("Megatron-LM's MoE layers need --sequence-parallel"),
+  EXPECT_NE(error_of([&] {
+              validate_layout(m, l, Implementation::kMegatronLm);
+            }).find("Megatron-LM's MoE layers need --sequence-parallel"),
             std::string::npos);
   ModelSpec dense = gpt_spec(2, 64, 4, 16, 128);
   l = moe_ep4();
