@@ -61,6 +61,7 @@ int run_plan(int argc, char** argv) {
   add_pipeline_args(table, args);
   add_context_parallel_args(table, args);
   add_moe_args(table, args.arch);
+  add_expert_parallel_args(table, args);
 
   std::string machine_path, implementation = "megatron-cpp", family = "gpt";
   int world_size = 0, data_parallel = 0, search_top = 10;
@@ -166,6 +167,7 @@ int run_plan(int argc, char** argv) {
   layout.tensor_parallel = args.tensor_model_parallel_size;
   layout.pipeline_parallel = args.pipeline_model_parallel_size;
   set_plan_context_parallel(args, layout);
+  set_plan_experts(args, layout);
   layout.micro_batch = args.micro_batch_size;
   layout.global_batch = args.global_batch_size;
   layout.sequence_parallel = given(sequence_parallel);

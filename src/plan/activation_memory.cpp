@@ -29,6 +29,7 @@ struct CppShapes {
   bool selective;  // selective recompute: the probabilities and mask are not kept (attention.h)
   bool norm_slot;  // --recompute-modules layernorm: the norms' outputs in the shared slot
   bool mlp_recomputed;  // --recompute-modules mlp: the MLP's activations in the workspace
+  bool moe = false;     // the layer's MLP is a mixture of experts (the fields below)
   bool flash;  // fused attention: only the f32 log-sum-exp [b, a/t, s] is kept (attention.h)
   // Context parallelism (parallel/context_parallel_attention.h): CP size, the ranks of its
   // all-to-all (a2a, a2a+p2p) and of its ring (p2p, a2a+p2p), and the all-gather of all_gather.
@@ -38,6 +39,22 @@ struct CppShapes {
   // the backward writes each norm's input gradient to a new tensor instead of adding it in place
   // to the residual's.
   bool residual_from_norm;
+  // Mixture of experts (model/moe_layer.h), on the share `moe_share` of the layers: E experts,
+  // top k; this rank routes the N·k rows of the micro-batch's N tokens (every TP rank alike)
+  // into `routed` slots (dropless: N·k; with a capacity factor E·C), and brings the block
+  // `block` of them (all; with ETP ≠ TP its 1/t) to the experts, whose rows arrive over the
+  // expert-parallel all-to-all (expected: as many as sent, the router balanced) and, with
+  // ETP ≠ TP, an all-gather over the `etp_gather` ranks of the expert TP group: `local` rows.
+  // Each expert runs at fe = expert width / ETP (fe1: fc1's output, 2·fe with SwiGLU); the
+  // shared expert (its width / t) is a dense MLP.
+  double moe_share = 0, experts = 0, topk = 0, routed = 0, block = 0, local = 0;
+  double ep = 1, etp_gather = 1, fe = 0, fe1 = 0, shared_ffn = 0, shared_fc1 = 0;
+  bool rows_shared_out = false;  // ETP ≠ TP: the TP ranks share the routed rows out
+  bool shared_gate = false;
+  // Groups of the load-balancing losses (model/moe_router.h): the aux loss's one (the
+  // micro-batch), the per-sequence loss's b; 0 without.
+  double aux_groups = 0, seq_aux_groups = 0;
+  bool exchange() const { return rows_shared_out ? ep * etp_gather > 1 : ep > 1; }
   double scores() const { return b * hl * s * s; }  // elements of one [b, a/t, s, s] tensor
   // Elements of this rank's Q, K/V and QKV of its local sequence ([2C, b, G, q + 2, d]).
   double q_elems() const { return N * ctx; }
@@ -117,14 +134,109 @@ void cpp_attention_probs(const CppShapes& c, Allocations& a) {
 // layer (forward_post_ln) allocates the same tensors in another order — attention on x,
 // h = x + attention, LN1(h), the MLP on it, LN1(h) + mlp, LN2 of that as the output — so the
 // sum is the same.
-// The MLP's allocations (ParallelMLP::forward): kept, or with --recompute-modules mlp in the
-// workspace, and again in the backward's scratch.
-void cpp_mlp_forward(const CppShapes& c, Allocations& a) {
+// The MLP's allocations (ParallelMLP::forward) for a hidden width of ffn per rank (fc1: its
+// output, 2·ffn with SwiGLU): kept, or with --recompute-modules mlp in the workspace, and again
+// in the backward's scratch.
+void cpp_mlp_forward(const CppShapes& c, double ffn, double fc1, Allocations& a) {
   if (c.sp) a.add(c.N * c.h * c.e);  // LN2 output all-gathered
-  a.add(c.N * c.fc1 * c.e);          // fc1 output
-  a.add(c.N * c.ffn * c.e);          // GeLU / SwiGLU output
+  a.add(c.N * fc1 * c.e);            // fc1 output
+  a.add(c.N * ffn * c.e);            // GeLU / SwiGLU output
   a.add(c.N * c.h * c.e);            // fc2 output (partial sums with SP)
   if (c.sp) a.add(c.n * c.h * c.e);  // fc2 output reduce-scattered
+}
+
+// ParallelMLP::backward's allocations (the layer's scratch arena).
+void cpp_mlp_backward(const CppShapes& c, double ffn, double fc1, Allocations& a) {
+  if (c.sp) a.add(c.N * c.h * c.e);  // d(mlp output) all-gathered (fc2 backward)
+  a.add(c.N * ffn * c.e);            // d(GeLU / SwiGLU output)
+  a.add(c.N * fc1 * c.e);            // d(fc1 output)
+  a.add(c.N * c.h * c.e);            // fc1 input gradient
+  if (c.sp) a.add(c.n * c.h * c.e);  // ... reduce-scattered
+}
+
+// ExpertTokenExchange (parallel/expert_token_exchange.h, the alltoall dispatcher megatron-cpp's
+// layer runs) bringing `rows` [·, h] rows of this rank to the experts' ranks: the EP
+// all-to-all's received rows, the expert TP group's all-gather (copies sent and rows received),
+// and the chunks regrouped by local expert. (Dispatch, and combine's backward.)
+void cpp_to_experts(const CppShapes& c, double rows, Allocations& a) {
+  const double g = c.etp_gather;
+  if (c.ep > 1) a.add(rows * c.h * c.e);      // the all-to-all's receive buffer
+  if (g > 1) a.add(rows * g * c.h * c.e, 2);  // all-gather: g copies sent, g blocks received
+  a.add(c.local * c.h * c.e);                 // regrouped by local expert
+}
+
+// The reverse (combine, and dispatch's backward): the chunks scattered back among zeros, the
+// expert TP group's reduce-scatter (pieces received, the f32 sum, rounded to the compute dtype)
+// and the EP all-to-all's receive buffer.
+void cpp_from_experts(const CppShapes& c, double rows, Allocations& a) {
+  const double g = c.etp_gather;
+  a.add(rows * g * c.h * c.e);  // chunks placed
+  if (g > 1) {
+    a.add(rows * g * c.h * c.e);  // pieces
+    a.add(rows * c.h * 4);        // f32 sum
+    if (c.e != 4) a.add(rows * c.h * c.e);
+  }
+  if (c.ep > 1) a.add(rows * c.h * c.e);  // back from the experts' ranks
+}
+
+// MoeLayer::forward's allocations (kept for backward) in place of the dense MLP's.
+void cpp_moe_forward(const CppShapes& c, Allocations& a) {
+  const double N = c.N, h = c.h, e = c.e, E = c.experts, k = c.topk;
+  if (c.sp) a.add(N * h * e);    // LN2 output all-gathered
+  if (e != 4) a.add(N * h * 4);  // the router's f32 input
+  a.add(N * E * 4);              // router logits (f32)
+  a.add(N * k * 4, 2);           // top-k indices (i32), probabilities (f32)
+  for (double groups : {c.aux_groups, c.seq_aux_groups})
+    if (groups > 0) a.add(2 * groups * E * 4);  // load-balancing statistics (counts, sums)
+  a.add(E * 8);                                 // tokens per expert (i64)
+  a.add(c.routed * 4);                          // slot sources (i32)
+  a.add(N * k * 4);                             // slot of each (token, choice) (i32)
+  a.add(c.routed * h * e);                      // permuted rows
+  if (c.exchange()) cpp_to_experts(c, c.block, a);
+  a.add(c.local * c.fe1 * e);  // fc1 output
+  a.add(c.local * c.fe * e);   // activation output
+  a.add(c.local * h * e);      // fc2 output
+  if (c.exchange()) cpp_from_experts(c, c.block, a);
+  if (c.rows_shared_out) a.add(c.routed * h * e);  // this block among zeros
+  a.add(N * h * e);                                // unpermuted (partial sums)
+  if (c.sp) a.add(c.n * h * e);                    // ... reduce-scattered
+  if (c.shared_ffn > 0) {
+    cpp_mlp_forward(c, c.shared_ffn, c.shared_fc1, a);
+    if (c.shared_gate) {
+      if (e != 4) a.add(c.n * h * 4);  // the gate's f32 input
+      a.add(c.n * 4);                  // its logits
+    }
+  }
+}
+
+// MoeLayer::backward's allocations (the layer's scratch arena).
+void cpp_moe_backward(const CppShapes& c, Allocations& a) {
+  const double N = c.N, h = c.h, e = c.e, E = c.experts, k = c.topk;
+  if (c.sp) a.add(N * h * e);  // d(output) all-gathered
+  a.add(c.routed * h * e);     // d(expert outputs), all rows
+  a.add(N * k * 4);            // d(probabilities) (f32)
+  if (c.exchange()) cpp_to_experts(c, c.block, a);
+  a.add(c.local * c.fe * e);   // d(activation output)
+  a.add(c.local * c.fe1 * e);  // d(fc1 output)
+  a.add(c.local * h * e);      // d(expert inputs)
+  if (c.exchange()) cpp_from_experts(c, c.block, a);
+  if (c.rows_shared_out) a.add(c.routed * h * e);  // this block among zeros
+  a.add(N * h * e);                                // input gradient (partial sums)
+  a.add(N * E * 4);                                // d(router logits) (f32)
+  for (double groups : {c.aux_groups, c.seq_aux_groups})
+    if (groups > 0) a.add(groups * E * 4);  // the losses' weights, scaled
+  if (e != 4) a.add(N * h * 4);             // the router's input gradient in f32 (TP rank 0)
+  if (e != 4) a.add(N * h * e);             // ... cast
+  if (c.sp) a.add(c.n * h * e);             // input gradient reduce-scattered
+  if (c.shared_ffn > 0) {
+    if (c.shared_gate) {
+      a.add(c.n * h * e);              // d(shared output) through the gate
+      a.add(c.n * 4);                  // d(gate logits)
+      a.add(c.n * h * 4);              // the gate's input gradient (f32)
+      if (e != 4) a.add(c.n * h * e);  // ... cast
+    }
+    cpp_mlp_backward(c, c.shared_ffn, c.shared_fc1, a);
+  }
 }
 
 void cpp_layer_forward(const CppShapes& c, Allocations& a) {
@@ -148,7 +260,10 @@ void cpp_layer_forward(const CppShapes& c, Allocations& a) {
     a.add(c.n * 4, c.norm_stats);  // LN2 rstd (and mean)
     a.add(c.n * c.h * c.e);        // LN2 output
   }
-  if (!c.mlp_recomputed) cpp_mlp_forward(c, a);
+  if (c.moe)
+    cpp_moe_forward(c, a);
+  else if (!c.mlp_recomputed)
+    cpp_mlp_forward(c, c.ffn, c.fc1, a);
   a.add(c.n * c.h * c.e);  // y = h + mlp
 }
 
@@ -161,7 +276,7 @@ double cpp_norm_slot(const CppShapes& c) {
 // The attention's `workspace` allocations during one layer forward: raw scores (with
 // selective recompute the probabilities and mask too), dropped probabilities.
 void cpp_layer_workspace(const CppShapes& c, Allocations& a) {
-  if (c.mlp_recomputed) cpp_mlp_forward(c, a);
+  if (c.mlp_recomputed && !c.moe) cpp_mlp_forward(c, c.ffn, c.fc1, a);
   if (c.flash) {  // the fused kernel's tiles are its own; the CP exchange's are not
     cpp_cp_forward_workspace(c, a);
     return;
@@ -176,17 +291,16 @@ void cpp_layer_workspace(const CppShapes& c, Allocations& a) {
 // allocates d(mlp output), and LN1's where it allocates d(attention output); it writes
 // d(mlp output) over its dy and d(attention output) over LN2's input gradient: the same sum.
 void cpp_layer_backward(const CppShapes& c, Allocations& a) {
-  if (c.mlp_recomputed) cpp_mlp_forward(c, a);  // the MLP's forward once more
+  if (c.mlp_recomputed && !c.moe) cpp_mlp_forward(c, c.ffn, c.fc1, a);  // the MLP once more
   if (c.selective) {          // ParallelAttention::backward recomputes the core's probabilities
     a.add(c.scores() * c.e);  // raw scores
     cpp_attention_probs(c, a);
   }
-  a.add(c.n * c.h * c.e);            // d(mlp output) after bias-dropout-add backward
-  if (c.sp) a.add(c.N * c.h * c.e);  // ... all-gathered (fc2 backward)
-  a.add(c.N * c.ffn * c.e);          // d(GeLU / SwiGLU output)
-  a.add(c.N * c.fc1 * c.e);          // d(fc1 output)
-  a.add(c.N * c.h * c.e);            // fc1 input gradient
-  if (c.sp) a.add(c.n * c.h * c.e);  // ... reduce-scattered
+  a.add(c.n * c.h * c.e);  // d(mlp output) after bias-dropout-add backward
+  if (c.moe)
+    cpp_moe_backward(c, a);
+  else
+    cpp_mlp_backward(c, c.ffn, c.fc1, a);
   a.add(c.n * c.h * c.e);            // d(attention output)
   if (c.sp) a.add(c.N * c.h * c.e);  // ... all-gathered (projection backward)
   a.add(c.N * c.ctx * c.e);          // d(context)
@@ -243,6 +357,30 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
   c.norm_slot = l.recompute_layernorm;
   c.mlp_recomputed = l.recompute_mlp;
   c.residual_from_norm = m.norm_order() == NormOrder::kPreResidualFromNorm;
+  if (m.arch.moe.enabled()) {
+    const MoeOptions& moe = m.arch.moe;
+    const double et = l.expert_tp(), gated = m.arch.swiglu ? 2.0 : 1.0;
+    c.moe_share = double(moe.count_moe_layers(m.num_layers)) / double(m.num_layers);
+    c.experts = double(moe.num_experts);
+    c.topk = double(moe.topk);
+    c.routed = c.N * c.topk;    // dropless
+    if (moe.capacity_factor) {  // at most C = ⌈N·k/E · factor⌉ per expert, exactly C padded
+      const double slots = c.experts * std::ceil(c.routed / c.experts * *moe.capacity_factor);
+      c.routed = moe.pad_to_capacity ? slots : std::min(c.routed, slots);
+    }
+    c.ep = l.expert_parallel;
+    c.rows_shared_out = l.expert_tp() != l.tensor_parallel;
+    c.block = c.rows_shared_out ? c.routed / t : c.routed;
+    c.etp_gather = c.rows_shared_out ? et : 1.0;
+    c.local = c.block * c.etp_gather;
+    c.fe = double(m.expert_ffn_size()) / et;
+    c.fe1 = gated * c.fe;
+    c.shared_ffn = double(moe.shared_expert_ffn) / t;
+    c.shared_fc1 = gated * c.shared_ffn;
+    c.shared_gate = moe.shared_expert_gate;
+    c.aux_groups = moe.aux_loss_coeff > 0 ? 1.0 : 0.0;
+    c.seq_aux_groups = moe.seq_aux_loss_coeff > 0 ? c.b : 0.0;
+  }
   const bool bert = m.family == ModelFamily::kBert;
   const int p = l.pipeline_parallel, v = l.virtual_stages;
   const double layers_per_chunk = double(m.num_layers) / (p * v);
@@ -276,9 +414,14 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
 
   // A recomputed layer keeps its input, copied out of the scratch arena; another layer its
   // forward's activations. Both copy their input gradient out of the scratch arena.
-  Allocations recomputed_layer, kept_layer;
+  // MoE layers keep their own (the share of them averaged in, as parameter_count.h counts them).
+  CppShapes moe_shapes = c;
+  moe_shapes.moe = true;
+  Allocations recomputed_layer, kept_layer, kept_dense, kept_moe;
   recomputed_layer.add(n * h * e);
-  cpp_layer_forward(c, kept_layer);
+  cpp_layer_forward(c, kept_dense);
+  if (c.moe_share > 0) cpp_layer_forward(moe_shapes, kept_moe);
+  kept_layer.bytes = (1 - c.moe_share) * kept_dense.bytes + c.moe_share * kept_moe.bytes;
   recomputed_layer.add(n * h * e);
   kept_layer.add(n * h * e);
   // The bytes of a chunk of `layers` layers (the split may give the chunks different counts).
@@ -287,6 +430,10 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
     return recomputed_here * recomputed_layer.bytes + (layers - recomputed_here) * kept_layer.bytes;
   };
   r.per_layer = chunk_bytes(layers_per_chunk) / layers_per_chunk;
+  if (c.moe_share > 0) {
+    r.per_moe_layer = kept_moe.bytes + n * h * e;  // with its input gradient's copy
+    r.expert_rows = c.local;
+  }
 
   Allocations out;
   if (m.final_norm()) cpp_outer_norm(c, out);  // pre-LN: the final norm
@@ -363,18 +510,23 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
   // The scratch arena: per layer, forward workspace (with recompute: the whole layer forward)
   // and backward temporaries (with recompute: after the layer's forward again); a recomputed
   // layer's are the larger ones.
-  Allocations forward_scratch, backward_scratch;
-  if (recomputed > 0) {
-    cpp_layer_forward(c, forward_scratch);
-    cpp_layer_forward(c, backward_scratch);
-    cpp_layer_workspace(c, backward_scratch);
-  }
-  cpp_layer_workspace(c, forward_scratch);
-  cpp_layer_backward(c, backward_scratch);
+  // The largest of a dense and (if any) a MoE layer's.
+  auto scratch = [&](const CppShapes& shapes) {
+    Allocations forward_scratch, backward_scratch;
+    if (recomputed > 0) {
+      cpp_layer_forward(shapes, forward_scratch);
+      cpp_layer_forward(shapes, backward_scratch);
+      cpp_layer_workspace(shapes, backward_scratch);
+    }
+    cpp_layer_workspace(shapes, forward_scratch);
+    cpp_layer_backward(shapes, backward_scratch);
+    return std::max(forward_scratch.bytes, backward_scratch.bytes);
+  };
+  double layer_scratch = c.moe_share < 1 ? scratch(c) : 0.0;
+  if (c.moe_share > 0) layer_scratch = std::max(layer_scratch, scratch(moe_shapes));
   // One scratch arena per model chunk, and with --recompute-modules layernorm one norm-output
   // slot.
-  r.workspace = v * (std::max(forward_scratch.bytes, backward_scratch.bytes) +
-                     (c.norm_slot ? cpp_norm_slot(c) : 0.0));
+  r.workspace = v * (layer_scratch + (c.norm_slot ? cpp_norm_slot(c) : 0.0));
   return r;
 }
 
@@ -395,9 +547,41 @@ ActivationMemory megatron_lm(const ModelSpec& m, const Layout& l) {
   const double sbh = s * b * h;
 
   const double replicated = (2 * sbh * e + sbh * e + sbh * e + 2 * sbh * mask_h) / sp;
-  const double split = (s * b * (a * d + g * d) * e + s * b * g * d * e + s * b * a * d * e +
-                        s * b * f * (m.arch.swiglu ? 2.0 : 1.0) * e + s * b * f * e) /
-                       t;
+  const double gated = m.arch.swiglu ? 2.0 : 1.0;
+  const double mlp = s * b * f * (gated + 1) * e / t;  // activation input and output
+  double split = (s * b * (a * d + g * d) * e + s * b * g * d * e + s * b * a * d * e) / t + mlp;
+  // MoE layers (Megatron-Core's MoELayer, alltoall / allgather dispatcher; TP needs sequence
+  // parallelism there, so each rank routes its N/t tokens): the router's f32 logits and
+  // probabilities [N/t, E]; the expert inputs, fc1 output and activation of the rows its
+  // experts compute, N·k·et/t expected (dropless: the tokens spread evenly over the experts;
+  // with a capacity factor E·C padded, else at most that), at the expert width / ETP; the
+  // experts' outputs [N/t·k, h] the unpermute weighs by the probabilities; the shared expert as
+  // a dense MLP. The dispatch's send and receive buffers are transient (workspace below).
+  double dispatch = 0, moe_kept = 0, expert_rows = 0, moe_layer_share = 0;
+  if (m.arch.moe.enabled()) {
+    const MoeOptions& moe = m.arch.moe;
+    const double share = double(moe.count_moe_layers(m.num_layers)) / double(m.num_layers);
+    const double E = double(moe.num_experts), et = l.expert_tp(), ep = l.expert_parallel;
+    const double tokens = s * b / sp;  // routed by this rank
+    double routed = tokens * double(moe.topk);
+    if (moe.capacity_factor) {
+      const double slots = E * std::ceil(routed / E * *moe.capacity_factor);
+      routed = moe.pad_to_capacity ? slots : std::min(routed, slots);
+    }
+    const double rows = routed * et * sp / t;  // at this rank's experts
+    const double fe = double(m.expert_ffn_size()) / et;
+    const double moe_layer = 2 * tokens * E * 4 + rows * h * e + rows * fe * (gated + 1) * e +
+                             routed * h * e +
+                             s * b * double(moe.shared_expert_ffn) * (gated + 1) * e / t;
+    split += share * (moe_layer - mlp);
+    moe_kept = moe_layer - mlp;
+    expert_rows = rows;
+    moe_layer_share = share;
+    if (l.dispatcher == TokenDispatcher::kAllToAll && ep > 1)
+      dispatch = 2 * routed * h * e;  // the all-to-all's send and receive buffers
+    if (l.dispatcher == TokenDispatcher::kAllGather && ep * et > 1)
+      dispatch = ep * et * tokens * h * e;  // every tp_ep rank's tokens, gathered
+  }
   const double scores =
       b * a * s * s * (e + mask_a + (mask_a > 0 ? e : 0.0)) / t;  // softmax out, mask, dropped
   const bool fused = l.fused_attention();
@@ -430,6 +614,12 @@ ActivationMemory megatron_lm(const ModelSpec& m, const Layout& l) {
   if (l.context_parallel > 1 && l.cp_comm == CpCommType::kAllGather)
     r.workspace += 2 * l.context_parallel * kv;
   if (l.cp_a2a_ranks() > 1) r.workspace += kv + 2 * q;
+  r.workspace += dispatch;
+  if (m.arch.moe.enabled()) {  // the layer as a dense one would keep it, the MLP's replaced
+    r.per_moe_layer =
+        replicated + split - moe_layer_share * moe_kept + moe_kept + (keep_scores ? scores : 0.0);
+    r.expert_rows = expert_rows;
+  }
   r.embedding = (8 * s * b + sbh * mask_h) / sp;  // token ids, embedding dropout mask
   const double vocab = double(m.padded_vocab(l.tensor_parallel));
   r.output = 4 * sbh / sp + 4 * s * b * vocab / t;  // output-layer input, fp32 logits

@@ -47,7 +47,11 @@
 namespace megatron::plan {
 
 struct ActivationMemory {
-  double per_layer = 0;    // bytes one layer keeps for backward (one micro-batch, one rank)
+  double per_layer = 0;  // bytes one layer keeps for backward (one micro-batch, one rank)
+  // A MoE layer's (0 without experts): the bytes it keeps, and the routed rows this rank's
+  // experts compute per micro-batch (expected: the router spreading them evenly).
+  double per_moe_layer = 0;
+  double expert_rows = 0;
   double embedding = 0;    // bytes the first stage keeps outside its layers (one micro-batch)
   double output = 0;       // bytes the last stage keeps outside its layers (one micro-batch)
   double in_flight = 1;    // micro-batches a first-stage rank holds at its peak (megatron-cpp:

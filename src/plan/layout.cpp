@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "distributed/parallel_state.h"
 #include "pipeline/schedule.h"
 
 namespace megatron::plan {
@@ -94,6 +95,9 @@ std::string Layout::describe() const {
     os << ")";
   }
   os << " x PP " << pipeline_parallel << " x DP " << data_parallel;
+  if (!expert_grid_folded())
+    os << " (experts: EP " << expert_parallel << " x ETP " << expert_tp() << " x EDP "
+       << expert_data_parallel() << ")";
   if (virtual_stages > 1) os << " (interleaved, v " << virtual_stages << ")";
   if (first_stage_layers > 0) os << ", first stage " << first_stage_layers << " layers";
   if (last_stage_layers > 0) os << ", last stage " << last_stage_layers << " layers";
@@ -160,6 +164,16 @@ void validate_layout(const ModelSpec& m, const Layout& l, Implementation impl) {
   MT_REQUIRE(m.ffn_size() % t == 0, "--ffn-hidden-size ", m.ffn_size(),
              " must be divisible by --tensor-model-parallel-size ", t);
   check_pipeline_split(l.pipeline_split(m.num_layers));
+  // The expert grid, by training's own checks (distributed/parallel_state.h).
+  MT_REQUIRE(l.expert_tensor_parallel >= 0, "--expert-tensor-parallel-size must be >= 1, got ",
+             l.expert_tensor_parallel);
+  check_expert_count(int(m.arch.moe.num_experts), l.expert_parallel);
+  check_expert_parallel_sizes(l.world_size(), l.expert_parallel, l.expert_tp(), p);
+  MT_REQUIRE(!m.arch.moe.enabled() || m.expert_ffn_size() % l.expert_tp() == 0,
+             "the experts' hidden width ", m.expert_ffn_size(),
+             " (--moe-ffn-hidden-size, else --ffn-hidden-size) is not divisible by "
+             "--expert-tensor-parallel-size ",
+             l.expert_tp(), "; choose a width that is a multiple of it");
   // The fewest layers of a model chunk that holds any (megatron-cpp's Transformer refuses a
   // block larger than its chunk).
   int fewest = m.num_layers;
@@ -209,6 +223,13 @@ void validate_layout(const ModelSpec& m, const Layout& l, Implementation impl) {
                "original architecture (they are GPT options there)",
                use_lm);
   }
+  // Megatron-Core's MoE layers with TP route each rank's sequence shard (its arguments check).
+  MT_REQUIRE(
+      impl != Implementation::kMegatronLm || !m.arch.moe.enabled() || t == 1 || l.sequence_parallel,
+      "--num-experts with --tensor-model-parallel-size ", t,
+      ": Megatron-LM's MoE layers need --sequence-parallel");
+  MT_REQUIRE(impl != Implementation::kMegatronLm2019 || !m.arch.moe.enabled(),
+             "--num-experts: megatron-lm-2019 had no mixture of experts");
   // Megatron-LM's layers are pre-LN (with or without residuals from the norms); the
   // original BERT's order is megatron-cpp's import format.
   MT_REQUIRE(impl == Implementation::kMegatronCpp || m.norm_order() != NormOrder::kPost,

@@ -1,8 +1,9 @@
 // Layout: how one training job splits a model over devices — tensor (TP), context (CP),
-// pipeline (PP) and data (DP) parallel sizes, the interleaved schedule, batch sizes, recompute,
-// sequence parallelism, the distributed optimizer, precision and the communication overlaps — with
-// the Megatron-LM flag of each field. validate_layout() holds every rule that ties the layout to a
-// model and to the implementation that will run it.
+// pipeline (PP), data (DP) and, for mixture-of-experts layers, expert (EP, ETP) parallel sizes, the
+// interleaved schedule, batch sizes, recompute, sequence parallelism, the distributed optimizer,
+// precision and the communication overlaps — with the Megatron-LM flag of each field.
+// validate_layout() holds every rule that ties the layout to a model and to the implementation that
+// will run it.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 
 #include "model/stage_range.h"
 #include "model/transformer_config.h"
+#include "parallel/expert_token_exchange.h"
 #include "plan/implementation.h"
 #include "plan/model_spec.h"
 
@@ -30,6 +32,14 @@ struct Layout {
   // for a2a+p2p, the all-to-all level A of --hierarchical-context-parallel-sizes A P.
   CpCommType cp_comm = CpCommType::kP2P;
   int cp_a2a_size = 0;
+  // The expert grid of the MoE layers (docs/parallelism.md "The expert grid"): the experts
+  // split over e = --expert-model-parallel-size ranks, each expert's weights over et =
+  // --expert-tensor-parallel-size ranks (0: the dense TP size), and their gradients reduced
+  // over the expert-data-parallel group of ed = world / (et·e·p) ranks.
+  int expert_parallel = 1;
+  int expert_tensor_parallel = 0;
+  // --moe-token-dispatcher-type: how routed tokens reach their experts' ranks.
+  TokenDispatcher dispatcher = TokenDispatcher::kAllGather;
   int virtual_stages = 1;  // model chunks per pipeline rank, v (interleaved schedule if > 1)
   // An uneven split of the layers over the stages (model/stage_range.h; 0 / false: even):
   // --decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers,
@@ -53,8 +63,8 @@ struct Layout {
   // With --recompute-granularity selective, --recompute-modules beyond core_attn (which is
   // `recompute` kSelective): layernorm (the two norms' outputs in the norm-output slot) and mlp
   // (a dense layer's MLP in the workspace; model/transformer_layer.h). Memory only: their
-  // recomputed FLOPs are not counted. The MoE and MLA regions have no model here (neither
-  // have MoE or MLA layers).
+  // recomputed FLOPs are not counted. The MoE and MLA regions (moe, moe_act, shared_experts,
+  // mla_up_proj) have no model here: their activations are planned as kept.
   bool recompute_layernorm = false;
   bool recompute_mlp = false;
   bool distributed_optimizer = false;      // --use-distributed-optimizer
@@ -69,6 +79,18 @@ struct Layout {
   }
   // Ranks that reduce each gradient and share the distributed optimizer's state: d·c.
   int gradient_group() const { return data_parallel * context_parallel; }
+  // The experts' tensor-parallel size et (the dense t unless given).
+  int expert_tp() const {
+    return expert_tensor_parallel > 0 ? expert_tensor_parallel : tensor_parallel;
+  }
+  // Ranks holding the same expert shard, which reduce the expert gradients and share their
+  // distributed-optimizer state: ed = world / (et·e·p).
+  int expert_data_parallel() const {
+    return world_size() / (expert_tp() * expert_parallel * pipeline_parallel);
+  }
+  // Whether the expert grid is the dense one folded (e = 1, et = t: the expert gradients are
+  // reduced with the dense ones, over d·c).
+  bool expert_grid_folded() const { return expert_parallel == 1 && expert_tp() == tensor_parallel; }
   // The ranks of a CP group that exchange by all-to-all (a2a: all c; a2a+p2p: A), and those
   // that pass K/V round a ring (p2p: c; a2a+p2p: P = c / A); 1 where none does.
   int cp_a2a_ranks() const;
@@ -107,7 +129,7 @@ struct Layout {
                                                              : layers_per_chunk;
   }
   // One line: "TP 8 x PP 16 x DP 8, v 1, mb 1, GB 1536, recompute selective, SP, dist-opt, bf16"
-  // (and an uneven split or a micro-batch group when set).
+  // (and an expert grid of its own, an uneven split or a micro-batch group when set).
   std::string describe() const;
 };
 
@@ -116,7 +138,9 @@ const char* precision_name(Precision p);
 // Bytes of one activation element in this precision (4, or 2 for bf16/fp16).
 int activation_bytes(Precision p);
 
-// Throws megatron::Error naming the flag and the rule: sizes positive; the sequence divisible
+// Throws megatron::Error naming the flag and the rule: sizes positive; the expert grid as
+// training checks it (check_expert_parallel_sizes, check_expert_count; the experts' width
+// divisible by ETP); the sequence divisible
 // by 2·CP (and its s/CP positions by TP with sequence parallelism), the query groups per TP rank by
 // the all-to-all's ranks, a2a+p2p's A dividing CP, no CP in BERT (megatron-cpp) or the 2019 code;
 // heads, query groups and the FFN width divisible by TP; a pipeline split Megatron-LM accepts
@@ -125,7 +149,7 @@ int activation_bytes(Precision p);
 // parallelism only with TP > 1; and what `impl` does not implement (megatron-cpp: the distributed
 // optimizer with fp16, overlaps, flash attention, a sequence not divisible by TP under SP,
 // residuals from the norms in GPT, the Llama options in BERT; Megatron-LM: the post-LayerNorm
-// order).
+// order, MoE with TP but without sequence parallelism; the 2019 code: MoE).
 void validate_layout(const ModelSpec& model, const Layout& layout, Implementation impl);
 
 }  // namespace megatron::plan

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 
@@ -78,51 +80,65 @@ SearchResult search_layouts(const ModelSpec& model, const Layout& base, const Ma
           if (p > 1 && m % p == 0)
             for (int64_t v : divisors(model.num_layers / p, 8))
               if (v > 1) chunks.push_back(v);
+          // MoE models: the expert grid's EP sizes dividing the experts and the d·c ranks the
+          // dense layers replicate over, each expert split over TP or whole (ETP = TP or 1).
+          std::vector<std::pair<int, int>> expert_grids = {{1, 0}};
+          if (model.arch.moe.enabled()) {
+            expert_grids.clear();
+            for (int64_t ep : divisors(d * cp, d * cp))
+              if (model.arch.moe.num_experts % ep == 0) {
+                expert_grids.push_back({int(ep), int(t)});
+                if (t > 1) expert_grids.push_back({int(ep), 1});
+              }
+          }
           for (int64_t v : chunks)
             for (Recompute rc : recomputes)
               for (int sp = 0; sp <= (t > 1 ? 1 : 0); ++sp)
-                for (int dist = 0; dist <= (d * cp > 1 ? 1 : 0); ++dist) {
-                  Layout l = base;
-                  l.tensor_parallel = int(t);
-                  l.context_parallel = int(cp);
-                  l.pipeline_parallel = int(p);
-                  l.data_parallel = int(d);
-                  l.virtual_stages = int(v);
-                  // The search ranks even splits in the default micro-batch groups.
-                  l.first_stage_layers = l.last_stage_layers = 0;
-                  l.account_for_embedding = l.account_for_loss = false;
-                  l.pipeline_layout.clear();
-                  l.microbatch_group = 0;
-                  l.micro_batch = b;
-                  l.recompute = rc;
-                  l.recompute_block_layers = 0;
-                  l.sequence_parallel = sp;
-                  l.distributed_optimizer = dist;
-                  if (!l.distributed_optimizer) l.overlap_param_gather = false;
-                  const std::optional<Candidate> c = evaluate(l);
-                  if (!c || !c->fits || rc != Recompute::kFull) continue;
-                  // Full recompute fits and no recompute does not: block recompute of the fewest
-                  // layers of each chunk that still fits is faster (memory only falls as more
-                  // layers recompute).
-                  Layout kept = l;
-                  kept.recompute = Recompute::kNone;
-                  if (estimate_memory(model, kept, machine, impl).peak() <= usable) continue;
-                  int lo = 1, hi = int(model.num_layers / (p * v)) - 1, fewest = 0;
-                  while (lo <= hi) {
-                    const int mid = (lo + hi) / 2;
-                    l.recompute_block_layers = mid;
-                    if (estimate_memory(model, l, machine, impl).peak() <= usable) {
-                      fewest = mid;
-                      hi = mid - 1;
-                    } else {
-                      lo = mid + 1;
+                for (int dist = 0; dist <= (d * cp > 1 ? 1 : 0); ++dist)
+                  for (const auto& [ep, et] : expert_grids) {
+                    Layout l = base;
+                    l.expert_parallel = ep;
+                    l.expert_tensor_parallel = et;
+                    l.tensor_parallel = int(t);
+                    l.context_parallel = int(cp);
+                    l.pipeline_parallel = int(p);
+                    l.data_parallel = int(d);
+                    l.virtual_stages = int(v);
+                    // The search ranks even splits in the default micro-batch groups.
+                    l.first_stage_layers = l.last_stage_layers = 0;
+                    l.account_for_embedding = l.account_for_loss = false;
+                    l.pipeline_layout.clear();
+                    l.microbatch_group = 0;
+                    l.micro_batch = b;
+                    l.recompute = rc;
+                    l.recompute_block_layers = 0;
+                    l.sequence_parallel = sp;
+                    l.distributed_optimizer = dist;
+                    if (!l.distributed_optimizer) l.overlap_param_gather = false;
+                    const std::optional<Candidate> c = evaluate(l);
+                    if (!c || !c->fits || rc != Recompute::kFull) continue;
+                    // Full recompute fits and no recompute does not: block recompute of the fewest
+                    // layers of each chunk that still fits is faster (memory only falls as more
+                    // layers recompute).
+                    Layout kept = l;
+                    kept.recompute = Recompute::kNone;
+                    if (estimate_memory(model, kept, machine, impl).peak() <= usable) continue;
+                    int lo = 1, hi = int(model.num_layers / (p * v)) - 1, fewest = 0;
+                    while (lo <= hi) {
+                      const int mid = (lo + hi) / 2;
+                      l.recompute_block_layers = mid;
+                      if (estimate_memory(model, l, machine, impl).peak() <= usable) {
+                        fewest = mid;
+                        hi = mid - 1;
+                      } else {
+                        lo = mid + 1;
+                      }
+                    }
+                    if (fewest > 0) {
+                      l.recompute_block_layers = fewest;
+                      evaluate(l);
                     }
                   }
-                  if (fewest > 0) {
-                    l.recompute_block_layers = fewest;
-                    evaluate(l);
-                  }
-                }
         }
       }
     }

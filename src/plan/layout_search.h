@@ -1,5 +1,6 @@
 // Layout search: every layout of a model over a number of devices that the implementation can
-// run — TP x CP x PP x DP sizes (CP sizes whose 2·CP chunks divide the sequence), micro-batch size,
+// run — TP x CP x PP x DP sizes (CP sizes whose 2·CP chunks divide the sequence), for MoE models
+// the expert grid (EP dividing the experts and DP x CP, ETP = TP or 1), micro-batch size,
 // interleaving, recompute, sequence parallelism, distributed optimizer — predicted and ranked by
 // throughput among those that fit in device memory (Narayanan et al. 2021 §3 explore the same space
 // by hand).

@@ -5,8 +5,6 @@
 namespace megatron::plan {
 
 BytesPerParameter bytes_per_parameter(const Layout& l, Implementation impl) {
-  // The distributed optimizer shards over the gradient group, d·c ranks.
-  const double dp_shard = l.distributed_optimizer ? double(l.gradient_group()) : 1.0;
   BytesPerParameter b;
   switch (impl) {
     case Implementation::kMegatronCpp:
@@ -20,27 +18,34 @@ BytesPerParameter bytes_per_parameter(const Layout& l, Implementation impl) {
       // (optim/distributed_optimizer.h).
       switch (l.precision) {
         case Precision::kFp32:
-          b.optimizer = 8 / dp_shard;
+          b.optimizer = 8;
           break;
         case Precision::kBf16:
-          b.optimizer = (8 + 4) / dp_shard;
+          b.optimizer = 8 + 4;
           break;
         case Precision::kFp16:
-          b.optimizer = (8 + 4 + 2) / dp_shard;
+          b.optimizer = 8 + 4 + 2;
           break;
       }
       break;
     case Implementation::kMegatronLm:
-      if (l.precision == Precision::kFp32) {
-        b = {4, 4, 8 / dp_shard};
-      } else {
-        b = {2, 4, 12 / dp_shard};
-      }
+      b = l.precision == Precision::kFp32 ? BytesPerParameter{4, 4, 8}
+                                          : BytesPerParameter{2, 4, 12};
       break;
     case Implementation::kMegatronLm2019:
-      b = l.precision == Precision::kFp32 ? BytesPerParameter{4, 4, 8}
-                                          : BytesPerParameter{2, 2, 16};
-      break;
+      return l.precision == Precision::kFp32 ? BytesPerParameter{4, 4, 8, 8}
+                                             : BytesPerParameter{2, 2, 16, 16};
+  }
+  // The distributed optimizer shards the dense state over the gradient group (d·c ranks) and
+  // the routed experts' over the expert-data-parallel group (ed = world / (et·e·p)), as
+  // Megatron-Core's expert-data-parallel distributed optimizer does. megatron-cpp's trainer
+  // keeps the whole state on every rank when the expert grid is its own (EP > 1 or ETP ≠ TP:
+  // cli/args/training_config.cpp warns) until its sharding over ed lands; the plan models the
+  // sharded optimizer.
+  b.expert_optimizer = b.optimizer;
+  if (l.distributed_optimizer) {
+    b.optimizer /= double(l.gradient_group());
+    b.expert_optimizer /= double(l.expert_data_parallel());
   }
   return b;
 }
@@ -51,11 +56,14 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const Layout& layout, con
   est.parameters = count_parameters(model, layout);
   est.activations = activation_memory(model, layout, impl);
   est.bytes_per_parameter = bytes_per_parameter(layout, impl);
+  const double experts = est.parameters.stage_expert_rank;
   auto fill = [&](RankMemory& r, double params, double activations) {
     r.parameters = params;
+    r.expert_parameters = experts;
     r.weights = params * est.bytes_per_parameter.weights;
     r.gradients = params * est.bytes_per_parameter.gradients;
-    r.optimizer = params * est.bytes_per_parameter.optimizer;
+    r.optimizer = (params - experts) * est.bytes_per_parameter.optimizer +
+                  experts * est.bytes_per_parameter.expert_optimizer;
     r.activations = activations;
     r.workspace = est.activations.workspace;
     r.reserved = machine.reserved_bytes;

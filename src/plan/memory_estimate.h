@@ -9,6 +9,8 @@
 //                     22). The distributed optimizer divides the optimizer part (moments,
 //                     master, scratch) by d (d·c with context parallelism: its shards span
 //                     the gradient group): f32 4 + 4 + 8/d, bf16 2 + 4 + 12/d, as Megatron-LM.
+//                     The routed experts' state is divided by the expert-data-parallel size
+//                     ed = world / (ETP·EP·PP) instead (the ranks holding the same experts).
 //   megatron-lm       bf16/fp16: 2 weights + 4 fp32 main gradients + 12 (fp32 master and two
 //                     moments) = 18, or 6 + 12/d with the distributed optimizer — Megatron's
 //                     theoretical_memory_usage; fp32: 4 + 4 + 8 (8/d distributed).
@@ -23,8 +25,9 @@
 namespace megatron::plan {
 
 struct RankMemory {
-  double parameters = 0;  // count held by this rank
-  double weights = 0;     // bytes
+  double parameters = 0;         // count held by this rank
+  double expert_parameters = 0;  // of which the routed experts' (EP x ETP shards)
+  double weights = 0;            // bytes
   double gradients = 0;
   double optimizer = 0;
   double activations = 0;   // kept between forward and backward
@@ -37,8 +40,12 @@ struct RankMemory {
   }
 };
 
+// Per dense parameter; a routed expert's parameter has the same weights and gradients and
+// `expert_optimizer` bytes of optimizer state (the distributed optimizer shards it over the
+// expert-data-parallel group instead of d·c).
 struct BytesPerParameter {
   double weights = 0, gradients = 0, optimizer = 0;
+  double expert_optimizer = 0;
   double total() const { return weights + gradients + optimizer; }
 };
 

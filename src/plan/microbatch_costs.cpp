@@ -1,6 +1,7 @@
 #include "plan/microbatch_costs.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace megatron::plan {
 
@@ -43,6 +44,9 @@ double MicrobatchCosts::layer_cp_seconds() const {
 }
 double MicrobatchCosts::layer_cp_exposed() const {
   return exposed_seconds(layer_cp_comm);
+}
+double MicrobatchCosts::layer_ep_seconds() const {
+  return total_seconds(layer_ep_comm);
 }
 
 namespace {
@@ -187,8 +191,62 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
   k.linear(core_fwd, core_bwd, s, sk, d, b * a / t);  // scores = Q Kᵀ
   k.linear(core_fwd, core_bwd, s, d, sk, b * a / t);  // context = P V
   k.linear(fwd, bwd, N, h, a * d / t);                // output projection
-  k.linear(fwd, bwd, N, F1 / N, h);                   // fc1 (gate and value with SwiGLU)
-  k.linear(fwd, bwd, N, h, f / t);                    // fc2
+  // The dense MLP (in the share of layers that have one: --moe-layer-freq).
+  const MoeOptions& moe = model.arch.moe;
+  const double moe_share =
+      moe.enabled() ? double(moe.count_moe_layers(model.num_layers)) / model.num_layers : 0.0;
+  ComputeTime mlp_fwd, mlp_bwd;
+  k.linear(mlp_fwd, mlp_bwd, N, F1 / N, h);       // fc1 (gate and value with SwiGLU)
+  k.linear(mlp_fwd, mlp_bwd, N, h, f / t);        // fc2
+  if (impl != Implementation::kMegatronLm2019) {  // (the 2019 code's ops are listed below)
+    k.memory(mlp_fwd, 1, (F1 + F) * e, F);        // bias-GeLU / SwiGLU
+    k.memory(mlp_bwd, 1, (F + 2 * F1) * e, F);
+  }
+  fwd += mlp_fwd * (1 - moe_share);
+  bwd += mlp_bwd * (1 - moe_share);
+  // A MoE layer's (model/moe_layer.h; Megatron-Core's MoELayer): the router's GEMM and top-k,
+  // the permutation of the routed rows and its inverse, the local experts' grouped GEMM — E/e
+  // GEMMs of the rows each expert receives (expected: evenly spread) at the expert width / ETP —
+  // and the shared expert. megatron-cpp routes the N tokens every TP rank holds (after its
+  // all-gather) and, with ETP ≠ TP, brings 1/t of the rows; Megatron-LM routes each rank's N/t
+  // shard (sequence parallelism). The rows this rank's experts compute: routed·et/t·(t/sp) for
+  // Megatron-LM, routed (ETP = TP) or routed/t·et for megatron-cpp.
+  const double et = l.expert_tp(), ep = l.expert_parallel;
+  const bool cpp = impl == Implementation::kMegatronCpp;
+  double moe_tokens = 0, moe_block = 0, moe_rows = 0;  // routed tokens, rows sent, rows computed
+  if (moe.enabled()) {
+    const double E = double(moe.num_experts), gated = model.arch.swiglu ? 2.0 : 1.0;
+    moe_tokens = cpp ? N : N / sp;
+    double routed = moe_tokens * double(moe.topk);
+    if (moe.capacity_factor) {
+      const double slots = E * std::ceil(routed / E * *moe.capacity_factor);
+      routed = moe.pad_to_capacity ? slots : std::min(routed, slots);
+    }
+    const bool own_rows = !cpp || et != t;  // each rank brings rows of its own (etp gather)
+    moe_block = cpp && et != t ? routed / t : routed;
+    moe_rows = own_rows ? moe_block * et : moe_block;
+    const double local_experts = E / ep, per_expert = moe_rows / local_experts;
+    const double fe = double(model.expert_ffn_size()) / et;
+    const double fs = double(moe.shared_expert_ffn) / t;
+    ComputeTime mf, mb;
+    k.linear(mf, mb, moe_tokens, E, h);                       // router
+    k.memory(mf, 1, 2 * moe_tokens * E * 4, moe_tokens * E);  // softmax / top-k (f32)
+    k.memory(mb, 1, 2 * moe_tokens * E * 4, moe_tokens * E);
+    k.memory(mf, 2, 2 * (moe_tokens + routed) * h * e);  // permute, unpermute
+    k.memory(mb, 2, 2 * (moe_tokens + routed) * h * e);
+    k.linear(mf, mb, per_expert, gated * fe, h, local_experts);       // experts' fc1
+    k.linear(mf, mb, per_expert, h, fe, local_experts);               // experts' fc2
+    k.memory(mf, 1, (gated + 1) * moe_rows * fe * e, moe_rows * fe);  // activation
+    k.memory(mb, 1, (1 + 2 * gated) * moe_rows * fe * e, moe_rows * fe);
+    if (fs > 0) {  // the shared expert: a dense MLP of its width
+      k.linear(mf, mb, N, gated * fs, h);
+      k.linear(mf, mb, N, h, fs);
+      k.memory(mf, 1, (gated + 1) * N * fs * e, N * fs);
+      k.memory(mb, 1, (1 + 2 * gated) * N * fs * e, N * fs);
+    }
+    fwd += mf * moe_share;
+    bwd += mb * moe_share;
+  }
   if (flash) core_bwd.gemm += gemm_seconds(spec, s, sk, d, b * a / t);  // scores recomputed
 
   // Element-wise kernels of one layer.
@@ -197,7 +255,6 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
     case Implementation::kMegatronLm:
       k.memory(fwd, 2, 2 * 2 * Eh * e);                               // 2 LayerNorms
       k.memory(fwd, 2, 2 * (3 * e + dmask) * Eh, 0, 2 * dmask * Eh);  // 2 bias-dropout-add
-      k.memory(fwd, 1, (F1 + F) * e, F);                              // bias-GeLU / SwiGLU
       if (flash) {
         k.memory(core_fwd, 1, (Q + C) * e);      // read Q, K, V; write O
         k.memory(core_bwd, 1, 2 * (Q + C) * e);  // read Q, K, V, O, dO; write dQKV
@@ -209,7 +266,6 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
       }
       k.memory(bwd, 2, 2 * (2 * e + dmask) * Eh);         // 2 bias-dropout-add backward
       k.memory(bwd, 4, 2 * 3 * Eh * e + 2 * 3 * Eh * e);  // 2 LayerNorm bwd + residual adds
-      k.memory(bwd, 1, (2 * F1 + F) * e, F);              // activation backward
       break;
     case Implementation::kMegatronLm2019:
       k.memory(fwd, 2, 2 * 2 * Eh * e);                    // 2 LayerNorms (apex, fused)
@@ -250,9 +306,7 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
         k.memory(core_bwd, 1, 3 * S2 * e);                    // softmax backward
       }
       k.memory(fwd, 2, 2 * (3 * e + dmask) * Eh);      // 2 bias-dropout-add
-      k.memory(fwd, 1, (F1 + F) * e, F);               // bias-GeLU / SwiGLU
       k.memory(bwd, 2, 2 * (2 * e + dmask) * Eh);      // 2 bias-dropout-add backward
-      k.memory(bwd, 1, (F + 2 * F1) * e, F);           // bias-GeLU / SwiGLU backward
       k.memory(bwd, 2 * rope, 2 * 2 * rope * QK * e);  // RoPE inverse on dQ, dK
       if (model.norm_order() == NormOrder::kPre) {
         k.memory(bwd, 2, 2 * 4 * Eh * e);  // 2 LayerNorm bwd, accumulated into the residual's
@@ -289,20 +343,65 @@ MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& l, const 
     ct.overlapped = ct.seconds * overlapped_fraction;
     into.push_back(ct);
   };
+  // Megatron-LM's MoE layers take each rank's sequence shard to the experts by their own
+  // exchange (below) instead of the MLP's TP all-gather and reduce-scatter; megatron-cpp's
+  // gather the whole sequence and reduce-scatter the output as the dense MLP does.
+  const double pairs = 1 + (cpp ? 1.0 : 1 - moe_share);  // attention's and the MLP's
   if (l.sequence_parallel) {
-    term(c.layer_comm, "TP all-gather (forward)", Collective::kAllGather, act, 2 * (1 + full));
+    term(c.layer_comm, "TP all-gather (forward)", Collective::kAllGather, act, pairs * (1 + full));
     term(c.layer_comm, "TP reduce-scatter (forward)", Collective::kReduceScatter, act,
-         2 * (1 + full));
-    term(c.layer_comm, "TP all-gather (backward)", Collective::kAllGather, act, 2);
-    term(c.layer_comm, "TP reduce-scatter (backward)", Collective::kReduceScatter, act, 2);
+         pairs * (1 + full));
+    term(c.layer_comm, "TP all-gather (backward)", Collective::kAllGather, act, pairs);
+    term(c.layer_comm, "TP reduce-scatter (backward)", Collective::kReduceScatter, act, pairs);
     // Megatron-LM's column-parallel weight gradients re-gather their input, overlapped with the
     // dgrad GEMM; megatron-cpp keeps the gathered input (activation_memory.h).
     if (impl != Implementation::kMegatronCpp)
-      term(c.layer_comm, "TP all-gather (wgrad input, overlapped)", Collective::kAllGather, act, 2,
-           1.0);
+      term(c.layer_comm, "TP all-gather (wgrad input, overlapped)", Collective::kAllGather, act,
+           pairs, 1.0);
   } else {
     term(c.layer_comm, "TP all-reduce (forward)", Collective::kAllReduce, act, 2 * (1 + full));
     term(c.layer_comm, "TP all-reduce (backward)", Collective::kAllReduce, act, 2);
+  }
+  // The MoE layers' token exchange (parallel/expert_token_exchange.h), per layer on average:
+  // the dispatch and the combine forward (again with full recompute), their mirrors backward,
+  // none overlapped. alltoall (megatron-cpp's layer always): an all-to-all over the EP group
+  // (stride et in the expert grid) of the rows this rank sends, then with ETP > 1 and rows of
+  // its own an all-gather of them over the expert TP group and a reduce-scatter back; allgather
+  // (Megatron-LM): an all-gather of every tp_ep rank's tokens and a reduce-scatter of the
+  // outputs over tp_ep.
+  if (moe.enabled()) {
+    const int devices = machine.devices_per_node;
+    auto expert_term = [&](const char* name, Collective op, double bytes, double calls,
+                           const GroupPlacement& group) {
+      if (group.size == 1 || calls == 0) return;
+      CommTerm ct{name, op, bytes, calls, 0, 0};
+      ct.seconds = calls * collective_seconds(machine, op, bytes, group);
+      c.layer_ep_comm.push_back(ct);
+    };
+    const double fwd_calls = moe_share * (1 + full), bwd_calls = moe_share;
+    const bool own_rows = !cpp || et != t;
+    if (cpp || l.dispatcher == TokenDispatcher::kAllToAll) {
+      const GroupPlacement ep_group = place_group(int(ep), int(et), devices);
+      const double rows = moe_block * h * e;
+      expert_term("EP all-to-all dispatch + combine (forward)", Collective::kAllToAll, rows,
+                  2 * fwd_calls, ep_group);
+      expert_term("EP all-to-all (backward)", Collective::kAllToAll, rows, 2 * bwd_calls, ep_group);
+      if (own_rows) {
+        const GroupPlacement etp_group = place_group(int(et), 1, devices);
+        const double gathered = moe_rows * h * e;
+        expert_term("ETP all-gather + reduce-scatter (forward)", Collective::kAllGather, gathered,
+                    2 * fwd_calls, etp_group);
+        expert_term("ETP all-gather + reduce-scatter (backward)", Collective::kAllGather, gathered,
+                    2 * bwd_calls, etp_group);
+      }
+    } else {
+      const GroupPlacement tp_ep = place_group(int(ep * et), 1, devices);
+      const double gathered = ep * et * moe_tokens * h * e;
+      expert_term("EP all-gather + reduce-scatter (forward)", Collective::kAllGather, gathered,
+                  2 * fwd_calls, tp_ep);
+      expert_term("EP all-gather + reduce-scatter (backward)", Collective::kAllGather, gathered,
+                  2 * bwd_calls, tp_ep);
+    }
   }
   if (l.tp_comm_overlap) {  // hidden behind the layer's GEMMs as far as they last
     double comm = 0;

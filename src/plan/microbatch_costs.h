@@ -61,10 +61,13 @@ struct MicrobatchCosts {
   // Context-parallel exchanges of the attention, per layer (microbatch_costs.cpp lists them;
   // "overlapped": hidden behind the ring's blocks).
   std::vector<CommTerm> layer_cp_comm;
+  // The MoE layers' token exchange over the expert grid, per layer on average (none overlapped).
+  std::vector<CommTerm> layer_ep_comm;
   double layer_comm_seconds() const;
   double layer_comm_exposed() const;
   double layer_cp_seconds() const;
   double layer_cp_exposed() const;
+  double layer_ep_seconds() const;
 };
 
 MicrobatchCosts microbatch_costs(const ModelSpec& model, const Layout& layout,

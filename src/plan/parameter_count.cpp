@@ -1,5 +1,7 @@
 #include "plan/parameter_count.h"
 
+#include <vector>
+
 namespace megatron::plan {
 
 ParameterCounts count_parameters(const ModelSpec& m, const Layout& l) {
@@ -47,13 +49,13 @@ ParameterCounts count_parameters(const ModelSpec& m, const Layout& l) {
     // Per layer, averaged over the dense and MoE layers (--moe-layer-freq).
     const double share = double(moe.count_moe_layers(m.num_layers)) / double(m.num_layers);
     const double dense = gated * h * f + bias * gated * f + f * h;
-    const double experts = e * (gated * h * fe + bias * gated * fe + fe * h)  // fc1, fc2
-                           + gated * h * fs + bias * gated * fs + fs * h;     // shared expert
-    c.layer_sharded += share * (experts - dense);
-    // The router; the experts' fc2 biases (and the shared expert's) instead of the MLP's; the
-    // shared expert's gate.
-    c.layer_replicated += share * (e * h + bias * (e * h + (fs > 0 ? h : 0.0) - h) +
-                                   (moe.shared_expert_gate ? h : 0.0));
+    const double shared = gated * h * fs + bias * gated * fs + fs * h;  // the shared expert
+    c.layer_sharded += share * (shared - dense);
+    c.layer_expert = share * e * (gated * h * fe + bias * gated * fe + fe * h);  // fc1, fc2
+    c.layer_expert_bias = share * bias * e * h;                                  // fc2 biases
+    // The router; the shared expert's fc2 bias instead of the MLP's; the shared expert's gate.
+    c.layer_replicated +=
+        share * (e * h + bias * ((fs > 0 ? h : 0.0) - h) + (moe.shared_expert_gate ? h : 0.0));
   }
   const double vocab = double(m.padded_vocab(l.tensor_parallel));
   c.word_embedding = vocab * h;
@@ -73,10 +75,14 @@ ParameterCounts count_parameters(const ModelSpec& m, const Layout& l) {
   if (m.family == ModelFamily::kBert && m.binary_head)
     c.head_replicated += h * h + h + 2 * h + 2;  // pooler, binary head
   const double layers = double(m.num_layers);
-  c.total = layers * (c.layer_sharded + c.layer_replicated) + c.word_embedding + c.other_embedding +
-            c.embedding_norm + c.output_layer + c.head_sharded + c.head_replicated;
+  c.total = layers * (c.layer_sharded + c.layer_replicated + c.layer_expert + c.layer_expert_bias) +
+            c.word_embedding + c.other_embedding + c.embedding_norm + c.output_layer +
+            c.head_sharded + c.head_replicated;
 
-  const double stage_layers = layers / p * (c.layer_sharded / t + c.layer_replicated);
+  const double ep = l.expert_parallel, et = l.expert_tp();
+  c.stage_expert_rank = layers / p * (c.layer_expert / (ep * et) + c.layer_expert_bias / ep);
+  const double stage_layers =
+      layers / p * (c.layer_sharded / t + c.layer_replicated) + c.stage_expert_rank;
   const double embedding = c.word_embedding / t + c.other_embedding + c.embedding_norm;
   // The last stage computes the logits with the output layer: its own weights when untied,
   // else (p > 1) a copy of the word embedding kept in sync by the embedding group.
@@ -118,9 +124,29 @@ ParameterTensors count_parameter_tensors(const ModelSpec& m, const Layout& l) {
     head += 1 + 2 + 2;             // LM-head vocabulary bias, dense weight and bias, LayerNorm
     if (m.binary_head) head += 4;  // pooler and binary head, weights and biases
   }
+  // A MoE layer (model/moe_layer.h) has, instead of the MLP's fc1 and fc2 weights and biases,
+  // the router's weight, the experts' fc1 and fc2 weights (and biases), the shared expert's
+  // (and its gate).
+  const MoeOptions& moe = m.arch.moe;
+  const int64_t moe_extra = moe.enabled() ? 1 + (moe.shared_expert_ffn > 0 ? 2 + 2 * bias : 0) +
+                                                (moe.shared_expert_gate ? 1 : 0)
+                                          : 0;
   const int p = l.pipeline_parallel;
-  const int64_t first_layers = int64_t(l.rank_layers(m.num_layers, 0)) * layer;
-  const int64_t last_layers = int64_t(l.rank_layers(m.num_layers, p - 1)) * layer;
+  // The layers of pipeline rank r: its model chunks' (virtual stage c·p + r) runs of layers.
+  const std::vector<int> stage_layers = l.virtual_stage_layers(m.num_layers);
+  auto rank_tensors = [&](int rank) {
+    int64_t tensors = 0;
+    int first = 0;
+    for (size_t stage = 0; stage < stage_layers.size(); ++stage) {
+      if (int(stage) % p == rank)
+        for (int i = first; i < first + stage_layers[stage]; ++i)
+          tensors += layer + (moe.is_moe_layer(i, m.num_layers) ? moe_extra : 0);
+      first += stage_layers[stage];
+    }
+    return tensors;
+  };
+  const int64_t first_layers = rank_tensors(0);
+  const int64_t last_layers = rank_tensors(p - 1);
   ParameterTensors t;
   if (p == 1) {
     t.first_stage_rank = t.last_stage_rank = first_layers + embedding + output + head;

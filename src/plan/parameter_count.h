@@ -20,12 +20,18 @@ struct ParameterCounts {
   // Whole model (padded vocabulary at this TP size).
   double layer_sharded = 0;     // one transformer layer, parts split over TP (full count)
   double layer_replicated = 0;  // one transformer layer, parts every TP rank holds
-  double word_embedding = 0;    // V_padded · h (split over TP by vocabulary)
-  double other_embedding = 0;   // position (+ token type) embeddings, replicated
-  double embedding_norm = 0;    // post-LN BERT: the embedding's LayerNorm, replicated
-  double output_layer = 0;      // untied output weights V_padded · h (0 when tied)
-  double head_sharded = 0;      // BERT: the LM head's vocabulary bias
-  double head_replicated = 0;   // final norm; BERT: LM-head dense + LayerNorm, pooler, binary head
+  // The routed experts of one layer (averaged over the layers, --moe-layer-freq): fc1 weights
+  // and biases and fc2 weights, split over EP x ETP (e·et); their fc2 biases, split over EP and
+  // whole on every ETP rank. Not in layer_sharded / layer_replicated (the router, the shared
+  // expert and its gate are).
+  double layer_expert = 0;
+  double layer_expert_bias = 0;
+  double word_embedding = 0;   // V_padded · h (split over TP by vocabulary)
+  double other_embedding = 0;  // position (+ token type) embeddings, replicated
+  double embedding_norm = 0;   // post-LN BERT: the embedding's LayerNorm, replicated
+  double output_layer = 0;     // untied output weights V_padded · h (0 when tied)
+  double head_sharded = 0;     // BERT: the LM head's vocabulary bias
+  double head_replicated = 0;  // final norm; BERT: LM-head dense + LayerNorm, pooler, binary head
   // Of the replicated parameters, those applied to each rank's sequence shard under sequence
   // parallelism, whose gradients are then partial sums over TP (Megatron's `sequence_parallel`
   // attribute): per layer all of layer_replicated (norms, row-parallel biases); in the head the
@@ -39,6 +45,9 @@ struct ParameterCounts {
   // One rank (TP share) of a pipeline stage; with PP = 1 first == last == the whole model.
   double first_stage_rank = 0;  // embeddings (+ their norm) + L/p layers
   double last_stage_rank = 0;   // L/p layers + final norm + head (+ its copy of the tied embedding)
+  // Of those, the routed experts' share: L/p · (layer_expert/(e·et) + layer_expert_bias/e),
+  // whose gradients and distributed-optimizer state go over the expert-data-parallel group.
+  double stage_expert_rank = 0;
   double max_rank() const {
     return first_stage_rank > last_stage_rank ? first_stage_rank : last_stage_rank;
   }

@@ -57,15 +57,11 @@ std::string machine_line(const Machine& m, Implementation impl) {
 }
 
 json rank_json(const RankMemory& r) {
-  return {{"parameters", r.parameters},
-          {"weights_bytes", r.weights},
-          {"gradients_bytes", r.gradients},
-          {"optimizer_bytes", r.optimizer},
-          {"activations_bytes", r.activations},
-          {"workspace_bytes", r.workspace},
-          {"step_buffers_bytes", r.step_buffers},
-          {"reserved_bytes", r.reserved},
-          {"total_bytes", r.total()}};
+  return {{"parameters", r.parameters},     {"expert_parameters", r.expert_parameters},
+          {"weights_bytes", r.weights},     {"gradients_bytes", r.gradients},
+          {"optimizer_bytes", r.optimizer}, {"activations_bytes", r.activations},
+          {"workspace_bytes", r.workspace}, {"step_buffers_bytes", r.step_buffers},
+          {"reserved_bytes", r.reserved},   {"total_bytes", r.total()}};
 }
 
 json layout_json(const Layout& l) {
@@ -74,6 +70,11 @@ json layout_json(const Layout& l) {
           {"context_parallel_size", l.context_parallel},
           {"cp_comm_type", cp_comm_type_name(l.cp_comm)},
           {"data_parallel_size", l.data_parallel},
+          {"expert_model_parallel_size", l.expert_parallel},
+          {"expert_tensor_parallel_size", l.expert_tp()},
+          {"expert_data_parallel_size", l.expert_data_parallel()},
+          {"moe_token_dispatcher_type",
+           l.dispatcher == TokenDispatcher::kAllToAll ? "alltoall" : "allgather"},
           {"virtual_pipeline_model_parallel_size", l.virtual_stages},
           {"world_size", l.world_size()},
           {"micro_batch_size", l.micro_batch},
@@ -106,6 +107,7 @@ json time_json(const StepTime& t) {
   };
   add(t.microbatch.layer_comm, "per layer");
   add(t.microbatch.layer_cp_comm, "per layer, context parallel");
+  add(t.microbatch.layer_ep_comm, "per layer, expert parallel");
   add(t.microbatch.embedding_comm, "embedding");
   add(t.microbatch.output_comm, "output layer");
   return {{"per_micro_batch",
@@ -118,6 +120,7 @@ json time_json(const StepTime& t) {
             {"tp_comm_exposed_seconds", t.tp_exposed},
             {"cp_comm_seconds", t.cp_comm},
             {"cp_comm_exposed_seconds", t.cp_exposed},
+            {"ep_comm_seconds", t.ep_comm},
             {"pp_p2p_seconds", t.pp_p2p},
             {"stage_seconds", t.stage},
             {"tp_collectives", comm}}},
@@ -143,10 +146,10 @@ std::string layout_short(const Layout& l) {
   const std::string recompute = l.recompute == Recompute::kFull && l.recompute_block_layers > 0
                                     ? "block " + std::to_string(l.recompute_block_layers)
                                     : recompute_name(l.recompute);
-  return fmt("%3d %3d %3d %4d %2d %3lld %-9s %-3s %-4s", l.tensor_parallel, l.context_parallel,
-             l.pipeline_parallel, l.data_parallel, l.virtual_stages, (long long)l.micro_batch,
-             recompute.c_str(), l.sequence_parallel ? "yes" : "no",
-             l.distributed_optimizer ? "yes" : "no");
+  return fmt("%3d %3d %3d %4d %3d %3d %2d %3lld %-9s %-3s %-4s", l.tensor_parallel,
+             l.context_parallel, l.pipeline_parallel, l.data_parallel, l.expert_parallel,
+             l.expert_tp(), l.virtual_stages, (long long)l.micro_batch, recompute.c_str(),
+             l.sequence_parallel ? "yes" : "no", l.distributed_optimizer ? "yes" : "no");
 }
 
 }  // namespace
@@ -188,13 +191,26 @@ std::string format_plan(const Plan& p) {
                 count(mem.first_stage.parameters).c_str(), count(mem.last_stage.parameters).c_str())
           : fmt("  %-30s %11s\n", "parameters on the rank",
                 count(mem.first_stage.parameters).c_str());
+  const bool moe = p.model.arch.moe.enabled();
+  if (moe) {
+    const std::string shard =
+        fmt("  of which experts (EP %d x ETP %d)", l.expert_parallel, l.expert_tp());
+    o += two ? fmt("  %-30s %11s  %11s\n", shard.c_str(),
+                   count(mem.first_stage.expert_parameters).c_str(),
+                   count(mem.last_stage.expert_parameters).c_str())
+             : fmt("  %-30s %11s\n", shard.c_str(),
+                   count(mem.first_stage.expert_parameters).c_str());
+  }
   const BytesPerParameter& bpp = mem.bytes_per_parameter;
   row(fmt("weights (%.3g B/param)", bpp.weights).c_str(), mem.first_stage.weights,
       mem.last_stage.weights);
   row(fmt("gradients (%.3g B/param)", bpp.gradients).c_str(), mem.first_stage.gradients,
       mem.last_stage.gradients);
-  row(fmt("optimizer state (%.3g B/param)", bpp.optimizer).c_str(), mem.first_stage.optimizer,
-      mem.last_stage.optimizer);
+  row((moe ? fmt("optimizer state (%.3g, experts %.3g B/param)", bpp.optimizer,
+                 bpp.expert_optimizer)
+           : fmt("optimizer state (%.3g B/param)", bpp.optimizer))
+          .c_str(),
+      mem.first_stage.optimizer, mem.last_stage.optimizer);
   row(fmt("activations (%.3g micro-batches)", mem.activations.in_flight).c_str(),
       mem.first_stage.activations, mem.last_stage.activations);
   row("workspace (transient)", mem.first_stage.workspace, mem.last_stage.workspace);
@@ -209,6 +225,12 @@ std::string format_plan(const Plan& p) {
            p.fits() ? "fits" : "DOES NOT FIT (see --search for layouts that do)");
   o += fmt("  activations per layer and micro-batch: %s\n",
            bytes(mem.activations.per_layer).c_str());
+  if (moe)
+    o +=
+        fmt("  of a MoE layer: %s (router, permuted rows, experts' fc1 / activation / fc2 at "
+            "%s rows, token exchange); expert-data-parallel size %d\n",
+            bytes(mem.activations.per_moe_layer).c_str(),
+            count(mem.activations.expert_rows).c_str(), l.expert_data_parallel());
 
   o += "\ntime per iteration\n";
   o += "  one micro-batch on the slowest stage:\n";
@@ -232,6 +254,10 @@ std::string format_plan(const Plan& p) {
     o += fmt("    %-28s %12s  issued, %s exposed\n", "context-parallel attention",
              ms(t.cp_comm).c_str(), ms(t.cp_exposed).c_str());
     comm_rows(t.microbatch.layer_cp_comm, l.max_rank_layers(p.model.num_layers), "");
+  }
+  if (!t.microbatch.layer_ep_comm.empty()) {
+    o += fmt("    %-28s %12s  issued and exposed\n", "MoE token exchange", ms(t.ep_comm).c_str());
+    comm_rows(t.microbatch.layer_ep_comm, l.max_rank_layers(p.model.num_layers), "");
   }
   comm_rows(t.microbatch.embedding_comm, 1, pp ? " [first stage]" : "");
   comm_rows(t.microbatch.output_comm, 1, pp ? " [last stage]" : "");
@@ -281,6 +307,7 @@ json plan_to_json(const Plan& p) {
            {{"first_stage", rank_json(p.memory.first_stage)},
             {"last_stage", rank_json(p.memory.last_stage)},
             {"activation_bytes_per_layer", p.memory.activations.per_layer},
+            {"activation_bytes_per_moe_layer", p.memory.activations.per_moe_layer},
             {"in_flight_micro_batches", p.memory.activations.in_flight},
             {"peak_bytes", p.memory.peak()},
             {"device_bytes", p.machine.memory_bytes},
@@ -302,18 +329,19 @@ std::string format_search(const ModelSpec& model, const Machine& machine, Implem
              r.smallest.memory.peak() / kGiB, r.smallest.layout.describe().c_str());
     return o;
   }
-  o += "\nrank  TP  CP  PP   DP  v  mb recompute SP  dist  mem GiB  step (s)  tokens/s  "
-       "TFLOP/s  MFU   bubble  TP exp  CP exp  DP exp\n";
+  o += "\nrank  TP  CP  PP   DP  EP ETP  v  mb recompute SP  dist  mem GiB  step (s)  tokens/s  "
+       "TFLOP/s  MFU   bubble  TP exp  CP exp  EP exp  DP exp\n";
   for (size_t i = 0; i < r.best.size(); ++i) {
     const Candidate& c = r.best[i];
     const StepTime& t = c.time;
-    o += fmt("%4zu %s %8.2f %9.3f %9.4g %8.1f %4.1f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%%\n", i + 1,
-             layout_short(c.layout).c_str(), c.memory.peak() / kGiB, t.step, t.tokens_per_second,
-             t.model_tflops_per_device, 100 * t.mfu, 100 * t.bubble / t.step,
+    o += fmt("%4zu %s %8.2f %9.3f %9.4g %8.1f %4.1f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%%\n",
+             i + 1, layout_short(c.layout).c_str(), c.memory.peak() / kGiB, t.step,
+             t.tokens_per_second, t.model_tflops_per_device, 100 * t.mfu, 100 * t.bubble / t.step,
              100 * t.tp_exposed * t.micro_batches / t.step,
-             100 * t.cp_exposed * t.micro_batches / t.step, 100 * t.dp_exposed / t.step);
+             100 * t.cp_exposed * t.micro_batches / t.step,
+             100 * t.ep_comm * t.micro_batches / t.step, 100 * t.dp_exposed / t.step);
   }
-  o += "\n(TFLOP/s: model FLOPs per device; bubble, TP, CP and DP exp(osed) as shares "
+  o += "\n(TFLOP/s: model FLOPs per device; bubble, TP, CP, EP and DP exp(osed) as shares "
        "of the step)\n";
   return o;
 }

@@ -15,9 +15,11 @@ double grad_reduce_bytes(const Layout& l, Implementation impl) {
   return 4;  // f32 gradients (megatron-cpp), fp32 main gradients (Megatron-LM)
 }
 
-// Bytes the optimizer step moves per local parameter (plan/memory_estimate.h's state).
-double optimizer_bytes_per_parameter(const Layout& l, Implementation impl) {
-  const double d = l.distributed_optimizer ? double(l.gradient_group()) : 1.0;
+// Bytes the optimizer step moves per local parameter (plan/memory_estimate.h's state), its
+// state sharded over `group` ranks with the distributed optimizer (d·c, or the routed experts'
+// expert-data-parallel group).
+double optimizer_bytes_per_parameter(const Layout& l, Implementation impl, int group) {
+  const double d = l.distributed_optimizer ? double(group) : 1.0;
   switch (impl) {
     case Implementation::kMegatronCpp:
       // zero gradients (w 4), norm (r 4), AdamW (r p g m v, w p m v = 28); bf16: refresh the
@@ -85,10 +87,10 @@ double tensor_loops_seconds(const TensorLoop (&loops)[N], double tensors, double
   return seconds;
 }
 
-// The optimizer step of the rank holding `local` parameters; with the 2019 code also its DDP's
-// gradient copies.
+// The optimizer step of the rank holding `local` parameters, `experts` of them the routed
+// experts'; with the 2019 code also its DDP's gradient copies.
 double optimizer_seconds(const ModelSpec& model, const Layout& l, const Machine& machine,
-                         Implementation impl, double local) {
+                         Implementation impl, double local, double experts) {
   if (impl == Implementation::kMegatronLm2019) {
     const double tensors = double(count_parameter_tensors(model, l).max_rank());
     double seconds = tensor_loops_seconds(k2019Optimizer, tensors, local, machine);
@@ -98,7 +100,8 @@ double optimizer_seconds(const ModelSpec& model, const Layout& l, const Machine&
                      : tensor_loops_seconds(k2019LocalDataParallel, tensors, local, machine);
     return seconds;
   }
-  return local * optimizer_bytes_per_parameter(l, impl) /
+  return ((local - experts) * optimizer_bytes_per_parameter(l, impl, l.gradient_group()) +
+          experts * optimizer_bytes_per_parameter(l, impl, l.expert_data_parallel())) /
              (machine.memory_bandwidth * machine.memory_efficiency) +
          4 * machine.kernel_overhead;  // zero, norm, update, cast: a few passes
 }
@@ -162,8 +165,8 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
   };
   struct Stage {
     ComputeTime fwd, bwd;
-    double recompute = 0, comm = 0, exposed = 0, cp_comm = 0, cp_exposed = 0;
-    double total() const { return fwd.total() + bwd.total() + exposed + cp_exposed; }
+    double recompute = 0, comm = 0, exposed = 0, cp_comm = 0, cp_exposed = 0, ep_comm = 0;
+    double total() const { return fwd.total() + bwd.total() + exposed + cp_exposed + ep_comm; }
   };
   // A stage of `n` layers (the pipeline split's: uneven splits weigh the stages differently).
   auto stage = [&](bool first, bool last, double n) {
@@ -176,6 +179,7 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
     s.exposed = c.layer_comm_exposed() * n;
     s.cp_comm = c.layer_cp_seconds() * n;
     s.cp_exposed = c.layer_cp_exposed() * n;
+    s.ep_comm = c.layer_ep_seconds() * n;
     if (first) {
       s.fwd += c.embedding_forward;
       s.bwd += c.embedding_backward;
@@ -217,6 +221,7 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
   r.tp_exposed = slowest->exposed - p2p;
   r.cp_comm = slowest->cp_comm;
   r.cp_exposed = slowest->cp_exposed;
+  r.ep_comm = slowest->ep_comm;
   r.pp_p2p = p2p;
   r.stage = slowest->total();
   r.micro_batches = l.num_micro_batches();
@@ -229,6 +234,12 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
   // Gradients are reduced over the d·c ranks of the DP and CP groups (consecutive after TP).
   const GroupPlacement dp_group =
       place_group(l.gradient_group(), l.tensor_parallel, machine.devices_per_node);
+  // The routed experts' gradients, on an expert grid of its own (EP > 1 or ETP ≠ TP), are
+  // reduced over the ed ranks holding the same experts (stride et·e in the expert grid) instead:
+  // their own buckets, ready at the layers' pace.
+  const double experts = l.expert_grid_folded() ? 0.0 : params.stage_expert_rank;
+  const GroupPlacement edp_group = place_group(
+      l.expert_data_parallel(), l.expert_tp() * l.expert_parallel, machine.devices_per_node);
   // Gradients go in buckets, each its own collective (latency paid per bucket): megatron-cpp
   // 2^22 elements (--ddp-bucket-size's default, optim/grad_buckets.h), Megatron-LM
   // max(40M, 1M·d) elements, the 2019 code one flat buffer after the backward or PyTorch DDP's
@@ -258,18 +269,26 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
                           : 0.0;
   const double backward_window = slowest->bwd.total();
   std::vector<ReductionBucket> timeline;
-  auto add_buckets = [&](double elements, double count, double first_ready, double last_ready) {
+  auto add_buckets = [&](double elements, double count, double first_ready, double last_ready,
+                         const GroupPlacement& group) {
     for (double i = 1; i <= count; ++i)
       timeline.push_back(
           {first_ready + (last_ready - first_ready) * i / count,
            collective_seconds(machine, reduce_op, elements / count * grad_reduce_bytes(l, impl),
-                              dp_group)});
+                              group)});
   };
-  add_buckets(local - late, std::ceil((local - late) / bucket_elements), 0.0, backward_window);
+  const double layers = local - late - experts;
+  add_buckets(layers, std::ceil(layers / bucket_elements), 0.0, backward_window, dp_group);
+  if (experts > 0)
+    add_buckets(experts, std::ceil(experts / bucket_elements), 0.0, backward_window, edp_group);
   if (late > 0)
     add_buckets(late,
                 impl == Implementation::kMegatronCpp ? std::ceil(late / bucket_elements) : 1.0,
-                backward_window, backward_window);
+                backward_window, backward_window, dp_group);
+  // Issued in the order the backward completes them.
+  std::stable_sort(
+      timeline.begin(), timeline.end(),
+      [](const ReductionBucket& a, const ReductionBucket& b) { return a.ready < b.ready; });
   double reduce = 0, gather = 0;
   for (const ReductionBucket& b : timeline) reduce += b.seconds;
   if (l.distributed_optimizer) {
@@ -277,8 +296,11 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
     // call.
     const double value_bytes =
         impl == Implementation::kMegatronCpp || l.precision == Precision::kFp32 ? 4.0 : 2.0;
-    gather = bucketed(Collective::kAllGather, local * value_bytes,
+    gather = bucketed(Collective::kAllGather, (local - experts) * value_bytes,
                       impl == Implementation::kMegatronCpp ? 1.0 : buckets);
+    if (experts > 0)
+      gather +=
+          collective_seconds(machine, Collective::kAllGather, experts * value_bytes, edp_group);
   }
   r.dp_comm = reduce + gather;
   // The parameter all-gather overlapped with the first forward: all but its last bucket hidden.
@@ -320,7 +342,7 @@ StepTime predict_step_time(const ModelSpec& model, const Layout& l, const Machin
         sequence_parallel_gradients(model, l, impl).max_rank() * grad_reduce_bytes(l, impl),
         place_group(l.tensor_parallel, 1, machine.devices_per_node));
   }
-  r.optimizer = optimizer_seconds(model, l, machine, impl, local);
+  r.optimizer = optimizer_seconds(model, l, machine, impl, local, experts);
   r.step = r.pipeline + r.dp_exposed + r.embedding_sync + r.sequence_parallel_sync + r.optimizer;
 
   r.flops = iteration_flops(model, l, impl);

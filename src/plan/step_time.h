@@ -3,7 +3,9 @@
 //   stage time per micro-batch  t_s = forward + backward (+ recompute) + exposed TP collectives
 //                                     + exposed context-parallel exchanges (the ring's K/V
 //                                     transfers beyond its blocks' compute, all-gathers,
-//                                     all-to-alls) + pipeline send/recv (2·v per micro-batch)
+//                                     all-to-alls) + the MoE layers' token exchange (EP
+//                                     all-to-alls, ETP all-gathers) + pipeline send/recv (2·v
+//                                     per micro-batch)
 //   pipeline                    m · max_s t_s + (p − 1)/v · mean_s t_s   (1F1B; interleaved
 //                               with v chunks per rank: Narayanan et al. 2021 §2.2)
 //   data-parallel gradients     all-reduce of this rank's gradients over the d·c ranks of DP x
@@ -46,6 +48,7 @@ struct StepTime {
   double tp_exposed = 0;    // of which not hidden behind compute
   double cp_comm = 0;       // context-parallel exchanges of the attention issued
   double cp_exposed = 0;    // of which not hidden behind the ring's blocks
+  double ep_comm = 0;       // the MoE layers' token exchange (EP all-to-all, ETP gathers), exposed
   double pp_p2p = 0;        // pipeline send/recv on the critical path
   double stage = 0;         // t_s of the slowest stage
   // Per iteration.

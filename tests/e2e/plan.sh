@@ -197,6 +197,24 @@ node -e '
     throw new Error("no context-parallel layout in the search");
 ' "$WORK/cp_search.json"
 
+# A mixture-of-experts model with expert parallelism: the expert grid in the layout, the experts'
+# share of the memory, the token exchange in the time; the search enumerates EP.
+MOE=(--num-layers 8 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 --vocab-size
+     32000 --num-experts 16 --moe-ffn-hidden-size 1024 --moe-router-topk 2 --bf16
+     --micro-batch-size 1 --global-batch-size 64 --implementation megatron-lm)
+"$BIN" plan --machine "$A100" "${MOE[@]}" --world-size 16 --tensor-model-parallel-size 2 \
+  --expert-model-parallel-size 4 --sequence-parallel --moe-token-dispatcher-type alltoall \
+  --use-distributed-optimizer > "$WORK/moe_plan.txt"
+grep -q "TP 2 x PP 1 x DP 8 (experts: EP 4 x ETP 2 x EDP 2)" "$WORK/moe_plan.txt"
+grep -q "of which experts (EP 4 x ETP 2)" "$WORK/moe_plan.txt"
+grep -q "optimizer state (1.5, experts 6 B/param)" "$WORK/moe_plan.txt"
+grep -q "EP all-to-all dispatch + combine (forward)" "$WORK/moe_plan.txt"
+grep -q "ETP all-gather + reduce-scatter (forward)" "$WORK/moe_plan.txt"
+"$BIN" plan --machine "$A100" "${MOE[@]}" --world-size 16 --search --search-top 20 \
+  > "$WORK/moe_search.txt"
+grep -qE "^ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +(2|4|8|16) " "$WORK/moe_search.txt"
+grep -q "MoE token exchange" "$WORK/moe_plan.txt"
+
 # Bad input: message and non-zero exit.
 expect_error() {  # expected-message command...
   local want="$1"
@@ -242,6 +260,8 @@ expect_error "--post-layernorm: megatron-lm has no post-LayerNorm order" \
 expect_error "--apply-residual-connection-post-layernorm applies to the pre-LayerNorm order only" \
   "$BIN" plan --machine "$A100" "${BERT_PP[@]}" --post-layernorm \
   --apply-residual-connection-post-layernorm
+expect_error "--num-experts 16 is not divisible by --expert-model-parallel-size 3" \
+  "$BIN" plan --machine "$A100" "${MOE[@]}" --world-size 3 --expert-model-parallel-size 3
 # A model that does not fit is reported, not an error.
 "$BIN" plan --machine "$A100" "${GPT3[@]}" --micro-batch-size 1 --implementation megatron-lm \
   | grep -q "DOES NOT FIT"

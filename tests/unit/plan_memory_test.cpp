@@ -460,6 +460,149 @@ TEST(PlanMemory, MegatronCppBertDistributedOptimizerMatchesItsShards) {
   expect_distributed_optimizer_predicted(store, arena_bert_spec(bc));
 }
 
+// ---- Mixture of experts (model/moe_layer.h) ----
+
+// A GPT of 4 layers (h 20, 4 heads, FFN 80, s 8, V 100 → 256 padded at TP 2) whose layers 0
+// and 2 are MoE (--moe-layer-freq 2): 6 experts of width 14, top 2. On 12 ranks TP 2 x PP 2 x
+// DP 3 with EP 3 and ETP 1: each rank holds 2 of the experts whole, ed = 12 / (1·3·2) = 2.
+ModelSpec moe_spec() {
+  ModelSpec m = gpt_spec(4, 20, 4, 8, 100);
+  m.arch.moe.num_experts = 6;
+  m.arch.moe.ffn_hidden_size = 14;
+  m.arch.moe.topk = 2;
+  m.arch.moe.layer_freq = "2";
+  return m;
+}
+Layout moe_layout() {
+  Layout l;
+  l.tensor_parallel = 2;
+  l.pipeline_parallel = 2;
+  l.data_parallel = 3;
+  l.expert_parallel = 3;
+  l.expert_tensor_parallel = 1;
+  l.global_batch = 6;
+  l.sequence_parallel = true;  // (Megatron-LM's MoE layers need it with TP)
+  return l;
+}
+
+TEST(PlanParameters, MoeExpertShardsByHand) {
+  const ModelSpec m = moe_spec();
+  const Layout l = moe_layout();
+  validate_layout(m, l, Implementation::kMegatronLm);
+  EXPECT_EQ(l.expert_data_parallel(), 2);
+  const ParameterCounts c = count_parameters(m, l);
+  // A MoE layer's experts: 6·(20·14 + 14 + 14·20) = 3444 in fc1 (weights, biases) and fc2
+  // weights, 6·20 = 120 fc2 biases; averaged over the 4 layers (2 MoE): 1722 and 60.
+  EXPECT_DOUBLE_EQ(c.layer_expert, 1722.0);
+  EXPECT_DOUBLE_EQ(c.layer_expert_bias, 60.0);
+  // The rest, averaged: dense QKV 20·60 + 60, projection 400, fc1 1600 + 80, fc2 1600 = 4940
+  // split over TP, less half the MLP (3280) → 3300; replicated: two norms 80, projection and
+  // fc2 biases 40 = 120, and half of (router 120 − the fc2 bias 20) → 170.
+  EXPECT_DOUBLE_EQ(c.layer_sharded, 3300.0);
+  EXPECT_DOUBLE_EQ(c.layer_replicated, 170.0);
+  // Whole model: 2 dense layers of 5060, 2 MoE layers of 1660 + 120 + 3444 + 120 + 100 = 5444,
+  // the padded embedding 256·20, positions 8·20, final norm 40.
+  EXPECT_DOUBLE_EQ(c.total, 2 * 5060.0 + 2 * 5444.0 + 5120 + 160 + 40);
+  // A stage of layers {0, 1} or {2, 3}: one MoE layer's 3444/(3·1) + 120/3 = 1188 experts; the
+  // dense layer 2470 + 120, the MoE layer's rest 830 + 220; the first stage also the embedding
+  // 5120/2 + 160.
+  EXPECT_DOUBLE_EQ(c.stage_expert_rank, 1188.0);
+  EXPECT_DOUBLE_EQ(c.first_stage_rank, 2590.0 + 1050.0 + 1188.0 + 2720.0);
+  // With EP 1 and ETP = TP the experts split over TP as the dense MLP: 3444/2 + 120.
+  Layout folded = l;
+  folded.expert_parallel = 1;
+  folded.expert_tensor_parallel = 0;
+  EXPECT_DOUBLE_EQ(count_parameters(m, folded).stage_expert_rank, 1722.0 + 120.0);
+  EXPECT_DOUBLE_EQ(count_parameters(m, folded).total, c.total);
+}
+
+TEST(PlanMemory, MoeOptimizerStateShardsOverExpertDataParallel) {
+  // Megatron-LM bf16 with the distributed optimizer: 12 bytes of state per parameter, the dense
+  // ones' over d·c = 3 ranks, the experts' over ed = 2.
+  const ModelSpec m = moe_spec();
+  Layout l = moe_layout();
+  l.precision = Precision::kBf16;
+  l.distributed_optimizer = true;
+  const MemoryEstimate est = estimate_memory(m, l, no_reserve(), Implementation::kMegatronLm);
+  EXPECT_DOUBLE_EQ(est.bytes_per_parameter.optimizer, 4.0);
+  EXPECT_DOUBLE_EQ(est.bytes_per_parameter.expert_optimizer, 6.0);
+  const double first = 7548, experts = 1188;
+  EXPECT_DOUBLE_EQ(est.first_stage.parameters, first);
+  EXPECT_DOUBLE_EQ(est.first_stage.expert_parameters, experts);
+  EXPECT_DOUBLE_EQ(est.first_stage.weights, 2 * first);
+  EXPECT_DOUBLE_EQ(est.first_stage.gradients, 4 * first);
+  EXPECT_DOUBLE_EQ(est.first_stage.optimizer, (first - experts) * 4 + experts * 6);
+  // megatron-cpp bf16: 8 + 4 bytes of moments and master, sharded the same way.
+  const MemoryEstimate cpp = estimate_memory(m, l, no_reserve(), Implementation::kMegatronCpp);
+  EXPECT_DOUBLE_EQ(cpp.first_stage.optimizer, (first - experts) * 4 + experts * 6);
+}
+
+TEST(PlanMemory, MegatronLmMoeActivationsByHand) {
+  // One MoE layer (L 1), s 8, b 2, h 20, 4 heads, 6 experts of width 14, top 2, bf16, no
+  // dropout, no parallelism: sbh = 320.
+  ModelSpec m = gpt_spec(1, 20, 4, 8, 100);
+  m.hidden_dropout = m.attention_dropout = 0;
+  m.arch.moe.num_experts = 6;
+  m.arch.moe.ffn_hidden_size = 14;
+  m.arch.moe.topk = 2;
+  Layout l;
+  l.micro_batch = 2;
+  l.precision = Precision::kBf16;
+  const ActivationMemory a = activation_memory(m, l, Implementation::kMegatronLm);
+  // Norm inputs, QKV input and the MoE input 4·320·2 = 2560; Q, K, V and the projection input
+  // 16·(40 + 20 + 20)·2 = 2560; scores 2·4·64·2 = 1024; the MoE: router logits and
+  // probabilities 2·16·6·4 = 768, the 32 routed rows' expert inputs 32·20·2 = 1280, fc1 output
+  // and activation 2·32·14·2 = 1792, the experts' outputs for the unpermute 1280.
+  EXPECT_DOUBLE_EQ(a.per_layer, 2560.0 + 2560 + 1024 + 768 + 1280 + 1792 + 1280);
+  EXPECT_DOUBLE_EQ(a.per_moe_layer, a.per_layer);
+  EXPECT_DOUBLE_EQ(a.expert_rows, 32.0);
+  // The alltoall dispatcher at EP 2 (world 2) adds its send and receive buffers, 2·32·20·2, to
+  // the transient workspace; allgather the 2 ranks' tokens, 2·16·20·2.
+  l.data_parallel = 2;
+  l.expert_parallel = 2;
+  l.dispatcher = TokenDispatcher::kAllToAll;
+  const double base = a.workspace;
+  EXPECT_DOUBLE_EQ(activation_memory(m, l, Implementation::kMegatronLm).workspace, base + 2560.0);
+  l.dispatcher = TokenDispatcher::kAllGather;
+  EXPECT_DOUBLE_EQ(activation_memory(m, l, Implementation::kMegatronLm).workspace, base + 1280.0);
+}
+
+// A real MoE GPT's arenas after one step (expert parallelism 1: every routed row stays on the
+// rank, so the dropless routing's N·k rows are exact): the planner to the byte, and its
+// parameter count and tensors against the ParameterStore. Mixed dense and MoE layers, the
+// load-balancing statistics, a gated shared expert; and SwiGLU experts padded to a capacity.
+TEST(PlanMemory, MegatronCppMoeArenasExactly) {
+  for (const bool bf16 : {false, true})
+    for (const bool capacity : {false, true}) {
+      SCOPED_TRACE(std::string(bf16 ? "bf16" : "f32") + (capacity ? ", capacity" : ""));
+      GptConfig gc = arena_gpt_config(3, /*llama=*/capacity);
+      MoeOptions& moe = gc.arch.moe;
+      moe.num_experts = 6;
+      moe.ffn_hidden_size = 40;
+      moe.topk = 2;
+      if (capacity) {
+        moe.capacity_factor = 1.5;
+        moe.pad_to_capacity = true;
+      } else {
+        moe.layer_freq = "[1,0,1]";
+        moe.aux_loss_coeff = 0.01;
+        moe.seq_aux_loss_coeff = 0.001;
+        moe.shared_expert_ffn = 32;
+        moe.shared_expert_gate = true;
+      }
+      ArenaCase k{true, Recompute::kNone, bf16};
+      apply_arena_case(k, gc);
+      ParallelState ps = test::solo_parallel_state();
+      ParameterStore store(0, 1);
+      GptModel model(gc, ps, store);
+      store.allocate();
+      model.init_weights(7);
+      const int64_t b = 3;
+      model.forward_backward(arena_batch(gc, b), 1.0f, 11);
+      expect_arena_case_predicted(arena_model_spec(gc), k, b, model.activation_bytes(), store);
+    }
+}
+
 // The pipeline executor's buffers over a rank's 1F1B schedule, p 2, m 4, counted by hand:
 // rank 0 runs F0 F1 B0 F2 B1 F3 B2 B3 — two contexts; at B0 the copies of outputs 0 and 1 and
 // the received gradient are alive (3). Rank 1 runs F0 B0 F1 B1 ... — one context; at F3 the

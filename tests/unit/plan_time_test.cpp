@@ -849,6 +849,122 @@ TEST(PlanSearch, LongSequencesFitOnlyWithContextParallelism) {
             std::string::npos);
 }
 
+// ---- Mixture of experts (model/moe_layer.h) ----
+
+// 2 MoE layers (h 64, 4 heads, s 16), 8 experts of width 32, top 2, bf16, micro-batch 2, on 4
+// devices of one node: DP 4 with EP 4 (2 experts per rank, ed = 1).
+ModelSpec moe_gpt() {
+  ModelSpec m = gpt_spec(2, 64, 4, 16, 128);
+  m.arch.moe.num_experts = 8;
+  m.arch.moe.ffn_hidden_size = 32;
+  m.arch.moe.topk = 2;
+  return m;
+}
+Layout moe_ep4() {
+  Layout l;
+  l.data_parallel = 4;
+  l.expert_parallel = 4;
+  l.micro_batch = 2;
+  l.global_batch = 8;
+  l.precision = Precision::kBf16;
+  return l;
+}
+
+TEST(PlanStep, MoeGroupedGemmAndAllToAllByHand) {
+  const Machine mach = round_machine();  // GEMMs at 50 TFLOP/s, no shape penalty
+  const ModelSpec m = moe_gpt();
+  const Layout l = moe_ep4();
+  validate_layout(m, l, Implementation::kMegatronCpp);
+  const MicrobatchCosts c = microbatch_costs(m, l, mach, Implementation::kMegatronCpp);
+  // Forward FLOPs of a layer (N = 32 tokens): QKV 2·32·192·64, projection 2·32·64·64, QKᵀ and
+  // PV 2·(2·16·16·16·8), the router 2·32·8·64, and the 2 local experts' GEMMs on the 64 routed
+  // rows (32 each, expected): fc1 2·(2·32·32·64), fc2 the same.
+  const double flops = 2.0 * 32 * 192 * 64 + 2.0 * 32 * 64 * 64 + 2 * (2.0 * 16 * 16 * 16 * 8) +
+                       2.0 * 32 * 8 * 64 + 2 * (2.0 * 32 * 32 * 64) + 2 * (2.0 * 32 * 64 * 32);
+  EXPECT_NEAR(c.layer_forward.gemm, flops / 50e12, 1e-20);
+  // The token exchange: dispatch and combine, each an all-to-all of the 64 routed rows
+  // (64·64·2 bytes) over the 4 EP ranks, forward and backward: (3/4)·8192 / 100 GB/s each.
+  ASSERT_EQ(c.layer_ep_comm.size(), 2u);
+  for (const CommTerm& t : c.layer_ep_comm) {
+    EXPECT_EQ(t.op, Collective::kAllToAll);
+    EXPECT_DOUBLE_EQ(t.bytes, 8192.0);
+    EXPECT_DOUBLE_EQ(t.calls, 2.0);
+    EXPECT_NEAR(t.seconds, 2 * 0.75 * 8192 / 1e11, 1e-18);
+  }
+  // Every rank holds different experts (ed = 1): only the dense gradients are all-reduced over
+  // DP 4, in one megatron-cpp bucket: 2·(3/4)·4 bytes each / 100 GB/s.
+  const StepTime st = predict_step_time(m, l, mach, Implementation::kMegatronCpp);
+  EXPECT_TRUE(c.layer_comm.empty());  // TP 1: no tensor-parallel collective
+  // On the critical path: 2 layers x 4 all-to-alls.
+  EXPECT_NEAR(st.ep_comm, 2 * 4 * 0.75 * 8192 / 1e11, 1e-18);
+  const ParameterCounts p = count_parameters(m, l);
+  EXPECT_GT(p.stage_expert_rank, 0);
+  EXPECT_NEAR(st.dp_comm, 2 * 0.75 * 4 * (p.max_rank() - p.stage_expert_rank) / 1e11, 1e-15);
+  // The allgather dispatcher of Megatron-LM: an all-gather of the 4 ranks' tokens
+  // (4·32·64·2 bytes gathered) and a reduce-scatter back, forward and backward.
+  Layout ag = l;
+  ag.dispatcher = TokenDispatcher::kAllGather;
+  const MicrobatchCosts g = microbatch_costs(m, ag, mach, Implementation::kMegatronLm);
+  ASSERT_EQ(g.layer_ep_comm.size(), 2u);
+  EXPECT_DOUBLE_EQ(g.layer_ep_comm[0].bytes, 4 * 32 * 64 * 2.0);
+  EXPECT_NEAR(g.layer_ep_comm[0].seconds, 2 * 0.75 * 16384 / 1e11, 1e-18);
+}
+
+TEST(PlanSearch, ExpertsFitOnlyWithExpertParallelism) {
+  // One layer, one head (TP 1 only), 8 experts of width 4096 at h 256: 16.8M expert parameters
+  // (f32: 4 bytes of weights, 4 of gradients, 8 of moments), so a rank holding all of them
+  // needs 134 MB before any optimizer state, 168 MB with the moments sharded over 4 ranks —
+  // over the 0.12 GB device (114 MB usable); at EP 4 the rank's quarter takes 67 MB.
+  Machine mach = round_machine();
+  mach.memory_bytes = 0.12e9;
+  ModelSpec m = gpt_spec(1, 256, 1, 64, 1000);
+  m.arch.moe.num_experts = 8;
+  m.arch.moe.ffn_hidden_size = 4096;
+  m.arch.moe.topk = 2;
+  Layout base;
+  base.global_batch = 8;
+  const SearchResult r = search_layouts(m, base, mach, Implementation::kMegatronCpp, 4, 500);
+  ASSERT_FALSE(r.best.empty());
+  for (const Candidate& c : r.best) EXPECT_GT(c.layout.expert_parallel, 1) << c.layout.describe();
+  bool ep4 = false;
+  for (const Candidate& c : r.best) ep4 = ep4 || c.layout.expert_parallel == 4;
+  EXPECT_TRUE(ep4);
+  EXPECT_NE(format_search(m, mach, Implementation::kMegatronCpp, 4, r, 0).find(" EP "),
+            std::string::npos);
+}
+
+TEST(PlanLayout, BadExpertGridNamesTheFlag) {
+  const ModelSpec m = moe_gpt();  // 8 experts
+  Layout l = moe_ep4();
+  l.expert_parallel = 3;
+  l.data_parallel = 3;
+  l.global_batch = 6;
+  EXPECT_NE(error_of([&] {
+              validate_layout(m, l, Implementation::kMegatronCpp);
+            }).find("--num-experts 8 is not divisible by --expert-model-parallel-size 3"),
+            std::string::npos);
+  l.expert_parallel = 2;  // 2 does not divide the 3 ranks
+  EXPECT_NE(error_of([&] {
+              validate_layout(m, l, Implementation::kMegatronCpp);
+            }).find("--expert-model-parallel-size 2"),
+            std::string::npos);
+  // Megatron-LM's MoE layers with TP route sequence shards.
+  l = moe_ep4();
+  l.tensor_parallel = 2;
+  l.data_parallel = 2;
+  l.expert_parallel = 2;
+  EXPECT_NE(error_of([&] {
+              validate_layout(m, l, Implementation::kMegatronLm);
+            }).find("Megatron-LM's MoE layers need --sequence-parallel"),
+            std::string::npos);
+  ModelSpec dense = gpt_spec(2, 64, 4, 16, 128);
+  l = moe_ep4();
+  EXPECT_NE(error_of([&] {
+              validate_layout(dense, l, Implementation::kMegatronCpp);
+            }).find("but the model has none"),
+            std::string::npos);
+}
+
 TEST(PlanSearch, RanksFittingLayoutsFastestFirst) {
   const Machine mach = round_machine();
   const ModelSpec m = small_gpt();

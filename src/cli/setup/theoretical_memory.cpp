@@ -47,6 +47,7 @@ plan::Layout plan_layout_of(const Args& a, const PipelineSplit& split) {
   l.pipeline_parallel = a.pipeline_model_parallel_size;
   l.data_parallel = a.data_parallel_size;
   set_plan_context_parallel(a, l);
+  set_plan_experts(a, l);
   set_plan_pipeline(a, split, l);
   l.micro_batch = a.micro_batch_size;
   // The global batch size a schedule implies sizes the evaluations only; the training steps
@@ -80,9 +81,16 @@ void set_plan_context_parallel(const Args& a, plan::Layout& l) {
       a.hierarchical_context_parallel_sizes.empty() ? 0 : a.hierarchical_context_parallel_sizes[0];
 }
 
+void set_plan_experts(const Args& a, plan::Layout& l) {
+  l.expert_parallel = a.expert_model_parallel_size;
+  l.expert_tensor_parallel = a.expert_tensor_parallel_size;
+  l.dispatcher = a.arch.moe_token_dispatcher_type == "allgather" ? TokenDispatcher::kAllGather
+                                                                 : TokenDispatcher::kAllToAll;
+}
+
 void set_plan_recompute(const Args& a, plan::Layout& l) {
   // Selective recompute: core_attn is `recompute`, layernorm and mlp have flags of their own;
-  // the MoE and MLA regions have no model (nor have MoE and MLA layers).
+  // the MoE and MLA regions have no model (their activations are planned as kept).
   const bool selective = !a.full_recompute() && a.selective_recompute();
   l.recompute = a.full_recompute()                              ? plan::Recompute::kFull
                 : selective && a.recomputes_module("core_attn") ? plan::Recompute::kSelective
@@ -101,7 +109,7 @@ std::string theoretical_memory_report(const plan::ModelSpec& model, const plan::
   const plan::MemoryEstimate est =
       plan::estimate_memory(model, layout, unbounded, plan::Implementation::kMegatronCpp);
   const plan::ParameterCounts& n = est.parameters;
-  const double layers = n.layer_sharded + n.layer_replicated;
+  const double layers = n.layer_sharded + n.layer_replicated + n.layer_expert + n.layer_expert_bias;
   const double embeddings = n.word_embedding + n.other_embedding + n.output_layer;
   const plan::RankMemory& rank = est.first_stage;
   constexpr double kMB = 1024.0 * 1024.0;

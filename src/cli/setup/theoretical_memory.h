@@ -45,6 +45,9 @@ void set_plan_pipeline(const Args& a, const PipelineSplit& split, plan::Layout& 
 // planned as its first type; --hierarchical-context-parallel-sizes) as the planner's layout
 // takes it.
 void set_plan_context_parallel(const Args& a, plan::Layout& layout);
+// The expert grid: --expert-model-parallel-size, --expert-tensor-parallel-size,
+// --moe-token-dispatcher-type (flex runs alltoall's exchange).
+void set_plan_experts(const Args& a, plan::Layout& layout);
 // The recompute of `a` (--recompute-granularity, --recompute-activations, --recompute-method,
 // --recompute-num-layers) as the planner's layout takes it; throws Error naming the flags when
 // a method is given without full recompute, or uniform with more than one layer per chunk.
