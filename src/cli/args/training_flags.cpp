@@ -382,7 +382,7 @@ void add_moe_args(ArgTable& t, ArchitectureArgs& a) {
   t.add("--moe-router-group-topk", a.moe_router_group_topk,
         "group-limited routing: groups each token may use");
   t.add("--moe-router-dtype", a.moe_router_dtype,
-        "fp32: the router's logits and routing in fp32 (always so here; fp64 is refused)");
+        "fp32 or fp64: the router's logits, routing, losses and weight gradient in that dtype");
   t.add("--moe-layer-freq", a.moe_layer_freq,
         "MoE layers: every N-th layer, or a 0/1 list per layer such as '([0]+[1]*23)'");
   t.add("--moe-shared-expert-intermediate-size", a.moe_shared_expert_intermediate_size,
