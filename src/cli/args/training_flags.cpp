@@ -359,9 +359,9 @@ void add_moe_args(ArgTable& t, ArchitectureArgs& a) {
         "hidden width of each routed expert (default --ffn-hidden-size)");
   t.add("--moe-router-topk", a.moe_router_topk, "experts each token is routed to (default 2)");
   t.add("--moe-router-load-balancing-type", a.moe_router_load_balancing_type,
-        "aux_loss | seq_aux_loss | none, or several: the load-balancing losses (default "
-        "aux_loss); or sinkhorn: Sinkhorn-balanced routing in training (global_aux_loss and "
-        "quantile_balancing are refused)");
+        "aux_loss | seq_aux_loss | global_aux_loss | none, or several: the load-balancing "
+        "losses (default aux_loss); or sinkhorn: Sinkhorn-balanced routing in training "
+        "(quantile_balancing is refused)");
   t.add("--moe-aux-loss-coeff", a.moe_aux_loss_coeff,
         "weight of each load-balancing loss in the training loss (default 0)");
   t.add("--moe-z-loss-coeff", a.moe_z_loss_coeff,
