@@ -44,6 +44,8 @@ MoeOptions moe_from_args_json(const nlohmann::json& args) {
   m.pre_softmax = args.value("moe_router_pre_softmax", false);
   m.topk_scaling_factor = optional_number(args, "moe_router_topk_scaling_factor");
   m.expert_bias = args.value("moe_router_enable_expert_bias", false);
+  m.router_fp64 = args.contains("moe_router_dtype") && args["moe_router_dtype"].is_string() &&
+                  args["moe_router_dtype"].get<std::string>() == "fp64";
   m.bias_update_rate = optional_number(args, "moe_router_bias_update_rate").value_or(1e-3);
   m.num_groups = integer_or(args, "moe_router_num_groups", 0);
   m.group_topk = integer_or(args, "moe_router_group_topk", 0);
@@ -246,6 +248,8 @@ nlohmann::json architecture_args_json(const ArchitectureOptions& o) {
     // The bias changes the routing (and the checkpoint holds it); its rate is a training
     // setting, read back from the run's stored arguments.
     if (m.expert_bias) j["moe_router_enable_expert_bias"] = true;
+    // f64 logits can route ties differently; written only when on.
+    if (m.router_fp64) j["moe_router_dtype"] = "fp64";
     j["moe_router_num_groups"] = positive_or_null(m.num_groups);
     j["moe_router_group_topk"] = positive_or_null(m.group_topk);
     j["moe_layer_freq"] = m.layer_freq;

@@ -26,8 +26,17 @@ void check_f32_contiguous(const Tensor& t, const char* what) {
 
 void cast(const Tensor& src, Tensor& dst) {
   check_shape(dst, src.shape(), "cast dst");
-  check_any_float(src, "cast src");
-  check_any_float(dst, "cast dst");
+  if (src.dtype() == DType::F64 || dst.dtype() == DType::F64) {
+    MT_CHECK(src.dtype() == DType::F32 || dst.dtype() == DType::F32,
+             "cast: f64 converts to and "
+             "from f32 only, got ",
+             src.describe(), " to ", dst.describe());
+    check_contiguous(src, "cast src");
+    check_contiguous(dst, "cast dst");
+  } else {
+    check_any_float(src, "cast src");
+    check_any_float(dst, "cast dst");
+  }
   const Device device = operand_device("cast", {&src, &dst});
   MT_DISPATCH(device, cast, src, dst);
 }

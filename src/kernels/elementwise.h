@@ -8,6 +8,7 @@
 namespace megatron::kernels {
 
 // dst = src converted (f32 <-> bf16 <-> f16, round to nearest even). Same shape, contiguous.
+// f64 (the MoE router's --moe-router-dtype fp64) converts to and from f32 only.
 void cast(const Tensor& src, Tensor& dst);
 // dst = src, same shape and dtype (any dtype), any strides on either side: the strided copy of
 // every device (Tensor::copy_from copies contiguous bytes between devices).

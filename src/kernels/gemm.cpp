@@ -36,10 +36,15 @@ GemmProblem make_problem(const Tensor& a, bool trans_a, const Tensor& b, bool tr
     MT_CHECK(t->defined(), kind, ": operand is undefined");
     MT_CHECK(t->dim() == dims, kind, " operands must be ", dims, "-D, got ", t->describe());
   }
-  MT_CHECK(a.dtype() == b.dtype() && (a.dtype() == DType::F32 || a.dtype() == DType::BF16), kind,
-           ": A and B must share dtype f32 or bf16, got ", a.describe(), " and ", b.describe());
-  MT_CHECK(c.dtype() == DType::F32 || (a.dtype() == DType::BF16 && c.dtype() == DType::BF16), kind,
-           ": C must be f32 (or bf16 with bf16 inputs), got ", c.describe());
+  MT_CHECK(a.dtype() == b.dtype() &&
+               (a.dtype() == DType::F32 || a.dtype() == DType::BF16 || a.dtype() == DType::F64),
+           kind, ": A and B must share dtype f32, bf16 or f64, got ", a.describe(), " and ",
+           b.describe());
+  if (a.dtype() == DType::F64)
+    MT_CHECK(c.dtype() == DType::F64, kind, ": C must be f64 with f64 inputs, got ", c.describe());
+  else
+    MT_CHECK(c.dtype() == DType::F32 || (a.dtype() == DType::BF16 && c.dtype() == DType::BF16),
+             kind, ": C must be f32 (or bf16 with bf16 inputs), got ", c.describe());
   GemmProblem p;
   p.batch = dims == 3 ? a.size(0) : 1;
   p.m = trans_a ? a.size(-1) : a.size(-2);
@@ -92,7 +97,12 @@ void run(const char* kernel, const Tensor& a, bool trans_a, const Tensor& b, boo
   const GemmProblem p = make_problem(a, trans_a, b, trans_b, c, alpha, beta, dims);
   const Device device = operand_device(kernel, {&a, &b, &c});
   if (p.batch == 0 || p.m == 0 || p.n == 0) return;
-  if (p.k == 0) return scale_c_only(c, beta);
+  if (p.k == 0) {
+    MT_CHECK(p.c_dtype != DType::F64, kernel,
+             ": an f64 product with K = 0 (an empty sum) is "
+             "not supported");
+    return scale_c_only(c, beta);
+  }
   MT_DISPATCH(device, gemm, p);
 }
 

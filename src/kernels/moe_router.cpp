@@ -8,17 +8,18 @@ namespace megatron::kernels {
 
 namespace {
 
-// Checks logits f32 [N, E] (contiguous); returns E.
+// Checks logits f32 or f64 [N, E] (contiguous); returns E.
 int64_t check_logits(const Tensor& logits, const char* what) {
   check_defined(logits, what);
-  check_dtype(logits, DType::F32, what);
+  MT_CHECK(logits.dtype() == DType::F32 || logits.dtype() == DType::F64, what,
+           " must be f32 or f64 (the router dtype), got ", logits.describe());
   check_contiguous(logits, what);
   MT_CHECK(logits.dim() == 2, what, " must be [N, E], got ", logits.describe());
   return logits.size(1);
 }
 
 void check_dlogits(const Tensor& dlogits, const Tensor& logits, const char* what) {
-  check_dtype(dlogits, DType::F32, what);
+  check_dtype(dlogits, logits.dtype(), what);
   check_contiguous(dlogits, what);
   check_shape(dlogits, logits.shape(), what);
 }
@@ -90,8 +91,8 @@ void moe_aux_loss_stats(const Tensor& logits, int64_t topk, bool sigmoid, int64_
   MT_CHECK(topk >= 1 && topk <= e, "moe_aux_loss_stats: k = ", topk, " of ", e, " experts");
   MT_CHECK(groups >= 1 && logits.size(0) % groups == 0, "moe_aux_loss_stats: ", logits.size(0),
            " tokens in ", groups, " groups");
-  check_topk_tensor(counts, DType::F32, groups, e, "moe_aux_loss_stats counts");
-  check_topk_tensor(score_sums, DType::F32, groups, e, "moe_aux_loss_stats score_sums");
+  check_topk_tensor(counts, logits.dtype(), groups, e, "moe_aux_loss_stats counts");
+  check_topk_tensor(score_sums, logits.dtype(), groups, e, "moe_aux_loss_stats score_sums");
   const Device device = operand_device("moe_aux_loss_stats", {&logits, &counts, &score_sums});
   MT_DISPATCH(device, moe_aux_loss_stats, logits, topk, sigmoid, groups, counts, score_sums);
 }
@@ -99,7 +100,7 @@ void moe_aux_loss_stats(const Tensor& logits, int64_t topk, bool sigmoid, int64_
 void moe_aux_loss_backward(const Tensor& logits, const Tensor& weights, bool sigmoid,
                            Tensor& dlogits) {
   const int64_t e = check_logits(logits, "moe_aux_loss_backward logits");
-  check_dtype(weights, DType::F32, "moe_aux_loss_backward weights");
+  check_dtype(weights, logits.dtype(), "moe_aux_loss_backward weights");
   check_contiguous(weights, "moe_aux_loss_backward weights");
   MT_CHECK(weights.dim() == 2 && weights.size(1) == e && weights.size(0) >= 1 &&
                logits.size(0) % weights.size(0) == 0,
@@ -116,7 +117,7 @@ double moe_z_loss_sum(const Tensor& logits) {
   return MT_DISPATCH(device, moe_z_loss_sum, logits);
 }
 
-void moe_z_loss_backward(const Tensor& logits, float scale, Tensor& dlogits) {
+void moe_z_loss_backward(const Tensor& logits, double scale, Tensor& dlogits) {
   check_logits(logits, "moe_z_loss_backward logits");
   check_dlogits(dlogits, logits, "moe_z_loss_backward dlogits");
   const Device device = operand_device("moe_z_loss_backward", {&logits, &dlogits});

@@ -5,10 +5,14 @@
 // compute_routing_scores_for_aux_loss, switch_load_balancing_loss_func, z_loss_func,
 // get_updated_expert_bias).
 //
-//   logits   f32 [N, E]  one row per token (tokens in [s, b] order: token n = i·b + j)
+//   logits   T [N, E]    one row per token (tokens in [s, b] order: token n = i·b + j)
 //   indices  i32 [N, k]  each token's experts, in decreasing order of the selection score
 //   probs    f32 [N, k]  their weights
-//   dlogits  f32 [N, E]  gradients ACCUMULATE (+=) into it
+//   dlogits  T [N, E]    gradients ACCUMULATE (+=) into it
+// T, the router dtype, is f32 or f64 (--moe-router-dtype fp64): every computation inside a row
+// is in double either way, so the dtype decides what the logits (the GEMM's output) and their
+// gradients hold; the losses' statistics and gradient weights share it. The weights (probs)
+// are f32 for the experts, rounded once from double.
 #pragma once
 
 #include <cstdint>
@@ -52,12 +56,12 @@ void moe_topk_backward(const Tensor& dprobs, const Tensor& logits, const Tensor&
 // sigmoid(logits) / Σ_e sigmoid(logits) (sigmoid), its routing the top `topk` of q per token
 // (no groups, no bias). Tokens fall in `groups` groups, token n in group n mod groups (one
 // group: the micro-batch's loss; groups = b: the per-sequence loss of rows in [s, b] order).
-// Writes counts f32 [groups, E] = the number of the group's tokens routed to e, and
-// score_sums f32 [groups, E] = Σ over the group's tokens of q[n, e]. The loss is then
+// Writes counts T [groups, E] = the number of the group's tokens routed to e, and
+// score_sums T [groups, E] = Σ over the group's tokens of q[n, e]. The loss is then
 // E / (k·T²) · Σ_ge score_sums·counts / groups, T = tokens per group (model/moe_router.cpp).
 void moe_aux_loss_stats(const Tensor& logits, int64_t topk, bool sigmoid, int64_t groups,
                         Tensor& counts, Tensor& score_sums);
-// dlogits += ∂(Σ_n Σ_e weights[n mod groups, e] · q[n, e])/∂logits, weights f32 [groups, E]:
+// dlogits += ∂(Σ_n Σ_e weights[n mod groups, e] · q[n, e])/∂logits, weights T [groups, E]:
 // the loss's gradient with weights = coefficient × E / (k·T²·groups) × counts.
 void moe_aux_loss_backward(const Tensor& logits, const Tensor& weights, bool sigmoid,
                            Tensor& dlogits);
@@ -66,7 +70,7 @@ void moe_aux_loss_backward(const Tensor& logits, const Tensor& weights, bool sig
 double moe_z_loss_sum(const Tensor& logits);
 // dlogits += scale · 2·logsumexp(logits[n])·softmax(logits[n]) (scale = coefficient / N × the
 // backward's scale).
-void moe_z_loss_backward(const Tensor& logits, float scale, Tensor& dlogits);
+void moe_z_loss_backward(const Tensor& logits, double scale, Tensor& dlogits);
 
 // Aux-loss-free load balancing's bias update (DeepSeek-V3; Megatron's get_updated_expert_bias),
 // once per training step. Per row r (one MoE layer's router) of tokens_per_expert f32 [R, E],

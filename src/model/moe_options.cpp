@@ -13,7 +13,7 @@ void set_moe_load_balancing(MoeOptions& m, const std::vector<std::string>& types
              "--moe-router-load-balancing-type gives ", types.size(),
              " types and --moe-aux-loss-coeff ", coeffs.size(),
              " coefficients: give one coefficient per type");
-  m.aux_loss_coeff = m.seq_aux_loss_coeff = 0.0;
+  m.aux_loss_coeff = m.seq_aux_loss_coeff = m.global_aux_loss_coeff = 0.0;
   m.sinkhorn = false;
   for (size_t i = 0; i < types.size(); ++i) {
     const double c = i < coeffs.size() ? coeffs[i] : 0.0;
@@ -29,10 +29,13 @@ void set_moe_load_balancing(MoeOptions& m, const std::vector<std::string>& types
       m.aux_loss_coeff = c;
     else if (types[i] == "seq_aux_loss")
       m.seq_aux_loss_coeff = c;
-    else if (types[i] == "global_aux_loss" || types[i] == "quantile_balancing")
+    else if (types[i] == "global_aux_loss")
+      m.global_aux_loss_coeff = c;
+    else if (types[i] == "quantile_balancing")
       MT_THROW("--moe-router-load-balancing-type ", types[i],
-               " is not implemented (docs/moe.md): aux_loss, seq_aux_loss, sinkhorn, none and "
-               "--moe-router-enable-expert-bias (aux-loss-free balancing) are");
+               " is not implemented (docs/moe.md): aux_loss, seq_aux_loss, global_aux_loss, "
+               "sinkhorn, none and --moe-router-enable-expert-bias (aux-loss-free balancing) "
+               "are");
     else
       MT_REQUIRE(types[i] == "none", "--moe-router-load-balancing-type '", types[i],
                  "' is not known: expected aux_loss, seq_aux_loss, global_aux_loss, sinkhorn, "
@@ -45,6 +48,7 @@ std::vector<std::string> moe_load_balancing_types(const MoeOptions& m) {
   std::vector<std::string> out;
   if (m.aux_loss_coeff > 0) out.push_back("aux_loss");
   if (m.seq_aux_loss_coeff > 0) out.push_back("seq_aux_loss");
+  if (m.global_aux_loss_coeff > 0) out.push_back("global_aux_loss");
   if (out.empty()) out.push_back("none");
   return out;
 }
@@ -54,6 +58,7 @@ std::vector<double> moe_load_balancing_coeffs(const MoeOptions& m) {
   std::vector<double> out;
   if (m.aux_loss_coeff > 0) out.push_back(m.aux_loss_coeff);
   if (m.seq_aux_loss_coeff > 0) out.push_back(m.seq_aux_loss_coeff);
+  if (m.global_aux_loss_coeff > 0) out.push_back(m.global_aux_loss_coeff);
   if (out.empty()) out.push_back(0.0);
   return out;
 }
@@ -205,6 +210,9 @@ void validate_moe_options(const MoeOptions& m, int num_layers, int64_t dense_ffn
   MT_REQUIRE(!m.expert_bias || m.score_function == MoeScoreFunction::kSigmoid,
              "--moe-router-enable-expert-bias adds its bias to sigmoid scores: give "
              "--moe-router-score-function sigmoid, or drop the flag");
+  MT_REQUIRE(!m.router_fp64 || !m.sinkhorn,
+             "--moe-router-dtype fp64 with --moe-router-load-balancing-type sinkhorn is not "
+             "implemented (the Sinkhorn kernel takes f32 logits): give --moe-router-dtype fp32");
   MT_REQUIRE(m.bias_update_rate >= 0, "--moe-router-bias-update-rate must be >= 0, got ",
              m.bias_update_rate);
   MT_REQUIRE(!m.topk_scaling_factor || *m.topk_scaling_factor > 0,

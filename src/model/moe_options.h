@@ -36,9 +36,12 @@ struct MoeOptions {
   int64_t topk = 2;  // --moe-router-topk
   // The load-balancing losses' coefficients (0: off), from --moe-router-load-balancing-type
   // and --moe-aux-loss-coeff (set_moe_load_balancing): aux_loss is Switch Transformer's loss
-  // over the micro-batch's tokens, seq_aux_loss the same per sequence, averaged.
+  // over the micro-batch's tokens, seq_aux_loss the same per sequence, averaged,
+  // global_aux_loss the same with the counts of the step's micro-batches so far over the
+  // data-parallel ranks (model/moe_router.h).
   double aux_loss_coeff = 0.0;
   double seq_aux_loss_coeff = 0.0;
+  double global_aux_loss_coeff = 0.0;
   double z_loss_coeff = 0.0;  // --moe-z-loss-coeff (0: Megatron's None, no z-loss)
   // --moe-router-load-balancing-type sinkhorn (S-BASE): in training each token takes the top k
   // of the Sinkhorn-normalised scores (kernels/moe_sinkhorn.h), weighted by the plain scores —
@@ -47,6 +50,9 @@ struct MoeOptions {
   // do not apply.
   bool sinkhorn = false;
   MoeScoreFunction score_function = MoeScoreFunction::kSoftmax;
+  // --moe-router-dtype fp64: the router's logits, routing, losses and weight gradient in f64
+  // (model/moe_router.h); else fp32 (Megatron's fp32 and None alike: logits in f32).
+  bool router_fp64 = false;
   bool pre_softmax = false;  // --moe-router-pre-softmax (softmax scores only; else ignored)
   std::optional<double> topk_scaling_factor;  // --moe-router-topk-scaling-factor
   // --moe-router-enable-expert-bias (aux-loss-free balancing, DeepSeek-V3): a per-expert bias
@@ -75,8 +81,9 @@ struct MoeOptions {
 
 // Megatron's --moe-router-load-balancing-type and --moe-aux-loss-coeff, lists of equal length
 // (the i-th coefficient weighs the i-th type; one type takes one coefficient): sets
-// aux_loss_coeff, seq_aux_loss_coeff and sinkhorn. Types: aux_loss, seq_aux_loss, none, and
-// sinkhorn alone with coefficient 0; another is an Error naming it.
+// aux_loss_coeff, seq_aux_loss_coeff, global_aux_loss_coeff and sinkhorn. Types: aux_loss,
+// seq_aux_loss, global_aux_loss, none, and sinkhorn alone with coefficient 0; another is an
+// Error naming it.
 void set_moe_load_balancing(MoeOptions& moe, const std::vector<std::string>& types,
                             const std::vector<double>& coeffs);
 // The inverse, for a stored record: sinkhorn, or the types with a positive coefficient ("none"

@@ -39,6 +39,7 @@ class GptStep final : public GptPipelinedStep {
               const MoeLosses moe = model.stage_moe_losses(ctx);
               t.load_balancing = moe.load_balancing;
               t.seq_load_balancing = moe.seq_load_balancing;
+              t.global_load_balancing = moe.global_load_balancing;
               t.z_loss = moe.z_loss;
               if (model.stage().last) t.mtp = model.stage_mtp_losses(ctx);
               return t;
@@ -71,6 +72,8 @@ class GptStep final : public GptPipelinedStep {
       log.losses.emplace_back("load_balancing_loss", &LossTerms::load_balancing);
     if (m.seq_aux_loss_coeff > 0)
       log.losses.emplace_back("seq_load_balancing_loss", &LossTerms::seq_load_balancing);
+    if (m.global_aux_loss_coeff > 0)
+      log.losses.emplace_back("global_load_balancing_loss", &LossTerms::global_load_balancing);
     if (m.z_loss_coeff > 0) log.losses.emplace_back("z_loss", &LossTerms::z_loss);
     return log;
   }

@@ -40,6 +40,8 @@ struct LossTerms {
   // every pipeline stage adds its own. Logged, never part of the loss the optimizer minimises
   // (their gradients enter the backward directly, as Megatron's MoEAuxLossAutoScaler).
   double load_balancing = 0, seq_load_balancing = 0, z_loss = 0;
+  // global_aux_loss's "global_load_balancing_loss": each rank holds the dp × cp sum already.
+  double global_load_balancing = 0;
   // Multi-token prediction (GPT, --mtp-num-layers): each depth's loss, a mean over its shifted
   // loss mask as Megatron logs `mtp_<k> loss` (also with the per-token loss); the last stage's,
   // empty elsewhere and without MTP.
@@ -57,6 +59,7 @@ struct LossTerms {
     load_balancing += other.load_balancing;
     seq_load_balancing += other.seq_load_balancing;
     z_loss += other.z_loss;
+    global_load_balancing += other.global_load_balancing;
     if (mtp.size() < other.mtp.size()) mtp.resize(other.mtp.size(), 0.0);
     for (size_t k = 0; k < other.mtp.size(); ++k) mtp[k] += other.mtp[k];
     return *this;

@@ -479,7 +479,7 @@ struct Trainer::Impl {
   // come from the last pipeline stage, which computes the loss; it broadcasts the mean to the
   // other stages.
   LossTerms average_over_dp(const LossTerms& sum, int64_t micro_batches_per_rank) const {
-    // Logged host scalars: one all-reduce of a host f64 [10 + MTP depths]. The loss terms are
+    // Logged host scalars: one all-reduce of a host f64 [11 + MTP depths]. The loss terms are
     // the last stage's (zeros on the others); the indexer and MoE ones every stage's share, so a
     // sum over the pipeline stages gives each.
     std::vector<double> sums = {sum.lm,
@@ -491,7 +491,8 @@ struct Trainer::Impl {
                                 sum.indexer,
                                 sum.load_balancing,
                                 sum.seq_load_balancing,
-                                sum.z_loss};
+                                sum.z_loss,
+                                sum.global_load_balancing};
     const size_t depths = size_t(model->mtp_depths());
     for (size_t k = 0; k < depths; ++k) sums.push_back(k < sum.mtp.size() ? sum.mtp[k] : 0.0);
     Tensor t = Tensor::from_blob(sums.data(), {int64_t(sums.size())}, DType::F64);
@@ -515,11 +516,14 @@ struct Trainer::Impl {
       mean.load_balancing = sums[7] / per;
       mean.seq_load_balancing = sums[8] / per;
       mean.z_loss = sums[9] / per;
+      // Every data-parallel rank holds the sum of the ranks' shares (model/moe_router.h):
+      // their mean over dp is that sum, as Megatron's (reduced without the dp average).
+      mean.global_load_balancing = sums[10] / per;
     }
     // Megatron's MTP metrics: each depth's per-micro-batch mean, averaged over micro-batches and
     // data-parallel ranks (with the per-token loss too).
     for (size_t k = 0; k < depths; ++k)
-      mean.mtp.push_back(sums[10 + k] / double(micro_batches_per_rank * ps.dp_size));
+      mean.mtp.push_back(sums[11 + k] / double(micro_batches_per_rank * ps.dp_size));
     return mean;
   }
 

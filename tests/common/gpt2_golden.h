@@ -23,11 +23,17 @@ inline std::string gpt2_fixture_dir() {
   return source_dir() + "/tests/data/gpt2_tiny";
 }
 
-// max |actual - expected| / max |expected|: one number per tensor, scale-aware.
+// max |actual - expected| / max |expected|: one number per tensor, scale-aware. Either may be
+// f32 or f64 (host tensors).
 inline double max_relative_error(const Tensor& actual, const Tensor& expected) {
   EXPECT_EQ(actual.shape(), expected.shape());
   if (actual.shape() != expected.shape()) return INFINITY;
-  std::vector<float> a = actual.to_vector<float>(), e = expected.to_vector<float>();
+  const auto values = [](const Tensor& t) {
+    if (t.dtype() == DType::F64) return t.to_vector<double>();
+    const std::vector<float> v = t.to_vector<float>();
+    return std::vector<double>(v.begin(), v.end());
+  };
+  const std::vector<double> a = values(actual), e = values(expected);
   double diff = 0, scale = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     diff = std::max(diff, std::fabs(double(a[i]) - double(e[i])));

@@ -1,6 +1,6 @@
 // kernels::gemm / batched_gemm on the GPU (cuBLASLt) against the CPU twin: every transpose
-// combination, f32 and bf16 inputs, f32 and bf16 outputs, alpha/beta, odd sizes, strided and
-// misaligned operands, per-head batched views, K = 0, TF32 off by default, determinism.
+// combination, f32 and bf16 inputs, f32 and bf16 outputs, f64, alpha/beta, odd sizes, strided
+// and misaligned operands, per-head batched views, K = 0, TF32 off by default, determinism.
 //
 // Both sides accumulate in f32 in different orders, so they are compared within twice the
 // classical bound of one f32 dot product: |ΔC| <= 2·(K+2)·2^-23·(|α|·Σ|a||b| + |β|·|C0|)
@@ -89,6 +89,32 @@ TEST(GpuGemm, MatchesCpuForEveryTransposeDtypeAndScale) {
             check_gemm(s, ta, tb, ab, cd, 0.75f, 0.5f, seed += 3);
           }
       }
+}
+
+// f64 (CUBLAS_COMPUTE_64F, the MoE router's --moe-router-dtype fp64): both sides sum in f64, in
+// different orders, so within a few f64 ulps of the sum of |terms| — 1e-13 relative.
+TEST(GpuGemm, F64MatchesCpu) {
+  if (megatron::cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  uint64_t seed = 500;
+  for (const Case& s : {Case{13, 17, 11}, Case{67, 10, 259}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (auto [alpha, beta] : {std::pair{1.f, 0.f}, std::pair{1.f, 1.f}}) {
+          SCOPED_TRACE(::testing::Message() << s.m << "x" << s.n << "x" << s.k << " ta " << ta
+                                            << " tb " << tb << " beta " << beta);
+          const Tensor a = random_tensor(ta ? Shape{s.k, s.m} : Shape{s.m, s.k}, DType::F64, seed);
+          const Tensor b =
+              random_tensor(tb ? Shape{s.n, s.k} : Shape{s.k, s.n}, DType::F64, seed + 1);
+          const Tensor c0 = random_tensor({s.m, s.n}, DType::F64, seed + 2);
+          seed += 3;
+          Tensor c_cpu = c0.clone();
+          kernels::gemm(a, ta, b, tb, c_cpu, alpha, beta);
+          Tensor c_gpu = on_gpu(c0);
+          kernels::gemm(on_gpu(a), ta, on_gpu(b), tb, c_gpu, alpha, beta);
+          const std::vector<double> got = to_double(on_cpu(c_gpu)), want = to_double(c_cpu);
+          for (size_t i = 0; i < want.size(); ++i)
+            EXPECT_NEAR(got[i], want[i], 1e-13 * double(s.k + 1)) << i;
+        }
 }
 
 // The three products of a linear layer at a GPT-like shape with odd sizes (tokens 3·41).

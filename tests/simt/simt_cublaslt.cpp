@@ -9,7 +9,8 @@
 // with leading dimension ld is at i + j·ld, entry b of a batch at b · batch stride. Products
 // accumulate in f32 in k order (CUBLAS_COMPUTE_32F); under CUBLAS_COMPUTE_32F_FAST_TF32 the f32
 // inputs are first rounded to TF32 (10 mantissa bits), as the tensor cores do; D is rounded to
-// its type once. With beta = 0, C is not read (it may hold NaN). Every attribute megatron does
+// its type once. CUBLAS_COMPUTE_64F takes f64 matrices and f64 alpha/beta only, and
+// accumulates in f64. With beta = 0, C is not read (it may hold NaN). Every attribute megatron does
 // not set is refused (CUBLAS_STATUS_NOT_SUPPORTED), so a new use fails loudly until it is
 // emulated; pointers must meet the alignments the algorithm was chosen for, as on a GPU.
 #include <cublasLt.h>
@@ -91,11 +92,11 @@ float to_tf32(float v) {
 }
 
 bool supported_type(cudaDataType t) {
-  return t == CUDA_R_32F || t == CUDA_R_16BF || t == CUDA_R_16F;
+  return t == CUDA_R_32F || t == CUDA_R_16BF || t == CUDA_R_16F || t == CUDA_R_64F;
 }
 
 size_t type_bytes(cudaDataType t) {
-  return t == CUDA_R_32F ? 4 : 2;
+  return t == CUDA_R_64F ? 8 : t == CUDA_R_32F ? 4 : 2;
 }
 
 bool aligned(const void* p, int64_t ld, const Layout& l, uint32_t alignment) {
@@ -133,9 +134,13 @@ const char* cublasLtGetStatusString(cublasStatus_t status) {
 
 cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc, cublasComputeType_t compute,
                                         cudaDataType_t scale) {
-  if (compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_FAST_TF32)
-    return CUBLAS_STATUS_NOT_SUPPORTED;
-  if (scale != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (compute == CUBLAS_COMPUTE_64F) {
+    if (scale != CUDA_R_64F) return CUBLAS_STATUS_NOT_SUPPORTED;
+  } else {
+    if (compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_FAST_TF32)
+      return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (scale != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
   *desc = reinterpret_cast<cublasLtMatmulDesc_t>(new MatmulDesc{compute, scale});
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -241,6 +246,10 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
   if (la->batch != lc->batch || lb->batch != lc->batch || ld->batch != lc->batch)
     return CUBLAS_STATUS_INVALID_VALUE;
   if (la->type != lb->type) return CUBLAS_STATUS_NOT_SUPPORTED;
+  // f64 matrices with the f64 compute type only, and the other way round.
+  const bool f64 = op->compute == CUBLAS_COMPUTE_64F;
+  for (const Layout* l : {la, lb, lc, ld})
+    if ((l->type == CUDA_R_64F) != f64) return CUBLAS_STATUS_NOT_SUPPORTED;
   *found = 0;
   if (requested < 1) return CUBLAS_STATUS_INVALID_VALUE;
   cublasLtMatmulHeuristicResult_t& r = results[0];
@@ -280,6 +289,28 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const
     return CUBLAS_STATUS_INVALID_VALUE;  // misaligned for the algorithm
   // Host pointer mode: alpha and beta are read now; the product runs in stream order (through
   // the executable's simt_streams.h: this library is loaded into an emulated-GPU executable).
+  if (op.compute == CUBLAS_COMPUTE_64F) {
+    const double al = *static_cast<const double*>(alpha), be = *static_cast<const double*>(beta);
+    megatron::simt::enqueue(stream, [=] {
+      const bool ta = op.trans_a == CUBLAS_OP_T, tb = op.trans_b == CUBLAS_OP_T;
+      const int64_t m = int64_t(ld.rows), n = int64_t(ld.cols);
+      const int64_t k = int64_t(ta ? la.rows : la.cols);
+      const double* a64 = static_cast<const double*>(A);
+      const double* b64 = static_cast<const double*>(B);
+      for (int32_t e = 0; e < ld.batch; ++e)
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t i = 0; i < m; ++i) {
+            double acc = 0;
+            for (int64_t p = 0; p < k; ++p)
+              acc += a64[e * la.stride + (ta ? p + i * la.ld : i + p * la.ld)] *
+                     b64[e * lb.stride + (tb ? j + p * lb.ld : p + j * lb.ld)];
+            double out = al * acc;
+            if (be != 0) out += be * static_cast<const double*>(C)[e * lc.stride + i + j * lc.ld];
+            static_cast<double*>(D)[e * ld.stride + i + j * ld.ld] = out;
+          }
+    });
+    return CUBLAS_STATUS_SUCCESS;
+  }
   const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
   megatron::simt::enqueue(stream, [=] {
     const bool ta = op.trans_a == CUBLAS_OP_T, tb = op.trans_b == CUBLAS_OP_T;

@@ -164,6 +164,18 @@ TEST(CliArchitectureArgs, MoeRoutingFlagsSurviveTheStoredArguments) {
   EXPECT_EQ(architecture_from_args_json(bias.table.to_json()).moe, b.moe);
   EXPECT_TRUE(architecture_from_args_json(architecture_args_json(b)).moe.expert_bias);
   EXPECT_FALSE(architecture_from_args_json(architecture_args_json(d)).moe.expert_bias);
+  // --moe-router-dtype fp64 can route ties elsewhere: the model record keeps it. Megatron's
+  // lists of balancing types and coefficients survive the stored arguments.
+  Parsed f64({"--num-experts", "4", "--moe-router-dtype", "fp64",
+              "--moe-router-load-balancing-type", "seq_aux_loss", "global_aux_loss",
+              "--moe-aux-loss-coeff", "1e-3", "2e-3"});
+  const ArchitectureOptions f = architecture_options(f64.arch);
+  EXPECT_TRUE(f.moe.router_fp64);
+  EXPECT_EQ(f.moe.seq_aux_loss_coeff, 1e-3);
+  EXPECT_EQ(f.moe.global_aux_loss_coeff, 2e-3);
+  EXPECT_EQ(architecture_from_args_json(f64.table.to_json()).moe, f.moe);
+  EXPECT_TRUE(architecture_from_args_json(architecture_args_json(f)).moe.router_fp64);
+  EXPECT_FALSE(architecture_from_args_json(architecture_args_json(d)).moe.router_fp64);
 }
 
 // The flex dispatcher (alltoall's exchange here) with Megatron's rules on its backends, and
@@ -193,9 +205,11 @@ TEST(CliArchitectureArgs, FlexDispatcherRulesAndRefusedRouterOptions) {
            "--moe-pad-expert-input-to-capacity"},
           "does not take --moe-pad-expert-input-to-capacity");
   refused({"--moe-router-enable-expert-bias"}, "adds its bias to sigmoid scores");
-  refused({"--moe-router-load-balancing-type", "global_aux_loss", "--moe-aux-loss-coeff", "1e-2"},
-          "--moe-router-load-balancing-type global_aux_loss is not implemented");
-  refused({"--moe-router-dtype", "fp64"}, "--moe-router-dtype fp64 is not implemented");
+  refused({"--moe-router-load-balancing-type", "quantile_balancing"},
+          "--moe-router-load-balancing-type quantile_balancing is not implemented");
+  refused({"--moe-router-dtype", "fp64", "--moe-router-load-balancing-type", "sinkhorn"},
+          "--moe-router-dtype fp64 with --moe-router-load-balancing-type sinkhorn is not");
+  refused({"--moe-router-dtype", "fp16"}, "--moe-router-dtype 'fp16' is not known");
 }
 
 // --experimental-attention-variant dsa and its options survive the stored arguments (our table's

@@ -51,7 +51,7 @@ inline std::vector<double> to_double(const Tensor& t) {
   return out;
 }
 
-// A contiguous tensor of dtype holding values (rounded to nearest even for 16-bit types).
+// A contiguous tensor of dtype holding values (rounded to nearest even for f32 and 16-bit types).
 inline Tensor from_double(const std::vector<double>& values, const Shape& shape, DType dtype) {
   Tensor t = Tensor::empty(shape, dtype);
   for (int64_t i = 0; i < t.numel(); ++i) {
@@ -59,6 +59,9 @@ inline Tensor from_double(const std::vector<double>& values, const Shape& shape,
     switch (dtype) {
       case DType::F32:
         t.data<float>()[i] = v;
+        break;
+      case DType::F64:
+        t.data<double>()[i] = values[size_t(i)];
         break;
       case DType::BF16:
         t.data<bf16>()[i] = bf16(v);

@@ -1,5 +1,5 @@
 // kernels::gemm and batched_gemm against a naive double-precision triple loop: all four
-// transpose combinations, alpha/beta accumulation, strided views, batches, f32 and bf16.
+// transpose combinations, alpha/beta accumulation, strided views, batches, f32 and bf16; f64.
 #include <gtest/gtest.h>
 
 #include "kernel_test_util.h"
@@ -167,6 +167,30 @@ TEST(Gemm, LargerThanOneBlockF32) {
   kernels::gemm(a, false, b, true, c);
   EXPECT_CLOSE(to_double(c), reference(to_double(a), false, to_double(b), true, {}, m, n, k, 1, 0),
                1e-4, 1e-5);
+}
+
+// f64 (the MoE router's --moe-router-dtype fp64): all three operands f64, accumulated in f64 —
+// within a few ulps of the double loop, far below f32's precision; mixed dtypes are refused.
+TEST(Gemm, F64AllTransposes) {
+  const int64_t m = 13, n = 17, k = 33;
+  int seed = 40;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (auto [alpha, beta] :
+           {std::pair{1.f, 0.f}, std::pair{1.f, 1.f}, std::pair{-2.f, 0.25f}}) {
+        Tensor a = random_tensor(ta ? Shape{k, m} : Shape{m, k}, DType::F64, seed++);
+        Tensor b = random_tensor(tb ? Shape{n, k} : Shape{k, n}, DType::F64, seed++);
+        Tensor c = random_tensor({m, n}, DType::F64, seed++);
+        const std::vector<double> expected =
+            reference(to_double(a), ta, to_double(b), tb, to_double(c), m, n, k, alpha, beta);
+        kernels::gemm(a, ta, b, tb, c, alpha, beta);
+        EXPECT_CLOSE(to_double(c), expected, 1e-13, 1e-13)
+            << "trans_a=" << ta << " trans_b=" << tb << " alpha=" << alpha << " beta=" << beta;
+      }
+  Tensor a = Tensor::zeros({3, 4}, DType::F64), b = Tensor::zeros({4, 2}, DType::F64);
+  Tensor c32 = Tensor::zeros({3, 2}, DType::F32);
+  EXPECT_THROW(kernels::gemm(a, false, b, false, c32), Error);
+  EXPECT_THROW(kernels::gemm(a, false, Tensor::zeros({4, 2}, DType::F32), false, c32), Error);
 }
 
 TEST(Gemm, EmptyInnerDimensionScalesC) {

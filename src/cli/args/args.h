@@ -104,7 +104,7 @@ struct ArchitectureArgs {
   double moe_router_bias_update_rate = 1e-3;
   std::optional<int> moe_router_num_groups;
   std::optional<int> moe_router_group_topk;
-  std::string moe_router_dtype;  // "" (None) or fp32: the router computes in fp32 here
+  std::string moe_router_dtype;  // "" (None), fp32 or fp64 (MoeOptions::router_fp64)
   std::string moe_layer_freq = "1";
   std::optional<int> moe_shared_expert_intermediate_size;
   bool moe_shared_expert_gate = false;

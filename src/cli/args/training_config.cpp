@@ -191,9 +191,7 @@ MoeOptions moe_options(const ArchitectureArgs& a) {
   MT_REQUIRE(
       a.moe_router_dtype.empty() || a.moe_router_dtype == "fp32" || a.moe_router_dtype == "fp64",
       "--moe-router-dtype '", a.moe_router_dtype, "' is not known: expected fp32 or fp64");
-  MT_REQUIRE(a.moe_router_dtype != "fp64",
-             "--moe-router-dtype fp64 is not implemented: the router's logits are an fp32 GEMM "
-             "here (no fp64 GEMM), routed in double; give fp32 (docs/moe.md)");
+  m.router_fp64 = a.moe_router_dtype == "fp64";
   m.layer_freq = a.moe_layer_freq;
   MT_REQUIRE(a.moe_shared_expert_intermediate_size.value_or(1) > 0,
              "--moe-shared-expert-intermediate-size must be positive");
@@ -311,6 +309,7 @@ void apply_checkpoint_args(Args& a, CheckpointArgs which) {
     arch.moe_router_pre_softmax = m.pre_softmax;
     arch.moe_router_topk_scaling_factor = m.topk_scaling_factor;
     arch.moe_router_enable_expert_bias = m.expert_bias;
+    if (m.router_fp64) arch.moe_router_dtype = "fp64";
     arch.moe_router_bias_update_rate = m.bias_update_rate;
     if (m.num_groups > 0) arch.moe_router_num_groups = int(m.num_groups);
     if (m.group_topk > 0) arch.moe_router_group_topk = int(m.group_topk);

@@ -359,9 +359,9 @@ void add_moe_args(ArgTable& t, ArchitectureArgs& a) {
         "hidden width of each routed expert (default --ffn-hidden-size)");
   t.add("--moe-router-topk", a.moe_router_topk, "experts each token is routed to (default 2)");
   t.add("--moe-router-load-balancing-type", a.moe_router_load_balancing_type,
-        "aux_loss | seq_aux_loss | none, or several: the load-balancing losses (default "
-        "aux_loss); or sinkhorn: Sinkhorn-balanced routing in training (global_aux_loss and "
-        "quantile_balancing are refused)");
+        "aux_loss | seq_aux_loss | global_aux_loss | none, or several: the load-balancing "
+        "losses (default aux_loss); or sinkhorn: Sinkhorn-balanced routing in training "
+        "(quantile_balancing is refused)");
   t.add("--moe-aux-loss-coeff", a.moe_aux_loss_coeff,
         "weight of each load-balancing loss in the training loss (default 0)");
   t.add("--moe-z-loss-coeff", a.moe_z_loss_coeff,
@@ -382,7 +382,7 @@ void add_moe_args(ArgTable& t, ArchitectureArgs& a) {
   t.add("--moe-router-group-topk", a.moe_router_group_topk,
         "group-limited routing: groups each token may use");
   t.add("--moe-router-dtype", a.moe_router_dtype,
-        "fp32: the router's logits and routing in fp32 (always so here; fp64 is refused)");
+        "fp32 or fp64: the router's logits, routing, losses and weight gradient in that dtype");
   t.add("--moe-layer-freq", a.moe_layer_freq,
         "MoE layers: every N-th layer, or a 0/1 list per layer such as '([0]+[1]*23)'");
   t.add("--moe-shared-expert-intermediate-size", a.moe_shared_expert_intermediate_size,

@@ -1,4 +1,4 @@
-// OpenBLAS f32 GEMM backend (see blas_gemm.h).
+// OpenBLAS f32 and f64 GEMM backend (see blas_gemm.h).
 #include "kernels/cpu/blas_gemm.h"
 
 #include <cblas.h>
@@ -52,6 +52,21 @@ void blas_sgemm(const GemmProblem& p) {
                 p.trans_b ? CblasTrans : CblasNoTrans, blasint(p.m), blasint(p.n), blasint(p.k),
                 p.alpha, a + i * p.batch_a, blasint(p.lda), b + i * p.batch_b, blasint(p.ldb),
                 p.beta, c + i * p.batch_c, blasint(p.ldc));
+}
+
+void blas_dgemm(const GemmProblem& p) {
+  MT_CHECK(p.ab_dtype == DType::F64 && p.c_dtype == DType::F64,
+           "OpenBLAS dgemm takes f64 operands only");
+  MT_CHECK(blas_usable(), "OpenBLAS core '", openblas_get_corename(),
+           "' cannot run on this CPU (unset OPENBLAS_CORETYPE)");
+  const double* a = static_cast<const double*>(p.a);
+  const double* b = static_cast<const double*>(p.b);
+  double* c = static_cast<double*>(p.c);
+  for (int64_t i = 0; i < p.batch; ++i)
+    cblas_dgemm(CblasRowMajor, p.trans_a ? CblasTrans : CblasNoTrans,
+                p.trans_b ? CblasTrans : CblasNoTrans, blasint(p.m), blasint(p.n), blasint(p.k),
+                double(p.alpha), a + i * p.batch_a, blasint(p.lda), b + i * p.batch_b,
+                blasint(p.ldb), double(p.beta), c + i * p.batch_c, blasint(p.ldc));
 }
 
 }  // namespace megatron::kernels::cpu

@@ -1,4 +1,4 @@
-// f32 GEMM through OpenBLAS (cblas_sgemm).
+// f32 and f64 GEMM through OpenBLAS (cblas_sgemm, cblas_dgemm).
 #pragma once
 
 #include <string>
@@ -23,5 +23,7 @@ std::string blas_core_note();
 // Runs an f32 problem (ab_dtype = c_dtype = F32) one batch entry after another. Requires
 // blas_usable().
 void blas_sgemm(const GemmProblem& p);
+// The same for an f64 problem (ab_dtype = c_dtype = F64). Requires blas_usable().
+void blas_dgemm(const GemmProblem& p);
 
 }  // namespace megatron::kernels::cpu

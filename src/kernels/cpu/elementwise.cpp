@@ -45,13 +45,27 @@ constexpr int64_t kReduceChunk = 1 << 16;
 }  // namespace
 
 void cast(const Tensor& src, Tensor& dst) {
+  const int64_t n = src.numel();
+  if (src.dtype() == DType::F64) {  // to f32 (kernels/elementwise.cpp checked)
+    const double* s = src.data<double>();
+    float* d = dst.data<float>();
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) d[i] = float(s[i]);
+    return;
+  }
+  if (dst.dtype() == DType::F64) {  // from f32: exact
+    const float* s = src.data<float>();
+    double* d = dst.data<double>();
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) d[i] = double(s[i]);
+    return;
+  }
   dispatch_any_float(src, "cast src", [&](auto src_tag) {
     dispatch_any_float(dst, "cast dst", [&](auto dst_tag) {
       using S = decltype(src_tag);
       using D = decltype(dst_tag);
       const S* s = src.data<S>();
       D* d = dst.data<D>();
-      const int64_t n = src.numel();
 #pragma omp parallel for simd schedule(static)
       for (int64_t i = 0; i < n; ++i) d[i] = store<D>(load(s[i]));
     });

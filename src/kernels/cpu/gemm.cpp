@@ -7,7 +7,11 @@
 //   bf16 → oneDNN matmul when it has a JIT kernel (AVX-512 / AMX CPUs); otherwise the bf16
 //          operands are widened to f32 (exact) and multiplied by the f32 path, which still
 //          accumulates in f32 and rounds C once;
-//   either, with few rows of an untransposed A (M <= kSmallRows: the decode step of generation,
+//   f64  → OpenBLAS dgemm when its kernel can run on this CPU, else a plain loop in f64
+//          (oneDNN has no f64 matmul on CPUs); only the MoE router's --moe-router-dtype fp64
+//          multiplies in f64, [tokens, hidden] by [experts, hidden]ᵀ, so speed matters little;
+//   f32 or bf16, with few rows of an untransposed A (M <= kSmallRows: the decode step of
+//   generation,
 //          one token per sequence) → small_rows: each element of B is read once, in its own
 //          dtype (f32 accumulation). BLAS would pack (copy) all of B for a product that reads
 //          it once, bf16 would widen all of B first, and a batched attention product would be
@@ -83,6 +87,33 @@ void run_f32(const GemmProblem& p) {
   blocked_sgemm(p);
 }
 
+// C = alpha · op(A) · op(B) + beta · C in f64, one OpenMP thread per row of C, each sum in k
+// order (a build without OpenBLAS, or a CPU its kernel cannot run on).
+void loop_dgemm(const GemmProblem& p) {
+  for (int64_t e = 0; e < p.batch; ++e) {
+    const double* a = static_cast<const double*>(p.a) + e * p.batch_a;
+    const double* b = static_cast<const double*>(p.b) + e * p.batch_b;
+    double* c = static_cast<double*>(p.c) + e * p.batch_c;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < p.m; ++i)
+      for (int64_t j = 0; j < p.n; ++j) {
+        double acc = 0;
+        for (int64_t q = 0; q < p.k; ++q)
+          acc += (p.trans_a ? a[q * p.lda + i] : a[i * p.lda + q]) *
+                 (p.trans_b ? b[j * p.ldb + q] : b[q * p.ldb + j]);
+        double& out = c[i * p.ldc + j];
+        out = double(p.alpha) * acc + (p.beta != 0.f ? double(p.beta) * out : 0.0);
+      }
+  }
+}
+
+void run_f64(const GemmProblem& p) {
+#ifdef MEGATRON_HAS_OPENBLAS
+  if (blas_usable()) return blas_dgemm(p);
+#endif
+  loop_dgemm(p);
+}
+
 // Copies a bf16 matrix [rows, cols] with row stride ld into a contiguous f32 one.
 void widen(const bf16* src, int64_t rows, int64_t cols, int64_t ld, float* dst) {
 #pragma omp parallel for schedule(static)
@@ -143,7 +174,7 @@ void run_bf16_widened(const GemmProblem& p) {
 constexpr int64_t kSmallRows = 16;
 
 bool small_rows_problem(const GemmProblem& p) {
-  return p.m <= kSmallRows && !p.trans_a;
+  return p.m <= kSmallRows && !p.trans_a && p.ab_dtype != DType::F64;
 }
 
 template <typename T, typename TC>
@@ -259,6 +290,12 @@ std::string gemm_library_note() {
 }
 
 std::string gemm_backend_name(const GemmProblem& p) {
+  if (p.ab_dtype == DType::F64) {
+#ifdef MEGATRON_HAS_OPENBLAS
+    if (blas_usable()) return "OpenBLAS dgemm (" + blas_core_name() + ")";
+#endif
+    return "f64 loop";
+  }
   if (p.ab_dtype == DType::F32 || small_rows_problem(p)) return f32_backend_name(p);
   const std::string impl = onednn_jit_impl(p);
   if (!impl.empty()) return "oneDNN " + impl;
@@ -268,6 +305,7 @@ std::string gemm_backend_name(const GemmProblem& p) {
 }
 
 void gemm(const GemmProblem& p) {
+  if (p.ab_dtype == DType::F64) return run_f64(p);
   if (small_rows_problem(p)) return small_rows(p);
   if (p.ab_dtype == DType::F32) return run_f32(p);
   if (!run_onednn(p)) run_bf16_widened(p);

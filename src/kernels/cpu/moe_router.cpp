@@ -1,11 +1,13 @@
 // The MoE router's kernels on CPU (contract: kernels/moe_router.h, checked by
 // kernels/moe_router.cpp): one token's row of E experts per iteration (OpenMP over rows), in
-// double precision inside a row. Sums over tokens run in token order (deterministic).
+// double precision inside a row, for f32 or f64 logits (T). Sums over tokens run in token order
+// (deterministic).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 namespace megatron::kernels::cpu {
@@ -16,8 +18,15 @@ double sigmoid(double x) {
   return 1.0 / (1.0 + std::exp(-x));
 }
 
+// Calls fn(T{}) with T = float or double, the logits' dtype (kernels/moe_router.cpp checked it).
+template <typename Fn>
+void with_logits(const Tensor& logits, Fn&& fn) {
+  dispatch_dtype<float, double>(logits.dtype(), "moe router logits", std::forward<Fn>(fn));
+}
+
 // softmax of row[0..e) into out.
-void softmax_row(const float* row, int64_t e, double* out) {
+template <typename T>
+void softmax_row(const T* row, int64_t e, double* out) {
   double m = -std::numeric_limits<double>::infinity();
   for (int64_t j = 0; j < e; ++j) m = std::max(m, double(row[j]));
   double sum = 0;
@@ -63,8 +72,9 @@ std::vector<char> allowed_groups(const double* score, int64_t e, const MoeTopkPa
 
 // One token's routing: the chosen experts and, in `act`, the row's activation (softmax
 // probabilities with pre_softmax, sigmoids with sigmoid; unused otherwise).
-void route_row(const float* logit, const float* bias, int64_t e, const MoeTopkParams& p,
-               double* act, double* select, int32_t* idx) {
+template <typename T>
+void route_row(const T* logit, const float* bias, int64_t e, const MoeTopkParams& p, double* act,
+               double* select, int32_t* idx) {
   if (p.sigmoid) {
     for (int64_t c = 0; c < e; ++c) {
       act[c] = sigmoid(logit[c]);
@@ -85,7 +95,8 @@ void route_row(const float* logit, const float* bias, int64_t e, const MoeTopkPa
 }
 
 // The chosen weights before the scaling factor, into w[0..k).
-void row_weights(const float* logit, const double* act, const int32_t* idx, const MoeTopkParams& p,
+template <typename T>
+void row_weights(const T* logit, const double* act, const int32_t* idx, const MoeTopkParams& p,
                  double* w) {
   const int64_t k = p.topk;
   if (p.sigmoid) {
@@ -104,7 +115,8 @@ void row_weights(const float* logit, const double* act, const int32_t* idx, cons
 
 // The load-balancing loss's scores q of one row (softmax, or normalised sigmoids) and, with
 // sigmoid, the sigmoids and their sum.
-void aux_scores(const float* logit, int64_t e, bool sig, double* q, double* s, double* sum) {
+template <typename T>
+void aux_scores(const T* logit, int64_t e, bool sig, double* q, double* s, double* sum) {
   if (!sig) {
     softmax_row(logit, e, q);
     return;
@@ -114,19 +126,19 @@ void aux_scores(const float* logit, int64_t e, bool sig, double* q, double* s, d
   for (int64_t c = 0; c < e; ++c) q[c] = s[c] / *sum;
 }
 
-double logsumexp_row(const float* row, int64_t e) {
+template <typename T>
+double logsumexp_row(const T* row, int64_t e) {
   double m = -std::numeric_limits<double>::infinity(), sum = 0;
   for (int64_t j = 0; j < e; ++j) m = std::max(m, double(row[j]));
   for (int64_t j = 0; j < e; ++j) sum += std::exp(double(row[j]) - m);
   return m + std::log(sum);
 }
 
-}  // namespace
-
-void moe_topk_forward(const Tensor& logits, const Tensor& expert_bias, const MoeTopkParams& p,
-                      Tensor& indices, Tensor& probs) {
+template <typename T>
+void topk_forward(const Tensor& logits, const Tensor& expert_bias, const MoeTopkParams& p,
+                  Tensor& indices, Tensor& probs) {
   const int64_t n = logits.size(0), e = logits.size(1), k = p.topk;
-  const float* l = logits.data<float>();
+  const T* l = logits.data<T>();
   const float* bias = expert_bias.defined() ? expert_bias.data<float>() : nullptr;
   int32_t* idx = indices.data<int32_t>();
   float* pr = probs.data<float>();
@@ -143,10 +155,11 @@ void moe_topk_forward(const Tensor& logits, const Tensor& expert_bias, const Moe
   }
 }
 
-void moe_topk_weights(const Tensor& logits, const Tensor& indices, const MoeTopkParams& p,
-                      Tensor& probs) {
+template <typename T>
+void topk_weights(const Tensor& logits, const Tensor& indices, const MoeTopkParams& p,
+                  Tensor& probs) {
   const int64_t n = logits.size(0), e = logits.size(1), k = p.topk;
-  const float* l = logits.data<float>();
+  const T* l = logits.data<T>();
   const int32_t* idx = indices.data<int32_t>();
   float* pr = probs.data<float>();
 #pragma omp parallel
@@ -154,7 +167,7 @@ void moe_topk_weights(const Tensor& logits, const Tensor& indices, const MoeTopk
     std::vector<double> act(static_cast<size_t>(e)), w(static_cast<size_t>(k));
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < n; ++r) {
-      const float* row = l + r * e;
+      const T* row = l + r * e;
       if (p.sigmoid)
         for (int64_t c = 0; c < e; ++c) act[size_t(c)] = sigmoid(row[c]);
       else if (p.pre_softmax)
@@ -165,22 +178,23 @@ void moe_topk_weights(const Tensor& logits, const Tensor& indices, const MoeTopk
   }
 }
 
-void moe_topk_backward(const Tensor& dprobs, const Tensor& logits, const Tensor& indices,
-                       const MoeTopkParams& p, Tensor& dlogits) {
+template <typename T>
+void topk_backward(const Tensor& dprobs, const Tensor& logits, const Tensor& indices,
+                   const MoeTopkParams& p, Tensor& dlogits) {
   const int64_t n = logits.size(0), e = logits.size(1), k = p.topk;
-  const float* l = logits.data<float>();
+  const T* l = logits.data<T>();
   const float* dp = dprobs.data<float>();
   const int32_t* idx = indices.data<int32_t>();
-  float* dl = dlogits.data<float>();
+  T* dl = dlogits.data<T>();
 #pragma omp parallel
   {
     std::vector<double> act(static_cast<size_t>(e)), w(static_cast<size_t>(k)),
         g(static_cast<size_t>(k));
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < n; ++r) {
-      const float* row = l + r * e;
+      const T* row = l + r * e;
       const int32_t* ix = idx + r * k;
-      float* d = dl + r * e;
+      T* d = dl + r * e;
       for (int64_t j = 0; j < k; ++j) g[size_t(j)] = double(dp[r * k + j]) * p.scaling_factor;
       if (p.sigmoid) {
         for (int64_t j = 0; j < k; ++j) act[size_t(ix[j])] = sigmoid(row[ix[j]]);
@@ -191,7 +205,7 @@ void moe_topk_backward(const Tensor& dprobs, const Tensor& logits, const Tensor&
         for (int64_t j = 0; j < k; ++j) {
           const double s = act[size_t(ix[j])];
           const double ds = k > 1 ? (g[size_t(j)] - gw) / sum : g[size_t(j)];
-          d[ix[j]] += float(ds * s * (1 - s));
+          d[ix[j]] += T(ds * s * (1 - s));
         }
       } else if (p.pre_softmax) {
         softmax_row(row, e, act.data());
@@ -199,23 +213,24 @@ void moe_topk_backward(const Tensor& dprobs, const Tensor& logits, const Tensor&
         for (int64_t j = 0; j < k; ++j) gs += g[size_t(j)] * act[size_t(ix[j])];
         std::vector<double> sparse(size_t(e), 0.0);
         for (int64_t j = 0; j < k; ++j) sparse[size_t(ix[j])] = g[size_t(j)];
-        for (int64_t c = 0; c < e; ++c) d[c] += float(act[size_t(c)] * (sparse[size_t(c)] - gs));
+        for (int64_t c = 0; c < e; ++c) d[c] += T(act[size_t(c)] * (sparse[size_t(c)] - gs));
       } else {
-        row_weights(row, nullptr, ix, p, w.data());
+        row_weights<T>(row, nullptr, ix, p, w.data());
         double gw = 0;
         for (int64_t j = 0; j < k; ++j) gw += g[size_t(j)] * w[size_t(j)];
-        for (int64_t j = 0; j < k; ++j) d[ix[j]] += float(w[size_t(j)] * (g[size_t(j)] - gw));
+        for (int64_t j = 0; j < k; ++j) d[ix[j]] += T(w[size_t(j)] * (g[size_t(j)] - gw));
       }
     }
   }
 }
 
-void moe_aux_loss_stats(const Tensor& logits, int64_t topk, bool sigmoid, int64_t groups,
-                        Tensor& counts, Tensor& score_sums) {
+template <typename T>
+void aux_loss_stats(const Tensor& logits, int64_t topk, bool sigmoid, int64_t groups,
+                    Tensor& counts, Tensor& score_sums) {
   const int64_t n = logits.size(0), e = logits.size(1);
-  const float* l = logits.data<float>();
-  float* cnt = counts.data<float>();
-  float* sums = score_sums.data<float>();
+  const T* l = logits.data<T>();
+  T* cnt = counts.data<T>();
+  T* sums = score_sums.data<T>();
   // One thread per group, its tokens in order: the sums do not depend on the thread count.
 #pragma omp parallel
   {
@@ -235,25 +250,25 @@ void moe_aux_loss_stats(const Tensor& logits, int64_t topk, bool sigmoid, int64_
         for (int64_t x = 0; x < e; ++x) acc[size_t(x)] += q[size_t(x)];
       }
       for (int64_t x = 0; x < e; ++x) {
-        cnt[g * e + x] = float(c[size_t(x)]);
-        sums[g * e + x] = float(acc[size_t(x)]);
+        cnt[g * e + x] = T(c[size_t(x)]);
+        sums[g * e + x] = T(acc[size_t(x)]);
       }
     }
   }
 }
 
-void moe_aux_loss_backward(const Tensor& logits, const Tensor& weights, bool sigmoid,
-                           Tensor& dlogits) {
+template <typename T>
+void aux_loss_backward(const Tensor& logits, const Tensor& weights, bool sigmoid, Tensor& dlogits) {
   const int64_t n = logits.size(0), e = logits.size(1), groups = weights.size(0);
-  const float* l = logits.data<float>();
-  const float* wt = weights.data<float>();
-  float* dl = dlogits.data<float>();
+  const T* l = logits.data<T>();
+  const T* wt = weights.data<T>();
+  T* dl = dlogits.data<T>();
 #pragma omp parallel
   {
     std::vector<double> q(static_cast<size_t>(e)), s(static_cast<size_t>(e));
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < n; ++r) {
-      const float* w = wt + (r % groups) * e;
+      const T* w = wt + (r % groups) * e;
       double sum = 0;
       aux_scores(l + r * e, e, sigmoid, q.data(), s.data(), &sum);
       double wq = 0;
@@ -262,15 +277,16 @@ void moe_aux_loss_backward(const Tensor& logits, const Tensor& weights, bool sig
         // softmax: q(w − Σ w q); normalised sigmoid: (w − Σ w q)/S · s(1 − s).
         const double d = sigmoid ? (w[c] - wq) / sum * s[size_t(c)] * (1 - s[size_t(c)])
                                  : q[size_t(c)] * (w[c] - wq);
-        dl[r * e + c] += float(d);
+        dl[r * e + c] += T(d);
       }
     }
   }
 }
 
-double moe_z_loss_sum(const Tensor& logits) {
+template <typename T>
+double z_loss_sum(const Tensor& logits) {
   const int64_t n = logits.size(0), e = logits.size(1);
-  const float* l = logits.data<float>();
+  const T* l = logits.data<T>();
   std::vector<double> sq(static_cast<size_t>(n));
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < n; ++r) {
@@ -282,17 +298,62 @@ double moe_z_loss_sum(const Tensor& logits) {
   return total;
 }
 
-void moe_z_loss_backward(const Tensor& logits, float scale, Tensor& dlogits) {
+template <typename T>
+void z_loss_backward(const Tensor& logits, double scale, Tensor& dlogits) {
   const int64_t n = logits.size(0), e = logits.size(1);
-  const float* l = logits.data<float>();
-  float* dl = dlogits.data<float>();
+  const T* l = logits.data<T>();
+  T* dl = dlogits.data<T>();
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < n; ++r) {
-    const float* row = l + r * e;
+    const T* row = l + r * e;
     const double z = logsumexp_row(row, e);
     for (int64_t c = 0; c < e; ++c)
-      dl[r * e + c] += float(double(scale) * 2.0 * z * std::exp(double(row[c]) - z));
+      dl[r * e + c] += T(scale * 2.0 * z * std::exp(double(row[c]) - z));
   }
+}
+
+}  // namespace
+
+void moe_topk_forward(const Tensor& logits, const Tensor& expert_bias, const MoeTopkParams& p,
+                      Tensor& indices, Tensor& probs) {
+  with_logits(logits, [&](auto tag) {
+    topk_forward<decltype(tag)>(logits, expert_bias, p, indices, probs);
+  });
+}
+
+void moe_topk_weights(const Tensor& logits, const Tensor& indices, const MoeTopkParams& p,
+                      Tensor& probs) {
+  with_logits(logits, [&](auto tag) { topk_weights<decltype(tag)>(logits, indices, p, probs); });
+}
+
+void moe_topk_backward(const Tensor& dprobs, const Tensor& logits, const Tensor& indices,
+                       const MoeTopkParams& p, Tensor& dlogits) {
+  with_logits(logits,
+              [&](auto tag) { topk_backward<decltype(tag)>(dprobs, logits, indices, p, dlogits); });
+}
+
+void moe_aux_loss_stats(const Tensor& logits, int64_t topk, bool sigmoid, int64_t groups,
+                        Tensor& counts, Tensor& score_sums) {
+  with_logits(logits, [&](auto tag) {
+    aux_loss_stats<decltype(tag)>(logits, topk, sigmoid, groups, counts, score_sums);
+  });
+}
+
+void moe_aux_loss_backward(const Tensor& logits, const Tensor& weights, bool sigmoid,
+                           Tensor& dlogits) {
+  with_logits(logits, [&](auto tag) {
+    aux_loss_backward<decltype(tag)>(logits, weights, sigmoid, dlogits);
+  });
+}
+
+double moe_z_loss_sum(const Tensor& logits) {
+  double total = 0;
+  with_logits(logits, [&](auto tag) { total = z_loss_sum<decltype(tag)>(logits); });
+  return total;
+}
+
+void moe_z_loss_backward(const Tensor& logits, double scale, Tensor& dlogits) {
+  with_logits(logits, [&](auto tag) { z_loss_backward<decltype(tag)>(logits, scale, dlogits); });
 }
 
 void moe_expert_bias_update(const Tensor& tokens_per_expert, float rate, Tensor& expert_bias) {

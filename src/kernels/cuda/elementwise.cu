@@ -38,6 +38,12 @@ __global__ void cast_kernel(const S* src, D* dst, int64_t n) {
     dst[i] = exact_from_f32<D>(exact_to_f32(src[i]));
 }
 
+// f64 <-> f32 (the MoE router's fp64 path): the conversions round to nearest even, as the CPU's.
+template <typename S, typename D>
+__global__ void convert_kernel(const S* src, D* dst, int64_t n) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) dst[i] = D(src[i]);
+}
+
 // ---------------------------------------------------------------------------------------------
 // copy: any dtype, moved as raw elements of its size
 
@@ -234,6 +240,16 @@ __global__ void inf_nan_kernel(const Bits* p, int64_t n, Bits exp_mask, int* fou
 void cast(const Tensor& src, Tensor& dst) {
   const int64_t n = src.numel();
   if (n == 0) return;
+  if (src.dtype() == DType::F64 || dst.dtype() == DType::F64) {  // with f32 (checked)
+    if (src.dtype() == DType::F64)
+      convert_kernel<double, float>
+          <<<blocks_for(n), kThreads, 0, stream()>>>(ptr<double>(src), ptr<float>(dst), n);
+    else
+      convert_kernel<float, double>
+          <<<blocks_for(n), kThreads, 0, stream()>>>(ptr<float>(src), ptr<double>(dst), n);
+    megatron::cuda::check_launch("cast");
+    return;
+  }
   dispatch_float(src.dtype(), "cast src", [&](auto src_tag) {
     dispatch_float(dst.dtype(), "cast dst", [&](auto dst_tag) {
       using S = decltype(src_tag);

@@ -14,10 +14,11 @@
 //
 // Numerics: every product accumulates in f32 (CUBLAS_COMPUTE_32F, f32 alpha/beta); f32
 // inputs multiply in full f32 unless kernels::set_allow_tf32(true) (then
-// CUBLAS_COMPUTE_32F_FAST_TF32). For a 16-bit C, split-K algorithms that add partial sums in
-// C's type (reduction schemes INPLACE, OUTPUT_TYPE) are excluded from the heuristic's choice
-// (CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, checked again on the result), so C is rounded
-// once, as on the CPU.
+// CUBLAS_COMPUTE_32F_FAST_TF32). f64 operands (the MoE router's --moe-router-dtype fp64)
+// multiply and accumulate in f64 (CUBLAS_COMPUTE_64F, f64 alpha/beta). For a 16-bit C, split-K
+// algorithms that add partial sums in C's type (reduction schemes INPLACE, OUTPUT_TYPE) are
+// excluded from the heuristic's choice (CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, checked again
+// on the result), so C is rounded once, as on the CPU.
 //
 // Determinism: one algorithm per problem signature, chosen once by the heuristic and cached,
 // and one fixed workspace, so the same problem gives the same bits on every call (cuBLASLt's
@@ -67,8 +68,10 @@ cudaDataType_t cuda_type(DType dtype, const char* what) {
       return CUDA_R_16BF;
     case DType::F16:
       return CUDA_R_16F;
+    case DType::F64:
+      return CUDA_R_64F;
     default:
-      MT_THROW("gemm ", what, " has dtype ", dtype_name(dtype), ", expected f32, bf16 or f16");
+      MT_THROW("gemm ", what, " has dtype ", dtype_name(dtype), ", expected f32, bf16, f16 or f64");
   }
 }
 
@@ -186,11 +189,14 @@ std::string describe(const GemmProblem& p) {
 
 Plan make_plan(State& s, const GemmProblem& p, const Key& key) {
   const cudaDataType_t ab = cuda_type(p.ab_dtype, "A/B"), c = cuda_type(p.c_dtype, "C");
-  const cublasComputeType_t compute = key.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const bool f64 = p.ab_dtype == DType::F64;
+  const cublasComputeType_t compute = f64        ? CUBLAS_COMPUTE_64F
+                                      : key.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                 : CUBLAS_COMPUTE_32F;
   const CublasLtApi& lt = cublaslt();
   Plan plan;
   try {
-    MT_CUBLAS_CHECK(lt.cublasLtMatmulDescCreate(&plan.op, compute, CUDA_R_32F));
+    MT_CUBLAS_CHECK(lt.cublasLtMatmulDescCreate(&plan.op, compute, f64 ? CUDA_R_64F : CUDA_R_32F));
     const int32_t op_a = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's A is our B
     const int32_t op_b = p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's B is our A
     MT_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a,
@@ -226,7 +232,7 @@ Plan make_plan(State& s, const GemmProblem& p, const Key& key) {
       if (status == CUBLAS_STATUS_SUCCESS)
         status = lt.cublasLtMatmulPreferenceSetAttribute(
             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof(align_c));
-      if (status == CUBLAS_STATUS_SUCCESS && p.c_dtype != DType::F32) {
+      if (status == CUBLAS_STATUS_SUCCESS && dtype_size(p.c_dtype) == 2) {
         // Split-K only with f32 partial sums (or none): C is rounded once.
         const uint32_t schemes =
             CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
@@ -249,7 +255,7 @@ Plan make_plan(State& s, const GemmProblem& p, const Key& key) {
       if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
       if (results[i].workspaceSize > kWorkspaceBytes) continue;
       if (usable < 0) usable = i;
-      if (p.c_dtype != DType::F32 && !reduces_in_f32(results[i].algo)) continue;
+      if (dtype_size(p.c_dtype) == 2 && !reduces_in_f32(results[i].algo)) continue;
       chosen = i;
       break;
     }
@@ -333,11 +339,15 @@ void gemm(const GemmProblem& p) {
     it = s.plans.emplace(key, plan).first;
   }
   const Plan& plan = it->second;
+  // alpha and beta in the scale type: f64 for f64 problems, else f32.
   const float alpha = p.alpha, beta = p.beta;
+  const double alpha64 = p.alpha, beta64 = p.beta;
+  const bool f64 = p.ab_dtype == DType::F64;
   // cuBLASLt's A is our B, its B our A; C is read (beta != 0) and written in place.
-  MT_CUBLAS_CHECK(lt.cublasLtMatmul(s.handle, plan.op, &alpha, p.b, plan.a, p.a, plan.b, &beta, p.c,
-                                    plan.c, p.c, plan.c, &plan.algo, s.workspace, kWorkspaceBytes,
-                                    stream()));
+  MT_CUBLAS_CHECK(
+      lt.cublasLtMatmul(s.handle, plan.op, f64 ? static_cast<const void*>(&alpha64) : &alpha, p.b,
+                        plan.a, p.a, plan.b, f64 ? static_cast<const void*>(&beta64) : &beta, p.c,
+                        plan.c, p.c, plan.c, &plan.algo, s.workspace, kWorkspaceBytes, stream()));
 }
 
 }  // namespace megatron::kernels::cuda

@@ -1,7 +1,9 @@
 // The MoE router's kernels on CUDA (contract: kernels/moe_router.h; CPU twin:
 // kernels/cpu/moe_router.cpp). A router row has E experts (tens to a few hundred), so one
 // thread owns one token's row and computes in double, as the CPU does, with the CPU's
-// selection order (k passes, ties to the lower index): the chosen experts are the CPU's.
+// selection order (k passes, ties to the lower index): the chosen experts are the CPU's. The
+// logits (and their gradients, the losses' statistics and weights) are T = f32 or f64, the
+// router dtype.
 // Sums over tokens (the load-balancing statistics, the z-loss) run in token order in one
 // thread per output, so they are deterministic.
 #include <math_constants.h>
@@ -19,21 +21,24 @@ __device__ double sigmoid(double x) {
   return 1.0 / (1.0 + exp(-x));
 }
 
-__device__ double row_max(const float* row, int64_t e) {
+template <typename T>
+__device__ double row_max(const T* row, int64_t e) {
   double m = -double(CUDART_INF_F);
   for (int64_t c = 0; c < e; ++c) m = fmax(m, double(row[c]));
   return m;
 }
 
-__device__ double row_exp_sum(const float* row, int64_t e, double m) {
+template <typename T>
+__device__ double row_exp_sum(const T* row, int64_t e, double m) {
   double s = 0;
   for (int64_t c = 0; c < e; ++c) s += exp(double(row[c]) - m);
   return s;
 }
 
 // A token's selection score of expert c (kernels/moe_router.h).
+template <typename T>
 struct Selection {
-  const float* logit;
+  const T* logit;
   const float* bias;  // may be null
   bool sigmoid_scores, pre_softmax;
   double m = 0, sum = 1;  // the row's max and Σ exp(l − max), with pre_softmax
@@ -76,7 +81,9 @@ struct GroupScore {
   __device__ double operator()(int64_t g) const { return v[g]; }
 };
 
-__device__ void route_row(const Selection& sel, int64_t e, const MoeTopkParams& p, int32_t* idx) {
+template <typename T>
+__device__ void route_row(const Selection<T>& sel, int64_t e, const MoeTopkParams& p,
+                          int32_t* idx) {
   if (p.num_groups <= 0) {
     top_k(sel, 0, e, p.topk, nullptr, -1, 1, idx);
     return;
@@ -96,7 +103,8 @@ __device__ void route_row(const Selection& sel, int64_t e, const MoeTopkParams& 
 }
 
 // The chosen weights before the scaling factor (kernels/cpu/moe_router.cpp, row_weights).
-__device__ void row_weights(const float* l, const int32_t* idx, const MoeTopkParams& p, double m,
+template <typename T>
+__device__ void row_weights(const T* l, const int32_t* idx, const MoeTopkParams& p, double m,
                             double sum, double* w) {
   const int64_t k = p.topk;
   if (p.sigmoid) {
@@ -113,12 +121,13 @@ __device__ void row_weights(const float* l, const int32_t* idx, const MoeTopkPar
   }
 }
 
-__global__ void topk_forward_kernel(const float* logits, const float* bias, int64_t n, int64_t e,
+template <typename T>
+__global__ void topk_forward_kernel(const T* logits, const float* bias, int64_t n, int64_t e,
                                     MoeTopkParams p, int32_t* indices, float* probs) {
   for (int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < n;
        r += int64_t(gridDim.x) * blockDim.x) {
-    const float* l = logits + r * e;
-    Selection sel{l, bias, p.sigmoid, p.pre_softmax};
+    const T* l = logits + r * e;
+    Selection<T> sel{l, bias, p.sigmoid, p.pre_softmax};
     if (p.pre_softmax) {
       sel.m = row_max(l, e);
       sel.sum = row_exp_sum(l, e, sel.m);
@@ -131,11 +140,12 @@ __global__ void topk_forward_kernel(const float* logits, const float* bias, int6
   }
 }
 
-__global__ void topk_weights_kernel(const float* logits, const int32_t* indices, int64_t n,
-                                    int64_t e, MoeTopkParams p, float* probs) {
+template <typename T>
+__global__ void topk_weights_kernel(const T* logits, const int32_t* indices, int64_t n, int64_t e,
+                                    MoeTopkParams p, float* probs) {
   for (int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < n;
        r += int64_t(gridDim.x) * blockDim.x) {
-    const float* l = logits + r * e;
+    const T* l = logits + r * e;
     double m = 0, sum = 1;
     if (p.pre_softmax) {
       m = row_max(l, e);
@@ -147,15 +157,15 @@ __global__ void topk_weights_kernel(const float* logits, const int32_t* indices,
   }
 }
 
-__global__ void topk_backward_kernel(const float* dprobs, const float* logits,
-                                     const int32_t* indices, int64_t n, int64_t e, MoeTopkParams p,
-                                     float* dlogits) {
+template <typename T>
+__global__ void topk_backward_kernel(const float* dprobs, const T* logits, const int32_t* indices,
+                                     int64_t n, int64_t e, MoeTopkParams p, T* dlogits) {
   const int64_t k = p.topk;
   for (int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < n;
        r += int64_t(gridDim.x) * blockDim.x) {
-    const float* l = logits + r * e;
+    const T* l = logits + r * e;
     const int32_t* ix = indices + r * k;
-    float* d = dlogits + r * e;
+    T* d = dlogits + r * e;
     double g[kMaxChoices];
     for (int64_t j = 0; j < k; ++j) g[j] = double(dprobs[r * k + j]) * p.scaling_factor;
     if (p.sigmoid) {
@@ -165,7 +175,7 @@ __global__ void topk_backward_kernel(const float* dprobs, const float* logits,
       for (int64_t j = 0; j < k; ++j) {
         const double s = sigmoid(l[ix[j]]);
         const double ds = k > 1 ? (g[j] - gw) / sum : g[j];
-        d[ix[j]] += float(ds * s * (1 - s));
+        d[ix[j]] += T(ds * s * (1 - s));
       }
     } else if (p.pre_softmax) {
       const double m = row_max(l, e), sum = row_exp_sum(l, e, m);
@@ -175,21 +185,22 @@ __global__ void topk_backward_kernel(const float* dprobs, const float* logits,
         double gc = 0;
         for (int64_t j = 0; j < k; ++j)
           if (ix[j] == c) gc = g[j];
-        d[c] += float(exp(double(l[c]) - m) / sum * (gc - gs));
+        d[c] += T(exp(double(l[c]) - m) / sum * (gc - gs));
       }
     } else {
       double w[kMaxChoices];
       row_weights(l, ix, p, 0, 1, w);
       double gw = 0;
       for (int64_t j = 0; j < k; ++j) gw += g[j] * w[j];
-      for (int64_t j = 0; j < k; ++j) d[ix[j]] += float(w[j] * (g[j] - gw));
+      for (int64_t j = 0; j < k; ++j) d[ix[j]] += T(w[j] * (g[j] - gw));
     }
   }
 }
 
 // The load-balancing scores q of expert c in a row (softmax, or normalised sigmoids).
+template <typename T>
 struct AuxScore {
-  const float* l;
+  const T* l;
   bool sigmoid_scores;
   double m, sum;  // softmax: max and Σ exp; sigmoid: Σ sigmoid + 1e-20
   __device__ double operator()(int64_t c) const {
@@ -197,7 +208,8 @@ struct AuxScore {
   }
 };
 
-__device__ AuxScore aux_score(const float* l, int64_t e, bool sig) {
+template <typename T>
+__device__ AuxScore<T> aux_score(const T* l, int64_t e, bool sig) {
   if (sig) {
     double s = 1e-20;
     for (int64_t c = 0; c < e; ++c) s += sigmoid(l[c]);
@@ -208,11 +220,12 @@ __device__ AuxScore aux_score(const float* l, int64_t e, bool sig) {
 }
 
 // Each token's routing for the loss: chosen f32 [N, E] gets 1 where routed, else 0.
-__global__ void aux_choice_kernel(const float* logits, int64_t n, int64_t e, int64_t topk, bool sig,
+template <typename T>
+__global__ void aux_choice_kernel(const T* logits, int64_t n, int64_t e, int64_t topk, bool sig,
                                   float* chosen) {
   for (int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < n;
        r += int64_t(gridDim.x) * blockDim.x) {
-    const AuxScore q = aux_score(logits + r * e, e, sig);
+    const AuxScore<T> q = aux_score(logits + r * e, e, sig);
     int32_t idx[kMaxChoices];
     top_k(q, 0, e, topk, nullptr, -1, 1, idx);
     for (int64_t c = 0; c < e; ++c) chosen[r * e + c] = contains(idx, topk, c) ? 1.f : 0.f;
@@ -220,8 +233,9 @@ __global__ void aux_choice_kernel(const float* logits, int64_t n, int64_t e, int
 }
 
 // One thread per (group, expert): its tokens' counts and score sums, in token order.
-__global__ void aux_sums_kernel(const float* logits, const float* chosen, int64_t n, int64_t e,
-                                int64_t groups, bool sig, float* counts, float* sums) {
+template <typename T>
+__global__ void aux_sums_kernel(const T* logits, const float* chosen, int64_t n, int64_t e,
+                                int64_t groups, bool sig, T* counts, T* sums) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= groups * e) return;
   const int64_t g = i / e, c = i % e;
@@ -230,17 +244,18 @@ __global__ void aux_sums_kernel(const float* logits, const float* chosen, int64_
     count += chosen[r * e + c];
     acc += aux_score(logits + r * e, e, sig)(c);
   }
-  counts[i] = float(count);
-  sums[i] = float(acc);
+  counts[i] = T(count);
+  sums[i] = T(acc);
 }
 
-__global__ void aux_backward_kernel(const float* logits, const float* weights, int64_t n, int64_t e,
-                                    int64_t groups, bool sig, float* dlogits) {
+template <typename T>
+__global__ void aux_backward_kernel(const T* logits, const T* weights, int64_t n, int64_t e,
+                                    int64_t groups, bool sig, T* dlogits) {
   for (int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < n;
        r += int64_t(gridDim.x) * blockDim.x) {
-    const float* l = logits + r * e;
-    const float* w = weights + (r % groups) * e;
-    const AuxScore q = aux_score(l, e, sig);
+    const T* l = logits + r * e;
+    const T* w = weights + (r % groups) * e;
+    const AuxScore<T> q = aux_score(l, e, sig);
     double wq = 0;
     for (int64_t c = 0; c < e; ++c) wq += double(w[c]) * q(c);
     for (int64_t c = 0; c < e; ++c) {
@@ -251,17 +266,19 @@ __global__ void aux_backward_kernel(const float* logits, const float* weights, i
       } else {
         d = q(c) * (w[c] - wq);
       }
-      dlogits[r * e + c] += float(d);
+      dlogits[r * e + c] += T(d);
     }
   }
 }
 
-__device__ double logsumexp_row(const float* l, int64_t e) {
+template <typename T>
+__device__ double logsumexp_row(const T* l, int64_t e) {
   const double m = row_max(l, e);
   return m + log(row_exp_sum(l, e, m));
 }
 
-__global__ void z_squares_kernel(const float* logits, int64_t n, int64_t e, double* sq) {
+template <typename T>
+__global__ void z_squares_kernel(const T* logits, int64_t n, int64_t e, double* sq) {
   for (int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < n;
        r += int64_t(gridDim.x) * blockDim.x) {
     const double z = logsumexp_row(logits + r * e, e);
@@ -278,14 +295,14 @@ __global__ void sum_in_order_kernel(const double* v, int64_t n, double* out) {
   *out = s;
 }
 
-__global__ void z_backward_kernel(const float* logits, int64_t n, int64_t e, float scale,
-                                  float* dlogits) {
+template <typename T>
+__global__ void z_backward_kernel(const T* logits, int64_t n, int64_t e, double scale, T* dlogits) {
   for (int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < n;
        r += int64_t(gridDim.x) * blockDim.x) {
-    const float* l = logits + r * e;
+    const T* l = logits + r * e;
     const double z = logsumexp_row(l, e);
     for (int64_t c = 0; c < e; ++c)
-      dlogits[r * e + c] += float(double(scale) * 2.0 * z * exp(double(l[c]) - z));
+      dlogits[r * e + c] += T(scale * 2.0 * z * exp(double(l[c]) - z));
   }
 }
 
@@ -305,6 +322,13 @@ __global__ void expert_bias_update_kernel(const float* tokens, int64_t rows, int
   }
 }
 
+// Calls fn(T{}) with T = float or double, the logits' dtype (kernels/moe_router.cpp checked it).
+template <typename Fn>
+void with_logits(const Tensor& logits, Fn&& fn) {
+  if (logits.dtype() == DType::F64) return fn(double{});
+  fn(float{});
+}
+
 void check_choices(const MoeTopkParams& p) {
   MT_CHECK(p.topk <= kMaxChoices && p.num_groups <= kMaxChoices,
            "the CUDA MoE router takes at most ", kMaxChoices, " experts per token and ",
@@ -318,9 +342,12 @@ void moe_topk_forward(const Tensor& logits, const Tensor& expert_bias, const Moe
   check_choices(p);
   const int64_t n = logits.size(0), e = logits.size(1);
   if (n == 0) return;
-  topk_forward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(
-      ptr<float>(logits), expert_bias.defined() ? ptr<float>(expert_bias) : nullptr, n, e, p,
-      ptr<int32_t>(indices), ptr<float>(probs));
+  with_logits(logits, [&](auto tag) {
+    using T = decltype(tag);
+    topk_forward_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(
+        ptr<T>(logits), expert_bias.defined() ? ptr<float>(expert_bias) : nullptr, n, e, p,
+        ptr<int32_t>(indices), ptr<float>(probs));
+  });
   megatron::cuda::check_launch("moe_topk_forward");
 }
 
@@ -329,8 +356,11 @@ void moe_topk_weights(const Tensor& logits, const Tensor& indices, const MoeTopk
   check_choices(p);
   const int64_t n = logits.size(0), e = logits.size(1);
   if (n == 0) return;
-  topk_weights_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(
-      ptr<float>(logits), ptr<int32_t>(indices), n, e, p, ptr<float>(probs));
+  with_logits(logits, [&](auto tag) {
+    using T = decltype(tag);
+    topk_weights_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(
+        ptr<T>(logits), ptr<int32_t>(indices), n, e, p, ptr<float>(probs));
+  });
   megatron::cuda::check_launch("moe_topk_weights");
 }
 
@@ -339,8 +369,11 @@ void moe_topk_backward(const Tensor& dprobs, const Tensor& logits, const Tensor&
   check_choices(p);
   const int64_t n = logits.size(0), e = logits.size(1);
   if (n == 0) return;
-  topk_backward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(
-      ptr<float>(dprobs), ptr<float>(logits), ptr<int32_t>(indices), n, e, p, ptr<float>(dlogits));
+  with_logits(logits, [&](auto tag) {
+    using T = decltype(tag);
+    topk_backward_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(
+        ptr<float>(dprobs), ptr<T>(logits), ptr<int32_t>(indices), n, e, p, ptr<T>(dlogits));
+  });
   megatron::cuda::check_launch("moe_topk_backward");
 }
 
@@ -350,23 +383,29 @@ void moe_aux_loss_stats(const Tensor& logits, int64_t topk, bool sigmoid, int64_
            " experts per token, got ", topk);
   const int64_t n = logits.size(0), e = logits.size(1);
   Tensor chosen = Tensor::empty({n, e}, DType::F32, logits.device());
-  if (n > 0) {
-    aux_choice_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(ptr<float>(logits), n, e, topk,
-                                                                sigmoid, ptr<float>(chosen));
+  with_logits(logits, [&](auto tag) {
+    using T = decltype(tag);
+    if (n > 0) {
+      aux_choice_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(ptr<T>(logits), n, e, topk,
+                                                                     sigmoid, ptr<float>(chosen));
+      megatron::cuda::check_launch("moe_aux_loss_stats");
+    }
+    aux_sums_kernel<T><<<blocks_for(groups * e), kThreads, 0, stream()>>>(
+        ptr<T>(logits), ptr<float>(chosen), n, e, groups, sigmoid, ptr<T>(counts),
+        ptr<T>(score_sums));
     megatron::cuda::check_launch("moe_aux_loss_stats");
-  }
-  aux_sums_kernel<<<blocks_for(groups * e), kThreads, 0, stream()>>>(
-      ptr<float>(logits), ptr<float>(chosen), n, e, groups, sigmoid, ptr<float>(counts),
-      ptr<float>(score_sums));
-  megatron::cuda::check_launch("moe_aux_loss_stats");
+  });
 }
 
 void moe_aux_loss_backward(const Tensor& logits, const Tensor& weights, bool sigmoid,
                            Tensor& dlogits) {
   const int64_t n = logits.size(0), e = logits.size(1);
   if (n == 0) return;
-  aux_backward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(
-      ptr<float>(logits), ptr<float>(weights), n, e, weights.size(0), sigmoid, ptr<float>(dlogits));
+  with_logits(logits, [&](auto tag) {
+    using T = decltype(tag);
+    aux_backward_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(
+        ptr<T>(logits), ptr<T>(weights), n, e, weights.size(0), sigmoid, ptr<T>(dlogits));
+  });
   megatron::cuda::check_launch("moe_aux_loss_backward");
 }
 
@@ -375,17 +414,23 @@ double moe_z_loss_sum(const Tensor& logits) {
   if (n == 0) return 0.0;
   Tensor sq = Tensor::empty({n + 1}, DType::F64, logits.device());
   double* v = static_cast<double*>(sq.raw_data());
-  z_squares_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(ptr<float>(logits), n, e, v);
+  with_logits(logits, [&](auto tag) {
+    using T = decltype(tag);
+    z_squares_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(ptr<T>(logits), n, e, v);
+  });
   sum_in_order_kernel<<<1, 32, 0, stream()>>>(v, n, v + n);
   megatron::cuda::check_launch("moe_z_loss_sum");
   return element_value<double>(sq, n);
 }
 
-void moe_z_loss_backward(const Tensor& logits, float scale, Tensor& dlogits) {
+void moe_z_loss_backward(const Tensor& logits, double scale, Tensor& dlogits) {
   const int64_t n = logits.size(0), e = logits.size(1);
   if (n == 0) return;
-  z_backward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(ptr<float>(logits), n, e, scale,
-                                                              ptr<float>(dlogits));
+  with_logits(logits, [&](auto tag) {
+    using T = decltype(tag);
+    z_backward_kernel<T>
+        <<<blocks_for(n), kThreads, 0, stream()>>>(ptr<T>(logits), n, e, scale, ptr<T>(dlogits));
+  });
   megatron::cuda::check_launch("moe_z_loss_backward");
 }
 
