@@ -7,6 +7,7 @@
 #include "checkpoint/architecture_json.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/layout.h"
+#include "checkpoint/megatron_lm_distrib_optim.h"
 #include "checkpoint/megatron_lm_rank_state.h"
 #include "checkpoint/megatron_lm_torch_dist.h"
 #include "checkpoint/megatron_lm_torch_dist_writer.h"
@@ -351,12 +352,21 @@ MegatronLmSource<ConfigT> read_torch_format(const std::string& load_dir, int64_t
       if (!name.empty()) model[r][name] = t;
   }
   src.full = gather_full_tensors<ModelT>(ckpt, src.config, std::move(model), "");
+  // The non-distributed optimizer's state is in the rank files, the distributed optimizer's in
+  // the distrib_optim.pt beside each.
   std::map<std::string, RankTensors> optimizer;
-  for (size_t r = 0; r < ckpt.ranks.size(); ++r)
-    for (auto& [buffer, tensors] : megatron_lm_rank_optimizer(ckpt.ranks[r], parameters[r])) {
+  for (size_t r = 0; r < ckpt.ranks.size(); ++r) {
+    const MegatronLmRank& rank = ckpt.ranks[r];
+    const std::string distrib_optim = megatron_lm_distrib_optim_path(rank);
+    auto state = megatron_lm_rank_optimizer(rank, parameters[r]);
+    if (state.empty() && !distrib_optim.empty())
+      state = megatron_lm_distrib_optim_state(distrib_optim, rank.pp_rank, ckpt.pp_size,
+                                              parameters[r], src.args);
+    for (auto& [buffer, tensors] : state) {
       optimizer.try_emplace(buffer, ckpt.ranks.size());
       optimizer.at(buffer)[r] = std::move(tensors);
     }
+  }
   for (auto& [buffer, tensors] : optimizer)
     src.optimizer[buffer] =
         gather_full_tensors<ModelT>(ckpt, src.config, std::move(tensors), buffer);
@@ -412,7 +422,8 @@ bool megatron_lm_checkpoint_is_resumable(const std::string& load_dir, int64_t it
   if (!is_megatron_lm_torch_dist_dir(checkpoint_iteration_dir(load_dir, iteration))) {
     const MegatronLmCheckpoint ckpt = read_megatron_lm_checkpoint(load_dir, iteration);
     const MegatronLmRank& rank = ckpt.ranks.front();
-    return megatron_lm_rank_has_optimizer_state(rank) &&
+    return (megatron_lm_rank_has_optimizer_state(rank) ||
+            !megatron_lm_distrib_optim_path(rank).empty()) &&
            rank.root.as_dict("").find("opt_param_scheduler");
   }
   const MegatronLmTorchDist ckpt = read_megatron_lm_torch_dist(load_dir, iteration);
@@ -454,6 +465,12 @@ void write_import(const MegatronLmSource<ConfigT>& src, const std::string& load_
   std::vector<std::string> not_converted = src.not_converted;
   if (resumable(src)) {
     state.update(src.trainer);
+    // A distributed optimizer's state stays one: an export of the import writes its
+    // distrib_optim.pt again, with the gradient buckets of the source's run.
+    if (src.args.value("use_distributed_optimizer", false))
+      for (const char* key :
+           {"use_distributed_optimizer", "overlap_grad_reduce", "ddp_bucket_size"})
+        if (src.args.contains(key) && !src.args[key].is_null()) state["args"][key] = src.args[key];
     std::map<std::string, TensorMap> optimizer;
     for (const auto& [buffer, full] : src.optimizer)
       optimizer[buffer] = repad_vocabulary(full, target);
@@ -548,6 +565,9 @@ void export_megatron_lm(const std::string& load_dir, int64_t iteration, const st
   for (const auto& [buffer, tensors] : optimizer)
     padded_optimizer[buffer] = repad_vocabulary(tensors, target);
   const int64_t it = state.value("iteration", int64_t(0));
+  // A --use-distributed-optimizer run's state is saved as Megatron's DistributedOptimizer saves
+  // it (checkpoint/megatron_lm_distrib_optim.h), which is what such a Megatron-LM run loads.
+  const bool distributed_optimizer = args.value("use_distributed_optimizer", false);
 
   args.update(state["model"]);
   args["padded_vocab_size"] = target.padded_vocab_size;
@@ -594,6 +614,7 @@ void export_megatron_lm(const std::string& load_dir, int64_t iteration, const st
       d.set(PyValue::str("checkpoint_version"), PyValue::real(3.0));
       d.set(PyValue::str("iteration"), PyValue::integer(it));
       d.set(PyValue::str("model"), model.model);
+      PyValue distrib_optim;  // the distributed optimizer's state file, when it has one
       if (training_state) {
         // Each buffer's slices of this rank, as the model's values are sliced.
         std::map<std::string, std::map<std::string, Tensor>> rank_buffers;
@@ -605,14 +626,22 @@ void export_megatron_lm(const std::string& load_dir, int64_t iteration, const st
           for (const Parameter& p : buffer_stores.back().params())
             rank_buffers[buffer][p.spec.name] = p.value;
         }
-        d.set(PyValue::str("optimizer"),
-              megatron_lm_optimizer_entry(model.order, rank_buffers, state, args));
+        if (distributed_optimizer) {
+          d.set(PyValue::str("optimizer"), megatron_lm_distributed_optimizer_entry(state, args));
+          distrib_optim =
+              megatron_lm_distrib_optim_file(model.order, pp, target_pp, rank_buffers, args);
+        } else {
+          d.set(PyValue::str("optimizer"),
+                megatron_lm_optimizer_entry(model.order, rank_buffers, state, args));
+        }
         d.set(PyValue::str("opt_param_scheduler"), megatron_lm_scheduler_entry(state, dir));
       }
       d.set(PyValue::str("num_floating_point_operations_so_far"), PyValue::integer(0));
       const std::string rank_dir = transaction.path() + "/" + rank_dir_name(tp, pp, target_pp);
       std::filesystem::create_directories(rank_dir);
       torch_save(rank_dir + "/" + kMegatronLmTorchFileName, root);
+      if (!distrib_optim.is_none())
+        torch_save(rank_dir + "/" + kMegatronLmDistribOptimFileName, distrib_optim);
       fsync_directory(rank_dir);
     }
   }
