@@ -2,6 +2,8 @@
 
 #include <filesystem>
 #include <numeric>
+#include <regex>
+#include <set>
 
 #include "checkpoint/layout.h"
 #include "core/error.h"
@@ -110,6 +112,41 @@ std::string megatron_lm_distrib_optim_path(const MegatronLmRank& rank) {
   return std::filesystem::exists(p) ? p.string() : "";
 }
 
+std::map<std::string, std::map<std::string, Tensor>> megatron_lm_coalesced_state(
+    const std::map<std::string, Tensor>& flat, const std::string& where, int pp_rank, int pp_size,
+    const std::vector<std::pair<std::string, Tensor>>& parameters, const nlohmann::json& args) {
+  std::vector<std::pair<std::string, int64_t>> numels;
+  for (const auto& [name, t] : parameters) numels.emplace_back(name, t.numel());
+  const MegatronLmBufferLayout layout =
+      megatron_lm_buffer_layout(buffer_params(numels, args, pp_size),
+                                megatron_lm_bucket_size(args, pp_rank), data_parallel_size(args));
+  const bool mixed_precision = flag(args, "bf16") || flag(args, "fp16");
+  std::vector<std::pair<const char*, std::string>> keys = {{"exp_avg", "exp_avg"},
+                                                           {"exp_avg_sq", "exp_avg_sq"}};
+  if (mixed_precision) keys.emplace_back("param", kMasterWeightsBuffer);
+  std::map<std::string, std::map<std::string, Tensor>> out;
+  for (const auto& [key, buffer] : keys) {
+    auto it = flat.find(key);
+    MT_REQUIRE(it != flat.end(), where, " has no '", key, "'");
+    const Tensor& t = it->second;
+    MT_REQUIRE(t.dtype() == DType::F32 && t.dim() == 1, where, " '", key, "' is ",
+               dtype_name(t.dtype()), " ", shape_str(t.shape()),
+               ", Megatron writes a flat float32 tensor");
+    MT_REQUIRE(t.numel() == layout.numel_unpadded, where, " holds a buffer of ", t.numel(),
+               " elements, the model its args describe lays out ", layout.numel_unpadded, " (",
+               parameters.size(), " parameters in ", layout.bucket_numel.size(),
+               " buckets): its bucket layout does not match the model (another model, "
+               "--ddp-bucket-size or --overlap-grad-reduce than its args record)");
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      const auto& [name, param] = parameters[i];
+      if (name.empty()) continue;  // the tied copy: the embedding's state is on the first stage
+      out[buffer][name] =
+          t.slice(0, layout.offset[i], layout.offset[i] + param.numel()).view(param.shape());
+    }
+  }
+  return out;
+}
+
 std::map<std::string, std::map<std::string, Tensor>> megatron_lm_distrib_optim_state(
     const std::string& path, int pp_rank, int pp_size,
     const std::vector<std::pair<std::string, Tensor>>& parameters, const nlohmann::json& args) {
@@ -133,40 +170,57 @@ std::map<std::string, std::map<std::string, Tensor>> megatron_lm_distrib_optim_s
              " dtype entries, Megatron writes one");
   const std::string buffer_where = where + " buffer 0 " + by_dtype.items.front().first.describe();
   const PyDict& state = by_dtype.items.front().second.as_dict(buffer_where);
+  std::map<std::string, Tensor> flat;
+  for (const auto& [k, v] : state.items)
+    if (v.kind() == PyValue::Kind::kTensor) flat[k.as_str(buffer_where)] = v.as_tensor("").data;
+  const PyValue* numel = state.find("numel_unpadded");
+  MT_REQUIRE(numel, buffer_where, " has no numel_unpadded");
+  for (const auto& [key, t] : flat)
+    MT_REQUIRE(t.numel() == numel->as_int(buffer_where + " numel_unpadded"), buffer_where, " '",
+               key, "' has ", t.numel(), " elements, its numel_unpadded says ", numel->as_int(""));
+  return megatron_lm_coalesced_state(flat, buffer_where, pp_rank, pp_size, parameters, args);
+}
 
-  std::vector<std::pair<std::string, int64_t>> numels;
-  for (const auto& [name, t] : parameters) numels.emplace_back(name, t.numel());
-  const MegatronLmBufferLayout layout =
-      megatron_lm_buffer_layout(buffer_params(numels, args, pp_size),
-                                megatron_lm_bucket_size(args, pp_rank), data_parallel_size(args));
-  const PyValue* stored_numel = state.find("numel_unpadded");
-  MT_REQUIRE(stored_numel, buffer_where, " has no numel_unpadded");
-  const int64_t numel = stored_numel->as_int(buffer_where + " numel_unpadded");
-  MT_REQUIRE(numel == layout.numel_unpadded, where, " holds a buffer of ", numel,
-             " elements, the model its args describe lays out ", layout.numel_unpadded, " (",
-             parameters.size(), " parameters in ", layout.bucket_numel.size(),
-             " buckets): its bucket layout does not match the model (another model, "
-             "--ddp-bucket-size or --overlap-grad-reduce than its args record)");
-
-  const bool mixed_precision = flag(args, "bf16") || flag(args, "fp16");
-  std::vector<std::pair<const char*, std::string>> keys = {{"exp_avg", "exp_avg"},
-                                                           {"exp_avg_sq", "exp_avg_sq"}};
-  if (mixed_precision) keys.emplace_back("param", kMasterWeightsBuffer);
-  std::map<std::string, std::map<std::string, Tensor>> out;
-  for (const auto& [key, buffer] : keys) {
-    const PyValue* v = state.find(key);
-    MT_REQUIRE(v && v->kind() == PyValue::Kind::kTensor, buffer_where, " has no tensor '", key,
-               "'");
-    const Tensor& flat = v->as_tensor(buffer_where).data;
-    MT_REQUIRE(flat.dtype() == DType::F32 && flat.dim() == 1 && flat.numel() == numel, buffer_where,
-               " '", key, "' is ", dtype_name(flat.dtype()), " ", shape_str(flat.shape()),
-               ", Megatron writes float32 [", numel, "]");
-    for (size_t i = 0; i < parameters.size(); ++i) {
-      const auto& [name, param] = parameters[i];
-      if (name.empty()) continue;  // the tied copy: the embedding's state is on the first stage
-      out[buffer][name] =
-          flat.slice(0, layout.offset[i], layout.offset[i] + param.numel()).view(param.shape());
+std::map<std::string, Tensor> megatron_lm_dp_reshardable_buffers(const DcpCheckpoint& dcp,
+                                                                 int mp_rank) {
+  // sharded_param_state_dp_reshardable's keys: optimizer.distributed.dp_group_idx_<model-parallel
+  // rank>.gbuf_idx_<buffer>.dtype_<(param dtype, grad dtype)>.bucket_idx_<bucket>.<state>, each
+  // of global shape [the bucket's numel_unpadded].
+  static const std::regex pattern(
+      R"((?:chained_\d+\.)?optimizer\.distributed\.dp_group_idx_(\d+)\.gbuf_idx_(\d+)\.dtype_(.+)\.bucket_idx_(\d+)\.(\w+))");
+  std::map<std::string, std::map<int, std::string>> buckets;  // state → bucket → key
+  std::set<std::string> buffers;
+  for (const auto& [key, t] : dcp.tensors()) {
+    std::smatch m;
+    if (!std::regex_match(key, m, pattern) || std::stoi(m[1]) != mp_rank) continue;
+    buffers.insert(m[2].str() + " " + m[3].str());
+    MT_REQUIRE(t.shape.size() == 1, "Megatron-LM checkpoint '", dcp.dir(), "': '", key, "' is ",
+               shape_str(t.shape), ", a dp_reshardable bucket is flat");
+    buckets[m[5]][std::stoi(m[4])] = key;
+  }
+  std::map<std::string, Tensor> out;
+  if (buckets.empty()) return out;
+  MT_REQUIRE(buffers.size() == 1, "Megatron-LM checkpoint '", dcp.dir(), "': model-parallel rank ",
+             mp_rank, "'s dp_reshardable optimizer state has ", buffers.size(),
+             " gradient buffers; megatron-cpp reads a dense model's one buffer (mixture-of-"
+             "experts and mixed-dtype models keep several)");
+  for (const auto& [state, keys] : buckets) {
+    std::vector<Tensor> parts;
+    int64_t numel = 0;
+    for (const auto& [bucket, key] : keys) {
+      MT_REQUIRE(bucket == int(parts.size()), "Megatron-LM checkpoint '", dcp.dir(),
+                 "' has no bucket ", parts.size(), " of model-parallel rank ", mp_rank, "'s ",
+                 state, " (next: '", key, "')");
+      parts.push_back(dcp.read_tensor(key));
+      numel += parts.back().numel();
     }
+    Tensor flat = Tensor::empty({numel}, parts.front().dtype());
+    int64_t at = 0;
+    for (const Tensor& p : parts) {
+      flat.slice(0, at, at + p.numel()).copy_from(p);
+      at += p.numel();
+    }
+    out[state] = flat;
   }
   return out;
 }

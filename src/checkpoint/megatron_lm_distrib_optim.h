@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "checkpoint/megatron_lm_torch.h"
+#include "checkpoint/torch_dcp.h"
 #include "core/pickle_value.h"
 #include "parallel/parameter.h"
 
@@ -87,6 +88,24 @@ std::string megatron_lm_distrib_optim_path(const MegatronLmRank& rank);
 std::map<std::string, std::map<std::string, Tensor>> megatron_lm_distrib_optim_state(
     const std::string& path, int pp_rank, int pp_size,
     const std::vector<std::pair<std::string, Tensor>>& parameters, const nlohmann::json& args);
+
+// The state of the rank's `parameters` (as above) in `flat`, a rank's coalesced buffer by state
+// key ("param", "exp_avg", "exp_avg_sq": f32 [n]); `where` names it in errors.
+std::map<std::string, std::map<std::string, Tensor>> megatron_lm_coalesced_state(
+    const std::map<std::string, Tensor>& flat, const std::string& where, int pp_rank, int pp_size,
+    const std::vector<std::pair<std::string, Tensor>>& parameters, const nlohmann::json& args);
+
+// torch_dist's dp_reshardable layout (DistributedOptimizer.sharded_param_state_dp_reshardable,
+// Megatron-Core's default for the distributed optimizer): every bucket of model-parallel rank
+// `mp_rank` (tp_rank + TP · pp_rank, Megatron's data_parallel_group_idx) is a DCP tensor
+//   optimizer.distributed.dp_group_idx_<mp_rank>.gbuf_idx_<b>.dtype_<(param dtype, grad
+//   dtype)>.bucket_idx_<k>.<param|exp_avg|exp_avg_sq>   f32 [the bucket's numel_unpadded]
+// whose chunks are each DP rank's pieces of the bucket (and the padding between them): the
+// bucket as distrib_optim.pt keeps it. Returns the buckets of each state concatenated — the
+// coalesced buffer — or nothing when the checkpoint has no such tensors for `mp_rank`. Throws
+// Error naming the checkpoint for several buffers or a missing bucket.
+std::map<std::string, Tensor> megatron_lm_dp_reshardable_buffers(const DcpCheckpoint& dcp,
+                                                                 int mp_rank);
 
 // The distrib_optim.pt Megatron-LM saves for a rank holding `order` (Megatron's parameter
 // order, megatron_lm_model_entry) of a `pp_size`-stage model, from `buffers` (buffer name →

@@ -383,6 +383,48 @@ MegatronLmSource<ConfigT> read_torch_format(const std::string& load_dir, int64_t
   return src;
 }
 
+// The distributed optimizer's dp_reshardable state of `ckpt`
+// (checkpoint/megatron_lm_distrib_optim.h) as full tensors of `src`'s model: each (TP, PP) rank's
+// buffer split by the layout of the rank's parameters in Megatron's order (megatron-cpp's slices of
+// that rank are Megatron's), gathered as the torch format's rank slices are (a replicated
+// parameter's from TP rank 0); empty when the checkpoint has none.
+std::map<std::string, TensorMap> dp_reshardable_optimizer(const MegatronLmTorchDist& ckpt,
+                                                          const MegatronLmSource<GptConfig>& src) {
+  const int tp_size = src.args.value("tensor_model_parallel_size", 1);
+  const int pp_size = src.args.value("pipeline_model_parallel_size", 1);
+  std::map<std::string, TensorMap> full;
+  for (int pp = 0; pp < pp_size; ++pp)
+    for (int tp = 0; tp < tp_size; ++tp) {
+      const int mp_rank = tp + tp_size * pp;
+      const std::map<std::string, Tensor> flat =
+          megatron_lm_dp_reshardable_buffers(ckpt.dcp, mp_rank);
+      if (flat.empty() && mp_rank == 0) return {};
+      MT_REQUIRE(!flat.empty(), "Megatron-LM checkpoint '", ckpt.iteration_dir,
+                 "' holds the distributed optimizer's dp_reshardable state of model-parallel rank "
+                 "0 but not of rank ",
+                 mp_rank, " (tensor rank ", tp, ", pipeline rank ", pp, ")");
+      const StageRange stage =
+          stage_range({.num_layers = src.config.num_layers, .pipeline_size = pp_size}, pp, 0);
+      ParameterStore store = registered_parameter_store<GptModel>(src.config, tp, tp_size, stage);
+      const MegatronLmModelEntry entry =
+          megatron_lm_model_entry(store, MegatronLmNaming::kCore, stage.first_layer);
+      std::vector<std::pair<std::string, Tensor>> parameters;
+      for (const Parameter* p : entry.order)
+        parameters.emplace_back(p->spec.stage_tie == StageTie::kCopy ? "" : p->spec.name, p->value);
+      const std::string where = "the dp_reshardable optimizer state of model-parallel rank " +
+                                std::to_string(mp_rank) + " in '" + ckpt.iteration_dir + "'";
+      for (const auto& [buffer, tensors] :
+           megatron_lm_coalesced_state(flat, where, pp, pp_size, parameters, src.args))
+        for (const Parameter& p : store.params()) {
+          if (p.spec.stage_tie == StageTie::kCopy || (p.replicated() && tp != 0)) continue;
+          Tensor& f = full[buffer][p.spec.name];
+          if (!f.defined()) f = Tensor::zeros(p.spec.full_shape, DType::F32);
+          local_slice(p, f).copy_from(tensors.at(p.spec.name).view(p.local_shape));
+        }
+    }
+  return full;
+}
+
 MegatronLmSource<GptConfig> read_torch_dist_format(const std::string& load_dir, int64_t iteration,
                                                    int64_t vocab_size) {
   const MegatronLmTorchDist ckpt = read_megatron_lm_torch_dist(load_dir, iteration);
@@ -398,6 +440,13 @@ MegatronLmSource<GptConfig> read_torch_dist_format(const std::string& load_dir, 
     src.optimizer[buffer] = full_parameter_tensors(std::move(tensors), store, buffer, problems);
   MT_REQUIRE(problems.empty(), "Megatron-LM checkpoint '", ckpt.iteration_dir,
              "' does not hold the model its args describe:", problems);
+  if (src.optimizer.empty()) {
+    src.optimizer = dp_reshardable_optimizer(ckpt, src);
+    if (!src.optimizer.empty())
+      std::erase_if(src.not_converted, [](const std::string& key) {
+        return key.find("optimizer.distributed.") != std::string::npos;
+      });
+  }
   src.trainer = megatron_lm_trainer_state(ckpt.common, src.args, ckpt.iteration_dir);
   src.converted_from = {
       {"format", "megatron-lm-torch_dist"},
@@ -430,8 +479,12 @@ bool megatron_lm_checkpoint_is_resumable(const std::string& load_dir, int64_t it
   bool moments[2] = {false, false};
   for (const auto& [key, t] : ckpt.dcp.tensors()) {
     (void)t;
-    moments[0] |= key.rfind("optimizer.state.exp_avg.", 0) == 0;
-    moments[1] |= key.rfind("optimizer.state.exp_avg_sq.", 0) == 0;
+    // The non-distributed and fully_reshardable layouts, and dp_reshardable's buckets.
+    const bool buckets = key.find("optimizer.distributed.") != std::string::npos;
+    moments[0] |=
+        key.rfind("optimizer.state.exp_avg.", 0) == 0 || (buckets && key.ends_with(".exp_avg"));
+    moments[1] |= key.rfind("optimizer.state.exp_avg_sq.", 0) == 0 ||
+                  (buckets && key.ends_with(".exp_avg_sq"));
   }
   const PyDict& common = ckpt.common.as_dict("");
   return moments[0] && moments[1] && common.find("optimizer") && common.find("opt_param_scheduler");

@@ -28,6 +28,7 @@
 #include "checkpoint/layout.h"
 #include "checkpoint/megatron_lm_distrib_optim.h"
 #include "checkpoint/megatron_lm_torch.h"
+#include "checkpoint/megatron_lm_torch_dist.h"
 #include "checkpoint/megatron_lm_torch_optimizer.h"
 #include "checkpoint/shards.h"
 #include "convert/convert_common.h"
@@ -108,14 +109,18 @@ Imported read_imported(const std::string& dir) {
 }
 
 // Also from the distributed optimizer's fully_reshardable layout of the same run (the fp32 main
-// params as optimizer.state.param.*, the step in the param groups).
+// params as optimizer.state.param.*, the step in the param groups), and from its dp_reshardable
+// layout (torch_dist_gpt2_adam_dp_tp2, tools/reference/megatron_lm_distrib_optim.py: per-bucket
+// flat buffers of each DP rank's shards, DP 2, four buckets per TP rank).
 TEST(MegatronTorchDistOptimizerImport, MomentsMastersAndStepAreBitForBitPyTorchs) {
   const nlohmann::json e = expected();
   for (const auto& [fixture, tp] : {std::pair<std::string, int>{"torch_dist_gpt2_adam_tp2", 1},
                                     {"torch_dist_gpt2_adam_tp2", 2},
                                     {"torch_dist_gpt2_adam_tp2", 4},
                                     {"torch_dist_gpt2_adam_dist_tp2", 1},
-                                    {"torch_dist_gpt2_adam_dist_tp2", 2}}) {
+                                    {"torch_dist_gpt2_adam_dist_tp2", 2},
+                                    {"torch_dist_gpt2_adam_dp_tp2", 1},
+                                    {"torch_dist_gpt2_adam_dp_tp2", 3}}) {
     SCOPED_TRACE(fixture + " at TP " + std::to_string(tp));
     TempDir dir;
     import_megatron_lm_gpt(megatron_lm_fixture(fixture), -1, dir.file("ckpt"), tp, 0);
@@ -262,6 +267,8 @@ TEST(MegatronTorchDistOptimizerImport, ACheckpointWithoutOptimizerStateStaysWeig
       megatron_lm_checkpoint_is_resumable(megatron_lm_fixture("torch_dist_gpt2_adam_tp2"), -1));
   EXPECT_TRUE(megatron_lm_checkpoint_is_resumable(
       megatron_lm_fixture("torch_dist_gpt2_adam_dist_tp2"), -1));
+  EXPECT_TRUE(
+      megatron_lm_checkpoint_is_resumable(megatron_lm_fixture("torch_dist_gpt2_adam_dp_tp2"), -1));
   EXPECT_FALSE(megatron_lm_checkpoint_is_resumable(megatron_lm_fixture("torch_dist_gpt2_tp2"), -1));
   EXPECT_TRUE(megatron_lm_checkpoint_is_resumable(megatron_lm_fixture("legacy_tp2_pp2"), -1));
   EXPECT_FALSE(megatron_lm_checkpoint_is_resumable(megatron_lm_fixture("mcore_tp1"), -1));
@@ -367,6 +374,24 @@ TEST(MegatronLmDistribOptimExport, WritesDistribOptimThatReadsBackTheSame) {
         reader, read_json("legacy_optimizer_expected.json")["legacy_tp2_pp2"]);
     EXPECT_EQ(reader.state(0, 0)["optimizer"]["steps"], 10);
   }
+}
+
+// torch_dist's dp_reshardable buckets of a rank: concatenated in bucket order (the fixture's 4
+// buckets per TP rank), and refused for parameters whose layout is not that buffer.
+TEST(MegatronLmDistribOptimImport, DpReshardableBucketsThatDoNotFitAreRefused) {
+  const MegatronLmTorchDist ckpt =
+      read_megatron_lm_torch_dist(megatron_lm_fixture("torch_dist_gpt2_adam_dp_tp2"), -1);
+  const std::map<std::string, Tensor> flat = megatron_lm_dp_reshardable_buffers(ckpt.dcp, 1);
+  ASSERT_EQ(flat.size(), 3u);
+  EXPECT_EQ(flat.at("exp_avg").numel(), 4608 + 4544 + 4288 + 3072);
+  EXPECT_TRUE(megatron_lm_dp_reshardable_buffers(ckpt.dcp, 2).empty());
+  const nlohmann::json args = megatron_lm_args_json(ckpt.args());
+  const std::vector<std::pair<std::string, Tensor>> parameters = {
+      {"layers.0.mlp.dense_h_to_4h.bias", Tensor::zeros({int64_t(1000)}, DType::F32)}};
+  EXPECT_THAT(
+      error_of([&] { megatron_lm_coalesced_state(flat, "rank 1", 0, 1, parameters, args); }),
+      HasSubstr("rank 1 holds a buffer of 16512 elements, the model its args describe "
+                "lays out 1000"));
 }
 
 // What cannot be read is refused with the file's name: a truncated file, a bucket layout the

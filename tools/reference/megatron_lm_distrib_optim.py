@@ -42,6 +42,11 @@ buckets (and the word embedding into its own).
 
 Writes, under OUT (default tests/data/megatron_lm_gpt_tiny):
   distrib_tp2_pp2/   iter_0000010/mp_rank_TT_PPP/{model_optim_rng.pt,distrib_optim.pt}
+  torch_dist_gpt2_adam_dp_tp2/  torch_dist's dp_reshardable layout (dp_reshardable_state) of
+                     megatron_torch_dist_checkpoint.py's torch_dist_gpt2_adam_tp2 run (the tiny
+                     GPT-2, --bf16, TP 2, AdamW), at DP 2 with --overlap-grad-reduce
+                     --ddp-bucket-size 4000: its import must give torch_dist_adam_expected.json's
+                     buffers and step, as that run's other layouts do
 
 Also reads such a checkpoint independently of megatron-cpp, for the tests:
   megatron_lm_distrib_optim.py check OURS_DIR FIXTURE_DIR VOCAB
@@ -55,6 +60,7 @@ Regenerate: /usr/bin/python3 tools/reference/megatron_lm_distrib_optim.py [OUT]
 (deterministic: the same bytes each run).
 """
 import collections
+import io
 import math
 import os
 import re
@@ -264,12 +270,119 @@ def build(out):
         f.write(str(ITERATION))
 
 
+# ---- torch_dist: the dp_reshardable layout ----------------------------------------------------
+
+DP_BUCKET_SIZE = 4000
+
+
+def dp_reshardable_state():
+    """megatron_torch_dist_checkpoint.adam_state's run (the tiny GPT-2, --bf16, TP 2 x PP 1, 3
+    AdamW steps) saved by the distributed optimizer at DP 2 in torch_dist's dp_reshardable layout
+    (DistributedOptimizer.sharded_param_state_dp_reshardable): per model-parallel rank r (its
+    data_parallel_group_idx, the TP rank here), buffer and bucket one DCP tensor per state
+    "optimizer.distributed.dp_group_idx_<r>.gbuf_idx_0.dtype_(torch.bfloat16, torch.float32).
+    bucket_idx_<k>.<param|exp_avg|exp_avg_sq>" of global shape [the bucket's numel_unpadded],
+    whose chunks are each DP rank's pieces of its shard (its parameters' gbuf_local ranges and
+    the padding between them, cut at numel_unpadded); "per_bucket_numel" and
+    "per_bucket_numel_unpadded" as ShardedObjects; the common state's optimizer entry
+    DistributedOptimizer.state_dict's with param_state_sharding_type "dp_reshardable". The
+    chunks of both DP ranks of TP rank r are written by process r (PyTorch 1.13's DCP writer
+    here runs one process per TP rank; where a chunk is stored does not change the tensors)."""
+    import megatron_torch_dist_checkpoint as tdc
+    globals_, chunks, extras, args, iteration, common = tdc.adam_state()
+    model_keys = [k for k in globals_ if not k.startswith("optimizer.")]
+    n = args.num_layers
+    # Megatron-Core's GPT parameter order (module registration): embeddings, each layer's
+    # modules (the stacked keys in MCORE's order), the final norm.
+    stacked = ["decoder.layers." + name for name in mlm.MCORE.values()]
+    order = ([("embedding.word_embeddings.weight", None),
+              ("embedding.position_embeddings.weight", None)] +
+             [(k, i) for i in range(n) for k in stacked] +
+             [("decoder.final_layernorm.weight", None), ("decoder.final_layernorm.bias", None)])
+    assert sorted({k for k, _ in order}) == sorted(model_keys)
+
+    def local(global_t, key, rank, layer):
+        """TP rank `rank`'s tensor of `key` (its chunk; a replicated one's whole tensor)."""
+        mine = [c for c in chunks[key] if c.rank == rank and
+                (layer is None or c.offset[0] == layer)]
+        if not mine:  # replicated: saved by TP rank 0 only, held whole by every rank
+            return global_t if layer is None else global_t[layer]
+        c, = mine
+        t = global_t[tuple(slice(o, o + d) for o, d in zip(c.offset, c.data.shape))]
+        return t[0] if layer is not None else t
+
+    args.use_distributed_optimizer = True
+    args.data_parallel_size, args.world_size = DP, tdc.TP * DP
+    args.overlap_grad_reduce, args.ddp_bucket_size = True, DP_BUCKET_SIZE
+    dtypes = (torch.bfloat16, torch.float32)  # --bf16: fp32 gradient accumulation
+    source = {"param": "optimizer.state.fp32_param.", "exp_avg": "optimizer.state.exp_avg.",
+              "exp_avg_sq": "optimizer.state.exp_avg_sq."}
+    out_globals = {k: globals_[k] for k in model_keys}
+    out_chunks = {k: chunks[k] for k in model_keys}
+    extras = dict(extras)
+    for r in range(tdc.TP):
+        tensors = {key: [local(globals_[prefix + k], k, r, layer).flatten()
+                         for k, layer in order] for key, prefix in source.items()}
+        index, buckets = buffer_layout([t.numel() for t in tensors["param"]],
+                                       [False] * len(order), bucket_size_of(args, 0), DP)
+        prefix = f"optimizer.distributed.dp_group_idx_{r}"
+        for b, (b_start, b_end, unpadded) in enumerate(buckets):
+            shard = (b_end - b_start) // DP
+            members = sorted((s - b_start, e - b_start) for s, e, pb in index.values() if pb == b)
+            for key in KEYS:
+                world = torch.zeros(b_end - b_start)
+                for i, (s, e, pb) in index.items():
+                    if pb == b:
+                        world[s - b_start:e - b_start] = tensors[key][i]
+                name = f"{prefix}.gbuf_idx_0.dtype_{dtypes}.bucket_idx_{b}.{key}"
+                out_globals[name] = world[:unpadded].clone()
+                pieces = []
+                for d in range(DP):
+                    lo, hi = d * shard, min((d + 1) * shard, unpadded)
+                    # The shard's parameter pieces and the padding between them.
+                    cuts = {lo, hi} | {min(max(x, lo), hi) for se in members for x in se}
+                    cuts = sorted(cuts)
+                    pieces += [tdc.Chunk(r, (a,), world[a:z].clone())
+                               for a, z in zip(cuts, cuts[1:]) if z > a]
+                out_chunks[name] = pieces
+        for what, numels in (("per_bucket_numel", [e - s for s, e, _ in buckets]),
+                             ("per_bucket_numel_unpadded", [u for _, _, u in buckets])):
+            buf = io.BytesIO()
+            torch.save([[{dtypes: numels}]], buf)
+            extras[f"{prefix}.{what}/shard_0_1"] = buf.getvalue()
+    groups = [{**{k: v for k, v in g.items() if k != "params"}, "step": iteration}
+              for g in common["optimizer"]["optimizer"]["param_groups"]]
+    common = {**common, "optimizer": {"optimizer": {"param_groups": groups},
+                                      "param_state_sharding_type": "dp_reshardable"},
+              "content_metadata": {"singleton_local_shards": False,
+                                   "chained_optim_avoid_prefix": True,
+                                   "distrib_optim_sharding_type": "dp_reshardable"}}
+    return out_globals, out_chunks, extras, args, iteration, common
+
+
+def write_dp_reshardable(out):
+    import megatron_torch_dist_checkpoint as tdc
+    tdc.write_checkpoint(out, "gpt2_adam_dp", 29541)
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "check":
         check(sys.argv[2], sys.argv[3], int(sys.argv[4]))
         return
-    build(sys.argv[1] if len(sys.argv) > 1 else
-          os.path.join(mlm.ROOT, "tests/data/megatron_lm_gpt_tiny"))
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(mlm.ROOT,
+                                                             "tests/data/megatron_lm_gpt_tiny")
+    build(out)
+    write_dp_reshardable(out)
+
+
+# The DCP writer's processes look the state up by name (megatron_torch_dist_checkpoint.STATES);
+# they import this file as their main module, so the entry is made here, at import.
+def _register():
+    import megatron_torch_dist_checkpoint as tdc
+    tdc.STATES["gpt2_adam_dp"] = dp_reshardable_state
+
+
+_register()
 
 
 if __name__ == "__main__":
