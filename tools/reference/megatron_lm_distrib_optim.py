@@ -158,7 +158,7 @@ def read_per_parameter(rank_file, vocab_rows=None):
     assert optim["buckets_coalesced"] is True
     assert [k for k in optim if k != "buckets_coalesced"] == [0], optim.keys()
     (dtypes, state), = optim[0].items()
-    assert dtypes == (torch.float32, torch.float32), dtypes
+    assert dtypes[0] in (torch.float32, torch.bfloat16, torch.float16), dtypes
     # Inside the buffer, bucket by bucket with the end padding dropped.
     coalesced_start, offset = [], 0
     for b_start, _, unpadded in buckets:
@@ -170,7 +170,8 @@ def read_per_parameter(rank_file, vocab_rows=None):
         s, e, b = index[i]
         out[k] = {key: state[key][coalesced_start[b] + s:coalesced_start[b] + e].view(v.shape)
                   for key in KEYS}
-        assert torch.equal(out[k]["param"], v.float()), (rank_file, k)  # an fp32 run's weights
+        if dtypes[0] == torch.float32:  # an fp32 run's main params are its weights
+            assert torch.equal(out[k]["param"], v), (rank_file, k)
     return sd, out
 
 
