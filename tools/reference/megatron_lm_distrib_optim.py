@@ -74,6 +74,9 @@ import megatron_lm_checkpoint as mlm  # noqa: E402  (also registers the pickled 
 TP, PP, DP, ITERATION = 2, 2, 2, 10
 BUCKET_SIZE = 3000
 KEYS = ("param", "exp_avg", "exp_avg_sq")
+# A layer's parameters in Megatron-Core's order, as layout-neutral kinds (mlm.MCORE's keys).
+LAYER_KINDS = ("ln1.w", "ln1.b", "qkv.w", "qkv.b", "proj.w", "proj.b", "ln2.w", "ln2.b",
+               "fc1.w", "fc1.b", "fc2.w", "fc2.b")
 # Megatron-Core names of the GPT's parameters every TP rank holds whole.
 REPLICATED = ("position_embeddings.weight", "layer_norm_weight", "layer_norm_bias",
               "linear_proj.bias", "linear_fc2.bias", "final_layernorm.weight",
@@ -315,8 +318,9 @@ def dp_reshardable_state():
     model_keys = [k for k in globals_ if not k.startswith("optimizer.")]
     n = args.num_layers
     # Megatron-Core's GPT parameter order (module registration): embeddings, each layer's
-    # modules (the stacked keys in MCORE's order), the final norm.
-    stacked = ["decoder.layers." + name for name in mlm.MCORE.values()]
+    # parameters as TransformerLayer registers them (linear_qkv with its fused norm first, then
+    # linear_proj, linear_fc1 with its norm, linear_fc2; what mcore_model saves), the final norm.
+    stacked = ["decoder.layers." + mlm.MCORE[kind] for kind in LAYER_KINDS]
     order = ([("embedding.word_embeddings.weight", None),
               ("embedding.position_embeddings.weight", None)] +
              [(k, i) for i in range(n) for k in stacked] +
