@@ -37,7 +37,7 @@ TP 2 x PP 2, iteration 10, FP32 Adam): the same weights and the same per-paramet
 which that checkpoint holds as plain per-parameter tensors (torch.optim.Adam's state), so its
 legacy_optimizer_expected.json CRC-32s are what the import of this one must give too. The model
 is saved with Megatron-Core's names (what --use-distributed-optimizer runs use), at DP 2 with
---overlap-grad-reduce --ddp-bucket-size 3000, so the first stage's buffer splits into several
+--overlap-grad-reduce --ddp-bucket-size 4250, so the first stage's buffer splits into several
 buckets (and the word embedding into its own).
 
 Writes, under OUT (default tests/data/megatron_lm_gpt_tiny):
@@ -72,7 +72,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import megatron_lm_checkpoint as mlm  # noqa: E402  (also registers the pickled Megatron enum)
 
 TP, PP, DP, ITERATION = 2, 2, 2, 10
-BUCKET_SIZE = 3000
+BUCKET_SIZE = 4250
 KEYS = ("param", "exp_avg", "exp_avg_sq")
 # A layer's parameters in Megatron-Core's order, as layout-neutral kinds (mlm.MCORE's keys).
 LAYER_KINDS = ("ln1.w", "ln1.b", "qkv.w", "qkv.b", "proj.w", "proj.b", "ln2.w", "ln2.b",
