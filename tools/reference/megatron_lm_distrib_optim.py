@@ -74,8 +74,11 @@ import megatron_lm_checkpoint as mlm  # noqa: E402  (also registers the pickled 
 TP, PP, DP, ITERATION = 2, 2, 2, 10
 BUCKET_SIZE = 4250
 KEYS = ("param", "exp_avg", "exp_avg_sq")
-# A layer's parameters in Megatron-Core's order, as layout-neutral kinds (mlm.MCORE's keys).
-LAYER_KINDS = ("ln1.w", "ln1.b", "qkv.w", "qkv.b", "proj.w", "proj.b", "ln2.w", "ln2.b",
+# A layer's parameters in Megatron-Core's order (named_parameters: module registration order),
+# as layout-neutral kinds (mlm.MCORE's keys): megatron/core/transformer/attention.py's
+# SelfAttention.__init__ creates linear_qkv after Attention.__init__ created linear_proj; then
+# pre_mlp_layernorm (fused into linear_fc1 with Transformer Engine), linear_fc1, linear_fc2.
+LAYER_KINDS = ("proj.w", "proj.b", "ln1.w", "ln1.b", "qkv.w", "qkv.b", "ln2.w", "ln2.b",
                "fc1.w", "fc1.b", "fc2.w", "fc2.b")
 # Megatron-Core names of the GPT's parameters every TP rank holds whole.
 REPLICATED = ("position_embeddings.weight", "layer_norm_weight", "layer_norm_bias",
@@ -260,6 +263,20 @@ def build(out):
                      [i for i, p in enumerate(params) if p.dim() <= 1])
             adam = sd["optimizer"]
             state = {old: adam["state"][new] for new, old in enumerate(order)}
+            # Megatron-Core's parameter order (LAYER_KINDS within a layer), which its model
+            # dict is saved in and its buffer laid out by.
+            def rank_of(i):
+                key = keys[i][0]
+                if key in ("word", "pos"):
+                    return (0 if i < len(keys) - 1 or pp_rank == 0 else 3, 0, i)
+                if key in ("lnf.w", "lnf.b"):
+                    return (2, 0, i)
+                layer, kind = key.split(".", 1)
+                return (1, int(layer), LAYER_KINDS.index(kind))
+            permutation = sorted(range(len(keys)), key=rank_of)
+            keys = [keys[i] for i in permutation]
+            params = [params[i] for i in permutation]
+            state = {new: state[old] for new, old in enumerate(permutation)}
             model = collections.OrderedDict()
             for i, (key, _) in enumerate(keys):
                 model[core_name(key, pp_rank, n // PP)] = params[i]
@@ -318,8 +335,7 @@ def dp_reshardable_state():
     model_keys = [k for k in globals_ if not k.startswith("optimizer.")]
     n = args.num_layers
     # Megatron-Core's GPT parameter order (module registration): embeddings, each layer's
-    # parameters as TransformerLayer registers them (linear_qkv with its fused norm first, then
-    # linear_proj, linear_fc1 with its norm, linear_fc2; what mcore_model saves), the final norm.
+    # parameters (LAYER_KINDS), the final norm.
     stacked = ["decoder.layers." + mlm.MCORE[kind] for kind in LAYER_KINDS]
     order = ([("embedding.word_embeddings.weight", None),
               ("embedding.position_embeddings.weight", None)] +
