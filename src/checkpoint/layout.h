@@ -24,6 +24,8 @@ inline constexpr const char* kOptimizerFileName = "optimizer.safetensors";
 inline constexpr const char* kStateFileName = "state.json";
 // A rank's file in Megatron-LM's torch format (checkpoint/megatron_lm_torch.h).
 inline constexpr const char* kMegatronLmTorchFileName = "model_optim_rng.pt";
+// The distributed optimizer's state beside it (checkpoint/megatron_lm_distrib_optim.h).
+inline constexpr const char* kMegatronLmDistribOptimFileName = "distrib_optim.pt";
 // The iteration that stands for Megatron's "release" checkpoint (tracker text "release").
 inline constexpr int64_t kReleaseIteration = -2;
 

@@ -30,6 +30,54 @@ PyValue host_copy(const Tensor& t) {
   return PyValue::tensor(t.to(Device::CPU).clone());
 }
 
+// A param group of Megatron's default grouping (with or without weight decay), as torch.optim.Adam
+// and Megatron's _get_param_groups fill it in, without its "params".
+PyValue param_group(bool decays, const nlohmann::json& args) {
+  PyValue g = PyValue::dict();
+  PyDict& d = g.as_dict("");
+  d.set(PyValue::str("lr"), PyValue::real(number_arg(args, "lr", 0.0)));
+  d.set(PyValue::str("betas"),
+        PyValue::tuple({PyValue::real(number_arg(args, "adam_beta1", 0.9)),
+                        PyValue::real(number_arg(args, "adam_beta2", 0.999))}));
+  d.set(PyValue::str("eps"), PyValue::real(number_arg(args, "adam_eps", 1e-8)));
+  d.set(PyValue::str("weight_decay"),
+        PyValue::real(decays ? number_arg(args, "weight_decay", 0.01) : 0.0));
+  for (const char* flag : {"amsgrad", "maximize"})
+    d.set(PyValue::str(flag), PyValue::boolean(false));
+  d.set(PyValue::str("foreach"), PyValue());
+  for (const char* flag : {"capturable", "differentiable"})
+    d.set(PyValue::str(flag), PyValue::boolean(false));
+  d.set(PyValue::str("fused"), PyValue());
+  d.set(PyValue::str("wd_mult"), PyValue::real(decays ? 1.0 : 0.0));
+  d.set(PyValue::str("lr_mult"), PyValue::real(1.0));
+  d.set(PyValue::str("is_expert_parallel"), PyValue::boolean(false));
+  d.set(PyValue::str("is_decoupled_lr"), PyValue::boolean(false));
+  return g;
+}
+
+// Megatron's loss scaler state (an fp16 run's) from state.json's grad_scaler.
+PyValue grad_scaler_entry(const nlohmann::json& state) {
+  const nlohmann::json scaler = state.value("grad_scaler", nlohmann::json::object());
+  PyValue g = PyValue::dict();
+  g.as_dict("").set(PyValue::str("scale"), scalar_tensor(scaler.value("scale", 1.0)));
+  g.as_dict("").set(PyValue::str("growth_tracker"),
+                    PyValue::integer(scaler.value("growth_tracker", int64_t(0))));
+  g.as_dict("").set(PyValue::str("hysteresis_tracker"),
+                    PyValue::integer(scaler.value("hysteresis_tracker", int64_t(0))));
+  return g;
+}
+
+// state.json's optimizer step, checked to be Adam's.
+int64_t adam_steps(const nlohmann::json& state) {
+  MT_REQUIRE(state.contains("optimizer") && state["optimizer"].contains("steps"),
+             "the checkpoint's state.json has no optimizer.steps");
+  MT_REQUIRE(state["optimizer"].value("optimizer", std::string("adam")) == "adam",
+             "the checkpoint's optimizer state was saved by --optimizer ",
+             state["optimizer"]["optimizer"].get<std::string>(),
+             "; Megatron-LM's torch format holds Adam's state only");
+  return state["optimizer"]["steps"].get<int64_t>();
+}
+
 }  // namespace
 
 PyValue megatron_lm_optimizer_entry(
@@ -46,13 +94,7 @@ PyValue megatron_lm_optimizer_entry(
   const auto& exp_avg = buffer("exp_avg");
   const auto& exp_avg_sq = buffer("exp_avg_sq");
   const auto* masters = mixed_precision ? &buffer(kMasterWeightsBuffer) : nullptr;
-  MT_REQUIRE(state.contains("optimizer") && state["optimizer"].contains("steps"),
-             "the checkpoint's state.json has no optimizer.steps");
-  const int64_t steps = state["optimizer"]["steps"].get<int64_t>();
-  MT_REQUIRE(state["optimizer"].value("optimizer", std::string("adam")) == "adam",
-             "the checkpoint's optimizer state was saved by --optimizer ",
-             state["optimizer"]["optimizer"].get<std::string>(),
-             "; Megatron-LM's torch format holds Adam's state only");
+  const int64_t steps = adam_steps(state);
 
   PyValue adam_state = PyValue::dict();
   std::vector<PyValue> groups, group_masters;
@@ -75,25 +117,8 @@ PyValue megatron_lm_optimizer_entry(
       ids.push_back(PyValue::integer(id++));
       if (masters) masters_of_group.push_back(slice(*masters, kMasterWeightsBuffer));
     }
-    PyValue g = PyValue::dict();
+    PyValue g = param_group(decays, args);
     PyDict& d = g.as_dict("");
-    d.set(PyValue::str("lr"), PyValue::real(number_arg(args, "lr", 0.0)));
-    d.set(PyValue::str("betas"),
-          PyValue::tuple({PyValue::real(number_arg(args, "adam_beta1", 0.9)),
-                          PyValue::real(number_arg(args, "adam_beta2", 0.999))}));
-    d.set(PyValue::str("eps"), PyValue::real(number_arg(args, "adam_eps", 1e-8)));
-    d.set(PyValue::str("weight_decay"),
-          PyValue::real(decays ? number_arg(args, "weight_decay", 0.01) : 0.0));
-    for (const char* flag : {"amsgrad", "maximize"})
-      d.set(PyValue::str(flag), PyValue::boolean(false));
-    d.set(PyValue::str("foreach"), PyValue());
-    for (const char* flag : {"capturable", "differentiable"})
-      d.set(PyValue::str(flag), PyValue::boolean(false));
-    d.set(PyValue::str("fused"), PyValue());
-    d.set(PyValue::str("wd_mult"), PyValue::real(decays ? 1.0 : 0.0));
-    d.set(PyValue::str("lr_mult"), PyValue::real(1.0));
-    d.set(PyValue::str("is_expert_parallel"), PyValue::boolean(false));
-    d.set(PyValue::str("is_decoupled_lr"), PyValue::boolean(false));
     d.set(PyValue::str("params"), PyValue::list(std::move(ids)));
     groups.push_back(std::move(g));
     group_masters.push_back(PyValue::list(std::move(masters_of_group)));
@@ -105,17 +130,26 @@ PyValue megatron_lm_optimizer_entry(
   PyValue outer = PyValue::dict();
   PyDict& o = outer.as_dict("");
   o.set(PyValue::str("optimizer"), std::move(torch_optim));
-  if (args.value("fp16", false)) {
-    const nlohmann::json scaler = state.value("grad_scaler", nlohmann::json::object());
-    PyValue g = PyValue::dict();
-    g.as_dict("").set(PyValue::str("scale"), scalar_tensor(scaler.value("scale", 1.0)));
-    g.as_dict("").set(PyValue::str("growth_tracker"),
-                      PyValue::integer(scaler.value("growth_tracker", int64_t(0))));
-    g.as_dict("").set(PyValue::str("hysteresis_tracker"),
-                      PyValue::integer(scaler.value("hysteresis_tracker", int64_t(0))));
-    o.set(PyValue::str("grad_scaler"), std::move(g));
-  }
+  if (args.value("fp16", false)) o.set(PyValue::str("grad_scaler"), grad_scaler_entry(state));
   o.set(PyValue::str("fp32_from_fp16_params"), PyValue::list(std::move(group_masters)));
+  return outer;
+}
+
+PyValue megatron_lm_distributed_optimizer_entry(const nlohmann::json& state,
+                                                const nlohmann::json& args) {
+  const int64_t steps = adam_steps(state);
+  std::vector<PyValue> groups;
+  for (const bool decays : {false, true}) {
+    PyValue g = param_group(decays, args);
+    g.as_dict("").set(PyValue::str("step"), PyValue::integer(steps));
+    groups.push_back(std::move(g));
+  }
+  PyValue torch_optim = PyValue::dict();
+  torch_optim.as_dict("").set(PyValue::str("param_groups"), PyValue::list(std::move(groups)));
+  PyValue outer = PyValue::dict();
+  outer.as_dict("").set(PyValue::str("optimizer"), std::move(torch_optim));
+  if (args.value("fp16", false))
+    outer.as_dict("").set(PyValue::str("grad_scaler"), grad_scaler_entry(state));
   return outer;
 }
 

@@ -18,6 +18,10 @@
 //     Megatron sorts them): the parameters without weight decay (biases and 1-D ones,
 //     wd_mult 0), then those with (wd_mult 1); ids number them group after group, each group in
 //     Megatron's parameter order.
+//   With args.use_distributed_optimizer, DistributedOptimizer.state_dict(): {"optimizer":
+//     {"param_groups": [the two groups, without "params", with "step": the step]}, plus
+//     "grad_scaler" with --fp16}; the per-parameter state goes to distrib_optim.pt
+//     (checkpoint/megatron_lm_distrib_optim.h).
 //   "opt_param_scheduler"  {"max_lr", "lr_warmup_steps", "num_steps", "lr_decay_style",
 //     "lr_decay_steps", "min_lr", "start_wd", "end_wd", "wd_incr_style", "wd_incr_steps"}
 //     (OptimizerParamScheduler.state_dict: samples, as megatron-cpp's scheduler counts).
@@ -42,6 +46,11 @@ PyValue megatron_lm_optimizer_entry(
     const std::vector<const Parameter*>& order,
     const std::map<std::string, std::map<std::string, Tensor>>& buffers,
     const nlohmann::json& state, const nlohmann::json& args);
+
+// The "optimizer" entry of a rank of a --use-distributed-optimizer run: the param groups and the
+// step (state.json's optimizer.steps), the loss scaler with args.fp16.
+PyValue megatron_lm_distributed_optimizer_entry(const nlohmann::json& state,
+                                                const nlohmann::json& args);
 
 // The "opt_param_scheduler" entry from state.json's "scheduler" of the checkpoint in `dir`.
 PyValue megatron_lm_scheduler_entry(const nlohmann::json& state, const std::string& dir);

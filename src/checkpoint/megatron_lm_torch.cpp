@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <regex>
@@ -488,7 +489,11 @@ MegatronLmModelEntry megatron_lm_model_entry(const ParameterStore& store, Megatr
   const bool legacy = naming == MegatronLmNaming::kLegacy;
   const bool bert = family == MegatronLmFamily::kBert;
   // Each parameter's Megatron name and its place in Megatron's parameter order: the module
-  // (`group`), then Megatron's order inside a BERT head (`within`), else the store's.
+  // (`group`), then Megatron's order inside a BERT head or the transformer block (`within`),
+  // else the store's. Megatron-Core's SelfAttention registers linear_qkv after its base class
+  // Attention registered linear_proj (megatron/core/transformer/attention.py), so a layer's
+  // named_parameters — the saved order, and the distributed optimizer's buffer order — have
+  // linear_proj first; the legacy ParallelAttention registers query_key_value first.
   struct Slot {
     const Parameter* p;
     std::string name;    // legacy: the name inside its module's dict; core: the full key
@@ -512,10 +517,13 @@ MegatronLmModelEntry megatron_lm_model_entry(const ParameterStore& store, Megatr
       MT_REQUIRE(found, "parameter ", name, " has no name in Megatron-LM's checkpoints");
       s.module = "encoder";
       s.group = 1;
+      const bool proj_first = !legacy && layer->second.rfind("self_attention.dense.", 0) == 0;
+      s.within = 2 * layer->first + (proj_first ? 0 : 1);
     } else if (name == "final_layernorm.weight" || name == "final_layernorm.bias") {
       s.name = legacy ? "final_norm." + name.substr(16) : block + name;
       s.module = "encoder";
       s.group = 1;
+      s.within = std::numeric_limits<int>::max();  // after the layers
     } else if (p.spec.stage_tie == StageTie::kCopy) {
       s.name = legacy ? "weight" : "output_layer.weight";
       s.module = "word_embeddings_for_head";

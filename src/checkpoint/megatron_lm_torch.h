@@ -49,7 +49,9 @@
 //                                      word_embeddings_for_head/weight | output_layer.weight
 // Megatron's parameter order (the optimizer's ids) is the legacy model's language_model,
 // word_embeddings_for_head, lm_head (bias first), binary_head, whatever order the dict was saved
-// in; Megatron-Core's is the saved order. Each rank's tensor is its slice as megatron-cpp's
+// in; Megatron-Core's is the saved order (its modules' registration order: in a layer
+// linear_proj before linear_qkv, which SelfAttention creates after Attention's linear_proj; what
+// megatron_lm_model_entry writes). Each rank's tensor is its slice as megatron-cpp's
 // GptModel registers it for that rank (same split dimension and per-rank row order: QKV rows
 // per query group [g, q + 2, d], SwiGLU's [gate; up] per rank), so tensors move rank by rank.
 #pragma once

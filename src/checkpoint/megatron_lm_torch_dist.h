@@ -29,8 +29,8 @@
 // 16-bit params); the distributed optimizer's fully_reshardable layout likewise, its fp32 main
 // params as "param"; the step, the param groups, the loss scaler and the LR scheduler
 // ("opt_param_scheduler") are in the common state. The distributed optimizer's dp_reshardable
-// layout (per-bucket flat buffers, optimizer.distributed.dp_group_idx_*) is not read: the import is
-// then weights-only.
+// layout (per-bucket flat buffers, optimizer.distributed.dp_group_idx_*) is read by
+// checkpoint/megatron_lm_distrib_optim.h.
 #pragma once
 
 #include <cstdint>

@@ -14,7 +14,8 @@
 // (biases and 1-D parameters: no weight decay), in an order that has changed between Megatron
 // versions. So the groups are matched by what they say (wd_mult, else weight_decay, > 0) and each
 // group's parameters taken in model order; every state tensor must then have its parameter's
-// shape. The distributed optimizer saves no "state" here (its own distrib_optim.pt files).
+// shape. The distributed optimizer saves no "state" here (its own distrib_optim.pt files,
+// checkpoint/megatron_lm_distrib_optim.h).
 #pragma once
 
 #include <map>

@@ -8,6 +8,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/layout.h"
 #include "checkpoint/megatron_core_keys.h"
+#include "checkpoint/megatron_lm_distrib_optim.h"
 #include "checkpoint/megatron_lm_rank_state.h"
 #include "checkpoint/megatron_lm_torch_dist.h"
 #include "checkpoint/megatron_lm_torch_dist_writer.h"
@@ -374,12 +375,21 @@ MegatronLmSource<ConfigT> read_torch_format(const std::string& load_dir, int64_t
       if (!name.empty()) model[r][name] = t;
   }
   src.full = gather_full_tensors<ModelT>(ckpt, src.config, std::move(model), "");
+  // The non-distributed optimizer's state is in the rank files, the distributed optimizer's in
+  // the distrib_optim.pt beside each.
   std::map<std::string, RankTensors> optimizer;
-  for (size_t r = 0; r < ckpt.ranks.size(); ++r)
-    for (auto& [buffer, tensors] : megatron_lm_rank_optimizer(ckpt.ranks[r], parameters[r])) {
+  for (size_t r = 0; r < ckpt.ranks.size(); ++r) {
+    const MegatronLmRank& rank = ckpt.ranks[r];
+    const std::string distrib_optim = megatron_lm_distrib_optim_path(rank);
+    auto state = megatron_lm_rank_optimizer(rank, parameters[r]);
+    if (state.empty() && !distrib_optim.empty())
+      state = megatron_lm_distrib_optim_state(distrib_optim, rank.pp_rank, ckpt.pp_size,
+                                              parameters[r], src.args);
+    for (auto& [buffer, tensors] : state) {
       optimizer.try_emplace(buffer, ckpt.ranks.size());
       optimizer.at(buffer)[r] = std::move(tensors);
     }
+  }
   for (auto& [buffer, tensors] : optimizer)
     src.optimizer[buffer] =
         gather_full_tensors<ModelT>(ckpt, src.config, std::move(tensors), buffer);
@@ -394,6 +404,48 @@ MegatronLmSource<ConfigT> read_torch_format(const std::string& load_dir, int64_t
   if (src.optimizer.empty() && src.args.value("use_distributed_optimizer", false))
     src.not_converted.push_back("the distributed optimizer's state (distrib_optim.pt)");
   return src;
+}
+
+// The distributed optimizer's dp_reshardable state of `ckpt`
+// (checkpoint/megatron_lm_distrib_optim.h) as full tensors of `src`'s model: each (TP, PP) rank's
+// buffer split by the layout of the rank's parameters in Megatron's order (megatron-cpp's slices of
+// that rank are Megatron's), gathered as the torch format's rank slices are (a replicated
+// parameter's from TP rank 0); empty when the checkpoint has none.
+std::map<std::string, TensorMap> dp_reshardable_optimizer(const MegatronLmTorchDist& ckpt,
+                                                          const MegatronLmSource<GptConfig>& src) {
+  const int tp_size = src.args.value("tensor_model_parallel_size", 1);
+  const int pp_size = src.args.value("pipeline_model_parallel_size", 1);
+  std::map<std::string, TensorMap> full;
+  for (int pp = 0; pp < pp_size; ++pp)
+    for (int tp = 0; tp < tp_size; ++tp) {
+      const int mp_rank = tp + tp_size * pp;
+      const std::map<std::string, Tensor> flat =
+          megatron_lm_dp_reshardable_buffers(ckpt.dcp, mp_rank);
+      if (flat.empty() && mp_rank == 0) return {};
+      MT_REQUIRE(!flat.empty(), "Megatron-LM checkpoint '", ckpt.iteration_dir,
+                 "' holds the distributed optimizer's dp_reshardable state of model-parallel rank "
+                 "0 but not of rank ",
+                 mp_rank, " (tensor rank ", tp, ", pipeline rank ", pp, ")");
+      const StageRange stage =
+          stage_range({.num_layers = src.config.num_layers, .pipeline_size = pp_size}, pp, 0);
+      ParameterStore store = registered_parameter_store<GptModel>(src.config, tp, tp_size, stage);
+      const MegatronLmModelEntry entry =
+          megatron_lm_model_entry(store, MegatronLmNaming::kCore, stage.first_layer);
+      std::vector<std::pair<std::string, Tensor>> parameters;
+      for (const Parameter* p : entry.order)
+        parameters.emplace_back(p->spec.stage_tie == StageTie::kCopy ? "" : p->spec.name, p->value);
+      const std::string where = "the dp_reshardable optimizer state of model-parallel rank " +
+                                std::to_string(mp_rank) + " in '" + ckpt.iteration_dir + "'";
+      for (const auto& [buffer, tensors] :
+           megatron_lm_coalesced_state(flat, where, pp, pp_size, parameters, src.args))
+        for (const Parameter& p : store.params()) {
+          if (p.spec.stage_tie == StageTie::kCopy || (p.replicated() && tp != 0)) continue;
+          Tensor& f = full[buffer][p.spec.name];
+          if (!f.defined()) f = Tensor::zeros(p.spec.full_shape, DType::F32);
+          local_slice(p, f).copy_from(tensors.at(p.spec.name).view(p.local_shape));
+        }
+    }
+  return full;
 }
 
 MegatronLmSource<GptConfig> read_torch_dist_format(const std::string& load_dir, int64_t iteration,
@@ -419,6 +471,13 @@ MegatronLmSource<GptConfig> read_torch_dist_format(const std::string& load_dir, 
     src.optimizer[buffer] = full_parameter_tensors(std::move(tensors), store, buffer, problems);
   MT_REQUIRE(problems.empty(), "Megatron-LM checkpoint '", ckpt.iteration_dir,
              "' does not hold the model its args describe:", problems);
+  if (src.optimizer.empty()) {
+    src.optimizer = dp_reshardable_optimizer(ckpt, src);
+    if (!src.optimizer.empty())
+      std::erase_if(src.not_converted, [](const std::string& key) {
+        return key.find("optimizer.distributed.") != std::string::npos;
+      });
+  }
   // MLA's rope rows in megatron-cpp's pairing (checkpoint/megatron_core_keys.h).
   for (auto& [name, t] : src.full) t = megatron_cpp_rows(name, t, mla);
   for (auto& [buffer, tensors] : src.optimizer)
@@ -447,15 +506,20 @@ bool megatron_lm_checkpoint_is_resumable(const std::string& load_dir, int64_t it
   if (!is_megatron_lm_torch_dist_dir(checkpoint_iteration_dir(load_dir, iteration))) {
     const MegatronLmCheckpoint ckpt = read_megatron_lm_checkpoint(load_dir, iteration);
     const MegatronLmRank& rank = ckpt.ranks.front();
-    return megatron_lm_rank_has_optimizer_state(rank) &&
+    return (megatron_lm_rank_has_optimizer_state(rank) ||
+            !megatron_lm_distrib_optim_path(rank).empty()) &&
            rank.root.as_dict("").find("opt_param_scheduler");
   }
   const MegatronLmTorchDist ckpt = read_megatron_lm_torch_dist(load_dir, iteration);
   bool moments[2] = {false, false};
   for (const auto& [key, t] : ckpt.dcp.tensors()) {
     (void)t;
-    moments[0] |= key.rfind("optimizer.state.exp_avg.", 0) == 0;
-    moments[1] |= key.rfind("optimizer.state.exp_avg_sq.", 0) == 0;
+    // The non-distributed and fully_reshardable layouts, and dp_reshardable's buckets.
+    const bool buckets = key.find("optimizer.distributed.") != std::string::npos;
+    moments[0] |=
+        key.rfind("optimizer.state.exp_avg.", 0) == 0 || (buckets && key.ends_with(".exp_avg"));
+    moments[1] |= key.rfind("optimizer.state.exp_avg_sq.", 0) == 0 ||
+                  (buckets && key.ends_with(".exp_avg_sq"));
   }
   const PyDict& common = ckpt.common.as_dict("");
   return moments[0] && moments[1] && common.find("optimizer") && common.find("opt_param_scheduler");
@@ -489,6 +553,12 @@ void write_import(const MegatronLmSource<ConfigT>& src, const std::string& load_
   std::vector<std::string> not_converted = src.not_converted;
   if (resumable(src)) {
     state.update(src.trainer);
+    // A distributed optimizer's state stays one: an export of the import writes its
+    // distrib_optim.pt again, with the gradient buckets of the source's run.
+    if (src.args.value("use_distributed_optimizer", false))
+      for (const char* key :
+           {"use_distributed_optimizer", "overlap_grad_reduce", "ddp_bucket_size"})
+        if (src.args.contains(key) && !src.args[key].is_null()) state["args"][key] = src.args[key];
     std::map<std::string, TensorMap> optimizer;
     for (const auto& [buffer, full] : src.optimizer)
       optimizer[buffer] = repad_vocabulary(full, target);
@@ -583,6 +653,9 @@ void export_megatron_lm(const std::string& load_dir, int64_t iteration, const st
   for (const auto& [buffer, tensors] : optimizer)
     padded_optimizer[buffer] = repad_vocabulary(tensors, target);
   const int64_t it = state.value("iteration", int64_t(0));
+  // A --use-distributed-optimizer run's state is saved as Megatron's DistributedOptimizer saves
+  // it (checkpoint/megatron_lm_distrib_optim.h), which is what such a Megatron-LM run loads.
+  const bool distributed_optimizer = args.value("use_distributed_optimizer", false);
 
   args.update(state["model"]);
   args["padded_vocab_size"] = target.padded_vocab_size;
@@ -629,6 +702,7 @@ void export_megatron_lm(const std::string& load_dir, int64_t iteration, const st
       d.set(PyValue::str("checkpoint_version"), PyValue::real(3.0));
       d.set(PyValue::str("iteration"), PyValue::integer(it));
       d.set(PyValue::str("model"), model.model);
+      PyValue distrib_optim;  // the distributed optimizer's state file, when it has one
       if (training_state) {
         // Each buffer's slices of this rank, as the model's values are sliced.
         std::map<std::string, std::map<std::string, Tensor>> rank_buffers;
@@ -640,14 +714,22 @@ void export_megatron_lm(const std::string& load_dir, int64_t iteration, const st
           for (const Parameter& p : buffer_stores.back().params())
             rank_buffers[buffer][p.spec.name] = p.value;
         }
-        d.set(PyValue::str("optimizer"),
-              megatron_lm_optimizer_entry(model.order, rank_buffers, state, args));
+        if (distributed_optimizer) {
+          d.set(PyValue::str("optimizer"), megatron_lm_distributed_optimizer_entry(state, args));
+          distrib_optim =
+              megatron_lm_distrib_optim_file(model.order, pp, target_pp, rank_buffers, args);
+        } else {
+          d.set(PyValue::str("optimizer"),
+                megatron_lm_optimizer_entry(model.order, rank_buffers, state, args));
+        }
         d.set(PyValue::str("opt_param_scheduler"), megatron_lm_scheduler_entry(state, dir));
       }
       d.set(PyValue::str("num_floating_point_operations_so_far"), PyValue::integer(0));
       const std::string rank_dir = transaction.path() + "/" + rank_dir_name(tp, pp, target_pp);
       std::filesystem::create_directories(rank_dir);
       torch_save(rank_dir + "/" + kMegatronLmTorchFileName, root);
+      if (!distrib_optim.is_none())
+        torch_save(rank_dir + "/" + kMegatronLmDistribOptimFileName, distrib_optim);
       fsync_directory(rank_dir);
     }
   }

@@ -7,12 +7,14 @@
 //
 // What crosses: the weights, the iteration, the model's shape and architecture (Megatron's
 // `args`); from a checkpoint of the non-distributed optimizer (torch or, GPT only, torch_dist)
-// also Adam's moments, the fp32 master weights, the step, the loss scaler, the LR scheduler and
-// the consumed samples (checkpoint/megatron_lm_trainer_state.h), so that a run resumes from the
-// import; an export of a checkpoint with that state writes it back in Megatron's spelling
-// (checkpoint/megatron_lm_rank_state.h). Not yet: the distributed optimizer's layouts
-// (distrib_optim.pt) and the RNG states (an export has no rng_state: Megatron-LM loads it with
-// --no-load-rng).
+// or of the distributed one (torch: distrib_optim.pt, checkpoint/megatron_lm_distrib_optim.h;
+// torch_dist: its fully_reshardable layout) also Adam's moments, the fp32 master weights, the
+// step, the loss scaler, the LR scheduler and the consumed samples
+// (checkpoint/megatron_lm_trainer_state.h), so that a run resumes from the import; an export of a
+// checkpoint with that state writes it back in Megatron's spelling
+// (checkpoint/megatron_lm_rank_state.h), as the distributed optimizer saves it (distrib_optim.pt)
+// when args.use_distributed_optimizer. Not yet: torch_dist's dp_reshardable layout and the RNG
+// states (an export has no rng_state: Megatron-LM loads it with --no-load-rng).
 #pragma once
 
 #include <cstdint>
@@ -25,7 +27,8 @@
 namespace megatron {
 
 // Whether iteration `iteration` (-1: the tracker's) of the Megatron-LM checkpoint in `load_dir`
-// carries the state import_megatron_lm_gpt turns into a resumable checkpoint: a torch_dist one
+// carries the state import_megatron_lm_gpt turns into a resumable checkpoint: a torch one with
+// Adam's state or distrib_optim.pt files and opt_param_scheduler; a torch_dist one
 // with Adam's moments (optimizer.state.exp_avg.*, optimizer.state.exp_avg_sq.*), the optimizer's
 // common state and opt_param_scheduler. Reads the metadata and the common state only.
 bool megatron_lm_checkpoint_is_resumable(const std::string& load_dir, int64_t iteration);
@@ -60,7 +63,10 @@ void import_megatron_lm_bert(const std::string& load_dir, int64_t iteration,
 // Megatron's spelling, the target layout and padded vocabulary), "checkpoint_version" 3.0,
 // "iteration", "model" and "num_floating_point_operations_so_far" 0; when the checkpoint holds
 // the optimizer state and scheduler (a training run's save), also "optimizer" (the
-// non-distributed optimizer's, checkpoint/megatron_lm_rank_state.h), "opt_param_scheduler" and
+// non-distributed optimizer's, checkpoint/megatron_lm_rank_state.h; with
+// args.use_distributed_optimizer the distributed optimizer's, and its distrib_optim.pt beside the
+// rank file, laid out by args.overlap_grad_reduce / ddp_bucket_size,
+// checkpoint/megatron_lm_distrib_optim.h), "opt_param_scheduler" and
 // args.consumed_train_samples / consumed_valid_samples. Throws Error for a BERT checkpoint.
 void export_megatron_lm_gpt(const std::string& load_dir, int64_t iteration,
                             const std::string& save_dir, int target_tp, int target_pp,

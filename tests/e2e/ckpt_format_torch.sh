@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # --ckpt-format torch on --save (pretrain-gpt at TP 2, with the distributed optimizer at DP 2 and
 # with --bf16; pretrain-bert at PP 2): the run writes
-# Megatron-LM's torch format (iter_N/mp_rank_TT[_PPP]/model_optim_rng.pt and the tracker, no
-# megatron-cpp files, no staging directory left), with the optimizer state, scheduler, args and
+# Megatron-LM's torch format (iter_N/mp_rank_TT[_PPP]/model_optim_rng.pt and the tracker, with
+# the distributed optimizer distrib_optim.pt beside each, which the reference script's reader
+# splits into every parameter's state; no megatron-cpp files, no staging directory left), with
+# the optimizer state, scheduler, args and
 # iteration, and a run resumed from it (--load of that directory) logs the uninterrupted run's
 # losses; PyTorch's torch.load reads the files (when python3-torch is there); --async-save with
 # torch, formats megatron-cpp does not write and models the format does not take are refused by
@@ -25,16 +27,35 @@ check_torch_save() {
   [[ $(cat "$dir/latest_checkpointed_iteration.txt") == "$it" ]] || fail "$dir: tracker"
   local iter_dir
   iter_dir="$dir/$(printf 'iter_%07d' "$it")"
+  # The distributed optimizer's run: distrib_optim.pt beside each rank file.
+  local per_rank=1
+  [[ -e $iter_dir/$1/distrib_optim.pt ]] && per_rank=2
   for r in "$@"; do [[ -s $iter_dir/$r/model_optim_rng.pt ]] || fail "$iter_dir/$r"; done
-  [[ $(find "$iter_dir" -type f | wc -l) == $# ]] || { find "$iter_dir"; fail "other files"; }
+  [[ $(find "$iter_dir" -type f | wc -l) == $(($# * per_rank)) ]] \
+    || { find "$iter_dir"; fail "other files"; }
   [[ ! -e $dir.megatron-cpp-staging ]] || fail "staging directory left"
   if /usr/bin/python3 -c "import torch" 2> /dev/null; then
     /usr/bin/python3 - "$iter_dir" "$@" <<'PY' || fail "torch.load of $iter_dir"
 import os, sys, torch
+sys.path.insert(0, os.path.join(os.environ["MEGATRON_SOURCE_DIR"], "tools/reference"))
+import megatron_lm_distrib_optim  # noqa: E402  (the independent reader of distrib_optim.pt)
 d = sys.argv[1]
 for r in sys.argv[2:]:
     sd = torch.load(os.path.join(d, r, "model_optim_rng.pt"))
     assert sd["checkpoint_version"] == 3.0 and isinstance(sd["iteration"], int)
+    if getattr(sd["args"], "use_distributed_optimizer", False):
+        # DistributedOptimizer.state_dict(): the param groups with the step, no state; every
+        # parameter's fp32 main param (its weight), exp_avg and exp_avg_sq in distrib_optim.pt,
+        # where the layout its args give puts them.
+        _, state = megatron_lm_distrib_optim.read_per_parameter(os.path.join(d, r,
+                                                                             "model_optim_rng.pt"))
+        opt = sd["optimizer"]["optimizer"]
+        assert "state" not in opt and [g["wd_mult"] for g in opt["param_groups"]] == [0.0, 1.0]
+        assert all(g["step"] == sd["iteration"] for g in opt["param_groups"])
+        assert all(s["exp_avg_sq"].min() >= 0 and s["exp_avg_sq"].max() > 0
+                   for s in state.values()), r
+        print(r, len(state), "parameters with the distributed optimizer's state")
+        continue
     # Megatron-Core names: the saved order is the parameter order; the ids number the group
     # without weight decay (biases, 1-D), then the other.
     named = [(k, v) for k, v in sd["model"].items() if isinstance(v, torch.Tensor)]

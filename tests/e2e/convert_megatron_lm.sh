@@ -3,8 +3,9 @@
 # (tests/data/megatron_lm_gpt_tiny): the legacy TP 2 x PP 2 import holds the weights of the HF
 # import of the same model and trains on with the same losses, also when pretrain-gpt --load
 # names the Megatron-LM directory itself (converted once next to it); with its FP32 Adam state it
-# resumes at iteration 10 without --finetune; exports at other layouts and in both namings
-# re-import unchanged; HF <-> Megatron-LM directly; the errors.
+# resumes at iteration 10 without --finetune, and so does the same state as the distributed
+# optimizer's distrib_optim.pt, which is written back as Megatron saves it; exports at other
+# layouts and in both namings re-import unchanged; HF <-> Megatron-LM directly; the errors.
 source "$(dirname "$0")/convert_megatron_lm_setup.bash"
 # same_model CKPT_A CKPT_B: the same weights (their HF exports are byte-identical files; the
 # shards themselves differ in the state.json checksum they carry).
@@ -92,6 +93,28 @@ done
 diff "$WORK/resume_mlm_direct.txt" "$WORK/resume_mlm.txt" || fail "resumed losses differ"
 grep "iteration  *11/" "$WORK/resume_mlm_direct.log" | grep -q "learning rate: 5.500000E-04" \
   || { cat "$WORK/resume_mlm_direct.log"; fail "the learning rate of Megatron's schedule"; }
+
+echo "== the same run's state as the distributed optimizer saves it (distrib_optim.pt)"
+# distrib_tp2_pp2 holds legacy_tp2_pp2's weights and Adam state in Megatron-Core's names, its
+# per-parameter state in distrib_optim.pt's gradient buckets: resumed, the same losses.
+cp -r "$MLM/distrib_tp2_pp2" "$WORK/distrib_direct"
+timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 \
+  "$MEGATRON_BINARY" "${RESUME[@]}" --load "$WORK/distrib_direct" > "$WORK/resume_distrib.log" \
+  2>&1 || { cat "$WORK/resume_distrib.log"; fail "resume from distrib_tp2_pp2"; }
+grep -q "loaded checkpoint from .* at iteration 10$" "$WORK/resume_distrib.log" \
+  || { cat "$WORK/resume_distrib.log"; fail "distrib_tp2_pp2: not resumed at iteration 10"; }
+grep -o "lm loss: [0-9.E+-]*" "$WORK/resume_distrib.log" | diff - "$WORK/resume_mlm_direct.txt" \
+  || fail "the distributed optimizer's resumed losses differ from the per-parameter state's"
+# Written back as Megatron-LM's distributed optimizer saves it: PyTorch loads the files and the
+# reference script's own reader finds every parameter's state where the fixture has it.
+convert --from megatron-lm --load "$MLM/distrib_tp2_pp2" --save "$WORK/distrib"
+convert --to megatron-lm-core --load "$WORK/distrib" --save "$WORK/distrib_out" \
+  --target-tensor-parallel-size 2 --target-pipeline-parallel-size 2
+[[ -s $WORK/distrib_out/iter_0000010/mp_rank_01_001/distrib_optim.pt ]] || fail "distrib_optim.pt"
+if /usr/bin/python3 -c "import torch" 2> /dev/null; then
+  /usr/bin/python3 "$MEGATRON_SOURCE_DIR/tools/reference/megatron_lm_distrib_optim.py" check \
+    "$WORK/distrib_out" "$MLM/distrib_tp2_pp2" 96 || fail "PyTorch's check of distrib_optim.pt"
+fi
 
 echo "== export to Megatron-LM at other layouts and namings; re-import unchanged"
 convert --to megatron-lm --load "$WORK/mlm" --save "$WORK/out_legacy" \

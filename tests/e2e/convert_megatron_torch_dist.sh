@@ -45,6 +45,8 @@ grep -o "lm loss: [0-9.E+-]*" "$WORK/train_args.log" | diff - "$WORK/loss_hf.txt
 echo "== resuming a Megatron-LM run (bf16, Adam state after 3 iterations): from the import and"
 echo "   from the torch_dist directory itself, at iteration 3, with the same losses"
 cp -r "$MLM/torch_dist_gpt2_adam_tp2" "$WORK/adam_direct"
+# The same run's state as the distributed optimizer's dp_reshardable buckets (DP 2).
+cp -r "$MLM/torch_dist_gpt2_adam_dp_tp2" "$WORK/adam_dp_direct"
 convert --from megatron-lm --load "$MLM/torch_dist_gpt2_adam_tp2" --save "$WORK/adam_import" \
   --target-tensor-parallel-size 2
 grep -qF "imported at iteration 3 with its optimizer state (3 buffers, step 3)" "$WORK/last.log" \
@@ -57,7 +59,7 @@ for a in "${TRAIN[@]}"; do
   RESUME+=("$a")
   previous=$a
 done
-for src in adam_import adam_direct; do
+for src in adam_import adam_direct adam_dp_direct; do
   timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 \
     "$MEGATRON_BINARY" "${RESUME[@]}" --bf16 --load "$WORK/$src" \
     > "$WORK/resume_$src.log" 2>&1 || { cat "$WORK/resume_$src.log"; fail "resume from $src"; }
@@ -69,6 +71,8 @@ done
 [[ $(wc -l < "$WORK/resume_adam_direct.txt") == 2 ]] \
   || { cat "$WORK/resume_adam_direct.log"; fail "iterations 4 and 5 logged"; }
 diff "$WORK/resume_adam_direct.txt" "$WORK/resume_adam_import.txt" || fail "resumed losses differ"
+diff "$WORK/resume_adam_dp_direct.txt" "$WORK/resume_adam_import.txt" \
+  || fail "the dp_reshardable state's resumed losses differ"
 
 echo "== torch_dist Qwen2 (bf16, PyTorch 2.x .metadata) generates what its torch twin generates"
 convert --from megatron-lm --load "$MLM/torch_dist_qwen2_tp2" --save "$WORK/qwen_dist"

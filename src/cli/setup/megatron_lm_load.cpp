@@ -45,8 +45,8 @@ void use_megatron_lm_load(Args& args, bool writer, MegatronLmFamily family, int6
              args.load, " is a Megatron-LM ", torch_dist ? "torch_dist" : "torch",
              "-format checkpoint without optimizer state megatron-cpp reads (",
              torch_dist ? "it holds no optimizer.state.exp_avg.* tensors or no opt_param_scheduler"
-                        : "it holds no Adam state: saved with --no-save-optim, or by the "
-                          "distributed optimizer, whose distrib_optim.pt is not read yet",
+                        : "it holds no Adam state and no distrib_optim.pt: saved with "
+                          "--no-save-optim",
              "): its weights are loaded, not its optimizer, scheduler or RNG state. Add "
              "--finetune (start from iteration 0), or --no-load-optim --no-load-rng");
   if (writer && !is_conversion_of(copy, source, iteration, resumable)) {

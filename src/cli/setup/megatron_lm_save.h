@@ -3,8 +3,10 @@
 //   SAVE/latest_checkpointed_iteration.txt
 //   SAVE/iter_0000010/mp_rank_TT[_PPP]/model_optim_rng.pt   at the run's TP × PP layout
 // with Megatron-Core's parameter names (what Megatron-LM writes with --ckpt-format torch), the
-// args, the iteration and, unless --no-save-optim, the non-distributed optimizer's state, the
-// scheduler and the consumed samples (convert/megatron_lm_checkpoint.h). The trainer stages the
+// args, the iteration and, unless --no-save-optim, the optimizer state (the non-distributed
+// optimizer's; with --use-distributed-optimizer the distributed optimizer's, its distrib_optim.pt
+// beside each rank file), the scheduler and the consumed samples
+// (convert/megatron_lm_checkpoint.h). The trainer stages the
 // save in megatron-cpp's format and rank 0 rewrites it (TrainerConfig::save_as), atomically:
 // the rank files are written into SAVE/iter_N.tmp-<nonce>/, moved into place, then the tracker
 // (checkpoint/checkpoint.h, CheckpointTransaction). `--load SAVE` detects the format
