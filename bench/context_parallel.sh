@@ -18,6 +18,7 @@
 # cpu_dev_1x2.json, cpu_dev_2x1.json). Default OUT_DIR: /tmp/context_parallel.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$ROOT/bench/memory_runs.bash"  # four_device_machine_file, write_measured_memory
 BIN="${MEGATRON_BINARY:-$ROOT/build/megatron}"
 PART="${1:?usage: bench/context_parallel.sh step|memory [OUT_DIR]}"
 OUT="${2:-/tmp/context_parallel}"
@@ -35,13 +36,7 @@ MODEL=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --group-query-att
 
 # The 2 x 1 machine file with 4 devices on the node, for the memory plans of the CP 4 runs (4
 # processes on the 2 cores; its times would not describe them and are not used).
-python3 - "$ROOT/examples/machines/cpu_dev_2x1.json" "$OUT/cpu_dev_4x1.json" <<'PY'
-import json, sys
-m = json.load(open(sys.argv[1]))
-m["name"] += ", as 4 processes on one node (memory only)"
-m["node"]["devices"] = 4
-json.dump(m, open(sys.argv[2], "w"), indent=1)
-PY
+four_device_machine_file "$OUT/cpu_dev_4x1.json"
 
 # plan NAME MACHINE SEQ CP: `megatron plan` of the run (text in NAME.plan).
 plan() {
@@ -123,22 +118,7 @@ elif [[ "$PART" == memory ]]; then
   # context_parallel_measured.json (tests/unit/plan_validation_test.cpp reads it from
   # bench/plan_validation/): each run's peak RSS per rank, and rank 0's memory report after the
   # last iteration.
-  python3 - "$OUT" <<'PY'
-import glob, json, os, re, sys
-out = sys.argv[1]
-runs = {}
-for log in sorted(glob.glob(os.path.join(out, "cp[0-9]_s*.log"))):
-    name = os.path.basename(log)[:-4]
-    rss = [float(open(f).read()) for f in sorted(glob.glob(os.path.join(out, name + ".rss.*")))]
-    reports = re.findall(r"memory \(MB\) \| allocated: ([0-9.]+) \| max allocated: ([0-9.]+)",
-                         open(log).read())
-    runs[name] = {"peak_rss_kb": max(rss), "rank_rss_kb": rss,
-                  "allocated_mb": float(reports[-1][0]) if reports else None,
-                  "max_allocated_mb": float(reports[-1][1]) if reports else None}
-with open(os.path.join(out, "context_parallel_measured.json"), "w") as f:
-    json.dump(runs, f, indent=1)
-    f.write("\n")
-PY
+  write_measured_memory "$OUT" "cp[0-9]_s*.log" context_parallel_measured.json
   cat "$OUT/context_parallel_measured.json"
 else
   echo "unknown part '$PART': give step or memory" >&2

@@ -14,6 +14,7 @@
 # (dropless), the aux loss, mock data, f32.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$ROOT/bench/memory_runs.bash"  # four_device_machine_file, write_measured_memory
 BIN="${MEGATRON_BINARY:-$ROOT/build/megatron}"
 OUT="${1:-/tmp/plan_validation_moe}"
 ITERS="${ITERS:-3}"
@@ -28,13 +29,7 @@ MODEL=(--num-layers 2 --hidden-size 128 --num-attention-heads 4 --seq-length 256
 
 # The 2 x 1 machine file with 4 devices on the node, for the plan of the 4-process run (its
 # memory only: 4 processes share the 2 cores).
-python3 - "$ROOT/examples/machines/cpu_dev_2x1.json" "$OUT/cpu_dev_4x1.json" <<'PY'
-import json, sys
-m = json.load(open(sys.argv[1]))
-m["name"] += ", as 4 processes on one node (memory only)"
-m["node"]["devices"] = 4
-json.dump(m, open(sys.argv[2], "w"), indent=1)
-PY
+four_device_machine_file "$OUT/cpu_dev_4x1.json"
 
 # NAME NPROCS layout flags...
 RUNS=("ep1 1 --global-batch-size 4"
@@ -64,20 +59,5 @@ done
 
 # moe_measured.json: each run's peak RSS per rank and rank 0's memory report after the last
 # iteration.
-python3 - "$OUT" <<'PY'
-import glob, json, os, re, sys
-out = sys.argv[1]
-runs = {}
-for log in sorted(glob.glob(os.path.join(out, "ep*.log"))):
-    name = os.path.basename(log)[:-4]
-    rss = [float(open(f).read()) for f in sorted(glob.glob(os.path.join(out, name + ".rss.*")))]
-    reports = re.findall(r"memory \(MB\) \| allocated: ([0-9.]+) \| max allocated: ([0-9.]+)",
-                         open(log).read())
-    runs[name] = {"peak_rss_kb": max(rss), "rank_rss_kb": rss,
-                  "allocated_mb": float(reports[-1][0]) if reports else None,
-                  "max_allocated_mb": float(reports[-1][1]) if reports else None}
-with open(os.path.join(out, "moe_measured.json"), "w") as f:
-    json.dump(runs, f, indent=1)
-    f.write("\n")
-PY
+write_measured_memory "$OUT" "ep*.log" moe_measured.json
 cat "$OUT/moe_measured.json"

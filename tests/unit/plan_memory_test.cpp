@@ -319,9 +319,9 @@ void expect_arena_case_predicted(const ModelSpec& m, const ArenaCase& k, int64_t
 // One training step of a small GPT (with the Llama-family options: GQA with 2 of 4 heads'
 // groups, head dim 24 != h/a, SwiGLU, RMSNorm, RoPE, no linear biases, an untied output layer),
 // then the planner's prediction of its arenas and of its parameter count.
-void expect_gpt_arenas_predicted(const ArenaCase& k, bool llama) {
-  GptConfig gc = arena_gpt_config(3, llama);
-  gc.hidden_dropout = gc.attention_dropout = k.dropout ? 0.1f : 0.0f;
+// Runs one forward + backward of `gc` under case k and checks the planner's prediction of its
+// activation arena.
+void expect_config_arenas_predicted(const ArenaCase& k, GptConfig gc) {
   apply_arena_case(k, gc);
   ParallelState ps = test::solo_parallel_state();
   ParameterStore store(0, 1);
@@ -331,6 +331,12 @@ void expect_gpt_arenas_predicted(const ArenaCase& k, bool llama) {
   const int64_t b = 3;
   model.forward_backward(arena_batch(gc, b), 1.0f, 11);
   expect_arena_case_predicted(arena_model_spec(gc), k, b, model.activation_bytes(), store);
+}
+
+void expect_gpt_arenas_predicted(const ArenaCase& k, bool llama) {
+  GptConfig gc = arena_gpt_config(3, llama);
+  gc.hidden_dropout = gc.attention_dropout = k.dropout ? 0.1f : 0.0f;
+  expect_config_arenas_predicted(k, gc);
 }
 
 TEST_P(PlanArena, GptPredictsTheArenasExactly) {
@@ -590,16 +596,7 @@ TEST(PlanMemory, MegatronCppMoeArenasExactly) {
         moe.shared_expert_ffn = 32;
         moe.shared_expert_gate = true;
       }
-      ArenaCase k{true, Recompute::kNone, bf16};
-      apply_arena_case(k, gc);
-      ParallelState ps = test::solo_parallel_state();
-      ParameterStore store(0, 1);
-      GptModel model(gc, ps, store);
-      store.allocate();
-      model.init_weights(7);
-      const int64_t b = 3;
-      model.forward_backward(arena_batch(gc, b), 1.0f, 11);
-      expect_arena_case_predicted(arena_model_spec(gc), k, b, model.activation_bytes(), store);
+      expect_config_arenas_predicted(ArenaCase{true, Recompute::kNone, bf16}, gc);
     }
 }
 

@@ -158,12 +158,19 @@ def balancing_loss(v, logits, groups):
         q = torch.softmax(logits, dim=-1)
     routed = torch.zeros(n, e, dtype=torch.float64)
     routed.scatter_(1, top_k(q.detach(), v.topk), 1.0)
+    return grouped_switch_loss(q, routed, v.topk, groups)
+
+
+def grouped_switch_loss(q, routed, topk, groups):
+    """E / (k T² G) Σ_g Σ_e (Σ_{n in g} q[n, e]) (Σ_{n in g} routed[n, e]), token n in group
+    n % groups of T tokens: the Switch Transformer loss per group, averaged."""
+    n, e = q.shape
     tokens = n // groups
     total = 0.0
     for g in range(groups):
         rows = torch.arange(g, n, groups)
         total = total + (q[rows].sum(0) * routed[rows].sum(0)).sum()
-    return total * e / (v.topk * tokens * tokens * groups)
+    return total * e / (topk * tokens * tokens * groups)
 
 
 def expert_slots(v, idx, weights):

@@ -43,6 +43,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_io  # noqa: E402
+from moe_reference import grouped_switch_loss  # noqa: E402
 from reference_common import normal_sampler  # noqa: E402
 
 
@@ -104,15 +105,8 @@ def routed_counts(v, q):
 
 def balancing_loss(v, logits, groups):
     """Switch Transformer's loss over `groups` groups of tokens (token n in group n % groups)."""
-    n, e = logits.shape
     q = aux_scores(v, logits)
-    routed = routed_counts(v, q)
-    tokens = n // groups
-    total = 0.0
-    for g in range(groups):
-        rows = torch.arange(g, n, groups)
-        total = total + (q[rows].sum(0) * routed[rows].sum(0)).sum()
-    return total * e / (v.topk * tokens * tokens * groups)
+    return grouped_switch_loss(q, routed_counts(v, q), v.topk, groups)
 
 
 def save(out_dir, name, golden):
