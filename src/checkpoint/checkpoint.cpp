@@ -55,10 +55,8 @@ void rename_or_throw(const std::string& from, const std::string& to) {
 
 // The checkpoint layout holds one copy of each tensor-parallel slice per pipeline stage, saved
 // by the data-parallel replica 0; expert parameters on an expert grid of their own (split over
-// EP, or over an etp group other than TP) are brought to that layout (Ep1Layout) on save.
-bool own_expert_grid(const ParallelState& ps) {
-  return ps.ep_size > 1 || ps.etp_size != ps.tp_size;
-}
+// EP, or over an etp group other than TP: ParallelState::own_expert_grid) are brought to that
+// layout (Ep1Layout) on save.
 
 using Ep1Layout = SaveSource::Ep1Layout;
 
@@ -172,7 +170,7 @@ SaveSource::SaveSource(const ParameterStore& params,
                        const std::map<std::string, Tensor>& optimizer_flat_buffers,
                        const ParallelState& ps, const OptimizerShard& optimizer_shard)
     : params_(params), buffers_(optimizer_flat_buffers), ps_(ps) {
-  if (!own_expert_grid(ps)) return;
+  if (!ps.own_expert_grid()) return;
   MT_REQUIRE(optimizer_shard.dp_size == 1,
              "--save with --use-distributed-optimizer and an expert grid of its own "
              "(--expert-model-parallel-size ",
@@ -362,7 +360,7 @@ nlohmann::json load_checkpoint(const std::string& load_dir, int64_t iteration,
                                ParameterStore& params,
                                std::map<std::string, Tensor>* optimizer_flat_buffers,
                                const ParallelState& ps, FlatRange optimizer_range) {
-  if (own_expert_grid(ps)) {
+  if (ps.own_expert_grid()) {
     // The optimizer range is the whole flat space: the distributed optimizer keeps its state
     // whole on an expert grid of its own (cli/args/training_config.cpp).
     const int64_t flat = params.flat_values().numel();

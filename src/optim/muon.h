@@ -47,7 +47,7 @@
 
 #include "core/tensor.h"
 #include "distributed/communicator.h"
-#include "optim/flat_range.h"
+#include "parallel/flat_range.h"
 #include "parallel/parameter.h"
 
 namespace megatron {

@@ -88,9 +88,9 @@ StepResult run_step(ParallelState ps, int r, bool overlap, bool distributed_opti
   store.set_expert_grid(ps.ep_rank, ps.ep_size, ps.etp_rank, ps.etp_size);
   add_params(store, sequence_parallel, ps.ep_size > 1 ? ps.ep_size : 0);
   const int64_t n = store.flat_grads().numel();
-  std::optional<DpShard> shard;
-  if (distributed_optimizer) shard = DpShard::of(n, ps.dp_size, ps.dp_rank);
-  GradBuckets buckets(store, ps, kBucketElements, overlap, shard ? &*shard : nullptr);
+  std::optional<DistributedShards> shards;
+  if (distributed_optimizer) shards = DistributedShards{DpShard::of(n, ps.dp_size, ps.dp_rank), {}};
+  GradBuckets buckets(store, ps, kBucketElements, overlap, shards ? &*shards : nullptr);
   buckets.start(kMicroBatches, 0.5);
   float* g = store.flat_grads().data<float>();
   for (int m = 0; m < kMicroBatches; ++m) {
@@ -110,9 +110,10 @@ StepResult run_step(ParallelState ps, int r, bool overlap, bool distributed_opti
   buckets.finish();
   result.posted = counting->posted;
   // With a shard its range of the gradients holds the reduced sums (in place).
-  result.reduced =
-      shard ? store.flat_grads().slice(0, shard->range.begin, shard->range.end).to_vector<float>()
-            : store.flat_grads().to_vector<float>();
+  result.reduced = shards ? store.flat_grads()
+                                .slice(0, shards->dense.range.begin, shards->dense.range.end)
+                                .to_vector<float>()
+                          : store.flat_grads().to_vector<float>();
   return result;
 }
 

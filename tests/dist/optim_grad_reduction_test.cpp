@@ -125,7 +125,7 @@ TEST(GradReduction, LayerNormsSumOverDistributedOptimizerShards) {
   const DpShard shard = DpShard::of(store.flat_grads().numel(), ps.dp_size, ps.dp_rank);
   const GradShard grads{store.flat_grads().slice(0, shard.range.begin, shard.range.end),
                         shard.range};
-  expect_dense_layer_norms(layer_grad_norms(store, ps, &grads));
+  expect_dense_layer_norms(layer_grad_norms(store, ps, std::span(&grads, 1)));
 }
 
 TEST(GradReduction, ClipScalesEveryShardByTheSameCoefficient) {

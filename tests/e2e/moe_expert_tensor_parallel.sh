@@ -5,8 +5,9 @@
 # process), TP 2 (the experts split like the dense MLP), TP 2 ETP 1 EP 2 (each expert whole on
 # one rank, the rows moved over tp_ep), TP 2 ETP 1 without EP, TP 2 ETP 1 EP 2 with sequence
 # parallelism and DP 2, TP 1 ETP 2 (the experts split over data-parallel ranks) and TP 2 ETP 1
-# DP 2 with --use-distributed-optimizer (whose state stays whole: a warning says so), under
-# mpirun -np 4. Checkpoints: a TP 2 ETP 1 EP 2 save resumes at the same layout bit for bit and,
+# DP 2 with --use-distributed-optimizer (the dense state sharded over DP 2, the experts' over
+# their expert data-parallel group of 4; rank 0 holds ceil(dense / 2) and ceil(experts / 4) of
+# them), under mpirun -np 4. Checkpoints: a TP 2 ETP 1 EP 2 save resumes at the same layout bit for bit and,
 # resharded, at TP 2 (ETP 2) and TP 1 to the losses of an uninterrupted run; a TP 2 (ETP 2) save
 # resumes at TP 2 ETP 1 EP 2. Then the refusal of an expert width ETP does not divide.
 set -euo pipefail
@@ -24,8 +25,12 @@ run tp2_sp_etp1_ep2_dp2 4 2 1 --sequence-parallel --expert-tensor-parallel-size 
   --expert-model-parallel-size 2 "${MOE[@]}"
 run tp1_etp2 2 1 1 --expert-tensor-parallel-size 2 "${MOE[@]}"
 run tp2_etp1_distopt 4 2 1 --expert-tensor-parallel-size 1 --use-distributed-optimizer "${MOE[@]}"
-grep -q "the optimizer state is not sharded" "$WORK/tp2_etp1_distopt.log" \
-  || { cat "$WORK/tp2_etp1_distopt.log"; echo "FAIL: no note on the unsharded optimizer"; exit 1; }
+shards=$(grep -o "distributed optimizer state on rank 0: .*" "$WORK/tp2_etp1_distopt.log")
+read -r dense_mine dense_all expert_mine expert_all < <(
+  echo "$shards" | sed -E 's/.*: ([0-9]+) of ([0-9]+) dense.*, ([0-9]+) of ([0-9]+) expert.*/\1 \2 \3 \4/')
+echo "rank 0: $shards"
+((dense_mine == (dense_all + 1) / 2 && expert_mine == (expert_all + 3) / 4 && expert_all > 0)) \
+  || { echo "FAIL: rank 0's optimizer state is not its dense / 2 and expert / 4 shards"; exit 1; }
 grep -q "load_balancing_loss: .* | z_loss: " "$WORK/tp2_etp1_ep2.log" \
   || { cat "$WORK/tp2_etp1_ep2.log"; echo "FAIL: the MoE losses are not logged"; exit 1; }
 for name in tp2 tp2_etp1_ep2 tp2_etp1 tp2_sp_etp1_ep2_dp2 tp1_etp2 tp2_etp1_distopt; do
