@@ -197,22 +197,22 @@ struct Trainer::Impl {
     // optimizer shards over dp × cp, as Megatron's does — and the experts, on a grid of their
     // own, over the expert data-parallel group.
     const bool expert_shards = cfg.distributed_optimizer && ps.own_expert_grid();
-    MT_REQUIRE(!(expert_shards && cfg.adam.muon),
-               "--optimizer muon with --use-distributed-optimizer and an expert grid of its own "
-               "(--expert-model-parallel-size ",
-               ps.ep_size, ", --expert-tensor-parallel-size ", ps.etp_size,
-               ") is not implemented: drop --use-distributed-optimizer, or use --optimizer adam");
     store.allocate(cfg.distributed_optimizer ? ps.dp_cp_size : 1,
                    cfg.bf16 ? DType::BF16 : DType::F32, expert_shards ? ps.edp->size() : 0);
     model->init_weights(cfg.seed);
     if (cfg.distributed_optimizer) shards = DistributedShards::of(store, ps);
     grad_buckets = std::make_unique<GradBuckets>(
         store, ps, cfg.ddp_bucket_size, cfg.overlap_grad_reduce, shards ? &*shards : nullptr);
-    // Muon gathers a TP-split matrix over its TP group, and a sharded one over dp × cp.
-    optimizer = std::make_unique<AdamW>(store, cfg.adam, shards ? shards->dense.range : FlatRange{},
-                                        MuonGroups{ps.tp, ps.etp, shards ? ps.dp_cp : nullptr});
-    if (shards && shards->experts)
-      expert_optimizer = std::make_unique<AdamW>(store, cfg.adam, shards->experts->range);
+    // Muon gathers a TP-split matrix over its TP group, and a sharded one over dp × cp (an
+    // expert shard's over edp).
+    const FlatRange dense_part = expert_shards ? store.dense_part() : FlatRange{};
+    optimizer =
+        std::make_unique<AdamW>(store, cfg.adam, shards ? shards->dense.range : FlatRange{},
+                                MuonGroups{ps.tp, ps.etp, shards ? ps.dp_cp : nullptr, dense_part});
+    if (expert_shards)
+      expert_optimizer =
+          std::make_unique<AdamW>(store, cfg.adam, shards->experts->range,
+                                  MuonGroups{ps.tp, ps.etp, ps.edp, store.expert_part()});
     if (cfg.torch_dist_save) choose_torch_dist_save();
     // --fp16: each rank rounded its shards of the store to f16 (AdamW); every rank gets all of it.
     if (shards && cfg.fp16) all_gather_shards(store, ps, *shards);

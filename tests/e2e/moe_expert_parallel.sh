@@ -16,8 +16,8 @@
 # it; rank 0's state is ceil(dense / 4) dense and ceil(local expert elements / 2) expert
 # elements at EP 2 × DP 4. Its checkpoint (the state gathered whole for the save) resumes at
 # EP 2 × DP 4 sharded bit for bit, and resharded at EP 4 sharded and EP 1 unsharded to the
-# losses of an uninterrupted run. Then the refusals: experts that do not split over EP, expert
-# parallelism without experts, and Muon with expert shards, each a sentence naming the flags.
+# losses of an uninterrupted run. Then the refusals: experts that do not split over EP and expert
+# parallelism without experts, each a sentence naming the flags.
 set -euo pipefail
 MOE=(--num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 48 --moe-aux-loss-coeff 1e-2
   --moe-z-loss-coeff 1e-3 --moe-layer-freq '([0]+[1]*3)' --moe-grouped-gemm
@@ -143,6 +143,4 @@ refused() {
 refused uneven 4 "--num-experts 6 is not divisible by --expert-model-parallel-size 4" \
   --num-experts 6 --expert-model-parallel-size 4
 refused no_experts 2 "give --num-experts" --expert-model-parallel-size 2
-refused muon_expert_shards 2 "--optimizer muon with --use-distributed-optimizer and an expert grid" \
-  --num-experts 4 --expert-model-parallel-size 2 --use-distributed-optimizer --optimizer muon
 echo "expert parallelism across layouts: OK"
