@@ -14,7 +14,10 @@
 # EP 2 × TP 2 with sequence parallelism and EP 2 × DP 4 with --overlap-grad-reduce in small
 # buckets the losses, grad norms and MoE losses are EP 1's (relative <= 1e-5) and EP 2's without
 # it; rank 0's state is ceil(dense / 4) dense and ceil(local expert elements / 2) expert
-# elements at EP 2 × DP 4. Its checkpoint (the state gathered whole for the save) resumes at
+# elements at EP 2 × DP 4. With --fp16 (the f16 overflow check on both shards: the same skipped
+# iterations and loss scales) and --bf16 (the fp32 master weights sharded per part) at EP 2 ×
+# DP 4 the sharded run logs the unsharded run's metrics (relative <= 1e-5, as
+# distributed_optimizer.sh argues). Its checkpoint (the state gathered whole for the save) resumes at
 # EP 2 × DP 4 sharded bit for bit, and resharded at EP 4 sharded and EP 1 unsharded to the
 # losses of an uninterrupted run. Then the refusals: experts that do not split over EP and expert
 # parallelism without experts, each a sentence naming the flags.
@@ -59,6 +62,23 @@ echo "rank 0: $shards (of $params parameters)"
 ((dense_all + expert_all == params && dense_mine == (dense_all + 3) / 4 &&
   expert_mine == (expert_all + 1) / 2 && expert_all > 0)) \
   || { echo "FAIL: rank 0's optimizer state is not its dense / 4 and expert / 2 shards"; exit 1; }
+FP16=(--fp16 --initial-loss-scale 262144 --loss-scale-window 2)
+for precision in fp16 bf16; do
+  flags=(--bf16)
+  [[ $precision == fp16 ]] && flags=("${FP16[@]}")
+  run ${precision}_ep2_dp4 4 1 1 --expert-model-parallel-size 2 "${flags[@]}" "${MOE[@]}"
+  run ${precision}_ep2_dp4_distopt 4 1 1 --expert-model-parallel-size 2 "${flags[@]}" \
+    "${DISTOPT[@]}" "${MOE[@]}"
+  echo "== $precision: ep2_dp4 unsharded vs sharded"
+  $CHECK "$WORK/${precision}_ep2_dp4.jsonl" "$WORK/${precision}_ep2_dp4_distopt.jsonl" --from 1 \
+    --to 6 --rtol 1e-5
+done
+node -e '
+  const r = require("fs").readFileSync(process.argv[1], "utf8").trim().split("\n").map(JSON.parse)
+              .filter(x => x.type === "train");
+  if (!r.some(x => x.skipped_iterations > 0) || !r.some(x => x.skipped_iterations === 0)) {
+    console.error("FAIL: the fp16 reference run should both skip and take steps"); process.exit(1);
+  }' "$WORK/fp16_ep2_dp4.jsonl"
 SINKHORN=(--num-experts 4 --moe-router-topk 1 --moe-router-load-balancing-type sinkhorn
   --moe-ffn-hidden-size 48 --moe-shared-expert-intermediate-size 64 --moe-shared-expert-gate)
 run sinkhorn_ep1 1 1 1 "${SINKHORN[@]}"
