@@ -17,8 +17,10 @@
 # elements at EP 2 × DP 4. With --fp16 (the f16 overflow check on both shards: the same skipped
 # iterations and loss scales) and --bf16 (the fp32 master weights sharded per part) at EP 2 ×
 # DP 4 the sharded run logs the unsharded run's metrics (relative <= 1e-5, as
-# distributed_optimizer.sh argues; --log-params-norm too, from the master shards), the same
-# --log-num-zeros-in-grad counts (exact), and passes the replica check at every step. Its checkpoint (the state gathered whole for the save) resumes at
+# distributed_optimizer.sh argues; --log-params-norm too, from the master shards) and passes the
+# replica check at every step. (The zero counts are not compared here: the two DP sums add in
+# other orders, and an exact cancellation in one of them moves a count by one; the count over
+# the shards is checked exactly in tests/dist/optim_grad_reduction_test.cpp.) Its checkpoint (the state gathered whole for the save) resumes at
 # EP 2 × DP 4 sharded bit for bit, and resharded at EP 4 sharded and EP 1 unsharded to the
 # losses of an uninterrupted run. Then the refusals: experts that do not split over EP and expert
 # parallelism without experts, each a sentence naming the flags.
@@ -67,17 +69,13 @@ FP16=(--fp16 --initial-loss-scale 262144 --loss-scale-window 2)
 for precision in fp16 bf16; do
   flags=(--bf16)
   [[ $precision == fp16 ]] && flags=("${FP16[@]}")
-  flags+=(--log-num-zeros-in-grad --log-params-norm --check-weight-hash-across-dp-replicas-interval 1)
+  flags+=(--log-params-norm --check-weight-hash-across-dp-replicas-interval 1)
   run ${precision}_ep2_dp4 4 1 1 --expert-model-parallel-size 2 "${flags[@]}" "${MOE[@]}"
   run ${precision}_ep2_dp4_distopt 4 1 1 --expert-model-parallel-size 2 "${flags[@]}" \
     "${DISTOPT[@]}" "${MOE[@]}"
   echo "== $precision: ep2_dp4 unsharded vs sharded"
   $CHECK "$WORK/${precision}_ep2_dp4.jsonl" "$WORK/${precision}_ep2_dp4_distopt.jsonl" --from 1 \
     --to 6 --rtol 1e-5
-  zeros() { grep -o "num zeros: [0-9]*" "$WORK/$1.log"; }
-  [[ -n "$(zeros ${precision}_ep2_dp4)" &&
-    "$(zeros ${precision}_ep2_dp4)" == "$(zeros ${precision}_ep2_dp4_distopt)" ]] \
-    || { echo "FAIL: $precision: the zero counts differ with expert shards"; exit 1; }
   node -e '
     const read = f => require("fs").readFileSync(f, "utf8").trim().split("\n").map(JSON.parse)
                         .filter(x => x.type === "train").map(x => x.params_norm);
