@@ -55,10 +55,8 @@ void rename_or_throw(const std::string& from, const std::string& to) {
 
 // The checkpoint layout holds one copy of each tensor-parallel slice per pipeline stage, saved
 // by the data-parallel replica 0; expert parameters on an expert grid of their own (split over
-// EP, or over an etp group other than TP) are brought to that layout (Ep1Layout) on save.
-bool own_expert_grid(const ParallelState& ps) {
-  return ps.ep_size > 1 || ps.etp_size != ps.tp_size;
-}
+// EP, or over an etp group other than TP: ParallelState::own_expert_grid) are brought to that
+// layout (Ep1Layout) on save.
 
 using Ep1Layout = SaveSource::Ep1Layout;
 
@@ -172,12 +170,12 @@ SaveSource::SaveSource(const ParameterStore& params,
                        const std::map<std::string, Tensor>& optimizer_flat_buffers,
                        const ParallelState& ps, const OptimizerShard& optimizer_shard)
     : params_(params), buffers_(optimizer_flat_buffers), ps_(ps) {
-  if (!own_expert_grid(ps)) return;
-  MT_REQUIRE(optimizer_shard.dp_size == 1,
-             "--save with --use-distributed-optimizer and an expert grid of its own "
-             "(--expert-model-parallel-size ",
-             ps.ep_size, ", --expert-tensor-parallel-size ", ps.etp_size,
-             ") is not implemented (docs/moe.md)");
+  if (!ps.own_expert_grid()) return;
+  // The distributed optimizer's expert shards are gathered whole first (the trainer's
+  // gathered_optimizer_state): the experts are brought to the EP 1 layout from whole buffers.
+  MT_CHECK(optimizer_shard.dp_size == 1,
+           "save_checkpoint: optimizer shards with an expert grid of its own (EP ", ps.ep_size,
+           ", ETP ", ps.etp_size, "); pass the optimizer state whole");
   // Only the gather groups holding a rank that writes (dp × cp rank 0) gather.
   Communicator& group = expert_gather_group(ps);
   if (group.all_reduce_scalar(ps.dp_cp_rank == 0 ? 1.0 : 0.0, ReduceOp::MAX) > 0.0)
@@ -362,9 +360,9 @@ nlohmann::json load_checkpoint(const std::string& load_dir, int64_t iteration,
                                ParameterStore& params,
                                std::map<std::string, Tensor>* optimizer_flat_buffers,
                                const ParallelState& ps, FlatRange optimizer_range) {
-  if (own_expert_grid(ps)) {
-    // The optimizer range is the whole flat space: the distributed optimizer keeps its state
-    // whole on an expert grid of its own (cli/args/training_config.cpp).
+  if (ps.own_expert_grid()) {
+    // The optimizer range is the whole flat space: with an expert grid of its own the
+    // distributed optimizer reads its state whole and keeps its shards (train/trainer.cpp).
     const int64_t flat = params.flat_values().numel();
     MT_CHECK(optimizer_range.begin == 0 && (optimizer_range.end < 0 || optimizer_range.end == flat),
              "load_checkpoint: the distributed optimizer's shards with expert parallelism");

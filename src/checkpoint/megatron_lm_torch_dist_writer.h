@@ -37,7 +37,7 @@
 #include "checkpoint/torch_dcp_writer.h"
 #include "core/pickle_value.h"
 #include "distributed/parallel_state.h"
-#include "optim/flat_range.h"
+#include "parallel/flat_range.h"
 #include "parallel/parameter.h"
 
 namespace megatron {

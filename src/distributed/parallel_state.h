@@ -107,6 +107,9 @@ struct ParallelState {
 
   bool first_pipeline_stage() const { return pp_rank == 0; }
   bool last_pipeline_stage() const { return pp_rank == pp_size - 1; }
+  // Whether the experts live on a grid of their own (EP > 1, or an etp group other than TP):
+  // their gradients, norms and distributed-optimizer shards then go over the expert groups.
+  bool own_expert_grid() const { return ep_size > 1 || etp_size != tp_size; }
 };
 
 }  // namespace megatron

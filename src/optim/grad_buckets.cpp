@@ -51,16 +51,20 @@ std::vector<GradBucket> make_grad_buckets(const ParameterStore& store, int64_t b
 }
 
 GradBuckets::GradBuckets(ParameterStore& store, const ParallelState& ps, int64_t bucket_elements,
-                         bool overlap, const DpShard* shard)
+                         bool overlap, const DistributedShards* shards)
     : store_(store),
       ps_(ps),
       overlap_(overlap),
-      sharded_(shard != nullptr),
+      sharded_(shards != nullptr),
       buckets_(make_grad_buckets(store, bucket_elements)) {
   MT_CHECK(store.flat_grads().defined(), "GradBuckets: the parameter store is not allocated");
-  if (shard != nullptr)
-    MT_CHECK(shard->total == store.flat_grads().numel(), "GradBuckets: a shard of ", shard->total,
-             " elements for a store of ", store.flat_grads().numel());
+  if (shards != nullptr)
+    MT_CHECK(shards->dense.begin + shards->dense.total +
+                     (shards->experts ? shards->experts->total : 0) <=
+                 store.flat_grads().numel(),
+             "GradBuckets: shards of ", shards->dense.total, " and ",
+             shards->experts ? shards->experts->total : 0, " elements for a store of ",
+             store.flat_grads().numel());
   // Buckets are in launch order, so a parameter's pieces are consecutive.
   buckets_of_.assign(store.params().size(), {buckets_.size(), 0});
   for (size_t b = 0; b < buckets_.size(); ++b)
@@ -68,22 +72,25 @@ GradBuckets::GradBuckets(ParameterStore& store, const ParallelState& ps, int64_t
       buckets_of_[p].first = std::min(buckets_of_[p].first, b);
       buckets_of_[p].end = b + 1;
     }
-  if (shard != nullptr) {
-    MT_CHECK(ps.ep_size == 1 && ps.etp_size == ps.tp_size,
-             "GradBuckets: the distributed optimizer shards over dp x cp, which does not hold "
-             "expert parameters split over an expert grid of their own");
-    const int d = ps.dp_cp->size();
+  if (shards != nullptr) {
     for (const GradBucket& bucket : buckets_) {
+      const DpShard& shard = shards->of_kind(bucket.expert);
+      const Communicator& group = bucket_group(bucket);
+      const int d = group.size();
       std::vector<int64_t>& counts = shard_counts_.emplace_back(size_t(d));
       for (int r = 0; r < d; ++r) {
-        const DpShard theirs = DpShard::of(shard->total, d, r);
+        const DpShard theirs = DpShard::of({shard.begin, shard.begin + shard.total}, d, r);
         counts[size_t(r)] =
             std::max<int64_t>(0, std::min(bucket.range.end, theirs.range.end) -
                                      std::max(bucket.range.begin, theirs.range.begin));
       }
+      MT_CHECK(bucket.range.begin >= shard.begin && bucket.range.end <= shard.begin + shard.total,
+               "GradBuckets: a bucket of flat elements [", bucket.range.begin, ", ",
+               bucket.range.end, ") outside its part [", shard.begin, ", ",
+               shard.begin + shard.total, ")");
       // This rank's segment of the bucket, where its reduced sums land (in place).
-      const int64_t count = counts[size_t(ps.dp_cp->rank())];
-      const int64_t begin = count > 0 ? std::max(bucket.range.begin, shard->range.begin) : 0;
+      const int64_t count = counts[size_t(group.rank())];
+      const int64_t begin = count > 0 ? std::max(bucket.range.begin, shard.range.begin) : 0;
       shard_segments_.push_back(store.flat_grads().slice(0, begin, begin + count));
     }
   }
@@ -147,15 +154,19 @@ void GradBuckets::launch(size_t b) {
   reduce_sequence_parallel_gradients(store_, ps_, &sp_scratch_, bucket.first_param,
                                      bucket.end_param);
   Tensor grads = store_.flat_grads().slice(0, bucket.range.begin, bucket.range.end);
-  // The ranks holding the same weights: data × context parallel, or for experts the expert
-  // data-parallel group.
-  Communicator& dp = bucket.expert ? *ps_.edp : *ps_.dp_cp;
+  Communicator& dp = bucket_group(bucket);
   if (!sharded_) {
     if (dp.size() > 1) requests_[b] = dp.iall_reduce(grads, ReduceOp::SUM);
     return;
   }
   // In place: this rank's segment of the bucket receives its sums (at DP 1 it is the bucket).
   if (dp.size() > 1) requests_[b] = dp.ireduce_scatter(grads, shard_counts_[b], ReduceOp::SUM);
+}
+
+Communicator& GradBuckets::bucket_group(const GradBucket& bucket) const {
+  // The ranks holding the same weights: data × context parallel, or for experts the expert
+  // data-parallel group (the same ranks without an expert grid of their own).
+  return bucket.expert ? *ps_.edp : *ps_.dp_cp;
 }
 
 void GradBuckets::retire_oldest() {

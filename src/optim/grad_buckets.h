@@ -19,10 +19,11 @@
 // Each bucket, in this order: the sequence-parallel gradients in it are summed over TP
 // (reduce_sequence_parallel_gradients), the bucket is summed over DP — all-reduced in place, or,
 // with the distributed optimizer, reduce-scattered in place: the bucket's segment of each rank's
-// DpShard goes to that rank, into the same elements of its gradient buffer, so after finish()
-// the shard's range of the flat gradients holds its reduced sums (Megatron's gradient buffer;
-// the other elements keep this rank's own, unreduced ones) — and after the wait it is multiplied
-// by post_scale.
+// DpShard (of the bucket's kind, DistributedShards::of_kind: an expert bucket's over edp when
+// the experts have a grid of their own) goes to that rank, into the same elements of its
+// gradient buffer, so after finish() each shard's range of the flat gradients holds its reduced
+// sums (Megatron's gradient buffer; the other elements keep this rank's own, unreduced ones) —
+// and after the wait it is multiplied by post_scale.
 //
 // When: start() begins a step. With overlap, the backward's announcements (GradReadyListener,
 // through the store) count each parameter's micro-batches down; a bucket whose parameters have
@@ -70,11 +71,11 @@ std::vector<GradBucket> make_grad_buckets(const ParameterStore& store, int64_t b
 
 class GradBuckets final : public GradReadyListener {
  public:
-  // `shard`, for the distributed optimizer: only its range of the gradients is reduced (in
+  // `shards`, for the distributed optimizer: only their ranges of the gradients are reduced (in
   // place); null: all of them. With `overlap` this object is the store's GradReadyListener
   // while it lives.
   GradBuckets(ParameterStore& store, const ParallelState& ps, int64_t bucket_elements, bool overlap,
-              const DpShard* shard = nullptr);
+              const DistributedShards* shards = nullptr);
   ~GradBuckets() override;
   GradBuckets(const GradBuckets&) = delete;
   GradBuckets& operator=(const GradBuckets&) = delete;
@@ -91,6 +92,7 @@ class GradBuckets final : public GradReadyListener {
 
  private:
   void launch(size_t bucket);
+  Communicator& bucket_group(const GradBucket& bucket) const;
   // Waits for the oldest bucket in flight and scales it by post_scale.
   void retire_oldest();
 
@@ -107,8 +109,9 @@ class GradBuckets final : public GradReadyListener {
   std::vector<size_t> incomplete_;       // per bucket: parameters not complete yet
   std::vector<bool> launched_;           // per bucket
   std::vector<std::unique_ptr<CommRequest>> requests_;  // per bucket, null when nothing to wait
-  // With a shard, per bucket: each DP rank's count of the bucket's elements in its shard (rank
-  // order, the reduce-scatter's counts), and this rank's segment of the gradients (in place).
+  // With shards, per bucket: each rank of the bucket's group's count of the bucket's elements in
+  // its shard (rank order, the reduce-scatter's counts), and this rank's segment of the gradients
+  // (in place).
   std::vector<std::vector<int64_t>> shard_counts_;
   std::vector<Tensor> shard_segments_;
   std::deque<size_t> in_flight_;  // launched, not yet waited for: buckets in launch order

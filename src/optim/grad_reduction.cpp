@@ -49,8 +49,10 @@ void reduce_sequence_parallel_gradients(ParameterStore& store, const ParallelSta
   }
 }
 
-bool found_overflow_anywhere(const Tensor& flat_grads, Communicator& world, bool f16_range,
-                             Tensor* f16_scratch) {
+namespace {
+
+// This rank's part of found_overflow_anywhere.
+bool overflows(const Tensor& flat_grads, bool f16_range, Tensor* f16_scratch) {
   bool overflow = kernels::has_inf_or_nan(flat_grads);
   if (f16_range && !overflow) {
     Tensor as_f16;  // f16 [n]
@@ -67,8 +69,24 @@ bool found_overflow_anywhere(const Tensor& flat_grads, Communicator& world, bool
     kernels::cast(flat_grads, as_f16);  // rounds out-of-range values to ±inf
     overflow = kernels::has_inf_or_nan(as_f16);
   }
+  return overflow;
+}
+
+}  // namespace
+
+bool found_overflow_anywhere(std::span<const OverflowCheckPart> parts, Communicator& world,
+                             bool f16_range) {
+  bool overflow = false;
+  for (const OverflowCheckPart& part : parts)
+    overflow = overflow || overflows(part.grads, f16_range, part.f16_scratch);
   const double local = overflow ? 1.0 : 0.0;
   return world.all_reduce_scalar(local, ReduceOp::MAX) > 0.0;
+}
+
+bool found_overflow_anywhere(const Tensor& flat_grads, Communicator& world, bool f16_range,
+                             Tensor* f16_scratch) {
+  const OverflowCheckPart part{flat_grads, f16_scratch};
+  return found_overflow_anywhere(std::span(&part, 1), world, f16_range);
 }
 
 namespace {
@@ -89,20 +107,15 @@ T counted_sum(const Tensor& flat, int64_t first, const ParameterStore& store, Re
   return sum;
 }
 
-// Whether the expert parameters live on another grid than the dense ones (ep > 1, or an etp
-// group other than TP): then their sums run over ps.emp, the dense ones' over ps.mp. Otherwise
-// emp and mp are the same ranks and one reduction serves both.
-bool separate_expert_grid(const ParallelState& ps) {
-  return ps.ep_size > 1 || ps.etp_size != ps.tp_size;
-}
-
 // The model-parallel sum (dense over mp, experts over emp) of a counted per-rank quantity.
 template <typename T, typename Reduce>
 double model_parallel_sum(const Tensor& flat, const ParameterStore& store, const ParallelState& ps,
                           Reduce reduce) {
   double dense = double(counted_sum<T>(flat, 0, store, reduce, false));
   double experts = double(counted_sum<T>(flat, 0, store, reduce, true));
-  if (!separate_expert_grid(ps)) {
+  // On an expert grid of their own the experts' sums run over ps.emp, the dense ones' over
+  // ps.mp; otherwise emp and mp are the same ranks and one reduction serves both.
+  if (!ps.own_expert_grid()) {
     dense += experts;
     return ps.tp_size * ps.pp_size > 1 ? ps.mp->all_reduce_scalar(dense, ReduceOp::SUM) : dense;
   }
@@ -111,17 +124,17 @@ double model_parallel_sum(const Tensor& flat, const ParameterStore& store, const
   return dense + experts;
 }
 
-// The sum over the world of a counted quantity of each rank's distributed-optimizer shard.
+// The sum over the world of a counted quantity of each rank's distributed-optimizer shards.
+// The dense elements are cut over dp × cp and counted once over TP × PP (norm_ranges), the
+// expert ones cut over edp (or with the dense ones, folded) and counted once over etp × ep × PP:
+// either way every element of the model once over the world.
 template <typename T, typename Reduce>
-double sharded_sum(const GradShard& shard, const ParameterStore& store, const ParallelState& ps,
-                   Reduce reduce) {
-  // The shards cut the flat space over dp × cp, which only holds for expert parameters when
-  // they are replicated like the dense ones (the CLI refuses the rest).
-  MT_CHECK(!separate_expert_grid(ps),
-           "the distributed optimizer does not shard expert "
-           "parameters split over an expert grid of their own");
-  const double local = double(counted_sum<T>(shard.grads, shard.range.begin, store, reduce, false) +
-                              counted_sum<T>(shard.grads, shard.range.begin, store, reduce, true));
+double sharded_sum(std::span<const GradShard> shards, const ParameterStore& store,
+                   const ParallelState& ps, Reduce reduce) {
+  double local = 0;
+  for (const GradShard& shard : shards)
+    local += double(counted_sum<T>(shard.grads, shard.range.begin, store, reduce, false) +
+                    counted_sum<T>(shard.grads, shard.range.begin, store, reduce, true));
   return ps.world_size > 1 ? ps.world->all_reduce_scalar(local, ReduceOp::SUM) : local;
 }
 
@@ -135,11 +148,11 @@ int64_t zeros(const Tensor& run) {
 }  // namespace
 
 double global_grad_norm(const ParameterStore& store, const ParallelState& ps,
-                        const GradShard* shard) {
-  if (shard == nullptr) return global_norm(store.flat_grads(), store, ps);
+                        std::span<const GradShard> shards) {
+  if (shards.empty()) return global_norm(store.flat_grads(), store, ps);
   MT_CHECK(store.tp_rank() == ps.tp_rank, "global_grad_norm: the store is for TP rank ",
            store.tp_rank(), ", the parallel state is rank ", ps.tp_rank);
-  return std::sqrt(sharded_sum<double>(*shard, store, ps, squares));
+  return std::sqrt(sharded_sum<double>(shards, store, ps, squares));
 }
 
 double global_norm(const Tensor& flat, const ParameterStore& store, const ParallelState& ps) {
@@ -151,21 +164,26 @@ double global_norm(const Tensor& flat, const ParameterStore& store, const Parall
 }
 
 int64_t count_zero_grads(const ParameterStore& store, const ParallelState& ps,
-                         const GradShard* shard) {
+                         std::span<const GradShard> shards) {
   MT_CHECK(store.tp_rank() == ps.tp_rank, "count_zero_grads: the store is for TP rank ",
            store.tp_rank(), ", the parallel state is rank ", ps.tp_rank);
   // Counts are exact in f64 up to 2^53, far above any model size.
-  if (shard == nullptr)
+  if (shards.empty())
     return int64_t(model_parallel_sum<int64_t>(store.flat_grads(), store, ps, zeros));
-  return int64_t(sharded_sum<int64_t>(*shard, store, ps, zeros));
+  return int64_t(sharded_sum<int64_t>(shards, store, ps, zeros));
 }
 
 double clip_grad_norm(ParameterStore& store, const ParallelState& ps, double max_norm,
-                      GradShard* shard) {
-  const double norm = global_grad_norm(store, ps, shard);
+                      std::span<const GradShard> shards) {
+  const double norm = global_grad_norm(store, ps, shards);
   if (max_norm > 0.0) {
     const double coeff = max_norm / (norm + 1e-6);
-    if (coeff < 1.0) kernels::scale(shard ? shard->grads : store.flat_grads(), float(coeff));
+    if (coeff < 1.0 && shards.empty()) kernels::scale(store.flat_grads(), float(coeff));
+    if (coeff < 1.0)
+      for (const GradShard& shard : shards) {
+        Tensor grads = shard.grads;  // a view: scaled in place
+        kernels::scale(grads, float(coeff));
+      }
   }
   return norm;
 }

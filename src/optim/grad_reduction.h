@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "distributed/communicator.h"
 #include "distributed/parallel_state.h"
@@ -33,8 +34,16 @@ void reduce_sequence_parallel_gradients(ParameterStore& store, const ParallelSta
 // world), so every rank makes the same skip decision. With `f16_range`, a value that does not
 // fit in f16 (|g| > 65504 after rounding) counts as an overflow too: that is what an fp16
 // backward would have produced, and the loss scaler must react to it. That test casts the
-// gradients to f16: into `f16_scratch` when given (f16, as many elements as flat_grads, same
-// device — e.g. the optimizer's, free between steps), else into a temporary buffer.
+// gradients to f16: into the part's `f16_scratch` when given (f16, as many elements as its
+// grads, same device — e.g. the optimizer's, free between steps), else into a temporary buffer.
+// The gradients come in parts (the distributed optimizer's dense and expert shards), checked
+// with one reduction.
+struct OverflowCheckPart {
+  Tensor grads;
+  Tensor* f16_scratch = nullptr;
+};
+bool found_overflow_anywhere(std::span<const OverflowCheckPart> parts, Communicator& world,
+                             bool f16_range);
 bool found_overflow_anywhere(const Tensor& flat_grads, Communicator& world, bool f16_range,
                              Tensor* f16_scratch = nullptr);
 
@@ -47,16 +56,18 @@ bool found_overflow_anywhere(const Tensor& flat_grads, Communicator& world, bool
 // sum-of-squares pass per run of counted parameters in the flat gradient buffer
 // (ParameterStore::norm_ranges: the whole buffer on TP rank 0). Identical on every rank.
 //
-// With the distributed optimizer each DP rank holds the reduced gradients of one shard of the
-// flat space only (`shard`: grads f32 [range length] of flat elements [range.begin, range.end));
-// then each rank counts the counted elements of its shard and the sum runs over the whole world
-// (DP × TP × PP).
+// With the distributed optimizer each DP rank holds the reduced gradients of its shards of the
+// flat space only (`shards`, each grads f32 [range length] of flat elements [range.begin,
+// range.end): optim/distributed_optimizer.h's DistributedShards, the dense one over dp × cp and
+// the expert one over edp); then each rank counts the counted elements of its shards and the sum
+// runs over the whole world (dp × cp × TP × PP, which is edp × etp × ep × PP), so each element
+// is counted once. Empty `shards`: the whole gradients.
 struct GradShard {
   Tensor grads;
   FlatRange range;
 };
 double global_grad_norm(const ParameterStore& store, const ParallelState& ps,
-                        const GradShard* shard = nullptr);
+                        std::span<const GradShard> shards = {});
 // The same L2 norm of any flat buffer laid out like the store's values (the parameters, or the
 // fp32 master weights), whole on every rank: Megatron's calc_params_l2_norm with `flat` the
 // parameters. Reduced over the model-parallel group (TP × PP).
@@ -64,13 +75,13 @@ double global_norm(const Tensor& flat, const ParameterStore& store, const Parall
 
 // Megatron's --log-num-zeros-in-grad (count_zeros_fp32): the number of gradient elements equal
 // to zero over the same counted elements as global_grad_norm, reduced the same way (over TP × PP,
-// or over the world for a `shard`). Identical on every rank.
+// or over the world for `shards`). Identical on every rank.
 int64_t count_zero_grads(const ParameterStore& store, const ParallelState& ps,
-                         const GradShard* shard = nullptr);
+                         std::span<const GradShard> shards = {});
 
 // Megatron's clip_grad_norm: when max_norm > 0 and norm > max_norm, scales every gradient (of
-// the shard, when given) by max_norm / (norm + 1e-6). Returns the norm before clipping.
+// the shards, when given) by max_norm / (norm + 1e-6). Returns the norm before clipping.
 double clip_grad_norm(ParameterStore& store, const ParallelState& ps, double max_norm,
-                      GradShard* shard = nullptr);
+                      std::span<const GradShard> shards = {});
 
 }  // namespace megatron

@@ -28,7 +28,7 @@ int64_t layer_of(const std::string& name) {
 }  // namespace
 
 std::vector<double> layer_grad_norms(const ParameterStore& store, const ParallelState& ps,
-                                     const GradShard* shard) {
+                                     std::span<const GradShard> shards) {
   MT_CHECK(store.tp_rank() == ps.tp_rank, "layer_grad_norms: the store is for TP rank ",
            store.tp_rank(), ", the parallel state is rank ", ps.tp_rank);
   std::vector<double> sums;
@@ -38,21 +38,23 @@ std::vector<double> layer_grad_norms(const ParameterStore& store, const Parallel
     if (size_t(layer) >= sums.size()) sums.resize(size_t(layer) + 1, 0.0);
     // Replicated parameters are identical on every TP rank: only rank 0 counts them.
     if (p.replicated() && ps.tp_rank != 0) continue;
-    if (shard == nullptr) {
+    if (shards.empty()) {
       sums[size_t(layer)] += kernels::sum_squares(p.grad);
       continue;
     }
-    // The part of the parameter in this rank's shard of the flat space.
-    const int64_t begin = std::max(p.flat_offset, shard->range.begin);
-    const int64_t end = std::min(p.flat_offset + p.grad.numel(), shard->range.end);
-    if (begin < end)
-      sums[size_t(layer)] += kernels::sum_squares(
-          shard->grads.slice(0, begin - shard->range.begin, end - shard->range.begin));
+    // The part of the parameter in this rank's shards of the flat space.
+    for (const GradShard& shard : shards) {
+      const int64_t begin = std::max(p.flat_offset, shard.range.begin);
+      const int64_t end = std::min(p.flat_offset + p.grad.numel(), shard.range.end);
+      if (begin < end)
+        sums[size_t(layer)] += kernels::sum_squares(
+            shard.grads.slice(0, begin - shard.range.begin, end - shard.range.begin));
+    }
   }
   // The group holding the pieces of every layer: the TP group, the model-parallel group when
   // the layers are spread over pipeline stages, the world when DP ranks hold disjoint shards.
   Communicator* group = nullptr;
-  if (shard != nullptr) {
+  if (!shards.empty()) {
     if (ps.world_size > 1) group = ps.world.get();
   } else if (ps.pp_size > 1) {
     group = ps.mp.get();

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "distributed/parallel_state.h"
@@ -21,9 +22,9 @@ namespace megatron {
 // With pipeline parallelism each stage holds some of the layers (their indices are global):
 // the norms are summed over the model-parallel group (TP × PP) and run to the largest layer
 // index of any stage, identical on every rank of that group. With the distributed optimizer
-// (`shard`: this DP rank's reduced gradients, see global_grad_norm) each rank counts its shard
+// (`shards`: this rank's reduced gradients, see global_grad_norm) each rank counts its shards
 // and the sums run over the whole world.
 std::vector<double> layer_grad_norms(const ParameterStore& store, const ParallelState& ps,
-                                     const GradShard* shard = nullptr);
+                                     std::span<const GradShard> shards = {});
 
 }  // namespace megatron

@@ -196,14 +196,16 @@ Muon::Muon(const ParameterStore& store, const MuonConfig& config, FlatRange rang
       groups_(std::move(groups)) {
   const int64_t total = store.flat_values().numel();
   if (range_.end < 0) range_.end = total;
+  if (groups_.part.end < 0) groups_.part.end = total;
   if (sharded()) {
-    const DpShard shard = DpShard::of(total, groups_.dp->size(), groups_.dp->rank());
+    const DpShard shard = DpShard::of(groups_.part, groups_.dp->size(), groups_.dp->rank());
     MT_CHECK(shard.range.begin == range_.begin && shard.range.end == range_.end,
              "Muon: the range [", range_.begin, ", ", range_.end,
-             ") is not this DP rank's shard of the flat space");
+             ") is not this DP rank's shard of the flat elements [", groups_.part.begin, ", ",
+             groups_.part.end, ")");
   } else {
-    MT_CHECK(range_.begin == 0 && range_.end == total,
-             "Muon: a range of the flat space needs its data-parallel group");
+    MT_CHECK(range_.begin == groups_.part.begin && range_.end == groups_.part.end,
+             "Muon: a range of the flat space other than its part needs its data-parallel group");
   }
   const std::vector<Parameter>& params = store.params();
   for (size_t i = 0; i < params.size(); ++i) {
@@ -236,23 +238,25 @@ void Muon::step(Tensor& master, const Tensor& grads, double lr, double weight_de
       kernels::axpy(mu, m, u);
     }
   }
-  // Every matrix this rank updates, whole: with a sharded range, U from every DP rank.
-  const int64_t total = store_.flat_values().numel();
+  // Every matrix this rank updates, whole: with a sharded range, U from every DP rank — the
+  // part of the flat space they shard, from its first element (unsharded the range is the part).
   Tensor u_full = u_range;
+  const int64_t first = groups_.part.begin;
   if (sharded()) {
     Communicator& dp = *groups_.dp;
-    const DpShard shard = DpShard::of(total, dp.size(), dp.rank());
+    const DpShard shard = DpShard::of(groups_.part, dp.size(), dp.rank());
     Tensor mine = Tensor::zeros({shard.size}, DType::F32, u_range.device());
     Tensor head = mine.slice(0, 0, u_range.numel());
     head.copy_from(u_range);
     Tensor gathered = Tensor::empty({shard.size * dp.size()}, DType::F32, u_range.device());
     dp.all_gather(mine, gathered);
-    u_full = gathered.slice(0, 0, total);
+    u_full = gathered.slice(0, 0, shard.total);
   }
   for (size_t i : matrices_) {
     const Parameter& p = store_.params()[i];
     const Tensor u_local =
-        u_full.slice(0, p.flat_offset, p.flat_offset + p.value.numel()).view(p.local_shape);
+        u_full.slice(0, p.flat_offset - first, p.flat_offset - first + p.value.numel())
+            .view(p.local_shape);
     update_parameter(p, u_local, master, lr);
   }
 }

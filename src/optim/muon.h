@@ -47,7 +47,7 @@
 
 #include "core/tensor.h"
 #include "distributed/communicator.h"
-#include "optim/flat_range.h"
+#include "parallel/flat_range.h"
 #include "parallel/parameter.h"
 
 namespace megatron {
@@ -94,14 +94,17 @@ struct MuonGroups {
   std::shared_ptr<Communicator> tp;   // a partitioned dense parameter's
   std::shared_ptr<Communicator> etp;  // a partitioned expert parameter's
   std::shared_ptr<Communicator> dp;   // the group a sharded range shards the flat space over
+  // The part of the flat space dp shards (end -1: all of it): the dense or the expert part when
+  // the experts have a grid of their own (optim/distributed_optimizer.h).
+  FlatRange part{};
 };
 
 class Muon {
  public:
   // The matrices of `store` whose elements overlap `range`, whose values the caller keeps in
   // `master` (f32 [range length], laid out as the range). A range other than the whole flat
-  // space must be this rank's DpShard over groups.dp. Every rank of a TP group must hold the
-  // same range (the gathers are collective per matrix): they share their DP rank.
+  // space must be this rank's DpShard of groups.part over groups.dp. Every rank of a TP group must
+  // hold the same range (the gathers are collective per matrix): they share their DP rank.
   Muon(const ParameterStore& store, const MuonConfig& config, FlatRange range, MuonGroups groups);
 
   // One update of the matrices in the range with learning rate `lr`, weight decay `wd`;

@@ -39,21 +39,26 @@ AdamW::AdamW(ParameterStore& store, const AdamWConfig& config, FlatRange range,
   // Runs of consecutive parameters that share a weight decay and a learning-rate group (the
   // update is elementwise, so runs give the same result as one update per parameter), clipped
   // to the range; the kernel updates all of a group's runs in one pass. The store's layout is
-  // fixed once allocated.
+  // fixed once allocated; it puts the expert parameters after the dense ones
+  // (ParameterStore::allocate), so a run holds one kind and the runs are sorted by offset.
   const std::vector<Parameter>& params = store.params();
   for (size_t i = 0; i < params.size();) {
-    const bool decay = params[i].spec.weight_decay;
+    const bool decay = params[i].spec.weight_decay, expert = params[i].spec.expert;
     const LrGroup group = lr_group(params[i].spec);
     int64_t begin = params[i].flat_offset;
     int64_t end = begin;
     for (; i < params.size() && params[i].spec.weight_decay == decay &&
-           lr_group(params[i].spec) == group;
+           params[i].spec.expert == expert && lr_group(params[i].spec) == group;
          ++i)
       end = params[i].flat_offset + params[i].value.numel();
     begin = std::max(begin, range_.begin) - range_.begin;
     end = std::min(end, range_.end) - range_.begin;
     if (end > begin && group != kMuon) runs_[group].push_back({begin, end, decay});
   }
+  for (std::vector<kernels::AdamWRun>& runs : runs_)
+    std::sort(runs.begin(), runs.end(), [](const kernels::AdamWRun& a, const kernels::AdamWRun& b) {
+      return a.begin < b.begin;
+    });
   if (config.muon)
     muon_ = std::make_unique<Muon>(store, *config.muon, range_, std::move(muon_groups));
 }

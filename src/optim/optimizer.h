@@ -26,8 +26,8 @@
 
 #include "core/tensor.h"
 #include "kernels/adamw.h"
-#include "optim/flat_range.h"
 #include "optim/muon.h"
+#include "parallel/flat_range.h"
 #include "parallel/parameter.h"
 
 namespace megatron {

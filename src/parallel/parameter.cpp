@@ -1,5 +1,7 @@
 #include "parallel/parameter.h"
 
+#include <algorithm>
+
 #include "core/philox.h"
 #include "kernels/elementwise.h"
 
@@ -70,18 +72,39 @@ bool ParameterStore::contains_persistent_buffer(const std::string& name) const {
   return false;
 }
 
-void ParameterStore::allocate(int64_t pad_values_to, DType value_dtype) {
+void ParameterStore::allocate(int64_t pad_values_to, DType value_dtype,
+                              int64_t pad_expert_values_to) {
   MT_CHECK(!flat_values_.defined(), "ParameterStore::allocate() called twice");
-  MT_CHECK(pad_values_to >= 1, "ParameterStore::allocate: padding multiple ", pad_values_to,
-           " must be at least 1");
+  MT_CHECK(pad_values_to >= 1 && pad_expert_values_to >= 0,
+           "ParameterStore::allocate: padding multiples ", pad_values_to, " and ",
+           pad_expert_values_to, " must be at least 1 and 0");
   MT_CHECK(value_dtype == DType::F32 || value_dtype == DType::BF16, "parameter values in ",
            dtype_name(value_dtype), " are not supported; expected f32 or bf16");
+  auto round_up = [](int64_t n, int64_t multiple) {
+    return (n + multiple - 1) / multiple * multiple;
+  };
+  // The dense parameters, then the expert ones: each kind one range of the flat space.
   int64_t total = 0;
-  for (Parameter& p : params_) {
-    p.flat_offset = total;
-    total += shape_numel(p.local_shape);
+  for (const bool experts : {false, true}) {
+    if (experts) {
+      dense_part_ = {0, total};
+      if (has_experts_ && pad_expert_values_to > 0) total = round_up(total, pad_values_to);
+      expert_part_.begin = total;
+    }
+    for (Parameter& p : params_) {
+      if (p.spec.expert != experts) continue;
+      p.flat_offset = total;
+      total += shape_numel(p.local_shape);
+    }
   }
-  const int64_t padded = (total + pad_values_to - 1) / pad_values_to * pad_values_to;
+  expert_part_.end = total;
+  // Each part's shards are whole blocks of the allocation.
+  const int64_t padded =
+      pad_expert_values_to > 0
+          ? std::max(round_up(dense_part_.end, pad_values_to),
+                     expert_part_.begin +
+                         round_up(expert_part_.end - expert_part_.begin, pad_expert_values_to))
+          : round_up(total, pad_values_to);
   padded_values_ = Tensor::zeros({padded}, value_dtype, device_);
   flat_values_ = padded_values_.slice(0, 0, total);
   flat_grads_ = Tensor::zeros({total}, DType::F32, device_);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "parallel/flat_range.h"
 #include "parallel/grad_ready_listener.h"
 
 namespace megatron {
@@ -115,12 +116,20 @@ class ParameterStore {
   // Names must be unique. Not allowed after allocate().
   size_t add(const ParamSpec& spec);
   // Carves the flat buffers (values and gradients zeroed, on device()) and binds every view.
-  // The value buffer's allocation is padded with zeros to a multiple of `pad_values_to`
-  // elements: the distributed optimizer passes its DP size, so every DP rank's shard of the
-  // values is an equal block of one buffer and the all-gather of the updated shards writes in
-  // place (optim/distributed_optimizer.h). flat_values() never includes the padding.
+  // Layout: the dense parameters in registration order, then the expert parameters in
+  // registration order (the expert part: expert_part()), so that each part is one range that
+  // the distributed optimizer can shard over its own group. The value buffer's allocation is
+  // padded with zeros to a multiple of `pad_values_to` elements: the distributed optimizer
+  // passes its DP size, so every DP rank's shard of the values is an equal block of one buffer
+  // and the all-gather of the updated shards writes in place (optim/distributed_optimizer.h).
+  // flat_values() never includes that padding. `pad_expert_values_to` > 0 (the distributed
+  // optimizer with the experts on a grid of their own, sharded over the expert data-parallel
+  // size): the dense part alone is padded to a multiple of `pad_values_to` — a gap of fewer than
+  // pad_values_to zero elements that belong to no parameter, inside the flat buffers — and the
+  // expert part, which starts after it, to a multiple of `pad_expert_values_to`.
   // `value_dtype`: F32, or BF16 for a trainer whose optimizer holds the fp32 master weights.
-  void allocate(int64_t pad_values_to = 1, DType value_dtype = DType::F32);
+  void allocate(int64_t pad_values_to = 1, DType value_dtype = DType::F32,
+                int64_t pad_expert_values_to = 0);
 
   // Registers a buffer (allocated at once, zeros); its name must differ from every parameter's
   // and buffer's. Returns its index in buffers().
@@ -155,6 +164,10 @@ class ParameterStore {
   int etp_size() const { return etp_size_; }
   // Whether any expert parameter is registered.
   bool has_experts() const { return has_experts_; }
+  // After allocate(): the flat elements of the dense parameters ([0, their count)) and of the
+  // expert parameters (empty, at the end, without experts).
+  FlatRange dense_part() const { return dense_part_; }
+  FlatRange expert_part() const { return expert_part_; }
   Device device() const { return device_; }
 
   // Marks a registered parameter as held by two pipeline stages (StageTie). Not allowed after
@@ -188,7 +201,8 @@ class ParameterStore {
   std::vector<Parameter> params_;
   std::map<std::string, size_t> index_;
   std::vector<Buffer> buffers_;
-  Tensor padded_values_;  // the allocation; flat_values_ is its head
+  FlatRange dense_part_, expert_part_;  // allocate()'s layout
+  Tensor padded_values_;                // the allocation; flat_values_ is its head
   Tensor flat_values_, flat_grads_;
   GradReadyListener* listener_ = nullptr;
 };

@@ -107,11 +107,14 @@ struct Trainer::Impl {
   ParallelState ps;
   ParameterStore store;
   std::unique_ptr<ModelStep> model;
-  std::unique_ptr<AdamW> optimizer;
-  // --use-distributed-optimizer: this DP rank's shard (its range of the flat gradients holds the
+  // The optimizer of every parameter, or with the distributed optimizer of this rank's shard of
+  // the dense part (the whole flat space without an expert grid of its own); the expert part's
+  // shard has an optimizer of its own (null otherwise): AdamW owns one range of the flat space.
+  std::unique_ptr<AdamW> optimizer, expert_optimizer;
+  // --use-distributed-optimizer: this rank's shards (their ranges of the flat gradients hold the
   // reduced sums after the reduction).
-  std::optional<DpShard> shard;
-  // The data-parallel reduction of the gradients (only the shard's range with a shard).
+  std::optional<DistributedShards> shards;
+  // The data-parallel reduction of the gradients (only the shards' ranges with shards).
   std::unique_ptr<GradBuckets> grad_buckets;
   GradScaler scaler;
   LrSchedule schedule;
@@ -191,20 +194,28 @@ struct Trainer::Impl {
     model = make_model(ps, store);
     MT_CHECK(!(cfg.bf16 && cfg.fp16), "bf16 and fp16 training exclude each other");
     // Context-parallel ranks hold the same weights as data-parallel ones: the distributed
-    // optimizer shards over dp × cp, as Megatron's does.
+    // optimizer shards over dp × cp, as Megatron's does — and the experts, on a grid of their
+    // own, over the expert data-parallel group.
+    const bool expert_shards = cfg.distributed_optimizer && ps.own_expert_grid();
     store.allocate(cfg.distributed_optimizer ? ps.dp_cp_size : 1,
-                   cfg.bf16 ? DType::BF16 : DType::F32);
+                   cfg.bf16 ? DType::BF16 : DType::F32, expert_shards ? ps.edp->size() : 0);
     model->init_weights(cfg.seed);
-    if (cfg.distributed_optimizer)
-      shard = DpShard::of(store.flat_values().numel(), ps.dp_cp_size, ps.dp_cp_rank);
+    if (cfg.distributed_optimizer) shards = DistributedShards::of(store, ps);
     grad_buckets = std::make_unique<GradBuckets>(
-        store, ps, cfg.ddp_bucket_size, cfg.overlap_grad_reduce, shard ? &*shard : nullptr);
-    // Muon gathers a TP-split matrix over its TP group, and a sharded one over dp × cp.
-    optimizer = std::make_unique<AdamW>(store, cfg.adam, shard ? shard->range : FlatRange{},
-                                        MuonGroups{ps.tp, ps.etp, shard ? ps.dp_cp : nullptr});
+        store, ps, cfg.ddp_bucket_size, cfg.overlap_grad_reduce, shards ? &*shards : nullptr);
+    // Muon gathers a TP-split matrix over its TP group, and a sharded one over dp × cp (an
+    // expert shard's over edp).
+    const FlatRange dense_part = expert_shards ? store.dense_part() : FlatRange{};
+    optimizer =
+        std::make_unique<AdamW>(store, cfg.adam, shards ? shards->dense.range : FlatRange{},
+                                MuonGroups{ps.tp, ps.etp, shards ? ps.dp_cp : nullptr, dense_part});
+    if (expert_shards)
+      expert_optimizer =
+          std::make_unique<AdamW>(store, cfg.adam, shards->experts->range,
+                                  MuonGroups{ps.tp, ps.etp, ps.edp, store.expert_part()});
     if (cfg.torch_dist_save) choose_torch_dist_save();
-    // --fp16: each rank rounded its shard of the store to f16 (AdamW); every rank gets all of it.
-    if (shard && cfg.fp16) all_gather_shards(store, *ps.dp_cp, *shard);
+    // --fp16: each rank rounded its shards of the store to f16 (AdamW); every rank gets all of it.
+    if (shards && cfg.fp16) all_gather_shards(store, ps, *shards);
     if (cfg.fp16) model->refresh_compute_weights();  // the store now holds f16-rounded values
     RerunConfig rerun_config = cfg.rerun;
     rerun_config.seed = cfg.seed;
@@ -221,9 +232,26 @@ struct Trainer::Impl {
     if (!cfg.rerun.tracker_file.empty())
       for (int64_t i : iterations_to_skip_from_tracker(cfg.rerun.tracker_file))
         iterations_to_skip.insert(i);
+    // The dense and the expert part (not the distributed optimizer's padding between them).
+    const FlatRange dense = store.dense_part(), experts = store.expert_part();
     log_info(" > number of parameters on (tensor, pipeline) model parallel rank (", ps.tp_rank,
-             ", ", ps.pp_rank, "): ", store.flat_values().numel());
+             ", ", ps.pp_rank, "): ", dense.end - dense.begin + experts.end - experts.begin);
     log_info(" > training on ", cfg.device.str());
+    if (shards) log_shards();
+  }
+
+  // The distributed optimizer's shards on rank 0 (the elements whose optimizer state it keeps).
+  void log_shards() const {
+    const DpShard& d = shards->dense;
+    std::string line =
+        " > distributed optimizer state on rank 0: " + std::to_string(d.range.end - d.range.begin) +
+        " of " + std::to_string(d.total) + (shards->experts ? " dense" : "") +
+        " elements (dp x cp " + std::to_string(ps.dp_cp_size) + ")";
+    if (const std::optional<DpShard>& e = shards->experts)
+      line += ", " + std::to_string(e->range.end - e->range.begin) + " of " +
+              std::to_string(e->total) + " expert elements (expert data-parallel " +
+              std::to_string(ps.edp->size()) + ")";
+    log_info(line);
   }
 
   nlohmann::json state_json() const {
@@ -257,15 +285,19 @@ struct Trainer::Impl {
   void save(const std::string& dir = "") {
     const std::string& to = dir.empty() ? cfg.save : dir;
     finish_async_save(/*wait=*/true);  // at most one save in flight
-    // The distributed optimizer's DP ranks each write their own shard: no gather.
+    // The distributed optimizer's DP ranks each write their own shard: no gather (but with
+    // expert shards the state is gathered whole, as the expert save path needs it).
     std::map<std::string, Tensor> buffers;
-    if (!cfg.no_save_optim) buffers = optimizer->flat_buffers();
+    if (!cfg.no_save_optim)
+      buffers = expert_optimizer ? gathered_optimizer_state() : optimizer->flat_buffers();
     // --save-retain-interval: the checkpoint the tracker named before this save.
     const bool retain = to == cfg.save && cfg.save_retain_interval > 0 && ps.rank == 0;
     const std::optional<int64_t> previous = retain ? read_latest_iteration(to) : std::nullopt;
     check_save_lock();
     const OptimizerShard optimizer_shard =
-        shard ? OptimizerShard{shard->range, ps.dp_cp_rank, ps.dp_cp_size} : OptimizerShard{};
+        shards && !expert_optimizer
+            ? OptimizerShard{shards->dense.range, ps.dp_cp_rank, ps.dp_cp_size}
+            : OptimizerShard{};
     if (cfg.async_save && to == cfg.save) {
       Timer snapshot;
       snapshot.start();
@@ -301,6 +333,32 @@ struct Trainer::Impl {
       save_checkpoint(to, iteration, store, buffers, state_json(), ps, optimizer_shard);
     }
     saved(to, iteration, previous);
+  }
+
+  // With expert shards (DistributedShards::experts): the optimizer's flat buffers whole, laid
+  // out like the store's values — each shard's state copied in and all-gathered over its group,
+  // as the values are — for the checkpoint's expert path, which brings the experts to its own
+  // layout (checkpoint/checkpoint.h). Transient: one full-size buffer per state.
+  std::map<std::string, Tensor> gathered_optimizer_state() {
+    std::map<std::string, Tensor> whole;
+    const std::map<std::string, Tensor> dense = optimizer->flat_buffers();
+    const std::map<std::string, Tensor> experts = expert_optimizer->flat_buffers();
+    for (const auto& [name, mine] : dense) {
+      Tensor padded =
+          Tensor::zeros({store.padded_flat_values().numel()}, DType::F32, store.device());
+      for (const auto& [shard, part, group] :
+           {std::tuple(&shards->dense, &mine, ps.dp_cp.get()),
+            std::tuple(&*shards->experts, &experts.at(name), ps.edp.get())}) {
+        const int64_t begin = shard->begin + int64_t(group->rank()) * shard->size;
+        Tensor block = padded.slice(0, begin, begin + shard->size);
+        Tensor head = block.slice(0, 0, part->numel());
+        head.copy_from(*part);
+        Tensor all = padded.slice(0, shard->begin, shard->begin + shard->size * group->size());
+        if (group->size() > 1) group->all_gather(block, all);
+      }
+      whole.emplace(name, padded.slice(0, 0, store.flat_values().numel()));
+    }
+    return whole;
   }
 
   // No other job may have taken --save over since this one started.
@@ -390,7 +448,7 @@ struct Trainer::Impl {
       MT_REQUIRE(plan.warning.empty() || !cfg.exit_on_missing_checkpoint, plan.warning,
                  " is refused: --exit-on-missing-checkpoint (check the --load path)");
       if (cfg.save.empty()) return;
-      if (ps.dp_cp_rank == 0 || shard) check_save_dir_writable(cfg.save, ps.rank);
+      if (ps.dp_cp_rank == 0 || shards) check_save_dir_writable(cfg.save, ps.rank);
       if (ps.rank == 0) save_lock.emplace(cfg.save);
       if (ps.rank == 0) check_save_dir_not_foreign(cfg.save, plan.iteration ? cfg.load : "");
     });
@@ -405,28 +463,37 @@ struct Trainer::Impl {
     const bool load_optim = !cfg.no_load_optim && !weights_only;
     // The optimizer's own buffers (views): the distributed optimizer's hold its shard only, and
     // only the stored pieces that overlap it are read.
+    // With expert shards the state is read whole (the expert load path reads every expert) and
+    // each shard's range copied out of it.
     std::map<std::string, Tensor> buffers = optimizer->flat_buffers();
+    if (expert_optimizer)
+      for (auto& [name, buffer] : buffers)
+        buffer = Tensor::zeros({store.flat_values().numel()}, DType::F32, store.device());
     nlohmann::json state;
     // Each rank reads its own files; a missing or corrupt one fails every rank together.
     run_on_all_ranks(*ps.world, "", [&] {
       state = load_checkpoint(cfg.load, -1, store, load_optim ? &buffers : nullptr, ps,
-                              optimizer->range());
+                              expert_optimizer ? FlatRange{} : optimizer->range());
       check_model_shape(state);
     });
+    if (expert_optimizer && load_optim)
+      for (AdamW* o : {optimizer.get(), expert_optimizer.get()})
+        for (auto& [name, mine] : o->flat_buffers())
+          mine.copy_from(buffers.at(name).slice(0, o->range().begin, o->range().end));
     last_checkpoint = state.at("iteration").get<int64_t>();
     last_checkpoint_dir = cfg.load;
     converted_from = state.value("converted_from", nlohmann::json());
     // An imported HF checkpoint has no optimizer state: start the optimizer afresh.
     if (load_optim && state.contains("optimizer")) {
-      optimizer->load_state(state.at("optimizer"));
+      for (AdamW* o : optimizers()) o->load_state(state.at("optimizer"));
       // A run that trains nothing (--skip-train, finetune --epochs 0) never uses the schedule:
       // checking its settings would only refuse an evaluation.
       schedule.load_state(state.at("scheduler"),
                           cfg.skip_train ? ScheduleRestore::kOverride : cfg.schedule_restore);
       scaler.load_state(state.at("grad_scaler"));
-      optimizer->write_model_weights();
+      for (AdamW* o : optimizers()) o->write_model_weights();
     } else {
-      optimizer->reset_master_from_store();
+      for (AdamW* o : optimizers()) o->reset_master_from_store();
     }
     if (!weights_only) {
       iteration = state.at("iteration").get<int64_t>();
@@ -592,13 +659,13 @@ struct Trainer::Impl {
     if (cfg.per_token_loss && loss.tokens > 0)
       kernels::scale(store.flat_grads(), float(1.0 / loss.tokens));
     NamedTimers::Scope optimizer_time(timers, "optimizer", 1);
-    // The distributed optimizer's DP ranks each hold the reduced gradients of their shard.
-    std::optional<GradShard> grads;
-    if (shard)
-      grads = GradShard{store.flat_grads().slice(0, shard->range.begin, shard->range.end),
-                        shard->range};
-    GradShard* range = grads ? &*grads : nullptr;
-    if (cfg.fp16 && overflowed(grads ? grads->grads : store.flat_grads(), loss_scale)) return false;
+    // The distributed optimizer's DP ranks each hold the reduced gradients of their shards.
+    std::vector<GradShard> range;
+    for (AdamW* o : optimizers())
+      if (shards)
+        range.push_back(
+            {store.flat_grads().slice(0, o->range().begin, o->range().end), o->range()});
+    if (cfg.fp16 && overflowed(range, loss_scale)) return false;
     if (log_layer_grad_norms_now() && !rerun->rerunning_in_place())
       log.layer_grad_norms(iteration, layer_grad_norms(store, ps, range));
     grad_norm = timers.time("optimizer-clip-main-grad", 1,
@@ -610,16 +677,27 @@ struct Trainer::Impl {
   }
 
   // --fp16, before the optimizer step: true (the step is skipped) when the reduced, still
-  // scaled gradients `grads` overflow f16 on any rank — the whole buffer, or each DP rank's
-  // shard, whose OR over the world is the same decision — else unscales them. The scaler
-  // learns the outcome either way.
-  bool overflowed(Tensor grads, double loss_scale) {
+  // scaled gradients overflow f16 on any rank — the whole buffer, or each rank's shards (`shards`
+  // of compute_gradients), whose OR over the world is the same decision — else unscales them.
+  // The scaler learns the outcome either way.
+  bool overflowed(const std::vector<GradShard>& sharded, double loss_scale) {
     NamedTimers::Scope unscale_time(timers, "optimizer-unscale-and-check-inf", 1);
-    const bool overflow =
-        found_overflow_anywhere(grads, *ps.world, true, &optimizer->f16_scratch());
+    std::vector<OverflowCheckPart> parts;
+    if (sharded.empty()) parts.push_back({store.flat_grads(), &optimizer->f16_scratch()});
+    for (size_t i = 0; i < sharded.size(); ++i)
+      parts.push_back({sharded[i].grads, &optimizers()[i]->f16_scratch()});
+    const bool overflow = found_overflow_anywhere(parts, *ps.world, true);
     scaler.update(overflow);
-    if (!overflow) kernels::scale(grads, float(1.0 / loss_scale));
+    if (!overflow)
+      for (OverflowCheckPart& part : parts) kernels::scale(part.grads, float(1.0 / loss_scale));
     return overflow;
+  }
+
+  // The optimizers of this rank's parameters: the one, or (expert shards) the dense part's and
+  // the expert part's.
+  std::vector<AdamW*> optimizers() const {
+    if (expert_optimizer) return {optimizer.get(), expert_optimizer.get()};
+    return {optimizer.get()};
   }
 
   // The optimizer step on the gradients of compute_gradients (the divergence guard first).
@@ -629,12 +707,12 @@ struct Trainer::Impl {
     NamedTimers::Scope optimizer_time(timers, "optimizer", 1);
     check_loss_and_grad(loss, grad_norm);
     apply_optimizer_schedule();
-    if (shard) {
+    if (shards) {
       timers.time("optimizer-inner-step", 1, [&] {
-        optimizer->step(schedule.lr(),
-                        store.flat_grads().slice(0, shard->range.begin, shard->range.end));
+        for (AdamW* o : optimizers())
+          o->step(schedule.lr(), store.flat_grads().slice(0, o->range().begin, o->range().end));
       });
-      timers.time("params-all-gather", 1, [&] { all_gather_shards(store, *ps.dp_cp, *shard); });
+      timers.time("params-all-gather", 1, [&] { all_gather_shards(store, ps, *shards); });
       // --fp16 / --bf16: the gathered 16-bit values are the casts of every shard's fp32
       // master, so an inf/NaN master shows in them; the guard checks them.
       finish_step(Tensor());
@@ -705,9 +783,11 @@ struct Trainer::Impl {
   // The schedule's values for this step beside the learning rate: the weight decay (when it
   // varies), the embedding and output layer's --decoupled-lr and muP's hidden matrices'.
   void apply_optimizer_schedule() {
-    if (schedule.varies_weight_decay()) optimizer->set_weight_decay(schedule.wd());
-    optimizer->set_decoupled_lr(schedule.decoupled_lr());
-    optimizer->set_mup_hidden_lr(schedule.mup_hidden_lr());
+    for (AdamW* o : optimizers()) {
+      if (schedule.varies_weight_decay()) o->set_weight_decay(schedule.wd());
+      o->set_decoupled_lr(schedule.decoupled_lr());
+      o->set_mup_hidden_lr(schedule.mup_hidden_lr());
+    }
   }
 
   void finish_step(const Tensor& master) {
@@ -724,10 +804,12 @@ struct Trainer::Impl {
     if (!cfg.log_params_norm) return std::nullopt;
     if (optimizer->separate_master()) {
       const Tensor master = optimizer->flat_buffers().at(kMasterWeightsBuffer);
-      if (!shard) return global_norm(master, store, ps);
-      // Each DP rank holds its shard of the master: the same counted sum, over the world.
-      const GradShard master_shard{master, shard->range};
-      return global_grad_norm(store, ps, &master_shard);
+      if (!shards) return global_norm(master, store, ps);
+      // Each rank holds its shards of the master: the same counted sum, over the world.
+      std::vector<GradShard> master_shards;
+      for (AdamW* o : optimizers())
+        master_shards.push_back({o->flat_buffers().at(kMasterWeightsBuffer), o->range()});
+      return global_grad_norm(store, ps, master_shards);
     }
     return global_norm(store.flat_values(), store, ps);
   }

@@ -74,7 +74,10 @@ class CountingCommunicator final : public test::ForwardingCommunicator {
 };
 
 struct StepResult {
-  std::vector<float> reduced;  // the flat gradients, or the shard's
+  std::vector<float> reduced;     // the flat gradients, or the (dense) shard's
+  std::vector<float> flat;        // the flat gradients
+  std::vector<int64_t> offsets;   // each parameter's flat offset (experts after the dense ones)
+  std::vector<FlatRange> shards;  // with the distributed optimizer: the dense, the expert shard
   int posted_before_finish = 0, posted = 0;
 };
 
@@ -88,9 +91,10 @@ StepResult run_step(ParallelState ps, int r, bool overlap, bool distributed_opti
   store.set_expert_grid(ps.ep_rank, ps.ep_size, ps.etp_rank, ps.etp_size);
   add_params(store, sequence_parallel, ps.ep_size > 1 ? ps.ep_size : 0);
   const int64_t n = store.flat_grads().numel();
-  std::optional<DpShard> shard;
-  if (distributed_optimizer) shard = DpShard::of(n, ps.dp_size, ps.dp_rank);
-  GradBuckets buckets(store, ps, kBucketElements, overlap, shard ? &*shard : nullptr);
+  std::optional<DistributedShards> shards;
+  if (distributed_optimizer) shards = DistributedShards::of(store, ps);
+  EXPECT_TRUE(!shards || shards->experts || shards->dense.total == n);
+  GradBuckets buckets(store, ps, kBucketElements, overlap, shards ? &*shards : nullptr);
   buckets.start(kMicroBatches, 0.5);
   float* g = store.flat_grads().data<float>();
   for (int m = 0; m < kMicroBatches; ++m) {
@@ -109,10 +113,15 @@ StepResult run_step(ParallelState ps, int r, bool overlap, bool distributed_opti
   result.posted_before_finish = counting->posted;
   buckets.finish();
   result.posted = counting->posted;
+  for (const Parameter& param : store.params()) result.offsets.push_back(param.flat_offset);
+  result.flat = store.flat_grads().to_vector<float>();
+  if (shards) result.shards.push_back(shards->dense.range);
+  if (shards && shards->experts) result.shards.push_back(shards->experts->range);
   // With a shard its range of the gradients holds the reduced sums (in place).
-  result.reduced =
-      shard ? store.flat_grads().slice(0, shard->range.begin, shard->range.end).to_vector<float>()
-            : store.flat_grads().to_vector<float>();
+  result.reduced = shards ? store.flat_grads()
+                                .slice(0, shards->dense.range.begin, shards->dense.range.end)
+                                .to_vector<float>()
+                          : store.flat_grads().to_vector<float>();
   return result;
 }
 
@@ -179,17 +188,46 @@ TEST(GradBuckets, SumsExpertGradientsOverTheExpertDataParallelRanks) {
   std::vector<int> same_experts;
   for (int r = 0; r < ps.world_size; ++r)
     if (r % 2 == ps.ep_rank) same_experts.push_back(r);
-  int64_t offset = 0;
+  // The store lays the expert parameters out after the dense ones.
+  EXPECT_EQ(plain.offsets, (std::vector<int64_t>{0, 5, 12, 25, 36, 15, 21}));
   for (size_t p = 0; p < kSizes.size(); ++p) {
     const std::vector<int> ranks = p == 3 || p == 4 ? same_experts : all_ranks(ps.world_size);
-    for (int64_t i = offset; i < offset + kSizes[p]; ++i) {
+    for (int64_t i = plain.offsets[p]; i < plain.offsets[p] + kSizes[p]; ++i) {
       const double want = reference(ranks, i);
       EXPECT_NEAR(plain.reduced[size_t(i)], want, 1e-6 * std::abs(want) + 1e-6)
           << "parameter " << p << ", element " << i;
     }
-    offset += kSizes[p];
   }
   EXPECT_EQ(plain.reduced, overlapped.reduced);
+}
+
+TEST(GradBuckets, ReduceScattersExpertGradientsIntoExpertDataParallelShards) {
+  SKIP_UNLESS_WORLD_SIZE_DIVISIBLE_BY(2);
+  // TP 1, EP 2 with the distributed optimizer: the 25 dense elements are cut over every rank
+  // (dp × cp), the 13 expert ones (parameters 3 and 4, after the dense ones) over the ranks of
+  // the same EP rank (edp, world / 2 of them); each rank's two shards hold the sums over their
+  // groups, with and without overlap.
+  ParallelState ps = ParallelState::create(test::world(), 1, 1, RankOrder::kTpDpPp, 1, 0, 2);
+  const StepResult plain = run_step(ps, ps.rank, false, true);
+  const StepResult overlapped = run_step(ps, ps.rank, true, true);
+  const int edp = ps.world_size / 2, edp_rank = ps.rank / 2;
+  ASSERT_EQ(ps.edp->size(), edp);
+  ASSERT_EQ(plain.shards.size(), 2u);
+  const int64_t dense_k = (25 + ps.world_size - 1) / ps.world_size, expert_k = (13 + edp - 1) / edp;
+  EXPECT_EQ(plain.shards[0].begin, std::min<int64_t>(25, ps.rank * dense_k));
+  EXPECT_EQ(plain.shards[0].end, std::min<int64_t>(25, (ps.rank + 1) * dense_k));
+  EXPECT_EQ(plain.shards[1].begin, 25 + std::min<int64_t>(13, edp_rank * expert_k));
+  EXPECT_EQ(plain.shards[1].end, 25 + std::min<int64_t>(13, (edp_rank + 1) * expert_k));
+  std::vector<int> same_experts;
+  for (int r = 0; r < ps.world_size; ++r)
+    if (r % 2 == ps.ep_rank) same_experts.push_back(r);
+  for (size_t s = 0; s < 2; ++s)
+    for (int64_t i = plain.shards[s].begin; i < plain.shards[s].end; ++i) {
+      const double want = reference(s == 1 ? same_experts : all_ranks(ps.world_size), i);
+      EXPECT_NEAR(plain.flat[size_t(i)], want, 1e-6 * std::abs(want) + 1e-6)
+          << (s == 1 ? "expert" : "dense") << " element " << i;
+      EXPECT_EQ(plain.flat[size_t(i)], overlapped.flat[size_t(i)]) << "element " << i;
+    }
 }
 
 TEST(GradBuckets, SumsSequenceParallelGradientsOverTensorParallelRanks) {

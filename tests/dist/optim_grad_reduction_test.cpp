@@ -1,6 +1,7 @@
 // Gradient reduction across ranks: the global norm, the per-layer norms and clipping at TP =
 // world size against a dense double-precision computation over the full tensors (the per-layer
-// norms also over two pipeline stages and over distributed-optimizer shards), and the job-wide
+// norms also over two pipeline stages and over distributed-optimizer shards; the norm, zero count
+// and clipping over the dense and expert shards of an expert grid of its own), and the job-wide
 // overflow decision when one rank alone sees an inf. (The bucketed DP sum:
 // optim_grad_buckets_test.)
 #include <cmath>
@@ -125,7 +126,7 @@ TEST(GradReduction, LayerNormsSumOverDistributedOptimizerShards) {
   const DpShard shard = DpShard::of(store.flat_grads().numel(), ps.dp_size, ps.dp_rank);
   const GradShard grads{store.flat_grads().slice(0, shard.range.begin, shard.range.end),
                         shard.range};
-  expect_dense_layer_norms(layer_grad_norms(store, ps, &grads));
+  expect_dense_layer_norms(layer_grad_norms(store, ps, std::span(&grads, 1)));
 }
 
 TEST(GradReduction, ClipScalesEveryShardByTheSameCoefficient) {
@@ -151,6 +152,52 @@ TEST(GradReduction, ClipScalesEveryShardByTheSameCoefficient) {
   fill_grads(store);
   clip_grad_norm(store, ps, dense_norm() * 2.0);
   EXPECT_NEAR(global_grad_norm(store, ps), dense_norm(), 1e-12 * dense_norm());
+}
+
+// The distributed optimizer with the experts on a grid of their own (TP 1, EP 2): the dense
+// parameters' gradients sharded over dp × cp (the world), the experts' over edp (world / 2).
+// The norm, the zero count and clipping over the two shards count every element of the full
+// model once: the same as over the whole gradients, and as the full tensors in double.
+TEST(GradReduction, ExpertShardsCountEveryElementOnce) {
+  SKIP_UNLESS_WORLD_SIZE_DIVISIBLE_BY(2);
+  ParallelState ps = ParallelState::create(test::world(), 1, 1, RankOrder::kTpDpPp, 1, 0, 2);
+  std::vector<ParamSpec> specs = kSpecs;
+  specs.push_back({.name = "experts.fc1.weight", .full_shape = {4, 6}, .expert = true});
+  specs.push_back(
+      {.name = "experts.fc2.weight", .full_shape = {4, 3, 5}, .partition_dim = 2, .expert = true});
+  ParameterStore store(ps.tp_rank, ps.tp_size);
+  store.set_expert_grid(ps.ep_rank, ps.ep_size, ps.etp_rank, ps.etp_size);
+  for (const ParamSpec& s : specs) store.add(s);
+  store.allocate(ps.dp_cp_size, DType::F32, ps.edp->size());
+  // Every 7th element of each full tensor has a zero gradient.
+  auto grad = [](const std::string& name, int64_t i) {
+    return i % 7 == 3 ? 0.0 : double(float(full_grad(name, i)));
+  };
+  double squares = 0;
+  int64_t zeros = 0;
+  for (const ParamSpec& s : specs)
+    for (int64_t i = 0; i < shape_numel(s.full_shape); ++i) {
+      squares += grad(s.name, i) * grad(s.name, i);
+      zeros += i % 7 == 3;
+    }
+  const double want = std::sqrt(squares);
+  for (Parameter& p : store.params()) {
+    float* g = p.grad.data<float>();
+    for (int64_t i = 0; i < p.grad.numel(); ++i)
+      g[i] = float(grad(p.spec.name, full_element_index(p, i)));
+  }
+  const DistributedShards shards = DistributedShards::of(store, ps);
+  ASSERT_TRUE(shards.experts.has_value());
+  EXPECT_EQ(shards.experts->total, store.expert_part().end - store.expert_part().begin);
+  std::vector<GradShard> mine;
+  for (const DpShard* s : {&shards.dense, &*shards.experts})
+    mine.push_back({store.flat_grads().slice(0, s->range.begin, s->range.end), s->range});
+  EXPECT_NEAR(global_grad_norm(store, ps, mine), want, 1e-12 * want);
+  EXPECT_NEAR(global_grad_norm(store, ps), want, 1e-12 * want);
+  EXPECT_EQ(count_zero_grads(store, ps, mine), zeros);
+  EXPECT_EQ(count_zero_grads(store, ps), zeros);
+  EXPECT_NEAR(clip_grad_norm(store, ps, want / 3.0, mine), want, 1e-12 * want);
+  EXPECT_NEAR(global_grad_norm(store, ps, mine), want / 3.0, 1e-5 * want);
 }
 
 TEST(GradReduction, OverflowOnOneRankSkipsOnEveryRank) {

@@ -5,7 +5,9 @@
 # and learned positions: it trains to the same lm loss, grad norm and load-balancing loss
 # (relative <= 1e-5, 6 iterations, dropout on) at TP 1, TP 2 (the matrices gathered over TP),
 # TP 4 (the QKV replicated: 2 groups on 4 ranks), TP 2 with sequence parallelism, PP 2, DP 2,
-# EP 2, DP 2 with --optimizer dist_muon (the momentum sharded over DP) and TP 2 x PP 2. A TP 1
+# EP 2, DP 2 with --optimizer dist_muon (the momentum sharded over DP), EP 2 x DP 4 with it (the
+# dense momentum sharded over DP 4, the experts' over their expert data-parallel pair) and
+# TP 2 x PP 2. A TP 1
 # checkpoint resumes at TP 2 x DP 2 with the distributed optimizer (the momentum resharded on
 # load) to the losses of the uninterrupted run, and at TP 1 bit for bit, as a bf16 run at TP 2
 # does; a resume with --optimizer adam is refused. Adam
@@ -28,12 +30,14 @@ run pp2 2 1 2 "${MODEL[@]}" "${MUON[@]}"
 run dp2 2 1 1 "${MODEL[@]}" "${MUON[@]}"
 run ep2 2 1 1 --expert-model-parallel-size 2 "${MODEL[@]}" "${MUON[@]}"
 run dp2_dist_muon 2 1 1 "${MODEL[@]}" "${MUON[@]}" --optimizer dist_muon
+run ep2_dp4_dist_muon 4 1 1 --expert-model-parallel-size 2 "${MODEL[@]}" "${MUON[@]}" \
+  --optimizer dist_muon
 run tp2_pp2 4 2 2 "${MODEL[@]}" "${MUON[@]}"
 run tp1_adam 1 1 1 "${MODEL[@]}"
 node "$MEGATRON_SOURCE_DIR/tests/e2e/loss_decreases.js" 6 "$WORK/tp1.jsonl"
 grep -q "dist_muon is deprecated" "$WORK/dp2_dist_muon.log" \
   || { cat "$WORK/dp2_dist_muon.log"; echo "FAIL: dist_muon was not recognised"; exit 1; }
-for name in tp2 tp4 tp2_sp pp2 dp2 ep2 dp2_dist_muon tp2_pp2; do
+for name in tp2 tp4 tp2_sp pp2 dp2 ep2 dp2_dist_muon ep2_dp4_dist_muon tp2_pp2; do
   echo "== tp1 vs $name"
   $CHECK "$WORK/tp1.jsonl" "$WORK/$name.jsonl" --from 1 --to 6 --rtol 1e-5
 done

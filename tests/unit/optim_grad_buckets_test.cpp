@@ -68,9 +68,9 @@ TEST(GradBuckets, ExpertParametersNeverShareABucketWithDenseOnes) {
     store.add(spec);
   }
   store.allocate();
-  // Flat offsets 0, 10, 16, 24 (end 28).
+  // The experts are laid out after the dense parameters: flat offsets 0, 14, 20, 10 (end 28).
   const std::vector<GradBucket> buckets = make_grad_buckets(store, 100);
-  expect_buckets(buckets, {{3, 4, 24, 28, false}, {1, 3, 10, 24, false}, {0, 1, 0, 10, false}});
+  expect_buckets(buckets, {{3, 4, 10, 14, false}, {1, 3, 14, 28, false}, {0, 1, 0, 10, false}});
   EXPECT_FALSE(buckets[0].expert);
   EXPECT_TRUE(buckets[1].expert);
   EXPECT_FALSE(buckets[2].expert);

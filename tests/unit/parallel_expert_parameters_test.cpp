@@ -97,10 +97,40 @@ TEST(ExpertParametersTest, NormRunsSeparateDenseAndExpertParameters) {
     return std::pair<int64_t, int64_t>{p.flat_offset, p.flat_offset + shape_numel(p.local_shape)};
   };
   using Ranges = std::vector<std::pair<int64_t, int64_t>>;
-  EXPECT_EQ(store.norm_ranges(false), (Ranges{range_of("dense.weight"), range_of("norm.weight")}));
+  // The dense parameters are laid out before the experts, so the two dense ones are one run.
+  EXPECT_EQ(store.norm_ranges(false),
+            (Ranges{{range_of("dense.weight").first, range_of("norm.weight").second}}));
   // fc1 and fc2 are adjacent: one run.
   EXPECT_EQ(store.norm_ranges(true), (Ranges{{range_of("experts.linear_fc1.weight").first,
                                               range_of("experts.linear_fc2.weight").second}}));
+}
+
+TEST(ExpertParametersTest, ExpertPartFollowsTheDensePartPaddedForTheDistributedOptimizer) {
+  // TP 1, EP 2, ETP 1: dense.weight (24) and norm.weight (4), then rank 0's two experts' fc1
+  // (2·6·4), fc2 (2·4·6) and bias (2·4), in registration order within each part.
+  const ParameterStore plain = store_for(0, 1, 0, 2, 0, 1);
+  EXPECT_EQ(plain.get("dense.weight").flat_offset, 0);
+  EXPECT_EQ(plain.get("norm.weight").flat_offset, 24);
+  EXPECT_EQ(plain.get("experts.linear_fc1.weight").flat_offset, 28);
+  EXPECT_EQ(plain.get("experts.linear_fc2.weight").flat_offset, 76);
+  EXPECT_EQ(plain.get("experts.linear_fc2.bias").flat_offset, 124);
+  EXPECT_EQ(plain.dense_part().begin, 0);
+  EXPECT_EQ(plain.dense_part().end, 28);
+  EXPECT_EQ(plain.expert_part().begin, 28);
+  EXPECT_EQ(plain.expert_part().end, 132);
+  EXPECT_EQ(plain.flat_values().numel(), 132);
+  // The distributed optimizer's padding: the dense part to a multiple of 3 (a gap of 2 zeros
+  // that belong to no parameter), the expert part to a multiple of 5.
+  ParameterStore store(0, 1);
+  store.set_expert_grid(0, 2, 0, 1);
+  for (const ParamSpec& s : specs()) store.add(s);
+  store.allocate(3, DType::F32, 5);
+  EXPECT_EQ(store.dense_part().end, 28);
+  EXPECT_EQ(store.expert_part().begin, 30);
+  EXPECT_EQ(store.expert_part().end, 134);
+  EXPECT_EQ(store.get("experts.linear_fc1.weight").flat_offset, 30);
+  EXPECT_EQ(store.flat_values().numel(), 134);
+  EXPECT_EQ(store.padded_flat_values().numel(), 30 + 105);
 }
 
 TEST(ExpertParametersTest, ExpertsMustDivideOverTheExpertParallelRanks) {

@@ -478,15 +478,6 @@ void validate_training_args_except_data(Args& a, int world_size) {
                "--expert-tensor-parallel-size ",
                etp, "; choose a width that is a multiple of it");
   }
-  // The distributed optimizer shards the flat buffer over dp x cp, whose ranks hold different
-  // experts on an expert grid of their own (EP > 1 or ETP other than TP); the optimizer state
-  // then stays whole on every rank, which computes the same update (Megatron's distributed
-  // optimizer is the plain one, sharded).
-  if ((ep > 1 || etp != tp) && a.distributed_optimizer)
-    log_warning("--use-distributed-optimizer with --expert-model-parallel-size " +
-                std::to_string(ep) + " and --expert-tensor-parallel-size " + std::to_string(etp) +
-                ": the optimizer state is not sharded (each rank keeps that of its parameters); "
-                "the update is the same");
   a.world_size = world_size;
   // Megatron's data-parallel size: the context-parallel ranks are carved out of it.
   a.data_parallel_size = world_size / (tp * cp * pp);
@@ -900,9 +891,7 @@ TrainerConfig trainer_config(const Args& a, const ArgTable& table) {
   cfg.log_timers_to_tensorboard = a.log_timers_to_tensorboard;
   cfg.log_memory_to_tensorboard = a.log_memory_to_tensorboard;
   cfg.log_loss_scale_to_tensorboard = a.log_loss_scale_to_tensorboard;
-  cfg.distributed_optimizer =
-      a.distributed_optimizer && a.expert_model_parallel_size == 1 &&
-      a.effective_expert_tensor_parallel_size() == a.tensor_model_parallel_size;
+  cfg.distributed_optimizer = a.distributed_optimizer;
   cfg.overlap_grad_reduce = a.overlap_grad_reduce;
   cfg.ddp_bucket_size = a.ddp_bucket_size;
   cfg.log_validation_ppl_to_tensorboard = a.log_validation_ppl_to_tensorboard;
