@@ -38,10 +38,8 @@ BytesPerParameter bytes_per_parameter(const Layout& l, Implementation impl) {
   }
   // The distributed optimizer shards the dense state over the gradient group (d·c ranks) and
   // the routed experts' over the expert-data-parallel group (ed = world / (et·e·p)), as
-  // Megatron-Core's expert-data-parallel distributed optimizer does. megatron-cpp's trainer
-  // keeps the whole state on every rank when the expert grid is its own (EP > 1 or ETP ≠ TP:
-  // cli/args/training_config.cpp warns) until its sharding over ed lands; the plan models the
-  // sharded optimizer.
+  // Megatron-Core's expert-data-parallel distributed optimizer and megatron-cpp's
+  // (optim/distributed_optimizer.h: two shards per rank) do.
   b.expert_optimizer = b.optimizer;
   if (l.distributed_optimizer) {
     b.optimizer /= double(l.gradient_group());
