@@ -52,8 +52,9 @@ struct CppShapes {
   bool rows_shared_out = false;  // ETP ≠ TP: the TP ranks share the routed rows out
   bool shared_gate = false;
   // Groups of the load-balancing losses (model/moe_router.h): the aux loss's one (the
-  // micro-batch), the per-sequence loss's b; 0 without.
-  double aux_groups = 0, seq_aux_groups = 0;
+  // micro-batch), the per-sequence loss's b, the global loss's one; 0 without.
+  double aux_groups = 0, seq_aux_groups = 0, global_aux_groups = 0;
+  double router = 4;  // bytes of the router's logits and statistics (--moe-router-dtype)
   bool exchange() const { return rows_shared_out ? ep * etp_gather > 1 : ep > 1; }
   double scores() const { return b * hl * s * s; }  // elements of one [b, a/t, s, s] tensor
   // Elements of this rank's Q, K/V and QKV of its local sequence ([2C, b, G, q + 2, d]).
@@ -182,12 +183,15 @@ void cpp_from_experts(const CppShapes& c, double rows, Allocations& a) {
 // MoeLayer::forward's allocations (kept for backward) in place of the dense MLP's.
 void cpp_moe_forward(const CppShapes& c, Allocations& a) {
   const double N = c.N, h = c.h, e = c.e, E = c.experts, k = c.topk;
-  if (c.sp) a.add(N * h * e);    // LN2 output all-gathered
+  if (c.sp) a.add(N * h * e);  // LN2 output all-gathered
+  const double r = c.router;
   if (e != 4) a.add(N * h * 4);  // the router's f32 input
-  a.add(N * E * 4);              // router logits (f32)
+  if (r == 8) a.add(N * h * 8);  // ... in f64
+  if (r == 8) a.add(E * h * 8);  // the router weight in f64
+  a.add(N * E * r);              // router logits
   a.add(N * k * 4, 2);           // top-k indices (i32), probabilities (f32)
-  for (double groups : {c.aux_groups, c.seq_aux_groups})
-    if (groups > 0) a.add(2 * groups * E * 4);  // load-balancing statistics (counts, sums)
+  for (double groups : {c.aux_groups, c.seq_aux_groups, c.global_aux_groups})
+    if (groups > 0) a.add(2 * groups * E * r);  // load-balancing statistics (counts, sums)
   a.add(E * 8);                                 // tokens per expert (i64)
   a.add(c.routed * 4);                          // slot sources (i32)
   a.add(N * k * 4);                             // slot of each (token, choice) (i32)
@@ -222,12 +226,14 @@ void cpp_moe_backward(const CppShapes& c, Allocations& a) {
   if (c.exchange()) cpp_from_experts(c, c.block, a);
   if (c.rows_shared_out) a.add(c.routed * h * e);  // this block among zeros
   a.add(N * h * e);                                // input gradient (partial sums)
-  a.add(N * E * 4);                                // d(router logits) (f32)
-  for (double groups : {c.aux_groups, c.seq_aux_groups})
-    if (groups > 0) a.add(groups * E * 4);  // the losses' weights, scaled
-  if (e != 4) a.add(N * h * 4);             // the router's input gradient in f32 (TP rank 0)
-  if (e != 4) a.add(N * h * e);             // ... cast
-  if (c.sp) a.add(c.n * h * e);             // input gradient reduce-scattered
+  const double r = c.router;
+  a.add(N * E * r);                        // d(router logits)
+  if (r == 8) a.add(E * h * 8);            // the weight gradient in f64
+  if (r == 8) a.add(E * h * 4);            // ... rounded to f32
+  if (r != 4 || e != 4) a.add(N * h * r);  // the router's input gradient (TP rank 0)
+  if (r == 8) a.add(N * h * 4);            // ... in f32
+  if (e != 4) a.add(N * h * e);            // ... cast
+  if (c.sp) a.add(c.n * h * e);            // input gradient reduce-scattered
   if (c.shared_ffn > 0) {
     if (c.shared_gate) {
       a.add(c.n * h * e);              // d(shared output) through the gate
@@ -380,6 +386,8 @@ ActivationMemory megatron_cpp(const ModelSpec& m, const Layout& l) {
     c.shared_gate = moe.shared_expert_gate;
     c.aux_groups = moe.aux_loss_coeff > 0 ? 1.0 : 0.0;
     c.seq_aux_groups = moe.seq_aux_loss_coeff > 0 ? c.b : 0.0;
+    c.global_aux_groups = moe.global_aux_loss_coeff > 0 ? 1.0 : 0.0;
+    c.router = moe.router_fp64 ? 8.0 : 4.0;
   }
   const bool bert = m.family == ModelFamily::kBert;
   const int p = l.pipeline_parallel, v = l.virtual_stages;

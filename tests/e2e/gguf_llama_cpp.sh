@@ -101,13 +101,21 @@ node -e 'let s = ""; for (let d = 0; d < 200; ++d) { const t = []; for (let i = 
 megatron preprocess preprocess --input "$WORK/count.jsonl" --output-prefix "$WORK/count" \
   --tokenizer-type NullTokenizer --vocab-size 96 --workers 1
 printf '%s\n' "5 6 7" "40 41 42 43" "80 81" > "$WORK/count_prompts.txt"
+# The reference models ggml's AVX-512 CPU builds (libggml-cpu-zen4, -skylakex, ...: within 1e-5 on
+# Zen 4/5). On a CPU without AVX-512 ggml loads its AVX2 build (libggml-cpu-haswell), whose GPT-2
+# scores differ from the reference by up to 9.9e-5 (Zen 3, 2026-12-07; the cause inside ggml is not
+# identified yet), so llama.cpp's side is held to 2e-4 there; megatron's side, the greedy tokens
+# and the perplexity (1e-4) keep their bounds on every CPU.
+LLAMA_CPP_GELU_ATOL=1e-5
+grep -qw avx512f /proc/cpuinfo || LLAMA_CPP_GELU_ATOL=2e-4
 for fixture in gpt2_tiny llama_tiny qwen2_tiny; do
   convert --from hf --load "$MEGATRON_SOURCE_DIR/tests/data/$fixture/hf" --save "$WORK/$fixture" \
     --make-vocab-size-divisible-by 32
   reference=""
   [[ $fixture != gpt2_tiny ]] ||
     reference="$MEGATRON_SOURCE_DIR/tests/data/gguf/gpt2_tiny_llama_cpp_logprobs.json"
-  REFERENCE_LOGPROBS="$reference" check_model "$fixture" "$WORK/$fixture" f32 \
+  REFERENCE_LOGPROBS="$reference" LLAMA_CPP_REFERENCE_ATOL=$LLAMA_CPP_GELU_ATOL \
+    check_model "$fixture" "$WORK/$fixture" f32 \
     "$WORK/id_prompts.txt" "$WORK/ids.wiki.test.tokens" -- --tokenizer-type NullTokenizer \
     --vocab-size 96
   timeout 600 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 \

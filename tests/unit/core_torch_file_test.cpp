@@ -99,8 +99,8 @@ bool same(const PyValue& a, const PyValue& b) {
 
 TEST(TorchZip, RewritingPyTorchsRecordsGivesItsExactBytes) {
   const auto files = fixture_files();
-  // legacy_tp2_pp2 4, mcore_tp1 1, qwen2_core_tp2 2, legacy_bf16_tp2 2
-  ASSERT_EQ(files.size(), 9u);
+  // legacy_tp2_pp2 4, mcore_tp1 1, qwen2_core_tp2 2, legacy_bf16_tp2 2, distrib_tp2_pp2 4
+  ASSERT_EQ(files.size(), 13u);
   TempDir dir;
   for (const std::string& path : files) {
     TorchZipReader in(path);

@@ -580,7 +580,8 @@ TEST(PlanMemory, MegatronLmMoeActivationsByHand) {
 TEST(PlanMemory, MegatronCppMoeArenasExactly) {
   for (const bool bf16 : {false, true})
     for (const bool capacity : {false, true}) {
-      SCOPED_TRACE(std::string(bf16 ? "bf16" : "f32") + (capacity ? ", capacity" : ""));
+      SCOPED_TRACE(std::string(bf16 ? "bf16" : "f32") +
+                   (capacity ? ", capacity, fp64 router" : ""));
       GptConfig gc = arena_gpt_config(3, /*llama=*/capacity);
       MoeOptions& moe = gc.arch.moe;
       moe.num_experts = 6;
@@ -589,6 +590,7 @@ TEST(PlanMemory, MegatronCppMoeArenasExactly) {
       if (capacity) {
         moe.capacity_factor = 1.5;
         moe.pad_to_capacity = true;
+        moe.router_fp64 = true;  // the router's f64 copies and gradients
       } else {
         moe.layer_freq = "[1,0,1]";
         moe.aux_loss_coeff = 0.01;
