@@ -114,12 +114,17 @@ void run_f64(const GemmProblem& p) {
   loop_dgemm(p);
 }
 
-// Copies a bf16 matrix [rows, cols] with row stride ld into a contiguous f32 one.
-void widen(const bf16* src, int64_t rows, int64_t cols, int64_t ld, float* dst) {
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r)
+// Copies `entries` bf16 matrices [rows, cols] (row stride ld, entry e at src + e * stride) into
+// one contiguous f32 array [entries, rows, cols]. One parallel region for all entries: a batch of
+// small matrices (attention's heads) would otherwise pay a region's start-up per entry.
+void widen(const bf16* src, int64_t entries, int64_t stride, int64_t rows, int64_t cols, int64_t ld,
+           float* dst) {
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t e = 0; e < entries; ++e)
+    for (int64_t r = 0; r < rows; ++r)
 #pragma omp simd
-    for (int64_t j = 0; j < cols; ++j) dst[r * cols + j] = to_f32(src[r * ld + j]);
+      for (int64_t j = 0; j < cols; ++j)
+        dst[(e * rows + r) * cols + j] = to_f32(src[e * stride + r * ld + j]);
 }
 
 // A per-thread f32 buffer of at least n elements. GEMMs run on every layer of every step:
@@ -130,40 +135,42 @@ float* scratch(std::vector<float>& buffer, int64_t n) {
   return buffer.data();
 }
 
-// bf16 operands without a oneDNN JIT kernel: widen each batch entry to f32 and use run_f32.
+// bf16 operands without a oneDNN JIT kernel: every batch entry widened to f32, then run_f32 once
+// for the whole batch, so that a batched product (attention's per-head GEMMs) stays one batched
+// call (oneDNN's batched matmul) instead of a small BLAS call and a few parallel regions per
+// entry (bench/RESULTS.md: 10x slower at GPT-2's 96 heads x 128 x 64 on a Zen 3). An operand
+// shared by every entry (batch stride 0) is widened once.
 void run_bf16_widened(const GemmProblem& p) {
   const int64_t a_rows = p.trans_a ? p.k : p.m, a_cols = p.trans_a ? p.m : p.k;
   const int64_t b_rows = p.trans_b ? p.n : p.k, b_cols = p.trans_b ? p.k : p.n;
+  const int64_t a_entries = p.batch_a == 0 ? 1 : p.batch, b_entries = p.batch_b == 0 ? 1 : p.batch;
   thread_local std::vector<float> a_buffer, b_buffer, c_buffer;
-  float* a = scratch(a_buffer, a_rows * a_cols);  // op(A) storage, contiguous
-  float* b = scratch(b_buffer, b_rows * b_cols);  // op(B) storage, contiguous
-  float* c = p.c_dtype == DType::BF16 ? scratch(c_buffer, p.m * p.n) : nullptr;  // [M, N]
-  for (int64_t i = 0; i < p.batch; ++i) {
-    widen(static_cast<const bf16*>(p.a) + i * p.batch_a, a_rows, a_cols, p.lda, a);
-    widen(static_cast<const bf16*>(p.b) + i * p.batch_b, b_rows, b_cols, p.ldb, b);
-    GemmProblem q = p;
-    q.batch = 1;
-    q.ab_dtype = DType::F32;
-    q.c_dtype = DType::F32;
-    q.a = a;
-    q.b = b;
-    q.lda = a_cols;
-    q.ldb = b_cols;
-    if (p.c_dtype == DType::F32) {
-      q.c = static_cast<float*>(p.c) + i * p.batch_c;
-      run_f32(q);
-      continue;
-    }
-    bf16* cb = static_cast<bf16*>(p.c) + i * p.batch_c;
-    if (p.beta != 0.f) widen(cb, p.m, p.n, p.ldc, c);
-    q.c = c;
-    q.ldc = p.n;
-    run_f32(q);
-#pragma omp parallel for schedule(static)
+  float* a = scratch(a_buffer, a_entries * a_rows * a_cols);  // op(A) [entries, rows, cols]
+  float* b = scratch(b_buffer, b_entries * b_rows * b_cols);  // op(B) [entries, rows, cols]
+  widen(static_cast<const bf16*>(p.a), a_entries, p.batch_a, a_rows, a_cols, p.lda, a);
+  widen(static_cast<const bf16*>(p.b), b_entries, p.batch_b, b_rows, b_cols, p.ldb, b);
+  GemmProblem q = p;
+  q.ab_dtype = q.c_dtype = DType::F32;
+  q.a = a;
+  q.b = b;
+  q.lda = a_cols;
+  q.ldb = b_cols;
+  q.batch_a = p.batch_a == 0 ? 0 : a_rows * a_cols;
+  q.batch_b = p.batch_b == 0 ? 0 : b_rows * b_cols;
+  if (p.c_dtype == DType::F32) return run_f32(q);
+  float* c = scratch(c_buffer, p.batch * p.m * p.n);  // [batch, M, N]
+  bf16* cb = static_cast<bf16*>(p.c);                 // entries batch_c apart, rows ldc apart
+  if (p.beta != 0.f) widen(cb, p.batch, p.batch_c, p.m, p.n, p.ldc, c);
+  q.c = c;
+  q.ldc = p.n;
+  q.batch_c = p.m * p.n;
+  run_f32(q);
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t e = 0; e < p.batch; ++e)
     for (int64_t r = 0; r < p.m; ++r)
 #pragma omp simd
-      for (int64_t j = 0; j < p.n; ++j) cb[r * p.ldc + j] = from_f32<bf16>(c[r * p.n + j]);
-  }
+      for (int64_t j = 0; j < p.n; ++j)
+        cb[e * p.batch_c + r * p.ldc + j] = from_f32<bf16>(c[(e * p.m + r) * p.n + j]);
 }
 
 // Few rows of A (M <= kSmallRows, not transposed), batched or not: the decode step of
